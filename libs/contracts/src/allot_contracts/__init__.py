@@ -1,0 +1,1 @@
+"""allot_contracts."""

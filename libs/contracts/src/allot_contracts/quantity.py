@@ -1,0 +1,129 @@
+"""Kubernetes resource quantities, exactly.
+
+Responsibility: parse the quantity strings found in manifests (``"500m"``, ``"8Gi"``, ``"1e3"``, ``"83201216Ki"``)
+into exact rational numbers, convert them to the integer units the engines compute in, and format integers back
+into canonical quantity strings.
+
+Invariants:
+- Parsing is exact (``fractions.Fraction``); no float ever touches a quantity.
+- Canonical integer units: ``cpu`` (and ``*-cpu`` extended resources such as ``kubernetes.io/batch-cpu`` when
+  given as cores) in millicores, everything else in base units (bytes, device units, counts). Conversion rounds
+  up, like Kubernetes ``MilliValue()`` / ``Value()``.
+- ``format_quantity`` is the inverse for canonical integers: binary suffixes for byte-like resources when exact,
+  decimal otherwise, millicores as ``"500m"`` or whole cores as ``"4"``.
+
+Pure: no IO, no clock. Errors are ``QuantityError`` (a ``ValueError``) naming the offending text.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Final
+
+__all__ = [
+    "QuantityError",
+    "format_quantity",
+    "is_milli_resource",
+    "parse_quantity",
+    "to_canonical",
+]
+
+
+class QuantityError(ValueError):
+    """A string that is not a valid Kubernetes quantity."""
+
+
+_BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL: Final = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_PATTERN: Final = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>(?:\d+(?:\.\d*)?|\.\d+))"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE]?))$"
+)
+
+# Resources whose canonical unit is the milli-unit (Kubernetes MilliValue). Everything else uses Value().
+_MILLI_RESOURCES: Final = frozenset({"cpu", "kubernetes.io/mid-cpu"})
+
+
+def is_milli_resource(name: str) -> bool:
+    """True when ``name`` is counted in milli-units (cpu)."""
+    return name in _MILLI_RESOURCES
+
+
+def parse_quantity(text: str | int | float) -> Fraction:
+    """Parse a Kubernetes quantity into an exact ``Fraction``.
+
+    Integers are accepted as they are; floats only when they are integral (YAML turns ``4`` into an int but
+    ``0.5`` into a float, which we accept by way of its shortest decimal representation).
+    """
+    if isinstance(text, bool):
+        raise QuantityError(f"quantity must be a string or number, got {text!r}")
+    if isinstance(text, int):
+        return Fraction(text)
+    if isinstance(text, float):
+        if text != text or text in (float("inf"), float("-inf")):
+            raise QuantityError(f"quantity {text!r} is not a finite number")
+        return Fraction(repr(text))
+    if not isinstance(text, str):
+        raise QuantityError(f"quantity must be a string or number, got {type(text).__name__}")
+    s = text.strip()
+    m = _PATTERN.match(s)
+    if m is None:
+        raise QuantityError(f"{text!r} is not a valid quantity (expected e.g. '500m', '4', '8Gi', '1e3')")
+    num = Fraction(m.group("num"))
+    if m.group("bin"):
+        num *= _BINARY[m.group("bin")]
+    elif m.group("exp"):
+        exp = int(m.group("exp")[1:])
+        if abs(exp) > 30:
+            raise QuantityError(f"{text!r}: exponent out of range")
+        num *= Fraction(10) ** exp
+    else:
+        num *= _DECIMAL[m.group("dec") or ""]
+    if m.group("sign") == "-":
+        num = -num
+    return num
+
+
+def _ceil(value: Fraction) -> int:
+    return -((-value.numerator) // value.denominator)
+
+
+def to_canonical(name: str, quantity: str | int | float | Fraction) -> int:
+    """Convert a quantity of resource ``name`` to its canonical integer unit (millicores for cpu)."""
+    q = quantity if isinstance(quantity, Fraction) else parse_quantity(quantity)
+    if is_milli_resource(name):
+        return _ceil(q * 1000)
+    return _ceil(q)
+
+
+_BINARY_DESC: Final = sorted(_BINARY.items(), key=lambda kv: -kv[1])
+_DECIMAL_DESC: Final = [("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3)]
+_BYTE_HINTS: Final = ("memory", "storage", "gpu-memory", "hugepages")
+
+
+def format_quantity(name: str, value: int) -> str:
+    """Format a canonical integer of resource ``name`` as a canonical Kubernetes quantity string."""
+    if is_milli_resource(name):
+        if value % 1000 == 0:
+            return str(value // 1000)
+        return f"{value}m"
+    if value == 0:
+        return "0"
+    if any(h in name for h in _BYTE_HINTS):
+        for suffix, factor in _BINARY_DESC:
+            if value % factor == 0:
+                return f"{value // factor}{suffix}"
+        return str(value)
+    return str(value)

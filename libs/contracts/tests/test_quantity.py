@@ -1,0 +1,49 @@
+from fractions import Fraction
+
+import pytest
+
+from allot_contracts.quantity import QuantityError, format_quantity, parse_quantity, to_canonical
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("500m", Fraction(1, 2)),
+        ("4", Fraction(4)),
+        ("8Gi", Fraction(8 * 2**30)),
+        ("83201216Ki", Fraction(83201216 * 1024)),
+        ("1e3", Fraction(1000)),
+        ("1.5", Fraction(3, 2)),
+        ("100M", Fraction(10**8)),
+        (".5", Fraction(1, 2)),
+        (3, Fraction(3)),
+        (0.25, Fraction(1, 4)),
+    ],
+    ids=lambda v: str(v),
+)
+def test_parse_quantity(text, expected):
+    assert parse_quantity(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "5 Gi", "1Q", "--1", True, None])
+def test_parse_quantity_rejects(text):
+    with pytest.raises(QuantityError):
+        parse_quantity(text)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "canonical"),
+    [("cpu", "500m", 500), ("cpu", "2", 2000), ("cpu", "1.0001", 1001), ("memory", "1Ki", 1024), ("nvidia.com/gpu", "2", 2)],
+)
+def test_to_canonical_rounds_up(name, text, canonical):
+    assert to_canonical(name, text) == canonical
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "text"),
+    [("cpu", 500, "500m"), ("cpu", 4000, "4"), ("memory", 8 * 2**30, "8Gi"), ("memory", 1000, "1000"),
+     ("koordinator.sh/gpu-core", 100, "100"), ("koordinator.sh/gpu-memory", 0, "0")],
+)
+def test_format_quantity_roundtrip(name, value, text):
+    assert format_quantity(name, value) == text
+    assert to_canonical(name, text) == value

@@ -1,0 +1,1 @@
+"""Pytest plugin: fixtures for real PostgreSQL and NATS servers (filled in below)."""

@@ -1,0 +1,1 @@
+"""gang_coordinator."""

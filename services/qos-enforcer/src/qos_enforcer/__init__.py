@@ -1,0 +1,1 @@
+"""qos_enforcer."""
