@@ -1,0 +1,1 @@
+"""``allot bench`` subcommands: one module each, exporting ``register(subparsers)``."""

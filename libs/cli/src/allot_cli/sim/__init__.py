@@ -1,0 +1,1 @@
+"""``allot sim`` subcommands: one module each, exporting ``register(subparsers)``."""
