@@ -1,1 +1,152 @@
-"""Pytest plugin: fixtures for real PostgreSQL and NATS servers (filled in below)."""
+"""Pytest plugin (loaded with ``-p allot_testing.plugin``): fixtures for real PostgreSQL and NATS.
+
+- ``pg_server`` / ``nats_server`` (session): the servers chosen by :mod:`allot_testing.servers`.
+- ``database_url`` (function): a fresh database cloned from a migrated template; dropped afterwards.
+- ``bus_names`` (function): a unique NATS subject prefix and stream name for the test.
+- ``external_database_url`` / ``external_nats_url``: the machine's own servers (marker ``external``); skipped with a
+  clear reason when they do not answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import asyncpg
+import pytest
+
+from allot_eventstore.migrate import migrate
+from allot_eventstore.urls import plain_url, with_database
+from allot_testing.servers import Server, nats_server, postgres_server
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Server]:
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def nats_server_url() -> Iterator[str]:
+    with nats_server() as server:
+        yield server.url
+
+
+async def _admin(url: str) -> asyncpg.Connection:
+    return await asyncpg.connect(plain_url(url), timeout=10)
+
+
+async def _create_template(url: str, name: str) -> None:
+    conn = await _admin(url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    await migrate(with_database(url, name))
+
+
+async def _clone(url: str, template: str, name: str) -> None:
+    conn = await _admin(url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await conn.close()
+
+
+async def _drop(url: str, name: str) -> None:
+    conn = await _admin(url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: Server) -> Iterator[str]:
+    name = f"allot_tpl_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_create_template(pg_server.url, name))
+    yield name
+    asyncio.run(_drop(pg_server.url, name))
+
+
+def _fresh_database(server_url: str, template: str) -> Iterator[str]:
+    name = f"allot_t_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_clone(server_url, template, name))
+    try:
+        yield with_database(server_url, name)
+    finally:
+        asyncio.run(_drop(server_url, name))
+
+
+@pytest.fixture
+def database_url(pg_server: Server, pg_template: str) -> Iterator[str]:
+    """A migrated, empty database of this test's own."""
+    yield from _fresh_database(pg_server.url, pg_template)
+
+
+@pytest.fixture
+def empty_database_url(pg_server: Server) -> Iterator[str]:
+    """A database with no schema at all (for migration tests)."""
+    name = f"allot_e_{uuid.uuid4().hex[:12]}"
+
+    async def create() -> None:
+        conn = await _admin(pg_server.url)
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+
+    asyncio.run(create())
+    try:
+        yield with_database(pg_server.url, name)
+    finally:
+        asyncio.run(_drop(pg_server.url, name))
+
+
+@pytest.fixture
+def bus_names() -> dict[str, str]:
+    suffix = uuid.uuid4().hex[:10]
+    return {"prefix": f"t{suffix}", "stream": f"ALLOT_T{suffix.upper()}"}
+
+
+def _reachable(url: str, default_port: int) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or default_port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def external_pg_url() -> str:
+    url = os.environ.get("ALLOT_EXTERNAL_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    if not _reachable(url, 5432):
+        pytest.skip(f"external PostgreSQL not reachable at {url} (set ALLOT_EXTERNAL_DATABASE_URL)")
+    return url
+
+
+@pytest.fixture(scope="session")
+def external_nats_url() -> str:
+    url = os.environ.get("ALLOT_EXTERNAL_NATS_URL", "nats://127.0.0.1:4222")
+    if not _reachable(url, 4222):
+        pytest.skip(f"external NATS not reachable at {url} (set ALLOT_EXTERNAL_NATS_URL)")
+    return url
+
+
+@pytest.fixture(scope="session")
+def external_pg_template(external_pg_url: str) -> Iterator[str]:
+    name = f"allot_tpl_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_create_template(external_pg_url, name))
+    yield name
+    asyncio.run(_drop(external_pg_url, name))
+
+
+@pytest.fixture
+def external_database_url(external_pg_url: str, external_pg_template: str) -> Iterator[str]:
+    yield from _fresh_database(external_pg_url, external_pg_template)

@@ -1,0 +1,206 @@
+"""Recorded events (what the log returns) and new events (what a writer appends).
+
+Responsibility: the envelope around an event payload, the canonical bytes an event's hash covers, deterministic
+event ids for derived events, stream ids and NATS subjects.
+
+Invariants:
+- ``position`` is the global, dense (1, 2, 3, …) order of the log; ``stream_version`` is dense per stream from 1.
+- The hash of event *n* is ``sha256(hash(n-1) ‖ canonical_header(n) ‖ "\\n" ‖ canonical_payload(n))`` where canonical
+  means msgspec JSON with sorted keys; the genesis "previous hash" is 32 zero bytes. Operational metadata (trace
+  context) is not hashed: it is not a decision input.
+- Times are integers: microseconds since the Unix epoch (UTC), taken from an injected clock by the writer.
+- An event derived by a service from a trigger has the id ``uuid5(ALLOT_NS, f"{producer}/{trigger_id}/{index}")``, so
+  re-running the same decision (after a crash, or in replay) produces the same ids and re-appending is a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+import msgspec
+
+from allot_contracts.events import AnyEvent, Event, split_tag, tag_of
+from allot_contracts.upcasters import upcast
+
+__all__ = [
+    "GENESIS_HASH",
+    "NewEvent",
+    "RecordedEvent",
+    "canonical",
+    "chain_hash",
+    "derived_event_id",
+    "stream_id",
+    "subject_for",
+]
+
+GENESIS_HASH = bytes(32)
+ALLOT_NS = uuid.UUID("6f1c3d1e-5b7a-4f43-9c1b-2a8e7d0c4b11")
+
+_canonical = msgspec.json.Encoder(order="sorted")
+_plain = msgspec.json.Encoder()
+_decode_any = msgspec.json.Decoder(AnyEvent)
+
+
+def canonical(obj: Any) -> bytes:
+    """Canonical JSON bytes (sorted keys, no whitespace) of a Struct or builtins."""
+    return _canonical.encode(obj)
+
+
+def derived_event_id(producer: str, trigger_id: str, index: int) -> str:
+    return str(uuid.uuid5(ALLOT_NS, f"{producer}/{trigger_id}/{index}"))
+
+
+def stream_id(kind: str, key: str) -> str:
+    """``stream_id("pod", "default/train-0")`` → ``"pod:default/train-0"``."""
+    return f"{kind}:{key}"
+
+
+def subject_for(prefix: str, event_type: str) -> str:
+    """NATS subject of an event type: ``<prefix>.events.<kind>.<action>``."""
+    return f"{prefix}.events.{event_type}"
+
+
+def _header(
+    *,
+    position: int,
+    event_id: str,
+    stream_id: str,
+    stream_version: int,
+    type: str,
+    schema_version: int,
+    causation_id: str | None,
+    correlation_id: str | None,
+    producer: str,
+    recorded_at: int,
+) -> bytes:
+    return canonical(
+        [position, event_id, stream_id, stream_version, type, schema_version, causation_id, correlation_id,
+         producer, recorded_at]
+    )
+
+
+def chain_hash(prev: bytes, header: bytes, payload: bytes) -> bytes:
+    h = hashlib.sha256(prev)
+    h.update(header)
+    h.update(b"\n")
+    h.update(payload)
+    return h.digest()
+
+
+class NewEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """An event to append. ``expected_version``: ``None`` = no check; ``0`` = the stream must not exist yet;
+    ``n`` = the stream's current version must be ``n``."""
+
+    stream_id: str
+    event: Event
+    event_id: str
+    causation_id: str | None = None
+    correlation_id: str | None = None
+    expected_version: int | None = None
+    metadata: dict[str, str] = {}
+
+    @property
+    def tag(self) -> str:
+        return tag_of(self.event)
+
+
+class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """An event as stored in the log. ``payload`` is its JSON (bytes as read); ``event`` decodes it (typed)."""
+
+    position: int
+    event_id: str
+    stream_id: str
+    stream_version: int
+    type: str
+    schema_version: int
+    causation_id: str | None
+    correlation_id: str | None
+    producer: str
+    recorded_at: int
+    payload: bytes
+    hash: bytes
+    metadata: dict[str, str] = {}
+
+    @property
+    def tag(self) -> str:
+        return f"{self.type}.v{self.schema_version}"
+
+    def header_bytes(self) -> bytes:
+        return _header(
+            position=self.position,
+            event_id=self.event_id,
+            stream_id=self.stream_id,
+            stream_version=self.stream_version,
+            type=self.type,
+            schema_version=self.schema_version,
+            causation_id=self.causation_id,
+            correlation_id=self.correlation_id,
+            producer=self.producer,
+            recorded_at=self.recorded_at,
+        )
+
+    def canonical_payload(self) -> bytes:
+        return canonical(msgspec.json.decode(self.payload))
+
+    def expected_hash(self, prev: bytes) -> bytes:
+        return chain_hash(prev, self.header_bytes(), self.canonical_payload())
+
+    def decode(self) -> Event:
+        """The typed payload, upcast to the current schema when it was written by an older version."""
+        known = self.tag
+        try:
+            return _decode_any.decode(self.payload)
+        except msgspec.ValidationError:
+            raw = msgspec.json.decode(self.payload)
+            if not isinstance(raw, dict):
+                raise
+            upgraded = upcast(known, raw)
+            if upgraded is raw:
+                raise
+            return msgspec.convert(upgraded, AnyEvent)  # type: ignore[arg-type]
+
+    def payload_dict(self) -> dict[str, Any]:
+        value = msgspec.json.decode(self.payload)
+        assert isinstance(value, dict)
+        return value
+
+
+def prepare(
+    new: NewEvent, *, position: int, stream_version: int, producer: str, recorded_at: int, prev_hash: bytes
+) -> RecordedEvent:
+    """Turn a new event into the record the store writes (computes the canonical payload and the chain hash)."""
+    type_name, schema_version = split_tag(new.tag)
+    payload = canonical(new.event)
+    header = _header(
+        position=position,
+        event_id=new.event_id,
+        stream_id=new.stream_id,
+        stream_version=stream_version,
+        type=type_name,
+        schema_version=schema_version,
+        causation_id=new.causation_id,
+        correlation_id=new.correlation_id,
+        producer=producer,
+        recorded_at=recorded_at,
+    )
+    return RecordedEvent(
+        position=position,
+        event_id=new.event_id,
+        stream_id=new.stream_id,
+        stream_version=stream_version,
+        type=type_name,
+        schema_version=schema_version,
+        causation_id=new.causation_id,
+        correlation_id=new.correlation_id,
+        producer=producer,
+        recorded_at=recorded_at,
+        payload=payload,
+        hash=chain_hash(prev_hash, header, payload),
+        metadata=dict(new.metadata),
+    )
+
+
+def encode_plain(obj: Any) -> bytes:
+    return _plain.encode(obj)

@@ -1,0 +1,67 @@
+"""Errors, sorted by what to do next.
+
+::
+
+    ControlPlaneError
+    ├── TransientError(delay)      retry later (JetStream: nak with backoff)
+    │   ├── Unavailable            a server (PostgreSQL, NATS, Kubernetes) did not answer or timed out
+    │   └── ConcurrencyConflict    a stale expected stream version; reload and decide again
+    └── PermanentError             retrying cannot help (JetStream: term, and a dead-letter event)
+        ├── InvalidInput(issues)   bad input: each issue has a field path and a reason
+        ├── NotFound
+        ├── SchemaMismatch         the database schema is not the one this version needs
+        └── AlreadyProcessed       a consumer checkpoint is already past this event (a duplicate delivery)
+
+Adapters catch driver exceptions (asyncpg, nats, kubernetes-asyncio) and raise these, with the cause chained.
+Expected rejections of decisions ("quota full", "no node fits") are not errors at all: they are outcomes,
+recorded as events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ControlPlaneError(Exception):
+    """Root of every error Allot raises on purpose."""
+
+
+class TransientError(ControlPlaneError):
+    def __init__(self, message: str, *, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class Unavailable(TransientError):
+    pass
+
+
+class ConcurrencyConflict(TransientError):
+    pass
+
+
+class PermanentError(ControlPlaneError):
+    pass
+
+
+class InvalidInput(PermanentError):
+    """Bad input. ``issues`` is a list of ``(path, message)`` pairs; ``str()`` lists them one per line."""
+
+    def __init__(self, issues: Sequence[tuple[str, str]], *, subject: str = "") -> None:
+        self.issues = list(issues)
+        self.subject = subject
+        head = f"{subject}: " if subject else ""
+        lines = [f"{path}: {message}" if path else message for path, message in self.issues]
+        super().__init__(head + ("; ".join(lines) if lines else "invalid input"))
+
+
+class NotFound(PermanentError):
+    pass
+
+
+class SchemaMismatch(PermanentError):
+    pass
+
+
+class AlreadyProcessed(PermanentError):
+    pass

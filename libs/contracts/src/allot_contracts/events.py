@@ -1,0 +1,417 @@
+"""The event catalogue: every fact Allot records, as msgspec tagged-union Structs.
+
+Responsibility: define the payload of every event type, its stable tag (``<kind>.<action>.v<N>``), the union used to
+decode payloads, and the mapping from tag to type name and schema version.
+
+Invariants (schema evolution, see docs/adr/0004-event-contracts.md):
+- Tags are explicit, never class names or import paths, and match ``^[a-z_]+\\.[a-z_]+\\.v\\d+$``.
+- Fields are only ever added, with defaults; a field's type or meaning never changes. A breaking change gets a new
+  tag (``….v2``) and an upcaster in :mod:`allot_contracts.upcasters`.
+- No ``array_like`` and no ``forbid_unknown_fields`` on events, so that old readers skip new fields.
+- Payloads carry JSON builtins only (no floats in decision data) so they hash and compare byte for byte.
+
+The first token of a tag is the *stream kind*; it names the NATS subject ``<prefix>.events.<kind>.<action>``.
+Input events (what users or a Kubernetes watch applied) are produced by ``api``; every other event is produced by
+the service that decided it. Which service consumes what is drawn in docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+
+__all__ = [
+    "ALL_EVENT_TYPES",
+    "AnyEvent",
+    "Event",
+    "event_class",
+    "split_tag",
+]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every event payload. Subclasses set ``tag``; ``stream_kind`` is the tag's first token."""
+
+    STREAM_KIND: ClassVar[str] = ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Inputs: objects applied or deleted by a user (`allot apply`) or observed from a Kubernetes API server.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class ObjectRef(msgspec.Struct, frozen=True, kw_only=True):
+    """A namespaced or cluster-scoped object reference; ``namespace`` is "" for cluster-scoped objects."""
+
+    namespace: str = ""
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+class NodeApplied(Event, frozen=True, tag="node.applied.v1"):
+    """A v1 Node manifest was applied (created or updated)."""
+
+    name: str
+    manifest: dict[str, Any]
+
+
+class NodeDeleted(Event, frozen=True, tag="node.deleted.v1"):
+    name: str
+
+
+class DeviceApplied(Event, frozen=True, tag="device.applied.v1"):
+    """A Koordinator ``Device`` object (cluster-scoped, named after its node) was applied."""
+
+    name: str
+    manifest: dict[str, Any]
+
+
+class DeviceDeleted(Event, frozen=True, tag="device.deleted.v1"):
+    name: str
+
+
+class TopologyApplied(Event, frozen=True, tag="topology.applied.v1"):
+    """A ``NodeResourceTopology`` object (named after its node) was applied."""
+
+    name: str
+    manifest: dict[str, Any]
+
+
+class TopologyDeleted(Event, frozen=True, tag="topology.deleted.v1"):
+    name: str
+
+
+class PodSubmitted(Event, frozen=True, tag="pod.submitted.v1"):
+    """A pod was submitted for scheduling (no ``spec.nodeName``)."""
+
+    pod: ObjectRef
+    uid: str
+    manifest: dict[str, Any]
+
+
+class PodObserved(Event, frozen=True, tag="pod.observed.v1"):
+    """An already-bound pod (``spec.nodeName`` and allocation annotations) was applied or observed."""
+
+    pod: ObjectRef
+    uid: str
+    manifest: dict[str, Any]
+
+
+class PodDeleted(Event, frozen=True, tag="pod.deleted.v1"):
+    pod: ObjectRef
+    uid: str = ""
+
+
+class QuotaApplied(Event, frozen=True, tag="quota.applied.v1"):
+    """An ``ElasticQuota`` object was applied."""
+
+    quota: ObjectRef
+    manifest: dict[str, Any]
+
+
+class QuotaDeleted(Event, frozen=True, tag="quota.deleted.v1"):
+    quota: ObjectRef
+
+
+class ObjectIgnored(Event, frozen=True, tag="object.ignored.v1"):
+    """An object of a kind this version accepts but does not act on yet (recorded, so nothing is silently lost)."""
+
+    api_version: str
+    kind: str
+    ref: ObjectRef
+    manifest: dict[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# node-reporter
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class FieldIssue(msgspec.Struct, frozen=True, kw_only=True):
+    """One validation error: where (a field path) and why."""
+
+    path: str
+    message: str
+
+
+class NodeRegistered(Event, frozen=True, tag="node.registered.v1"):
+    """node-reporter accepted a Node: it is schedulable input from now on. ``capacity`` is a summary for humans."""
+
+    name: str
+    manifest: dict[str, Any]
+    capacity: dict[str, str] = {}
+
+
+class NodeRejected(Event, frozen=True, tag="node.rejected.v1"):
+    name: str
+    errors: list[FieldIssue]
+
+
+class NodeRemoved(Event, frozen=True, tag="node.removed.v1"):
+    name: str
+
+
+class DevicesReported(Event, frozen=True, tag="device.reported.v1"):
+    """node-reporter accepted a node's device inventory (Koordinator ``Device``)."""
+
+    name: str
+    manifest: dict[str, Any]
+    devices: dict[str, int] = {}
+
+
+class DevicesRejected(Event, frozen=True, tag="device.rejected.v1"):
+    name: str
+    errors: list[FieldIssue]
+
+
+class DevicesRemoved(Event, frozen=True, tag="device.removed.v1"):
+    name: str
+
+
+class TopologyReported(Event, frozen=True, tag="topology.reported.v1"):
+    name: str
+    manifest: dict[str, Any]
+
+
+class TopologyRemoved(Event, frozen=True, tag="topology.removed.v1"):
+    name: str
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The pod's path: gang-coordinator → quota-manager → reservation-manager → device-allocator → binder → qos-enforcer
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class PodEnqueued(Event, frozen=True, tag="pod.enqueued.v1"):
+    """gang-coordinator let a pod into the scheduling queue (a plain pod, or a gang member that goes on alone)."""
+
+    pod: ObjectRef
+    attempt: int = 1
+
+
+class PodRejected(Event, frozen=True, tag="pod.rejected.v1"):
+    """A pod whose input can never be scheduled (malformed or invalid request). Never retried."""
+
+    pod: ObjectRef
+    stage: str
+    errors: list[FieldIssue]
+    message: str
+    codes: list[str] = []
+
+
+class QuotaAdmitted(Event, frozen=True, tag="quota.admitted.v1"):
+    """quota-manager admitted a pod: its request fits the quota's limit. ``used`` is after admission."""
+
+    pod: ObjectRef
+    attempt: int
+    quota: str
+    request: dict[str, str]
+    used: dict[str, str]
+    limit: dict[str, str]
+    detail: dict[str, Any] = {}
+
+
+class QuotaWaiting(Event, frozen=True, tag="quota.waiting.v1"):
+    """The pod's quota is full: it waits (it is not failed) until quota frees."""
+
+    pod: ObjectRef
+    attempt: int
+    quota: str
+    message: str
+    detail: dict[str, Any] = {}
+
+
+class QuotaReleased(Event, frozen=True, tag="quota.released.v1"):
+    """A pod's charge was returned to its quota (deleted, unschedulable, or rejected downstream)."""
+
+    pod: ObjectRef
+    quota: str
+    request: dict[str, str]
+    used: dict[str, str]
+    reason: str
+
+
+class QuotaRegistered(Event, frozen=True, tag="quota.registered.v1"):
+    quota: ObjectRef
+    max: dict[str, str]
+    min: dict[str, str] = {}
+
+
+class QuotaRejected(Event, frozen=True, tag="quota.rejected.v1"):
+    quota: ObjectRef
+    errors: list[FieldIssue]
+
+
+class QuotaRemoved(Event, frozen=True, tag="quota.removed.v1"):
+    quota: ObjectRef
+
+
+class ReservationResolved(Event, frozen=True, tag="reservation.resolved.v1"):
+    """reservation-manager decided which Reservation (if any) the pod must use; ``None`` = none applies."""
+
+    pod: ObjectRef
+    attempt: int
+    reservation: str | None = None
+    reason: str = ""
+
+
+class PodPlaced(Event, frozen=True, tag="pod.placed.v1"):
+    """device-allocator placed a pod. ``decision`` is the placement engine's decision record (node, devices, cpuset,
+    output annotations, scores, config version), replayed field by field by ``allot replay --verify``."""
+
+    pod: ObjectRef
+    attempt: int
+    node: str
+    decision: dict[str, Any]
+
+
+class PodUnschedulable(Event, frozen=True, tag="pod.unschedulable.v1"):
+    """No node fits now. The pod is retried when capacity changes (``pod.requeued``)."""
+
+    pod: ObjectRef
+    attempt: int
+    message: str
+    codes: list[str]
+    decision: dict[str, Any]
+
+
+class PodRequeued(Event, frozen=True, tag="pod.requeued.v1"):
+    """device-allocator sends an unschedulable pod back through admission after capacity changed."""
+
+    pod: ObjectRef
+    attempt: int
+    reason: str
+
+
+class PodReleased(Event, frozen=True, tag="pod.released.v1"):
+    """A placed pod's devices, CPUs and node resources were freed."""
+
+    pod: ObjectRef
+    node: str
+    freed: dict[str, Any] = {}
+    reason: str = "deleted"
+
+
+class PodBound(Event, frozen=True, tag="pod.bound.v1"):
+    """binder bound the pod to its node (standalone: recorded; Kubernetes: Binding with the annotations)."""
+
+    pod: ObjectRef
+    attempt: int
+    node: str
+    annotations: dict[str, str] = {}
+    mode: str = "standalone"
+
+
+class PodBindFailed(Event, frozen=True, tag="pod.bind_failed.v1"):
+    pod: ObjectRef
+    attempt: int
+    node: str
+    message: str
+
+
+class QosRecorded(Event, frozen=True, tag="qos.recorded.v1"):
+    """qos-enforcer recorded the bound pod's QoS: Kubernetes class, Koordinator QoS and priority class."""
+
+    pod: ObjectRef
+    node: str
+    kube_qos: str
+    koord_qos: str
+    priority_class: str
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Infrastructure
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class ConsumerDeadLettered(Event, frozen=True, tag="consumer.dead_lettered.v1"):
+    """A consumer gave up on an event permanently (undecodable or a permanent error). Its checkpoint moved on."""
+
+    consumer: str
+    position: int
+    event_id: str
+    event_type: str
+    reason: str
+
+
+AnyEvent = (
+    NodeApplied
+    | NodeDeleted
+    | DeviceApplied
+    | DeviceDeleted
+    | TopologyApplied
+    | TopologyDeleted
+    | PodSubmitted
+    | PodObserved
+    | PodDeleted
+    | QuotaApplied
+    | QuotaDeleted
+    | ObjectIgnored
+    | NodeRegistered
+    | NodeRejected
+    | NodeRemoved
+    | DevicesReported
+    | DevicesRejected
+    | DevicesRemoved
+    | TopologyReported
+    | TopologyRemoved
+    | PodEnqueued
+    | PodRejected
+    | QuotaAdmitted
+    | QuotaWaiting
+    | QuotaReleased
+    | QuotaRegistered
+    | QuotaRejected
+    | QuotaRemoved
+    | ReservationResolved
+    | PodPlaced
+    | PodUnschedulable
+    | PodRequeued
+    | PodReleased
+    | PodBound
+    | PodBindFailed
+    | QosRecorded
+    | ConsumerDeadLettered
+)
+
+
+def split_tag(tag: str) -> tuple[str, int]:
+    """``"pod.placed.v1"`` → ``("pod.placed", 1)``."""
+    name, _, version = tag.rpartition(".")
+    if not name or not version.startswith("v") or not version[1:].isdigit():
+        raise ValueError(f"not an event tag: {tag!r}")
+    return name, int(version[1:])
+
+
+def _collect() -> dict[str, type[Event]]:
+    out: dict[str, type[Event]] = {}
+    for cls in AnyEvent.__args__:  # type: ignore[attr-defined]
+        tag = cls.__struct_config__.tag
+        if tag in out:
+            raise RuntimeError(f"duplicate event tag {tag}")
+        out[tag] = cls
+    return out
+
+
+_BY_TAG: dict[str, type[Event]] = _collect()
+ALL_EVENT_TYPES: tuple[str, ...] = tuple(sorted(split_tag(t)[0] for t in _BY_TAG))
+
+
+def event_class(tag: str) -> type[Event]:
+    """The Struct class of a tag (``KeyError`` when unknown)."""
+    return _BY_TAG[tag]
+
+
+def tag_of(event: Event) -> str:
+    tag = type(event).__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
+
+
+def type_of(event: Event) -> str:
+    """The event type name without version: ``"pod.placed"``."""
+    return split_tag(tag_of(event))[0]

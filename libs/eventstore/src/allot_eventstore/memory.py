@@ -1,0 +1,135 @@
+"""In-memory event store: the simulator's log and the fake for unit tests of pure logic.
+
+Same semantics as the PostgreSQL store (both pass ``allot_testing.contracts.store``); same hashing, so a log written
+here verifies exactly like one written to PostgreSQL. Not durable, single process, not the default anywhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Sequence
+
+from allot_contracts.envelope import GENESIS_HASH, NewEvent, RecordedEvent, prepare
+from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict
+from allot_eventstore.clock import Clock, system_clock
+from allot_eventstore.protocol import AppendResult, Checkpoint
+
+
+class InMemoryEventStore:
+    def __init__(self, *, clock: Clock = system_clock) -> None:
+        self._clock = clock
+        self.events: list[RecordedEvent] = []
+        self._ids: dict[str, int] = {}
+        self._versions: dict[str, int] = {}
+        self._checkpoints: dict[str, int] = {}
+        self._by_stream: dict[str, list[int]] = {}
+
+    async def append(
+        self, events: Sequence[NewEvent], *, producer: str, checkpoint: Checkpoint | None = None
+    ) -> AppendResult:
+        return self.append_sync(events, producer=producer, checkpoint=checkpoint)
+
+    def append_sync(
+        self, events: Sequence[NewEvent], *, producer: str, checkpoint: Checkpoint | None = None
+    ) -> AppendResult:
+        if checkpoint is not None and self._checkpoints.get(checkpoint.consumer, 0) >= checkpoint.position:
+            raise AlreadyProcessed(f"consumer {checkpoint.consumer} is already at or past {checkpoint.position}")
+        versions: dict[str, int] = {}
+        fresh: list[NewEvent] = []
+        skipped: list[str] = []
+        seen: set[str] = set()
+        for new in events:
+            if new.event_id in self._ids or new.event_id in seen:
+                skipped.append(new.event_id)
+                continue
+            seen.add(new.event_id)
+            current = versions.get(new.stream_id, self._versions.get(new.stream_id, 0))
+            if new.expected_version is not None and new.expected_version != current:
+                raise ConcurrencyConflict(
+                    f"stream {new.stream_id}: expected version {new.expected_version}, current is {current}"
+                )
+            versions[new.stream_id] = current + 1
+            fresh.append(new)
+        # Everything checked: now write (the batch is atomic because nothing above mutated state).
+        now = self._clock()
+        position = len(self.events)
+        prev = self.events[-1].hash if self.events else GENESIS_HASH
+        running: dict[str, int] = {}
+        positions: list[int] = []
+        for new in fresh:
+            version = running.get(new.stream_id, self._versions.get(new.stream_id, 0)) + 1
+            running[new.stream_id] = version
+            position += 1
+            record = prepare(
+                new, position=position, stream_version=version, producer=producer, recorded_at=now, prev_hash=prev
+            )
+            prev = record.hash
+            self.events.append(record)
+            self._ids[new.event_id] = position
+            self._by_stream.setdefault(new.stream_id, []).append(position)
+            positions.append(position)
+        self._versions.update(running)
+        if checkpoint is not None:
+            self._checkpoints[checkpoint.consumer] = checkpoint.position
+        return AppendResult(positions=positions, skipped=skipped, head=len(self.events))
+
+    def _select(
+        self,
+        *,
+        after: int,
+        until: int | None,
+        types: Collection[str] | None,
+        producer: str | None,
+    ) -> list[RecordedEvent]:
+        start = max(after, 0)  # positions are dense: list index = position - 1
+        stop = len(self.events) if until is None else min(until, len(self.events))
+        wanted = None if types is None else frozenset(types)
+        out = []
+        for record in self.events[start:stop]:
+            if wanted is not None and record.type not in wanted:
+                continue
+            if producer is not None and record.producer != producer:
+                continue
+            out.append(record)
+        return out
+
+    async def read(
+        self,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        types: Collection[str] | None = None,
+        producer: str | None = None,
+        limit: int = 1000,
+    ) -> list[RecordedEvent]:
+        return self._select(after=after, until=until, types=types, producer=producer)[:limit]
+
+    async def iterate(
+        self,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        types: Collection[str] | None = None,
+        producer: str | None = None,
+        page: int = 5000,
+    ) -> AsyncIterator[RecordedEvent]:
+        for record in self._select(after=after, until=until, types=types, producer=producer):
+            yield record
+
+    async def read_stream(self, stream_id: str) -> list[RecordedEvent]:
+        return [self.events[p - 1] for p in self._by_stream.get(stream_id, [])]
+
+    async def head(self) -> tuple[int, bytes]:
+        return len(self.events), (self.events[-1].hash if self.events else GENESIS_HASH)
+
+    async def get_checkpoint(self, consumer: str) -> int:
+        return self._checkpoints.get(consumer, 0)
+
+    async def advance_checkpoint(self, consumer: str, position: int) -> None:
+        if position > self._checkpoints.get(consumer, 0):
+            self._checkpoints[consumer] = position
+
+    async def checkpoints(self) -> dict[str, int]:
+        return dict(sorted(self._checkpoints.items()))
+
+    async def close(self) -> None:
+        return None

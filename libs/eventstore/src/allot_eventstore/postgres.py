@@ -1,0 +1,319 @@
+"""The event log on PostgreSQL (SQLAlchemy Core + asyncpg).
+
+Responsibility: append batches of events atomically with dense, commit-ordered positions and a hash chain; record
+consumer checkpoints in the same transaction; read the log back in order.
+
+Concurrency model (docs/adr/0001-event-log-ordering.md): every append transaction first locks the single
+``log_head`` row (``SELECT … FOR UPDATE``, bounded by ``lock_timeout``). The lock is held until commit, so positions
+are assigned in commit order: a transaction holding position *n* blocks every later writer until it commits or rolls
+back, and a tailing reader can never observe *n+1* without *n*. The same lock gives each event the previous event's
+hash. Rejected alternatives: reading behind the oldest in-flight transaction (``pg_snapshot_xmin``) keeps writers
+parallel but makes positions sparse and the hash chain impossible to build at write time; a high-water mark with gap
+detection has shipped data-loss bugs in mature stores.
+
+Hot path: one transaction per batch: lock head → skip already-recorded ids → check stream versions → COPY the rows →
+upsert stream versions → move the head → ``pg_notify('allot_events', head)`` so the relay wakes at once.
+Driver exceptions are translated into :mod:`allot_contracts.errors` here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Collection, Sequence
+from typing import Any
+
+import asyncpg
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from allot_contracts.envelope import NewEvent, RecordedEvent, prepare
+from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, PermanentError, Unavailable
+from allot_eventstore.clock import Clock, from_datetime, system_clock, to_datetime
+from allot_eventstore.protocol import AppendResult, Checkpoint
+from allot_eventstore.urls import async_url
+
+NOTIFY_CHANNEL = "allot_events"
+
+_COLUMNS = (
+    "position",
+    "event_id",
+    "stream_id",
+    "stream_version",
+    "type",
+    "schema_version",
+    "causation_id",
+    "correlation_id",
+    "producer",
+    "recorded_at",
+    "payload",
+    "hash",
+    "metadata",
+)
+_SELECT = (
+    "SELECT position, event_id::text, stream_id, stream_version, type, schema_version, causation_id::text, "
+    "correlation_id::text, producer, recorded_at, payload::text, hash, metadata::text FROM events"
+)
+
+
+def _row_to_record(row: Any) -> RecordedEvent:
+    metadata = row[12]
+    return RecordedEvent(
+        position=row[0],
+        event_id=row[1],
+        stream_id=row[2],
+        stream_version=row[3],
+        type=row[4],
+        schema_version=row[5],
+        causation_id=row[6],
+        correlation_id=row[7],
+        producer=row[8],
+        recorded_at=from_datetime(row[9]),
+        payload=row[10].encode(),
+        hash=bytes(row[11]),
+        metadata=json.loads(metadata) if metadata and metadata != "{}" else {},
+    )
+
+
+def _translate(exc: BaseException) -> Exception:
+    """Map a driver error to ours (cause chained by the caller)."""
+    orig = getattr(exc, "orig", None)
+    cause = getattr(orig, "__cause__", None) or orig or exc
+    if isinstance(cause, asyncpg.exceptions.LockNotAvailableError):
+        return Unavailable("event log busy: timed out waiting for the append lock", delay=0.5)
+    if isinstance(cause, asyncpg.exceptions.UniqueViolationError):
+        return ConcurrencyConflict(f"concurrent append to the same stream version: {cause}")
+    if isinstance(cause, asyncpg.exceptions.UntranslatableCharacterError | asyncpg.exceptions.DataError):
+        return PermanentError(f"event payload rejected by PostgreSQL: {cause}")
+    if isinstance(cause, OSError | asyncpg.exceptions.PostgresConnectionError | ConnectionError):
+        return Unavailable(f"PostgreSQL unavailable: {cause}")
+    if isinstance(exc, OperationalError):
+        return Unavailable(f"PostgreSQL error: {cause}")
+    if isinstance(cause, asyncpg.exceptions.InterfaceError):
+        return Unavailable(f"PostgreSQL connection problem: {cause}")
+    return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+
+class PostgresEventStore:
+    """An :class:`~allot_eventstore.protocol.EventStore` on PostgreSQL. Create with :meth:`connect`."""
+
+    def __init__(self, engine: AsyncEngine, *, clock: Clock = system_clock, lock_timeout_ms: int = 10_000) -> None:
+        self.engine = engine
+        self._clock = clock
+        self._lock_timeout_ms = lock_timeout_ms
+
+    @classmethod
+    def connect(
+        cls, url: str, *, clock: Clock = system_clock, pool_size: int = 5, lock_timeout_ms: int = 10_000
+    ) -> PostgresEventStore:
+        engine = create_async_engine(async_url(url), pool_size=pool_size, max_overflow=5, pool_pre_ping=True)
+        return cls(engine, clock=clock, lock_timeout_ms=lock_timeout_ms)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    # -- writing -------------------------------------------------------------------------------------------------
+
+    async def append(
+        self, events: Sequence[NewEvent], *, producer: str, checkpoint: Checkpoint | None = None
+    ) -> AppendResult:
+        if not events and checkpoint is None:
+            return AppendResult(positions=[], head=(await self.head())[0])
+        try:
+            async with self.engine.begin() as conn:
+                return await self._append(conn, events, producer=producer, checkpoint=checkpoint)
+        except (AlreadyProcessed, ConcurrencyConflict, PermanentError, Unavailable):
+            raise
+        except (DBAPIError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise _translate(exc) from exc
+
+    async def _append(
+        self, conn: AsyncConnection, events: Sequence[NewEvent], *, producer: str, checkpoint: Checkpoint | None
+    ) -> AppendResult:
+        await conn.execute(text(f"SET LOCAL lock_timeout = {int(self._lock_timeout_ms)}"))
+        if checkpoint is not None:
+            advanced = await conn.execute(
+                text(
+                    "INSERT INTO checkpoints (consumer, position, updated_at) VALUES (:c, :p, now()) "
+                    "ON CONFLICT (consumer) DO UPDATE SET position = EXCLUDED.position, updated_at = now() "
+                    "WHERE checkpoints.position < EXCLUDED.position RETURNING position"
+                ),
+                {"c": checkpoint.consumer, "p": checkpoint.position},
+            )
+            if advanced.first() is None:
+                raise AlreadyProcessed(
+                    f"consumer {checkpoint.consumer} is already at or past position {checkpoint.position}"
+                )
+        if not events:
+            head = (await conn.execute(text("SELECT position FROM log_head WHERE id = 1"))).scalar_one()
+            return AppendResult(positions=[], head=head)
+        head_row = (await conn.execute(text("SELECT position, hash FROM log_head WHERE id = 1 FOR UPDATE"))).one()
+        position, prev = int(head_row[0]), bytes(head_row[1])
+
+        ids = [e.event_id for e in events]
+        existing = {
+            r[0]
+            for r in await conn.execute(
+                text("SELECT event_id::text FROM events WHERE event_id = ANY(CAST(:ids AS uuid[]))"), {"ids": ids}
+            )
+        }
+        fresh: list[NewEvent] = []
+        skipped: list[str] = []
+        for new in events:
+            if new.event_id in existing:
+                skipped.append(new.event_id)
+                continue
+            existing.add(new.event_id)
+            fresh.append(new)
+        if not fresh:
+            return AppendResult(positions=[], skipped=skipped, head=position)
+
+        stream_ids = sorted({e.stream_id for e in fresh})
+        versions: dict[str, int] = {
+            r[0]: r[1]
+            for r in await conn.execute(
+                text("SELECT stream_id, version FROM streams WHERE stream_id = ANY(:s)"), {"s": stream_ids}
+            )
+        }
+        now = self._clock()
+        recorded_at = to_datetime(now)
+        rows: list[tuple[Any, ...]] = []
+        positions: list[int] = []
+        for new in fresh:
+            current = versions.get(new.stream_id, 0)
+            if new.expected_version is not None and new.expected_version != current:
+                raise ConcurrencyConflict(
+                    f"stream {new.stream_id}: expected version {new.expected_version}, current is {current}"
+                )
+            current += 1
+            versions[new.stream_id] = current
+            position += 1
+            record = prepare(
+                new, position=position, stream_version=current, producer=producer, recorded_at=now, prev_hash=prev
+            )
+            prev = record.hash
+            positions.append(position)
+            rows.append(
+                (
+                    position,
+                    record.event_id,
+                    record.stream_id,
+                    current,
+                    record.type,
+                    record.schema_version,
+                    record.causation_id,
+                    record.correlation_id,
+                    producer,
+                    recorded_at,
+                    record.payload.decode(),
+                    record.hash,
+                    json.dumps(record.metadata) if record.metadata else "{}",
+                )
+            )
+        raw = (await conn.get_raw_connection()).driver_connection
+        assert raw is not None
+        await raw.copy_records_to_table("events", records=rows, columns=_COLUMNS)
+        touched = sorted({e.stream_id for e in fresh})
+        await conn.execute(
+            text(
+                "INSERT INTO streams (stream_id, version) "
+                "SELECT * FROM unnest(CAST(:s AS text[]), CAST(:v AS integer[])) "
+                "ON CONFLICT (stream_id) DO UPDATE SET version = EXCLUDED.version"
+            ),
+            {"s": touched, "v": [versions[s] for s in touched]},
+        )
+        await conn.execute(
+            text("UPDATE log_head SET position = :p, hash = :h WHERE id = 1"), {"p": position, "h": prev}
+        )
+        await conn.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": NOTIFY_CHANNEL, "p": str(position)})
+        return AppendResult(positions=positions, skipped=skipped, head=position)
+
+    # -- reading -------------------------------------------------------------------------------------------------
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        try:
+            async with self.engine.connect() as conn:
+                raw = (await conn.get_raw_connection()).driver_connection
+                assert raw is not None
+                return list(await raw.fetch(sql, *args))
+        except (DBAPIError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise _translate(exc) from exc
+
+    @staticmethod
+    def _where(
+        after: int, until: int | None, types: Collection[str] | None, producer: str | None
+    ) -> tuple[str, list[Any]]:
+        clauses = ["position > $1"]
+        args: list[Any] = [after]
+        if until is not None:
+            args.append(until)
+            clauses.append(f"position <= ${len(args)}")
+        if types is not None:
+            args.append(sorted(types))
+            clauses.append(f"type = ANY(${len(args)}::text[])")
+        if producer is not None:
+            args.append(producer)
+            clauses.append(f"producer = ${len(args)}")
+        return " WHERE " + " AND ".join(clauses), args
+
+    async def read(
+        self,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        types: Collection[str] | None = None,
+        producer: str | None = None,
+        limit: int = 1000,
+    ) -> list[RecordedEvent]:
+        where, args = self._where(after, until, types, producer)
+        args.append(limit)
+        rows = await self._fetch(f"{_SELECT}{where} ORDER BY position LIMIT ${len(args)}", *args)
+        return [_row_to_record(r) for r in rows]
+
+    async def iterate(
+        self,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        types: Collection[str] | None = None,
+        producer: str | None = None,
+        page: int = 5000,
+    ) -> AsyncIterator[RecordedEvent]:
+        cursor = after
+        while True:
+            batch = await self.read(after=cursor, until=until, types=types, producer=producer, limit=page)
+            for record in batch:
+                yield record
+            if len(batch) < page:
+                return
+            cursor = batch[-1].position
+
+    async def read_stream(self, stream_id: str) -> list[RecordedEvent]:
+        rows = await self._fetch(f"{_SELECT} WHERE stream_id = $1 ORDER BY stream_version", stream_id)
+        return [_row_to_record(r) for r in rows]
+
+    async def head(self) -> tuple[int, bytes]:
+        rows = await self._fetch("SELECT position, hash FROM log_head WHERE id = 1")
+        return int(rows[0][0]), bytes(rows[0][1])
+
+    async def get_checkpoint(self, consumer: str) -> int:
+        rows = await self._fetch("SELECT position FROM checkpoints WHERE consumer = $1", consumer)
+        return int(rows[0][0]) if rows else 0
+
+    async def advance_checkpoint(self, consumer: str, position: int) -> None:
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(
+                    text(
+                        "INSERT INTO checkpoints (consumer, position, updated_at) VALUES (:c, :p, now()) "
+                        "ON CONFLICT (consumer) DO UPDATE SET position = EXCLUDED.position, updated_at = now() "
+                        "WHERE checkpoints.position < EXCLUDED.position"
+                    ),
+                    {"c": consumer, "p": position},
+                )
+        except (DBAPIError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise _translate(exc) from exc
+
+    async def checkpoints(self) -> dict[str, int]:
+        rows = await self._fetch("SELECT consumer, position FROM checkpoints ORDER BY consumer")
+        return {r[0]: int(r[1]) for r in rows}

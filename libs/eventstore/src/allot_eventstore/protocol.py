@@ -1,0 +1,68 @@
+"""The event store port: what every backend (PostgreSQL, in-memory) provides.
+
+Semantics (checked by the contract suite in ``allot_testing.contracts.store``, run against every backend):
+- ``append`` writes a batch atomically: every event or none. Positions are dense and assigned in commit order, so a
+  tailing reader never sees position *n+1* before *n*. Events whose id is already recorded are skipped (idempotent
+  append). A stale ``expected_version`` raises ``ConcurrencyConflict`` and writes nothing.
+- With ``checkpoint=(consumer, position)`` the consumer's checkpoint moves to ``position`` in the same transaction;
+  if it is already at or past it, ``AlreadyProcessed`` is raised and nothing is written (exactly-once effect).
+- ``read`` returns events in position order; ``types`` filters by event type name (``"pod.placed"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Sequence
+from typing import Protocol
+
+import msgspec
+
+from allot_contracts.envelope import NewEvent, RecordedEvent
+
+
+class Checkpoint(msgspec.Struct, frozen=True):
+    consumer: str
+    position: int
+
+
+class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
+    positions: list[int]
+    skipped: list[str] = []
+    head: int = 0
+
+
+class EventStore(Protocol):
+    async def append(
+        self, events: Sequence[NewEvent], *, producer: str, checkpoint: Checkpoint | None = None
+    ) -> AppendResult: ...
+
+    async def read(
+        self,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        types: Collection[str] | None = None,
+        producer: str | None = None,
+        limit: int = 1000,
+    ) -> list[RecordedEvent]: ...
+
+    def iterate(
+        self,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        types: Collection[str] | None = None,
+        producer: str | None = None,
+        page: int = 5000,
+    ) -> AsyncIterator[RecordedEvent]: ...
+
+    async def read_stream(self, stream_id: str) -> list[RecordedEvent]: ...
+
+    async def head(self) -> tuple[int, bytes]: ...
+
+    async def get_checkpoint(self, consumer: str) -> int: ...
+
+    async def advance_checkpoint(self, consumer: str, position: int) -> None: ...
+
+    async def checkpoints(self) -> dict[str, int]: ...
+
+    async def close(self) -> None: ...

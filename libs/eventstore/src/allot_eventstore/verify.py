@@ -1,0 +1,73 @@
+"""Hash-chain verification: detects any edited, inserted, reordered or deleted event.
+
+Pure over an ordered iterable of records: positions must be 1, 2, 3, … with no gap, each hash must equal
+``sha256(previous hash ‖ header ‖ payload)`` recomputed from the stored columns, and the last record must match the
+log head (position and hash), which catches a deleted tail. A verify run can also pin the head hash a previous
+audit printed (``expected_head``), so even a complete rewrite of the chain is detected against that anchor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable
+
+import msgspec
+
+from allot_contracts.envelope import GENESIS_HASH, RecordedEvent
+
+
+class ChainReport(msgspec.Struct, kw_only=True):
+    ok: bool
+    events: int
+    head_position: int
+    head_hash: str
+    problem: str = ""
+    position: int | None = None
+
+
+async def verify_chain(
+    records: AsyncIterable[RecordedEvent], *, head: tuple[int, bytes], expected_head: str | None = None
+) -> ChainReport:
+    prev = GENESIS_HASH
+    expected_position = 1
+    count = 0
+    async for record in records:
+        if record.position != expected_position:
+            what = "missing" if record.position > expected_position else "duplicated"
+            return ChainReport(
+                ok=False, events=count, head_position=head[0], head_hash=head[1].hex(), position=expected_position,
+                problem=f"event at position {expected_position} is {what} (next stored position is {record.position})",
+            )
+        try:
+            recomputed = record.expected_hash(prev)
+        except msgspec.DecodeError as exc:
+            return ChainReport(
+                ok=False, events=count, head_position=head[0], head_hash=head[1].hex(), position=record.position,
+                problem=f"event at position {record.position} has an unreadable payload: {exc}",
+            )
+        if recomputed != record.hash:
+            return ChainReport(
+                ok=False, events=count, head_position=head[0], head_hash=head[1].hex(), position=record.position,
+                problem=(
+                    f"event at position {record.position} ({record.type}, id {record.event_id}) does not match its "
+                    "hash: it was edited, or an earlier event was"
+                ),
+            )
+        prev = record.hash
+        expected_position += 1
+        count += 1
+    last = expected_position - 1
+    if (last, prev) != (head[0], head[1]):
+        return ChainReport(
+            ok=False, events=count, head_position=head[0], head_hash=head[1].hex(), position=last + 1,
+            problem=(
+                f"the log head says position {head[0]} but the chain ends at {last}: events were deleted from the end"
+                if head[0] > last
+                else f"the chain ends at position {last} but the log head is at {head[0]} with a different hash"
+            ),
+        )
+    if expected_head is not None and expected_head != prev.hex():
+        return ChainReport(
+            ok=False, events=count, head_position=head[0], head_hash=prev.hex(), position=last,
+            problem=f"head hash {prev.hex()} differs from the expected anchor {expected_head}",
+        )
+    return ChainReport(ok=True, events=count, head_position=head[0], head_hash=prev.hex())

@@ -1,0 +1,138 @@
+"""The event-store contract on real PostgreSQL, plus what only a real database can show."""
+
+import pytest
+
+from allot_eventstore.postgres import PostgresEventStore
+from allot_testing.contracts.store import EventStoreContract
+
+pytestmark = pytest.mark.integration
+
+
+class TestPostgresStore(EventStoreContract):
+    @pytest.fixture
+    async def store(self, database_url):
+        store = PostgresEventStore.connect(database_url)
+        yield store
+        await store.close()
+
+
+import asyncio
+
+import asyncpg
+
+from allot_contracts.errors import ConcurrencyConflict
+from allot_eventstore import verify_chain
+from allot_eventstore.migrate import current_revision, head_revision, migrate
+from allot_eventstore.urls import plain_url
+from allot_testing.builders import an_event
+
+
+@pytest.fixture
+async def pg_store(database_url):
+    store = PostgresEventStore.connect(database_url, pool_size=10)
+    yield store
+    await store.close()
+
+
+async def test_concurrent_appenders_get_dense_positions_and_a_valid_chain(pg_store):
+    async def writer(w: int) -> None:
+        for i in range(20):
+            await pg_store.append([an_event(stream=f"w{w}:{i % 3}") for _ in range(4)], producer=f"w{w}")
+
+    await asyncio.gather(*(writer(w) for w in range(8)))
+    events = [e async for e in pg_store.iterate()]
+    assert [e.position for e in events] == list(range(1, 8 * 20 * 4 + 1))
+    for w in range(8):
+        for s in range(3):
+            versions = [e.stream_version for e in events if e.stream_id == f"w{w}:{s}"]
+            assert versions == list(range(1, len(versions) + 1))
+    report = await verify_chain(pg_store.iterate(), head=await pg_store.head())
+    assert report.ok, report.problem
+
+
+async def test_only_one_of_concurrent_writers_with_the_same_expected_version_wins(pg_store):
+    results = await asyncio.gather(
+        *(pg_store.append([an_event(stream="s:race", expected_version=0)], producer="t") for _ in range(6)),
+        return_exceptions=True,
+    )
+    wins = [r for r in results if not isinstance(r, Exception)]
+    assert len(wins) == 1
+    assert all(isinstance(r, ConcurrencyConflict) for r in results if isinstance(r, Exception))
+    assert [e.stream_version for e in await pg_store.read_stream("s:race")] == [1]
+
+
+async def test_a_tailing_reader_never_sees_a_later_position_before_a_late_commit(pg_store):
+    """Writer A takes position 1 and commits late; writer B must wait, so nobody can observe 2 without 1."""
+    a_holds = asyncio.Event()
+    seen: list[list[int]] = []
+
+    async def slow_writer() -> None:
+        async with pg_store.engine.begin() as conn:
+            await pg_store._append(conn, [an_event()], producer="slow", checkpoint=None)
+            a_holds.set()
+            await asyncio.sleep(0.8)  # the delayed commit
+
+    async def fast_writer() -> float:
+        await a_holds.wait()
+        result = await pg_store.append([an_event()], producer="fast")
+        assert result.positions == [2]
+        return asyncio.get_running_loop().time()
+
+    async def reader() -> None:
+        await a_holds.wait()
+        for _ in range(40):
+            seen.append([e.position for e in await pg_store.read()])
+            await asyncio.sleep(0.03)
+
+    start = asyncio.get_running_loop().time()
+    _, fast_done, _ = await asyncio.gather(slow_writer(), fast_writer(), reader())
+    assert fast_done - start >= 0.7, "the second append should have waited for the first to commit"
+    assert all(positions in ([], [1], [1, 2]) for positions in seen), seen
+    assert [] in seen and [1, 2] in seen
+
+
+async def _tamper(url: str, sql: str) -> None:
+    conn = await asyncpg.connect(plain_url(url))
+    try:
+        await conn.execute("ALTER TABLE events DISABLE TRIGGER events_append_only")
+        await conn.execute(sql)
+        await conn.execute("ALTER TABLE events ENABLE TRIGGER events_append_only")
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "position", "words"),
+    [
+        ("UPDATE events SET payload = jsonb_set(payload, '{uid}', '\"evil\"') WHERE position = 5", 5, "does not match"),
+        ("UPDATE events SET producer = 'someone-else' WHERE position = 2", 2, "does not match"),
+        ("DELETE FROM events WHERE position = 3", 3, "missing"),
+        ("DELETE FROM events WHERE position = 10", 10, "deleted from the end"),
+    ],
+    ids=["edited-payload", "edited-metadata", "deleted-middle", "deleted-tail"],
+)
+async def test_tampering_is_detected(pg_store, database_url, sql, position, words):
+    await pg_store.append([an_event() for _ in range(10)], producer="t")
+    assert (await verify_chain(pg_store.iterate(), head=await pg_store.head())).ok
+    await _tamper(database_url, sql)
+    report = await verify_chain(pg_store.iterate(), head=await pg_store.head())
+    assert not report.ok
+    assert report.position == position
+    assert words in report.problem
+
+
+async def test_the_log_refuses_updates_and_deletes(pg_store, database_url):
+    await pg_store.append([an_event()], producer="t")
+    conn = await asyncpg.connect(plain_url(database_url))
+    try:
+        with pytest.raises(asyncpg.RaiseError, match="append-only"):
+            await conn.execute("DELETE FROM events")
+    finally:
+        await conn.close()
+
+
+async def test_concurrent_migrations_serialise_on_the_advisory_lock(empty_database_url):
+    results = await asyncio.gather(*(migrate(empty_database_url) for _ in range(4)))
+    assert sorted(after for _, after in results) == [head_revision()] * 4
+    assert sum(1 for before, _ in results if before is None) == 1, "exactly one run did the work"
+    assert await current_revision(empty_database_url) == head_revision()
