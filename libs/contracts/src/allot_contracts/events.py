@@ -177,6 +177,11 @@ class TopologyReported(Event, frozen=True, tag="topology.reported.v1"):
     manifest: dict[str, Any]
 
 
+class TopologyRejected(Event, frozen=True, tag="topology.rejected.v1"):
+    name: str
+    errors: list[FieldIssue]
+
+
 class TopologyRemoved(Event, frozen=True, tag="topology.removed.v1"):
     name: str
 
@@ -358,6 +363,7 @@ AnyEvent = (
     | DevicesRejected
     | DevicesRemoved
     | TopologyReported
+    | TopologyRejected
     | TopologyRemoved
     | PodEnqueued
     | PodRejected

@@ -18,6 +18,8 @@ Driver exceptions are translated into :mod:`allot_contracts.errors` here and now
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
@@ -31,7 +33,7 @@ from allot_contracts.envelope import NewEvent, RecordedEvent, prepare
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, PermanentError, Unavailable
 from allot_eventstore.clock import Clock, from_datetime, system_clock, to_datetime
 from allot_eventstore.protocol import AppendResult, Checkpoint
-from allot_eventstore.urls import async_url
+from allot_eventstore.urls import async_url, plain_url
 
 NOTIFY_CHANNEL = "allot_events"
 
@@ -97,8 +99,11 @@ def _translate(exc: BaseException) -> Exception:
 class PostgresEventStore:
     """An :class:`~allot_eventstore.protocol.EventStore` on PostgreSQL. Create with :meth:`connect`."""
 
-    def __init__(self, engine: AsyncEngine, *, clock: Clock = system_clock, lock_timeout_ms: int = 10_000) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, url: str = "", clock: Clock = system_clock, lock_timeout_ms: int = 10_000
+    ) -> None:
         self.engine = engine
+        self.url = url
         self._clock = clock
         self._lock_timeout_ms = lock_timeout_ms
 
@@ -107,10 +112,25 @@ class PostgresEventStore:
         cls, url: str, *, clock: Clock = system_clock, pool_size: int = 5, lock_timeout_ms: int = 10_000
     ) -> PostgresEventStore:
         engine = create_async_engine(async_url(url), pool_size=pool_size, max_overflow=5, pool_pre_ping=True)
-        return cls(engine, clock=clock, lock_timeout_ms=lock_timeout_ms)
+        return cls(engine, url=url, clock=clock, lock_timeout_ms=lock_timeout_ms)
 
     async def close(self) -> None:
         await self.engine.dispose()
+
+    @contextlib.asynccontextmanager
+    async def notifications(self) -> AsyncIterator[asyncio.Event]:
+        """An event that is set whenever an append commits (LISTEN on a dedicated connection). Clear it yourself."""
+        try:
+            conn = await asyncpg.connect(plain_url(self.url), timeout=10)
+        except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+            raise Unavailable(f"cannot LISTEN for new events: {exc}") from exc
+        woken = asyncio.Event()
+        await conn.add_listener(NOTIFY_CHANNEL, lambda *_: woken.set())
+        try:
+            yield woken
+        finally:
+            with contextlib.suppress(Exception):
+                await conn.close(timeout=2)
 
     # -- writing -------------------------------------------------------------------------------------------------
 

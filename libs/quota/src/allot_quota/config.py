@@ -51,7 +51,9 @@ def parse_duration(value: Any, key: str) -> int:
             pos = m.end()
         if pos == len(value):
             return total_ms // 1000
-    raise ValueError(f"{key}: {value!r} is not a duration (e.g. '120s', '2m', '1h30m' or an integer of seconds)")
+    raise ValueError(
+        f"{key}: {value!r} is not a duration (e.g. '120s', '2m', '1h30m' or an integer of seconds)"
+    )
 
 
 def _format_duration(seconds: int) -> str:
@@ -155,4 +157,3 @@ def _convert(key: str, value: Any, default: Any) -> Any:
         return parse_list(value)
     except ValueError as exc:
         raise ValueError(f"{key}: {exc}") from exc
-

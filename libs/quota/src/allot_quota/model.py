@@ -173,14 +173,18 @@ def _container_requests(c: Any, path: str, errors: list[FieldError]) -> RL:
     for kind in ("limits", "requests"):  # requests override limits per resource
         raw = res.get(kind) or {}
         if not isinstance(raw, dict):
-            errors.append(FieldError(field=f"{path}.resources.{kind}", type="Invalid", message="must be a map"))
+            errors.append(
+                FieldError(field=f"{path}.resources.{kind}", type="Invalid", message="must be a map")
+            )
             continue
         for k, v in raw.items():
             try:
                 out.update(parse_list({k: v}))
             except QuantityError as exc:
                 errors.append(
-                    FieldError(field=f"{path}.resources.{kind}[{k}]", type="Invalid", value=str(v), message=str(exc))
+                    FieldError(
+                        field=f"{path}.resources.{kind}[{k}]", type="Invalid", value=str(v), message=str(exc)
+                    )
                 )
     return out
 
@@ -199,7 +203,9 @@ def _pod_requests(spec: dict[str, Any], errors: list[FieldError]) -> RL:
         try:
             total[k] = total.get(k, 0) + parse_list({k: v})[k]
         except QuantityError as exc:
-            errors.append(FieldError(field=f"spec.overhead[{k}]", type="Invalid", value=str(v), message=str(exc)))
+            errors.append(
+                FieldError(field=f"spec.overhead[{k}]", type="Invalid", value=str(v), message=str(exc))
+            )
     return {k: v for k, v in total.items() if v}
 
 
@@ -219,7 +225,9 @@ def pod_info(manifest: dict[str, Any]) -> PodInfo:
         priority = 0
     if isinstance(priority, bool) or not isinstance(priority, int):
         errors.append(
-            FieldError(field="spec.priority", type="Invalid", value=str(priority), message="must be an integer")
+            FieldError(
+                field="spec.priority", type="Invalid", value=str(priority), message="must be an integer"
+            )
         )
         priority = 0
     requests = _pod_requests(spec, errors)

@@ -1,2 +1,8 @@
+"""binder process: wiring only."""
+
+from allot_runtime.entry import service_main
+from binder.processor import Binder
+
+
 def main() -> None:
-    raise SystemExit("not yet")
+    service_main("binder", Binder)

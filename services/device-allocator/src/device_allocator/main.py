@@ -1,2 +1,9 @@
+"""device-allocator process: wiring only."""
+
+from allot_runtime.entry import service_main
+from device_allocator.observe import observe_scheduling
+from device_allocator.processor import DeviceAllocator
+
+
 def main() -> None:
-    raise SystemExit("not yet")
+    service_main("device-allocator", DeviceAllocator, observers=[observe_scheduling])

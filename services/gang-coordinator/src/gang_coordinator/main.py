@@ -1,2 +1,8 @@
+"""gang-coordinator process: wiring only."""
+
+from allot_runtime.entry import service_main
+from gang_coordinator.processor import GangCoordinator
+
+
 def main() -> None:
-    raise SystemExit("not yet")
+    service_main("gang-coordinator", GangCoordinator)

@@ -1,2 +1,8 @@
+"""quota-manager process: wiring only."""
+
+from allot_runtime.entry import service_main
+from quota_manager.processor import QuotaManager
+
+
 def main() -> None:
-    raise SystemExit("not yet")
+    service_main("quota-manager", QuotaManager)

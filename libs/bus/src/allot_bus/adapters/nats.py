@@ -1,0 +1,144 @@
+"""NATS adapter: connecting, the JetStream stream, durable pull consumers, and error translation.
+
+Driver exceptions (``nats.errors``, ``nats.js.errors``) stop here: callers see :mod:`allot_contracts.errors`.
+Works with nats-server 2.9 and newer: multi-subject consumer filters (2.10+) are used when the server has them,
+otherwise a consumer filters on ``<prefix>.events.>`` and skips other types itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js import api as jsapi
+from nats.js import errors as jserrors
+
+from allot_bus.names import BusNames
+from allot_contracts.errors import Unavailable
+
+log = logging.getLogger("allot.bus")
+
+STREAM_MAX_AGE_S = 7 * 24 * 3600.0
+DUPLICATE_WINDOW_S = 120.0
+
+
+async def connect(url: str, *, name: str, connect_timeout: float = 5.0) -> Client:
+    """Connect with reconnects forever (a control plane outlives broker restarts)."""
+
+    async def _error(exc: Exception) -> None:
+        log.warning("nats connection problem: %s", exc)
+
+    try:
+        return await nats.connect(
+            url,
+            name=name,
+            connect_timeout=connect_timeout,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            allow_reconnect=True,
+            error_cb=_error,
+        )
+    except (OSError, asyncio.TimeoutError, nats.errors.Error) as exc:
+        raise Unavailable(f"cannot connect to NATS at {url}: {exc}") from exc
+
+
+def server_version(nc: Client) -> tuple[int, int, int]:
+    raw = str(nc._server_info.get("version", "0.0.0"))
+    parts = [int(p) if p.isdigit() else 0 for p in raw.split("-")[0].split(".")[:3]]
+    while len(parts) < 3:
+        parts.append(0)
+    return parts[0], parts[1], parts[2]
+
+
+def supports_multi_filter(nc: Client) -> bool:
+    return server_version(nc) >= (2, 10, 0)
+
+
+def stream_config(names: BusNames, *, replicas: int = 1) -> jsapi.StreamConfig:
+    return jsapi.StreamConfig(
+        name=names.stream,
+        subjects=[names.all_events],
+        storage=jsapi.StorageType.FILE,
+        retention=jsapi.RetentionPolicy.LIMITS,
+        max_age=STREAM_MAX_AGE_S,
+        duplicate_window=DUPLICATE_WINDOW_S,
+        num_replicas=replicas,
+    )
+
+
+async def ensure_stream(js: JetStreamContext, names: BusNames) -> jsapi.StreamInfo:
+    try:
+        return await js.stream_info(names.stream)
+    except jserrors.NotFoundError:
+        try:
+            return await js.add_stream(stream_config(names))
+        except jserrors.APIError as exc:
+            raise Unavailable(f"cannot create stream {names.stream}: {exc}") from exc
+    except (jserrors.Error, nats.errors.Error, asyncio.TimeoutError) as exc:
+        raise Unavailable(f"JetStream unavailable: {exc}") from exc
+
+
+async def stream_exists(js: JetStreamContext, names: BusNames) -> bool:
+    try:
+        await js.stream_info(names.stream)
+        return True
+    except jserrors.NotFoundError:
+        return False
+
+
+def is_missing(exc: BaseException) -> bool:
+    """The stream or consumer is gone (server restarted without its store, or it was deleted)."""
+    if isinstance(exc, jserrors.NotFoundError):
+        return True
+    if isinstance(exc, jserrors.APIError):
+        return exc.err_code in (10014, 10059, 10003) or exc.code == 404
+    text = str(exc).lower()
+    return "consumer not found" in text or "stream not found" in text or "no responders" in text
+
+
+def is_wrong_last(exc: BaseException) -> bool:
+    return isinstance(exc, jserrors.APIError) and exc.err_code in (10070, 10071)
+
+
+async def ensure_durable(
+    js: JetStreamContext,
+    names: BusNames,
+    *,
+    durable: str,
+    subjects: list[str],
+    multi_filter: bool,
+    ack_wait: float = 30.0,
+    max_ack_pending: int = 1000,
+) -> None:
+    """Create the durable pull consumer if it is missing. New consumers start with new messages only: whatever was
+    published before is read from PostgreSQL by the consumer's catch-up, which runs after this."""
+    config = jsapi.ConsumerConfig(
+        durable_name=durable,
+        deliver_policy=jsapi.DeliverPolicy.NEW,
+        ack_policy=jsapi.AckPolicy.EXPLICIT,
+        ack_wait=ack_wait,
+        max_ack_pending=max_ack_pending,
+        max_deliver=-1,
+    )
+    if multi_filter and len(subjects) > 1:
+        config.filter_subjects = subjects
+    elif len(subjects) == 1:
+        config.filter_subject = subjects[0]
+    else:
+        config.filter_subject = names.all_events
+    try:
+        info = await js.consumer_info(names.stream, durable)
+        current = info.config
+        if (current.filter_subjects or [current.filter_subject]) != (config.filter_subjects or [config.filter_subject]):
+            await js.delete_consumer(names.stream, durable)
+            await js.add_consumer(names.stream, config)
+    except jserrors.NotFoundError:
+        await js.add_consumer(names.stream, config)
+
+
+async def pull_subscription(js: JetStreamContext, names: BusNames, durable: str) -> Any:
+    return await js.pull_subscribe_bind(durable=durable, stream=names.stream)

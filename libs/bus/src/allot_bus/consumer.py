@@ -1,0 +1,287 @@
+"""A durable consumer that delivers events of given types to a handler in position order, exactly once in effect.
+
+Responsibility: turn "JetStream delivers at least once, maybe with gaps" into "the handler sees every event of
+interest once, in log order", using the log's positions and the consumer's checkpoint in PostgreSQL.
+
+Protocol (docs/adr/0002-bus.md):
+1. ``start``: the owner rebuilds its state from the log up to the stored checkpoint (``rebuild`` hook), the durable
+   pull consumer is created if missing (new messages only), then everything of interest after the checkpoint is read
+   from PostgreSQL (catch-up). Anything published before the consumer existed is therefore covered by the catch-up;
+   anything after it arrives on JetStream.
+2. Live: messages are fetched in batches and handled in order. A message at or below the checkpoint is a duplicate
+   (redelivery, a relay retry beyond the dedupe window, a refill) and is acked without handling: positions and
+   event ids are one-to-one, so this is dedupe by event id.
+3. Success → ``ack``. A permanent error (undecodable message, ``PermanentError``) → a ``consumer.dead_lettered``
+   event is recorded with the checkpoint moved past it, then ``term``. A transient or unknown error → ``nak`` with
+   backoff for this and the rest of the batch, then rebuild and catch up from PostgreSQL before fetching again, so
+   order is never broken by a redelivery.
+4. Gaps: when the stream or consumer disappeared (server lost its store) the consumer is re-created and caught up
+   from PostgreSQL. When idle, the consumer also asks PostgreSQL whether an event of interest beyond its checkpoint
+   exists; seen on two consecutive idle checks, that is a gap (lost messages, or a stalled relay) and it catches up.
+
+The handler owns the checkpoint write when it appends events (same transaction); for events that produce nothing,
+this consumer advances the checkpoint lazily (end of batch, idle) — re-handling such an event after a crash is
+harmless because the handler is deterministic and emits nothing for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+import msgspec
+import nats
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js import errors as jserrors
+
+from allot_bus import wire
+from allot_bus.adapters.nats import ensure_durable, ensure_stream, is_missing, pull_subscription, supports_multi_filter
+from allot_bus.names import BusNames
+from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
+from allot_contracts.errors import AlreadyProcessed, PermanentError, TransientError
+from allot_contracts.events import ConsumerDeadLettered
+from allot_eventstore.protocol import Checkpoint, EventStore
+
+log = logging.getLogger("allot.consumer")
+
+Handler = Callable[[RecordedEvent], Awaitable[None]]
+Rebuild = Callable[[], Awaitable[int]]
+
+DEFAULT_BACKOFF: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+class ConsumerStats(msgspec.Struct, kw_only=True):
+    handled: int = 0
+    duplicates: int = 0
+    dead_lettered: int = 0
+    transient_failures: int = 0
+    catch_ups: int = 0
+    caught_up_events: int = 0
+    gaps_detected: int = 0
+
+
+class DurableConsumer:
+    def __init__(
+        self,
+        *,
+        name: str,
+        types: Collection[str],
+        store: EventStore,
+        nc: Client,
+        names: BusNames,
+        handler: Handler,
+        rebuild: Rebuild,
+        batch: int = 100,
+        fetch_timeout: float = 1.0,
+        backoff: tuple[float, ...] = DEFAULT_BACKOFF,
+        ack_wait: float = 30.0,
+    ) -> None:
+        self.name = name
+        self.types = frozenset(types)
+        self.store = store
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream()
+        self.names = names
+        self.handler = handler
+        self.rebuild = rebuild
+        self.batch = batch
+        self.fetch_timeout = fetch_timeout
+        self.backoff = backoff
+        self.ack_wait = ack_wait
+        self.position = 0
+        self._persisted = 0
+        self._sub: Any = None
+        self._suspect_gap: int | None = None
+        self._failures = 0
+        self._needs_resync = False
+        self.stats = ConsumerStats()
+        self.ready = asyncio.Event()
+
+    @property
+    def durable(self) -> str:
+        return self.names.durable(self.name)
+
+    def subjects(self) -> list[str]:
+        return sorted(self.names.subject(t) for t in self.types)
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.resync()
+
+    async def _attach(self) -> None:
+        await ensure_stream(self.js, self.names)
+        await ensure_durable(
+            self.js,
+            self.names,
+            durable=self.durable,
+            subjects=self.subjects(),
+            multi_filter=supports_multi_filter(self.nc),
+            ack_wait=self.ack_wait,
+        )
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except (nats.errors.Error, jserrors.Error):  # connection already gone
+                pass
+        self._sub = await pull_subscription(self.js, self.names, self.durable)
+
+    async def catch_up(self) -> int:
+        """Handle every event of interest after the checkpoint, straight from PostgreSQL."""
+        count = 0
+        async for record in self.store.iterate(after=self.position, types=self.types, page=1000):
+            await self._deliver(record, msg=None)
+            count += 1
+        await self.flush()
+        self.stats.catch_ups += 1
+        self.stats.caught_up_events += count
+        if count:
+            log.info("%s caught up %d event(s) from the log, now at position %d", self.name, count, self.position)
+        return count
+
+    async def flush(self) -> None:
+        if self.position > self._persisted:
+            await self.store.advance_checkpoint(self.name, self.position)
+            self._persisted = self.position
+
+    async def resync(self) -> None:
+        """Rebuild from the log, re-attach to JetStream and catch up: the answer to any doubt about our state."""
+        self.ready.clear()
+        self.position = await self.rebuild()
+        self._persisted = self.position
+        await self._attach()
+        await self.catch_up()
+        self.ready.set()
+
+    # -- handling ------------------------------------------------------------------------------------------------
+
+    async def _deliver(self, record: RecordedEvent, *, msg: Any) -> None:
+        if record.position <= self.position:
+            self.stats.duplicates += 1
+            if msg is not None:
+                await msg.ack()
+            return
+        if record.type not in self.types:
+            self.position = record.position
+            if msg is not None:
+                await msg.ack()
+            return
+        try:
+            await self.handler(record)
+        except AlreadyProcessed:
+            self.stats.duplicates += 1
+        except (PermanentError, msgspec.ValidationError, msgspec.DecodeError) as exc:
+            await self._dead_letter(record.position, record.event_id, record.tag, str(exc))
+            if msg is not None:
+                await msg.term()
+            self.position = record.position
+            self._persisted = max(self._persisted, record.position)
+            return
+        self.stats.handled += 1
+        self._failures = 0
+        self.position = record.position
+        if msg is not None:
+            await msg.ack()
+
+    async def _dead_letter(self, position: int, event_id: str, event_type: str, reason: str) -> None:
+        self.stats.dead_lettered += 1
+        log.error("%s dead-lettered event %s at position %d (%s): %s", self.name, event_id, position, event_type, reason)
+        event = ConsumerDeadLettered(
+            consumer=self.name, position=position, event_id=event_id, event_type=event_type, reason=reason[:2000]
+        )
+        new = NewEvent(
+            stream_id=stream_id("consumer", self.name),
+            event=event,
+            event_id=derived_event_id(self.name, event_id, 999),
+            causation_id=event_id,
+        )
+        try:
+            await self.store.append([new], producer=self.name, checkpoint=Checkpoint(self.name, position))
+        except AlreadyProcessed:
+            pass
+
+    async def _handle_batch(self, msgs: list[Any]) -> None:
+        for index, msg in enumerate(msgs):
+            try:
+                record = wire.decode(msg.data)
+            except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+                position = msg.metadata.sequence.stream if msg.metadata else 0
+                await self._dead_letter(self.position, f"undecodable-{position}", "?", f"undecodable message: {exc}")
+                await msg.term()
+                continue
+            try:
+                await self._deliver(record, msg=msg)
+            except (TransientError, Exception) as exc:  # unknown errors are treated as transient
+                self.stats.transient_failures += 1
+                self._failures += 1
+                delay = getattr(exc, "delay", None) or self.backoff[min(self._failures - 1, len(self.backoff) - 1)]
+                log.warning(
+                    "%s failed on position %d (%s), attempt %d: %s; retrying in %.1fs",
+                    self.name, record.position, record.tag, self._failures, exc, delay,
+                )
+                for pending in msgs[index:]:
+                    try:
+                        await pending.nak(delay=delay)
+                    except (nats.errors.Error, jserrors.Error):
+                        pass
+                await asyncio.sleep(delay)
+                self._needs_resync = True
+                return
+        await self.flush()
+
+    async def _idle_gap_check(self) -> None:
+        pending = await self.store.read(after=self.position, types=self.types, limit=1)
+        if not pending:
+            self._suspect_gap = None
+            return
+        first = pending[0].position
+        if self._suspect_gap == first:
+            self.stats.gaps_detected += 1
+            log.warning("%s: event %d is in the log but was not delivered; catching up from the log", self.name, first)
+            self._suspect_gap = None
+            await self.catch_up()
+        else:
+            self._suspect_gap = first
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if not self.ready.is_set():
+            self._needs_resync = True
+        while not stop.is_set():
+            if self._needs_resync:
+                await self._retry(self.resync, stop)
+                self._needs_resync = False
+                continue
+            try:
+                msgs = await self._sub.fetch(self.batch, timeout=self.fetch_timeout)
+            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                await self.flush()
+                await self._idle_gap_check()
+                continue
+            except (nats.errors.Error, jserrors.Error, TransientError, OSError) as exc:
+                if stop.is_set():
+                    return
+                log.warning("%s: fetch failed (%s); re-attaching", self.name, exc)
+                await asyncio.sleep(self.backoff[0] if is_missing(exc) else self.backoff[1])
+                self._needs_resync = True
+                continue
+            await self._handle_batch(msgs)
+
+    async def _retry(self, action: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
+        attempt = 0
+        while not stop.is_set():
+            try:
+                await action()
+                return
+            except asyncio.CancelledError:
+                raise
+            except PermanentError:
+                raise
+            except Exception as exc:  # transient or unknown: back off and rebuild again
+                self.stats.transient_failures += 1
+                delay = getattr(exc, "delay", None) or self.backoff[min(attempt, len(self.backoff) - 1)]
+                attempt += 1
+                log.warning("%s: catching up failed (%s); retrying in %.1fs", self.name, exc, delay)
+                await asyncio.sleep(delay)

@@ -1,0 +1,153 @@
+"""Reading Kubernetes manifests (plain dicts from YAML or the API): keys, requests, QoS, priority.
+
+Pure helpers shared by every service, so that "what a pod asks for" and "what QoS class it has" mean the same thing
+in the quota-manager, the device-allocator and the qos-enforcer.
+
+Requests follow Kubernetes ``PodRequests``: per resource, max(sum over containers, max over init containers), plus
+``spec.overhead``; a container that sets a limit but no request for a resource requests its limit (Kubernetes
+defaulting). Values are canonical integers (cpu in millicores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from allot_contracts.quantity import QuantityError, to_canonical
+
+QOS_LABEL = "koordinator.sh/qosClass"
+PRIORITY_CLASS_LABEL = "koordinator.sh/priority-class"
+KOORD_QOS = ("LSE", "LSR", "LS", "BE", "SYSTEM")
+
+
+def meta(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = manifest.get("metadata") or {}
+    return value if isinstance(value, Mapping) else {}
+
+
+def labels(manifest: Mapping[str, Any]) -> dict[str, str]:
+    value = meta(manifest).get("labels") or {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def annotations(manifest: Mapping[str, Any]) -> dict[str, str]:
+    value = meta(manifest).get("annotations") or {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def name_of(manifest: Mapping[str, Any]) -> str:
+    return str(meta(manifest).get("name") or "")
+
+
+def namespace_of(manifest: Mapping[str, Any], default: str = "default") -> str:
+    return str(meta(manifest).get("namespace") or default)
+
+
+def pod_key(manifest: Mapping[str, Any]) -> str:
+    return f"{namespace_of(manifest)}/{name_of(manifest)}"
+
+
+def _container_requests(container: Mapping[str, Any], path: str, errors: list[tuple[str, str]]) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    requests = dict(resources.get("requests") or {})
+    for name, value in (resources.get("limits") or {}).items():
+        requests.setdefault(name, value)
+    out: dict[str, int] = {}
+    for name, value in requests.items():
+        try:
+            amount = to_canonical(str(name), value)
+        except QuantityError as exc:
+            errors.append((f"{path}.resources.requests[{name}]", str(exc)))
+            continue
+        if amount < 0:
+            errors.append((f"{path}.resources.requests[{name}]", f"Invalid value: {value!r}: must be greater than or equal to 0"))
+            continue
+        out[str(name)] = amount
+    return out
+
+
+def pod_requests_checked(manifest: Mapping[str, Any]) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Requests of a pod, with the list of ``(field path, reason)`` problems found on the way."""
+    spec = manifest.get("spec") or {}
+    errors: list[tuple[str, str]] = []
+    total: dict[str, int] = {}
+    for i, container in enumerate(spec.get("containers") or []):
+        for name, amount in _container_requests(container, f"spec.containers[{i}]", errors).items():
+            total[name] = total.get(name, 0) + amount
+    for i, container in enumerate(spec.get("initContainers") or []):
+        for name, amount in _container_requests(container, f"spec.initContainers[{i}]", errors).items():
+            total[name] = max(total.get(name, 0), amount)
+    for name, value in (spec.get("overhead") or {}).items():
+        try:
+            total[str(name)] = total.get(str(name), 0) + to_canonical(str(name), value)
+        except QuantityError as exc:
+            errors.append((f"spec.overhead[{name}]", str(exc)))
+    return {k: v for k, v in sorted(total.items()) if v != 0}, errors
+
+
+def pod_requests(manifest: Mapping[str, Any]) -> dict[str, int]:
+    return pod_requests_checked(manifest)[0]
+
+
+def kube_qos_class(manifest: Mapping[str, Any]) -> str:
+    """Kubernetes QoS: Guaranteed (every container: cpu and memory limits == requests), BestEffort (no cpu/memory
+    requests or limits anywhere), else Burstable."""
+    containers = list((manifest.get("spec") or {}).get("containers") or []) + list(
+        (manifest.get("spec") or {}).get("initContainers") or []
+    )
+    if not containers:
+        return "BestEffort"
+    any_set = False
+    guaranteed = True
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests = resources.get("requests") or {}
+        limits = resources.get("limits") or {}
+        for res in ("cpu", "memory"):
+            req, lim = requests.get(res, limits.get(res)), limits.get(res)
+            if req is not None or lim is not None:
+                any_set = True
+            if lim is None or req is None:
+                guaranteed = False
+                continue
+            try:
+                if to_canonical(res, req) != to_canonical(res, lim):
+                    guaranteed = False
+            except QuantityError:
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def priority_value(manifest: Mapping[str, Any]) -> int:
+    value = (manifest.get("spec") or {}).get("priority")
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def koord_priority_class(manifest: Mapping[str, Any]) -> str:
+    """Koordinator priority class: the label, else derived from ``spec.priority`` bands, else from QoS, else none."""
+    label = labels(manifest).get(PRIORITY_CLASS_LABEL, "")
+    if label in ("koord-prod", "koord-mid", "koord-batch", "koord-free"):
+        return label
+    priority = (manifest.get("spec") or {}).get("priority")
+    if isinstance(priority, int) and not isinstance(priority, bool):
+        for low, high, name in ((9000, 9999, "koord-prod"), (7000, 7999, "koord-mid"),
+                                (5000, 5999, "koord-batch"), (3000, 3999, "koord-free")):
+            if low <= priority <= high:
+                return name
+    qos = koord_qos_class(manifest)
+    if qos in ("SYSTEM", "LSE", "LSR", "LS"):
+        return "koord-prod"
+    if qos == "BE":
+        return "koord-batch"
+    return "none"
+
+
+def koord_qos_class(manifest: Mapping[str, Any]) -> str:
+    """Koordinator QoS from the ``koordinator.sh/qosClass`` label; without it, derived like koordlet does:
+    Guaranteed/Burstable → LS, BestEffort → BE."""
+    label = labels(manifest).get(QOS_LABEL, "")
+    if label in KOORD_QOS:
+        return label
+    return "BE" if kube_qos_class(manifest) == "BestEffort" else "LS"

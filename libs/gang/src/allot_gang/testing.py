@@ -1,0 +1,122 @@
+"""Builders for tests (here and in the services that use this library): pods, PodGroups, times.
+
+``a_pod("w-0", gang="train", min_available=4)`` gives a pod manifest with the lightweight gang annotations;
+``a_pod_group("train", min_member=4)`` a ``scheduling.sigs.k8s.io/v1alpha1`` PodGroup; ``at(90)`` the time 90 s
+after a fixed origin in microseconds. Every keyword maps to one annotation or field; ``None`` leaves it out, and
+``annotations=`` / ``labels=`` add or override raw entries (for malformed-input tables).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import _keys as k
+
+__all__ = ["T0", "a_pod", "a_pod_group", "at", "pod_key"]
+
+T0 = 1_700_000_000 * k.MICROS_PER_SECOND  # 2023-11-14T22:13:20Z, a fixed origin for test timelines
+
+
+def at(seconds: float | int = 0) -> int:
+    """``T0`` plus ``seconds`` (whole or with up to microsecond precision), in microseconds."""
+    return T0 + round(seconds * k.MICROS_PER_SECOND)
+
+
+def pod_key(name: str, namespace: str = "default") -> str:
+    return k.object_key(namespace, name)
+
+
+def a_pod(
+    name: str,
+    *,
+    namespace: str = "default",
+    gang: str | None = None,
+    min_available: int | str | None = None,
+    total_number: int | str | None = None,
+    mode: str | None = None,
+    waiting_time: str | None = None,
+    groups: list[str] | str | None = None,
+    match_policy: str | None = None,
+    pod_group: str | None = None,
+    priority: int | None = None,
+    sub_priority: int | str | None = None,
+    node_name: str | None = None,
+    phase: str | None = None,
+    annotations: dict[str, Any] | None = None,
+    labels: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A pod manifest. ``gang=`` sets the name annotation, ``pod_group=`` the PodGroup label instead."""
+    ann: dict[str, Any] = {}
+    lab: dict[str, Any] = {}
+    if gang is not None:
+        ann[k.ANN_NAME] = gang
+    if pod_group is not None:
+        lab[k.LABEL_POD_GROUP] = pod_group
+    for key, value in (
+        (k.ANN_MIN_AVAILABLE, min_available),
+        (k.ANN_TOTAL_NUMBER, total_number),
+        (k.ANN_MODE, mode),
+        (k.ANN_WAITING_TIME, waiting_time),
+        (k.ANN_MATCH_POLICY, match_policy),
+    ):
+        if value is not None:
+            ann[key] = str(value)
+    if groups is not None:
+        ann[k.ANN_GROUPS] = groups if isinstance(groups, str) else json.dumps(groups)
+    if sub_priority is not None:
+        lab[k.LABEL_SUB_PRIORITY] = str(sub_priority)
+    ann.update(annotations or {})
+    lab.update(labels or {})
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "annotations": ann, "labels": lab},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
+    if priority is not None:
+        pod["spec"]["priority"] = priority
+    if node_name is not None:
+        pod["spec"]["nodeName"] = node_name
+    if phase is not None:
+        pod["status"] = {"phase": phase}
+    return pod
+
+
+def a_pod_group(
+    name: str,
+    *,
+    namespace: str = "default",
+    min_member: int | None = 1,
+    schedule_timeout_seconds: int | None = None,
+    min_resources: dict[str, Any] | None = None,
+    mode: str | None = None,
+    total_number: int | None = None,
+    groups: list[str] | None = None,
+    match_policy: str | None = None,
+    annotations: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ``scheduling.sigs.k8s.io/v1alpha1`` PodGroup manifest."""
+    ann: dict[str, Any] = {}
+    if mode is not None:
+        ann[k.ANN_MODE] = mode
+    if total_number is not None:
+        ann[k.ANN_TOTAL_NUMBER] = str(total_number)
+    if groups is not None:
+        ann[k.ANN_GROUPS] = json.dumps(groups)
+    if match_policy is not None:
+        ann[k.ANN_MATCH_POLICY] = match_policy
+    ann.update(annotations or {})
+    spec: dict[str, Any] = {}
+    if min_member is not None:
+        spec["minMember"] = min_member
+    if schedule_timeout_seconds is not None:
+        spec["scheduleTimeoutSeconds"] = schedule_timeout_seconds
+    if min_resources is not None:
+        spec["minResources"] = min_resources
+    return {
+        "apiVersion": k.POD_GROUP_API_VERSION,
+        "kind": k.POD_GROUP_KIND,
+        "metadata": {"name": name, "namespace": namespace, "annotations": ann},
+        "spec": spec,
+    }

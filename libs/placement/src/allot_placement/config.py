@@ -1,0 +1,298 @@
+"""Placement configuration: named scoring policies, their weights, and engine knobs.
+
+Responsibility: parse and validate the placement section of a YAML/JSON config (``allot sim run --config``, the
+device-allocator settings) into an immutable ``PlacementConfig``; render it back (``to_dict``) so that a decision can
+record exactly which configuration produced it (``version`` is derived from the content).
+
+Shape (camelCase keys, every key optional; ``PlacementConfig()`` is the documented default)::
+
+    policy: koordinator           # preset: koordinator | binpack | spread | fgd | bestfit | dotproduct |
+                                  #         gpupacking | gpuclustering | random
+    scoring:
+      nodeResourcesFit:  {strategy: LeastAllocated, weight: 1, resources: {cpu: 1, memory: 1}}
+      nodeNUMAResource:  {strategy: LeastAllocated, weight: 1, resources: {cpu: 1, memory: 1}}
+      deviceShare:       {strategy: MostAllocated, weight: 1,
+                          resources: {koordinator.sh/gpu-memory-ratio: 1, koordinator.sh/gpu-memory: 1,
+                                      koordinator.sh/rdma: 1, koordinator.sh/fpga: 1}}
+      nodeResourcesFitPlus:    {weight: 1, resources: {nvidia.com/gpu: {strategy: MostAllocated, weight: 2}}}
+      scarceResourceAvoidance: {weight: 1, resources: [nvidia.com/gpu]}
+    cpu: {defaultBindPolicy: FullPCPUs}
+    devices: {gpuShareUnsupportedModels: [{vendor: nvidia, model: T4}]}
+    fragmentation: {typicalPods: [{cpuMilli: 8000, gpuCount: 1, gpuMilli: 500, gpuModels: [], weight: 120}, ...],
+                    gpuChoice: ""}
+    seed: 0                       # the Random policy's seed (hash-based, history independent)
+    explain: {topScores: 3, maxNodeReasons: 16}
+
+A preset sets the strategies first; explicit sections then override individual fields. ``policy`` other than
+koordinator/binpack/spread selects a cluster-level GPU policy (``gpu_policy``) that replaces the deviceShare score,
+see ``allot_placement.policies``. Errors are ``FieldError`` with the config path; ``from_dict`` raises
+``ConfigError`` carrying all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import msgspec
+
+from allot_placement import names as n
+from allot_placement.errors import FieldError
+
+__all__ = ["ENGINE_VERSION", "ConfigError", "FitPlusResource", "PlacementConfig", "Strategy", "TypicalPod"]
+
+ENGINE_VERSION = "allot-placement/1"
+STRATEGIES = ("LeastAllocated", "MostAllocated")
+GPU_POLICIES = ("", "fgd", "fgd+", "bestfit", "dotproduct", "gpupacking", "gpuclustering", "random")
+PRESETS = ("koordinator", "binpack", "spread", *[p for p in GPU_POLICIES if p])
+
+
+class ConfigError(ValueError):
+    """An invalid placement config; ``errors`` lists every problem with its path."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = errors
+
+
+class Strategy(msgspec.Struct, frozen=True, kw_only=True):
+    strategy: str
+    weight: int
+    resources: tuple[tuple[str, int], ...]
+
+
+class FitPlusResource(msgspec.Struct, frozen=True, kw_only=True):
+    strategy: str
+    weight: int
+
+
+class TypicalPod(msgspec.Struct, frozen=True, kw_only=True):
+    """One shape of the typical-pod distribution the fragmentation measure is taken against."""
+
+    cpu_milli: int
+    gpu_count: int
+    gpu_milli: int
+    gpu_models: tuple[str, ...] = ()
+    weight: int = 1
+
+
+_DEVICE_WEIGHTS = ((n.FPGA, 1), (n.GPU_MEMORY, 1), (n.GPU_MEMORY_RATIO, 1), (n.RDMA, 1))
+_CPU_MEM = ((n.CPU, 1), (n.MEMORY, 1))
+
+
+def _preset(policy: str) -> dict[str, str]:
+    if policy == "binpack":
+        return {"node": "MostAllocated", "numa": "MostAllocated", "device": "MostAllocated"}
+    if policy == "spread":
+        return {"node": "LeastAllocated", "numa": "LeastAllocated", "device": "LeastAllocated"}
+    return {"node": "LeastAllocated", "numa": "LeastAllocated", "device": "MostAllocated"}
+
+
+class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Immutable, validated placement configuration. ``PlacementConfig()`` gives the defaults."""
+
+    policy: str = "koordinator"
+    node_fit: Strategy = Strategy(strategy="LeastAllocated", weight=1, resources=_CPU_MEM)
+    numa: Strategy = Strategy(strategy="LeastAllocated", weight=1, resources=_CPU_MEM)
+    device: Strategy = Strategy(strategy="MostAllocated", weight=1, resources=_DEVICE_WEIGHTS)
+    fit_plus_weight: int = 1
+    fit_plus: tuple[tuple[str, FitPlusResource], ...] = ()
+    scarce_weight: int = 1
+    scarce: tuple[str, ...] = ()
+    default_cpu_bind_policy: str = "FullPCPUs"
+    gpu_share_unsupported_models: tuple[tuple[str, str], ...] = ()
+    typical_pods: tuple[TypicalPod, ...] = ()
+    gpu_choice: str = ""
+    seed: int = 0
+    top_scores: int = 3
+    max_node_reasons: int = 16
+
+    @property
+    def gpu_policy(self) -> str:
+        """The cluster-level GPU policy replacing deviceShare scoring ("" = Koordinator pipeline)."""
+        return self.policy if self.policy in GPU_POLICIES else ""
+
+    @property
+    def version(self) -> str:
+        digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+        return f"{ENGINE_VERSION}+{digest}"
+
+    @classmethod
+    def validate(cls, d: Any) -> list[FieldError]:
+        errors: list[FieldError] = []
+        _parse(d, errors)
+        return errors
+
+    @classmethod
+    def from_dict(cls, d: Any) -> PlacementConfig:
+        errors: list[FieldError] = []
+        cfg = _parse(d, errors)
+        if errors or cfg is None:
+            raise ConfigError(errors)
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        def strat(s: Strategy) -> dict[str, Any]:
+            return {"strategy": s.strategy, "weight": s.weight, "resources": dict(s.resources)}
+
+        return {
+            "policy": self.policy,
+            "scoring": {
+                "nodeResourcesFit": strat(self.node_fit),
+                "nodeNUMAResource": strat(self.numa),
+                "deviceShare": strat(self.device),
+                "nodeResourcesFitPlus": {"weight": self.fit_plus_weight, "resources": {
+                    k: {"strategy": v.strategy, "weight": v.weight} for k, v in self.fit_plus}},
+                "scarceResourceAvoidance": {"weight": self.scarce_weight, "resources": list(self.scarce)},
+            },
+            "cpu": {"defaultBindPolicy": self.default_cpu_bind_policy},
+            "devices": {"gpuShareUnsupportedModels": [{"vendor": v, "model": m}
+                                                      for v, m in self.gpu_share_unsupported_models]},
+            "fragmentation": {"typicalPods": [
+                {"cpuMilli": t.cpu_milli, "gpuCount": t.gpu_count, "gpuMilli": t.gpu_milli,
+                 "gpuModels": list(t.gpu_models), "weight": t.weight} for t in self.typical_pods],
+                "gpuChoice": self.gpu_choice},
+            "seed": self.seed,
+            "explain": {"topScores": self.top_scores, "maxNodeReasons": self.max_node_reasons},
+        }
+
+
+# --- parsing --------------------------------------------------------------------------------------------------------
+
+def _section(d: dict[str, Any], key: str, path: str, allowed: set[str], errors: list[FieldError]) -> dict[str, Any]:
+    v = d.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        errors.append(FieldError(path=f"{path}{key}", message="must be a mapping"))
+        return {}
+    for extra in sorted(set(v) - allowed):
+        errors.append(FieldError(path=f"{path}{key}.{extra}", message=f"unknown key; supported: {', '.join(sorted(allowed))}"))
+    return v
+
+
+def _int(v: Any, path: str, errors: list[FieldError], lo: int = 0, default: int = 0) -> int:
+    if v is None:
+        return default
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        errors.append(FieldError(path=path, message=f"must be an integer >= {lo}"))
+        return default
+    return v
+
+
+def _strategy(raw: dict[str, Any], base: Strategy, path: str, errors: list[FieldError]) -> Strategy:
+    s = raw.get("strategy", base.strategy)
+    if s not in STRATEGIES:
+        errors.append(FieldError(path=f"{path}.strategy", message=f"unknown strategy {s!r}; one of {', '.join(STRATEGIES)}"))
+        s = base.strategy
+    res = base.resources
+    if raw.get("resources") is not None:
+        r = raw["resources"]
+        if not isinstance(r, dict):
+            errors.append(FieldError(path=f"{path}.resources", message="must map resource names to integer weights"))
+        else:
+            res = tuple((str(k), _int(r[k], f"{path}.resources[{k}]", errors, lo=1, default=1)) for k in sorted(r))
+    return Strategy(strategy=str(s), weight=_int(raw.get("weight"), f"{path}.weight", errors, default=base.weight),
+                    resources=res)
+
+
+def _parse(d: Any, errors: list[FieldError]) -> PlacementConfig | None:
+    if d is None:
+        d = {}
+    if not isinstance(d, dict):
+        errors.append(FieldError(path="", message="placement config must be a mapping"))
+        return None
+    top = {"policy", "scoring", "cpu", "devices", "fragmentation", "seed", "explain"}
+    for extra in sorted(set(d) - top):
+        errors.append(FieldError(path=extra, message=f"unknown key; supported: {', '.join(sorted(top))}"))
+    policy = d.get("policy", "koordinator")
+    if policy not in PRESETS:
+        errors.append(FieldError(path="policy", message=f"unknown policy {policy!r}; one of {', '.join(PRESETS)}"))
+        policy = "koordinator"
+    preset = _preset(str(policy))
+    dflt = PlacementConfig()
+    scoring = _section(d, "scoring", "", {"nodeResourcesFit", "nodeNUMAResource", "deviceShare", "nodeResourcesFitPlus",
+                                           "scarceResourceAvoidance"}, errors)
+    sk = {"strategy", "weight", "resources"}
+    node_fit = _strategy(_section(scoring, "nodeResourcesFit", "scoring.", sk, errors),
+                         Strategy(strategy=preset["node"], weight=1, resources=_CPU_MEM), "scoring.nodeResourcesFit", errors)
+    numa = _strategy(_section(scoring, "nodeNUMAResource", "scoring.", sk, errors),
+                     Strategy(strategy=preset["numa"], weight=1, resources=_CPU_MEM), "scoring.nodeNUMAResource", errors)
+    device = _strategy(_section(scoring, "deviceShare", "scoring.", sk, errors),
+                       Strategy(strategy=preset["device"], weight=1, resources=_DEVICE_WEIGHTS), "scoring.deviceShare",
+                       errors)
+    fp = _section(scoring, "nodeResourcesFitPlus", "scoring.", {"weight", "resources"}, errors)
+    fit_plus: list[tuple[str, FitPlusResource]] = []
+    fpr = fp.get("resources") or {}
+    if not isinstance(fpr, dict):
+        errors.append(FieldError(path="scoring.nodeResourcesFitPlus.resources", message="must be a mapping"))
+        fpr = {}
+    for k in sorted(fpr):
+        p = f"scoring.nodeResourcesFitPlus.resources[{k}]"
+        v = fpr[k] if isinstance(fpr[k], dict) else {}
+        s = v.get("strategy", v.get("type", "MostAllocated"))
+        if s not in STRATEGIES:
+            errors.append(FieldError(path=f"{p}.strategy", message=f"unknown strategy {s!r}; one of {', '.join(STRATEGIES)}"))
+            continue
+        fit_plus.append((str(k), FitPlusResource(strategy=str(s), weight=_int(v.get("weight"), f"{p}.weight", errors,
+                                                                               lo=1, default=1))))
+    sc = _section(scoring, "scarceResourceAvoidance", "scoring.", {"weight", "resources"}, errors)
+    scarce = sc.get("resources") or []
+    if not isinstance(scarce, list) or not all(isinstance(x, str) for x in scarce):
+        errors.append(FieldError(path="scoring.scarceResourceAvoidance.resources", message="must be a list of names"))
+        scarce = []
+    cpu = _section(d, "cpu", "", {"defaultBindPolicy"}, errors)
+    bind = cpu.get("defaultBindPolicy", dflt.default_cpu_bind_policy)
+    if bind not in n.CPU_BIND_POLICIES:
+        errors.append(FieldError(path="cpu.defaultBindPolicy", message=f"unknown bind policy {bind!r}"))
+        bind = dflt.default_cpu_bind_policy
+    dev = _section(d, "devices", "", {"gpuShareUnsupportedModels"}, errors)
+    models = []
+    for i, m in enumerate(dev.get("gpuShareUnsupportedModels") or []):
+        if not isinstance(m, dict) or not isinstance(m.get("model"), str):
+            errors.append(FieldError(path=f"devices.gpuShareUnsupportedModels[{i}]", message="needs vendor and model"))
+            continue
+        models.append((str(m.get("vendor") or ""), m["model"]))
+    typical, choice = _fragmentation(_section(d, "fragmentation", "", {"typicalPods", "gpuChoice"}, errors), errors)
+    ex = _section(d, "explain", "", {"topScores", "maxNodeReasons"}, errors)
+    return PlacementConfig(
+        policy=str(policy), node_fit=node_fit, numa=numa, device=device,
+        fit_plus_weight=_int(fp.get("weight"), "scoring.nodeResourcesFitPlus.weight", errors, default=1),
+        fit_plus=tuple(fit_plus),
+        scarce_weight=_int(sc.get("weight"), "scoring.scarceResourceAvoidance.weight", errors, default=1),
+        scarce=tuple(sorted(set(scarce))), default_cpu_bind_policy=str(bind),
+        gpu_share_unsupported_models=tuple(sorted(models)), typical_pods=typical, gpu_choice=choice,
+        seed=_int(d.get("seed"), "seed", errors), top_scores=_int(ex.get("topScores"), "explain.topScores", errors,
+                                                                  default=3),
+        max_node_reasons=_int(ex.get("maxNodeReasons"), "explain.maxNodeReasons", errors, default=16),
+    )
+
+
+def _fragmentation(fr: dict[str, Any], errors: list[FieldError]) -> tuple[tuple[TypicalPod, ...], str]:
+    out: list[TypicalPod] = []
+    raw = fr.get("typicalPods") or []
+    if not isinstance(raw, list):
+        errors.append(FieldError(path="fragmentation.typicalPods", message="must be a list"))
+        raw = []
+    for i, t in enumerate(raw):
+        p = f"fragmentation.typicalPods[{i}]"
+        if not isinstance(t, dict):
+            errors.append(FieldError(path=p, message="must be a mapping"))
+            continue
+        models = t.get("gpuModels") or []
+        if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+            errors.append(FieldError(path=f"{p}.gpuModels", message="must be a list of model names"))
+            models = []
+        count = _int(t.get("gpuCount"), f"{p}.gpuCount", errors)
+        milli = _int(t.get("gpuMilli"), f"{p}.gpuMilli", errors)
+        if milli > 1000:
+            errors.append(FieldError(path=f"{p}.gpuMilli", message="is per GPU: at most 1000"))
+        out.append(TypicalPod(cpu_milli=_int(t.get("cpuMilli"), f"{p}.cpuMilli", errors), gpu_count=count,
+                              gpu_milli=milli if count else 0, gpu_models=tuple(sorted(models)),
+                              weight=_int(t.get("weight"), f"{p}.weight", errors, lo=1, default=1)))
+    choice = fr.get("gpuChoice", "")
+    if choice not in ("", "fgd", "bestfit"):
+        errors.append(FieldError(path="fragmentation.gpuChoice", message="one of '', 'fgd', 'bestfit'"))
+        choice = ""
+    return tuple(out), str(choice)

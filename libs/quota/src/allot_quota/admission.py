@@ -1,0 +1,151 @@
+"""Quota admission of one pod (the PreFilter check), as a pure decision.
+
+Design
+------
+For a pod resolved to quota ``q`` with request ``req`` (its requests masked to ``q``'s max keys):
+
+1. ``used(q) + req ≤ limit(q)`` where ``limit`` is the runtime (``enableRuntimeQuota``, default) or the max.
+   Comparison is ``LessThanOrEqual``: only dimensions present in the limit are checked, so a resource that
+   ``max`` does not list is not governed by the quota.
+2. A non-preemptible pod (label ``quota.scheduling.koordinator.sh/preemptible: "false"``) must also fit
+   ``nonPreemptibleUsed(q) + req ≤ min(q)``: such pods never borrow.
+3. With ``enableCheckParentQuota``, every ancestor below the tree root must fit
+   ``mask(used(A) + req, keys(req)) ≤ limit(A)``.
+
+The runtime is computed as if the pod were already counted in the quota's request, as upstream does (a pod is
+in its quota's request from the moment it exists), so callers need not ``add_pending`` first. A failing pod is
+``Unschedulable`` with ``waiting=True``: it stays pending and :meth:`QuotaEngine.waiting_admissions` offers it
+again when quota frees. Messages keep the upstream wording (``Insufficient quotas, quotaName: …``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allot_quota._resources import RL, add, describe, exceeds, mask, quantities
+from allot_quota.borrow import usage_facts
+from allot_quota.config import QuotaConfig
+from allot_quota.decisions import AdmitDecision
+from allot_quota.model import PodInfo
+from allot_quota.tree import Hierarchy
+
+__all__ = ["check_admission"]
+
+
+def _limit(h: Hierarchy, config: QuotaConfig, name: str) -> RL:
+    node = h.nodes[name]
+    runtime = h.runtime(name)
+    return runtime if config.enable_runtime_quota else dict(node.spec.max)
+
+
+def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str) -> AdmitDecision:
+    """Admission of ``pod`` into ``quota`` against the current state (the pod must be counted as pending)."""
+    if not quota:
+        return AdmitDecision(
+            pod=pod.key,
+            quota="",
+            admitted=True,
+            status="Success",
+            reason="NoQuota",
+            message="pod belongs to no quota (the default quota is disabled)",
+            waiting=False,
+            priority=pod.priority,
+        )
+    node = h.nodes[quota]
+    root = h.tree_root_of(quota)
+    tree = root.name if root is not None else ""
+    req = node.pods[pod.key].masked if pod.key in node.pods else mask(pod.requests, set(node.spec.max))
+    base: dict[str, Any] = {
+        "pod": pod.key,
+        "quota": quota,
+        "tree": tree,
+        "request": quantities(req),
+        "min": quantities(node.spec.min),
+        "max": quantities(node.spec.max),
+        "non_preemptible": not pod.preemptible,
+        "priority": pod.priority,
+    }
+    if node.children or node.spec.unlimited or node.spec.is_root:
+        return AdmitDecision(
+            **base,
+            admitted=False,
+            status="UnschedulableAndUnresolvable",
+            reason="ParentQuota",
+            message=f"quota {quota} is a parent quota; pods must use a leaf quota",
+            waiting=False,
+        )
+    limit = _limit(h, config, quota)
+    runtime = dict(node.runtime)
+    numbers: dict[str, Any] = {
+        "used": quantities(node.used),
+        "runtime": quantities(runtime),
+        "limit": quantities(limit),
+    }
+    exceed = exceeds(add(node.used, req), limit)
+    if exceed:
+        msg = (
+            f"Insufficient quotas, quotaName: {quota}, runtime: {describe(limit)}, used: {describe(node.used)}, "
+            f"pod's request: {describe(req)}, exceedDimensions: [{' '.join(exceed)}]"
+        )
+        return AdmitDecision(
+            **base,
+            **numbers,
+            admitted=False,
+            status="Unschedulable",
+            reason="InsufficientQuota",
+            message=msg,
+            waiting=True,
+            exceed_dimensions=exceed,
+        )
+    if not pod.preemptible:
+        exceed = exceeds(add(node.np_used, req), node.spec.min)
+        if exceed:
+            msg = (
+                f"Insufficient non-preemptible quotas, quotaName: {quota}, min: {describe(node.spec.min)}, "
+                f"nonPreemptibleUsed: {describe(node.np_used)}, pod's request: {describe(req)}, "
+                f"exceedDimensions: [{' '.join(exceed)}]"
+            )
+            return AdmitDecision(
+                **base,
+                **numbers,
+                admitted=False,
+                status="Unschedulable",
+                reason="InsufficientNonPreemptibleQuota",
+                message=msg,
+                waiting=True,
+                exceed_dimensions=exceed,
+            )
+    if config.enable_check_parent_quota and root is not None:
+        path = h.path(quota)
+        for i in range(len(path) - 2, 0, -1):  # ancestors below the tree root, nearest first
+            anc = h.nodes[path[i]]
+            anc_limit = _limit(h, config, anc.name)
+            exceed = exceeds(mask(add(anc.used, req), req.keys()), anc_limit)
+            if exceed:
+                topo = path[i:]
+                msg = (
+                    f"Insufficient quotas, quotaNameTopo: [{' '.join(topo)}], runtime: {describe(anc_limit)}, "
+                    f"used: {describe(anc.used)}, pod's request: {describe(req)}, "
+                    f"exceedDimensions: [{' '.join(exceed)}]"
+                )
+                return AdmitDecision(
+                    **base,
+                    **numbers,
+                    admitted=False,
+                    status="Unschedulable",
+                    reason="InsufficientParentQuota",
+                    message=msg,
+                    waiting=True,
+                    exceed_dimensions=exceed,
+                    topology=topo,
+                )
+    return AdmitDecision(
+        **base,
+        **numbers,
+        admitted=True,
+        status="Success",
+        reason="Admitted",
+        message=f"quota {quota} admits the pod: used + request fits {'runtime' if config.enable_runtime_quota else 'max'}",
+        waiting=False,
+        borrow=usage_facts(h, quota, req, +1),
+    )

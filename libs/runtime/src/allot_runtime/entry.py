@@ -1,0 +1,33 @@
+"""The common ``main()`` of every service: load settings, build the processor, run, exit with a clear code."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from allot_contracts.errors import InvalidInput
+from allot_runtime import settings as settings_mod
+from allot_runtime.processor import Processor
+from allot_runtime.service import Extra, Observer, run_service
+
+
+def service_main(
+    service: str,
+    build: Callable[[dict[str, Any]], Processor],
+    *,
+    observers: Sequence[Observer] = (),
+    extras: Sequence[Extra] = (),
+) -> None:
+    try:
+        settings = settings_mod.load(service)
+        config = settings.config()
+        build(config)  # validate the config before connecting anywhere
+    except InvalidInput as exc:
+        print(f"allot-{service}: invalid configuration: {exc}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        asyncio.run(run_service(settings, lambda: build(config), observers=observers, extras=extras))
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,100 @@
+"""Processors: the pure heart of every service, and the host that runs one over the log.
+
+A processor owns a projection (its state) and two pure methods (docs/adr/0003-replayable-decisions.md):
+
+- ``evolve(event, at=…, own=…)`` applies an event to the state: an input from another producer, or one of the
+  processor's own decisions;
+- ``decide(event, at=…)`` returns the events to emit in answer to an input, without touching the state. ``at`` is the
+  time recorded on the triggering event (microseconds), the only notion of "now" a decision may use.
+
+The host applies a trigger, asks for the decision, and applies the processor's own outputs *immediately*, at the
+trigger's place in the log (not at the later position where the outputs land). Rebuilding does the same with the
+recorded outputs, so a rebuilt projection equals the live one, and replay can re-run ``decide`` at each trigger and
+compare with what was recorded. The basis of a decision is therefore exact: every event of interest at or before the
+trigger, plus the processor's own earlier decisions.
+
+Output ids are ``uuid5(producer / trigger id / index)``: deciding again yields the same ids, so re-appending is a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Any, ClassVar, Protocol
+
+import msgspec
+
+from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id
+from allot_contracts.events import Event
+
+
+class Emit(msgspec.Struct, frozen=True, kw_only=True):
+    """One event a decision emits, on a stream."""
+
+    stream_id: str
+    event: Event
+    expected_version: int | None = None
+
+
+class Processor(Protocol):
+    name: ClassVar[str]
+    interests: ClassVar[frozenset[str]]
+
+    def evolve(self, event: Event, *, at: int, own: bool) -> None: ...
+
+    def decide(self, event: Event, *, at: int) -> list[Emit]: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+
+def digest_of(snapshot: dict[str, Any]) -> str:
+    """A stable hash of a processor's snapshot (canonical JSON)."""
+    return hashlib.sha256(canonical(snapshot)).hexdigest()
+
+
+class Host:
+    """Runs one processor over events, live or from the log. Not thread-safe; one host per processor instance."""
+
+    def __init__(self, processor: Processor) -> None:
+        self.processor = processor
+        self.name = processor.name
+        self.interests = processor.interests
+        self.position = 0
+
+    def wants(self, record: RecordedEvent) -> bool:
+        return record.type in self.interests and record.producer != self.name
+
+    def step(self, record: RecordedEvent) -> list[NewEvent]:
+        """Handle a live trigger: evolve, decide, evolve the outputs. Returns the events to append."""
+        event = record.decode()
+        self.processor.evolve(event, at=record.recorded_at, own=False)
+        emits = self.processor.decide(event, at=record.recorded_at)
+        news = self.to_new_events(record, emits)
+        for new in news:
+            self.processor.evolve(new.event, at=record.recorded_at, own=True)
+        self.position = record.position
+        return news
+
+    def to_new_events(self, record: RecordedEvent, emits: Iterable[Emit]) -> list[NewEvent]:
+        correlation = record.correlation_id or record.event_id
+        return [
+            NewEvent(
+                stream_id=emit.stream_id,
+                event=emit.event,
+                event_id=derived_event_id(self.name, record.event_id, index),
+                causation_id=record.event_id,
+                correlation_id=correlation,
+                expected_version=emit.expected_version,
+            )
+            for index, emit in enumerate(emits)
+        ]
+
+    def apply_recorded(self, record: RecordedEvent, outputs: Iterable[RecordedEvent]) -> None:
+        """Rebuild path: apply a trigger and the outputs recorded for it, without deciding."""
+        self.processor.evolve(record.decode(), at=record.recorded_at, own=False)
+        for output in outputs:
+            self.processor.evolve(output.decode(), at=record.recorded_at, own=True)
+        self.position = record.position
+
+    def digest(self) -> str:
+        return digest_of(self.processor.snapshot())

@@ -1,0 +1,132 @@
+"""Rebuilding projections from the log, and re-deriving every decision (``allot replay --verify``).
+
+``rebuild`` folds the log into a processor exactly as the live service did: inputs in position order, each followed
+by the outputs recorded for it. ``verify_decisions`` additionally re-runs ``decide`` at every trigger and compares
+the result with what was recorded, field by field; it keeps going with the recorded outputs so one divergence does
+not cascade into noise, and reports every mismatch (the CLI prints the first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import msgspec
+
+from allot_contracts.envelope import RecordedEvent, canonical
+from allot_contracts.errors import PermanentError
+from allot_eventstore.protocol import EventStore
+from allot_runtime.processor import Host
+
+_IGNORED_OUTPUTS = frozenset({"consumer.dead_lettered"})
+
+
+class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
+    processor: str
+    trigger_position: int
+    trigger_type: str
+    trigger_event_id: str
+    path: str
+    recorded: Any
+    recomputed: Any
+
+    def describe(self) -> str:
+        return (
+            f"{self.processor}: decision for {self.trigger_type} at position {self.trigger_position} "
+            f"does not reproduce: {self.path}: recorded {_short(self.recorded)}, recomputed {_short(self.recomputed)}"
+        )
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = canonical(value).decode() if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def first_difference(recorded: Any, recomputed: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """The first path (in sorted-key order) where two JSON values differ, or None."""
+    if isinstance(recorded, dict) and isinstance(recomputed, dict):
+        for key in sorted(set(recorded) | set(recomputed)):
+            if key not in recorded or key not in recomputed:
+                return f"{path}.{key}", recorded.get(key, "<absent>"), recomputed.get(key, "<absent>")
+            found = first_difference(recorded[key], recomputed[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(recorded, list) and isinstance(recomputed, list):
+        for index, (a, b) in enumerate(zip(recorded, recomputed, strict=False)):
+            found = first_difference(a, b, f"{path}[{index}]")
+            if found:
+                return found
+        if len(recorded) != len(recomputed):
+            return f"{path}.length", len(recorded), len(recomputed)
+        return None
+    return None if recorded == recomputed else (path or "$", recorded, recomputed)
+
+
+async def own_outputs(store: EventStore, producer: str) -> dict[str, list[RecordedEvent]]:
+    by_cause: dict[str, list[RecordedEvent]] = {}
+    async for record in store.iterate(producer=producer):
+        if record.causation_id is not None:
+            by_cause.setdefault(record.causation_id, []).append(record)
+    return by_cause
+
+
+async def inputs(host: Host, store: EventStore, until: int | None) -> AsyncIterator[RecordedEvent]:
+    async for record in store.iterate(types=host.interests, until=until):
+        if record.producer != host.name:
+            yield record
+
+
+async def rebuild(host: Host, store: EventStore, *, until: int) -> int:
+    outputs = await own_outputs(store, host.name)
+    async for record in inputs(host, store, until):
+        host.apply_recorded(record, outputs.get(record.event_id, ()))
+    host.position = until
+    return until
+
+
+def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEvent]) -> Mismatch | None:
+    event = trigger.decode()
+    host.processor.evolve(event, at=trigger.recorded_at, own=False)
+    kept = [r for r in recorded if r.type not in _IGNORED_OUTPUTS]
+    dead_lettered = len(kept) != len(list(recorded))
+    try:
+        emits = host.processor.decide(event, at=trigger.recorded_at)
+    except PermanentError:
+        if dead_lettered:
+            return None
+        raise
+    news = host.to_new_events(trigger, emits)
+    mismatch: Mismatch | None = None
+    rec_view = [{"stream": r.stream_id, "tag": r.tag, "payload": r.payload_dict()} for r in kept]
+    new_view = [
+        {"stream": n.stream_id, "tag": n.tag, "payload": msgspec.json.decode(canonical(n.event))} for n in news
+    ]
+    diff = first_difference(rec_view, new_view, "outputs")
+    if diff is not None:
+        mismatch = Mismatch(
+            processor=host.name,
+            trigger_position=trigger.position,
+            trigger_type=trigger.type,
+            trigger_event_id=trigger.event_id,
+            path=diff[0],
+            recorded=diff[1],
+            recomputed=diff[2],
+        )
+    for output in kept:
+        host.processor.evolve(output.decode(), at=trigger.recorded_at, own=True)
+    host.position = trigger.position
+    return mismatch
+
+
+async def verify_decisions(host: Host, store: EventStore, *, until: int | None = None) -> tuple[int, list[Mismatch]]:
+    """Re-derive every decision of ``host``'s processor. Returns (triggers checked, mismatches)."""
+    outputs = await own_outputs(store, host.name)
+    checked = 0
+    mismatches: list[Mismatch] = []
+    async for record in inputs(host, store, until):
+        found = _compare(host, record, outputs.get(record.event_id, ()))
+        checked += 1
+        if found is not None:
+            mismatches.append(found)
+    return checked, mismatches

@@ -1,0 +1,239 @@
+"""The service shell: everything around a pure processor that touches the outside world.
+
+``run_service`` wires one processor to the log and the bus: it waits for the schema, rebuilds the projection from
+the log, consumes its event types from JetStream (:class:`allot_bus.consumer.DurableConsumer`), appends each
+decision with the consumer checkpoint in the same transaction, and serves ``/healthz``, ``/readyz``, ``/metrics`` and
+``/state`` over HTTP plus ``<prefix>.admin.<service>.state`` over NATS (used by ``allot replay --verify`` to compare
+the live projection with one rebuilt from the log).
+
+Lifecycle: SIGTERM/SIGINT set a stop event; the consumer finishes its current batch, the checkpoint is flushed,
+connections are drained, within ``shutdown_timeout_s``. Every task runs inside one TaskGroup; a crash of any task
+stops the process with a non-zero code and the supervisor (``allot up``, compose, Kubernetes) restarts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from allot_bus.adapters.nats import connect
+from allot_bus.consumer import DurableConsumer
+from allot_bus.names import BusNames
+from allot_contracts.envelope import NewEvent, RecordedEvent
+from allot_contracts.errors import AlreadyProcessed, SchemaMismatch, TransientError, Unavailable
+from allot_eventstore.migrate import ensure_current
+from allot_eventstore.postgres import PostgresEventStore
+from allot_eventstore.protocol import Checkpoint, EventStore
+from allot_runtime import logs, telemetry
+from allot_runtime.metrics import Metrics
+from allot_runtime.processor import Host, Processor
+from allot_runtime.replay import rebuild
+from allot_runtime.settings import ServiceSettings
+
+log = logging.getLogger("allot.service")
+
+Observer = Callable[["ServiceContext", RecordedEvent, list[NewEvent], float], None]
+Extra = Callable[["ServiceContext", asyncio.Event], Awaitable[None]]
+
+
+@dataclass
+class ServiceContext:
+    settings: ServiceSettings
+    store: PostgresEventStore
+    nc: Any
+    metrics: Metrics
+    runtime: ProcessorRuntime
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def host(self) -> Host:
+        return self.runtime.host
+
+    @property
+    def consumer(self) -> DurableConsumer:
+        return self.runtime.consumer
+
+
+class ProcessorRuntime:
+    """One processor wired to the log and the bus: rebuild, handle (decide + append with checkpoint), consume."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        factory: Callable[[], Processor],
+        store: EventStore,
+        nc: Any,
+        names: BusNames,
+        tracer: Any = None,
+        on_handled: Callable[[RecordedEvent, list[NewEvent], float], None] | None = None,
+        fetch_timeout: float = 1.0,
+    ) -> None:
+        self.name = name
+        self.factory = factory
+        self.store = store
+        self.names = names
+        self.tracer = tracer
+        self.on_handled = on_handled
+        self.host = Host(factory())
+        self.consumer = DurableConsumer(
+            name=name, types=self.host.interests, store=store, nc=nc, names=names,
+            handler=self.handle, rebuild=self.rebuild_projection, fetch_timeout=fetch_timeout,
+        )
+
+    async def rebuild_projection(self) -> int:
+        checkpoint = await self.store.get_checkpoint(self.name)
+        host = Host(self.factory())
+        await rebuild(host, self.store, until=checkpoint)
+        self.host = host
+        log.info("%s: projection rebuilt up to position %d (digest %s)", self.name, checkpoint, host.digest()[:12])
+        return checkpoint
+
+    async def handle(self, record: RecordedEvent) -> None:
+        started = time.perf_counter()
+        span = (
+            telemetry.consuming(self.tracer, carrier=dict(record.metadata), subject=self.names.subject(record.type),
+                                message_id=record.event_id, consumer=self.name)
+            if self.tracer is not None else contextlib.nullcontext()
+        )
+        with span:
+            news = self.host.step(record)
+            if news:
+                carrier = telemetry.inject()
+                if carrier:
+                    news = [msgspec.structs.replace(n, metadata=carrier) for n in news]
+                try:
+                    await self.store.append(news, producer=self.name, checkpoint=Checkpoint(self.name, record.position))
+                except AlreadyProcessed as exc:
+                    raise TransientError(f"{exc}; another instance decided this event, rebuilding", delay=0.0) from exc
+        if self.on_handled is not None:
+            self.on_handled(record, news, time.perf_counter() - started)
+
+
+class ServiceState(msgspec.Struct, kw_only=True):
+    service: str
+    position: int
+    digest: str
+    ready: bool
+
+
+def state_of(ctx: ServiceContext) -> ServiceState:
+    return ServiceState(
+        service=ctx.settings.service,
+        position=ctx.host.position,
+        digest=ctx.host.digest(),
+        ready=bool(ctx.consumer and ctx.consumer.ready.is_set()),
+    )
+
+
+async def _wait_for_schema(settings: ServiceSettings, stop: asyncio.Event) -> None:
+    delay = 0.5
+    while not stop.is_set():
+        try:
+            await ensure_current(settings.database_url)
+            return
+        except (SchemaMismatch, OSError, Unavailable) as exc:
+            log.warning("waiting for the database schema: %s", exc)
+        except Exception as exc:  # a database that is still starting raises driver errors
+            log.warning("waiting for the database: %s", exc)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=delay)
+        delay = min(delay * 2, 5.0)
+
+
+async def _http(ctx: ServiceContext) -> web.AppRunner:
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "service": ctx.settings.service})
+
+    async def readyz(_: web.Request) -> web.Response:
+        ready = bool(ctx.consumer and ctx.consumer.ready.is_set() and ctx.nc.is_connected)
+        return web.json_response({"ready": ready}, status=200 if ready else 503)
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=ctx.metrics.render(), content_type="text/plain", charset="utf-8")
+
+    async def state(_: web.Request) -> web.Response:
+        return web.Response(body=msgspec.json.encode(state_of(ctx)), content_type="application/json")
+
+    app = web.Application()
+    app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics),
+                    web.get("/state", state)])
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, ctx.settings.http_host, ctx.settings.http_port)
+    await site.start()
+    return runner
+
+
+def default_observer(ctx: ServiceContext, record: RecordedEvent, news: list[NewEvent], seconds: float) -> None:
+    service = ctx.settings.service
+    ctx.metrics.consumed.labels(service, record.type).inc()
+    ctx.metrics.processing.labels(service).observe(seconds)
+    ctx.metrics.position.labels(service).set(record.position)
+    for new in news:
+        ctx.metrics.emitted.labels(service, new.tag.rsplit(".", 1)[0]).inc()
+
+
+async def run_service(
+    settings: ServiceSettings,
+    factory: Callable[[], Processor],
+    *,
+    observers: Sequence[Observer] = (),
+    extras: Sequence[Extra] = (),
+) -> None:
+    logs.setup(settings.service, level=settings.log_level, fmt=settings.log_format)
+    tracer = telemetry.setup(settings.service, settings.otel_exporter)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    await _wait_for_schema(settings, stop)
+    if stop.is_set():
+        return
+    store = PostgresEventStore.connect(settings.database_url)
+    nc = await connect(settings.nats_url, name=f"allot-{settings.service}")
+    metrics = Metrics(settings.service)
+    all_observers = [default_observer, *observers]
+    ctx_ref: list[ServiceContext] = []
+
+    def on_handled(record: RecordedEvent, news: list[NewEvent], seconds: float) -> None:
+        for observe in all_observers:
+            observe(ctx_ref[0], record, news, seconds)
+
+    runtime = ProcessorRuntime(name=settings.service, factory=factory, store=store, nc=nc, names=settings.names,
+                               tracer=tracer, on_handled=on_handled)
+    ctx = ServiceContext(settings=settings, store=store, nc=nc, metrics=metrics, runtime=runtime)
+    ctx_ref.append(ctx)
+    name = settings.service
+    consumer = runtime.consumer
+
+    async def state_reply(msg: Any) -> None:
+        await msg.respond(msgspec.json.encode(state_of(ctx)))
+
+    admin = await nc.subscribe(settings.names.admin(name, "state"), cb=state_reply)
+    runner = await _http(ctx)
+    log.info("%s started (http %s:%s)", name, settings.http_host, settings.http_port)
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(consumer.run(stop), name=f"{name}-consumer")
+            for extra in extras:
+                tg.create_task(extra(ctx, stop), name=f"{name}-{getattr(extra, '__name__', 'extra')}")
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(consumer.flush(), timeout=settings.shutdown_timeout_s)
+        with contextlib.suppress(Exception):
+            await admin.unsubscribe()
+            await asyncio.wait_for(nc.drain(), timeout=settings.shutdown_timeout_s)
+        await runner.cleanup()
+        await store.close()
+        log.info("%s stopped", name)

@@ -1,0 +1,105 @@
+"""Service settings: typed, defaulted, read from the environment once (in ``main.py``) and passed down.
+
+=========================== ============================== =========================================================
+Environment variable        Default                        Meaning
+=========================== ============================== =========================================================
+ALLOT_DATABASE_URL          (required)                     PostgreSQL holding the event log
+ALLOT_NATS_URL              nats://127.0.0.1:4222          NATS server with JetStream
+ALLOT_NATS_PREFIX           allot                          subject prefix (``<prefix>.events.>``)
+ALLOT_NATS_STREAM           ALLOT_EVENTS                   JetStream stream name
+ALLOT_HTTP_HOST             0.0.0.0                        health/metrics listener
+ALLOT_HTTP_PORT             8080                           health/metrics port (0 = pick a free one)
+ALLOT_LOG_LEVEL             INFO
+ALLOT_LOG_FORMAT            json                           ``json`` or ``text``
+ALLOT_OTEL_EXPORTER         none                           ``none``, ``console`` or ``otlp`` (OTEL_EXPORTER_OTLP_*)
+ALLOT_CONFIG_FILE           (none)                         YAML/JSON file with the service's decision config
+ALLOT_KUBE_MODE             standalone                     ``standalone`` or ``kubernetes`` (binder, node-reporter)
+=========================== ============================== =========================================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from allot_bus.names import BusNames
+from allot_contracts.errors import InvalidInput
+
+
+class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
+    service: str
+    database_url: str
+    nats_url: str = "nats://127.0.0.1:4222"
+    nats_prefix: str = "allot"
+    nats_stream: str = "ALLOT_EVENTS"
+    http_host: str = "0.0.0.0"
+    http_port: int = 8080
+    log_level: str = "INFO"
+    log_format: str = "json"
+    otel_exporter: str = "none"
+    config_file: str = ""
+    kube_mode: str = "standalone"
+    shutdown_timeout_s: float = 10.0
+
+    @property
+    def names(self) -> BusNames:
+        return BusNames(prefix=self.nats_prefix, stream=self.nats_stream)
+
+    def config(self) -> dict[str, Any]:
+        """The decision config from ``config_file`` (empty = defaults)."""
+        if not self.config_file:
+            return {}
+        path = Path(self.config_file)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise InvalidInput([("ALLOT_CONFIG_FILE", f"cannot read {path}: {exc.strerror}")]) from exc
+        import yaml
+
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} is not valid YAML: {exc}")]) from exc
+        if not isinstance(data, dict):
+            raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} must hold a mapping")])
+        return data
+
+
+_FIELDS = {
+    "database_url": "ALLOT_DATABASE_URL",
+    "nats_url": "ALLOT_NATS_URL",
+    "nats_prefix": "ALLOT_NATS_PREFIX",
+    "nats_stream": "ALLOT_NATS_STREAM",
+    "http_host": "ALLOT_HTTP_HOST",
+    "http_port": "ALLOT_HTTP_PORT",
+    "log_level": "ALLOT_LOG_LEVEL",
+    "log_format": "ALLOT_LOG_FORMAT",
+    "otel_exporter": "ALLOT_OTEL_EXPORTER",
+    "config_file": "ALLOT_CONFIG_FILE",
+    "kube_mode": "ALLOT_KUBE_MODE",
+}
+
+
+def load(service: str, environ: Mapping[str, str] | None = None) -> ServiceSettings:
+    env = os.environ if environ is None else environ
+    raw: dict[str, Any] = {"service": service}
+    for field, var in _FIELDS.items():
+        if env.get(var):
+            raw[field] = env[var]
+    if "database_url" not in raw:
+        raise InvalidInput([("ALLOT_DATABASE_URL", "is required (e.g. postgresql://user@host:5432/allot)")])
+    try:
+        settings = msgspec.convert(raw, ServiceSettings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput([("environment", str(exc))]) from exc
+    if settings.otel_exporter not in ("none", "console", "otlp"):
+        raise InvalidInput([("ALLOT_OTEL_EXPORTER", "must be none, console or otlp")])
+    if settings.log_format not in ("json", "text"):
+        raise InvalidInput([("ALLOT_LOG_FORMAT", "must be json or text")])
+    if settings.kube_mode not in ("standalone", "kubernetes"):
+        raise InvalidInput([("ALLOT_KUBE_MODE", "must be standalone or kubernetes")])
+    return settings

@@ -1,0 +1,64 @@
+"""OpenTelemetry tracing: the context of a decision travels with its events (event metadata → NATS headers).
+
+Exporter by setting: ``none`` (default), ``console`` or ``otlp`` (standard ``OTEL_EXPORTER_OTLP_*`` variables).
+Span names follow the messaging conventions: ``process <subject-template>`` (CONSUMER) for handling an event,
+with ``messaging.system=nats``, ``messaging.destination.name``, ``messaging.message.id`` and
+``messaging.consumer.group.name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context, trace
+from opentelemetry.propagators.textmap import DefaultGetter, DefaultSetter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+_propagator = TraceContextTextMapPropagator()
+_getter: DefaultGetter = DefaultGetter()
+_setter: DefaultSetter = DefaultSetter()
+
+
+def setup(service: str, exporter: str) -> trace.Tracer:
+    provider = TracerProvider(resource=Resource.create({"service.name": f"allot-{service}"}))
+    if exporter == "console":
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    elif exporter == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    return provider.get_tracer("allot")
+
+
+def inject() -> dict[str, str]:
+    carrier: dict[str, str] = {}
+    _propagator.inject(carrier, setter=_setter)
+    return carrier
+
+
+@contextmanager
+def consuming(tracer: trace.Tracer, *, carrier: dict[str, str], subject: str, message_id: str,
+              consumer: str, attributes: dict[str, Any] | None = None) -> Iterator[trace.Span]:
+    parent = _propagator.extract(carrier, getter=_getter)
+    token = context.attach(parent)
+    try:
+        with tracer.start_as_current_span(
+            f"process {subject}",
+            kind=trace.SpanKind.CONSUMER,
+            attributes={
+                "messaging.system": "nats",
+                "messaging.operation.type": "process",
+                "messaging.destination.name": subject,
+                "messaging.message.id": message_id,
+                "messaging.consumer.group.name": consumer,
+                **(attributes or {}),
+            },
+        ) as span:
+            yield span
+    finally:
+        context.detach(token)

@@ -1,0 +1,54 @@
+"""Small processors for testing the runtime and the bus against real servers."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from allot_contracts.envelope import stream_id
+from allot_contracts.errors import InvalidInput, TransientError
+from allot_contracts.events import Event, PodDeleted, PodReleased
+from allot_runtime.processor import Emit
+
+
+class EchoProcessor:
+    """Answers every ``pod.deleted`` with one ``pod.released`` on the same pod stream.
+
+    Failure injection (class-level, so it survives rebuilds): pods named in ``fail_transient`` raise a transient
+    error the first ``times`` attempts; pods in ``fail_permanent`` raise a permanent error every time.
+    """
+
+    name: ClassVar[str] = "echo"
+    interests: ClassVar[frozenset[str]] = frozenset({"pod.deleted"})
+    fail_transient: ClassVar[dict[str, int]] = {}
+    fail_permanent: ClassVar[set[str]] = set()
+    attempts: ClassVar[dict[str, int]] = {}
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.seen: list[str] = []
+        self.echoed = 0
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.fail_transient = {}
+        cls.fail_permanent = set()
+        cls.attempts = {}
+
+    def evolve(self, event: Event, *, at: int, own: bool) -> None:
+        if isinstance(event, PodDeleted):
+            self.seen.append(event.pod.name)
+        elif isinstance(event, PodReleased):
+            self.echoed += 1
+
+    def decide(self, event: Event, *, at: int) -> list[Emit]:
+        assert isinstance(event, PodDeleted)
+        name = event.pod.name
+        self.attempts[name] = self.attempts.get(name, 0) + 1
+        if name in self.fail_permanent:
+            raise InvalidInput([("pod", f"{name} is poison")])
+        if self.fail_transient.get(name, 0) >= self.attempts[name]:
+            raise TransientError(f"injected transient failure for {name}", delay=0.05)
+        return [Emit(stream_id=stream_id("pod", event.pod.key),
+                     event=PodReleased(pod=event.pod, node="n", reason="echo"))]
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"seen": self.seen, "echoed": self.echoed}

@@ -1,0 +1,59 @@
+"""binder's decisions: bind each placed pod to its node (the PreBind/Bind stage).
+
+Consumes ``pod.placed`` and ``pod.deleted``; emits ``pod.bound`` with the output annotations (device-allocated,
+resource-status, …) as the strings a Kubernetes Binding carries. In standalone mode the binding is the recorded
+event itself. A pod deleted before its placement arrives is not bound.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from allot_contracts.envelope import stream_id
+from allot_contracts.events import Event, PodBound, PodDeleted, PodPlaced, PodSubmitted
+from allot_runtime.processor import Emit
+
+
+def annotation_strings(annotations: dict[str, Any]) -> dict[str, str]:
+    """Annotation values as Kubernetes stores them: JSON objects compact-encoded, strings as they are."""
+    return {
+        key: value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True)
+        for key, value in sorted(annotations.items())
+    }
+
+
+class Binder:
+    name: ClassVar[str] = "binder"
+    interests: ClassVar[frozenset[str]] = frozenset({"pod.submitted", "pod.placed", "pod.deleted"})
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.live: dict[str, str] = {}  # pod -> uid of pods that exist
+        self.bound: dict[str, str] = {}  # pod -> node
+
+    def evolve(self, event: Event, *, at: int, own: bool) -> None:
+        match event:
+            case PodSubmitted(pod=pod, uid=uid):
+                self.live[pod.key] = uid
+                self.bound.pop(pod.key, None)
+            case PodDeleted(pod=pod):
+                self.live.pop(pod.key, None)
+                self.bound.pop(pod.key, None)
+            case PodBound(pod=pod, node=node):
+                self.bound[pod.key] = node
+            case _:
+                pass
+
+    def decide(self, event: Event, *, at: int) -> list[Emit]:
+        match event:
+            case PodPlaced(pod=pod, attempt=attempt, node=node, decision=decision):
+                if pod.key not in self.live or pod.key in self.bound:
+                    return []
+                annotations = annotation_strings(dict(decision.get("annotations") or {}))
+                return [Emit(stream_id=stream_id("pod", pod.key),
+                             event=PodBound(pod=pod, attempt=attempt, node=node, annotations=annotations))]
+            case _:
+                return []
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"bound": dict(sorted(self.bound.items())), "live": len(self.live)}

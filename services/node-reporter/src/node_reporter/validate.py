@@ -1,0 +1,124 @@
+"""Structural validation of Node, Device and NodeResourceTopology objects, with field paths.
+
+Deeper semantic checks (device request tables, partitions, CPU topology) belong to the placement engine, which
+validates again when it reads the object; this layer makes sure nothing malformed becomes scheduling input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from allot_contracts.events import FieldIssue
+from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
+
+DEVICE_TYPES = ("gpu", "rdma", "fpga", "npu", "xpu")
+
+
+def _quantities(values: Any, path: str, issues: list[FieldIssue]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if values is None:
+        return out
+    if not isinstance(values, Mapping):
+        issues.append(FieldIssue(path=path, message="must be a mapping of resource name to quantity"))
+        return out
+    for name, value in values.items():
+        try:
+            amount = to_canonical(str(name), value)
+        except QuantityError as exc:
+            issues.append(FieldIssue(path=f"{path}[{name}]", message=str(exc)))
+            continue
+        if amount < 0:
+            issues.append(FieldIssue(path=f"{path}[{name}]", message=f"must not be negative (got {value!r})"))
+            continue
+        out[str(name)] = amount
+    return out
+
+
+def _name(manifest: Mapping[str, Any], issues: list[FieldIssue]) -> None:
+    meta = manifest.get("metadata")
+    if not isinstance(meta, Mapping) or not meta.get("name"):
+        issues.append(FieldIssue(path="metadata.name", message="is required"))
+
+
+def validate_node(manifest: Mapping[str, Any]) -> list[FieldIssue]:
+    issues: list[FieldIssue] = []
+    _name(manifest, issues)
+    status = manifest.get("status") or {}
+    if not isinstance(status, Mapping):
+        return [*issues, FieldIssue(path="status", message="must be a mapping")]
+    allocatable = status.get("allocatable") if status.get("allocatable") is not None else status.get("capacity")
+    if allocatable is None:
+        issues.append(FieldIssue(path="status.allocatable", message="is required (the node's schedulable resources)"))
+    _quantities(allocatable, "status.allocatable", issues)
+    _quantities(status.get("capacity"), "status.capacity", issues)
+    taints = (manifest.get("spec") or {}).get("taints") or []
+    if not isinstance(taints, list):
+        issues.append(FieldIssue(path="spec.taints", message="must be a list"))
+    else:
+        for i, taint in enumerate(taints):
+            if not isinstance(taint, Mapping) or not taint.get("key"):
+                issues.append(FieldIssue(path=f"spec.taints[{i}].key", message="is required"))
+            elif taint.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+                issues.append(FieldIssue(path=f"spec.taints[{i}].effect",
+                                         message="must be NoSchedule, PreferNoSchedule or NoExecute"))
+    return issues
+
+
+def capacity_summary(manifest: Mapping[str, Any]) -> dict[str, str]:
+    status = manifest.get("status") or {}
+    allocatable = status.get("allocatable") or status.get("capacity") or {}
+    out: dict[str, str] = {}
+    for name, value in sorted(allocatable.items()):
+        try:
+            out[str(name)] = format_quantity(str(name), to_canonical(str(name), value))
+        except QuantityError:
+            continue
+    return out
+
+
+def validate_device(manifest: Mapping[str, Any]) -> list[FieldIssue]:
+    issues: list[FieldIssue] = []
+    _name(manifest, issues)
+    devices = (manifest.get("spec") or {}).get("devices")
+    if devices is None:
+        devices = []
+    if not isinstance(devices, list):
+        return [*issues, FieldIssue(path="spec.devices", message="must be a list")]
+    seen: set[tuple[str, int]] = set()
+    for i, device in enumerate(devices):
+        path = f"spec.devices[{i}]"
+        if not isinstance(device, Mapping):
+            issues.append(FieldIssue(path=path, message="must be a mapping"))
+            continue
+        kind = device.get("type")
+        if kind not in DEVICE_TYPES:
+            issues.append(FieldIssue(path=f"{path}.type", message=f"must be one of {', '.join(DEVICE_TYPES)}"))
+            continue
+        minor = device.get("minor")
+        if not isinstance(minor, int) or isinstance(minor, bool) or minor < 0:
+            issues.append(FieldIssue(path=f"{path}.minor", message="must be a non-negative integer"))
+        elif (kind, minor) in seen:
+            issues.append(FieldIssue(path=f"{path}.minor", message=f"duplicate {kind} minor {minor}"))
+        else:
+            seen.add((kind, minor))
+        if "health" in device and not isinstance(device["health"], bool):
+            issues.append(FieldIssue(path=f"{path}.health", message="must be true or false"))
+        _quantities(device.get("resources"), f"{path}.resources", issues)
+    return issues
+
+
+def device_summary(manifest: Mapping[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for device in (manifest.get("spec") or {}).get("devices") or []:
+        counts[str(device.get("type"))] = counts.get(str(device.get("type")), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def validate_topology(manifest: Mapping[str, Any]) -> list[FieldIssue]:
+    issues: list[FieldIssue] = []
+    _name(manifest, issues)
+    zones = manifest.get("zones")
+    if zones is not None and not isinstance(zones, list):
+        issues.append(FieldIssue(path="zones", message="must be a list"))
+    return issues

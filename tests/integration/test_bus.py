@@ -1,0 +1,206 @@
+"""Bus semantics against a real nats-server and PostgreSQL: relay order, redelivery, duplicates, restarts, and
+catching up from the log when JetStream loses its store."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections import Counter
+
+import pytest
+
+from allot_bus import wire
+from allot_bus.adapters.nats import connect
+from allot_bus.names import HEADER_MSG_ID, BusNames
+from allot_bus.relay import Relay
+from allot_eventstore.postgres import PostgresEventStore
+from allot_runtime.service import ProcessorRuntime
+from allot_testing.builders import an_event
+from allot_testing.processors import EchoProcessor
+from allot_testing.servers import private_nats
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _reset_echo():
+    EchoProcessor.reset()
+    yield
+    EchoProcessor.reset()
+
+
+@pytest.fixture
+async def store(database_url):
+    store = PostgresEventStore.connect(database_url)
+    yield store
+    await store.close()
+
+
+class Stack:
+    """A relay and one processor runtime, as tasks, against given servers."""
+
+    def __init__(self, store, nats_url: str, names: BusNames) -> None:
+        self.store, self.nats_url, self.names = store, nats_url, names
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task] = []
+
+    async def start_relay(self) -> None:
+        self.relay_nc = await connect(self.nats_url, name="test-relay")
+        relay = Relay(self.store, self.relay_nc.jetstream(), self.names, poll_interval=0.1)
+        self.tasks.append(asyncio.create_task(relay.run(self.stop), name="relay"))
+
+    async def start_runtime(self) -> ProcessorRuntime:
+        self.nc = await connect(self.nats_url, name="test-echo")
+        self.runtime = ProcessorRuntime(name="echo", factory=EchoProcessor, store=self.store, nc=self.nc,
+                                        names=self.names, fetch_timeout=0.2)
+        self.consumer_stop = asyncio.Event()
+        self.tasks.append(asyncio.create_task(self.runtime.consumer.run(self.consumer_stop), name="echo"))
+        await asyncio.wait_for(self.runtime.consumer.ready.wait(), timeout=20)
+        return self.runtime
+
+    async def stop_runtime(self) -> None:
+        self.consumer_stop.set()
+        await asyncio.wait_for(self.tasks.pop(), timeout=10)
+        await self.nc.close()
+
+    async def close(self) -> None:
+        self.stop.set()
+        if hasattr(self, "consumer_stop"):
+            self.consumer_stop.set()
+        await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True), timeout=15)
+        for nc in (getattr(self, "nc", None), getattr(self, "relay_nc", None)):
+            if nc is not None and not nc.is_closed:
+                await nc.close()
+
+
+@pytest.fixture
+async def stack(store, nats_server_url, bus_names):
+    s = Stack(store, nats_server_url, BusNames(**bus_names))
+    yield s
+    await s.close()
+
+
+async def outputs_by_cause(store) -> Counter:
+    return Counter(e.causation_id for e in await store.read(producer="echo", limit=100_000)
+                   if e.type == "pod.released")
+
+
+async def wait_for(predicate, timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+
+
+async def handled_all(store, inputs: list) -> bool:
+    causes = await outputs_by_cause(store)
+    return all(causes[e.event_id] >= 1 for e in inputs)
+
+
+async def test_every_event_is_handled_once_in_log_order(store, stack):
+    await stack.start_relay()
+    runtime = await stack.start_runtime()
+    inputs = [an_event() for _ in range(60)]
+    for chunk in range(0, 60, 7):
+        await store.append(inputs[chunk : chunk + 7], producer="api")
+    await wait_for(lambda: handled_all(store, inputs))
+    causes = await outputs_by_cause(store)
+    assert all(causes[e.event_id] == 1 for e in inputs)
+    assert runtime.host.processor.seen == [e.event.pod.name for e in inputs]
+
+
+async def test_transient_failure_is_retried_in_order_with_one_effect(store, stack):
+    inputs = [an_event() for _ in range(12)]
+    EchoProcessor.fail_transient = {inputs[4].event.pod.name: 2}
+    await stack.start_relay()
+    runtime = await stack.start_runtime()
+    await store.append(inputs, producer="api")
+    await wait_for(lambda: handled_all(store, inputs))
+    causes = await outputs_by_cause(store)
+    assert all(causes[e.event_id] == 1 for e in inputs)
+    assert runtime.consumer.stats.transient_failures >= 2
+    assert runtime.host.processor.seen == [e.event.pod.name for e in inputs], "rebuilt in log order"
+
+
+async def test_duplicate_publish_beyond_the_dedupe_window_has_no_second_effect(store, stack):
+    await stack.start_relay()
+    runtime = await stack.start_runtime()
+    first = an_event()
+    await store.append([first], producer="api")
+    await wait_for(lambda: handled_all(store, [first]))
+    # A relay retry after JetStream's duplicate window: same event, a message id the server has not seen.
+    record = (await store.read(types=["pod.deleted"]))[0]
+    js = stack.nc.jetstream()
+    await js.publish(stack.names.subject(record.type), wire.encode(record), headers={HEADER_MSG_ID: "retry-1"})
+    second = an_event()
+    await store.append([second], producer="api")
+    await wait_for(lambda: handled_all(store, [second]))
+    causes = await outputs_by_cause(store)
+    assert causes[first.event_id] == 1 and causes[second.event_id] == 1
+    assert runtime.consumer.stats.duplicates >= 1
+
+
+async def test_consumer_restart_resumes_without_loss_or_duplicates(store, stack):
+    await stack.start_relay()
+    await stack.start_runtime()
+    before = [an_event() for _ in range(10)]
+    await store.append(before, producer="api")
+    await wait_for(lambda: handled_all(store, before))
+    digest_before = stack.runtime.host.digest()
+    await stack.stop_runtime()
+    during = [an_event() for _ in range(10)]  # appended while the consumer is down
+    await store.append(during, producer="api")
+    runtime = await stack.start_runtime()
+    after = [an_event() for _ in range(5)]
+    await store.append(after, producer="api")
+    everything = before + during + after
+    await wait_for(lambda: handled_all(store, everything))
+    causes = await outputs_by_cause(store)
+    assert all(causes[e.event_id] == 1 for e in everything)
+    assert runtime.host.processor.seen == [e.event.pod.name for e in everything]
+    assert digest_before != runtime.host.digest()
+
+
+async def test_permanent_failure_dead_letters_and_moves_on(store, stack):
+    inputs = [an_event() for _ in range(5)]
+    EchoProcessor.fail_permanent = {inputs[2].event.pod.name}
+    await stack.start_relay()
+    runtime = await stack.start_runtime()
+    await store.append(inputs, producer="api")
+    others = inputs[:2] + inputs[3:]
+    await wait_for(lambda: handled_all(store, others))
+    dead = await store.read(types=["consumer.dead_lettered"])
+    assert len(dead) == 1
+    assert dead[0].payload_dict()["event_id"] == inputs[2].event_id
+    assert "poison" in dead[0].payload_dict()["reason"]
+    assert runtime.consumer.stats.dead_lettered == 1
+    assert (await outputs_by_cause(store))[inputs[2].event_id] == 0
+
+
+async def test_catch_up_from_the_log_after_nats_loses_its_store(store, bus_names, tmp_path):
+    names = BusNames(**bus_names)
+    with private_nats(tmp_path) as server:
+        s = Stack(store, server.url, names)
+        try:
+            await s.start_relay()
+            runtime = await s.start_runtime()
+            first = [an_event() for _ in range(10)]
+            await store.append(first, producer="api")
+            await wait_for(lambda: handled_all(store, first))
+
+            server.stop(kill=True)  # crash, and the disk is gone
+            shutil.rmtree(server.store_dir)
+            during = [an_event() for _ in range(10)]
+            await store.append(during, producer="api")
+            server.start()
+
+            after = [an_event() for _ in range(10)]
+            await store.append(after, producer="api")
+            everything = first + during + after
+            await wait_for(lambda: handled_all(store, everything), timeout=60)
+            causes = await outputs_by_cause(store)
+            assert all(causes[e.event_id] == 1 for e in everything)
+            assert runtime.host.processor.seen == [e.event.pod.name for e in everything]
+        finally:
+            await s.close()
