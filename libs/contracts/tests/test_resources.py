@@ -1,5 +1,4 @@
 import pytest
-
 from allot_contracts.quantity import QuantityError
 from allot_contracts.resources import (
     add,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from allot_gang import ConfigError, GangConfig, parse_go_duration
 
 S = 1_000_000
@@ -36,7 +35,9 @@ def test_go_durations(text: str, micros: int) -> None:
     assert parse_go_duration(text) == (micros, "")
 
 
-@pytest.mark.parametrize("text", ["", "s", "5", "10d", "1h-3m", "1.5.5s", ".s", "5 s", "2562048h", "ten seconds"])
+@pytest.mark.parametrize(
+    "text", ["", "s", "5", "10d", "1h-3m", "1.5.5s", ".s", "5 s", "2562048h", "ten seconds"]
+)
 def test_invalid_go_durations(text: str) -> None:
     value, reason = parse_go_duration(text)
     assert value is None and reason

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from allot_gang import (
     GangEngine,
     GroupAdmitted,
@@ -28,12 +27,16 @@ def submit_all(engine: GangEngine, pods: list[dict[str, object]], t: float = 0) 
     return out
 
 
-def workers(n: int, gang: str = "train", namespace: str = "default", start: int = 0, **kw: object) -> list[dict[str, object]]:
+def workers(
+    n: int, gang: str = "train", namespace: str = "default", start: int = 0, **kw: object
+) -> list[dict[str, object]]:
     return [a_pod(f"{gang}-{i}", namespace=namespace, gang=gang, **kw) for i in range(start, start + n)]  # type: ignore[arg-type]
 
 
 def test_plain_pod_passes_through() -> None:
-    assert GangEngine().submit(a_pod("web"), at()) == [PassThrough(pod="default/web", gang=None, reason="not-a-gang")]
+    assert GangEngine().submit(a_pod("web"), at()) == [
+        PassThrough(pod="default/web", gang=None, reason="not-a-gang")
+    ]
 
 
 def test_members_wait_until_min_available_then_the_group_is_ready_in_name_order() -> None:
@@ -41,14 +44,30 @@ def test_members_wait_until_min_available_then_the_group_is_ready_in_name_order(
     pods = [a_pod(n, gang="train", min_available=3) for n in ("w-2", "w-0")]
     out = submit_all(g, pods)
     assert out == [
-        MemberWaiting(gang="default/train", group="default/train", pod="default/w-2", present=1, min_available=3,
-                      reason="gang-incomplete"),
-        MemberWaiting(gang="default/train", group="default/train", pod="default/w-0", present=2, min_available=3,
-                      reason="gang-incomplete"),
+        MemberWaiting(
+            gang="default/train",
+            group="default/train",
+            pod="default/w-2",
+            present=1,
+            min_available=3,
+            reason="gang-incomplete",
+        ),
+        MemberWaiting(
+            gang="default/train",
+            group="default/train",
+            pod="default/w-0",
+            present=2,
+            min_available=3,
+            reason="gang-incomplete",
+        ),
     ]
     assert g.submit(a_pod("w-1", gang="train", min_available=3), at(1)) == [
-        GroupReady(group="default/train", gangs=("default/train",),
-                   members=("default/w-0", "default/w-1", "default/w-2"), attempt=1)
+        GroupReady(
+            group="default/train",
+            gangs=("default/train",),
+            members=("default/w-0", "default/w-1", "default/w-2"),
+            attempt=1,
+        )
     ]
     assert g.group_placed("default/train", 1, at(2)) == [
         GroupAdmitted(group="default/train", attempt=1, members=("default/w-0", "default/w-1", "default/w-2"))
@@ -59,8 +78,14 @@ def test_a_pod_arriving_during_an_attempt_waits_and_is_not_added_to_it() -> None
     g = GangEngine()
     submit_all(g, workers(2, min_available=2, total_number=3))
     [action] = g.submit(workers(1, start=2, min_available=2)[0], at(1))
-    assert action == MemberWaiting(gang="default/train", group="default/train", pod="default/train-2", present=3,
-                                   min_available=2, reason="attempt-in-progress")
+    assert action == MemberWaiting(
+        gang="default/train",
+        group="default/train",
+        pod="default/train-2",
+        present=3,
+        min_available=2,
+        reason="attempt-in-progress",
+    )
     assert g.group_placed("default/train", 1, at(2)) == [
         GroupAdmitted(group="default/train", attempt=1, members=("default/train-0", "default/train-1"))
     ]
@@ -90,7 +115,9 @@ def test_match_policy_after_members_are_bound(policy: str, expected: list[str]) 
     out = g.submit(a_pod("w-3", pod_group="pg"), at(4))
     assert kinds(out) == expected
     if expected == ["GroupReady"]:
-        assert out[0] == GroupReady(group="default/pg", gangs=("default/pg",), members=("default/w-3",), attempt=2)
+        assert out[0] == GroupReady(
+            group="default/pg", gangs=("default/pg",), members=("default/w-3",), attempt=2
+        )
 
 
 def test_once_satisfied_is_permanent_even_after_every_member_is_gone() -> None:
@@ -146,25 +173,42 @@ def test_gang_group_listing_must_agree_across_its_gangs() -> None:
     assert isinstance(rejected, Rejected)
     [error] = rejected.errors
     assert error.path == 'metadata.annotations["gang.scheduling.koordinator.sh/groups"]'
-    assert "gang default/a (declared by pod default/a-0) is grouped with [default/a, default/b]" in error.reason
+    assert (
+        "gang default/a (declared by pod default/a-0) is grouped with [default/a, default/b]" in error.reason
+    )
 
 
 CONFLICTS = [
     ("different min-available", {"min_available": 5}, "min-available", "min-available is 4"),
     ("different mode", {"min_available": 4, "mode": "NonStrict"}, "mode", "mode is Strict"),
-    ("different waiting-time", {"min_available": 4, "waiting_time": "20m"}, "waiting-time", "waiting-time is 10m"),
-    ("different policy", {"min_available": 4, "match_policy": "only-waiting"}, "match-policy",
-     "match-policy is once-satisfied"),
+    (
+        "different waiting-time",
+        {"min_available": 4, "waiting_time": "20m"},
+        "waiting-time",
+        "waiting-time is 10m",
+    ),
+    (
+        "different policy",
+        {"min_available": 4, "match_policy": "only-waiting"},
+        "match-policy",
+        "match-policy is once-satisfied",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("settings", "key", "reason"), [c[1:] for c in CONFLICTS], ids=[c[0] for c in CONFLICTS])
-def test_a_later_pod_with_conflicting_settings_is_rejected(settings: dict[str, object], key: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("settings", "key", "reason"), [c[1:] for c in CONFLICTS], ids=[c[0] for c in CONFLICTS]
+)
+def test_a_later_pod_with_conflicting_settings_is_rejected(
+    settings: dict[str, object], key: str, reason: str
+) -> None:
     g = GangEngine()
     g.submit(a_pod("w-0", gang="train", min_available=4, waiting_time="10m"), at())
     [rejected] = g.submit(a_pod("w-1", gang="train", **settings), at(1))  # type: ignore[arg-type]
     assert isinstance(rejected, Rejected)
-    assert [e.path for e in rejected.errors] == [f'metadata.annotations["gang.scheduling.koordinator.sh/{key}"]']
+    assert [e.path for e in rejected.errors] == [
+        f'metadata.annotations["gang.scheduling.koordinator.sh/{key}"]'
+    ]
     assert "declared by pod default/w-0" in rejected.errors[0].reason and reason in rejected.errors[0].reason
     assert g.status("default/train")["members"]["present"] == 1
 
@@ -185,7 +229,9 @@ def test_pods_wait_for_their_pod_group_then_become_ready_when_it_is_applied() ->
     assert "waiting for PodGroup default/pg" in g.explain("default/pg")
     assert g.apply_pod_group(a_pod_group("pg", min_member=2)) == []
     assert g.settle(at(5)) == [
-        GroupReady(group="default/pg", gangs=("default/pg",), members=("default/w-0", "default/w-1"), attempt=1)
+        GroupReady(
+            group="default/pg", gangs=("default/pg",), members=("default/w-0", "default/w-1"), attempt=1
+        )
     ]
 
 
@@ -218,7 +264,9 @@ def test_deleting_a_pod_group_mid_attempt_releases_the_attempt() -> None:
     g.apply_pod_group(a_pod_group("pg", min_member=2))
     submit_all(g, [a_pod(f"w-{i}", pod_group="pg") for i in range(2)])
     assert g.delete_pod_group("default", "pg") == [
-        ReleaseHolds(group="default/pg", attempt=1, members=("default/w-0", "default/w-1"), reason="pod group deleted")
+        ReleaseHolds(
+            group="default/pg", attempt=1, members=("default/w-0", "default/w-1"), reason="pod group deleted"
+        )
     ]
     assert g.settle(at(1)) == []
     assert g.status("default/pg")["source"] == "missing-pod-group"

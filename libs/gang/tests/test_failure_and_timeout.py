@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from allot_gang import (
     GangConfig,
     GangEngine,
@@ -38,9 +37,15 @@ def members(*idx: int) -> tuple[str, ...]:
 def test_unschedulable_group_releases_holds_and_retries_after_backoff_on_a_timer_tick() -> None:
     g = gang_of(2)
     assert g.group_unschedulable(GANG, 1, "needs 16 GPUs on one PCIe switch, best node offers 6", at(10)) == [
-        ReleaseHolds(group=GANG, attempt=1, members=members(0, 1),
-                     reason="needs 16 GPUs on one PCIe switch, best node offers 6"),
-        GroupRetryAt(group=GANG, at=at(20), attempt=1, reason="needs 16 GPUs on one PCIe switch, best node offers 6"),
+        ReleaseHolds(
+            group=GANG,
+            attempt=1,
+            members=members(0, 1),
+            reason="needs 16 GPUs on one PCIe switch, best node offers 6",
+        ),
+        GroupRetryAt(
+            group=GANG, at=at(20), attempt=1, reason="needs 16 GPUs on one PCIe switch, best node offers 6"
+        ),
     ]
     assert g.next_deadline() == at(20)
     assert g.on_timer(at(19.999999)) == []
@@ -81,8 +86,12 @@ SHORT_AFTER_PLACEMENT = [
         "Strict",
         [
             ReleaseHolds(group=GANG, attempt=1, members=members(2), reason="member deleted during placement"),
-            ReleaseHolds(group=GANG, attempt=1, members=members(0, 1),
-                         reason="group short of min-available after placement"),
+            ReleaseHolds(
+                group=GANG,
+                attempt=1,
+                members=members(0, 1),
+                reason="group short of min-available after placement",
+            ),
         ],
         {"pending": 2, "held": 0},
     ),
@@ -95,8 +104,11 @@ SHORT_AFTER_PLACEMENT = [
 ]
 
 
-@pytest.mark.parametrize(("mode", "expected", "counts"), [c[1:] for c in SHORT_AFTER_PLACEMENT],
-                         ids=[c[0] for c in SHORT_AFTER_PLACEMENT])
+@pytest.mark.parametrize(
+    ("mode", "expected", "counts"),
+    [c[1:] for c in SHORT_AFTER_PLACEMENT],
+    ids=[c[0] for c in SHORT_AFTER_PLACEMENT],
+)
 def test_group_short_after_placement(mode: str, expected: list[Action], counts: dict[str, int]) -> None:
     g = gang_of(3, mode=mode)
     assert g.member_deleted("default", "w-2", at(1)) == []
@@ -130,7 +142,8 @@ def test_timeout_releases_waiting_members_and_restarts_the_wait() -> None:
     g = GangEngine()
     for i in range(3):
         assert kinds(g.submit(a_pod(f"w-{i}", gang="train", min_available=4, waiting_time="30m"), at(i))) == [
-            "MemberWaiting"]
+            "MemberWaiting"
+        ]
     assert g.next_deadline() == at(1800)  # from the first member's arrival
     assert g.on_timer(at(1799)) == []
     assert g.on_timer(at(1800)) == [GroupTimedOut(group=GANG, gang=GANG, released_members=members(0, 1, 2))]
@@ -181,7 +194,7 @@ def test_held_members_are_released_on_timeout() -> None:
     g.group_placed(GANG, 1, at(2))
     out = g.on_timer(at(300))
     assert out == [
-        ReleaseHolds(group=GANG, attempt=None, members=members(0, 1), reason="timeout"),
+        ReleaseHolds(group=GANG, attempt=1, members=members(0, 1), reason="timeout"),
         GroupTimedOut(group=GANG, gang=GANG, released_members=members(0, 1)),
     ]
     assert g.status(GANG)["members"]["pending"] == 2

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from allot_gang import is_satisfied
 
 CASES = [
@@ -28,6 +27,12 @@ CASES = [
     CASES,
     ids=[f"{c[0]} min={c[1]} waiting={c[2]} running={c[3]} once={c[4]}" for c in CASES],
 )
-def test_is_satisfied(policy: str, min_available: int, waiting: int, running: int, once: bool, expected: bool) -> None:
-    assert is_satisfied(policy=policy, min_available=min_available, waiting=waiting, running=running,
-                        once_satisfied=once) is expected
+def test_is_satisfied(
+    policy: str, min_available: int, waiting: int, running: int, once: bool, expected: bool
+) -> None:
+    assert (
+        is_satisfied(
+            policy=policy, min_available=min_available, waiting=waiting, running=running, once_satisfied=once
+        )
+        is expected
+    )

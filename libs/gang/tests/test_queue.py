@@ -5,8 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-
-from allot_gang import Blocked, GangEngine, QueueConfig, QueueItem, QueueState, Step, less, order, plan, record
+from allot_gang import (
+    Blocked,
+    GangEngine,
+    QueueConfig,
+    QueueItem,
+    QueueState,
+    Step,
+    less,
+    order,
+    plan,
+    record,
+)
 from allot_gang.testing import a_pod, at
 
 S = 1_000_000
@@ -67,9 +77,18 @@ def test_record_counts_bypasses_then_reserves_then_yields() -> None:
     state = record(state, [gang, smalls[0]], {"gang": False, "s0": True}, 2 * S, CFG)
     assert state.reserving == Blocked(key="gang", since=1 * S, bypasses=3, reserving_since=2 * S)
     state = record(state, [gang], {"gang": False}, 12 * S, CFG)  # reserve time is up: it yields
-    assert state.get("gang") == Blocked(key="gang", since=12 * S) and state.cooldown == 3
+    # it held for 10 s, so it may not reserve again for 10 s (doubling with each further yield)
+    assert state.get("gang") == Blocked(key="gang", since=12 * S, yields=1, not_before=22 * S)
+    assert state.cooldown == 3
+    for t in range(13, 22):
+        state = record(state, [gang, smalls[0]], {"gang": False, "s0": True}, t * S, CFG)
+        assert state.reserving is None
+    state = record(state, [gang, smalls[0]], {"gang": False, "s0": True}, 22 * S, CFG)
+    assert state.reserving is not None and state.reserving.reserving_since == 22 * S
     assert QueueState.from_dict(state.to_dict()) == state
-    assert record(state, [], {}, 13 * S, CFG) == QueueState(cooldown=3)  # items that left are forgotten
+    assert record(state, [], {}, 23 * S, CFG) == QueueState(
+        cooldown=state.cooldown
+    )  # items that left are forgotten
 
 
 @dataclass
@@ -87,7 +106,9 @@ class Sim:
 
     cfg: QueueConfig
     capacity: int
-    waiting: dict[str, tuple[Job, int, int]] = field(default_factory=dict)  # key -> job, last attempt, arrival
+    waiting: dict[str, tuple[Job, int, int]] = field(
+        default_factory=dict
+    )  # key -> job, last attempt, arrival
     running: list[tuple[int, int]] = field(default_factory=list)  # (end tick, size)
     placed_at: dict[str, int] = field(default_factory=dict)
     state: QueueState = field(default_factory=QueueState)
@@ -100,8 +121,17 @@ class Sim:
     def tick(self, t: int) -> None:
         self.running = [(end, size) for end, size in self.running if end > t]
         free = self.capacity - sum(size for _, size in self.running)
-        items = [QueueItem(key=key, priority=job.priority, last_attempt_at=last, arrival=arrival, size=job.size,
-                           is_gang=job.is_gang) for key, (job, last, arrival) in self.waiting.items()]
+        items = [
+            QueueItem(
+                key=key,
+                priority=job.priority,
+                last_attempt_at=last,
+                arrival=arrival,
+                size=job.size,
+                is_gang=job.is_gang,
+            )
+            for key, (job, last, arrival) in self.waiting.items()
+        ]
         results: dict[str, bool] = {}
         for step in plan(self.state, items, t * S, self.cfg):
             if step.verdict != "attempt":
@@ -118,13 +148,21 @@ class Sim:
             if not ok:
                 self.waiting[key] = (job, t * S, arrival)
 
-    def run(self, ticks: int, arrivals: dict[int, list[Job]] | None = None, stream: int = 0,
-            small_duration: int = 4, small_priority: int = 0) -> None:
+    def run(
+        self,
+        ticks: int,
+        arrivals: dict[int, list[Job]] | None = None,
+        stream: int = 0,
+        small_duration: int = 4,
+        small_priority: int = 0,
+    ) -> None:
         for t in range(ticks):
             for job in (arrivals or {}).get(t, []):
                 self.add(job, t)
             for j in range(stream):
-                self.add(Job(key=f"small-{t}-{j}", size=1, duration=small_duration, priority=small_priority), t)
+                self.add(
+                    Job(key=f"small-{t}-{j}", size=1, duration=small_duration, priority=small_priority), t
+                )
             self.tick(t)
 
     def smalls_placed_between(self, start: int, end: int) -> int:
@@ -145,8 +183,12 @@ def test_small_pods_starve_a_gang_when_nothing_protects_it() -> None:
 @pytest.mark.parametrize("small_priority", [0, 5], ids=["same priority", "small pods have higher priority"])
 def test_small_pods_cannot_starve_a_gang_forever(small_priority: int) -> None:
     sim = Sim(cfg=DEFAULTS, capacity=8)
-    sim.run(600, {5: [Job(key="gang", size=8, duration=20, is_gang=True, priority=small_priority)]}, stream=2,
-            small_priority=small_priority)
+    sim.run(
+        600,
+        {5: [Job(key="gang", size=8, duration=20, is_gang=True, priority=small_priority)]},
+        stream=2,
+        small_priority=small_priority,
+    )
     assert "gang" in sim.placed_at
     assert sim.placed_at["gang"] <= 5 + 8  # bypassed max_bypasses times, then capacity is held for it
     assert sim.smalls_placed_between(0, 600) > 1000  # and the small pods keep flowing
@@ -158,13 +200,22 @@ def test_a_gang_that_never_fits_would_starve_small_pods_if_it_never_yielded() ->
     assert sim.smalls_placed_between(100, 600) == 0
 
 
+SHORT_RESERVE = QueueConfig(max_bypasses=8, max_blocked_seconds=120, max_reserve_seconds=60)
+
+
 @pytest.mark.parametrize("gang_priority", [0, 10], ids=["same priority", "gang has higher priority"])
 def test_a_large_gang_cannot_starve_small_pods_forever(gang_priority: int) -> None:
-    sim = Sim(cfg=DEFAULTS, capacity=8)
-    sim.run(3600, {0: [Job(key="huge", size=16, duration=10, is_gang=True, priority=gang_priority)]}, stream=1)
+    sim = Sim(cfg=SHORT_RESERVE, capacity=8)
+    sim.run(
+        3600, {0: [Job(key="huge", size=16, duration=10, is_gang=True, priority=gang_priority)]}, stream=1
+    )
     assert "huge" not in sim.placed_at
-    for start in range(0, 3600 - 900, 300):  # every 15-minute window still places small pods
-        assert sim.smalls_placed_between(start, start + 900) >= DEFAULTS.max_bypasses
+    # it reserves (60 s), yields, waits 60 s, reserves, waits 120 s, ... so its share of time shrinks
+    for start in range(0, 3600, 600):  # every 10-minute window places at least half of the arrivals
+        assert sim.smalls_placed_between(start, start + 600) >= 300
+    assert len(sim.waiting) <= 1 + 60  # the backlog stays bounded by one reservation window
+    reserving = sim.state.get("huge")
+    assert reserving is not None and reserving.yields >= 5
 
 
 def test_the_engine_gives_a_queue_item_for_a_group() -> None:
@@ -173,5 +224,12 @@ def test_the_engine_gives_a_queue_item_for_a_group() -> None:
     g.submit(a_pod("w-1", gang="train", min_available=2, priority=70), at(2))
     g.group_unschedulable("default/train", 1, "no capacity", at(3))
     assert g.queue_item("default/train") == QueueItem(
-        key="group:default/train", priority=70, sub_priority=3, last_attempt_at=at(3), arrival=1, size=2,
-        is_gang=True, not_before=at(13))
+        key="group:default/train",
+        priority=70,
+        sub_priority=3,
+        last_attempt_at=at(3),
+        arrival=1,
+        size=2,
+        is_gang=True,
+        not_before=at(13),
+    )

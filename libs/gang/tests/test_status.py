@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from allot_gang import GangEngine, phase
 from allot_gang.testing import a_pod, a_pod_group, at
 
@@ -32,10 +31,28 @@ PHASES = [
     [p[1:] for p in PHASES],
     ids=[p[0] for p in PHASES],
 )
-def test_phase(present: int, min_member: int, scheduled: int, running: int, succeeded: int, failed: int,
-               attempted: bool, expected: str) -> None:
-    assert phase(present=present, min_member=min_member, scheduled=scheduled, running=running, succeeded=succeeded,
-                 failed=failed, attempted=attempted) == expected
+def test_phase(
+    present: int,
+    min_member: int,
+    scheduled: int,
+    running: int,
+    succeeded: int,
+    failed: int,
+    attempted: bool,
+    expected: str,
+) -> None:
+    assert (
+        phase(
+            present=present,
+            min_member=min_member,
+            scheduled=scheduled,
+            running=running,
+            succeeded=succeeded,
+            failed=failed,
+            attempted=attempted,
+        )
+        == expected
+    )
 
 
 def test_phases_follow_a_gang_through_its_life() -> None:
@@ -89,8 +106,9 @@ def test_explain_a_waiting_gang_in_a_group_after_a_failure() -> None:
     for i in range(8):
         g.submit(a_pod(f"t-{i}", gang="train", min_available=8, groups=groups), at(i))
     g.submit(a_pod("e-0", gang="eval", min_available=1, groups=groups), at(10))
-    g.group_unschedulable("default/eval,default/train", 1,
-                          "needs 8 GPUs on one PCIe switch, best node offers 6", at(11))
+    g.group_unschedulable(
+        "default/eval,default/train", 1, "needs 8 GPUs on one PCIe switch, best node offers 6", at(11)
+    )
     g.member_deleted("default", "t-7", at(12))
     g.member_deleted("default", "t-6", at(12))
     g.member_deleted("default", "t-5", at(12))

@@ -1,7 +1,6 @@
 """Quota admission (PreFilter): the checks, the upstream messages, waiting pods, purity."""
 
 import pytest
-
 from allot_quota.testing import a_node, a_pod, a_quota, an_engine
 
 NODES = [a_node("n1", cpu=10, memory="40Gi", gpu=4)]
@@ -24,8 +23,13 @@ def engine(*quotas, config=None, assigned=(), pending=()):
     ("setup", "pod", "reason", "message"),
     [
         pytest.param({}, a_pod("p", quota="a", cpu=2), "Admitted", None, id="fits-within-min"),
-        pytest.param({"pending": [a_pod("b1", quota="b", cpu=4)]}, a_pod("p", quota="a", cpu=6), "Admitted", None,
-                     id="borrows-idle-capacity"),
+        pytest.param(
+            {"pending": [a_pod("b1", quota="b", cpu=4)]},
+            a_pod("p", quota="a", cpu=6),
+            "Admitted",
+            None,
+            id="borrows-idle-capacity",
+        ),
         pytest.param(
             {"assigned": [a_pod("a1", quota="a", cpu=4)], "pending": [a_pod("b1", quota="b", cpu=6)]},
             a_pod("p", quota="a", cpu="1500m"),
@@ -34,10 +38,23 @@ def engine(*quotas, config=None, assigned=(), pending=()):
             "exceedDimensions: [cpu]",
             id="over-runtime-upstream-message",
         ),
-        pytest.param({}, a_pod("p", quota="a", cpu=11), "InsufficientQuota", "exceedDimensions: [cpu]", id="over-max"),
-        pytest.param({}, a_pod("p", quota="a", cpu=1, gpu=8), "Admitted", None,
-                     id="dimension-absent-from-max-does-not-constrain"),
-        pytest.param({}, a_pod("p", quota="a", cpu=3, preemptible=False), "Admitted", None, id="non-preemptible-within-min"),
+        pytest.param(
+            {}, a_pod("p", quota="a", cpu=11), "InsufficientQuota", "exceedDimensions: [cpu]", id="over-max"
+        ),
+        pytest.param(
+            {},
+            a_pod("p", quota="a", cpu=1, gpu=8),
+            "Admitted",
+            None,
+            id="dimension-absent-from-max-does-not-constrain",
+        ),
+        pytest.param(
+            {},
+            a_pod("p", quota="a", cpu=3, preemptible=False),
+            "Admitted",
+            None,
+            id="non-preemptible-within-min",
+        ),
         pytest.param(
             {"assigned": [a_pod("np1", quota="a", cpu=3, preemptible=False)]},
             a_pod("p", quota="a", cpu=2, preemptible=False),
@@ -48,7 +65,10 @@ def engine(*quotas, config=None, assigned=(), pending=()):
         ),
         pytest.param(
             {"assigned": [a_pod("np1", quota="a", cpu=3, preemptible=False)]},
-            a_pod("p", quota="a", cpu=2), "Admitted", None, id="preemptible-pod-may-borrow-beyond-min",
+            a_pod("p", quota="a", cpu=2),
+            "Admitted",
+            None,
+            id="preemptible-pod-may-borrow-beyond-min",
         ),
     ],
 )
@@ -144,3 +164,12 @@ def test_already_assigned_pod_is_admitted_without_recount():
     pod = a_pod("p", quota="a", cpu=4)
     e = engine(assigned=[pod])
     assert e.admit(pod).reason == "AlreadyAssigned"
+
+
+def test_admit_of_a_changed_pending_pod_uses_the_new_manifest_and_changes_nothing():
+    e = engine(pending=[a_pod("p", quota="a", cpu=2)])
+    before = e.digest()
+    d = e.admit(a_pod("p", quota="a", cpu=11))
+    assert (d.reason, d.request) == ("InsufficientQuota", {"cpu": "11"})
+    assert e.digest() == before
+    assert e.admit(a_pod("p", quota="a", cpu=2)).admitted

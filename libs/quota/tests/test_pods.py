@@ -1,7 +1,6 @@
 """Pods: quota resolution, request summing, accounting calls (pending/assign/unassign/remove)."""
 
 import pytest
-
 from allot_quota import PodError
 from allot_quota.model import pod_info
 from allot_quota.testing import a_node, a_pod, a_quota, an_engine
@@ -20,9 +19,15 @@ QUOTAS = (
         pytest.param(a_pod("p", namespace="ns-named"), {}, "ns-named", id="quota-named-after-namespace"),
         pytest.param(a_pod("p", namespace="ns-shared"), {}, "team-a", id="namespaces-annotation"),
         pytest.param(a_pod("p", namespace="elsewhere"), {}, "koordinator-default-quota", id="default-quota"),
-        pytest.param(a_pod("p", namespace="ns-a", quota="missing"), {}, "team-a", id="unknown-label-falls-through"),
-        pytest.param(a_pod("p", namespace="elsewhere"), {"featureGates": {"DisableDefaultQuota": True}}, "",
-                     id="no-quota-when-default-disabled"),
+        pytest.param(
+            a_pod("p", namespace="ns-a", quota="missing"), {}, "team-a", id="unknown-label-falls-through"
+        ),
+        pytest.param(
+            a_pod("p", namespace="elsewhere"),
+            {"featureGates": {"DisableDefaultQuota": True}},
+            "",
+            id="no-quota-when-default-disabled",
+        ),
     ],
 )
 def test_resolution(pod, config, expected):
@@ -85,8 +90,13 @@ def test_accounting_calls_are_idempotent():
     assert e.remove_pending(pod).action == "noop"  # assigned pods leave through remove_pod
     assert e.unassign(pod).action == "unassigned"
     assert e.unassign(pod).action == "noop"  # double unreserve
-    assert e.snapshot()["quotas"]["q"] == {"max": {"cpu": "10"}, "min": {}, "request": {"cpu": "2"},
-                                           "runtime": {"cpu": "2"}, "used": {}}
+    assert e.snapshot()["quotas"]["q"] == {
+        "max": {"cpu": "10"},
+        "min": {},
+        "request": {"cpu": "2"},
+        "runtime": {"cpu": "2"},
+        "used": {},
+    }
     assert e.remove_pod("default/p").action == "removed"
     assert e.remove_pod("default/p").action == "noop"
     assert e.snapshot()["quotas"]["q"]["request"] == {}
@@ -106,3 +116,13 @@ def test_pods_without_quota_are_not_tracked():
     assert e.assign(a_pod("p", cpu=1)).action == "noop"
     d = e.admit(a_pod("p", cpu=1))
     assert (d.admitted, d.reason) == (True, "NoQuota")
+
+
+def test_namespaces_binding_follows_quota_updates():
+    e = an_engine(a_quota("q", max={"cpu": 1}, namespaces=["ns1"]))
+    assert e.resolve(a_pod("p", namespace="ns1")) == "q"
+    assert e.apply_quota(a_quota("q", max={"cpu": 1}, namespaces=["ns2"])) == []
+    assert e.resolve(a_pod("p", namespace="ns1")) == "koordinator-default-quota"
+    assert e.resolve(a_pod("p", namespace="ns2")) == "q"
+    assert e.delete_quota("default", "q") == []
+    assert e.resolve(a_pod("p", namespace="ns2")) == "koordinator-default-quota"

@@ -3,7 +3,6 @@
 import random
 
 import pytest
-
 from allot_quota import QuotaEngine
 from allot_quota.testing import a_node, a_pod, a_quota, an_engine
 
@@ -27,10 +26,15 @@ TWO_TEAMS = (a_quota("a", min={"cpu": 4}, max={"cpu": 10}), a_quota("b", min={"c
     [
         pytest.param(TWO_TEAMS, {"a": 2}, {"a": "2", "b": "0"}, id="runtime-follows-request-under-min"),
         pytest.param(TWO_TEAMS, {"a": 8}, {"a": "8", "b": "0"}, id="idle-sibling-lends-everything"),
-        pytest.param(TWO_TEAMS, {"a": 9, "b": 9}, {"a": "5", "b": "5"}, id="contention-splits-surplus-by-weight"),
+        pytest.param(
+            TWO_TEAMS, {"a": 9, "b": 9}, {"a": "5", "b": "5"}, id="contention-splits-surplus-by-weight"
+        ),
         pytest.param(TWO_TEAMS, {"a": 12}, {"a": "10", "b": "0"}, id="capped-by-max"),
         pytest.param(
-            (a_quota("a", min={"cpu": 4}, max={"cpu": 10}), a_quota("b", min={"cpu": 4}, max={"cpu": 10}, allow_lent=False)),
+            (
+                a_quota("a", min={"cpu": 4}, max={"cpu": 10}),
+                a_quota("b", min={"cpu": 4}, max={"cpu": 10}, allow_lent=False),
+            ),
             {"a": 9},
             {"a": "6", "b": "4"},
             id="allow-lent-false-keeps-min",
@@ -42,24 +46,30 @@ TWO_TEAMS = (a_quota("a", min={"cpu": 4}, max={"cpu": 10}), a_quota("b", min={"c
             id="mins-over-cluster-are-scaled",
         ),
         pytest.param(
-            (a_quota("a", min={"cpu": 2}, max={"cpu": 10}, shared_weight={"cpu": 1}),
-             a_quota("b", min={"cpu": 2}, max={"cpu": 10}, shared_weight={"cpu": 3})),
+            (
+                a_quota("a", min={"cpu": 2}, max={"cpu": 10}, shared_weight={"cpu": 1}),
+                a_quota("b", min={"cpu": 2}, max={"cpu": 10}, shared_weight={"cpu": 3}),
+            ),
             {"a": 10, "b": 10},
             {"a": "3500m", "b": "6500m"},
             id="shared-weight-annotation",
         ),
         pytest.param(
-            (a_quota("a", min={"cpu": 1}, max={"cpu": 10}, shared_weight={"memory": "1Gi"}),
-             a_quota("b", min={"cpu": 1}, max={"cpu": 10})),
+            (
+                a_quota("a", min={"cpu": 1}, max={"cpu": 10}, shared_weight={"memory": "1Gi"}),
+                a_quota("b", min={"cpu": 1}, max={"cpu": 10}),
+            ),
             {"a": 10, "b": 10},
             {"a": "1", "b": "9"},
             id="weight-annotation-without-the-dimension-means-weight-0",
         ),
         pytest.param(
-            (a_quota("dept", min={"cpu": 6}, max={"cpu": 10}, is_parent=True),
-             a_quota("x", min={"cpu": 3}, max={"cpu": 10}, parent="dept"),
-             a_quota("y", min={"cpu": 3}, max={"cpu": 10}, parent="dept"),
-             a_quota("b", min={"cpu": 4}, max={"cpu": 10})),
+            (
+                a_quota("dept", min={"cpu": 6}, max={"cpu": 10}, is_parent=True),
+                a_quota("x", min={"cpu": 3}, max={"cpu": 10}, parent="dept"),
+                a_quota("y", min={"cpu": 3}, max={"cpu": 10}, parent="dept"),
+                a_quota("b", min={"cpu": 4}, max={"cpu": 10}),
+            ),
             {"x": 10, "b": 2},
             {"dept": "8", "x": "8", "y": "0", "b": "2"},
             id="parent-runtime-is-childrens-total",
@@ -140,9 +150,14 @@ def _random_tree(rng, e, n=40):
         is_parent = rng.random() < 0.3
         name = f"{'p' if is_parent else 'l'}{i:03d}"
         q = a_quota(
-            name, min={"cpu": rng.randint(0, 3)}, max={"cpu": rng.randint(3, 30), "memory": "64Gi"}, parent=parent,
-            is_parent=is_parent, shared_weight={"cpu": rng.randint(0, 4)} if rng.random() < 0.3 else None,
-            allow_lent=rng.random() < 0.8, force=True,
+            name,
+            min={"cpu": rng.randint(0, 3)},
+            max={"cpu": rng.randint(3, 30), "memory": "64Gi"},
+            parent=parent,
+            is_parent=is_parent,
+            shared_weight={"cpu": rng.randint(0, 4)} if rng.random() < 0.3 else None,
+            allow_lent=rng.random() < 0.8,
+            force=True,
         )
         assert e.apply_quota(q) == []
         names.append(name)
@@ -150,7 +165,9 @@ def _random_tree(rng, e, n=40):
     return [n for n in names if n.startswith("l")], manifests
 
 
-@pytest.mark.parametrize("config", [{}, {"featureGates": {"ElasticQuotaGuaranteeUsage": True}}], ids=["default", "guarantee"])
+@pytest.mark.parametrize(
+    "config", [{}, {"featureGates": {"ElasticQuotaGuaranteeUsage": True}}], ids=["default", "guarantee"]
+)
 def test_incremental_state_equals_a_fresh_build(config, seed=20260101):
     """After random pod churn, lazily refreshed runtimes and incrementally kept sums equal a from-scratch build."""
     rng = random.Random(seed)

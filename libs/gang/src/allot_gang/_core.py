@@ -86,12 +86,29 @@ class Core:
     def members_in(self, group: Group, *states: str) -> list[str]:
         return sorted(key for gang in self.gangs_of(group) for key in gang.keys(*states))
 
-    def set_state(self, keys: list[str] | tuple[str, ...], state: str, attempt: int = 0) -> None:
+    def set_state(self, keys: list[str] | tuple[str, ...], state: str, attempt: int | None = None) -> None:
+        """Move members to ``state``; ``attempt`` None keeps each member's attempt (pending clears it)."""
         for key in keys:
             gid = self.st.member_gang.get(key)
             if gid is not None:
                 m = self.st.gangs[gid].members[key]
-                m.state, m.attempt = state, attempt
+                m.state = state
+                m.attempt = 0 if state == PENDING else (m.attempt if attempt is None else attempt)
+
+    def release(self, group_id: str, keys: list[str], reason: str, out: list[Action]) -> None:
+        """``ReleaseHolds`` for members holding placements (held/admitted): one action per attempt that placed
+        them, in attempt order, so the caller releases exactly the holds of that attempt."""
+        by_attempt: dict[int, list[str]] = {}
+        for key in keys:
+            gid = self.st.member_gang.get(key)
+            if gid is not None:
+                by_attempt.setdefault(self.st.gangs[gid].members[key].attempt, []).append(key)
+        for attempt in sorted(by_attempt):
+            out.append(
+                ReleaseHolds(
+                    group=group_id, attempt=attempt, members=tuple(sorted(by_attempt[attempt])), reason=reason
+                )
+            )
 
     def mark(self, group_id: str) -> None:
         i = bisect.bisect_left(self.st.dirty, group_id)
@@ -133,8 +150,9 @@ class Core:
                     out.append(PassThrough(pod=key, gang=gang.id, reason="gang-satisfied"))
                 held = gang.keys(HELD)
                 if held:
-                    self.set_state(held, ADMITTED, group.attempt)
-                    out.append(GroupAdmitted(group=group.id, attempt=group.attempt, members=tuple(held)))
+                    attempt = max(gang.members[key].attempt for key in held)
+                    self.set_state(held, ADMITTED)
+                    out.append(GroupAdmitted(group=group.id, attempt=attempt, members=tuple(held)))
         for gang in gangs:
             self.refresh_wait(gang, now)
         if group.state != IDLE or len(gangs) != len(group.gangs) or not all(ready(g) for g in gangs):
@@ -217,24 +235,20 @@ class Core:
         gangs = self.gangs_of(group)
         ok = len(gangs) == len(group.gangs) and all(satisfied_after_placement(g) for g in gangs)
         placed = self.members_in(group, ATTEMPTING)
+        held = self.members_in(group, HELD)
         group.state, group.attempt_members = IDLE, ()
         if ok:
-            members = self.members_in(group, ATTEMPTING, HELD)
-            self.set_state(members, ADMITTED, attempt)
+            self.set_state(placed, ADMITTED, attempt)
+            self.set_state(held, ADMITTED)  # held members keep the attempt that placed them
             group.failures, group.last_outcome = 0, "admitted"
-            out.append(GroupAdmitted(group=group.id, attempt=attempt, members=tuple(members)))
+            out.append(GroupAdmitted(group=group.id, attempt=attempt, members=tuple(sorted(placed + held))))
         elif self.strict(group):
-            release = self.members_in(group, ATTEMPTING, HELD)
-            self.set_state(release, PENDING)
+            short = "group short of min-available after placement"
+            if placed:
+                out.append(ReleaseHolds(group=group.id, attempt=attempt, members=tuple(placed), reason=short))
+            self.release(group.id, held, short, out)
+            self.set_state(placed + held, PENDING)
             group.last_outcome = "placed but short of min-available (a member left); released and retrying"
-            out.append(
-                ReleaseHolds(
-                    group=group.id,
-                    attempt=attempt,
-                    members=tuple(release),
-                    reason="group short of min-available after placement",
-                )
-            )
         else:
             self.set_state(placed, HELD, attempt)
             group.last_outcome = (
@@ -244,13 +258,13 @@ class Core:
 
     def unschedulable(self, group: Group, reason: str, now: int, out: list[Action]) -> None:
         attempt = group.attempt
-        release = list(group.attempt_members)
-        self.set_state([k for k in release if self._attempting(k, attempt)], PENDING)
+        members = group.attempt_members
+        self.set_state([k for k in members if self._attempting(k, attempt)], PENDING)
+        out.append(ReleaseHolds(group=group.id, attempt=attempt, members=members, reason=reason))
         if self.strict(group):
             held = self.members_in(group, HELD)
+            self.release(group.id, held, reason, out)
             self.set_state(held, PENDING)
-            release = sorted(set(release) | set(held))
-        out.append(ReleaseHolds(group=group.id, attempt=attempt, members=tuple(release), reason=reason))
         group.attempt_members = ()
         group.last_outcome = reason
         group.last_attempt_at = now
@@ -272,18 +286,10 @@ class Core:
 
     def time_out(self, group: Group, culprit: Gang, now: int, out: list[Action]) -> None:
         assert culprit.settings is not None
-        attempt = group.attempt if group.state == IN_FLIGHT else None
-        holds = set(group.attempt_members) | set(self.members_in(group, HELD))
-        if group.state == IN_FLIGHT:
-            self.st.abandoned[str(group.attempt)] = AbandonedAttempt(
-                group_id=group.id, members=group.attempt_members
-            )
+        self.abandon(group, out, "timeout")
+        self.release(group.id, self.members_in(group, HELD), "timeout", out)
         released = self.members_in(group, *WAITING_STATES)
         self.set_state(released, PENDING)
-        if holds:
-            out.append(
-                ReleaseHolds(group=group.id, attempt=attempt, members=tuple(sorted(holds)), reason="timeout")
-            )
         out.append(GroupTimedOut(group=group.id, gang=culprit.id, released_members=tuple(released)))
         group.timeouts += 1
         culprit.timeouts += 1

@@ -16,8 +16,9 @@ lists are in the documented deterministic order):
 - ``{"type": "GroupAdmitted", "group", "attempt", "members": [..]}`` — bind these; the group is satisfied
 - ``{"type": "GroupRetryAt", "group", "at", "attempt", "reason"}``
 - ``{"type": "GroupTimedOut", "group", "gang", "releasedMembers": [..]}``
-- ``{"type": "ReleaseHolds", "group", "attempt": int|null, "members": [..], "reason"}`` — compensation:
-  release any quota and placement holds for these members (idempotent on the caller's side)
+- ``{"type": "ReleaseHolds", "group", "attempt", "members": [..], "reason"}`` — compensation: release the quota
+  and placement holds made for these members *by that attempt* (idempotent on the caller's side; holds of other
+  attempts of the same members are not affected)
 - ``{"type": "Rejected", "pod", "errors": [{"path", "reason", "value"}]}`` — never scheduled, never retried
 """
 
@@ -109,10 +110,10 @@ class GroupTimedOut(_Action, frozen=True, tag="GroupTimedOut"):
 
 
 class ReleaseHolds(_Action, frozen=True, tag="ReleaseHolds"):
-    """Compensation: release whatever quota or placement holds exist for ``members`` (of ``attempt`` when set)."""
+    """Compensation: release the quota or placement holds made for ``members`` by ``attempt`` (if any exist)."""
 
     group: str
-    attempt: int | None
+    attempt: int
     members: tuple[str, ...]
     reason: str
 

@@ -143,13 +143,8 @@ class GangEngine:
             if group.state == IN_FLIGHT:
                 self._core.abandon(group, out, "pod group deleted")
             held = self._core.members_in(group, HELD)
-            if held:
-                self._core.set_state(held, PENDING)
-                out.append(
-                    ReleaseHolds(
-                        group=group.id, attempt=None, members=tuple(held), reason="pod group deleted"
-                    )
-                )
+            self._core.release(group.id, held, "pod group deleted", out)
+            self._core.set_state(held, PENDING)
         if gang.members:
             gang.settings, gang.source, gang.declared_by, gang.wait_started_at = None, "", "", None
         else:
@@ -299,7 +294,7 @@ class GangEngine:
             out.append(
                 ReleaseHolds(
                     group=group.id if group else gid,
-                    attempt=m.attempt or None,
+                    attempt=m.attempt,
                     members=(key,),
                     reason="member deleted",
                 )

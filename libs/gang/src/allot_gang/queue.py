@@ -19,9 +19,11 @@ Anti-starvation, both ways (``plan`` then ``record`` each round; ``QueueState`` 
    accumulates until the gang fits. Items of a strictly higher band still go first: priority is honoured, and
    that is not starvation by small pods. At most one gang reserves at a time (the first qualifying in order).
 3. A gang cannot hold capacity forever: after ``max_reserve_seconds`` (or ``max_reserve_rounds`` failed attempts)
-   without fitting it *yields*: its count restarts from zero. After any reservation ends (placed or yielded), no
-   new reservation may start until ``max_bypasses`` items have been placed (a cool-down), so small items always
-   get at least that many placements between two reservations.
+   without fitting it *yields*: its bypass count restarts from zero, and it may not reserve again before as much
+   time has passed as it just held, doubled for each consecutive yield (1×, 2×, 4×, …). So a gang that can never
+   fit holds a shrinking share of time, while one that nearly fits soon gets another window. After any
+   reservation ends (placed or yielded), no new reservation — by any gang — may start until ``max_bypasses``
+   items have been placed (a cool-down), so small items get placements between two reservations.
 
 Hence: one large gang cannot starve small pods forever (holds are bounded by 3), and small pods cannot starve a
 gang forever (it reserves after a bounded number of bypasses or time, by 2, and gets the capacity freed during
@@ -86,6 +88,8 @@ class Blocked:
     bypasses: int = 0
     reserving_since: int | None = None
     reserve_rounds: int = 0
+    yields: int = 0
+    not_before: int = 0  # earliest time this gang may reserve again after yielding
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,6 +114,8 @@ class QueueState:
                     "bypasses": b.bypasses,
                     "reservingSince": b.reserving_since,
                     "reserveRounds": b.reserve_rounds,
+                    "yields": b.yields,
+                    "notBefore": b.not_before,
                 }
                 for b in self.blocked
             ],
@@ -126,6 +132,8 @@ class QueueState:
                     bypasses=b["bypasses"],
                     reserving_since=b["reservingSince"],
                     reserve_rounds=b["reserveRounds"],
+                    yields=b["yields"],
+                    not_before=b["notBefore"],
                 )
                 for b in d.get("blocked", ())
             ),
@@ -150,8 +158,9 @@ def _attempt_order(
     gang = next((i for i in ordered if res is not None and i.key == res.key), None)
     if gang is None:
         return ordered, set(), None
-    high = [i for i in ordered if i.band > gang.band]
-    low = [i for i in ordered if i.band <= gang.band and i.key != gang.key]
+    band = gang.band
+    high = [i for i in ordered if (i.priority, i.sub_priority) > band]
+    low = [i for i in ordered if (i.priority, i.sub_priority) <= band and i.key != gang.key]
     return [*high, gang, *low], {i.key for i in low}, gang.key
 
 
@@ -203,7 +212,10 @@ def record(
         by_time = cfg.max_reserve_seconds > 0 and now - b.reserving_since >= cfg.max_reserve_us
         by_rounds = cfg.max_reserve_rounds > 0 and b.reserve_rounds >= cfg.max_reserve_rounds
         if by_time or by_rounds:
-            blocked[key] = Blocked(key=key, since=now)
+            held = now - b.reserving_since
+            blocked[key] = Blocked(
+                key=key, since=now, yields=b.yields + 1, not_before=now + (held << min(b.yields, 30))
+            )
             cooldown = cfg.max_bypasses
     if cooldown == 0 and all(b.reserving_since is None for b in blocked.values()):
         for item in order(items):
@@ -211,7 +223,7 @@ def record(
             if cand is None:
                 continue
             by_time = cfg.max_blocked_seconds > 0 and now - cand.since >= cfg.max_blocked_us
-            if cand.bypasses >= cfg.max_bypasses or by_time:
+            if now >= cand.not_before and (cand.bypasses >= cfg.max_bypasses or by_time):
                 blocked[item.key] = replace(cand, reserving_since=now, reserve_rounds=0)
                 break
     return QueueState(blocked=tuple(b for _, b in sorted(blocked.items())), cooldown=cooldown)

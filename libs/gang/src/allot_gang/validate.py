@@ -22,13 +22,13 @@ Pure; nothing here raises for bad input.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Final
 
 from allot_contracts.quantity import QuantityError, parse_quantity, to_canonical
 
 from . import _keys as k
+from ._reader import SUBDOMAIN_REASON, Reader, is_name, is_namespace
 from .duration import parse_go_duration
 from .errors import FieldError
 from .spec import (
@@ -45,9 +45,6 @@ from .spec import (
 
 __all__ = ["parse_pod", "parse_pod_group"]
 
-_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_COUNT: Final = re.compile(r"^[0-9]+$")
 _INT: Final = re.compile(r"^[+-]?[0-9]+$")
 _POD_KNOWN: Final = {
     k.ANN_NAME,
@@ -58,113 +55,7 @@ _POD_KNOWN: Final = {
     k.ANN_GROUPS,
     k.ANN_MATCH_POLICY,
 }
-_SUBDOMAIN_REASON: Final = (
-    "must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-', '.'; at most 253 characters)"
-)
 _INT32: Final = 2**31
-
-
-def _is_name(text: str) -> bool:
-    return len(text) <= 253 and bool(_SUBDOMAIN.match(text))
-
-
-def _is_namespace(text: str) -> bool:
-    return len(text) <= 63 and bool(_LABEL.match(text))
-
-
-class _Reader:
-    """Collects errors while reading string fields out of a manifest's metadata maps."""
-
-    def __init__(self, annotations: dict[str, Any], labels: dict[str, Any]) -> None:
-        self.ann, self.labels = annotations, labels
-        self.errors: list[FieldError] = []
-
-    def error(self, path: str, reason: str, value: object = "") -> None:
-        self.errors.append(FieldError(path=path, reason=reason, value="" if value is None else str(value)))
-
-    def text(self, where: dict[str, Any], key: str, path: str) -> str | None:
-        if key not in where:
-            return None
-        value = where[key]
-        if not isinstance(value, str):
-            self.error(path, "must be a string", value)
-            return None
-        return value
-
-    def first_of(self, sources: list[tuple[str, str]], what: str) -> tuple[str, str] | None:
-        """The first present value among ``(where, key)`` sources ("ann"/"label"); later ones must agree."""
-        found: tuple[str, str] | None = None
-        for where, key in sources:
-            path = k.ann_path(key) if where == "ann" else k.label_path(key)
-            value = self.text(self.ann if where == "ann" else self.labels, key, path)
-            if value is None:
-                continue
-            if found is None:
-                found = (value, path)
-            elif value != found[0]:
-                self.error(path, f"gives {what} {value!r} but {found[1]} gives {found[0]!r}", value)
-        return found
-
-    def count(self, found: tuple[str, str] | None, low: int = 1) -> int | None:
-        if found is None:
-            return None
-        value, path = found
-        if not _COUNT.match(value.strip()):
-            self.error(path, "must be a whole number", value)
-            return None
-        n = int(value.strip())
-        if n < low:
-            self.error(path, f"must be >= {low}", value)
-            return None
-        return n
-
-    def choice(self, found: tuple[str, str] | None, choices: tuple[str, ...]) -> str | None:
-        if found is None:
-            return None
-        if found[0] not in choices:
-            self.error(found[1], "must be one of " + ", ".join(choices) + " (case-sensitive)", found[0])
-            return None
-        return found[0]
-
-    def groups(self, found: tuple[str, str] | None, own: str | None) -> tuple[str, ...] | None:
-        if found is None:
-            return None
-        value, path = found
-        try:
-            parsed = json.loads(value)
-        except ValueError as exc:
-            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-            self.error(path, f'must be a JSON list of "namespace/name" gang ids ({detail})', value)
-            return None
-        if not isinstance(parsed, list) or not parsed or not all(isinstance(x, str) for x in parsed):
-            self.error(path, 'must be a non-empty JSON list of "namespace/name" gang ids', value)
-            return None
-        seen: set[str] = set()
-        for i, gid in enumerate(parsed):
-            ns, _, name = gid.partition("/")
-            if not (_is_namespace(ns) and _is_name(name)):
-                self.error(path, f'entry {i} ({gid!r}) is not a "namespace/name" gang id', value)
-                return None
-            if gid in seen:
-                self.error(path, f"lists {gid!r} more than once", value)
-                return None
-            seen.add(gid)
-        if own is not None and own not in seen:
-            self.error(path, f"must include this gang's own id {own!r}", value)
-            return None
-        return tuple(sorted(seen))
-
-    def unknown_keys(self, allowed: set[str], refused: dict[str, str]) -> None:
-        for key in sorted(self.ann):
-            if key in refused:
-                self.error(k.ann_path(key), refused[key], self.ann[key])
-            elif key.startswith(k.GANG_PREFIX) and key not in allowed:
-                self.error(
-                    k.ann_path(key),
-                    "unknown gang annotation; known keys: "
-                    + ", ".join(sorted(x.removeprefix(k.GANG_PREFIX) for x in allowed)),
-                    self.ann[key],
-                )
 
 
 def _metadata(manifest: object, errors: list[FieldError]) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
@@ -180,7 +71,7 @@ def _metadata(manifest: object, errors: list[FieldError]) -> tuple[str, str, dic
         errors.append(FieldError(path="metadata.name", reason="is required", value=str(name or "")))
         name = ""
     namespace = meta.get("namespace") or "default"
-    if not isinstance(namespace, str) or not _is_namespace(namespace):
+    if not isinstance(namespace, str) or not is_namespace(namespace):
         errors.append(
             FieldError(
                 path="metadata.namespace", reason="must be a lowercase RFC 1123 label", value=str(namespace)
@@ -197,7 +88,7 @@ def _metadata(manifest: object, errors: list[FieldError]) -> tuple[str, str, dic
     return name, namespace, maps[0], maps[1]
 
 
-def _int_field(value: object, path: str, r: _Reader) -> int:
+def _int_field(value: object, path: str, r: Reader) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or not -_INT32 <= value < _INT32:
@@ -210,7 +101,7 @@ def parse_pod(manifest: object) -> PodInfo | list[FieldError]:
     """Read the gang-related fields of a pod manifest; a list of errors when any is malformed."""
     head: list[FieldError] = []
     name, namespace, ann, labels = _metadata(manifest, head)
-    r = _Reader(ann, labels)
+    r = Reader(ann, labels)
     r.errors.extend(head)
     spec = manifest.get("spec") if isinstance(manifest, dict) else None
     spec = spec if isinstance(spec, dict) else {}
@@ -231,10 +122,10 @@ def parse_pod(manifest: object) -> PodInfo | list[FieldError]:
     )
     gang_id: str | None = None
     if gang is not None:
-        if _is_name(gang[0]):
+        if is_name(gang[0]):
             gang_id = k.object_key(namespace, gang[0])
         else:
-            r.error(gang[1], _SUBDOMAIN_REASON, gang[0])
+            r.error(gang[1], SUBDOMAIN_REASON, gang[0])
 
     min_found = r.first_of([("ann", k.ANN_MIN_AVAILABLE), ("label", k.LABEL_MIN_AVAILABLE)], "min-available")
     total_found = r.first_of([("ann", k.ANN_TOTAL_NUMBER)], "total-number")
@@ -290,7 +181,7 @@ def parse_pod(manifest: object) -> PodInfo | list[FieldError]:
 
 
 def _settings(
-    r: _Reader,
+    r: Reader,
     gang_id: str | None,
     min_found: tuple[str, str] | None,
     total_found: tuple[str, str] | None,
@@ -334,15 +225,15 @@ def parse_pod_group(manifest: object) -> PodGroupInfo | list[FieldError]:
     and match-policy; minMember and scheduleTimeoutSeconds come from ``spec``."""
     head: list[FieldError] = []
     name, namespace, ann, labels = _metadata(manifest, head)
-    r = _Reader(ann, labels)
+    r = Reader(ann, labels)
     r.errors.extend(head)
     body = manifest if isinstance(manifest, dict) else {}
     if body.get("apiVersion") != k.POD_GROUP_API_VERSION:
         r.error("apiVersion", f"must be {k.POD_GROUP_API_VERSION}", body.get("apiVersion"))
     if body.get("kind") != k.POD_GROUP_KIND:
         r.error("kind", f"must be {k.POD_GROUP_KIND}", body.get("kind"))
-    if name and not _is_name(name):
-        r.error("metadata.name", _SUBDOMAIN_REASON, name)
+    if name and not is_name(name):
+        r.error("metadata.name", SUBDOMAIN_REASON, name)
     gang_id = k.object_key(namespace, name)
     spec = body.get("spec")
     if not isinstance(spec, dict):
@@ -401,7 +292,7 @@ def parse_pod_group(manifest: object) -> PodGroupInfo | list[FieldError]:
     )
 
 
-def _min_resources(value: object, r: _Reader) -> dict[str, int]:
+def _min_resources(value: object, r: Reader) -> dict[str, int]:
     if value is None:
         return {}
     if not isinstance(value, dict):

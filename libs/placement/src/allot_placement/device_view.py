@@ -91,6 +91,14 @@ class TypeView:
         self.vf_used: dict[int, frozenset[str]] = {}
 
 
+def _hint_keeps(hint: DeviceHint, d: Device, in_use: bool, busy_pcie: set[str]) -> bool:
+    if hint.selector and not match_label_selector(hint.selector, d.labels):
+        return False
+    if hint.exclusive_policy == "PCIeLevel" and d.pcie in busy_pcie:
+        return False
+    return not (hint.exclusive_policy == "DeviceLevel" and in_use)
+
+
 def make_view(
     inv: Inventory,
     dtype: str,
@@ -108,14 +116,7 @@ def make_view(
     for d in devs:
         u = used.get(d.minor, {})
         in_use = any(v > 0 for v in u.values())
-        keep = bool(d.resources)
-        if keep and hint is not None:
-            if hint.selector and not match_label_selector(hint.selector, d.labels):
-                keep = False
-            elif hint.exclusive_policy == "PCIeLevel" and d.pcie in busy_pcie:
-                keep = False
-            elif hint.exclusive_policy == "DeviceLevel" and in_use:
-                keep = False
+        keep = bool(d.resources) and (hint is None or _hint_keeps(hint, d, in_use, busy_pcie))
         if keep and numa_mask is not None and d.numa >= 0 and d.numa not in numa_mask:
             keep = False
         if in_use or not keep:

@@ -18,9 +18,9 @@ import json
 from typing import Any
 
 import msgspec
-
 from allot_contracts.quantity import QuantityError, to_canonical
 from allot_contracts.resources import parse_resource_list
+
 from allot_placement import names as n
 from allot_placement.cpuset import CpusetError, parse_cpuset
 from allot_placement.errors import FieldError
@@ -226,8 +226,7 @@ _KUBELET_POLICIES = {"SingleNUMANodeContainerLevel": "SingleNUMANode", "SingleNU
                      "SingleNUMANode": "SingleNUMANode", "Restricted": "Restricted", "BestEffort": "BestEffort"}
 
 
-def parse_nrt(manifest: dict[str, Any], node_reserved: tuple[int, ...] = ()) -> tuple[str, Topology | None,
-                                                                                      list[FieldError]]:
+def parse_nrt(manifest: dict[str, Any]) -> tuple[str, Topology | None, list[FieldError]]:
     errors: list[FieldError] = []
     meta = manifest.get("metadata") or {}
     name = meta.get("name")
@@ -246,7 +245,7 @@ def parse_nrt(manifest: dict[str, Any], node_reserved: tuple[int, ...] = ()) -> 
             errors.append(FieldError(path=f'metadata.annotations["{n.ANN_CPU_TOPOLOGY}"]',
                                      message=f"invalid CPU topology: {exc}"))
             cpus = {}
-    reserved: set[int] = set(node_reserved)
+    reserved: set[int] = set()
     full_only = False
     raw_pol = ann.get(n.ANN_KUBELET_CPU_MANAGER_POLICY)
     try:

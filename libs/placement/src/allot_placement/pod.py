@@ -60,6 +60,10 @@ class PodSpec(msgspec.Struct, frozen=True, kw_only=True):
     tolerations: tuple[Toleration, ...]
     node_name: str
     isolation_provider: str
+    spec_has_bind: bool  # the resource-spec names a bind policy (else one is written back with the cpuset)
+    by_name: bool  # a filter reads the node's name (nodeName, matchFields), so results are cached per name
+    fit_order: tuple[tuple[str, int], ...]  # requests in NodeResourcesFit reporting order
+    dev_key: bytes  # the device-relevant part of the pod (key of the engine's device-result cache)
     key: bytes  # the pod_cache_key this spec was parsed from
 
     @property
@@ -67,10 +71,13 @@ class PodSpec(msgspec.Struct, frozen=True, kw_only=True):
         d = self.devices.get(n.GPU)
         return d is not None and d.shared
 
-    @property
-    def uses_node_name(self) -> bool:
-        """True when a filter reads the node's name (so per-name caching is needed)."""
-        return bool(self.node_name) or any(term[1] for term in self.affinity or ())
+
+
+_FIT_FIRST = (n.PODS, n.CPU, n.MEMORY, n.EPHEMERAL_STORAGE)
+
+
+def _fit_rank(name: str) -> tuple[int, str]:
+    return (_FIT_FIRST.index(name) if name in _FIT_FIRST else len(_FIT_FIRST), name)
 
 
 def pod_identity(manifest: dict[str, Any]) -> tuple[str, str, str]:
@@ -197,5 +204,9 @@ def parse_pod(manifest: dict[str, Any], default_bind: str = "FullPCPUs") -> tupl
         node_selector=tuple(sorted((str(k), str(v)) for k, v in node_selector.items())),
         affinity=affinity, tolerations=tolerations, node_name=str(spec.get("nodeName") or ""),
         isolation_provider=str(labels.get(n.LABEL_GPU_ISOLATION_PROVIDER) or ""),
+        spec_has_bind=bool(rspec.required_bind or rspec.preferred_bind),
+        by_name=bool(spec.get("nodeName")) or any(term[1] for term in affinity or ()),
+        fit_order=tuple((r, requests[r]) for r in sorted(requests, key=_fit_rank)),
         key=pod_cache_key(manifest),
+        dev_key=_ENCODER.encode((devices, hints, joint, partition, labels.get(n.LABEL_GPU_ISOLATION_PROVIDER))),
     ), []

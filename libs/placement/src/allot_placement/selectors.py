@@ -67,10 +67,9 @@ def _requirement(raw: Any, path: str, ops: frozenset[str], errors: list[FieldErr
     if op in ("Exists", "DoesNotExist") and values:
         errors.append(FieldError(path=f"{path}.values", message=f"must be empty for operator {op}"))
         return None
-    if op in ("Gt", "Lt"):
-        if len(values) != 1 or not values[0].lstrip("-").isdigit():
-            errors.append(FieldError(path=f"{path}.values", message=f"operator {op} needs exactly one integer value"))
-            return None
+    if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+        errors.append(FieldError(path=f"{path}.values", message=f"operator {op} needs exactly one integer value"))
+        return None
     return (key, str(op), tuple(sorted(values)))
 
 

@@ -51,7 +51,7 @@ class AdmitDecision(_Record, frozen=True, kw_only=True):
 class UsageChange(_Record, frozen=True, kw_only=True):
     pod: str
     quota: str
-    action: Literal["pending", "assigned", "unassigned", "removed", "noop"]
+    action: Literal["pending", "updated", "assigned", "unassigned", "removed", "noop"]
     changed: bool
     request: dict[str, str] = {}
     used: dict[str, str] = {}  # the quota's used after the change

@@ -98,13 +98,17 @@ class ProfileSpec:
         }
 
 
-def tree_id_for(namespace: str, name: str) -> str:
-    """FNV-1a 64-bit hash of ``"<namespace>/<name>"``, in decimal."""
+def fnv1a64(data: bytes) -> int:
     h = 0xCBF29CE484222325
-    for b in f"{namespace}/{name}".encode():
+    for b in data:
         h ^= b
         h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return str(h)
+    return h
+
+
+def tree_id_for(namespace: str, name: str) -> str:
+    """FNV-1a 64-bit hash of ``"<namespace>/<name>"``, in decimal."""
+    return str(fnv1a64(f"{namespace}/{name}".encode()))
 
 
 def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[FieldError]]:

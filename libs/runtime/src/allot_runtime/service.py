@@ -85,6 +85,8 @@ class ProcessorRuntime:
         self.tracer = tracer
         self.on_handled = on_handled
         self.host = Host(factory())
+        self.lock = asyncio.Lock()  # a state report never sees a decision half-way (evolved but not committed)
+        self.consistent = True  # False between a failed decision and the rebuild that follows it
         self.consumer = DurableConsumer(
             name=name, types=self.host.interests, store=store, nc=nc, names=names,
             handler=self.handle, rebuild=self.rebuild_projection, fetch_timeout=fetch_timeout,
@@ -94,7 +96,9 @@ class ProcessorRuntime:
         checkpoint = await self.store.get_checkpoint(self.name)
         host = Host(self.factory())
         await rebuild(host, self.store, until=checkpoint)
-        self.host = host
+        async with self.lock:
+            self.host = host
+            self.consistent = True
         log.info("%s: projection rebuilt up to position %d (digest %s)", self.name, checkpoint, host.digest()[:12])
         return checkpoint
 
@@ -105,16 +109,22 @@ class ProcessorRuntime:
                                 message_id=record.event_id, consumer=self.name)
             if self.tracer is not None else contextlib.nullcontext()
         )
-        with span:
-            news = self.host.step(record)
-            if news:
-                carrier = telemetry.inject()
-                if carrier:
-                    news = [msgspec.structs.replace(n, metadata=carrier) for n in news]
+        async with self.lock:
+            with span:
                 try:
-                    await self.store.append(news, producer=self.name, checkpoint=Checkpoint(self.name, record.position))
+                    news = self.host.step(record)
+                    if news:
+                        carrier = telemetry.inject()
+                        if carrier:
+                            news = [msgspec.structs.replace(n, metadata=carrier) for n in news]
+                        await self.store.append(news, producer=self.name,
+                                                checkpoint=Checkpoint(self.name, record.position))
                 except AlreadyProcessed as exc:
+                    self.consistent = False
                     raise TransientError(f"{exc}; another instance decided this event, rebuilding", delay=0.0) from exc
+                except BaseException:
+                    self.consistent = False
+                    raise
         if self.on_handled is not None:
             self.on_handled(record, news, time.perf_counter() - started)
 
@@ -124,15 +134,18 @@ class ServiceState(msgspec.Struct, kw_only=True):
     position: int
     digest: str
     ready: bool
+    consistent: bool
 
 
-def state_of(ctx: ServiceContext) -> ServiceState:
-    return ServiceState(
-        service=ctx.settings.service,
-        position=ctx.host.position,
-        digest=ctx.host.digest(),
-        ready=bool(ctx.consumer and ctx.consumer.ready.is_set()),
-    )
+async def state_of(ctx: ServiceContext) -> ServiceState:
+    async with ctx.runtime.lock:
+        return ServiceState(
+            service=ctx.settings.service,
+            position=ctx.host.position,
+            digest=ctx.host.digest(),
+            ready=bool(ctx.consumer and ctx.consumer.ready.is_set()),
+            consistent=ctx.runtime.consistent,
+        )
 
 
 async def _wait_for_schema(settings: ServiceSettings, stop: asyncio.Event) -> None:
@@ -162,7 +175,7 @@ async def _http(ctx: ServiceContext) -> web.AppRunner:
         return web.Response(body=ctx.metrics.render(), content_type="text/plain", charset="utf-8")
 
     async def state(_: web.Request) -> web.Response:
-        return web.Response(body=msgspec.json.encode(state_of(ctx)), content_type="application/json")
+        return web.Response(body=msgspec.json.encode(await state_of(ctx)), content_type="application/json")
 
     app = web.Application()
     app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics),
@@ -218,7 +231,7 @@ async def run_service(
     consumer = runtime.consumer
 
     async def state_reply(msg: Any) -> None:
-        await msg.respond(msgspec.json.encode(state_of(ctx)))
+        await msg.respond(msgspec.json.encode(await state_of(ctx)))
 
     admin = await nc.subscribe(settings.names.admin(name, "state"), cb=state_reply)
     runner = await _http(ctx)

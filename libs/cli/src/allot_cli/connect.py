@@ -1,0 +1,75 @@
+"""How the CLI finds the event log and the bus: environment first, then a running dev stack.
+
+``ALLOT_DATABASE_URL`` / ``ALLOT_NATS_URL`` (and ``ALLOT_NATS_PREFIX`` / ``ALLOT_NATS_STREAM``) win. Otherwise the
+CLI looks for ``.allot/stack.json`` in ``ALLOT_STATE_DIR``, the current directory or any parent (like git finds
+``.git``), written by ``allot up``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from allot_bus.names import BusNames
+from allot_cli.errors import UsageError
+
+STATE_DIR_NAME = ".allot"
+
+
+def default_state_dir() -> Path:
+    env = os.environ.get("ALLOT_STATE_DIR")
+    return Path(env).resolve() if env else (Path.cwd() / STATE_DIR_NAME)
+
+
+def find_state_dir() -> Path | None:
+    env = os.environ.get("ALLOT_STATE_DIR")
+    if env:
+        return Path(env).resolve()
+    for directory in [Path.cwd(), *Path.cwd().parents]:
+        candidate = directory / STATE_DIR_NAME
+        if (candidate / "stack.json").exists():
+            return candidate
+    return None
+
+
+def read_stack(state_dir: Path | None) -> dict[str, Any] | None:
+    if state_dir is None:
+        return None
+    path = state_dir / "stack.json"
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    database_url: str
+    nats_url: str | None
+    names: BusNames
+    source: str
+
+
+def endpoints(*, need_nats: bool = False) -> Endpoints:
+    names = BusNames(
+        prefix=os.environ.get("ALLOT_NATS_PREFIX", "allot"), stream=os.environ.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS")
+    )
+    db = os.environ.get("ALLOT_DATABASE_URL")
+    nats_url = os.environ.get("ALLOT_NATS_URL")
+    source = "environment"
+    if not db or (need_nats and not nats_url):
+        stack = read_stack(find_state_dir())
+        if stack is None:
+            raise UsageError(
+                "no event log configured: start the dev stack with `allot up`, or set ALLOT_DATABASE_URL"
+                + (" and ALLOT_NATS_URL" if need_nats else "")
+            )
+        db = db or stack["database_url"]
+        nats_url = nats_url or stack.get("nats_url")
+        names = BusNames(prefix=stack.get("nats_prefix", names.prefix), stream=stack.get("nats_stream", names.stream))
+        source = f"dev stack in {stack.get('state_dir')}"
+    assert db is not None
+    return Endpoints(database_url=db, nats_url=nats_url, names=names, source=source)

@@ -1,0 +1,44 @@
+"""The seven processors, in one place: what the live stack runs, what the simulator chains and what replay checks.
+
+Order is the pod's path through the services (used by the simulator to deliver one event to several processors
+deterministically); nothing about correctness depends on it in the live stack, where each service consumes on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from allot_runtime.processor import Processor
+from binder.processor import Binder
+from device_allocator.processor import DeviceAllocator
+from gang_coordinator.processor import GangCoordinator
+from node_reporter.processor import NodeReporter
+from qos_enforcer.processor import QosEnforcer
+from quota_manager.processor import QuotaManager
+from reservation_manager.processor import ReservationManager
+
+Factory = Callable[[dict[str, Any]], Processor]
+
+PROCESSORS: tuple[tuple[str, Factory], ...] = (
+    ("node-reporter", NodeReporter),
+    ("gang-coordinator", GangCoordinator),
+    ("quota-manager", QuotaManager),
+    ("reservation-manager", ReservationManager),
+    ("device-allocator", DeviceAllocator),
+    ("binder", Binder),
+    ("qos-enforcer", QosEnforcer),
+)
+
+SERVICES: tuple[str, ...] = tuple(name for name, _ in PROCESSORS)
+
+
+def build(name: str, config: dict[str, Any] | None = None) -> Processor:
+    for candidate, factory in PROCESSORS:
+        if candidate == name:
+            return factory(config or {})
+    raise KeyError(name)
+
+
+def interests() -> dict[str, frozenset[str]]:
+    return {name: factory({}).interests for name, factory in PROCESSORS}

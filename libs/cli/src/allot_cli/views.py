@@ -1,0 +1,171 @@
+"""Read models built by folding the log: what ``allot get``, ``allot explain``, ``allot sim run`` and the demo show.
+
+Pure folds over recorded events (no service involved), so they work on a live log, a simulator log or a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from allot_contracts.envelope import RecordedEvent
+from allot_contracts.events import (
+    DevicesReported,
+    Event,
+    NodeRegistered,
+    NodeRemoved,
+    ObjectIgnored,
+    PodBound,
+    PodDeleted,
+    PodEnqueued,
+    PodObserved,
+    PodPlaced,
+    PodRejected,
+    PodReleased,
+    PodRequeued,
+    PodSubmitted,
+    PodUnschedulable,
+    QosRecorded,
+    QuotaAdmitted,
+    QuotaReleased,
+    QuotaWaiting,
+    ReservationResolved,
+)
+
+
+@dataclass
+class PodView:
+    key: str
+    phase: str = "Pending"
+    node: str | None = None
+    devices: dict[str, list[int]] = field(default_factory=dict)
+    cpuset: str = ""
+    quota: str = ""
+    attempts: int = 0
+    message: str = ""
+    codes: list[str] = field(default_factory=list)
+    qos: str = ""
+    annotations: dict[str, Any] = field(default_factory=dict)
+    history: list[tuple[int, str, str]] = field(default_factory=list)  # (position, type, producer)
+
+
+@dataclass
+class NodeView:
+    name: str
+    capacity: dict[str, str] = field(default_factory=dict)
+    devices: dict[str, int] = field(default_factory=dict)
+    pods: set[str] = field(default_factory=set)
+
+
+def _device_minors(annotations: dict[str, Any]) -> dict[str, list[int]]:
+    allocated = annotations.get("scheduling.koordinator.sh/device-allocated") or {}
+    if isinstance(allocated, str):
+        import json
+
+        try:
+            allocated = json.loads(allocated)
+        except ValueError:
+            return {}
+    out: dict[str, list[int]] = {}
+    for kind, entries in sorted(allocated.items()):
+        out[kind] = sorted(int(e.get("minor", -1)) for e in entries if isinstance(e, dict))
+    return out
+
+
+def _cpuset(annotations: dict[str, Any]) -> str:
+    status = annotations.get("scheduling.koordinator.sh/resource-status") or {}
+    if isinstance(status, str):
+        import json
+
+        try:
+            status = json.loads(status)
+        except ValueError:
+            return ""
+    return str(status.get("cpuset", "")) if isinstance(status, dict) else ""
+
+
+class ClusterView:
+    def __init__(self) -> None:
+        self.pods: dict[str, PodView] = {}
+        self.nodes: dict[str, NodeView] = {}
+        self.ignored: list[str] = []
+        self.position = 0
+
+    def pod(self, key: str) -> PodView:
+        if key not in self.pods:
+            self.pods[key] = PodView(key=key)
+        return self.pods[key]
+
+    def apply(self, record: RecordedEvent) -> None:
+        self.position = record.position
+        try:
+            event = record.decode()
+        except Exception:  # an event of a newer version: nothing to show for it here
+            return
+        self._apply(event, record)
+
+    def _apply(self, event: Event, record: RecordedEvent) -> None:
+        match event:
+            case NodeRegistered(name=name, capacity=capacity):
+                self.nodes.setdefault(name, NodeView(name=name)).capacity = dict(capacity)
+            case NodeRemoved(name=name):
+                self.nodes.pop(name, None)
+            case DevicesReported(name=name, devices=devices):
+                self.nodes.setdefault(name, NodeView(name=name)).devices = dict(devices)
+            case ObjectIgnored(kind=kind, ref=ref):
+                self.ignored.append(f"{kind} {ref.key}")
+            case PodSubmitted(pod=pod):
+                view = PodView(key=pod.key)
+                self.pods[pod.key] = view
+            case PodObserved(pod=pod, manifest=manifest):
+                view = self.pod(pod.key)
+                view.phase = "Bound"
+                view.node = str((manifest.get("spec") or {}).get("nodeName") or "")
+                view.annotations = dict((manifest.get("metadata") or {}).get("annotations") or {})
+                view.devices = _device_minors(view.annotations)
+                view.cpuset = _cpuset(view.annotations)
+                self.nodes.setdefault(view.node, NodeView(name=view.node)).pods.add(pod.key)
+            case PodDeleted(pod=pod):
+                view = self.pods.pop(pod.key, None)
+                if view and view.node and view.node in self.nodes:
+                    self.nodes[view.node].pods.discard(pod.key)
+                return
+            case PodEnqueued(pod=pod, attempt=attempt) | PodRequeued(pod=pod, attempt=attempt):
+                view = self.pod(pod.key)
+                view.phase, view.attempts = "Queued", attempt
+            case QuotaWaiting(pod=pod, quota=quota, message=message):
+                view = self.pod(pod.key)
+                view.phase, view.quota, view.message = "Waiting", quota, message
+            case QuotaAdmitted(pod=pod, quota=quota):
+                view = self.pod(pod.key)
+                view.phase, view.quota, view.message = "Admitted", quota, ""
+            case QuotaReleased():
+                pass
+            case ReservationResolved(pod=pod):
+                self.pod(pod.key).phase = "Scheduling"
+            case PodPlaced(pod=pod, node=node, decision=decision):
+                view = self.pod(pod.key)
+                view.phase, view.node, view.message, view.codes = "Placed", node, "", []
+                view.annotations = dict(decision.get("annotations") or {})
+                view.devices = _device_minors(view.annotations)
+                view.cpuset = _cpuset(view.annotations)
+            case PodUnschedulable(pod=pod, message=message, codes=codes):
+                view = self.pod(pod.key)
+                view.phase, view.message, view.codes = "Unschedulable", message, list(codes)
+            case PodRejected(pod=pod, message=message, codes=codes):
+                view = self.pod(pod.key)
+                view.phase, view.message, view.codes = "Rejected", message, list(codes)
+            case PodBound(pod=pod, node=node):
+                view = self.pod(pod.key)
+                view.phase, view.node = "Bound", node
+                self.nodes.setdefault(node, NodeView(name=node)).pods.add(pod.key)
+            case PodReleased(pod=pod, node=node):
+                if node in self.nodes:
+                    self.nodes[node].pods.discard(pod.key)
+            case QosRecorded(pod=pod, kube_qos=kube, koord_qos=koord):
+                self.pod(pod.key).qos = f"{koord}/{kube}"
+            case _:
+                return
+        key = getattr(event, "pod", None)
+        if key is not None and getattr(key, "key", None) in self.pods:
+            self.pods[key.key].history.append((record.position, record.type, record.producer))

@@ -1,0 +1,87 @@
+"""Incremental per-pod-shape node rankings (the engine's speed-up; never a source of decisions).
+
+Design: a pod's placement is ``argmax (score, -name)`` over feasible nodes, and a node's result depends only on the
+node's state and the pod's decision-relevant fields (``PodSpec.key``). So for each pod key we keep a ``ShapeIndex``:
+a max-heap of ``(-score, name, version)`` over feasible nodes (stale entries are dropped lazily by version), the
+reasons of infeasible nodes with a histogram for the "0/N nodes are available" summary, and a position in the
+engine's change log. Querying it re-evaluates only the nodes that changed since the last query of that key.
+
+Invariants:
+- The ranking is a total order (score descending, then node name ascending), so the answer never depends on the
+  order in which nodes were added, changed or re-evaluated: an index built from scratch and one maintained
+  incrementally give the same best node. A test checks this against a naive full scan.
+- Indexes are caches: dropping any of them (LRU eviction, change-log compaction) changes speed, never results.
+
+Rejected alternatives: scoring every node per pod (too slow for thousands of nodes in Python); normalising scores
+across nodes like kube-scheduler (makes a node's score depend on all others, defeating incremental updates);
+sampling a percentage of nodes (non-exhaustive, so explanations and results would depend on sampling).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
+
+from allot_placement.evaluate import NodeResult
+from allot_placement.reasons import Reason
+
+__all__ = ["ShapeIndex"]
+
+
+class ShapeIndex:
+    __slots__ = ("codes", "counts", "feasible", "heap", "infeasible", "pos")
+
+    def __init__(self, pos: int) -> None:
+        self.pos = pos
+        self.heap: list[tuple[int, str, int]] = []
+        self.feasible: dict[str, tuple[int, int]] = {}  # name -> (version, score)
+        self.infeasible: dict[str, tuple[Reason, ...]] = {}
+        self.counts: dict[str, int] = {}
+        self.codes: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.feasible) + len(self.infeasible)
+
+    def update(self, names: Iterable[str], result_of: Callable[[str], tuple[int, NodeResult] | None]) -> None:
+        """Re-evaluate ``names``; ``result_of`` gives ``(version, result)`` or ``None`` for a node that is gone."""
+        for name in names:
+            old = self.infeasible.pop(name, None)
+            if old is not None:
+                for msg, _ in old:
+                    c = self.counts[msg] - 1
+                    if c:
+                        self.counts[msg] = c
+                    else:
+                        del self.counts[msg]
+            self.feasible.pop(name, None)
+            got = result_of(name)
+            if got is None:
+                continue
+            version, res = got
+            if res.feasible:
+                self.feasible[name] = (version, res.score)
+                heapq.heappush(self.heap, (-res.score, name, version))
+            else:
+                self.infeasible[name] = res.reasons
+                for msg, code in res.reasons:
+                    self.counts[msg] = self.counts.get(msg, 0) + 1
+                    self.codes[msg] = code
+        if len(self.heap) > 2 * len(self.feasible) + 64:
+            self.heap = [(-s, name, v) for name, (v, s) in self.feasible.items()]
+            heapq.heapify(self.heap)
+
+    def top(self, k: int) -> list[tuple[str, int]]:
+        """The ``k`` best feasible nodes as ``(name, score)``, best first."""
+        heap = self.heap
+        out: list[tuple[int, str, int]] = []
+        while heap and len(out) < k:
+            entry = heapq.heappop(heap)
+            cur = self.feasible.get(entry[1])
+            if cur is not None and cur[0] == entry[2]:
+                out.append(entry)
+        for entry in out:
+            heapq.heappush(heap, entry)
+        return [(name, -neg) for neg, name, _ in out]
+
+    def first_infeasible(self, k: int) -> list[tuple[str, tuple[Reason, ...]]]:
+        return [(name, self.infeasible[name]) for name in heapq.nsmallest(k, self.infeasible)]

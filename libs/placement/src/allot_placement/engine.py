@@ -1,0 +1,358 @@
+"""The placement engine: cluster view in, placement decisions out.
+
+Responsibility: hold the node view (v1 Node, Device, NodeResourceTopology, bound and assumed pods), answer
+``schedule(pod) -> Decision`` without changing that view, and change it only through explicit commands
+(``upsert_*``/``delete_*``, ``assume``, ``add_bound_pod``, ``release``). The service and the simulators feed it
+recorded inputs in order; replaying the same inputs re-derives the same decisions.
+
+Invariants:
+- Pure: no IO, clock or randomness. Every tie is broken by a documented total order (score, then node name; minors,
+  NUMA ids, PCIe ids, table order inside allocators). Caches (parsed pods, per-node results, per-shape rankings)
+  never influence results; ``digest()`` covers the allocation state only.
+- ``schedule`` evaluates every node (no sampling); nodes are evaluated incrementally per pod shape (``_index``).
+Concurrency: single-threaded; the scheduling cycle is serial, as in kube-scheduler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from typing import Any
+
+from allot_placement import explain
+from allot_placement import names as n
+from allot_placement._index import ShapeIndex
+from allot_placement.annotations import (
+    BoundAllocation,
+    decode_annotation,
+    parse_device_allocated,
+    parse_resource_spec,
+    parse_resource_status,
+)
+from allot_placement.config import PlacementConfig
+from allot_placement.decision import Decision, GroupDecision
+from allot_placement.device_view import complete_gpu
+from allot_placement.errors import FieldError
+from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, static_filter
+from allot_placement.inventory import parse_device_cr, parse_node, parse_nrt
+from allot_placement.output import snapshot_node
+from allot_placement.pod import PodSpec, parse_pod, pod_cache_key, pod_identity
+from allot_placement.requests import pod_requests
+from allot_placement.state import VF, Allocation, DeviceAlloc, NodeState, NumaAlloc
+
+__all__ = ["PlacementEngine"]
+
+_RESOURCE_LABELS = (n.LABEL_CPU_BIND_POLICY, n.LABEL_GPU_ISOLATION_PROVIDER, n.LABEL_GPU_MODEL,
+                    n.LABEL_GPU_PARTITION_POLICY, n.LABEL_GPU_VENDOR, n.LABEL_NUMA_ALLOCATE_STRATEGY,
+                    n.LABEL_NUMA_TOPOLOGY_POLICY)
+_MEMO_LIMIT = 400_000
+_INDEX_ENTRY_BUDGET = 1_000_000
+_PARSE_CACHE_LIMIT = 4096
+
+
+class PlacementEngine:
+    """See the module docstring. ``PlacementEngine(PlacementConfig())`` uses the documented defaults."""
+
+    def __init__(self, config: PlacementConfig | None = None, policy: GpuPolicy | None = None) -> None:
+        self.config = config or PlacementConfig()
+        self.config_version = self.config.version
+        if policy is None and self.config.gpu_policy:
+            from allot_placement.policies import make_policy
+
+            policy = make_policy(self.config)
+        self.policy = policy
+        self._nodes: dict[str, NodeState] = {}
+        self._pod_node: dict[str, str] = {}
+        self._clock = 0  # global version counter (not time)
+        self._changes: list[str] = []
+        self._change_base = 0
+        self._indexes: OrderedDict[bytes, ShapeIndex] = OrderedDict()
+        self._memo: dict[tuple[int, bytes], NodeResult] = {}
+        self._static_memo: dict[tuple[int, bytes, str], tuple[tuple[str, str], ...]] = {}
+        self._ids: dict[Any, int] = {}
+        self._sig: dict[str, int] = {}
+        self._dev_sig: dict[str, int] = {}
+        self._dev_cache: dict[tuple[int, bytes], Any] = {}
+        self._label_id: dict[str, int] = {}
+        self._parsed: dict[bytes, tuple[PodSpec | None, list[FieldError]]] = {}
+        self.stats = {"evaluations": 0, "memo_hits": 0}
+
+    # --- node-side inputs -------------------------------------------------------------------------------------------
+    def upsert_node(self, manifest: dict[str, Any]) -> list[FieldError]:
+        info, errors = parse_node(manifest)
+        if info is not None:
+            self._state(info.name).info = info
+            self._touch(info.name)
+        return errors
+
+    def delete_node(self, name: str) -> None:
+        if name in self._nodes:
+            self._nodes[name].info = None
+            self._touch(name)
+
+    def upsert_device(self, manifest: dict[str, Any]) -> list[FieldError]:
+        name, inv, errors = parse_device_cr(manifest)
+        if inv is not None:
+            self._state(name).inventory = inv
+            self._touch(name)
+        return errors
+
+    def delete_device(self, name: str) -> None:
+        if name in self._nodes:
+            self._nodes[name].inventory = None
+            self._touch(name)
+
+    def upsert_topology(self, manifest: dict[str, Any]) -> list[FieldError]:
+        name, topo, errors = parse_nrt(manifest)
+        if topo is not None:
+            self._state(name).topology = topo
+            self._touch(name)
+        return errors
+
+    def delete_topology(self, name: str) -> None:
+        if name in self._nodes:
+            self._nodes[name].topology = None
+            self._touch(name)
+
+    # --- pods -------------------------------------------------------------------------------------------------------
+    def validate_pod(self, manifest: dict[str, Any]) -> list[FieldError]:
+        return list(self._parse(manifest)[1])
+
+    def schedule(self, manifest: dict[str, Any]) -> Decision:
+        """Decide where ``manifest`` goes. Does not change the cluster view."""
+        ns, name, _ = pod_identity(manifest if isinstance(manifest, dict) else {})
+        pod = f"{ns}/{name}"
+        spec, errors = self._parse(manifest)
+        if spec is None:
+            return explain.rejected(self, pod, errors)
+        if spec.node_name:
+            return self._schedule_named(pod, spec)
+        idx = self._index(spec)
+        top = idx.top(max(self.config.top_scores, 1))
+        if not top:
+            return explain.unschedulable(self, pod, idx.counts, idx.codes, idx.first_infeasible(
+                self.config.max_node_reasons))
+        best = top[0][0]
+        return explain.scheduled(self, pod, spec, best, self._result(self._nodes[best], spec),
+                                 [(nm, self._result(self._nodes[nm], spec)) for nm, _ in top])
+
+    def _schedule_named(self, pod: str, spec: PodSpec) -> Decision:
+        state = self._nodes.get(spec.node_name)
+        total = self.nodes_total()
+        counts: dict[str, int] = {}
+        codes: dict[str, str] = {}
+        others = total - (1 if state is not None and state.info is not None else 0)
+        if others:
+            msg, code = explain.NODE_NAME
+            counts[msg], codes[msg] = others, code
+        if state is None or state.info is None:
+            return explain.unschedulable(self, pod, counts, codes, [])
+        res = self._result(state, spec)
+        if not res.feasible:
+            for msg, code in res.reasons:
+                counts[msg], codes[msg] = counts.get(msg, 0) + 1, code
+            return explain.unschedulable(self, pod, counts, codes, [(state.name, res.reasons)])
+        return explain.scheduled(self, pod, spec, state.name, res, [(state.name, res)])
+
+    def assume(self, decision: Decision) -> None:
+        """Commit a Scheduled decision: its allocation becomes used."""
+        if decision.outcome != n.SCHEDULED or decision.allocation is None:
+            raise ValueError(f"only a Scheduled decision can be assumed (got {decision.outcome} for {decision.pod})")
+        self._apply(decision.pod, decision.allocation)
+
+    def add_bound_pod(self, manifest: dict[str, Any]) -> list[FieldError]:
+        """Account a pod already bound to ``spec.nodeName`` with its allocation annotations."""
+        ns, name, _ = pod_identity(manifest)
+        pod = f"{ns}/{name}"
+        spec = manifest.get("spec") or {}
+        node = spec.get("nodeName")
+        if not name or not isinstance(node, str) or not node:
+            return [FieldError(path="spec.nodeName", message="a bound pod needs metadata.name and spec.nodeName")]
+        if (manifest.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            self.release(ns, name)
+            return []
+        errors: list[FieldError] = []
+        ann = (manifest.get("metadata") or {}).get("annotations") or {}
+        bound = BoundAllocation()
+        parse_device_allocated(decode_annotation(ann, n.ANN_DEVICE_ALLOCATED, errors), errors, bound)
+        parse_resource_status(decode_annotation(ann, n.ANN_RESOURCE_STATUS, errors), errors, bound)
+        rspec = parse_resource_spec(decode_annotation(ann, n.ANN_RESOURCE_SPEC, errors), [])
+        inv = self._nodes[node].inventory if node in self._nodes else None
+        devices: dict[str, tuple[DeviceAlloc, ...]] = {}
+        for dtype in sorted(bound.devices):
+            entries = []
+            for minor, res, buses in sorted(bound.devices[dtype]):
+                dev = inv.device(dtype, minor) if inv is not None else None
+                if dtype == n.GPU and dev is not None:
+                    res = complete_gpu(res, dev.resources)
+                entries.append(DeviceAlloc(minor=minor, resources=res, vfs=tuple(VF(bus_id=b) for b in buses)))
+            devices[dtype] = tuple(entries)
+        alloc = Allocation(node=node, requests=pod_requests(spec, errors), devices=devices, cpuset=bound.cpuset,
+                           cpu_exclusive="" if rspec.exclusive == "None" else rspec.exclusive,
+                           numa=tuple(NumaAlloc(node=z, resources=r) for z, r in sorted(bound.numa.items())))
+        self._apply(pod, alloc)
+        return errors
+
+    def release(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Free a pod's allocation; returns what was freed (JSON-able) or ``None`` if the pod held nothing."""
+        pod = f"{namespace}/{name}"
+        node = self._pod_node.pop(pod, None)
+        if node is None:
+            return None
+        alloc = self._nodes[node].remove(pod)
+        self._touch(node)
+        return {"pod": pod, "node": node, "allocation": alloc.to_dict() if alloc is not None else None}
+
+    def schedule_group(self, manifests: list[dict[str, Any]]) -> GroupDecision:
+        """All-or-nothing: place every member as if assumed one after another, or none."""
+        decisions: list[Decision] = []
+        applied: list[Decision] = []
+        try:
+            for m in manifests:
+                d = self.schedule(m)
+                decisions.append(d)
+                if d.outcome != n.SCHEDULED:
+                    return explain.group_failure(self, manifests, decisions, d)
+                self._apply(d.pod, d.allocation)  # type: ignore[arg-type]
+                applied.append(d)
+        finally:
+            for d in reversed(applied):
+                ns, _, nm = d.pod.partition("/")
+                self.release(ns, nm)
+        return GroupDecision(outcome=n.SCHEDULED, members=decisions)
+
+    def assume_group(self, group: GroupDecision) -> None:
+        if group.outcome != n.SCHEDULED:
+            raise ValueError("only a Scheduled group decision can be assumed")
+        for d in group.members:
+            self.assume(d)
+
+    # --- views ------------------------------------------------------------------------------------------------------
+    def nodes_total(self) -> int:
+        return len(self._label_id)
+
+    def node_state(self, name: str) -> NodeState | None:
+        return self._nodes.get(name)
+
+    def node_names(self) -> list[str]:
+        return sorted(name for name, s in self._nodes.items() if s.info is not None)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {name: snapshot_node(self._nodes[name]) for name in sorted(self._nodes)
+                if self._nodes[name].info is not None or self._nodes[name].inventory is not None}
+
+    def digest(self) -> str:
+        pods = {p: self._nodes[node].pods[p].to_dict() for p, node in sorted(self._pod_node.items())}
+        blob = json.dumps({"pods": pods, "nodes": self.snapshot()}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    # --- internals --------------------------------------------------------------------------------------------------
+    def _state(self, name: str) -> NodeState:
+        state = self._nodes.get(name)
+        if state is None:
+            state = self._nodes[name] = NodeState(name)
+        return state
+
+    def _intern(self, key: Any) -> int:
+        got = self._ids.get(key)
+        if got is None:
+            got = self._ids[key] = len(self._ids)
+        return got
+
+    def _touch(self, name: str) -> None:
+        state = self._nodes[name]
+        self._clock += 1
+        state.version = self._clock
+        info, inv, topo = state.info, state.inventory, state.topology
+        if info is None and inv is None and topo is None and not state.pods:
+            del self._nodes[name]
+            self._sig.pop(name, None)
+            self._label_id.pop(name, None)
+        if info is None:
+            self._label_id.pop(name, None)
+            self._sig.pop(name, None)
+        elif info is not None:
+            static = self._intern((tuple(info.allocatable.items()),
+                                   tuple((k, info.labels[k]) for k in _RESOURCE_LABELS if k in info.labels),
+                                   info.reserved_cpus, inv.content_key if inv else None,
+                                   topo.content_key if topo else None))
+            dyn = state.dyn_key()
+            self._sig[name] = self._intern((static, dyn))
+            self._dev_sig[name] = self._intern((static, dyn[2], dyn[3]))
+            self._label_id[name] = self._intern((tuple(info.labels.items()), info.taints, info.unschedulable))
+        self._changes.append(name)
+        if len(self._changes) > 4 * len(self._nodes) + 4096:
+            self._change_base += len(self._changes)
+            self._changes = []
+        if len(self._memo) > _MEMO_LIMIT or len(self._ids) > 4 * _MEMO_LIMIT:
+            self._memo.clear()
+            self._static_memo.clear()
+            self._dev_cache.clear()
+
+    def _apply(self, pod: str, alloc: Allocation) -> None:
+        old = self._pod_node.get(pod)
+        if old is not None and old != alloc.node:
+            ns, _, nm = pod.partition("/")
+            self.release(ns, nm)
+        self._state(alloc.node).apply(pod, alloc)
+        self._pod_node[pod] = alloc.node
+        self._touch(alloc.node)
+
+    def _parse(self, manifest: dict[str, Any]) -> tuple[PodSpec | None, list[FieldError]]:
+        if not isinstance(manifest, dict):
+            return None, [FieldError(path="", message="pod manifest must be a mapping")]
+        key = pod_cache_key(manifest)
+        got = self._parsed.get(key)
+        if got is None:
+            spec, errors = parse_pod(manifest, self.config.default_cpu_bind_policy)
+            if not (manifest.get("metadata") or {}).get("name"):
+                return spec, errors
+            if len(self._parsed) >= _PARSE_CACHE_LIMIT:
+                self._parsed.clear()
+            got = self._parsed[key] = (spec, errors)
+        return got
+
+    def _result(self, state: NodeState, spec: PodSpec) -> NodeResult:
+        info = state.info
+        assert info is not None
+        skey = (self._label_id[state.name], spec.key, state.name if spec.by_name else "")
+        reasons = self._static_memo.get(skey)
+        if reasons is None:
+            reasons = self._static_memo[skey] = static_filter(info, spec)
+        if reasons:
+            return NodeResult(feasible=False, reasons=reasons)
+        mkey = (self._sig[state.name], spec.key)
+        res = self._memo.get(mkey)
+        if res is None:
+            self.stats["evaluations"] += 1
+            res = self._memo[mkey] = evaluate(self.config, state, spec, self.policy, self._dev_cache,
+                                              self._dev_sig[state.name])
+        else:
+            self.stats["memo_hits"] += 1
+        return res
+
+    def _index(self, spec: PodSpec) -> ShapeIndex:
+        idx = self._indexes.get(spec.key)
+        end = self._change_base + len(self._changes)
+        if idx is None or idx.pos < self._change_base:
+            idx = ShapeIndex(end)
+            names: Any = [name for name, s in self._nodes.items() if s.info is not None]
+            self._indexes[spec.key] = idx
+            budget = max(_INDEX_ENTRY_BUDGET // max(len(self._nodes), 1), 8)
+            while len(self._indexes) > budget:
+                self._indexes.popitem(last=False)
+        else:
+            self._indexes.move_to_end(spec.key)
+            names = dict.fromkeys(self._changes[idx.pos - self._change_base:])
+        idx.pos = end
+        nodes = self._nodes
+
+        def result_of(name: str) -> tuple[int, NodeResult] | None:
+            state = nodes.get(name)
+            if state is None or state.info is None:
+                return None
+            return state.version, self._result(state, spec)
+
+        idx.update(names, result_of)
+        return idx

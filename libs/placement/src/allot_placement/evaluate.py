@@ -1,0 +1,190 @@
+"""Filter and score one pod against one node: the per-node pipeline.
+
+Responsibility: ``static_filter`` (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity — reads only labels,
+taints and the name) and ``evaluate`` (NodeResourcesFit, NodeNUMAResource, DeviceShare, then scores) produce a
+``NodeResult``: feasible or not, the reasons of the first failing stage (kube-scheduler reports one plugin's reasons
+per node; NodeResourcesFit lists every insufficient resource), the score with its components, and the plan (devices,
+NUMA, cpuset) that ``assume`` will apply.
+
+Scores are absolute per node (0–100 per component, weighted sum), never normalised across nodes, so a node's score
+depends only on that node and the pod. This is what lets the engine cache results per node state; the price is a
+documented difference from kube-scheduler's NormalizeScore.
+
+Components:
+- ``NodeResourcesFit``: Least/MostAllocated over node allocatable (resources the node lacks are skipped; extended
+  resources the pod does not request are skipped).
+- ``NodeNUMAResource``: for NUMA-bound placements, the same formula over the NUMA nodes used; otherwise it equals
+  the NodeResourcesFit value (so it never distorts non-NUMA placements).
+- ``DeviceShare``: the device scorer over each requested type's summed capacity, averaged over types; replaced by the
+  GPU policy's score when a cluster-level GPU policy (FGD and baselines) is configured.
+- ``NodeResourcesFitPlus`` and ``ScarceResourceAvoidance``: when configured.
+Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import msgspec
+
+from allot_placement import names as n
+from allot_placement import reasons as rs
+from allot_placement.config import PlacementConfig
+from allot_placement.devices import DeviceResult, GpuChooser, allocate_devices, device_score
+from allot_placement.inventory import NodeInfo
+from allot_placement.numa import NumaPlan, numa_plan
+from allot_placement.pod import PodSpec
+from allot_placement.reasons import Reason
+from allot_placement.selectors import first_untolerated_taint, match_node_selector_terms
+from allot_placement.state import DeviceAlloc, NodeState
+
+__all__ = ["GpuPolicy", "NodeResult", "evaluate", "fit_score", "static_filter"]
+
+_UNSCHEDULABLE_TAINT = ("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+class GpuPolicy(Protocol):
+    """A cluster-level GPU policy: chooses the GPU of shared requests and scores nodes (see ``policies``)."""
+
+    name: str
+
+    def chooser(self, state: NodeState, pod: PodSpec) -> GpuChooser | None: ...
+
+    def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None: ...
+
+
+class NodeResult(msgspec.Struct, frozen=True, kw_only=True):
+    feasible: bool
+    reasons: tuple[Reason, ...] = ()
+    score: int = 0
+    components: tuple[tuple[str, int], ...] = ()
+    devices: dict[str, tuple[DeviceAlloc, ...]] = msgspec.field(default_factory=dict)
+    plan: NumaPlan | None = None
+
+
+def static_filter(info: NodeInfo, pod: PodSpec) -> tuple[Reason, ...]:
+    if info.unschedulable and first_untolerated_taint((_UNSCHEDULABLE_TAINT,), pod.tolerations) is not None:
+        return (rs.NODE_UNSCHEDULABLE,)
+    if pod.node_name and pod.node_name != info.name:
+        return (rs.NODE_NAME,)
+    taint = first_untolerated_taint(info.taints, pod.tolerations)
+    if taint is not None:
+        return (rs.taint(taint[0], taint[1]),)
+    labels = info.labels
+    if any(labels.get(k) != v for k, v in pod.node_selector):
+        return (rs.AFFINITY,)
+    if pod.affinity is not None and not match_node_selector_terms(pod.affinity, labels, info.name):
+        return (rs.AFFINITY,)
+    return ()
+
+
+def _resource_fit(state: NodeState, info: NodeInfo, pod: PodSpec) -> tuple[Reason, ...]:
+    alloc = info.allocatable
+    out: list[Reason] = []
+    pods_cap = alloc.get(n.PODS)
+    if pods_cap is not None and len(state.pods) + 1 > pods_cap:
+        out.append(rs.TOO_MANY_PODS)
+    used = state.requested
+    for r, v in pod.fit_order:
+        cap = alloc.get(r)
+        if cap is None:
+            if r in n.DEVICE_FAMILY_NAMES:
+                continue
+            cap = 0
+        if v + used.get(r, 0) > cap:
+            out.append(rs.insufficient(r))
+    return tuple(out)
+
+
+def fit_score(most: bool, weights: tuple[tuple[str, int], ...], alloc: dict[str, int], used: dict[str, int],
+              req: dict[str, int]) -> int:
+    num = den = 0
+    for r, w in weights:
+        cap = alloc.get(r, 0)
+        if cap <= 0 or (r not in (n.CPU, n.MEMORY) and not req.get(r)):
+            continue
+        total = used.get(r, 0) + req.get(r, 0)
+        s = min(total, cap) * 100 // cap if most else ((cap - total) * 100 // cap if total <= cap else 0)
+        num, den = num + s * w, den + w
+    return num // den if den else 0
+
+
+def _fit_plus(cfg: PlacementConfig, info: NodeInfo, state: NodeState, req: dict[str, int]) -> int:
+    num = den = 0
+    for r, spec in cfg.fit_plus:
+        if not req.get(r):
+            continue
+        num += fit_score(spec.strategy == "MostAllocated", ((r, 1),), info.allocatable, state.requested, req) * spec.weight
+        den += spec.weight
+    return num // den if den else 100
+
+
+def _scarce(cfg: PlacementConfig, info: NodeInfo, req: dict[str, int]) -> int:
+    diff = [r for r, v in info.allocatable.items() if v > 0 and not req.get(r)]
+    scarce = [r for r in diff if r in cfg.scarce]
+    if not scarce:
+        return 100
+    return (len(diff) - len(scarce)) * 100 // len(diff)
+
+
+def _as_allocs(result: DeviceResult) -> dict[str, tuple[DeviceAlloc, ...]]:
+    return {t: tuple(DeviceAlloc(minor=m, resources=res, vfs=tuple(vfs)) for m, res, vfs in sorted(allocs))
+            for t, allocs in sorted(result.items(), key=lambda kv: n.DEVICE_TYPES.index(kv[0])
+                                    if kv[0] in n.DEVICE_TYPES else 99)}
+
+
+DeviceCache = dict[tuple[int, bytes], tuple[dict[str, tuple[DeviceAlloc, ...]] | None, Reason | None, int]]
+
+
+def _devices(cfg: PlacementConfig, state: NodeState, pod: PodSpec, plan: NumaPlan | None, policy: GpuPolicy | None,
+             cache: DeviceCache | None, dev_sig: int) -> tuple[dict[str, tuple[DeviceAlloc, ...]] | None,
+                                                             Reason | None, int, DeviceResult]:
+    """Device allocation and DeviceShare score, cached per device state when nothing else can influence them."""
+    key = None
+    if cache is not None and policy is None and (plan is None or plan.mask is None):
+        key = (dev_sig, pod.dev_key)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit[0], hit[1], hit[2], {}
+    chooser = policy.chooser(state, pod) if policy is not None and n.GPU in pod.devices else None
+    raw, why, views = allocate_devices(cfg, state, pod, plan.mask if plan else None, chooser)
+    allocs = _as_allocs(raw) if raw is not None else None
+    score = device_score(cfg, views, raw) if raw else 0
+    if key is not None and cache is not None:
+        cache[key] = (allocs, why, score)
+    return allocs, why, score, raw or {}
+
+
+def evaluate(cfg: PlacementConfig, state: NodeState, pod: PodSpec, policy: GpuPolicy | None = None,
+             cache: DeviceCache | None = None, dev_sig: int = 0) -> NodeResult:
+    """Resource-side filter and score of ``pod`` on ``state`` (static filters are checked separately)."""
+    info = state.info
+    assert info is not None
+    reasons = _resource_fit(state, info, pod)
+    if reasons:
+        return NodeResult(feasible=False, reasons=reasons)
+    plan, why = numa_plan(cfg, state, pod)
+    if why is not None:
+        return NodeResult(feasible=False, reasons=(why,))
+    devices, why, dscore, raw = _devices(cfg, state, pod, plan, policy, cache, dev_sig)
+    if devices is None:
+        return NodeResult(feasible=False, reasons=(why or rs.insufficient_devices(n.GPU),))
+    node = fit_score(cfg.node_fit.strategy == "MostAllocated", cfg.node_fit.resources, info.allocatable,
+                     state.requested, pod.requests)
+    comps: list[tuple[str, int, int]] = [("NodeResourcesFit", node, cfg.node_fit.weight),
+                                         ("NodeNUMAResource", plan.score if plan is not None and plan.bound else node,
+                                          cfg.numa.weight)]
+    if pod.devices:
+        if policy is not None and n.GPU in pod.devices:
+            ps = policy.score(state, pod, raw)
+            if ps is None:
+                return NodeResult(feasible=False, reasons=(rs.POLICY_INFEASIBLE,))
+            comps.append((policy.name, ps, cfg.device.weight))
+        else:
+            comps.append(("DeviceShare", dscore, cfg.device.weight))
+    if cfg.fit_plus:
+        comps.append(("NodeResourcesFitPlus", _fit_plus(cfg, info, state, pod.requests), cfg.fit_plus_weight))
+    if cfg.scarce:
+        comps.append(("ScarceResourceAvoidance", _scarce(cfg, info, pod.requests), cfg.scarce_weight))
+    return NodeResult(feasible=True, score=sum(s * w for _, s, w in comps),
+                      components=tuple((c, s) for c, s, _ in comps), devices=devices, plan=plan)

@@ -1,0 +1,71 @@
+"""Output annotations in Koordinator's exact JSON shapes, and the allocation state snapshot.
+
+- ``scheduling.koordinator.sh/device-allocated``: ``{type: [{"minor", "resources", "id", "extension": {"vfs":
+  [{"minor", "busID"}]}}]}`` — types in gpu/rdma/fpga order, entries by minor, quantities as strings, ``id`` omitted
+  when the Device lists none, VF ``minor`` always written when known (decision 5).
+- ``scheduling.koordinator.sh/resource-status``: ``{"cpuset": "0-3", "numaNodeResources": [{"node", "resources"}]}``
+  with empty parts omitted.
+- ``scheduling.koordinator.sh/resource-spec`` is written back when a cpuset was bound for a pod whose resource-spec
+  names no bind policy (required when the node forced it, preferred otherwise).
+Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allot_contracts.resources import format_resource_list
+
+from allot_placement import names as n
+from allot_placement.cpuset import format_cpuset
+from allot_placement.inventory import Inventory
+from allot_placement.state import Allocation, NodeState
+
+__all__ = ["output_annotations", "snapshot_node"]
+
+
+def output_annotations(inv: Inventory | None, alloc: Allocation, bind: str, bind_forced: bool,
+                       spec_has_bind: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if alloc.devices:
+        dev: dict[str, Any] = {}
+        for dtype, entries in alloc.devices.items():
+            items = []
+            for e in entries:
+                item: dict[str, Any] = {"minor": e.minor, "resources": format_resource_list(e.resources)}
+                d = inv.device(dtype, e.minor) if inv is not None else None
+                if d is not None and d.id:
+                    item["id"] = d.id
+                if e.vfs:
+                    item["extension"] = {"vfs": [{"minor": v.minor, "busID": v.bus_id} if v.minor is not None
+                                                 else {"busID": v.bus_id} for v in e.vfs]}
+                items.append(item)
+            dev[dtype] = items
+        out[n.ANN_DEVICE_ALLOCATED] = dev
+    status: dict[str, Any] = {}
+    if alloc.cpuset:
+        status["cpuset"] = format_cpuset(alloc.cpuset)
+    if alloc.numa:
+        status["numaNodeResources"] = [{"node": z.node, "resources": format_resource_list(z.resources)}
+                                       for z in alloc.numa]
+    if status:
+        out[n.ANN_RESOURCE_STATUS] = status
+    if alloc.cpuset and bind and not spec_has_bind:
+        out[n.ANN_RESOURCE_SPEC] = {"requiredCPUBindPolicy" if bind_forced else "preferredCPUBindPolicy": bind}
+    return out
+
+
+def snapshot_node(state: NodeState) -> dict[str, Any]:
+    devices: dict[str, Any] = {}
+    inv = state.inventory
+    types = sorted(set(inv.devices if inv is not None else ()) | set(state.dev_used))
+    for dtype in types:
+        minors = sorted({d.minor for d in (inv.devices.get(dtype, ()) if inv is not None else ())}
+                        | set(state.dev_used.get(dtype, {})))
+        per: dict[str, Any] = {}
+        for m in minors:
+            d = inv.device(dtype, m) if inv is not None else None
+            per[str(m)] = {"total": format_resource_list(d.resources if d is not None else {}),
+                           "used": format_resource_list(state.dev_used.get(dtype, {}).get(m, {}))}
+        devices[dtype] = per
+    return {"devices": devices, "cpusetAllocated": format_cpuset(state.cpu_owner)}

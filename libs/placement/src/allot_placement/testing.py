@@ -1,0 +1,143 @@
+"""Builders for the objects the engine reads: small functions with sensible defaults, for tests and benchmarks.
+
+``a_node("n1", cpu="32")``, ``a_device("n1", gpus=8)`` (two NUMA nodes, PCIe pairs), ``an_nrt("n1")``,
+``a_pod("p", gpu=2)``, ``bound(pod, "n1", device_allocated={...})``. They return plain manifest dicts in the exact
+shapes a cluster (or a scenario file) carries, so tests exercise the same parsing as production.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from allot_placement import names as n
+
+__all__ = ["a_device", "a_node", "a_pod", "an_nrt", "bound", "gpu_topology"]
+
+
+def a_node(name: str, *, cpu: str = "32", memory: str = "128Gi", pods: int = 110, labels: dict[str, str] | None = None,
+           taints: list[dict[str, str]] | None = None, unschedulable: bool = False,
+           extra: dict[str, Any] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    alloc: dict[str, Any] = {"cpu": cpu, "memory": memory, "pods": str(pods), **(extra or {})}
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = taints
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": dict(labels or {}), "annotations": dict(annotations or {})},
+            "spec": spec, "status": {"allocatable": alloc, "capacity": dict(alloc)}}
+
+
+def gpu_topology(minor: int, gpus: int, numa_nodes: int = 2, per_pcie: int = 2) -> dict[str, Any]:
+    """Synthetic topology: GPUs split evenly over NUMA nodes (one per socket), ``per_pcie`` GPUs per PCIe switch."""
+    per_numa = max(gpus // max(numa_nodes, 1), 1)
+    numa = min(minor // per_numa, numa_nodes - 1)
+    return {"socketID": numa, "nodeID": numa, "pcieID": str(minor // per_pcie),
+            "busID": f"0000:{0x10 + minor:02x}:00.0"}
+
+
+def a_device(node: str, *, gpus: int = 0, gpu_memory: str = "80Gi", gpu_model: str | None = None,
+             numa_nodes: int = 2, per_pcie: int = 2, topology: bool = True, health: bool = True,
+             unhealthy: tuple[int, ...] = (), rdma: int = 0, rdma_vfs: int = 0, rdma_vf_labels: dict[str, str] | None = None,
+             rdma_labels: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+             partitions: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A Koordinator Device object. RDMA NIC ``j`` sits on PCIe switch ``j`` (next to GPUs ``j*per_pcie``...)."""
+    devices: list[dict[str, Any]] = []
+    for m in range(gpus):
+        d: dict[str, Any] = {"type": "gpu", "id": f"GPU-{node}-{m}", "minor": m, "health": health and m not in unhealthy,
+                             "resources": {n.GPU_CORE: "100", n.GPU_MEMORY: gpu_memory, n.GPU_MEMORY_RATIO: "100"}}
+        if topology:
+            d["topology"] = gpu_topology(m, gpus, numa_nodes, per_pcie)
+        devices.append(d)
+    for j in range(rdma):
+        pcie_gpu = min(j * per_pcie, max(gpus - 1, 0))
+        topo = gpu_topology(pcie_gpu, max(gpus, rdma * per_pcie), numa_nodes, per_pcie)
+        topo = {**topo, "pcieID": str(j), "busID": f"0000:{0x80 + j:02x}:00.0"}
+        r: dict[str, Any] = {"type": "rdma", "id": f"0000:{0x80 + j:02x}:00.0", "minor": j, "health": health,
+                             "labels": dict(rdma_labels or {"type": "fakeW"}),
+                             "resources": {n.RDMA: "100"}, "topology": topo}
+        if rdma_vfs:
+            r["vfGroups"] = [{"labels": dict(rdma_vf_labels or {"type": "general"}),
+                              "vfs": [{"minor": v, "busID": f"0000:{0x80 + j:02x}:00.{v + 2}"} for v in range(rdma_vfs)]}]
+        devices.append(r)
+    meta: dict[str, Any] = {"name": node, "labels": dict(labels or {})}
+    if gpu_model:
+        meta["labels"][n.LABEL_GPU_MODEL] = gpu_model
+    if partitions is not None:
+        meta["annotations"] = {n.ANN_GPU_PARTITIONS: json.dumps(partitions)}
+    return {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device", "metadata": meta,
+            "spec": {"devices": devices}}
+
+
+def an_nrt(node: str, *, numa_nodes: int = 2, cores_per_numa: int = 8, threads: int = 2, memory_per_numa: str = "64Gi",
+           policy: str | None = None, reserved: str | None = None, zones: bool = True) -> dict[str, Any]:
+    """A NodeResourceTopology: ``numa_nodes`` sockets with one NUMA node each; CPU id = thread*cores + core."""
+    total_cores = numa_nodes * cores_per_numa
+    detail = []
+    for t in range(threads):
+        for core in range(total_cores):
+            z = core // cores_per_numa
+            detail.append({"id": t * total_cores + core, "core": core, "socket": z, "node": z})
+    ann: dict[str, str] = {n.ANN_CPU_TOPOLOGY: json.dumps({"detail": detail})}
+    if reserved:
+        ann[n.ANN_KUBELET_CPU_MANAGER_POLICY] = json.dumps({"policy": "static", "reservedCPUs": reserved})
+    out: dict[str, Any] = {"apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
+                           "metadata": {"name": node, "annotations": ann}}
+    if policy:
+        out["topologyPolicies"] = [policy]
+    if zones:
+        out["zones"] = [{"name": f"node-{z}", "type": "Node", "resources": [
+            {"name": "cpu", "capacity": str(cores_per_numa * threads), "allocatable": str(cores_per_numa * threads)},
+            {"name": "memory", "capacity": memory_per_numa, "allocatable": memory_per_numa}]} for z in range(numa_nodes)]
+    return out
+
+
+def a_pod(name: str, *, namespace: str = "default", cpu: str | None = "1", memory: str | None = "1Gi",
+          gpu: int | None = None, resources: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
+          labels: dict[str, str] | None = None, annotations: dict[str, Any] | None = None,
+          node_selector: dict[str, str] | None = None, tolerations: list[dict[str, str]] | None = None,
+          affinity: dict[str, Any] | None = None, node_name: str | None = None, priority: int | None = None,
+          init: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    req: dict[str, Any] = {}
+    if cpu is not None:
+        req["cpu"] = cpu
+    if memory is not None:
+        req["memory"] = memory
+    if gpu is not None:
+        req[n.NVIDIA_GPU] = str(gpu)
+    req.update(resources or {})
+    res: dict[str, Any] = {"requests": req}
+    if limits:
+        res["limits"] = limits
+    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox", "resources": res}]}
+    if init:
+        spec["initContainers"] = [{"name": f"init-{i}", "image": "busybox", "resources": {"requests": r}}
+                                  for i, r in enumerate(init)]
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if affinity:
+        spec["affinity"] = affinity
+    if node_name:
+        spec["nodeName"] = node_name
+    if priority is not None:
+        spec["priority"] = priority
+    ann = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in (annotations or {}).items()}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
+                         "labels": dict(labels or {}), "annotations": ann}, "spec": spec}
+
+
+def bound(pod: dict[str, Any], node: str, *, device_allocated: dict[str, Any] | None = None,
+          resource_status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``pod`` bound to ``node`` with the given allocation annotations."""
+    out = json.loads(json.dumps(pod))
+    out["spec"]["nodeName"] = node
+    ann = out["metadata"].setdefault("annotations", {})
+    if device_allocated is not None:
+        ann[n.ANN_DEVICE_ALLOCATED] = json.dumps(device_allocated)
+    if resource_status is not None:
+        ann[n.ANN_RESOURCE_STATUS] = json.dumps(resource_status)
+    return out

@@ -1,0 +1,139 @@
+"""ElasticQuotaProfile trees: totals from selected nodes × ratio, separate runtimes, default tree shrinks."""
+
+import pytest
+from allot_quota.profiles import fnv1a64, tree_id_for
+from allot_quota.testing import a_node, a_pod, a_profile, a_quota, an_engine
+
+NODES = [
+    a_node("gpu-1", cpu=32, memory="128Gi", gpu=8, labels={"pool": "gpu"}),
+    a_node("gpu-2", cpu=32, memory="128Gi", gpu=8, labels={"pool": "gpu"}),
+    a_node("cpu-1", cpu=64, memory="256Gi", labels={"pool": "cpu"}),
+]
+PROFILE = a_profile(
+    "gpu",
+    quota_name="gpu-root",
+    selector={"pool": "gpu"},
+    ratio="0.5",
+    resource_keys=["cpu", "nvidia.com/gpu"],
+)
+TID = tree_id_for("default", "gpu")
+
+
+def engine():
+    e = an_engine(nodes=NODES)
+    assert e.apply_profile(PROFILE) == []
+    return e
+
+
+def test_profile_root_quota_holds_the_selected_total():
+    snap = engine().snapshot()["quotas"]["gpu-root"]
+    assert snap["min"] == {"cpu": "32", "nvidia.com/gpu": "8"}  # (32+32) × 0.5, (8+8) × 0.5
+    assert snap["runtime"] == {"cpu": "32", "nvidia.com/gpu": "8"}
+
+
+def test_children_of_the_profile_tree_share_its_total_and_default_tree_keeps_the_rest():
+    e = engine()
+    child = a_quota(
+        "train",
+        min={"cpu": 8, "nvidia.com/gpu": 4},
+        max={"cpu": 32, "nvidia.com/gpu": 8},
+        parent="gpu-root",
+        tree_id=TID,
+    )
+    assert e.apply_quota(child) == []
+    assert e.apply_quota(a_quota("web", min={"cpu": 0}, max={"cpu": 200})) == []
+    e.add_pending(a_pod("t", quota="train", cpu=40, gpu=8))
+    e.add_pending(a_pod("w", quota="web", cpu=200))
+    assert e.runtime("train") == {"cpu": "32", "nvidia.com/gpu": "8"}
+    assert e.runtime("web") == {"cpu": "96"}  # 128 in the cluster - 32 carved out for the gpu tree
+    rows = {r["name"]: r for r in e.tree_view()}
+    assert rows["train"]["tree"] == "gpu-root" and rows["web"]["tree"] == "koordinator-root-quota"
+
+
+def test_ignore_default_tree_keeps_the_default_total():
+    profile = a_profile(
+        "gpu",
+        quota_name="gpu-root",
+        selector={"pool": "gpu"},
+        quota_labels={"quota.scheduling.koordinator.sh/ignore-default-tree": "true"},
+    )
+    e = an_engine(a_quota("web", max={"cpu": 500}), nodes=NODES)
+    assert e.apply_profile(profile) == []
+    e.add_pending(a_pod("w", quota="web", cpu=500))
+    assert e.runtime("web") == {"cpu": "128"}
+
+
+def test_totals_follow_node_changes():
+    e = engine()
+    e.upsert_node(a_node("gpu-3", cpu=32, memory="128Gi", gpu=8, labels={"pool": "gpu"}))
+    assert e.snapshot()["quotas"]["gpu-root"]["min"] == {"cpu": "48", "nvidia.com/gpu": "12"}
+    e.delete_node("gpu-1")
+    e.delete_node("gpu-2")
+    assert e.snapshot()["quotas"]["gpu-root"]["min"] == {"cpu": "16", "nvidia.com/gpu": "4"}
+
+
+@pytest.mark.parametrize(
+    ("manifest", "field", "message"),
+    [
+        pytest.param(
+            a_profile("p", quota_name="q", ratio="1.5"),
+            "spec.resourceRatio",
+            "in (0, 1]",
+            id="ratio-above-one",
+        ),
+        pytest.param(
+            a_profile("p", quota_name="q", ratio="abc"),
+            "spec.resourceRatio",
+            "in (0, 1]",
+            id="ratio-not-a-number",
+        ),
+        pytest.param(
+            a_profile("p", quota_name=""), "spec.quotaName", "quotaName is required", id="no-quota-name"
+        ),
+        pytest.param(
+            {**a_profile("p", quota_name="q"), "kind": "Profile"},
+            "kind",
+            "ElasticQuotaProfile",
+            id="wrong-kind",
+        ),
+    ],
+)
+def test_profile_validation(manifest, field, message):
+    e = an_engine(nodes=NODES)
+    [err] = e.apply_profile(manifest)
+    assert err.field == field and message in err.message
+
+
+def test_profile_cannot_take_over_a_user_quota_and_its_root_is_managed():
+    e = an_engine(a_quota("taken", max={"cpu": 1}), nodes=NODES)
+    [err] = e.apply_profile(a_profile("p", quota_name="taken"))
+    assert "not managed by profile default/p" in err.message
+    e = engine()
+    [err] = e.apply_quota(a_quota("gpu-root", max={"cpu": 1}))
+    assert "managed by ElasticQuotaProfile default/gpu" in err.message
+    [err] = e.delete_quota("default", "gpu-root")
+    assert "delete the profile instead" in err.message
+
+
+def test_delete_profile_refuses_while_its_tree_has_children():
+    e = engine()
+    child = a_quota("train", min={"cpu": 1}, max={"cpu": 2}, parent="gpu-root", tree_id=TID)
+    assert e.apply_quota(child) == []
+    [err] = e.delete_profile("default", "gpu")
+    assert err.message == "delete quota failed, quota gpu-root has 1 child quotas"
+    assert e.delete_quota("default", "train") == []
+    assert e.delete_profile("default", "gpu") == []
+    assert "gpu-root" not in e.snapshot()["quotas"]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [(b"", 0xCBF29CE484222325), (b"a", 0xAF63DC4C8601EC8C), (b"foobar", 0x85944171F73967E8)],
+    ids=["empty", "a", "foobar"],
+)
+def test_fnv1a64_known_vectors(data, expected):
+    assert fnv1a64(data) == expected
+
+
+def test_tree_id_hashes_namespace_slash_name():
+    assert tree_id_for("default", "gpu") == str(fnv1a64(b"default/gpu"))
