@@ -294,3 +294,71 @@ def test_deleting_members_releases_their_holds_and_an_annotation_gang_dies_with_
     assert g.member_deleted("default", "train-1", at(4)) == []
     assert g.gangs() == [] and g.groups() == []
     assert g.member_deleted("default", "train-1", at(5)) == []
+
+
+def test_pod_groups_can_form_a_gang_group_and_a_mixed_group_is_strict() -> None:
+    g = GangEngine()
+    groups = ["a/pg", "b/pg"]
+    assert (
+        g.apply_pod_group(a_pod_group("pg", namespace="a", min_member=1, groups=groups, mode="NonStrict"))
+        == []
+    )
+    assert g.apply_pod_group(a_pod_group("pg", namespace="b", min_member=2, groups=groups)) == []
+    g.submit(a_pod("x", namespace="a", pod_group="pg"), at())
+    g.submit(a_pod("y", namespace="b", pod_group="pg"), at())
+    out = g.submit(a_pod("z", namespace="b", pod_group="pg"), at())
+    assert out == [
+        GroupReady(group="a/pg,b/pg", gangs=("a/pg", "b/pg"), members=("a/x", "b/y", "b/z"), attempt=1)
+    ]
+    g.member_deleted("b", "z", at(1))
+    # one gang is Strict, so the whole group behaves Strict: everything placed is released
+    assert g.group_placed("a/pg,b/pg", 1, at(2)) == [
+        ReleaseHolds(
+            group="a/pg,b/pg", attempt=1, members=("b/z",), reason="member deleted during placement"
+        ),
+        ReleaseHolds(
+            group="a/pg,b/pg",
+            attempt=1,
+            members=("a/x", "b/y"),
+            reason="group short of min-available after placement",
+        ),
+    ]
+
+
+def test_statuses_lists_every_gang_in_order() -> None:
+    g = GangEngine()
+    g.apply_pod_group(a_pod_group("zeta", min_member=1))
+    g.submit(a_pod("p", gang="alpha", min_available=2), at())
+    assert [s["gang"] for s in g.statuses()] == ["default/alpha", "default/zeta"]
+    assert [s["phase"] for s in g.statuses()] == ["Pending", "Pending"]
+
+
+BIND_FAILED = [
+    # policy, other member bound first?, expected actions after the release
+    ("once-satisfied", True, ["PassThrough"]),
+    ("once-satisfied", False, ["MemberWaiting"]),
+    ("waiting-and-running", True, ["GroupReady"]),
+    ("only-waiting", True, ["MemberWaiting"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("policy", "other_bound", "expected"),
+    BIND_FAILED,
+    ids=[f"{c[0]}, other bound={c[1]}" for c in BIND_FAILED],
+)
+def test_a_failed_bind_releases_the_member_and_it_waits_again(
+    policy: str, other_bound: bool, expected: list[str]
+) -> None:
+    g = GangEngine()
+    for i in range(2):
+        g.submit(a_pod(f"w-{i}", gang="train", min_available=2, match_policy=policy), at())
+    g.group_placed("default/train", 1, at(1))
+    if other_bound:
+        g.member_bound("default", "w-0", at(2))
+    out = g.member_bind_failed("default", "w-1", "node gone", at(3))
+    assert out[0] == ReleaseHolds(
+        group="default/train", attempt=1, members=("default/w-1",), reason="bind failed: node gone"
+    )
+    assert kinds(out[1:]) == expected
+    assert g.member_bind_failed("default", "w-1", "again", at(4)) == []

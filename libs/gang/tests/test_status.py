@@ -117,6 +117,6 @@ def test_explain_a_waiting_gang_in_a_group_after_a_failure() -> None:
     text = g.explain("default/train")
     assert "gang default/train [Scheduling]: 3/8 members present (min-available 8)" in text
     assert "waiting since 2023-11-14T22:13:20Z; times out at 2023-11-14T22:23:20Z" in text
-    assert "gang group default/eval,default/train: default/eval 1 members present (min-available 1)" in text
+    assert "gang group default/eval,default/train: default/eval 1 member present (min-available 1)" in text
     assert "last attempt #1 failed: needs 8 GPUs on one PCIe switch, best node offers 6; retry at" in text
     assert g.explain("default/nope") == "gang default/nope is not known (no PodGroup and no pod names it)"

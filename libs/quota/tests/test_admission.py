@@ -173,3 +173,35 @@ def test_admit_of_a_changed_pending_pod_uses_the_new_manifest_and_changes_nothin
     assert (d.reason, d.request) == ("InsufficientQuota", {"cpu": "11"})
     assert e.digest() == before
     assert e.admit(a_pod("p", quota="a", cpu=2)).admitted
+
+
+def test_waiting_admissions_can_be_limited_to_some_quotas():
+    e = engine(pending=[a_pod("a1", quota="a", cpu=1), a_pod("b1", quota="b", cpu=1)])
+    assert [d.pod for d in e.waiting_admissions(quotas=["b"])] == ["default/b1"]
+
+
+def test_waiting_admissions_on_a_release_not_yet_applied():
+    running = a_pod("a1", quota="a", cpu=4)
+    e = engine(
+        assigned=[running],
+        pending=[
+            a_pod("b1", quota="b", cpu=10),
+            a_pod("a2", quota="a", cpu=2),
+            a_pod("a3", quota="a", cpu=1),
+        ],
+    )
+    before = e.digest()
+    assert e.waiting_admissions(pods=["default/a2"]) == []  # a's runtime is 5: 4 used + 2 does not fit
+    got = e.waiting_admissions(pods=["default/a2"], released=["default/a1"])
+    assert [d.pod for d in got] == ["default/a2"]
+    assert e.digest() == before
+
+
+def test_validate_quota_and_delete_change_nothing():
+    e = engine()
+    before = e.digest()
+    assert e.validate_quota(a_quota("c", min={"cpu": 1}, max={"cpu": 2})) == []
+    [err] = e.validate_quota(a_quota("c", min={"cpu": 3}, max={"cpu": 2}))
+    assert err.field == "spec.min[cpu]"
+    assert e.validate_delete("default", "a") == []
+    assert e.digest() == before and "c" not in e.snapshot()["quotas"]

@@ -137,3 +137,14 @@ def test_fnv1a64_known_vectors(data, expected):
 
 def test_tree_id_hashes_namespace_slash_name():
     assert tree_id_for("default", "gpu") == str(fnv1a64(b"default/gpu"))
+
+
+def test_renaming_the_profile_root_replaces_it_and_validate_changes_nothing():
+    e = engine()
+    renamed = a_profile("gpu", quota_name="gpu-root-2", selector={"pool": "gpu"}, ratio="0.5")
+    before = e.digest()
+    assert e.validate_profile(renamed) == []
+    assert e.digest() == before
+    assert e.apply_profile(renamed) == []
+    quotas = e.snapshot()["quotas"]
+    assert "gpu-root" not in quotas and quotas["gpu-root-2"]["min"] == {"cpu": "32", "memory": "128Gi"}

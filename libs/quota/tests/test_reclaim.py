@@ -197,3 +197,13 @@ def test_revoke_takes_time_as_data():
     assert e.overuse_revoke(datetime(2026, 1, 1, 0, 2, 1, tzinfo=UTC))
     with pytest.raises(ValueError, match="timezone-aware"):
         e.overuse_revoke(datetime(2026, 1, 1))  # noqa: DTZ001
+
+
+def test_dry_run_revoke_leaves_the_clocks_alone():
+    e = overused()
+    e.overuse_revoke(1000)
+    before = e.digest()
+    assert [ev.pod for ev in e.overuse_revoke(1121, dry_run=True)] == ["default/a-1", "default/a-2"]
+    assert e.digest() == before
+    assert [ev.pod for ev in e.overuse_revoke(1121)] == ["default/a-1", "default/a-2"]
+    assert e.digest() != before

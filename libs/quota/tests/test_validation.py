@@ -367,3 +367,17 @@ def test_update_moves_a_quota_and_its_usage_to_the_new_parent():
     assert e.apply_quota(moved) == []
     snap = e.snapshot()["quotas"]
     assert snap["dept"]["used"] == {} and snap["other"]["used"] == {"cpu": "3"}
+
+
+def test_max_strict_check_keys_refuse_lowering_max_below_used():
+    strict = {"quota.scheduling.koordinator.sh/max-strict-check-resource-keys": '["cpu"]'}
+    e = an_engine(a_quota("q", max={"cpu": 10, "memory": "8Gi"}, annotations=strict))
+    e.assign(a_pod("p", quota="q", cpu=6, memory="4Gi"))
+    [err] = e.apply_quota(a_quota("q", max={"cpu": 4, "memory": "8Gi"}, annotations=strict))
+    assert (err.field, err.message) == ("spec.max[cpu]", "resourceKey cpu of quota q max 4 < used 6")
+    assert (
+        e.apply_quota(a_quota("q", max={"cpu": 10, "memory": "1Gi"}, annotations=strict)) == []
+    )  # memory not strict
+    bad = {"quota.scheduling.koordinator.sh/max-strict-check-resource-keys": '"cpu"'}
+    [err] = e.apply_quota(a_quota("q", max={"cpu": 10}, annotations=bad))
+    assert "'s value is invalid" in err.message

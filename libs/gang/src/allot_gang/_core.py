@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 
-from ._keys import NON_STRICT, format_duration, group_id_of
+from ._keys import NON_STRICT, ONCE_SATISFIED, format_duration, group_id_of
 from .actions import Action, GroupAdmitted, GroupReady, GroupRetryAt, GroupTimedOut, PassThrough, ReleaseHolds
 from .config import GangConfig
 from .predicate import ready, satisfied_after_placement
@@ -48,10 +48,10 @@ from .state import (
     Group,
 )
 
-ONCE = "once-satisfied"
-
 
 class Core:
+    """State plus configuration, and the group transitions the engine's inputs share."""
+
     def __init__(self, cfg: GangConfig, state: EngineState) -> None:
         self.cfg = cfg
         self.st = state
@@ -144,7 +144,7 @@ class Core:
         gangs = self.gangs_of(group)
         for gang in gangs:
             assert gang.settings is not None
-            if gang.settings.match_policy == ONCE and gang.once_satisfied:
+            if gang.settings.match_policy == ONCE_SATISFIED and gang.once_satisfied:
                 for key in gang.keys(PENDING):
                     gang.members[key].state = PASSED
                     out.append(PassThrough(pod=key, gang=gang.id, reason="gang-satisfied"))

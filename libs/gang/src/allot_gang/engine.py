@@ -34,12 +34,12 @@ import msgspec
 
 from . import _keys as k
 from ._core import Core
+from ._declare import apply_pod_group, declare_pod, delete_pod_group
 from .actions import Action, MemberWaiting, PassThrough, Rejected, ReleaseHolds
 from .config import GangConfig
 from .errors import FieldError
 from .predicate import ready
 from .queue import QueueItem
-from .spec import GROUPS, PodInfo, conflicts, settings_from
 from .state import (
     ADMITTED,
     BACKOFF,
@@ -90,69 +90,12 @@ class GangEngine:
     def apply_pod_group(self, manifest: object) -> list[FieldError]:
         """Create or update a PodGroup. Call ``settle(now)`` afterwards: members that waited for it may be ready."""
         info = parse_pod_group(manifest)
-        if isinstance(info, list):
-            return info
-        gid = info.gang_id
-        settings = settings_from(gid, info.explicit, self.config, info.min_resources)
-        gang = self._st.gangs.get(gid)
-        groups_path = next((e.path for e in info.explicit if e.field == GROUPS), k.ann_path(k.ANN_GROUPS))
-        if gang is not None and gang.settings is not None and gang.source == "annotations":
-            return [
-                FieldError(
-                    path="metadata.name",
-                    value=info.name,
-                    reason=f"gang {gid} is already declared by {gang.declared_by}; a PodGroup cannot "
-                    "take over a gang whose pods carry its settings",
-                )
-            ]
-        if (
-            gang is not None
-            and gang.settings is not None
-            and gang.members
-            and gang.settings.groups != settings.groups
-        ):
-            return [
-                FieldError(
-                    path=groups_path,
-                    value=",".join(settings.groups),
-                    reason="cannot change while the gang has members",
-                )
-            ]
-        errors = self._group_conflicts(gid, settings.groups, groups_path)
-        if errors:
-            return errors
-        old_group = self._core.group_of(gang) if gang is not None else None
-        if gang is None:
-            gang = self._st.gangs[gid] = Gang(id=gid)
-        gang.settings, gang.source, gang.declared_by = settings, "PodGroup", f"PodGroup {gid}"
-        self._core.attach(gang)
-        if old_group is not None and old_group.id != k.group_id_of(settings.groups):
-            self._core.prune(old_group.id, [], "pod group changed groups")
-        return []
+        return info if isinstance(info, list) else apply_pod_group(self._core, info)
 
     def delete_pod_group(self, namespace: str, name: str) -> list[Action]:
         """Delete a PodGroup. Its members (if any) wait again until it is re-created; holds of an in-flight attempt
         or of held members are released. Call ``settle(now)`` afterwards."""
-        gid = k.object_key(namespace, name)
-        gang = self._st.gangs.get(gid)
-        if gang is None or gang.source != "PodGroup":
-            return []
-        out: list[Action] = []
-        group = self._core.group_of(gang)
-        if group is not None:
-            if group.state == IN_FLIGHT:
-                self._core.abandon(group, out, "pod group deleted")
-            held = self._core.members_in(group, HELD)
-            self._core.release(group.id, held, "pod group deleted", out)
-            self._core.set_state(held, PENDING)
-        if gang.members:
-            gang.settings, gang.source, gang.declared_by, gang.wait_started_at = None, "", "", None
-        else:
-            del self._st.gangs[gid]
-        if group is not None:
-            self._core.mark(group.id)
-            self._core.prune(group.id, out, "pod group deleted")
-        return out
+        return delete_pod_group(self._core, k.object_key(namespace, name))
 
     def settle(self, now: int) -> list[Action]:
         """Re-evaluate groups whose inputs changed without a time (``apply_pod_group``, ``delete_pod_group``)."""
@@ -169,7 +112,7 @@ class GangEngine:
             return []  # already known: submitting twice changes nothing
         if info.gang_id is None:
             return [PassThrough(pod=info.key, gang=None, reason="not-a-gang")]
-        errors = self._declare(info)
+        errors = declare_pod(self._core, info)
         if errors:
             return [Rejected(pod=info.key, errors=tuple(errors))]
         gang = self._st.gangs[info.gang_id]
@@ -194,43 +137,6 @@ class GangEngine:
         if member.state == PENDING:
             out.append(self._waiting(gang, info.key))
         return out
-
-    def _declare(self, info: PodInfo) -> list[FieldError]:
-        assert info.gang_id is not None
-        gang = self._st.gangs.get(info.gang_id)
-        if not info.declares:
-            if gang is None:
-                self._st.gangs[info.gang_id] = Gang(id=info.gang_id)
-            return []
-        if gang is not None and gang.settings is not None:
-            return conflicts(info.explicit, gang.settings, gang.id, gang.declared_by)
-        settings = settings_from(info.gang_id, info.explicit, self.config)
-        path = next((e.path for e in info.explicit if e.field == GROUPS), k.ann_path(k.ANN_GROUPS))
-        errors = self._group_conflicts(info.gang_id, settings.groups, path)
-        if errors:
-            return errors
-        if gang is None:
-            gang = self._st.gangs[info.gang_id] = Gang(id=info.gang_id)
-        gang.settings, gang.source, gang.declared_by = settings, "annotations", f"pod {info.key}"
-        self._core.attach(gang)
-        return []
-
-    def _group_conflicts(self, gang_id: str, groups: tuple[str, ...], path: str) -> list[FieldError]:
-        for other_id in sorted(self._st.gangs):
-            other = self._st.gangs[other_id]
-            if other_id == gang_id or other.settings is None:
-                continue
-            if (other_id in groups or gang_id in other.settings.groups) and other.settings.groups != groups:
-                return [
-                    FieldError(
-                        path=path,
-                        value="[" + ", ".join(groups) + "]",
-                        reason=f"gang {gang_id} would be grouped with [{', '.join(groups)}] but gang {other_id} "
-                        f"(declared by {other.declared_by}) is grouped with [{', '.join(other.settings.groups)}]; "
-                        "every gang of a gang group must list the same groups",
-                    )
-                ]
-        return []
 
     def _waiting(self, gang: Gang, key: str) -> MemberWaiting:
         group = self._core.group_of(gang)
@@ -280,6 +186,25 @@ class GangEngine:
             self._core.mark(group.id)
         return self._core.settle(now)
 
+    def member_bind_failed(self, namespace: str, name: str, reason: str, now: int) -> list[Action]:
+        """Binding an admitted member failed: its hold is released and it waits again like a new member (a
+        satisfied once-satisfied gang then lets it go on alone)."""
+        key = k.object_key(namespace, name)
+        gid = self._st.member_gang.get(key)
+        if gid is None or self._st.gangs[gid].members[key].state != ADMITTED:
+            return []
+        gang = self._st.gangs[gid]
+        group = self._core.group_of(gang)
+        out: list[Action] = []
+        self._core.release(group.id if group else gid, [key], f"bind failed: {reason}", out)
+        self._core.set_state([key], PENDING)
+        if group is not None:
+            self._core.mark(group.id)
+        out.extend(self._core.settle(now))
+        if gang.members[key].state == PENDING:
+            out.append(self._waiting(gang, key))
+        return out
+
     def member_deleted(self, namespace: str, name: str, now: int) -> list[Action]:
         """The pod is gone. Its holds are released; an annotation gang disappears with its last pod."""
         key = k.object_key(namespace, name)
@@ -327,10 +252,8 @@ class GangEngine:
         if group is not None:
             self._core.unschedulable(group, reason, now, out)
             out.extend(self._core.settle(now))
-        else:
-            out = [
-                a for a in out if not isinstance(a, ReleaseHolds)
-            ]  # abandoned: its holds were already released
+        else:  # an abandoned attempt failed after all: its holds were released when it was abandoned
+            out = [a for a in out if not isinstance(a, ReleaseHolds)]
         return out
 
     # -- time ------------------------------------------------------------------------------------------------
@@ -348,7 +271,7 @@ class GangEngine:
     # -- queries ---------------------------------------------------------------------------------------------
 
     def gangs(self) -> list[str]:
-        return sorted(g for g, gang in self._st.gangs.items())
+        return sorted(self._st.gangs)
 
     def groups(self) -> list[str]:
         return sorted(self._st.groups)
@@ -358,19 +281,24 @@ class GangEngine:
         group = self._core.group_of(gang) if gang is not None else None
         return group.id if group is not None else None
 
+    def statuses(self) -> list[dict[str, Any]]:
+        """The status of every known gang, in gang-id order (what ``allot get gangs`` lists)."""
+        return [self.status(gang_id) for gang_id in self.gangs()]
+
     def status(self, gang_id: str) -> dict[str, Any]:
         """PodGroup-style status of a gang (raises KeyError for an unknown gang)."""
         gang = self._st.gangs[gang_id]
         return gang_status(gang, self._core.group_of(gang), self._core.deadline(gang))
 
     def explain(self, gang_id: str) -> str:
+        """A few lines on why the gang is where it is (what ``allot explain`` prints)."""
         gang = self._st.gangs.get(gang_id)
         if gang is None:
             return f"gang {gang_id} is not known (no PodGroup and no pod names it)"
         group = self._core.group_of(gang)
         others = [self._st.gangs.get(g) for g in (group.gangs if group else ()) if g != gang_id]
         return explain_gang(
-            gang, group, self._core.deadline(gang), others, [g for g in group.gangs] if group else []
+            gang, group, self._core.deadline(gang), others, list(group.gangs) if group else []
         )
 
     def queue_item(self, group_id: str) -> QueueItem:

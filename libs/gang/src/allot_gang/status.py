@@ -138,7 +138,8 @@ def _presence(gang: Gang) -> str:
     total = f", total-number {s.total_number}" if s.total_number != s.min_available else ""
     n = len(gang.members)
     shown = f"{n}/{s.min_available}" if n < s.min_available else f"{n}"
-    return f"{shown} members present (min-available {s.min_available}{total})"
+    noun = "member" if shown == "1" else "members"
+    return f"{shown} {noun} present (min-available {s.min_available}{total})"
 
 
 def explain_gang(

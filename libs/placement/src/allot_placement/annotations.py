@@ -127,10 +127,12 @@ def parse_hints(value: Any, errors: list[FieldError]) -> dict[str, DeviceHint]:
         h = _obj(obj[dtype], key, f".{dtype}", _HINT_FIELDS, errors) if obj else None
         if h is None:
             continue
-        sel = parse_label_selector(h.get("selector"), annotation_path(key, f".{dtype}.selector"), errors)
+        sel_errors: list[FieldError] = []
+        sel = parse_label_selector(h.get("selector"), annotation_path(key, f".{dtype}.selector"), sel_errors)
         vf = None
         if h.get("vfSelector") is not None:
-            vf = parse_label_selector(h["vfSelector"], annotation_path(key, f".{dtype}.vfSelector"), errors)
+            vf = parse_label_selector(h["vfSelector"], annotation_path(key, f".{dtype}.vfSelector"), sel_errors)
+        errors.extend(msgspec.structs.replace(e, code="InvalidAnnotation") for e in sel_errors)
         out[dtype] = DeviceHint(
             selector=sel,
             vf_selector=vf,

@@ -196,7 +196,7 @@ def parse_device_cr(manifest: dict[str, Any]) -> tuple[str, Inventory | None, li
     partitions = _partitions((meta.get("annotations") or {}).get(n.ANN_GPU_PARTITIONS), errors)
     key_src = ({t: [(d.minor, d.healthy, d.resources, d.socket, d.numa, d.pcie, d.bus_id, d.labels,
                      [(g, list(v)) for g, v in d.vf_groups]) for d in ds] for t, ds in devices.items()},
-               labels, {k: [(p.minors, p.score, p.ring_bus_bandwidth) for p in v] for k, v in (partitions or {}).items()},
+               labels, [(k, [(p.minors, p.score, p.ring_bus_bandwidth) for p in v]) for k, v in (partitions or {}).items()],
                partitions is None)
     return name, Inventory(devices=devices, labels=labels, partitions=partitions, content_key=_ENC.encode(key_src)), errors
 
@@ -277,5 +277,6 @@ def parse_nrt(manifest: dict[str, Any]) -> tuple[str, Topology | None, list[Fiel
                         numa_ids=tuple(numa_ids), numa_allocatable=dict(sorted(numa_alloc.items())),
                         kubelet_policy=kubelet_policy, reserved=frozenset(reserved), full_pcpus_only=full_only,
                         content_key=b"")
-    key = _ENC.encode((topo_val.cpus, numa_ids, topo_val.numa_allocatable, kubelet_policy, sorted(reserved), full_only))
+    key = _ENC.encode((sorted(topo_val.cpus.items()), numa_ids, sorted(topo_val.numa_allocatable.items()),
+                       kubelet_policy, sorted(reserved), full_only))
     return name, msgspec.structs.replace(topo_val, content_key=key), errors

@@ -13,7 +13,7 @@ are offered again, so it is part of the state and replays identically.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from allot_quota._resources import mask, quantities
@@ -233,19 +233,43 @@ class PodAccounting:
                 self._pods[info.key] = old
             self._seq = saved_seq
 
-    def waiting_admissions(self, limit: int | None = None) -> list[AdmitDecision]:
+    def waiting_admissions(
+        self,
+        limit: int | None = None,
+        quotas: Iterable[str] | None = None,
+        pods: Iterable[str] | None = None,
+        released: Iterable[PodRef] = (),
+    ) -> list[AdmitDecision]:
         """Pending pods that fit their quota now, highest priority first, then arrival order, then pod key.
 
         Each admitted pod is counted as assigned before the next is checked (they are not assigned for real),
         so the list never over-commits a quota. Pods that do not fit are skipped; a lower-priority pod that fits
-        may be listed after a higher-priority one that does not (no head-of-line blocking)."""
-        pending = sorted(
-            (e for e in self._pods.values() if not e.assigned),
-            key=lambda e: (-e.info.priority, e.seq, e.info.key),
-        )
+        may be listed after a higher-priority one that does not (no head-of-line blocking). ``quotas`` / ``pods``
+        limit the scan to pods of those quotas / with those keys; ``limit`` stops after that many admissions;
+        ``released`` pods are counted as unassigned (for deciding on a release before it is applied). The state
+        is unchanged afterwards."""
+        only_q = None if quotas is None else set(quotas)
+        only_p = None if pods is None else set(pods)
+        undo: list[PodEntry] = []
+        for ref in released:
+            entry = self._pods.get(self._key(ref))
+            if entry is not None and entry.assigned:
+                self._h.set_assigned(entry, False)
+                undo.append(entry)
         out: list[AdmitDecision] = []
         tentative: list[PodEntry] = []
         try:
+            pending = sorted(
+                (
+                    e
+                    for e in self._pods.values()
+                    if not e.assigned
+                    and e not in undo
+                    and (only_q is None or e.quota in only_q)
+                    and (only_p is None or e.info.key in only_p)
+                ),
+                key=lambda e: (-e.info.priority, e.seq, e.info.key),
+            )
             for e in pending:
                 if limit is not None and len(out) >= limit:
                     break
@@ -257,6 +281,8 @@ class PodAccounting:
         finally:
             for e in tentative:
                 self._h.set_assigned(e, False)
+            for e in undo:
+                self._h.set_assigned(e, True)
         return out
 
     def preemption_victims(

@@ -74,6 +74,11 @@ class QuotaEngine(PodAccounting):
         return self._h
 
     # ------------------------------------------------------------------ quotas
+    def validate_quota(self, manifest: Mapping[str, Any]) -> list[FieldError]:
+        """What ``apply_quota`` would refuse, without applying anything."""
+        spec, errors = parse_quota(dict(manifest))
+        return errors if spec is None else check_topology(self._h, spec, self.config)
+
     def apply_quota(self, manifest: Mapping[str, Any]) -> list[FieldError]:
         """Create or update an ElasticQuota; returns the validation errors (none: applied)."""
         spec, errors = parse_quota(dict(manifest))
@@ -84,6 +89,10 @@ class QuotaEngine(PodAccounting):
             return errors
         self._put(spec)
         return []
+
+    def validate_delete(self, namespace: str, name: str) -> list[FieldError]:
+        """What ``delete_quota`` would refuse, without deleting anything."""
+        return check_delete(self._h, namespace, name)
 
     def delete_quota(self, namespace: str, name: str) -> list[FieldError]:
         errors = check_delete(self._h, namespace, name)
@@ -109,27 +118,37 @@ class QuotaEngine(PodAccounting):
         }
 
     # ------------------------------------------------------------------ profiles and nodes
-    def apply_profile(self, manifest: Mapping[str, Any]) -> list[FieldError]:
-        """Create or update an ElasticQuotaProfile and the root quota of its tree."""
+    def _plan_profile(
+        self, manifest: Mapping[str, Any]
+    ) -> tuple[ProfileSpec | None, QuotaSpec | None, list[FieldError]]:
         profile, errors = parse_profile(dict(manifest))
         if profile is None:
-            return errors
+            return None, None, errors
         existing = self._h.nodes.get(profile.quota_name)
         if existing is not None and existing.spec.profile != profile.key:
             msg = f"quota {profile.quota_name} already exists and is not managed by profile {profile.key}"
-            return [
-                FieldError(field="spec.quotaName", type="Duplicate", value=profile.quota_name, message=msg)
-            ]
+            err = FieldError(field="spec.quotaName", type="Duplicate", value=profile.quota_name, message=msg)
+            return None, None, [err]
         old = self._profiles.get(profile.key)
         if old is not None and old.quota_name != profile.quota_name:
             node = self._h.nodes[old.quota_name]
             errors = check_removable(old.quota_name, len(node.children), len(node.pods))
             if errors:
-                return errors
+                return None, None, errors
         spec = profile_root(profile, profile_totals(profile, self._nodes)[0])
         errors = check_topology(self._h, spec, self.config)
-        if errors:
+        return (None, None, errors) if errors else (profile, spec, [])
+
+    def validate_profile(self, manifest: Mapping[str, Any]) -> list[FieldError]:
+        """What ``apply_profile`` would refuse, without applying anything."""
+        return self._plan_profile(manifest)[2]
+
+    def apply_profile(self, manifest: Mapping[str, Any]) -> list[FieldError]:
+        """Create or update an ElasticQuotaProfile and the root quota of its tree."""
+        profile, spec, errors = self._plan_profile(manifest)
+        if profile is None or spec is None:
             return errors
+        old = self._profiles.get(profile.key)
         if old is not None and old.quota_name != profile.quota_name:
             self._h.remove(old.quota_name)
         self._profiles[profile.key] = profile
@@ -179,13 +198,17 @@ class QuotaEngine(PodAccounting):
             profile = self._profiles[key]
             self._put(profile_root(profile, profile_totals(profile, self._nodes)[0]))
 
-    def overuse_revoke(self, now: int | datetime) -> list[Eviction]:
-        """Pods to give back because their quota stayed over its runtime longer than ``delayEvictTime``."""
+    def overuse_revoke(self, now: int | datetime, *, dry_run: bool = False) -> list[Eviction]:
+        """Pods to give back because their quota stayed over its runtime longer than ``delayEvictTime``.
+
+        Advances the per-quota "over since" clocks (part of the state); with ``dry_run`` the same evictions are
+        computed and the state is left unchanged (for a pure decide step, applied later without ``dry_run``)."""
         if isinstance(now, datetime):
             if now.tzinfo is None:
                 raise ValueError("now must be timezone-aware (or an int of seconds)")
             now = int(now.timestamp())
-        return revoke_overuse(self._h, self.config, now, self._over_since)
+        clocks = dict(self._over_since) if dry_run else self._over_since
+        return revoke_overuse(self._h, self.config, now, clocks)
 
     # ------------------------------------------------------------------ views
     def runtime(self, name: str) -> dict[str, str]:

@@ -26,6 +26,7 @@ __all__ = [
     "ANNO_ALLOCATED",
     "ANNO_CHILD_REQUEST",
     "ANNO_GUARANTEED",
+    "ANNO_MAX_STRICT_KEYS",
     "ANNO_NAMESPACES",
     "ANNO_NP_REQUEST",
     "ANNO_NP_USED",
@@ -73,6 +74,7 @@ ANNO_NAMESPACES: Final = PREFIX + "namespaces"
 ANNO_RESOURCE_KEYS: Final = PREFIX + "resource-keys"
 ANNO_TOTAL_RESOURCE: Final = PREFIX + "total-resource"
 ANNO_UNSCHEDULABLE_RESOURCE: Final = PREFIX + "unschedulable-resource"
+ANNO_MAX_STRICT_KEYS: Final = PREFIX + "max-strict-check-resource-keys"
 ANNO_RUNTIME: Final = PREFIX + "runtime"
 ANNO_REQUEST: Final = PREFIX + "request"
 ANNO_CHILD_REQUEST: Final = PREFIX + "child-request"
@@ -107,6 +109,7 @@ class QuotaSpec:
     total_resource: RL | None = None  # tree roots only
     profile: str = ""  # "<ns>/<name>" of the ElasticQuotaProfile that manages it, if any
     unlimited: bool = False  # the built-in root: no max, pods never land here
+    strict_keys: tuple[str, ...] = ()  # max-strict-check-resource-keys: max may not drop below used
 
     @property
     def weight(self) -> RL:
@@ -132,6 +135,7 @@ class QuotaSpec:
             "namespaces": list(self.namespaces),
             "total_resource": None if self.total_resource is None else quantities(self.total_resource),
             "profile": self.profile,
+            "strict_keys": list(self.strict_keys),
         }
 
 

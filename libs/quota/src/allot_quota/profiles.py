@@ -10,8 +10,8 @@ the profile's root quota (``spec.quotaName``) in step with it: ``min`` = total a
 resource's quantity unit) for the profile's resource keys (annotation ``resource-keys``, default cpu and memory),
 labels ``is-root``, ``is-parent``, ``tree-id``, ``profile`` plus ``spec.quotaLabels``, annotation
 ``total-resource``. The tree id is the profile's ``tree-id`` label, else FNV-1a 64 of ``"<namespace>/<name>"`` in
-decimal. Cordoned (``spec.unschedulable``) and NotReady nodes still count in totals, as upstream; they are
-reported separately as ``unschedulable-resource``.
+decimal. Cordoned (``spec.unschedulable``) and NotReady nodes still count in totals, as upstream
+(``profile_totals`` also returns their share, which is not surfaced yet).
 
 Pure: node and profile manifests in, value objects out.
 """

@@ -30,6 +30,7 @@ from allot_quota._resources import RL, le_completely, negatives, parse_list
 from allot_quota.config import QuotaConfig
 from allot_quota.errors import FieldError
 from allot_quota.model import (
+    ANNO_MAX_STRICT_KEYS,
     ANNO_NAMESPACES,
     ANNO_SHARED_WEIGHT,
     ANNO_TOTAL_RESOURCE,
@@ -167,6 +168,14 @@ def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldE
             )
         else:
             namespaces = tuple(sorted(set(raw_ns)))
+    strict: tuple[str, ...] = ()
+    raw_strict = _json_annotation(annotations, ANNO_MAX_STRICT_KEYS, errors)
+    if raw_strict is not None:
+        if not isinstance(raw_strict, list) or not all(isinstance(k, str) for k in raw_strict):
+            msg = f"{name} quota.Annotation[{ANNO_MAX_STRICT_KEYS}]'s value is invalid: expected a list of resource names"
+            errors.append(FieldError(field=_anno(ANNO_MAX_STRICT_KEYS), type="Invalid", message=msg))
+        else:
+            strict = tuple(sorted(set(raw_strict)))
     total: RL | None = None
     raw_total = _json_annotation(annotations, ANNO_TOTAL_RESOURCE, errors)
     if raw_total is not None:
@@ -197,6 +206,7 @@ def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldE
             shared_weight=weight,
             namespaces=namespaces,
             total_resource=total,
+            strict_keys=strict,
         ),
         [],
     )
@@ -325,6 +335,18 @@ def check_topology(h: Hierarchy, new: QuotaSpec, config: QuotaConfig) -> list[Fi
         if new.is_parent and not old.is_parent and existing.pods:
             msg = f"quota has bound pods, isParent is forbidden to modify as true, quotaName: {name}"
             out.append(FieldError(field=_label(LABEL_IS_PARENT), type="Forbidden", value="true", message=msg))
+        for key in new.strict_keys:
+            used = existing.used.get(key, 0)
+            if key not in new.max and used:
+                msg = (
+                    f"resourceKey {key} of quota {name} is included in used, which is not included in max but "
+                    "should check max >= used"
+                )
+                out.append(FieldError(field="spec.max", type="Invalid", message=msg))
+            elif key in new.max and new.max[key] < used:
+                hi, lo = format_quantity(key, new.max[key]), format_quantity(key, used)
+                msg = f"resourceKey {key} of quota {name} max {hi} < used {lo}"
+                out.append(FieldError(field=f"spec.max[{key}]", type="Invalid", value=hi, message=msg))
         if old.tree_id != new.tree_id:
             msg = f"{name} tree id changed [{old.tree_id}] vs [{new.tree_id}]"
             out.append(

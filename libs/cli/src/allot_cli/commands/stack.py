@@ -20,8 +20,21 @@ from allot_cli.errors import UsageError
 
 
 def _alive(pid: int | None) -> bool:
+    """Is the process running? Reaps it if it is our own exited child (a zombie is not alive)."""
     if not pid:
         return False
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            if stat.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                return False
+    except OSError:
+        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
