@@ -36,7 +36,7 @@ def test_go_durations(text: str, micros: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "s", "5", "10d", "1h-3m", "1.5.5s", ".s", "5 s", "2562048h", "ten seconds"]
+    "text", ["", "s", "5", "10d", "1h-3m", "1.5.5s", ".s", "5 s", "\u0663s", "2562048h", "ten seconds"]
 )
 def test_invalid_go_durations(text: str) -> None:
     value, reason = parse_go_duration(text)

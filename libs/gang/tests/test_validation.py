@@ -85,6 +85,7 @@ INVALID_PODS = [
     ("min-available not a number", a_pod("p", gang="g", min_available="four"), MIN, "must be a whole number"),
     ("min-available zero", a_pod("p", gang="g", min_available=0), MIN, "must be >= 1"),
     ("min-available negative", a_pod("p", gang="g", min_available="-2"), MIN, "must be a whole number"),
+    ("min-available with spaces", a_pod("p", gang="g", min_available=" 3"), MIN, "must be a whole number"),
     (
         "min-available annotation and label disagree",
         a_pod("p", gang="g", min_available=2, labels={"pod-group.scheduling.sigs.k8s.io/min-available": "3"}),

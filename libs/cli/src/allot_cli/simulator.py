@@ -13,11 +13,12 @@ from typing import Any
 
 from allot_cli.manifests import Input
 from allot_cli.pipeline import PROCESSORS
-from allot_contracts.envelope import NewEvent
+from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
+from allot_contracts.events import TimerFired
 from allot_eventstore.clock import ManualClock
 from allot_eventstore.memory import InMemoryEventStore
 from allot_eventstore.protocol import Checkpoint
-from allot_runtime.processor import Host
+from allot_runtime.processor import Host, timer_producer
 
 SIM_NS = uuid.UUID("0d5a3f4e-9a43-4e0e-8f3a-6b0e3c1d2a77")
 
@@ -29,6 +30,7 @@ class Simulation:
         self.hosts = [Host(factory((configs or {}).get(name, {}))) for name, factory in PROCESSORS]
         self.cursor = 0
         self.applied = 0
+        self.fired: set[tuple[str, int]] = set()
 
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)
@@ -36,7 +38,7 @@ class Simulation:
     def apply(self, item: Input) -> None:
         self.applied += 1
         if item.advance_seconds is not None:
-            self.clock.advance(item.advance_seconds)
+            self.advance(item.advance_seconds)
         news = [
             NewEvent(stream_id=stream, event=event, event_id=str(uuid.uuid5(SIM_NS, f"{self.applied}/{index}")))
             for index, (stream, event) in enumerate(item.events)
@@ -44,6 +46,26 @@ class Simulation:
         if news:
             self.store.append_sync(news, producer="api")
         self.pump()
+        self.advance(0)
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock, firing every timer that falls due on the way, at its own time, in order."""
+        target = self.clock.now_us + round(seconds * 1_000_000)
+        while True:
+            due = [(d, h.name) for h in self.hosts
+                   if (d := h.deadline()) is not None and d <= target and (h.name, d) not in self.fired]
+            if not due:
+                break
+            deadline, name = min(due)
+            self.fired.add((name, deadline))
+            self.clock.now_us = max(self.clock.now_us, deadline)
+            self.store.append_sync(
+                [NewEvent(stream_id=stream_id("timer", name), event=TimerFired(service=name, due=deadline),
+                          event_id=derived_event_id(timer_producer(name), str(deadline), 0))],
+                producer=timer_producer(name),
+            )
+            self.pump()
+        self.clock.now_us = target
 
     def pump(self) -> None:
         events = self.store.events

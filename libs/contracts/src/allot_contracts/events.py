@@ -231,19 +231,37 @@ class QuotaWaiting(Event, frozen=True, tag="quota.waiting.v1"):
 
 
 class QuotaReleased(Event, frozen=True, tag="quota.released.v1"):
-    """A pod's charge was returned to its quota (deleted, unschedulable, or rejected downstream)."""
+    """A pod's charge was returned to its quota (deleted, unschedulable, or rejected downstream). ``detail.returned``
+    lists what went back to whom (the reverse of the borrow facts recorded at admission)."""
 
     pod: ObjectRef
     quota: str
     request: dict[str, str]
     used: dict[str, str]
     reason: str
+    detail: dict[str, Any] = {}
 
 
 class QuotaRegistered(Event, frozen=True, tag="quota.registered.v1"):
+    """quota-manager accepted an ElasticQuota (``manifest`` is what it applied; ``runtime`` right after)."""
+
     quota: ObjectRef
     max: dict[str, str]
     min: dict[str, str] = {}
+    manifest: dict[str, Any] = {}
+    runtime: dict[str, str] = {}
+
+
+class QuotaEvicted(Event, frozen=True, tag="quota.evicted.v1"):
+    """quota-manager evicted a running pod to give quota back: ``cause`` is ``Preempted`` (a more important pod of
+    the same quota needs it) or ``OverUseRevoke`` (the quota stayed above its runtime longer than the delay).
+    The pod is terminated; its devices and charge are freed. ``detail`` holds the numbers that justified it."""
+
+    pod: ObjectRef
+    quota: str
+    cause: str
+    message: str
+    detail: dict[str, Any] = {}
 
 
 class QuotaRejected(Event, frozen=True, tag="quota.rejected.v1"):
@@ -333,6 +351,14 @@ class QosRecorded(Event, frozen=True, tag="qos.recorded.v1"):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+class TimerFired(Event, frozen=True, tag="timer.fired.v1"):
+    """A service's timer reached a deadline its processor asked for (gang timeouts, quota revoke delays). Time is
+    data: decisions taken on a timer use the time recorded on this event, so replay reproduces them."""
+
+    service: str
+    due: int
+
+
 class ConsumerDeadLettered(Event, frozen=True, tag="consumer.dead_lettered.v1"):
     """A consumer gave up on an event permanently (undecodable or a permanent error). Its checkpoint moved on."""
 
@@ -373,6 +399,7 @@ AnyEvent = (
     | QuotaRegistered
     | QuotaRejected
     | QuotaRemoved
+    | QuotaEvicted
     | ReservationResolved
     | PodPlaced
     | PodUnschedulable
@@ -381,6 +408,7 @@ AnyEvent = (
     | PodBound
     | PodBindFailed
     | QosRecorded
+    | TimerFired
     | ConsumerDeadLettered
 )
 

@@ -13,9 +13,9 @@ from typing import Any, Final
 from . import _keys as k
 from .errors import FieldError
 
-_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_COUNT: Final = re.compile(r"^[0-9]+$")
+_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_COUNT: Final = re.compile(r"^[0-9]+\Z")
 SUBDOMAIN_REASON: Final = (
     "must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-', '.'; at most 253 characters)"
 )
@@ -66,10 +66,10 @@ class Reader:
         if found is None:
             return None
         value, path = found
-        if not _COUNT.match(value.strip()):
+        if not _COUNT.match(value):
             self.error(path, "must be a whole number", value)
             return None
-        n = int(value.strip())
+        n = int(value)
         if n < low:
             self.error(path, f"must be >= {low}", value)
             return None

@@ -45,7 +45,7 @@ from .spec import (
 
 __all__ = ["parse_pod", "parse_pod_group"]
 
-_INT: Final = re.compile(r"^[+-]?[0-9]+$")
+_INT: Final = re.compile(r"^[+-]?[0-9]+\Z")
 _POD_KNOWN: Final = {
     k.ANN_NAME,
     k.ANN_MIN_AVAILABLE,
@@ -112,10 +112,10 @@ def parse_pod(manifest: object) -> PodInfo | list[FieldError]:
     sub_text = r.text(labels, k.LABEL_SUB_PRIORITY, k.label_path(k.LABEL_SUB_PRIORITY))
     sub_priority = 0
     if sub_text is not None:
-        if not _INT.match(sub_text.strip()) or not -_INT32 <= int(sub_text.strip()) < _INT32:
+        if not _INT.match(sub_text) or not -_INT32 <= int(sub_text) < _INT32:
             r.error(k.label_path(k.LABEL_SUB_PRIORITY), "must be a 32-bit integer", sub_text)
         else:
-            sub_priority = int(sub_text.strip())
+            sub_priority = int(sub_text)
 
     gang = r.first_of(
         [("ann", k.ANN_NAME), ("label", k.LABEL_POD_GROUP), ("label", k.LABEL_POD_GROUP_NAME)], "gang name"

@@ -12,7 +12,7 @@ from typing import Any
 
 from allot_placement import names as n
 
-__all__ = ["a_device", "a_node", "a_pod", "an_nrt", "bound", "gpu_topology"]
+__all__ = ["a_device", "a_node", "a_pod", "an_nrt", "bound", "engine_with", "gpu_topology", "minors", "place"]
 
 
 def a_node(name: str, *, cpu: str = "32", memory: str = "128Gi", pods: int = 110, labels: dict[str, str] | None = None,
@@ -141,3 +141,32 @@ def bound(pod: dict[str, Any], node: str, *, device_allocated: dict[str, Any] | 
     if resource_status is not None:
         ann[n.ANN_RESOURCE_STATUS] = json.dumps(resource_status)
     return out
+
+
+def engine_with(*docs: dict[str, Any], config: dict[str, Any] | None = None) -> Any:
+    """An engine loaded with the given objects (Node, Device, NodeResourceTopology, bound Pods), in order."""
+    from allot_placement.config import PlacementConfig
+    from allot_placement.engine import PlacementEngine
+
+    eng = PlacementEngine(PlacementConfig.from_dict(config) if config is not None else None)
+    for doc in docs:
+        kind = doc.get("kind")
+        handler = {"Node": eng.upsert_node, "Device": eng.upsert_device,
+                   "NodeResourceTopology": eng.upsert_topology, "Pod": eng.add_bound_pod}[kind]
+        errors = handler(doc)
+        if errors:
+            raise ValueError(f"{kind} {doc['metadata']['name']}: {errors}")
+    return eng
+
+
+def place(eng: Any, pod: dict[str, Any]) -> Any:
+    """Schedule ``pod`` and assume it when Scheduled; returns the Decision."""
+    d = eng.schedule(pod)
+    if d.outcome == n.SCHEDULED:
+        eng.assume(d)
+    return d
+
+
+def minors(decision: Any, dtype: str = "gpu") -> list[int]:
+    """The minors of ``dtype`` a decision allocated (from its device-allocated annotation)."""
+    return [e["minor"] for e in decision.annotations.get(n.ANN_DEVICE_ALLOCATED, {}).get(dtype, [])]

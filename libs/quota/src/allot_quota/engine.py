@@ -210,6 +210,14 @@ class QuotaEngine(PodAccounting):
         clocks = dict(self._over_since) if dry_run else self._over_since
         return revoke_overuse(self._h, self.config, now, clocks)
 
+    def revoke_deadline(self) -> int | None:
+        """When (seconds since the epoch) the next over-use eviction may fall due: the earliest "over since" plus
+        ``delayEvictTime`` plus one second; ``None`` when no quota is over its runtime (or revoke is off). The
+        caller delivers that time back through ``overuse_revoke`` (a recorded timer event)."""
+        if not (self.config.monitor_all_quotas and self.config.enable_runtime_quota) or not self._over_since:
+            return None
+        return min(self._over_since.values()) + self.config.delay_evict_seconds + 1
+
     # ------------------------------------------------------------------ views
     def runtime(self, name: str) -> dict[str, str]:
         return quantities(self._h.runtime(name))

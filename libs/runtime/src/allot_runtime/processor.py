@@ -47,6 +47,19 @@ class Processor(Protocol):
     def snapshot(self) -> dict[str, Any]: ...
 
 
+class TimedProcessor(Processor, Protocol):
+    """A processor that needs time to pass (timeouts, delays). ``next_deadline`` is when (µs since the epoch) it
+    wants a ``timer.fired`` event; the shell records one at that time and the processor decides on it. Only the
+    recorded event's time is used, so replay reproduces timed decisions exactly."""
+
+    def next_deadline(self) -> int | None: ...
+
+
+def timer_producer(service: str) -> str:
+    """Timer events are recorded by ``<service>.timer``, so the service consumes them as input, not as its own."""
+    return f"{service}.timer"
+
+
 def digest_of(snapshot: dict[str, Any]) -> str:
     """A stable hash of a processor's snapshot (canonical JSON)."""
     return hashlib.sha256(canonical(snapshot)).hexdigest()
@@ -98,3 +111,7 @@ class Host:
 
     def digest(self) -> str:
         return digest_of(self.processor.snapshot())
+
+    def deadline(self) -> int | None:
+        next_deadline = getattr(self.processor, "next_deadline", None)
+        return next_deadline() if next_deadline is not None else None

@@ -187,6 +187,36 @@ async def _http(ctx: ServiceContext) -> web.AppRunner:
     return runner
 
 
+async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
+    """Record ``timer.fired`` when the processor's deadline passes (wall clock read here, in the shell only)."""
+    from allot_contracts.envelope import derived_event_id, stream_id
+    from allot_contracts.events import TimerFired
+    from allot_eventstore.clock import system_clock
+    from allot_runtime.processor import timer_producer
+
+    name = ctx.settings.service
+    producer = timer_producer(name)
+    while not stop.is_set():
+        delay = 1.0
+        if ctx.consumer.ready.is_set():
+            async with ctx.runtime.lock:
+                deadline = ctx.host.deadline()
+            now = system_clock()
+            if deadline is not None:
+                if now >= deadline:
+                    new = NewEvent(stream_id=stream_id("timer", name), event=TimerFired(service=name, due=deadline),
+                                   event_id=derived_event_id(producer, str(deadline), 0))
+                    try:
+                        await ctx.store.append([new], producer=producer)
+                    except TransientError as exc:
+                        log.warning("could not record a timer event: %s", exc)
+                    delay = 0.2
+                else:
+                    delay = min(1.0, (deadline - now) / 1_000_000)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=max(delay, 0.01))
+
+
 def default_observer(ctx: ServiceContext, record: RecordedEvent, news: list[NewEvent], seconds: float) -> None:
     service = ctx.settings.service
     ctx.metrics.consumed.labels(service, record.type).inc()
@@ -239,6 +269,8 @@ async def run_service(
     try:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(consumer.run(stop), name=f"{name}-consumer")
+            if hasattr(runtime.host.processor, "next_deadline"):
+                tg.create_task(timer_loop(ctx, stop), name=f"{name}-timer")
             for extra in extras:
                 tg.create_task(extra(ctx, stop), name=f"{name}-{getattr(extra, '__name__', 'extra')}")
     finally:

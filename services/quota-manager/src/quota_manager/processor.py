@@ -1,15 +1,19 @@
-"""quota-manager's decisions: admit each pod against its ElasticQuota (the PreFilter/Reserve stage for quota).
+"""quota-manager's decisions: hierarchical elastic quota (``allot_quota``) on every pod's path.
 
-Consumes ``quota.applied``/``quota.deleted``, ``pod.submitted`` (to learn requests), ``pod.enqueued`` and
-``pod.requeued`` (admission requests), ``pod.unschedulable``/``pod.rejected``/``pod.deleted`` (charges returned),
-``pod.observed`` (already-bound pods are charged). Emits ``quota.admitted`` (the pod's request is charged: "used" is
-after the charge), ``quota.waiting`` (the quota is full: the pod waits, it is not failed), ``quota.released``, and
+Consumes quota objects (``quota.applied``/``quota.deleted``), capacity (``node.registered``/``node.removed``: the
+root's total), pods (``pod.submitted``: pending request; ``pod.observed``: already running, charged),
+admission requests (``pod.enqueued``, ``pod.requeued``), charges coming back (``pod.unschedulable``,
+``pod.rejected``, ``pod.deleted``, ``pod.released``) and its own ``timer.fired``.
+
+Emits ``quota.admitted`` (charged; ``detail`` is the engine's admission record with the borrow facts: which quota
+lent how much, under which runtime), ``quota.waiting`` (the upstream message with runtime, used and request; the pod
+waits and is admitted when quota frees), ``quota.released`` (``detail.returned``: the reverse facts),
+``quota.evicted`` (intra-quota preemption of less important pods, or over-use revoke after ``delayEvictTime``), and
 ``quota.registered``/``quota.rejected``/``quota.removed``.
 
-Admission: ``used + request ≤ max`` on every dimension listed in ``max`` (a dimension absent from ``max`` does not
-constrain; Kubernetes ``LessThanOrEqual`` semantics). A pod's quota: label ``quota.scheduling.koordinator.sh/name``,
-else the quota named like the pod's namespace, else none (no quota applies). Waiting pods are admitted in arrival
-order when quota frees.
+Input effects are applied in ``evolve`` (an object applied, a pod gone) and the decision records them and admits
+whoever fits afterwards, so one event can free quota and admit waiting pods atomically. Time: the engine counts
+seconds; ``at`` (µs) of each trigger is passed down, and the over-use revoke delay is driven by recorded timer events.
 """
 
 from __future__ import annotations
@@ -20,221 +24,238 @@ from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
     FieldIssue,
+    NodeRegistered,
+    NodeRemoved,
     ObjectRef,
     PodDeleted,
     PodEnqueued,
     PodObserved,
     PodRejected,
+    PodReleased,
     PodRequeued,
     PodSubmitted,
     PodUnschedulable,
     QuotaAdmitted,
     QuotaApplied,
     QuotaDeleted,
+    QuotaEvicted,
     QuotaRegistered,
     QuotaRejected,
     QuotaReleased,
     QuotaRemoved,
     QuotaWaiting,
+    TimerFired,
 )
-from allot_contracts.kube import labels, pod_requests
-from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
+from allot_contracts.kube import priority_value
+from allot_quota import QuotaConfig, QuotaEngine
+from allot_quota.decisions import AdmitDecision, UsageChange
 from allot_runtime.processor import Emit
 
-QUOTA_LABEL = "quota.scheduling.koordinator.sh/name"
+# Our default differs from upstream in one place: over-use revoke is on, so lenders get their quota back.
+DEFAULTS: dict[str, Any] = {"monitorAllQuotas": True}
 
 
-def _fmt(values: dict[str, int]) -> dict[str, str]:
-    return {k: format_quantity(k, v) for k, v in sorted(values.items())}
+def _ref(key: str) -> ObjectRef:
+    namespace, name = key.split("/", 1)
+    return ObjectRef(namespace=namespace, name=name)
 
 
-def _text(values: dict[str, int]) -> str:
-    return "{" + ", ".join(f"{k}: {format_quantity(k, v)}" for k, v in sorted(values.items())) + "}"
+def _issues(errors: list[Any]) -> list[FieldIssue]:
+    return [FieldIssue(path=str(e.field), message=str(e.message)) for e in errors]
 
 
 class QuotaManager:
     name: ClassVar[str] = "quota-manager"
     interests: ClassVar[frozenset[str]] = frozenset(
-        {"quota.applied", "quota.deleted", "pod.submitted", "pod.observed", "pod.enqueued", "pod.requeued",
-         "pod.unschedulable", "pod.rejected", "pod.deleted"}
+        {"quota.applied", "quota.deleted", "node.registered", "node.removed", "pod.submitted", "pod.observed",
+         "pod.enqueued", "pod.requeued", "pod.unschedulable", "pod.rejected", "pod.deleted", "pod.released",
+         "timer.fired"}
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
-        self.quotas: dict[str, dict[str, int]] = {}  # name -> max
-        self.used: dict[str, dict[str, int]] = {}
-        self.charges: dict[str, tuple[str, dict[str, int]]] = {}  # pod -> (quota, request)
-        self.waiting: dict[str, int] = {}  # pod -> attempt, insertion (arrival) order
+        self.config = QuotaConfig.from_dict({**DEFAULTS, **(config or {})})
+        self.engine = QuotaEngine(self.config)
+        self.waiting: dict[str, int] = {}  # pod -> attempt, pods whose admission failed for quota
+        self.charged: set[str] = set()
         self.manifests: dict[str, dict[str, Any]] = {}
-
-    # -- helpers ----------------------------------------------------------------------------------------------
-
-    def quota_of(self, pod: str) -> str:
-        manifest = self.manifests.get(pod, {})
-        named = labels(manifest).get(QUOTA_LABEL, "")
-        if named and named in self.quotas:
-            return named
-        namespace = pod.split("/", 1)[0]
-        return namespace if namespace in self.quotas else ""
-
-    def _request(self, pod: str, quota: str) -> dict[str, int]:
-        req = pod_requests(self.manifests.get(pod, {}))
-        limit = self.quotas.get(quota)
-        return {k: v for k, v in req.items() if limit is None or k in limit}
-
-    def _charge(self, pod: str, quota: str, request: dict[str, int]) -> None:
-        self._uncharge(pod)
-        self.charges[pod] = (quota, request)
-        used = self.used.setdefault(quota, {})
-        for k, v in request.items():
-            used[k] = used.get(k, 0) + v
-
-    def _uncharge(self, pod: str) -> tuple[str, dict[str, int]] | None:
-        charge = self.charges.pop(pod, None)
-        if charge is not None:
-            quota, request = charge
-            used = self.used.setdefault(quota, {})
-            for k, v in request.items():
-                used[k] = used.get(k, 0) - v
-        return charge
+        self.changes: dict[str, tuple[str, UsageChange]] = {}  # pod -> (reason, change) applied, not yet recorded
+        self.quota_changes: dict[str, tuple[str, list[Any]]] = {}  # quota key -> ("applied"|"removed", errors)
 
     # -- evolve ----------------------------------------------------------------------------------------------
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         match event:
+            case QuotaApplied(quota=ref, manifest=manifest):
+                errors = self.engine.apply_quota(manifest)
+                self.quota_changes[ref.key] = ("applied", errors)
+            case QuotaDeleted(quota=ref):
+                errors = self.engine.delete_quota(ref.namespace, ref.name)
+                self.quota_changes[ref.key] = ("removed", errors)
+            case QuotaRegistered(quota=ref) | QuotaRejected(quota=ref) | QuotaRemoved(quota=ref):
+                self.quota_changes.pop(ref.key, None)
+            case NodeRegistered(manifest=manifest):
+                self.engine.upsert_node(manifest)
+            case NodeRemoved(name=name):
+                self.engine.delete_node(name)
             case PodSubmitted(pod=pod, manifest=manifest):
                 self.manifests[pod.key] = manifest
+                self.engine.add_pending(manifest)
             case PodObserved(pod=pod, manifest=manifest):
                 self.manifests[pod.key] = manifest
-                quota = self.quota_of(pod.key)
-                self._charge(pod.key, quota, self._request(pod.key, quota))
+                self.engine.assign(manifest)
+                self.charged.add(pod.key)
+            case PodUnschedulable(pod=pod):
+                self._uncharge(pod.key, "unschedulable", remove=False)
+            case PodRejected(pod=pod):
+                self._uncharge(pod.key, "rejected", remove=True)
             case PodDeleted(pod=pod):
-                self._uncharge(pod.key)
-                self.waiting.pop(pod.key, None)
+                self._uncharge(pod.key, "deleted", remove=True)
                 self.manifests.pop(pod.key, None)
-            case QuotaRegistered(quota=ref, max=maximum):
-                self.quotas[ref.name] = {k: to_canonical(k, v) for k, v in maximum.items()}
-            case QuotaRemoved(quota=ref):
-                self.quotas.pop(ref.name, None)
-            case QuotaAdmitted(pod=pod, quota=quota):
+            case QuotaAdmitted(pod=pod):
                 self.waiting.pop(pod.key, None)
-                self._charge(pod.key, quota, self._request(pod.key, quota))
+                self.engine.assign(pod.key)
+                self.charged.add(pod.key)
             case QuotaWaiting(pod=pod, attempt=attempt):
                 self.waiting[pod.key] = attempt
             case QuotaReleased(pod=pod):
-                self._uncharge(pod.key)
+                self.changes.pop(pod.key, None)
+            case QuotaEvicted(pod=pod):
+                self.engine.remove_pod(pod.key)
+                self.manifests.pop(pod.key, None)
+                self.charged.discard(pod.key)
+                self.waiting.pop(pod.key, None)
             case _:
                 pass
+        if not own:
+            self.engine.overuse_revoke(at // 1_000_000)
+
+    def _uncharge(self, key: str, reason: str, *, remove: bool) -> None:
+        self.waiting.pop(key, None)
+        was_charged = key in self.charged
+        self.charged.discard(key)
+        change = self.engine.remove_pod(key) if remove else self.engine.unassign(key)
+        if was_charged:
+            self.changes[key] = (reason, change)
 
     # -- decide ----------------------------------------------------------------------------------------------
-
-    def _admit(self, pod: ObjectRef, attempt: int, used: dict[str, dict[str, int]]) -> Event:
-        quota = self.quota_of(pod.key)
-        request = self._request(pod.key, quota)
-        limit = self.quotas.get(quota, {})
-        current = used.get(quota, {})
-        after = {k: current.get(k, 0) + v for k, v in request.items()}
-        exceeded = sorted(k for k, v in after.items() if k in limit and v > limit[k])
-        if exceeded:
-            message = (
-                f"Insufficient quotas, quotaName: {quota}, runtime: {_text(limit)}, used: {_text(current)}, "
-                f"pod's request: {_text(request)}, exceedDimensions: [{', '.join(exceeded)}]"
-            )
-            return QuotaWaiting(pod=pod, attempt=attempt, quota=quota, message=message,
-                                detail={"exceedDimensions": exceeded})
-        merged = dict(current)
-        merged.update(after)
-        used[quota] = merged
-        return QuotaAdmitted(pod=pod, attempt=attempt, quota=quota, request=_fmt(request), used=_fmt(merged),
-                             limit=_fmt(limit))
-
-    def _drain_waiting(self, used: dict[str, dict[str, int]], skip: str = "") -> list[Emit]:
-        out: list[Emit] = []
-        for key, attempt in list(self.waiting.items()):
-            if key == skip or key not in self.manifests:
-                continue
-            namespace, name = key.split("/", 1)
-            decision = self._admit(ObjectRef(namespace=namespace, name=name), attempt, used)
-            if isinstance(decision, QuotaAdmitted):
-                out.append(Emit(stream_id=stream_id("pod", key), event=decision))
-        return out
-
-    def _release(self, pod: ObjectRef, reason: str) -> list[Emit]:
-        charge = self.charges.get(pod.key)
-        if charge is None:
-            return []
-        quota, request = charge
-        used = {q: dict(v) for q, v in self.used.items()}
-        after = {k: used.get(quota, {}).get(k, 0) - v for k, v in request.items()}
-        used.setdefault(quota, {}).update(after)
-        released = Emit(
-            stream_id=stream_id("pod", pod.key),
-            event=QuotaReleased(pod=pod, quota=quota, request=_fmt(request), used=_fmt(used[quota]), reason=reason),
-        )
-        return [released, *self._drain_waiting(used, skip=pod.key)]
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
         match event:
             case PodEnqueued(pod=pod, attempt=attempt) | PodRequeued(pod=pod, attempt=attempt):
-                if pod.key not in self.manifests:
-                    return []
-                used = {q: dict(v) for q, v in self.used.items()}
-                if pod.key in self.charges:  # a requeue of a pod still charged: re-admit from scratch
-                    quota, request = self.charges[pod.key]
-                    used[quota] = {k: used.get(quota, {}).get(k, 0) - request.get(k, 0) for k in used.get(quota, {})}
-                return [Emit(stream_id=stream_id("pod", pod.key), event=self._admit(pod, attempt, used))]
-            case PodUnschedulable(pod=pod):
-                return self._release(pod, "unschedulable")
-            case PodRejected(pod=pod):
-                return self._release(pod, "rejected")
-            case PodDeleted(pod=pod):
-                # evolve already returned the charge; admit whoever now fits.
-                used = {q: dict(v) for q, v in self.used.items()}
-                return self._drain_waiting(used)
-            case QuotaApplied(quota=ref, manifest=manifest):
-                maximum, minimum, issues = _parse_quota(manifest)
-                if issues:
-                    return [Emit(stream_id=stream_id("quota", ref.key), event=QuotaRejected(quota=ref, errors=issues))]
-                return [Emit(stream_id=stream_id("quota", ref.key),
-                             event=QuotaRegistered(quota=ref, max=_fmt(maximum), min=_fmt(minimum)))]
-            case QuotaDeleted(quota=ref):
-                if ref.name not in self.quotas:
-                    return []
-                return [Emit(stream_id=stream_id("quota", ref.key), event=QuotaRemoved(quota=ref))]
+                return self._admit(pod, attempt)
+            case PodUnschedulable(pod=pod) | PodRejected(pod=pod) | PodDeleted(pod=pod):
+                return [*self._released(pod.key), *self._admit_waiting()]
+            case PodReleased() | NodeRegistered() | NodeRemoved():
+                return self._admit_waiting()
+            case QuotaApplied(quota=ref) | QuotaDeleted(quota=ref):
+                return [*self._quota_outcome(ref), *self._admit_waiting()]
+            case TimerFired(service=service) if service == self.name:
+                return self._revoke(at)
             case _:
                 return []
 
+    def _admission(self, decision: AdmitDecision, attempt: int) -> Event:
+        pod = _ref(decision.pod)
+        if decision.admitted:
+            return QuotaAdmitted(pod=pod, attempt=attempt, quota=decision.quota, request=decision.request,
+                                 used=_after(decision), limit=decision.limit, detail=decision.to_dict())
+        return QuotaWaiting(pod=pod, attempt=attempt, quota=decision.quota, message=decision.message,
+                            detail=decision.to_dict())
+
+    def _admit(self, pod: ObjectRef, attempt: int) -> list[Emit]:
+        if self.engine.quota_of_pod(pod.key) is None or pod.key in self.charged:
+            return []
+        decision = self.engine.admit(pod.key)
+        out = [Emit(stream_id=stream_id("pod", pod.key), event=self._admission(decision, attempt))]
+        if not decision.admitted and decision.waiting:
+            out.extend(self._preempt(pod, attempt, decision))
+        return out
+
+    def _preempt(self, pod: ObjectRef, attempt: int, decision: AdmitDecision) -> list[Emit]:
+        """Intra-quota preemption: less important, preemptible pods of the same quota make room, chosen by quota.
+        (The device-allocator then places the preemptor; node fit is its check.)"""
+        victims_pool = sorted(k for k in self.charged if self.engine.quota_of_pod(k) == decision.quota)
+        if not victims_pool:
+            return []
+        manifests = [self.manifests[k] for k in victims_pool if k in self.manifests]
+        choice = self.engine.preemption_victims(pod.key, manifests, lambda _: True)
+        if not (choice.eligible and choice.helpful and choice.victims):
+            return []
+        after = self.engine.waiting_admissions(pods=[pod.key], released=[*choice.victims])
+        if not after:
+            return []
+        out = [
+            Emit(stream_id=stream_id("pod", victim), event=QuotaEvicted(
+                pod=_ref(victim), quota=decision.quota, cause="Preempted",
+                message=f"preempted by {pod.key} (priority {decision.priority}) in quota {decision.quota}: "
+                        f"{choice.message}",
+                detail=choice.to_dict()))
+            for victim in choice.victims
+        ]
+        out.append(Emit(stream_id=stream_id("pod", pod.key), event=self._admission(after[0], attempt)))
+        return out
+
+    def _released(self, key: str) -> list[Emit]:
+        if key not in self.changes:
+            return []
+        reason, change = self.changes[key]
+        return [Emit(stream_id=stream_id("pod", key), event=QuotaReleased(
+            pod=_ref(key), quota=change.quota, request=change.request, used=change.used, reason=reason,
+            detail={"returned": change.returned, "runtime": change.runtime}))]
+
+    def _admit_waiting(self) -> list[Emit]:
+        if not self.waiting:
+            return []
+        return [
+            Emit(stream_id=stream_id("pod", d.pod), event=self._admission(d, self.waiting[d.pod]))
+            for d in self.engine.waiting_admissions(pods=list(self.waiting))
+        ]
+
+    def _quota_outcome(self, ref: ObjectRef) -> list[Emit]:
+        if ref.key not in self.quota_changes:
+            return []
+        what, errors = self.quota_changes[ref.key]
+        stream = stream_id("quota", ref.key)
+        if errors:
+            return [Emit(stream_id=stream, event=QuotaRejected(quota=ref, errors=_issues(errors)))]
+        if what == "removed":
+            return [Emit(stream_id=stream, event=QuotaRemoved(quota=ref))]
+        row = next((r for r in self.engine.tree_view() if r["name"] == ref.name), {})
+        return [Emit(stream_id=stream, event=QuotaRegistered(
+            quota=ref, max=dict(row.get("max", {})), min=dict(row.get("min", {})),
+            runtime=self.engine.runtime(ref.name)))]
+
+    def _revoke(self, at: int) -> list[Emit]:
+        evictions = self.engine.overuse_revoke(at // 1_000_000, dry_run=True)
+        return [
+            Emit(stream_id=stream_id("pod", e.pod), event=QuotaEvicted(
+                pod=_ref(e.pod), quota=e.quota, cause=e.cause, message=e.message, detail=e.to_dict()))
+            for e in evictions
+        ]
+
+    def next_deadline(self) -> int | None:
+        seconds = self.engine.revoke_deadline()
+        return None if seconds is None else seconds * 1_000_000
+
     def snapshot(self) -> dict[str, Any]:
         return {
-            "quotas": {q: {"max": _fmt(m), "used": _fmt({k: v for k, v in self.used.get(q, {}).items() if v})}
-                       for q, m in sorted(self.quotas.items())},
-            "charges": {p: [q, _fmt(r)] for p, (q, r) in sorted(self.charges.items())},
-            "waiting": sorted(self.waiting),
+            "engine": self.engine.digest(),
+            "waiting": dict(sorted(self.waiting.items())),
+            "charged": sorted(self.charged),
         }
 
+    def quotas_state(self) -> dict[str, Any]:
+        return dict(self.engine.snapshot())
 
-def _parse_quota(manifest: dict[str, Any]) -> tuple[dict[str, int], dict[str, int], list[FieldIssue]]:
-    issues: list[FieldIssue] = []
-    spec = manifest.get("spec") or {}
-    out: dict[str, dict[str, int]] = {"max": {}, "min": {}}
-    for field in ("max", "min"):
-        values = spec.get(field) or {}
-        if not isinstance(values, dict):
-            issues.append(FieldIssue(path=f"spec.{field}", message="must be a mapping of resource to quantity"))
-            continue
-        for k, v in values.items():
-            try:
-                amount = to_canonical(str(k), v)
-            except QuantityError as exc:
-                issues.append(FieldIssue(path=f"spec.{field}[{k}]", message=str(exc)))
-                continue
-            if amount < 0:
-                issues.append(FieldIssue(path=f"spec.{field}[{k}]", message=f"value < 0: {v!r}"))
-            out[field][str(k)] = amount
-    if "max" not in spec:
-        issues.append(FieldIssue(path="spec.max", message="is required"))
-    for k, v in out["min"].items():
-        if k not in out["max"]:
-            issues.append(FieldIssue(path=f"spec.min[{k}]", message="is included in min, which is not included in max"))
-        elif v > out["max"][k]:
-            issues.append(FieldIssue(path=f"spec.min[{k}]", message=f"min {v} > max {out['max'][k]}"))
-    return out["max"], out["min"], issues
+
+def _after(decision: AdmitDecision) -> dict[str, str]:
+    """Used after charging the pod (the engine reports used before)."""
+    from allot_contracts.quantity import format_quantity, to_canonical
+
+    out = {k: to_canonical(k, v) for k, v in decision.used.items()}
+    for k, v in decision.request.items():
+        out[k] = out.get(k, 0) + to_canonical(k, v)
+    return {k: format_quantity(k, v) for k, v in sorted(out.items())}
+
+
+__all__ = ["QuotaManager", "priority_value"]

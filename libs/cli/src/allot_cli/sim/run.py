@@ -34,11 +34,7 @@ def final_state(sim: Simulation, view: ClusterView) -> dict[str, Any]:
     allocator: Any = sim.host("device-allocator").processor
     quota: Any = sim.host("quota-manager").processor
     nodes = allocator.engine.snapshot()
-    quotas: dict[str, Any] = {}
-    snapshot = quota.snapshot().get("quotas", {})
-    for name, q in sorted(snapshot.items()):
-        quotas[name] = {"min": q.get("min", {}), "max": q.get("max", {}), "runtime": q.get("runtime", q.get("max", {})),
-                        "used": q.get("used", {}), "request": q.get("request", q.get("used", {}))}
+    quotas = quota.engine.snapshot()["quotas"]
     return {
         "pods": {k: {"phase": p.phase, "node": p.node} for k, p in sorted(view.pods.items())},
         "nodes": nodes,

@@ -1,0 +1,199 @@
+"""NUMA policies, the topology-manager merge, NUMA distribution, CPU bind and exclusive policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from allot_placement import names as n
+from allot_placement.cpuset import parse_cpuset
+from allot_placement.testing import a_device, a_node, a_pod, an_nrt, engine_with, place
+
+NUMA_SPEC, RSPEC = n.ANN_NUMA_TOPOLOGY_SPEC, n.ANN_RESOURCE_SPEC
+LSR = {n.LABEL_QOS: "LSR"}
+# an_nrt defaults: 2 NUMA nodes x 8 cores x 2 threads; CPU id = thread*16 + core; cores 0-7 on NUMA 0.
+
+
+def numa_node(labels: dict[str, str] | None = None, policy: str | None = None, **nrt: Any) -> Any:
+    return engine_with(a_node("n1", cpu="32", memory="128Gi", labels=labels), an_nrt("n1", policy=policy, **nrt))
+
+
+def status(d: Any) -> dict[str, Any]:
+    return d.annotations.get(n.ANN_RESOURCE_STATUS, {})
+
+
+def numa_of(d: Any) -> list[int]:
+    return [z["node"] for z in status(d).get("numaNodeResources", [])]
+
+
+def cpus(d: Any) -> list[int]:
+    return parse_cpuset(status(d).get("cpuset", ""))
+
+
+@pytest.mark.parametrize(
+    ("node_policy", "cpu", "outcome", "numa"),
+    [
+        ("SingleNUMANode", "12", n.SCHEDULED, [0]),
+        ("SingleNUMANode", "20", n.UNSCHEDULABLE, None),
+        ("Restricted", "20", n.SCHEDULED, [0, 1]),
+        ("BestEffort", "20", n.SCHEDULED, [0, 1]),
+        ("BestEffort", "40", n.UNSCHEDULABLE, None),
+    ],
+    ids=["single-fits", "single-too-big", "restricted-spans", "besteffort-spans", "besteffort-still-needs-room"],
+)
+def test_node_numa_policy(node_policy: str, cpu: str, outcome: str, numa: list[int] | None) -> None:
+    eng = numa_node(labels={n.LABEL_NUMA_TOPOLOGY_POLICY: node_policy})
+    d = eng.schedule(a_pod("p", cpu=cpu, memory="8Gi"))
+    assert d.outcome == outcome, d.message
+    if numa is not None:
+        assert numa_of(d) == numa
+        total = sum(int(z["resources"]["cpu"]) for z in status(d)["numaNodeResources"])
+        assert total == int(cpu)
+
+
+def test_kubelet_policy_from_topology_object() -> None:
+    eng = numa_node(policy="SingleNUMANodePodLevel")
+    assert eng.schedule(a_pod("p", cpu="20")).codes == ["NUMAAffinityUnaligned"]
+
+
+def test_pod_policy_must_match_node_policy() -> None:
+    eng = numa_node(labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"})
+    d = eng.schedule(a_pod("p", annotations={NUMA_SPEC: {"numaTopologyPolicy": "SingleNUMANode"}}))
+    assert d.codes == ["NUMAPolicyMismatch"]
+    assert d.message == "0/1 nodes are available: 1 node(s) NUMA Topology policy not match."
+
+
+def test_numa_policy_needs_topology() -> None:
+    eng = engine_with(a_node("n1"))
+    d = eng.schedule(a_pod("p", annotations={NUMA_SPEC: {"numaTopologyPolicy": "SingleNUMANode"}}))
+    assert d.codes == ["NUMATopologyUnknown"]
+    d = eng.schedule(a_pod("p", annotations={NUMA_SPEC: {"numaTopologyPolicy": "BestEffort"}}))
+    assert d.outcome == n.SCHEDULED
+
+
+def test_pod_numa_policy_on_plain_node() -> None:
+    eng = numa_node()
+    d = eng.schedule(a_pod("p", cpu="4", annotations={NUMA_SPEC: {"numaTopologyPolicy": "SingleNUMANode"}}))
+    assert numa_of(d) == [0]
+
+
+def test_memory_is_distributed_per_numa() -> None:
+    eng = numa_node(labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"})
+    place(eng, a_pod("a", cpu="2", memory="60Gi"))  # NUMA 0 has 4Gi left
+    d = eng.schedule(a_pod("b", cpu="2", memory="10Gi"))
+    assert numa_of(d) == [1]
+
+
+@pytest.mark.parametrize(
+    ("spec", "cpu", "expected"),
+    [
+        ({}, "4", [0, 1, 16, 17]),  # FullPCPUs default: two whole cores
+        ({"preferredCPUBindPolicy": "SpreadByPCPUs"}, "4", [0, 1, 2, 3]),  # one thread per core
+        ({"requiredCPUBindPolicy": "FullPCPUs"}, "16", [*range(8), *range(16, 24)]),  # one whole NUMA node
+    ],
+    ids=["full-pcpus", "spread", "full-numa"],
+)
+def test_cpu_bind_policies(spec: dict, cpu: str, expected: list[int]) -> None:
+    d = numa_node().schedule(a_pod("p", cpu=cpu, labels=LSR, annotations={RSPEC: spec} if spec else None))
+    assert cpus(d) == expected
+
+
+def test_required_full_pcpus_needs_whole_cores() -> None:
+    d = numa_node().schedule(a_pod("p", cpu="3", labels=LSR, annotations={RSPEC: {"requiredCPUBindPolicy": "FullPCPUs"}}))
+    assert d.codes == ["CPUsNotMultipleOfCore"]
+
+
+def test_cpuset_needs_cpu_topology() -> None:
+    d = engine_with(a_node("n1")).schedule(a_pod("p", cpu="2", labels=LSR))
+    assert d.codes == ["InvalidCPUTopology"]
+
+
+@pytest.mark.parametrize(
+    ("node_bind", "pod", "expected"),
+    [
+        ("FullPCPUsOnly", a_pod("p", cpu="2"), ([0, 16], "requiredCPUBindPolicy")),
+        ("FullPCPUsOnly", a_pod("p", cpu="1500m"), "NonIntegerCPUs"),
+        ("SpreadByPCPUs", a_pod("p", cpu="2", labels=LSR,
+                                annotations={RSPEC: {"requiredCPUBindPolicy": "FullPCPUs"}}), "CPUBindPolicyConflict"),
+    ],
+    ids=["node-forces-binding", "node-forces-integer", "conflicting-required-policy"],
+)
+def test_node_cpu_bind_policy(node_bind: str, pod: dict, expected: Any) -> None:
+    d = numa_node(labels={n.LABEL_CPU_BIND_POLICY: node_bind}).schedule(pod)
+    if isinstance(expected, str):
+        assert d.codes == [expected]
+    else:
+        assert cpus(d) == expected[0]
+        assert d.annotations[n.ANN_RESOURCE_SPEC] == {expected[1]: "FullPCPUs"}
+
+
+def test_resource_spec_written_back_as_preferred_for_default_policy() -> None:
+    d = numa_node().schedule(a_pod("p", cpu="2", labels=LSR))
+    assert d.annotations[n.ANN_RESOURCE_SPEC] == {"preferredCPUBindPolicy": "FullPCPUs"}
+    d = numa_node().schedule(a_pod("p", cpu="2", labels=LSR, annotations={RSPEC: {"preferredCPUBindPolicy": "FullPCPUs"}}))
+    assert n.ANN_RESOURCE_SPEC not in d.annotations
+
+
+def test_pcpu_level_exclusive_avoids_shared_cores() -> None:
+    eng = numa_node()
+    spec = {RSPEC: {"preferredCPUBindPolicy": "SpreadByPCPUs", "preferredCPUExclusivePolicy": "PCPULevel"}}
+    first = place(eng, a_pod("a", cpu="2", labels=LSR, annotations=spec))
+    second = place(eng, a_pod("b", cpu="2", labels=LSR, annotations=spec))
+    cores = lambda cs: {c % 16 for c in cs}  # noqa: E731
+    assert cores(cpus(first)).isdisjoint(cores(cpus(second)))
+
+
+def test_numa_level_exclusive_avoids_numa_nodes() -> None:
+    eng = numa_node(labels={n.LABEL_NUMA_ALLOCATE_STRATEGY: "MostAllocated"})
+    spec = {RSPEC: {"preferredCPUExclusivePolicy": "NUMANodeLevel"}}
+    first = place(eng, a_pod("a", cpu="2", labels=LSR, annotations=spec))
+    second = place(eng, a_pod("b", cpu="2", labels=LSR, annotations=spec))
+    numa = lambda cs: {0 if c % 16 < 8 else 1 for c in cs}  # noqa: E731
+    assert numa(cpus(first)) != numa(cpus(second))
+
+
+def test_most_allocated_numa_strategy_packs() -> None:
+    eng = numa_node(labels={n.LABEL_NUMA_ALLOCATE_STRATEGY: "MostAllocated"})
+    first = place(eng, a_pod("a", cpu="2", labels=LSR))
+    second = place(eng, a_pod("b", cpu="2", labels=LSR))
+    assert cpus(first) == [0, 16] and cpus(second) == [1, 17]
+
+
+def test_reserved_cpus_are_never_allocated() -> None:
+    d = numa_node(reserved="0-1,16-17").schedule(a_pod("p", cpu="2", labels=LSR))
+    assert cpus(d) == [8, 24]  # NUMA 1 has more free CPUs (LeastAllocated)
+    eng = numa_node(reserved="0-1,16-17", labels={n.LABEL_NUMA_ALLOCATE_STRATEGY: "MostAllocated"})
+    assert cpus(eng.schedule(a_pod("p", cpu="2", labels=LSR))) == [2, 18]
+
+
+@pytest.mark.parametrize(
+    ("exclusive", "outcome"),
+    [("Required", n.UNSCHEDULABLE), ("Preferred", n.SCHEDULED)],
+    ids=["required-keeps-single-numa-nodes-single", "preferred-allows"],
+)
+def test_single_numa_node_exclusive(exclusive: str, outcome: str) -> None:
+    eng = numa_node(labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"})
+    place(eng, a_pod("small", cpu="2", annotations={NUMA_SPEC: {"numaTopologyPolicy": "Restricted"}}))
+    d = eng.schedule(a_pod("wide", cpu="20", annotations={
+        NUMA_SPEC: {"numaTopologyPolicy": "Restricted", "singleNUMANodeExclusive": exclusive}}))
+    assert d.outcome == outcome
+
+
+def test_gpus_and_cpus_aligned_on_one_numa_node() -> None:
+    eng = engine_with(a_node("n1", cpu="32", memory="128Gi", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"}),
+                      a_device("n1", gpus=8), an_nrt("n1"))
+    place(eng, a_pod("a", cpu="2", gpu=3))
+    d = eng.schedule(a_pod("b", cpu="4", gpu=2, labels=LSR))
+    gpus = [e["minor"] for e in d.annotations[n.ANN_DEVICE_ALLOCATED]["gpu"]]
+    assert gpus == [4, 5] and numa_of(d) == [1]
+    assert all(c % 16 >= 8 for c in cpus(d))
+
+
+def test_gpu_request_larger_than_a_numa_node_fails_single_numa() -> None:
+    eng = engine_with(a_node("n1", cpu="32", memory="128Gi", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"}),
+                      a_device("n1", gpus=8), an_nrt("n1"))
+    assert eng.schedule(a_pod("p", cpu="2", gpu=6)).codes == ["NUMAAffinityUnaligned"]
+    eng2 = engine_with(a_node("n1", cpu="32", memory="128Gi", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"}),
+                       a_device("n1", gpus=8), an_nrt("n1"))
+    assert eng2.schedule(a_pod("p", cpu="2", gpu=6)).outcome == n.SCHEDULED
