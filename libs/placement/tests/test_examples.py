@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from allot_placement import Decision, PlacementConfig, PlacementEngine
 from allot_placement import names as n
 

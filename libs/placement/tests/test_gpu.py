@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from allot_placement import names as n
 from allot_placement.testing import a_device, a_node, a_pod, bound, engine_with, minors, place
 
@@ -213,3 +212,24 @@ def test_pcie_level_exclusive_avoids_switches_in_use() -> None:
     assert minors(d) == [2]
     d = engine_with(*docs).schedule(a_pod("p", gpu=1))
     assert minors(d) == [1]
+
+
+def test_gpu_share_unsupported_models() -> None:
+    docs = [a_node("t4", labels={n.LABEL_GPU_MODEL: "T4", n.LABEL_GPU_VENDOR: "nvidia"}), a_device("t4", gpus=2)]
+    cfg = {"devices": {"gpuShareUnsupportedModels": [{"vendor": "nvidia", "model": "T4"}]}}
+    eng = engine_with(*docs, config=cfg)
+    shared = eng.schedule(a_pod("p", resources={n.GPU_CORE: "50", n.GPU_MEMORY_RATIO: "50"}))
+    assert shared.codes == ["GPUShareUnsupportedModel"]
+    assert eng.schedule(a_pod("q", gpu=1)).outcome == n.SCHEDULED
+
+
+def test_isolation_provider_must_match_node_label() -> None:
+    labels = {n.LABEL_GPU_ISOLATION_PROVIDER: "HAMi-core"}
+    eng = engine_with(a_node("plain"), a_device("plain", gpus=1), a_node("hami", labels=labels), a_device("hami", gpus=1))
+    pod = a_pod("p", labels=labels, resources={n.GPU_SHARED: "1", n.GPU_CORE: "50", n.GPU_MEMORY_RATIO: "50"})
+    assert eng.schedule(pod).node == "hami"
+    whole = a_pod("w", labels=labels, gpu=1)  # not GPU-shared: the provider label does not apply
+    assert eng.schedule(whole).node == "hami"
+    eng.delete_node("hami")
+    d = eng.schedule(pod)
+    assert d.message == "0/1 nodes are available: 1 node(s) didn't offer GPU isolation provider HAMi-core."

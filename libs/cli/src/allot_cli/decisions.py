@@ -3,7 +3,7 @@
 The same function reads a simulator log and a live log, so ``allot sim run -o`` and ``allot decisions`` can be
 diffed: identical scenarios give identical lines (the test suite checks it on the examples).
 
-Fields: ``pod`` ("ns/name"), ``outcome`` (Scheduled | Unschedulable | Rejected | Waiting), ``node``,
+Fields: ``pod`` ("ns/name"), ``outcome`` (Scheduled | Unschedulable | Rejected | Waiting | Evicted), ``node``,
 ``annotations`` (output annotations, values as JSON objects), ``message``, ``codes``, ``attempt``, ``stage``.
 """
 
@@ -15,7 +15,8 @@ from typing import Any
 
 from allot_contracts.envelope import RecordedEvent
 
-DECISION_TYPES = frozenset({"pod.placed", "pod.unschedulable", "pod.rejected", "quota.waiting"})
+DECISION_TYPES = frozenset({"pod.placed", "pod.unschedulable", "pod.rejected", "quota.waiting", "gang.member_waiting",
+                            "gang.group_placed", "gang.group_unschedulable", "quota.group_waiting", "quota.evicted"})
 
 
 def _annotations(raw: dict[str, Any]) -> dict[str, Any]:
@@ -30,10 +31,30 @@ def _annotations(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def decision_of(record: RecordedEvent) -> dict[str, Any] | None:
-    if record.type not in DECISION_TYPES:
-        return None
+def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """One record may hold several decisions (a gang group: one per member)."""
+    if record.type not in DECISION_TYPES and record.type != "gang.group_ready":
+        return []
     p = record.payload_dict()
+    if record.type == "gang.group_ready":
+        groups[p["group"]] = list(p["members"])
+        return []
+    if record.type == "gang.group_placed":
+        return [{"pod": m, "outcome": "Scheduled", "node": d.get("node"),
+                 "annotations": _annotations(d.get("annotations") or {}), "message": "", "codes": [],
+                 "attempt": p["attempt"], "stage": record.producer, "group": p["group"]}
+                for m, d in sorted(p["decisions"].items())]
+    if record.type in ("gang.group_unschedulable", "quota.group_waiting"):
+        outcome = "Unschedulable" if record.type == "gang.group_unschedulable" else "Waiting"
+        return [{"pod": m, "outcome": outcome, "node": None, "annotations": {}, "message": p["message"],
+                 "codes": list(p.get("codes") or (["QuotaExceeded"] if outcome == "Waiting" else [])),
+                 "attempt": p["attempt"], "stage": record.producer, "group": p["group"]}
+                for m in groups.get(p["group"], [])]
+    single = decision_of(record, p)
+    return [single] if single is not None else []
+
+
+def decision_of(record: RecordedEvent, p: dict[str, Any]) -> dict[str, Any] | None:
     pod = f"{p['pod'].get('namespace', '')}/{p['pod']['name']}"
     if record.type == "pod.placed":
         d = p["decision"]
@@ -46,9 +67,17 @@ def decision_of(record: RecordedEvent) -> dict[str, Any] | None:
     if record.type == "pod.rejected":
         return {"pod": pod, "outcome": "Rejected", "node": None, "annotations": {}, "message": p["message"],
                 "codes": list(p.get("codes") or []), "attempt": None, "stage": p.get("stage", record.producer)}
+    if record.type == "gang.member_waiting":
+        return {"pod": pod, "outcome": "Waiting", "node": None, "annotations": {},
+                "message": f"gang {p['gang']}: {p['present']}/{p['min_available']} members present ({p['reason']})",
+                "codes": ["GangIncomplete"], "attempt": None, "stage": record.producer}
+    if record.type == "quota.evicted":
+        return {"pod": pod, "outcome": "Evicted", "node": None, "annotations": {}, "message": p["message"],
+                "codes": [p["cause"]], "attempt": None, "stage": record.producer}
     return {"pod": pod, "outcome": "Waiting", "node": None, "annotations": {}, "message": p["message"],
             "codes": ["QuotaExceeded"], "attempt": p["attempt"], "stage": record.producer}
 
 
 def decisions(records: Iterable[RecordedEvent]) -> list[dict[str, Any]]:
-    return [d for d in (decision_of(r) for r in records) if d is not None]
+    groups: dict[str, list[str]] = {}
+    return [d for r in records for d in decisions_of(r, groups)]

@@ -13,7 +13,8 @@ v1 Pod (no ``spec.nodeName``)               ``pod.submitted``
 v1 Pod (``spec.nodeName`` set)              ``pod.observed`` (already bound, with its allocation annotations)
 scheduling.sigs.k8s.io/v1alpha1             ``quota.applied``
 ElasticQuota
-PodGroup, Reservation, NodeMetric,          ``object.ignored`` (accepted and recorded; reported as ignored)
+scheduling.sigs.k8s.io/v1alpha1 PodGroup    ``podgroup.applied``
+Reservation, NodeMetric,                    ``object.ignored`` (accepted and recorded; reported as ignored)
 ElasticQuotaProfile
 allot.dev/v1 Delete ``{kind,namespace,name}``  the kind's ``*.deleted`` event
 allot.dev/v1 AdvanceClock ``{seconds}``     the simulator's clock moves (a running stack has its own clock)
@@ -45,6 +46,8 @@ from allot_contracts.events import (
     ObjectIgnored,
     ObjectRef,
     PodDeleted,
+    PodGroupApplied,
+    PodGroupDeleted,
     PodObserved,
     PodSubmitted,
     QuotaApplied,
@@ -56,7 +59,6 @@ from allot_contracts.kube import pod_requests_checked
 from node_reporter.validate import validate_device, validate_node, validate_topology
 
 IGNORED_KINDS = {
-    ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup"),
     ("scheduling.koordinator.sh/v1alpha1", "Reservation"),
     ("slo.koordinator.sh/v1alpha1", "NodeMetric"),
     ("quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile"),
@@ -67,11 +69,12 @@ KNOWN = {
     ("scheduling.koordinator.sh/v1alpha1", "Device"),
     ("topology.node.k8s.io/v1alpha1", "NodeResourceTopology"),
     ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota"),
+    ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup"),
     ("allot.dev/v1", "Delete"),
     ("allot.dev/v1", "AdvanceClock"),
     *IGNORED_KINDS,
 }
-DELETABLE = {"Node", "Pod", "Device", "NodeResourceTopology", "ElasticQuota"}
+DELETABLE = {"Node", "Pod", "Device", "NodeResourceTopology", "ElasticQuota", "PodGroup"}
 MAX_INT = 2**63 - 1
 
 
@@ -186,6 +189,10 @@ def validate(doc: Document) -> list[FieldIssue]:
         return validate_device(doc.body)
     if doc.kind == "NodeResourceTopology":
         return validate_topology(doc.body)
+    if doc.kind in ("ElasticQuota", "PodGroup"):
+        from allot_cli.admission import object_issues
+
+        return object_issues(doc.kind, doc.body)
     if doc.kind == "Pod":
         if not isinstance(spec.get("containers"), list) or not spec.get("containers"):
             return [FieldIssue(path="spec.containers", message="at least one container is required")]
@@ -211,7 +218,8 @@ def to_input(doc: Document, *, uid_factory: Any = None) -> Input:
         return Input(document=doc, advance_seconds=float(spec["seconds"]))
     if doc.kind == "Delete":
         kind = spec["kind"]
-        target = ObjectRef(namespace=str(spec.get("namespace") or ("default" if kind in ("Pod", "ElasticQuota") else "")),
+        namespaced = kind in ("Pod", "ElasticQuota", "PodGroup")
+        target = ObjectRef(namespace=str(spec.get("namespace") or ("default" if namespaced else "")),
                            name=str(spec["name"]))
         delete: tuple[str, Event] = {
             "Node": lambda: (stream_id("node", target.name), NodeDeleted(name=target.name)),
@@ -219,6 +227,7 @@ def to_input(doc: Document, *, uid_factory: Any = None) -> Input:
             "NodeResourceTopology": lambda: (stream_id("topology", target.name), TopologyDeleted(name=target.name)),
             "Pod": lambda: (stream_id("pod", target.key), PodDeleted(pod=target)),
             "ElasticQuota": lambda: (stream_id("quota", target.key), QuotaDeleted(quota=target)),
+            "PodGroup": lambda: (stream_id("podgroup", target.key), PodGroupDeleted(group=target)),
         }[kind]()
         return Input(document=doc, events=[delete])
     if (doc.api_version, doc.kind) in IGNORED_KINDS:
@@ -234,6 +243,10 @@ def to_input(doc: Document, *, uid_factory: Any = None) -> Input:
                      events=[(stream_id("topology", ref.name), TopologyApplied(name=ref.name, manifest=body))])
     if doc.kind == "ElasticQuota":
         return Input(document=doc, events=[(stream_id("quota", ref.key), QuotaApplied(quota=ref, manifest=body))])
+    if doc.kind == "PodGroup":
+        manifest = {**body, "metadata": {**(body.get("metadata") or {}), "namespace": ref.namespace}}
+        return Input(document=doc,
+                     events=[(stream_id("podgroup", ref.key), PodGroupApplied(group=ref, manifest=manifest))])
     if doc.kind == "Pod":
         meta = dict(body.get("metadata") or {})
         meta.setdefault("namespace", ref.namespace)

@@ -12,6 +12,13 @@ from allot_contracts.envelope import RecordedEvent
 from allot_contracts.events import (
     DevicesReported,
     Event,
+    GangGroupPlaced,
+    GangGroupReady,
+    GangGroupUnschedulable,
+    GangHoldsReleased,
+    GangMemberWaiting,
+    QuotaEvicted,
+    QuotaGroupWaiting,
     NodeRegistered,
     NodeRemoved,
     ObjectIgnored,
@@ -85,7 +92,20 @@ def _cpuset(annotations: dict[str, Any]) -> str:
 
 
 class ClusterView:
+    def last_group_members(self, event: Event) -> None:
+        members = getattr(event, "members", None)
+        group = getattr(event, "group", None)
+        if isinstance(group, str) and members:
+            self.groups[group] = list(members)
+
+    def _members_of(self, group: str, phase: str, message: str, codes: list[str] | None = None) -> None:
+        for member in self.groups.get(group, []):
+            view = self.pods.get(member)
+            if view is not None and view.phase not in ("Bound", "Rejected"):
+                view.phase, view.message, view.codes = phase, message, list(codes or [])
+
     def __init__(self) -> None:
+        self.groups: dict[str, list[str]] = {}
         self.pods: dict[str, PodView] = {}
         self.nodes: dict[str, NodeView] = {}
         self.ignored: list[str] = []
@@ -164,8 +184,41 @@ class ClusterView:
                     self.nodes[node].pods.discard(pod.key)
             case QosRecorded(pod=pod, kube_qos=kube, koord_qos=koord):
                 self.pod(pod.key).qos = f"{koord}/{kube}"
+            case QuotaEvicted(pod=pod, cause=cause, message=message):
+                view = self.pod(pod.key)
+                view.phase, view.message = "Evicted", f"{cause}: {message}"
+                if view.node and view.node in self.nodes:
+                    self.nodes[view.node].pods.discard(pod.key)
+            case GangMemberWaiting(pod=pod, gang=gang, present=present, min_available=minimum, reason=reason):
+                view = self.pod(pod.key)
+                view.phase = "Waiting"
+                view.message = f"gang {gang}: {present}/{minimum} members present ({reason})"
+            case GangGroupReady(members=members, attempt=attempt):
+                for member in members:
+                    if member in self.pods:
+                        self.pods[member].phase, self.pods[member].attempts = "Scheduling", attempt
+                        self.pods[member].message = ""
+            case QuotaGroupWaiting(group=group, message=message):
+                self._members_of(group, "Waiting", message)
+            case GangGroupUnschedulable(group=group, message=message, codes=codes):
+                self._members_of(group, "Unschedulable", message, codes)
+            case GangGroupPlaced(decisions=decisions):
+                for member, decision in decisions.items():
+                    if member in self.pods:
+                        view = self.pods[member]
+                        view.phase, view.node, view.message = "Placed", decision.get("node"), ""
+                        view.annotations = dict(decision.get("annotations") or {})
+                        view.devices = _device_minors(view.annotations)
+                        view.cpuset = _cpuset(view.annotations)
+            case GangHoldsReleased(members=members, reason=reason):
+                for member in members:
+                    view = self.pods.get(member)
+                    if view is not None and view.phase in ("Placed", "Scheduling"):
+                        view.phase, view.node, view.devices, view.cpuset = "Waiting", None, {}, ""
+                        view.message = f"gang holds released: {reason}"
             case _:
                 return
+        self.last_group_members(event)
         key = getattr(event, "pod", None)
         if key is not None and getattr(key, "key", None) in self.pods:
             self.pods[key.key].history.append((record.position, record.type, record.producer))

@@ -23,6 +23,7 @@ matching VF group. Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from allot_placement import names as n
 from allot_placement import reasons as rs
@@ -188,7 +189,7 @@ def _by_topology(view: TypeView, inv: Inventory, per: Mapping[str, int], count: 
             return r[1] > b[1]
         return shared and r[2] > b[2]
 
-    def scope(level: int, minors: list[int], children: list[tuple[int, list[int], list]], depth: int,  # type: ignore[type-arg]
+    def scope(level: int, minors: list[int], children: list[tuple[int, list[int], list[Any]]], depth: int,
               cne: int) -> tuple[int, int, int, list[int]] | None:
         if len(minors) < count:
             return None
@@ -206,9 +207,9 @@ def _by_topology(view: TypeView, inv: Inventory, per: Mapping[str, int], count: 
             return None
         return leaf(minors, depth, cne)
 
-    numa_scopes = []
+    numa_scopes: list[tuple[int, list[int], list[Any]]] = []
     for numa in sorted(tree):
-        pcies = [(3, sorted(tree[numa][p]), []) for p in sorted(tree[numa])]
+        pcies: list[tuple[int, list[int], list[Any]]] = [(3, sorted(tree[numa][p]), []) for p in sorted(tree[numa])]
         numa_scopes.append((2, sorted(m for p in pcies for m in p[1]), pcies))
     result = scope(1, sorted(d.minor for d in gpus), numa_scopes, 0, 0)
     if result is None:

@@ -45,7 +45,7 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     nodes_total: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(self)
+        out: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(self))
         return out
 
     @classmethod
@@ -62,7 +62,7 @@ class GroupDecision(msgspec.Struct, frozen=True, kw_only=True):
     failed_pod: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(self)
+        out: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(self))
         return out
 
     @classmethod

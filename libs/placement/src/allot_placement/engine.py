@@ -272,23 +272,37 @@ class PlacementEngine:
         if info is None:
             self._label_id.pop(name, None)
             self._sig.pop(name, None)
-        elif info is not None:
-            static = self._intern((tuple(info.allocatable.items()),
-                                   tuple((k, info.labels[k]) for k in _RESOURCE_LABELS if k in info.labels),
-                                   info.reserved_cpus, inv.content_key if inv else None,
-                                   topo.content_key if topo else None))
-            dyn = state.dyn_key()
-            self._sig[name] = self._intern((static, dyn))
-            self._dev_sig[name] = self._intern((static, dyn[2], dyn[3]))
-            self._label_id[name] = self._intern((tuple(info.labels.items()), info.taints, info.unschedulable))
+        else:
+            self._intern_node(name, state)
         self._changes.append(name)
         if len(self._changes) > 4 * len(self._nodes) + 4096:
             self._change_base += len(self._changes)
             self._changes = []
         if len(self._memo) > _MEMO_LIMIT or len(self._ids) > 4 * _MEMO_LIMIT:
-            self._memo.clear()
-            self._static_memo.clear()
-            self._dev_cache.clear()
+            self._reset_caches()
+
+    def _reset_caches(self) -> None:
+        """Drop every memo and re-intern the node signatures (bounded memory for long-running services)."""
+        self._memo.clear()
+        self._static_memo.clear()
+        self._dev_cache.clear()
+        self._ids.clear()
+        self._indexes.clear()
+        for name in sorted(self._nodes):
+            state = self._nodes[name]
+            if state.info is not None:
+                self._intern_node(name, state)
+
+    def _intern_node(self, name: str, state: NodeState) -> None:
+        info, inv, topo = state.info, state.inventory, state.topology
+        assert info is not None
+        static = self._intern((tuple(info.allocatable.items()),
+                               tuple((k, info.labels[k]) for k in _RESOURCE_LABELS if k in info.labels),
+                               info.reserved_cpus, inv.content_key if inv else None, topo.content_key if topo else None))
+        dyn = state.dyn_key()
+        self._sig[name] = self._intern((static, dyn))
+        self._dev_sig[name] = self._intern((static, dyn[2], dyn[3]))
+        self._label_id[name] = self._intern((tuple(info.labels.items()), info.taints, info.unschedulable))
 
     def _apply(self, pod: str, alloc: Allocation) -> None:
         old = self._pod_node.get(pod)

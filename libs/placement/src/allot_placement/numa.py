@@ -206,10 +206,10 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
     strategy = labels.get(n.LABEL_NUMA_ALLOCATE_STRATEGY) or cfg.numa.strategy
     ctx = _Ctx(state, topo, pod, bind, required, strategy == "MostAllocated")
     if not policy:
-        cpus = ctx.cpuset(None)
-        if cpus is None:
+        only = ctx.cpuset(None)
+        if only is None:
             return None, rs.INSUFFICIENT_CPUS
-        return NumaPlan(mask=None, cpuset=tuple(cpus), cpu_exclusive=pod.cpu_exclusive, bind=bind), None
+        return NumaPlan(mask=None, cpuset=tuple(only), cpu_exclusive=pod.cpu_exclusive, bind=bind), None
     all_nodes = frozenset(topo.numa_ids)
     hints: dict[str, list[Hint]] = {r: [] for r in ctx.tracked}
     for mask in numa_subsets(topo.numa_ids):
@@ -231,7 +231,7 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
     dev_hints, why = device_hints(cfg, state, pod, topo.numa_ids)
     if why is not None:
         return None, why
-    lists.extend(dev_hints[t] for t in sorted(dev_hints))
+    lists.extend([(m, p, sc) for m, p, sc in dev_hints[t]] for t in sorted(dev_hints))
     if not lists:
         lists = [[(None, True, 0)]]
     if policy == "SingleNUMANode":

@@ -55,7 +55,7 @@ class Allocation(msgspec.Struct, frozen=True, kw_only=True):
         return tuple(sorted(z.node for z in self.numa))
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(self)
+        out: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(self))
         return out
 
 

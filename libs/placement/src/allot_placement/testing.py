@@ -133,7 +133,7 @@ def a_pod(name: str, *, namespace: str = "default", cpu: str | None = "1", memor
 def bound(pod: dict[str, Any], node: str, *, device_allocated: dict[str, Any] | None = None,
           resource_status: dict[str, Any] | None = None) -> dict[str, Any]:
     """``pod`` bound to ``node`` with the given allocation annotations."""
-    out = json.loads(json.dumps(pod))
+    out: dict[str, Any] = json.loads(json.dumps(pod))
     out["spec"]["nodeName"] = node
     ann = out["metadata"].setdefault("annotations", {})
     if device_allocated is not None:
@@ -150,7 +150,7 @@ def engine_with(*docs: dict[str, Any], config: dict[str, Any] | None = None) -> 
 
     eng = PlacementEngine(PlacementConfig.from_dict(config) if config is not None else None)
     for doc in docs:
-        kind = doc.get("kind")
+        kind = str(doc.get("kind"))
         handler = {"Node": eng.upsert_node, "Device": eng.upsert_device,
                    "NodeResourceTopology": eng.upsert_topology, "Pod": eng.add_bound_pod}[kind]
         errors = handler(doc)

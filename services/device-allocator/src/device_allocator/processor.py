@@ -25,6 +25,9 @@ from allot_contracts.events import (
     DevicesReported,
     Event,
     FieldIssue,
+    GangGroupPlaced,
+    GangGroupUnschedulable,
+    GangHoldsReleased,
     NodeRegistered,
     NodeRemoved,
     ObjectRef,
@@ -37,6 +40,8 @@ from allot_contracts.events import (
     PodRequeued,
     PodSubmitted,
     PodUnschedulable,
+    QuotaEvicted,
+    ReservationGroupResolved,
     ReservationResolved,
     TopologyRemoved,
     TopologyReported,
@@ -50,8 +55,8 @@ class DeviceAllocator:
     name: ClassVar[str] = "device-allocator"
     interests: ClassVar[frozenset[str]] = frozenset(
         {"node.registered", "node.removed", "device.reported", "device.removed", "topology.reported",
-         "topology.removed", "pod.submitted", "pod.observed", "pod.deleted", "pod.bind_failed",
-         "reservation.resolved"}
+         "topology.removed", "pod.submitted", "pod.observed", "pod.deleted", "pod.bind_failed", "quota.evicted",
+         "reservation.resolved", "reservation.group_resolved", "gang.holds_released"}
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
@@ -61,7 +66,8 @@ class DeviceAllocator:
         self.arrival: dict[str, int] = {}  # pod -> arrival sequence (queue order tie-break)
         self.placed: dict[str, str] = {}  # pod -> node
         self.unschedulable: dict[str, int] = {}  # pod -> last attempt
-        self.freed: dict[str, tuple[str, dict[str, Any]]] = {}  # pod -> (node, allocation) freed, not yet recorded
+        self.freed: dict[str, tuple[str, dict[str, Any], str]] = {}  # pod -> (node, allocation, reason) to record
+        self.held_by: dict[str, tuple[str, int]] = {}  # gang member -> (group, attempt) whose placement it holds
         self._arrivals = 0
 
     # -- evolve ----------------------------------------------------------------------------------------------
@@ -91,12 +97,28 @@ class DeviceAllocator:
                     if node:
                         self.placed[pod.key] = str(node)
             case PodDeleted(pod=pod):
-                self._free(pod)
+                self._free(pod, "deleted")
                 self.manifests.pop(pod.key, None)
                 self.arrival.pop(pod.key, None)
                 self.unschedulable.pop(pod.key, None)
             case PodBindFailed(pod=pod):
-                self._free(pod)
+                self._free(pod, "bind failed")
+            case QuotaEvicted(pod=pod, cause=cause):
+                self._free(pod, f"evicted ({cause})")
+                self.manifests.pop(pod.key, None)
+                self.unschedulable.pop(pod.key, None)
+            case GangHoldsReleased(group=group, attempt=attempt, members=members, reason=reason):
+                for member in members:
+                    if self.held_by.get(member) == (group, attempt):
+                        namespace, name = member.split("/", 1)
+                        self._free(ObjectRef(namespace=namespace, name=name), f"gang holds released: {reason}")
+            case GangGroupPlaced(group=group, attempt=attempt, decisions=decisions):
+                for member, decision in sorted(decisions.items()):
+                    placed = Decision.from_dict(decision)
+                    self.engine.assume(placed)
+                    self.placed[member] = str(placed.node)
+                    self.held_by[member] = (group, attempt)
+                    self.unschedulable.pop(member, None)
             case PodPlaced(pod=pod, node=node, decision=decision):
                 self.engine.assume(Decision.from_dict(decision))
                 self.placed[pod.key] = node
@@ -112,11 +134,13 @@ class DeviceAllocator:
             case _:
                 pass
 
-    def _free(self, pod: ObjectRef) -> None:
-        """The pod no longer holds its allocation (deleted, or its binding failed): free it now, record it next."""
+    def _free(self, pod: ObjectRef, reason: str) -> None:
+        """The pod no longer holds its allocation (deleted, evicted, binding failed, gang hold released): free it
+        now (an input effect), record it as ``pod.released`` in the decision that follows."""
+        self.held_by.pop(pod.key, None)
         node = self.placed.pop(pod.key, None)
         if node is not None:
-            self.freed[pod.key] = (node, self.engine.release(pod.namespace, pod.name) or {})
+            self.freed[pod.key] = (node, self.engine.release(pod.namespace, pod.name) or {}, reason)
 
     # -- decide ----------------------------------------------------------------------------------------------
 
@@ -124,8 +148,10 @@ class DeviceAllocator:
         match event:
             case ReservationResolved(pod=pod, attempt=attempt):
                 return self._place(pod, attempt)
-            case PodDeleted(pod=pod) | PodBindFailed(pod=pod):
-                return self._release(pod, "deleted" if isinstance(event, PodDeleted) else "bind failed")
+            case PodDeleted() | PodBindFailed() | QuotaEvicted() | GangHoldsReleased():
+                return self._release_freed()
+            case ReservationGroupResolved(group=group, attempt=attempt, members=members):
+                return self._place_group(group, attempt, members)
             case NodeRegistered() | DevicesReported() | TopologyReported():
                 return self._requeue("capacity added")
             case _:
@@ -150,13 +176,34 @@ class DeviceAllocator:
         return [Emit(stream_id=stream, event=PodUnschedulable(pod=pod, attempt=attempt, message=decision.message,
                                                               codes=list(decision.codes), decision=record))]
 
-    def _release(self, pod: ObjectRef, reason: str) -> list[Emit]:
-        if pod.key not in self.freed:
+    def _release_freed(self) -> list[Emit]:
+        if not self.freed:
             return []
-        node, freed = self.freed[pod.key]
-        released = Emit(stream_id=stream_id("pod", pod.key),
-                        event=PodReleased(pod=pod, node=node, freed=freed, reason=reason))
-        return [released, *self._requeue(f"{pod.key} released")]
+        out = []
+        for key, (node, freed, reason) in sorted(self.freed.items()):
+            namespace, name = key.split("/", 1)
+            out.append(Emit(stream_id=stream_id("pod", key), event=PodReleased(
+                pod=ObjectRef(namespace=namespace, name=name), node=node, freed=freed, reason=reason)))
+        return [*out, *self._requeue(f"{', '.join(sorted(self.freed))} released")]
+
+    def _place_group(self, group: str, attempt: int, members: list[str]) -> list[Emit]:
+        """All or nothing: every member of the gang group gets a placement in one decision, or none does."""
+        stream = stream_id("gang", group)
+        missing = [m for m in members if m not in self.manifests or m in self.placed]
+        if missing:
+            return [Emit(stream_id=stream, event=GangGroupUnschedulable(
+                group=group, attempt=attempt, failed_pod=missing[0], codes=["MemberUnavailable"],
+                message=f"members gone or already placed: {', '.join(missing)}"))]
+        decision = self.engine.schedule_group([self.manifests[m] for m in members])
+        record = decision.to_dict()
+        if decision.outcome == "Scheduled":
+            return [Emit(stream_id=stream, event=GangGroupPlaced(
+                group=group, attempt=attempt, members=list(members),
+                decisions={d.pod: d.to_dict() for d in decision.members}))]
+        codes = sorted({c for d in decision.members for c in d.codes})
+        return [Emit(stream_id=stream, event=GangGroupUnschedulable(
+            group=group, attempt=attempt, message=decision.message, codes=codes, failed_pod=decision.failed_pod,
+            decision=record))]
 
     def _requeue(self, reason: str) -> list[Emit]:
         """Send back, in queue order, every unschedulable pod that would fit on its own now."""

@@ -1,7 +1,17 @@
-"""gang-coordinator's decisions: the gate every pod passes first (the PreEnqueue / Permit stage).
+"""gang-coordinator's decisions: the gate every pod passes first (PreEnqueue / Permit), on ``allot_gang``.
 
-Consumes ``pod.submitted`` and ``pod.deleted``. A pod that is not a gang member goes on at once: ``pod.enqueued``.
-Gang members are held until their whole gang group can be placed as one unit (see docs/gang.md).
+Consumes pods (``pod.submitted``, ``pod.deleted``, ``pod.bound``, ``pod.bind_failed``, ``quota.evicted``), PodGroups
+(``podgroup.applied``/``podgroup.deleted``), the outcomes of group attempts (``quota.group_waiting``,
+``gang.group_placed``, ``gang.group_unschedulable``) and its own ``timer.fired``.
+
+Emits, per action of the gang engine: ``pod.enqueued`` (a plain pod, or a member of a satisfied once-satisfied gang,
+goes on alone), ``gang.member_waiting``, ``gang.group_ready`` (attempt a whole gang group), ``gang.group_admitted``
+(every gang satisfied: bind), ``gang.holds_released`` (compensation: undo an attempt's charges and placements),
+``gang.timed_out``, ``gang.retry_scheduled`` and ``pod.rejected`` (malformed gang input: never retried).
+
+The engine folds each input directly (it is a state machine over facts), so ``evolve`` feeds the input and keeps
+the actions it answered; ``decide`` turns them into events. Rebuilding and replay feed the same inputs and get the
+same actions. Time: the engine takes ``at`` (µs) of each input; timeouts and retries fire on recorded timer events.
 """
 
 from __future__ import annotations
@@ -9,32 +19,146 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from allot_contracts.envelope import stream_id
-from allot_contracts.events import Event, PodDeleted, PodEnqueued, PodSubmitted
+from allot_contracts.events import (
+    Event,
+    FieldIssue,
+    GangGroupAdmitted,
+    GangGroupPlaced,
+    GangGroupReady,
+    GangGroupUnschedulable,
+    GangHoldsReleased,
+    GangMemberWaiting,
+    GangRetryScheduled,
+    GangTimedOut,
+    ObjectRef,
+    PodBindFailed,
+    PodBound,
+    PodDeleted,
+    PodEnqueued,
+    PodGroupApplied,
+    PodGroupDeleted,
+    PodRejected,
+    PodSubmitted,
+    QuotaEvicted,
+    QuotaGroupWaiting,
+    TimerFired,
+)
+from allot_gang import GangConfig, GangEngine
+from allot_gang.actions import (
+    Action,
+    GroupAdmitted,
+    GroupReady,
+    GroupRetryAt,
+    GroupTimedOut,
+    MemberWaiting,
+    PassThrough,
+    Rejected,
+    ReleaseHolds,
+)
 from allot_runtime.processor import Emit
+
+
+def _ref(key: str) -> ObjectRef:
+    namespace, name = key.split("/", 1)
+    return ObjectRef(namespace=namespace, name=name)
 
 
 class GangCoordinator:
     name: ClassVar[str] = "gang-coordinator"
-    interests: ClassVar[frozenset[str]] = frozenset({"pod.submitted", "pod.deleted"})
+    interests: ClassVar[frozenset[str]] = frozenset(
+        {"pod.submitted", "pod.deleted", "pod.bound", "pod.bind_failed", "quota.evicted", "podgroup.applied",
+         "podgroup.deleted", "quota.group_waiting", "gang.group_placed", "gang.group_unschedulable", "timer.fired"}
+    )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
-        self.pods: dict[str, str] = {}  # pod key -> uid
+        self.engine = GangEngine(GangConfig.from_dict(config or {}))
+        self.pending: list[Action] = []  # actions answered to the current input, turned into events by decide
+        self.group_errors: dict[str, list[FieldIssue]] = {}
+
+    # -- evolve: feed the input to the engine ----------------------------------------------------------------
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
-        match event:
-            case PodSubmitted(pod=pod, uid=uid):
-                self.pods[pod.key] = uid
-            case PodDeleted(pod=pod):
-                self.pods.pop(pod.key, None)
-            case _:
-                pass
+        if own:
+            self.pending = []
+            return
+        self.pending = self._feed(event, at)
 
-    def decide(self, event: Event, *, at: int) -> list[Emit]:
+    def _feed(self, event: Event, at: int) -> list[Action]:
+        g = self.engine
         match event:
-            case PodSubmitted(pod=pod):
-                return [Emit(stream_id=stream_id("pod", pod.key), event=PodEnqueued(pod=pod, attempt=1))]
+            case PodSubmitted(pod=pod, manifest=manifest):
+                if g.gang_of(manifest) is None and not g.validate_pod(manifest):
+                    return [PassThrough(pod=pod.key)]
+                return g.submit(manifest, at)
+            case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
+                return g.member_deleted(pod.namespace, pod.name, at)
+            case PodBound(pod=pod):
+                return g.member_bound(pod.namespace, pod.name, at)
+            case PodBindFailed(pod=pod, message=message):
+                return g.member_bind_failed(pod.namespace, pod.name, message, at)
+            case PodGroupApplied(group=ref, manifest=manifest):
+                errors = g.apply_pod_group(manifest)
+                if errors:
+                    self.group_errors[ref.key] = [FieldIssue(path=e.path, message=e.reason) for e in errors]
+                    return []
+                return g.settle(at)
+            case PodGroupDeleted(group=ref):
+                return [*g.delete_pod_group(ref.namespace, ref.name), *g.settle(at)]
+            case GangGroupPlaced(group=group, attempt=attempt):
+                return g.group_placed(group, attempt, at)
+            case GangGroupUnschedulable(group=group, attempt=attempt, message=message):
+                return g.group_unschedulable(group, attempt, message, at)
+            case QuotaGroupWaiting(group=group, attempt=attempt, message=message):
+                return g.group_unschedulable(group, attempt, message, at)
+            case TimerFired(service=service) if service == self.name:
+                return g.on_timer(at)
             case _:
                 return []
 
+    # -- decide: the actions as events -----------------------------------------------------------------------
+
+    def decide(self, event: Event, *, at: int) -> list[Emit]:
+        out = [emit for action in self.pending for emit in self._emit(action)]
+        if isinstance(event, PodGroupApplied) and event.group.key in self.group_errors:
+            errors = self.group_errors.pop(event.group.key)
+            message = "invalid PodGroup: " + "; ".join(f"{e.path}: {e.message}" for e in errors)
+            out.append(Emit(stream_id=stream_id("podgroup", event.group.key), event=PodRejected(
+                pod=event.group, stage=self.name, errors=errors, message=message, codes=["InvalidPodGroup"])))
+        return out
+
+    def _emit(self, action: Action) -> list[Emit]:
+        match action:
+            case PassThrough(pod=pod):
+                return [Emit(stream_id=stream_id("pod", pod), event=PodEnqueued(pod=_ref(pod), attempt=1))]
+            case MemberWaiting(gang=gang, group=group, pod=pod, present=present, min_available=minimum,
+                               reason=reason):
+                return [Emit(stream_id=stream_id("pod", pod), event=GangMemberWaiting(
+                    pod=_ref(pod), gang=gang, group=group, present=present, min_available=minimum, reason=reason))]
+            case GroupReady(group=group, gangs=gangs, members=members, attempt=attempt):
+                return [Emit(stream_id=stream_id("gang", group), event=GangGroupReady(
+                    group=group, gangs=list(gangs), members=list(members), attempt=attempt))]
+            case GroupAdmitted(group=group, attempt=attempt, members=members):
+                return [Emit(stream_id=stream_id("gang", group), event=GangGroupAdmitted(
+                    group=group, attempt=attempt, members=list(members)))]
+            case ReleaseHolds(group=group, attempt=attempt, members=members, reason=reason):
+                return [Emit(stream_id=stream_id("gang", group), event=GangHoldsReleased(
+                    group=group, attempt=attempt, members=list(members), reason=reason))]
+            case GroupTimedOut(group=group, gang=gang, released_members=released):
+                return [Emit(stream_id=stream_id("gang", group), event=GangTimedOut(
+                    group=group, gang=gang, released_members=list(released)))]
+            case GroupRetryAt(group=group, at=when, attempt=attempt, reason=reason):
+                return [Emit(stream_id=stream_id("gang", group), event=GangRetryScheduled(
+                    group=group, at=when, attempt=attempt, reason=reason))]
+            case Rejected(pod=pod, errors=errors):
+                issues = [FieldIssue(path=e.path, message=e.reason) for e in errors]
+                message = "invalid gang declaration: " + "; ".join(f"{i.path}: {i.message}" for i in issues)
+                return [Emit(stream_id=stream_id("pod", pod), event=PodRejected(
+                    pod=_ref(pod), stage=self.name, errors=issues, message=message, codes=["InvalidGang"]))]
+            case _:
+                return []
+
+    def next_deadline(self) -> int | None:
+        return self.engine.next_deadline()
+
     def snapshot(self) -> dict[str, Any]:
-        return {"pods": dict(sorted(self.pods.items()))}
+        return {"engine": self.engine.digest()}

@@ -24,6 +24,8 @@ from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
     FieldIssue,
+    GangGroupReady,
+    GangHoldsReleased,
     NodeRegistered,
     NodeRemoved,
     ObjectRef,
@@ -39,6 +41,8 @@ from allot_contracts.events import (
     QuotaApplied,
     QuotaDeleted,
     QuotaEvicted,
+    QuotaGroupAdmitted,
+    QuotaGroupWaiting,
     QuotaRegistered,
     QuotaRejected,
     QuotaReleased,
@@ -69,7 +73,7 @@ class QuotaManager:
     interests: ClassVar[frozenset[str]] = frozenset(
         {"quota.applied", "quota.deleted", "node.registered", "node.removed", "pod.submitted", "pod.observed",
          "pod.enqueued", "pod.requeued", "pod.unschedulable", "pod.rejected", "pod.deleted", "pod.released",
-         "timer.fired"}
+         "gang.group_ready", "gang.holds_released", "timer.fired"}
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
@@ -78,6 +82,7 @@ class QuotaManager:
         self.waiting: dict[str, int] = {}  # pod -> attempt, pods whose admission failed for quota
         self.charged: set[str] = set()
         self.manifests: dict[str, dict[str, Any]] = {}
+        self.group_charges: dict[str, tuple[str, int]] = {}  # member -> (group, attempt) that charged it
         self.changes: dict[str, tuple[str, UsageChange]] = {}  # pod -> (reason, change) applied, not yet recorded
         self.quota_changes: dict[str, tuple[str, list[Any]]] = {}  # quota key -> ("applied"|"removed", errors)
 
@@ -119,6 +124,16 @@ class QuotaManager:
                 self.waiting[pod.key] = attempt
             case QuotaReleased(pod=pod):
                 self.changes.pop(pod.key, None)
+            case QuotaGroupAdmitted(group=group, attempt=attempt, members=members):
+                for member in members:
+                    self.waiting.pop(member, None)
+                    self.engine.assign(member)
+                    self.charged.add(member)
+                    self.group_charges[member] = (group, attempt)
+            case GangHoldsReleased(group=group, attempt=attempt, members=members, reason=reason):
+                for member in members:
+                    if self.group_charges.get(member) == (group, attempt):
+                        self._uncharge(member, f"gang holds released: {reason}", remove=False)
             case QuotaEvicted(pod=pod):
                 self.engine.remove_pod(pod.key)
                 self.manifests.pop(pod.key, None)
@@ -131,6 +146,7 @@ class QuotaManager:
 
     def _uncharge(self, key: str, reason: str, *, remove: bool) -> None:
         self.waiting.pop(key, None)
+        self.group_charges.pop(key, None)
         was_charged = key in self.charged
         self.charged.discard(key)
         change = self.engine.remove_pod(key) if remove else self.engine.unassign(key)
@@ -147,6 +163,10 @@ class QuotaManager:
                 return [*self._released(pod.key), *self._admit_waiting()]
             case PodReleased() | NodeRegistered() | NodeRemoved():
                 return self._admit_waiting()
+            case GangGroupReady(group=group, members=members, attempt=attempt):
+                return self._admit_group(group, attempt, members)
+            case GangHoldsReleased(members=members):
+                return [*(e for m in members for e in self._released(m)), *self._admit_waiting()]
             case QuotaApplied(quota=ref) | QuotaDeleted(quota=ref):
                 return [*self._quota_outcome(ref), *self._admit_waiting()]
             case TimerFired(service=service) if service == self.name:
@@ -170,6 +190,27 @@ class QuotaManager:
         if not decision.admitted and decision.waiting:
             out.extend(self._preempt(pod, attempt, decision))
         return out
+
+    def _admit_group(self, group: str, attempt: int, members: list[str]) -> list[Emit]:
+        """A gang group is admitted as a unit: every member fits (each counted before the next) or none is charged."""
+        stream = stream_id("gang", group)
+        unknown = [m for m in members if self.engine.quota_of_pod(m) is None]
+        if unknown:
+            return [Emit(stream_id=stream, event=QuotaGroupWaiting(
+                group=group, attempt=attempt, message=f"members not known to quota: {', '.join(unknown)}"))]
+        admitted = self.engine.waiting_admissions(pods=members)
+        if len(admitted) == len(members):
+            return [Emit(stream_id=stream, event=QuotaGroupAdmitted(
+                group=group, attempt=attempt, members=list(members),
+                detail={"members": {d.pod: d.to_dict() for d in admitted}}))]
+        ok = {d.pod for d in admitted}
+        first = next(m for m in members if m not in ok)
+        why = self.engine.admit(first)
+        return [Emit(stream_id=stream, event=QuotaGroupWaiting(
+            group=group, attempt=attempt,
+            message=f"quota cannot admit the whole group ({len(ok)}/{len(members)} members fit); {first}: "
+                    f"{why.message}",
+            detail={"first": why.to_dict()}))]
 
     def _preempt(self, pod: ObjectRef, attempt: int, decision: AdmitDecision) -> list[Emit]:
         """Intra-quota preemption: less important, preemptible pods of the same quota make room, chosen by quota.

@@ -1,0 +1,138 @@
+"""``allot bench placement``: placement throughput on the openb trace and engine memory at 10,000 nodes.
+
+Throughput: the openb GPU node list (1,213 nodes; GPUs given a synthetic two-socket, PCIe-pair topology) is loaded
+into a fresh engine with the ``binpack`` policy, then every pod of the pod list is scheduled in file order and
+assumed when Scheduled (a failure counts as an attempt). ``placements_per_s`` = attempts / wall seconds, best of
+``--repeat`` runs (other processes share the machine).
+
+Memory: a fresh subprocess imports the engine, loads ``--rss-nodes`` nodes of 8 GPUs each and schedules
+``--rss-pods`` pods; ``rss_mib_10k_nodes`` is that process's peak resident set (VmHWM, interpreter included) and
+``rss_delta_mib_10k_nodes`` the growth over the freshly-imported interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from allot_cli.errors import UsageError
+
+REPO_ROOT = Path(__file__).resolve().parents[5]
+OPENB_DIR = (REPO_ROOT / ".." / "shared" / "traces" / "openb").resolve()
+DEFAULT_NODES = OPENB_DIR / "openb_node_list_gpu_node.csv"
+DEFAULT_PODS = OPENB_DIR / "openb_pod_list_default.csv"
+
+_RSS_SCRIPT = """
+import json, resource, sys
+def status(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) / 1024
+    return 0.0
+from allot_placement import PlacementConfig, PlacementEngine
+from allot_placement.openb import TraceNode, TracePod, node_manifests, pod_manifest
+base = status("VmRSS")
+eng = PlacementEngine(PlacementConfig.from_dict({"policy": "binpack"}))
+nodes, pods = int(sys.argv[1]), int(sys.argv[2])
+for i in range(nodes):
+    node, device = node_manifests(TraceNode(f"node-{i:05d}", 96000, 393216, 8, "G2"))
+    eng.upsert_node(node)
+    eng.upsert_device(device)
+loaded = status("VmRSS")
+shapes = [(1, 1000), (1, 500), (1, 250), (2, 1000), (8, 1000)]
+for k in range(pods):
+    g, m = shapes[k % len(shapes)]
+    d = eng.schedule(pod_manifest(TracePod(f"p{k}", 4000, 16384, g, m, ())))
+    if d.outcome == "Scheduled":
+        eng.assume(d)
+print(json.dumps({"base": base, "loaded": loaded, "now": status("VmRSS"), "peak": status("VmHWM")}))
+"""
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "placement", help="placement throughput on the openb trace and engine memory at 10k nodes",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help=f"openb node list CSV (default: {DEFAULT_NODES})")
+    p.add_argument("--pods", type=Path, default=DEFAULT_PODS, help=f"openb pod list CSV (default: {DEFAULT_PODS})")
+    p.add_argument("--limit", type=int, default=0, help="schedule only the first N pods (0 = all)")
+    p.add_argument("--repeat", type=int, default=3, help="throughput runs; the best is reported (default 3)")
+    p.add_argument("--rss-nodes", type=int, default=10_000, help="nodes in the memory run (default 10000)")
+    p.add_argument("--rss-pods", type=int, default=1_000, help="pods scheduled in the memory run (default 1000)")
+    p.add_argument("--skip-rss", action="store_true", help="skip the memory run")
+    p.set_defaults(func=run)
+
+
+def _check(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise UsageError(f"{what} not found: {path} (the openb trace lives in ../shared/traces/openb beside the "
+                         f"checkout; pass --{what.split()[0]} PATH)")
+    return path
+
+
+def _throughput(nodes_csv: Path, pods_csv: Path, limit: int) -> dict[str, Any]:
+    from allot_placement import PlacementConfig, PlacementEngine
+    from allot_placement.openb import node_manifests, pod_manifest, read_nodes, read_pods
+
+    nodes = read_nodes(nodes_csv)
+    pods = read_pods(pods_csv)
+    if limit:
+        pods = pods[:limit]
+    eng = PlacementEngine(PlacementConfig.from_dict({"policy": "binpack"}))
+    for node in nodes:
+        manifest, device = node_manifests(node)
+        eng.upsert_node(manifest)
+        if device is not None:
+            eng.upsert_device(device)
+    manifests = [pod_manifest(p) for p in pods]
+    scheduled = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    for m in manifests:
+        d = eng.schedule(m)
+        if d.outcome == "Scheduled":
+            eng.assume(d)
+            scheduled += 1
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"nodes": len(nodes), "pods": len(manifests), "scheduled": scheduled, "wall_s": round(wall, 3),
+            "cpu_s": round(cpu, 3), "placements_per_s": round(len(manifests) / wall), "digest": eng.digest()}
+
+
+def _rss(nodes: int, pods: int) -> dict[str, Any]:
+    res = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(nodes), str(pods)], capture_output=True, text=True,
+                         check=True)
+    m = json.loads(res.stdout)
+    return {"rss_mib_10k_nodes": round(m["peak"], 1), "rss_delta_mib_10k_nodes": round(m["peak"] - m["base"], 1),
+            "rss_loaded_mib": round(m["loaded"], 1), "rss_nodes": nodes, "rss_gpus_per_node": 8,
+            "rss_pods_scheduled": pods, "rss_measure": "VmHWM of a fresh process (interpreter included)"}
+
+
+def run(args: argparse.Namespace) -> int:
+    nodes_csv, pods_csv = _check(args.nodes, "nodes CSV"), _check(args.pods, "pods CSV")
+    runs = [_throughput(nodes_csv, pods_csv, args.limit) for _ in range(max(args.repeat, 1))]
+    best = max(runs, key=lambda r: r["placements_per_s"])
+    if len({r["digest"] for r in runs}) != 1:
+        raise UsageError("runs disagree on the final allocation digest: the engine is not deterministic")
+    out: dict[str, Any] = {
+        "benchmark": "placement", "policy": "binpack", "placements_per_s": best["placements_per_s"],
+        "placements_per_s_runs": [r["placements_per_s"] for r in runs], "nodes": best["nodes"], "pods": best["pods"],
+        "scheduled": best["scheduled"], "wall_s": best["wall_s"], "cpu_s": best["cpu_s"],
+        "nodes_csv": str(nodes_csv), "pods_csv": str(pods_csv), "digest": best["digest"],
+        "python": platform.python_version(), "machine": platform.machine(),
+    }
+    if not args.skip_rss:
+        out.update(_rss(args.rss_nodes, args.rss_pods))
+    out["goals"] = {"placements_per_s": 2000, "rss_mib_10k_nodes": 300}
+    if args.json:
+        print(json.dumps(out, sort_keys=True))
+    else:
+        for k in sorted(out):
+            print(f"{k:28} {out[k]}")
+    return 0
