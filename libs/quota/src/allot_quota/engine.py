@@ -42,7 +42,7 @@ from allot_quota.model import (
     QuotaSpec,
 )
 from allot_quota.profiles import NodeInfo, ProfileSpec, node_info, parse_profile, profile_root, profile_totals
-from allot_quota.reclaim import revoke_overuse
+from allot_quota.reclaim import revoke_overuse, track_overuse
 from allot_quota.tree import Hierarchy, PodEntry
 from allot_quota.validation import check_delete, check_removable, check_topology, parse_quota
 
@@ -209,6 +209,16 @@ class QuotaEngine(PodAccounting):
             now = int(now.timestamp())
         clocks = dict(self._over_since) if dry_run else self._over_since
         return revoke_overuse(self._h, self.config, now, clocks)
+
+    def observe_overuse(self, now: int) -> None:
+        """Advance the "over since" clocks to ``now`` (seconds) without evicting anything: a quota newly over its
+        runtime starts its delay, one no longer over forgets it. Call it after every input; ask for the due
+        evictions with ``overuse_revoke(now, dry_run=True)`` and apply them, then ``restart_overuse``."""
+        track_overuse(self._h, self.config, now, self._over_since)
+
+    def restart_overuse(self, quota: str) -> None:
+        """After giving pods back, a quota that is still over its runtime waits a full delay again."""
+        self._over_since.pop(quota, None)
 
     def revoke_deadline(self) -> int | None:
         """When (seconds since the epoch) the next over-use eviction may fall due: the earliest "over since" plus

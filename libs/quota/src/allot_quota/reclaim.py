@@ -187,6 +187,20 @@ def _pick(entries: list[PodEntry], used: RL, runtime: RL) -> list[PodEntry]:
     return sorted(evict, key=lambda e: _importance(e.info), reverse=True)
 
 
+def track_overuse(h: Hierarchy, config: QuotaConfig, now: int, over_since: dict[str, int]) -> None:
+    """Only move the clocks: start one for each quota newly over its runtime, drop those no longer over."""
+    if not (config.monitor_all_quotas and config.enable_runtime_quota):
+        over_since.clear()
+        return
+    for name in sorted(h.nodes):
+        node = h.nodes[name]
+        assigned = [e for e in node.pods.values() if e.assigned]
+        if assigned and exceeds(node.used, h.runtime(name)):
+            over_since.setdefault(name, now)
+        else:
+            over_since.pop(name, None)
+
+
 def revoke_overuse(h: Hierarchy, config: QuotaConfig, now: int, over_since: dict[str, int]) -> list[Eviction]:
     """Evictions due at ``now``; updates ``over_since`` (quota name → first ``now`` seen over runtime)."""
     if not (config.monitor_all_quotas and config.enable_runtime_quota):

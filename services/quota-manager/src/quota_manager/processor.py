@@ -48,7 +48,6 @@ from allot_contracts.events import (
     QuotaReleased,
     QuotaRemoved,
     QuotaWaiting,
-    TimerFired,
 )
 from allot_contracts.kube import priority_value
 from allot_quota import QuotaConfig, QuotaEngine
@@ -134,15 +133,15 @@ class QuotaManager:
                 for member in members:
                     if self.group_charges.get(member) == (group, attempt):
                         self._uncharge(member, f"gang holds released: {reason}", remove=False)
-            case QuotaEvicted(pod=pod):
+            case QuotaEvicted(pod=pod, quota=quota):
                 self.engine.remove_pod(pod.key)
+                self.engine.restart_overuse(quota)
                 self.manifests.pop(pod.key, None)
                 self.charged.discard(pod.key)
                 self.waiting.pop(pod.key, None)
             case _:
                 pass
-        if not own:
-            self.engine.overuse_revoke(at // 1_000_000)
+        self.engine.observe_overuse(at // 1_000_000)
 
     def _uncharge(self, key: str, reason: str, *, remove: bool) -> None:
         self.waiting.pop(key, None)
@@ -156,6 +155,9 @@ class QuotaManager:
     # -- decide ----------------------------------------------------------------------------------------------
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
+        return [*self._decide(event, at), *self._revoke(at)]
+
+    def _decide(self, event: Event, at: int) -> list[Emit]:
         match event:
             case PodEnqueued(pod=pod, attempt=attempt) | PodRequeued(pod=pod, attempt=attempt):
                 return self._admit(pod, attempt)
@@ -169,8 +171,6 @@ class QuotaManager:
                 return [*(e for m in members for e in self._released(m)), *self._admit_waiting()]
             case QuotaApplied(quota=ref) | QuotaDeleted(quota=ref):
                 return [*self._quota_outcome(ref), *self._admit_waiting()]
-            case TimerFired(service=service) if service == self.name:
-                return self._revoke(at)
             case _:
                 return []
 
@@ -267,6 +267,10 @@ class QuotaManager:
             runtime=self.engine.runtime(ref.name)))]
 
     def _revoke(self, at: int) -> list[Emit]:
+        """Over-use revoke: due whenever the recorded time has passed a quota's delay (a timer event or any input)."""
+        deadline = self.engine.revoke_deadline()
+        if deadline is None or at // 1_000_000 < deadline:
+            return []
         evictions = self.engine.overuse_revoke(at // 1_000_000, dry_run=True)
         return [
             Emit(stream_id=stream_id("pod", e.pod), event=QuotaEvicted(
