@@ -52,40 +52,40 @@ class ObjectRef(msgspec.Struct, frozen=True, kw_only=True):
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
 
-class NodeApplied(Event, frozen=True, tag="node.applied.v1"):
+class NodeApplied(Event, frozen=True, kw_only=True, tag="node.applied.v1"):
     """A v1 Node manifest was applied (created or updated)."""
 
     name: str
     manifest: dict[str, Any]
 
 
-class NodeDeleted(Event, frozen=True, tag="node.deleted.v1"):
+class NodeDeleted(Event, frozen=True, kw_only=True, tag="node.deleted.v1"):
     name: str
 
 
-class DeviceApplied(Event, frozen=True, tag="device.applied.v1"):
+class DeviceApplied(Event, frozen=True, kw_only=True, tag="device.applied.v1"):
     """A Koordinator ``Device`` object (cluster-scoped, named after its node) was applied."""
 
     name: str
     manifest: dict[str, Any]
 
 
-class DeviceDeleted(Event, frozen=True, tag="device.deleted.v1"):
+class DeviceDeleted(Event, frozen=True, kw_only=True, tag="device.deleted.v1"):
     name: str
 
 
-class TopologyApplied(Event, frozen=True, tag="topology.applied.v1"):
+class TopologyApplied(Event, frozen=True, kw_only=True, tag="topology.applied.v1"):
     """A ``NodeResourceTopology`` object (named after its node) was applied."""
 
     name: str
     manifest: dict[str, Any]
 
 
-class TopologyDeleted(Event, frozen=True, tag="topology.deleted.v1"):
+class TopologyDeleted(Event, frozen=True, kw_only=True, tag="topology.deleted.v1"):
     name: str
 
 
-class PodSubmitted(Event, frozen=True, tag="pod.submitted.v1"):
+class PodSubmitted(Event, frozen=True, kw_only=True, tag="pod.submitted.v1"):
     """A pod was submitted for scheduling (no ``spec.nodeName``)."""
 
     pod: ObjectRef
@@ -93,7 +93,7 @@ class PodSubmitted(Event, frozen=True, tag="pod.submitted.v1"):
     manifest: dict[str, Any]
 
 
-class PodObserved(Event, frozen=True, tag="pod.observed.v1"):
+class PodObserved(Event, frozen=True, kw_only=True, tag="pod.observed.v1"):
     """An already-bound pod (``spec.nodeName`` and allocation annotations) was applied or observed."""
 
     pod: ObjectRef
@@ -101,23 +101,23 @@ class PodObserved(Event, frozen=True, tag="pod.observed.v1"):
     manifest: dict[str, Any]
 
 
-class PodDeleted(Event, frozen=True, tag="pod.deleted.v1"):
+class PodDeleted(Event, frozen=True, kw_only=True, tag="pod.deleted.v1"):
     pod: ObjectRef
     uid: str = ""
 
 
-class QuotaApplied(Event, frozen=True, tag="quota.applied.v1"):
+class QuotaApplied(Event, frozen=True, kw_only=True, tag="quota.applied.v1"):
     """An ``ElasticQuota`` object was applied."""
 
     quota: ObjectRef
     manifest: dict[str, Any]
 
 
-class QuotaDeleted(Event, frozen=True, tag="quota.deleted.v1"):
+class QuotaDeleted(Event, frozen=True, kw_only=True, tag="quota.deleted.v1"):
     quota: ObjectRef
 
 
-class ObjectIgnored(Event, frozen=True, tag="object.ignored.v1"):
+class ObjectIgnored(Event, frozen=True, kw_only=True, tag="object.ignored.v1"):
     """An object of a kind this version accepts but does not act on yet (recorded, so nothing is silently lost)."""
 
     api_version: str
@@ -138,7 +138,7 @@ class FieldIssue(msgspec.Struct, frozen=True, kw_only=True):
     message: str
 
 
-class NodeRegistered(Event, frozen=True, tag="node.registered.v1"):
+class NodeRegistered(Event, frozen=True, kw_only=True, tag="node.registered.v1"):
     """node-reporter accepted a Node: it is schedulable input from now on. ``capacity`` is a summary for humans."""
 
     name: str
@@ -146,16 +146,16 @@ class NodeRegistered(Event, frozen=True, tag="node.registered.v1"):
     capacity: dict[str, str] = {}
 
 
-class NodeRejected(Event, frozen=True, tag="node.rejected.v1"):
+class NodeRejected(Event, frozen=True, kw_only=True, tag="node.rejected.v1"):
     name: str
     errors: list[FieldIssue]
 
 
-class NodeRemoved(Event, frozen=True, tag="node.removed.v1"):
+class NodeRemoved(Event, frozen=True, kw_only=True, tag="node.removed.v1"):
     name: str
 
 
-class DevicesReported(Event, frozen=True, tag="device.reported.v1"):
+class DevicesReported(Event, frozen=True, kw_only=True, tag="device.reported.v1"):
     """node-reporter accepted a node's device inventory (Koordinator ``Device``)."""
 
     name: str
@@ -163,26 +163,26 @@ class DevicesReported(Event, frozen=True, tag="device.reported.v1"):
     devices: dict[str, int] = {}
 
 
-class DevicesRejected(Event, frozen=True, tag="device.rejected.v1"):
+class DevicesRejected(Event, frozen=True, kw_only=True, tag="device.rejected.v1"):
     name: str
     errors: list[FieldIssue]
 
 
-class DevicesRemoved(Event, frozen=True, tag="device.removed.v1"):
+class DevicesRemoved(Event, frozen=True, kw_only=True, tag="device.removed.v1"):
     name: str
 
 
-class TopologyReported(Event, frozen=True, tag="topology.reported.v1"):
+class TopologyReported(Event, frozen=True, kw_only=True, tag="topology.reported.v1"):
     name: str
     manifest: dict[str, Any]
 
 
-class TopologyRejected(Event, frozen=True, tag="topology.rejected.v1"):
+class TopologyRejected(Event, frozen=True, kw_only=True, tag="topology.rejected.v1"):
     name: str
     errors: list[FieldIssue]
 
 
-class TopologyRemoved(Event, frozen=True, tag="topology.removed.v1"):
+class TopologyRemoved(Event, frozen=True, kw_only=True, tag="topology.removed.v1"):
     name: str
 
 
@@ -191,14 +191,14 @@ class TopologyRemoved(Event, frozen=True, tag="topology.removed.v1"):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class PodEnqueued(Event, frozen=True, tag="pod.enqueued.v1"):
+class PodEnqueued(Event, frozen=True, kw_only=True, tag="pod.enqueued.v1"):
     """gang-coordinator let a pod into the scheduling queue (a plain pod, or a gang member that goes on alone)."""
 
     pod: ObjectRef
     attempt: int = 1
 
 
-class PodRejected(Event, frozen=True, tag="pod.rejected.v1"):
+class PodRejected(Event, frozen=True, kw_only=True, tag="pod.rejected.v1"):
     """A pod whose input can never be scheduled (malformed or invalid request). Never retried."""
 
     pod: ObjectRef
@@ -208,7 +208,7 @@ class PodRejected(Event, frozen=True, tag="pod.rejected.v1"):
     codes: list[str] = []
 
 
-class QuotaAdmitted(Event, frozen=True, tag="quota.admitted.v1"):
+class QuotaAdmitted(Event, frozen=True, kw_only=True, tag="quota.admitted.v1"):
     """quota-manager admitted a pod: its request fits the quota's limit. ``used`` is after admission."""
 
     pod: ObjectRef
@@ -220,7 +220,7 @@ class QuotaAdmitted(Event, frozen=True, tag="quota.admitted.v1"):
     detail: dict[str, Any] = {}
 
 
-class QuotaWaiting(Event, frozen=True, tag="quota.waiting.v1"):
+class QuotaWaiting(Event, frozen=True, kw_only=True, tag="quota.waiting.v1"):
     """The pod's quota is full: it waits (it is not failed) until quota frees."""
 
     pod: ObjectRef
@@ -230,7 +230,7 @@ class QuotaWaiting(Event, frozen=True, tag="quota.waiting.v1"):
     detail: dict[str, Any] = {}
 
 
-class QuotaReleased(Event, frozen=True, tag="quota.released.v1"):
+class QuotaReleased(Event, frozen=True, kw_only=True, tag="quota.released.v1"):
     """A pod's charge was returned to its quota (deleted, unschedulable, or rejected downstream). ``detail.returned``
     lists what went back to whom (the reverse of the borrow facts recorded at admission)."""
 
@@ -242,7 +242,7 @@ class QuotaReleased(Event, frozen=True, tag="quota.released.v1"):
     detail: dict[str, Any] = {}
 
 
-class QuotaRegistered(Event, frozen=True, tag="quota.registered.v1"):
+class QuotaRegistered(Event, frozen=True, kw_only=True, tag="quota.registered.v1"):
     """quota-manager accepted an ElasticQuota (``manifest`` is what it applied; ``runtime`` right after)."""
 
     quota: ObjectRef
@@ -252,7 +252,7 @@ class QuotaRegistered(Event, frozen=True, tag="quota.registered.v1"):
     runtime: dict[str, str] = {}
 
 
-class QuotaEvicted(Event, frozen=True, tag="quota.evicted.v1"):
+class QuotaEvicted(Event, frozen=True, kw_only=True, tag="quota.evicted.v1"):
     """quota-manager evicted a running pod to give quota back: ``cause`` is ``Preempted`` (a more important pod of
     the same quota needs it) or ``OverUseRevoke`` (the quota stayed above its runtime longer than the delay).
     The pod is terminated; its devices and charge are freed. ``detail`` holds the numbers that justified it."""
@@ -264,16 +264,16 @@ class QuotaEvicted(Event, frozen=True, tag="quota.evicted.v1"):
     detail: dict[str, Any] = {}
 
 
-class QuotaRejected(Event, frozen=True, tag="quota.rejected.v1"):
+class QuotaRejected(Event, frozen=True, kw_only=True, tag="quota.rejected.v1"):
     quota: ObjectRef
     errors: list[FieldIssue]
 
 
-class QuotaRemoved(Event, frozen=True, tag="quota.removed.v1"):
+class QuotaRemoved(Event, frozen=True, kw_only=True, tag="quota.removed.v1"):
     quota: ObjectRef
 
 
-class ReservationResolved(Event, frozen=True, tag="reservation.resolved.v1"):
+class ReservationResolved(Event, frozen=True, kw_only=True, tag="reservation.resolved.v1"):
     """reservation-manager decided which Reservation (if any) the pod must use; ``None`` = none applies."""
 
     pod: ObjectRef
@@ -282,7 +282,7 @@ class ReservationResolved(Event, frozen=True, tag="reservation.resolved.v1"):
     reason: str = ""
 
 
-class PodPlaced(Event, frozen=True, tag="pod.placed.v1"):
+class PodPlaced(Event, frozen=True, kw_only=True, tag="pod.placed.v1"):
     """device-allocator placed a pod. ``decision`` is the placement engine's decision record (node, devices, cpuset,
     output annotations, scores, config version), replayed field by field by ``allot replay --verify``."""
 
@@ -292,7 +292,7 @@ class PodPlaced(Event, frozen=True, tag="pod.placed.v1"):
     decision: dict[str, Any]
 
 
-class PodUnschedulable(Event, frozen=True, tag="pod.unschedulable.v1"):
+class PodUnschedulable(Event, frozen=True, kw_only=True, tag="pod.unschedulable.v1"):
     """No node fits now. The pod is retried when capacity changes (``pod.requeued``)."""
 
     pod: ObjectRef
@@ -302,7 +302,7 @@ class PodUnschedulable(Event, frozen=True, tag="pod.unschedulable.v1"):
     decision: dict[str, Any]
 
 
-class PodRequeued(Event, frozen=True, tag="pod.requeued.v1"):
+class PodRequeued(Event, frozen=True, kw_only=True, tag="pod.requeued.v1"):
     """device-allocator sends an unschedulable pod back through admission after capacity changed."""
 
     pod: ObjectRef
@@ -310,7 +310,7 @@ class PodRequeued(Event, frozen=True, tag="pod.requeued.v1"):
     reason: str
 
 
-class PodReleased(Event, frozen=True, tag="pod.released.v1"):
+class PodReleased(Event, frozen=True, kw_only=True, tag="pod.released.v1"):
     """A placed pod's devices, CPUs and node resources were freed."""
 
     pod: ObjectRef
@@ -319,7 +319,7 @@ class PodReleased(Event, frozen=True, tag="pod.released.v1"):
     reason: str = "deleted"
 
 
-class PodBound(Event, frozen=True, tag="pod.bound.v1"):
+class PodBound(Event, frozen=True, kw_only=True, tag="pod.bound.v1"):
     """binder bound the pod to its node (standalone: recorded; Kubernetes: Binding with the annotations)."""
 
     pod: ObjectRef
@@ -329,14 +329,14 @@ class PodBound(Event, frozen=True, tag="pod.bound.v1"):
     mode: str = "standalone"
 
 
-class PodBindFailed(Event, frozen=True, tag="pod.bind_failed.v1"):
+class PodBindFailed(Event, frozen=True, kw_only=True, tag="pod.bind_failed.v1"):
     pod: ObjectRef
     attempt: int
     node: str
     message: str
 
 
-class QosRecorded(Event, frozen=True, tag="qos.recorded.v1"):
+class QosRecorded(Event, frozen=True, kw_only=True, tag="qos.recorded.v1"):
     """qos-enforcer recorded the bound pod's QoS: Kubernetes class, Koordinator QoS and priority class."""
 
     pod: ObjectRef
@@ -351,14 +351,14 @@ class QosRecorded(Event, frozen=True, tag="qos.recorded.v1"):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class PodGroupApplied(Event, frozen=True, tag="podgroup.applied.v1"):
+class PodGroupApplied(Event, frozen=True, kw_only=True, tag="podgroup.applied.v1"):
     """A ``PodGroup`` (scheduling.sigs.k8s.io/v1alpha1) was applied."""
 
     group: ObjectRef
     manifest: dict[str, Any]
 
 
-class PodGroupDeleted(Event, frozen=True, tag="podgroup.deleted.v1"):
+class PodGroupDeleted(Event, frozen=True, kw_only=True, tag="podgroup.deleted.v1"):
     group: ObjectRef
 
 
@@ -368,7 +368,7 @@ class PodGroupDeleted(Event, frozen=True, tag="podgroup.deleted.v1"):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class GangMemberWaiting(Event, frozen=True, tag="gang.member_waiting.v1"):
+class GangMemberWaiting(Event, frozen=True, kw_only=True, tag="gang.member_waiting.v1"):
     """A gang member arrived but its gang group cannot be attempted yet (``reason``: gang-incomplete, …)."""
 
     pod: ObjectRef
@@ -379,7 +379,7 @@ class GangMemberWaiting(Event, frozen=True, tag="gang.member_waiting.v1"):
     reason: str
 
 
-class GangGroupReady(Event, frozen=True, tag="gang.group_ready.v1"):
+class GangGroupReady(Event, frozen=True, kw_only=True, tag="gang.group_ready.v1"):
     """gang-coordinator: attempt ``attempt`` of a gang group; ``members`` are admitted and placed as one unit."""
 
     group: str
@@ -388,7 +388,7 @@ class GangGroupReady(Event, frozen=True, tag="gang.group_ready.v1"):
     attempt: int
 
 
-class QuotaGroupAdmitted(Event, frozen=True, tag="quota.group_admitted.v1"):
+class QuotaGroupAdmitted(Event, frozen=True, kw_only=True, tag="quota.group_admitted.v1"):
     """quota-manager charged every member of the attempt (``detail.members``: per-member admission records)."""
 
     group: str
@@ -397,7 +397,7 @@ class QuotaGroupAdmitted(Event, frozen=True, tag="quota.group_admitted.v1"):
     detail: dict[str, Any] = {}
 
 
-class QuotaGroupWaiting(Event, frozen=True, tag="quota.group_waiting.v1"):
+class QuotaGroupWaiting(Event, frozen=True, kw_only=True, tag="quota.group_waiting.v1"):
     """Not every member fits its quota: nothing was charged; the gang-coordinator retries the group later."""
 
     group: str
@@ -406,7 +406,7 @@ class QuotaGroupWaiting(Event, frozen=True, tag="quota.group_waiting.v1"):
     detail: dict[str, Any] = {}
 
 
-class ReservationGroupResolved(Event, frozen=True, tag="reservation.group_resolved.v1"):
+class ReservationGroupResolved(Event, frozen=True, kw_only=True, tag="reservation.group_resolved.v1"):
     group: str
     attempt: int
     members: list[str]
@@ -414,7 +414,7 @@ class ReservationGroupResolved(Event, frozen=True, tag="reservation.group_resolv
     reason: str = ""
 
 
-class GangGroupPlaced(Event, frozen=True, tag="gang.group_placed.v1"):
+class GangGroupPlaced(Event, frozen=True, kw_only=True, tag="gang.group_placed.v1"):
     """device-allocator placed every member of the attempt in one decision (``decisions``: member → decision)."""
 
     group: str
@@ -423,7 +423,7 @@ class GangGroupPlaced(Event, frozen=True, tag="gang.group_placed.v1"):
     decisions: dict[str, dict[str, Any]]
 
 
-class GangGroupUnschedulable(Event, frozen=True, tag="gang.group_unschedulable.v1"):
+class GangGroupUnschedulable(Event, frozen=True, kw_only=True, tag="gang.group_unschedulable.v1"):
     """No placement for the whole group: nothing was placed. ``message`` explains the first member that does not
     fit; ``decision`` is the engine's group decision."""
 
@@ -435,7 +435,7 @@ class GangGroupUnschedulable(Event, frozen=True, tag="gang.group_unschedulable.v
     decision: dict[str, Any] = {}
 
 
-class GangGroupAdmitted(Event, frozen=True, tag="gang.group_admitted.v1"):
+class GangGroupAdmitted(Event, frozen=True, kw_only=True, tag="gang.group_admitted.v1"):
     """gang-coordinator: every gang of the group is satisfied; bind these members now."""
 
     group: str
@@ -443,7 +443,7 @@ class GangGroupAdmitted(Event, frozen=True, tag="gang.group_admitted.v1"):
     members: list[str]
 
 
-class GangHoldsReleased(Event, frozen=True, tag="gang.holds_released.v1"):
+class GangHoldsReleased(Event, frozen=True, kw_only=True, tag="gang.holds_released.v1"):
     """Compensation: undo the quota charges and placements made for ``attempt`` of ``group`` for ``members``."""
 
     group: str
@@ -452,20 +452,20 @@ class GangHoldsReleased(Event, frozen=True, tag="gang.holds_released.v1"):
     reason: str
 
 
-class GangTimedOut(Event, frozen=True, tag="gang.timed_out.v1"):
+class GangTimedOut(Event, frozen=True, kw_only=True, tag="gang.timed_out.v1"):
     group: str
     gang: str
     released_members: list[str]
 
 
-class GangRetryScheduled(Event, frozen=True, tag="gang.retry_scheduled.v1"):
+class GangRetryScheduled(Event, frozen=True, kw_only=True, tag="gang.retry_scheduled.v1"):
     group: str
     at: int
     attempt: int
     reason: str
 
 
-class TimerFired(Event, frozen=True, tag="timer.fired.v1"):
+class TimerFired(Event, frozen=True, kw_only=True, tag="timer.fired.v1"):
     """A service's timer reached a deadline its processor asked for (gang timeouts, quota revoke delays). Time is
     data: decisions taken on a timer use the time recorded on this event, so replay reproduces them."""
 
@@ -473,7 +473,7 @@ class TimerFired(Event, frozen=True, tag="timer.fired.v1"):
     due: int
 
 
-class ConsumerDeadLettered(Event, frozen=True, tag="consumer.dead_lettered.v1"):
+class ConsumerDeadLettered(Event, frozen=True, kw_only=True, tag="consumer.dead_lettered.v1"):
     """A consumer gave up on an event permanently (undecodable or a permanent error). Its checkpoint moved on."""
 
     consumer: str

@@ -82,6 +82,8 @@ _CPU_MEM = ((n.CPU, 1), (n.MEMORY, 1))
 
 
 def _preset(policy: str) -> dict[str, str]:
+    if policy in GPU_POLICIES:  # the paper's policies score alone (node and NUMA weights 0)
+        return {"node": "LeastAllocated", "numa": "LeastAllocated", "device": "MostAllocated", "weight": "0"}
     if policy == "binpack":
         return {"node": "MostAllocated", "numa": "MostAllocated", "device": "MostAllocated"}
     if policy == "spread":
@@ -215,10 +217,13 @@ def _parse(d: Any, errors: list[FieldError]) -> PlacementConfig | None:
     scoring = _section(d, "scoring", "", {"nodeResourcesFit", "nodeNUMAResource", "deviceShare", "nodeResourcesFitPlus",
                                            "scarceResourceAvoidance"}, errors)
     sk = {"strategy", "weight", "resources"}
+    base_weight = int(preset.get("weight", "1"))
     node_fit = _strategy(_section(scoring, "nodeResourcesFit", "scoring.", sk, errors),
-                         Strategy(strategy=preset["node"], weight=1, resources=_CPU_MEM), "scoring.nodeResourcesFit", errors)
+                         Strategy(strategy=preset["node"], weight=base_weight, resources=_CPU_MEM),
+                         "scoring.nodeResourcesFit", errors)
     numa = _strategy(_section(scoring, "nodeNUMAResource", "scoring.", sk, errors),
-                     Strategy(strategy=preset["numa"], weight=1, resources=_CPU_MEM), "scoring.nodeNUMAResource", errors)
+                     Strategy(strategy=preset["numa"], weight=base_weight, resources=_CPU_MEM), "scoring.nodeNUMAResource",
+                     errors)
     device = _strategy(_section(scoring, "deviceShare", "scoring.", sk, errors),
                        Strategy(strategy=preset["device"], weight=1, resources=_DEVICE_WEIGHTS), "scoring.deviceShare",
                        errors)
@@ -255,6 +260,9 @@ def _parse(d: Any, errors: list[FieldError]) -> PlacementConfig | None:
             continue
         models.append((str(m.get("vendor") or ""), m["model"]))
     typical, choice = _fragmentation(_section(d, "fragmentation", "", {"typicalPods", "gpuChoice"}, errors), errors)
+    if policy in ("fgd", "fgd+") and not typical:
+        errors.append(FieldError(path="fragmentation.typicalPods",
+                                 message=f"policy {policy} needs the typical-pod distribution (see docs/placement.md)"))
     ex = _section(d, "explain", "", {"topScores", "maxNodeReasons"}, errors)
     return PlacementConfig(
         policy=str(policy), node_fit=node_fit, numa=numa, device=device,
