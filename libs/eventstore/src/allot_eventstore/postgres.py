@@ -11,8 +11,10 @@ hash. Rejected alternatives: reading behind the oldest in-flight transaction (``
 parallel but makes positions sparse and the hash chain impossible to build at write time; a high-water mark with gap
 detection has shipped data-loss bugs in mature stores.
 
-Hot path: one transaction per batch: lock head → skip already-recorded ids → check stream versions → COPY the rows →
-upsert stream versions → move the head → ``pg_notify('allot_events', head)`` so the relay wakes at once.
+Hot path: one transaction per batch, the same few round trips whatever its size: ``SET LOCAL lock_timeout`` → advance the
+consumer checkpoint (if any) → lock the head → one query for the already-recorded ids and the streams' versions (skip
+those ids, check expected versions) → COPY the rows, hashing them while they stream → one statement that upserts
+the stream versions, moves the head and calls ``pg_notify('allot_events', head)`` so the relay wakes at once.
 Driver exceptions are translated into :mod:`allot_contracts.errors` here and nowhere else.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from typing import Any
 
 import asyncpg
@@ -55,6 +57,26 @@ _COLUMNS = (
 _SELECT = (
     "SELECT position, event_id::text, stream_id, stream_version, type, schema_version, causation_id::text, "
     "correlation_id::text, producer, recorded_at, payload::text, hash, metadata::text FROM events"
+)
+_ADVANCE_CHECKPOINT = (
+    "INSERT INTO checkpoints (consumer, position, updated_at) VALUES ($1, $2, now()) "
+    "ON CONFLICT (consumer) DO UPDATE SET position = EXCLUDED.position, updated_at = now() "
+    "WHERE checkpoints.position < EXCLUDED.position RETURNING position"
+)
+_LOCK_HEAD = "SELECT position, hash FROM log_head WHERE id = 1 FOR UPDATE"
+_KNOWN = (
+    "SELECT ARRAY(SELECT event_id::text FROM events WHERE event_id = ANY($1::uuid[])), s.ids, s.versions "
+    "FROM (SELECT array_agg(stream_id) AS ids, array_agg(version) AS versions FROM streams "
+    "WHERE stream_id = ANY($2::text[])) AS s"
+)
+# Stream versions, the head and the wake-up call in one statement (every data-modifying CTE runs exactly once;
+# the notification is delivered at commit).
+_FINISH = (
+    "WITH upserted AS ("
+    "INSERT INTO streams (stream_id, version) SELECT * FROM unnest($1::text[], $2::integer[]) "
+    "ON CONFLICT (stream_id) DO UPDATE SET version = EXCLUDED.version), "
+    "moved AS (UPDATE log_head SET position = $3::bigint, hash = $4::bytea WHERE id = 1) "
+    f"SELECT pg_notify('{NOTIFY_CHANNEL}', $3::bigint::text)"
 )
 
 
@@ -150,33 +172,31 @@ class PostgresEventStore:
     async def _append(
         self, conn: AsyncConnection, events: Sequence[NewEvent], *, producer: str, checkpoint: Checkpoint | None
     ) -> AppendResult:
+        # The first statement goes through SQLAlchemy so that its transaction is open; the rest use the same
+        # asyncpg connection directly (inside that transaction), one round trip each.
         await conn.execute(text(f"SET LOCAL lock_timeout = {int(self._lock_timeout_ms)}"))
-        if checkpoint is not None:
-            advanced = await conn.execute(
-                text(
-                    "INSERT INTO checkpoints (consumer, position, updated_at) VALUES (:c, :p, now()) "
-                    "ON CONFLICT (consumer) DO UPDATE SET position = EXCLUDED.position, updated_at = now() "
-                    "WHERE checkpoints.position < EXCLUDED.position RETURNING position"
-                ),
-                {"c": checkpoint.consumer, "p": checkpoint.position},
+        raw = (await conn.get_raw_connection()).driver_connection
+        assert raw is not None
+        if not raw.is_in_transaction():
+            raise RuntimeError("event store append outside a transaction")
+        if (
+            checkpoint is not None
+            and await raw.fetchval(_ADVANCE_CHECKPOINT, checkpoint.consumer, checkpoint.position) is None
+        ):
+            raise AlreadyProcessed(
+                f"consumer {checkpoint.consumer} is already at or past position {checkpoint.position}"
             )
-            if advanced.first() is None:
-                raise AlreadyProcessed(
-                    f"consumer {checkpoint.consumer} is already at or past position {checkpoint.position}"
-                )
         if not events:
-            head = (await conn.execute(text("SELECT position FROM log_head WHERE id = 1"))).scalar_one()
-            return AppendResult(positions=[], head=head)
-        head_row = (await conn.execute(text("SELECT position, hash FROM log_head WHERE id = 1 FOR UPDATE"))).one()
-        position, prev = int(head_row[0]), bytes(head_row[1])
+            head = await raw.fetchval("SELECT position FROM log_head WHERE id = 1")
+            return AppendResult(positions=[], head=int(head))
+        head_row = await raw.fetchrow(_LOCK_HEAD)  # serialises appenders until commit (see the module docstring)
+        position, head_hash = int(head_row[0]), bytes(head_row[1])
 
-        ids = [e.event_id for e in events]
-        existing = {
-            r[0]
-            for r in await conn.execute(
-                text("SELECT event_id::text FROM events WHERE event_id = ANY(CAST(:ids AS uuid[]))"), {"ids": ids}
-            )
-        }
+        # Read after the lock (a new snapshot): ids already recorded, current versions of the batch's streams.
+        known = await raw.fetchrow(
+            _KNOWN, [e.event_id for e in events], sorted({e.stream_id for e in events})
+        )
+        existing = set(known[0])
         fresh: list[NewEvent] = []
         skipped: list[str] = []
         for new in events:
@@ -188,16 +208,8 @@ class PostgresEventStore:
         if not fresh:
             return AppendResult(positions=[], skipped=skipped, head=position)
 
-        stream_ids = sorted({e.stream_id for e in fresh})
-        versions: dict[str, int] = {
-            r[0]: r[1]
-            for r in await conn.execute(
-                text("SELECT stream_id, version FROM streams WHERE stream_id = ANY(:s)"), {"s": stream_ids}
-            )
-        }
-        now = self._clock()
-        recorded_at = to_datetime(now)
-        rows: list[tuple[Any, ...]] = []
+        versions: dict[str, int] = dict(zip(known[1] or (), known[2] or ()))
+        planned: list[tuple[NewEvent, int]] = []
         positions: list[int] = []
         for new in fresh:
             current = versions.get(new.stream_id, 0)
@@ -208,17 +220,27 @@ class PostgresEventStore:
             current += 1
             versions[new.stream_id] = current
             position += 1
-            record = prepare(
-                new, position=position, stream_version=current, producer=producer, recorded_at=now, prev_hash=prev
-            )
-            prev = record.hash
+            planned.append((new, current))
             positions.append(position)
-            rows.append(
-                (
-                    position,
+
+        # Rows are built (canonical payload, chain hash) while COPY streams them: asyncpg sends every ~512 kB, so
+        # PostgreSQL parses and indexes one part of the batch while the next is being hashed here.
+        now = self._clock()
+        recorded_at = to_datetime(now)
+        chain = [head_hash]
+
+        def rows() -> Iterator[tuple[Any, ...]]:
+            prev = head_hash
+            for (new, version), at in zip(planned, positions):
+                record = prepare(
+                    new, position=at, stream_version=version, producer=producer, recorded_at=now, prev_hash=prev
+                )
+                prev = record.hash
+                yield (
+                    at,
                     record.event_id,
                     record.stream_id,
-                    current,
+                    version,
                     record.type,
                     record.schema_version,
                     record.causation_id,
@@ -226,26 +248,16 @@ class PostgresEventStore:
                     producer,
                     recorded_at,
                     record.payload.decode(),
-                    record.hash,
+                    prev,
                     json.dumps(record.metadata) if record.metadata else "{}",
                 )
-            )
-        raw = (await conn.get_raw_connection()).driver_connection
-        assert raw is not None
-        await raw.copy_records_to_table("events", records=rows, columns=_COLUMNS)
-        touched = sorted({e.stream_id for e in fresh})
-        await conn.execute(
-            text(
-                "INSERT INTO streams (stream_id, version) "
-                "SELECT * FROM unnest(CAST(:s AS text[]), CAST(:v AS integer[])) "
-                "ON CONFLICT (stream_id) DO UPDATE SET version = EXCLUDED.version"
-            ),
-            {"s": touched, "v": [versions[s] for s in touched]},
-        )
-        await conn.execute(
-            text("UPDATE log_head SET position = :p, hash = :h WHERE id = 1"), {"p": position, "h": prev}
-        )
-        await conn.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": NOTIFY_CHANNEL, "p": str(position)})
+            chain.append(prev)
+
+        await raw.copy_records_to_table("events", records=rows(), columns=_COLUMNS)
+        if len(chain) != 2:
+            raise RuntimeError("COPY ended before every event was written")
+        touched = sorted({new.stream_id for new in fresh})
+        await raw.execute(_FINISH, touched, [versions[s] for s in touched], position, chain[1])
         return AppendResult(positions=positions, skipped=skipped, head=position)
 
     # -- reading -------------------------------------------------------------------------------------------------

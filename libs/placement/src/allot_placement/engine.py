@@ -130,6 +130,10 @@ class PlacementEngine:
             return self._schedule_named(pod, spec)
         idx = self._index(spec)
         top = idx.top(max(self.config.top_scores, 1))
+        pick = getattr(self.policy, "pick", None)
+        if top and pick is not None:  # a policy choosing among all feasible nodes (random)
+            chosen = pick(pod, sorted(idx.feasible))
+            top = [(chosen, idx.feasible[chosen][1])] + [t for t in top if t[0] != chosen][: len(top) - 1]
         if not top:
             return explain.unschedulable(self, pod, idx.counts, idx.codes, idx.first_infeasible(
                 self.config.max_node_reasons))

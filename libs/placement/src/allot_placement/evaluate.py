@@ -174,14 +174,13 @@ def evaluate(cfg: PlacementConfig, state: NodeState, pod: PodSpec, policy: GpuPo
     comps: list[tuple[str, int, int]] = [("NodeResourcesFit", node, cfg.node_fit.weight),
                                          ("NodeNUMAResource", plan.score if plan is not None and plan.bound else node,
                                           cfg.numa.weight)]
-    if pod.devices:
-        if policy is not None and n.GPU in pod.devices:
-            ps = policy.score(state, pod, raw)
-            if ps is None:
-                return NodeResult(feasible=False, reasons=(rs.POLICY_INFEASIBLE,))
-            comps.append((policy.name, ps, cfg.device.weight))
-        else:
-            comps.append(("DeviceShare", dscore, cfg.device.weight))
+    if policy is not None:
+        ps = policy.score(state, pod, raw)
+        if ps is None:
+            return NodeResult(feasible=False, reasons=(rs.POLICY_INFEASIBLE,))
+        comps.append((policy.name, ps, cfg.device.weight))
+    elif pod.devices:
+        comps.append(("DeviceShare", dscore, cfg.device.weight))
     if cfg.fit_plus:
         comps.append(("NodeResourcesFitPlus", _fit_plus(cfg, info, state, pod.requests), cfg.fit_plus_weight))
     if cfg.scarce:

@@ -71,7 +71,7 @@ def read_pods(path: Path) -> list[TracePod]:
 def node_manifests(node: TraceNode, numa_nodes: int = 2) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The v1 Node and (for GPU nodes) the Device of a trace node."""
     mem_gib = GPU_MEMORY_GIB.get(node.model, 16)
-    alloc: dict[str, Any] = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "1000"}
+    alloc: dict[str, Any] = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "1001"}
     labels = {"kubernetes.io/hostname": node.name}
     if node.gpus:
         alloc.update({n.GPU_CORE: str(100 * node.gpus), n.GPU_MEMORY_RATIO: str(100 * node.gpus),

@@ -43,8 +43,6 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import asyncpg
-
-from allot_cli.errors import UsageError
 from allot_contracts.envelope import GENESIS_HASH, NewEvent, derived_event_id, prepare, stream_id
 from allot_contracts.events import ObjectRef, PodPlaced
 from allot_eventstore import Checkpoint
@@ -52,6 +50,8 @@ from allot_eventstore.clock import system_clock, to_datetime
 from allot_eventstore.migrate import migrate
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url, redact, with_database
+
+from allot_cli.errors import UsageError
 
 PRODUCER = "device-allocator"
 CONSUMER = "device-allocator"
@@ -343,7 +343,7 @@ def _eventsourcing_application(url: str) -> Any:
             self.node = node
             self.decision = decision
 
-    class Placements(Application):  # type: ignore[misc]
+    class Placements(Application[uuid.UUID]):
         pass
 
     parts = urlsplit(plain_url(url))

@@ -13,12 +13,14 @@ import yaml
 from allot_cli.decisions import decisions
 from allot_cli.errors import UsageError
 from allot_cli.manifests import admit_all, load_documents, to_input
+from allot_cli.pipeline import SERVICES
 from allot_cli.simulator import Simulation
 from allot_cli.views import ClusterView
 
 
 def load_config(path: str | None) -> dict[str, dict[str, Any]]:
-    """``--config FILE``: a mapping of service name to its decision config, e.g. ``device-allocator: {…}``."""
+    """``--config FILE``: either a mapping of service name to its decision config (``device-allocator: {…}``,
+    ``quota-manager: {…}``, ``gang-coordinator: {…}``), or a placement config alone (the device-allocator's)."""
     if not path:
         return {}
     try:
@@ -26,8 +28,12 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
     except (OSError, yaml.YAMLError) as exc:
         raise UsageError(f"cannot read config {path}: {exc}") from exc
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: expected a mapping of service name to config")
-    return {str(k): dict(v or {}) for k, v in data.items()}
+        raise UsageError(f"{path}: expected a mapping")
+    if data and all(str(k) in SERVICES for k in data):
+        return {str(k): dict(v or {}) for k, v in data.items()}
+    if any(str(k) in SERVICES for k in data):
+        raise UsageError(f"{path}: mixes service names and placement settings; use one form")
+    return {"device-allocator": dict(data)}
 
 
 def final_state(sim: Simulation, view: ClusterView) -> dict[str, Any]:

@@ -1,0 +1,261 @@
+"""Cluster-level GPU placement policies: FGD and the baselines of the FGD paper, as engine score plugins.
+
+Each policy scores every node that passed the filters (for every pod, GPU or not) and, for a pod sharing one GPU,
+chooses which GPU (``chooser``). They replace the DeviceShare score; NodeResourcesFit/NUMA weights default to 0
+under these presets, so a policy decides alone, as in the paper's simulator (one score plugin). Definitions follow
+the paper's simulator (milli-GPU, ``MaxSpecCpu`` 128 cores, ``MaxSpecGpu`` 8 GPUs); every score is computed in
+integers (or exact fractions) so decisions are identical on every platform:
+
+- ``fgd``: ``int(100 * sigmoid(ΔF / 1000))`` with ΔF the fall of the node's fragmentation (``fragmentation``);
+  shared GPU: the GPU with the best score, lowest minor on ties.
+- ``fgd+`` (ours): the same fragmentation measure scored by the exact ΔF (no sigmoid rounding, which ties
+  most candidates), ties broken towards the node and GPU that keep the most room — see docs/benchmarks.
+- ``bestfit``: ``int(100 * (1 - (½·cpu_left'/128000 + ½·gpu_left'/8000)))`` after placement.
+- ``dotproduct``: ``int(100 * (1 - ½·(cpu_left·cpu_req/128000² + gpu_left·gpu_req/8000²)))``.
+- ``gpupacking``: shared GPUs first (100 − left/10), then free GPUs on used nodes (50 − GPUs), then idle nodes.
+- ``gpuclustering``: nodes already running pods of the same GPU shape first, then by GPU used.
+- ``random``: a uniformly random feasible node and GPU, from a hash of (seed, pod, node) — history independent.
+Baselines pick the best-fit GPU (least leftover that fits) for shared requests, ``random`` a random one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from allot_placement import names as n
+from allot_placement.config import PlacementConfig
+from allot_placement.device_view import TypeView, fits
+from allot_placement.devices import DeviceResult, GpuChooser
+from allot_placement.fragmentation import MILLI, FragModel
+from allot_placement.pod import PodSpec
+from allot_placement.state import NodeState
+
+__all__ = ["BasePolicy", "make_policy", "node_gpu_state"]
+
+MAX_CPU, MAX_GPU = 128_000, 8_000
+_CACHE_LIMIT = 200_000
+
+
+def _left_milli(total: dict[str, int], used: dict[str, int]) -> int:
+    vals = [max(total[r] - used.get(r, 0), 0) * 10 for r in (n.GPU_MEMORY_RATIO, n.GPU_CORE) if total.get(r)]
+    return min(vals) if vals else 0
+
+
+def node_gpu_state(state: NodeState) -> tuple[str, int, tuple[int, ...], tuple[int, ...]]:
+    """(GPU model, cpu left in milli, per-GPU milli left by minor, minors) of a node."""
+    info, inv = state.info, state.inventory
+    labels = info.labels if info is not None else {}
+    model = labels.get(n.LABEL_GPU_MODEL) or (inv.labels.get(n.LABEL_GPU_MODEL, "") if inv is not None else "")
+    cpu_left = (info.allocatable.get(n.CPU, 0) if info is not None else 0) - state.requested.get(n.CPU, 0)
+    gpus = inv.devices.get(n.GPU, ()) if inv is not None else ()
+    used = state.dev_used.get(n.GPU, {})
+    lefts = tuple(_left_milli(d.resources, used.get(d.minor, {})) for d in gpus)
+    return model, cpu_left, lefts, tuple(d.minor for d in gpus)
+
+
+def _pod_milli(pod: PodSpec) -> tuple[int, int]:
+    """(GPU count, milli per GPU) of a pod (0, 0 for CPU-only pods)."""
+    req = pod.devices.get(n.GPU)
+    if req is None:
+        return 0, 0
+    per = req.per_instance
+    pct = per.get(n.GPU_MEMORY_RATIO, per.get(n.GPU_CORE, 100))
+    return req.count, pct * 10
+
+
+def _after(lefts: tuple[int, ...], minors: tuple[int, ...], devices: DeviceResult) -> tuple[int, ...]:
+    out = list(lefts)
+    index = {m: i for i, m in enumerate(minors)}
+    for minor, res, _ in devices.get(n.GPU, []):
+        i = index.get(minor)
+        if i is not None:
+            pct = res.get(n.GPU_MEMORY_RATIO, res.get(n.GPU_CORE, 100))
+            out[i] = max(out[i] - pct * 10, 0)
+    return tuple(out)
+
+
+class BasePolicy:
+    """Shared plumbing: per-node GPU state cache and the best-fit GPU choice."""
+
+    name = "Policy"
+    random_gpu = False
+
+    def __init__(self, cfg: PlacementConfig) -> None:
+        self.cfg = cfg
+        self._states: dict[tuple[str, int], tuple[str, int, tuple[int, ...], tuple[int, ...]]] = {}
+
+    def node(self, state: NodeState) -> tuple[str, int, tuple[int, ...], tuple[int, ...]]:
+        key = (state.name, state.version)
+        got = self._states.get(key)
+        if got is None:
+            if len(self._states) > _CACHE_LIMIT:
+                self._states.clear()
+            got = self._states[key] = node_gpu_state(state)
+        return got
+
+    def gpu_score(self, state: NodeState, pod: PodSpec, index: int, lefts: tuple[int, ...]) -> Any:
+        """Preference of GPU ``index`` for a shared request (higher is better); default best fit."""
+        return -lefts[index]
+
+    def chooser(self, state: NodeState, pod: PodSpec) -> GpuChooser | None:
+        def choose(view: TypeView, per: dict[str, int]) -> int | None:
+            _, _, lefts, minors = self.node(state)
+            best: tuple[Any, int] | None = None
+            for i, minor in enumerate(minors):
+                if minor not in view.free or not fits(per, view.free[minor]):
+                    continue
+                s = self.gpu_score(state, pod, i, lefts)
+                if best is None or s > best[0]:
+                    best = (s, minor)
+            return best[1] if best is not None else None
+
+        return choose
+
+    def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None:
+        raise NotImplementedError
+
+
+class FGD(BasePolicy):
+    name = "FGD"
+
+    def __init__(self, cfg: PlacementConfig, exact: bool = False) -> None:
+        super().__init__(cfg)
+        self.model = FragModel(cfg.typical_pods)
+        self.exact = exact
+        self.name = "FGD+" if exact else "FGD"
+        self._frag: dict[tuple[str, int, tuple[int, ...]], int] = {}
+
+    def frag(self, model: str, cpu_left: int, lefts: Sequence[int]) -> int:
+        key = (model, cpu_left, tuple(sorted(lefts)))
+        got = self._frag.get(key)
+        if got is None:
+            if len(self._frag) > _CACHE_LIMIT:
+                self._frag.clear()
+            got = self._frag[key] = self.model.frag(model, cpu_left, key[2])
+        return got
+
+    def _delta(self, state: NodeState, pod: PodSpec, lefts_after: tuple[int, ...]) -> int:
+        model, cpu_left, lefts, _ = self.node(state)
+        cpu = pod.requests.get(n.CPU, 0)
+        return self.frag(model, cpu_left, lefts) - self.frag(model, cpu_left - cpu, lefts_after)
+
+    def _rank(self, delta: int) -> Any:
+        return delta if self.exact else self.model.score(delta)
+
+    def gpu_score(self, state: NodeState, pod: PodSpec, index: int, lefts: tuple[int, ...]) -> Any:
+        _, milli = _pod_milli(pod)
+        after = list(lefts)
+        after[index] -= milli
+        r = self._rank(self._delta(state, pod, tuple(after)))
+        return (r, -lefts[index]) if self.exact else r
+
+    def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None:
+        _, _, lefts, minors = self.node(state)
+        return int(self._rank(self._delta(state, pod, _after(lefts, minors, devices))))
+
+
+class BestFit(BasePolicy):
+    name = "BestFit"
+
+    def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None:
+        _, cpu_left, lefts, _ = self.node(state)
+        count, milli = _pod_milli(pod)
+        frac = Fraction(cpu_left - pod.requests.get(n.CPU, 0), 2 * MAX_CPU) + Fraction(sum(lefts) - count * milli,
+                                                                                       2 * MAX_GPU)
+        return int(100 * (1 - frac))
+
+
+class DotProduct(BasePolicy):
+    name = "DotProduct"
+
+    def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None:
+        _, cpu_left, lefts, _ = self.node(state)
+        count, milli = _pod_milli(pod)
+        dot = Fraction(cpu_left * pod.requests.get(n.CPU, 0), MAX_CPU * MAX_CPU) + Fraction(
+            sum(lefts) * count * milli, MAX_GPU * MAX_GPU)
+        return int(100 * (1 - dot / 2))
+
+
+class GpuPacking(BasePolicy):
+    name = "GpuPacking"
+
+    def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None:
+        count, milli = _pod_milli(pod)
+        if not count:
+            return 0
+        _, _, lefts, _ = self.node(state)
+        free = sum(1 for left in lefts if left == MILLI)
+        if free == len(lefts):
+            return max(100 // 3 - free, free)
+        need, free_used, used_lefts = count, 0, []
+        for left in sorted(lefts):
+            if need and milli <= left:
+                need -= 1
+                used_lefts.append(left)
+                free_used += left == MILLI
+        if need:
+            return 0
+        if free_used:
+            return max(100 // 2 - free_used, 100 // 3)
+        return max(100 - sum(left * 100 // MILLI for left in used_lefts) // 10, 100 // 2)
+
+
+def _affinity(count: int, milli: int) -> str:
+    if count == 0:
+        return ""
+    return "share" if count == 1 and milli < MILLI else f"{count}-gpu"
+
+
+class GpuClustering(BasePolicy):
+    name = "GpuClustering"
+
+    def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None:
+        tag = _affinity(*_pod_milli(pod))
+        if not tag:
+            return 0
+        _, _, lefts, _ = self.node(state)
+        tags: set[str] = set()
+        for alloc in state.pods.values():
+            gpus = alloc.devices.get(n.GPU, ())
+            if gpus:
+                pct = gpus[0].resources.get(n.GPU_MEMORY_RATIO, gpus[0].resources.get(n.GPU_CORE, 100))
+                tags.add(_affinity(len(gpus), pct * 10))
+        base = 100 // 4 * (MAX_GPU - sum(lefts)) // MAX_GPU
+        if tag in tags:
+            return base + (100 * 3 // 4 if len(tags) == 1 else 100 * 2 // 4)
+        return base + (100 // 4 if not tags else 0)
+
+
+class Random(BasePolicy):
+    """Uniform random choices from a keyed hash: the same inputs always give the same choice."""
+
+    name = "Random"
+
+    def _h(self, *parts: object) -> int:
+        data = "/".join(str(p) for p in (self.cfg.seed, *parts)).encode()
+        return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+    def gpu_score(self, state: NodeState, pod: PodSpec, index: int, lefts: tuple[int, ...]) -> Any:
+        return -self._h("gpu", state.name, lefts, pod.key, index)
+
+    def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None:
+        return 0
+
+    def pick(self, pod: str, candidates: list[str]) -> str | None:
+        """The node for ``pod`` among the feasible ``candidates``."""
+        if not candidates:
+            return None
+        return min(candidates, key=lambda name: (self._h("node", pod, name), name))
+
+
+_POLICIES: dict[str, Any] = {"fgd": FGD, "bestfit": BestFit, "dotproduct": DotProduct, "gpupacking": GpuPacking,
+                             "gpuclustering": GpuClustering, "random": Random}
+
+
+def make_policy(cfg: PlacementConfig) -> Any:
+    if cfg.gpu_policy == "fgd+":
+        return FGD(cfg, exact=True)
+    return _POLICIES[cfg.gpu_policy](cfg)

@@ -1,0 +1,157 @@
+"""Fixtures for the static checks of the deployment artefacts (Dockerfile, docker-compose.yml, deploy/).
+
+Nothing here needs Docker or a cluster. The ground truth the artefacts are checked against is the workspace
+itself: the console scripts declared in the pyproject files, the ``allot`` CLI's own parser, and the environment
+variables the settings loader reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The Kubernetes version the manifests are validated against (kubernetes-validate ships its schemas).
+KUBE_VERSION = "1.32"
+
+# The per-node agents; every other service is a cluster-wide decider.
+NODE_AGENTS = frozenset({"node-reporter", "qos-enforcer"})
+
+Argv = list[str]
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def kube_version() -> str:
+    return KUBE_VERSION
+
+
+@pytest.fixture(scope="session")
+def console_scripts() -> dict[str, str]:
+    """Every ``[project.scripts]`` entry of the workspace: name → ``module:function``."""
+    scripts: dict[str, str] = {}
+    for pyproject in [REPO / "pyproject.toml", *sorted(REPO.glob("libs/*/pyproject.toml")),
+                      *sorted(REPO.glob("services/*/pyproject.toml"))]:
+        scripts.update(tomllib.loads(pyproject.read_text()).get("project", {}).get("scripts", {}))
+    return scripts
+
+
+@pytest.fixture(scope="session")
+def service_names(console_scripts: dict[str, str]) -> frozenset[str]:
+    """The seven services, named as their console scripts without the ``allot-`` prefix."""
+    services = {
+        tomllib.loads(p.read_text())["project"]["name"].removeprefix("allot-")
+        for p in REPO.glob("services/*/pyproject.toml")
+    }
+    assert {f"allot-{s}" for s in services} <= set(console_scripts)
+    return frozenset(services)
+
+
+@pytest.fixture(scope="session")
+def check_argv(console_scripts: dict[str, str]) -> Callable[[Argv], str | None]:
+    """A checker of process command lines: ``None`` when the argv runs a real command, else what is wrong.
+
+    ``allot …`` is parsed by the CLI's own parser, so an unknown subcommand or option is caught. A service's console
+    script takes no arguments (it reads the environment), so any argument after it is a mistake.
+    """
+    from allot_cli.main import build_parser
+
+    parser = build_parser()
+
+    def check(argv: Argv) -> str | None:
+        if not argv:
+            return "empty command"
+        program, args = argv[0], argv[1:]
+        if program not in console_scripts:
+            return f"{program!r} is not a console script of this workspace ({sorted(console_scripts)})"
+        if program != "allot":
+            return f"{program} takes no arguments, got {args}" if args else None
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                parser.parse_args(args)
+        except SystemExit as exc:
+            if exc.code != 0:
+                return f"`allot {' '.join(args)}` does not parse: {err.getvalue().strip()}"
+        return None
+
+    return check
+
+
+@pytest.fixture(scope="session")
+def accepted_env() -> frozenset[str]:
+    """The ALLOT_* variables some Allot process reads.
+
+    The service settings (which the relay reads a subset of) plus ALLOT_MIGRATIONS_DIR, which ``allot migrate``
+    honours; that one is checked by behaviour rather than taken on trust.
+    """
+    from allot_eventstore import migrate
+    from allot_runtime import settings
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ALLOT_MIGRATIONS_DIR", "/somewhere/else")
+        assert migrate.migrations_dir() == Path("/somewhere/else")
+    return frozenset({*settings._FIELDS.values(), "ALLOT_MIGRATIONS_DIR"})
+
+
+@pytest.fixture(scope="session")
+def build_processor() -> Callable[[str, dict[str, Any]], object]:
+    """Build a service's processor with a decision config, through the service's real ``main`` wiring.
+
+    Each ``main()`` hands its processor factory to ``service_main``; we capture that factory instead of running the
+    service, then call it with the config exactly as the service does at start (where a bad config exits with 2).
+    """
+    import importlib
+
+    def build(service: str, config: dict[str, Any]) -> object:
+        module = importlib.import_module(f"{service.replace('-', '_')}.main")
+        captured: list[Callable[[dict[str, Any]], object]] = []
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(module, "service_main", lambda name, factory, **_: captured.append(factory))
+            module.main()
+        assert len(captured) == 1, f"{service}.main did not call service_main once"
+        return captured[0](config)
+
+    return build
+
+
+def load_yaml_documents(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+@pytest.fixture(scope="session")
+def read_yaml_documents() -> Callable[[Path], list[dict[str, Any]]]:
+    return load_yaml_documents
+
+
+@pytest.fixture(scope="session")
+def kustomize() -> Iterator[Callable[[Path], list[dict[str, Any]]]]:
+    """``kubectl kustomize DIR`` as a list of objects (cached); skips when kubectl is not on PATH."""
+    kubectl = shutil.which("kubectl")
+    cache: dict[Path, list[dict[str, Any]]] = {}
+
+    def render(directory: Path) -> list[dict[str, Any]]:
+        if kubectl is None:
+            pytest.skip("kubectl is not on PATH: the kustomize output cannot be rendered here")
+        if directory not in cache:
+            result = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True,
+                                    timeout=60)
+            assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
+            cache[directory] = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+        return cache[directory]
+
+    yield render

@@ -1,0 +1,57 @@
+"""The same scenario through the simulator and through the running services gives identical decisions.
+
+Live: real PostgreSQL and NATS, the relay and the seven services' runtimes (in one process), documents recorded
+with `allot apply --wait-each` semantics. Scenarios that move simulated time (AdvanceClock) are simulator-only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from allot_bus.names import BusNames
+from allot_cli.commands.apply import record
+from allot_cli.commands.decisions import live_decisions
+from allot_cli.manifests import load_documents, to_input
+from allot_cli.sim.run import load_config, run
+from allot_cli.decisions import decisions
+from allot_testing.stack import InProcessStack
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def scenarios() -> list[Path]:
+    found = []
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        if path.name.endswith((".expected.yaml", ".config.yaml")) or path.parent.name == "demo":
+            continue
+        if any(d.kind == "AdvanceClock" for d in load_documents(str(path))):
+            continue
+        found.append(path)
+    return found
+
+
+def demo_scenario(tmp_path: Path) -> Path:
+    demo = EXAMPLES / "demo"
+    joined = tmp_path / "demo.yaml"
+    joined.write_text("\n---\n".join((demo / n).read_text() for n in ("cluster.yaml", "pods.yaml", "finish-training.yaml")))
+    return joined
+
+
+@pytest.mark.parametrize("scenario", [*scenarios(), "demo"], ids=lambda p: p if isinstance(p, str) else p.stem)
+async def test_live_decisions_equal_simulated_ones(scenario, tmp_path, database_url, nats_server_url, bus_names):
+    path = demo_scenario(tmp_path) if scenario == "demo" else scenario
+    config_file = path.with_name(path.stem + ".config.yaml")
+    configs = load_config(str(config_file)) if config_file.exists() else {}
+    sim, _ = run(str(path), config=configs)
+    simulated = decisions(sim.store.events)
+    assert simulated, "a scenario with no decisions proves nothing"
+
+    async with InProcessStack(database_url, nats_server_url, BusNames(**bus_names), configs):
+        inputs = [to_input(doc) for doc in load_documents(str(path))]
+        await record(database_url, inputs, wait=False, wait_each=True, timeout=60)
+    live = await live_decisions(database_url)
+    assert live == simulated
