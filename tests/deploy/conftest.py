@@ -41,6 +41,11 @@ def kube_version() -> str:
 
 
 @pytest.fixture(scope="session")
+def node_agents() -> frozenset[str]:
+    return NODE_AGENTS
+
+
+@pytest.fixture(scope="session")
 def console_scripts() -> dict[str, str]:
     """Every ``[project.scripts]`` entry of the workspace: name → ``module:function``."""
     scripts: dict[str, str] = {}

@@ -147,7 +147,7 @@ class Supervisor:
             "ALLOT_LOG_FORMAT": "json",
             "ALLOT_HTTP_HOST": "127.0.0.1",
         })
-        for key in ("ALLOT_OTEL_EXPORTER", "ALLOT_LOG_LEVEL"):
+        for key in ("ALLOT_OTEL_EXPORTER", "ALLOT_LOG_LEVEL", "ALLOT_FAILPOINTS", "ALLOT_FAILPOINT_STATE"):
             if key in os.environ:
                 base[key] = os.environ[key]
         logs = self.state_dir / "logs"

@@ -34,6 +34,7 @@ from allot_eventstore.migrate import ensure_current
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import Checkpoint, EventStore
 from allot_runtime import logs, telemetry
+from allot_runtime.failpoints import Failpoints
 from allot_runtime.metrics import Metrics
 from allot_runtime.processor import Host, Processor
 from allot_runtime.replay import rebuild
@@ -85,6 +86,7 @@ class ProcessorRuntime:
         self.tracer = tracer
         self.on_handled = on_handled
         self.host = Host(factory())
+        self.failpoints = Failpoints.from_env(name)
         self.lock = asyncio.Lock()  # a state report never sees a decision half-way (evolved but not committed)
         self.consistent = True  # False between a failed decision and the rebuild that follows it
         self.consumer = DurableConsumer(
@@ -117,8 +119,12 @@ class ProcessorRuntime:
                         carrier = telemetry.inject()
                         if carrier:
                             news = [msgspec.structs.replace(n, metadata=carrier) for n in news]
+                        if self.failpoints is not None:
+                            self.failpoints.hit("before-append", (n.tag.rsplit(".", 1)[0] for n in news))
                         await self.store.append(news, producer=self.name,
                                                 checkpoint=Checkpoint(self.name, record.position))
+                        if self.failpoints is not None:
+                            self.failpoints.hit("after-append", (n.tag.rsplit(".", 1)[0] for n in news))
                 except AlreadyProcessed as exc:
                     self.consistent = False
                     raise TransientError(f"{exc}; another instance decided this event, rebuilding", delay=0.0) from exc

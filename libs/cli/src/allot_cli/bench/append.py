@@ -1,25 +1,29 @@
 """``allot bench append``: throughput of the event log's batched append against two reference points.
 
-One process, one PostgreSQL server, a fresh database per contender, the same events in the same batches:
+One process, one PostgreSQL server, a fresh database per contender, the same decisions in the same batches:
 
 - ``eventsourcing``: the ``eventsourcing`` library's application (``PERSISTENCE_MODULE=eventsourcing.postgres``,
   its Postgres application recorder, default settings) saving a batch of new aggregates in one call
-  (``app.save(*aggregates)``); each aggregate has one created event carrying the same ``pod.placed`` fields.
+  (``app.save(*aggregates)``); each aggregate has one created event whose attribute is the decision (the same
+  fields as our payload, as JSON builtins).
 - ``copy``: raw asyncpg ``copy_records_to_table`` of the finished rows (built beforehand, hashes included) into an
   ``events`` table created by our migrations (same columns, indexes and constraints), one COPY (one transaction)
   per batch. The database's fastest write path: no lock, no duplicate check, no version check, no hashing.
-- ``ours``: ``PostgresEventStore.append`` of a batch of ``pod.placed`` decision events (one new pod stream each,
-  ids derived from the trigger as the services derive them) with the consumer checkpoint in the same transaction,
-  as a service records its decisions.
+- ``ours``: ``PostgresEventStore.append`` of a batch of decision events (one new pod stream each, ids derived from
+  the trigger as the services derive them) with the consumer checkpoint in the same transaction, as a service
+  records its decisions.
 
-Each contender warms up, then appends ``--events`` events in batches of ``--batch`` per run; the rate of a run is
-events / wall time of the appends (inputs are built before the clock starts). The median of ``--runs`` runs is
-reported; contenders take turns within a run and the order rotates between runs. A ``CHECKPOINT`` before every
-timed section (when the role may issue one) keeps the background flush of one contender out of another's figure.
+The decision is ``pod.placed`` (the device-allocator's record of a 2-GPU, NUMA-aligned placement, ~1.8 kB of JSON)
+or, with ``--event pod.enqueued``, a ~90-byte one. Each contender warms up, then appends ``--events`` events in
+batches of ``--batch`` per run; the rate of a run is events / wall time of the appends (inputs are built before the
+clock starts). The median of ``--runs`` runs is reported; contenders take turns within a run and the order rotates
+between runs. A ``CHECKPOINT`` before every timed section (when the role may issue one) keeps the background flush
+of one contender out of another's figure.
 
 Server: ``ALLOT_DATABASE_URL`` when set (scratch databases are created on it and dropped afterwards); otherwise an
 embedded PostgreSQL under a temporary directory with default durability (fsync and synchronous_commit on), stopped
-afterwards. Progress goes to stderr; the result to stdout.
+afterwards. Progress goes to stderr; the result to stdout. Exit status 1 when the goal (ours at least 10x
+eventsourcing and 0.5x COPY) is missed.
 """
 
 from __future__ import annotations
@@ -39,12 +43,13 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 import asyncpg
-from allot_contracts.envelope import GENESIS_HASH, NewEvent, derived_event_id, prepare, stream_id
-from allot_contracts.events import ObjectRef, PodPlaced
+import msgspec
+from allot_contracts.envelope import GENESIS_HASH, NewEvent, canonical, derived_event_id, prepare, stream_id
+from allot_contracts.events import Event, ObjectRef, PodEnqueued, PodPlaced
 from allot_eventstore import Checkpoint
 from allot_eventstore.clock import system_clock, to_datetime
 from allot_eventstore.migrate import migrate
@@ -53,8 +58,6 @@ from allot_eventstore.urls import plain_url, redact, with_database
 
 from allot_cli.errors import UsageError
 
-PRODUCER = "device-allocator"
-CONSUMER = "device-allocator"
 NAMESPACE = "bench"
 GOAL_VS_EVENTSOURCING = 10.0
 GOAL_VS_COPY = 0.5
@@ -154,17 +157,35 @@ def placed_event(i: int) -> PodPlaced:
     return PodPlaced(pod=ObjectRef(namespace=NAMESPACE, name=name), attempt=1, node=node, decision=decision)
 
 
-def decision_events(start: int, count: int) -> list[NewEvent]:
+def enqueued_event(i: int) -> PodEnqueued:
+    """A small decision (the gang-coordinator letting a pod into the queue), to show the effect of payload size."""
+    return PodEnqueued(pod=ObjectRef(namespace=NAMESPACE, name=f"infer-{i}"), attempt=1)
+
+
+class Workload(NamedTuple):
+    event_type: str
+    producer: str  # the service that records it; also its consumer name (checkpoint)
+    trigger_type: str
+    make: Callable[[int], Event]
+
+
+WORKLOADS = {
+    "pod.placed": Workload("pod.placed", "device-allocator", "reservation.resolved", placed_event),
+    "pod.enqueued": Workload("pod.enqueued", "gang-coordinator", "pod.submitted", enqueued_event),
+}
+
+
+def decision_events(start: int, count: int, workload: Workload = WORKLOADS["pod.placed"]) -> list[NewEvent]:
     """``count`` new events from pod number ``start``: one per pod stream, ids derived from a trigger id the way
     the services derive them (so they are deterministic and unique per pod)."""
     out = []
     for i in range(start, start + count):
-        trigger = str(uuid.uuid5(uuid.NAMESPACE_URL, f"allot-bench/reservation.resolved/{i}"))
+        trigger = str(uuid.uuid5(uuid.NAMESPACE_URL, f"allot-bench/{workload.trigger_type}/{i}"))
         out.append(
             NewEvent(
                 stream_id=stream_id("pod", f"{NAMESPACE}/infer-{i}"),
-                event=placed_event(i),
-                event_id=derived_event_id(PRODUCER, trigger, 0),
+                event=workload.make(i),
+                event_id=derived_event_id(workload.producer, trigger, 0),
                 causation_id=trigger,
                 correlation_id=trigger,
             )
@@ -254,8 +275,9 @@ async def checkpoint(server_url: str) -> bool:
 class Ours:
     name = "ours"
 
-    def __init__(self, batch: int) -> None:
+    def __init__(self, batch: int, workload: Workload) -> None:
         self.batch = batch
+        self.workload = workload
         self.store: PostgresEventStore | None = None
         self.trigger_position = 0
 
@@ -264,14 +286,15 @@ class Ours:
         self.store = PostgresEventStore.connect(url)
 
     def prepare_run(self, start: int, count: int) -> Any:
-        return batches(decision_events(start, count), self.batch)
+        return batches(decision_events(start, count, self.workload), self.batch)
 
     async def run(self, inputs: Any) -> None:
         assert self.store is not None
+        service = self.workload.producer
         for chunk in inputs:
             self.trigger_position += 1
             result = await self.store.append(
-                chunk, producer=PRODUCER, checkpoint=Checkpoint(CONSUMER, self.trigger_position)
+                chunk, producer=service, checkpoint=Checkpoint(service, self.trigger_position)
             )
             if len(result.positions) != len(chunk):
                 raise RuntimeError(f"ours: appended {len(result.positions)} of {len(chunk)} events")
@@ -284,8 +307,9 @@ class Ours:
 class Copy:
     name = "copy"
 
-    def __init__(self, batch: int) -> None:
+    def __init__(self, batch: int, workload: Workload) -> None:
         self.batch = batch
+        self.workload = workload
         self.conn: asyncpg.Connection | None = None
         self.position = 0
         self.prev = GENESIS_HASH
@@ -299,10 +323,15 @@ class Copy:
         now = system_clock()
         recorded_at = to_datetime(now)
         rows = []
-        for new in decision_events(start, count):
+        for new in decision_events(start, count, self.workload):
             self.position += 1
             record = prepare(
-                new, position=self.position, stream_version=1, producer=PRODUCER, recorded_at=now, prev_hash=self.prev
+                new,
+                position=self.position,
+                stream_version=1,
+                producer=self.workload.producer,
+                recorded_at=now,
+                prev_hash=self.prev,
             )
             self.prev = record.hash
             rows.append(
@@ -324,8 +353,9 @@ class Copy:
             await self.conn.close()
 
 
-def _eventsourcing_application(url: str) -> Any:
-    """An ``eventsourcing`` application on its Postgres recorder, configured through its documented settings."""
+def _eventsourcing_application(url: str) -> tuple[Any, Any]:
+    """An ``eventsourcing`` application on its Postgres recorder, configured through its documented settings, and
+    an aggregate class whose created event carries a decision's fields."""
     try:
         from eventsourcing.application import Application
         from eventsourcing.domain import Aggregate, event
@@ -335,15 +365,12 @@ def _eventsourcing_application(url: str) -> Any:
             "(`uv sync` or `pip install 'eventsourcing[postgres]'`)"
         ) from exc
 
-    class PlacedPod(Aggregate):  # type: ignore[misc]
-        @event("Placed")  # type: ignore[misc]
-        def __init__(self, pod: dict[str, str], attempt: int, node: str, decision: dict[str, Any]) -> None:
-            self.pod = pod
-            self.attempt = attempt
-            self.node = node
+    class PodDecision(Aggregate):  # type: ignore[misc]
+        @event("Decided")  # type: ignore[misc]
+        def __init__(self, decision: dict[str, Any]) -> None:
             self.decision = decision
 
-    class Placements(Application[uuid.UUID]):
+    class Decisions(Application[uuid.UUID]):
         pass
 
     parts = urlsplit(plain_url(url))
@@ -355,14 +382,15 @@ def _eventsourcing_application(url: str) -> Any:
         "POSTGRES_USER": unquote(parts.username or "postgres"),
         "POSTGRES_PASSWORD": unquote(parts.password or os.environ.get("PGPASSWORD", "")),
     }
-    return Placements(env=env), PlacedPod
+    return Decisions(env=env), PodDecision
 
 
 class EventSourcing:
     name = "eventsourcing"
 
-    def __init__(self, batch: int) -> None:
+    def __init__(self, batch: int, workload: Workload) -> None:
         self.batch = batch
+        self.workload = workload
         self.app: Any = None
         self.aggregate: Any = None
 
@@ -370,12 +398,9 @@ class EventSourcing:
         self.app, self.aggregate = await asyncio.to_thread(_eventsourcing_application, url)
 
     def new_aggregates(self, start: int, count: int) -> list[Any]:
-        out = []
-        for i in range(start, start + count):
-            placed = placed_event(i)
-            pod = {"namespace": placed.pod.namespace, "name": placed.pod.name}
-            out.append(self.aggregate(pod=pod, attempt=placed.attempt, node=placed.node, decision=placed.decision))
-        return out
+        """One new aggregate per pod; its created event holds the same decision (the event's JSON builtins)."""
+        make = self.workload.make
+        return [self.aggregate(decision=msgspec.to_builtins(make(i))) for i in range(start, start + count)]
 
     def state_bytes(self) -> int:
         """Size of the stored state of one event (the library's JSON of the event's attributes)."""
@@ -409,6 +434,15 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _psycopg_impl() -> str | None:
+    """``python`` (pure Python, what ``eventsourcing[postgres]`` installs), ``binary`` or ``c``."""
+    try:
+        import psycopg
+    except ImportError:
+        return None
+    return str(psycopg.pq.__impl__)
+
+
 def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 2) if b else None
 
@@ -420,17 +454,27 @@ async def _timed(action: Callable[[], Awaitable[None]]) -> float:
 
 
 async def run_benchmark(
-    server_url: str, *, events: int, batch: int, runs: int, warmup: int | None = None, source: str = ""
+    server_url: str,
+    *,
+    events: int,
+    batch: int,
+    runs: int,
+    event_type: str = "pod.placed",
+    warmup: int | None = None,
+    source: str = "",
 ) -> dict[str, Any]:
     if events < 1 or batch < 1 or runs < 1:
         raise UsageError("--events, --batch and --runs must be positive")
+    workload = WORKLOADS[event_type]
     warmup = max(batch, min(events // 5, 2000)) if warmup is None else warmup
     facts = await server_facts(server_url)
     _progress(
         f"PostgreSQL {facts['postgres_version']} ({source or 'given'}, {redact(server_url)}); "
         f"fsync={facts['durability']['fsync']} synchronous_commit={facts['durability']['synchronous_commit']}"
     )
-    contenders: list[Ours | Copy | EventSourcing] = [EventSourcing(batch), Copy(batch), Ours(batch)]
+    contenders: list[Ours | Copy | EventSourcing] = [
+        EventSourcing(batch, workload), Copy(batch, workload), Ours(batch, workload)
+    ]
     names = {c.name: f"allot_bench_{c.name}_{uuid.uuid4().hex[:8]}" for c in contenders}
     samples: dict[str, list[float]] = {c.name: [] for c in contenders}
     checkpointed = True
@@ -440,8 +484,7 @@ async def run_benchmark(
         for contender in contenders:
             url = await create_database(server_url, names[contender.name])
             await contender.setup(url)
-        payload_bytes = len(prepare(decision_events(0, 1)[0], position=1, stream_version=1, producer=PRODUCER,
-                                    recorded_at=0, prev_hash=GENESIS_HASH).payload)
+        payload_bytes = len(canonical(workload.make(0)))
         es_state_bytes = await asyncio.to_thread(es.state_bytes)
         next_pod = 0
         for contender in contenders:
@@ -487,7 +530,8 @@ async def run_benchmark(
         "warmup_events": warmup,
         "payload_bytes": payload_bytes,
         "eventsourcing_state_bytes": es_state_bytes,
-        "event_type": "pod.placed.v1",
+        "event_type": workload.event_type,
+        "producer": workload.producer,
         "checkpoint_before_each_run": checkpointed,
         "server": source or "given",
         **facts,
@@ -497,6 +541,7 @@ async def run_benchmark(
             "sqlalchemy": _version("sqlalchemy"),
             "eventsourcing": _version("eventsourcing"),
             "psycopg": _version("psycopg"),
+            "psycopg_impl": _psycopg_impl(),
             "msgspec": _version("msgspec"),
         },
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
@@ -506,7 +551,9 @@ async def run_benchmark(
 def _main(args: argparse.Namespace) -> int:
     with postgres_server() as (url, source):
         result = asyncio.run(
-            run_benchmark(url, events=args.events, batch=args.batch, runs=args.runs, source=source)
+            run_benchmark(
+                url, events=args.events, batch=args.batch, runs=args.runs, event_type=args.event, source=source
+            )
         )
     if args.json:
         print(json.dumps(result, sort_keys=True))
@@ -528,4 +575,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--events", type=int, default=20_000, help="events per contender per run (default 20000)")
     parser.add_argument("--batch", type=int, default=1000, help="events per append / save / COPY (default 1000)")
     parser.add_argument("--runs", type=int, default=5, help="timed runs; the median is reported (default 5)")
+    parser.add_argument(
+        "--event",
+        choices=sorted(WORKLOADS),
+        default="pod.placed",
+        help="decision to append: pod.placed (~1.8 kB, the default) or pod.enqueued (~90 B)",
+    )
     parser.set_defaults(func=_main)

@@ -1,0 +1,321 @@
+"""What the Kubernetes workloads do: which processes run where, probed how, configured with what, with which rights.
+
+All checks read the kustomize output (kubectl renders it; without kubectl they are skipped), because that is what
+reaches the cluster: generated ConfigMap names, the namespace, the image tag and the common labels only exist there.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "deploy" / "k8s"
+BASE, DEV = K8S / "base", K8S / "overlays" / "dev"
+NAMESPACE = "allot-system"
+WORKLOAD_KINDS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def base(kustomize: Callable[[Path], list[Obj]]) -> list[Obj]:
+    return kustomize(BASE)
+
+
+@pytest.fixture(scope="module")
+def dev(kustomize: Callable[[Path], list[Obj]]) -> list[Obj]:
+    return kustomize(DEV)
+
+
+def workloads(objects: list[Obj], *, allot_only: bool = True) -> list[Obj]:
+    return [o for o in objects if o["kind"] in WORKLOAD_KINDS
+            and (not allot_only or o["metadata"]["labels"].get("app.kubernetes.io/name") == "allot")]
+
+
+def component(obj: Obj) -> str:
+    return str(obj["metadata"]["labels"]["app.kubernetes.io/component"])
+
+
+def pod(obj: Obj) -> Obj:
+    return dict(obj["spec"]["template"]["spec"])
+
+
+def containers(obj: Obj) -> list[Obj]:
+    return [*pod(obj).get("initContainers", []), *pod(obj)["containers"]]
+
+
+def by_kind(objects: list[Obj], kind: str) -> dict[str, Obj]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def long_running(objects: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
+    """(workload, container) of every Allot service and the relay (not the migration Job)."""
+    for obj in workloads(objects):
+        if obj["kind"] != "Job":
+            for container in pod(obj)["containers"]:
+                yield obj, container
+
+
+def environment(objects: list[Obj], container: Obj) -> dict[str, str]:
+    """The container's environment as the kubelet builds it: envFrom ConfigMaps, then env (secrets as refs)."""
+    config_maps = by_kind(objects, "ConfigMap")
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        name = source["configMapRef"]["name"]
+        assert name in config_maps, f"envFrom refers to a missing ConfigMap {name}"
+        env.update(config_maps[name]["data"])
+    for var in container.get("env", []):
+        ref = var.get("valueFrom", {}).get("secretKeyRef")
+        env[var["name"]] = f"secret:{ref['name']}/{ref['key']}" if ref else str(var.get("value", ""))
+    return env
+
+
+# -- which processes, where ------------------------------------------------------------------------------------------
+
+
+def test_deciders_are_deployments_and_agents_are_daemonsets(
+    base: list[Obj], service_names: frozenset[str], node_agents: frozenset[str]
+) -> None:
+    kinds: dict[str, set[str]] = {}
+    for obj in workloads(base):
+        kinds.setdefault(obj["kind"], set()).add(component(obj))
+    assert kinds == {
+        "Deployment": (service_names - node_agents) | {"relay"},
+        "DaemonSet": set(node_agents),
+        "Job": {"migrate"},
+    }
+
+
+def test_each_workload_runs_its_own_real_process(
+    base: list[Obj], service_names: frozenset[str], check_argv: Callable[[list[str]], str | None]
+) -> None:
+    expected = {name: [f"allot-{name}"] for name in service_names} | {
+        "relay": ["allot", "relay"], "migrate": ["allot", "migrate"]}
+    for obj in workloads(base):
+        (container,) = containers(obj)
+        argv = [*container.get("command", []), *container.get("args", [])]
+        assert check_argv(argv) is None, check_argv(argv)
+        assert argv == expected[component(obj)], component(obj)
+
+
+def test_deciders_and_the_relay_run_one_replica(base: list[Obj]) -> None:
+    for obj in workloads(base):
+        if obj["kind"] == "Deployment":
+            assert obj["spec"]["replicas"] == 1, component(obj)
+    (relay,) = [o for o in workloads(base) if component(o) == "relay"]
+    # Recreate: a rollout never runs the old and the new relay at once.
+    assert relay["spec"]["strategy"]["type"] == "Recreate"
+
+
+def test_node_agents_run_on_every_node(base: list[Obj]) -> None:
+    for obj in workloads(base):
+        if obj["kind"] == "DaemonSet":
+            assert {"operator": "Exists"} in pod(obj).get("tolerations", []), component(obj)
+
+
+def test_the_migration_job_runs_to_completion(base: list[Obj]) -> None:
+    (job,) = [o for o in workloads(base) if o["kind"] == "Job"]
+    assert pod(job)["restartPolicy"] in {"OnFailure", "Never"}
+    assert job["spec"].get("backoffLimit", 6) > 0
+    # A finished Job is removed, so a later apply with a new image can create it again.
+    assert job["spec"].get("ttlSecondsAfterFinished") is not None
+
+
+# -- one image -------------------------------------------------------------------------------------------------------
+
+
+def test_every_allot_container_runs_the_one_image_at_the_workspace_version(base: list[Obj]) -> None:
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    images = {c["image"] for obj in workloads(base) for c in containers(obj)}
+    assert images == {f"allot:{version}"}
+
+
+def test_the_dev_overlay_runs_the_image_compose_builds(dev: list[Obj]) -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    compose_image = compose["services"]["relay"]["image"]
+    assert {c["image"] for obj in workloads(dev) for c in containers(obj)} == {compose_image}
+
+
+# -- probes, ports, security, resources ------------------------------------------------------------------------------
+
+
+def test_probes_check_healthz_and_readyz_on_the_http_port(base: list[Obj]) -> None:
+    for obj, container in long_running(base):
+        ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+        http_port = int(environment(base, container).get("ALLOT_HTTP_PORT", "8080"))
+        paths = {}
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            get = container.get(probe, {}).get("httpGet")
+            assert get, f"{component(obj)} has no HTTP {probe}"
+            port = ports.get(get["port"], get["port"])
+            assert port == http_port, f"{component(obj)}: {probe} probes {port}, the process listens on {http_port}"
+            paths[probe] = get["path"]
+        assert paths == {"startupProbe": "/healthz", "livenessProbe": "/healthz", "readinessProbe": "/readyz"}
+
+
+def _effective(pod_spec: Obj, container: Obj, key: str) -> Any:
+    return container.get("securityContext", {}).get(key, pod_spec.get("securityContext", {}).get(key))
+
+
+@pytest.mark.parametrize("overlay", [BASE, DEV], ids=["base", "dev"])
+def test_every_container_runs_as_non_root_without_privileges(
+    overlay: Path, kustomize: Callable[[Path], list[Obj]]
+) -> None:
+    for obj in workloads(kustomize(overlay), allot_only=False):
+        spec = pod(obj)
+        assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC")
+        assert not [v for v in spec.get("volumes", []) if "hostPath" in v], obj["metadata"]["name"]
+        for container in containers(obj):
+            where = f"{obj['metadata']['name']}/{container['name']}"
+            assert _effective(spec, container, "runAsNonRoot") is True, where
+            assert _effective(spec, container, "runAsUser") not in (0, None), where
+            assert (_effective(spec, container, "seccompProfile") or {}).get("type") == "RuntimeDefault", where
+            context = container.get("securityContext", {})
+            assert context.get("allowPrivilegeEscalation") is False, where
+            assert not context.get("privileged"), where
+            assert context.get("capabilities", {}).get("drop") == ["ALL"], where
+            assert context.get("readOnlyRootFilesystem") is True, where
+
+
+def test_pods_run_as_the_user_the_image_creates(base: list[Obj]) -> None:
+    user = re.search(r"^USER\s+(\d+)", (REPO / "Dockerfile").read_text(), flags=re.MULTILINE)
+    assert user, "the Dockerfile sets no numeric USER"
+    for obj in workloads(base):
+        assert pod(obj)["securityContext"]["runAsUser"] == int(user.group(1)), component(obj)
+
+
+def test_the_namespace_enforces_the_restricted_pod_security_standard(base: list[Obj]) -> None:
+    (namespace,) = by_kind(base, "Namespace").values()
+    assert namespace["metadata"]["name"] == NAMESPACE
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    for obj in base:
+        if obj["kind"] not in CLUSTER_SCOPED:
+            assert obj["metadata"].get("namespace") == NAMESPACE, obj["metadata"]["name"]
+
+
+def test_every_container_has_requests_and_limits(dev: list[Obj]) -> None:
+    for obj in workloads(dev, allot_only=False):
+        for container in containers(obj):
+            resources = container.get("resources", {})
+            for kind in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(resources.get(kind, {})), f"{obj['metadata']['name']}: {kind}"
+
+
+# -- configuration ---------------------------------------------------------------------------------------------------
+
+
+def test_only_variables_the_settings_accept(base: list[Obj], accepted_env: frozenset[str]) -> None:
+    for obj in workloads(base):
+        for container in containers(obj):
+            unknown = [k for k in environment(base, container) if k.startswith("ALLOT_") and k not in accepted_env]
+            assert unknown == [], component(obj)
+
+
+def test_every_process_gets_the_database_url_from_the_secret(base: list[Obj]) -> None:
+    for obj in workloads(base):
+        for container in containers(obj):
+            url = environment(base, container).get("ALLOT_DATABASE_URL", "")
+            assert url.startswith("secret:"), f"{component(obj)}: ALLOT_DATABASE_URL must come from a Secret"
+
+
+def test_long_running_processes_get_the_shared_settings(base: list[Obj]) -> None:
+    for obj, container in long_running(base):
+        env = environment(base, container)
+        assert env.get("ALLOT_NATS_URL", "").startswith("nats://"), component(obj)
+
+
+def test_processes_that_talk_to_the_api_server_run_in_kubernetes_mode(base: list[Obj]) -> None:
+    modes = {component(obj): environment(base, c).get("ALLOT_KUBE_MODE", "standalone") for obj, c in long_running(base)}
+    assert {name for name, mode in modes.items() if mode == "kubernetes"} == {"binder", "node-reporter"}
+
+
+def test_config_files_are_mounted_and_valid_for_their_service(
+    base: list[Obj], build_processor: Callable[[str, dict[str, Any]], object]
+) -> None:
+    config_maps = by_kind(base, "ConfigMap")
+    configured = set()
+    for obj, container in long_running(base):
+        path = environment(base, container).get("ALLOT_CONFIG_FILE")
+        if not path:
+            continue
+        volumes = {v["name"]: v for v in pod(obj)["volumes"]}
+        for mount in container.get("volumeMounts", []):
+            if Path(path).is_relative_to(mount["mountPath"]):
+                config_map = config_maps[volumes[mount["name"]]["configMap"]["name"]]
+                text = config_map["data"][str(Path(path).relative_to(mount["mountPath"]))]
+                build_processor(component(obj), yaml.safe_load(text) or {})
+                configured.add(component(obj))
+        assert component(obj) in configured, f"{component(obj)}: {path} is not in a mounted ConfigMap"
+    assert configured == {"device-allocator", "quota-manager"}
+
+
+def test_config_maps_and_volumes_refer_to_objects_that_exist(dev: list[Obj]) -> None:
+    config_maps = by_kind(dev, "ConfigMap")
+    for obj in workloads(dev, allot_only=False):
+        for volume in pod(obj).get("volumes", []):
+            if "configMap" in volume:
+                assert volume["configMap"]["name"] in config_maps, volume
+
+
+# -- labels and Services ---------------------------------------------------------------------------------------------
+
+
+def test_common_labels(dev: list[Obj]) -> None:
+    for obj in dev:
+        assert obj["metadata"]["labels"].get("app.kubernetes.io/part-of") == "allot", obj["metadata"]["name"]
+    for obj in workloads(dev, allot_only=False):
+        labels = obj["spec"]["template"]["metadata"]["labels"]
+        assert {"app.kubernetes.io/name", "app.kubernetes.io/component", "app.kubernetes.io/part-of"} <= set(labels)
+        assert obj["spec"].get("selector", {}).get("matchLabels", labels).items() <= labels.items()
+
+
+def test_every_long_running_workload_has_a_metrics_service(dev: list[Obj]) -> None:
+    services = by_kind(dev, "Service")
+    pods = [(obj, obj["spec"]["template"]["metadata"]["labels"]) for obj in workloads(dev, allot_only=False)
+            if obj["kind"] != "Job"]
+    covered = set()
+    for service in services.values():
+        selector = service["spec"]["selector"].items()
+        matches = [o for o, labels in pods if selector <= labels.items()]
+        assert len(matches) == 1, f"Service {service['metadata']['name']} selects {len(matches)} workloads"
+        obj = matches[0]
+        port_names = {p.get("name") for c in containers(obj) for p in c.get("ports", [])}
+        for port in service["spec"]["ports"]:
+            assert port["targetPort"] in port_names, f"{service['metadata']['name']}: {port['targetPort']}"
+        covered.add(obj["metadata"]["name"])
+    assert covered == {o["metadata"]["name"] for o, _ in pods}
+
+
+# -- the dev overlay's NATS ------------------------------------------------------------------------------------------
+
+
+def test_the_dev_nats_is_a_single_server_that_fsyncs_before_ack(dev: list[Obj]) -> None:
+    (nats,) = by_kind(dev, "StatefulSet").values()
+    assert nats["spec"]["replicas"] == 1
+    config_maps = by_kind(dev, "ConfigMap")
+    (volume,) = [v for v in pod(nats)["volumes"] if "configMap" in v]
+    (conf,) = config_maps[volume["configMap"]["name"]]["data"].values()
+    assert re.search(r"^\s*sync_interval:\s*always\s*$", conf, flags=re.MULTILINE)
+    # The store is on the claim, not in the container's (read-only) filesystem.
+    store = re.search(r"^\s*store_dir:\s*\"?([^\"\n]+)", conf, flags=re.MULTILINE)
+    (container,) = containers(nats)
+    claims = {t["metadata"]["name"] for t in nats["spec"]["volumeClaimTemplates"]}
+    assert store and any(m["mountPath"] == store.group(1) and m["name"] in claims
+                         for m in container["volumeMounts"])
+
+
+def test_the_dev_overlay_points_allot_at_its_nats(dev: list[Obj]) -> None:
+    services = by_kind(dev, "Service")
+    for obj, container in long_running(dev):
+        url = urlsplit(environment(dev, container)["ALLOT_NATS_URL"])
+        assert url.hostname in services, f"{component(obj)}: no Service {url.hostname}"
+        assert url.port in {p["port"] for p in services[url.hostname]["spec"]["ports"]}
