@@ -21,7 +21,8 @@ from allot_runtime.service import ProcessorRuntime
 
 class InProcessStack:
     def __init__(self, database_url: str, nats_url: str, names: BusNames,
-                 configs: dict[str, dict[str, Any]] | None = None) -> None:
+                 configs: dict[str, dict[str, Any]] | None = None, *, delete_stream: bool = False) -> None:
+        self.delete_stream = delete_stream
         self.database_url = database_url
         self.nats_url = nats_url
         self.names = names
@@ -54,6 +55,9 @@ class InProcessStack:
         self.stop.set()
         await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True), timeout=20)
         await self._listen.__aexit__(None, None, None)
+        if self.delete_stream:
+            with contextlib.suppress(Exception):
+                await self.clients[0].jetstream().delete_stream(self.names.stream)
         for nc in self.clients:
             with contextlib.suppress(Exception):
                 await nc.close()
