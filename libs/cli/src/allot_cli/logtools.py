@@ -69,3 +69,14 @@ def event_json(record: RecordedEvent) -> dict[str, Any]:
         "causation": record.causation_id,
         "payload": msgspec.json.decode(record.payload),
     }
+
+
+async def projection(store: EventStore, name: str, config: dict[str, Any] | None = None) -> Any:
+    """A service's processor rebuilt from the whole log (for views such as the quota tree or gang statuses)."""
+    from allot_cli.pipeline import build
+    from allot_runtime.processor import Host
+    from allot_runtime.replay import rebuild
+
+    host = Host(build(name, config or {}))
+    await rebuild(host, store, until=(await store.head())[0])
+    return host.processor

@@ -466,6 +466,7 @@ async def run_benchmark(
     if events < 1 or batch < 1 or runs < 1:
         raise UsageError("--events, --batch and --runs must be positive")
     workload = WORKLOADS[event_type]
+    load_before = os.getloadavg()[0]
     warmup = max(batch, min(events // 5, 2000)) if warmup is None else warmup
     facts = await server_facts(server_url)
     _progress(
@@ -544,7 +545,12 @@ async def run_benchmark(
             "psycopg_impl": _psycopg_impl(),
             "msgspec": _version("msgspec"),
         },
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            # other work on the machine skews every contender: 1-minute load average at start and end
+            "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        },
     }
 
 

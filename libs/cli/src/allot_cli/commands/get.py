@@ -1,4 +1,4 @@
-"""``allot get pods|nodes``: tables (or JSON) folded from the event log."""
+"""``allot get pods|nodes|gangs``: tables (or JSON) folded from the event log."""
 
 from __future__ import annotations
 
@@ -43,7 +43,31 @@ def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
         print("  ".join(str(row[c]).ljust(widths[c]) for c in columns).rstrip())
 
 
+async def gang_statuses() -> list[dict[str, Any]]:
+    from allot_cli.logtools import projection
+
+    store = PostgresEventStore.connect(endpoints().database_url)
+    try:
+        processor = await projection(store, "gang-coordinator")
+        return [{**status, "explain": processor.engine.explain(status["gang"])}
+                for status in processor.engine.statuses()]
+    finally:
+        await store.close()
+
+
 def cmd_get(args: argparse.Namespace) -> int:
+    if args.what in ("gangs", "gang", "podgroups", "pg"):
+        statuses = asyncio.run(gang_statuses())
+        if args.output == "json":
+            print(json.dumps(statuses, indent=2))
+            return 0
+        rows = [{"gang": s["gang"], "phase": s["phase"], "present": f"{s['members']['present']}/{s['minMember']}",
+                 "bound": s["members"]["bound"], "mode": s["mode"], "policy": s["matchPolicy"],
+                 "attempts": s["group"]["attempts"], "explain": s["explain"]} for s in statuses]
+        print_table(rows, ["gang", "phase", "present", "bound", "mode", "policy", "attempts"])
+        for row in rows:
+            print(f"  {row['gang']}: {row['explain']}")
+        return 0
     view = asyncio.run(load_view())
     if args.what in ("pods", "pod", "po"):
         rows = pods_rows(view, args.namespace)
@@ -68,8 +92,8 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("get", help="list pods or nodes as the event log records them")
-    p.add_argument("what", choices=["pods", "pod", "po", "nodes", "node", "no"])
+    p = subparsers.add_parser("get", help="list pods, nodes or gangs as the event log records them")
+    p.add_argument("what", choices=["pods", "pod", "po", "nodes", "node", "no", "gangs", "gang", "podgroups", "pg"])
     p.add_argument("-n", "--namespace")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(func=cmd_get)

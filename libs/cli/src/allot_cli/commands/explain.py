@@ -1,0 +1,139 @@
+"""``allot explain pod NS/NAME``: why a pod is where it is (or is not), answered from the event log.
+
+Prints the pod's timeline (every event on its stream and its gang's, with the service that decided it), then the
+reasons of its latest decisions: quota (the upstream message, runtime/used/request, who lent to it), gang
+("3/8 members present"; the first member that does not fit), placement (node, devices, cpuset, top scores) or
+"why not" (the Kubernetes-style summary, stable codes and per-node reasons).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+from allot_cli.connect import endpoints
+from allot_cli.errors import UsageError
+from allot_contracts.envelope import RecordedEvent
+from allot_eventstore.clock import iso
+from allot_eventstore.postgres import PostgresEventStore
+
+
+async def pod_history(url: str, key: str) -> tuple[list[RecordedEvent], list[RecordedEvent]]:
+    store = PostgresEventStore.connect(url)
+    try:
+        own = await store.read_stream(f"pod:{key}")
+        groups = {r.payload_dict().get("group") for r in own if r.type == "gang.member_waiting"}
+        group_events: list[RecordedEvent] = []
+        for group in sorted(g for g in groups if g):
+            group_events += await store.read_stream(f"gang:{group}")
+        return own, group_events
+    finally:
+        await store.close()
+
+
+def _summary(record: RecordedEvent) -> str:
+    p = record.payload_dict()
+    match record.type:
+        case "quota.admitted":
+            return f"quota {p['quota']}: request {p['request']}, used after {p['used']}, limit {p['limit']}"
+        case "quota.waiting" | "quota.group_waiting" | "pod.unschedulable" | "gang.group_unschedulable":
+            return str(p.get("message", ""))
+        case "quota.evicted":
+            return f"{p['cause']}: {p['message']}"
+        case "pod.placed":
+            return f"node {p['node']}"
+        case "pod.bound":
+            return f"node {p['node']} ({p.get('mode', 'standalone')})"
+        case "pod.rejected":
+            return str(p["message"])
+        case "gang.member_waiting":
+            return f"gang {p['gang']}: {p['present']}/{p['min_available']} members present ({p['reason']})"
+        case "gang.group_ready" | "gang.group_admitted" | "quota.group_admitted" | "reservation.group_resolved":
+            return f"group {p['group']} attempt {p['attempt']}: {len(p['members'])} members"
+        case "gang.holds_released":
+            return f"attempt {p['attempt']}: {p['reason']}"
+        case "qos.recorded":
+            return f"{p['koord_qos']} / {p['kube_qos']} / {p['priority_class']}"
+        case "pod.released":
+            return f"{p['reason']} on {p['node']}"
+        case _:
+            return ""
+
+
+def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> list[str]:
+    if not own:
+        raise UsageError(f"no pod {key} in the log")
+    lines = [f"pod {key}", "", "timeline:"]
+    for record in sorted([*own, *group], key=lambda r: r.position):
+        lines.append(f"  #{record.position:<7} {iso(record.recorded_at)}  {record.type:<26} {record.producer:<20} "
+                     f"{_summary(record)}".rstrip())
+    last = {r.type: r.payload_dict() for r in sorted([*own, *group], key=lambda r: r.position)}
+    lines.append("")
+    if "quota.admitted" in last:
+        detail = last["quota.admitted"].get("detail", {})
+        lines.append(f"quota:     {detail.get('quota') or last['quota.admitted']['quota']} "
+                     f"(runtime {detail.get('runtime', {})}, min {detail.get('min', {})}, max {detail.get('max', {})})")
+        for fact in detail.get("borrow", []):
+            lenders = ", ".join(f"{lender['quota']} {lender['amount']} ({lender['kind']})" for lender in fact["lenders"])
+            lines.append(f"  borrowed {fact['amount']} {fact['dimension']} within {fact['parent']}: from {lenders}")
+    elif "quota.waiting" in last:
+        lines.append(f"quota:     {last['quota.waiting']['message']}")
+    placed = last.get("pod.placed") or _member_decision(last.get("gang.group_placed"), key)
+    if placed is not None:
+        decision = placed["decision"] if "decision" in placed else placed
+        lines.append(f"placement: node {decision.get('node')} (policy {decision.get('policy')}, config "
+                     f"{decision.get('config_version')})")
+        for kind, value in sorted((decision.get("annotations") or {}).items()):
+            lines.append(f"  {kind}: {json.dumps(value, sort_keys=True)}")
+        for score in (decision.get("scores") or [])[:5]:
+            lines.append(f"  score {score['node']}: {score['score']} {score.get('components', {})}")
+    for kind in ("pod.unschedulable", "gang.group_unschedulable"):
+        if kind in last and (placed is None or _after(own, group, kind, "pod.placed")):
+            p = last[kind]
+            decision = p.get("decision") or {}
+            lines.append(f"why not:   {p['message']}")
+            if p.get("codes"):
+                lines.append(f"  codes: {', '.join(p['codes'])}")
+            reasons = decision.get("node_reasons") or _first_member_reasons(decision)
+            for node, node_reasons in sorted(reasons.items())[:20]:
+                lines.append(f"  {node}: {'; '.join(node_reasons)}")
+    if "pod.rejected" in last:
+        for error in last["pod.rejected"]["errors"]:
+            lines.append(f"rejected:  {error['path']}: {error['message']}")
+    return lines
+
+
+def _member_decision(placed: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
+    if placed is None:
+        return None
+    decision = placed.get("decisions", {}).get(key)
+    return dict(decision) if decision else None
+
+
+def _first_member_reasons(decision: dict[str, Any]) -> dict[str, list[str]]:
+    for member in decision.get("members") or []:
+        if member.get("node_reasons"):
+            return dict(member["node_reasons"])
+    return {}
+
+
+def _after(own: list[RecordedEvent], group: list[RecordedEvent], later: str, earlier: str) -> bool:
+    positions = {r.type: r.position for r in sorted([*own, *group], key=lambda r: r.position)}
+    return positions.get(later, 0) > positions.get(earlier, 0)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    key = args.name if "/" in args.name else f"{args.namespace}/{args.name}"
+    own, group = asyncio.run(pod_history(endpoints().database_url, key))
+    print("\n".join(explain(key, own, group)))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("explain", help="why a pod is where it is (or is not), from the log")
+    p.add_argument("kind", choices=["pod"])
+    p.add_argument("name", help="NAMESPACE/NAME (or NAME with -n)")
+    p.add_argument("-n", "--namespace", default="default")
+    p.set_defaults(func=cmd_explain)

@@ -1,0 +1,66 @@
+"""``allot quota tree``: every ElasticQuota with min / max / runtime / used / request per dimension, as a tree.
+
+Folded from the log by the quota-manager's own decision code, so it shows exactly what admission used.
+Built-in quotas (koordinator-root/system/default) are shown only when they hold pods, or with ``--all``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+from allot_cli.connect import endpoints
+from allot_cli.logtools import projection
+from allot_eventstore.postgres import PostgresEventStore
+
+BUILT_IN = {"koordinator-system-quota", "koordinator-default-quota"}
+
+
+async def tree_rows() -> list[dict[str, Any]]:
+    store = PostgresEventStore.connect(endpoints().database_url)
+    try:
+        processor = await projection(store, "quota-manager")
+        return list(processor.engine.tree_view())
+    finally:
+        await store.close()
+
+
+def _fmt(values: dict[str, str], dims: list[str]) -> str:
+    return " ".join(f"{d}={values[d]}" for d in dims if d in values) or "-"
+
+
+def render(rows: list[dict[str, Any]], *, show_all: bool) -> list[str]:
+    lines = []
+    for row in rows:
+        if row["name"] in BUILT_IN and not row["pods"] and not show_all:
+            continue
+        if row["name"] == "koordinator-root-quota" and row["children"] == 0 and not show_all:
+            continue
+        dims = [d for d in row["dimensions"] if d != "pods"]
+        indent = "  " * row["depth"]
+        lines.append(f"{indent}{row['name']}  ({row['namespace']}, {row['pods']} pods"
+                     f"{', parent' if row['is_parent'] else ''}{'' if row['allow_lent'] else ', not lending'})")
+        for field in ("min", "max", "runtime", "used", "request"):
+            lines.append(f"{indent}  {field:<8} {_fmt(row[field], dims)}")
+    return lines
+
+
+def cmd_quota(args: argparse.Namespace) -> int:
+    rows = asyncio.run(tree_rows())
+    if args.output == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        print("\n".join(render(rows, show_all=args.all)))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("quota", help="elastic quota views")
+    sub = p.add_subparsers(dest="quota_command", metavar="SUBCOMMAND")
+    sub.required = True
+    tree = sub.add_parser("tree", help="the quota tree with min/max/runtime/used/request per dimension")
+    tree.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    tree.add_argument("--all", action="store_true", help="also show empty built-in quotas")
+    tree.set_defaults(func=cmd_quota)
