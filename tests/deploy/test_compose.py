@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-
 from allot_eventstore.urls import async_url
 
 COMPOSE_FILE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
@@ -33,7 +32,7 @@ def compose() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return compose["services"]
+    return dict(compose["services"])
 
 
 @pytest.fixture(scope="module")

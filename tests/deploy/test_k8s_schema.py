@@ -14,7 +14,6 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-
 from allot_eventstore.urls import async_url
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +25,7 @@ Objects = list[dict[str, Any]]
 
 
 def kustomization(directory: Path) -> dict[str, Any]:
-    return yaml.safe_load((directory / "kustomization.yaml").read_text())
+    return dict(yaml.safe_load((directory / "kustomization.yaml").read_text()))
 
 
 def resource_files() -> list[Path]:

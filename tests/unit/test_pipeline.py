@@ -275,3 +275,40 @@ def test_a_decision_that_does_not_reproduce_is_reported_with_its_field():
     assert len(mismatches) == 1
     assert mismatches[0].path == "outputs[0].payload.node"
     assert mismatches[0].recorded == "node-elsewhere"
+
+
+def _churn(s: Scenario, rounds: int, *, start: int, seconds: float = 5) -> None:
+    """Small jobs finish and new ones arrive, one at a time."""
+    for i in range(rounds):
+        s.delete("Pod", f"small-{start + i}", "apps")
+        s.apply(a_pod(f"small-{start + i + 8}", namespace="apps", gpus=1))
+        s.advance(seconds)
+
+
+def test_small_pods_cannot_starve_a_gang_forever():
+    s = gpu_cluster(Scenario())
+    s.apply(*(a_pod(f"small-{i}", namespace="apps", gpus=1) for i in range(8)))  # the node is full
+    s.apply(gang_pod("g0", minimum=2, gpus=2), gang_pod("g1", minimum=2, gpus=2))  # needs 4 GPUs at once
+    assert s.of_type("gang.group_unschedulable")
+    _churn(s, 30, start=0)
+    assert sorted(b["pod"]["name"] for b in s.of_type("pod.bound") if b["pod"]["name"].startswith("g")) == ["g0", "g1"]
+    held = [u for u in s.of_type("pod.unschedulable") if "HeldForGang" in u["codes"]]
+    assert held, "small pods were held back while the gang gathered capacity"
+
+
+def test_small_pods_do_starve_a_gang_without_the_protection():
+    s = gpu_cluster(Scenario({"device-allocator": {"queue": {"maxBypasses": 1_000_000, "maxBlockedSeconds": 0}}}))
+    s.apply(*(a_pod(f"small-{i}", namespace="apps", gpus=1) for i in range(8)))
+    s.apply(gang_pod("g0", minimum=2, gpus=2), gang_pod("g1", minimum=2, gpus=2))
+    _churn(s, 30, start=0)
+    assert not [b for b in s.of_type("pod.bound") if b["pod"]["name"].startswith("g")]
+
+
+def test_a_gang_that_never_fits_cannot_starve_small_pods_forever():
+    s = gpu_cluster(Scenario({"device-allocator": {"queue": {"maxBypasses": 2, "maxReserveSeconds": 60}}}))
+    s.apply(*(a_pod(f"small-{i}", namespace="apps", gpus=1) for i in range(8)))
+    s.apply(*(gang_pod(f"h{i}", gang="huge", minimum=3, gpus=4) for i in range(3)))  # 12 GPUs: never fits
+    _churn(s, 40, start=0)
+    late = [b for b in s.of_type("pod.bound") if b["pod"]["name"] in {f"small-{i}" for i in range(30, 48)}]
+    assert late, "small pods run again after the gang yields its reservation"
+    assert any("HeldForGang" in u["codes"] for u in s.of_type("pod.unschedulable")), "the gang did reserve"

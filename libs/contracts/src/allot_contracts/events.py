@@ -433,6 +433,15 @@ class GangGroupUnschedulable(Event, frozen=True, kw_only=True, tag="gang.group_u
     codes: list[str] = []
     failed_pod: str | None = None
     decision: dict[str, Any] = {}
+    members: list[str] = []
+
+
+class GangRetryRequested(Event, frozen=True, kw_only=True, tag="gang.retry_requested.v1"):
+    """device-allocator: capacity changed and this waiting gang group would now fit; attempt it without waiting for
+    its backoff to end."""
+
+    group: str
+    reason: str
 
 
 class GangGroupAdmitted(Event, frozen=True, kw_only=True, tag="gang.group_admitted.v1"):
@@ -535,6 +544,7 @@ AnyEvent = (
     | GangHoldsReleased
     | GangTimedOut
     | GangRetryScheduled
+    | GangRetryRequested
     | TimerFired
     | ConsumerDeadLettered
 )

@@ -43,6 +43,7 @@ from .queue import QueueItem
 from .state import (
     ADMITTED,
     BACKOFF,
+    IDLE,
     BOUND,
     HELD,
     IN_FLIGHT,
@@ -255,6 +256,16 @@ class GangEngine:
         else:  # an abandoned attempt failed after all: its holds were released when it was abandoned
             out = [a for a in out if not isinstance(a, ReleaseHolds)]
         return out
+
+    def wake(self, group_id: str, now: int) -> list[Action]:
+        """Capacity that the group may fit in became free: end its backoff early and attempt it now
+        (``GroupReady``). A group that is not backing off is left alone (its attempt or its wait goes on)."""
+        group = self._st.groups.get(group_id)
+        if group is None or group.state != BACKOFF:
+            return []
+        group.state, group.retry_at = IDLE, None
+        self._core.mark(group_id)
+        return self._core.settle(now)
 
     # -- time ------------------------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from allot_contracts.events import (
     GangGroupPlaced,
     GangGroupUnschedulable,
     GangHoldsReleased,
+    GangRetryRequested,
     NodeRegistered,
     NodeRemoved,
     ObjectRef,
@@ -47,8 +48,12 @@ from allot_contracts.events import (
     TopologyReported,
 )
 from allot_contracts.kube import priority_value
+from allot_gang import GangConfig
 from allot_placement import Decision, PlacementConfig, PlacementEngine
 from allot_runtime.processor import Emit
+from device_allocator.queueing import GangQueue, group_item, pod_item
+
+HELD = "HeldForGang"
 
 
 class DeviceAllocator:
@@ -60,7 +65,13 @@ class DeviceAllocator:
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
-        self.config = PlacementConfig.from_dict(config or {})
+        settings = dict(config or {})
+        queue = settings.pop("queue", {})
+        self.config = PlacementConfig.from_dict(settings)
+        self.queue = GangQueue(GangConfig.from_dict({"queue": queue}).queue)
+        self.group_attempt_at: dict[str, int] = {}
+        self.arrived_at: dict[str, int] = {}  # pod -> time it was submitted (µs)
+        self.attempted_at: dict[str, int] = {}  # plain pod -> time of its last placement attempt (µs)
         self.engine = PlacementEngine(self.config)
         self.manifests: dict[str, dict[str, Any]] = {}
         self.arrival: dict[str, int] = {}  # pod -> arrival sequence (queue order tie-break)
@@ -88,6 +99,8 @@ class DeviceAllocator:
                 self.engine.delete_topology(name)
             case PodSubmitted(pod=pod, manifest=manifest):
                 self.manifests[pod.key] = manifest
+                self.arrived_at[pod.key] = at
+                self.attempted_at.pop(pod.key, None)
                 self._arrivals += 1
                 self.arrival[pod.key] = self._arrivals
             case PodObserved(pod=pod, manifest=manifest):
@@ -98,6 +111,8 @@ class DeviceAllocator:
                         self.placed[pod.key] = str(node)
             case PodDeleted(pod=pod):
                 self._free(pod, "deleted")
+                self.queue.forget_member(pod.key)
+                self.queue.held.discard(pod.key)
                 self.manifests.pop(pod.key, None)
                 self.arrival.pop(pod.key, None)
                 self.unschedulable.pop(pod.key, None)
@@ -105,6 +120,8 @@ class DeviceAllocator:
                 self._free(pod, "bind failed")
             case QuotaEvicted(pod=pod, cause=cause):
                 self._free(pod, f"evicted ({cause})")
+                self.queue.forget_member(pod.key)
+                self.queue.held.discard(pod.key)
                 self.manifests.pop(pod.key, None)
                 self.unschedulable.pop(pod.key, None)
             case GangHoldsReleased(group=group, attempt=attempt, members=members, reason=reason):
@@ -112,21 +129,39 @@ class DeviceAllocator:
                     if self.held_by.get(member) == (group, attempt):
                         namespace, name = member.split("/", 1)
                         self._free(ObjectRef(namespace=namespace, name=name), f"gang holds released: {reason}")
-            case GangGroupPlaced(group=group, attempt=attempt, decisions=decisions):
+            case GangGroupPlaced(group=group, attempt=attempt, members=members, decisions=decisions):
+                self.queue.recorded(self._group_item(group, members), True, at)
+                self.queue.unblock(group)
                 for member, decision in sorted(decisions.items()):
                     placed = Decision.from_dict(decision)
                     self.engine.assume(placed)
                     self.placed[member] = str(placed.node)
                     self.held_by[member] = (group, attempt)
                     self.unschedulable.pop(member, None)
+            case GangGroupUnschedulable(group=group, members=members, codes=codes) if members:
+                item = self._group_item(group, members)
+                if HELD in codes:
+                    self.queue.recorded(item, None, at)
+                else:
+                    self.queue.recorded(item, False, at)
+                    self.queue.block(item, tuple(members))
+                self.group_attempt_at[group] = at
             case PodPlaced(pod=pod, node=node, decision=decision):
+                self.queue.recorded(self._pod_item(pod.key), True, at)
+                self.queue.held.discard(pod.key)
                 self.engine.assume(Decision.from_dict(decision))
                 self.placed[pod.key] = node
                 self.unschedulable.pop(pod.key, None)
-            case PodUnschedulable(pod=pod, attempt=attempt):
+            case PodUnschedulable(pod=pod, attempt=attempt, codes=codes):
                 self.unschedulable[pod.key] = attempt
+                if pod.key in self.manifests:
+                    self.queue.recorded(self._pod_item(pod.key), None if HELD in codes else False, at)
+                    self.attempted_at[pod.key] = at
+                if HELD in codes:
+                    self.queue.held.add(pod.key)
             case PodRequeued(pod=pod):
                 self.unschedulable.pop(pod.key, None)
+                self.queue.held.discard(pod.key)
             case PodReleased(pod=pod):
                 self.freed.pop(pod.key, None)
             case PodRejected(pod=pod):
@@ -142,26 +177,42 @@ class DeviceAllocator:
         if node is not None:
             self.freed[pod.key] = (node, self.engine.release(pod.namespace, pod.name) or {}, reason)
 
+    def _pod_item(self, key: str) -> Any:
+        last = self.attempted_at.get(key, self.arrived_at.get(key, 0))
+        return pod_item(key, self.manifests.get(key, {}), self.arrival.get(key, 0), last)
+
+    def _group_item(self, group: str, members: list[str] | tuple[str, ...]) -> Any:
+        manifests = [self.manifests[m] for m in members if m in self.manifests]
+        arrival = min((self.arrival.get(m, 0) for m in members), default=0)
+        arrived = min((self.arrived_at.get(m, 0) for m in members), default=0)
+        return group_item(group, manifests, arrival, self.group_attempt_at.get(group, arrived))
+
     # -- decide ----------------------------------------------------------------------------------------------
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
         match event:
             case ReservationResolved(pod=pod, attempt=attempt):
-                return self._place(pod, attempt)
+                return self._place(pod, attempt, at)
             case PodDeleted() | PodBindFailed() | QuotaEvicted() | GangHoldsReleased():
                 return self._release_freed()
             case ReservationGroupResolved(group=group, attempt=attempt, members=members):
-                return self._place_group(group, attempt, members)
+                return self._place_group(group, attempt, members, at)
             case NodeRegistered() | DevicesReported() | TopologyReported():
                 return self._requeue("capacity added")
             case _:
                 return []
 
-    def _place(self, pod: ObjectRef, attempt: int) -> list[Emit]:
+    def _place(self, pod: ObjectRef, attempt: int, at: int) -> list[Emit]:
         manifest = self.manifests.get(pod.key)
         if manifest is None or pod.key in self.placed:
             return []
         stream = stream_id("pod", pod.key)
+        step = self.queue.verdict(self._pod_item(pod.key), at)
+        if step.verdict == "hold":
+            message = f"held back so a waiting gang can gather capacity ({step.reason})"
+            return [Emit(stream_id=stream, event=PodUnschedulable(
+                pod=pod, attempt=attempt, message=message, codes=[HELD],
+                decision={"outcome": "Unschedulable", "pod": pod.key, "message": message, "codes": [HELD]}))]
         decision = self.engine.schedule(manifest)
         record = decision.to_dict()
         if decision.outcome == "Scheduled":
@@ -186,7 +237,7 @@ class DeviceAllocator:
                 pod=ObjectRef(namespace=namespace, name=name), node=node, freed=freed, reason=reason)))
         return [*out, *self._requeue(f"{', '.join(sorted(self.freed))} released")]
 
-    def _place_group(self, group: str, attempt: int, members: list[str]) -> list[Emit]:
+    def _place_group(self, group: str, attempt: int, members: list[str], at: int) -> list[Emit]:
         """All or nothing: every member of the gang group gets a placement in one decision, or none does."""
         stream = stream_id("gang", group)
         missing = [m for m in members if m not in self.manifests or m in self.placed]
@@ -194,16 +245,37 @@ class DeviceAllocator:
             return [Emit(stream_id=stream, event=GangGroupUnschedulable(
                 group=group, attempt=attempt, failed_pod=missing[0], codes=["MemberUnavailable"],
                 message=f"members gone or already placed: {', '.join(missing)}"))]
+        item = self._group_item(group, members)
+        step = self.queue.verdict(item, at)
+        if step.verdict == "hold":
+            return [Emit(stream_id=stream, event=GangGroupUnschedulable(
+                group=group, attempt=attempt, codes=[HELD], members=list(members),
+                message=f"held back so another waiting gang can gather capacity ({step.reason})"))]
         decision = self.engine.schedule_group([self.manifests[m] for m in members])
         record = decision.to_dict()
         if decision.outcome == "Scheduled":
             return [Emit(stream_id=stream, event=GangGroupPlaced(
                 group=group, attempt=attempt, members=list(members),
-                decisions={d.pod: d.to_dict() for d in decision.members}))]
+                decisions={d.pod: d.to_dict() for d in decision.members})),
+                *self._release_held(f"gang {group} placed")]
         codes = sorted({c for d in decision.members for c in d.codes})
-        return [Emit(stream_id=stream, event=GangGroupUnschedulable(
+        out = [Emit(stream_id=stream, event=GangGroupUnschedulable(
             group=group, attempt=attempt, message=decision.message, codes=codes, failed_pod=decision.failed_pod,
-            decision=record))]
+            decision=record, members=list(members)))]
+        if self.queue.reserving_band() is not None and not self.queue.would_still_reserve(item, at):
+            out += self._release_held(f"gang {group} stopped holding capacity")
+        return out
+
+    def _release_held(self, reason: str) -> list[Emit]:
+        """Pods held back for a reserving gang go back through admission once the reservation ends."""
+        out = []
+        for key in sorted(self.queue.held):
+            if key in self.unschedulable:
+                namespace, name = key.split("/", 1)
+                out.append(Emit(stream_id=stream_id("pod", key), event=PodRequeued(
+                    pod=ObjectRef(namespace=namespace, name=name), attempt=self.unschedulable[key] + 1,
+                    reason=reason)))
+        return out
 
     def _requeue(self, reason: str) -> list[Emit]:
         """Send back, in queue order, every unschedulable pod that would fit on its own now."""
@@ -214,7 +286,15 @@ class DeviceAllocator:
             key=lambda k: (-priority_value(self.manifests[k]), self.arrival.get(k, 0), k),
         )
         out: list[Emit] = []
+        band = self.queue.reserving_band()
+        for group, members in self.queue.blocked_in_order():
+            manifests = [self.manifests[m] for m in members if m in self.manifests]
+            if len(manifests) == len(members) and self.engine.schedule_group(manifests).outcome == "Scheduled":
+                out.append(Emit(stream_id=stream_id("gang", group), event=GangRetryRequested(group=group,
+                                                                                             reason=reason)))
         for key in order:
+            if key in self.queue.held and band is not None and self._pod_item(key).band <= band:
+                continue  # still held for the reserving gang
             if self.engine.schedule(self.manifests[key]).outcome == "Scheduled":
                 namespace, name = key.split("/", 1)
                 out.append(Emit(stream_id=stream_id("pod", key), event=PodRequeued(
@@ -224,6 +304,7 @@ class DeviceAllocator:
 
     def snapshot(self) -> dict[str, Any]:
         return {
+            "queue": self.queue.snapshot(),
             "engine": self.engine.digest(),
             "placed": dict(sorted(self.placed.items())),
             "unschedulable": dict(sorted(self.unschedulable.items())),

@@ -28,6 +28,7 @@ from allot_contracts.events import (
     GangGroupUnschedulable,
     GangHoldsReleased,
     GangMemberWaiting,
+    GangRetryRequested,
     GangRetryScheduled,
     GangTimedOut,
     ObjectRef,
@@ -67,7 +68,8 @@ class GangCoordinator:
     name: ClassVar[str] = "gang-coordinator"
     interests: ClassVar[frozenset[str]] = frozenset(
         {"pod.submitted", "pod.deleted", "pod.bound", "pod.bind_failed", "quota.evicted", "podgroup.applied",
-         "podgroup.deleted", "quota.group_waiting", "gang.group_placed", "gang.group_unschedulable", "timer.fired"}
+         "podgroup.deleted", "quota.group_waiting", "gang.group_placed", "gang.group_unschedulable",
+         "gang.retry_requested", "timer.fired"}
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
@@ -110,6 +112,8 @@ class GangCoordinator:
                 return g.group_unschedulable(group, attempt, message, at)
             case QuotaGroupWaiting(group=group, attempt=attempt, message=message):
                 return g.group_unschedulable(group, attempt, message, at)
+            case GangRetryRequested(group=group):
+                return g.wake(group, at)
             case TimerFired(service=service) if service == self.name:
                 return g.on_timer(at)
             case _:
