@@ -169,8 +169,8 @@ def test_gang_timeout_is_the_configured_one_and_fires_on_recorded_time():
     s.advance(2)
     timed_out = s.of_type("gang.timed_out")
     assert len(timed_out) == 1 and timed_out[0]["gang"] == "ml/job"
-    timer = [e for e in s.events if e.type == "timer.fired"]
-    assert timer and timer[0].producer == "gang-coordinator.timer"
+    timer = [e for e in s.events if e.type == "timer.fired" and e.producer == "gang-coordinator.timer"]
+    assert timer and timer[0].payload_dict()["service"] == "gang-coordinator"
 
 
 def test_malformed_gang_annotation_is_rejected_with_its_field_path():
@@ -312,3 +312,36 @@ def test_a_gang_that_never_fits_cannot_starve_small_pods_forever():
     late = [b for b in s.of_type("pod.bound") if b["pod"]["name"] in {f"small-{i}" for i in range(30, 48)}]
     assert late, "small pods run again after the gang yields its reservation"
     assert any("HeldForGang" in u["codes"] for u in s.of_type("pod.unschedulable")), "the gang did reserve"
+
+
+def test_an_elastic_quota_profile_makes_a_tree_of_its_selected_nodes():
+    s = Scenario()
+    s.apply(a_node("gpu-a", cpu="32", memory="128Gi", labels={"pool": "gpu"}),
+            a_node("gpu-b", cpu="32", memory="128Gi", labels={"pool": "gpu"}),
+            a_node("cpu-c", cpu="16", memory="64Gi", labels={"pool": "cpu"}))
+    s.apply({"apiVersion": "quota.koordinator.sh/v1alpha1", "kind": "ElasticQuotaProfile",
+             "metadata": {"name": "gpu-pool", "namespace": "kube-system"},
+             "spec": {"quotaName": "gpu-root", "nodeSelector": {"matchLabels": {"pool": "gpu"}}}})
+    registered = s.of_type("quotaprofile.registered")
+    assert registered and registered[0]["quota"] == "gpu-root"
+    assert registered[0]["runtime"]["cpu"] == "64", "the tree's total is the selected nodes' allocatable"
+    bad = {"apiVersion": "quota.koordinator.sh/v1alpha1", "kind": "ElasticQuotaProfile",
+           "metadata": {"name": "bad", "namespace": "kube-system"}, "spec": {"resourceRatio": "2"}}
+    from allot_cli.manifests import Document, admit_all
+
+    assert list(admit_all([Document(source="t", index=0, body=bad)])), "an invalid profile is refused at admission"
+
+
+def test_quota_status_annotations_are_published_by_the_binder():
+    s = Scenario()
+    s.apply(a_node("n", cpu="32", memory="128Gi"))
+    s.apply(a_quota("team", namespace="team", max={"cpu": "16", "memory": "64Gi"}))
+    s.apply(a_pod("p", namespace="team", cpu="4", memory="4Gi"))
+    published = {e["quota"]["name"]: e["patch"] for e in s.of_type("quota.status_published")}
+    patch = published["team"]
+    import json as _json
+
+    assert _json.loads(patch["metadata"]["annotations"]["quota.scheduling.koordinator.sh/runtime"])["cpu"] == "4"
+    assert patch["status"]["used"]["cpu"] == "4"
+    last = [e for e in s.events if e.type == "quota.status_published"][-1]
+    assert last.producer == "binder"

@@ -33,6 +33,10 @@ def object_issues(kind: str, manifest: dict[str, Any]) -> list[FieldIssue]:
 
         _, quota_errors = parse_quota(manifest)
         return [FieldIssue(path=e.field, message=e.message) for e in quota_errors]
+    if kind == "ElasticQuotaProfile":
+        from allot_quota import QuotaEngine
+
+        return [FieldIssue(path=e.field, message=e.message) for e in QuotaEngine().validate_profile(manifest)]
     if kind == "PodGroup":
         from allot_gang.validate import parse_pod_group
 

@@ -14,7 +14,9 @@ v1 Pod (``spec.nodeName`` set)              ``pod.observed`` (already bound, wit
 scheduling.sigs.k8s.io/v1alpha1             ``quota.applied``
 ElasticQuota
 scheduling.sigs.k8s.io/v1alpha1 PodGroup    ``podgroup.applied``
-Reservation, NodeMetric,                    ``object.ignored`` (accepted and recorded; reported as ignored)
+quota.koordinator.sh/v1alpha1               ``quotaprofile.applied``
+ElasticQuotaProfile
+Reservation, NodeMetric                     ``object.ignored`` (accepted and recorded; reported as ignored)
 ElasticQuotaProfile
 allot.dev/v1 Delete ``{kind,namespace,name}``  the kind's ``*.deleted`` event
 allot.dev/v1 AdvanceClock ``{seconds}``     the simulator's clock moves (a running stack has its own clock)
@@ -52,6 +54,8 @@ from allot_contracts.events import (
     PodSubmitted,
     QuotaApplied,
     QuotaDeleted,
+    QuotaProfileApplied,
+    QuotaProfileDeleted,
     TopologyApplied,
     TopologyDeleted,
 )
@@ -61,7 +65,6 @@ from node_reporter.validate import validate_device, validate_node, validate_topo
 IGNORED_KINDS = {
     ("scheduling.koordinator.sh/v1alpha1", "Reservation"),
     ("slo.koordinator.sh/v1alpha1", "NodeMetric"),
-    ("quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile"),
 }
 KNOWN = {
     ("v1", "Node"),
@@ -70,11 +73,12 @@ KNOWN = {
     ("topology.node.k8s.io/v1alpha1", "NodeResourceTopology"),
     ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota"),
     ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup"),
+    ("quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile"),
     ("allot.dev/v1", "Delete"),
     ("allot.dev/v1", "AdvanceClock"),
     *IGNORED_KINDS,
 }
-DELETABLE = {"Node", "Pod", "Device", "NodeResourceTopology", "ElasticQuota", "PodGroup"}
+DELETABLE = {"Node", "Pod", "Device", "NodeResourceTopology", "ElasticQuota", "PodGroup", "ElasticQuotaProfile"}
 MAX_INT = 2**63 - 1
 
 
@@ -95,7 +99,7 @@ class Document:
     @property
     def ref(self) -> ObjectRef:
         meta = self.body.get("metadata") or {}
-        namespaced = self.kind in ("Pod", "ElasticQuota", "PodGroup")
+        namespaced = self.kind in ("Pod", "ElasticQuota", "PodGroup", "ElasticQuotaProfile")
         return ObjectRef(
             namespace=str(meta.get("namespace") or "default") if namespaced else str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
@@ -189,7 +193,7 @@ def validate(doc: Document) -> list[FieldIssue]:
         return validate_device(doc.body)
     if doc.kind == "NodeResourceTopology":
         return validate_topology(doc.body)
-    if doc.kind in ("ElasticQuota", "PodGroup"):
+    if doc.kind in ("ElasticQuota", "PodGroup", "ElasticQuotaProfile"):
         from allot_cli.admission import object_issues
 
         return object_issues(doc.kind, doc.body)
@@ -218,7 +222,7 @@ def to_input(doc: Document, *, uid_factory: Any = None) -> Input:
         return Input(document=doc, advance_seconds=float(spec["seconds"]))
     if doc.kind == "Delete":
         kind = spec["kind"]
-        namespaced = kind in ("Pod", "ElasticQuota", "PodGroup")
+        namespaced = kind in ("Pod", "ElasticQuota", "PodGroup", "ElasticQuotaProfile")
         target = ObjectRef(namespace=str(spec.get("namespace") or ("default" if namespaced else "")),
                            name=str(spec["name"]))
         delete: tuple[str, Event] = {
@@ -228,6 +232,8 @@ def to_input(doc: Document, *, uid_factory: Any = None) -> Input:
             "Pod": lambda: (stream_id("pod", target.key), PodDeleted(pod=target)),
             "ElasticQuota": lambda: (stream_id("quota", target.key), QuotaDeleted(quota=target)),
             "PodGroup": lambda: (stream_id("podgroup", target.key), PodGroupDeleted(group=target)),
+            "ElasticQuotaProfile": lambda: (stream_id("quotaprofile", target.key),
+                                            QuotaProfileDeleted(profile=target)),
         }[kind]()
         return Input(document=doc, events=[delete])
     if (doc.api_version, doc.kind) in IGNORED_KINDS:
@@ -243,6 +249,10 @@ def to_input(doc: Document, *, uid_factory: Any = None) -> Input:
                      events=[(stream_id("topology", ref.name), TopologyApplied(name=ref.name, manifest=body))])
     if doc.kind == "ElasticQuota":
         return Input(document=doc, events=[(stream_id("quota", ref.key), QuotaApplied(quota=ref, manifest=body))])
+    if doc.kind == "ElasticQuotaProfile":
+        manifest = {**body, "metadata": {**(body.get("metadata") or {}), "namespace": ref.namespace}}
+        return Input(document=doc, events=[(stream_id("quotaprofile", ref.key),
+                                            QuotaProfileApplied(profile=ref, manifest=manifest))])
     if doc.kind == "PodGroup":
         manifest = {**body, "metadata": {**(body.get("metadata") or {}), "namespace": ref.namespace}}
         return Input(document=doc,

@@ -30,7 +30,7 @@ class Simulation:
         self.hosts = [Host(factory((configs or {}).get(name, {}))) for name, factory in PROCESSORS]
         self.cursor = 0
         self.applied = 0
-        self.fired: set[tuple[str, int]] = set()
+        self.fired: set[tuple[str, int, int]] = set()
 
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)
@@ -52,16 +52,16 @@ class Simulation:
         """Move the clock, firing every timer that falls due on the way, at its own time, in order."""
         target = self.clock.now_us + round(seconds * 1_000_000)
         while True:
-            due = [(d, h.name) for h in self.hosts
-                   if (d := h.deadline()) is not None and d <= target and (h.name, d) not in self.fired]
+            due = [(d, h.name, h.position) for h in self.hosts
+                   if (d := h.deadline()) is not None and d <= target and (h.name, d, h.position) not in self.fired]
             if not due:
                 break
-            deadline, name = min(due)
-            self.fired.add((name, deadline))
+            deadline, name, position = min(due)
+            self.fired.add((name, deadline, position))
             self.clock.now_us = max(self.clock.now_us, deadline)
             self.store.append_sync(
                 [NewEvent(stream_id=stream_id("timer", name), event=TimerFired(service=name, due=deadline),
-                          event_id=derived_event_id(timer_producer(name), str(deadline), 0))],
+                          event_id=derived_event_id(timer_producer(name), f"{deadline}/{position}", 0))],
                 producer=timer_producer(name),
             )
             self.pump()

@@ -117,6 +117,18 @@ class QuotaDeleted(Event, frozen=True, kw_only=True, tag="quota.deleted.v1"):
     quota: ObjectRef
 
 
+class QuotaProfileApplied(Event, frozen=True, kw_only=True, tag="quotaprofile.applied.v1"):
+    """An ``ElasticQuotaProfile`` (quota.koordinator.sh/v1alpha1) was applied: a separate quota tree whose total is
+    the selected nodes' allocatable × ratio."""
+
+    profile: ObjectRef
+    manifest: dict[str, Any]
+
+
+class QuotaProfileDeleted(Event, frozen=True, kw_only=True, tag="quotaprofile.deleted.v1"):
+    profile: ObjectRef
+
+
 class ObjectIgnored(Event, frozen=True, kw_only=True, tag="object.ignored.v1"):
     """An object of a kind this version accepts but does not act on yet (recorded, so nothing is silently lost)."""
 
@@ -271,6 +283,40 @@ class QuotaRejected(Event, frozen=True, kw_only=True, tag="quota.rejected.v1"):
 
 class QuotaRemoved(Event, frozen=True, kw_only=True, tag="quota.removed.v1"):
     quota: ObjectRef
+
+
+class QuotaStatusSynced(Event, frozen=True, kw_only=True, tag="quota.status_synced.v1"):
+    """quota-manager: the status upstream writes on ElasticQuota objects changed. ``patches`` maps
+    ``namespace/name`` to a Kubernetes merge patch: the ``quota.scheduling.koordinator.sh/{runtime,request,
+    child-request,non-preemptible-*}`` annotations and ``status.used``. Batched: one event per sync."""
+
+    patches: dict[str, dict[str, Any]]
+
+
+class QuotaStatusPublished(Event, frozen=True, kw_only=True, tag="quota.status_published.v1"):
+    """binder: the status patch written to one ElasticQuota (Kubernetes mode patches the object; standalone
+    records it)."""
+
+    quota: ObjectRef
+    patch: dict[str, Any]
+    mode: str = "standalone"
+
+
+class QuotaProfileRegistered(Event, frozen=True, kw_only=True, tag="quotaprofile.registered.v1"):
+    """quota-manager accepted a profile; ``quota`` is its tree's root quota, ``runtime`` the root's total."""
+
+    profile: ObjectRef
+    quota: str
+    runtime: dict[str, str] = {}
+
+
+class QuotaProfileRejected(Event, frozen=True, kw_only=True, tag="quotaprofile.rejected.v1"):
+    profile: ObjectRef
+    errors: list[FieldIssue]
+
+
+class QuotaProfileRemoved(Event, frozen=True, kw_only=True, tag="quotaprofile.removed.v1"):
+    profile: ObjectRef
 
 
 class ReservationResolved(Event, frozen=True, kw_only=True, tag="reservation.resolved.v1"):
@@ -504,6 +550,13 @@ AnyEvent = (
     | PodDeleted
     | QuotaApplied
     | QuotaDeleted
+    | QuotaProfileApplied
+    | QuotaProfileDeleted
+    | QuotaProfileRegistered
+    | QuotaStatusSynced
+    | QuotaStatusPublished
+    | QuotaProfileRejected
+    | QuotaProfileRemoved
     | ObjectIgnored
     | NodeRegistered
     | NodeRejected

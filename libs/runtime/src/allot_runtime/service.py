@@ -206,12 +206,12 @@ async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
         delay = 1.0
         if ctx.consumer.ready.is_set():
             async with ctx.runtime.lock:
-                deadline = ctx.host.deadline()
+                deadline, handled = ctx.host.deadline(), ctx.host.position
             now = system_clock()
             if deadline is not None:
                 if now >= deadline:
                     new = NewEvent(stream_id=stream_id("timer", name), event=TimerFired(service=name, due=deadline),
-                                   event_id=derived_event_id(producer, str(deadline), 0))
+                                   event_id=derived_event_id(producer, f"{deadline}/{handled}", 0))
                     try:
                         await ctx.store.append([new], producer=producer)
                     except TransientError as exc:

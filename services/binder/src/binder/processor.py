@@ -1,7 +1,8 @@
 """binder's decisions: bind each placed pod to its node (the PreBind/Bind stage).
 
 Consumes ``pod.placed`` and ``pod.deleted``; emits ``pod.bound`` with the output annotations (device-allocated,
-resource-status, …) as the strings a Kubernetes Binding carries. In standalone mode the binding is the recorded
+resource-status, …) as the strings a Kubernetes Binding carries. It is also the writer of ElasticQuota status:
+``quota.status_synced`` becomes one ``quota.status_published`` per quota (the merge patch Kubernetes mode applies). In standalone mode the binding is the recorded
 event itself. A pod deleted before its placement arrives is not bound.
 """
 
@@ -22,6 +23,8 @@ from allot_contracts.events import (
     PodPlaced,
     PodSubmitted,
     QuotaEvicted,
+    QuotaStatusPublished,
+    QuotaStatusSynced,
 )
 from allot_runtime.processor import Emit
 
@@ -38,7 +41,7 @@ class Binder:
     name: ClassVar[str] = "binder"
     interests: ClassVar[frozenset[str]] = frozenset(
         {"pod.submitted", "pod.placed", "pod.deleted", "quota.evicted", "gang.group_placed", "gang.group_admitted",
-         "gang.holds_released"}
+         "gang.holds_released", "quota.status_synced"}
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
@@ -76,6 +79,10 @@ class Binder:
                 annotations = annotation_strings(dict(decision.get("annotations") or {}))
                 return [Emit(stream_id=stream_id("pod", pod.key),
                              event=PodBound(pod=pod, attempt=attempt, node=node, annotations=annotations))]
+            case QuotaStatusSynced(patches=patches):
+                return [Emit(stream_id=stream_id("quota", key), event=QuotaStatusPublished(
+                    quota=ObjectRef(namespace=key.split("/", 1)[0], name=key.split("/", 1)[1]), patch=patch))
+                        for key, patch in sorted(patches.items())]
             case GangGroupAdmitted(attempt=attempt, members=members):
                 out = []
                 for member in members:

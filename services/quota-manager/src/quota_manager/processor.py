@@ -43,11 +43,18 @@ from allot_contracts.events import (
     QuotaEvicted,
     QuotaGroupAdmitted,
     QuotaGroupWaiting,
+    QuotaProfileApplied,
+    QuotaProfileDeleted,
+    QuotaProfileRegistered,
+    QuotaProfileRejected,
+    QuotaProfileRemoved,
     QuotaRegistered,
     QuotaRejected,
     QuotaReleased,
     QuotaRemoved,
+    QuotaStatusSynced,
     QuotaWaiting,
+    TimerFired,
 )
 from allot_contracts.kube import priority_value
 from allot_quota import QuotaConfig, QuotaEngine
@@ -70,7 +77,7 @@ def _issues(errors: list[Any]) -> list[FieldIssue]:
 class QuotaManager:
     name: ClassVar[str] = "quota-manager"
     interests: ClassVar[frozenset[str]] = frozenset(
-        {"quota.applied", "quota.deleted", "node.registered", "node.removed", "pod.submitted", "pod.observed",
+        {"quota.applied", "quota.deleted", "quotaprofile.applied", "quotaprofile.deleted", "node.registered", "node.removed", "pod.submitted", "pod.observed",
          "pod.enqueued", "pod.requeued", "pod.unschedulable", "pod.rejected", "pod.deleted", "pod.released",
          "gang.group_ready", "gang.holds_released", "timer.fired"}
     )
@@ -82,6 +89,8 @@ class QuotaManager:
         self.charged: set[str] = set()
         self.manifests: dict[str, dict[str, Any]] = {}
         self.group_charges: dict[str, tuple[str, int]] = {}  # member -> (group, attempt) that charged it
+        self.published: dict[str, dict[str, Any]] = {}  # quota key -> status patch last synced
+        self.status_dirty_since: int | None = None
         self.changes: dict[str, tuple[str, UsageChange]] = {}  # pod -> (reason, change) applied, not yet recorded
         self.quota_changes: dict[str, tuple[str, list[Any]]] = {}  # quota key -> ("applied"|"removed", errors)
 
@@ -97,6 +106,14 @@ class QuotaManager:
                 self.quota_changes[ref.key] = ("removed", errors)
             case QuotaRegistered(quota=ref) | QuotaRejected(quota=ref) | QuotaRemoved(quota=ref):
                 self.quota_changes.pop(ref.key, None)
+            case QuotaProfileApplied(profile=ref, manifest=manifest):
+                self.quota_changes[f"profile:{ref.key}"] = ("applied", self.engine.apply_profile(manifest))
+            case QuotaProfileDeleted(profile=ref):
+                self.quota_changes[f"profile:{ref.key}"] = ("removed",
+                                                            self.engine.delete_profile(ref.namespace, ref.name))
+            case QuotaProfileRegistered(profile=ref) | QuotaProfileRejected(profile=ref) | QuotaProfileRemoved(
+                    profile=ref):
+                self.quota_changes.pop(f"profile:{ref.key}", None)
             case NodeRegistered(manifest=manifest):
                 self.engine.upsert_node(manifest)
             case NodeRemoved(name=name):
@@ -142,6 +159,11 @@ class QuotaManager:
             case _:
                 pass
         self.engine.observe_overuse(at // 1_000_000)
+        if isinstance(event, QuotaStatusSynced):
+            self.published.update(event.patches)
+            self.status_dirty_since = None
+        elif not isinstance(event, TimerFired) and self.status_dirty_since is None:
+            self.status_dirty_since = at
 
     def _uncharge(self, key: str, reason: str, *, remove: bool) -> None:
         self.waiting.pop(key, None)
@@ -155,7 +177,22 @@ class QuotaManager:
     # -- decide ----------------------------------------------------------------------------------------------
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
-        return [*self._decide(event, at), *self._revoke(at)]
+        out = [*self._decide(event, at), *self._revoke(at)]
+        if isinstance(event, TimerFired) and event.service == self.name:
+            out += self._sync_status()
+        return out
+
+    def _sync_status(self) -> list[Emit]:
+        """The status upstream writes on ElasticQuota objects, for every quota whose status changed."""
+        if self.status_dirty_since is None:
+            return []
+        patches: dict[str, dict[str, Any]] = {}
+        for row in self.engine.tree_view():
+            key = f"{row['namespace']}/{row['name']}"
+            patch = self.engine.status_patch(row["name"])
+            if self.published.get(key) != patch:
+                patches[key] = patch
+        return [Emit(stream_id=stream_id("quota", "status"), event=QuotaStatusSynced(patches=patches))]
 
     def _decide(self, event: Event, at: int) -> list[Emit]:
         match event:
@@ -171,6 +208,8 @@ class QuotaManager:
                 return [*(e for m in members for e in self._released(m)), *self._admit_waiting()]
             case QuotaApplied(quota=ref) | QuotaDeleted(quota=ref):
                 return [*self._quota_outcome(ref), *self._admit_waiting()]
+            case QuotaProfileApplied(profile=ref) | QuotaProfileDeleted(profile=ref):
+                return [*self._profile_outcome(ref, event), *self._admit_waiting()]
             case _:
                 return []
 
@@ -266,6 +305,21 @@ class QuotaManager:
             quota=ref, max=dict(row.get("max", {})), min=dict(row.get("min", {})),
             runtime=self.engine.runtime(ref.name)))]
 
+    def _profile_outcome(self, ref: ObjectRef, event: Event) -> list[Emit]:
+        key = f"profile:{ref.key}"
+        if key not in self.quota_changes:
+            return []
+        what, errors = self.quota_changes[key]
+        stream = stream_id("quotaprofile", ref.key)
+        if errors:
+            return [Emit(stream_id=stream, event=QuotaProfileRejected(profile=ref, errors=_issues(errors)))]
+        if what == "removed":
+            return [Emit(stream_id=stream, event=QuotaProfileRemoved(profile=ref))]
+        assert isinstance(event, QuotaProfileApplied)
+        quota = str((event.manifest.get("spec") or {}).get("quotaName") or ref.name)
+        return [Emit(stream_id=stream, event=QuotaProfileRegistered(profile=ref, quota=quota,
+                                                                     runtime=self.engine.runtime(quota)))]
+
     def _revoke(self, at: int) -> list[Emit]:
         """Over-use revoke: due whenever the recorded time has passed a quota's delay (a timer event or any input)."""
         deadline = self.engine.revoke_deadline()
@@ -279,11 +333,14 @@ class QuotaManager:
         ]
 
     def next_deadline(self) -> int | None:
+        """The over-use revoke delay, or at once when quota status changed and is not yet synced."""
         seconds = self.engine.revoke_deadline()
-        return None if seconds is None else seconds * 1_000_000
+        times = [t for t in (None if seconds is None else seconds * 1_000_000, self.status_dirty_since) if t]
+        return min(times) if times else None
 
     def snapshot(self) -> dict[str, Any]:
         return {
+            "published": self.published,
             "engine": self.engine.digest(),
             "waiting": dict(sorted(self.waiting.items())),
             "charged": sorted(self.charged),
