@@ -20,7 +20,8 @@ Shape (camelCase keys, every key optional; ``PlacementConfig()`` is the document
     devices: {gpuShareUnsupportedModels: [{vendor: nvidia, model: T4}]}
     fragmentation: {typicalPods: [{cpuMilli: 8000, gpuCount: 1, gpuMilli: 500, gpuModels: [], weight: 120}, ...],
                     gpuChoice: ""}
-    seed: 0                       # the Random policy's seed (hash-based, history independent)
+    seed: 0                       # the random policy's and the hash tie-break's seed
+    tieBreak: name                # equal scores: lowest node name, or 'hash' (keyed by seed and pod)
     explain: {topScores: 3, maxNodeReasons: 16}
 
 A preset sets the strategies first; explicit sections then override individual fields. ``policy`` other than
@@ -107,6 +108,7 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
     typical_pods: tuple[TypicalPod, ...] = ()
     gpu_choice: str = ""
     seed: int = 0
+    tie_break: str = "name"
     top_scores: int = 3
     max_node_reasons: int = 16
 
@@ -156,6 +158,7 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
                  "gpuModels": list(t.gpu_models), "weight": t.weight} for t in self.typical_pods],
                 "gpuChoice": self.gpu_choice},
             "seed": self.seed,
+            "tieBreak": self.tie_break,
             "explain": {"topScores": self.top_scores, "maxNodeReasons": self.max_node_reasons},
         }
 
@@ -205,7 +208,7 @@ def _parse(d: Any, errors: list[FieldError]) -> PlacementConfig | None:
     if not isinstance(d, dict):
         errors.append(FieldError(path="", message="placement config must be a mapping"))
         return None
-    top = {"policy", "scoring", "cpu", "devices", "fragmentation", "seed", "explain"}
+    top = {"policy", "scoring", "cpu", "devices", "fragmentation", "seed", "tieBreak", "explain"}
     for extra in sorted(set(d) - top):
         errors.append(FieldError(path=extra, message=f"unknown key; supported: {', '.join(sorted(top))}"))
     policy = d.get("policy", "koordinator")
@@ -264,6 +267,10 @@ def _parse(d: Any, errors: list[FieldError]) -> PlacementConfig | None:
         errors.append(FieldError(path="fragmentation.typicalPods",
                                  message=f"policy {policy} needs the typical-pod distribution (see docs/placement.md)"))
     ex = _section(d, "explain", "", {"topScores", "maxNodeReasons"}, errors)
+    tie = d.get("tieBreak", "name")
+    if tie not in ("name", "hash"):
+        errors.append(FieldError(path="tieBreak", message="one of 'name' (lowest node name) or 'hash' (keyed by seed and pod)"))
+        tie = "name"
     return PlacementConfig(
         policy=str(policy), node_fit=node_fit, numa=numa, device=device,
         fit_plus_weight=_int(fp.get("weight"), "scoring.nodeResourcesFitPlus.weight", errors, default=1),
@@ -271,7 +278,7 @@ def _parse(d: Any, errors: list[FieldError]) -> PlacementConfig | None:
         scarce_weight=_int(sc.get("weight"), "scoring.scarceResourceAvoidance.weight", errors, default=1),
         scarce=tuple(sorted(set(scarce))), default_cpu_bind_policy=str(bind),
         gpu_share_unsupported_models=tuple(sorted(models)), typical_pods=typical, gpu_choice=choice,
-        seed=_int(d.get("seed"), "seed", errors), top_scores=_int(ex.get("topScores"), "explain.topScores", errors,
+        seed=_int(d.get("seed"), "seed", errors), tie_break=str(tie), top_scores=_int(ex.get("topScores"), "explain.topScores", errors,
                                                                   default=3),
         max_node_reasons=_int(ex.get("maxNodeReasons"), "explain.maxNodeReasons", errors, default=16),
     )

@@ -62,6 +62,9 @@ class PlacementEngine:
 
             policy = make_policy(self.config)
         self.policy = policy
+        from allot_placement.policies import KeyedChoice
+
+        self._keyed = KeyedChoice(self.config.seed)
         self._nodes: dict[str, NodeState] = {}
         self._pod_node: dict[str, str] = {}
         self._clock = 0  # global version counter (not time)
@@ -131,8 +134,13 @@ class PlacementEngine:
         idx = self._index(spec)
         top = idx.top(max(self.config.top_scores, 1))
         pick = getattr(self.policy, "pick", None)
+        chosen = None
         if top and pick is not None:  # a policy choosing among all feasible nodes (random)
-            chosen = pick(pod, sorted(idx.feasible))
+            chosen = pick(pod, list(idx.feasible))
+        elif top and self.config.tie_break == "hash" and len(top) > 1 and top[1][1] == top[0][1]:
+            best = top[0][1]
+            chosen = self._keyed.pick(pod, [nm for nm, (_, s) in idx.feasible.items() if s == best])
+        if chosen is not None:
             top = [(chosen, idx.feasible[chosen][1])] + [t for t in top if t[0] != chosen][: len(top) - 1]
         if not top:
             return explain.unschedulable(self, pod, idx.counts, idx.codes, idx.first_infeasible(

@@ -33,7 +33,7 @@ from allot_placement.fragmentation import MILLI, FragModel
 from allot_placement.pod import PodSpec
 from allot_placement.state import NodeState
 
-__all__ = ["BasePolicy", "make_policy", "node_gpu_state"]
+__all__ = ["BasePolicy", "KeyedChoice", "keyed_hash", "make_policy", "node_gpu_state"]
 
 MAX_CPU, MAX_GPU = 128_000, 8_000
 _CACHE_LIMIT = 200_000
@@ -229,14 +229,52 @@ class GpuClustering(BasePolicy):
         return base + (100 // 4 if not tags else 0)
 
 
+_M64 = (1 << 64) - 1
+
+
+def keyed_hash(*parts: object) -> int:
+    """A 64-bit hash of ``parts`` (blake2b): stable across processes and platforms."""
+    data = "/".join(str(p) for p in parts).encode()
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+class KeyedChoice:
+    """Pick one of many names uniformly at random, keyed by (seed, pod): pure, history independent, fast."""
+
+    __slots__ = ("_names", "seed")
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._names: dict[str, int] = {}
+
+    def pick(self, pod: str, names: Sequence[str]) -> str:
+        pk = keyed_hash(self.seed, "pod", pod)
+        best: tuple[int, str] | None = None
+        for name in names:
+            nk = self._names.get(name)
+            if nk is None:
+                nk = self._names[name] = keyed_hash(self.seed, "node", name)
+            x = ((nk ^ pk) * 0x9E3779B97F4A7C15) & _M64
+            x ^= x >> 29
+            x = (x * 0xBF58476D1CE4E5B9) & _M64
+            x ^= x >> 32
+            if best is None or (x, name) < best:
+                best = (x, name)
+        assert best is not None
+        return best[1]
+
+
 class Random(BasePolicy):
     """Uniform random choices from a keyed hash: the same inputs always give the same choice."""
 
     name = "Random"
 
+    def __init__(self, cfg: PlacementConfig) -> None:
+        super().__init__(cfg)
+        self.keyed = KeyedChoice(cfg.seed)
+
     def _h(self, *parts: object) -> int:
-        data = "/".join(str(p) for p in (self.cfg.seed, *parts)).encode()
-        return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+        return keyed_hash(self.cfg.seed, *parts)
 
     def gpu_score(self, state: NodeState, pod: PodSpec, index: int, lefts: tuple[int, ...]) -> Any:
         return -self._h("gpu", state.name, lefts, pod.key, index)
@@ -246,9 +284,7 @@ class Random(BasePolicy):
 
     def pick(self, pod: str, candidates: list[str]) -> str | None:
         """The node for ``pod`` among the feasible ``candidates``."""
-        if not candidates:
-            return None
-        return min(candidates, key=lambda name: (self._h("node", pod, name), name))
+        return self.keyed.pick(pod, candidates) if candidates else None
 
 
 _POLICIES: dict[str, Any] = {"fgd": FGD, "bestfit": BestFit, "dotproduct": DotProduct, "gpupacking": GpuPacking,

@@ -2,7 +2,7 @@
 
 Protocol (as the paper's simulator runs it; ``allot sim trace`` drives it):
 1. The workload is the pod list sorted by name; the typical-pod distribution is taken from it (``typical_pods``).
-2. A seeded ``random.Random(seed)`` shuffles the pods, then appends pods sampled from the workload (named
+2. A seeded ``random.Random(seed)`` (created by the caller and passed in as data) shuffles the pods, then appends pods sampled from the workload (named
    ``<name>-tuned-<i>``) until the next one would take the arrived GPU request above ``tune`` × cluster GPU
    capacity (the simulator compares the sampled pod's per-GPU milli, which we keep), then permutes the node order:
    node ``i`` (by name) is named ``<perm[i]:04d>-<sn>``, which randomises the name-order tie-break per seed exactly
@@ -17,9 +17,8 @@ equals x are averaged, or those within x±1 when none does.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -30,7 +29,15 @@ from allot_placement.fragmentation import MILLI, FragModel, typical_pods
 from allot_placement.openb import TraceNode, TracePod, node_manifests, pod_manifest
 from allot_placement.policies import node_gpu_state
 
-__all__ = ["TraceRun", "discretize", "prepare", "run_trace", "trace_config", "workload_typical_pods"]
+__all__ = ["Rng", "TraceRun", "discretize", "prepare", "run_trace", "trace_config", "workload_typical_pods"]
+
+
+class Rng(Protocol):
+    """The part of ``random.Random`` the protocol uses (the shell creates ``random.Random(seed)``)."""
+
+    def shuffle(self, x: list[Any]) -> None: ...
+
+    def randrange(self, stop: int) -> int: ...
 
 
 class TraceRun(msgspec.Struct, kw_only=True):
@@ -55,10 +62,9 @@ def trace_config(policy: str, typical: Sequence[TypicalPod], seed: int) -> Place
     return PlacementConfig.from_dict({"policy": policy, "fragmentation": frag, "seed": seed})
 
 
-def prepare(nodes: Sequence[TraceNode], pods: Sequence[TracePod], seed: int, tune: float
+def prepare(nodes: Sequence[TraceNode], pods: Sequence[TracePod], rng: Rng, tune: float
             ) -> tuple[list[TraceNode], list[tuple[str, TracePod]]]:
-    """Renamed nodes and the ordered ``(pod name, pod)`` arrivals for one seed."""
-    rng = random.Random(seed)
+    """Renamed nodes and the ordered ``(pod name, pod)`` arrivals for one seed's ``rng``."""
     workload = sorted(pods, key=lambda p: p.name)
     order = [(p.name, p) for p in workload]
     rng.shuffle(order)
@@ -82,10 +88,11 @@ def prepare(nodes: Sequence[TraceNode], pods: Sequence[TracePod], seed: int, tun
     return renamed, order
 
 
-def run_trace(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str, seed: int, tune: float = 1.3,
-              progress: Callable[[int, int], None] | None = None) -> TraceRun:
+def run_trace(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str, seed: int, rng: Rng,
+              tune: float = 1.3, progress: Callable[[int, int], None] | None = None) -> TraceRun:
+    """One seed of the protocol; ``rng`` is ``random.Random(seed)`` (the seed also keys hash tie-breaks)."""
     typical = workload_typical_pods(pods)
-    renamed, order = prepare(nodes, pods, seed, tune)
+    renamed, order = prepare(nodes, pods, rng, tune)
     eng = PlacementEngine(trace_config(policy, typical, seed))
     for nd in renamed:
         manifest, device = node_manifests(nd)
@@ -137,7 +144,7 @@ def discretize(run: TraceRun, metric: str = "alloc") -> dict[int, float]:
             v = frag * 100 / (run.frag_weight * idle) if idle else 0.0
         points.setdefault(x, []).append(round(v, 2))
     out: dict[int, float] = {}
-    for x in range(0, 131):
+    for x in range(131):
         vals = points.get(x)
         if not vals:
             vals = [v for k in (x - 1, x, x + 1) for v in points.get(k, [])]

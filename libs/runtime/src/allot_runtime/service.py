@@ -169,27 +169,40 @@ async def _wait_for_schema(settings: ServiceSettings, stop: asyncio.Event) -> No
         delay = min(delay * 2, 5.0)
 
 
-async def _http(ctx: ServiceContext) -> web.AppRunner:
+@dataclass
+class Liveness:
+    """What the HTTP endpoints report while the service starts: they answer from the first second (liveness),
+    and readiness follows the phases (schema, connections, catch-up)."""
+
+    service: str
+    metrics: Metrics
+    phase: str = "starting"
+    ctx: ServiceContext | None = None
+
+
+async def _http(live: Liveness, host: str, port: int) -> web.AppRunner:
     async def healthz(_: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "service": ctx.settings.service})
+        return web.json_response({"status": "ok", "service": live.service, "phase": live.phase})
 
     async def readyz(_: web.Request) -> web.Response:
-        ready = bool(ctx.consumer and ctx.consumer.ready.is_set() and ctx.nc.is_connected)
-        return web.json_response({"ready": ready}, status=200 if ready else 503)
+        ctx = live.ctx
+        ready = bool(ctx and ctx.consumer.ready.is_set() and ctx.nc.is_connected)
+        return web.json_response({"ready": ready, "phase": live.phase}, status=200 if ready else 503)
 
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=ctx.metrics.render(), content_type="text/plain", charset="utf-8")
+        return web.Response(body=live.metrics.render(), content_type="text/plain", charset="utf-8")
 
     async def state(_: web.Request) -> web.Response:
-        return web.Response(body=msgspec.json.encode(await state_of(ctx)), content_type="application/json")
+        if live.ctx is None:
+            return web.json_response({"phase": live.phase}, status=503)
+        return web.Response(body=msgspec.json.encode(await state_of(live.ctx)), content_type="application/json")
 
     app = web.Application()
     app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics),
                     web.get("/state", state)])
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, ctx.settings.http_host, ctx.settings.http_port)
-    await site.start()
+    await web.TCPSite(runner, host, port).start()
     return runner
 
 
@@ -246,12 +259,36 @@ async def run_service(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    await _wait_for_schema(settings, stop)
-    if stop.is_set():
-        return
-    store = PostgresEventStore.connect(settings.database_url)
-    nc = await connect(settings.nats_url, name=f"allot-{settings.service}")
     metrics = Metrics(settings.service)
+    live = Liveness(service=settings.service, metrics=metrics, phase="waiting for the database schema")
+    runner = await _http(live, settings.http_host, settings.http_port)
+    try:
+        await _wait_for_schema(settings, stop)
+        if stop.is_set():
+            return
+        live.phase = "connecting to NATS"
+        store = PostgresEventStore.connect(settings.database_url)
+        nc = await connect(settings.nats_url, name=f"allot-{settings.service}")
+        live.phase = "catching up with the log"
+        await _run(settings, factory, store=store, nc=nc, metrics=metrics, tracer=tracer, stop=stop, live=live,
+                   observers=observers, extras=extras)
+    finally:
+        await runner.cleanup()
+
+
+async def _run(
+    settings: ServiceSettings,
+    factory: Callable[[], Processor],
+    *,
+    store: PostgresEventStore,
+    nc: Any,
+    metrics: Metrics,
+    tracer: Any,
+    stop: asyncio.Event,
+    live: Liveness,
+    observers: Sequence[Observer],
+    extras: Sequence[Extra],
+) -> None:
     all_observers = [default_observer, *observers]
     ctx_ref: list[ServiceContext] = []
 
@@ -263,6 +300,8 @@ async def run_service(
                                tracer=tracer, on_handled=on_handled)
     ctx = ServiceContext(settings=settings, store=store, nc=nc, metrics=metrics, runtime=runtime)
     ctx_ref.append(ctx)
+    live.ctx = ctx
+    live.phase = "running"
     name = settings.service
     consumer = runtime.consumer
 
@@ -270,7 +309,6 @@ async def run_service(
         await msg.respond(msgspec.json.encode(await state_of(ctx)))
 
     admin = await nc.subscribe(settings.names.admin(name, "state"), cb=state_reply)
-    runner = await _http(ctx)
     log.info("%s started (http %s:%s)", name, settings.http_host, settings.http_port)
     try:
         async with asyncio.TaskGroup() as tg:
@@ -285,6 +323,5 @@ async def run_service(
         with contextlib.suppress(Exception):
             await admin.unsubscribe()
             await asyncio.wait_for(nc.drain(), timeout=settings.shutdown_timeout_s)
-        await runner.cleanup()
         await store.close()
         log.info("%s stopped", name)
