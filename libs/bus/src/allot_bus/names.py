@@ -7,6 +7,8 @@ can share one NATS server. Service admin requests use ``<prefix>.admin.<service>
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from allot_contracts.envelope import subject_for
@@ -24,10 +26,16 @@ class BusNames(msgspec.Struct, frozen=True, kw_only=True):
         return subject_for(self.prefix, event_type)
 
     def admin(self, service: str, verb: str) -> str:
-        return f"{self.prefix}.admin.{service}.{verb}"
+        return f"{self.prefix}.admin.{token(service)}.{verb}"
 
     def durable(self, consumer: str) -> str:
-        return consumer.replace(".", "_")
+        return token(consumer)
+
+
+def token(name: str) -> str:
+    """A consumer or instance name as one NATS subject token / durable name (``qos-enforcer@ip-10.0.0.1`` →
+    ``qos-enforcer_ip-10_0_0_1``)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
 
 
 HEADER_POSITION = "Allot-Position"

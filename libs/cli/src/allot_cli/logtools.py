@@ -20,10 +20,12 @@ async def pending_work(store: EventStore) -> dict[str, int]:
     """For each service, the first position of an event it has not handled yet (empty dict = the pipeline is idle)."""
     checkpoints = await store.checkpoints()
     pending: dict[str, int] = {}
-    for name, types in interests().items():
-        first = await store.read(after=checkpoints.get(name, 0), types=types, limit=1)
-        if first:
-            pending[name] = first[0].position
+    for service, types in interests().items():
+        consumers = [c for c in checkpoints if c.startswith(f"{service}@")] or [service]
+        for name in consumers:
+            first = await store.read(after=checkpoints.get(name, 0), types=types, limit=1)
+            if first:
+                pending[name] = first[0].position
     return pending
 
 

@@ -6,7 +6,7 @@ deterministically); nothing about correctness depends on it in the live stack, w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from allot_runtime.processor import Processor
@@ -42,3 +42,19 @@ def build(name: str, config: dict[str, Any] | None = None) -> Processor:
 
 def interests() -> dict[str, frozenset[str]]:
     return {name: factory({}).interests for name, factory in PROCESSORS}
+
+
+def instances(service: str, producers: Iterable[str]) -> list[str]:
+    """The instances of a service that decided in a log: ``service`` itself and/or ``service@<node>`` ones."""
+    names = set(producers)
+    scoped = sorted(p for p in names if p.startswith(f"{service}@"))
+    return [*([service] if service in names or not scoped else []), *scoped]
+
+
+def build_instance(service: str, instance: str, config: dict[str, Any] | None = None) -> Processor:
+    """The processor of one instance: a per-node instance gets its node as scope."""
+    node = instance.split("@", 1)[1] if "@" in instance else ""
+    settings = dict(config or {})
+    if node:
+        settings["scope"] = {"node": node}
+    return build(service, settings)

@@ -1,6 +1,7 @@
 """The relay as a process (``allot relay``): log → JetStream, with a health and metrics endpoint.
 
 Reads ALLOT_DATABASE_URL, ALLOT_NATS_URL, ALLOT_NATS_PREFIX, ALLOT_NATS_STREAM and ALLOT_HTTP_PORT like the services.
+``/healthz`` answers at once; ``/readyz`` turns 200 once the schema is current and the relay is publishing.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import contextlib
 import logging
 import os
 import signal
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
@@ -22,6 +24,36 @@ from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime import logs
 
 
+async def _serve(holder: dict[str, Any]) -> web.AppRunner:
+    registry = CollectorRegistry()
+    published = Gauge("allot_relay_published_position", "Last log position published to JetStream",
+                      registry=registry)
+    lag = Gauge("allot_relay_lag_events", "Events in the log not yet on JetStream", registry=registry)
+
+    async def metrics(_: web.Request) -> web.Response:
+        if "relay" in holder:
+            head = (await holder["store"].head())[0]
+            published.set(holder["relay"].published_position)
+            lag.set(max(head - holder["relay"].published_position, 0))
+        return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
+
+    async def healthz(_: web.Request) -> web.Response:
+        position = holder["relay"].published_position if "relay" in holder else None
+        return web.json_response({"status": "ok", "service": "relay", "published": position})
+
+    async def readyz(_: web.Request) -> web.Response:
+        ready = "relay" in holder
+        return web.json_response({"ready": ready}, status=200 if ready else 503)
+
+    app = web.Application()
+    app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics)])
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"),
+                      int(os.environ.get("ALLOT_HTTP_PORT", "8080"))).start()
+    return runner
+
+
 async def run_relay() -> None:
     logs.setup("relay", level=os.environ.get("ALLOT_LOG_LEVEL", "INFO"), fmt=os.environ.get("ALLOT_LOG_FORMAT", "json"))
     log = logging.getLogger("allot.relay")
@@ -32,42 +64,30 @@ async def run_relay() -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    while not stop.is_set():
-        try:
-            await ensure_current(database_url)
-            break
-        except Exception as exc:
-            log.warning("waiting for the database schema: %s", exc)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=1.0)
-    store = PostgresEventStore.connect(database_url)
-    nc = await connect(os.environ.get("ALLOT_NATS_URL", "nats://127.0.0.1:4222"), name="allot-relay")
-    relay = Relay(store, nc.jetstream(), names)
-    registry = CollectorRegistry()
-    published = Gauge("allot_relay_published_position", "Last log position published to JetStream",
-                      registry=registry)
-    lag = Gauge("allot_relay_lag_events", "Events in the log not yet on JetStream", registry=registry)
-
-    async def metrics(_: web.Request) -> web.Response:
-        head = (await store.head())[0]
-        published.set(relay.published_position)
-        lag.set(max(head - relay.published_position, 0))
-        return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
-
-    async def healthz(_: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "service": "relay", "published": relay.published_position})
-
-    app = web.Application()
-    app.add_routes([web.get("/healthz", healthz), web.get("/readyz", healthz), web.get("/metrics", metrics)])
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"), int(os.environ.get("ALLOT_HTTP_PORT", "8080"))).start()
-    log.info("relay started: log → stream %s (%s)", names.stream, names.all_events)
+    holder: dict[str, Any] = {}
+    runner = await _serve(holder)
     try:
-        async with store.notifications() as woken:
-            await relay.run(stop, wake=woken)
+        while not stop.is_set():
+            try:
+                await ensure_current(database_url)
+                break
+            except Exception as exc:
+                log.warning("waiting for the database schema: %s", exc)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=1.0)
+        if stop.is_set():
+            return
+        store = PostgresEventStore.connect(database_url)
+        nc = await connect(os.environ.get("ALLOT_NATS_URL", "nats://127.0.0.1:4222"), name="allot-relay")
+        relay = Relay(store, nc.jetstream(), names)
+        holder.update(store=store, relay=relay)
+        log.info("relay started: log → stream %s (%s)", names.stream, names.all_events)
+        try:
+            async with store.notifications() as woken:
+                await relay.run(stop, wake=woken)
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.drain()
+            await store.close()
     finally:
         await runner.cleanup()
-        with contextlib.suppress(Exception):
-            await nc.drain()
-        await store.close()

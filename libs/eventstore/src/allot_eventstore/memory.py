@@ -131,5 +131,8 @@ class InMemoryEventStore:
     async def checkpoints(self) -> dict[str, int]:
         return dict(sorted(self._checkpoints.items()))
 
+    async def producers(self) -> list[str]:
+        return sorted({e.producer for e in self.events})
+
     async def close(self) -> None:
         return None

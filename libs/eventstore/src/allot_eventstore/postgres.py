@@ -69,14 +69,17 @@ _KNOWN = (
     "FROM (SELECT array_agg(stream_id) AS ids, array_agg(version) AS versions FROM streams "
     "WHERE stream_id = ANY($2::text[])) AS s"
 )
-# Stream versions, the head and the wake-up call in one statement (every data-modifying CTE runs exactly once;
-# the notification is delivered at commit).
+# Stream versions, the head and the wake-up call in one statement (every data-modifying CTE runs exactly once; the
+# notification is delivered at commit). Streams are only written under the head lock, so the versions read after
+# taking it are current: new streams are inserted, known ones advanced (no ON CONFLICT needed).
 _FINISH = (
-    "WITH upserted AS ("
-    "INSERT INTO streams (stream_id, version) SELECT * FROM unnest($1::text[], $2::integer[]) "
-    "ON CONFLICT (stream_id) DO UPDATE SET version = EXCLUDED.version), "
-    "moved AS (UPDATE log_head SET position = $3::bigint, hash = $4::bytea WHERE id = 1) "
-    f"SELECT pg_notify('{NOTIFY_CHANNEL}', $3::bigint::text)"
+    "WITH created AS ("
+    "INSERT INTO streams (stream_id, version) SELECT * FROM unnest($1::text[], $2::integer[])), "
+    "advanced AS ("
+    "UPDATE streams SET version = u.version FROM unnest($3::text[], $4::integer[]) AS u(stream_id, version) "
+    "WHERE streams.stream_id = u.stream_id), "
+    "moved AS (UPDATE log_head SET position = $5::bigint, hash = $6::bytea WHERE id = 1) "
+    f"SELECT pg_notify('{NOTIFY_CHANNEL}', $5::bigint::text)"
 )
 
 
@@ -209,6 +212,7 @@ class PostgresEventStore:
             return AppendResult(positions=[], skipped=skipped, head=position)
 
         versions: dict[str, int] = dict(zip(known[1] or (), known[2] or ()))
+        existed = set(versions)
         planned: list[tuple[NewEvent, int]] = []
         positions: list[int] = []
         for new in fresh:
@@ -257,7 +261,12 @@ class PostgresEventStore:
         if len(chain) != 2:
             raise RuntimeError("COPY ended before every event was written")
         touched = sorted({new.stream_id for new in fresh})
-        await raw.execute(_FINISH, touched, [versions[s] for s in touched], position, chain[1])
+        created = [s for s in touched if s not in existed]
+        advanced = [s for s in touched if s in existed]
+        await raw.execute(
+            _FINISH, created, [versions[s] for s in created], advanced, [versions[s] for s in advanced], position,
+            chain[1],
+        )
         return AppendResult(positions=positions, skipped=skipped, head=position)
 
     # -- reading -------------------------------------------------------------------------------------------------
@@ -345,6 +354,15 @@ class PostgresEventStore:
                 )
         except (DBAPIError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise _translate(exc) from exc
+
+    async def producers(self) -> list[str]:
+        """Every producer that appended to the log (services, their instances, timers, api)."""
+        rows = await self._fetch(
+            "WITH RECURSIVE p AS (SELECT min(producer) AS v FROM events UNION ALL "
+            "SELECT (SELECT min(producer) FROM events WHERE producer > p.v) FROM p WHERE p.v IS NOT NULL) "
+            "SELECT v FROM p WHERE v IS NOT NULL"
+        )
+        return [r[0] for r in rows]
 
     async def checkpoints(self) -> dict[str, int]:
         rows = await self._fetch("SELECT consumer, position FROM checkpoints ORDER BY consumer")

@@ -23,6 +23,10 @@ def service_main(
     try:
         settings = settings_mod.load(service)
         config = settings.config()
+        if settings.instance:
+            if not getattr(build, "SCOPED", False):
+                raise InvalidInput([("ALLOT_INSTANCE", f"{service} runs as a single instance; unset ALLOT_INSTANCE")])
+            config = {**config, "scope": {"node": settings.instance}}
         build(config)  # validate the config before connecting anywhere
     except InvalidInput as exc:
         print(f"allot-{service}: invalid configuration: {exc}", file=sys.stderr)

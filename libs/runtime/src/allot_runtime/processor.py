@@ -55,6 +55,12 @@ class TimedProcessor(Processor, Protocol):
     def next_deadline(self) -> int | None: ...
 
 
+def instance_name(service: str, instance: str = "") -> str:
+    """The consumer and producer name of one instance of a service: ``qos-enforcer`` for the single instance,
+    ``qos-enforcer@node-7`` for a per-node instance (a DaemonSet pod), which decides only for its node."""
+    return f"{service}@{instance}" if instance else service
+
+
 def timer_producer(service: str) -> str:
     """Timer events are recorded by ``<service>.timer``, so the service consumes them as input, not as its own."""
     return f"{service}.timer"
@@ -68,9 +74,9 @@ def digest_of(snapshot: dict[str, Any]) -> str:
 class Host:
     """Runs one processor over events, live or from the log. Not thread-safe; one host per processor instance."""
 
-    def __init__(self, processor: Processor) -> None:
+    def __init__(self, processor: Processor, name: str | None = None) -> None:
         self.processor = processor
-        self.name = processor.name
+        self.name = name or processor.name
         self.interests = processor.interests
         self.position = 0
 

@@ -36,7 +36,7 @@ from allot_eventstore.protocol import Checkpoint, EventStore
 from allot_runtime import logs, telemetry
 from allot_runtime.failpoints import Failpoints
 from allot_runtime.metrics import Metrics
-from allot_runtime.processor import Host, Processor
+from allot_runtime.processor import Host, Processor, instance_name
 from allot_runtime.replay import rebuild
 from allot_runtime.settings import ServiceSettings
 
@@ -85,7 +85,7 @@ class ProcessorRuntime:
         self.names = names
         self.tracer = tracer
         self.on_handled = on_handled
-        self.host = Host(factory())
+        self.host = Host(factory(), name=name)
         self.failpoints = Failpoints.from_env(name)
         self.lock = asyncio.Lock()  # a state report never sees a decision half-way (evolved but not committed)
         self.consistent = True  # False between a failed decision and the rebuild that follows it
@@ -96,7 +96,7 @@ class ProcessorRuntime:
 
     async def rebuild_projection(self) -> int:
         checkpoint = await self.store.get_checkpoint(self.name)
-        host = Host(self.factory())
+        host = Host(self.factory(), name=self.name)
         await rebuild(host, self.store, until=checkpoint)
         async with self.lock:
             self.host = host
@@ -146,7 +146,7 @@ class ServiceState(msgspec.Struct, kw_only=True):
 async def state_of(ctx: ServiceContext) -> ServiceState:
     async with ctx.runtime.lock:
         return ServiceState(
-            service=ctx.settings.service,
+            service=ctx.runtime.name,
             position=ctx.host.position,
             digest=ctx.host.digest(),
             ready=bool(ctx.consumer and ctx.consumer.ready.is_set()),
@@ -213,7 +213,7 @@ async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
     from allot_eventstore.clock import system_clock
     from allot_runtime.processor import timer_producer
 
-    name = ctx.settings.service
+    name = ctx.runtime.name
     producer = timer_producer(name)
     while not stop.is_set():
         delay = 1.0
@@ -223,7 +223,8 @@ async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
             now = system_clock()
             if deadline is not None:
                 if now >= deadline:
-                    new = NewEvent(stream_id=stream_id("timer", name), event=TimerFired(service=name, due=deadline),
+                    new = NewEvent(stream_id=stream_id("timer", name),
+                                   event=TimerFired(service=ctx.settings.service, due=deadline),
                                    event_id=derived_event_id(producer, f"{deadline}/{handled}", 0))
                     try:
                         await ctx.store.append([new], producer=producer)
@@ -296,13 +297,13 @@ async def _run(
         for observe in all_observers:
             observe(ctx_ref[0], record, news, seconds)
 
-    runtime = ProcessorRuntime(name=settings.service, factory=factory, store=store, nc=nc, names=settings.names,
+    runtime = ProcessorRuntime(name=instance_name(settings.service, settings.instance), factory=factory, store=store, nc=nc, names=settings.names,
                                tracer=tracer, on_handled=on_handled)
     ctx = ServiceContext(settings=settings, store=store, nc=nc, metrics=metrics, runtime=runtime)
     ctx_ref.append(ctx)
     live.ctx = ctx
     live.phase = "running"
-    name = settings.service
+    name = runtime.name
     consumer = runtime.consumer
 
     async def state_reply(msg: Any) -> None:

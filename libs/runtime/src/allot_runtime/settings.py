@@ -14,6 +14,9 @@ ALLOT_LOG_FORMAT            json                           ``json`` or ``text``
 ALLOT_OTEL_EXPORTER         none                           ``none``, ``console`` or ``otlp`` (OTEL_EXPORTER_OTLP_*)
 ALLOT_CONFIG_FILE           (none)                         YAML/JSON file with the service's decision config
 ALLOT_KUBE_MODE             standalone                     ``standalone`` or ``kubernetes`` (binder, node-reporter)
+ALLOT_INSTANCE              (none)                         per-node instance (a DaemonSet pod sets its node name):
+                                                           node-reporter and qos-enforcer then decide for that node
+                                                           only, as ``<service>@<instance>``
 =========================== ============================== =========================================================
 """
 
@@ -43,6 +46,7 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
     otel_exporter: str = "none"
     config_file: str = ""
     kube_mode: str = "standalone"
+    instance: str = ""
     shutdown_timeout_s: float = 10.0
 
     @property
@@ -81,6 +85,7 @@ _FIELDS = {
     "otel_exporter": "ALLOT_OTEL_EXPORTER",
     "config_file": "ALLOT_CONFIG_FILE",
     "kube_mode": "ALLOT_KUBE_MODE",
+    "instance": "ALLOT_INSTANCE",
 }
 
 

@@ -14,14 +14,17 @@ from typing import Any
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
-from allot_cli.pipeline import PROCESSORS
+from allot_cli.pipeline import PROCESSORS, build_instance
+from allot_runtime.processor import instance_name
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime.service import ProcessorRuntime
 
 
 class InProcessStack:
     def __init__(self, database_url: str, nats_url: str, names: BusNames,
-                 configs: dict[str, dict[str, Any]] | None = None, *, delete_stream: bool = False) -> None:
+                 configs: dict[str, dict[str, Any]] | None = None, *, delete_stream: bool = False,
+                 instances: dict[str, list[str]] | None = None) -> None:
+        self.instances = instances or {}
         self.delete_stream = delete_stream
         self.database_url = database_url
         self.nats_url = nats_url
@@ -40,14 +43,16 @@ class InProcessStack:
         self._listen = self.store.notifications()
         woken = await self._listen.__aenter__()
         self.tasks.append(asyncio.create_task(relay.run(self.stop, wake=woken), name="relay"))
-        for name, factory in PROCESSORS:
-            nc = await connect(self.nats_url, name=f"stack-{name}")
-            self.clients.append(nc)
-            config = self.configs.get(name, {})
-            runtime = ProcessorRuntime(name=name, factory=lambda f=factory, c=config: f(c), store=self.store, nc=nc,
-                                       names=self.names, fetch_timeout=0.2)
-            self.runtimes[name] = runtime
-            self.tasks.append(asyncio.create_task(runtime.consumer.run(self.stop), name=name))
+        for service, _ in PROCESSORS:
+            for name in [instance_name(service, i) for i in self.instances.get(service, [""])]:
+                nc = await connect(self.nats_url, name=f"stack-{name}")
+                self.clients.append(nc)
+                config = self.configs.get(service, {})
+                runtime = ProcessorRuntime(
+                    name=name, factory=lambda s=service, n=name, c=config: build_instance(s, n, c), store=self.store,
+                    nc=nc, names=self.names, fetch_timeout=0.2)
+                self.runtimes[name] = runtime
+                self.tasks.append(asyncio.create_task(runtime.consumer.run(self.stop), name=name))
         await asyncio.wait_for(asyncio.gather(*(r.consumer.ready.wait() for r in self.runtimes.values())), 30)
         return self
 

@@ -41,8 +41,10 @@ class NodeReporter:
     interests: ClassVar[frozenset[str]] = frozenset(
         {"node.applied", "node.deleted", "device.applied", "device.deleted", "topology.applied", "topology.deleted"}
     )
+    SCOPED: ClassVar[bool] = True  # one instance per node (a DaemonSet pod) decides for its own node only
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.node = str(((config or {}).get("scope") or {}).get("node") or "")
         self.nodes: dict[str, str] = {}  # name -> resourceVersion-ish summary (capacity text)
         self.devices: dict[str, int] = {}
         self.topologies: set[str] = set()
@@ -65,6 +67,8 @@ class NodeReporter:
                 pass
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
+        if self.node and getattr(event, "name", self.node) != self.node:
+            return []  # another node's instance decides for it
         match event:
             case NodeApplied(name=name, manifest=manifest):
                 issues = validate_node(manifest)
@@ -108,6 +112,7 @@ class NodeReporter:
 
     def snapshot(self) -> dict[str, Any]:
         return {
+            "scope": self.node,
             "nodes": dict(sorted(self.nodes.items())),
             "devices": dict(sorted(self.devices.items())),
             "topologies": sorted(self.topologies),

@@ -18,8 +18,10 @@ from allot_runtime.processor import Emit
 class QosEnforcer:
     name: ClassVar[str] = "qos-enforcer"
     interests: ClassVar[frozenset[str]] = frozenset({"pod.submitted", "pod.observed", "pod.bound", "pod.deleted"})
+    SCOPED: ClassVar[bool] = True  # one instance per node (a DaemonSet pod) records its own node's pods
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.node = str(((config or {}).get("scope") or {}).get("node") or "")
         self.manifests: dict[str, dict[str, Any]] = {}
         self.classes: dict[str, str] = {}
 
@@ -39,7 +41,7 @@ class QosEnforcer:
         match event:
             case PodBound(pod=pod, node=node):
                 manifest = self.manifests.get(pod.key)
-                if manifest is None:
+                if manifest is None or (self.node and node != self.node):
                     return []
                 return [Emit(stream_id=stream_id("pod", pod.key), event=QosRecorded(
                     pod=pod, node=node, kube_qos=kube_qos_class(manifest), koord_qos=koord_qos_class(manifest),
@@ -48,4 +50,4 @@ class QosEnforcer:
                 return []
 
     def snapshot(self) -> dict[str, Any]:
-        return {"classes": dict(sorted(self.classes.items()))}
+        return {"scope": self.node, "classes": dict(sorted(self.classes.items()))}

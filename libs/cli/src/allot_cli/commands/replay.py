@@ -23,7 +23,7 @@ import msgspec
 
 from allot_bus.adapters.nats import connect
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
-from allot_cli.pipeline import PROCESSORS
+from allot_cli.pipeline import PROCESSORS, build_instance, instances
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 from allot_eventstore.verify import verify_chain
@@ -44,7 +44,7 @@ def load_configs(config_dir: Path | None) -> dict[str, dict[str, Any]]:
     return configs
 
 
-async def live_states(ep: Endpoints, timeout: float = 2.0) -> dict[str, dict[str, Any]]:
+async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> dict[str, dict[str, Any]]:
     if not ep.nats_url:
         return {}
     try:
@@ -53,7 +53,7 @@ async def live_states(ep: Endpoints, timeout: float = 2.0) -> dict[str, dict[str
         return {}
     out: dict[str, dict[str, Any]] = {}
     try:
-        for name, _ in PROCESSORS:
+        for name in names:
             try:
                 reply = await nc.request(ep.names.admin(name, "state"), b"", timeout=timeout)
                 out[name] = dict(msgspec.json.decode(reply.data))
@@ -84,8 +84,10 @@ async def run(args: argparse.Namespace) -> int:
                 report["ok"] = False
                 return _finish(args, report, 1)
         report["decisions"] = {}
-        for name, factory in PROCESSORS:
-            host = Host(factory(configs.get(name, {})))
+        producers = await store.producers()
+        hosts = [(name, Host(build_instance(service, name, configs.get(service, {})), name=name))
+                 for service, _ in PROCESSORS for name in instances(service, producers)]
+        for name, host in hosts:
             if args.verify:
                 checked, mismatches = await verify_decisions(host, store, until=until)
                 report["decisions"][name] = {"triggers": checked, "mismatches": len(mismatches)}
@@ -101,18 +103,19 @@ async def run(args: argparse.Namespace) -> int:
                 report["decisions"][name] = {"digest": host.digest()}
                 _say(args, f"projection   {name:<20} digest {host.digest()[:16]}…")
         if args.verify and not args.no_live:
-            states = await live_states(ep)
+            states = await live_states(ep, [name for name, _ in hosts])
             report["live"] = {}
             if not states:
                 _say(args, "live         no running service answered; compared the log with itself only")
-            for name, factory in PROCESSORS:
+            for name, _ in hosts:
+                service = name.split("@", 1)[0]
                 state = states.get(name)
                 if state is None:
                     continue
                 if not state.get("consistent", True) or not state.get("ready", True):
                     _say(args, f"live         {name:<20} is rebuilding after a failure; not compared")
                     continue
-                host = Host(factory(configs.get(name, {})))
+                host = Host(build_instance(service, name, configs.get(service, {})), name=name)
                 await rebuild(host, store, until=int(state["position"]))
                 same = host.digest() == state["digest"]
                 report["live"][name] = {"position": state["position"], "match": same}
