@@ -1,8 +1,16 @@
 """The event-store contract on real PostgreSQL, plus what only a real database can show."""
 
+import asyncio
+
+import asyncpg
 import pytest
 
+from allot_contracts.errors import ConcurrencyConflict
+from allot_eventstore import verify_chain
+from allot_eventstore.migrate import current_revision, head_revision, migrate
 from allot_eventstore.postgres import PostgresEventStore
+from allot_eventstore.urls import plain_url
+from allot_testing.builders import an_event
 from allot_testing.contracts.store import EventStoreContract
 
 pytestmark = pytest.mark.integration
@@ -16,15 +24,8 @@ class TestPostgresStore(EventStoreContract):
         await store.close()
 
 
-import asyncio
 
-import asyncpg
 
-from allot_contracts.errors import ConcurrencyConflict
-from allot_eventstore import verify_chain
-from allot_eventstore.migrate import current_revision, head_revision, migrate
-from allot_eventstore.urls import plain_url
-from allot_testing.builders import an_event
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ import pytest
 from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
 from allot_cli.commands.decisions import live_decisions
+from allot_cli.decisions import decisions
 from allot_cli.manifests import load_documents, to_input
 from allot_cli.sim.run import load_config, run
-from allot_cli.decisions import decisions
 from allot_testing.stack import InProcessStack
 
 pytestmark = pytest.mark.integration

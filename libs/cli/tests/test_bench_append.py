@@ -5,6 +5,7 @@ import json
 
 import asyncpg
 import pytest
+
 from allot_cli.bench.append import decision_events
 from allot_cli.main import build_parser
 from allot_eventstore.urls import plain_url

@@ -1,6 +1,7 @@
 from fractions import Fraction
 
 import pytest
+
 from allot_contracts.quantity import QuantityError, format_quantity, parse_quantity, to_canonical
 
 

@@ -1,4 +1,5 @@
 import pytest
+
 from allot_contracts.quantity import QuantityError
 from allot_contracts.resources import (
     add,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from allot_gang import ConfigError, GangConfig, parse_go_duration
 
 S = 1_000_000

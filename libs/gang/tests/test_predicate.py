@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from allot_gang import is_satisfied
 
 CASES = [

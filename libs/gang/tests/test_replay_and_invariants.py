@@ -14,6 +14,7 @@ import random
 from typing import Any
 
 import pytest
+
 from allot_gang import (
     GangConfig,
     GangEngine,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from allot_gang import GangEngine, phase
 from allot_gang.testing import a_pod, a_pod_group, at
 

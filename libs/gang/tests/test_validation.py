@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from allot_gang import FieldError, GangEngine, Rejected
 from allot_gang.testing import a_pod, a_pod_group
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from allot_placement import PlacementEngine
 from allot_placement import names as n
 from allot_placement.testing import a_pod

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 import pytest
+
 from allot_placement import Decision, GroupDecision, PlacementEngine
 from allot_placement import names as n
 from allot_placement.evaluate import evaluate, static_filter

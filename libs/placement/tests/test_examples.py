@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from allot_placement import Decision, PlacementConfig, PlacementEngine
 from allot_placement import names as n
 

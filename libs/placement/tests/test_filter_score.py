@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from allot_placement import names as n
 from allot_placement.testing import a_device, a_node, a_pod, engine_with, place
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from allot_placement import names as n
 from allot_placement.cpuset import parse_cpuset
 from allot_placement.testing import a_device, a_node, a_pod, an_nrt, engine_with, place

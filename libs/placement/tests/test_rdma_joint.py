@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from allot_placement import names as n
 from allot_placement.testing import a_device, a_node, a_pod, bound, engine_with, minors, place
 

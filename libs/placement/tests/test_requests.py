@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from allot_placement import names as n
 from allot_placement.errors import FieldError
 from allot_placement.pod import parse_pod

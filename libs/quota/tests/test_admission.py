@@ -1,6 +1,7 @@
 """Quota admission (PreFilter): the checks, the upstream messages, waiting pods, purity."""
 
 import pytest
+
 from allot_quota.testing import a_node, a_pod, a_quota, an_engine
 
 NODES = [a_node("n1", cpu=10, memory="40Gi", gpu=4)]

@@ -1,6 +1,7 @@
 """Borrow and return facts: who lends to whom, how much, under which runtime."""
 
 import pytest
+
 from allot_quota.testing import a_node, a_pod, a_quota, an_engine
 
 TREE = (

@@ -1,6 +1,7 @@
 """QuotaConfig: upstream argument names and defaults, strict parsing, round trip."""
 
 import pytest
+
 from allot_quota import QuotaConfig
 
 

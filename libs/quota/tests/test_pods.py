@@ -1,6 +1,7 @@
 """Pods: quota resolution, request summing, accounting calls (pending/assign/unassign/remove)."""
 
 import pytest
+
 from allot_quota import PodError
 from allot_quota.model import pod_info
 from allot_quota.testing import a_node, a_pod, a_quota, an_engine

@@ -1,6 +1,7 @@
 """ElasticQuotaProfile trees: totals from selected nodes × ratio, separate runtimes, default tree shrinks."""
 
 import pytest
+
 from allot_quota.profiles import fnv1a64, tree_id_for
 from allot_quota.testing import a_node, a_pod, a_profile, a_quota, an_engine
 

@@ -3,6 +3,7 @@
 from datetime import UTC, datetime
 
 import pytest
+
 from allot_quota.testing import a_node, a_pod, a_quota, an_engine
 
 QUOTAS = (

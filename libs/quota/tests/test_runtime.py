@@ -1,9 +1,10 @@
 """The runtime calculator in isolation: Hamilton apportionment, min scaling, redistribution (one dimension)."""
 
 import pytest
-from allot_quota.runtime import Share, hamilton, redistribute, scale_mins
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from allot_quota.runtime import Share, hamilton, redistribute, scale_mins
 
 
 @pytest.mark.parametrize(

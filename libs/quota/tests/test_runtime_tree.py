@@ -3,6 +3,7 @@
 import random
 
 import pytest
+
 from allot_quota import QuotaEngine
 from allot_quota.testing import a_node, a_pod, a_quota, an_engine
 

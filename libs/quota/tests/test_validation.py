@@ -1,6 +1,7 @@
 """Webhook validation of ElasticQuota objects: every refusal names the field and the reason; nothing changes."""
 
 import pytest
+
 from allot_quota.testing import a_pod, a_quota, an_engine
 
 P = "quota.scheduling.koordinator.sh/"

@@ -27,6 +27,7 @@ harmless because the handler is deterministic and emits nothing for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
@@ -38,7 +39,13 @@ from nats.js import JetStreamContext
 from nats.js import errors as jserrors
 
 from allot_bus import wire
-from allot_bus.adapters.nats import ensure_durable, ensure_stream, is_missing, pull_subscription, supports_multi_filter
+from allot_bus.adapters.nats import (
+    ensure_durable,
+    ensure_stream,
+    is_missing,
+    pull_subscription,
+    supports_multi_filter,
+)
 from allot_bus.names import BusNames
 from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
 from allot_contracts.errors import AlreadyProcessed, PermanentError, TransientError
@@ -123,10 +130,8 @@ class DurableConsumer:
             ack_wait=self.ack_wait,
         )
         if self._sub is not None:
-            try:
+            with contextlib.suppress(nats.errors.Error, jserrors.Error):  # the connection may already be gone
                 await self._sub.unsubscribe()
-            except (nats.errors.Error, jserrors.Error):  # connection already gone
-                pass
         self._sub = await pull_subscription(self.js, self.names, self.durable)
 
     async def catch_up(self) -> int:
@@ -198,10 +203,8 @@ class DurableConsumer:
             event_id=derived_event_id(self.name, event_id, 999),
             causation_id=event_id,
         )
-        try:
+        with contextlib.suppress(AlreadyProcessed):
             await self.store.append([new], producer=self.name, checkpoint=Checkpoint(self.name, position))
-        except AlreadyProcessed:
-            pass
 
     async def _handle_batch(self, msgs: list[Any]) -> None:
         for index, msg in enumerate(msgs):
@@ -223,10 +226,8 @@ class DurableConsumer:
                     self.name, record.position, record.tag, self._failures, exc, delay,
                 )
                 for pending in msgs[index:]:
-                    try:
+                    with contextlib.suppress(nats.errors.Error, jserrors.Error):
                         await pending.nak(delay=delay)
-                    except (nats.errors.Error, jserrors.Error):
-                        pass
                 await asyncio.sleep(delay)
                 self._needs_resync = True
                 return
@@ -256,7 +257,7 @@ class DurableConsumer:
                 continue
             try:
                 msgs = await self._sub.fetch(self.batch, timeout=self.fetch_timeout)
-            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+            except (TimeoutError, nats.errors.TimeoutError):
                 await self.flush()
                 await self._idle_gap_check()
                 continue

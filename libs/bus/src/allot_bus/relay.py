@@ -28,7 +28,14 @@ from nats.js import errors as jserrors
 
 from allot_bus import wire
 from allot_bus.adapters.nats import ensure_stream, is_missing, is_wrong_last
-from allot_bus.names import HEADER_EXPECTED_LAST_MSG_ID, HEADER_MSG_ID, HEADER_POSITION, HEADER_STREAM, HEADER_TYPE, BusNames
+from allot_bus.names import (
+    HEADER_EXPECTED_LAST_MSG_ID,
+    HEADER_MSG_ID,
+    HEADER_POSITION,
+    HEADER_STREAM,
+    HEADER_TYPE,
+    BusNames,
+)
 from allot_contracts.envelope import RecordedEvent
 from allot_contracts.errors import TransientError, Unavailable
 from allot_eventstore.protocol import EventStore
@@ -145,7 +152,7 @@ class Relay:
             try:
                 published = await self.publish_pending()
                 attempt = 0
-            except (TransientError, nats.errors.Error, jserrors.Error, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, TransientError, nats.errors.Error, jserrors.Error, OSError) as exc:
                 attempt += 1
                 delay = getattr(exc, "delay", None)
                 delay = min(0.2 * 2**attempt, 5.0) if delay is None else delay

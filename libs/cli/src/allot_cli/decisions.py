@@ -9,6 +9,7 @@ Fields: ``pod`` ("ns/name"), ``outcome`` (Scheduled | Unschedulable | Rejected |
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -23,10 +24,8 @@ def _annotations(raw: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in sorted(raw.items()):
         if isinstance(value, str):
-            try:
+            with contextlib.suppress(ValueError):
                 value = json.loads(value)
-            except ValueError:
-                pass
         out[key] = value
     return out
 

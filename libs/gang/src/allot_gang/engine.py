@@ -43,9 +43,9 @@ from .queue import QueueItem
 from .state import (
     ADMITTED,
     BACKOFF,
-    IDLE,
     BOUND,
     HELD,
+    IDLE,
     IN_FLIGHT,
     PENDING,
     WAITING_STATES,

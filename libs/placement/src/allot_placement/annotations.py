@@ -16,8 +16,8 @@ import json
 from typing import Any
 
 import msgspec
-from allot_contracts.quantity import QuantityError, to_canonical
 
+from allot_contracts.quantity import QuantityError, to_canonical
 from allot_placement import names as n
 from allot_placement.cpuset import CpusetError, parse_cpuset
 from allot_placement.errors import FieldError, annotation_path

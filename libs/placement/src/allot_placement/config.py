@@ -45,7 +45,7 @@ __all__ = ["ENGINE_VERSION", "ConfigError", "FitPlusResource", "PlacementConfig"
 
 ENGINE_VERSION = "allot-placement/1"
 STRATEGIES = ("LeastAllocated", "MostAllocated")
-GPU_POLICIES = ("", "fgd", "fgd+", "bestfit", "dotproduct", "gpupacking", "gpuclustering", "random")
+GPU_POLICIES = ("", "fgd", "bestfit", "dotproduct", "gpupacking", "gpuclustering", "random")
 PRESETS = ("koordinator", "binpack", "spread", *[p for p in GPU_POLICIES if p])
 
 
@@ -263,7 +263,7 @@ def _parse(d: Any, errors: list[FieldError]) -> PlacementConfig | None:
             continue
         models.append((str(m.get("vendor") or ""), m["model"]))
     typical, choice = _fragmentation(_section(d, "fragmentation", "", {"typicalPods", "gpuChoice"}, errors), errors)
-    if policy in ("fgd", "fgd+") and not typical:
+    if policy == "fgd" and not typical:
         errors.append(FieldError(path="fragmentation.typicalPods",
                                  message=f"policy {policy} needs the typical-pod distribution (see docs/placement.md)"))
     ex = _section(d, "explain", "", {"topScores", "maxNodeReasons"}, errors)

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from allot_contracts.resources import format_resource_list
-
 from allot_placement import names as n
 from allot_placement.cpuset import format_cpuset
 from allot_placement.inventory import Inventory

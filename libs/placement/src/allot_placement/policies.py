@@ -8,8 +8,6 @@ integers (or exact fractions) so decisions are identical on every platform:
 
 - ``fgd``: ``int(100 * sigmoid(ΔF / 1000))`` with ΔF the fall of the node's fragmentation (``fragmentation``);
   shared GPU: the GPU with the best score, lowest minor on ties.
-- ``fgd+`` (ours): the same fragmentation measure scored by the exact ΔF (no sigmoid rounding, which ties
-  most candidates), ties broken towards the node and GPU that keep the most room — see docs/benchmarks.
 - ``bestfit``: ``int(100 * (1 - (½·cpu_left'/128000 + ½·gpu_left'/8000)))`` after placement.
 - ``dotproduct``: ``int(100 * (1 - ½·(cpu_left·cpu_req/128000² + gpu_left·gpu_req/8000²)))``.
 - ``gpupacking``: shared GPUs first (100 − left/10), then free GPUs on used nodes (50 − GPUs), then idle nodes.
@@ -121,11 +119,9 @@ class BasePolicy:
 class FGD(BasePolicy):
     name = "FGD"
 
-    def __init__(self, cfg: PlacementConfig, exact: bool = False) -> None:
+    def __init__(self, cfg: PlacementConfig) -> None:
         super().__init__(cfg)
         self.model = FragModel(cfg.typical_pods)
-        self.exact = exact
-        self.name = "FGD+" if exact else "FGD"
         self._frag: dict[tuple[str, int, tuple[int, ...]], int] = {}
 
     def frag(self, model: str, cpu_left: int, lefts: Sequence[int]) -> int:
@@ -142,19 +138,15 @@ class FGD(BasePolicy):
         cpu = pod.requests.get(n.CPU, 0)
         return self.frag(model, cpu_left, lefts) - self.frag(model, cpu_left - cpu, lefts_after)
 
-    def _rank(self, delta: int) -> Any:
-        return delta if self.exact else self.model.score(delta)
-
     def gpu_score(self, state: NodeState, pod: PodSpec, index: int, lefts: tuple[int, ...]) -> Any:
         _, milli = _pod_milli(pod)
         after = list(lefts)
         after[index] -= milli
-        r = self._rank(self._delta(state, pod, tuple(after)))
-        return (r, -lefts[index]) if self.exact else r
+        return self.model.score(self._delta(state, pod, tuple(after)))
 
     def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None:
         _, _, lefts, minors = self.node(state)
-        return int(self._rank(self._delta(state, pod, _after(lefts, minors, devices))))
+        return self.model.score(self._delta(state, pod, _after(lefts, minors, devices)))
 
 
 class BestFit(BasePolicy):
@@ -292,6 +284,4 @@ _POLICIES: dict[str, Any] = {"fgd": FGD, "bestfit": BestFit, "dotproduct": DotPr
 
 
 def make_policy(cfg: PlacementConfig) -> Any:
-    if cfg.gpu_policy == "fgd+":
-        return FGD(cfg, exact=True)
     return _POLICIES[cfg.gpu_policy](cfg)

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from allot_contracts.quantity import QuantityError, parse_quantity, to_canonical
 
+from allot_contracts.quantity import QuantityError, parse_quantity, to_canonical
 from allot_placement import names as n
 from allot_placement.errors import FieldError
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 from typing import Any
 
 from allot_contracts.quantity import format_quantity
-
 from allot_quota._resources import RL
 from allot_quota.runtime import hamilton
 from allot_quota.tree import Hierarchy, Node

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from allot_contracts.quantity import QuantityError
-
 from allot_quota._resources import RL, parse_list, quantities
 from allot_quota.errors import FieldError, PodError
 

@@ -24,7 +24,6 @@ from fractions import Fraction
 from typing import Any, Final
 
 from allot_contracts.quantity import QuantityError, is_milli_resource, parse_quantity
-
 from allot_quota._resources import RL, parse_list, quantities
 from allot_quota.errors import FieldError
 from allot_quota.model import LABEL_TREE_ID, QuotaSpec

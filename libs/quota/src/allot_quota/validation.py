@@ -25,7 +25,6 @@ import json
 from typing import Any, Final
 
 from allot_contracts.quantity import QuantityError, format_quantity
-
 from allot_quota._resources import RL, le_completely, negatives, parse_list
 from allot_quota.config import QuotaConfig
 from allot_quota.errors import FieldError

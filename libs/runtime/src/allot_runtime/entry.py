@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,7 +32,5 @@ def service_main(
     except InvalidInput as exc:
         print(f"allot-{service}: invalid configuration: {exc}", file=sys.stderr)
         sys.exit(2)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run_service(settings, lambda: build(config), observers=observers, extras=extras))
-    except KeyboardInterrupt:
-        pass

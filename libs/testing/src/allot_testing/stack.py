@@ -15,8 +15,8 @@ from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
 from allot_cli.pipeline import PROCESSORS, build_instance
-from allot_runtime.processor import instance_name
 from allot_eventstore.postgres import PostgresEventStore
+from allot_runtime.processor import instance_name
 from allot_runtime.service import ProcessorRuntime
 
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from allot_contracts.envelope import stream_id
-from allot_contracts.events import Event, QuotaAdmitted, QuotaGroupAdmitted, ReservationGroupResolved, ReservationResolved
+from allot_contracts.events import (
+    Event,
+    QuotaAdmitted,
+    QuotaGroupAdmitted,
+    ReservationGroupResolved,
+    ReservationResolved,
+)
 from allot_runtime.processor import Emit
 
 

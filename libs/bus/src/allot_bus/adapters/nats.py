@@ -7,7 +7,6 @@ otherwise a consumer filters on ``<prefix>.events.>`` and skips other types itse
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -42,7 +41,7 @@ async def connect(url: str, *, name: str, connect_timeout: float = 5.0) -> Clien
             allow_reconnect=True,
             error_cb=_error,
         )
-    except (OSError, asyncio.TimeoutError, nats.errors.Error) as exc:
+    except (TimeoutError, OSError, nats.errors.Error) as exc:
         raise Unavailable(f"cannot connect to NATS at {url}: {exc}") from exc
 
 
@@ -78,7 +77,7 @@ async def ensure_stream(js: JetStreamContext, names: BusNames) -> jsapi.StreamIn
             return await js.add_stream(stream_config(names))
         except jserrors.APIError as exc:
             raise Unavailable(f"cannot create stream {names.stream}: {exc}") from exc
-    except (jserrors.Error, nats.errors.Error, asyncio.TimeoutError) as exc:
+    except (TimeoutError, jserrors.Error, nats.errors.Error) as exc:
         raise Unavailable(f"JetStream unavailable: {exc}") from exc
 
 

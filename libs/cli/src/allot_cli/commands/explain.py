@@ -82,7 +82,7 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
         lines.append(f"quota:     {last['quota.waiting']['message']}")
     placed = last.get("pod.placed") or _member_decision(last.get("gang.group_placed"), key)
     if placed is not None:
-        decision = placed["decision"] if "decision" in placed else placed
+        decision = placed.get("decision", placed)
         lines.append(f"placement: node {decision.get('node')} (policy {decision.get('policy')}, config "
                      f"{decision.get('config_version')})")
         for kind, value in sorted((decision.get("annotations") or {}).items()):

@@ -1,0 +1,32 @@
+"""The layering and determinism rules, enforced: import-linter contracts and the banned clock/random APIs."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PROCESSORS = sorted(ROOT.glob("services/*/src/*/processor.py"))
+
+
+def test_import_contracts_hold():
+    """Services are independent; engines, contracts and processors import no IO library; libs never import the CLI."""
+    result = subprocess.run([str(BIN / "lint-imports")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_decision_code_reads_no_clock_ids_or_randomness():
+    targets = [str(p) for p in PROCESSORS] + [str(ROOT / "libs" / lib / "src") for lib in ("placement", "quota", "gang")]
+    result = subprocess.run([str(BIN / "ruff"), "check", "--select", "TID251", "--output-format", "concise", *targets],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_processors_are_synchronous():
+    assert PROCESSORS, "no processors found"
+    for path in PROCESSORS:
+        tree = ast.parse(path.read_text())
+        assert not [n for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef)], f"{path} has async code"
