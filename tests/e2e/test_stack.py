@@ -6,6 +6,7 @@ import os
 import signal
 from collections import Counter
 from pathlib import Path
+from urllib.request import urlopen
 
 import pytest
 import yaml
@@ -53,6 +54,11 @@ def test_pods_are_bound_exactly_once_when_the_device_allocator_is_killed_mid_flo
     assert max(gpus.values()) == 1, "no GPU was handed out twice"
     assert stack.stack()["processes"]["device-allocator"]["restarts"] >= 2
     assert (tmp_path / "failpoints.fired").read_text().strip() == "after-append:pod.placed:3"
+    metrics = urlopen(f"http://127.0.0.1:{stack.stack()['processes']['device-allocator']['port']}/metrics").read()
+    scheduled = [line for line in metrics.decode().splitlines()
+                 if line.startswith('allot_scheduler_schedule_attempts_total{profile="default",result="scheduled"}')]
+    assert scheduled and float(scheduled[0].split()[-1]) >= 1, "kube-scheduler's metric families, allot_-prefixed"
+    assert b"allot_scheduler_scheduling_attempt_duration_seconds_bucket" in metrics
     verify = stack.run("replay", "--verify")
     assert "replay verification FAILED" not in verify.stderr
     assert "all reproduce" in verify.stdout and "matches the log" in verify.stdout

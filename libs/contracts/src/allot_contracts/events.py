@@ -375,6 +375,17 @@ class PodBound(Event, frozen=True, kw_only=True, tag="pod.bound.v1"):
     mode: str = "standalone"
 
 
+class PodBindRequested(Event, frozen=True, kw_only=True, tag="pod.bind_requested.v1"):
+    """binder (Kubernetes mode): bind the pod (this ``uid``) to ``node`` with these annotations. The binder's IO
+    worker POSTs the Binding to the API server and records the outcome: ``pod.bound`` or ``pod.bind_failed``."""
+
+    pod: ObjectRef
+    uid: str
+    attempt: int
+    node: str
+    annotations: dict[str, str] = {}
+
+
 class PodBindFailed(Event, frozen=True, kw_only=True, tag="pod.bind_failed.v1"):
     pod: ObjectRef
     attempt: int
@@ -582,6 +593,7 @@ AnyEvent = (
     | PodRequeued
     | PodReleased
     | PodBound
+    | PodBindRequested
     | PodBindFailed
     | QosRecorded
     | PodGroupApplied

@@ -124,13 +124,19 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], *, t
         cv.line(*px(a, a), *px(b, b), (160, 160, 160), 1, dash=6)
     for i, (name, pts) in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
-        clipped = [(x, min(max(y, y0), y1)) for x, y in pts if x0 <= x <= x1]
-        for (xa, ya), (xb, yb) in zip(clipped, clipped[1:]):
+        inside = [(x, min(y, y1)) for x, y in pts if x0 <= x <= x1]
+        for (xa, ya), (xb, yb) in zip(inside, inside[1:]):
+            if ya < y0 and yb < y0:
+                continue
+            if ya < y0:  # enter the plot where the segment crosses the bottom edge
+                xa, ya = xa + (xb - xa) * (y0 - ya) / (yb - ya), y0
+            elif yb < y0:
+                xb, yb = xa + (xb - xa) * (y0 - ya) / (yb - ya), y0
             cv.line(*px(xa, ya), *px(xb, yb), color, 2)
         ly = top + 10 + i * 26
         cv.line(right + 20, ly + 7, right + 50, ly + 7, color, 3)
         cv.text(right + 58, ly, name)
-    cv.text(left, 15, title)
+    cv.text(left, 6, title)
     cv.text((left + right) // 2 - 6 * len(x_label), height - 30, x_label)
-    cv.text(8, top - 30, y_label)
+    cv.text(8, top - 22, y_label)
     return cv.png()

@@ -23,8 +23,9 @@ from allot_runtime.service import ProcessorRuntime
 class InProcessStack:
     def __init__(self, database_url: str, nats_url: str, names: BusNames,
                  configs: dict[str, dict[str, Any]] | None = None, *, delete_stream: bool = False,
-                 instances: dict[str, list[str]] | None = None) -> None:
+                 instances: dict[str, list[str]] | None = None, tracer: Any = None) -> None:
         self.instances = instances or {}
+        self.tracer = tracer
         self.delete_stream = delete_stream
         self.database_url = database_url
         self.nats_url = nats_url
@@ -50,7 +51,7 @@ class InProcessStack:
                 config = self.configs.get(service, {})
                 runtime = ProcessorRuntime(
                     name=name, factory=lambda s=service, n=name, c=config: build_instance(s, n, c), store=self.store,
-                    nc=nc, names=self.names, fetch_timeout=0.2)
+                    nc=nc, names=self.names, fetch_timeout=0.2, tracer=self.tracer)
                 self.runtimes[name] = runtime
                 self.tasks.append(asyncio.create_task(runtime.consumer.run(self.stop), name=name))
         await asyncio.wait_for(asyncio.gather(*(r.consumer.ready.wait() for r in self.runtimes.values())), 30)

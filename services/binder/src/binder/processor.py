@@ -1,9 +1,20 @@
 """binder's decisions: bind each placed pod to its node (the PreBind/Bind stage).
 
-Consumes ``pod.placed`` and ``pod.deleted``; emits ``pod.bound`` with the output annotations (device-allocated,
-resource-status, …) as the strings a Kubernetes Binding carries. It is also the writer of ElasticQuota status:
-``quota.status_synced`` becomes one ``quota.status_published`` per quota (the merge patch Kubernetes mode applies). In standalone mode the binding is the recorded
-event itself. A pod deleted before its placement arrives is not bound.
+Consumes ``pod.placed``, gang admissions and pod life-cycle events; decides which pods to bind, with the output
+annotations (device-allocated, resource-status, …) as the strings a Kubernetes Binding carries. It is also the
+writer of ElasticQuota status: ``quota.status_synced`` becomes one ``quota.status_published`` per quota.
+
+Two modes (config key ``mode``; the service's main sets it from ``ALLOT_KUBE_MODE``):
+
+- ``standalone`` (default): the binding is the recorded event itself, ``pod.bound``.
+- ``kubernetes``: the decision is ``pod.bind_requested`` {pod, uid, attempt, node, annotations}. The binder's IO
+  worker (``adapters/kube.py``) POSTs the Binding to the API server and records the outcome as ``pod.bound`` or
+  ``pod.bind_failed`` with the producer ``binder.kube``; this processor consumes those as inputs. A request is
+  *outstanding* from its decision until its outcome arrives (or the pod goes away): :meth:`Binder.outstanding` is
+  what the worker binds. ``quota.status_published`` (mode ``kubernetes``) is the merge patch the worker applies to
+  the ElasticQuota object; :meth:`Binder.quota_patches` holds the latest one per quota.
+
+A pod deleted before its placement arrives is not bound; a pod is bound at most once per life.
 """
 
 from __future__ import annotations
@@ -11,13 +22,18 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
+import msgspec
+
 from allot_contracts.envelope import stream_id
+from allot_contracts.errors import InvalidInput
 from allot_contracts.events import (
     Event,
     GangGroupAdmitted,
     GangGroupPlaced,
     GangHoldsReleased,
     ObjectRef,
+    PodBindFailed,
+    PodBindRequested,
     PodBound,
     PodDeleted,
     PodPlaced,
@@ -28,6 +44,8 @@ from allot_contracts.events import (
 )
 from allot_runtime.processor import Emit
 
+MODES = ("standalone", "kubernetes")
+
 
 def annotation_strings(annotations: dict[str, Any]) -> dict[str, str]:
     """Annotation values as Kubernetes stores them: JSON objects compact-encoded, strings as they are."""
@@ -37,27 +55,47 @@ def annotation_strings(annotations: dict[str, Any]) -> dict[str, str]:
     }
 
 
+class BindRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """An outstanding binding (Kubernetes mode): decided, neither bound nor failed yet."""
+
+    pod: ObjectRef
+    uid: str
+    attempt: int
+    node: str
+    annotations: dict[str, str] = {}
+
+
 class Binder:
     name: ClassVar[str] = "binder"
     interests: ClassVar[frozenset[str]] = frozenset(
         {"pod.submitted", "pod.placed", "pod.deleted", "quota.evicted", "gang.group_placed", "gang.group_admitted",
-         "gang.holds_released", "quota.status_synced"}
+         "gang.holds_released", "quota.status_synced", "pod.bound", "pod.bind_failed"}
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
+        mode = str((config or {}).get("mode", "standalone"))
+        if mode not in MODES:
+            raise InvalidInput([("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")], subject="binder config")
+        self.kube = mode == "kubernetes"
         self.live: dict[str, str] = {}  # pod -> uid of pods that exist
         self.bound: dict[str, str] = {}  # pod -> node
         self.held: dict[str, tuple[int, str, dict[str, Any]]] = {}  # gang member -> (attempt, node, annotations)
+        self.requested: dict[str, BindRequest] = {}  # Kubernetes mode: pod -> outstanding binding
+        self.quota_status: dict[str, dict[str, Any]] = {}  # Kubernetes mode: quota -> latest status patch
+
+    # -- state ---------------------------------------------------------------------------------------------------
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         match event:
             case PodSubmitted(pod=pod, uid=uid):
                 self.live[pod.key] = uid
                 self.bound.pop(pod.key, None)
+                self.requested.pop(pod.key, None)
             case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
                 self.live.pop(pod.key, None)
                 self.bound.pop(pod.key, None)
                 self.held.pop(pod.key, None)
+                self.requested.pop(pod.key, None)
             case GangGroupPlaced(attempt=attempt, decisions=decisions):
                 for member, decision in decisions.items():
                     self.held[member] = (attempt, str(decision.get("node")), dict(decision.get("annotations") or {}))
@@ -65,37 +103,81 @@ class Binder:
                 for member in members:
                     if self.held.get(member, (None,))[0] == attempt:
                         self.held.pop(member, None)
-            case PodBound(pod=pod, node=node):
-                self.bound[pod.key] = node
+            case PodBindRequested(pod=pod, uid=uid, attempt=attempt, node=node, annotations=annotations):
+                self.requested[pod.key] = BindRequest(pod=pod, uid=uid, attempt=attempt, node=node,
+                                                      annotations=annotations)
                 self.held.pop(pod.key, None)
+            case PodBound(pod=pod, attempt=attempt, node=node) if own or self.kube:
+                # Standalone: only our own decisions bind (a delivery of our own event as input changes nothing).
+                # Kubernetes: the worker's outcome of the request for this attempt.
+                if own or self._answers(pod, attempt):
+                    self.bound[pod.key] = node
+                    self.held.pop(pod.key, None)
+                    self.requested.pop(pod.key, None)
+            case PodBindFailed(pod=pod, attempt=attempt) if self.kube:
+                if self._answers(pod, attempt):
+                    self.requested.pop(pod.key, None)
+            case QuotaStatusPublished(quota=quota, patch=patch) if own and self.kube:
+                self.quota_status[quota.key] = patch
             case _:
                 pass
+
+    def _answers(self, pod: ObjectRef, attempt: int) -> bool:
+        request = self.requested.get(pod.key)
+        return request is not None and request.attempt == attempt
+
+    # -- decisions -----------------------------------------------------------------------------------------------
+
+    def _bind(self, pod: ObjectRef, attempt: int, node: str, annotations: dict[str, Any]) -> Emit:
+        strings = annotation_strings(annotations)
+        event: Event = (
+            PodBindRequested(pod=pod, uid=self.live[pod.key], attempt=attempt, node=node, annotations=strings)
+            if self.kube else PodBound(pod=pod, attempt=attempt, node=node, annotations=strings)
+        )
+        return Emit(stream_id=stream_id("pod", pod.key), event=event)
+
+    def _bindable(self, key: str) -> bool:
+        return key in self.live and key not in self.bound and key not in self.requested
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
         match event:
             case PodPlaced(pod=pod, attempt=attempt, node=node, decision=decision):
-                if pod.key not in self.live or pod.key in self.bound:
+                if not self._bindable(pod.key):
                     return []
-                annotations = annotation_strings(dict(decision.get("annotations") or {}))
-                return [Emit(stream_id=stream_id("pod", pod.key),
-                             event=PodBound(pod=pod, attempt=attempt, node=node, annotations=annotations))]
+                return [self._bind(pod, attempt, node, dict(decision.get("annotations") or {}))]
             case QuotaStatusSynced(patches=patches):
+                mode = "kubernetes" if self.kube else "standalone"
                 return [Emit(stream_id=stream_id("quota", key), event=QuotaStatusPublished(
-                    quota=ObjectRef(namespace=key.split("/", 1)[0], name=key.split("/", 1)[1]), patch=patch))
+                    quota=ObjectRef(namespace=key.split("/", 1)[0], name=key.split("/", 1)[1]), patch=patch,
+                    mode=mode))
                         for key, patch in sorted(patches.items())]
             case GangGroupAdmitted(attempt=attempt, members=members):
                 out = []
                 for member in members:
                     held = self.held.get(member)
-                    if held is None or held[0] != attempt or member not in self.live or member in self.bound:
+                    if held is None or held[0] != attempt or not self._bindable(member):
                         continue
                     namespace, name = member.split("/", 1)
-                    out.append(Emit(stream_id=stream_id("pod", member), event=PodBound(
-                        pod=ObjectRef(namespace=namespace, name=name), attempt=attempt, node=held[1],
-                        annotations=annotation_strings(held[2]))))
+                    out.append(self._bind(ObjectRef(namespace=namespace, name=name), attempt, held[1], held[2]))
                 return out
             case _:
                 return []
 
+    # -- what the Kubernetes worker reads (under the runtime's lock) ---------------------------------------------
+
+    def outstanding(self) -> list[BindRequest]:
+        """Bindings decided but neither bound nor failed yet, in pod order."""
+        return [self.requested[key] for key in sorted(self.requested)]
+
+    def quota_patches(self) -> dict[str, dict[str, Any]]:
+        """The latest status patch of every quota (Kubernetes mode)."""
+        return dict(self.quota_status)
+
     def snapshot(self) -> dict[str, Any]:
-        return {"bound": dict(sorted(self.bound.items())), "live": len(self.live), "held": sorted(self.held)}
+        snap: dict[str, Any] = {"bound": dict(sorted(self.bound.items())), "live": len(self.live),
+                                "held": sorted(self.held)}
+        if self.kube:
+            snap["mode"] = "kubernetes"
+            snap["requested"] = {k: [r.uid, r.attempt, r.node] for k, r in sorted(self.requested.items())}
+            snap["quota_status"] = sorted(self.quota_status)
+        return snap
