@@ -275,6 +275,12 @@ def test_a_decision_that_does_not_reproduce_is_reported_with_its_field():
     assert len(mismatches) == 1
     assert mismatches[0].path == "outputs[0].payload.node"
     assert mismatches[0].recorded == "node-elsewhere"
+    from allot_runtime.replay import verify_many
+    from binder.processor import Binder
+
+    many = asyncio.run(verify_many([Host(DeviceAllocator({})), Host(Binder({}))], forged))
+    assert many["device-allocator"] == (checked, mismatches)
+    assert many["binder"][0] > 0 and not many["binder"][1]
 
 
 def _churn(s: Scenario, rounds: int, *, start: int, seconds: float = 5) -> None:

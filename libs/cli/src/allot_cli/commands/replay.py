@@ -28,7 +28,7 @@ from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 from allot_eventstore.verify import verify_chain
 from allot_runtime.processor import Host
-from allot_runtime.replay import rebuild, verify_decisions
+from allot_runtime.replay import rebuild, verify_many
 
 
 def load_configs(config_dir: Path | None) -> dict[str, dict[str, Any]]:
@@ -87,9 +87,10 @@ async def run(args: argparse.Namespace) -> int:
         producers = await store.producers()
         hosts = [(name, Host(build_instance(service, name, configs.get(service, {})), name=name))
                  for service, _ in PROCESSORS for name in instances(service, producers)]
+        verified = await verify_many([h for _, h in hosts], store, until=until) if args.verify else {}
         for name, host in hosts:
             if args.verify:
-                checked, mismatches = await verify_decisions(host, store, until=until)
+                checked, mismatches = verified[name]
                 report["decisions"][name] = {"triggers": checked, "mismatches": len(mismatches)}
                 _say(args, f"decisions    {name:<20} {checked:>7} triggers re-derived, "
                            f"{'all reproduce' if not mismatches else f'{len(mismatches)} DO NOT reproduce'}")
