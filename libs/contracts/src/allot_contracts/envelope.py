@@ -41,6 +41,7 @@ ALLOT_NS = uuid.UUID("6f1c3d1e-5b7a-4f43-9c1b-2a8e7d0c4b11")
 _canonical = msgspec.json.Encoder(order="sorted")
 _plain = msgspec.json.Encoder()
 _decode_any = msgspec.json.Decoder(AnyEvent)
+_split_tags: dict[type, tuple[str, int]] = {}  # event class → (type name, schema version), filled by prepare
 
 
 def canonical(obj: Any) -> bytes:
@@ -82,11 +83,7 @@ def _header(
 
 
 def chain_hash(prev: bytes, header: bytes, payload: bytes) -> bytes:
-    h = hashlib.sha256(prev)
-    h.update(header)
-    h.update(b"\n")
-    h.update(payload)
-    return h.digest()
+    return hashlib.sha256(b"".join((prev, header, b"\n", payload))).digest()  # one call: cheaper than four updates
 
 
 class NewEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -171,8 +168,12 @@ def prepare(
     new: NewEvent, *, position: int, stream_version: int, producer: str, recorded_at: int, prev_hash: bytes
 ) -> RecordedEvent:
     """Turn a new event into the record the store writes (computes the canonical payload and the chain hash)."""
-    type_name, schema_version = split_tag(new.tag)
-    payload = canonical(new.event)
+    event = new.event
+    kind = _split_tags.get(type(event))
+    if kind is None:
+        kind = _split_tags[type(event)] = split_tag(new.tag)
+    type_name, schema_version = kind
+    payload = _canonical.encode(event)
     header = _header(
         position=position,
         event_id=new.event_id,
