@@ -33,7 +33,13 @@ from allot_contracts.events import (
     TopologyReported,
 )
 from allot_runtime.processor import Emit
-from node_reporter.validate import capacity_summary, device_summary, validate_device, validate_node, validate_topology
+from node_reporter.validate import (
+    capacity_summary,
+    device_summary,
+    validate_device,
+    validate_node,
+    validate_topology,
+)
 
 
 class NodeReporter:
