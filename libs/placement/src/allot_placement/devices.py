@@ -25,7 +25,7 @@ from allot_placement.pod import PodSpec
 from allot_placement.reasons import Reason
 from allot_placement.state import NodeState
 
-__all__ = ["DeviceResult", "GpuChooser", "allocate_devices", "device_hints", "device_score", "numa_subsets"]
+__all__ = ["DeviceResult", "GpuChooser", "ViewCache", "allocate_devices", "device_hints", "device_score", "numa_subsets"]
 
 DeviceResult = dict[str, list[Alloc]]
 # A policy's choice of GPU for a single shared-GPU request: (view, per-GPU request) -> minor or None (no choice).
@@ -53,7 +53,11 @@ def _alloc_type(cfg: PlacementConfig, state: NodeState, pod: PodSpec, view: Type
     return (got, None) if got is not None else (None, rs.insufficient_devices(view.dtype))
 
 
-def _views(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_mask: frozenset[int] | None
+ViewCache = dict[tuple[int, str, object, frozenset[int] | None], TypeView]
+
+
+def _views(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_mask: frozenset[int] | None,
+           view_cache: ViewCache | None = None, dev_sig: int = 0
            ) -> tuple[dict[str, TypeView], dict[str, int], Reason | None]:
     inv, info = state.inventory, state.info
     views: dict[str, TypeView] = {}
@@ -77,7 +81,12 @@ def _views(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_mask: froz
         hint = pod.hints.get(dtype)
         if hint is not None and hint.vf_selector is not None and not any(d.vf_groups for d in inv.devices[dtype]):
             return views, counts, rs.insufficient_vfs(dtype)
-        view = make_view(inv, dtype, state.dev_used.get(dtype, {}), state.vf_used.get(dtype, {}), hint, numa_mask)
+        vkey = (dev_sig, dtype, hint, numa_mask)
+        view = view_cache.get(vkey) if view_cache is not None else None
+        if view is None:
+            view = make_view(inv, dtype, state.dev_used.get(dtype, {}), state.vf_used.get(dtype, {}), hint, numa_mask)
+            if view_cache is not None:
+                view_cache[vkey] = view
         count = req.count or len(view.minors)
         if count == 0:
             return views, counts, rs.insufficient_devices(dtype)
@@ -86,11 +95,16 @@ def _views(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_mask: froz
 
 
 def allocate_devices(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_mask: frozenset[int] | None = None,
-                     chooser: GpuChooser | None = None) -> tuple[DeviceResult | None, Reason | None, dict[str, TypeView]]:
-    """Choose devices for every requested type, or say why this node cannot host them."""
+                     chooser: GpuChooser | None = None, view_cache: ViewCache | None = None, dev_sig: int = 0
+                     ) -> tuple[DeviceResult | None, Reason | None, dict[str, TypeView]]:
+    """Choose devices for every requested type, or say why this node cannot host them.
+
+    ``view_cache`` (keyed by ``dev_sig``, which must identify the node's device inventory and usage) memoises the
+    candidate views; it never changes the result.
+    """
     if not pod.devices:
         return {}, None, {}
-    views, counts, why = _views(cfg, state, pod, numa_mask)
+    views, counts, why = _views(cfg, state, pod, numa_mask, view_cache, dev_sig)
     if why is not None:
         return None, why, views
     scorer = Scorer(cfg.device.strategy, cfg.device.resources)

@@ -77,6 +77,7 @@ class PlacementEngine:
         self._sig: dict[str, int] = {}
         self._dev_sig: dict[str, int] = {}
         self._dev_cache: dict[tuple[int, bytes], Any] = {}
+        self._view_cache: dict[Any, Any] = {}
         self._label_id: dict[str, int] = {}
         self._parsed: dict[bytes, tuple[PodSpec | None, list[FieldError]]] = {}
         self.stats = {"evaluations": 0, "memo_hits": 0}
@@ -138,8 +139,8 @@ class PlacementEngine:
         if top and pick is not None:  # a policy choosing among all feasible nodes (random)
             chosen = pick(pod, list(idx.feasible))
         elif top and self.config.tie_break == "hash" and len(top) > 1 and top[1][1] == top[0][1]:
-            best = top[0][1]
-            chosen = self._keyed.pick(pod, [nm for nm, (_, s) in idx.feasible.items() if s == best])
+            top_score = top[0][1]
+            chosen = self._keyed.pick(pod, [nm for nm, (_, s) in idx.feasible.items() if s == top_score])
         if chosen is not None:
             top = [(chosen, idx.feasible[chosen][1])] + [t for t in top if t[0] != chosen][: len(top) - 1]
         if not top:
@@ -290,7 +291,7 @@ class PlacementEngine:
         if len(self._changes) > 4 * len(self._nodes) + 4096:
             self._change_base += len(self._changes)
             self._changes = []
-        if len(self._memo) > _MEMO_LIMIT or len(self._ids) > 4 * _MEMO_LIMIT:
+        if len(self._memo) > _MEMO_LIMIT or len(self._ids) > 4 * _MEMO_LIMIT or len(self._view_cache) > _MEMO_LIMIT:
             self._reset_caches()
 
     def _reset_caches(self) -> None:
@@ -298,6 +299,7 @@ class PlacementEngine:
         self._memo.clear()
         self._static_memo.clear()
         self._dev_cache.clear()
+        self._view_cache.clear()
         self._ids.clear()
         self._indexes.clear()
         for name in sorted(self._nodes):
@@ -353,7 +355,7 @@ class PlacementEngine:
         if res is None:
             self.stats["evaluations"] += 1
             res = self._memo[mkey] = evaluate(self.config, state, spec, self.policy, self._dev_cache,
-                                              self._dev_sig[state.name])
+                                              self._dev_sig[state.name], self._view_cache)
         else:
             self.stats["memo_hits"] += 1
         return res

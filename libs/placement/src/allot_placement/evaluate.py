@@ -30,7 +30,7 @@ import msgspec
 from allot_placement import names as n
 from allot_placement import reasons as rs
 from allot_placement.config import PlacementConfig
-from allot_placement.devices import DeviceResult, GpuChooser, allocate_devices, device_score
+from allot_placement.devices import DeviceResult, GpuChooser, ViewCache, allocate_devices, device_score
 from allot_placement.inventory import NodeInfo
 from allot_placement.numa import NumaPlan, numa_plan
 from allot_placement.pod import PodSpec
@@ -133,30 +133,34 @@ def _as_allocs(result: DeviceResult) -> dict[str, tuple[DeviceAlloc, ...]]:
                                     if kv[0] in n.DEVICE_TYPES else 99)}
 
 
-DeviceCache = dict[tuple[int, bytes], tuple[dict[str, tuple[DeviceAlloc, ...]] | None, Reason | None, int]]
+DeviceCache = dict[tuple[int, bytes], tuple[dict[str, tuple[DeviceAlloc, ...]] | None, Reason | None, int,
+                                            DeviceResult]]
 
 
 def _devices(cfg: PlacementConfig, state: NodeState, pod: PodSpec, plan: NumaPlan | None, policy: GpuPolicy | None,
-             cache: DeviceCache | None, dev_sig: int) -> tuple[dict[str, tuple[DeviceAlloc, ...]] | None,
-                                                             Reason | None, int, DeviceResult]:
-    """Device allocation and DeviceShare score, cached per device state when nothing else can influence them."""
+             cache: DeviceCache | None, dev_sig: int, view_cache: ViewCache | None
+             ) -> tuple[dict[str, tuple[DeviceAlloc, ...]] | None, Reason | None, int, DeviceResult]:
+    """Device allocation and DeviceShare score, cached per device state when nothing else can influence them
+    (a policy whose GPU choice reads more than the devices, like FGD, opts out with ``device_cacheable = False``)."""
     key = None
-    if cache is not None and policy is None and (plan is None or plan.mask is None):
+    cacheable = policy is None or getattr(policy, "device_cacheable", False)
+    if cache is not None and cacheable and (plan is None or plan.mask is None):
         key = (dev_sig, pod.dev_key)
         hit = cache.get(key)
         if hit is not None:
-            return hit[0], hit[1], hit[2], {}
+            return hit
     chooser = policy.chooser(state, pod) if policy is not None and n.GPU in pod.devices else None
-    raw, why, views = allocate_devices(cfg, state, pod, plan.mask if plan else None, chooser)
+    raw, why, views = allocate_devices(cfg, state, pod, plan.mask if plan else None, chooser, view_cache, dev_sig)
     allocs = _as_allocs(raw) if raw is not None else None
-    score = device_score(cfg, views, raw) if raw else 0
+    score = device_score(cfg, views, raw) if raw and policy is None else 0
+    out = (allocs, why, score, raw or {})
     if key is not None and cache is not None:
-        cache[key] = (allocs, why, score)
-    return allocs, why, score, raw or {}
+        cache[key] = out
+    return out
 
 
 def evaluate(cfg: PlacementConfig, state: NodeState, pod: PodSpec, policy: GpuPolicy | None = None,
-             cache: DeviceCache | None = None, dev_sig: int = 0) -> NodeResult:
+             cache: DeviceCache | None = None, dev_sig: int = 0, view_cache: ViewCache | None = None) -> NodeResult:
     """Resource-side filter and score of ``pod`` on ``state`` (static filters are checked separately)."""
     info = state.info
     assert info is not None
@@ -166,7 +170,7 @@ def evaluate(cfg: PlacementConfig, state: NodeState, pod: PodSpec, policy: GpuPo
     plan, why = numa_plan(cfg, state, pod)
     if why is not None:
         return NodeResult(feasible=False, reasons=(why,))
-    devices, why, dscore, raw = _devices(cfg, state, pod, plan, policy, cache, dev_sig)
+    devices, why, dscore, raw = _devices(cfg, state, pod, plan, policy, cache, dev_sig, view_cache)
     if devices is None:
         return NodeResult(feasible=False, reasons=(why or rs.insufficient_devices(n.GPU),))
     node = fit_score(cfg.node_fit.strategy == "MostAllocated", cfg.node_fit.resources, info.allocatable,

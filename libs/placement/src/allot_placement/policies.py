@@ -79,7 +79,7 @@ class BasePolicy:
     """Shared plumbing: per-node GPU state cache and the best-fit GPU choice."""
 
     name = "Policy"
-    random_gpu = False
+    device_cacheable = True  # the GPU choice reads only the node's devices (and the pod's device request)
 
     def __init__(self, cfg: PlacementConfig) -> None:
         self.cfg = cfg
@@ -118,6 +118,7 @@ class BasePolicy:
 
 class FGD(BasePolicy):
     name = "FGD"
+    device_cacheable = False  # the GPU choice also reads the node's free CPU
 
     def __init__(self, cfg: PlacementConfig) -> None:
         super().__init__(cfg)
@@ -269,7 +270,7 @@ class Random(BasePolicy):
         return keyed_hash(self.cfg.seed, *parts)
 
     def gpu_score(self, state: NodeState, pod: PodSpec, index: int, lefts: tuple[int, ...]) -> Any:
-        return -self._h("gpu", state.name, lefts, pod.key, index)
+        return -self._h("gpu", state.name, lefts, pod.dev_key, index)
 
     def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None:
         return 0

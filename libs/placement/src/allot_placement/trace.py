@@ -155,7 +155,7 @@ def discretize(run: TraceRun, metric: str = "alloc") -> dict[int, float]:
 
 def summary(runs: Sequence[TraceRun], walls: Sequence[float]) -> dict[str, Any]:
     """The ``--summary-json`` object for one policy over several seeds (means, plus ``per_seed``)."""
-    per_seed = []
+    per_seed: list[dict[str, Any]] = []
     for run, wall in zip(runs, walls):
         alloc, frag = discretize(run, "alloc"), discretize(run, "frag")
         per_seed.append({"seed": run.seed, "alloc_pct_at_100": alloc.get(100), "alloc_pct_at_130": alloc.get(130),
@@ -164,7 +164,7 @@ def summary(runs: Sequence[TraceRun], walls: Sequence[float]) -> dict[str, Any]:
                          "pods_scheduled": run.pods_scheduled, "wall_s": round(wall, 2), "digest": run.digest})
 
     def mean(key: str) -> float | None:
-        vals = [s[key] for s in per_seed if s[key] is not None]
+        vals = [float(s[key]) for s in per_seed if s[key] is not None]
         return round(sum(vals) / len(vals), 2) if vals else None
 
     return {"policy": runs[0].policy if runs else "", "seeds": [r.seed for r in runs],

@@ -276,6 +276,7 @@ class Reflector:
     page_size: int = 500
     watch_timeout: int = 300
     backoff: Backoff = field(default_factory=Backoff)
+    absent_retry: float = 60.0
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     resource_version: str = ""
 
@@ -283,25 +284,52 @@ class Reflector:
         return self.component, str(self.resource)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Until ``stop``: list, watch, relist on 410; failures are logged and retried with backoff."""
+        """Until ``stop``: list, then watch; a watch that ends or breaks resumes from the last version seen; 410
+        lists again. Failures are logged and retried with backoff (a failed list is listed again)."""
+        listed = False
         while not stop.is_set():
             try:
-                await self.list_once()
-                while not stop.is_set():
-                    await self.watch_once(stop)
-                    self.backoff.reset()
+                if not listed:
+                    await self.list_once()
+                    listed = True
+                await self.watch_once(stop)  # a broken or ended watch resumes from the last version seen
+                self.backoff.reset()
             except Expired as exc:
+                listed = False
                 log.info("%s: %s; listing again", self.resource, exc)
-            except (TransientError, ApiError) as exc:
-                if stop.is_set():
-                    return
-                self.metrics.errors.labels(*self._labels()).inc()
-                delay = self.backoff.next(getattr(exc, "delay", None))
-                status = getattr(exc, "status", 0)
-                level = logging.ERROR if status in (401, 403) else logging.WARNING
-                log.log(level, "%s: list/watch failed: %s; retrying in %.1fs", self.resource, exc, delay)
+            except ApiError as exc:
+                if exc.status != 404:
+                    listed = False
+                    await self._failed(exc, stop)
+                    continue
+                # The resource is not served (its CRD is not installed, or was removed): nothing exists. Record
+                # that (deleting what was recorded before), count as synced, and look again later.
+                if not self.synced.is_set():
+                    log.warning("%s is not served by the API server (CRD not installed?); looking again every "
+                                "%.0fs", self.resource, self.absent_retry)
+                listed = False
+                try:
+                    await self.sink.replace([])
+                except TransientError as failure:
+                    await self._failed(failure, stop)
+                    continue
+                self.metrics.synced.labels(*self._labels()).set(1)
+                self.synced.set()
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                    await asyncio.wait_for(stop.wait(), timeout=self.absent_retry)
+            except TransientError as exc:
+                await self._failed(exc, stop)
+
+    async def _failed(self, exc: Exception, stop: asyncio.Event) -> None:
+        if stop.is_set():
+            return
+        self.metrics.errors.labels(*self._labels()).inc()
+        delay = self.backoff.next(getattr(exc, "delay", None))
+        status = getattr(exc, "status", 0)
+        level = logging.ERROR if status in (401, 403) else logging.WARNING
+        log.log(level, "%s: list/watch failed: %s; retrying in %.1fs", self.resource, exc, delay)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=delay)
 
     async def list_once(self) -> str:
         """A full, paged list handed to the sink in one piece; returns (and keeps) its resourceVersion."""
@@ -405,6 +433,32 @@ def strip_server_fields(obj: Obj) -> Obj:
     return {**obj, "metadata": m}
 
 
+MAX_INT = 2**63 - 1
+
+
+def storage_issues(value: Any, path: str = "") -> list[str]:
+    """Values the log cannot store faithfully (NUL characters, integers beyond 64 bits, non-finite numbers), as
+    ``path: reason``. Everything else is recorded, and the services reject what they must with a recorded event."""
+    issues: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            issues += storage_issues(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            issues += storage_issues(item, f"{path}[{index}]")
+    elif isinstance(value, str):
+        if "\x00" in value:
+            issues.append(f"{path}: must not contain NUL characters")
+    elif isinstance(value, bool) or value is None:
+        pass
+    elif isinstance(value, int):
+        if abs(value) > MAX_INT:
+            issues.append(f"{path}: integer out of range (must fit in 64 bits)")
+    elif isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        issues.append(f"{path}: must be a finite number")
+    return issues
+
+
 @dataclass
 class Known:
     uid: str
@@ -428,7 +482,7 @@ class Kind:
     applied: Callable[[Obj], list[tuple[str, Event]]]
     deleted: Callable[[str, str], list[tuple[str, Event]]]
     fold: Callable[[Event], tuple[str, Obj | None] | None]
-    admit: Callable[[Obj], list[str]] = field(default=lambda _: [])
+    admit: Callable[[Obj], list[str]] = storage_issues
 
 
 def spec_fingerprint(obj: Obj, *, drop_annotations: Iterable[str] = ()) -> Any:

@@ -1,0 +1,106 @@
+"""``allot kube-sync`` as a process: the list-watches of :mod:`allot_cli.kube.sync`, plus /healthz, /readyz and
+/metrics like the relay.
+
+==========================  ==================  =====================================================================
+Environment variable        Default             Meaning
+==========================  ==================  =====================================================================
+ALLOT_DATABASE_URL          (required)          PostgreSQL holding the event log
+ALLOT_SCHEDULER_NAME        allot-scheduler     pods with this ``spec.schedulerName`` are Allot's
+ALLOT_KUBECONFIG            (none)              kubeconfig path; else ``KUBECONFIG``, the in-cluster service
+                                                account, ``~/.kube/config``
+ALLOT_HTTP_HOST / _PORT     0.0.0.0 / 8080      health and metrics listener
+ALLOT_LOG_LEVEL / _FORMAT   INFO / json
+==========================  ==================  =====================================================================
+
+``/healthz`` answers at once; ``/readyz`` turns 200 once every resource's first list is recorded. Exactly one
+kube-sync should run per installation (replicas 1, ``Recreate``); a brief overlap records nothing twice for the
+same object version (derived event ids), but two live copies would race on every change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+
+from allot_cli.kube.sync import DEFAULT_SCHEDULER_NAME, KubeSync
+from allot_eventstore.migrate import ensure_current
+from allot_eventstore.postgres import PostgresEventStore
+from allot_runtime import logs
+
+# The variables this process reads besides the shared ALLOT_* settings (for deployment checks and docs).
+ENVIRONMENT = ("ALLOT_SCHEDULER_NAME", "ALLOT_KUBECONFIG")
+
+
+async def _serve(holder: dict[str, Any], registry: CollectorRegistry, host: str, port: int) -> web.AppRunner:
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "service": "kube-sync", "phase": holder.get("phase", "starting")})
+
+    async def readyz(_: web.Request) -> web.Response:
+        sync = holder.get("sync")
+        ready = bool(sync is not None and sync.synced)
+        pending = [] if sync is None else [str(r.resource) for r in sync.reflectors if not r.synced.is_set()]
+        return web.json_response({"ready": ready, "phase": holder.get("phase", "starting"), "listing": pending},
+                                 status=200 if ready else 503)
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
+
+    app = web.Application()
+    app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics)])
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
+
+
+async def run_kube_sync(*, scheduler_name: str | None = None, kubeconfig: str | None = None,
+                        stop: asyncio.Event | None = None) -> None:
+    logs.setup("kube-sync", level=os.environ.get("ALLOT_LOG_LEVEL", "INFO"),
+               fmt=os.environ.get("ALLOT_LOG_FORMAT", "json"))
+    log = logging.getLogger("allot.kube-sync")
+    database_url = os.environ["ALLOT_DATABASE_URL"]
+    scheduler_name = scheduler_name or os.environ.get("ALLOT_SCHEDULER_NAME") or DEFAULT_SCHEDULER_NAME
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+    registry = CollectorRegistry()
+    holder: dict[str, Any] = {"phase": "waiting for the database schema"}
+    runner = await _serve(holder, registry, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"),
+                          int(os.environ.get("ALLOT_HTTP_PORT", "8080")))
+    try:
+        delay = 0.5
+        while not stop.is_set():
+            try:
+                await ensure_current(database_url)
+                break
+            except Exception as exc:  # a database that is still starting raises driver errors
+                log.warning("waiting for the database schema: %s", exc)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                delay = min(delay * 2, 5.0)
+        if stop.is_set():
+            return
+        from node_reporter.adapters.watch import api_client
+
+        holder["phase"] = "connecting to the API server"
+        store = PostgresEventStore.connect(database_url)
+        client = await api_client(kubeconfig)
+        try:
+            sync = KubeSync(store=store, client=client, scheduler_name=scheduler_name, registry=registry)
+            holder.update(sync=sync, phase="running")
+            await sync.run(stop)
+        finally:
+            await client.close()
+            await store.close()
+        log.info("kube-sync stopped")
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,261 @@
+"""``allot kube-sync``: the cluster's pods, ElasticQuotas, ElasticQuotaProfiles and PodGroups into the event log.
+
+One process per installation list-watches the API server and records, as producer ``kube-sync``, the same input
+events ``allot apply`` records (the conversion is :func:`allot_cli.manifests.to_input`), so everything downstream is
+identical to the standalone path:
+
+==================================================  ==============================================================
+what kube-sync sees                                 what it records
+==================================================  ==============================================================
+a pod with ``spec.schedulerName`` = ours, first     ``pod.submitted`` (unbound; once its scheduling gates are
+seen alive                                          gone) or ``pod.observed`` (already bound)
+that pod deleted, or in phase Succeeded/Failed      ``pod.deleted`` (once per pod life, i.e. per uid)
+anything else about a recorded pod                  nothing (status updates, labels, the binding itself: the
+                                                    binder records ``pod.bound``)
+an ElasticQuota / ElasticQuotaProfile / PodGroup    ``quota.applied`` / ``quotaprofile.applied`` /
+created or changed (labels, annotations, spec)      ``podgroup.applied``
+one deleted                                         ``quota.deleted`` / ``quotaprofile.deleted`` / ``podgroup.deleted``
+==================================================  ==============================================================
+
+"Changed" ignores what Allot writes itself: ElasticQuota status and the quota status annotations
+(``quota.scheduling.koordinator.sh/runtime``, ``request``, …) published by the binder.
+
+What was recorded is read back from the log (this producer's events) at start and before every reconciliation, so a
+restart neither records everything again nor misses a deletion; after ``410 Gone`` the full list is compared with
+it and what is gone is recorded deleted. Event ids are derived from (kind, uid, resourceVersion) — deletions from
+(kind, uid) — so recording again is a no-op. Quotas, profiles and PodGroups are listed before pods.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from allot_cli.manifests import Document, to_input
+from allot_contracts.envelope import stream_id
+from allot_contracts.events import (
+    Event,
+    ObjectRef,
+    PodDeleted,
+    PodGroupApplied,
+    PodGroupDeleted,
+    PodObserved,
+    PodSubmitted,
+    QuotaApplied,
+    QuotaDeleted,
+    QuotaProfileApplied,
+    QuotaProfileDeleted,
+)
+from allot_quota.model import (
+    ANNO_ALLOCATED,
+    ANNO_CHILD_REQUEST,
+    ANNO_GUARANTEED,
+    ANNO_NP_REQUEST,
+    ANNO_NP_USED,
+    ANNO_REQUEST,
+    ANNO_RUNTIME,
+)
+from node_reporter.adapters.watch import (
+    ELASTIC_QUOTAS,
+    POD_GROUPS,
+    PODS,
+    QUOTA_PROFILES,
+    Backoff,
+    Kind,
+    Known,
+    Mirror,
+    Obj,
+    Reflector,
+    Resource,
+    Sink,
+    WatchMetrics,
+    meta,
+    object_key,
+    record,
+    run_in_order,
+    spec_fingerprint,
+    storage_issues,
+    strip_server_fields,
+)
+
+log = logging.getLogger("allot.kube-sync")
+
+PRODUCER = "kube-sync"
+DEFAULT_SCHEDULER_NAME = "allot-scheduler"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+# Written by Allot (quota.status_published): outputs, never inputs.
+QUOTA_STATUS_ANNOTATIONS = frozenset({ANNO_RUNTIME, ANNO_REQUEST, ANNO_CHILD_REQUEST, ANNO_NP_REQUEST, ANNO_NP_USED,
+                                      ANNO_GUARANTEED, ANNO_ALLOCATED})
+
+
+def _document(body: Obj) -> Document:
+    return Document(source="kubernetes", index=0, body=body)
+
+
+def _delete_events(kind: str, key: str) -> list[tuple[str, Event]]:
+    namespace, _, name = key.rpartition("/")
+    return to_input(_document({"apiVersion": "allot.dev/v1", "kind": "Delete",
+                               "spec": {"kind": kind, "namespace": namespace, "name": name}})).events
+
+
+def normalize_custom(obj: Obj, drop_annotations: frozenset[str] = frozenset()) -> Obj:
+    """Without server bookkeeping, status, and annotations Allot writes itself."""
+    manifest = {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
+    m = dict(manifest["metadata"])
+    if drop_annotations and m.get("annotations"):
+        m["annotations"] = {k: v for k, v in m["annotations"].items() if k not in drop_annotations}
+    manifest["metadata"] = m
+    return manifest
+
+
+def _custom_kind(resource: Resource, stream_kind: str, applied_cls: type[Event], deleted_cls: type[Event],
+                 ref_field: str, drop: frozenset[str] = frozenset()) -> Kind:
+    def fold(event: Event) -> tuple[str, Obj | None] | None:
+        if isinstance(event, applied_cls):
+            return getattr(event, ref_field).key, event.manifest  # type: ignore[attr-defined]
+        if isinstance(event, deleted_cls):
+            return getattr(event, ref_field).key, None
+        return None
+
+    return Kind(
+        resource=resource,
+        types=frozenset({f"{stream_kind}.applied", f"{stream_kind}.deleted"}),
+        normalize=lambda obj: normalize_custom(obj, drop),
+        fingerprint=lambda manifest: spec_fingerprint(manifest, drop_annotations=drop),
+        applied=lambda manifest: to_input(_document(manifest)).events,
+        deleted=lambda key, uid: _delete_events(resource.kind, key),
+        fold=fold,
+    )
+
+
+QUOTA_KIND = _custom_kind(ELASTIC_QUOTAS, "quota", QuotaApplied, QuotaDeleted, "quota", QUOTA_STATUS_ANNOTATIONS)
+PROFILE_KIND = _custom_kind(QUOTA_PROFILES, "quotaprofile", QuotaProfileApplied, QuotaProfileDeleted, "profile")
+PODGROUP_KIND = _custom_kind(POD_GROUPS, "podgroup", PodGroupApplied, PodGroupDeleted, "group")
+
+
+def normalize_pod(obj: Obj) -> Obj:
+    """A pod as input: without server bookkeeping and without status (its phase is acted on, not recorded)."""
+    return {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
+
+
+class PodMirror(Sink):
+    """Pods for our scheduler: one ``pod.submitted``/``pod.observed`` and one ``pod.deleted`` per pod life (uid)."""
+
+    types = frozenset({"pod.submitted", "pod.observed", "pod.deleted"})
+
+    def __init__(self, *, store: Any, producer: str, scheduler_name: str, metrics: WatchMetrics,
+                 component: str = PRODUCER) -> None:
+        self.store = store
+        self.producer = producer
+        self.scheduler_name = scheduler_name
+        self.metrics = metrics
+        self.component = component
+        self.known: dict[str, Known] = {}
+        self.position = 0
+
+    async def refresh(self) -> None:
+        async for entry in self.store.iterate(after=self.position, types=self.types, producer=self.producer):
+            self.position = entry.position
+            match entry.decode():
+                case PodSubmitted(pod=pod, uid=uid) | PodObserved(pod=pod, uid=uid):
+                    self.known[pod.key] = Known(uid=uid, fingerprint=b"")
+                case PodDeleted(pod=pod, uid=uid):
+                    known = self.known.get(pod.key)
+                    if known is not None and (not uid or uid == known.uid):
+                        known.alive = False
+
+    def ours(self, obj: Obj) -> bool:
+        return (obj.get("spec") or {}).get("schedulerName") == self.scheduler_name
+
+    async def replace(self, objects: list[Obj]) -> None:
+        await self.refresh()
+        seen = set()
+        for obj in objects:
+            if self.ours(obj):
+                seen.add(object_key(obj, True))
+                await self.upsert(obj)
+        for key, known in sorted(self.known.items()):
+            if known.alive and key not in seen:
+                await self._delete(key, known.uid)
+
+    async def apply(self, event_type: str, obj: Obj) -> None:
+        if not self.ours(obj):
+            return
+        key = object_key(obj, True)
+        if event_type == "DELETED":
+            known = self.known.get(key)
+            uid = str(meta(obj).get("uid", ""))
+            if known is not None and known.alive and (not uid or uid == known.uid):
+                await self._delete(key, known.uid)
+            return
+        await self.upsert(obj)
+
+    async def upsert(self, obj: Obj) -> None:
+        key = object_key(obj, True)
+        m = meta(obj)
+        uid, version = str(m.get("uid", "")), str(m.get("resourceVersion", ""))
+        spec = obj.get("spec") or {}
+        phase = (obj.get("status") or {}).get("phase")
+        known = self.known.get(key)
+        if known is not None and known.alive and known.uid != uid:
+            await self._delete(key, known.uid)  # the earlier life ended while nobody was watching
+        elif known is not None and known.uid == uid:
+            if known.alive and phase in TERMINAL_PHASES:
+                await self._delete(key, uid)  # finished: its resources are free
+            return  # this life is recorded; nothing else about it is input
+        if phase in TERMINAL_PHASES:
+            return  # first seen already finished: nothing to schedule, nothing held
+        bound = bool(spec.get("nodeName"))
+        if not bound and (spec.get("schedulingGates") or m.get("deletionTimestamp")):
+            return  # gated (kube-scheduler would not schedule it yet either) or being deleted
+        manifest = normalize_pod(obj)
+        problems = storage_issues(manifest)
+        if problems:
+            self.metrics.skipped.labels(self.component, str(PODS)).inc()
+            log.warning("pod %s (uid %s) not recorded: %s", key, uid, "; ".join(problems))
+            return
+        events = to_input(_document(manifest)).events
+        if await record(self.store, self.producer, events, f"Pod/{uid}/{version}", self.component, self.metrics):
+            self.known[key] = Known(uid=uid, fingerprint=b"")
+
+    async def _delete(self, key: str, uid: str) -> None:
+        namespace, name = key.split("/", 1)
+        event = PodDeleted(pod=ObjectRef(namespace=namespace, name=name), uid=uid)
+        if await record(self.store, self.producer, [(stream_id("pod", key), event)], f"Pod/{uid or key}/deleted",
+                        self.component, self.metrics):
+            self.known[key].alive = False
+
+
+class KubeSync:
+    """The four list-watches of ``allot kube-sync``, in start order: profiles, quotas, PodGroups, pods."""
+
+    def __init__(self, *, store: Any, client: Any, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+                 registry: Any = None, producer: str = PRODUCER, watch_timeout: int = 300,
+                 backoff: tuple[float, float] = (0.5, 30.0), absent_retry: float = 60.0) -> None:
+        from prometheus_client import CollectorRegistry
+
+        self.metrics = WatchMetrics.of(registry if registry is not None else CollectorRegistry())
+        self.scheduler_name = scheduler_name
+        self.pods = PodMirror(store=store, producer=producer, scheduler_name=scheduler_name, metrics=self.metrics)
+        sinks: list[tuple[Resource, Sink, str]] = [
+            (kind.resource, Mirror(store=store, producer=producer, kind=kind, component=PRODUCER,
+                                   metrics=self.metrics), "")
+            for kind in (PROFILE_KIND, QUOTA_KIND, PODGROUP_KIND)
+        ]
+        sinks.append((PODS, self.pods, f"spec.schedulerName={scheduler_name}"))
+        self.reflectors = [
+            Reflector(client=client, resource=resource, sink=sink, component=PRODUCER, metrics=self.metrics,
+                      field_selector=selector, watch_timeout=watch_timeout, absent_retry=absent_retry,
+                      backoff=Backoff(initial=backoff[0], maximum=backoff[1]))
+            for resource, sink, selector in sinks
+        ]
+
+    @property
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors)
+
+    async def run(self, stop: Any) -> None:
+        log.info("recording pods of scheduler %r, ElasticQuotas, ElasticQuotaProfiles and PodGroups",
+                 self.scheduler_name)
+        await run_in_order(self.reflectors, stop)

@@ -1,0 +1,351 @@
+"""binder in Kubernetes mode: the IO worker that carries the processor's decisions to the API server.
+
+The processor (``binder.processor``, ``mode: kubernetes``) decides ``pod.bind_requested``; this worker, an ``Extra``
+task of the binder process, takes the *outstanding* requests from the processor's projection (requested, neither
+bound nor failed), and for each:
+
+1. finds the request's event in the log (so nothing is bound on a decision that is not committed), then
+2. POSTs ``/api/v1/namespaces/{ns}/pods/{name}/binding`` with ``Binding{metadata{name, uid, annotations},
+   target{kind: Node, name}}``: the API server checks the uid, sets ``spec.nodeName``, merges the annotations
+   (``scheduling.koordinator.sh/device-allocated``, ``resource-status``, …) and ``PodScheduled`` in one update, so
+   the allocation can never be seen without the binding or the reverse;
+3. records the outcome as producer ``binder.kube``, with the id derived from the request's event id (one outcome
+   per request, whatever happens): ``pod.bound`` (mode ``kubernetes``) or ``pod.bind_failed``.
+
+Outcomes: success, or 409 "already assigned to node X" with X the requested node (an earlier attempt of ours that
+succeeded) → ``pod.bound``. 404, 409 otherwise (another node, a uid precondition: the pod was re-created, scheduling
+gates), "is being deleted", 400/422 → ``pod.bind_failed`` (the device-allocator frees the pod's devices). Transport
+errors, 429 and 5xx → retried with backoff; 401/403 → retried too and logged as errors (RBAC is fixed without a
+restart). The response is read raw (``_preload_content=False``): the API server answers a Binding with a ``Status``,
+which the generated client would fail to deserialise as a ``V1Binding`` even though the bind succeeded.
+
+It also applies ``quota.status_published`` patches (the latest per quota) to the ElasticQuota objects as JSON merge
+patches: annotations and status on the object, then status on the ``status`` subresource when the CRD has one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id, stream_id
+from allot_contracts.errors import InvalidInput, PermanentError, TransientError, Unavailable
+from allot_contracts.events import PodBindFailed, PodBound
+from binder.processor import BindRequest
+
+log = logging.getLogger("allot.binder.kube")
+
+PRODUCER = "binder.kube"
+ELASTIC_QUOTAS = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{namespace}/elasticquotas/{name}"
+ALREADY_ASSIGNED = re.compile(r'is already assigned to node "?([^"\s]+)"?')
+
+
+# -- the client ----------------------------------------------------------------------------------------------------
+
+
+def _home_kubeconfig() -> str:
+    return os.path.expanduser("~/.kube/config")
+
+
+async def api_client(kubeconfig: str | None = None) -> Any:
+    """A kubernetes-asyncio ``ApiClient``: ``kubeconfig``, else ``ALLOT_KUBECONFIG``, ``KUBECONFIG``, the in-cluster
+    service account, ``~/.kube/config``. Close it when done."""
+    from kubernetes_asyncio import config
+    from kubernetes_asyncio.client import ApiClient, Configuration
+
+    configuration = Configuration()
+    path = kubeconfig or os.environ.get("ALLOT_KUBECONFIG") or os.environ.get("KUBECONFIG") or ""
+    try:
+        if path:
+            await config.load_kube_config(config_file=path, client_configuration=configuration,
+                                          persist_config=False)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            await config.load_kube_config(config_file=_home_kubeconfig(), client_configuration=configuration,
+                                          persist_config=False)
+    except (config.ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInput([("ALLOT_KUBECONFIG", f"cannot load the Kubernetes client configuration: {exc}")]) from exc
+    return ApiClient(configuration=configuration)
+
+
+class ApiError(PermanentError):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"HTTP {status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+async def call(client: Any, method: str, path: str, body: Any, *,
+               content_type: str = "application/json", timeout: float = 30.0) -> Any:
+    """One request, read raw; 2xx → the JSON body; otherwise :class:`ApiError` (a final answer) or
+    :class:`~allot_contracts.errors.Unavailable` (no answer, 429, 5xx: try again)."""
+    headers = {"Accept": "application/json", "Content-Type": content_type}
+    try:
+        response = await client.call_api(path, method, header_params=headers, body=body,
+                                         auth_settings=["BearerToken"], _preload_content=False,
+                                         _return_http_data_only=True, _request_timeout=timeout)
+        try:
+            raw = await response.read()
+        finally:
+            response.release()
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        raise Unavailable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+    text = raw.decode("utf-8", "replace")
+    parsed: Any = {}
+    with contextlib.suppress(ValueError):
+        parsed = json.loads(text) if text else {}
+    if 200 <= response.status < 300:
+        return parsed
+    reason = str(parsed.get("reason", "")) if isinstance(parsed, dict) else ""
+    message = str(parsed.get("message", text[:500])) if isinstance(parsed, dict) else text[:500]
+    if "is being deleted" in message:  # reported as an internal error by the API server, but final
+        raise ApiError(response.status, reason or "BeingDeleted", message)
+    if response.status == 429 or response.status >= 500:
+        delay = None
+        with contextlib.suppress(TypeError, ValueError):
+            delay = float(response.headers.get("Retry-After", ""))
+        raise Unavailable(f"{method} {path}: API server answered {response.status} {reason}: {message}",
+                          delay=delay)
+    raise ApiError(response.status, reason, message)
+
+
+# -- binding ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    bound: bool
+    message: str
+
+
+def binding_body(request: BindRequest) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": request.pod.name, "namespace": request.pod.namespace, "uid": request.uid,
+                     "annotations": dict(request.annotations)},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": request.node},
+    }
+
+
+async def bind(client: Any, request: BindRequest) -> Outcome:
+    """POST the Binding; the final answer as an :class:`Outcome`. Raises ``TransientError`` when there is none yet
+    (no answer, 429, 5xx, 401/403)."""
+    path = f"/api/v1/namespaces/{request.pod.namespace}/pods/{request.pod.name}/binding"
+    try:
+        await call(client, "POST", path, binding_body(request))
+    except ApiError as exc:
+        if exc.status in (401, 403):
+            raise TransientError(f"the API server refused the Binding ({exc}): check the binder's RBAC "
+                                 "(create pods/binding)", delay=10.0) from exc
+        match = ALREADY_ASSIGNED.search(exc.message) if exc.status == 409 else None
+        if match is not None and match.group(1) == request.node:
+            return Outcome(True, f"already assigned to node {request.node}")
+        return Outcome(False, f"binding {request.pod.key} to {request.node} failed: {exc}")
+    return Outcome(True, "bound")
+
+
+# -- the worker ------------------------------------------------------------------------------------------------------
+
+
+class BinderMetrics:
+    _by_registry: dict[int, BinderMetrics] = {}
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.bindings = Counter("allot_binder_bindings_total", "Binding attempts against the API server, by result "
+                                "(bound, failed, retried)", ["result"], registry=registry)
+        self.duration = Histogram("allot_binder_binding_duration_seconds", "Time of one Binding POST",
+                                  buckets=tuple(0.001 * 2**i for i in range(15)), registry=registry)
+        self.quota_patches = Counter("allot_binder_quota_patches_total", "ElasticQuota status patches, by result",
+                                     ["result"], registry=registry)
+
+    @classmethod
+    def of(cls, registry: CollectorRegistry) -> BinderMetrics:
+        found = cls._by_registry.get(id(registry))
+        if found is None:
+            found = cls._by_registry[id(registry)] = cls(registry)
+        return found
+
+
+@dataclass
+class _Retry:
+    failures: int = 0
+    not_before: float = 0.0
+
+
+@dataclass
+class View:
+    """What the worker reads from the binder's runtime (under its lock): outstanding requests and quota patches."""
+
+    ready: bool
+    requests: list[BindRequest]
+    patches: dict[str, dict[str, Any]]
+
+
+@dataclass
+class BindWorker:
+    store: Any
+    client: Any
+    view: Callable[[], Awaitable[View]]
+    decider: str = "binder"  # the producer of pod.bind_requested
+    metrics: BinderMetrics = field(default_factory=lambda: BinderMetrics.of(CollectorRegistry()))
+    concurrency: int = 16
+    poll: float = 0.1
+    backoff: tuple[float, float] = (0.5, 30.0)
+    recorded: dict[str, tuple[str, int]] = field(default_factory=dict)  # pod -> (uid, attempt) answered
+    retries: dict[str, _Retry] = field(default_factory=dict)
+    patched: dict[str, bytes] = field(default_factory=dict)  # quota -> canonical patch applied
+    status_subresource: bool | None = None  # None: not known yet
+
+    async def run(self, stop: asyncio.Event) -> None:
+        log.info("binding through the API server (producer %s)", PRODUCER)
+        while not stop.is_set():
+            with contextlib.suppress(TransientError):
+                await self.step()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.poll)
+
+    async def step(self) -> None:
+        """One pass: bind every due outstanding request, apply every changed quota patch."""
+        view = await self.view()
+        if not view.ready:
+            return
+        requests = view.requests
+        keys = {r.pod.key for r in requests}
+        for key in [k for k in self.recorded if k not in keys]:
+            self.recorded.pop(key, None)  # its outcome reached the projection
+        for key in [k for k in self.retries if k not in keys]:
+            self.retries.pop(key, None)
+        now = time.monotonic()
+        due = [r for r in requests if self.recorded.get(r.pod.key) != (r.uid, r.attempt)
+               and self.retries.get(r.pod.key, _Retry()).not_before <= now]
+        if due:
+            gate = asyncio.Semaphore(self.concurrency)
+
+            async def one(request: BindRequest) -> None:
+                async with gate:
+                    await self._bind_one(request)
+
+            await asyncio.gather(*(one(r) for r in due))
+        for key, patch in sorted(view.patches.items()):
+            if self.patched.get(key) != canonical(patch) and self.retries.get(f"quota:{key}", _Retry()).not_before <= now:
+                await self._patch_one(key, patch)
+
+    async def _request_record(self, request: BindRequest) -> RecordedEvent | None:
+        for record in reversed(await self.store.read_stream(stream_id("pod", request.pod.key))):
+            if record.type == "pod.bind_requested" and record.producer == self.decider:
+                payload = json.loads(record.payload)
+                if payload.get("uid") == request.uid and payload.get("attempt") == request.attempt:
+                    return record
+                return None  # a newer request supersedes whatever is in the projection
+        return None
+
+    def _retry_later(self, key: str, exc: Exception) -> None:
+        retry = self.retries.setdefault(key, _Retry())
+        retry.failures += 1
+        delay = min(self.backoff[1], self.backoff[0] * 2 ** (retry.failures - 1))
+        hint = getattr(exc, "delay", None)
+        delay = max(delay, hint) if hint else delay
+        retry.not_before = time.monotonic() + delay * (0.8 + 0.4 * random.random())
+        log.log(logging.ERROR if retry.failures >= 5 else logging.WARNING,
+                "%s: %s; retrying in %.1fs (attempt %d)", key, exc, delay, retry.failures)
+
+    async def _bind_one(self, request: BindRequest) -> None:
+        key = request.pod.key
+        try:
+            trigger = await self._request_record(request)
+            if trigger is None:
+                return  # not committed yet (or superseded): the next pass sees the truth
+            started = time.perf_counter()
+            outcome = await bind(self.client, request)
+            self.metrics.duration.observe(time.perf_counter() - started)
+            event = (PodBound(pod=request.pod, attempt=request.attempt, node=request.node,
+                              annotations=dict(request.annotations), mode="kubernetes")
+                     if outcome.bound else
+                     PodBindFailed(pod=request.pod, attempt=request.attempt, node=request.node,
+                                   message=outcome.message))
+            new = NewEvent(stream_id=stream_id("pod", key), event=event,
+                           event_id=derived_event_id(PRODUCER, trigger.event_id, 0),
+                           causation_id=trigger.event_id,
+                           correlation_id=trigger.correlation_id or trigger.event_id)
+            await self.store.append([new], producer=PRODUCER)
+        except TransientError as exc:
+            self.metrics.bindings.labels("retried").inc()
+            self._retry_later(key, exc)
+            return
+        self.recorded[key] = (request.uid, request.attempt)
+        self.retries.pop(key, None)
+        self.metrics.bindings.labels("bound" if outcome.bound else "failed").inc()
+        if outcome.bound:
+            log.info("bound %s to %s (%s)", key, request.node, outcome.message)
+        else:
+            log.warning("%s", outcome.message)
+
+    async def _patch_one(self, key: str, patch: dict[str, Any]) -> None:
+        namespace, name = key.split("/", 1)
+        path = ELASTIC_QUOTAS.format(namespace=namespace, name=name)
+        try:
+            try:
+                await call(self.client, "PATCH", path, patch, content_type="application/merge-patch+json")
+                if "status" in patch and self.status_subresource is not False:
+                    try:
+                        await call(self.client, "PATCH", f"{path}/status", {"status": patch["status"]},
+                                   content_type="application/merge-patch+json")
+                        self.status_subresource = True
+                    except ApiError as exc:
+                        if exc.status != 404:
+                            raise
+                        self.status_subresource = False  # the object's own patch carried the status
+                result = "patched"
+            except ApiError as exc:
+                if exc.status in (401, 403):
+                    raise TransientError(f"the API server refused the ElasticQuota patch ({exc}): check the "
+                                         "binder's RBAC (patch elasticquotas)", delay=10.0) from exc
+                result = "missing" if exc.status == 404 else "refused"
+                log.log(logging.DEBUG if exc.status == 404 else logging.WARNING,
+                        "ElasticQuota %s status not written: %s", key, exc)
+        except TransientError as exc:
+            self.metrics.quota_patches.labels("retried").inc()
+            self._retry_later(f"quota:{key}", exc)
+            return
+        self.retries.pop(f"quota:{key}", None)
+        self.patched[key] = canonical(patch)
+        self.metrics.quota_patches.labels(result).inc()
+
+
+def runtime_view(ctx: Any) -> Callable[[], Awaitable[View]]:
+    """The view of a running binder: its projection under the runtime's lock, and whether it is caught up."""
+
+    async def view() -> View:
+        async with ctx.runtime.lock:
+            ready = bool(ctx.consumer.ready.is_set() and ctx.runtime.consistent)
+            processor = ctx.host.processor
+            return View(ready=ready, requests=processor.outstanding() if ready else [],
+                        patches=processor.quota_patches() if ready else {})
+
+    return view
+
+
+async def bind_worker(ctx: Any, stop: asyncio.Event) -> None:
+    """The binder's ``Extra`` in Kubernetes mode (added by ``main`` when ``ALLOT_KUBE_MODE=kubernetes``)."""
+    client = await api_client()
+    try:
+        worker = BindWorker(store=ctx.store, client=client, view=runtime_view(ctx), decider=ctx.runtime.name,
+                            metrics=BinderMetrics.of(ctx.metrics.registry))
+        await worker.run(stop)
+    finally:
+        await client.close()

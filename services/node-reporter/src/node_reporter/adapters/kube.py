@@ -1,0 +1,225 @@
+"""node-reporter in Kubernetes mode: Nodes, Koordinator ``Device`` and ``NodeResourceTopology`` objects from the API
+server, recorded as ``node.applied``/``node.deleted``, ``device.applied``/``device.deleted`` and
+``topology.applied``/``topology.deleted`` — the same input events ``allot apply`` records — which this service's
+processor then validates and registers.
+
+A per-node instance (``ALLOT_INSTANCE`` = its node, from ``spec.nodeName`` in the DaemonSet) watches only its own
+node's objects (field selector ``metadata.name=<node>``; Devices and NodeResourceTopologies are named after their
+node) and records as ``node-reporter@<node>.kube``; without an instance it watches every node as
+``node-reporter.kube``. The producer differs from the processor's own name, so the processor consumes these events
+as inputs.
+
+Only real changes are recorded (see :mod:`node_reporter.adapters.watch`): for Nodes, labels, annotations, taints,
+``unschedulable``, allocatable and capacity (not conditions, heartbeats or images); for ``Device``, labels,
+annotations and spec; for ``NodeResourceTopology``, labels, annotations, policies and zones (without the
+``available`` amounts, which follow every pod). Event ids are derived from (kind, uid, resourceVersion), and what was
+recorded is read back from the log at start and at every relist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from allot_contracts.envelope import stream_id
+from allot_contracts.events import (
+    DeviceApplied,
+    DeviceDeleted,
+    Event,
+    NodeApplied,
+    NodeDeleted,
+    TopologyApplied,
+    TopologyDeleted,
+)
+from allot_runtime.processor import instance_name
+from node_reporter.adapters.watch import (
+    DEVICES,
+    NODES,
+    TOPOLOGIES,
+    Kind,
+    Mirror,
+    Obj,
+    Reflector,
+    WatchMetrics,
+    api_client,
+    meta,
+    run_in_order,
+    strip_server_fields,
+)
+
+log = logging.getLogger("allot.node-reporter.kube")
+
+COMPONENT = "node-reporter"
+
+
+def producer_for(instance: str = "") -> str:
+    """``node-reporter@n1.kube`` for a per-node instance, ``node-reporter.kube`` otherwise."""
+    return f"{instance_name(COMPONENT, instance)}.kube"
+
+
+def _body(manifest: Obj, drop: tuple[str, ...] = ("status",)) -> Obj:
+    return {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind", "metadata", *drop)}
+
+
+def _identity(manifest: Obj) -> Obj:
+    m = meta(manifest)
+    return {"uid": m.get("uid", ""), "labels": m.get("labels") or {}, "annotations": m.get("annotations") or {}}
+
+
+# -- Node ---------------------------------------------------------------------------------------------------------
+
+
+def normalize_node(obj: Obj) -> Obj:
+    """What a Node means to scheduling: metadata, spec, and allocatable/capacity (no conditions, images, …)."""
+    obj = strip_server_fields(obj)
+    status = obj.get("status") or {}
+    kept = {k: status[k] for k in ("capacity", "allocatable") if k in status}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": obj["metadata"], "spec": obj.get("spec") or {},
+            "status": kept}
+
+
+def node_fingerprint(manifest: Obj) -> Any:
+    spec = manifest.get("spec") or {}
+    status = manifest.get("status") or {}
+    return {**_identity(manifest), "taints": spec.get("taints") or [],
+            "unschedulable": bool(spec.get("unschedulable")), "allocatable": status.get("allocatable") or {},
+            "capacity": status.get("capacity") or {}}
+
+
+def _fold_node(event: Event) -> tuple[str, Obj | None] | None:
+    match event:
+        case NodeApplied(name=name, manifest=manifest):
+            return name, manifest
+        case NodeDeleted(name=name):
+            return name, None
+    return None
+
+
+NODE_KIND = Kind(
+    resource=NODES,
+    types=frozenset({"node.applied", "node.deleted"}),
+    normalize=normalize_node,
+    fingerprint=node_fingerprint,
+    applied=lambda m: [(stream_id("node", meta(m)["name"]), NodeApplied(name=meta(m)["name"], manifest=m))],
+    deleted=lambda key, uid: [(stream_id("node", key), NodeDeleted(name=key))],
+    fold=_fold_node,
+)
+
+# -- Device -------------------------------------------------------------------------------------------------------
+
+
+def normalize_custom(obj: Obj) -> Obj:
+    """A custom resource without server bookkeeping and without status (an output, never an input)."""
+    return {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
+
+
+def custom_fingerprint(manifest: Obj) -> Any:
+    return {**_identity(manifest), "body": _body(manifest)}
+
+
+def _fold_device(event: Event) -> tuple[str, Obj | None] | None:
+    match event:
+        case DeviceApplied(name=name, manifest=manifest):
+            return name, manifest
+        case DeviceDeleted(name=name):
+            return name, None
+    return None
+
+
+DEVICE_KIND = Kind(
+    resource=DEVICES,
+    types=frozenset({"device.applied", "device.deleted"}),
+    normalize=normalize_custom,
+    fingerprint=custom_fingerprint,
+    applied=lambda m: [(stream_id("device", meta(m)["name"]), DeviceApplied(name=meta(m)["name"], manifest=m))],
+    deleted=lambda key, uid: [(stream_id("device", key), DeviceDeleted(name=key))],
+    fold=_fold_device,
+)
+
+# -- NodeResourceTopology -----------------------------------------------------------------------------------------
+
+
+def normalize_topology(obj: Obj) -> Obj:
+    """Without ``zones[].resources[].available``: it moves with every pod, and scheduling reads capacity and
+    allocatable only."""
+    manifest = normalize_custom(obj)
+    zones = manifest.get("zones")
+    if isinstance(zones, list):
+        manifest["zones"] = [
+            {**zone, "resources": [{k: v for k, v in r.items() if k != "available"} if isinstance(r, dict) else r
+                                   for r in zone.get("resources") or []]}
+            if isinstance(zone, dict) and isinstance(zone.get("resources"), list) else zone
+            for zone in zones
+        ]
+    return manifest
+
+
+def _fold_topology(event: Event) -> tuple[str, Obj | None] | None:
+    match event:
+        case TopologyApplied(name=name, manifest=manifest):
+            return name, manifest
+        case TopologyDeleted(name=name):
+            return name, None
+    return None
+
+
+TOPOLOGY_KIND = Kind(
+    resource=TOPOLOGIES,
+    types=frozenset({"topology.applied", "topology.deleted"}),
+    normalize=normalize_topology,
+    fingerprint=custom_fingerprint,
+    applied=lambda m: [(stream_id("topology", meta(m)["name"]),
+                        TopologyApplied(name=meta(m)["name"], manifest=m))],
+    deleted=lambda key, uid: [(stream_id("topology", key), TopologyDeleted(name=key))],
+    fold=_fold_topology,
+)
+
+KINDS = (NODE_KIND, DEVICE_KIND, TOPOLOGY_KIND)
+
+
+class NodeWatch:
+    """The three list-watches of one node-reporter instance."""
+
+    def __init__(self, *, store: Any, client: Any, instance: str = "", registry: Any = None,
+                 watch_timeout: int = 300, backoff: tuple[float, float] = (0.5, 30.0)) -> None:
+        from prometheus_client import CollectorRegistry
+
+        from node_reporter.adapters.watch import Backoff
+
+        self.instance = instance
+        self.producer = producer_for(instance)
+        self.metrics = WatchMetrics.of(registry if registry is not None else CollectorRegistry())
+        in_scope: Callable[[str], bool] = (lambda key: key == instance) if instance else (lambda _: True)
+        selector = f"metadata.name={instance}" if instance else ""
+        self.mirrors = [Mirror(store=store, producer=self.producer, kind=kind, component=COMPONENT,
+                               metrics=self.metrics, in_scope=in_scope) for kind in KINDS]
+        self.reflectors = [
+            Reflector(client=client, resource=mirror.resource, sink=mirror, component=COMPONENT,
+                      metrics=self.metrics, field_selector=selector, watch_timeout=watch_timeout,
+                      backoff=Backoff(initial=backoff[0], maximum=backoff[1]))
+            for mirror in self.mirrors
+        ]
+
+    @property
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        for mirror in self.mirrors:
+            await mirror.refresh()
+        log.info("%s: watching %s from the API server", self.producer,
+                 f"node {self.instance}" if self.instance else "every node")
+        await run_in_order(self.reflectors, stop)
+
+
+async def kube_watch(ctx: Any, stop: asyncio.Event) -> None:
+    """The node-reporter ``Extra`` of Kubernetes mode (added by ``main`` when ``ALLOT_KUBE_MODE=kubernetes``)."""
+    client = await api_client()
+    try:
+        watch = NodeWatch(store=ctx.store, client=client, instance=ctx.settings.instance,
+                          registry=ctx.metrics.registry)
+        await watch.run(stop)
+    finally:
+        await client.close()
