@@ -101,16 +101,18 @@ def check_argv(console_scripts: dict[str, str]) -> Callable[[Argv], str | None]:
 def accepted_env() -> frozenset[str]:
     """The ALLOT_* variables some Allot process reads.
 
-    The service settings (which the relay reads a subset of) plus ALLOT_MIGRATIONS_DIR, which ``allot migrate``
-    honours; that one is checked by behaviour rather than taken on trust.
+    The service settings (which the relay reads a subset of), ALLOT_MIGRATIONS_DIR, which ``allot migrate``
+    honours (checked by behaviour rather than taken on trust), and the variables of ``allot kube-sync``
+    (ALLOT_SCHEDULER_NAME, ALLOT_KUBECONFIG; tests/kube runs the process with both set and checks their effect).
     """
+    from allot_cli.kube.process import ENVIRONMENT as KUBE_SYNC
     from allot_eventstore import migrate
     from allot_runtime import settings
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ALLOT_MIGRATIONS_DIR", "/somewhere/else")
         assert migrate.migrations_dir() == Path("/somewhere/else")
-    return frozenset({*settings._FIELDS.values(), "ALLOT_MIGRATIONS_DIR"})
+    return frozenset({*settings._FIELDS.values(), "ALLOT_MIGRATIONS_DIR", *KUBE_SYNC})
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """RBAC is least privilege per component: exactly the grants below, and no API token where none is needed.
 
-binder creates Bindings and patches pods (annotations); node-reporter reads Nodes, Koordinator Devices and
-NodeResourceTopologies. Nothing else in Allot talks to the API server.
+kube-sync list-watches pods, ElasticQuotas, ElasticQuotaProfiles and PodGroups; binder creates Bindings (which carry
+the allocation annotations) and patches ElasticQuota status; node-reporter list-watches Nodes, Koordinator Devices
+and NodeResourceTopologies. Nothing else in Allot talks to the API server.
 """
 
 from __future__ import annotations
@@ -13,13 +14,23 @@ from typing import Any
 import pytest
 
 BASE = Path(__file__).resolve().parents[2] / "deploy" / "k8s" / "base"
-READ = ("get", "list", "watch")
+READ = ("list", "watch")
 
 Obj = dict[str, Any]
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 
 EXPECTED: dict[str, set[Grant]] = {
-    "allot-binder": {("", "pods/binding", "create"), ("", "pods", "patch")},
+    "allot-kube-sync": {
+        *(("", "pods", verb) for verb in READ),
+        *(("scheduling.sigs.k8s.io", "elasticquotas", verb) for verb in READ),
+        *(("scheduling.sigs.k8s.io", "podgroups", verb) for verb in READ),
+        *(("quota.koordinator.sh", "elasticquotaprofiles", verb) for verb in READ),
+    },
+    "allot-binder": {
+        ("", "pods/binding", "create"),
+        ("scheduling.sigs.k8s.io", "elasticquotas", "patch"),
+        ("scheduling.sigs.k8s.io", "elasticquotas/status", "patch"),
+    },
     "allot-node-reporter": {
         *(("", "nodes", verb) for verb in READ),
         *(("scheduling.koordinator.sh", "devices", verb) for verb in READ),

@@ -89,7 +89,7 @@ def test_deciders_are_deployments_and_agents_are_daemonsets(
     for obj in workloads(base):
         kinds.setdefault(obj["kind"], set()).add(component(obj))
     assert kinds == {
-        "Deployment": (service_names - node_agents) | {"relay"},
+        "Deployment": (service_names - node_agents) | {"relay", "kube-sync"},
         "DaemonSet": set(node_agents),
         "Job": {"migrate"},
     }
@@ -99,7 +99,7 @@ def test_each_workload_runs_its_own_real_process(
     base: list[Obj], service_names: frozenset[str], check_argv: Callable[[list[str]], str | None]
 ) -> None:
     expected = {name: [f"allot-{name}"] for name in service_names} | {
-        "relay": ["allot", "relay"], "migrate": ["allot", "migrate"]}
+        "relay": ["allot", "relay"], "kube-sync": ["allot", "kube-sync"], "migrate": ["allot", "migrate"]}
     for obj in workloads(base):
         (container,) = containers(obj)
         argv = [*container.get("command", []), *container.get("args", [])]
@@ -111,9 +111,10 @@ def test_deciders_and_the_relay_run_one_replica(base: list[Obj]) -> None:
     for obj in workloads(base):
         if obj["kind"] == "Deployment":
             assert obj["spec"]["replicas"] == 1, component(obj)
-    (relay,) = [o for o in workloads(base) if component(o) == "relay"]
-    # Recreate: a rollout never runs the old and the new relay at once.
-    assert relay["spec"]["strategy"]["type"] == "Recreate"
+    # Recreate: a rollout never runs the old and the new relay (or kube-sync) at once.
+    for single in ("relay", "kube-sync"):
+        (obj,) = [o for o in workloads(base) if component(o) == single]
+        assert obj["spec"]["strategy"]["type"] == "Recreate", single
 
 
 def test_node_agents_run_on_every_node(base: list[Obj]) -> None:
@@ -236,6 +237,20 @@ def test_long_running_processes_get_the_shared_settings(base: list[Obj]) -> None
 def test_processes_that_talk_to_the_api_server_run_in_kubernetes_mode(base: list[Obj]) -> None:
     modes = {component(obj): environment(base, c).get("ALLOT_KUBE_MODE", "standalone") for obj, c in long_running(base)}
     assert {name for name, mode in modes.items() if mode == "kubernetes"} == {"binder", "node-reporter"}
+    # kube-sync only exists for Kubernetes: it has no standalone mode to choose.
+    assert "ALLOT_KUBE_MODE" not in environment(base, containers(_one(base, "kube-sync"))[0])
+
+
+def test_kube_sync_watches_the_scheduler_name_pods_use(base: list[Obj]) -> None:
+    from allot_cli.kube.sync import DEFAULT_SCHEDULER_NAME
+
+    (container,) = containers(_one(base, "kube-sync"))
+    assert environment(base, container).get("ALLOT_SCHEDULER_NAME", DEFAULT_SCHEDULER_NAME) == "allot-scheduler"
+
+
+def _one(objects: list[Obj], name: str) -> Obj:
+    (obj,) = [o for o in workloads(objects) if component(o) == name]
+    return obj
 
 
 def test_config_files_are_mounted_and_valid_for_their_service(

@@ -155,3 +155,13 @@ def test_node_level_device_resources_are_checked_when_advertised() -> None:
     d = eng.schedule(a_pod("p", gpu=None, resources={n.GPU_CORE: "200", n.GPU_MEMORY_RATIO: "200"}))
     assert d.message == ("0/1 nodes are available: 1 Insufficient koordinator.sh/gpu-core, "
                          "1 Insufficient koordinator.sh/gpu-memory-ratio.")
+
+
+def test_hash_tie_break_is_keyed_by_pod() -> None:
+    nodes = [a_node(f"n{i}") for i in range(12)]
+    eng = engine_with(*nodes, config={"tieBreak": "hash", "seed": 5})
+    picks = [eng.schedule(a_pod(f"p{i}")).node for i in range(12)]
+    assert len(set(picks)) > 4  # equal scores: spread by the keyed hash, not the first name
+    again = engine_with(*reversed(nodes), config={"tieBreak": "hash", "seed": 5})
+    assert [again.schedule(a_pod(f"p{i}")).node for i in range(12)] == picks
+    assert engine_with(*nodes).schedule(a_pod("p0")).node == "n0"  # default: lowest name

@@ -11,10 +11,11 @@ hash. Rejected alternatives: reading behind the oldest in-flight transaction (``
 parallel but makes positions sparse and the hash chain impossible to build at write time; a high-water mark with gap
 detection has shipped data-loss bugs in mature stores.
 
-Hot path: one transaction per batch, the same few round trips whatever its size: ``SET LOCAL lock_timeout`` → advance the
-consumer checkpoint (if any) → lock the head → one query for the already-recorded ids and the streams' versions (skip
-those ids, check expected versions) → COPY the rows, hashing them while they stream → one statement that upserts
-the stream versions, moves the head and calls ``pg_notify('allot_events', head)`` so the relay wakes at once.
+Hot path: one transaction per batch, the same few round trips whatever its size: ``SET LOCAL lock_timeout`` →
+advance the consumer checkpoint (if any) → lock the head → one query for the already-recorded ids and the streams'
+versions (skip those ids, check expected versions) → COPY the rows, hashing them while they stream → one statement
+that inserts new streams, advances known ones, moves the head and calls ``pg_notify('allot_events', head)`` so the
+relay wakes at once.
 Driver exceptions are translated into :mod:`allot_contracts.errors` here and nowhere else.
 """
 
@@ -196,9 +197,7 @@ class PostgresEventStore:
         position, head_hash = int(head_row[0]), bytes(head_row[1])
 
         # Read after the lock (a new snapshot): ids already recorded, current versions of the batch's streams.
-        known = await raw.fetchrow(
-            _KNOWN, [e.event_id for e in events], sorted({e.stream_id for e in events})
-        )
+        known = await raw.fetchrow(_KNOWN, [e.event_id for e in events], sorted({e.stream_id for e in events}))
         existing = set(known[0])
         fresh: list[NewEvent] = []
         skipped: list[str] = []

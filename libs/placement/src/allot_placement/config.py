@@ -18,8 +18,7 @@ Shape (camelCase keys, every key optional; ``PlacementConfig()`` is the document
       scarceResourceAvoidance: {weight: 1, resources: [nvidia.com/gpu]}
     cpu: {defaultBindPolicy: FullPCPUs}
     devices: {gpuShareUnsupportedModels: [{vendor: nvidia, model: T4}]}
-    fragmentation: {typicalPods: [{cpuMilli: 8000, gpuCount: 1, gpuMilli: 500, gpuModels: [], weight: 120}, ...],
-                    gpuChoice: ""}
+    fragmentation: {typicalPods: [{cpuMilli: 8000, gpuCount: 1, gpuMilli: 500, gpuModels: [], weight: 120}, ...]}
     seed: 0                       # the random policy's and the hash tie-break's seed
     tieBreak: name                # equal scores: lowest node name, or 'hash' (keyed by seed and pod)
     explain: {topScores: 3, maxNodeReasons: 16}
@@ -106,7 +105,6 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
     default_cpu_bind_policy: str = "FullPCPUs"
     gpu_share_unsupported_models: tuple[tuple[str, str], ...] = ()
     typical_pods: tuple[TypicalPod, ...] = ()
-    gpu_choice: str = ""
     seed: int = 0
     tie_break: str = "name"
     top_scores: int = 3
@@ -155,8 +153,7 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
                                                       for v, m in self.gpu_share_unsupported_models]},
             "fragmentation": {"typicalPods": [
                 {"cpuMilli": t.cpu_milli, "gpuCount": t.gpu_count, "gpuMilli": t.gpu_milli,
-                 "gpuModels": list(t.gpu_models), "weight": t.weight} for t in self.typical_pods],
-                "gpuChoice": self.gpu_choice},
+                 "gpuModels": list(t.gpu_models), "weight": t.weight} for t in self.typical_pods]},
             "seed": self.seed,
             "tieBreak": self.tie_break,
             "explain": {"topScores": self.top_scores, "maxNodeReasons": self.max_node_reasons},
@@ -262,7 +259,7 @@ def _parse(d: Any, errors: list[FieldError]) -> PlacementConfig | None:
             errors.append(FieldError(path=f"devices.gpuShareUnsupportedModels[{i}]", message="needs vendor and model"))
             continue
         models.append((str(m.get("vendor") or ""), m["model"]))
-    typical, choice = _fragmentation(_section(d, "fragmentation", "", {"typicalPods", "gpuChoice"}, errors), errors)
+    typical = _fragmentation(_section(d, "fragmentation", "", {"typicalPods"}, errors), errors)
     if policy == "fgd" and not typical:
         errors.append(FieldError(path="fragmentation.typicalPods",
                                  message=f"policy {policy} needs the typical-pod distribution (see docs/placement.md)"))
@@ -277,14 +274,14 @@ def _parse(d: Any, errors: list[FieldError]) -> PlacementConfig | None:
         fit_plus=tuple(fit_plus),
         scarce_weight=_int(sc.get("weight"), "scoring.scarceResourceAvoidance.weight", errors, default=1),
         scarce=tuple(sorted(set(scarce))), default_cpu_bind_policy=str(bind),
-        gpu_share_unsupported_models=tuple(sorted(models)), typical_pods=typical, gpu_choice=choice,
+        gpu_share_unsupported_models=tuple(sorted(models)), typical_pods=typical,
         seed=_int(d.get("seed"), "seed", errors), tie_break=str(tie), top_scores=_int(ex.get("topScores"), "explain.topScores", errors,
                                                                   default=3),
         max_node_reasons=_int(ex.get("maxNodeReasons"), "explain.maxNodeReasons", errors, default=16),
     )
 
 
-def _fragmentation(fr: dict[str, Any], errors: list[FieldError]) -> tuple[tuple[TypicalPod, ...], str]:
+def _fragmentation(fr: dict[str, Any], errors: list[FieldError]) -> tuple[TypicalPod, ...]:
     out: list[TypicalPod] = []
     raw = fr.get("typicalPods") or []
     if not isinstance(raw, list):
@@ -306,8 +303,4 @@ def _fragmentation(fr: dict[str, Any], errors: list[FieldError]) -> tuple[tuple[
         out.append(TypicalPod(cpu_milli=_int(t.get("cpuMilli"), f"{p}.cpuMilli", errors), gpu_count=count,
                               gpu_milli=milli if count else 0, gpu_models=tuple(sorted(models)),
                               weight=_int(t.get("weight"), f"{p}.weight", errors, lo=1, default=1)))
-    choice = fr.get("gpuChoice", "")
-    if choice not in ("", "fgd", "bestfit"):
-        errors.append(FieldError(path="fragmentation.gpuChoice", message="one of '', 'fgd', 'bestfit'"))
-        choice = ""
-    return tuple(out), str(choice)
+    return tuple(out)

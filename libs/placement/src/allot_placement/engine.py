@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from allot_placement import explain
@@ -49,6 +50,7 @@ _RESOURCE_LABELS = (n.LABEL_CPU_BIND_POLICY, n.LABEL_GPU_ISOLATION_PROVIDER, n.L
 _MEMO_LIMIT = 400_000
 _INDEX_ENTRY_BUDGET = 1_000_000
 _PARSE_CACHE_LIMIT = 4096
+_PASS = NodeResult(feasible=True)  # static-filter memo marker: the node passes
 
 
 class PlacementEngine:
@@ -72,7 +74,8 @@ class PlacementEngine:
         self._change_base = 0
         self._indexes: OrderedDict[bytes, ShapeIndex] = OrderedDict()
         self._memo: dict[tuple[int, bytes], NodeResult] = {}
-        self._static_memo: dict[tuple[int, bytes, str], tuple[tuple[str, str], ...]] = {}
+        self._static_memo: dict[tuple[int, bytes, str], NodeResult] = {}
+        self._entries: dict[str, tuple[NodeState, int, int, int, bool]] = {}
         self._ids: dict[Any, int] = {}
         self._sig: dict[str, int] = {}
         self._dev_sig: dict[str, int] = {}
@@ -80,7 +83,7 @@ class PlacementEngine:
         self._view_cache: dict[Any, Any] = {}
         self._label_id: dict[str, int] = {}
         self._parsed: dict[bytes, tuple[PodSpec | None, list[FieldError]]] = {}
-        self.stats = {"evaluations": 0, "memo_hits": 0}
+        self.stats = {"evaluations": 0}
 
     # --- node-side inputs -------------------------------------------------------------------------------------------
     def upsert_node(self, manifest: dict[str, Any]) -> list[FieldError]:
@@ -280,11 +283,10 @@ class PlacementEngine:
         info, inv, topo = state.info, state.inventory, state.topology
         if info is None and inv is None and topo is None and not state.pods:
             del self._nodes[name]
-            self._sig.pop(name, None)
-            self._label_id.pop(name, None)
         if info is None:
             self._label_id.pop(name, None)
             self._sig.pop(name, None)
+            self._entries.pop(name, None)
         else:
             self._intern_node(name, state)
         self._changes.append(name)
@@ -317,6 +319,8 @@ class PlacementEngine:
         self._sig[name] = self._intern((static, dyn))
         self._dev_sig[name] = self._intern((static, dyn[2], dyn[3]))
         self._label_id[name] = self._intern((tuple(info.labels.items()), info.taints, info.unschedulable))
+        self._entries[name] = (state, self._sig[name], self._dev_sig[name], self._label_id[name],
+                               bool(info.taints) or info.unschedulable)
 
     def _apply(self, pod: str, alloc: Allocation) -> None:
         old = self._pod_node.get(pod)
@@ -342,23 +346,39 @@ class PlacementEngine:
         return got
 
     def _result(self, state: NodeState, spec: PodSpec) -> NodeResult:
-        info = state.info
-        assert info is not None
-        skey = (self._label_id[state.name], spec.key, state.name if spec.by_name else "")
-        reasons = self._static_memo.get(skey)
-        if reasons is None:
-            reasons = self._static_memo[skey] = static_filter(info, spec)
-        if reasons:
-            return NodeResult(feasible=False, reasons=reasons)
-        mkey = (self._sig[state.name], spec.key)
-        res = self._memo.get(mkey)
-        if res is None:
-            self.stats["evaluations"] += 1
-            res = self._memo[mkey] = evaluate(self.config, state, spec, self.policy, self._dev_cache,
-                                              self._dev_sig[state.name], self._view_cache)
-        else:
-            self.stats["memo_hits"] += 1
-        return res
+        got = self._resolver(spec)(state.name)
+        assert got is not None
+        return got[1]
+
+    def _resolver(self, spec: PodSpec) -> Callable[[str], tuple[int, NodeResult] | None]:
+        """``name -> (version, result)`` for ``spec``: static filters then the resource side, both memoised."""
+        entries, static_memo, memo = self._entries, self._static_memo, self._memo
+        key, by_name = spec.key, spec.by_name
+        needs_static = bool(spec.node_selector) or spec.affinity is not None or bool(spec.node_name)
+        config, policy, dev_cache, view_cache, stats = self.config, self.policy, self._dev_cache, self._view_cache, \
+            self.stats
+
+        def resolve(name: str) -> tuple[int, NodeResult] | None:
+            entry = entries.get(name)
+            if entry is None:
+                return None
+            state, sig, dev_sig, label_id, restrictive = entry
+            if needs_static or restrictive:
+                skey = (label_id, key, name if by_name else "")
+                st = static_memo.get(skey)
+                if st is None:
+                    assert state.info is not None
+                    reasons = static_filter(state.info, spec)
+                    st = static_memo[skey] = NodeResult(feasible=False, reasons=reasons) if reasons else _PASS
+                if st is not _PASS:
+                    return state.version, st
+            res = memo.get((sig, key))
+            if res is None:
+                stats["evaluations"] += 1
+                res = memo[(sig, key)] = evaluate(config, state, spec, policy, dev_cache, dev_sig, view_cache)
+            return state.version, res
+
+        return resolve
 
     def _index(self, spec: PodSpec) -> ShapeIndex:
         idx = self._indexes.get(spec.key)
@@ -374,13 +394,5 @@ class PlacementEngine:
             self._indexes.move_to_end(spec.key)
             names = dict.fromkeys(self._changes[idx.pos - self._change_base:])
         idx.pos = end
-        nodes = self._nodes
-
-        def result_of(name: str) -> tuple[int, NodeResult] | None:
-            state = nodes.get(name)
-            if state is None or state.info is None:
-                return None
-            return state.version, self._result(state, spec)
-
-        idx.update(names, result_of)
+        idx.update(names, self._resolver(spec))
         return idx

@@ -81,6 +81,10 @@ async def api_client(kubeconfig: str | None = None) -> Any:
     return ApiClient(configuration=configuration)
 
 
+class Refused(TransientError):
+    """401/403: the API server refused the request (RBAC, an expired token). Retried: fixing RBAC needs no restart."""
+
+
 class ApiError(PermanentError):
     def __init__(self, status: int, reason: str, message: str) -> None:
         super().__init__(f"HTTP {status} {reason}: {message}")
@@ -150,8 +154,8 @@ async def bind(client: Any, request: BindRequest) -> Outcome:
         await call(client, "POST", path, binding_body(request))
     except ApiError as exc:
         if exc.status in (401, 403):
-            raise TransientError(f"the API server refused the Binding ({exc}): check the binder's RBAC "
-                                 "(create pods/binding)", delay=10.0) from exc
+            raise Refused(f"the API server refused the Binding ({exc}): check the binder's RBAC "
+                          "(create pods/binding)") from exc
         match = ALREADY_ASSIGNED.search(exc.message) if exc.status == 409 else None
         if match is not None and match.group(1) == request.node:
             return Outcome(True, f"already assigned to node {request.node}")
@@ -206,6 +210,7 @@ class BindWorker:
     concurrency: int = 16
     poll: float = 0.1
     backoff: tuple[float, float] = (0.5, 30.0)
+    refused_delay: float = 10.0  # after 401/403
     recorded: dict[str, tuple[str, int]] = field(default_factory=dict)  # pod -> (uid, attempt) answered
     retries: dict[str, _Retry] = field(default_factory=dict)
     patched: dict[str, bytes] = field(default_factory=dict)  # quota -> canonical patch applied
@@ -258,10 +263,10 @@ class BindWorker:
         retry = self.retries.setdefault(key, _Retry())
         retry.failures += 1
         delay = min(self.backoff[1], self.backoff[0] * 2 ** (retry.failures - 1))
-        hint = getattr(exc, "delay", None)
+        hint = self.refused_delay if isinstance(exc, Refused) else getattr(exc, "delay", None)
         delay = max(delay, hint) if hint else delay
         retry.not_before = time.monotonic() + delay * (0.8 + 0.4 * random.random())
-        log.log(logging.ERROR if retry.failures >= 5 else logging.WARNING,
+        log.log(logging.ERROR if retry.failures >= 5 or isinstance(exc, Refused) else logging.WARNING,
                 "%s: %s; retrying in %.1fs (attempt %d)", key, exc, delay, retry.failures)
 
     async def _bind_one(self, request: BindRequest) -> None:
@@ -313,8 +318,8 @@ class BindWorker:
                 result = "patched"
             except ApiError as exc:
                 if exc.status in (401, 403):
-                    raise TransientError(f"the API server refused the ElasticQuota patch ({exc}): check the "
-                                         "binder's RBAC (patch elasticquotas)", delay=10.0) from exc
+                    raise Refused(f"the API server refused the ElasticQuota patch ({exc}): check the binder's "
+                                  "RBAC (patch elasticquotas, elasticquotas/status)") from exc
                 result = "missing" if exc.status == 404 else "refused"
                 log.log(logging.DEBUG if exc.status == 404 else logging.WARNING,
                         "ElasticQuota %s status not written: %s", key, exc)

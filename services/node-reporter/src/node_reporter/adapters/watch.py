@@ -287,6 +287,7 @@ class Reflector:
         """Until ``stop``: list, then watch; a watch that ends or breaks resumes from the last version seen; 410
         lists again. Failures are logged and retried with backoff (a failed list is listed again)."""
         listed = False
+        expired = 0
         while not stop.is_set():
             try:
                 if not listed:
@@ -294,9 +295,14 @@ class Reflector:
                     listed = True
                 await self.watch_once(stop)  # a broken or ended watch resumes from the last version seen
                 self.backoff.reset()
+                expired = 0
             except Expired as exc:
                 listed = False
+                expired += 1
                 log.info("%s: %s; listing again", self.resource, exc)
+                if expired > 1:  # expired again right after a list: do not spin
+                    await self._failed(exc, stop)
+                continue
             except ApiError as exc:
                 if exc.status != 404:
                     listed = False

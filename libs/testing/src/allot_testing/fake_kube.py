@@ -1,0 +1,509 @@
+"""A fake Kubernetes API server at the HTTP level (aiohttp), for testing the watchers and the binder without a
+cluster and without mocking the client.
+
+What it serves, the way the real API server does:
+
+- ``GET`` collections (core ``/api/v1/…`` and ``/apis/<group>/<version>/…``, cluster-wide or per namespace) with a
+  ``resourceVersion``, ``limit``/``continue`` paging and ``fieldSelector`` (``a=b``, ``a!=b``, comma-separated, on
+  dotted paths: ``metadata.name``, ``spec.schedulerName``, …). Items of core lists carry no ``kind``/``apiVersion``.
+- ``?watch=true``: a chunked stream of JSON lines (``ADDED``/``MODIFIED``/``DELETED``, ``BOOKMARK`` when
+  ``allowWatchBookmarks``), replaying what happened after the requested ``resourceVersion``; a version older than
+  the compaction point gets an ``ERROR`` event with a ``410 Expired`` Status; ``timeoutSeconds`` ends the stream.
+- ``POST …/pods/{name}/binding`` (and the older ``…/namespaces/{ns}/bindings``): uid precondition (409), pod being deleted (500, as the API server reports it),
+  already bound (409 "pod x is already assigned to node \\"n\\""), scheduling gates (409), missing pod (404);
+  success sets ``spec.nodeName``, merges the Binding's annotations, adds ``PodScheduled`` and answers ``201`` with a
+  ``Status`` (not a Binding: the reply the generated Python client fails to deserialise).
+- ``PATCH`` with ``application/merge-patch+json`` on objects and on ``/status`` (a resource with a status
+  subresource ignores status in the object's own patch).
+- Bearer-token authentication (401 without the token).
+
+Test controls (plain methods, no HTTP): :meth:`FakeKube.create`, :meth:`update`, :meth:`delete`, :meth:`heartbeat`,
+:meth:`set_phase`, :meth:`bookmark`, :meth:`expire` (compacts history: open watches get 410 and old versions stop
+working), :meth:`drop_watches` (cuts open streams), :meth:`fail` (the next matching requests get an error status or
+a dropped connection). Everything received is kept: :attr:`requests`, :attr:`bindings`, :attr:`patches`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FakeResource:
+    api_version: str  # "v1" or "group/version"
+    kind: str
+    plural: str
+    namespaced: bool
+    status_subresource: bool = False
+
+
+RESOURCES = (
+    FakeResource("v1", "Pod", "pods", True, status_subresource=True),
+    FakeResource("v1", "Node", "nodes", False, status_subresource=True),
+    FakeResource("scheduling.koordinator.sh/v1alpha1", "Device", "devices", False),
+    FakeResource("topology.node.k8s.io/v1alpha1", "NodeResourceTopology", "noderesourcetopologies", False),
+    FakeResource("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", "elasticquotas", True, status_subresource=True),
+    FakeResource("quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile", "elasticquotaprofiles", True),
+    FakeResource("scheduling.sigs.k8s.io/v1alpha1", "PodGroup", "podgroups", True, status_subresource=True),
+)
+
+
+def status(code: int, reason: str, message: str, **details: Any) -> Obj:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure" if code >= 300 else "Success",
+            "message": message, "reason": reason, "details": details, "code": code}
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def _field(obj: Obj, path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+def matches(obj: Obj, selector: str) -> bool:
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            path, _, want = term.partition("!=")
+            if _field(obj, path) == want:
+                return False
+        else:
+            path, _, want = term.partition("==") if "==" in term else term.partition("=")
+            if _field(obj, path) != want:
+                return False
+    return True
+
+
+@dataclass
+class Fault:
+    method: str
+    pattern: re.Pattern[str]
+    status: int = 500
+    message: str = "injected failure"
+    times: int = 1
+    drop: bool = False
+    after: bool = False
+
+
+@dataclass(eq=False)
+class _Watch:
+    resource: FakeResource
+    namespace: str
+    selector: str
+    bookmarks: bool
+    queue: asyncio.Queue[Obj | str] = field(default_factory=asyncio.Queue)
+
+
+class FakeKube:
+    """The fake API server. ``async with FakeKube() as kube:`` starts it on a free port (``kube.url``)."""
+
+    def __init__(self, resources: tuple[FakeResource, ...] = RESOURCES, token: str = "test-token") -> None:
+        self.resources = {(r.api_version, r.plural): r for r in resources}
+        self.token = token
+        self.rv = 100
+        self.objects: dict[tuple[str, str, str], Obj] = {}  # (plural, namespace, name) -> object
+        self.history: list[tuple[int, str, str, Obj]] = []  # (rv, plural, type, object)
+        self.compacted = 0
+        self.watches: set[_Watch] = set()
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.bindings: list[Obj] = []
+        self.patches: list[tuple[str, Obj]] = []
+        self.faults: list[Fault] = []
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+        self._pages: dict[str, list[Obj]] = {}
+        self._open_streams: set[web.StreamResponse] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeKube:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for watch in list(self.watches):
+            watch.queue.put_nowait("close")
+        await asyncio.sleep(0)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def kubeconfig(self, directory: Path) -> str:
+        """Write a kubeconfig pointing at this server (with its token); returns the path."""
+        path = Path(directory) / "fake-kubeconfig.yaml"
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": self.token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+        }))
+        return str(path)
+
+    # -- test controls ---------------------------------------------------------------------------------------------
+
+    def resource(self, kind_or_plural: str) -> FakeResource:
+        for r in self.resources.values():
+            if kind_or_plural in (r.kind, r.plural):
+                return r
+        raise KeyError(kind_or_plural)
+
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def _emit(self, resource: FakeResource, kind: str, obj: Obj) -> None:
+        rv = int(obj["metadata"]["resourceVersion"])
+        self.history.append((rv, resource.plural, kind, copy.deepcopy(obj)))
+        for watch in list(self.watches):
+            if watch.resource == resource and self._visible(watch, obj):
+                watch.queue.put_nowait({"type": kind, "object": copy.deepcopy(obj)})
+
+    @staticmethod
+    def _visible(watch: _Watch, obj: Obj) -> bool:
+        namespace = obj["metadata"].get("namespace", "")
+        return (not watch.namespace or namespace == watch.namespace) and matches(obj, watch.selector)
+
+    @staticmethod
+    def _key(resource: FakeResource, obj: Obj) -> tuple[str, str, str]:
+        meta = obj["metadata"]
+        namespace = (meta.get("namespace") or "default") if resource.namespaced else ""
+        return resource.plural, namespace, meta["name"]
+
+    def create(self, obj: Obj) -> Obj:
+        resource = self.resource(obj["kind"])
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        if resource.namespaced:
+            meta.setdefault("namespace", "default")
+        key = self._key(resource, obj)
+        if key in self.objects:
+            raise KeyError(f"{key} exists")
+        obj.setdefault("apiVersion", resource.api_version)
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta["resourceVersion"] = self._next_rv()
+        meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        meta["managedFields"] = [{"manager": "test", "operation": "Update", "time": meta["creationTimestamp"]}]
+        self.objects[key] = obj
+        self._emit(resource, "ADDED", obj)
+        return copy.deepcopy(obj)
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        resource = self.resource(kind)
+        found = self.objects.get((resource.plural, (namespace or "default") if resource.namespaced else "", name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def update(self, kind: str, name: str, mutate: Callable[[Obj], None], namespace: str = "") -> Obj:
+        """Change an object in place (``mutate`` edits a copy); a new resourceVersion and a MODIFIED event."""
+        resource = self.resource(kind)
+        key = (resource.plural, (namespace or "default") if resource.namespaced else "", name)
+        obj = copy.deepcopy(self.objects[key])
+        mutate(obj)
+        obj["metadata"]["resourceVersion"] = self._next_rv()
+        self.objects[key] = obj
+        self._emit(resource, "MODIFIED", obj)
+        return copy.deepcopy(obj)
+
+    def heartbeat(self, kind: str, name: str, namespace: str = "") -> Obj:
+        """A status-only change (what kubelets and controllers write all the time)."""
+        def touch(obj: Obj) -> None:
+            status_ = obj.setdefault("status", {})
+            status_["conditions"] = [{"type": "Ready", "status": "True",
+                                      "lastHeartbeatTime": f"beat-{self.rv + 1}"}]
+        return self.update(kind, name, touch, namespace)
+
+    def set_phase(self, name: str, phase: str, namespace: str = "default") -> Obj:
+        return self.update("Pod", name, lambda o: o.setdefault("status", {}).__setitem__("phase", phase), namespace)
+
+    def delete(self, kind: str, name: str, namespace: str = "") -> None:
+        resource = self.resource(kind)
+        key = (resource.plural, (namespace or "default") if resource.namespaced else "", name)
+        obj = self.objects.pop(key)
+        obj["metadata"]["resourceVersion"] = self._next_rv()
+        self._emit(resource, "DELETED", obj)
+
+    def delete_quietly(self, kind: str, name: str, namespace: str = "") -> None:
+        """Remove an object without any watch event reaching anyone (as if it happened while nobody watched, and
+        the history were compacted since): only a relist can find out."""
+        resource = self.resource(kind)
+        self.objects.pop((resource.plural, (namespace or "default") if resource.namespaced else "", name))
+        self._next_rv()
+        self.expire()
+
+    def bookmark(self) -> None:
+        for watch in list(self.watches):
+            if watch.bookmarks:
+                watch.queue.put_nowait({"type": "BOOKMARK", "object": {
+                    "kind": watch.resource.kind, "apiVersion": watch.resource.api_version,
+                    "metadata": {"resourceVersion": str(self.rv)}}})
+
+    def expire(self) -> None:
+        """Compact the history: every open watch gets ``ERROR 410`` and versions up to now are too old."""
+        self.compacted = self.rv  # watching from an older version needs events that are gone
+        self.history.clear()
+        for watch in list(self.watches):
+            watch.queue.put_nowait("expire")
+
+    def drop_watches(self) -> None:
+        """Cut every open watch stream (no final chunk): clients see a broken connection."""
+        for watch in list(self.watches):
+            watch.queue.put_nowait("drop")
+
+    def fail(self, method: str, path: str, *, status: int = 500, message: str = "injected failure", times: int = 1,
+             drop: bool = False, after: bool = False) -> None:
+        """The next ``times`` requests whose path matches the regex ``path`` fail: an error status, a dropped
+        connection (``drop``), or — with ``after`` — handled normally but the connection dropped before the answer
+        (the request took effect; the client cannot know)."""
+        self.faults.append(Fault(method.upper(), re.compile(path), status, message, times, drop, after))
+
+    def count(self, method: str, pattern: str, query: str | None = None) -> int:
+        rx = re.compile(pattern)
+        return sum(1 for m, p, q in self.requests if m == method and rx.search(p) and (query is None or query in q))
+
+    # -- HTTP ------------------------------------------------------------------------------------------------------
+
+    def _parse(self, path: str) -> tuple[FakeResource, str, str, str] | None:
+        parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            version, rest = "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+        else:
+            return None
+        namespace = ""
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest:
+            return None
+        resource = self.resources.get((version, rest[0]))
+        if resource is None:
+            return None
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        return resource, namespace, name, sub
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        self.requests.append((request.method, request.path, query))
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return web.json_response(status(401, "Unauthorized", "Unauthorized"), status=401)
+        fault = next((f for f in self.faults if f.times > 0 and f.method == request.method
+                      and f.pattern.search(request.path)), None)
+        if fault is not None:
+            fault.times -= 1
+            if not fault.after:
+                if fault.drop:
+                    return self._drop(request)
+                return web.json_response(status(fault.status, "InternalError" if fault.status >= 500 else "Injected",
+                                                fault.message), status=fault.status)
+        response = await self._route(request, query)
+        if fault is not None and fault.after:
+            return self._drop(request)  # handled, but the answer never reaches the client
+        return response
+
+    @staticmethod
+    def _drop(request: web.Request) -> web.StreamResponse:
+        if request.transport is not None:
+            request.transport.close()
+        return web.Response(status=500)
+
+    async def _route(self, request: web.Request, query: dict[str, str]) -> web.StreamResponse:
+        legacy = re.fullmatch(r"/api/v1/namespaces/([^/]+)/bindings", request.path)
+        if legacy and request.method == "POST":  # the older collection endpoint: same checks, pod from the body
+            body = await request.json()
+            return self._bind(legacy.group(1), str((body.get("metadata") or {}).get("name", "")), body)
+        parsed = self._parse(request.path)
+        if parsed is None:
+            return web.json_response(status(404, "NotFound", "the server could not find the requested resource"),
+                                     status=404)
+        resource, namespace, name, sub = parsed
+        if request.method == "GET" and not name:
+            if query.get("watch") in ("true", "1"):
+                return await self._watch(request, resource, namespace, query)
+            return self._list(resource, namespace, query)
+        if request.method == "GET":
+            obj = self.objects.get((resource.plural, namespace, name))
+            if obj is None:
+                return self._not_found(resource, name)
+            return web.json_response(obj)
+        if request.method == "POST" and resource.plural == "pods" and sub == "binding":
+            return self._bind(namespace, name, await request.json())
+        if request.method == "PATCH" and name:
+            if request.headers.get("Content-Type", "").split(";")[0] != "application/merge-patch+json":
+                return web.json_response(status(415, "UnsupportedMediaType", "only merge patches here"), status=415)
+            return self._patch(resource, namespace, name, sub, await request.json(), request.path)
+        return web.json_response(status(405, "MethodNotAllowed", f"{request.method} {request.path}"), status=405)
+
+    @staticmethod
+    def _not_found(resource: FakeResource, name: str) -> web.Response:
+        return web.json_response(status(404, "NotFound", f'{resource.plural} "{name}" not found',
+                                        name=name, kind=resource.plural), status=404)
+
+    def _list(self, resource: FakeResource, namespace: str, query: dict[str, str]) -> web.Response:
+        token = query.get("continue", "")
+        if token:
+            if token not in self._pages:
+                return web.json_response(status(410, "Expired", "the continue token has expired"), status=410)
+            remaining = self._pages.pop(token)
+            version = token.split(":", 1)[0]
+        else:
+            remaining = [copy.deepcopy(o) for (plural, ns, _), o in sorted(self.objects.items())
+                         if plural == resource.plural and (not namespace or ns == namespace)
+                         and matches(o, query.get("fieldSelector", ""))]
+            version = str(self.rv)
+        limit = int(query.get("limit") or 0) or len(remaining) or 1
+        items, rest = remaining[:limit], remaining[limit:]
+        if "/" not in resource.api_version:
+            items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in items]
+        metadata: Obj = {"resourceVersion": version}
+        if rest:
+            next_token = f"{version}:{uuid.uuid4().hex}"
+            self._pages[next_token] = rest
+            metadata["continue"] = next_token
+        return web.json_response({"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
+                                  "metadata": metadata, "items": items})
+
+    async def _watch(self, request: web.Request, resource: FakeResource, namespace: str,
+                     query: dict[str, str]) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        since = query.get("resourceVersion", "")
+        watch = _Watch(resource=resource, namespace=namespace, selector=query.get("fieldSelector", ""),
+                       bookmarks=query.get("allowWatchBookmarks") == "true")
+        # Synchronously (no await in between): replay what the client missed, then register for live events.
+        if since and int(since) < self.compacted:
+            watch.queue.put_nowait({"type": "ERROR", "object": status(
+                410, "Expired", f"too old resource version: {since} ({self.compacted})")})
+            watch.queue.put_nowait("end")
+        elif not since or since == "0":
+            for (plural, _, _), obj in sorted(self.objects.items()):
+                if plural == resource.plural and self._visible(watch, obj):
+                    watch.queue.put_nowait({"type": "ADDED", "object": copy.deepcopy(obj)})
+        else:
+            for rv, plural, kind, obj in self.history:
+                if rv > int(since) and plural == resource.plural and self._visible(watch, obj):
+                    watch.queue.put_nowait({"type": kind, "object": copy.deepcopy(obj)})
+        self.watches.add(watch)
+        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    item = await asyncio.wait_for(watch.queue.get(), timeout=remaining)
+                except TimeoutError:
+                    break
+                if item in ("end", "close"):
+                    break
+                if item == "expire":
+                    await response.write((json.dumps({"type": "ERROR", "object": status(
+                        410, "Expired", "too old resource version")}) + "\n").encode())
+                    break
+                if item == "drop":
+                    if request.transport is not None:
+                        request.transport.close()
+                    return response
+                await response.write((json.dumps(item) + "\n").encode())
+            with contextlib.suppress(ConnectionError):
+                await response.write_eof()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self.watches.discard(watch)
+        return response
+
+    def _bind(self, namespace: str, name: str, body: Obj) -> web.Response:
+        self.bindings.append(body)
+        pods = self.resource("pods")
+        key = ("pods", namespace, name)
+        pod = self.objects.get(key)
+        if pod is None:
+            return self._not_found(pods, name)
+        meta, spec = pod["metadata"], pod.setdefault("spec", {})
+        want_uid = (body.get("metadata") or {}).get("uid")
+        if want_uid and want_uid != meta["uid"]:
+            return web.json_response(status(409, "Conflict", f'Operation cannot be fulfilled on pods "{name}": '
+                                            f"Precondition failed: UID in precondition: {want_uid}, UID in object "
+                                            f"meta: {meta['uid']}", name=name, kind="pods"), status=409)
+        if meta.get("deletionTimestamp"):
+            return web.json_response(status(500, "InternalError", f"Internal error occurred: pod {name} is being "
+                                            "deleted, cannot be assigned to a host"), status=500)
+        if spec.get("nodeName"):
+            return web.json_response(status(409, "Conflict", f'Operation cannot be fulfilled on pods/binding '
+                                            f'"{name}": pod {name} is already assigned to node '
+                                            f'"{spec["nodeName"]}"', name=name, kind="pods/binding"), status=409)
+        if spec.get("schedulingGates"):
+            return web.json_response(status(409, "Conflict", f'Operation cannot be fulfilled on pods/binding '
+                                            f'"{name}": pod {name} has non-empty .spec.schedulingGates'), status=409)
+        target = body.get("target") or {}
+        if target.get("kind", "Node") != "Node" or not target.get("name"):
+            return web.json_response(status(422, "Invalid", "Binding.target: a Node name is required"), status=422)
+
+        def bind(obj: Obj) -> None:
+            obj["spec"]["nodeName"] = target["name"]
+            annotations = (body.get("metadata") or {}).get("annotations") or {}
+            if annotations:
+                obj["metadata"]["annotations"] = {**(obj["metadata"].get("annotations") or {}), **annotations}
+            conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+            conditions.append({"type": "PodScheduled", "status": "True"})
+
+        self.update("Pod", name, bind, namespace)
+        return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                  "code": 201}, status=201)
+
+    def _patch(self, resource: FakeResource, namespace: str, name: str, sub: str, patch: Obj,
+               path: str) -> web.Response:
+        self.patches.append((path, patch))
+        key = (resource.plural, namespace, name)
+        if key not in self.objects:
+            return self._not_found(resource, name)
+        if sub and (sub != "status" or not resource.status_subresource):
+            return web.json_response(status(404, "NotFound", "the server could not find the requested resource"),
+                                     status=404)
+
+        def apply(obj: Obj) -> None:
+            if sub == "status":
+                obj["status"] = merge_patch(obj.get("status"), patch.get("status"))
+                return
+            body = dict(patch)
+            if resource.status_subresource:
+                body.pop("status", None)  # the object's own endpoint ignores status
+            merged = merge_patch(obj, body)
+            obj.clear()
+            obj.update(merged)
+
+        return web.json_response(self.update(resource.kind, name, apply, namespace))

@@ -1,0 +1,101 @@
+"""Fixtures for Kubernetes mode against the fake API server (libs/testing/src/allot_testing/fake_kube.py) and a real
+PostgreSQL: no cluster, no mocked client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from allot_eventstore.postgres import PostgresEventStore
+from allot_testing.fake_kube import FakeKube
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[FakeKube]:
+    async with FakeKube() as server:
+        yield server
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[PostgresEventStore]:
+    events = PostgresEventStore.connect(database_url)
+    yield events
+    await events.close()
+
+
+@pytest.fixture
+async def client(kube: FakeKube, tmp_path: Any) -> AsyncIterator[Any]:
+    from node_reporter.adapters.watch import api_client
+
+    api = await api_client(kube.kubeconfig(tmp_path))
+    yield api
+    await api.close()
+
+
+async def _eventually(check: Callable[[], Awaitable[bool]] | Callable[[], bool], *, timeout: float = 10.0,
+                     what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def _log_of(store: PostgresEventStore, *, producer: str | None = None,
+                 types: set[str] | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+    """(type, stream, payload) of every recorded event, in log order."""
+    return [(r.type, r.stream_id, json.loads(r.payload))
+            async for r in store.iterate(producer=producer, types=types)]
+
+
+class Running:
+    """A background task with its own stop event."""
+
+    def __init__(self, run: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+        self.stop = asyncio.Event()
+        self.closed = False
+        self.task = asyncio.create_task(run(self.stop))
+
+    async def close(self) -> None:
+        self.stop.set()
+        if not self.task.done() or not self.closed:
+            self.closed = True
+            await asyncio.wait_for(self.task, timeout=10)
+
+
+@pytest.fixture
+def eventually() -> Callable[..., Awaitable[None]]:
+    """``await eventually(check, timeout=…, what=…)``: poll a (sync or async) predicate until it holds."""
+    return _eventually
+
+
+@pytest.fixture
+def log_of() -> Callable[..., Awaitable[list[tuple[str, str, dict[str, Any]]]]]:
+    """``await log_of(store, producer=…, types=…)``: (type, stream, payload) of the recorded events, in order."""
+    return _log_of
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Callable[[Callable[[asyncio.Event], Awaitable[None]]], Running]]:
+    """``running(coroutine_function_of_stop)`` starts a background task; whatever is still running at the end of the
+    test is stopped (and its failure, if any, raised)."""
+    started: list[Running] = []
+
+    def start(run: Callable[[asyncio.Event], Awaitable[None]]) -> Running:
+        started.append(Running(run))
+        return started[-1]
+
+    yield start
+    for item in started:
+        if not item.task.done() or not item.stop.is_set():
+            await item.close()

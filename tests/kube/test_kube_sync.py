@@ -1,0 +1,288 @@
+"""``allot kube-sync`` against the fake API server and a real PostgreSQL: what enters the log, once, and only when
+something that matters changed; 410 relists and restarts reconcile against the log."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import socket
+from typing import Any
+
+import aiohttp
+import pytest
+
+from allot_cli.kube.sync import PRODUCER, KubeSync, normalize_pod
+from allot_cli.manifests import Document, to_input
+from allot_testing.builders import a_pod, a_quota
+from allot_testing.fake_kube import RESOURCES, FakeKube, FakeResource
+
+pytestmark = pytest.mark.integration
+
+SCHEDULER = "allot-scheduler"
+
+
+def ours(name: str, *, namespace: str = "team", node: str = "", gates: bool = False, **kw: Any) -> dict[str, Any]:
+    pod = a_pod(name, namespace=namespace, **kw)
+    del pod["metadata"]["uid"]  # the API server assigns it
+    pod["spec"]["schedulerName"] = SCHEDULER
+    if node:
+        pod["spec"]["nodeName"] = node
+    if gates:
+        pod["spec"]["schedulingGates"] = [{"name": "wait"}]
+    pod["status"] = {"phase": "Running" if node else "Pending"}
+    return pod
+
+
+def a_podgroup(name: str, namespace: str = "team", min_member: int = 2) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace}, "spec": {"minMember": min_member}}
+
+
+def sync_for(store: Any, client: Any) -> KubeSync:
+    return KubeSync(store=store, client=client, watch_timeout=2, backoff=(0.05, 0.2), absent_retry=0.5)
+
+
+@pytest.fixture
+def kinds(log_of: Any) -> Any:
+    async def count(store: Any) -> collections.Counter[tuple[str, str]]:
+        return collections.Counter((t, s) for t, s, _ in await log_of(store, producer=PRODUCER))
+
+    return count
+
+
+@pytest.fixture
+def settle(log_of: Any) -> Any:
+    async def wait(store: Any, seconds: float = 0.4) -> list[Any]:
+        """Wait until the log stops moving; return it."""
+        before = None
+        while True:
+            await asyncio.sleep(seconds)
+            now = await log_of(store)
+            if now == before:
+                return now
+            before = now
+
+    return wait
+
+
+@pytest.fixture
+def has(log_of: Any) -> Any:
+    def check(store: Any, type_: str, stream: str) -> Any:
+        async def found() -> bool:
+            return any(t == type_ and s == stream for t, s, _ in await log_of(store, producer=PRODUCER))
+
+        return found
+
+    return check
+
+
+async def test_objects_are_recorded_once_and_only_real_changes_count(kube: FakeKube, store: Any, client: Any,
+                                                                     running: Any, eventually: Any, log_of: Any,
+                                                                     kinds: Any, settle: Any):
+    quota = kube.create(a_quota("q", namespace="team"))
+    kube.create(a_podgroup("pg"))
+    waiting = kube.create(ours("a", gpus=1))
+    kube.create(ours("bound", node="n1", annotations={
+        "scheduling.koordinator.sh/device-allocated": '{"gpu":[{"minor":0,"resources":{}}]}'}))
+    kube.create({**ours("other"), "spec": {**ours("other")["spec"], "schedulerName": "default-scheduler"}})
+
+    sync = sync_for(store, client)
+    runner = running(sync.run)
+    try:
+        await eventually(lambda: sync.synced, what="first lists")
+        await settle(store)
+        assert await kinds(store) == {
+            ("quota.applied", "quota:team/q"): 1, ("podgroup.applied", "podgroup:team/pg"): 1,
+            ("pod.submitted", "pod:team/a"): 1, ("pod.observed", "pod:team/bound"): 1}
+        # The same events `allot apply` records for the same objects (minus server bookkeeping and status).
+        recorded = {s: p for _, s, p in await log_of(store, producer=PRODUCER)}
+        expected_stream, expected = to_input(Document(source="x", index=0, body=normalize_pod(
+            {**kube.get("Pod", "a", "team"), "apiVersion": "v1", "kind": "Pod"}))).events[0]
+        assert recorded[expected_stream] == {"type": "pod.submitted.v1", **_payload(expected)}
+        assert "managedFields" not in recorded["pod:team/a"]["manifest"]["metadata"]
+        assert recorded["pod:team/a"]["uid"] == waiting["metadata"]["uid"]
+        # Pods are watched with our scheduler's field selector; custom resources in full.
+        assert kube.count("GET", "/api/v1/pods$", query=None) >= 2
+        assert any(q.get("fieldSelector") == f"spec.schedulerName={SCHEDULER}" for m, p, q in kube.requests
+                   if p == "/api/v1/pods")
+
+        # Heartbeats and Allot's own writes are not input.
+        kube.set_phase("bound", "Running", "team")
+        kube.heartbeat("Pod", "a", "team")
+        kube.update("ElasticQuota", "q", lambda o: (
+            o["metadata"].setdefault("annotations", {}).update({
+                "quota.scheduling.koordinator.sh/runtime": '{"cpu":"2"}',
+                "quota.scheduling.koordinator.sh/request": '{"cpu":"1"}'}),
+            o.setdefault("status", {}).update({"used": {"cpu": "1"}})), "team")
+        kube.update("Pod", "a", lambda o: o["metadata"]["labels"].update({"touched": "yes"}), "team")
+        kube.bookmark()
+        await settle(store)
+        assert sum((await kinds(store)).values()) == 4
+
+        # Real changes are recorded once each.
+        kube.update("ElasticQuota", "q", lambda o: o["spec"]["max"].update({"cpu": "50"}), "team")
+        kube.update("PodGroup", "pg", lambda o: o["spec"].update({"minMember": 3}), "team")
+        kube.create(ours("gated", gates=True))
+        await settle(store)
+        counts = await kinds(store)
+        assert counts[("quota.applied", "quota:team/q")] == 2
+        assert counts[("podgroup.applied", "podgroup:team/pg")] == 2
+        assert ("pod.submitted", "pod:team/gated") not in counts  # not schedulable yet
+        kube.update("Pod", "gated", lambda o: o["spec"].pop("schedulingGates"), "team")
+        # Bound by someone (the binder): not input. Finished: its resources are free, recorded once.
+        kube.update("Pod", "a", lambda o: o["spec"].update({"nodeName": "n1"}), "team")
+        kube.set_phase("a", "Succeeded", "team")
+        kube.delete("Pod", "a", "team")
+        kube.delete("ElasticQuota", "q", "team")
+        await settle(store)
+        counts = await kinds(store)
+        assert counts[("pod.submitted", "pod:team/gated")] == 1
+        assert counts[("pod.deleted", "pod:team/a")] == 1
+        assert counts[("quota.deleted", "quota:team/q")] == 1
+        deleted = [p for t, s, p in await log_of(store, producer=PRODUCER) if t == "pod.deleted"]
+        assert deleted == [{"type": "pod.deleted.v1", "pod": {"namespace": "team", "name": "a"},
+                            "uid": waiting["metadata"]["uid"]}]
+        assert quota["metadata"]["uid"]  # (the quota's deletion is keyed by its uid)
+    finally:
+        await runner.close()
+
+
+def _payload(event: Any) -> dict[str, Any]:
+    import msgspec
+
+    return {k: v for k, v in msgspec.to_builtins(event).items() if k != "type"}
+
+
+async def test_after_410_the_relist_records_what_the_watch_missed(kube: FakeKube, store: Any, client: Any,
+                                                                 running: Any, eventually: Any, kinds: Any,
+                                                                 settle: Any, has: Any):
+    kube.create(a_quota("q", namespace="team"))
+    kube.create(ours("a"))
+    kube.create(ours("b"))
+    sync = sync_for(store, client)
+    runner = running(sync.run)
+    try:
+        await eventually(lambda: sync.synced, what="first lists")
+        await settle(store)
+        lists_before = kube.count("GET", "/api/v1/pods$", query=None) - kube.count("GET", "/api/v1/pods$", "watch")
+        # Gone while no watch event could say so; the history is compacted, so the watches get 410.
+        kube.delete_quietly("Pod", "b", "team")
+        kube.delete_quietly("ElasticQuota", "q", "team")
+        await eventually(has(store, "pod.deleted", "pod:team/b"), what="b recorded deleted")
+        await eventually(has(store, "quota.deleted", "quota:team/q"), what="q recorded deleted")
+        await settle(store)
+        lists_after = kube.count("GET", "/api/v1/pods$") - kube.count("GET", "/api/v1/pods$", "watch")
+        assert lists_after > lists_before  # a relist, not a guess
+        counts = await kinds(store)
+        assert counts[("pod.deleted", "pod:team/b")] == 1 and ("pod.deleted", "pod:team/a") not in counts
+        assert counts[("pod.submitted", "pod:team/a")] == 1  # the relist did not record a again
+        # A broken watch (no 410) resumes from the last version: nothing is listed or recorded again.
+        kube.drop_watches()
+        kube.create(ours("c"))
+        await eventually(has(store, "pod.submitted", "pod:team/c"), what="c recorded")
+        await settle(store)
+        assert sum((await kinds(store)).values()) == 6
+    finally:
+        await runner.close()
+
+
+async def test_a_restart_records_nothing_twice_and_catches_up(kube: FakeKube, store: Any, client: Any,
+                                                             running: Any, eventually: Any, log_of: Any,
+                                                             kinds: Any, settle: Any):
+    kube.create(a_quota("q", namespace="team"))
+    first_a = kube.create(ours("a"))
+    kube.create(ours("b"))
+    sync = sync_for(store, client)
+    runner = running(sync.run)
+    await eventually(lambda: sync.synced, what="first lists")
+    await settle(store)
+    await runner.close()
+    assert sum((await kinds(store)).values()) == 3
+
+    # While kube-sync is down: b deleted, c created, q changed, a deleted and created again (a new uid).
+    kube.delete("Pod", "b", "team")
+    kube.create(ours("c"))
+    kube.update("ElasticQuota", "q", lambda o: o["spec"]["max"].update({"cpu": "7"}), "team")
+    kube.delete("Pod", "a", "team")
+    second_a = kube.create(ours("a"))
+
+    for _ in range(2):  # the second restart finds nothing to do
+        sync = sync_for(store, client)
+        runner = running(sync.run)
+        await eventually(lambda s=sync: s.synced, what="lists after restart")
+        await settle(store)
+        await runner.close()
+        counts = await kinds(store)
+        assert counts == {
+            ("quota.applied", "quota:team/q"): 2,
+            ("pod.submitted", "pod:team/a"): 2, ("pod.deleted", "pod:team/a"): 1,
+            ("pod.submitted", "pod:team/b"): 1, ("pod.deleted", "pod:team/b"): 1,
+            ("pod.submitted", "pod:team/c"): 1,
+        }
+    lives = [(t, p["uid"]) for t, s, p in await log_of(store, producer=PRODUCER) if s == "pod:team/a"]
+    assert lives == [("pod.submitted", first_a["metadata"]["uid"]), ("pod.deleted", first_a["metadata"]["uid"]),
+                     ("pod.submitted", second_a["metadata"]["uid"])]
+
+
+async def test_a_custom_resource_that_is_not_installed_does_not_hold_up_pods(store: Any, tmp_path: Any,
+                                                                            running: Any, eventually: Any,
+                                                                            has: Any):
+    from node_reporter.adapters.watch import api_client
+
+    without_profiles = tuple(r for r in RESOURCES if r.kind != "ElasticQuotaProfile")
+    assert all(isinstance(r, FakeResource) for r in without_profiles)
+    async with FakeKube(resources=without_profiles) as kube:
+        kube.create(ours("a"))
+        api = await api_client(kube.kubeconfig(tmp_path))
+        sync = sync_for(store, api)
+        runner = running(sync.run)
+        try:
+            await eventually(has(store, "pod.submitted", "pod:team/a"), what="a recorded")
+        finally:
+            await runner.close()
+            await api.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_the_process_serves_health_readiness_and_metrics(kube: FakeKube, database_url: str, tmp_path: Any,
+                                                               monkeypatch: pytest.MonkeyPatch, eventually: Any):
+    from allot_cli.kube.process import run_kube_sync
+
+    port = _free_port()
+    monkeypatch.setenv("ALLOT_DATABASE_URL", database_url)
+    monkeypatch.setenv("ALLOT_HTTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("ALLOT_HTTP_PORT", str(port))
+    monkeypatch.setenv("ALLOT_KUBECONFIG", kube.kubeconfig(tmp_path))
+    monkeypatch.setenv("ALLOT_SCHEDULER_NAME", "custom")
+    kube.create({**ours("mine"), "spec": {**ours("mine")["spec"], "schedulerName": "custom"}})
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_kube_sync(stop=stop))
+    try:
+        async with aiohttp.ClientSession() as http:
+            async def ready() -> bool:
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
+                        return r.status == 200
+                return False
+
+            await eventually(ready, timeout=20, what="/readyz 200")
+            async with http.get(f"http://127.0.0.1:{port}/healthz") as r:
+                assert (await r.json())["service"] == "kube-sync"
+            async with http.get(f"http://127.0.0.1:{port}/metrics") as r:
+                text = await r.text()
+        assert 'allot_kube_events_recorded_total{component="kube-sync",type="pod.submitted"} 1.0' in text
+        assert 'allot_kube_synced{component="kube-sync",resource="pods"} 1.0' in text
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+        root.handlers[:] = handlers
+        root.setLevel(level)
