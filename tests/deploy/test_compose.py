@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+
 from allot_eventstore.urls import async_url
 
 COMPOSE_FILE = Path(__file__).resolve().parents[2] / "docker-compose.yml"

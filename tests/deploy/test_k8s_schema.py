@@ -14,6 +14,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+
 from allot_eventstore.urls import async_url
 
 REPO = Path(__file__).resolve().parents[2]

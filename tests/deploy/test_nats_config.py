@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from allot_contracts.errors import Unavailable
 from allot_runtime import embedded
 

@@ -105,7 +105,8 @@ async def _tamper(url: str, sql: str) -> None:
 @pytest.mark.parametrize(
     ("sql", "position", "words"),
     [
-        ("UPDATE events SET payload = jsonb_set(payload, '{uid}', '\"evil\"') WHERE position = 5", 5, "does not match"),
+        ("UPDATE events SET payload = jsonb_set(payload::jsonb, '{uid}', '\"evil\"')::json WHERE position = 5", 5,
+         "does not match"),
         ("UPDATE events SET producer = 'someone-else' WHERE position = 2", 2, "does not match"),
         ("DELETE FROM events WHERE position = 3", 3, "missing"),
         ("DELETE FROM events WHERE position = 10", 10, "deleted from the end"),

@@ -69,9 +69,9 @@ from node_reporter.adapters.watch import (
     Resource,
     Sink,
     WatchMetrics,
+    Writer,
     meta,
     object_key,
-    record,
     run_in_order,
     spec_fingerprint,
     storage_issues,
@@ -152,6 +152,7 @@ class PodMirror(Sink):
         self.metrics = metrics
         self.component = component
         self.known: dict[str, Known] = {}
+        self.writer = Writer(store, producer, component, metrics)
         self.position = 0
 
     async def refresh(self) -> None:
@@ -171,13 +172,14 @@ class PodMirror(Sink):
     async def replace(self, objects: list[Obj]) -> None:
         await self.refresh()
         seen = set()
-        for obj in objects:
-            if self.ours(obj):
-                seen.add(object_key(obj, True))
-                await self.upsert(obj)
-        for key, known in sorted(self.known.items()):
-            if known.alive and key not in seen:
-                await self._delete(key, known.uid)
+        async with self.writer.batch():
+            for obj in objects:
+                if self.ours(obj):
+                    seen.add(object_key(obj, True))
+                    await self.upsert(obj)
+            for key, known in sorted(self.known.items()):
+                if known.alive and key not in seen:
+                    await self._delete(key, known.uid)
 
     async def apply(self, event_type: str, obj: Obj) -> None:
         if not self.ours(obj):
@@ -215,16 +217,16 @@ class PodMirror(Sink):
             self.metrics.skipped.labels(self.component, str(PODS)).inc()
             log.warning("pod %s (uid %s) not recorded: %s", key, uid, "; ".join(problems))
             return
-        events = to_input(_document(manifest)).events
-        if await record(self.store, self.producer, events, f"Pod/{uid}/{version}", self.component, self.metrics):
-            self.known[key] = Known(uid=uid, fingerprint=b"")
+        life = Known(uid=uid, fingerprint=b"")
+        await self.writer.write(to_input(_document(manifest)).events, f"Pod/{uid}/{version}",
+                                lambda: self.known.__setitem__(key, life))
 
     async def _delete(self, key: str, uid: str) -> None:
         namespace, name = key.split("/", 1)
         event = PodDeleted(pod=ObjectRef(namespace=namespace, name=name), uid=uid)
-        if await record(self.store, self.producer, [(stream_id("pod", key), event)], f"Pod/{uid or key}/deleted",
-                        self.component, self.metrics):
-            self.known[key].alive = False
+        entry = self.known[key]
+        await self.writer.write([(stream_id("pod", key), event)], f"Pod/{uid or key}/deleted",
+                                lambda: setattr(entry, "alive", False))
 
 
 class KubeSync:

@@ -33,6 +33,7 @@ import os
 import random
 import re
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,7 +73,7 @@ async def api_client(kubeconfig: str | None = None) -> Any:
             await config.load_kube_config(config_file=path, client_configuration=configuration,
                                           persist_config=False)
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=configuration)
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
             await config.load_kube_config(config_file=_home_kubeconfig(), client_configuration=configuration,
                                           persist_config=False)
@@ -167,7 +168,7 @@ async def bind(client: Any, request: BindRequest) -> Outcome:
 
 
 class BinderMetrics:
-    _by_registry: dict[int, BinderMetrics] = {}
+    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, BinderMetrics] = weakref.WeakKeyDictionary()
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.bindings = Counter("allot_binder_bindings_total", "Binding attempts against the API server, by result "
@@ -179,9 +180,9 @@ class BinderMetrics:
 
     @classmethod
     def of(cls, registry: CollectorRegistry) -> BinderMetrics:
-        found = cls._by_registry.get(id(registry))
+        found = cls._by_registry.get(registry)
         if found is None:
-            found = cls._by_registry[id(registry)] = cls(registry)
+            found = cls._by_registry[registry] = cls(registry)
         return found
 
 
@@ -251,7 +252,8 @@ class BindWorker:
                 await self._patch_one(key, patch)
 
     async def _request_record(self, request: BindRequest) -> RecordedEvent | None:
-        for record in reversed(await self.store.read_stream(stream_id("pod", request.pod.key))):
+        history: list[RecordedEvent] = await self.store.read_stream(stream_id("pod", request.pod.key))
+        for record in reversed(history):
             if record.type == "pod.bind_requested" and record.producer == self.decider:
                 payload = json.loads(record.payload)
                 if payload.get("uid") == request.uid and payload.get("attempt") == request.attempt:

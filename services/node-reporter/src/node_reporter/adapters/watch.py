@@ -28,7 +28,9 @@ import json
 import logging
 import os
 import random
-from collections.abc import Callable, Iterable
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +39,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from allot_contracts.envelope import NewEvent, canonical, derived_event_id
 from allot_contracts.errors import InvalidInput, PermanentError, TransientError, Unavailable
-from allot_contracts.events import Event
+from allot_contracts.events import Event, type_of
 
 log = logging.getLogger("allot.kube")
 
@@ -114,7 +116,7 @@ async def api_client(kubeconfig: str | None = None) -> Any:
             await config.load_kube_config(config_file=path, client_configuration=configuration,
                                           persist_config=False)
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=configuration)
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
             await config.load_kube_config(config_file=_home_kubeconfig(), client_configuration=configuration,
                                           persist_config=False)
@@ -208,7 +210,7 @@ async def read_json(response: aiohttp.ClientResponse) -> Any:
 class WatchMetrics:
     """Prometheus families of the watchers, registered once per registry (``component``: who watches)."""
 
-    _by_registry: dict[int, WatchMetrics] = {}
+    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, WatchMetrics] = weakref.WeakKeyDictionary()
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.events = Counter("allot_kube_watch_events_total", "Watch events received",
@@ -227,9 +229,9 @@ class WatchMetrics:
 
     @classmethod
     def of(cls, registry: CollectorRegistry) -> WatchMetrics:
-        found = cls._by_registry.get(id(registry))
+        found = cls._by_registry.get(registry)
         if found is None:
-            found = cls._by_registry[id(registry)] = cls(registry)
+            found = cls._by_registry[registry] = cls(registry)
         return found
 
 
@@ -293,9 +295,15 @@ class Reflector:
                 if not listed:
                     await self.list_once()
                     listed = True
+                started = time.monotonic()
                 await self.watch_once(stop)  # a broken or ended watch resumes from the last version seen
-                self.backoff.reset()
                 expired = 0
+                if time.monotonic() - started < 1.0 and not stop.is_set():
+                    # A watch that ends at once (a proxy cutting streams): do not hammer the API server.
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(stop.wait(), timeout=self.backoff.next())
+                else:
+                    self.backoff.reset()
             except Expired as exc:
                 listed = False
                 expired += 1
@@ -512,6 +520,7 @@ class Mirror(Sink):
         self.metrics = metrics
         self.in_scope = in_scope
         self.known: dict[str, Known] = {}
+        self.writer = Writer(store, producer, component, metrics)
         self.position = 0  # how far the log has been folded
         self.refused: dict[str, str] = {}  # key -> resourceVersion refused by admission (logged once)
 
@@ -540,12 +549,13 @@ class Mirror(Sink):
     async def replace(self, objects: list[Obj]) -> None:
         await self.refresh()
         seen = set()
-        for obj in objects:
-            seen.add(self.key_of(obj))
-            await self.upsert(obj)
-        for key, known in sorted(self.known.items()):
-            if known.alive and key not in seen and self.in_scope(key):
-                await self._delete(key, known.uid)
+        async with self.writer.batch():
+            for obj in objects:
+                seen.add(self.key_of(obj))
+                await self.upsert(obj)
+            for key, known in sorted(self.known.items()):
+                if known.alive and key not in seen and self.in_scope(key):
+                    await self._delete(key, known.uid)
 
     async def apply(self, event_type: str, obj: Obj) -> None:
         if event_type == "DELETED":
@@ -576,33 +586,77 @@ class Mirror(Sink):
                             "; ".join(problems))
             return
         self.refused.pop(key, None)
-        events = self.kind.applied(manifest)
-        if await self._append(events, f"{self.resource.kind}/{uid}/{version}"):
-            self.known[key] = Known(uid=uid, fingerprint=fingerprint)
+        known_now = Known(uid=uid, fingerprint=fingerprint)
+        await self.writer.write(self.kind.applied(manifest), f"{self.resource.kind}/{uid}/{version}",
+                                lambda: self.known.__setitem__(key, known_now))
 
     async def _delete(self, key: str, uid: str) -> None:
-        if await self._append(self.kind.deleted(key, uid), f"{self.resource.kind}/{uid or key}/deleted"):
-            self.known[key].alive = False
-
-    async def _append(self, events: list[tuple[str, Event]], basis: str) -> bool:
-        return await record(self.store, self.producer, events, basis, self.component, self.metrics)
+        entry = self.known[key]
+        await self.writer.write(self.kind.deleted(key, uid), f"{self.resource.kind}/{uid or key}/deleted",
+                                lambda: setattr(entry, "alive", False))
 
 
-async def record(store: Any, producer: str, events: list[tuple[str, Event]], basis: str, component: str,
-                 metrics: WatchMetrics) -> bool:
-    """Append input events with ids derived from ``basis`` (kind/uid/version); False when the log refused them
-    for good (logged). Transient failures propagate: the caller's list-watch retries."""
-    news = [NewEvent(stream_id=stream, event=event, event_id=derived_event_id(producer, basis, index))
-            for index, (stream, event) in enumerate(events)]
-    try:
-        result = await store.append(news, producer=producer)
-    except PermanentError as exc:
-        log.error("%s: cannot record %s: %s", producer, basis, exc)
-        return False
-    if result.positions:
-        for _, event in events:
-            metrics.recorded.labels(component, type(event).__struct_config__.tag.rsplit(".", 1)[0]).inc()
-    return True
+@dataclass
+class _Pending:
+    news: list[NewEvent]
+    events: list[Event]
+    basis: str
+    done: Callable[[], None]
+
+
+class Writer:
+    """Appends one producer's input events, with ids derived from a basis (kind/uid/version). Alone, each change is
+    one transaction; inside :meth:`batch` (a full list) changes are appended ``chunk`` at a time, so the first list
+    of a large cluster takes a few transactions, not thousands. ``done`` runs once a change is in the log.
+
+    A change the log refuses for good (``PermanentError``) is logged and skipped; transient failures propagate, and
+    the list-watch retries (nothing of a failed batch was written)."""
+
+    def __init__(self, store: Any, producer: str, component: str, metrics: WatchMetrics, chunk: int = 500) -> None:
+        self.store = store
+        self.producer = producer
+        self.component = component
+        self.metrics = metrics
+        self.chunk = chunk
+        self._batch: list[_Pending] | None = None
+
+    async def write(self, events: list[tuple[str, Event]], basis: str, done: Callable[[], None]) -> None:
+        pending = _Pending(news=[NewEvent(stream_id=stream, event=event,
+                                          event_id=derived_event_id(self.producer, basis, index))
+                                 for index, (stream, event) in enumerate(events)],
+                           events=[event for _, event in events], basis=basis, done=done)
+        if self._batch is not None:
+            self._batch.append(pending)
+        else:
+            await self._commit([pending])
+
+    @contextlib.asynccontextmanager
+    async def batch(self) -> AsyncIterator[None]:
+        self._batch = []
+        try:
+            yield
+            items = self._batch
+        finally:
+            self._batch = None
+        for start in range(0, len(items), self.chunk):
+            await self._commit(items[start:start + self.chunk])
+
+    async def _commit(self, items: list[_Pending]) -> None:
+        try:
+            result = await self.store.append([new for item in items for new in item.news], producer=self.producer)
+        except PermanentError as exc:
+            if len(items) > 1:  # find the one the log refuses; record the others
+                for item in items:
+                    await self._commit([item])
+                return
+            log.error("%s: cannot record %s: %s", self.producer, items[0].basis, exc)
+            return
+        skipped = set(result.skipped)
+        for item in items:
+            item.done()
+            for new, event in zip(item.news, item.events):
+                if new.event_id not in skipped:
+                    self.metrics.recorded.labels(self.component, type_of(event)).inc()
 
 
 async def _close_on(stop: asyncio.Event, response: aiohttp.ClientResponse) -> None:
