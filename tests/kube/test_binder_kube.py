@@ -185,8 +185,15 @@ async def test_quota_status_is_merge_patched_onto_the_elastic_quota(kube: FakeKu
                                  event=QuotaStatusSynced(patches={"team/q": patch, "team/gone": patch}))],
                        producer="quota-manager")
     await binding.feed()
+    kube.fail("PATCH", r"/elasticquotas/q$", status=503)  # unavailable once: retried with backoff
     worker = binding.worker(client)
-    await worker.step()
+
+    async def written() -> bool:
+        await worker.step()
+        return "annotations" in kube.get("ElasticQuota", "q", "team")["metadata"]
+
+    await eventually(written, what="the quota patched")
+    assert kube.count("PATCH", r"/elasticquotas/q$") == 2
     quota = kube.get("ElasticQuota", "q", "team")
     assert quota["metadata"]["annotations"]["quota.scheduling.koordinator.sh/runtime"] == '{"cpu":"4"}'
     assert quota["status"] == {"used": {"cpu": "2"}}  # through the status subresource

@@ -40,8 +40,9 @@ def a_podgroup(name: str, namespace: str = "team", min_member: int = 2) -> dict[
             "metadata": {"name": name, "namespace": namespace}, "spec": {"minMember": min_member}}
 
 
-def sync_for(store: Any, client: Any) -> KubeSync:
-    return KubeSync(store=store, client=client, watch_timeout=2, backoff=(0.05, 0.2), absent_retry=0.5)
+def sync_for(store: Any, client: Any, registry: Any = None) -> KubeSync:
+    return KubeSync(store=store, client=client, watch_timeout=2, backoff=(0.05, 0.2), absent_retry=0.5,
+                    registry=registry)
 
 
 @pytest.fixture
@@ -120,6 +121,8 @@ async def test_objects_are_recorded_once_and_only_real_changes_count(kube: FakeK
         kube.bookmark()
         await settle(store)
         assert sum((await kinds(store)).values()) == 4
+        # Bookmarks move every watch to the latest version without any object changing.
+        assert {r.resource_version for r in sync.reflectors} == {str(kube.rv)}
 
         # Real changes are recorded once each.
         kube.update("ElasticQuota", "q", lambda o: o["spec"]["max"].update({"cpu": "50"}), "team")
@@ -286,3 +289,20 @@ async def test_the_process_serves_health_readiness_and_metrics(kube: FakeKube, d
         await asyncio.wait_for(task, timeout=10)
         root.handlers[:] = handlers
         root.setLevel(level)
+
+
+async def test_what_the_log_cannot_store_is_skipped_and_counted_once(kube: FakeKube, store: Any, client: Any,
+                                                                     running: Any, eventually: Any, has: Any,
+                                                                     kinds: Any, settle: Any):
+    kube.create(ours("bad", annotations={"note": "nul\x00inside"}))
+    kube.create(ours("good"))
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    running(sync_for(store, client, registry).run)
+    await eventually(has(store, "pod.submitted", "pod:team/good"), what="good recorded")
+    kube.heartbeat("Pod", "bad", "team")
+    await settle(store)
+    assert set(await kinds(store)) == {("pod.submitted", "pod:team/good")}
+    labels = {"component": "kube-sync", "resource": "pods"}
+    assert registry.get_sample_value("allot_kube_objects_skipped_total", labels) == 1

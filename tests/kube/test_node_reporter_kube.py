@@ -110,3 +110,21 @@ async def test_without_an_instance_every_node_is_watched(kube: FakeKube, store: 
         return {s for _, s, _ in await log_of(store, producer="node-reporter.kube")} == {"node:n1", "node:n2"}
 
     await eventually(both, what="both nodes recorded")
+
+
+async def test_large_lists_are_read_in_pages(kube: FakeKube, store: Any, client: Any, running: Any,
+                                             eventually: Any, log_of: Any) -> None:
+    for i in range(5):
+        kube.create(a_node(f"n{i}"))
+    watch = NodeWatch(store=store, client=client, watch_timeout=2, backoff=(0.05, 0.2))
+    for reflector in watch.reflectors:
+        reflector.page_size = 2
+    running(watch.run)
+    await eventually(lambda: watch.synced, what="first lists")
+
+    async def all_nodes() -> bool:
+        return len(await log_of(store, producer="node-reporter.kube", types={"node.applied"})) == 5
+
+    await eventually(all_nodes, what="five nodes recorded")
+    pages = [q for _, path, q in kube.requests if path == "/api/v1/nodes" and "watch" not in q]
+    assert [q.get("limit") for q in pages] == ["2", "2", "2"] and sum("continue" in q for q in pages) == 2

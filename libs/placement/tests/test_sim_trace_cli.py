@@ -31,7 +31,7 @@ def test_all_policies_summary_plot_and_rows(tmp_path: Path, capsys: pytest.Captu
                 "--plot", str(tmp_path / "p.png"), "--out", str(tmp_path / "out"))
     assert trace_cli.run(args) == 0
     table = capsys.readouterr().out
-    assert "trace tiny, tune 1.3, seeds 1-2" in table and "FGD" in table and "Binpack" in table
+    assert "trace tiny, tune 1.3, seeds 1-2" in table and "FGD" in table and "Koord. binpack" in table
     summary = json.loads((tmp_path / "s.json").read_text())
     assert set(summary["policies"]) == set(trace_cli.ALL_POLICIES)
     fgd = summary["policies"]["fgd"]

@@ -98,7 +98,7 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], *, t
                y_step: float, reference: bool = True, width: int = 1000, height: int = 640) -> bytes:
     """A PNG line chart; ``series`` is ``[(name, [(x, y), ...])]`` drawn in palette order."""
     cv = _Canvas(width, height)
-    left, right, top, bottom = 90, width - 250, 50, height - 70
+    left, right, top, bottom = 90, width - 270, 50, height - 70
     (x0, x1), (y0, y1) = x_range, y_range
 
     def px(x: float, y: float) -> tuple[int, int]:

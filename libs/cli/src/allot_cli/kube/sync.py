@@ -154,6 +154,7 @@ class PodMirror(Sink):
         self.known: dict[str, Known] = {}
         self.writer = Writer(store, producer, component, metrics)
         self.position = 0
+        self.refused: dict[str, str] = {}  # pod -> uid not recorded (logged once per life)
 
     async def refresh(self) -> None:
         async for entry in self.store.iterate(after=self.position, types=self.types, producer=self.producer):
@@ -214,9 +215,12 @@ class PodMirror(Sink):
         manifest = normalize_pod(obj)
         problems = storage_issues(manifest)
         if problems:
-            self.metrics.skipped.labels(self.component, str(PODS)).inc()
-            log.warning("pod %s (uid %s) not recorded: %s", key, uid, "; ".join(problems))
+            if self.refused.get(key) != uid:
+                self.refused[key] = uid
+                self.metrics.skipped.labels(self.component, str(PODS)).inc()
+                log.warning("pod %s (uid %s) not recorded: %s", key, uid, "; ".join(problems))
             return
+        self.refused.pop(key, None)
         life = Known(uid=uid, fingerprint=b"")
         await self.writer.write(to_input(_document(manifest)).events, f"Pod/{uid}/{version}",
                                 lambda: self.known.__setitem__(key, life))

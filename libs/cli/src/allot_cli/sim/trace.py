@@ -26,7 +26,7 @@ DEFAULT_PODS = OPENB_DIR / "openb_pod_list_default.csv"
 PAPER_POLICIES = ["random", "dotproduct", "gpuclustering", "gpupacking", "bestfit", "fgd"]
 ALL_POLICIES = [*PAPER_POLICIES, "binpack"]
 LABELS = {"random": "Random", "dotproduct": "DotProduct", "gpuclustering": "GpuClustering",
-          "gpupacking": "GpuPacking", "bestfit": "BestFit", "fgd": "FGD", "binpack": "Binpack (Koordinator)",
+          "gpupacking": "GpuPacking", "bestfit": "BestFit", "fgd": "FGD", "binpack": "Koord. binpack",
           "koordinator": "Koordinator default", "spread": "Spread"}
 # Published allocation % at 130 % arrival (mean of seeds 42-51), Weng et al. ATC'23 artifact.
 PAPER_130 = {

@@ -43,7 +43,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id, stream_id
 from allot_contracts.errors import InvalidInput, PermanentError, TransientError, Unavailable
-from allot_contracts.events import PodBindFailed, PodBound
+from allot_contracts.events import PodBindFailed, PodBindRequested, PodBound
 from binder.processor import BindRequest
 
 log = logging.getLogger("allot.binder.kube")
@@ -213,7 +213,8 @@ class BindWorker:
     backoff: tuple[float, float] = (0.5, 30.0)
     refused_delay: float = 10.0  # after 401/403
     recorded: dict[str, tuple[str, int]] = field(default_factory=dict)  # pod -> (uid, attempt) answered
-    retries: dict[str, _Retry] = field(default_factory=dict)
+    retries: dict[str, _Retry] = field(default_factory=dict)  # pod -> backoff
+    quota_retries: dict[str, _Retry] = field(default_factory=dict)  # quota -> backoff
     patched: dict[str, bytes] = field(default_factory=dict)  # quota -> canonical patch applied
     status_subresource: bool | None = None  # None: not known yet
 
@@ -248,28 +249,31 @@ class BindWorker:
 
             await asyncio.gather(*(one(r) for r in due))
         for key, patch in sorted(view.patches.items()):
-            if self.patched.get(key) != canonical(patch) and self.retries.get(f"quota:{key}", _Retry()).not_before <= now:
+            waiting = self.quota_retries.get(key, _Retry()).not_before > now
+            if self.patched.get(key) != canonical(patch) and not waiting:
                 await self._patch_one(key, patch)
 
     async def _request_record(self, request: BindRequest) -> RecordedEvent | None:
         history: list[RecordedEvent] = await self.store.read_stream(stream_id("pod", request.pod.key))
         for record in reversed(history):
             if record.type == "pod.bind_requested" and record.producer == self.decider:
-                payload = json.loads(record.payload)
-                if payload.get("uid") == request.uid and payload.get("attempt") == request.attempt:
+                event = record.decode()
+                if isinstance(event, PodBindRequested) and (event.uid, event.attempt) == (request.uid,
+                                                                                          request.attempt):
                     return record
                 return None  # a newer request supersedes whatever is in the projection
         return None
 
-    def _retry_later(self, key: str, exc: Exception) -> None:
-        retry = self.retries.setdefault(key, _Retry())
+    def _retry_later(self, key: str, exc: Exception, retries: dict[str, _Retry] | None = None,
+                     what: str = "pod") -> None:
+        retry = (self.retries if retries is None else retries).setdefault(key, _Retry())
         retry.failures += 1
         delay = min(self.backoff[1], self.backoff[0] * 2 ** (retry.failures - 1))
         hint = self.refused_delay if isinstance(exc, Refused) else getattr(exc, "delay", None)
         delay = max(delay, hint) if hint else delay
         retry.not_before = time.monotonic() + delay * (0.8 + 0.4 * random.random())
         log.log(logging.ERROR if retry.failures >= 5 or isinstance(exc, Refused) else logging.WARNING,
-                "%s: %s; retrying in %.1fs (attempt %d)", key, exc, delay, retry.failures)
+                "%s %s: %s; retrying in %.1fs (attempt %d)", what, key, exc, delay, retry.failures)
 
     async def _bind_one(self, request: BindRequest) -> None:
         key = request.pod.key
@@ -327,9 +331,9 @@ class BindWorker:
                         "ElasticQuota %s status not written: %s", key, exc)
         except TransientError as exc:
             self.metrics.quota_patches.labels("retried").inc()
-            self._retry_later(f"quota:{key}", exc)
+            self._retry_later(key, exc, self.quota_retries, what="ElasticQuota")
             return
-        self.retries.pop(f"quota:{key}", None)
+        self.quota_retries.pop(key, None)
         self.patched[key] = canonical(patch)
         self.metrics.quota_patches.labels(result).inc()
 

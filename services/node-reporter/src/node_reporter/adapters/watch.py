@@ -279,6 +279,7 @@ class Reflector:
     watch_timeout: int = 300
     backoff: Backoff = field(default_factory=Backoff)
     absent_retry: float = 60.0
+    list_timeout: float = 120.0
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     resource_version: str = ""
 
@@ -352,7 +353,8 @@ class Reflector:
         version = ""
         while True:
             response = await request(self.client, "GET", self.resource.collection_path(), query=[
-                ("limit", self.page_size), ("continue", token), ("fieldSelector", self.field_selector)])
+                ("limit", self.page_size), ("continue", token), ("fieldSelector", self.field_selector)],
+                timeout=aiohttp.ClientTimeout(total=self.list_timeout))
             page = await read_json(response)
             for item in page.get("items") or []:
                 item.setdefault("apiVersion", self.resource.api_version)
