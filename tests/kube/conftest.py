@@ -30,7 +30,7 @@ async def store(database_url: str) -> AsyncIterator[PostgresEventStore]:
 
 @pytest.fixture
 async def client(kube: FakeKube, tmp_path: Any) -> AsyncIterator[Any]:
-    from node_reporter.adapters.watch import api_client
+    from allot_runtime.kube import api_client
 
     api = await api_client(kube.kubeconfig(tmp_path))
     yield api

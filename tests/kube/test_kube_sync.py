@@ -232,7 +232,7 @@ async def test_a_restart_records_nothing_twice_and_catches_up(kube: FakeKube, st
 async def test_a_custom_resource_that_is_not_installed_does_not_hold_up_pods(store: Any, tmp_path: Any,
                                                                             running: Any, eventually: Any,
                                                                             has: Any):
-    from node_reporter.adapters.watch import api_client
+    from allot_runtime.kube import api_client
 
     without_profiles = tuple(r for r in RESOURCES if r.kind != "ElasticQuotaProfile")
     assert all(isinstance(r, FakeResource) for r in without_profiles)

@@ -353,3 +353,20 @@ def test_quota_status_annotations_are_published_by_the_binder():
     assert patch["status"]["used"]["cpu"] == "4"
     last = [e for e in s.events if e.type == "quota.status_published"][-1]
     assert last.producer == "binder"
+
+
+def test_a_pod_whose_binding_failed_is_freed_and_placed_again():
+    from allot_contracts.envelope import NewEvent, stream_id
+    from allot_contracts.events import ObjectRef, PodBindFailed
+
+    s = gpu_cluster(Scenario())
+    s.apply(a_pod("p", gpus=2))
+    first = s.of_type("pod.placed")[0]
+    failed = PodBindFailed(pod=ObjectRef(namespace="default", name="p"), attempt=first["attempt"],
+                           node=first["node"], message="the node refused it")
+    s.sim.store.append_sync([NewEvent(stream_id=stream_id("pod", "default/p"), event=failed, event_id="bf-1")],
+                            producer="binder.kube")
+    s.sim.pump()
+    assert [r["reason"] for r in s.of_type("pod.released")] == ["bind failed"]
+    assert [r["reason"] for r in s.of_type("quota.released") if r["pod"]["name"] == "p"] == ["binding failed"]
+    assert [r["attempt"] for r in s.of_type("pod.placed")] == [1, 2], "requeued, admitted and placed again"

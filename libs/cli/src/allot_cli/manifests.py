@@ -59,7 +59,7 @@ from allot_contracts.events import (
     TopologyApplied,
     TopologyDeleted,
 )
-from allot_contracts.kube import pod_requests_checked
+from allot_contracts.kube import pod_requests_checked, storage_issues
 from node_reporter.validate import validate_device, validate_node, validate_topology
 
 IGNORED_KINDS = {
@@ -79,7 +79,6 @@ KNOWN = {
     *IGNORED_KINDS,
 }
 DELETABLE = {"Node", "Pod", "Device", "NodeResourceTopology", "ElasticQuota", "PodGroup", "ElasticQuotaProfile"}
-MAX_INT = 2**63 - 1
 
 
 @dataclass
@@ -137,32 +136,6 @@ def load_documents(path: str) -> list[Document]:
     return docs
 
 
-def _scan_values(value: Any, path: str, issues: list[FieldIssue]) -> None:
-    """Values the log cannot store faithfully: NUL characters (PostgreSQL JSON rejects them), huge integers."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                issues.append(FieldIssue(path=f"{path}.{key}", message="keys must be strings"))
-                continue
-            _scan_values(item, f"{path}.{key}" if path else key, issues)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _scan_values(item, f"{path}[{index}]", issues)
-    elif isinstance(value, str):
-        if "\x00" in value:
-            issues.append(FieldIssue(path=path, message="must not contain NUL characters"))
-    elif isinstance(value, bool) or value is None:
-        return
-    elif isinstance(value, int):
-        if abs(value) > MAX_INT:
-            issues.append(FieldIssue(path=path, message="integer out of range (must fit in 64 bits)"))
-    elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            issues.append(FieldIssue(path=path, message="must be a finite number"))
-    else:
-        issues.append(FieldIssue(path=path, message=f"unsupported value type {type(value).__name__}"))
-
-
 def validate(doc: Document) -> list[FieldIssue]:
     """Admission for one document: what the services would reject, rejected before anything is recorded."""
     issues: list[FieldIssue] = []
@@ -170,7 +143,7 @@ def validate(doc: Document) -> list[FieldIssue]:
         kinds = ", ".join(sorted(f"{a} {k}" for a, k in KNOWN))
         return [FieldIssue(path="kind", message=f"unsupported apiVersion/kind {doc.api_version} {doc.kind}; "
                                                 f"accepted: {kinds}")]
-    _scan_values(doc.body, "", issues)
+    issues += [FieldIssue(path=p, message=m) for p, m in storage_issues(doc.body)]
     if issues:
         return issues
     spec = doc.body.get("spec") or {}

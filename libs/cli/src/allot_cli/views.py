@@ -20,6 +20,8 @@ from allot_contracts.events import (
     NodeRegistered,
     NodeRemoved,
     ObjectIgnored,
+    PodBindFailed,
+    PodBindRequested,
     PodBound,
     PodDeleted,
     PodEnqueued,
@@ -175,6 +177,12 @@ class ClusterView:
             case PodRejected(pod=pod, message=message, codes=codes):
                 view = self.pod(pod.key)
                 view.phase, view.message, view.codes = "Rejected", message, list(codes)
+            case PodBindRequested(pod=pod, node=node):
+                view = self.pod(pod.key)
+                view.phase, view.node = "Binding", node
+            case PodBindFailed(pod=pod, message=message):
+                view = self.pod(pod.key)
+                view.phase, view.message = "BindFailed", message
             case PodBound(pod=pod, node=node):
                 view = self.pod(pod.key)
                 view.phase, view.node = "Bound", node

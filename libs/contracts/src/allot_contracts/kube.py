@@ -15,6 +15,7 @@ from typing import Any
 
 from allot_contracts.quantity import QuantityError, to_canonical
 
+MAX_INT64 = 2**63 - 1
 QOS_LABEL = "koordinator.sh/qosClass"
 PRIORITY_CLASS_LABEL = "koordinator.sh/priority-class"
 KOORD_QOS = ("LSE", "LSR", "LS", "BE", "SYSTEM")
@@ -151,3 +152,32 @@ def koord_qos_class(manifest: Mapping[str, Any]) -> str:
     if label in KOORD_QOS:
         return label
     return "BE" if kube_qos_class(manifest) == "BestEffort" else "LS"
+
+
+def storage_issues(value: Any, path: str = "") -> list[tuple[str, str]]:
+    """Values the log cannot store faithfully, as ``(field path, reason)``: NUL characters (PostgreSQL's JSON refuses
+    them), integers beyond 64 bits, non-finite numbers, non-string keys."""
+    issues: list[tuple[str, str]] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                issues.append((f"{path}.{key}" if path else str(key), "keys must be strings"))
+                continue
+            issues += storage_issues(item, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            issues += storage_issues(item, f"{path}[{index}]")
+    elif isinstance(value, str):
+        if "\x00" in value:
+            issues.append((path, "must not contain NUL characters"))
+    elif isinstance(value, bool) or value is None:
+        pass
+    elif isinstance(value, int):
+        if abs(value) > MAX_INT64:
+            issues.append((path, "integer out of range (must fit in 64 bits)"))
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            issues.append((path, "must be a finite number"))
+    else:
+        issues.append((path, f"unsupported value type {type(value).__name__}"))
+    return issues

@@ -148,7 +148,7 @@ class PostgresEventStore:
         """An event that is set whenever an append commits (LISTEN on a dedicated connection). Clear it yourself."""
         try:
             conn = await asyncpg.connect(plain_url(self.url), timeout=10)
-        except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
             raise Unavailable(f"cannot LISTEN for new events: {exc}") from exc
         woken = asyncio.Event()
         await conn.add_listener(NOTIFY_CHANNEL, lambda *_: woken.set())

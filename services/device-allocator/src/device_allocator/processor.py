@@ -78,7 +78,8 @@ class DeviceAllocator:
         self.placed: dict[str, str] = {}  # pod -> node
         self.unschedulable: dict[str, int] = {}  # pod -> last attempt
         self.freed: dict[str, tuple[str, dict[str, Any], str]] = {}  # pod -> (node, allocation, reason) to record
-        self.held_by: dict[str, tuple[str, int]] = {}  # gang member -> (group, attempt) whose placement it holds
+        self.held_by: dict[str, tuple[str, int]] = {}
+        self.freed_gang: set[str] = set()  # gang member -> (group, attempt) whose placement it holds
         self._arrivals = 0
 
     # -- evolve ----------------------------------------------------------------------------------------------
@@ -164,6 +165,7 @@ class DeviceAllocator:
                 self.queue.held.discard(pod.key)
             case PodReleased(pod=pod):
                 self.freed.pop(pod.key, None)
+                self.freed_gang.discard(pod.key)
             case PodRejected(pod=pod):
                 self.unschedulable.pop(pod.key, None)
             case _:
@@ -172,7 +174,8 @@ class DeviceAllocator:
     def _free(self, pod: ObjectRef, reason: str) -> None:
         """The pod no longer holds its allocation (deleted, evicted, binding failed, gang hold released): free it
         now (an input effect), record it as ``pod.released`` in the decision that follows."""
-        self.held_by.pop(pod.key, None)
+        if self.held_by.pop(pod.key, None) is not None:
+            self.freed_gang.add(pod.key)  # a gang member: the gang-coordinator decides what happens next
         node = self.placed.pop(pod.key, None)
         if node is not None:
             self.freed[pod.key] = (node, self.engine.release(pod.namespace, pod.name) or {}, reason)
@@ -193,6 +196,12 @@ class DeviceAllocator:
         match event:
             case ReservationResolved(pod=pod, attempt=attempt):
                 return self._place(pod, attempt, at)
+            case PodBindFailed(pod=pod, attempt=attempt) if (
+                pod.key in self.manifests and pod.key in self.freed and pod.key not in self.freed_gang
+            ):
+                # the binding failed but the pod still exists: free its devices and send it through admission again
+                return [*self._release_freed(), Emit(stream_id=stream_id("pod", pod.key), event=PodRequeued(
+                    pod=pod, attempt=attempt + 1, reason="binding failed"))]
             case PodDeleted() | PodBindFailed() | QuotaEvicted() | GangHoldsReleased():
                 return self._release_freed()
             case ReservationGroupResolved(group=group, attempt=attempt, members=members):

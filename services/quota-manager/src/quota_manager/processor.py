@@ -29,6 +29,7 @@ from allot_contracts.events import (
     NodeRegistered,
     NodeRemoved,
     ObjectRef,
+    PodBindFailed,
     PodDeleted,
     PodEnqueued,
     PodObserved,
@@ -79,6 +80,7 @@ class QuotaManager:
     interests: ClassVar[frozenset[str]] = frozenset(
         {"quota.applied", "quota.deleted", "quotaprofile.applied", "quotaprofile.deleted", "node.registered", "node.removed", "pod.submitted", "pod.observed",
          "pod.enqueued", "pod.requeued", "pod.unschedulable", "pod.rejected", "pod.deleted", "pod.released",
+         "pod.bind_failed",
          "gang.group_ready", "gang.holds_released", "timer.fired"}
     )
 
@@ -127,6 +129,8 @@ class QuotaManager:
                 self.charged.add(pod.key)
             case PodUnschedulable(pod=pod):
                 self._uncharge(pod.key, "unschedulable", remove=False)
+            case PodBindFailed(pod=pod) if self.group_charges.get(pod.key) is None:
+                self._uncharge(pod.key, "binding failed", remove=False)  # it is requeued and admitted again
             case PodRejected(pod=pod):
                 self._uncharge(pod.key, "rejected", remove=True)
             case PodDeleted(pod=pod):
@@ -198,7 +202,7 @@ class QuotaManager:
         match event:
             case PodEnqueued(pod=pod, attempt=attempt) | PodRequeued(pod=pod, attempt=attempt):
                 return self._admit(pod, attempt)
-            case PodUnschedulable(pod=pod) | PodRejected(pod=pod) | PodDeleted(pod=pod):
+            case PodUnschedulable(pod=pod) | PodRejected(pod=pod) | PodDeleted(pod=pod) | PodBindFailed(pod=pod):
                 return [*self._released(pod.key), *self._admit_waiting()]
             case PodReleased() | NodeRegistered() | NodeRemoved():
                 return self._admit_waiting()

@@ -48,6 +48,8 @@ from urllib.parse import unquote, urlsplit
 
 import asyncpg
 import msgspec
+
+from allot_cli.errors import UsageError
 from allot_contracts.envelope import GENESIS_HASH, NewEvent, canonical, derived_event_id, prepare, stream_id
 from allot_contracts.events import Event, ObjectRef, PodEnqueued, PodPlaced
 from allot_eventstore import Checkpoint
@@ -55,8 +57,6 @@ from allot_eventstore.clock import system_clock, to_datetime
 from allot_eventstore.migrate import migrate
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url, redact, with_database
-
-from allot_cli.errors import UsageError
 
 NAMESPACE = "bench"
 GOAL_VS_EVENTSOURCING = 10.0

@@ -85,6 +85,8 @@ async def run(args: argparse.Namespace) -> int:
                 return _finish(args, report, 1)
         report["decisions"] = {}
         producers = await store.producers()
+        if "binder.kube" in producers:  # the binder ran in Kubernetes mode: its decisions were binding requests
+            configs.setdefault("binder", {}).setdefault("mode", "kubernetes")
         hosts = [(name, Host(build_instance(service, name, configs.get(service, {})), name=name))
                  for service, _ in PROCESSORS for name in instances(service, producers)]
         verified = await verify_many([h for _, h in hosts], store, until=until) if args.verify else {}

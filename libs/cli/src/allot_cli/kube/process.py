@@ -89,7 +89,7 @@ async def run_kube_sync(*, scheduler_name: str | None = None, kubeconfig: str | 
                 delay = min(delay * 2, 5.0)
         if stop.is_set():
             return
-        from node_reporter.adapters.watch import api_client
+        from allot_runtime.kube import api_client
 
         holder["phase"] = "connecting to the API server"
         store = PostgresEventStore.connect(database_url)

@@ -55,7 +55,7 @@ from allot_quota.model import (
     ANNO_REQUEST,
     ANNO_RUNTIME,
 )
-from node_reporter.adapters.watch import (
+from allot_runtime.kube import (
     ELASTIC_QUOTAS,
     POD_GROUPS,
     PODS,

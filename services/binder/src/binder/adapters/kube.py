@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import random
 import re
 import time
@@ -38,12 +36,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id, stream_id
-from allot_contracts.errors import InvalidInput, PermanentError, TransientError, Unavailable
+from allot_contracts.errors import TransientError
 from allot_contracts.events import PodBindFailed, PodBindRequested, PodBound
+from allot_runtime.kube.client import ApiError, api_client, call
 from binder.processor import BindRequest
 
 log = logging.getLogger("allot.binder.kube")
@@ -53,79 +51,11 @@ ELASTIC_QUOTAS = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{namespace}/e
 ALREADY_ASSIGNED = re.compile(r'is already assigned to node "?([^"\s]+)"?')
 
 
-# -- the client ----------------------------------------------------------------------------------------------------
-
-
-def _home_kubeconfig() -> str:
-    return os.path.expanduser("~/.kube/config")
-
-
-async def api_client(kubeconfig: str | None = None) -> Any:
-    """A kubernetes-asyncio ``ApiClient``: ``kubeconfig``, else ``ALLOT_KUBECONFIG``, ``KUBECONFIG``, the in-cluster
-    service account, ``~/.kube/config``. Close it when done."""
-    from kubernetes_asyncio import config
-    from kubernetes_asyncio.client import ApiClient, Configuration
-
-    configuration = Configuration()
-    path = kubeconfig or os.environ.get("ALLOT_KUBECONFIG") or os.environ.get("KUBECONFIG") or ""
-    try:
-        if path:
-            await config.load_kube_config(config_file=path, client_configuration=configuration,
-                                          persist_config=False)
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            await config.load_kube_config(config_file=_home_kubeconfig(), client_configuration=configuration,
-                                          persist_config=False)
-    except (config.ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidInput([("ALLOT_KUBECONFIG", f"cannot load the Kubernetes client configuration: {exc}")]) from exc
-    return ApiClient(configuration=configuration)
+# -- errors ----------------------------------------------------------------------------------------------------------
 
 
 class Refused(TransientError):
     """401/403: the API server refused the request (RBAC, an expired token). Retried: fixing RBAC needs no restart."""
-
-
-class ApiError(PermanentError):
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"HTTP {status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-
-async def call(client: Any, method: str, path: str, body: Any, *,
-               content_type: str = "application/json", timeout: float = 30.0) -> Any:
-    """One request, read raw; 2xx → the JSON body; otherwise :class:`ApiError` (a final answer) or
-    :class:`~allot_contracts.errors.Unavailable` (no answer, 429, 5xx: try again)."""
-    headers = {"Accept": "application/json", "Content-Type": content_type}
-    try:
-        response = await client.call_api(path, method, header_params=headers, body=body,
-                                         auth_settings=["BearerToken"], _preload_content=False,
-                                         _return_http_data_only=True, _request_timeout=timeout)
-        try:
-            raw = await response.read()
-        finally:
-            response.release()
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        raise Unavailable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-    text = raw.decode("utf-8", "replace")
-    parsed: Any = {}
-    with contextlib.suppress(ValueError):
-        parsed = json.loads(text) if text else {}
-    if 200 <= response.status < 300:
-        return parsed
-    reason = str(parsed.get("reason", "")) if isinstance(parsed, dict) else ""
-    message = str(parsed.get("message", text[:500])) if isinstance(parsed, dict) else text[:500]
-    if "is being deleted" in message:  # reported as an internal error by the API server, but final
-        raise ApiError(response.status, reason or "BeingDeleted", message)
-    if response.status == 429 or response.status >= 500:
-        delay = None
-        with contextlib.suppress(TypeError, ValueError):
-            delay = float(response.headers.get("Retry-After", ""))
-        raise Unavailable(f"{method} {path}: API server answered {response.status} {reason}: {message}",
-                          delay=delay)
-    raise ApiError(response.status, reason, message)
 
 
 # -- binding ---------------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ node) and records as ``node-reporter@<node>.kube``; without an instance it watch
 ``node-reporter.kube``. The producer differs from the processor's own name, so the processor consumes these events
 as inputs.
 
-Only real changes are recorded (see :mod:`node_reporter.adapters.watch`): for Nodes, labels, annotations, taints,
+Only real changes are recorded (see :mod:`allot_runtime.kube.mirror`): for Nodes, labels, annotations, taints,
 ``unschedulable``, allocatable and capacity (not conditions, heartbeats or images); for ``Device``, labels,
 annotations and spec; for ``NodeResourceTopology``, labels, annotations, policies and zones (without the
 ``available`` amounts, which follow every pod). Event ids are derived from (kind, uid, resourceVersion), and what was
@@ -33,8 +33,7 @@ from allot_contracts.events import (
     TopologyApplied,
     TopologyDeleted,
 )
-from allot_runtime.processor import instance_name
-from node_reporter.adapters.watch import (
+from allot_runtime.kube import (
     DEVICES,
     NODES,
     TOPOLOGIES,
@@ -48,6 +47,7 @@ from node_reporter.adapters.watch import (
     run_in_order,
     strip_server_fields,
 )
+from allot_runtime.processor import instance_name
 
 log = logging.getLogger("allot.node-reporter.kube")
 
@@ -186,7 +186,7 @@ class NodeWatch:
                  watch_timeout: int = 300, backoff: tuple[float, float] = (0.5, 30.0)) -> None:
         from prometheus_client import CollectorRegistry
 
-        from node_reporter.adapters.watch import Backoff
+        from allot_runtime.kube import Backoff
 
         self.instance = instance
         self.producer = producer_for(instance)

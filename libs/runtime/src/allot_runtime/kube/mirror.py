@@ -1,0 +1,230 @@
+"""Recording Kubernetes objects into the event log: "what was recorded" from the log, real changes only.
+
+A :class:`Mirror` is the sink of reflectors: it compares each object with what the log already holds for it (a
+fingerprint of the parts that matter, so status heartbeats are not recorded), and a :class:`Writer` appends the
+changes in batches with ids derived from (kind, uid, resourceVersion), so a restart records nothing twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from allot_contracts.envelope import NewEvent, canonical, derived_event_id
+from allot_contracts.errors import PermanentError
+from allot_contracts.events import Event, type_of
+from allot_contracts.kube import storage_issues as contract_storage_issues
+from allot_runtime.kube.client import Obj, Resource, meta, object_key
+from allot_runtime.kube.reflector import Sink, WatchMetrics
+
+log = logging.getLogger("allot.kube")
+
+
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The log side: what was recorded, and recording real changes only
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def strip_server_fields(obj: Obj) -> Obj:
+    """The object without ``metadata.managedFields`` (server bookkeeping, never an input)."""
+    m = {k: v for k, v in meta(obj).items() if k != "managedFields"}
+    return {**obj, "metadata": m}
+
+
+
+
+def storage_issues(value: Any, path: str = "") -> list[str]:
+    """Values the log cannot store faithfully, as ``path: reason`` (see :func:`allot_contracts.kube.storage_issues`).
+    Everything else is recorded, and the services reject what they must with a recorded event."""
+    return [f"{where}: {why}" for where, why in contract_storage_issues(value, path)]
+
+
+@dataclass
+class Known:
+    uid: str
+    fingerprint: bytes
+    alive: bool = True
+
+
+@dataclass
+class Kind:
+    """How one resource becomes input events.
+
+    ``normalize`` gives the manifest to record (what matters, without server bookkeeping); ``fingerprint`` is
+    computed on a normalized manifest — the recorded one when folding the log — so heartbeats compare equal;
+    ``applied``/``deleted`` build the events; ``fold`` reads a recorded event back as (key, manifest or None for a
+    deletion); ``admit`` returns admission problems (then nothing is recorded)."""
+
+    resource: Resource
+    types: frozenset[str]
+    normalize: Callable[[Obj], Obj]
+    fingerprint: Callable[[Obj], Any]
+    applied: Callable[[Obj], list[tuple[str, Event]]]
+    deleted: Callable[[str, str], list[tuple[str, Event]]]
+    fold: Callable[[Event], tuple[str, Obj | None] | None]
+    admit: Callable[[Obj], list[str]] = storage_issues
+
+
+def spec_fingerprint(obj: Obj, *, drop_annotations: Iterable[str] = ()) -> Any:
+    """uid, labels, annotations and spec: what a custom resource means to the scheduler."""
+    m = meta(obj)
+    dropped = set(drop_annotations)
+    annotations = {k: v for k, v in (m.get("annotations") or {}).items() if k not in dropped}
+    return {"uid": m.get("uid", ""), "labels": m.get("labels") or {}, "annotations": annotations,
+            "spec": obj.get("spec")}
+
+
+class Mirror(Sink):
+    """One resource mirrored into the log as ``*.applied``/``*.deleted`` input events."""
+
+    def __init__(self, *, store: Any, producer: str, kind: Kind, component: str, metrics: WatchMetrics,
+                 in_scope: Callable[[str], bool] = lambda _: True) -> None:
+        self.store = store
+        self.producer = producer
+        self.kind = kind
+        self.component = component
+        self.metrics = metrics
+        self.in_scope = in_scope
+        self.known: dict[str, Known] = {}
+        self.writer = Writer(store, producer, component, metrics)
+        self.position = 0  # how far the log has been folded
+        self.refused: dict[str, str] = {}  # key -> resourceVersion refused by admission (logged once)
+
+    @property
+    def resource(self) -> Resource:
+        return self.kind.resource
+
+    def key_of(self, obj: Obj) -> str:
+        return object_key(obj, self.resource.namespaced)
+
+    async def refresh(self) -> None:
+        """Fold what this producer recorded since the last refresh (the log is the memory; this is a cache)."""
+        async for record in self.store.iterate(after=self.position, types=self.kind.types, producer=self.producer):
+            self.position = record.position
+            folded = self.kind.fold(record.decode())
+            if folded is None:
+                continue
+            key, manifest = folded
+            if manifest is None:
+                if key in self.known:
+                    self.known[key].alive = False
+            else:
+                self.known[key] = Known(uid=str(meta(manifest).get("uid", "")),
+                                        fingerprint=canonical(self.kind.fingerprint(manifest)))
+
+    async def replace(self, objects: list[Obj]) -> None:
+        await self.refresh()
+        seen = set()
+        async with self.writer.batch():
+            for obj in objects:
+                seen.add(self.key_of(obj))
+                await self.upsert(obj)
+            for key, known in sorted(self.known.items()):
+                if known.alive and key not in seen and self.in_scope(key):
+                    await self._delete(key, known.uid)
+
+    async def apply(self, event_type: str, obj: Obj) -> None:
+        if event_type == "DELETED":
+            key = self.key_of(obj)
+            known = self.known.get(key)
+            if known is not None and known.alive and self.in_scope(key):
+                await self._delete(key, known.uid)
+        else:
+            await self.upsert(obj)
+
+    async def upsert(self, obj: Obj) -> None:
+        key = self.key_of(obj)
+        if not key or not self.in_scope(key):
+            return
+        manifest = self.kind.normalize(obj)
+        m = meta(manifest)
+        uid, version = str(m.get("uid", "")), str(m.get("resourceVersion", ""))
+        fingerprint = canonical(self.kind.fingerprint(manifest))
+        known = self.known.get(key)
+        if known is not None and known.alive and known.fingerprint == fingerprint:
+            return  # nothing that matters changed (a status heartbeat, a resync)
+        problems = self.kind.admit(manifest)
+        if problems:
+            if self.refused.get(key) != version:
+                self.refused[key] = version
+                self.metrics.skipped.labels(self.component, str(self.resource)).inc()
+                log.warning("%s %s (resourceVersion %s) not recorded: %s", self.resource.kind, key, version,
+                            "; ".join(problems))
+            return
+        self.refused.pop(key, None)
+        known_now = Known(uid=uid, fingerprint=fingerprint)
+        await self.writer.write(self.kind.applied(manifest), f"{self.resource.kind}/{uid}/{version}",
+                                lambda: self.known.__setitem__(key, known_now))
+
+    async def _delete(self, key: str, uid: str) -> None:
+        entry = self.known[key]
+        await self.writer.write(self.kind.deleted(key, uid), f"{self.resource.kind}/{uid or key}/deleted",
+                                lambda: setattr(entry, "alive", False))
+
+
+@dataclass
+class _Pending:
+    news: list[NewEvent]
+    events: list[Event]
+    basis: str
+    done: Callable[[], None]
+
+
+class Writer:
+    """Appends one producer's input events, with ids derived from a basis (kind/uid/version). Alone, each change is
+    one transaction; inside :meth:`batch` (a full list) changes are appended ``chunk`` at a time, so the first list
+    of a large cluster takes a few transactions, not thousands. ``done`` runs once a change is in the log.
+
+    A change the log refuses for good (``PermanentError``) is logged and skipped; transient failures propagate, and
+    the list-watch retries (nothing of a failed batch was written)."""
+
+    def __init__(self, store: Any, producer: str, component: str, metrics: WatchMetrics, chunk: int = 500) -> None:
+        self.store = store
+        self.producer = producer
+        self.component = component
+        self.metrics = metrics
+        self.chunk = chunk
+        self._batch: list[_Pending] | None = None
+
+    async def write(self, events: list[tuple[str, Event]], basis: str, done: Callable[[], None]) -> None:
+        pending = _Pending(news=[NewEvent(stream_id=stream, event=event,
+                                          event_id=derived_event_id(self.producer, basis, index))
+                                 for index, (stream, event) in enumerate(events)],
+                           events=[event for _, event in events], basis=basis, done=done)
+        if self._batch is not None:
+            self._batch.append(pending)
+        else:
+            await self._commit([pending])
+
+    @contextlib.asynccontextmanager
+    async def batch(self) -> AsyncIterator[None]:
+        self._batch = []
+        try:
+            yield
+            items = self._batch
+        finally:
+            self._batch = None
+        for start in range(0, len(items), self.chunk):
+            await self._commit(items[start:start + self.chunk])
+
+    async def _commit(self, items: list[_Pending]) -> None:
+        try:
+            result = await self.store.append([new for item in items for new in item.news], producer=self.producer)
+        except PermanentError as exc:
+            if len(items) > 1:  # find the one the log refuses; record the others
+                for item in items:
+                    await self._commit([item])
+                return
+            log.error("%s: cannot record %s: %s", self.producer, items[0].basis, exc)
+            return
+        skipped = set(result.skipped)
+        for item in items:
+            item.done()
+            for new, event in zip(item.news, item.events):
+                if new.event_id not in skipped:
+                    self.metrics.recorded.labels(self.component, type_of(event)).inc()
