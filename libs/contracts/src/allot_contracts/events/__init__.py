@@ -1,0 +1,268 @@
+"""The event catalogue: every fact Allot records, as msgspec tagged-union Structs.
+
+Responsibility: define the payload of every event type, its stable tag (``<kind>.<action>.v<N>``), the union used to
+decode payloads, and the mapping from tag to type name and schema version.
+
+Invariants (schema evolution, see docs/adr/0004-event-contracts.md):
+- Tags are explicit, never class names or import paths, and match ``^[a-z_]+\\.[a-z_]+\\.v\\d+$``.
+- Fields are only ever added, with defaults; a field's type or meaning never changes. A breaking change gets a new
+  tag (``….v2``) and an upcaster in :mod:`allot_contracts.upcasters`.
+- No ``array_like`` and no ``forbid_unknown_fields`` on events, so that old readers skip new fields.
+- Payloads carry JSON builtins only (no floats in decision data) so they hash and compare byte for byte.
+
+The first token of a tag is the *stream kind*; it names the NATS subject ``<prefix>.events.<kind>.<action>``.
+Input events (what users or a Kubernetes watch applied) are produced by ``api``; every other event is produced by
+the service that decided it. Which service consumes what is drawn in docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.events.cluster import (
+    DevicesRejected,
+    DevicesRemoved,
+    DevicesReported,
+    NodeRegistered,
+    NodeRejected,
+    NodeRemoved,
+    TopologyRejected,
+    TopologyRemoved,
+    TopologyReported,
+)
+from allot_contracts.events.gangs import (
+    GangGroupAdmitted,
+    GangGroupPlaced,
+    GangGroupReady,
+    GangGroupUnschedulable,
+    GangHoldsReleased,
+    GangMemberWaiting,
+    GangRetryRequested,
+    GangRetryScheduled,
+    GangTimedOut,
+    QuotaGroupAdmitted,
+    QuotaGroupWaiting,
+    ReservationGroupResolved,
+)
+from allot_contracts.events.infra import ConsumerDeadLettered, TimerFired
+from allot_contracts.events.inputs import (
+    DeviceApplied,
+    DeviceDeleted,
+    NodeApplied,
+    NodeDeleted,
+    ObjectIgnored,
+    PodDeleted,
+    PodGroupApplied,
+    PodGroupDeleted,
+    PodObserved,
+    PodSubmitted,
+    QuotaApplied,
+    QuotaDeleted,
+    QuotaProfileApplied,
+    QuotaProfileDeleted,
+    TopologyApplied,
+    TopologyDeleted,
+)
+from allot_contracts.events.pods import (
+    PodBindFailed,
+    PodBindRequested,
+    PodBound,
+    PodEnqueued,
+    PodPlaced,
+    PodRejected,
+    PodReleased,
+    PodRequeued,
+    PodUnschedulable,
+    QosRecorded,
+    ReservationResolved,
+)
+from allot_contracts.events.quota import (
+    QuotaAdmitted,
+    QuotaEvicted,
+    QuotaProfileRegistered,
+    QuotaProfileRejected,
+    QuotaProfileRemoved,
+    QuotaRegistered,
+    QuotaRejected,
+    QuotaReleased,
+    QuotaRemoved,
+    QuotaStatusPublished,
+    QuotaStatusSynced,
+    QuotaWaiting,
+)
+
+AnyEvent = (
+    NodeApplied
+    | NodeDeleted
+    | DeviceApplied
+    | DeviceDeleted
+    | TopologyApplied
+    | TopologyDeleted
+    | PodSubmitted
+    | PodObserved
+    | PodDeleted
+    | QuotaApplied
+    | QuotaDeleted
+    | QuotaProfileApplied
+    | QuotaProfileDeleted
+    | QuotaProfileRegistered
+    | QuotaStatusSynced
+    | QuotaStatusPublished
+    | QuotaProfileRejected
+    | QuotaProfileRemoved
+    | ObjectIgnored
+    | NodeRegistered
+    | NodeRejected
+    | NodeRemoved
+    | DevicesReported
+    | DevicesRejected
+    | DevicesRemoved
+    | TopologyReported
+    | TopologyRejected
+    | TopologyRemoved
+    | PodEnqueued
+    | PodRejected
+    | QuotaAdmitted
+    | QuotaWaiting
+    | QuotaReleased
+    | QuotaRegistered
+    | QuotaRejected
+    | QuotaRemoved
+    | QuotaEvicted
+    | ReservationResolved
+    | PodPlaced
+    | PodUnschedulable
+    | PodRequeued
+    | PodReleased
+    | PodBound
+    | PodBindRequested
+    | PodBindFailed
+    | QosRecorded
+    | PodGroupApplied
+    | PodGroupDeleted
+    | GangMemberWaiting
+    | GangGroupReady
+    | QuotaGroupAdmitted
+    | QuotaGroupWaiting
+    | ReservationGroupResolved
+    | GangGroupPlaced
+    | GangGroupUnschedulable
+    | GangGroupAdmitted
+    | GangHoldsReleased
+    | GangTimedOut
+    | GangRetryScheduled
+    | GangRetryRequested
+    | TimerFired
+    | ConsumerDeadLettered
+)
+
+
+def split_tag(tag: str) -> tuple[str, int]:
+    """``"pod.placed.v1"`` → ``("pod.placed", 1)``."""
+    name, _, version = tag.rpartition(".")
+    if not name or not version.startswith("v") or not version[1:].isdigit():
+        raise ValueError(f"not an event tag: {tag!r}")
+    return name, int(version[1:])
+
+
+def _collect() -> dict[str, type[Event]]:
+    out: dict[str, type[Event]] = {}
+    for cls in AnyEvent.__args__:  # type: ignore[attr-defined]
+        tag = cls.__struct_config__.tag
+        if tag in out:
+            raise RuntimeError(f"duplicate event tag {tag}")
+        out[tag] = cls
+    return out
+
+
+_BY_TAG: dict[str, type[Event]] = _collect()
+ALL_EVENT_TYPES: tuple[str, ...] = tuple(sorted(split_tag(t)[0] for t in _BY_TAG))
+
+
+def event_class(tag: str) -> type[Event]:
+    """The Struct class of a tag (``KeyError`` when unknown)."""
+    return _BY_TAG[tag]
+
+
+def tag_of(event: Event) -> str:
+    tag = type(event).__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
+
+
+def type_of(event: Event) -> str:
+    """The event type name without version: ``"pod.placed"``."""
+    return split_tag(tag_of(event))[0]
+
+__all__ = [
+    "ALL_EVENT_TYPES",
+    "AnyEvent",
+    "ConsumerDeadLettered",
+    "DeviceApplied",
+    "DeviceDeleted",
+    "DevicesRejected",
+    "DevicesRemoved",
+    "DevicesReported",
+    "Event",
+    "FieldIssue",
+    "GangGroupAdmitted",
+    "GangGroupPlaced",
+    "GangGroupReady",
+    "GangGroupUnschedulable",
+    "GangHoldsReleased",
+    "GangMemberWaiting",
+    "GangRetryRequested",
+    "GangRetryScheduled",
+    "GangTimedOut",
+    "NodeApplied",
+    "NodeDeleted",
+    "NodeRegistered",
+    "NodeRejected",
+    "NodeRemoved",
+    "ObjectIgnored",
+    "ObjectRef",
+    "PodBindFailed",
+    "PodBindRequested",
+    "PodBound",
+    "PodDeleted",
+    "PodEnqueued",
+    "PodGroupApplied",
+    "PodGroupDeleted",
+    "PodObserved",
+    "PodPlaced",
+    "PodRejected",
+    "PodReleased",
+    "PodRequeued",
+    "PodSubmitted",
+    "PodUnschedulable",
+    "QosRecorded",
+    "QuotaAdmitted",
+    "QuotaApplied",
+    "QuotaDeleted",
+    "QuotaEvicted",
+    "QuotaGroupAdmitted",
+    "QuotaGroupWaiting",
+    "QuotaProfileApplied",
+    "QuotaProfileDeleted",
+    "QuotaProfileRegistered",
+    "QuotaProfileRejected",
+    "QuotaProfileRemoved",
+    "QuotaRegistered",
+    "QuotaRejected",
+    "QuotaReleased",
+    "QuotaRemoved",
+    "QuotaStatusPublished",
+    "QuotaStatusSynced",
+    "QuotaWaiting",
+    "ReservationGroupResolved",
+    "ReservationResolved",
+    "TimerFired",
+    "TopologyApplied",
+    "TopologyDeleted",
+    "TopologyRejected",
+    "TopologyRemoved",
+    "TopologyReported",
+    "event_class",
+    "split_tag",
+    "tag_of",
+    "type_of",
+]

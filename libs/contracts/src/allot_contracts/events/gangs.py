@@ -1,0 +1,114 @@
+"""Gangs: gang-coordinator → quota-manager → reservation-manager → device-allocator → gang-coordinator → binder.
+A gang group moves as one unit; every step is one event, so it is placed whole or not at all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allot_contracts.events._base import Event, ObjectRef
+
+
+class GangMemberWaiting(Event, frozen=True, kw_only=True, tag="gang.member_waiting.v1"):
+    """A gang member arrived but its gang group cannot be attempted yet (``reason``: gang-incomplete, …)."""
+
+    pod: ObjectRef
+    gang: str
+    group: str
+    present: int
+    min_available: int
+    reason: str
+
+
+class GangGroupReady(Event, frozen=True, kw_only=True, tag="gang.group_ready.v1"):
+    """gang-coordinator: attempt ``attempt`` of a gang group; ``members`` are admitted and placed as one unit."""
+
+    group: str
+    gangs: list[str]
+    members: list[str]
+    attempt: int
+
+
+class QuotaGroupAdmitted(Event, frozen=True, kw_only=True, tag="quota.group_admitted.v1"):
+    """quota-manager charged every member of the attempt (``detail.members``: per-member admission records)."""
+
+    group: str
+    attempt: int
+    members: list[str]
+    detail: dict[str, Any] = {}
+
+
+class QuotaGroupWaiting(Event, frozen=True, kw_only=True, tag="quota.group_waiting.v1"):
+    """Not every member fits its quota: nothing was charged; the gang-coordinator retries the group later."""
+
+    group: str
+    attempt: int
+    message: str
+    detail: dict[str, Any] = {}
+
+
+class ReservationGroupResolved(Event, frozen=True, kw_only=True, tag="reservation.group_resolved.v1"):
+    group: str
+    attempt: int
+    members: list[str]
+    reservation: str | None = None
+    reason: str = ""
+
+
+class GangGroupPlaced(Event, frozen=True, kw_only=True, tag="gang.group_placed.v1"):
+    """device-allocator placed every member of the attempt in one decision (``decisions``: member → decision)."""
+
+    group: str
+    attempt: int
+    members: list[str]
+    decisions: dict[str, dict[str, Any]]
+
+
+class GangGroupUnschedulable(Event, frozen=True, kw_only=True, tag="gang.group_unschedulable.v1"):
+    """No placement for the whole group: nothing was placed. ``message`` explains the first member that does not
+    fit; ``decision`` is the engine's group decision."""
+
+    group: str
+    attempt: int
+    message: str
+    codes: list[str] = []
+    failed_pod: str | None = None
+    decision: dict[str, Any] = {}
+    members: list[str] = []
+
+
+class GangRetryRequested(Event, frozen=True, kw_only=True, tag="gang.retry_requested.v1"):
+    """device-allocator: capacity changed and this waiting gang group would now fit; attempt it without waiting for
+    its backoff to end."""
+
+    group: str
+    reason: str
+
+
+class GangGroupAdmitted(Event, frozen=True, kw_only=True, tag="gang.group_admitted.v1"):
+    """gang-coordinator: every gang of the group is satisfied; bind these members now."""
+
+    group: str
+    attempt: int
+    members: list[str]
+
+
+class GangHoldsReleased(Event, frozen=True, kw_only=True, tag="gang.holds_released.v1"):
+    """Compensation: undo the quota charges and placements made for ``attempt`` of ``group`` for ``members``."""
+
+    group: str
+    attempt: int
+    members: list[str]
+    reason: str
+
+
+class GangTimedOut(Event, frozen=True, kw_only=True, tag="gang.timed_out.v1"):
+    group: str
+    gang: str
+    released_members: list[str]
+
+
+class GangRetryScheduled(Event, frozen=True, kw_only=True, tag="gang.retry_scheduled.v1"):
+    group: str
+    at: int
+    attempt: int
+    reason: str

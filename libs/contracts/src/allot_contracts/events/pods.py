@@ -1,0 +1,109 @@
+"""One pod's path: gang-coordinator → quota-manager → reservation-manager → device-allocator → binder →
+qos-enforcer (the quota-manager's events are in :mod:`allot_contracts.events.quota`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+
+
+class PodEnqueued(Event, frozen=True, kw_only=True, tag="pod.enqueued.v1"):
+    """gang-coordinator let a pod into the scheduling queue (a plain pod, or a gang member that goes on alone)."""
+
+    pod: ObjectRef
+    attempt: int = 1
+
+
+class PodRejected(Event, frozen=True, kw_only=True, tag="pod.rejected.v1"):
+    """A pod whose input can never be scheduled (malformed or invalid request). Never retried."""
+
+    pod: ObjectRef
+    stage: str
+    errors: list[FieldIssue]
+    message: str
+    codes: list[str] = []
+
+
+class ReservationResolved(Event, frozen=True, kw_only=True, tag="reservation.resolved.v1"):
+    """reservation-manager decided which Reservation (if any) the pod must use; ``None`` = none applies."""
+
+    pod: ObjectRef
+    attempt: int
+    reservation: str | None = None
+    reason: str = ""
+
+
+class PodPlaced(Event, frozen=True, kw_only=True, tag="pod.placed.v1"):
+    """device-allocator placed a pod. ``decision`` is the placement engine's decision record (node, devices, cpuset,
+    output annotations, scores, config version), replayed field by field by ``allot replay --verify``."""
+
+    pod: ObjectRef
+    attempt: int
+    node: str
+    decision: dict[str, Any]
+
+
+class PodUnschedulable(Event, frozen=True, kw_only=True, tag="pod.unschedulable.v1"):
+    """No node fits now. The pod is retried when capacity changes (``pod.requeued``)."""
+
+    pod: ObjectRef
+    attempt: int
+    message: str
+    codes: list[str]
+    decision: dict[str, Any]
+
+
+class PodRequeued(Event, frozen=True, kw_only=True, tag="pod.requeued.v1"):
+    """device-allocator sends an unschedulable pod back through admission after capacity changed."""
+
+    pod: ObjectRef
+    attempt: int
+    reason: str
+
+
+class PodReleased(Event, frozen=True, kw_only=True, tag="pod.released.v1"):
+    """A placed pod's devices, CPUs and node resources were freed."""
+
+    pod: ObjectRef
+    node: str
+    freed: dict[str, Any] = {}
+    reason: str = "deleted"
+
+
+class PodBound(Event, frozen=True, kw_only=True, tag="pod.bound.v1"):
+    """binder bound the pod to its node (standalone: recorded; Kubernetes: Binding with the annotations)."""
+
+    pod: ObjectRef
+    attempt: int
+    node: str
+    annotations: dict[str, str] = {}
+    mode: str = "standalone"
+
+
+class PodBindRequested(Event, frozen=True, kw_only=True, tag="pod.bind_requested.v1"):
+    """binder (Kubernetes mode): bind the pod (this ``uid``) to ``node`` with these annotations. The binder's IO
+    worker POSTs the Binding to the API server and records the outcome: ``pod.bound`` or ``pod.bind_failed``."""
+
+    pod: ObjectRef
+    uid: str
+    attempt: int
+    node: str
+    annotations: dict[str, str] = {}
+
+
+class PodBindFailed(Event, frozen=True, kw_only=True, tag="pod.bind_failed.v1"):
+    pod: ObjectRef
+    attempt: int
+    node: str
+    message: str
+
+
+class QosRecorded(Event, frozen=True, kw_only=True, tag="qos.recorded.v1"):
+    """qos-enforcer recorded the bound pod's QoS: Kubernetes class, Koordinator QoS and priority class."""
+
+    pod: ObjectRef
+    node: str
+    kube_qos: str
+    koord_qos: str
+    priority_class: str

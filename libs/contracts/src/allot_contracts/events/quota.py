@@ -1,0 +1,106 @@
+"""quota-manager's decisions: admission, charges returned, evictions, quota objects and their status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+
+
+class QuotaAdmitted(Event, frozen=True, kw_only=True, tag="quota.admitted.v1"):
+    """quota-manager admitted a pod: its request fits the quota's limit. ``used`` is after admission."""
+
+    pod: ObjectRef
+    attempt: int
+    quota: str
+    request: dict[str, str]
+    used: dict[str, str]
+    limit: dict[str, str]
+    detail: dict[str, Any] = {}
+
+
+class QuotaWaiting(Event, frozen=True, kw_only=True, tag="quota.waiting.v1"):
+    """The pod's quota is full: it waits (it is not failed) until quota frees."""
+
+    pod: ObjectRef
+    attempt: int
+    quota: str
+    message: str
+    detail: dict[str, Any] = {}
+
+
+class QuotaReleased(Event, frozen=True, kw_only=True, tag="quota.released.v1"):
+    """A pod's charge was returned to its quota (deleted, unschedulable, or rejected downstream). ``detail.returned``
+    lists what went back to whom (the reverse of the borrow facts recorded at admission)."""
+
+    pod: ObjectRef
+    quota: str
+    request: dict[str, str]
+    used: dict[str, str]
+    reason: str
+    detail: dict[str, Any] = {}
+
+
+class QuotaRegistered(Event, frozen=True, kw_only=True, tag="quota.registered.v1"):
+    """quota-manager accepted an ElasticQuota (``manifest`` is what it applied; ``runtime`` right after)."""
+
+    quota: ObjectRef
+    max: dict[str, str]
+    min: dict[str, str] = {}
+    manifest: dict[str, Any] = {}
+    runtime: dict[str, str] = {}
+
+
+class QuotaEvicted(Event, frozen=True, kw_only=True, tag="quota.evicted.v1"):
+    """quota-manager evicted a running pod to give quota back: ``cause`` is ``Preempted`` (a more important pod of
+    the same quota needs it) or ``OverUseRevoke`` (the quota stayed above its runtime longer than the delay).
+    The pod is terminated; its devices and charge are freed. ``detail`` holds the numbers that justified it."""
+
+    pod: ObjectRef
+    quota: str
+    cause: str
+    message: str
+    detail: dict[str, Any] = {}
+
+
+class QuotaRejected(Event, frozen=True, kw_only=True, tag="quota.rejected.v1"):
+    quota: ObjectRef
+    errors: list[FieldIssue]
+
+
+class QuotaRemoved(Event, frozen=True, kw_only=True, tag="quota.removed.v1"):
+    quota: ObjectRef
+
+
+class QuotaStatusSynced(Event, frozen=True, kw_only=True, tag="quota.status_synced.v1"):
+    """quota-manager: the status upstream writes on ElasticQuota objects changed. ``patches`` maps
+    ``namespace/name`` to a Kubernetes merge patch: the ``quota.scheduling.koordinator.sh/{runtime,request,
+    child-request,non-preemptible-*}`` annotations and ``status.used``. Batched: one event per sync."""
+
+    patches: dict[str, dict[str, Any]]
+
+
+class QuotaStatusPublished(Event, frozen=True, kw_only=True, tag="quota.status_published.v1"):
+    """binder: the status patch written to one ElasticQuota (Kubernetes mode patches the object; standalone
+    records it)."""
+
+    quota: ObjectRef
+    patch: dict[str, Any]
+    mode: str = "standalone"
+
+
+class QuotaProfileRegistered(Event, frozen=True, kw_only=True, tag="quotaprofile.registered.v1"):
+    """quota-manager accepted a profile; ``quota`` is its tree's root quota, ``runtime`` the root's total."""
+
+    profile: ObjectRef
+    quota: str
+    runtime: dict[str, str] = {}
+
+
+class QuotaProfileRejected(Event, frozen=True, kw_only=True, tag="quotaprofile.rejected.v1"):
+    profile: ObjectRef
+    errors: list[FieldIssue]
+
+
+class QuotaProfileRemoved(Event, frozen=True, kw_only=True, tag="quotaprofile.removed.v1"):
+    profile: ObjectRef
