@@ -138,3 +138,24 @@ async def test_concurrent_migrations_serialise_on_the_advisory_lock(empty_databa
     assert sorted(after for _, after in results) == [head_revision()] * 4
     assert sum(1 for before, _ in results if before is None) == 1, "exactly one run did the work"
     assert await current_revision(empty_database_url) == head_revision()
+
+
+async def test_apply_refuses_a_pod_that_already_exists(database_url):
+    from allot_cli.commands.apply import existing_pods, record
+    from allot_cli.errors import UsageError
+    from allot_cli.manifests import Document, to_input
+    from allot_testing.builders import a_pod
+
+    def inputs(*bodies):
+        return [to_input(Document(source="f", index=i, body=b)) for i, b in enumerate(bodies)]
+
+    await record(database_url, inputs(a_pod("web")), wait=False, wait_each=False, timeout=5)
+    with pytest.raises(UsageError, match="pod default/web already exists"):
+        await record(database_url, inputs(a_pod("web")), wait=False, wait_each=False, timeout=5)
+    delete = {"apiVersion": "allot.dev/v1", "kind": "Delete", "spec": {"kind": "Pod", "name": "web"}}
+    store = PostgresEventStore.connect(database_url)
+    try:
+        assert await existing_pods(store, inputs(delete, a_pod("web"))) == []
+        assert len(await existing_pods(store, inputs(a_pod("new"), a_pod("new")))) == 1
+    finally:
+        await store.close()

@@ -24,9 +24,41 @@ from allot_eventstore.postgres import PostgresEventStore
 VERBS = {"pod.submitted": "submitted", "pod.observed": "recorded (bound)", "object.ignored": "accepted (ignored)"}
 
 
-async def record(url: str, inputs: list[Input], *, wait: bool, wait_each: bool, timeout: float) -> None:
+ENDS_A_POD = frozenset({"pod.deleted", "quota.evicted"})
+
+
+async def existing_pods(store: PostgresEventStore, inputs: list[Input]) -> list[str]:
+    """Pods the documents would submit although they already exist (recorded and not deleted since): a pod is
+    created once; to change one, delete it and apply it again."""
+    clashes: list[str] = []
+    live: dict[str, bool] = {}
+    for item in inputs:
+        for stream, event in item.events:
+            kind = type(event).__struct_config__.tag.rsplit(".", 1)[0]
+            if not stream.startswith("pod:"):
+                continue
+            key = stream.split(":", 1)[1]
+            if key not in live:
+                history = await store.read_stream(stream)
+                lifecycle = [r.type for r in history if r.type in ENDS_A_POD | {"pod.submitted", "pod.observed"}]
+                live[key] = bool(lifecycle) and lifecycle[-1] not in ENDS_A_POD
+            if kind in ("pod.submitted", "pod.observed"):
+                if live[key]:
+                    clashes.append(f"{item.document.label()}: pod {key} already exists (delete it first to replace it)")
+                live[key] = True
+            elif kind == "pod.deleted":
+                live[key] = False
+    return clashes
+
+
+async def record(url: str, inputs: list[Input], *, wait: bool, wait_each: bool, timeout: float,
+                 check_existing: bool = True) -> None:
     store = PostgresEventStore.connect(url)
     try:
+        if check_existing:
+            clashes = await existing_pods(store, inputs)
+            if clashes:
+                raise UsageError("nothing was recorded:\n  " + "\n  ".join(clashes))
         for item in inputs:
             if item.advance_seconds is not None:
                 print(f"{item.document.label()}: AdvanceClock only moves the simulator's clock; skipped "
