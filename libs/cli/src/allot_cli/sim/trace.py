@@ -189,7 +189,7 @@ def _plot(path: Path, trace: str, tune: float, seeds: list[int], curves: dict[st
     lows = [v for c in curves.values() for x, v in c.items() if x >= 80]
     y0 = max(0, min(int(min(lows)) // 5 * 5, 80)) if lows else 0
     seed_text = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
-    png = line_chart(series, title=f"OPENB {trace.upper()}: GPU ALLOCATION VS ARRIVAL (SEEDS {seed_text})",
+    png = line_chart(series, title=f"OPENB {trace.upper()}: GPU ALLOCATION VS ARRIVAL (MEAN OF SEEDS {seed_text})",
                      x_label="ARRIVED GPU REQUEST (% OF CAPACITY)", y_label="ALLOCATED GPU %",
                      x_range=(0, max(130, round(tune * 100))), y_range=(y0, 100), x_step=10, y_step=5)
     path.parent.mkdir(parents=True, exist_ok=True)
