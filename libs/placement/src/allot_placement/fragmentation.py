@@ -25,6 +25,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from decimal import ROUND_CEILING, Decimal, localcontext
+from typing import Any
 
 from allot_placement.config import TypicalPod
 
@@ -118,3 +119,28 @@ def lefts_after(lefts: Sequence[int], take: Iterable[tuple[int, int]]) -> tuple[
     for i, m in take:
         out[i] -= m
     return tuple(out)
+
+
+def pod_shape(manifest: dict[str, Any]) -> tuple[int, int, int, tuple[str, ...]] | None:
+    """A pod's shape for the typical-pod distribution: ``(cpu_milli, gpu_count, gpu_milli_per_gpu, gpu_models)``,
+    the models being the ``In`` values of a required node-affinity term on the GPU-model label. ``None`` when the
+    pod's requests do not parse (such a pod is rejected, it does not shape the workload)."""
+    from allot_placement import names as n
+    from allot_placement.pod import parse_pod
+
+    spec, _ = parse_pod(manifest)
+    if spec is None:
+        return None
+    gpu = spec.devices.get(n.GPU)
+    count, milli = 0, 0
+    if gpu is not None:
+        per = gpu.per_instance
+        count, milli = gpu.count, per.get(n.GPU_MEMORY_RATIO, per.get(n.GPU_CORE, 100)) * 10
+    models: list[str] = []
+    affinity = ((manifest.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for expr in term.get("matchExpressions") or []:
+            if expr.get("key") == n.LABEL_GPU_MODEL and expr.get("operator") == "In":
+                models += [str(v) for v in expr.get("values") or []]
+    return spec.requests.get(n.CPU, 0), count, milli, tuple(sorted(set(models)))
