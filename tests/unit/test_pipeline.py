@@ -370,3 +370,12 @@ def test_a_pod_whose_binding_failed_is_freed_and_placed_again():
     assert [r["reason"] for r in s.of_type("pod.released")] == ["bind failed"]
     assert [r["reason"] for r in s.of_type("quota.released") if r["pod"]["name"] == "p"] == ["binding failed"]
     assert [r["attempt"] for r in s.of_type("pod.placed")] == [1, 2], "requeued, admitted and placed again"
+
+
+def test_a_gang_waiting_for_capacity_starts_whole_as_soon_as_capacity_arrives():
+    s = gpu_cluster(Scenario(), nodes=1, gpus=8)
+    s.apply(*(gang_pod(f"t{i}", gang="llm", minimum=4, gpus=4) for i in range(4)))  # 16 GPUs, the cluster has 8
+    assert not s.of_type("pod.bound")
+    s.apply(a_node("more", gpus=8), a_gpu_device("more", gpus=8))  # no clock movement: no backoff expiry involved
+    assert [r["group"] for r in s.of_type("gang.retry_requested")] == ["ml/llm"]
+    assert sorted(b["pod"]["name"] for b in s.of_type("pod.bound")) == ["t0", "t1", "t2", "t3"]

@@ -287,8 +287,9 @@ class DeviceAllocator:
         return out
 
     def _requeue(self, reason: str) -> list[Emit]:
-        """Send back, in queue order, every unschedulable pod that would fit on its own now."""
-        if not self.unschedulable:
+        """Send back, in queue order, every unschedulable pod that would fit on its own now, and ask the
+        gang-coordinator to retry every waiting gang group that would now fit whole."""
+        if not self.unschedulable and not self.queue.blocked:
             return []
         order = sorted(
             (k for k in self.unschedulable if k in self.manifests),
