@@ -14,6 +14,8 @@ from allot_bus.adapters.nats import connect
 from allot_bus.names import HEADER_MSG_ID, BusNames
 from allot_bus.relay import Relay
 from allot_eventstore.postgres import PostgresEventStore
+from allot_runtime.processor import Host
+from allot_runtime.replay import verify_decisions
 from allot_runtime.service import ProcessorRuntime
 from allot_testing.builders import an_event
 from allot_testing.processors import EchoProcessor
@@ -176,6 +178,27 @@ async def test_permanent_failure_dead_letters_and_moves_on(store, stack):
     assert "poison" in dead[0].payload_dict()["reason"]
     assert runtime.consumer.stats.dead_lettered == 1
     assert (await outputs_by_cause(store))[inputs[2].event_id] == 0
+
+
+async def test_an_event_that_crashes_the_handler_every_time_is_dead_lettered_not_retried_for_ever(store, stack):
+    inputs = [an_event() for _ in range(5)]
+    EchoProcessor.fail_crash = {inputs[2].event.pod.name}
+    await stack.start_relay()
+    runtime = await stack.start_runtime()
+    runtime.consumer.backoff = (0.05,)
+    await store.append(inputs, producer="api")
+    others = inputs[:2] + inputs[3:]
+    await wait_for(lambda: handled_all(store, others))
+    dead = await store.read(types=["consumer.dead_lettered"])
+    assert [d.payload_dict()["event_id"] for d in dead] == [inputs[2].event_id]
+    assert "KeyError" in dead[0].payload_dict()["reason"]
+    assert f"failed {runtime.consumer.poison_after} times" in dead[0].payload_dict()["reason"]
+    # the projection was rebuilt without the poison event, and a rebuild from the log agrees with it
+    assert runtime.host.processor.seen == [e.event.pod.name for e in others]
+    rebuilt = Host(EchoProcessor(), name="echo")
+    checked, mismatches = await verify_decisions(rebuilt, store)
+    assert (checked, mismatches) == (5, [])
+    assert rebuilt.digest() == runtime.host.digest()
 
 
 async def test_catch_up_from_the_log_after_nats_loses_its_store(store, bus_names, tmp_path):

@@ -12,9 +12,10 @@ Protocol (docs/adr/0002-bus.md):
    (redelivery, a relay retry beyond the dedupe window, a refill) and is acked without handling: positions and
    event ids are one-to-one, so this is dedupe by event id.
 3. Success → ``ack``. A permanent error (undecodable message, ``PermanentError``) → a ``consumer.dead_lettered``
-   event is recorded with the checkpoint moved past it, then ``term``. A transient or unknown error → ``nak`` with
-   backoff for this and the rest of the batch, then rebuild and catch up from PostgreSQL before fetching again, so
-   order is never broken by a redelivery.
+   event is recorded with the checkpoint moved past it, then ``term``, then a rebuild (which skips dead-lettered
+   events, as replay does). A transient or unknown error → ``nak`` with backoff for this and the rest of the batch,
+   then rebuild and catch up from PostgreSQL before fetching again, so order is never broken by a redelivery. An
+   unknown error on the same event ``poison_after`` times in a row makes it a poison message: dead-lettered.
 4. Gaps: when the stream or consumer disappeared (server lost its store) the consumer is re-created and caught up
    from PostgreSQL. When idle, the consumer also asks PostgreSQL whether an event of interest beyond its checkpoint
    exists; seen on two consecutive idle checks, that is a gap (lost messages, or a stalled relay) and it catches up.
@@ -85,6 +86,7 @@ class DurableConsumer:
         fetch_timeout: float = 1.0,
         backoff: tuple[float, ...] = DEFAULT_BACKOFF,
         ack_wait: float = 30.0,
+        poison_after: int = 5,
     ) -> None:
         self.name = name
         self.types = frozenset(types)
@@ -98,6 +100,8 @@ class DurableConsumer:
         self.fetch_timeout = fetch_timeout
         self.backoff = backoff
         self.ack_wait = ack_wait
+        self.poison_after = poison_after
+        self._poison: tuple[int, int] = (0, 0)  # (position, consecutive failures) of the event failing now
         self.position = 0
         self._persisted = 0
         self._sub: Any = None
@@ -140,6 +144,8 @@ class DurableConsumer:
         async for record in self.store.iterate(after=self.position, types=self.types, page=1000):
             await self._deliver(record, msg=None)
             count += 1
+            if self._needs_resync:  # dead-lettered: rebuild before deciding anything else
+                break
         await self.flush()
         self.stats.catch_ups += 1
         self.stats.caught_up_events += count
@@ -179,17 +185,38 @@ class DurableConsumer:
         except AlreadyProcessed:
             self.stats.duplicates += 1
         except (PermanentError, msgspec.ValidationError, msgspec.DecodeError) as exc:
-            await self._dead_letter(record.position, record.event_id, record.tag, str(exc))
-            if msg is not None:
-                await msg.term()
-            self.position = record.position
-            self._persisted = max(self._persisted, record.position)
+            await self._give_up(record, msg, str(exc))
+            return
+        except TransientError:
+            raise
+        except Exception as exc:
+            # An unexpected error is retried (it may be a lost connection in disguise), but not for ever: the same
+            # event failing ``poison_after`` times in a row is a poison message, and blocking every later event
+            # behind it would stop the service for good.
+            if self._poison[0] != record.position:
+                self._poison = (record.position, 0)
+            self._poison = (record.position, self._poison[1] + 1)
+            if self._poison[1] < self.poison_after:
+                raise
+            log.exception("%s: event at position %d failed %d times; giving up on it", self.name, record.position,
+                          self._poison[1])
+            await self._give_up(record, msg, f"handler failed {self._poison[1]} times: {type(exc).__name__}: {exc}")
             return
         self.stats.handled += 1
         self._failures = 0
         self.position = record.position
         if msg is not None:
             await msg.ack()
+
+    async def _give_up(self, record: RecordedEvent, msg: Any, reason: str) -> None:
+        """Record the event as dead-lettered with the checkpoint past it, and rebuild: the failed handler may have
+        changed the projection half-way, and a rebuild skips dead-lettered events, as replay does."""
+        await self._dead_letter(record.position, record.event_id, record.tag, reason)
+        if msg is not None:
+            await msg.term()
+        self.position = record.position
+        self._persisted = max(self._persisted, record.position)
+        self._needs_resync = True
 
     async def _dead_letter(self, position: int, event_id: str, event_type: str, reason: str) -> None:
         self.stats.dead_lettered += 1
@@ -217,6 +244,11 @@ class DurableConsumer:
                 continue
             try:
                 await self._deliver(record, msg=msg)
+                if self._needs_resync:  # dead-lettered: rebuild before deciding anything else
+                    for pending in msgs[index + 1:]:
+                        with contextlib.suppress(nats.errors.Error, jserrors.Error):
+                            await pending.nak()
+                    break
             except (TransientError, Exception) as exc:  # unknown errors are treated as transient
                 self.stats.transient_failures += 1
                 self._failures += 1
@@ -252,8 +284,8 @@ class DurableConsumer:
             self._needs_resync = True
         while not stop.is_set():
             if self._needs_resync:
+                self._needs_resync = False  # a dead letter during the catch-up asks for one more rebuild
                 await self._retry(self.resync, stop)
-                self._needs_resync = False
                 continue
             try:
                 msgs = await self._sub.fetch(self.batch, timeout=self.fetch_timeout)

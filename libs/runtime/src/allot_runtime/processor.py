@@ -66,6 +66,14 @@ def timer_producer(service: str) -> str:
     return f"{service}.timer"
 
 
+DEAD_LETTERED = "consumer.dead_lettered"
+
+
+def dead_lettered(outputs: Iterable[RecordedEvent]) -> bool:
+    """Whether the outputs recorded for a trigger say its consumer gave up on it."""
+    return any(output.type == DEAD_LETTERED for output in outputs)
+
+
 def digest_of(snapshot: dict[str, Any]) -> str:
     """A stable hash of a processor's snapshot (canonical JSON)."""
     return hashlib.sha256(canonical(snapshot)).hexdigest()
@@ -109,10 +117,13 @@ class Host:
         ]
 
     def apply_recorded(self, record: RecordedEvent, outputs: Iterable[RecordedEvent]) -> None:
-        """Rebuild path: apply a trigger and the outputs recorded for it, without deciding."""
-        self.processor.evolve(record.decode(), at=record.recorded_at, own=False)
-        for output in outputs:
-            self.processor.evolve(output.decode(), at=record.recorded_at, own=True)
+        """Rebuild path: apply a trigger and the outputs recorded for it, without deciding. A trigger this processor
+        dead-lettered is skipped: the live service rebuilt without it too."""
+        outputs = list(outputs)
+        if not dead_lettered(outputs):
+            self.processor.evolve(record.decode(), at=record.recorded_at, own=False)
+            for output in outputs:
+                self.processor.evolve(output.decode(), at=record.recorded_at, own=True)
         self.position = record.position
 
     def digest(self) -> str:

@@ -14,11 +14,8 @@ from typing import Any
 import msgspec
 
 from allot_contracts.envelope import RecordedEvent, canonical
-from allot_contracts.errors import PermanentError
 from allot_eventstore.protocol import EventStore
-from allot_runtime.processor import Host
-
-_IGNORED_OUTPUTS = frozenset({"consumer.dead_lettered"})
+from allot_runtime.processor import Host, dead_lettered
 
 
 class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,16 +83,13 @@ async def rebuild(host: Host, store: EventStore, *, until: int) -> int:
 
 
 def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEvent]) -> Mismatch | None:
+    kept = list(recorded)
+    if dead_lettered(kept):  # the service gave up on this trigger and rebuilt without it; so does replay
+        host.position = trigger.position
+        return None
     event = trigger.decode()
     host.processor.evolve(event, at=trigger.recorded_at, own=False)
-    kept = [r for r in recorded if r.type not in _IGNORED_OUTPUTS]
-    dead_lettered = len(kept) != len(list(recorded))
-    try:
-        emits = host.processor.decide(event, at=trigger.recorded_at)
-    except PermanentError:
-        if dead_lettered:
-            return None
-        raise
+    emits = host.processor.decide(event, at=trigger.recorded_at)
     news = host.to_new_events(trigger, emits)
     mismatch: Mismatch | None = None
     rec_view = [{"stream": r.stream_id, "tag": r.tag, "payload": r.payload_dict()} for r in kept]

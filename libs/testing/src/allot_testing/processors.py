@@ -14,13 +14,15 @@ class EchoProcessor:
     """Answers every ``pod.deleted`` with one ``pod.released`` on the same pod stream.
 
     Failure injection (class-level, so it survives rebuilds): pods named in ``fail_transient`` raise a transient
-    error the first ``times`` attempts; pods in ``fail_permanent`` raise a permanent error every time.
+    error the first ``times`` attempts; pods in ``fail_permanent`` raise a permanent error every time; pods in
+    ``fail_crash`` make ``evolve`` raise an unexpected error (a bug) every time.
     """
 
     name: ClassVar[str] = "echo"
     interests: ClassVar[frozenset[str]] = frozenset({"pod.deleted"})
     fail_transient: ClassVar[dict[str, int]] = {}
     fail_permanent: ClassVar[set[str]] = set()
+    fail_crash: ClassVar[set[str]] = set()
     attempts: ClassVar[dict[str, int]] = {}
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
@@ -31,10 +33,13 @@ class EchoProcessor:
     def reset(cls) -> None:
         cls.fail_transient = {}
         cls.fail_permanent = set()
+        cls.fail_crash = set()
         cls.attempts = {}
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         if isinstance(event, PodDeleted):
+            if event.pod.name in self.fail_crash:
+                raise KeyError(f"no such thing as {event.pod.name}")
             self.seen.append(event.pod.name)
         elif isinstance(event, PodReleased):
             self.echoed += 1
