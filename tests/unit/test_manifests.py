@@ -60,3 +60,54 @@ def test_valid_documents_become_input_events():
     ignored = to_input(Document(source="f", index=3, body={"apiVersion": "scheduling.koordinator.sh/v1alpha1",
                                                            "kind": "Reservation", "metadata": {"name": "r"}}))
     assert ignored.ignored and ignored.events[0][1].__struct_config__.tag == "object.ignored.v1"
+
+
+def _set(path: str, value):
+    """A mutation that puts ``value`` at a dotted path (``[i]`` for list items) of a deep copy."""
+
+    def mutate(body: dict) -> dict:
+        import copy
+
+        body = copy.deepcopy(body)
+        *parents, last = path.replace("[", ".").replace("]", "").split(".")
+        target = body
+        for part in parents:
+            target = target[int(part)] if part.isdigit() else target[part]
+        target[int(last) if last.isdigit() else last] = value
+        return body
+
+    return mutate
+
+
+@pytest.mark.parametrize(
+    ("base", "path", "value", "expected"),
+    [
+        ("pod", "metadata.labels", ["a"], "metadata.labels"),
+        ("pod", "metadata.annotations", ["a"], "metadata.annotations"),
+        ("pod", "spec", [], "spec: must be an object"),
+        ("pod", "status", ["x"], "status: must be an object"),
+        ("pod", "spec.containers", ["x"], "spec.containers[0]: must be a container object"),
+        ("pod", "spec.containers[0].resources", "x", "spec.containers[0].resources: must be an object"),
+        ("pod", "spec.containers[0].resources.requests", ["x"], "spec.containers[0].resources.requests: must be a"),
+        ("pod", "spec.containers[0].resources.limits", {"nvidia.com/gpu": "-1"},
+         "spec.containers[0].resources.limits[nvidia.com/gpu]"),
+        ("pod", "spec.initContainers", "x", "spec.initContainers: must be a list"),
+        ("pod", "spec.overhead", ["x"], "spec.overhead: must be a mapping"),
+        ("pod", "spec.affinity", "x", "spec.affinity: must be an object"),
+        ("pod", "spec.nodeName", 5, "spec.nodeName: must be a string"),
+        ("node", "metadata.labels", ["a"], "metadata.labels"),
+        ("node", "metadata.annotations", ["a"], "metadata.annotations"),
+        ("node", "spec.unschedulable", "yes", "spec.unschedulable: must be true or false"),
+        ("device", "spec.devices[0].topology", "x", "spec.devices[0].topology: must be a mapping"),
+        ("device", "spec.devices[0].topology.nodeID", "abc", "spec.devices[0].topology.nodeID: must be an integer"),
+        ("device", "spec.devices[0].vfGroups", "x", "spec.devices[0].vfGroups: must be a list"),
+        ("device", "metadata.name", 5, "metadata.name: must be a string"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and len(v) < 40 else None,
+)
+def test_malformed_shapes_are_refused_with_the_field_never_a_crash(base, path, value, expected):
+    from allot_testing.builders import a_gpu_device
+
+    bodies = {"pod": a_pod("p", gpus=1), "node": a_node("n1", gpus=2), "device": a_gpu_device("n1", gpus=2)}
+    found = problems(_set(path, value)(bodies[base]))
+    assert any(expected in line for line in found), found

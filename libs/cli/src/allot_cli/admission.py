@@ -24,6 +24,15 @@ def _placement() -> PlacementEngine:
 def pod_issues(manifest: dict[str, Any]) -> list[FieldIssue]:
     issues = [FieldIssue(path=e.path, message=e.message) for e in _placement().validate_pod(manifest)]
     issues += [FieldIssue(path=e.path, message=e.reason) for e in GangEngine().validate_pod(manifest)]
+    if issues:
+        return issues
+    from allot_quota.errors import PodError
+    from allot_quota.model import pod_info
+
+    try:
+        pod_info(manifest)
+    except PodError as exc:
+        issues += [FieldIssue(path=e.field, message=e.message) for e in exc.errors]
     return issues
 
 

@@ -144,6 +144,9 @@ def validate(doc: Document) -> list[FieldIssue]:
         return [FieldIssue(path="kind", message=f"unsupported apiVersion/kind {doc.api_version} {doc.kind}; "
                                                 f"accepted: {kinds}")]
     issues += [FieldIssue(path=p, message=m) for p, m in storage_issues(doc.body)]
+    for part in ("metadata", "spec", "status"):
+        if doc.body.get(part) is not None and not isinstance(doc.body[part], dict):
+            issues.append(FieldIssue(path=part, message="must be an object"))
     if issues:
         return issues
     spec = doc.body.get("spec") or {}
@@ -175,6 +178,15 @@ def validate(doc: Document) -> list[FieldIssue]:
             return [FieldIssue(path="spec.containers", message="at least one container is required")]
         _, problems = pod_requests_checked(doc.body)
         issues.extend(FieldIssue(path=p, message=m) for p, m in problems)
+        if problems:  # the engines read the same fields; their view of a malformed pod adds nothing
+            return issues
+        for part in ("affinity", "securityContext"):
+            if spec.get(part) is not None and not isinstance(spec[part], dict):
+                issues.append(FieldIssue(path=f"spec.{part}", message="must be an object"))
+        if spec.get("nodeName") is not None and not isinstance(spec["nodeName"], str):
+            issues.append(FieldIssue(path="spec.nodeName", message="must be a string"))
+        if issues:
+            return issues
         issues.extend(_pod_admission(doc.body))
     return issues
 

@@ -48,41 +48,65 @@ def pod_key(manifest: Mapping[str, Any]) -> str:
     return f"{namespace_of(manifest)}/{name_of(manifest)}"
 
 
-def _container_requests(container: Mapping[str, Any], path: str, errors: list[tuple[str, str]]) -> dict[str, int]:
-    resources = container.get("resources") or {}
-    requests = dict(resources.get("requests") or {})
-    for name, value in (resources.get("limits") or {}).items():
-        requests.setdefault(name, value)
+def _quantity_map(value: Any, path: str, errors: list[tuple[str, str]]) -> dict[str, int]:
+    """A ``{resource: quantity}`` mapping read as canonical integers; bad entries become ``errors``."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        errors.append((path, "must be a mapping of resource name to quantity"))
+        return {}
     out: dict[str, int] = {}
-    for name, value in requests.items():
+    for name, raw in value.items():
         try:
-            amount = to_canonical(str(name), value)
+            amount = to_canonical(str(name), raw)
         except QuantityError as exc:
-            errors.append((f"{path}.resources.requests[{name}]", str(exc)))
+            errors.append((f"{path}[{name}]", str(exc)))
             continue
         if amount < 0:
-            errors.append((f"{path}.resources.requests[{name}]", f"Invalid value: {value!r}: must be greater than or equal to 0"))
+            errors.append((f"{path}[{name}]", f"Invalid value: {raw!r}: must be greater than or equal to 0"))
             continue
         out[str(name)] = amount
     return out
+
+
+def _container_requests(container: Any, path: str, errors: list[tuple[str, str]]) -> dict[str, int]:
+    if not isinstance(container, Mapping):
+        errors.append((path, "must be a container object"))
+        return {}
+    resources = container.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        errors.append((f"{path}.resources", "must be an object with requests and limits"))
+        return {}
+    requests = _quantity_map(resources.get("requests"), f"{path}.resources.requests", errors)
+    for name, amount in _quantity_map(resources.get("limits"), f"{path}.resources.limits", errors).items():
+        requests.setdefault(name, amount)
+    return requests
+
+
+def _entries(value: Any, path: str, errors: list[tuple[str, str]]) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        errors.append((path, "must be a list"))
+        return []
+    return value
 
 
 def pod_requests_checked(manifest: Mapping[str, Any]) -> tuple[dict[str, int], list[tuple[str, str]]]:
     """Requests of a pod, with the list of ``(field path, reason)`` problems found on the way."""
     spec = manifest.get("spec") or {}
     errors: list[tuple[str, str]] = []
+    if not isinstance(spec, Mapping):
+        return {}, [("spec", "must be an object")]
     total: dict[str, int] = {}
-    for i, container in enumerate(spec.get("containers") or []):
+    for i, container in enumerate(_entries(spec.get("containers"), "spec.containers", errors)):
         for name, amount in _container_requests(container, f"spec.containers[{i}]", errors).items():
             total[name] = total.get(name, 0) + amount
-    for i, container in enumerate(spec.get("initContainers") or []):
+    for i, container in enumerate(_entries(spec.get("initContainers"), "spec.initContainers", errors)):
         for name, amount in _container_requests(container, f"spec.initContainers[{i}]", errors).items():
             total[name] = max(total.get(name, 0), amount)
-    for name, value in (spec.get("overhead") or {}).items():
-        try:
-            total[str(name)] = total.get(str(name), 0) + to_canonical(str(name), value)
-        except QuantityError as exc:
-            errors.append((f"spec.overhead[{name}]", str(exc)))
+    for name, amount in _quantity_map(spec.get("overhead"), "spec.overhead", errors).items():
+        total[name] = total.get(name, 0) + amount
     return {k: v for k, v in sorted(total.items()) if v != 0}, errors
 
 

@@ -108,6 +108,9 @@ def parse_node(manifest: dict[str, Any]) -> tuple[NodeInfo | None, list[FieldErr
             errors.append(FieldError(path=f"status.allocatable[{k}]", message=str(exc)))
     reserved: list[int] = []
     ann = meta.get("annotations") or {}
+    if not isinstance(ann, dict):
+        errors.append(FieldError(path="metadata.annotations", message="must be a mapping"))
+        ann = {}
     if ann.get(n.ANN_NODE_RESERVATION):
         try:
             rv = ann[n.ANN_NODE_RESERVATION]
@@ -139,11 +142,23 @@ def _device(raw: Any, path: str, errors: list[FieldError]) -> Device | None:
         errors.append(FieldError(path=f"{path}.resources", message=str(exc)))
         res = {}
     topo = raw.get("topology") or {}
+    if not isinstance(topo, dict):
+        errors.append(FieldError(path=f"{path}.topology", message="must be an object"))
+        topo = {}
     numa = topo.get("nodeID", -1)
+    socket = topo.get("socketID", -1)
     groups = []
-    for gi, g in enumerate(raw.get("vfGroups") or []):
+    raw_groups = raw.get("vfGroups") or []
+    if not isinstance(raw_groups, list) or not all(isinstance(g, dict | None) for g in raw_groups):
+        errors.append(FieldError(path=f"{path}.vfGroups", message="must be a list of objects"))
+        raw_groups = []
+    for gi, g in enumerate(raw_groups):
+        raw_vfs = (g or {}).get("vfs") or []
+        if not isinstance(raw_vfs, list):
+            errors.append(FieldError(path=f"{path}.vfGroups[{gi}].vfs", message="must be a list"))
+            raw_vfs = []
         vfs = []
-        for vi, vf in enumerate((g or {}).get("vfs") or []):
+        for vi, vf in enumerate(raw_vfs):
             if not isinstance(vf, dict) or not vf.get("busID"):
                 errors.append(FieldError(path=f"{path}.vfGroups[{gi}].vfs[{vi}].busID", message="is required"))
                 continue
@@ -151,7 +166,7 @@ def _device(raw: Any, path: str, errors: list[FieldError]) -> Device | None:
             vfs.append((m if isinstance(m, int) and not isinstance(m, bool) else None, str(vf["busID"])))
         groups.append((_labels((g or {}).get("labels")), tuple(sorted(vfs, key=lambda v: v[1]))))
     return Device(type=dtype, minor=minor, id=str(raw.get("id") or raw.get("uuid") or ""), healthy=healthy,
-                  resources=res if healthy else {}, socket=int(topo.get("socketID", -1)),
+                  resources=res if healthy else {}, socket=socket if isinstance(socket, int) else -1,
                   numa=int(numa) if isinstance(numa, int) else -1, pcie=str(topo.get("pcieID") or ""),
                   bus_id=str(topo.get("busID") or ""), labels=_labels(raw.get("labels")), vf_groups=tuple(groups))
 

@@ -223,6 +223,9 @@ def pod_info(manifest: dict[str, Any]) -> PodInfo:
         errors.append(FieldError(field="metadata.name", type="Required", message="pod name is required"))
     namespace = str(meta.get("namespace") or "default")
     labels = meta.get("labels") or {}
+    if not isinstance(labels, dict):
+        errors.append(FieldError(field="metadata.labels", type="Invalid", message="must be a mapping"))
+        labels = {}
     priority = spec.get("priority", 0)
     if priority is None:
         priority = 0

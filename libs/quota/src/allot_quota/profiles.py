@@ -66,7 +66,10 @@ def node_info(manifest: dict[str, Any]) -> NodeInfo:
         if isinstance(cond, dict) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     cordoned = bool((manifest.get("spec") or {}).get("unschedulable"))
-    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    raw_labels = meta.get("labels") or {}
+    if not isinstance(raw_labels, dict):
+        raise ValueError("metadata.labels: Invalid: must be a mapping")
+    labels = {str(k): str(v) for k, v in raw_labels.items()}
     return NodeInfo(name=name, labels=labels, allocatable=allocatable, schedulable=ready and not cordoned)
 
 

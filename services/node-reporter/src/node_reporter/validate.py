@@ -1,7 +1,8 @@
-"""Structural validation of Node, Device and NodeResourceTopology objects, with field paths.
+"""Validation of Node, Device and NodeResourceTopology objects, with field paths.
 
-Deeper semantic checks (device request tables, partitions, CPU topology) belong to the placement engine, which
-validates again when it reads the object; this layer makes sure nothing malformed becomes scheduling input.
+Two layers: structural checks here (names, mappings, quantities, device entries), then the very parsers the
+placement and quota engines read the object with, whose field errors are reported too. An object is registered only
+when both accept it, so nothing a consumer cannot read becomes scheduling input.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from allot_contracts.events import FieldIssue
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
+from allot_placement.inventory import parse_device_cr, parse_node, parse_nrt
 
 DEVICE_TYPES = ("gpu", "rdma", "fpga", "npu", "xpu")
 
@@ -39,6 +41,36 @@ def _name(manifest: Mapping[str, Any], issues: list[FieldIssue]) -> None:
     meta = manifest.get("metadata")
     if not isinstance(meta, Mapping) or not meta.get("name"):
         issues.append(FieldIssue(path="metadata.name", message="is required"))
+        return
+    if not isinstance(meta["name"], str):
+        issues.append(FieldIssue(path="metadata.name", message="must be a string"))
+    for field in ("labels", "annotations"):
+        _string_map(meta.get(field), f"metadata.{field}", issues)
+    for field in ("spec", "status"):
+        if manifest.get(field) is not None and not isinstance(manifest[field], Mapping):
+            issues.append(FieldIssue(path=field, message="must be a mapping"))
+
+
+def _string_map(values: Any, path: str, issues: list[FieldIssue]) -> None:
+    if values is None:
+        return
+    if not isinstance(values, Mapping):
+        issues.append(FieldIssue(path=path, message="must be a mapping of string keys to string values"))
+        return
+    for key, value in values.items():
+        if not isinstance(value, str):
+            issues.append(FieldIssue(path=f"{path}[{key}]", message=f"must be a string (got {type(value).__name__})"))
+
+
+def _engine_issues(parse: Any, manifest: Mapping[str, Any], issues: list[FieldIssue]) -> list[FieldIssue]:
+    """Run an engine parser on a structurally sound object; its field errors become ours."""
+    if issues:
+        return issues
+    try:
+        errors = parse(dict(manifest))[-1]
+    except Exception as exc:  # a parser that cannot read the object at all: still a clear rejection, never a crash
+        return [FieldIssue(path="", message=f"cannot be read: {type(exc).__name__}: {exc}")]
+    return [FieldIssue(path=e.path, message=e.message) for e in errors]
 
 
 def validate_node(manifest: Mapping[str, Any]) -> list[FieldIssue]:
@@ -52,7 +84,12 @@ def validate_node(manifest: Mapping[str, Any]) -> list[FieldIssue]:
         issues.append(FieldIssue(path="status.allocatable", message="is required (the node's schedulable resources)"))
     _quantities(allocatable, "status.allocatable", issues)
     _quantities(status.get("capacity"), "status.capacity", issues)
-    taints = (manifest.get("spec") or {}).get("taints") or []
+    spec = manifest.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        return issues
+    if "unschedulable" in spec and not isinstance(spec["unschedulable"], bool):
+        issues.append(FieldIssue(path="spec.unschedulable", message="must be true or false"))
+    taints = spec.get("taints") or []
     if not isinstance(taints, list):
         issues.append(FieldIssue(path="spec.taints", message="must be a list"))
     else:
@@ -62,7 +99,7 @@ def validate_node(manifest: Mapping[str, Any]) -> list[FieldIssue]:
             elif taint.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
                 issues.append(FieldIssue(path=f"spec.taints[{i}].effect",
                                          message="must be NoSchedule, PreferNoSchedule or NoExecute"))
-    return issues
+    return _engine_issues(parse_node, manifest, issues)
 
 
 def capacity_summary(manifest: Mapping[str, Any]) -> dict[str, str]:
@@ -80,7 +117,8 @@ def capacity_summary(manifest: Mapping[str, Any]) -> dict[str, str]:
 def validate_device(manifest: Mapping[str, Any]) -> list[FieldIssue]:
     issues: list[FieldIssue] = []
     _name(manifest, issues)
-    devices = (manifest.get("spec") or {}).get("devices")
+    spec = manifest.get("spec") or {}
+    devices = spec.get("devices") if isinstance(spec, Mapping) else None
     if devices is None:
         devices = []
     if not isinstance(devices, list):
@@ -105,7 +143,21 @@ def validate_device(manifest: Mapping[str, Any]) -> list[FieldIssue]:
         if "health" in device and not isinstance(device["health"], bool):
             issues.append(FieldIssue(path=f"{path}.health", message="must be true or false"))
         _quantities(device.get("resources"), f"{path}.resources", issues)
-    return issues
+        _string_map(device.get("labels"), f"{path}.labels", issues)
+        topology = device.get("topology")
+        if topology is not None and not isinstance(topology, Mapping):
+            issues.append(FieldIssue(path=f"{path}.topology", message="must be a mapping"))
+        elif topology is not None:
+            for key in ("socketID", "nodeID"):
+                if key in topology and (not isinstance(topology[key], int) or isinstance(topology[key], bool)):
+                    issues.append(FieldIssue(path=f"{path}.topology.{key}", message="must be an integer"))
+        groups = device.get("vfGroups")
+        if groups is not None and not isinstance(groups, list):
+            issues.append(FieldIssue(path=f"{path}.vfGroups", message="must be a list"))
+        for gi, group in enumerate(groups if isinstance(groups, list) else []):
+            if not isinstance(group, Mapping) or not isinstance(group.get("vfs") or [], list):
+                issues.append(FieldIssue(path=f"{path}.vfGroups[{gi}]", message="must be a mapping with a list of vfs"))
+    return _engine_issues(parse_device_cr, manifest, issues)
 
 
 def device_summary(manifest: Mapping[str, Any]) -> dict[str, int]:
@@ -121,4 +173,4 @@ def validate_topology(manifest: Mapping[str, Any]) -> list[FieldIssue]:
     zones = manifest.get("zones")
     if zones is not None and not isinstance(zones, list):
         issues.append(FieldIssue(path="zones", message="must be a list"))
-    return issues
+    return _engine_issues(parse_nrt, manifest, issues)
