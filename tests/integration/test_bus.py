@@ -13,6 +13,7 @@ from allot_bus import wire
 from allot_bus.adapters.nats import connect
 from allot_bus.names import HEADER_MSG_ID, BusNames
 from allot_bus.relay import Relay
+from allot_contracts.errors import Unavailable
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
@@ -227,3 +228,25 @@ async def test_catch_up_from_the_log_after_nats_loses_its_store(store, bus_names
             assert runtime.host.processor.seen == [e.event.pod.name for e in everything]
         finally:
             await s.close()
+
+
+async def test_the_log_going_away_while_a_consumer_is_idle_does_not_stop_it(store, stack, monkeypatch):
+    await stack.start_relay()
+    runtime = await stack.start_runtime()
+    task = stack.tasks[-1]
+    calls = {"n": 0}
+    real_read = store.read
+
+    async def unavailable(*args, **kwargs):
+        calls["n"] += 1
+        raise Unavailable("PostgreSQL unavailable: connection refused")
+
+    monkeypatch.setattr(store, "read", unavailable)
+    runtime.consumer.backoff = (0.05, 0.05, 0.05)
+    await asyncio.sleep(1.5)  # several idle checks fail
+    assert calls["n"] >= 2
+    assert not task.done(), "the consumer must survive the outage"
+    monkeypatch.setattr(store, "read", real_read)
+    inputs = [an_event() for _ in range(3)]
+    await store.append(inputs, producer="api")
+    await wait_for(lambda: handled_all(store, inputs))

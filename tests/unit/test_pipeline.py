@@ -228,6 +228,24 @@ def test_an_over_used_quota_gives_back_borrowed_pods_after_the_delay():
     assert s.phase("b/b0") == "Bound"
 
 
+def test_an_over_used_quota_with_nothing_to_give_back_fires_its_revoke_timer_once_not_in_a_loop():
+    s = Scenario()
+    s.apply(a_node("n", cpu="16", memory="64Gi"))
+    s.apply(
+        a_quota("a", namespace="a", max={"cpu": "16", "memory": "64Gi"}, min={"cpu": "8", "memory": "32Gi"}),
+        a_quota("b", namespace="b", max={"cpu": "16", "memory": "64Gi"}, min={"cpu": "8", "memory": "32Gi"}),
+    )
+    keep = {"quota.scheduling.koordinator.sh/preemptible": "false"}
+    s.apply(*(a_pod(f"a{i}", namespace="a", cpu="4", memory="4Gi", labels=keep) for i in range(4)))
+    s.apply(a_pod("b0", namespace="b", cpu="8", memory="8Gi"))
+    before = len(s.of_type("timer.fired"))
+    s.advance(3600)
+    assert not s.of_type("quota.evicted"), "non-preemptible pods are never given back"
+    assert len(s.of_type("timer.fired")) - before <= 2  # the revoke deadline (and at most one status sync)
+    s.apply(a_pod("b1", namespace="b", cpu="1", memory="1Gi"))  # any later input still re-checks revokes
+    assert not s.of_type("quota.evicted")
+
+
 def test_every_decision_of_a_run_re_derives_and_rebuilt_projections_match():
     import asyncio
 

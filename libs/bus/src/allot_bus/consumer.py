@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
@@ -49,7 +50,7 @@ from allot_bus.adapters.nats import (
 )
 from allot_bus.names import BusNames
 from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
-from allot_contracts.errors import AlreadyProcessed, PermanentError, TransientError
+from allot_contracts.errors import AlreadyProcessed, DecisionFailed, PermanentError, TransientError
 from allot_contracts.events import ConsumerDeadLettered
 from allot_eventstore.protocol import Checkpoint, EventStore
 
@@ -69,6 +70,7 @@ class ConsumerStats(msgspec.Struct, kw_only=True):
     catch_ups: int = 0
     caught_up_events: int = 0
     gaps_detected: int = 0
+    undecodable: int = 0
 
 
 class DurableConsumer:
@@ -187,12 +189,10 @@ class DurableConsumer:
         except (PermanentError, msgspec.ValidationError, msgspec.DecodeError) as exc:
             await self._give_up(record, msg, str(exc))
             return
-        except TransientError:
-            raise
-        except Exception as exc:
-            # An unexpected error is retried (it may be a lost connection in disguise), but not for ever: the same
-            # event failing ``poison_after`` times in a row is a poison message, and blocking every later event
-            # behind it would stop the service for good.
+        except DecisionFailed as exc:
+            # The processor itself failed on this event. Retried (the projection is rebuilt in between), but not
+            # for ever: failing ``poison_after`` times in a row makes it a poison message, and blocking every later
+            # event behind it would stop the service for good. Infrastructure errors are retried without limit.
             if self._poison[0] != record.position:
                 self._poison = (record.position, 0)
             self._poison = (record.position, self._poison[1] + 1)
@@ -200,7 +200,7 @@ class DurableConsumer:
                 raise
             log.exception("%s: event at position %d failed %d times; giving up on it", self.name, record.position,
                           self._poison[1])
-            await self._give_up(record, msg, f"handler failed {self._poison[1]} times: {type(exc).__name__}: {exc}")
+            await self._give_up(record, msg, f"handler failed {self._poison[1]} times: {exc}")
             return
         self.stats.handled += 1
         self._failures = 0
@@ -227,7 +227,7 @@ class DurableConsumer:
         new = NewEvent(
             stream_id=stream_id("consumer", self.name),
             event=event,
-            event_id=derived_event_id(self.name, event_id, 999),
+            event_id=derived_event_id(f"{self.name}.dead-letter", event_id, 0),
             causation_id=event_id,
         )
         with contextlib.suppress(AlreadyProcessed):
@@ -238,9 +238,14 @@ class DurableConsumer:
             try:
                 record = wire.decode(msg.data)
             except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
-                position = msg.metadata.sequence.stream if msg.metadata else 0
-                await self._dead_letter(self.position, f"undecodable-{position}", "?", f"undecodable message: {exc}")
+                # Not something this log wrote (or damaged on the way): drop the message and read whatever it may
+                # have carried from PostgreSQL, which never goes through the wire format.
+                sequence = msg.metadata.sequence.stream if msg.metadata else 0
+                log.error("%s: message %d on %s cannot be decoded (%s); catching up from the log instead",
+                          self.name, sequence, getattr(msg, "subject", "?"), exc)
+                self.stats.undecodable += 1
                 await msg.term()
+                await self.catch_up()
                 continue
             try:
                 await self._deliver(record, msg=msg)
@@ -269,6 +274,11 @@ class DurableConsumer:
         pending = await self.store.read(after=self.position, types=self.types, limit=1)
         if not pending:
             self._suspect_gap = None
+            head = (await self.store.head())[0]
+            if head < self.position:  # the log was restored to an earlier point: our state is from the future
+                log.warning("%s: the log ends at position %d, before this consumer's position %d (restored from a "
+                            "backup?); rebuilding", self.name, head, self.position)
+                self._needs_resync = True
             return
         first = pending[0].position
         if self._suspect_gap == first:
@@ -290,8 +300,7 @@ class DurableConsumer:
             try:
                 msgs = await self._sub.fetch(self.batch, timeout=self.fetch_timeout)
             except (TimeoutError, nats.errors.TimeoutError):
-                await self.flush()
-                await self._idle_gap_check()
+                await self._guarded(self._idle, stop)
                 continue
             except (nats.errors.Error, jserrors.Error, TransientError, OSError) as exc:
                 if stop.is_set():
@@ -300,7 +309,24 @@ class DurableConsumer:
                 await asyncio.sleep(self.backoff[0] if is_missing(exc) else self.backoff[1])
                 self._needs_resync = True
                 continue
-            await self._handle_batch(msgs)
+            await self._guarded(functools.partial(self._handle_batch, msgs), stop)
+
+    async def _idle(self) -> None:
+        await self.flush()
+        await self._idle_gap_check()
+
+    async def _guarded(self, action: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
+        """Run a step whose database work may fail while PostgreSQL is away; log, back off and carry on (the next
+        fetch or idle check tries again) rather than stop the service."""
+        try:
+            await action()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # driver errors arrive translated (TransientError) or not, depending on the call
+            self.stats.transient_failures += 1
+            log.warning("%s: the event log is unreachable (%s: %s); retrying", self.name, type(exc).__name__, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.backoff[min(2, len(self.backoff) - 1)])
 
     async def _retry(self, action: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
         attempt = 0

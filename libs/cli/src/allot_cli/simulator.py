@@ -13,12 +13,12 @@ from typing import Any
 
 from allot_cli.manifests import Input
 from allot_cli.pipeline import PROCESSORS
-from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
+from allot_contracts.envelope import NewEvent, stream_id
 from allot_contracts.events import TimerFired
 from allot_eventstore.clock import ManualClock
 from allot_eventstore.memory import InMemoryEventStore
 from allot_eventstore.protocol import Checkpoint
-from allot_runtime.processor import Host, timer_producer
+from allot_runtime.processor import Host, timer_event_id, timer_producer
 
 SIM_NS = uuid.UUID("0d5a3f4e-9a43-4e0e-8f3a-6b0e3c1d2a77")
 
@@ -52,16 +52,16 @@ class Simulation:
         """Move the clock, firing every timer that falls due on the way, at its own time, in order."""
         target = self.clock.now_us + round(seconds * 1_000_000)
         while True:
-            due = [(d, h.name, h.position) for h in self.hosts
-                   if (d := h.deadline()) is not None and d <= target and (h.name, d, h.position) not in self.fired]
+            due = [(d, h.name, h.timers) for h in self.hosts
+                   if (d := h.deadline()) is not None and d <= target and (h.name, d, h.timers) not in self.fired]
             if not due:
                 break
-            deadline, name, position = min(due)
-            self.fired.add((name, deadline, position))
+            deadline, name, consumed = min(due)
+            self.fired.add((name, deadline, consumed))
             self.clock.now_us = max(self.clock.now_us, deadline)
             self.store.append_sync(
                 [NewEvent(stream_id=stream_id("timer", name), event=TimerFired(service=name, due=deadline),
-                          event_id=derived_event_id(timer_producer(name), f"{deadline}/{position}", 0))],
+                          event_id=timer_event_id(name, deadline, consumed))],
                 producer=timer_producer(name),
             )
             self.pump()

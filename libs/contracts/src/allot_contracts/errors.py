@@ -44,6 +44,11 @@ class PermanentError(ControlPlaneError):
     pass
 
 
+class DecisionFailed(ControlPlaneError):
+    """A processor raised while evolving or deciding on an event: a bug or an input it cannot read. Retried a few
+    times (the state is rebuilt in between), then the event is dead-lettered; infrastructure errors never count."""
+
+
 class InvalidInput(PermanentError):
     """Bad input. ``issues`` is a list of ``(path, message)`` pairs; ``str()`` lists them one per line."""
 

@@ -103,12 +103,18 @@ def _row_to_record(row: Any) -> RecordedEvent:
     )
 
 
+# canceled or timed-out statement, serialization failure, deadlock, operator intervention / shutdown
+_RETRYABLE_SQLSTATES = frozenset({"57014", "40001", "40P01", "57P01", "57P02", "57P03", "55P03", "53300"})
+
+
 def _translate(exc: BaseException) -> Exception:
     """Map a driver error to ours (cause chained by the caller)."""
     orig = getattr(exc, "orig", None)
     cause = getattr(orig, "__cause__", None) or orig or exc
     if isinstance(cause, asyncpg.exceptions.LockNotAvailableError):
         return Unavailable("event log busy: timed out waiting for the append lock", delay=0.5)
+    if getattr(cause, "sqlstate", None) in _RETRYABLE_SQLSTATES:
+        return Unavailable(f"PostgreSQL asked to retry ({cause.sqlstate}): {cause}", delay=0.5)
     if isinstance(cause, asyncpg.exceptions.UniqueViolationError):
         return ConcurrencyConflict(f"concurrent append to the same stream version: {cause}")
     if isinstance(cause, asyncpg.exceptions.UntranslatableCharacterError | asyncpg.exceptions.DataError):

@@ -66,6 +66,12 @@ def timer_producer(service: str) -> str:
     return f"{service}.timer"
 
 
+def timer_event_id(service: str, deadline: int, consumed: int) -> str:
+    """The id of the ``timer.fired`` event for a deadline of a service that has consumed ``consumed`` timer events so
+    far: until the service has seen it, asking again (a tick, a restart, a second instance) records nothing new."""
+    return derived_event_id(timer_producer(service), f"{deadline}/{consumed}", 0)
+
+
 DEAD_LETTERED = "consumer.dead_lettered"
 
 
@@ -87,6 +93,11 @@ class Host:
         self.name = name or processor.name
         self.interests = processor.interests
         self.position = 0
+        self.timers = 0  # timer.fired events of this host consumed so far
+
+    def _count_timer(self, record: RecordedEvent) -> None:
+        if record.producer == timer_producer(self.name):
+            self.timers += 1
 
     def wants(self, record: RecordedEvent) -> bool:
         return record.type in self.interests and record.producer != self.name
@@ -96,6 +107,7 @@ class Host:
         event = record.decode()
         self.processor.evolve(event, at=record.recorded_at, own=False)
         emits = self.processor.decide(event, at=record.recorded_at)
+        self._count_timer(record)
         news = self.to_new_events(record, emits)
         for new in news:
             self.processor.evolve(new.event, at=record.recorded_at, own=True)
@@ -120,6 +132,7 @@ class Host:
         """Rebuild path: apply a trigger and the outputs recorded for it, without deciding. A trigger this processor
         dead-lettered is skipped: the live service rebuilt without it too."""
         outputs = list(outputs)
+        self._count_timer(record)
         if not dead_lettered(outputs):
             self.processor.evolve(record.decode(), at=record.recorded_at, own=False)
             for output in outputs:

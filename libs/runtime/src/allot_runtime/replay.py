@@ -84,6 +84,7 @@ async def rebuild(host: Host, store: EventStore, *, until: int) -> int:
 
 def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEvent]) -> Mismatch | None:
     kept = list(recorded)
+    host._count_timer(trigger)
     if dead_lettered(kept):  # the service gave up on this trigger and rebuilt without it; so does replay
         host.position = trigger.position
         return None

@@ -1,6 +1,7 @@
 """The service shell: everything around a pure processor that touches the outside world.
 
-``run_service`` wires one processor to the log and the bus: it waits for the schema, rebuilds the projection from
+``run_service`` wires one processor to the log and the bus: it waits for the schema, takes ownership of its consumer
+name (a second instance under the same name stands by: :mod:`allot_eventstore.ownership`), rebuilds the projection from
 the log, consumes its event types from JetStream (:class:`allot_bus.consumer.DurableConsumer`), appends each
 decision with the consumer checkpoint in the same transaction, and serves ``/healthz``, ``/readyz``, ``/metrics`` and
 ``/state`` over HTTP plus ``<prefix>.admin.<service>.state`` over NATS (used by ``allot replay --verify`` to compare
@@ -29,8 +30,16 @@ from allot_bus.adapters.nats import connect
 from allot_bus.consumer import DurableConsumer
 from allot_bus.names import BusNames
 from allot_contracts.envelope import NewEvent, RecordedEvent
-from allot_contracts.errors import AlreadyProcessed, SchemaMismatch, TransientError, Unavailable
+from allot_contracts.errors import (
+    AlreadyProcessed,
+    DecisionFailed,
+    PermanentError,
+    SchemaMismatch,
+    TransientError,
+    Unavailable,
+)
 from allot_eventstore.migrate import ensure_current
+from allot_eventstore.ownership import Ownership
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import Checkpoint, EventStore
 from allot_runtime import logs, telemetry
@@ -114,7 +123,12 @@ class ProcessorRuntime:
         async with self.lock:
             with span:
                 try:
-                    news = self.host.step(record)
+                    try:
+                        news = self.host.step(record)
+                    except (TransientError, PermanentError, msgspec.ValidationError, msgspec.DecodeError):
+                        raise
+                    except Exception as exc:
+                        raise DecisionFailed(f"{type(exc).__name__}: {exc}") from exc
                     if news:
                         carrier = telemetry.inject()
                         if carrier:
@@ -207,28 +221,35 @@ async def _http(live: Liveness, host: str, port: int) -> web.AppRunner:
 
 
 async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
-    """Record ``timer.fired`` when the processor's deadline passes (wall clock read here, in the shell only)."""
-    from allot_contracts.envelope import derived_event_id, stream_id
+    """Record ``timer.fired`` when the processor's deadline passes (wall clock read here, in the shell only).
+
+    The event id is derived from (service, deadline, timer events consumed so far), so a tick before the event was
+    consumed, a restart or a second instance cannot record it twice (docs/adr/0006)."""
+    from allot_contracts.envelope import stream_id
     from allot_contracts.events import TimerFired
     from allot_eventstore.clock import system_clock
-    from allot_runtime.processor import timer_producer
+    from allot_runtime.processor import timer_event_id, timer_producer
 
     name = ctx.runtime.name
     producer = timer_producer(name)
+    fired: tuple[int, int] | None = None
     while not stop.is_set():
         delay = 1.0
         if ctx.consumer.ready.is_set():
             async with ctx.runtime.lock:
-                deadline, handled = ctx.host.deadline(), ctx.host.position
+                deadline, consumed = ctx.host.deadline(), ctx.host.timers
             now = system_clock()
-            if deadline is not None:
+            if deadline is not None and (deadline, consumed) != fired:
                 if now >= deadline:
                     new = NewEvent(stream_id=stream_id("timer", name),
                                    event=TimerFired(service=ctx.settings.service, due=deadline),
-                                   event_id=derived_event_id(producer, f"{deadline}/{handled}", 0))
+                                   event_id=timer_event_id(name, deadline, consumed))
                     try:
                         await ctx.store.append([new], producer=producer)
-                    except TransientError as exc:
+                        fired = (deadline, consumed)
+                    except AlreadyProcessed:
+                        fired = (deadline, consumed)
+                    except Exception as exc:  # the database may be away; try again on the next tick
                         log.warning("could not record a timer event: %s", exc)
                     delay = 0.2
                 else:
@@ -267,14 +288,25 @@ async def run_service(
         await _wait_for_schema(settings, stop)
         if stop.is_set():
             return
+        live.phase = "standing by: waiting to own the consumer"
+        ownership = Ownership(settings.database_url, instance_name(settings.service, settings.instance))
+        if not await ownership.acquire(stop):
+            return
         live.phase = "connecting to NATS"
         store = PostgresEventStore.connect(settings.database_url)
         nc = await connect(settings.nats_url, name=f"allot-{settings.service}")
         live.phase = "catching up with the log"
         await _run(settings, factory, store=store, nc=nc, metrics=metrics, tracer=tracer, stop=stop, live=live,
-                   observers=observers, extras=extras)
+                   observers=observers, extras=[ownership_watch(ownership), *extras])
     finally:
         await runner.cleanup()
+
+
+def ownership_watch(ownership: Ownership) -> Extra:
+    async def ownership_held(_: ServiceContext, stop: asyncio.Event) -> None:
+        await ownership.hold(stop)
+
+    return ownership_held
 
 
 async def _run(

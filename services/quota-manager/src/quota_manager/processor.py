@@ -93,6 +93,7 @@ class QuotaManager:
         self.group_charges: dict[str, tuple[str, int]] = {}  # member -> (group, attempt) that charged it
         self.published: dict[str, dict[str, Any]] = {}  # quota key -> status patch last synced
         self.status_dirty_since: int | None = None
+        self.last_timer = -1  # due time of the last timer.fired consumed: a deadline fires once (ADR 0006)
         self.changes: dict[str, tuple[str, UsageChange]] = {}  # pod -> (reason, change) applied, not yet recorded
         self.quota_changes: dict[str, tuple[str, list[Any]]] = {}  # quota key -> ("applied"|"removed", errors)
 
@@ -166,7 +167,12 @@ class QuotaManager:
         if isinstance(event, QuotaStatusSynced):
             self.published.update(event.patches)
             self.status_dirty_since = None
-        elif not isinstance(event, TimerFired) and self.status_dirty_since is None:
+        elif isinstance(event, TimerFired):
+            if event.service == self.name:
+                self.last_timer = max(self.last_timer, event.due)
+                if self.status_dirty_since is not None and not self._status_patches():
+                    self.status_dirty_since = None  # nothing to publish after all
+        elif self.status_dirty_since is None:
             self.status_dirty_since = at
 
     def _uncharge(self, key: str, reason: str, *, remove: bool) -> None:
@@ -190,13 +196,16 @@ class QuotaManager:
         """The status upstream writes on ElasticQuota objects, for every quota whose status changed."""
         if self.status_dirty_since is None:
             return []
+        return [Emit(stream_id=stream_id("quota", "status"), event=QuotaStatusSynced(patches=self._status_patches()))]
+
+    def _status_patches(self) -> dict[str, dict[str, Any]]:
         patches: dict[str, dict[str, Any]] = {}
         for row in self.engine.tree_view():
             key = f"{row['namespace']}/{row['name']}"
             patch = self.engine.status_patch(row["name"])
             if self.published.get(key) != patch:
                 patches[key] = patch
-        return [Emit(stream_id=stream_id("quota", "status"), event=QuotaStatusSynced(patches=patches))]
+        return patches
 
     def _decide(self, event: Event, at: int) -> list[Emit]:
         match event:
@@ -337,9 +346,15 @@ class QuotaManager:
         ]
 
     def next_deadline(self) -> int | None:
-        """The over-use revoke delay, or at once when quota status changed and is not yet synced."""
+        """The over-use revoke delay, or at once when quota status changed and is not yet synced. A revoke deadline
+        that already fired is not asked for again: one that found nothing to evict waits for the next input (every
+        input re-checks revokes), instead of firing in a loop."""
+        times: list[int] = []
         seconds = self.engine.revoke_deadline()
-        times = [t for t in (None if seconds is None else seconds * 1_000_000, self.status_dirty_since) if t]
+        if seconds is not None and seconds * 1_000_000 > self.last_timer:
+            times.append(seconds * 1_000_000)
+        if self.status_dirty_since is not None:
+            times.append(self.status_dirty_since)
         return min(times) if times else None
 
     def snapshot(self) -> dict[str, Any]:
@@ -348,6 +363,8 @@ class QuotaManager:
             "engine": self.engine.digest(),
             "waiting": dict(sorted(self.waiting.items())),
             "charged": sorted(self.charged),
+            "status_dirty_since": self.status_dirty_since,
+            "last_timer": self.last_timer,
         }
 
     def quotas_state(self) -> dict[str, Any]:

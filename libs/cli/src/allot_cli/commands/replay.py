@@ -76,7 +76,7 @@ async def run(args: argparse.Namespace) -> int:
         head = await store.head()
         until = args.until or head[0]
         if args.verify:
-            chain = await verify_chain(store.iterate(), head=head, expected_head=args.expect_head)
+            chain = await verify_chain(store.iterate(until=head[0]), head=head, expected_head=args.expect_head)
             report["chain"] = msgspec.to_builtins(chain)
             _say(args, f"hash chain   {'ok' if chain.ok else 'BROKEN'}: {chain.events} events, head {chain.head_hash[:16]}…")
             if not chain.ok:

@@ -1,0 +1,57 @@
+"""One consumer name, one deciding process: the second instance stands by until the first is gone."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from allot_contracts.errors import Unavailable
+from allot_eventstore.ownership import Ownership
+from allot_eventstore.urls import plain_url
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_second_instance_stands_by_until_the_first_releases(database_url, bus_names):
+    name = f"quota-manager-{bus_names['prefix']}"
+    first, second = Ownership(database_url, name, retry_s=0.1), Ownership(database_url, name, retry_s=0.1)
+    stop = asyncio.Event()
+    assert await first.acquire(stop)
+    waiting = asyncio.create_task(second.acquire(stop))
+    await asyncio.sleep(0.5)
+    assert not waiting.done(), "the second instance must not own the name while the first holds it"
+    await first.release()
+    assert await asyncio.wait_for(waiting, timeout=5)
+    await second.release()
+
+
+async def test_standing_by_ends_when_the_service_is_asked_to_stop(database_url, bus_names):
+    name = f"binder-{bus_names['prefix']}"
+    owner, standby = Ownership(database_url, name), Ownership(database_url, name, retry_s=0.1)
+    stop = asyncio.Event()
+    assert await owner.acquire(asyncio.Event())
+    task = asyncio.create_task(standby.acquire(stop))
+    await asyncio.sleep(0.3)
+    stop.set()
+    assert await asyncio.wait_for(task, timeout=5) is False
+    await owner.release()
+    await standby.release()
+
+
+async def test_losing_the_lock_connection_stops_the_owner(database_url, bus_names):
+    name = f"device-allocator-{bus_names['prefix']}"
+    owner = Ownership(database_url, name, check_s=0.2)
+    assert await owner.acquire(asyncio.Event())
+    pid = owner._conn.get_server_pid()
+    conn = await asyncpg.connect(plain_url(database_url))
+    try:
+        await conn.execute("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await conn.close()
+    with pytest.raises(Unavailable, match="lost the connection that holds ownership"):
+        await asyncio.wait_for(owner.hold(asyncio.Event()), timeout=5)
+    successor = Ownership(database_url, name)
+    assert await asyncio.wait_for(successor.acquire(asyncio.Event()), timeout=5)
+    await successor.release()
