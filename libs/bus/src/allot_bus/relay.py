@@ -3,31 +3,49 @@
 Responsibility: keep the stream a faithful, ordered copy of the log's recent past. PostgreSQL stays the source of
 truth; JetStream is transport and a replay buffer (docs/adr/0002-bus.md).
 
-How it stays in order without a cursor of its own: the stream's last message carries ``Allot-Position`` and the
-event id, so the relay resumes from there after any restart. Each publish carries ``Nats-Msg-Id`` (the event id;
-JetStream drops duplicates within its window) and ``Nats-Expected-Last-Msg-Id`` (the previous event's id), so the
-server rejects any publish that would reorder or skip. On such a rejection the relay re-reads the stream tail and
-continues from it. If the stream was lost (server restarted without its store) it is created again and filled from
-the lowest consumer checkpoint, so consumers that lag find what they need; consumers also catch up from
-PostgreSQL by position, so nothing depends on JetStream keeping everything. If the stream is *ahead* of the log (a
-restored database), it is purged and refilled: the log wins.
+How it stays in order without a cursor of its own: the stream's last event carries ``Allot-Position`` and the event
+id, so the relay resumes from there after any restart. Each publish carries ``Nats-Msg-Id`` (the event id;
+JetStream drops duplicates within its window) and an expectation of the stream's tail, so the server rejects any
+publish that would reorder or skip. After reading the tail, the first publish expects the stream's last *sequence*
+(``Nats-Expected-Last-Sequence``): that also holds for an empty or purged stream and for one whose last messages are
+not events (published by something else). Once an event has landed, each publish expects the previous event's id
+(``Nats-Expected-Last-Msg-Id``), which lets a window of publishes be in flight at once. On a rejection the relay
+backs off, re-reads the stream tail and continues from it.
+
+If the stream was lost (deleted, or the server restarted without its store) it is created again and filled from the
+lowest consumer checkpoint, so consumers that lag find what they need; consumers also catch up from PostgreSQL by
+position, so nothing depends on JetStream keeping everything. If the stream is *ahead* of the log (a restored
+database), it is purged and refilled: the log wins.
+
+An event the server refuses (larger than ``max_payload``, the stream full) is never skipped: the relay logs an error
+naming it and retries with backoff, and consumers read the log from PostgreSQL meanwhile.
 
 Concurrency: one relay per installation (a singleton Deployment / one supervised process). Two relays would not
-corrupt anything (ids and expected-last-id keep the stream consistent), only waste work.
+corrupt anything (ids and expectations keep the stream consistent), only waste work.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import nats
 from nats.js import JetStreamContext
+from nats.js import api as jsapi
 from nats.js import errors as jserrors
 
 from allot_bus import wire
-from allot_bus.adapters.nats import ensure_stream, is_missing, is_wrong_last
+from allot_bus.adapters.nats import (
+    ensure_stream,
+    is_missing,
+    is_refused,
+    is_wrong_last,
+    max_payload,
+    message_size,
+    stream_limits,
+)
 from allot_bus.names import (
     HEADER_EXPECTED_LAST_MSG_ID,
     HEADER_MSG_ID,
@@ -41,6 +59,42 @@ from allot_contracts.errors import TransientError, Unavailable
 from allot_eventstore.protocol import EventStore
 
 log = logging.getLogger("allot.relay")
+
+HEADER_EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"
+TAIL_SCAN = 64  # messages without Allot-Position looked past at the stream's tail before giving up on finding ours
+BACKOFF_FIRST_S = 0.1
+BACKOFF_MAX_S = 5.0
+REFUSED_BACKOFF_MAX_S = 30.0
+
+
+class Refused(Unavailable):
+    """The server refuses an event as things stand (too large, stream full): the relay waits at it, loudly."""
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """Where publishing resumes: after log ``position``. The next publish expects the stream's last message id to be
+    ``last_id`` or, when that is not known (just after reading the stream), its last sequence to be ``last_seq``."""
+
+    position: int
+    last_id: str | None = None
+    last_seq: int = 0
+
+    def expectation(self) -> dict[str, str]:
+        if self.last_id is not None:
+            return {HEADER_EXPECTED_LAST_MSG_ID: self.last_id}
+        return {HEADER_EXPECTED_LAST_SEQUENCE: str(self.last_seq)}
+
+
+@dataclass(frozen=True)
+class _Message:
+    record: RecordedEvent
+    payload: bytes
+    headers: dict[str, str]
+
+    @property
+    def size(self) -> int:
+        return message_size(self.payload, self.headers)
 
 
 class Relay:
@@ -62,33 +116,37 @@ class Relay:
         self.poll_interval = poll_interval
         self.published_position = 0
         self.published_total = 0
-        self._tail: tuple[int, str | None] | None = None
+        self._tail: _Tail | None = None
 
-    async def _stream_tail(self) -> tuple[int, str | None]:
-        info = await ensure_stream(self.js, self.names)
-        if info.state.messages == 0 or not info.state.last_seq:
-            return 0, None
-        try:
-            msg = await self.js.get_msg(self.names.stream, seq=info.state.last_seq)
-        except jserrors.NotFoundError:
-            return 0, None
-        headers = msg.headers or {}
-        return int(headers.get(HEADER_POSITION, "0")), headers.get(HEADER_MSG_ID)
+    async def _last_event_in_stream(self, state: jsapi.StreamState) -> tuple[int, str] | None:
+        """Position and id of the stream's last event, looking past up to ``TAIL_SCAN`` messages that are not ours."""
+        if not state.messages or not state.last_seq:
+            return None
+        lowest = max(state.first_seq or 1, state.last_seq - TAIL_SCAN + 1, 1)
+        for seq in range(state.last_seq, lowest - 1, -1):
+            try:
+                msg = await self.js.get_msg(self.names.stream, seq=seq)
+            except jserrors.NotFoundError:
+                continue
+            headers = msg.headers or {}
+            position, event_id = headers.get(HEADER_POSITION, ""), headers.get(HEADER_MSG_ID)
+            if position.isdigit() and event_id:
+                return int(position), event_id
+        return None
 
     async def _start_position(self) -> int:
-        """Where to start filling an empty stream: just after the lowest consumer checkpoint (0 if none)."""
+        """Where to start filling a stream with no event of ours: the lowest consumer checkpoint (0 if none)."""
         checkpoints = [p for name, p in (await self.store.checkpoints()).items() if not name.startswith("_")]
         return min(checkpoints) if checkpoints else 0
 
-    async def _resolve_tail(self) -> tuple[int, str | None]:
-        position, event_id = await self._stream_tail()
+    async def _resolve_tail(self) -> _Tail:
+        state = (await ensure_stream(self.js, self.names)).state
+        last_seq = state.last_seq or 0
+        last = await self._last_event_in_stream(state)
+        if last is None:
+            return _Tail(await self._start_position(), last_seq=last_seq)
+        position, event_id = last
         head = (await self.store.head())[0]
-        if position == 0:
-            start = await self._start_position()
-            if start == 0:
-                return 0, None
-            previous = await self.store.read(after=start - 1, limit=1)
-            return start, previous[0].event_id if previous else None
         stored = await self.store.read(after=position - 1, limit=1)
         if position > head or not stored or stored[0].event_id != event_id:
             log.error(
@@ -97,73 +155,121 @@ class Relay:
             )
             await self.js.purge_stream(self.names.stream)
             return await self._resolve_tail()
-        return position, event_id
+        return _Tail(position, last_seq=last_seq)
 
     async def publish_pending(self) -> int:
         """Publish what the log has beyond the stream's tail, up to ``batch`` events. Returns how many."""
         if self._tail is None:
             self._tail = await self._resolve_tail()
-        position, last_id = self._tail
-        events = await self.store.read(after=position, limit=self.batch)
+        events = await self.store.read(after=self._tail.position, limit=self.batch)
         done = 0
-        for start in range(0, len(events), self.window):
-            chunk = events[start : start + self.window]
-            try:
-                await self._publish_chunk(chunk, last_id)
-            except BaseException:
-                self._tail = None  # re-read the stream tail before trying again
-                raise
-            last_id = chunk[-1].event_id
-            self._tail = (chunk[-1].position, last_id)
-            self.published_position = chunk[-1].position
-            done += len(chunk)
-        self.published_total += done
+        try:
+            while done < len(events):
+                # until one event has landed the tail is known by sequence only: publish one at a time
+                size = self.window if self._tail.last_id is not None else 1
+                messages = self._fitting(self._messages(events[done : done + size], self._tail))
+                self._tail = await self._publish(messages, self._tail)
+                self.published_position = self._tail.position
+                done += len(messages)
+        except BaseException:
+            self._tail = None  # re-read the stream tail before trying again
+            raise
+        finally:
+            self.published_total += done
         return done
 
-    async def _publish_chunk(self, chunk: list[RecordedEvent], last_id: str | None) -> None:
-        futures = []
-        previous = last_id
+    def _messages(self, chunk: list[RecordedEvent], tail: _Tail) -> list[_Message]:
+        """The chunk as messages, each expecting the one before it (the first expects ``tail``)."""
+        messages = []
+        expectation = tail.expectation()
         for record in chunk:
             headers = {
                 HEADER_MSG_ID: record.event_id,
                 HEADER_POSITION: str(record.position),
                 HEADER_TYPE: record.tag,
                 HEADER_STREAM: record.stream_id,
+                **expectation,
             }
-            if previous is not None:
-                headers[HEADER_EXPECTED_LAST_MSG_ID] = previous
             headers.update({k: v for k, v in record.metadata.items() if k in ("traceparent", "tracestate")})
-            futures.append(
-                self.js.publish(self.names.subject(record.type), wire.encode(record), headers=headers, timeout=10)
-            )
-            previous = record.event_id
-        results: list[Any] = await asyncio.gather(*futures, return_exceptions=True)
-        for result in results:
+            messages.append(_Message(record, wire.encode(record), headers))
+            expectation = {HEADER_EXPECTED_LAST_MSG_ID: record.event_id}
+        return messages
+
+    def _fitting(self, messages: list[_Message]) -> list[_Message]:
+        """The messages before the first one larger than the server's ``max_payload``; ``Refused`` if that is the
+        first (sending it would make the server drop the connection)."""
+        limit = max_payload(self.js)
+        for index, message in enumerate(messages):
+            if message.size > limit:
+                if index:
+                    return messages[:index]
+                record = message.record
+                raise Refused(
+                    f"event at position {record.position} ({record.type}, {message.size} bytes) is larger than the "
+                    f"NATS server's max_payload ({limit} bytes); it stays in the log and the relay waits at it "
+                    f"until max_payload is raised"
+                )
+        return messages
+
+    async def _publish(self, messages: list[_Message], tail: _Tail) -> _Tail:
+        """Publish the messages at once; returns the new tail."""
+        results: list[Any] = await asyncio.gather(
+            *(
+                self.js.publish(self.names.subject(m.record.type), m.payload, headers=m.headers, timeout=10)
+                for m in messages
+            ),
+            return_exceptions=True,
+        )
+        for message, result in zip(messages, results, strict=True):
             if isinstance(result, BaseException):
-                if is_wrong_last(result):
-                    raise Unavailable(f"stream tail moved under the relay: {result}", delay=0.0) from result
-                if is_missing(result):
-                    raise Unavailable(f"stream {self.names.stream} is missing: {result}", delay=0.0) from result
-                raise Unavailable(f"publish failed: {result}") from result
+                raise await self._publish_error(message, result) from result
+        last, ack = messages[-1].record, results[-1]
+        if tail.last_id is None and ack.duplicate:
+            return _Tail(last.position, last_seq=tail.last_seq)  # not stored again: the stream did not move
+        return _Tail(last.position, last_id=last.event_id)
+
+    async def _publish_error(self, message: _Message, exc: BaseException) -> Unavailable:
+        if is_wrong_last(exc):
+            return Unavailable(f"stream tail moved under the relay: {exc}")
+        if is_missing(exc):
+            return Unavailable(f"stream {self.names.stream} is missing: {exc}")
+        if is_refused(exc):
+            record = message.record
+            limits = await stream_limits(self.js, self.names)
+            return Refused(
+                f"stream {self.names.stream} refuses the event at position {record.position} ({record.type}, "
+                f"{message.size} bytes): {exc}; stream limits: {limits}; it stays in the log and the relay waits "
+                f"at it until the limits are raised or space is freed"
+            )
+        return Unavailable(f"publish failed: {exc}")
 
     async def run(self, stop: asyncio.Event, wake: asyncio.Event | None = None) -> None:
+        woken = wake if wake is not None else asyncio.Event()
         attempt = 0
         while not stop.is_set():
+            woken.clear()  # before reading: a notification from now on triggers another round
             try:
                 published = await self.publish_pending()
                 attempt = 0
+            except Refused as exc:
+                attempt += 1
+                delay = _backoff(attempt, REFUSED_BACKOFF_MAX_S)
+                log.error("relay: %s (retrying in %.1fs)", exc, delay)
+                await _sleep_or_stop(stop, delay)
+                continue
             except (TimeoutError, TransientError, nats.errors.Error, jserrors.Error, OSError) as exc:
                 attempt += 1
-                delay = getattr(exc, "delay", None)
-                delay = min(0.2 * 2**attempt, 5.0) if delay is None else delay
+                delay = max(getattr(exc, "delay", None) or 0.0, _backoff(attempt, BACKOFF_MAX_S))
                 log.warning("relay: %s (retrying in %.1fs)", exc, delay)
                 await _sleep_or_stop(stop, delay)
                 continue
             if published >= self.batch:
                 continue
-            waiter = wake if wake is not None else asyncio.Event()
-            await _sleep_or_stop(stop, self.poll_interval, also=waiter)
-            waiter.clear()
+            await _sleep_or_stop(stop, self.poll_interval, also=woken)
+
+
+def _backoff(attempt: int, cap: float) -> float:
+    return min(BACKOFF_FIRST_S * 2.0 ** (attempt - 1), cap)
 
 
 async def _sleep_or_stop(stop: asyncio.Event, delay: float, *, also: asyncio.Event | None = None) -> None:

@@ -100,7 +100,42 @@ def is_missing(exc: BaseException) -> bool:
 
 
 def is_wrong_last(exc: BaseException) -> bool:
+    """A publish's ``Nats-Expected-Last-Msg-Id`` / ``Nats-Expected-Last-Sequence`` did not match the stream."""
     return isinstance(exc, jserrors.APIError) and exc.err_code in (10070, 10071)
+
+
+def is_refused(exc: BaseException) -> bool:
+    """The server will not store this message as things stand: larger than the stream's ``max_msg_size`` (10054) or
+    the server's ``max_payload``, the stream's limits reached with discard-new (10077), or JetStream out of storage
+    (10023, 10028, 10047). Retrying helps only once an operator has acted."""
+    if isinstance(exc, nats.errors.MaxPayloadError):
+        return True
+    return isinstance(exc, jserrors.APIError) and exc.err_code in (10054, 10077, 10023, 10028, 10047)
+
+
+async def stream_limits(js: JetStreamContext, names: BusNames) -> str:
+    """The stream's storage limits, for error messages ("unknown" when they cannot be read)."""
+    try:
+        config = (await js.stream_info(names.stream)).config
+    except (TimeoutError, jserrors.Error, nats.errors.Error):
+        return "unknown"
+    discard = getattr(config.discard, "value", config.discard)
+    return (f"max_msg_size={config.max_msg_size}, max_bytes={config.max_bytes}, max_msgs={config.max_msgs}, "
+            f"discard={discard}")
+
+
+def max_payload(js: JetStreamContext) -> int:
+    """The largest message (payload and headers) the connected server accepts; it drops the connection of a client
+    that sends more."""
+    return int(js._nc.max_payload)
+
+
+def message_size(payload: bytes, headers: dict[str, str]) -> int:
+    """What a message counts against ``max_payload``: the payload plus the encoded header block."""
+    if not headers:
+        return len(payload)
+    header_block = len("NATS/1.0\r\n\r\n") + sum(len(f"{k}: {v}\r\n".encode()) for k, v in headers.items())
+    return len(payload) + header_block
 
 
 async def ensure_durable(
