@@ -9,11 +9,12 @@ with ``AdvanceClock`` documents, so runs are reproducible to the byte.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from allot_cli.manifests import Input
 from allot_cli.pipeline import PROCESSORS
-from allot_contracts.envelope import NewEvent, stream_id
+from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
 from allot_contracts.events import TimerFired
 from allot_eventstore.clock import ManualClock
 from allot_eventstore.memory import InMemoryEventStore
@@ -31,22 +32,34 @@ class Simulation:
         self.cursor = 0
         self.applied = 0
         self.fired: set[tuple[str, int, int]] = set()
+        # inputs to record as soon as the pump reaches a matching record: a concurrent input landing in the log
+        # between two services' steps
+        self.interleaved: list[tuple[Callable[[RecordedEvent], bool], Input]] = []
 
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)
 
     def apply(self, item: Input) -> None:
-        self.applied += 1
         if item.advance_seconds is not None:
+            self.applied += 1
             self.advance(item.advance_seconds)
+        else:
+            self._record(item)
+        self.pump()
+        self.advance(0)
+
+    def interleave(self, when: Callable[[RecordedEvent], bool], item: Input) -> None:
+        """Record ``item`` right after the first record (from now on) for which ``when`` is true."""
+        self.interleaved.append((when, item))
+
+    def _record(self, item: Input) -> None:
+        self.applied += 1
         news = [
             NewEvent(stream_id=stream, event=event, event_id=str(uuid.uuid5(SIM_NS, f"{self.applied}/{index}")))
             for index, (stream, event) in enumerate(item.events)
         ]
         if news:
             self.store.append_sync(news, producer="api")
-        self.pump()
-        self.advance(0)
 
     def advance(self, seconds: float) -> None:
         """Move the clock, firing every timer that falls due on the way, at its own time, in order."""
@@ -72,6 +85,9 @@ class Simulation:
         while self.cursor < len(events):
             record = events[self.cursor]
             self.cursor += 1
+            for hook in [h for h in self.interleaved if h[0](record)]:
+                self.interleaved.remove(hook)
+                self._record(hook[1])
             for host in self.hosts:
                 if host.wants(record):
                     news = host.step(record)

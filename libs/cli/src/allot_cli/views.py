@@ -20,6 +20,7 @@ from allot_contracts.events import (
     NodeRegistered,
     NodeRemoved,
     ObjectIgnored,
+    ObjectRef,
     PodBindFailed,
     PodBindRequested,
     PodBound,
@@ -40,6 +41,7 @@ from allot_contracts.events import (
     QuotaWaiting,
     ReservationResolved,
 )
+from allot_contracts.lives import PodLives
 
 
 @dataclass
@@ -112,6 +114,7 @@ class ClusterView:
         self.nodes: dict[str, NodeView] = {}
         self.ignored: list[str] = []
         self.position = 0
+        self.lives = PodLives()
 
     def pod(self, key: str) -> PodView:
         if key not in self.pods:
@@ -124,6 +127,13 @@ class ClusterView:
             event = record.decode()
         except Exception:  # an event of a newer version: nothing to show for it here
             return
+        if self.lives.stale(event):  # about an earlier life of a pod that has since been created again
+            return
+        self.lives.observe(event)
+        pod = getattr(event, "pod", None)
+        if (isinstance(pod, ObjectRef) and pod.key not in self.pods
+                and not isinstance(event, PodSubmitted | PodObserved | PodDeleted)):
+            return  # a late decision about a pod that is gone: nothing to show
         self._apply(event, record)
 
     def _apply(self, event: Event, record: RecordedEvent) -> None:

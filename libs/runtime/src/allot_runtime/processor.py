@@ -26,6 +26,7 @@ import msgspec
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id
 from allot_contracts.events import Event
+from allot_contracts.lives import PodLives
 
 
 class Emit(msgspec.Struct, frozen=True, kw_only=True):
@@ -94,6 +95,7 @@ class Host:
         self.interests = processor.interests
         self.position = 0
         self.timers = 0  # timer.fired events of this host consumed so far
+        self.lives = PodLives()  # the current life of every pod; events about another life are ignored
 
     def _count_timer(self, record: RecordedEvent) -> None:
         if record.producer == timer_producer(self.name):
@@ -102,24 +104,35 @@ class Host:
     def wants(self, record: RecordedEvent) -> bool:
         return record.type in self.interests and record.producer != self.name
 
+    def accept(self, record: RecordedEvent) -> Event | None:
+        """The trigger's event, or None when it is about an earlier (or later) life of its pod."""
+        self._count_timer(record)
+        event = record.decode()
+        if self.lives.stale(event):
+            return None
+        self.lives.observe(event)
+        return event
+
     def step(self, record: RecordedEvent) -> list[NewEvent]:
         """Handle a live trigger: evolve, decide, evolve the outputs. Returns the events to append."""
-        event = record.decode()
+        event = self.accept(record)
+        if event is None:
+            self.position = record.position
+            return []
         self.processor.evolve(event, at=record.recorded_at, own=False)
         emits = self.processor.decide(event, at=record.recorded_at)
-        self._count_timer(record)
-        news = self.to_new_events(record, emits)
+        news = self.to_new_events(record, emits, trigger=event)
         for new in news:
             self.processor.evolve(new.event, at=record.recorded_at, own=True)
         self.position = record.position
         return news
 
-    def to_new_events(self, record: RecordedEvent, emits: Iterable[Emit]) -> list[NewEvent]:
+    def to_new_events(self, record: RecordedEvent, emits: Iterable[Emit], *, trigger: Event | None = None) -> list[NewEvent]:
         correlation = record.correlation_id or record.event_id
         return [
             NewEvent(
                 stream_id=emit.stream_id,
-                event=emit.event,
+                event=self.lives.stamp(emit.event, trigger),
                 event_id=derived_event_id(self.name, record.event_id, index),
                 causation_id=record.event_id,
                 correlation_id=correlation,
@@ -132,9 +145,10 @@ class Host:
         """Rebuild path: apply a trigger and the outputs recorded for it, without deciding. A trigger this processor
         dead-lettered is skipped: the live service rebuilt without it too."""
         outputs = list(outputs)
-        self._count_timer(record)
-        if not dead_lettered(outputs):
-            self.processor.evolve(record.decode(), at=record.recorded_at, own=False)
+        if dead_lettered(outputs):
+            self._count_timer(record)
+        elif (event := self.accept(record)) is not None:
+            self.processor.evolve(event, at=record.recorded_at, own=False)
             for output in outputs:
                 self.processor.evolve(output.decode(), at=record.recorded_at, own=True)
         self.position = record.position

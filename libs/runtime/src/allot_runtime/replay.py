@@ -84,14 +84,16 @@ async def rebuild(host: Host, store: EventStore, *, until: int) -> int:
 
 def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEvent]) -> Mismatch | None:
     kept = list(recorded)
-    host._count_timer(trigger)
     if dead_lettered(kept):  # the service gave up on this trigger and rebuilt without it; so does replay
+        host._count_timer(trigger)
         host.position = trigger.position
         return None
-    event = trigger.decode()
-    host.processor.evolve(event, at=trigger.recorded_at, own=False)
-    emits = host.processor.decide(event, at=trigger.recorded_at)
-    news = host.to_new_events(trigger, emits)
+    event = host.accept(trigger)
+    emits: list[Any] = []
+    if event is not None:
+        host.processor.evolve(event, at=trigger.recorded_at, own=False)
+        emits = host.processor.decide(event, at=trigger.recorded_at)
+    news = host.to_new_events(trigger, emits, trigger=event)
     mismatch: Mismatch | None = None
     rec_view = [{"stream": r.stream_id, "tag": r.tag, "payload": r.payload_dict()} for r in kept]
     new_view = [

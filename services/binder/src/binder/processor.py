@@ -151,14 +151,16 @@ class Binder:
                     quota=ObjectRef(namespace=key.split("/", 1)[0], name=key.split("/", 1)[1]), patch=patch,
                     mode=mode))
                         for key, patch in sorted(patches.items())]
-            case GangGroupAdmitted(attempt=attempt, members=members):
+            case GangGroupAdmitted(members=members):
+                # Every admitted member that holds a placement is bound, whichever attempt placed it: a member placed
+                # by an earlier attempt keeps its hold while a later attempt places the rest of the group.
                 out = []
                 for member in members:
                     held = self.held.get(member)
-                    if held is None or held[0] != attempt or not self._bindable(member):
+                    if held is None or not self._bindable(member):
                         continue
                     namespace, name = member.split("/", 1)
-                    out.append(self._bind(ObjectRef(namespace=namespace, name=name), attempt, held[1], held[2]))
+                    out.append(self._bind(ObjectRef(namespace=namespace, name=name), held[0], held[1], held[2]))
                 return out
             case _:
                 return []

@@ -12,6 +12,7 @@ class GangMemberWaiting(Event, frozen=True, kw_only=True, tag="gang.member_waiti
     """A gang member arrived but its gang group cannot be attempted yet (``reason``: gang-incomplete, …)."""
 
     pod: ObjectRef
+    uid: str = ""
     gang: str
     group: str
     present: int

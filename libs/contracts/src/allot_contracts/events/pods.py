@@ -1,5 +1,10 @@
 """One pod's path: gang-coordinator → quota-manager → reservation-manager → device-allocator → binder →
-qos-enforcer (the quota-manager's events are in :mod:`allot_contracts.events.quota`)."""
+qos-enforcer (the quota-manager's events are in :mod:`allot_contracts.events.quota`).
+
+Every event about one pod carries ``uid``: the life of the pod it is about (``metadata.uid`` of the object submitted or
+observed). A pod deleted and created again under the same name is a new life; an event about an earlier life that
+arrives late is ignored by every service (:class:`allot_runtime.processor.Host`). ``""`` means "the current life"
+(logs written before lives were tracked)."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ class PodEnqueued(Event, frozen=True, kw_only=True, tag="pod.enqueued.v1"):
     """gang-coordinator let a pod into the scheduling queue (a plain pod, or a gang member that goes on alone)."""
 
     pod: ObjectRef
+    uid: str = ""
     attempt: int = 1
 
 
@@ -19,6 +25,7 @@ class PodRejected(Event, frozen=True, kw_only=True, tag="pod.rejected.v1"):
     """A pod whose input can never be scheduled (malformed or invalid request). Never retried."""
 
     pod: ObjectRef
+    uid: str = ""
     stage: str
     errors: list[FieldIssue]
     message: str
@@ -29,6 +36,7 @@ class ReservationResolved(Event, frozen=True, kw_only=True, tag="reservation.res
     """reservation-manager decided which Reservation (if any) the pod must use; ``None`` = none applies."""
 
     pod: ObjectRef
+    uid: str = ""
     attempt: int
     reservation: str | None = None
     reason: str = ""
@@ -39,6 +47,7 @@ class PodPlaced(Event, frozen=True, kw_only=True, tag="pod.placed.v1"):
     output annotations, scores, config version), replayed field by field by ``allot replay --verify``."""
 
     pod: ObjectRef
+    uid: str = ""
     attempt: int
     node: str
     decision: dict[str, Any]
@@ -48,6 +57,7 @@ class PodUnschedulable(Event, frozen=True, kw_only=True, tag="pod.unschedulable.
     """No node fits now. The pod is retried when capacity changes (``pod.requeued``)."""
 
     pod: ObjectRef
+    uid: str = ""
     attempt: int
     message: str
     codes: list[str]
@@ -58,6 +68,7 @@ class PodRequeued(Event, frozen=True, kw_only=True, tag="pod.requeued.v1"):
     """device-allocator sends an unschedulable pod back through admission after capacity changed."""
 
     pod: ObjectRef
+    uid: str = ""
     attempt: int
     reason: str
 
@@ -66,6 +77,7 @@ class PodReleased(Event, frozen=True, kw_only=True, tag="pod.released.v1"):
     """A placed pod's devices, CPUs and node resources were freed."""
 
     pod: ObjectRef
+    uid: str = ""
     node: str
     freed: dict[str, Any] = {}
     reason: str = "deleted"
@@ -75,6 +87,7 @@ class PodBound(Event, frozen=True, kw_only=True, tag="pod.bound.v1"):
     """binder bound the pod to its node (standalone: recorded; Kubernetes: Binding with the annotations)."""
 
     pod: ObjectRef
+    uid: str = ""
     attempt: int
     node: str
     annotations: dict[str, str] = {}
@@ -94,6 +107,7 @@ class PodBindRequested(Event, frozen=True, kw_only=True, tag="pod.bind_requested
 
 class PodBindFailed(Event, frozen=True, kw_only=True, tag="pod.bind_failed.v1"):
     pod: ObjectRef
+    uid: str = ""
     attempt: int
     node: str
     message: str
@@ -103,6 +117,7 @@ class QosRecorded(Event, frozen=True, kw_only=True, tag="qos.recorded.v1"):
     """qos-enforcer recorded the bound pod's QoS: Kubernetes class, Koordinator QoS and priority class."""
 
     pod: ObjectRef
+    uid: str = ""
     node: str
     kube_qos: str
     koord_qos: str

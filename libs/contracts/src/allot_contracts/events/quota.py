@@ -11,6 +11,7 @@ class QuotaAdmitted(Event, frozen=True, kw_only=True, tag="quota.admitted.v1"):
     """quota-manager admitted a pod: its request fits the quota's limit. ``used`` is after admission."""
 
     pod: ObjectRef
+    uid: str = ""
     attempt: int
     quota: str
     request: dict[str, str]
@@ -23,6 +24,7 @@ class QuotaWaiting(Event, frozen=True, kw_only=True, tag="quota.waiting.v1"):
     """The pod's quota is full: it waits (it is not failed) until quota frees."""
 
     pod: ObjectRef
+    uid: str = ""
     attempt: int
     quota: str
     message: str
@@ -34,6 +36,7 @@ class QuotaReleased(Event, frozen=True, kw_only=True, tag="quota.released.v1"):
     lists what went back to whom (the reverse of the borrow facts recorded at admission)."""
 
     pod: ObjectRef
+    uid: str = ""
     quota: str
     request: dict[str, str]
     used: dict[str, str]
@@ -57,6 +60,7 @@ class QuotaEvicted(Event, frozen=True, kw_only=True, tag="quota.evicted.v1"):
     The pod is terminated; its devices and charge are freed. ``detail`` holds the numbers that justified it."""
 
     pod: ObjectRef
+    uid: str = ""
     quota: str
     cause: str
     message: str

@@ -214,10 +214,10 @@ class BindWorker:
             started = time.perf_counter()
             outcome = await bind(self.client, request)
             self.metrics.duration.observe(time.perf_counter() - started)
-            event = (PodBound(pod=request.pod, attempt=request.attempt, node=request.node,
+            event = (PodBound(pod=request.pod, uid=request.uid, attempt=request.attempt, node=request.node,
                               annotations=dict(request.annotations), mode="kubernetes")
                      if outcome.bound else
-                     PodBindFailed(pod=request.pod, attempt=request.attempt, node=request.node,
+                     PodBindFailed(pod=request.pod, uid=request.uid, attempt=request.attempt, node=request.node,
                                    message=outcome.message))
             new = NewEvent(stream_id=stream_id("pod", key), event=event,
                            event_id=derived_event_id(PRODUCER, trigger.event_id, 0),

@@ -1,0 +1,56 @@
+"""Pod lives: a pod deleted and created again under the same name is a new life (a new ``metadata.uid``).
+
+Events about one pod carry the ``uid`` of the life they are about. Whoever folds the log (every service's
+:class:`allot_runtime.processor.Host`, the CLI's views) keeps the current life of every pod it has seen submitted or
+observed, ignores events about any other life (a decision about the old pod that landed after the new one arrived),
+and stamps its own decisions with the current life.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from allot_contracts.events import Event, ObjectRef, PodDeleted, PodObserved, PodSubmitted
+
+
+class PodLives:
+    def __init__(self) -> None:
+        self.current: dict[str, str] = {}  # pod key -> uid of its current life
+
+    def stale(self, event: Event) -> bool:
+        """Whether ``event`` is about a life of its pod other than the current one."""
+        if isinstance(event, PodSubmitted | PodObserved):
+            return False
+        uid = getattr(event, "uid", "")
+        pod = getattr(event, "pod", None)
+        if not uid or not isinstance(pod, ObjectRef):
+            return False
+        current = self.current.get(pod.key)
+        return current is not None and current != uid
+
+    def observe(self, event: Event) -> None:
+        """Follow births and deaths (call for events that are not stale)."""
+        if isinstance(event, PodSubmitted | PodObserved):
+            if event.uid:
+                self.current[event.pod.key] = event.uid
+        elif isinstance(event, PodDeleted):
+            self.current.pop(event.pod.key, None)
+
+    def stamp(self, event: Event, trigger: Event | None = None) -> Event:
+        """``event`` with its pod's current life filled in (or the trigger's, when it is about the same pod)."""
+        if getattr(event, "uid", None) != "":
+            return event
+        pod = getattr(event, "pod", None)
+        if not isinstance(pod, ObjectRef):
+            return event
+        uid = self.current.get(pod.key, "")
+        if not uid and trigger is not None:
+            trigger_pod = getattr(trigger, "pod", None)
+            if isinstance(trigger_pod, ObjectRef) and trigger_pod.key == pod.key:
+                uid = getattr(trigger, "uid", "") or ""
+        return msgspec.structs.replace(event, uid=uid) if uid else event
+
+    def snapshot(self) -> dict[str, Any]:
+        return dict(sorted(self.current.items()))

@@ -1,0 +1,62 @@
+"""Inputs that land in the log between two services' steps: a pod deleted and created again under the same name
+while a decision about its first life is on its way, a gang member deleted while its group is being placed."""
+
+from __future__ import annotations
+
+from allot_testing.builders import a_gpu_device, a_node, a_pod, a_quota
+from allot_testing.scenario import Scenario
+
+GANG = "gang.scheduling.koordinator.sh/"
+
+
+def about(event_type: str, name: str):
+    return lambda record: record.type == event_type and record.payload_dict()["pod"]["name"] == name
+
+
+def delete(name: str, namespace: str = "default") -> dict:
+    return {"apiVersion": "allot.dev/v1", "kind": "Delete", "spec": {"kind": "Pod", "namespace": namespace, "name": name}}
+
+
+def test_a_decision_about_a_pods_earlier_life_never_applies_to_its_new_life():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=4), a_gpu_device("n1", gpus=4))
+    s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "1"}))
+    # x (first life) is admitted; before the placement lands, x is deleted, y takes the quota, x comes back
+    s.interleave(about("quota.admitted", "x"), delete("x", "team"), a_pod("y", namespace="team", gpus=1, uid="y1"),
+                 a_pod("x", namespace="team", gpus=1, uid="x2"))
+    s.apply(a_pod("x", namespace="team", gpus=1, uid="x1"))
+    assert s.phase("team/y") == "Bound"
+    assert s.phase("team/x") == "Waiting", "the new x must wait for quota: the old life's admission is not its own"
+    bound = [e for e in s.of_type("pod.bound") if e["pod"]["name"] == "x"]
+    assert bound == [], bound
+    assert s.sim.host("device-allocator").processor.placed == {"team/y": "n1"}
+    assert {e["uid"] for e in s.of_type("pod.placed")} == {"y1"}
+    s.assert_replays()
+
+
+def test_a_placement_of_a_deleted_pod_does_not_bind_the_pod_that_replaced_it():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=8), a_gpu_device("n1", gpus=8))
+    gang = {f"{GANG}name": "job", f"{GANG}min-available": "3"}
+    s.interleave(about("pod.placed", "x"), delete("x"), a_pod("x", gpus=1, uid="x2", annotations=gang))
+    s.apply(a_pod("x", gpus=1, uid="x1"))
+    s.apply(a_pod("y", gpus=1, annotations=gang))  # 2 of min-available 3: nobody may start
+    assert s.phase("default/x") != "Bound" and s.phase("default/y") != "Bound"
+    assert s.sim.host("device-allocator").processor.placed == {}
+    assert s.sim.host("binder").processor.bound == {}
+    s.assert_replays()
+
+
+def test_a_gang_member_deleted_while_its_group_is_placed_does_not_strand_the_others():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=8), a_gpu_device("n1", gpus=8))
+    gang = {f"{GANG}name": "job", f"{GANG}min-available": "3", f"{GANG}mode": "NonStrict"}
+    s.apply(a_pod("a", gpus=1, annotations=gang), a_pod("b", gpus=1, annotations=gang))
+    s.interleave("reservation.group_resolved", delete("c"))
+    s.apply(a_pod("c", gpus=1, annotations=gang))
+    s.apply(a_pod("d", gpus=1, annotations=gang))
+    # a and b were placed by the first attempt, d by the second; all three start together
+    assert {key: s.phase(key) for key in ("default/a", "default/b", "default/d")} == dict.fromkeys(
+        ("default/a", "default/b", "default/d"), "Bound")
+    assert s.phase("default/c") == "Absent"
+    s.assert_replays()
