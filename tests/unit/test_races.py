@@ -60,3 +60,21 @@ def test_a_gang_member_deleted_while_its_group_is_placed_does_not_strand_the_oth
         ("default/a", "default/b", "default/d"), "Bound")
     assert s.phase("default/c") == "Absent"
     s.assert_replays()
+
+
+def test_a_refused_pod_group_is_its_own_event_and_releases_no_pod_of_the_same_name():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=2), a_gpu_device("n1", gpus=2))
+    s.apply(a_quota("team", namespace="team", max={"cpu": "10", "memory": "100Gi", "nvidia.com/gpu": "2"}))
+    s.apply(a_pod("job", namespace="team", gpus=1, annotations={f"{GANG}name": "job", f"{GANG}min-available": "1"}))
+    assert s.phase("team/job") == "Bound"
+    s.apply({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": "job", "namespace": "team"}, "spec": {"minMember": 1}})
+    refused = s.of_type("podgroup.rejected")
+    assert len(refused) == 1 and "already declared by pod team/job" in refused[0]["message"]
+    assert s.of_type("pod.rejected") == [] and s.of_type("quota.released") == []
+    assert s.phase("team/job") == "Bound"
+    s.apply(a_pod("other", namespace="team", gpus=1), a_pod("third", namespace="team", gpus=1))
+    assert s.phase("team/other") == "Bound"
+    assert s.phase("team/third") == "Waiting", "the quota's 2 GPUs are used by job and other"
+    s.assert_replays()

@@ -38,6 +38,7 @@ from allot_contracts.events import (
     PodEnqueued,
     PodGroupApplied,
     PodGroupDeleted,
+    PodGroupRejected,
     PodRejected,
     PodSubmitted,
     QuotaEvicted,
@@ -74,8 +75,7 @@ class GangCoordinator:
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.engine = GangEngine(GangConfig.from_dict(config or {}))
-        self.pending: list[Action] = []  # actions answered to the current input, turned into events by decide
-        self.group_errors: dict[str, list[FieldIssue]] = {}
+        self.pending: list[Action | PodGroupRejected] = []  # the answer to the current input, emitted by decide
 
     # -- evolve: feed the input to the engine ----------------------------------------------------------------
 
@@ -85,7 +85,7 @@ class GangCoordinator:
             return
         self.pending = self._feed(event, at)
 
-    def _feed(self, event: Event, at: int) -> list[Action]:
+    def _feed(self, event: Event, at: int) -> list[Action | PodGroupRejected]:
         g = self.engine
         match event:
             case PodSubmitted(pod=pod, manifest=manifest):
@@ -101,8 +101,9 @@ class GangCoordinator:
             case PodGroupApplied(group=ref, manifest=manifest):
                 errors = g.apply_pod_group(manifest)
                 if errors:
-                    self.group_errors[ref.key] = [FieldIssue(path=e.path, message=e.reason) for e in errors]
-                    return []
+                    issues = [FieldIssue(path=e.path, message=e.reason) for e in errors]
+                    message = "invalid PodGroup: " + "; ".join(f"{e.path}: {e.message}" for e in issues)
+                    return [PodGroupRejected(group=ref, errors=issues, message=message)]
                 return g.settle(at)
             case PodGroupDeleted(group=ref):
                 return [*g.delete_pod_group(ref.namespace, ref.name), *g.settle(at)]
@@ -122,16 +123,12 @@ class GangCoordinator:
     # -- decide: the actions as events -----------------------------------------------------------------------
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
-        out = [emit for action in self.pending for emit in self._emit(action)]
-        if isinstance(event, PodGroupApplied) and event.group.key in self.group_errors:
-            errors = self.group_errors.pop(event.group.key)
-            message = "invalid PodGroup: " + "; ".join(f"{e.path}: {e.message}" for e in errors)
-            out.append(Emit(stream_id=stream_id("podgroup", event.group.key), event=PodRejected(
-                pod=event.group, stage=self.name, errors=errors, message=message, codes=["InvalidPodGroup"])))
-        return out
+        return [emit for action in self.pending for emit in self._emit(action)]
 
-    def _emit(self, action: Action) -> list[Emit]:
+    def _emit(self, action: Action | PodGroupRejected) -> list[Emit]:
         match action:
+            case PodGroupRejected(group=group):
+                return [Emit(stream_id=stream_id("podgroup", group.key), event=action)]
             case PassThrough(pod=pod):
                 return [Emit(stream_id=stream_id("pod", pod), event=PodEnqueued(pod=_ref(pod), attempt=1))]
             case MemberWaiting(gang=gang, group=group, pod=pod, present=present, min_available=minimum,

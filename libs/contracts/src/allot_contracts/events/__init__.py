@@ -39,6 +39,7 @@ from allot_contracts.events.gangs import (
     GangRetryRequested,
     GangRetryScheduled,
     GangTimedOut,
+    PodGroupRejected,
     QuotaGroupAdmitted,
     QuotaGroupWaiting,
     ReservationGroupResolved,
@@ -150,6 +151,7 @@ AnyEvent = (
     | GangHoldsReleased
     | GangTimedOut
     | GangRetryScheduled
+    | PodGroupRejected
     | GangRetryRequested
     | TimerFired
     | ConsumerDeadLettered
@@ -212,6 +214,7 @@ __all__ = [
     "GangMemberWaiting",
     "GangRetryRequested",
     "GangRetryScheduled",
+    "PodGroupRejected",
     "GangTimedOut",
     "NodeApplied",
     "NodeDeleted",

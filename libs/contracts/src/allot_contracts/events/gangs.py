@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from allot_contracts.events._base import Event, ObjectRef
+from allot_contracts.events._base import Event, FieldIssue, ObjectRef
 
 
 class GangMemberWaiting(Event, frozen=True, kw_only=True, tag="gang.member_waiting.v1"):
@@ -113,3 +113,11 @@ class GangRetryScheduled(Event, frozen=True, kw_only=True, tag="gang.retry_sched
     at: int
     attempt: int
     reason: str
+
+
+class PodGroupRejected(Event, frozen=True, kw_only=True, tag="podgroup.rejected.v1"):
+    """gang-coordinator refused a PodGroup object; the gang keeps its previous declaration (if any)."""
+
+    group: ObjectRef
+    errors: list[FieldIssue]
+    message: str
