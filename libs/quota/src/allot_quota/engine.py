@@ -184,6 +184,11 @@ class QuotaEngine(PodAccounting):
         self._nodes[info.name] = info
         self._sync_capacity()
 
+    def node_allocatable(self, name: str) -> dict[str, int] | None:
+        """A registered node's allocatable resources (canonical integers), or None."""
+        info = self._nodes.get(name)
+        return dict(info.allocatable) if info is not None else None
+
     def delete_node(self, name: str) -> None:
         if self._nodes.pop(name, None) is not None:
             self._sync_capacity()

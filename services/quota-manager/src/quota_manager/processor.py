@@ -24,6 +24,7 @@ from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
     FieldIssue,
+    GangGroupPlaced,
     GangGroupReady,
     GangHoldsReleased,
     NodeRegistered,
@@ -33,6 +34,7 @@ from allot_contracts.events import (
     PodDeleted,
     PodEnqueued,
     PodObserved,
+    PodPlaced,
     PodRejected,
     PodReleased,
     PodRequeued,
@@ -57,7 +59,7 @@ from allot_contracts.events import (
     QuotaWaiting,
     TimerFired,
 )
-from allot_contracts.kube import priority_value
+from allot_contracts.kube import pod_requests, priority_value
 from allot_quota import QuotaConfig, QuotaEngine
 from allot_quota.decisions import AdmitDecision, UsageChange
 from allot_runtime.processor import Emit
@@ -80,7 +82,7 @@ class QuotaManager:
     interests: ClassVar[frozenset[str]] = frozenset(
         {"quota.applied", "quota.deleted", "quotaprofile.applied", "quotaprofile.deleted", "node.registered", "node.removed", "pod.submitted", "pod.observed",
          "pod.enqueued", "pod.requeued", "pod.unschedulable", "pod.rejected", "pod.deleted", "pod.released",
-         "pod.bind_failed",
+         "pod.bind_failed", "pod.placed", "gang.group_placed",
          "gang.group_ready", "gang.holds_released", "timer.fired"}
     )
 
@@ -91,6 +93,7 @@ class QuotaManager:
         self.charged: set[str] = set()
         self.manifests: dict[str, dict[str, Any]] = {}
         self.group_charges: dict[str, tuple[str, int]] = {}  # member -> (group, attempt) that charged it
+        self.node_of: dict[str, str] = {}  # pod -> node it is placed on (preemption looks for room node by node)
         self.published: dict[str, dict[str, Any]] = {}  # quota key -> status patch last synced
         self.status_dirty_since: int | None = None
         self.last_timer = -1  # due time of the last timer.fired consumed: a deadline fires once (ADR 0006)
@@ -128,6 +131,16 @@ class QuotaManager:
                 self.manifests[pod.key] = manifest
                 self.engine.assign(manifest)
                 self.charged.add(pod.key)
+                node = (manifest.get("spec") or {}).get("nodeName")
+                if node:
+                    self.node_of[pod.key] = str(node)
+            case PodPlaced(pod=pod, node=node):
+                self.node_of[pod.key] = node
+            case GangGroupPlaced(decisions=decisions):
+                for member, decision in decisions.items():
+                    self.node_of[member] = str(decision.get("node") or "")
+            case PodReleased(pod=pod):
+                self.node_of.pop(pod.key, None)
             case PodUnschedulable(pod=pod):
                 self._uncharge(pod.key, "unschedulable", remove=False)
             case PodBindFailed(pod=pod) if self.group_charges.get(pod.key) is None:
@@ -137,6 +150,7 @@ class QuotaManager:
             case PodDeleted(pod=pod):
                 self._uncharge(pod.key, "deleted", remove=True)
                 self.manifests.pop(pod.key, None)
+                self.node_of.pop(pod.key, None)
             case QuotaAdmitted(pod=pod):
                 self.waiting.pop(pod.key, None)
                 self.engine.assign(pod.key)
@@ -161,6 +175,8 @@ class QuotaManager:
                 self.manifests.pop(pod.key, None)
                 self.charged.discard(pod.key)
                 self.waiting.pop(pod.key, None)
+                self.group_charges.pop(pod.key, None)
+                self.node_of.pop(pod.key, None)
             case _:
                 pass
         self.engine.observe_overuse(at // 1_000_000)
@@ -265,15 +281,27 @@ class QuotaManager:
             detail={"first": why.to_dict()}))]
 
     def _preempt(self, pod: ObjectRef, attempt: int, decision: AdmitDecision) -> list[Emit]:
-        """Intra-quota preemption: less important, preemptible pods of the same quota make room, chosen by quota.
-        (The device-allocator then places the preemptor; node fit is its check.)"""
-        victims_pool = sorted(k for k in self.charged if self.engine.quota_of_pod(k) == decision.quota)
-        if not victims_pool:
+        """Intra-quota preemption, node by node as upstream's PostFilter does: on each node where a less important,
+        preemptible pod of the same quota runs, the fewest such pods whose removal lets the preemptor fit the node
+        (its resources against the node's allocatable) and the quota; the node needing the fewest victims wins.
+        Nothing is evicted when no node would have room: evicting would not let the pod run. (The device-allocator
+        still places the preemptor, with the full device and topology check.)"""
+        nodes = sorted({self.node_of[k] for k in self.charged
+                        if k in self.node_of and self.engine.quota_of_pod(k) == decision.quota})
+        best: tuple[tuple[int, str], Any] | None = None
+        for node in nodes:
+            allocatable = self.engine.node_allocatable(node)
+            if allocatable is None:
+                continue
+            on_node = [self.manifests[k] for k, n in sorted(self.node_of.items()) if n == node and k in self.manifests]
+            choice = self.engine.preemption_victims(pod.key, on_node, _fits(self.manifests.get(pod.key), allocatable))
+            if choice.eligible and choice.helpful and choice.victims:
+                rank = (len(choice.victims), node)
+                if best is None or rank < best[0]:
+                    best = (rank, choice)
+        if best is None:
             return []
-        manifests = [self.manifests[k] for k in victims_pool if k in self.manifests]
-        choice = self.engine.preemption_victims(pod.key, manifests, lambda _: True)
-        if not (choice.eligible and choice.helpful and choice.victims):
-            return []
+        choice = best[1]
         after = self.engine.waiting_admissions(pods=[pod.key], released=[*choice.victims])
         if not after:
             return []
@@ -364,11 +392,28 @@ class QuotaManager:
             "waiting": dict(sorted(self.waiting.items())),
             "charged": sorted(self.charged),
             "status_dirty_since": self.status_dirty_since,
+            "node_of": dict(sorted(self.node_of.items())),
+            "group_charges": {k: list(v) for k, v in sorted(self.group_charges.items())},
             "last_timer": self.last_timer,
         }
 
     def quotas_state(self) -> dict[str, Any]:
         return dict(self.engine.snapshot())
+
+
+def _fits(manifest: dict[str, Any] | None, allocatable: dict[str, int]) -> Any:
+    """Whether a pod fits a node next to the given pods: every resource the node reports, summed."""
+    request = pod_requests(manifest or {})
+
+    def fits(remaining: list[dict[str, Any]]) -> bool:
+        used: dict[str, int] = {}
+        for other in remaining:
+            for name, amount in pod_requests(other).items():
+                used[name] = used.get(name, 0) + amount
+        return all(used.get(name, 0) + amount <= allocatable[name]
+                   for name, amount in request.items() if name in allocatable)
+
+    return fits
 
 
 def _after(decision: AdmitDecision) -> dict[str, str]:

@@ -1,0 +1,40 @@
+"""Intra-quota preemption is decided node by node: pods are evicted only where the preemptor would then fit."""
+
+from __future__ import annotations
+
+from allot_testing.builders import a_gpu_device, a_node, a_pod, a_quota
+from allot_testing.scenario import Scenario
+
+
+def prioritized(name: str, priority: int, gpus: int) -> dict:
+    pod = a_pod(name, namespace="team", gpus=gpus)
+    pod["spec"]["priority"] = priority
+    return pod
+
+
+def test_nothing_is_evicted_when_no_node_could_take_the_preemptor_afterwards():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=1), a_gpu_device("n1", gpus=1), a_node("n2", gpus=1), a_gpu_device("n2", gpus=1))
+    s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "2"}))
+    s.apply(prioritized("low", 1000, gpus=1))
+    s.apply(prioritized("high", 9000, gpus=2))  # needs 2 GPUs on one node: no node has them
+    assert s.of_type("quota.evicted") == []
+    assert s.phase("team/low") == "Bound"
+    assert s.phase("team/high") == "Waiting"
+    s.assert_replays()
+
+
+def test_the_victim_is_chosen_on_the_node_where_the_preemptor_then_fits():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=1), a_gpu_device("n1", gpus=1), a_node("n2", gpus=2), a_gpu_device("n2", gpus=2))
+    s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "3"}))
+    s.apply(prioritized("least", 100, gpus=1))  # the least important pod, but on the 1-GPU node
+    s.apply(prioritized("lesser", 500, gpus=1))
+    placed = {e["pod"]["name"]: e["node"] for e in s.of_type("pod.placed")}
+    assert placed == {"least": "n1", "lesser": "n2"}, placed
+    s.apply(prioritized("high", 9000, gpus=2))
+    evicted = [e["pod"]["name"] for e in s.of_type("quota.evicted")]
+    assert evicted == ["lesser"], "evicting the pod on n1 would not give high two GPUs on one node"
+    assert s.phase("team/high") == "Bound"
+    assert s.view().pods["team/high"].node == "n2"
+    s.assert_replays()
