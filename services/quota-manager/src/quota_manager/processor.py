@@ -153,8 +153,9 @@ class QuotaManager:
                 self.node_of.pop(pod.key, None)
             case QuotaAdmitted(pod=pod):
                 self.waiting.pop(pod.key, None)
-                self.engine.assign(pod.key)
-                self.charged.add(pod.key)
+                if self.engine.quota_of_pod(pod.key) is not None:  # else no quota governs it: nothing to charge
+                    self.engine.assign(pod.key)
+                    self.charged.add(pod.key)
             case QuotaWaiting(pod=pod, attempt=attempt):
                 self.waiting[pod.key] = attempt
             case QuotaReleased(pod=pod):
@@ -162,6 +163,8 @@ class QuotaManager:
             case QuotaGroupAdmitted(group=group, attempt=attempt, members=members):
                 for member in members:
                     self.waiting.pop(member, None)
+                    if self.engine.quota_of_pod(member) is None:
+                        continue  # no quota governs it: nothing to charge
                     self.engine.assign(member)
                     self.charged.add(member)
                     self.group_charges[member] = (group, attempt)
@@ -251,8 +254,16 @@ class QuotaManager:
                             detail=decision.to_dict())
 
     def _admit(self, pod: ObjectRef, attempt: int) -> list[Emit]:
-        if self.engine.quota_of_pod(pod.key) is None or pod.key in self.charged:
+        if pod.key in self.charged:
             return []
+        if self.engine.quota_of_pod(pod.key) is None:
+            # No quota governs the pod (DisableDefaultQuota, and no quota for its namespace or label): admitted
+            # without being charged anywhere, as upstream's PreFilter lets it through.
+            manifest = self.manifests.get(pod.key)
+            if manifest is None:
+                return []
+            return [Emit(stream_id=stream_id("pod", pod.key),
+                         event=self._admission(self.engine.admit(manifest), attempt))]
         decision = self.engine.admit(pod.key)
         out = [Emit(stream_id=stream_id("pod", pod.key), event=self._admission(decision, attempt))]
         if not decision.admitted and decision.waiting:
@@ -262,17 +273,18 @@ class QuotaManager:
     def _admit_group(self, group: str, attempt: int, members: list[str]) -> list[Emit]:
         """A gang group is admitted as a unit: every member fits (each counted before the next) or none is charged."""
         stream = stream_id("gang", group)
-        unknown = [m for m in members if self.engine.quota_of_pod(m) is None]
+        unknown = [m for m in members if m not in self.manifests]
         if unknown:
             return [Emit(stream_id=stream, event=QuotaGroupWaiting(
                 group=group, attempt=attempt, message=f"members not known to quota: {', '.join(unknown)}"))]
-        admitted = self.engine.waiting_admissions(pods=members)
-        if len(admitted) == len(members):
+        governed = [m for m in members if self.engine.quota_of_pod(m) is not None]  # the others: no quota applies
+        admitted = self.engine.waiting_admissions(pods=governed)
+        if len(admitted) == len(governed):
             return [Emit(stream_id=stream, event=QuotaGroupAdmitted(
                 group=group, attempt=attempt, members=list(members),
                 detail={"members": {d.pod: d.to_dict() for d in admitted}}))]
         ok = {d.pod for d in admitted}
-        first = next(m for m in members if m not in ok)
+        first = next(m for m in governed if m not in ok)
         why = self.engine.admit(first)
         return [Emit(stream_id=stream, event=QuotaGroupWaiting(
             group=group, attempt=attempt,

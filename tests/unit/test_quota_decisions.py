@@ -1,4 +1,5 @@
-"""Intra-quota preemption is decided node by node: pods are evicted only where the preemptor would then fit."""
+"""Quota decisions beyond admission: preemption node by node (victims only where the preemptor then fits), and pods
+no quota governs."""
 
 from __future__ import annotations
 
@@ -37,4 +38,15 @@ def test_the_victim_is_chosen_on_the_node_where_the_preemptor_then_fits():
     assert evicted == ["lesser"], "evicting the pod on n1 would not give high two GPUs on one node"
     assert s.phase("team/high") == "Bound"
     assert s.view().pods["team/high"].node == "n2"
+    s.assert_replays()
+
+
+def test_with_the_default_quota_disabled_pods_outside_every_quota_run_uncharged():
+    s = Scenario({"quota-manager": {"featureGates": {"DisableDefaultQuota": True}}})
+    s.apply(a_node("n1", gpus=4), a_gpu_device("n1", gpus=4))
+    s.apply(a_pod("p", namespace="dev", gpus=1))
+    gang = {"gang.scheduling.koordinator.sh/name": "g", "gang.scheduling.koordinator.sh/min-available": "2"}
+    s.apply(a_pod("g0", namespace="dev", gpus=1, annotations=gang), a_pod("g1", namespace="dev", gpus=1, annotations=gang))
+    assert [s.phase(f"dev/{name}") for name in ("p", "g0", "g1")] == ["Bound"] * 3
+    assert {e["quota"] for e in s.of_type("quota.admitted")} == {""}
     s.assert_replays()
