@@ -1,5 +1,6 @@
-"""Inputs that land in the log between two services' steps: a pod deleted and created again under the same name
-while a decision about its first life is on its way, a gang member deleted while its group is being placed."""
+"""Inputs at awkward moments or in awkward shapes: a pod deleted and created again under the same name while a
+decision about its first life is on its way, a gang member deleted while its group is being placed, a PodGroup named
+like a pod, a running pod whose allocation annotations cannot be read."""
 
 from __future__ import annotations
 
@@ -77,4 +78,18 @@ def test_a_refused_pod_group_is_its_own_event_and_releases_no_pod_of_the_same_na
     s.apply(a_pod("other", namespace="team", gpus=1), a_pod("third", namespace="team", gpus=1))
     assert s.phase("team/other") == "Bound"
     assert s.phase("team/third") == "Waiting", "the quota's 2 GPUs are used by job and other"
+    s.assert_replays()
+
+
+def test_a_running_pod_with_unreadable_allocation_annotations_still_gives_its_resources_back():
+    s = Scenario()
+    s.apply(a_node("n1", cpu="4", gpus=1), a_gpu_device("n1", gpus=1))
+    old = a_pod("old", cpu="4")
+    old["spec"]["nodeName"] = "n1"
+    old["metadata"]["annotations"] = {"scheduling.koordinator.sh/resource-status": "{not json"}
+    s.apply(old)
+    s.apply(a_pod("waiting", cpu="4"))
+    assert s.phase("default/waiting") == "Unschedulable", "old holds the node's 4 CPUs"
+    s.delete("Pod", "old")
+    assert s.phase("default/waiting") == "Bound"
     s.assert_replays()

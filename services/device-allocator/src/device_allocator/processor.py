@@ -106,10 +106,14 @@ class DeviceAllocator:
                 self.arrival[pod.key] = self._arrivals
             case PodObserved(pod=pod, manifest=manifest):
                 self.manifests[pod.key] = manifest
-                if not self.engine.add_bound_pod(manifest):
-                    node = (manifest.get("spec") or {}).get("nodeName")
-                    if node:
-                        self.placed[pod.key] = str(node)
+                # Accounted even when its allocation annotations cannot be read (then by its requests alone): it
+                # runs there, and its resources come back when it goes.
+                self.engine.add_bound_pod(manifest)
+                node = (manifest.get("spec") or {}).get("nodeName")
+                if (manifest.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    self.placed.pop(pod.key, None)  # finished: the engine has released it
+                elif node:
+                    self.placed[pod.key] = str(node)
             case PodDeleted(pod=pod):
                 self._free(pod, "deleted")
                 self.queue.forget_member(pod.key)
