@@ -93,3 +93,16 @@ def test_a_running_pod_with_unreadable_allocation_annotations_still_gives_its_re
     s.delete("Pod", "old")
     assert s.phase("default/waiting") == "Bound"
     s.assert_replays()
+
+
+def test_pods_held_back_for_a_gang_go_on_when_the_gang_is_deleted():
+    s = Scenario({"device-allocator": {"queue": {"maxBypasses": 1}}})
+    s.apply(a_node("n1", gpus=4), a_gpu_device("n1", gpus=4))
+    gang = {f"{GANG}name": "big", f"{GANG}min-available": "2"}
+    s.apply(a_pod("big-0", gpus=4, annotations=gang), a_pod("big-1", gpus=4, annotations=gang))
+    s.apply(a_pod("p1", gpus=1))
+    s.apply(a_pod("p2", gpus=1))
+    assert "HeldForGang" in s.view().pods["default/p2"].codes
+    s.apply(delete("big-0"), delete("big-1"))
+    assert s.phase("default/p2") == "Bound"
+    s.assert_replays()

@@ -207,7 +207,12 @@ class DeviceAllocator:
                 return [*self._release_freed(), Emit(stream_id=stream_id("pod", pod.key), event=PodRequeued(
                     pod=pod, attempt=attempt + 1, reason="binding failed"))]
             case PodDeleted() | PodBindFailed() | QuotaEvicted() | GangHoldsReleased():
-                return self._release_freed()
+                out = self._release_freed()
+                if self.queue.held and self.queue.reserving_band() is None:
+                    # the gang they were held back for is gone (its members deleted or evicted)
+                    requeued = {e.event.pod.key for e in out if isinstance(e.event, PodRequeued)}
+                    out += self._release_held("the gang holding capacity is gone", skip=requeued)
+                return out
             case ReservationGroupResolved(group=group, attempt=attempt, members=members):
                 return self._place_group(group, attempt, members, at)
             case NodeRegistered() | DevicesReported() | TopologyReported():
@@ -279,10 +284,10 @@ class DeviceAllocator:
             out += self._release_held(f"gang {group} stopped holding capacity")
         return out
 
-    def _release_held(self, reason: str) -> list[Emit]:
+    def _release_held(self, reason: str, skip: set[str] | frozenset[str] = frozenset()) -> list[Emit]:
         """Pods held back for a reserving gang go back through admission once the reservation ends."""
         out = []
-        for key in sorted(self.queue.held):
+        for key in sorted(self.queue.held - skip):
             if key in self.unschedulable:
                 namespace, name = key.split("/", 1)
                 out.append(Emit(stream_id=stream_id("pod", key), event=PodRequeued(
