@@ -106,3 +106,18 @@ def test_pods_held_back_for_a_gang_go_on_when_the_gang_is_deleted():
     s.apply(delete("big-0"), delete("big-1"))
     assert s.phase("default/p2") == "Bound"
     s.assert_replays()
+
+
+def test_a_gang_member_that_can_never_be_placed_is_rejected_instead_of_failing_its_gang_for_ever():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=8), a_gpu_device("n1", gpus=8))
+    gang = {f"{GANG}name": "job", f"{GANG}min-available": "2"}
+    s.apply(a_pod("w-0", gpus=1, annotations=gang))
+    s.apply_unchecked(a_pod("w-1", annotations=gang,
+                            extra={"koordinator.sh/gpu-core": "150", "koordinator.sh/gpu-memory-ratio": "150"}))
+    s.advance(3600)
+    assert s.phase("default/w-1") == "Rejected"
+    assert "InvalidDeviceRequest" in s.view().pods["default/w-1"].codes
+    assert s.of_type("gang.group_ready") == [], "no attempt is made with a member that can never be placed"
+    assert s.phase("default/w-0") == "Waiting"
+    s.assert_replays()

@@ -27,6 +27,14 @@ class Scenario:
             self.sim.apply(to_input(doc))
         return self
 
+    def apply_unchecked(self, *bodies: dict[str, Any]) -> Scenario:
+        """Record ``bodies`` without the CLI's admission, as the Kubernetes watch does: what the services alone make
+        of input nobody checked."""
+        for body in bodies:
+            self.sim.apply(to_input(Document(source="test", index=self._index, body=body)))
+            self._index += 1
+        return self
+
     def interleave(self, when: Any, *bodies: dict[str, Any]) -> Scenario:
         """Apply ``bodies`` the moment the log reaches a record matching ``when`` (a record predicate, or an event
         type): a concurrent input landing between two services' steps."""

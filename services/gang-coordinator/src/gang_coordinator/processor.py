@@ -57,7 +57,14 @@ from allot_gang.actions import (
     Rejected,
     ReleaseHolds,
 )
+from allot_placement import PlacementEngine
 from allot_runtime.processor import Emit
+
+_PLACEMENT = PlacementEngine()  # only its pod validation is used: the same checks the device-allocator applies
+
+
+def _placement_errors(manifest: dict[str, Any]) -> list[Any]:
+    return _PLACEMENT.validate_pod(manifest)
 
 
 def _ref(key: str) -> ObjectRef:
@@ -75,7 +82,7 @@ class GangCoordinator:
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.engine = GangEngine(GangConfig.from_dict(config or {}))
-        self.pending: list[Action | PodGroupRejected] = []  # the answer to the current input, emitted by decide
+        self.pending: list[Action | PodGroupRejected | PodRejected] = []  # the answer to the current input, emitted by decide
 
     # -- evolve: feed the input to the engine ----------------------------------------------------------------
 
@@ -85,12 +92,19 @@ class GangCoordinator:
             return
         self.pending = self._feed(event, at)
 
-    def _feed(self, event: Event, at: int) -> list[Action | PodGroupRejected]:
+    def _feed(self, event: Event, at: int) -> list[Action | PodGroupRejected | PodRejected]:
         g = self.engine
         match event:
             case PodSubmitted(pod=pod, manifest=manifest):
                 if g.gang_of(manifest) is None and not g.validate_pod(manifest):
                     return [PassThrough(pod=pod.key)]
+                invalid = _placement_errors(manifest) if g.gang_of(manifest) is not None else []
+                if invalid:
+                    # A member that can never be placed would make its whole gang fail attempt after attempt.
+                    message = "invalid pod: " + "; ".join(f"{e.path}: {e.message}" for e in invalid)
+                    return [PodRejected(pod=pod, stage=self.name, message=message,
+                                        errors=[FieldIssue(path=e.path, message=e.message) for e in invalid],
+                                        codes=sorted({e.code for e in invalid}))]
                 return g.submit(manifest, at)
             case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
                 return g.member_deleted(pod.namespace, pod.name, at)
@@ -125,10 +139,12 @@ class GangCoordinator:
     def decide(self, event: Event, *, at: int) -> list[Emit]:
         return [emit for action in self.pending for emit in self._emit(action)]
 
-    def _emit(self, action: Action | PodGroupRejected) -> list[Emit]:
+    def _emit(self, action: Action | PodGroupRejected | PodRejected) -> list[Emit]:
         match action:
             case PodGroupRejected(group=group):
                 return [Emit(stream_id=stream_id("podgroup", group.key), event=action)]
+            case PodRejected(pod=pod):
+                return [Emit(stream_id=stream_id("pod", pod.key), event=action)]
             case PassThrough(pod=pod):
                 return [Emit(stream_id=stream_id("pod", pod), event=PodEnqueued(pod=_ref(pod), attempt=1))]
             case MemberWaiting(gang=gang, group=group, pod=pod, present=present, min_available=minimum,
