@@ -121,3 +121,15 @@ def test_a_gang_member_that_can_never_be_placed_is_rejected_instead_of_failing_i
     assert s.of_type("gang.group_ready") == [], "no attempt is made with a member that can never be placed"
     assert s.phase("default/w-0") == "Waiting"
     s.assert_replays()
+
+
+def test_a_gang_member_already_running_counts_towards_its_gangs_minimum():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=8), a_gpu_device("n1", gpus=8))
+    gang = {f"{GANG}name": "job", f"{GANG}min-available": "2"}
+    running = a_pod("w-0", gpus=1, annotations=gang)
+    running["spec"]["nodeName"] = "n1"
+    s.apply(running)  # recorded from the cluster: already bound
+    s.apply(a_pod("w-1", gpus=1, annotations=gang))
+    assert s.phase("default/w-1") == "Bound", "w-0 is running, so the gang has its 2 members"
+    s.assert_replays()

@@ -39,6 +39,7 @@ from allot_contracts.events import (
     PodGroupApplied,
     PodGroupDeleted,
     PodGroupRejected,
+    PodObserved,
     PodRejected,
     PodSubmitted,
     QuotaEvicted,
@@ -75,7 +76,7 @@ def _ref(key: str) -> ObjectRef:
 class GangCoordinator:
     name: ClassVar[str] = "gang-coordinator"
     interests: ClassVar[frozenset[str]] = frozenset(
-        {"pod.submitted", "pod.deleted", "pod.bound", "pod.bind_failed", "quota.evicted", "podgroup.applied",
+        {"pod.submitted", "pod.observed", "pod.deleted", "pod.bound", "pod.bind_failed", "quota.evicted", "podgroup.applied",
          "podgroup.deleted", "quota.group_waiting", "gang.group_placed", "gang.group_unschedulable",
          "gang.retry_requested", "timer.fired"}
     )
@@ -106,6 +107,9 @@ class GangCoordinator:
                                         errors=[FieldIssue(path=e.path, message=e.message) for e in invalid],
                                         codes=sorted({e.code for e in invalid}))]
                 return g.submit(manifest, at)
+            case PodObserved(manifest=manifest):
+                # A member already running (recorded from the cluster) counts towards its gang's minimum.
+                return g.submit(manifest, at) if g.gang_of(manifest) is not None else []
             case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
                 return g.member_deleted(pod.namespace, pod.name, at)
             case PodBound(pod=pod):
