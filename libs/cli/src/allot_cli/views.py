@@ -112,6 +112,7 @@ class ClusterView:
         self.groups: dict[str, list[str]] = {}
         self.pods: dict[str, PodView] = {}
         self.nodes: dict[str, NodeView] = {}
+        self.removed_nodes: dict[str, NodeView] = {}
         self.ignored: list[str] = []
         self.position = 0
         self.lives = PodLives()
@@ -139,9 +140,13 @@ class ClusterView:
     def _apply(self, event: Event, record: RecordedEvent) -> None:
         match event:
             case NodeRegistered(name=name, capacity=capacity):
-                self.nodes.setdefault(name, NodeView(name=name)).capacity = dict(capacity)
+                node = self.nodes.get(name) or self.removed_nodes.pop(name, None) or NodeView(name=name)
+                node.capacity = dict(capacity)
+                self.nodes[name] = node
             case NodeRemoved(name=name):
-                self.nodes.pop(name, None)
+                # its device report and the pods still recorded on it come back if the node registers again
+                if name in self.nodes:
+                    self.removed_nodes[name] = self.nodes.pop(name)
             case DevicesReported(name=name, devices=devices):
                 self.nodes.setdefault(name, NodeView(name=name)).devices = dict(devices)
             case ObjectIgnored(kind=kind, ref=ref):

@@ -18,17 +18,49 @@ from allot_cli.errors import UsageError
 from allot_contracts.envelope import RecordedEvent
 from allot_eventstore.clock import iso
 from allot_eventstore.postgres import PostgresEventStore
+from allot_eventstore.protocol import EventStore
+
+BIRTHS = frozenset({"pod.submitted", "pod.observed"})
+GANG_NAME = "gang.scheduling.koordinator.sh/name"
+POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
+
+
+def current_life(own: list[RecordedEvent]) -> tuple[list[RecordedEvent], int]:
+    """The events of the pod's latest life (from its latest submission or first observation), and how many earlier
+    lives the stream holds (a pod deleted and created again under the same name)."""
+    starts = [i for i, r in enumerate(own) if r.type == "pod.submitted"
+              or (r.type == "pod.observed" and (i == 0 or own[i - 1].type == "pod.deleted"))]
+    if not starts:
+        return own, 0
+    return own[starts[-1]:], len(starts) - 1
+
+
+def _groups(life: list[RecordedEvent]) -> set[str]:
+    """Gang groups the pod belongs to: those it was told to wait in, and the one its manifest declares."""
+    groups = {str(r.payload_dict().get("group")) for r in life if r.type == "gang.member_waiting"}
+    for record in life:
+        if record.type in BIRTHS:
+            meta = record.payload_dict().get("manifest", {}).get("metadata") or {}
+            name = (meta.get("annotations") or {}).get(GANG_NAME) or (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+            if name:
+                groups.add(f"{meta.get('namespace') or 'default'}/{name}")
+    return {g for g in groups if g and g != "None"}
+
+
+async def history(store: EventStore, key: str) -> tuple[list[RecordedEvent], list[RecordedEvent]]:
+    """The pod's stream, and the streams of the gang groups of its latest life."""
+    own = await store.read_stream(f"pod:{key}")
+    life, _ = current_life(own)
+    group_events: list[RecordedEvent] = []
+    for group in sorted(_groups(life)):
+        group_events += await store.read_stream(f"gang:{group}")
+    return own, group_events
 
 
 async def pod_history(url: str, key: str) -> tuple[list[RecordedEvent], list[RecordedEvent]]:
     store = PostgresEventStore.connect(url)
     try:
-        own = await store.read_stream(f"pod:{key}")
-        groups = {r.payload_dict().get("group") for r in own if r.type == "gang.member_waiting"}
-        group_events: list[RecordedEvent] = []
-        for group in sorted(g for g in groups if g):
-            group_events += await store.read_stream(f"gang:{group}")
-        return own, group_events
+        return await history(store, key)
     finally:
         await store.close()
 
@@ -62,26 +94,43 @@ def _summary(record: RecordedEvent) -> str:
             return ""
 
 
+# the latest of these says where the pod stands; older ones are history
+STANDING = ("quota.waiting", "quota.admitted", "quota.group_waiting", "quota.group_admitted", "pod.placed",
+            "gang.group_placed", "pod.unschedulable", "gang.group_unschedulable", "pod.rejected", "pod.bound",
+            "quota.evicted", "gang.member_waiting", "gang.holds_released")
+
+
 def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> list[str]:
     if not own:
         raise UsageError(f"no pod {key} in the log")
-    lines = [f"pod {key}", "", "timeline:"]
-    for record in sorted([*own, *group], key=lambda r: r.position):
+    life, earlier = current_life(own)
+    start = life[0].position
+    group = [r for r in group if r.position >= start and key in (r.payload_dict().get("members") or [key])]
+    events = sorted([*life, *group], key=lambda r: r.position)
+    lines = [f"pod {key}", ""]
+    if earlier:
+        lines += [f"({earlier} earlier life/lives of a pod with this name not shown: it was deleted and created "
+                  "again)", ""]
+    lines.append("timeline:")
+    for record in events:
         lines.append(f"  #{record.position:<7} {iso(record.recorded_at)}  {record.type:<26} {record.producer:<20} "
                      f"{_summary(record)}".rstrip())
-    last = {r.type: r.payload_dict() for r in sorted([*own, *group], key=lambda r: r.position)}
+    last = {r.type: r.payload_dict() for r in events}
+    standing = next((r.type for r in reversed(events) if r.type in STANDING), "")
     lines.append("")
-    if "quota.admitted" in last:
+    if life[-1].type == "pod.deleted":
+        lines.append("deleted:   the pod no longer exists")
+    if "quota.admitted" in last and standing not in ("quota.waiting", "quota.group_waiting"):
         detail = last["quota.admitted"].get("detail", {})
         lines.append(f"quota:     {detail.get('quota') or last['quota.admitted']['quota']} "
                      f"(runtime {detail.get('runtime', {})}, min {detail.get('min', {})}, max {detail.get('max', {})})")
         for fact in detail.get("borrow", []):
             lenders = ", ".join(f"{lender['quota']} {lender['amount']} ({lender['kind']})" for lender in fact["lenders"])
             lines.append(f"  borrowed {fact['amount']} {fact['dimension']} within {fact['parent']}: from {lenders}")
-    elif "quota.waiting" in last:
-        lines.append(f"quota:     {last['quota.waiting']['message']}")
+    if standing in ("quota.waiting", "quota.group_waiting"):
+        lines.append(f"quota:     {last[standing]['message']}")
     placed = last.get("pod.placed") or _member_decision(last.get("gang.group_placed"), key)
-    if placed is not None:
+    if placed is not None and standing in ("pod.placed", "gang.group_placed", "pod.bound"):
         decision = placed.get("decision", placed)
         lines.append(f"placement: node {decision.get('node')} (policy {decision.get('policy')}, config "
                      f"{decision.get('config_version')})")
@@ -89,16 +138,19 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
             lines.append(f"  {kind}: {json.dumps(value, sort_keys=True)}")
         for score in (decision.get("scores") or [])[:5]:
             lines.append(f"  score {score['node']}: {score['score']} {score.get('components', {})}")
-    for kind in ("pod.unschedulable", "gang.group_unschedulable"):
-        if kind in last and (placed is None or _after(own, group, kind, "pod.placed")):
-            p = last[kind]
-            decision = p.get("decision") or {}
-            lines.append(f"why not:   {p['message']}")
-            if p.get("codes"):
-                lines.append(f"  codes: {', '.join(p['codes'])}")
-            reasons = decision.get("node_reasons") or _first_member_reasons(decision)
-            for node, node_reasons in sorted(reasons.items())[:20]:
-                lines.append(f"  {node}: {'; '.join(node_reasons)}")
+    if standing in ("pod.unschedulable", "gang.group_unschedulable"):
+        p = last[standing]
+        decision = p.get("decision") or {}
+        lines.append(f"why not:   {p['message']}")
+        if p.get("codes"):
+            lines.append(f"  codes: {', '.join(p['codes'])}")
+        reasons = decision.get("node_reasons") or _first_member_reasons(decision)
+        for node, node_reasons in sorted(reasons.items())[:20]:
+            lines.append(f"  {node}: {'; '.join(node_reasons)}")
+    if standing == "gang.member_waiting":
+        lines.append(f"gang:      {_summary(next(r for r in reversed(events) if r.type == standing))}")
+    if standing == "quota.evicted":
+        lines.append(f"evicted:   {last['quota.evicted']['cause']}: {last['quota.evicted']['message']}")
     if "pod.rejected" in last:
         for error in last["pod.rejected"]["errors"]:
             lines.append(f"rejected:  {error['path']}: {error['message']}")
@@ -117,11 +169,6 @@ def _first_member_reasons(decision: dict[str, Any]) -> dict[str, list[str]]:
         if member.get("node_reasons"):
             return dict(member["node_reasons"])
     return {}
-
-
-def _after(own: list[RecordedEvent], group: list[RecordedEvent], later: str, earlier: str) -> bool:
-    positions = {r.type: r.position for r in sorted([*own, *group], key=lambda r: r.position)}
-    return positions.get(later, 0) > positions.get(earlier, 0)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

@@ -1,0 +1,65 @@
+"""``allot explain pod``: the latest life of the pod, where it stands now, and why."""
+
+from __future__ import annotations
+
+import asyncio
+
+from allot_cli.commands.explain import explain, history
+from allot_testing.builders import a_gpu_device, a_node, a_pod, a_quota
+from allot_testing.scenario import Scenario
+
+
+def explained(s: Scenario, key: str) -> list[str]:
+    return explain(key, *asyncio.run(history(s.sim.store, key)))
+
+
+def section(lines: list[str], prefix: str) -> list[str]:
+    return [line for line in lines if line.startswith(prefix)]
+
+
+def test_a_placed_pod_shows_its_timeline_and_placement():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=2), a_gpu_device("n1", gpus=2))
+    s.apply(a_pod("p", gpus=1))
+    lines = explained(s, "default/p")
+    timeline = [line.split()[2] for line in lines if line.startswith("  #")]
+    assert timeline[:2] == ["pod.submitted", "pod.enqueued"] and "pod.bound" in timeline
+    assert section(lines, "placement:") == [next(line for line in lines if line.startswith("placement: node n1"))]
+    assert section(lines, "why not:") == []
+
+
+def test_a_pod_now_waiting_for_quota_shows_the_quota_reason_not_an_old_node_reason():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=2), a_gpu_device("n1", gpus=2), a_node("n1b", gpus=2), a_gpu_device("n1b", gpus=2))
+    s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "6"}))
+    s.apply(a_pod("a", namespace="team", gpus=4))  # admitted, but no node has 4 GPUs
+    s.apply(a_pod("b", namespace="team", gpus=2), a_pod("c", namespace="team", gpus=2))
+    s.apply(a_node("n2", gpus=4), a_gpu_device("n2", gpus=4))  # a is retried: the quota is full by now
+    assert s.phase("team/a") == "Waiting"
+    lines = explained(s, "team/a")
+    assert section(lines, "why not:") == [], lines
+    assert section(lines, "quota:") and "Insufficient quotas" in section(lines, "quota:")[0]
+
+
+def test_only_the_latest_life_of_a_re_created_pod_is_explained():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=2), a_gpu_device("n1", gpus=2))
+    s.apply(a_pod("p", gpus=1, uid="first"))
+    s.delete("Pod", "p")
+    s.apply(a_pod("p", gpus=8, uid="second"))  # cannot fit
+    lines = explained(s, "default/p")
+    assert any("1 earlier life" in line for line in lines)
+    timeline = [line.split()[2] for line in lines if line.startswith("  #")]
+    assert timeline.count("pod.submitted") == 1 and "pod.bound" not in timeline
+    assert section(lines, "why not:")
+
+
+def test_the_member_that_completes_a_gang_sees_its_groups_events():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=4), a_gpu_device("n1", gpus=4))
+    gang = {"gang.scheduling.koordinator.sh/name": "job", "gang.scheduling.koordinator.sh/min-available": "2"}
+    s.apply(a_pod("w-0", gpus=2, annotations=gang), a_pod("w-1", gpus=2, annotations=gang))
+    lines = explained(s, "default/w-1")  # the second member never waited: the gang was complete on arrival
+    timeline = [line.split()[2] for line in lines if line.startswith("  #")]
+    assert "gang.group_ready" in timeline and "gang.group_placed" in timeline
+    assert section(lines, "placement: node n1")
