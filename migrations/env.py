@@ -14,6 +14,8 @@ from sqlalchemy import pool
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from allot_eventstore.urls import async_url
+
 config = context.config
 target_metadata = None
 
@@ -22,9 +24,10 @@ def _url() -> str:
     url = config.get_main_option("sqlalchemy.url") or os.environ.get("ALLOT_DATABASE_URL", "")
     if not url:
         raise SystemExit("set ALLOT_DATABASE_URL (e.g. postgresql://user@host:5432/allot) or use `allot migrate`")
-    if url.startswith("postgresql://"):
-        url = "postgresql+asyncpg://" + url[len("postgresql://"):]
-    return url
+    try:
+        return async_url(url)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
 
 
 def do_run_migrations(connection: Connection) -> None:
