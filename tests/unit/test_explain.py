@@ -63,3 +63,13 @@ def test_the_member_that_completes_a_gang_sees_its_groups_events():
     timeline = [line.split()[2] for line in lines if line.startswith("  #")]
     assert "gang.group_ready" in timeline and "gang.group_placed" in timeline
     assert section(lines, "placement: node n1")
+
+
+def test_a_gang_that_does_not_fit_shows_why_even_after_its_holds_are_given_back():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=8), a_gpu_device("n1", gpus=8))
+    gang = {"gang.scheduling.koordinator.sh/name": "train", "gang.scheduling.koordinator.sh/min-available": "4"}
+    s.apply(*(a_pod(f"t{i}", gpus=4, annotations=gang) for i in range(4)))
+    lines = explained(s, "default/t0")
+    assert section(lines, "why not:") and "needs 4 GPU(s) on one node" in section(lines, "why not:")[0]
+    assert section(lines, "placement:") == []

@@ -97,7 +97,7 @@ def _summary(record: RecordedEvent) -> str:
 # the latest of these says where the pod stands; older ones are history
 STANDING = ("quota.waiting", "quota.admitted", "quota.group_waiting", "quota.group_admitted", "pod.placed",
             "gang.group_placed", "pod.unschedulable", "gang.group_unschedulable", "pod.rejected", "pod.bound",
-            "quota.evicted", "gang.member_waiting", "gang.holds_released")
+            "quota.evicted", "gang.member_waiting")
 
 
 def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> list[str]:
@@ -116,7 +116,12 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
         lines.append(f"  #{record.position:<7} {iso(record.recorded_at)}  {record.type:<26} {record.producer:<20} "
                      f"{_summary(record)}".rstrip())
     last = {r.type: r.payload_dict() for r in events}
-    standing = next((r.type for r in reversed(events) if r.type in STANDING), "")
+    latest = next((r for r in reversed(events) if r.type in STANDING), None)
+    standing = latest.type if latest is not None else ""
+    released = next((r for r in reversed(events) if r.type == "gang.holds_released"), None)
+    if released is not None and latest is not None and released.position > latest.position and standing in (
+            "gang.group_placed", "pod.placed", "quota.group_admitted", "quota.admitted"):
+        standing = "gang.holds_released"  # the placement was undone (timeout, a member gone)
     lines.append("")
     if life[-1].type == "pod.deleted":
         lines.append("deleted:   the pod no longer exists")
@@ -149,6 +154,8 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
             lines.append(f"  {node}: {'; '.join(node_reasons)}")
     if standing == "gang.member_waiting":
         lines.append(f"gang:      {_summary(next(r for r in reversed(events) if r.type == standing))}")
+    if standing == "gang.holds_released":
+        lines.append(f"gang:      placement given back: {released.payload_dict()['reason']}")  # type: ignore[union-attr]
     if standing == "quota.evicted":
         lines.append(f"evicted:   {last['quota.evicted']['cause']}: {last['quota.evicted']['message']}")
     if "pod.rejected" in last:
