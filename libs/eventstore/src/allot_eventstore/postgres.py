@@ -40,7 +40,7 @@ from allot_eventstore.urls import async_url, plain_url
 
 NOTIFY_CHANNEL = "allot_events"
 
-_COLUMNS = (
+EVENT_COLUMNS = (  # the events table, in COPY order
     "position",
     "event_id",
     "stream_id",
@@ -262,7 +262,7 @@ class PostgresEventStore:
                 )
             chain.append(prev)
 
-        await raw.copy_records_to_table("events", records=rows(), columns=_COLUMNS)
+        await raw.copy_records_to_table("events", records=rows(), columns=EVENT_COLUMNS)
         if len(chain) != 2:
             raise RuntimeError("COPY ended before every event was written")
         touched = sorted({new.stream_id for new in fresh})

@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import contextlib
 import importlib.metadata
-import json
 import os
 import platform
 import shutil
@@ -49,33 +48,19 @@ from urllib.parse import unquote, urlsplit
 import asyncpg
 import msgspec
 
+from allot_cli.bench import report
 from allot_cli.errors import UsageError
 from allot_contracts.envelope import GENESIS_HASH, NewEvent, canonical, derived_event_id, prepare, stream_id
 from allot_contracts.events import Event, ObjectRef, PodEnqueued, PodPlaced
 from allot_eventstore import Checkpoint
 from allot_eventstore.clock import system_clock, to_datetime
 from allot_eventstore.migrate import migrate
-from allot_eventstore.postgres import PostgresEventStore
+from allot_eventstore.postgres import EVENT_COLUMNS, PostgresEventStore
 from allot_eventstore.urls import plain_url, redact, with_database
 
 NAMESPACE = "bench"
 GOAL_VS_EVENTSOURCING = 10.0
 GOAL_VS_COPY = 0.5
-EVENT_COLUMNS = (
-    "position",
-    "event_id",
-    "stream_id",
-    "stream_version",
-    "type",
-    "schema_version",
-    "causation_id",
-    "correlation_id",
-    "producer",
-    "recorded_at",
-    "payload",
-    "hash",
-    "metadata",
-)
 DURABILITY_SETTINGS = (
     "fsync",
     "synchronous_commit",
@@ -561,12 +546,7 @@ def _main(args: argparse.Namespace) -> int:
                 url, events=args.events, batch=args.batch, runs=args.runs, event_type=args.event, source=source
             )
         )
-    if args.json:
-        print(json.dumps(result, sort_keys=True))
-    else:
-        width = max(len(k) for k in result)
-        for key, value in result.items():
-            print(f"{key:<{width}}  {value}")
+    report(result, as_json=args.json)
     return 0 if result["goal_met"] else 1
 
 

@@ -12,13 +12,13 @@ gang is partially placed.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from allot_cli.bench import report
 from allot_cli.errors import UsageError
 from allot_cli.manifests import Document, to_input
 from allot_cli.simulator import Simulation
@@ -108,11 +108,7 @@ def run(args: argparse.Namespace) -> int:
         "path": "seven services' processors over an in-memory log (allot sim)",
         "python": sys.version.split()[0],
     }
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        for key, value in result.items():
-            print(f"{key:<24} {value}")
+    report(result, as_json=args.json)
     return 0
 
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from allot_cli.bench import report
 from allot_cli.errors import UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[5]
@@ -130,9 +131,5 @@ def run(args: argparse.Namespace) -> int:
     if not args.skip_rss:
         out.update(_rss(args.rss_nodes, args.rss_pods))
     out["goals"] = {"placements_per_s": 2000, "rss_mib_10k_nodes": 300}
-    if args.json:
-        print(json.dumps(out, sort_keys=True))
-    else:
-        for k in sorted(out):
-            print(f"{k:28} {out[k]}")
+    report(dict(sorted(out.items())), as_json=args.json)
     return 0

@@ -19,12 +19,12 @@ pods per leaf so requests exceed the cluster and calculators must share surplus.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import time
 from typing import Any
 
+from allot_cli.bench import report
 from allot_quota import QuotaEngine
 from allot_quota.model import pod_info
 from allot_quota.testing import a_node, a_pod, a_quota
@@ -196,12 +196,7 @@ def run(quotas: int, changes: int, seed: int) -> dict[str, Any]:
 
 def _main(args: argparse.Namespace) -> int:
     result = run(args.quotas, args.changes, args.seed)
-    if args.json:
-        print(json.dumps(result, sort_keys=True))
-    else:
-        width = max(len(k) for k in result)
-        for key, value in result.items():
-            print(f"{key:<{width}}  {value}")
+    report(result, as_json=args.json)
     return 0 if result["goal_met"] else 1
 
 
