@@ -97,16 +97,16 @@ class Host:
         self.timers = 0  # timer.fired events of this host consumed so far
         self.lives = PodLives()  # the current life of every pod; events about another life are ignored
 
-    def _count_timer(self, record: RecordedEvent) -> None:
-        if record.producer == timer_producer(self.name):
-            self.timers += 1
-
     def wants(self, record: RecordedEvent) -> bool:
         return record.type in self.interests and record.producer != self.name
 
-    def accept(self, record: RecordedEvent) -> Event | None:
-        """The trigger's event, or None when it is about an earlier (or later) life of its pod."""
-        self._count_timer(record)
+    def accept(self, record: RecordedEvent, outputs: Iterable[RecordedEvent] = ()) -> Event | None:
+        """The trigger's event, or None when it is to be skipped: it is about another life of its pod, or its
+        recorded ``outputs`` say the consumer dead-lettered it (the live service rebuilt without it)."""
+        if record.producer == timer_producer(self.name):
+            self.timers += 1
+        if dead_lettered(outputs):
+            return None
         event = record.decode()
         if self.lives.stale(event):
             return None
@@ -145,9 +145,7 @@ class Host:
         """Rebuild path: apply a trigger and the outputs recorded for it, without deciding. A trigger this processor
         dead-lettered is skipped: the live service rebuilt without it too."""
         outputs = list(outputs)
-        if dead_lettered(outputs):
-            self._count_timer(record)
-        elif (event := self.accept(record)) is not None:
+        if (event := self.accept(record, outputs)) is not None:
             self.processor.evolve(event, at=record.recorded_at, own=False)
             for output in outputs:
                 self.processor.evolve(output.decode(), at=record.recorded_at, own=True)

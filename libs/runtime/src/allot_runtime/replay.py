@@ -84,11 +84,10 @@ async def rebuild(host: Host, store: EventStore, *, until: int) -> int:
 
 def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEvent]) -> Mismatch | None:
     kept = list(recorded)
-    if dead_lettered(kept):  # the service gave up on this trigger and rebuilt without it; so does replay
-        host._count_timer(trigger)
+    event = host.accept(trigger, kept)
+    if event is None and dead_lettered(kept):  # the service gave up on it and rebuilt without it; so does replay
         host.position = trigger.position
         return None
-    event = host.accept(trigger)
     emits: list[Any] = []
     if event is not None:
         host.processor.evolve(event, at=trigger.recorded_at, own=False)
