@@ -155,7 +155,7 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
     if standing == "gang.member_waiting":
         lines.append(f"gang:      {_summary(next(r for r in reversed(events) if r.type == standing))}")
     if standing == "gang.holds_released":
-        lines.append(f"gang:      placement given back: {released.payload_dict()['reason']}")  # type: ignore[union-attr]
+        lines.append(f"gang:      placement given back: {last[standing]['reason']}")
     if standing == "quota.evicted":
         lines.append(f"evicted:   {last['quota.evicted']['cause']}: {last['quota.evicted']['message']}")
     if "pod.rejected" in last:
