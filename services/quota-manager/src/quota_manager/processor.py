@@ -300,13 +300,17 @@ class QuotaManager:
         still places the preemptor, with the full device and topology check.)"""
         nodes = sorted({self.node_of[k] for k in self.charged
                         if k in self.node_of and self.engine.quota_of_pod(k) == decision.quota})
+        pods_on: dict[str, list[dict[str, Any]]] = {}
+        for key, node in sorted(self.node_of.items()):
+            if key in self.manifests:
+                pods_on.setdefault(node, []).append(self.manifests[key])
         best: tuple[tuple[int, str], Any] | None = None
         for node in nodes:
             allocatable = self.engine.node_allocatable(node)
             if allocatable is None:
                 continue
-            on_node = [self.manifests[k] for k, n in sorted(self.node_of.items()) if n == node and k in self.manifests]
-            choice = self.engine.preemption_victims(pod.key, on_node, _fits(self.manifests.get(pod.key), allocatable))
+            fits = _fits(self.manifests.get(pod.key), allocatable)
+            choice = self.engine.preemption_victims(pod.key, pods_on.get(node, []), fits)
             if choice.eligible and choice.helpful and choice.victims:
                 rank = (len(choice.victims), node)
                 if best is None or rank < best[0]:
