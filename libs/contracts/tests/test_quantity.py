@@ -33,7 +33,13 @@ def test_parse_quantity_rejects(text):
 
 @pytest.mark.parametrize(
     ("name", "text", "canonical"),
-    [("cpu", "500m", 500), ("cpu", "2", 2000), ("cpu", "1.0001", 1001), ("memory", "1Ki", 1024), ("nvidia.com/gpu", "2", 2)],
+    [
+        ("cpu", "500m", 500),
+        ("cpu", "2", 2000),
+        ("cpu", "1.0001", 1001),
+        ("memory", "1Ki", 1024),
+        ("nvidia.com/gpu", "2", 2),
+    ],
 )
 def test_to_canonical_rounds_up(name, text, canonical):
     assert to_canonical(name, text) == canonical
@@ -41,8 +47,14 @@ def test_to_canonical_rounds_up(name, text, canonical):
 
 @pytest.mark.parametrize(
     ("name", "value", "text"),
-    [("cpu", 500, "500m"), ("cpu", 4000, "4"), ("memory", 8 * 2**30, "8Gi"), ("memory", 1000, "1000"),
-     ("koordinator.sh/gpu-core", 100, "100"), ("koordinator.sh/gpu-memory", 0, "0")],
+    [
+        ("cpu", 500, "500m"),
+        ("cpu", 4000, "4"),
+        ("memory", 8 * 2**30, "8Gi"),
+        ("memory", 1000, "1000"),
+        ("koordinator.sh/gpu-core", 100, "100"),
+        ("koordinator.sh/gpu-memory", 0, "0"),
+    ],
 )
 def test_format_quantity_roundtrip(name, value, text):
     assert format_quantity(name, value) == text

@@ -34,7 +34,10 @@ def test_less_than_or_equal(a, b, expected):
 
 
 def test_exceeded_dimensions_lists_only_shared_keys():
-    assert exceeded_dimensions({"cpu": 3, "memory": 9, "x": 100}, {"memory": 5, "cpu": 1}) == ["cpu", "memory"]
+    assert exceeded_dimensions({"cpu": 3, "memory": 9, "x": 100}, {"memory": 5, "cpu": 1}) == [
+        "cpu",
+        "memory",
+    ]
 
 
 @pytest.mark.parametrize(

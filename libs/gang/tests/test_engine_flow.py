@@ -175,7 +175,7 @@ def test_gang_group_listing_must_agree_across_its_gangs() -> None:
     [error] = rejected.errors
     assert error.path == 'metadata.annotations["gang.scheduling.koordinator.sh/groups"]'
     assert (
-        "gang default/a (declared by pod default/a-0) is grouped with [default/a, default/b]" in error.reason
+        "gang default/a (declared by pod default/a-0) is grouped with [default/a, default/b]" in error.message
     )
 
 
@@ -210,7 +210,9 @@ def test_a_later_pod_with_conflicting_settings_is_rejected(
     assert [e.path for e in rejected.errors] == [
         f'metadata.annotations["gang.scheduling.koordinator.sh/{key}"]'
     ]
-    assert "declared by pod default/w-0" in rejected.errors[0].reason and reason in rejected.errors[0].reason
+    assert (
+        "declared by pod default/w-0" in rejected.errors[0].message and reason in rejected.errors[0].message
+    )
     assert g.status("default/train")["members"]["present"] == 1
 
 
@@ -241,7 +243,7 @@ def test_a_pod_declaring_settings_for_a_pod_group_gang_must_match_it() -> None:
     g.apply_pod_group(a_pod_group("pg", min_member=2))
     [rejected] = g.submit(a_pod("w-0", gang="pg", min_available=3), at())
     assert isinstance(rejected, Rejected)
-    assert "declared by PodGroup default/pg: min-available is 2" in rejected.errors[0].reason
+    assert "declared by PodGroup default/pg: min-available is 2" in rejected.errors[0].message
     assert kinds(g.submit(a_pod("w-1", gang="pg", min_available=2), at())) == ["MemberWaiting"]
 
 
@@ -249,7 +251,7 @@ def test_a_pod_group_cannot_take_over_an_annotation_gang() -> None:
     g = GangEngine()
     g.submit(a_pod("w-0", gang="train", min_available=2), at())
     [error] = g.apply_pod_group(a_pod_group("train", min_member=2))
-    assert error.path == "metadata.name" and "already declared by pod default/w-0" in error.reason
+    assert error.path == "metadata.name" and "already declared by pod default/w-0" in error.message
 
 
 def test_pod_group_update_changes_min_member() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from allot_contracts.objects.pod import parse_pod
 from allot_gang import (
     GangConfig,
     GangEngine,
@@ -25,7 +26,7 @@ from allot_gang import (
     is_satisfied,
 )
 from allot_gang.actions import Action
-from allot_gang.testing import a_pod, a_pod_group, at
+from allot_gang.testing import a_pod, a_pod_group, a_pod_manifest, at
 
 S = 1_000_000
 CFG = GangConfig.from_dict({"retryInitialBackoffSeconds": 1, "retryMaxBackoffSeconds": 8})
@@ -105,8 +106,7 @@ class Driver:
 
     def observe(self, name: str, args: tuple[Any, ...], actions: list[Action], engine: GangEngine) -> None:
         if name == "submit" and not any(type(a).__name__ == "Rejected" for a in actions):
-            meta = args[0]["metadata"]
-            self.live.append(f"{meta['namespace']}/{meta['name']}")
+            self.live.append(args[0].key)
         if name == "member_deleted":
             key = f"{args[0]}/{args[1]}"
             self.live = [k for k in self.live if k != key]
@@ -261,9 +261,14 @@ def test_the_digest_does_not_depend_on_annotation_order() -> None:
     def run(reverse: bool) -> str:
         engine = GangEngine()
         for i in range(3):
-            pod = a_pod(f"w-{i}", gang="train", min_available=3, mode="NonStrict", waiting_time="5m")
+            manifest = a_pod_manifest(
+                f"w-{i}", gang="train", min_available=3, mode="NonStrict", waiting_time="5m"
+            )
             if reverse:
-                pod["metadata"]["annotations"] = dict(reversed(list(pod["metadata"]["annotations"].items())))
+                ann = manifest["metadata"]["annotations"]
+                manifest["metadata"]["annotations"] = dict(reversed(list(ann.items())))
+            pod = parse_pod(manifest, [], [])
+            assert pod is not None
             engine.submit(pod, at(i))
         return engine.digest()
 

@@ -11,17 +11,27 @@ def test_defaults() -> None:
     cfg = PlacementConfig()
     assert cfg.policy == "koordinator"
     assert (cfg.node_fit.strategy, cfg.numa.strategy, cfg.device.strategy) == (
-        "LeastAllocated", "LeastAllocated", "MostAllocated")
-    assert dict(cfg.device.resources) == {"koordinator.sh/fpga": 1, "koordinator.sh/gpu-memory": 1,
-                                          "koordinator.sh/gpu-memory-ratio": 1, "koordinator.sh/rdma": 1}
+        "LeastAllocated",
+        "LeastAllocated",
+        "MostAllocated",
+    )
+    assert dict(cfg.device.resources) == {
+        "koordinator.sh/fpga": 1,
+        "koordinator.sh/gpu-memory": 1,
+        "koordinator.sh/gpu-memory-ratio": 1,
+        "koordinator.sh/rdma": 1,
+    }
     assert cfg.default_cpu_bind_policy == "FullPCPUs"
     assert PlacementConfig.from_dict({}) == cfg == PlacementConfig.from_dict(None)
 
 
 @pytest.mark.parametrize(
     ("policy", "strategies"),
-    [("binpack", ("MostAllocated",) * 3), ("spread", ("LeastAllocated",) * 3),
-     ("koordinator", ("LeastAllocated", "LeastAllocated", "MostAllocated"))],
+    [
+        ("binpack", ("MostAllocated",) * 3),
+        ("spread", ("LeastAllocated",) * 3),
+        ("koordinator", ("LeastAllocated", "LeastAllocated", "MostAllocated")),
+    ],
     ids=["binpack", "spread", "koordinator"],
 )
 def test_presets(policy: str, strategies: tuple[str, ...]) -> None:
@@ -30,9 +40,14 @@ def test_presets(policy: str, strategies: tuple[str, ...]) -> None:
 
 
 def test_explicit_sections_override_presets() -> None:
-    cfg = PlacementConfig.from_dict({"policy": "binpack", "scoring": {"deviceShare": {"strategy": "LeastAllocated",
-                                                                                      "weight": 3}}})
-    assert (cfg.node_fit.strategy, cfg.device.strategy, cfg.device.weight) == ("MostAllocated", "LeastAllocated", 3)
+    cfg = PlacementConfig.from_dict(
+        {"policy": "binpack", "scoring": {"deviceShare": {"strategy": "LeastAllocated", "weight": 3}}}
+    )
+    assert (cfg.node_fit.strategy, cfg.device.strategy, cfg.device.weight) == (
+        "MostAllocated",
+        "LeastAllocated",
+        3,
+    )
 
 
 @pytest.mark.parametrize(
@@ -41,17 +56,33 @@ def test_explicit_sections_override_presets() -> None:
         ({"policy": "magic"}, "policy"),
         ({"scoring": {"deviceShare": {"strategy": "Packed"}}}, "scoring.deviceShare.strategy"),
         ({"scoring": {"nodeResourcesFit": {"weight": -1}}}, "scoring.nodeResourcesFit.weight"),
-        ({"scoring": {"nodeResourcesFitPlus": {"resources": {"nvidia.com/gpu": {"strategy": "Fancy"}}}}},
-         "scoring.nodeResourcesFitPlus.resources[nvidia.com/gpu].strategy"),
-        ({"scoring": {"scarceResourceAvoidance": {"resources": "nvidia.com/gpu"}}},
-         "scoring.scarceResourceAvoidance.resources"),
+        (
+            {"scoring": {"nodeResourcesFitPlus": {"resources": {"nvidia.com/gpu": {"strategy": "Fancy"}}}}},
+            "scoring.nodeResourcesFitPlus.resources[nvidia.com/gpu].strategy",
+        ),
+        (
+            {"scoring": {"scarceResourceAvoidance": {"resources": "nvidia.com/gpu"}}},
+            "scoring.scarceResourceAvoidance.resources",
+        ),
         ({"cpu": {"defaultBindPolicy": "Whole"}}, "cpu.defaultBindPolicy"),
         ({"explain": {"topScores": "three"}}, "explain.topScores"),
-        ({"fragmentation": {"typicalPods": [{"gpuCount": 1, "gpuMilli": 1500}]}}, "fragmentation.typicalPods[0].gpuMilli"),
+        (
+            {"fragmentation": {"typicalPods": [{"gpuCount": 1, "gpuMilli": 1500}]}},
+            "fragmentation.typicalPods[0].gpuMilli",
+        ),
         ({"sccoring": {}}, "sccoring"),
     ],
-    ids=["policy", "strategy", "weight", "fit-plus-strategy", "scarce-list", "bind-policy", "top-scores",
-         "typical-pod-milli", "unknown-key"],
+    ids=[
+        "policy",
+        "strategy",
+        "weight",
+        "fit-plus-strategy",
+        "scarce-list",
+        "bind-policy",
+        "top-scores",
+        "typical-pod-milli",
+        "unknown-key",
+    ],
 )
 def test_invalid_config_paths(raw: dict, path: str) -> None:
     with pytest.raises(ConfigError) as exc:
@@ -61,9 +92,17 @@ def test_invalid_config_paths(raw: dict, path: str) -> None:
 
 
 def test_round_trip_and_version() -> None:
-    raw = {"policy": "binpack", "scoring": {"nodeResourcesFitPlus": {"weight": 2, "resources": {
-        "nvidia.com/gpu": {"strategy": "MostAllocated", "weight": 2}}}, "scarceResourceAvoidance": {
-        "resources": ["nvidia.com/gpu"]}}, "seed": 7}
+    raw = {
+        "policy": "binpack",
+        "scoring": {
+            "nodeResourcesFitPlus": {
+                "weight": 2,
+                "resources": {"nvidia.com/gpu": {"strategy": "MostAllocated", "weight": 2}},
+            },
+            "scarceResourceAvoidance": {"resources": ["nvidia.com/gpu"]},
+        },
+        "seed": 7,
+    }
     cfg = PlacementConfig.from_dict(raw)
     assert PlacementConfig.from_dict(cfg.to_dict()) == cfg
     assert cfg.version.startswith("allot-placement/1+")

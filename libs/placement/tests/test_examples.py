@@ -12,30 +12,35 @@ from typing import Any
 import pytest
 import yaml
 
+from allot_contracts.objects import names as n
 from allot_placement import Decision, PlacementConfig, PlacementEngine
-from allot_placement import names as n
+from allot_placement.testing import admit, load
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "placement"
-SCENARIOS = sorted(p for p in EXAMPLES.glob("*.yaml") if not p.name.endswith((".expected.yaml", ".config.yaml")))
+SCENARIOS = sorted(
+    p for p in EXAMPLES.glob("*.yaml") if not p.name.endswith((".expected.yaml", ".config.yaml"))
+)
 
 
 def run_scenario(path: Path) -> dict[str, Decision]:
     config_path = path.with_name(path.stem + ".config.yaml")
-    config = PlacementConfig.from_dict(yaml.safe_load(config_path.read_text())) if config_path.exists() else None
+    config = (
+        PlacementConfig.from_dict(yaml.safe_load(config_path.read_text())) if config_path.exists() else None
+    )
     eng = PlacementEngine(config)
     decisions: dict[str, Decision] = {}
     for doc in yaml.safe_load_all(path.read_text()):
         kind = doc["kind"]
-        if kind == "Node":
-            assert eng.upsert_node(doc) == []
-        elif kind == "Device":
-            assert eng.upsert_device(doc) == []
-        elif kind == "NodeResourceTopology":
-            assert eng.upsert_topology(doc) == []
-        elif kind == "Pod" and doc.get("spec", {}).get("nodeName"):
-            assert eng.add_bound_pod(doc) == []
+        if (
+            kind == "Node"
+            or kind == "Device"
+            or kind == "NodeResourceTopology"
+            or kind == "Pod"
+            and doc.get("spec", {}).get("nodeName")
+        ):
+            load(eng, doc)
         elif kind == "Pod":
-            d = eng.schedule(doc)
+            d = eng.schedule(admit(doc))
             decisions[d.pod] = d
             if d.outcome == n.SCHEDULED:
                 eng.assume(d)

@@ -9,4 +9,6 @@ def test_all_is_sorted_and_resolves() -> None:
     assert allot_placement.__all__ == sorted(allot_placement.__all__)
     for name in allot_placement.__all__:
         assert getattr(allot_placement, name) is not None
-    assert {"PlacementEngine", "PlacementConfig", "Decision", "FieldError", "GroupDecision"} <= set(allot_placement.__all__)
+    assert {"PlacementEngine", "PlacementConfig", "Decision", "FieldIssue", "GroupDecision"} <= set(
+        allot_placement.__all__
+    )

@@ -21,10 +21,20 @@ PODS = (tp(4000, 1, 500, 2), tp(4000, 1, 1000, 1), tp(8000, 0, 0, 1))
 @pytest.mark.parametrize(
     ("model", "cpu", "lefts", "expected"),
     [
-        ("T4", 32000, (1000, 1000), 2 * 0 + 1 * 0 + 1 * 2000),  # everything fits: only the CPU-only pod sees frag
+        (
+            "T4",
+            32000,
+            (1000, 1000),
+            2 * 0 + 1 * 0 + 1 * 2000,
+        ),  # everything fits: only the CPU-only pod sees frag
         ("T4", 32000, (300, 1000), 2 * 300 + 1 * 300 + 1 * 1300),  # the 300m leftover is too small for both
         ("T4", 32000, (600, 0), 2 * 0 + 1 * 600 + 1 * 600),  # half pods fit; no whole GPU left
-        ("T4", 2000, (1000, 1000), 2 * 2000 + 1 * 2000 + 1 * 2000),  # lack of CPU: every idle GPU is a fragment
+        (
+            "T4",
+            2000,
+            (1000, 1000),
+            2 * 2000 + 1 * 2000 + 1 * 2000,
+        ),  # lack of CPU: every idle GPU is a fragment
         ("T4", 32000, (0, 0), 0),  # no idle GPU, no fragmentation
     ],
     ids=["all-fit", "small-leftover", "no-whole-gpu", "lack-cpu", "full"],
@@ -55,7 +65,12 @@ def test_sigmoid_score_is_exact(weight: int) -> None:
 
 
 def test_typical_pods_cover_the_threshold() -> None:
-    shapes = [(4000, 1, 500, ())] * 60 + [(8000, 0, 0, ())] * 30 + [(2000, 2, 1000, ())] * 6 + [(1000, 8, 1000, ())] * 4
+    shapes = (
+        [(4000, 1, 500, ())] * 60
+        + [(8000, 0, 0, ())] * 30
+        + [(2000, 2, 1000, ())] * 6
+        + [(1000, 8, 1000, ())] * 4
+    )
     got = typical_pods(shapes, threshold_pct=95)
     assert [(t.cpu_milli, t.gpu_count, t.weight) for t in got] == [(4000, 1, 60), (8000, 0, 30), (2000, 2, 6)]
     assert len(typical_pods(shapes, threshold_pct=100)) == 4

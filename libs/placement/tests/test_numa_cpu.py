@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from allot_placement import names as n
-from allot_placement.cpuset import parse_cpuset
-from allot_placement.testing import a_device, a_node, a_pod, an_nrt, engine_with, place
+from allot_contracts.objects import names as n
+from allot_contracts.objects.cpuset import parse_cpuset
+from allot_placement.testing import a_device, a_node, a_pod, admit, an_nrt, engine_with, place
 
 NUMA_SPEC, RSPEC = n.ANN_NUMA_TOPOLOGY_SPEC, n.ANN_RESOURCE_SPEC
 LSR = {n.LABEL_QOS: "LSR"}
@@ -16,7 +16,9 @@ LSR = {n.LABEL_QOS: "LSR"}
 
 
 def numa_node(labels: dict[str, str] | None = None, policy: str | None = None, **nrt: Any) -> Any:
-    return engine_with(a_node("n1", cpu="32", memory="128Gi", labels=labels), an_nrt("n1", policy=policy, **nrt))
+    return engine_with(
+        a_node("n1", cpu="32", memory="128Gi", labels=labels), an_nrt("n1", policy=policy, **nrt)
+    )
 
 
 def status(d: Any) -> dict[str, Any]:
@@ -40,11 +42,17 @@ def cpus(d: Any) -> list[int]:
         ("BestEffort", "20", n.SCHEDULED, [0, 1]),
         ("BestEffort", "40", n.UNSCHEDULABLE, None),
     ],
-    ids=["single-fits", "single-too-big", "restricted-spans", "besteffort-spans", "besteffort-still-needs-room"],
+    ids=[
+        "single-fits",
+        "single-too-big",
+        "restricted-spans",
+        "besteffort-spans",
+        "besteffort-still-needs-room",
+    ],
 )
 def test_node_numa_policy(node_policy: str, cpu: str, outcome: str, numa: list[int] | None) -> None:
     eng = numa_node(labels={n.LABEL_NUMA_TOPOLOGY_POLICY: node_policy})
-    d = eng.schedule(a_pod("p", cpu=cpu, memory="8Gi"))
+    d = eng.schedule(admit(a_pod("p", cpu=cpu, memory="8Gi")))
     assert d.outcome == outcome, d.message
     if numa is not None:
         assert numa_of(d) == numa
@@ -54,34 +62,36 @@ def test_node_numa_policy(node_policy: str, cpu: str, outcome: str, numa: list[i
 
 def test_kubelet_policy_from_topology_object() -> None:
     eng = numa_node(policy="SingleNUMANodePodLevel")
-    assert eng.schedule(a_pod("p", cpu="20")).codes == ["NUMAAffinityUnaligned"]
+    assert eng.schedule(admit(a_pod("p", cpu="20"))).codes == ["NUMAAffinityUnaligned"]
 
 
 def test_pod_policy_must_match_node_policy() -> None:
     eng = numa_node(labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"})
-    d = eng.schedule(a_pod("p", annotations={NUMA_SPEC: {"numaTopologyPolicy": "SingleNUMANode"}}))
+    d = eng.schedule(admit(a_pod("p", annotations={NUMA_SPEC: {"numaTopologyPolicy": "SingleNUMANode"}})))
     assert d.codes == ["NUMAPolicyMismatch"]
     assert d.message == "0/1 nodes are available: 1 node(s) NUMA Topology policy not match."
 
 
 def test_numa_policy_needs_topology() -> None:
     eng = engine_with(a_node("n1"))
-    d = eng.schedule(a_pod("p", annotations={NUMA_SPEC: {"numaTopologyPolicy": "SingleNUMANode"}}))
+    d = eng.schedule(admit(a_pod("p", annotations={NUMA_SPEC: {"numaTopologyPolicy": "SingleNUMANode"}})))
     assert d.codes == ["NUMATopologyUnknown"]
-    d = eng.schedule(a_pod("p", annotations={NUMA_SPEC: {"numaTopologyPolicy": "BestEffort"}}))
+    d = eng.schedule(admit(a_pod("p", annotations={NUMA_SPEC: {"numaTopologyPolicy": "BestEffort"}})))
     assert d.outcome == n.SCHEDULED
 
 
 def test_pod_numa_policy_on_plain_node() -> None:
     eng = numa_node()
-    d = eng.schedule(a_pod("p", cpu="4", annotations={NUMA_SPEC: {"numaTopologyPolicy": "SingleNUMANode"}}))
+    d = eng.schedule(
+        admit(a_pod("p", cpu="4", annotations={NUMA_SPEC: {"numaTopologyPolicy": "SingleNUMANode"}}))
+    )
     assert numa_of(d) == [0]
 
 
 def test_memory_is_distributed_per_numa() -> None:
     eng = numa_node(labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"})
     place(eng, a_pod("a", cpu="2", memory="60Gi"))  # NUMA 0 has 4Gi left
-    d = eng.schedule(a_pod("b", cpu="2", memory="10Gi"))
+    d = eng.schedule(admit(a_pod("b", cpu="2", memory="10Gi")))
     assert numa_of(d) == [1]
 
 
@@ -95,17 +105,21 @@ def test_memory_is_distributed_per_numa() -> None:
     ids=["full-pcpus", "spread", "full-numa"],
 )
 def test_cpu_bind_policies(spec: dict, cpu: str, expected: list[int]) -> None:
-    d = numa_node().schedule(a_pod("p", cpu=cpu, labels=LSR, annotations={RSPEC: spec} if spec else None))
+    d = numa_node().schedule(
+        admit(a_pod("p", cpu=cpu, labels=LSR, annotations={RSPEC: spec} if spec else None))
+    )
     assert cpus(d) == expected
 
 
 def test_required_full_pcpus_needs_whole_cores() -> None:
-    d = numa_node().schedule(a_pod("p", cpu="3", labels=LSR, annotations={RSPEC: {"requiredCPUBindPolicy": "FullPCPUs"}}))
+    d = numa_node().schedule(
+        admit(a_pod("p", cpu="3", labels=LSR, annotations={RSPEC: {"requiredCPUBindPolicy": "FullPCPUs"}}))
+    )
     assert d.codes == ["CPUsNotMultipleOfCore"]
 
 
 def test_cpuset_needs_cpu_topology() -> None:
-    d = engine_with(a_node("n1")).schedule(a_pod("p", cpu="2", labels=LSR))
+    d = engine_with(a_node("n1")).schedule(admit(a_pod("p", cpu="2", labels=LSR)))
     assert d.codes == ["InvalidCPUTopology"]
 
 
@@ -114,13 +128,16 @@ def test_cpuset_needs_cpu_topology() -> None:
     [
         ("FullPCPUsOnly", a_pod("p", cpu="2"), ([0, 16], "requiredCPUBindPolicy")),
         ("FullPCPUsOnly", a_pod("p", cpu="1500m"), "NonIntegerCPUs"),
-        ("SpreadByPCPUs", a_pod("p", cpu="2", labels=LSR,
-                                annotations={RSPEC: {"requiredCPUBindPolicy": "FullPCPUs"}}), "CPUBindPolicyConflict"),
+        (
+            "SpreadByPCPUs",
+            a_pod("p", cpu="2", labels=LSR, annotations={RSPEC: {"requiredCPUBindPolicy": "FullPCPUs"}}),
+            "CPUBindPolicyConflict",
+        ),
     ],
     ids=["node-forces-binding", "node-forces-integer", "conflicting-required-policy"],
 )
 def test_node_cpu_bind_policy(node_bind: str, pod: dict, expected: Any) -> None:
-    d = numa_node(labels={n.LABEL_CPU_BIND_POLICY: node_bind}).schedule(pod)
+    d = numa_node(labels={n.LABEL_CPU_BIND_POLICY: node_bind}).schedule(admit(pod))
     if isinstance(expected, str):
         assert d.codes == [expected]
     else:
@@ -129,9 +146,11 @@ def test_node_cpu_bind_policy(node_bind: str, pod: dict, expected: Any) -> None:
 
 
 def test_resource_spec_written_back_as_preferred_for_default_policy() -> None:
-    d = numa_node().schedule(a_pod("p", cpu="2", labels=LSR))
+    d = numa_node().schedule(admit(a_pod("p", cpu="2", labels=LSR)))
     assert d.annotations[n.ANN_RESOURCE_SPEC] == {"preferredCPUBindPolicy": "FullPCPUs"}
-    d = numa_node().schedule(a_pod("p", cpu="2", labels=LSR, annotations={RSPEC: {"preferredCPUBindPolicy": "FullPCPUs"}}))
+    d = numa_node().schedule(
+        admit(a_pod("p", cpu="2", labels=LSR, annotations={RSPEC: {"preferredCPUBindPolicy": "FullPCPUs"}}))
+    )
     assert n.ANN_RESOURCE_SPEC not in d.annotations
 
 
@@ -161,10 +180,10 @@ def test_most_allocated_numa_strategy_packs() -> None:
 
 
 def test_reserved_cpus_are_never_allocated() -> None:
-    d = numa_node(reserved="0-1,16-17").schedule(a_pod("p", cpu="2", labels=LSR))
+    d = numa_node(reserved="0-1,16-17").schedule(admit(a_pod("p", cpu="2", labels=LSR)))
     assert cpus(d) == [8, 24]  # NUMA 1 has more free CPUs (LeastAllocated)
     eng = numa_node(reserved="0-1,16-17", labels={n.LABEL_NUMA_ALLOCATE_STRATEGY: "MostAllocated"})
-    assert cpus(eng.schedule(a_pod("p", cpu="2", labels=LSR))) == [2, 18]
+    assert cpus(eng.schedule(admit(a_pod("p", cpu="2", labels=LSR)))) == [2, 18]
 
 
 @pytest.mark.parametrize(
@@ -175,25 +194,43 @@ def test_reserved_cpus_are_never_allocated() -> None:
 def test_single_numa_node_exclusive(exclusive: str, outcome: str) -> None:
     eng = numa_node(labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"})
     place(eng, a_pod("small", cpu="2", annotations={NUMA_SPEC: {"numaTopologyPolicy": "Restricted"}}))
-    d = eng.schedule(a_pod("wide", cpu="20", annotations={
-        NUMA_SPEC: {"numaTopologyPolicy": "Restricted", "singleNUMANodeExclusive": exclusive}}))
+    d = eng.schedule(
+        admit(
+            a_pod(
+                "wide",
+                cpu="20",
+                annotations={
+                    NUMA_SPEC: {"numaTopologyPolicy": "Restricted", "singleNUMANodeExclusive": exclusive}
+                },
+            )
+        )
+    )
     assert d.outcome == outcome
 
 
 def test_gpus_and_cpus_aligned_on_one_numa_node() -> None:
-    eng = engine_with(a_node("n1", cpu="32", memory="128Gi", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"}),
-                      a_device("n1", gpus=8), an_nrt("n1"))
+    eng = engine_with(
+        a_node("n1", cpu="32", memory="128Gi", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"}),
+        a_device("n1", gpus=8),
+        an_nrt("n1"),
+    )
     place(eng, a_pod("a", cpu="2", gpu=3))
-    d = eng.schedule(a_pod("b", cpu="4", gpu=2, labels=LSR))
+    d = eng.schedule(admit(a_pod("b", cpu="4", gpu=2, labels=LSR)))
     gpus = [e["minor"] for e in d.annotations[n.ANN_DEVICE_ALLOCATED]["gpu"]]
     assert gpus == [4, 5] and numa_of(d) == [1]
     assert all(c % 16 >= 8 for c in cpus(d))
 
 
 def test_gpu_request_larger_than_a_numa_node_fails_single_numa() -> None:
-    eng = engine_with(a_node("n1", cpu="32", memory="128Gi", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"}),
-                      a_device("n1", gpus=8), an_nrt("n1"))
-    assert eng.schedule(a_pod("p", cpu="2", gpu=6)).codes == ["NUMAAffinityUnaligned"]
-    eng2 = engine_with(a_node("n1", cpu="32", memory="128Gi", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"}),
-                       a_device("n1", gpus=8), an_nrt("n1"))
-    assert eng2.schedule(a_pod("p", cpu="2", gpu=6)).outcome == n.SCHEDULED
+    eng = engine_with(
+        a_node("n1", cpu="32", memory="128Gi", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"}),
+        a_device("n1", gpus=8),
+        an_nrt("n1"),
+    )
+    assert eng.schedule(admit(a_pod("p", cpu="2", gpu=6))).codes == ["NUMAAffinityUnaligned"]
+    eng2 = engine_with(
+        a_node("n1", cpu="32", memory="128Gi", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"}),
+        a_device("n1", gpus=8),
+        an_nrt("n1"),
+    )
+    assert eng2.schedule(admit(a_pod("p", cpu="2", gpu=6))).outcome == n.SCHEDULED

@@ -11,10 +11,16 @@ import pytest
 trace_cli = pytest.importorskip("allot_cli.sim.trace")
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
-    f"node-{i},32000,131072,{2 if i % 2 else 4},{'T4' if i % 2 else 'V100M16'}\n" for i in range(6))
-PODS = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n" + \
-    "".join(f"pod-{i:03d},{2000 + 500 * (i % 3)},4096,{1 if i % 4 else 0},{[0, 500, 250, 1000][i % 4]},"
-            f"{'T4' if i % 7 == 0 else ''},LS,Running,0,0,0\n" for i in range(40))
+    f"node-{i},32000,131072,{2 if i % 2 else 4},{'T4' if i % 2 else 'V100M16'}\n" for i in range(6)
+)
+PODS = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+    + "".join(
+        f"pod-{i:03d},{2000 + 500 * (i % 3)},4096,{1 if i % 4 else 0},{[0, 500, 250, 1000][i % 4]},"
+        f"{'T4' if i % 7 == 0 else ''},LS,Running,0,0,0\n"
+        for i in range(40)
+    )
+)
 
 
 def _run(tmp_path: Path, *extra: str) -> argparse.Namespace:
@@ -22,13 +28,33 @@ def _run(tmp_path: Path, *extra: str) -> argparse.Namespace:
     (tmp_path / "openb_pod_list_tiny.csv").write_text(PODS)
     parser = argparse.ArgumentParser()
     trace_cli.register(parser.add_subparsers())
-    return parser.parse_args(["trace", "--nodes", str(tmp_path / "nodes.csv"), "--pods",
-                              str(tmp_path / "openb_pod_list_tiny.csv"), "--no-progress", *extra])
+    return parser.parse_args(
+        [
+            "trace",
+            "--nodes",
+            str(tmp_path / "nodes.csv"),
+            "--pods",
+            str(tmp_path / "openb_pod_list_tiny.csv"),
+            "--no-progress",
+            *extra,
+        ]
+    )
 
 
 def test_all_policies_summary_plot_and_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = _run(tmp_path, "--policy", "all", "--seeds", "1-2", "--summary-json", str(tmp_path / "s.json"),
-                "--plot", str(tmp_path / "p.png"), "--out", str(tmp_path / "out"))
+    args = _run(
+        tmp_path,
+        "--policy",
+        "all",
+        "--seeds",
+        "1-2",
+        "--summary-json",
+        str(tmp_path / "s.json"),
+        "--plot",
+        str(tmp_path / "p.png"),
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert trace_cli.run(args) == 0
     table = capsys.readouterr().out
     assert "trace tiny, tune 1.3, seeds 1-2" in table and "FGD" in table and "Koord. binpack" in table
@@ -48,9 +74,11 @@ def test_single_policy_summary_is_flat(tmp_path: Path) -> None:
     assert summary["policy"] == "bestfit" and summary["seeds"] == [3] and summary["trace"] == "tiny"
 
 
-@pytest.mark.parametrize(("flag", "value", "message"), [("--policy", "magic", "unknown policy"),
-                                                        ("--seeds", "a-b", "expected A-B")],
-                         ids=["bad-policy", "bad-seeds"])
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [("--policy", "magic", "unknown policy"), ("--seeds", "a-b", "expected A-B")],
+    ids=["bad-policy", "bad-seeds"],
+)
 def test_usage_errors(tmp_path: Path, flag: str, value: str, message: str) -> None:
     from allot_cli.errors import UsageError
 

@@ -12,7 +12,9 @@ from allot_placement.openb import TraceNode, TracePod, read_nodes, read_pods
 from allot_placement.trace import discretize, prepare, run_trace, summary
 
 OPENB = Path(__file__).resolve().parents[4] / "shared" / "traces" / "openb"
-needs_trace = pytest.mark.skipif(not (OPENB / "openb_pod_list_default.csv").is_file(), reason="openb trace not present")
+needs_trace = pytest.mark.skipif(
+    not (OPENB / "openb_pod_list_default.csv").is_file(), reason="openb trace not present"
+)
 
 
 def test_prepare_tunes_up_to_the_target_and_permutes_node_names() -> None:
@@ -40,8 +42,18 @@ def test_slice_of_default_is_deterministic_and_sane() -> None:
     alloc = {p: discretize(r)[130] for p, r in runs.items()}
     assert alloc["fgd"] > alloc["random"]
     s = summary([runs["fgd"]], [1.0])
-    assert {"policy", "seeds", "alloc_pct_at_100", "alloc_pct_at_130", "unallocated_pct_at_130", "frag_pct_at_100",
-            "pods_total", "pods_scheduled", "wall_s", "per_seed"} <= set(s)
+    assert {
+        "policy",
+        "seeds",
+        "alloc_pct_at_100",
+        "alloc_pct_at_130",
+        "unallocated_pct_at_130",
+        "frag_pct_at_100",
+        "pods_total",
+        "pods_scheduled",
+        "wall_s",
+        "per_seed",
+    } <= set(s)
 
 
 @pytest.mark.slow
@@ -58,8 +70,11 @@ def test_one_fgd_seed_on_default_within_15_seconds() -> None:
 
 @pytest.mark.slow
 @needs_trace
-@pytest.mark.parametrize(("policy", "low", "high"), [("bestfit", 92.58, 93.58), ("fgd", 95.39, 100.0)],
-                         ids=["bestfit-within-half-a-point-of-93.08", "fgd-at-least-95.39"])
+@pytest.mark.parametrize(
+    ("policy", "low", "high"),
+    [("bestfit", 92.58, 93.58), ("fgd", 95.39, 100.0)],
+    ids=["bestfit-within-half-a-point-of-93.08", "fgd-at-least-95.39"],
+)
 def test_published_targets_mean_of_seeds_42_to_51(policy: str, low: float, high: float) -> None:
     nodes = read_nodes(OPENB / "openb_node_list_gpu_node.csv")
     pods = read_pods(OPENB / "openb_pod_list_default.csv")

@@ -2,7 +2,8 @@
 
 import pytest
 
-from allot_quota import PodError
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.pod import parse_pod
 from allot_quota.model import pod_info
 from allot_quota.testing import a_node, a_pod, a_quota, an_engine
 
@@ -40,7 +41,6 @@ def test_resolution(pod, config, expected):
     [
         pytest.param(a_pod("p", quota="missing"), "elastic quota missing not found", id="unknown-quota"),
         pytest.param(a_pod("p", quota="koordinator-root-quota"), "is a parent quota", id="parent-quota"),
-        pytest.param(a_pod("p", requests={"cpu": "1x"}), "'1x' is not a valid quantity", id="bad-quantity"),
     ],
 )
 def test_validate_pod(pod, message):
@@ -61,16 +61,18 @@ def test_pod_requests_follow_kubernetes_pod_requests():
             "priority": 5,
         },
     }
-    info = pod_info(pod)
+    info = pod_info(parse_pod(pod, [], []))
     # containers: cpu 1.5, gpu 1 (limit as request); init max: cpu 3; + overhead 100m
     assert info.requests == {"cpu": 3100, "memory": 2**30, "nvidia.com/gpu": 1}
     assert (info.key, info.priority, info.preemptible) == ("x/p", 5, True)
 
 
-def test_unreadable_pod_raises_with_fields():
-    with pytest.raises(PodError) as exc:
-        pod_info({"metadata": {"name": "p"}, "spec": {"priority": "high", "containers": []}})
-    assert [e.field for e in exc.value.errors] == ["spec.priority"]
+def test_an_unreadable_pod_never_reaches_the_engine():
+    issues: list[FieldIssue] = []
+    pod = parse_pod(
+        {"metadata": {"name": "p"}, "spec": {"priority": "high", "containers": [{"name": "c"}]}}, issues, []
+    )
+    assert pod is None and [e.path for e in issues] == ["spec.priority"]
 
 
 def test_requests_are_masked_to_the_quota_max_keys():

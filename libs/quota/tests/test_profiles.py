@@ -2,8 +2,8 @@
 
 import pytest
 
-from allot_quota.profiles import fnv1a64, tree_id_for
-from allot_quota.testing import a_node, a_pod, a_profile, a_quota, an_engine
+from allot_contracts.objects.quota import fnv1a64, parse_profile, tree_id_for
+from allot_quota.testing import a_node, a_pod, a_profile, a_profile_manifest, a_quota, an_engine
 
 NODES = [
     a_node("gpu-1", cpu=32, memory="128Gi", gpu=8, labels={"pool": "gpu"}),
@@ -77,22 +77,25 @@ def test_totals_follow_node_changes():
     ("manifest", "field", "message"),
     [
         pytest.param(
-            a_profile("p", quota_name="q", ratio="1.5"),
+            a_profile_manifest("p", quota_name="q", ratio="1.5"),
             "spec.resourceRatio",
             "in (0, 1]",
             id="ratio-above-one",
         ),
         pytest.param(
-            a_profile("p", quota_name="q", ratio="abc"),
+            a_profile_manifest("p", quota_name="q", ratio="abc"),
             "spec.resourceRatio",
             "in (0, 1]",
             id="ratio-not-a-number",
         ),
         pytest.param(
-            a_profile("p", quota_name=""), "spec.quotaName", "quotaName is required", id="no-quota-name"
+            a_profile_manifest("p", quota_name=""),
+            "spec.quotaName",
+            "quotaName is required",
+            id="no-quota-name",
         ),
         pytest.param(
-            {**a_profile("p", quota_name="q"), "kind": "Profile"},
+            {**a_profile_manifest("p", quota_name="q"), "kind": "Profile"},
             "kind",
             "ElasticQuotaProfile",
             id="wrong-kind",
@@ -100,9 +103,8 @@ def test_totals_follow_node_changes():
     ],
 )
 def test_profile_validation(manifest, field, message):
-    e = an_engine(nodes=NODES)
-    [err] = e.apply_profile(manifest)
-    assert err.field == field and message in err.message
+    spec, [err] = parse_profile(manifest)
+    assert spec is None and err.path == field and message in err.message
 
 
 def test_profile_cannot_take_over_a_user_quota_and_its_root_is_managed():

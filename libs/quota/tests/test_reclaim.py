@@ -18,9 +18,7 @@ def node_capacity(cpu):
 
     def fits(preemptor_cpu):
         def check(remaining):
-            used = sum(
-                int(p["spec"]["containers"][0]["resources"]["requests"].get("cpu", "0")) for p in remaining
-            )
+            used = sum(p.requests.get("cpu", 0) // 1000 for p in remaining)
             return used + preemptor_cpu <= cpu
 
         return check
@@ -116,7 +114,7 @@ LOW = [
 )
 def test_preemption_victims(node_pods, preemptor, capacity, reason, victims):
     e = setup(node_pods)
-    req = int(preemptor["spec"]["containers"][0]["resources"]["requests"]["cpu"])
+    req = preemptor.requests["cpu"] // 1000
     d = e.preemption_victims(preemptor, node_pods, node_capacity(capacity)(req))
     assert (d.reason, d.victims) == (reason, victims)
     assert len(set(d.victims)) == len(d.victims)

@@ -180,7 +180,7 @@ def test_incremental_state_equals_a_fresh_build(config, seed=20260101):
         pod = a_pod(f"pod-{step % 50}", quota=rng.choice(leaves), cpu=f"{rng.randint(1, 4000)}m")
         op = rng.choice(["add_pending", "remove_pod", "assign", "unassign"])
         getattr(e, op)(pod)
-        key = f"default/{pod['metadata']['name']}"
+        key = pod.key
         if op == "remove_pod":
             pods.pop(key, None)
         elif op == "unassign":

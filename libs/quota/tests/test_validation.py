@@ -2,7 +2,8 @@
 
 import pytest
 
-from allot_quota.testing import a_pod, a_quota, an_engine
+from allot_contracts.objects.quota import parse_quota
+from allot_quota.testing import a_pod, a_quota, a_quota_manifest, an_engine
 
 P = "quota.scheduling.koordinator.sh/"
 DEPT = a_quota("dept", min={"cpu": 8, "memory": "16Gi"}, max={"cpu": 20, "memory": "64Gi"}, is_parent=True)
@@ -16,79 +17,82 @@ def with_meta(manifest, **meta):
 
 SELF_CASES = [
     pytest.param(
-        a_quota("q", max={"cpu": -1}),
+        a_quota_manifest("q", max={"cpu": -1}),
         "spec.max",
         "q quota.Spec.Max's value < 0, in dimensions :[cpu]",
         id="negative-max",
     ),
     pytest.param(
-        a_quota("q", min={"cpu": -1, "memory": "-1Gi"}, max={"cpu": 1, "memory": "1Gi"}),
+        a_quota_manifest("q", min={"cpu": -1, "memory": "-1Gi"}, max={"cpu": 1, "memory": "1Gi"}),
         "spec.min",
         "q quota.Spec.Min's value < 0, in dimensions :[cpu memory]",
         id="negative-min-lists-dimensions",
     ),
     pytest.param(
-        a_quota("q", min={"cpu": 10}, max={"cpu": 5}),
+        a_quota_manifest("q", min={"cpu": 10}, max={"cpu": 5}),
         "spec.min[cpu]",
         "resourceKey cpu of quota q min 10 > max 5",
         id="min-above-max",
     ),
     pytest.param(
-        a_quota("q", min={"nvidia.com/gpu": 1}, max={"cpu": 5}),
+        a_quota_manifest("q", min={"nvidia.com/gpu": 1}, max={"cpu": 5}),
         "spec.min[nvidia.com/gpu]",
         "resourceKey nvidia.com/gpu of quota q is included in min, which is not included in max",
         id="min-key-not-in-max",
     ),
     pytest.param(
-        a_quota("q", max={"cpu": "lots"}),
+        a_quota_manifest("q", max={"cpu": "lots"}),
         "spec.max[cpu]",
         "'lots' is not a valid quantity",
         id="bad-quantity",
     ),
     pytest.param(
-        a_quota("q", max={"cpu": 1}, shared_weight="{cpu: 1"),
+        a_quota_manifest("q", max={"cpu": 1}, shared_weight="{cpu: 1"),
         f"metadata.annotations[{P}shared-weight]",
         "invalid JSON: Expecting property name enclosed in double quotes",
         id="malformed-shared-weight-json",
     ),
     pytest.param(
-        a_quota("q", max={"cpu": 1}, shared_weight='["cpu"]'),
+        a_quota_manifest("q", max={"cpu": 1}, shared_weight='["cpu"]'),
         f"metadata.annotations[{P}shared-weight]",
         "expected an object",
         id="shared-weight-not-an-object",
     ),
     pytest.param(
-        a_quota("q", max={"cpu": 1}, shared_weight={"cpu": -2}),
+        a_quota_manifest("q", max={"cpu": 1}, shared_weight={"cpu": -2}),
         f"metadata.annotations[{P}shared-weight]",
         f"q quota.Annotation[{P}shared-weight]'s value < 0, in dimension :[cpu]",
         id="negative-shared-weight",
     ),
     pytest.param(
-        a_quota("q", max={"cpu": 1}, namespaces='"team-a"'),
+        a_quota_manifest("q", max={"cpu": 1}, namespaces='"team-a"'),
         f"metadata.annotations[{P}namespaces]",
         "expected a list of namespace names",
         id="namespaces-not-a-list",
     ),
     pytest.param(
-        a_quota("q", max={"cpu": 1}, namespaces="[team-a]"),
+        a_quota_manifest("q", max={"cpu": 1}, namespaces="[team-a]"),
         f"metadata.annotations[{P}namespaces]",
         "invalid JSON",
         id="malformed-namespaces-json",
     ),
     pytest.param(
-        a_quota("q", max={"cpu": 1}, allow_lent="False"),
+        a_quota_manifest("q", max={"cpu": 1}, allow_lent="False"),
         f"metadata.labels[{P}allow-lent-resource]",
         'must be "true" or "false"',
         id="label-boolean-spelled-wrong",
     ),
     pytest.param(
-        {**a_quota("q"), "kind": "ResourceQuota"},
+        {**a_quota_manifest("q"), "kind": "ResourceQuota"},
         "kind",
         "expected apiVersion scheduling.sigs.k8s.io/v1alpha1",
         id="wrong-kind",
     ),
     pytest.param(
-        with_meta(a_quota("q"), name=""), "metadata.name", "quota name is required", id="missing-name"
+        with_meta(a_quota_manifest("q"), name=""),
+        "metadata.name",
+        "quota name is required",
+        id="missing-name",
     ),
 ]
 
@@ -172,9 +176,9 @@ TOPOLOGY_CASES = [
     ),
     pytest.param(
         [a_quota("dept", min={"cpu": 8}, max={"cpu": 20}, is_parent=True, tree_id="7")],
-        a_quota("t", max={"cpu": 1}, parent="dept"),
+        a_quota("t", max={"cpu": 1}, parent="dept", tree_id="8"),
         f"metadata.labels[{P}tree-id]",
-        "t tree id is different from parent dept, [] vs [7]",
+        "t tree id is different from parent dept, [8] vs [7]",
         id="tree-id-differs-from-parent",
     ),
     pytest.param(
@@ -228,14 +232,22 @@ def _check(existing, manifest, field, message):
     before = e.digest()
     errors = e.apply_quota(manifest)
     assert errors, "expected a refusal"
-    assert any(err.field == field and message in err.message for err in errors), [str(x) for x in errors]
+    assert any(err.path == field and message in err.message for err in errors), [str(x) for x in errors]
     assert e.digest() == before  # an invalid object changes nothing
     return errors
 
 
 @pytest.mark.parametrize(("manifest", "field", "message"), SELF_CASES)
 def test_self_checks(manifest, field, message):
-    _check([], manifest, field, message)
+    spec, errors = parse_quota(manifest)
+    assert spec is None, "expected a refusal"
+    assert any(err.path == field and message in err.message for err in errors), [str(x) for x in errors]
+
+
+def test_a_child_without_a_tree_id_joins_its_parents_tree():
+    e = an_engine(a_quota("dept", min={"cpu": 8}, max={"cpu": 20}, is_parent=True, is_root=True, tree_id="7"))
+    assert e.apply_quota(a_quota("t", max={"cpu": 1}, parent="dept")) == []
+    assert e.hierarchy.nodes["t"].spec.tree_id == "7"
 
 
 @pytest.mark.parametrize(("existing", "manifest", "field", "message"), TOPOLOGY_CASES)
@@ -244,22 +256,19 @@ def test_topology_checks(existing, manifest, field, message):
 
 
 def test_every_self_error_is_reported_not_just_the_first():
-    errors = _check(
-        [], a_quota("q", min={"cpu": -1}, max={"cpu": -2, "memory": "x"}), "spec.max", "Max's value < 0"
-    )
-    assert {e.field for e in errors} == {"spec.max", "spec.min", "spec.max[memory]", "spec.min[cpu]"}
+    _, errors = parse_quota(a_quota_manifest("q", min={"cpu": -1}, max={"cpu": -2, "memory": "x"}))
+    assert {e.path for e in errors} == {"spec.max", "spec.min", "spec.max[memory]", "spec.min[cpu]"}
 
 
 def test_field_error_is_json_ready_and_readable():
-    e = an_engine()
-    [err] = e.apply_quota(a_quota("q", min={"cpu": 10}, max={"cpu": 5}))
+    _, [err] = parse_quota(a_quota_manifest("q", min={"cpu": 10}, max={"cpu": 5}))
     assert err.to_dict() == {
-        "field": "spec.min[cpu]",
-        "type": "Invalid",
+        "path": "spec.min[cpu]",
+        "code": "Invalid",
         "message": "resourceKey cpu of quota q min 10 > max 5",
         "value": "10",
     }
-    assert str(err) == "spec.min[cpu]: Invalid: resourceKey cpu of quota q min 10 > max 5"
+    assert str(err) == "spec.min[cpu]: resourceKey cpu of quota q min 10 > max 5 (got '10')"
 
 
 @pytest.mark.parametrize(
@@ -375,10 +384,10 @@ def test_max_strict_check_keys_refuse_lowering_max_below_used():
     e = an_engine(a_quota("q", max={"cpu": 10, "memory": "8Gi"}, annotations=strict))
     e.assign(a_pod("p", quota="q", cpu=6, memory="4Gi"))
     [err] = e.apply_quota(a_quota("q", max={"cpu": 4, "memory": "8Gi"}, annotations=strict))
-    assert (err.field, err.message) == ("spec.max[cpu]", "resourceKey cpu of quota q max 4 < used 6")
+    assert (err.path, err.message) == ("spec.max[cpu]", "resourceKey cpu of quota q max 4 < used 6")
     assert (
         e.apply_quota(a_quota("q", max={"cpu": 10, "memory": "1Gi"}, annotations=strict)) == []
     )  # memory not strict
     bad = {"quota.scheduling.koordinator.sh/max-strict-check-resource-keys": '"cpu"'}
-    [err] = e.apply_quota(a_quota("q", max={"cpu": 10}, annotations=bad))
+    _, [err] = parse_quota(a_quota_manifest("q", max={"cpu": 10}, annotations=bad))
     assert "'s value is invalid" in err.message

@@ -45,12 +45,26 @@ _split_tags: dict[type, tuple[str, int]] = {}  # event class → (type name, sch
 
 
 def canonical(obj: Any) -> bytes:
-    """Canonical JSON bytes (sorted keys, no whitespace) of a Struct or builtins."""
-    return _canonical.encode(obj)
+    """Canonical JSON bytes (sorted keys, no whitespace) of a Struct or builtins. Maps keyed by integers (CPU ids,
+    NUMA nodes, GPU minors in typed objects) are written with their keys as strings, as JSON has them, which is
+    how they read back."""
+    try:
+        return _canonical.encode(obj)
+    except TypeError:
+        return _canonical.encode(msgspec.to_builtins(obj, str_keys=True))
+
+
+_NS_BYTES = ALLOT_NS.bytes
 
 
 def derived_event_id(producer: str, trigger_id: str, index: int) -> str:
-    return str(uuid.uuid5(ALLOT_NS, f"{producer}/{trigger_id}/{index}"))
+    """``str(uuid.uuid5(ALLOT_NS, f"{producer}/{trigger_id}/{index}"))``, computed without building UUID objects
+    (every decision of every service derives one id per output event)."""
+    digest = bytearray(hashlib.sha1(_NS_BYTES + f"{producer}/{trigger_id}/{index}".encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def stream_id(kind: str, key: str) -> str:
@@ -77,13 +91,25 @@ def _header(
     recorded_at: int,
 ) -> bytes:
     return canonical(
-        [position, event_id, stream_id, stream_version, type, schema_version, causation_id, correlation_id,
-         producer, recorded_at]
+        [
+            position,
+            event_id,
+            stream_id,
+            stream_version,
+            type,
+            schema_version,
+            causation_id,
+            correlation_id,
+            producer,
+            recorded_at,
+        ]
     )
 
 
 def chain_hash(prev: bytes, header: bytes, payload: bytes) -> bytes:
-    return hashlib.sha256(b"".join((prev, header, b"\n", payload))).digest()  # one call: cheaper than four updates
+    return hashlib.sha256(
+        b"".join((prev, header, b"\n", payload))
+    ).digest()  # one call: cheaper than four updates
 
 
 class NewEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -148,7 +174,8 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
         """The typed payload, upcast to the current schema when it was written by an older version."""
         known = self.tag
         try:
-            return _decode_any.decode(self.payload)
+            event: Event = _decode_any.decode(self.payload)
+            return event
         except msgspec.ValidationError:
             raw = msgspec.json.decode(self.payload)
             if not isinstance(raw, dict):
@@ -156,7 +183,8 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
             upgraded = upcast(known, raw)
             if upgraded is raw:
                 raise
-            return msgspec.convert(upgraded, AnyEvent)  # type: ignore[arg-type]
+            converted: Event = msgspec.convert(upgraded, AnyEvent)  # type: ignore[arg-type]
+            return converted
 
     def payload_dict(self) -> dict[str, Any]:
         value = msgspec.json.decode(self.payload)
@@ -173,7 +201,7 @@ def prepare(
     if kind is None:
         kind = _split_tags[type(event)] = split_tag(new.tag)
     type_name, schema_version = kind
-    payload = _canonical.encode(event)
+    payload = canonical(event)
     header = _header(
         position=position,
         event_id=new.event_id,

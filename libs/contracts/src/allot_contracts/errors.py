@@ -5,7 +5,9 @@
     ControlPlaneError
     ├── TransientError(delay)      retry later (JetStream: nak with backoff)
     │   ├── Unavailable            a server (PostgreSQL, NATS, Kubernetes) did not answer or timed out
-    │   └── ConcurrencyConflict    a stale expected stream version; reload and decide again
+    │   ├── ConcurrencyConflict    a stale expected stream version; reload and decide again
+    │   └── Fenced                 a write under a leadership term that is no longer current: refused; the
+    │                              process steps down (retried only until it has)
     └── PermanentError             retrying cannot help (JetStream: term, and a dead-letter event)
         ├── InvalidInput(issues)   bad input: each issue has a field path and a reason
         ├── NotFound
@@ -38,6 +40,22 @@ class Unavailable(TransientError):
 
 class ConcurrencyConflict(TransientError):
     pass
+
+
+class Fenced(TransientError):
+    """A write made under leadership term ``term`` of ``name`` while term ``current`` holds: refused, nothing was
+    written. The writer is a paused or partitioned ex-leader; it must step down, not retry (see
+    ``allot_runtime.kube.lease``). A transient error to consumers, so the event is never dead-lettered on its
+    account: the new leader decides it."""
+
+    def __init__(self, name: str, term: int, current: int, *, target: str = "log") -> None:
+        super().__init__(
+            f"{target} write of {name} under term {term} refused: term {current} holds (a newer leader took over)"
+        )
+        self.name = name
+        self.term = term
+        self.current = current
+        self.target = target
 
 
 class PermanentError(ControlPlaneError):

@@ -31,11 +31,6 @@ def labels(manifest: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
-def annotations(manifest: Mapping[str, Any]) -> dict[str, str]:
-    value = meta(manifest).get("annotations") or {}
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
-
-
 def name_of(manifest: Mapping[str, Any]) -> str:
     return str(meta(manifest).get("name") or "")
 
@@ -157,8 +152,12 @@ def koord_priority_class(manifest: Mapping[str, Any]) -> str:
         return label
     priority = (manifest.get("spec") or {}).get("priority")
     if isinstance(priority, int) and not isinstance(priority, bool):
-        for low, high, name in ((9000, 9999, "koord-prod"), (7000, 7999, "koord-mid"),
-                                (5000, 5999, "koord-batch"), (3000, 3999, "koord-free")):
+        for low, high, name in (
+            (9000, 9999, "koord-prod"),
+            (7000, 7999, "koord-mid"),
+            (5000, 5999, "koord-batch"),
+            (3000, 3999, "koord-free"),
+        ):
             if low <= priority <= high:
                 return name
     qos = koord_qos_class(manifest)

@@ -18,6 +18,7 @@ from allot_contracts.events import Event, ObjectRef, PodDeleted, PodObserved, Po
 class PodLives:
     def __init__(self) -> None:
         self.current: dict[str, str] = {}  # pod key -> uid of its current life
+        self._ended = ("", "")  # (pod key, uid) of the life the latest pod.deleted ended
 
     def stale(self, event: Event) -> bool:
         """Whether ``event`` is about a life of its pod other than the current one."""
@@ -36,7 +37,7 @@ class PodLives:
             if event.uid:
                 self.current[event.pod.key] = event.uid
         elif isinstance(event, PodDeleted):
-            self.current.pop(event.pod.key, None)
+            self._ended = (event.pod.key, self.current.pop(event.pod.key, "") or event.uid)
 
     def stamp(self, event: Event, trigger: Event | None = None) -> Event:
         """``event`` with its pod's current life filled in (or the trigger's, when it is about the same pod)."""
@@ -50,6 +51,8 @@ class PodLives:
             trigger_pod = getattr(trigger, "pod", None)
             if isinstance(trigger_pod, ObjectRef) and trigger_pod.key == pod.key:
                 uid = getattr(trigger, "uid", "") or ""
+                if not uid and isinstance(trigger, PodDeleted) and self._ended[0] == pod.key:
+                    uid = self._ended[1]  # a delete that named no uid: the life it ended
         return msgspec.structs.replace(event, uid=uid) if uid else event
 
     def snapshot(self) -> dict[str, Any]:

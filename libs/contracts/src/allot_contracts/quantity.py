@@ -17,6 +17,7 @@ Pure: no IO, no clock. Errors are ``QuantityError`` (a ``ValueError``) naming th
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 from typing import Final
@@ -77,6 +78,11 @@ def parse_quantity(text: str | int | float) -> Fraction:
         return Fraction(repr(text))
     if not isinstance(text, str):
         raise QuantityError(f"quantity must be a string or number, got {type(text).__name__}")
+    return _parse_text(text)
+
+
+@functools.lru_cache(maxsize=8192)  # manifests repeat a few quantity strings; Fractions are immutable
+def _parse_text(text: str) -> Fraction:
     s = text.strip()
     m = _PATTERN.match(s)
     if m is None:
@@ -102,7 +108,17 @@ def _ceil(value: Fraction) -> int:
 
 def to_canonical(name: str, quantity: str | int | float | Fraction) -> int:
     """Convert a quantity of resource ``name`` to its canonical integer unit (millicores for cpu)."""
+    if type(quantity) is str:
+        return _canonical_text(name, quantity)
     q = quantity if isinstance(quantity, Fraction) else parse_quantity(quantity)
+    if is_milli_resource(name):
+        return _ceil(q * 1000)
+    return _ceil(q)
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical_text(name: str, quantity: str) -> int:
+    q = _parse_text(quantity)
     if is_milli_resource(name):
         return _ceil(q * 1000)
     return _ceil(q)

@@ -43,7 +43,11 @@ def export_schemas() -> dict[str, Any]:
         name = schema["$ref"].rsplit("/", 1)[-1]
         body = dict(components[name])
         refs = _collect_refs(body, components)
-        doc: dict[str, Any] = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": tag, **body}
+        doc: dict[str, Any] = {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": tag,
+            **body,
+        }
         if refs:
             doc["$defs"] = {r: components[r] for r in sorted(refs)}
         out[tag] = doc

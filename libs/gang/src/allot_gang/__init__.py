@@ -6,6 +6,9 @@ anti-starvation used by the device-allocator. No IO, no clock, no randomness: se
 ``docs/gang.md`` for the user-facing description.
 """
 
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.duration import parse_go_duration
+
 from ._keys import format_time, seconds
 from .actions import (
     Action,
@@ -20,18 +23,18 @@ from .actions import (
     action_from_dict,
 )
 from .config import GangConfig, QueueConfig
-from .duration import parse_go_duration
 from .engine import GangEngine
-from .errors import ConfigError, FieldError
+from .errors import ConfigError
 from .predicate import is_satisfied
 from .queue import Blocked, QueueItem, QueueState, Step, less, order, plan, record
 from .status import phase
+from .validate import goes_alone
 
 __all__ = [
     "Action",
     "Blocked",
     "ConfigError",
-    "FieldError",
+    "FieldIssue",
     "GangConfig",
     "GangEngine",
     "GroupAdmitted",
@@ -48,6 +51,7 @@ __all__ = [
     "Step",
     "action_from_dict",
     "format_time",
+    "goes_alone",
     "is_satisfied",
     "less",
     "order",

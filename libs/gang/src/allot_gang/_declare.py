@@ -3,7 +3,7 @@
 Responsibility: the "first declaration wins" rule (see ``spec``) applied to the engine state, and the consistency
 of gang groups: every initialized gang of a gang group lists exactly the same ``groups``.
 
-Invariants: a declaration that would break either rule changes nothing and returns ``FieldError``s naming the
+Invariants: a declaration that would break either rule changes nothing and returns ``FieldIssue``s naming the
 field; a PodGroup is the authority for its gang (it may update minMember, timeout, mode, policy and total-number at
 any time, and ``groups`` only while the gang has no members); a PodGroup cannot take over a gang declared by pod
 annotations.
@@ -11,17 +11,19 @@ annotations.
 
 from __future__ import annotations
 
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.gang import GROUPS
+
 from . import _keys as k
 from ._core import Core
 from .actions import Action
-from .errors import FieldError
-from .spec import GROUPS, PodGroupInfo, PodInfo, conflicts, settings_from
+from .spec import PodGroupInfo, PodInfo, conflicts, settings_from
 from .state import HELD, IN_FLIGHT, PENDING, Gang
 
 __all__ = ["apply_pod_group", "declare_pod", "delete_pod_group", "group_conflicts"]
 
 
-def declare_pod(core: Core, info: PodInfo) -> list[FieldError]:
+def declare_pod(core: Core, info: PodInfo) -> list[FieldIssue]:
     """Create or join the gang a valid pod names; errors when its explicit settings conflict."""
     assert info.gang_id is not None
     gang = core.st.gangs.get(info.gang_id)
@@ -43,7 +45,7 @@ def declare_pod(core: Core, info: PodInfo) -> list[FieldError]:
     return []
 
 
-def group_conflicts(core: Core, gang_id: str, groups: tuple[str, ...], path: str) -> list[FieldError]:
+def group_conflicts(core: Core, gang_id: str, groups: tuple[str, ...], path: str) -> list[FieldIssue]:
     """Every gang of a gang group must list the same groups; an error naming the first disagreeing gang."""
     for other_id in sorted(core.st.gangs):
         other = core.st.gangs[other_id]
@@ -51,10 +53,10 @@ def group_conflicts(core: Core, gang_id: str, groups: tuple[str, ...], path: str
             continue
         if (other_id in groups or gang_id in other.settings.groups) and other.settings.groups != groups:
             return [
-                FieldError(
+                FieldIssue(
                     path=path,
                     value="[" + ", ".join(groups) + "]",
-                    reason=f"gang {gang_id} would be grouped with [{', '.join(groups)}] but gang {other_id} "
+                    message=f"gang {gang_id} would be grouped with [{', '.join(groups)}] but gang {other_id} "
                     f"(declared by {other.declared_by}) is grouped with [{', '.join(other.settings.groups)}]; "
                     "every gang of a gang group must list the same groups",
                 )
@@ -62,7 +64,7 @@ def group_conflicts(core: Core, gang_id: str, groups: tuple[str, ...], path: str
     return []
 
 
-def apply_pod_group(core: Core, info: PodGroupInfo) -> list[FieldError]:
+def apply_pod_group(core: Core, info: PodGroupInfo) -> list[FieldIssue]:
     """Create or update the gang of a PodGroup (the PodGroup is the authority for its settings)."""
     gid = info.gang_id
     settings = settings_from(gid, info.explicit, core.cfg, info.min_resources)
@@ -70,10 +72,10 @@ def apply_pod_group(core: Core, info: PodGroupInfo) -> list[FieldError]:
     groups_path = next((e.path for e in info.explicit if e.field == GROUPS), k.ann_path(k.ANN_GROUPS))
     if gang is not None and gang.settings is not None and gang.source == "annotations":
         return [
-            FieldError(
+            FieldIssue(
                 path="metadata.name",
                 value=info.name,
-                reason=f"gang {gid} is already declared by {gang.declared_by}; a PodGroup cannot "
+                message=f"gang {gid} is already declared by {gang.declared_by}; a PodGroup cannot "
                 "take over a gang whose pods carry its settings",
             )
         ]
@@ -84,10 +86,10 @@ def apply_pod_group(core: Core, info: PodGroupInfo) -> list[FieldError]:
         and gang.settings.groups != settings.groups
     ):
         return [
-            FieldError(
+            FieldIssue(
                 path=groups_path,
                 value=",".join(settings.groups),
-                reason="cannot change while the gang has members",
+                message="cannot change while the gang has members",
             )
         ]
     errors = group_conflicts(core, gid, settings.groups, groups_path)

@@ -5,35 +5,68 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-GANG_PREFIX: Final = "gang.scheduling.koordinator.sh/"
-ANN_NAME: Final = GANG_PREFIX + "name"
-ANN_MIN_AVAILABLE: Final = GANG_PREFIX + "min-available"
-ANN_TOTAL_NUMBER: Final = GANG_PREFIX + "total-number"
-ANN_MODE: Final = GANG_PREFIX + "mode"
-ANN_WAITING_TIME: Final = GANG_PREFIX + "waiting-time"
-ANN_GROUPS: Final = GANG_PREFIX + "groups"
-ANN_MATCH_POLICY: Final = GANG_PREFIX + "match-policy"
-ANN_TIMEOUT: Final = GANG_PREFIX + "timeout"
+from allot_contracts.objects.gang import (
+    ANN_GROUPS,
+    ANN_MATCH_POLICY,
+    ANN_MIN_AVAILABLE,
+    ANN_MODE,
+    ANN_NAME,
+    ANN_TIMEOUT,
+    ANN_TOTAL_NUMBER,
+    ANN_WAITING_TIME,
+    GANG_PREFIX,
+    LABEL_MIN_AVAILABLE,
+    LABEL_POD_GROUP,
+    LABEL_POD_GROUP_NAME,
+    LABEL_SUB_PRIORITY,
+    MATCH_POLICIES,
+    MATCH_POLICY_ALIAS,
+    MODES,
+    NON_STRICT,
+    ONCE_SATISFIED,
+    ONLY_WAITING,
+    PG_PREFIX,
+    POD_GROUP_API_VERSION,
+    POD_GROUP_KIND,
+    STRICT,
+    WAITING_AND_RUNNING,
+    seconds,
+)
 
-PG_PREFIX: Final = "pod-group.scheduling.sigs.k8s.io"
-LABEL_POD_GROUP: Final = PG_PREFIX
-LABEL_POD_GROUP_NAME: Final = PG_PREFIX + "/name"
-LABEL_MIN_AVAILABLE: Final = PG_PREFIX + "/min-available"
-MATCH_POLICY_ALIAS: Final = PG_PREFIX + "/match-policy"
-
-LABEL_SUB_PRIORITY: Final = "koordinator.sh/priority"
-
-POD_GROUP_API_VERSION: Final = "scheduling.sigs.k8s.io/v1alpha1"
-POD_GROUP_KIND: Final = "PodGroup"
-
-STRICT: Final = "Strict"
-NON_STRICT: Final = "NonStrict"
-MODES: Final = (STRICT, NON_STRICT)
-
-ONCE_SATISFIED: Final = "once-satisfied"
-ONLY_WAITING: Final = "only-waiting"
-WAITING_AND_RUNNING: Final = "waiting-and-running"
-MATCH_POLICIES: Final = (ONCE_SATISFIED, ONLY_WAITING, WAITING_AND_RUNNING)
+__all__ = [
+    "ANN_GROUPS",
+    "ANN_MATCH_POLICY",
+    "ANN_MIN_AVAILABLE",
+    "ANN_MODE",
+    "ANN_NAME",
+    "ANN_TIMEOUT",
+    "ANN_TOTAL_NUMBER",
+    "ANN_WAITING_TIME",
+    "GANG_PREFIX",
+    "LABEL_MIN_AVAILABLE",
+    "LABEL_POD_GROUP",
+    "LABEL_POD_GROUP_NAME",
+    "LABEL_SUB_PRIORITY",
+    "MATCH_POLICIES",
+    "MATCH_POLICY_ALIAS",
+    "MICROS_PER_SECOND",
+    "MODES",
+    "NON_STRICT",
+    "ONCE_SATISFIED",
+    "ONLY_WAITING",
+    "PG_PREFIX",
+    "POD_GROUP_API_VERSION",
+    "POD_GROUP_KIND",
+    "STRICT",
+    "WAITING_AND_RUNNING",
+    "ann_path",
+    "format_duration",
+    "format_time",
+    "group_id_of",
+    "label_path",
+    "object_key",
+    "seconds",
+]
 
 MICROS_PER_SECOND: Final = 1_000_000
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -54,11 +87,6 @@ def object_key(namespace: str, name: str) -> str:
 def group_id_of(gang_ids: tuple[str, ...]) -> str:
     """Gang group id: the sorted gang ids joined by ``,`` (a lone gang's group id is its own id)."""
     return ",".join(sorted(gang_ids))
-
-
-def seconds(n: int) -> int:
-    """``n`` seconds in microseconds, the engine's unit of time."""
-    return n * MICROS_PER_SECOND
 
 
 def format_time(us: int | None) -> str | None:

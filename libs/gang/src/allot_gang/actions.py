@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import FieldError
+from allot_contracts.issues import FieldIssue
 
 __all__ = [
     "Action",
@@ -122,7 +122,7 @@ class Rejected(_Action, frozen=True, tag="Rejected"):
     """Malformed or conflicting gang input: the pod is never scheduled and never retried."""
 
     pod: str
-    errors: tuple[FieldError, ...]
+    errors: tuple[FieldIssue, ...]
 
 
 Action = (

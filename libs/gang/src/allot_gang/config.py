@@ -17,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from allot_contracts.issues import FieldIssue
+
 from ._keys import MATCH_POLICIES, MODES, ONCE_SATISFIED, STRICT, seconds
-from .errors import ConfigError, FieldError
+from .errors import ConfigError
 
 __all__ = ["GangConfig", "QueueConfig"]
 
@@ -95,15 +97,15 @@ class GangConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None = None) -> GangConfig:
         d = {} if d is None else d
-        errors: list[FieldError] = []
+        errors: list[FieldIssue] = []
         if not isinstance(d, dict):
-            raise ConfigError([FieldError(path="$", reason="must be a mapping")])
+            raise ConfigError([FieldIssue(path="$", message="must be a mapping")])
         kwargs: dict[str, Any] = {}
         for key, value in sorted(d.items()):
             if key == "version":
                 if not isinstance(value, str) or not value:
                     errors.append(
-                        FieldError(path="version", reason="must be a non-empty string", value=str(value))
+                        FieldIssue(path="version", message="must be a non-empty string", value=str(value))
                     )
                 else:
                     kwargs["version"] = value
@@ -117,23 +119,23 @@ class GangConfig:
             elif key == "queue":
                 kwargs["queue"] = _queue_from(value, errors)
             else:
-                errors.append(FieldError(path=str(key), reason="unknown configuration key"))
+                errors.append(FieldIssue(path=str(key), message="unknown configuration key"))
         if not errors:
             cfg = cls(**kwargs)
             if cfg.retry_max_backoff_seconds < cfg.retry_initial_backoff_seconds:
                 errors.append(
-                    FieldError(
+                    FieldIssue(
                         path="retryMaxBackoffSeconds",
-                        reason="must be >= retryInitialBackoffSeconds",
+                        message="must be >= retryInitialBackoffSeconds",
                         value=str(cfg.retry_max_backoff_seconds),
                     )
                 )
             q = cfg.queue
             if q.max_reserve_seconds == 0 and q.max_reserve_rounds == 0:
                 errors.append(
-                    FieldError(
+                    FieldIssue(
                         path="queue",
-                        reason="maxReserveSeconds or maxReserveRounds must be positive, "
+                        message="maxReserveSeconds or maxReserveRounds must be positive, "
                         "or a gang that never fits would hold capacity forever",
                     )
                 )
@@ -160,33 +162,33 @@ class GangConfig:
 
 
 def _int_into(
-    kwargs: dict[str, Any], errors: list[FieldError], path: str, name: str, value: object, low: int
+    kwargs: dict[str, Any], errors: list[FieldIssue], path: str, name: str, value: object, low: int
 ) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        errors.append(FieldError(path=path, reason="must be an integer", value=str(value)))
+        errors.append(FieldIssue(path=path, message="must be an integer", value=str(value)))
     elif value < low:
-        errors.append(FieldError(path=path, reason=f"must be >= {low}", value=str(value)))
+        errors.append(FieldIssue(path=path, message=f"must be >= {low}", value=str(value)))
     else:
         kwargs[name] = value
 
 
 def _choice_into(
     kwargs: dict[str, Any],
-    errors: list[FieldError],
+    errors: list[FieldIssue],
     path: str,
     name: str,
     value: object,
     choices: tuple[str, ...],
 ) -> None:
     if value not in choices:
-        errors.append(FieldError(path=path, reason="must be one of " + ", ".join(choices), value=str(value)))
+        errors.append(FieldIssue(path=path, message="must be one of " + ", ".join(choices), value=str(value)))
     else:
         kwargs[name] = value
 
 
-def _queue_from(value: object, errors: list[FieldError]) -> QueueConfig:
+def _queue_from(value: object, errors: list[FieldIssue]) -> QueueConfig:
     if not isinstance(value, dict):
-        errors.append(FieldError(path="queue", reason="must be a mapping"))
+        errors.append(FieldIssue(path="queue", message="must be a mapping"))
         return QueueConfig()
     kwargs: dict[str, Any] = {}
     for key, v in sorted(value.items()):
@@ -194,5 +196,5 @@ def _queue_from(value: object, errors: list[FieldError]) -> QueueConfig:
             name, low = _QUEUE_KEYS[key]
             _int_into(kwargs, errors, f"queue.{key}", name, v, low)
         else:
-            errors.append(FieldError(path=f"queue.{key}", reason="unknown configuration key"))
+            errors.append(FieldIssue(path=f"queue.{key}", message="unknown configuration key"))
     return QueueConfig(**kwargs)

@@ -32,14 +32,17 @@ from typing import Any
 
 import msgspec
 
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.pod import Pod
+
 from . import _keys as k
 from ._core import Core
 from ._declare import apply_pod_group, declare_pod, delete_pod_group
 from .actions import Action, MemberWaiting, PassThrough, Rejected, ReleaseHolds
 from .config import GangConfig
-from .errors import FieldError
 from .predicate import ready
 from .queue import QueueItem
+from .spec import PodGroupInfo
 from .state import (
     ADMITTED,
     BACKOFF,
@@ -54,7 +57,7 @@ from .state import (
     Member,
 )
 from .status import explain_gang, gang_status
-from .validate import parse_pod, parse_pod_group
+from .validate import pod_info
 
 __all__ = ["GangEngine"]
 
@@ -77,21 +80,15 @@ class GangEngine:
 
     # -- declarations ----------------------------------------------------------------------------------------
 
-    def validate_pod(self, manifest: object) -> list[FieldError]:
-        """Syntax of the pod's gang input (no state consulted); empty when valid. ``submit`` also checks conflicts
-        with settings already in force."""
-        info = parse_pod(manifest)
-        return info if isinstance(info, list) else []
+    @staticmethod
+    def gang_of(pod: Pod) -> str | None:
+        """The gang id ``"namespace/name"`` of a gang pod, else None (a plain pod)."""
+        return pod.gang.gang_id if pod.gang is not None else None
 
-    def gang_of(self, manifest: object) -> str | None:
-        """The gang id ``"namespace/name"`` of a valid gang pod, else None (plain or malformed pod)."""
-        info = parse_pod(manifest)
-        return None if isinstance(info, list) else info.gang_id
-
-    def apply_pod_group(self, manifest: object) -> list[FieldError]:
-        """Create or update a PodGroup. Call ``settle(now)`` afterwards: members that waited for it may be ready."""
-        info = parse_pod_group(manifest)
-        return info if isinstance(info, list) else apply_pod_group(self._core, info)
+    def apply_pod_group(self, group: PodGroupInfo) -> list[FieldIssue]:
+        """Create or update a PodGroup (read at the door). Call ``settle(now)`` afterwards: members that waited for
+        it may be ready. Returns the conflicts with settings already in force (nothing applied then)."""
+        return apply_pod_group(self._core, group)
 
     def delete_pod_group(self, namespace: str, name: str) -> list[Action]:
         """Delete a PodGroup. Its members (if any) wait again until it is re-created; holds of an in-flight attempt
@@ -104,11 +101,10 @@ class GangEngine:
 
     # -- pods ------------------------------------------------------------------------------------------------
 
-    def submit(self, manifest: object, now: int) -> list[Action]:
-        """A pod arrived. Plain pods pass through; gang members wait, complete a group, or pass through."""
-        info = parse_pod(manifest)
-        if isinstance(info, list):
-            return [Rejected(pod=_guess_key(manifest), errors=tuple(info))]
+    def submit(self, pod: Pod, now: int) -> list[Action]:
+        """A pod arrived. Plain pods pass through; gang members wait, complete a group, or pass through (a pod
+        whose gang settings conflict with those in force is rejected)."""
+        info = pod_info(pod)
         if info.key in self._st.member_gang:
             return []  # already known: submitting twice changes nothing
         if info.gang_id is None:
@@ -341,11 +337,3 @@ class GangEngine:
         engine = cls(GangConfig.from_dict(snapshot["config"]))
         engine._core.st = msgspec.convert(snapshot["state"], EngineState)
         return engine
-
-
-def _guess_key(manifest: object) -> str:
-    meta = manifest.get("metadata") if isinstance(manifest, dict) else None
-    if not isinstance(meta, dict):
-        return ""
-    ns, name = meta.get("namespace") or "default", meta.get("name") or ""
-    return k.object_key(str(ns), str(name))

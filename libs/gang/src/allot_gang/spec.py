@@ -18,9 +18,21 @@ from __future__ import annotations
 
 import msgspec
 
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.gang import (
+    GROUPS,
+    MATCH_POLICY,
+    MIN_AVAILABLE,
+    MODE,
+    TOTAL_NUMBER,
+    WAITING_TIME,
+    Explicit,
+    PodGroupInfo,
+    SettingValue,
+)
+
 from ._keys import format_duration
 from .config import GangConfig
-from .errors import FieldError
 
 __all__ = [
     "Explicit",
@@ -31,24 +43,6 @@ __all__ = [
     "conflicts",
     "settings_from",
 ]
-
-SettingValue = int | str | tuple[str, ...]
-
-# Setting names used in ``Explicit.field``.
-MIN_AVAILABLE = "min-available"
-TOTAL_NUMBER = "total-number"
-MODE = "mode"
-WAITING_TIME = "waiting-time"
-GROUPS = "groups"
-MATCH_POLICY = "match-policy"
-
-
-class Explicit(msgspec.Struct, frozen=True, kw_only=True):
-    """One explicitly given setting: its name, where it came from, and its parsed value."""
-
-    field: str
-    path: str
-    value: SettingValue
 
 
 class GangSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,16 +90,6 @@ class PodInfo(msgspec.Struct, frozen=True, kw_only=True):
         return any(e.field == MIN_AVAILABLE for e in self.explicit)
 
 
-class PodGroupInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """What a PodGroup manifest declares: the gang id, explicit settings and minResources (canonical units)."""
-
-    gang_id: str
-    namespace: str
-    name: str
-    explicit: tuple[Explicit, ...]
-    min_resources: dict[str, int] = msgspec.field(default_factory=dict)
-
-
 def _explicit(explicit: tuple[Explicit, ...], field: str) -> SettingValue | None:
     for e in explicit:
         if e.field == field:
@@ -150,17 +134,17 @@ def _show(field: str, value: SettingValue) -> str:
 
 def conflicts(
     explicit: tuple[Explicit, ...], settings: GangSettings, gang_id: str, declared_by: str
-) -> list[FieldError]:
+) -> list[FieldIssue]:
     """Errors for every explicitly given setting that differs from the settings already in force."""
-    errors: list[FieldError] = []
+    errors: list[FieldIssue] = []
     for e in explicit:
         current = settings.value(e.field)
         mine = tuple(sorted(e.value)) if isinstance(e.value, tuple) else e.value
         if mine != current:
             errors.append(
-                FieldError(
+                FieldIssue(
                     path=e.path,
-                    reason=(
+                    message=(
                         f"conflicts with gang {gang_id} as declared by {declared_by}: "
                         f"{e.field} is {_show(e.field, current)}"
                     ),

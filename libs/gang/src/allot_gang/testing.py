@@ -1,7 +1,8 @@
 """Builders for tests (here and in the services that use this library): pods, PodGroups, times.
 
-``a_pod("w-0", gang="train", min_available=4)`` gives a pod manifest with the lightweight gang annotations;
-``a_pod_group("train", min_member=4)`` a ``scheduling.sigs.k8s.io/v1alpha1`` PodGroup; ``at(90)`` the time 90 s
+``a_pod_manifest("w-0", gang="train", min_available=4)`` gives a pod manifest with the lightweight gang
+annotations; ``a_pod_group_manifest("train", min_member=4)`` a ``scheduling.sigs.k8s.io/v1alpha1`` PodGroup;
+``a_pod`` and ``a_pod_group`` give the same objects read as the door reads them (what the engine takes); ``at(90)`` the time 90 s
 after a fixed origin in microseconds. Every keyword maps to one annotation or field; ``None`` leaves it out, and
 ``annotations=`` / ``labels=`` add or override raw entries (for malformed-input tables).
 """
@@ -11,9 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.gang import PodGroupInfo, parse_pod_group
+from allot_contracts.objects.pod import Pod, parse_pod
+
 from . import _keys as k
 
-__all__ = ["T0", "a_pod", "a_pod_group", "at", "pod_key"]
+__all__ = ["T0", "a_pod", "a_pod_group", "a_pod_group_manifest", "a_pod_manifest", "at", "pod_key"]
 
 T0 = 1_700_000_000 * k.MICROS_PER_SECOND  # 2023-11-14T22:13:20Z, a fixed origin for test timelines
 
@@ -27,7 +32,7 @@ def pod_key(name: str, namespace: str = "default") -> str:
     return k.object_key(namespace, name)
 
 
-def a_pod(
+def a_pod_manifest(
     name: str,
     *,
     namespace: str = "default",
@@ -83,7 +88,7 @@ def a_pod(
     return pod
 
 
-def a_pod_group(
+def a_pod_group_manifest(
     name: str,
     *,
     namespace: str = "default",
@@ -120,3 +125,21 @@ def a_pod_group(
         "metadata": {"name": name, "namespace": namespace, "annotations": ann},
         "spec": spec,
     }
+
+
+def a_pod(name: str, **kw: Any) -> Pod:
+    """``a_pod_manifest`` read at the door; raises when the door refuses it."""
+    issues: list[FieldIssue] = []
+    pod = parse_pod(a_pod_manifest(name, **kw), issues, [])
+    if pod is None:
+        raise AssertionError(f"pod {name} refused: {[str(i) for i in issues]}")
+    return pod
+
+
+def a_pod_group(name: str, **kw: Any) -> PodGroupInfo:
+    """``a_pod_group_manifest`` read at the door; raises when the door refuses it."""
+    issues: list[FieldIssue] = []
+    group = parse_pod_group(a_pod_group_manifest(name, **kw), issues, [])
+    if group is None:
+        raise AssertionError(f"PodGroup {name} refused: {[str(i) for i in issues]}")
+    return group

@@ -25,12 +25,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from allot_placement import names as n
+from allot_contracts.objects import names as n
+from allot_contracts.objects.inventory import Device, Inventory, Partition
+from allot_contracts.objects.selectors import LabelSelector, match_label_selector
 from allot_placement import reasons as rs
 from allot_placement.device_view import Scorer, TypeView, complete_gpu, fits
-from allot_placement.inventory import Device, Inventory, Partition
 from allot_placement.reasons import Reason
-from allot_placement.selectors import LabelSelector, match_label_selector
 from allot_placement.state import VF
 
 __all__ = ["Alloc", "allocate_gpu", "default_allocate", "partition_table"]
@@ -52,8 +52,12 @@ def _resources(view: TypeView, minor: int, per: Mapping[str, int]) -> dict[str, 
 
 
 def _pick_vf(dev: Device, selector: LabelSelector, used: frozenset[str]) -> VF | None:
-    vfs = sorted((bus, minor) for labels, group in dev.vf_groups if match_label_selector(selector, labels)
-                 for minor, bus in group)
+    vfs = sorted(
+        (bus, minor)
+        for labels, group in dev.vf_groups
+        if match_label_selector(selector, labels)
+        for minor, bus in group
+    )
     for bus, minor in vfs:
         if bus not in used:
             return VF(bus_id=bus, minor=minor)
@@ -69,7 +73,9 @@ def default_allocate(
     vf_selector: LabelSelector | None,
     scorer: Scorer,
 ) -> list[Alloc] | None:
-    scored = sorted((-scorer.score(_resources(view, m, per), view.total[m], view.free[m]), m) for m in view.minors)
+    scored = sorted(
+        (-scorer.score(_resources(view, m, per), view.total[m], view.free[m]), m) for m in view.minors
+    )
     order = [m for _, m in scored]
     if preferred_pcie:
         rank = {m: i for i, m in enumerate(order)}
@@ -106,8 +112,9 @@ def default_allocate(
     return out if len(out) >= count else None
 
 
-def partition_table(inv: Inventory, node_labels: Mapping[str, str]) -> tuple[dict[int, tuple[Partition, ...]] | None,
-                                                                               bool]:
+def partition_table(
+    inv: Inventory, node_labels: Mapping[str, str]
+) -> tuple[dict[int, tuple[Partition, ...]] | None, bool]:
     """The GPU partition table of a node and whether the node honors it."""
     if inv.partitions is not None:
         return inv.partitions, inv.labels.get(n.LABEL_GPU_PARTITION_POLICY) == "Honor"
@@ -118,8 +125,14 @@ def partition_table(inv: Inventory, node_labels: Mapping[str, str]) -> tuple[dic
     return None, False
 
 
-def _by_partition(view: TypeView, table: dict[int, tuple[Partition, ...]], per: Mapping[str, int], count: int,
-                  restricted: bool, bandwidth: int | None) -> list[Alloc] | None:
+def _by_partition(
+    view: TypeView,
+    table: dict[int, tuple[Partition, ...]],
+    per: Mapping[str, int],
+    count: int,
+    restricted: bool,
+    bandwidth: int | None,
+) -> list[Alloc] | None:
     entries = table.get(count, ())
     scores = sorted({p.score for p in entries}, reverse=True)
     used = view.used_minors
@@ -146,15 +159,51 @@ def _by_partition(view: TypeView, table: dict[int, tuple[Partition, ...]], per: 
                 group = table.get(size, ())
                 top = max((p.score for p in group), default=0)
                 if size >= count:
-                    score += sum(weight * p.score for p in group
-                                 if p.score == top and not any(m in allocated for m in p.minors))
+                    score += sum(
+                        weight * p.score
+                        for p in group
+                        if p.score == top and not any(m in allocated for m in p.minors)
+                    )
             if score > best_score:
                 best, best_score = c, score
     return [(m, _resources(view, m, per), ()) for m in best.minors]
 
 
-def _by_topology(view: TypeView, inv: Inventory, per: Mapping[str, int], count: int, shared: bool, required: str,
-                 scorer: Scorer) -> tuple[list[Alloc] | None, Reason | None, bool]:
+_SCOPES: dict[bytes, tuple[list[int], list[tuple[int, list[int], list[Any]]]]] = {}
+_SCOPES_LIMIT = 8192
+
+
+def _gpu_scopes(inv: Inventory) -> tuple[list[int], list[tuple[int, list[int], list[Any]]]]:
+    """The node's GPUs as scopes (node → NUMA node → PCIe switch, minors sorted), built once per inventory content
+    (inventories are immutable; callers only read the lists)."""
+    got = _SCOPES.get(inv.content_key)
+    if got is not None:
+        return got
+    gpus = inv.devices.get(n.GPU, ())
+    tree: dict[int, dict[str, list[int]]] = {}
+    for d in gpus:
+        tree.setdefault(d.numa, {}).setdefault(d.pcie, []).append(d.minor)
+    numa_scopes: list[tuple[int, list[int], list[Any]]] = []
+    for numa in sorted(tree):
+        pcies: list[tuple[int, list[int], list[Any]]] = [
+            (3, sorted(tree[numa][p]), []) for p in sorted(tree[numa])
+        ]
+        numa_scopes.append((2, sorted(m for p in pcies for m in p[1]), pcies))
+    if len(_SCOPES) >= _SCOPES_LIMIT:
+        _SCOPES.clear()
+    got = _SCOPES[inv.content_key] = (sorted(d.minor for d in gpus), numa_scopes)
+    return got
+
+
+def _by_topology(
+    view: TypeView,
+    inv: Inventory,
+    per: Mapping[str, int],
+    count: int,
+    shared: bool,
+    required: str,
+    scorer: Scorer,
+) -> tuple[list[Alloc] | None, Reason | None, bool]:
     """Returns (allocations, failure, fall back to the default allocator)."""
     gpus = inv.devices.get(n.GPU, ())
     if not gpus or any(d.numa < 0 or not d.pcie for d in gpus):
@@ -166,9 +215,6 @@ def _by_topology(view: TypeView, inv: Inventory, per: Mapping[str, int], count: 
         if count > 1:
             return None, rs.TOPOLOGY_SCOPED, False
         need = 3
-    tree: dict[int, dict[str, list[int]]] = {}
-    for d in gpus:
-        tree.setdefault(d.numa, {}).setdefault(d.pcie, []).append(d.minor)
     used = view.used_minors
 
     def leaf(minors: list[int], depth: int, cne: int) -> tuple[int, int, int, list[int]] | None:
@@ -189,8 +235,9 @@ def _by_topology(view: TypeView, inv: Inventory, per: Mapping[str, int], count: 
             return r[1] > b[1]
         return shared and r[2] > b[2]
 
-    def scope(level: int, minors: list[int], children: list[tuple[int, list[int], list[Any]]], depth: int,
-              cne: int) -> tuple[int, int, int, list[int]] | None:
+    def scope(
+        level: int, minors: list[int], children: list[tuple[int, list[int], list[Any]]], depth: int, cne: int
+    ) -> tuple[int, int, int, list[int]] | None:
         if len(minors) < count:
             return None
         depth += 1
@@ -207,11 +254,8 @@ def _by_topology(view: TypeView, inv: Inventory, per: Mapping[str, int], count: 
             return None
         return leaf(minors, depth, cne)
 
-    numa_scopes: list[tuple[int, list[int], list[Any]]] = []
-    for numa in sorted(tree):
-        pcies: list[tuple[int, list[int], list[Any]]] = [(3, sorted(tree[numa][p]), []) for p in sorted(tree[numa])]
-        numa_scopes.append((2, sorted(m for p in pcies for m in p[1]), pcies))
-    result = scope(1, sorted(d.minor for d in gpus), numa_scopes, 0, 0)
+    all_minors, numa_scopes = _gpu_scopes(inv)
+    result = scope(1, all_minors, numa_scopes, 0, 0)
     if result is None:
         return None, rs.TOPOLOGY_SCOPED if required else rs.insufficient_devices(n.GPU), False
     return [(m, _resources(view, m, per), ()) for m in sorted(result[3])], None, False

@@ -22,10 +22,11 @@ Shape (camelCase keys, every key optional; ``PlacementConfig()`` is the document
     seed: 0                       # the random policy's and the hash tie-break's seed
     tieBreak: name                # equal scores: lowest node name, or 'hash' (keyed by seed and pod)
     explain: {topScores: 3, maxNodeReasons: 16}
+    loadAware: {usageThresholds: {cpu: 65, memory: 95}, ...}   # LoadAwareSchedulingArgs, see allot_placement.loadaware
 
 A preset sets the strategies first; explicit sections then override individual fields. ``policy`` other than
 koordinator/binpack/spread selects a cluster-level GPU policy (``gpu_policy``) that replaces the deviceShare score,
-see ``allot_placement.policies``. Errors are ``FieldError`` with the config path; ``from_dict`` raises
+see ``allot_placement.policies``. Errors are ``FieldIssue`` with the config path; ``from_dict`` raises
 ``ConfigError`` carrying all of them.
 """
 
@@ -37,8 +38,10 @@ from typing import Any
 
 import msgspec
 
-from allot_placement import names as n
-from allot_placement.errors import FieldError
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects import names as n
+from allot_placement.loadaware import LoadAwareArgs
+from allot_placement.loadaware import parse_args as parse_load_aware
 
 __all__ = ["ENGINE_VERSION", "ConfigError", "FitPlusResource", "PlacementConfig", "Strategy", "TypicalPod"]
 
@@ -51,7 +54,7 @@ PRESETS = ("koordinator", "binpack", "spread", *[p for p in GPU_POLICIES if p])
 class ConfigError(ValueError):
     """An invalid placement config; ``errors`` lists every problem with its path."""
 
-    def __init__(self, errors: list[FieldError]) -> None:
+    def __init__(self, errors: list[FieldIssue]) -> None:
         super().__init__("; ".join(str(e) for e in errors))
         self.errors = errors
 
@@ -109,6 +112,7 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
     tie_break: str = "name"
     top_scores: int = 3
     max_node_reasons: int = 16
+    load_aware: LoadAwareArgs = LoadAwareArgs()
 
     @property
     def gpu_policy(self) -> str:
@@ -121,14 +125,14 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
         return f"{ENGINE_VERSION}+{digest}"
 
     @classmethod
-    def validate(cls, d: Any) -> list[FieldError]:
-        errors: list[FieldError] = []
+    def validate(cls, d: Any) -> list[FieldIssue]:
+        errors: list[FieldIssue] = []
         _parse(d, errors)
         return errors
 
     @classmethod
     def from_dict(cls, d: Any) -> PlacementConfig:
-        errors: list[FieldError] = []
+        errors: list[FieldIssue] = []
         cfg = _parse(d, errors)
         if errors or cfg is None:
             raise ConfigError(errors)
@@ -144,163 +148,254 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
                 "nodeResourcesFit": strat(self.node_fit),
                 "nodeNUMAResource": strat(self.numa),
                 "deviceShare": strat(self.device),
-                "nodeResourcesFitPlus": {"weight": self.fit_plus_weight, "resources": {
-                    k: {"strategy": v.strategy, "weight": v.weight} for k, v in self.fit_plus}},
+                "nodeResourcesFitPlus": {
+                    "weight": self.fit_plus_weight,
+                    "resources": {k: {"strategy": v.strategy, "weight": v.weight} for k, v in self.fit_plus},
+                },
                 "scarceResourceAvoidance": {"weight": self.scarce_weight, "resources": list(self.scarce)},
             },
             "cpu": {"defaultBindPolicy": self.default_cpu_bind_policy},
-            "devices": {"gpuShareUnsupportedModels": [{"vendor": v, "model": m}
-                                                      for v, m in self.gpu_share_unsupported_models]},
-            "fragmentation": {"typicalPods": [
-                {"cpuMilli": t.cpu_milli, "gpuCount": t.gpu_count, "gpuMilli": t.gpu_milli,
-                 "gpuModels": list(t.gpu_models), "weight": t.weight} for t in self.typical_pods]},
+            "devices": {
+                "gpuShareUnsupportedModels": [
+                    {"vendor": v, "model": m} for v, m in self.gpu_share_unsupported_models
+                ]
+            },
+            "fragmentation": {
+                "typicalPods": [
+                    {
+                        "cpuMilli": t.cpu_milli,
+                        "gpuCount": t.gpu_count,
+                        "gpuMilli": t.gpu_milli,
+                        "gpuModels": list(t.gpu_models),
+                        "weight": t.weight,
+                    }
+                    for t in self.typical_pods
+                ]
+            },
             "seed": self.seed,
             "tieBreak": self.tie_break,
             "explain": {"topScores": self.top_scores, "maxNodeReasons": self.max_node_reasons},
+            # only when set: the version of a configuration that does not use it stays what it was
+            **({"loadAware": self.load_aware.to_dict()} if self.load_aware != LoadAwareArgs() else {}),
         }
 
 
 # --- parsing --------------------------------------------------------------------------------------------------------
 
-def _section(d: dict[str, Any], key: str, path: str, allowed: set[str], errors: list[FieldError]) -> dict[str, Any]:
+
+def _section(
+    d: dict[str, Any], key: str, path: str, allowed: set[str], errors: list[FieldIssue]
+) -> dict[str, Any]:
     v = d.get(key)
     if v is None:
         return {}
     if not isinstance(v, dict):
-        errors.append(FieldError(path=f"{path}{key}", message="must be a mapping"))
+        errors.append(FieldIssue(path=f"{path}{key}", message="must be a mapping"))
         return {}
     for extra in sorted(set(v) - allowed):
-        errors.append(FieldError(path=f"{path}{key}.{extra}", message=f"unknown key; supported: {', '.join(sorted(allowed))}"))
+        errors.append(
+            FieldIssue(
+                path=f"{path}{key}.{extra}", message=f"unknown key; supported: {', '.join(sorted(allowed))}"
+            )
+        )
     return v
 
 
-def _int(v: Any, path: str, errors: list[FieldError], lo: int = 0, default: int = 0) -> int:
+def _int(v: Any, path: str, errors: list[FieldIssue], lo: int = 0, default: int = 0) -> int:
     if v is None:
         return default
     if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-        errors.append(FieldError(path=path, message=f"must be an integer >= {lo}"))
+        errors.append(FieldIssue(path=path, message=f"must be an integer >= {lo}"))
         return default
     return v
 
 
-def _strategy(raw: dict[str, Any], base: Strategy, path: str, errors: list[FieldError]) -> Strategy:
+def _strategy(raw: dict[str, Any], base: Strategy, path: str, errors: list[FieldIssue]) -> Strategy:
     s = raw.get("strategy", base.strategy)
     if s not in STRATEGIES:
-        errors.append(FieldError(path=f"{path}.strategy", message=f"unknown strategy {s!r}; one of {', '.join(STRATEGIES)}"))
+        errors.append(
+            FieldIssue(
+                path=f"{path}.strategy", message=f"unknown strategy {s!r}; one of {', '.join(STRATEGIES)}"
+            )
+        )
         s = base.strategy
     res = base.resources
     if raw.get("resources") is not None:
         r = raw["resources"]
         if not isinstance(r, dict):
-            errors.append(FieldError(path=f"{path}.resources", message="must map resource names to integer weights"))
+            errors.append(
+                FieldIssue(path=f"{path}.resources", message="must map resource names to integer weights")
+            )
         else:
-            res = tuple((str(k), _int(r[k], f"{path}.resources[{k}]", errors, lo=1, default=1)) for k in sorted(r))
-    return Strategy(strategy=str(s), weight=_int(raw.get("weight"), f"{path}.weight", errors, default=base.weight),
-                    resources=res)
+            res = tuple(
+                (str(k), _int(r[k], f"{path}.resources[{k}]", errors, lo=1, default=1)) for k in sorted(r)
+            )
+    return Strategy(
+        strategy=str(s),
+        weight=_int(raw.get("weight"), f"{path}.weight", errors, default=base.weight),
+        resources=res,
+    )
 
 
-def _parse(d: Any, errors: list[FieldError]) -> PlacementConfig | None:
+def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
     if d is None:
         d = {}
     if not isinstance(d, dict):
-        errors.append(FieldError(path="", message="placement config must be a mapping"))
+        errors.append(FieldIssue(path="", message="placement config must be a mapping"))
         return None
-    top = {"policy", "scoring", "cpu", "devices", "fragmentation", "seed", "tieBreak", "explain"}
+    top = {"policy", "scoring", "cpu", "devices", "fragmentation", "seed", "tieBreak", "explain", "loadAware"}
     for extra in sorted(set(d) - top):
-        errors.append(FieldError(path=extra, message=f"unknown key; supported: {', '.join(sorted(top))}"))
+        errors.append(FieldIssue(path=extra, message=f"unknown key; supported: {', '.join(sorted(top))}"))
     policy = d.get("policy", "koordinator")
     if policy not in PRESETS:
-        errors.append(FieldError(path="policy", message=f"unknown policy {policy!r}; one of {', '.join(PRESETS)}"))
+        errors.append(
+            FieldIssue(path="policy", message=f"unknown policy {policy!r}; one of {', '.join(PRESETS)}")
+        )
         policy = "koordinator"
     preset = _preset(str(policy))
     dflt = PlacementConfig()
-    scoring = _section(d, "scoring", "", {"nodeResourcesFit", "nodeNUMAResource", "deviceShare", "nodeResourcesFitPlus",
-                                           "scarceResourceAvoidance"}, errors)
+    scoring = _section(
+        d,
+        "scoring",
+        "",
+        {
+            "nodeResourcesFit",
+            "nodeNUMAResource",
+            "deviceShare",
+            "nodeResourcesFitPlus",
+            "scarceResourceAvoidance",
+        },
+        errors,
+    )
     sk = {"strategy", "weight", "resources"}
     base_weight = int(preset.get("weight", "1"))
-    node_fit = _strategy(_section(scoring, "nodeResourcesFit", "scoring.", sk, errors),
-                         Strategy(strategy=preset["node"], weight=base_weight, resources=_CPU_MEM),
-                         "scoring.nodeResourcesFit", errors)
-    numa = _strategy(_section(scoring, "nodeNUMAResource", "scoring.", sk, errors),
-                     Strategy(strategy=preset["numa"], weight=base_weight, resources=_CPU_MEM), "scoring.nodeNUMAResource",
-                     errors)
-    device = _strategy(_section(scoring, "deviceShare", "scoring.", sk, errors),
-                       Strategy(strategy=preset["device"], weight=1, resources=_DEVICE_WEIGHTS), "scoring.deviceShare",
-                       errors)
+    node_fit = _strategy(
+        _section(scoring, "nodeResourcesFit", "scoring.", sk, errors),
+        Strategy(strategy=preset["node"], weight=base_weight, resources=_CPU_MEM),
+        "scoring.nodeResourcesFit",
+        errors,
+    )
+    numa = _strategy(
+        _section(scoring, "nodeNUMAResource", "scoring.", sk, errors),
+        Strategy(strategy=preset["numa"], weight=base_weight, resources=_CPU_MEM),
+        "scoring.nodeNUMAResource",
+        errors,
+    )
+    device = _strategy(
+        _section(scoring, "deviceShare", "scoring.", sk, errors),
+        Strategy(strategy=preset["device"], weight=1, resources=_DEVICE_WEIGHTS),
+        "scoring.deviceShare",
+        errors,
+    )
     fp = _section(scoring, "nodeResourcesFitPlus", "scoring.", {"weight", "resources"}, errors)
     fit_plus: list[tuple[str, FitPlusResource]] = []
     fpr = fp.get("resources") or {}
     if not isinstance(fpr, dict):
-        errors.append(FieldError(path="scoring.nodeResourcesFitPlus.resources", message="must be a mapping"))
+        errors.append(FieldIssue(path="scoring.nodeResourcesFitPlus.resources", message="must be a mapping"))
         fpr = {}
     for k in sorted(fpr):
         p = f"scoring.nodeResourcesFitPlus.resources[{k}]"
         v = fpr[k] if isinstance(fpr[k], dict) else {}
         s = v.get("strategy", v.get("type", "MostAllocated"))
         if s not in STRATEGIES:
-            errors.append(FieldError(path=f"{p}.strategy", message=f"unknown strategy {s!r}; one of {', '.join(STRATEGIES)}"))
+            errors.append(
+                FieldIssue(
+                    path=f"{p}.strategy", message=f"unknown strategy {s!r}; one of {', '.join(STRATEGIES)}"
+                )
+            )
             continue
-        fit_plus.append((str(k), FitPlusResource(strategy=str(s), weight=_int(v.get("weight"), f"{p}.weight", errors,
-                                                                               lo=1, default=1))))
+        fit_plus.append(
+            (
+                str(k),
+                FitPlusResource(
+                    strategy=str(s), weight=_int(v.get("weight"), f"{p}.weight", errors, lo=1, default=1)
+                ),
+            )
+        )
     sc = _section(scoring, "scarceResourceAvoidance", "scoring.", {"weight", "resources"}, errors)
     scarce = sc.get("resources") or []
     if not isinstance(scarce, list) or not all(isinstance(x, str) for x in scarce):
-        errors.append(FieldError(path="scoring.scarceResourceAvoidance.resources", message="must be a list of names"))
+        errors.append(
+            FieldIssue(path="scoring.scarceResourceAvoidance.resources", message="must be a list of names")
+        )
         scarce = []
     cpu = _section(d, "cpu", "", {"defaultBindPolicy"}, errors)
     bind = cpu.get("defaultBindPolicy", dflt.default_cpu_bind_policy)
     if bind not in n.CPU_BIND_POLICIES:
-        errors.append(FieldError(path="cpu.defaultBindPolicy", message=f"unknown bind policy {bind!r}"))
+        errors.append(FieldIssue(path="cpu.defaultBindPolicy", message=f"unknown bind policy {bind!r}"))
         bind = dflt.default_cpu_bind_policy
     dev = _section(d, "devices", "", {"gpuShareUnsupportedModels"}, errors)
     models = []
     for i, m in enumerate(dev.get("gpuShareUnsupportedModels") or []):
         if not isinstance(m, dict) or not isinstance(m.get("model"), str):
-            errors.append(FieldError(path=f"devices.gpuShareUnsupportedModels[{i}]", message="needs vendor and model"))
+            errors.append(
+                FieldIssue(path=f"devices.gpuShareUnsupportedModels[{i}]", message="needs vendor and model")
+            )
             continue
         models.append((str(m.get("vendor") or ""), m["model"]))
     typical = _fragmentation(_section(d, "fragmentation", "", {"typicalPods"}, errors), errors)
     if policy == "fgd" and not typical:
-        errors.append(FieldError(path="fragmentation.typicalPods",
-                                 message=f"policy {policy} needs the typical-pod distribution (see docs/placement.md)"))
+        errors.append(
+            FieldIssue(
+                path="fragmentation.typicalPods",
+                message=f"policy {policy} needs the typical-pod distribution (see docs/placement.md)",
+            )
+        )
     ex = _section(d, "explain", "", {"topScores", "maxNodeReasons"}, errors)
     tie = d.get("tieBreak", "name")
     if tie not in ("name", "hash"):
-        errors.append(FieldError(path="tieBreak", message="one of 'name' (lowest node name) or 'hash' (keyed by seed and pod)"))
+        errors.append(
+            FieldIssue(
+                path="tieBreak", message="one of 'name' (lowest node name) or 'hash' (keyed by seed and pod)"
+            )
+        )
         tie = "name"
     return PlacementConfig(
-        policy=str(policy), node_fit=node_fit, numa=numa, device=device,
+        policy=str(policy),
+        node_fit=node_fit,
+        numa=numa,
+        device=device,
         fit_plus_weight=_int(fp.get("weight"), "scoring.nodeResourcesFitPlus.weight", errors, default=1),
         fit_plus=tuple(fit_plus),
         scarce_weight=_int(sc.get("weight"), "scoring.scarceResourceAvoidance.weight", errors, default=1),
-        scarce=tuple(sorted(set(scarce))), default_cpu_bind_policy=str(bind),
-        gpu_share_unsupported_models=tuple(sorted(models)), typical_pods=typical,
-        seed=_int(d.get("seed"), "seed", errors), tie_break=str(tie), top_scores=_int(ex.get("topScores"), "explain.topScores", errors,
-                                                                  default=3),
+        scarce=tuple(sorted(set(scarce))),
+        default_cpu_bind_policy=str(bind),
+        gpu_share_unsupported_models=tuple(sorted(models)),
+        typical_pods=typical,
+        seed=_int(d.get("seed"), "seed", errors),
+        tie_break=str(tie),
+        top_scores=_int(ex.get("topScores"), "explain.topScores", errors, default=3),
         max_node_reasons=_int(ex.get("maxNodeReasons"), "explain.maxNodeReasons", errors, default=16),
+        load_aware=parse_load_aware(d.get("loadAware"), "loadAware", errors),
     )
 
 
-def _fragmentation(fr: dict[str, Any], errors: list[FieldError]) -> tuple[TypicalPod, ...]:
+def _fragmentation(fr: dict[str, Any], errors: list[FieldIssue]) -> tuple[TypicalPod, ...]:
     out: list[TypicalPod] = []
     raw = fr.get("typicalPods") or []
     if not isinstance(raw, list):
-        errors.append(FieldError(path="fragmentation.typicalPods", message="must be a list"))
+        errors.append(FieldIssue(path="fragmentation.typicalPods", message="must be a list"))
         raw = []
     for i, t in enumerate(raw):
         p = f"fragmentation.typicalPods[{i}]"
         if not isinstance(t, dict):
-            errors.append(FieldError(path=p, message="must be a mapping"))
+            errors.append(FieldIssue(path=p, message="must be a mapping"))
             continue
         models = t.get("gpuModels") or []
         if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
-            errors.append(FieldError(path=f"{p}.gpuModels", message="must be a list of model names"))
+            errors.append(FieldIssue(path=f"{p}.gpuModels", message="must be a list of model names"))
             models = []
         count = _int(t.get("gpuCount"), f"{p}.gpuCount", errors)
         milli = _int(t.get("gpuMilli"), f"{p}.gpuMilli", errors)
         if milli > 1000:
-            errors.append(FieldError(path=f"{p}.gpuMilli", message="is per GPU: at most 1000"))
-        out.append(TypicalPod(cpu_milli=_int(t.get("cpuMilli"), f"{p}.cpuMilli", errors), gpu_count=count,
-                              gpu_milli=milli if count else 0, gpu_models=tuple(sorted(models)),
-                              weight=_int(t.get("weight"), f"{p}.weight", errors, lo=1, default=1)))
+            errors.append(FieldIssue(path=f"{p}.gpuMilli", message="is per GPU: at most 1000"))
+        out.append(
+            TypicalPod(
+                cpu_milli=_int(t.get("cpuMilli"), f"{p}.cpuMilli", errors),
+                gpu_count=count,
+                gpu_milli=milli if count else 0,
+                gpu_models=tuple(sorted(models)),
+                weight=_int(t.get("weight"), f"{p}.weight", errors, lo=1, default=1),
+            )
+        )
     return tuple(out)

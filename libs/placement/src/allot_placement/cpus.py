@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from allot_placement.inventory import Topology
+from allot_contracts.objects.inventory import Topology
 
 __all__ = ["bind_policy_holds", "take_cpus"]
 
@@ -46,8 +46,15 @@ def bind_policy_holds(topo: Topology, cpus: list[int], policy: str) -> bool:
     return True
 
 
-def take_cpus(topo: Topology, available: Iterable[int], owner: Mapping[int, str], n: int, bind: str, exclusive: str,
-              most_allocated: bool) -> list[int] | None:
+def take_cpus(
+    topo: Topology,
+    available: Iterable[int],
+    owner: Mapping[int, str],
+    n: int,
+    bind: str,
+    exclusive: str,
+    most_allocated: bool,
+) -> list[int] | None:
     """``n`` CPUs out of ``available`` (sorted result), or ``None`` if there are not enough."""
     avail = sorted(c for c in available if c in topo.cpus)
     if n <= 0:
@@ -63,7 +70,8 @@ def take_cpus(topo: Topology, available: Iterable[int], owner: Mapping[int, str]
 
     def is_excl(c: int) -> bool:
         return (exclusive == "PCPULevel" and core_of[c] in excl_cores) or (
-            exclusive == "NUMANodeLevel" and numa_of[c] in excl_numas)
+            exclusive == "NUMANodeLevel" and numa_of[c] in excl_numas
+        )
 
     sign = 1 if most_allocated else -1
     numa_free: dict[int, int] = {}
@@ -72,7 +80,9 @@ def take_cpus(topo: Topology, available: Iterable[int], owner: Mapping[int, str]
         numa_free[numa_of[c]] = numa_free.get(numa_of[c], 0) + 1
         socket_free[socket_of[c]] = socket_free.get(socket_of[c], 0) + 1
     numa_socket = {numa_of[c]: socket_of[c] for c in topo.cpus}
-    numas = sorted(numa_socket, key=lambda z: (sign * numa_free.get(z, 0), sign * socket_free.get(numa_socket[z], 0), z))
+    numas = sorted(
+        numa_socket, key=lambda z: (sign * numa_free.get(z, 0), sign * socket_free.get(numa_socket[z], 0), z)
+    )
     sockets = sorted(set(socket_of.values()), key=lambda s: (sign * socket_free.get(s, 0), s))
     cpus_per_numa = len(topo.cpus) // max(len(numa_socket), 1)
     cpus_per_socket = len(topo.cpus) // max(len(sockets), 1)
@@ -90,13 +100,21 @@ def take_cpus(topo: Topology, available: Iterable[int], owner: Mapping[int, str]
                 for g in groups:
                     if filt and key is numa_of and exclusive == "NUMANodeLevel" and g in excl_numas:
                         continue
-                    cpus = [c for k in full_cores if key[core_cpus[k][0]] == g for c in core_cpus[k]
-                            if not (filt and is_excl(c))]
+                    cpus = [
+                        c
+                        for k in full_cores
+                        if key[core_cpus[k][0]] == g
+                        for c in core_cpus[k]
+                        if not (filt and is_excl(c))
+                    ]
                     if len(cpus) >= n:
                         return sorted(cpus[:n])
         taken: list[int] = []
         per_socket = {s: [k for k in full_cores if socket_of[core_cpus[k][0]] == s] for s in sockets}
-        lists = sorted(per_socket.values(), key=lambda cores: (-len(cores), socket_of[core_cpus[cores[0]][0]] if cores else 0))
+        lists = sorted(
+            per_socket.values(),
+            key=lambda cores: (-len(cores), socket_of[core_cpus[cores[0]][0]] if cores else 0),
+        )
         leftover = []
         for cores in lists:
             size = sum(len(core_cpus[k]) for k in cores)
@@ -128,9 +146,18 @@ def take_cpus(topo: Topology, available: Iterable[int], owner: Mapping[int, str]
     return _fallback(n, avail, [], core_of, socket_of, numa_of, sign, socket_free, numa_free, is_excl)
 
 
-def _fallback(n: int, avail: list[int], taken: list[int], core_of: Mapping[int, int], socket_of: Mapping[int, int],
-              numa_of: Mapping[int, int], sign: int, socket_free: Mapping[int, int], numa_free: Mapping[int, int],
-              is_excl: object) -> list[int] | None:
+def _fallback(
+    n: int,
+    avail: list[int],
+    taken: list[int],
+    core_of: Mapping[int, int],
+    socket_of: Mapping[int, int],
+    numa_of: Mapping[int, int],
+    sign: int,
+    socket_free: Mapping[int, int],
+    numa_free: Mapping[int, int],
+    is_excl: object,
+) -> list[int] | None:
     chosen = list(taken)
     have = set(chosen)
     used_sockets = {socket_of[c] for c in chosen}
@@ -139,8 +166,17 @@ def _fallback(n: int, avail: list[int], taken: list[int], core_of: Mapping[int, 
         core_free[core_of[c]] = core_free.get(core_of[c], 0) + 1
     for filt in (True, False):
         rest = [c for c in avail if c not in have and not (filt and is_excl(c))]  # type: ignore[operator]
-        rest.sort(key=lambda c: (0 if socket_of[c] in used_sockets else 1, sign * socket_free.get(socket_of[c], 0),
-                                 sign * numa_free.get(numa_of[c], 0), core_free[core_of[c]], socket_of[c], core_of[c], c))
+        rest.sort(
+            key=lambda c: (
+                0 if socket_of[c] in used_sockets else 1,
+                sign * socket_free.get(socket_of[c], 0),
+                sign * numa_free.get(numa_of[c], 0),
+                core_free[core_of[c]],
+                socket_of[c],
+                core_of[c],
+                c,
+            )
+        )
         for c in _spread(rest, core_of):
             if len(chosen) >= n:
                 break

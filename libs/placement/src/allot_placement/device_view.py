@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from allot_placement import names as n
-from allot_placement.annotations import DeviceHint
-from allot_placement.inventory import Device, Inventory
-from allot_placement.selectors import match_label_selector
+from allot_contracts.objects import names as n
+from allot_contracts.objects.annotations import DeviceHint
+from allot_contracts.objects.inventory import Device, Inventory
+from allot_contracts.objects.pod import GpuFilter
+from allot_contracts.objects.selectors import match_label_selector
 
 __all__ = ["Scorer", "TypeView", "complete_gpu", "fits", "make_view"]
 
@@ -99,6 +100,31 @@ def _hint_keeps(hint: DeviceHint, d: Device, in_use: bool, busy_pcie: set[str]) 
     return not (hint.exclusive_policy == "DeviceLevel" and in_use)
 
 
+def gpu_model(d: Device, inv: Inventory, node_labels: Mapping[str, str]) -> str:
+    """A GPU's model as HAMi's type filters read it: the device's own label, else the Device object's or the
+    node's ``node.koordinator.sh/gpu-model`` label."""
+    return (
+        d.labels.get("type")
+        or d.labels.get("model")
+        or d.labels.get(n.LABEL_GPU_MODEL)
+        or inv.labels.get(n.LABEL_GPU_MODEL)
+        or node_labels.get(n.LABEL_GPU_MODEL, "")
+    )
+
+
+def gpu_allowed(f: GpuFilter, d: Device, model: str) -> bool:
+    """HAMi's ``nvidia.com/use-gputype|nouse-gputype`` (case-insensitive substring of the model) and
+    ``use-gpuuuid|nouse-gpuuuid`` (the device id) filters."""
+    upper = model.upper()
+    if f.use_types and not any(t.upper() in upper for t in f.use_types):
+        return False
+    if any(t.upper() in upper for t in f.nouse_types):
+        return False
+    if f.use_uuids and d.id not in f.use_uuids:
+        return False
+    return d.id not in f.nouse_uuids
+
+
 def make_view(
     inv: Inventory,
     dtype: str,
@@ -106,6 +132,8 @@ def make_view(
     vf_used: Mapping[int, frozenset[str]],
     hint: DeviceHint | None,
     numa_mask: frozenset[int] | None,
+    gpu_filter: GpuFilter | None = None,
+    node_labels: Mapping[str, str] | None = None,
 ) -> TypeView:
     view = TypeView(dtype)
     devs = inv.devices.get(dtype, ())
@@ -117,6 +145,8 @@ def make_view(
         u = used.get(d.minor, {})
         in_use = any(v > 0 for v in u.values())
         keep = bool(d.resources) and (hint is None or _hint_keeps(hint, d, in_use, busy_pcie))
+        if keep and gpu_filter is not None and dtype == n.GPU:
+            keep = gpu_allowed(gpu_filter, d, gpu_model(d, inv, node_labels or {}))
         if keep and numa_mask is not None and d.numa >= 0 and d.numa not in numa_mask:
             keep = False
         if in_use or not keep:

@@ -15,26 +15,43 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import combinations
+from typing import Final
 
-from allot_placement import names as n
+from allot_contracts.objects import names as n
 from allot_placement import reasons as rs
 from allot_placement.allocators import Alloc, allocate_gpu, default_allocate
 from allot_placement.config import PlacementConfig
-from allot_placement.device_view import Scorer, TypeView, complete_gpu, make_view
+from allot_placement.device_view import Scorer, TypeView, complete_gpu, gpu_allowed, gpu_model, make_view
 from allot_placement.pod import PodSpec
 from allot_placement.reasons import Reason
 from allot_placement.state import NodeState
 
-__all__ = ["DeviceResult", "GpuChooser", "ViewCache", "allocate_devices", "device_hints", "device_score", "numa_subsets"]
+__all__ = [
+    "DeviceResult",
+    "GpuChooser",
+    "ViewCache",
+    "allocate_devices",
+    "device_hints",
+    "device_score",
+    "numa_subsets",
+]
 
 DeviceResult = dict[str, list[Alloc]]
 # A policy's choice of GPU for a single shared-GPU request: (view, per-GPU request) -> minor or None (no choice).
 GpuChooser = Callable[[TypeView, dict[str, int]], int | None]
 
 
-def _alloc_type(cfg: PlacementConfig, state: NodeState, pod: PodSpec, view: TypeView, count: int,
-                preferred: frozenset[str] | None, max_desired: int, scorer: Scorer,
-                chooser: GpuChooser | None) -> tuple[list[Alloc] | None, Reason | None]:
+def _alloc_type(
+    cfg: PlacementConfig,
+    state: NodeState,
+    pod: PodSpec,
+    view: TypeView,
+    count: int,
+    preferred: frozenset[str] | None,
+    max_desired: int,
+    scorer: Scorer,
+    chooser: GpuChooser | None,
+) -> tuple[list[Alloc] | None, Reason | None]:
     req = pod.devices[view.dtype]
     hint = pod.hints.get(view.dtype)
     if view.dtype == n.GPU:
@@ -44,33 +61,56 @@ def _alloc_type(cfg: PlacementConfig, state: NodeState, pod: PodSpec, view: Type
             if minor is None:
                 return None, rs.insufficient_devices(n.GPU)
             return [(minor, complete_gpu(req.per_instance, view.total[minor]), ())], None
-        return allocate_gpu(view, state.inventory, state.info.labels, req.per_instance, count, req.shared,
-                            hint.required_scope if hint else "",
-                            pod.partition.allocate_policy if pod.partition else None,
-                            pod.partition.ring_bus_bandwidth if pod.partition else None, scorer)
-    got = default_allocate(view, req.per_instance, count, max_desired, preferred,
-                           hint.vf_selector if hint else None, scorer)
+        return allocate_gpu(
+            view,
+            state.inventory,
+            state.info.labels,
+            req.per_instance,
+            count,
+            req.shared,
+            hint.required_scope if hint else "",
+            pod.partition.allocate_policy if pod.partition else None,
+            pod.partition.ring_bus_bandwidth if pod.partition else None,
+            scorer,
+        )
+    got = default_allocate(
+        view, req.per_instance, count, max_desired, preferred, hint.vf_selector if hint else None, scorer
+    )
     return (got, None) if got is not None else (None, rs.insufficient_devices(view.dtype))
 
 
-ViewCache = dict[tuple[int, str, object, frozenset[int] | None], TypeView]
+# HAMi's pod-level scheduler policies (``hami.io/node-scheduler-policy``, ``hami.io/gpu-scheduler-policy``) as
+# the scoring strategies they mean.
+HAMI_POLICIES: Final = {"binpack": "MostAllocated", "spread": "LeastAllocated"}
+ViewCache = dict[tuple[int, str, object, frozenset[int] | None, object], TypeView]
 
 
-def _views(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_mask: frozenset[int] | None,
-           view_cache: ViewCache | None = None, dev_sig: int = 0
-           ) -> tuple[dict[str, TypeView], dict[str, int], Reason | None]:
+def _views(
+    cfg: PlacementConfig,
+    state: NodeState,
+    pod: PodSpec,
+    numa_mask: frozenset[int] | None,
+    view_cache: ViewCache | None = None,
+    dev_sig: int = 0,
+) -> tuple[dict[str, TypeView], dict[str, int], Reason | None]:
     inv, info = state.inventory, state.info
     views: dict[str, TypeView] = {}
     counts: dict[str, int] = {}
     gpu = pod.devices.get(n.GPU)
     labels = info.labels if info is not None else {}
     if gpu is not None and gpu.shared:
-        if pod.isolation_provider and labels.get(n.LABEL_GPU_ISOLATION_PROVIDER, "") != pod.isolation_provider:
+        if (
+            pod.isolation_provider
+            and labels.get(n.LABEL_GPU_ISOLATION_PROVIDER, "") != pod.isolation_provider
+        ):
             return views, counts, rs.isolation_provider(pod.isolation_provider)
         if inv is not None and cfg.gpu_share_unsupported_models:
             vendor = labels.get(n.LABEL_GPU_VENDOR, inv.labels.get(n.LABEL_GPU_VENDOR, ""))
             model = labels.get(n.LABEL_GPU_MODEL, inv.labels.get(n.LABEL_GPU_MODEL, ""))
-            if (vendor, model) in cfg.gpu_share_unsupported_models or ("", model) in cfg.gpu_share_unsupported_models:
+            if (vendor, model) in cfg.gpu_share_unsupported_models or (
+                "",
+                model,
+            ) in cfg.gpu_share_unsupported_models:
                 return views, counts, rs.GPU_SHARE_UNSUPPORTED
     for dtype in n.DEVICE_TYPES:
         req = pod.devices.get(dtype)
@@ -79,12 +119,30 @@ def _views(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_mask: froz
         if inv is None or not inv.devices.get(dtype):
             return views, counts, rs.insufficient_devices(dtype)
         hint = pod.hints.get(dtype)
-        if hint is not None and hint.vf_selector is not None and not any(d.vf_groups for d in inv.devices[dtype]):
+        if (
+            hint is not None
+            and hint.vf_selector is not None
+            and not any(d.vf_groups for d in inv.devices[dtype])
+        ):
             return views, counts, rs.insufficient_vfs(dtype)
-        vkey = (dev_sig, dtype, hint, numa_mask)
+        gpu_filter = pod.gpu_filter if dtype == n.GPU else None
+        if gpu_filter is not None and not any(
+            gpu_allowed(gpu_filter, d, gpu_model(d, inv, labels)) for d in inv.devices[dtype]
+        ):
+            return views, counts, rs.GPU_FILTER
+        vkey = (dev_sig, dtype, hint, numa_mask, gpu_filter)
         view = view_cache.get(vkey) if view_cache is not None else None
         if view is None:
-            view = make_view(inv, dtype, state.dev_used.get(dtype, {}), state.vf_used.get(dtype, {}), hint, numa_mask)
+            view = make_view(
+                inv,
+                dtype,
+                state.dev_used.get(dtype, {}),
+                state.vf_used.get(dtype, {}),
+                hint,
+                numa_mask,
+                gpu_filter,
+                labels,
+            )
             if view_cache is not None:
                 view_cache[vkey] = view
         count = req.count or len(view.minors)
@@ -94,9 +152,15 @@ def _views(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_mask: froz
     return views, counts, None
 
 
-def allocate_devices(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_mask: frozenset[int] | None = None,
-                     chooser: GpuChooser | None = None, view_cache: ViewCache | None = None, dev_sig: int = 0
-                     ) -> tuple[DeviceResult | None, Reason | None, dict[str, TypeView]]:
+def allocate_devices(
+    cfg: PlacementConfig,
+    state: NodeState,
+    pod: PodSpec,
+    numa_mask: frozenset[int] | None = None,
+    chooser: GpuChooser | None = None,
+    view_cache: ViewCache | None = None,
+    dev_sig: int = 0,
+) -> tuple[DeviceResult | None, Reason | None, dict[str, TypeView]]:
     """Choose devices for every requested type, or say why this node cannot host them.
 
     ``view_cache`` (keyed by ``dev_sig``, which must identify the node's device inventory and usage) memoises the
@@ -107,12 +171,14 @@ def allocate_devices(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_
     views, counts, why = _views(cfg, state, pod, numa_mask, view_cache, dev_sig)
     if why is not None:
         return None, why, views
-    scorer = Scorer(cfg.device.strategy, cfg.device.resources)
+    scorer = Scorer(HAMI_POLICIES.get(pod.gpu_policy, cfg.device.strategy), cfg.device.resources)
     result: DeviceResult = {}
     joint = pod.joint
     if joint is not None:
         primary = joint.device_types[0]
-        got, why = _alloc_type(cfg, state, pod, views[primary], counts[primary], None, counts[primary], scorer, chooser)
+        got, why = _alloc_type(
+            cfg, state, pod, views[primary], counts[primary], None, counts[primary], scorer, chooser
+        )
         if got is None:
             return None, why, views
         result[primary] = got
@@ -121,26 +187,35 @@ def allocate_devices(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_
             cnt = counts[sec]
             if joint.required_scope == "SamePCIe" and cnt < len(pcies):
                 cnt = len(pcies)
-            got2, why = _alloc_type(cfg, state, pod, views[sec], cnt, pcies, max(cnt, len(pcies)), scorer, chooser)
+            got2, why = _alloc_type(
+                cfg, state, pod, views[sec], cnt, pcies, max(cnt, len(pcies)), scorer, chooser
+            )
             if got2 is None:
                 return None, why, views
-            if joint.required_scope == "SamePCIe" and {views[sec].devices[m].pcie for m, _, _ in got2} != set(pcies):
+            if joint.required_scope == "SamePCIe" and {views[sec].devices[m].pcie for m, _, _ in got2} != set(
+                pcies
+            ):
                 return None, rs.JOINT_VIOLATION, views
             result[sec] = got2
     for dtype in n.DEVICE_TYPES:
         if dtype in views and dtype not in result:
-            got, why = _alloc_type(cfg, state, pod, views[dtype], counts[dtype], None, counts[dtype], scorer, chooser)
+            got, why = _alloc_type(
+                cfg, state, pod, views[dtype], counts[dtype], None, counts[dtype], scorer, chooser
+            )
             if got is None:
                 return None, why, views
             result[dtype] = got
     return result, None, views
 
 
-def device_score(cfg: PlacementConfig, views: dict[str, TypeView], result: DeviceResult) -> int:
-    """DeviceShare node score: the device scorer over each type's summed capacity, averaged over types (0–100)."""
+def device_score(
+    cfg: PlacementConfig, views: dict[str, TypeView], result: DeviceResult, strategy: str = ""
+) -> int:
+    """DeviceShare node score: the device scorer over each type's summed capacity, averaged over types (0–100).
+    ``strategy`` overrides the configured one (a pod's HAMi node scheduler policy)."""
     if not result:
         return 0
-    scorer = Scorer(cfg.device.strategy, cfg.device.resources)
+    scorer = Scorer(strategy or cfg.device.strategy, cfg.device.resources)
     total_score = 0
     for dtype, allocs in result.items():
         view = views[dtype]
@@ -164,8 +239,9 @@ def numa_subsets(numa_ids: tuple[int, ...]) -> list[frozenset[int]]:
     return [frozenset(c) for size in range(1, len(numa_ids) + 1) for c in combinations(numa_ids, size)]
 
 
-def device_hints(cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_ids: tuple[int, ...]
-                 ) -> tuple[dict[str, list[tuple[frozenset[int], bool, int]]], Reason | None]:
+def device_hints(
+    cfg: PlacementConfig, state: NodeState, pod: PodSpec, numa_ids: tuple[int, ...]
+) -> tuple[dict[str, list[tuple[frozenset[int], bool, int]]], Reason | None]:
     """Topology-manager hints per device type: ``[(mask, preferred, score)]`` for every feasible NUMA subset."""
     if not pod.devices:
         return {}, None

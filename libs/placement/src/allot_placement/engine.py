@@ -21,32 +21,36 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from allot_placement import explain
-from allot_placement import names as n
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects import names as n
+from allot_contracts.objects.annotations import BoundAllocation
+from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
+from allot_contracts.objects.nodemetric import NodeMetric
+from allot_contracts.objects.pod import Pod
+from allot_placement import explain, reserved
 from allot_placement._index import ShapeIndex
-from allot_placement.annotations import (
-    BoundAllocation,
-    decode_annotation,
-    parse_device_allocated,
-    parse_resource_spec,
-    parse_resource_status,
-)
 from allot_placement.config import PlacementConfig
-from allot_placement.decision import Decision, GroupDecision
+from allot_placement.decision import Decision, Freed, GroupDecision
 from allot_placement.device_view import complete_gpu
-from allot_placement.errors import FieldError
 from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, static_filter
-from allot_placement.inventory import parse_device_cr, parse_node, parse_nrt
+from allot_placement.loadaware import AssignedPod, LoadTracker
+from allot_placement.nodeside import NodeOverrides, effective_info
 from allot_placement.output import snapshot_node
-from allot_placement.pod import PodSpec, parse_pod, pod_cache_key, pod_identity
-from allot_placement.requests import pod_requests
+from allot_placement.pod import PodSpec, pod_key, pod_spec
+from allot_placement.reservations import Hold
 from allot_placement.state import VF, Allocation, DeviceAlloc, NodeState, NumaAlloc
 
 __all__ = ["PlacementEngine"]
 
-_RESOURCE_LABELS = (n.LABEL_CPU_BIND_POLICY, n.LABEL_GPU_ISOLATION_PROVIDER, n.LABEL_GPU_MODEL,
-                    n.LABEL_GPU_PARTITION_POLICY, n.LABEL_GPU_VENDOR, n.LABEL_NUMA_ALLOCATE_STRATEGY,
-                    n.LABEL_NUMA_TOPOLOGY_POLICY)
+_RESOURCE_LABELS = (
+    n.LABEL_CPU_BIND_POLICY,
+    n.LABEL_GPU_ISOLATION_PROVIDER,
+    n.LABEL_GPU_MODEL,
+    n.LABEL_GPU_PARTITION_POLICY,
+    n.LABEL_GPU_VENDOR,
+    n.LABEL_NUMA_ALLOCATE_STRATEGY,
+    n.LABEL_NUMA_TOPOLOGY_POLICY,
+)
 _MEMO_LIMIT = 400_000
 _INDEX_ENTRY_BUDGET = 1_000_000
 _PARSE_CACHE_LIMIT = 4096
@@ -82,40 +86,73 @@ class PlacementEngine:
         self._dev_cache: dict[tuple[int, bytes], Any] = {}
         self._view_cache: dict[Any, Any] = {}
         self._label_id: dict[str, int] = {}
-        self._parsed: dict[bytes, tuple[PodSpec | None, list[FieldError]]] = {}
+        self._parsed: dict[bytes, tuple[PodSpec | None, list[FieldIssue]]] = {}
         self.stats = {"evaluations": 0}
+        self.holds: dict[str, Hold] = {}  # reservations placed on nodes (allot_placement.reserved)
+        self._held_by: dict[str, str] = {}  # owner pod -> the reservation it was placed in
+        self.loads = LoadTracker(
+            self.config.load_aware
+        )  # NodeMetrics and assigned pods (load-aware scheduling)
 
     # --- node-side inputs -------------------------------------------------------------------------------------------
-    def upsert_node(self, manifest: dict[str, Any]) -> list[FieldError]:
-        info, errors = parse_node(manifest)
-        if info is not None:
-            self._state(info.name).info = info
-            self._touch(info.name)
-        return errors
+    def upsert_node(self, info: NodeInfo) -> None:
+        state = self._state(info.name)
+        state.base, state.info = info, effective_info(info, state.overrides)
+        self.loads.set_allocatable(info.name, info.allocatable)
+        self.loads.changed()  # only this node's load can have moved: it is taken here
+        state.load = self.loads.loads.get(info.name)
+        self._touch(info.name)
 
     def delete_node(self, name: str) -> None:
         if name in self._nodes:
-            self._nodes[name].info = None
+            self._nodes[name].info = self._nodes[name].base = None
             self._touch(name)
 
-    def upsert_device(self, manifest: dict[str, Any]) -> list[FieldError]:
-        name, inv, errors = parse_device_cr(manifest)
-        if inv is not None:
-            self._state(name).inventory = inv
-            self._touch(name)
-        return errors
+    # --- node side: overrides, NodeMetrics, time (allot_placement.nodeside, allot_placement.loadaware) --------------
+    def set_overrides(self, name: str, overrides: NodeOverrides | None) -> None:
+        """Batch/mid and amplified allocatable, and device liveness, beyond the Node object."""
+        state = self._state(name)
+        state.overrides = overrides
+        state.info = effective_info(state.base, overrides)
+        self._touch(name)
+
+    def upsert_metric(self, metric: NodeMetric) -> None:
+        self.loads.set_metric(metric)
+        self._sync_loads()
+
+    def delete_metric(self, name: str) -> None:
+        self.loads.delete_metric(name)
+        self._sync_loads()
+
+    def advance(self, now: int) -> None:
+        """Time passes (µs: the recorded time of the trigger being handled); NodeMetrics expire."""
+        self.loads.advance(now)
+        self._sync_loads()
+
+    def track_assigned(self, node: str, pod: AssignedPod) -> None:
+        """A pod assigned to ``node`` at ``pod.at``, with what its load estimate reads (load-aware scheduling)."""
+        self.loads.assign(node, pod)
+        self._sync_loads()
+
+    def _sync_loads(self) -> None:
+        for name in self.loads.changed():
+            state = self._nodes.get(name)
+            if state is not None:
+                state.load = self.loads.loads.get(name)
+                self._touch(name)
+
+    def upsert_device(self, name: str, inventory: Inventory) -> None:
+        self._state(name).inventory = inventory
+        self._touch(name)
 
     def delete_device(self, name: str) -> None:
         if name in self._nodes:
             self._nodes[name].inventory = None
             self._touch(name)
 
-    def upsert_topology(self, manifest: dict[str, Any]) -> list[FieldError]:
-        name, topo, errors = parse_nrt(manifest)
-        if topo is not None:
-            self._state(name).topology = topo
-            self._touch(name)
-        return errors
+    def upsert_topology(self, name: str, topology: Topology) -> None:
+        self._state(name).topology = topology
+        self._touch(name)
 
     def delete_topology(self, name: str) -> None:
         if name in self._nodes:
@@ -123,35 +160,49 @@ class PlacementEngine:
             self._touch(name)
 
     # --- pods -------------------------------------------------------------------------------------------------------
-    def validate_pod(self, manifest: dict[str, Any]) -> list[FieldError]:
-        return list(self._parse(manifest)[1])
-
-    def schedule(self, manifest: dict[str, Any]) -> Decision:
-        """Decide where ``manifest`` goes. Does not change the cluster view."""
-        ns, name, _ = pod_identity(manifest if isinstance(manifest, dict) else {})
-        pod = f"{ns}/{name}"
-        spec, errors = self._parse(manifest)
+    def schedule(
+        self,
+        pod: Pod,
+        reservations: reserved.ReservationContext | None = None,
+        reserve_policy: str | None = None,
+    ) -> Decision:
+        """Decide where ``pod`` goes. Does not change the cluster view. ``reservations``: the reservations the pod
+        matched (it may, or must, use one); ``reserve_policy``: the pod is a Reservation's reserve pod with this
+        allocate policy (allot_placement.reserved)."""
+        key = pod.key
+        spec, errors = self._spec(pod)
         if spec is None:
-            return explain.rejected(self, pod, errors)
+            return explain.rejected(self, key, errors)
+        if reserve_policy is not None:
+            return reserved.schedule_reserve(self, key, spec, reserve_policy, self.schedule(pod))
+        if reservations is not None and not spec.node_name:
+            return reserved.schedule(self, key, spec, reservations)
         if spec.node_name:
-            return self._schedule_named(pod, spec)
+            return self._schedule_named(key, spec)
+        resolve = self._resolver(spec)
+        for name in spec.preferred_nodes:  # the scheduling hint: the first preferred node that fits wins
+            got = resolve(name)
+            if got is not None and got[1].feasible:
+                res = self._resolved(resolve, name)
+                return explain.scheduled(self, key, spec, name, res, [(name, res)])
         idx = self._index(spec)
         top = idx.top(max(self.config.top_scores, 1))
         pick = getattr(self.policy, "pick", None)
         chosen = None
         if top and pick is not None:  # a policy choosing among all feasible nodes (random)
-            chosen = pick(pod, list(idx.feasible))
+            chosen = pick(key, list(idx.feasible))
         elif top and self.config.tie_break == "hash" and len(top) > 1 and top[1][1] == top[0][1]:
             top_score = top[0][1]
-            chosen = self._keyed.pick(pod, [nm for nm, (_, s) in idx.feasible.items() if s == top_score])
+            chosen = self._keyed.pick(key, [nm for nm, (_, s) in idx.feasible.items() if s == top_score])
         if chosen is not None:
             top = [(chosen, idx.feasible[chosen][1])] + [t for t in top if t[0] != chosen][: len(top) - 1]
         if not top:
-            return explain.unschedulable(self, pod, idx.counts, idx.codes, idx.first_infeasible(
-                self.config.max_node_reasons))
+            return explain.unschedulable(
+                self, key, idx.counts, idx.codes, idx.first_infeasible(self.config.max_node_reasons)
+            )
         best = top[0][0]
-        return explain.scheduled(self, pod, spec, best, self._result(self._nodes[best], spec),
-                                 [(nm, self._result(self._nodes[nm], spec)) for nm, _ in top])
+        results = {nm: self._resolved(resolve, nm) for nm, _ in top}
+        return explain.scheduled(self, key, spec, best, results[best], [(nm, results[nm]) for nm, _ in top])
 
     def _schedule_named(self, pod: str, spec: PodSpec) -> Decision:
         state = self._nodes.get(spec.node_name)
@@ -174,26 +225,23 @@ class PlacementEngine:
     def assume(self, decision: Decision) -> None:
         """Commit a Scheduled decision: its allocation becomes used."""
         if decision.outcome != n.SCHEDULED or decision.allocation is None:
-            raise ValueError(f"only a Scheduled decision can be assumed (got {decision.outcome} for {decision.pod})")
+            raise ValueError(
+                f"only a Scheduled decision can be assumed (got {decision.outcome} for {decision.pod})"
+            )
         self._apply(decision.pod, decision.allocation)
+        if decision.reservation:
+            reserved.allocate(self, decision)
 
-    def add_bound_pod(self, manifest: dict[str, Any]) -> list[FieldError]:
-        """Account a pod already bound to ``spec.nodeName`` with its allocation annotations."""
-        ns, name, _ = pod_identity(manifest)
-        pod = f"{ns}/{name}"
-        spec = manifest.get("spec") or {}
-        node = spec.get("nodeName")
-        if not name or not isinstance(node, str) or not node:
-            return [FieldError(path="spec.nodeName", message="a bound pod needs metadata.name and spec.nodeName")]
-        if (manifest.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            self.release(ns, name)
-            return []
-        errors: list[FieldError] = []
-        ann = (manifest.get("metadata") or {}).get("annotations") or {}
-        bound = BoundAllocation()
-        parse_device_allocated(decode_annotation(ann, n.ANN_DEVICE_ALLOCATED, errors), errors, bound)
-        parse_resource_status(decode_annotation(ann, n.ANN_RESOURCE_STATUS, errors), errors, bound)
-        rspec = parse_resource_spec(decode_annotation(ann, n.ANN_RESOURCE_SPEC, errors), [])
+    def add_bound_pod(self, pod: Pod) -> None:
+        """Account a pod already bound to its ``nodeName`` with the allocation its annotations record. A pod that
+        has finished (Succeeded or Failed) holds nothing."""
+        key, node = pod.key, pod.node_name
+        if not node:
+            raise ValueError(f"pod {key} is not bound (no spec.nodeName)")
+        if pod.phase in ("Succeeded", "Failed"):
+            self.release(pod.namespace, pod.name)
+            return
+        bound = pod.bound or BoundAllocation()
         inv = self._nodes[node].inventory if node in self._nodes else None
         devices: dict[str, tuple[DeviceAlloc, ...]] = {}
         for dtype in sorted(bound.devices):
@@ -202,35 +250,52 @@ class PlacementEngine:
                 dev = inv.device(dtype, minor) if inv is not None else None
                 if dtype == n.GPU and dev is not None:
                     res = complete_gpu(res, dev.resources)
-                entries.append(DeviceAlloc(minor=minor, resources=res, vfs=tuple(VF(bus_id=b) for b in buses)))
+                entries.append(
+                    DeviceAlloc(minor=minor, resources=res, vfs=tuple(VF(bus_id=b) for b in buses))
+                )
             devices[dtype] = tuple(entries)
-        alloc = Allocation(node=node, requests=pod_requests(spec, errors), devices=devices, cpuset=bound.cpuset,
-                           cpu_exclusive="" if rspec.exclusive == "None" else rspec.exclusive,
-                           numa=tuple(NumaAlloc(node=z, resources=r) for z, r in sorted(bound.numa.items())))
-        self._apply(pod, alloc)
-        return errors
+        exclusive = pod.resource_spec.exclusive
+        alloc = Allocation(
+            node=node,
+            requests=dict(pod.requests),
+            devices=devices,
+            cpuset=bound.cpuset,
+            cpu_exclusive="" if exclusive == "None" else exclusive,
+            numa=tuple(NumaAlloc(node=z, resources=r) for z, r in sorted(bound.numa.items())),
+        )
+        self._apply(key, alloc)
 
-    def release(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """Free a pod's allocation; returns what was freed (JSON-able) or ``None`` if the pod held nothing."""
+    def release(self, namespace: str, name: str) -> Freed | None:
+        """Free a pod's allocation; returns what was freed or ``None`` if the pod held nothing."""
         pod = f"{namespace}/{name}"
+        if pod in self._held_by:
+            reserved.unallocate(self, pod)
         node = self._pod_node.pop(pod, None)
         if node is None:
             return None
         alloc = self._nodes[node].remove(pod)
         self._touch(node)
-        return {"pod": pod, "node": node, "allocation": alloc.to_dict() if alloc is not None else None}
+        if pod in self.loads.where:
+            self.loads.unassign(pod)
+            self._sync_loads()
+        return Freed(pod=pod, node=node, allocation=alloc)
 
-    def schedule_group(self, manifests: list[dict[str, Any]]) -> GroupDecision:
-        """All-or-nothing: place every member as if assumed one after another, or none."""
+    def schedule_group(
+        self, pods: list[Pod], contexts: dict[str, reserved.ReservationContext] | None = None
+    ) -> GroupDecision:
+        """All-or-nothing: place every member as if assumed one after another, or none. ``contexts``: the
+        reservations members matched (pod key -> context)."""
         decisions: list[Decision] = []
         applied: list[Decision] = []
         try:
-            for m in manifests:
-                d = self.schedule(m)
+            for m in pods:
+                d = self.schedule(m, reservations=(contexts or {}).get(m.key))
                 decisions.append(d)
                 if d.outcome != n.SCHEDULED:
-                    return explain.group_failure(self, manifests, decisions, d)
+                    return explain.group_failure(self, pods, decisions, d)
                 self._apply(d.pod, d.allocation)  # type: ignore[arg-type]
+                if d.reservation:
+                    reserved.allocate(self, d)
                 applied.append(d)
         finally:
             for d in reversed(applied):
@@ -244,6 +309,19 @@ class PlacementEngine:
         for d in group.members:
             self.assume(d)
 
+    # --- reservations (allot_placement.reserved) --------------------------------------------------------------------
+    def reserve(self, hold: Hold) -> None:
+        """A Reservation placed on ``hold.node``: the node holds its remaining part for its owners."""
+        reserved.reserve(self, hold)
+
+    def unreserve(self, name: str) -> dict[str, Any] | None:
+        """The Reservation ended: what it still held goes back to the node; returns what was freed."""
+        return reserved.unreserve(self, name)
+
+    def update_hold(self, hold: Hold) -> None:
+        """The Reservation's policy or order changed (same place, same owners)."""
+        self.holds[hold.name] = hold
+
     # --- views ------------------------------------------------------------------------------------------------------
     def nodes_total(self) -> int:
         return len(self._label_id)
@@ -255,12 +333,20 @@ class PlacementEngine:
         return sorted(name for name, s in self._nodes.items() if s.info is not None)
 
     def snapshot(self) -> dict[str, Any]:
-        return {name: snapshot_node(self._nodes[name]) for name in sorted(self._nodes)
-                if self._nodes[name].info is not None or self._nodes[name].inventory is not None}
+        return {
+            name: snapshot_node(self._nodes[name])
+            for name in sorted(self._nodes)
+            if self._nodes[name].info is not None or self._nodes[name].inventory is not None
+        }
 
     def digest(self) -> str:
         pods = {p: self._nodes[node].pods[p].to_dict() for p, node in sorted(self._pod_node.items())}
-        blob = json.dumps({"pods": pods, "nodes": self.snapshot()}, sort_keys=True, separators=(",", ":"))
+        state: dict[str, Any] = {"pods": pods, "nodes": self.snapshot()}
+        if self.holds:
+            state["holds"] = {
+                n: [h.uid, h.node, h.policy, sorted(h.owners)] for n, h in sorted(self.holds.items())
+            }
+        blob = json.dumps(state, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
     # --- internals --------------------------------------------------------------------------------------------------
@@ -293,7 +379,11 @@ class PlacementEngine:
         if len(self._changes) > 4 * len(self._nodes) + 4096:
             self._change_base += len(self._changes)
             self._changes = []
-        if len(self._memo) > _MEMO_LIMIT or len(self._ids) > 4 * _MEMO_LIMIT or len(self._view_cache) > _MEMO_LIMIT:
+        if (
+            len(self._memo) > _MEMO_LIMIT
+            or len(self._ids) > 4 * _MEMO_LIMIT
+            or len(self._view_cache) > _MEMO_LIMIT
+        ):
             self._reset_caches()
 
     def _reset_caches(self) -> None:
@@ -312,15 +402,28 @@ class PlacementEngine:
     def _intern_node(self, name: str, state: NodeState) -> None:
         info, inv, topo = state.info, state.inventory, state.topology
         assert info is not None
-        static = self._intern((tuple(info.allocatable.items()),
-                               tuple((k, info.labels[k]) for k in _RESOURCE_LABELS if k in info.labels),
-                               info.reserved_cpus, inv.content_key if inv else None, topo.content_key if topo else None))
+        static = self._intern(
+            (
+                tuple(info.allocatable.items()),
+                tuple((k, info.labels[k]) for k in _RESOURCE_LABELS if k in info.labels),
+                info.reserved_cpus,
+                inv.content_key if inv else None,
+                topo.content_key if topo else None,
+                state.load,
+                state.overrides.devices_stale if state.overrides is not None else False,
+            )
+        )
         dyn = state.dyn_key()
         self._sig[name] = self._intern((static, dyn))
         self._dev_sig[name] = self._intern((static, dyn[2], dyn[3]))
         self._label_id[name] = self._intern((tuple(info.labels.items()), info.taints, info.unschedulable))
-        self._entries[name] = (state, self._sig[name], self._dev_sig[name], self._label_id[name],
-                               bool(info.taints) or info.unschedulable)
+        self._entries[name] = (
+            state,
+            self._sig[name],
+            self._dev_sig[name],
+            self._label_id[name],
+            bool(info.taints) or info.unschedulable,
+        )
 
     def _apply(self, pod: str, alloc: Allocation) -> None:
         old = self._pod_node.get(pod)
@@ -331,22 +434,21 @@ class PlacementEngine:
         self._pod_node[pod] = alloc.node
         self._touch(alloc.node)
 
-    def _parse(self, manifest: dict[str, Any]) -> tuple[PodSpec | None, list[FieldError]]:
-        if not isinstance(manifest, dict):
-            return None, [FieldError(path="", message="pod manifest must be a mapping")]
-        key = pod_cache_key(manifest)
+    def _spec(self, pod: Pod) -> tuple[PodSpec | None, list[FieldIssue]]:
+        key = pod_key(pod)
         got = self._parsed.get(key)
         if got is None:
-            spec, errors = parse_pod(manifest, self.config.default_cpu_bind_policy)
-            if not (manifest.get("metadata") or {}).get("name"):
-                return spec, errors
             if len(self._parsed) >= _PARSE_CACHE_LIMIT:
                 self._parsed.clear()
-            got = self._parsed[key] = (spec, errors)
+            got = self._parsed[key] = pod_spec(pod, self.config.default_cpu_bind_policy, key)
         return got
 
     def _result(self, state: NodeState, spec: PodSpec) -> NodeResult:
-        got = self._resolver(spec)(state.name)
+        return self._resolved(self._resolver(spec), state.name)
+
+    @staticmethod
+    def _resolved(resolve: Callable[[str], tuple[int, NodeResult] | None], name: str) -> NodeResult:
+        got = resolve(name)
         assert got is not None
         return got[1]
 
@@ -354,9 +456,19 @@ class PlacementEngine:
         """``name -> (version, result)`` for ``spec``: static filters then the resource side, both memoised."""
         entries, static_memo, memo = self._entries, self._static_memo, self._memo
         key, by_name = spec.key, spec.by_name
-        needs_static = bool(spec.node_selector) or spec.affinity is not None or bool(spec.node_name)
-        config, policy, dev_cache, view_cache, stats = self.config, self.policy, self._dev_cache, self._view_cache, \
-            self.stats
+        needs_static = (
+            bool(spec.node_selector)
+            or spec.affinity is not None
+            or bool(spec.node_name)
+            or spec.required_nodes is not None
+        )
+        config, policy, dev_cache, view_cache, stats = (
+            self.config,
+            self.policy,
+            self._dev_cache,
+            self._view_cache,
+            self.stats,
+        )
 
         def resolve(name: str) -> tuple[int, NodeResult] | None:
             entry = entries.get(name)
@@ -392,7 +504,7 @@ class PlacementEngine:
                 self._indexes.popitem(last=False)
         else:
             self._indexes.move_to_end(spec.key)
-            names = dict.fromkeys(self._changes[idx.pos - self._change_base:])
+            names = dict.fromkeys(self._changes[idx.pos - self._change_base :])
         idx.pos = end
         idx.update(names, self._resolver(spec))
         return idx

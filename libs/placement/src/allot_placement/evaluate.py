@@ -18,6 +18,7 @@ Components:
 - ``DeviceShare``: the device scorer over each requested type's summed capacity, averaged over types; replaced by the
   GPU policy's score when a cluster-level GPU policy (FGD and baselines) is configured.
 - ``NodeResourcesFitPlus`` and ``ScarceResourceAvoidance``: when configured.
+- ``LoadAwareScheduling``: for a node with a NodeMetric (``allot_placement.loadaware``), after its filter passed.
 Pure.
 """
 
@@ -27,15 +28,23 @@ from typing import Protocol
 
 import msgspec
 
-from allot_placement import names as n
+from allot_contracts.objects import names as n
+from allot_contracts.objects.inventory import NodeInfo
+from allot_contracts.objects.selectors import first_untolerated_taint, match_node_selector_terms
+from allot_placement import loadaware, nodeside
 from allot_placement import reasons as rs
 from allot_placement.config import PlacementConfig
-from allot_placement.devices import DeviceResult, GpuChooser, ViewCache, allocate_devices, device_score
-from allot_placement.inventory import NodeInfo
+from allot_placement.devices import (
+    HAMI_POLICIES,
+    DeviceResult,
+    GpuChooser,
+    ViewCache,
+    allocate_devices,
+    device_score,
+)
 from allot_placement.numa import NumaPlan, numa_plan
 from allot_placement.pod import PodSpec
 from allot_placement.reasons import Reason
-from allot_placement.selectors import first_untolerated_taint, match_node_selector_terms
 from allot_placement.state import DeviceAlloc, NodeState
 
 __all__ = ["GpuPolicy", "NodeResult", "evaluate", "fit_score", "static_filter"]
@@ -67,6 +76,8 @@ def static_filter(info: NodeInfo, pod: PodSpec) -> tuple[Reason, ...]:
         return (rs.NODE_UNSCHEDULABLE,)
     if pod.node_name and pod.node_name != info.name:
         return (rs.NODE_NAME,)
+    if pod.required_nodes is not None and info.name not in pod.required_nodes:
+        return (rs.HINT_NODES,)
     taint = first_untolerated_taint(info.taints, pod.tolerations)
     if taint is not None:
         return (rs.taint(taint[0], taint[1]),)
@@ -96,8 +107,13 @@ def _resource_fit(state: NodeState, info: NodeInfo, pod: PodSpec) -> tuple[Reaso
     return tuple(out)
 
 
-def fit_score(most: bool, weights: tuple[tuple[str, int], ...], alloc: dict[str, int], used: dict[str, int],
-              req: dict[str, int]) -> int:
+def fit_score(
+    most: bool,
+    weights: tuple[tuple[str, int], ...],
+    alloc: dict[str, int],
+    used: dict[str, int],
+    req: dict[str, int],
+) -> int:
     num = den = 0
     for r, w in weights:
         cap = alloc.get(r, 0)
@@ -114,7 +130,10 @@ def _fit_plus(cfg: PlacementConfig, info: NodeInfo, state: NodeState, req: dict[
     for r, spec in cfg.fit_plus:
         if not req.get(r):
             continue
-        num += fit_score(spec.strategy == "MostAllocated", ((r, 1),), info.allocatable, state.requested, req) * spec.weight
+        num += (
+            fit_score(spec.strategy == "MostAllocated", ((r, 1),), info.allocatable, state.requested, req)
+            * spec.weight
+        )
         den += spec.weight
     return num // den if den else 100
 
@@ -128,18 +147,29 @@ def _scarce(cfg: PlacementConfig, info: NodeInfo, req: dict[str, int]) -> int:
 
 
 def _as_allocs(result: DeviceResult) -> dict[str, tuple[DeviceAlloc, ...]]:
-    return {t: tuple(DeviceAlloc(minor=m, resources=res, vfs=tuple(vfs)) for m, res, vfs in sorted(allocs))
-            for t, allocs in sorted(result.items(), key=lambda kv: n.DEVICE_TYPES.index(kv[0])
-                                    if kv[0] in n.DEVICE_TYPES else 99)}
+    return {
+        t: tuple(DeviceAlloc(minor=m, resources=res, vfs=tuple(vfs)) for m, res, vfs in sorted(allocs))
+        for t, allocs in sorted(
+            result.items(), key=lambda kv: n.DEVICE_TYPES.index(kv[0]) if kv[0] in n.DEVICE_TYPES else 99
+        )
+    }
 
 
-DeviceCache = dict[tuple[int, bytes], tuple[dict[str, tuple[DeviceAlloc, ...]] | None, Reason | None, int,
-                                            DeviceResult]]
+DeviceCache = dict[
+    tuple[int, bytes], tuple[dict[str, tuple[DeviceAlloc, ...]] | None, Reason | None, int, DeviceResult]
+]
 
 
-def _devices(cfg: PlacementConfig, state: NodeState, pod: PodSpec, plan: NumaPlan | None, policy: GpuPolicy | None,
-             cache: DeviceCache | None, dev_sig: int, view_cache: ViewCache | None
-             ) -> tuple[dict[str, tuple[DeviceAlloc, ...]] | None, Reason | None, int, DeviceResult]:
+def _devices(
+    cfg: PlacementConfig,
+    state: NodeState,
+    pod: PodSpec,
+    plan: NumaPlan | None,
+    policy: GpuPolicy | None,
+    cache: DeviceCache | None,
+    dev_sig: int,
+    view_cache: ViewCache | None,
+) -> tuple[dict[str, tuple[DeviceAlloc, ...]] | None, Reason | None, int, DeviceResult]:
     """Device allocation and DeviceShare score, cached per device state when nothing else can influence them
     (a policy whose GPU choice reads more than the devices, like FGD, opts out with ``device_cacheable = False``)."""
     key = None
@@ -150,34 +180,56 @@ def _devices(cfg: PlacementConfig, state: NodeState, pod: PodSpec, plan: NumaPla
         if hit is not None:
             return hit
     chooser = policy.chooser(state, pod) if policy is not None and n.GPU in pod.devices else None
-    raw, why, views = allocate_devices(cfg, state, pod, plan.mask if plan else None, chooser, view_cache, dev_sig)
+    raw, why, views = allocate_devices(
+        cfg, state, pod, plan.mask if plan else None, chooser, view_cache, dev_sig
+    )
     allocs = _as_allocs(raw) if raw is not None else None
-    score = device_score(cfg, views, raw) if raw and policy is None else 0
+    score = (
+        device_score(cfg, views, raw, HAMI_POLICIES.get(pod.node_policy, "")) if raw and policy is None else 0
+    )
     out = (allocs, why, score, raw or {})
     if key is not None and cache is not None:
         cache[key] = out
     return out
 
 
-def evaluate(cfg: PlacementConfig, state: NodeState, pod: PodSpec, policy: GpuPolicy | None = None,
-             cache: DeviceCache | None = None, dev_sig: int = 0, view_cache: ViewCache | None = None) -> NodeResult:
+def evaluate(
+    cfg: PlacementConfig,
+    state: NodeState,
+    pod: PodSpec,
+    policy: GpuPolicy | None = None,
+    cache: DeviceCache | None = None,
+    dev_sig: int = 0,
+    view_cache: ViewCache | None = None,
+) -> NodeResult:
     """Resource-side filter and score of ``pod`` on ``state`` (static filters are checked separately)."""
     info = state.info
     assert info is not None
     reasons = _resource_fit(state, info, pod)
     if reasons:
         return NodeResult(feasible=False, reasons=reasons)
+    load_score = None  # heartbeat loss and load-aware scheduling (allot_placement.nodeside)
+    if state.overrides is not None or state.load is not None:
+        why, load_score = nodeside.check(cfg, state, pod)
+        if why is not None:
+            return NodeResult(feasible=False, reasons=(why,))
     plan, why = numa_plan(cfg, state, pod)
     if why is not None:
         return NodeResult(feasible=False, reasons=(why,))
     devices, why, dscore, raw = _devices(cfg, state, pod, plan, policy, cache, dev_sig, view_cache)
     if devices is None:
         return NodeResult(feasible=False, reasons=(why or rs.insufficient_devices(n.GPU),))
-    node = fit_score(cfg.node_fit.strategy == "MostAllocated", cfg.node_fit.resources, info.allocatable,
-                     state.requested, pod.requests)
-    comps: list[tuple[str, int, int]] = [("NodeResourcesFit", node, cfg.node_fit.weight),
-                                         ("NodeNUMAResource", plan.score if plan is not None and plan.bound else node,
-                                          cfg.numa.weight)]
+    node = fit_score(
+        HAMI_POLICIES.get(pod.node_policy, cfg.node_fit.strategy) == "MostAllocated",
+        cfg.node_fit.resources,
+        info.allocatable,
+        state.requested,
+        pod.requests,
+    )
+    comps: list[tuple[str, int, int]] = [
+        ("NodeResourcesFit", node, cfg.node_fit.weight),
+        ("NodeNUMAResource", plan.score if plan is not None and plan.bound else node, cfg.numa.weight),
+    ]
     if policy is not None:
         ps = policy.score(state, pod, raw)
         if ps is None:
@@ -189,5 +241,12 @@ def evaluate(cfg: PlacementConfig, state: NodeState, pod: PodSpec, policy: GpuPo
         comps.append(("NodeResourcesFitPlus", _fit_plus(cfg, info, state, pod.requests), cfg.fit_plus_weight))
     if cfg.scarce:
         comps.append(("ScarceResourceAvoidance", _scarce(cfg, info, pod.requests), cfg.scarce_weight))
-    return NodeResult(feasible=True, score=sum(s * w for _, s, w in comps),
-                      components=tuple((c, s) for c, s, _ in comps), devices=devices, plan=plan)
+    if load_score is not None:
+        comps.append((loadaware.NAME, load_score, cfg.load_aware.weight))
+    return NodeResult(
+        feasible=True,
+        score=sum(s * w for _, s, w in comps),
+        components=tuple((c, s) for c, s, _ in comps),
+        devices=devices,
+        plan=plan,
+    )

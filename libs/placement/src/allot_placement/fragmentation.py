@@ -25,8 +25,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from decimal import ROUND_CEILING, Decimal, localcontext
-from typing import Any
 
+from allot_contracts.objects.pod import Pod
 from allot_placement.config import TypicalPod
 
 __all__ = ["MILLI", "FragModel", "lefts_after", "sigmoid_thresholds", "typical_pods"]
@@ -34,7 +34,9 @@ __all__ = ["MILLI", "FragModel", "lefts_after", "sigmoid_thresholds", "typical_p
 MILLI = 1000
 
 
-def typical_pods(shapes: Iterable[tuple[int, int, int, tuple[str, ...]]], threshold_pct: int = 95) -> tuple[TypicalPod, ...]:
+def typical_pods(
+    shapes: Iterable[tuple[int, int, int, tuple[str, ...]]], threshold_pct: int = 95
+) -> tuple[TypicalPod, ...]:
     """The most popular ``(cpu_milli, gpu_count, gpu_milli, models)`` shapes covering ``threshold_pct`` % of pods."""
     counts: dict[tuple[int, int, int, tuple[str, ...]], int] = {}
     for s in shapes:
@@ -46,7 +48,9 @@ def typical_pods(shapes: Iterable[tuple[int, int, int, tuple[str, ...]]], thresh
     for key, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         if covered * 100 >= threshold_pct * total:
             break
-        out.append(TypicalPod(cpu_milli=key[0], gpu_count=key[1], gpu_milli=key[2], gpu_models=key[3], weight=c))
+        out.append(
+            TypicalPod(cpu_milli=key[0], gpu_count=key[1], gpu_milli=key[2], gpu_models=key[3], weight=c)
+        )
         covered += c
     return tuple(out)
 
@@ -57,7 +61,7 @@ def sigmoid_thresholds(total_weight: int) -> list[int]:
     with localcontext() as ctx:
         ctx.prec = 60
         for k in range(1, 100):
-            t = (Decimal(1000 * total_weight) * (Decimal(k) / Decimal(100 - k)).ln())
+            t = Decimal(1000 * total_weight) * (Decimal(k) / Decimal(100 - k)).ln()
             out.append(int(t.to_integral_value(rounding=ROUND_CEILING)))
     return out
 
@@ -73,7 +77,9 @@ class FragModel:
         grouped: dict[tuple[int, int, tuple[str, ...]], list[tuple[int, int]]] = {}
         for p in pods:
             if p.gpu_count:
-                grouped.setdefault((p.gpu_count, p.gpu_milli, p.gpu_models), []).append((p.cpu_milli, p.weight))
+                grouped.setdefault((p.gpu_count, p.gpu_milli, p.gpu_models), []).append(
+                    (p.cpu_milli, p.weight)
+                )
         # (count, milli, models, sorted cpus, prefix weights, group weight)
         self.groups: list[tuple[int, int, frozenset[str], list[int], list[int], int]] = []
         for (count, milli, models), items in sorted(grouped.items()):
@@ -121,26 +127,19 @@ def lefts_after(lefts: Sequence[int], take: Iterable[tuple[int, int]]) -> tuple[
     return tuple(out)
 
 
-def pod_shape(manifest: dict[str, Any]) -> tuple[int, int, int, tuple[str, ...]] | None:
+def pod_shape(pod: Pod) -> tuple[int, int, int, tuple[str, ...]]:
     """A pod's shape for the typical-pod distribution: ``(cpu_milli, gpu_count, gpu_milli_per_gpu, gpu_models)``,
-    the models being the ``In`` values of a required node-affinity term on the GPU-model label. ``None`` when the
-    pod's requests do not parse (such a pod is rejected, it does not shape the workload)."""
-    from allot_placement import names as n
-    from allot_placement.pod import parse_pod
+    the models being the ``In`` values of a required node-affinity term on the GPU-model label."""
+    from allot_contracts.objects import names as n
 
-    spec, _ = parse_pod(manifest)
-    if spec is None:
-        return None
-    gpu = spec.devices.get(n.GPU)
+    gpu = pod.devices.get(n.GPU)
     count, milli = 0, 0
     if gpu is not None:
         per = gpu.per_instance
         count, milli = gpu.count, per.get(n.GPU_MEMORY_RATIO, per.get(n.GPU_CORE, 100)) * 10
     models: list[str] = []
-    affinity = ((manifest.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    for term in required.get("nodeSelectorTerms") or []:
-        for expr in term.get("matchExpressions") or []:
-            if expr.get("key") == n.LABEL_GPU_MODEL and expr.get("operator") == "In":
-                models += [str(v) for v in expr.get("values") or []]
-    return spec.requests.get(n.CPU, 0), count, milli, tuple(sorted(set(models)))
+    for expressions, _fields in pod.affinity or ():
+        for key, op, values in expressions:
+            if key == n.LABEL_GPU_MODEL and op == "In":
+                models += list(values)
+    return pod.requests.get(n.CPU, 0), count, milli, tuple(sorted(set(models)))

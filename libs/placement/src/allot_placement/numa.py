@@ -25,12 +25,12 @@ from itertools import product
 
 import msgspec
 
-from allot_placement import names as n
+from allot_contracts.objects import names as n
+from allot_contracts.objects.inventory import Topology
 from allot_placement import reasons as rs
 from allot_placement.config import PlacementConfig
 from allot_placement.cpus import bind_policy_holds, take_cpus
 from allot_placement.devices import device_hints, numa_subsets
-from allot_placement.inventory import Topology
 from allot_placement.pod import PodSpec
 from allot_placement.reasons import Reason
 from allot_placement.state import NodeState, NumaAlloc
@@ -58,13 +58,25 @@ def _bitmask(mask: frozenset[int]) -> int:
 class _Ctx:
     __slots__ = ("avail", "bind", "excl", "most", "owner", "pod", "required", "state", "topo", "tracked")
 
-    def __init__(self, state: NodeState, topo: Topology, pod: PodSpec, bind: str, required: str, most: bool) -> None:
-        self.state, self.topo, self.pod, self.bind, self.required, self.most = state, topo, pod, bind, required, most
+    def __init__(
+        self, state: NodeState, topo: Topology, pod: PodSpec, bind: str, required: str, most: bool
+    ) -> None:
+        self.state, self.topo, self.pod, self.bind, self.required, self.most = (
+            state,
+            topo,
+            pod,
+            bind,
+            required,
+            most,
+        )
         self.owner = state.cpu_owner
         self.excl = pod.cpu_exclusive
         node_reserved = set(state.info.reserved_cpus) if state.info is not None else set()
-        self.avail = [c for c in topo.cpus
-                      if c not in state.cpu_owner and c not in topo.reserved and c not in node_reserved]
+        self.avail = [
+            c
+            for c in topo.cpus
+            if c not in state.cpu_owner and c not in topo.reserved and c not in node_reserved
+        ]
         zones = topo.numa_allocatable
         self.tracked = [r for r in pod.requests if any(r in zones[z] for z in topo.numa_ids)]
 
@@ -113,14 +125,28 @@ class _Ctx:
             got = []
             for z in sorted(dist):
                 k = dist[z].get(n.CPU, 0) // 1000
-                part = take_cpus(self.topo, [c for c in self.avail if self.topo.cpus[c][2] == z], self.owner, k,
-                                 self.bind, self.excl, self.most)
+                part = take_cpus(
+                    self.topo,
+                    [c for c in self.avail if self.topo.cpus[c][2] == z],
+                    self.owner,
+                    k,
+                    self.bind,
+                    self.excl,
+                    self.most,
+                )
                 if part is None:
                     return None
                 got.extend(part)
             if len(got) < cpus_needed:
-                rest = take_cpus(self.topo, [c for c in self.avail if c not in set(got)], self.owner,
-                                 cpus_needed - len(got), self.bind, self.excl, self.most)
+                rest = take_cpus(
+                    self.topo,
+                    [c for c in self.avail if c not in set(got)],
+                    self.owner,
+                    cpus_needed - len(got),
+                    self.bind,
+                    self.excl,
+                    self.most,
+                )
                 if rest is None:
                     return None
                 got.extend(rest)
@@ -141,7 +167,9 @@ class _Ctx:
         return num // den if den else 0
 
 
-def _merge(lists: list[list[Hint]], all_nodes: frozenset[int], exclusive_ok: object) -> tuple[frozenset[int], bool, bool]:
+def _merge(
+    lists: list[list[Hint]], all_nodes: frozenset[int], exclusive_ok: object
+) -> tuple[frozenset[int], bool, bool]:
     best_mask, best_pref, best_score, best_unsat = all_nodes, False, 0, True
     for combo in product(*lists):
         masks = [h[0] for h in combo if h[0] is not None]
@@ -160,8 +188,9 @@ def _merge(lists: list[list[Hint]], all_nodes: frozenset[int], exclusive_ok: obj
             continue
         if not preferred and best_pref:
             continue
-        narrower = len(merged) < len(best_mask) or (len(merged) == len(best_mask)
-                                                    and _bitmask(merged) < _bitmask(best_mask))
+        narrower = len(merged) < len(best_mask) or (
+            len(merged) == len(best_mask) and _bitmask(merged) < _bitmask(best_mask)
+        )
         if not narrower:
             if len(merged) == len(best_mask) and score > best_score:
                 best_mask, best_pref, best_score, best_unsat = merged, preferred, score, unsat
@@ -227,7 +256,9 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
                 return None, rs.insufficient_numa(r)
             continue
         smallest = min(len(h[0]) for h in hints[r] if h[0] is not None)
-        lists.append([(m, policy == "Restricted" or (m is not None and len(m) == smallest), s) for m, _, s in hints[r]])
+        lists.append(
+            [(m, policy == "Restricted" or (m is not None and len(m) == smallest), s) for m, _, s in hints[r]]
+        )
     dev_hints, why = device_hints(cfg, state, pod, topo.numa_ids)
     if why is not None:
         return None, why
@@ -264,5 +295,12 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
         cpus = got
     numa = tuple(NumaAlloc(node=z, resources=dict(sorted(dist[z].items()))) for z in sorted(dist))
     device_mask = None if (policy == "SingleNUMANode" and mask == all_nodes) else mask
-    return NumaPlan(mask=device_mask, numa=numa, cpuset=tuple(cpus), cpu_exclusive=pod.cpu_exclusive, bind=bind,
-                    bound=True, score=ctx.score(frozenset(dist) or mask, cfg)), None
+    return NumaPlan(
+        mask=device_mask,
+        numa=numa,
+        cpuset=tuple(cpus),
+        cpu_exclusive=pod.cpu_exclusive,
+        bind=bind,
+        bound=True,
+        score=ctx.score(frozenset(dist) or mask, cfg),
+    ), None

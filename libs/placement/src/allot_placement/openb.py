@@ -21,10 +21,21 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from allot_placement import names as n
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects import names as n
+from allot_contracts.objects.inventory import parse_device_cr, parse_node
+from allot_contracts.objects.pod import Pod, parse_pod
 from allot_placement.testing import gpu_topology
 
-__all__ = ["GPU_MEMORY_GIB", "TraceNode", "TracePod", "node_manifests", "pod_manifest", "read_nodes", "read_pods"]
+__all__ = [
+    "GPU_MEMORY_GIB",
+    "TraceNode",
+    "TracePod",
+    "node_manifests",
+    "pod_manifest",
+    "read_nodes",
+    "read_pods",
+]
 
 GPU_MEMORY_GIB = {"P100": 16, "T4": 16, "V100M16": 16, "V100M32": 32, "A10": 24, "G1": 16, "G2": 32, "G3": 80}
 
@@ -33,14 +44,27 @@ class TraceNode:
     __slots__ = ("cpu_milli", "gpus", "memory_mib", "model", "name")
 
     def __init__(self, name: str, cpu_milli: int, memory_mib: int, gpus: int, model: str) -> None:
-        self.name, self.cpu_milli, self.memory_mib, self.gpus, self.model = name, cpu_milli, memory_mib, gpus, model
+        self.name, self.cpu_milli, self.memory_mib, self.gpus, self.model = (
+            name,
+            cpu_milli,
+            memory_mib,
+            gpus,
+            model,
+        )
 
 
 class TracePod:
     __slots__ = ("cpu_milli", "gpu_milli", "gpu_spec", "memory_mib", "name", "num_gpu")
 
-    def __init__(self, name: str, cpu_milli: int, memory_mib: int, num_gpu: int, gpu_milli: int,
-                 gpu_spec: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        name: str,
+        cpu_milli: int,
+        memory_mib: int,
+        num_gpu: int,
+        gpu_milli: int,
+        gpu_spec: tuple[str, ...],
+    ) -> None:
         self.name, self.cpu_milli, self.memory_mib = name, cpu_milli, memory_mib
         self.num_gpu, self.gpu_milli, self.gpu_spec = num_gpu, gpu_milli, gpu_spec
 
@@ -55,16 +79,28 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 def read_nodes(path: Path) -> list[TraceNode]:
-    return [TraceNode(r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]), int(r["gpu"] or 0), r.get("model") or "")
-            for r in _rows(path)]
+    return [
+        TraceNode(
+            r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]), int(r["gpu"] or 0), r.get("model") or ""
+        )
+        for r in _rows(path)
+    ]
 
 
 def read_pods(path: Path) -> list[TracePod]:
     out = []
     for r in _rows(path):
         spec = tuple(sorted(m for m in (r.get("gpu_spec") or "").split("|") if m))
-        out.append(TracePod(r["name"], int(r["cpu_milli"]), int(r["memory_mib"]), int(r["num_gpu"] or 0),
-                            int(r["gpu_milli"] or 0), spec))
+        out.append(
+            TracePod(
+                r["name"],
+                int(r["cpu_milli"]),
+                int(r["memory_mib"]),
+                int(r["num_gpu"] or 0),
+                int(r["gpu_milli"] or 0),
+                spec,
+            )
+        )
     return out
 
 
@@ -74,25 +110,49 @@ def node_manifests(node: TraceNode, numa_nodes: int = 2) -> tuple[dict[str, Any]
     alloc: dict[str, Any] = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "1001"}
     labels = {"kubernetes.io/hostname": node.name}
     if node.gpus:
-        alloc.update({n.GPU_CORE: str(100 * node.gpus), n.GPU_MEMORY_RATIO: str(100 * node.gpus),
-                      n.GPU_MEMORY: f"{mem_gib * node.gpus}Gi"})
+        alloc.update(
+            {
+                n.GPU_CORE: str(100 * node.gpus),
+                n.GPU_MEMORY_RATIO: str(100 * node.gpus),
+                n.GPU_MEMORY: f"{mem_gib * node.gpus}Gi",
+            }
+        )
         labels.update({n.LABEL_GPU_MODEL: node.model, n.LABEL_GPU_VENDOR: "nvidia"})
-    manifest = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name, "labels": labels},
-                "status": {"allocatable": alloc, "capacity": dict(alloc)}}
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node.name, "labels": labels},
+        "status": {"allocatable": alloc, "capacity": dict(alloc)},
+    }
     if not node.gpus:
         return manifest, None
     numa = numa_nodes if node.gpus >= numa_nodes else 1
-    devices = [{"type": "gpu", "id": f"GPU-{node.name}-{m}", "minor": m, "health": True,
-                "resources": {n.GPU_CORE: "100", n.GPU_MEMORY: f"{mem_gib}Gi", n.GPU_MEMORY_RATIO: "100"},
-                "topology": gpu_topology(m, node.gpus, numa, 2)} for m in range(node.gpus)]
-    device = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
-              "metadata": {"name": node.name, "labels": {n.LABEL_GPU_MODEL: node.model, n.LABEL_GPU_VENDOR: "nvidia"}},
-              "spec": {"devices": devices}}
+    devices = [
+        {
+            "type": "gpu",
+            "id": f"GPU-{node.name}-{m}",
+            "minor": m,
+            "health": True,
+            "resources": {n.GPU_CORE: "100", n.GPU_MEMORY: f"{mem_gib}Gi", n.GPU_MEMORY_RATIO: "100"},
+            "topology": gpu_topology(m, node.gpus, numa, 2),
+        }
+        for m in range(node.gpus)
+    ]
+    device = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": {
+            "name": node.name,
+            "labels": {n.LABEL_GPU_MODEL: node.model, n.LABEL_GPU_VENDOR: "nvidia"},
+        },
+        "spec": {"devices": devices},
+    }
     return manifest, device
 
 
-def pod_manifest(pod: TracePod, name: str | None = None, namespace: str = "openb",
-                 whole_gpu_as_nvidia: bool = True) -> dict[str, Any]:
+def pod_manifest(
+    pod: TracePod, name: str | None = None, namespace: str = "openb", whole_gpu_as_nvidia: bool = True
+) -> dict[str, Any]:
     req: dict[str, Any] = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
     if pod.num_gpu and pod.gpu_milli:
         if pod.gpu_milli >= 1000 and whole_gpu_as_nvidia:
@@ -103,7 +163,45 @@ def pod_manifest(pod: TracePod, name: str | None = None, namespace: str = "openb
             req[n.GPU_MEMORY_RATIO] = str(pct)
     spec: dict[str, Any] = {"containers": [{"name": "main", "resources": {"requests": req}}]}
     if pod.gpu_spec and pod.num_gpu:
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": n.LABEL_GPU_MODEL, "operator": "In", "values": list(pod.gpu_spec)}]}]}}}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name or pod.name, "namespace": namespace},
-            "spec": spec}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": n.LABEL_GPU_MODEL, "operator": "In", "values": list(pod.gpu_spec)}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name or pod.name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def load_node(eng: Any, node: TraceNode, numa_nodes: int = 2) -> None:
+    """Register a trace node (its Node and, with GPUs, its Device) with an engine, read as the door reads them."""
+    manifest, device = node_manifests(node, numa_nodes)
+    info, errors = parse_node(manifest)
+    if info is None or errors:
+        raise ValueError(f"trace node {node.name}: {[str(e) for e in errors]}")
+    eng.upsert_node(info)
+    if device is not None:
+        name, inv, errors = parse_device_cr(device)
+        if inv is None or errors:
+            raise ValueError(f"trace device {node.name}: {[str(e) for e in errors]}")
+        eng.upsert_device(name, inv)
+
+
+def trace_pod(pod: TracePod, **kw: Any) -> Pod:
+    """A trace pod read as the door reads it."""
+    issues: list[FieldIssue] = []
+    out = parse_pod(pod_manifest(pod, **kw), issues, [])
+    if out is None:
+        raise ValueError(f"trace pod {pod.name}: {[str(i) for i in issues]}")
+    return out

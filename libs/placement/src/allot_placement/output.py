@@ -14,17 +14,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from allot_contracts.objects import names as n
+from allot_contracts.objects.cpuset import format_cpuset
+from allot_contracts.objects.inventory import Inventory
 from allot_contracts.resources import format_resource_list
-from allot_placement import names as n
-from allot_placement.cpuset import format_cpuset
-from allot_placement.inventory import Inventory
 from allot_placement.state import Allocation, NodeState
 
 __all__ = ["output_annotations", "snapshot_node"]
 
 
-def output_annotations(inv: Inventory | None, alloc: Allocation, bind: str, bind_forced: bool,
-                       spec_has_bind: bool) -> dict[str, Any]:
+def output_annotations(
+    inv: Inventory | None, alloc: Allocation, bind: str, bind_forced: bool, spec_has_bind: bool
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if alloc.devices:
         dev: dict[str, Any] = {}
@@ -36,8 +37,14 @@ def output_annotations(inv: Inventory | None, alloc: Allocation, bind: str, bind
                 if d is not None and d.id:
                     item["id"] = d.id
                 if e.vfs:
-                    item["extension"] = {"vfs": [{"minor": v.minor, "busID": v.bus_id} if v.minor is not None
-                                                 else {"busID": v.bus_id} for v in e.vfs]}
+                    item["extension"] = {
+                        "vfs": [
+                            {"minor": v.minor, "busID": v.bus_id}
+                            if v.minor is not None
+                            else {"busID": v.bus_id}
+                            for v in e.vfs
+                        ]
+                    }
                 items.append(item)
             dev[dtype] = items
         out[n.ANN_DEVICE_ALLOCATED] = dev
@@ -45,12 +52,15 @@ def output_annotations(inv: Inventory | None, alloc: Allocation, bind: str, bind
     if alloc.cpuset:
         status["cpuset"] = format_cpuset(alloc.cpuset)
     if alloc.numa:
-        status["numaNodeResources"] = [{"node": z.node, "resources": format_resource_list(z.resources)}
-                                       for z in alloc.numa]
+        status["numaNodeResources"] = [
+            {"node": z.node, "resources": format_resource_list(z.resources)} for z in alloc.numa
+        ]
     if status:
         out[n.ANN_RESOURCE_STATUS] = status
     if alloc.cpuset and bind and not spec_has_bind:
-        out[n.ANN_RESOURCE_SPEC] = {"requiredCPUBindPolicy" if bind_forced else "preferredCPUBindPolicy": bind}
+        out[n.ANN_RESOURCE_SPEC] = {
+            "requiredCPUBindPolicy" if bind_forced else "preferredCPUBindPolicy": bind
+        }
     return out
 
 
@@ -59,12 +69,16 @@ def snapshot_node(state: NodeState) -> dict[str, Any]:
     inv = state.inventory
     types = sorted(set(inv.devices if inv is not None else ()) | set(state.dev_used))
     for dtype in types:
-        minors = sorted({d.minor for d in (inv.devices.get(dtype, ()) if inv is not None else ())}
-                        | set(state.dev_used.get(dtype, {})))
+        minors = sorted(
+            {d.minor for d in (inv.devices.get(dtype, ()) if inv is not None else ())}
+            | set(state.dev_used.get(dtype, {}))
+        )
         per: dict[str, Any] = {}
         for m in minors:
             d = inv.device(dtype, m) if inv is not None else None
-            per[str(m)] = {"total": format_resource_list(d.resources if d is not None else {}),
-                           "used": format_resource_list(state.dev_used.get(dtype, {}).get(m, {}))}
+            per[str(m)] = {
+                "total": format_resource_list(d.resources if d is not None else {}),
+                "used": format_resource_list(state.dev_used.get(dtype, {}).get(m, {})),
+            }
         devices[dtype] = per
     return {"devices": devices, "cpusetAllocated": format_cpuset(state.cpu_owner)}

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from allot_placement import names as n
+from allot_contracts.objects import names as n
 from allot_placement.config import PlacementConfig
 from allot_placement.device_view import TypeView, fits
 from allot_placement.devices import DeviceResult, GpuChooser
@@ -46,7 +46,9 @@ def node_gpu_state(state: NodeState) -> tuple[str, int, tuple[int, ...], tuple[i
     """(GPU model, cpu left in milli, per-GPU milli left by minor, minors) of a node."""
     info, inv = state.info, state.inventory
     labels = info.labels if info is not None else {}
-    model = labels.get(n.LABEL_GPU_MODEL) or (inv.labels.get(n.LABEL_GPU_MODEL, "") if inv is not None else "")
+    model = labels.get(n.LABEL_GPU_MODEL) or (
+        inv.labels.get(n.LABEL_GPU_MODEL, "") if inv is not None else ""
+    )
     cpu_left = (info.allocatable.get(n.CPU, 0) if info is not None else 0) - state.requested.get(n.CPU, 0)
     gpus = inv.devices.get(n.GPU, ()) if inv is not None else ()
     used = state.dev_used.get(n.GPU, {})
@@ -156,8 +158,9 @@ class BestFit(BasePolicy):
     def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None:
         _, cpu_left, lefts, _ = self.node(state)
         count, milli = _pod_milli(pod)
-        frac = Fraction(cpu_left - pod.requests.get(n.CPU, 0), 2 * MAX_CPU) + Fraction(sum(lefts) - count * milli,
-                                                                                       2 * MAX_GPU)
+        frac = Fraction(cpu_left - pod.requests.get(n.CPU, 0), 2 * MAX_CPU) + Fraction(
+            sum(lefts) - count * milli, 2 * MAX_GPU
+        )
         return int(100 * (1 - frac))
 
 
@@ -168,7 +171,8 @@ class DotProduct(BasePolicy):
         _, cpu_left, lefts, _ = self.node(state)
         count, milli = _pod_milli(pod)
         dot = Fraction(cpu_left * pod.requests.get(n.CPU, 0), MAX_CPU * MAX_CPU) + Fraction(
-            sum(lefts) * count * milli, MAX_GPU * MAX_GPU)
+            sum(lefts) * count * milli, MAX_GPU * MAX_GPU
+        )
         return int(100 * (1 - dot / 2))
 
 
@@ -280,8 +284,14 @@ class Random(BasePolicy):
         return self.keyed.pick(pod, candidates) if candidates else None
 
 
-_POLICIES: dict[str, Any] = {"fgd": FGD, "bestfit": BestFit, "dotproduct": DotProduct, "gpupacking": GpuPacking,
-                             "gpuclustering": GpuClustering, "random": Random}
+_POLICIES: dict[str, Any] = {
+    "fgd": FGD,
+    "bestfit": BestFit,
+    "dotproduct": DotProduct,
+    "gpupacking": GpuPacking,
+    "gpuclustering": GpuClustering,
+    "random": Random,
+}
 
 
 def make_policy(cfg: PlacementConfig) -> Any:

@@ -17,6 +17,8 @@ TOO_MANY_PODS: Final = ("Too many pods", "TooManyPods")
 NODE_UNSCHEDULABLE: Final = ("node(s) were unschedulable", "NodeUnschedulable")
 NODE_NAME: Final = ("node(s) didn't match the requested node name", "NodeNameMismatch")
 AFFINITY: Final = ("node(s) didn't match Pod's node affinity/selector", "NodeAffinityMismatch")
+HINT_NODES: Final = ("node(s) didn't match the scheduling hint's node names", "SchedulingHintMismatch")
+GPU_FILTER: Final = ("node(s) had no GPU of the type or UUID the pod asks for", "GPUTypeOrUUIDMismatch")
 TOPOLOGY_SCOPED: Final = ("Insufficient Topology Scoped GPU Devices", "InsufficientTopologyScopedGPUs")
 GPU_TOPOLOGY_UNKNOWN: Final = ("node(s) GPU topology unknown", "GPUTopologyUnknown")
 MISSING_PARTITION_TABLE: Final = ("node(s) missing GPU Partition Table", "MissingGPUPartitionTable")
@@ -28,15 +30,21 @@ GPU_SHARE_UNSUPPORTED: Final = ("node(s) GPU model does not support GPU sharing"
 NUMA_POLICY_MISMATCH: Final = ("node(s) NUMA Topology policy not match", "NUMAPolicyMismatch")
 NUMA_TOPOLOGY_UNKNOWN: Final = ("node(s) missing NUMA topology", "NUMATopologyUnknown")
 INVALID_CPU_TOPOLOGY: Final = ("node(s) invalid CPU Topology", "InvalidCPUTopology")
-BIND_CONFLICT: Final = ("node(s) cpu bind policy conflicts with pod's required cpu bind policy", "CPUBindPolicyConflict")
+BIND_CONFLICT: Final = (
+    "node(s) cpu bind policy conflicts with pod's required cpu bind policy",
+    "CPUBindPolicyConflict",
+)
 NOT_MULTIPLE_CORE: Final = ("node(s) requested cpus not multiple cpus per core", "CPUsNotMultipleOfCore")
 NON_INTEGER_CPU: Final = ("node(s) bind CPUs and the requested CPUs are not an integer", "NonIntegerCPUs")
 UNALIGNED_NUMA: Final = ("node(s) Unaligned NUMA Hint", "NUMAAffinityUnaligned")
 INSUFFICIENT_CPUS: Final = ("node(s) not enough cpus available to satisfy request", "InsufficientCPUs")
 POLICY_INFEASIBLE: Final = ("node(s) rejected by the GPU placement policy", "PolicyInfeasible")
 
-_DEVICE_CODES: Final = {"gpu": "InsufficientGPUDevices", "rdma": "InsufficientRDMADevices",
-                        "fpga": "InsufficientFPGADevices"}
+_DEVICE_CODES: Final = {
+    "gpu": "InsufficientGPUDevices",
+    "rdma": "InsufficientRDMADevices",
+    "fpga": "InsufficientFPGADevices",
+}
 
 
 def insufficient(resource: str) -> Reason:

@@ -15,55 +15,38 @@ Not thread-safe: the engine is used from one thread (the scheduling cycle is ser
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
+from allot_contracts.decisions.placement import VF, Allocation, DeviceAlloc, NumaAlloc
+from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
 
-from allot_placement.inventory import Inventory, NodeInfo, Topology
+if TYPE_CHECKING:
+    from allot_placement.loadaware import NodeLoad
+    from allot_placement.nodeside import NodeOverrides
 
 __all__ = ["Allocation", "DeviceAlloc", "NodeState", "NumaAlloc", "VF"]
-
-
-class VF(msgspec.Struct, frozen=True, kw_only=True):
-    bus_id: str = msgspec.field(name="busID")
-    minor: int | None = None
-
-
-class DeviceAlloc(msgspec.Struct, frozen=True, kw_only=True):
-    minor: int
-    resources: dict[str, int]
-    vfs: tuple[VF, ...] = ()
-
-
-class NumaAlloc(msgspec.Struct, frozen=True, kw_only=True):
-    node: int
-    resources: dict[str, int]
-
-
-class Allocation(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything ``assume`` needs to re-apply a placement exactly (canonical integers, JSON-able)."""
-
-    node: str
-    requests: dict[str, int]
-    devices: dict[str, tuple[DeviceAlloc, ...]] = msgspec.field(default_factory=dict)
-    cpuset: tuple[int, ...] = ()
-    cpu_exclusive: str = ""
-    numa: tuple[NumaAlloc, ...] = ()
-
-    @property
-    def numa_nodes(self) -> tuple[int, ...]:
-        return tuple(sorted(z.node for z in self.numa))
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(self))
-        return out
 
 
 class NodeState:
     """Mutable allocation state of one node (owned by the engine)."""
 
-    __slots__ = ("cpu_owner", "dev_used", "info", "inventory", "name", "numa_footprints", "numa_used", "pods",
-                 "requested", "topology", "version", "vf_used")
+    __slots__ = (
+        "base",
+        "cpu_owner",
+        "dev_used",
+        "info",
+        "inventory",
+        "load",
+        "name",
+        "numa_footprints",
+        "numa_used",
+        "overrides",
+        "pods",
+        "requested",
+        "topology",
+        "version",
+        "vf_used",
+    )
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -78,6 +61,11 @@ class NodeState:
         self.numa_used: dict[int, dict[str, int]] = {}
         self.numa_footprints: dict[str, tuple[int, ...]] = {}
         self.version = 0
+        # node side (allot_placement.nodeside): the Node as parsed, before overrides; batch/mid and heartbeat
+        # overrides; the load-aware view of its NodeMetric
+        self.base: NodeInfo | None = None
+        self.overrides: NodeOverrides | None = None
+        self.load: NodeLoad | None = None
 
     # --- mutation ---------------------------------------------------------------------------------------------------
     def apply(self, pod: str, alloc: Allocation) -> None:
@@ -138,9 +126,14 @@ class NodeState:
         return (
             len(self.pods),
             tuple(sorted(self.requested.items())),
-            tuple((t, tuple((m, tuple(sorted(r.items()))) for m, r in sorted(u.items())))
-                  for t, u in sorted(self.dev_used.items())),
-            tuple((t, tuple((m, tuple(sorted(b))) for m, b in sorted(u.items()))) for t, u in sorted(self.vf_used.items())),
+            tuple(
+                (t, tuple((m, tuple(sorted(r.items()))) for m, r in sorted(u.items())))
+                for t, u in sorted(self.dev_used.items())
+            ),
+            tuple(
+                (t, tuple((m, tuple(sorted(b))) for m, b in sorted(u.items())))
+                for t, u in sorted(self.vf_used.items())
+            ),
             tuple(sorted(self.cpu_owner.items())),
             tuple((z, tuple(sorted(r.items()))) for z, r in sorted(self.numa_used.items())),
             tuple(sorted(self.numa_footprints.values())),

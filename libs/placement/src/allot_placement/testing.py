@@ -10,43 +10,94 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from allot_placement import names as n
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects import names as n
+from allot_contracts.objects.inventory import parse_device_cr, parse_node, parse_nrt
+from allot_contracts.objects.pod import Pod, parse_pod
 
-__all__ = ["a_device", "a_node", "a_pod", "an_nrt", "bound", "engine_with", "gpu_topology", "minors", "place"]
+__all__ = [
+    "a_device",
+    "a_node",
+    "a_pod",
+    "admit",
+    "an_nrt",
+    "bound",
+    "engine_with",
+    "gpu_topology",
+    "load",
+    "minors",
+    "place",
+    "schedule",
+]
 
 
-def a_node(name: str, *, cpu: str = "32", memory: str = "128Gi", pods: int = 110, labels: dict[str, str] | None = None,
-           taints: list[dict[str, str]] | None = None, unschedulable: bool = False,
-           extra: dict[str, Any] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def a_node(
+    name: str,
+    *,
+    cpu: str = "32",
+    memory: str = "128Gi",
+    pods: int = 110,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    extra: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     alloc: dict[str, Any] = {"cpu": cpu, "memory": memory, "pods": str(pods), **(extra or {})}
     spec: dict[str, Any] = {}
     if taints:
         spec["taints"] = taints
     if unschedulable:
         spec["unschedulable"] = True
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": dict(labels or {}), "annotations": dict(annotations or {})},
-            "spec": spec, "status": {"allocatable": alloc, "capacity": dict(alloc)}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": dict(labels or {}), "annotations": dict(annotations or {})},
+        "spec": spec,
+        "status": {"allocatable": alloc, "capacity": dict(alloc)},
+    }
 
 
 def gpu_topology(minor: int, gpus: int, numa_nodes: int = 2, per_pcie: int = 2) -> dict[str, Any]:
     """Synthetic topology: GPUs split evenly over NUMA nodes (one per socket), ``per_pcie`` GPUs per PCIe switch."""
     per_numa = max(gpus // max(numa_nodes, 1), 1)
     numa = min(minor // per_numa, numa_nodes - 1)
-    return {"socketID": numa, "nodeID": numa, "pcieID": str(minor // per_pcie),
-            "busID": f"0000:{0x10 + minor:02x}:00.0"}
+    return {
+        "socketID": numa,
+        "nodeID": numa,
+        "pcieID": str(minor // per_pcie),
+        "busID": f"0000:{0x10 + minor:02x}:00.0",
+    }
 
 
-def a_device(node: str, *, gpus: int = 0, gpu_memory: str = "80Gi", gpu_model: str | None = None,
-             numa_nodes: int = 2, per_pcie: int = 2, topology: bool = True, health: bool = True,
-             unhealthy: tuple[int, ...] = (), rdma: int = 0, rdma_vfs: int = 0, rdma_vf_labels: dict[str, str] | None = None,
-             rdma_labels: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-             partitions: dict[str, Any] | None = None) -> dict[str, Any]:
+def a_device(
+    node: str,
+    *,
+    gpus: int = 0,
+    gpu_memory: str = "80Gi",
+    gpu_model: str | None = None,
+    numa_nodes: int = 2,
+    per_pcie: int = 2,
+    topology: bool = True,
+    health: bool = True,
+    unhealthy: tuple[int, ...] = (),
+    rdma: int = 0,
+    rdma_vfs: int = 0,
+    rdma_vf_labels: dict[str, str] | None = None,
+    rdma_labels: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    partitions: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A Koordinator Device object. RDMA NIC ``j`` sits on PCIe switch ``j`` (next to GPUs ``j*per_pcie``...)."""
     devices: list[dict[str, Any]] = []
     for m in range(gpus):
-        d: dict[str, Any] = {"type": "gpu", "id": f"GPU-{node}-{m}", "minor": m, "health": health and m not in unhealthy,
-                             "resources": {n.GPU_CORE: "100", n.GPU_MEMORY: gpu_memory, n.GPU_MEMORY_RATIO: "100"}}
+        d: dict[str, Any] = {
+            "type": "gpu",
+            "id": f"GPU-{node}-{m}",
+            "minor": m,
+            "health": health and m not in unhealthy,
+            "resources": {n.GPU_CORE: "100", n.GPU_MEMORY: gpu_memory, n.GPU_MEMORY_RATIO: "100"},
+        }
         if topology:
             d["topology"] = gpu_topology(m, gpus, numa_nodes, per_pcie)
         devices.append(d)
@@ -54,24 +105,49 @@ def a_device(node: str, *, gpus: int = 0, gpu_memory: str = "80Gi", gpu_model: s
         pcie_gpu = min(j * per_pcie, max(gpus - 1, 0))
         topo = gpu_topology(pcie_gpu, max(gpus, rdma * per_pcie), numa_nodes, per_pcie)
         topo = {**topo, "pcieID": str(j), "busID": f"0000:{0x80 + j:02x}:00.0"}
-        r: dict[str, Any] = {"type": "rdma", "id": f"0000:{0x80 + j:02x}:00.0", "minor": j, "health": health,
-                             "labels": dict(rdma_labels or {"type": "fakeW"}),
-                             "resources": {n.RDMA: "100"}, "topology": topo}
+        r: dict[str, Any] = {
+            "type": "rdma",
+            "id": f"0000:{0x80 + j:02x}:00.0",
+            "minor": j,
+            "health": health,
+            "labels": dict(rdma_labels or {"type": "fakeW"}),
+            "resources": {n.RDMA: "100"},
+            "topology": topo,
+        }
         if rdma_vfs:
-            r["vfGroups"] = [{"labels": dict(rdma_vf_labels or {"type": "general"}),
-                              "vfs": [{"minor": v, "busID": f"0000:{0x80 + j:02x}:00.{v + 2}"} for v in range(rdma_vfs)]}]
+            r["vfGroups"] = [
+                {
+                    "labels": dict(rdma_vf_labels or {"type": "general"}),
+                    "vfs": [
+                        {"minor": v, "busID": f"0000:{0x80 + j:02x}:00.{v + 2}"} for v in range(rdma_vfs)
+                    ],
+                }
+            ]
         devices.append(r)
     meta: dict[str, Any] = {"name": node, "labels": dict(labels or {})}
     if gpu_model:
         meta["labels"][n.LABEL_GPU_MODEL] = gpu_model
     if partitions is not None:
         meta["annotations"] = {n.ANN_GPU_PARTITIONS: json.dumps(partitions)}
-    return {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device", "metadata": meta,
-            "spec": {"devices": devices}}
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": meta,
+        "spec": {"devices": devices},
+    }
 
 
-def an_nrt(node: str, *, numa_nodes: int = 2, cores_per_numa: int = 8, threads: int = 2, memory_per_numa: str = "64Gi",
-           policy: str | None = None, reserved: str | None = None, zones: bool = True) -> dict[str, Any]:
+def an_nrt(
+    node: str,
+    *,
+    numa_nodes: int = 2,
+    cores_per_numa: int = 8,
+    threads: int = 2,
+    memory_per_numa: str = "64Gi",
+    policy: str | None = None,
+    reserved: str | None = None,
+    zones: bool = True,
+) -> dict[str, Any]:
     """A NodeResourceTopology: ``numa_nodes`` sockets with one NUMA node each; CPU id = thread*cores + core."""
     total_cores = numa_nodes * cores_per_numa
     detail = []
@@ -82,23 +158,50 @@ def an_nrt(node: str, *, numa_nodes: int = 2, cores_per_numa: int = 8, threads: 
     ann: dict[str, str] = {n.ANN_CPU_TOPOLOGY: json.dumps({"detail": detail})}
     if reserved:
         ann[n.ANN_KUBELET_CPU_MANAGER_POLICY] = json.dumps({"policy": "static", "reservedCPUs": reserved})
-    out: dict[str, Any] = {"apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
-                           "metadata": {"name": node, "annotations": ann}}
+    out: dict[str, Any] = {
+        "apiVersion": "topology.node.k8s.io/v1alpha1",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": node, "annotations": ann},
+    }
     if policy:
         out["topologyPolicies"] = [policy]
     if zones:
-        out["zones"] = [{"name": f"node-{z}", "type": "Node", "resources": [
-            {"name": "cpu", "capacity": str(cores_per_numa * threads), "allocatable": str(cores_per_numa * threads)},
-            {"name": "memory", "capacity": memory_per_numa, "allocatable": memory_per_numa}]} for z in range(numa_nodes)]
+        out["zones"] = [
+            {
+                "name": f"node-{z}",
+                "type": "Node",
+                "resources": [
+                    {
+                        "name": "cpu",
+                        "capacity": str(cores_per_numa * threads),
+                        "allocatable": str(cores_per_numa * threads),
+                    },
+                    {"name": "memory", "capacity": memory_per_numa, "allocatable": memory_per_numa},
+                ],
+            }
+            for z in range(numa_nodes)
+        ]
     return out
 
 
-def a_pod(name: str, *, namespace: str = "default", cpu: str | None = "1", memory: str | None = "1Gi",
-          gpu: int | None = None, resources: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
-          labels: dict[str, str] | None = None, annotations: dict[str, Any] | None = None,
-          node_selector: dict[str, str] | None = None, tolerations: list[dict[str, str]] | None = None,
-          affinity: dict[str, Any] | None = None, node_name: str | None = None, priority: int | None = None,
-          init: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def a_pod(
+    name: str,
+    *,
+    namespace: str = "default",
+    cpu: str | None = "1",
+    memory: str | None = "1Gi",
+    gpu: int | None = None,
+    resources: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, Any] | None = None,
+    node_selector: dict[str, str] | None = None,
+    tolerations: list[dict[str, str]] | None = None,
+    affinity: dict[str, Any] | None = None,
+    node_name: str | None = None,
+    priority: int | None = None,
+    init: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     req: dict[str, Any] = {}
     if cpu is not None:
         req["cpu"] = cpu
@@ -112,8 +215,10 @@ def a_pod(name: str, *, namespace: str = "default", cpu: str | None = "1", memor
         res["limits"] = limits
     spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox", "resources": res}]}
     if init:
-        spec["initContainers"] = [{"name": f"init-{i}", "image": "busybox", "resources": {"requests": r}}
-                                  for i, r in enumerate(init)]
+        spec["initContainers"] = [
+            {"name": f"init-{i}", "image": "busybox", "resources": {"requests": r}}
+            for i, r in enumerate(init)
+        ]
     if node_selector:
         spec["nodeSelector"] = node_selector
     if tolerations:
@@ -125,13 +230,27 @@ def a_pod(name: str, *, namespace: str = "default", cpu: str | None = "1", memor
     if priority is not None:
         spec["priority"] = priority
     ann = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in (annotations or {}).items()}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
-                         "labels": dict(labels or {}), "annotations": ann}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{namespace}-{name}",
+            "labels": dict(labels or {}),
+            "annotations": ann,
+        },
+        "spec": spec,
+    }
 
 
-def bound(pod: dict[str, Any], node: str, *, device_allocated: dict[str, Any] | None = None,
-          resource_status: dict[str, Any] | None = None) -> dict[str, Any]:
+def bound(
+    pod: dict[str, Any],
+    node: str,
+    *,
+    device_allocated: dict[str, Any] | None = None,
+    resource_status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``pod`` bound to ``node`` with the given allocation annotations."""
     out: dict[str, Any] = json.loads(json.dumps(pod))
     out["spec"]["nodeName"] = node
@@ -143,25 +262,61 @@ def bound(pod: dict[str, Any], node: str, *, device_allocated: dict[str, Any] | 
     return out
 
 
+def admit(manifest: dict[str, Any]) -> Pod:
+    """A pod manifest read as the door reads it; raises when the door refuses it."""
+    issues: list[FieldIssue] = []
+    pod = parse_pod(manifest, issues, [])
+    if pod is None:
+        raise ValueError(
+            f"pod {manifest.get('metadata', {}).get('name')} refused: {[str(i) for i in issues]}"
+        )
+    return pod
+
+
+def load(eng: Any, *docs: dict[str, Any]) -> None:
+    """Feed objects (Node, Device, NodeResourceTopology, bound Pods) to an engine, read as the door reads them."""
+    for doc in docs:
+        kind = str(doc.get("kind"))
+        name = (doc.get("metadata") or {}).get("name")
+        if kind == "Node":
+            info, errors = parse_node(doc)
+            if info is None or errors:
+                raise ValueError(f"Node {name}: {errors}")
+            eng.upsert_node(info)
+        elif kind == "Device":
+            node, inv, errors = parse_device_cr(doc)
+            if inv is None or errors:
+                raise ValueError(f"Device {name}: {errors}")
+            eng.upsert_device(node, inv)
+        elif kind == "NodeResourceTopology":
+            node, topo, errors = parse_nrt(doc)
+            if topo is None or errors:
+                raise ValueError(f"NodeResourceTopology {name}: {errors}")
+            eng.upsert_topology(node, topo)
+        elif kind == "Pod":
+            eng.add_bound_pod(admit(doc))
+        else:
+            raise ValueError(f"cannot load a {kind}")
+
+
 def engine_with(*docs: dict[str, Any], config: dict[str, Any] | None = None) -> Any:
     """An engine loaded with the given objects (Node, Device, NodeResourceTopology, bound Pods), in order."""
     from allot_placement.config import PlacementConfig
     from allot_placement.engine import PlacementEngine
 
     eng = PlacementEngine(PlacementConfig.from_dict(config) if config is not None else None)
-    for doc in docs:
-        kind = str(doc.get("kind"))
-        handler = {"Node": eng.upsert_node, "Device": eng.upsert_device,
-                   "NodeResourceTopology": eng.upsert_topology, "Pod": eng.add_bound_pod}[kind]
-        errors = handler(doc)
-        if errors:
-            raise ValueError(f"{kind} {doc['metadata']['name']}: {errors}")
+    load(eng, *docs)
     return eng
 
 
-def place(eng: Any, pod: dict[str, Any]) -> Any:
+def schedule(eng: Any, pod: dict[str, Any] | Pod) -> Any:
+    """``eng.schedule`` for a manifest (read at the door first) or a Pod."""
+    return eng.schedule(admit(pod) if isinstance(pod, dict) else pod)
+
+
+def place(eng: Any, pod: dict[str, Any] | Pod) -> Any:
     """Schedule ``pod`` and assume it when Scheduled; returns the Decision."""
-    d = eng.schedule(pod)
+    d = schedule(eng, pod)
     if d.outcome == n.SCHEDULED:
         eng.assume(d)
     return d

@@ -22,11 +22,11 @@ from typing import Any, Protocol
 
 import msgspec
 
-from allot_placement import names as n
+from allot_contracts.objects import names as n
 from allot_placement.config import PlacementConfig, TypicalPod
 from allot_placement.engine import PlacementEngine
 from allot_placement.fragmentation import MILLI, FragModel, typical_pods
-from allot_placement.openb import TraceNode, TracePod, node_manifests, pod_manifest
+from allot_placement.openb import TraceNode, TracePod, load_node, trace_pod
 from allot_placement.policies import node_gpu_state
 
 __all__ = ["Rng", "TraceRun", "discretize", "prepare", "run_trace", "trace_config", "workload_typical_pods"]
@@ -57,13 +57,24 @@ def workload_typical_pods(pods: Sequence[TracePod]) -> tuple[TypicalPod, ...]:
 
 
 def trace_config(policy: str, typical: Sequence[TypicalPod], seed: int) -> PlacementConfig:
-    frag = {"typicalPods": [{"cpuMilli": t.cpu_milli, "gpuCount": t.gpu_count, "gpuMilli": t.gpu_milli,
-                             "gpuModels": list(t.gpu_models), "weight": t.weight} for t in typical]}
+    frag = {
+        "typicalPods": [
+            {
+                "cpuMilli": t.cpu_milli,
+                "gpuCount": t.gpu_count,
+                "gpuMilli": t.gpu_milli,
+                "gpuModels": list(t.gpu_models),
+                "weight": t.weight,
+            }
+            for t in typical
+        ]
+    }
     return PlacementConfig.from_dict({"policy": policy, "fragmentation": frag, "seed": seed})
 
 
-def prepare(nodes: Sequence[TraceNode], pods: Sequence[TracePod], rng: Rng, tune: float
-            ) -> tuple[list[TraceNode], list[tuple[str, TracePod]]]:
+def prepare(
+    nodes: Sequence[TraceNode], pods: Sequence[TracePod], rng: Rng, tune: float
+) -> tuple[list[TraceNode], list[tuple[str, TracePod]]]:
     """Renamed nodes and the ordered ``(pod name, pod)`` arrivals for one seed's ``rng``."""
     workload = sorted(pods, key=lambda p: p.name)
     order = [(p.name, p) for p in workload]
@@ -83,22 +94,28 @@ def prepare(nodes: Sequence[TraceNode], pods: Sequence[TracePod], rng: Rng, tune
     by_name = sorted(nodes, key=lambda nd: nd.name)
     perm = list(range(len(by_name)))
     rng.shuffle(perm)
-    renamed = [TraceNode(f"{perm[i]:04d}-{nd.name}", nd.cpu_milli, nd.memory_mib, nd.gpus, nd.model)
-               for i, nd in enumerate(by_name)]
+    renamed = [
+        TraceNode(f"{perm[i]:04d}-{nd.name}", nd.cpu_milli, nd.memory_mib, nd.gpus, nd.model)
+        for i, nd in enumerate(by_name)
+    ]
     return renamed, order
 
 
-def run_trace(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str, seed: int, rng: Rng,
-              tune: float = 1.3, progress: Callable[[int, int], None] | None = None) -> TraceRun:
+def run_trace(
+    nodes: Sequence[TraceNode],
+    pods: Sequence[TracePod],
+    policy: str,
+    seed: int,
+    rng: Rng,
+    tune: float = 1.3,
+    progress: Callable[[int, int], None] | None = None,
+) -> TraceRun:
     """One seed of the protocol; ``rng`` is ``random.Random(seed)`` (the seed also keys hash tie-breaks)."""
     typical = workload_typical_pods(pods)
     renamed, order = prepare(nodes, pods, rng, tune)
     eng = PlacementEngine(trace_config(policy, typical, seed))
     for nd in renamed:
-        manifest, device = node_manifests(nd)
-        eng.upsert_node(manifest)
-        if device is not None:
-            eng.upsert_device(device)
+        load_node(eng, nd)
     model = FragModel(typical)
     names = [nd.name for nd in renamed]
     node_frag = {name: _frag(eng, model, name) for name in names}
@@ -108,7 +125,7 @@ def run_trace(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str,
     rows: list[tuple[int, int, int, int]] = []
     for i, (name, pod) in enumerate(order):
         arrived += pod.gpu_request_milli
-        d = eng.schedule(pod_manifest(pod, name=name))
+        d = eng.schedule(trace_pod(pod, name=name))
         if d.outcome == n.SCHEDULED and d.node is not None:
             eng.assume(d)
             scheduled += 1
@@ -119,8 +136,16 @@ def run_trace(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str,
         rows.append((arrived, used, frag, capacity - used))
         if progress is not None:
             progress(i + 1, len(order))
-    return TraceRun(policy=policy, seed=seed, total_gpus=capacity // MILLI, pods_total=len(order),
-                    pods_scheduled=scheduled, frag_weight=model.total_weight, rows=rows, digest=eng.digest())
+    return TraceRun(
+        policy=policy,
+        seed=seed,
+        total_gpus=capacity // MILLI,
+        pods_total=len(order),
+        pods_scheduled=scheduled,
+        frag_weight=model.total_weight,
+        rows=rows,
+        digest=eng.digest(),
+    )
 
 
 def _frag(eng: PlacementEngine, model: FragModel, name: str) -> int:
@@ -158,16 +183,38 @@ def summary(runs: Sequence[TraceRun], walls: Sequence[float]) -> dict[str, Any]:
     per_seed: list[dict[str, Any]] = []
     for run, wall in zip(runs, walls):
         alloc, frag = discretize(run, "alloc"), discretize(run, "frag")
-        per_seed.append({"seed": run.seed, "alloc_pct_at_100": alloc.get(100), "alloc_pct_at_130": alloc.get(130),
-                         "unallocated_pct_at_130": round(100 - alloc.get(130, 0.0), 2),
-                         "frag_pct_at_100": frag.get(100), "pods_total": run.pods_total,
-                         "pods_scheduled": run.pods_scheduled, "wall_s": round(wall, 2), "digest": run.digest})
+        per_seed.append(
+            {
+                "seed": run.seed,
+                "alloc_pct_at_100": alloc.get(100),
+                "alloc_pct_at_130": alloc.get(130),
+                "unallocated_pct_at_130": round(100 - alloc.get(130, 0.0), 2),
+                "frag_pct_at_100": frag.get(100),
+                "pods_total": run.pods_total,
+                "pods_scheduled": run.pods_scheduled,
+                "wall_s": round(wall, 2),
+                "digest": run.digest,
+            }
+        )
 
     def mean(key: str) -> float | None:
         vals = [float(s[key]) for s in per_seed if s[key] is not None]
         return round(sum(vals) / len(vals), 2) if vals else None
 
-    return {"policy": runs[0].policy if runs else "", "seeds": [r.seed for r in runs],
-            **{k: mean(k) for k in ("alloc_pct_at_100", "alloc_pct_at_130", "unallocated_pct_at_130",
-                                    "frag_pct_at_100", "pods_total", "pods_scheduled", "wall_s")},
-            "per_seed": per_seed}
+    return {
+        "policy": runs[0].policy if runs else "",
+        "seeds": [r.seed for r in runs],
+        **{
+            k: mean(k)
+            for k in (
+                "alloc_pct_at_100",
+                "alloc_pct_at_130",
+                "unallocated_pct_at_130",
+                "frag_pct_at_100",
+                "pods_total",
+                "pods_scheduled",
+                "wall_s",
+            )
+        },
+        "per_seed": per_seed,
+    }

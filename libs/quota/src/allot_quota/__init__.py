@@ -3,10 +3,10 @@
 Start with :class:`QuotaEngine` (``engine.py``); semantics for users are in ``docs/quota.md``.
 """
 
+from allot_contracts.issues import FieldIssue
 from allot_quota.config import QuotaConfig
 from allot_quota.decisions import AdmitDecision, Eviction, UsageChange, VictimsDecision
 from allot_quota.engine import ENGINE_VERSION, QuotaEngine
-from allot_quota.errors import FieldError, PodError
 from allot_quota.model import DEFAULT_QUOTA, ROOT_QUOTA, SYSTEM_QUOTA
 from allot_quota.runtime import hamilton
 
@@ -17,8 +17,7 @@ __all__ = [
     "SYSTEM_QUOTA",
     "AdmitDecision",
     "Eviction",
-    "FieldError",
-    "PodError",
+    "FieldIssue",
     "QuotaConfig",
     "QuotaEngine",
     "UsageChange",

@@ -13,22 +13,23 @@ are offered again, so it is part of the state and replays identically.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.pod import Pod
 from allot_quota._resources import mask, quantities
 from allot_quota.admission import check_admission
 from allot_quota.borrow import usage_facts
 from allot_quota.config import QuotaConfig
 from allot_quota.decisions import AdmitDecision, UsageChange, VictimsDecision
-from allot_quota.errors import FieldError, PodError
 from allot_quota.model import DEFAULT_QUOTA, ROOT_QUOTA, PodInfo, pod_info
 from allot_quota.reclaim import NodePod, select_victims
 from allot_quota.tree import Hierarchy, PodEntry
 
 __all__ = ["PodAccounting", "PodRef"]
 
-PodRef = Mapping[str, Any] | str
+PodRef = Pod | str
 
 
 class PodAccounting:
@@ -44,15 +45,12 @@ class PodAccounting:
         if isinstance(pod, str):
             entry = self._pods.get(pod)
             if entry is None:
-                raise KeyError(f"pod {pod} is not known to the quota engine; pass its manifest")
+                raise KeyError(f"pod {pod} is not known to the quota engine; pass the pod")
             return entry.info
-        return pod_info(dict(pod))
+        return pod_info(pod)
 
     def _key(self, pod: PodRef) -> str:
-        if isinstance(pod, str):
-            return pod
-        meta = pod.get("metadata") or {}
-        return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+        return pod if isinstance(pod, str) else pod.key
 
     def _resolve(self, info: PodInfo) -> str:
         nodes = self._h.nodes
@@ -69,29 +67,26 @@ class PodAccounting:
         namespaces annotation lists the namespace, else the default quota ("" when that is disabled). A pod
         already in the accounting keeps the quota it was registered with."""
         entry = self._pods.get(self._key(pod))
-        if entry is not None and (isinstance(pod, str) or entry.info == pod_info(dict(pod))):
+        if entry is not None and (isinstance(pod, str) or entry.info == pod_info(pod)):
             return entry.quota
         return self._resolve(self._info(pod))
 
-    def validate_pod(self, pod: Mapping[str, Any]) -> list[FieldError]:
-        """What a pod admission webhook would refuse: unreadable quantities, an unknown or parent quota label."""
-        try:
-            info = pod_info(dict(pod))
-        except PodError as exc:
-            return exc.errors
+    def validate_pod(self, pod: Pod) -> list[FieldIssue]:
+        """What a pod admission webhook would refuse given the quotas that exist: an unknown or parent quota."""
+        info = pod_info(pod)
         field = "metadata.labels[quota.scheduling.koordinator.sh/name]"
         label = info.quota_label
         if label and label not in self._h.nodes:
             return [
-                FieldError(
-                    field=field, type="NotFound", value=label, message=f"elastic quota {label} not found"
+                FieldIssue(
+                    path=field, code="NotFound", value=label, message=f"elastic quota {label} not found"
                 )
             ]
         if label and (
             self._h.nodes[label].children or label == ROOT_QUOTA or self._h.nodes[label].spec.is_root
         ):
             msg = f"quota {label} is a parent quota; pods must use a leaf quota"
-            return [FieldError(field=field, type="Forbidden", value=label, message=msg)]
+            return [FieldIssue(path=field, code="Forbidden", value=label, message=msg)]
         return []
 
     def _register(self, info: PodInfo, assigned: bool, seq: int | None = None) -> PodEntry | None:
@@ -184,18 +179,7 @@ class PodAccounting:
     # ------------------------------------------------------------------ decisions
     def admit(self, pod: PodRef) -> AdmitDecision:
         """Quota admission of a pod, without changing the state (a pod not yet pending is counted tentatively)."""
-        try:
-            info = self._info(pod)
-        except PodError as exc:
-            return AdmitDecision(
-                pod=self._key(pod),
-                quota="",
-                admitted=False,
-                status="UnschedulableAndUnresolvable",
-                reason="InvalidPod",
-                message=str(exc),
-                waiting=False,
-            )
+        info = self._info(pod)
         entry = self._pods.get(info.key)
         if entry is not None and entry.info == info:
             if entry.assigned:
@@ -288,17 +272,17 @@ class PodAccounting:
     def preemption_victims(
         self,
         preemptor: PodRef,
-        node_pods: Sequence[Mapping[str, Any]],
-        fits: Callable[[list[dict[str, Any]]], bool],
+        node_pods: Sequence[Pod],
+        fits: Callable[[list[Pod]], bool],
     ) -> VictimsDecision:
-        """Intra-quota preemption on one node. ``fits(remaining_pod_manifests)`` tells whether the preemptor
+        """Intra-quota preemption on one node. ``fits(remaining_pods)`` tells whether the preemptor
         fits the node when only those pods remain on it (the caller's node-level check)."""
         info = self._info(preemptor)
         quota = self.resolve(preemptor)
         request = mask(info.requests, set(self._h.nodes[quota].spec.max)) if quota else {}
         pods: list[NodePod] = []
         for m in node_pods:
-            p = pod_info(dict(m))
+            p = pod_info(m)
             known = self._pods.get(p.key)
             q = known.quota if known is not None else self._resolve(p)
             masked = (
@@ -306,7 +290,7 @@ class PodAccounting:
                 if known is not None
                 else (mask(p.requests, set(self._h.nodes[q].spec.max)) if q else {})
             )
-            pods.append(NodePod(info=p, quota=q, masked=masked, manifest=dict(m)))
+            pods.append(NodePod(info=p, quota=q, masked=masked, pod=m))
         return select_victims(
             self._h, self.config, preemptor=info, quota=quota, request=request, node_pods=pods, fits=fits
         )

@@ -25,26 +25,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.inventory import NodeInfo as Node
 from allot_quota import views
 from allot_quota._resources import quantities
 from allot_quota.accounting import PodAccounting
 from allot_quota.config import QuotaConfig
 from allot_quota.decisions import Eviction
-from allot_quota.errors import FieldError
 from allot_quota.model import (
     DEFAULT_QUOTA,
     ROOT_QUOTA,
     SYSTEM_QUOTA,
     QuotaSpec,
 )
-from allot_quota.profiles import NodeInfo, ProfileSpec, node_info, parse_profile, profile_root, profile_totals
+from allot_quota.profiles import NodeInfo, ProfileSpec, node_info, profile_root, profile_totals
 from allot_quota.reclaim import revoke_overuse, track_overuse
 from allot_quota.tree import Hierarchy, PodEntry
-from allot_quota.validation import check_delete, check_removable, check_topology, parse_quota
+from allot_quota.validation import check_delete, check_removable, check_topology, inherit_tree_id
 
 __all__ = ["ENGINE_VERSION", "QuotaEngine"]
 
@@ -74,27 +75,25 @@ class QuotaEngine(PodAccounting):
         return self._h
 
     # ------------------------------------------------------------------ quotas
-    def validate_quota(self, manifest: Mapping[str, Any]) -> list[FieldError]:
+    def validate_quota(self, spec: QuotaSpec) -> list[FieldIssue]:
         """What ``apply_quota`` would refuse, without applying anything."""
-        spec, errors = parse_quota(dict(manifest))
-        return errors if spec is None else check_topology(self._h, spec, self.config)
+        return check_topology(self._h, inherit_tree_id(self._h, spec), self.config)
 
-    def apply_quota(self, manifest: Mapping[str, Any]) -> list[FieldError]:
-        """Create or update an ElasticQuota; returns the validation errors (none: applied)."""
-        spec, errors = parse_quota(dict(manifest))
-        if spec is None:
-            return errors
+    def apply_quota(self, spec: QuotaSpec) -> list[FieldIssue]:
+        """Create or update an ElasticQuota (read at the door); returns the validation errors (none: applied).
+        A child without a tree-id label joins its parent's tree."""
+        spec = inherit_tree_id(self._h, spec)
         errors = check_topology(self._h, spec, self.config)
         if errors:
             return errors
         self._put(spec)
         return []
 
-    def validate_delete(self, namespace: str, name: str) -> list[FieldError]:
+    def validate_delete(self, namespace: str, name: str) -> list[FieldIssue]:
         """What ``delete_quota`` would refuse, without deleting anything."""
         return check_delete(self._h, namespace, name)
 
-    def delete_quota(self, namespace: str, name: str) -> list[FieldError]:
+    def delete_quota(self, namespace: str, name: str) -> list[FieldIssue]:
         errors = check_delete(self._h, namespace, name)
         if not errors:
             self._h.remove(name)
@@ -119,15 +118,12 @@ class QuotaEngine(PodAccounting):
 
     # ------------------------------------------------------------------ profiles and nodes
     def _plan_profile(
-        self, manifest: Mapping[str, Any]
-    ) -> tuple[ProfileSpec | None, QuotaSpec | None, list[FieldError]]:
-        profile, errors = parse_profile(dict(manifest))
-        if profile is None:
-            return None, None, errors
+        self, profile: ProfileSpec
+    ) -> tuple[ProfileSpec | None, QuotaSpec | None, list[FieldIssue]]:
         existing = self._h.nodes.get(profile.quota_name)
         if existing is not None and existing.spec.profile != profile.key:
             msg = f"quota {profile.quota_name} already exists and is not managed by profile {profile.key}"
-            err = FieldError(field="spec.quotaName", type="Duplicate", value=profile.quota_name, message=msg)
+            err = FieldIssue(path="spec.quotaName", code="Duplicate", value=profile.quota_name, message=msg)
             return None, None, [err]
         old = self._profiles.get(profile.key)
         if old is not None and old.quota_name != profile.quota_name:
@@ -139,13 +135,13 @@ class QuotaEngine(PodAccounting):
         errors = check_topology(self._h, spec, self.config)
         return (None, None, errors) if errors else (profile, spec, [])
 
-    def validate_profile(self, manifest: Mapping[str, Any]) -> list[FieldError]:
+    def validate_profile(self, profile: ProfileSpec) -> list[FieldIssue]:
         """What ``apply_profile`` would refuse, without applying anything."""
-        return self._plan_profile(manifest)[2]
+        return self._plan_profile(profile)[2]
 
-    def apply_profile(self, manifest: Mapping[str, Any]) -> list[FieldError]:
+    def apply_profile(self, profile_in: ProfileSpec) -> list[FieldIssue]:
         """Create or update an ElasticQuotaProfile and the root quota of its tree."""
-        profile, spec, errors = self._plan_profile(manifest)
+        profile, spec, errors = self._plan_profile(profile_in)
         if profile is None or spec is None:
             return errors
         old = self._profiles.get(profile.key)
@@ -155,12 +151,12 @@ class QuotaEngine(PodAccounting):
         self._put(spec)
         return []
 
-    def delete_profile(self, namespace: str, name: str) -> list[FieldError]:
+    def delete_profile(self, namespace: str, name: str) -> list[FieldIssue]:
         key = f"{namespace}/{name}"
         profile = self._profiles.get(key)
         if profile is None:
             msg = f"elastic quota profile {key} not found"
-            return [FieldError(field="metadata.name", type="NotFound", value=name, message=msg)]
+            return [FieldIssue(path="metadata.name", code="NotFound", value=name, message=msg)]
         node = self._h.nodes[profile.quota_name]
         errors = check_removable(profile.quota_name, len(node.children), len(node.pods))
         if errors:
@@ -170,17 +166,16 @@ class QuotaEngine(PodAccounting):
         self._reindex()
         return []
 
-    def set_nodes(self, nodes: Mapping[str, Mapping[str, Any]] | Sequence[Mapping[str, Any]]) -> None:
-        """Replace the whole node set (Node manifests, as a list or a name → manifest map)."""
-        items = nodes.values() if isinstance(nodes, Mapping) else nodes
+    def set_nodes(self, nodes: Sequence[Node]) -> None:
+        """Replace the whole node set."""
         self._nodes = {}
-        for m in items:
-            info = node_info(dict(m))
+        for node in nodes:
+            info = node_info(node)
             self._nodes[info.name] = info
         self._sync_capacity()
 
-    def upsert_node(self, manifest: Mapping[str, Any]) -> None:
-        info = node_info(dict(manifest))
+    def upsert_node(self, node: Node) -> None:
+        info = node_info(node)
         self._nodes[info.name] = info
         self._sync_capacity()
 

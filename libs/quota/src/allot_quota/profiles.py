@@ -13,20 +13,18 @@ labels ``is-root``, ``is-parent``, ``tree-id``, ``profile`` plus ``spec.quotaLab
 decimal. Cordoned (``spec.unschedulable``) and NotReady nodes still count in totals, as upstream
 (``profile_totals`` also returns their share, which is not surfaced yet).
 
-Pure: node and profile manifests in, value objects out.
+Pure: typed nodes and profiles in, value objects out.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Final
 
-from allot_contracts.quantity import QuantityError, is_milli_resource, parse_quantity
-from allot_quota._resources import RL, parse_list, quantities
-from allot_quota.errors import FieldError
-from allot_quota.model import LABEL_TREE_ID, QuotaSpec
+from allot_contracts.objects.inventory import NodeInfo as Node
+from allot_contracts.objects.quota import ProfileSpec, QuotaSpec, parse_profile, tree_id_for
+from allot_contracts.quantity import is_milli_resource
+from allot_quota._resources import RL, quantities
 
 __all__ = ["NodeInfo", "ProfileSpec", "node_info", "parse_profile", "profile_root", "selects", "tree_id_for"]
 
@@ -50,156 +48,14 @@ class NodeInfo:
         }
 
 
-def node_info(manifest: dict[str, Any]) -> NodeInfo:
-    """Read a Node manifest (``metadata.name/labels``, ``status.allocatable``, ``spec.unschedulable``, Ready)."""
-    meta = manifest.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    if not name:
-        raise ValueError("metadata.name: Required: node name is required")
-    status = manifest.get("status") or {}
-    try:
-        allocatable = parse_list(status.get("allocatable") or {})
-    except QuantityError as exc:
-        raise ValueError(f"status.allocatable: Invalid: {exc}") from exc
-    ready = True
-    for cond in status.get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == "Ready":
-            ready = cond.get("status") == "True"
-    cordoned = bool((manifest.get("spec") or {}).get("unschedulable"))
-    raw_labels = meta.get("labels") or {}
-    if not isinstance(raw_labels, dict):
-        raise ValueError("metadata.labels: Invalid: must be a mapping")
-    labels = {str(k): str(v) for k, v in raw_labels.items()}
-    return NodeInfo(name=name, labels=labels, allocatable=allocatable, schedulable=ready and not cordoned)
-
-
-@dataclass(frozen=True, slots=True)
-class ProfileSpec:
-    namespace: str
-    name: str
-    quota_name: str
-    quota_labels: dict[str, str]
-    ratio: Fraction
-    node_selector: dict[str, Any]
-    tree_id: str
-    resource_keys: tuple[str, ...]
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def to_state(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "quota_name": self.quota_name,
-            "quota_labels": dict(sorted(self.quota_labels.items())),
-            "ratio": f"{self.ratio.numerator}/{self.ratio.denominator}",
-            "node_selector": json.loads(json.dumps(self.node_selector, sort_keys=True)),
-            "tree_id": self.tree_id,
-            "resource_keys": list(self.resource_keys),
-        }
-
-
-def fnv1a64(data: bytes) -> int:
-    h = 0xCBF29CE484222325
-    for b in data:
-        h ^= b
-        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
-def tree_id_for(namespace: str, name: str) -> str:
-    """FNV-1a 64-bit hash of ``"<namespace>/<name>"``, in decimal."""
-    return str(fnv1a64(f"{namespace}/{name}".encode()))
-
-
-def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[FieldError]]:
-    errors: list[FieldError] = []
-    if manifest.get("apiVersion") != PROFILE_API or manifest.get("kind") != "ElasticQuotaProfile":
-        errors.append(
-            FieldError(
-                field="kind",
-                type="NotSupported",
-                value=f"{manifest.get('apiVersion')}/{manifest.get('kind')}",
-                message=f"expected apiVersion {PROFILE_API} and kind ElasticQuotaProfile",
-            )
-        )
-        return None, errors
-    meta = manifest.get("metadata") or {}
-    spec = manifest.get("spec") or {}
-    name = str(meta.get("name") or "")
-    namespace = str(meta.get("namespace") or "default")
-    if not name:
-        errors.append(FieldError(field="metadata.name", type="Required", message="profile name is required"))
-    quota_name = str(spec.get("quotaName") or "")
-    if not quota_name:
-        errors.append(FieldError(field="spec.quotaName", type="Required", message="quotaName is required"))
-    raw_ratio = spec.get("resourceRatio")
-    ratio = Fraction(1)
-    if raw_ratio not in (None, ""):
-        try:
-            ratio = parse_quantity(str(raw_ratio))
-        except QuantityError:
-            ratio = Fraction(-1)
-        if not (0 < ratio <= 1):
-            errors.append(
-                FieldError(
-                    field="spec.resourceRatio",
-                    type="Invalid",
-                    value=str(raw_ratio),
-                    message="resourceRatio must be a decimal number in (0, 1]",
-                )
-            )
-    selector = spec.get("nodeSelector") or {}
-    if not isinstance(selector, dict):
-        errors.append(
-            FieldError(field="spec.nodeSelector", type="Invalid", message="must be a label selector")
-        )
-        selector = {}
-    for i, expr in enumerate(selector.get("matchExpressions") or []):
-        op = expr.get("operator") if isinstance(expr, dict) else None
-        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            errors.append(
-                FieldError(
-                    field=f"spec.nodeSelector.matchExpressions[{i}].operator",
-                    type="NotSupported",
-                    value=str(op),
-                    message='operator must be one of "In", "NotIn", "Exists", "DoesNotExist"',
-                )
-            )
-    keys: tuple[str, ...] = ("cpu", "memory")
-    raw_keys = (meta.get("annotations") or {}).get("quota.scheduling.koordinator.sh/resource-keys")
-    if raw_keys:
-        try:
-            parsed = json.loads(raw_keys)
-            if not isinstance(parsed, list) or not all(isinstance(k, str) for k in parsed):
-                raise ValueError("expected a JSON list of resource names")
-            keys = tuple(sorted(set(parsed)))
-        except ValueError as exc:
-            errors.append(
-                FieldError(
-                    field="metadata.annotations[quota.scheduling.koordinator.sh/resource-keys]",
-                    type="Invalid",
-                    value=str(raw_keys),
-                    message=f"invalid resource-keys: {exc}",
-                )
-            )
-    labels = {str(k): str(v) for k, v in (spec.get("quotaLabels") or {}).items()}
-    if errors:
-        return None, errors
-    tree_id = str((meta.get("labels") or {}).get(LABEL_TREE_ID) or tree_id_for(namespace, name))
-    return (
-        ProfileSpec(
-            namespace=namespace,
-            name=name,
-            quota_name=quota_name,
-            quota_labels=labels,
-            ratio=ratio,
-            node_selector=selector,
-            tree_id=tree_id,
-            resource_keys=keys,
-        ),
-        errors,
+def node_info(node: Node) -> NodeInfo:
+    """What a Node (read at the door) means to quota profiles: labels, allocatable, schedulable (Ready and not
+    cordoned)."""
+    return NodeInfo(
+        name=node.name,
+        labels=dict(node.labels),
+        allocatable=dict(node.allocatable),
+        schedulable=node.ready and not node.unschedulable,
     )
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from allot_contracts.objects.pod import Pod
 from allot_quota._resources import RL, add, add_into, describe, exceeds, mask, quantities
 from allot_quota.config import QuotaConfig
 from allot_quota.decisions import Eviction, VictimsDecision
@@ -38,7 +39,7 @@ class NodePod:
     info: PodInfo
     quota: str
     masked: RL
-    manifest: dict[str, Any]
+    pod: Pod
 
 
 def _importance(p: PodInfo) -> tuple[int, int, str, str]:
@@ -57,7 +58,7 @@ def select_victims(
     quota: str,
     request: RL,
     node_pods: Sequence[NodePod],
-    fits: Callable[[list[dict[str, Any]]], bool],
+    fits: Callable[[list[Pod]], bool],
 ) -> VictimsDecision:
     if preemptor.preemption_never:
         msg = "pod has preemptionPolicy Never"
@@ -99,7 +100,7 @@ def select_victims(
             **common,
         )
     chosen = {p.info.key for p in candidates}
-    remaining = [p.manifest for p in node_pods if p.info.key not in chosen]
+    remaining = [p.pod for p in node_pods if p.info.key not in chosen]
     for p in candidates:
         add_into(used, p.masked, -1)
     keys = request.keys()
@@ -140,8 +141,8 @@ def select_victims(
             continue
         seen.add(p.info.key)
         trial_used = add(used, p.masked)
-        if fits([*remaining, p.manifest]) and not exceeds(mask(add(trial_used, request), keys), limit):
-            remaining.append(p.manifest)
+        if fits([*remaining, p.pod]) and not exceeds(mask(add(trial_used, request), keys), limit):
+            remaining.append(p.pod)
             used = trial_used
             reprieved.append(p.info.key)
         else:
@@ -194,8 +195,7 @@ def track_overuse(h: Hierarchy, config: QuotaConfig, now: int, over_since: dict[
         return
     for name in sorted(h.nodes):
         node = h.nodes[name]
-        assigned = [e for e in node.pods.values() if e.assigned]
-        if assigned and exceeds(node.used, h.runtime(name)):
+        if node.assigned_pods and exceeds(node.used, h.runtime(name)):
             over_since.setdefault(name, now)
         else:
             over_since.pop(name, None)

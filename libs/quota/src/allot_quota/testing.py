@@ -1,7 +1,8 @@
 """Builders for quota tests (shared: the quota-manager, simulator and CLI tests use them too).
 
-Each builder returns a plain manifest dict, as decoded from YAML, so tests exercise the same parsing as
-production. Resource lists take quantities as strings or ints (``{"cpu": 4, "memory": "8Gi"}``).
+``a_*_manifest`` builders return a plain manifest dict, as decoded from YAML; ``a_*`` return the same object read
+as the door reads it (:mod:`allot_contracts.objects`), which is what the engine takes, so tests exercise the same
+parsing as production. Resource lists take quantities as strings or ints (``{"cpu": 4, "memory": "8Gi"}``).
 
     a_quota("team-a", min={"cpu": 4}, max={"cpu": 10}, parent="dept", is_parent=False)
     a_pod("p1", quota="team-a", cpu="2", priority=100, preemptible=False)
@@ -16,6 +17,10 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.inventory import NodeInfo, parse_node
+from allot_contracts.objects.pod import Pod, parse_pod
+from allot_contracts.objects.quota import ProfileSpec, QuotaSpec, parse_profile, parse_quota
 from allot_quota.config import QuotaConfig
 from allot_quota.engine import QuotaEngine
 from allot_quota.model import (
@@ -33,7 +38,18 @@ from allot_quota.model import (
     LABEL_TREE_ID,
 )
 
-__all__ = ["a_node", "a_pod", "a_profile", "a_quota", "an_engine", "resources"]
+__all__ = [
+    "a_node",
+    "a_node_manifest",
+    "a_pod",
+    "a_pod_manifest",
+    "a_profile",
+    "a_profile_manifest",
+    "a_quota",
+    "a_quota_manifest",
+    "an_engine",
+    "resources",
+]
 
 Quantities = Mapping[str, str | int]
 GPU = "nvidia.com/gpu"
@@ -56,7 +72,7 @@ def _strs(rl: Quantities | None) -> dict[str, str] | None:
     return None if rl is None else {k: str(v) for k, v in rl.items()}
 
 
-def a_quota(
+def a_quota_manifest(
     name: str,
     *,
     min: Quantities | None = None,  # noqa: A002 - the field is called min
@@ -111,7 +127,7 @@ def a_quota(
     }
 
 
-def a_pod(
+def a_pod_manifest(
     name: str,
     *,
     namespace: str = "default",
@@ -150,7 +166,7 @@ def a_pod(
     return pod
 
 
-def a_node(
+def a_node_manifest(
     name: str,
     *,
     cpu: str | int | None = None,
@@ -174,7 +190,7 @@ def a_node(
     }
 
 
-def a_profile(
+def a_profile_manifest(
     name: str,
     *,
     quota_name: str,
@@ -203,9 +219,58 @@ def a_profile(
     }
 
 
+def _admitted(manifest: dict[str, Any], parse: Any) -> Any:
+    issues: list[FieldIssue] = []
+    obj = parse(manifest, issues)
+    if obj is None or issues:
+        raise AssertionError(
+            f"{manifest['kind']} {manifest['metadata'].get('name')} refused: {[str(i) for i in issues]}"
+        )
+    return obj
+
+
+def _pod(manifest: dict[str, Any], issues: list[FieldIssue]) -> Pod | None:
+    return parse_pod(manifest, issues, [])
+
+
+def _node(manifest: dict[str, Any], issues: list[FieldIssue]) -> NodeInfo | None:
+    info, errors = parse_node(manifest)
+    issues.extend(errors)
+    return info
+
+
+def _quota(manifest: dict[str, Any], issues: list[FieldIssue]) -> QuotaSpec | None:
+    spec, errors = parse_quota(manifest)
+    issues.extend(errors)
+    return spec
+
+
+def _profile(manifest: dict[str, Any], issues: list[FieldIssue]) -> ProfileSpec | None:
+    spec, errors = parse_profile(manifest)
+    issues.extend(errors)
+    return spec
+
+
+def a_quota(name: str, **kw: Any) -> QuotaSpec:
+    """``a_quota_manifest`` read as the door reads it (raises when the manifest is refused)."""
+    return _admitted(a_quota_manifest(name, **kw), _quota)  # type: ignore[no-any-return]
+
+
+def a_pod(name: str, **kw: Any) -> Pod:
+    return _admitted(a_pod_manifest(name, **kw), _pod)  # type: ignore[no-any-return]
+
+
+def a_node(name: str, **kw: Any) -> NodeInfo:
+    return _admitted(a_node_manifest(name, **kw), _node)  # type: ignore[no-any-return]
+
+
+def a_profile(name: str, **kw: Any) -> ProfileSpec:
+    return _admitted(a_profile_manifest(name, **kw), _profile)  # type: ignore[no-any-return]
+
+
 def an_engine(
-    *quotas: Mapping[str, Any],
-    nodes: Iterable[Mapping[str, Any]] = (),
+    *quotas: QuotaSpec,
+    nodes: Iterable[NodeInfo] = (),
     config: QuotaConfig | Mapping[str, Any] | None = None,
 ) -> QuotaEngine:
     """An engine with the given nodes and quotas applied in order; raises if any quota is refused."""
@@ -215,5 +280,5 @@ def an_engine(
     for q in quotas:
         errors = engine.apply_quota(q)
         if errors:
-            raise AssertionError(f"quota {q['metadata']['name']} refused: {[str(e) for e in errors]}")
+            raise AssertionError(f"quota {q.name} refused: {[str(e) for e in errors]}")
     return engine

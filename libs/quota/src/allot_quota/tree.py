@@ -53,6 +53,7 @@ class PodEntry:
 class Node:
     __slots__ = (
         "allocated",
+        "assigned_pods",
         "auto_min",
         "calc_done",
         "calc_total",
@@ -76,6 +77,7 @@ class Node:
         self.spec = spec
         self.children: list[str] = []
         self.pods: dict[str, PodEntry] = {}
+        self.assigned_pods = 0  # how many of ``pods`` are assigned (kept with them)
         self.self_request: RL = {}
         self.self_used: RL = {}
         self.np_request: RL = {}
@@ -244,6 +246,7 @@ class Hierarchy:
     def _recount_self(self, node: Node) -> None:
         keys = node.mask_keys()
         node.self_request, node.self_used, node.np_request, node.np_used = {}, {}, {}, {}
+        node.assigned_pods = sum(1 for entry in node.pods.values() if entry.assigned)
         for entry in node.pods.values():
             entry.masked = entry.info.requests if keys is None else mask(entry.info.requests, keys)
             add_into(node.self_request, entry.masked)
@@ -259,6 +262,7 @@ class Hierarchy:
         keys = node.mask_keys()
         entry.masked = entry.info.requests if keys is None else mask(entry.info.requests, keys)
         node.pods[entry.info.key] = entry
+        node.assigned_pods += entry.assigned
         if not entry.info.preemptible:
             add_into(node.np_request, entry.masked)
             if entry.assigned:
@@ -268,6 +272,7 @@ class Hierarchy:
     def remove_pod(self, entry: PodEntry) -> None:
         node = self.nodes[entry.quota]
         del node.pods[entry.info.key]
+        node.assigned_pods -= entry.assigned
         if not entry.info.preemptible:
             add_into(node.np_request, entry.masked, -1)
             if entry.assigned:
@@ -281,6 +286,7 @@ class Hierarchy:
         node = self.nodes[entry.quota]
         entry.assigned = assigned
         sign = 1 if assigned else -1
+        node.assigned_pods += sign
         if not entry.info.preemptible:
             add_into(node.np_used, entry.masked, sign)
         self._self_delta(node, {}, entry.masked if assigned else _neg(entry.masked))

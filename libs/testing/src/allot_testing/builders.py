@@ -30,8 +30,15 @@ def an_event(
     )
 
 
-def a_node(name: str = "node-1", *, cpu: str = "32", memory: str = "128Gi", gpus: int = 0,
-           labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def a_node(
+    name: str = "node-1",
+    *,
+    cpu: str = "32",
+    memory: str = "128Gi",
+    gpus: int = 0,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     allocatable: dict[str, Any] = {"cpu": cpu, "memory": memory, "pods": "110"}
     if gpus:
         allocatable["nvidia.com/gpu"] = str(gpus)
@@ -59,8 +66,12 @@ def a_gpu_device(node: str = "node-1", *, gpus: int = 8, memory: str = "80Gi") -
                 "koordinator.sh/gpu-memory": memory,
                 "koordinator.sh/gpu-memory-ratio": "100",
             },
-            "topology": {"socketID": minor // 4 // 2 if gpus > 4 else 0, "nodeID": minor // 4,
-                         "pcieID": str(minor // 2), "busID": f"0000:{minor + 1:02x}:00.0"},
+            "topology": {
+                "socketID": minor // 4 // 2 if gpus > 4 else 0,
+                "nodeID": minor // 4,
+                "pcieID": str(minor // 2),
+                "busID": f"0000:{minor + 1:02x}:00.0",
+            },
         }
         for minor in range(gpus)
     ]
@@ -98,13 +109,26 @@ def a_pod(
             "labels": dict(labels or {}),
             "annotations": dict(annotations or {}),
         },
-        "spec": {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests,
-                                                                                    "limits": dict(requests)}}]},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"requests": requests, "limits": dict(requests)},
+                }
+            ]
+        },
     }
 
 
-def a_quota(name: str = "team-a", *, namespace: str = "default", max: dict[str, str] | None = None,
-            min: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def a_quota(
+    name: str = "team-a",
+    *,
+    namespace: str = "default",
+    max: dict[str, str] | None = None,
+    min: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"max": max or {"cpu": "100", "memory": "1Ti"}}
     if min is not None:
         spec["min"] = min

@@ -9,18 +9,27 @@ What it serves, the way the real API server does:
 - ``?watch=true``: a chunked stream of JSON lines (``ADDED``/``MODIFIED``/``DELETED``, ``BOOKMARK`` when
   ``allowWatchBookmarks``), replaying what happened after the requested ``resourceVersion``; a version older than
   the compaction point gets an ``ERROR`` event with a ``410 Expired`` Status; ``timeoutSeconds`` ends the stream.
+- ``POST …/pods/{name}/eviction`` (policy/v1): uid precondition (409), a disruption budget in the way (429, pods
+  in :attr:`FakeKube.disruption_blocked`), missing pod (404); accepted (201) deletes the pod; bodies kept in
+  :attr:`FakeKube.evictions`.
 - ``POST …/pods/{name}/binding`` (and the older ``…/namespaces/{ns}/bindings``): uid precondition (409), pod being deleted (500, as the API server reports it),
   already bound (409 "pod x is already assigned to node \\"n\\""), scheduling gates (409), missing pod (404);
   success sets ``spec.nodeName``, merges the Binding's annotations, adds ``PodScheduled`` and answers ``201`` with a
   ``Status`` (not a Binding: the reply the generated Python client fails to deserialise).
 - ``PATCH`` with ``application/merge-patch+json`` on objects and on ``/status`` (a resource with a status
-  subresource ignores status in the object's own patch).
+  subresource ignores status in the object's own patch), and ``application/strategic-merge-patch+json`` (lists of
+  ``conditions`` merged by ``type``, as for pod status).
+- ``POST`` on a collection creates an object (409 ``AlreadyExists``); ``PUT`` replaces one, with the
+  ``metadata.resourceVersion`` of the body as a precondition (409 ``Conflict`` when stale): Leases
+  (``coordination.k8s.io/v1``) and Events (``events.k8s.io/v1``) are served this way.
+- ``DELETE`` of an object, with a uid precondition (409) in the body's ``preconditions``.
 - Bearer-token authentication (401 without the token).
 
 Test controls (plain methods, no HTTP): :meth:`FakeKube.create`, :meth:`update`, :meth:`delete`, :meth:`heartbeat`,
 :meth:`set_phase`, :meth:`bookmark`, :meth:`expire` (compacts history: open watches get 410 and old versions stop
 working), :meth:`drop_watches` (cuts open streams), :meth:`fail` (the next matching requests get an error status or
-a dropped connection). Everything received is kept: :attr:`requests`, :attr:`bindings`, :attr:`patches`.
+a dropped connection). Everything received is kept: :attr:`requests`, :attr:`bindings`, :attr:`patches`, and the
+``User-Agent`` of every write in :attr:`writers`.
 """
 
 from __future__ import annotations
@@ -56,15 +65,38 @@ RESOURCES = (
     FakeResource("v1", "Node", "nodes", False, status_subresource=True),
     FakeResource("scheduling.koordinator.sh/v1alpha1", "Device", "devices", False),
     FakeResource("topology.node.k8s.io/v1alpha1", "NodeResourceTopology", "noderesourcetopologies", False),
-    FakeResource("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", "elasticquotas", True, status_subresource=True),
+    FakeResource("slo.koordinator.sh/v1alpha1", "NodeMetric", "nodemetrics", False, status_subresource=True),
+    FakeResource(
+        "scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", "elasticquotas", True, status_subresource=True
+    ),
     FakeResource("quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile", "elasticquotaprofiles", True),
     FakeResource("scheduling.sigs.k8s.io/v1alpha1", "PodGroup", "podgroups", True, status_subresource=True),
+    FakeResource(
+        "scheduling.koordinator.sh/v1alpha1", "Reservation", "reservations", False, status_subresource=True
+    ),
+    FakeResource(
+        "scheduling.koordinator.sh/v1alpha1",
+        "PodMigrationJob",
+        "podmigrationjobs",
+        False,
+        status_subresource=True,
+    ),
+    FakeResource("coordination.k8s.io/v1", "Lease", "leases", True),
+    FakeResource("events.k8s.io/v1", "Event", "events", True),
 )
 
 
 def status(code: int, reason: str, message: str, **details: Any) -> Obj:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure" if code >= 300 else "Success",
-            "message": message, "reason": reason, "details": details, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure" if code >= 300 else "Success",
+        "message": message,
+        "reason": reason,
+        "details": details,
+        "code": code,
+    }
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -77,6 +109,25 @@ def merge_patch(target: Any, patch: Any) -> Any:
             out.pop(key, None)
         else:
             out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    """A strategic merge patch, as far as the binder uses it: a merge patch in which ``conditions`` lists are merged
+    by their ``type`` (the patch's entry replaces the target's of the same type; others stay)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif key == "conditions" and isinstance(value, list) and isinstance(out.get(key), list):
+            merged = {c.get("type"): c for c in out[key] if isinstance(c, dict)}
+            for condition in value:
+                merged[condition.get("type")] = {**merged.get(condition.get("type"), {}), **condition}
+            out[key] = list(merged.values())
+        else:
+            out[key] = strategic_merge_patch(out.get(key), value)
     return out
 
 
@@ -133,7 +184,10 @@ class FakeKube:
         self.watches: set[_Watch] = set()
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.bindings: list[Obj] = []
+        self.evictions: list[Obj] = []  # Eviction bodies received
+        self.disruption_blocked: set[str] = set()  # "ns/name" of pods a PodDisruptionBudget protects (429)
         self.patches: list[tuple[str, Obj]] = []
+        self.writers: list[tuple[str, str, str]] = []  # (method, path, User-Agent) of every write
         self.faults: list[Fault] = []
         self.url = ""
         self._runner: web.AppRunner | None = None
@@ -164,12 +218,18 @@ class FakeKube:
     def kubeconfig(self, directory: Path) -> str:
         """Write a kubeconfig pointing at this server (with its token); returns the path."""
         path = Path(directory) / "fake-kubeconfig.yaml"
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": self.token}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-        }))
+        path.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "fake",
+                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "users": [{"name": "fake", "user": {"token": self.token}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+                }
+            )
+        )
         return str(path)
 
     # -- test controls ---------------------------------------------------------------------------------------------
@@ -215,14 +275,18 @@ class FakeKube:
         meta.setdefault("uid", str(uuid.uuid4()))
         meta["resourceVersion"] = self._next_rv()
         meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        meta["managedFields"] = [{"manager": "test", "operation": "Update", "time": meta["creationTimestamp"]}]
+        meta["managedFields"] = [
+            {"manager": "test", "operation": "Update", "time": meta["creationTimestamp"]}
+        ]
         self.objects[key] = obj
         self._emit(resource, "ADDED", obj)
         return copy.deepcopy(obj)
 
     def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
         resource = self.resource(kind)
-        found = self.objects.get((resource.plural, (namespace or "default") if resource.namespaced else "", name))
+        found = self.objects.get(
+            (resource.plural, (namespace or "default") if resource.namespaced else "", name)
+        )
         return copy.deepcopy(found) if found is not None else None
 
     def update(self, kind: str, name: str, mutate: Callable[[Obj], None], namespace: str = "") -> Obj:
@@ -238,14 +302,19 @@ class FakeKube:
 
     def heartbeat(self, kind: str, name: str, namespace: str = "") -> Obj:
         """A status-only change (what kubelets and controllers write all the time)."""
+
         def touch(obj: Obj) -> None:
             status_ = obj.setdefault("status", {})
-            status_["conditions"] = [{"type": "Ready", "status": "True",
-                                      "lastHeartbeatTime": f"beat-{self.rv + 1}"}]
+            status_["conditions"] = [
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": f"beat-{self.rv + 1}"}
+            ]
+
         return self.update(kind, name, touch, namespace)
 
     def set_phase(self, name: str, phase: str, namespace: str = "default") -> Obj:
-        return self.update("Pod", name, lambda o: o.setdefault("status", {}).__setitem__("phase", phase), namespace)
+        return self.update(
+            "Pod", name, lambda o: o.setdefault("status", {}).__setitem__("phase", phase), namespace
+        )
 
     def delete(self, kind: str, name: str, namespace: str = "") -> None:
         resource = self.resource(kind)
@@ -265,9 +334,16 @@ class FakeKube:
     def bookmark(self) -> None:
         for watch in list(self.watches):
             if watch.bookmarks:
-                watch.queue.put_nowait({"type": "BOOKMARK", "object": {
-                    "kind": watch.resource.kind, "apiVersion": watch.resource.api_version,
-                    "metadata": {"resourceVersion": str(self.rv)}}})
+                watch.queue.put_nowait(
+                    {
+                        "type": "BOOKMARK",
+                        "object": {
+                            "kind": watch.resource.kind,
+                            "apiVersion": watch.resource.api_version,
+                            "metadata": {"resourceVersion": str(self.rv)},
+                        },
+                    }
+                )
 
     def expire(self) -> None:
         """Compact the history: every open watch gets ``ERROR 410`` and versions up to now are too old."""
@@ -281,8 +357,17 @@ class FakeKube:
         for watch in list(self.watches):
             watch.queue.put_nowait("drop")
 
-    def fail(self, method: str, path: str, *, status: int = 500, message: str = "injected failure", times: int = 1,
-             drop: bool = False, after: bool = False) -> None:
+    def fail(
+        self,
+        method: str,
+        path: str,
+        *,
+        status: int = 500,
+        message: str = "injected failure",
+        times: int = 1,
+        drop: bool = False,
+        after: bool = False,
+    ) -> None:
         """The next ``times`` requests whose path matches the regex ``path`` fail: an error status, a dropped
         connection (``drop``), or — with ``after`` — handled normally but the connection dropped before the answer
         (the request took effect; the client cannot know)."""
@@ -290,7 +375,9 @@ class FakeKube:
 
     def count(self, method: str, pattern: str, query: str | None = None) -> int:
         rx = re.compile(pattern)
-        return sum(1 for m, p, q in self.requests if m == method and rx.search(p) and (query is None or query in q))
+        return sum(
+            1 for m, p, q in self.requests if m == method and rx.search(p) and (query is None or query in q)
+        )
 
     # -- HTTP ------------------------------------------------------------------------------------------------------
 
@@ -317,17 +404,29 @@ class FakeKube:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)
         self.requests.append((request.method, request.path, query))
+        if request.method != "GET":
+            self.writers.append((request.method, request.path, request.headers.get("User-Agent", "")))
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return web.json_response(status(401, "Unauthorized", "Unauthorized"), status=401)
-        fault = next((f for f in self.faults if f.times > 0 and f.method == request.method
-                      and f.pattern.search(request.path)), None)
+        fault = next(
+            (
+                f
+                for f in self.faults
+                if f.times > 0 and f.method == request.method and f.pattern.search(request.path)
+            ),
+            None,
+        )
         if fault is not None:
             fault.times -= 1
             if not fault.after:
                 if fault.drop:
                     return self._drop(request)
-                return web.json_response(status(fault.status, "InternalError" if fault.status >= 500 else "Injected",
-                                                fault.message), status=fault.status)
+                return web.json_response(
+                    status(
+                        fault.status, "InternalError" if fault.status >= 500 else "Injected", fault.message
+                    ),
+                    status=fault.status,
+                )
         response = await self._route(request, query)
         if fault is not None and fault.after:
             return self._drop(request)  # handled, but the answer never reaches the client
@@ -341,13 +440,16 @@ class FakeKube:
 
     async def _route(self, request: web.Request, query: dict[str, str]) -> web.StreamResponse:
         legacy = re.fullmatch(r"/api/v1/namespaces/([^/]+)/bindings", request.path)
-        if legacy and request.method == "POST":  # the older collection endpoint: same checks, pod from the body
+        if (
+            legacy and request.method == "POST"
+        ):  # the older collection endpoint: same checks, pod from the body
             body = await request.json()
             return self._bind(legacy.group(1), str((body.get("metadata") or {}).get("name", "")), body)
         parsed = self._parse(request.path)
         if parsed is None:
-            return web.json_response(status(404, "NotFound", "the server could not find the requested resource"),
-                                     status=404)
+            return web.json_response(
+                status(404, "NotFound", "the server could not find the requested resource"), status=404
+            )
         resource, namespace, name, sub = parsed
         if request.method == "GET" and not name:
             if query.get("watch") in ("true", "1"):
@@ -360,16 +462,36 @@ class FakeKube:
             return web.json_response(obj)
         if request.method == "POST" and resource.plural == "pods" and sub == "binding":
             return self._bind(namespace, name, await request.json())
+        if request.method == "POST" and resource.plural == "pods" and sub == "eviction":
+            return self._evict(namespace, name, await request.json())
         if request.method == "PATCH" and name:
-            if request.headers.get("Content-Type", "").split(";")[0] != "application/merge-patch+json":
-                return web.json_response(status(415, "UnsupportedMediaType", "only merge patches here"), status=415)
-            return self._patch(resource, namespace, name, sub, await request.json(), request.path)
-        return web.json_response(status(405, "MethodNotAllowed", f"{request.method} {request.path}"), status=405)
+            kind = request.headers.get("Content-Type", "").split(";")[0]
+            if kind not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                return web.json_response(
+                    status(415, "UnsupportedMediaType", "only merge and strategic merge patches here"),
+                    status=415,
+                )
+            strategic = kind == "application/strategic-merge-patch+json"
+            return self._patch(
+                resource, namespace, name, sub, await request.json(), request.path, strategic=strategic
+            )
+        if request.method == "POST" and not name:
+            return self._create(resource, namespace, await request.json())
+        if request.method == "DELETE" and name and not sub:
+            body = await request.json() if request.can_read_body else {}
+            return self._delete_request(resource, namespace, name, body or {})
+        if request.method == "PUT" and name and not sub:
+            return self._replace(resource, namespace, name, await request.json())
+        return web.json_response(
+            status(405, "MethodNotAllowed", f"{request.method} {request.path}"), status=405
+        )
 
     @staticmethod
     def _not_found(resource: FakeResource, name: str) -> web.Response:
-        return web.json_response(status(404, "NotFound", f'{resource.plural} "{name}" not found',
-                                        name=name, kind=resource.plural), status=404)
+        return web.json_response(
+            status(404, "NotFound", f'{resource.plural} "{name}" not found', name=name, kind=resource.plural),
+            status=404,
+        )
 
     def _list(self, resource: FakeResource, namespace: str, query: dict[str, str]) -> web.Response:
         token = query.get("continue", "")
@@ -379,9 +501,13 @@ class FakeKube:
             remaining = self._pages.pop(token)
             version = token.split(":", 1)[0]
         else:
-            remaining = [copy.deepcopy(o) for (plural, ns, _), o in sorted(self.objects.items())
-                         if plural == resource.plural and (not namespace or ns == namespace)
-                         and matches(o, query.get("fieldSelector", ""))]
+            remaining = [
+                copy.deepcopy(o)
+                for (plural, ns, _), o in sorted(self.objects.items())
+                if plural == resource.plural
+                and (not namespace or ns == namespace)
+                and matches(o, query.get("fieldSelector", ""))
+            ]
             version = str(self.rv)
         limit = int(query.get("limit") or 0) or len(remaining) or 1
         items, rest = remaining[:limit], remaining[limit:]
@@ -392,21 +518,36 @@ class FakeKube:
             next_token = f"{version}:{uuid.uuid4().hex}"
             self._pages[next_token] = rest
             metadata["continue"] = next_token
-        return web.json_response({"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
-                                  "metadata": metadata, "items": items})
+        return web.json_response(
+            {
+                "kind": f"{resource.kind}List",
+                "apiVersion": resource.api_version,
+                "metadata": metadata,
+                "items": items,
+            }
+        )
 
-    async def _watch(self, request: web.Request, resource: FakeResource, namespace: str,
-                     query: dict[str, str]) -> web.StreamResponse:
+    async def _watch(
+        self, request: web.Request, resource: FakeResource, namespace: str, query: dict[str, str]
+    ) -> web.StreamResponse:
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
         await response.prepare(request)
         since = query.get("resourceVersion", "")
-        watch = _Watch(resource=resource, namespace=namespace, selector=query.get("fieldSelector", ""),
-                       bookmarks=query.get("allowWatchBookmarks") == "true")
+        watch = _Watch(
+            resource=resource,
+            namespace=namespace,
+            selector=query.get("fieldSelector", ""),
+            bookmarks=query.get("allowWatchBookmarks") == "true",
+        )
         # Synchronously (no await in between): replay what the client missed, then register for live events.
         if since and int(since) < self.compacted:
-            watch.queue.put_nowait({"type": "ERROR", "object": status(
-                410, "Expired", f"too old resource version: {since} ({self.compacted})")})
+            watch.queue.put_nowait(
+                {
+                    "type": "ERROR",
+                    "object": status(410, "Expired", f"too old resource version: {since} ({self.compacted})"),
+                }
+            )
             watch.queue.put_nowait("end")
         elif not since or since == "0":
             for (plural, _, _), obj in sorted(self.objects.items()):
@@ -430,8 +571,17 @@ class FakeKube:
                 if item in ("end", "close"):
                     break
                 if item == "expire":
-                    await response.write((json.dumps({"type": "ERROR", "object": status(
-                        410, "Expired", "too old resource version")}) + "\n").encode())
+                    await response.write(
+                        (
+                            json.dumps(
+                                {
+                                    "type": "ERROR",
+                                    "object": status(410, "Expired", "too old resource version"),
+                                }
+                            )
+                            + "\n"
+                        ).encode()
+                    )
                     break
                 if item == "drop":
                     if request.transport is not None:
@@ -456,22 +606,55 @@ class FakeKube:
         meta, spec = pod["metadata"], pod.setdefault("spec", {})
         want_uid = (body.get("metadata") or {}).get("uid")
         if want_uid and want_uid != meta["uid"]:
-            return web.json_response(status(409, "Conflict", f'Operation cannot be fulfilled on pods "{name}": '
-                                            f"Precondition failed: UID in precondition: {want_uid}, UID in object "
-                                            f"meta: {meta['uid']}", name=name, kind="pods"), status=409)
+            return web.json_response(
+                status(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods "{name}": '
+                    f"Precondition failed: UID in precondition: {want_uid}, UID in object "
+                    f"meta: {meta['uid']}",
+                    name=name,
+                    kind="pods",
+                ),
+                status=409,
+            )
         if meta.get("deletionTimestamp"):
-            return web.json_response(status(500, "InternalError", f"Internal error occurred: pod {name} is being "
-                                            "deleted, cannot be assigned to a host"), status=500)
+            return web.json_response(
+                status(
+                    500,
+                    "InternalError",
+                    f"Internal error occurred: pod {name} is being deleted, cannot be assigned to a host",
+                ),
+                status=500,
+            )
         if spec.get("nodeName"):
-            return web.json_response(status(409, "Conflict", f'Operation cannot be fulfilled on pods/binding '
-                                            f'"{name}": pod {name} is already assigned to node '
-                                            f'"{spec["nodeName"]}"', name=name, kind="pods/binding"), status=409)
+            return web.json_response(
+                status(
+                    409,
+                    "Conflict",
+                    f"Operation cannot be fulfilled on pods/binding "
+                    f'"{name}": pod {name} is already assigned to node '
+                    f'"{spec["nodeName"]}"',
+                    name=name,
+                    kind="pods/binding",
+                ),
+                status=409,
+            )
         if spec.get("schedulingGates"):
-            return web.json_response(status(409, "Conflict", f'Operation cannot be fulfilled on pods/binding '
-                                            f'"{name}": pod {name} has non-empty .spec.schedulingGates'), status=409)
+            return web.json_response(
+                status(
+                    409,
+                    "Conflict",
+                    f"Operation cannot be fulfilled on pods/binding "
+                    f'"{name}": pod {name} has non-empty .spec.schedulingGates',
+                ),
+                status=409,
+            )
         target = body.get("target") or {}
         if target.get("kind", "Node") != "Node" or not target.get("name"):
-            return web.json_response(status(422, "Invalid", "Binding.target: a Node name is required"), status=422)
+            return web.json_response(
+                status(422, "Invalid", "Binding.target: a Node name is required"), status=422
+            )
 
         def bind(obj: Obj) -> None:
             obj["spec"]["nodeName"] = target["name"]
@@ -482,27 +665,138 @@ class FakeKube:
             conditions.append({"type": "PodScheduled", "status": "True"})
 
         self.update("Pod", name, bind, namespace)
-        return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                  "code": 201}, status=201)
+        return web.json_response(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
+            status=201,
+        )
 
-    def _patch(self, resource: FakeResource, namespace: str, name: str, sub: str, patch: Obj,
-               path: str) -> web.Response:
+    def _delete_request(self, resource: FakeResource, namespace: str, name: str, body: Obj) -> web.Response:
+        """``DELETE`` an object: 404 when missing, 409 when a uid precondition does not hold."""
+        obj = self.objects.get((resource.plural, namespace, name))
+        if obj is None:
+            return self._not_found(resource, name)
+        want = (body.get("preconditions") or {}).get("uid")
+        if want and want != obj["metadata"].get("uid"):
+            return web.json_response(
+                status(409, "Conflict", f"Precondition failed: UID in precondition: {want}"), status=409
+            )
+        self.delete(resource.kind, name, namespace)
+        return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Success"})
+
+    def _evict(self, namespace: str, name: str, body: Obj) -> web.Response:
+        """``POST …/pods/{name}/eviction`` (policy/v1): uid precondition (409), a disruption budget that does not
+        allow it (429), missing pod (404); accepted (201) deletes the pod."""
+        self.evictions.append(body)
+        pod = self.objects.get(("pods", namespace, name))
+        if pod is None:
+            return self._not_found(self.resource("pods"), name)
+        want = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+        if want and want != pod["metadata"]["uid"]:
+            return web.json_response(
+                status(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods "{name}": Precondition failed: UID in precondition: '
+                    f"{want}, UID in object meta: {pod['metadata']['uid']}",
+                ),
+                status=409,
+            )
+        if f"{namespace}/{name}" in self.disruption_blocked:
+            return web.json_response(
+                status(
+                    429,
+                    "TooManyRequests",
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                ),
+                status=429,
+            )
+        self.delete("Pod", name, namespace)
+        return web.json_response(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
+            status=201,
+        )
+
+    def _create(self, resource: FakeResource, namespace: str, body: Obj) -> web.Response:
+        meta = body.setdefault("metadata", {})
+        if resource.namespaced:
+            meta["namespace"] = namespace or meta.get("namespace") or "default"
+        if not meta.get("name"):
+            return web.json_response(status(422, "Invalid", "metadata.name: Required value"), status=422)
+        body["kind"] = resource.kind
+        meta.pop("resourceVersion", None)
+        try:
+            created = self.create(body)
+        except KeyError:
+            return web.json_response(
+                status(
+                    409,
+                    "AlreadyExists",
+                    f'{resource.plural} "{meta["name"]}" already exists',
+                    name=meta["name"],
+                    kind=resource.plural,
+                ),
+                status=409,
+            )
+        return web.json_response(created, status=201)
+
+    def _replace(self, resource: FakeResource, namespace: str, name: str, body: Obj) -> web.Response:
+        key = (resource.plural, namespace if resource.namespaced else "", name)
+        current = self.objects.get(key)
+        if current is None:
+            return self._not_found(resource, name)
+        want = (body.get("metadata") or {}).get("resourceVersion")
+        if want and want != current["metadata"]["resourceVersion"]:
+            return web.json_response(
+                status(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been '
+                    "modified; please apply your changes to the latest version and try again",
+                    name=name,
+                    kind=resource.plural,
+                ),
+                status=409,
+            )
+
+        def replace(obj: Obj) -> None:
+            meta = {**obj["metadata"], **(body.get("metadata") or {})}
+            obj.clear()
+            obj.update(copy.deepcopy(body))
+            obj["metadata"] = meta
+            obj["kind"], obj["apiVersion"] = resource.kind, resource.api_version
+
+        return web.json_response(self.update(resource.kind, name, replace, namespace))
+
+    def _patch(
+        self,
+        resource: FakeResource,
+        namespace: str,
+        name: str,
+        sub: str,
+        patch: Obj,
+        path: str,
+        *,
+        strategic: bool = False,
+    ) -> web.Response:
         self.patches.append((path, patch))
         key = (resource.plural, namespace, name)
         if key not in self.objects:
             return self._not_found(resource, name)
         if sub and (sub != "status" or not resource.status_subresource):
-            return web.json_response(status(404, "NotFound", "the server could not find the requested resource"),
-                                     status=404)
+            return web.json_response(
+                status(404, "NotFound", "the server could not find the requested resource"), status=404
+            )
+
+        merge = strategic_merge_patch if strategic else merge_patch
 
         def apply(obj: Obj) -> None:
             if sub == "status":
-                obj["status"] = merge_patch(obj.get("status"), patch.get("status"))
+                obj["status"] = merge(obj.get("status"), patch.get("status"))
                 return
             body = dict(patch)
             if resource.status_subresource:
                 body.pop("status", None)  # the object's own endpoint ignores status
-            merged = merge_patch(obj, body)
+            merged = merge(obj, body)
             obj.clear()
             obj.update(merged)
 

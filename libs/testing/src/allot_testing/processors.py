@@ -52,8 +52,12 @@ class EchoProcessor:
             raise InvalidInput([("pod", f"{name} is poison")])
         if self.fail_transient.get(name, 0) >= self.attempts[name]:
             raise TransientError(f"injected transient failure for {name}", delay=0.05)
-        return [Emit(stream_id=stream_id("pod", event.pod.key),
-                     event=PodReleased(pod=event.pod, node="n", reason="echo"))]
+        return [
+            Emit(
+                stream_id=stream_id("pod", event.pod.key),
+                event=PodReleased(pod=event.pod, node="n", reason="echo"),
+            )
+        ]
 
     def snapshot(self) -> dict[str, Any]:
         return {"seen": self.seen, "echoed": self.echoed}

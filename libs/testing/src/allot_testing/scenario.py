@@ -51,11 +51,18 @@ class Scenario:
         return self.apply(*[b for b in yaml.safe_load_all(text) if b])
 
     def advance(self, seconds: float) -> Scenario:
-        return self.apply({"apiVersion": "allot.dev/v1", "kind": "AdvanceClock", "spec": {"seconds": seconds}})
+        return self.apply(
+            {"apiVersion": "allot.dev/v1", "kind": "AdvanceClock", "spec": {"seconds": seconds}}
+        )
 
     def delete(self, kind: str, name: str, namespace: str = "default") -> Scenario:
-        return self.apply({"apiVersion": "allot.dev/v1", "kind": "Delete",
-                           "spec": {"kind": kind, "namespace": namespace, "name": name}})
+        return self.apply(
+            {
+                "apiVersion": "allot.dev/v1",
+                "kind": "Delete",
+                "spec": {"kind": kind, "namespace": namespace, "name": name},
+            }
+        )
 
     @property
     def events(self) -> list[Any]:
@@ -90,10 +97,13 @@ class Scenario:
         async def check() -> None:
             for live in self.sim.hosts:
                 config = self.configs.get(live.name, {})
-                checked, mismatches = await verify_decisions(Host(type(live.processor)(config)), self.sim.store)
+                factory: Any = type(live.processor)
+                checked, mismatches = await verify_decisions(Host(factory(config)), self.sim.store)
                 assert mismatches == [], (live.name, mismatches[0].describe())
-                rebuilt = Host(type(live.processor)(config))
+                rebuilt = Host(factory(config))
                 await rebuild(rebuilt, self.sim.store, until=live.position)
-                assert rebuilt.digest() == live.digest(), f"{live.name}: rebuilt projection differs from the live one"
+                assert rebuilt.digest() == live.digest(), (
+                    f"{live.name}: rebuilt projection differs from the live one"
+                )
 
         asyncio.run(check())

@@ -109,3 +109,14 @@ def private_nats(root: Path) -> Iterator[EmbeddedNats]:
         yield server
     finally:
         server.stop(kill=True)
+
+
+@contextlib.contextmanager
+def private_postgres(root: Path) -> Iterator[EmbeddedPostgres]:
+    """A PostgreSQL server of the test's own (to stop and start again), always embedded, durability off."""
+    server = EmbeddedPostgres(root / "pg", fast=True)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import Any
 
 from allot_bus.adapters.nats import connect
@@ -21,9 +22,17 @@ from allot_runtime.service import ProcessorRuntime
 
 
 class InProcessStack:
-    def __init__(self, database_url: str, nats_url: str, names: BusNames,
-                 configs: dict[str, dict[str, Any]] | None = None, *, delete_stream: bool = False,
-                 instances: dict[str, list[str]] | None = None, tracer: Any = None) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        nats_url: str,
+        names: BusNames,
+        configs: dict[str, dict[str, Any]] | None = None,
+        *,
+        delete_stream: bool = False,
+        instances: dict[str, list[str]] | None = None,
+        tracer: Any = None,
+    ) -> None:
         self.instances = instances or {}
         self.tracer = tracer
         self.delete_stream = delete_stream
@@ -32,6 +41,7 @@ class InProcessStack:
         self.names = names
         self.configs = configs or {}
         self.stop = asyncio.Event()
+        self.stops: dict[str, asyncio.Event] = {}  # one per runtime, to pause a single service
         self.tasks: list[asyncio.Task[None]] = []
         self.clients: list[Any] = []
         self.runtimes: dict[str, ProcessorRuntime] = {}
@@ -50,15 +60,30 @@ class InProcessStack:
                 self.clients.append(nc)
                 config = self.configs.get(service, {})
                 runtime = ProcessorRuntime(
-                    name=name, factory=lambda s=service, n=name, c=config: build_instance(s, n, c), store=self.store,
-                    nc=nc, names=self.names, fetch_timeout=0.2, tracer=self.tracer)
+                    name=name,
+                    factory=functools.partial(build_instance, service, name, config),
+                    store=self.store,
+                    nc=nc,
+                    names=self.names,
+                    fetch_timeout=0.2,
+                    tracer=self.tracer,
+                )
                 self.runtimes[name] = runtime
-                self.tasks.append(asyncio.create_task(runtime.consumer.run(self.stop), name=name))
+                self.stops[name] = asyncio.Event()
+                self.tasks.append(asyncio.create_task(runtime.consumer.run(self.stops[name]), name=name))
         await asyncio.wait_for(asyncio.gather(*(r.consumer.ready.wait() for r in self.runtimes.values())), 30)
         return self
 
+    async def pause(self, name: str) -> None:
+        """Stop one service's consumer (as if its process were stopped): the others go on."""
+        self.stops[name].set()
+        task = next(t for t in self.tasks if t.get_name() == name)
+        await asyncio.wait_for(task, timeout=20)
+
     async def __aexit__(self, *exc: object) -> None:
         self.stop.set()
+        for stop in self.stops.values():
+            stop.set()
         await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True), timeout=20)
         await self._listen.__aexit__(None, None, None)
         if self.delete_stream:

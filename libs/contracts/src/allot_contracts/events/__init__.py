@@ -56,12 +56,32 @@ from allot_contracts.events.inputs import (
     PodGroupDeleted,
     PodObserved,
     PodSubmitted,
+    PriorityClassApplied,
+    PriorityClassDeleted,
     QuotaApplied,
     QuotaDeleted,
     QuotaProfileApplied,
     QuotaProfileDeleted,
     TopologyApplied,
     TopologyDeleted,
+    WorkloadExpanded,
+)
+from allot_contracts.events.leases import LeaderElected, LeaderWriteRefused
+from allot_contracts.events.nodeside import (
+    ColocationConfigApplied,
+    ColocationConfigDeleted,
+    ColocationConfigRejected,
+    ColocationProfileApplied,
+    ColocationProfileDeleted,
+    NodeAllocatableUpdated,
+    NodeHeartbeat,
+    NodeHeartbeatLost,
+    NodeHeartbeatResumed,
+    NodeMetricApplied,
+    NodeMetricDeleted,
+    NodeMetricRejected,
+    NodeMetricRemoved,
+    NodeMetricReported,
 )
 from allot_contracts.events.pods import (
     PodBindFailed,
@@ -76,6 +96,16 @@ from allot_contracts.events.pods import (
     QosRecorded,
     ReservationResolved,
 )
+from allot_contracts.events.qos import (
+    PodEvicted,
+    QosApplied,
+    QosDriftCorrected,
+    QosNodePlanRecorded,
+    QosPlanRecorded,
+    QosPlanRemoved,
+    QosReconciled,
+    QosUsageSampled,
+)
 from allot_contracts.events.quota import (
     QuotaAdmitted,
     QuotaEvicted,
@@ -89,6 +119,33 @@ from allot_contracts.events.quota import (
     QuotaStatusPublished,
     QuotaStatusSynced,
     QuotaWaiting,
+)
+from allot_contracts.events.reservations import (
+    MigrationAborted,
+    MigrationApplied,
+    MigrationCondition,
+    MigrationDeleted,
+    MigrationEvicted,
+    MigrationEvictionFailed,
+    MigrationEvictionRequested,
+    MigrationFailed,
+    MigrationPending,
+    MigrationRejected,
+    MigrationRemoved,
+    MigrationRunning,
+    MigrationSucceeded,
+    ReservationAccepted,
+    ReservationApplied,
+    ReservationCandidate,
+    ReservationDeleted,
+    ReservationFailed,
+    ReservationMatch,
+    ReservationPlaced,
+    ReservationRejected,
+    ReservationReleased,
+    ReservationRemoved,
+    ReservationSucceeded,
+    ReservationUnschedulable,
 )
 
 AnyEvent = (
@@ -111,6 +168,9 @@ AnyEvent = (
     | QuotaProfileRejected
     | QuotaProfileRemoved
     | ObjectIgnored
+    | PriorityClassApplied
+    | PriorityClassDeleted
+    | WorkloadExpanded
     | NodeRegistered
     | NodeRejected
     | NodeRemoved
@@ -138,6 +198,14 @@ AnyEvent = (
     | PodBindRequested
     | PodBindFailed
     | QosRecorded
+    | QosPlanRecorded
+    | QosPlanRemoved
+    | QosNodePlanRecorded
+    | QosUsageSampled
+    | QosApplied
+    | QosDriftCorrected
+    | QosReconciled
+    | PodEvicted
     | PodGroupApplied
     | PodGroupDeleted
     | GangMemberWaiting
@@ -153,8 +221,47 @@ AnyEvent = (
     | GangRetryScheduled
     | PodGroupRejected
     | GangRetryRequested
+    | MigrationAborted
+    | MigrationApplied
+    | MigrationCondition
+    | MigrationDeleted
+    | MigrationEvicted
+    | MigrationEvictionFailed
+    | MigrationEvictionRequested
+    | MigrationFailed
+    | MigrationPending
+    | MigrationRejected
+    | MigrationRemoved
+    | MigrationRunning
+    | MigrationSucceeded
+    | ReservationAccepted
+    | ReservationApplied
+    | ReservationDeleted
+    | ReservationFailed
+    | ReservationPlaced
+    | ReservationRejected
+    | ReservationReleased
+    | ReservationRemoved
+    | ReservationSucceeded
+    | ReservationUnschedulable
     | TimerFired
     | ConsumerDeadLettered
+    | ColocationConfigApplied
+    | ColocationConfigDeleted
+    | ColocationConfigRejected
+    | ColocationProfileApplied
+    | ColocationProfileDeleted
+    | NodeAllocatableUpdated
+    | NodeHeartbeat
+    | NodeHeartbeatLost
+    | NodeHeartbeatResumed
+    | NodeMetricApplied
+    | NodeMetricDeleted
+    | NodeMetricRejected
+    | NodeMetricRemoved
+    | NodeMetricReported
+    | LeaderElected
+    | LeaderWriteRefused
 )
 
 
@@ -195,9 +302,15 @@ def type_of(event: Event) -> str:
     """The event type name without version: ``"pod.placed"``."""
     return split_tag(tag_of(event))[0]
 
+
 __all__ = [
     "ALL_EVENT_TYPES",
     "AnyEvent",
+    "ColocationConfigApplied",
+    "ColocationConfigDeleted",
+    "ColocationConfigRejected",
+    "ColocationProfileApplied",
+    "ColocationProfileDeleted",
     "ConsumerDeadLettered",
     "DeviceApplied",
     "DeviceDeleted",
@@ -214,10 +327,33 @@ __all__ = [
     "GangMemberWaiting",
     "GangRetryRequested",
     "GangRetryScheduled",
-    "PodGroupRejected",
     "GangTimedOut",
+    "LeaderElected",
+    "LeaderWriteRefused",
+    "MigrationAborted",
+    "MigrationApplied",
+    "MigrationCondition",
+    "MigrationDeleted",
+    "MigrationEvicted",
+    "MigrationEvictionFailed",
+    "MigrationEvictionRequested",
+    "MigrationFailed",
+    "MigrationPending",
+    "MigrationRejected",
+    "MigrationRemoved",
+    "MigrationRunning",
+    "MigrationSucceeded",
+    "NodeAllocatableUpdated",
     "NodeApplied",
     "NodeDeleted",
+    "NodeHeartbeat",
+    "NodeHeartbeatLost",
+    "NodeHeartbeatResumed",
+    "NodeMetricApplied",
+    "NodeMetricDeleted",
+    "NodeMetricRejected",
+    "NodeMetricRemoved",
+    "NodeMetricReported",
     "NodeRegistered",
     "NodeRejected",
     "NodeRemoved",
@@ -228,16 +364,27 @@ __all__ = [
     "PodBound",
     "PodDeleted",
     "PodEnqueued",
+    "PodEvicted",
     "PodGroupApplied",
     "PodGroupDeleted",
+    "PodGroupRejected",
     "PodObserved",
     "PodPlaced",
     "PodRejected",
     "PodReleased",
     "PodRequeued",
     "PodSubmitted",
+    "PriorityClassApplied",
+    "PriorityClassDeleted",
     "PodUnschedulable",
+    "QosApplied",
+    "QosDriftCorrected",
+    "QosNodePlanRecorded",
+    "QosPlanRecorded",
+    "QosPlanRemoved",
+    "QosReconciled",
     "QosRecorded",
+    "QosUsageSampled",
     "QuotaAdmitted",
     "QuotaApplied",
     "QuotaDeleted",
@@ -256,14 +403,27 @@ __all__ = [
     "QuotaStatusPublished",
     "QuotaStatusSynced",
     "QuotaWaiting",
+    "ReservationAccepted",
+    "ReservationApplied",
+    "ReservationCandidate",
+    "ReservationDeleted",
+    "ReservationFailed",
     "ReservationGroupResolved",
+    "ReservationMatch",
+    "ReservationPlaced",
+    "ReservationRejected",
+    "ReservationReleased",
+    "ReservationRemoved",
     "ReservationResolved",
+    "ReservationSucceeded",
+    "ReservationUnschedulable",
     "TimerFired",
     "TopologyApplied",
     "TopologyDeleted",
     "TopologyRejected",
     "TopologyRemoved",
     "TopologyReported",
+    "WorkloadExpanded",
     "event_class",
     "split_tag",
     "tag_of",

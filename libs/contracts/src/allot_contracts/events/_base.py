@@ -6,6 +6,10 @@ from typing import ClassVar
 
 import msgspec
 
+from allot_contracts.issues import FieldIssue
+
+__all__ = ["Event", "FieldIssue", "ObjectRef"]
+
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     """Base of every event payload. Subclasses set ``tag``; ``stream_kind`` is the tag's first token."""
@@ -22,10 +26,3 @@ class ObjectRef(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
-
-
-class FieldIssue(msgspec.Struct, frozen=True, kw_only=True):
-    """One validation error: where (a field path) and why."""
-
-    path: str
-    message: str

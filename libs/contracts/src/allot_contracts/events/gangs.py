@@ -3,9 +3,10 @@ A gang group moves as one unit; every step is one event, so it is placed whole o
 
 from __future__ import annotations
 
-from typing import Any
-
+from allot_contracts.decisions.placement import Decision, GroupDecision
+from allot_contracts.decisions.quota import GroupAdmission
 from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.events.reservations import ReservationMatch
 
 
 class GangMemberWaiting(Event, frozen=True, kw_only=True, tag="gang.member_waiting.v1"):
@@ -29,51 +30,56 @@ class GangGroupReady(Event, frozen=True, kw_only=True, tag="gang.group_ready.v1"
     attempt: int
 
 
-class QuotaGroupAdmitted(Event, frozen=True, kw_only=True, tag="quota.group_admitted.v1"):
+class QuotaGroupAdmitted(Event, frozen=True, kw_only=True, tag="quota.group_admitted.v2"):
     """quota-manager charged every member of the attempt (``detail.members``: per-member admission records)."""
 
     group: str
     attempt: int
     members: list[str]
-    detail: dict[str, Any] = {}
+    detail: GroupAdmission | None = None
 
 
-class QuotaGroupWaiting(Event, frozen=True, kw_only=True, tag="quota.group_waiting.v1"):
-    """Not every member fits its quota: nothing was charged; the gang-coordinator retries the group later."""
+class QuotaGroupWaiting(Event, frozen=True, kw_only=True, tag="quota.group_waiting.v2"):
+    """Not every member fits its quota: nothing was charged; the gang-coordinator retries the group later
+    (``detail.first``: the admission record of the first member that does not fit)."""
 
     group: str
     attempt: int
     message: str
-    detail: dict[str, Any] = {}
+    detail: GroupAdmission | None = None
 
 
 class ReservationGroupResolved(Event, frozen=True, kw_only=True, tag="reservation.group_resolved.v1"):
+    """reservation-manager's answer for a gang group: ``matches`` holds the members that may or must use a
+    Reservation (member → match); the others use none."""
+
     group: str
     attempt: int
     members: list[str]
     reservation: str | None = None
     reason: str = ""
+    matches: dict[str, ReservationMatch] = {}
 
 
-class GangGroupPlaced(Event, frozen=True, kw_only=True, tag="gang.group_placed.v1"):
+class GangGroupPlaced(Event, frozen=True, kw_only=True, tag="gang.group_placed.v2"):
     """device-allocator placed every member of the attempt in one decision (``decisions``: member → decision)."""
 
     group: str
     attempt: int
     members: list[str]
-    decisions: dict[str, dict[str, Any]]
+    decisions: dict[str, Decision]
 
 
-class GangGroupUnschedulable(Event, frozen=True, kw_only=True, tag="gang.group_unschedulable.v1"):
+class GangGroupUnschedulable(Event, frozen=True, kw_only=True, tag="gang.group_unschedulable.v2"):
     """No placement for the whole group: nothing was placed. ``message`` explains the first member that does not
-    fit; ``decision`` is the engine's group decision."""
+    fit; ``decision`` is the engine's group decision (``None`` when no placement was attempted)."""
 
     group: str
     attempt: int
     message: str
     codes: list[str] = []
     failed_pod: str | None = None
-    decision: dict[str, Any] = {}
+    decision: GroupDecision | None = None
     members: list[str] = []
 
 

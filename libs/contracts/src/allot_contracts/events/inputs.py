@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from allot_contracts.events._base import Event, ObjectRef
+from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.objects.gang import PodGroupInfo
+from allot_contracts.objects.pod import Pod, PriorityClassInfo
+from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
 
 
 class NodeApplied(Event, frozen=True, kw_only=True, tag="node.applied.v1"):
@@ -41,20 +44,32 @@ class TopologyDeleted(Event, frozen=True, kw_only=True, tag="topology.deleted.v1
     name: str
 
 
-class PodSubmitted(Event, frozen=True, kw_only=True, tag="pod.submitted.v1"):
-    """A pod was submitted for scheduling (no ``spec.nodeName``)."""
+class PodSubmitted(Event, frozen=True, kw_only=True, tag="pod.submitted.v2"):
+    """A pod was submitted for scheduling (no ``spec.nodeName``), as it entered and as the door read it.
+
+    ``spec`` is the pod read once at the door (:func:`allot_contracts.objects.pod.parse_pod`): what every service
+    acts on. ``None`` when the door refused it (``issues`` say why; only a Kubernetes watch records such a pod, and
+    the gang-coordinator then records ``pod.rejected``). ``warnings`` list what was read but is not acted on.
+    v1 (``manifest`` only) is upcast by reading the manifest at the door."""
 
     pod: ObjectRef
     uid: str
     manifest: dict[str, Any]
+    spec: Pod | None = None
+    issues: list[FieldIssue] = []
+    warnings: list[FieldIssue] = []
 
 
-class PodObserved(Event, frozen=True, kw_only=True, tag="pod.observed.v1"):
-    """An already-bound pod (``spec.nodeName`` and allocation annotations) was applied or observed."""
+class PodObserved(Event, frozen=True, kw_only=True, tag="pod.observed.v2"):
+    """An already-bound pod (``spec.nodeName`` and allocation annotations) was applied or observed; ``spec`` as in
+    ``pod.submitted``."""
 
     pod: ObjectRef
     uid: str
     manifest: dict[str, Any]
+    spec: Pod | None = None
+    issues: list[FieldIssue] = []
+    warnings: list[FieldIssue] = []
 
 
 class PodDeleted(Event, frozen=True, kw_only=True, tag="pod.deleted.v1"):
@@ -62,38 +77,72 @@ class PodDeleted(Event, frozen=True, kw_only=True, tag="pod.deleted.v1"):
     uid: str = ""
 
 
-class QuotaApplied(Event, frozen=True, kw_only=True, tag="quota.applied.v1"):
-    """An ``ElasticQuota`` object was applied."""
+class QuotaApplied(Event, frozen=True, kw_only=True, tag="quota.applied.v2"):
+    """An ``ElasticQuota`` object was applied; ``spec`` is what it means, read at the door (``None`` with
+    ``issues`` when refused there)."""
 
     quota: ObjectRef
     manifest: dict[str, Any]
+    spec: QuotaSpec | None = None
+    issues: list[FieldIssue] = []
+    warnings: list[FieldIssue] = []
 
 
 class QuotaDeleted(Event, frozen=True, kw_only=True, tag="quota.deleted.v1"):
     quota: ObjectRef
 
 
-class QuotaProfileApplied(Event, frozen=True, kw_only=True, tag="quotaprofile.applied.v1"):
+class QuotaProfileApplied(Event, frozen=True, kw_only=True, tag="quotaprofile.applied.v2"):
     """An ``ElasticQuotaProfile`` (quota.koordinator.sh/v1alpha1) was applied: a separate quota tree whose total is
-    the selected nodes' allocatable × ratio."""
+    the selected nodes' allocatable × ratio. ``spec`` as read at the door."""
 
     profile: ObjectRef
     manifest: dict[str, Any]
+    spec: ProfileSpec | None = None
+    issues: list[FieldIssue] = []
+    warnings: list[FieldIssue] = []
 
 
 class QuotaProfileDeleted(Event, frozen=True, kw_only=True, tag="quotaprofile.deleted.v1"):
     profile: ObjectRef
 
 
-class PodGroupApplied(Event, frozen=True, kw_only=True, tag="podgroup.applied.v1"):
-    """A ``PodGroup`` (scheduling.sigs.k8s.io/v1alpha1) was applied."""
+class PodGroupApplied(Event, frozen=True, kw_only=True, tag="podgroup.applied.v2"):
+    """A ``PodGroup`` (scheduling.sigs.k8s.io/v1alpha1) was applied; ``spec`` as read at the door."""
 
     group: ObjectRef
     manifest: dict[str, Any]
+    spec: PodGroupInfo | None = None
+    issues: list[FieldIssue] = []
+    warnings: list[FieldIssue] = []
 
 
 class PodGroupDeleted(Event, frozen=True, kw_only=True, tag="podgroup.deleted.v1"):
     group: ObjectRef
+
+
+class PriorityClassApplied(Event, frozen=True, kw_only=True, tag="priorityclass.applied.v1"):
+    """A ``scheduling.k8s.io/v1`` PriorityClass was applied: the door resolves ``priorityClassName`` with it (as the
+    API server's priority admission does), so pods carry their priority from then on."""
+
+    name: str
+    manifest: dict[str, Any]
+    spec: PriorityClassInfo
+
+
+class PriorityClassDeleted(Event, frozen=True, kw_only=True, tag="priorityclass.deleted.v1"):
+    name: str
+
+
+class WorkloadExpanded(Event, frozen=True, kw_only=True, tag="workload.expanded.v1"):
+    """Standalone mode: a Deployment, ReplicaSet, StatefulSet or Job was applied and the door created the pods its
+    controller would (their ``pod.submitted`` events follow in the same batch)."""
+
+    api_version: str
+    kind: str
+    ref: ObjectRef
+    manifest: dict[str, Any]
+    pods: list[str]
 
 
 class ObjectIgnored(Event, frozen=True, kw_only=True, tag="object.ignored.v1"):

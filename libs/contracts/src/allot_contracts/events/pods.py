@@ -8,9 +8,10 @@ arrives late is ignored by every service (:class:`allot_runtime.processor.Host`)
 
 from __future__ import annotations
 
-from typing import Any
-
+from allot_contracts.decisions.placement import Decision, Freed
 from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.events.qos import QosPlan
+from allot_contracts.events.reservations import ReservationMatch
 
 
 class PodEnqueued(Event, frozen=True, kw_only=True, tag="pod.enqueued.v1"):
@@ -33,16 +34,18 @@ class PodRejected(Event, frozen=True, kw_only=True, tag="pod.rejected.v1"):
 
 
 class ReservationResolved(Event, frozen=True, kw_only=True, tag="reservation.resolved.v1"):
-    """reservation-manager decided which Reservation (if any) the pod must use; ``None`` = none applies."""
+    """reservation-manager decided which Reservations the pod may (or must) use: ``match`` lists them (``None`` =
+    none applies and the pod has no reservation affinity); ``reservation`` is the one its affinity names, if any."""
 
     pod: ObjectRef
     uid: str = ""
     attempt: int
     reservation: str | None = None
     reason: str = ""
+    match: ReservationMatch | None = None
 
 
-class PodPlaced(Event, frozen=True, kw_only=True, tag="pod.placed.v1"):
+class PodPlaced(Event, frozen=True, kw_only=True, tag="pod.placed.v2"):
     """device-allocator placed a pod. ``decision`` is the placement engine's decision record (node, devices, cpuset,
     output annotations, scores, config version), replayed field by field by ``allot replay --verify``."""
 
@@ -50,10 +53,10 @@ class PodPlaced(Event, frozen=True, kw_only=True, tag="pod.placed.v1"):
     uid: str = ""
     attempt: int
     node: str
-    decision: dict[str, Any]
+    decision: Decision
 
 
-class PodUnschedulable(Event, frozen=True, kw_only=True, tag="pod.unschedulable.v1"):
+class PodUnschedulable(Event, frozen=True, kw_only=True, tag="pod.unschedulable.v2"):
     """No node fits now. The pod is retried when capacity changes (``pod.requeued``)."""
 
     pod: ObjectRef
@@ -61,7 +64,7 @@ class PodUnschedulable(Event, frozen=True, kw_only=True, tag="pod.unschedulable.
     attempt: int
     message: str
     codes: list[str]
-    decision: dict[str, Any]
+    decision: Decision
 
 
 class PodRequeued(Event, frozen=True, kw_only=True, tag="pod.requeued.v1"):
@@ -73,13 +76,13 @@ class PodRequeued(Event, frozen=True, kw_only=True, tag="pod.requeued.v1"):
     reason: str
 
 
-class PodReleased(Event, frozen=True, kw_only=True, tag="pod.released.v1"):
-    """A placed pod's devices, CPUs and node resources were freed."""
+class PodReleased(Event, frozen=True, kw_only=True, tag="pod.released.v2"):
+    """A placed pod's devices, CPUs and node resources were freed (``freed``: what it held)."""
 
     pod: ObjectRef
     uid: str = ""
     node: str
-    freed: dict[str, Any] = {}
+    freed: Freed | None = None
     reason: str = "deleted"
 
 
@@ -114,7 +117,8 @@ class PodBindFailed(Event, frozen=True, kw_only=True, tag="pod.bind_failed.v1"):
 
 
 class QosRecorded(Event, frozen=True, kw_only=True, tag="qos.recorded.v1"):
-    """qos-enforcer recorded the bound pod's QoS: Kubernetes class, Koordinator QoS and priority class."""
+    """qos-enforcer recorded the bound pod's QoS: Kubernetes class, Koordinator QoS and priority class, and its
+    enforcement plan on the node (``plan``; later revisions are ``qos.plan_recorded``)."""
 
     pod: ObjectRef
     uid: str = ""
@@ -122,3 +126,4 @@ class QosRecorded(Event, frozen=True, kw_only=True, tag="qos.recorded.v1"):
     kube_qos: str
     koord_qos: str
     priority_class: str
+    plan: QosPlan | None = None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from allot_contracts.decisions.quota import AdmitDecision, Eviction, ReturnedCharge, VictimsDecision
 from allot_contracts.events._base import Event, FieldIssue, ObjectRef
 
 
-class QuotaAdmitted(Event, frozen=True, kw_only=True, tag="quota.admitted.v1"):
+class QuotaAdmitted(Event, frozen=True, kw_only=True, tag="quota.admitted.v2"):
     """quota-manager admitted a pod: its request fits the quota's limit. ``used`` is after admission."""
 
     pod: ObjectRef
@@ -17,10 +18,10 @@ class QuotaAdmitted(Event, frozen=True, kw_only=True, tag="quota.admitted.v1"):
     request: dict[str, str]
     used: dict[str, str]
     limit: dict[str, str]
-    detail: dict[str, Any] = {}
+    detail: AdmitDecision | None = None
 
 
-class QuotaWaiting(Event, frozen=True, kw_only=True, tag="quota.waiting.v1"):
+class QuotaWaiting(Event, frozen=True, kw_only=True, tag="quota.waiting.v2"):
     """The pod's quota is full: it waits (it is not failed) until quota frees."""
 
     pod: ObjectRef
@@ -28,10 +29,10 @@ class QuotaWaiting(Event, frozen=True, kw_only=True, tag="quota.waiting.v1"):
     attempt: int
     quota: str
     message: str
-    detail: dict[str, Any] = {}
+    detail: AdmitDecision | None = None
 
 
-class QuotaReleased(Event, frozen=True, kw_only=True, tag="quota.released.v1"):
+class QuotaReleased(Event, frozen=True, kw_only=True, tag="quota.released.v2"):
     """A pod's charge was returned to its quota (deleted, unschedulable, or rejected downstream). ``detail.returned``
     lists what went back to whom (the reverse of the borrow facts recorded at admission)."""
 
@@ -41,7 +42,7 @@ class QuotaReleased(Event, frozen=True, kw_only=True, tag="quota.released.v1"):
     request: dict[str, str]
     used: dict[str, str]
     reason: str
-    detail: dict[str, Any] = {}
+    detail: ReturnedCharge | None = None
 
 
 class QuotaRegistered(Event, frozen=True, kw_only=True, tag="quota.registered.v1"):
@@ -54,7 +55,7 @@ class QuotaRegistered(Event, frozen=True, kw_only=True, tag="quota.registered.v1
     runtime: dict[str, str] = {}
 
 
-class QuotaEvicted(Event, frozen=True, kw_only=True, tag="quota.evicted.v1"):
+class QuotaEvicted(Event, frozen=True, kw_only=True, tag="quota.evicted.v2"):
     """quota-manager evicted a running pod to give quota back: ``cause`` is ``Preempted`` (a more important pod of
     the same quota needs it) or ``OverUseRevoke`` (the quota stayed above its runtime longer than the delay).
     The pod is terminated; its devices and charge are freed. ``detail`` holds the numbers that justified it."""
@@ -64,7 +65,7 @@ class QuotaEvicted(Event, frozen=True, kw_only=True, tag="quota.evicted.v1"):
     quota: str
     cause: str
     message: str
-    detail: dict[str, Any] = {}
+    detail: VictimsDecision | Eviction | None = None
 
 
 class QuotaRejected(Event, frozen=True, kw_only=True, tag="quota.rejected.v1"):

@@ -1,16 +1,17 @@
 """The event-store contract. Subclass ``EventStoreContract`` and provide a ``store`` fixture; every backend must pass.
 
 Covers what every caller relies on: atomic batches, dense commit-ordered positions, idempotent append by event id,
-optimistic concurrency on stream versions, checkpoints in the same transaction (exactly-once effect), filtered
-reads, and a hash chain that verifies.
+optimistic concurrency on stream versions, checkpoints in the same transaction (exactly-once effect), fenced appends
+(a stale leadership term writes nothing), filtered reads, and a hash chain that verifies.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict
-from allot_eventstore import Checkpoint, EventStore, verify_chain
+from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced
+from allot_contracts.events import ObjectRef, PodReleased
+from allot_eventstore import Checkpoint, EventStore, Fence, verify_chain
 from allot_testing.builders import an_event
 
 
@@ -36,7 +37,9 @@ class EventStoreContract:
         assert len(await store.read()) == 1
 
     async def test_stream_versions_are_dense_per_stream(self, store: EventStore) -> None:
-        await store.append([an_event(stream="s:a"), an_event(stream="s:b"), an_event(stream="s:a")], producer="t")
+        await store.append(
+            [an_event(stream="s:a"), an_event(stream="s:b"), an_event(stream="s:a")], producer="t"
+        )
         versions = [(e.stream_id, e.stream_version) for e in await store.read()]
         assert versions == [("s:a", 1), ("s:b", 1), ("s:a", 2)]
         assert [e.stream_version for e in await store.read_stream("s:a")] == [1, 2]
@@ -76,3 +79,39 @@ class EventStoreContract:
         report = await verify_chain(store.iterate(), head=await store.head())
         assert report.ok, report.problem
         assert report.events == 4
+
+    async def test_latest_types_and_recorded_ids(self, store: EventStore) -> None:
+        released = an_event(
+            stream="pod:ns/a", event=PodReleased(pod=ObjectRef(namespace="ns", name="a"), node="n")
+        )
+        await store.append([an_event(stream="pod:ns/a"), an_event(stream="pod:ns/b")], producer="t")
+        await store.append([released], producer="t")
+        kinds = ["pod.deleted", "pod.released"]
+        got = await store.latest_types(["pod:ns/a", "pod:ns/b", "pod:ns/none"], kinds)
+        assert got == {"pod:ns/a": "pod.released", "pod:ns/b": "pod.deleted"}
+        assert await store.latest_types(["pod:ns/a"], ["pod.deleted"]) == {"pod:ns/a": "pod.deleted"}
+        assert await store.latest_types(["pod:ns/a"], ["pod.placed"]) == {}
+        missing = an_event()
+        assert await store.recorded_ids([released.event_id, missing.event_id]) == {released.event_id}
+
+    async def test_a_stale_term_writes_nothing(self, store: EventStore) -> None:
+        assert await store.advance_fence(Fence("binder", 3), holder="a") == (3, "a")
+        await store.append([an_event()], producer="binder", fence=Fence("binder", 3))
+        assert await store.advance_fence(Fence("binder", 2), holder="old") == (3, "a")  # never backwards
+        assert await store.advance_fence(Fence("binder", 4), holder="b") == (4, "b")
+        for events, checkpoint in (
+            ([an_event()], None),
+            ([an_event() for _ in range(70)], Checkpoint("binder", 9)),  # a large batch (COPY)
+            ([], Checkpoint("binder", 10)),  # a checkpoint alone
+        ):
+            with pytest.raises(Fenced) as refused:
+                await store.append(events, producer="binder", checkpoint=checkpoint, fence=Fence("binder", 3))
+            assert (refused.value.term, refused.value.current) == (3, 4)
+        assert len(await store.read()) == 1
+        assert await store.get_checkpoint("binder") == 0
+        await store.append([an_event()], producer="binder", fence=Fence("binder", 4))
+        await store.append(
+            [an_event()], producer="other", fence=Fence("other", 0)
+        )  # another name: no fence yet
+        stamps = [r.metadata.get("fence") for r in await store.read()]
+        assert stamps == ["binder/3", "binder/4", "other/0"]

@@ -1,0 +1,113 @@
+"""The node side: what nodes report about themselves (load, liveness), the co-location configuration, and the
+decisions taken on them (metrics accepted, heartbeats lost and resumed, batch/mid allocatable computed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.objects.nodemetric import NodeMetric
+
+# --- inputs -------------------------------------------------------------------------------------------------------------
+
+
+class NodeMetricApplied(Event, frozen=True, kw_only=True, tag="nodemetric.applied.v1"):
+    """A ``NodeMetric`` (``slo.koordinator.sh/v1alpha1``, named after its node) was applied: sampled by
+    node-reporter's agent, written by koordlet (Kubernetes mode) or applied by hand."""
+
+    name: str
+    manifest: dict[str, Any]
+
+
+class NodeMetricDeleted(Event, frozen=True, kw_only=True, tag="nodemetric.deleted.v1"):
+    name: str
+
+
+class NodeHeartbeat(Event, frozen=True, kw_only=True, tag="node.heartbeat.v1"):
+    """node-reporter's agent on ``name`` is alive (recorded every ``interval_s`` seconds)."""
+
+    name: str
+    instance: str = ""
+    interval_s: int = 0
+
+
+class ColocationConfigApplied(Event, frozen=True, kw_only=True, tag="colocation.applied.v1"):
+    """Koordinator's ``slo-controller-config`` ConfigMap (co-location, CPU normalization, amplification) was
+    applied; ``manifest`` is the ConfigMap."""
+
+    ref: ObjectRef
+    manifest: dict[str, Any]
+
+
+class ColocationConfigDeleted(Event, frozen=True, kw_only=True, tag="colocation.deleted.v1"):
+    ref: ObjectRef
+
+
+class ColocationProfileApplied(Event, frozen=True, kw_only=True, tag="colocationprofile.applied.v1"):
+    """A ``ClusterColocationProfile`` (``config.koordinator.sh/v1alpha1``) was applied."""
+
+    name: str
+    manifest: dict[str, Any]
+
+
+class ColocationProfileDeleted(Event, frozen=True, kw_only=True, tag="colocationprofile.deleted.v1"):
+    name: str
+
+
+# --- decisions ----------------------------------------------------------------------------------------------------------
+
+
+class NodeMetricReported(Event, frozen=True, kw_only=True, tag="nodemetric.reported.v1"):
+    """node-reporter accepted a NodeMetric; ``update_time`` (µs) is its ``status.updateTime``, or the time it was
+    recorded when it had none (then also written into ``manifest``). ``usage`` summarises ``nodeUsage``."""
+
+    name: str
+    manifest: dict[str, Any]
+    update_time: int
+    usage: dict[str, str] = {}
+    metric: NodeMetric | None = None  # the manifest as read at the door (with update_time filled in)
+
+
+class NodeMetricRejected(Event, frozen=True, kw_only=True, tag="nodemetric.rejected.v1"):
+    name: str
+    errors: list[FieldIssue]
+
+
+class NodeMetricRemoved(Event, frozen=True, kw_only=True, tag="nodemetric.removed.v1"):
+    name: str
+
+
+class NodeHeartbeatLost(Event, frozen=True, kw_only=True, tag="node.heartbeat_lost.v1"):
+    """No heartbeat from the node's agent for longer than the grace: its devices are unschedulable from now on."""
+
+    name: str
+    last_heartbeat: int  # µs
+    grace_s: int
+
+
+class NodeHeartbeatResumed(Event, frozen=True, kw_only=True, tag="node.heartbeat_resumed.v1"):
+    """The node's agent is back: its devices are schedulable again."""
+
+    name: str
+    lost_since: int  # µs: when the heartbeat was declared lost
+
+
+class NodeAllocatableUpdated(Event, frozen=True, kw_only=True, tag="node.allocatable_updated.v1"):
+    """The node's allocatable as the scheduler sees it beyond its Node object: batch and mid resources computed
+    from its NodeMetric (Koordinator's slo-controller), NUMA-level batch resources, the CPU normalization ratio and
+    the resource amplification ratios. ``inputs`` holds every number the calculation read, so that it can be
+    checked by hand and re-derived by replay; ``reason`` says what triggered it."""
+
+    name: str
+    allocatable: dict[str, str]
+    numa: dict[str, dict[str, str]] = {}
+    cpu_normalization_ratio: str = "1.00"
+    amplification: dict[str, str] = {}
+    degraded: bool = False
+    reason: str = ""
+    inputs: dict[str, Any] = {}
+
+
+class ColocationConfigRejected(Event, frozen=True, kw_only=True, tag="colocation.rejected.v1"):
+    ref: ObjectRef
+    errors: list[FieldIssue]

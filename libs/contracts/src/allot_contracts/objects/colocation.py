@@ -1,0 +1,665 @@
+"""Co-location configuration, typed: Koordinator's ``slo-controller-config`` ConfigMap and ``ClusterColocationProfile``.
+
+Responsibility: read the configuration that drives batch/mid overcommit, CPU normalization and resource amplification
+(the ConfigMap keys ``colocation-config``, ``cpu-normalization-config`` and ``resource-amplification-config``, each a
+JSON document in Koordinator's shape, with ``nodeConfigs`` overriding the cluster strategy for the nodes their
+``nodeSelector`` matches) and the ``config.koordinator.sh/v1alpha1`` ``ClusterColocationProfile`` object. Every
+malformed field is a ``FieldIssue`` with its path; keys that are read but not acted on are warnings.
+
+Numbers: percentages are integers; ratios (``resourceDiffThreshold``, normalization and amplification ratios) are
+kept as exact decimal text with two places (``"1.20"``) so that decisions never carry floats.
+
+Defaults are Koordinator's (``DefaultColocationStrategy``): disabled; metrics aggregated over 300 s and reported
+every 60 s with windows 5m/10m/30m; CPU reclaim threshold 60 %, memory 65 %; calculate policies ``usage``; degrade
+after 15 minutes without a fresh NodeMetric; updates suppressed unless a value moves by more than 10 % or 300 s have
+passed; mid thresholds 100 %, mid unallocated 0 %, mid static reserved 0 %.
+Pure: no IO, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any, Final
+
+import msgspec
+
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
+
+__all__ = [
+    "CONFIGMAP_NAME",
+    "CONFIGMAP_NAMESPACE",
+    "PROFILE_API_VERSION",
+    "PROFILE_KIND",
+    "ColocationConfig",
+    "ColocationProfile",
+    "ColocationStrategy",
+    "ModelRatio",
+    "NormalizationStrategy",
+    "AmplificationStrategy",
+    "apply_profile",
+    "parse_colocation_configmap",
+    "parse_colocation_profile",
+    "parse_ratio",
+    "profile_matches",
+]
+
+CONFIGMAP_NAMESPACE: Final = "koordinator-system"
+CONFIGMAP_NAME: Final = "slo-controller-config"
+KEY_COLOCATION: Final = "colocation-config"
+KEY_NORMALIZATION: Final = "cpu-normalization-config"
+KEY_AMPLIFICATION: Final = "resource-amplification-config"
+PROFILE_API_VERSION: Final = "config.koordinator.sh/v1alpha1"
+PROFILE_KIND: Final = "ClusterColocationProfile"
+CALCULATE_POLICIES: Final = ("usage", "request", "maxUsageRequest")
+_OTHER_KEYS: Final = {
+    "resource-threshold-config": "QoS thresholds are the qos-enforcer's; not read by the overcommit calculation",
+    "resource-qos-config": "QoS classes are the qos-enforcer's; not read by the overcommit calculation",
+    "cpu-burst-config": "CPU burst is not acted on",
+    "system-config": "system settings are not acted on",
+    "host-application-config": "host applications are read from the NodeMetric; this key is not acted on",
+}
+
+
+class ColocationStrategy(msgspec.Struct, frozen=True, kw_only=True):
+    enable: bool = False
+    metric_aggregate_duration_s: int = 300
+    metric_report_interval_s: int = 60
+    metric_aggregate_durations_s: tuple[int, ...] = (300, 600, 1800)
+    cpu_reclaim_threshold_percent: int = 60
+    memory_reclaim_threshold_percent: int = 65
+    cpu_calculate_policy: str = "usage"
+    memory_calculate_policy: str = "usage"
+    degrade_time_minutes: int = 15
+    update_time_threshold_s: int = 300
+    resource_diff_threshold: str = "0.10"  # exact decimal text
+    batch_cpu_threshold_percent: int | None = None
+    batch_memory_threshold_percent: int | None = None
+    mid_reclaim_mode: str = ""  # "" (default: from the NodeMetric) | "static"
+    mid_cpu_threshold_percent: int = 100
+    mid_memory_threshold_percent: int = 100
+    mid_unallocated_percent: int = 0
+    mid_static_cpu_reserved_percent: int = 0
+    mid_static_memory_reserved_percent: int = 0
+
+
+class ModelRatio(msgspec.Struct, frozen=True, kw_only=True):
+    base: str | None = None
+    hyper_thread: str | None = None
+    turbo: str | None = None
+    hyper_thread_turbo: str | None = None
+
+
+class NormalizationStrategy(msgspec.Struct, frozen=True, kw_only=True):
+    enable: bool = False
+    default_ratio: str | None = None
+    ratio_model: tuple[tuple[str, ModelRatio], ...] = ()
+
+
+class AmplificationStrategy(msgspec.Struct, frozen=True, kw_only=True):
+    enable: bool = False
+    ratios: tuple[tuple[str, str], ...] = ()  # resource -> ratio text
+
+
+class ColocationConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """The three strategies with their node overrides (``(selector, strategy)`` in order: the first match wins)."""
+
+    strategy: ColocationStrategy = ColocationStrategy()
+    node_strategies: tuple[tuple[LabelSelector, ColocationStrategy], ...] = ()
+    normalization: NormalizationStrategy = NormalizationStrategy()
+    node_normalization: tuple[tuple[LabelSelector, NormalizationStrategy], ...] = ()
+    amplification: AmplificationStrategy = AmplificationStrategy()
+    node_amplification: tuple[tuple[LabelSelector, AmplificationStrategy], ...] = ()
+
+    def for_node(
+        self, labels: Mapping[str, str]
+    ) -> tuple[ColocationStrategy, NormalizationStrategy, AmplificationStrategy]:
+        def pick(base: Any, overrides: tuple[tuple[LabelSelector, Any], ...]) -> Any:
+            for selector, value in overrides:
+                if match_label_selector(selector, labels):
+                    return value
+            return base
+
+        return (
+            pick(self.strategy, self.node_strategies),
+            pick(self.normalization, self.node_normalization),
+            pick(self.amplification, self.node_amplification),
+        )
+
+
+# --- numbers -----------------------------------------------------------------------------------------------------------
+def parse_ratio(
+    raw: Any, path: str, issues: list[FieldIssue], *, low: str = "0", high: str | None = None
+) -> str | None:
+    """A ratio (number or numeric text) as exact decimal text with two places; ``None`` after an issue."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        issues.append(FieldIssue(path=path, message="must be a number", value=str(raw)))
+        return None
+    try:
+        value = Decimal(repr(raw) if isinstance(raw, float) else str(raw).strip())
+    except InvalidOperation:
+        issues.append(FieldIssue(path=path, message="must be a number", value=str(raw)))
+        return None
+    if not value.is_finite() or value < Decimal(low) or (high is not None and value > Decimal(high)):
+        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+        issues.append(FieldIssue(path=path, message=f"must be {bounds}", value=str(raw)))
+        return None
+    return str(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+
+def _int(
+    raw: Any, path: str, issues: list[FieldIssue], *, low: int = 0, high: int | None = None
+) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < low or (high is not None and raw > high):
+        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+        issues.append(FieldIssue(path=path, message=f"must be an integer {bounds}", value=str(raw)))
+        return None
+    return raw
+
+
+def _bool(raw: Any, path: str, issues: list[FieldIssue]) -> bool | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, bool):
+        issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
+        return None
+    return raw
+
+
+def _seconds_list(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[int, ...] | None:
+    from allot_contracts.objects.duration import parse_go_duration
+
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not raw:
+        issues.append(FieldIssue(path=path, message="must be a non-empty list of durations such as 5m"))
+        return None
+    out: list[int] = []
+    for i, d in enumerate(raw):
+        us, error = parse_go_duration(d) if isinstance(d, str) else (None, "must be a duration such as 5m")
+        if us is None or us <= 0 or us % 1_000_000:
+            issues.append(
+                FieldIssue(path=f"{path}[{i}]", message=error or "must be whole seconds", value=str(d))
+            )
+            continue
+        out.append(us // 1_000_000)
+    return tuple(sorted(set(out)))
+
+
+# --- colocation-config ---------------------------------------------------------------------------------------------------
+_STRATEGY_KEYS: Final = {
+    "enable",
+    "metricAggregateDurationSeconds",
+    "metricReportIntervalSeconds",
+    "metricAggregatePolicy",
+    "metricMemoryCollectPolicy",
+    "cpuReclaimThresholdPercent",
+    "memoryReclaimThresholdPercent",
+    "cpuCalculatePolicy",
+    "memoryCalculatePolicy",
+    "degradeTimeMinutes",
+    "updateTimeThresholdSeconds",
+    "resourceDiffThreshold",
+    "batchCPUThresholdPercent",
+    "batchMemoryThresholdPercent",
+    "midReclaimMode",
+    "midCPUThresholdPercent",
+    "midMemoryThresholdPercent",
+    "midUnallocatedPercent",
+    "midStaticCPUReservedPercent",
+    "midStaticMemoryReservedPercent",
+}
+
+
+def parse_strategy(
+    raw: Any, path: str, issues: list[FieldIssue], warnings: list[FieldIssue], base: ColocationStrategy
+) -> ColocationStrategy:
+    """A (possibly partial) ColocationStrategy over ``base``: fields it sets win."""
+    if not isinstance(raw, Mapping):
+        issues.append(FieldIssue(path=path, message="must be an object"))
+        return base
+    p = f"{path}." if path else ""
+    fields: dict[str, Any] = {}
+
+    def put(field: str, value: Any) -> None:
+        if value is not None:
+            fields[field] = value
+
+    put("enable", _bool(raw.get("enable"), f"{p}enable", issues))
+    put(
+        "metric_aggregate_duration_s",
+        _int(raw.get("metricAggregateDurationSeconds"), f"{p}metricAggregateDurationSeconds", issues, low=1),
+    )
+    put(
+        "metric_report_interval_s",
+        _int(raw.get("metricReportIntervalSeconds"), f"{p}metricReportIntervalSeconds", issues, low=1),
+    )
+    policy = raw.get("metricAggregatePolicy")
+    if policy is not None:
+        if not isinstance(policy, Mapping):
+            issues.append(FieldIssue(path=f"{p}metricAggregatePolicy", message="must be an object"))
+        else:
+            put(
+                "metric_aggregate_durations_s",
+                _seconds_list(policy.get("durations"), f"{p}metricAggregatePolicy.durations", issues),
+            )
+    if raw.get("metricMemoryCollectPolicy") is not None:
+        warnings.append(
+            FieldIssue(
+                path=f"{p}metricMemoryCollectPolicy",
+                code="Ignored",
+                message="node-reporter reports memory without page cache; the policy is not acted on",
+            )
+        )
+    for key, field in (
+        ("cpuReclaimThresholdPercent", "cpu_reclaim_threshold_percent"),
+        ("memoryReclaimThresholdPercent", "memory_reclaim_threshold_percent"),
+    ):
+        put(field, _int(raw.get(key), f"{p}{key}", issues, low=0, high=100))
+    for key, field, allowed in (
+        ("cpuCalculatePolicy", "cpu_calculate_policy", ("usage", "maxUsageRequest")),
+        ("memoryCalculatePolicy", "memory_calculate_policy", CALCULATE_POLICIES),
+    ):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if value not in allowed:
+            issues.append(
+                FieldIssue(
+                    path=f"{p}{key}",
+                    code="NotSupported",
+                    message=f"must be one of {', '.join(allowed)}",
+                    value=str(value),
+                )
+            )
+            continue
+        fields[field] = value
+    put("degrade_time_minutes", _int(raw.get("degradeTimeMinutes"), f"{p}degradeTimeMinutes", issues, low=1))
+    put(
+        "update_time_threshold_s",
+        _int(raw.get("updateTimeThresholdSeconds"), f"{p}updateTimeThresholdSeconds", issues, low=1),
+    )
+    if raw.get("resourceDiffThreshold") is not None:
+        diff = parse_ratio(raw["resourceDiffThreshold"], f"{p}resourceDiffThreshold", issues, high="1")
+        if diff is not None and Decimal(diff) <= 0:
+            issues.append(FieldIssue(path=f"{p}resourceDiffThreshold", message="must be greater than 0"))
+        else:
+            put("resource_diff_threshold", diff)
+    for key, field in (
+        ("batchCPUThresholdPercent", "batch_cpu_threshold_percent"),
+        ("batchMemoryThresholdPercent", "batch_memory_threshold_percent"),
+    ):
+        put(field, _int(raw.get(key), f"{p}{key}", issues, low=0))
+    mode = raw.get("midReclaimMode")
+    if mode is not None:
+        if mode not in ("", "default", "static"):
+            issues.append(
+                FieldIssue(
+                    path=f"{p}midReclaimMode", code="NotSupported", message="must be default or static"
+                )
+            )
+        else:
+            fields["mid_reclaim_mode"] = "static" if mode == "static" else ""
+    for key, field in (
+        ("midCPUThresholdPercent", "mid_cpu_threshold_percent"),
+        ("midMemoryThresholdPercent", "mid_memory_threshold_percent"),
+        ("midUnallocatedPercent", "mid_unallocated_percent"),
+        ("midStaticCPUReservedPercent", "mid_static_cpu_reserved_percent"),
+        ("midStaticMemoryReservedPercent", "mid_static_memory_reserved_percent"),
+    ):
+        put(field, _int(raw.get(key), f"{p}{key}", issues, low=0, high=100))
+    for key in sorted(set(raw) - _STRATEGY_KEYS - {"nodeConfigs", "nodeSelector", "name", "extensions"}):
+        issues.append(
+            FieldIssue(
+                path=f"{p}{key}",
+                code="NotSupported",
+                message="unknown colocation strategy key; known keys: " + ", ".join(sorted(_STRATEGY_KEYS)),
+            )
+        )
+    if raw.get("extensions"):
+        warnings.append(
+            FieldIssue(path=f"{p}extensions", code="Ignored", message="extensions are not acted on")
+        )
+    return msgspec.structs.replace(base, **fields) if fields else base
+
+
+def _model_ratio(raw: Any, path: str, issues: list[FieldIssue]) -> ModelRatio:
+    if not isinstance(raw, Mapping):
+        issues.append(FieldIssue(path=path, message="must be an object"))
+        return ModelRatio()
+    out: dict[str, str | None] = {}
+    for key, field in (
+        ("baseRatio", "base"),
+        ("hyperThreadEnabledRatio", "hyper_thread"),
+        ("turboEnabledRatio", "turbo"),
+        ("hyperThreadTurboEnabledRatio", "hyper_thread_turbo"),
+    ):
+        if raw.get(key) is not None:
+            out[field] = parse_ratio(raw[key], f"{path}.{key}", issues, low="1", high="5")
+    return ModelRatio(**out)
+
+
+def parse_normalization(
+    raw: Any, path: str, issues: list[FieldIssue], base: NormalizationStrategy
+) -> NormalizationStrategy:
+    if not isinstance(raw, Mapping):
+        issues.append(FieldIssue(path=path, message="must be an object"))
+        return base
+    p = f"{path}." if path else ""
+    enable = _bool(raw.get("enable"), f"{p}enable", issues)
+    default = (
+        parse_ratio(raw["defaultRatio"], f"{p}defaultRatio", issues, low="1", high="5")
+        if raw.get("defaultRatio") is not None
+        else base.default_ratio
+    )
+    models = dict(base.ratio_model)
+    raw_models = raw.get("ratioModel")
+    if raw_models is not None:
+        if not isinstance(raw_models, Mapping):
+            issues.append(FieldIssue(path=f"{p}ratioModel", message="must map CPU models to ratios"))
+        else:
+            for model in sorted(raw_models, key=str):
+                models[str(model)] = _model_ratio(raw_models[model], f"{p}ratioModel[{model}]", issues)
+    return NormalizationStrategy(
+        enable=base.enable if enable is None else enable,
+        default_ratio=default,
+        ratio_model=tuple(sorted(models.items())),
+    )
+
+
+def parse_amplification(
+    raw: Any, path: str, issues: list[FieldIssue], base: AmplificationStrategy
+) -> AmplificationStrategy:
+    if not isinstance(raw, Mapping):
+        issues.append(FieldIssue(path=path, message="must be an object"))
+        return base
+    p = f"{path}." if path else ""
+    enable = _bool(raw.get("enable"), f"{p}enable", issues)
+    ratios = dict(base.ratios)
+    raw_ratios = raw.get("resourceAmplificationRatio")
+    if raw_ratios is not None:
+        if not isinstance(raw_ratios, Mapping):
+            issues.append(
+                FieldIssue(path=f"{p}resourceAmplificationRatio", message="must map resources to ratios")
+            )
+        else:
+            for name in sorted(raw_ratios, key=str):
+                got = parse_ratio(raw_ratios[name], f"{p}resourceAmplificationRatio[{name}]", issues, low="0")
+                if got is not None:
+                    ratios[str(name)] = got
+    return AmplificationStrategy(
+        enable=base.enable if enable is None else enable, ratios=tuple(sorted(ratios.items()))
+    )
+
+
+def _node_configs(
+    raw: Any, path: str, issues: list[FieldIssue], parse: Any
+) -> tuple[tuple[LabelSelector, Any], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        issues.append(FieldIssue(path=path, message="must be a list"))
+        return ()
+    out = []
+    for i, entry in enumerate(raw):
+        where = f"{path}[{i}]"
+        if not isinstance(entry, Mapping):
+            issues.append(FieldIssue(path=where, message="must be an object"))
+            continue
+        if entry.get("nodeSelector") is None:
+            issues.append(FieldIssue(path=f"{where}.nodeSelector", code="Required", message="is required"))
+            continue
+        selector = parse_label_selector(entry.get("nodeSelector"), f"{where}.nodeSelector", issues)
+        out.append((selector, parse(entry, where)))
+    return tuple(out)
+
+
+def _json_key(data: Mapping[str, Any], key: str, issues: list[FieldIssue]) -> Any:
+    text = data.get(key)
+    if text is None:
+        return None
+    path = f"data[{key}]"
+    if isinstance(text, Mapping):  # written as YAML in a scenario file: already an object
+        return text
+    if not isinstance(text, str):
+        issues.append(FieldIssue(path=path, message="must be a JSON document (text)"))
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        issues.append(FieldIssue(path=path, message=f"is not valid JSON: {exc}"))
+        return None
+
+
+def parse_colocation_configmap(
+    manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> ColocationConfig | None:
+    """The co-location configuration of a ``slo-controller-config`` ConfigMap (None after any issue)."""
+    before = len(issues)
+    data = manifest.get("data")
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        issues.append(FieldIssue(path="data", message="must be a map of key to text"))
+        return None
+    for key in sorted(data, key=str):
+        if key in _OTHER_KEYS:
+            warnings.append(FieldIssue(path=f"data[{key}]", code="Ignored", message=_OTHER_KEYS[key]))
+        elif key not in (KEY_COLOCATION, KEY_NORMALIZATION, KEY_AMPLIFICATION):
+            warnings.append(
+                FieldIssue(path=f"data[{key}]", code="Ignored", message="unknown key; not acted on")
+            )
+    config = ColocationConfig()
+    colocation = _json_key(data, KEY_COLOCATION, issues)
+    if colocation is not None:
+        path = f"data[{KEY_COLOCATION}]"
+        cluster = parse_strategy(colocation, path, issues, warnings, ColocationStrategy())
+        nodes = _node_configs(
+            colocation.get("nodeConfigs") if isinstance(colocation, Mapping) else None,
+            f"{path}.nodeConfigs",
+            issues,
+            lambda entry, where: parse_strategy(entry, where, issues, warnings, cluster),
+        )
+        config = msgspec.structs.replace(config, strategy=cluster, node_strategies=nodes)
+    normalization = _json_key(data, KEY_NORMALIZATION, issues)
+    if normalization is not None:
+        path = f"data[{KEY_NORMALIZATION}]"
+        norm = parse_normalization(normalization, path, issues, NormalizationStrategy())
+        nodes = _node_configs(
+            normalization.get("nodeConfigs") if isinstance(normalization, Mapping) else None,
+            f"{path}.nodeConfigs",
+            issues,
+            lambda entry, where: parse_normalization(entry, where, issues, norm),
+        )
+        config = msgspec.structs.replace(config, normalization=norm, node_normalization=nodes)
+    amplification = _json_key(data, KEY_AMPLIFICATION, issues)
+    if amplification is not None:
+        path = f"data[{KEY_AMPLIFICATION}]"
+        amp = parse_amplification(amplification, path, issues, AmplificationStrategy())
+        nodes = _node_configs(
+            amplification.get("nodeConfigs") if isinstance(amplification, Mapping) else None,
+            f"{path}.nodeConfigs",
+            issues,
+            lambda entry, where: parse_amplification(entry, where, issues, amp),
+        )
+        config = msgspec.structs.replace(config, amplification=amp, node_amplification=nodes)
+    return None if len(issues) > before else config
+
+
+def is_colocation_configmap(manifest: Mapping[str, Any]) -> bool:
+    meta = manifest.get("metadata") or {}
+    return (
+        manifest.get("apiVersion") == "v1"
+        and manifest.get("kind") == "ConfigMap"
+        and isinstance(meta, Mapping)
+        and meta.get("name") == CONFIGMAP_NAME
+    )
+
+
+# --- ClusterColocationProfile --------------------------------------------------------------------------------------------
+class ColocationProfile(msgspec.Struct, frozen=True, kw_only=True):
+    """What a ClusterColocationProfile sets on the pods it selects (``probability`` as a percentage)."""
+
+    name: str
+    namespace_selector: LabelSelector | None = None
+    selector: LabelSelector | None = None
+    probability_percent: int = 100
+    qos_class: str = ""
+    priority_class_name: str = ""
+    koordinator_priority: int | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+    scheduler_name: str = ""
+
+
+_QOS: Final = ("LSE", "LSR", "LS", "BE", "SYSTEM")
+
+
+def _string_pairs(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping) or not all(isinstance(v, str) for v in raw.values()):
+        issues.append(FieldIssue(path=path, message="must be a map of strings"))
+        return ()
+    return tuple(sorted((str(k), v) for k, v in raw.items()))
+
+
+def parse_colocation_profile(
+    manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> ColocationProfile | None:
+    before = len(issues)
+    meta = manifest.get("metadata") or {}
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
+        name = ""
+    spec = manifest.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        issues.append(FieldIssue(path="spec", message="must be an object"))
+        return None
+    probability = 100
+    raw_p = spec.get("probability")
+    if raw_p is not None:
+        text = str(raw_p)
+        digits = text[:-1] if text.endswith("%") else text
+        if isinstance(raw_p, bool) or not digits.isdigit() or int(digits) > 100:
+            issues.append(
+                FieldIssue(path="spec.probability", message="must be a percentage such as 50%", value=text)
+            )
+        else:
+            probability = int(digits)
+    qos = spec.get("qosClass") or ""
+    if qos and qos not in _QOS:
+        issues.append(
+            FieldIssue(path="spec.qosClass", code="NotSupported", message=f"must be one of {', '.join(_QOS)}")
+        )
+    priority = spec.get("koordinatorPriority")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        issues.append(FieldIssue(path="spec.koordinatorPriority", message="must be an integer"))
+        priority = None
+    for key in ("patch",):
+        if spec.get(key):
+            warnings.append(
+                FieldIssue(path=f"spec.{key}", code="Ignored", message="arbitrary patches are not applied")
+            )
+    warnings.append(
+        FieldIssue(
+            path="spec",
+            code="Ignored",
+            message="recorded, but pods are not rewritten by it: Allot reads the QoS class, priority class and "
+            "batch/mid resources written on the pod itself (allot_contracts.objects.colocation.apply_profile "
+            "gives the pod Koordinator's webhook would produce)",
+        )
+    )
+    profile = ColocationProfile(
+        name=name,
+        namespace_selector=(
+            parse_label_selector(spec["namespaceSelector"], "spec.namespaceSelector", issues)
+            if spec.get("namespaceSelector") is not None
+            else None
+        ),
+        selector=parse_label_selector(spec["selector"], "spec.selector", issues)
+        if spec.get("selector") is not None
+        else None,
+        probability_percent=probability,
+        qos_class=str(qos),
+        priority_class_name=str(spec.get("priorityClassName") or ""),
+        koordinator_priority=priority,
+        labels=_string_pairs(spec.get("labels"), "spec.labels", issues),
+        annotations=_string_pairs(spec.get("annotations"), "spec.annotations", issues),
+        scheduler_name=str(spec.get("schedulerName") or ""),
+    )
+    return None if len(issues) > before else profile
+
+
+def profile_matches(
+    profile: ColocationProfile, pod_labels: Mapping[str, str], namespace_labels: Mapping[str, str]
+) -> bool:
+    """Koordinator's webhook rule: both selectors must match (an absent one matches everything)."""
+    if profile.namespace_selector is not None and not match_label_selector(
+        profile.namespace_selector, namespace_labels
+    ):
+        return False
+    return profile.selector is None or match_label_selector(profile.selector, pod_labels)
+
+
+_PRIORITY_VALUES: Final = {"koord-prod": 9000, "koord-mid": 7000, "koord-batch": 5000, "koord-free": 3000}
+_TRANSLATE: Final = {
+    "koord-batch": {"cpu": "kubernetes.io/batch-cpu", "memory": "kubernetes.io/batch-memory"},
+    "koord-mid": {"cpu": "kubernetes.io/mid-cpu", "memory": "kubernetes.io/mid-memory"},
+}
+
+
+def _milli_count(value: Any) -> Any:
+    """A cpu quantity as Koordinator writes it on batch-cpu: the number of millicores."""
+    from allot_contracts.quantity import to_canonical
+
+    return str(to_canonical("cpu", value))
+
+
+def apply_profile(manifest: dict[str, Any], profile: ColocationProfile) -> dict[str, Any]:
+    """The pod as Koordinator's mutating webhook leaves it: labels, annotations, QoS, priority class, scheduler name,
+    and for batch/mid priority classes the cpu/memory requests and limits moved to the class's extended resources."""
+    pod: dict[str, Any] = json.loads(json.dumps(manifest))
+    meta = pod.setdefault("metadata", {})
+    labels = meta.setdefault("labels", {})
+    for k, v in profile.labels:
+        labels[k] = v
+    if profile.annotations:
+        annotations = meta.setdefault("annotations", {})
+        for k, v in profile.annotations:
+            annotations[k] = v
+    if profile.qos_class:
+        labels["koordinator.sh/qosClass"] = profile.qos_class
+    if profile.koordinator_priority is not None:
+        labels["koordinator.sh/priority"] = str(profile.koordinator_priority)
+    spec = pod.setdefault("spec", {})
+    if profile.scheduler_name:
+        spec["schedulerName"] = profile.scheduler_name
+    if profile.priority_class_name:
+        spec["priorityClassName"] = profile.priority_class_name
+        if profile.priority_class_name in _PRIORITY_VALUES:
+            spec["priority"] = _PRIORITY_VALUES[profile.priority_class_name]
+            labels.setdefault("koordinator.sh/priority-class", profile.priority_class_name)
+    translate = _TRANSLATE.get(profile.priority_class_name)
+    if translate:
+        for group in ("containers", "initContainers"):
+            for container in spec.get(group) or []:
+                resources = container.get("resources") if isinstance(container, dict) else None
+                if not isinstance(resources, dict):
+                    continue
+                for part in ("requests", "limits"):
+                    values = resources.get(part)
+                    if not isinstance(values, dict):
+                        continue
+                    for plain, extended in translate.items():
+                        if plain in values:
+                            amount = values.pop(plain)
+                            values[extended] = (
+                                _milli_count(amount) if plain == "cpu" and "batch" in extended else amount
+                            )
+    return pod

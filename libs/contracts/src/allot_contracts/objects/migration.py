@@ -1,0 +1,220 @@
+"""Koordinator ``PodMigrationJob`` (scheduling.koordinator.sh/v1alpha1, cluster-scoped): move one pod elsewhere.
+
+``parse_migration_job`` turns a manifest into :class:`PodMigrationJob`, every problem a ``FieldIssue`` with its path.
+Modes: ``ReservationFirst`` (reserve on another node first, then evict; the re-created pod lands in the reservation)
+and ``EvictDirectly``; ``""`` means the configured default (upstream's default is ``ReservationFirst``). ``ttl`` is the
+job's timeout (none when absent). ``reservationOptions.reservationRef`` names an existing Reservation to use instead of
+creating one from ``reservationOptions.template`` (or from the pod). A job applied with ``status.phase: Aborted`` is
+aborted (upstream: "the user forcefully aborted the PodMigrationJob"). Pure: no IO, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.times import DurationError, parse_duration_us, parse_timestamp_us
+
+__all__ = ["API_VERSION", "KIND", "MODES", "PodMigrationJob", "PodRef", "parse_migration_job"]
+
+API_VERSION: Final = "scheduling.koordinator.sh/v1alpha1"
+KIND: Final = "PodMigrationJob"
+RESERVATION_FIRST: Final = "ReservationFirst"
+EVICT_DIRECTLY: Final = "EvictDirectly"
+MODES: Final = ("", RESERVATION_FIRST, EVICT_DIRECTLY)
+_SPEC_FIELDS: Final = frozenset({"paused", "ttl", "mode", "podRef", "reservationOptions", "deleteOptions"})
+_OPTION_FIELDS: Final = frozenset({"reservationRef", "template", "preemptionOptions"})
+
+
+class PodRef(msgspec.Struct, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class PodMigrationJob(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    uid: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    paused: bool = False
+    ttl_us: int = 0  # 0 = no timeout of its own
+    mode: str = ""  # "" = the configured default mode
+    pod: PodRef
+    reservation_ref: str = ""  # use this existing Reservation (ReservationFirst)
+    reservation_template: dict[str, Any] | None = None  # ReservationTemplateSpec {metadata, spec}
+    delete_options: dict[str, Any] = {}
+    created_us: int | None = None
+    aborted: bool = False  # the user set status.phase to Aborted
+
+
+def _strings(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        issues.append(FieldIssue(path=path, message="must be a map of strings"))
+        return {}
+    return {str(k): str(v) for k, v in sorted(raw.items())}
+
+
+def parse_migration_job(
+    manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> PodMigrationJob | None:
+    """Admit a PodMigrationJob manifest; ``None`` when ``issues`` grew."""
+    before = len(issues)
+    meta = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
+    labels = _strings(meta.get("labels"), "metadata.labels", issues)
+    annotations = _strings(meta.get("annotations"), "metadata.annotations", issues)
+    created = None
+    if meta.get("creationTimestamp") is not None:
+        try:
+            created = parse_timestamp_us(meta["creationTimestamp"])
+        except DurationError as exc:
+            issues.append(
+                FieldIssue(path="metadata.creationTimestamp", code="InvalidValue", message=str(exc))
+            )
+    spec = manifest.get("spec")
+    if not isinstance(spec, dict):
+        issues.append(FieldIssue(path="spec", code="Required", message="a PodMigrationJob needs a spec"))
+        return None
+    for f in sorted(set(spec) - _SPEC_FIELDS):
+        issues.append(
+            FieldIssue(
+                path=f"spec.{f}",
+                code="FieldValueNotSupported",
+                message=f"unknown field; supported: {', '.join(sorted(_SPEC_FIELDS))}",
+            )
+        )
+    paused = spec.get("paused", False)
+    if not isinstance(paused, bool):
+        issues.append(FieldIssue(path="spec.paused", message="must be true or false", value=str(paused)))
+        paused = False
+    ttl_us = 0
+    if spec.get("ttl") is not None:
+        try:
+            ttl_us = parse_duration_us(spec["ttl"])
+        except DurationError as exc:
+            issues.append(
+                FieldIssue(path="spec.ttl", code="InvalidValue", message=str(exc), value=str(spec["ttl"]))
+            )
+    mode = spec.get("mode") or ""
+    if mode not in MODES:
+        issues.append(
+            FieldIssue(
+                path="spec.mode",
+                code="NotSupported",
+                message=f"must be {RESERVATION_FIRST} or {EVICT_DIRECTLY}",
+                value=str(mode),
+            )
+        )
+    pod = None
+    ref = spec.get("podRef")
+    if not isinstance(ref, dict):
+        issues.append(
+            FieldIssue(path="spec.podRef", code="Required", message="the pod to migrate is required")
+        )
+    else:
+        for field in ("namespace", "name"):
+            if not isinstance(ref.get(field), str) or not ref[field]:
+                issues.append(
+                    FieldIssue(
+                        path=f"spec.podRef.{field}", code="Required", message="is required (InvalidPodRef)"
+                    )
+                )
+        if ref.get("kind") not in (None, "", "Pod"):
+            issues.append(FieldIssue(path="spec.podRef.kind", code="NotSupported", message="must be Pod"))
+        if isinstance(ref.get("namespace"), str) and isinstance(ref.get("name"), str):
+            pod = PodRef(namespace=ref["namespace"], name=ref["name"], uid=str(ref.get("uid") or ""))
+    reservation_ref = ""
+    template = None
+    options = spec.get("reservationOptions")
+    if options is not None:
+        if not isinstance(options, dict):
+            issues.append(FieldIssue(path="spec.reservationOptions", message="must be an object"))
+        else:
+            for f in sorted(set(options) - _OPTION_FIELDS):
+                issues.append(
+                    FieldIssue(
+                        path=f"spec.reservationOptions.{f}",
+                        code="FieldValueNotSupported",
+                        message=f"unknown field; supported: {', '.join(sorted(_OPTION_FIELDS))}",
+                    )
+                )
+            rref = options.get("reservationRef")
+            if rref is not None:
+                if not isinstance(rref, dict) or not isinstance(rref.get("name"), str) or not rref["name"]:
+                    issues.append(
+                        FieldIssue(
+                            path="spec.reservationOptions.reservationRef.name",
+                            code="Required",
+                            message="a reservation reference needs the Reservation's name",
+                        )
+                    )
+                else:
+                    reservation_ref = rref["name"]
+            tmpl = options.get("template")
+            if tmpl is not None:
+                if not isinstance(tmpl, dict):
+                    issues.append(
+                        FieldIssue(path="spec.reservationOptions.template", message="must be an object")
+                    )
+                else:
+                    for part in ("metadata", "spec"):
+                        if tmpl.get(part) is not None and not isinstance(tmpl[part], dict):
+                            issues.append(
+                                FieldIssue(
+                                    path=f"spec.reservationOptions.template.{part}",
+                                    message="must be an object",
+                                )
+                            )
+                    template = tmpl
+            if options.get("preemptionOptions") is not None:
+                warnings.append(
+                    FieldIssue(
+                        path="spec.reservationOptions.preemptionOptions",
+                        code="Ignored",
+                        message="preemption on behalf of a migration is not supported; the job fails if its "
+                        "reservation cannot be scheduled",
+                    )
+                )
+    if reservation_ref and template is not None:
+        warnings.append(
+            FieldIssue(
+                path="spec.reservationOptions.template",
+                code="Ignored",
+                message="reservationRef names an existing Reservation; the template is not used",
+            )
+        )
+    delete_options = spec.get("deleteOptions") or {}
+    if not isinstance(delete_options, dict):
+        issues.append(FieldIssue(path="spec.deleteOptions", message="must be an object"))
+        delete_options = {}
+    if len(issues) > before or pod is None:
+        return None
+    assert isinstance(name, str)
+    return PodMigrationJob(
+        name=name,
+        uid=str(meta.get("uid") or ""),
+        labels=labels,
+        annotations=annotations,
+        paused=paused,
+        ttl_us=ttl_us,
+        mode=str(mode),
+        pod=pod,
+        reservation_ref=reservation_ref,
+        reservation_template=template,
+        delete_options=delete_options,
+        created_us=created,
+        aborted=isinstance(manifest.get("status"), dict) and manifest["status"].get("phase") == "Aborted",
+    )

@@ -1,0 +1,421 @@
+"""Elastic quota input: ``ElasticQuota`` and ``ElasticQuotaProfile`` objects, read once with field paths.
+
+Responsibility: the label and annotation keys of Koordinator's elastic quota, the typed ``QuotaSpec`` an
+``ElasticQuota`` means and the ``ProfileSpec`` an ``ElasticQuotaProfile`` means, and their parsers, which check
+each object on its own (apiVersion/kind, name, quantities, negative values, ``min > max``, min keys missing from
+max, label values, the JSON annotations). Checks against the quota forest (parents, trees, sums) need state and
+live in the quota engine.
+
+Messages use the upstream webhook wording where users already search for it (``resourceKey cpu of quota q min
+10 > max 5``...). Label booleans must be exactly ``"true"`` or ``"false"``: upstream silently reads anything else
+as the default, which is how ``allow-lent-resource`` "has no effect" for people who wrote ``"False"``.
+Pure; nothing here raises for bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from typing import Any, Final
+
+import msgspec
+
+from allot_contracts.issues import FieldIssue
+from allot_contracts.quantity import QuantityError, format_quantity, parse_quantity, to_canonical
+
+RL = dict[str, int]
+
+PREFIX: Final = "quota.scheduling.koordinator.sh/"
+LABEL_IS_PARENT: Final = PREFIX + "is-parent"
+LABEL_PARENT: Final = PREFIX + "parent"
+LABEL_ALLOW_LENT: Final = PREFIX + "allow-lent-resource"
+LABEL_TREE_ID: Final = PREFIX + "tree-id"
+LABEL_IS_ROOT: Final = PREFIX + "is-root"
+LABEL_PROFILE: Final = PREFIX + "profile"
+LABEL_IGNORE_DEFAULT_TREE: Final = PREFIX + "ignore-default-tree"
+LABEL_ALLOW_FORCE_UPDATE: Final = PREFIX + "allow-force-update"
+LABEL_POD_QUOTA: Final = PREFIX + "name"
+LABEL_POD_PREEMPTIBLE: Final = PREFIX + "preemptible"
+
+ANNO_SHARED_WEIGHT: Final = PREFIX + "shared-weight"
+ANNO_NAMESPACES: Final = PREFIX + "namespaces"
+ANNO_RESOURCE_KEYS: Final = PREFIX + "resource-keys"
+ANNO_TOTAL_RESOURCE: Final = PREFIX + "total-resource"
+ANNO_UNSCHEDULABLE_RESOURCE: Final = PREFIX + "unschedulable-resource"
+ANNO_MAX_STRICT_KEYS: Final = PREFIX + "max-strict-check-resource-keys"
+ANNO_RUNTIME: Final = PREFIX + "runtime"
+ANNO_REQUEST: Final = PREFIX + "request"
+ANNO_CHILD_REQUEST: Final = PREFIX + "child-request"
+ANNO_GUARANTEED: Final = PREFIX + "guaranteed"
+ANNO_ALLOCATED: Final = PREFIX + "allocated"
+ANNO_NP_REQUEST: Final = PREFIX + "non-preemptible-request"
+ANNO_NP_USED: Final = PREFIX + "non-preemptible-used"
+
+ROOT_QUOTA: Final = "koordinator-root-quota"
+SYSTEM_QUOTA: Final = "koordinator-system-quota"
+DEFAULT_QUOTA: Final = "koordinator-default-quota"
+BUILTIN: Final = frozenset({ROOT_QUOTA, SYSTEM_QUOTA, DEFAULT_QUOTA})
+
+
+def parse_list(raw: Any) -> RL:
+    """Parse a manifest ResourceList (``{"cpu": "500m"}``) into canonical integers; raises ``QuantityError``."""
+    return {str(k): to_canonical(str(k), v) for k, v in raw.items()}
+
+
+def negatives(a: RL) -> list[str]:
+    return sorted(k for k, v in a.items() if v < 0)
+
+
+def quantities(a: RL) -> dict[str, str]:
+    """Kubernetes quantity strings, keys sorted (the JSON shape used in decisions and snapshots)."""
+    return {k: format_quantity(k, a[k]) for k in sorted(a)}
+
+
+class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What one ElasticQuota means to the engine (canonical integers; ``parent`` normalised to the root)."""
+
+    name: str
+    namespace: str
+    parent: str = ROOT_QUOTA
+    is_parent: bool = False
+    allow_lent: bool = True
+    tree_id: str = ""
+    is_root: bool = False
+    ignore_default_tree: bool = False
+    allow_force_update: bool = False
+    min: RL = msgspec.field(default_factory=dict)
+    max: RL = msgspec.field(default_factory=dict)
+    shared_weight: RL | None = None  # None: weight = max
+    namespaces: tuple[str, ...] = ()
+    total_resource: RL | None = None  # tree roots only
+    profile: str = ""  # "<ns>/<name>" of the ElasticQuotaProfile that manages it, if any
+    unlimited: bool = False  # the built-in root: no max, pods never land here
+    strict_keys: tuple[str, ...] = ()  # max-strict-check-resource-keys: max may not drop below used
+
+    @property
+    def weight(self) -> RL:
+        """Effective shared weight: the annotation when present and not all zero, else max."""
+        if self.shared_weight and any(self.shared_weight.values()):
+            return self.shared_weight
+        return self.max
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "parent": self.parent,
+            "is_parent": self.is_parent,
+            "allow_lent": self.allow_lent,
+            "tree_id": self.tree_id,
+            "is_root": self.is_root,
+            "ignore_default_tree": self.ignore_default_tree,
+            "allow_force_update": self.allow_force_update,
+            "min": quantities(self.min),
+            "max": quantities(self.max),
+            "shared_weight": None if self.shared_weight is None else quantities(self.shared_weight),
+            "namespaces": list(self.namespaces),
+            "total_resource": None if self.total_resource is None else quantities(self.total_resource),
+            "profile": self.profile,
+            "strict_keys": list(self.strict_keys),
+        }
+
+
+QUOTA_API: Final = "scheduling.sigs.k8s.io/v1alpha1"
+_BOOL_LABELS: Final = {
+    LABEL_IS_PARENT: False,
+    LABEL_ALLOW_LENT: True,
+    LABEL_IS_ROOT: False,
+    LABEL_IGNORE_DEFAULT_TREE: False,
+    LABEL_ALLOW_FORCE_UPDATE: False,
+}
+
+
+def _label(key: str) -> str:
+    return f"metadata.labels[{key}]"
+
+
+def _anno(key: str) -> str:
+    return f"metadata.annotations[{key}]"
+
+
+def _dims(keys: list[str]) -> str:
+    return "[" + " ".join(keys) + "]"
+
+
+def _resource_list(raw: Any, field: str, errors: list[FieldIssue]) -> RL:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        errors.append(
+            FieldIssue(path=field, code="Invalid", message="must be a map of resource name to quantity")
+        )
+        return {}
+    out: RL = {}
+    for k, v in raw.items():
+        try:
+            out.update(parse_list({k: v}))
+        except QuantityError as exc:
+            errors.append(FieldIssue(path=f"{field}[{k}]", code="Invalid", value=str(v), message=str(exc)))
+    return out
+
+
+def _json_annotation(annotations: dict[str, Any], key: str, errors: list[FieldIssue]) -> Any:
+    raw = annotations.get(key)
+    if raw in (None, ""):
+        return None
+    try:
+        return json.loads(str(raw))
+    except json.JSONDecodeError as exc:
+        errors.append(
+            FieldIssue(path=_anno(key), code="Invalid", value=str(raw), message=f"invalid JSON: {exc}")
+        )
+        return None
+
+
+def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldIssue]]:
+    """Read and self-check one ElasticQuota manifest."""
+    errors: list[FieldIssue] = []
+    if manifest.get("apiVersion") != QUOTA_API or manifest.get("kind") != "ElasticQuota":
+        got = f"{manifest.get('apiVersion')}/{manifest.get('kind')}"
+        msg = f"expected apiVersion {QUOTA_API} and kind ElasticQuota"
+        return None, [FieldIssue(path="kind", code="NotSupported", value=got, message=msg)]
+    meta = manifest.get("metadata") or {}
+    spec = manifest.get("spec") or {}
+    name = str(meta.get("name") or "")
+    if not name:
+        errors.append(FieldIssue(path="metadata.name", code="Required", message="quota name is required"))
+    namespace = str(meta.get("namespace") or "default")
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    annotations = {str(k): v for k, v in (meta.get("annotations") or {}).items()}
+    flags: dict[str, bool] = {}
+    for key, default in _BOOL_LABELS.items():
+        raw = labels.get(key)
+        if raw is None or raw == "":
+            flags[key] = default
+        elif raw in ("true", "false"):
+            flags[key] = raw == "true"
+        else:
+            errors.append(
+                FieldIssue(path=_label(key), code="Invalid", value=raw, message='must be "true" or "false"')
+            )
+            flags[key] = default
+    mins = _resource_list(spec.get("min"), "spec.min", errors)
+    maxs = _resource_list(spec.get("max"), "spec.max", errors)
+    for field_name, values, what in (("spec.max", maxs, "Max"), ("spec.min", mins, "Min")):
+        neg = negatives(values)
+        if neg:
+            msg = f"{name} quota.Spec.{what}'s value < 0, in dimensions :{_dims(neg)}"
+            errors.append(FieldIssue(path=field_name, code="Invalid", message=msg))
+    weight: RL | None = None
+    raw_weight = _json_annotation(annotations, ANNO_SHARED_WEIGHT, errors)
+    if raw_weight is not None:
+        if not isinstance(raw_weight, dict):
+            errors.append(
+                FieldIssue(
+                    path=_anno(ANNO_SHARED_WEIGHT),
+                    code="Invalid",
+                    value=str(annotations[ANNO_SHARED_WEIGHT]),
+                    message="invalid JSON: expected an object of resource name to quantity",
+                )
+            )
+        else:
+            weight = _resource_list(raw_weight, _anno(ANNO_SHARED_WEIGHT), errors)
+            neg = negatives(weight)
+            if neg:
+                msg = f"{name} quota.Annotation[{ANNO_SHARED_WEIGHT}]'s value < 0, in dimension :{_dims(neg)}"
+                errors.append(FieldIssue(path=_anno(ANNO_SHARED_WEIGHT), code="Invalid", message=msg))
+    namespaces: tuple[str, ...] = ()
+    raw_ns = _json_annotation(annotations, ANNO_NAMESPACES, errors)
+    if raw_ns is not None:
+        if not isinstance(raw_ns, list) or not all(isinstance(n, str) and n for n in raw_ns):
+            errors.append(
+                FieldIssue(
+                    path=_anno(ANNO_NAMESPACES),
+                    code="Invalid",
+                    value=str(annotations[ANNO_NAMESPACES]),
+                    message="invalid JSON: expected a list of namespace names",
+                )
+            )
+        else:
+            namespaces = tuple(sorted(set(raw_ns)))
+    strict: tuple[str, ...] = ()
+    raw_strict = _json_annotation(annotations, ANNO_MAX_STRICT_KEYS, errors)
+    if raw_strict is not None:
+        if not isinstance(raw_strict, list) or not all(isinstance(k, str) for k in raw_strict):
+            msg = f"{name} quota.Annotation[{ANNO_MAX_STRICT_KEYS}]'s value is invalid: expected a list of resource names"
+            errors.append(FieldIssue(path=_anno(ANNO_MAX_STRICT_KEYS), code="Invalid", message=msg))
+        else:
+            strict = tuple(sorted(set(raw_strict)))
+    total: RL | None = None
+    raw_total = _json_annotation(annotations, ANNO_TOTAL_RESOURCE, errors)
+    if raw_total is not None:
+        total = _resource_list(raw_total, _anno(ANNO_TOTAL_RESOURCE), errors)
+    for key in sorted(mins):
+        if key not in maxs:
+            msg = f"resourceKey {key} of quota {name} is included in min, which is not included in max"
+            errors.append(FieldIssue(path=f"spec.min[{key}]", code="Invalid", message=msg))
+        elif maxs[key] < mins[key]:
+            lo, hi = format_quantity(key, mins[key]), format_quantity(key, maxs[key])
+            msg = f"resourceKey {key} of quota {name} min {lo} > max {hi}"
+            errors.append(FieldIssue(path=f"spec.min[{key}]", code="Invalid", value=lo, message=msg))
+    if errors:
+        return None, errors
+    return (
+        QuotaSpec(
+            name=name,
+            namespace=namespace,
+            parent=labels.get(LABEL_PARENT) or ROOT_QUOTA,
+            is_parent=flags[LABEL_IS_PARENT],
+            allow_lent=flags[LABEL_ALLOW_LENT],
+            tree_id=labels.get(LABEL_TREE_ID, ""),
+            is_root=flags[LABEL_IS_ROOT],
+            ignore_default_tree=flags[LABEL_IGNORE_DEFAULT_TREE],
+            allow_force_update=flags[LABEL_ALLOW_FORCE_UPDATE],
+            min=mins,
+            max=maxs,
+            shared_weight=weight,
+            namespaces=namespaces,
+            total_resource=total,
+            strict_keys=strict,
+        ),
+        [],
+    )
+
+
+PROFILE_API: Final = "quota.koordinator.sh/v1alpha1"
+
+
+class ProfileSpec(msgspec.Struct, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    quota_name: str
+    quota_labels: dict[str, str]
+    ratio_num: int
+    ratio_den: int
+    node_selector: dict[str, Any]
+    tree_id: str
+    resource_keys: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def ratio(self) -> Fraction:
+        """``spec.resourceRatio`` exactly."""
+        return Fraction(self.ratio_num, self.ratio_den)
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "quota_name": self.quota_name,
+            "quota_labels": dict(sorted(self.quota_labels.items())),
+            "ratio": f"{self.ratio.numerator}/{self.ratio.denominator}",
+            "node_selector": json.loads(json.dumps(self.node_selector, sort_keys=True)),
+            "tree_id": self.tree_id,
+            "resource_keys": list(self.resource_keys),
+        }
+
+
+def fnv1a64(data: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for b in data:
+        h ^= b
+        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def tree_id_for(namespace: str, name: str) -> str:
+    """FNV-1a 64-bit hash of ``"<namespace>/<name>"``, in decimal."""
+    return str(fnv1a64(f"{namespace}/{name}".encode()))
+
+
+def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[FieldIssue]]:
+    errors: list[FieldIssue] = []
+    if manifest.get("apiVersion") != PROFILE_API or manifest.get("kind") != "ElasticQuotaProfile":
+        errors.append(
+            FieldIssue(
+                path="kind",
+                code="NotSupported",
+                value=f"{manifest.get('apiVersion')}/{manifest.get('kind')}",
+                message=f"expected apiVersion {PROFILE_API} and kind ElasticQuotaProfile",
+            )
+        )
+        return None, errors
+    meta = manifest.get("metadata") or {}
+    spec = manifest.get("spec") or {}
+    name = str(meta.get("name") or "")
+    namespace = str(meta.get("namespace") or "default")
+    if not name:
+        errors.append(FieldIssue(path="metadata.name", code="Required", message="profile name is required"))
+    quota_name = str(spec.get("quotaName") or "")
+    if not quota_name:
+        errors.append(FieldIssue(path="spec.quotaName", code="Required", message="quotaName is required"))
+    raw_ratio = spec.get("resourceRatio")
+    ratio = Fraction(1)
+    if raw_ratio not in (None, ""):
+        try:
+            ratio = parse_quantity(str(raw_ratio))
+        except QuantityError:
+            ratio = Fraction(-1)
+        if not (0 < ratio <= 1):
+            errors.append(
+                FieldIssue(
+                    path="spec.resourceRatio",
+                    code="Invalid",
+                    value=str(raw_ratio),
+                    message="resourceRatio must be a decimal number in (0, 1]",
+                )
+            )
+    selector = spec.get("nodeSelector") or {}
+    if not isinstance(selector, dict):
+        errors.append(
+            FieldIssue(path="spec.nodeSelector", code="Invalid", message="must be a label selector")
+        )
+        selector = {}
+    for i, expr in enumerate(selector.get("matchExpressions") or []):
+        op = expr.get("operator") if isinstance(expr, dict) else None
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            errors.append(
+                FieldIssue(
+                    path=f"spec.nodeSelector.matchExpressions[{i}].operator",
+                    code="NotSupported",
+                    value=str(op),
+                    message='operator must be one of "In", "NotIn", "Exists", "DoesNotExist"',
+                )
+            )
+    keys: tuple[str, ...] = ("cpu", "memory")
+    raw_keys = (meta.get("annotations") or {}).get("quota.scheduling.koordinator.sh/resource-keys")
+    if raw_keys:
+        try:
+            parsed = json.loads(raw_keys)
+            if not isinstance(parsed, list) or not all(isinstance(k, str) for k in parsed):
+                raise ValueError("expected a JSON list of resource names")
+            keys = tuple(sorted(set(parsed)))
+        except ValueError as exc:
+            errors.append(
+                FieldIssue(
+                    path="metadata.annotations[quota.scheduling.koordinator.sh/resource-keys]",
+                    code="Invalid",
+                    value=str(raw_keys),
+                    message=f"invalid resource-keys: {exc}",
+                )
+            )
+    labels = {str(k): str(v) for k, v in (spec.get("quotaLabels") or {}).items()}
+    if errors:
+        return None, errors
+    tree_id = str((meta.get("labels") or {}).get(LABEL_TREE_ID) or tree_id_for(namespace, name))
+    return (
+        ProfileSpec(
+            namespace=namespace,
+            name=name,
+            quota_name=quota_name,
+            quota_labels=labels,
+            ratio_num=ratio.numerator,
+            ratio_den=ratio.denominator,
+            node_selector=selector,
+            tree_id=tree_id,
+            resource_keys=keys,
+        ),
+        errors,
+    )

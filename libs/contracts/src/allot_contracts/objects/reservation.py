@@ -1,0 +1,712 @@
+"""Koordinator ``Reservation`` (scheduling.koordinator.sh/v1alpha1, cluster-scoped) and the pod side of reservations.
+
+Responsibility:
+- ``parse_reservation``: a Reservation manifest → :class:`Reservation` (template requests, owners, ttl / expires,
+  allocateOnce, allocatePolicy with ``reservation-restricted-options``, unschedulable, taints, the
+  ``reservation-order`` label), every problem a ``FieldIssue`` with its path; what is read but not acted on
+  (``preAllocation``) is a warning.
+- ``parse_pod_reservation``: the pod's ``reservation-affinity`` and ``exact-match-reservation`` annotations, the
+  ``reservation-ignored`` and ``disable-preemptible`` labels and (for bound pods) ``reservation-allocated``.
+- ``reserve_pod``: the pod a Reservation is scheduled as (upstream's "reserve pod"): the template with the
+  Reservation's labels and annotations laid over it.
+
+Upstream semantics (reference: docs/reservation.md): ``ttl`` defaults to 24h, ``0`` never expires; with ``expires``
+the earlier of the two applies; ``allocateOnce`` defaults to true; ``allocatePolicy`` is ``""`` (Default), ``Aligned`` or ``Restricted``;
+owners are ORed, the sub-matchers of one owner ANDed. Pure: no IO, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+
+from allot_contracts.issues import FieldIssue, annotation_path, label_path
+from allot_contracts.objects import names as n
+from allot_contracts.objects.requests import pod_requests
+from allot_contracts.objects.selectors import (
+    LabelSelector,
+    NodeSelectorTerm,
+    Taint,
+    Toleration,
+    parse_label_selector,
+    parse_node_selector_terms,
+    parse_tolerations,
+)
+from allot_contracts.objects.times import DurationError, parse_duration_us, parse_timestamp_us
+
+__all__ = [
+    "ANN_EXACT_MATCH",
+    "ANN_RESERVATION_AFFINITY",
+    "ANN_RESERVATION_ALLOCATED",
+    "ANN_RESERVE_POD",
+    "ANN_RESTRICTED_OPTIONS",
+    "API_VERSION",
+    "DEFAULT_TTL_US",
+    "KIND",
+    "LABEL_DISABLE_PREEMPTIBLE",
+    "LABEL_RESERVATION_IGNORED",
+    "LABEL_RESERVATION_ORDER",
+    "POLICIES",
+    "OwnerController",
+    "OwnerObject",
+    "OwnerRef",
+    "PodReservation",
+    "Reservation",
+    "ReservationAffinity",
+    "ReservationOwner",
+    "parse_owner_references",
+    "parse_pod_reservation",
+    "parse_reservation",
+    "reserve_pod",
+]
+
+API_VERSION: Final = "scheduling.koordinator.sh/v1alpha1"
+KIND: Final = "Reservation"
+_PREFIX: Final = "scheduling.koordinator.sh"
+ANN_RESERVATION_ALLOCATED: Final = f"{_PREFIX}/reservation-allocated"
+ANN_RESERVATION_AFFINITY: Final = f"{_PREFIX}/reservation-affinity"
+ANN_RESTRICTED_OPTIONS: Final = f"{_PREFIX}/reservation-restricted-options"
+ANN_EXACT_MATCH: Final = f"{_PREFIX}/exact-match-reservation"
+ANN_RESERVE_POD: Final = f"{_PREFIX}/reserve-pod"
+ANN_RESERVATION_NAME: Final = f"{_PREFIX}/reservation-name"
+LABEL_RESERVATION_IGNORED: Final = f"{_PREFIX}/reservation-ignored"
+LABEL_RESERVATION_ORDER: Final = f"{_PREFIX}/reservation-order"
+LABEL_DISABLE_PREEMPTIBLE: Final = f"{_PREFIX}/disable-preemptible"
+LABEL_POD_PRIORITY: Final = "koordinator.sh/priority"
+DEFAULT_TTL_US: Final = 24 * 3600 * 1_000_000
+POLICIES: Final = ("", "Aligned", "Restricted")
+_MAX_PRIORITY: Final = 2**31 - 1
+_SPEC_FIELDS: Final = frozenset(
+    {
+        "template",
+        "owners",
+        "ttl",
+        "expires",
+        "preAllocation",
+        "allocateOnce",
+        "allocatePolicy",
+        "unschedulable",
+        "taints",
+        "preAllocationPolicy",
+    }
+)
+
+
+class OwnerObject(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """``owners[].object``: every non-empty field must equal the pod's."""
+
+    uid: str = ""
+    name: str = ""
+    namespace: str = ""
+    api_version: str = ""
+
+
+class OwnerController(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """``owners[].controller``: some ``ownerReference`` of the pod must match every non-empty field."""
+
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+    namespace: str = ""
+
+
+class ReservationOwner(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One entry of ``spec.owners``: all given sub-matchers must match (``None`` = not given)."""
+
+    object: OwnerObject | None = None
+    controller: OwnerController | None = None
+    selector: LabelSelector | None = None
+
+
+class OwnerRef(msgspec.Struct, frozen=True, kw_only=True):
+    """One ``metadata.ownerReferences`` entry of a pod."""
+
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool = False
+
+
+class Reservation(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    uid: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    template: dict[str, Any]
+    requests: dict[str, int]
+    owners: tuple[ReservationOwner, ...]
+    ttl_us: int | None = None  # None = not given (24h unless ``expires`` is given); 0 = never expires
+    expires_us: int | None = None
+    allocate_once: bool = True
+    allocate_policy: str = ""
+    restricted_resources: tuple[
+        str, ...
+    ] = ()  # from reservation-restricted-options; () = every reserved resource
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    order: int = 0  # reservation-order label; 0 = none
+    node_name: str = ""  # template.spec.nodeName: reserve on that node only
+    created_us: int | None = None  # metadata.creationTimestamp when given
+
+    def expiry(self, created_us: int) -> int | None:
+        """When the reservation expires (µs), given when it was created; ``None`` = never. As upstream's controller:
+        ``ttl: 0`` disables expiry; otherwise whichever of ``expires`` and creation + ``ttl`` comes first (``ttl``
+        defaults to 24h only when ``expires`` is not given)."""
+        if self.ttl_us == 0:
+            return None
+        times = [] if self.expires_us is None else [self.expires_us]
+        if self.ttl_us is not None:
+            times.append(created_us + self.ttl_us)
+        elif self.expires_us is None:
+            times.append(created_us + DEFAULT_TTL_US)
+        return min(times)
+
+
+class ReservationAffinity(msgspec.Struct, frozen=True, kw_only=True):
+    """The pod's ``reservation-affinity``: its presence makes using a reservation required."""
+
+    name: str = ""
+    selector: tuple[tuple[str, str], ...] = ()  # reservationSelector (labels, ANDed)
+    terms: tuple[NodeSelectorTerm, ...] | None = None  # requiredDuring…reservationSelectorTerms (ORed)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+class PodReservation(msgspec.Struct, frozen=True, kw_only=True):
+    """What a pod says about reservations."""
+
+    affinity: ReservationAffinity | None = None
+    exact_match: tuple[str, ...] = ()
+    ignored: bool = False
+    preemptible: bool = True  # label disable-preemptible != "true"
+    allocated: tuple[str, str] | None = None  # (name, uid) from reservation-allocated (bound pods)
+
+
+# --- helpers -------------------------------------------------------------------------------------------------------
+
+
+def _str_map(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        issues.append(FieldIssue(path=path, message="must be a map of strings"))
+        return {}
+    out: dict[str, str] = {}
+    for k in sorted(raw):
+        v = raw[k]
+        if isinstance(v, str):
+            out[str(k)] = v
+        elif isinstance(v, int | float | bool) and not isinstance(v, bool):
+            out[str(k)] = str(v)
+        else:
+            issues.append(FieldIssue(path=f"{path}.{k}", message="must be a string"))
+    return out
+
+
+def _decode(annotations: Mapping[str, Any], key: str, issues: list[FieldIssue]) -> Any:
+    """Annotation value: JSON text (a real object) or an already-decoded object (a YAML scenario)."""
+    raw = annotations.get(key)
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, str):
+        try:
+            return msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            issues.append(
+                FieldIssue(
+                    path=annotation_path(key), code="InvalidAnnotation", message=f"invalid JSON: {exc}"
+                )
+            )
+            return None
+    return raw
+
+
+def _unknown(value: dict[str, Any], allowed: frozenset[str], path: str, issues: list[FieldIssue]) -> None:
+    for f in sorted(set(value) - allowed):
+        issues.append(
+            FieldIssue(
+                path=f"{path}.{f}",
+                code="FieldValueNotSupported",
+                message=f"unknown field; supported: {', '.join(sorted(allowed))}",
+            )
+        )
+
+
+def _resource_names(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(v, str) and v for v in raw):
+        issues.append(
+            FieldIssue(path=path, code="InvalidAnnotation", message="must be a list of resource names")
+        )
+        return ()
+    names = [str(v) for v in raw]
+    return tuple(dict.fromkeys(n.DEPRECATED_ALIASES.get(v, v) for v in names))
+
+
+def _bool(raw: Any, path: str, default: bool, issues: list[FieldIssue]) -> bool:
+    if raw is None:
+        return default
+    if not isinstance(raw, bool):
+        issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
+        return default
+    return raw
+
+
+def _strings(
+    raw: dict[str, Any], fields: tuple[tuple[str, str], ...], path: str, issues: list[FieldIssue]
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for src, dst in fields:
+        v = raw.get(src)
+        if v is None:
+            continue
+        if not isinstance(v, str):
+            issues.append(FieldIssue(path=f"{path}.{src}", message="must be a string"))
+            continue
+        out[dst] = v
+    return out
+
+
+def _owner(raw: Any, path: str, issues: list[FieldIssue]) -> ReservationOwner | None:
+    if not isinstance(raw, dict):
+        issues.append(
+            FieldIssue(path=path, message="must be an object with object, controller or labelSelector")
+        )
+        return None
+    _unknown(raw, frozenset({"object", "controller", "labelSelector"}), path, issues)
+    if not any(raw.get(k) is not None for k in ("object", "controller", "labelSelector")):
+        issues.append(
+            FieldIssue(
+                path=path, code="Required", message="needs at least one of object, controller, labelSelector"
+            )
+        )
+        return None
+    before = len(issues)
+    obj = ctl = None
+    selector: LabelSelector | None = None
+    if raw.get("object") is not None:
+        o = raw["object"]
+        if not isinstance(o, dict):
+            issues.append(FieldIssue(path=f"{path}.object", message="must be an object reference"))
+        else:
+            f = _strings(
+                o,
+                (("uid", "uid"), ("name", "name"), ("namespace", "namespace"), ("apiVersion", "api_version")),
+                f"{path}.object",
+                issues,
+            )
+            obj = OwnerObject(**f)
+    if raw.get("controller") is not None:
+        c = raw["controller"]
+        if not isinstance(c, dict):
+            issues.append(FieldIssue(path=f"{path}.controller", message="must be an owner reference"))
+        else:
+            f = _strings(
+                c,
+                (
+                    ("apiVersion", "api_version"),
+                    ("kind", "kind"),
+                    ("name", "name"),
+                    ("uid", "uid"),
+                    ("namespace", "namespace"),
+                ),
+                f"{path}.controller",
+                issues,
+            )
+            flag = c.get("controller")
+            if flag is not None and not isinstance(flag, bool):
+                issues.append(
+                    FieldIssue(path=f"{path}.controller.controller", message="must be true or false")
+                )
+                flag = None
+            ctl = OwnerController(**f, controller=flag)
+    if raw.get("labelSelector") is not None:
+        selector = parse_label_selector(raw["labelSelector"], f"{path}.labelSelector", issues)
+    if len(issues) > before:
+        return None
+    return ReservationOwner(object=obj, controller=ctl, selector=selector)
+
+
+def _taints(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[Taint, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        issues.append(FieldIssue(path=path, message="must be a list of taints"))
+        return ()
+    out: list[Taint] = []
+    for i, t in enumerate(raw):
+        p = f"{path}[{i}]"
+        if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not t["key"]:
+            issues.append(
+                FieldIssue(path=f"{p}.key", code="Required", message="a taint needs a non-empty key")
+            )
+            continue
+        effect = t.get("effect")
+        if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            issues.append(
+                FieldIssue(
+                    path=f"{p}.effect",
+                    code="NotSupported",
+                    message="must be one of NoSchedule, PreferNoSchedule, NoExecute",
+                    value=str(effect or ""),
+                )
+            )
+            continue
+        value = t.get("value")
+        if value is not None and not isinstance(value, str):
+            issues.append(FieldIssue(path=f"{p}.value", message="must be a string"))
+            continue
+        out.append((t["key"], value or "", effect))
+    return tuple(sorted(out))
+
+
+def _template(raw: Any, issues: list[FieldIssue]) -> tuple[dict[str, Any], dict[str, int]]:
+    path = "spec.template"
+    if not isinstance(raw, dict):
+        issues.append(FieldIssue(path=path, code="Required", message="a pod template is required"))
+        return {}, {}
+    meta = raw.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        issues.append(FieldIssue(path=f"{path}.metadata", message="must be an object"))
+    spec = raw.get("spec")
+    if not isinstance(spec, dict):
+        issues.append(
+            FieldIssue(path=f"{path}.spec", code="Required", message="the template needs a pod spec")
+        )
+        return raw, {}
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        issues.append(
+            FieldIssue(
+                path=f"{path}.spec.containers", code="Required", message="at least one container is required"
+            )
+        )
+        return raw, {}
+    errors: list[FieldIssue] = []
+    requests = pod_requests(spec, errors)
+    issues.extend(
+        msgspec.structs.replace(e, path=f"{path}.{e.path}" if e.path.startswith("spec.") else e.path)
+        for e in errors
+    )
+    node_name = spec.get("nodeName")
+    if node_name is not None and not isinstance(node_name, str):
+        issues.append(FieldIssue(path=f"{path}.spec.nodeName", message="must be a string"))
+    return raw, requests
+
+
+def _time(raw: Any, path: str, issues: list[FieldIssue]) -> int | None:
+    if raw is None:
+        return None
+    try:
+        return parse_timestamp_us(raw)
+    except DurationError as exc:
+        issues.append(FieldIssue(path=path, code="InvalidValue", message=str(exc), value=str(raw)))
+        return None
+
+
+# --- Reservation ---------------------------------------------------------------------------------------------------
+
+
+def parse_reservation(
+    manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> Reservation | None:
+    """Admit a Reservation manifest; ``None`` when ``issues`` grew (the reservation is refused)."""
+    before = len(issues)
+    meta = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
+    uid = meta.get("uid")
+    labels = _str_map(meta.get("labels"), "metadata.labels", issues)
+    annotations = _str_map(meta.get("annotations"), "metadata.annotations", issues)
+    created = _time(meta.get("creationTimestamp"), "metadata.creationTimestamp", issues)
+    spec = manifest.get("spec")
+    if not isinstance(spec, dict):
+        issues.append(FieldIssue(path="spec", code="Required", message="a Reservation needs a spec"))
+        return None
+    _unknown(spec, _SPEC_FIELDS, "spec", issues)
+    template, requests = _template(spec.get("template"), issues)
+
+    owners_raw = spec.get("owners")
+    owners: list[ReservationOwner] = []
+    if not isinstance(owners_raw, list) or not owners_raw:
+        issues.append(
+            FieldIssue(
+                path="spec.owners", code="Required", message="at least one owner is required (minItems 1)"
+            )
+        )
+    else:
+        for i, o in enumerate(owners_raw):
+            owner = _owner(o, f"spec.owners[{i}]", issues)
+            if owner is not None:
+                owners.append(owner)
+
+    ttl_us = None
+    if spec.get("ttl") is not None:
+        try:
+            ttl_us = parse_duration_us(spec["ttl"])
+        except DurationError as exc:
+            issues.append(
+                FieldIssue(path="spec.ttl", code="InvalidValue", message=str(exc), value=str(spec["ttl"]))
+            )
+    expires = _time(spec.get("expires"), "spec.expires", issues)
+    if expires is not None and spec.get("ttl") is not None:
+        warnings.append(
+            FieldIssue(
+                path="spec.ttl",
+                code="Ignored",
+                message="ttl and expires are mutually exclusive; the reservation expires at whichever comes first"
+                " (ttl: 0 disables expiry)",
+            )
+        )
+
+    policy = spec.get("allocatePolicy") or ""
+    if policy not in POLICIES:
+        issues.append(
+            FieldIssue(
+                path="spec.allocatePolicy",
+                code="NotSupported",
+                message="must be Aligned or Restricted (or empty for the default policy)",
+                value=str(policy),
+            )
+        )
+        policy = ""
+    if spec.get("preAllocation"):
+        warnings.append(
+            FieldIssue(
+                path="spec.preAllocation",
+                code="Ignored",
+                message="pre-allocation from running pods is not supported; scheduled as an ordinary reservation",
+            )
+        )
+    if spec.get("preAllocationPolicy") is not None:
+        warnings.append(
+            FieldIssue(
+                path="spec.preAllocationPolicy", code="Ignored", message="pre-allocation is not supported"
+            )
+        )
+
+    restricted: tuple[str, ...] = ()
+    options = _decode(annotations, ANN_RESTRICTED_OPTIONS, issues)
+    if options is not None:
+        if not isinstance(options, dict):
+            issues.append(
+                FieldIssue(
+                    path=annotation_path(ANN_RESTRICTED_OPTIONS),
+                    code="InvalidAnnotation",
+                    message="must be an object",
+                )
+            )
+        else:
+            _unknown(options, frozenset({"resources"}), annotation_path(ANN_RESTRICTED_OPTIONS), issues)
+            restricted = _resource_names(
+                options.get("resources"), annotation_path(ANN_RESTRICTED_OPTIONS, ".resources"), issues
+            )
+        if policy != "Restricted":
+            warnings.append(
+                FieldIssue(
+                    path=annotation_path(ANN_RESTRICTED_OPTIONS),
+                    code="Ignored",
+                    message="applies only to allocatePolicy Restricted",
+                )
+            )
+
+    order = 0
+    if LABEL_RESERVATION_ORDER in labels:
+        text = labels[LABEL_RESERVATION_ORDER]
+        if text.lstrip("-").isdigit():
+            order = int(text)
+        else:
+            issues.append(
+                FieldIssue(path=label_path(LABEL_RESERVATION_ORDER), message="must be an integer", value=text)
+            )
+
+    node_name = ""
+    tspec = template.get("spec") if isinstance(template, dict) else None
+    if isinstance(tspec, dict) and isinstance(tspec.get("nodeName"), str):
+        node_name = tspec["nodeName"]
+
+    allocate_once = _bool(spec.get("allocateOnce"), "spec.allocateOnce", True, issues)
+    unschedulable = _bool(spec.get("unschedulable"), "spec.unschedulable", False, issues)
+    taints = _taints(spec.get("taints"), "spec.taints", issues)
+    if len(issues) > before:
+        return None
+    assert isinstance(name, str)
+    return Reservation(
+        name=name,
+        uid=str(uid or ""),
+        labels=labels,
+        annotations=annotations,
+        template=template,
+        requests=requests,
+        owners=tuple(owners),
+        ttl_us=ttl_us,
+        expires_us=expires,
+        allocate_once=allocate_once,
+        allocate_policy=str(policy),
+        restricted_resources=restricted,
+        unschedulable=unschedulable,
+        taints=taints,
+        order=order,
+        node_name=node_name,
+        created_us=created,
+    )
+
+
+def reserve_pod(r: Reservation) -> dict[str, Any]:
+    """The pod a Reservation is scheduled as: its template, named after the Reservation in the template's namespace
+    (``default`` when none), with the Reservation's labels and annotations over the template's and the
+    ``reservation-name`` annotation; priority from the template, else the ``koordinator.sh/priority`` label, else the highest (so a
+    reserve pod is never a preemption victim unless asked)."""
+    template = r.template
+    tmeta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    assert isinstance(tmeta, dict)
+    spec = dict(template.get("spec") or {})
+    spec.pop("nodeName", None)
+    if r.node_name:
+        spec["nodeName"] = r.node_name
+    if not isinstance(spec.get("priority"), int):
+        label = r.labels.get(LABEL_POD_PRIORITY, "")
+        spec["priority"] = int(label) if label.lstrip("-").isdigit() else _MAX_PRIORITY
+    labels = {**_str_map(tmeta.get("labels"), "", []), **r.labels}
+    annotations = {
+        **_str_map(tmeta.get("annotations"), "", []),
+        **r.annotations,
+        ANN_RESERVATION_NAME: r.name,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": r.name,
+            "namespace": str(tmeta.get("namespace") or "default"),
+            "uid": r.uid,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": spec,
+    }
+
+
+# --- the pod side --------------------------------------------------------------------------------------------------
+
+
+def parse_owner_references(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
+    """``metadata.ownerReferences`` of a pod (malformed entries are skipped: the API server validates them)."""
+    raw = meta.get("ownerReferences")
+    out: list[OwnerRef] = []
+    for ref in raw if isinstance(raw, list) else []:
+        if not isinstance(ref, dict):
+            continue
+        out.append(
+            OwnerRef(
+                api_version=str(ref.get("apiVersion") or ""),
+                kind=str(ref.get("kind") or ""),
+                name=str(ref.get("name") or ""),
+                uid=str(ref.get("uid") or ""),
+                controller=ref.get("controller") is True,
+            )
+        )
+    return tuple(out)
+
+
+_AFFINITY_FIELDS: Final = frozenset(
+    {"name", "reservationSelector", "requiredDuringSchedulingIgnoredDuringExecution", "tolerations"}
+)
+
+
+def _affinity(value: Any, issues: list[FieldIssue]) -> ReservationAffinity | None:
+    key = ANN_RESERVATION_AFFINITY
+    if not isinstance(value, dict):
+        issues.append(
+            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
+        )
+        return None
+    _unknown(value, _AFFINITY_FIELDS, annotation_path(key), issues)
+    before = len(issues)
+    name = value.get("name") or ""
+    if not isinstance(name, str):
+        issues.append(
+            FieldIssue(
+                path=annotation_path(key, ".name"), code="InvalidAnnotation", message="must be a string"
+            )
+        )
+        name = ""
+    selector = _str_map(
+        value.get("reservationSelector"), annotation_path(key, ".reservationSelector"), issues
+    )
+    terms = None
+    required = value.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is not None:
+        rpath = annotation_path(key, ".requiredDuringSchedulingIgnoredDuringExecution")
+        if not isinstance(required, dict):
+            issues.append(FieldIssue(path=rpath, code="InvalidAnnotation", message="must be an object"))
+        else:
+            _unknown(required, frozenset({"reservationSelectorTerms"}), rpath, issues)
+            terms = parse_node_selector_terms(
+                required.get("reservationSelectorTerms") or [], f"{rpath}.reservationSelectorTerms", issues
+            )
+    tolerations = parse_tolerations(value.get("tolerations"), annotation_path(key, ".tolerations"), issues)
+    if len(issues) > before:
+        return None
+    return ReservationAffinity(
+        name=name, selector=tuple(sorted(selector.items())), terms=terms, tolerations=tolerations
+    )
+
+
+def parse_pod_reservation(
+    annotations: Mapping[str, Any], labels: Mapping[str, str], issues: list[FieldIssue]
+) -> PodReservation:
+    """The reservation-related annotations and labels of a pod (``issues`` gets what is malformed)."""
+    if not any(k.startswith(_PREFIX) for k in annotations) and not any(k.startswith(_PREFIX) for k in labels):
+        return _NONE
+    affinity = None
+    if ANN_RESERVATION_AFFINITY in annotations:
+        value = _decode(annotations, ANN_RESERVATION_AFFINITY, issues)
+        # present but empty: upstream treats it as an affinity with no constraint (a reservation is required)
+        affinity = ReservationAffinity() if value is None else _affinity(value, issues)
+    exact: tuple[str, ...] = ()
+    spec = _decode(annotations, ANN_EXACT_MATCH, issues)
+    if spec is not None:
+        if not isinstance(spec, dict):
+            issues.append(
+                FieldIssue(
+                    path=annotation_path(ANN_EXACT_MATCH),
+                    code="InvalidAnnotation",
+                    message="must be an object",
+                )
+            )
+        else:
+            _unknown(spec, frozenset({"resourceNames"}), annotation_path(ANN_EXACT_MATCH), issues)
+            exact = _resource_names(
+                spec.get("resourceNames"), annotation_path(ANN_EXACT_MATCH, ".resourceNames"), issues
+            )
+    allocated = None
+    got = _decode(annotations, ANN_RESERVATION_ALLOCATED, issues)
+    if got is not None:
+        if isinstance(got, dict) and isinstance(got.get("name"), str):
+            allocated = (got["name"], str(got.get("uid") or ""))
+        else:
+            issues.append(
+                FieldIssue(
+                    path=annotation_path(ANN_RESERVATION_ALLOCATED),
+                    code="InvalidAnnotation",
+                    message='must be {"name": …, "uid": …}',
+                )
+            )
+    return PodReservation(
+        affinity=affinity,
+        exact_match=exact,
+        ignored=labels.get(LABEL_RESERVATION_IGNORED) == "true",
+        preemptible=labels.get(LABEL_DISABLE_PREEMPTIBLE) != "true",
+        allocated=allocated,
+    )
+
+
+_NONE: Final = PodReservation()

@@ -1,0 +1,248 @@
+"""NodeMetric and the co-location configuration read at the door: exact values, every malformed field named."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.colocation import (
+    apply_profile,
+    parse_colocation_configmap,
+    parse_colocation_profile,
+    profile_matches,
+)
+from allot_contracts.objects.nodemetric import (
+    NodeMetric,
+    format_time,
+    nodemetric_manifest,
+    parse_nodemetric,
+    parse_time,
+)
+
+GiB = 1024**3
+
+
+def metric_manifest(**status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "slo.koordinator.sh/v1alpha1",
+        "kind": "NodeMetric",
+        "metadata": {"name": "node-a"},
+        "spec": {
+            "metricCollectPolicy": {
+                "reportIntervalSeconds": 30,
+                "nodeAggregatePolicy": {"durations": ["5m", "10m0s"]},
+            }
+        },
+        "status": status,
+    }
+
+
+def parse(manifest: dict[str, Any]) -> tuple[NodeMetric | None, list[FieldIssue], list[FieldIssue]]:
+    issues: list[FieldIssue] = []
+    warnings: list[FieldIssue] = []
+    return parse_nodemetric(manifest, issues, warnings), issues, warnings
+
+
+def test_a_koordlet_nodemetric_reads_exactly() -> None:
+    manifest = metric_manifest(
+        updateTime="2026-01-02T03:04:05Z",
+        nodeMetric={
+            "nodeUsage": {"cpu": "11500m", "memory": "40Gi"},
+            "systemUsage": {"cpu": "500m", "memory": "2Gi"},
+            "aggregatedNodeUsages": [
+                {"duration": "5m0s", "usage": {"avg": {"cpu": "10"}, "p95": {"cpu": "12", "memory": "41Gi"}}},
+                {"duration": "30m", "usage": {"p95": {"cpu": "14"}}},
+            ],
+        },
+        podsMetric=[
+            {
+                "namespace": "web",
+                "name": "a",
+                "podUsage": {"cpu": "2", "memory": "4Gi"},
+                "priority": "koord-prod",
+            },
+            {"uid": "u-1", "podUsage": {"cpu": "1"}},
+        ],
+        prodReclaimableMetric={"resource": {"cpu": "3", "memory": "6Gi"}},
+    )
+    metric, issues, warnings = parse(manifest)
+    assert issues == [] and warnings == []
+    assert metric is not None
+    assert metric.update_time == parse_time("2026-01-02T03:04:05Z", "", [])
+    assert metric.report_interval_s == 30 and metric.aggregate_durations_s == (300, 600)
+    assert metric.node_usage == {"cpu": 11500, "memory": 40 * GiB}
+    assert metric.prod_reclaimable == {"cpu": 3000, "memory": 6 * GiB}
+    assert [(p.key, p.uid, p.usage.get("cpu")) for p in metric.pods] == [
+        ("", "u-1", 1000),
+        ("web/a", "", 2000),
+    ]
+    # the chosen aggregate: the window asked for, else the longest with a value, else nodeUsage
+    assert metric.aggregated("p95", 300) == {"cpu": 12000, "memory": 41 * GiB}
+    assert metric.aggregated("p95") == {"cpu": 14000}
+    assert metric.aggregated("avg", 1800) is None
+    assert metric.aggregated("p99") == metric.node_usage
+
+
+def test_every_malformed_field_is_named() -> None:
+    manifest = metric_manifest(
+        updateTime="yesterday",
+        nodeMetric={
+            "nodeUsage": {"cpu": "lots", "memory": "-1Gi"},
+            "aggregatedNodeUsages": [{"duration": "5x", "usage": {"max": {"cpu": "1"}}}],
+        },
+        podsMetric=[{"podUsage": {"cpu": "1"}}],
+    )
+    manifest["spec"]["metricCollectPolicy"]["reportIntervalSeconds"] = 0
+    metric, issues, _ = parse(manifest)
+    assert metric is None
+    paths = {i.path for i in issues}
+    assert {
+        "status.updateTime",
+        "status.nodeMetric.nodeUsage[cpu]",
+        "status.nodeMetric.nodeUsage[memory]",
+        "status.nodeMetric.aggregatedNodeUsages[0].duration",
+        "status.nodeMetric.aggregatedNodeUsages[0].usage.max",
+        "status.podsMetric[0].name",
+        "spec.metricCollectPolicy.reportIntervalSeconds",
+    } <= paths
+
+
+def test_device_usage_is_a_warning_not_an_error() -> None:
+    metric, issues, warnings = parse(
+        metric_manifest(nodeMetric={"nodeUsage": {"cpu": "1", "devices": [{"type": "gpu", "minor": 0}]}})
+    )
+    assert metric is not None and issues == []
+    assert [w.path for w in warnings] == ["status.nodeMetric.nodeUsage.devices"]
+
+
+def test_written_metrics_read_back_the_same() -> None:
+    original, _, _ = parse(
+        metric_manifest(
+            updateTime="2026-01-02T03:04:05.250000Z",
+            nodeMetric={
+                "nodeUsage": {"cpu": "1500m", "memory": "3Gi"},
+                "systemUsage": {"cpu": "100m", "memory": "1Gi"},
+                "aggregatedNodeUsages": [{"duration": "5m", "usage": {"p50": {"cpu": "1"}}}],
+            },
+            podsMetric=[
+                {
+                    "namespace": "a",
+                    "name": "b",
+                    "uid": "x",
+                    "podUsage": {"cpu": "1"},
+                    "priority": "koord-batch",
+                }
+            ],
+            prodReclaimableMetric={"resource": {"cpu": "0"}},
+        )
+    )
+    assert original is not None
+    again, issues, _ = parse(nodemetric_manifest(original))
+    assert issues == [] and again == original
+    assert format_time(original.update_time or 0) == "2026-01-02T03:04:05.250000Z"
+
+
+CONFIGMAP = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "slo-controller-config", "namespace": "koordinator-system"},
+    "data": {
+        "colocation-config": json.dumps(
+            {
+                "enable": True,
+                "cpuReclaimThresholdPercent": 70,
+                "memoryCalculatePolicy": "request",
+                "resourceDiffThreshold": 0.05,
+                "nodeConfigs": [
+                    {"name": "gpu", "nodeSelector": {"matchLabels": {"pool": "gpu"}}, "enable": False},
+                ],
+            }
+        ),
+        "cpu-normalization-config": json.dumps(
+            {"enable": True, "ratioModel": {"Intel Xeon": {"baseRatio": 1.2, "hyperThreadEnabledRatio": 1.1}}}
+        ),
+        "resource-qos-config": "{}",
+    },
+}
+
+
+def test_the_slo_controller_configmap_reads_with_node_overrides() -> None:
+    issues: list[FieldIssue] = []
+    warnings: list[FieldIssue] = []
+    config = parse_colocation_configmap(CONFIGMAP, issues, warnings)
+    assert issues == [] and config is not None
+    assert [w.path for w in warnings] == ["data[resource-qos-config]"]
+    cluster, normalization, _ = config.for_node({"pool": "cpu"})
+    assert cluster.enable and cluster.cpu_reclaim_threshold_percent == 70
+    assert cluster.memory_calculate_policy == "request" and cluster.resource_diff_threshold == "0.05"
+    assert cluster.memory_reclaim_threshold_percent == 65  # Koordinator's default where unset
+    node, _, _ = config.for_node({"pool": "gpu"})
+    assert not node.enable and node.cpu_reclaim_threshold_percent == 70  # inherits the cluster strategy
+    assert dict(normalization.ratio_model)["Intel Xeon"].hyper_thread == "1.10"
+
+
+@pytest.mark.parametrize(
+    ("key", "body", "path"),
+    [
+        (
+            "colocation-config",
+            {"cpuCalculatePolicy": "request"},
+            "data[colocation-config].cpuCalculatePolicy",
+        ),
+        (
+            "colocation-config",
+            {"cpuReclaimThresholdPercent": 150},
+            "data[colocation-config].cpuReclaimThresholdPercent",
+        ),
+        ("colocation-config", {"cpuReclaimThreshold": 60}, "data[colocation-config].cpuReclaimThreshold"),
+        ("cpu-normalization-config", {"defaultRatio": 9}, "data[cpu-normalization-config].defaultRatio"),
+        ("colocation-config", "{not json", "data[colocation-config]"),
+    ],
+)
+def test_a_bad_configuration_is_refused_with_its_path(key: str, body: Any, path: str) -> None:
+    issues: list[FieldIssue] = []
+    text = body if isinstance(body, str) else json.dumps(body)
+    assert parse_colocation_configmap({"data": {key: text}}, issues, []) is None
+    assert path in {i.path for i in issues}
+
+
+def test_a_colocation_profile_turns_matching_pods_into_batch_pods() -> None:
+    issues: list[FieldIssue] = []
+    profile = parse_colocation_profile(
+        {
+            "apiVersion": "config.koordinator.sh/v1alpha1",
+            "kind": "ClusterColocationProfile",
+            "metadata": {"name": "spark"},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"colocation": "on"}},
+                "selector": {"matchLabels": {"app": "spark"}},
+                "qosClass": "BE",
+                "priorityClassName": "koord-batch",
+                "koordinatorPriority": 1000,
+                "labels": {"team": "data"},
+            },
+        },
+        issues,
+        [],
+    )
+    assert issues == [] and profile is not None
+    assert profile_matches(profile, {"app": "spark"}, {"colocation": "on"})
+    assert not profile_matches(profile, {"app": "spark"}, {})
+    pod = {
+        "metadata": {"name": "p", "labels": {"app": "spark"}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]},
+    }
+    mutated = apply_profile(pod, profile)
+    assert mutated["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
+    assert mutated["spec"]["priority"] == 5000
+    assert mutated["spec"]["containers"][0]["resources"]["requests"] == {
+        "kubernetes.io/batch-cpu": "2000",
+        "kubernetes.io/batch-memory": "1Gi",
+    }
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {
+        "cpu": "2",
+        "memory": "1Gi",
+    }  # not mutated

@@ -1,0 +1,231 @@
+"""Batch/mid overcommit, NUMA-level batch, CPU normalization, amplification and update suppression, worked by hand."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects import names as n
+from allot_contracts.objects.colocation import ColocationConfig, parse_colocation_configmap
+from allot_contracts.objects.nodemetric import HostAppMetric, NodeMetric, PodMetric
+from allot_placement.overcommit import CpuBasicInfo, NodeFacts, PodFacts, compute, node_facts, should_record
+
+GiB = 1024**3
+S = 1_000_000
+T0 = 1_700_000_000 * S
+
+
+def config(colocation: dict[str, Any] | None = None, **others: dict[str, Any]) -> ColocationConfig:
+    data = {"colocation-config": json.dumps({"enable": True, **(colocation or {})})}
+    for key, value in others.items():
+        data[key.replace("_", "-")] = json.dumps(value)
+    issues: list[FieldIssue] = []
+    got = parse_colocation_configmap({"data": data}, issues, [])
+    assert got is not None, issues
+    return got
+
+
+NODE = NodeFacts(
+    name="n1",
+    capacity={n.CPU: 32_000, n.MEMORY: 128 * GiB},
+    allocatable={n.CPU: 31_000, n.MEMORY: 126 * GiB},
+)
+WEB = PodFacts(key="apps/web", priority_class="koord-prod", requests={n.CPU: 8_000, n.MEMORY: 16 * GiB})
+JOB = PodFacts(key="apps/job", priority_class="koord-batch", requests={n.BATCH_CPU: 4_000})
+METRIC = NodeMetric(
+    name="n1",
+    update_time=T0,
+    has_node_metric=True,
+    node_usage={n.CPU: 9_000, n.MEMORY: 30 * GiB},
+    system_usage={n.CPU: 500, n.MEMORY: 2 * GiB},
+    pods=(
+        PodMetric(namespace="apps", name="web", usage={n.CPU: 2_000, n.MEMORY: 6 * GiB}),
+        PodMetric(namespace="apps", name="job", usage={n.CPU: 6_000}, priority="koord-batch"),
+    ),
+    prod_reclaimable={n.CPU: 5_000, n.MEMORY: 8 * GiB},
+)
+MARGIN_CPU = 32_000 - 32_000 * 60 // 100  # 12800
+MARGIN_MEM = 128 * GiB - 128 * GiB * 65 // 100
+
+
+def test_batch_by_usage_reclaims_what_high_priority_pods_leave_unused() -> None:
+    got = compute(config(), NODE, METRIC, [WEB, JOB], T0 + 60 * S)
+    assert got is not None and not got.degraded
+    # systemUsed = max(system usage, kubelet reserved) = max(500, 1000); the batch pod's own usage is not counted
+    assert got.allocatable[n.BATCH_CPU] == 32_000 - MARGIN_CPU - 1_000 - 2_000
+    assert got.allocatable[n.BATCH_MEMORY] == 128 * GiB - MARGIN_MEM - 2 * GiB - 6 * GiB
+    assert got.inputs["hpUsed"] == {n.CPU: 2_000, n.MEMORY: 6 * GiB}
+    assert got.inputs["systemUsed"] == {n.CPU: 1_000, n.MEMORY: 2 * GiB}
+
+
+@pytest.mark.parametrize(
+    ("policies", "cpu", "memory"),
+    [
+        (
+            {"memoryCalculatePolicy": "request"},
+            32_000 - MARGIN_CPU - 1_000 - 2_000,
+            128 * GiB - MARGIN_MEM - 2 * GiB - 16 * GiB,
+        ),
+        (
+            {"cpuCalculatePolicy": "maxUsageRequest", "memoryCalculatePolicy": "maxUsageRequest"},
+            32_000 - MARGIN_CPU - 1_000 - 8_000,
+            128 * GiB - MARGIN_MEM - 2 * GiB - 16 * GiB,
+        ),
+        ({"batchCPUThresholdPercent": 20, "batchMemoryThresholdPercent": 10}, 6_400, 128 * GiB * 10 // 100),
+    ],
+)
+def test_calculate_policies_and_thresholds(policies: dict[str, Any], cpu: int, memory: int) -> None:
+    got = compute(config(policies), NODE, METRIC, [WEB, JOB], T0)
+    assert got is not None
+    assert (got.allocatable[n.BATCH_CPU], got.allocatable[n.BATCH_MEMORY]) == (cpu, memory)
+
+
+def test_pods_without_metrics_count_by_request_and_dangling_hp_metrics_count() -> None:
+    unknown = PodMetric(
+        namespace="x", name="gone", usage={n.CPU: 3_000, n.MEMORY: GiB}, priority="koord-prod"
+    )
+    lse = PodFacts(
+        key="apps/lse", priority_class="koord-prod", qos="LSE", requests={n.CPU: 4_000, n.MEMORY: GiB}
+    )
+    m = msgspec.structs.replace(
+        METRIC,
+        pods=(
+            *METRIC.pods,
+            unknown,
+            PodMetric(namespace="apps", name="lse", usage={n.CPU: 100, n.MEMORY: GiB}),
+        ),
+        host_apps=(HostAppMetric(name="nginx", usage={n.CPU: 700}, priority="koord-prod"),),
+    )
+    other = PodFacts(key="apps/new", priority_class="koord-prod", requests={n.CPU: 1_000, n.MEMORY: GiB})
+    got = compute(config(), NODE, m, [WEB, JOB, lse, other], T0)
+    assert got is not None
+    # web 2000 used, lse counts its cpu request 4000, new has no metric: its request 1000, dangling 3000
+    assert got.inputs["hpUsed"][n.CPU] == 2_000 + 4_000 + 1_000 + 3_000
+    # system usage 500 + the prod host application 700 = 1200 > kubelet reserved 1000
+    assert got.inputs["systemUsed"][n.CPU] == 1_200
+
+
+def test_a_stale_metric_degrades_batch_to_zero() -> None:
+    fresh = compute(config({"degradeTimeMinutes": 5}), NODE, METRIC, [WEB], T0 + 300 * S)
+    stale = compute(config({"degradeTimeMinutes": 5}), NODE, METRIC, [WEB], T0 + 300 * S + 1)
+    assert fresh is not None and not fresh.degraded and fresh.allocatable[n.BATCH_CPU] > 0
+    assert stale is not None and stale.degraded
+    assert stale.allocatable[n.BATCH_CPU] == stale.allocatable[n.BATCH_MEMORY] == 0
+    assert compute(config(), NODE, None, [WEB], T0) is not None  # no metric at all: degraded
+    assert compute(config(), NODE, None, [WEB], T0).degraded  # type: ignore[union-attr]
+
+
+def test_mid_default_and_static_modes() -> None:
+    got = compute(config({"midUnallocatedPercent": 50}), NODE, METRIC, [WEB], T0)
+    assert got is not None
+    # min(prodReclaimable 5000, unused 32000-9000) + 50 % of max(32000 - max(1000, 1000) - 8000, 0)
+    assert got.allocatable[n.MID_CPU] == 5_000 + (32_000 - 1_000 - 8_000) // 2
+    static = compute(
+        config(
+            {
+                "midReclaimMode": "static",
+                "midStaticCPUReservedPercent": 10,
+                "midMemoryThresholdPercent": 5,
+                "midStaticMemoryReservedPercent": 20,
+            }
+        ),
+        NODE,
+        METRIC,
+        [WEB],
+        T0,
+    )
+    assert static is not None
+    assert static.allocatable[n.MID_CPU] == 3_200
+    assert static.allocatable[n.MID_MEMORY] == 128 * GiB * 5 // 100  # capped by the threshold
+
+
+def test_numa_level_batch_splits_the_node_exactly() -> None:
+    node = msgspec.structs.replace(
+        NODE, zones={0: {n.CPU: 16_000, n.MEMORY: 64 * GiB}, 1: {n.CPU: 16_000, n.MEMORY: 64 * GiB}}
+    )
+    got = compute(config(), node, METRIC, [WEB], T0)
+    assert got is not None
+    assert sum(z[n.BATCH_CPU] for z in got.numa.values()) == got.allocatable[n.BATCH_CPU]
+    assert abs(got.numa[0][n.BATCH_CPU] - got.numa[1][n.BATCH_CPU]) <= 1
+
+
+def test_cpu_normalization_and_amplification() -> None:
+    norm = {
+        "enable": True,
+        "ratioModel": {"Xeon 8369": {"baseRatio": 1.5, "hyperThreadTurboEnabledRatio": 1.2}},
+    }
+    node = msgspec.structs.replace(
+        NODE, cpu=CpuBasicInfo(model="Xeon 8369", hyper_threading=True, turbo=True)
+    )
+    got = compute(config(cpu_normalization_config=norm), node, METRIC, [WEB], T0)
+    plain = compute(config(), node, METRIC, [WEB], T0)
+    assert got is not None and plain is not None
+    assert got.cpu_normalization_ratio == "1.20"
+    assert got.allocatable[n.BATCH_CPU] == -(-plain.allocatable[n.BATCH_CPU] * 12 // 10)  # batch-cpu x ratio
+    assert got.amplification == {n.CPU: "1.20"} and got.allocatable[n.CPU] == 37_200  # ceil(31000 x 1.2)
+    # a node label switches it off; an annotation amplifies memory too
+    off = msgspec.structs.replace(node, labels={"node.koordinator.sh/cpu-normalization-enabled": "false"})
+    assert (
+        compute(config(cpu_normalization_config=norm), off, METRIC, [WEB], T0).cpu_normalization_ratio
+        == "1.00"
+    )  # type: ignore[union-attr]
+    amplified = msgspec.structs.replace(node, amplification={n.CPU: "1.50", n.MEMORY: "1.10"})
+    got = compute(config(cpu_normalization_config=norm), amplified, METRIC, [WEB], T0)
+    assert got is not None and got.amplification == {n.CPU: "1.80", n.MEMORY: "1.10"}
+
+
+def test_nothing_applies_to_a_node_when_every_strategy_is_off() -> None:
+    assert compute(ColocationConfig(), NODE, METRIC, [WEB], T0) is None
+
+
+def test_update_suppression() -> None:
+    strategy = config().strategy
+    first = compute(config(), NODE, METRIC, [WEB], T0)
+    assert first is not None
+    slightly = msgspec.structs.replace(
+        first, allocatable={**first.allocatable, n.BATCH_CPU: first.allocatable[n.BATCH_CPU] + 100}
+    )
+    much = msgspec.structs.replace(
+        first, allocatable={**first.allocatable, n.BATCH_CPU: first.allocatable[n.BATCH_CPU] * 2}
+    )
+    assert should_record(None, 0, first, T0, strategy)
+    assert not should_record(first, T0, slightly, T0 + 10 * S, strategy)  # < 10 % within 300 s
+    assert should_record(first, T0, much, T0 + 10 * S, strategy)
+    assert should_record(first, T0, slightly, T0 + 300 * S, strategy)  # the time threshold
+    degraded = msgspec.structs.replace(first, degraded=True)
+    assert should_record(first, T0, degraded, T0 + 1, strategy)
+
+
+def test_node_facts_read_reservation_and_annotations_and_report_bad_ones() -> None:
+    manifest = {
+        "metadata": {
+            "name": "n1",
+            "annotations": {
+                n.ANN_NODE_RESERVATION: json.dumps({"resources": {"cpu": "2", "memory": "4Gi"}}),
+                "node.koordinator.sh/resource-amplification-ratio": "{not json",
+            },
+        },
+        "status": {
+            "capacity": {"cpu": "32", "memory": "128Gi"},
+            "allocatable": {"cpu": "31", "memory": "126Gi"},
+        },
+    }
+    topology = {
+        "metadata": {
+            "annotations": {
+                "node.koordinator.sh/cpu-basic-info": json.dumps({"cpuModel": "X", "turboEnabled": True})
+            }
+        }
+    }
+    facts = node_facts(manifest, topology, {})
+    assert facts.reservation == {n.CPU: 2_000, n.MEMORY: 4 * GiB}
+    assert facts.cpu == CpuBasicInfo(model="X", turbo=True)
+    assert facts.amplification is None and any("resource-amplification-ratio" in note for note in facts.notes)
+    got = compute(config(), facts, METRIC, [WEB], T0)
+    assert got is not None
+    assert got.inputs["nodeReserved"] == {n.CPU: 2_000, n.MEMORY: 4 * GiB}  # the annotation beats kubelet's
+    assert any("resource-amplification-ratio" in note for note in got.inputs["notes"])
