@@ -23,7 +23,9 @@ target_metadata = None
 def _url() -> str:
     url = config.get_main_option("sqlalchemy.url") or os.environ.get("ALLOT_DATABASE_URL", "")
     if not url:
-        raise SystemExit("set ALLOT_DATABASE_URL (e.g. postgresql://user@host:5432/allot) or use `allot migrate`")
+        raise SystemExit(
+            "set ALLOT_DATABASE_URL (e.g. postgresql://user@host:5432/allot) or use `allot migrate`"
+        )
     try:
         return async_url(url)
     except ValueError as exc:

@@ -8,21 +8,26 @@ Protocol (docs/adr/0002-bus.md):
    pull consumer is created if missing (new messages only), then everything of interest after the checkpoint is read
    from PostgreSQL (catch-up). Anything published before the consumer existed is therefore covered by the catch-up;
    anything after it arrives on JetStream.
-2. Live: messages are fetched in batches and handled in order. A message at or below the checkpoint is a duplicate
-   (redelivery, a relay retry beyond the dedupe window, a refill) and is acked without handling: positions and
-   event ids are one-to-one, so this is dedupe by event id.
-3. Success → ``ack``. A permanent error (undecodable message, ``PermanentError``) → a ``consumer.dead_lettered``
-   event is recorded with the checkpoint moved past it, then ``term``, then a rebuild (which skips dead-lettered
-   events, as replay does). A transient or unknown error → ``nak`` with backoff for this and the rest of the batch,
-   then rebuild and catch up from PostgreSQL before fetching again, so order is never broken by a redelivery. An
-   unknown error on the same event ``poison_after`` times in a row makes it a poison message: dead-lettered.
+2. Live: pull requests stay outstanding (:class:`allot_bus.adapters.pull.Puller`), so each message arrives as soon as
+   the relay publishes it; whatever has arrived (at most ``batch``) is handled as one unit: the handler folds the
+   events in order and appends every resulting decision with the checkpoint in one transaction, and the batch is
+   acknowledged after that commit (the consumer acks "all", so one ack covers the batch). A message at or below the
+   position is a duplicate (redelivery, a relay retry beyond the dedupe window, a refill) and is skipped: positions
+   and event ids are one-to-one, so this is dedupe by event id.
+3. A handler that fails on one event of a batch first commits the decisions of the events before it and raises
+   :class:`BatchFailed` naming it. A permanent error (undecodable, ``PermanentError``) → a ``consumer.dead_lettered``
+   event is recorded with the checkpoint moved past it, the message is terminated, then a rebuild (which skips
+   dead-lettered events, as replay does). A transient or unknown error → ``nak`` with backoff for it and the rest of
+   the batch, then rebuild and catch up from PostgreSQL before pulling again, so order is never broken by a
+   redelivery. An unknown error on the same event ``poison_after`` times in a row makes it a poison message:
+   dead-lettered.
 4. Gaps: when the stream or consumer disappeared (server lost its store) the consumer is re-created and caught up
    from PostgreSQL. When idle, the consumer also asks PostgreSQL whether an event of interest beyond its checkpoint
    exists; seen on two consecutive idle checks, that is a gap (lost messages, or a stalled relay) and it catches up.
 
-The handler owns the checkpoint write when it appends events (same transaction); for events that produce nothing,
-this consumer advances the checkpoint lazily (end of batch, idle) — re-handling such an event after a crash is
-harmless because the handler is deterministic and emits nothing for it.
+The handler owns the checkpoint write when it appends events (same transaction) and returns the position it
+committed; for batches that produce nothing, this consumer advances the checkpoint lazily (end of batch, idle) —
+re-handling such an event after a crash is harmless because the handler is deterministic and emits nothing for it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 import msgspec
@@ -41,29 +46,37 @@ from nats.js import JetStreamContext
 from nats.js import errors as jserrors
 
 from allot_bus import wire
-from allot_bus.adapters.nats import (
-    ensure_durable,
-    ensure_stream,
-    is_missing,
-    pull_subscription,
-    supports_multi_filter,
-)
+from allot_bus.adapters.nats import ensure_durable, ensure_stream, is_missing, supports_multi_filter
+from allot_bus.adapters.pull import ConsumerGone, Puller
 from allot_bus.names import BusNames
 from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
-from allot_contracts.errors import AlreadyProcessed, DecisionFailed, PermanentError, TransientError
+from allot_contracts.errors import AlreadyProcessed, DecisionFailed, PermanentError
 from allot_contracts.events import ConsumerDeadLettered
 from allot_eventstore.protocol import Checkpoint, EventStore
 
 log = logging.getLogger("allot.consumer")
 
-Handler = Callable[[RecordedEvent], Awaitable[None]]
+Handler = Callable[[Sequence[RecordedEvent]], Awaitable[int | None]]
 Rebuild = Callable[[], Awaitable[int]]
 
 DEFAULT_BACKOFF: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 5.0)
+DEFAULT_BATCH = 500
+CATCH_UP_PAGE = 1000
+
+
+class BatchFailed(Exception):
+    """Raised by a handler: ``records[:index]`` were handled and their decisions committed; ``records[index]``
+    failed with ``cause`` (also the ``__cause__``); nothing after it was looked at."""
+
+    def __init__(self, index: int, cause: BaseException) -> None:
+        super().__init__(f"event {index} of the batch failed: {type(cause).__name__}: {cause}")
+        self.index = index
+        self.cause = cause
 
 
 class ConsumerStats(msgspec.Struct, kw_only=True):
     handled: int = 0
+    batches: int = 0
     duplicates: int = 0
     dead_lettered: int = 0
     transient_failures: int = 0
@@ -71,6 +84,9 @@ class ConsumerStats(msgspec.Struct, kw_only=True):
     caught_up_events: int = 0
     gaps_detected: int = 0
     undecodable: int = 0
+
+
+_Pair = tuple[RecordedEvent, Any]  # a record and its message (None when read from PostgreSQL)
 
 
 class DurableConsumer:
@@ -84,7 +100,7 @@ class DurableConsumer:
         names: BusNames,
         handler: Handler,
         rebuild: Rebuild,
-        batch: int = 100,
+        batch: int = DEFAULT_BATCH,
         fetch_timeout: float = 1.0,
         backoff: tuple[float, ...] = DEFAULT_BACKOFF,
         ack_wait: float = 30.0,
@@ -106,7 +122,7 @@ class DurableConsumer:
         self._poison: tuple[int, int] = (0, 0)  # (position, consecutive failures) of the event failing now
         self.position = 0
         self._persisted = 0
-        self._sub: Any = None
+        self._puller: Puller | None = None
         self._suspect_gap: int | None = None
         self._failures = 0
         self._needs_resync = False
@@ -134,25 +150,32 @@ class DurableConsumer:
             subjects=self.subjects(),
             multi_filter=supports_multi_filter(self.nc),
             ack_wait=self.ack_wait,
+            max_ack_pending=4 * self.batch,
         )
-        if self._sub is not None:
-            with contextlib.suppress(nats.errors.Error, jserrors.Error):  # the connection may already be gone
-                await self._sub.unsubscribe()
-        self._sub = await pull_subscription(self.js, self.names, self.durable)
+        if self._puller is None:
+            self._puller = Puller(self.nc, stream=self.names.stream, durable=self.durable, batch=self.batch)
+            await self._puller.start()
+        else:
+            self._puller.reset()
 
     async def catch_up(self) -> int:
-        """Handle every event of interest after the checkpoint, straight from PostgreSQL."""
+        """Handle every event of interest after the checkpoint, straight from PostgreSQL, a page per batch."""
         count = 0
-        async for record in self.store.iterate(after=self.position, types=self.types, page=1000):
-            await self._deliver(record, msg=None)
-            count += 1
-            if self._needs_resync:  # dead-lettered: rebuild before deciding anything else
+        while True:
+            page = await self.store.read(after=self.position, types=self.types, limit=CATCH_UP_PAGE)
+            if not page:
+                break
+            await self._process([(record, None) for record in page])
+            count += len(page)
+            if self._needs_resync or len(page) < CATCH_UP_PAGE:  # dead-lettered: rebuild before deciding more
                 break
         await self.flush()
         self.stats.catch_ups += 1
         self.stats.caught_up_events += count
         if count:
-            log.info("%s caught up %d event(s) from the log, now at position %d", self.name, count, self.position)
+            log.info(
+                "%s caught up %d event(s) from the log, now at position %d", self.name, count, self.position
+            )
         return count
 
     async def flush(self) -> None:
@@ -171,58 +194,122 @@ class DurableConsumer:
 
     # -- handling ------------------------------------------------------------------------------------------------
 
-    async def _deliver(self, record: RecordedEvent, *, msg: Any) -> None:
-        if record.position <= self.position:
-            self.stats.duplicates += 1
-            if msg is not None:
-                await msg.ack()
-            return
-        if record.type not in self.types:
-            self.position = record.position
-            if msg is not None:
-                await msg.ack()
+    async def _process(self, pairs: Sequence[_Pair]) -> None:
+        """Handle one batch in order. Returns when every event was handled or one was given up on (then a resync is
+        due); raises the cause of a transient failure after nak-ing the messages from the failed one on."""
+        work: list[RecordedEvent] = []
+        before: list[int] = []  # position reached before each work item
+        last_msg: list[Any] = []  # the last message up to and including each work item
+        position, newest = self.position, None
+        for record, msg in pairs:
+            newest = msg if msg is not None else newest
+            if record.position <= position:
+                self.stats.duplicates += 1
+                continue
+            if record.type in self.types:
+                work.append(record)
+                before.append(position)
+                last_msg.append(newest)
+            position = record.position
+        self.stats.batches += 1
+        if not work:
+            self.position = max(self.position, position)
+            await self._ack(newest)
             return
         try:
-            await self.handler(record)
-        except AlreadyProcessed:
-            self.stats.duplicates += 1
-        except (PermanentError, msgspec.ValidationError, msgspec.DecodeError) as exc:
-            await self._give_up(record, msg, str(exc))
+            committed = await self.handler(work)
+        except BatchFailed as failed:
+            index, cause = failed.index, failed.cause
+            self.stats.handled += index
+            self.position = before[index]
+            if index:
+                self._persisted = max(self._persisted, work[index - 1].position)
+                await self._ack(last_msg[index - 1])
+            rest = [
+                msg for record, msg in pairs if msg is not None and record.position >= work[index].position
+            ]
+            await self._failed(work[index], cause, rest)
             return
-        except DecisionFailed as exc:
+        self.stats.handled += len(work)
+        self._failures = 0
+        self.position = position
+        if committed is not None:
+            self._persisted = max(self._persisted, committed)
+        await self._ack(newest)
+
+    async def _failed(self, record: RecordedEvent, cause: BaseException, msgs: list[Any]) -> None:
+        """The handler failed on ``record``; ``msgs`` are its message and those after it (live delivery)."""
+        if isinstance(
+            cause, PermanentError | msgspec.ValidationError | msgspec.DecodeError
+        ) and not isinstance(cause, AlreadyProcessed):
+            await self._give_up(record, msgs, str(cause))
+            return
+        if isinstance(cause, DecisionFailed):
             # The processor itself failed on this event. Retried (the projection is rebuilt in between), but not
             # for ever: failing ``poison_after`` times in a row makes it a poison message, and blocking every later
             # event behind it would stop the service for good. Infrastructure errors are retried without limit.
             if self._poison[0] != record.position:
                 self._poison = (record.position, 0)
             self._poison = (record.position, self._poison[1] + 1)
-            if self._poison[1] < self.poison_after:
-                raise
-            log.exception("%s: event at position %d failed %d times; giving up on it", self.name, record.position,
-                          self._poison[1])
-            await self._give_up(record, msg, f"handler failed {self._poison[1]} times: {exc}")
-            return
-        self.stats.handled += 1
-        self._failures = 0
-        self.position = record.position
-        if msg is not None:
-            await msg.ack()
+            if self._poison[1] >= self.poison_after:
+                log.error(
+                    "%s: event at position %d failed %d times; giving up on it",
+                    self.name,
+                    record.position,
+                    self._poison[1],
+                    exc_info=cause,
+                )
+                await self._give_up(record, msgs, f"handler failed {self._poison[1]} times: {cause}")
+                return
+        self.stats.transient_failures += 1
+        self._failures += 1
+        delay = getattr(cause, "delay", None) or self.backoff[min(self._failures - 1, len(self.backoff) - 1)]
+        log.warning(
+            "%s failed on position %d (%s), attempt %d: %s; retrying in %.1fs",
+            self.name,
+            record.position,
+            record.tag,
+            self._failures,
+            cause,
+            delay,
+        )
+        for msg in msgs:
+            with contextlib.suppress(nats.errors.Error, jserrors.Error):
+                await msg.nak(delay=delay)
+        raise cause
 
-    async def _give_up(self, record: RecordedEvent, msg: Any, reason: str) -> None:
+    async def _ack(self, msg: Any) -> None:
+        if msg is not None:
+            with contextlib.suppress(nats.errors.Error, jserrors.Error):
+                await msg.ack()  # the consumer acks "all": this covers every earlier message of the batch
+
+    async def _give_up(self, record: RecordedEvent, msgs: list[Any], reason: str) -> None:
         """Record the event as dead-lettered with the checkpoint past it, and rebuild: the failed handler may have
         changed the projection half-way, and a rebuild skips dead-lettered events, as replay does."""
         await self._dead_letter(record.position, record.event_id, record.tag, reason)
-        if msg is not None:
-            await msg.term()
+        for index, msg in enumerate(msgs):
+            with contextlib.suppress(nats.errors.Error, jserrors.Error):
+                await (msg.term() if index == 0 else msg.nak())
         self.position = record.position
         self._persisted = max(self._persisted, record.position)
         self._needs_resync = True
 
     async def _dead_letter(self, position: int, event_id: str, event_type: str, reason: str) -> None:
         self.stats.dead_lettered += 1
-        log.error("%s dead-lettered event %s at position %d (%s): %s", self.name, event_id, position, event_type, reason)
+        log.error(
+            "%s dead-lettered event %s at position %d (%s): %s",
+            self.name,
+            event_id,
+            position,
+            event_type,
+            reason,
+        )
         event = ConsumerDeadLettered(
-            consumer=self.name, position=position, event_id=event_id, event_type=event_type, reason=reason[:2000]
+            consumer=self.name,
+            position=position,
+            event_id=event_id,
+            event_type=event_type,
+            reason=reason[:2000],
         )
         new = NewEvent(
             stream_id=stream_id("consumer", self.name),
@@ -233,42 +320,50 @@ class DurableConsumer:
         with contextlib.suppress(AlreadyProcessed):
             await self.store.append([new], producer=self.name, checkpoint=Checkpoint(self.name, position))
 
-    async def _handle_batch(self, msgs: list[Any]) -> None:
-        for index, msg in enumerate(msgs):
+    async def _handle_messages(self, msgs: list[Any]) -> None:
+        pairs: list[_Pair] = []
+        for msg in msgs:
             try:
-                record = wire.decode(msg.data)
+                pairs.append((wire.decode(msg.data), msg))
+                continue
             except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
                 # Not something this log wrote (or damaged on the way): drop the message and read whatever it may
                 # have carried from PostgreSQL, which never goes through the wire format.
                 sequence = msg.metadata.sequence.stream if msg.metadata else 0
-                log.error("%s: message %d on %s cannot be decoded (%s); catching up from the log instead",
-                          self.name, sequence, getattr(msg, "subject", "?"), exc)
-                self.stats.undecodable += 1
-                await msg.term()
-                await self.catch_up()
-                continue
-            try:
-                await self._deliver(record, msg=msg)
-                if self._needs_resync:  # dead-lettered: rebuild before deciding anything else
-                    for pending in msgs[index + 1:]:
-                        with contextlib.suppress(nats.errors.Error, jserrors.Error):
-                            await pending.nak()
-                    break
-            except (TransientError, Exception) as exc:  # unknown errors are treated as transient
-                self.stats.transient_failures += 1
-                self._failures += 1
-                delay = getattr(exc, "delay", None) or self.backoff[min(self._failures - 1, len(self.backoff) - 1)]
-                log.warning(
-                    "%s failed on position %d (%s), attempt %d: %s; retrying in %.1fs",
-                    self.name, record.position, record.tag, self._failures, exc, delay,
+                log.error(
+                    "%s: message %d on %s cannot be decoded (%s); catching up from the log instead",
+                    self.name,
+                    sequence,
+                    getattr(msg, "subject", "?"),
+                    exc,
                 )
-                for pending in msgs[index:]:
-                    with contextlib.suppress(nats.errors.Error, jserrors.Error):
-                        await pending.nak(delay=delay)
-                await asyncio.sleep(delay)
-                self._needs_resync = True
+                self.stats.undecodable += 1
+            if not await self._try(pairs):
                 return
-        await self.flush()
+            pairs = []
+            with contextlib.suppress(nats.errors.Error, jserrors.Error):
+                await msg.term()
+            await self.catch_up()
+            if self._needs_resync:
+                return
+        if await self._try(pairs):
+            await self.flush()
+
+    async def _try(self, pairs: list[_Pair]) -> bool:
+        """Process live pairs; False when the rest of the delivery must wait for a resync."""
+        if not pairs:
+            return True
+        try:
+            await self._process(pairs)
+        except Exception as exc:  # transient or unknown: already nak-ed; back off, then rebuild and catch up
+            delay = (
+                getattr(exc, "delay", None)
+                or self.backoff[min(max(self._failures - 1, 0), len(self.backoff) - 1)]
+            )
+            await asyncio.sleep(delay)
+            self._needs_resync = True
+            return False
+        return not self._needs_resync  # dead-lettered: nothing after it is decided before the rebuild
 
     async def _idle_gap_check(self) -> None:
         pending = await self.store.read(after=self.position, types=self.types, limit=1)
@@ -276,14 +371,21 @@ class DurableConsumer:
             self._suspect_gap = None
             head = (await self.store.head())[0]
             if head < self.position:  # the log was restored to an earlier point: our state is from the future
-                log.warning("%s: the log ends at position %d, before this consumer's position %d (restored from a "
-                            "backup?); rebuilding", self.name, head, self.position)
+                log.warning(
+                    "%s: the log ends at position %d, before this consumer's position %d (restored from a "
+                    "backup?); rebuilding",
+                    self.name,
+                    head,
+                    self.position,
+                )
                 self._needs_resync = True
             return
         first = pending[0].position
         if self._suspect_gap == first:
             self.stats.gaps_detected += 1
-            log.warning("%s: event %d is in the log but was not delivered; catching up from the log", self.name, first)
+            log.warning(
+                "%s: event %d is in the log but was not delivered; catching up from the log", self.name, first
+            )
             self._suspect_gap = None
             await self.catch_up()
         else:
@@ -297,34 +399,44 @@ class DurableConsumer:
                 self._needs_resync = False  # a dead letter during the catch-up asks for one more rebuild
                 await self._retry(self.resync, stop)
                 continue
+            assert self._puller is not None
             try:
-                msgs = await self._sub.fetch(self.batch, timeout=self.fetch_timeout)
-            except (TimeoutError, nats.errors.TimeoutError):
-                await self._guarded(self._idle, stop)
+                msgs = await self._puller.next_batch(self.fetch_timeout)
+            except TimeoutError:
+                await self._guarded(self._idle, stop, resync=False)
                 continue
-            except (nats.errors.Error, jserrors.Error, TransientError, OSError) as exc:
+            except (ConsumerGone, nats.errors.Error, jserrors.Error, OSError) as exc:
                 if stop.is_set():
                     return
-                log.warning("%s: fetch failed (%s); re-attaching", self.name, exc)
-                await asyncio.sleep(self.backoff[0] if is_missing(exc) else self.backoff[1])
+                log.warning("%s: pulling failed (%s); re-attaching", self.name, exc)
+                gone = isinstance(exc, ConsumerGone) or is_missing(exc)
+                await asyncio.sleep(self.backoff[0] if gone else self.backoff[1])
                 self._needs_resync = True
                 continue
-            await self._guarded(functools.partial(self._handle_batch, msgs), stop)
+            await self._guarded(functools.partial(self._handle_messages, msgs), stop, resync=True)
 
     async def _idle(self) -> None:
         await self.flush()
         await self._idle_gap_check()
 
-    async def _guarded(self, action: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
+    async def _guarded(
+        self, action: Callable[[], Awaitable[None]], stop: asyncio.Event, *, resync: bool
+    ) -> None:
         """Run a step whose database work may fail while PostgreSQL is away; log, back off and carry on (the next
-        fetch or idle check tries again) rather than stop the service."""
+        pull or idle check tries again) rather than stop the service. A failure while handling events may have
+        left the projection ahead of the log (``resync``): it is rebuilt before anything else is decided."""
         try:
             await action()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # driver errors arrive translated (TransientError) or not, depending on the call
+        except (
+            Exception
+        ) as exc:  # driver errors arrive translated (TransientError) or not, depending on the call
             self.stats.transient_failures += 1
-            log.warning("%s: the event log is unreachable (%s: %s); retrying", self.name, type(exc).__name__, exc)
+            self._needs_resync = self._needs_resync or resync
+            log.warning(
+                "%s: the event log is unreachable (%s: %s); retrying", self.name, type(exc).__name__, exc
+            )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.backoff[min(2, len(self.backoff) - 1)])
 

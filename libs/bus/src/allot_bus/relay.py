@@ -38,6 +38,7 @@ from nats.js import errors as jserrors
 
 from allot_bus import wire
 from allot_bus.adapters.nats import (
+    client_of,
     ensure_stream,
     is_missing,
     is_refused,
@@ -46,6 +47,7 @@ from allot_bus.adapters.nats import (
     message_size,
     stream_limits,
 )
+from allot_bus.adapters.publish import AsyncPublisher
 from allot_bus.names import (
     HEADER_EXPECTED_LAST_MSG_ID,
     HEADER_MSG_ID,
@@ -61,10 +63,16 @@ from allot_eventstore.protocol import EventStore
 log = logging.getLogger("allot.relay")
 
 HEADER_EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"
-TAIL_SCAN = 64  # messages without Allot-Position looked past at the stream's tail before giving up on finding ours
+TAIL_SCAN = (
+    64  # messages without Allot-Position looked past at the stream's tail before giving up on finding ours
+)
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
 REFUSED_BACKOFF_MAX_S = 30.0
+PUBLISH_TIMEOUT_S = 10.0
+HEADER_ALLOWANCE = (
+    4096  # headers are far smaller: a message within max_payload by this much needs no exact size
+)
 
 
 class Refused(Unavailable):
@@ -104,8 +112,8 @@ class Relay:
         js: JetStreamContext,
         names: BusNames,
         *,
-        batch: int = 500,
-        window: int = 128,
+        batch: int = 1000,
+        window: int = 512,
         poll_interval: float = 1.0,
     ) -> None:
         self.store = store
@@ -116,7 +124,9 @@ class Relay:
         self.poll_interval = poll_interval
         self.published_position = 0
         self.published_total = 0
+        self.sent = 0  # publish requests sent, including ones the server refused or did not answer
         self._tail: _Tail | None = None
+        self._publisher: AsyncPublisher | None = None
 
     async def _last_event_in_stream(self, state: jsapi.StreamState) -> tuple[int, str] | None:
         """Position and id of the stream's last event, looking past up to ``TAIL_SCAN`` messages that are not ours."""
@@ -151,7 +161,9 @@ class Relay:
         if position > head or not stored or stored[0].event_id != event_id:
             log.error(
                 "stream %s does not match the event log (stream at position %d, log head %d); purging and refilling",
-                self.names.stream, position, head,
+                self.names.stream,
+                position,
+                head,
             )
             await self.js.purge_stream(self.names.stream)
             return await self._resolve_tail()
@@ -200,7 +212,7 @@ class Relay:
         first (sending it would make the server drop the connection)."""
         limit = max_payload(self.js)
         for index, message in enumerate(messages):
-            if message.size > limit:
+            if len(message.payload) + HEADER_ALLOWANCE > limit and message.size > limit:
                 if index:
                     return messages[:index]
                 record = message.record
@@ -212,18 +224,37 @@ class Relay:
         return messages
 
     async def _publish(self, messages: list[_Message], tail: _Tail) -> _Tail:
-        """Publish the messages at once; returns the new tail."""
-        results: list[Any] = await asyncio.gather(
-            *(
-                self.js.publish(self.names.subject(m.record.type), m.payload, headers=m.headers, timeout=10)
-                for m in messages
-            ),
-            return_exceptions=True,
-        )
-        for message, result in zip(messages, results, strict=True):
-            if isinstance(result, BaseException):
-                raise await self._publish_error(message, result) from result
-        last, ack = messages[-1].record, results[-1]
+        """Publish the messages at once (asynchronous publishes, acks awaited together); returns the new tail."""
+        if self._publisher is None:
+            self._publisher = AsyncPublisher(client_of(self.js))
+            await self._publisher.start()
+        publisher = self._publisher
+        futures: list[asyncio.Future[Any]] = []
+        try:
+            for m in messages:
+                self.sent += 1
+                futures.append(
+                    await publisher.publish(self.names.subject(m.record.type), m.payload, headers=m.headers)
+                )
+            _, pending = await asyncio.wait(futures, timeout=PUBLISH_TIMEOUT_S)
+        except BaseException:
+            publisher.forget(futures)
+            raise
+        publisher.forget(list(pending))  # the tail is re-read before the next attempt
+        failures = [(m, f.exception()) for m, f in zip(messages, futures, strict=True) if f not in pending]
+        for message, future in zip(messages, futures, strict=True):
+            if future in pending:
+                raise Unavailable(
+                    f"no acknowledgement for the event at position {message.record.position} within "
+                    f"{PUBLISH_TIMEOUT_S:.0f}s"
+                )
+        for (
+            message,
+            exc,
+        ) in failures:  # every outcome was read above, so none is reported as "never retrieved"
+            if exc is not None:
+                raise await self._publish_error(message, exc) from exc
+        last, ack = messages[-1].record, futures[-1].result()
         if tail.last_id is None and ack.duplicate:
             return _Tail(last.position, last_seq=tail.last_seq)  # not stored again: the stream did not move
         return _Tail(last.position, last_id=last.event_id)

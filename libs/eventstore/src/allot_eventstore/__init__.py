@@ -2,7 +2,7 @@
 
 from allot_eventstore.clock import Clock, ManualClock, system_clock
 from allot_eventstore.memory import InMemoryEventStore
-from allot_eventstore.protocol import AppendResult, Checkpoint, EventStore
+from allot_eventstore.protocol import AppendResult, Checkpoint, EventStore, Fence
 from allot_eventstore.verify import ChainReport, verify_chain
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "Checkpoint",
     "Clock",
     "EventStore",
+    "Fence",
     "InMemoryEventStore",
     "ManualClock",
     "system_clock",

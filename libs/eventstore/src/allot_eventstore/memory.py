@@ -9,30 +9,68 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Sequence
 
 from allot_contracts.envelope import GENESIS_HASH, NewEvent, RecordedEvent, prepare
-from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict
+from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced
 from allot_eventstore.clock import Clock, system_clock
-from allot_eventstore.protocol import AppendResult, Checkpoint
+from allot_eventstore.protocol import AppendResult, Checkpoint, Fence
+
+
+def _stamped(new: NewEvent, fence: Fence) -> NewEvent:
+    return NewEvent(
+        stream_id=new.stream_id,
+        event=new.event,
+        event_id=new.event_id,
+        causation_id=new.causation_id,
+        correlation_id=new.correlation_id,
+        expected_version=new.expected_version,
+        metadata={**new.metadata, "fence": fence.token},
+    )
 
 
 class InMemoryEventStore:
-    def __init__(self, *, clock: Clock = system_clock) -> None:
+    def __init__(self, *, clock: Clock = system_clock, fence: Fence | None = None) -> None:
         self._clock = clock
+        self.fence = fence  # every append is made under it (unless one names another)
         self.events: list[RecordedEvent] = []
         self._ids: dict[str, int] = {}
         self._versions: dict[str, int] = {}
         self._checkpoints: dict[str, int] = {}
         self._by_stream: dict[str, list[int]] = {}
+        self.fences: dict[str, tuple[int, str]] = {}  # name -> (term, holder)
 
     async def append(
-        self, events: Sequence[NewEvent], *, producer: str, checkpoint: Checkpoint | None = None
+        self,
+        events: Sequence[NewEvent],
+        *,
+        producer: str,
+        checkpoint: Checkpoint | None = None,
+        fence: Fence | None = None,
     ) -> AppendResult:
-        return self.append_sync(events, producer=producer, checkpoint=checkpoint)
+        return self.append_sync(events, producer=producer, checkpoint=checkpoint, fence=fence)
+
+    async def advance_fence(self, fence: Fence, *, holder: str) -> tuple[int, str]:
+        current = self.fences.get(fence.name)
+        if current is None or current[0] < fence.term:
+            self.fences[fence.name] = (fence.term, holder)
+        return self.fences[fence.name]
 
     def append_sync(
-        self, events: Sequence[NewEvent], *, producer: str, checkpoint: Checkpoint | None = None
+        self,
+        events: Sequence[NewEvent],
+        *,
+        producer: str,
+        checkpoint: Checkpoint | None = None,
+        fence: Fence | None = None,
     ) -> AppendResult:
+        fence = fence or self.fence
+        if fence is not None:
+            current = self.fences.get(fence.name, (0, ""))[0]
+            if current > fence.term:
+                raise Fenced(fence.name, fence.term, current)
+            events = [_stamped(new, fence) for new in events]
         if checkpoint is not None and self._checkpoints.get(checkpoint.consumer, 0) >= checkpoint.position:
-            raise AlreadyProcessed(f"consumer {checkpoint.consumer} is already at or past {checkpoint.position}")
+            raise AlreadyProcessed(
+                f"consumer {checkpoint.consumer} is already at or past {checkpoint.position}"
+            )
         versions: dict[str, int] = {}
         fresh: list[NewEvent] = []
         skipped: list[str] = []
@@ -60,7 +98,12 @@ class InMemoryEventStore:
             running[new.stream_id] = version
             position += 1
             record = prepare(
-                new, position=position, stream_version=version, producer=producer, recorded_at=now, prev_hash=prev
+                new,
+                position=position,
+                stream_version=version,
+                producer=producer,
+                recorded_at=now,
+                prev_hash=prev,
             )
             prev = record.hash
             self.events.append(record)
@@ -117,6 +160,19 @@ class InMemoryEventStore:
 
     async def read_stream(self, stream_id: str) -> list[RecordedEvent]:
         return [self.events[p - 1] for p in self._by_stream.get(stream_id, [])]
+
+    async def latest_types(self, stream_ids: Collection[str], types: Collection[str]) -> dict[str, str]:
+        wanted = frozenset(types)
+        out: dict[str, str] = {}
+        for stream in stream_ids:
+            for position in reversed(self._by_stream.get(stream, [])):
+                if self.events[position - 1].type in wanted:
+                    out[stream] = self.events[position - 1].type
+                    break
+        return out
+
+    async def recorded_ids(self, event_ids: Collection[str]) -> set[str]:
+        return {event_id for event_id in event_ids if event_id in self._ids}
 
     async def head(self) -> tuple[int, bytes]:
         return len(self.events), (self.events[-1].hash if self.events else GENESIS_HASH)

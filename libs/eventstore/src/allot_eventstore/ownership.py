@@ -49,8 +49,10 @@ class Ownership:
                         log.info("%s: the other instance is gone; this one takes over", self.name)
                     return True
                 if not waiting_logged:
-                    log.warning("%s: another instance is running under this name; standing by until it stops",
-                                self.name)
+                    log.warning(
+                        "%s: another instance is running under this name; standing by until it stops",
+                        self.name,
+                    )
                     waiting_logged = True
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
                 log.warning("%s: cannot take ownership yet (%s); retrying", self.name, exc)
@@ -68,9 +70,17 @@ class Ownership:
                 break
             try:
                 await asyncio.wait_for(self._conn.fetchval("SELECT 1"), timeout=self.check_s)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError, AttributeError) as exc:
-                raise Unavailable(f"{self.name}: lost the connection that holds ownership ({exc}); stopping so "
-                                  "that exactly one instance decides") from exc
+            except (
+                OSError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                TimeoutError,
+                AttributeError,
+            ) as exc:
+                raise Unavailable(
+                    f"{self.name}: lost the connection that holds ownership ({exc}); stopping so "
+                    "that exactly one instance decides"
+                ) from exc
         await self.release()
 
     async def release(self) -> None:

@@ -1,21 +1,23 @@
-"""The event log on PostgreSQL (SQLAlchemy Core + asyncpg).
+"""The event log on PostgreSQL (asyncpg; the schema is Alembic's, on SQLAlchemy Core).
 
 Responsibility: append batches of events atomically with dense, commit-ordered positions and a hash chain; record
 consumer checkpoints in the same transaction; read the log back in order.
 
-Concurrency model (docs/adr/0001-event-log-ordering.md): every append transaction first locks the single
-``log_head`` row (``SELECT … FOR UPDATE``, bounded by ``lock_timeout``). The lock is held until commit, so positions
-are assigned in commit order: a transaction holding position *n* blocks every later writer until it commits or rolls
-back, and a tailing reader can never observe *n+1* without *n*. The same lock gives each event the previous event's
-hash. Rejected alternatives: reading behind the oldest in-flight transaction (``pg_snapshot_xmin``) keeps writers
+Concurrency model (docs/adr/0001-event-log-ordering.md): every append transaction locks the single ``log_head`` row
+(``SELECT … FOR UPDATE``, bounded by ``lock_timeout``). The lock is held until commit, so positions are assigned in
+commit order: a transaction holding position *n* blocks every later writer until it commits or rolls back, and a
+tailing reader can never observe *n+1* without *n*. The same lock gives each event the previous event's hash.
+Rejected alternatives: reading behind the oldest in-flight transaction (``pg_snapshot_xmin``) keeps writers
 parallel but makes positions sparse and the hash chain impossible to build at write time; a high-water mark with gap
 detection has shipped data-loss bugs in mature stores.
 
-Hot path: one transaction per batch, the same few round trips whatever its size: ``SET LOCAL lock_timeout`` →
-advance the consumer checkpoint (if any) → lock the head → one query for the already-recorded ids and the streams'
-versions (skip those ids, check expected versions) → COPY the rows, hashing them while they stream → one statement
-that inserts new streams, advances known ones, moves the head and calls ``pg_notify('allot_events', head)`` so the
-relay wakes at once.
+Hot path: one transaction per batch and five round trips whatever its size, three of them under the head lock:
+``BEGIN`` → advance the consumer checkpoint (if any) and lock the head in one statement → the already-recorded ids
+and the streams' versions (read after the lock: a new snapshot) → one statement that inserts the rows (hashed here
+first), inserts new streams, advances known ones, moves the head and calls ``pg_notify('allot_events', head)`` so
+the relay wakes at once → ``COMMIT``. The store talks to PostgreSQL through its own asyncpg pool whose connections
+carry ``lock_timeout`` and are returned without a reset query: SQLAlchemy's pool (a ping per checkout, its own
+transaction wrapper, a rollback on return) cost six more round trips per append, more than the append itself.
 Driver exceptions are translated into :mod:`allot_contracts.errors` here and nowhere else.
 """
 
@@ -28,15 +30,12 @@ from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from typing import Any
 
 import asyncpg
-from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, prepare
-from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, PermanentError, Unavailable
+from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
 from allot_eventstore.clock import Clock, from_datetime, system_clock, to_datetime
-from allot_eventstore.protocol import AppendResult, Checkpoint
-from allot_eventstore.urls import async_url, plain_url
+from allot_eventstore.protocol import AppendResult, Checkpoint, Fence
+from allot_eventstore.urls import plain_url
 
 NOTIFY_CHANNEL = "allot_events"
 
@@ -65,6 +64,12 @@ _ADVANCE_CHECKPOINT = (
     "WHERE checkpoints.position < EXCLUDED.position RETURNING position"
 )
 _LOCK_HEAD = "SELECT position, hash FROM log_head WHERE id = 1 FOR UPDATE"
+# The checkpoint moves and the head is locked in one round trip; ``moved`` is NULL when the consumer is already at
+# or past the position (a duplicate delivery: the caller rolls back).
+_ADVANCE_AND_LOCK = (
+    "WITH moved AS (" + _ADVANCE_CHECKPOINT + ") "
+    "SELECT h.position, h.hash, (SELECT position FROM moved) FROM log_head h WHERE h.id = 1 FOR UPDATE"
+)
 _KNOWN = (
     "SELECT ARRAY(SELECT event_id::text FROM events WHERE event_id = ANY($1::uuid[])), s.ids, s.versions "
     "FROM (SELECT array_agg(stream_id) AS ids, array_agg(version) AS versions FROM streams "
@@ -82,6 +87,24 @@ _FINISH = (
     "moved AS (UPDATE log_head SET position = $5::bigint, hash = $6::bytea WHERE id = 1) "
     f"SELECT pg_notify('{NOTIFY_CHANNEL}', $5::bigint::text)"
 )
+# The same, with the rows themselves, for small batches: one round trip instead of COPY's own plus the one above.
+_INSERT_AND_FINISH = (
+    "WITH inserted AS (INSERT INTO events (" + ", ".join(EVENT_COLUMNS) + ") SELECT * FROM unnest("
+    "$7::bigint[], $8::uuid[], $9::text[], $10::integer[], $11::text[], $12::smallint[], $13::uuid[], $14::uuid[], "
+    "$15::text[], $16::timestamptz[], $17::json[], $18::bytea[], $19::jsonb[])), " + _FINISH[len("WITH ") :]
+)
+# Fenced appends (a leader elected with a term): the same last statement also reads the fence's current term. It runs
+# after the head lock was taken by an earlier statement, so it sees every term recorded before; ``advance_fence``
+# takes the head lock too, so no newer term can be recorded between this read and the commit.
+_FENCE_TERM = "(SELECT term FROM fences WHERE name = ${n})"
+_FINISH_FENCED = _FINISH + ", " + _FENCE_TERM.format(n=7)
+_INSERT_AND_FINISH_FENCED = _INSERT_AND_FINISH + ", " + _FENCE_TERM.format(n=20)
+_ADVANCE_FENCE = (
+    "INSERT INTO fences (name, term, holder, updated_at) VALUES ($1, $2, $3, now()) "
+    "ON CONFLICT (name) DO UPDATE SET term = EXCLUDED.term, holder = EXCLUDED.holder, updated_at = now() "
+    "WHERE fences.term < EXCLUDED.term"
+)
+COPY_FROM = 64  # batches of at least this many new events are written with COPY (faster per row)
 
 
 def _row_to_record(row: Any) -> RecordedEvent:
@@ -105,49 +128,92 @@ def _row_to_record(row: Any) -> RecordedEvent:
 
 # canceled or timed-out statement, serialization failure, deadlock, operator intervention / shutdown
 _RETRYABLE_SQLSTATES = frozenset({"57014", "40001", "40P01", "57P01", "57P02", "57P03", "55P03", "53300"})
+_DRIVER_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
 
 
 def _translate(exc: BaseException) -> Exception:
     """Map a driver error to ours (cause chained by the caller)."""
-    orig = getattr(exc, "orig", None)
-    cause = getattr(orig, "__cause__", None) or orig or exc
-    if isinstance(cause, asyncpg.exceptions.LockNotAvailableError):
+    if isinstance(exc, asyncpg.exceptions.LockNotAvailableError):
         return Unavailable("event log busy: timed out waiting for the append lock", delay=0.5)
-    if getattr(cause, "sqlstate", None) in _RETRYABLE_SQLSTATES:
-        return Unavailable(f"PostgreSQL asked to retry ({cause.sqlstate}): {cause}", delay=0.5)
-    if isinstance(cause, asyncpg.exceptions.UniqueViolationError):
-        return ConcurrencyConflict(f"concurrent append to the same stream version: {cause}")
-    if isinstance(cause, asyncpg.exceptions.UntranslatableCharacterError | asyncpg.exceptions.DataError):
-        return PermanentError(f"event payload rejected by PostgreSQL: {cause}")
-    if isinstance(cause, OSError | asyncpg.exceptions.PostgresConnectionError | ConnectionError):
-        return Unavailable(f"PostgreSQL unavailable: {cause}")
-    if isinstance(exc, OperationalError):
-        return Unavailable(f"PostgreSQL error: {cause}")
-    if isinstance(cause, asyncpg.exceptions.InterfaceError):
-        return Unavailable(f"PostgreSQL connection problem: {cause}")
+    if getattr(exc, "sqlstate", None) in _RETRYABLE_SQLSTATES:
+        return Unavailable(f"PostgreSQL asked to retry ({getattr(exc, 'sqlstate', '')}): {exc}", delay=0.5)
+    if isinstance(exc, asyncpg.exceptions.UniqueViolationError):
+        return ConcurrencyConflict(f"concurrent append to the same stream version: {exc}")
+    if isinstance(exc, asyncpg.exceptions.UntranslatableCharacterError | asyncpg.exceptions.DataError):
+        return PermanentError(f"event payload rejected by PostgreSQL: {exc}")
+    if isinstance(exc, OSError | TimeoutError | asyncpg.exceptions.PostgresConnectionError | ConnectionError):
+        return Unavailable(f"PostgreSQL unavailable: {exc}")
+    if isinstance(exc, asyncpg.exceptions.InterfaceError | asyncpg.exceptions.InternalClientError):
+        return Unavailable(f"PostgreSQL connection problem: {exc}")
     return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
 
 
+class _Stale(Exception):
+    """An optimistic append found the stream versions it read before the lock possibly out of date."""
+
+
+async def _no_reset(_: Any) -> None:
+    """Connections go back to the pool as they are: the store leaves no session state behind (every transaction is
+    committed or rolled back before release), so the default reset query would be a wasted round trip."""
+
+
 class PostgresEventStore:
-    """An :class:`~allot_eventstore.protocol.EventStore` on PostgreSQL. Create with :meth:`connect`."""
+    """An :class:`~allot_eventstore.protocol.EventStore` on PostgreSQL. Create with :meth:`connect`; the connection
+    pool opens on first use."""
 
     def __init__(
-        self, engine: AsyncEngine, *, url: str = "", clock: Clock = system_clock, lock_timeout_ms: int = 10_000
+        self,
+        url: str,
+        *,
+        clock: Clock = system_clock,
+        pool_size: int = 5,
+        lock_timeout_ms: int = 10_000,
+        fence: Fence | None = None,
     ) -> None:
-        self.engine = engine
         self.url = url
+        self.fence = fence  # every append is made under it (unless one names another): see advance_fence
         self._clock = clock
+        self._pool_size = pool_size
         self._lock_timeout_ms = lock_timeout_ms
+        self._pool: asyncpg.Pool | None = None
+        self._opening = asyncio.Lock()
 
     @classmethod
     def connect(
-        cls, url: str, *, clock: Clock = system_clock, pool_size: int = 5, lock_timeout_ms: int = 10_000
+        cls,
+        url: str,
+        *,
+        clock: Clock = system_clock,
+        pool_size: int = 5,
+        lock_timeout_ms: int = 10_000,
+        fence: Fence | None = None,
     ) -> PostgresEventStore:
-        engine = create_async_engine(async_url(url), pool_size=pool_size, max_overflow=5, pool_pre_ping=True)
-        return cls(engine, url=url, clock=clock, lock_timeout_ms=lock_timeout_ms)
+        plain_url(url)  # refuse a URL that is not PostgreSQL's now, not on first use
+        return cls(url, clock=clock, pool_size=pool_size, lock_timeout_ms=lock_timeout_ms, fence=fence)
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pool.close(), timeout=5)
+            pool.terminate()
+
+    async def _connections(self) -> asyncpg.Pool:
+        if self._pool is None:
+            async with self._opening:
+                if self._pool is None:
+                    try:
+                        self._pool = await asyncpg.create_pool(
+                            plain_url(self.url),
+                            min_size=1,
+                            max_size=self._pool_size,
+                            timeout=10,
+                            reset=_no_reset,
+                            server_settings={"lock_timeout": str(int(self._lock_timeout_ms))},
+                        )
+                    except _DRIVER_ERRORS as exc:
+                        raise _translate(exc) from exc
+        return self._pool
 
     @contextlib.asynccontextmanager
     async def notifications(self) -> AsyncIterator[asyncio.Event]:
@@ -167,43 +233,74 @@ class PostgresEventStore:
     # -- writing -------------------------------------------------------------------------------------------------
 
     async def append(
-        self, events: Sequence[NewEvent], *, producer: str, checkpoint: Checkpoint | None = None
+        self,
+        events: Sequence[NewEvent],
+        *,
+        producer: str,
+        checkpoint: Checkpoint | None = None,
+        fence: Fence | None = None,
     ) -> AppendResult:
         if not events and checkpoint is None:
             return AppendResult(positions=[], head=(await self.head())[0])
-        try:
-            async with self.engine.begin() as conn:
-                return await self._append(conn, events, producer=producer, checkpoint=checkpoint)
-        except (AlreadyProcessed, ConcurrencyConflict, PermanentError, Unavailable):
-            raise
-        except (DBAPIError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise _translate(exc) from exc
+        fence = fence or self.fence
+        pool = await self._connections()
+        for careful in (False, True):
+            try:
+                async with pool.acquire() as conn, conn.transaction():
+                    return await self._append(
+                        conn, events, producer=producer, checkpoint=checkpoint, careful=careful, fence=fence
+                    )
+            except _Stale:
+                continue
+            except (AlreadyProcessed, ConcurrencyConflict, PermanentError, Unavailable, Fenced):
+                raise
+            except asyncpg.exceptions.UniqueViolationError as exc:
+                if careful:
+                    raise _translate(exc) from exc
+            except _DRIVER_ERRORS as exc:
+                raise _translate(exc) from exc
+        raise AssertionError("unreachable: the careful attempt returns or raises")
 
     async def _append(
-        self, conn: AsyncConnection, events: Sequence[NewEvent], *, producer: str, checkpoint: Checkpoint | None
+        self,
+        conn: Any,
+        events: Sequence[NewEvent],
+        *,
+        producer: str,
+        checkpoint: Checkpoint | None,
+        careful: bool,
+        fence: Fence | None = None,
     ) -> AppendResult:
-        # The first statement goes through SQLAlchemy so that its transaction is open; the rest use the same
-        # asyncpg connection directly (inside that transaction), one round trip each.
-        await conn.execute(text(f"SET LOCAL lock_timeout = {int(self._lock_timeout_ms)}"))
-        raw = (await conn.get_raw_connection()).driver_connection
-        assert raw is not None
-        if not raw.is_in_transaction():
-            raise RuntimeError("event store append outside a transaction")
-        if (
-            checkpoint is not None
-            and await raw.fetchval(_ADVANCE_CHECKPOINT, checkpoint.consumer, checkpoint.position) is None
-        ):
-            raise AlreadyProcessed(
-                f"consumer {checkpoint.consumer} is already at or past position {checkpoint.position}"
-            )
+        """One attempt. Optimistic (``careful=False``): the recorded ids and stream versions are read before the head
+        lock, so the lock is held for two round trips (insert, commit) rather than three; a writer that touched one
+        of the streams in between makes the insert fail on a unique key (or a version check fail), and the append is
+        made again carefully: lock first, then read."""
         if not events:
-            head = await raw.fetchval("SELECT position FROM log_head WHERE id = 1")
-            return AppendResult(positions=[], head=int(head))
-        head_row = await raw.fetchrow(_LOCK_HEAD)  # serialises appenders until commit (see the module docstring)
+            if fence is not None:  # rare (a checkpoint alone, under a term): lock, then check, then move
+                await conn.fetchrow(_LOCK_HEAD)
+                await self._check_fence(conn, fence)
+            if (
+                checkpoint is not None
+                and await conn.fetchval(_ADVANCE_CHECKPOINT, checkpoint.consumer, checkpoint.position) is None
+            ):
+                raise AlreadyProcessed(
+                    f"consumer {checkpoint.consumer} is already at or past position {checkpoint.position}"
+                )
+            return AppendResult(positions=[], head=int(await conn.fetchval("SELECT position FROM log_head")))
+        known_args = ([e.event_id for e in events], sorted({e.stream_id for e in events}))
+        known = None if careful else await conn.fetchrow(_KNOWN, *known_args)
+        if checkpoint is not None:
+            head_row = await conn.fetchrow(_ADVANCE_AND_LOCK, checkpoint.consumer, checkpoint.position)
+            if head_row[2] is None:
+                raise AlreadyProcessed(
+                    f"consumer {checkpoint.consumer} is already at or past position {checkpoint.position}"
+                )
+        else:
+            head_row = await conn.fetchrow(_LOCK_HEAD)  # serialises appenders until commit (module docstring)
         position, head_hash = int(head_row[0]), bytes(head_row[1])
-
-        # Read after the lock (a new snapshot): ids already recorded, current versions of the batch's streams.
-        known = await raw.fetchrow(_KNOWN, [e.event_id for e in events], sorted({e.stream_id for e in events}))
+        if known is None:
+            # Read after the lock (a new snapshot): ids already recorded, current versions of the batch's streams.
+            known = await conn.fetchrow(_KNOWN, *known_args)
         existing = set(known[0])
         fresh: list[NewEvent] = []
         skipped: list[str] = []
@@ -214,6 +311,8 @@ class PostgresEventStore:
             existing.add(new.event_id)
             fresh.append(new)
         if not fresh:
+            if fence is not None and checkpoint is not None:
+                await self._check_fence(conn, fence)  # the checkpoint moved under the term
             return AppendResult(positions=[], skipped=skipped, head=position)
 
         versions: dict[str, int] = dict(zip(known[1] or (), known[2] or ()))
@@ -223,6 +322,8 @@ class PostgresEventStore:
         for new in fresh:
             current = versions.get(new.stream_id, 0)
             if new.expected_version is not None and new.expected_version != current:
+                if not careful:
+                    raise _Stale  # the versions may have moved since they were read: read them under the lock
                 raise ConcurrencyConflict(
                     f"stream {new.stream_id}: expected version {new.expected_version}, current is {current}"
                 )
@@ -232,17 +333,28 @@ class PostgresEventStore:
             planned.append((new, current))
             positions.append(position)
 
-        # Rows are built (canonical payload, chain hash) while COPY streams them: asyncpg sends every ~512 kB, so
-        # PostgreSQL parses and indexes one part of the batch while the next is being hashed here.
         now = self._clock()
         recorded_at = to_datetime(now)
         chain = [head_hash]
+
+        stamp = fence.token if fence is not None else None
+        stamp_only = json.dumps({"fence": stamp}) if stamp is not None else "{}"
+
+        def metadata_json(metadata: dict[str, str]) -> str:
+            if stamp is None:
+                return json.dumps(metadata) if metadata else "{}"
+            return json.dumps({**metadata, "fence": stamp}) if metadata else stamp_only
 
         def rows() -> Iterator[tuple[Any, ...]]:
             prev = head_hash
             for (new, version), at in zip(planned, positions):
                 record = prepare(
-                    new, position=at, stream_version=version, producer=producer, recorded_at=now, prev_hash=prev
+                    new,
+                    position=at,
+                    stream_version=version,
+                    producer=producer,
+                    recorded_at=now,
+                    prev_hash=prev,
                 )
                 prev = record.hash
                 yield (
@@ -258,31 +370,71 @@ class PostgresEventStore:
                     recorded_at,
                     record.payload.decode(),
                     prev,
-                    json.dumps(record.metadata) if record.metadata else "{}",
+                    metadata_json(record.metadata),
                 )
             chain.append(prev)
 
-        await raw.copy_records_to_table("events", records=rows(), columns=EVENT_COLUMNS)
-        if len(chain) != 2:
-            raise RuntimeError("COPY ended before every event was written")
         touched = sorted({new.stream_id for new in fresh})
         created = [s for s in touched if s not in existed]
         advanced = [s for s in touched if s in existed]
-        await raw.execute(
-            _FINISH, created, [versions[s] for s in created], advanced, [versions[s] for s in advanced], position,
-            chain[1],
+        finish = (
+            created,
+            [versions[s] for s in created],
+            advanced,
+            [versions[s] for s in advanced],
+            position,
         )
+        if len(planned) >= COPY_FROM:
+            # Rows are built (canonical payload, chain hash) while COPY streams them: asyncpg sends every ~512 kB,
+            # so PostgreSQL parses and indexes one part of the batch while the next is being hashed here.
+            await conn.copy_records_to_table("events", records=rows(), columns=EVENT_COLUMNS)
+            if len(chain) != 2:
+                raise RuntimeError("COPY ended before every event was written")
+            if fence is None:
+                await conn.execute(_FINISH, *finish, chain[1])
+            else:
+                self._fenced(fence, await conn.fetchrow(_FINISH_FENCED, *finish, chain[1], fence.name))
+        else:
+            columns = [list(column) for column in zip(*rows())]
+            if fence is None:
+                await conn.execute(_INSERT_AND_FINISH, *finish, chain[1], *columns)
+            else:
+                row = await conn.fetchrow(_INSERT_AND_FINISH_FENCED, *finish, chain[1], *columns, fence.name)
+                self._fenced(fence, row)
         return AppendResult(positions=positions, skipped=skipped, head=position)
+
+    @staticmethod
+    def _fenced(fence: Fence, row: Any) -> None:
+        """Raise :class:`Fenced` (the transaction then rolls back) when the finishing statement read a newer term."""
+        current = row[1]
+        if current is not None and int(current) > fence.term:
+            raise Fenced(fence.name, fence.term, int(current))
+
+    async def _check_fence(self, conn: Any, fence: Fence) -> None:
+        current = await conn.fetchval("SELECT term FROM fences WHERE name = $1", fence.name)
+        if current is not None and int(current) > fence.term:
+            raise Fenced(fence.name, fence.term, int(current))
+
+    async def advance_fence(self, fence: Fence, *, holder: str) -> tuple[int, str]:
+        """Record ``fence.term`` as the current term of ``fence.name`` (unless a newer one is) under the head lock, so
+        that every append under an older term either committed before this returns or is refused after."""
+        pool = await self._connections()
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.fetchrow(_LOCK_HEAD)
+                await conn.execute(_ADVANCE_FENCE, fence.name, fence.term, holder)
+                row = await conn.fetchrow("SELECT term, holder FROM fences WHERE name = $1", fence.name)
+                return int(row[0]), str(row[1])
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc) from exc
 
     # -- reading -------------------------------------------------------------------------------------------------
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        pool = await self._connections()
         try:
-            async with self.engine.connect() as conn:
-                raw = (await conn.get_raw_connection()).driver_connection
-                assert raw is not None
-                return list(await raw.fetch(sql, *args))
-        except (DBAPIError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            return list(await pool.fetch(sql, *args))
+        except _DRIVER_ERRORS as exc:
             raise _translate(exc) from exc
 
     @staticmethod
@@ -338,6 +490,21 @@ class PostgresEventStore:
         rows = await self._fetch(f"{_SELECT} WHERE stream_id = $1 ORDER BY stream_version", stream_id)
         return [_row_to_record(r) for r in rows]
 
+    async def latest_types(self, stream_ids: Collection[str], types: Collection[str]) -> dict[str, str]:
+        rows = await self._fetch(
+            "SELECT DISTINCT ON (stream_id) stream_id, type FROM events "
+            "WHERE stream_id = ANY($1::text[]) AND type = ANY($2::text[]) ORDER BY stream_id, stream_version DESC",
+            sorted(set(stream_ids)),
+            sorted(set(types)),
+        )
+        return {r[0]: r[1] for r in rows}
+
+    async def recorded_ids(self, event_ids: Collection[str]) -> set[str]:
+        rows = await self._fetch(
+            "SELECT event_id::text FROM events WHERE event_id = ANY($1::uuid[])", sorted(set(event_ids))
+        )
+        return {r[0] for r in rows}
+
     async def head(self) -> tuple[int, bytes]:
         rows = await self._fetch("SELECT position, hash FROM log_head WHERE id = 1")
         return int(rows[0][0]), bytes(rows[0][1])
@@ -347,18 +514,7 @@ class PostgresEventStore:
         return int(rows[0][0]) if rows else 0
 
     async def advance_checkpoint(self, consumer: str, position: int) -> None:
-        try:
-            async with self.engine.begin() as conn:
-                await conn.execute(
-                    text(
-                        "INSERT INTO checkpoints (consumer, position, updated_at) VALUES (:c, :p, now()) "
-                        "ON CONFLICT (consumer) DO UPDATE SET position = EXCLUDED.position, updated_at = now() "
-                        "WHERE checkpoints.position < EXCLUDED.position"
-                    ),
-                    {"c": consumer, "p": position},
-                )
-        except (DBAPIError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise _translate(exc) from exc
+        await self._fetch(_ADVANCE_CHECKPOINT, consumer, position)
 
     async def producers(self) -> list[str]:
         """Every producer that appended to the log (services, their instances, timers, api)."""

@@ -6,6 +6,8 @@ Semantics (checked by the contract suite in ``allot_testing.contracts.store``, r
   append). A stale ``expected_version`` raises ``ConcurrencyConflict`` and writes nothing.
 - With ``checkpoint=(consumer, position)`` the consumer's checkpoint moves to ``position`` in the same transaction;
   if it is already at or past it, ``AlreadyProcessed`` is raised and nothing is written (exactly-once effect).
+- With ``fence=(name, term)`` (or a store created with one) the append is refused with ``Fenced`` and writes
+  nothing when a newer term of ``name`` is recorded (``advance_fence``); the check and the write are atomic.
 - ``read`` returns events in position order; ``types`` filters by event type name (``"pod.placed"``).
 """
 
@@ -24,6 +26,18 @@ class Checkpoint(msgspec.Struct, frozen=True):
     position: int
 
 
+class Fence(msgspec.Struct, frozen=True):
+    """A leadership term of the decider ``name``: appends made under it are refused once a newer term is recorded
+    (``advance_fence``). Written to every appended event's metadata as ``fence: "<name>/<term>"``."""
+
+    name: str
+    term: int
+
+    @property
+    def token(self) -> str:
+        return f"{self.name}/{self.term}"
+
+
 class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
     positions: list[int]
     skipped: list[str] = []
@@ -32,8 +46,19 @@ class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
 
 class EventStore(Protocol):
     async def append(
-        self, events: Sequence[NewEvent], *, producer: str, checkpoint: Checkpoint | None = None
+        self,
+        events: Sequence[NewEvent],
+        *,
+        producer: str,
+        checkpoint: Checkpoint | None = None,
+        fence: Fence | None = None,
     ) -> AppendResult: ...
+
+    async def advance_fence(self, fence: Fence, *, holder: str) -> tuple[int, str]:
+        """Record ``fence.term`` as the current term of ``fence.name`` unless a newer one is recorded; returns the
+        current (term, holder) afterwards. Serialised with appends: an append under an older term that commits
+        after this returns is impossible."""
+        ...
 
     async def read(
         self,
@@ -56,6 +81,14 @@ class EventStore(Protocol):
     ) -> AsyncIterator[RecordedEvent]: ...
 
     async def read_stream(self, stream_id: str) -> list[RecordedEvent]: ...
+
+    async def latest_types(self, stream_ids: Collection[str], types: Collection[str]) -> dict[str, str]:
+        """For each stream that has events of ``types``, the type of its latest such event (one query)."""
+        ...
+
+    async def recorded_ids(self, event_ids: Collection[str]) -> set[str]:
+        """The subset of ``event_ids`` already in the log."""
+        ...
 
     async def head(self) -> tuple[int, bytes]: ...
 

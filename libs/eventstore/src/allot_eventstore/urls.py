@@ -8,13 +8,13 @@ from urllib.parse import urlsplit, urlunsplit
 def async_url(url: str) -> str:
     for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
         if url.startswith(prefix):
-            return "postgresql+asyncpg://" + url[len(prefix):]
+            return "postgresql+asyncpg://" + url[len(prefix) :]
     raise ValueError(f"not a PostgreSQL URL: {redact(url)!r} (expected postgresql://user@host:port/database)")
 
 
 def plain_url(url: str) -> str:
     """The libpq form (``postgresql://``), e.g. for asyncpg.connect or psql."""
-    return "postgresql://" + async_url(url)[len("postgresql+asyncpg://"):]
+    return "postgresql://" + async_url(url)[len("postgresql+asyncpg://") :]
 
 
 def redact(url: str) -> str:

@@ -34,19 +34,31 @@ async def verify_chain(
         if record.position != expected_position:
             what = "missing" if record.position > expected_position else "duplicated"
             return ChainReport(
-                ok=False, events=count, head_position=head[0], head_hash=head[1].hex(), position=expected_position,
+                ok=False,
+                events=count,
+                head_position=head[0],
+                head_hash=head[1].hex(),
+                position=expected_position,
                 problem=f"event at position {expected_position} is {what} (next stored position is {record.position})",
             )
         try:
             recomputed = record.expected_hash(prev)
         except msgspec.DecodeError as exc:
             return ChainReport(
-                ok=False, events=count, head_position=head[0], head_hash=head[1].hex(), position=record.position,
+                ok=False,
+                events=count,
+                head_position=head[0],
+                head_hash=head[1].hex(),
+                position=record.position,
                 problem=f"event at position {record.position} has an unreadable payload: {exc}",
             )
         if recomputed != record.hash:
             return ChainReport(
-                ok=False, events=count, head_position=head[0], head_hash=head[1].hex(), position=record.position,
+                ok=False,
+                events=count,
+                head_position=head[0],
+                head_hash=head[1].hex(),
+                position=record.position,
                 problem=(
                     f"event at position {record.position} ({record.type}, id {record.event_id}) does not match its "
                     "hash: it was edited, or an earlier event was"
@@ -58,7 +70,11 @@ async def verify_chain(
     last = expected_position - 1
     if (last, prev) != (head[0], head[1]):
         return ChainReport(
-            ok=False, events=count, head_position=head[0], head_hash=head[1].hex(), position=last + 1,
+            ok=False,
+            events=count,
+            head_position=head[0],
+            head_hash=head[1].hex(),
+            position=last + 1,
             problem=(
                 f"the log head says position {head[0]} but the chain ends at {last}: events were deleted from the end"
                 if head[0] > last
@@ -67,7 +83,11 @@ async def verify_chain(
         )
     if expected_head is not None and expected_head != prev.hex():
         return ChainReport(
-            ok=False, events=count, head_position=head[0], head_hash=prev.hex(), position=last,
+            ok=False,
+            events=count,
+            head_position=head[0],
+            head_hash=prev.hex(),
+            position=last,
             problem=f"head hash {prev.hex()} differs from the expected anchor {expected_head}",
         )
     return ChainReport(ok=True, events=count, head_position=head[0], head_hash=prev.hex())

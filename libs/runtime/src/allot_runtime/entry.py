@@ -26,10 +26,12 @@ def service_main(
         config = settings.config()
         if settings.instance:
             if not getattr(build, "SCOPED", False):
-                raise InvalidInput([("ALLOT_INSTANCE", f"{service} runs as a single instance; unset ALLOT_INSTANCE")])
+                raise InvalidInput(
+                    [("ALLOT_INSTANCE", f"{service} runs as a single instance; unset ALLOT_INSTANCE")]
+                )
             config = {**config, "scope": {"node": settings.instance}}
         build(config)  # validate the config before connecting anywhere
-    except InvalidInput as exc:
+    except (InvalidInput, ValueError) as exc:  # the engines' config errors are ValueErrors naming the field
         print(f"allot-{service}: invalid configuration: {exc}", file=sys.stderr)
         sys.exit(2)
     with contextlib.suppress(KeyboardInterrupt):

@@ -4,9 +4,10 @@
 matches exits at once with status 137 (as if killed with SIGKILL) the *n*-th time it reaches ``<stage>`` for a
 decision emitting ``<event type>``. Stages:
 
-- ``before-append``: the decision is made, nothing is written (the decision must be made again after restart);
-- ``after-append``: the decision and the checkpoint are committed, the message is not acknowledged (the event will
-  be redelivered and must not be decided twice).
+- ``before-append``: the batch holding that decision is decided, nothing is written (it must be decided again after
+  restart);
+- ``after-append``: the batch's decisions and the checkpoint are committed, the messages are not acknowledged (they
+  will be redelivered and must not be decided twice).
 
 ``ALLOT_FAILPOINT_STATE`` names a file recording which rules already fired, so each fires once across restarts.
 Unset (the default) costs one attribute check per decision.
@@ -46,16 +47,23 @@ class Failpoints:
             return set()
         return set(self.state.read_text().split())
 
-    def hit(self, stage: str, event_types: Iterable[str]) -> None:
-        for event_type in set(event_types):
-            key = (stage, event_type)
-            if key not in self.rules:
-                continue
-            self.counts[key] = self.counts.get(key, 0) + 1
-            marker = f"{stage}:{event_type}:{self.rules[key]}"
-            if self.counts[key] == self.rules[key] and marker not in self._fired():
-                if self.state is not None:
-                    with self.state.open("a") as f:
-                        f.write(marker + "\n")
-                print(f"failpoint {marker}: exiting", file=sys.stderr, flush=True)
-                os._exit(137)
+    def hit(self, stage: str, decisions: Iterable[Iterable[str]]) -> None:
+        """``decisions``: the event types each decision of a batch emits. A rule fires on the batch holding its
+        *n*-th decision emitting its type (a batch commits many decisions at once)."""
+        for types in decisions:
+            for event_type in set(types):
+                key = (stage, event_type)
+                if key not in self.rules:
+                    continue
+                self.counts[key] = self.counts.get(key, 0) + 1
+                if self.counts[key] == self.rules[key]:
+                    self._fire(f"{stage}:{event_type}:{self.rules[key]}")
+
+    def _fire(self, marker: str) -> None:
+        if marker in self._fired():
+            return
+        if self.state is not None:
+            with self.state.open("a") as f:
+                f.write(marker + "\n")
+        print(f"failpoint {marker}: exiting", file=sys.stderr, flush=True)
+        os._exit(137)

@@ -19,10 +19,16 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.consumed = Counter(
-            "allot_events_consumed_total", "Events handled by the service's processor", ["service", "type"], registry=r
+            "allot_events_consumed_total",
+            "Events handled by the service's processor",
+            ["service", "type"],
+            registry=r,
         )
         self.emitted = Counter(
-            "allot_events_emitted_total", "Events the service decided and appended", ["service", "type"], registry=r
+            "allot_events_emitted_total",
+            "Events the service decided and appended",
+            ["service", "type"],
+            registry=r,
         )
         self.processing = Histogram(
             "allot_event_processing_duration_seconds",
@@ -36,7 +42,10 @@ class Metrics:
             "allot_dead_letters_total", "Events given up on permanently", ["service"], registry=r
         )
         self.transient_failures = Counter(
-            "allot_consumer_transient_failures_total", "Transient failures (nak + catch-up)", ["service"], registry=r
+            "allot_consumer_transient_failures_total",
+            "Transient failures (nak + catch-up)",
+            ["service"],
+            registry=r,
         )
         # kube-scheduler families (device-allocator)
         self.schedule_attempts = Counter(
@@ -56,7 +65,10 @@ class Metrics:
             "allot_scheduler_pending_pods", "Number of pending pods, by the queue type", ["queue"], registry=r
         )
         self.unschedulable_pods = Gauge(
-            "allot_scheduler_unschedulable_pods", "Number of unschedulable pods", ["plugin", "profile"], registry=r
+            "allot_scheduler_unschedulable_pods",
+            "Number of unschedulable pods",
+            ["plugin", "profile"],
+            registry=r,
         )
 
     def render(self) -> bytes:

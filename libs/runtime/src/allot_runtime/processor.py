@@ -123,11 +123,19 @@ class Host:
         emits = self.processor.decide(event, at=record.recorded_at)
         news = self.to_new_events(record, emits, trigger=event)
         for new in news:
-            self.processor.evolve(new.event, at=record.recorded_at, own=True)
+            self.evolve_own(new.event, at=record.recorded_at)
         self.position = record.position
         return news
 
-    def to_new_events(self, record: RecordedEvent, emits: Iterable[Emit], *, trigger: Event | None = None) -> list[NewEvent]:
+    def evolve_own(self, event: Event, *, at: int) -> None:
+        """Apply one of the processor's own decisions. A decision may end a pod's life and begin another (a
+        standalone eviction deletes the pod and submits it again): the host follows those lives too."""
+        self.processor.evolve(event, at=at, own=True)
+        self.lives.observe(event)
+
+    def to_new_events(
+        self, record: RecordedEvent, emits: Iterable[Emit], *, trigger: Event | None = None
+    ) -> list[NewEvent]:
         correlation = record.correlation_id or record.event_id
         return [
             NewEvent(
@@ -148,7 +156,7 @@ class Host:
         if (event := self.accept(record, outputs)) is not None:
             self.processor.evolve(event, at=record.recorded_at, own=False)
             for output in outputs:
-                self.processor.evolve(output.decode(), at=record.recorded_at, own=True)
+                self.evolve_own(output.decode(), at=record.recorded_at)
         self.position = record.position
 
     def digest(self) -> str:

@@ -85,7 +85,9 @@ async def rebuild(host: Host, store: EventStore, *, until: int) -> int:
 def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEvent]) -> Mismatch | None:
     kept = list(recorded)
     event = host.accept(trigger, kept)
-    if event is None and dead_lettered(kept):  # the service gave up on it and rebuilt without it; so does replay
+    if event is None and dead_lettered(
+        kept
+    ):  # the service gave up on it and rebuilt without it; so does replay
         host.position = trigger.position
         return None
     emits: list[Any] = []
@@ -96,7 +98,8 @@ def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEven
     mismatch: Mismatch | None = None
     rec_view = [{"stream": r.stream_id, "tag": r.tag, "payload": r.payload_dict()} for r in kept]
     new_view = [
-        {"stream": n.stream_id, "tag": n.tag, "payload": msgspec.json.decode(canonical(n.event))} for n in news
+        {"stream": n.stream_id, "tag": n.tag, "payload": msgspec.json.decode(canonical(n.event))}
+        for n in news
     ]
     diff = first_difference(rec_view, new_view, "outputs")
     if diff is not None:
@@ -110,12 +113,14 @@ def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEven
             recomputed=diff[2],
         )
     for output in kept:
-        host.processor.evolve(output.decode(), at=trigger.recorded_at, own=True)
+        host.evolve_own(output.decode(), at=trigger.recorded_at)
     host.position = trigger.position
     return mismatch
 
 
-async def verify_decisions(host: Host, store: EventStore, *, until: int | None = None) -> tuple[int, list[Mismatch]]:
+async def verify_decisions(
+    host: Host, store: EventStore, *, until: int | None = None
+) -> tuple[int, list[Mismatch]]:
     """Re-derive every decision of ``host``'s processor. Returns (triggers checked, mismatches)."""
     outputs = await own_outputs(store, host.name)
     checked = 0
@@ -128,18 +133,32 @@ async def verify_decisions(host: Host, store: EventStore, *, until: int | None =
     return checked, mismatches
 
 
+class Verified(msgspec.Struct, frozen=True, kw_only=True):
+    """What verifying one processor found: triggers re-derived, the mismatches among them, and the triggers after its
+    checkpoint that it has not decided yet (``behind``: lag, not compared)."""
+
+    checked: int = 0
+    mismatches: list[Mismatch] = []
+    behind: int = 0
+
+
 async def verify_many(
-    hosts: list[Host], store: EventStore, *, until: int | None = None
-) -> dict[str, tuple[int, list[Mismatch]]]:
+    hosts: list[Host], store: EventStore, *, until: int | None = None, through: dict[str, int] | None = None
+) -> dict[str, Verified]:
     """``verify_decisions`` for many processors in two passes over the log instead of two per processor: the first
     indexes every processor's recorded outputs by trigger, the second feeds each event to every processor that
-    consumes it, in log order."""
+    consumes it, in log order. ``through`` gives, per processor, the last position it has decided (its checkpoint):
+    triggers after it are counted as ``behind`` instead of being compared, since a service that is merely behind has
+    recorded nothing for them yet."""
     names = {host.name for host in hosts}
+    limits = through or {}
     outputs: dict[str, dict[str, list[RecordedEvent]]] = {name: {} for name in names}
     async for record in store.iterate():
         if record.producer in names and record.causation_id is not None:
             outputs[record.producer].setdefault(record.causation_id, []).append(record)
-    results: dict[str, tuple[int, list[Mismatch]]] = {host.name: (0, []) for host in hosts}
+    checked = dict.fromkeys(names, 0)
+    behind = dict.fromkeys(names, 0)
+    mismatches: dict[str, list[Mismatch]] = {name: [] for name in names}
     by_type: dict[str, list[Host]] = {}
     for host in hosts:
         for event_type in host.interests:
@@ -148,9 +167,14 @@ async def verify_many(
         for host in by_type.get(record.type, ()):
             if record.producer == host.name:
                 continue
+            if record.position > limits.get(host.name, record.position):
+                behind[host.name] += 1
+                continue
             found = _compare(host, record, outputs[host.name].get(record.event_id, []))
-            checked, mismatches = results[host.name]
+            checked[host.name] += 1
             if found is not None:
-                mismatches.append(found)
-            results[host.name] = (checked + 1, mismatches)
-    return results
+                mismatches[host.name].append(found)
+    return {
+        name: Verified(checked=checked[name], mismatches=mismatches[name], behind=behind[name])
+        for name in names
+    }

@@ -19,7 +19,8 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +28,13 @@ import msgspec
 from aiohttp import web
 
 from allot_bus.adapters.nats import connect
-from allot_bus.consumer import DurableConsumer
+from allot_bus.consumer import DEFAULT_BATCH, BatchFailed, DurableConsumer
 from allot_bus.names import BusNames
 from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.errors import (
     AlreadyProcessed,
     DecisionFailed,
+    Fenced,
     PermanentError,
     SchemaMismatch,
     TransientError,
@@ -42,8 +44,9 @@ from allot_eventstore.migrate import ensure_current
 from allot_eventstore.ownership import Ownership
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import Checkpoint, EventStore
-from allot_runtime import logs, telemetry
+from allot_runtime import logs, memory, telemetry
 from allot_runtime.failpoints import Failpoints
+from allot_runtime.kube.lease import Leadership, LeaseConfig
 from allot_runtime.metrics import Metrics
 from allot_runtime.processor import Host, Processor, instance_name
 from allot_runtime.replay import rebuild
@@ -51,8 +54,8 @@ from allot_runtime.settings import ServiceSettings
 
 log = logging.getLogger("allot.service")
 
-Observer = Callable[["ServiceContext", RecordedEvent, list[NewEvent], float], None]
-Extra = Callable[["ServiceContext", asyncio.Event], Awaitable[None]]
+Observer = Callable[["ServiceContext", "list[Handled]"], None]
+Extra = Callable[["ServiceContext", asyncio.Event], Coroutine[Any, Any, None]]
 
 
 @dataclass
@@ -62,6 +65,7 @@ class ServiceContext:
     nc: Any
     metrics: Metrics
     runtime: ProcessorRuntime
+    leadership: Leadership | None = None  # lease mode: the term every write is made under
     started_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -73,8 +77,24 @@ class ServiceContext:
         return self.runtime.consumer
 
 
+class Handled(msgspec.Struct, frozen=True):
+    """One event a runtime handled: the trigger, the decisions it led to, and the seconds from the start of its
+    evaluation to the commit of its batch (what kube-scheduler's attempt duration covers)."""
+
+    record: RecordedEvent
+    news: list[NewEvent]
+    seconds: float
+
+
 class ProcessorRuntime:
-    """One processor wired to the log and the bus: rebuild, handle (decide + append with checkpoint), consume."""
+    """One processor wired to the log and the bus: rebuild, handle batches (decide + append with checkpoint),
+    consume.
+
+    A batch is folded event by event through the host exactly as single events are (each decision sees the
+    projection after every earlier event of the batch and its decisions), then all the decisions are appended with
+    the checkpoint in one transaction. The outputs are the same as one event per transaction (a test checks it);
+    only the number of commits changes.
+    """
 
     def __init__(
         self,
@@ -85,10 +105,17 @@ class ProcessorRuntime:
         nc: Any,
         names: BusNames,
         tracer: Any = None,
-        on_handled: Callable[[RecordedEvent, list[NewEvent], float], None] | None = None,
+        on_handled: Callable[[list[Handled]], None] | None = None,
         fetch_timeout: float = 1.0,
+        batch: int = DEFAULT_BATCH,
+        settle_memory: bool = False,
+        on_fenced: Callable[[Fenced, str], Awaitable[None]] | None = None,
     ) -> None:
         self.name = name
+        self.on_fenced = on_fenced  # lease mode: an append was refused (a newer leader): record it, step down
+        self.settle_memory = (
+            settle_memory  # freeze the rebuilt projection out of the collector's way (a process)
+        )
         self.factory = factory
         self.store = store
         self.names = names
@@ -96,11 +123,18 @@ class ProcessorRuntime:
         self.on_handled = on_handled
         self.host = Host(factory(), name=name)
         self.failpoints = Failpoints.from_env(name)
-        self.lock = asyncio.Lock()  # a state report never sees a decision half-way (evolved but not committed)
+        self.lock = asyncio.Lock()  # a state report never sees a batch half-way (evolved but not committed)
         self.consistent = True  # False between a failed decision and the rebuild that follows it
         self.consumer = DurableConsumer(
-            name=name, types=self.host.interests, store=store, nc=nc, names=names,
-            handler=self.handle, rebuild=self.rebuild_projection, fetch_timeout=fetch_timeout,
+            name=name,
+            types=self.host.interests,
+            store=store,
+            nc=nc,
+            names=names,
+            handler=self.handle,
+            rebuild=self.rebuild_projection,
+            fetch_timeout=fetch_timeout,
+            batch=batch,
         )
 
     async def rebuild_projection(self) -> int:
@@ -108,45 +142,106 @@ class ProcessorRuntime:
         host = Host(self.factory(), name=self.name)
         await rebuild(host, self.store, until=checkpoint)
         async with self.lock:
+            if self.settle_memory:
+                memory.unsettle()  # the projection being replaced can be collected
             self.host = host
             self.consistent = True
-        log.info("%s: projection rebuilt up to position %d (digest %s)", self.name, checkpoint, host.digest()[:12])
+        if self.settle_memory:
+            memory.settle()
+        log.info(
+            "%s: projection rebuilt up to position %d (digest %s)", self.name, checkpoint, host.digest()[:12]
+        )
         return checkpoint
 
-    async def handle(self, record: RecordedEvent) -> None:
-        started = time.perf_counter()
+    def _step(self, record: RecordedEvent) -> list[NewEvent]:
+        """Evolve, decide and evolve the outputs for one trigger; processor failures become ``DecisionFailed``."""
         span = (
-            telemetry.consuming(self.tracer, carrier=dict(record.metadata), subject=self.names.subject(record.type),
-                                message_id=record.event_id, consumer=self.name)
-            if self.tracer is not None else contextlib.nullcontext()
+            telemetry.consuming(
+                self.tracer,
+                carrier=dict(record.metadata),
+                subject=self.names.subject(record.type),
+                message_id=record.event_id,
+                consumer=self.name,
+            )
+            if self.tracer is not None
+            else contextlib.nullcontext()
         )
+        with span:
+            try:
+                news = self.host.step(record)
+            except (TransientError, PermanentError, msgspec.ValidationError, msgspec.DecodeError):
+                raise
+            except Exception as exc:
+                raise DecisionFailed(f"{type(exc).__name__}: {exc}") from exc
+            if news and self.tracer is not None:
+                carrier = telemetry.inject()
+                if carrier:
+                    news = [msgspec.structs.replace(n, metadata=carrier) for n in news]
+        return news
+
+    async def handle(self, records: Sequence[RecordedEvent]) -> int | None:
+        """Handle a batch: fold every trigger in order, then append all decisions with the checkpoint in one
+        transaction. Returns the checkpoint committed (None when nothing was appended). If trigger *k* fails, the
+        decisions of the triggers before it are committed first and :class:`BatchFailed` ``(k, cause)`` is raised;
+        the projection is then inconsistent until the consumer rebuilds it."""
+        started = time.perf_counter()
+        done: list[tuple[RecordedEvent, list[NewEvent], float]] = []
         async with self.lock:
-            with span:
+            for index, record in enumerate(records):
                 try:
-                    try:
-                        news = self.host.step(record)
-                    except (TransientError, PermanentError, msgspec.ValidationError, msgspec.DecodeError):
+                    news = self._step(record)
+                except BaseException as exc:
+                    self.consistent = False
+                    if isinstance(exc, asyncio.CancelledError):
                         raise
-                    except Exception as exc:
-                        raise DecisionFailed(f"{type(exc).__name__}: {exc}") from exc
-                    if news:
-                        carrier = telemetry.inject()
-                        if carrier:
-                            news = [msgspec.structs.replace(n, metadata=carrier) for n in news]
-                        if self.failpoints is not None:
-                            self.failpoints.hit("before-append", (n.tag.rsplit(".", 1)[0] for n in news))
-                        await self.store.append(news, producer=self.name,
-                                                checkpoint=Checkpoint(self.name, record.position))
-                        if self.failpoints is not None:
-                            self.failpoints.hit("after-append", (n.tag.rsplit(".", 1)[0] for n in news))
-                except AlreadyProcessed as exc:
-                    self.consistent = False
-                    raise TransientError(f"{exc}; another instance decided this event, rebuilding", delay=0.0) from exc
-                except BaseException:
-                    self.consistent = False
-                    raise
-        if self.on_handled is not None:
-            self.on_handled(record, news, time.perf_counter() - started)
+                    try:
+                        await self._commit(done)
+                    except Exception as commit_error:
+                        raise BatchFailed(0, commit_error) from commit_error
+                    self._observe(done, started)
+                    raise BatchFailed(index, exc) from exc
+                done.append((record, news, time.perf_counter()))
+            try:
+                committed = await self._commit(done)
+            except AlreadyProcessed as exc:
+                self.consistent = False
+                cause = TransientError(f"{exc}; another instance decided these events, rebuilding", delay=0.0)
+                raise BatchFailed(0, cause) from exc
+            except Fenced as exc:
+                self.consistent = False
+                if self.on_fenced is not None:
+                    await self.on_fenced(exc, f"{len(records)} event(s) from position {records[0].position}")
+                raise BatchFailed(0, exc) from exc
+            except BaseException as exc:
+                self.consistent = False
+                if isinstance(exc, Exception):
+                    raise BatchFailed(0, exc) from exc
+                raise
+        self._observe(done, started)
+        return committed
+
+    async def _commit(self, done: list[tuple[RecordedEvent, list[NewEvent], float]]) -> int | None:
+        news = [new for _, outputs, _ in done for new in outputs]
+        if not news:
+            return None
+        decisions = [[n.tag.rsplit(".", 1)[0] for n in outputs] for _, outputs, _ in done if outputs]
+        if self.failpoints is not None:
+            self.failpoints.hit("before-append", decisions)
+        position = done[-1][0].position
+        await self.store.append(news, producer=self.name, checkpoint=Checkpoint(self.name, position))
+        if self.failpoints is not None:
+            self.failpoints.hit("after-append", decisions)
+        return position
+
+    def _observe(self, done: list[tuple[RecordedEvent, list[NewEvent], float]], started: float) -> None:
+        if self.on_handled is None or not done:
+            return
+        end = time.perf_counter()
+        handled, previous = [], started
+        for record, news, finished in done:
+            handled.append(Handled(record, news, end - previous))
+            previous = finished
+        self.on_handled(handled)
 
 
 class ServiceState(msgspec.Struct, kw_only=True):
@@ -209,11 +304,19 @@ async def _http(live: Liveness, host: str, port: int) -> web.AppRunner:
     async def state(_: web.Request) -> web.Response:
         if live.ctx is None:
             return web.json_response({"phase": live.phase}, status=503)
-        return web.Response(body=msgspec.json.encode(await state_of(live.ctx)), content_type="application/json")
+        return web.Response(
+            body=msgspec.json.encode(await state_of(live.ctx)), content_type="application/json"
+        )
 
     app = web.Application()
-    app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics),
-                    web.get("/state", state)])
+    app.add_routes(
+        [
+            web.get("/healthz", healthz),
+            web.get("/readyz", readyz),
+            web.get("/metrics", metrics),
+            web.get("/state", state),
+        ]
+    )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
@@ -241,9 +344,11 @@ async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
             now = system_clock()
             if deadline is not None and (deadline, consumed) != fired:
                 if now >= deadline:
-                    new = NewEvent(stream_id=stream_id("timer", name),
-                                   event=TimerFired(service=ctx.settings.service, due=deadline),
-                                   event_id=timer_event_id(name, deadline, consumed))
+                    new = NewEvent(
+                        stream_id=stream_id("timer", name),
+                        event=TimerFired(service=ctx.settings.service, due=deadline),
+                        event_id=timer_event_id(name, deadline, consumed),
+                    )
                     try:
                         await ctx.store.append([new], producer=producer)
                         fired = (deadline, consumed)
@@ -258,13 +363,21 @@ async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), timeout=max(delay, 0.01))
 
 
-def default_observer(ctx: ServiceContext, record: RecordedEvent, news: list[NewEvent], seconds: float) -> None:
-    service = ctx.settings.service
-    ctx.metrics.consumed.labels(service, record.type).inc()
-    ctx.metrics.processing.labels(service).observe(seconds)
-    ctx.metrics.position.labels(service).set(record.position)
-    for new in news:
-        ctx.metrics.emitted.labels(service, new.tag.rsplit(".", 1)[0]).inc()
+def default_observer(ctx: ServiceContext, handled: list[Handled]) -> None:
+    service, metrics = ctx.settings.service, ctx.metrics
+    consumed: Counter[str] = Counter()
+    emitted: Counter[str] = Counter()
+    processing = metrics.processing.labels(service)
+    for item in handled:
+        consumed[item.record.type] += 1
+        processing.observe(item.seconds)
+        for new in item.news:
+            emitted[new.tag.rsplit(".", 1)[0]] += 1
+    for event_type, count in consumed.items():
+        metrics.consumed.labels(service, event_type).inc(count)
+    for event_type, count in emitted.items():
+        metrics.emitted.labels(service, event_type).inc(count)
+    metrics.position.labels(service).set(handled[-1].record.position)
 
 
 async def run_service(
@@ -275,6 +388,7 @@ async def run_service(
     extras: Sequence[Extra] = (),
 ) -> None:
     logs.setup(settings.service, level=settings.log_level, fmt=settings.log_format)
+    memory.configure()
     tracer = telemetry.setup(settings.service, settings.otel_exporter)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -289,17 +403,76 @@ async def run_service(
         if stop.is_set():
             return
         live.phase = "standing by: waiting to own the consumer"
-        ownership = Ownership(settings.database_url, instance_name(settings.service, settings.instance))
-        if not await ownership.acquire(stop):
-            return
+        name = instance_name(settings.service, settings.instance)
+        leadership: Leadership | None = None
+        if settings.leader_election == "lease":
+            leadership = await _lease_leadership(settings, name, stop)
+            if leadership is None:
+                return
+            store = PostgresEventStore.connect(settings.database_url, fence=leadership.fence)
+            watch = leadership_watch(leadership)
+        else:
+            ownership = Ownership(settings.database_url, name)
+            if not await ownership.acquire(stop):
+                return
+            store = PostgresEventStore.connect(settings.database_url)
+            watch = ownership_watch(ownership)
         live.phase = "connecting to NATS"
-        store = PostgresEventStore.connect(settings.database_url)
         nc = await connect(settings.nats_url, name=f"allot-{settings.service}")
         live.phase = "catching up with the log"
-        await _run(settings, factory, store=store, nc=nc, metrics=metrics, tracer=tracer, stop=stop, live=live,
-                   observers=observers, extras=[ownership_watch(ownership), *extras])
+        await _run(
+            settings,
+            factory,
+            store=store,
+            nc=nc,
+            metrics=metrics,
+            tracer=tracer,
+            stop=stop,
+            live=live,
+            observers=observers,
+            extras=[watch, *extras],
+            leadership=leadership,
+        )
     finally:
         await runner.cleanup()
+
+
+async def _lease_leadership(settings: ServiceSettings, name: str, stop: asyncio.Event) -> Leadership | None:
+    """Kubernetes mode with ``ALLOT_LEADER_ELECTION=lease``: wait for this decider's Lease; None when stopped."""
+    import os
+    import socket
+    import uuid
+
+    from allot_runtime.kube.client import api_client
+
+    config = LeaseConfig(
+        namespace=settings.lease_namespace,
+        name=settings.lease_name or f"allot-{name.replace('@', '-')}",
+        identity=f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{uuid.uuid4()}",
+        lease_duration=settings.lease_duration_s,
+        renew_deadline=settings.lease_renew_deadline_s,
+        retry_period=settings.lease_retry_period_s,
+    )
+    client = await api_client()
+    client.user_agent = f"allot-{settings.service}/{config.identity}"
+    leadership = Leadership(
+        client=client, store=PostgresEventStore.connect(settings.database_url), config=config, decider=name
+    )
+    if await leadership.acquire(stop):
+        return leadership
+    await client.close()
+    return None
+
+
+def leadership_watch(leadership: Leadership) -> Extra:
+    async def leadership_held(_: ServiceContext, stop: asyncio.Event) -> None:
+        try:
+            await leadership.hold(stop)
+        finally:
+            await leadership.client.close()
+            await leadership.store.close()
+
+    return leadership_held
 
 
 def ownership_watch(ownership: Ownership) -> Extra:
@@ -321,17 +494,29 @@ async def _run(
     live: Liveness,
     observers: Sequence[Observer],
     extras: Sequence[Extra],
+    leadership: Leadership | None = None,
 ) -> None:
     all_observers = [default_observer, *observers]
     ctx_ref: list[ServiceContext] = []
 
-    def on_handled(record: RecordedEvent, news: list[NewEvent], seconds: float) -> None:
+    def on_handled(handled: list[Handled]) -> None:
         for observe in all_observers:
-            observe(ctx_ref[0], record, news, seconds)
+            observe(ctx_ref[0], handled)
 
-    runtime = ProcessorRuntime(name=instance_name(settings.service, settings.instance), factory=factory, store=store, nc=nc, names=settings.names,
-                               tracer=tracer, on_handled=on_handled)
-    ctx = ServiceContext(settings=settings, store=store, nc=nc, metrics=metrics, runtime=runtime)
+    runtime = ProcessorRuntime(
+        name=instance_name(settings.service, settings.instance),
+        factory=factory,
+        store=store,
+        nc=nc,
+        names=settings.names,
+        tracer=tracer,
+        on_handled=on_handled,
+        settle_memory=True,
+        on_fenced=leadership.refused if leadership is not None else None,
+    )
+    ctx = ServiceContext(
+        settings=settings, store=store, nc=nc, metrics=metrics, runtime=runtime, leadership=leadership
+    )
     ctx_ref.append(ctx)
     live.ctx = ctx
     live.phase = "running"

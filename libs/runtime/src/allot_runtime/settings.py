@@ -17,6 +17,14 @@ ALLOT_KUBE_MODE             standalone                     ``standalone`` or ``k
 ALLOT_INSTANCE              (none)                         per-node instance (a DaemonSet pod sets its node name):
                                                            node-reporter and qos-enforcer then decide for that node
                                                            only, as ``<service>@<instance>``
+ALLOT_LEADER_ELECTION       advisory                       ``advisory`` (a PostgreSQL advisory lock per consumer) or
+                                                           ``lease`` (a Kubernetes Lease with a fencing term:
+                                                           ``allot_runtime.kube.lease``)
+ALLOT_LEASE_NAMESPACE       allot-system                   where the Lease is (the pod's namespace)
+ALLOT_LEASE_NAME            allot-<service>                the Lease's name
+ALLOT_LEASE_DURATION_S      15                             a follower takes over after this long without renewal
+ALLOT_LEASE_RENEW_DEADLINE_S 10                            the leader stops writing after this long without renewal
+ALLOT_LEASE_RETRY_PERIOD_S  2                              renewal / acquisition period
 =========================== ============================== =========================================================
 """
 
@@ -47,6 +55,12 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
     config_file: str = ""
     kube_mode: str = "standalone"
     instance: str = ""
+    leader_election: str = "advisory"
+    lease_namespace: str = "allot-system"
+    lease_name: str = ""
+    lease_duration_s: float = 15.0
+    lease_renew_deadline_s: float = 10.0
+    lease_retry_period_s: float = 2.0
     shutdown_timeout_s: float = 10.0
 
     @property
@@ -70,6 +84,18 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
             raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} is not valid YAML: {exc}")]) from exc
         if not isinstance(data, dict):
             raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} must hold a mapping")])
+        from allot_runtime.schedconfig import SchedulerConfigError, is_scheduler_config, translate
+
+        if is_scheduler_config(data):  # Koordinator's KubeSchedulerConfiguration: this service's part of it
+            try:
+                translated = translate(data)
+            except SchedulerConfigError as exc:
+                raise InvalidInput([(i.path, i.message) for i in exc.issues], subject=str(path)) from exc
+            import logging
+
+            for warning in translated.warnings:
+                logging.getLogger("allot.config").warning("%s: %s: %s", path, warning.path, warning.message)
+            return dict(translated.services.get(self.service, {}))
         return data
 
 
@@ -86,6 +112,12 @@ _FIELDS = {
     "config_file": "ALLOT_CONFIG_FILE",
     "kube_mode": "ALLOT_KUBE_MODE",
     "instance": "ALLOT_INSTANCE",
+    "leader_election": "ALLOT_LEADER_ELECTION",
+    "lease_namespace": "ALLOT_LEASE_NAMESPACE",
+    "lease_name": "ALLOT_LEASE_NAME",
+    "lease_duration_s": "ALLOT_LEASE_DURATION_S",
+    "lease_renew_deadline_s": "ALLOT_LEASE_RENEW_DEADLINE_S",
+    "lease_retry_period_s": "ALLOT_LEASE_RETRY_PERIOD_S",
 }
 
 
@@ -107,4 +139,16 @@ def load(service: str, environ: Mapping[str, str] | None = None) -> ServiceSetti
         raise InvalidInput([("ALLOT_LOG_FORMAT", "must be json or text")])
     if settings.kube_mode not in ("standalone", "kubernetes"):
         raise InvalidInput([("ALLOT_KUBE_MODE", "must be standalone or kubernetes")])
+    if settings.leader_election not in ("advisory", "lease"):
+        raise InvalidInput([("ALLOT_LEADER_ELECTION", "must be advisory or lease")])
+    if not (settings.lease_duration_s > settings.lease_renew_deadline_s > settings.lease_retry_period_s > 0):
+        raise InvalidInput(
+            [
+                (
+                    "ALLOT_LEASE_DURATION_S",
+                    "ALLOT_LEASE_DURATION_S > ALLOT_LEASE_RENEW_DEADLINE_S > ALLOT_LEASE_RETRY_PERIOD_S > 0 "
+                    "must hold",
+                )
+            ]
+        )
     return settings

@@ -8,7 +8,6 @@ otherwise a consumer filters on ``<prefix>.events.>`` and skips other types itse
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import nats
 from nats.aio.client import Client
@@ -120,8 +119,16 @@ async def stream_limits(js: JetStreamContext, names: BusNames) -> str:
     except (TimeoutError, jserrors.Error, nats.errors.Error):
         return "unknown"
     discard = getattr(config.discard, "value", config.discard)
-    return (f"max_msg_size={config.max_msg_size}, max_bytes={config.max_bytes}, max_msgs={config.max_msgs}, "
-            f"discard={discard}")
+    return (
+        f"max_msg_size={config.max_msg_size}, max_bytes={config.max_bytes}, max_msgs={config.max_msgs}, "
+        f"discard={discard}"
+    )
+
+
+def client_of(js: JetStreamContext) -> Client:
+    """The connection a JetStream context publishes on."""
+    nc: Client = js._nc
+    return nc
 
 
 def max_payload(js: JetStreamContext) -> int:
@@ -146,14 +153,17 @@ async def ensure_durable(
     subjects: list[str],
     multi_filter: bool,
     ack_wait: float = 30.0,
-    max_ack_pending: int = 1000,
+    max_ack_pending: int = 2000,
 ) -> None:
-    """Create the durable pull consumer if it is missing. New consumers start with new messages only: whatever was
-    published before is read from PostgreSQL by the consumer's catch-up, which runs after this."""
+    """Create the durable pull consumer if it is missing, or re-create it when its filter, ack policy or ack window
+    differ from ours. New consumers start with new messages only: whatever was published before is read from
+    PostgreSQL by the consumer's catch-up, which runs after this.
+
+    Acks are "all": acknowledging a message acknowledges every earlier one, so a batch costs one ack."""
     config = jsapi.ConsumerConfig(
         durable_name=durable,
         deliver_policy=jsapi.DeliverPolicy.NEW,
-        ack_policy=jsapi.AckPolicy.EXPLICIT,
+        ack_policy=jsapi.AckPolicy.ALL,
         ack_wait=ack_wait,
         max_ack_pending=max_ack_pending,
         max_deliver=-1,
@@ -165,14 +175,16 @@ async def ensure_durable(
     else:
         config.filter_subject = names.all_events
     try:
-        info = await js.consumer_info(names.stream, durable)
-        current = info.config
-        if (current.filter_subjects or [current.filter_subject]) != (config.filter_subjects or [config.filter_subject]):
-            await js.delete_consumer(names.stream, durable)
-            await js.add_consumer(names.stream, config)
+        current = (await js.consumer_info(names.stream, durable)).config
     except jserrors.NotFoundError:
         await js.add_consumer(names.stream, config)
-
-
-async def pull_subscription(js: JetStreamContext, names: BusNames, durable: str) -> Any:
-    return await js.pull_subscribe_bind(durable=durable, stream=names.stream)
+        return
+    same = (
+        (current.filter_subjects or [current.filter_subject or ""])
+        == (config.filter_subjects or [config.filter_subject or ""])
+        and current.ack_policy == config.ack_policy
+        and current.max_ack_pending == config.max_ack_pending
+    )
+    if not same:
+        await js.delete_consumer(names.stream, durable)
+        await js.add_consumer(names.stream, config)

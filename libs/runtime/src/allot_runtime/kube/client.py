@@ -38,7 +38,9 @@ class Resource:
 
     def collection_path(self, namespace: str = "") -> str:
         """All objects (every namespace when ``namespace`` is empty)."""
-        return f"{self.base}/namespaces/{namespace}/{self.plural}" if namespace else f"{self.base}/{self.plural}"
+        return (
+            f"{self.base}/namespaces/{namespace}/{self.plural}" if namespace else f"{self.base}/{self.plural}"
+        )
 
     def object_path(self, name: str, namespace: str = "", subresource: str = "") -> str:
         path = f"{self.collection_path(namespace if self.namespaced else '')}/{name}"
@@ -51,10 +53,16 @@ class Resource:
 NODES = Resource("v1", "Node", "nodes", False)
 PODS = Resource("v1", "Pod", "pods", True)
 DEVICES = Resource("scheduling.koordinator.sh/v1alpha1", "Device", "devices", False)
-TOPOLOGIES = Resource("topology.node.k8s.io/v1alpha1", "NodeResourceTopology", "noderesourcetopologies", False)
+TOPOLOGIES = Resource(
+    "topology.node.k8s.io/v1alpha1", "NodeResourceTopology", "noderesourcetopologies", False
+)
 ELASTIC_QUOTAS = Resource("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", "elasticquotas", True)
-QUOTA_PROFILES = Resource("quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile", "elasticquotaprofiles", True)
+QUOTA_PROFILES = Resource(
+    "quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile", "elasticquotaprofiles", True
+)
 POD_GROUPS = Resource("scheduling.sigs.k8s.io/v1alpha1", "PodGroup", "podgroups", True)
+RESERVATIONS = Resource("scheduling.koordinator.sh/v1alpha1", "Reservation", "reservations", False)
+MIGRATION_JOBS = Resource("scheduling.koordinator.sh/v1alpha1", "PodMigrationJob", "podmigrationjobs", False)
 
 
 def meta(obj: Obj) -> Obj:
@@ -86,18 +94,24 @@ async def api_client(kubeconfig: str | None = None) -> Any:
     path = kubeconfig or os.environ.get("ALLOT_KUBECONFIG") or os.environ.get("KUBECONFIG") or ""
     try:
         if path:
-            await config.load_kube_config(config_file=path, client_configuration=configuration,
-                                          persist_config=False)
+            await config.load_kube_config(
+                config_file=path, client_configuration=configuration, persist_config=False
+            )
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
-            await config.load_kube_config(config_file=_home_kubeconfig(), client_configuration=configuration,
-                                          persist_config=False)
+            await config.load_kube_config(
+                config_file=_home_kubeconfig(), client_configuration=configuration, persist_config=False
+            )
     except (config.ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
-        where = path or ("the in-cluster service account" if os.environ.get("KUBERNETES_SERVICE_HOST")
-                         else "~/.kube/config")
-        raise InvalidInput([("ALLOT_KUBECONFIG", f"cannot load the Kubernetes client configuration from {where}: "
-                                                 f"{exc}")]) from exc
+        where = path or (
+            "the in-cluster service account"
+            if os.environ.get("KUBERNETES_SERVICE_HOST")
+            else "~/.kube/config"
+        )
+        raise InvalidInput(
+            [("ALLOT_KUBECONFIG", f"cannot load the Kubernetes client configuration from {where}: {exc}")]
+        ) from exc
     return ApiClient(configuration=configuration)
 
 
@@ -143,17 +157,31 @@ def status_error(status: int, body: bytes | str, *, retry_after: str | None = No
     return ApiError(status, reason, message)
 
 
-async def request(client: Any, method: str, path: str, *, query: Iterable[tuple[str, Any]] = (),
-                  body: Any = None, content_type: str = "application/json",
-                  timeout: aiohttp.ClientTimeout | float | None = None) -> aiohttp.ClientResponse:
+async def request(
+    client: Any,
+    method: str,
+    path: str,
+    *,
+    query: Iterable[tuple[str, Any]] = (),
+    body: Any = None,
+    content_type: str = "application/json",
+    timeout: aiohttp.ClientTimeout | float | None = None,
+) -> aiohttp.ClientResponse:
     """One raw request through the client's configuration and authentication; the response is returned unread
     (the caller checks the status and reads or streams the body). Transport errors become :class:`ApiUnavailable`."""
     headers = {"Accept": "application/json", "Content-Type": content_type}
     try:
         response = await client.call_api(
-            path, method, query_params=[(k, v) for k, v in query if v not in (None, "")],
-            header_params=headers, body=body, auth_settings=["BearerToken"], _preload_content=False,
-            _return_http_data_only=True, _request_timeout=timeout)
+            path,
+            method,
+            query_params=[(k, v) for k, v in query if v not in (None, "")],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+            _request_timeout=timeout,
+        )
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise ApiUnavailable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
     return response  # type: ignore[no-any-return]
@@ -175,8 +203,16 @@ async def read_json(response: aiohttp.ClientResponse) -> Any:
         raise ApiUnavailable(f"the API server sent a body that is not JSON: {body[:200]!r}") from exc
 
 
-async def call(client: Any, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
-               timeout: float = 30.0) -> Any:
+async def call(
+    client: Any,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    content_type: str = "application/json",
+    timeout: float = 30.0,
+) -> Any:
     """One request whose answer is read as JSON: 2xx → the body; otherwise the error of :func:`status_error`."""
-    return await read_json(await request(client, method, path, body=body, content_type=content_type,
-                                         timeout=timeout))
+    return await read_json(
+        await request(client, method, path, body=body, content_type=content_type, timeout=timeout)
+    )

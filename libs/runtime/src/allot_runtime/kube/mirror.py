@@ -23,8 +23,6 @@ from allot_runtime.kube.reflector import Sink, WatchMetrics
 log = logging.getLogger("allot.kube")
 
 
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # The log side: what was recorded, and recording real changes only
 # ---------------------------------------------------------------------------------------------------------------
@@ -34,8 +32,6 @@ def strip_server_fields(obj: Obj) -> Obj:
     """The object without ``metadata.managedFields`` (server bookkeeping, never an input)."""
     m = {k: v for k, v in meta(obj).items() if k != "managedFields"}
     return {**obj, "metadata": m}
-
-
 
 
 def storage_issues(value: Any, path: str = "") -> list[str]:
@@ -75,15 +71,27 @@ def spec_fingerprint(obj: Obj, *, drop_annotations: Iterable[str] = ()) -> Any:
     m = meta(obj)
     dropped = set(drop_annotations)
     annotations = {k: v for k, v in (m.get("annotations") or {}).items() if k not in dropped}
-    return {"uid": m.get("uid", ""), "labels": m.get("labels") or {}, "annotations": annotations,
-            "spec": obj.get("spec")}
+    return {
+        "uid": m.get("uid", ""),
+        "labels": m.get("labels") or {},
+        "annotations": annotations,
+        "spec": obj.get("spec"),
+    }
 
 
 class Mirror(Sink):
     """One resource mirrored into the log as ``*.applied``/``*.deleted`` input events."""
 
-    def __init__(self, *, store: Any, producer: str, kind: Kind, component: str, metrics: WatchMetrics,
-                 in_scope: Callable[[str], bool] = lambda _: True) -> None:
+    def __init__(
+        self,
+        *,
+        store: Any,
+        producer: str,
+        kind: Kind,
+        component: str,
+        metrics: WatchMetrics,
+        in_scope: Callable[[str], bool] = lambda _: True,
+    ) -> None:
         self.store = store
         self.producer = producer
         self.kind = kind
@@ -104,7 +112,9 @@ class Mirror(Sink):
 
     async def refresh(self) -> None:
         """Fold what this producer recorded since the last refresh (the log is the memory; this is a cache)."""
-        async for record in self.store.iterate(after=self.position, types=self.kind.types, producer=self.producer):
+        async for record in self.store.iterate(
+            after=self.position, types=self.kind.types, producer=self.producer
+        ):
             self.position = record.position
             folded = self.kind.fold(record.decode())
             if folded is None:
@@ -114,8 +124,10 @@ class Mirror(Sink):
                 if key in self.known:
                     self.known[key].alive = False
             else:
-                self.known[key] = Known(uid=str(meta(manifest).get("uid", "")),
-                                        fingerprint=canonical(self.kind.fingerprint(manifest)))
+                self.known[key] = Known(
+                    uid=str(meta(manifest).get("uid", "")),
+                    fingerprint=canonical(self.kind.fingerprint(manifest)),
+                )
 
     async def replace(self, objects: list[Obj]) -> None:
         await self.refresh()
@@ -153,18 +165,29 @@ class Mirror(Sink):
             if self.refused.get(key) != version:
                 self.refused[key] = version
                 self.metrics.skipped.labels(self.component, str(self.resource)).inc()
-                log.warning("%s %s (resourceVersion %s) not recorded: %s", self.resource.kind, key, version,
-                            "; ".join(problems))
+                log.warning(
+                    "%s %s (resourceVersion %s) not recorded: %s",
+                    self.resource.kind,
+                    key,
+                    version,
+                    "; ".join(problems),
+                )
             return
         self.refused.pop(key, None)
         known_now = Known(uid=uid, fingerprint=fingerprint)
-        await self.writer.write(self.kind.applied(manifest), f"{self.resource.kind}/{uid}/{version}",
-                                lambda: self.known.__setitem__(key, known_now))
+        await self.writer.write(
+            self.kind.applied(manifest),
+            f"{self.resource.kind}/{uid}/{version}",
+            lambda: self.known.__setitem__(key, known_now),
+        )
 
     async def _delete(self, key: str, uid: str) -> None:
         entry = self.known[key]
-        await self.writer.write(self.kind.deleted(key, uid), f"{self.resource.kind}/{uid or key}/deleted",
-                                lambda: setattr(entry, "alive", False))
+        await self.writer.write(
+            self.kind.deleted(key, uid),
+            f"{self.resource.kind}/{uid or key}/deleted",
+            lambda: setattr(entry, "alive", False),
+        )
 
 
 @dataclass
@@ -183,7 +206,9 @@ class Writer:
     A change the log refuses for good (``PermanentError``) is logged and skipped; transient failures propagate, and
     the list-watch retries (nothing of a failed batch was written)."""
 
-    def __init__(self, store: Any, producer: str, component: str, metrics: WatchMetrics, chunk: int = 500) -> None:
+    def __init__(
+        self, store: Any, producer: str, component: str, metrics: WatchMetrics, chunk: int = 500
+    ) -> None:
         self.store = store
         self.producer = producer
         self.component = component
@@ -192,10 +217,17 @@ class Writer:
         self._batch: list[_Pending] | None = None
 
     async def write(self, events: list[tuple[str, Event]], basis: str, done: Callable[[], None]) -> None:
-        pending = _Pending(news=[NewEvent(stream_id=stream, event=event,
-                                          event_id=derived_event_id(self.producer, basis, index))
-                                 for index, (stream, event) in enumerate(events)],
-                           events=[event for _, event in events], basis=basis, done=done)
+        pending = _Pending(
+            news=[
+                NewEvent(
+                    stream_id=stream, event=event, event_id=derived_event_id(self.producer, basis, index)
+                )
+                for index, (stream, event) in enumerate(events)
+            ],
+            events=[event for _, event in events],
+            basis=basis,
+            done=done,
+        )
         if self._batch is not None:
             self._batch.append(pending)
         else:
@@ -210,11 +242,13 @@ class Writer:
         finally:
             self._batch = None
         for start in range(0, len(items), self.chunk):
-            await self._commit(items[start:start + self.chunk])
+            await self._commit(items[start : start + self.chunk])
 
     async def _commit(self, items: list[_Pending]) -> None:
         try:
-            result = await self.store.append([new for item in items for new in item.news], producer=self.producer)
+            result = await self.store.append(
+                [new for item in items for new in item.news], producer=self.producer
+            )
         except PermanentError as exc:
             if len(items) > 1:  # find the one the log refuses; record the others
                 for item in items:

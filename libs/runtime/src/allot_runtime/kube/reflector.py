@@ -45,19 +45,42 @@ class WatchMetrics:
     _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, WatchMetrics] = weakref.WeakKeyDictionary()
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.events = Counter("allot_kube_watch_events_total", "Watch events received",
-                              ["component", "resource", "type"], registry=registry)
-        self.lists = Counter("allot_kube_lists_total", "Full lists (start, and relists after 410 Gone)",
-                             ["component", "resource"], registry=registry)
-        self.errors = Counter("allot_kube_watch_errors_total", "List and watch failures, retried with backoff",
-                              ["component", "resource"], registry=registry)
-        self.recorded = Counter("allot_kube_events_recorded_total", "Input events recorded in the log",
-                                ["component", "type"], registry=registry)
-        self.skipped = Counter("allot_kube_objects_skipped_total",
-                               "Objects not recorded because admission refused them", ["component", "resource"],
-                               registry=registry)
-        self.synced = Gauge("allot_kube_synced", "1 once the resource's first list is recorded",
-                            ["component", "resource"], registry=registry)
+        self.events = Counter(
+            "allot_kube_watch_events_total",
+            "Watch events received",
+            ["component", "resource", "type"],
+            registry=registry,
+        )
+        self.lists = Counter(
+            "allot_kube_lists_total",
+            "Full lists (start, and relists after 410 Gone)",
+            ["component", "resource"],
+            registry=registry,
+        )
+        self.errors = Counter(
+            "allot_kube_watch_errors_total",
+            "List and watch failures, retried with backoff",
+            ["component", "resource"],
+            registry=registry,
+        )
+        self.recorded = Counter(
+            "allot_kube_events_recorded_total",
+            "Input events recorded in the log",
+            ["component", "type"],
+            registry=registry,
+        )
+        self.skipped = Counter(
+            "allot_kube_objects_skipped_total",
+            "Objects not recorded because admission refused them",
+            ["component", "resource"],
+            registry=registry,
+        )
+        self.synced = Gauge(
+            "allot_kube_synced",
+            "1 once the resource's first list is recorded",
+            ["component", "resource"],
+            registry=registry,
+        )
 
     @classmethod
     def of(cls, registry: CollectorRegistry) -> WatchMetrics:
@@ -152,8 +175,11 @@ class Reflector:
                 # The resource is not served (its CRD is not installed, or was removed): nothing exists. Record
                 # that (deleting what was recorded before), count as synced, and look again later.
                 if not self.synced.is_set():
-                    log.warning("%s is not served by the API server (CRD not installed?); looking again every "
-                                "%.0fs", self.resource, self.absent_retry)
+                    log.warning(
+                        "%s is not served by the API server (CRD not installed?); looking again every %.0fs",
+                        self.resource,
+                        self.absent_retry,
+                    )
                 listed = False
                 try:
                     await self.sink.replace([])
@@ -184,9 +210,17 @@ class Reflector:
         token = ""
         version = ""
         while True:
-            response = await request(self.client, "GET", self.resource.collection_path(), query=[
-                ("limit", self.page_size), ("continue", token), ("fieldSelector", self.field_selector)],
-                timeout=aiohttp.ClientTimeout(total=self.list_timeout))
+            response = await request(
+                self.client,
+                "GET",
+                self.resource.collection_path(),
+                query=[
+                    ("limit", self.page_size),
+                    ("continue", token),
+                    ("fieldSelector", self.field_selector),
+                ],
+                timeout=aiohttp.ClientTimeout(total=self.list_timeout),
+            )
             page = await read_json(response)
             for item in page.get("items") or []:
                 item.setdefault("apiVersion", self.resource.api_version)
@@ -208,9 +242,19 @@ class Reflector:
         """One watch request from ``resource_version`` until the server ends it (or ``stop`` is set: the stream is
         closed, so a stop never waits for the server's timeout); raises :class:`Expired` on 410."""
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self.watch_timeout + 30)
-        response = await request(self.client, "GET", self.resource.collection_path(), query=[
-            ("watch", "true"), ("resourceVersion", self.resource_version), ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", self.watch_timeout), ("fieldSelector", self.field_selector)], timeout=timeout)
+        response = await request(
+            self.client,
+            "GET",
+            self.resource.collection_path(),
+            query=[
+                ("watch", "true"),
+                ("resourceVersion", self.resource_version),
+                ("allowWatchBookmarks", "true"),
+                ("timeoutSeconds", self.watch_timeout),
+                ("fieldSelector", self.field_selector),
+            ],
+            timeout=timeout,
+        )
         closer = asyncio.ensure_future(_close_on(stop, response)) if stop is not None else None
         try:
             if response.status != 200:
@@ -222,7 +266,9 @@ class Reflector:
                 except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
                     if stop is not None and stop.is_set():
                         return
-                    raise ApiUnavailable(f"watch of {self.resource} broke: {type(exc).__name__}: {exc}") from exc
+                    raise ApiUnavailable(
+                        f"watch of {self.resource} broke: {type(exc).__name__}: {exc}"
+                    ) from exc
                 if not line:
                     return  # the server ended the watch (timeoutSeconds): resume from resource_version
                 if not line.strip():
