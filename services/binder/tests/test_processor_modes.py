@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from allot_contracts.decisions.placement import Decision
 from allot_contracts.errors import InvalidInput
 from allot_contracts.events import (
     GangGroupAdmitted,
@@ -34,15 +35,19 @@ def step(binder: Binder, event, *, own: bool = False):
 
 
 def placed(attempt: int = 1, node: str = "n1") -> PodPlaced:
-    return PodPlaced(pod=POD, attempt=attempt, node=node, decision={"annotations": ANNOTATIONS})
+    return PodPlaced(pod=POD, attempt=attempt, node=node, decision=_decision(node, ANNOTATIONS))
 
 
 def test_standalone_binds_by_recording_the_binding():
     binder = Binder({})
     step(binder, PodSubmitted(pod=POD, uid="u1", manifest={}))
     (bound,) = step(binder, placed())
-    assert bound == PodBound(pod=POD, attempt=1, node="n1", annotations={
-        "scheduling.koordinator.sh/device-allocated": '{"gpu":[{"minor":0}]}'})
+    assert bound == PodBound(
+        pod=POD,
+        attempt=1,
+        node="n1",
+        annotations={"scheduling.koordinator.sh/device-allocated": '{"gpu":[{"minor":0}]}'},
+    )
     # Our own pod.bound delivered again as an input changes nothing (rebuild never sees it as input).
     before = binder.snapshot()
     step(binder, bound)
@@ -54,8 +59,13 @@ def test_kubernetes_mode_requests_then_follows_the_outcome():
     binder = Binder({"mode": "kubernetes"})
     step(binder, PodSubmitted(pod=POD, uid="u1", manifest={}))
     (request,) = step(binder, placed())
-    assert request == PodBindRequested(pod=POD, uid="u1", attempt=1, node="n1", annotations={
-        "scheduling.koordinator.sh/device-allocated": '{"gpu":[{"minor":0}]}'})
+    assert request == PodBindRequested(
+        pod=POD,
+        uid="u1",
+        attempt=1,
+        node="n1",
+        annotations={"scheduling.koordinator.sh/device-allocated": '{"gpu":[{"minor":0}]}'},
+    )
     assert [(r.pod, r.uid, r.attempt, r.node) for r in binder.outstanding()] == [(POD, "u1", 1, "n1")]
     assert step(binder, placed()) == []  # requested: never twice
     # an outcome for another attempt is not this request's
@@ -87,10 +97,21 @@ def test_gang_members_are_requested_in_one_decision():
     binder = Binder({"mode": "kubernetes"})
     members = ["default/a", "default/b"]
     for i, key in enumerate(members):
-        step(binder, PodSubmitted(pod=ObjectRef(namespace="default", name=key.split("/")[1]), uid=f"u{i}",
-                                  manifest={}))
-    step(binder, GangGroupPlaced(group="g", attempt=3, members=members,
-                                 decisions={m: {"node": "n1", "annotations": {}} for m in members}))
+        step(
+            binder,
+            PodSubmitted(
+                pod=ObjectRef(namespace="default", name=key.split("/")[1]), uid=f"u{i}", manifest={}
+            ),
+        )
+    step(
+        binder,
+        GangGroupPlaced(
+            group="g",
+            attempt=3,
+            members=members,
+            decisions={m: _decision("n1", {}) for m in members},
+        ),
+    )
     out = step(binder, GangGroupAdmitted(group="g", attempt=3, members=members))
     assert [(e.pod.key, e.uid, e.attempt) for e in out] == [("default/a", "u0", 3), ("default/b", "u1", 3)]
     assert all(isinstance(e, PodBindRequested) for e in out)
@@ -100,8 +121,9 @@ def test_quota_status_is_published_for_the_mode_and_kept_for_the_worker():
     patch = {"metadata": {"annotations": {"quota.scheduling.koordinator.sh/runtime": "{}"}}}
     kube = Binder({"mode": "kubernetes"})
     (published,) = step(kube, QuotaStatusSynced(patches={"team/q": patch}))
-    assert published == QuotaStatusPublished(quota=ObjectRef(namespace="team", name="q"), patch=patch,
-                                             mode="kubernetes")
+    assert published == QuotaStatusPublished(
+        quota=ObjectRef(namespace="team", name="q"), patch=patch, mode="kubernetes"
+    )
     assert kube.quota_patches() == {"team/q": patch}
     standalone = Binder({})
     (recorded,) = step(standalone, QuotaStatusSynced(patches={"team/q": patch}))
@@ -111,3 +133,7 @@ def test_quota_status_is_published_for_the_mode_and_kept_for_the_worker():
 def test_an_unknown_mode_is_refused():
     with pytest.raises(InvalidInput, match="mode"):
         Binder({"mode": "cluster"})
+
+
+def _decision(node: str, annotations: dict) -> Decision:
+    return Decision(pod="default/p", outcome="Scheduled", node=node, annotations=dict(annotations))

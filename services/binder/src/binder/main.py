@@ -1,7 +1,8 @@
 """binder process: wiring only.
 
-``ALLOT_KUBE_MODE`` sets the processor's ``mode``; Kubernetes mode adds the IO worker that POSTs Bindings and
-patches ElasticQuota status (``adapters/kube.py``) as an extra task next to the processor's consumer.
+``ALLOT_KUBE_MODE`` sets the processor's ``mode``; Kubernetes mode adds two IO workers next to the processor's
+consumer: the one that POSTs Bindings and patches ElasticQuota status (``adapters/kube.py``), and the one that writes
+Events, ``PodScheduled`` conditions, PodGroup status and node device capacity (``adapters/notices.py``).
 """
 
 import os
@@ -20,6 +21,7 @@ def main() -> None:
     extras = []
     if mode == "kubernetes":
         from binder.adapters.kube import bind_worker
+        from binder.adapters.notices import notice_worker
 
-        extras.append(bind_worker)
+        extras += [bind_worker, notice_worker]
     service_main("binder", build, extras=extras)

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from allot_contracts import gpu_isolation
 from allot_contracts.envelope import stream_id
 from allot_contracts.errors import InvalidInput
 from allot_contracts.events import (
@@ -36,6 +37,7 @@ from allot_contracts.events import (
     PodBindRequested,
     PodBound,
     PodDeleted,
+    PodEvicted,
     PodPlaced,
     PodSubmitted,
     QuotaEvicted,
@@ -43,6 +45,7 @@ from allot_contracts.events import (
     QuotaStatusSynced,
 )
 from allot_runtime.processor import Emit
+from binder.evictions import EvictionRequests
 
 MODES = ("standalone", "kubernetes")
 
@@ -68,44 +71,74 @@ class BindRequest(msgspec.Struct, frozen=True, kw_only=True):
 class Binder:
     name: ClassVar[str] = "binder"
     interests: ClassVar[frozenset[str]] = frozenset(
-        {"pod.submitted", "pod.placed", "pod.deleted", "quota.evicted", "gang.group_placed", "gang.group_admitted",
-         "gang.holds_released", "quota.status_synced", "pod.bound", "pod.bind_failed"}
+        {
+            "pod.submitted",
+            "pod.placed",
+            "pod.deleted",
+            "quota.evicted",
+            "gang.group_placed",
+            "gang.group_admitted",
+            "gang.holds_released",
+            "quota.status_synced",
+            "pod.bound",
+            "pod.bind_failed",
+            "pod.evicted",  # standalone: qos-enforcer's evictions are enacted by deleting the pod
+            # Kubernetes mode: PodMigrationJob evictions the worker carries out (binder.evictions)
+            "migration.eviction_requested",
+            "migration.evicted",
+            "migration.eviction_failed",
+            "migration.removed",
+        }
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         mode = str((config or {}).get("mode", "standalone"))
         if mode not in MODES:
-            raise InvalidInput([("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")], subject="binder config")
+            raise InvalidInput(
+                [("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")], subject="binder config"
+            )
         self.kube = mode == "kubernetes"
         self.live: dict[str, str] = {}  # pod -> uid of pods that exist
         self.bound: dict[str, str] = {}  # pod -> node
-        self.held: dict[str, tuple[int, str, dict[str, Any]]] = {}  # gang member -> (attempt, node, annotations)
+        self.held: dict[
+            str, tuple[int, str, dict[str, Any]]
+        ] = {}  # gang member -> (attempt, node, annotations)
         self.requested: dict[str, BindRequest] = {}  # Kubernetes mode: pod -> outstanding binding
         self.quota_status: dict[str, dict[str, Any]] = {}  # Kubernetes mode: quota -> latest status patch
+        self.evictions = EvictionRequests()  # Kubernetes mode: PodMigrationJob evictions to carry out
+        self.isolated: dict[str, list[str]] = {}  # HAMi-core pods -> containers that get a CDI device at bind
 
     # -- state ---------------------------------------------------------------------------------------------------
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
+        if self.kube:
+            self.evictions.evolve(event)
         match event:
-            case PodSubmitted(pod=pod, uid=uid):
+            case PodSubmitted(pod=pod, uid=uid, manifest=manifest):
                 self.live[pod.key] = uid
                 self.bound.pop(pod.key, None)
                 self.requested.pop(pod.key, None)
+                if containers := gpu_isolation.isolated_containers(manifest):
+                    self.isolated[pod.key] = containers
+                else:
+                    self.isolated.pop(pod.key, None)
             case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
                 self.live.pop(pod.key, None)
+                self.isolated.pop(pod.key, None)
                 self.bound.pop(pod.key, None)
                 self.held.pop(pod.key, None)
                 self.requested.pop(pod.key, None)
             case GangGroupPlaced(attempt=attempt, decisions=decisions):
                 for member, decision in decisions.items():
-                    self.held[member] = (attempt, str(decision.get("node")), dict(decision.get("annotations") or {}))
+                    self.held[member] = (attempt, str(decision.node), dict(decision.annotations))
             case GangHoldsReleased(attempt=attempt, members=members):
                 for member in members:
                     if self.held.get(member, (None,))[0] == attempt:
                         self.held.pop(member, None)
             case PodBindRequested(pod=pod, uid=uid, attempt=attempt, node=node, annotations=annotations):
-                self.requested[pod.key] = BindRequest(pod=pod, uid=uid, attempt=attempt, node=node,
-                                                      annotations=annotations)
+                self.requested[pod.key] = BindRequest(
+                    pod=pod, uid=uid, attempt=attempt, node=node, annotations=annotations
+                )
                 self.held.pop(pod.key, None)
             case PodBound(pod=pod, attempt=attempt, node=node) if own or self.kube:
                 # Standalone: only our own decisions bind (a delivery of our own event as input changes nothing).
@@ -129,10 +162,13 @@ class Binder:
     # -- decisions -----------------------------------------------------------------------------------------------
 
     def _bind(self, pod: ObjectRef, attempt: int, node: str, annotations: dict[str, Any]) -> Emit:
-        strings = annotation_strings(annotations)
+        # HAMi-core isolation: the containers ask for their CDI devices through the binding (docs/adr/0007)
+        cdi = gpu_isolation.bind_annotations(self.live[pod.key], self.isolated.get(pod.key, ()), annotations)
+        strings = annotation_strings({**annotations, **cdi})
         event: Event = (
             PodBindRequested(pod=pod, uid=self.live[pod.key], attempt=attempt, node=node, annotations=strings)
-            if self.kube else PodBound(pod=pod, attempt=attempt, node=node, annotations=strings)
+            if self.kube
+            else PodBound(pod=pod, attempt=attempt, node=node, annotations=strings)
         )
         return Emit(stream_id=stream_id("pod", pod.key), event=event)
 
@@ -141,16 +177,28 @@ class Binder:
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
         match event:
+            case PodEvicted(pod=pod, uid=uid) if not self.kube and pod.key in self.live:
+                # qos-enforcer evicted it from its node: standalone, the binding is undone by deleting the pod
+                if uid and self.live[pod.key] != uid:
+                    return []
+                return [Emit(stream_id=stream_id("pod", pod.key), event=PodDeleted(pod=pod, uid=uid))]
             case PodPlaced(pod=pod, attempt=attempt, node=node, decision=decision):
                 if not self._bindable(pod.key):
                     return []
-                return [self._bind(pod, attempt, node, dict(decision.get("annotations") or {}))]
+                return [self._bind(pod, attempt, node, dict(decision.annotations))]
             case QuotaStatusSynced(patches=patches):
                 mode = "kubernetes" if self.kube else "standalone"
-                return [Emit(stream_id=stream_id("quota", key), event=QuotaStatusPublished(
-                    quota=ObjectRef(namespace=key.split("/", 1)[0], name=key.split("/", 1)[1]), patch=patch,
-                    mode=mode))
-                        for key, patch in sorted(patches.items())]
+                return [
+                    Emit(
+                        stream_id=stream_id("quota", key),
+                        event=QuotaStatusPublished(
+                            quota=ObjectRef(namespace=key.split("/", 1)[0], name=key.split("/", 1)[1]),
+                            patch=patch,
+                            mode=mode,
+                        ),
+                    )
+                    for key, patch in sorted(patches.items())
+                ]
             case GangGroupAdmitted(members=members):
                 # Every admitted member that holds a placement is bound, whichever attempt placed it: a member placed
                 # by an earlier attempt keeps its hold while a later attempt places the rest of the group.
@@ -160,7 +208,9 @@ class Binder:
                     if held is None or not self._bindable(member):
                         continue
                     namespace, name = member.split("/", 1)
-                    out.append(self._bind(ObjectRef(namespace=namespace, name=name), held[0], held[1], held[2]))
+                    out.append(
+                        self._bind(ObjectRef(namespace=namespace, name=name), held[0], held[1], held[2])
+                    )
                 return out
             case _:
                 return []
@@ -176,10 +226,14 @@ class Binder:
         return dict(self.quota_status)
 
     def snapshot(self) -> dict[str, Any]:
-        snap: dict[str, Any] = {"bound": dict(sorted(self.bound.items())), "live": len(self.live),
-                                "held": sorted(self.held)}
+        snap: dict[str, Any] = {
+            "bound": dict(sorted(self.bound.items())),
+            "live": len(self.live),
+            "held": sorted(self.held),
+        }
         if self.kube:
             snap["mode"] = "kubernetes"
             snap["requested"] = {k: [r.uid, r.attempt, r.node] for k, r in sorted(self.requested.items())}
             snap["quota_status"] = sorted(self.quota_status)
+            snap["evictions"] = sorted(self.evictions.requested)
         return snap

@@ -1,7 +1,7 @@
 """device-allocator's decisions: where each pod runs, on which devices and CPUs (Filter / Score / Reserve).
 
 Consumes the cluster (``node.registered``/``node.removed``, ``device.reported``/``device.removed``,
-``topology.reported``/``topology.removed``), pods (``pod.submitted`` for their manifests, ``pod.observed`` for pods
+``topology.reported``/``topology.removed``), pods (``pod.submitted`` for the pods as read at the door, ``pod.observed`` for pods
 already bound with allocation annotations, ``pod.deleted``, ``pod.bind_failed``) and the trigger
 ``reservation.resolved`` (a pod admitted by quota and cleared by reservation-manager).
 
@@ -42,16 +42,26 @@ from allot_contracts.events import (
     PodSubmitted,
     PodUnschedulable,
     QuotaEvicted,
+    ReservationAccepted,
+    ReservationDeleted,
+    ReservationFailed,
     ReservationGroupResolved,
+    ReservationRemoved,
     ReservationResolved,
+    ReservationSucceeded,
     TopologyRemoved,
     TopologyReported,
 )
-from allot_contracts.kube import priority_value
+from allot_contracts.objects.pod import Pod
 from allot_gang import GangConfig
 from allot_placement import Decision, PlacementConfig, PlacementEngine
+from allot_placement.decision import Freed
 from allot_runtime.processor import Emit
+from device_allocator.nodes import TYPES as NODE_SIDE_TYPES
+from device_allocator.nodes import NodeSide, assigned_pod, pod_facts, scheduled_at
 from device_allocator.queueing import GangQueue, group_item, pod_item
+from device_allocator.reservations import INTERESTS as RESERVATION_TYPES
+from device_allocator.reservations import Reservations
 
 HELD = "HeldForGang"
 
@@ -59,25 +69,45 @@ HELD = "HeldForGang"
 class DeviceAllocator:
     name: ClassVar[str] = "device-allocator"
     interests: ClassVar[frozenset[str]] = frozenset(
-        {"node.registered", "node.removed", "device.reported", "device.removed", "topology.reported",
-         "topology.removed", "pod.submitted", "pod.observed", "pod.deleted", "pod.bind_failed", "quota.evicted",
-         "reservation.resolved", "reservation.group_resolved", "gang.holds_released"}
+        {
+            "node.registered",
+            "node.removed",
+            "device.reported",
+            "device.removed",
+            "topology.reported",
+            "topology.removed",
+            "pod.submitted",
+            "pod.observed",
+            "pod.deleted",
+            "pod.bind_failed",
+            "quota.evicted",
+            "reservation.resolved",
+            "reservation.group_resolved",
+            "gang.holds_released",
+            *NODE_SIDE_TYPES,
+            *RESERVATION_TYPES,
+        }
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         settings = dict(config or {})
         queue = settings.pop("queue", {})
+        node_side = settings.pop("nodeSide", None)
         self.config = PlacementConfig.from_dict(settings)
         self.queue = GangQueue(GangConfig.from_dict({"queue": queue}).queue)
         self.group_attempt_at: dict[str, int] = {}
         self.arrived_at: dict[str, int] = {}  # pod -> time it was submitted (µs)
         self.attempted_at: dict[str, int] = {}  # plain pod -> time of its last placement attempt (µs)
         self.engine = PlacementEngine(self.config)
-        self.manifests: dict[str, dict[str, Any]] = {}
+        self.nodes = NodeSide(self.engine, node_side, self.name)  # heartbeats, overcommit, NodeMetrics
+        self.reservations = Reservations(self.engine)  # reserve pods, holds, pods' reservation contexts
+        self.pods: dict[str, Pod] = {}  # pods as read at the door
         self.arrival: dict[str, int] = {}  # pod -> arrival sequence (queue order tie-break)
         self.placed: dict[str, str] = {}  # pod -> node
         self.unschedulable: dict[str, int] = {}  # pod -> last attempt
-        self.freed: dict[str, tuple[str, dict[str, Any], str]] = {}  # pod -> (node, allocation, reason) to record
+        self.freed: dict[
+            str, tuple[str, Freed | None, str]
+        ] = {}  # pod -> (node, what it held, reason) to record
         self.held_by: dict[str, tuple[str, int]] = {}
         self.freed_gang: set[str] = set()  # gang member -> (group, attempt) whose placement it holds
         self._arrivals = 0
@@ -85,40 +115,47 @@ class DeviceAllocator:
     # -- evolve ----------------------------------------------------------------------------------------------
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
+        self.engine.advance(at)  # NodeMetrics expire as time passes
+        if own:
+            self.nodes.apply_own(event)
+        else:
+            self.nodes.evolve(event, at, self._pod_facts)
+        self.reservations.evolve(event)
         match event:
-            case NodeRegistered(manifest=manifest):
-                self.engine.upsert_node(manifest)
+            case NodeRegistered(node=node):
+                self.engine.upsert_node(node)
             case NodeRemoved(name=name):
                 self.engine.delete_node(name)
-            case DevicesReported(manifest=manifest):
-                self.engine.upsert_device(manifest)
+            case DevicesReported(name=name, inventory=inventory):
+                self.engine.upsert_device(name, inventory)
             case DevicesRemoved(name=name):
                 self.engine.delete_device(name)
-            case TopologyReported(manifest=manifest):
-                self.engine.upsert_topology(manifest)
+            case TopologyReported(name=name, topology=topology):
+                self.engine.upsert_topology(name, topology)
             case TopologyRemoved(name=name):
                 self.engine.delete_topology(name)
-            case PodSubmitted(pod=pod, manifest=manifest):
-                self.manifests[pod.key] = manifest
+            case PodSubmitted(pod=pod, spec=spec) if spec is not None:
+                self.pods[pod.key] = spec
                 self.arrived_at[pod.key] = at
                 self.attempted_at.pop(pod.key, None)
                 self._arrivals += 1
                 self.arrival[pod.key] = self._arrivals
-            case PodObserved(pod=pod, manifest=manifest):
-                self.manifests[pod.key] = manifest
-                # Accounted even when its allocation annotations cannot be read (then by its requests alone): it
-                # runs there, and its resources come back when it goes.
-                self.engine.add_bound_pod(manifest)
-                node = (manifest.get("spec") or {}).get("nodeName")
-                if (manifest.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            case PodObserved(pod=pod, spec=spec, manifest=manifest) if spec is not None and spec.node_name:
+                self.pods[pod.key] = spec
+                self.engine.add_bound_pod(spec)
+                node = spec.node_name
+                if spec.phase in ("Succeeded", "Failed"):
                     self.placed.pop(pod.key, None)  # finished: the engine has released it
-                elif node:
+                else:
                     self.placed[pod.key] = str(node)
+                    state = self.engine.node_state(str(node))
+                    bound = state.pods.get(pod.key) if state is not None else None
+                    self._track(pod.key, str(node), bound, scheduled_at(manifest, at))
             case PodDeleted(pod=pod):
                 self._free(pod, "deleted")
                 self.queue.forget_member(pod.key)
                 self.queue.held.discard(pod.key)
-                self.manifests.pop(pod.key, None)
+                self.pods.pop(pod.key, None)
                 self.arrival.pop(pod.key, None)
                 self.unschedulable.pop(pod.key, None)
             case PodBindFailed(pod=pod):
@@ -127,19 +164,21 @@ class DeviceAllocator:
                 self._free(pod, f"evicted ({cause})")
                 self.queue.forget_member(pod.key)
                 self.queue.held.discard(pod.key)
-                self.manifests.pop(pod.key, None)
+                self.pods.pop(pod.key, None)
                 self.unschedulable.pop(pod.key, None)
             case GangHoldsReleased(group=group, attempt=attempt, members=members, reason=reason):
                 for member in members:
                     if self.held_by.get(member) == (group, attempt):
                         namespace, name = member.split("/", 1)
-                        self._free(ObjectRef(namespace=namespace, name=name), f"gang holds released: {reason}")
+                        self._free(
+                            ObjectRef(namespace=namespace, name=name), f"gang holds released: {reason}"
+                        )
             case GangGroupPlaced(group=group, attempt=attempt, members=members, decisions=decisions):
                 self.queue.recorded(self._group_item(group, members), True, at)
                 self.queue.unblock(group)
-                for member, decision in sorted(decisions.items()):
-                    placed = Decision.from_dict(decision)
+                for member, placed in sorted(decisions.items()):
                     self.engine.assume(placed)
+                    self._track(member, str(placed.node), placed.allocation, at)
                     self.placed[member] = str(placed.node)
                     self.held_by[member] = (group, attempt)
                     self.unschedulable.pop(member, None)
@@ -151,15 +190,16 @@ class DeviceAllocator:
                     self.queue.recorded(item, False, at)
                     self.queue.block(item, tuple(members))
                 self.group_attempt_at[group] = at
-            case PodPlaced(pod=pod, node=node, decision=decision):
+            case PodPlaced(pod=pod, node=node, decision=placed):
                 self.queue.recorded(self._pod_item(pod.key), True, at)
                 self.queue.held.discard(pod.key)
-                self.engine.assume(Decision.from_dict(decision))
+                self.engine.assume(placed)
+                self._track(pod.key, node, placed.allocation, at)
                 self.placed[pod.key] = node
                 self.unschedulable.pop(pod.key, None)
             case PodUnschedulable(pod=pod, attempt=attempt, codes=codes):
                 self.unschedulable[pod.key] = attempt
-                if pod.key in self.manifests:
+                if pod.key in self.pods:
                     self.queue.recorded(self._pod_item(pod.key), None if HELD in codes else False, at)
                     self.attempted_at[pod.key] = at
                 if HELD in codes:
@@ -175,6 +215,24 @@ class DeviceAllocator:
             case _:
                 pass
 
+    def _track(self, key: str, node: str, allocation: Any, at: int) -> None:
+        """Load-aware scheduling estimates the pods assigned since a node's last NodeMetric: it is told each one."""
+        pod = self.pods.get(key)
+        if pod is not None and allocation is not None:
+            self.engine.track_assigned(node, assigned_pod(key, pod, allocation.requests, at))
+
+    def _pod_facts(self, node: str) -> list[Any]:
+        """The pods placed on ``node`` as the overcommit calculation reads them."""
+        state = self.engine.node_state(node)
+        if state is None:
+            return []
+        return [
+            pod_facts(key, self.pods.get(key), alloc.requests) for key, alloc in sorted(state.pods.items())
+        ]
+
+    def next_deadline(self) -> int | None:
+        return self.nodes.next_deadline()
+
     def _free(self, pod: ObjectRef, reason: str) -> None:
         """The pod no longer holds its allocation (deleted, evicted, binding failed, gang hold released): free it
         now (an input effect), record it as ``pod.released`` in the decision that follows."""
@@ -182,30 +240,39 @@ class DeviceAllocator:
             self.freed_gang.add(pod.key)  # a gang member: the gang-coordinator decides what happens next
         node = self.placed.pop(pod.key, None)
         if node is not None:
-            self.freed[pod.key] = (node, self.engine.release(pod.namespace, pod.name) or {}, reason)
+            self.freed[pod.key] = (node, self.engine.release(pod.namespace, pod.name), reason)
 
     def _pod_item(self, key: str) -> Any:
         last = self.attempted_at.get(key, self.arrived_at.get(key, 0))
-        return pod_item(key, self.manifests.get(key, {}), self.arrival.get(key, 0), last)
+        return pod_item(key, self.pods.get(key), self.arrival.get(key, 0), last)
 
     def _group_item(self, group: str, members: list[str] | tuple[str, ...]) -> Any:
-        manifests = [self.manifests[m] for m in members if m in self.manifests]
+        pods = [self.pods[m] for m in members if m in self.pods]
         arrival = min((self.arrival.get(m, 0) for m in members), default=0)
         arrived = min((self.arrived_at.get(m, 0) for m in members), default=0)
-        return group_item(group, manifests, arrival, self.group_attempt_at.get(group, arrived))
+        return group_item(group, pods, arrival, self.group_attempt_at.get(group, arrived))
 
     # -- decide ----------------------------------------------------------------------------------------------
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
+        if self.nodes.pending or self.nodes.requeue:  # node-side decisions (computed by evolve)
+            if isinstance(event, NodeRegistered | TopologyReported):
+                return [*self.nodes.pending, *self._requeue("capacity added")]
+            return [*self.nodes.pending, *(self._requeue(self.nodes.requeue) if self.nodes.requeue else [])]
         match event:
             case ReservationResolved(pod=pod, attempt=attempt):
                 return self._place(pod, attempt, at)
             case PodBindFailed(pod=pod, attempt=attempt) if (
-                pod.key in self.manifests and pod.key in self.freed and pod.key not in self.freed_gang
+                pod.key in self.pods and pod.key in self.freed and pod.key not in self.freed_gang
             ):
                 # the binding failed but the pod still exists: free its devices and send it through admission again
-                return [*self._release_freed(), Emit(stream_id=stream_id("pod", pod.key), event=PodRequeued(
-                    pod=pod, attempt=attempt + 1, reason="binding failed"))]
+                return [
+                    *self._release_freed(),
+                    Emit(
+                        stream_id=stream_id("pod", pod.key),
+                        event=PodRequeued(pod=pod, attempt=attempt + 1, reason="binding failed"),
+                    ),
+                ]
             case PodDeleted() | PodBindFailed() | QuotaEvicted() | GangHoldsReleased():
                 out = self._release_freed()
                 if self.queue.held and self.queue.reserving_band() is None:
@@ -215,35 +282,73 @@ class DeviceAllocator:
                 return out
             case ReservationGroupResolved(group=group, attempt=attempt, members=members):
                 return self._place_group(group, attempt, members, at)
+            case ReservationAccepted(reservation=ref):
+                return self.reservations.place(ref.name)
+            case ReservationDeleted() | ReservationFailed() | ReservationRemoved() | ReservationSucceeded():
+                return [*self.reservations.released(), *self._requeue("a reservation ended")]
             case NodeRegistered() | DevicesReported() | TopologyReported():
                 return self._requeue("capacity added")
             case _:
                 return []
 
     def _place(self, pod: ObjectRef, attempt: int, at: int) -> list[Emit]:
-        manifest = self.manifests.get(pod.key)
-        if manifest is None or pod.key in self.placed:
+        spec = self.pods.get(pod.key)
+        if spec is None or pod.key in self.placed:
             return []
         stream = stream_id("pod", pod.key)
         step = self.queue.verdict(self._pod_item(pod.key), at)
         if step.verdict == "hold":
             message = f"held back so a waiting gang can gather capacity ({step.reason})"
-            return [Emit(stream_id=stream, event=PodUnschedulable(
-                pod=pod, attempt=attempt, message=message, codes=[HELD],
-                decision={"outcome": "Unschedulable", "pod": pod.key, "message": message, "codes": [HELD]}))]
-        decision = self.engine.schedule(manifest)
-        record = decision.to_dict()
+            return [
+                Emit(
+                    stream_id=stream,
+                    event=PodUnschedulable(
+                        pod=pod,
+                        attempt=attempt,
+                        message=message,
+                        codes=[HELD],
+                        decision=Decision(
+                            pod=pod.key, outcome="Unschedulable", message=message, codes=[HELD]
+                        ),
+                    ),
+                )
+            ]
+        decision = self.engine.schedule(spec, reservations=self.reservations.contexts.get(pod.key))
         if decision.outcome == "Scheduled":
             assert decision.node is not None
-            return [Emit(stream_id=stream, event=PodPlaced(pod=pod, attempt=attempt, node=decision.node,
-                                                           decision=record))]
+            return [
+                Emit(
+                    stream_id=stream,
+                    event=PodPlaced(pod=pod, attempt=attempt, node=decision.node, decision=decision),
+                )
+            ]
         if decision.outcome == "Rejected":
-            issues = [FieldIssue(path=str(e.get("path", "")), message=str(e.get("message", "")))
-                      for e in record.get("errors", [])]
-            return [Emit(stream_id=stream, event=PodRejected(pod=pod, stage=self.name, errors=issues,
-                                                             message=decision.message, codes=list(decision.codes)))]
-        return [Emit(stream_id=stream, event=PodUnschedulable(pod=pod, attempt=attempt, message=decision.message,
-                                                              codes=list(decision.codes), decision=record))]
+            issues = [FieldIssue(path="", message=decision.message, code=code) for code in decision.codes[:1]]
+            return [
+                Emit(
+                    stream_id=stream,
+                    event=PodRejected(
+                        pod=pod,
+                        stage=self.name,
+                        errors=issues,
+                        message=decision.message,
+                        codes=list(decision.codes),
+                    ),
+                )
+            ]
+        return [
+            Emit(
+                stream_id=stream,
+                event=PodUnschedulable(
+                    pod=pod,
+                    attempt=attempt,
+                    message=decision.message,
+                    codes=list(decision.codes),
+                    decision=decision,
+                ),
+            ),
+            *self.reservations.preempt(pod, spec, self.pods),  # reservation preemption (§5.7)
+        ]
 
     def _release_freed(self) -> list[Emit]:
         if not self.freed:
@@ -251,35 +356,79 @@ class DeviceAllocator:
         out = []
         for key, (node, freed, reason) in sorted(self.freed.items()):
             namespace, name = key.split("/", 1)
-            out.append(Emit(stream_id=stream_id("pod", key), event=PodReleased(
-                pod=ObjectRef(namespace=namespace, name=name), node=node, freed=freed, reason=reason)))
+            out.append(
+                Emit(
+                    stream_id=stream_id("pod", key),
+                    event=PodReleased(
+                        pod=ObjectRef(namespace=namespace, name=name), node=node, freed=freed, reason=reason
+                    ),
+                )
+            )
         return [*out, *self._requeue(f"{', '.join(sorted(self.freed))} released")]
 
     def _place_group(self, group: str, attempt: int, members: list[str], at: int) -> list[Emit]:
         """All or nothing: every member of the gang group gets a placement in one decision, or none does."""
         stream = stream_id("gang", group)
-        missing = [m for m in members if m not in self.manifests or m in self.placed]
+        missing = [m for m in members if m not in self.pods or m in self.placed]
         if missing:
-            return [Emit(stream_id=stream, event=GangGroupUnschedulable(
-                group=group, attempt=attempt, failed_pod=missing[0], codes=["MemberUnavailable"],
-                message=f"members gone or already placed: {', '.join(missing)}"))]
+            return [
+                Emit(
+                    stream_id=stream,
+                    event=GangGroupUnschedulable(
+                        group=group,
+                        attempt=attempt,
+                        failed_pod=missing[0],
+                        codes=["MemberUnavailable"],
+                        message=f"members gone or already placed: {', '.join(missing)}",
+                    ),
+                )
+            ]
         item = self._group_item(group, members)
         step = self.queue.verdict(item, at)
         if step.verdict == "hold":
-            return [Emit(stream_id=stream, event=GangGroupUnschedulable(
-                group=group, attempt=attempt, codes=[HELD], members=list(members),
-                message=f"held back so another waiting gang can gather capacity ({step.reason})"))]
-        decision = self.engine.schedule_group([self.manifests[m] for m in members])
-        record = decision.to_dict()
+            return [
+                Emit(
+                    stream_id=stream,
+                    event=GangGroupUnschedulable(
+                        group=group,
+                        attempt=attempt,
+                        codes=[HELD],
+                        members=list(members),
+                        message=f"held back so another waiting gang can gather capacity ({step.reason})",
+                    ),
+                )
+            ]
+        decision = self.engine.schedule_group(
+            [self.pods[m] for m in members], self.reservations.group_contexts(members)
+        )
         if decision.outcome == "Scheduled":
-            return [Emit(stream_id=stream, event=GangGroupPlaced(
-                group=group, attempt=attempt, members=list(members),
-                decisions={d.pod: d.to_dict() for d in decision.members})),
-                *self._release_held(f"gang {group} placed")]
+            return [
+                Emit(
+                    stream_id=stream,
+                    event=GangGroupPlaced(
+                        group=group,
+                        attempt=attempt,
+                        members=list(members),
+                        decisions={d.pod: d for d in decision.members},
+                    ),
+                ),
+                *self._release_held(f"gang {group} placed"),
+            ]
         codes = sorted({c for d in decision.members for c in d.codes})
-        out = [Emit(stream_id=stream, event=GangGroupUnschedulable(
-            group=group, attempt=attempt, message=decision.message, codes=codes, failed_pod=decision.failed_pod,
-            decision=record, members=list(members)))]
+        out = [
+            Emit(
+                stream_id=stream,
+                event=GangGroupUnschedulable(
+                    group=group,
+                    attempt=attempt,
+                    message=decision.message,
+                    codes=codes,
+                    failed_pod=decision.failed_pod,
+                    decision=decision,
+                    members=list(members),
+                ),
+            )
+        ]
         if self.queue.reserving_band() is not None and not self.queue.would_still_reserve(item, at):
             out += self._release_held(f"gang {group} stopped holding capacity")
         return out
@@ -290,35 +439,57 @@ class DeviceAllocator:
         for key in sorted(self.queue.held - skip):
             if key in self.unschedulable:
                 namespace, name = key.split("/", 1)
-                out.append(Emit(stream_id=stream_id("pod", key), event=PodRequeued(
-                    pod=ObjectRef(namespace=namespace, name=name), attempt=self.unschedulable[key] + 1,
-                    reason=reason)))
+                out.append(
+                    Emit(
+                        stream_id=stream_id("pod", key),
+                        event=PodRequeued(
+                            pod=ObjectRef(namespace=namespace, name=name),
+                            attempt=self.unschedulable[key] + 1,
+                            reason=reason,
+                        ),
+                    )
+                )
         return out
 
     def _requeue(self, reason: str) -> list[Emit]:
         """Send back, in queue order, every unschedulable pod that would fit on its own now, and ask the
         gang-coordinator to retry every waiting gang group that would now fit whole."""
+        retried = self.reservations.retry()  # reserve pods waiting for capacity first
         if not self.unschedulable and not self.queue.blocked:
-            return []
+            return retried
         order = sorted(
-            (k for k in self.unschedulable if k in self.manifests),
-            key=lambda k: (-priority_value(self.manifests[k]), self.arrival.get(k, 0), k),
+            (k for k in self.unschedulable if k in self.pods),
+            key=lambda k: (-self.pods[k].priority, self.arrival.get(k, 0), k),
         )
-        out: list[Emit] = []
+        out: list[Emit] = retried
         band = self.queue.reserving_band()
         for group, members in self.queue.blocked_in_order():
-            manifests = [self.manifests[m] for m in members if m in self.manifests]
-            if len(manifests) == len(members) and self.engine.schedule_group(manifests).outcome == "Scheduled":
-                out.append(Emit(stream_id=stream_id("gang", group), event=GangRetryRequested(group=group,
-                                                                                             reason=reason)))
+            pods = [self.pods[m] for m in members if m in self.pods]
+            contexts = self.reservations.group_contexts(members)
+            placed = self.engine.schedule_group(pods, contexts) if len(pods) == len(members) else None
+            if placed is not None and placed.outcome == "Scheduled":
+                out.append(
+                    Emit(
+                        stream_id=stream_id("gang", group),
+                        event=GangRetryRequested(group=group, reason=reason),
+                    )
+                )
         for key in order:
             if key in self.queue.held and band is not None and self._pod_item(key).band <= band:
                 continue  # still held for the reserving gang
-            if self.engine.schedule(self.manifests[key]).outcome == "Scheduled":
+            context = self.reservations.contexts.get(key)
+            if self.engine.schedule(self.pods[key], reservations=context).outcome == "Scheduled":
                 namespace, name = key.split("/", 1)
-                out.append(Emit(stream_id=stream_id("pod", key), event=PodRequeued(
-                    pod=ObjectRef(namespace=namespace, name=name), attempt=self.unschedulable[key] + 1,
-                    reason=reason)))
+                out.append(
+                    Emit(
+                        stream_id=stream_id("pod", key),
+                        event=PodRequeued(
+                            pod=ObjectRef(namespace=namespace, name=name),
+                            attempt=self.unschedulable[key] + 1,
+                            reason=reason,
+                        ),
+                    )
+                )
         return out
 
     def snapshot(self) -> dict[str, Any]:
@@ -327,4 +498,6 @@ class DeviceAllocator:
             "engine": self.engine.digest(),
             "placed": dict(sorted(self.placed.items())),
             "unschedulable": dict(sorted(self.unschedulable.items())),
+            "nodes": self.nodes.snapshot(),
+            "reservations": self.reservations.snapshot(),
         }

@@ -10,36 +10,35 @@ projection walks the same states).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
-from allot_contracts.kube import labels, priority_value
+from allot_contracts.objects.pod import Pod
 from allot_gang.config import QueueConfig
 from allot_gang.queue import QueueItem, QueueState, Step, order, plan, record
 
-SUB_PRIORITY_LABEL = "koordinator.sh/priority"
 
-
-def _sub_priority(manifest: Mapping[str, Any]) -> int:
-    value = labels(manifest).get(SUB_PRIORITY_LABEL, "0")
-    return int(value) if value.lstrip("-").isdigit() else 0
-
-
-def pod_item(key: str, manifest: Mapping[str, Any], arrival: int, last_attempt_at: int) -> QueueItem:
+def pod_item(key: str, pod: Pod | None, arrival: int, last_attempt_at: int) -> QueueItem:
     """``last_attempt_at``: the time of the pod's last attempt, or of its arrival if never attempted (µs)."""
-    return QueueItem(key=key, priority=priority_value(manifest), sub_priority=_sub_priority(manifest),
-                     arrival=arrival, last_attempt_at=last_attempt_at, size=1)
+    return QueueItem(
+        key=key,
+        priority=pod.priority if pod is not None else 0,
+        sub_priority=pod.sub_priority if pod is not None else 0,
+        arrival=arrival,
+        last_attempt_at=last_attempt_at,
+        size=1,
+    )
 
 
-def group_item(group: str, manifests: list[Mapping[str, Any]], arrival: int, last_attempt_at: int) -> QueueItem:
+def group_item(group: str, pods: Sequence[Pod], arrival: int, last_attempt_at: int) -> QueueItem:
     """``last_attempt_at``: the group's last attempt, or its first member's arrival (µs)."""
     return QueueItem(
         key=group,
-        priority=max((priority_value(m) for m in manifests), default=0),
-        sub_priority=max((_sub_priority(m) for m in manifests), default=0),
+        priority=max((p.priority for p in pods), default=0),
+        sub_priority=max((p.sub_priority for p in pods), default=0),
         arrival=arrival,
         last_attempt_at=last_attempt_at,
-        size=len(manifests),
+        size=len(pods),
         is_gang=True,
     )
 
@@ -93,5 +92,8 @@ class GangQueue:
         return [(item.key, self.blocked[item.key][1]) for item in order(items)]
 
     def snapshot(self) -> dict[str, Any]:
-        return {"state": self.state.to_dict(), "blocked": {k: list(m) for k, (_, m) in sorted(self.blocked.items())},
-                "held": sorted(self.held)}
+        return {
+            "state": self.state.to_dict(),
+            "blocked": {k: list(m) for k, (_, m) in sorted(self.blocked.items())},
+            "held": sorted(self.held),
+        }

@@ -4,8 +4,8 @@ Consumes pods (``pod.submitted``, ``pod.deleted``, ``pod.bound``, ``pod.bind_fai
 (``podgroup.applied``/``podgroup.deleted``), the outcomes of group attempts (``quota.group_waiting``,
 ``gang.group_placed``, ``gang.group_unschedulable``) and its own ``timer.fired``.
 
-Emits, per action of the gang engine: ``pod.enqueued`` (a plain pod, or a member of a satisfied once-satisfied gang,
-goes on alone), ``gang.member_waiting``, ``gang.group_ready`` (attempt a whole gang group), ``gang.group_admitted``
+Emits, per action of the gang engine: ``pod.enqueued`` (a member of a satisfied once-satisfied gang goes on alone; a
+plain pod needs no decision here, quota admission takes it straight from ``pod.submitted``), ``gang.member_waiting``, ``gang.group_ready`` (attempt a whole gang group), ``gang.group_admitted``
 (every gang satisfied: bind), ``gang.holds_released`` (compensation: undo an attempt's charges and placements),
 ``gang.timed_out``, ``gang.retry_scheduled`` and ``pod.rejected`` (malformed gang input: never retried).
 
@@ -16,12 +16,12 @@ same actions. Time: the engine takes ``at`` (µs) of each input; timeouts and re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
-    FieldIssue,
     GangGroupAdmitted,
     GangGroupPlaced,
     GangGroupReady,
@@ -46,7 +46,8 @@ from allot_contracts.events import (
     QuotaGroupWaiting,
     TimerFired,
 )
-from allot_gang import GangConfig, GangEngine
+from allot_contracts.issues import format_issues
+from allot_gang import GangConfig, GangEngine, goes_alone
 from allot_gang.actions import (
     Action,
     GroupAdmitted,
@@ -58,14 +59,7 @@ from allot_gang.actions import (
     Rejected,
     ReleaseHolds,
 )
-from allot_placement import PlacementEngine
 from allot_runtime.processor import Emit
-
-_PLACEMENT = PlacementEngine()  # only its pod validation is used: the same checks the device-allocator applies
-
-
-def _placement_errors(manifest: dict[str, Any]) -> list[Any]:
-    return _PLACEMENT.validate_pod(manifest)
 
 
 def _ref(key: str) -> ObjectRef:
@@ -76,14 +70,27 @@ def _ref(key: str) -> ObjectRef:
 class GangCoordinator:
     name: ClassVar[str] = "gang-coordinator"
     interests: ClassVar[frozenset[str]] = frozenset(
-        {"pod.submitted", "pod.observed", "pod.deleted", "pod.bound", "pod.bind_failed", "quota.evicted", "podgroup.applied",
-         "podgroup.deleted", "quota.group_waiting", "gang.group_placed", "gang.group_unschedulable",
-         "gang.retry_requested", "timer.fired"}
+        {
+            "pod.submitted",
+            "pod.observed",
+            "pod.deleted",
+            "pod.bound",
+            "pod.bind_failed",
+            "quota.evicted",
+            "podgroup.applied",
+            "podgroup.deleted",
+            "quota.group_waiting",
+            "gang.group_placed",
+            "gang.group_unschedulable",
+            "gang.retry_requested",
+            "timer.fired",
+        }
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.engine = GangEngine(GangConfig.from_dict(config or {}))
-        self.pending: list[Action | PodGroupRejected | PodRejected] = []  # the answer to the current input, emitted by decide
+        # the answer to the current input, emitted by decide
+        self.pending: Sequence[Action | PodGroupRejected | PodRejected] = []
 
     # -- evolve: feed the input to the engine ----------------------------------------------------------------
 
@@ -93,35 +100,38 @@ class GangCoordinator:
             return
         self.pending = self._feed(event, at)
 
-    def _feed(self, event: Event, at: int) -> list[Action | PodGroupRejected | PodRejected]:
+    def _feed(self, event: Event, at: int) -> Sequence[Action | PodGroupRejected | PodRejected]:
         g = self.engine
         match event:
-            case PodSubmitted(pod=pod, manifest=manifest):
-                if g.gang_of(manifest) is None and not g.validate_pod(manifest):
-                    return [PassThrough(pod=pod.key)]
-                invalid = _placement_errors(manifest) if g.gang_of(manifest) is not None else []
-                if invalid:
-                    # A member that can never be placed would make its whole gang fail attempt after attempt.
-                    message = "invalid pod: " + "; ".join(f"{e.path}: {e.message}" for e in invalid)
-                    return [PodRejected(pod=pod, stage=self.name, message=message,
-                                        errors=[FieldIssue(path=e.path, message=e.message) for e in invalid],
-                                        codes=sorted({e.code for e in invalid}))]
-                return g.submit(manifest, at)
-            case PodObserved(manifest=manifest):
+            case PodSubmitted(pod=pod, spec=spec, issues=issues):
+                if spec is None:
+                    # Refused at the door (a pod recorded from a Kubernetes watch): rejected here, the first hop.
+                    return [
+                        PodRejected(
+                            pod=pod,
+                            stage="admission",
+                            message="invalid pod: " + format_issues(issues),
+                            errors=list(issues),
+                            codes=sorted({e.code for e in issues}),
+                        )
+                    ]
+                if goes_alone(spec):
+                    return []  # the gate lets it through as it arrives: quota admission takes it from pod.submitted
+                return g.submit(spec, at)
+            case PodObserved(spec=spec) if spec is not None:
                 # A member already running (recorded from the cluster) counts towards its gang's minimum.
-                return g.submit(manifest, at) if g.gang_of(manifest) is not None else []
+                return g.submit(spec, at) if g.gang_of(spec) is not None else []
             case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
                 return g.member_deleted(pod.namespace, pod.name, at)
             case PodBound(pod=pod):
                 return g.member_bound(pod.namespace, pod.name, at)
             case PodBindFailed(pod=pod, message=message):
                 return g.member_bind_failed(pod.namespace, pod.name, message, at)
-            case PodGroupApplied(group=ref, manifest=manifest):
-                errors = g.apply_pod_group(manifest)
+            case PodGroupApplied(group=ref, spec=group, issues=issues):
+                errors = g.apply_pod_group(group) if group is not None else list(issues)
                 if errors:
-                    issues = [FieldIssue(path=e.path, message=e.reason) for e in errors]
-                    message = "invalid PodGroup: " + "; ".join(f"{e.path}: {e.message}" for e in issues)
-                    return [PodGroupRejected(group=ref, errors=issues, message=message)]
+                    message = "invalid PodGroup: " + "; ".join(f"{e.path}: {e.message}" for e in errors)
+                    return [PodGroupRejected(group=ref, errors=list(errors), message=message)]
                 return g.settle(at)
             case PodGroupDeleted(group=ref):
                 return [*g.delete_pod_group(ref.namespace, ref.name), *g.settle(at)]
@@ -151,30 +161,76 @@ class GangCoordinator:
                 return [Emit(stream_id=stream_id("pod", pod.key), event=action)]
             case PassThrough(pod=pod):
                 return [Emit(stream_id=stream_id("pod", pod), event=PodEnqueued(pod=_ref(pod), attempt=1))]
-            case MemberWaiting(gang=gang, group=group, pod=pod, present=present, min_available=minimum,
-                               reason=reason):
-                return [Emit(stream_id=stream_id("pod", pod), event=GangMemberWaiting(
-                    pod=_ref(pod), gang=gang, group=group, present=present, min_available=minimum, reason=reason))]
+            case MemberWaiting(
+                gang=gang, group=group, pod=pod, present=present, min_available=minimum, reason=reason
+            ):
+                return [
+                    Emit(
+                        stream_id=stream_id("pod", pod),
+                        event=GangMemberWaiting(
+                            pod=_ref(pod),
+                            gang=gang,
+                            group=group,
+                            present=present,
+                            min_available=minimum,
+                            reason=reason,
+                        ),
+                    )
+                ]
             case GroupReady(group=group, gangs=gangs, members=members, attempt=attempt):
-                return [Emit(stream_id=stream_id("gang", group), event=GangGroupReady(
-                    group=group, gangs=list(gangs), members=list(members), attempt=attempt))]
+                return [
+                    Emit(
+                        stream_id=stream_id("gang", group),
+                        event=GangGroupReady(
+                            group=group, gangs=list(gangs), members=list(members), attempt=attempt
+                        ),
+                    )
+                ]
             case GroupAdmitted(group=group, attempt=attempt, members=members):
-                return [Emit(stream_id=stream_id("gang", group), event=GangGroupAdmitted(
-                    group=group, attempt=attempt, members=list(members)))]
+                return [
+                    Emit(
+                        stream_id=stream_id("gang", group),
+                        event=GangGroupAdmitted(group=group, attempt=attempt, members=list(members)),
+                    )
+                ]
             case ReleaseHolds(group=group, attempt=attempt, members=members, reason=reason):
-                return [Emit(stream_id=stream_id("gang", group), event=GangHoldsReleased(
-                    group=group, attempt=attempt, members=list(members), reason=reason))]
+                return [
+                    Emit(
+                        stream_id=stream_id("gang", group),
+                        event=GangHoldsReleased(
+                            group=group, attempt=attempt, members=list(members), reason=reason
+                        ),
+                    )
+                ]
             case GroupTimedOut(group=group, gang=gang, released_members=released):
-                return [Emit(stream_id=stream_id("gang", group), event=GangTimedOut(
-                    group=group, gang=gang, released_members=list(released)))]
+                return [
+                    Emit(
+                        stream_id=stream_id("gang", group),
+                        event=GangTimedOut(group=group, gang=gang, released_members=list(released)),
+                    )
+                ]
             case GroupRetryAt(group=group, at=when, attempt=attempt, reason=reason):
-                return [Emit(stream_id=stream_id("gang", group), event=GangRetryScheduled(
-                    group=group, at=when, attempt=attempt, reason=reason))]
+                return [
+                    Emit(
+                        stream_id=stream_id("gang", group),
+                        event=GangRetryScheduled(group=group, at=when, attempt=attempt, reason=reason),
+                    )
+                ]
             case Rejected(pod=pod, errors=errors):
-                issues = [FieldIssue(path=e.path, message=e.reason) for e in errors]
+                issues = list(errors)
                 message = "invalid gang declaration: " + "; ".join(f"{i.path}: {i.message}" for i in issues)
-                return [Emit(stream_id=stream_id("pod", pod), event=PodRejected(
-                    pod=_ref(pod), stage=self.name, errors=issues, message=message, codes=["InvalidGang"]))]
+                return [
+                    Emit(
+                        stream_id=stream_id("pod", pod),
+                        event=PodRejected(
+                            pod=_ref(pod),
+                            stage=self.name,
+                            errors=issues,
+                            message=message,
+                            codes=["InvalidGang"],
+                        ),
+                    )
+                ]
             case _:
                 return []
 

@@ -3,7 +3,9 @@
 Consumes ``node.applied``/``node.deleted``, ``device.applied``/``device.deleted``, ``topology.applied``/
 ``topology.deleted`` (recorded by ``allot apply``, or by the Kubernetes watch in ``adapters/kube.py``). Emits
 ``node.registered`` / ``node.rejected`` / ``node.removed`` and the device and topology counterparts. A rejected object
-changes nothing: the node keeps its last accepted version.
+changes nothing: the node keeps its last accepted version. ``nodemetric.applied``/``nodemetric.deleted`` (the node's
+own agent, koordlet through the Kubernetes watch, or ``allot apply``) become ``nodemetric.reported`` (with its
+``updateTime``, the recorded time when it had none) / ``nodemetric.rejected`` / ``nodemetric.removed``.
 
 Pure: validation is structural (names, quantities, device entries) and deterministic; the state is the set of
 accepted objects' names, used to answer deletes and to keep the projection digest meaningful.
@@ -32,20 +34,37 @@ from allot_contracts.events import (
     TopologyRemoved,
     TopologyReported,
 )
-from allot_runtime.processor import Emit
-from node_reporter.validate import (
+from allot_contracts.events.nodeside import (
+    NodeMetricApplied,
+    NodeMetricDeleted,
+    NodeMetricRemoved,
+    NodeMetricReported,
+)
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.nodes import (
+    admit_device,
+    admit_node,
+    admit_topology,
     capacity_summary,
     device_summary,
-    validate_device,
-    validate_node,
-    validate_topology,
 )
+from allot_runtime.processor import Emit
+from node_reporter.metrics.report import nodemetric_decision
 
 
 class NodeReporter:
     name: ClassVar[str] = "node-reporter"
     interests: ClassVar[frozenset[str]] = frozenset(
-        {"node.applied", "node.deleted", "device.applied", "device.deleted", "topology.applied", "topology.deleted"}
+        {
+            "node.applied",
+            "node.deleted",
+            "device.applied",
+            "device.deleted",
+            "topology.applied",
+            "topology.deleted",
+            "nodemetric.applied",
+            "nodemetric.deleted",
+        }
     )
     SCOPED: ClassVar[bool] = True  # one instance per node (a DaemonSet pod) decides for its own node only
 
@@ -54,6 +73,7 @@ class NodeReporter:
         self.nodes: dict[str, str] = {}  # name -> resourceVersion-ish summary (capacity text)
         self.devices: dict[str, int] = {}
         self.topologies: set[str] = set()
+        self.metrics: dict[str, int] = {}  # node -> update time of its accepted NodeMetric
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         match event:
@@ -69,6 +89,10 @@ class NodeReporter:
                 self.topologies.add(name)
             case TopologyRemoved(name=name):
                 self.topologies.discard(name)
+            case NodeMetricReported(name=name, update_time=update_time):
+                self.metrics[name] = update_time
+            case NodeMetricRemoved(name=name):
+                self.metrics.pop(name, None)
             case _:
                 pass
 
@@ -77,13 +101,18 @@ class NodeReporter:
             return []  # another node's instance decides for it
         match event:
             case NodeApplied(name=name, manifest=manifest):
-                issues = validate_node(manifest)
-                if issues:
-                    return [Emit(stream_id=stream_id("node", name), event=NodeRejected(name=name, errors=issues))]
+                issues: list[FieldIssue] = []
+                node = admit_node(manifest, issues, [])
+                if node is None:
+                    return [
+                        Emit(stream_id=stream_id("node", name), event=NodeRejected(name=name, errors=issues))
+                    ]
                 return [
                     Emit(
                         stream_id=stream_id("node", name),
-                        event=NodeRegistered(name=name, manifest=manifest, capacity=capacity_summary(manifest)),
+                        event=NodeRegistered(
+                            name=name, manifest=manifest, node=node, capacity=capacity_summary(manifest)
+                        ),
                     )
                 ]
             case NodeDeleted(name=name):
@@ -91,13 +120,24 @@ class NodeReporter:
                     return []
                 return [Emit(stream_id=stream_id("node", name), event=NodeRemoved(name=name))]
             case DeviceApplied(name=name, manifest=manifest):
-                issues = validate_device(manifest)
-                if issues:
-                    return [Emit(stream_id=stream_id("device", name), event=DevicesRejected(name=name, errors=issues))]
+                issues = []
+                inventory = admit_device(manifest, issues, [])
+                if inventory is None:
+                    return [
+                        Emit(
+                            stream_id=stream_id("device", name),
+                            event=DevicesRejected(name=name, errors=issues),
+                        )
+                    ]
                 return [
                     Emit(
                         stream_id=stream_id("device", name),
-                        event=DevicesReported(name=name, manifest=manifest, devices=device_summary(manifest)),
+                        event=DevicesReported(
+                            name=name,
+                            manifest=manifest,
+                            inventory=inventory,
+                            devices=device_summary(manifest),
+                        ),
                     )
                 ]
             case DeviceDeleted(name=name):
@@ -105,10 +145,31 @@ class NodeReporter:
                     return []
                 return [Emit(stream_id=stream_id("device", name), event=DevicesRemoved(name=name))]
             case TopologyApplied(name=name, manifest=manifest):
-                issues = validate_topology(manifest)
-                if issues:
-                    return [Emit(stream_id=stream_id("topology", name), event=TopologyRejected(name=name, errors=issues))]
-                return [Emit(stream_id=stream_id("topology", name), event=TopologyReported(name=name, manifest=manifest))]
+                issues = []
+                topology = admit_topology(manifest, issues, [])
+                if topology is None:
+                    return [
+                        Emit(
+                            stream_id=stream_id("topology", name),
+                            event=TopologyRejected(name=name, errors=issues),
+                        )
+                    ]
+                return [
+                    Emit(
+                        stream_id=stream_id("topology", name),
+                        event=TopologyReported(name=name, manifest=manifest, topology=topology),
+                    )
+                ]
+            case NodeMetricApplied(name=name, manifest=manifest):
+                return [
+                    Emit(
+                        stream_id=stream_id("nodemetric", name), event=nodemetric_decision(name, manifest, at)
+                    )
+                ]
+            case NodeMetricDeleted(name=name):
+                if name not in self.metrics:
+                    return []
+                return [Emit(stream_id=stream_id("nodemetric", name), event=NodeMetricRemoved(name=name))]
             case TopologyDeleted(name=name):
                 if name not in self.topologies:
                     return []
@@ -122,4 +183,5 @@ class NodeReporter:
             "nodes": dict(sorted(self.nodes.items())),
             "devices": dict(sorted(self.devices.items())),
             "topologies": sorted(self.topologies),
+            "metrics": dict(sorted(self.metrics.items())),
         }

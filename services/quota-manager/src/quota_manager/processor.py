@@ -2,7 +2,8 @@
 
 Consumes quota objects (``quota.applied``/``quota.deleted``), capacity (``node.registered``/``node.removed``: the
 root's total), pods (``pod.submitted``: pending request; ``pod.observed``: already running, charged),
-admission requests (``pod.enqueued``, ``pod.requeued``), charges coming back (``pod.unschedulable``,
+admission requests (``pod.submitted`` of a plain pod, which the gang gate lets through as it arrives;
+``pod.enqueued`` of a gang member going on alone; ``pod.requeued``), charges coming back (``pod.unschedulable``,
 ``pod.rejected``, ``pod.deleted``, ``pod.released``) and its own ``timer.fired``.
 
 Emits ``quota.admitted`` (charged; ``detail`` is the engine's admission record with the borrow facts: which quota
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from allot_contracts.decisions.quota import GroupAdmission, ReturnedCharge
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
@@ -59,13 +61,18 @@ from allot_contracts.events import (
     QuotaWaiting,
     TimerFired,
 )
-from allot_contracts.kube import pod_requests, priority_value
+from allot_contracts.kube import priority_value
+from allot_contracts.objects.pod import Pod
+from allot_gang import goes_alone
 from allot_quota import QuotaConfig, QuotaEngine
 from allot_quota.decisions import AdmitDecision, UsageChange
 from allot_runtime.processor import Emit
 
 # Our default differs from upstream in one place: over-use revoke is on, so lenders get their quota back.
 DEFAULTS: dict[str, Any] = {"monitorAllQuotas": True}
+STATUS_SYNC_INTERVAL_US = (
+    1_000_000  # quota status (ElasticQuota status and annotations) is synced at most once a second
+)
 
 
 def _ref(key: str) -> ObjectRef:
@@ -73,17 +80,35 @@ def _ref(key: str) -> ObjectRef:
     return ObjectRef(namespace=namespace, name=name)
 
 
-def _issues(errors: list[Any]) -> list[FieldIssue]:
-    return [FieldIssue(path=str(e.field), message=str(e.message)) for e in errors]
+def _issues(errors: list[FieldIssue]) -> list[FieldIssue]:
+    return list(errors)
 
 
 class QuotaManager:
     name: ClassVar[str] = "quota-manager"
     interests: ClassVar[frozenset[str]] = frozenset(
-        {"quota.applied", "quota.deleted", "quotaprofile.applied", "quotaprofile.deleted", "node.registered", "node.removed", "pod.submitted", "pod.observed",
-         "pod.enqueued", "pod.requeued", "pod.unschedulable", "pod.rejected", "pod.deleted", "pod.released",
-         "pod.bind_failed", "pod.placed", "gang.group_placed",
-         "gang.group_ready", "gang.holds_released", "timer.fired"}
+        {
+            "quota.applied",
+            "quota.deleted",
+            "quotaprofile.applied",
+            "quotaprofile.deleted",
+            "node.registered",
+            "node.removed",
+            "pod.submitted",
+            "pod.observed",
+            "pod.enqueued",
+            "pod.requeued",
+            "pod.unschedulable",
+            "pod.rejected",
+            "pod.deleted",
+            "pod.released",
+            "pod.bind_failed",
+            "pod.placed",
+            "gang.group_placed",
+            "gang.group_ready",
+            "gang.holds_released",
+            "timer.fired",
+        }
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
@@ -91,54 +116,69 @@ class QuotaManager:
         self.engine = QuotaEngine(self.config)
         self.waiting: dict[str, int] = {}  # pod -> attempt, pods whose admission failed for quota
         self.charged: set[str] = set()
-        self.manifests: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, Pod] = {}  # pods as read at the door
         self.group_charges: dict[str, tuple[str, int]] = {}  # member -> (group, attempt) that charged it
-        self.node_of: dict[str, str] = {}  # pod -> node it is placed on (preemption looks for room node by node)
+        self.node_of: dict[
+            str, str
+        ] = {}  # pod -> node it is placed on (preemption looks for room node by node)
         self.published: dict[str, dict[str, Any]] = {}  # quota key -> status patch last synced
         self.status_dirty_since: int | None = None
+        self.status_synced_at = (
+            0  # time (µs) of the last quota.status_synced: status is written back at most once a
+        )
+        # STATUS_SYNC_INTERVAL_US, so a busy cluster's admissions do not each cost a sync of the whole tree
         self.last_timer = -1  # due time of the last timer.fired consumed: a deadline fires once (ADR 0006)
-        self.changes: dict[str, tuple[str, UsageChange]] = {}  # pod -> (reason, change) applied, not yet recorded
-        self.quota_changes: dict[str, tuple[str, list[Any]]] = {}  # quota key -> ("applied"|"removed", errors)
+        self.changes: dict[
+            str, tuple[str, UsageChange]
+        ] = {}  # pod -> (reason, change) applied, not yet recorded
+        self.quota_changes: dict[
+            str, tuple[str, list[Any]]
+        ] = {}  # quota key -> ("applied"|"removed", errors)
 
     # -- evolve ----------------------------------------------------------------------------------------------
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         match event:
-            case QuotaApplied(quota=ref, manifest=manifest):
-                errors = self.engine.apply_quota(manifest)
+            case QuotaApplied(quota=ref, spec=spec, issues=issues):
+                errors = self.engine.apply_quota(spec) if spec is not None else list(issues)
                 self.quota_changes[ref.key] = ("applied", errors)
             case QuotaDeleted(quota=ref):
                 errors = self.engine.delete_quota(ref.namespace, ref.name)
                 self.quota_changes[ref.key] = ("removed", errors)
             case QuotaRegistered(quota=ref) | QuotaRejected(quota=ref) | QuotaRemoved(quota=ref):
                 self.quota_changes.pop(ref.key, None)
-            case QuotaProfileApplied(profile=ref, manifest=manifest):
-                self.quota_changes[f"profile:{ref.key}"] = ("applied", self.engine.apply_profile(manifest))
+            case QuotaProfileApplied(profile=ref, spec=profile, issues=issues):
+                errors = self.engine.apply_profile(profile) if profile is not None else list(issues)
+                self.quota_changes[f"profile:{ref.key}"] = ("applied", errors)
             case QuotaProfileDeleted(profile=ref):
-                self.quota_changes[f"profile:{ref.key}"] = ("removed",
-                                                            self.engine.delete_profile(ref.namespace, ref.name))
-            case QuotaProfileRegistered(profile=ref) | QuotaProfileRejected(profile=ref) | QuotaProfileRemoved(
-                    profile=ref):
+                self.quota_changes[f"profile:{ref.key}"] = (
+                    "removed",
+                    self.engine.delete_profile(ref.namespace, ref.name),
+                )
+            case (
+                QuotaProfileRegistered(profile=ref)
+                | QuotaProfileRejected(profile=ref)
+                | QuotaProfileRemoved(profile=ref)
+            ):
                 self.quota_changes.pop(f"profile:{ref.key}", None)
-            case NodeRegistered(manifest=manifest):
-                self.engine.upsert_node(manifest)
+            case NodeRegistered(node=node):
+                self.engine.upsert_node(node)
             case NodeRemoved(name=name):
                 self.engine.delete_node(name)
-            case PodSubmitted(pod=pod, manifest=manifest):
-                self.manifests[pod.key] = manifest
-                self.engine.add_pending(manifest)
-            case PodObserved(pod=pod, manifest=manifest):
-                self.manifests[pod.key] = manifest
-                self.engine.assign(manifest)
+            case PodSubmitted(pod=pod, spec=spec) if spec is not None:
+                self.pods[pod.key] = spec
+                self.engine.add_pending(spec)
+            case PodObserved(pod=pod, spec=spec) if spec is not None:
+                self.pods[pod.key] = spec
+                self.engine.assign(spec)
                 self.charged.add(pod.key)
-                node = (manifest.get("spec") or {}).get("nodeName")
-                if node:
-                    self.node_of[pod.key] = str(node)
+                if spec.node_name:
+                    self.node_of[pod.key] = spec.node_name
             case PodPlaced(pod=pod, node=node):
                 self.node_of[pod.key] = node
             case GangGroupPlaced(decisions=decisions):
                 for member, decision in decisions.items():
-                    self.node_of[member] = str(decision.get("node") or "")
+                    self.node_of[member] = decision.node or ""
             case PodReleased(pod=pod):
                 self.node_of.pop(pod.key, None)
             case PodUnschedulable(pod=pod):
@@ -149,11 +189,13 @@ class QuotaManager:
                 self._uncharge(pod.key, "rejected", remove=True)
             case PodDeleted(pod=pod):
                 self._uncharge(pod.key, "deleted", remove=True)
-                self.manifests.pop(pod.key, None)
+                self.pods.pop(pod.key, None)
                 self.node_of.pop(pod.key, None)
             case QuotaAdmitted(pod=pod):
                 self.waiting.pop(pod.key, None)
-                if self.engine.quota_of_pod(pod.key) is not None:  # else no quota governs it: nothing to charge
+                if (
+                    self.engine.quota_of_pod(pod.key) is not None
+                ):  # else no quota governs it: nothing to charge
                     self.engine.assign(pod.key)
                     self.charged.add(pod.key)
             case QuotaWaiting(pod=pod, attempt=attempt):
@@ -175,7 +217,7 @@ class QuotaManager:
             case QuotaEvicted(pod=pod, quota=quota):
                 self.engine.remove_pod(pod.key)
                 self.engine.restart_overuse(quota)
-                self.manifests.pop(pod.key, None)
+                self.pods.pop(pod.key, None)
                 self.charged.discard(pod.key)
                 self.waiting.pop(pod.key, None)
                 self.group_charges.pop(pod.key, None)
@@ -186,10 +228,11 @@ class QuotaManager:
         if isinstance(event, QuotaStatusSynced):
             self.published.update(event.patches)
             self.status_dirty_since = None
+            self.status_synced_at = at
         elif isinstance(event, TimerFired):
             if event.service == self.name:
                 self.last_timer = max(self.last_timer, event.due)
-                if self.status_dirty_since is not None and not self._status_patches():
+                if self._status_due(at) and not self._status_patches():
                     self.status_dirty_since = None  # nothing to publish after all
         elif self.status_dirty_since is None:
             self.status_dirty_since = at
@@ -208,14 +251,22 @@ class QuotaManager:
     def decide(self, event: Event, *, at: int) -> list[Emit]:
         out = [*self._decide(event, at), *self._revoke(at)]
         if isinstance(event, TimerFired) and event.service == self.name:
-            out += self._sync_status()
+            out += self._sync_status(at)
         return out
 
-    def _sync_status(self) -> list[Emit]:
+    def _status_due(self, at: int) -> bool:
+        return self.status_dirty_since is not None and at >= self.status_synced_at + STATUS_SYNC_INTERVAL_US
+
+    def _sync_status(self, at: int) -> list[Emit]:
         """The status upstream writes on ElasticQuota objects, for every quota whose status changed."""
-        if self.status_dirty_since is None:
+        if not self._status_due(at):
             return []
-        return [Emit(stream_id=stream_id("quota", "status"), event=QuotaStatusSynced(patches=self._status_patches()))]
+        return [
+            Emit(
+                stream_id=stream_id("quota", "status"),
+                event=QuotaStatusSynced(patches=self._status_patches()),
+            )
+        ]
 
     def _status_patches(self) -> dict[str, dict[str, Any]]:
         patches: dict[str, dict[str, Any]] = {}
@@ -228,9 +279,18 @@ class QuotaManager:
 
     def _decide(self, event: Event, at: int) -> list[Emit]:
         match event:
+            case PodSubmitted(pod=pod, spec=spec) if goes_alone(spec):
+                return self._admit(
+                    pod, 1
+                )  # a plain pod: the gang gate has nothing to decide, admission is next
             case PodEnqueued(pod=pod, attempt=attempt) | PodRequeued(pod=pod, attempt=attempt):
                 return self._admit(pod, attempt)
-            case PodUnschedulable(pod=pod) | PodRejected(pod=pod) | PodDeleted(pod=pod) | PodBindFailed(pod=pod):
+            case (
+                PodUnschedulable(pod=pod)
+                | PodRejected(pod=pod)
+                | PodDeleted(pod=pod)
+                | PodBindFailed(pod=pod)
+            ):
                 return [*self._released(pod.key), *self._admit_waiting()]
             case PodReleased() | NodeRegistered() | NodeRemoved():
                 return self._admit_waiting()
@@ -248,10 +308,22 @@ class QuotaManager:
     def _admission(self, decision: AdmitDecision, attempt: int) -> Event:
         pod = _ref(decision.pod)
         if decision.admitted:
-            return QuotaAdmitted(pod=pod, attempt=attempt, quota=decision.quota, request=decision.request,
-                                 used=_after(decision), limit=decision.limit, detail=decision.to_dict())
-        return QuotaWaiting(pod=pod, attempt=attempt, quota=decision.quota, message=decision.message,
-                            detail=decision.to_dict())
+            return QuotaAdmitted(
+                pod=pod,
+                attempt=attempt,
+                quota=decision.quota,
+                request=decision.request,
+                used=_after(decision),
+                limit=decision.limit,
+                detail=decision,
+            )
+        return QuotaWaiting(
+            pod=pod,
+            attempt=attempt,
+            quota=decision.quota,
+            message=decision.message,
+            detail=decision,
+        )
 
     def _admit(self, pod: ObjectRef, attempt: int) -> list[Emit]:
         if pod.key in self.charged:
@@ -259,11 +331,15 @@ class QuotaManager:
         if self.engine.quota_of_pod(pod.key) is None:
             # No quota governs the pod (DisableDefaultQuota, and no quota for its namespace or label): admitted
             # without being charged anywhere, as upstream's PreFilter lets it through.
-            manifest = self.manifests.get(pod.key)
-            if manifest is None:
+            spec = self.pods.get(pod.key)
+            if spec is None:
                 return []
-            return [Emit(stream_id=stream_id("pod", pod.key),
-                         event=self._admission(self.engine.admit(manifest), attempt))]
+            return [
+                Emit(
+                    stream_id=stream_id("pod", pod.key),
+                    event=self._admission(self.engine.admit(spec), attempt),
+                )
+            ]
         decision = self.engine.admit(pod.key)
         out = [Emit(stream_id=stream_id("pod", pod.key), event=self._admission(decision, attempt))]
         if not decision.admitted and decision.waiting:
@@ -273,24 +349,49 @@ class QuotaManager:
     def _admit_group(self, group: str, attempt: int, members: list[str]) -> list[Emit]:
         """A gang group is admitted as a unit: every member fits (each counted before the next) or none is charged."""
         stream = stream_id("gang", group)
-        unknown = [m for m in members if m not in self.manifests]
+        unknown = [m for m in members if m not in self.pods]
         if unknown:
-            return [Emit(stream_id=stream, event=QuotaGroupWaiting(
-                group=group, attempt=attempt, message=f"members not known to quota: {', '.join(unknown)}"))]
-        governed = [m for m in members if self.engine.quota_of_pod(m) is not None]  # the others: no quota applies
+            return [
+                Emit(
+                    stream_id=stream,
+                    event=QuotaGroupWaiting(
+                        group=group,
+                        attempt=attempt,
+                        message=f"members not known to quota: {', '.join(unknown)}",
+                    ),
+                )
+            ]
+        governed = [
+            m for m in members if self.engine.quota_of_pod(m) is not None
+        ]  # the others: no quota applies
         admitted = self.engine.waiting_admissions(pods=governed)
         if len(admitted) == len(governed):
-            return [Emit(stream_id=stream, event=QuotaGroupAdmitted(
-                group=group, attempt=attempt, members=list(members),
-                detail={"members": {d.pod: d.to_dict() for d in admitted}}))]
+            return [
+                Emit(
+                    stream_id=stream,
+                    event=QuotaGroupAdmitted(
+                        group=group,
+                        attempt=attempt,
+                        members=list(members),
+                        detail=GroupAdmission(members={d.pod: d for d in admitted}),
+                    ),
+                )
+            ]
         ok = {d.pod for d in admitted}
         first = next(m for m in governed if m not in ok)
         why = self.engine.admit(first)
-        return [Emit(stream_id=stream, event=QuotaGroupWaiting(
-            group=group, attempt=attempt,
-            message=f"quota cannot admit the whole group ({len(ok)}/{len(members)} members fit); {first}: "
+        return [
+            Emit(
+                stream_id=stream,
+                event=QuotaGroupWaiting(
+                    group=group,
+                    attempt=attempt,
+                    message=f"quota cannot admit the whole group ({len(ok)}/{len(members)} members fit); {first}: "
                     f"{why.message}",
-            detail={"first": why.to_dict()}))]
+                    detail=GroupAdmission(first=why),
+                ),
+            )
+        ]
 
     def _preempt(self, pod: ObjectRef, attempt: int, decision: AdmitDecision) -> list[Emit]:
         """Intra-quota preemption, node by node as upstream's PostFilter does: on each node where a less important,
@@ -298,18 +399,23 @@ class QuotaManager:
         (its resources against the node's allocatable) and the quota; the node needing the fewest victims wins.
         Nothing is evicted when no node would have room: evicting would not let the pod run. (The device-allocator
         still places the preemptor, with the full device and topology check.)"""
-        nodes = sorted({self.node_of[k] for k in self.charged
-                        if k in self.node_of and self.engine.quota_of_pod(k) == decision.quota})
-        pods_on: dict[str, list[dict[str, Any]]] = {}
+        nodes = sorted(
+            {
+                self.node_of[k]
+                for k in self.charged
+                if k in self.node_of and self.engine.quota_of_pod(k) == decision.quota
+            }
+        )
+        pods_on: dict[str, list[Pod]] = {}
         for key, node in sorted(self.node_of.items()):
-            if key in self.manifests:
-                pods_on.setdefault(node, []).append(self.manifests[key])
+            if key in self.pods:
+                pods_on.setdefault(node, []).append(self.pods[key])
         best: tuple[tuple[int, str], Any] | None = None
         for node in nodes:
             allocatable = self.engine.node_allocatable(node)
             if allocatable is None:
                 continue
-            fits = _fits(self.manifests.get(pod.key), allocatable)
+            fits = _fits(self.pods.get(pod.key), allocatable)
             choice = self.engine.preemption_victims(pod.key, pods_on.get(node, []), fits)
             if choice.eligible and choice.helpful and choice.victims:
                 rank = (len(choice.victims), node)
@@ -322,11 +428,17 @@ class QuotaManager:
         if not after:
             return []
         out = [
-            Emit(stream_id=stream_id("pod", victim), event=QuotaEvicted(
-                pod=_ref(victim), quota=decision.quota, cause="Preempted",
-                message=f"preempted by {pod.key} (priority {decision.priority}) in quota {decision.quota}: "
-                        f"{choice.message}",
-                detail=choice.to_dict()))
+            Emit(
+                stream_id=stream_id("pod", victim),
+                event=QuotaEvicted(
+                    pod=_ref(victim),
+                    quota=decision.quota,
+                    cause="Preempted",
+                    message=f"preempted by {pod.key} (priority {decision.priority}) in quota {decision.quota}: "
+                    f"{choice.message}",
+                    detail=choice,
+                ),
+            )
             for victim in choice.victims
         ]
         out.append(Emit(stream_id=stream_id("pod", pod.key), event=self._admission(after[0], attempt)))
@@ -336,9 +448,19 @@ class QuotaManager:
         if key not in self.changes:
             return []
         reason, change = self.changes[key]
-        return [Emit(stream_id=stream_id("pod", key), event=QuotaReleased(
-            pod=_ref(key), quota=change.quota, request=change.request, used=change.used, reason=reason,
-            detail={"returned": change.returned, "runtime": change.runtime}))]
+        return [
+            Emit(
+                stream_id=stream_id("pod", key),
+                event=QuotaReleased(
+                    pod=_ref(key),
+                    quota=change.quota,
+                    request=change.request,
+                    used=change.used,
+                    reason=reason,
+                    detail=ReturnedCharge(returned=change.returned, runtime=change.runtime),
+                ),
+            )
+        ]
 
     def _admit_waiting(self) -> list[Emit]:
         if not self.waiting:
@@ -358,9 +480,17 @@ class QuotaManager:
         if what == "removed":
             return [Emit(stream_id=stream, event=QuotaRemoved(quota=ref))]
         row = next((r for r in self.engine.tree_view() if r["name"] == ref.name), {})
-        return [Emit(stream_id=stream, event=QuotaRegistered(
-            quota=ref, max=dict(row.get("max", {})), min=dict(row.get("min", {})),
-            runtime=self.engine.runtime(ref.name)))]
+        return [
+            Emit(
+                stream_id=stream,
+                event=QuotaRegistered(
+                    quota=ref,
+                    max=dict(row.get("max", {})),
+                    min=dict(row.get("min", {})),
+                    runtime=self.engine.runtime(ref.name),
+                ),
+            )
+        ]
 
     def _profile_outcome(self, ref: ObjectRef, event: Event) -> list[Emit]:
         key = f"profile:{ref.key}"
@@ -373,9 +503,13 @@ class QuotaManager:
         if what == "removed":
             return [Emit(stream_id=stream, event=QuotaProfileRemoved(profile=ref))]
         assert isinstance(event, QuotaProfileApplied)
-        quota = str((event.manifest.get("spec") or {}).get("quotaName") or ref.name)
-        return [Emit(stream_id=stream, event=QuotaProfileRegistered(profile=ref, quota=quota,
-                                                                     runtime=self.engine.runtime(quota)))]
+        quota = event.spec.quota_name if event.spec is not None else ref.name
+        return [
+            Emit(
+                stream_id=stream,
+                event=QuotaProfileRegistered(profile=ref, quota=quota, runtime=self.engine.runtime(quota)),
+            )
+        ]
 
     def _revoke(self, at: int) -> list[Emit]:
         """Over-use revoke: due whenever the recorded time has passed a quota's delay (a timer event or any input)."""
@@ -384,13 +518,18 @@ class QuotaManager:
             return []
         evictions = self.engine.overuse_revoke(at // 1_000_000, dry_run=True)
         return [
-            Emit(stream_id=stream_id("pod", e.pod), event=QuotaEvicted(
-                pod=_ref(e.pod), quota=e.quota, cause=e.cause, message=e.message, detail=e.to_dict()))
+            Emit(
+                stream_id=stream_id("pod", e.pod),
+                event=QuotaEvicted(
+                    pod=_ref(e.pod), quota=e.quota, cause=e.cause, message=e.message, detail=e
+                ),
+            )
             for e in evictions
         ]
 
     def next_deadline(self) -> int | None:
-        """The over-use revoke delay, or at once when quota status changed and is not yet synced. A revoke deadline
+        """The over-use revoke delay, or, when quota status changed and is not yet synced, a second after the last
+        sync (at once if that is past). A revoke deadline
         that already fired is not asked for again: one that found nothing to evict waits for the next input (every
         input re-checks revokes), instead of firing in a loop."""
         times: list[int] = []
@@ -398,7 +537,7 @@ class QuotaManager:
         if seconds is not None and seconds * 1_000_000 > self.last_timer:
             times.append(seconds * 1_000_000)
         if self.status_dirty_since is not None:
-            times.append(self.status_dirty_since)
+            times.append(max(self.status_dirty_since, self.status_synced_at + STATUS_SYNC_INTERVAL_US))
         return min(times) if times else None
 
     def snapshot(self) -> dict[str, Any]:
@@ -408,6 +547,7 @@ class QuotaManager:
             "waiting": dict(sorted(self.waiting.items())),
             "charged": sorted(self.charged),
             "status_dirty_since": self.status_dirty_since,
+            "status_synced_at": self.status_synced_at,
             "node_of": dict(sorted(self.node_of.items())),
             "group_charges": {k: list(v) for k, v in sorted(self.group_charges.items())},
             "last_timer": self.last_timer,
@@ -417,17 +557,20 @@ class QuotaManager:
         return dict(self.engine.snapshot())
 
 
-def _fits(manifest: dict[str, Any] | None, allocatable: dict[str, int]) -> Any:
+def _fits(pod: Pod | None, allocatable: dict[str, int]) -> Any:
     """Whether a pod fits a node next to the given pods: every resource the node reports, summed."""
-    request = pod_requests(manifest or {})
+    request = pod.requests if pod is not None else {}
 
-    def fits(remaining: list[dict[str, Any]]) -> bool:
+    def fits(remaining: list[Pod]) -> bool:
         used: dict[str, int] = {}
         for other in remaining:
-            for name, amount in pod_requests(other).items():
+            for name, amount in other.requests.items():
                 used[name] = used.get(name, 0) + amount
-        return all(used.get(name, 0) + amount <= allocatable[name]
-                   for name, amount in request.items() if name in allocatable)
+        return all(
+            used.get(name, 0) + amount <= allocatable[name]
+            for name, amount in request.items()
+            if name in allocatable
+        )
 
     return fits
 

@@ -1,8 +1,23 @@
-"""reservation-manager process: wiring only."""
+"""reservation-manager process: wiring only. ``ALLOT_KUBE_MODE`` sets how an eviction is carried out (standalone:
+delete and re-submit the pod; kubernetes: the binder calls the Eviction API) and, in Kubernetes mode, adds the worker
+that writes Reservation and PodMigrationJob status back (``adapters/kube.py``)."""
+
+import os
+from typing import Any
 
 from allot_runtime.entry import service_main
 from reservation_manager.processor import ReservationManager
 
 
 def main() -> None:
-    service_main("reservation-manager", ReservationManager)
+    mode = os.environ.get("ALLOT_KUBE_MODE") or "standalone"
+
+    def build(config: dict[str, Any]) -> ReservationManager:
+        return ReservationManager({**config, "mode": config.get("mode", mode)})
+
+    extras = []
+    if mode == "kubernetes":
+        from reservation_manager.adapters.kube import status_worker
+
+        extras.append(status_worker)
+    service_main("reservation-manager", build, extras=extras)

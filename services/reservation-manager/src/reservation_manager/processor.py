@@ -1,48 +1,42 @@
-"""reservation-manager's decisions: which Reservation, if any, an admitted pod must use.
+"""reservation-manager's decisions: Reservations (lifecycle, which reservations an admitted pod may use) and
+PodMigrationJobs, on :class:`allot_reservation.ReservationEngine`.
 
-Consumes ``quota.admitted`` (and ``quota.group_admitted`` for gang groups); emits ``reservation.resolved`` with ``reservation: null`` when no Reservation applies
-(Reservation objects are accepted by ``allot apply`` and recorded as ``object.ignored`` until reservation matching
-ships), so the pod goes on to placement.
+Consumes Reservations and PodMigrationJobs (``reservation.*``, ``migration.*`` inputs), the admitted pods and gang
+groups (``quota.admitted``, ``quota.group_admitted``: the trigger of the pod path), the pods' lives and placements
+(``pod.submitted/observed/placed/bound/bind_failed/released/deleted``, ``quota.evicted``, ``gang.group_placed``), the
+reserve pods' outcomes (``reservation.placed/unschedulable`` from the device-allocator), nodes (labels for
+reservation affinity, removal), the binder's eviction outcomes (Kubernetes mode) and its own ``timer.fired``.
+
+Emits ``reservation.resolved`` / ``reservation.group_resolved`` (with the reservations each pod may use, whether one
+is required), ``reservation.accepted/rejected/succeeded/failed/removed``, ``migration.*`` and, for a standalone
+eviction, the pod's ``pod.deleted`` and its re-submission in the same decision. ``evolve`` applies inputs and the
+service's own decisions alike; ``decide`` changes nothing (see the engine's docstring).
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from allot_contracts.envelope import stream_id
-from allot_contracts.events import (
-    Event,
-    QuotaAdmitted,
-    QuotaGroupAdmitted,
-    ReservationGroupResolved,
-    ReservationResolved,
-)
+from allot_contracts.events import Event
+from allot_reservation import INTERESTS, NAME, ReservationConfig, ReservationEngine
 from allot_runtime.processor import Emit
 
 
 class ReservationManager:
-    name: ClassVar[str] = "reservation-manager"
-    interests: ClassVar[frozenset[str]] = frozenset({"quota.admitted", "quota.group_admitted"})
+    name: ClassVar[str] = NAME
+    interests: ClassVar[frozenset[str]] = INTERESTS
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
-        self.resolved = 0
+        self.engine = ReservationEngine(ReservationConfig.from_dict(config))
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
-        if isinstance(event, ReservationResolved | ReservationGroupResolved):
-            self.resolved += 1
+        self.engine.apply(event, at)
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
-        match event:
-            case QuotaAdmitted(pod=pod, attempt=attempt):
-                return [Emit(stream_id=stream_id("pod", pod.key),
-                             event=ReservationResolved(pod=pod, attempt=attempt, reservation=None,
-                                                       reason="no reservation applies"))]
-            case QuotaGroupAdmitted(group=group, attempt=attempt, members=members):
-                return [Emit(stream_id=stream_id("gang", group),
-                             event=ReservationGroupResolved(group=group, attempt=attempt, members=list(members),
-                                                            reservation=None, reason="no reservation applies"))]
-            case _:
-                return []
+        return [Emit(stream_id=stream, event=out) for stream, out in self.engine.decide(event, at)]
+
+    def next_deadline(self) -> int | None:
+        return self.engine.next_deadline()
 
     def snapshot(self) -> dict[str, Any]:
-        return {"resolved": self.resolved}
+        return self.engine.snapshot()

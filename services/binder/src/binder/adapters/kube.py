@@ -39,9 +39,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id, stream_id
-from allot_contracts.errors import TransientError
-from allot_contracts.events import PodBindFailed, PodBindRequested, PodBound
+from allot_contracts.errors import Fenced, TransientError
+from allot_contracts.events import MigrationEvictionRequested, PodBindFailed, PodBindRequested, PodBound
 from allot_runtime.kube.client import ApiError, api_client, call
+from binder.adapters.evict import EvictionState, evict_due
 from binder.processor import BindRequest
 
 log = logging.getLogger("allot.binder.kube")
@@ -71,8 +72,12 @@ def binding_body(request: BindRequest) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Binding",
-        "metadata": {"name": request.pod.name, "namespace": request.pod.namespace, "uid": request.uid,
-                     "annotations": dict(request.annotations)},
+        "metadata": {
+            "name": request.pod.name,
+            "namespace": request.pod.namespace,
+            "uid": request.uid,
+            "annotations": dict(request.annotations),
+        },
         "target": {"apiVersion": "v1", "kind": "Node", "name": request.node},
     }
 
@@ -85,8 +90,9 @@ async def bind(client: Any, request: BindRequest) -> Outcome:
         await call(client, "POST", path, binding_body(request))
     except ApiError as exc:
         if exc.status in (401, 403):
-            raise Refused(f"the API server refused the Binding ({exc}): check the binder's RBAC "
-                          "(create pods/binding)") from exc
+            raise Refused(
+                f"the API server refused the Binding ({exc}): check the binder's RBAC (create pods/binding)"
+            ) from exc
         match = ALREADY_ASSIGNED.search(exc.message) if exc.status == 409 else None
         if match is not None and match.group(1) == request.node:
             return Outcome(True, f"already assigned to node {request.node}")
@@ -101,12 +107,24 @@ class BinderMetrics:
     _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, BinderMetrics] = weakref.WeakKeyDictionary()
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.bindings = Counter("allot_binder_bindings_total", "Binding attempts against the API server, by result "
-                                "(bound, failed, retried)", ["result"], registry=registry)
-        self.duration = Histogram("allot_binder_binding_duration_seconds", "Time of one Binding POST",
-                                  buckets=tuple(0.001 * 2**i for i in range(15)), registry=registry)
-        self.quota_patches = Counter("allot_binder_quota_patches_total", "ElasticQuota status patches, by result",
-                                     ["result"], registry=registry)
+        self.bindings = Counter(
+            "allot_binder_bindings_total",
+            "Binding attempts against the API server, by result (bound, failed, retried)",
+            ["result"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "allot_binder_binding_duration_seconds",
+            "Time of one Binding POST",
+            buckets=tuple(0.001 * 2**i for i in range(15)),
+            registry=registry,
+        )
+        self.quota_patches = Counter(
+            "allot_binder_quota_patches_total",
+            "ElasticQuota status patches, by result",
+            ["result"],
+            registry=registry,
+        )
 
     @classmethod
     def of(cls, registry: CollectorRegistry) -> BinderMetrics:
@@ -129,6 +147,7 @@ class View:
     ready: bool
     requests: list[BindRequest]
     patches: dict[str, dict[str, Any]]
+    evictions: list[MigrationEvictionRequested] = field(default_factory=list)
 
 
 @dataclass
@@ -137,6 +156,9 @@ class BindWorker:
     client: Any
     view: Callable[[], Awaitable[View]]
     decider: str = "binder"  # the producer of pod.bind_requested
+    leadership: Any = (
+        None  # lease mode: every API server write checks the lease first (allot_runtime.kube.lease)
+    )
     metrics: BinderMetrics = field(default_factory=lambda: BinderMetrics.of(CollectorRegistry()))
     concurrency: int = 16
     poll: float = 0.1
@@ -147,12 +169,19 @@ class BindWorker:
     quota_retries: dict[str, _Retry] = field(default_factory=dict)  # quota -> backoff
     patched: dict[str, bytes] = field(default_factory=dict)  # quota -> canonical patch applied
     status_subresource: bool | None = None  # None: not known yet
+    evictions: EvictionState = field(default_factory=EvictionState)  # PodMigrationJob evictions
 
     async def run(self, stop: asyncio.Event) -> None:
         log.info("binding through the API server (producer %s)", PRODUCER)
         while not stop.is_set():
-            with contextlib.suppress(TransientError):
+            try:
                 await self.step()
+            except Fenced as exc:  # a newer leader took over: record it once and stop writing
+                if self.leadership is not None:
+                    await self.leadership.refused(exc, "binding and patching ElasticQuota status")
+                return
+            except TransientError:
+                pass
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.poll)
 
@@ -168,8 +197,12 @@ class BindWorker:
         for key in [k for k in self.retries if k not in keys]:
             self.retries.pop(key, None)
         now = time.monotonic()
-        due = [r for r in requests if self.recorded.get(r.pod.key) != (r.uid, r.attempt)
-               and self.retries.get(r.pod.key, _Retry()).not_before <= now]
+        due = [
+            r
+            for r in requests
+            if self.recorded.get(r.pod.key) != (r.uid, r.attempt)
+            and self.retries.get(r.pod.key, _Retry()).not_before <= now
+        ]
         if due:
             gate = asyncio.Semaphore(self.concurrency)
 
@@ -178,32 +211,49 @@ class BindWorker:
                     await self._bind_one(request)
 
             await asyncio.gather(*(one(r) for r in due))
+        if view.evictions:
+            await evict_due(self, view.evictions)
         for key, patch in sorted(view.patches.items()):
             waiting = self.quota_retries.get(key, _Retry()).not_before > now
             if self.patched.get(key) != canonical(patch) and not waiting:
                 await self._patch_one(key, patch)
+
+    def _check(self, what: str) -> None:
+        """Before an API server write: refused (``Fenced``) unless this process holds the lease now."""
+        if self.leadership is not None:
+            self.leadership.check(what)
 
     async def _request_record(self, request: BindRequest) -> RecordedEvent | None:
         history: list[RecordedEvent] = await self.store.read_stream(stream_id("pod", request.pod.key))
         for record in reversed(history):
             if record.type == "pod.bind_requested" and record.producer == self.decider:
                 event = record.decode()
-                if isinstance(event, PodBindRequested) and (event.uid, event.attempt) == (request.uid,
-                                                                                          request.attempt):
+                if isinstance(event, PodBindRequested) and (event.uid, event.attempt) == (
+                    request.uid,
+                    request.attempt,
+                ):
                     return record
                 return None  # a newer request supersedes whatever is in the projection
         return None
 
-    def _retry_later(self, key: str, exc: Exception, retries: dict[str, _Retry] | None = None,
-                     what: str = "pod") -> None:
+    def _retry_later(
+        self, key: str, exc: Exception, retries: dict[str, _Retry] | None = None, what: str = "pod"
+    ) -> None:
         retry = (self.retries if retries is None else retries).setdefault(key, _Retry())
         retry.failures += 1
         delay = min(self.backoff[1], self.backoff[0] * 2 ** (retry.failures - 1))
         hint = self.refused_delay if isinstance(exc, Refused) else getattr(exc, "delay", None)
         delay = max(delay, hint) if hint else delay
         retry.not_before = time.monotonic() + delay * (0.8 + 0.4 * random.random())
-        log.log(logging.ERROR if retry.failures >= 5 or isinstance(exc, Refused) else logging.WARNING,
-                "%s %s: %s; retrying in %.1fs (attempt %d)", what, key, exc, delay, retry.failures)
+        log.log(
+            logging.ERROR if retry.failures >= 5 or isinstance(exc, Refused) else logging.WARNING,
+            "%s %s: %s; retrying in %.1fs (attempt %d)",
+            what,
+            key,
+            exc,
+            delay,
+            retry.failures,
+        )
 
     async def _bind_one(self, request: BindRequest) -> None:
         key = request.pod.key
@@ -211,19 +261,38 @@ class BindWorker:
             trigger = await self._request_record(request)
             if trigger is None:
                 return  # not committed yet (or superseded): the next pass sees the truth
+            self._check(f"Binding {key} to {request.node}")
             started = time.perf_counter()
             outcome = await bind(self.client, request)
             self.metrics.duration.observe(time.perf_counter() - started)
-            event = (PodBound(pod=request.pod, uid=request.uid, attempt=request.attempt, node=request.node,
-                              annotations=dict(request.annotations), mode="kubernetes")
-                     if outcome.bound else
-                     PodBindFailed(pod=request.pod, uid=request.uid, attempt=request.attempt, node=request.node,
-                                   message=outcome.message))
-            new = NewEvent(stream_id=stream_id("pod", key), event=event,
-                           event_id=derived_event_id(PRODUCER, trigger.event_id, 0),
-                           causation_id=trigger.event_id,
-                           correlation_id=trigger.correlation_id or trigger.event_id)
+            event = (
+                PodBound(
+                    pod=request.pod,
+                    uid=request.uid,
+                    attempt=request.attempt,
+                    node=request.node,
+                    annotations=dict(request.annotations),
+                    mode="kubernetes",
+                )
+                if outcome.bound
+                else PodBindFailed(
+                    pod=request.pod,
+                    uid=request.uid,
+                    attempt=request.attempt,
+                    node=request.node,
+                    message=outcome.message,
+                )
+            )
+            new = NewEvent(
+                stream_id=stream_id("pod", key),
+                event=event,
+                event_id=derived_event_id(PRODUCER, trigger.event_id, 0),
+                causation_id=trigger.event_id,
+                correlation_id=trigger.correlation_id or trigger.event_id,
+            )
             await self.store.append([new], producer=PRODUCER)
+        except Fenced:
+            raise
         except TransientError as exc:
             self.metrics.bindings.labels("retried").inc()
             self._retry_later(key, exc)
@@ -241,11 +310,17 @@ class BindWorker:
         path = ELASTIC_QUOTAS.format(namespace=namespace, name=name)
         try:
             try:
+                self._check(f"ElasticQuota {key} status")
                 await call(self.client, "PATCH", path, patch, content_type="application/merge-patch+json")
                 if "status" in patch and self.status_subresource is not False:
                     try:
-                        await call(self.client, "PATCH", f"{path}/status", {"status": patch["status"]},
-                                   content_type="application/merge-patch+json")
+                        await call(
+                            self.client,
+                            "PATCH",
+                            f"{path}/status",
+                            {"status": patch["status"]},
+                            content_type="application/merge-patch+json",
+                        )
                         self.status_subresource = True
                     except ApiError as exc:
                         if exc.status != 404:
@@ -254,11 +329,19 @@ class BindWorker:
                 result = "patched"
             except ApiError as exc:
                 if exc.status in (401, 403):
-                    raise Refused(f"the API server refused the ElasticQuota patch ({exc}): check the binder's "
-                                  "RBAC (patch elasticquotas, elasticquotas/status)") from exc
+                    raise Refused(
+                        f"the API server refused the ElasticQuota patch ({exc}): check the binder's "
+                        "RBAC (patch elasticquotas, elasticquotas/status)"
+                    ) from exc
                 result = "missing" if exc.status == 404 else "refused"
-                log.log(logging.DEBUG if exc.status == 404 else logging.WARNING,
-                        "ElasticQuota %s status not written: %s", key, exc)
+                log.log(
+                    logging.DEBUG if exc.status == 404 else logging.WARNING,
+                    "ElasticQuota %s status not written: %s",
+                    key,
+                    exc,
+                )
+        except Fenced:
+            raise
         except TransientError as exc:
             self.metrics.quota_patches.labels("retried").inc()
             self._retry_later(key, exc, self.quota_retries, what="ElasticQuota")
@@ -275,8 +358,12 @@ def runtime_view(ctx: Any) -> Callable[[], Awaitable[View]]:
         async with ctx.runtime.lock:
             ready = bool(ctx.consumer.ready.is_set() and ctx.runtime.consistent)
             processor = ctx.host.processor
-            return View(ready=ready, requests=processor.outstanding() if ready else [],
-                        patches=processor.quota_patches() if ready else {})
+            return View(
+                ready=ready,
+                requests=processor.outstanding() if ready else [],
+                patches=processor.quota_patches() if ready else {},
+                evictions=processor.evictions.outstanding() if ready else [],
+            )
 
     return view
 
@@ -284,9 +371,18 @@ def runtime_view(ctx: Any) -> Callable[[], Awaitable[View]]:
 async def bind_worker(ctx: Any, stop: asyncio.Event) -> None:
     """The binder's ``Extra`` in Kubernetes mode (added by ``main`` when ``ALLOT_KUBE_MODE=kubernetes``)."""
     client = await api_client()
+    leadership = getattr(ctx, "leadership", None)
+    if leadership is not None:
+        client.user_agent = f"allot-binder/{leadership.config.identity}"
     try:
-        worker = BindWorker(store=ctx.store, client=client, view=runtime_view(ctx), decider=ctx.runtime.name,
-                            metrics=BinderMetrics.of(ctx.metrics.registry))
+        worker = BindWorker(
+            store=ctx.store,
+            client=client,
+            view=runtime_view(ctx),
+            decider=ctx.runtime.name,
+            metrics=BinderMetrics.of(ctx.metrics.registry),
+            leadership=leadership,
+        )
         await worker.run(stop)
     finally:
         await client.close()

@@ -1,7 +1,8 @@
-"""node-reporter in Kubernetes mode: Nodes, Koordinator ``Device`` and ``NodeResourceTopology`` objects from the API
-server, recorded as ``node.applied``/``node.deleted``, ``device.applied``/``device.deleted`` and
-``topology.applied``/``topology.deleted`` — the same input events ``allot apply`` records — which this service's
-processor then validates and registers.
+"""node-reporter in Kubernetes mode: Nodes, Koordinator ``Device``, ``NodeResourceTopology`` and ``NodeMetric`` objects
+from the API server, recorded as ``node.applied``/``node.deleted``, ``device.applied``/``device.deleted``,
+``topology.applied``/``topology.deleted`` and ``nodemetric.applied``/``nodemetric.deleted`` — the same input events
+``allot apply`` records — which this service's processor then validates and registers. koordlet's NodeMetrics are
+recorded at every report (their ``updateTime`` moves), so load-aware scheduling and overcommit see them fresh.
 
 A per-node instance (``ALLOT_INSTANCE`` = its node, from ``spec.nodeName`` in the DaemonSet) watches only its own
 node's objects (field selector ``metadata.name=<node>``; Devices and NodeResourceTopologies are named after their
@@ -30,6 +31,8 @@ from allot_contracts.events import (
     Event,
     NodeApplied,
     NodeDeleted,
+    NodeMetricApplied,
+    NodeMetricDeleted,
     TopologyApplied,
     TopologyDeleted,
 )
@@ -41,6 +44,7 @@ from allot_runtime.kube import (
     Mirror,
     Obj,
     Reflector,
+    Resource,
     WatchMetrics,
     api_client,
     meta,
@@ -65,7 +69,11 @@ def _body(manifest: Obj, drop: tuple[str, ...] = ("status",)) -> Obj:
 
 def _identity(manifest: Obj) -> Obj:
     m = meta(manifest)
-    return {"uid": m.get("uid", ""), "labels": m.get("labels") or {}, "annotations": m.get("annotations") or {}}
+    return {
+        "uid": m.get("uid", ""),
+        "labels": m.get("labels") or {},
+        "annotations": m.get("annotations") or {},
+    }
 
 
 # -- Node ---------------------------------------------------------------------------------------------------------
@@ -76,16 +84,25 @@ def normalize_node(obj: Obj) -> Obj:
     obj = strip_server_fields(obj)
     status = obj.get("status") or {}
     kept = {k: status[k] for k in ("capacity", "allocatable") if k in status}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": obj["metadata"], "spec": obj.get("spec") or {},
-            "status": kept}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": obj["metadata"],
+        "spec": obj.get("spec") or {},
+        "status": kept,
+    }
 
 
 def node_fingerprint(manifest: Obj) -> Any:
     spec = manifest.get("spec") or {}
     status = manifest.get("status") or {}
-    return {**_identity(manifest), "taints": spec.get("taints") or [],
-            "unschedulable": bool(spec.get("unschedulable")), "allocatable": status.get("allocatable") or {},
-            "capacity": status.get("capacity") or {}}
+    return {
+        **_identity(manifest),
+        "taints": spec.get("taints") or [],
+        "unschedulable": bool(spec.get("unschedulable")),
+        "allocatable": status.get("allocatable") or {},
+        "capacity": status.get("capacity") or {},
+    }
 
 
 def _fold_node(event: Event) -> tuple[str, Obj | None] | None:
@@ -133,7 +150,9 @@ DEVICE_KIND = Kind(
     types=frozenset({"device.applied", "device.deleted"}),
     normalize=normalize_custom,
     fingerprint=custom_fingerprint,
-    applied=lambda m: [(stream_id("device", meta(m)["name"]), DeviceApplied(name=meta(m)["name"], manifest=m))],
+    applied=lambda m: [
+        (stream_id("device", meta(m)["name"]), DeviceApplied(name=meta(m)["name"], manifest=m))
+    ],
     deleted=lambda key, uid: [(stream_id("device", key), DeviceDeleted(name=key))],
     fold=_fold_device,
 )
@@ -148,9 +167,15 @@ def normalize_topology(obj: Obj) -> Obj:
     zones = manifest.get("zones")
     if isinstance(zones, list):
         manifest["zones"] = [
-            {**zone, "resources": [{k: v for k, v in r.items() if k != "available"} if isinstance(r, dict) else r
-                                   for r in zone.get("resources") or []]}
-            if isinstance(zone, dict) and isinstance(zone.get("resources"), list) else zone
+            {
+                **zone,
+                "resources": [
+                    {k: v for k, v in r.items() if k != "available"} if isinstance(r, dict) else r
+                    for r in zone.get("resources") or []
+                ],
+            }
+            if isinstance(zone, dict) and isinstance(zone.get("resources"), list)
+            else zone
             for zone in zones
         ]
     return manifest
@@ -170,20 +195,65 @@ TOPOLOGY_KIND = Kind(
     types=frozenset({"topology.applied", "topology.deleted"}),
     normalize=normalize_topology,
     fingerprint=custom_fingerprint,
-    applied=lambda m: [(stream_id("topology", meta(m)["name"]),
-                        TopologyApplied(name=meta(m)["name"], manifest=m))],
+    applied=lambda m: [
+        (stream_id("topology", meta(m)["name"]), TopologyApplied(name=meta(m)["name"], manifest=m))
+    ],
     deleted=lambda key, uid: [(stream_id("topology", key), TopologyDeleted(name=key))],
     fold=_fold_topology,
 )
 
-KINDS = (NODE_KIND, DEVICE_KIND, TOPOLOGY_KIND)
+# -- NodeMetric (koordlet's) ---------------------------------------------------------------------------------------
+
+NODEMETRICS = Resource("slo.koordinator.sh/v1alpha1", "NodeMetric", "nodemetrics", False)
+
+
+def normalize_nodemetric(obj: Obj) -> Obj:
+    """A NodeMetric is all status (koordlet reports into it): kept whole, without server bookkeeping."""
+    return strip_server_fields(obj)
+
+
+def nodemetric_fingerprint(manifest: Obj) -> Any:
+    """Every report is a change (its ``updateTime`` moves), so that a NodeMetric never looks older than it is."""
+    return {**_identity(manifest), "spec": manifest.get("spec") or {}, "status": manifest.get("status") or {}}
+
+
+def _fold_nodemetric(event: Event) -> tuple[str, Obj | None] | None:
+    match event:
+        case NodeMetricApplied(name=name, manifest=manifest):
+            return name, manifest
+        case NodeMetricDeleted(name=name):
+            return name, None
+    return None
+
+
+NODEMETRIC_KIND = Kind(
+    resource=NODEMETRICS,
+    types=frozenset({"nodemetric.applied", "nodemetric.deleted"}),
+    normalize=normalize_nodemetric,
+    fingerprint=nodemetric_fingerprint,
+    applied=lambda m: [
+        (stream_id("nodemetric", meta(m)["name"]), NodeMetricApplied(name=meta(m)["name"], manifest=m))
+    ],
+    deleted=lambda key, uid: [(stream_id("nodemetric", key), NodeMetricDeleted(name=key))],
+    fold=_fold_nodemetric,
+)
+
+KINDS = (NODE_KIND, DEVICE_KIND, TOPOLOGY_KIND, NODEMETRIC_KIND)
 
 
 class NodeWatch:
     """The three list-watches of one node-reporter instance."""
 
-    def __init__(self, *, store: Any, client: Any, instance: str = "", registry: Any = None,
-                 watch_timeout: int = 300, backoff: tuple[float, float] = (0.5, 30.0)) -> None:
+    def __init__(
+        self,
+        *,
+        store: Any,
+        client: Any,
+        instance: str = "",
+        registry: Any = None,
+        watch_timeout: int = 300,
+        backoff: tuple[float, float] = (0.5, 30.0),
+    ) -> None:
         from prometheus_client import CollectorRegistry
 
         from allot_runtime.kube import Backoff
@@ -193,12 +263,28 @@ class NodeWatch:
         self.metrics = WatchMetrics.of(registry if registry is not None else CollectorRegistry())
         in_scope: Callable[[str], bool] = (lambda key: key == instance) if instance else (lambda _: True)
         selector = f"metadata.name={instance}" if instance else ""
-        self.mirrors = [Mirror(store=store, producer=self.producer, kind=kind, component=COMPONENT,
-                               metrics=self.metrics, in_scope=in_scope) for kind in KINDS]
+        self.mirrors = [
+            Mirror(
+                store=store,
+                producer=self.producer,
+                kind=kind,
+                component=COMPONENT,
+                metrics=self.metrics,
+                in_scope=in_scope,
+            )
+            for kind in KINDS
+        ]
         self.reflectors = [
-            Reflector(client=client, resource=mirror.resource, sink=mirror, component=COMPONENT,
-                      metrics=self.metrics, field_selector=selector, watch_timeout=watch_timeout,
-                      backoff=Backoff(initial=backoff[0], maximum=backoff[1]))
+            Reflector(
+                client=client,
+                resource=mirror.resource,
+                sink=mirror,
+                component=COMPONENT,
+                metrics=self.metrics,
+                field_selector=selector,
+                watch_timeout=watch_timeout,
+                backoff=Backoff(initial=backoff[0], maximum=backoff[1]),
+            )
             for mirror in self.mirrors
         ]
 
@@ -209,8 +295,11 @@ class NodeWatch:
     async def run(self, stop: asyncio.Event) -> None:
         for mirror in self.mirrors:
             await mirror.refresh()
-        log.info("%s: watching %s from the API server", self.producer,
-                 f"node {self.instance}" if self.instance else "every node")
+        log.info(
+            "%s: watching %s from the API server",
+            self.producer,
+            f"node {self.instance}" if self.instance else "every node",
+        )
         await run_in_order(self.reflectors, stop)
 
 
@@ -218,8 +307,9 @@ async def kube_watch(ctx: Any, stop: asyncio.Event) -> None:
     """The node-reporter ``Extra`` of Kubernetes mode (added by ``main`` when ``ALLOT_KUBE_MODE=kubernetes``)."""
     client = await api_client()
     try:
-        watch = NodeWatch(store=ctx.store, client=client, instance=ctx.settings.instance,
-                          registry=ctx.metrics.registry)
+        watch = NodeWatch(
+            store=ctx.store, client=client, instance=ctx.settings.instance, registry=ctx.metrics.registry
+        )
         await watch.run(stop)
     finally:
         await client.close()

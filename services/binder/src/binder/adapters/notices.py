@@ -1,0 +1,197 @@
+"""The binder's second Kubernetes worker: Events, ``PodScheduled`` conditions, PodGroup status and node device
+capacity, rendered from the recorded decisions (``binder.notices``) and written to the API server.
+
+It tails the log (the types :class:`binder.notices.Renderer` reads) from its checkpoint ``binder.kube.notices``, so a
+restart neither repeats nor misses anything, and writes:
+
+- Events through :class:`binder.adapters.events.EventRecorder` (series, aggregation, spam filter). Events of
+  decisions recorded more than ``horizon`` ago (10 minutes: a first start over an old log) are not written; the
+  API server would expire them within the hour anyway.
+- ``PodScheduled`` with a strategic merge patch on ``pods/{name}/status`` (the pod's other conditions stay), the
+  latest per pod; a pod bound or deleted since gets none. 404 (the pod is gone) ends it.
+- PodGroup ``status`` (phase, scheduled) with a merge patch on ``podgroups/{name}/status``; 404 (a gang declared by
+  annotations only, or the PodGroup deleted) ends it.
+- the Node's ``status.capacity`` and ``status.allocatable`` device resources (merge patch on ``nodes/{name}/status``;
+  resources that disappeared are removed).
+
+Conditions, status and capacity are *desired state*: kept until written (retried with backoff), the latest wins.
+Every write first checks the leader's lease (:meth:`allot_runtime.kube.lease.Leadership.check`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from allot_contracts.errors import Fenced, TransientError
+from allot_contracts.events import PodBound, PodDeleted, PodSubmitted
+from allot_runtime.kube.client import ApiError, call
+from binder.adapters.events import EventRecorder, micro_time
+from binder.notices import Condition, Notice, Renderer
+
+log = logging.getLogger("allot.binder.notices")
+
+CHECKPOINT = "binder.kube.notices"
+POD_STATUS = "/api/v1/namespaces/{namespace}/pods/{name}/status"
+POD_GROUP_STATUS = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
+NODE_STATUS = "/api/v1/nodes/{name}/status"
+
+
+@dataclass
+class NoticeWorker:
+    store: Any
+    client: Any
+    leadership: Any = None  # allot_runtime.kube.lease.Leadership in lease mode
+    renderer: Renderer = field(default_factory=Renderer)
+    recorder: EventRecorder | None = None
+    poll: float = 0.5
+    page: int = 2000
+    horizon: float = 600.0
+    wall: Any = time.time
+    position: int = 0
+    conditions: dict[str, Condition] = field(default_factory=dict)  # pod -> latest, not written yet
+    groups: set[str] = field(default_factory=set)  # PodGroups whose status is not written yet
+    nodes: set[str] = field(default_factory=set)  # Nodes whose capacity is not written yet
+    written_nodes: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> resources written
+    not_before: float = 0.0
+    failures: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.recorder is None:
+            instance = getattr(getattr(self.leadership, "config", None), "identity", "") or "allot-scheduler"
+            self.recorder = EventRecorder(
+                send=self._send, controller=self.renderer.scheduler, instance=instance
+            )
+
+    async def _send(self, method: str, path: str, body: dict[str, Any], content_type: str) -> Any:
+        if self.leadership is not None:
+            self.leadership.check(f"{method} {path}")
+        return await call(self.client, method, path, body, content_type=content_type)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self.position = await self.store.get_checkpoint(CHECKPOINT)
+        log.info("writing Events and status from position %d", self.position)
+        while not stop.is_set():
+            try:
+                await self.step()
+            except Fenced as exc:
+                if self.leadership is not None:
+                    await self.leadership.refused(exc, "writing Events and status")
+                return
+            except (TransientError, ApiError) as exc:
+                self.failures += 1
+                delay = min(30.0, 0.5 * 2 ** min(self.failures, 6))
+                self.not_before = time.monotonic() + delay
+                log.warning("Events and status not written (%s); retrying in %.1fs", exc, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.poll)
+
+    async def step(self) -> None:
+        """Fold what was recorded since the last pass, then write what is due."""
+        while True:
+            records = await self.store.read(
+                after=self.position, types=self.renderer.interests, limit=self.page
+            )
+            if not records:
+                break
+            events: list[tuple[Notice, float]] = []
+            for record in records:
+                event = record.decode()
+                rendered = self.renderer.render(event)
+                at = record.recorded_at / 1_000_000
+                fresh = self.wall() - at < self.horizon
+                events.extend((notice, at) for notice in rendered.notices if fresh)
+                if isinstance(event, PodBound | PodDeleted | PodSubmitted):
+                    self.conditions.pop(event.pod.key, None)  # bound, gone or a new life: nothing pending
+                for condition in rendered.conditions:
+                    self.conditions[condition.pod.key] = condition
+                self.groups.update(rendered.pod_groups)
+                self.nodes.update(rendered.nodes)
+            for notice, at in events:
+                await self._event(notice, at)
+            self.position = records[-1].position
+            await self.store.advance_checkpoint(CHECKPOINT, self.position)
+            if len(records) < self.page:
+                break
+        if time.monotonic() >= self.not_before:
+            await self._write_state()
+            self.failures = 0
+
+    async def _event(self, notice: Notice, at: float) -> None:
+        assert self.recorder is not None
+        try:
+            result = await self.recorder.record(notice, at=at)
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                raise
+            result = "failed"
+            log.warning("Event %s on %s not written: %s", notice.reason, notice.regarding.name, exc)
+        self.counts[result] = self.counts.get(result, 0) + 1
+
+    async def _write_state(self) -> None:
+        for key in sorted(self.conditions):
+            condition = self.conditions[key]
+            await self._patch(
+                POD_STATUS.format(namespace=condition.pod.namespace, name=condition.pod.name),
+                {
+                    "status": {
+                        "conditions": [
+                            {
+                                "type": "PodScheduled",
+                                "status": condition.status,
+                                "reason": condition.reason,
+                                "message": condition.message,
+                                "lastProbeTime": None,
+                                "lastTransitionTime": micro_time(self.wall()).split(".")[0] + "Z",
+                            }
+                        ]
+                    }
+                },
+                strategic=True,
+            )
+            self.conditions.pop(key, None)
+        for key in sorted(self.groups):
+            status = self.renderer.group_status(key)
+            namespace, _, name = key.rpartition("/")
+            if status is not None:
+                await self._patch(POD_GROUP_STATUS.format(namespace=namespace, name=name), {"status": status})
+            self.groups.discard(key)
+        for node in sorted(self.nodes):
+            resources = self.renderer.node_capacity(node)
+            before = self.written_nodes.get(node, {})
+            patch: dict[str, str | None] = {name: None for name in before if name not in resources}
+            patch.update(resources)
+            if patch:
+                await self._patch(
+                    NODE_STATUS.format(name=node), {"status": {"capacity": patch, "allocatable": patch}}
+                )
+            self.written_nodes[node] = resources
+            self.nodes.discard(node)
+
+    async def _patch(self, path: str, patch: dict[str, Any], *, strategic: bool = False) -> None:
+        kind = "application/strategic-merge-patch+json" if strategic else "application/merge-patch+json"
+        try:
+            await self._send("PATCH", path, patch, kind)
+        except ApiError as exc:
+            if exc.status in (401, 403) or exc.status >= 500:
+                raise
+            log.debug("%s not written: %s", path, exc)  # 404: the object is gone; 4xx: refused for good
+
+
+async def notice_worker(ctx: Any, stop: asyncio.Event) -> None:
+    """The binder's second ``Extra`` in Kubernetes mode."""
+    from allot_runtime.kube.client import api_client
+
+    client = await api_client()
+    leadership = getattr(ctx, "leadership", None)
+    if leadership is not None:
+        client.user_agent = f"allot-binder/{leadership.config.identity}"
+    try:
+        await NoticeWorker(store=ctx.store, client=client, leadership=leadership).run(stop)
+    finally:
+        await client.close()

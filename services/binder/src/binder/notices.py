@@ -1,0 +1,371 @@
+"""What ``kubectl describe`` shows, rendered from recorded decisions (pure; no IO, no clock).
+
+The binder's Kubernetes worker tails the log and writes, for each recorded decision, what kube-scheduler and the
+Koordinator/scheduler-plugins controllers would have written at that point. Nothing is decided here: every notice is
+a function of one recorded event (and, for PodGroup status and node capacity, of the recorded events before it), so
+the same log always renders the same notices.
+
+================================ ==================================================================================
+Recorded                         Rendered (on the pod unless said otherwise)
+================================ ==================================================================================
+``pod.unschedulable``            Warning ``FailedScheduling`` (the "0/N nodes are available: …" message);
+                                 ``PodScheduled=False``, reason ``Unschedulable``
+``pod.rejected``                 the same, with the field path and reason that make the pod unschedulable for good
+``quota.waiting``                the same, with the quota's message
+``gang.member_waiting``          the same: ``gang "ns/g" has 2/4 members, waiting for more (…)``
+``gang.group_unschedulable``     the same on every member: ``Gang "…" gets rejected due to member Pod "…" is
+                                 unschedulable with reason "…"``
+``gang.timed_out``               the same on every released member
+``pod.bind_failed``              Warning ``FailedScheduling`` ``Binding rejected: …``; ``PodScheduled=False``,
+                                 reason ``SchedulerError`` (as kube-scheduler after a failed bind)
+``pod.bound`` (kubernetes)       Normal ``Scheduled`` ``Successfully assigned ns/pod to node`` (the API server set
+                                 ``PodScheduled=True`` with the Binding)
+``quota.evicted``                Normal ``Preempted`` (cause ``Preempted``) or Warning ``Evicted`` (over-use revoke)
+``quota.rejected``               Warning ``Rejected`` on the ElasticQuota, with every field path and reason
+``podgroup.rejected``            Warning ``Rejected`` on the PodGroup
+PodGroup members and bindings    PodGroup ``status.phase`` and ``status.scheduled`` (the controller's phases that
+                                 follow from scheduling: Pending, PreScheduling, Scheduling, Scheduled)
+``device.reported``/``removed``  the Node's ``status.capacity``/``allocatable`` of every ``koordinator.sh/``
+                                 device resource, summed over the node's healthy devices (as koord-manager does)
+================================ ==================================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+
+from allot_contracts.events import (
+    DevicesRemoved,
+    DevicesReported,
+    Event,
+    GangGroupReady,
+    GangGroupUnschedulable,
+    GangMemberWaiting,
+    GangTimedOut,
+    ObjectRef,
+    PodBindFailed,
+    PodBound,
+    PodDeleted,
+    PodGroupApplied,
+    PodGroupDeleted,
+    PodGroupRejected,
+    PodRejected,
+    PodSubmitted,
+    PodUnschedulable,
+    QuotaEvicted,
+    QuotaRejected,
+    QuotaWaiting,
+)
+from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
+
+NOTE_LIMIT = 1024  # events.k8s.io/v1 ``note`` is at most 1 kB
+
+POD = ("v1", "Pod")
+ELASTIC_QUOTA = ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota")
+POD_GROUP = ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup")
+DEVICE_PREFIX = "koordinator.sh/"
+
+
+class Regarding(msgspec.Struct, frozen=True, kw_only=True):
+    """The object an Event is about (``regarding`` of an ``events.k8s.io/v1`` Event)."""
+
+    api_version: str
+    kind: str
+    namespace: str = ""
+    name: str
+    uid: str = ""
+
+    def ref(self) -> dict[str, str]:
+        out = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.uid:
+            out["uid"] = self.uid
+        return out
+
+
+class Notice(msgspec.Struct, frozen=True, kw_only=True):
+    """One Kubernetes Event to write: ``type`` Normal/Warning, ``reason``, ``action`` and ``note`` as
+    kube-scheduler writes them."""
+
+    regarding: Regarding
+    type: str
+    reason: str
+    action: str
+    note: str
+
+
+class Condition(msgspec.Struct, frozen=True, kw_only=True):
+    """``PodScheduled`` of a pod (False while Allot holds it back)."""
+
+    pod: ObjectRef
+    uid: str
+    status: str
+    reason: str
+    message: str
+
+
+class Rendered(msgspec.Struct, frozen=True, kw_only=True):
+    notices: list[Notice] = []
+    conditions: list[Condition] = []
+    pod_groups: list[str] = []  # PodGroups whose status changed ("ns/name")
+    nodes: list[str] = []  # Nodes whose device capacity changed
+
+
+def _truncate(text: str) -> str:
+    return text if len(text) <= NOTE_LIMIT else text[: NOTE_LIMIT - 3] + "..."
+
+
+def _ref(key: str) -> ObjectRef:
+    namespace, _, name = key.rpartition("/")
+    return ObjectRef(namespace=namespace, name=name)
+
+
+class PodGroupState(msgspec.Struct, kw_only=True):
+    min_member: int = 0
+    members: set[str] = msgspec.field(default_factory=set)
+    bound: set[str] = msgspec.field(default_factory=set)
+    exists: bool = False
+
+
+class Renderer:
+    """Folds recorded events (in log order) and renders each one. Holds what later notices depend on: pod uids,
+    PodGroup membership and bindings, node device capacity."""
+
+    interests: ClassVar[frozenset[str]] = frozenset(
+        {
+            "pod.submitted",
+            "pod.deleted",
+            "pod.unschedulable",
+            "pod.rejected",
+            "quota.waiting",
+            "gang.member_waiting",
+            "gang.group_ready",
+            "gang.group_unschedulable",
+            "gang.timed_out",
+            "pod.bind_failed",
+            "pod.bound",
+            "quota.evicted",
+            "quota.rejected",
+            "podgroup.applied",
+            "podgroup.deleted",
+            "podgroup.rejected",
+            "device.reported",
+            "device.removed",
+        }
+    )
+
+    def __init__(self, scheduler: str = "allot-scheduler") -> None:
+        self.scheduler = scheduler
+        self.uids: dict[str, str] = {}  # pod -> uid of its current life
+        self.groups: dict[str, PodGroupState] = {}  # "ns/name" -> state
+        self.member_of: dict[str, str] = {}  # pod -> PodGroup
+        self.capacity: dict[str, dict[str, str]] = {}  # node -> device resources
+
+    # -- what is written -----------------------------------------------------------------------------------------
+
+    def group_status(self, key: str) -> dict[str, Any] | None:
+        """The PodGroup's ``status`` as the coscheduling controller sets it from scheduling progress."""
+        state = self.groups.get(key)
+        if state is None or not state.exists:
+            return None
+        members = len(state.members)
+        scheduled = len(state.bound & state.members)
+        minimum = state.min_member
+        if scheduled and scheduled >= minimum:
+            phase = "Scheduled"
+        elif scheduled:
+            phase = "Scheduling"
+        elif members and members >= minimum > 0:
+            phase = "PreScheduling"
+        else:
+            phase = "Pending"
+        return {"phase": phase, "scheduled": scheduled}
+
+    def node_capacity(self, node: str) -> dict[str, str]:
+        """The node's device resources (empty when it has no Device)."""
+        return dict(self.capacity.get(node, {}))
+
+    # -- folding -------------------------------------------------------------------------------------------------
+
+    def _pod(self, pod: ObjectRef) -> Regarding:
+        return Regarding(
+            api_version=POD[0],
+            kind=POD[1],
+            namespace=pod.namespace,
+            name=pod.name,
+            uid=self.uids.get(pod.key, ""),
+        )
+
+    def _pending(
+        self, pod: ObjectRef, note: str, *, reason: str = "Unschedulable"
+    ) -> tuple[Notice, Condition]:
+        note = _truncate(note)
+        return (
+            Notice(
+                regarding=self._pod(pod),
+                type="Warning",
+                reason="FailedScheduling",
+                action="Scheduling",
+                note=note,
+            ),
+            Condition(pod=pod, uid=self.uids.get(pod.key, ""), status="False", reason=reason, message=note),
+        )
+
+    def _members_pending(self, members: list[str], note: str) -> Rendered:
+        pairs = [self._pending(_ref(member), note) for member in sorted(members)]
+        return Rendered(notices=[n for n, _ in pairs], conditions=[c for _, c in pairs])
+
+    def render(self, event: Event) -> Rendered:
+        """Fold one recorded event and return what it renders."""
+        match event:
+            case PodSubmitted(pod=pod, uid=uid):
+                self.uids[pod.key] = uid
+                return Rendered()
+            case PodDeleted(pod=pod):
+                self.uids.pop(pod.key, None)
+                group = self.member_of.pop(pod.key, None)
+                if group is not None and group in self.groups:
+                    self.groups[group].members.discard(pod.key)
+                    self.groups[group].bound.discard(pod.key)
+                    return Rendered(pod_groups=[group])
+                return Rendered()
+            case PodUnschedulable(pod=pod, message=message) | PodRejected(pod=pod, message=message):
+                notice, condition = self._pending(pod, message)
+                return Rendered(notices=[notice], conditions=[condition])
+            case QuotaWaiting(pod=pod, message=message):
+                notice, condition = self._pending(pod, message)
+                return Rendered(notices=[notice], conditions=[condition])
+            case GangMemberWaiting(pod=pod, gang=gang, present=present, min_available=minimum, reason=reason):
+                changed = self._join(gang, pod.key, minimum)
+                notice, condition = self._pending(
+                    pod, f'gang "{gang}" has {present}/{minimum} members, waiting for more ({reason})'
+                )
+                return Rendered(notices=[notice], conditions=[condition], pod_groups=changed)
+            case GangGroupReady(gangs=gangs, members=members) if len(gangs) == 1:
+                joined = [g for member in members for g in self._join(gangs[0], member, 0)]
+                return Rendered(pod_groups=sorted(set(joined)))
+            case GangGroupUnschedulable(group=group, members=members, failed_pod=failed, message=message):
+                note = f'Gang "{group}" gets rejected due to member Pod "{failed or "?"}" is unschedulable with reason "{message}"'
+                return self._members_pending(members, note)
+            case GangTimedOut(gang=gang, released_members=released):
+                return self._members_pending(
+                    released, f'Gang "{gang}" gets rejected: it timed out waiting for its members'
+                )
+            case PodBindFailed(pod=pod, message=message):
+                notice, condition = self._pending(
+                    pod, f"Binding rejected: {message}", reason="SchedulerError"
+                )
+                return Rendered(notices=[notice], conditions=[condition])
+            case PodBound(pod=pod, node=node, mode="kubernetes"):
+                notice = Notice(
+                    regarding=self._pod(pod),
+                    type="Normal",
+                    reason="Scheduled",
+                    action="Binding",
+                    note=f"Successfully assigned {pod.key} to {node}",
+                )
+                group = self.member_of.get(pod.key)
+                if group is not None and group in self.groups:
+                    self.groups[group].bound.add(pod.key)
+                    return Rendered(notices=[notice], pod_groups=[group])
+                return Rendered(notices=[notice])
+            case QuotaEvicted(pod=pod, cause=cause, message=message):
+                kind, reason = ("Normal", "Preempted") if cause == "Preempted" else ("Warning", "Evicted")
+                notice = Notice(
+                    regarding=self._pod(pod),
+                    type=kind,
+                    reason=reason,
+                    action="Preempting",
+                    note=_truncate(message),
+                )
+                return Rendered(notices=[notice])
+            case QuotaRejected(quota=quota, errors=errors):
+                note = "; ".join(f"{e.path}: {e.message}" if e.path else e.message for e in errors)
+                regarding = Regarding(
+                    api_version=ELASTIC_QUOTA[0],
+                    kind=ELASTIC_QUOTA[1],
+                    namespace=quota.namespace,
+                    name=quota.name,
+                )
+                return Rendered(
+                    notices=[
+                        Notice(
+                            regarding=regarding,
+                            type="Warning",
+                            reason="Rejected",
+                            action="Admitting",
+                            note=_truncate(note or "rejected"),
+                        )
+                    ]
+                )
+            case PodGroupRejected(group=group, message=message):
+                regarding = Regarding(
+                    api_version=POD_GROUP[0], kind=POD_GROUP[1], namespace=group.namespace, name=group.name
+                )
+                return Rendered(
+                    notices=[
+                        Notice(
+                            regarding=regarding,
+                            type="Warning",
+                            reason="Rejected",
+                            action="Admitting",
+                            note=_truncate(message),
+                        )
+                    ]
+                )
+            case PodGroupApplied(group=group, manifest=manifest):
+                state = self.groups.setdefault(group.key, PodGroupState())
+                state.exists = True
+                spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
+                declared = spec.get("minMember") if isinstance(spec, dict) else None
+                if isinstance(declared, int) and not isinstance(declared, bool):
+                    state.min_member = declared
+                return Rendered(pod_groups=[group.key])
+            case PodGroupDeleted(group=group):
+                self.groups.pop(group.key, None)
+                return Rendered()
+            case DevicesReported(name=node, manifest=manifest):
+                before = self.capacity.get(node, {})
+                now = device_capacity(manifest)
+                self.capacity[node] = now
+                return Rendered(nodes=[node] if now != before or not before else [])
+            case DevicesRemoved(name=node):
+                had = self.capacity.pop(node, None)
+                return Rendered(nodes=[node] if had else [])
+            case _:
+                return Rendered()
+
+    def _join(self, gang: str, pod: str, minimum: int) -> list[str]:
+        """Count ``pod`` as a member of the PodGroup named like its gang (a PodGroup's gang is ``ns/name``)."""
+        state = self.groups.setdefault(gang, PodGroupState())
+        if minimum and not state.min_member:
+            state.min_member = minimum
+        self.member_of[pod] = gang
+        if pod in state.members:
+            return []
+        state.members.add(pod)
+        return [gang]
+
+
+def device_capacity(manifest: dict[str, Any]) -> dict[str, str]:
+    """Every ``koordinator.sh/`` resource of a ``Device`` summed over its healthy devices (an unhealthy device counts
+    for nothing, as in the scheduler's device cache). Quantities are written in their canonical form."""
+    spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    totals: dict[str, int] = {}
+    for device in devices if isinstance(devices, list) else []:
+        if not isinstance(device, dict) or device.get("health") is not True:
+            continue
+        resources = device.get("resources")
+        for name, value in (resources if isinstance(resources, dict) else {}).items():
+            if not str(name).startswith(DEVICE_PREFIX):
+                continue
+            try:
+                amount = to_canonical(str(name), str(value))
+            except (QuantityError, ValueError):
+                continue  # node-reporter rejected such a Device already; nothing to add up
+            totals[str(name)] = totals.get(str(name), 0) + amount
+    return {name: format_quantity(name, total) for name, total in sorted(totals.items())}

@@ -1,0 +1,291 @@
+"""What enforcement needs to know about a pod, read from its manifest and its binding annotations in one place.
+
+This is the only module of qos-enforcer that reads a pod: the typed ``allot_contracts.objects.pod.Pod`` the door
+read when the event carries one, and the manifest (through the pure helpers of :mod:`allot_contracts.kube` and
+:mod:`allot_contracts.objects.annotations`) for what the typed pod does not carry; planning takes
+:class:`PodFacts`.
+
+Read: the Kubernetes and Koordinator QoS classes and the priority class (``koordinator.sh/qosClass`` or derived),
+``spec.priority``, each container's name, requests and limits (canonical integers: cpu in millicores), whether it
+asks for a GPU and whether it opts out of HAMi-core's control (env ``CUDA_DISABLE_CONTROL=true``), its container id
+(``status.containerStatuses``), the ``koordinator.sh/gpu-isolation-provider`` label, the GPU allocation
+(``scheduling.koordinator.sh/device-allocated``: minor, ``gpu-core``, ``gpu-memory``, ``gpu-memory-ratio``, id), the
+cpuset (``scheduling.koordinator.sh/resource-status``) and the pod-level QoS annotations ``koordinator.sh/cpuQOS``,
+``koordinator.sh/cpuBurst``, ``koordinator.sh/memoryQOS`` and ``node.koordinator.sh/resctrl``.
+
+A value that cannot be read becomes a :class:`FieldIssue` in ``issues`` (with its field path) and the rest is still
+read: enforcement then does what it can and the plan reports what it could not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+
+from allot_contracts import gpu_isolation
+from allot_contracts.issues import FieldIssue, annotation_path
+from allot_contracts.kube import koord_priority_class, koord_qos_class, kube_qos_class, labels, priority_value
+from allot_contracts.objects import names as n
+from allot_contracts.objects.annotations import (
+    BoundAllocation,
+    decode_annotation,
+    parse_device_allocated,
+    parse_resource_status,
+)
+from allot_contracts.objects.inventory import parse_device_cr, parse_nrt
+from allot_contracts.objects.pod import Pod
+from allot_contracts.quantity import QuantityError, to_canonical
+
+ANN_CPU_QOS: Final = "koordinator.sh/cpuQOS"
+ANN_CPU_BURST: Final = "koordinator.sh/cpuBurst"
+ANN_MEMORY_QOS: Final = "koordinator.sh/memoryQOS"
+ANN_RESCTRL: Final = "node.koordinator.sh/resctrl"
+
+
+class ContainerFacts(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    requests: dict[str, int]
+    limits: dict[str, int]
+    gpu: bool = False
+    disable_control: bool = False
+    container_id: str = ""
+
+
+class GpuAlloc(msgspec.Struct, frozen=True, kw_only=True):
+    """One allocated GPU: core %, memory bytes and memory ratio as allocated (0 when not given), the id if any."""
+
+    minor: int
+    core: int
+    memory_bytes: int
+    ratio: int
+    id: str = ""
+
+
+class PodFacts(msgspec.Struct, frozen=True, kw_only=True):
+    key: str
+    uid: str
+    kube_qos: str
+    koord_qos: str
+    priority_class: str
+    priority: int
+    isolation_provider: str = ""
+    containers: tuple[ContainerFacts, ...] = ()
+    gpus: tuple[GpuAlloc, ...] = ()
+    cpuset: tuple[int, ...] = ()
+    cpu_qos: dict[str, Any] | None = None
+    cpu_burst: dict[str, Any] | None = None
+    memory_qos: dict[str, Any] | None = None
+    resctrl: dict[str, Any] | None = None
+    issues: tuple[FieldIssue, ...] = ()
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _quantities(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, value in sorted(_mapping(raw).items()):
+        try:
+            out[str(name)] = to_canonical(str(name), value)
+        except QuantityError as exc:
+            issues.append(FieldIssue(path=f"{path}[{name}]", message=str(exc), code="InvalidQuantity"))
+    return out
+
+
+def _container_ids(manifest: Mapping[str, Any]) -> dict[str, str]:
+    statuses = _mapping(manifest.get("status")).get("containerStatuses")
+    out: dict[str, str] = {}
+    for status in statuses if isinstance(statuses, list) else []:
+        status = _mapping(status)
+        cid = str(status.get("containerID") or "")
+        if status.get("name") and cid:
+            out[str(status["name"])] = cid.split("://", 1)[-1]
+    return out
+
+
+def _containers(manifest: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[ContainerFacts, ...]:
+    raw = _mapping(manifest.get("spec")).get("containers")
+    ids = _container_ids(manifest)
+    out: list[ContainerFacts] = []
+    for i, container in enumerate(raw if isinstance(raw, list) else []):
+        container = _mapping(container)
+        path = f"spec.containers[{i}]"
+        name = container.get("name")
+        if not isinstance(name, str) or not name:
+            issues.append(FieldIssue(path=f"{path}.name", message="is required", code="Required"))
+            continue
+        resources = _mapping(container.get("resources"))
+        limits = _quantities(resources.get("limits"), f"{path}.resources.limits", issues)
+        requests = {**limits, **_quantities(resources.get("requests"), f"{path}.resources.requests", issues)}
+        env = container.get("env")
+        disable = any(
+            _mapping(e).get("name") == "CUDA_DISABLE_CONTROL"
+            and str(_mapping(e).get("value")).lower() == "true"
+            for e in (env if isinstance(env, list) else [])
+        )
+        out.append(
+            ContainerFacts(
+                name=name,
+                requests=requests,
+                limits=limits,
+                gpu=gpu_isolation.requests_gpu(container),
+                disable_control=disable,
+                container_id=ids.get(name, ""),
+            )
+        )
+    return tuple(out)
+
+
+def _gpus(annotations: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[GpuAlloc, ...]:
+    raw = decode_annotation(dict(annotations), n.ANN_DEVICE_ALLOCATED, issues)
+    bound = BoundAllocation()
+    parse_device_allocated(raw, issues, bound)
+    entries = _mapping(raw).get(n.GPU) if isinstance(raw, Mapping) else None
+    ids = {
+        e.get("minor"): str(e.get("id") or "")
+        for e in (entries if isinstance(entries, list) else [])
+        if isinstance(e, Mapping)
+    }
+    return tuple(
+        GpuAlloc(
+            minor=minor,
+            core=resources.get(n.GPU_CORE, 0),
+            memory_bytes=resources.get(n.GPU_MEMORY, 0),
+            ratio=resources.get(n.GPU_MEMORY_RATIO, 0),
+            id=ids.get(minor, ""),
+        )
+        for minor, resources, _ in bound.devices.get(n.GPU, [])
+    )
+
+
+def _json_object(annotations: Mapping[str, Any], key: str, issues: list[FieldIssue]) -> dict[str, Any] | None:
+    value = decode_annotation(dict(annotations), key, issues)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        issues.append(
+            FieldIssue(path=annotation_path(key), message="must be a JSON object", code="InvalidAnnotation")
+        )
+        return None
+    return value
+
+
+def _typed_containers(
+    spec: Pod, manifest: Mapping[str, Any], issues: list[FieldIssue]
+) -> tuple[ContainerFacts, ...]:
+    """The typed pod's containers (requests and limits as the door read them), with what only the manifest has:
+    whether a container asks for a GPU, opts out of HAMi-core's control, and its container id."""
+    raw = {c.name: c for c in _containers(manifest, [])}
+    return tuple(
+        ContainerFacts(
+            name=c.name,
+            requests={**c.limits, **c.requests},  # a limit without a request requests the limit (Kubernetes)
+            limits=dict(c.limits),
+            gpu=raw[c.name].gpu if c.name in raw else False,
+            disable_control=raw[c.name].disable_control if c.name in raw else False,
+            container_id=raw[c.name].container_id if c.name in raw else "",
+        )
+        for c in spec.containers
+        if not c.init
+    )
+
+
+def pod_facts(
+    manifest: Mapping[str, Any],
+    uid: str,
+    bound_annotations: Mapping[str, Any] | None = None,
+    spec: Pod | None = None,
+) -> PodFacts:
+    """The facts of a pod: ``manifest`` (submitted or observed), ``uid`` its life, ``bound_annotations`` what the
+    binding wrote (device-allocated, resource-status), else the manifest's own annotations (an observed pod).
+    ``spec`` is the pod as the door read it (``allot_contracts.objects.pod.Pod``): its QoS classes, priority,
+    isolation provider and container resources are taken from it; the manifest is read for what it does not carry
+    (container env and ids, the pod-level QoS annotations) and for events recorded before the door read pods."""
+    issues: list[FieldIssue] = []
+    meta = _mapping(manifest.get("metadata"))
+    own = {str(k): v for k, v in _mapping(meta.get("annotations")).items()}
+    allocation = {**own, **dict(bound_annotations or {})}
+    status = BoundAllocation()
+    parse_resource_status(decode_annotation(allocation, n.ANN_RESOURCE_STATUS, issues), issues, status)
+    if spec is not None:
+        kube_qos, koord_qos = spec.kube_qos, spec.koord_qos
+        priority_class, priority = spec.koord_priority or "none", spec.priority
+        isolation, containers = spec.isolation_provider, _typed_containers(spec, manifest, issues)
+    else:
+        kube_qos, koord_qos = kube_qos_class(manifest), koord_qos_class(manifest)
+        priority_class, priority = koord_priority_class(manifest), priority_value(manifest)
+        isolation = labels(manifest).get(n.LABEL_GPU_ISOLATION_PROVIDER, "")
+        containers = _containers(manifest, issues)
+    return PodFacts(
+        key=f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}",
+        uid=uid,
+        kube_qos=kube_qos,
+        koord_qos=koord_qos,
+        priority_class=priority_class,
+        priority=priority,
+        isolation_provider=isolation,
+        containers=containers,
+        gpus=_gpus(allocation, issues),
+        cpuset=status.cpuset,
+        cpu_qos=_json_object(own, ANN_CPU_QOS, issues),
+        cpu_burst=_json_object(own, ANN_CPU_BURST, issues),
+        memory_qos=_json_object(own, ANN_MEMORY_QOS, issues),
+        resctrl=_json_object(own, ANN_RESCTRL, issues),
+        issues=tuple(issues),
+    )
+
+
+class GpuInfo(msgspec.Struct, frozen=True, kw_only=True):
+    uuid: str
+    memory_bytes: int
+
+
+class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What enforcement needs about the node: labels, allocatable and capacity (canonical integers), its GPUs by minor
+    (from the Device object) and its CPUs (from the NodeResourceTopology)."""
+
+    name: str
+    labels: dict[str, str] = {}
+    allocatable: dict[str, int] = {}
+    capacity: dict[str, int] = {}
+    gpus: dict[int, GpuInfo] = {}
+    cpus: tuple[int, ...] = ()
+
+
+def node_facts(
+    previous: NodeFacts | None,
+    name: str,
+    *,
+    node: Mapping[str, Any] | None = None,
+    device: Mapping[str, Any] | None = None,
+    topology: Mapping[str, Any] | None = None,
+) -> NodeFacts:
+    """``previous`` updated with a Node, Device or NodeResourceTopology manifest (already accepted by
+    node-reporter; unreadable parts are left as they were)."""
+    facts = previous or NodeFacts(name=name)
+    if node is not None:
+        status = _mapping(node.get("status"))
+        ignored: list[FieldIssue] = []
+        allocatable = _quantities(
+            status.get("allocatable") or status.get("capacity"), "status.allocatable", ignored
+        )
+        capacity = _quantities(
+            status.get("capacity") or status.get("allocatable"), "status.capacity", ignored
+        )
+        facts = msgspec.structs.replace(
+            facts, labels=labels(node), allocatable=allocatable, capacity=capacity
+        )
+    if device is not None:
+        _, inventory, _ = parse_device_cr(dict(device))
+        gpus = {
+            d.minor: GpuInfo(uuid=d.id, memory_bytes=d.resources.get(n.GPU_MEMORY, 0))
+            for d in (inventory.devices.get(n.GPU, ()) if inventory is not None else ())
+        }
+        facts = msgspec.structs.replace(facts, gpus=gpus)
+    if topology is not None:
+        _, topo, _ = parse_nrt(dict(topology))
+        facts = msgspec.structs.replace(facts, cpus=tuple(sorted(topo.cpus)) if topo is not None else ())
+    return facts

@@ -1,0 +1,130 @@
+"""reservation-manager in Kubernetes mode: the status of Reservations and PodMigrationJobs written back.
+
+An ``Extra`` task of the process. Every ``poll`` seconds it reads the engine's projection (under the runtime's lock,
+once the consumer is caught up) and, for each Reservation (those a user applied; a PodMigrationJob's own reservations
+live in the log only) and each PodMigrationJob whose status changed since it last wrote it, PATCHes the ``status``
+subresource with a JSON merge patch: phase, conditions (times as RFC 3339), nodeName, allocatable / allocated as
+quantities, currentOwners; for jobs phase, status, reason, message, conditions, nodeName, podRef. Objects the
+manager garbage-collected (finished reservations after ``gcDurationSeconds``, jobs after their scavenge time) are
+deleted, with a uid precondition. Nothing is written for a decision that is not committed: the projection only holds
+committed decisions (a failed commit makes the runtime inconsistent until it rebuilds, and nothing is read then).
+
+Errors: 404 (the object is gone) is ignored; 401/403 are logged as errors and retried (RBAC: ``patch
+reservations/status``, ``podmigrationjobs/status``, ``delete reservations``, ``podmigrationjobs``); transport errors,
+429 and 5xx are retried on the next pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from allot_contracts.envelope import canonical
+from allot_contracts.errors import Fenced, TransientError
+from allot_contracts.quantity import format_quantity
+from allot_eventstore.clock import iso
+from allot_runtime.kube.client import ApiError, api_client, call
+
+log = logging.getLogger("allot.reservation-manager.kube")
+
+GROUP = "/apis/scheduling.koordinator.sh/v1alpha1"
+FINISHED = frozenset({"Succeeded", "Failed", "Aborted"})
+
+
+def reservation_status(status: dict[str, Any]) -> dict[str, Any]:
+    """The engine's status of a Reservation in the API's shape (quantities and times as Kubernetes writes them)."""
+    out = dict(status)
+    if "conditions" in out:
+        out["conditions"] = [
+            {
+                **c,
+                "lastTransitionTime": iso(c["lastTransitionTime"]),
+                "lastProbeTime": iso(c["lastTransitionTime"]),
+            }
+            for c in out["conditions"]
+        ]
+    for field in ("allocatable", "allocated"):
+        if field in out:
+            out[field] = {k: format_quantity(k, v) for k, v in out[field].items()}
+    return out
+
+
+class StatusWriter:
+    def __init__(self, client: Any, leadership: Any = None) -> None:
+        self.client = client
+        self.leadership = leadership
+        self.written: dict[str, tuple[bytes, str, str]] = {}  # path -> (status written, uid, phase)
+
+    def _check(self, what: str) -> None:
+        if self.leadership is not None:
+            self.leadership.check(what)
+
+    async def step(self, wanted: dict[str, tuple[dict[str, Any], str]]) -> None:
+        """``wanted``: object path -> (status, uid) for every object the projection holds now."""
+        for path, (status, uid) in sorted(wanted.items()):
+            body = canonical(status)
+            if self.written.get(path, (b"",))[0] == body:
+                continue
+            try:
+                self._check(f"status of {path}")
+                await call(
+                    self.client,
+                    "PATCH",
+                    f"{path}/status",
+                    {"status": status},
+                    content_type="application/merge-patch+json",
+                )
+            except ApiError as exc:
+                if exc.status in (401, 403):
+                    log.error("status of %s not written: %s (check reservation-manager's RBAC)", path, exc)
+                    continue
+                log.log(
+                    logging.DEBUG if exc.status == 404 else logging.WARNING, "status of %s: %s", path, exc
+                )
+            self.written[path] = (body, uid, str(status.get("phase", "")))
+        for path in [p for p in self.written if p not in wanted]:
+            _, uid, phase = self.written.pop(path)
+            if phase not in FINISHED:
+                continue  # deleted by its owner, not collected by us
+            try:
+                self._check(f"delete {path}")
+                options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
+                await call(self.client, "DELETE", path, options)
+                log.info("garbage-collected %s", path)
+            except ApiError as exc:
+                if exc.status != 404:
+                    log.warning("garbage collection of %s: %s", path, exc)
+
+
+def wanted_statuses(engine: Any) -> dict[str, tuple[dict[str, Any], str]]:
+    out: dict[str, tuple[dict[str, Any], str]] = {}
+    for name, record in engine.world.book.records.items():
+        if not record.job:
+            out[f"{GROUP}/reservations/{name}"] = (reservation_status(record.status()), record.uid)
+    for name, job in engine.jobs.jobs.items():
+        out[f"{GROUP}/podmigrationjobs/{name}"] = (job.status(), job.uid)
+    return out
+
+
+async def status_worker(ctx: Any, stop: asyncio.Event, poll: float = 0.5) -> None:
+    """The ``Extra`` added by ``main`` in Kubernetes mode."""
+    client = await api_client()
+    writer = StatusWriter(client, getattr(ctx, "leadership", None))
+    try:
+        while not stop.is_set():
+            async with ctx.runtime.lock:
+                ready = bool(ctx.consumer.ready.is_set() and ctx.runtime.consistent)
+                wanted = wanted_statuses(ctx.host.processor.engine) if ready else None
+            if wanted is not None:
+                try:
+                    await writer.step(wanted)
+                except Fenced:
+                    return
+                except TransientError as exc:
+                    log.warning("writing statuses: %s; retrying", exc)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=poll)
+    finally:
+        await client.close()
