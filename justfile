@@ -26,7 +26,7 @@ test-docker:
 test-kube:
     scripts/dev test -m kube
 
-# ruff and import-linter
+# the gates: ruff (lint, format), mypy strict, import-linter
 check:
     scripts/dev check
 
@@ -44,6 +44,7 @@ verify:
 
 # benchmarks (each prints one JSON object)
 bench:
+    .venv/bin/allot bench e2e --json
     .venv/bin/allot bench append --json
     .venv/bin/allot bench placement --json
     .venv/bin/allot bench quota --json

@@ -49,8 +49,11 @@ def node_agents() -> frozenset[str]:
 def console_scripts() -> dict[str, str]:
     """Every ``[project.scripts]`` entry of the workspace: name → ``module:function``."""
     scripts: dict[str, str] = {}
-    for pyproject in [REPO / "pyproject.toml", *sorted(REPO.glob("libs/*/pyproject.toml")),
-                      *sorted(REPO.glob("services/*/pyproject.toml"))]:
+    for pyproject in [
+        REPO / "pyproject.toml",
+        *sorted(REPO.glob("libs/*/pyproject.toml")),
+        *sorted(REPO.glob("services/*/pyproject.toml")),
+    ]:
         scripts.update(tomllib.loads(pyproject.read_text()).get("project", {}).get("scripts", {}))
     return scripts
 
@@ -73,9 +76,7 @@ def check_argv(console_scripts: dict[str, str]) -> Callable[[Argv], str | None]:
     ``allot …`` is parsed by the CLI's own parser, so an unknown subcommand or option is caught. A service's console
     script takes no arguments (it reads the environment), so any argument after it is a mistake.
     """
-    from allot_cli.main import build_parser
-
-    parser = build_parser()
+    from allot_cli.main import parser_for
 
     def check(argv: Argv) -> str | None:
         if not argv:
@@ -88,7 +89,7 @@ def check_argv(console_scripts: dict[str, str]) -> Callable[[Argv], str | None]:
         out, err = io.StringIO(), io.StringIO()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                parser.parse_args(args)
+                parser_for(args).parse_args(args)
         except SystemExit as exc:
             if exc.code != 0:
                 return f"`allot {' '.join(args)}` does not parse: {err.getvalue().strip()}"
@@ -103,16 +104,18 @@ def accepted_env() -> frozenset[str]:
 
     The service settings (which the relay reads a subset of), ALLOT_MIGRATIONS_DIR, which ``allot migrate``
     honours (checked by behaviour rather than taken on trust), and the variables of ``allot kube-sync``
-    (ALLOT_SCHEDULER_NAME, ALLOT_KUBECONFIG; tests/kube runs the process with both set and checks their effect).
+    (ALLOT_SCHEDULER_NAME, ALLOT_KUBECONFIG; tests/kube runs the process with both set and checks their effect), and
+    qos-enforcer's node agent switches (ALLOT_QOS_AGENT, ALLOT_QOS_DRY_RUN; services/qos-enforcer/tests check them).
     """
     from allot_cli.kube.process import ENVIRONMENT as KUBE_SYNC
     from allot_eventstore import migrate
     from allot_runtime import settings
+    from qos_enforcer.config import ENVIRONMENT as QOS_AGENT
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ALLOT_MIGRATIONS_DIR", "/somewhere/else")
         assert migrate.migrations_dir() == Path("/somewhere/else")
-    return frozenset({*settings._FIELDS.values(), "ALLOT_MIGRATIONS_DIR", *KUBE_SYNC})
+    return frozenset({*settings._FIELDS.values(), "ALLOT_MIGRATIONS_DIR", *KUBE_SYNC, *QOS_AGENT})
 
 
 @pytest.fixture(scope="session")
@@ -155,10 +158,42 @@ def kustomize() -> Iterator[Callable[[Path], list[dict[str, Any]]]]:
         if kubectl is None:
             pytest.skip("kubectl is not on PATH: the kustomize output cannot be rendered here")
         if directory not in cache:
-            result = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True,
-                                    timeout=60)
+            result = subprocess.run(
+                [kubectl, "kustomize", str(directory)], capture_output=True, text=True, timeout=60
+            )
             assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
             cache[directory] = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
         return cache[directory]
 
     yield render
+
+
+Grant = tuple[str, str, str]  # (apiGroup, resource, verb); a rule limited to names gives "resource[name]"
+
+
+def rbac_grants(objects: list[dict[str, Any]]) -> dict[str, set[Grant]]:
+    """ServiceAccount name → every (apiGroup, resource, verb) the shipped roles and bindings give it."""
+    roles = {(o["kind"], o["metadata"]["name"]): o for o in objects if o["kind"] in ("ClusterRole", "Role")}
+    result: dict[str, set[Grant]] = {}
+    for binding in [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]:
+        ref = binding["roleRef"]
+        role = roles.get((ref["kind"], ref["name"]))
+        assert role is not None, f"{binding['metadata']['name']} binds a role that is not shipped: {ref}"
+        if ref["kind"] == "Role":
+            assert role["metadata"].get("namespace") == binding["metadata"].get("namespace"), ref
+        for subject in binding["subjects"]:
+            assert subject["kind"] == "ServiceAccount", subject
+            for rule in role["rules"]:
+                names = rule.get("resourceNames")
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        targets = [f"{resource}[{n}]" for n in names] if names else [resource]
+                        for target in targets:
+                            for verb in rule["verbs"]:
+                                result.setdefault(subject["name"], set()).add((group, target, verb))
+    return result
+
+
+@pytest.fixture(scope="session")
+def grants_of() -> Callable[[list[dict[str, Any]]], dict[str, set[Grant]]]:
+    return rbac_grants

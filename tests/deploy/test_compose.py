@@ -123,7 +123,9 @@ def test_allot_processes_share_one_image_built_from_the_dockerfile(allot_service
         assert (context / dockerfile).is_file(), f"{name}: {context / dockerfile} does not exist"
 
 
-def test_only_variables_the_settings_accept(allot_services: dict[str, Any], accepted_env: frozenset[str]) -> None:
+def test_only_variables_the_settings_accept(
+    allot_services: dict[str, Any], accepted_env: frozenset[str]
+) -> None:
     unknown = {
         name: sorted(k for k in environment(svc) if k.startswith("ALLOT_") and k not in accepted_env)
         for name, svc in allot_services.items()
@@ -138,7 +140,9 @@ def test_processes_point_at_the_compose_servers(allot_services: dict[str, Any]) 
         assert database, f"{name}: ALLOT_DATABASE_URL is required"
         async_url(database)  # raises on a URL the event store does not accept
         assert urlsplit(database).hostname == "postgres", f"{name}: {database}"
-        assert nats and urlsplit(nats).scheme == "nats" and urlsplit(nats).hostname == "nats", f"{name}: {nats}"
+        assert nats and urlsplit(nats).scheme == "nats" and urlsplit(nats).hostname == "nats", (
+            f"{name}: {nats}"
+        )
 
 
 def test_config_files_are_mounted(allot_services: dict[str, Any]) -> None:
@@ -146,8 +150,11 @@ def test_config_files_are_mounted(allot_services: dict[str, Any]) -> None:
         config = environment(svc).get("ALLOT_CONFIG_FILE")
         if not config:
             continue
-        sources = [source / Path(config).relative_to(target) for source, target in bind_mounts(svc)
-                   if Path(config).is_relative_to(target)]
+        sources = [
+            source / Path(config).relative_to(target)
+            for source, target in bind_mounts(svc)
+            if Path(config).is_relative_to(target)
+        ]
         assert sources and sources[0].is_file(), f"{name}: {config} is not a mounted file"
 
 
@@ -157,8 +164,11 @@ def test_service_configs_are_valid_for_their_service(
     for name, svc in allot_services.items():
         config = environment(svc).get("ALLOT_CONFIG_FILE")
         if config:
-            source = next(src / Path(config).relative_to(tgt) for src, tgt in bind_mounts(svc)
-                          if Path(config).is_relative_to(tgt))
+            source = next(
+                src / Path(config).relative_to(tgt)
+                for src, tgt in bind_mounts(svc)
+                if Path(config).is_relative_to(tgt)
+            )
             build_processor(name, yaml.safe_load(source.read_text()) or {})
 
 
@@ -179,7 +189,8 @@ def test_depends_on_targets_exist_and_their_conditions_can_be_met(services: dict
             if condition == "service_healthy":
                 healthcheck = services[target].get("healthcheck") or {}
                 assert healthcheck.get("test") and not healthcheck.get("disable"), (
-                    f"{name} waits for {target} to be healthy, but {target} has no healthcheck")
+                    f"{name} waits for {target} to be healthy, but {target} has no healthcheck"
+                )
             elif condition == "service_completed_successfully":
                 assert services[target].get("restart", "no") == "no", f"{target} must run once to complete"
             else:
@@ -208,8 +219,9 @@ def test_long_running_processes_restart_and_have_a_health_check(
         assert test and not svc["healthcheck"].get("disable"), f"{name} has no healthcheck"
         if name in allot_services:
             port = environment(svc).get("ALLOT_HTTP_PORT", "8080")
-            assert any(f"127.0.0.1:{port}/healthz" in word or f"127.0.0.1:{port}/readyz" in word
-                       for word in test), f"{name}: healthcheck {test} does not probe /healthz or /readyz"
+            assert any(
+                f"127.0.0.1:{port}/healthz" in word or f"127.0.0.1:{port}/readyz" in word for word in test
+            ), f"{name}: healthcheck {test} does not probe /healthz or /readyz"
     assert services["migrate"].get("restart") == "no"
 
 
@@ -225,7 +237,9 @@ def test_only_the_servers_publish_ports_and_only_on_localhost(services: dict[str
         if name not in SERVERS:
             assert not ports, f"{name} publishes {ports}"
         for port in ports:
-            assert isinstance(port, str) and port.startswith("127.0.0.1:"), f"{name}: {port} is not bound to localhost"
+            assert isinstance(port, str) and port.startswith("127.0.0.1:"), (
+                f"{name}: {port} is not bound to localhost"
+            )
 
 
 def test_nats_runs_the_shipped_config_on_a_volume(services: dict[str, Any]) -> None:
@@ -233,7 +247,9 @@ def test_nats_runs_the_shipped_config_on_a_volume(services: dict[str, Any]) -> N
     targets = {target: source for source, target in bind_mounts(nats)}
     config_path = nats["command"][nats["command"].index("--config") + 1]
     assert targets.get(config_path) == (COMPOSE_FILE.parent / "deploy/compose/nats.conf").resolve()
-    named_volumes = [v for v in nats.get("volumes", []) if isinstance(v, str) and not v.startswith((".", "/"))]
+    named_volumes = [
+        v for v in nats.get("volumes", []) if isinstance(v, str) and not v.startswith((".", "/"))
+    ]
     assert any(v.endswith(":/data") for v in named_volumes), "the JetStream store (/data) must be a volume"
 
 
@@ -244,7 +260,14 @@ def test_docker_compose_config_accepts_the_file() -> None:
         pytest.skip("no docker client on PATH")
     version = subprocess.run([docker, "compose", "version"], capture_output=True, text=True, timeout=30)
     if version.returncode != 0:
-        pytest.skip(f"the docker compose plugin is not installed ({version.stderr.strip() or version.stdout.strip()})")
-    result = subprocess.run([docker, "compose", "-f", str(COMPOSE_FILE), "config", "--quiet"],
-                            capture_output=True, text=True, timeout=60, cwd=COMPOSE_FILE.parent)
+        pytest.skip(
+            f"the docker compose plugin is not installed ({version.stderr.strip() or version.stdout.strip()})"
+        )
+    result = subprocess.run(
+        [docker, "compose", "-f", str(COMPOSE_FILE), "config", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=COMPOSE_FILE.parent,
+    )
     assert result.returncode == 0, result.stderr

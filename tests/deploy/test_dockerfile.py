@@ -90,6 +90,7 @@ def runtime(dockerfile: tuple[dict[str, str], list[Stage]]) -> Stage:
 
 def dockerignored(path: str, patterns: list[str]) -> bool:
     """Docker's rule: a pattern excludes a path it matches or any path below it; ``!`` patterns re-include."""
+
     def regex(pattern: str) -> re.Pattern[str]:
         out = ""
         segments = pattern.strip("/").split("/")
@@ -139,7 +140,7 @@ def test_copy_from_names_an_earlier_stage(dockerfile: tuple[dict[str, str], list
 
 
 def test_installs_the_locked_workspace_without_dev_dependencies(
-    dockerfile: tuple[dict[str, str], list[Stage]]
+    dockerfile: tuple[dict[str, str], list[Stage]],
 ) -> None:
     _, stages = dockerfile
     syncs = [run for stage in stages for run in stage.all("RUN") if "uv sync" in run]
@@ -156,7 +157,9 @@ def test_uv_is_the_version_the_developers_use(dockerfile: tuple[dict[str, str], 
     assert pinned and global_args.get("UV_VERSION") == pinned.group(1)
 
 
-def test_packages_left_out_of_the_image_are_in_the_lock(dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
+def test_packages_left_out_of_the_image_are_in_the_lock(
+    dockerfile: tuple[dict[str, str], list[Stage]],
+) -> None:
     lock = tomllib.loads((REPO / "uv.lock").read_text())
     locked = {package["name"] for package in lock["package"]}
     text = DOCKERFILE.read_text()
@@ -195,8 +198,11 @@ def test_console_scripts_are_on_path(dockerfile: tuple[dict[str, str], list[Stag
 
 
 def test_migrations_are_where_allot_migrate_looks(runtime: Stage) -> None:
-    destinations = {sources[0]: dest for flags, sources, dest in map(copy_args, runtime.all("COPY"))
-                    if "from" not in flags}
+    destinations = {
+        sources[0]: dest
+        for flags, sources, dest in map(copy_args, runtime.all("COPY"))
+        if "from" not in flags
+    }
     migrations_dir = runtime.env()["ALLOT_MIGRATIONS_DIR"]
     assert destinations["migrations"].rstrip("/") == migrations_dir
     # alembic.ini says script_location = %(here)s/migrations: it must sit next to the migrations directory.
@@ -222,8 +228,13 @@ def test_everything_the_build_reads_is_in_the_context(
     dockerfile: tuple[dict[str, str], list[Stage]], ignore_patterns: list[str]
 ) -> None:
     _, stages = dockerfile
-    sources = [s for stage in stages for flags, srcs, _ in map(copy_args, stage.all("COPY")) if "from" not in flags
-               for s in srcs]
+    sources = [
+        s
+        for stage in stages
+        for flags, srcs, _ in map(copy_args, stage.all("COPY"))
+        if "from" not in flags
+        for s in srcs
+    ]
     sources += re.findall(r"--mount=type=bind,source=([^,\s]+)", DOCKERFILE.read_text())
     for source in sources:
         assert (REPO / source).exists(), f"{source} does not exist"
@@ -234,19 +245,37 @@ def test_everything_the_build_reads_is_in_the_context(
         assert member.split("/")[0] in sources, f"workspace member {member} is not copied into the image"
 
 
-@pytest.mark.parametrize("path", [
-    ".venv/bin/python", "libs/runtime/.venv/bin/python", ".tools/bin/uv", ".allot/stack.json",
-    "libs/runtime/src/allot_runtime/__pycache__/settings.cpython-311.pyc", ".pytest_cache/v/cache",
-    ".mypy_cache/3.11/x.json", ".ruff_cache/x", ".hypothesis/examples/x", ".git/HEAD",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".venv/bin/python",
+        "libs/runtime/.venv/bin/python",
+        ".tools/bin/uv",
+        ".allot/stack.json",
+        "libs/runtime/src/allot_runtime/__pycache__/settings.cpython-311.pyc",
+        ".pytest_cache/v/cache",
+        ".mypy_cache/3.11/x.json",
+        ".ruff_cache/x",
+        ".hypothesis/examples/x",
+        ".git/HEAD",
+    ],
+)
 def test_local_state_stays_out_of_the_context(path: str, ignore_patterns: list[str]) -> None:
     assert dockerignored(path, ignore_patterns)
 
 
-@pytest.mark.parametrize("path", [
-    "pyproject.toml", "uv.lock", "alembic.ini", "migrations/env.py", "libs/runtime/pyproject.toml",
-    "libs/runtime/src/allot_runtime/settings.py", "services/binder/src/binder/main.py",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "pyproject.toml",
+        "uv.lock",
+        "alembic.ini",
+        "migrations/env.py",
+        "libs/runtime/pyproject.toml",
+        "libs/runtime/src/allot_runtime/settings.py",
+        "services/binder/src/binder/main.py",
+    ],
+)
 def test_sources_are_in_the_context(path: str, ignore_patterns: list[str]) -> None:
     assert not dockerignored(path, ignore_patterns)
 
@@ -260,15 +289,21 @@ def test_the_image_runs_every_process(console_scripts: dict[str, str]) -> None:
     if docker is None or subprocess.run([docker, "info"], capture_output=True, timeout=30).returncode != 0:
         pytest.skip("no Docker engine answers")
     tag = "allot:test-deploy"
-    build = subprocess.run([docker, "build", "-t", tag, str(REPO)], capture_output=True, text=True, timeout=1800)
+    build = subprocess.run(
+        [docker, "build", "-t", tag, str(REPO)], capture_output=True, text=True, timeout=1800
+    )
     assert build.returncode == 0, build.stderr[-4000:]
 
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([docker, "run", "--rm", tag, *argv], capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [docker, "run", "--rm", tag, *argv], capture_output=True, text=True, timeout=120
+        )
 
     assert run("allot", "--help").returncode == 0
     assert run("id", "-u").stdout.strip() == "10001"
-    where = run("python", "-c", "from allot_eventstore.migrate import migrations_dir; print(migrations_dir())")
+    where = run(
+        "python", "-c", "from allot_eventstore.migrate import migrations_dir; print(migrations_dir())"
+    )
     assert where.stdout.strip() == "/app/migrations", where.stderr
     for script in console_scripts:
         if script != "allot":

@@ -71,7 +71,9 @@ def test_everything_a_kustomization_refers_to_exists(directory: Path) -> None:
 
 
 @pytest.mark.parametrize("path", [*resource_files(), SECRET_TEMPLATE], ids=lambda p: str(p.relative_to(K8S)))
-def test_manifest_file_validates(path: Path, read_yaml_documents: Callable[[Path], Objects], kube_version: str) -> None:
+def test_manifest_file_validates(
+    path: Path, read_yaml_documents: Callable[[Path], Objects], kube_version: str
+) -> None:
     objects = read_yaml_documents(path)
     assert objects, f"{path} holds no objects"
     assert invalid(objects, kube_version) == []
@@ -86,15 +88,20 @@ def test_kustomize_output_validates(
 
 def test_the_validator_rejects_what_the_api_server_would(kube_version: str) -> None:
     """Guards the guard: a misplaced field and a wrong type must not pass."""
-    deployment = next(d for d in yaml.safe_load_all((K8S / "base" / "relay.yaml").read_text())
-                      if d and d["kind"] == "Deployment")
+    deployment = next(
+        d
+        for d in yaml.safe_load_all((K8S / "base" / "relay.yaml").read_text())
+        if d and d["kind"] == "Deployment"
+    )
     misplaced = {**deployment, "spec": {**deployment["spec"], "replica": 1}}
     wrong_type = {**deployment, "spec": {**deployment["spec"], "replicas": "one"}}
     assert invalid([deployment], kube_version) == []
     assert invalid([misplaced], kube_version) and invalid([wrong_type], kube_version)
 
 
-def test_the_database_secret_is_a_template_the_base_never_applies(kustomize: Callable[[Path], Objects]) -> None:
+def test_the_database_secret_is_a_template_the_base_never_applies(
+    kustomize: Callable[[Path], Objects],
+) -> None:
     """Applying the base must not overwrite the user's real credentials, yet the template must fit the refs."""
     for directory in KUSTOMIZATIONS:
         assert SECRET_TEMPLATE.name not in str(kustomization(directory).get("resources", []))
@@ -103,9 +110,11 @@ def test_the_database_secret_is_a_template_the_base_never_applies(kustomize: Cal
     async_url(secret["stringData"]["url"])  # the placeholder has the shape the event store accepts
     refs = {
         (env["valueFrom"]["secretKeyRef"]["name"], env["valueFrom"]["secretKeyRef"]["key"])
-        for obj in kustomize(K8S / "base") if "template" in obj.get("spec", {})
+        for obj in kustomize(K8S / "base")
+        if "template" in obj.get("spec", {})
         for container in obj["spec"]["template"]["spec"]["containers"]
-        for env in container.get("env", []) if "secretKeyRef" in env.get("valueFrom", {})
+        for env in container.get("env", [])
+        if "secretKeyRef" in env.get("valueFrom", {})
     }
     assert refs == {(secret["metadata"]["name"], key) for key in secret["stringData"]}
     assert secret["metadata"]["namespace"] == kustomization(K8S / "base")["namespace"]

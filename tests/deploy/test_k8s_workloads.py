@@ -21,7 +21,8 @@ K8S = REPO / "deploy" / "k8s"
 BASE, DEV = K8S / "base", K8S / "overlays" / "dev"
 NAMESPACE = "allot-system"
 WORKLOAD_KINDS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"}
+SINGLETONS = {"relay", "kube-sync"}
 
 Obj = dict[str, Any]
 
@@ -37,8 +38,12 @@ def dev(kustomize: Callable[[Path], list[Obj]]) -> list[Obj]:
 
 
 def workloads(objects: list[Obj], *, allot_only: bool = True) -> list[Obj]:
-    return [o for o in objects if o["kind"] in WORKLOAD_KINDS
-            and (not allot_only or o["metadata"]["labels"].get("app.kubernetes.io/name") == "allot")]
+    return [
+        o
+        for o in objects
+        if o["kind"] in WORKLOAD_KINDS
+        and (not allot_only or o["metadata"]["labels"].get("app.kubernetes.io/name") == "allot")
+    ]
 
 
 def component(obj: Obj) -> str:
@@ -99,7 +104,10 @@ def test_each_workload_runs_its_own_real_process(
     base: list[Obj], service_names: frozenset[str], check_argv: Callable[[list[str]], str | None]
 ) -> None:
     expected = {name: [f"allot-{name}"] for name in service_names} | {
-        "relay": ["allot", "relay"], "kube-sync": ["allot", "kube-sync"], "migrate": ["allot", "migrate"]}
+        "relay": ["allot", "relay"],
+        "kube-sync": ["allot", "kube-sync"],
+        "migrate": ["allot", "migrate"],
+    }
     for obj in workloads(base):
         (container,) = containers(obj)
         argv = [*container.get("command", []), *container.get("args", [])]
@@ -107,14 +115,64 @@ def test_each_workload_runs_its_own_real_process(
         assert argv == expected[component(obj)], component(obj)
 
 
-def test_deciders_and_the_relay_run_one_replica(base: list[Obj]) -> None:
+def test_deciders_run_two_replicas_on_their_lease_and_the_singletons_one(
+    base: list[Obj], service_names: frozenset[str], node_agents: frozenset[str]
+) -> None:
+    deciders = service_names - node_agents
+    lease_roles = [
+        o for o in base if o["kind"] == "Role" and o["rules"][0]["apiGroups"] == ["coordination.k8s.io"]
+    ]
+    granted = {
+        name for role in lease_roles for rule in role["rules"] for name in rule.get("resourceNames", [])
+    }
     for obj in workloads(base):
-        if obj["kind"] == "Deployment":
+        if obj["kind"] != "Deployment":
+            continue
+        (container,) = containers(obj)
+        env = {e["name"]: e for e in container.get("env", [])}
+        if component(obj) in SINGLETONS:
+            # Exactly one: Recreate, so a rollout never runs the old and the new relay (or kube-sync) at once.
             assert obj["spec"]["replicas"] == 1, component(obj)
-    # Recreate: a rollout never runs the old and the new relay (or kube-sync) at once.
-    for single in ("relay", "kube-sync"):
-        (obj,) = [o for o in workloads(base) if component(o) == single]
-        assert obj["spec"]["strategy"]["type"] == "Recreate", single
+            assert obj["spec"]["strategy"]["type"] == "Recreate", component(obj)
+            assert "ALLOT_LEADER_ELECTION" not in env, component(obj)
+            continue
+        assert component(obj) in deciders, component(obj)
+        assert obj["spec"]["replicas"] == 2, component(obj)
+        # A rollout starts the new replica before it stops an old one: a standby is always there.
+        assert obj["spec"]["strategy"] == {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+        }, component(obj)
+        assert env["ALLOT_LEADER_ELECTION"]["value"] == "lease", component(obj)
+        # The Lease the process takes is the one its Role lets it renew, in the pod's own namespace.
+        assert env["ALLOT_LEASE_NAME"]["value"] == obj["metadata"]["name"] in granted, component(obj)
+        assert env["ALLOT_LEASE_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert {component(o) for o in workloads(base) if o["kind"] == "Deployment"} == deciders | SINGLETONS
+
+
+def test_replicated_deployments_have_a_disruption_budget_and_singletons_none(base: list[Obj]) -> None:
+    budgets = [o for o in base if o["kind"] == "PodDisruptionBudget"]
+    covered = set()
+    for obj in workloads(base):
+        labels = obj["spec"]["template"]["metadata"]["labels"]
+        matching = [b for b in budgets if b["spec"]["selector"]["matchLabels"].items() <= labels.items()]
+        if obj["kind"] == "Deployment" and obj["spec"]["replicas"] > 1:
+            (budget,) = matching
+            # One replica at a time, and a replica that is not ready never blocks a drain.
+            assert budget["spec"]["maxUnavailable"] == 1, component(obj)
+            assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow", component(obj)
+            covered.add(budget["metadata"]["name"])
+        else:
+            # A budget on a single replica would block every drain of its node.
+            assert matching == [], component(obj)
+    assert covered == {b["metadata"]["name"] for b in budgets}
+
+
+def test_every_pod_runs_at_the_control_plane_priority(base: list[Obj]) -> None:
+    (priority,) = by_kind(base, "PriorityClass").values()
+    assert priority["value"] > 0 and priority["globalDefault"] is False
+    for obj in workloads(base):
+        assert pod(obj)["priorityClassName"] == priority["metadata"]["name"], component(obj)
 
 
 def test_node_agents_run_on_every_node(base: list[Obj]) -> None:
@@ -158,9 +216,18 @@ def test_probes_check_healthz_and_readyz_on_the_http_port(base: list[Obj]) -> No
             get = container.get(probe, {}).get("httpGet")
             assert get, f"{component(obj)} has no HTTP {probe}"
             port = ports.get(get["port"], get["port"])
-            assert port == http_port, f"{component(obj)}: {probe} probes {port}, the process listens on {http_port}"
+            assert port == http_port, (
+                f"{component(obj)}: {probe} probes {port}, the process listens on {http_port}"
+            )
             paths[probe] = get["path"]
-        assert paths == {"startupProbe": "/healthz", "livenessProbe": "/healthz", "readinessProbe": "/readyz"}
+        # A decider on a Lease is ready once alive: its standby builds its projection only when it leads, so
+        # waiting for /readyz would hold every rollout and drain on the standby.
+        leased = any(
+            e["name"] == "ALLOT_LEADER_ELECTION" and e.get("value") == "lease"
+            for e in container.get("env", [])
+        )
+        ready = "/healthz" if leased else "/readyz"
+        assert paths == {"startupProbe": "/healthz", "livenessProbe": "/healthz", "readinessProbe": ready}
 
 
 def _effective(pod_spec: Obj, container: Obj, key: str) -> Any:
@@ -179,7 +246,9 @@ def test_every_container_runs_as_non_root_without_privileges(
             where = f"{obj['metadata']['name']}/{container['name']}"
             assert _effective(spec, container, "runAsNonRoot") is True, where
             assert _effective(spec, container, "runAsUser") not in (0, None), where
-            assert (_effective(spec, container, "seccompProfile") or {}).get("type") == "RuntimeDefault", where
+            assert (_effective(spec, container, "seccompProfile") or {}).get("type") == "RuntimeDefault", (
+                where
+            )
             context = container.get("securityContext", {})
             assert context.get("allowPrivilegeEscalation") is False, where
             assert not context.get("privileged"), where
@@ -217,7 +286,9 @@ def test_every_container_has_requests_and_limits(dev: list[Obj]) -> None:
 def test_only_variables_the_settings_accept(base: list[Obj], accepted_env: frozenset[str]) -> None:
     for obj in workloads(base):
         for container in containers(obj):
-            unknown = [k for k in environment(base, container) if k.startswith("ALLOT_") and k not in accepted_env]
+            unknown = [
+                k for k in environment(base, container) if k.startswith("ALLOT_") and k not in accepted_env
+            ]
             assert unknown == [], component(obj)
 
 
@@ -235,8 +306,15 @@ def test_long_running_processes_get_the_shared_settings(base: list[Obj]) -> None
 
 
 def test_processes_that_talk_to_the_api_server_run_in_kubernetes_mode(base: list[Obj]) -> None:
-    modes = {component(obj): environment(base, c).get("ALLOT_KUBE_MODE", "standalone") for obj, c in long_running(base)}
-    assert {name for name, mode in modes.items() if mode == "kubernetes"} == {"binder", "node-reporter"}
+    modes = {
+        component(obj): environment(base, c).get("ALLOT_KUBE_MODE", "standalone")
+        for obj, c in long_running(base)
+    }
+    assert {name for name, mode in modes.items() if mode == "kubernetes"} == {
+        "binder",
+        "node-reporter",
+        "reservation-manager",
+    }
     # kube-sync only exists for Kubernetes: it has no standalone mode to choose.
     assert "ALLOT_KUBE_MODE" not in environment(base, containers(_one(base, "kube-sync"))[0])
 
@@ -245,7 +323,9 @@ def test_kube_sync_watches_the_scheduler_name_pods_use(base: list[Obj]) -> None:
     from allot_cli.kube.sync import DEFAULT_SCHEDULER_NAME
 
     (container,) = containers(_one(base, "kube-sync"))
-    assert environment(base, container).get("ALLOT_SCHEDULER_NAME", DEFAULT_SCHEDULER_NAME) == "allot-scheduler"
+    assert (
+        environment(base, container).get("ALLOT_SCHEDULER_NAME", DEFAULT_SCHEDULER_NAME) == "allot-scheduler"
+    )
 
 
 def _one(objects: list[Obj], name: str) -> Obj:
@@ -289,14 +369,19 @@ def test_common_labels(dev: list[Obj]) -> None:
         assert obj["metadata"]["labels"].get("app.kubernetes.io/part-of") == "allot", obj["metadata"]["name"]
     for obj in workloads(dev, allot_only=False):
         labels = obj["spec"]["template"]["metadata"]["labels"]
-        assert {"app.kubernetes.io/name", "app.kubernetes.io/component", "app.kubernetes.io/part-of"} <= set(labels)
+        assert {"app.kubernetes.io/name", "app.kubernetes.io/component", "app.kubernetes.io/part-of"} <= set(
+            labels
+        )
         assert obj["spec"].get("selector", {}).get("matchLabels", labels).items() <= labels.items()
 
 
 def test_every_long_running_workload_has_a_metrics_service(dev: list[Obj]) -> None:
     services = by_kind(dev, "Service")
-    pods = [(obj, obj["spec"]["template"]["metadata"]["labels"]) for obj in workloads(dev, allot_only=False)
-            if obj["kind"] != "Job"]
+    pods = [
+        (obj, obj["spec"]["template"]["metadata"]["labels"])
+        for obj in workloads(dev, allot_only=False)
+        if obj["kind"] != "Job"
+    ]
     covered = set()
     for service in services.values():
         selector = service["spec"]["selector"].items()
@@ -313,19 +398,20 @@ def test_every_long_running_workload_has_a_metrics_service(dev: list[Obj]) -> No
 # -- the dev overlay's NATS ------------------------------------------------------------------------------------------
 
 
-def test_the_dev_nats_is_a_single_server_that_fsyncs_before_ack(dev: list[Obj]) -> None:
+def test_the_dev_nats_is_a_single_server_that_fsyncs_every_second(dev: list[Obj]) -> None:
     (nats,) = by_kind(dev, "StatefulSet").values()
     assert nats["spec"]["replicas"] == 1
     config_maps = by_kind(dev, "ConfigMap")
     (volume,) = [v for v in pod(nats)["volumes"] if "configMap" in v]
     (conf,) = config_maps[volume["configMap"]["name"]]["data"].values()
-    assert re.search(r"^\s*sync_interval:\s*always\s*$", conf, flags=re.MULTILINE)
+    assert re.search(r"^\s*sync_interval:\s*1s\s*$", conf, flags=re.MULTILINE)
     # The store is on the claim, not in the container's (read-only) filesystem.
     store = re.search(r"^\s*store_dir:\s*\"?([^\"\n]+)", conf, flags=re.MULTILINE)
     (container,) = containers(nats)
     claims = {t["metadata"]["name"] for t in nats["spec"]["volumeClaimTemplates"]}
-    assert store and any(m["mountPath"] == store.group(1) and m["name"] in claims
-                         for m in container["volumeMounts"])
+    assert store and any(
+        m["mountPath"] == store.group(1) and m["name"] in claims for m in container["volumeMounts"]
+    )
 
 
 def test_the_dev_overlay_points_allot_at_its_nats(dev: list[Obj]) -> None:

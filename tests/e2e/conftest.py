@@ -27,7 +27,9 @@ class RunningStack:
     def run(self, *args: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([ALLOT, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:
-            raise AssertionError(f"allot {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+            raise AssertionError(
+                f"allot {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+            )
         return result
 
     def stack(self) -> dict[str, Any]:
@@ -56,7 +58,9 @@ class RunningStack:
             if predicate():
                 return
             time.sleep(0.3)
-        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted((self.state_dir / "logs").glob("*.log")))
+        logs = "\n".join(
+            f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted((self.state_dir / "logs").glob("*.log"))
+        )
         raise AssertionError(f"timed out waiting for {what}\n{logs}")
 
 
@@ -64,14 +68,16 @@ class RunningStack:
 def running_stack(tmp_path, database_url, nats_server_url, bus_names) -> Iterator[RunningStack]:
     state_dir = tmp_path / "stack"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")}
-    env.update({
-        "ALLOT_DATABASE_URL": database_url,
-        "ALLOT_NATS_URL": nats_server_url,
-        "ALLOT_NATS_PREFIX": bus_names["prefix"],
-        "ALLOT_NATS_STREAM": bus_names["stream"],
-        "ALLOT_STATE_DIR": str(state_dir),
-        "ALLOT_FAILPOINT_STATE": str(tmp_path / "failpoints.fired"),
-    })
+    env.update(
+        {
+            "ALLOT_DATABASE_URL": database_url,
+            "ALLOT_NATS_URL": nats_server_url,
+            "ALLOT_NATS_PREFIX": bus_names["prefix"],
+            "ALLOT_NATS_STREAM": bus_names["stream"],
+            "ALLOT_STATE_DIR": str(state_dir),
+            "ALLOT_FAILPOINT_STATE": str(tmp_path / "failpoints.fired"),
+        }
+    )
     stack = RunningStack(state_dir, env)
     yield stack
     stack.run("down", check=False)

@@ -54,8 +54,14 @@ class Stack:
 
     async def start_runtime(self) -> ProcessorRuntime:
         self.nc = await connect(self.nats_url, name="test-echo")
-        self.runtime = ProcessorRuntime(name="echo", factory=EchoProcessor, store=self.store, nc=self.nc,
-                                        names=self.names, fetch_timeout=0.2)
+        self.runtime = ProcessorRuntime(
+            name="echo",
+            factory=EchoProcessor,
+            store=self.store,
+            nc=self.nc,
+            names=self.names,
+            fetch_timeout=0.2,
+        )
         self.consumer_stop = asyncio.Event()
         self.tasks.append(asyncio.create_task(self.runtime.consumer.run(self.consumer_stop), name="echo"))
         await asyncio.wait_for(self.runtime.consumer.ready.wait(), timeout=20)
@@ -84,8 +90,9 @@ async def stack(store, nats_server_url, bus_names):
 
 
 async def outputs_by_cause(store) -> Counter:
-    return Counter(e.causation_id for e in await store.read(producer="echo", limit=100_000)
-                   if e.type == "pod.released")
+    return Counter(
+        e.causation_id for e in await store.read(producer="echo", limit=100_000) if e.type == "pod.released"
+    )
 
 
 async def wait_for(predicate, timeout: float = 20.0) -> None:
@@ -135,7 +142,9 @@ async def test_duplicate_publish_beyond_the_dedupe_window_has_no_second_effect(s
     # A relay retry after JetStream's duplicate window: same event, a message id the server has not seen.
     record = (await store.read(types=["pod.deleted"]))[0]
     js = stack.nc.jetstream()
-    await js.publish(stack.names.subject(record.type), wire.encode(record), headers={HEADER_MSG_ID: "retry-1"})
+    await js.publish(
+        stack.names.subject(record.type), wire.encode(record), headers={HEADER_MSG_ID: "retry-1"}
+    )
     second = an_event()
     await store.append([second], producer="api")
     await wait_for(lambda: handled_all(store, [second]))
@@ -181,7 +190,9 @@ async def test_permanent_failure_dead_letters_and_moves_on(store, stack):
     assert (await outputs_by_cause(store))[inputs[2].event_id] == 0
 
 
-async def test_an_event_that_crashes_the_handler_every_time_is_dead_lettered_not_retried_for_ever(store, stack):
+async def test_an_event_that_crashes_the_handler_every_time_is_dead_lettered_not_retried_for_ever(
+    store, stack
+):
     inputs = [an_event() for _ in range(5)]
     EchoProcessor.fail_crash = {inputs[2].event.pod.name}
     await stack.start_relay()

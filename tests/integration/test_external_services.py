@@ -37,10 +37,15 @@ class TestExternalPostgresStore(EventStoreContract):
 
 async def test_a_scenario_through_external_postgres_and_nats(external_database_url, external_nats_url):
     scenario = str(EXAMPLES / "gangs" / "01-gang-of-four.yaml")
-    sim, _ = run(scenario, config={})
+    sim, _, _ = run(scenario, config={})
     suffix = uuid.uuid4().hex[:10]
     names = BusNames(prefix=f"ext{suffix}", stream=f"ALLOT_EXT{suffix.upper()}")
     async with InProcessStack(external_database_url, external_nats_url, names, delete_stream=True):
-        await record(external_database_url, [to_input(d) for d in load_documents(scenario)], wait=False,
-                     wait_each=True, timeout=60)
+        await record(
+            external_database_url,
+            [to_input(d) for d in load_documents(scenario)],
+            wait=False,
+            wait_each=True,
+            timeout=60,
+        )
     assert await live_decisions(external_database_url) == decisions(sim.store.events)

@@ -26,9 +26,14 @@ async def test_each_node_instance_decides_for_its_node(database_url, nats_server
         await record(database_url, inputs, wait=False, wait_each=True, timeout=60)
     store = PostgresEventStore.connect(database_url)
     try:
-        registered = {e.payload_dict()["name"]: e.producer for e in await store.read(types=["node.registered"])}
+        registered = {
+            e.payload_dict()["name"]: e.producer for e in await store.read(types=["node.registered"])
+        }
         assert registered == {"n1": "node-reporter@n1", "n2": "node-reporter@n2"}
-        bound = {e.payload_dict()["pod"]["name"]: e.payload_dict()["node"] for e in await store.read(types=["pod.bound"])}
+        bound = {
+            e.payload_dict()["pod"]["name"]: e.payload_dict()["node"]
+            for e in await store.read(types=["pod.bound"])
+        }
         qos = {e.payload_dict()["pod"]["name"]: e.producer for e in await store.read(types=["qos.recorded"])}
         assert qos == {pod: f"qos-enforcer@{node}" for pod, node in bound.items()}
         assert set(bound.values()) == {"n1", "n2"}, "3 CPUs each on 4-CPU nodes: one pod per node"
@@ -37,7 +42,9 @@ async def test_each_node_instance_decides_for_its_node(database_url, nats_server
             names = instances(service, producers)
             assert names == [f"{service}@n1", f"{service}@n2"]
             for name in names:
-                checked, mismatches = await verify_decisions(Host(build_instance(service, name), name=name), store)
+                checked, mismatches = await verify_decisions(
+                    Host(build_instance(service, name), name=name), store
+                )
                 assert checked > 0 and not mismatches, (name, mismatches[:1])
     finally:
         await store.close()

@@ -37,16 +37,22 @@ def scenarios() -> list[Path]:
 def demo_scenario(tmp_path: Path) -> Path:
     demo = EXAMPLES / "demo"
     joined = tmp_path / "demo.yaml"
-    joined.write_text("\n---\n".join((demo / n).read_text() for n in ("cluster.yaml", "pods.yaml", "finish-training.yaml")))
+    joined.write_text(
+        "\n---\n".join((demo / n).read_text() for n in ("cluster.yaml", "pods.yaml", "finish-training.yaml"))
+    )
     return joined
 
 
-@pytest.mark.parametrize("scenario", [*scenarios(), "demo"], ids=lambda p: p if isinstance(p, str) else p.stem)
-async def test_live_decisions_equal_simulated_ones(scenario, tmp_path, database_url, nats_server_url, bus_names):
+@pytest.mark.parametrize(
+    "scenario", [*scenarios(), "demo"], ids=lambda p: p if isinstance(p, str) else p.stem
+)
+async def test_live_decisions_equal_simulated_ones(
+    scenario, tmp_path, database_url, nats_server_url, bus_names
+):
     path = demo_scenario(tmp_path) if scenario == "demo" else scenario
     config_file = path.with_name(path.stem + ".config.yaml")
     configs = load_config(str(config_file)) if config_file.exists() else {}
-    sim, _ = run(str(path), config=configs)
+    sim, _, _ = run(str(path), config=configs)
     simulated = decisions(sim.store.events)
     assert simulated, "a scenario with no decisions proves nothing"
 

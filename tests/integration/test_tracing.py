@@ -25,17 +25,30 @@ async def test_one_trace_follows_a_pod_through_the_services(database_url, nats_s
     names = BusNames(**bus_names)
     docs = [a_node("n1"), a_pod("traced")]
     async with InProcessStack(database_url, nats_server_url, names, tracer=provider.get_tracer("test")):
-        await record(database_url, [to_input(Document(source="t", index=i, body=d)) for i, d in enumerate(docs)],
-                     wait=False, wait_each=True, timeout=60)
-    spans = {s.name: s for s in exporter.get_finished_spans()}
-    chain = ["pod.submitted", "pod.enqueued", "quota.admitted", "reservation.resolved", "pod.placed", "pod.bound"]
-    hops = [spans[f"process {names.subject(t)}"] for t in chain]
+        await record(
+            database_url,
+            [to_input(Document(source="t", index=i, body=d)) for i, d in enumerate(docs)],
+            wait=False,
+            wait_each=True,
+            timeout=60,
+        )
+    spans = {
+        (s.name, s.attributes["messaging.consumer.group.name"]): s for s in exporter.get_finished_spans()
+    }
+    chain = [
+        ("pod.submitted", "quota-manager"),
+        ("quota.admitted", "reservation-manager"),
+        ("reservation.resolved", "device-allocator"),
+        ("pod.placed", "binder"),
+        ("pod.bound", "qos-enforcer"),
+    ]
+    hops = [spans[(f"process {names.subject(t)}", consumer)] for t, consumer in chain]
     assert len({span.context.trace_id for span in hops}) == 1, "one trace from admission to binding"
     for parent, child in zip(hops, hops[1:]):
         assert child.parent is not None and child.parent.span_id == parent.context.span_id
     first = hops[1]
     assert first.attributes["messaging.system"] == "nats"
-    assert first.attributes["messaging.consumer.group.name"] == "quota-manager"
+    assert first.attributes["messaging.consumer.group.name"] == "reservation-manager"
     store = PostgresEventStore.connect(database_url)
     try:
         placed = (await store.read(types=["pod.placed"]))[0]

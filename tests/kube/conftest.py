@@ -37,8 +37,12 @@ async def client(kube: FakeKube, tmp_path: Any) -> AsyncIterator[Any]:
     await api.close()
 
 
-async def _eventually(check: Callable[[], Awaitable[bool]] | Callable[[], bool], *, timeout: float = 10.0,
-                     what: str = "condition") -> None:
+async def _eventually(
+    check: Callable[[], Awaitable[bool]] | Callable[[], bool],
+    *,
+    timeout: float = 10.0,
+    what: str = "condition",
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -51,11 +55,14 @@ async def _eventually(check: Callable[[], Awaitable[bool]] | Callable[[], bool],
         await asyncio.sleep(0.05)
 
 
-async def _log_of(store: PostgresEventStore, *, producer: str | None = None,
-                 types: set[str] | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+async def _log_of(
+    store: PostgresEventStore, *, producer: str | None = None, types: set[str] | None = None
+) -> list[tuple[str, str, dict[str, Any]]]:
     """(type, stream, payload) of every recorded event, in log order."""
-    return [(r.type, r.stream_id, json.loads(r.payload))
-            async for r in store.iterate(producer=producer, types=types)]
+    return [
+        (r.type, r.stream_id, json.loads(r.payload))
+        async for r in store.iterate(producer=producer, types=types)
+    ]
 
 
 class Running:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from allot_contracts.decisions.placement import Decision
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import ObjectRef, PodPlaced, PodSubmitted, QuotaStatusSynced
 from allot_runtime.processor import Host
@@ -46,28 +47,58 @@ class Binding:
     def worker(self, client: Any) -> BindWorker:
         from prometheus_client import CollectorRegistry
 
-        return BindWorker(store=self.store, client=client, view=self.view, backoff=(0.01, 0.05), refused_delay=0.05,
-                          metrics=BinderMetrics.of(CollectorRegistry()))
+        return BindWorker(
+            store=self.store,
+            client=client,
+            view=self.view,
+            backoff=(0.01, 0.05),
+            refused_delay=0.05,
+            metrics=BinderMetrics.of(CollectorRegistry()),
+        )
 
 
 async def place(store: Any, name: str, uid: str, node: str = "n1", attempt: int = 1) -> None:
     pod = ObjectRef(namespace="default", name=name)
-    events = [PodSubmitted(pod=pod, uid=uid, manifest=a_pod(name, uid=uid)),
-              PodPlaced(pod=pod, attempt=attempt, node=node, decision={"annotations": {
-                  "scheduling.koordinator.sh/device-allocated": ALLOCATED,
-                  "scheduling.koordinator.sh/resource-status": STATUS}})]
-    await store.append([NewEvent(stream_id=stream_id("pod", pod.key), event=event,
-                                 event_id=derived_event_id("test", f"{uid}/{attempt}", index))
-                        for index, event in enumerate(events)], producer="api")
+    events = [
+        PodSubmitted(pod=pod, uid=uid, manifest=a_pod(name, uid=uid)),
+        PodPlaced(
+            pod=pod,
+            attempt=attempt,
+            node=node,
+            decision=Decision(
+                pod=pod.key,
+                outcome="Scheduled",
+                node=node,
+                annotations={
+                    "scheduling.koordinator.sh/device-allocated": ALLOCATED,
+                    "scheduling.koordinator.sh/resource-status": STATUS,
+                },
+            ),
+        ),
+    ]
+    await store.append(
+        [
+            NewEvent(
+                stream_id=stream_id("pod", pod.key),
+                event=event,
+                event_id=derived_event_id("test", f"{uid}/{attempt}", index),
+            )
+            for index, event in enumerate(events)
+        ],
+        producer="api",
+    )
 
 
 async def outcomes(store: Any) -> list[tuple[str, dict[str, Any], str, str | None]]:
-    return [(r.type, json.loads(r.payload), r.event_id, r.causation_id)
-            async for r in store.iterate(producer=PRODUCER)]
+    return [
+        (r.type, json.loads(r.payload), r.event_id, r.causation_id)
+        async for r in store.iterate(producer=PRODUCER)
+    ]
 
 
 async def settle_worker(binding: Binding, worker: BindWorker, eventually: Any) -> None:
     """Run passes until nothing is outstanding (outcomes fed back to the processor)."""
+
     async def done() -> bool:
         await worker.step()
         await binding.feed()
@@ -76,8 +107,9 @@ async def settle_worker(binding: Binding, worker: BindWorker, eventually: Any) -
     await eventually(done, timeout=10, what="every request answered")
 
 
-async def test_a_binding_carries_the_annotations_and_is_recorded_once(kube: FakeKube, store: Any, client: Any,
-                                                                      eventually: Any) -> None:
+async def test_a_binding_carries_the_annotations_and_is_recorded_once(
+    kube: FakeKube, store: Any, client: Any, eventually: Any
+) -> None:
     pod = kube.create(a_pod("p"))
     uid = pod["metadata"]["uid"]
     await place(store, "p", uid)
@@ -88,27 +120,44 @@ async def test_a_binding_carries_the_annotations_and_is_recorded_once(kube: Fake
     await settle_worker(binding, worker, eventually)
 
     (sent,) = kube.bindings
-    assert sent == {"apiVersion": "v1", "kind": "Binding",
-                    "metadata": {"name": "p", "namespace": "default", "uid": uid, "annotations": {
-                        "scheduling.koordinator.sh/device-allocated": json.dumps(ALLOCATED, separators=(",", ":"),
-                                                                                 sort_keys=True),
-                        "scheduling.koordinator.sh/resource-status": '{"cpuset":"0-3"}'}},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+    assert sent == {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {
+            "name": "p",
+            "namespace": "default",
+            "uid": uid,
+            "annotations": {
+                "scheduling.koordinator.sh/device-allocated": json.dumps(
+                    ALLOCATED, separators=(",", ":"), sort_keys=True
+                ),
+                "scheduling.koordinator.sh/resource-status": '{"cpuset":"0-3"}',
+            },
+        },
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
+    }
     bound = kube.get("Pod", "p")
     assert bound["spec"]["nodeName"] == "n1"
-    assert json.loads(bound["metadata"]["annotations"]["scheduling.koordinator.sh/device-allocated"]) == ALLOCATED
+    assert (
+        json.loads(bound["metadata"]["annotations"]["scheduling.koordinator.sh/device-allocated"])
+        == ALLOCATED
+    )
     ((kind, payload, event_id, causation),) = await outcomes(store)
     requested = [r async for r in store.iterate(types={"pod.bind_requested"})]
     assert kind == "pod.bound" and payload["mode"] == "kubernetes" and payload["node"] == "n1"
     assert payload["annotations"] == request.annotations
-    assert event_id == derived_event_id(PRODUCER, requested[0].event_id, 0) and causation == requested[0].event_id
+    assert (
+        event_id == derived_event_id(PRODUCER, requested[0].event_id, 0)
+        and causation == requested[0].event_id
+    )
     for _ in range(3):  # nothing outstanding: nothing sent again
         await worker.step()
     assert len(kube.bindings) == 1
 
 
 async def test_a_lost_answer_is_retried_and_the_conflict_on_the_same_node_is_success(
-        kube: FakeKube, store: Any, client: Any, eventually: Any) -> None:
+    kube: FakeKube, store: Any, client: Any, eventually: Any
+) -> None:
     pod = kube.create(a_pod("p"))
     await place(store, "p", pod["metadata"]["uid"])
     kube.fail("POST", r"/pods/p/binding$", after=True)  # bound, but the answer never arrives
@@ -122,8 +171,9 @@ async def test_a_lost_answer_is_retried_and_the_conflict_on_the_same_node_is_suc
 
 
 @pytest.mark.parametrize("case", ["deleted", "other-node", "recreated", "being-deleted", "gated"])
-async def test_final_refusals_are_recorded_as_bind_failed_once(case: str, kube: FakeKube, store: Any, client: Any,
-                                                               eventually: Any) -> None:
+async def test_final_refusals_are_recorded_as_bind_failed_once(
+    case: str, kube: FakeKube, store: Any, client: Any, eventually: Any
+) -> None:
     pod = kube.create(a_pod("p"))
     uid = pod["metadata"]["uid"]
     if case == "deleted":
@@ -143,16 +193,21 @@ async def test_final_refusals_are_recorded_as_bind_failed_once(case: str, kube: 
     await settle_worker(binding, binding.worker(client), eventually)
     ((kind, payload, _, _),) = await outcomes(store)
     assert kind == "pod.bind_failed"
-    expected = {"deleted": "not found", "other-node": 'already assigned to node "n2"',
-                "recreated": "Precondition failed", "being-deleted": "is being deleted",
-                "gated": "schedulingGates"}[case]
+    expected = {
+        "deleted": "not found",
+        "other-node": 'already assigned to node "n2"',
+        "recreated": "Precondition failed",
+        "being-deleted": "is being deleted",
+        "gated": "schedulingGates",
+    }[case]
     assert expected in payload["message"]
     assert binding.host.processor.bound == {}
     assert len(kube.bindings) == 1
 
 
 async def test_nothing_is_bound_before_the_request_is_committed_or_while_rbac_refuses(
-        kube: FakeKube, store: Any, client: Any, eventually: Any) -> None:
+    kube: FakeKube, store: Any, client: Any, eventually: Any
+) -> None:
     kube.create(a_pod("p"))
     uncommitted = BindRequest(pod=ObjectRef(namespace="default", name="p"), uid="u", attempt=1, node="n1")
 
@@ -167,7 +222,7 @@ async def test_nothing_is_bound_before_the_request_is_committed_or_while_rbac_re
     await place(store, "p", pod["metadata"]["uid"])
     binding = Binding(store)
     await binding.feed()
-    kube.fail("POST", r"/binding$", status=403, message="pods \"p\" is forbidden", times=1)
+    kube.fail("POST", r"/binding$", status=403, message='pods "p" is forbidden', times=1)
     worker = binding.worker(client)
     await worker.step()
     assert await outcomes(store) == []  # a refusal by RBAC is not an outcome: it is retried
@@ -175,15 +230,25 @@ async def test_nothing_is_bound_before_the_request_is_committed_or_while_rbac_re
     assert [k for k, _, _, _ in await outcomes(store)] == ["pod.bound"]
 
 
-async def test_quota_status_is_merge_patched_onto_the_elastic_quota(kube: FakeKube, store: Any, client: Any,
-                                                                    eventually: Any) -> None:
+async def test_quota_status_is_merge_patched_onto_the_elastic_quota(
+    kube: FakeKube, store: Any, client: Any, eventually: Any
+) -> None:
     kube.create(a_quota("q", namespace="team"))
     binding = Binding(store)
-    patch = {"metadata": {"annotations": {"quota.scheduling.koordinator.sh/runtime": '{"cpu":"4"}'}},
-             "status": {"used": {"cpu": "2"}}}
-    await store.append([NewEvent(stream_id=stream_id("quota", "status"), event_id=derived_event_id("t", "q", 0),
-                                 event=QuotaStatusSynced(patches={"team/q": patch, "team/gone": patch}))],
-                       producer="quota-manager")
+    patch = {
+        "metadata": {"annotations": {"quota.scheduling.koordinator.sh/runtime": '{"cpu":"4"}'}},
+        "status": {"used": {"cpu": "2"}},
+    }
+    await store.append(
+        [
+            NewEvent(
+                stream_id=stream_id("quota", "status"),
+                event_id=derived_event_id("t", "q", 0),
+                event=QuotaStatusSynced(patches={"team/q": patch, "team/gone": patch}),
+            )
+        ],
+        producer="quota-manager",
+    )
     await binding.feed()
     kube.fail("PATCH", r"/elasticquotas/q$", status=503)  # unavailable once: retried with backoff
     worker = binding.worker(client)
@@ -200,7 +265,8 @@ async def test_quota_status_is_merge_patched_onto_the_elastic_quota(kube: FakeKu
     assert [p for p, _ in kube.patches] == [
         "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/team/elasticquotas/gone",
         "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/team/elasticquotas/q",
-        "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/team/elasticquotas/q/status"]
+        "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/team/elasticquotas/q/status",
+    ]
     await worker.step()
     assert len(kube.patches) == 3  # applied once; a missing quota is not retried
 
@@ -211,8 +277,10 @@ async def test_the_generated_client_misreads_the_binding_reply(kube: FakeKube, c
     from kubernetes_asyncio import client as k
 
     pod = kube.create(a_pod("p"))
-    body = k.V1Binding(metadata=k.V1ObjectMeta(name="p", uid=pod["metadata"]["uid"]),
-                       target=k.V1ObjectReference(kind="Node", name="n1"))
+    body = k.V1Binding(
+        metadata=k.V1ObjectMeta(name="p", uid=pod["metadata"]["uid"]),
+        target=k.V1ObjectReference(kind="Node", name="n1"),
+    )
     with pytest.raises(ValueError, match="target"):
         await k.CoreV1Api(client).create_namespaced_binding("default", body)
     assert kube.get("Pod", "p")["spec"]["nodeName"] == "n1"

@@ -23,7 +23,9 @@ pytestmark = pytest.mark.integration
 SCHEDULER = "allot-scheduler"
 
 
-def ours(name: str, *, namespace: str = "team", node: str = "", gates: bool = False, **kw: Any) -> dict[str, Any]:
+def ours(
+    name: str, *, namespace: str = "team", node: str = "", gates: bool = False, **kw: Any
+) -> dict[str, Any]:
     pod = a_pod(name, namespace=namespace, **kw)
     del pod["metadata"]["uid"]  # the API server assigns it
     pod["spec"]["schedulerName"] = SCHEDULER
@@ -36,13 +38,18 @@ def ours(name: str, *, namespace: str = "team", node: str = "", gates: bool = Fa
 
 
 def a_podgroup(name: str, namespace: str = "team", min_member: int = 2) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": namespace}, "spec": {"minMember": min_member}}
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member},
+    }
 
 
 def sync_for(store: Any, client: Any, registry: Any = None) -> KubeSync:
-    return KubeSync(store=store, client=client, watch_timeout=2, backoff=(0.05, 0.2), absent_retry=0.5,
-                    registry=registry)
+    return KubeSync(
+        store=store, client=client, watch_timeout=2, backoff=(0.05, 0.2), absent_retry=0.5, registry=registry
+    )
 
 
 @pytest.fixture
@@ -79,14 +86,28 @@ def has(log_of: Any) -> Any:
     return check
 
 
-async def test_objects_are_recorded_once_and_only_real_changes_count(kube: FakeKube, store: Any, client: Any,
-                                                                     running: Any, eventually: Any, log_of: Any,
-                                                                     kinds: Any, settle: Any):
+async def test_objects_are_recorded_once_and_only_real_changes_count(
+    kube: FakeKube,
+    store: Any,
+    client: Any,
+    running: Any,
+    eventually: Any,
+    log_of: Any,
+    kinds: Any,
+    settle: Any,
+):
     quota = kube.create(a_quota("q", namespace="team"))
     kube.create(a_podgroup("pg"))
     waiting = kube.create(ours("a", gpus=1))
-    kube.create(ours("bound", node="n1", annotations={
-        "scheduling.koordinator.sh/device-allocated": '{"gpu":[{"minor":0,"resources":{}}]}'}))
+    kube.create(
+        ours(
+            "bound",
+            node="n1",
+            annotations={
+                "scheduling.koordinator.sh/device-allocated": '{"gpu":[{"minor":0,"resources":{}}]}'
+            },
+        )
+    )
     kube.create({**ours("other"), "spec": {**ours("other")["spec"], "schedulerName": "default-scheduler"}})
 
     sync = sync_for(store, client)
@@ -95,28 +116,50 @@ async def test_objects_are_recorded_once_and_only_real_changes_count(kube: FakeK
         await eventually(lambda: sync.synced, what="first lists")
         await settle(store)
         assert await kinds(store) == {
-            ("quota.applied", "quota:team/q"): 1, ("podgroup.applied", "podgroup:team/pg"): 1,
-            ("pod.submitted", "pod:team/a"): 1, ("pod.observed", "pod:team/bound"): 1}
+            ("quota.applied", "quota:team/q"): 1,
+            ("podgroup.applied", "podgroup:team/pg"): 1,
+            ("pod.submitted", "pod:team/a"): 1,
+            ("pod.observed", "pod:team/bound"): 1,
+        }
         # The same events `allot apply` records for the same objects (minus server bookkeeping and status).
         recorded = {s: p for _, s, p in await log_of(store, producer=PRODUCER)}
-        expected_stream, expected = to_input(Document(source="x", index=0, body=normalize_pod(
-            {**kube.get("Pod", "a", "team"), "apiVersion": "v1", "kind": "Pod"}))).events[0]
-        assert recorded[expected_stream] == {"type": "pod.submitted.v1", **_payload(expected)}
+        expected_stream, expected = to_input(
+            Document(
+                source="x",
+                index=0,
+                body=normalize_pod({**kube.get("Pod", "a", "team"), "apiVersion": "v1", "kind": "Pod"}),
+            )
+        ).events[0]
+        assert recorded[expected_stream] == {"type": "pod.submitted.v2", **_payload(expected)}
         assert "managedFields" not in recorded["pod:team/a"]["manifest"]["metadata"]
         assert recorded["pod:team/a"]["uid"] == waiting["metadata"]["uid"]
         # Pods are watched with our scheduler's field selector; custom resources in full.
         assert kube.count("GET", "/api/v1/pods$", query=None) >= 2
-        assert any(q.get("fieldSelector") == f"spec.schedulerName={SCHEDULER}" for m, p, q in kube.requests
-                   if p == "/api/v1/pods")
+        assert any(
+            q.get("fieldSelector") == f"spec.schedulerName={SCHEDULER}"
+            for m, p, q in kube.requests
+            if p == "/api/v1/pods"
+        )
 
         # Heartbeats and Allot's own writes are not input.
         kube.set_phase("bound", "Running", "team")
         kube.heartbeat("Pod", "a", "team")
-        kube.update("ElasticQuota", "q", lambda o: (
-            o["metadata"].setdefault("annotations", {}).update({
-                "quota.scheduling.koordinator.sh/runtime": '{"cpu":"2"}',
-                "quota.scheduling.koordinator.sh/request": '{"cpu":"1"}'}),
-            o.setdefault("status", {}).update({"used": {"cpu": "1"}})), "team")
+        kube.update(
+            "ElasticQuota",
+            "q",
+            lambda o: (
+                o["metadata"]
+                .setdefault("annotations", {})
+                .update(
+                    {
+                        "quota.scheduling.koordinator.sh/runtime": '{"cpu":"2"}',
+                        "quota.scheduling.koordinator.sh/request": '{"cpu":"1"}',
+                    }
+                ),
+                o.setdefault("status", {}).update({"used": {"cpu": "1"}}),
+            ),
+            "team",
+        )
         kube.update("Pod", "a", lambda o: o["metadata"]["labels"].update({"touched": "yes"}), "team")
         kube.bookmark()
         await settle(store)
@@ -145,8 +188,13 @@ async def test_objects_are_recorded_once_and_only_real_changes_count(kube: FakeK
         assert counts[("pod.deleted", "pod:team/a")] == 1
         assert counts[("quota.deleted", "quota:team/q")] == 1
         deleted = [p for t, s, p in await log_of(store, producer=PRODUCER) if t == "pod.deleted"]
-        assert deleted == [{"type": "pod.deleted.v1", "pod": {"namespace": "team", "name": "a"},
-                            "uid": waiting["metadata"]["uid"]}]
+        assert deleted == [
+            {
+                "type": "pod.deleted.v1",
+                "pod": {"namespace": "team", "name": "a"},
+                "uid": waiting["metadata"]["uid"],
+            }
+        ]
         assert quota["metadata"]["uid"]  # (the quota's deletion is keyed by its uid)
     finally:
         await runner.close()
@@ -155,12 +203,14 @@ async def test_objects_are_recorded_once_and_only_real_changes_count(kube: FakeK
 def _payload(event: Any) -> dict[str, Any]:
     import msgspec
 
-    return {k: v for k, v in msgspec.to_builtins(event).items() if k != "type"}
+    from allot_contracts.envelope import canonical
+
+    return {k: v for k, v in msgspec.json.decode(canonical(event)).items() if k != "type"}
 
 
-async def test_after_410_the_relist_records_what_the_watch_missed(kube: FakeKube, store: Any, client: Any,
-                                                                 running: Any, eventually: Any, kinds: Any,
-                                                                 settle: Any, has: Any):
+async def test_after_410_the_relist_records_what_the_watch_missed(
+    kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any, kinds: Any, settle: Any, has: Any
+):
     kube.create(a_quota("q", namespace="team"))
     kube.create(ours("a"))
     kube.create(ours("b"))
@@ -169,7 +219,9 @@ async def test_after_410_the_relist_records_what_the_watch_missed(kube: FakeKube
     try:
         await eventually(lambda: sync.synced, what="first lists")
         await settle(store)
-        lists_before = kube.count("GET", "/api/v1/pods$", query=None) - kube.count("GET", "/api/v1/pods$", "watch")
+        lists_before = kube.count("GET", "/api/v1/pods$", query=None) - kube.count(
+            "GET", "/api/v1/pods$", "watch"
+        )
         # Gone while no watch event could say so; the history is compacted, so the watches get 410.
         kube.delete_quietly("Pod", "b", "team")
         kube.delete_quietly("ElasticQuota", "q", "team")
@@ -191,9 +243,16 @@ async def test_after_410_the_relist_records_what_the_watch_missed(kube: FakeKube
         await runner.close()
 
 
-async def test_a_restart_records_nothing_twice_and_catches_up(kube: FakeKube, store: Any, client: Any,
-                                                             running: Any, eventually: Any, log_of: Any,
-                                                             kinds: Any, settle: Any):
+async def test_a_restart_records_nothing_twice_and_catches_up(
+    kube: FakeKube,
+    store: Any,
+    client: Any,
+    running: Any,
+    eventually: Any,
+    log_of: Any,
+    kinds: Any,
+    settle: Any,
+):
     kube.create(a_quota("q", namespace="team"))
     first_a = kube.create(ours("a"))
     kube.create(ours("b"))
@@ -220,18 +279,23 @@ async def test_a_restart_records_nothing_twice_and_catches_up(kube: FakeKube, st
         counts = await kinds(store)
         assert counts == {
             ("quota.applied", "quota:team/q"): 2,
-            ("pod.submitted", "pod:team/a"): 2, ("pod.deleted", "pod:team/a"): 1,
-            ("pod.submitted", "pod:team/b"): 1, ("pod.deleted", "pod:team/b"): 1,
+            ("pod.submitted", "pod:team/a"): 2,
+            ("pod.deleted", "pod:team/a"): 1,
+            ("pod.submitted", "pod:team/b"): 1,
+            ("pod.deleted", "pod:team/b"): 1,
             ("pod.submitted", "pod:team/c"): 1,
         }
     lives = [(t, p["uid"]) for t, s, p in await log_of(store, producer=PRODUCER) if s == "pod:team/a"]
-    assert lives == [("pod.submitted", first_a["metadata"]["uid"]), ("pod.deleted", first_a["metadata"]["uid"]),
-                     ("pod.submitted", second_a["metadata"]["uid"])]
+    assert lives == [
+        ("pod.submitted", first_a["metadata"]["uid"]),
+        ("pod.deleted", first_a["metadata"]["uid"]),
+        ("pod.submitted", second_a["metadata"]["uid"]),
+    ]
 
 
-async def test_a_custom_resource_that_is_not_installed_does_not_hold_up_pods(store: Any, tmp_path: Any,
-                                                                            running: Any, eventually: Any,
-                                                                            has: Any):
+async def test_a_custom_resource_that_is_not_installed_does_not_hold_up_pods(
+    store: Any, tmp_path: Any, running: Any, eventually: Any, has: Any
+):
     from allot_runtime.kube import api_client
 
     without_profiles = tuple(r for r in RESOURCES if r.kind != "ElasticQuotaProfile")
@@ -254,8 +318,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_the_process_serves_health_readiness_and_metrics(kube: FakeKube, database_url: str, tmp_path: Any,
-                                                               monkeypatch: pytest.MonkeyPatch, eventually: Any):
+async def test_the_process_serves_health_readiness_and_metrics(
+    kube: FakeKube, database_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, eventually: Any
+):
     from allot_cli.kube.process import run_kube_sync
 
     port = _free_port()
@@ -271,6 +336,7 @@ async def test_the_process_serves_health_readiness_and_metrics(kube: FakeKube, d
     task = asyncio.create_task(run_kube_sync(stop=stop))
     try:
         async with aiohttp.ClientSession() as http:
+
             async def ready() -> bool:
                 with contextlib.suppress(aiohttp.ClientError):
                     async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
@@ -291,9 +357,9 @@ async def test_the_process_serves_health_readiness_and_metrics(kube: FakeKube, d
         root.setLevel(level)
 
 
-async def test_what_the_log_cannot_store_is_skipped_and_counted_once(kube: FakeKube, store: Any, client: Any,
-                                                                     running: Any, eventually: Any, has: Any,
-                                                                     kinds: Any, settle: Any):
+async def test_what_the_log_cannot_store_is_skipped_and_counted_once(
+    kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any, has: Any, kinds: Any, settle: Any
+):
     kube.create(ours("bad", annotations={"note": "nul\x00inside"}))
     kube.create(ours("good"))
     from prometheus_client import CollectorRegistry

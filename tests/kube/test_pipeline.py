@@ -41,13 +41,25 @@ def pod_for_us(name: str, gpus: int, annotations: dict[str, str] | None = None) 
 
 def context(stack: InProcessStack, service: str, instance: str, database_url: str) -> ServiceContext:
     runtime = stack.runtimes[f"{service}@{instance}" if instance else service]
-    settings = ServiceSettings(service=service, database_url=database_url, kube_mode="kubernetes", instance=instance)
-    return ServiceContext(settings=settings, store=stack.store, nc=None, metrics=Metrics(service), runtime=runtime)
+    settings = ServiceSettings(
+        service=service, database_url=database_url, kube_mode="kubernetes", instance=instance
+    )
+    return ServiceContext(
+        settings=settings, store=stack.store, nc=None, metrics=Metrics(service), runtime=runtime
+    )
 
 
 async def test_pods_in_the_cluster_are_bound_through_the_api_server_with_their_devices(
-        kube: FakeKube, tmp_path: Any, database_url: str, nats_server_url: str, bus_names: dict[str, str],
-        monkeypatch: pytest.MonkeyPatch, client: Any, eventually: Any, log_of: Any) -> None:
+    kube: FakeKube,
+    tmp_path: Any,
+    database_url: str,
+    nats_server_url: str,
+    bus_names: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    client: Any,
+    eventually: Any,
+    log_of: Any,
+) -> None:
     for node in ("n1", "n2"):
         kube.create(a_node(node, gpus=4))
         kube.create(a_gpu_device(node, gpus=4))
@@ -56,14 +68,22 @@ async def test_pods_in_the_cluster_are_bound_through_the_api_server_with_their_d
     pods |= {"duo-0": 1, "duo-1": 1}
     for name, gpus in pods.items():
         kube.create(pod_for_us(name, gpus, gang if name.startswith("duo") else None))
-    kube.create({**pod_for_us("not-ours", 1), "spec": {**pod_for_us("not-ours", 1)["spec"],
-                                                        "schedulerName": "default-scheduler"}})
+    kube.create(
+        {
+            **pod_for_us("not-ours", 1),
+            "spec": {**pod_for_us("not-ours", 1)["spec"], "schedulerName": "default-scheduler"},
+        }
+    )
     monkeypatch.setenv("ALLOT_KUBECONFIG", kube.kubeconfig(tmp_path))
 
     stop = asyncio.Event()
-    async with InProcessStack(database_url, nats_server_url, BusNames(**bus_names),
-                              configs={"binder": {"mode": "kubernetes"}},
-                              instances={"node-reporter": ["n1", "n2"]}) as stack:
+    async with InProcessStack(
+        database_url,
+        nats_server_url,
+        BusNames(**bus_names),
+        configs={"binder": {"mode": "kubernetes"}},
+        instances={"node-reporter": ["n1", "n2"]},
+    ) as stack:
         sync = KubeSync(store=stack.store, client=client, watch_timeout=5)
         tasks = [
             asyncio.create_task(kube_watch(context(stack, "node-reporter", "n1", database_url), stop)),
@@ -72,6 +92,7 @@ async def test_pods_in_the_cluster_are_bound_through_the_api_server_with_their_d
             asyncio.create_task(sync.run(stop)),
         ]
         try:
+
             def all_bound() -> bool:
                 return all((kube.get("Pod", name) or {}).get("spec", {}).get("nodeName") for name in pods)
 
@@ -91,26 +112,42 @@ async def test_pods_in_the_cluster_are_bound_through_the_api_server_with_their_d
                 assert len(allocation["gpu"]) == pods[binding["metadata"]["name"]]
                 pod = kube.get("Pod", binding["metadata"]["name"])
                 assert pod["spec"]["nodeName"] == binding["target"]["name"]
-                assert pod["metadata"]["annotations"][ALLOCATED] == binding["metadata"]["annotations"][ALLOCATED]
+                assert (
+                    pod["metadata"]["annotations"][ALLOCATED] == binding["metadata"]["annotations"][ALLOCATED]
+                )
             bound = await log_of(stack.store, types={"pod.bound"})
             assert collections.Counter(s for _, s, _ in bound) == {f"pod:default/{n}": 1 for n in pods}
             assert {p["mode"] for _, _, p in bound} == {"kubernetes"}
             assert {r.producer async for r in stack.store.iterate(types={"pod.bound"})} == {"binder.kube"}
             # Each node instance recorded its own node; kube-sync recorded the pods once, not their binding.
-            producers = collections.Counter([r.producer async for r in stack.store.iterate(
-                types={"node.applied", "device.applied", "pod.submitted", "pod.observed"})])
-            assert producers == {"node-reporter@n1.kube": 2, "node-reporter@n2.kube": 2, "kube-sync": len(pods)}
+            producers = collections.Counter(
+                [
+                    r.producer
+                    async for r in stack.store.iterate(
+                        types={"node.applied", "device.applied", "pod.submitted", "pod.observed"}
+                    )
+                ]
+            )
+            assert producers == {
+                "node-reporter@n1.kube": 2,
+                "node-reporter@n2.kube": 2,
+                "kube-sync": len(pods),
+            }
             # GPUs are never handed out twice on a node.
             minors = collections.Counter(
-                (b["target"]["name"], d["minor"]) for b in kube.bindings
-                for d in json.loads(b["metadata"]["annotations"][ALLOCATED])["gpu"])
+                (b["target"]["name"], d["minor"])
+                for b in kube.bindings
+                for d in json.loads(b["metadata"]["annotations"][ALLOCATED])["gpu"]
+            )
             assert max(minors.values()) == 1
 
             # A pod deleted in the cluster frees its devices.
             kube.delete("Pod", "p1")
 
             async def released() -> bool:
-                return any(s == "pod:default/p1" for _, s, _ in await log_of(stack.store, types={"pod.released"}))
+                return any(
+                    s == "pod:default/p1" for _, s, _ in await log_of(stack.store, types={"pod.released"})
+                )
 
             await eventually(released, timeout=15, what="p1 released")
         finally:

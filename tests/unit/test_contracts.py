@@ -43,16 +43,27 @@ def test_committed_schemas_match_the_code():
 
 def test_canonical_bytes_ignore_key_order_and_whitespace():
     assert canonical({"b": 1, "a": [2, {"d": 3, "c": 4}]}) == b'{"a":[2,{"c":4,"d":3}],"b":1}'
-    assert canonical(json.loads('{ "b" : 1 , "a" : [2, {"d":3,"c":4}] }')) == canonical({"a": [2, {"c": 4, "d": 3}], "b": 1})
+    assert canonical(json.loads('{ "b" : 1 , "a" : [2, {"d":3,"c":4}] }')) == canonical(
+        {"a": [2, {"c": 4, "d": 3}], "b": 1}
+    )
 
 
 def test_the_hash_covers_content_and_the_previous_hash():
-    new = NewEvent(stream_id="pod:default/x", event=PodDeleted(pod=ObjectRef(namespace="default", name="x")),
-                   event_id="00000000-0000-0000-0000-000000000001")
+    new = NewEvent(
+        stream_id="pod:default/x",
+        event=PodDeleted(pod=ObjectRef(namespace="default", name="x")),
+        event_id="00000000-0000-0000-0000-000000000001",
+    )
     a = prepare(new, position=1, stream_version=1, producer="api", recorded_at=5, prev_hash=GENESIS_HASH)
     assert a.expected_hash(GENESIS_HASH) == a.hash
-    assert prepare(new, position=1, stream_version=1, producer="api", recorded_at=6, prev_hash=GENESIS_HASH).hash != a.hash
-    assert prepare(new, position=1, stream_version=1, producer="api", recorded_at=5, prev_hash=a.hash).hash != a.hash
+    assert (
+        prepare(new, position=1, stream_version=1, producer="api", recorded_at=6, prev_hash=GENESIS_HASH).hash
+        != a.hash
+    )
+    assert (
+        prepare(new, position=1, stream_version=1, producer="api", recorded_at=5, prev_hash=a.hash).hash
+        != a.hash
+    )
     # the stored JSON may be re-formatted by the database (jsonb); the hash is over canonical bytes
     spaced = msgspec.structs.replace(a, payload=json.dumps(json.loads(a.payload), indent=2).encode())
     assert spaced.expected_hash(GENESIS_HASH) == a.hash
@@ -60,7 +71,20 @@ def test_the_hash_covers_content_and_the_previous_hash():
 
 def test_derived_event_ids_are_stable_and_distinct():
     assert derived_event_id("svc", "t1", 0) == derived_event_id("svc", "t1", 0)
-    assert len({derived_event_id("svc", "t1", i) for i in range(5)} | {derived_event_id("other", "t1", 0)}) == 6
+    assert (
+        len({derived_event_id("svc", "t1", i) for i in range(5)} | {derived_event_id("other", "t1", 0)}) == 6
+    )
+
+
+@pytest.mark.parametrize("producer", ["device-allocator", "qos-enforcer@node-7", "séance"])
+def test_derived_event_ids_are_the_uuid5_of_producer_trigger_and_index(producer):
+    import uuid
+
+    from allot_contracts.envelope import ALLOT_NS
+
+    for trigger, index in [("6f1c3d1e-5b7a-4f43-9c1b-2a8e7d0c4b11", 0), ("t", 7), ("", 123)]:
+        expected = str(uuid.uuid5(ALLOT_NS, f"{producer}/{trigger}/{index}"))
+        assert derived_event_id(producer, trigger, index) == expected
 
 
 def test_upcasters_follow_the_chain_and_refuse_cycles():

@@ -23,14 +23,18 @@ def test_a_placed_pod_shows_its_timeline_and_placement():
     s.apply(a_pod("p", gpus=1))
     lines = explained(s, "default/p")
     timeline = [line.split()[2] for line in lines if line.startswith("  #")]
-    assert timeline[:2] == ["pod.submitted", "pod.enqueued"] and "pod.bound" in timeline
-    assert section(lines, "placement:") == [next(line for line in lines if line.startswith("placement: node n1"))]
+    assert timeline[:2] == ["pod.submitted", "quota.admitted"] and "pod.bound" in timeline
+    assert section(lines, "placement:") == [
+        next(line for line in lines if line.startswith("placement: node n1"))
+    ]
     assert section(lines, "why not:") == []
 
 
 def test_a_pod_now_waiting_for_quota_shows_the_quota_reason_not_an_old_node_reason():
     s = Scenario()
-    s.apply(a_node("n1", gpus=2), a_gpu_device("n1", gpus=2), a_node("n1b", gpus=2), a_gpu_device("n1b", gpus=2))
+    s.apply(
+        a_node("n1", gpus=2), a_gpu_device("n1", gpus=2), a_node("n1b", gpus=2), a_gpu_device("n1b", gpus=2)
+    )
     s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "6"}))
     s.apply(a_pod("a", namespace="team", gpus=4))  # admitted, but no node has 4 GPUs
     s.apply(a_pod("b", namespace="team", gpus=2), a_pod("c", namespace="team", gpus=2))
@@ -68,8 +72,27 @@ def test_the_member_that_completes_a_gang_sees_its_groups_events():
 def test_a_gang_that_does_not_fit_shows_why_even_after_its_holds_are_given_back():
     s = Scenario()
     s.apply(a_node("n1", gpus=8), a_gpu_device("n1", gpus=8))
-    gang = {"gang.scheduling.koordinator.sh/name": "train", "gang.scheduling.koordinator.sh/min-available": "4"}
+    gang = {
+        "gang.scheduling.koordinator.sh/name": "train",
+        "gang.scheduling.koordinator.sh/min-available": "4",
+    }
     s.apply(*(a_pod(f"t{i}", gpus=4, annotations=gang) for i in range(4)))
     lines = explained(s, "default/t0")
     assert section(lines, "why not:") and "needs 4 GPU(s) on one node" in section(lines, "why not:")[0]
     assert section(lines, "placement:") == []
+
+
+def test_what_the_door_read_but_does_not_act_on_is_shown():
+    s = Scenario()
+    s.apply(a_node("n1"))
+    pod = a_pod("p")
+    pod["spec"]["affinity"] = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    s.apply(pod)
+    lines = explained(s, "default/p")
+    assert [line for line in section(lines, "not acted on:") if "podAffinity" in line], lines

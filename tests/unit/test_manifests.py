@@ -15,29 +15,80 @@ def problems(body: dict) -> list[str]:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}}, "kind: unsupported apiVersion/kind v1 Service"),
-        ({"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {"containers": [{}]}}, "metadata.name: is required"),
-        ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}, "spec.containers: at least one"),
+        (
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}},
+            "kind: unsupported apiVersion/kind v1 Service",
+        ),
+        (
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {"containers": [{}]}},
+            "metadata.name: is required",
+        ),
+        (
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}},
+            "spec.containers: at least one",
+        ),
         (a_pod("p", extra={"cpu": "lots"}), "spec.containers[0].resources.requests[cpu]"),
         (a_pod("p", extra={"nvidia.com/gpu": "-1"}), "must be greater than or equal to 0"),
         (a_pod("p", extra={"koordinator.sh/gpu-core": "101"}), "koordinator.sh/gpu-core"),
-        (a_pod("p", annotations={"gang.scheduling.koordinator.sh/min-available": "two",
-                                 "gang.scheduling.koordinator.sh/name": "g"}),
-         'metadata.annotations["gang.scheduling.koordinator.sh/min-available"]'),
-        (a_pod("p", annotations={"scheduling.koordinator.sh/device-allocate-hint": "{not json"}),
-         "scheduling.koordinator.sh/device-allocate-hint"),
-        ({**a_pod("p"), "metadata": {"name": "p", "labels": {"a": "x\x00y"}}}, "metadata.labels.a: must not contain NUL"),
+        (
+            a_pod(
+                "p",
+                annotations={
+                    "gang.scheduling.koordinator.sh/min-available": "two",
+                    "gang.scheduling.koordinator.sh/name": "g",
+                },
+            ),
+            'metadata.annotations["gang.scheduling.koordinator.sh/min-available"]',
+        ),
+        (
+            a_pod("p", annotations={"scheduling.koordinator.sh/device-allocate-hint": "{not json"}),
+            "scheduling.koordinator.sh/device-allocate-hint",
+        ),
+        (
+            {**a_pod("p"), "metadata": {"name": "p", "labels": {"a": "x\x00y"}}},
+            "metadata.labels.a: must not contain NUL",
+        ),
         (a_node("n", cpu="-4"), "status.allocatable[cpu]"),
-        ({"apiVersion": "allot.dev/v1", "kind": "Delete", "spec": {"kind": "Secret", "name": "x"}}, "spec.kind: must be one of"),
+        (
+            {"apiVersion": "allot.dev/v1", "kind": "Delete", "spec": {"kind": "Secret", "name": "x"}},
+            "spec.kind: must be one of",
+        ),
         ({"apiVersion": "allot.dev/v1", "kind": "AdvanceClock", "spec": {"seconds": -1}}, "spec.seconds"),
-        ({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota", "metadata": {"name": "q"},
-          "spec": {"max": {"cpu": "1"}, "min": {"cpu": "2"}}}, "spec.min[cpu]"),
-        ({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "g"},
-          "spec": {"minMember": -3}}, "spec.minMember"),
+        (
+            {
+                "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+                "kind": "ElasticQuota",
+                "metadata": {"name": "q"},
+                "spec": {"max": {"cpu": "1"}, "min": {"cpu": "2"}},
+            },
+            "spec.min[cpu]",
+        ),
+        (
+            {
+                "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "g"},
+                "spec": {"minMember": -3},
+            },
+            "spec.minMember",
+        ),
     ],
-    ids=["unknown-kind", "no-name", "no-containers", "bad-quantity", "negative", "gpu-core-alone",
-         "gang-min-not-int", "hint-not-json", "nul-char", "node-negative-cpu", "delete-unknown-kind",
-         "negative-clock", "quota-min-over-max", "podgroup-negative"],
+    ids=[
+        "unknown-kind",
+        "no-name",
+        "no-containers",
+        "bad-quantity",
+        "negative",
+        "gpu-core-alone",
+        "gang-min-not-int",
+        "hint-not-json",
+        "nul-char",
+        "node-negative-cpu",
+        "delete-unknown-kind",
+        "negative-clock",
+        "quota-min-over-max",
+        "podgroup-negative",
+    ],
 )
 def test_invalid_documents_are_refused_with_the_field(body, expected):
     found = problems(body)
@@ -48,17 +99,27 @@ def test_invalid_documents_are_refused_with_the_field(body, expected):
 
 def test_valid_documents_become_input_events():
     pod = to_input(Document(source="f", index=0, body=a_pod("p", namespace="ns")))
-    (stream, event), = pod.events
-    assert stream == "pod:ns/p" and event.__struct_config__.tag == "pod.submitted.v1"
+    ((stream, event),) = pod.events
+    assert stream == "pod:ns/p" and event.__struct_config__.tag == "pod.submitted.v2"
     bound = a_pod("q")
     bound["spec"]["nodeName"] = "n1"
-    (_, observed), = to_input(Document(source="f", index=1, body=bound)).events
-    assert observed.__struct_config__.tag == "pod.observed.v1"
-    clock = to_input(Document(source="f", index=2, body={"apiVersion": "allot.dev/v1", "kind": "AdvanceClock",
-                                                          "spec": {"seconds": 30}}))
+    ((_, observed),) = to_input(Document(source="f", index=1, body=bound)).events
+    assert observed.__struct_config__.tag == "pod.observed.v2"
+    clock = to_input(
+        Document(
+            source="f",
+            index=2,
+            body={"apiVersion": "allot.dev/v1", "kind": "AdvanceClock", "spec": {"seconds": 30}},
+        )
+    )
     assert clock.advance_seconds == 30 and not clock.events
-    ignored = to_input(Document(source="f", index=3, body={"apiVersion": "scheduling.koordinator.sh/v1alpha1",
-                                                           "kind": "Reservation", "metadata": {"name": "r"}}))
+    ignored = to_input(
+        Document(
+            source="f",
+            index=3,
+            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+        )
+    )
     assert ignored.ignored and ignored.events[0][1].__struct_config__.tag == "object.ignored.v1"
 
 
@@ -88,9 +149,18 @@ def _set(path: str, value):
         ("pod", "status", ["x"], "status: must be an object"),
         ("pod", "spec.containers", ["x"], "spec.containers[0]: must be a container object"),
         ("pod", "spec.containers[0].resources", "x", "spec.containers[0].resources: must be an object"),
-        ("pod", "spec.containers[0].resources.requests", ["x"], "spec.containers[0].resources.requests: must be a"),
-        ("pod", "spec.containers[0].resources.limits", {"nvidia.com/gpu": "-1"},
-         "spec.containers[0].resources.limits[nvidia.com/gpu]"),
+        (
+            "pod",
+            "spec.containers[0].resources.requests",
+            ["x"],
+            "spec.containers[0].resources.requests: must be a",
+        ),
+        (
+            "pod",
+            "spec.containers[0].resources.limits",
+            {"nvidia.com/gpu": "-1"},
+            "spec.containers[0].resources.limits[nvidia.com/gpu]",
+        ),
         ("pod", "spec.initContainers", "x", "spec.initContainers: must be a list"),
         ("pod", "spec.overhead", ["x"], "spec.overhead: must be a mapping"),
         ("pod", "spec.affinity", "x", "spec.affinity: must be an object"),
@@ -99,7 +169,12 @@ def _set(path: str, value):
         ("node", "metadata.annotations", ["a"], "metadata.annotations"),
         ("node", "spec.unschedulable", "yes", "spec.unschedulable: must be true or false"),
         ("device", "spec.devices[0].topology", "x", "spec.devices[0].topology: must be a mapping"),
-        ("device", "spec.devices[0].topology.nodeID", "abc", "spec.devices[0].topology.nodeID: must be an integer"),
+        (
+            "device",
+            "spec.devices[0].topology.nodeID",
+            "abc",
+            "spec.devices[0].topology.nodeID: must be an integer",
+        ),
         ("device", "spec.devices[0].vfGroups", "x", "spec.devices[0].vfGroups: must be a list"),
         ("device", "metadata.name", 5, "metadata.name: must be a string"),
     ],

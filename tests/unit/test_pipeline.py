@@ -10,8 +10,15 @@ import pytest
 from allot_testing.builders import a_gpu_device, a_node, a_pod, a_quota
 from allot_testing.scenario import Scenario
 
-POD_PATH = ["pod.submitted", "pod.enqueued", "quota.admitted", "reservation.resolved", "pod.placed", "pod.bound",
-            "qos.recorded"]
+# A plain pod: the gang gate lets it through as it arrives (no event), quota admission takes it from pod.submitted.
+POD_PATH = [
+    "pod.submitted",
+    "quota.admitted",
+    "reservation.resolved",
+    "pod.placed",
+    "pod.bound",
+    "qos.recorded",
+]
 
 
 def gpu_cluster(s: Scenario, nodes: int = 1, gpus: int = 8) -> Scenario:
@@ -49,10 +56,15 @@ def test_an_invalid_device_request_is_rejected_once_and_never_retried():
     s = gpu_cluster(Scenario())
     bad = a_pod("bad", extra={"koordinator.sh/gpu-core": "150", "koordinator.sh/gpu-memory-ratio": "150"})
     # admission would refuse it up front; the services must refuse it too when it arrives another way
-    s.sim.apply(__import__("allot_cli.manifests", fromlist=["to_input"]).to_input(
-        __import__("allot_cli.manifests", fromlist=["Document"]).Document(source="t", index=0, body=bad)))
+    s.sim.apply(
+        __import__("allot_cli.manifests", fromlist=["to_input"]).to_input(
+            __import__("allot_cli.manifests", fromlist=["Document"]).Document(source="t", index=0, body=bad)
+        )
+    )
     rejected = s.of_type("pod.rejected")
-    assert len(rejected) == 1 and rejected[0]["stage"] == "device-allocator"
+    assert (
+        len(rejected) == 1 and rejected[0]["stage"] == "admission"
+    )  # the door's issues, recorded by the first hop
     assert "koordinator.sh/gpu-core" in rejected[0]["message"]
     s.apply(a_node("node-more", gpus=8), a_gpu_device("node-more", gpus=8))
     assert len(s.of_type("pod.rejected")) == 1
@@ -78,12 +90,27 @@ def test_a_pod_waits_for_quota_and_is_admitted_when_it_frees():
 def test_borrowing_is_on_the_record():
     s = gpu_cluster(Scenario())
     s.apply(
-        a_quota("parent", namespace="q", max={"cpu": "64", "memory": "256Gi"}, min={"cpu": "64", "memory": "256Gi"},
-                labels={"quota.scheduling.koordinator.sh/is-parent": "true"}),
-        a_quota("lender", namespace="q", max={"cpu": "64", "memory": "256Gi"}, min={"cpu": "32", "memory": "128Gi"},
-                labels={"quota.scheduling.koordinator.sh/parent": "parent"}),
-        a_quota("borrower", namespace="q", max={"cpu": "64", "memory": "256Gi"}, min={"cpu": "8", "memory": "32Gi"},
-                labels={"quota.scheduling.koordinator.sh/parent": "parent"}),
+        a_quota(
+            "parent",
+            namespace="q",
+            max={"cpu": "64", "memory": "256Gi"},
+            min={"cpu": "64", "memory": "256Gi"},
+            labels={"quota.scheduling.koordinator.sh/is-parent": "true"},
+        ),
+        a_quota(
+            "lender",
+            namespace="q",
+            max={"cpu": "64", "memory": "256Gi"},
+            min={"cpu": "32", "memory": "128Gi"},
+            labels={"quota.scheduling.koordinator.sh/parent": "parent"},
+        ),
+        a_quota(
+            "borrower",
+            namespace="q",
+            max={"cpu": "64", "memory": "256Gi"},
+            min={"cpu": "8", "memory": "32Gi"},
+            labels={"quota.scheduling.koordinator.sh/parent": "parent"},
+        ),
     )
     pod = a_pod("big", namespace="q", cpu="16", labels={"quota.scheduling.koordinator.sh/name": "borrower"})
     s.apply(pod)
@@ -93,8 +120,10 @@ def test_borrowing_is_on_the_record():
     cpu = next(f for f in borrow if f["dimension"] == "cpu" and f["direction"] == "borrow")
     assert cpu["amount"] == "8" and cpu["quota"] == "borrower"
     # funded by the sibling's idle min (32) and the parent's unassigned min (64 - 40 = 24), split 32:24
-    assert {(lender["quota"], lender["amount"]) for lender in cpu["lenders"]} == {("lender", "4571m"),
-                                                                                  ("parent", "3429m")}
+    assert {(lender["quota"], lender["amount"]) for lender in cpu["lenders"]} == {
+        ("lender", "4571m"),
+        ("parent", "3429m"),
+    }
 
 
 def test_a_more_important_pod_preempts_within_its_quota():
@@ -116,9 +145,17 @@ def test_a_more_important_pod_preempts_within_its_quota():
 
 def test_non_preemptible_pods_are_never_victims():
     s = gpu_cluster(Scenario())
-    s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "4"},
-                    min={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "4"}))
-    low = a_pod("low", namespace="team", gpus=4, labels={"quota.scheduling.koordinator.sh/preemptible": "false"})
+    s.apply(
+        a_quota(
+            "team",
+            namespace="team",
+            max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "4"},
+            min={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "4"},
+        )
+    )
+    low = a_pod(
+        "low", namespace="team", gpus=4, labels={"quota.scheduling.koordinator.sh/preemptible": "false"}
+    )
     low["spec"]["priority"] = 10
     high = a_pod("high", namespace="team", gpus=4)
     high["spec"]["priority"] = 1000
@@ -127,10 +164,20 @@ def test_non_preemptible_pods_are_never_victims():
     assert s.phase("team/low") == "Bound" and s.phase("team/high") == "Waiting"
 
 
-def gang_pod(name: str, *, gang: str = "job", minimum: int = 3, gpus: int = 2, namespace: str = "ml",
-             extra: dict[str, str] | None = None) -> dict:
-    annotations = {"gang.scheduling.koordinator.sh/name": gang,
-                   "gang.scheduling.koordinator.sh/min-available": str(minimum), **(extra or {})}
+def gang_pod(
+    name: str,
+    *,
+    gang: str = "job",
+    minimum: int = 3,
+    gpus: int = 2,
+    namespace: str = "ml",
+    extra: dict[str, str] | None = None,
+) -> dict:
+    annotations = {
+        "gang.scheduling.koordinator.sh/name": gang,
+        "gang.scheduling.koordinator.sh/min-available": str(minimum),
+        **(extra or {}),
+    }
     return a_pod(name, namespace=namespace, gpus=gpus, annotations=annotations)
 
 
@@ -175,18 +222,30 @@ def test_gang_timeout_is_the_configured_one_and_fires_on_recorded_time():
 
 def test_malformed_gang_annotation_is_rejected_with_its_field_path():
     s = Scenario()
-    pod = gang_pod("w0", extra={"gang.scheduling.koordinator.sh/mode": "Sometimes"})
-    s.sim.apply(__import__("allot_cli.manifests", fromlist=["to_input"]).to_input(
-        __import__("allot_cli.manifests", fromlist=["Document"]).Document(source="t", index=0, body=pod)))
+    pod = gang_pod("w0", extra={"gang.scheduling.koordinator.sh/match-policy": "Sometimes"})
+    s.sim.apply(
+        __import__("allot_cli.manifests", fromlist=["to_input"]).to_input(
+            __import__("allot_cli.manifests", fromlist=["Document"]).Document(source="t", index=0, body=pod)
+        )
+    )
     rejected = s.of_type("pod.rejected")
-    assert rejected and rejected[0]["stage"] == "gang-coordinator"
-    assert rejected[0]["errors"][0]["path"] == 'metadata.annotations["gang.scheduling.koordinator.sh/mode"]'
+    assert rejected and rejected[0]["stage"] == "admission"
+    assert (
+        rejected[0]["errors"][0]["path"]
+        == 'metadata.annotations["gang.scheduling.koordinator.sh/match-policy"]'
+    )
 
 
 def test_a_pod_group_object_declares_the_gang():
     s = gpu_cluster(Scenario())
-    s.apply({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
-             "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": 2}})
+    s.apply(
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ml"},
+            "spec": {"minMember": 2},
+        }
+    )
     for i in range(2):
         pod = a_pod(f"m{i}", namespace="ml", gpus=1, labels={"pod-group.scheduling.sigs.k8s.io": "pg"})
         s.apply(pod)
@@ -297,10 +356,11 @@ def test_a_decision_that_does_not_reproduce_is_reported_with_its_field():
     from binder.processor import Binder
 
     many = asyncio.run(verify_many([Host(DeviceAllocator({})), Host(Binder({}))], forged))
-    assert many["device-allocator"] == (checked, mismatches)
+    assert (many["device-allocator"].checked, many["device-allocator"].mismatches) == (checked, mismatches)
     # the forged placement is also an input of the binder: its recorded binding no longer follows from it
-    assert [(m.processor, m.path, m.recomputed) for m in many["binder"][1]] == [
-        ("binder", "outputs[0].payload.node", "node-elsewhere")]
+    assert [(m.processor, m.path, m.recomputed) for m in many["binder"].mismatches] == [
+        ("binder", "outputs[0].payload.node", "node-elsewhere")
+    ]
 
 
 def _churn(s: Scenario, rounds: int, *, start: int, seconds: float = 5) -> None:
@@ -317,13 +377,18 @@ def test_small_pods_cannot_starve_a_gang_forever():
     s.apply(gang_pod("g0", minimum=2, gpus=2), gang_pod("g1", minimum=2, gpus=2))  # needs 4 GPUs at once
     assert s.of_type("gang.group_unschedulable")
     _churn(s, 30, start=0)
-    assert sorted(b["pod"]["name"] for b in s.of_type("pod.bound") if b["pod"]["name"].startswith("g")) == ["g0", "g1"]
+    assert sorted(b["pod"]["name"] for b in s.of_type("pod.bound") if b["pod"]["name"].startswith("g")) == [
+        "g0",
+        "g1",
+    ]
     held = [u for u in s.of_type("pod.unschedulable") if "HeldForGang" in u["codes"]]
     assert held, "small pods were held back while the gang gathered capacity"
 
 
 def test_small_pods_do_starve_a_gang_without_the_protection():
-    s = gpu_cluster(Scenario({"device-allocator": {"queue": {"maxBypasses": 1_000_000, "maxBlockedSeconds": 0}}}))
+    s = gpu_cluster(
+        Scenario({"device-allocator": {"queue": {"maxBypasses": 1_000_000, "maxBlockedSeconds": 0}}})
+    )
     s.apply(*(a_pod(f"small-{i}", namespace="apps", gpus=1) for i in range(8)))
     s.apply(gang_pod("g0", minimum=2, gpus=2), gang_pod("g1", minimum=2, gpus=2))
     _churn(s, 30, start=0)
@@ -342,20 +407,33 @@ def test_a_gang_that_never_fits_cannot_starve_small_pods_forever():
 
 def test_an_elastic_quota_profile_makes_a_tree_of_its_selected_nodes():
     s = Scenario()
-    s.apply(a_node("gpu-a", cpu="32", memory="128Gi", labels={"pool": "gpu"}),
-            a_node("gpu-b", cpu="32", memory="128Gi", labels={"pool": "gpu"}),
-            a_node("cpu-c", cpu="16", memory="64Gi", labels={"pool": "cpu"}))
-    s.apply({"apiVersion": "quota.koordinator.sh/v1alpha1", "kind": "ElasticQuotaProfile",
-             "metadata": {"name": "gpu-pool", "namespace": "kube-system"},
-             "spec": {"quotaName": "gpu-root", "nodeSelector": {"matchLabels": {"pool": "gpu"}}}})
+    s.apply(
+        a_node("gpu-a", cpu="32", memory="128Gi", labels={"pool": "gpu"}),
+        a_node("gpu-b", cpu="32", memory="128Gi", labels={"pool": "gpu"}),
+        a_node("cpu-c", cpu="16", memory="64Gi", labels={"pool": "cpu"}),
+    )
+    s.apply(
+        {
+            "apiVersion": "quota.koordinator.sh/v1alpha1",
+            "kind": "ElasticQuotaProfile",
+            "metadata": {"name": "gpu-pool", "namespace": "kube-system"},
+            "spec": {"quotaName": "gpu-root", "nodeSelector": {"matchLabels": {"pool": "gpu"}}},
+        }
+    )
     registered = s.of_type("quotaprofile.registered")
     assert registered and registered[0]["quota"] == "gpu-root"
     assert registered[0]["runtime"]["cpu"] == "64", "the tree's total is the selected nodes' allocatable"
-    bad = {"apiVersion": "quota.koordinator.sh/v1alpha1", "kind": "ElasticQuotaProfile",
-           "metadata": {"name": "bad", "namespace": "kube-system"}, "spec": {"resourceRatio": "2"}}
+    bad = {
+        "apiVersion": "quota.koordinator.sh/v1alpha1",
+        "kind": "ElasticQuotaProfile",
+        "metadata": {"name": "bad", "namespace": "kube-system"},
+        "spec": {"resourceRatio": "2"},
+    }
     from allot_cli.manifests import Document, admit_all
 
-    assert list(admit_all([Document(source="t", index=0, body=bad)])), "an invalid profile is refused at admission"
+    assert list(admit_all([Document(source="t", index=0, body=bad)])), (
+        "an invalid profile is refused at admission"
+    )
 
 
 def test_quota_status_annotations_are_published_by_the_binder():
@@ -363,11 +441,14 @@ def test_quota_status_annotations_are_published_by_the_binder():
     s.apply(a_node("n", cpu="32", memory="128Gi"))
     s.apply(a_quota("team", namespace="team", max={"cpu": "16", "memory": "64Gi"}))
     s.apply(a_pod("p", namespace="team", cpu="4", memory="4Gi"))
+    s.advance(1)  # status is written back at most once a second
     published = {e["quota"]["name"]: e["patch"] for e in s.of_type("quota.status_published")}
     patch = published["team"]
     import json as _json
 
-    assert _json.loads(patch["metadata"]["annotations"]["quota.scheduling.koordinator.sh/runtime"])["cpu"] == "4"
+    assert (
+        _json.loads(patch["metadata"]["annotations"]["quota.scheduling.koordinator.sh/runtime"])["cpu"] == "4"
+    )
     assert patch["status"]["used"]["cpu"] == "4"
     last = [e for e in s.events if e.type == "quota.status_published"][-1]
     assert last.producer == "binder"
@@ -380,10 +461,16 @@ def test_a_pod_whose_binding_failed_is_freed_and_placed_again():
     s = gpu_cluster(Scenario())
     s.apply(a_pod("p", gpus=2))
     first = s.of_type("pod.placed")[0]
-    failed = PodBindFailed(pod=ObjectRef(namespace="default", name="p"), attempt=first["attempt"],
-                           node=first["node"], message="the node refused it")
-    s.sim.store.append_sync([NewEvent(stream_id=stream_id("pod", "default/p"), event=failed, event_id="bf-1")],
-                            producer="binder.kube")
+    failed = PodBindFailed(
+        pod=ObjectRef(namespace="default", name="p"),
+        attempt=first["attempt"],
+        node=first["node"],
+        message="the node refused it",
+    )
+    s.sim.store.append_sync(
+        [NewEvent(stream_id=stream_id("pod", "default/p"), event=failed, event_id="bf-1")],
+        producer="binder.kube",
+    )
     s.sim.pump()
     assert [r["reason"] for r in s.of_type("pod.released")] == ["bind failed"]
     assert [r["reason"] for r in s.of_type("quota.released") if r["pod"]["name"] == "p"] == ["binding failed"]
@@ -392,8 +479,28 @@ def test_a_pod_whose_binding_failed_is_freed_and_placed_again():
 
 def test_a_gang_waiting_for_capacity_starts_whole_as_soon_as_capacity_arrives():
     s = gpu_cluster(Scenario(), nodes=1, gpus=8)
-    s.apply(*(gang_pod(f"t{i}", gang="llm", minimum=4, gpus=4) for i in range(4)))  # 16 GPUs, the cluster has 8
+    s.apply(
+        *(gang_pod(f"t{i}", gang="llm", minimum=4, gpus=4) for i in range(4))
+    )  # 16 GPUs, the cluster has 8
     assert not s.of_type("pod.bound")
-    s.apply(a_node("more", gpus=8), a_gpu_device("more", gpus=8))  # no clock movement: no backoff expiry involved
+    s.apply(
+        a_node("more", gpus=8), a_gpu_device("more", gpus=8)
+    )  # no clock movement: no backoff expiry involved
     assert [r["group"] for r in s.of_type("gang.retry_requested")] == ["ml/llm"]
     assert sorted(b["pod"]["name"] for b in s.of_type("pod.bound")) == ["t0", "t1", "t2", "t3"]
+
+
+def test_quota_status_is_synced_at_most_once_a_second_however_many_pods_arrive():
+    s = Scenario()
+    s.apply(a_node("n", cpu="64", memory="256Gi"))
+    s.apply(a_quota("team", namespace="team", max={"cpu": "32", "memory": "128Gi"}))
+    s.advance(1)
+    before = len(s.of_type("quota.status_synced"))
+    for i in range(20):
+        s.apply(a_pod(f"p{i}", namespace="team", cpu="1", memory="1Gi"))
+    assert len(s.of_type("quota.status_synced")) == before, "admissions within the second do not each sync"
+    s.advance(1)
+    synced = s.of_type("quota.status_synced")
+    assert len(synced) == before + 1
+    assert synced[-1]["patches"]["team/team"]["status"]["used"]["cpu"] == "20"
+    s.assert_replays()

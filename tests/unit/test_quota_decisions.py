@@ -15,7 +15,9 @@ def prioritized(name: str, priority: int, gpus: int) -> dict:
 
 def test_nothing_is_evicted_when_no_node_could_take_the_preemptor_afterwards():
     s = Scenario()
-    s.apply(a_node("n1", gpus=1), a_gpu_device("n1", gpus=1), a_node("n2", gpus=1), a_gpu_device("n2", gpus=1))
+    s.apply(
+        a_node("n1", gpus=1), a_gpu_device("n1", gpus=1), a_node("n2", gpus=1), a_gpu_device("n2", gpus=1)
+    )
     s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "2"}))
     s.apply(prioritized("low", 1000, gpus=1))
     s.apply(prioritized("high", 9000, gpus=2))  # needs 2 GPUs on one node: no node has them
@@ -27,7 +29,9 @@ def test_nothing_is_evicted_when_no_node_could_take_the_preemptor_afterwards():
 
 def test_the_victim_is_chosen_on_the_node_where_the_preemptor_then_fits():
     s = Scenario()
-    s.apply(a_node("n1", gpus=1), a_gpu_device("n1", gpus=1), a_node("n2", gpus=2), a_gpu_device("n2", gpus=2))
+    s.apply(
+        a_node("n1", gpus=1), a_gpu_device("n1", gpus=1), a_node("n2", gpus=2), a_gpu_device("n2", gpus=2)
+    )
     s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "3"}))
     s.apply(prioritized("least", 100, gpus=1))  # the least important pod, but on the 1-GPU node
     s.apply(prioritized("lesser", 500, gpus=1))
@@ -46,7 +50,10 @@ def test_with_the_default_quota_disabled_pods_outside_every_quota_run_uncharged(
     s.apply(a_node("n1", gpus=4), a_gpu_device("n1", gpus=4))
     s.apply(a_pod("p", namespace="dev", gpus=1))
     gang = {"gang.scheduling.koordinator.sh/name": "g", "gang.scheduling.koordinator.sh/min-available": "2"}
-    s.apply(a_pod("g0", namespace="dev", gpus=1, annotations=gang), a_pod("g1", namespace="dev", gpus=1, annotations=gang))
+    s.apply(
+        a_pod("g0", namespace="dev", gpus=1, annotations=gang),
+        a_pod("g1", namespace="dev", gpus=1, annotations=gang),
+    )
     assert [s.phase(f"dev/{name}") for name in ("p", "g0", "g1")] == ["Bound"] * 3
     assert {e["quota"] for e in s.of_type("quota.admitted")} == {""}
     s.assert_replays()

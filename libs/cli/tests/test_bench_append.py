@@ -7,7 +7,7 @@ import asyncpg
 import pytest
 
 from allot_cli.bench.append import decision_events
-from allot_cli.main import build_parser
+from allot_cli.main import parser_for
 from allot_eventstore.urls import plain_url
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,8 @@ async def _databases(url: str) -> set[str]:
 def test_the_benchmark_prints_one_json_object_and_cleans_up(pg_server, monkeypatch, capsys):
     monkeypatch.setenv("ALLOT_DATABASE_URL", pg_server.url)
     before = asyncio.run(_databases(pg_server.url))
-    args = build_parser().parse_args(["bench", "append", "--json", "--events", "60", "--batch", "20", "--runs", "2"])
+    argv = ["bench", "append", "--json", "--events", "60", "--batch", "20", "--runs", "2"]
+    args = parser_for(argv).parse_args(argv)
 
     code = args.func(args)
 
@@ -50,8 +51,15 @@ def test_the_benchmark_prints_one_json_object_and_cleans_up(pg_server, monkeypat
     result = json.loads(out.out)
     assert code in (0, 1)  # 1 = goal missed, which a tiny run says nothing about
     assert result.keys() >= KEYS
-    for key in ("ours_events_per_s", "eventsourcing_events_per_s", "copy_rows_per_s", "ours_vs_eventsourcing",
-                "ours_vs_copy", "payload_bytes", "eventsourcing_state_bytes"):
+    for key in (
+        "ours_events_per_s",
+        "eventsourcing_events_per_s",
+        "copy_rows_per_s",
+        "ours_vs_eventsourcing",
+        "ours_vs_copy",
+        "payload_bytes",
+        "eventsourcing_state_bytes",
+    ):
         assert result[key] > 0, key
     assert (result["events"], result["batch"], result["runs"]) == (60, 20, 2)
     assert all(len(v) == 2 and min(v) > 0 for v in result["samples_per_s"].values())
@@ -62,6 +70,6 @@ def test_the_benchmark_prints_one_json_object_and_cleans_up(pg_server, monkeypat
 
 def test_the_workload_is_pod_placed_decisions_with_unique_ids_and_streams():
     events = decision_events(10, 50)
-    assert {e.tag for e in events} == {"pod.placed.v1"}
+    assert {e.tag for e in events} == {"pod.placed.v2"}
     assert len({e.event_id for e in events}) == len({e.stream_id for e in events}) == 50
     assert decision_events(10, 1)[0].event_id == events[0].event_id  # derived, so reruns are deterministic

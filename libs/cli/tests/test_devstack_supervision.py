@@ -38,14 +38,22 @@ from allot_runtime.embedded import (
 )
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
-LISTEN = [sys.executable, "-c", "import socket, sys, time\n"
-          "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
-          "print(s.getsockname()[1], flush=True); time.sleep(60)"]
+LISTEN = [
+    sys.executable,
+    "-c",
+    "import socket, sys, time\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+    "print(s.getsockname()[1], flush=True); time.sleep(60)",
+]
 # Holds the state directory's lock the way the supervisor does (flock + its pid in the file), without importing
 # the CLI (which takes seconds): stop_stack must signal exactly this process.
-HOLD_LOCK = [sys.executable, "-c", "import fcntl, os, signal, sys\n"
-             "f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); f.truncate(0)\n"
-             "f.write(f'{os.getpid()}\\n'); f.flush(); signal.pause()"]
+HOLD_LOCK = [
+    sys.executable,
+    "-c",
+    "import fcntl, os, signal, sys\n"
+    "f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); f.truncate(0)\n"
+    "f.write(f'{os.getpid()}\\n'); f.flush(); signal.pause()",
+]
 
 
 @pytest.fixture
@@ -60,8 +68,13 @@ def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
             proc.stdout.close()
 
 
-def spawn(procs: list[subprocess.Popen[bytes]], argv: list[str], *, env: dict[str, str] | None = None,
-          stdout: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+def spawn(
+    procs: list[subprocess.Popen[bytes]],
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    stdout: Any = subprocess.DEVNULL,
+) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.DEVNULL, start_new_session=True)
     procs.append(proc)
     return proc
@@ -79,9 +92,17 @@ def fake_program(tmp_path: Path, name: str) -> Path:
 
 def write_stack(state_dir: Path, **data: Any) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / "stack.json").write_text(json.dumps({"status": "ready", "state_dir": str(state_dir),
-                                                      "database_url": "postgresql://127.0.0.1:1/allot",
-                                                      "nats_url": "nats://127.0.0.1:1", **data}))
+    (state_dir / "stack.json").write_text(
+        json.dumps(
+            {
+                "status": "ready",
+                "state_dir": str(state_dir),
+                "database_url": "postgresql://127.0.0.1:1/allot",
+                "nats_url": "nats://127.0.0.1:1",
+                **data,
+            }
+        )
+    )
 
 
 def exited(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> bool:
@@ -113,7 +134,9 @@ def test_a_stack_json_whose_pid_is_alive_but_holds_no_lock_is_not_running(tmp_pa
     assert cmd_status(argparse.Namespace(state_dir=str(tmp_path), json=False)) == 1
 
     assert "no running stack" in capsys.readouterr().out
-    assert not exited(bystander, timeout=0.3), "allot down must not signal a process that only has the old pid"
+    assert not exited(bystander, timeout=0.3), (
+        "allot down must not signal a process that only has the old pid"
+    )
 
 
 def test_the_lock_holder_is_the_running_supervisor_and_down_stops_it(tmp_path, procs):
@@ -171,7 +194,9 @@ def test_the_restart_backoff_starts_over_after_a_healthy_run(tmp_path):
         crash(child)
         now = child.last_start + 1.0
         supervisor._tick(now=now)
-        assert child.next_start - now == RESTART_BACKOFF[0], "the first crash after a healthy run waits briefly"
+        assert child.next_start - now == RESTART_BACKOFF[0], (
+            "the first crash after a healthy run waits briefly"
+        )
         first_pid = child.proc.pid
         supervisor._tick(now=child.next_start)
         assert child.alive() and child.proc.pid != first_pid
@@ -224,15 +249,30 @@ def test_leftovers_are_stopped_only_when_their_command_line_and_stack_marker_mat
     binder = spawn(procs, [str(fake_program(tmp_path, "allot-binder"))], env=ours)
     relay = spawn(procs, [str(fake_program(tmp_path, "allot")), "relay"], env=ours)
     reused = spawn(procs, SLEEP, env=ours)  # the recorded pid now runs another program
-    other_stack = spawn(procs, [str(fake_program(tmp_path, "allot-quota-manager"))],
-                        env={**os.environ, STACK_MARKER: str(tmp_path / "elsewhere")})
+    other_stack = spawn(
+        procs,
+        [str(fake_program(tmp_path, "allot-quota-manager"))],
+        env={**os.environ, STACK_MARKER: str(tmp_path / "elsewhere")},
+    )
     not_postgres = spawn(procs, SLEEP)
-    write_stack(state_dir, supervisor_pid=not_postgres.pid, processes={
-        "binder": {"pid": binder.pid, "command": [str(tmp_path / "bin" / "allot-binder")]},
-        "relay": {"pid": relay.pid},  # from before commands were recorded: the default command is assumed
-        "device-allocator": {"pid": reused.pid, "command": [str(tmp_path / "bin" / "allot-device-allocator")]},
-        "quota-manager": {"pid": other_stack.pid, "command": [str(tmp_path / "bin" / "allot-quota-manager")]},
-    }, postgres={"embedded": True, "pid": not_postgres.pid}, nats={"embedded": True, "pid": reused.pid})
+    write_stack(
+        state_dir,
+        supervisor_pid=not_postgres.pid,
+        processes={
+            "binder": {"pid": binder.pid, "command": [str(tmp_path / "bin" / "allot-binder")]},
+            "relay": {"pid": relay.pid},  # from before commands were recorded: the default command is assumed
+            "device-allocator": {
+                "pid": reused.pid,
+                "command": [str(tmp_path / "bin" / "allot-device-allocator")],
+            },
+            "quota-manager": {
+                "pid": other_stack.pid,
+                "command": [str(tmp_path / "bin" / "allot-quota-manager")],
+            },
+        },
+        postgres={"embedded": True, "pid": not_postgres.pid},
+        nats={"embedded": True, "pid": reused.pid},
+    )
     (state_dir / "postgres").mkdir()
     (state_dir / "postgres" / "postmaster.pid").write_text(f"{not_postgres.pid}\n{state_dir / 'postgres'}\n")
 
@@ -248,7 +288,9 @@ def test_leftovers_are_stopped_only_when_their_command_line_and_stack_marker_mat
     assert stop_stack(state_dir, timeout=5) is True  # allot down with the supervisor gone
 
     assert exited(binder) and exited(relay)
-    assert all(p.poll() is None for p in (reused, other_stack, not_postgres)), "only processes that look like ours"
+    assert all(p.poll() is None for p in (reused, other_stack, not_postgres)), (
+        "only processes that look like ours"
+    )
     assert not (state_dir / "postgres" / "postmaster.pid").exists(), "its pid belongs to another program now"
     err = capsys.readouterr().err
     assert f"stopped binder (pid {binder.pid})" in err and f"stopped relay (pid {relay.pid})" in err
@@ -277,7 +319,9 @@ def test_a_port_answered_by_another_process_is_refused(tmp_path, procs):
     port = squatter.getsockname()[1]
     ours = spawn(procs, SLEEP)  # started "on" that port, but someone else bound it first
     try:
-        with pytest.raises(Unavailable, match=f"127.0.0.1:{port} answers, but not from the nats-server we started"):
+        with pytest.raises(
+            Unavailable, match=f"127.0.0.1:{port} answers, but not from the nats-server we started"
+        ):
             verify_listener("nats-server", ours, port, tmp_path / "nats.log")
     finally:
         squatter.close()
@@ -347,7 +391,9 @@ def test_nats_that_dies_is_restarted_on_its_port_or_the_stack_is_marked_degraded
 
         stack = json.loads((tmp_path / "stack.json").read_text())
         assert stack["status"] == "ready" and stack["degraded"] == {}
-        assert stack["nats"]["port"] == port and stack["nats"]["pid"] != first and stack["nats"]["restarts"] == 1
+        assert (
+            stack["nats"]["port"] == port and stack["nats"]["pid"] != first and stack["nats"]["restarts"] == 1
+        )
         assert pid_alive(stack["nats"]["pid"])
 
         nats.proc.kill()

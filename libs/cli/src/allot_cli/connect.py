@@ -55,7 +55,8 @@ class Endpoints:
 
 def endpoints(*, need_nats: bool = False) -> Endpoints:
     names = BusNames(
-        prefix=os.environ.get("ALLOT_NATS_PREFIX", "allot"), stream=os.environ.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS")
+        prefix=os.environ.get("ALLOT_NATS_PREFIX", "allot"),
+        stream=os.environ.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS"),
     )
     db = os.environ.get("ALLOT_DATABASE_URL")
     nats_url = os.environ.get("ALLOT_NATS_URL")
@@ -69,7 +70,9 @@ def endpoints(*, need_nats: bool = False) -> Endpoints:
             )
         db = db or stack["database_url"]
         nats_url = nats_url or stack.get("nats_url")
-        names = BusNames(prefix=stack.get("nats_prefix", names.prefix), stream=stack.get("nats_stream", names.stream))
+        names = BusNames(
+            prefix=stack.get("nats_prefix", names.prefix), stream=stack.get("nats_stream", names.stream)
+        )
         source = f"dev stack in {stack.get('state_dir')}"
     assert db is not None
     return Endpoints(database_url=db, nats_url=nats_url, names=names, source=source)

@@ -3,7 +3,8 @@
 The same function reads a simulator log and a live log, so ``allot sim run -o`` and ``allot decisions`` can be
 diffed: identical scenarios give identical lines (the test suite checks it on the examples).
 
-Fields: ``pod`` ("ns/name"), ``outcome`` (Scheduled | Unschedulable | Rejected | Waiting | Evicted), ``node``,
+Fields: ``pod`` ("ns/name"; ``Reservation/<name>`` and ``PodMigrationJob/<name>`` for those objects), ``outcome``
+(Scheduled | Unschedulable | Rejected | Waiting | Evicted; Reserved, Expired, Succeeded, Failed, Aborted), ``node``,
 ``annotations`` (output annotations, values as JSON objects), ``message``, ``codes``, ``attempt``, ``stage``.
 """
 
@@ -16,8 +17,35 @@ from typing import Any
 
 from allot_contracts.envelope import RecordedEvent
 
-DECISION_TYPES = frozenset({"pod.placed", "pod.unschedulable", "pod.rejected", "quota.waiting", "gang.member_waiting",
-                            "gang.group_placed", "gang.group_unschedulable", "quota.group_waiting", "quota.evicted"})
+RESERVATION_DECISIONS = frozenset(
+    {
+        "reservation.placed",
+        "reservation.unschedulable",
+        "reservation.rejected",
+        "reservation.failed",
+        "migration.evicted",
+        "migration.succeeded",
+        "migration.failed",
+        "migration.aborted",
+        "migration.rejected",
+        "pod.evicted",
+    }
+)
+
+DECISION_TYPES = frozenset(
+    {
+        "pod.placed",
+        "pod.unschedulable",
+        "pod.rejected",
+        "quota.waiting",
+        "gang.member_waiting",
+        "gang.group_placed",
+        "gang.group_unschedulable",
+        "quota.group_waiting",
+        "quota.evicted",
+        *RESERVATION_DECISIONS,
+    }
+)
 
 
 def _annotations(raw: dict[str, Any]) -> dict[str, Any]:
@@ -39,16 +67,38 @@ def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[di
         groups[p["group"]] = list(p["members"])
         return []
     if record.type == "gang.group_placed":
-        return [{"pod": m, "outcome": "Scheduled", "node": d.get("node"),
-                 "annotations": _annotations(d.get("annotations") or {}), "message": "", "codes": [],
-                 "attempt": p["attempt"], "stage": record.producer, "group": p["group"]}
-                for m, d in sorted(p["decisions"].items())]
+        return [
+            {
+                "pod": m,
+                "outcome": "Scheduled",
+                "node": d.get("node"),
+                "annotations": _annotations(d.get("annotations") or {}),
+                "message": "",
+                "codes": [],
+                "attempt": p["attempt"],
+                "stage": record.producer,
+                "group": p["group"],
+            }
+            for m, d in sorted(p["decisions"].items())
+        ]
     if record.type in ("gang.group_unschedulable", "quota.group_waiting"):
         outcome = "Unschedulable" if record.type == "gang.group_unschedulable" else "Waiting"
-        return [{"pod": m, "outcome": outcome, "node": None, "annotations": {}, "message": p["message"],
-                 "codes": list(p.get("codes") or (["QuotaExceeded"] if outcome == "Waiting" else [])),
-                 "attempt": p["attempt"], "stage": record.producer, "group": p["group"]}
-                for m in groups.get(p["group"], [])]
+        return [
+            {
+                "pod": m,
+                "outcome": outcome,
+                "node": None,
+                "annotations": {},
+                "message": p["message"],
+                "codes": list(p.get("codes") or (["QuotaExceeded"] if outcome == "Waiting" else [])),
+                "attempt": p["attempt"],
+                "stage": record.producer,
+                "group": p["group"],
+            }
+            for m in groups.get(p["group"], [])
+        ]
+    if record.type in RESERVATION_DECISIONS:
+        return [reservation_decision(record, p)]
     single = decision_of(record, p)
     return [single] if single is not None else []
 
@@ -57,24 +107,110 @@ def decision_of(record: RecordedEvent, p: dict[str, Any]) -> dict[str, Any] | No
     pod = f"{p['pod'].get('namespace', '')}/{p['pod']['name']}"
     if record.type == "pod.placed":
         d = p["decision"]
-        return {"pod": pod, "outcome": "Scheduled", "node": p["node"], "annotations": _annotations(d.get("annotations") or {}),
-                "message": d.get("message", ""), "codes": list(d.get("codes") or []), "attempt": p["attempt"],
-                "stage": record.producer}
+        return {
+            "pod": pod,
+            "outcome": "Scheduled",
+            "node": p["node"],
+            "annotations": _annotations(d.get("annotations") or {}),
+            "message": d.get("message", ""),
+            "codes": list(d.get("codes") or []),
+            "attempt": p["attempt"],
+            "stage": record.producer,
+        }
     if record.type == "pod.unschedulable":
-        return {"pod": pod, "outcome": "Unschedulable", "node": None, "annotations": {}, "message": p["message"],
-                "codes": list(p["codes"]), "attempt": p["attempt"], "stage": record.producer}
+        return {
+            "pod": pod,
+            "outcome": "Unschedulable",
+            "node": None,
+            "annotations": {},
+            "message": p["message"],
+            "codes": list(p["codes"]),
+            "attempt": p["attempt"],
+            "stage": record.producer,
+        }
     if record.type == "pod.rejected":
-        return {"pod": pod, "outcome": "Rejected", "node": None, "annotations": {}, "message": p["message"],
-                "codes": list(p.get("codes") or []), "attempt": None, "stage": p.get("stage", record.producer)}
+        return {
+            "pod": pod,
+            "outcome": "Rejected",
+            "node": None,
+            "annotations": {},
+            "message": p["message"],
+            "codes": list(p.get("codes") or []),
+            "attempt": None,
+            "stage": p.get("stage", record.producer),
+        }
     if record.type == "gang.member_waiting":
-        return {"pod": pod, "outcome": "Waiting", "node": None, "annotations": {},
-                "message": f"gang {p['gang']}: {p['present']}/{p['min_available']} members present ({p['reason']})",
-                "codes": ["GangIncomplete"], "attempt": None, "stage": record.producer}
+        return {
+            "pod": pod,
+            "outcome": "Waiting",
+            "node": None,
+            "annotations": {},
+            "message": f"gang {p['gang']}: {p['present']}/{p['min_available']} members present ({p['reason']})",
+            "codes": ["GangIncomplete"],
+            "attempt": None,
+            "stage": record.producer,
+        }
     if record.type == "quota.evicted":
-        return {"pod": pod, "outcome": "Evicted", "node": None, "annotations": {}, "message": p["message"],
-                "codes": [p["cause"]], "attempt": None, "stage": record.producer}
-    return {"pod": pod, "outcome": "Waiting", "node": None, "annotations": {}, "message": p["message"],
-            "codes": ["QuotaExceeded"], "attempt": p["attempt"], "stage": record.producer}
+        return {
+            "pod": pod,
+            "outcome": "Evicted",
+            "node": None,
+            "annotations": {},
+            "message": p["message"],
+            "codes": [p["cause"]],
+            "attempt": None,
+            "stage": record.producer,
+        }
+    return {
+        "pod": pod,
+        "outcome": "Waiting",
+        "node": None,
+        "annotations": {},
+        "message": p["message"],
+        "codes": ["QuotaExceeded"],
+        "attempt": p["attempt"],
+        "stage": record.producer,
+    }
+
+
+def reservation_decision(record: RecordedEvent, p: dict[str, Any]) -> dict[str, Any]:
+    """A Reservation's placement (``Reservation/<name>``: Reserved, Unschedulable, Rejected, Expired), a pod evicted
+    by a PodMigrationJob or preempted (Evicted), or a job's end (``PodMigrationJob/<name>``: Succeeded, Failed, Aborted,
+    Rejected)."""
+    kind, _, action = record.type.partition(".")
+    line: dict[str, Any] = {
+        "node": None,
+        "annotations": {},
+        "message": p.get("message", ""),
+        "codes": list(p.get("codes") or []),
+        "attempt": None,
+        "stage": record.producer,
+    }
+    if kind == "reservation":
+        outcome = {"placed": "Reserved", "unschedulable": "Unschedulable", "rejected": "Rejected"}.get(action)
+        line.update(pod=f"Reservation/{p['reservation']['name']}", outcome=outcome or "Expired")
+        if action == "placed":
+            line["node"] = p["node"]
+        if action == "failed":
+            line["codes"] = [p.get("reason", "")]
+        return line
+    if kind == "pod":  # pod.evicted: preempted for a reservation, or by qos-enforcer under memory pressure
+        pod = f"{p['pod'].get('namespace', '')}/{p['pod']['name']}"
+        line.update(pod=pod, outcome="Evicted", codes=[p.get("cause", "")])
+        return line
+    if action == "evicted":
+        pod = f"{p['pod'].get('namespace', '')}/{p['pod']['name']}"
+        job = p["job"]["name"]
+        line.update(
+            pod=pod, outcome="Evicted", message=f"migrated by PodMigrationJob {job}", codes=["Migration"]
+        )
+        return line
+    line.update(
+        pod=f"PodMigrationJob/{p['job']['name']}", outcome=action.capitalize(), node=p.get("node") or None
+    )
+    if p.get("reason"):
+        line["codes"] = [p["reason"]]
+    return line
 
 
 def decisions(records: Iterable[RecordedEvent]) -> list[dict[str, Any]]:

@@ -73,8 +73,9 @@ class Child:
 
     def start(self) -> None:
         log: IO[bytes] = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen(self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
         self.last_start = time.monotonic()
 
@@ -82,9 +83,15 @@ class Child:
         return self.proc is not None and self.proc.poll() is None
 
     def info(self) -> dict[str, Any]:
-        return {"pid": self.proc.pid if self.proc else None, "port": self.port, "log": str(self.log_path),
-                "command": self.command, "restarts": self.restarts, "recent_crashes": self.failures,
-                "alive": self.alive()}
+        return {
+            "pid": self.proc.pid if self.proc else None,
+            "port": self.port,
+            "log": str(self.log_path),
+            "command": self.command,
+            "restarts": self.restarts,
+            "recent_crashes": self.failures,
+            "alive": self.alive(),
+        }
 
 
 @dataclass
@@ -103,8 +110,12 @@ class Watched:
 
     def info(self) -> dict[str, Any]:
         proc = self.server.proc
-        return {"pid": proc.pid if proc else None, "port": self.server.port, "restarts": self.restarts,
-                "alive": proc is not None and proc.poll() is None}
+        return {
+            "pid": proc.pid if proc else None,
+            "port": self.server.port,
+            "restarts": self.restarts,
+            "alive": proc is not None and proc.poll() is None,
+        }
 
 
 @dataclass
@@ -142,14 +153,18 @@ class Supervisor:
             "nats_url": self.nats_url,
             "nats_prefix": self.nats_prefix,
             "nats_stream": self.nats_stream,
-            "postgres": {"embedded": self.postgres is not None,
-                         "pid": self.postgres.proc.pid if self.postgres and self.postgres.proc else None,
-                         "log": str(self.postgres.log_path) if self.postgres else None,
-                         **(pg.info() if pg else {})},
-            "nats": {"embedded": self.nats is not None,
-                     "pid": self.nats.proc.pid if self.nats and self.nats.proc else None,
-                     "monitor": f"http://127.0.0.1:{self.nats.http_port}" if self.nats else None,
-                     **(nats.info() if nats else {})},
+            "postgres": {
+                "embedded": self.postgres is not None,
+                "pid": self.postgres.proc.pid if self.postgres and self.postgres.proc else None,
+                "log": str(self.postgres.log_path) if self.postgres else None,
+                **(pg.info() if pg else {}),
+            },
+            "nats": {
+                "embedded": self.nats is not None,
+                "pid": self.nats.proc.pid if self.nats and self.nats.proc else None,
+                "monitor": f"http://127.0.0.1:{self.nats.http_port}" if self.nats else None,
+                **(nats.info() if nats else {}),
+            },
             "processes": {c.name: c.info() for c in self.children},
         }
         tmp = self.stack_file.with_suffix(".tmp")
@@ -212,31 +227,46 @@ class Supervisor:
 
     def plan_children(self) -> None:
         base = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")}
-        base.update({
-            "ALLOT_DATABASE_URL": self.database_url,
-            "ALLOT_NATS_URL": self.nats_url,
-            "ALLOT_NATS_PREFIX": self.nats_prefix,
-            "ALLOT_NATS_STREAM": self.nats_stream,
-            "ALLOT_LOG_FORMAT": "json",
-            "ALLOT_HTTP_HOST": "127.0.0.1",
-            STACK_MARKER: str(self.state_dir),
-        })
+        base.update(
+            {
+                "ALLOT_DATABASE_URL": self.database_url,
+                "ALLOT_NATS_URL": self.nats_url,
+                "ALLOT_NATS_PREFIX": self.nats_prefix,
+                "ALLOT_NATS_STREAM": self.nats_stream,
+                "ALLOT_LOG_FORMAT": "json",
+                "ALLOT_HTTP_HOST": "127.0.0.1",
+                STACK_MARKER: str(self.state_dir),
+            }
+        )
         for key in ("ALLOT_OTEL_EXPORTER", "ALLOT_LOG_LEVEL", "ALLOT_FAILPOINTS", "ALLOT_FAILPOINT_STATE"):
             if key in os.environ:
                 base[key] = os.environ[key]
         logs = self.state_dir / "logs"
         relay_port = free_port()
-        self.children.append(Child(name="relay", command=[bin_path("allot"), "relay"],
-                                   env={**base, "ALLOT_HTTP_PORT": str(relay_port)},
-                                   log_path=logs / "relay.log", port=relay_port))
+        self.children.append(
+            Child(
+                name="relay",
+                command=[bin_path("allot"), "relay"],
+                env={**base, "ALLOT_HTTP_PORT": str(relay_port)},
+                log_path=logs / "relay.log",
+                port=relay_port,
+            )
+        )
         for service in SERVICES:
             port = free_port()
             env = {**base, "ALLOT_HTTP_PORT": str(port)}
             config = self.state_dir / "config" / f"{service}.yaml"
             if config.exists():
                 env["ALLOT_CONFIG_FILE"] = str(config)
-            self.children.append(Child(name=service, command=[bin_path(f"allot-{service}")], env=env,
-                                       log_path=logs / f"{service}.log", port=port))
+            self.children.append(
+                Child(
+                    name=service,
+                    command=[bin_path(f"allot-{service}")],
+                    env=env,
+                    log_path=logs / f"{service}.log",
+                    port=port,
+                )
+            )
 
     # -- supervision -----------------------------------------------------------------------------------------
 
@@ -279,15 +309,22 @@ class Supervisor:
             if child.next_start == 0.0:
                 delay = backoff(child.failures)
                 code = child.proc.returncode if child.proc else None
-                print(f"supervisor: {child.name} exited ({code}); restarting in {delay}s", file=sys.stderr, flush=True)
+                print(
+                    f"supervisor: {child.name} exited ({code}); restarting in {delay}s",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 child.next_start = now + delay
             elif now >= child.next_start:
                 if child.port and port_answers(child.port):
                     # Someone else took its port (it was chosen free, but bound only later): move it.
                     old, child.port = child.port, free_port()
                     child.env = {**child.env, "ALLOT_HTTP_PORT": str(child.port)}
-                    print(f"supervisor: port {old} of {child.name} is taken by another process; using {child.port}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"supervisor: port {old} of {child.name} is taken by another process; using {child.port}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 child.restarts += 1
                 child.failures += 1
                 child.next_start = 0.0
@@ -323,17 +360,21 @@ class Supervisor:
             else:
                 watch.silent += 1
                 if watch.silent >= SILENT_CHECKS and watch.name not in self.degraded:
-                    self.degraded[watch.name] = (f"{watch.label} (pid {proc.pid}) is running but does not answer "
-                                                 f"on 127.0.0.1:{server.port}")
+                    self.degraded[watch.name] = (
+                        f"{watch.label} (pid {proc.pid}) is running but does not answer "
+                        f"on 127.0.0.1:{server.port}"
+                    )
                     print(f"supervisor: {self.degraded[watch.name]}", file=sys.stderr, flush=True)
             return
         if now < watch.next_start:
             return
         code = proc.returncode if proc is not None else None
         if port_answers(server.port):
-            problem = (f"{watch.label} exited ({code}) and another process now listens on its port {server.port}; "
-                       f"the services are configured with that port, so it cannot be restarted there "
-                       f"(stop that process, or run `allot down` and `allot up`)")
+            problem = (
+                f"{watch.label} exited ({code}) and another process now listens on its port {server.port}; "
+                f"the services are configured with that port, so it cannot be restarted there "
+                f"(stop that process, or run `allot down` and `allot up`)"
+            )
         else:
             self.degraded[watch.name] = f"{watch.label} exited ({code}); restarting it on port {server.port}"
             print(f"supervisor: {self.degraded[watch.name]}", file=sys.stderr, flush=True)
@@ -343,14 +384,19 @@ class Supervisor:
                 self._launch(watch, timeout=SERVER_RESTART_TIMEOUT)
             except Exception as exc:
                 print(f"supervisor: restarting {watch.label} failed: {exc}", file=sys.stderr, flush=True)
-                problem = (f"{watch.label} exited ({code}) and could not be restarted: "
-                           f"{(str(exc).splitlines() or [type(exc).__name__])[0]} (log: {server.log_path})")
+                problem = (
+                    f"{watch.label} exited ({code}) and could not be restarted: "
+                    f"{(str(exc).splitlines() or [type(exc).__name__])[0]} (log: {server.log_path})"
+                )
             else:
                 watch.restarts += 1
                 watch.next_start = 0.0
                 del self.degraded[watch.name]
-                print(f"supervisor: restarted {watch.label} (pid {server.proc.pid}) on port {server.port}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"supervisor: restarted {watch.label} (pid {server.proc.pid}) on port {server.port}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return
         watch.failures += 1
         delay = backoff(watch.failures)
@@ -404,8 +450,10 @@ def describe(stack: dict[str, Any]) -> list[str]:
     lines = [
         f"state      {stack['state_dir']}",
         f"postgres   {redact(stack['database_url'])}"
-        + ("  (embedded)" if stack.get("postgres", {}).get("embedded") else "  (external)") + restarts("postgres"),
-        f"nats       {stack['nats_url']}" + ("  (embedded)" if stack.get("nats", {}).get("embedded") else "  (external)")
+        + ("  (embedded)" if stack.get("postgres", {}).get("embedded") else "  (external)")
+        + restarts("postgres"),
+        f"nats       {stack['nats_url']}"
+        + ("  (embedded)" if stack.get("nats", {}).get("embedded") else "  (external)")
         + (f"  monitor {stack['nats']['monitor']}" if stack.get("nats", {}).get("monitor") else "")
         + restarts("nats"),
         f"subjects   {stack.get('nats_prefix', 'allot')}.events.>  on stream {stack.get('nats_stream', 'ALLOT_EVENTS')}",

@@ -9,7 +9,6 @@ from typing import Any
 import msgspec
 
 from allot_cli.errors import UsageError
-from allot_cli.pipeline import interests
 from allot_cli.views import ClusterView
 from allot_contracts.envelope import RecordedEvent
 from allot_eventstore.clock import iso
@@ -18,6 +17,8 @@ from allot_eventstore.protocol import EventStore
 
 async def pending_work(store: EventStore) -> dict[str, int]:
     """For each service, the first position of an event it has not handled yet (empty dict = the pipeline is idle)."""
+    from allot_cli.pipeline import interests  # the seven processors: imported only by the commands that wait
+
     checkpoints = await store.checkpoints()
     pending: dict[str, int] = {}
     for service, types in interests().items():
@@ -46,9 +47,13 @@ async def wait_idle(store: EventStore, *, timeout: float = 60.0, settle: float =
             quiet_since = None
         last_head = head
         if now > deadline:
-            detail = ", ".join(f"{n} at {p}" for n, p in sorted(pending.items())) or "the log head keeps moving"
-            raise UsageError(f"the pipeline did not settle within {timeout:.0f}s ({detail}); is the stack running?"
-                             " (allot status)")
+            detail = (
+                ", ".join(f"{n} at {p}" for n, p in sorted(pending.items())) or "the log head keeps moving"
+            )
+            raise UsageError(
+                f"the pipeline did not settle within {timeout:.0f}s ({detail}); is the stack running?"
+                " (allot status)"
+            )
         await asyncio.sleep(0.05)
 
 

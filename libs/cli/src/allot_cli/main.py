@@ -1,44 +1,106 @@
 """Entry point of the ``allot`` command line.
 
-Builds one argparse parser from the command modules in :mod:`allot_cli.commands` and dispatches. Errors that a
-user can fix are raised as :class:`allot_cli.errors.UsageError` and printed as one line without a traceback.
+Only the invoked command's module is imported: the table below names every command, its module in
+:mod:`allot_cli.commands` and its one-line help, so ``allot --help`` imports no command at all and ``allot get pods``
+imports ``get`` alone (each module's ``register(subparsers)`` adds its commands with their arguments; a test keeps
+this table equal to what the modules register). Errors that a user can fix are raised as
+:class:`allot_cli.errors.UsageError` and printed as one line without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
 from collections.abc import Sequence
 
-from allot_cli import commands
 from allot_cli.errors import UsageError
 
+# name → (module in allot_cli.commands, help); help None = not listed
+COMMANDS: dict[str, tuple[str, str | None]] = {
+    "_supervise": ("stack", None),
+    "apply": ("apply", "record objects from YAML files in the event log"),
+    "bench": ("bench", "run a benchmark and print its figures"),
+    "decisions": ("decisions", "export the scheduling decisions of the log as JSON lines"),
+    "demo": ("demo", "run the dev stack with a demo workload end to end, then stop it"),
+    "down": ("stack", "stop the dev stack"),
+    "events": ("events", "read or subscribe to the event log"),
+    "explain": ("explain", "why a pod is where it is (or is not); what the node side says about a node"),
+    "get": ("get", "list pods, nodes or gangs as the event log records them"),
+    "kube-sync": ("kube_sync", "record Kubernetes pods, quotas and PodGroups in the event log"),
+    "migrate": ("stack", "upgrade the event-log schema (safe to run concurrently)"),
+    "quota": ("quota", "elastic quota views"),
+    "relay": ("stack", "run the log → JetStream relay process"),
+    "replay": ("replay", "rebuild projections from the log; --verify proves every decision"),
+    "schema": ("schema", "print (or write) the JSON Schemas of all events"),
+    "sim": ("sim", "what would the scheduler do: offline simulation"),
+    "status": ("stack", "show the dev stack's processes, readiness and checkpoints"),
+    "up": ("stack", "start the dev stack (PostgreSQL, NATS, relay, seven services)"),
+    "webhook": ("webhook", "serve the validating and mutating admission webhooks (HTTPS)"),
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def _invoked(argv: Sequence[str]) -> str | None:
+    """The command named on the command line (the first argument that is not an option), if it is one of ours."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser: the full arguments of the commands of ``command``'s module, one line of help for the others."""
     parser = argparse.ArgumentParser(
         prog="allot",
         description="Allot: an event-sourced control plane for GPU, RDMA, NUMA and quota scheduling.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(sub)
+    if command is not None:
+        load(sub, COMMANDS[command][0])
+    for name, (_, help_text) in COMMANDS.items():
+        if name not in sub.choices:
+            if help_text is None:  # hidden: given no help, argparse does not list it
+                sub.add_parser(name, add_help=False)
+            else:
+                sub.add_parser(name, add_help=False, help=help_text)
     return parser
 
 
+def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser that ``allot`` builds for this command line."""
+    return build_parser(_invoked(argv))
+
+
+def load(sub: argparse._SubParsersAction, module: str) -> None:  # type: ignore[type-arg]
+    importlib.import_module(f"allot_cli.commands.{module}").register(sub)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    parser = parser_for(args_in)
+    args = parser.parse_args(args_in)
     try:
         code = args.func(args)
+        sys.stdout.flush()  # here, so that a closed pipe is handled below rather than at exit
     except UsageError as exc:
         print(f"allot: error: {exc}", file=sys.stderr)
-        code = 2
+        code = exc.exit_code
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:
+        # the reader went away (``allot get pods -o json | head``): stop quietly, as kubectl does
+        _quiet_stdout()
+        code = 0
     sys.exit(code)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not raise BrokenPipeError again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

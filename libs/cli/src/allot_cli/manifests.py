@@ -1,50 +1,74 @@
-"""From YAML documents to input events: what ``allot apply`` records and what ``allot sim run`` feeds the pipeline.
+"""The door: from YAML documents to input events, for ``allot apply``, ``allot sim run`` and ``kube-sync``.
 
-Accepted documents (multi-document YAML, applied in order):
+Every document is read once, by the admission function of its kind (:mod:`allot_contracts.objects.admission`), and
+becomes the input events the services act on; the events carry the object as the door read it. Accepted documents:
 
-==========================================  ==================================================================
-apiVersion / kind                           recorded as
-==========================================  ==================================================================
-v1 Node                                     ``node.applied``
-scheduling.koordinator.sh/v1alpha1 Device   ``device.applied``
-topology.node.k8s.io/v1alpha1               ``topology.applied``
+==============================================  ====================================================================
+apiVersion / kind                               recorded as
+==============================================  ====================================================================
+v1 Node                                         ``node.applied``
+scheduling.koordinator.sh/v1alpha1 Device       ``device.applied``
+topology.node.k8s.io/v1alpha1                   ``topology.applied``
 NodeResourceTopology
-v1 Pod (no ``spec.nodeName``)               ``pod.submitted``
-v1 Pod (``spec.nodeName`` set)              ``pod.observed`` (already bound, with its allocation annotations)
-scheduling.sigs.k8s.io/v1alpha1             ``quota.applied``
-ElasticQuota
-scheduling.sigs.k8s.io/v1alpha1 PodGroup    ``podgroup.applied``
-quota.koordinator.sh/v1alpha1               ``quotaprofile.applied``
+v1 Pod (no ``spec.nodeName``)                   ``pod.submitted``
+v1 Pod (``spec.nodeName`` set)                  ``pod.observed`` (already bound, with its allocation annotations)
+scheduling.sigs.k8s.io/v1alpha1 ElasticQuota    ``quota.applied``
+quota.koordinator.sh/v1alpha1                   ``quotaprofile.applied``
 ElasticQuotaProfile
-Reservation, NodeMetric                     ``object.ignored`` (accepted and recorded; reported as ignored)
-ElasticQuotaProfile
-allot.dev/v1 Delete ``{kind,namespace,name}``  the kind's ``*.deleted`` event
-allot.dev/v1 AdvanceClock ``{seconds}``     the simulator's clock moves (a running stack has its own clock)
-==========================================  ==================================================================
+scheduling.sigs.k8s.io/v1alpha1 PodGroup        ``podgroup.applied``
+scheduling.koordinator.sh/v1alpha1 Reservation  ``reservation.applied``
+scheduling.koordinator.sh/v1alpha1              ``migration.applied``
+PodMigrationJob
+slo.koordinator.sh/v1alpha1 NodeMetric          ``nodemetric.applied``
+config.koordinator.sh/v1alpha1                  ``colocationprofile.applied``
+ClusterColocationProfile
+v1 ConfigMap ``slo-controller-config``          ``colocation.applied`` (other ConfigMaps: ``object.ignored``)
+scheduling.k8s.io/v1 PriorityClass              ``priorityclass.applied`` (resolves ``priorityClassName``)
+v1 Namespace                                    ``object.ignored`` (accepted, nothing acts on it)
+apps/v1 Deployment, ReplicaSet, StatefulSet,    ``workload.expanded`` and the pods its controller would create
+batch/v1 Job                                    (:mod:`allot_cli.workloads`; standalone mode only)
+allot.dev/v1 Delete ``{kind,namespace,name}``   the kind's ``*.deleted`` event
+allot.dev/v1 AdvanceClock ``{seconds}``         the simulator's clock moves (a running stack has its own clock)
+allot.dev/v1 NodeHeartbeat ``{node}``           ``node.heartbeat`` (what a node's agent records; for scenarios)
+==============================================  ====================================================================
 
-Admission: every document is validated before anything is recorded (one validator per kind, the same code the
-services run), and errors name the document, the field path and the reason.
+Reading YAML is bounded (``LIMITS``): invalid UTF-8, a document nested deeper than ``max_depth``, one that expands
+(aliases included) to more than ``max_nodes`` values or ``max_document_bytes`` of text, or a file larger than
+``max_file_bytes`` is refused with the document and the reason, before anything else reads it. Only plain data
+tags are read (YAML's safe loader: no Python objects).
 """
 
 from __future__ import annotations
 
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import msgspec
 import yaml
 
-from allot_cli.errors import UsageError
+from allot_cli.errors import InputError
+from allot_cli.workloads import WORKLOAD_KINDS, expand
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
+    ColocationConfigApplied,
+    ColocationConfigDeleted,
+    ColocationProfileApplied,
+    ColocationProfileDeleted,
     DeviceApplied,
     DeviceDeleted,
     Event,
     FieldIssue,
+    MigrationApplied,
+    MigrationDeleted,
     NodeApplied,
     NodeDeleted,
+    NodeHeartbeat,
+    NodeMetricApplied,
+    NodeMetricDeleted,
     ObjectIgnored,
     ObjectRef,
     PodDeleted,
@@ -52,33 +76,58 @@ from allot_contracts.events import (
     PodGroupDeleted,
     PodObserved,
     PodSubmitted,
+    PriorityClassApplied,
+    PriorityClassDeleted,
     QuotaApplied,
     QuotaDeleted,
     QuotaProfileApplied,
     QuotaProfileDeleted,
+    ReservationApplied,
+    ReservationDeleted,
     TopologyApplied,
     TopologyDeleted,
+    WorkloadExpanded,
 )
-from allot_contracts.kube import pod_requests_checked, storage_issues
-from node_reporter.validate import validate_device, validate_node, validate_topology
+from allot_contracts.objects.admission import Admitted, accepted_kinds, admit
+from allot_contracts.objects.pod import BUILTIN_PRIORITY_CLASSES, PodContext, PriorityClassInfo
+from allot_contracts.objects.quota import BUILTIN as BUILTIN_QUOTAS
 
-IGNORED_KINDS = {
-    ("scheduling.koordinator.sh/v1alpha1", "Reservation"),
-    ("slo.koordinator.sh/v1alpha1", "NodeMetric"),
-}
-KNOWN = {
-    ("v1", "Node"),
-    ("v1", "Pod"),
-    ("scheduling.koordinator.sh/v1alpha1", "Device"),
-    ("topology.node.k8s.io/v1alpha1", "NodeResourceTopology"),
-    ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota"),
-    ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup"),
-    ("quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile"),
+_LOADER = getattr(
+    yaml, "CSafeLoader", yaml.SafeLoader
+)  # libyaml when the wheel has it: same documents, faster
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_file_bytes: int = 64 * 2**20
+    max_document_bytes: int = 3 * 2**20  # the API server's request limit
+    max_depth: int = 64
+    max_nodes: int = 1_000_000
+
+
+LIMITS: Final = Limits()
+
+CLI_KINDS: Final = {
     ("allot.dev/v1", "Delete"),
     ("allot.dev/v1", "AdvanceClock"),
-    *IGNORED_KINDS,
+    ("allot.dev/v1", "NodeHeartbeat"),
 }
-DELETABLE = {"Node", "Pod", "Device", "NodeResourceTopology", "ElasticQuota", "PodGroup", "ElasticQuotaProfile"}
+NAMESPACED_DELETES: Final = {"Pod", "ElasticQuota", "PodGroup", "ElasticQuotaProfile", "ConfigMap"}
+DELETABLE: Final = {
+    "Node",
+    "Pod",
+    "Device",
+    "NodeResourceTopology",
+    "ElasticQuota",
+    "PodGroup",
+    "ElasticQuotaProfile",
+    "Reservation",
+    "PodMigrationJob",
+    "NodeMetric",
+    "ClusterColocationProfile",
+    "ConfigMap",
+    "PriorityClass",
+}
 
 
 @dataclass
@@ -86,6 +135,8 @@ class Document:
     source: str
     index: int
     body: dict[str, Any]
+    admitted: Admitted | None = None
+    pods: list[tuple[dict[str, Any], Admitted]] = field(default_factory=list)  # a workload's pods, admitted
 
     @property
     def api_version(self) -> str:
@@ -98,14 +149,13 @@ class Document:
     @property
     def ref(self) -> ObjectRef:
         meta = self.body.get("metadata") or {}
-        namespaced = self.kind in ("Pod", "ElasticQuota", "PodGroup", "ElasticQuotaProfile")
-        return ObjectRef(
-            namespace=str(meta.get("namespace") or "default") if namespaced else str(meta.get("namespace") or ""),
-            name=str(meta.get("name") or ""),
-        )
+        meta = meta if isinstance(meta, dict) else {}
+        namespaced = self.kind in NAMESPACED_DELETES or (self.api_version, self.kind) in WORKLOAD_KINDS
+        namespace = str(meta.get("namespace") or ("default" if namespaced else ""))
+        return ObjectRef(namespace=namespace if namespaced else "", name=str(meta.get("name") or ""))
 
     def label(self) -> str:
-        ref = self.ref.key if self.kind not in ("Delete", "AdvanceClock") else ""
+        ref = self.ref.key if self.kind not in ("Delete", "AdvanceClock", "NodeHeartbeat") else ""
         return f"{self.source} document {self.index + 1} ({self.kind or '?'}{' ' + ref if ref else ''})"
 
 
@@ -119,142 +169,372 @@ class Input:
     ignored: bool = False
 
 
-def load_documents(path: str) -> list[Document]:
+@dataclass
+class Verdict:
+    """Admission of one document: refused when ``issues``; ``warnings`` are printed either way."""
+
+    document: Document
+    issues: list[FieldIssue]
+    warnings: list[FieldIssue]
+
+    def lines(self, what: str, issues: list[FieldIssue]) -> Iterator[str]:
+        for issue in issues:
+            yield f"{what}: {self.document.label()}: {issue}"
+
+
+# --- reading YAML, bounded -----------------------------------------------------------------------------------------
+
+
+def _measure(root: Any, limits: Limits) -> str | None:
+    """Why ``root`` is too big or too deep, or None. Shared values (YAML aliases) are counted every time they are
+    used, as a reader expanding them would; the walk itself visits each distinct value once."""
+    sizes: dict[int, tuple[int, int]] = {}  # id -> (values, text bytes) of the expanded subtree
+    stack: list[tuple[Any, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        if depth > limits.max_depth:
+            return f"nested deeper than {limits.max_depth} levels"
+        key = id(node)
+        if isinstance(node, dict | list):
+            if key in sizes and not done:
+                continue
+            children = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+            if not done:
+                stack.append((node, depth, True))
+                for _, child in children:
+                    if isinstance(child, dict | list):
+                        stack.append((child, depth + 1, False))
+                continue
+            values, text = 1, 0
+            for k, child in children:
+                if isinstance(node, dict):
+                    text += len(str(k))
+                if isinstance(child, dict | list):
+                    cv, ct = sizes[id(child)]
+                else:
+                    cv, ct = 1, len(child) if isinstance(child, str) else 8
+                values, text = values + cv, text + ct
+                if values > limits.max_nodes:
+                    return f"expands to more than {limits.max_nodes} values (YAML aliases included)"
+                if text > limits.max_document_bytes:
+                    return f"expands to more than {limits.max_document_bytes} bytes of text (YAML aliases included)"
+            sizes[key] = (values, text)
+    return None
+
+
+def _decode(data: bytes, path: str) -> str:
     try:
-        text = Path(path).read_text() if path != "-" else __import__("sys").stdin.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start}, line {line}): {exc.reason}") from exc
+
+
+def parse_documents(text: str, path: str, limits: Limits = LIMITS) -> list[Document]:
     try:
-        bodies = [b for b in yaml.safe_load_all(text) if b is not None]
+        bodies = list(yaml.load_all(text, Loader=_LOADER))
+    except RecursionError as exc:
+        raise InputError(f"{path}: a document is nested too deeply to read") from exc
     except yaml.YAMLError as exc:
-        raise UsageError(f"{path} is not valid YAML: {exc}") from exc
+        raise InputError(f"{path} is not valid YAML: {exc}") from exc
     docs = []
     for index, body in enumerate(bodies):
+        if body is None:
+            continue
+        where = f"{path} document {index + 1}"
         if not isinstance(body, dict):
-            raise UsageError(f"{path} document {index + 1}: expected a mapping, got {type(body).__name__}")
+            raise InputError(f"{where}: expected a mapping, got {type(body).__name__}")
+        problem = _measure(body, limits)
+        if problem is not None:
+            raise InputError(f"{where}: refused: {problem}")
         docs.append(Document(source=path, index=index, body=body))
     return docs
 
 
-def validate(doc: Document) -> list[FieldIssue]:
-    """Admission for one document: what the services would reject, rejected before anything is recorded."""
-    issues: list[FieldIssue] = []
-    if (doc.api_version, doc.kind) not in KNOWN:
-        kinds = ", ".join(sorted(f"{a} {k}" for a, k in KNOWN))
-        return [FieldIssue(path="kind", message=f"unsupported apiVersion/kind {doc.api_version} {doc.kind}; "
-                                                f"accepted: {kinds}")]
-    issues += [FieldIssue(path=p, message=m) for p, m in storage_issues(doc.body)]
-    for part in ("metadata", "spec", "status"):
-        if doc.body.get(part) is not None and not isinstance(doc.body[part], dict):
-            issues.append(FieldIssue(path=part, message="must be an object"))
-    if issues:
-        return issues
+def load_documents(path: str, limits: Limits = LIMITS) -> list[Document]:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(limits.max_file_bytes + 1)
+        else:
+            with Path(path).open("rb") as f:
+                data = f.read(limits.max_file_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+    if len(data) > limits.max_file_bytes:
+        raise InputError(f"{path}: larger than {limits.max_file_bytes} bytes; split it into several files")
+    return parse_documents(_decode(data, path), path, limits)
+
+
+# --- admission ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Door:
+    """Admission of documents in order. It knows the PriorityClasses (built in, already recorded, and those earlier
+    in the input) to resolve ``priorityClassName``, and, when ``quotas`` is given, the elastic quotas that exist, to
+    refuse a pod naming one that does not (what Koordinator's pod webhook refuses)."""
+
+    priority_classes: dict[str, PriorityClassInfo] = field(
+        default_factory=lambda: dict(BUILTIN_PRIORITY_CLASSES)
+    )
+    quotas: set[str] | None = None
+    expand_workloads: bool = True
+    resolve_priority: bool = True  # False for objects read from an API server (it resolved priorityClassName)
+
+    def context(self) -> PodContext:
+        return PodContext(
+            priority_classes=dict(self.priority_classes),
+            quotas=frozenset(self.quotas | BUILTIN_QUOTAS) if self.quotas is not None else None,
+            resolve_priority=self.resolve_priority,
+        )
+
+    def check(self, doc: Document) -> Verdict:
+        body = doc.body
+        key = (doc.api_version, doc.kind)
+        if key in CLI_KINDS:
+            issues = _cli_kind_issues(doc)
+            return Verdict(doc, issues, [])
+        if key in WORKLOAD_KINDS:
+            if not self.expand_workloads:
+                return Verdict(
+                    doc,
+                    [],
+                    [
+                        FieldIssue(
+                            path="kind",
+                            code="Ignored",
+                            message="workloads are the API server's business here",
+                        )
+                    ],
+                )
+            pods, issues, warnings = expand(body)
+            context = self.context()
+            doc.pods = [(p, admit(p, context)) for p in pods]
+            for _, pod in doc.pods[:1]:  # every pod has the template's problems: report them once
+                issues += [msgspec.structs.replace(i, path=f"spec.template: {i.path}") for i in pod.issues]
+                warnings += pod.warnings
+            return Verdict(doc, issues, warnings)
+        admitted = admit(body, self.context())
+        doc.admitted = admitted
+        if admitted.ok:
+            if doc.kind == "PriorityClass" and isinstance(admitted.obj, PriorityClassInfo):
+                self.priority_classes[admitted.obj.name] = admitted.obj
+            elif doc.kind == "ElasticQuota" and self.quotas is not None:
+                self.quotas.add(admitted.name)
+        if (
+            admitted.issues
+            and admitted.issues[0].code == "NotSupported"
+            and admitted.issues[0].path in ("kind", "apiVersion")
+        ):
+            message = admitted.issues[0].message
+            if key not in {(a, k) for a, k in (s.split(" ", 1) for s in accepted_kinds())}:
+                message = f"unsupported apiVersion/kind {doc.api_version} {doc.kind}; accepted: " + ", ".join(
+                    sorted([*accepted_kinds(), *(f"{a} {k}" for a, k in sorted(WORKLOAD_KINDS | CLI_KINDS))])
+                )
+            return Verdict(
+                doc, [FieldIssue(path=admitted.issues[0].path, code="NotSupported", message=message)], []
+            )
+        return Verdict(doc, list(admitted.issues), list(admitted.warnings))
+
+    def check_all(self, docs: list[Document]) -> list[Verdict]:
+        return [self.check(doc) for doc in docs]
+
+
+def _cli_kind_issues(doc: Document) -> list[FieldIssue]:
     spec = doc.body.get("spec") or {}
+    if not isinstance(spec, dict):
+        return [FieldIssue(path="spec", message="must be an object")]
+    issues: list[FieldIssue] = []
     if doc.kind == "AdvanceClock":
         seconds = spec.get("seconds")
         if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
             issues.append(FieldIssue(path="spec.seconds", message="must be a non-negative number"))
         return issues
-    if doc.kind == "Delete":
-        if spec.get("kind") not in DELETABLE:
-            issues.append(FieldIssue(path="spec.kind", message=f"must be one of {', '.join(sorted(DELETABLE))}"))
-        if not spec.get("name"):
-            issues.append(FieldIssue(path="spec.name", message="is required"))
+    if doc.kind == "NodeHeartbeat":
+        if not isinstance(spec.get("node"), str) or not spec.get("node"):
+            issues.append(
+                FieldIssue(path="spec.node", code="Required", message="is required (the node's name)")
+            )
         return issues
-    if not doc.ref.name:
-        return [FieldIssue(path="metadata.name", message="is required")]
-    if doc.kind == "Node":
-        return validate_node(doc.body)
-    if doc.kind == "Device":
-        return validate_device(doc.body)
-    if doc.kind == "NodeResourceTopology":
-        return validate_topology(doc.body)
-    if doc.kind in ("ElasticQuota", "PodGroup", "ElasticQuotaProfile"):
-        from allot_cli.admission import object_issues
-
-        return object_issues(doc.kind, doc.body)
-    if doc.kind == "Pod":
-        if not isinstance(spec.get("containers"), list) or not spec.get("containers"):
-            return [FieldIssue(path="spec.containers", message="at least one container is required")]
-        _, problems = pod_requests_checked(doc.body)
-        issues.extend(FieldIssue(path=p, message=m) for p, m in problems)
-        if problems:  # the engines read the same fields; their view of a malformed pod adds nothing
-            return issues
-        for part in ("affinity", "securityContext"):
-            if spec.get(part) is not None and not isinstance(spec[part], dict):
-                issues.append(FieldIssue(path=f"spec.{part}", message="must be an object"))
-        if spec.get("nodeName") is not None and not isinstance(spec["nodeName"], str):
-            issues.append(FieldIssue(path="spec.nodeName", message="must be a string"))
-        if issues:
-            return issues
-        issues.extend(_pod_admission(doc.body))
+    if spec.get("kind") not in DELETABLE:
+        issues.append(FieldIssue(path="spec.kind", message=f"must be one of {', '.join(sorted(DELETABLE))}"))
+    if not spec.get("name"):
+        issues.append(FieldIssue(path="spec.name", code="Required", message="is required"))
     return issues
 
 
-def _pod_admission(manifest: dict[str, Any]) -> list[FieldIssue]:
-    """Pod checks owned by the engines (device requests, annotations). Imported lazily: optional engines."""
-    from allot_cli.admission import pod_issues
+def admit_all(docs: list[Document], door: Door | None = None) -> Iterator[str]:
+    """Error lines for every invalid document (empty when all are valid), warnings printed to stderr."""
+    door = door or Door()
+    for verdict in door.check_all(docs):
+        for line in verdict.lines("warning", verdict.warnings):
+            print(line, file=sys.stderr)
+        for issue in verdict.issues:
+            yield f"{verdict.document.label()}: {issue}"
 
-    return pod_issues(manifest)
+
+# --- events ------------------------------------------------------------------------------------------------------
 
 
-def to_input(doc: Document, *, uid_factory: Any = None) -> Input:
-    """Convert a validated document into input events (``uid_factory`` gives pod uids when the manifest has none)."""
+def _pod_event(
+    admitted: Admitted, body: dict[str, Any], ref: ObjectRef, uid_factory: Any
+) -> tuple[str, Event]:
+    meta = dict(body.get("metadata") or {})
+    meta.setdefault("namespace", ref.namespace)
+    uid = str(meta.get("uid") or (uid_factory() if uid_factory else uuid.uuid5(uuid.NAMESPACE_URL, ref.key)))
+    meta["uid"] = uid
+    manifest = {**body, "metadata": meta}
+    spec = admitted.obj
+    if spec is not None and not spec.uid:
+        spec = msgspec.structs.replace(spec, uid=uid)
+    bound = bool((body.get("spec") or {}).get("nodeName"))
+    event: Event = (PodObserved if bound else PodSubmitted)(
+        pod=ref,
+        uid=uid,
+        manifest=manifest,
+        spec=spec,
+        issues=list(admitted.issues),
+        warnings=list(admitted.warnings),
+    )
+    return stream_id("pod", ref.key), event
+
+
+def _deleted(kind: str, target: ObjectRef) -> tuple[str, Event]:
+    makers: dict[str, Callable[[], tuple[str, Event]]] = {
+        "Node": lambda: (stream_id("node", target.name), NodeDeleted(name=target.name)),
+        "Device": lambda: (stream_id("device", target.name), DeviceDeleted(name=target.name)),
+        "NodeResourceTopology": lambda: (
+            stream_id("topology", target.name),
+            TopologyDeleted(name=target.name),
+        ),
+        "Pod": lambda: (stream_id("pod", target.key), PodDeleted(pod=target)),
+        "ElasticQuota": lambda: (stream_id("quota", target.key), QuotaDeleted(quota=target)),
+        "PodGroup": lambda: (stream_id("podgroup", target.key), PodGroupDeleted(group=target)),
+        "ElasticQuotaProfile": lambda: (
+            stream_id("quotaprofile", target.key),
+            QuotaProfileDeleted(profile=target),
+        ),
+        "Reservation": lambda: (
+            stream_id("reservation", target.name),
+            ReservationDeleted(reservation=target),
+        ),
+        "PodMigrationJob": lambda: (stream_id("migration", target.name), MigrationDeleted(job=target)),
+        "NodeMetric": lambda: (stream_id("nodemetric", target.name), NodeMetricDeleted(name=target.name)),
+        "ClusterColocationProfile": lambda: (
+            stream_id("colocationprofile", target.name),
+            ColocationProfileDeleted(name=target.name),
+        ),
+        "ConfigMap": lambda: (stream_id("colocation", target.key), ColocationConfigDeleted(ref=target)),
+        "PriorityClass": lambda: (
+            stream_id("priorityclass", target.name),
+            PriorityClassDeleted(name=target.name),
+        ),
+    }
+    return makers[kind]()
+
+
+def to_input(doc: Document, *, uid_factory: Any = None, door: Door | None = None) -> Input:
+    """Convert a document into input events (``uid_factory`` gives pod uids when the manifest has none). A
+    document not yet checked is admitted here with ``door`` (kube-sync records what the API server holds even when
+    the door refuses it: a refused pod is recorded with its issues and rejected by the first service)."""
     body = doc.body
     spec = body.get("spec") or {}
+    key = (doc.api_version, doc.kind)
+    if doc.admitted is None and key not in CLI_KINDS and key not in WORKLOAD_KINDS:
+        (door or Door()).check(doc)
     ref = doc.ref
     if doc.kind == "AdvanceClock":
         return Input(document=doc, advance_seconds=float(spec["seconds"]))
+    if doc.kind == "NodeHeartbeat":
+        node = str(spec["node"])
+        return Input(document=doc, events=[(stream_id("node", node), NodeHeartbeat(name=node))])
     if doc.kind == "Delete":
         kind = spec["kind"]
-        namespaced = kind in ("Pod", "ElasticQuota", "PodGroup", "ElasticQuotaProfile")
-        target = ObjectRef(namespace=str(spec.get("namespace") or ("default" if namespaced else "")),
-                           name=str(spec["name"]))
-        delete: tuple[str, Event] = {
-            "Node": lambda: (stream_id("node", target.name), NodeDeleted(name=target.name)),
-            "Device": lambda: (stream_id("device", target.name), DeviceDeleted(name=target.name)),
-            "NodeResourceTopology": lambda: (stream_id("topology", target.name), TopologyDeleted(name=target.name)),
-            "Pod": lambda: (stream_id("pod", target.key), PodDeleted(pod=target)),
-            "ElasticQuota": lambda: (stream_id("quota", target.key), QuotaDeleted(quota=target)),
-            "PodGroup": lambda: (stream_id("podgroup", target.key), PodGroupDeleted(group=target)),
-            "ElasticQuotaProfile": lambda: (stream_id("quotaprofile", target.key),
-                                            QuotaProfileDeleted(profile=target)),
-        }[kind]()
-        return Input(document=doc, events=[delete])
-    if (doc.api_version, doc.kind) in IGNORED_KINDS:
-        return Input(document=doc, ignored=True, events=[(
-            stream_id("object", f"{doc.kind}/{ref.key}"),
-            ObjectIgnored(api_version=doc.api_version, kind=doc.kind, ref=ref, manifest=body))])
-    if doc.kind == "Node":
-        return Input(document=doc, events=[(stream_id("node", ref.name), NodeApplied(name=ref.name, manifest=body))])
-    if doc.kind == "Device":
-        return Input(document=doc, events=[(stream_id("device", ref.name), DeviceApplied(name=ref.name, manifest=body))])
-    if doc.kind == "NodeResourceTopology":
-        return Input(document=doc,
-                     events=[(stream_id("topology", ref.name), TopologyApplied(name=ref.name, manifest=body))])
-    if doc.kind == "ElasticQuota":
-        return Input(document=doc, events=[(stream_id("quota", ref.key), QuotaApplied(quota=ref, manifest=body))])
-    if doc.kind == "ElasticQuotaProfile":
-        manifest = {**body, "metadata": {**(body.get("metadata") or {}), "namespace": ref.namespace}}
-        return Input(document=doc, events=[(stream_id("quotaprofile", ref.key),
-                                            QuotaProfileApplied(profile=ref, manifest=manifest))])
-    if doc.kind == "PodGroup":
-        manifest = {**body, "metadata": {**(body.get("metadata") or {}), "namespace": ref.namespace}}
-        return Input(document=doc,
-                     events=[(stream_id("podgroup", ref.key), PodGroupApplied(group=ref, manifest=manifest))])
+        namespaced = kind in NAMESPACED_DELETES
+        target = ObjectRef(
+            namespace=str(spec.get("namespace") or ("default" if namespaced else "")), name=str(spec["name"])
+        )
+        return Input(document=doc, events=[_deleted(kind, target)])
+    if key in WORKLOAD_KINDS:
+        events: list[tuple[str, Event]] = [
+            (
+                stream_id("workload", f"{doc.kind}/{ref.key}"),
+                WorkloadExpanded(
+                    api_version=doc.api_version,
+                    kind=doc.kind,
+                    ref=ref,
+                    manifest=body,
+                    pods=[p.name for _, p in doc.pods],
+                ),
+            )
+        ]
+        for manifest, pod in doc.pods:
+            ref = ObjectRef(namespace=pod.namespace, name=pod.name)
+            events.append(_pod_event(pod, manifest, ref, uid_factory))
+        return Input(document=doc, events=events)
+    admitted = doc.admitted
+    assert admitted is not None
+    obj = admitted.obj
+    issues, warnings = list(admitted.issues), list(admitted.warnings)
     if doc.kind == "Pod":
-        meta = dict(body.get("metadata") or {})
-        meta.setdefault("namespace", ref.namespace)
-        uid = str(meta.get("uid") or (uid_factory() if uid_factory else uuid.uuid5(uuid.NAMESPACE_URL, ref.key)))
-        meta["uid"] = uid
-        manifest = {**body, "metadata": meta}
-        event: Event = (PodObserved if spec.get("nodeName") else PodSubmitted)(pod=ref, uid=uid, manifest=manifest)
-        return Input(document=doc, events=[(stream_id("pod", ref.key), event)])
-    raise UsageError(f"{doc.label()}: cannot convert")  # unreachable after validate()
-
-
-def admit_all(docs: list[Document]) -> Iterator[str]:
-    """Error lines for every invalid document (empty when all are valid)."""
-    for doc in docs:
-        for issue in validate(doc):
-            yield f"{doc.label()}: {issue.path}: {issue.message}" if issue.path else f"{doc.label()}: {issue.message}"
+        return Input(document=doc, events=[_pod_event(admitted, body, ref, uid_factory)])
+    if doc.kind == "Node":
+        return Input(
+            document=doc, events=[(stream_id("node", ref.name), NodeApplied(name=ref.name, manifest=body))]
+        )
+    if doc.kind == "Device":
+        return Input(
+            document=doc,
+            events=[(stream_id("device", ref.name), DeviceApplied(name=ref.name, manifest=body))],
+        )
+    if doc.kind == "NodeResourceTopology":
+        return Input(
+            document=doc,
+            events=[(stream_id("topology", ref.name), TopologyApplied(name=ref.name, manifest=body))],
+        )
+    with_namespace = {**body, "metadata": {**(body.get("metadata") or {}), "namespace": ref.namespace}}
+    if doc.kind == "ElasticQuota":
+        event: Event = QuotaApplied(quota=ref, manifest=body, spec=obj, issues=issues, warnings=warnings)
+        return Input(document=doc, events=[(stream_id("quota", ref.key), event)])
+    if doc.kind == "ElasticQuotaProfile":
+        event = QuotaProfileApplied(
+            profile=ref, manifest=with_namespace, spec=obj, issues=issues, warnings=warnings
+        )
+        return Input(document=doc, events=[(stream_id("quotaprofile", ref.key), event)])
+    if doc.kind == "PodGroup":
+        event = PodGroupApplied(
+            group=ref, manifest=with_namespace, spec=obj, issues=issues, warnings=warnings
+        )
+        return Input(document=doc, events=[(stream_id("podgroup", ref.key), event)])
+    uid = str((body.get("metadata") or {}).get("uid") or "")
+    if doc.kind == "Reservation":
+        event = ReservationApplied(reservation=ref, uid=uid, manifest=body)
+        return Input(document=doc, events=[(stream_id("reservation", ref.name), event)])
+    if doc.kind == "PodMigrationJob":
+        event = MigrationApplied(job=ref, uid=uid, manifest=body)
+        return Input(document=doc, events=[(stream_id("migration", ref.name), event)])
+    if doc.kind == "NodeMetric":
+        return Input(
+            document=doc,
+            events=[(stream_id("nodemetric", ref.name), NodeMetricApplied(name=ref.name, manifest=body))],
+        )
+    if doc.kind == "ClusterColocationProfile":
+        event = ColocationProfileApplied(name=ref.name, manifest=body)
+        return Input(document=doc, events=[(stream_id("colocationprofile", ref.name), event)])
+    if doc.kind == "ConfigMap" and obj is not None:
+        event = ColocationConfigApplied(ref=ref, manifest=with_namespace)
+        return Input(document=doc, events=[(stream_id("colocation", ref.key), event)])
+    if doc.kind == "PriorityClass" and isinstance(obj, PriorityClassInfo):
+        event = PriorityClassApplied(name=ref.name, manifest=body, spec=obj)
+        return Input(document=doc, events=[(stream_id("priorityclass", ref.name), event)])
+    # Accepted, recorded, not acted on (Namespace, other ConfigMaps).
+    return Input(
+        document=doc,
+        ignored=True,
+        events=[
+            (
+                stream_id("object", f"{doc.kind}/{ref.key}"),
+                ObjectIgnored(api_version=doc.api_version, kind=doc.kind, ref=ref, manifest=body),
+            )
+        ],
+    )

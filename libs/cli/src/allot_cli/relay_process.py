@@ -21,13 +21,14 @@ from allot_bus.names import BusNames
 from allot_bus.relay import Relay
 from allot_eventstore.migrate import ensure_current
 from allot_eventstore.postgres import PostgresEventStore
-from allot_runtime import logs
+from allot_runtime import logs, memory
 
 
 async def _serve(holder: dict[str, Any]) -> web.AppRunner:
     registry = CollectorRegistry()
-    published = Gauge("allot_relay_published_position", "Last log position published to JetStream",
-                      registry=registry)
+    published = Gauge(
+        "allot_relay_published_position", "Last log position published to JetStream", registry=registry
+    )
     lag = Gauge("allot_relay_lag_events", "Events in the log not yet on JetStream", registry=registry)
 
     async def metrics(_: web.Request) -> web.Response:
@@ -49,17 +50,25 @@ async def _serve(holder: dict[str, Any]) -> web.AppRunner:
     app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics)])
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"),
-                      int(os.environ.get("ALLOT_HTTP_PORT", "8080"))).start()
+    await web.TCPSite(
+        runner, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"), int(os.environ.get("ALLOT_HTTP_PORT", "8080"))
+    ).start()
     return runner
 
 
 async def run_relay() -> None:
-    logs.setup("relay", level=os.environ.get("ALLOT_LOG_LEVEL", "INFO"), fmt=os.environ.get("ALLOT_LOG_FORMAT", "json"))
+    logs.setup(
+        "relay",
+        level=os.environ.get("ALLOT_LOG_LEVEL", "INFO"),
+        fmt=os.environ.get("ALLOT_LOG_FORMAT", "json"),
+    )
+    memory.configure()
     log = logging.getLogger("allot.relay")
     database_url = os.environ["ALLOT_DATABASE_URL"]
-    names = BusNames(prefix=os.environ.get("ALLOT_NATS_PREFIX", "allot"),
-                     stream=os.environ.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS"))
+    names = BusNames(
+        prefix=os.environ.get("ALLOT_NATS_PREFIX", "allot"),
+        stream=os.environ.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS"),
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -25,7 +25,9 @@ SIM_NS = uuid.UUID("0d5a3f4e-9a43-4e0e-8f3a-6b0e3c1d2a77")
 
 
 class Simulation:
-    def __init__(self, configs: dict[str, dict[str, Any]] | None = None, *, clock: ManualClock | None = None) -> None:
+    def __init__(
+        self, configs: dict[str, dict[str, Any]] | None = None, *, clock: ManualClock | None = None
+    ) -> None:
         self.clock = clock or ManualClock()
         self.store = InMemoryEventStore(clock=self.clock)
         self.hosts = [Host(factory((configs or {}).get(name, {}))) for name, factory in PROCESSORS]
@@ -55,7 +57,9 @@ class Simulation:
     def _record(self, item: Input) -> None:
         self.applied += 1
         news = [
-            NewEvent(stream_id=stream, event=event, event_id=str(uuid.uuid5(SIM_NS, f"{self.applied}/{index}")))
+            NewEvent(
+                stream_id=stream, event=event, event_id=str(uuid.uuid5(SIM_NS, f"{self.applied}/{index}"))
+            )
             for index, (stream, event) in enumerate(item.events)
         ]
         if news:
@@ -65,16 +69,24 @@ class Simulation:
         """Move the clock, firing every timer that falls due on the way, at its own time, in order."""
         target = self.clock.now_us + round(seconds * 1_000_000)
         while True:
-            due = [(d, h.name, h.timers) for h in self.hosts
-                   if (d := h.deadline()) is not None and d <= target and (h.name, d, h.timers) not in self.fired]
+            due = [
+                (d, h.name, h.timers)
+                for h in self.hosts
+                if (d := h.deadline()) is not None and d <= target and (h.name, d, h.timers) not in self.fired
+            ]
             if not due:
                 break
             deadline, name, consumed = min(due)
             self.fired.add((name, deadline, consumed))
             self.clock.now_us = max(self.clock.now_us, deadline)
             self.store.append_sync(
-                [NewEvent(stream_id=stream_id("timer", name), event=TimerFired(service=name, due=deadline),
-                          event_id=timer_event_id(name, deadline, consumed))],
+                [
+                    NewEvent(
+                        stream_id=stream_id("timer", name),
+                        event=TimerFired(service=name, due=deadline),
+                        event_id=timer_event_id(name, deadline, consumed),
+                    )
+                ],
                 producer=timer_producer(name),
             )
             self.pump()
@@ -92,5 +104,6 @@ class Simulation:
                 if host.wants(record):
                     news = host.step(record)
                     if news:
-                        self.store.append_sync(news, producer=host.name,
-                                               checkpoint=Checkpoint(host.name, record.position))
+                        self.store.append_sync(
+                            news, producer=host.name, checkpoint=Checkpoint(host.name, record.position)
+                        )

@@ -76,7 +76,7 @@ def runs(pid: int, command: list[str]) -> bool:
     program = Path(command[0]).name
     for index, arg in enumerate(argv[:2]):
         if Path(arg).name == program:
-            return argv[index + 1:index + len(command)] == command[1:]
+            return argv[index + 1 : index + len(command)] == command[1:]
     return False
 
 
@@ -132,7 +132,9 @@ def owns_port(pid: int, port: int) -> bool | None:
     return False
 
 
-def verify_listener(what: str, proc: subprocess.Popen[bytes] | None, port: int, log_path: Path | None) -> None:
+def verify_listener(
+    what: str, proc: subprocess.Popen[bytes] | None, port: int, log_path: Path | None
+) -> None:
     """After a server started: the process we spawned is alive and is the one listening on ``port``.
 
     ``free_port()`` only finds a port that is free now; the server binds it later, and another process may take it
@@ -141,8 +143,10 @@ def verify_listener(what: str, proc: subprocess.Popen[bytes] | None, port: int, 
         code = proc.returncode if proc is not None else None
         raise Unavailable(f"{what} exited ({code}) right after it started on port {port}; see {log_path}")
     if owns_port(proc.pid, port) is False:
-        raise Unavailable(f"127.0.0.1:{port} answers, but not from the {what} we started (pid {proc.pid}): another "
-                          f"process took the port between choosing it and binding it; run `allot up` again")
+        raise Unavailable(
+            f"127.0.0.1:{port} answers, but not from the {what} we started (pid {proc.pid}): another "
+            f"process took the port between choosing it and binding it; run `allot up` again"
+        )
 
 
 def _acquire(state_dir: Path, wait: float) -> IO[str] | None:
@@ -214,7 +218,9 @@ def supervisor_pid(state_dir: Path) -> int | None:
             if text.isdigit():
                 return int(text)
             time.sleep(0.05)
-    recorded = (read_stack(state_dir) or {}).get("supervisor_pid")  # a supervisor that wrote no pid to the lock
+    recorded = (read_stack(state_dir) or {}).get(
+        "supervisor_pid"
+    )  # a supervisor that wrote no pid to the lock
     return int(recorded) if recorded and _is_supervisor(int(recorded), state_dir) else -1
 
 
@@ -257,7 +263,9 @@ def clear_reused_postmaster_pid(data_dir: Path) -> str | None:
         return None
     argv = cmdline(pid)
     if not argv or runs(pid, ["postgres"]) or argv[0].startswith("postgres"):
-        return None  # a PostgreSQL (or a backend, whose title is "postgres: ..."), or unreadable: do not touch
+        return (
+            None  # a PostgreSQL (or a backend, whose title is "postgres: ..."), or unreadable: do not touch
+        )
     with contextlib.suppress(OSError):
         (data_dir / "postmaster.pid").unlink()
         return f"removed {data_dir / 'postmaster.pid'}: its pid {pid} now belongs to another program"
@@ -280,7 +288,9 @@ def find_leftovers(state_dir: Path, stack: dict[str, Any] | None) -> list[Leftov
     if pid and pid_alive(pid) and runs(pid, ["nats-server", "-c", str(recorded_dir / "nats.conf")]):
         found.append(Leftover("nats-server", int(pid)))
     data_dir = recorded_dir / "postgres"
-    for pid in sorted({p for p in (stack.get("postgres", {}).get("pid"), _postmaster_pid(state_dir / "postgres")) if p}):
+    for pid in sorted(
+        {p for p in (stack.get("postgres", {}).get("pid"), _postmaster_pid(state_dir / "postgres")) if p}
+    ):
         if pid_alive(pid) and runs(pid, _postgres_command(data_dir)):
             found.append(Leftover("PostgreSQL", int(pid), signal.SIGINT))  # SIGINT: fast shutdown
     return found
@@ -322,9 +332,11 @@ def cleanup_leftovers(state_dir: Path, *, timeout: float = 15.0) -> list[str]:
         stack = read_stack(state_dir)
         leftovers = find_leftovers(state_dir, stack)
         messages: list[str] = []
-        for group in ([x for x in leftovers if x.name not in ("nats-server", "PostgreSQL")],
-                      [x for x in leftovers if x.name == "nats-server"],
-                      [x for x in leftovers if x.name == "PostgreSQL"]):
+        for group in (
+            [x for x in leftovers if x.name not in ("nats-server", "PostgreSQL")],
+            [x for x in leftovers if x.name == "nats-server"],
+            [x for x in leftovers if x.name == "PostgreSQL"],
+        ):
             if group:
                 messages += _stop_pids(group, timeout)
         removed = clear_reused_postmaster_pid(state_dir / "postgres")

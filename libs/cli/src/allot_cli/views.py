@@ -17,6 +17,11 @@ from allot_contracts.events import (
     GangGroupUnschedulable,
     GangHoldsReleased,
     GangMemberWaiting,
+    NodeAllocatableUpdated,
+    NodeHeartbeat,
+    NodeHeartbeatLost,
+    NodeHeartbeatResumed,
+    NodeMetricReported,
     NodeRegistered,
     NodeRemoved,
     ObjectIgnored,
@@ -26,6 +31,7 @@ from allot_contracts.events import (
     PodBound,
     PodDeleted,
     PodEnqueued,
+    PodEvicted,
     PodObserved,
     PodPlaced,
     PodRejected,
@@ -33,6 +39,10 @@ from allot_contracts.events import (
     PodRequeued,
     PodSubmitted,
     PodUnschedulable,
+    QosApplied,
+    QosDriftCorrected,
+    QosPlanRecorded,
+    QosPlanRemoved,
     QosRecorded,
     QuotaAdmitted,
     QuotaEvicted,
@@ -41,6 +51,7 @@ from allot_contracts.events import (
     QuotaWaiting,
     ReservationResolved,
 )
+from allot_contracts.events.qos import QosPlan
 from allot_contracts.lives import PodLives
 
 
@@ -58,6 +69,67 @@ class PodView:
     qos: str = ""
     annotations: dict[str, Any] = field(default_factory=dict)
     history: list[tuple[int, str, str]] = field(default_factory=list)  # (position, type, producer)
+    enforcement: Enforcement | None = None
+
+
+@dataclass
+class Enforcement:
+    """What qos-enforcer planned for a pod on its node and what the node agent reported."""
+
+    plan: QosPlan
+    applied: int = 0  # the revision last applied
+    ok: bool = False
+    failed: int = 0  # writes of that application that did not hold
+    unsupported: int = 0
+    drift: int = 0  # values corrected by reconciles since
+
+    def status(self) -> str:
+        if not self.applied:
+            return f"r{self.plan.revision} not applied yet"
+        state = "applied" if self.ok else f"FAILED ({self.failed} writes)"
+        extra = [f"{self.unsupported} unsupported"] if self.unsupported else []
+        extra += [f"{self.drift} drift corrected"] if self.drift else []
+        behind = f" (plan r{self.plan.revision})" if self.applied != self.plan.revision else ""
+        return f"r{self.applied} {state}{behind}" + (f", {', '.join(extra)}" if extra else "")
+
+
+_SHORT = {
+    "cpuset_cpus": "cpuset",
+    "cpu_quota": "quota",
+    "cpu_shares": "shares",
+    "cpu_burst_us": "burst",
+    "cpu_idle": "idle",
+    "cpu_bvt_warp_ns": "gi",
+    "memory_min": "mem.min",
+    "memory_low": "mem.low",
+    "memory_high": "mem.high",
+    "memory_max": "mem.max",
+}
+
+
+def _short_value(knob: str, value: Any) -> str:
+    if knob == "cpu_quota" and isinstance(value, dict):
+        quota = value.get("quota_us")
+        return "max" if quota is None else f"{quota * 1000 // max(int(value.get('period_us') or 1), 1)}m"
+    if knob.startswith("memory_") and isinstance(value, int):
+        return f"{value >> 20}Mi"
+    if knob == "cpu_burst_us" and isinstance(value, int):
+        return f"{value // 1000}ms"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def plan_summary(plan: QosPlan) -> str:
+    """The pod-level values of a plan in one short line (``cpuset=2-3 idle=true quota=500m gpu:main rdt=allot-BE``)."""
+    parts: list[str] = []
+    for target in plan.cgroups:
+        if target.scope == "pod":
+            parts += [f"{_SHORT.get(k, k)}={_short_value(k, v)}" for k, v in sorted(target.settings.items())]
+    parts += [
+        f"gpu:{g.container}({','.join(f'{s.cores}%/{s.memory_mib}Mi' for s in g.gpus)})" for g in plan.gpu
+    ]
+    if plan.resctrl:
+        parts.append(f"rdt={plan.resctrl}")
+    return " ".join(parts) or "nothing to enforce"
 
 
 @dataclass
@@ -66,6 +138,13 @@ class NodeView:
     capacity: dict[str, str] = field(default_factory=dict)
     devices: dict[str, int] = field(default_factory=dict)
     pods: set[str] = field(default_factory=set)
+    # node side: the latest NodeMetric's usage and time, the computed batch/mid allocatable, heartbeats (µs)
+    usage: dict[str, str] = field(default_factory=dict)
+    metric_time: int = 0
+    allocatable: dict[str, str] = field(default_factory=dict)
+    degraded: bool = False
+    heartbeat: int = 0
+    heartbeat_lost: int = 0
 
 
 def _device_minors(annotations: dict[str, Any]) -> dict[str, list[int]]:
@@ -132,8 +211,11 @@ class ClusterView:
             return
         self.lives.observe(event)
         pod = getattr(event, "pod", None)
-        if (isinstance(pod, ObjectRef) and pod.key not in self.pods
-                and not isinstance(event, PodSubmitted | PodObserved | PodDeleted)):
+        if (
+            isinstance(pod, ObjectRef)
+            and pod.key not in self.pods
+            and not isinstance(event, PodSubmitted | PodObserved | PodDeleted)
+        ):
             return  # a late decision about a pod that is gone: nothing to show
         self._apply(event, record)
 
@@ -149,6 +231,18 @@ class ClusterView:
                     self.removed_nodes[name] = self.nodes.pop(name)
             case DevicesReported(name=name, devices=devices):
                 self.nodes.setdefault(name, NodeView(name=name)).devices = dict(devices)
+            case NodeMetricReported(name=name, usage=usage, update_time=update_time):
+                node = self.nodes.setdefault(name, NodeView(name=name))
+                node.usage, node.metric_time = dict(usage), update_time
+            case NodeAllocatableUpdated(name=name, allocatable=allocatable, degraded=degraded):
+                node = self.nodes.setdefault(name, NodeView(name=name))
+                node.allocatable, node.degraded = dict(allocatable), degraded
+            case NodeHeartbeat(name=name):
+                self.nodes.setdefault(name, NodeView(name=name)).heartbeat = record.recorded_at
+            case NodeHeartbeatLost(name=name):
+                self.nodes.setdefault(name, NodeView(name=name)).heartbeat_lost = record.recorded_at
+            case NodeHeartbeatResumed(name=name):
+                self.nodes.setdefault(name, NodeView(name=name)).heartbeat_lost = 0
             case ObjectIgnored(kind=kind, ref=ref):
                 self.ignored.append(f"{kind} {ref.key}")
             case PodSubmitted(pod=pod):
@@ -163,9 +257,9 @@ class ClusterView:
                 view.cpuset = _cpuset(view.annotations)
                 self.nodes.setdefault(view.node, NodeView(name=view.node)).pods.add(pod.key)
             case PodDeleted(pod=pod):
-                view = self.pods.pop(pod.key, None)
-                if view and view.node and view.node in self.nodes:
-                    self.nodes[view.node].pods.discard(pod.key)
+                gone = self.pods.pop(pod.key, None)
+                if gone is not None and gone.node and gone.node in self.nodes:
+                    self.nodes[gone.node].pods.discard(pod.key)
                 return
             case PodEnqueued(pod=pod, attempt=attempt) | PodRequeued(pod=pod, attempt=attempt):
                 view = self.pod(pod.key)
@@ -183,7 +277,7 @@ class ClusterView:
             case PodPlaced(pod=pod, node=node, decision=decision):
                 view = self.pod(pod.key)
                 view.phase, view.node, view.message, view.codes = "Placed", node, "", []
-                view.annotations = dict(decision.get("annotations") or {})
+                view.annotations = dict(decision.annotations)
                 view.devices = _device_minors(view.annotations)
                 view.cpuset = _cpuset(view.annotations)
             case PodUnschedulable(pod=pod, message=message, codes=codes):
@@ -205,8 +299,33 @@ class ClusterView:
             case PodReleased(pod=pod, node=node):
                 if node in self.nodes:
                     self.nodes[node].pods.discard(pod.key)
-            case QosRecorded(pod=pod, kube_qos=kube, koord_qos=koord):
+            case QosRecorded(pod=pod, kube_qos=kube, koord_qos=koord, plan=plan):
                 self.pod(pod.key).qos = f"{koord}/{kube}"
+                if plan is not None:
+                    self.pod(pod.key).enforcement = Enforcement(plan=plan)
+            case QosPlanRecorded(pod=pod, plan=plan):
+                view = self.pod(pod.key)
+                previous = view.enforcement
+                view.enforcement = Enforcement(plan=plan)
+                if previous is not None:
+                    view.enforcement.applied, view.enforcement.ok = previous.applied, previous.ok
+            case QosPlanRemoved(pod=pod):
+                self.pod(pod.key).enforcement = None
+            case QosApplied(pod=pod, revision=revision, ok=ok, results=results) if pod is not None:
+                enforcement = self.pod(pod.key).enforcement
+                if enforcement is not None:
+                    enforcement.applied, enforcement.ok, enforcement.drift = revision, ok, 0
+                    enforcement.unsupported = sum(r.outcome == "unsupported" for r in results)
+                    enforcement.failed = sum(
+                        r.outcome in ("refused", "missing", "rejected", "mismatch", "failed") for r in results
+                    )
+            case QosDriftCorrected(pod=pod, corrected=corrected) if pod is not None:
+                enforcement = self.pod(pod.key).enforcement
+                if enforcement is not None:
+                    enforcement.drift += sum(c.outcome == "applied" for c in corrected)
+            case PodEvicted(pod=pod, cause=cause, message=message):
+                view = self.pod(pod.key)
+                view.phase, view.message = "Evicted", f"{cause}: {message}"
             case QuotaEvicted(pod=pod, cause=cause, message=message):
                 view = self.pod(pod.key)
                 view.phase, view.message = "Evicted", f"{cause}: {message}"
@@ -229,16 +348,16 @@ class ClusterView:
                 for member, decision in decisions.items():
                     if member in self.pods:
                         view = self.pods[member]
-                        view.phase, view.node, view.message = "Placed", decision.get("node"), ""
-                        view.annotations = dict(decision.get("annotations") or {})
+                        view.phase, view.node, view.message = "Placed", decision.node, ""
+                        view.annotations = dict(decision.annotations)
                         view.devices = _device_minors(view.annotations)
                         view.cpuset = _cpuset(view.annotations)
             case GangHoldsReleased(members=members, reason=reason):
                 for member in members:
-                    view = self.pods.get(member)
-                    if view is not None and view.phase in ("Placed", "Scheduling"):
-                        view.phase, view.node, view.devices, view.cpuset = "Waiting", None, {}, ""
-                        view.message = f"gang holds released: {reason}"
+                    held = self.pods.get(member)
+                    if held is not None and held.phase in ("Placed", "Scheduling"):
+                        held.phase, held.node, held.devices, held.cpuset = "Waiting", None, {}, ""
+                        held.message = f"gang holds released: {reason}"
             case _:
                 return
         self.last_group_members(event)

@@ -50,6 +50,7 @@ import msgspec
 
 from allot_cli.bench import report
 from allot_cli.errors import UsageError
+from allot_contracts.decisions.placement import Decision
 from allot_contracts.envelope import GENESIS_HASH, NewEvent, canonical, derived_event_id, prepare, stream_id
 from allot_contracts.events import Event, ObjectRef, PodEnqueued, PodPlaced
 from allot_eventstore import Checkpoint
@@ -111,7 +112,11 @@ def placed_event(i: int) -> PodPlaced:
         "annotations": {
             "scheduling.koordinator.sh/device-allocated": {
                 "gpu": [
-                    {"id": f"GPU-{node}-{m}", "minor": m, "resources": {gpu_core: "100", gpu_mem: "80Gi", ratio: "100"}}
+                    {
+                        "id": f"GPU-{node}-{m}",
+                        "minor": m,
+                        "resources": {gpu_core: "100", gpu_mem: "80Gi", ratio: "100"},
+                    }
                     for m in minors
                 ]
             },
@@ -132,14 +137,23 @@ def placed_event(i: int) -> PodPlaced:
         "policy": "koordinator",
         "scores": [
             {
-                "components": {"DeviceShare": 50 + (i + k) % 7, "NodeNUMAResource": 62, "NodeResourcesFit": 68 - k},
+                "components": {
+                    "DeviceShare": 50 + (i + k) % 7,
+                    "NodeNUMAResource": 62,
+                    "NodeResourcesFit": 68 - k,
+                },
                 "node": f"gpu-node-{(i + k) % 64:03d}",
                 "score": 180 - k,
             }
             for k in range(3)
         ],
     }
-    return PodPlaced(pod=ObjectRef(namespace=NAMESPACE, name=name), attempt=1, node=node, decision=decision)
+    return PodPlaced(
+        pod=ObjectRef(namespace=NAMESPACE, name=name),
+        attempt=1,
+        node=node,
+        decision=Decision.from_dict(decision),
+    )
 
 
 def enqueued_event(i: int) -> PodEnqueued:
@@ -198,7 +212,9 @@ def postgres_server() -> Iterator[tuple[str, str]]:
 
     root = Path(tempfile.mkdtemp(prefix="allot-bench-pg-"))
     root.chmod(0o755)
-    server = EmbeddedPostgres(root / "data")  # not fast=True: fsync, synchronous_commit, full_page_writes stay on
+    server = EmbeddedPostgres(
+        root / "data"
+    )  # not fast=True: fsync, synchronous_commit, full_page_writes stay on
     try:
         _progress(f"starting an embedded PostgreSQL under {root}")
         server.start()
@@ -321,9 +337,19 @@ class Copy:
             self.prev = record.hash
             rows.append(
                 (
-                    record.position, record.event_id, record.stream_id, record.stream_version, record.type,
-                    record.schema_version, record.causation_id, record.correlation_id, record.producer, recorded_at,
-                    record.payload.decode(), record.hash, "{}",
+                    record.position,
+                    record.event_id,
+                    record.stream_id,
+                    record.stream_version,
+                    record.type,
+                    record.schema_version,
+                    record.causation_id,
+                    record.correlation_id,
+                    record.producer,
+                    recorded_at,
+                    record.payload.decode(),
+                    record.hash,
+                    "{}",
                 )
             )
         return batches(rows, self.batch)
@@ -459,7 +485,9 @@ async def run_benchmark(
         f"fsync={facts['durability']['fsync']} synchronous_commit={facts['durability']['synchronous_commit']}"
     )
     contenders: list[Ours | Copy | EventSourcing] = [
-        EventSourcing(batch, workload), Copy(batch, workload), Ours(batch, workload)
+        EventSourcing(batch, workload),
+        Copy(batch, workload),
+        Ours(batch, workload),
     ]
     names = {c.name: f"allot_bench_{c.name}_{uuid.uuid4().hex[:8]}" for c in contenders}
     samples: dict[str, list[float]] = {c.name: [] for c in contenders}
@@ -479,14 +507,16 @@ async def run_benchmark(
             await contender.run(inputs)
         next_pod += warmup
         for r in range(runs):
-            order = contenders[r % len(contenders):] + contenders[: r % len(contenders)]
+            order = contenders[r % len(contenders) :] + contenders[: r % len(contenders)]
             for contender in order:
                 inputs = contender.prepare_run(next_pod, events)
                 checkpointed = await checkpoint(server_url) and checkpointed
                 seconds = await _timed(lambda c=contender, i=inputs: c.run(i))  # type: ignore[misc]
                 rate = events / seconds
                 samples[contender.name].append(rate)
-                _progress(f"run {r + 1}/{runs} {contender.name}: {events} events in {seconds:.3f} s = {rate:,.0f}/s")
+                _progress(
+                    f"run {r + 1}/{runs} {contender.name}: {events} events in {seconds:.3f} s = {rate:,.0f}/s"
+                )
             next_pod += events
     finally:
         for contender in contenders:
@@ -543,7 +573,12 @@ def _main(args: argparse.Namespace) -> int:
     with postgres_server() as (url, source):
         result = asyncio.run(
             run_benchmark(
-                url, events=args.events, batch=args.batch, runs=args.runs, event_type=args.event, source=source
+                url,
+                events=args.events,
+                batch=args.batch,
+                runs=args.runs,
+                event_type=args.event,
+                source=source,
             )
         )
     report(result, as_json=args.json)
@@ -558,8 +593,12 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--events", type=int, default=20_000, help="events per contender per run (default 20000)")
-    parser.add_argument("--batch", type=int, default=1000, help="events per append / save / COPY (default 1000)")
+    parser.add_argument(
+        "--events", type=int, default=20_000, help="events per contender per run (default 20000)"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=1000, help="events per append / save / COPY (default 1000)"
+    )
     parser.add_argument("--runs", type=int, default=5, help="timed runs; the median is reported (default 5)")
     parser.add_argument(
         "--event",

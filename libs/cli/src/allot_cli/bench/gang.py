@@ -23,7 +23,13 @@ from allot_cli.errors import UsageError
 from allot_cli.manifests import Document, to_input
 from allot_cli.simulator import Simulation
 
-DEFAULT_NODES = Path(__file__).resolve().parents[5].parent / "shared" / "traces" / "openb" / "openb_node_list_gpu_node.csv"
+DEFAULT_NODES = (
+    Path(__file__).resolve().parents[5].parent
+    / "shared"
+    / "traces"
+    / "openb"
+    / "openb_node_list_gpu_node.csv"
+)
 
 
 def _gang_pod(gang: int, member: int, size: int, gpus: int) -> dict[str, Any]:

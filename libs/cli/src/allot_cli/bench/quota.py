@@ -25,6 +25,8 @@ import time
 from typing import Any
 
 from allot_cli.bench import report
+from allot_contracts.objects.pod import Pod
+from allot_contracts.objects.quota import QuotaSpec
 from allot_quota import QuotaEngine
 from allot_quota.model import pod_info
 from allot_quota.testing import a_node, a_pod, a_quota
@@ -47,7 +49,7 @@ def build_tree(quotas: int, seed: int) -> tuple[QuotaEngine, list[str]]:
     level2 = [f"l2-{i:02d}" for i in range(24)]
     level3 = [f"l3-{i:03d}" for i in range(144)]
     n_leaves = max(1, quotas - len(level1) - len(level2) - len(level3))
-    specs: list[dict[str, Any]] = []
+    specs: list[QuotaSpec] = []
     for name in level1:
         specs.append(
             a_quota(name, min={"cpu": 500, "memory": "2Ti", "nvidia.com/gpu": 60}, max=full, is_parent=True)
@@ -110,10 +112,11 @@ def run(quotas: int, changes: int, seed: int) -> dict[str, Any]:
     h = engine.hierarchy
     rng = random.Random(seed + 1)
     engine.snapshot()  # everything fresh before measuring
-    live: list[dict[str, Any]] = []
+    live: list[Pod] = []
 
     def one_change(i: int) -> None:
-        """Through the engine API: parse the pod, propagate, refresh the leaf's runtime path, build the record."""
+        """Through the engine API (the pod read at the door first, as the services receive it): propagate,
+        refresh the leaf's runtime path, build the record."""
         if live and rng.random() < 0.5:
             engine.remove_pod(live.pop(rng.randrange(len(live))))
             return

@@ -1,105 +1,299 @@
-"""``allot apply -f FILE``: record Node, Device, NodeResourceTopology, Pod and ElasticQuota objects in the log.
+"""``allot apply -f FILE``: record objects (the kinds of :mod:`allot_cli.manifests`) in the log.
 
-Every document is validated first; if any is invalid nothing is recorded and each problem is printed with the
-document, field path and reason. By default the command then waits until the services have handled what it
-recorded (``--no-wait`` returns at once; ``--wait-each`` waits after every document, which makes a running stack
-decide in exactly the order ``allot sim run`` does).
+Every document is admitted first (the door: :mod:`allot_contracts.objects.admission`), knowing the PriorityClasses
+and elastic quotas already recorded. As ``kubectl apply`` does, the valid documents are recorded and each refused
+one is reported with the document, field path and reason, and the command then exits 1; with ``--atomic`` nothing
+is recorded unless every document is valid. Anything read but not acted on is printed as a warning per object.
+Valid documents are appended in large batches (one transaction per
+``CHUNK_EVENTS`` events), their event ids fixed before the first attempt, so a batch retried after a lost connection
+is recorded once. Transient database failures are retried with backoff; if the database stays away, the command
+says exactly which documents were recorded and which were not. By default the command then waits until the services
+have handled what it recorded (``--no-wait`` returns at once; ``--wait-each`` records and waits one document at a
+time, which makes a running stack decide in exactly the order ``allot sim run`` does).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from allot_cli.connect import endpoints
-from allot_cli.errors import UsageError
+from allot_cli.errors import InputError, UsageError
 from allot_cli.logtools import wait_idle
-from allot_cli.manifests import Input, admit_all, load_documents, to_input
+from allot_cli.manifests import Document, Door, Input, Verdict, load_documents, to_input
 from allot_contracts.envelope import NewEvent
+from allot_contracts.errors import TransientError
+from allot_contracts.events import PriorityClassApplied, type_of
 from allot_eventstore.postgres import PostgresEventStore
+from allot_eventstore.protocol import EventStore
 
-VERBS = {"pod.submitted": "submitted", "pod.observed": "recorded (bound)", "object.ignored": "accepted (ignored)"}
-
-
+VERBS = {
+    "pod.submitted": "submitted",
+    "pod.observed": "recorded (bound)",
+    "object.ignored": "accepted (not acted on)",
+    "workload.expanded": "expanded",
+}
 ENDS_A_POD = frozenset({"pod.deleted", "quota.evicted"})
+CHUNK_EVENTS = 2000
+RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # about half a minute in all
+
+T = TypeVar("T")
 
 
-async def existing_pods(store: PostgresEventStore, inputs: list[Input]) -> list[str]:
+@dataclass
+class Planned:
+    """One document's events, with their ids fixed before the first attempt to record them."""
+
+    item: Input
+    news: list[NewEvent]
+
+
+async def existing_pods(store: EventStore, inputs: list[Input]) -> list[str]:
     """Pods the documents would submit although they already exist (recorded and not deleted since): a pod is
     created once; to change one, delete it and apply it again."""
+    streams = {stream for item in inputs for stream, _ in item.events if stream.startswith("pod:")}
+    latest = (
+        await store.latest_types(streams, ENDS_A_POD | {"pod.submitted", "pod.observed"}) if streams else {}
+    )
+    live = {stream: kind not in ENDS_A_POD for stream, kind in latest.items()}
     clashes: list[str] = []
-    live: dict[str, bool] = {}
     for item in inputs:
         for stream, event in item.events:
-            kind = type(event).__struct_config__.tag.rsplit(".", 1)[0]
             if not stream.startswith("pod:"):
                 continue
-            key = stream.split(":", 1)[1]
-            if key not in live:
-                history = await store.read_stream(stream)
-                lifecycle = [r.type for r in history if r.type in ENDS_A_POD | {"pod.submitted", "pod.observed"}]
-                live[key] = bool(lifecycle) and lifecycle[-1] not in ENDS_A_POD
+            kind = type_of(event)
             if kind in ("pod.submitted", "pod.observed"):
-                if live[key]:
-                    clashes.append(f"{item.document.label()}: pod {key} already exists (delete it first to replace it)")
-                live[key] = True
+                if live.get(stream):
+                    key = stream.split(":", 1)[1]
+                    clashes.append(
+                        f"{item.document.label()}: pod {key} already exists (delete it first to replace it)"
+                    )
+                live[stream] = True
             elif kind == "pod.deleted":
-                live[key] = False
+                live[stream] = False
     return clashes
 
 
-async def record(url: str, inputs: list[Input], *, wait: bool, wait_each: bool, timeout: float,
-                 check_existing: bool = True) -> None:
+async def retrying(action: Callable[[], Awaitable[T]], *, what: str) -> T:
+    """Run ``action``, retrying transient failures (the database restarting, a lost connection) with backoff."""
+    for attempt, delay in enumerate((*RETRY_DELAYS, None), start=1):
+        try:
+            return await action()
+        except TransientError as exc:
+            if delay is None:
+                raise
+            print(
+                f"allot: {what}: {exc}; retrying in {delay:g}s (attempt {attempt} of {len(RETRY_DELAYS)})",
+                file=sys.stderr,
+            )
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def _chunks(plan: list[Planned], limit: int) -> Iterator[list[Planned]]:
+    chunk: list[Planned] = []
+    size = 0
+    for planned in plan:
+        if chunk and size + len(planned.news) > limit:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(planned)
+        size += len(planned.news)
+    if chunk:
+        yield chunk
+
+
+def _ranges(docs: list[Document]) -> str:
+    """``a.yaml documents 1-3, 7; b.yaml document 2``."""
+    by_source: dict[str, list[int]] = {}
+    for doc in docs:
+        by_source.setdefault(doc.source, []).append(doc.index + 1)
+    parts = []
+    for source, numbers in by_source.items():
+        spans: list[str] = []
+        start = prev = numbers[0]
+        for n in [*numbers[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            spans.append(f"{start}" if start == prev else f"{start}-{prev}")
+            if n is not None:
+                start = prev = n
+        parts.append(f"{source} document{'s' if len(numbers) > 1 else ''} {', '.join(spans)}")
+    return "; ".join(parts)
+
+
+async def _report_partial(
+    store: EventStore, done: list[Planned], rest: list[Planned], cause: Exception
+) -> str:
+    """What was recorded when the database went away for good: the documents appended before, plus those of the
+    failed batch that did land (asked of the log if it answers again)."""
+    recorded, unknown, missing = [p.item.document for p in done], [], []
+    try:
+        ids = await store.recorded_ids([n.event_id for p in rest for n in p.news])
+    except Exception:
+        ids = None
+    for planned in rest:
+        if ids is None:
+            unknown.append(planned.item.document)
+        elif all(n.event_id in ids for n in planned.news):
+            recorded.append(planned.item.document)
+        else:
+            missing.append(planned.item.document)
+    lines = [f"the event log is unavailable ({cause}); stopped"]
+    lines.append(f"recorded: {_ranges(recorded)}" if recorded else "recorded: nothing")
+    if missing:
+        lines.append(f"not recorded: {_ranges(missing)}")
+    if unknown:
+        lines.append(
+            f"unknown (the log could not be asked; re-applying them is safe only for objects other than "
+            f"pods): {_ranges(unknown)}"
+        )
+    return "\n  ".join(lines)
+
+
+def _describe(item: Input) -> Iterator[str]:
+    for stream, event in item.events:
+        tag = type_of(event)
+        kind = item.document.kind
+        if kind == "Delete":
+            kind = str((item.document.body.get("spec") or {}).get("kind", kind))
+        yield f"{kind.lower()}/{stream.split(':', 1)[1]} {VERBS.get(tag, tag.split('.')[-1])}"
+
+
+async def record(
+    url: str, inputs: list[Input], *, wait: bool, wait_each: bool, timeout: float, check_existing: bool = True
+) -> None:
     store = PostgresEventStore.connect(url)
     try:
         if check_existing:
-            clashes = await existing_pods(store, inputs)
+            clashes = await retrying(lambda: existing_pods(store, inputs), what="checking existing pods")
             if clashes:
-                raise UsageError("nothing was recorded:\n  " + "\n  ".join(clashes))
+                raise InputError("nothing was recorded:\n  " + "\n  ".join(clashes))
+        plan: list[Planned] = []
         for item in inputs:
             if item.advance_seconds is not None:
-                print(f"{item.document.label()}: AdvanceClock only moves the simulator's clock; skipped "
-                      "(a running stack keeps real time)", file=sys.stderr)
+                print(
+                    f"{item.document.label()}: AdvanceClock only moves the simulator's clock; skipped "
+                    "(a running stack keeps real time)",
+                    file=sys.stderr,
+                )
                 continue
-            news = [NewEvent(stream_id=stream, event=event, event_id=str(uuid.uuid4())) for stream, event in item.events]
-            await store.append(news, producer="api")
-            for stream, event in item.events:
-                tag = type(event).__struct_config__.tag.rsplit(".", 1)[0]
-                kind = item.document.kind
-                if kind == "Delete":
-                    kind = str((item.document.body.get("spec") or {}).get("kind", kind))
-                print(f"{kind.lower()}/{stream.split(':', 1)[1]} {VERBS.get(tag, tag.split('.')[-1])}")
+            plan.append(
+                Planned(
+                    item,
+                    [
+                        NewEvent(stream_id=stream, event=event, event_id=str(uuid.uuid4()))
+                        for stream, event in item.events
+                    ],
+                )
+            )
+        done: list[Planned] = []
+        for chunk in _chunks(plan, 1 if wait_each else CHUNK_EVENTS):
+            news = [new for planned in chunk for new in planned.news]
+            try:
+                await retrying(functools.partial(store.append, news, producer="api"), what="recording")
+            except TransientError as exc:
+                raise UsageError(await _report_partial(store, done, plan[len(done) :], exc)) from exc
+            done.extend(chunk)
+            print("\n".join(line for planned in chunk for line in _describe(planned.item)), flush=True)
             if wait_each:
-                await wait_idle(store, timeout=timeout)
+                await retrying(lambda: wait_idle(store, timeout=timeout), what="waiting for the services")
         if wait and not wait_each:
-            await wait_idle(store, timeout=timeout)
+            await retrying(lambda: wait_idle(store, timeout=timeout), what="waiting for the services")
     finally:
         await store.close()
+
+
+DOOR_TYPES = ("quota.registered", "quota.removed", "priorityclass.applied", "priorityclass.deleted")
+
+
+async def door_for(url: str) -> Door:
+    """A door that knows the elastic quotas and PriorityClasses recorded so far."""
+    store = PostgresEventStore.connect(url)
+    door = Door(quotas=set())
+    assert door.quotas is not None
+    try:
+
+        async def scan() -> None:
+            async for record in store.iterate(types=DOOR_TYPES):
+                payload = record.payload_dict()
+                if record.type == "quota.registered":
+                    door.quotas.add(str(payload["quota"]["name"]))  # type: ignore[union-attr]
+                elif record.type == "quota.removed":
+                    door.quotas.discard(str(payload["quota"]["name"]))  # type: ignore[union-attr]
+                elif record.type == "priorityclass.applied":
+                    event = record.decode()
+                    assert isinstance(event, PriorityClassApplied)
+                    door.priority_classes[event.name] = event.spec
+                else:
+                    door.priority_classes.pop(str(payload["name"]), None)
+
+        await retrying(scan, what="reading recorded quotas and priority classes")
+    finally:
+        await store.close()
+    return door
+
+
+def report(verdicts: list[Verdict]) -> tuple[list[Document], int]:
+    """Print warnings and refusals; the documents to record and the number refused."""
+    accepted: list[Document] = []
+    refused = 0
+    for verdict in verdicts:
+        for line in verdict.lines("warning", verdict.warnings):
+            print(line, file=sys.stderr)
+        if verdict.issues:
+            refused += 1
+            for line in verdict.lines("error", verdict.issues):
+                print(line, file=sys.stderr)
+        else:
+            accepted.append(verdict.document)
+    return accepted, refused
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
     docs = [doc for path in args.filename for doc in load_documents(path)]
     if not docs:
-        raise UsageError("no documents found")
-    problems = list(admit_all(docs))
-    if problems:
-        for line in problems:
-            print(f"error: {line}", file=sys.stderr)
-        print(f"nothing was recorded ({len(problems)} problem(s))", file=sys.stderr)
+        raise InputError("no documents found")
+    url = endpoints().database_url
+    door = asyncio.run(door_for(url))
+    accepted, refused = report(door.check_all(docs))
+    if refused and (args.atomic or not accepted):
+        print(f"nothing was recorded ({refused} document(s) refused)", file=sys.stderr)
         return 1
-    inputs = [to_input(doc, uid_factory=lambda: str(uuid.uuid4())) for doc in docs]
-    asyncio.run(record(endpoints().database_url, inputs, wait=not args.no_wait, wait_each=args.wait_each,
-                       timeout=args.timeout))
+    inputs = [to_input(doc, uid_factory=lambda: str(uuid.uuid4())) for doc in accepted]
+    asyncio.run(
+        record(
+            url,
+            inputs,
+            wait=not args.no_wait,
+            wait_each=args.wait_each,
+            timeout=args.timeout,
+        )
+    )
+    if refused:
+        print(f"{refused} document(s) refused, {len(accepted)} recorded", file=sys.stderr)
+        return 1
     return 0
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("apply", help="record objects from YAML files in the event log")
-    p.add_argument("-f", "--filename", action="append", required=True, help="YAML file ('-' for stdin); repeatable")
+    p.add_argument(
+        "-f", "--filename", action="append", required=True, help="YAML file ('-' for stdin); repeatable"
+    )
     p.add_argument("--no-wait", action="store_true", help="return without waiting for the services")
     p.add_argument("--wait-each", action="store_true", help="wait for the services after every document")
     p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument(
+        "--atomic",
+        action="store_true",
+        help="record nothing unless every document is valid (default: record the valid ones, report the others)",
+    )
     p.set_defaults(func=cmd_apply)

@@ -57,12 +57,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
             problems = list(admit_all(docs))
             if problems:
                 raise UsageError("\n".join(problems))
-            asyncio.run(record(stack["database_url"], [to_input(d) for d in docs], wait=True, wait_each=False,
-                               timeout=args.timeout))
+            asyncio.run(
+                record(
+                    stack["database_url"],
+                    [to_input(d) for d in docs],
+                    wait=True,
+                    wait_each=False,
+                    timeout=args.timeout,
+                )
+            )
 
-        _step("applying examples/demo/cluster.yaml: two GPU nodes with Koordinator Device objects, a CPU node, a quota")
+        _step(
+            "applying examples/demo/cluster.yaml: two GPU nodes with Koordinator Device objects, a CPU node, a quota"
+        )
         apply("cluster.yaml")
-        _step("applying examples/demo/pods.yaml: training, a shared-GPU notebook (HAMi-core), inference, batch")
+        _step(
+            "applying examples/demo/pods.yaml: training, a shared-GPU notebook (HAMi-core), inference, batch"
+        )
         apply("pods.yaml")
         print_table(pods_rows(asyncio.run(load_view())), ["pod", "phase", "node", "devices", "quota", "qos"])
         _step("train-llama-1 finishes (examples/demo/finish-training.yaml): its quota and GPUs are returned")
@@ -71,8 +82,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         rows = pods_rows(view)
         print_table(rows, ["pod", "phase", "node", "devices", "quota", "qos"])
         _step("allot replay --verify: hash chain, every decision re-derived, live projections vs the log")
-        verify_code = asyncio.run(replay(argparse.Namespace(
-            verify=True, expect_head=None, until=None, config_dir=None, no_live=False, json=False)))
+        verify_code = asyncio.run(
+            replay(
+                argparse.Namespace(
+                    verify=True, expect_head=None, until=None, config_dir=None, no_live=False, json=False
+                )
+            )
+        )
     finally:
         _step("stopping the stack")
         stop_stack(state_dir)

@@ -67,8 +67,12 @@ async def tail(args: argparse.Namespace) -> None:
 
     from nats.js.api import DeliverPolicy
 
-    subs = [await js.subscribe(s, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW, cb=on_message,
-                               stream=ep.names.stream) for s in subjects]
+    subs = [
+        await js.subscribe(
+            s, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW, cb=on_message, stream=ep.names.stream
+        )
+        for s in subjects
+    ]
     print(f"# following {', '.join(subjects)} (Ctrl-C to stop)", file=sys.stderr, flush=True)
     await stop.wait()
     for sub in subs:
@@ -87,9 +91,15 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="events_command", metavar="SUBCOMMAND")
     sub.required = True
     t = sub.add_parser("tail", help="print events as JSON lines; --follow subscribes to new ones")
-    t.add_argument("--type", action="append", default=[],
-                   help="event type to show, e.g. pod.placed or pod.* (repeatable)")
-    t.add_argument("--follow", "-f", action="store_true", help="keep printing new events as they are published")
+    t.add_argument(
+        "--type",
+        action="append",
+        default=[],
+        help="event type to show, e.g. pod.placed or pod.* (repeatable)",
+    )
+    t.add_argument(
+        "--follow", "-f", action="store_true", help="keep printing new events as they are published"
+    )
     t.add_argument("--last", type=int, default=20, help="how many recent events to start with (default 20)")
     t.add_argument("--from-position", type=int, help="start after this log position instead")
     t.set_defaults(func=cmd_events)

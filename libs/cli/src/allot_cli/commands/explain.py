@@ -15,6 +15,8 @@ from typing import Any
 
 from allot_cli.connect import endpoints
 from allot_cli.errors import UsageError
+from allot_cli.reservation_views import explain_lines as reservation_lines
+from allot_cli.reservation_views import resolved_summary as reservation_summary
 from allot_contracts.envelope import RecordedEvent
 from allot_eventstore.clock import iso
 from allot_eventstore.postgres import PostgresEventStore
@@ -28,11 +30,15 @@ POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
 def current_life(own: list[RecordedEvent]) -> tuple[list[RecordedEvent], int]:
     """The events of the pod's latest life (from its latest submission or first observation), and how many earlier
     lives the stream holds (a pod deleted and created again under the same name)."""
-    starts = [i for i, r in enumerate(own) if r.type == "pod.submitted"
-              or (r.type == "pod.observed" and (i == 0 or own[i - 1].type == "pod.deleted"))]
+    starts = [
+        i
+        for i, r in enumerate(own)
+        if r.type == "pod.submitted"
+        or (r.type == "pod.observed" and (i == 0 or own[i - 1].type == "pod.deleted"))
+    ]
     if not starts:
         return own, 0
-    return own[starts[-1]:], len(starts) - 1
+    return own[starts[-1] :], len(starts) - 1
 
 
 def _groups(life: list[RecordedEvent]) -> set[str]:
@@ -41,7 +47,9 @@ def _groups(life: list[RecordedEvent]) -> set[str]:
     for record in life:
         if record.type in BIRTHS:
             meta = record.payload_dict().get("manifest", {}).get("metadata") or {}
-            name = (meta.get("annotations") or {}).get(GANG_NAME) or (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+            name = (meta.get("annotations") or {}).get(GANG_NAME) or (meta.get("labels") or {}).get(
+                POD_GROUP_LABEL
+            )
             if name:
                 groups.add(f"{meta.get('namespace') or 'default'}/{name}")
     return {g for g in groups if g and g != "None"}
@@ -82,22 +90,50 @@ def _summary(record: RecordedEvent) -> str:
             return str(p["message"])
         case "gang.member_waiting":
             return f"gang {p['gang']}: {p['present']}/{p['min_available']} members present ({p['reason']})"
-        case "gang.group_ready" | "gang.group_admitted" | "quota.group_admitted" | "reservation.group_resolved":
+        case (
+            "gang.group_ready" | "gang.group_admitted" | "quota.group_admitted" | "reservation.group_resolved"
+        ):
             return f"group {p['group']} attempt {p['attempt']}: {len(p['members'])} members"
         case "gang.holds_released":
             return f"attempt {p['attempt']}: {p['reason']}"
         case "qos.recorded":
-            return f"{p['koord_qos']} / {p['kube_qos']} / {p['priority_class']}"
+            plan = f", plan r{p['plan']['revision']}" if p.get("plan") else ""
+            return f"{p['koord_qos']} / {p['kube_qos']} / {p['priority_class']}{plan}"
+        case "qos.plan_recorded":
+            return f"plan r{p['plan']['revision']}: {p.get('reason', '')}"
+        case "qos.plan_removed":
+            return str(p["reason"])
+        case "qos.applied":
+            counts = _outcome_counts(p.get("results") or [])
+            return f"r{p['revision']} {'ok' if p['ok'] else 'FAILED'} ({counts})"
+        case "qos.drift_corrected":
+            return f"{sum(c['outcome'] == 'applied' for c in p['corrected'])} value(s) restored"
+        case "pod.evicted":
+            return f"{p['cause']}: {p['message']}"
         case "pod.released":
             return f"{p['reason']} on {p['node']}"
+        case "reservation.resolved":
+            return reservation_summary(p)
         case _:
             return ""
 
 
 # the latest of these says where the pod stands; older ones are history
-STANDING = ("quota.waiting", "quota.admitted", "quota.group_waiting", "quota.group_admitted", "pod.placed",
-            "gang.group_placed", "pod.unschedulable", "gang.group_unschedulable", "pod.rejected", "pod.bound",
-            "quota.evicted", "gang.member_waiting")
+STANDING = (
+    "quota.waiting",
+    "quota.admitted",
+    "quota.group_waiting",
+    "quota.group_admitted",
+    "pod.placed",
+    "gang.group_placed",
+    "pod.unschedulable",
+    "gang.group_unschedulable",
+    "pod.rejected",
+    "pod.bound",
+    "quota.evicted",
+    "pod.evicted",
+    "gang.member_waiting",
+)
 
 
 def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> list[str]:
@@ -109,36 +145,57 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
     events = sorted([*life, *group], key=lambda r: r.position)
     lines = [f"pod {key}", ""]
     if earlier:
-        lines += [f"({earlier} earlier life/lives of a pod with this name not shown: it was deleted and created "
-                  "again)", ""]
+        lines += [
+            f"({earlier} earlier life/lives of a pod with this name not shown: it was deleted and created "
+            "again)",
+            "",
+        ]
     lines.append("timeline:")
     for record in events:
-        lines.append(f"  #{record.position:<7} {iso(record.recorded_at)}  {record.type:<26} {record.producer:<20} "
-                     f"{_summary(record)}".rstrip())
+        lines.append(
+            f"  #{record.position:<7} {iso(record.recorded_at)}  {record.type:<26} {record.producer:<20} "
+            f"{_summary(record)}".rstrip()
+        )
     last = {r.type: r.payload_dict() for r in events}
     latest = next((r for r in reversed(events) if r.type in STANDING), None)
     standing = latest.type if latest is not None else ""
     released = next((r for r in reversed(events) if r.type == "gang.holds_released"), None)
-    if released is not None and latest is not None and released.position > latest.position and standing in (
-            "gang.group_placed", "pod.placed", "quota.group_admitted", "quota.admitted"):
+    if (
+        released is not None
+        and latest is not None
+        and released.position > latest.position
+        and standing in ("gang.group_placed", "pod.placed", "quota.group_admitted", "quota.admitted")
+    ):
         standing = "gang.holds_released"  # the placement was undone (timeout, a member gone)
     lines.append("")
     if life[-1].type == "pod.deleted":
         lines.append("deleted:   the pod no longer exists")
     if "quota.admitted" in last and standing not in ("quota.waiting", "quota.group_waiting"):
         detail = last["quota.admitted"].get("detail", {})
-        lines.append(f"quota:     {detail.get('quota') or last['quota.admitted']['quota']} "
-                     f"(runtime {detail.get('runtime', {})}, min {detail.get('min', {})}, max {detail.get('max', {})})")
+        lines.append(
+            f"quota:     {detail.get('quota') or last['quota.admitted']['quota']} "
+            f"(runtime {detail.get('runtime', {})}, min {detail.get('min', {})}, max {detail.get('max', {})})"
+        )
         for fact in detail.get("borrow", []):
-            lenders = ", ".join(f"{lender['quota']} {lender['amount']} ({lender['kind']})" for lender in fact["lenders"])
-            lines.append(f"  borrowed {fact['amount']} {fact['dimension']} within {fact['parent']}: from {lenders}")
+            lenders = ", ".join(
+                f"{lender['quota']} {lender['amount']} ({lender['kind']})" for lender in fact["lenders"]
+            )
+            lines.append(
+                f"  borrowed {fact['amount']} {fact['dimension']} within {fact['parent']}: from {lenders}"
+            )
     if standing in ("quota.waiting", "quota.group_waiting"):
         lines.append(f"quota:     {last[standing]['message']}")
+    placed_decision = (last.get("pod.placed") or {}).get("decision") or _member_decision(
+        last.get("gang.group_placed"), key
+    )
+    lines += reservation_lines(last.get("reservation.resolved"), placed_decision)
     placed = last.get("pod.placed") or _member_decision(last.get("gang.group_placed"), key)
     if placed is not None and standing in ("pod.placed", "gang.group_placed", "pod.bound"):
         decision = placed.get("decision", placed)
-        lines.append(f"placement: node {decision.get('node')} (policy {decision.get('policy')}, config "
-                     f"{decision.get('config_version')})")
+        lines.append(
+            f"placement: node {decision.get('node')} (policy {decision.get('policy')}, config "
+            f"{decision.get('config_version')})"
+        )
         for kind, value in sorted((decision.get("annotations") or {}).items()):
             lines.append(f"  {kind}: {json.dumps(value, sort_keys=True)}")
         for score in (decision.get("scores") or [])[:5]:
@@ -158,9 +215,97 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
         lines.append(f"gang:      placement given back: {last[standing]['reason']}")
     if standing == "quota.evicted":
         lines.append(f"evicted:   {last['quota.evicted']['cause']}: {last['quota.evicted']['message']}")
+    if standing == "pod.evicted":
+        lines.append(f"evicted:   {last['pod.evicted']['cause']}: {last['pod.evicted']['message']}")
+    lines += enforcement(events)
+    for warning in life[0].payload_dict().get("warnings") or [] if life[0].type in BIRTHS else []:
+        lines.append(f"not acted on: {warning['path']}: {warning['message']}")
     if "pod.rejected" in last:
         for error in last["pod.rejected"]["errors"]:
             lines.append(f"rejected:  {error['path']}: {error['message']}")
+    return lines
+
+
+def _outcome_counts(results: list[dict[str, Any]]) -> str:
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
+    return ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items())) or "no writes"
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value)
+
+
+def enforcement(events: list[RecordedEvent]) -> list[str]:
+    """The pod's enforcement plan on its node (every value with the rule that set it) and how it was applied."""
+    plan_record = next(
+        (
+            r
+            for r in reversed(events)
+            if r.type == "qos.plan_recorded" or (r.type == "qos.recorded" and r.payload_dict().get("plan"))
+        ),
+        None,
+    )
+    if plan_record is None:
+        return []
+    p = plan_record.payload_dict()
+    plan = p["plan"]
+    removed = next(
+        (r for r in reversed(events) if r.type == "qos.plan_removed" and r.position > plan_record.position),
+        None,
+    )
+    lines = [
+        f"enforcement: plan r{plan['revision']} on node {p['node']} ({plan_record.type} by {plan_record.producer})"
+    ]
+    for target in plan.get("cgroups") or []:
+        who = f"{target['scope']} {target['container']}" if target.get("container") else target["scope"]
+        lines.append(f"  cgroup {who}: {target['path']}")
+        for knob, value in sorted(target.get("settings", {}).items()):
+            lines.append(
+                f"    {knob} = {_value(value)}  <- {target.get('why', {}).get(knob, '')}".rstrip(" <-")
+            )
+    for gpu in plan.get("gpu") or []:
+        lines.append(f"  gpu {gpu['container']}: CDI device {gpu['device']}")
+        for name, value in sorted((gpu.get("env") or {}).items()):
+            lines.append(f"    env {name}={value}")
+        for key, value in sorted((gpu.get("annotations") or {}).items()):
+            lines.append(f"    requested by the pod annotation {key}: {value.strip()}")
+    if plan.get("resctrl"):
+        group = plan.get("resctrl_group")
+        own = f" (LLC {group['llc_start']}-{group['llc_end']}%, MB {group['mb_percent']}%)" if group else ""
+        lines.append(f"  resctrl group: {plan['resctrl']}{own}")
+    if not (plan.get("cgroups") or plan.get("gpu") or plan.get("resctrl")):
+        lines.append("  nothing to enforce (no QoS strategy applies to this pod)")
+    for warning in plan.get("warnings") or []:
+        lines.append(
+            f"  warning: {warning['path']}: {warning['message']}".replace("warning: : ", "warning: ")
+        )
+    if removed is not None:
+        lines.append(f"  removed: {removed.payload_dict()['reason']} (nothing of it needs to hold any more)")
+        return lines
+    applied = next((r for r in reversed(events) if r.type == "qos.applied"), None)
+    if applied is None:
+        lines.append("  applied: not yet (no node agent has reported it)")
+        return lines
+    a = applied.payload_dict()
+    behind = f"; plan r{plan['revision']} not applied yet" if a["revision"] != plan["revision"] else ""
+    lines.append(
+        f"  applied: r{a['revision']} {'ok' if a['ok'] else 'FAILED'} by {applied.producer} at {iso(applied.recorded_at)}"
+        f" ({_outcome_counts(a.get('results') or [])}){behind}"
+    )
+    for result in a.get("results") or []:
+        if result["outcome"] not in ("applied", "unchanged"):
+            lines.append(
+                f"    {result['outcome']}: {result['target']}: {result.get('error', '')}".rstrip(": ")
+            )
+    drifts = [r for r in events if r.type == "qos.drift_corrected" and r.position > applied.position]
+    for drift in drifts:
+        for c in drift.payload_dict()["corrected"]:
+            found = f" (found {c['found']!r})" if c.get("found") else ""
+            lines.append(
+                f"  drift corrected at {iso(drift.recorded_at)}: {c['target']} = {c.get('value', '')}{found}"
+            )
     return lines
 
 
@@ -179,15 +324,35 @@ def _first_member_reasons(decision: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    if args.kind == "node":
+        return _explain_node(args.name)
     key = args.name if "/" in args.name else f"{args.namespace}/{args.name}"
     own, group = asyncio.run(pod_history(endpoints().database_url, key))
     print("\n".join(explain(key, own, group)))
     return 0
 
 
+def _explain_node(name: str) -> int:
+    import time
+
+    from allot_cli.explain_node import explain_node, node_history
+
+    async def load() -> list[RecordedEvent]:
+        store = PostgresEventStore.connect(endpoints().database_url)
+        try:
+            return await node_history(store, name)
+        finally:
+            await store.close()
+
+    print("\n".join(explain_node(name, asyncio.run(load()), time.time_ns() // 1000)))
+    return 0
+
+
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("explain", help="why a pod is where it is (or is not), from the log")
-    p.add_argument("kind", choices=["pod"])
-    p.add_argument("name", help="NAMESPACE/NAME (or NAME with -n)")
+    p = subparsers.add_parser(
+        "explain", help="why a pod is where it is (or is not); what the node side says about a node"
+    )
+    p.add_argument("kind", choices=["pod", "node"])
+    p.add_argument("name", help="pod: NAMESPACE/NAME (or NAME with -n); node: its name")
     p.add_argument("-n", "--namespace", default="default")
     p.set_defaults(func=cmd_explain)

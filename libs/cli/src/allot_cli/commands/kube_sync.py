@@ -29,9 +29,16 @@ def cmd_kube_sync(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("kube-sync", help="record Kubernetes pods, quotas and PodGroups in the event log")
-    p.add_argument("--scheduler-name", help="pods with this spec.schedulerName are Allot's "
-                                            "(default: ALLOT_SCHEDULER_NAME or allot-scheduler)")
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: ALLOT_KUBECONFIG, KUBECONFIG, in-cluster, "
-                                        "~/.kube/config)")
+    p = subparsers.add_parser(
+        "kube-sync", help="record Kubernetes pods, quotas and PodGroups in the event log"
+    )
+    p.add_argument(
+        "--scheduler-name",
+        help="pods with this spec.schedulerName are Allot's "
+        "(default: ALLOT_SCHEDULER_NAME or allot-scheduler)",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file (default: ALLOT_KUBECONFIG, KUBECONFIG, in-cluster, ~/.kube/config)",
+    )
     p.set_defaults(func=cmd_kube_sync)

@@ -40,8 +40,10 @@ def render(rows: list[dict[str, Any]], *, show_all: bool) -> list[str]:
             continue
         dims = [d for d in row["dimensions"] if d != "pods"]
         indent = "  " * row["depth"]
-        lines.append(f"{indent}{row['name']}  ({row['namespace']}, {row['pods']} pods"
-                     f"{', parent' if row['is_parent'] else ''}{'' if row['allow_lent'] else ', not lending'})")
+        lines.append(
+            f"{indent}{row['name']}  ({row['namespace']}, {row['pods']} pods"
+            f"{', parent' if row['is_parent'] else ''}{'' if row['allow_lent'] else ', not lending'})"
+        )
         for field in ("min", "max", "runtime", "used", "request"):
             lines.append(f"{indent}  {field:<8} {_fmt(row[field], dims)}")
     return lines

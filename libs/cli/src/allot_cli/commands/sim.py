@@ -7,4 +7,6 @@ from allot_cli._groups import register_group
 
 
 def register(subparsers: Any) -> None:
-    register_group(subparsers, name="sim", help_text="what would the scheduler do: offline simulation", package=sim)
+    register_group(
+        subparsers, name="sim", help_text="what would the scheduler do: offline simulation", package=sim
+    )

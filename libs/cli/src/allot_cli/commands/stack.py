@@ -44,33 +44,74 @@ def _tail(path: Path, lines: int = 25) -> str:
         return ""
 
 
-def wait_until_ready(state_dir: Path, *, timeout: float, quiet: bool = False,
-                     proc: subprocess.Popen[bytes] | None = None) -> dict[str, Any]:
+class Progress:
+    """Start-up progress on stderr: on a terminal, one line rewritten in place; otherwise one line per phase and one
+    per process as it becomes ready (logs stay readable)."""
+
+    def __init__(self, *, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+
+    def show(self, text: str) -> None:
+        if self.quiet or text == self.last:
+            return
+        self.last = text
+        if self.tty:
+            print(f"\r\033[K  … {text}", end="", file=sys.stderr, flush=True)
+        else:
+            print(f"  … {text}", file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self.tty and self.last and not self.quiet:
+            print(file=sys.stderr, flush=True)
+
+
+def wait_until_ready(
+    state_dir: Path, *, timeout: float, quiet: bool = False, proc: subprocess.Popen[bytes] | None = None
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise UsageError(f"the supervisor exited ({proc.returncode}): {_tail(state_dir / 'logs' / 'supervisor.log')}")
-        stack = read_stack(state_dir)
-        if stack is not None:
-            status = str(stack.get("status", ""))
-            if status != last and not quiet:
-                print(f"  … {status}", file=sys.stderr, flush=True)
-                last = status
-            if status == "failed":
-                raise UsageError(f"the stack failed to start: {stack.get('error')}\n"
-                                 f"{_tail(state_dir / 'logs' / 'supervisor.log')}")
-            if status == "ready":
-                processes = stack.get("processes", {})
-                waiting = [n for n, p in processes.items() if not _ready(p.get("port"))]
-                if not waiting:
-                    return stack
-                if waiting and f"waiting for {len(waiting)}" not in last and not quiet:
-                    last = f"waiting for {len(waiting)} process(es) to become ready"
-                    print(f"  … {last}", file=sys.stderr, flush=True)
-            if status != "ready" and not supervisor_running(state_dir):
-                raise UsageError(f"the supervisor exited: {_tail(state_dir / 'logs' / 'supervisor.log')}")
-        time.sleep(0.2)
+    progress = Progress(quiet=quiet)
+    ready: set[str] = set()
+    try:
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                raise UsageError(
+                    f"the supervisor exited ({proc.returncode}): "
+                    f"{_tail(state_dir / 'logs' / 'supervisor.log')}"
+                )
+            stack = read_stack(state_dir)
+            if stack is not None:
+                status = str(stack.get("status", ""))
+                if status == "failed":
+                    raise UsageError(
+                        f"the stack failed to start: {stack.get('error')}\n"
+                        f"{_tail(state_dir / 'logs' / 'supervisor.log')}"
+                    )
+                if status == "ready":
+                    processes = stack.get("processes", {})
+                    for name, info in processes.items():
+                        if name not in ready and _ready(info.get("port")):
+                            ready.add(name)
+                            if not progress.tty:
+                                progress.show(f"{name} ready")
+                    if len(ready) == len(processes):
+                        return stack
+                    waiting = sorted(set(processes) - ready)
+                    progress.show(
+                        f"{len(ready)}/{len(processes)} processes ready (waiting for {', '.join(waiting)})"
+                        if progress.tty
+                        else "waiting for the processes to become ready"
+                    )
+                else:
+                    progress.show(status)
+                    if not supervisor_running(state_dir):
+                        raise UsageError(
+                            f"the supervisor exited: {_tail(state_dir / 'logs' / 'supervisor.log')}"
+                        )
+            time.sleep(0.2)
+    finally:
+        progress.done()
     raise UsageError(f"the stack was not ready within {timeout:.0f}s; see {state_dir / 'logs'}")
 
 
@@ -84,14 +125,18 @@ def clean_leftovers(state_dir: Path, *, quiet: bool = False) -> bool:
     return bool(messages)
 
 
-def start_stack(state_dir: Path, *, timeout: float = 180.0, quiet: bool = False) -> dict[str, Any]:
+def start_stack(
+    state_dir: Path, *, timeout: float = 180.0, quiet: bool = False, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     if supervisor_running(state_dir):
         existing = read_stack(state_dir) or {}
         if existing.get("status") not in ("stopping", "stopped", "failed"):
             if not quiet:
-                print(f"a stack is already running in {state_dir}"
-                      + (f" (degraded: {', '.join(existing['degraded'])})" if existing.get("degraded") else ""),
-                      file=sys.stderr)
+                print(
+                    f"a stack is already running in {state_dir}"
+                    + (f" (degraded: {', '.join(existing['degraded'])})" if existing.get("degraded") else ""),
+                    file=sys.stderr,
+                )
             return wait_until_ready(state_dir, timeout=timeout, quiet=True)
         deadline = time.monotonic() + 30  # it is shutting down: let it finish
         while supervisor_running(state_dir) and time.monotonic() < deadline:
@@ -100,8 +145,14 @@ def start_stack(state_dir: Path, *, timeout: float = 180.0, quiet: bool = False)
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
     (state_dir / "stack.json").unlink(missing_ok=True)
     log = open(state_dir / "logs" / "supervisor.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen([bin_path("allot"), "_supervise", "--state-dir", str(state_dir)], stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [bin_path("allot"), "_supervise", "--state-dir", str(state_dir)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
     log.close()
     return wait_until_ready(state_dir, timeout=timeout, quiet=quiet, proc=proc)
 
@@ -130,7 +181,9 @@ def print_summary(stack: dict[str, Any]) -> None:
     print(f"{'PROCESS':<22}{'PID':>8}  {'HTTP':<24}{'RESTARTS':>9}  LOG")
     for name, info in stack.get("processes", {}).items():
         http = f"127.0.0.1:{info.get('port')}" if info.get("port") else "-"
-        print(f"{name:<22}{info.get('pid') or '-':>8}  {http:<24}{info.get('restarts', 0):>9}  {info.get('log')}")
+        print(
+            f"{name:<22}{info.get('pid') or '-':>8}  {http:<24}{info.get('restarts', 0):>9}  {info.get('log')}"
+        )
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -160,13 +213,23 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("no running stack (start one with `allot up`)")
         leftovers = find_leftovers(state_dir, stack) if state_dir is not None and stack is not None else []
         if leftovers:
-            print("its supervisor died, but these processes are still running: "
-                  + ", ".join(f"{x.name} (pid {x.pid})" for x in leftovers) + "; `allot down` stops them")
+            print(
+                "its supervisor died, but these processes are still running: "
+                + ", ".join(f"{x.name} (pid {x.pid})" for x in leftovers)
+                + "; `allot down` stops them"
+            )
         return 1
     rows = []
     for name, info in stack.get("processes", {}).items():
-        rows.append({"name": name, "pid": info.get("pid"), "alive": pid_alive(info.get("pid")),
-                     "ready": _ready(info.get("port")), "restarts": info.get("restarts", 0)})
+        rows.append(
+            {
+                "name": name,
+                "pid": info.get("pid"),
+                "alive": pid_alive(info.get("pid")),
+                "ready": _ready(info.get("port")),
+                "restarts": info.get("restarts", 0),
+            }
+        )
     try:
         log_state: dict[str, Any] = asyncio.run(_log_state(stack["database_url"]))
     except Exception as exc:  # PostgreSQL down: say so, and still show the rest
@@ -184,8 +247,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"\n{'PROCESS':<22}{'PID':>8}  {'READY':<7}{'RESTARTS':>9}  {'CHECKPOINT':>10}")
     for row in rows:
         checkpoint = log_state["checkpoints"].get(row["name"], "-")
-        print(f"{row['name']:<22}{row['pid'] or '-':>8}  {('yes' if row['ready'] else 'no'):<7}"
-              f"{row['restarts']:>9}  {checkpoint:>10}")
+        print(
+            f"{row['name']:<22}{row['pid'] or '-':>8}  {('yes' if row['ready'] else 'no'):<7}"
+            f"{row['restarts']:>9}  {checkpoint:>10}"
+        )
     return 0 if healthy else 1
 
 
@@ -209,8 +274,11 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
     url = endpoints().database_url
     before, after = asyncio.run(migrate(url))
-    print(f"{redact(url)}: schema {before or 'empty'} → {after}" if before != after else
-          f"{redact(url)}: schema already at {after}")
+    print(
+        f"{redact(url)}: schema {before or 'empty'} → {after}"
+        if before != after
+        else f"{redact(url)}: schema already at {after}"
+    )
     return 0
 
 
@@ -235,10 +303,12 @@ def register(subparsers: Any) -> None:
     status.add_argument("--state-dir")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
-    supervise_p = subparsers.add_parser("_supervise", help=argparse.SUPPRESS)
+    supervise_p = subparsers.add_parser("_supervise")  # no help: not listed
     supervise_p.add_argument("--state-dir", required=True)
     supervise_p.set_defaults(func=cmd_supervise)
-    migrate_p = subparsers.add_parser("migrate", help="upgrade the event-log schema (safe to run concurrently)")
+    migrate_p = subparsers.add_parser(
+        "migrate", help="upgrade the event-log schema (safe to run concurrently)"
+    )
     migrate_p.set_defaults(func=cmd_migrate)
     relay = subparsers.add_parser("relay", help="run the log → JetStream relay process")
     relay.set_defaults(func=cmd_relay)

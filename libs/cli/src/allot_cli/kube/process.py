@@ -40,14 +40,18 @@ ENVIRONMENT = ("ALLOT_SCHEDULER_NAME", "ALLOT_KUBECONFIG")
 
 async def _serve(holder: dict[str, Any], registry: CollectorRegistry, host: str, port: int) -> web.AppRunner:
     async def healthz(_: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "service": "kube-sync", "phase": holder.get("phase", "starting")})
+        return web.json_response(
+            {"status": "ok", "service": "kube-sync", "phase": holder.get("phase", "starting")}
+        )
 
     async def readyz(_: web.Request) -> web.Response:
         sync = holder.get("sync")
         ready = bool(sync is not None and sync.synced)
         pending = [] if sync is None else [str(r.resource) for r in sync.reflectors if not r.synced.is_set()]
-        return web.json_response({"ready": ready, "phase": holder.get("phase", "starting"), "listing": pending},
-                                 status=200 if ready else 503)
+        return web.json_response(
+            {"ready": ready, "phase": holder.get("phase", "starting"), "listing": pending},
+            status=200 if ready else 503,
+        )
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
@@ -60,10 +64,14 @@ async def _serve(holder: dict[str, Any], registry: CollectorRegistry, host: str,
     return runner
 
 
-async def run_kube_sync(*, scheduler_name: str | None = None, kubeconfig: str | None = None,
-                        stop: asyncio.Event | None = None) -> None:
-    logs.setup("kube-sync", level=os.environ.get("ALLOT_LOG_LEVEL", "INFO"),
-               fmt=os.environ.get("ALLOT_LOG_FORMAT", "json"))
+async def run_kube_sync(
+    *, scheduler_name: str | None = None, kubeconfig: str | None = None, stop: asyncio.Event | None = None
+) -> None:
+    logs.setup(
+        "kube-sync",
+        level=os.environ.get("ALLOT_LOG_LEVEL", "INFO"),
+        fmt=os.environ.get("ALLOT_LOG_FORMAT", "json"),
+    )
     log = logging.getLogger("allot.kube-sync")
     database_url = os.environ["ALLOT_DATABASE_URL"]
     scheduler_name = scheduler_name or os.environ.get("ALLOT_SCHEDULER_NAME") or DEFAULT_SCHEDULER_NAME
@@ -74,8 +82,12 @@ async def run_kube_sync(*, scheduler_name: str | None = None, kubeconfig: str | 
             loop.add_signal_handler(sig, stop.set)
     registry = CollectorRegistry()
     holder: dict[str, Any] = {"phase": "waiting for the database schema"}
-    runner = await _serve(holder, registry, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"),
-                          int(os.environ.get("ALLOT_HTTP_PORT", "8080")))
+    runner = await _serve(
+        holder,
+        registry,
+        os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"),
+        int(os.environ.get("ALLOT_HTTP_PORT", "8080")),
+    )
     try:
         delay = 0.5
         while not stop.is_set():

@@ -12,6 +12,8 @@ seen alive                                          gone) or ``pod.observed`` (a
 that pod deleted, or in phase Succeeded/Failed      ``pod.deleted`` (once per pod life, i.e. per uid)
 anything else about a recorded pod                  nothing (status updates, labels, the binding itself: the
                                                     binder records ``pod.bound``)
+a Reservation / PodMigrationJob created or          ``reservation.applied`` / ``migration.applied``; deleted:
+changed (labels, annotations, spec)                 ``reservation.deleted`` / ``migration.deleted``
 an ElasticQuota / ElasticQuotaProfile / PodGroup    ``quota.applied`` / ``quotaprofile.applied`` /
 created or changed (labels, annotations, spec)      ``podgroup.applied``
 one deleted                                         ``quota.deleted`` / ``quotaprofile.deleted`` / ``podgroup.deleted``
@@ -31,7 +33,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from allot_cli.manifests import Document, to_input
+from allot_cli.kube.reservations import MIGRATION_KIND, RESERVATION_KIND
+from allot_cli.manifests import Document, Door, to_input
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
@@ -85,18 +88,41 @@ DEFAULT_SCHEDULER_NAME = "allot-scheduler"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 # Written by Allot (quota.status_published): outputs, never inputs.
-QUOTA_STATUS_ANNOTATIONS = frozenset({ANNO_RUNTIME, ANNO_REQUEST, ANNO_CHILD_REQUEST, ANNO_NP_REQUEST, ANNO_NP_USED,
-                                      ANNO_GUARANTEED, ANNO_ALLOCATED})
+QUOTA_STATUS_ANNOTATIONS = frozenset(
+    {
+        ANNO_RUNTIME,
+        ANNO_REQUEST,
+        ANNO_CHILD_REQUEST,
+        ANNO_NP_REQUEST,
+        ANNO_NP_USED,
+        ANNO_GUARANTEED,
+        ANNO_ALLOCATED,
+    }
+)
+
+
+_DOOR = Door(
+    resolve_priority=False, expand_workloads=False
+)  # the API server resolved priorities, runs controllers
 
 
 def _document(body: Obj) -> Document:
-    return Document(source="kubernetes", index=0, body=body)
+    doc = Document(source="kubernetes", index=0, body=body)
+    _DOOR.check(doc)
+    return doc
 
 
 def _delete_events(kind: str, key: str) -> list[tuple[str, Event]]:
     namespace, _, name = key.rpartition("/")
-    return to_input(_document({"apiVersion": "allot.dev/v1", "kind": "Delete",
-                               "spec": {"kind": kind, "namespace": namespace, "name": name}})).events
+    return to_input(
+        _document(
+            {
+                "apiVersion": "allot.dev/v1",
+                "kind": "Delete",
+                "spec": {"kind": kind, "namespace": namespace, "name": name},
+            }
+        )
+    ).events
 
 
 def normalize_custom(obj: Obj, drop_annotations: frozenset[str] = frozenset()) -> Obj:
@@ -109,8 +135,14 @@ def normalize_custom(obj: Obj, drop_annotations: frozenset[str] = frozenset()) -
     return manifest
 
 
-def _custom_kind(resource: Resource, stream_kind: str, applied_cls: type[Event], deleted_cls: type[Event],
-                 ref_field: str, drop: frozenset[str] = frozenset()) -> Kind:
+def _custom_kind(
+    resource: Resource,
+    stream_kind: str,
+    applied_cls: type[Event],
+    deleted_cls: type[Event],
+    ref_field: str,
+    drop: frozenset[str] = frozenset(),
+) -> Kind:
     def fold(event: Event) -> tuple[str, Obj | None] | None:
         if isinstance(event, applied_cls):
             return getattr(event, ref_field).key, event.manifest  # type: ignore[attr-defined]
@@ -129,8 +161,12 @@ def _custom_kind(resource: Resource, stream_kind: str, applied_cls: type[Event],
     )
 
 
-QUOTA_KIND = _custom_kind(ELASTIC_QUOTAS, "quota", QuotaApplied, QuotaDeleted, "quota", QUOTA_STATUS_ANNOTATIONS)
-PROFILE_KIND = _custom_kind(QUOTA_PROFILES, "quotaprofile", QuotaProfileApplied, QuotaProfileDeleted, "profile")
+QUOTA_KIND = _custom_kind(
+    ELASTIC_QUOTAS, "quota", QuotaApplied, QuotaDeleted, "quota", QUOTA_STATUS_ANNOTATIONS
+)
+PROFILE_KIND = _custom_kind(
+    QUOTA_PROFILES, "quotaprofile", QuotaProfileApplied, QuotaProfileDeleted, "profile"
+)
 PODGROUP_KIND = _custom_kind(POD_GROUPS, "podgroup", PodGroupApplied, PodGroupDeleted, "group")
 
 
@@ -144,8 +180,15 @@ class PodMirror(Sink):
 
     types = frozenset({"pod.submitted", "pod.observed", "pod.deleted"})
 
-    def __init__(self, *, store: Any, producer: str, scheduler_name: str, metrics: WatchMetrics,
-                 component: str = PRODUCER) -> None:
+    def __init__(
+        self,
+        *,
+        store: Any,
+        producer: str,
+        scheduler_name: str,
+        metrics: WatchMetrics,
+        component: str = PRODUCER,
+    ) -> None:
         self.store = store
         self.producer = producer
         self.scheduler_name = scheduler_name
@@ -222,38 +265,70 @@ class PodMirror(Sink):
             return
         self.refused.pop(key, None)
         life = Known(uid=uid, fingerprint=b"")
-        await self.writer.write(to_input(_document(manifest)).events, f"Pod/{uid}/{version}",
-                                lambda: self.known.__setitem__(key, life))
+        await self.writer.write(
+            to_input(_document(manifest)).events,
+            f"Pod/{uid}/{version}",
+            lambda: self.known.__setitem__(key, life),
+        )
 
     async def _delete(self, key: str, uid: str) -> None:
         namespace, name = key.split("/", 1)
         event = PodDeleted(pod=ObjectRef(namespace=namespace, name=name), uid=uid)
         entry = self.known[key]
-        await self.writer.write([(stream_id("pod", key), event)], f"Pod/{uid or key}/deleted",
-                                lambda: setattr(entry, "alive", False))
+        await self.writer.write(
+            [(stream_id("pod", key), event)],
+            f"Pod/{uid or key}/deleted",
+            lambda: setattr(entry, "alive", False),
+        )
 
 
 class KubeSync:
     """The four list-watches of ``allot kube-sync``, in start order: profiles, quotas, PodGroups, pods."""
 
-    def __init__(self, *, store: Any, client: Any, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
-                 registry: Any = None, producer: str = PRODUCER, watch_timeout: int = 300,
-                 backoff: tuple[float, float] = (0.5, 30.0), absent_retry: float = 60.0) -> None:
+    def __init__(
+        self,
+        *,
+        store: Any,
+        client: Any,
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+        registry: Any = None,
+        producer: str = PRODUCER,
+        watch_timeout: int = 300,
+        backoff: tuple[float, float] = (0.5, 30.0),
+        absent_retry: float = 60.0,
+    ) -> None:
         from prometheus_client import CollectorRegistry
 
         self.metrics = WatchMetrics.of(registry if registry is not None else CollectorRegistry())
         self.scheduler_name = scheduler_name
-        self.pods = PodMirror(store=store, producer=producer, scheduler_name=scheduler_name, metrics=self.metrics)
+        self.pods = PodMirror(
+            store=store, producer=producer, scheduler_name=scheduler_name, metrics=self.metrics
+        )
         sinks: list[tuple[Resource, Sink, str]] = [
-            (kind.resource, Mirror(store=store, producer=producer, kind=kind, component=PRODUCER,
-                                   metrics=self.metrics), "")
-            for kind in (PROFILE_KIND, QUOTA_KIND, PODGROUP_KIND)
+            (
+                kind.resource,
+                Mirror(store=store, producer=producer, kind=kind, component=PRODUCER, metrics=self.metrics),
+                "",
+            )
+            for kind in (PROFILE_KIND, QUOTA_KIND, PODGROUP_KIND, RESERVATION_KIND)
         ]
         sinks.append((PODS, self.pods, f"spec.schedulerName={scheduler_name}"))
+        jobs = Mirror(
+            store=store, producer=producer, kind=MIGRATION_KIND, component=PRODUCER, metrics=self.metrics
+        )
+        sinks.append((MIGRATION_KIND.resource, jobs, ""))  # after pods: a job names its pod
         self.reflectors = [
-            Reflector(client=client, resource=resource, sink=sink, component=PRODUCER, metrics=self.metrics,
-                      field_selector=selector, watch_timeout=watch_timeout, absent_retry=absent_retry,
-                      backoff=Backoff(initial=backoff[0], maximum=backoff[1]))
+            Reflector(
+                client=client,
+                resource=resource,
+                sink=sink,
+                component=PRODUCER,
+                metrics=self.metrics,
+                field_selector=selector,
+                watch_timeout=watch_timeout,
+                absent_retry=absent_retry,
+                backoff=Backoff(initial=backoff[0], maximum=backoff[1]),
+            )
             for resource, sink, selector in sinks
         ]
 
@@ -262,6 +337,9 @@ class KubeSync:
         return all(r.synced.is_set() for r in self.reflectors)
 
     async def run(self, stop: Any) -> None:
-        log.info("recording pods of scheduler %r, ElasticQuotas, ElasticQuotaProfiles and PodGroups",
-                 self.scheduler_name)
+        log.info(
+            "recording pods of scheduler %r, ElasticQuotas, ElasticQuotaProfiles, PodGroups, Reservations and"
+            " PodMigrationJobs",
+            self.scheduler_name,
+        )
         await run_in_order(self.reflectors, stop)

@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 
 from allot_cli.decisions import decisions
-from allot_cli.errors import UsageError
-from allot_cli.manifests import admit_all, load_documents, to_input
+from allot_cli.errors import InputError, UsageError
+from allot_cli.manifests import Door, load_documents, to_input
 from allot_cli.pipeline import SERVICES
 from allot_cli.simulator import Simulation
 from allot_cli.views import ClusterView
@@ -29,6 +29,19 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
         raise UsageError(f"cannot read config {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping")
+    from allot_runtime.schedconfig import SchedulerConfigError, is_scheduler_config, translate
+
+    if is_scheduler_config(
+        data
+    ):  # Koordinator's KubeSchedulerConfiguration, mapped onto the services' configs
+        try:
+            translated = translate(data)
+        except SchedulerConfigError as exc:
+            lines = "\n  ".join(f"{i.path}: {i.message}" for i in exc.issues)
+            raise UsageError(f"{path}: invalid KubeSchedulerConfiguration:\n  {lines}") from exc
+        for warning in translated.warnings:
+            print(f"warning: {path}: {warning.path}: {warning.message}", file=sys.stderr)
+        return {name: config for name, config in translated.services.items() if config}
     if data and all(str(k) in SERVICES for k in data):
         return {str(k): dict(v or {}) for k, v in data.items()}
     if any(str(k) in SERVICES for k in data):
@@ -49,22 +62,36 @@ def final_state(sim: Simulation, view: ClusterView) -> dict[str, Any]:
     }
 
 
-def run(scenario: str, *, config: dict[str, dict[str, Any]]) -> tuple[Simulation, ClusterView]:
+def run(
+    scenario: str, *, config: dict[str, dict[str, Any]], atomic: bool = False
+) -> tuple[Simulation, ClusterView, int]:
+    """Run the scenario's valid documents (each refused one is reported on stderr); the number refused. With
+    ``atomic``, a scenario with any refused document is not run at all."""
     docs = load_documents(scenario)
-    problems = list(admit_all(docs))
-    if problems:
-        raise UsageError("invalid scenario:\n  " + "\n  ".join(problems))
+    door = Door(quotas=set())
+    verdicts = door.check_all(docs)
+    refused = 0
+    for verdict in verdicts:
+        for line in verdict.lines("warning", verdict.warnings):
+            print(line, file=sys.stderr)
+        if verdict.issues:
+            refused += 1
+            for line in verdict.lines("error", verdict.issues):
+                print(line, file=sys.stderr)
+    if refused and atomic:
+        raise InputError(f"invalid scenario: {refused} document(s) refused; nothing was run")
     sim = Simulation(config)
-    for doc in docs:
-        sim.apply(to_input(doc))
+    for verdict in verdicts:
+        if not verdict.issues:
+            sim.apply(to_input(verdict.document))
     view = ClusterView()
     for record in sim.store.events:
         view.apply(record)
-    return sim, view
+    return sim, view, refused
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    sim, view = run(args.scenario, config=load_config(args.config))
+    sim, view, refused = run(args.scenario, config=load_config(args.config), atomic=args.atomic)
     lines = decisions(sim.store.events)
     if args.output:
         with open(args.output, "w") as out:
@@ -82,13 +109,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         counts[pod.phase] = counts.get(pod.phase, 0) + 1
     summary = ", ".join(f"{n} {phase}" for phase, n in sorted(counts.items())) or "no pods"
     print(f"# {len(sim.store.events)} events, {len(lines)} decisions; final: {summary}", file=sys.stderr)
+    if refused:
+        print(f"# {refused} document(s) refused (not run)", file=sys.stderr)
+        return 1
     return 0
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a scenario file through the scheduler's decision code")
-    p.add_argument("scenario", help="multi-document YAML (Node, Device, NodeResourceTopology, Pod, ElasticQuota, …)")
+    p.add_argument(
+        "scenario", help="multi-document YAML (Node, Device, NodeResourceTopology, Pod, ElasticQuota, …)"
+    )
     p.add_argument("-o", "--output", help="write decisions as JSON lines")
     p.add_argument("--state", help="write the final state as JSON")
     p.add_argument("--config", help="YAML mapping of service name to decision config")
+    p.add_argument(
+        "--atomic", action="store_true", help="run nothing unless every document of the scenario is valid"
+    )
     p.set_defaults(func=cmd_run)

@@ -1,0 +1,232 @@
+{{/*
+Names and labels. With the release name "allot", every object is named as in deploy/k8s/base (allot-binder, ...).
+*/}}
+{{- define "allot.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "allot.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: allot
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end -}}
+
+{{/* Selector labels of one component: name, instance, component (never change between releases). */}}
+{{- define "allot.selector" -}}
+app.kubernetes.io/name: allot
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "allot.componentLabels" -}}
+{{ include "allot.labels" .root }}
+{{ include "allot.selector" . }}
+{{- end -}}
+
+{{- define "allot.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "allot.priorityClassName" -}}
+{{- .Values.priorityClass.name | default (printf "%s-control-plane" (include "allot.fullname" .)) -}}
+{{- end -}}
+
+{{/*
+The values that need each other, checked together: every problem is reported at once, whichever template runs first.
+*/}}
+{{- define "allot.checks" -}}
+{{- $problems := list -}}
+{{- $pg := .Values.postgresql -}}
+{{- $given := 0 -}}
+{{- if $pg.url }}{{ $given = add1 $given }}{{ end -}}
+{{- if $pg.existingSecret.name }}{{ $given = add1 $given }}{{ end -}}
+{{- if $pg.dev.enabled }}{{ $given = add1 $given }}{{ end -}}
+{{- if ne $given 1 -}}
+{{- $problems = append $problems (printf "postgresql: set exactly one of postgresql.url, postgresql.existingSecret.name or postgresql.dev.enabled (%d given)" $given) -}}
+{{- end -}}
+{{- if and .Values.nats.url .Values.nats.dev.enabled -}}
+{{- $problems = append $problems "nats: set nats.url or nats.dev.enabled, not both" -}}
+{{- else if not (or .Values.nats.url .Values.nats.dev.enabled) -}}
+{{- $problems = append $problems "nats: set nats.url (a NATS server with JetStream) or nats.dev.enabled=true" -}}
+{{- end -}}
+{{- $le := .Values.leaderElection -}}
+{{- if not (and (gt (float64 $le.leaseDurationSeconds) (float64 $le.renewDeadlineSeconds)) (gt (float64 $le.renewDeadlineSeconds) (float64 $le.retryPeriodSeconds))) -}}
+{{- $problems = append $problems (printf "leaderElection: leaseDurationSeconds (%v) > renewDeadlineSeconds (%v) > retryPeriodSeconds (%v) must hold" $le.leaseDurationSeconds $le.renewDeadlineSeconds $le.retryPeriodSeconds) -}}
+{{- end -}}
+{{- if $problems -}}
+{{- fail (printf "\n- %s" (join "\n- " $problems)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret and key holding ALLOT_DATABASE_URL. */}}
+{{- define "allot.databaseSecret" -}}
+{{- include "allot.checks" . -}}
+{{- if .Values.postgresql.existingSecret.name -}}
+name: {{ .Values.postgresql.existingSecret.name }}
+key: {{ .Values.postgresql.existingSecret.key | default "url" }}
+{{- else -}}
+name: {{ include "allot.fullname" . }}-database
+key: url
+{{- end -}}
+{{- end -}}
+
+{{- define "allot.natsUrl" -}}
+{{- include "allot.checks" . -}}
+{{- if .Values.nats.url -}}
+{{- .Values.nats.url -}}
+{{- else -}}
+nats://{{ include "allot.fullname" . }}-nats:4222
+{{- end -}}
+{{- end -}}
+
+{{/*
+The components: what each runs, where, and what it may do on the API server. The RBAC rules are the ones of
+deploy/k8s/base (tests/deploy/test_helm_chart.py checks that both grant the same). Deciders are the services that
+take part in leader election.
+*/}}
+{{- define "allot.components" -}}
+relay:
+  kind: Deployment
+  command: [allot, relay]
+  singleton: true
+kube-sync:
+  kind: Deployment
+  command: [allot, kube-sync]
+  singleton: true
+  schedulerName: true
+  rules:
+    - apiGroups: [""]
+      resources: [pods]
+      verbs: [list, watch]
+    - apiGroups: [scheduling.sigs.k8s.io]
+      resources: [elasticquotas, podgroups]
+      verbs: [list, watch]
+    - apiGroups: [quota.koordinator.sh]
+      resources: [elasticquotaprofiles]
+      verbs: [list, watch]
+    - apiGroups: [scheduling.koordinator.sh]
+      resources: [reservations, podmigrationjobs]
+      verbs: [list, watch]
+gang-coordinator:
+  kind: Deployment
+  command: [allot-gang-coordinator]
+  decider: true
+quota-manager:
+  kind: Deployment
+  command: [allot-quota-manager]
+  decider: true
+reservation-manager:
+  kind: Deployment
+  command: [allot-reservation-manager]
+  decider: true
+  kubeMode: true
+  rules:
+    - apiGroups: [scheduling.koordinator.sh]
+      resources: [reservations/status, podmigrationjobs/status]
+      verbs: [patch]
+    - apiGroups: [scheduling.koordinator.sh]
+      resources: [reservations, podmigrationjobs]
+      verbs: [delete]
+device-allocator:
+  kind: Deployment
+  command: [allot-device-allocator]
+  decider: true
+binder:
+  kind: Deployment
+  command: [allot-binder]
+  decider: true
+  kubeMode: true
+  rules:
+    - apiGroups: [""]
+      resources: [pods/binding, pods/eviction]
+      verbs: [create]
+    - apiGroups: [scheduling.sigs.k8s.io]
+      resources: [elasticquotas, elasticquotas/status]
+      verbs: [patch]
+    - apiGroups: [events.k8s.io]
+      resources: [events]
+      verbs: [create, patch]
+    - apiGroups: [""]
+      resources: [pods/status, nodes/status]
+      verbs: [patch]
+    - apiGroups: [scheduling.sigs.k8s.io]
+      resources: [podgroups/status]
+      verbs: [patch]
+node-reporter:
+  kind: DaemonSet
+  command: [allot-node-reporter]
+  kubeMode: true
+  rules:
+    - apiGroups: [""]
+      resources: [nodes]
+      verbs: [list, watch]
+    - apiGroups: [scheduling.koordinator.sh]
+      resources: [devices]
+      verbs: [list, watch]
+    - apiGroups: [topology.node.k8s.io]
+      resources: [noderesourcetopologies]
+      verbs: [list, watch]
+    - apiGroups: [slo.koordinator.sh]
+      resources: [nodemetrics]
+      verbs: [list, watch]
+qos-enforcer:
+  kind: DaemonSet
+  command: [allot-qos-enforcer]
+  # The node agent needs the host's cgroups and root; off here, plans are still decided and recorded
+  # (docs/enforcement.md, "Running the node agent").
+  env:
+    ALLOT_QOS_AGENT: "off"
+{{- end -}}
+
+{{/* Pod and container security: non-root, read-only root filesystem, no privileges (restricted PSS). */}}
+{{- define "allot.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "allot.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{/* Probes: /healthz for liveness and startup (10 minutes for the schema and NATS); readiness on the path given. */}}
+{{- define "allot.probes" -}}
+startupProbe:
+  httpGet:
+    path: /healthz
+    port: http
+  periodSeconds: 5
+  failureThreshold: 120
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: http
+  periodSeconds: 10
+  timeoutSeconds: 3
+  failureThreshold: 3
+readinessProbe:
+  httpGet:
+    path: {{ . }}
+    port: http
+  periodSeconds: 5
+  timeoutSeconds: 3
+  failureThreshold: 3
+{{- end -}}
+
+{{/* ALLOT_DATABASE_URL from the Secret. */}}
+{{- define "allot.databaseEnv" -}}
+- name: ALLOT_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      {{- include "allot.databaseSecret" . | nindent 6 }}
+{{- end -}}

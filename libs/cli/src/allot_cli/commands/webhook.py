@@ -1,0 +1,76 @@
+"""``allot webhook``: the validating and mutating admission webhooks over HTTPS (see ``allot_cli.webhook`` and
+docs/kubernetes.md#admission-webhooks)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import ssl
+import sys
+from typing import Any
+
+
+async def _run(args: argparse.Namespace) -> None:
+    from aiohttp import web
+
+    from allot_cli.webhook import Webhook, serve, tls_context
+
+    context = tls_context(args.tls_cert_file, args.tls_private_key_file)
+    webhook = Webhook(
+        scheduler=args.scheduler_name or os.environ.get("ALLOT_SCHEDULER_NAME") or "allot-scheduler"
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "service": "webhook"})
+
+    async def metrics(_: web.Request) -> web.Response:
+        lines = ["# TYPE allot_webhook_reviews_total counter"] + [
+            f'allot_webhook_reviews_total{{result="{k}"}} {v}' for k, v in sorted(webhook.counts.items())
+        ]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    health = web.Application()
+    health.add_routes(
+        [web.get("/healthz", healthz), web.get("/readyz", healthz), web.get("/metrics", metrics)]
+    )
+    runner = web.AppRunner(health, access_log=None)
+    await runner.setup()
+    await web.TCPSite(
+        runner, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"), int(os.environ.get("ALLOT_HTTP_PORT", "8080"))
+    ).start()
+    try:
+        await serve(webhook, host=args.host, port=args.port, context=context, stop=stop)
+    finally:
+        with contextlib.suppress(Exception):
+            await runner.cleanup()
+
+
+def cmd_webhook(args: argparse.Namespace) -> int:
+    try:
+        asyncio.run(_run(args))
+    except (OSError, ssl.SSLError) as exc:
+        print(f"allot webhook: cannot serve TLS: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("webhook", help="serve the validating and mutating admission webhooks (HTTPS)")
+    p.add_argument("--tls-cert-file", required=True, help="PEM certificate (chain) served to the API server")
+    p.add_argument("--tls-private-key-file", required=True, help="PEM private key of the certificate")
+    p.add_argument("--host", default="0.0.0.0", help="listen address (default 0.0.0.0)")
+    p.add_argument("--port", type=int, default=9443, help="HTTPS port (default 9443)")
+    p.add_argument(
+        "--scheduler-name",
+        help="the schedulerName pods are routed to and validated for (default: ALLOT_SCHEDULER_NAME or allot-scheduler)",
+    )
+    p.set_defaults(func=cmd_webhook)

@@ -1,0 +1,213 @@
+"""``allot webhook``: the admission webhooks, a small HTTPS server of its own (``admission.k8s.io/v1``).
+
+- ``POST /validate`` (ValidatingWebhookConfiguration): Pods that Allot schedules, ElasticQuotas, ElasticQuotaProfiles,
+  PodGroups and Reservations go through the same admission as ``allot apply`` and kube-sync's ingest
+  (:func:`verdict`), so an object ``kubectl apply`` accepts is one the services accept, and a refused one is refused
+  at the door with every field path and reason instead of being recorded as rejected later. What Allot reads but
+  does not act on comes back as ``warnings`` (kubectl prints them). A pod of another scheduler is not Allot's to
+  judge: allowed as it is.
+- ``POST /mutate`` (MutatingWebhookConfiguration): sets ``spec.schedulerName`` to Allot's on pod creation. *Which*
+  pods is the configuration's ``namespaceSelector`` (a namespace label) and ``objectSelector`` (a pod label): the
+  API server only sends those. A pod that names another scheduler than ``default-scheduler`` keeps it (with a
+  warning): routing never overrides an explicit choice.
+
+TLS: the certificate and key are files (``--tls-cert-file``, ``--tls-private-key-file``), from cert-manager's
+Certificate when installed, else the self-signed CA and certificate the Helm chart generates. ``/healthz`` and
+``/metrics`` are served over plain HTTP on ``ALLOT_HTTP_PORT`` like every other process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import ssl
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from allot_contracts.events import FieldIssue
+from allot_contracts.objects.admission import admit
+from allot_contracts.objects.pod import PodContext
+
+log = logging.getLogger("allot.webhook")
+
+SCHEDULER = "allot-scheduler"
+VALIDATED = {
+    ("v1", "Pod"),
+    ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota"),
+    ("quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile"),
+    ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup"),
+    ("scheduling.koordinator.sh/v1alpha1", "Reservation"),
+}
+
+
+_CONTEXT = PodContext(resolve_priority=False)  # the API server's priority admission runs before webhooks
+
+
+def verdict(manifest: dict[str, Any]) -> tuple[list[FieldIssue], list[FieldIssue]]:
+    """(issues, warnings) of one object, by the admission every door uses."""
+    admitted = admit(manifest, _CONTEXT)
+    return list(admitted.issues), list(admitted.warnings)
+
+
+class WebhookError(Exception):
+    """The webhook cannot answer (HTTP 500): the API server applies the webhook's ``failurePolicy``."""
+
+
+def _line(issue: FieldIssue) -> str:
+    return f"{issue.path}: {issue.message}" if issue.path else issue.message
+
+
+@dataclass
+class Webhook:
+    scheduler: str = SCHEDULER
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def _count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def validate(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The ``response`` of an AdmissionReview for the validating webhook."""
+        uid = request.get("uid", "")
+        obj = request.get("object")
+        if request.get("operation") == "DELETE" or not isinstance(obj, dict):
+            return {"uid": uid, "allowed": True}
+        kind = request.get("kind") or {}
+        api_version = "/".join(p for p in (kind.get("group"), kind.get("version")) if p)
+        manifest = {"apiVersion": api_version, "kind": kind.get("kind", ""), **obj}
+        manifest["apiVersion"], manifest["kind"] = api_version, kind.get("kind", "")
+        if request.get("namespace") and isinstance(manifest.get("metadata"), dict):
+            manifest["metadata"] = {"namespace": request["namespace"], **manifest["metadata"]}
+        if (api_version, manifest["kind"]) not in VALIDATED:
+            self._count("ignored")
+            return {
+                "uid": uid,
+                "allowed": True,
+                "warnings": [f"Allot does not read {api_version} {manifest['kind']}"],
+            }
+        if (
+            manifest["kind"] == "Pod"
+            and ((obj.get("spec") or {}).get("schedulerName") or "") != self.scheduler
+        ):
+            self._count("not-ours")
+            return {"uid": uid, "allowed": True}
+        try:
+            issues, warnings = verdict(manifest)
+        except (
+            Exception
+        ) as exc:  # a validator's bug is the webhook's error: failurePolicy decides, not a guess
+            self._count("error")
+            log.exception("validating %s failed", manifest["kind"])
+            raise WebhookError(
+                f"Allot could not validate this {manifest['kind']}: {type(exc).__name__}"
+            ) from exc
+        response: dict[str, Any] = {"uid": uid, "allowed": not issues}
+        if warnings:
+            response["warnings"] = [_line(w) for w in warnings]
+        if issues:
+            self._count("denied")
+            name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get(
+                "generateName", ""
+            )
+            response["status"] = {
+                "code": 422,
+                "reason": "Invalid",
+                "message": f"{manifest['kind']} {name} is invalid: " + "; ".join(_line(i) for i in issues),
+                "details": {
+                    "name": name,
+                    "kind": manifest["kind"],
+                    "causes": [
+                        {"field": i.path, "message": i.message, "reason": "FieldValueInvalid"} for i in issues
+                    ],
+                },
+            }
+        else:
+            self._count("allowed")
+        return response
+
+    def mutate(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The ``response`` for the mutating webhook: ``spec.schedulerName`` set on pod creation."""
+        uid = request.get("uid", "")
+        obj = request.get("object")
+        kind = (request.get("kind") or {}).get("kind")
+        if request.get("operation") != "CREATE" or kind != "Pod" or not isinstance(obj, dict):
+            return {"uid": uid, "allowed": True}
+        spec: dict[str, Any] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
+        current = str(spec.get("schedulerName") or "")
+        if current == self.scheduler:
+            return {"uid": uid, "allowed": True}
+        if current and current != "default-scheduler":
+            self._count("kept")
+            return {
+                "uid": uid,
+                "allowed": True,
+                "warnings": [
+                    f"spec.schedulerName: kept {current!r}; Allot schedules pods of {self.scheduler!r}"
+                ],
+            }
+        patch = [{"op": "add", "path": "/spec/schedulerName", "value": self.scheduler}]
+        self._count("routed")
+        return {
+            "uid": uid,
+            "allowed": True,
+            "patchType": "JSONPatch",
+            "patch": base64.b64encode(json.dumps(patch).encode()).decode(),
+        }
+
+    def app(self) -> web.Application:
+        async def review(request: web.Request, answer: Any) -> web.Response:
+            try:
+                body = await request.json()
+            except (ValueError, UnicodeDecodeError):
+                return web.json_response({"message": "the body is not an AdmissionReview (JSON)"}, status=400)
+            inner = body.get("request") if isinstance(body, dict) else None
+            if not isinstance(inner, dict) or body.get("kind") != "AdmissionReview":
+                return web.json_response(
+                    {"message": "expected an AdmissionReview with a request"}, status=400
+                )
+            try:
+                response = answer(inner)
+            except WebhookError as exc:
+                return web.json_response({"message": str(exc)}, status=500)
+            return web.json_response(
+                {
+                    "apiVersion": body.get("apiVersion") or "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "response": response,
+                }
+            )
+
+        async def validate(request: web.Request) -> web.Response:
+            return await review(request, self.validate)
+
+        async def mutate(request: web.Request) -> web.Response:
+            return await review(request, self.mutate)
+
+        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app.add_routes([web.post("/validate", validate), web.post("/mutate", mutate)])
+        return app
+
+
+def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+async def serve(
+    webhook: Webhook, *, host: str, port: int, context: ssl.SSLContext, stop: asyncio.Event
+) -> None:
+    """Serve the webhooks over TLS until ``stop``."""
+    runner = web.AppRunner(webhook.app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=context)
+    await site.start()
+    log.info("admission webhooks on https://%s:%d (/validate, /mutate)", host, port)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()

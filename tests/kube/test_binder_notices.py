@@ -1,0 +1,308 @@
+"""The binder's notices worker against the fake API server and a real PostgreSQL: what ``kubectl describe`` shows
+for recorded decisions — Events (series, aggregation, spam filter), ``PodScheduled``, PodGroup status — and the
+Node's device capacity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
+from allot_contracts.events import (
+    DevicesRemoved,
+    DevicesReported,
+    Event,
+    FieldIssue,
+    GangMemberWaiting,
+    ObjectRef,
+    PodBindFailed,
+    PodBound,
+    PodGroupApplied,
+    PodSubmitted,
+    PodUnschedulable,
+    QuotaEvicted,
+    QuotaRejected,
+    QuotaWaiting,
+)
+from allot_testing.builders import a_gpu_device, a_node, a_pod
+from allot_testing.fake_kube import FakeKube
+from binder.adapters.events import EventRecorder
+from binder.adapters.notices import CHECKPOINT, NoticeWorker
+from binder.notices import Notice, Regarding, device_capacity
+
+pytestmark = pytest.mark.integration
+
+UNSCHEDULABLE = (
+    "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu."
+)
+
+
+async def record(store: Any, *events: Event, key: str = "t") -> None:
+    await store.append(
+        [
+            NewEvent(stream_id=stream_id("x", key), event=e, event_id=derived_event_id("test", key, i))
+            for i, e in enumerate(events)
+        ],
+        producer="test",
+    )
+
+
+def pod_ref(name: str, namespace: str = "default") -> ObjectRef:
+    return ObjectRef(namespace=namespace, name=name)
+
+
+def events_of(kube: FakeKube, name: str) -> list[dict[str, Any]]:
+    return [
+        o
+        for (plural, _, _), o in sorted(kube.objects.items())
+        if plural == "events" and o["regarding"]["name"] == name
+    ]
+
+
+def condition(kube: FakeKube, name: str) -> dict[str, Any] | None:
+    pod = kube.get("Pod", name) or {}
+    found = [c for c in (pod.get("status") or {}).get("conditions", []) if c.get("type") == "PodScheduled"]
+    return found[0] if found else None
+
+
+async def test_a_pending_pod_shows_failed_scheduling_and_pod_scheduled_false(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    pod = kube.create(a_pod("p"))
+    kube.update(
+        "Pod",
+        "p",
+        lambda o: (
+            o.setdefault("status", {})
+            .setdefault("conditions", [])
+            .append({"type": "Initialized", "status": "True"})
+        ),
+    )
+    uid = pod["metadata"]["uid"]
+    await record(
+        store,
+        PodSubmitted(pod=pod_ref("p"), uid=uid, manifest=a_pod("p", uid=uid)),
+        PodUnschedulable(
+            pod=pod_ref("p"), uid=uid, attempt=1, message=UNSCHEDULABLE, codes=[], decision=_unschedulable()
+        ),
+    )
+    worker = NoticeWorker(store=store, client=client)
+    await worker.step()
+
+    (event,) = events_of(kube, "p")
+    assert (event["type"], event["reason"], event["action"], event["note"]) == (
+        "Warning",
+        "FailedScheduling",
+        "Scheduling",
+        UNSCHEDULABLE,
+    )
+    assert event["regarding"] == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "p",
+        "namespace": "default",
+        "uid": uid,
+    }
+    assert event["reportingController"] == "allot-scheduler"
+    scheduled = condition(kube, "p")
+    assert scheduled is not None
+    assert (scheduled["status"], scheduled["reason"], scheduled["message"]) == (
+        "False",
+        "Unschedulable",
+        UNSCHEDULABLE,
+    )
+    kinds = [c["type"] for c in kube.get("Pod", "p")["status"]["conditions"]]
+    assert kinds == ["Initialized", "PodScheduled"]  # a strategic merge: the kubelet's conditions stay
+    assert await store.get_checkpoint(CHECKPOINT) == 2
+
+    # The same decision recorded again (the next attempt) becomes a series, not a second Event.
+    await record(
+        store,
+        PodUnschedulable(
+            pod=pod_ref("p"), uid=uid, attempt=2, message=UNSCHEDULABLE, codes=[], decision=_unschedulable()
+        ),
+        key="again",
+    )
+    await worker.step()
+    (event,) = events_of(kube, "p")
+    assert event["series"]["count"] == 2
+
+    # Bound: Normal Scheduled, and no stale PodScheduled=False written after the binding.
+    kube.update(
+        "Pod",
+        "p",
+        lambda o: o["status"]["conditions"].__setitem__(1, {"type": "PodScheduled", "status": "True"}),
+    )
+    await record(
+        store,
+        QuotaWaiting(
+            pod=pod_ref("p"), uid=uid, attempt=3, quota="q", message="Insufficient quotas, quotaName: q"
+        ),
+        PodBound(pod=pod_ref("p"), uid=uid, attempt=3, node="n1", mode="kubernetes"),
+        key="bound",
+    )
+    await worker.step()
+    notes = [(e["reason"], e["note"]) for e in events_of(kube, "p")]
+    assert ("Scheduled", "Successfully assigned default/p to n1") in notes
+    assert ("FailedScheduling", "Insufficient quotas, quotaName: q") in notes
+    assert condition(kube, "p")["status"] == "True"
+
+
+async def test_bind_failure_eviction_and_rejected_quota(kube: FakeKube, store: Any, client: Any) -> None:
+    uid = kube.create(a_pod("p"))["metadata"]["uid"]
+    await record(
+        store,
+        PodSubmitted(pod=pod_ref("p"), uid=uid, manifest=a_pod("p", uid=uid)),
+        PodBindFailed(pod=pod_ref("p"), uid=uid, attempt=1, node="n1", message="pod p is being deleted"),
+        QuotaEvicted(
+            pod=pod_ref("p"), uid=uid, quota="q", cause="Preempted", message="Preempted by default/vip"
+        ),
+        QuotaRejected(
+            quota=ObjectRef(namespace="team", name="q"),
+            errors=[FieldIssue(path="spec.min.cpu", message="min 10 > max 5")],
+        ),
+    )
+    await NoticeWorker(store=store, client=client).step()
+    reasons = {(e["type"], e["reason"], e["note"]) for e in events_of(kube, "p")}
+    assert reasons == {
+        ("Warning", "FailedScheduling", "Binding rejected: pod p is being deleted"),
+        ("Normal", "Preempted", "Preempted by default/vip"),
+    }
+    assert condition(kube, "p")["reason"] == "SchedulerError"
+    (rejected,) = events_of(kube, "q")
+    assert rejected["regarding"]["kind"] == "ElasticQuota"
+    assert (rejected["metadata"]["namespace"], rejected["note"]) == ("team", "spec.min.cpu: min 10 > max 5")
+
+
+async def test_pod_group_status_follows_its_members(kube: FakeKube, store: Any, client: Any) -> None:
+    group = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "llm", "namespace": "ml"},
+        "spec": {"minMember": 2},
+    }
+    kube.create(group)
+    worker = NoticeWorker(store=store, client=client)
+    await record(store, PodGroupApplied(group=ObjectRef(namespace="ml", name="llm"), manifest=group))
+    await worker.step()
+    assert kube.get("PodGroup", "llm", "ml")["status"] == {"phase": "Pending", "scheduled": 0}
+
+    waiting = [
+        GangMemberWaiting(
+            pod=pod_ref(f"w{i}", "ml"),
+            gang="ml/llm",
+            group="ml/llm",
+            present=i + 1,
+            min_available=2,
+            reason="gang-incomplete",
+        )
+        for i in range(2)
+    ]
+    await record(store, *waiting, key="members")
+    await worker.step()
+    assert kube.get("PodGroup", "llm", "ml")["status"]["phase"] == "PreScheduling"
+    note = events_of(kube, "w0")[0]["note"]
+    assert note == 'gang "ml/llm" has 1/2 members, waiting for more (gang-incomplete)'
+
+    await record(store, PodBound(pod=pod_ref("w0", "ml"), attempt=1, node="n1", mode="kubernetes"), key="b0")
+    await worker.step()
+    assert kube.get("PodGroup", "llm", "ml")["status"] == {"phase": "Scheduling", "scheduled": 1}
+    await record(store, PodBound(pod=pod_ref("w1", "ml"), attempt=1, node="n2", mode="kubernetes"), key="b1")
+    await worker.step()
+    assert kube.get("PodGroup", "llm", "ml")["status"] == {"phase": "Scheduled", "scheduled": 2}
+
+
+async def test_device_capacity_is_written_to_the_node(kube: FakeKube, store: Any, client: Any) -> None:
+    kube.create(a_node("gpu-1"))
+    device = a_gpu_device("gpu-1", gpus=2, memory="80Gi")
+    device["spec"]["devices"].append(
+        {"type": "rdma", "minor": 0, "health": True, "resources": {"koordinator.sh/rdma": "100"}}
+    )
+    await record(store, DevicesReported(name="gpu-1", manifest=device, inventory=_inventory(device)))
+    worker = NoticeWorker(store=store, client=client)
+    await worker.step()
+    status = kube.get("Node", "gpu-1")["status"]
+    expected = {
+        "koordinator.sh/gpu-core": "200",
+        "koordinator.sh/gpu-memory": "160Gi",
+        "koordinator.sh/gpu-memory-ratio": "200",
+        "koordinator.sh/rdma": "100",
+    }
+    for key in ("capacity", "allocatable"):
+        assert {k: v for k, v in status[key].items() if k.startswith("koordinator.sh/")} == expected
+    assert status["allocatable"]["cpu"] == a_node("gpu-1")["status"]["allocatable"]["cpu"]  # the rest stays
+
+    device["spec"]["devices"] = device["spec"]["devices"][:1]
+    device["spec"]["devices"][0]["health"] = True
+    await record(
+        store, DevicesReported(name="gpu-1", manifest=device, inventory=_inventory(device)), key="shrunk"
+    )
+    await worker.step()
+    resources = {
+        k for k in kube.get("Node", "gpu-1")["status"]["allocatable"] if k.startswith("koordinator.sh/")
+    }
+    assert resources == {
+        "koordinator.sh/gpu-core",
+        "koordinator.sh/gpu-memory",
+        "koordinator.sh/gpu-memory-ratio",
+    }
+    await record(store, DevicesRemoved(name="gpu-1"), key="gone")
+    await worker.step()
+    assert not any(
+        k.startswith("koordinator.sh/") for k in kube.get("Node", "gpu-1")["status"]["allocatable"]
+    )
+
+
+def test_unhealthy_devices_count_for_nothing() -> None:
+    device = a_gpu_device("n", gpus=3)
+    device["spec"]["devices"][1]["health"] = False
+    assert device_capacity(device)["koordinator.sh/gpu-core"] == "200"
+
+
+async def test_aggregation_and_the_spam_filter() -> None:
+    sent: list[tuple[str, str, dict[str, Any]]] = []
+    now = [1000.0]
+
+    async def send(method: str, path: str, body: dict[str, Any], content_type: str) -> Any:
+        sent.append((method, path, body))
+        return body
+
+    recorder = EventRecorder(send=send, clock=lambda: now[0], wall=lambda: 1.7e9)
+    pod = Regarding(api_version="v1", kind="Pod", namespace="ns", name="p", uid="u")
+
+    def notice(note: str) -> Notice:
+        return Notice(
+            regarding=pod, type="Warning", reason="FailedScheduling", action="Scheduling", note=note
+        )
+
+    results = [
+        await recorder.record(notice(f"0/{n} nodes are available."), at=1.7e9 + n) for n in range(1, 13)
+    ]
+    assert results == ["created"] * 12
+    notes = [body["note"] for method, _, body in sent if method == "POST"]
+    assert notes[:10] == [f"0/{n} nodes are available." for n in range(1, 11)]
+    assert notes[10:] == [
+        "(combined from similar events): 0/11 nodes are available.",
+        "(combined from similar events): 0/12 nodes are available.",
+    ]
+    results = [await recorder.record(notice("same"), at=1.7e9) for _ in range(20)]
+    assert results[:13] == ["created"] + ["series"] * 12  # 25 at once: 12 used above, 13 left
+    assert results[13:] == ["dropped"] * 7
+    now[0] += 5 * 60  # one more token every 5 minutes
+    assert await recorder.record(notice("same"), at=1.7e9) == "series"
+    assert await recorder.record(notice("same"), at=1.7e9) == "dropped"
+
+
+def _inventory(device: dict[str, Any]) -> Any:
+    from allot_contracts.objects.inventory import parse_device_cr
+
+    _, inventory, errors = parse_device_cr(device)
+    assert inventory is not None and not errors
+    return inventory
+
+
+def _unschedulable() -> Any:
+    from allot_contracts.decisions.placement import Decision
+
+    return Decision(pod="default/p", outcome="Unschedulable", message=UNSCHEDULABLE)

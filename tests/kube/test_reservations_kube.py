@@ -1,0 +1,215 @@
+"""Reservations and PodMigrationJobs in Kubernetes mode, against the fake API server and a real PostgreSQL: kube-sync
+records them; the binder's worker evicts through the Eviction API (once per request, PodDisruptionBudgets
+respected); reservation-manager writes their status back and deletes what it garbage-collected."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from allot_cli.kube.sync import PRODUCER, KubeSync
+from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
+from allot_contracts.events import MigrationEvictionRequested, ObjectRef, PodObserved
+from allot_reservation.testing import Driver, a_job_manifest, a_pod_manifest, a_reservation_manifest
+from allot_runtime.processor import Host
+from allot_testing.fake_kube import FakeKube
+from binder.adapters.kube import PRODUCER as BINDER_KUBE
+from binder.adapters.kube import BinderMetrics, BindWorker, View
+from binder.processor import Binder
+from reservation_manager.adapters.kube import StatusWriter, wanted_statuses
+
+pytestmark = pytest.mark.integration
+
+
+class Binding:
+    """The binder's processor in Kubernetes mode over the real log, as its runtime drives it."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.host = Host(Binder({"mode": "kubernetes"}), name="binder")
+        self.position = 0
+
+    async def feed(self) -> None:
+        async for record in self.store.iterate(after=self.position, types=self.host.interests):
+            self.position = record.position
+            if record.producer != self.host.name:
+                news = self.host.step(record)
+                if news:
+                    await self.store.append(news, producer=self.host.name)
+
+    async def view(self) -> View:
+        p = self.host.processor
+        return View(
+            ready=True,
+            requests=p.outstanding(),
+            patches=p.quota_patches(),
+            evictions=p.evictions.outstanding(),
+        )
+
+    def worker(self, client: Any) -> BindWorker:
+        from prometheus_client import CollectorRegistry
+
+        return BindWorker(
+            store=self.store,
+            client=client,
+            view=self.view,
+            backoff=(0.01, 0.05),
+            metrics=BinderMetrics.of(CollectorRegistry()),
+        )
+
+
+async def request_eviction(store: Any, kube: FakeKube, job: str, pod: str) -> str:
+    manifest = a_pod_manifest(pod, node="n1")
+    del manifest["metadata"]["uid"]  # the API server assigns it
+    uid = kube.create(manifest)["metadata"]["uid"]
+    event = MigrationEvictionRequested(
+        job=ObjectRef(name=job),
+        uid=f"uid-{job}",
+        pod=ObjectRef(namespace="default", name=pod),
+        pod_uid=uid,
+        node="n1",
+        delete_options={"gracePeriodSeconds": 0},
+    )
+    await store.append(
+        [
+            NewEvent(
+                stream_id=stream_id("migration", job), event=event, event_id=derived_event_id("t", job, 0)
+            )
+        ],
+        producer="reservation-manager",
+    )
+    return uid
+
+
+async def answers(store: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [(r.type, json.loads(r.payload)) async for r in store.iterate(producer=BINDER_KUBE)]
+
+
+async def test_the_binder_evicts_once_through_the_eviction_api(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    uid = await request_eviction(store, kube, "j1", "web-0")
+    binding = Binding(store)
+    await binding.feed()
+    worker = binding.worker(client)
+    await worker.step()
+    assert kube.evictions == [
+        {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": "web-0", "namespace": "default"},
+            "deleteOptions": {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}},
+        }
+    ]
+    assert kube.get("Pod", "web-0", "default") is None
+    got = await answers(store)
+    assert [t for t, _ in got] == ["migration.evicted"]
+    assert got[0][1]["mode"] == "kubernetes" and got[0][1]["pod_uid"] == uid
+    await worker.step()  # answered: nothing is sent twice, even before the answer reaches the projection
+    await binding.feed()
+    await worker.step()
+    assert len(kube.evictions) == 1 and len(await answers(store)) == 1
+    assert binding.host.processor.evictions.outstanding() == []
+
+
+async def test_a_disruption_budget_holds_the_eviction_until_it_allows_it(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    await request_eviction(store, kube, "j1", "web-0")
+    kube.disruption_blocked.add("default/web-0")
+    binding = Binding(store)
+    await binding.feed()
+    worker = binding.worker(client)
+    await worker.step()
+    assert await answers(store) == [] and kube.get("Pod", "web-0", "default") is not None
+    kube.disruption_blocked.clear()
+    await asyncio.sleep(0.1)  # past the backoff
+    await worker.step()
+    assert [t for t, _ in await answers(store)] == ["migration.evicted"]
+
+
+async def test_a_refused_eviction_is_recorded_as_failed(kube: FakeKube, store: Any, client: Any) -> None:
+    await request_eviction(store, kube, "j1", "web-0")
+    kube.fail("POST", r"/pods/web-0/eviction$", status=422, message="invalid delete options")
+    binding = Binding(store)
+    await binding.feed()
+    await binding.worker(client).step()
+    ((kind, payload),) = await answers(store)
+    assert kind == "migration.eviction_failed" and "invalid delete options" in payload["message"]
+
+
+async def test_kube_sync_records_reservations_and_jobs(
+    kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any, log_of: Any
+) -> None:
+    reservation = a_reservation_manifest("r1")
+    del reservation["metadata"]["uid"]
+    kube.create(reservation)
+    job = a_job_manifest("j1", pod="default/web-0")
+    del job["metadata"]["uid"]
+    kube.create(job)
+    sync = KubeSync(store=store, client=client, watch_timeout=2, backoff=(0.05, 0.2), absent_retry=0.5)
+    runner = running(sync.run)
+
+    async def recorded() -> set[tuple[str, str]]:
+        return {(t, s) for t, s, _ in await log_of(store, producer=PRODUCER)}
+
+    await eventually(
+        lambda: _has(
+            recorded, {("reservation.applied", "reservation:r1"), ("migration.applied", "migration:j1")}
+        ),
+        what="both recorded",
+    )
+    # status written back by Allot is not an input
+    kube.update("Reservation", "r1", lambda o: o.setdefault("status", {}).update(phase="Available"))
+    kube.delete("PodMigrationJob", "j1")
+    await eventually(lambda: _has(recorded, {("migration.deleted", "migration:j1")}), what="deletion")
+    assert [t for t, s, _ in await log_of(store, producer=PRODUCER) if s == "reservation:r1"] == [
+        "reservation.applied"
+    ]
+    await runner.close()
+
+
+async def _has(recorded: Any, wanted: set[tuple[str, str]]) -> bool:
+    return wanted <= await recorded()
+
+
+async def test_status_is_written_back_and_collected_objects_deleted(kube: FakeKube, client: Any) -> None:
+    reservation = a_reservation_manifest("r1", ttl="1h")
+    kube.create(reservation)
+    kube.create(a_job_manifest("j1", pod="default/web-0", mode="EvictDirectly"))
+    d = Driver({"mode": "kubernetes", "migration": {"evictAllBarePods": True}})
+    d.node("n1")
+    d.node("n2")
+    d.reservation(reservation)
+    d.placed_reservation("r1", "n2")
+    d.feed(
+        PodObserved(
+            pod=ObjectRef(namespace="default", name="web-0"),
+            uid="u1",
+            manifest=a_pod_manifest("web-0", uid="u1", node="n1"),
+        )
+    )
+    d.job(a_job_manifest("j1", pod="default/web-0", mode="EvictDirectly"))
+    writer = StatusWriter(client)
+    await writer.step(wanted_statuses(d.engine))
+    status = kube.get("Reservation", "r1")["status"]  # type: ignore[index]
+    assert status["phase"] == "Available" and status["nodeName"] == "n2"
+    assert status["allocatable"] == {"cpu": "2", "memory": "4Gi"}
+    assert status["conditions"][0]["type"] == "Scheduled" and status["conditions"][0][
+        "lastTransitionTime"
+    ].endswith("Z")
+    job = kube.get("PodMigrationJob", "j1")["status"]  # type: ignore[index]
+    assert job["phase"] == "Running" and job["status"] == "Eviction"
+    patches = len(kube.patches)
+    await writer.step(wanted_statuses(d.engine))
+    assert len(kube.patches) == patches  # unchanged: nothing written
+
+    d.tick(3600)  # expired
+    await writer.step(wanted_statuses(d.engine))
+    assert kube.get("Reservation", "r1")["status"]["phase"] == "Failed"  # type: ignore[index]
+    d.tick(3600 + 86400)  # garbage-collected: the object goes too
+    await writer.step(wanted_statuses(d.engine))
+    assert kube.get("Reservation", "r1") is None

@@ -1,0 +1,195 @@
+"""The admission webhooks over real TLS on loopback: a CA and a server certificate made here (as the Helm chart's
+self-signed CA would be), AdmissionReviews as the API server sends them, verified against the CA bundle."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import shutil
+import ssl
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from allot_cli.webhook import Webhook, serve, tls_context
+from allot_testing.builders import a_pod, a_quota
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("openssl") is None, reason="needs the openssl command to make a CA"
+)
+
+
+def make_certificates(directory: Path) -> tuple[str, str, str]:
+    """A CA, and a certificate for ``allot-webhook.allot-system.svc`` and 127.0.0.1 signed by it."""
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
+
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=allot-webhook-ca",
+    )
+    run(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "tls.key",
+        "-out",
+        "tls.csr",
+        "-subj",
+        "/CN=allot-webhook.allot-system.svc",
+    )
+    (directory / "san.ext").write_text(
+        "subjectAltName=DNS:allot-webhook.allot-system.svc,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
+    )
+    run(
+        "x509",
+        "-req",
+        "-in",
+        "tls.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "tls.crt",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+    )
+    return str(directory / "ca.crt"), str(directory / "tls.crt"), str(directory / "tls.key")
+
+
+@pytest.fixture
+async def endpoint(tmp_path: Path, unused_tcp_port: int) -> AsyncIterator[tuple[str, ssl.SSLContext]]:
+    ca, cert, key = make_certificates(tmp_path)
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        serve(Webhook(), host="127.0.0.1", port=unused_tcp_port, context=tls_context(cert, key), stop=stop)
+    )
+    trust = ssl.create_default_context(cafile=ca)  # what the API server does with the caBundle
+    url = f"https://127.0.0.1:{unused_tcp_port}"
+    async with aiohttp.ClientSession() as session:
+        for _ in range(100):
+            try:
+                async with session.post(f"{url}/validate", json={}, ssl=trust):
+                    break
+            except aiohttp.ClientConnectionError:
+                await asyncio.sleep(0.05)
+    yield url, trust
+    stop.set()
+    await task
+
+
+def ours(name: str, scheduler: str = "allot-scheduler", **kwargs: Any) -> dict[str, Any]:
+    pod = a_pod(name, **kwargs)
+    pod["spec"]["schedulerName"] = scheduler
+    return pod
+
+
+def review(kind: tuple[str, str, str], obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
+    group, version, name = kind
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": group, "version": version, "kind": name},
+            "resource": {"group": group, "version": version, "resource": name.lower() + "s"},
+            "namespace": (obj.get("metadata") or {}).get("namespace", "default"),
+            "operation": operation,
+            "object": obj,
+            "userInfo": {"username": "alice"},
+        },
+    }
+
+
+async def post(endpoint: tuple[str, ssl.SSLContext], path: str, body: dict[str, Any]) -> dict[str, Any]:
+    url, trust = endpoint
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{url}{path}", json=body, ssl=trust) as answer,
+    ):
+        assert answer.status == 200
+        reply = await answer.json()
+    assert reply["kind"] == "AdmissionReview"
+    assert reply["response"]["uid"] == body["request"]["uid"]
+    return dict(reply["response"])
+
+
+POD = ("", "v1", "Pod")
+QUOTA = ("scheduling.sigs.k8s.io", "v1alpha1", "ElasticQuota")
+
+
+async def test_an_invalid_device_request_is_refused_with_its_field_path(endpoint: Any) -> None:
+    pod = ours("bad", extra={"koordinator.sh/gpu-core": "50"})
+    response = await post(endpoint, "/validate", review(POD, pod))
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 422
+    assert response["status"]["message"].startswith("Pod bad is invalid: ")
+    causes = response["status"]["details"]["causes"]
+    assert causes and all(c["field"] and c["message"] for c in causes)
+    assert any("gpu" in c["message"] or "gpu" in c["field"] for c in causes)
+
+
+async def test_valid_objects_pass_and_other_schedulers_pods_are_not_judged(endpoint: Any) -> None:
+    good = ours("ok", gpus=1)
+    assert (await post(endpoint, "/validate", review(POD, good)))["allowed"] is True
+    theirs = ours("theirs", "default-scheduler", extra={"koordinator.sh/gpu-core": "50"})
+    assert (await post(endpoint, "/validate", review(POD, theirs)))["allowed"] is True
+    assert (
+        await post(endpoint, "/validate", review(QUOTA, a_quota("q", min={"cpu": "1"}, max={"cpu": "4"})))
+    )["allowed"] is True
+
+
+async def test_an_elastic_quota_with_min_above_max_is_refused(endpoint: Any) -> None:
+    quota = a_quota("q", min={"cpu": "10"}, max={"cpu": "5"})
+    response = await post(endpoint, "/validate", review(QUOTA, quota))
+    assert response["allowed"] is False
+    assert any("cpu" in c["message"] or "cpu" in c["field"] for c in response["status"]["details"]["causes"])
+    deleting = await post(endpoint, "/validate", review(QUOTA, quota, operation="DELETE"))
+    assert deleting["allowed"] is True
+
+
+async def test_pods_are_routed_to_allot_unless_they_chose_a_scheduler(endpoint: Any) -> None:
+    plain = a_pod("p")
+    plain["spec"].pop("schedulerName", None)
+    response = await post(endpoint, "/mutate", review(POD, plain))
+    assert response["patchType"] == "JSONPatch"
+    patch = json.loads(base64.b64decode(response["patch"]))
+    assert patch == [{"op": "add", "path": "/spec/schedulerName", "value": "allot-scheduler"}]
+    chosen = ours("v", "volcano")
+    response = await post(endpoint, "/mutate", review(POD, chosen))
+    assert "patch" not in response
+    assert response["warnings"] == [
+        "spec.schedulerName: kept 'volcano'; Allot schedules pods of 'allot-scheduler'"
+    ]
+    updated = await post(endpoint, "/mutate", review(POD, plain, operation="UPDATE"))
+    assert updated == {"uid": updated["uid"], "allowed": True}
+
+
+async def test_a_client_that_does_not_trust_the_ca_cannot_talk_to_it(endpoint: Any) -> None:
+    url, _ = endpoint
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(aiohttp.ClientConnectorCertificateError):
+            await session.post(f"{url}/validate", json={}, ssl=ssl.create_default_context())

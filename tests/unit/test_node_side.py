@@ -1,0 +1,206 @@
+"""The node side through the seven services' decision code (the simulator): heartbeat loss and resumption, batch
+resources computed from NodeMetrics and degraded when they stop, update suppression, load-aware placement, and
+replay re-deriving every node-side decision."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from allot_cli.decisions import decisions
+from allot_cli.manifests import Door, load_documents, to_input
+from allot_cli.pipeline import build
+from allot_cli.simulator import Simulation
+from allot_runtime.processor import Host
+from allot_runtime.replay import verify_decisions
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "colocation"
+COLOCATION = {"colocation-config": json.dumps({"enable": True, "degradeTimeMinutes": 5})}
+
+
+def simulate(
+    tmp_path: Path, text: str, config: dict[str, Any] | None = None, sim: Simulation | None = None
+) -> Simulation:
+    path = tmp_path / f"scenario-{len(list(tmp_path.iterdir()))}.yaml"
+    path.write_text(text)
+    sim = sim or Simulation(config or {})
+    door = Door(quotas=set())
+    for verdict in door.check_all(load_documents(str(path))):
+        assert not verdict.issues, verdict.issues
+        sim.apply(to_input(verdict.document))
+    return sim
+
+
+def events(sim: Simulation, kind: str) -> list[dict[str, Any]]:
+    return [r.payload_dict() for r in sim.store.events if r.type == kind]
+
+
+def final(sim: Simulation) -> dict[str, dict[str, Any]]:
+    return {d["pod"]: d for d in decisions(sim.store.events)}
+
+
+NODE = """
+apiVersion: v1
+kind: Node
+metadata: {name: %(name)s}
+status:
+  capacity: {cpu: "32", memory: 128Gi, pods: "110"}
+  allocatable: {cpu: "32", memory: 128Gi, pods: "110"}
+---
+"""
+METRIC = """
+apiVersion: slo.koordinator.sh/v1alpha1
+kind: NodeMetric
+metadata: {name: %(name)s}
+status:
+  nodeMetric:
+    nodeUsage: {cpu: "%(cpu)s", memory: 20Gi}
+    systemUsage: {cpu: "1", memory: 2Gi}
+---
+"""
+BE_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: %(name)s, namespace: batch, labels: {koordinator.sh/qosClass: BE}}
+spec:
+  containers:
+  - name: job
+    image: job
+    resources:
+      requests: {kubernetes.io/batch-cpu: "%(milli)s", kubernetes.io/batch-memory: 1Gi}
+      limits: {kubernetes.io/batch-cpu: "%(milli)s", kubernetes.io/batch-memory: 1Gi}
+---
+"""
+ADVANCE = """
+apiVersion: allot.dev/v1
+kind: AdvanceClock
+spec: {seconds: %(s)s}
+---
+"""
+
+
+def verified(sim: Simulation, service: str = "device-allocator", config: dict[str, Any] | None = None) -> int:
+    """Replay re-derives every decision ``service`` recorded; returns how many triggers were checked."""
+    import asyncio
+
+    host = Host(build(service, config or {}))
+    checked, mismatches = asyncio.run(verify_decisions(host, sim.store))
+    assert mismatches == [], mismatches[0]
+    return checked
+
+
+def test_batch_resources_follow_the_metric_degrade_when_it_stops_and_replay_rederives_them(
+    tmp_path: Path,
+) -> None:
+    config = {"device-allocator": {"nodeSide": {"colocation": COLOCATION}}}
+    sim = simulate(tmp_path, NODE % {"name": "n1"} + METRIC % {"name": "n1", "cpu": "4"}, config)
+    updates = events(sim, "node.allocatable_updated")
+    # at registration (no metric yet: degraded, 0), then from the metric: 32000 - 12800 - 1000 - 0 = 18200
+    assert [(u["allocatable"]["kubernetes.io/batch-cpu"], u["degraded"]) for u in updates] == [
+        ("0", True),
+        ("18200", False),
+    ]
+    assert updates[-1]["inputs"]["margin"]["cpu"] == 12800 and updates[-1]["reason"] == "node metric updated"
+    # a BE pod is placed on the computed batch resources
+    simulate(tmp_path, BE_POD % {"name": "etl", "milli": "16000"}, sim=sim)
+    assert final(sim)["batch/etl"]["node"] == "n1"
+    # a metric within 10 % of the last one is not recorded again (suppression) ...
+    simulate(tmp_path, ADVANCE % {"s": 30} + METRIC % {"name": "n1", "cpu": "4500m"}, sim=sim)
+    assert len(events(sim, "node.allocatable_updated")) == 2
+    # ... but the metric stopping is: at its degrade deadline (5 minutes), a timer event, batch back to 0
+    simulate(tmp_path, ADVANCE % {"s": 400}, sim=sim)
+    last = events(sim, "node.allocatable_updated")[-1]
+    assert last["degraded"] and last["allocatable"]["kubernetes.io/batch-cpu"] == "0"
+    assert last["reason"] == "node metric stale"
+    assert any(r.type == "timer.fired" and r.producer == "device-allocator.timer" for r in sim.store.events)
+    allocator = sim.host("device-allocator")
+    assert allocator.deadline() is None  # the deadline is dropped once decided: no timer fires again for it
+    simulate(tmp_path, BE_POD % {"name": "etl-2", "milli": "1000"}, sim=sim)
+    assert final(sim)["batch/etl-2"]["outcome"] == "Unschedulable"
+    assert verified(sim, config=config["device-allocator"]) > 0
+
+
+def test_a_lost_heartbeat_comes_back_and_the_gpu_pod_is_placed(tmp_path: Path) -> None:
+    scenario = (EXAMPLES / "03-heartbeat-lost.yaml").read_text()
+    sim = simulate(tmp_path, scenario)
+    assert final(sim)["ml/train"]["codes"] == ["DeviceInventoryStale"]
+    [lost] = events(sim, "node.heartbeat_lost")
+    assert lost["name"] == "gpu-a" and lost["grace_s"] == 40
+    simulate(tmp_path, "apiVersion: allot.dev/v1\nkind: NodeHeartbeat\nspec: {node: gpu-a}\n", sim=sim)
+    [resumed] = events(sim, "node.heartbeat_resumed")
+    assert resumed["name"] == "gpu-a"
+    assert final(sim)["ml/train"]["outcome"] == "Scheduled"  # requeued by the resumption and placed
+    assert verified(sim) > 0
+
+
+def test_the_grace_is_configurable_and_nodes_without_heartbeats_are_not_watched(tmp_path: Path) -> None:
+    config = {"device-allocator": {"nodeSide": {"heartbeatGraceSeconds": 120}}}
+    sim = simulate(
+        tmp_path,
+        NODE % {"name": "watched"}
+        + NODE % {"name": "applied-by-hand"}
+        + "apiVersion: allot.dev/v1\nkind: NodeHeartbeat\nspec: {node: watched}\n---\n"
+        + ADVANCE % {"s": 100},
+        config,
+    )
+    assert events(sim, "node.heartbeat_lost") == []
+    simulate(tmp_path, ADVANCE % {"s": 30}, sim=sim)
+    assert [e["name"] for e in events(sim, "node.heartbeat_lost")] == ["watched"]
+
+
+def test_load_aware_placement_through_the_services(tmp_path: Path) -> None:
+    sim = simulate(tmp_path, (EXAMPLES / "01-load-aware.yaml").read_text())
+    [placed] = [e for e in events(sim, "pod.placed") if e["pod"]["name"] == "web"]
+    assert placed["node"] == "node-b"
+    assert placed["decision"]["scores"][0]["components"]["LoadAwareScheduling"] > 0
+    assert verified(sim) > 0
+
+
+def test_a_bad_colocation_configmap_is_rejected_with_its_path(tmp_path: Path) -> None:
+    sim = Simulation({})
+    from allot_cli.manifests import Document, Input
+    from allot_contracts.envelope import stream_id
+    from allot_contracts.events import ColocationConfigApplied, ObjectRef
+
+    ref = ObjectRef(namespace="koordinator-system", name="slo-controller-config")
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": ref.name},
+        "data": {"colocation-config": "{"},
+    }
+    event = ColocationConfigApplied(ref=ref, manifest=manifest)
+    document = Document(source="test", index=0, body=manifest)
+    sim.apply(Input(document=document, events=[(stream_id("colocation", ref.key), event)]))
+    [rejected] = events(sim, "colocation.rejected")
+    assert rejected["errors"][0]["path"] == "data[colocation-config]"
+
+
+def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
+    import asyncio
+
+    from allot_cli.commands.get import nodes_rows
+    from allot_cli.explain_node import explain_node, node_history
+    from allot_cli.views import ClusterView
+
+    sim = simulate(tmp_path, (EXAMPLES / "02-batch-overcommit.yaml").read_text())
+    simulate(tmp_path, (EXAMPLES / "03-heartbeat-lost.yaml").read_text(), sim=sim)
+    view = ClusterView()
+    for record in sim.store.events:
+        view.apply(record)
+    now = sim.clock.now_us
+    rows = {r["node"]: r for r in nodes_rows(view, now)}
+    assert rows["node-a"]["usage"].startswith("cpu 15% memory 26%")  # 5 of 32 CPUs, 34Gi of 128Gi
+    assert rows["node-a"]["batch"] == "cpu 14200 mem 52828097740"
+    assert rows["node-b"]["batch"] == "cpu 0 mem 0 (degraded)"  # co-location on, no NodeMetric
+    assert rows["gpu-a"]["heartbeat"].startswith("LOST")
+    assert rows["node-b"]["heartbeat"] == "-"
+    lines = explain_node("gpu-a", asyncio.run(node_history(sim.store, "gpu-a")), now)
+    assert any(
+        line.startswith("heartbeat:  LOST since") and "devices are unschedulable" in line for line in lines
+    )
+    lines = explain_node("node-a", asyncio.run(node_history(sim.store, "node-a")), now)
+    assert any(line.startswith("overcommit:") and "14200" in line for line in lines)
+    assert any(line.strip().startswith("hpUsed:") for line in lines)
+    assert any(line.startswith("usage:      cpu 5 (15%)") for line in lines)
