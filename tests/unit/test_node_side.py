@@ -204,3 +204,44 @@ def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
     assert any(line.startswith("overcommit:") and "14200" in line for line in lines)
     assert any(line.strip().startswith("hpUsed:") for line in lines)
     assert any(line.startswith("usage:      cpu 5 (15%)") for line in lines)
+
+
+def _run_at(text: str, tmp_path: Path, start: str) -> list[dict[str, Any]]:
+    from datetime import UTC, datetime
+
+    from allot_eventstore.clock import ManualClock, from_datetime
+
+    clock = ManualClock(from_datetime(datetime.fromisoformat(start).replace(tzinfo=UTC)))
+    return decisions(simulate(tmp_path, text, sim=Simulation({}, clock=clock)).store.events)
+
+
+def test_the_colocation_examples_decide_the_same_whatever_the_clock(tmp_path: Path) -> None:
+    """Live runs record at the machine's clock: an example whose outcome depended on it (a bound pod's PodScheduled
+    time after the clock, hence estimated by load-aware scheduling) would differ between machines."""
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        if path.name.endswith(".expected.yaml"):
+            continue
+        text = path.read_text()
+        outcomes = {
+            start: _run_at(text, tmp_path, start) for start in ("2021-03-01", "2026-01-01", "2036-07-01")
+        }
+        assert outcomes["2021-03-01"] == outcomes["2026-01-01"] == outcomes["2036-07-01"], path.name
+
+
+def test_a_pod_scheduled_within_the_report_interval_before_the_metric_is_estimated(tmp_path: Path) -> None:
+    """Upstream's rule, which the example avoids on purpose: checkout scheduled 30 s before node-a's NodeMetric
+    (report interval 60 s) counts as 16 CPUs × 85 % instead of its reported 4, and node-a is too hot for the BE pod."""
+    text = (EXAMPLES / "02-batch-overcommit.yaml").read_text()
+    recent = text.replace(
+        'lastTransitionTime: "2020-01-01T00:00:00Z"', 'lastTransitionTime: "2025-12-31T23:59:30Z"'
+    )
+    assert recent != text
+    by_pod = {d["pod"]: d for d in _run_at(recent, tmp_path, "2026-01-01")}
+    assert by_pod["batch/etl"]["outcome"] == "Unschedulable"
+    assert "1 node(s) cpu usage exceed threshold" in by_pod["batch/etl"]["message"]
+    assert "UsageExceedThreshold" in by_pod["batch/etl"]["codes"]
+    # the same pod scheduled 61 s before the metric is trusted again
+    older = text.replace(
+        'lastTransitionTime: "2020-01-01T00:00:00Z"', 'lastTransitionTime: "2025-12-31T23:58:59Z"'
+    )
+    assert {d["pod"]: d for d in _run_at(older, tmp_path, "2026-01-01")}["batch/etl"]["node"] == "node-a"
