@@ -176,3 +176,28 @@ def test_fpga() -> None:
     assert minors(d, "fpga") == [0, 1]
     d = engine_with(a_node("n1"), dev).schedule(admit(a_pod("p", resources={n.FPGA: "300"})))
     assert d.codes == ["InsufficientFPGADevices"]
+
+
+WHOLE_GPU = {n.GPU_CORE: "100", n.GPU_MEMORY_RATIO: "100"}
+
+
+def test_a_joint_nic_comes_from_the_gpus_own_switch_without_a_required_scope() -> None:
+    # the GPUs of switch 0 are taken: the pod's GPU is on switch 1, and so is its NIC, although NIC 0 has free VFs
+    # (the primary's switches are tried first for the secondary type, SamePCIe or not)
+    docs = [
+        a_node("n1", cpu="96", memory="512Gi"),
+        a_device("n1", gpus=8, rdma=4, rdma_vfs=2),
+        bound(
+            a_pod("old", gpu=2),
+            "n1",
+            device_allocated={"gpu": [{"minor": m, "resources": WHOLE_GPU} for m in (0, 1)]},
+        ),
+    ]
+    hint = {HINT: {"rdma": {"vfSelector": {}}}, JOINT: {"deviceTypes": ["gpu", "rdma"]}}
+    d = engine_with(*docs).schedule(admit(a_pod("p", gpu=1, resources={n.RDMA: "1"}, annotations=hint)))
+    assert (minors(d), minors(d, "rdma")) == ([2], [1])
+    rdma = d.annotations[n.ANN_DEVICE_ALLOCATED]["rdma"]
+    assert [e["resources"][n.RDMA] for e in rdma] == ["1"], (
+        "a VF is one instance, written as upstream writes it"
+    )
+    assert len(vf_buses(d)) == 1

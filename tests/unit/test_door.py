@@ -1,0 +1,222 @@
+"""The door: every bad input a user has sent us is refused with the file, document, field path and reason (or
+accepted, with a warning, where upstream accepts it); YAML is read within limits; the valid documents of a file are
+applied and each refused one is reported (``--atomic`` keeps all-or-nothing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from allot_cli.errors import InputError
+from allot_cli.manifests import Document, Door, load_documents, parse_documents
+from allot_cli.sim.run import run
+from allot_testing.builders import a_node, a_pod
+
+QUOTA_LABEL = "quota.scheduling.koordinator.sh/name"
+GANG = "gang.scheduling.koordinator.sh"
+
+
+def verdict(body: dict[str, Any], door: Door | None = None) -> tuple[list[str], list[str]]:
+    v = (door or Door()).check(Document(source="f.yaml", index=0, body=body))
+    return [str(i) for i in v.issues], [str(w) for w in v.warnings]
+
+
+def with_request(name: str, value: str, *, limit: str | None = None, **kwargs: Any) -> dict[str, Any]:
+    pod = a_pod("p", **kwargs)
+    resources = pod["spec"]["containers"][0]["resources"]
+    resources["requests"][name] = value
+    if limit is not None:
+        resources.setdefault("limits", {})[name] = limit
+    return pod
+
+
+def huge_gpu_node() -> dict[str, Any]:
+    node = a_node("n")
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "1e30"
+    return node
+
+
+REFUSED = [
+    ("cpu-1e30", with_request("cpu", "1e30"), "requests[cpu]: quantity out of range"),
+    ("node-1e30-gpus", huge_gpu_node(), "status.allocatable[nvidia.com/gpu]: quantity out of range"),
+    ("pod-name-not-dns", a_pod("Bad_Name!"), "metadata.name: a lowercase RFC 1123 subdomain"),
+    ("pod-name-300-chars", a_pod("x" * 300), "metadata.name: a lowercase RFC 1123 subdomain"),
+    ("annotation-300KiB", a_pod("p", annotations={"a": "x" * 300 * 1024}), "metadata.annotations: Too long"),
+    (
+        "resource-name",
+        with_request("!!bad name", "1"),
+        "requests[!!bad name]: must be a standard resource name",
+    ),
+    (
+        "koord-gpu-zero",
+        with_request("koordinator.sh/gpu", "0"),
+        "the requested GPU must be greater than zero",
+    ),
+    (
+        "batch-without-BE",
+        with_request("kubernetes.io/batch-cpu", "1000"),
+        'labels["koordinator.sh/qosClass"]: Required value: must specify koordinator QoS BE',
+    ),
+    (
+        "user-set-reserve-pod",
+        a_pod("p", annotations={"scheduling.koordinator.sh/reserve-pod": "true"}),
+        'annotations["scheduling.koordinator.sh/reserve-pod"]: Forbidden',
+    ),
+    (
+        "gpu-request-not-limit",
+        with_request("nvidia.com/gpu", "1", limit="2"),
+        "requests[nvidia.com/gpu]: must be equal to nvidia.com/gpu limit of 2",
+    ),
+    (
+        "partition-table-malformed",
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Device",
+            "metadata": {
+                "name": "n",
+                "annotations": {
+                    "scheduling.koordinator.sh/gpu-partitions": '{"2": [{"allocationScore": 1}]}'
+                },
+            },
+            "spec": {"devices": []},
+        },
+        '["scheduling.koordinator.sh/gpu-partitions"].2[0].minors: is required',
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "expected"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
+def test_bad_input_is_refused_with_the_field_and_the_reason(body: dict[str, Any], expected: str) -> None:
+    issues, _ = verdict(body)
+    assert any(expected in issue for issue in issues), issues
+
+
+def test_a_pod_naming_a_quota_that_does_not_exist_is_refused_when_the_door_knows_the_quotas() -> None:
+    pod = a_pod("p", labels={QUOTA_LABEL: "nope"})
+    issues, _ = verdict(pod, Door(quotas={"team-a"}))
+    assert any("elastic quota nope not found" in i for i in issues), issues
+    assert verdict(a_pod("p", labels={QUOTA_LABEL: "team-a"}), Door(quotas={"team-a"})) == ([], [])
+
+
+WARNED = [
+    (
+        "user-set-device-allocated",
+        a_pod("p", annotations={"scheduling.koordinator.sh/device-allocated": '{"gpu": [{"minor": 0}]}'}),
+        "the scheduler writes its own allocation here at bind time",
+    ),
+    (
+        "gang-mode-unknown",
+        a_pod(
+            "p", annotations={f"{GANG}/name": "g", f"{GANG}/min-available": "2", f"{GANG}/mode": "Whatever"}
+        ),
+        "treated as Strict, as Koordinator does",
+    ),
+    (
+        "gang-network-topology",
+        a_pod(
+            "p",
+            annotations={
+                f"{GANG}/name": "g",
+                f"{GANG}/min-available": "2",
+                f"{GANG}/network-topology-spec": "{}",
+            },
+        ),
+        "network-topology-spec",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "expected"), [c[1:] for c in WARNED], ids=[c[0] for c in WARNED])
+def test_suspicious_input_upstream_accepts_is_accepted_with_a_warning(
+    body: dict[str, Any], expected: str
+) -> None:
+    issues, warnings = verdict(body)
+    assert issues == []
+    assert any(expected in w for w in warnings), warnings
+
+
+def test_kinds_a_user_applies_beside_pods_are_accepted() -> None:
+    door = Door()
+    for body in (
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "research"}},
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "hi"},
+            "value": 9000,
+        },
+        {
+            "apiVersion": "config.koordinator.sh/v1alpha1",
+            "kind": "ClusterColocationProfile",
+            "metadata": {"name": "colocation-profile-example"},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
+                "qosClass": "BE",
+                "priorityClassName": "koord-batch",
+                "koordinatorPriority": 1000,
+                "schedulerName": "koord-scheduler",
+            },
+        },
+    ):
+        assert verdict(body, door)[0] == [], body["kind"]
+    pod = a_pod("p")
+    pod["spec"]["priorityClassName"] = "hi"
+    assert verdict(pod, door)[0] == [], "a PriorityClass applied earlier resolves"
+    pod["spec"]["priorityClassName"] = "nobody"
+    assert any("priorityClassName" in i for i in verdict(pod, door)[0])
+
+
+# --- reading YAML within limits --------------------------------------------------------------------------------------
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (ALIAS_BOMB, "expands to more than 1000000 values"),
+        ("a: " + "[" * 200 + "]" * 200 + "\n", "nested deeper than 64 levels"),
+        ("kind: Pod\nmetadata: {name: [unclosed\n", "is not valid YAML"),
+        ("- just\n- a list\n", "expected a mapping, got list"),
+    ],
+    ids=["alias-bomb", "deep-nesting", "not-yaml", "not-a-mapping"],
+)
+def test_yaml_beyond_the_limits_is_refused_quickly_and_named(text: str, expected: str) -> None:
+    with pytest.raises(InputError, match=expected) as caught:
+        parse_documents(text, "f.yaml")
+    assert str(caught.value).startswith("f.yaml")
+
+
+def test_a_file_that_is_not_utf8_is_refused_with_the_byte_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(b"kind: Pod\nmetadata:\n  name: \xff\xfe\n")
+    with pytest.raises(InputError, match=r"not valid UTF-8 \(byte \d+, line 3\)"):
+        load_documents(str(path))
+
+
+# --- partial apply ------------------------------------------------------------------------------------------------
+def scenario_file(tmp_path: Path) -> Path:
+    import yaml
+
+    path = tmp_path / "mixed.yaml"
+    path.write_text(
+        yaml.safe_dump_all([a_node("n1"), a_pod("good"), with_request("cpu", "1e30"), a_pod("also-good")])
+    )
+    return path
+
+
+def test_the_valid_documents_of_a_file_are_applied_and_the_refused_one_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim, view, refused = run(str(scenario_file(tmp_path)), config={})
+    assert refused == 1
+    assert sorted(view.pods) == ["default/also-good", "default/good"]
+    assert "document 3" in capsys.readouterr().err
+
+
+def test_atomic_runs_nothing_when_one_document_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="1 document"):
+        run(str(scenario_file(tmp_path)), config={}, atomic=True)
