@@ -4,6 +4,7 @@ replay re-deriving every node-side decision."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,6 @@ spec: {seconds: %(s)s}
 
 def verified(sim: Simulation, service: str = "device-allocator", config: dict[str, Any] | None = None) -> int:
     """Replay re-derives every decision ``service`` recorded; returns how many triggers were checked."""
-    import asyncio
-
     host = Host(build(service, config or {}))
     checked, mismatches = asyncio.run(verify_decisions(host, sim.store))
     assert mismatches == [], mismatches[0]
@@ -119,6 +118,21 @@ def test_batch_resources_follow_the_metric_degrade_when_it_stops_and_replay_rede
     simulate(tmp_path, BE_POD % {"name": "etl-2", "milli": "1000"}, sim=sim)
     assert final(sim)["batch/etl-2"]["outcome"] == "Unschedulable"
     assert verified(sim, config=config["device-allocator"]) > 0
+    # replay compares every overcommit decision: under another reclaim threshold each is re-derived differently,
+    # and replay says where
+    other = {
+        "colocation-config": json.dumps(
+            {"enable": True, "degradeTimeMinutes": 5, "cpuReclaimThresholdPercent": 50}
+        )
+    }
+    host = Host(build("device-allocator", {"nodeSide": {"colocation": other}}))
+    _, mismatches = asyncio.run(verify_decisions(host, sim.store))
+    by_trigger = {m.trigger_type: m for m in mismatches}
+    from_metric = by_trigger["nodemetric.reported"]
+    assert from_metric.path == "outputs[0].payload.allocatable.kubernetes.io/batch-cpu"
+    # margin 16000 instead of 12800
+    assert (from_metric.recorded, from_metric.recomputed) == ("18200", "15000")
+    assert {"node.registered", "timer.fired"} <= set(by_trigger)  # the degraded ones carry their inputs too
 
 
 def test_a_lost_heartbeat_comes_back_and_the_gpu_pod_is_placed(tmp_path: Path) -> None:
@@ -178,8 +192,6 @@ def test_a_bad_colocation_configmap_is_rejected_with_its_path(tmp_path: Path) ->
 
 
 def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
-    import asyncio
-
     from allot_cli.commands.get import nodes_rows
     from allot_cli.explain_node import explain_node, node_history
     from allot_cli.views import ClusterView
