@@ -216,6 +216,30 @@ def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
     assert any(line.startswith("overcommit:") and "14200" in line for line in lines)
     assert any(line.strip().startswith("hpUsed:") for line in lines)
     assert any(line.startswith("usage:      cpu 5 (15%)") for line in lines)
+    # a heartbeat's age; mid resources from what prod pods leave reclaimable
+    [reclaim] = [
+        d for d in (EXAMPLES / "02-batch-overcommit.yaml").read_text().split("---") if "kind: NodeMetric" in d
+    ]
+    reclaim = reclaim.replace(
+        "  podsMetric:", "  prodReclaimableMetric: {resource: {cpu: '3', memory: 6Gi}}\n  podsMetric:"
+    )
+    simulate(
+        tmp_path,
+        "apiVersion: allot.dev/v1\nkind: NodeHeartbeat\nspec: {node: node-b}\n---\n"
+        + ADVANCE % {"s": 12}
+        + reclaim,
+        sim=sim,
+    )
+    view = ClusterView()
+    for record in sim.store.events:
+        view.apply(record)
+    now = sim.clock.now_us
+    rows = {r["node"]: r for r in nodes_rows(view, now)}
+    assert rows["node-b"]["heartbeat"] == "12s ago"
+    assert rows["gpu-a"]["heartbeat"].startswith("LOST ") and rows["gpu-a"]["heartbeat"].endswith("s ago")
+    # min(prodReclaimable 3 CPUs, unused 27) and min(6Gi, 94Gi unused); midUnallocatedPercent 0
+    assert rows["node-a"]["mid"] == "cpu 3 mem 6Gi"
+    assert rows["node-a"]["usage"].endswith("(0s ago)")
 
 
 def _run_at(text: str, tmp_path: Path, start: str) -> list[dict[str, Any]]:
