@@ -1,7 +1,11 @@
 """The node agent on the real stack and this machine's real cgroups: a BE pod bound to n1 gets its plan from
 qos-enforcer@n1, the agent writes it into a pod cgroup created for the test (cgroup v1, under a dedicated
 ``--cgroup-root``), records the read-back outcome in PostgreSQL, restores a value changed behind its back and records
-the drift; replay re-derives every decision of the instance."""
+the drift; replay re-derives every decision of the instance.
+
+In Kubernetes mode a ``pod.evicted`` decision (memory pressure) is carried out by the binder's worker through the
+Eviction API of the fake API server, against a real PostgreSQL: once, with the pod's uid as precondition, held back
+by a disruption budget, and answered by ``pod.eviction_enacted``."""
 
 from __future__ import annotations
 
@@ -18,11 +22,16 @@ from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
 from allot_cli.manifests import Document, to_input
 from allot_cli.pipeline import build_instance
+from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
+from allot_contracts.events import ObjectRef, PodEvicted
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
 from allot_testing.builders import a_node, a_pod
+from allot_testing.fake_kube import FakeKube
 from allot_testing.stack import InProcessStack
+from binder.adapters.kube import BinderMetrics, BindWorker, View
+from binder.processor import Binder
 from qos_enforcer.adapters.agent import Agent
 from qos_enforcer.cgroups.mode import CgroupError, detect
 from qos_enforcer.config import AgentSettings, parse_config
@@ -148,3 +157,126 @@ async def test_the_agent_enforces_on_real_cgroups_and_restores_drift(
             if path.exists():
                 path.rmdir()
     assert not any(p.exists() for p in created)
+
+
+# --- Kubernetes mode: the binder carries out the eviction ----------------------------------------------------------
+
+
+class _KubeBinder:
+    """The binder's processor in Kubernetes mode over the real log, and its worker against the fake API server."""
+
+    def __init__(self, store: PostgresEventStore, client: Any) -> None:
+        from prometheus_client import CollectorRegistry
+
+        self.store = store
+        self.host = Host(Binder({"mode": "kubernetes"}), name="binder")
+        self.position = 0
+        self.worker = BindWorker(
+            store=store,
+            client=client,
+            view=self.view,
+            backoff=(0.01, 0.05),
+            metrics=BinderMetrics.of(CollectorRegistry()),
+        )
+
+    async def feed(self) -> None:
+        async for recorded in self.store.iterate(after=self.position, types=self.host.interests):
+            self.position = recorded.position
+            if recorded.producer != self.host.name:
+                news = self.host.step(recorded)
+                if news:
+                    await self.store.append(news, producer=self.host.name)
+
+    async def view(self) -> View:
+        p = self.host.processor
+        return View(
+            ready=True,
+            requests=p.outstanding(),
+            patches=p.quota_patches(),
+            pod_evictions=p.evictions.outstanding_pods(),
+        )
+
+    async def answers(self) -> list[dict[str, Any]]:
+        return [r.payload_dict() async for r in self.store.iterate(producer="binder.kube")]
+
+
+async def _evict_decided(store: PostgresEventStore, kube: FakeKube, name: str, *, uid: str = "") -> str:
+    manifest = a_pod(name)
+    manifest["spec"]["nodeName"] = "n1"
+    manifest["metadata"].pop("uid", None)  # the API server assigns it
+    live = str(kube.create(manifest)["metadata"]["uid"])
+    event = PodEvicted(
+        pod=ObjectRef(namespace="default", name=name),
+        uid=uid or live,
+        node="n1",
+        cause="MemoryPressure",
+        message="node memory 94% >= memoryEvictThresholdPercent 70%: evicting BE pod",
+    )
+    await store.append(
+        [
+            NewEvent(
+                stream_id=stream_id("pod", event.pod.key),
+                event=event,
+                event_id=derived_event_id("t", name, 0),
+            )
+        ],
+        producer="qos-enforcer@n1",
+    )
+    return live
+
+
+async def test_in_kubernetes_mode_the_binder_evicts_once_through_the_eviction_api(database_url, tmp_path):
+    from allot_runtime.kube import api_client
+
+    store = PostgresEventStore.connect(database_url)
+    try:
+        async with FakeKube() as kube:
+            client = await api_client(kube.kubeconfig(tmp_path))
+            try:
+                binder = _KubeBinder(store, client)
+                uid = await _evict_decided(store, kube, "batch")
+                kube.disruption_blocked.add("default/batch")
+                await binder.feed()
+                await binder.worker.step()  # a budget allows no disruption now: held back, nothing recorded
+                assert await binder.answers() == [] and kube.get("Pod", "batch", "default") is not None
+                kube.disruption_blocked.clear()
+                await asyncio.sleep(0.1)  # past the backoff
+                await binder.worker.step()
+                assert kube.evictions[-1] == {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": "batch", "namespace": "default"},
+                    "deleteOptions": {"preconditions": {"uid": uid}},
+                }
+                assert kube.get("Pod", "batch", "default") is None
+                [answer] = await binder.answers()
+                assert (answer["evicted"], answer["uid"], answer["cause"]) == (True, uid, "MemoryPressure")
+                sent = len(kube.evictions)
+                await binder.worker.step()  # answered: not sent again, even before the answer is folded
+                await binder.feed()
+                await binder.worker.step()
+                assert len(kube.evictions) == sent and len(await binder.answers()) == 1
+                assert binder.host.processor.evictions.outstanding_pods() == []
+
+                # a decision about an earlier life of a re-created pod: the uid precondition fails, nothing is
+                # evicted, and the eviction is answered (that life is gone)
+                await _evict_decided(store, kube, "again", uid="an-earlier-life")
+                await binder.feed()
+                await binder.worker.step()
+                assert kube.get("Pod", "again", "default") is not None
+                answer = (await binder.answers())[-1]
+                assert answer["evicted"] and "already gone" in answer["message"]
+
+                # refused for good: recorded once as not evicted
+                await _evict_decided(store, kube, "stuck")
+                kube.fail("POST", r"/pods/stuck/eviction$", status=422, message="invalid delete options")
+                await binder.feed()
+                await binder.worker.step()
+                answer = (await binder.answers())[-1]
+                assert not answer["evicted"] and "invalid delete options" in answer["message"]
+                await binder.feed()
+                assert binder.host.processor.evictions.outstanding_pods() == []
+            finally:
+                await client.close()
+    finally:
+        await store.close()

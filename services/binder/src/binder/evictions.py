@@ -1,9 +1,14 @@
 """Evictions the binder carries out in Kubernetes mode (pure bookkeeping).
 
-reservation-manager decides ``migration.eviction_requested`` (a PodMigrationJob evicts its pod); the binder's worker
-(``binder.adapters.evict``) calls the Eviction API for every request that is still outstanding and records the answer
-as producer ``binder.kube``: ``migration.evicted`` or ``migration.eviction_failed``. A request is outstanding from
-its decision until its answer, or until the job is gone.
+Two kinds of decisions evict a running pod, and the binder's worker (``binder.adapters.evict``) carries out each one
+that is still outstanding through the Eviction API, recording the answer as producer ``binder.kube``:
+
+- ``migration.eviction_requested`` (reservation-manager: a PodMigrationJob evicts its pod), answered by
+  ``migration.evicted`` or ``migration.eviction_failed``; outstanding from its decision until its answer, or until
+  the job is gone;
+- ``pod.evicted`` (qos-enforcer: a BE pod under memory pressure; device-allocator: a pod preempted for a
+  reservation), answered by ``pod.eviction_enacted``; outstanding from its decision until its answer, or until that
+  life of the pod is gone (deleted, evicted by quota, re-created).
 """
 
 from __future__ import annotations
@@ -15,12 +20,18 @@ from allot_contracts.events import (
     MigrationEvictionFailed,
     MigrationEvictionRequested,
     MigrationRemoved,
+    PodDeleted,
+    PodEvicted,
+    PodEvictionEnacted,
+    PodSubmitted,
+    QuotaEvicted,
 )
 
 
 class EvictionRequests:
     def __init__(self) -> None:
         self.requested: dict[str, MigrationEvictionRequested] = {}  # job -> its outstanding request
+        self.pods: dict[str, PodEvicted] = {}  # pod -> its outstanding eviction
 
     def evolve(self, event: Event) -> None:
         match event:
@@ -33,8 +44,28 @@ class EvictionRequests:
                 | MigrationDeleted(job=job)
             ):
                 self.requested.pop(job.name, None)
+            case PodEvicted(pod=pod):
+                self.pods[pod.key] = event
+            case (
+                PodEvictionEnacted(pod=pod, uid=uid)
+                | PodDeleted(pod=pod, uid=uid)
+                | QuotaEvicted(pod=pod, uid=uid)
+            ):
+                self._answered(pod.key, uid)
+            case PodSubmitted(pod=pod, uid=uid):
+                request = self.pods.get(pod.key)
+                if request is not None and request.uid != uid:
+                    self.pods.pop(pod.key, None)  # a new life: the eviction was about the previous one
             case _:
                 pass
 
+    def _answered(self, key: str, uid: str) -> None:
+        request = self.pods.get(key)
+        if request is not None and (not uid or not request.uid or uid == request.uid):
+            self.pods.pop(key, None)
+
     def outstanding(self) -> list[MigrationEvictionRequested]:
         return [self.requested[k] for k in sorted(self.requested)]
+
+    def outstanding_pods(self) -> list[PodEvicted]:
+        return [self.pods[k] for k in sorted(self.pods)]

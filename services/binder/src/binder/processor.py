@@ -82,7 +82,8 @@ class Binder:
             "quota.status_synced",
             "pod.bound",
             "pod.bind_failed",
-            "pod.evicted",  # standalone: qos-enforcer's evictions are enacted by deleting the pod
+            "pod.evicted",  # standalone: enacted by deleting the pod; Kubernetes: by the worker (binder.evictions)
+            "pod.eviction_enacted",
             # Kubernetes mode: PodMigrationJob evictions the worker carries out (binder.evictions)
             "migration.eviction_requested",
             "migration.evicted",

@@ -98,6 +98,7 @@ from allot_contracts.events.pods import (
 )
 from allot_contracts.events.qos import (
     PodEvicted,
+    PodEvictionEnacted,
     QosApplied,
     QosDriftCorrected,
     QosNodePlanRecorded,
@@ -206,6 +207,7 @@ AnyEvent = (
     | QosDriftCorrected
     | QosReconciled
     | PodEvicted
+    | PodEvictionEnacted
     | PodGroupApplied
     | PodGroupDeleted
     | GangMemberWaiting
@@ -365,6 +367,7 @@ __all__ = [
     "PodDeleted",
     "PodEnqueued",
     "PodEvicted",
+    "PodEvictionEnacted",
     "PodGroupApplied",
     "PodGroupDeleted",
     "PodGroupRejected",

@@ -185,7 +185,8 @@ class QosReconciled(Event, frozen=True, kw_only=True, tag="qos.reconciled.v1"):
 
 class PodEvicted(Event, frozen=True, kw_only=True, tag="pod.evicted.v1"):
     """qos-enforcer evicted a BE pod from its node (``cause`` ``MemoryPressure``: node memory above the eviction
-    threshold; ``detail`` holds the numbers). The binder enacts it (standalone: the pod is deleted)."""
+    threshold; ``detail`` holds the numbers). The binder enacts it: standalone, the pod is deleted; in Kubernetes
+    mode, through the Eviction API (answered by ``pod.eviction_enacted``)."""
 
     pod: ObjectRef
     uid: str = ""
@@ -195,11 +196,26 @@ class PodEvicted(Event, frozen=True, kw_only=True, tag="pod.evicted.v1"):
     detail: dict[str, Any] = {}
 
 
+class PodEvictionEnacted(Event, frozen=True, kw_only=True, tag="pod.eviction_enacted.v1"):
+    """Kubernetes mode: the API server's answer to the binder's Eviction of a ``pod.evicted`` pod (producer
+    ``binder.kube``). ``evicted``: accepted, or that life of the pod is already gone (the pod's deletion then reaches
+    the log as ``pod.deleted``); otherwise refused for good, ``message`` saying why. ``cause`` repeats the
+    decision's."""
+
+    pod: ObjectRef
+    uid: str = ""
+    node: str = ""
+    cause: str = ""
+    evicted: bool
+    message: str
+
+
 __all__ = [
     "CgroupTarget",
     "GpuIsolation",
     "GpuShare",
     "PodEvicted",
+    "PodEvictionEnacted",
     "PodUsage",
     "QosApplied",
     "QosDriftCorrected",

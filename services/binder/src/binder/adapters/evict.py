@@ -1,4 +1,4 @@
-"""Kubernetes mode: the Eviction API calls behind PodMigrationJobs.
+"""Kubernetes mode: the Eviction API calls behind PodMigrationJobs and ``pod.evicted`` decisions.
 
 For every outstanding ``migration.eviction_requested`` (:mod:`binder.evictions`), once its event is committed in the
 log, the worker POSTs ``/api/v1/namespaces/{ns}/pods/{name}/eviction`` (``policy/v1`` Eviction, the job's
@@ -7,18 +7,31 @@ an id derived from the request's: ``migration.evicted`` (accepted; also 404 and 
 of the pod is already gone) or ``migration.eviction_failed`` (refused for good). A PodDisruptionBudget that does not
 allow the eviction now (429) is retried with backoff, as are transport errors and 5xx; 401/403 are retried too and
 logged as errors (RBAC: ``create pods/eviction``).
+
+Every outstanding ``pod.evicted`` (qos-enforcer's memory-pressure evictions of BE pods, device-allocator's
+preemptions for a reservation) goes the same way, with the pod's uid as the only precondition, and is answered by
+``pod.eviction_enacted`` on the pod's stream. As with the kubelet's and koordlet's evictions, the Eviction API
+honours PodDisruptionBudgets: a budget that allows no disruption holds the eviction back until it does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
-from allot_contracts.errors import Fenced, TransientError
-from allot_contracts.events import MigrationEvicted, MigrationEvictionFailed, MigrationEvictionRequested
+from allot_contracts.errors import AlreadyProcessed, Fenced, TransientError
+from allot_contracts.events import (
+    MigrationEvicted,
+    MigrationEvictionFailed,
+    MigrationEvictionRequested,
+    ObjectRef,
+    PodEvicted,
+    PodEvictionEnacted,
+)
 from allot_runtime.kube.client import ApiError, call
 
 log = logging.getLogger("allot.binder.kube")
@@ -32,12 +45,18 @@ EVICTION = "/api/v1/namespaces/{namespace}/pods/{name}/eviction"
 class EvictionState:
     recorded: set[str] = field(default_factory=set)  # request event ids answered
     retries: dict[str, Any] = field(default_factory=dict)  # job -> backoff (the worker's _Retry)
+    pod_retries: dict[str, Any] = field(default_factory=dict)  # pod -> backoff, for pod.evicted
 
 
-def eviction_body(request: MigrationEvictionRequested) -> dict[str, Any]:
-    options = dict(request.delete_options)
-    if request.pod_uid:
-        options["preconditions"] = {**(options.get("preconditions") or {}), "uid": request.pod_uid}
+def eviction_body(
+    request: MigrationEvictionRequested | PodEvicted, delete_options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    if isinstance(request, MigrationEvictionRequested):
+        options, uid = dict(request.delete_options), request.pod_uid
+    else:
+        options, uid = dict(delete_options or {}), request.uid
+    if uid:
+        options["preconditions"] = {**(options.get("preconditions") or {}), "uid": uid}
     return {
         "apiVersion": "policy/v1",
         "kind": "Eviction",
@@ -47,10 +66,11 @@ def eviction_body(request: MigrationEvictionRequested) -> dict[str, Any]:
 
 
 async def evict(
-    client: Any, request: MigrationEvictionRequested, refused: type[Exception]
+    client: Any, request: MigrationEvictionRequested | PodEvicted, refused: type[Exception]
 ) -> tuple[bool, str]:
     """``(evicted, message)``; raises ``TransientError`` when there is no final answer yet."""
-    path = EVICTION.format(namespace=request.pod.namespace, name=request.pod.name)
+    pod: ObjectRef = request.pod
+    path = EVICTION.format(namespace=pod.namespace, name=pod.name)
     try:
         await call(client, "POST", path, eviction_body(request))
     except ApiError as exc:
@@ -59,8 +79,8 @@ async def evict(
                 f"the API server refused the Eviction ({exc}): check the binder's RBAC (create pods/eviction)"
             ) from exc
         if exc.status == 404 or (exc.status == 409 and "precondition" in exc.message.lower()):
-            return True, f"pod {request.pod.key} is already gone ({exc})"
-        return False, f"evicting {request.pod.key} failed: {exc}"
+            return True, f"pod {pod.key} is already gone ({exc})"
+        return False, f"evicting {pod.key} failed: {exc}"
     return True, "evicted"
 
 
@@ -121,6 +141,60 @@ async def evict_due(worker: Any, requests: list[MigrationEvictionRequested]) -> 
         state.recorded.add(record.event_id)
         state.retries.pop(job, None)
         (log.info if evicted else log.warning)("PodMigrationJob %s: %s", job, message)
+
+
+async def _decision_record(store: Any, request: PodEvicted) -> RecordedEvent | None:
+    """The committed ``pod.evicted`` of this life of the pod (the latest), or None."""
+    history: list[RecordedEvent] = await store.read_stream(stream_id("pod", request.pod.key))
+    for record in reversed(history):
+        if record.type == "pod.evicted":
+            event = record.decode()
+            same = isinstance(event, PodEvicted) and event.uid == request.uid
+            return record if same else None
+    return None
+
+
+async def evict_pods_due(worker: Any, requests: list[PodEvicted]) -> None:
+    """One pass over the outstanding ``pod.evicted`` decisions (called from the binder's worker step)."""
+    state: EvictionState = worker.evictions
+    now = time.monotonic()
+    for key in [k for k in state.pod_retries if k not in {r.pod.key for r in requests}]:
+        state.pod_retries.pop(key, None)
+    for request in requests:
+        key = request.pod.key
+        retry = state.pod_retries.get(key)
+        if retry is not None and retry.not_before > now:
+            continue
+        try:
+            record = await _decision_record(worker.store, request)
+            if record is None or record.event_id in state.recorded:
+                continue  # not committed yet, or answered and on its way into the projection
+            worker._check(f"Eviction of {key}")
+            evicted, message = await evict(worker.client, request, refused=_refused_type(worker))
+            new = NewEvent(
+                stream_id=stream_id("pod", key),
+                event=PodEvictionEnacted(
+                    pod=request.pod,
+                    uid=request.uid,
+                    node=request.node,
+                    cause=request.cause,
+                    evicted=evicted,
+                    message=message,
+                ),
+                event_id=derived_event_id(PRODUCER, record.event_id, 0),
+                causation_id=record.event_id,
+                correlation_id=record.correlation_id or record.event_id,
+            )
+            with contextlib.suppress(AlreadyProcessed):  # answered before a restart: already in the log
+                await worker.store.append([new], producer=PRODUCER)
+        except Fenced:
+            raise
+        except TransientError as exc:
+            worker._retry_later(key, exc, state.pod_retries, what=f"Eviction ({request.cause}) of pod")
+            continue
+        state.recorded.add(record.event_id)
+        state.pod_retries.pop(key, None)
+        (log.info if evicted else log.warning)("%s (%s): %s", key, request.cause, message)
 
 
 def _refused_type(worker: Any) -> type[Exception]:

@@ -40,9 +40,15 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id, stream_id
 from allot_contracts.errors import Fenced, TransientError
-from allot_contracts.events import MigrationEvictionRequested, PodBindFailed, PodBindRequested, PodBound
+from allot_contracts.events import (
+    MigrationEvictionRequested,
+    PodBindFailed,
+    PodBindRequested,
+    PodBound,
+    PodEvicted,
+)
 from allot_runtime.kube.client import ApiError, api_client, call
-from binder.adapters.evict import EvictionState, evict_due
+from binder.adapters.evict import EvictionState, evict_due, evict_pods_due
 from binder.processor import BindRequest
 
 log = logging.getLogger("allot.binder.kube")
@@ -148,6 +154,7 @@ class View:
     requests: list[BindRequest]
     patches: dict[str, dict[str, Any]]
     evictions: list[MigrationEvictionRequested] = field(default_factory=list)
+    pod_evictions: list[PodEvicted] = field(default_factory=list)  # pod.evicted decisions to carry out
 
 
 @dataclass
@@ -213,6 +220,8 @@ class BindWorker:
             await asyncio.gather(*(one(r) for r in due))
         if view.evictions:
             await evict_due(self, view.evictions)
+        if view.pod_evictions:
+            await evict_pods_due(self, view.pod_evictions)
         for key, patch in sorted(view.patches.items()):
             waiting = self.quota_retries.get(key, _Retry()).not_before > now
             if self.patched.get(key) != canonical(patch) and not waiting:
@@ -363,6 +372,7 @@ def runtime_view(ctx: Any) -> Callable[[], Awaitable[View]]:
                 requests=processor.outstanding() if ready else [],
                 patches=processor.quota_patches() if ready else {},
                 evictions=processor.evictions.outstanding() if ready else [],
+                pod_evictions=processor.evictions.outstanding_pods() if ready else [],
             )
 
     return view
