@@ -20,6 +20,7 @@ import pytest
 
 from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
+from allot_cli.commands.explain import explain, history
 from allot_cli.manifests import Document, to_input
 from allot_cli.pipeline import build_instance
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
@@ -257,6 +258,9 @@ async def test_in_kubernetes_mode_the_binder_evicts_once_through_the_eviction_ap
                 await binder.worker.step()
                 assert len(kube.evictions) == sent and len(await binder.answers()) == 1
                 assert binder.host.processor.evictions.outstanding_pods() == []
+                lines = explain("default/batch", *await history(store, "default/batch"))
+                assert "  Kubernetes: evicted through the Eviction API: evicted" in lines
+                assert any("pod.eviction_enacted" in line and "binder.kube" in line for line in lines)
 
                 # a decision about an earlier life of a re-created pod: the uid precondition fails, nothing is
                 # evicted, and the eviction is answered (that life is gone)

@@ -110,6 +110,8 @@ def _summary(record: RecordedEvent) -> str:
             return f"{sum(c['outcome'] == 'applied' for c in p['corrected'])} value(s) restored"
         case "pod.evicted":
             return f"{p['cause']}: {p['message']}"
+        case "pod.eviction_enacted":
+            return f"{'evicted' if p['evicted'] else 'NOT evicted'} through the Eviction API: {p['message']}"
         case "pod.released":
             return f"{p['reason']} on {p['node']}"
         case "reservation.resolved":
@@ -217,6 +219,9 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
         lines.append(f"evicted:   {last['quota.evicted']['cause']}: {last['quota.evicted']['message']}")
     if standing == "pod.evicted":
         lines.append(f"evicted:   {last['pod.evicted']['cause']}: {last['pod.evicted']['message']}")
+        if enacted := last.get("pod.eviction_enacted"):
+            done = "evicted" if enacted["evicted"] else "NOT evicted"
+            lines.append(f"  Kubernetes: {done} through the Eviction API: {enacted['message']}")
     lines += enforcement(events)
     for warning in life[0].payload_dict().get("warnings") or [] if life[0].type in BIRTHS else []:
         lines.append(f"not acted on: {warning['path']}: {warning['message']}")
