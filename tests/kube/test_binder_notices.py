@@ -15,6 +15,7 @@ from allot_contracts.events import (
     Event,
     FieldIssue,
     GangMemberWaiting,
+    NodeAllocatableUpdated,
     ObjectRef,
     PodBindFailed,
     PodBound,
@@ -252,6 +253,69 @@ async def test_device_capacity_is_written_to_the_node(kube: FakeKube, store: Any
     assert not any(
         k.startswith("koordinator.sh/") for k in kube.get("Node", "gpu-1")["status"]["allocatable"]
     )
+
+
+async def test_batch_and_mid_resources_are_written_to_the_node(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    kube.create(a_node("gpu-1"))
+    device = a_gpu_device("gpu-1", gpus=1, memory="80Gi")
+    await record(store, DevicesReported(name="gpu-1", manifest=device, inventory=_inventory(device)))
+    computed = {
+        "kubernetes.io/batch-cpu": "25000",
+        "kubernetes.io/batch-memory": "48Gi",
+        "kubernetes.io/mid-cpu": "4000",
+        "kubernetes.io/mid-memory": "8Gi",
+        "cpu": "60",  # amplified: the scheduler's view, not a Node resource
+    }
+    await record(
+        store,
+        NodeAllocatableUpdated(name="gpu-1", allocatable=computed, cpu_normalization_ratio="1.20"),
+        key="computed",
+    )
+    worker = NoticeWorker(store=store, client=client)
+    await worker.step()
+    status = kube.get("Node", "gpu-1")["status"]
+    for key in ("capacity", "allocatable"):
+        resources = {
+            k: v for k, v in status[key].items() if k.startswith(("kubernetes.io/", "koordinator.sh/"))
+        }
+        assert resources == {
+            "kubernetes.io/batch-cpu": "25000",
+            "kubernetes.io/batch-memory": "48Gi",
+            "kubernetes.io/mid-cpu": "4000",
+            "kubernetes.io/mid-memory": "8Gi",
+            "koordinator.sh/gpu-core": "100",
+            "koordinator.sh/gpu-memory": "80Gi",
+            "koordinator.sh/gpu-memory-ratio": "100",
+        }
+    assert status["allocatable"]["cpu"] == a_node("gpu-1")["status"]["allocatable"]["cpu"]  # the kubelet's
+
+    # Degraded (a stale NodeMetric): batch resets to 0, mid is no longer computed and goes away; devices stay.
+    await record(
+        store,
+        NodeAllocatableUpdated(
+            name="gpu-1",
+            allocatable={"kubernetes.io/batch-cpu": "0", "kubernetes.io/batch-memory": "0"},
+            degraded=True,
+        ),
+        key="degraded",
+    )
+    await worker.step()
+    allocatable = kube.get("Node", "gpu-1")["status"]["allocatable"]
+    assert {k: v for k, v in allocatable.items() if k.startswith("kubernetes.io/")} == {
+        "kubernetes.io/batch-cpu": "0",
+        "kubernetes.io/batch-memory": "0",
+    }
+    assert allocatable["koordinator.sh/gpu-core"] == "100"
+
+    # No strategy applies any more: the resources are removed.
+    await record(store, NodeAllocatableUpdated(name="gpu-1", allocatable={}), key="none")
+    await worker.step()
+    status = kube.get("Node", "gpu-1")["status"]
+    for key in ("capacity", "allocatable"):
+        assert not any(k.startswith("kubernetes.io/") for k in status[key])
+        assert status[key]["koordinator.sh/gpu-core"] == "100"
 
 
 def test_unhealthy_devices_count_for_nothing() -> None:

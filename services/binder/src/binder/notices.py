@@ -27,6 +27,9 @@ PodGroup members and bindings    PodGroup ``status.phase`` and ``status.schedule
                                  follow from scheduling: Pending, PreScheduling, Scheduling, Scheduled)
 ``device.reported``/``removed``  the Node's ``status.capacity``/``allocatable`` of every ``koordinator.sh/``
                                  device resource, summed over the node's healthy devices (as koord-manager does)
+``node.allocatable_updated``     the Node's ``status.capacity``/``allocatable`` of ``kubernetes.io/batch-cpu``,
+                                 ``batch-memory``, ``mid-cpu``, ``mid-memory`` as computed (as slo-controller does;
+                                 ``0`` while degraded; removed when no colocation strategy applies any more)
 ================================ ==================================================================================
 """
 
@@ -44,6 +47,7 @@ from allot_contracts.events import (
     GangGroupUnschedulable,
     GangMemberWaiting,
     GangTimedOut,
+    NodeAllocatableUpdated,
     ObjectRef,
     PodBindFailed,
     PodBound,
@@ -58,6 +62,7 @@ from allot_contracts.events import (
     QuotaRejected,
     QuotaWaiting,
 )
+from allot_contracts.objects import names
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
 
 NOTE_LIMIT = 1024  # events.k8s.io/v1 ``note`` is at most 1 kB
@@ -66,6 +71,9 @@ POD = ("v1", "Pod")
 ELASTIC_QUOTA = ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota")
 POD_GROUP = ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup")
 DEVICE_PREFIX = "koordinator.sh/"
+# What slo-controller writes on the Node from the computed allocatable (the amplified cpu and the ratios are not
+# Node resources: the scheduler reads them from the log, docs/kubernetes.md).
+RECLAIMED = (names.BATCH_CPU, names.BATCH_MEMORY, names.MID_CPU, names.MID_MEMORY)
 
 
 class Regarding(msgspec.Struct, frozen=True, kw_only=True):
@@ -111,7 +119,7 @@ class Rendered(msgspec.Struct, frozen=True, kw_only=True):
     notices: list[Notice] = []
     conditions: list[Condition] = []
     pod_groups: list[str] = []  # PodGroups whose status changed ("ns/name")
-    nodes: list[str] = []  # Nodes whose device capacity changed
+    nodes: list[str] = []  # Nodes whose device capacity or batch/mid resources changed
 
 
 def _truncate(text: str) -> str:
@@ -154,6 +162,7 @@ class Renderer:
             "podgroup.rejected",
             "device.reported",
             "device.removed",
+            "node.allocatable_updated",
         }
     )
 
@@ -163,6 +172,7 @@ class Renderer:
         self.groups: dict[str, PodGroupState] = {}  # "ns/name" -> state
         self.member_of: dict[str, str] = {}  # pod -> PodGroup
         self.capacity: dict[str, dict[str, str]] = {}  # node -> device resources
+        self.reclaimed: dict[str, dict[str, str]] = {}  # node -> batch/mid resources
 
     # -- what is written -----------------------------------------------------------------------------------------
 
@@ -185,8 +195,8 @@ class Renderer:
         return {"phase": phase, "scheduled": scheduled}
 
     def node_capacity(self, node: str) -> dict[str, str]:
-        """The node's device resources (empty when it has no Device)."""
-        return dict(self.capacity.get(node, {}))
+        """The node's device resources and batch/mid resources (empty when it has neither)."""
+        return dict(sorted({**self.capacity.get(node, {}), **self.reclaimed.get(node, {})}.items()))
 
     # -- folding -------------------------------------------------------------------------------------------------
 
@@ -335,6 +345,14 @@ class Renderer:
             case DevicesRemoved(name=node):
                 had = self.capacity.pop(node, None)
                 return Rendered(nodes=[node] if had else [])
+            case NodeAllocatableUpdated(name=node, allocatable=allocatable):
+                before = self.reclaimed.get(node, {})
+                now = {k: allocatable[k] for k in RECLAIMED if allocatable.get(k)}
+                if now:
+                    self.reclaimed[node] = now
+                else:
+                    self.reclaimed.pop(node, None)
+                return Rendered(nodes=[node] if now != before else [])
             case _:
                 return Rendered()
 

@@ -11,8 +11,8 @@ restart neither repeats nor misses anything, and writes:
   latest per pod; a pod bound or deleted since gets none. 404 (the pod is gone) ends it.
 - PodGroup ``status`` (phase, scheduled) with a merge patch on ``podgroups/{name}/status``; 404 (a gang declared by
   annotations only, or the PodGroup deleted) ends it.
-- the Node's ``status.capacity`` and ``status.allocatable`` device resources (merge patch on ``nodes/{name}/status``;
-  resources that disappeared are removed).
+- the Node's ``status.capacity`` and ``status.allocatable`` device resources and batch/mid resources (merge patch
+  on ``nodes/{name}/status``; resources that disappeared are removed, the kubelet's own resources are untouched).
 
 Conditions, status and capacity are *desired state*: kept until written (retried with backoff), the latest wins.
 Every write first checks the leader's lease (:meth:`allot_runtime.kube.lease.Leadership.check`).
