@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from allot_contracts.errors import InvalidInput
 from allot_contracts.events.qos import PodUsage, QosPlan, QosUsageSampled
 from allot_contracts.gpu_isolation import bind_annotations, isolated_containers
 from allot_testing.builders import a_gpu_device, a_node, a_pod
@@ -434,7 +435,6 @@ def test_unreadable_inputs_become_warnings_with_their_paths():
     ],
 )
 def test_bad_config_is_refused_naming_the_field(config, path):
-    from allot_contracts.errors import InvalidInput
     from qos_enforcer.processor import QosEnforcer
 
     with pytest.raises(InvalidInput) as error:
@@ -589,6 +589,27 @@ def test_koordinator_settings_read_but_not_enforced_are_warnings_not_silence():
         "resourceQOSStrategy.lsClass.memoryQOS.wmarkRatio",
         "resourceUsedThresholdWithBE.cpuEvictPolicy",
     } <= paths
+    # the rest of a NodeSLO spec copied from a cluster is accepted, each part not enforced saying so
+    slo = parse_config(
+        {
+            "resourceQOSStrategy": {
+                "policies": {"cpuPolicy": "coreSched"},
+                "beClass": {"blkioQOS": {"enable": True}, "networkQOS": {"enable": True}},
+                "systemClass": {"cpuQOS": {"enable": True}},
+            },
+            "systemStrategy": {"minFreeKbytesFactor": 100},
+        }
+    )
+    assert {w.path: w.message.split(":")[0] for w in slo.warnings} == {
+        "resourceQOSStrategy.policies": "not enforced here",
+        "resourceQOSStrategy.beClass.blkioQOS": "not enforced here",
+        "resourceQOSStrategy.beClass.networkQOS": "not enforced here",
+        "resourceQOSStrategy.systemClass": "not enforced here",
+        "systemStrategy": "not enforced here",
+    }
+    with pytest.raises(InvalidInput) as error:  # a key Koordinator does not have is still refused
+        parse_config({"resourceQOSStrategy": {"beClass": {"diskQOS": {}}}})
+    assert [p for p, _ in error.value.issues] == ["resourceQOSStrategy.beClass.diskQOS"]
     assert plan_node(node(), config, pods={}, usage=None, previous_quota=None).warnings == list(
         config.warnings
     )

@@ -26,8 +26,10 @@ cluster enables them)::
     agent: {...}                     # the node agent's IO settings (adapters/agent.py), not part of decisions
 
 Refused (``InvalidInput`` naming the field path): unknown keys, values of the wrong type or out of range.
-Warnings (accepted, reported in every plan): settings read but not enforced here (``cpuset`` suppression policy,
-``cfsQuotaBurst``).
+Warnings (accepted, reported in every plan): Koordinator NodeSLO settings read but not enforced here, each with the
+reason (``cpuset`` suppression policy, ``cfsQuotaBurst``, the Alibaba Cloud Linux memcg knobs, CPU-satisfaction
+eviction, ``blkioQOS``, ``networkQOS``, ``systemClass``, ``systemStrategy``, …), so a NodeSLO copied from a cluster
+is accepted whole and says what it does not get.
 """
 
 from __future__ import annotations
@@ -69,6 +71,20 @@ UNENFORCED_THRESHOLDS: Final = {
     "cpuEvictTimeWindowSeconds": "CPU-satisfaction eviction of BE pods is not decided here",
     "cpuEvictPolicy": "CPU-satisfaction eviction of BE pods is not decided here",
     "memoryEvictPolicy": "eviction always orders BE pods by priority, then memory use",
+}
+UNENFORCED_CLASS: Final = {
+    "blkioQOS": "block IO weights and limits (blkio/io controller) are not planned",
+    "networkQOS": "network bandwidth QoS (terway-qos) is not planned",
+}
+UNENFORCED_STRATEGY: Final = {
+    "policies": "the CPU policy is always group identity where the kernel has it; core scheduling is not planned",
+    "systemClass": "system daemons' cgroups (SYSTEM QoS) are not enforced",
+    "cgroupRoot": "the kubepods root cgroup's own QoS is not enforced",
+}
+UNENFORCED_TOP: Final = {
+    "systemStrategy": "node sysctls (min_free_kbytes, watermark_scale_factor, memcg reaping) are not written",
+    "hostApplications": "host applications' cgroups are not enforced",
+    "extensions": "NodeSLO extensions are not read",
 }
 
 
@@ -242,7 +258,7 @@ class _Reader:
 
 
 def _class(r: _Reader, raw: Any, path: str, base: ClassQos) -> ClassQos:
-    m = r.mapping(raw, path, {"cpuQOS", "memoryQOS", "resctrlQOS"})
+    m = r.mapping(raw, path, {"cpuQOS", "memoryQOS", "resctrlQOS"}, UNENFORCED_CLASS)
     cpu_raw = r.mapping(
         m.get("cpuQOS"), f"{path}.cpuQOS", {"enable", "groupIdentity", "schedIdle"}, UNENFORCED_CPU_QOS
     )
@@ -306,6 +322,7 @@ def parse_config(config: Mapping[str, Any] | None) -> QosConfig:
             "resourceQOSStrategy",
             "cpuBurstStrategy",
         },
+        UNENFORCED_TOP,
     )
     hami_raw = r.mapping(
         top.get("hamiCore"),
@@ -356,7 +373,9 @@ def parse_config(config: Mapping[str, Any] | None) -> QosConfig:
                 value="cpuset",
             )
         )
-    q_raw = r.mapping(top.get("resourceQOSStrategy"), "resourceQOSStrategy", set(_CLASS_KEYS))
+    q_raw = r.mapping(
+        top.get("resourceQOSStrategy"), "resourceQOSStrategy", set(_CLASS_KEYS), UNENFORCED_STRATEGY
+    )
     classes = dict(DEFAULT_CLASSES)
     for key, qos in _CLASS_KEYS.items():
         if key in q_raw:
