@@ -169,6 +169,15 @@ def test_load_aware_placement_through_the_services(tmp_path: Path) -> None:
     assert placed["node"] == "node-b"
     assert placed["decision"]["scores"][0]["components"]["LoadAwareScheduling"] > 0
     assert verified(sim) > 0
+    # allot explain pod: the load-aware score component of the chosen node, the filter's reason per node
+    from allot_cli.commands.explain import explain, history
+
+    web = explain("apps/web", *asyncio.run(history(sim.store, "apps/web")))
+    [score] = [line for line in web if line.strip().startswith("score node-b:")]
+    assert "'LoadAwareScheduling': " in score
+    pinned = explain("apps/pinned", *asyncio.run(history(sim.store, "apps/pinned")))
+    assert "  node-a: node(s) cpu usage exceed threshold" in pinned
+    assert any(line.startswith("  codes:") and "UsageExceedThreshold" in line for line in pinned)
 
 
 def test_a_bad_colocation_configmap_is_rejected_with_its_path(tmp_path: Path) -> None:

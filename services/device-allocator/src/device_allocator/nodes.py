@@ -1,7 +1,7 @@
 """device-allocator's node-side decisions: heartbeat loss, batch/mid overcommit, and the load the engine sees.
 
 The device-allocator is where the whole cluster's nodes, their NodeMetrics and the pods placed on them meet, so it
-records the cluster-level node decisions (docs/adr/0007-node-side-decisions.md):
+records the cluster-level node decisions (docs/adr/0008-node-side-decisions.md):
 
 - ``node.heartbeat_lost`` when a node's agent has sent no ``node.heartbeat`` for longer than the grace (default 40 s;
   a timer event at the deadline), after which pods requesting devices are not placed there; ``node.heartbeat_resumed``
