@@ -213,3 +213,106 @@ async def test_status_is_written_back_and_collected_objects_deleted(kube: FakeKu
     d.tick(3600 + 86400)  # garbage-collected: the object goes too
     await writer.step(wanted_statuses(d.engine))
     assert kube.get("Reservation", "r1") is None
+
+
+def _for_us(body: dict[str, Any]) -> dict[str, Any]:
+    del body["metadata"]["uid"]  # the API server assigns it
+    body["spec"]["schedulerName"] = "allot-scheduler"
+    body["status"] = {"phase": "Pending"}
+    return body
+
+
+async def test_a_reservation_in_the_cluster_is_used_by_its_owner_through_the_binding(
+    kube: FakeKube,
+    tmp_path: Any,
+    database_url: str,
+    nats_server_url: str,
+    bus_names: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    client: Any,
+    eventually: Any,
+    log_of: Any,
+) -> None:
+    """The v0.6 example in Kubernetes mode: kube-sync records the Reservation, it is placed and its status written
+    back (Available); the filler cannot take the reserved node; the owner's Binding carries reservation-allocated,
+    and the Reservation's status ends Succeeded with the owner in currentOwners."""
+    from allot_bus.names import BusNames
+    from allot_runtime.metrics import Metrics
+    from allot_runtime.service import ServiceContext
+    from allot_runtime.settings import ServiceSettings
+    from allot_testing.builders import a_node, a_pod
+    from allot_testing.stack import InProcessStack
+    from binder.adapters.kube import bind_worker
+    from node_reporter.adapters.kube import kube_watch
+    from reservation_manager.adapters.kube import status_worker
+
+    for node in ("n1", "n2"):
+        kube.create(a_node(node, cpu="4", memory="8Gi"))
+    reservation = a_reservation_manifest("reserve-web", cpu="3", memory="4Gi")
+    del reservation["metadata"]["uid"]
+    reservation["spec"]["template"]["spec"]["nodeName"] = "n1"
+    kube.create(reservation)
+    monkeypatch.setenv("ALLOT_KUBECONFIG", kube.kubeconfig(tmp_path))
+    modes = {"binder": {"mode": "kubernetes"}, "reservation-manager": {"mode": "kubernetes"}}
+
+    def context(stack: InProcessStack, service: str, instance: str = "") -> ServiceContext:
+        settings = ServiceSettings(
+            service=service, database_url=database_url, kube_mode="kubernetes", instance=instance
+        )
+        runtime = stack.runtimes[f"{service}@{instance}" if instance else service]
+        return ServiceContext(
+            settings=settings, store=stack.store, nc=None, metrics=Metrics(service), runtime=runtime
+        )
+
+    stop = asyncio.Event()
+    async with InProcessStack(
+        database_url,
+        nats_server_url,
+        BusNames(**bus_names),
+        configs=modes,
+        instances={"node-reporter": ["n1", "n2"]},
+    ) as stack:
+        sync = KubeSync(store=stack.store, client=client, watch_timeout=5)
+        tasks = [
+            asyncio.create_task(kube_watch(context(stack, "node-reporter", "n1"), stop)),
+            asyncio.create_task(kube_watch(context(stack, "node-reporter", "n2"), stop)),
+            asyncio.create_task(bind_worker(context(stack, "binder"), stop)),
+            asyncio.create_task(status_worker(context(stack, "reservation-manager"), stop, poll=0.1)),
+            asyncio.create_task(sync.run(stop)),
+        ]
+        try:
+
+            def phase() -> str:
+                return str(((kube.get("Reservation", "reserve-web") or {}).get("status") or {}).get("phase"))
+
+            await eventually(lambda: phase() == "Available", timeout=40, what="the reservation Available")
+            status = kube.get("Reservation", "reserve-web")["status"]  # type: ignore[index]
+            assert status["nodeName"] == "n1" and status["allocatable"] == {"cpu": "3", "memory": "4Gi"}
+            uid = kube.get("Reservation", "reserve-web")["metadata"]["uid"]  # type: ignore[index]
+
+            kube.create(_for_us(a_pod("filler", cpu="3", memory="1Gi")))
+            await eventually(
+                lambda: bool((kube.get("Pod", "filler") or {}).get("spec", {}).get("nodeName")),
+                timeout=30,
+                what="the filler bound",
+            )
+            assert kube.get("Pod", "filler")["spec"]["nodeName"] == "n2"  # type: ignore[index]
+            kube.create(_for_us(a_pod("web", cpu="3", memory="2Gi", labels={"app": "web"})))
+            await eventually(
+                lambda: bool((kube.get("Pod", "web") or {}).get("spec", {}).get("nodeName")),
+                timeout=30,
+                what="the owner bound",
+            )
+            (binding,) = [b for b in kube.bindings if b["metadata"]["name"] == "web"]
+            assert binding["target"]["name"] == "n1"
+            allocated = json.loads(
+                binding["metadata"]["annotations"]["scheduling.koordinator.sh/reservation-allocated"]
+            )
+            assert allocated == {"name": "reserve-web", "uid": uid}
+            await eventually(lambda: phase() == "Succeeded", timeout=20, what="the reservation Succeeded")
+            status = kube.get("Reservation", "reserve-web")["status"]  # type: ignore[index]
+            assert [o["name"] for o in status["currentOwners"]] == ["web"]
+            assert status["allocated"] == {"cpu": "3", "memory": "2Gi"}
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
