@@ -92,7 +92,7 @@ def bind_mounts(service: dict[str, Any]) -> list[tuple[Path, str]]:
 def test_the_stack_is_the_servers_migration_relay_and_seven_services(
     services: dict[str, Any], service_names: frozenset[str]
 ) -> None:
-    assert set(services) == SERVERS | {"migrate", "relay"} | service_names | ON_DEMAND
+    assert set(services) == SERVERS | {"migrate", "relay", "ui"} | service_names | ON_DEMAND
     assert services["postgres"]["image"].startswith("postgres:16")
     assert services["nats"]["image"].startswith("nats:2.11")
 
@@ -107,6 +107,7 @@ def test_every_allot_process_runs_a_real_command(
 def test_each_service_runs_its_own_process(services: dict[str, Any], service_names: frozenset[str]) -> None:
     assert argv(services["migrate"]) == ["allot", "migrate"]
     assert argv(services["relay"]) == ["allot", "relay"]
+    assert argv(services["ui"])[:2] == ["allot", "ui"]
     for name in service_names:
         assert argv(services[name]) == [f"allot-{name}"], name
 
@@ -231,10 +232,12 @@ def test_the_relay_is_never_scaled(services: dict[str, Any]) -> None:
     assert (relay.get("deploy") or {}).get("replicas", 1) == 1
 
 
-def test_only_the_servers_publish_ports_and_only_on_localhost(services: dict[str, Any]) -> None:
+def test_only_the_servers_and_the_audit_view_publish_ports_and_only_on_localhost(
+    services: dict[str, Any],
+) -> None:
     for name, svc in services.items():
         ports = svc.get("ports") or []
-        if name not in SERVERS:
+        if name not in SERVERS | {"ui"}:  # the servers for the host's CLI, the audit view for its browser
             assert not ports, f"{name} publishes {ports}"
         for port in ports:
             assert isinstance(port, str) and port.startswith("127.0.0.1:"), (

@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "down": ("stack", "stop the dev stack"),
     "events": ("events", "read or subscribe to the event log"),
     "explain": ("explain", "why a pod is where it is (or is not); what the node side says about a node"),
-    "get": ("get", "list pods, nodes or gangs as the event log records them"),
+    "get": ("get", "list any kind the log holds, as kubectl does"),
     "kube-sync": ("kube_sync", "record Kubernetes pods, quotas and PodGroups in the event log"),
     "migrate": ("stack", "upgrade the event-log schema (safe to run concurrently)"),
     "quota": ("quota", "elastic quota views"),
@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "schema": ("schema", "print (or write) the JSON Schemas of all events"),
     "sim": ("sim", "what would the scheduler do: offline simulation"),
     "status": ("stack", "show the dev stack's processes, readiness and checkpoints"),
+    "ui": ("ui", "serve the web audit view (read-only) of the event log"),
     "up": ("stack", "start the dev stack (PostgreSQL, NATS, relay, seven services)"),
     "webhook": ("webhook", "serve the validating and mutating admission webhooks (HTTPS)"),
 }

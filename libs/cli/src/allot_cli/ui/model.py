@@ -1,0 +1,139 @@
+"""What the web audit view shows, folded from the log and nothing else (read-only: no write path exists here).
+
+``UiModel.refresh`` reads the events recorded since the last call, in pages: they are folded into the same
+``ClusterView`` as ``allot get`` uses, the hash chain is checked event by event as they arrive (so the verify status
+costs nothing at page load), the latest events are kept for the live stream, and quota borrows are kept as a ledger.
+The services' own projections (quota tree, gangs, reservations, migrations) are rebuilt from the log by their decision
+code, at most every ``projection_interval`` seconds and only when the log moved: pages read the last rebuild, and say
+at which position it was taken.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from allot_cli.views import ClusterView
+from allot_contracts.envelope import GENESIS_HASH, RecordedEvent
+from allot_eventstore.protocol import EventStore
+
+RECENT = 500
+LEDGER = 500
+PAGE = 5000
+
+
+@dataclass
+class Chain:
+    """The hash chain checked as events are read: up to which position, and the first problem found."""
+
+    verified_to: int = 0
+    prev: bytes = GENESIS_HASH
+    problem: str = ""
+
+    def check(self, record: RecordedEvent) -> None:
+        if self.problem:
+            return
+        if record.position != self.verified_to + 1:
+            self.problem = f"position {self.verified_to + 1} is missing (next stored is {record.position})"
+            return
+        try:
+            expected = record.expected_hash(self.prev)
+        except ValueError as exc:
+            self.problem = f"event at position {record.position} has an unreadable payload: {exc}"
+            return
+        if expected != record.hash:
+            self.problem = f"event at position {record.position} does not match its hash"
+            return
+        self.prev, self.verified_to = record.hash, record.position
+
+
+@dataclass
+class Projections:
+    """The services' projections at ``position`` (JSON builtins, ready to render)."""
+
+    position: int = 0
+    quotas: list[dict[str, Any]] = field(default_factory=list)
+    gangs: list[dict[str, Any]] = field(default_factory=list)
+    reservations: list[dict[str, Any]] = field(default_factory=list)
+    migrations: list[dict[str, Any]] = field(default_factory=list)
+    took_s: float = 0.0
+    error: str = ""
+
+
+@dataclass
+class UiModel:
+    store: EventStore
+    projection_interval: float = 2.0
+    view: ClusterView = field(default_factory=ClusterView)
+    chain: Chain = field(default_factory=Chain)
+    recent: deque[RecordedEvent] = field(default_factory=lambda: deque(maxlen=RECENT))
+    ledger: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=LEDGER))
+    head: int = 0
+    checkpoints: dict[str, int] = field(default_factory=dict)
+    projections: Projections = field(default_factory=Projections)
+    _projected_at: float = 0.0
+
+    @property
+    def position(self) -> int:
+        return self.view.position
+
+    def fold(self, record: RecordedEvent) -> None:
+        self.view.apply(record)
+        self.chain.check(record)
+        self.recent.append(record)
+        if record.type == "quota.admitted":
+            payload = record.payload_dict()
+            for fact in (payload.get("detail") or {}).get("borrow") or []:
+                self.ledger.append(
+                    {"position": record.position, "pod": record.stream_id.split(":", 1)[1], **fact}
+                )
+
+    async def refresh(self) -> int:
+        """Fold what was recorded since the last call; the number of events read."""
+        read = 0
+        while True:
+            batch = await self.store.read(after=self.view.position, limit=PAGE)
+            for record in batch:
+                self.fold(record)
+            read += len(batch)
+            if len(batch) < PAGE:
+                break
+        self.head = (await self.store.head())[0]
+        self.checkpoints = await self.store.checkpoints()
+        return read
+
+    def lag(self) -> dict[str, int]:
+        """Per consumer: events recorded that it has not yet handled (log head − its checkpoint)."""
+        return {name: max(self.head - position, 0) for name, position in sorted(self.checkpoints.items())}
+
+    async def refresh_projections(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and (
+            self.projections.position == self.head or now - self._projected_at < self.projection_interval
+        ):
+            return
+        self._projected_at = now
+        self.projections = await build_projections(self.store, self.head)
+
+
+async def build_projections(store: EventStore, head: int) -> Projections:
+    from allot_cli.logtools import projection
+    from allot_cli.reservation_views import migration_rows, reservation_rows
+
+    started = time.perf_counter()
+    try:
+        quota = await projection(store, "quota-manager")
+        gangs = await projection(store, "gang-coordinator")
+        reservations = await projection(store, "reservation-manager")
+    except Exception as exc:  # a projection that cannot be rebuilt is shown as such, never crashes the view
+        return Projections(position=head, error=f"{type(exc).__name__}: {exc}")
+    return Projections(
+        position=head,
+        quotas=list(quota.engine.tree_view()),
+        gangs=[{**s, "explain": gangs.engine.explain(s["gang"])} for s in gangs.engine.statuses()],
+        reservations=reservation_rows(reservations.engine),
+        migrations=migration_rows(reservations.engine),
+        took_s=time.perf_counter() - started,
+    )

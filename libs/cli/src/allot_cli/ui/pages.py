@@ -1,0 +1,376 @@
+"""The pages of the web audit view: pure functions from the model to HTML (no template engine, no JavaScript build;
+one small script follows the live event stream). Every value shown is escaped."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from allot_cli.ui.model import UiModel
+from allot_cli.views import PodView
+from allot_eventstore.clock import iso
+
+ALLOCATED = "scheduling.koordinator.sh/device-allocated"
+GPU_CORE = "koordinator.sh/gpu-core"
+NAV = (
+    ("/", "Overview"),
+    ("/gpus", "GPUs"),
+    ("/pods", "Pods"),
+    ("/quotas", "Quotas"),
+    ("/gangs", "Gangs"),
+    ("/reservations", "Reservations"),
+    ("/events", "Events"),
+    ("/verify", "Verify"),
+)
+STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+header{background:#1d2330;color:#fff;padding:8px 16px;display:flex;gap:18px;align-items:center}
+header a{color:#cfd6e4;text-decoration:none}header a.on{color:#fff;font-weight:600}
+header .brand{font-weight:700;margin-right:12px}main{padding:16px}
+h1{font-size:20px;margin:0 0 12px}h2{font-size:16px;margin:18px 0 8px}
+table{border-collapse:collapse;background:#fff;min-width:40%}
+th,td{border:1px solid #dde1e8;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#eef1f5}.num{text-align:right}.muted{color:#6b7385}.bad{color:#b3261e;font-weight:600}
+.ok{color:#1b7f3b;font-weight:600}pre{background:#fff;border:1px solid #dde1e8;padding:10px;overflow:auto}
+.tiles{display:flex;gap:12px;flex-wrap:wrap}.tile{background:#fff;border:1px solid #dde1e8;padding:10px 14px}
+.tile b{display:block;font-size:22px}.gpu{display:inline-block;width:18px;height:18px;margin:1px;
+border:1px solid #8a93a6;background:#fff;position:relative;vertical-align:middle}
+.gpu i{position:absolute;left:0;bottom:0;width:100%;background:#3b6fd8}
+.gpu.full i{background:#1d2330}form.filters{margin-bottom:10px}form.filters input,form.filters select{margin-right:8px}
+"""
+LIVE_SCRIPT = """
+const body=document.getElementById('live');const since=Number(body.dataset.after);
+const src=new EventSource('/api/stream?after='+since);
+src.onmessage=(m)=>{const e=JSON.parse(m.data);const tr=document.createElement('tr');
+for(const v of [e.position,e.time,e.type,e.stream,e.producer]){const td=document.createElement('td');
+td.textContent=v;tr.appendChild(td);}body.insertBefore(tr,body.firstChild);
+while(body.children.length>200){body.removeChild(body.lastChild);}};
+"""
+
+
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def layout(title: str, path: str, body: str, model: UiModel, *, script: str = "") -> str:
+    nav = "".join(
+        f'<a href="{href}"{" class=on" if href == path else ""}>{_e(label)}</a>' for href, label in NAV
+    )
+    chain = (
+        f'<span class="bad">chain broken at {model.chain.verified_to + 1}</span>'
+        if model.chain.problem
+        else f'<span class="muted">log #{model.position}</span>'
+    )
+    tail = f"<script>{script}</script>" if script else ""
+    return (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{_e(title)} · Allot</title>"
+        f"<style>{STYLE}</style></head><body><header><span class=brand>Allot</span>{nav}"
+        f'<span style="margin-left:auto">{chain}</span></header><main><h1>{_e(title)}</h1>{body}</main>{tail}'
+        "</body></html>"
+    )
+
+
+def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, raw: Sequence[int] = ()) -> str:
+    """An HTML table; cells are escaped except the columns listed in ``raw`` (already HTML)."""
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    out = []
+    for row in rows:
+        cells = "".join(f"<td>{v if i in raw else _e(v)}</td>" for i, v in enumerate(row))
+        out.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(out) or ''}</tbody></table>"
+
+
+def pod_link(key: str) -> str:
+    return f'<a href="/pods/{quote(key)}">{_e(key)}</a>'
+
+
+# --- GPU map ------------------------------------------------------------------------------------------------------
+def gpu_holders(pods: Mapping[str, PodView]) -> dict[str, dict[int, list[tuple[str, int]]]]:
+    """node -> GPU minor -> [(pod, gpu-core percent)] of the pods placed or bound there."""
+    out: dict[str, dict[int, list[tuple[str, int]]]] = {}
+    for key, pod in pods.items():
+        if pod.node is None or pod.phase not in ("Bound", "Placed", "Binding"):
+            continue
+        allocated = pod.annotations.get(ALLOCATED) or {}
+        if isinstance(allocated, str):
+            try:
+                allocated = json.loads(allocated)
+            except ValueError:
+                continue
+        for entry in allocated.get("gpu") or [] if isinstance(allocated, dict) else []:
+            if not isinstance(entry, dict):
+                continue
+            core = str((entry.get("resources") or {}).get(GPU_CORE, "100"))
+            share = int(core) if core.isdigit() else 100
+            out.setdefault(pod.node, {}).setdefault(int(entry.get("minor", -1)), []).append((key, share))
+    return out
+
+
+def gpu_summary(model: UiModel) -> dict[str, int]:
+    holders = gpu_holders(model.view.pods)
+    total = sum(n.devices.get("gpu", 0) for n in model.view.nodes.values())
+    used = [sum(s for _, s in pods) for node in holders.values() for pods in node.values()]
+    return {
+        "gpus": total,
+        "gpus_in_use": len(used),
+        "gpus_full": sum(1 for u in used if u >= 100),
+        "gpus_partial": sum(1 for u in used if 0 < u < 100),
+        "gpu_shares_used": sum(min(u, 100) for u in used),
+    }
+
+
+def gpus_page(model: UiModel) -> str:
+    holders = gpu_holders(model.view.pods)
+    s = gpu_summary(model)
+    tiles = _tiles(
+        (
+            ("GPUs", s["gpus"]),
+            ("in use", s["gpus_in_use"]),
+            ("whole", s["gpus_full"]),
+            ("partially used (fragments)", s["gpus_partial"]),
+            ("GPUs' worth of shares allocated", f"{s['gpu_shares_used'] / 100:g}"),
+        )
+    )
+    rows = []
+    for name, node in sorted(model.view.nodes.items()):
+        count = node.devices.get("gpu", 0)
+        if not count:
+            continue
+        cells = []
+        for minor in range(count):
+            pods = holders.get(name, {}).get(minor, [])
+            used = min(sum(share for _, share in pods), 100)
+            who = ", ".join(f"{p} ({share}%)" for p, share in pods) or "free"
+            cls = "gpu full" if used >= 100 else "gpu"
+            cells.append(
+                f'<span class="{cls}" title="GPU {minor}: {_e(who)}"><i style="height:{used}%"></i></span>'
+            )
+        held = sorted({p for pods in holders.get(name, {}).values() for p, _ in pods})
+        rows.append((name, "".join(cells), ", ".join(held[:4]) + (" …" if len(held) > 4 else "")))
+    legend = '<p class="muted">Each square is a GPU; its fill is the share of gpu-core allocated; hover for who.</p>'
+    return tiles + legend + table(("node", "GPUs", "held by"), rows, raw=(1,))
+
+
+def _tiles(items: Iterable[tuple[str, Any]]) -> str:
+    return (
+        "<div class=tiles>"
+        + "".join(f"<div class=tile><b>{_e(v)}</b>{_e(k)}</div>" for k, v in items)
+        + "</div>"
+    )
+
+
+# --- overview, pods -----------------------------------------------------------------------------------------------
+def overview_page(model: UiModel) -> str:
+    phases = Counter(p.phase for p in model.view.pods.values())
+    s = gpu_summary(model)
+    tiles = _tiles(
+        (
+            ("nodes", len(model.view.nodes)),
+            ("pods", len(model.view.pods)),
+            *((phase.lower(), n) for phase, n in sorted(phases.items())),
+            ("GPUs in use", f"{s['gpus_in_use']} / {s['gpus']}"),
+            ("events", model.position),
+        )
+    )
+    waiting = Counter(code for p in model.view.pods.values() if p.phase != "Bound" for code in p.codes)
+    reasons = (
+        table(("reason code", "pods"), waiting.most_common(20)) if waiting else "<p>No pod is held back.</p>"
+    )
+    return tiles + "<h2>Why pods are pending</h2>" + reasons
+
+
+PHASES = ("", "Pending", "Waiting", "Placed", "Bound", "Unschedulable", "Rejected", "Evicted", "Deleted")
+
+
+def pods_page(model: UiModel, query: Mapping[str, str]) -> str:
+    phase, namespace, node, text = (query.get(k, "") for k in ("phase", "namespace", "node", "q"))
+    limit = int(query["limit"]) if query.get("limit", "").isdigit() else 500
+    matched = [
+        (key, pod)
+        for key, pod in sorted(model.view.pods.items())
+        if (not phase or pod.phase == phase)
+        and (not namespace or key.startswith(f"{namespace}/"))
+        and (not node or pod.node == node)
+        and (not text or text in key or text in pod.message)
+    ]
+    options = "".join(f"<option{' selected' if p == phase else ''}>{_e(p)}</option>" for p in PHASES)
+    form = (
+        "<form class=filters>"
+        f"<select name=phase>{options}</select>"
+        f'<input name=namespace placeholder=namespace value="{_e(namespace)}">'
+        f'<input name=node placeholder=node value="{_e(node)}">'
+        f'<input name=q placeholder="name or message" value="{_e(text)}"><button>Filter</button></form>'
+    )
+    rows = [
+        (
+            pod_link(key),
+            pod.phase,
+            pod.node or "-",
+            _devices(pod),
+            pod.quota or "-",
+            pod.qos or "-",
+            pod.message,
+        )
+        for key, pod in matched[:limit]
+    ]
+    more = f'<p class="muted">{len(matched) - limit} more not shown</p>' if len(matched) > limit else ""
+    return (
+        form
+        + f'<p class="muted">{len(matched)} pod(s)</p>'
+        + table(("pod", "phase", "node", "devices", "quota", "qos", "message"), rows, raw=(0,))
+        + more
+    )
+
+
+def _devices(pod: PodView) -> str:
+    return " ".join(f"{k}:{','.join(map(str, v))}" for k, v in pod.devices.items()) or "-"
+
+
+def pod_page(key: str, lines: list[str]) -> str:
+    return f"<pre>{_e(chr(10).join(lines))}</pre>"
+
+
+# --- quotas, gangs, reservations ---------------------------------------------------------------------------------
+UNLIMITED = 10**15  # quotas without a real bound (the built-in ones) carry a sentinel this large or larger
+
+
+def _quantity(value: str) -> str:
+    digits = value.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    return "unlimited" if digits.isdigit() and int(digits) >= UNLIMITED else value
+
+
+def _values(values: Mapping[str, str], dims: Sequence[str]) -> str:
+    return " ".join(f"{d}={_quantity(values[d])}" for d in dims if d in values) or "-"
+
+
+def quotas_page(model: UiModel) -> str:
+    p = model.projections
+    rows = []
+    for row in p.quotas:
+        dims = [d for d in row["dimensions"] if d != "pods"]
+        name = "&nbsp;&nbsp;" * row["depth"] + _e(row["name"])
+        rows.append(
+            (
+                name,
+                row["namespace"],
+                row["pods"],
+                _e(_values(row["min"], dims)),
+                _e(_values(row["max"], dims) if row["max"] else "unlimited"),
+                _e(_values(row["runtime"], dims)),
+                _e(_values(row["used"], dims)),
+                _e(_values(row["request"], dims)),
+            )
+        )
+    ledger = [
+        (
+            f["position"],
+            pod_link(f["pod"]),
+            f.get("parent", ""),
+            f"{f.get('amount')} {f.get('dimension')}",
+            ", ".join(
+                f"{lender.get('quota')} {lender.get('amount')} ({lender.get('kind')})"
+                for lender in f.get("lenders", [])
+            ),
+        )
+        for f in reversed(model.ledger)
+    ]
+    return (
+        _projection_note(model)
+        + table(
+            ("quota", "namespace", "pods", "min", "max", "runtime", "used", "request"),
+            rows,
+            raw=range(8),
+        )
+        + "<h2>Borrow ledger (latest first)</h2>"
+        + (
+            table(("position", "pod", "within", "borrowed", "lent by"), ledger, raw=(1,))
+            if ledger
+            else "<p>No borrow recorded.</p>"
+        )
+    )
+
+
+def _projection_note(model: UiModel) -> str:
+    p = model.projections
+    if p.error:
+        return f'<p class="bad">The projections could not be rebuilt: {_e(p.error)}</p>'
+    return f'<p class="muted">As the services saw the log at position {p.position} (rebuilt in {p.took_s:.2f} s).</p>'
+
+
+def gangs_page(model: UiModel) -> str:
+    rows = [
+        (g.get("gang"), g.get("phase"), g.get("min_available", g.get("minMember", "")), g.get("explain", ""))
+        for g in model.projections.gangs
+    ]
+    return _projection_note(model) + (
+        table(("gang", "phase", "min", "why"), rows) if rows else "<p>No gang.</p>"
+    )
+
+
+def reservations_page(model: UiModel) -> str:
+    p = model.projections
+    res = [
+        (r["reservation"], r["phase"], r["node"], r["allocatable"], r["allocated"], r["owners"], r["message"])
+        for r in p.reservations
+    ]
+    mig = [
+        tuple(m.get(k, "") for k in ("job", "phase", "mode", "pod", "reservation", "reason"))
+        for m in p.migrations
+    ]
+    return (
+        _projection_note(model)
+        + (
+            table(("reservation", "phase", "node", "allocatable", "allocated", "owners", "message"), res)
+            if res
+            else "<p>No reservation.</p>"
+        )
+        + "<h2>Migrations</h2>"
+        + (
+            table(("job", "phase", "mode", "pod", "reservation", "reason"), mig)
+            if mig
+            else "<p>No migration.</p>"
+        )
+    )
+
+
+# --- events, verify ----------------------------------------------------------------------------------------------
+def event_row(record: Any) -> tuple[Any, ...]:
+    return (record.position, iso(record.recorded_at), record.type, record.stream_id, record.producer)
+
+
+def events_page(model: UiModel) -> str:
+    rows = [event_row(r) for r in reversed(list(model.recent)[-200:])]
+    head = "".join(f"<th>{c}</th>" for c in ("position", "time", "type", "stream", "producer"))
+    body = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return (
+        '<p class="muted">Latest first; new events appear as they are recorded.</p>'
+        f'<table><thead><tr>{head}</tr></thead><tbody id=live data-after="{model.position}">{body}</tbody></table>'
+    )
+
+
+def verify_page(model: UiModel) -> str:
+    chain = model.chain
+    status = (
+        f'<p class="bad">Hash chain broken: {_e(chain.problem)}</p>'
+        if chain.problem
+        else f'<p class="ok">Hash chain intact from position 1 to {chain.verified_to}.</p>'
+    )
+    lag = table(
+        ("consumer", "checkpoint", "behind the head"),
+        [(n, model.checkpoints[n], lag) for n, lag in model.lag().items()],
+    )
+    return (
+        status
+        + f"<p>Log head: position {model.head}. Folded into this view: {model.position}.</p>"
+        + "<h2>Per-service lag</h2>"
+        + lag
+        + '<p class="muted">Re-deriving every decision is <code>allot replay --verify</code>.</p>'
+    )
+
+
+def query_string(query: Mapping[str, str]) -> str:
+    return urlencode({k: v for k, v in query.items() if v})

@@ -1,0 +1,137 @@
+"""The web audit view's HTTP server (aiohttp): GET only, pages rendered from ``UiModel``; a background task folds
+newly recorded events every ``poll`` seconds and rebuilds the services' projections when the log moved.
+
+Routes: ``/`` overview, ``/gpus`` GPU map, ``/pods`` (filters ``phase``, ``namespace``, ``node``, ``q``, ``limit``),
+``/pods/<ns>/<name>`` a pod's decision timeline (the ``allot explain`` content), ``/quotas`` tree and borrow ledger,
+``/gangs``, ``/reservations`` (and migrations), ``/events`` with a live stream (server-sent events from
+``/api/stream?after=<position>``), ``/verify`` chain and per-service lag, ``/api/summary`` (JSON), ``/healthz``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from allot_cli.errors import UsageError
+from allot_cli.ui import pages
+from allot_cli.ui.model import UiModel
+from allot_eventstore.clock import iso
+
+MODEL: web.AppKey[UiModel] = web.AppKey("model", UiModel)
+POLL: web.AppKey[float] = web.AppKey("poll", float)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _html(text: str) -> web.Response:
+    return web.Response(text=text, content_type="text/html", charset="utf-8")
+
+
+def _page(title: str, path: str, render: Callable[[UiModel], str], *, script: str = "") -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        model = request.app[MODEL]
+        return _html(pages.layout(title, path, render(model), model, script=script))
+
+    return handler
+
+
+async def pods(request: web.Request) -> web.StreamResponse:
+    model = request.app[MODEL]
+    return _html(pages.layout("Pods", "/pods", pages.pods_page(model, request.query), model))
+
+
+async def pod(request: web.Request) -> web.StreamResponse:
+    from allot_cli.commands.explain import explain, history
+
+    model = request.app[MODEL]
+    key = f"{request.match_info['namespace']}/{request.match_info['name']}"
+    try:
+        lines = explain(key, *await history(model.store, key))
+    except UsageError as exc:
+        raise web.HTTPNotFound(text=str(exc)) from exc
+    return _html(pages.layout(f"Pod {key}", "/pods", pages.pod_page(key, lines), model))
+
+
+async def summary(request: web.Request) -> web.StreamResponse:
+    model = request.app[MODEL]
+    body = {
+        "position": model.position,
+        "head": model.head,
+        "chain": {"verified_to": model.chain.verified_to, "problem": model.chain.problem},
+        "lag": model.lag(),
+        "pods": len(model.view.pods),
+        "nodes": len(model.view.nodes),
+        "gpus": pages.gpu_summary(model),
+        "projections_at": model.projections.position,
+    }
+    return web.json_response(body)
+
+
+async def stream(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: every event recorded after ``after``, as it is folded."""
+    model = request.app[MODEL]
+    after = int(request.query.get("after", "0") or 0)
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    poll = request.app[POLL]
+    while True:
+        fresh = [r for r in model.recent if r.position > after]
+        for record in fresh:
+            data = {
+                "position": record.position,
+                "time": iso(record.recorded_at),
+                "type": record.type,
+                "stream": record.stream_id,
+                "producer": record.producer,
+            }
+            await response.write(f"id: {record.position}\ndata: {json.dumps(data)}\n\n".encode())
+            after = record.position
+        await asyncio.sleep(poll)
+
+
+async def healthz(_: web.Request) -> web.StreamResponse:
+    return web.Response(text="ok")
+
+
+async def follow(model: UiModel, poll: float) -> None:
+    while True:
+        await model.refresh()
+        await model.refresh_projections()
+        await asyncio.sleep(poll)
+
+
+def make_app(model: UiModel, *, poll: float = 0.5) -> web.Application:
+    app = web.Application()
+    app[MODEL] = model
+    app[POLL] = poll
+
+    async def background(app: web.Application) -> AsyncIterator[None]:
+        await model.refresh()
+        await model.refresh_projections(force=True)
+        task = asyncio.create_task(follow(model, poll))
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    app.cleanup_ctx.append(background)
+    app.router.add_get("/", _page("Overview", "/", pages.overview_page))
+    app.router.add_get("/gpus", _page("GPU map", "/gpus", pages.gpus_page))
+    app.router.add_get("/pods", pods)
+    app.router.add_get("/pods/{namespace}/{name}", pod)
+    app.router.add_get("/quotas", _page("Quota tree", "/quotas", pages.quotas_page))
+    app.router.add_get("/gangs", _page("Gangs", "/gangs", pages.gangs_page))
+    app.router.add_get(
+        "/reservations", _page("Reservations and migrations", "/reservations", pages.reservations_page)
+    )
+    app.router.add_get(
+        "/events", _page("Event stream", "/events", pages.events_page, script=pages.LIVE_SCRIPT)
+    )
+    app.router.add_get("/verify", _page("Verify", "/verify", pages.verify_page))
+    app.router.add_get("/api/summary", summary)
+    app.router.add_get("/api/stream", stream)
+    app.router.add_get("/healthz", healthz)
+    return app

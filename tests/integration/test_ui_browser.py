@@ -1,0 +1,137 @@
+"""The web audit view against a running stack with the demo workload, in headless Chromium: the pages render as the
+committed screenshots show (compared pixel by pixel with a small tolerance for font rendering and the log position in
+the header). Set ALLOT_UPDATE_SCREENSHOTS=1 to rewrite the screenshots after a deliberate change, and look at them.
+
+Skipped when no Chromium is installed (Debian: ``apt-get install chromium``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+from aiohttp import ClientSession, web
+
+from allot_bus.names import BusNames
+from allot_cli.commands.apply import record
+from allot_cli.manifests import load_documents, to_input
+from allot_cli.ui.model import UiModel
+from allot_cli.ui.server import make_app
+from allot_eventstore.postgres import PostgresEventStore
+from allot_testing.stack import InProcessStack
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = Path(__file__).with_name("ui_screenshots")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+SIZE = (1200, 700)
+
+
+def decode_png(data: bytes) -> tuple[int, int, int, bytes]:
+    """(width, height, bytes per pixel, raw pixels) of an 8-bit, non-interlaced RGB or RGBA PNG."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", header)
+    assert depth == 8 and interlace == 0 and color in (2, 6), (depth, color, interlace)
+    bpp = 3 if color == 2 else 4
+    raw, stride = zlib.decompress(idat), width * bpp
+    out, prev = bytearray(), bytearray(stride)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for x in range(stride):
+            a = line[x - bpp] if x >= bpp else 0
+            b, c = prev[x], prev[x - bpp] if x >= bpp else 0
+            if kind == 1:
+                line[x] = (line[x] + a) & 0xFF
+            elif kind == 2:
+                line[x] = (line[x] + b) & 0xFF
+            elif kind == 3:
+                line[x] = (line[x] + (a + b) // 2) & 0xFF
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        out += line
+        prev = line
+    return width, height, bpp, bytes(out)
+
+
+def differing_fraction(a: bytes, b: bytes) -> float:
+    wa, ha, pa, ra = decode_png(a)
+    wb, hb, pb, rb = decode_png(b)
+    assert (wa, ha) == (wb, hb), "screenshots of different sizes"
+    differ = sum(
+        1 for i in range(wa * ha) if max(abs(ra[i * pa + k] - rb[i * pb + k]) for k in range(3)) > 24
+    )
+    return differ / (wa * ha)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def screenshot(url: str, out: Path) -> bytes:
+    assert CHROMIUM is not None
+    proc = await asyncio.create_subprocess_exec(
+        CHROMIUM,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        f"--window-size={SIZE[0]},{SIZE[1]}",
+        f"--screenshot={out}",
+        url,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+    return await asyncio.to_thread(out.read_bytes)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (Debian: apt-get install chromium)")
+async def test_the_audit_view_of_a_running_stack_renders_as_its_screenshots(
+    tmp_path: Path, database_url: str, nats_server_url: str, bus_names: dict[str, str]
+) -> None:
+    demo = ROOT / "examples" / "demo"
+    async with InProcessStack(database_url, nats_server_url, BusNames(**bus_names)):
+        docs = [d for name in ("cluster.yaml", "pods.yaml") for d in load_documents(str(demo / name))]
+        await record(database_url, [to_input(d) for d in docs], wait=False, wait_each=True, timeout=60)
+    store = PostgresEventStore.connect(database_url)
+    port = free_port()
+    runner = web.AppRunner(make_app(UiModel(store), poll=0.2))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        async with ClientSession() as http, http.get(f"http://127.0.0.1:{port}/gpus") as response:
+            page = await response.text()
+        assert 'title="GPU 2: research/notebook-alice (50%)"' in page
+        update = os.environ.get("ALLOT_UPDATE_SCREENSHOTS") == "1"
+        for name in ("gpus", "quotas"):
+            shot = await screenshot(f"http://127.0.0.1:{port}/{name}", tmp_path / f"{name}.png")
+            golden = SHOTS / f"{name}.png"
+            if update:
+                SHOTS.mkdir(exist_ok=True)
+                golden.write_bytes(shot)
+                continue
+            fraction = differing_fraction(golden.read_bytes(), shot)
+            assert fraction < 0.02, f"{name}: {fraction:.1%} of the pixels differ (see {tmp_path / name}.png)"
+    finally:
+        await runner.cleanup()
+        await store.close()
