@@ -192,3 +192,34 @@ def test_preemption_victims_reprieve_and_exact_restore() -> None:
     assert victims == ["default/mid", "default/small"]
     assert eng.digest() == before  # the engine is exactly as it was
     assert victims_on(eng, spec, ctx("r1"), "n1", [(1, "default/small")]) is None  # not enough to evict
+
+
+def _cpus(d: Any) -> set[int]:
+    from allot_contracts.objects.cpuset import parse_cpuset
+
+    return set(parse_cpuset(d.annotations.get(n.ANN_RESOURCE_STATUS, {}).get("cpuset", "")))
+
+
+@pytest.mark.parametrize("policy", ["Restricted", "Aligned", ""])
+def test_reserved_cpusets_are_held_preferred_and_restricted(policy: str) -> None:
+    from allot_placement.testing import an_nrt
+
+    lsr = {n.LABEL_QOS: "LSR"}
+    eng = engine_with(a_node("n1", cpu="32", memory="128Gi"), an_nrt("n1"))
+    hold = reserve(eng, "r1", a_pod("r1", cpu="4", labels=lsr), policy=policy, allocate_once=False)
+    reserved = set(hold.allocation.cpuset)
+    assert len(reserved) == 4
+    other = eng.schedule(admit(a_pod("other", cpu="4", labels=lsr)))
+    assert other.outcome == n.SCHEDULED and not _cpus(other) & reserved  # held for the owners
+    owner = eng.schedule(admit(a_pod("web", cpu="2", labels=lsr)), reservations=ctx("r1"))
+    assert owner.reservation is not None and _cpus(owner) <= reserved  # the reservation's CPUs first
+    eng.assume(owner)
+    big = eng.schedule(admit(a_pod("big", cpu="4", labels=lsr)), reservations=ctx("r1", required=True))
+    if policy == "Restricted":
+        # only 2 of the reserved CPUs remain and a Restricted reservation offers nothing else
+        assert big.outcome == n.UNSCHEDULABLE
+        assert "Reservation(s) Insufficient cpu" in big.message
+    else:
+        # Default / Aligned: what remains of the reservation plus free CPUs of the node
+        assert big.outcome == n.SCHEDULED and big.reservation is not None
+        assert reserved - _cpus(owner) <= _cpus(big)
