@@ -1,7 +1,8 @@
 """The node agent on the real stack and this machine's real cgroups: a BE pod bound to n1 gets its plan from
 qos-enforcer@n1, the agent writes it into a pod cgroup created for the test (cgroup v1, under a dedicated
 ``--cgroup-root``), records the read-back outcome in PostgreSQL, restores a value changed behind its back and records
-the drift; replay re-derives every decision of the instance.
+the drift, samples real usage and writes the BE suppression quota it decides into the real BestEffort cgroup; replay
+re-derives every decision of the instance.
 
 In Kubernetes mode a ``pod.evicted`` decision (memory pressure) is carried out by the binder's worker through the
 Eviction API of the fake API server, against a real PostgreSQL: once, with the pod's uid as precondition, held back
@@ -53,6 +54,26 @@ def _v1_layout() -> Any:
     return layout
 
 
+async def _wait_for_node_quota(store: PostgresEventStore, timeout: float = 30) -> None:
+    """Until a node plan with a BE quota has been applied."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        plans = {
+            r.payload_dict()["revision"]
+            for r in await store.read(types=["qos.node_plan_recorded"])
+            if r.payload_dict()["basis"].get("be_quota_milli")
+        }
+        applied = {
+            a["revision"]
+            for r in await store.read(types=["qos.applied"])
+            if not (a := r.payload_dict()).get("pod")
+        }
+        if plans & applied:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("no node plan with a BE quota was applied")
+
+
 def _read(path: Path) -> str:
     return path.read_text().strip()
 
@@ -98,9 +119,11 @@ async def test_the_agent_enforces_on_real_cgroups_and_restores_drift(
         "cgroupRoot": root,
         "cpusetSharePools": False,
         "resourceQOSStrategy": {"beClass": {"cpuQOS": {"enable": True}}},
+        # BE suppression from the agent's real usage samples (no eviction: the machine's memory use is not ours)
+        "resourceUsedThresholdWithBE": {"enable": True, "memoryEvictThresholdPercent": 100},
     }
     try:
-        for controller in ("cpu", "cpuset", "memory"):
+        for controller in [c for c in ("cpu", "cpuacct", "cpuset", "memory") if c in layout.v1]:
             base = Path(layout.v1[controller])
             for part in Path(pod_dir).parts:
                 base = base / part
@@ -127,6 +150,7 @@ async def test_the_agent_enforces_on_real_cgroups_and_restores_drift(
                     cdi_spec_dir=f"{tmp}/cdi",
                     poll_seconds=0.1,
                     reconcile_seconds=0.5,
+                    sample_seconds=0.2,
                     resctrl_root=f"{tmp}/no-resctrl",
                 )
                 agent = Agent("n1", _Context(stack, "qos-enforcer@n1"), parse_config(config), settings)
@@ -143,6 +167,20 @@ async def test_the_agent_enforces_on_real_cgroups_and_restores_drift(
                     [drift] = await _wait_for(stack.store, "qos.drift_corrected")
                     assert [(c["outcome"], c["found"]) for c in drift["corrected"]] == [("applied", "-1")]
                     assert _read(quota) == "50000"
+                    # BE suppression: real usage sampled and recorded, the node plan's quota decided from it and
+                    # written to the real BestEffort QoS cgroup
+                    assert await _wait_for(stack.store, "qos.usage_sampled")
+                    await _wait_for_node_quota(stack.store)
+                    stop.set()
+                    await task
+                    plans = {p["revision"]: p for p in await _wait_for(stack.store, "qos.node_plan_recorded")}
+                    done = [a for a in await _wait_for(stack.store, "qos.applied") if not a.get("pod")]
+                    last = plans[done[-1]["revision"]]
+                    [be] = last["cgroups"]
+                    assert last["basis"]["be_quota_milli"] >= 1000  # cpuSuppressMinMilli
+                    quota_us = be["settings"]["cpu_quota"]["quota_us"]
+                    be_dir = Path(layout.v1["cpu"], root, "kubepods", "besteffort")
+                    assert _read(be_dir / "cpu.cfs_quota_us") == str(quota_us) and done[-1]["ok"]
                 finally:
                     stop.set()
                     await task
