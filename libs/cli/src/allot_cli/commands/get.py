@@ -1,18 +1,36 @@
-"""``allot get pods|nodes|gangs|reservations|migrations``: tables (or JSON) folded from the event log."""
+"""``allot get KIND [NAME …]``: every kind the log's projections hold, as kubectl lists objects.
+
+Kinds, formats (``-o table|wide|json|yaml|name``), label selectors and human units are in :mod:`allot_cli.output`;
+the rows of pods and nodes are built here from :class:`ClusterView`, those of the other kinds in
+:mod:`allot_cli.listing`. ``-n NS`` keeps one namespace and ``-A`` (the default: Allot has no current-namespace
+context) lists all of them with a NAMESPACE column; ``-w`` prints the list, then every row that changes as the log
+grows (polling the log head), until interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from allot_cli.connect import endpoints
 from allot_cli.logtools import cluster_view
-from allot_cli.reservation_views import CHOICES, cmd_get_reservations
+from allot_cli.output import (
+    FORMATS,
+    Kind,
+    Selector,
+    all_words,
+    kind_named,
+    parse_selector,
+    render,
+    table_lines,
+)
 from allot_cli.views import ClusterView, plan_summary
 from allot_eventstore.postgres import PostgresEventStore
+from allot_eventstore.protocol import EventStore
 
 
 async def load_view() -> ClusterView:
@@ -54,65 +72,6 @@ def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
     print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
     for row in rows:
         print("  ".join(str(row[c]).ljust(widths[c]) for c in columns).rstrip())
-
-
-async def gang_statuses() -> list[dict[str, Any]]:
-    from allot_cli.logtools import projection
-
-    store = PostgresEventStore.connect(endpoints().database_url)
-    try:
-        processor = await projection(store, "gang-coordinator")
-        return [
-            {**status, "explain": processor.engine.explain(status["gang"])}
-            for status in processor.engine.statuses()
-        ]
-    finally:
-        await store.close()
-
-
-def cmd_get(args: argparse.Namespace) -> int:
-    if args.what in CHOICES:
-        return cmd_get_reservations(args)
-    if args.what in ("gangs", "gang", "podgroups", "pg"):
-        statuses = asyncio.run(gang_statuses())
-        if args.output == "json":
-            print(json.dumps(statuses, indent=2))
-            return 0
-        rows = [
-            {
-                "gang": s["gang"],
-                "phase": s["phase"],
-                "present": f"{s['members']['present']}/{s['minMember']}",
-                "bound": s["members"]["bound"],
-                "mode": s["mode"],
-                "policy": s["matchPolicy"],
-                "attempts": s["group"]["attempts"],
-                "explain": s["explain"],
-            }
-            for s in statuses
-        ]
-        print_table(rows, ["gang", "phase", "present", "bound", "mode", "policy", "attempts"])
-        for row in rows:
-            print(f"  {row['gang']}: {row['explain']}")
-        return 0
-    view = asyncio.run(load_view())
-    if args.what in ("pods", "pod", "po"):
-        rows = pods_rows(view, args.namespace)
-        if args.output == "json":
-            print(json.dumps(rows, indent=2))
-        else:
-            columns = ["pod", "phase", "node", "devices", "cpuset", "quota", "qos"]
-            print_table(rows, columns + (["enforcement", "enforced"] if args.output == "wide" else []))
-            waiting = [r for r in rows if r["message"]]
-            for row in waiting:
-                print(f"  {row['pod']}: {row['message']}")
-        return 0
-    rows = nodes_rows(view, time.time_ns() // 1000)
-    if args.output == "json":
-        print(json.dumps(rows, indent=2))
-    else:
-        print_table(rows, ["node", "cpu", "memory", "devices", "pods", "usage", "batch", "mid", "heartbeat"])
-    return 0
 
 
 def _age(us: int) -> str:
@@ -177,18 +136,224 @@ def nodes_rows(view: ClusterView, now: int) -> list[dict[str, Any]]:
     return rows
 
 
+# --- loaders of pods and nodes (see allot_cli.output.KINDS) ---------------------------------------------------------
+
+
+async def pod_records(store: EventStore, now: int) -> list[dict[str, Any]]:
+    from allot_cli.listing import fold, split
+
+    view, recorded = await fold(store)
+    rows = pods_rows(view)
+    for row in rows:
+        namespace, name = split(row["pod"])
+        row.update(name=name, namespace=namespace, labels=recorded.of("Pod", row["pod"]))
+    return rows
+
+
+async def node_records(store: EventStore, now: int) -> list[dict[str, Any]]:
+    from allot_cli.listing import fold
+
+    view, recorded = await fold(store)
+    rows = nodes_rows(view, now)
+    for row in rows:
+        row.update(name=row["node"], labels=recorded.of("Node", row["node"]))
+    return rows
+
+
+# --- the command -----------------------------------------------------------------------------------------------------
+
+
+def select(
+    kind: Kind,
+    rows: list[dict[str, Any]],
+    *,
+    namespace: str | None,
+    selector: Selector,
+    names: list[str],
+) -> list[dict[str, Any]]:
+    """The rows of ``namespace`` (all when None) that the selector matches and, when names are given, have one of
+    them (``NAME``, or ``NS/NAME`` for a namespaced kind)."""
+    out = []
+    for row in rows:
+        if kind.namespaced and namespace is not None and row.get("namespace") != namespace:
+            continue
+        if not selector.matches(row.get("labels")):
+            continue
+        if names and not ({row["name"], f"{row.get('namespace')}/{row['name']}"} & set(names)):
+            continue
+        out.append(row)
+    return out
+
+
+def missing(kind: Kind, rows: list[dict[str, Any]], names: list[str]) -> list[str]:
+    found = {r["name"] for r in rows} | {f"{r.get('namespace')}/{r['name']}" for r in rows}
+    return [n for n in names if n not in found]
+
+
+async def _with_store(work: Callable[[EventStore], Any]) -> Any:
+    store = PostgresEventStore.connect(endpoints().database_url)
+    try:
+        return await work(store)
+    finally:
+        await store.close()
+
+
+def _now() -> int:
+    return time.time_ns() // 1000
+
+
+def _identity(row: dict[str, Any]) -> str:
+    return f"{row.get('namespace', '')}/{row['name']}"
+
+
+def _comparable(kind: Kind, row: dict[str, Any]) -> dict[str, Any]:
+    """A row without the columns that only count time (``5s ago``): a watch prints rows whose state changed."""
+    return {k: v for k, v in row.items() if k not in kind.ages}
+
+
+async def watch(
+    store: EventStore,
+    kind: Kind,
+    pick: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    output: str,
+    *,
+    namespaces: bool,
+    write: Callable[[str], None],
+    interval: float = 1.0,
+    now: Callable[[], int] = _now,
+    rounds: int | None = None,
+) -> None:
+    """Print the rows, then each row that appears or changes (and the last state of one that goes) as the log head
+    moves. ``rounds`` bounds the polls (tests); otherwise it runs until interrupted."""
+    load = kind.load()
+    head = (await store.head())[0]  # before reading: what lands while it reads is printed by the next poll
+    rows = pick(await load(store, now()))
+    widths: dict[str, int] = {}
+    columns = None
+    if output in ("table", "wide"):
+        from allot_cli.output import columns_of
+
+        columns = columns_of(kind, output, namespaces=namespaces)
+        write("\n".join(table_lines(rows, columns, widths)))
+    elif rows:
+        write(_documents(kind, rows, output))
+    last = {_identity(r): r for r in rows}
+    polled = 0
+    while rounds is None or polled < rounds:
+        polled += 1
+        await asyncio.sleep(interval)
+        moved = (await store.head())[0]
+        if moved == head:
+            continue
+        head = moved
+        current = {_identity(r): r for r in pick(await load(store, now()))}
+        changed = [
+            r
+            for key, r in current.items()
+            if key not in last or _comparable(kind, last[key]) != _comparable(kind, r)
+        ]
+        changed += [r for key, r in last.items() if key not in current]
+        last = current
+        if not changed:
+            continue
+        if columns is not None:
+            write("\n".join(table_lines(changed, columns, widths)[1:]))
+        else:
+            write(_documents(kind, changed, output))
+
+
+def _documents(kind: Kind, rows: list[dict[str, Any]], output: str) -> str:
+    """Rows one object at a time, as ``kubectl get -w -o json|yaml|name`` prints them."""
+    if output == "yaml":
+        return "\n".join(f"---\n{render(kind, [row], output, single=True)}" for row in rows)
+    return "\n".join(render(kind, [row], output, single=True) for row in rows)
+
+
+async def run_get(
+    args: argparse.Namespace,
+    store: EventStore,
+    *,
+    write: Callable[[str], None],
+    now: Callable[[], int] = _now,
+) -> int:
+    """``allot get`` over ``store``: 1 when a NAME asked for is not there (kubectl's NotFound), else 0."""
+    kind = kind_named(args.what)
+    selector = parse_selector(args.selector)
+    names: list[str] = list(args.names)
+    namespace = None if args.all_namespaces else args.namespace
+    namespaces = kind.namespaced and namespace is None
+
+    def pick(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return select(kind, rows, namespace=namespace, selector=selector, names=names)
+
+    if args.watch:
+        await watch(store, kind, pick, args.output, namespaces=namespaces, write=write, now=now)
+        return 0
+    rows = pick(await kind.load()(store, now()))
+    if rows:
+        write(render(kind, rows, args.output, namespaces=namespaces, single=len(names) == 1))
+    absent = missing(kind, rows, names)
+    for name in absent:
+        print(f'Error from server (NotFound): {kind.plural} "{name}" not found', file=sys.stderr)
+    if not rows and not names:
+        where = f" in {namespace} namespace" if kind.namespaced and namespace else ""
+        print(f"No resources found{where}.", file=sys.stderr)
+    return 1 if absent else 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    kind_named(args.what)  # refused before connecting
+    parse_selector(args.selector)
+    code: int = asyncio.run(_with_store(lambda store: run_get(args, store, write=_print)))
+    return code
+
+
+def _print(text: str) -> None:
+    print(text, flush=True)
+
+
+class _Intermixed(argparse.ArgumentParser):
+    """Options and names in any order, as kubectl takes them (``get pods -n ns a b``): plain argparse stops reading
+    positionals at the first option."""
+
+    _inner = False
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if self._inner:
+            return super().parse_known_args(args, namespace)
+        self._inner = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._inner = False
+
+
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("get", help="list pods, nodes or gangs as the event log records them")
+    p = subparsers.add_parser("get", help="list any kind the log holds, as kubectl does")
+    p.__class__ = _Intermixed
     p.add_argument(
         "what",
-        choices=["pods", "pod", "po", "nodes", "node", "no", "gangs", "gang", "podgroups", "pg", *CHOICES],
+        metavar="KIND",
+        choices=all_words(),
+        help="pods, nodes, gangs (podgroups), quotas (elasticquotas), reservations, migrations (podmigrationjobs), "
+        "devices, nodemetrics",
     )
-    p.add_argument("-n", "--namespace")
+    p.add_argument("names", nargs="*", metavar="NAME", help="only these (NAME, or NS/NAME)")
+    p.add_argument("-n", "--namespace", help="only this namespace")
+    p.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="every namespace (the default when -n is not given)",
+    )
+    p.add_argument("-l", "--selector", help="label selector: key=value, key!=value, key in (a,b), key, !key")
+    p.add_argument("-w", "--watch", action="store_true", help="after the list, print rows as they change")
     p.add_argument(
         "-o",
         "--output",
-        choices=["table", "wide", "json"],
+        choices=FORMATS,
         default="table",
-        help="wide: pods also show what qos-enforcer enforces on their node and whether it holds",
+        help="wide: more columns (pods: what qos-enforcer enforces on their node and whether it holds); "
+        "json/yaml: every field; name: KIND/NAME",
     )
     p.set_defaults(func=cmd_get)

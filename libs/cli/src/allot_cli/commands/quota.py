@@ -1,7 +1,9 @@
 """``allot quota tree``: every ElasticQuota with min / max / runtime / used / request per dimension, as a tree.
 
 Folded from the log by the quota-manager's own decision code, so it shows exactly what admission used.
-Built-in quotas (koordinator-root/system/default) are shown only when they hold pods, or with ``--all``.
+Built-in quotas (koordinator-root/system/default) are shown only when they hold pods, or with ``--all``. Tables
+show quantities in human units (``16Gi``) and Koordinator's no-limit values as ``unlimited``; ``-o json|yaml`` keep
+the exact quantities.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ async def tree_rows() -> list[dict[str, Any]]:
 
 
 def _fmt(values: dict[str, str], dims: list[str]) -> str:
-    return " ".join(f"{d}={values[d]}" for d in dims if d in values) or "-"
+    from allot_cli.output import human
+
+    return " ".join(f"{d}={human(d, values[d])}" for d in dims if d in values) or "-"
 
 
 def render(rows: list[dict[str, Any]], *, show_all: bool) -> list[str]:
@@ -45,7 +49,9 @@ def render(rows: list[dict[str, Any]], *, show_all: bool) -> list[str]:
             f"{', parent' if row['is_parent'] else ''}{'' if row['allow_lent'] else ', not lending'})"
         )
         for field in ("min", "max", "runtime", "used", "request"):
-            lines.append(f"{indent}  {field:<8} {_fmt(row[field], dims)}")
+            # no max at all (the root, an unlimited quota) limits nothing
+            shown = "unlimited" if field == "max" and not row[field] else _fmt(row[field], dims)
+            lines.append(f"{indent}  {field:<8} {shown}")
     return lines
 
 
@@ -53,6 +59,10 @@ def cmd_quota(args: argparse.Namespace) -> int:
     rows = asyncio.run(tree_rows())
     if args.output == "json":
         print(json.dumps(rows, indent=2))
+    elif args.output == "yaml":
+        import yaml
+
+        print(yaml.safe_dump(rows, sort_keys=False), end="")
     else:
         print("\n".join(render(rows, show_all=args.all)))
     return 0
@@ -63,6 +73,12 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="quota_command", metavar="SUBCOMMAND")
     sub.required = True
     tree = sub.add_parser("tree", help="the quota tree with min/max/runtime/used/request per dimension")
-    tree.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    tree.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "json", "yaml"],
+        default="table",
+        help="json/yaml: exact quantities",
+    )
     tree.add_argument("--all", action="store_true", help="also show empty built-in quotas")
     tree.set_defaults(func=cmd_quota)

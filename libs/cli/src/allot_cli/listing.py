@@ -1,0 +1,282 @@
+"""Rows of the kinds ``allot get`` lists, read from an event log (a live one or a simulator's).
+
+Pods and nodes come from :class:`allot_cli.views.ClusterView` (their rows are built in ``commands/get.py``);
+gangs, quotas, reservations and migrations from the projections of gang-coordinator, quota-manager and
+reservation-manager, rebuilt from the log by their own decision code (the engines are imported only when one of those
+kinds is asked for); devices and nodemetrics from the Device and NodeMetric objects the log records. Labels of every
+kind come from the manifests the log records (:class:`Recorded`), so ``-l`` selects on what was applied.
+
+Every loader is ``async (store, now_us) -> rows`` (see :mod:`allot_cli.output` for the row contract).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from allot_cli.output import human, human_list
+from allot_cli.views import ClusterView
+from allot_contracts.envelope import RecordedEvent
+from allot_eventstore.clock import iso
+from allot_eventstore.protocol import EventStore
+
+Rows = list[dict[str, Any]]
+
+_MANIFEST = b'"manifest"'
+
+
+@dataclass
+class Recorded:
+    """What the log records about objects beyond the cluster view: the labels of every applied object (by kind and
+    ``ns/name`` or name), each node's latest Device inventory and NodeMetric."""
+
+    labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    devices: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> device.reported payload
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> nodemetric.reported payload
+
+    def apply(self, record: RecordedEvent) -> None:
+        if record.type == "device.removed":
+            self.devices.pop(str(record.payload_dict().get("name")), None)
+        elif record.type == "nodemetric.removed":
+            self.metrics.pop(str(record.payload_dict().get("name")), None)
+        if _MANIFEST not in record.payload:
+            return
+        payload = record.payload_dict()
+        manifest = payload.get("manifest")
+        if not isinstance(manifest, dict):
+            return
+        meta = manifest.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        key = f"{meta['namespace']}/{name}" if meta.get("namespace") else name
+        if manifest.get("kind") == "Pod" and "/" not in key:
+            key = f"default/{name}"
+        labels = meta.get("labels") or {}
+        if name and isinstance(labels, dict):
+            self.labels[(str(manifest.get("kind")), key)] = {str(k): str(v) for k, v in labels.items()}
+        if record.type == "device.reported":
+            self.devices[name] = payload
+        elif record.type == "nodemetric.reported":
+            self.metrics[name] = payload
+
+    def of(self, kind: str, key: str) -> dict[str, str]:
+        return dict(self.labels.get((kind, key), {}))
+
+
+async def fold(store: EventStore) -> tuple[ClusterView, Recorded]:
+    view, recorded = ClusterView(), Recorded()
+    async for record in store.iterate():
+        view.apply(record)
+        recorded.apply(record)
+    return view, recorded
+
+
+async def recorded_only(store: EventStore) -> Recorded:
+    recorded = Recorded()
+    async for record in store.iterate():
+        recorded.apply(record)
+    return recorded
+
+
+def split(key: str) -> tuple[str, str]:
+    namespace, _, name = key.rpartition("/")
+    return namespace, name
+
+
+def age(us: int) -> str:
+    seconds = max(us, 0) // 1_000_000
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+# --- gangs, quotas, reservations, migrations: the services' projections ------------------------------------------
+
+
+async def gang_records(store: EventStore, now: int) -> Rows:
+    from allot_cli.logtools import projection
+
+    engine = (await projection(store, "gang-coordinator")).engine
+    recorded = await recorded_only(store)
+    rows = []
+    for s in engine.statuses():
+        namespace, name = split(s["gang"])
+        rows.append(
+            {
+                "name": name,
+                "namespace": namespace,
+                "labels": recorded.of("PodGroup", s["gang"]),
+                "gang": s["gang"],
+                "phase": s["phase"],
+                "present": f"{s['members']['present']}/{s['minMember']}",
+                "bound": s["members"]["bound"],
+                "mode": s["mode"],
+                "policy": s["matchPolicy"],
+                "attempts": (s.get("group") or {}).get("attempts", 0),
+                "explain": engine.explain(s["gang"]),
+                "status": s,
+            }
+        )
+    return rows
+
+
+async def quota_records(store: EventStore, now: int) -> Rows:
+    from allot_cli.logtools import projection
+
+    engine = (await projection(store, "quota-manager")).engine
+    recorded = await recorded_only(store)
+    rows = []
+    for row in engine.tree_view():
+        rows.append(
+            {
+                "name": row["name"],
+                "namespace": row["namespace"],
+                "labels": recorded.of("ElasticQuota", f"{row['namespace']}/{row['name']}"),
+                "parent": row["parent"] or "-",
+                "tree": row["tree"],
+                "depth": row["depth"],
+                "pods": row["pods"],
+                "children": row["children"],
+                "isParent": row["is_parent"],
+                "allowLent": row["allow_lent"],
+                # an unlimited max is recorded as no limit at all: shown as "unlimited" rather than "-"
+                "min": human_list(row["min"]),
+                "max": human_list(row["max"]) if row["max"] else "unlimited",
+                "runtime": human_list(row["runtime"]),
+                "used": human_list(row["used"]),
+                "request": human_list(row["request"]),
+                "quantities": {k: row[k] for k in ("min", "max", "runtime", "used", "request")},
+            }
+        )
+    return rows
+
+
+async def _reservation_engine(store: EventStore) -> Any:
+    from allot_cli.logtools import projection
+
+    return (await projection(store, "reservation-manager")).engine
+
+
+async def reservation_records(store: EventStore, now: int) -> Rows:
+    from allot_cli.reservation_views import reservation_rows
+
+    engine = await _reservation_engine(store)
+    recorded = await recorded_only(store)
+    rows = reservation_rows(engine)
+    for row in rows:
+        row.update(name=row["reservation"], labels=recorded.of("Reservation", row["reservation"]))
+        row["conditions"] = (row.get("status") or {}).get("conditions") or []
+    return rows
+
+
+async def migration_records(store: EventStore, now: int) -> Rows:
+    from allot_cli.reservation_views import migration_rows
+
+    engine = await _reservation_engine(store)
+    recorded = await recorded_only(store)
+    rows = migration_rows(engine)
+    for row in rows:
+        row.update(name=row["job"], labels=recorded.of("PodMigrationJob", row["job"]))
+        row["conditions"] = (row.get("detail") or {}).get("conditions") or []
+    return rows
+
+
+# --- devices and nodemetrics: the objects the log records -----------------------------------------------------------
+
+_HOLDING = frozenset({"Placed", "Binding", "Bound"})
+
+
+def device_rows(view: ClusterView, recorded: Recorded) -> Rows:
+    """One row per Device object (one per node): its devices by type, how many are healthy, which minors the pods
+    placed on the node hold, and (wide) the models and memory of its GPUs."""
+    rows = []
+    for node, payload in sorted(recorded.devices.items()):
+        inventory = (payload.get("inventory") or {}).get("devices") or {}
+        held: dict[str, set[int]] = {}
+        holders = 0
+        for pod in view.pods.values():
+            if pod.node == node and pod.phase in _HOLDING and pod.devices:
+                holders += 1
+                for kind, minors in pod.devices.items():
+                    held.setdefault(kind, set()).update(minors)
+        memory = sum(
+            int(d.get("resources", {}).get("koordinator.sh/gpu-memory", 0)) for d in inventory.get("gpu", [])
+        )
+        models = sorted(
+            {m for d in (x for ds in inventory.values() for x in ds) if (m := _model(d.get("labels")))}
+        )
+        if not models:  # upstream labels the Node (or the Device object) with the model of its GPUs
+            model = _model(recorded.of("Device", node)) or _model(recorded.of("Node", node))
+            models = [model] if model else []
+        rows.append(
+            {
+                "name": node,
+                "labels": recorded.of("Device", node),
+                "devices": " ".join(f"{t}:{len(d)}" for t, d in sorted(inventory.items())) or "-",
+                "healthy": " ".join(
+                    f"{t}:{sum(bool(x.get('healthy')) for x in d)}/{len(d)}"
+                    for t, d in sorted(inventory.items())
+                )
+                or "-",
+                "allocated": " ".join(
+                    f"{t}:{','.join(map(str, sorted(m)))}" for t, m in sorted(held.items()) if m
+                )
+                or "-",
+                "holders": holders,
+                "models": ",".join(models) or "-",
+                "memory": human("koordinator.sh/gpu-memory", memory) if memory else "-",
+                "inventory": inventory,
+            }
+        )
+    return rows
+
+
+def _model(labels: Any) -> str:
+    labels = labels or {}
+    return str(labels.get("node.koordinator.sh/gpu-model") or labels.get("model") or "")
+
+
+async def device_records(store: EventStore, now: int) -> Rows:
+    return device_rows(*await fold(store))
+
+
+def nodemetric_rows(view: ClusterView, recorded: Recorded, now: int) -> Rows:
+    rows = []
+    for node, payload in sorted(recorded.metrics.items()):
+        usage = payload.get("usage") or {}
+        status = (payload.get("manifest") or {}).get("status") or {}
+        capacity = view.nodes[node].capacity if node in view.nodes else {}
+        rows.append(
+            {
+                "name": node,
+                "labels": recorded.of("NodeMetric", node),
+                "cpu": _share("cpu", usage.get("cpu"), capacity.get("cpu")),
+                "memory": _share("memory", usage.get("memory"), capacity.get("memory")),
+                "updated": f"{age(now - int(payload.get('update_time') or 0))} ago",
+                "updateTime": iso(int(payload.get("update_time") or 0)),
+                "pods": len(status.get("podsMetric") or []),
+                "usage": usage,
+            }
+        )
+    return rows
+
+
+def _share(resource: str, used: Any, capacity: Any) -> str:
+    if used is None:
+        return "-"
+    from allot_contracts.quantity import QuantityError, to_canonical
+
+    try:
+        total = to_canonical(resource, capacity) if capacity else 0
+        percent = f" ({to_canonical(resource, used) * 100 // total}%)" if total else ""
+    except QuantityError:
+        percent = ""
+    return f"{human(resource, used)}{percent}"
+
+
+async def nodemetric_records(store: EventStore, now: int) -> Rows:
+    view, recorded = await fold(store)
+    return nodemetric_rows(view, recorded, now)

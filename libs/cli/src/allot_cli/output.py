@@ -1,0 +1,351 @@
+"""What ``allot get`` and ``allot describe`` print, for every kind: output formats, label selectors, human units.
+
+Responsibility
+--------------
+- :class:`Kind`: a kind the log's projections hold (pods, nodes, gangs, quotas, reservations, migrations, devices,
+  nodemetrics), with the words that name it, whether it is namespaced and its table columns. Each kind's rows come
+  from a loader named as ``module:function`` and imported only when that kind is asked for, so ``allot get pods``
+  imports no scheduling engine.
+- :func:`render`: rows as ``table`` / ``wide`` / ``json`` / ``yaml`` / ``name``, as kubectl prints them.
+- :func:`parse_selector` / :meth:`Selector.matches`: kubectl's label selector syntax (``a=b,c!=d,e in (x,y),f,!g``).
+- :func:`human` / :func:`human_list`: quantities for people — ``16Gi``, ``500m``, ``unlimited``.
+
+Invariants: every row is a dict of JSON builtins with ``name`` and ``labels`` (and ``namespace`` for a namespaced
+kind); ``json`` and ``yaml`` print rows with their exact recorded values, only tables use :func:`human` units.
+Pure: no IO but the text returned.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from allot_cli.errors import InputError
+from allot_contracts.quantity import QuantityError, format_quantity, is_milli_resource, parse_quantity
+
+__all__ = [
+    "FORMATS",
+    "KINDS",
+    "UNLIMITED_FROM",
+    "Kind",
+    "Selector",
+    "human",
+    "human_list",
+    "kind_named",
+    "parse_selector",
+    "render",
+    "table_lines",
+]
+
+FORMATS = ("table", "wide", "json", "yaml", "name")
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind ``allot get`` lists. ``loader`` is ``module:function``: ``async (store, now_us) -> rows``."""
+
+    plural: str
+    singular: str
+    aliases: tuple[str, ...]
+    namespaced: bool
+    columns: tuple[str, ...]
+    loader: str
+    wide: tuple[str, ...] = ()
+    note: str = ""  # a row field printed under the table (why a pod waits), when not empty
+    ages: tuple[
+        str, ...
+    ] = ()  # fields that count time ("5s ago"): a watch does not print a row for them alone
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return (self.plural, self.singular, *self.aliases)
+
+    def load(self) -> Callable[..., Awaitable[Rows]]:
+        module, _, function = self.loader.partition(":")
+        loaded: Callable[..., Awaitable[Rows]] = getattr(importlib.import_module(module), function)
+        return loaded
+
+
+_GET = "allot_cli.commands.get"
+_LISTS = "allot_cli.listing"
+KINDS: tuple[Kind, ...] = (
+    Kind(
+        "pods",
+        "pod",
+        ("po",),
+        True,
+        ("name", "phase", "node", "devices", "cpuset", "quota", "qos"),
+        f"{_GET}:pod_records",
+        wide=("enforcement", "enforced"),
+        note="message",
+    ),
+    Kind(
+        "nodes",
+        "node",
+        ("no",),
+        False,
+        ("name", "cpu", "memory", "devices", "pods", "usage", "batch", "mid", "heartbeat"),
+        f"{_GET}:node_records",
+        wide=("labels",),
+        ages=("usage", "heartbeat"),
+    ),
+    Kind(
+        "gangs",
+        "gang",
+        ("podgroups", "podgroup", "pg"),
+        True,
+        ("name", "phase", "present", "bound", "mode", "policy", "attempts"),
+        f"{_LISTS}:gang_records",
+        note="explain",
+    ),
+    Kind(
+        "quotas",
+        "quota",
+        ("elasticquotas", "elasticquota", "eq"),
+        True,
+        ("name", "parent", "pods", "min", "max", "used"),
+        f"{_LISTS}:quota_records",
+        wide=("runtime", "request"),
+    ),
+    Kind(
+        "reservations",
+        "reservation",
+        ("resv",),
+        False,
+        ("name", "phase", "node", "policy", "allocatable", "allocated", "owners", "expires"),
+        f"{_LISTS}:reservation_records",
+        wide=("job",),
+        note="message",
+    ),
+    Kind(
+        "migrations",
+        "migration",
+        ("podmigrationjobs", "podmigrationjob", "pmj"),
+        False,
+        ("name", "phase", "mode", "pod", "from", "to", "reservation", "status", "reason"),
+        f"{_LISTS}:migration_records",
+        note="message",
+    ),
+    Kind(
+        "devices",
+        "device",
+        ("dev",),
+        False,
+        ("name", "devices", "healthy", "allocated"),
+        f"{_LISTS}:device_records",
+        wide=("models", "memory"),
+    ),
+    Kind(
+        "nodemetrics",
+        "nodemetric",
+        ("nm",),
+        False,
+        ("name", "cpu", "memory", "updated"),
+        f"{_LISTS}:nodemetric_records",
+        wide=("pods",),
+        ages=("updated",),
+    ),
+)
+
+
+def kind_named(word: str) -> Kind:
+    for kind in KINDS:
+        if word in kind.words:
+            return kind
+    known = ", ".join(k.plural for k in KINDS)
+    raise InputError(f'the server doesn\'t have a resource type "{word}" (known: {known})')
+
+
+def all_words() -> list[str]:
+    return [w for kind in KINDS for w in dict.fromkeys(kind.words)]
+
+
+# --- human units -------------------------------------------------------------------------------------------------
+
+# Quantities from here up are shown as ``unlimited``: the smallest of the "no limit" values Koordinator writes
+# (MaxInt64/5 of cpu cores and memory bytes on its built-in quotas, MaxInt64/2000 on a profile's root quota), in the
+# resource's base unit (cores, bytes, devices). No real capacity comes near: 4.6e15 cores, or 4 PiB of memory.
+UNLIMITED_FROM = Fraction(2**63 - 1, 2000)
+_BYTES = ("memory", "storage", "gpu-memory", "hugepages", "gpu.memory")
+_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def _bytes(value: Fraction) -> str:
+    if value < 0:
+        return "-" + _bytes(-value)
+    for suffix, factor in _BINARY:
+        if value >= factor:
+            scaled = value / factor
+            if scaled.denominator == 1:
+                return f"{scaled.numerator}{suffix}"
+            return f"{round(float(scaled), 1):g}{suffix}"
+    return str(round(float(value)))
+
+
+def human(resource: str, quantity: Any) -> str:
+    """A quantity for a table: ``unlimited`` for Koordinator's no-limit values, bytes in binary units (``16Gi``,
+    ``15.5Gi`` when not exact), cpu as ``500m`` or cores; anything that is not a quantity is shown as it is."""
+    try:
+        value = parse_quantity(quantity)
+    except QuantityError:
+        return str(quantity)
+    if value >= UNLIMITED_FROM:
+        return "unlimited"
+    if any(hint in resource for hint in _BYTES):
+        return _bytes(value)
+    if is_milli_resource(resource):
+        return format_quantity(resource, -((-value.numerator * 1000) // value.denominator))
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):g}"
+
+
+def human_list(values: dict[str, Any], skip: Iterable[str] = ("pods",)) -> str:
+    """``cpu=4 memory=16Gi nvidia.com/gpu=2`` (``-`` when empty)."""
+    skipped = set(skip)
+    return " ".join(f"{k}={human(k, v)}" for k, v in sorted(values.items()) if k not in skipped) or "-"
+
+
+# --- label selectors ------------------------------------------------------------------------------------------------
+
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}$")
+_VALUE = re.compile(rf"^({_NAME})?$")
+_SET = re.compile(r"^\s*(?P<key>[^\s!=()]+)\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)\s*$")
+_EQ = re.compile(r"^\s*(?P<key>[^\s!=()]+)\s*(?P<op>==|=|!=)\s*(?P<value>[^\s=!(),]*)\s*$")
+_EXISTS = re.compile(r"^\s*(?P<neg>!?)\s*(?P<key>[^\s!=()]+)\s*$")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    op: str  # "in", "notin", "exists", "!"
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        match self.op:
+            case "in":
+                return self.key in labels and labels[self.key] in self.values
+            case "notin":
+                return self.key not in labels or labels[self.key] not in self.values
+            case "exists":
+                return self.key in labels
+            case _:
+                return self.key not in labels
+
+
+@dataclass(frozen=True)
+class Selector:
+    requirements: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: dict[str, str] | None) -> bool:
+        return all(r.matches(labels or {}) for r in self.requirements)
+
+
+def _split(text: str) -> list[str]:
+    """Requirements are separated by commas outside parentheses."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0 or depth > 1:
+            raise InputError(f"label selector {text!r}: unbalanced parentheses")
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    if depth:
+        raise InputError(f"label selector {text!r}: unbalanced parentheses")
+    return [*parts, current]
+
+
+def _key(text: str, key: str) -> str:
+    if not _KEY.match(key):
+        raise InputError(
+            f"label selector {text!r}: {key!r} is not a valid label key (an optional DNS prefix and '/', then up to "
+            "63 characters: letters, digits, '-', '_', '.', starting and ending with a letter or digit)"
+        )
+    return key
+
+
+def _value(text: str, value: str) -> str:
+    if not _VALUE.match(value):
+        raise InputError(f"label selector {text!r}: {value!r} is not a valid label value")
+    return value
+
+
+def parse_selector(text: str | None) -> Selector:
+    """kubectl's ``-l`` syntax; an invalid selector is refused input naming the part that is wrong."""
+    if text is None or not text.strip():
+        return Selector()
+    requirements = []
+    for part in _split(text):
+        if m := _SET.match(part):
+            values = [v.strip() for v in m["values"].split(",")]
+            if values == [""]:
+                raise InputError(f"label selector {text!r}: {part.strip()!r} needs at least one value")
+            requirements.append(
+                Requirement(_key(text, m["key"]), m["op"], frozenset(_value(text, v) for v in values))
+            )
+        elif m := _EQ.match(part):
+            op = "notin" if m["op"] == "!=" else "in"
+            requirements.append(Requirement(_key(text, m["key"]), op, frozenset({_value(text, m["value"])})))
+        elif m := _EXISTS.match(part):
+            requirements.append(Requirement(_key(text, m["key"]), "!" if m["neg"] else "exists"))
+        else:
+            raise InputError(
+                f"label selector {text!r}: cannot read {part.strip()!r} (expected key=value, key!=value, "
+                "key in (a,b), key notin (a,b), key or !key)"
+            )
+    return Selector(tuple(requirements))
+
+
+# --- formats -------------------------------------------------------------------------------------------------------
+
+
+def columns_of(kind: Kind, output: str, *, namespaces: bool) -> list[str]:
+    columns = list(kind.columns) + (list(kind.wide) if output == "wide" else [])
+    return (["namespace"] if namespaces and kind.namespaced else []) + columns
+
+
+def _cell(row: dict[str, Any], column: str) -> str:
+    value = row.get(column, "")
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items())) or "<none>"
+    if value is None or value == "":
+        return "-"
+    return str(value)
+
+
+def table_lines(rows: Rows, columns: list[str], widths: dict[str, int] | None = None) -> list[str]:
+    """A header and one line per row; ``widths`` (updated) keeps the columns of a watch aligned."""
+    widths = widths if widths is not None else {}
+    for column in columns:
+        widths[column] = max(widths.get(column, 0), len(column), *(len(_cell(r, column)) for r in rows))
+    header = "  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip()
+    return [header] + ["  ".join(_cell(r, c).ljust(widths[c]) for c in columns).rstrip() for r in rows]
+
+
+def render(kind: Kind, rows: Rows, output: str, *, namespaces: bool = True, single: bool = False) -> str:
+    """The text ``allot get`` prints (without the final newline). ``single``: one object was asked for by name, so
+    ``json``/``yaml`` print that object rather than a list."""
+    if output == "name":
+        return "\n".join(f"{kind.singular}/{row['name']}" for row in rows)
+    if output in ("json", "yaml"):
+        data: Any = rows[0] if single and len(rows) == 1 else rows
+        if output == "json":
+            return json.dumps(data, indent=2, default=str)
+        import yaml
+
+        return yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False).rstrip("\n")
+    lines = table_lines(rows, columns_of(kind, output, namespaces=namespaces))
+    if kind.note:
+        lines += [f"  {row['name']}: {row[kind.note]}" for row in rows if row.get(kind.note)]
+    return "\n".join(lines)
