@@ -1,7 +1,8 @@
 """ReservationFirst migrations survive crashes: kill reservation-manager, the device-allocator and the binder at every
 step of a migration (real processes, SIGKILL-equivalent failpoints plus a real SIGKILL); after restart every pod is
 bound exactly once in its last life, on another node, inside its job's reservation — none lost, none bound twice —
-every job Succeeded, and replay re-derives every decision."""
+every job Succeeded, and replay re-derives every decision. A reservation's ttl runs out meanwhile, on a timer event
+the live service records."""
 
 from __future__ import annotations
 
@@ -37,6 +38,25 @@ def bound_pod(name: str) -> dict:
     return pod
 
 
+def short_lived_reservation() -> dict:
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": "short"},
+        "spec": {
+            "template": {
+                "metadata": {"namespace": "default"},
+                "spec": {
+                    "nodeName": "n3",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+                },
+            },
+            "owners": [{"labelSelector": {"matchLabels": {"app": "nobody"}}}],
+            "ttl": "5s",
+        },
+    }
+
+
 def job(name: str) -> dict:
     return {
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",
@@ -53,6 +73,9 @@ def test_a_crash_in_a_migration_never_loses_the_pod_nor_binds_it_twice(running_s
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(yaml.safe_dump_all([a_node(f"n{i}", cpu="16", memory="32Gi") for i in (1, 2, 3)]))
     stack.run("apply", "-f", str(cluster))
+    short = tmp_path / "short.yaml"  # a reservation whose ttl runs out during the migrations: a live timer
+    short.write_text(yaml.safe_dump(short_lived_reservation()))
+    stack.run("apply", "-f", str(short))
     pods = tmp_path / "pods.yaml"
     pods.write_text(yaml.safe_dump_all([bound_pod(name) for name in PODS]))
     stack.run("apply", "-f", str(pods))
@@ -68,6 +91,14 @@ def test_a_crash_in_a_migration_never_loses_the_pod_nor_binds_it_twice(running_s
         return len(stack.events("migration.succeeded")) == len(PODS)
 
     stack.wait_for(done, timeout=150, what="every migration succeeded")
+    stack.wait_for(
+        lambda: bool(stack.events("reservation.failed")), timeout=30, what="the short reservation expired"
+    )
+    (expired,) = [e.payload_dict() for e in stack.events("reservation.failed")]
+    assert expired["reservation"]["name"] == "short" and expired["reason"] == "Expired"
+    assert any(e.payload_dict()["service"] == "reservation-manager" for e in stack.events("timer.fired")), (
+        "the expiry came from a recorded timer event"
+    )
     stack.run("apply", "-f", str(cluster))  # returns once the pipeline is idle
     fired = (tmp_path / "failpoints.fired").read_text().split()
     assert len(fired) >= 4, f"the kill points were reached: {fired}"
