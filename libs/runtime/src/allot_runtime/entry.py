@@ -10,6 +10,7 @@ from typing import Any
 
 from allot_contracts.errors import InvalidInput
 from allot_runtime import settings as settings_mod
+from allot_runtime.metrics import CollectorFactory
 from allot_runtime.processor import Processor
 from allot_runtime.service import Extra, Observer, run_service
 
@@ -20,6 +21,8 @@ def service_main(
     *,
     observers: Sequence[Observer] = (),
     extras: Sequence[Extra] = (),
+    collectors: Sequence[CollectorFactory] = (),
+    scheduler: bool = False,
 ) -> None:
     try:
         settings = settings_mod.load(service)
@@ -35,4 +38,13 @@ def service_main(
         print(f"allot-{service}: invalid configuration: {exc}", file=sys.stderr)
         sys.exit(2)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_service(settings, lambda: build(config), observers=observers, extras=extras))
+        asyncio.run(
+            run_service(
+                settings,
+                lambda: build(config),
+                observers=observers,
+                extras=extras,
+                collectors=collectors,
+                scheduler=scheduler,
+            )
+        )

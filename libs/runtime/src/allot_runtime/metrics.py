@@ -1,23 +1,82 @@
 """Prometheus metrics of a service, one registry per process.
 
-Names mirror kube-scheduler's families where they apply (``scheduler_schedule_attempts_total`` becomes
-``allot_scheduler_schedule_attempts_total``: same suffixes, units, label names and bucket layouts, so existing
-dashboards port), plus Allot's own families for the log and the bus. Label sets are the same in every service.
+Families (the catalogue with meanings and labels is docs/observability.md):
+
+- every service: events consumed and emitted, processing duration, consumer position, lag behind the log (head −
+  position, and the age of the oldest event of interest not yet handled), the consumer's counters (batches,
+  duplicates, dead letters, transient failures, catch-ups, gaps), and the standard ``process_*`` / ``python_gc_*`` /
+  ``python_info`` collectors;
+- the device-allocator only (``scheduler=True``): kube-scheduler's families with the ``allot_`` prefix
+  (``scheduler_schedule_attempts_total`` becomes ``allot_scheduler_schedule_attempts_total``: same suffixes, units,
+  label names and bucket layouts, so existing dashboards port). Services that never schedule do not register them;
+- domain families (GPUs, fragmentation, quotas, pending pods, submit→bound latency) come from
+  :mod:`allot_runtime.domain_metrics`, registered by the services that hold the projection they read.
+
+Cost: counters on the event path are updated once per batch (``service.default_observer``); everything derived from
+a projection or the log is computed at scrape time by custom collectors, so a busy pipeline pays nothing for it.
+Metrics read projections; they never feed a decision.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import Any, Protocol
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+log = logging.getLogger("allot.metrics")
 
 # kube-scheduler: scheduling_attempt_duration_seconds uses exponential buckets from 1 ms, factor 2, 15 buckets.
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
+# kube-scheduler: pod_scheduling_sli_duration_seconds uses exponential buckets from 10 ms, factor 2, 20 buckets.
+SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))
+SCRAPE_QUERY_TIMEOUT_S = 2.0
+
+ProcessorSource = Callable[[], Any]
+"""Returns the service's current processor (None while the service starts). Read at scrape time: the projection is
+rebuilt into a new processor after a failure, so a collector never keeps a processor of its own."""
+
+CollectorFactory = Callable[[ProcessorSource], Collector]
+
+
+class LogReader(Protocol):
+    async def head(self) -> tuple[int, bytes]: ...
+
+    async def read(
+        self, *, after: int = 0, types: Collection[str] | None = None, limit: int = 1000
+    ) -> list[Any]: ...
+
+
+class ConsumerView(Protocol):
+    name: str
+    position: int
+    types: frozenset[str]
+    stats: Any
 
 
 class Metrics:
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, *, scheduler: bool = False, process: bool = True) -> None:
         self.service = service
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        if process:  # the standard collectors, on this service's registry (not the library's global one)
+            ProcessCollector(registry=r)
+            GCCollector(registry=r)
+            PlatformCollector(registry=r)
         self.consumed = Counter(
             "allot_events_consumed_total",
             "Events handled by the service's processor",
@@ -26,7 +85,7 @@ class Metrics:
         )
         self.emitted = Counter(
             "allot_events_emitted_total",
-            "Events the service decided and appended",
+            "Events the service decided and appended to the log",
             ["service", "type"],
             registry=r,
         )
@@ -38,16 +97,36 @@ class Metrics:
             registry=r,
         )
         self.position = Gauge("allot_consumer_position", "Last log position handled", ["service"], registry=r)
-        self.dead_letters = Counter(
-            "allot_dead_letters_total", "Events given up on permanently", ["service"], registry=r
-        )
-        self.transient_failures = Counter(
-            "allot_consumer_transient_failures_total",
-            "Transient failures (nak + catch-up)",
-            ["service"],
-            registry=r,
-        )
-        # kube-scheduler families (device-allocator)
+        self.log = LogCollector(service)
+        r.register(self.log)
+        self.consumer = ConsumerCollector(service)
+        r.register(self.consumer)
+        self.scheduler = SchedulerMetrics(r) if scheduler else None
+
+    def add(self, factory: CollectorFactory, source: ProcessorSource) -> None:
+        """Register a collector reading the service's projection at scrape time."""
+        self.registry.register(factory(source))
+
+    async def refresh(self, store: LogReader | None, consumer: ConsumerView | None) -> None:
+        """Scrape-time reads that need IO (the log's head): bounded by a timeout; on failure the log families are
+        left out of this scrape rather than reported stale."""
+        self.consumer.consumer = consumer
+        if store is None or consumer is None:
+            return
+        try:
+            await asyncio.wait_for(self.log.refresh(store, consumer), timeout=SCRAPE_QUERY_TIMEOUT_S)
+        except Exception as exc:  # the database may be away: the scrape still answers
+            self.log.clear()
+            log.debug("metrics: could not read the log head: %s", exc)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class SchedulerMetrics:
+    """kube-scheduler's families, for the one service that schedules (the device-allocator)."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
         self.schedule_attempts = Counter(
             "allot_scheduler_schedule_attempts_total",
             "Number of attempts to schedule pods, by the result",
@@ -71,5 +150,145 @@ class Metrics:
             registry=r,
         )
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+
+class LogCollector:
+    """The log's head and how far this service is behind it, read at scrape time (two indexed queries)."""
+
+    def __init__(self, service: str) -> None:
+        self.service = service
+        self.head: int | None = None
+        self.position = 0
+        self.pending_since: int | None = None  # recorded time (µs) of the first event of interest not handled
+        self.first_pending = 0  # its position
+
+    async def refresh(self, store: LogReader, consumer: ConsumerView) -> None:
+        head, _ = await store.head()
+        position = consumer.position
+        pending = await store.read(after=position, types=consumer.types, limit=1)
+        self.head, self.position = head, position
+        if pending:
+            self.first_pending, self.pending_since = pending[0].position, pending[0].recorded_at
+        else:
+            self.first_pending, self.pending_since = 0, None
+
+    def clear(self) -> None:
+        self.head = None
+
+    def describe(self) -> Iterable[Any]:
+        return self._families(describe=True)
+
+    def collect(self) -> Iterable[Any]:
+        return self._families(describe=False)
+
+    def _families(self, *, describe: bool) -> Iterator[Any]:
+        labels = ["service"]
+        head = GaugeMetricFamily(
+            "allot_log_head_position", "Position of the last event in the log", labels=labels
+        )
+        appended = CounterMetricFamily(
+            "allot_log_appended_events",
+            "Events appended to the log since it began (its head position; rate() gives the append rate)",
+            labels=labels,
+        )
+        lag = GaugeMetricFamily(
+            "allot_consumer_lag_events",
+            "Log positions between the service's position and the head while an event of interest is waiting "
+            "(0 when everything of interest is handled)",
+            labels=labels,
+        )
+        age = GaugeMetricFamily(
+            "allot_consumer_lag_seconds",
+            "Age of the oldest event of interest the service has not handled yet (0 when none)",
+            labels=labels,
+        )
+        if not describe and self.head is not None:
+            head.add_metric([self.service], self.head)
+            appended.add_metric([self.service], self.head)
+            waiting = self.pending_since is not None
+            lag.add_metric([self.service], max(self.head - self.position, 0) if waiting else 0)
+            seconds = (
+                max(time.time() - self.pending_since / 1e6, 0.0) if self.pending_since is not None else 0.0
+            )
+            age.add_metric([self.service], seconds)
+        yield from (head, appended, lag, age)
+
+
+_CONSUMER_COUNTERS = (
+    # (family, help, ConsumerStats field)
+    (
+        "allot_consumer_batches",
+        "Batches handled (each committed with its checkpoint in one transaction)",
+        "batches",
+    ),
+    (
+        "allot_consumer_duplicates",
+        "Messages at or below the position, skipped (redelivery, relay retry)",
+        "duplicates",
+    ),
+    (
+        "allot_dead_letters",
+        "Events given up on permanently (recorded as consumer.dead_lettered)",
+        "dead_lettered",
+    ),
+    (
+        "allot_consumer_transient_failures",
+        "Transient failures (nak + rebuild + catch-up)",
+        "transient_failures",
+    ),
+    ("allot_consumer_catch_ups", "Catch-ups from PostgreSQL (start, gaps, failures)", "catch_ups"),
+    ("allot_consumer_caught_up_events", "Events read from PostgreSQL during catch-ups", "caught_up_events"),
+    ("allot_consumer_gaps_detected", "Gaps between JetStream and the log found while idle", "gaps_detected"),
+)
+
+
+class ConsumerCollector:
+    """The durable consumer's own counters (``ConsumerStats``), read at scrape time."""
+
+    def __init__(self, service: str) -> None:
+        self.service = service
+        self.consumer: ConsumerView | None = None
+
+    def describe(self) -> Iterable[Any]:
+        return self._families(None)
+
+    def collect(self) -> Iterable[Any]:
+        return self._families(self.consumer)
+
+    def _families(self, consumer: ConsumerView | None) -> Iterator[Any]:
+        for name, text, field in _CONSUMER_COUNTERS:
+            family = CounterMetricFamily(name, text, labels=["service"])
+            if consumer is not None:
+                family.add_metric([self.service], getattr(consumer.stats, field, 0))
+            yield family
+
+
+class ProjectionCollector:
+    """A collector computing its families from the service's current processor at scrape time.
+
+    ``families(processor)`` must only read the processor (a test checks the digest is unchanged by a scrape); it
+    runs in the event loop between batches, so it sees a state some events of a batch may already be folded into.
+    ``names`` lists the families it yields, for registration before the processor exists."""
+
+    def __init__(
+        self,
+        source: ProcessorSource,
+        families: Callable[[Any], Iterable[Any]],
+        names: Iterable[tuple[str, str, str]],
+    ) -> None:
+        self.source = source
+        self.families = families
+        self.names = tuple(names)
+
+    def describe(self) -> Iterable[Any]:
+        kinds = {"gauge": GaugeMetricFamily, "counter": CounterMetricFamily}
+        return [kinds[kind](name, text) for name, kind, text in self.names]
+
+    def collect(self) -> Iterable[Any]:
+        processor = self.source()
+        if processor is None:
+            return []
+        try:
+            return list(self.families(processor))
+        except Exception:  # a scrape must not take the service down; the failure is logged
+            log.exception("metrics: a projection collector failed")
+            return []

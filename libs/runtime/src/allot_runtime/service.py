@@ -47,7 +47,7 @@ from allot_eventstore.protocol import Checkpoint, EventStore
 from allot_runtime import logs, memory, telemetry
 from allot_runtime.failpoints import Failpoints
 from allot_runtime.kube.lease import Leadership, LeaseConfig
-from allot_runtime.metrics import Metrics
+from allot_runtime.metrics import CollectorFactory, Metrics
 from allot_runtime.processor import Host, Processor, instance_name
 from allot_runtime.replay import rebuild
 from allot_runtime.settings import ServiceSettings
@@ -299,6 +299,8 @@ async def _http(live: Liveness, host: str, port: int) -> web.AppRunner:
         return web.json_response({"ready": ready, "phase": live.phase}, status=200 if ready else 503)
 
     async def metrics(_: web.Request) -> web.Response:
+        ctx = live.ctx
+        await live.metrics.refresh(ctx.store if ctx else None, ctx.consumer if ctx else None)
         return web.Response(body=live.metrics.render(), content_type="text/plain", charset="utf-8")
 
     async def state(_: web.Request) -> web.Response:
@@ -386,7 +388,11 @@ async def run_service(
     *,
     observers: Sequence[Observer] = (),
     extras: Sequence[Extra] = (),
+    collectors: Sequence[CollectorFactory] = (),
+    scheduler: bool = False,
 ) -> None:
+    """``collectors`` compute domain metrics from the projection at scrape time; ``scheduler`` registers
+    kube-scheduler's families (only for the service that schedules)."""
     logs.setup(settings.service, level=settings.log_level, fmt=settings.log_format)
     memory.configure()
     tracer = telemetry.setup(settings.service, settings.otel_exporter)
@@ -395,8 +401,14 @@ async def run_service(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    metrics = Metrics(settings.service)
+    metrics = Metrics(settings.service, scheduler=scheduler)
     live = Liveness(service=settings.service, metrics=metrics, phase="waiting for the database schema")
+
+    def processor() -> Any:
+        return live.ctx.host.processor if live.ctx is not None else None
+
+    for make in collectors:
+        metrics.add(make, processor)
     runner = await _http(live, settings.http_host, settings.http_port)
     try:
         await _wait_for_schema(settings, stop)

@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from allot_runtime.entry import service_main
+from binder.observe import latency_metrics, observe_binding
 from binder.processor import Binder
 
 
@@ -24,4 +25,4 @@ def main() -> None:
         from binder.adapters.notices import notice_worker
 
         extras += [bind_worker, notice_worker]
-    service_main("binder", build, extras=extras)
+    service_main("binder", build, extras=extras, observers=[observe_binding], collectors=[latency_metrics])

@@ -105,6 +105,8 @@ class DeviceAllocator:
         self.arrival: dict[str, int] = {}  # pod -> arrival sequence (queue order tie-break)
         self.placed: dict[str, str] = {}  # pod -> node
         self.unschedulable: dict[str, int] = {}  # pod -> last attempt
+        # pod -> reason codes of its last pod.unschedulable (read by the metrics only)
+        self.unschedulable_codes: dict[str, tuple[str, ...]] = {}
         self.freed: dict[
             str, tuple[str, Freed | None, str]
         ] = {}  # pod -> (node, what it held, reason) to record
@@ -158,6 +160,7 @@ class DeviceAllocator:
                 self.pods.pop(pod.key, None)
                 self.arrival.pop(pod.key, None)
                 self.unschedulable.pop(pod.key, None)
+                self.unschedulable_codes.pop(pod.key, None)
             case PodBindFailed(pod=pod):
                 self._free(pod, "bind failed")
             case QuotaEvicted(pod=pod, cause=cause):
@@ -166,6 +169,7 @@ class DeviceAllocator:
                 self.queue.held.discard(pod.key)
                 self.pods.pop(pod.key, None)
                 self.unschedulable.pop(pod.key, None)
+                self.unschedulable_codes.pop(pod.key, None)
             case GangHoldsReleased(group=group, attempt=attempt, members=members, reason=reason):
                 for member in members:
                     if self.held_by.get(member) == (group, attempt):
@@ -199,6 +203,7 @@ class DeviceAllocator:
                 self.unschedulable.pop(pod.key, None)
             case PodUnschedulable(pod=pod, attempt=attempt, codes=codes):
                 self.unschedulable[pod.key] = attempt
+                self.unschedulable_codes[pod.key] = tuple(codes)
                 if pod.key in self.pods:
                     self.queue.recorded(self._pod_item(pod.key), None if HELD in codes else False, at)
                     self.attempted_at[pod.key] = at

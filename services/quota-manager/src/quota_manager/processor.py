@@ -115,6 +115,8 @@ class QuotaManager:
         self.config = QuotaConfig.from_dict({**DEFAULTS, **(config or {})})
         self.engine = QuotaEngine(self.config)
         self.waiting: dict[str, int] = {}  # pod -> attempt, pods whose admission failed for quota
+        # pod -> reason code of its last quota.waiting (read by the metrics only)
+        self.waiting_reasons: dict[str, str] = {}
         self.charged: set[str] = set()
         self.pods: dict[str, Pod] = {}  # pods as read at the door
         self.group_charges: dict[str, tuple[str, int]] = {}  # member -> (group, attempt) that charged it
@@ -190,6 +192,7 @@ class QuotaManager:
             case PodDeleted(pod=pod):
                 self._uncharge(pod.key, "deleted", remove=True)
                 self.pods.pop(pod.key, None)
+                self.waiting_reasons.pop(pod.key, None)
                 self.node_of.pop(pod.key, None)
             case QuotaAdmitted(pod=pod):
                 self.waiting.pop(pod.key, None)
@@ -198,8 +201,9 @@ class QuotaManager:
                 ):  # else no quota governs it: nothing to charge
                     self.engine.assign(pod.key)
                     self.charged.add(pod.key)
-            case QuotaWaiting(pod=pod, attempt=attempt):
+            case QuotaWaiting(pod=pod, attempt=attempt, detail=detail):
                 self.waiting[pod.key] = attempt
+                self.waiting_reasons[pod.key] = detail.reason if detail is not None else "InsufficientQuota"
             case QuotaReleased(pod=pod):
                 self.changes.pop(pod.key, None)
             case QuotaGroupAdmitted(group=group, attempt=attempt, members=members):

@@ -1,0 +1,276 @@
+"""Domain metrics: what the projections know about the cluster, as Prometheus families computed at scrape time.
+
+Each function here reads an engine (never changes it) and returns metric families; the services register them
+through :class:`allot_runtime.metrics.ProjectionCollector` with a small adapter naming the engine inside their
+processor. The catalogue (names, labels, units) is docs/observability.md; a test asserts every name.
+
+- GPUs per node (device-allocator's placement engine): whole GPUs and GPU shares (``koordinator.sh/gpu-core``
+  percent, 100 = one GPU) and GPU memory, allocatable and allocated, labelled ``node``, ``model`` and ``pool`` (the
+  node's ``allot.dev/pool`` label, empty when unset).
+- Fragmentation (the FGD measure, Weng et al. ATC '23, ``allot_placement.fragmentation``) per GPU model and for the
+  cluster, against the configured typical pods, or, when none are configured, against the distribution of the pods
+  the service knows (the paper's construction).
+- Quotas (quota-manager's hierarchy): min, max, runtime, used, request and borrowed per quota and resource, in base
+  units (cores for cpu, bytes, counts). Runtime is computed on a shallow copy of the hierarchy, so a scrape never
+  refreshes the engine's own calculators.
+- Pending pods by reason code, from whichever service holds them back.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily
+
+from allot_contracts.objects import names as n
+from allot_contracts.objects.pod import Pod
+from allot_contracts.quantity import is_milli_resource
+from allot_placement import PlacementEngine
+from allot_placement.config import TypicalPod
+from allot_placement.fragmentation import MILLI, FragModel, pod_shape, typical_pods
+from allot_placement.policies import node_gpu_state
+from allot_quota.tree import Hierarchy
+
+__all__ = [
+    "FRAGMENTATION_FAMILIES",
+    "GPU_FAMILIES",
+    "PENDING_FAMILIES",
+    "POOL_LABEL",
+    "QUOTA_FAMILIES",
+    "fragmentation_families",
+    "gpu_families",
+    "pending_families",
+    "quota_families",
+]
+
+POOL_LABEL = "allot.dev/pool"
+
+GPU_FAMILIES = (
+    ("allot_node_gpus_allocatable", "gauge", "Healthy GPUs of the node"),
+    (
+        "allot_node_gpus_allocated",
+        "gauge",
+        "GPUs of the node holding at least one allocation (whole or shared)",
+    ),
+    (
+        "allot_node_gpus_shared",
+        "gauge",
+        "GPUs of the node partly allocated (shared by pods, some share left)",
+    ),
+    (
+        "allot_node_gpu_shares_allocatable",
+        "gauge",
+        "GPU shares of the node (gpu-core percent; 100 = one GPU)",
+    ),
+    ("allot_node_gpu_shares_allocated", "gauge", "GPU shares allocated on the node (gpu-core percent)"),
+    ("allot_node_gpu_memory_allocatable_bytes", "gauge", "GPU memory of the node"),
+    ("allot_node_gpu_memory_allocated_bytes", "gauge", "GPU memory allocated on the node"),
+)
+FRAGMENTATION_FAMILIES = (
+    ("allot_gpu_idle_gpus", "gauge", "Idle GPU capacity by GPU model, in GPUs"),
+    (
+        "allot_gpu_fragmented_gpus",
+        "gauge",
+        "Idle GPU capacity the typical pods cannot use (FGD measure), in GPUs",
+    ),
+    (
+        "allot_gpu_fragmentation_ratio",
+        "gauge",
+        "Fragmented / idle GPU capacity by GPU model (0 when none idle)",
+    ),
+    ("allot_cluster_gpu_fragmentation_ratio", "gauge", "Fragmented / idle GPU capacity of the cluster"),
+    ("allot_gpu_typical_pods", "gauge", "Typical pod shapes the fragmentation is measured against"),
+)
+QUOTA_FAMILIES = (
+    ("allot_quota_min", "gauge", "Quota min (guaranteed) by resource, base units"),
+    ("allot_quota_max", "gauge", "Quota max by resource, base units (no sample when unlimited)"),
+    ("allot_quota_runtime", "gauge", "Quota runtime (what the quota may use now) by resource, base units"),
+    ("allot_quota_used", "gauge", "Quota used (admitted pods, children included) by resource, base units"),
+    ("allot_quota_request", "gauge", "Quota request (pending and admitted pods) by resource, base units"),
+    ("allot_quota_borrowed", "gauge", "Quota used above its min (lent by others) by resource, base units"),
+    ("allot_quota_pods", "gauge", "Pods charged to or waiting in the quota"),
+)
+PENDING_FAMILIES = (
+    (
+        "allot_pending_pods",
+        "gauge",
+        "Pods held back by this service, by reason code (a pod counts under each)",
+    ),
+    ("allot_held_pods", "gauge", "Pods held back by this service (each counted once)"),
+)
+
+
+def _gauge(spec: tuple[str, str, str], labels: list[str]) -> GaugeMetricFamily:
+    name, _, text = spec
+    return GaugeMetricFamily(name, text, labels=labels)
+
+
+# -- GPUs ---------------------------------------------------------------------------------------------------------
+
+
+def _node_labels(state: Any) -> tuple[str, str]:
+    info, inv = state.info, state.inventory
+    labels = info.labels if info is not None else {}
+    model = labels.get(n.LABEL_GPU_MODEL) or (
+        inv.labels.get(n.LABEL_GPU_MODEL, "") if inv is not None else ""
+    )
+    return str(model), str(labels.get(POOL_LABEL, ""))
+
+
+def gpu_families(engine: PlacementEngine) -> list[GaugeMetricFamily]:
+    """Per node with GPUs: allocatable and allocated GPUs, shares and memory."""
+    labels = ["node", "model", "pool"]
+    fams = [_gauge(spec, labels) for spec in GPU_FAMILIES]
+    for name in engine.node_names():
+        state = engine.node_state(name)
+        if state is None or state.inventory is None:
+            continue
+        gpus = state.inventory.devices.get(n.GPU, ())
+        if not gpus:
+            continue
+        model, pool = _node_labels(state)
+        used = state.dev_used.get(n.GPU, {})
+        healthy = allocated = shared = 0
+        shares = shares_used = memory = memory_used = 0
+        for d in gpus:
+            if d.healthy and d.resources:
+                healthy += 1
+            u = used.get(d.minor, {})
+            core, core_used = d.resources.get(n.GPU_CORE, 0), u.get(n.GPU_CORE, 0)
+            if u:
+                allocated += 1
+                if 0 < core_used < core:
+                    shared += 1
+            shares += core
+            shares_used += core_used
+            memory += d.resources.get(n.GPU_MEMORY, 0)
+            memory_used += u.get(n.GPU_MEMORY, 0)
+        values = (healthy, allocated, shared, shares, shares_used, memory, memory_used)
+        for fam, value in zip(fams, values, strict=True):
+            fam.add_metric([name, model, pool], value)
+    return fams
+
+
+# -- fragmentation --------------------------------------------------------------------------------------------------
+
+
+class FragmentationMeter:
+    """The FGD fragmentation of a cluster, with the typical-pod model cached while the distribution is unchanged."""
+
+    def __init__(self) -> None:
+        self._model: tuple[tuple[TypicalPod, ...], FragModel] | None = None
+
+    def model(self, typical: tuple[TypicalPod, ...]) -> FragModel:
+        if self._model is None or self._model[0] != typical:
+            self._model = (typical, FragModel(typical))
+        return self._model[1]
+
+    def families(self, engine: PlacementEngine, pods: Iterable[Pod]) -> list[GaugeMetricFamily]:
+        typical = engine.config.typical_pods or typical_pods(pod_shape(p) for p in pods)
+        return fragmentation_families(engine, self.model(tuple(typical)), typical)
+
+
+def fragmentation_families(
+    engine: PlacementEngine, model: FragModel, typical: Iterable[TypicalPod]
+) -> list[GaugeMetricFamily]:
+    """Idle and fragmented GPU capacity by model and the ratios; no fragmentation without a typical pod."""
+    idle: Counter[str] = Counter()
+    frag: Counter[str] = Counter()
+    for name in engine.node_names():
+        state = engine.node_state(name)
+        if state is None or state.inventory is None or not state.inventory.devices.get(n.GPU):
+            continue
+        gpu_model, cpu_left, lefts, _ = node_gpu_state(state)
+        idle[gpu_model] += sum(lefts)
+        if model.total_weight:
+            frag[gpu_model] += model.frag(gpu_model, cpu_left, lefts)
+    weight = model.total_weight
+    idle_f, frag_f, ratio_f, cluster_f, typical_f = (
+        _gauge(spec, labels)
+        for spec, labels in zip(
+            FRAGMENTATION_FAMILIES, (["model"], ["model"], ["model"], [], []), strict=True
+        )
+    )
+    for gpu_model in sorted(idle):
+        fragmented = frag[gpu_model] / weight / MILLI if weight else 0.0
+        idle_f.add_metric([gpu_model], idle[gpu_model] / MILLI)
+        if weight:
+            frag_f.add_metric([gpu_model], fragmented)
+            ratio_f.add_metric([gpu_model], fragmented * MILLI / idle[gpu_model] if idle[gpu_model] else 0.0)
+    total_idle = sum(idle.values())
+    if weight and idle:
+        cluster_f.add_metric([], sum(frag.values()) / weight / total_idle if total_idle else 0.0)
+    typical_f.add_metric([], len(tuple(typical)))
+    return [idle_f, frag_f, ratio_f, cluster_f, typical_f]
+
+
+# -- quotas -----------------------------------------------------------------------------------------------------------
+
+
+def _refreshed(h: Hierarchy) -> Hierarchy:
+    """A copy of the hierarchy with every runtime brought up to date. The calculators assign new values to the
+    nodes' attributes (never change them in place), so shallow copies of the nodes keep the engine untouched."""
+    twin = copy.copy(h)
+    twin.nodes = {name: copy.copy(node) for name, node in h.nodes.items()}
+    twin.refresh_all()
+    return twin
+
+
+def _base(resource: str, value: int) -> float:
+    """Canonical integers in Prometheus base units: millicores become cores."""
+    return value / 1000 if is_milli_resource(resource) else float(value)
+
+
+def quota_families(h: Hierarchy) -> list[GaugeMetricFamily]:
+    labels = ["quota", "namespace", "tree", "resource"]
+    fams = [_gauge(spec, labels) for spec in QUOTA_FAMILIES[:-1]]
+    pods = _gauge(QUOTA_FAMILIES[-1], ["quota", "namespace", "tree"])
+    twin = _refreshed(h)
+    for name in sorted(twin.nodes):
+        node = twin.nodes[name]
+        spec = node.spec
+        root = twin.tree_root_of(name)
+        tree = root.name if root is not None else ""
+        base = [name, spec.namespace, tree]
+        floor = {
+            d: max(spec.min.get(d, 0), node.guaranteed.get(d, 0))
+            for d in set(spec.min) | set(node.guaranteed)
+        }
+        series: tuple[Mapping[str, int] | None, ...] = (
+            spec.min,
+            None if spec.unlimited else spec.max,
+            node.runtime,
+            node.used,
+            node.request,
+            {d: u - floor.get(d, 0) for d, u in node.used.items() if u > floor.get(d, 0)},
+        )
+        for fam, values in zip(fams, series, strict=True):
+            for resource, value in sorted((values or {}).items()):
+                fam.add_metric([*base, resource], _base(resource, value))
+        pods.add_metric(base, len(node.pods))
+    return [*fams, pods]
+
+
+# -- pending pods -----------------------------------------------------------------------------------------------------
+
+
+def pending_families(service: str, reasons: Mapping[str, Iterable[str]]) -> list[GaugeMetricFamily]:
+    """``reasons``: pod key -> its reason codes (a pod with none counts under ``Unknown``)."""
+    by_reason: Counter[str] = Counter()
+    for codes in reasons.values():
+        for code in set(codes) or {"Unknown"}:
+            by_reason[code] += 1
+    pending = _gauge(PENDING_FAMILIES[0], ["service", "reason"])
+    held = _gauge(PENDING_FAMILIES[1], ["service"])
+    for code, count in sorted(by_reason.items()):
+        pending.add_metric([service, code], count)
+    held.add_metric([service], len(reasons))
+    return [pending, held]
+
+
+def family_names(*groups: Iterable[tuple[str, str, str]]) -> Iterator[tuple[str, str, str]]:
+    for group in groups:
+        yield from group
