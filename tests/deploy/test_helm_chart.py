@@ -33,7 +33,8 @@ CHART = REPO / "deploy" / "helm" / "allot"
 BASE = REPO / "deploy" / "k8s" / "base"
 FIXTURES = Path(__file__).parent / "fixtures"
 DECIDERS = {"gang-coordinator", "quota-manager", "reservation-manager", "device-allocator", "binder"}
-SINGLETONS = {"relay", "kube-sync"}
+SINGLETONS = {"relay"}
+LEASED = DECIDERS | {"kube-sync"}  # two replicas on a Lease in lease mode
 WORKLOADS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
 
 Obj = dict[str, Any]
@@ -504,7 +505,7 @@ def test_the_settings_load_from_each_rendered_environment(case: str, rendered: d
         (container,) = pod(obj)["containers"]
         loaded = settings.load(name, _environment(objects, obj, container, namespace))
         assert loaded.nats_url == (values["nats"].get("url") or f"nats://{release}-nats:4222"), (case, name)
-        if name in DECIDERS and lease_mode:
+        if name in LEASED and lease_mode:
             assert loaded.leader_election == "lease", (case, name)
             assert loaded.lease_namespace == namespace
             role = roles[f"{obj['metadata']['name']}-lease"]
@@ -520,7 +521,7 @@ def test_the_settings_load_from_each_rendered_environment(case: str, rendered: d
 def test_advisory_mode_runs_one_replica_per_decider_without_leases(rendered: dict[str, list[Obj]]) -> None:
     objects = rendered["bundled"]
     assert by_kind(objects, "Role") == {}
-    for name in DECIDERS:
+    for name in LEASED:
         obj = workloads(objects)[name]
         assert obj["spec"]["replicas"] == 1 and obj["spec"]["strategy"] == {"type": "Recreate"}, name
         (container,) = pod(obj)["containers"]
@@ -542,7 +543,7 @@ def test_replicas_budgets_and_priority_follow_the_values(rendered: dict[str, lis
         "limits": {"cpu": "2", "memory": "1Gi"},
     }
     budgets = {component(b): b["spec"] for b in by_kind(objects, "PodDisruptionBudget").values()}
-    assert set(budgets) == DECIDERS | {"webhook"}
+    assert set(budgets) == LEASED | {"webhook"}
     assert {spec["maxUnavailable"] for spec in budgets.values()} == {"50%"}
     assert by_kind(objects, "PriorityClass") == {}
     assert {pod(o).get("priorityClassName") for o in workloads(objects).values()} == {

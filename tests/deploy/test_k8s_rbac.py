@@ -5,8 +5,8 @@ binder creates Bindings (which carry the allocation annotations) and Evictions (
 ElasticQuota status, writes Events, PodScheduled (pods/status), PodGroup status
 and the Nodes' device capacity (nodes/status); node-reporter list-watches Nodes, Koordinator Devices
 and NodeResourceTopologies; reservation-manager writes Reservation and PodMigrationJob status and deletes the ones it
-garbage-collected. Every decider (two replicas, Lease-based leader election) creates, reads and renews its own
-Lease in allot-system. Nothing else in Allot talks to the API server.
+garbage-collected. Every decider and kube-sync (two replicas, Lease-based leader election) creates, reads and renews
+its own Lease in allot-system. Nothing else in Allot talks to the API server.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ READ = ("list", "watch")
 Obj = dict[str, Any]
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb); a rule limited to names gives "resource[name]"
 DECIDERS = ("gang-coordinator", "quota-manager", "reservation-manager", "device-allocator", "binder")
+LEASED = (*DECIDERS, "kube-sync")
 
 
 def lease(decider: str) -> set[Grant]:
@@ -68,7 +69,7 @@ EXPECTED: dict[str, set[Grant]] = {
         *(("slo.koordinator.sh", "nodemetrics", verb) for verb in READ),
     },
 }
-for _decider in DECIDERS:
+for _decider in LEASED:
     EXPECTED[f"allot-{_decider}"] = EXPECTED.get(f"allot-{_decider}", set()) | lease(_decider)
 
 
@@ -131,7 +132,7 @@ def test_every_workload_has_its_own_account_and_a_token_only_if_it_has_grants(
 
 
 def test_leases_are_granted_in_the_namespace_only(base: list[Obj]) -> None:
-    """A decider's Lease rights come from a Role in allot-system, never from a ClusterRole."""
+    """A leased process's Lease rights come from a Role in allot-system, never from a ClusterRole."""
     for role in [o for o in base if o["kind"] == "ClusterRole"]:
         assert not [r for r in role["rules"] if "coordination.k8s.io" in r["apiGroups"]], role["metadata"][
             "name"
@@ -140,4 +141,4 @@ def test_leases_are_granted_in_the_namespace_only(base: list[Obj]) -> None:
         o for o in base if o["kind"] == "Role" and "coordination.k8s.io" in o["rules"][0]["apiGroups"]
     ]
     assert {o["metadata"]["namespace"] for o in lease_roles} == {"allot-system"}
-    assert len(lease_roles) == len(DECIDERS)
+    assert len(lease_roles) == len(LEASED)

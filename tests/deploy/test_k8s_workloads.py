@@ -22,7 +22,10 @@ BASE, DEV = K8S / "base", K8S / "overlays" / "dev"
 NAMESPACE = "allot-system"
 WORKLOAD_KINDS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"}
-SINGLETONS = {"relay", "kube-sync"}
+SINGLETONS = {"relay"}
+LEASED_SERVICES = {
+    "kube-sync"
+}  # not a decider, but writes the log: two replicas on a Lease like the deciders
 
 Obj = dict[str, Any]
 
@@ -131,12 +134,12 @@ def test_deciders_run_two_replicas_on_their_lease_and_the_singletons_one(
         (container,) = containers(obj)
         env = {e["name"]: e for e in container.get("env", [])}
         if component(obj) in SINGLETONS:
-            # Exactly one: Recreate, so a rollout never runs the old and the new relay (or kube-sync) at once.
+            # Exactly one: Recreate, so a rollout never runs the old and the new relay at once.
             assert obj["spec"]["replicas"] == 1, component(obj)
             assert obj["spec"]["strategy"]["type"] == "Recreate", component(obj)
             assert "ALLOT_LEADER_ELECTION" not in env, component(obj)
             continue
-        assert component(obj) in deciders, component(obj)
+        assert component(obj) in deciders | LEASED_SERVICES, component(obj)
         assert obj["spec"]["replicas"] == 2, component(obj)
         # A rollout starts the new replica before it stops an old one: a standby is always there.
         assert obj["spec"]["strategy"] == {
@@ -147,7 +150,9 @@ def test_deciders_run_two_replicas_on_their_lease_and_the_singletons_one(
         # The Lease the process takes is the one its Role lets it renew, in the pod's own namespace.
         assert env["ALLOT_LEASE_NAME"]["value"] == obj["metadata"]["name"] in granted, component(obj)
         assert env["ALLOT_LEASE_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
-    assert {component(o) for o in workloads(base) if o["kind"] == "Deployment"} == deciders | SINGLETONS
+    assert {component(o) for o in workloads(base) if o["kind"] == "Deployment"} == (
+        deciders | LEASED_SERVICES | SINGLETONS
+    )
 
 
 def test_replicated_deployments_have_a_disruption_budget_and_singletons_none(base: list[Obj]) -> None:

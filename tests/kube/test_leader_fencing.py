@@ -5,10 +5,17 @@ refusal is recorded."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
+import socket
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
@@ -16,7 +23,7 @@ from allot_contracts.errors import Fenced
 from allot_contracts.events import ObjectRef, PodBindRequested
 from allot_eventstore import Fence
 from allot_eventstore.postgres import PostgresEventStore
-from allot_runtime.kube.lease import Leadership, LeadershipLost, LeaseConfig
+from allot_runtime.kube.lease import GuardedStore, Leadership, LeadershipLost, LeaseConfig
 from allot_testing.builders import a_pod
 from allot_testing.fake_kube import FakeKube
 from binder.adapters.kube import BindWorker, View
@@ -27,14 +34,16 @@ pytestmark = pytest.mark.integration
 FAST = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1}
 
 
-async def candidate(kube: FakeKube, tmp_path: Any, database_url: str, identity: str) -> Leadership:
+async def candidate(
+    kube: FakeKube, tmp_path: Any, database_url: str, identity: str, decider: str = "binder"
+) -> Leadership:
     from allot_runtime.kube import api_client
 
     client = await api_client(kube.kubeconfig(tmp_path))
-    client.user_agent = f"allot-binder/{identity}"
-    config = LeaseConfig(namespace="allot-system", name="allot-binder", identity=identity, **FAST)
+    client.user_agent = f"allot-{decider}/{identity}"
+    config = LeaseConfig(namespace="allot-system", name=f"allot-{decider}", identity=identity, **FAST)
     return Leadership(
-        client=client, store=PostgresEventStore.connect(database_url), config=config, decider="binder"
+        client=client, store=PostgresEventStore.connect(database_url), config=config, decider=decider
     )
 
 
@@ -178,3 +187,211 @@ async def test_releasing_on_stop_hands_over_at_once(
         for leader in (first, second):
             await leader.client.close()
             await leader.store.close()
+
+
+async def test_a_paused_kube_sync_leader_records_nothing_and_its_refusal_is_recorded(
+    kube: FakeKube, tmp_path: Any, database_url: str, store: Any, eventually: Any
+) -> None:
+    from allot_cli.kube.sync import KubeSync
+
+    first = await candidate(kube, tmp_path, database_url, "a", decider="kube-sync")
+    second = await candidate(kube, tmp_path, database_url, "b", decider="kube-sync")
+    stop = asyncio.Event()
+    start = (await store.head())[0]
+    fenced = PostgresEventStore.connect(database_url, fence=Fence("kube-sync", 1))
+    try:
+        assert await first.acquire(stop)
+        # Paused before it recorded anything (its lease is never renewed): the other replica takes over.
+        assert await asyncio.wait_for(second.acquire(stop), timeout=5)
+        assert (first.term, second.term) == (1, 2)
+        kube.create(_synced_pod("p"))
+
+        # The old leader resumes and lists: every append is refused, the refusal is recorded once, it steps down.
+        stale = KubeSync(
+            store=GuardedStore(fenced, first, "recording the cluster's objects"),
+            client=first.client,
+            watch_timeout=2,
+            backoff=(0.05, 0.2),
+        )
+        running = asyncio.create_task(stale.run(stop))
+
+        async def refused() -> bool:
+            return [r async for r in store.iterate(types={"leader.write_refused"}, after=start)] != []
+
+        await eventually(refused, timeout=10, what="the refusal recorded")
+        await asyncio.sleep(0.5)  # its list-watches keep retrying
+        stop.set()
+        await asyncio.wait_for(running, timeout=10)
+        with pytest.raises(LeadershipLost):
+            await first.hold(asyncio.Event())
+        recorded = [(r.type, r.producer, json.loads(r.payload)) async for r in store.iterate(after=start)]
+        assert [t for t, _, _ in recorded] == ["leader.elected", "leader.elected", "leader.write_refused"]
+        refusal = recorded[-1][2]
+        assert (refusal["decider"], refusal["holder"], refusal["term"], refusal["current"]) == (
+            "kube-sync",
+            "a",
+            1,
+            2,
+        )
+        assert refusal["target"] == "log"
+    finally:
+        stop.set()
+        await fenced.close()
+        for leader in (first, second):
+            await leader.client.close()
+            await leader.store.close()
+
+
+# -- kube-sync: two replicas, one records ---------------------------------------------------------------------------
+
+ALLOT = str(Path(sys.executable).parent / "allot")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _synced_pod(name: str) -> dict[str, Any]:
+    pod = a_pod(name, namespace="team")
+    del pod["metadata"]["uid"]
+    pod["spec"]["schedulerName"] = "allot-scheduler"
+    pod["status"] = {"phase": "Pending"}
+    return pod
+
+
+class KubeSyncProcess:
+    """``allot kube-sync`` as its own process, in lease mode with short durations."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, port: int) -> None:
+        self.proc = proc
+        self.port = port
+
+    @classmethod
+    async def start(cls, kube: FakeKube, tmp_path: Any, database_url: str) -> KubeSyncProcess:
+        port = _free_port()
+        env = {
+            **os.environ,
+            "ALLOT_DATABASE_URL": database_url,
+            "ALLOT_KUBECONFIG": kube.kubeconfig(tmp_path),
+            "ALLOT_HTTP_HOST": "127.0.0.1",
+            "ALLOT_HTTP_PORT": str(port),
+            "ALLOT_LEADER_ELECTION": "lease",
+            "ALLOT_LEASE_NAMESPACE": "allot-system",
+            "ALLOT_LEASE_DURATION_S": "1",
+            "ALLOT_LEASE_RENEW_DEADLINE_S": "0.6",
+            "ALLOT_LEASE_RETRY_PERIOD_S": "0.1",
+            "ALLOT_LOG_FORMAT": "text",
+        }
+        err = os.open(tmp_path / f"kube-sync-{port}.log", os.O_WRONLY | os.O_CREAT)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                ALLOT, "kube-sync", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=err
+            )
+        finally:
+            os.close(err)
+        return cls(proc, port)
+
+    async def health(self) -> dict[str, Any] | None:
+        with contextlib.suppress(aiohttp.ClientError, OSError):
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(f"http://127.0.0.1:{self.port}/healthz") as r,
+            ):
+                return dict(await r.json())
+        return None
+
+    async def phase(self) -> str:
+        return str((await self.health() or {}).get("phase", ""))
+
+    async def stop(self) -> int:
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGCONT)
+                self.proc.terminate()
+        return await asyncio.wait_for(self.proc.wait(), timeout=15)
+
+
+async def test_kube_sync_replicas_record_one_at_a_time_and_a_resumed_ex_leader_records_nothing(
+    kube: FakeKube, tmp_path: Any, database_url: str, store: Any, eventually: Any
+) -> None:
+    async def recorded() -> list[tuple[str, str, str | None]]:
+        return [
+            (r.type, r.stream_id, r.metadata.get("fence"))
+            async for r in store.iterate(
+                types={"pod.submitted", "leader.elected", "leader.write_refused"},
+                after=start,
+            )
+        ]
+
+    def holder() -> str:
+        lease = kube.get("Lease", "allot-kube-sync", "allot-system") or {}
+        return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+    start = (await store.head())[0]
+    kube.create(_synced_pod("before"))
+    first = await KubeSyncProcess.start(kube, tmp_path, database_url)
+    second: KubeSyncProcess | None = None
+    third: KubeSyncProcess | None = None
+    try:
+        await eventually(first.health, timeout=30, what="the first replica answers")
+        await eventually(
+            lambda: _has(recorded, ("pod.submitted", "pod:team/before")), timeout=30, what="recorded"
+        )
+        leader = holder()
+        assert leader
+        second = await KubeSyncProcess.start(kube, tmp_path, database_url)
+
+        async def standing_by() -> bool:
+            return (await second.phase()).startswith("standing by")
+
+        await eventually(standing_by, timeout=30, what="the second replica stands by")
+        await asyncio.sleep(1.5)  # more than the lease duration: the leader renews, the standby keeps waiting
+        assert holder() == leader and await standing_by()
+
+        # Pause the leader (SIGSTOP) past its lease: the standby takes over with term 2 and records from now on.
+        first.proc.send_signal(signal.SIGSTOP)
+        await eventually(lambda: holder() not in ("", leader), timeout=15, what="the standby takes over")
+
+        async def running() -> bool:
+            return await second.phase() == "running"
+
+        await eventually(running, timeout=15, what="the new leader runs")
+        kube.create(_synced_pod("during"))
+        await eventually(
+            lambda: _has(recorded, ("pod.submitted", "pod:team/during", "kube-sync/2")),
+            timeout=15,
+            what="the new leader records",
+        )
+        # The new leader stops (handing the lease back); a pod arrives that nobody has recorded yet.
+        assert await second.stop() == 0
+        kube.create(_synced_pod("after"))
+
+        # The old leader resumes: its open watch hands it the pod, its append under term 1 is refused and
+        # recorded, and it exits for its supervisor to restart it as a standby.
+        first.proc.send_signal(signal.SIGCONT)
+        assert await asyncio.wait_for(first.proc.wait(), timeout=15) == 1
+        log = await recorded()
+        assert not [entry for entry in log if entry[1] == "pod:team/after"]
+        assert [e for e in log if e[0] == "pod.submitted"] == [
+            ("pod.submitted", "pod:team/before", "kube-sync/1"),
+            ("pod.submitted", "pod:team/during", "kube-sync/2"),
+        ]
+        assert [e[0] for e in log if e[0].startswith("leader.")][:2] == ["leader.elected", "leader.elected"]
+
+        # A restarted replica takes over (term 3) and records what the ex-leader could not.
+        third = await KubeSyncProcess.start(kube, tmp_path, database_url)
+        await eventually(
+            lambda: _has(recorded, ("pod.submitted", "pod:team/after", "kube-sync/3")),
+            timeout=30,
+            what="the next leader records it",
+        )
+    finally:
+        for replica in (first, second, third):
+            if replica is not None:
+                await replica.stop()
+
+
+async def _has(recorded: Any, entry: tuple[str, ...]) -> bool:
+    return any(found[: len(entry)] == entry for found in await recorded())

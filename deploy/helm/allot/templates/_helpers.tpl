@@ -97,7 +97,7 @@ relay:
 kube-sync:
   kind: Deployment
   command: [allot, kube-sync]
-  singleton: true
+  leased: true
   schedulerName: true
   rules:
     - apiGroups: [""]

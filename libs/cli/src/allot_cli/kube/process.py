@@ -8,13 +8,22 @@ ALLOT_DATABASE_URL          (required)          PostgreSQL holding the event log
 ALLOT_SCHEDULER_NAME        allot-scheduler     pods with this ``spec.schedulerName`` are Allot's
 ALLOT_KUBECONFIG            (none)              kubeconfig path; else ``KUBECONFIG``, the in-cluster service
                                                 account, ``~/.kube/config``
+ALLOT_LEADER_ELECTION       advisory            ``advisory``: a PostgreSQL advisory lock (``kube-sync``) lets one
+                                                replica record, the others stand by; ``lease``: the Lease
+                                                ``ALLOT_LEASE_NAME`` (default ``allot-kube-sync``) in
+                                                ``ALLOT_LEASE_NAMESPACE``, and every append carries the leader's
+                                                term (``allot_runtime.kube.lease``)
+ALLOT_LEASE_DURATION_S, _RENEW_DEADLINE_S, _RETRY_PERIOD_S  as for the services (15, 10, 2)
 ALLOT_HTTP_HOST / _PORT     0.0.0.0 / 8080      health and metrics listener
 ALLOT_LOG_LEVEL / _FORMAT   INFO / json
 ==========================  ==================  =====================================================================
 
-``/healthz`` answers at once; ``/readyz`` turns 200 once every resource's first list is recorded. Exactly one
-kube-sync should run per installation (replicas 1, ``Recreate``); a brief overlap records nothing twice for the
-same object version (derived event ids), but two live copies would race on every change.
+``/healthz`` answers at once; ``/readyz`` turns 200 once every resource's first list is recorded (a standby never
+is). Exactly one replica records at a time: it holds the advisory lock or the Lease, the others wait for it
+(``phase``: standing by). With the Lease, a replica that lost it (paused, partitioned) cannot append any more: the
+log refuses its term, the refusal is recorded (``leader.write_refused``) and it exits, to be restarted as a
+standby. An overlap would record nothing twice for the same object version anyway (derived event ids), but two
+live copies would race on every change.
 """
 
 from __future__ import annotations
@@ -29,13 +38,18 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
-from allot_cli.kube.sync import DEFAULT_SCHEDULER_NAME, KubeSync
+from allot_cli.kube.sync import DEFAULT_SCHEDULER_NAME, PRODUCER, KubeSync
+from allot_contracts.errors import Unavailable
 from allot_eventstore.migrate import ensure_current
+from allot_eventstore.ownership import Ownership
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime import logs
+from allot_runtime.kube.lease import GuardedStore, Leadership, LeaseConfig, lease_identity, while_leading
+from allot_runtime.settings import load as load_settings
 
 # The variables this process reads besides the shared ALLOT_* settings (for deployment checks and docs).
 ENVIRONMENT = ("ALLOT_SCHEDULER_NAME", "ALLOT_KUBECONFIG")
+DEFAULT_LEASE = "allot-kube-sync"
 
 
 async def _serve(holder: dict[str, Any], registry: CollectorRegistry, host: str, port: int) -> web.AppRunner:
@@ -74,6 +88,7 @@ async def run_kube_sync(
     )
     log = logging.getLogger("allot.kube-sync")
     database_url = os.environ["ALLOT_DATABASE_URL"]
+    settings = load_settings(PRODUCER)  # leader election; a bad value is refused before anything starts
     scheduler_name = scheduler_name or os.environ.get("ALLOT_SCHEDULER_NAME") or DEFAULT_SCHEDULER_NAME
     if stop is None:
         stop = asyncio.Event()
@@ -104,15 +119,51 @@ async def run_kube_sync(
         from allot_runtime.kube import api_client
 
         holder["phase"] = "connecting to the API server"
-        store = PostgresEventStore.connect(database_url)
         client = await api_client(kubeconfig)
+        stores: list[PostgresEventStore] = []
         try:
+            hold: Any
+            store: Any
+            if settings.leader_election == "lease":
+                config = LeaseConfig(
+                    namespace=settings.lease_namespace,
+                    name=settings.lease_name or DEFAULT_LEASE,
+                    identity=lease_identity(),
+                    lease_duration=settings.lease_duration_s,
+                    renew_deadline=settings.lease_renew_deadline_s,
+                    retry_period=settings.lease_retry_period_s,
+                )
+                client.user_agent = f"allot-kube-sync/{config.identity}"
+                stores.append(PostgresEventStore.connect(database_url))
+                leadership = Leadership(client=client, store=stores[-1], config=config, decider=PRODUCER)
+                holder["phase"] = "standing by: waiting for the lease"
+                if not await leadership.acquire(stop):
+                    return
+                stores.append(PostgresEventStore.connect(database_url, fence=leadership.fence))
+                store = GuardedStore(stores[-1], leadership, "recording the cluster's objects")
+                hold = leadership.hold
+            else:
+                ownership = Ownership(database_url, PRODUCER)
+                holder["phase"] = "standing by: another replica records"
+                if not await ownership.acquire(stop):
+                    await ownership.release()
+                    return
+                stores.append(PostgresEventStore.connect(database_url))
+                store = stores[-1]
+                hold = ownership.hold
             sync = KubeSync(store=store, client=client, scheduler_name=scheduler_name, registry=registry)
             holder.update(sync=sync, phase="running")
-            await sync.run(stop)
+            try:
+                await while_leading(hold, sync.run, stop)
+            except (
+                Unavailable
+            ) as exc:  # the lease or the lock was lost: a supervisor restarts this as a standby
+                log.error("%s", exc)
+                raise SystemExit(1) from exc
         finally:
             await client.close()
-            await store.close()
+            for opened in stores:
+                await opened.close()
         log.info("kube-sync stopped")
     finally:
         await runner.cleanup()

@@ -21,6 +21,9 @@ for the lease duration, by its own clock. What client-go does not give, and Allo
 - **Stepping down.** A refused write is recorded once (``leader.write_refused``, outside the fence), and
   :meth:`Leadership.hold` — the task that renews the lease — raises :class:`LeadershipLost`; the process exits and
   its supervisor restarts it as a follower.
+- **Writers without their own refusal handling** (kube-sync's list-watches retry every transient error, and a
+  refused append is one) get the leader's store wrapped in :class:`GuardedStore`, which reports the refusal, and run
+  under :func:`while_leading`, which stops them when the leadership is lost.
 
 Nothing here decides anything about scheduling: this is the IO shell deciding who may write.
 """
@@ -30,8 +33,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -320,3 +325,53 @@ async def _first(*events: asyncio.Event, timeout: float) -> None:
     finally:
         for waiter in waiters:
             waiter.cancel()
+
+
+def lease_identity() -> str:
+    """A candidate's identity: the pod's name (``HOSTNAME``) and a random suffix, so a restarted container is a new
+    candidate and never mistakes the lease of its previous life for its own."""
+    return f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{os.urandom(6).hex()}"
+
+
+class GuardedStore:
+    """The leader's fenced store for a writer that has no refusal handling of its own: an append refused for a
+    stale term is recorded (:meth:`Leadership.refused`, which also makes :meth:`Leadership.hold` raise) before the
+    :class:`Fenced` error goes on to the writer. Everything else is the store's own."""
+
+    def __init__(self, store: EventStore, leadership: Leadership, what: str) -> None:
+        self._store = store
+        self._leadership = leadership
+        self._what = what
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def append(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self._store.append(*args, **kwargs)
+        except Fenced as exc:
+            await self._leadership.refused(exc, self._what)
+            raise
+
+
+async def while_leading(
+    hold: Callable[[asyncio.Event], Awaitable[None]],
+    work: Callable[[asyncio.Event], Awaitable[None]],
+    stop: asyncio.Event,
+) -> None:
+    """Run ``work`` for as long as ``hold`` keeps this process the leader (:meth:`Leadership.hold`, or an advisory
+    lock's). Both get one stop event, set by ``stop`` or as soon as either returns or raises; ``work`` has stopped
+    before this returns. An error of ``hold`` (the leadership was lost) is raised first, then one of ``work``."""
+    until = asyncio.Event()
+    holding = asyncio.ensure_future(hold(until))
+    working = asyncio.ensure_future(work(until))
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({holding, working, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        until.set()
+        stopping.cancel()
+        held, worked = await asyncio.gather(holding, working, return_exceptions=True)
+    for outcome in (held, worked):
+        if isinstance(outcome, BaseException):
+            raise outcome
