@@ -20,23 +20,35 @@ from typing import Any, ClassVar
 from allot_contracts.events import Event
 from allot_reservation import INTERESTS, NAME, ReservationConfig, ReservationEngine
 from allot_runtime.processor import Emit
+from reservation_manager.descheduler import INTERESTS as DESCHEDULING
+from reservation_manager.descheduler import Descheduler, owns
 
 
 class ReservationManager:
     name: ClassVar[str] = NAME
-    interests: ClassVar[frozenset[str]] = INTERESTS
+    interests: ClassVar[frozenset[str]] = INTERESTS | DESCHEDULING
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
+        config = dict(config or {})
+        self.descheduler = Descheduler(config.pop("descheduler", None))  # docs/descheduling.md
         self.engine = ReservationEngine(ReservationConfig.from_dict(config))
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
-        self.engine.apply(event, at)
+        if not owns(event):
+            self.engine.apply(event, at)
+        self.descheduler.apply(event, at)
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
-        return [Emit(stream_id=stream, event=out) for stream, out in self.engine.decide(event, at)]
+        out = [] if owns(event) else self.engine.decide(event, at)
+        out += self.descheduler.decide(event, at, self.engine)
+        return [Emit(stream_id=stream, event=decided) for stream, decided in out]
 
     def next_deadline(self) -> int | None:
-        return self.engine.next_deadline()
+        times = [t for t in (self.engine.next_deadline(), self.descheduler.next_deadline()) if t is not None]
+        return min(times) if times else None
 
     def snapshot(self) -> dict[str, Any]:
-        return self.engine.snapshot()
+        snapshot = self.engine.snapshot()
+        if self.descheduler.enabled:
+            snapshot["descheduler"] = self.descheduler.snapshot()
+        return snapshot

@@ -29,6 +29,7 @@ from allot_contracts.events.cluster import (
     TopologyRemoved,
     TopologyReported,
 )
+from allot_contracts.events.descheduling import DeschedulerCandidate, DeschedulerNode, DeschedulerRound
 from allot_contracts.events.gangs import (
     GangGroupAdmitted,
     GangGroupPlaced,
@@ -262,6 +263,7 @@ AnyEvent = (
     | NodeMetricRejected
     | NodeMetricRemoved
     | NodeMetricReported
+    | DeschedulerRound
     | LeaderElected
     | LeaderWriteRefused
 )
@@ -356,6 +358,9 @@ __all__ = [
     "NodeMetricRejected",
     "NodeMetricRemoved",
     "NodeMetricReported",
+    "DeschedulerCandidate",
+    "DeschedulerNode",
+    "DeschedulerRound",
     "NodeRegistered",
     "NodeRejected",
     "NodeRemoved",

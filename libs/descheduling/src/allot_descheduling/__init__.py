@@ -1,0 +1,30 @@
+"""The descheduler, pure: Koordinator's ``DeschedulerConfiguration`` and one LowNodeLoad round over the nodes'
+NodeMetrics (which nodes are hot, which idle, which pods move where, and why each other pod does not).
+User-facing behaviour: docs/descheduling.md; where it runs: docs/adr/0009-descheduler.md."""
+
+from allot_descheduling.config import (
+    AnomalyCondition,
+    DeschedulerConfig,
+    DeschedulerConfigError,
+    LowNodeLoadArgs,
+    NodePool,
+    Profile,
+    parse_config,
+)
+from allot_descheduling.lownodeload import Detector, Move, NodeInput, PodInput, RoundOutcome, run_round
+
+__all__ = [
+    "AnomalyCondition",
+    "DeschedulerConfig",
+    "DeschedulerConfigError",
+    "Detector",
+    "LowNodeLoadArgs",
+    "Move",
+    "NodeInput",
+    "NodePool",
+    "PodInput",
+    "Profile",
+    "RoundOutcome",
+    "parse_config",
+    "run_round",
+]

@@ -1,0 +1,547 @@
+"""The descheduler's configuration in Koordinator's shape: ``DeschedulerConfiguration`` (``descheduler/v1alpha2``)
+with profiles, their plugins and ``pluginConfig`` — ``LowNodeLoad`` args (``LowNodeLoadArgs``) and the
+``MigrationController`` args the descheduler itself reads.
+
+Read (every other key is refused with its field path)::
+
+    apiVersion: descheduler/v1alpha2          # optional
+    kind: DeschedulerConfiguration            # optional
+    deschedulingInterval: 60s                 # Allot's default
+    dryRun: false                             # every profile records what it would do, asks for nothing
+    profiles:
+    - name: koord-descheduler
+      plugins:
+        balance: {enabled: [{name: LowNodeLoad}], disabled: [...]}   # LowNodeLoad runs when enabled (or configured)
+        evict: {enabled: [{name: MigrationController}]}               # accepted; migrations are the only way out
+      pluginConfig:
+      - name: LowNodeLoad
+        args:
+          paused: false
+          dryRun: false
+          nodeSelector: {matchLabels: {...}}
+          useDeviationThresholds: false
+          lowThresholds: {cpu: 30, memory: 40}     # percent of allocatable (numbers 0–100)
+          highThresholds: {cpu: 70, memory: 80}
+          prodLowThresholds: {...}                 # the same, over the prod pods' usage (optional)
+          prodHighThresholds: {...}
+          resourceWeights: {cpu: 1, memory: 1}
+          anomalyCondition: {timeout: 1m, consecutiveAbnormalities: 5, consecutiveNormalities: 3}
+          evictableNamespaces: {include: [...], exclude: [...]}
+          nodeMetricExpirationSeconds: 180
+          numberOfNodes: 0
+          podSelectors: [{name: web, selector: {matchLabels: {...}}}]
+          nodePools: [{name, nodeSelector, useDeviationThresholds, lowThresholds, highThresholds, prodLowThresholds,
+                       prodHighThresholds, resourceWeights, anomalyCondition}]
+      - name: MigrationController
+        args: {defaultJobMode: ReservationFirst, defaultJobTTL: 5m, evictLocalStoragePods: false,
+               evictSystemCriticalPods: false}
+
+Rules: low and high thresholds name the same resources, each low at most its high (prod ones likewise, both or
+neither); a pool's fields it does not set come from the top-level args; without ``nodePools`` the top-level args are
+one pool named after the profile. ``consecutiveAbnormalities`` is at least 1. Pure: no IO, no clock.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Final
+
+import msgspec
+
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.migration import EVICT_DIRECTLY, RESERVATION_FIRST
+from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
+from allot_contracts.objects.times import DurationError, parse_duration_us
+
+__all__ = [
+    "AnomalyCondition",
+    "DeschedulerConfig",
+    "DeschedulerConfigError",
+    "LowNodeLoadArgs",
+    "NodePool",
+    "Profile",
+    "parse_config",
+]
+
+PLUGIN: Final = "LowNodeLoad"
+MIGRATION: Final = "MigrationController"
+DEFAULT_INTERVAL_US: Final = 60_000_000
+_TOP_FIELDS: Final = frozenset({"apiVersion", "kind", "deschedulingInterval", "dryRun", "profiles"})
+_PROFILE_FIELDS: Final = frozenset({"name", "plugins", "pluginConfig"})
+_POOL_FIELDS: Final = frozenset(
+    {
+        "name",
+        "nodeSelector",
+        "useDeviationThresholds",
+        "lowThresholds",
+        "highThresholds",
+        "prodLowThresholds",
+        "prodHighThresholds",
+        "resourceWeights",
+        "anomalyCondition",
+    }
+)
+_ARGS_FIELDS: Final = (_POOL_FIELDS - {"name"}) | {
+    "apiVersion",
+    "kind",
+    "paused",
+    "dryRun",
+    "nodeFit",
+    "evictableNamespaces",
+    "nodeMetricExpirationSeconds",
+    "numberOfNodes",
+    "podSelectors",
+    "nodePools",
+}
+_MIGRATION_FIELDS: Final = frozenset(
+    {
+        "apiVersion",
+        "kind",
+        "defaultJobMode",
+        "defaultJobTTL",
+        "evictLocalStoragePods",
+        "evictSystemCriticalPods",
+    }
+)
+
+Thresholds = dict[str, Fraction]
+
+
+class DeschedulerConfigError(ValueError):
+    def __init__(self, issues: list[FieldIssue]) -> None:
+        super().__init__("invalid descheduler configuration: " + "; ".join(str(i) for i in issues))
+        self.issues = issues
+
+
+class AnomalyCondition(msgspec.Struct, frozen=True, kw_only=True):
+    timeout_us: int = 60_000_000
+    consecutive_abnormalities: int = 5
+    consecutive_normalities: int = 3
+
+
+class NodePool(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    selector: LabelSelector | None = None
+    use_deviation: bool = False
+    low: Thresholds = {}
+    high: Thresholds = {}
+    prod_low: Thresholds = {}
+    prod_high: Thresholds = {}
+    weights: dict[str, int] = {}
+    anomaly: AnomalyCondition = AnomalyCondition()
+
+
+class LowNodeLoadArgs(msgspec.Struct, frozen=True, kw_only=True):
+    paused: bool = False
+    dry_run: bool = False
+    node_fit: bool = True
+    node_selector: LabelSelector | None = None
+    include_namespaces: tuple[str, ...] = ()
+    exclude_namespaces: tuple[str, ...] = ()
+    expiration_us: int = 180_000_000
+    number_of_nodes: int = 0
+    pod_selectors: tuple[LabelSelector, ...] = ()
+    pools: tuple[NodePool, ...] = ()
+
+
+class Profile(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    low_node_load: LowNodeLoadArgs | None = None
+    job_mode: str = RESERVATION_FIRST
+    job_ttl_us: int = 0
+    evict_local_storage: bool = False
+    evict_system_critical: bool = False
+
+
+class DeschedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
+    interval_us: int = DEFAULT_INTERVAL_US
+    dry_run: bool = False
+    profiles: tuple[Profile, ...] = ()
+
+    @property
+    def enabled(self) -> bool:
+        return any(p.low_node_load is not None for p in self.profiles)
+
+
+def _unknown(raw: dict[str, Any], allowed: frozenset[str], path: str, issues: list[FieldIssue]) -> None:
+    for key in sorted(set(raw) - allowed):
+        issues.append(
+            FieldIssue(
+                path=f"{path}{key}",
+                code="FieldValueNotSupported",
+                message=f"unknown field; supported: {', '.join(sorted(allowed))}",
+            )
+        )
+
+
+def _object(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        issues.append(FieldIssue(path=path, message="must be an object"))
+        return {}
+    return raw
+
+
+def _bool(raw: Any, path: str, issues: list[FieldIssue], default: bool) -> bool:
+    if raw is None:
+        return default
+    if not isinstance(raw, bool):
+        issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
+        return default
+    return raw
+
+
+def _int(raw: Any, path: str, issues: list[FieldIssue], default: int, minimum: int) -> int:
+    if raw is None:
+        return default
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < minimum:
+        issues.append(FieldIssue(path=path, message=f"must be an integer ≥ {minimum}", value=str(raw)))
+        return default
+    return raw
+
+
+def _duration(raw: Any, path: str, issues: list[FieldIssue], default: int) -> int:
+    if raw is None:
+        return default
+    try:
+        return parse_duration_us(raw)
+    except DurationError as exc:
+        issues.append(FieldIssue(path=path, code="InvalidValue", message=str(exc), value=str(raw)))
+        return default
+
+
+def _thresholds(raw: Any, path: str, issues: list[FieldIssue]) -> Thresholds | None:
+    """``{resource: percent}`` (numbers 0–100); ``None`` when absent."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        issues.append(FieldIssue(path=path, message="must be a map of resource name to percentage"))
+        return {}
+    out: Thresholds = {}
+    for name, value in sorted(raw.items()):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
+            issues.append(
+                FieldIssue(
+                    path=f"{path}.{name}", message="must be a percentage from 0 to 100", value=str(value)
+                )
+            )
+            continue
+        out[str(name)] = Fraction(str(value))
+    return out
+
+
+def _pair(
+    low: Thresholds | None,
+    high: Thresholds | None,
+    path: str,
+    names: tuple[str, str],
+    issues: list[FieldIssue],
+) -> tuple[Thresholds, Thresholds]:
+    low_name, high_name = names
+    if low is None and high is None:
+        return {}, {}
+    if low is None or high is None:
+        missing = low_name if low is None else high_name
+        issues.append(
+            FieldIssue(
+                path=f"{path}{missing}", code="Required", message=f"{low_name} and {high_name} go together"
+            )
+        )
+        return {}, {}
+    if set(low) != set(high):
+        issues.append(
+            FieldIssue(
+                path=f"{path}{high_name}",
+                message=f"must name the same resources as {low_name} ({', '.join(sorted(low)) or 'none'})",
+            )
+        )
+        return {}, {}
+    for name in sorted(low):
+        if low[name] > high[name]:
+            issues.append(
+                FieldIssue(
+                    path=f"{path}{low_name}.{name}",
+                    message=f"must not exceed {high_name}.{name} ({high[name]})",
+                    value=str(low[name]),
+                )
+            )
+    return low, high
+
+
+def _anomaly(raw: Any, path: str, issues: list[FieldIssue], default: AnomalyCondition) -> AnomalyCondition:
+    if raw is None:
+        return default
+    data = _object(raw, path, issues)
+    _unknown(
+        data, frozenset({"timeout", "consecutiveAbnormalities", "consecutiveNormalities"}), f"{path}.", issues
+    )
+    return AnomalyCondition(
+        timeout_us=_duration(data.get("timeout"), f"{path}.timeout", issues, default.timeout_us),
+        consecutive_abnormalities=_int(
+            data.get("consecutiveAbnormalities"),
+            f"{path}.consecutiveAbnormalities",
+            issues,
+            default.consecutive_abnormalities,
+            1,
+        ),
+        consecutive_normalities=_int(
+            data.get("consecutiveNormalities"),
+            f"{path}.consecutiveNormalities",
+            issues,
+            default.consecutive_normalities,
+            0,
+        ),
+    )
+
+
+def _weights(raw: Any, path: str, issues: list[FieldIssue], default: dict[str, int]) -> dict[str, int]:
+    if raw is None:
+        return default
+    out: dict[str, int] = {}
+    for name, value in sorted(_object(raw, path, issues).items()):
+        out[str(name)] = _int(value, f"{path}.{name}", issues, 1, 0)
+    return out
+
+
+def _selector(raw: Any, path: str, issues: list[FieldIssue]) -> LabelSelector | None:
+    return None if raw is None else parse_label_selector(raw, path, issues)
+
+
+def _pool(raw: dict[str, Any], path: str, issues: list[FieldIssue], base: NodePool) -> NodePool:
+    low = _thresholds(raw.get("lowThresholds"), f"{path}lowThresholds", issues)
+    high = _thresholds(raw.get("highThresholds"), f"{path}highThresholds", issues)
+    prod_low = _thresholds(raw.get("prodLowThresholds"), f"{path}prodLowThresholds", issues)
+    prod_high = _thresholds(raw.get("prodHighThresholds"), f"{path}prodHighThresholds", issues)
+    if low is None and high is None:
+        low, high = base.low, base.high
+    else:
+        low, high = _pair(low, high, path, ("lowThresholds", "highThresholds"), issues)
+    if prod_low is None and prod_high is None:
+        prod_low, prod_high = base.prod_low, base.prod_high
+    else:
+        prod_low, prod_high = _pair(
+            prod_low, prod_high, path, ("prodLowThresholds", "prodHighThresholds"), issues
+        )
+    return NodePool(
+        name=str(raw.get("name") or base.name),
+        selector=_selector(raw.get("nodeSelector"), f"{path}nodeSelector", issues),
+        use_deviation=_bool(
+            raw.get("useDeviationThresholds"), f"{path}useDeviationThresholds", issues, base.use_deviation
+        ),
+        low=low,
+        high=high,
+        prod_low=prod_low,
+        prod_high=prod_high,
+        weights=_weights(raw.get("resourceWeights"), f"{path}resourceWeights", issues, base.weights),
+        anomaly=_anomaly(raw.get("anomalyCondition"), f"{path}anomalyCondition", issues, base.anomaly),
+    )
+
+
+def _strings(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+        issues.append(FieldIssue(path=path, message="must be a list of names"))
+        return ()
+    return tuple(raw)
+
+
+def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) -> LowNodeLoadArgs:
+    data = _object(raw, path, issues)
+    _unknown(data, _ARGS_FIELDS, f"{path}.", issues)
+    base = _pool(data, f"{path}.", issues, NodePool(name=profile, weights={"cpu": 1, "memory": 1}))
+    pools: list[NodePool] = []
+    raw_pools = data.get("nodePools")
+    if raw_pools is not None and not isinstance(raw_pools, list):
+        issues.append(FieldIssue(path=f"{path}.nodePools", message="must be a list of node pools"))
+        raw_pools = None
+    for i, item in enumerate(raw_pools or []):
+        ppath = f"{path}.nodePools[{i}]"
+        pdata = _object(item, ppath, issues)
+        _unknown(pdata, _POOL_FIELDS, f"{ppath}.", issues)
+        if not isinstance(pdata.get("name"), str) or not pdata["name"]:
+            issues.append(
+                FieldIssue(path=f"{ppath}.name", code="Required", message="a node pool needs a name")
+            )
+        pools.append(_pool(pdata, f"{ppath}.", issues, base))
+    if not pools:
+        pools = [base]
+    for i, pool in enumerate(pools):
+        if not pool.high:
+            where = f"{path}.nodePools[{i}]." if raw_pools else f"{path}."
+            issues.append(
+                FieldIssue(
+                    path=f"{where}highThresholds",
+                    code="Required",
+                    message="lowThresholds and highThresholds are required (here or in the top-level args)",
+                )
+            )
+    namespaces = _object(data.get("evictableNamespaces"), f"{path}.evictableNamespaces", issues)
+    _unknown(namespaces, frozenset({"include", "exclude"}), f"{path}.evictableNamespaces.", issues)
+    include = _strings(namespaces.get("include"), f"{path}.evictableNamespaces.include", issues)
+    exclude = _strings(namespaces.get("exclude"), f"{path}.evictableNamespaces.exclude", issues)
+    if include and exclude:
+        issues.append(
+            FieldIssue(
+                path=f"{path}.evictableNamespaces", message="include and exclude are mutually exclusive"
+            )
+        )
+    selectors: list[LabelSelector] = []
+    raw_selectors = data.get("podSelectors")
+    if raw_selectors is not None and not isinstance(raw_selectors, list):
+        issues.append(FieldIssue(path=f"{path}.podSelectors", message="must be a list of {name, selector}"))
+        raw_selectors = None
+    for i, item in enumerate(raw_selectors or []):
+        sdata = _object(item, f"{path}.podSelectors[{i}]", issues)
+        _unknown(sdata, frozenset({"name", "selector"}), f"{path}.podSelectors[{i}].", issues)
+        if sdata.get("selector") is not None:
+            selectors.append(
+                parse_label_selector(sdata["selector"], f"{path}.podSelectors[{i}].selector", issues)
+            )
+    return LowNodeLoadArgs(
+        paused=_bool(data.get("paused"), f"{path}.paused", issues, False),
+        dry_run=_bool(data.get("dryRun"), f"{path}.dryRun", issues, False),
+        node_fit=_bool(data.get("nodeFit"), f"{path}.nodeFit", issues, True),
+        node_selector=_selector(data.get("nodeSelector"), f"{path}.nodeSelector", issues),
+        include_namespaces=include,
+        exclude_namespaces=exclude,
+        expiration_us=_int(
+            data.get("nodeMetricExpirationSeconds"), f"{path}.nodeMetricExpirationSeconds", issues, 180, 1
+        )
+        * 1_000_000,
+        number_of_nodes=_int(data.get("numberOfNodes"), f"{path}.numberOfNodes", issues, 0, 0),
+        pod_selectors=tuple(selectors),
+        pools=tuple(pools),
+    )
+
+
+def _enabled(plugins: dict[str, Any], path: str, issues: list[FieldIssue]) -> bool | None:
+    """Whether ``plugins.balance`` enables LowNodeLoad (True), disables it (False) or does not say (None)."""
+    balance = _object(plugins.get("balance"), f"{path}.balance", issues)
+    names: dict[str, set[str]] = {}
+    for key in ("enabled", "disabled"):
+        entries = balance.get(key) or []
+        if not isinstance(entries, list):
+            issues.append(FieldIssue(path=f"{path}.balance.{key}", message="must be a list of {name: ...}"))
+            entries = []
+        names[key] = {str(e.get("name")) for e in entries if isinstance(e, dict)}
+    if PLUGIN in names["disabled"] or "*" in names["disabled"]:
+        return False
+    return True if PLUGIN in names["enabled"] else None
+
+
+def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
+    data = _object(raw, path, issues)
+    _unknown(data, _PROFILE_FIELDS, f"{path}.", issues)
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        issues.append(FieldIssue(path=f"{path}.name", code="Required", message="a profile needs a name"))
+        name = "default"
+    enabled = _enabled(_object(data.get("plugins"), f"{path}.plugins", issues), f"{path}.plugins", issues)
+    args: Any = None
+    configured = False
+    migration: dict[str, Any] = {}
+    mpath = ""
+    entries = data.get("pluginConfig") or []
+    if not isinstance(entries, list):
+        issues.append(FieldIssue(path=f"{path}.pluginConfig", message="must be a list of {name, args}"))
+        entries = []
+    for i, entry in enumerate(entries):
+        epath = f"{path}.pluginConfig[{i}]"
+        edata = _object(entry, epath, issues)
+        if edata.get("name") == PLUGIN:
+            args, configured = edata.get("args") or {}, True
+        elif edata.get("name") == MIGRATION:
+            migration = _object(edata.get("args"), f"{epath}.args", issues)
+            _unknown(migration, _MIGRATION_FIELDS, f"{epath}.args.", issues)
+            mpath = f"{epath}.args"
+        else:
+            issues.append(
+                FieldIssue(
+                    path=f"{epath}.name",
+                    code="NotSupported",
+                    message=f"supported plugins: {PLUGIN}, {MIGRATION}",
+                    value=str(edata.get("name")),
+                )
+            )
+    low_node_load = None
+    if enabled is True or (enabled is None and configured):
+        if not configured:
+            issues.append(
+                FieldIssue(
+                    path=f"{path}.pluginConfig",
+                    code="Required",
+                    message=f"{PLUGIN} is enabled: its args (thresholds) are required",
+                )
+            )
+        else:
+            index = next(i for i, e in enumerate(entries) if isinstance(e, dict) and e.get("name") == PLUGIN)
+            low_node_load = _low_node_load(args, f"{path}.pluginConfig[{index}].args", issues, name)
+    mode = RESERVATION_FIRST
+    ttl = 0
+    local = critical = False
+    if migration:
+        mode = migration.get("defaultJobMode") or RESERVATION_FIRST
+        if mode not in (RESERVATION_FIRST, EVICT_DIRECTLY):
+            issues.append(
+                FieldIssue(
+                    path=f"{mpath}.defaultJobMode",
+                    code="NotSupported",
+                    message=f"must be {RESERVATION_FIRST} or {EVICT_DIRECTLY}",
+                    value=str(mode),
+                )
+            )
+            mode = RESERVATION_FIRST
+        ttl = _duration(migration.get("defaultJobTTL"), f"{mpath}.defaultJobTTL", issues, 0)
+        local = _bool(migration.get("evictLocalStoragePods"), f"{mpath}.evictLocalStoragePods", issues, False)
+        critical = _bool(
+            migration.get("evictSystemCriticalPods"), f"{mpath}.evictSystemCriticalPods", issues, False
+        )
+    return Profile(
+        name=name,
+        low_node_load=low_node_load,
+        job_mode=str(mode),
+        job_ttl_us=ttl,
+        evict_local_storage=local,
+        evict_system_critical=critical,
+    )
+
+
+def parse_config(raw: Any, path: str = "descheduler") -> DeschedulerConfig:
+    """The configuration, or :class:`DeschedulerConfigError` listing every problem with its field path."""
+    issues: list[FieldIssue] = []
+    data = _object(raw, path, issues)
+    _unknown(data, _TOP_FIELDS, f"{path}.", issues)
+    if data.get("kind") not in (None, "DeschedulerConfiguration"):
+        issues.append(
+            FieldIssue(
+                path=f"{path}.kind",
+                code="NotSupported",
+                message="must be DeschedulerConfiguration",
+                value=str(data["kind"]),
+            )
+        )
+    interval = _duration(
+        data.get("deschedulingInterval"), f"{path}.deschedulingInterval", issues, DEFAULT_INTERVAL_US
+    )
+    if interval <= 0 and "deschedulingInterval" in data:
+        issues.append(
+            FieldIssue(path=f"{path}.deschedulingInterval", message="must be positive", value=str(interval))
+        )
+    raw_profiles = data.get("profiles") or []
+    if not isinstance(raw_profiles, list):
+        issues.append(FieldIssue(path=f"{path}.profiles", message="must be a list of profiles"))
+        raw_profiles = []
+    profiles = [_profile(p, f"{path}.profiles[{i}]", issues) for i, p in enumerate(raw_profiles)]
+    names = [p.name for p in profiles]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            issues.append(FieldIssue(path=f"{path}.profiles[{i}].name", message="duplicate profile name"))
+    if issues:
+        raise DeschedulerConfigError(issues)
+    return DeschedulerConfig(
+        interval_us=interval,
+        dry_run=_bool(data.get("dryRun"), f"{path}.dryRun", issues, False),
+        profiles=tuple(profiles),
+    )

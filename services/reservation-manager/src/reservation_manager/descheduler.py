@@ -1,0 +1,421 @@
+"""The descheduler, hosted by reservation-manager (docs/adr/0009-descheduler.md): LowNodeLoad rounds on recorded
+time, acting only through PodMigrationJobs that reservation-manager's own migration controller arbitrates.
+
+Projection: the nodes (``node.registered/removed``), each node's latest accepted NodeMetric
+(``nodemetric.reported/removed``), the anomaly counters and round numbers (from its own ``descheduler.round``
+decisions), and — read from the reservation engine it lives beside — the pods (where they run, what they are) and
+the PodMigrationJobs.
+
+Decisions:
+- at each round's deadline (a ``timer.fired`` of reservation-manager; rounds fall on multiples of
+  ``deschedulingInterval`` from the first NodeMetric on), per profile: ``descheduler.round`` with what it read and
+  chose, and for each pod chosen a ``migration.applied`` (a PodMigrationJob, ``ReservationFirst`` by default, its
+  reservation restricted to the node the round counted room on) — nothing but the round in a dry run. The jobs are
+  arbitrated at once, by a timer at the same recorded time (the migration controller's usual path);
+- pre-eviction hotspot re-check: when a NodeMetric of a node arrives while a job of the descheduler is still to evict
+  a pod from it, and the node is no longer above the high thresholds of the round that asked for the job, the job is
+  aborted (``migration.aborted``, its reservation removed).
+Pure: time is the trigger's recorded time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from allot_contracts.envelope import stream_id
+from allot_contracts.events import (
+    DeschedulerCandidate,
+    DeschedulerRound,
+    Event,
+    MigrationAborted,
+    MigrationApplied,
+    NodeMetricRemoved,
+    NodeMetricReported,
+    NodeRegistered,
+    NodeRemoved,
+    ObjectRef,
+    TimerFired,
+)
+from allot_contracts.objects.inventory import NodeInfo
+from allot_contracts.objects.migration import RESERVATION_FIRST
+from allot_contracts.objects.nodemetric import NodeMetric, parse_nodemetric
+from allot_contracts.objects.times import format_duration
+from allot_descheduling import (
+    DeschedulerConfig,
+    Detector,
+    NodeInput,
+    PodInput,
+    Profile,
+    parse_config,
+    run_round,
+)
+from allot_reservation.engine import NAME, ReservationEngine
+from allot_reservation.jobs import Job
+from allot_reservation.migrate import Migrations
+from allot_reservation.world import PodRecord
+
+__all__ = ["INTERESTS", "Descheduler", "owns"]
+
+INTERESTS: Final = frozenset({"nodemetric.reported", "nodemetric.removed"})
+LABEL_CREATED_BY: Final = "koordinator.sh/created-by"
+CREATOR: Final = "koord-descheduler"
+ANN_TRIGGER: Final = "koordinator.sh/evict-trigger"
+ANN_REASON: Final = "koordinator.sh/evict-reason"
+ANN_ROUND: Final = "descheduler.allot.dev/round"
+ANN_TARGET: Final = "descheduler.allot.dev/target"
+DEFAULT_JOB_TTL: Final = "5m"
+Emit = tuple[str, Event]
+
+
+def owns(event: Event) -> bool:
+    """Events only the descheduler reads (the reservation engine is not shown them)."""
+    return isinstance(event, NodeMetricReported | NodeMetricRemoved | DeschedulerRound)
+
+
+class Descheduler:
+    def __init__(self, raw: Any) -> None:
+        self.config: DeschedulerConfig = parse_config(raw) if raw else DeschedulerConfig()
+        self.nodes: dict[str, NodeInfo] = {}
+        self.metrics: dict[str, NodeMetric] = {}
+        self.first_metric_at: int | None = None
+        self.last_round_at: int | None = None
+        self.rounds: dict[str, int] = {}  # profile -> rounds recorded
+        self.detectors: dict[str, dict[str, Detector]] = {}  # profile -> node -> counter
+        self.jobs: dict[
+            str, tuple[str, dict[str, int], dict[str, int]]
+        ] = {}  # job -> (source, high, prod high)
+        self.kick_at: int | None = None  # jobs asked for, not yet arbitrated
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.enabled
+
+    # === apply ========================================================================================================
+    def apply(self, event: Event, at: int) -> None:
+        match event:
+            case NodeRegistered(name=name, node=info):
+                self.nodes[name] = info
+            case NodeRemoved(name=name):
+                self.nodes.pop(name, None)
+                self.metrics.pop(name, None)
+            case NodeMetricReported(name=name):
+                if self.enabled:
+                    self.metrics[name] = _metric(event)
+                    if self.first_metric_at is None:
+                        self.first_metric_at = at
+            case NodeMetricRemoved(name=name):
+                self.metrics.pop(name, None)
+            case TimerFired(service=service) if service == NAME:
+                self.kick_at = None
+            case DeschedulerRound(profile=profile, round=number, nodes=nodes, candidates=candidates):
+                self.last_round_at = at
+                self.rounds[profile] = number
+                counters = self.detectors.setdefault(profile, {})
+                counters.clear()
+                for seen in nodes:
+                    if seen.state == "high" and seen.abnormal_rounds and not seen.usage_after:
+                        counters[seen.name] = Detector(abnormal=seen.abnormal_rounds, round=number)
+                highs = {n.name: (n.high, n.prod_high) for n in nodes}
+                for c in candidates:
+                    if c.job:
+                        high, prod_high = highs.get(c.node, ({}, {}))
+                        self.jobs[c.job] = (c.node, high, prod_high)
+                if any(c.job for c in candidates):
+                    self.kick_at = at
+            case _:
+                pass
+
+    # === decide =======================================================================================================
+    def decide(self, event: Event, at: int, engine: ReservationEngine) -> list[Emit]:
+        if not self.enabled:
+            return []
+        match event:
+            case TimerFired(service=service) if service == NAME:
+                due = self.next_round()
+                return self._round(at, engine) if due is not None and due <= at else []
+            case NodeMetricReported(name=name):
+                return self._recheck(name, _metric(event), at, engine)
+            case _:
+                return []
+
+    def next_round(self) -> int | None:
+        if not self.enabled or self.first_metric_at is None:
+            return None
+        interval = self.config.interval_us
+        base = self.last_round_at if self.last_round_at is not None else self.first_metric_at
+        return (base // interval + 1) * interval
+
+    def next_deadline(self) -> int | None:
+        times = [t for t in (self.next_round(), self.kick_at) if t is not None]
+        return min(times) if times else None
+
+    # --- a round ------------------------------------------------------------------------------------------------------
+    def _round(self, at: int, engine: ReservationEngine) -> list[Emit]:
+        nodes = self._node_inputs(engine)
+        pods = self._pod_inputs(engine)
+        out: list[Emit] = []
+        for profile in self.config.profiles:
+            if profile.low_node_load is None:
+                continue
+            number = self.rounds.get(profile.name, 0) + 1
+            outcome = run_round(
+                profile,
+                at=at,
+                round_no=number,
+                nodes=nodes,
+                pods=pods,
+                metrics=self.metrics,
+                detectors=self.detectors.get(profile.name, {}),
+            )
+            dry = self.config.dry_run or profile.low_node_load.dry_run
+            jobs: list[Emit] = []
+            names: list[str] = []
+            candidates: list[DeschedulerCandidate] = []
+            for c in outcome.candidates:
+                rec = engine.world.pods.get(c.pod)
+                if c.chosen and not dry and rec is not None:
+                    name = _job_name(profile.name, number, c.pod)
+                    jobs.append(_job(name, profile, number, rec, c))
+                    names.append(name)
+                    c = msgspec.structs.replace(c, job=name)
+                candidates.append(c)
+            chosen = sum(1 for c in candidates if c.chosen)
+            message = outcome.message + (" (dry run: no job asked for)" if dry and chosen else "")
+            out.append(
+                (
+                    stream_id("descheduler", profile.name),
+                    DeschedulerRound(
+                        profile=profile.name,
+                        round=number,
+                        dry_run=dry,
+                        message=message,
+                        nodes=outcome.nodes,
+                        candidates=candidates,
+                        jobs=names,
+                    ),
+                )
+            )
+            out += jobs
+        return out
+
+    def _node_inputs(self, engine: ReservationEngine) -> list[NodeInput]:
+        requested: dict[str, dict[str, int]] = {}
+        for rec in engine.world.pods.values():
+            if rec.node and rec.pod is not None:
+                got = requested.setdefault(rec.node, {})
+                for r, v in rec.pod.requests.items():
+                    got[r] = got.get(r, 0) + v
+        busy: dict[str, str] = {}
+        settled: dict[str, int] = {}
+        for job in sorted(engine.jobs.jobs.values(), key=lambda j: j.name):
+            for node, word in ((_source(job, engine), "off"), (job.target_node, "onto")):
+                if not node:
+                    continue
+                if job.active:
+                    busy.setdefault(
+                        node, f"PodMigrationJob {job.name} is still moving {job.spec.pod.key} {word} it"
+                    )
+                elif job.finished_at is not None:
+                    settled[node] = max(settled.get(node, 0), job.finished_at)
+        return [
+            NodeInput(
+                name=name,
+                labels=dict(info.labels),
+                allocatable=dict(info.allocatable),
+                requested=requested.get(name, {}),
+                unschedulable=info.unschedulable,
+                busy=busy.get(name, ""),
+                settled_at=settled.get(name, 0),
+            )
+            for name, info in sorted(self.nodes.items())
+        ]
+
+    def _pod_inputs(self, engine: ReservationEngine) -> list[PodInput]:
+        migrating = {j.spec.pod.key: j.name for j in engine.jobs.jobs.values() if j.active}
+        return [
+            _pod_input(rec, migrating.get(key, ""))
+            for key, rec in sorted(engine.world.pods.items())
+            if rec.node
+        ]
+
+    # --- the pre-eviction hotspot re-check ----------------------------------------------------------------------------
+    def _recheck(self, node: str, metric: NodeMetric, at: int, engine: ReservationEngine) -> list[Emit]:
+        waiting = [
+            job
+            for name, (source, _, _) in sorted(self.jobs.items())
+            if source == node
+            and (job := engine.jobs.jobs.get(name)) is not None
+            and job.active
+            and not job.evicted
+            and not job.eviction_requested
+        ]
+        if not waiting:
+            return []
+        _, high, prod_high = self.jobs[waiting[0].name]
+        usage = metric.node_usage
+        prod = _prod_usage(metric)
+        hot = [r for r, v in high.items() if usage.get(r, 0) > v] + [
+            r for r, v in prod_high.items() if prod.get(r, 0) > v
+        ]
+        if hot:
+            return []
+        scratch = engine.jobs.copy()
+        moves = Migrations(engine.config, engine.world, scratch, at)
+        shown = ", ".join(f"{r} {usage.get(r, 0)} ≤ {v}" for r, v in sorted(high.items()))
+        for job in waiting:
+            moves.emit(
+                stream_id("migration", job.name),
+                MigrationAborted(
+                    job=ObjectRef(name=job.name),
+                    uid=job.uid,
+                    message=f"hotspot re-check: node {node} is no longer above its high thresholds ({shown})",
+                ),
+                job,
+            )
+            moves.remove_reservation(job)
+        return moves.out
+
+    def snapshot(self) -> dict[str, Any]:
+        if not self.enabled:
+            return {}
+        return {
+            "metrics": {n: m.update_time for n, m in sorted(self.metrics.items())},
+            "first_metric_at": self.first_metric_at,
+            "last_round_at": self.last_round_at,
+            "rounds": dict(sorted(self.rounds.items())),
+            "detectors": {
+                p: {n: [d.abnormal, d.round] for n, d in sorted(ds.items())}
+                for p, ds in sorted(self.detectors.items())
+            },
+            "jobs": sorted(self.jobs),
+            "kick_at": self.kick_at,
+        }
+
+
+def _metric(event: NodeMetricReported) -> NodeMetric:
+    metric = event.metric
+    if metric is None:
+        metric = parse_nodemetric(event.manifest, [], []) or NodeMetric(name=event.name)
+    if metric.update_time != event.update_time:
+        metric = msgspec.structs.replace(metric, update_time=event.update_time)
+    return metric
+
+
+def _prod_usage(metric: NodeMetric) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for pod in metric.pods:
+        if pod.priority == "koord-prod":
+            for r, v in pod.usage.items():
+                out[r] = out.get(r, 0) + v
+    return out
+
+
+def _source(job: Job, engine: ReservationEngine) -> str:
+    if job.source_node:
+        return job.source_node
+    rec = engine.world.pods.get(job.spec.pod.key)
+    return rec.node if rec is not None and job.active else ""
+
+
+def _pod_input(rec: PodRecord, migrating: str) -> PodInput:
+    meta = rec.manifest.get("metadata") or {}
+    spec = rec.manifest.get("spec") or {}
+    volumes = spec.get("volumes") or []
+    local = any(isinstance(v, dict) and ("emptyDir" in v or "hostPath" in v) for v in volumes)
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    pod = rec.pod
+    if pod is None:
+        return PodInput(
+            key=rec.key,
+            uid=rec.uid,
+            node=rec.node,
+            labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+            annotations=annotations,
+            priority=rec.priority,
+            local_storage=local,
+            reservation=rec.reservation,
+            migrating=migrating,
+        )
+    controller = next((o for o in pod.owners if o.controller), None)
+    return PodInput(
+        key=rec.key,
+        uid=rec.uid,
+        node=rec.node,
+        labels=dict(pod.labels),
+        annotations=annotations,
+        owner_kind=controller.kind if controller is not None else "",
+        priority=pod.priority,
+        koord_priority=pod.koord_priority,
+        kube_qos=pod.kube_qos,
+        koord_qos=pod.koord_qos,
+        requests=dict(pod.requests),
+        local_storage=local,
+        gang=pod.gang.gang_id if pod.gang is not None else "",
+        reservation=rec.reservation,
+        migrating=migrating,
+        terminating=pod.terminating,
+    )
+
+
+def _job_name(profile: str, number: int, pod: str) -> str:
+    namespace, name = pod.split("/", 1)
+    return f"{profile}-r{number}-{namespace}-{name}"[:253].rstrip("-.")
+
+
+def _job(name: str, profile: Profile, number: int, rec: PodRecord, chosen: DeschedulerCandidate) -> Emit:
+    """The PodMigrationJob a chosen pod gets: the profile's mode and ttl, and (ReservationFirst) a reservation
+    template of the pod restricted to the node the round counted room on."""
+    namespace, pod_name = rec.key.split("/", 1)
+    spec: dict[str, Any] = {
+        "podRef": {"namespace": namespace, "name": pod_name, "uid": rec.uid},
+        "mode": profile.job_mode,
+        "ttl": format_duration(profile.job_ttl_us) if profile.job_ttl_us else DEFAULT_JOB_TTL,
+    }
+    if profile.job_mode == RESERVATION_FIRST and chosen.target:
+        meta = rec.manifest.get("metadata") or {}
+        template_spec = dict(rec.manifest.get("spec") or {})
+        affinity = dict(template_spec.get("affinity") or {})
+        node_affinity = dict(affinity.get("nodeAffinity") or {})
+        required = dict(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+        only = {"key": "metadata.name", "operator": "In", "values": [chosen.target]}
+        terms = [
+            {**t, "matchFields": [*(t.get("matchFields") or []), only]}
+            for t in required.get("nodeSelectorTerms") or []
+            if isinstance(t, dict)
+        ] or [{"matchFields": [only]}]
+        required["nodeSelectorTerms"] = terms
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+        affinity["nodeAffinity"] = node_affinity
+        template_spec["affinity"] = affinity
+        spec["reservationOptions"] = {
+            "template": {
+                "spec": {
+                    "template": {
+                        "metadata": {
+                            k: v
+                            for k, v in meta.items()
+                            if k in ("namespace", "name", "labels", "annotations")
+                        },
+                        "spec": template_spec,
+                    }
+                }
+            }
+        }
+    manifest = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "PodMigrationJob",
+        "metadata": {
+            "name": name,
+            "labels": {LABEL_CREATED_BY: CREATOR},
+            "annotations": {
+                ANN_TRIGGER: "LowNodeLoad",
+                ANN_REASON: chosen.reason,
+                ANN_ROUND: f"{profile.name}/{number}",
+                ANN_TARGET: chosen.target,
+            },
+        },
+        "spec": spec,
+    }
+    return stream_id("migration", name), MigrationApplied(job=ObjectRef(name=name), manifest=manifest)
