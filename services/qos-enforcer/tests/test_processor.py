@@ -20,7 +20,7 @@ from allot_contracts.events import (
     PodSubmitted,
     TopologyReported,
 )
-from allot_contracts.events.qos import PodUsage, QosApplied, QosUsageSampled
+from allot_contracts.events.qos import PodEvictionEnacted, PodUsage, QosApplied, QosUsageSampled
 from allot_contracts.objects.inventory import parse_device_cr, parse_node, parse_nrt
 from allot_eventstore.memory import InMemoryEventStore
 from allot_runtime.processor import Host
@@ -288,6 +288,19 @@ async def test_usage_samples_drive_be_suppression_and_memory_eviction_then_the_p
         for o in await log.put(sample(25 * GIB, {"default/be": (1, 4 * GIB)}), agent)
         if o["type"] == "pod.evicted.v1"
     ] == []
+    # Kubernetes refused that eviction for good: the pod stays and the next pressure chooses it again
+    be = ObjectRef(namespace="default", name="be")
+    refused = PodEvictionEnacted(
+        pod=be,
+        uid="be-0001",
+        node="n1",
+        cause="MemoryPressure",
+        evicted=False,
+        message="evicting failed: 422",
+    )
+    assert await log.put(refused, "binder.kube") == []
+    again = await log.put(sample(25 * GIB, {"default/be": (1, 4 * GIB)}), agent)
+    assert [o["uid"] for o in again if o["type"] == "pod.evicted.v1"] == ["be-0001"]
     [removed] = await log.put(
         PodDeleted(pod=ObjectRef(namespace="default", name="be"), uid="be-0001"), "binder"
     )

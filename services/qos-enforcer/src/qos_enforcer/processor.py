@@ -10,7 +10,8 @@ node agent's usage samples (``qos.usage_sampled``) and applications (``qos.appli
   pools) or a pod is first seen already bound (observed); ``qos.plan_removed`` when it leaves the node;
 - ``qos.node_plan_recorded`` when the node-level targets change (BE suppression from a usage sample, the classes'
   resctrl groups);
-- ``pod.evicted`` for BE pods chosen under memory pressure (the binder enacts it).
+- ``pod.evicted`` for BE pods chosen under memory pressure (the binder enacts it; a pod whose eviction the API
+  server refused for good, ``pod.eviction_enacted`` not evicted, can be chosen again).
 
 A per-node instance (``ALLOT_INSTANCE``) decides for its node only; without one, for every node. Pure: the only
 inputs are events and the config (:mod:`qos_enforcer.config`); the node agent (``adapters/agent.py``) applies the
@@ -34,6 +35,7 @@ from allot_contracts.events import (
     PodBound,
     PodDeleted,
     PodEvicted,
+    PodEvictionEnacted,
     PodObserved,
     PodSubmitted,
     QosApplied,
@@ -94,6 +96,7 @@ class QosEnforcer:
             "pod.deleted",
             "quota.evicted",
             "pod.evicted",
+            "pod.eviction_enacted",
             "node.registered",
             "node.removed",
             "device.reported",
@@ -165,6 +168,11 @@ class QosEnforcer:
                         return
                     evicted = pod.key in self.evicting
                     bound.leaving = "PodEvicted" if evicted else type(event).__name__
+                    self.evicting.discard(pod.key)
+            case PodEvictionEnacted(pod=pod, uid=uid, evicted=False) if pod.key in self.evicting:
+                bound = self.pods.get(pod.key)
+                if bound is not None and (not uid or bound.facts.uid == uid):
+                    # Kubernetes refused the eviction for good: the pod stays, and pressure may choose it again
                     self.evicting.discard(pod.key)
             case QosRecorded(pod=pod, plan=plan) if own and plan is not None:
                 if pod.key in self.pods:
