@@ -4,6 +4,7 @@ going back to the node, reserve pods waiting for capacity, allocateOnce, its nod
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from allot_testing.builders import a_node, a_pod
@@ -180,4 +181,35 @@ def test_evict_directly_deletes_and_resubmits_the_pod_in_one_decision():
     new_life = [p for p in s.of_type("pod.placed") if p["pod"]["name"] == "web-0"][-1]
     assert new_life["uid"] == evicted["new_uid"] != evicted["pod_uid"]
     assert "reservation" not in new_life["decision"] or new_life["decision"]["reservation"] is None
+    s.assert_replays()
+
+
+def wants(name: str) -> dict[str, str]:
+    return {"scheduling.koordinator.sh/reservation-affinity": json.dumps({"name": name})}
+
+
+def test_a_pod_waiting_for_its_reservation_goes_on_when_the_reservation_is_placed():
+    s = Scenario().apply(a_node("n1", cpu="4", memory="8Gi"))
+    s.apply(
+        a_pod("web", cpu="1", labels={"app": "web"}, annotations=wants("slot")),
+        a_pod("elsewhere", cpu="1", labels={"app": "web"}, annotations=wants("another")),
+    )
+    assert s.phase("default/web") == "Unschedulable"  # no reservation yet: its affinity requires one
+    s.apply(reservation())
+    requeued = [e["pod"]["name"] for e in s.of_type("pod.requeued")]
+    assert requeued == ["web"]  # the pod whose affinity names another reservation stays where it is
+    placed = [p for p in s.of_type("pod.placed") if p["pod"]["name"] == "web"]
+    assert placed and placed[-1]["decision"]["reservation"]["name"] == "slot"
+    assert s.phase("default/web") == "Bound" and s.phase("default/elsewhere") == "Unschedulable"
+    s.assert_replays()
+
+
+def test_a_reservation_placed_on_new_capacity_takes_the_pod_waiting_for_it():
+    s = Scenario().apply(a_node("n1", cpu="2", memory="8Gi"), reservation())
+    s.apply(a_pod("web", cpu="3", labels={"app": "web"}, annotations=wants("slot")))
+    assert s.phase("default/web") == "Unschedulable"
+    s.apply(a_node("n2", cpu="4", memory="8Gi"))  # the reserve pod fits there now, and web in it
+    assert of(s, "reservation.placed")[0]["node"] == "n2"
+    placed = [p for p in s.of_type("pod.placed") if p["pod"]["name"] == "web"]
+    assert placed and placed[-1]["node"] == "n2" and placed[-1]["decision"]["reservation"]["name"] == "slot"
     s.assert_replays()

@@ -288,7 +288,8 @@ class DeviceAllocator:
             case ReservationGroupResolved(group=group, attempt=attempt, members=members):
                 return self._place_group(group, attempt, members, at)
             case ReservationAccepted(reservation=ref):
-                return self.reservations.place(ref.name)
+                placed = self.reservations.place(ref.name)
+                return [*placed, *self._requeue_owners(placed)]
             case ReservationDeleted() | ReservationFailed() | ReservationRemoved() | ReservationSucceeded():
                 return [*self.reservations.released(), *self._requeue("a reservation ended")]
             case NodeRegistered() | DevicesReported() | TopologyReported():
@@ -495,6 +496,32 @@ class DeviceAllocator:
                         ),
                     )
                 )
+        requeued = {e.event.pod.key for e in out if isinstance(e.event, PodRequeued)}
+        return out + self._requeue_owners(retried, skip=requeued)
+
+    def _requeue_owners(self, placed: list[Emit], skip: set[str] | None = None) -> list[Emit]:
+        """Unschedulable pods that may use a reservation placed in this decision go through admission again."""
+        waiting = sorted(
+            (
+                k
+                for k in self.unschedulable
+                if k in self.pods and k not in self.queue.held and k not in (skip or ())
+            ),
+            key=lambda k: (-self.pods[k].priority, self.arrival.get(k, 0), k),
+        )
+        out = []
+        for key in self.reservations.may_use(placed, waiting, self.pods):
+            namespace, name = key.split("/", 1)
+            out.append(
+                Emit(
+                    stream_id=stream_id("pod", key),
+                    event=PodRequeued(
+                        pod=ObjectRef(namespace=namespace, name=name),
+                        attempt=self.unschedulable[key] + 1,
+                        reason="a reservation it may use was placed",
+                    ),
+                )
+            )
         return out
 
     def snapshot(self) -> dict[str, Any]:

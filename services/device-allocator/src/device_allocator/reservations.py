@@ -246,6 +246,41 @@ class Reservations:
                 self.engine.unreserve(name)
         return out
 
+    def may_use(self, placed: list[Emit], waiting: list[str], pods: dict[str, Pod]) -> list[str]:
+        """Unschedulable pods (``waiting``, in queue order) that would fit in a reservation just placed (``placed``,
+        this decision's ``reservation.placed``): each is tried as if it matched the reservation (its affinity still
+        naming the one it wants), on the engine with the new holds; reservation-manager decides on the pod's next
+        attempt whether it really matches. Upstream requeues unschedulable pods on a Reservation becoming available
+        the same way. The trial holds are undone before returning."""
+        new = [e.event for e in placed if isinstance(e.event, ReservationPlaced)]
+        if not new or not waiting:
+            return []
+        out: list[str] = []
+        trial: list[str] = []
+        try:
+            for event in new:
+                pending = self.pending.get(event.reservation.name)
+                if pending is not None and event.reservation.name not in self.engine.holds:
+                    self.engine.reserve(
+                        self._hold(event.reservation.name, pending, event.node, event.decision)
+                    )
+                    trial.append(event.reservation.name)
+            for key in waiting:
+                ctx = self.contexts.get(key)
+                if ctx is not None and ctx.ignored:
+                    continue  # it already may use every hold: a new one adds nothing for it
+                for name in trial:
+                    if ctx is not None and ctx.name and ctx.name != name:
+                        continue
+                    wants = ReservationContext(candidates=(name,), required=True, name=name)
+                    if self.engine.schedule(pods[key], reservations=wants).outcome == "Scheduled":
+                        out.append(key)
+                        break
+        finally:
+            for name in trial:
+                self.engine.unreserve(name)
+        return out
+
     def group_contexts(self, members: list[str] | tuple[str, ...]) -> dict[str, ReservationContext]:
         return {m: self.contexts[m] for m in members if m in self.contexts}
 
