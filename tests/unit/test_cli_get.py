@@ -214,8 +214,8 @@ class Stepping:
 
 
 def test_watch_prints_the_list_then_rows_that_change() -> None:
-    from allot_cli.commands.get import select, watch
-    from allot_cli.output import Selector, kind_named
+    from allot_cli.commands.get import watch
+    from allot_cli.output import Selector, kind_named, select
     from allot_testing.builders import a_gpu_device, a_node
 
     s = Scenario()
@@ -248,8 +248,8 @@ def test_watch_prints_the_list_then_rows_that_change() -> None:
 
 
 def test_watch_prints_json_documents_one_by_one() -> None:
-    from allot_cli.commands.get import select, watch
-    from allot_cli.output import Selector, kind_named
+    from allot_cli.commands.get import watch
+    from allot_cli.output import Selector, kind_named, select
 
     s = Scenario()
     s.apply(a_pod("a"))

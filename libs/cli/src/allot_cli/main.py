@@ -21,8 +21,10 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "_supervise": ("stack", None),
     "apply": ("apply", "record objects from YAML files in the event log"),
     "bench": ("bench", "run a benchmark and print its figures"),
+    "completion": ("completion", "print the shell completion script (bash, zsh, fish)"),
     "decisions": ("decisions", "export the scheduling decisions of the log as JSON lines"),
     "demo": ("demo", "run the dev stack with a demo workload end to end, then stop it"),
+    "describe": ("describe", "one object with its conditions, events and why it stands where it does"),
     "down": ("stack", "stop the dev stack"),
     "events": ("events", "read or subscribe to the event log"),
     "explain": ("explain", "why a pod is where it is (or is not); what the node side says about a node"),
@@ -55,6 +57,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="allot",
         description="Allot: an event-sourced control plane for GPU, RDMA, NUMA and quota scheduling.",
     )
+    parser.add_argument("--version", action=_Version, help="print the version of allot and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     if command is not None:
@@ -65,6 +68,41 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                 sub.add_parser(name, add_help=False)
             else:
                 sub.add_parser(name, add_help=False, help=help_text)
+    return parser
+
+
+class _Version(argparse.Action):
+    """``--version``, looked up only when asked for (argparse's own action needs the text up front)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(
+            option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, help=help
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"allot {version()}")
+        parser.exit()
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("allot-cli")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
+def full_parser() -> argparse.ArgumentParser:
+    """The parser with every command's full arguments (what the completion scripts are generated from)."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for module in dict.fromkeys(module for module, _ in COMMANDS.values()):
+        for name in [n for n, (m, _) in COMMANDS.items() if m == module]:
+            sub._name_parser_map.pop(name, None)
+            sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest != name]
+        load(sub, module)
     return parser
 
 

@@ -37,8 +37,10 @@ __all__ = [
     "human",
     "human_list",
     "kind_named",
+    "missing",
     "parse_selector",
     "render",
+    "select",
     "table_lines",
 ]
 
@@ -305,6 +307,33 @@ def parse_selector(text: str | None) -> Selector:
                 "key in (a,b), key notin (a,b), key or !key)"
             )
     return Selector(tuple(requirements))
+
+
+def select(
+    kind: Kind,
+    rows: list[dict[str, Any]],
+    *,
+    namespace: str | None,
+    selector: Selector,
+    names: list[str],
+) -> list[dict[str, Any]]:
+    """The rows of ``namespace`` (all when None) that the selector matches and, when names are given, have one of
+    them (``NAME``, or ``NS/NAME`` for a namespaced kind)."""
+    out = []
+    for row in rows:
+        if kind.namespaced and namespace is not None and row.get("namespace") != namespace:
+            continue
+        if not selector.matches(row.get("labels")):
+            continue
+        if names and not ({row["name"], f"{row.get('namespace')}/{row['name']}"} & set(names)):
+            continue
+        out.append(row)
+    return out
+
+
+def missing(kind: Kind, rows: list[dict[str, Any]], names: list[str]) -> list[str]:
+    found = {r["name"] for r in rows} | {f"{r.get('namespace')}/{r['name']}" for r in rows}
+    return [n for n in names if n not in found]
 
 
 # --- formats -------------------------------------------------------------------------------------------------------

@@ -21,11 +21,12 @@ from allot_cli.logtools import cluster_view
 from allot_cli.output import (
     FORMATS,
     Kind,
-    Selector,
     all_words,
     kind_named,
+    missing,
     parse_selector,
     render,
+    select,
     table_lines,
 )
 from allot_cli.views import ClusterView, plan_summary
@@ -161,33 +162,6 @@ async def node_records(store: EventStore, now: int) -> list[dict[str, Any]]:
 
 
 # --- the command -----------------------------------------------------------------------------------------------------
-
-
-def select(
-    kind: Kind,
-    rows: list[dict[str, Any]],
-    *,
-    namespace: str | None,
-    selector: Selector,
-    names: list[str],
-) -> list[dict[str, Any]]:
-    """The rows of ``namespace`` (all when None) that the selector matches and, when names are given, have one of
-    them (``NAME``, or ``NS/NAME`` for a namespaced kind)."""
-    out = []
-    for row in rows:
-        if kind.namespaced and namespace is not None and row.get("namespace") != namespace:
-            continue
-        if not selector.matches(row.get("labels")):
-            continue
-        if names and not ({row["name"], f"{row.get('namespace')}/{row['name']}"} & set(names)):
-            continue
-        out.append(row)
-    return out
-
-
-def missing(kind: Kind, rows: list[dict[str, Any]], names: list[str]) -> list[str]:
-    found = {r["name"] for r in rows} | {f"{r.get('namespace')}/{r['name']}" for r in rows}
-    return [n for n in names if n not in found]
 
 
 async def _with_store(work: Callable[[EventStore], Any]) -> Any:

@@ -1,0 +1,226 @@
+"""``allot describe KIND NAME``: one object as ``kubectl describe`` shows it, answered from the event log.
+
+Sections: the object's fields (the row ``allot get -o wide`` shows, with its labels), its ``Conditions``, an
+``Explain`` summary (for a pod, where it stands and why: the lines of ``allot explain pod`` after its timeline; for a
+node, what the node side says; for a gang, the gang-coordinator's explanation) and its ``Events``: the Kubernetes
+Events the binder writes for the recorded decisions (:mod:`binder.notices`), so a pod shows ``FailedScheduling`` with
+the "0/N nodes are available" message and ``Scheduled`` once bound, in either mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from allot_cli.connect import endpoints
+from allot_cli.errors import InputError
+from allot_cli.output import Kind, Selector, all_words, kind_named, select
+from allot_eventstore.protocol import EventStore
+
+_HIDDEN = {"name", "namespace", "labels"}
+_KUBE_KIND = {
+    "pods": "Pod",
+    "nodes": "Node",
+    "gangs": "PodGroup",
+    "quotas": "ElasticQuota",
+    "reservations": "Reservation",
+    "migrations": "PodMigrationJob",
+    "devices": "Device",
+    "nodemetrics": "NodeMetric",
+}
+
+
+def _title(field: str) -> str:
+    return field[:1].upper() + field[1:]
+
+
+async def events_of(store: EventStore, kind: str, namespace: str, name: str) -> list[tuple[int, Any]]:
+    """``(recorded_at, notice)`` of every Event the binder renders about this object, in log order, and the pod's
+    ``PodScheduled`` conditions as ``(recorded_at, condition)`` under the key ``condition``."""
+    import msgspec
+
+    from allot_contracts.events import PodBound
+    from binder.notices import Renderer
+
+    renderer = Renderer()
+    found: list[tuple[int, Any]] = []
+    async for record in store.iterate(types=Renderer.interests):
+        try:
+            event = record.decode()
+        except Exception:  # an event of a newer version: nothing rendered for it here
+            continue
+        if isinstance(event, PodBound) and event.mode != "kubernetes":
+            # the dev stack records the binding itself; describe shows what kube-scheduler would have written
+            event = msgspec.structs.replace(event, mode="kubernetes")
+        rendered = renderer.render(event)
+        for notice in rendered.notices:
+            r = notice.regarding
+            if r.kind == kind and r.name == name and (r.namespace or "") == namespace:
+                found.append((record.recorded_at, notice))
+        for condition in rendered.conditions:
+            if kind == "Pod" and condition.pod.key == f"{namespace}/{name}":
+                found.append((record.recorded_at, condition))
+    return found
+
+
+def _age(now: int, at: int) -> str:
+    from allot_cli.listing import age
+
+    return age(now - at)
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def describe(
+    kind: Kind,
+    row: dict[str, Any],
+    *,
+    notices: list[tuple[int, Any]],
+    explain: list[str],
+    now: int,
+) -> list[str]:
+    """The lines of ``allot describe`` for one object."""
+    from binder.notices import Condition
+
+    fields: list[tuple[str, str]] = [("Name", str(row["name"]))]
+    if kind.namespaced:
+        fields.append(("Namespace", str(row.get("namespace", ""))))
+    fields.append(("Kind", _KUBE_KIND[kind.plural]))
+    labels = row.get("labels") or {}
+    fields.append(("Labels", ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"))
+    for column in (*kind.columns, *kind.wide, kind.note):
+        if column and column not in _HIDDEN and column != "explain":
+            value = row.get(column)
+            if isinstance(value, dict):
+                value = ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+            fields.append((_title(column), "-" if value in (None, "") else str(value).replace("\n", " ")))
+    width = max(len(f) for f, _ in fields) + 2
+    lines = [f"{f + ':':<{width}}{v}" for f, v in fields]
+
+    conditions = [c for _, c in notices if isinstance(c, Condition)]
+    table: list[list[str]] = []
+    if kind.plural == "pods":
+        if row.get("phase") == "Bound":
+            table.append(["PodScheduled", "True", "-", f"bound to {row.get('node')}"])
+        elif conditions:
+            last = conditions[-1]
+            table.append(["PodScheduled", last.status, last.reason, last.message])
+    if kind.plural == "nodes":
+        heartbeat = str(row.get("heartbeat") or "-")
+        if heartbeat.startswith("LOST"):
+            table.append(
+                ["AgentHeartbeat", "False", "HeartbeatLost", f"{heartbeat}: its devices are unschedulable"]
+            )
+        elif heartbeat == "-":
+            table.append(["AgentHeartbeat", "Unknown", "NoAgent", "no node agent has reported"])
+        else:
+            table.append(["AgentHeartbeat", "True", "-", f"last {heartbeat}"])
+    for condition in row.get("conditions") or []:
+        table.append(
+            [
+                str(condition.get("type", "")),
+                str(condition.get("status", "")),
+                str(condition.get("reason", "") or "-"),
+                str(condition.get("message", "") or ""),
+            ]
+        )
+    lines.append("Conditions:")
+    lines += _table([["Type", "Status", "Reason", "Message"], *table]) if table else ["  <none>"]
+
+    if explain:
+        lines.append("Explain:")
+        lines += [f"  {line}" if line else "" for line in explain]
+
+    events = [(at, n) for at, n in notices if not isinstance(n, Condition)]
+    lines.append("Events:")
+    if events:
+        header = ["Type", "Reason", "Age", "From", "Message"]
+        lines += _table(
+            [
+                header,
+                ["-" * len(h) for h in header],
+                *[[n.type, n.reason, _age(now, at), "allot-scheduler", n.note] for at, n in events],
+            ]
+        )
+    else:
+        lines.append("  <none>")
+    return lines
+
+
+def pod_explain(lines: list[str]) -> list[str]:
+    """What ``allot explain pod`` says after the timeline: where the pod stands and why."""
+    if "timeline:" not in lines:
+        return []
+    rest = lines[lines.index("timeline:") + 1 :]
+    while rest and rest[0].startswith("  #"):
+        rest = rest[1:]
+    return [line for line in rest if line.strip()]
+
+
+async def explain_lines(store: EventStore, kind: Kind, row: dict[str, Any], now: int) -> list[str]:
+    if kind.plural == "pods":
+        from allot_cli.commands.explain import explain, history
+
+        key = f"{row['namespace']}/{row['name']}"
+        return pod_explain(explain(key, *await history(store, key)))
+    if kind.plural == "nodes":
+        from allot_cli.explain_node import explain_node, node_history
+
+        lines = explain_node(row["name"], await node_history(store, row["name"]), now)
+        body = lines[2 : lines.index("timeline:")] if "timeline:" in lines else lines[2:]
+        return [line for line in body if line.strip()]
+    if kind.plural == "gangs":
+        return str(row.get("explain") or "").splitlines()
+    return []
+
+
+async def run_describe(args: argparse.Namespace, store: EventStore, *, now: int) -> list[str]:
+    kind = kind_named(args.what)
+    namespace: str | None = args.namespace
+    name = args.name
+    if kind.namespaced and "/" in name:
+        namespace, _, name = name.partition("/")
+    rows = await kind.load()(store, now)
+    found = select(
+        kind, rows, namespace=namespace if kind.namespaced else None, selector=Selector(), names=[name]
+    )
+    if not found:
+        where = f" in namespace {namespace}" if kind.namespaced and namespace else ""
+        raise InputError(f'{kind.plural} "{name}" not found{where}')
+    if len(found) > 1:  # no -n: the name is in several namespaces
+        spaces = ", ".join(sorted(str(r.get("namespace")) for r in found))
+        raise InputError(f'{kind.plural} "{name}" is in namespaces {spaces}: give -n NS or NS/{name}')
+    row = found[0]
+    notices = await events_of(store, _KUBE_KIND[kind.plural], str(row.get("namespace", "")), row["name"])
+    return describe(kind, row, notices=notices, explain=await explain_lines(store, kind, row, now), now=now)
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    from allot_eventstore.postgres import PostgresEventStore
+
+    kind_named(args.what)  # refused before connecting
+
+    async def run() -> list[str]:
+        store = PostgresEventStore.connect(endpoints().database_url)
+        try:
+            return await run_describe(args, store, now=time.time_ns() // 1000)
+        finally:
+            await store.close()
+
+    print("\n".join(asyncio.run(run())))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "describe", help="one object with its conditions, events and why it stands where it does"
+    )
+    p.add_argument("what", metavar="KIND", choices=all_words(), help="any kind allot get lists")
+    p.add_argument("name", metavar="NAME", help="its name (NS/NAME or NAME with -n for a namespaced kind)")
+    p.add_argument("-n", "--namespace", help="its namespace (without it, a name found in one namespace only)")
+    p.set_defaults(func=cmd_describe)
