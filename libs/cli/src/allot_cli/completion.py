@@ -76,8 +76,9 @@ def nodes(parser: argparse.ArgumentParser, path: str = "") -> list[Node]:
                     files=_is_path(action),
                 )
             )
-        elif action.choices:
-            node.words += [str(c) for c in action.choices]
+        elif action.choices or getattr(action, "completions", None):
+            # ``completions``: words to offer for a positional that the command checks itself
+            node.words += [str(c) for c in getattr(action, "completions", None) or action.choices or ()]
         else:
             node.files = node.files or _is_path(action)
     return out

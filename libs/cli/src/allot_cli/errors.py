@@ -1,7 +1,8 @@
 """Errors the CLI reports as one clear line (no traceback).
 
-Exit codes follow kubectl: 1 when input is refused (a file that cannot be read, invalid YAML, a document admission
-refuses) or an operation fails; 2 for a command line that cannot be understood (argparse's own code).
+Exit codes follow kubectl: 1 when input is refused (a file that cannot be read, invalid YAML or config, a document
+admission refuses, an unknown kind, an invalid label selector, a name that is not in the log) or an operation fails;
+2 for a command line that cannot be understood (argparse's own code, and flags that contradict each other).
 """
 
 
@@ -12,6 +13,7 @@ class UsageError(Exception):
 
 
 class InputError(UsageError):
-    """Input that is refused: unreadable files, invalid YAML, documents admission refuses. Exit code 1."""
+    """Input that is refused: unreadable files, invalid YAML or config, documents admission refuses, unknown kinds,
+    invalid label selectors, names not found. Exit code 1."""
 
     exit_code = 1

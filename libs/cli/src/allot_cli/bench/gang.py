@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import report
-from allot_cli.errors import UsageError
+from allot_cli.errors import InputError, UsageError
 from allot_cli.manifests import Document, to_input
 from allot_cli.simulator import Simulation
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     nodes_csv = Path(args.nodes) if args.nodes else DEFAULT_NODES
     if not nodes_csv.exists():
-        raise UsageError(f"node list not found: {nodes_csv} (pass --nodes CSV)")
+        raise InputError(f"node list not found: {nodes_csv} (pass --nodes CSV)")
     sim = Simulation()
     index = 0
 

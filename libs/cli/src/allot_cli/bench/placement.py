@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import report
-from allot_cli.errors import UsageError
+from allot_cli.errors import InputError, UsageError
 from allot_runtime import memory
 
 REPO_ROOT = Path(__file__).resolve().parents[5]
@@ -95,7 +95,7 @@ def register(subparsers: Any) -> None:
 
 def _check(path: Path, what: str) -> Path:
     if not path.is_file():
-        raise UsageError(
+        raise InputError(
             f"{what} not found: {path} (the openb trace lives in ../shared/traces/openb beside the "
             f"checkout; pass --{what.split()[0]} PATH)"
         )

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from allot_cli.errors import UsageError
+from allot_cli.errors import InputError, UsageError
 
 
 def examples_dir() -> Path:
@@ -56,7 +56,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             docs = load_documents(path)
             problems = list(admit_all(docs))
             if problems:
-                raise UsageError("\n".join(problems))
+                raise InputError("\n".join(problems))
             asyncio.run(
                 record(
                     stack["database_url"],

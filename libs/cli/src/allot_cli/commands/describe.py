@@ -220,7 +220,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "describe", help="one object with its conditions, events and why it stands where it does"
     )
-    p.add_argument("what", metavar="KIND", choices=all_words(), help="any kind allot get lists")
+    kind = p.add_argument("what", metavar="KIND", help="any kind allot get lists")
+    kind.completions = all_words()  # type: ignore[attr-defined]  # checked by kind_named: an unknown kind exits 1
     p.add_argument("name", metavar="NAME", help="its name (NS/NAME or NAME with -n for a namespaced kind)")
     p.add_argument("-n", "--namespace", help="its namespace (without it, a name found in one namespace only)")
     p.set_defaults(func=cmd_describe)

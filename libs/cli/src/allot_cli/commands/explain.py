@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from allot_cli.connect import endpoints
-from allot_cli.errors import UsageError
+from allot_cli.errors import InputError
 from allot_cli.reservation_views import explain_lines as reservation_lines
 from allot_cli.reservation_views import resolved_summary as reservation_summary
 from allot_contracts.envelope import RecordedEvent
@@ -140,7 +140,7 @@ STANDING = (
 
 def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> list[str]:
     if not own:
-        raise UsageError(f"no pod {key} in the log")
+        raise InputError(f"no pod {key} in the log")
     life, earlier = current_life(own)
     start = life[0].position
     group = [r for r in group if r.position >= start and key in (r.payload_dict().get("members") or [key])]

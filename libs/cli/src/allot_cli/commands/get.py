@@ -305,13 +305,13 @@ class _Intermixed(argparse.ArgumentParser):
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("get", help="list any kind the log holds, as kubectl does")
     p.__class__ = _Intermixed
-    p.add_argument(
+    kind = p.add_argument(
         "what",
         metavar="KIND",
-        choices=all_words(),
         help="pods, nodes, gangs (podgroups), quotas (elasticquotas), reservations, migrations (podmigrationjobs), "
         "devices, nodemetrics",
     )
+    kind.completions = all_words()  # type: ignore[attr-defined]  # checked by kind_named: an unknown kind exits 1
     p.add_argument("names", nargs="*", metavar="NAME", help="only these (NAME, or NS/NAME)")
     p.add_argument("-n", "--namespace", help="only this namespace")
     p.add_argument(

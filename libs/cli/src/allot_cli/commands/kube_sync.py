@@ -22,7 +22,7 @@ def cmd_kube_sync(args: argparse.Namespace) -> int:
         asyncio.run(run_kube_sync(scheduler_name=args.scheduler_name, kubeconfig=args.kubeconfig))
     except InvalidInput as exc:
         print(f"allot kube-sync: {exc}", file=sys.stderr)
-        return 2
+        return 1  # refused input (kubeconfig, scheduler name)
     except KeyboardInterrupt:
         return 130
     return 0

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from allot_cli.decisions import decisions
-from allot_cli.errors import InputError, UsageError
+from allot_cli.errors import InputError
 from allot_cli.manifests import Door, load_documents, to_input
 from allot_cli.pipeline import SERVICES
 from allot_cli.simulator import Simulation
@@ -26,9 +26,9 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read config {path}: {exc}") from exc
+        raise InputError(f"cannot read config {path}: {exc}") from exc
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: expected a mapping")
+        raise InputError(f"{path}: expected a mapping")
     from allot_runtime.schedconfig import SchedulerConfigError, is_scheduler_config, translate
 
     if is_scheduler_config(
@@ -38,14 +38,14 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
             translated = translate(data)
         except SchedulerConfigError as exc:
             lines = "\n  ".join(f"{i.path}: {i.message}" for i in exc.issues)
-            raise UsageError(f"{path}: invalid KubeSchedulerConfiguration:\n  {lines}") from exc
+            raise InputError(f"{path}: invalid KubeSchedulerConfiguration:\n  {lines}") from exc
         for warning in translated.warnings:
             print(f"warning: {path}: {warning.path}: {warning.message}", file=sys.stderr)
         return {name: config for name, config in translated.services.items() if config}
     if data and all(str(k) in SERVICES for k in data):
         return {str(k): dict(v or {}) for k, v in data.items()}
     if any(str(k) in SERVICES for k in data):
-        raise UsageError(f"{path}: mixes service names and placement settings; use one form")
+        raise InputError(f"{path}: mixes service names and placement settings; use one form")
     return {"device-allocator": dict(data)}
 
 

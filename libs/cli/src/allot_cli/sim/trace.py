@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from allot_cli.errors import UsageError
+from allot_cli.errors import InputError, UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[5]
 OPENB_DIR = (REPO_ROOT / ".." / "shared" / "traces" / "openb").resolve()
@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
 
     for path, flag in ((args.nodes, "--nodes"), (args.pods, "--pods")):
         if not Path(path).is_file():
-            raise UsageError(
+            raise InputError(
                 f"{flag} file not found: {path} (the openb trace lives in ../shared/traces/openb beside "
                 "the checkout)"
             )

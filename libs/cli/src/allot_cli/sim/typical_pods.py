@@ -16,14 +16,14 @@ from typing import Any
 
 import yaml
 
-from allot_cli.errors import UsageError
+from allot_cli.errors import InputError, UsageError
 
 
 def _from_trace(path: Path) -> list[tuple[int, int, int, tuple[str, ...]]]:
     from allot_placement.openb import read_pods
 
     if not path.exists():
-        raise UsageError(f"pod list not found: {path}")
+        raise InputError(f"pod list not found: {path}")
     return [(p.cpu_milli, p.num_gpu, p.gpu_milli if p.num_gpu else 0, p.gpu_spec) for p in read_pods(path)]
 
 
@@ -48,7 +48,7 @@ def config_section(shapes: list[tuple[int, int, int, tuple[str, ...]]], threshol
     from allot_placement.fragmentation import typical_pods
 
     if not shapes:
-        raise UsageError("no pods to learn from")
+        raise InputError("no pods to learn from")
     return {
         "fragmentation": {
             "typicalPods": [
