@@ -349,7 +349,10 @@ def _explain_node(name: str) -> int:
         finally:
             await store.close()
 
-    print("\n".join(explain_node(name, asyncio.run(load()), time.time_ns() // 1000)))
+    records = asyncio.run(load())
+    if not records:
+        raise InputError(f"no node {name} in the log")
+    print("\n".join(explain_node(name, records, time.time_ns() // 1000)))
     return 0
 
 
