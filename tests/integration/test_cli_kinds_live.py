@@ -1,0 +1,88 @@
+"""``allot get`` and ``allot describe`` as a user runs them: the ``allot`` command over a log in real PostgreSQL (the
+demo's log, as the simulator recorded it, copied into a migrated database)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from itertools import groupby
+from pathlib import Path
+
+import pytest
+import yaml
+
+from allot_contracts.envelope import NewEvent
+from allot_eventstore.postgres import PostgresEventStore
+from allot_testing.scenario import Scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _copy(s: Scenario, url: str) -> None:
+    store = PostgresEventStore.connect(url)
+    try:
+        for producer, records in groupby(s.events, key=lambda r: r.producer):
+            await store.append(
+                [
+                    NewEvent(
+                        stream_id=r.stream_id,
+                        event=r.decode(),
+                        event_id=r.event_id,
+                        causation_id=r.causation_id,
+                        correlation_id=r.correlation_id,
+                    )
+                    for r in records
+                ],
+                producer=producer,
+            )
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def log_url(database_url: str) -> str:
+    s = Scenario()
+    for example in ("demo/cluster.yaml", "demo/pods.yaml"):
+        s.apply_yaml((ROOT / "examples" / example).read_text())
+    asyncio.run(_copy(s, database_url))
+    return database_url
+
+
+def allot(url: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {"ALLOT_DATABASE_URL": url}
+    exe = str(Path(sys.executable).with_name("allot"))
+    return subprocess.run([exe, *argv], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_get_and_describe_over_a_real_log(log_url: str) -> None:
+    pods = allot(log_url, "get", "pods", "-l", "koordinator.sh/qosClass=LS", "-o", "json")
+    assert pods.returncode == 0, pods.stderr
+    assert {row["pod"] for row in json.loads(pods.stdout)} == {
+        "research/train-llama-0",
+        "serving/inference-bert",
+    }
+
+    one = allot(log_url, "get", "pods", "-n", "research", "train-big", "-o", "yaml")
+    assert one.returncode == 0 and yaml.safe_load(one.stdout)["phase"] == "Waiting"
+
+    quotas = allot(log_url, "get", "quotas")
+    assert quotas.returncode == 0 and "cpu=unlimited memory=unlimited" in quotas.stdout
+    assert "1844674407370955161" not in quotas.stdout
+    tree = allot(log_url, "quota", "tree", "--all")
+    assert (
+        "max      cpu=unlimited memory=unlimited" in tree.stdout and "1844674407370955161" not in tree.stdout
+    )
+
+    described = allot(log_url, "describe", "pod", "research/train-big")
+    assert described.returncode == 0, described.stderr
+    lines = described.stdout.splitlines()
+    assert "Conditions:" in lines and "Events:" in lines and "Explain:" in lines
+    assert any(line.split()[:2] == ["Warning", "FailedScheduling"] for line in lines)
+
+    missing = allot(log_url, "get", "pods", "-n", "research", "nope")
+    assert missing.returncode == 1 and 'pods "nope" not found' in missing.stderr
+    absent = allot(log_url, "describe", "node", "nope")
+    assert absent.returncode == 1 and "Traceback" not in absent.stderr
