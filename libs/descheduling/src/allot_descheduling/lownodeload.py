@@ -128,6 +128,7 @@ class _Node:
         "pod_usage",
         "prod_high",
         "prod_low",
+        "prod_reported",
         "prod_usage",
         "requested",
         "usage",
@@ -154,6 +155,7 @@ class _Node:
             if klass == PROD:
                 for r, v in m.usage.items():
                     self.prod_usage[r] = self.prod_usage.get(r, 0) + v
+        self.prod_reported = dict(self.prod_usage)
         self.low: dict[str, Fraction] = {}
         self.prod_low: dict[str, Fraction] = {}
         self.prod_high: dict[str, Fraction] = {}
@@ -213,9 +215,12 @@ def _score(
     )
 
 
-def _describe(usage: Mapping[str, int], pcts: Mapping[str, Fraction], node: _Node, word: str) -> str:
+def _describe(
+    usage: Mapping[str, int], pcts: Mapping[str, Fraction], node: _Node, word: str, prefix: str = ""
+) -> str:
     return ", ".join(
-        f"{r} {_fmt(_pct(usage.get(r, 0), node.alloc(r)))}% {word} {_fmt(pcts[r])}%" for r in sorted(pcts)
+        f"{prefix}{r} {_fmt(_pct(usage.get(r, 0), node.alloc(r)))}% {word} {_fmt(pcts[r])}%"
+        for r in sorted(pcts)
     )
 
 
@@ -403,6 +408,7 @@ def _pool_round(
                             {r: prod_high_pct[r] for r in _over(n.prod_usage, prod_high_pct, n)},
                             n,
                             ">",
+                            "prod ",
                         ),
                     ],
                 )
@@ -481,7 +487,7 @@ def _pool_round(
                 },
                 low=_amounts(n, low_pct),
                 high=_amounts(n, high_pct),
-                prod_usage={r: n.prod_usage.get(r, 0) for r in sorted(prod_high_pct)}
+                prod_usage={r: n.prod_reported.get(r, 0) for r in sorted(prod_high_pct)}
                 if prod_high_pct
                 else {},
                 prod_low=_amounts(n, prod_low_pct),
@@ -559,6 +565,22 @@ def _relieve(
                     node=source.name,
                     code="SourceRelieved",
                     reason=f"node {source.name} is under its high thresholds once the pods chosen before it move",
+                    usage=usage,
+                )
+            )
+            continue
+        helps = [r for r in _over(source.usage, high_pct, source) if usage.get(r, 0) > 0]
+        if is_prod:
+            helps += [r for r in _over(source.prod_usage, prod_high_pct, source) if usage.get(r, 0) > 0]
+        if not helps:
+            out.append(
+                DeschedulerCandidate(
+                    pod=pod.key,
+                    uid=pod.uid,
+                    node=source.name,
+                    code="NotHelping",
+                    reason="moving it would not lower what is above the high thresholds"
+                    + ("" if is_prod else " (the prod usage: it is not a prod pod)"),
                     usage=usage,
                 )
             )
