@@ -149,6 +149,13 @@ def test_quota_min_max_runtime_used_borrowed_and_waiting_reason():
         "tree": "koordinator-root-quota",
     }
     assert value(r, "allot_quota_max", **root, resource="cpu") is None, "an unlimited max has no sample"
+    assert value(r, "allot_quota_runtime", **root, resource="cpu") == 96, "the three nodes × 32 cores"
+    assert value(r, "allot_quota_borrowed", **root, resource="cpu") is None, (
+        "a tree root lends, never borrows"
+    )
+    system = {"quota": "koordinator-system-quota", "namespace": "koordinator-system", "tree": ""}
+    assert value(r, "allot_quota_max", **system, resource="cpu") is None, "the built-in 'no limit' amount"
+    assert value(r, "allot_quota_runtime", **system, resource="cpu") is None
     assert value(r, "allot_pending_pods", service="quota-manager", reason="InsufficientQuota") == 1
     assert value(r, "allot_held_pods", service="quota-manager") == 1
 

@@ -90,7 +90,12 @@ QUOTA_FAMILIES = (
     ("allot_quota_runtime", "gauge", "Quota runtime (what the quota may use now) by resource, base units"),
     ("allot_quota_used", "gauge", "Quota used (admitted pods, children included) by resource, base units"),
     ("allot_quota_request", "gauge", "Quota request (pending and admitted pods) by resource, base units"),
-    ("allot_quota_borrowed", "gauge", "Quota used above its min (lent by others) by resource, base units"),
+    (
+        "allot_quota_borrowed",
+        "gauge",
+        "Quota used above its min (lent by others) by resource, base units; leaf and "
+        "inner quotas of a tree only",
+    ),
     ("allot_quota_pods", "gauge", "Pods charged to or waiting in the quota"),
 )
 PENDING_FAMILIES = (
@@ -219,6 +224,17 @@ def _refreshed(h: Hierarchy) -> Hierarchy:
     return twin
 
 
+_MAX_INT64 = 2**63 - 1
+# The "no limit" amounts the quota engine writes (built-in system/default max, profile roots' max): no sample.
+_NO_LIMIT = frozenset(
+    {_MAX_INT64 // 5, _MAX_INT64 // 5 * 1000, _MAX_INT64 // 2000, _MAX_INT64 // 2000 * 1000}
+)
+
+
+def _limited(values: Mapping[str, int] | None) -> dict[str, int]:
+    return {d: v for d, v in (values or {}).items() if v not in _NO_LIMIT}
+
+
 def _base(resource: str, value: int) -> float:
     """Canonical integers in Prometheus base units: millicores become cores."""
     return value / 1000 if is_milli_resource(resource) else float(value)
@@ -239,13 +255,17 @@ def quota_families(h: Hierarchy) -> list[GaugeMetricFamily]:
             d: max(spec.min.get(d, 0), node.guaranteed.get(d, 0))
             for d in set(spec.min) | set(node.guaranteed)
         }
+        # a tree root lends and the system and default quotas stand outside the tree: neither borrows
+        borrows = bool(tree) and not twin.is_tree_root(node)
         series: tuple[Mapping[str, int] | None, ...] = (
             spec.min,
-            None if spec.unlimited else spec.max,
-            node.runtime,
+            None if spec.unlimited else _limited(spec.max),
+            _limited(node.runtime),
             node.used,
             node.request,
-            {d: u - floor.get(d, 0) for d, u in node.used.items() if u > floor.get(d, 0)},
+            {d: u - floor.get(d, 0) for d, u in node.used.items() if u > floor.get(d, 0)}
+            if borrows
+            else None,
         )
         for fam, values in zip(fams, series, strict=True):
             for resource, value in sorted((values or {}).items()):
