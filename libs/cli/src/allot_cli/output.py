@@ -174,7 +174,7 @@ def all_words() -> list[str]:
 # Quantities from here up are shown as ``unlimited``: the smallest of the "no limit" values Koordinator writes
 # (MaxInt64/5 of cpu cores and memory bytes on its built-in quotas, MaxInt64/2000 on a profile's root quota), in the
 # resource's base unit (cores, bytes, devices). No real capacity comes near: 4.6e15 cores, or 4 PiB of memory.
-UNLIMITED_FROM = Fraction(2**63 - 1, 2000)
+UNLIMITED_FROM = Fraction((2**63 - 1) // 2000)
 _BYTES = ("memory", "storage", "gpu-memory", "hugepages", "gpu.memory")
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
