@@ -15,6 +15,7 @@ from typing import Any
 
 from allot_cli.connect import endpoints
 from allot_cli.errors import InputError
+from allot_cli.migration_views import migration_lines, pod_migrations
 from allot_cli.reservation_views import explain_lines as reservation_lines
 from allot_cli.reservation_views import resolved_summary as reservation_summary
 from allot_contracts.envelope import RecordedEvent
@@ -333,8 +334,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return _explain_node(args.name)
     key = args.name if "/" in args.name else f"{args.namespace}/{args.name}"
     own, group = asyncio.run(pod_history(endpoints().database_url, key))
-    print("\n".join(explain(key, own, group)))
+    lines = explain(key, own, group)
+    lines += migration_lines(key, asyncio.run(_migrations(endpoints().database_url, key)))
+    print("\n".join(lines))
     return 0
+
+
+async def _migrations(url: str, key: str) -> list[RecordedEvent]:
+    store = PostgresEventStore.connect(url)
+    try:
+        return await pod_migrations(store, key)
+    finally:
+        await store.close()
 
 
 def _explain_node(name: str) -> int:
