@@ -16,8 +16,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from allot_cli.webhook import Webhook, serve, tls_context
+from allot_cli.webhook import Webhook, cluster_quotas, serve, tls_context
 from allot_testing.builders import a_pod, a_quota
+from allot_testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.skipif(
     shutil.which("openssl") is None, reason="needs the openssl command to make a CA"
@@ -82,13 +83,27 @@ def make_certificates(directory: Path) -> tuple[str, str, str]:
 
 @pytest.fixture
 async def endpoint(tmp_path: Path, unused_tcp_port: int) -> AsyncIterator[tuple[str, ssl.SSLContext]]:
+    async for served in _serve(Webhook(), tmp_path, unused_tcp_port):
+        yield served
+
+
+@pytest.fixture
+async def tree_endpoint(
+    tmp_path: Path, unused_tcp_port: int, client: Any
+) -> AsyncIterator[tuple[str, ssl.SSLContext]]:
+    """The webhook listing the fake API server's ElasticQuotas, as ``allot webhook`` does in a cluster."""
+    async for served in _serve(Webhook(quotas=cluster_quotas(client)), tmp_path, unused_tcp_port):
+        yield served
+
+
+async def _serve(webhook: Webhook, tmp_path: Path, port: int) -> AsyncIterator[tuple[str, ssl.SSLContext]]:
     ca, cert, key = make_certificates(tmp_path)
     stop = asyncio.Event()
     task = asyncio.create_task(
-        serve(Webhook(), host="127.0.0.1", port=unused_tcp_port, context=tls_context(cert, key), stop=stop)
+        serve(webhook, host="127.0.0.1", port=port, context=tls_context(cert, key), stop=stop)
     )
     trust = ssl.create_default_context(cafile=ca)  # what the API server does with the caBundle
-    url = f"https://127.0.0.1:{unused_tcp_port}"
+    url = f"https://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as session:
         for _ in range(100):
             try:
@@ -193,3 +208,68 @@ async def test_a_client_that_does_not_trust_the_ca_cannot_talk_to_it(endpoint: A
     async with aiohttp.ClientSession() as session:
         with pytest.raises(aiohttp.ClientConnectorCertificateError):
             await session.post(f"{url}/validate", json={}, ssl=ssl.create_default_context())
+
+
+TREE = "quota.scheduling.koordinator.sh/"
+
+
+def member(name: str, parent: str = "", *, is_parent: bool = False, cpu_min: str = "1") -> dict[str, Any]:
+    labels = {TREE + "is-parent": "true"} if is_parent else {}
+    if parent:
+        labels[TREE + "parent"] = parent
+    return a_quota(name, min={"cpu": cpu_min}, max={"cpu": "20"}, labels=labels)
+
+
+async def test_elastic_quota_trees_are_checked_against_the_clusters_quotas(
+    tree_endpoint: Any, kube: FakeKube
+) -> None:
+    kube.create(member("team", is_parent=True, cpu_min="10"))
+    kube.create(member("a", "team", cpu_min="6"))
+
+    # The brothers' min would exceed their parent's: refused, as quota-manager would.
+    response = await post(tree_endpoint, "/validate", review(QUOTA, member("b", "team", cpu_min="6")))
+    assert response["allowed"] is False
+    (cause,) = response["status"]["details"]["causes"]
+    assert cause["field"] == "spec.min"
+    assert "checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: team" in cause["message"]
+    fits = await post(tree_endpoint, "/validate", review(QUOTA, member("b", "team", cpu_min="4")))
+    assert fits["allowed"] is True
+
+    # A parent that does not exist, or is not a parent.
+    orphan = await post(tree_endpoint, "/validate", review(QUOTA, member("o", "nope")))
+    assert orphan["allowed"] is False
+    assert "the parent quota nope does not exist" in orphan["status"]["message"]
+    under_leaf = await post(tree_endpoint, "/validate", review(QUOTA, member("c", "a")))
+    assert "IsParent is false" in under_leaf["status"]["message"]
+
+    # Updating the parent: its min may not drop below its children's.
+    shrunk = await post(
+        tree_endpoint, "/validate", review(QUOTA, member("team", is_parent=True, cpu_min="5"), "UPDATE")
+    )
+    assert shrunk["allowed"] is False
+    assert "all children's MinQuota > current MinQuota" in shrunk["status"]["message"]
+
+    # Deleting a quota with children is refused; a leaf goes.
+    parent_deleted = review(QUOTA, {}, "DELETE")
+    parent_deleted["request"].update(object=None, oldObject=member("team", is_parent=True), name="team")
+    refused = await post(tree_endpoint, "/validate", parent_deleted)
+    assert refused["allowed"] is False
+    assert "quota team has 1 child quotas" in refused["status"]["message"]
+    leaf_deleted = review(QUOTA, {}, "DELETE")
+    leaf_deleted["request"].update(object=None, oldObject=member("a", "team"), name="a")
+    assert (await post(tree_endpoint, "/validate", leaf_deleted))["allowed"] is True
+
+
+async def test_a_quota_list_that_fails_leaves_the_answer_to_the_failure_policy(
+    tree_endpoint: Any, kube: FakeKube
+) -> None:
+    kube.fail("GET", "elasticquotas", status=503)
+    url, trust = tree_endpoint
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{url}/validate", json=review(QUOTA, member("x")), ssl=trust) as answer,
+    ):
+        assert answer.status == 500
+        assert "could not check the ElasticQuota tree" in (await answer.json())["message"]
+    # Pods never need the list.
+    assert (await post(tree_endpoint, "/validate", review(POD, ours("ok"))))["allowed"] is True

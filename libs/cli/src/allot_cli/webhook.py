@@ -11,6 +11,12 @@
   API server only sends those. A pod that names another scheduler than ``default-scheduler`` keeps it (with a
   warning): routing never overrides an explicit choice.
 
+ElasticQuota trees are checked too, as quota-manager checks them (``allot_quota``'s topology rules), against the
+cluster's ElasticQuotas listed from the API server at each review (:func:`quota_tree_issues`): the parent exists and is
+a parent, the children's ``min`` fit in their parent's, the tree id stays, a namespace is bound to one quota, and a
+quota with children cannot be deleted. What depends on usage (``max`` below ``used``, a parent with pods) is
+quota-manager's to refuse, from the log: the webhook keeps no state.
+
 TLS: the certificate and key are files (``--tls-cert-file``, ``--tls-private-key-file``), from cert-manager's
 Certificate when installed, else the self-signed CA and certificate the Helm chart generates. ``/healthz`` and
 ``/metrics`` are served over plain HTTP on ``ALLOT_HTTP_PORT`` like every other process.
@@ -23,6 +29,7 @@ import base64
 import json
 import logging
 import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +38,8 @@ from aiohttp import web
 from allot_contracts.events import FieldIssue
 from allot_contracts.objects.admission import admit
 from allot_contracts.objects.pod import PodContext
+from allot_contracts.objects.quota import QUOTA_API, parse_quota
+from allot_quota import QuotaEngine
 
 log = logging.getLogger("allot.webhook")
 
@@ -44,6 +53,9 @@ VALIDATED = {
 }
 
 
+QUOTA_KIND = (QUOTA_API, "ElasticQuota")
+QuotaLister = Callable[[], Awaitable[list[dict[str, Any]]]]  # the cluster's ElasticQuotas, as listed
+
 _CONTEXT = PodContext(resolve_priority=False)  # the API server's priority admission runs before webhooks
 
 
@@ -51,6 +63,61 @@ def verdict(manifest: dict[str, Any]) -> tuple[list[FieldIssue], list[FieldIssue
     """(issues, warnings) of one object, by the admission every door uses."""
     admitted = admit(manifest, _CONTEXT)
     return list(admitted.issues), list(admitted.warnings)
+
+
+def quota_tree_issues(request: dict[str, Any], cluster: list[dict[str, Any]]) -> list[FieldIssue]:
+    """What quota-manager's topology check would refuse about the ElasticQuota of ``request`` (create, update or
+    delete), given the cluster's ElasticQuotas: they are loaded into a fresh engine parents first (one that does
+    not fit is left out, as quota-manager would have rejected it), then the request is checked against them."""
+    engine = QuotaEngine()
+    pending = []
+    for item in cluster:
+        spec, _ = parse_quota({**item, "apiVersion": QUOTA_API, "kind": "ElasticQuota"})
+        if spec is not None:
+            pending.append(spec)
+    pending.sort(key=lambda spec: (spec.namespace, spec.name))
+    while pending:
+        left = [spec for spec in pending if engine.apply_quota(spec)]
+        if len(left) == len(pending):
+            break
+        pending = left
+    deleting = request.get("operation") == "DELETE"
+    found = request.get("oldObject" if deleting else "object")
+    obj: dict[str, Any] = found if isinstance(found, dict) else {}
+    metadata: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
+    namespace = str(request.get("namespace") or metadata.get("namespace") or "")
+    if deleting:
+        name = str(request.get("name") or metadata.get("name") or "")
+        # Only what forbids it: a quota the engine does not know (left out above) is the API server's to delete.
+        return [i for i in engine.validate_delete(namespace, name) if i.code == "Forbidden"]
+    spec, issues = parse_quota(
+        {
+            **obj,
+            "apiVersion": QUOTA_API,
+            "kind": "ElasticQuota",
+            "metadata": {**metadata, "namespace": namespace},
+        }
+    )
+    return list(issues) if spec is None else engine.validate_quota(spec)
+
+
+def cluster_quotas(client: Any) -> QuotaLister:
+    """The lister of the cluster's ElasticQuotas through ``client`` (none when the CRD is not installed)."""
+    from allot_runtime.kube.client import ApiError, call
+
+    async def quotas() -> list[dict[str, Any]]:
+        try:
+            found = await call(
+                client, "GET", "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas", timeout=5.0
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                return []
+            raise
+        items = found.get("items") if isinstance(found, dict) else None
+        return [item for item in items or [] if isinstance(item, dict)]
+
+    return quotas
 
 
 class WebhookError(Exception):
@@ -64,10 +131,11 @@ def _line(issue: FieldIssue) -> str:
 @dataclass
 class Webhook:
     scheduler: str = SCHEDULER
+    quotas: QuotaLister | None = None  # None: ElasticQuota trees are not checked (no API server to list them)
     counts: dict[str, int] = field(default_factory=dict)
 
-    def _count(self, what: str) -> None:
-        self.counts[what] = self.counts.get(what, 0) + 1
+    def _count(self, what: str, by: int = 1) -> None:
+        self.counts[what] = self.counts.get(what, 0) + by
 
     def validate(self, request: dict[str, Any]) -> dict[str, Any]:
         """The ``response`` of an AdmissionReview for the validating webhook."""
@@ -104,28 +172,55 @@ class Webhook:
             raise WebhookError(
                 f"Allot could not validate this {manifest['kind']}: {type(exc).__name__}"
             ) from exc
-        response: dict[str, Any] = {"uid": uid, "allowed": not issues}
+        response: dict[str, Any] = {"uid": uid, "allowed": True}
         if warnings:
             response["warnings"] = [_line(w) for w in warnings]
         if issues:
-            self._count("denied")
-            name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get(
-                "generateName", ""
-            )
-            response["status"] = {
-                "code": 422,
-                "reason": "Invalid",
-                "message": f"{manifest['kind']} {name} is invalid: " + "; ".join(_line(i) for i in issues),
-                "details": {
-                    "name": name,
-                    "kind": manifest["kind"],
-                    "causes": [
-                        {"field": i.path, "message": i.message, "reason": "FieldValueInvalid"} for i in issues
-                    ],
-                },
-            }
+            self._deny(response, manifest["kind"], obj, issues)
         else:
             self._count("allowed")
+        return response
+
+    def _deny(
+        self, response: dict[str, Any], kind: str, obj: dict[str, Any], issues: list[FieldIssue]
+    ) -> None:
+        self._count("denied")
+        metadata = obj.get("metadata") or {}
+        name = metadata.get("name") or metadata.get("generateName", "")
+        response["allowed"] = False
+        response["status"] = {
+            "code": 422,
+            "reason": "Invalid",
+            "message": f"{kind} {name} is invalid: " + "; ".join(_line(i) for i in issues),
+            "details": {
+                "name": name,
+                "kind": kind,
+                "causes": [
+                    {"field": i.path, "message": i.message, "reason": "FieldValueInvalid"} for i in issues
+                ],
+            },
+        }
+
+    async def review_validate(self, request: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`validate`, then, for an ElasticQuota it let through (or its deletion), the tree check against the
+        cluster's quotas. A list that fails is the webhook's error: ``failurePolicy`` decides."""
+        response = self.validate(request)
+        kind = request.get("kind") or {}
+        api_version = "/".join(p for p in (kind.get("group"), kind.get("version")) if p)
+        if self.quotas is None or not response["allowed"] or (api_version, kind.get("kind")) != QUOTA_KIND:
+            return response
+        try:
+            issues = quota_tree_issues(request, await self.quotas())
+        except Exception as exc:
+            self._count("error")
+            log.exception("checking the ElasticQuota tree failed")
+            raise WebhookError(f"Allot could not check the ElasticQuota tree: {exc}") from exc
+        if issues:
+            deleting = request.get("operation") == "DELETE"
+            if not deleting:
+                self._count("allowed", -1)  # counted by validate, refused now
+            target = request.get("oldObject" if deleting else "object")
+            self._deny(response, "ElasticQuota", target if isinstance(target, dict) else {}, issues)
         return response
 
     def mutate(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -169,7 +264,7 @@ class Webhook:
                     {"message": "expected an AdmissionReview with a request"}, status=400
                 )
             try:
-                response = answer(inner)
+                response = await answer(inner)
             except WebhookError as exc:
                 return web.json_response({"message": str(exc)}, status=500)
             return web.json_response(
@@ -180,11 +275,14 @@ class Webhook:
                 }
             )
 
+        async def mutated(inner: dict[str, Any]) -> dict[str, Any]:
+            return self.mutate(inner)
+
         async def validate(request: web.Request) -> web.Response:
-            return await review(request, self.validate)
+            return await review(request, self.review_validate)
 
         async def mutate(request: web.Request) -> web.Response:
-            return await review(request, self.mutate)
+            return await review(request, mutated)
 
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.add_routes([web.post("/validate", validate), web.post("/mutate", mutate)])

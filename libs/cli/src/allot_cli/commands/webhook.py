@@ -16,11 +16,14 @@ from typing import Any
 async def _run(args: argparse.Namespace) -> None:
     from aiohttp import web
 
-    from allot_cli.webhook import Webhook, serve, tls_context
+    from allot_cli.webhook import Webhook, cluster_quotas, serve, tls_context
+    from allot_runtime.kube.client import api_client
 
     context = tls_context(args.tls_cert_file, args.tls_private_key_file)
+    client = None if args.no_quota_tree else await api_client(args.kubeconfig)
     webhook = Webhook(
-        scheduler=args.scheduler_name or os.environ.get("ALLOT_SCHEDULER_NAME") or "allot-scheduler"
+        scheduler=args.scheduler_name or os.environ.get("ALLOT_SCHEDULER_NAME") or "allot-scheduler",
+        quotas=None if client is None else cluster_quotas(client),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -50,13 +53,20 @@ async def _run(args: argparse.Namespace) -> None:
     finally:
         with contextlib.suppress(Exception):
             await runner.cleanup()
+        if client is not None:
+            await client.close()
 
 
 def cmd_webhook(args: argparse.Namespace) -> int:
+    from allot_contracts.errors import InvalidInput
+
     try:
         asyncio.run(_run(args))
     except (OSError, ssl.SSLError) as exc:
         print(f"allot webhook: cannot serve TLS: {exc}", file=sys.stderr)
+        return 2
+    except InvalidInput as exc:  # no Kubernetes client configuration to list ElasticQuotas with
+        print(f"allot webhook: {exc} (or run with --no-quota-tree)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -72,5 +82,15 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--scheduler-name",
         help="the schedulerName pods are routed to and validated for (default: ALLOT_SCHEDULER_NAME or allot-scheduler)",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        help="kubeconfig for listing ElasticQuotas (default: ALLOT_KUBECONFIG, KUBECONFIG, the in-cluster service "
+        "account, ~/.kube/config)",
+    )
+    p.add_argument(
+        "--no-quota-tree",
+        action="store_true",
+        help="do not check ElasticQuota trees against the cluster's quotas (each quota is still checked alone)",
     )
     p.set_defaults(func=cmd_webhook)
