@@ -29,7 +29,7 @@ from node_reporter.adapters.agent import Agent, AgentConfig
 
 pytestmark = pytest.mark.integration
 
-CONFIG = {"device-allocator": {"nodeSide": {"heartbeatGraceSeconds": 1}}}
+CONFIG = {"device-allocator": {"nodeSide": {"heartbeatGraceSeconds": 3}}}
 
 
 async def _until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 20) -> None:
@@ -81,8 +81,8 @@ async def test_a_stopped_agent_makes_its_gpus_unschedulable_until_it_beats_again
 
             beating = asyncio.Event()
             beats = asyncio.create_task(agent.heartbeat_loop(beating))
-            await _until(lambda: has("node.heartbeat", 3), "heartbeats")
-            assert not await has("node.heartbeat_lost")  # beating every 0.2 s, grace 1 s
+            await _until(lambda: has("node.heartbeat", 20), "heartbeats for longer than the grace")
+            assert not await has("node.heartbeat_lost")  # 4 s of beats every 0.2 s, grace 3 s
             beating.set()  # the agent stops
             await beats
             await _until(lambda: has("node.heartbeat_lost"), "the heartbeat declared lost")
