@@ -15,7 +15,7 @@ import yaml
 from allot_cli.commands.get import run_get
 from allot_cli.errors import InputError
 from allot_cli.output import KINDS
-from allot_testing.builders import a_pod
+from allot_testing.builders import a_node, a_pod
 from allot_testing.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +41,7 @@ def log() -> Scenario:
     ):
         s.apply_yaml((ROOT / "examples" / example).read_text())
     s.apply_yaml(METRIC)
+    s.apply(a_node("kubelet-units", cpu="7500m", memory="65843020Ki", labels={"pool": "cpu"}))
     s.apply(a_pod("web-1", namespace="serving", labels={"app": "shop", "tier": "front"}))
     s.apply(a_pod("web-2", namespace="serving", labels={"app": "shop", "tier": "back"}))
     return s
@@ -181,6 +182,10 @@ def test_human_units_and_unlimited(log: Scenario) -> None:
     assert json.loads(exact)["quantities"]["max"]["cpu"] == "1844674407370955161"  # exact in json
     _, metrics = get(log, "nodemetrics")
     assert cells(metrics, "gpu-node-a") == ["gpu-node-a", "16", "(25%)", "128Gi", "(25%)", "90s", "ago"]
+    _, nodes = get(log, "nodes", "kubelet-units")  # as a kubelet reports them: in Ki, in millicores
+    assert cells(nodes, "kubelet-units")[1:3] == ["7500m", "62.8Gi"]
+    _, exact = get(log, "nodes", "kubelet-units", "-o", "json")
+    assert (json.loads(exact)["cpu"], json.loads(exact)["memory"]) == ("7500m", "65843020Ki")
     _, devices = get(log, "devices", "-o", "wide")
     assert cells(devices, "gpu-node-a")[-2:] == ["A100", "640Gi"]
 

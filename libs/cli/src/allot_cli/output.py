@@ -61,9 +61,10 @@ class Kind:
     loader: str
     wide: tuple[str, ...] = ()
     note: str = ""  # a row field printed under the table (why a pod waits), when not empty
-    ages: tuple[
-        str, ...
-    ] = ()  # fields that count time ("5s ago"): a watch does not print a row for them alone
+    # fields that count time ("5s ago"): a watch does not print a row for them alone
+    ages: tuple[str, ...] = ()
+    # (column, resource): quantities a table shows in human units
+    units: tuple[tuple[str, str], ...] = ()
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -97,6 +98,7 @@ KINDS: tuple[Kind, ...] = (
         f"{_GET}:node_records",
         wide=("labels",),
         ages=("usage", "heartbeat"),
+        units=(("cpu", "cpu"), ("memory", "memory")),
     ),
     Kind(
         "gangs",
@@ -344,8 +346,10 @@ def columns_of(kind: Kind, output: str, *, namespaces: bool) -> list[str]:
     return (["namespace"] if namespaces and kind.namespaced else []) + columns
 
 
-def _cell(row: dict[str, Any], column: str) -> str:
+def _cell(row: dict[str, Any], column: str, units: dict[str, str] | None = None) -> str:
     value = row.get(column, "")
+    if units and column in units and isinstance(value, str | int) and value not in ("", "-"):
+        return human(units[column], value)
     if isinstance(value, dict):
         return ",".join(f"{k}={v}" for k, v in sorted(value.items())) or "<none>"
     if value is None or value == "":
@@ -353,13 +357,18 @@ def _cell(row: dict[str, Any], column: str) -> str:
     return str(value)
 
 
-def table_lines(rows: Rows, columns: list[str], widths: dict[str, int] | None = None) -> list[str]:
-    """A header and one line per row; ``widths`` (updated) keeps the columns of a watch aligned."""
+def table_lines(
+    rows: Rows, columns: list[str], widths: dict[str, int] | None = None, units: dict[str, str] | None = None
+) -> list[str]:
+    """A header and one line per row; ``widths`` (updated) keeps the columns of a watch aligned; ``units`` maps a
+    column to the resource whose quantities it holds (shown in human units)."""
     widths = widths if widths is not None else {}
     for column in columns:
-        widths[column] = max(widths.get(column, 0), len(column), *(len(_cell(r, column)) for r in rows))
+        widths[column] = max(
+            widths.get(column, 0), len(column), *(len(_cell(r, column, units)) for r in rows)
+        )
     header = "  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip()
-    return [header] + ["  ".join(_cell(r, c).ljust(widths[c]) for c in columns).rstrip() for r in rows]
+    return [header] + ["  ".join(_cell(r, c, units).ljust(widths[c]) for c in columns).rstrip() for r in rows]
 
 
 def render(kind: Kind, rows: Rows, output: str, *, namespaces: bool = True, single: bool = False) -> str:
@@ -374,7 +383,7 @@ def render(kind: Kind, rows: Rows, output: str, *, namespaces: bool = True, sing
         import yaml
 
         return yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False).rstrip("\n")
-    lines = table_lines(rows, columns_of(kind, output, namespaces=namespaces))
+    lines = table_lines(rows, columns_of(kind, output, namespaces=namespaces), units=dict(kind.units))
     if kind.note:
         lines += [f"  {row['name']}: {row[kind.note]}" for row in rows if row.get(kind.note)]
     return "\n".join(lines)

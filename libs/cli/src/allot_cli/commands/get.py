@@ -208,7 +208,7 @@ async def watch(
         from allot_cli.output import columns_of
 
         columns = columns_of(kind, output, namespaces=namespaces)
-        write("\n".join(table_lines(rows, columns, widths)))
+        write("\n".join(table_lines(rows, columns, widths, dict(kind.units))))
     elif rows:
         write(_documents(kind, rows, output))
     last = {_identity(r): r for r in rows}
@@ -231,7 +231,7 @@ async def watch(
         if not changed:
             continue
         if columns is not None:
-            write("\n".join(table_lines(changed, columns, widths)[1:]))
+            write("\n".join(table_lines(changed, columns, widths, dict(kind.units))[1:]))
         else:
             write(_documents(kind, changed, output))
 
