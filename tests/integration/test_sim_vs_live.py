@@ -14,7 +14,7 @@ from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
 from allot_cli.commands.decisions import live_decisions
 from allot_cli.decisions import decisions
-from allot_cli.manifests import load_documents, to_input
+from allot_cli.manifests import Door, load_documents, to_input
 from allot_cli.sim.run import load_config, run
 from allot_testing.stack import InProcessStack
 
@@ -57,7 +57,9 @@ async def test_live_decisions_equal_simulated_ones(
     assert simulated, "a scenario with no decisions proves nothing"
 
     async with InProcessStack(database_url, nats_server_url, BusNames(**bus_names), configs):
-        inputs = [to_input(doc) for doc in load_documents(str(path))]
+        # admitted in order by one door, as `allot apply` does (a PriorityClass earlier in the file resolves)
+        verdicts = Door(quotas=set()).check_all(load_documents(str(path)))
+        inputs = [to_input(v.document) for v in verdicts if not v.issues]
         await record(database_url, inputs, wait=False, wait_each=True, timeout=60)
     live = await live_decisions(database_url)
     assert live == simulated
