@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from itertools import groupby
 from pathlib import Path
 
@@ -21,10 +22,10 @@ from allot_testing.scenario import Scenario
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def _copy(s: Scenario, url: str) -> None:
+async def _copy(s: Scenario, url: str, start: int = 0) -> None:
     store = PostgresEventStore.connect(url)
     try:
-        for producer, records in groupby(s.events, key=lambda r: r.producer):
+        for producer, records in groupby(s.events[start:], key=lambda r: r.producer):
             await store.append(
                 [
                     NewEvent(
@@ -43,18 +44,68 @@ async def _copy(s: Scenario, url: str) -> None:
 
 
 @pytest.fixture
-def log_url(database_url: str) -> str:
+def demo(database_url: str) -> tuple[Scenario, str]:
     s = Scenario()
     for example in ("demo/cluster.yaml", "demo/pods.yaml"):
         s.apply_yaml((ROOT / "examples" / example).read_text())
     asyncio.run(_copy(s, database_url))
-    return database_url
+    return s, database_url
+
+
+@pytest.fixture
+def log_url(demo: tuple[Scenario, str]) -> str:
+    return demo[1]
+
+
+def _env(url: str) -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {"ALLOT_DATABASE_URL": url}
+
+
+EXE = str(Path(sys.executable).with_name("allot"))
 
 
 def allot(url: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {"ALLOT_DATABASE_URL": url}
-    exe = str(Path(sys.executable).with_name("allot"))
-    return subprocess.run([exe, *argv], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([EXE, *argv], capture_output=True, text=True, env=_env(url), timeout=120)
+
+
+def test_watch_follows_the_log_as_it_grows(demo: tuple[Scenario, str]) -> None:
+    import queue
+    import threading
+
+    from allot_testing.builders import a_pod
+
+    s, url = demo
+    lines: queue.Queue[str] = queue.Queue()
+
+    def next_line() -> str:
+        return lines.get(timeout=30)
+
+    with subprocess.Popen(
+        [EXE, "get", "pods", "-n", "research", "-w", "-o", "name"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=_env(url),
+    ) as watch:
+        out = watch.stdout
+        assert out is not None
+        reader = threading.Thread(target=lambda: [lines.put(line.strip()) for line in out], daemon=True)
+        reader.start()
+        try:
+            listed = {next_line() for _ in range(4)}
+            assert listed == {"pod/notebook-alice", "pod/train-big", "pod/train-llama-0", "pod/train-llama-1"}
+            recorded = len(s.events)
+            s.apply(a_pod("late", namespace="research"), a_pod("elsewhere", namespace="other"))
+            asyncio.run(_copy(s, url, start=recorded))
+            assert next_line() == "pod/late"
+            time.sleep(2.5)  # two more polls: the copy may land in several appends, each a change of "late"
+            rest = set()
+            while not lines.empty():
+                rest.add(lines.get())
+            assert rest <= {"pod/late"}  # the pod of another namespace is never printed
+        finally:
+            watch.terminate()
+            reader.join(timeout=30)
 
 
 def test_get_and_describe_over_a_real_log(log_url: str) -> None:
