@@ -5,7 +5,9 @@ respected); reservation-manager writes their status back and deletes what it gar
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import MigrationEvictionRequested, ObjectRef, PodObserved
 from allot_reservation.testing import Driver, a_job_manifest, a_pod_manifest, a_reservation_manifest
 from allot_runtime.processor import Host
+from allot_testing.builders import a_node, a_pod
 from allot_testing.fake_kube import FakeKube
 from binder.adapters.kube import PRODUCER as BINDER_KUBE
 from binder.adapters.kube import BinderMetrics, BindWorker, View
@@ -22,6 +25,8 @@ from binder.processor import Binder
 from reservation_manager.adapters.kube import StatusWriter, wanted_statuses
 
 pytestmark = pytest.mark.integration
+
+ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
 
 
 class Binding:
@@ -222,38 +227,30 @@ def _for_us(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-async def test_a_reservation_in_the_cluster_is_used_by_its_owner_through_the_binding(
+@contextlib.asynccontextmanager
+async def kube_stack(
     kube: FakeKube,
-    tmp_path: Any,
+    client: Any,
     database_url: str,
     nats_server_url: str,
     bus_names: dict[str, str],
-    monkeypatch: pytest.MonkeyPatch,
-    client: Any,
-    eventually: Any,
-    log_of: Any,
-) -> None:
-    """The v0.6 example in Kubernetes mode: kube-sync records the Reservation, it is placed and its status written
-    back (Available); the filler cannot take the reserved node; the owner's Binding carries reservation-allocated,
-    and the Reservation's status ends Succeeded with the owner in currentOwners."""
+    nodes: list[str],
+    configs: dict[str, dict[str, Any]] | None = None,
+) -> AsyncIterator[Any]:
+    """The relay and the seven services in Kubernetes mode (binder and reservation-manager with their workers:
+    Bindings, evictions, status write-back), kube-sync and node-reporter's watch, against the fake API server."""
     from allot_bus.names import BusNames
     from allot_runtime.metrics import Metrics
     from allot_runtime.service import ServiceContext
     from allot_runtime.settings import ServiceSettings
-    from allot_testing.builders import a_node, a_pod
     from allot_testing.stack import InProcessStack
     from binder.adapters.kube import bind_worker
     from node_reporter.adapters.kube import kube_watch
     from reservation_manager.adapters.kube import status_worker
 
-    for node in ("n1", "n2"):
-        kube.create(a_node(node, cpu="4", memory="8Gi"))
-    reservation = a_reservation_manifest("reserve-web", cpu="3", memory="4Gi")
-    del reservation["metadata"]["uid"]
-    reservation["spec"]["template"]["spec"]["nodeName"] = "n1"
-    kube.create(reservation)
-    monkeypatch.setenv("ALLOT_KUBECONFIG", kube.kubeconfig(tmp_path))
     modes = {"binder": {"mode": "kubernetes"}, "reservation-manager": {"mode": "kubernetes"}}
+    for service, extra in (configs or {}).items():
+        modes[service] = {**modes.get(service, {}), **extra}
 
     def context(stack: InProcessStack, service: str, instance: str = "") -> ServiceContext:
         settings = ServiceSettings(
@@ -270,49 +267,132 @@ async def test_a_reservation_in_the_cluster_is_used_by_its_owner_through_the_bin
         nats_server_url,
         BusNames(**bus_names),
         configs=modes,
-        instances={"node-reporter": ["n1", "n2"]},
+        instances={"node-reporter": nodes},
     ) as stack:
         sync = KubeSync(store=stack.store, client=client, watch_timeout=5)
         tasks = [
-            asyncio.create_task(kube_watch(context(stack, "node-reporter", "n1"), stop)),
-            asyncio.create_task(kube_watch(context(stack, "node-reporter", "n2"), stop)),
+            *(asyncio.create_task(kube_watch(context(stack, "node-reporter", n), stop)) for n in nodes),
             asyncio.create_task(bind_worker(context(stack, "binder"), stop)),
             asyncio.create_task(status_worker(context(stack, "reservation-manager"), stop, poll=0.1)),
             asyncio.create_task(sync.run(stop)),
         ]
         try:
-
-            def phase() -> str:
-                return str(((kube.get("Reservation", "reserve-web") or {}).get("status") or {}).get("phase"))
-
-            await eventually(lambda: phase() == "Available", timeout=40, what="the reservation Available")
-            status = kube.get("Reservation", "reserve-web")["status"]  # type: ignore[index]
-            assert status["nodeName"] == "n1" and status["allocatable"] == {"cpu": "3", "memory": "4Gi"}
-            uid = kube.get("Reservation", "reserve-web")["metadata"]["uid"]  # type: ignore[index]
-
-            kube.create(_for_us(a_pod("filler", cpu="3", memory="1Gi")))
-            await eventually(
-                lambda: bool((kube.get("Pod", "filler") or {}).get("spec", {}).get("nodeName")),
-                timeout=30,
-                what="the filler bound",
-            )
-            assert kube.get("Pod", "filler")["spec"]["nodeName"] == "n2"  # type: ignore[index]
-            kube.create(_for_us(a_pod("web", cpu="3", memory="2Gi", labels={"app": "web"})))
-            await eventually(
-                lambda: bool((kube.get("Pod", "web") or {}).get("spec", {}).get("nodeName")),
-                timeout=30,
-                what="the owner bound",
-            )
-            (binding,) = [b for b in kube.bindings if b["metadata"]["name"] == "web"]
-            assert binding["target"]["name"] == "n1"
-            allocated = json.loads(
-                binding["metadata"]["annotations"]["scheduling.koordinator.sh/reservation-allocated"]
-            )
-            assert allocated == {"name": "reserve-web", "uid": uid}
-            await eventually(lambda: phase() == "Succeeded", timeout=20, what="the reservation Succeeded")
-            status = kube.get("Reservation", "reserve-web")["status"]  # type: ignore[index]
-            assert [o["name"] for o in status["currentOwners"]] == ["web"]
-            assert status["allocated"] == {"cpu": "3", "memory": "2Gi"}
+            yield stack
         finally:
             stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _status(kube: FakeKube, kind: str, name: str) -> dict[str, Any]:
+    return dict((kube.get(kind, name) or {}).get("status") or {})
+
+
+def _node_of(kube: FakeKube, pod: str) -> str:
+    return str(((kube.get("Pod", pod) or {}).get("spec") or {}).get("nodeName") or "")
+
+
+async def test_a_reservation_in_the_cluster_is_used_by_its_owner_through_the_binding(
+    kube: FakeKube,
+    tmp_path: Any,
+    database_url: str,
+    nats_server_url: str,
+    bus_names: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    client: Any,
+    eventually: Any,
+) -> None:
+    """The v0.6 example in Kubernetes mode: kube-sync records the Reservation, it is placed and its status written
+    back (Available); the filler cannot take the reserved node; the owner's Binding carries reservation-allocated,
+    and the Reservation's status ends Succeeded with the owner in currentOwners."""
+    for node in ("n1", "n2"):
+        kube.create(a_node(node, cpu="4", memory="8Gi"))
+    reservation = a_reservation_manifest("reserve-web", cpu="3", memory="4Gi")
+    del reservation["metadata"]["uid"]
+    reservation["spec"]["template"]["spec"]["nodeName"] = "n1"
+    kube.create(reservation)
+    monkeypatch.setenv("ALLOT_KUBECONFIG", kube.kubeconfig(tmp_path))
+
+    async with kube_stack(kube, client, database_url, nats_server_url, bus_names, ["n1", "n2"]):
+
+        def phase() -> str:
+            return str(_status(kube, "Reservation", "reserve-web").get("phase"))
+
+        await eventually(lambda: phase() == "Available", timeout=40, what="the reservation Available")
+        status = _status(kube, "Reservation", "reserve-web")
+        assert status["nodeName"] == "n1" and status["allocatable"] == {"cpu": "3", "memory": "4Gi"}
+        uid = kube.get("Reservation", "reserve-web")["metadata"]["uid"]  # type: ignore[index]
+
+        kube.create(_for_us(a_pod("filler", cpu="3", memory="1Gi")))
+        await eventually(lambda: bool(_node_of(kube, "filler")), timeout=30, what="the filler bound")
+        assert _node_of(kube, "filler") == "n2"
+        kube.create(_for_us(a_pod("web", cpu="3", memory="2Gi", labels={"app": "web"})))
+        await eventually(lambda: bool(_node_of(kube, "web")), timeout=30, what="the owner bound")
+        (binding,) = [b for b in kube.bindings if b["metadata"]["name"] == "web"]
+        assert binding["target"]["name"] == "n1"
+        allocated = json.loads(binding["metadata"]["annotations"][ALLOCATED])
+        assert allocated == {"name": "reserve-web", "uid": uid}
+        await eventually(lambda: phase() == "Succeeded", timeout=20, what="the reservation Succeeded")
+        status = _status(kube, "Reservation", "reserve-web")
+        assert [o["name"] for o in status["currentOwners"]] == ["web"]
+        assert status["allocated"] == {"cpu": "3", "memory": "2Gi"}
+
+
+async def test_a_reservation_first_migration_in_the_cluster(
+    kube: FakeKube,
+    tmp_path: Any,
+    database_url: str,
+    nats_server_url: str,
+    bus_names: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    client: Any,
+    eventually: Any,
+    log_of: Any,
+) -> None:
+    """A PodMigrationJob in Kubernetes mode, for a pod Allot scheduled: reserve on another node, evict through the Eviction API, the pod its
+    ReplicaSet re-creates (played here) lands in the job's reservation with reservation-allocated in its Binding, and
+    the job's status ends Succeeded in the API server; replay re-derives every decision."""
+    from allot_runtime.replay import verify_decisions
+
+    for node in ("n1", "n2"):
+        kube.create(a_node(node, cpu="8", memory="16Gi"))
+    # web-a is scheduled by Allot first: every service knows its life before the job evicts it
+    kube.create(_for_us(a_pod_manifest("web-a", controller=("ReplicaSet", "web"), labels={"app": "web"})))
+    monkeypatch.setenv("ALLOT_KUBECONFIG", kube.kubeconfig(tmp_path))
+    configs = {"reservation-manager": {"migration": {"skipCheckExpectedReplicas": True}}}
+
+    async with kube_stack(
+        kube, client, database_url, nats_server_url, bus_names, ["n1", "n2"], configs
+    ) as stack:
+        await eventually(lambda: bool(_node_of(kube, "web-a")), timeout=40, what="web-a bound")
+        source = _node_of(kube, "web-a")
+        job = a_job_manifest("move-web-a", pod="default/web-a", mode="ReservationFirst")
+        del job["metadata"]["uid"]
+        kube.create(job)
+        await eventually(lambda: kube.get("Pod", "web-a") is None, timeout=40, what="web-a evicted")
+        (eviction,) = kube.evictions
+        assert eviction["metadata"]["name"] == "web-a"
+        # its ReplicaSet re-creates it under another name
+        kube.create(_for_us(a_pod_manifest("web-b", controller=("ReplicaSet", "web"), labels={"app": "web"})))
+        await eventually(lambda: bool(_node_of(kube, "web-b")), timeout=30, what="web-b bound")
+        assert _node_of(kube, "web-b") not in ("", source)
+        (binding,) = [b for b in kube.bindings if b["metadata"]["name"] == "web-b"]
+        allocated = json.loads(binding["metadata"]["annotations"][ALLOCATED])
+        job_uid = kube.get("PodMigrationJob", "move-web-a")["metadata"]["uid"]  # type: ignore[index]
+        assert allocated["name"] == job_uid  # the job's reservation, named after the job
+        await eventually(
+            lambda: _status(kube, "PodMigrationJob", "move-web-a").get("phase") == "Succeeded",
+            timeout=30,
+            what="the job Succeeded in the API server",
+        )
+        status = _status(kube, "PodMigrationJob", "move-web-a")
+        assert status["message"] == f'Bind Pod "default/web-b" in Reservation "{job_uid}"'
+        assert kube.get("Reservation", job_uid) is None  # the job's reservation lives in the log only
+        from allot_cli.pipeline import build_instance
+
+        for service in ("reservation-manager", "device-allocator", "binder"):
+            config = {**configs.get(service, {})}
+            if service != "device-allocator":
+                config["mode"] = "kubernetes"
+            host = Host(build_instance(service, service, config), name=service)
+            checked, mismatches = await verify_decisions(host, stack.store)
+            assert checked > 0 and not mismatches, (service, mismatches[:1])

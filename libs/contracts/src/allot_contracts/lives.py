@@ -21,8 +21,12 @@ class PodLives:
         self._ended = ("", "")  # (pod key, uid) of the life the latest pod.deleted ended
 
     def stale(self, event: Event) -> bool:
-        """Whether ``event`` is about a life of its pod other than the current one."""
-        if isinstance(event, PodSubmitted | PodObserved):
+        """Whether ``event`` is about a life of its pod other than the current one. Events about a PodMigrationJob
+        (they name the ``job``) are about the job: their ``uid`` is the job's, and they stand whatever life the
+        pod is in (an eviction's answer may land after the pod was re-created)."""
+        if isinstance(event, PodSubmitted | PodObserved) or isinstance(
+            getattr(event, "job", None), ObjectRef
+        ):
             return False
         uid = getattr(event, "uid", "")
         pod = getattr(event, "pod", None)
