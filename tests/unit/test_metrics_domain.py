@@ -239,3 +239,30 @@ def test_submit_to_bound_latency():
     assert registry.get_sample_value(f"{name}_count") == 2
     assert registry.get_sample_value(f"{name}_sum") == pytest.approx(0.25 + 2.5)
     assert latency.submitted == {}, "a bound pod is forgotten"
+
+
+def test_cached_node_figures_follow_changes_and_rebuilt_projections():
+    s = gpu_scenario({"device-allocator": ONE_GPU_TYPICAL})
+    host = s.sim.host("device-allocator")
+    current = {"processor": host.processor}
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(placement_metrics(lambda: current["processor"]))
+    a = {"node": "node-a", "model": "A100", "pool": "training"}
+    assert value(registry, "allot_node_gpus_allocated", **a) == 0
+    s.apply(on("node-a", a_pod("half", extra=HALF_GPU)))
+    assert value(registry, "allot_node_gpus_allocated", **a) == 1, (
+        "the node changed: its figures are recomputed"
+    )
+    assert value(registry, "allot_gpu_fragmented_gpus", model="A100") == 0.5
+    s.delete("Pod", "half")
+    assert value(registry, "allot_node_gpus_allocated", **a) == 0
+    # a projection rebuilt from scratch starts its versions over: nothing cached for the old one may be reused
+    rebuilt = Scenario({"device-allocator": ONE_GPU_TYPICAL})
+    rebuilt.apply(
+        a_node("node-a", gpus=8, labels={MODEL: "A100", "allot.dev/pool": "training"}),
+        a_gpu_device("node-a", gpus=8, memory="80Gi"),
+    )
+    rebuilt.apply(on("node-a", a_pod("whole", gpus=4)))
+    current["processor"] = rebuilt.sim.host("device-allocator").processor
+    assert value(registry, "allot_node_gpus_allocated", **a) == 4
+    assert value(registry, "allot_node_gpus_allocatable", node="node-b", model="T4", pool="") is None

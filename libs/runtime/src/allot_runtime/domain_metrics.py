@@ -19,6 +19,7 @@ processor. The catalogue (names, labels, units) is docs/observability.md; a test
 from __future__ import annotations
 
 import copy
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -125,73 +126,131 @@ def _node_labels(state: Any) -> tuple[str, str]:
     return str(model), str(labels.get(POOL_LABEL, ""))
 
 
-def gpu_families(engine: PlacementEngine) -> list[GaugeMetricFamily]:
+NodeCache = dict[str, tuple[int, Any]]  # node -> (state version, figures computed at that version)
+
+
+def _cached(cache: NodeCache | None, name: str, version: int, compute: Any) -> Any:
+    """A node's figures change only when its state does (every mutation gives it a new version)."""
+    if cache is None:
+        return compute()
+    got = cache.get(name)
+    if got is None or got[0] != version:
+        got = cache[name] = (version, compute())
+    return got[1]
+
+
+def _gpu_figures(state: Any) -> tuple[str, str, tuple[int, ...]] | None:
+    gpus = state.inventory.devices.get(n.GPU, ()) if state.inventory is not None else ()
+    if not gpus:
+        return None
+    model, pool = _node_labels(state)
+    used = state.dev_used.get(n.GPU, {})
+    healthy = allocated = shared = 0
+    shares = shares_used = memory = memory_used = 0
+    for d in gpus:
+        if d.healthy and d.resources:
+            healthy += 1
+        u = used.get(d.minor, {})
+        core, core_used = d.resources.get(n.GPU_CORE, 0), u.get(n.GPU_CORE, 0)
+        if u:
+            allocated += 1
+            if 0 < core_used < core:
+                shared += 1
+        shares += core
+        shares_used += core_used
+        memory += d.resources.get(n.GPU_MEMORY, 0)
+        memory_used += u.get(n.GPU_MEMORY, 0)
+    return model, pool, (healthy, allocated, shared, shares, shares_used, memory, memory_used)
+
+
+def gpu_families(engine: PlacementEngine, cache: NodeCache | None = None) -> list[GaugeMetricFamily]:
     """Per node with GPUs: allocatable and allocated GPUs, shares and memory."""
     labels = ["node", "model", "pool"]
     fams = [_gauge(spec, labels) for spec in GPU_FAMILIES]
+    live = set()
     for name in engine.node_names():
         state = engine.node_state(name)
-        if state is None or state.inventory is None:
+        if state is None:
             continue
-        gpus = state.inventory.devices.get(n.GPU, ())
-        if not gpus:
+        live.add(name)
+        figures = _cached(cache, name, state.version, lambda state=state: _gpu_figures(state))
+        if figures is None:
             continue
-        model, pool = _node_labels(state)
-        used = state.dev_used.get(n.GPU, {})
-        healthy = allocated = shared = 0
-        shares = shares_used = memory = memory_used = 0
-        for d in gpus:
-            if d.healthy and d.resources:
-                healthy += 1
-            u = used.get(d.minor, {})
-            core, core_used = d.resources.get(n.GPU_CORE, 0), u.get(n.GPU_CORE, 0)
-            if u:
-                allocated += 1
-                if 0 < core_used < core:
-                    shared += 1
-            shares += core
-            shares_used += core_used
-            memory += d.resources.get(n.GPU_MEMORY, 0)
-            memory_used += u.get(n.GPU_MEMORY, 0)
-        values = (healthy, allocated, shared, shares, shares_used, memory, memory_used)
+        model, pool, values = figures
         for fam, value in zip(fams, values, strict=True):
             fam.add_metric([name, model, pool], value)
+    _prune(cache, live)
     return fams
+
+
+def _prune(cache: NodeCache | None, live: set[str]) -> None:
+    if cache is not None and len(cache) > len(live):
+        for gone in set(cache) - live:
+            del cache[gone]
 
 
 # -- fragmentation --------------------------------------------------------------------------------------------------
 
 
-class FragmentationMeter:
-    """The FGD fragmentation of a cluster, with the typical-pod model cached while the distribution is unchanged."""
+class PlacementMeter:
+    """GPU and fragmentation families of a placement engine, with each node's figures cached until its state
+    changes, and the typical-pod model cached while the distribution is unchanged (a scrape of an idle cluster
+    of 1,200 GPU nodes then costs little more than rendering it)."""
 
     def __init__(self) -> None:
         self._model: tuple[tuple[TypicalPod, ...], FragModel] | None = None
+        self._gpus: NodeCache = {}
+        self._frag: NodeCache = {}
+        self._engine: weakref.ref[PlacementEngine] | None = None
 
     def model(self, typical: tuple[TypicalPod, ...]) -> FragModel:
         if self._model is None or self._model[0] != typical:
             self._model = (typical, FragModel(typical))
+            self._frag.clear()
         return self._model[1]
 
     def families(self, engine: PlacementEngine, pods: Iterable[Pod]) -> list[GaugeMetricFamily]:
-        typical = engine.config.typical_pods or typical_pods(pod_shape(p) for p in pods)
-        return fragmentation_families(engine, self.model(tuple(typical)), typical)
+        if self._engine is None or self._engine() is not engine:  # a rebuilt projection: versions start over
+            self._engine = weakref.ref(engine)
+            self._gpus.clear()
+            self._frag.clear()
+        typical = tuple(engine.config.typical_pods or typical_pods(pod_shape(p) for p in pods))
+        return [
+            *gpu_families(engine, self._gpus),
+            *fragmentation_families(engine, self.model(typical), typical, self._frag),
+        ]
+
+
+def _frag_figures(state: Any, model: FragModel) -> tuple[str, int, int] | None:
+    if state.inventory is None or not state.inventory.devices.get(n.GPU):
+        return None
+    gpu_model, cpu_left, lefts, _ = node_gpu_state(state)
+    return gpu_model, sum(lefts), model.frag(gpu_model, cpu_left, lefts) if model.total_weight else 0
 
 
 def fragmentation_families(
-    engine: PlacementEngine, model: FragModel, typical: Iterable[TypicalPod]
+    engine: PlacementEngine,
+    model: FragModel,
+    typical: Iterable[TypicalPod],
+    cache: NodeCache | None = None,
 ) -> list[GaugeMetricFamily]:
-    """Idle and fragmented GPU capacity by model and the ratios; no fragmentation without a typical pod."""
+    """Idle and fragmented GPU capacity by model and the ratios; no fragmentation without a typical pod.
+    ``cache`` must be cleared when ``model`` changes."""
     idle: Counter[str] = Counter()
     frag: Counter[str] = Counter()
+    live = set()
     for name in engine.node_names():
         state = engine.node_state(name)
-        if state is None or state.inventory is None or not state.inventory.devices.get(n.GPU):
+        if state is None:
             continue
-        gpu_model, cpu_left, lefts, _ = node_gpu_state(state)
-        idle[gpu_model] += sum(lefts)
-        if model.total_weight:
-            frag[gpu_model] += model.frag(gpu_model, cpu_left, lefts)
+        live.add(name)
+        figures = _cached(cache, name, state.version, lambda state=state: _frag_figures(state, model))
+        if figures is None:
+            continue
+        gpu_model, node_idle, node_frag = figures
+        idle[gpu_model] += node_idle
+        frag[gpu_model] += node_frag
+    _prune(cache, live)
     weight = model.total_weight
     idle_f, frag_f, ratio_f, cluster_f, typical_f = (
         _gauge(spec, labels)

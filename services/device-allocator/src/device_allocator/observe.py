@@ -9,9 +9,8 @@ from allot_runtime.domain_metrics import (
     FRAGMENTATION_FAMILIES,
     GPU_FAMILIES,
     PENDING_FAMILIES,
-    FragmentationMeter,
+    PlacementMeter,
     family_names,
-    gpu_families,
     pending_families,
 )
 from allot_runtime.metrics import ProcessorSource, ProjectionCollector
@@ -43,14 +42,13 @@ def observe_scheduling(ctx: ServiceContext, handled: list[Handled]) -> None:
 
 
 def placement_metrics(source: ProcessorSource) -> ProjectionCollector:
-    meter = FragmentationMeter()
+    meter = PlacementMeter()
 
     def families(processor: Any) -> list[Any]:
         engine = processor.engine
         codes = processor.unschedulable_codes
         reasons = {key: codes.get(key, ()) for key in processor.unschedulable}
         return [
-            *gpu_families(engine),
             *meter.families(engine, processor.pods.values()),
             *pending_families(processor.name, reasons),
         ]
