@@ -25,6 +25,10 @@ from allot_contracts.events import (
     QuotaEvicted,
     QuotaRejected,
     QuotaWaiting,
+    ReservationAccepted,
+    ReservationPlaced,
+    ReservationRejected,
+    ReservationUnschedulable,
 )
 from allot_testing.builders import a_gpu_device, a_node, a_pod
 from allot_testing.fake_kube import FakeKube
@@ -316,6 +320,57 @@ async def test_batch_and_mid_resources_are_written_to_the_node(
     for key in ("capacity", "allocatable"):
         assert not any(k.startswith("kubernetes.io/") for k in status[key])
         assert status[key]["koordinator.sh/gpu-core"] == "100"
+
+
+def _accepted(name: str, job: str = "") -> ReservationAccepted:
+    return ReservationAccepted(
+        reservation=ObjectRef(namespace="", name=name),
+        uid=f"uid-{name}",
+        manifest={},
+        pod={},
+        requests={"cpu": 1000},
+        job=job,
+    )
+
+
+async def test_reservations_show_their_scheduling_as_events(kube: FakeKube, store: Any, client: Any) -> None:
+    reservation = ObjectRef(namespace="", name="r1")
+    await record(
+        store,
+        _accepted("r1"),
+        ReservationUnschedulable(reservation=reservation, uid="uid-r1", message=UNSCHEDULABLE, codes=[]),
+        ReservationPlaced(reservation=reservation, uid="uid-r1", node="n1", decision={}),
+        ReservationRejected(
+            reservation=ObjectRef(namespace="", name="bad"),
+            uid="uid-bad",
+            errors=[FieldIssue(path="spec.ttl", code="Invalid", message="must be a duration")],
+            message="invalid",
+        ),
+        # A PodMigrationJob's own reservation is not a cluster object: nothing is written about it.
+        _accepted("job-r", job="pmj-1"),
+        ReservationUnschedulable(
+            reservation=ObjectRef(namespace="", name="job-r"), uid="uid-job-r", message="0/1", codes=[]
+        ),
+    )
+    await NoticeWorker(store=store, client=client).step()
+
+    written = [
+        (e["type"], e["reason"], e["action"], e["note"], e["metadata"]["namespace"])
+        for e in events_of(kube, "r1")
+    ]
+    assert sorted(written) == [
+        ("Normal", "Scheduled", "Binding", "Successfully assigned r1 to n1", "default"),
+        ("Warning", "FailedScheduling", "Scheduling", UNSCHEDULABLE, "default"),
+    ]
+    assert events_of(kube, "r1")[0]["regarding"] == {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "name": "r1",
+        "uid": "uid-r1",
+    }
+    (rejected,) = events_of(kube, "bad")
+    assert (rejected["reason"], rejected["note"]) == ("Rejected", "spec.ttl: must be a duration")
+    assert events_of(kube, "job-r") == []
 
 
 def test_unhealthy_devices_count_for_nothing() -> None:

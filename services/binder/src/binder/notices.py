@@ -23,6 +23,11 @@ Recorded                         Rendered (on the pod unless said otherwise)
 ``quota.evicted``                Normal ``Preempted`` (cause ``Preempted``) or Warning ``Evicted`` (over-use revoke)
 ``quota.rejected``               Warning ``Rejected`` on the ElasticQuota, with every field path and reason
 ``podgroup.rejected``            Warning ``Rejected`` on the PodGroup
+``reservation.unschedulable``    Warning ``FailedScheduling`` on the Reservation, with the "0/N nodes …" message
+``reservation.placed``           Normal ``Scheduled`` ``Successfully assigned <name> to <node>`` on the Reservation
+``reservation.rejected``         Warning ``Rejected`` on the Reservation, with every field path and reason
+                                 (none of these for a PodMigrationJob's own reservations: they live in the log only;
+                                 Reservation status and conditions are reservation-manager's to write)
 PodGroup members and bindings    PodGroup ``status.phase`` and ``status.scheduled`` (the controller's phases that
                                  follow from scheduling: Pending, PreScheduling, Scheduling, Scheduled)
 ``device.reported``/``removed``  the Node's ``status.capacity``/``allocatable`` of every ``koordinator.sh/``
@@ -61,6 +66,10 @@ from allot_contracts.events import (
     QuotaEvicted,
     QuotaRejected,
     QuotaWaiting,
+    ReservationAccepted,
+    ReservationPlaced,
+    ReservationRejected,
+    ReservationUnschedulable,
 )
 from allot_contracts.objects import names
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
@@ -70,6 +79,7 @@ NOTE_LIMIT = 1024  # events.k8s.io/v1 ``note`` is at most 1 kB
 POD = ("v1", "Pod")
 ELASTIC_QUOTA = ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota")
 POD_GROUP = ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup")
+RESERVATION = ("scheduling.koordinator.sh/v1alpha1", "Reservation")
 DEVICE_PREFIX = "koordinator.sh/"
 # What slo-controller writes on the Node from the computed allocatable (the amplified cpu and the ratios are not
 # Node resources: the scheduler reads them from the log, docs/kubernetes.md).
@@ -163,6 +173,10 @@ class Renderer:
             "device.reported",
             "device.removed",
             "node.allocatable_updated",
+            "reservation.accepted",
+            "reservation.unschedulable",
+            "reservation.placed",
+            "reservation.rejected",
         }
     )
 
@@ -173,6 +187,7 @@ class Renderer:
         self.member_of: dict[str, str] = {}  # pod -> PodGroup
         self.capacity: dict[str, dict[str, str]] = {}  # node -> device resources
         self.reclaimed: dict[str, dict[str, str]] = {}  # node -> batch/mid resources
+        self.job_reservations: set[str] = set()  # reservations of PodMigrationJobs (not cluster objects)
 
     # -- what is written -----------------------------------------------------------------------------------------
 
@@ -353,8 +368,33 @@ class Renderer:
                 else:
                     self.reclaimed.pop(node, None)
                 return Rendered(nodes=[node] if now != before else [])
+            case ReservationAccepted(reservation=ref, job=job):
+                if job:
+                    self.job_reservations.add(ref.key)
+                else:
+                    self.job_reservations.discard(ref.key)
+                return Rendered()
+            case ReservationUnschedulable(reservation=ref, uid=uid, message=message):
+                return self._on_reservation(ref, uid, "Warning", "FailedScheduling", "Scheduling", message)
+            case ReservationPlaced(reservation=ref, uid=uid, node=node):
+                note = f"Successfully assigned {ref.name} to {node}"
+                return self._on_reservation(ref, uid, "Normal", "Scheduled", "Binding", note)
+            case ReservationRejected(reservation=ref, uid=uid, errors=errors, message=message):
+                note = "; ".join(f"{e.path}: {e.message}" if e.path else e.message for e in errors)
+                return self._on_reservation(ref, uid, "Warning", "Rejected", "Admitting", note or message)
             case _:
                 return Rendered()
+
+    def _on_reservation(
+        self, ref: ObjectRef, uid: str, kind: str, reason: str, action: str, note: str
+    ) -> Rendered:
+        if ref.key in self.job_reservations:
+            return Rendered()
+        regarding = Regarding(
+            api_version=RESERVATION[0], kind=RESERVATION[1], namespace=ref.namespace, name=ref.name, uid=uid
+        )
+        notice = Notice(regarding=regarding, type=kind, reason=reason, action=action, note=_truncate(note))
+        return Rendered(notices=[notice])
 
     def _join(self, gang: str, pod: str, minimum: int) -> list[str]:
         """Count ``pod`` as a member of the PodGroup named like its gang (a PodGroup's gang is ``ns/name``)."""
