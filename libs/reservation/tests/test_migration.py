@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from allot_contracts.events import (
     Event,
     MigrationAborted,
@@ -303,3 +305,41 @@ def test_pending_pod_needs_no_eviction() -> None:
     out = d.place("default/web-0", "n2", reservation=job_reservation(d))
     assert kinds(out) == ["ReservationSucceeded", "MigrationSucceeded"]
     assert out[1].message == 'Assign Pod "default/web-0" to node "n2"'  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("config", "job_ttl", "fails_after"),
+    [
+        ({}, None, 300),  # upstream's defaultJobTTL: 5 minutes
+        ({"defaultJobTTL": "90s"}, None, 90),
+        ({"defaultJobTTL": "90s"}, "10m", 600),  # the job's own ttl wins
+        ({"defaultJobTTL": "0s"}, None, None),  # no default timeout
+    ],
+    ids=["default-5m", "configured", "job-ttl-wins", "disabled"],
+)
+def test_a_job_times_out_at_its_ttl_or_the_default(
+    config: dict[str, Any], job_ttl: str | None, fails_after: int | None
+) -> None:
+    d = Driver({"migration": config})
+    d.node("n1")  # one node: the job's reservation never finds another one
+    d.pod(a_pod_manifest("web-0", node="n1"))
+    d.job(a_job_manifest("j1", pod="default/web-0", **({"ttl": job_ttl} if job_ttl else {})))
+    start = d.now
+    if fails_after is None:
+        assert d.engine.next_deadline() != start + 300_000_000
+        d.tick(1500)  # 25 minutes (the scavenger removes a job without a ttl at 30)
+        assert d.engine.jobs.jobs["j1"].phase == "Running"
+        return
+    assert d.engine.next_deadline() == start + fails_after * 1_000_000
+    assert not [e for e in d.tick(fails_after - 1) if isinstance(e, MigrationFailed)]
+    failed = [e for e in d.tick(fails_after) if isinstance(e, MigrationFailed)]
+    assert len(failed) == 1 and failed[0].reason == "Timeout"
+    assert failed[0].message == "Abort job caused by timeout"
+
+
+def test_default_job_ttl_must_be_a_duration() -> None:
+    from allot_reservation.config import ConfigError, ReservationConfig
+
+    with pytest.raises(ConfigError) as err:
+        ReservationConfig.from_dict({"migration": {"defaultJobTTL": "soon"}})
+    assert [i.path for i in err.value.issues] == ["migration.defaultJobTTL"]

@@ -6,6 +6,7 @@ mode: standalone            # or kubernetes: how an eviction is carried out (set
 gcDurationSeconds: 86400    # finished reservations are removed this long after they finished
 migration:
   defaultJobMode: ReservationFirst
+  defaultJobTTL: 5m                # a job without spec.ttl fails with Timeout this long after its creation; 0: never
   maxMigratingGlobally: 0          # 0 / absent: no limit
   maxMigratingPerNode: 2
   maxMigratingPerNamespace: 0
@@ -40,6 +41,7 @@ __all__ = ["ConfigError", "IntOrPercent", "Limiter", "MigrationConfig", "Reserva
 _MIGRATION_KEYS: Final = frozenset(
     {
         "defaultJobMode",
+        "defaultJobTTL",
         "maxMigratingGlobally",
         "maxMigratingPerNode",
         "maxMigratingPerNamespace",
@@ -82,6 +84,7 @@ class Limiter(msgspec.Struct, frozen=True):
 
 class MigrationConfig(msgspec.Struct, frozen=True, kw_only=True):
     default_mode: str = "ReservationFirst"
+    default_job_ttl_us: int = 300_000_000
     max_globally: int = 0
     max_per_node: int = 2
     max_per_namespace: int = 0
@@ -196,6 +199,13 @@ def _migration(raw: Any, issues: list[FieldIssue]) -> MigrationConfig:
         issues.append(
             FieldIssue(path="migration.defaultJobMode", message="must be ReservationFirst or EvictDirectly")
         )
+    default_ttl = 300_000_000
+    ttl_raw = raw.get("defaultJobTTL")
+    if ttl_raw is not None:
+        try:
+            default_ttl = parse_duration_us(str(ttl_raw))
+        except DurationError as exc:
+            issues.append(FieldIssue(path="migration.defaultJobTTL", message=str(exc), value=str(ttl_raw)))
     qps_raw = raw.get("evictQPS", 10)
     qps = Fraction(10)
     if isinstance(qps_raw, bool) or not isinstance(qps_raw, int | float | str):
@@ -237,6 +247,7 @@ def _migration(raw: Any, issues: list[FieldIssue]) -> MigrationConfig:
     )
     return MigrationConfig(
         default_mode=str(mode),
+        default_job_ttl_us=default_ttl,
         max_globally=_int(raw.get("maxMigratingGlobally"), "migration.maxMigratingGlobally", issues),
         max_per_node=_int(raw.get("maxMigratingPerNode", 2), "migration.maxMigratingPerNode", issues),
         max_per_namespace=_int(

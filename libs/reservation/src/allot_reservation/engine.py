@@ -560,8 +560,9 @@ class ReservationEngine:
             times.append(job.scavenge_at)
             if not job.active:
                 continue
-            if job.timeout_at is not None:
-                times.append(job.timeout_at)
+            timeout = job.timeout_at(cfg.default_job_ttl_us)
+            if timeout is not None:
+                times.append(timeout)
             if (
                 job.conditions.get("Eviction", ("", "", ""))[1] == "RateLimited"
                 and not job.eviction_requested

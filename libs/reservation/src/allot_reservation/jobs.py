@@ -71,9 +71,10 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     def active(self) -> bool:
         return self.phase not in FINISHED and not self.deleted
 
-    @property
-    def timeout_at(self) -> int | None:
-        return self.created_at + self.spec.ttl_us if self.spec.ttl_us else None
+    def timeout_at(self, default_ttl_us: int) -> int | None:
+        """When the job fails with Timeout: its ``spec.ttl`` after its creation, else the configured default."""
+        ttl = self.spec.ttl_us or default_ttl_us
+        return self.created_at + ttl if ttl else None
 
     @property
     def scavenge_at(self) -> int:

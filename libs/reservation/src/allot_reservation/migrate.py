@@ -304,7 +304,7 @@ class Migrations:
     def advance(self, job: Job) -> None:
         if not job.active:
             return
-        timeout = job.timeout_at
+        timeout = job.timeout_at(self.cfg.default_job_ttl_us)
         if timeout is not None and self.now >= timeout:
             self.fail(job, "Timeout", "Abort job caused by timeout")
             return
