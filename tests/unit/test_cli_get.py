@@ -65,9 +65,10 @@ def cells(text: str, name: str) -> list[str]:
 @pytest.mark.parametrize("kind", [k.plural for k in KINDS])
 def test_every_kind_lists_as_a_table_and_as_json_yaml_and_names(log: Scenario, kind: str) -> None:
     code, text = get(log, kind)
+    first = next(k.columns[0] for k in KINDS if k.plural == kind).upper()  # NAME, or LAST SEEN for events
     assert code == 0 and text.splitlines()[0].split()[:2] in (
-        ["NAMESPACE", "NAME"],
-        ["NAME", text.split()[1]],
+        ["NAMESPACE", first[:4]],
+        [first[:4], text.split()[1]],
     )
     _, as_json = get(log, kind, "-o", "json")
     rows = json.loads(as_json)
@@ -188,6 +189,16 @@ def test_human_units_and_unlimited(log: Scenario) -> None:
     assert (json.loads(exact)["cpu"], json.loads(exact)["memory"]) == ("7500m", "65843020Ki")
     _, devices = get(log, "devices", "-o", "wide")
     assert cells(devices, "gpu-node-a")[-2:] == ["A100", "640Gi"]
+
+
+def test_events_are_what_the_binder_writes_for_the_decisions(log: Scenario) -> None:
+    _, text = get(log, "events", "-n", "research", "-o", "json")
+    events = json.loads(text)
+    waiting = [e for e in events if e["object"] == "pod/train-big"]
+    assert waiting and all((e["type"], e["reason"]) == ("Warning", "FailedScheduling") for e in waiting)
+    assert any(e["reason"] == "Scheduled" and e["object"] == "pod/train-llama-0" for e in events)
+    _, table = get(log, "ev", "-n", "research")
+    assert table.splitlines()[0].split()[:4] == ["LAST", "SEEN", "TYPE", "REASON"]
 
 
 def test_every_kind_row_holds_what_its_projection_says(log: Scenario) -> None:

@@ -6,11 +6,13 @@ reservation-manager, rebuilt from the log by their own decision code (the engine
 kinds is asked for); devices and nodemetrics from the Device and NodeMetric objects the log records. Labels of every
 kind come from the manifests the log records (:class:`Recorded`), so ``-l`` selects on what was applied.
 
-Every loader is ``async (store, now_us) -> rows`` (see :mod:`allot_cli.output` for the row contract).
+Events are the Kubernetes Events the binder writes for the recorded decisions (:mod:`binder.notices`), rendered here
+from the log in either mode. Every loader is ``async (store, now_us) -> rows`` (see :mod:`allot_cli.output` for the row contract).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -280,3 +282,47 @@ def _share(resource: str, used: Any, capacity: Any) -> str:
 async def nodemetric_records(store: EventStore, now: int) -> Rows:
     view, recorded = await fold(store)
     return nodemetric_rows(view, recorded, now)
+
+
+# --- events: what the binder writes to Kubernetes for the recorded decisions ---------------------------------------
+
+
+async def rendered(store: EventStore) -> AsyncIterator[tuple[int, Any]]:
+    """``(recorded_at, Rendered)`` for every recorded event the binder renders, in log order. A binding the dev
+    stack recorded itself renders as kube-scheduler's ``Scheduled``, as it does in Kubernetes mode."""
+    import msgspec
+
+    from allot_contracts.events import PodBound
+    from binder.notices import Renderer
+
+    renderer = Renderer()
+    async for record in store.iterate(types=Renderer.interests):
+        try:
+            event = record.decode()
+        except Exception:  # an event of a newer version: nothing rendered for it here
+            continue
+        if isinstance(event, PodBound) and event.mode != "kubernetes":
+            event = msgspec.structs.replace(event, mode="kubernetes")
+        yield record.recorded_at, renderer.render(event)
+
+
+async def event_records(store: EventStore, now: int) -> Rows:
+    rows: Rows = []
+    async for at, out in rendered(store):
+        for notice in out.notices:
+            r = notice.regarding
+            rows.append(
+                {
+                    "name": f"{r.name}.{len(rows) + 1}",
+                    "namespace": r.namespace,
+                    "labels": {},
+                    "lastSeen": f"{age(now - at)} ago",
+                    "type": notice.type,
+                    "reason": notice.reason,
+                    "object": f"{r.kind.lower()}/{r.name}",
+                    "message": notice.note,
+                    "action": notice.action,
+                    "time": iso(at),
+                }
+            )
+    return rows

@@ -3,7 +3,7 @@
 Responsibility
 --------------
 - :class:`Kind`: a kind the log's projections hold (pods, nodes, gangs, quotas, reservations, migrations, devices,
-  nodemetrics), with the words that name it, whether it is namespaced and its table columns. Each kind's rows come
+  nodemetrics, and the Kubernetes Events the binder writes), with the words that name it, whether it is namespaced and its table columns. Each kind's rows come
   from a loader named as ``module:function`` and imported only when that kind is asked for, so ``allot get pods``
   imports no scheduling engine.
 - :func:`render`: rows as ``table`` / ``wide`` / ``json`` / ``yaml`` / ``name``, as kubectl prints them.
@@ -145,6 +145,16 @@ KINDS: tuple[Kind, ...] = (
         ("name", "devices", "healthy", "allocated"),
         f"{_LISTS}:device_records",
         wide=("models", "memory"),
+    ),
+    Kind(
+        "events",
+        "event",
+        ("ev",),
+        True,
+        ("lastSeen", "type", "reason", "object", "message"),
+        f"{_LISTS}:event_records",
+        wide=("name", "action"),
+        ages=("lastSeen",),
     ),
     Kind(
         "nodemetrics",
@@ -357,6 +367,11 @@ def _cell(row: dict[str, Any], column: str, units: dict[str, str] | None = None)
     return str(value)
 
 
+def _header(column: str) -> str:
+    """``lastSeen`` → ``LAST SEEN``."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", column).upper()
+
+
 def table_lines(
     rows: Rows, columns: list[str], widths: dict[str, int] | None = None, units: dict[str, str] | None = None
 ) -> list[str]:
@@ -365,9 +380,9 @@ def table_lines(
     widths = widths if widths is not None else {}
     for column in columns:
         widths[column] = max(
-            widths.get(column, 0), len(column), *(len(_cell(r, column, units)) for r in rows)
+            widths.get(column, 0), len(_header(column)), *(len(_cell(r, column, units)) for r in rows)
         )
-    header = "  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip()
+    header = "  ".join(_header(c).ljust(widths[c]) for c in columns).rstrip()
     return [header] + ["  ".join(_cell(r, c, units).ljust(widths[c]) for c in columns).rstrip() for r in rows]
 
 

@@ -29,6 +29,7 @@ _KUBE_KIND = {
     "migrations": "PodMigrationJob",
     "devices": "Device",
     "nodemetrics": "NodeMetric",
+    "events": "Event",
 }
 
 
@@ -37,31 +38,19 @@ def _title(field: str) -> str:
 
 
 async def events_of(store: EventStore, kind: str, namespace: str, name: str) -> list[tuple[int, Any]]:
-    """``(recorded_at, notice)`` of every Event the binder renders about this object, in log order, and the pod's
-    ``PodScheduled`` conditions as ``(recorded_at, condition)`` under the key ``condition``."""
-    import msgspec
+    """``(recorded_at, notice)`` of every Event the binder renders about this object, in log order, and (for a pod)
+    its ``PodScheduled`` conditions as ``(recorded_at, condition)``."""
+    from allot_cli.listing import rendered
 
-    from allot_contracts.events import PodBound
-    from binder.notices import Renderer
-
-    renderer = Renderer()
     found: list[tuple[int, Any]] = []
-    async for record in store.iterate(types=Renderer.interests):
-        try:
-            event = record.decode()
-        except Exception:  # an event of a newer version: nothing rendered for it here
-            continue
-        if isinstance(event, PodBound) and event.mode != "kubernetes":
-            # the dev stack records the binding itself; describe shows what kube-scheduler would have written
-            event = msgspec.structs.replace(event, mode="kubernetes")
-        rendered = renderer.render(event)
-        for notice in rendered.notices:
+    async for at, out in rendered(store):
+        for notice in out.notices:
             r = notice.regarding
             if r.kind == kind and r.name == name and (r.namespace or "") == namespace:
-                found.append((record.recorded_at, notice))
-        for condition in rendered.conditions:
+                found.append((at, notice))
+        for condition in out.conditions:
             if kind == "Pod" and condition.pod.key == f"{namespace}/{name}":
-                found.append((record.recorded_at, condition))
+                found.append((at, condition))
     return found
 
 
