@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -313,6 +314,82 @@ class KubeSyncProcess:
         return await asyncio.wait_for(self.proc.wait(), timeout=15)
 
 
+async def test_kube_sync_processes_in_lease_mode_hand_over_on_stop(
+    kube: FakeKube,
+    tmp_path: Any,
+    database_url: str,
+    store: Any,
+    eventually: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``run_kube_sync`` as the command runs it, twice in this process: one leads, the other stands by and takes over
+    with the next term when the first stops (releasing the Lease)."""
+    from allot_cli.kube.process import run_kube_sync
+
+    for name, value in {
+        "ALLOT_DATABASE_URL": database_url,
+        "ALLOT_KUBECONFIG": kube.kubeconfig(tmp_path),
+        "ALLOT_HTTP_HOST": "127.0.0.1",
+        "ALLOT_LEADER_ELECTION": "lease",
+        "ALLOT_LEASE_DURATION_S": "1",
+        "ALLOT_LEASE_RENEW_DEADLINE_S": "0.6",
+        "ALLOT_LEASE_RETRY_PERIOD_S": "0.1",
+        "ALLOT_LOG_FORMAT": "text",
+    }.items():
+        monkeypatch.setenv(name, value)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    start = (await store.head())[0]
+
+    async def fences(stream: str) -> list[str | None]:
+        return [
+            r.metadata.get("fence")
+            async for r in store.iterate(types={"pod.submitted"}, after=start)
+            if r.stream_id == stream
+        ]
+
+    async def phase(port: int) -> str:
+        with contextlib.suppress(aiohttp.ClientError, OSError):
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(f"http://127.0.0.1:{port}/healthz") as r,
+            ):
+                return str((await r.json())["phase"])
+        return ""
+
+    kube.create(_synced_pod("before"))
+    replicas = []
+    try:
+        for _ in range(2):
+            port = _free_port()
+            monkeypatch.setenv("ALLOT_HTTP_PORT", str(port))
+            stop = asyncio.Event()
+            replicas.append((port, stop, asyncio.create_task(run_kube_sync(stop=stop))))
+            await eventually(lambda port=port: phase(port), timeout=20, what="the replica answers")
+        (first_port, first_stop, first), (second_port, _, _) = replicas
+        await eventually(lambda: fences("pod:team/before"), timeout=20, what="the leader records")
+        assert await fences("pod:team/before") == ["kube-sync/1"]
+
+        async def standing_by() -> bool:
+            return (await phase(second_port)).startswith("standing by")
+
+        await eventually(standing_by, timeout=10, what="the second stands by")
+        first_stop.set()
+        await asyncio.wait_for(first, timeout=10)
+        kube.create(_synced_pod("after"))
+        await eventually(lambda: fences("pod:team/after"), timeout=20, what="the second records")
+        assert await fences("pod:team/after") == ["kube-sync/2"]
+        holder = (kube.get("Lease", "allot-kube-sync", "allot-system") or {})["spec"]["holderIdentity"]
+        assert holder and holder.startswith(socket.gethostname())
+    finally:
+        for _, stop, task in replicas:
+            stop.set()
+            await asyncio.wait_for(task, timeout=10)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+@pytest.mark.slow
 async def test_kube_sync_replicas_record_one_at_a_time_and_a_resumed_ex_leader_records_nothing(
     kube: FakeKube, tmp_path: Any, database_url: str, store: Any, eventually: Any
 ) -> None:
