@@ -14,6 +14,32 @@ from allot_cli.completion import nodes, script
 from allot_cli.main import COMMANDS, full_parser
 from allot_cli.output import FORMATS, all_words
 
+# Names come from `allot get KIND [-n NS] -o name` at the moment of completion: this `allot` answers as a log holding
+# these objects would (the real command over a real log is tested in tests/integration/test_cli_kinds_live.py).
+LOG = """#!/bin/sh
+case "$*" in
+  "get pods -n research -o name") printf 'pod/train-big\\npod/train-llama-0\\n' ;;
+  "get pods -o name") printf 'pod/train-big\\npod/web-1\\n' ;;
+  "get nodes -o name") printf 'node/gpu-node-a\\n' ;;
+  *) exit 1 ;;
+esac
+"""
+
+# zsh completes only inside a completion widget: outside one, these stand-ins print what would be offered
+ZSH_HARNESS = """
+compdef() { }
+compadd() { [[ "$1" == -- ]] && shift; print -l -- "$@" }
+_describe() { local -a items; items=("${(@P)4}"); print -l -- "${items[@]%%:*}" }
+_files() { print -- "<files>" }
+_message() { print -- "<value>" }
+source "$1"
+shift
+words=("$@")
+CURRENT=$#words
+PREFIX=${words[CURRENT]}
+_allot
+"""
+
 
 @pytest.fixture(scope="module")
 def scripts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
@@ -24,7 +50,15 @@ def scripts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         written[shell] = out / f"allot.{shell}"
         written[shell].write_text(script(shell, parser))
     (out / "scenario.yaml").write_text("")
+    (out / "bin").mkdir()
+    (out / "bin" / "allot").write_text(LOG)
+    (out / "bin" / "allot").chmod(0o755)
+    (out / "harness.zsh").write_text(ZSH_HARNESS)
     return written
+
+
+def _env(scripts: dict[str, Path]) -> dict[str, str]:
+    return {"PATH": f"{scripts['bash'].parent / 'bin'}:/usr/bin:/bin", "HOME": str(scripts["bash"].parent)}
 
 
 def test_the_tree_has_every_listed_command_and_its_flags() -> None:
@@ -42,7 +76,10 @@ def test_the_tree_has_every_listed_command_and_its_flags() -> None:
 def bash_complete(path: Path, line: list[str], cwd: Path) -> list[str]:
     words = " ".join(f"'{w}'" for w in line)
     code = f'source {path}; COMP_WORDS=({words}); COMP_CWORD={len(line) - 1}; _allot; printf "%s\\n" "${{COMPREPLY[@]}}"'
-    out = subprocess.run(["bash", "-c", code], capture_output=True, text=True, check=True, cwd=cwd).stdout
+    env = _env({"bash": path})
+    out = subprocess.run(
+        ["bash", "-c", code], capture_output=True, text=True, check=True, cwd=cwd, env=env
+    ).stdout
     return [w for w in out.splitlines() if w]
 
 
@@ -59,6 +96,11 @@ def bash_complete(path: Path, line: list[str], cwd: Path) -> list[str]:
         (["allot", "completion", ""], ["bash", "zsh", "fish"]),
         (["allot", "sim", "run", "scen"], ["scenario.yaml"]),
         (["allot", "get", "-n", ""], []),  # a namespace: no files offered
+        (["allot", "get", "pods", ""], ["train-big", "web-1"]),  # names of the kind, from the log
+        (["allot", "get", "-n", "research", "pods", "tr"], ["train-big", "train-llama-0"]),
+        (["allot", "get", "-o", "name", "pods", "w"], ["web-1"]),
+        (["allot", "describe", "nodes", ""], ["gpu-node-a"]),
+        (["allot", "get", "secrets", ""], []),  # no log answers: nothing offered, no error shown
     ],
 )
 def test_bash_completes(scripts: dict[str, Path], line: list[str], expected: list[str]) -> None:
@@ -80,21 +122,43 @@ def test_bash_completes_options(scripts: dict[str, Path]) -> None:
         ("allot quota ", {"tree"}),
         ("allot describe pm", {"pmj"}),
         ("allot completion ", {"bash", "zsh", "fish"}),
+        ("allot get pods ", {"train-big", "web-1"}),
+        ("allot get -n research pods tr", {"train-big", "train-llama-0"}),
+        ("allot describe nodes ", {"gpu-node-a"}),
     ],
 )
 def test_fish_completes(scripts: dict[str, Path], line: str, expected: set[str]) -> None:
     code = f"source {scripts['fish']}; complete -C '{line}'"
-    out = subprocess.run(["fish", "-c", code], capture_output=True, text=True, check=True).stdout
+    env = _env(scripts)
+    out = subprocess.run(["fish", "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert {row.split("\t")[0] for row in out.splitlines()} == expected
 
 
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
-def test_zsh_script_parses_and_offers_the_same_words(scripts: dict[str, Path]) -> None:
-    subprocess.run(["zsh", "-n", str(scripts["zsh"])], check=True)
-    text = scripts["zsh"].read_text()
-    assert text.startswith("#compdef allot")
-    assert "'get|-o'|'get|--output') compadd -- 'table' 'wide' 'json' 'yaml' 'name'; return ;;" in text
-    assert "'get:list any kind the log holds, as kubectl does'" in text
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (["allot", "ge"], {"get"}),  # _describe offers every command; zsh filters by the prefix
+        (["allot", "get", "-o", ""], set(FORMATS)),
+        (["allot", "quota", ""], {"tree"}),
+        (["allot", "get", "pods", ""], {"train-big", "web-1"}),
+        (["allot", "get", "-n", "research", "pods", "tr"], {"train-big", "train-llama-0"}),
+        (["allot", "get", "-n", ""], {"<value>"}),
+        (["allot", "sim", "run", ""], {"<files>"}),
+    ],
+)
+def test_zsh_completes(scripts: dict[str, Path], line: list[str], expected: set[str]) -> None:
+    assert scripts["zsh"].read_text().startswith("#compdef allot")
+    harness = scripts["zsh"].parent / "harness.zsh"
+    out = subprocess.run(
+        ["zsh", "-f", str(harness), str(scripts["zsh"]), *line],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env(scripts),
+    ).stdout
+    offered = set(out.split())
+    assert expected <= offered if line[-1] == "ge" else offered == expected
 
 
 def test_the_command_prints_the_script_and_the_version() -> None:

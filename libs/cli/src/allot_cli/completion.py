@@ -6,7 +6,9 @@ Each shell gets the same data written in its own idiom, so a command or flag add
 completed without touching this file. Every script works out the command path from the words typed so far (the
 words that name a subcommand of the path so far), then offers, in order: the choices of the option just typed, the
 options when the word starts with ``-``, else the subcommands and positional choices (and files where a positional
-takes a path).
+takes a path). After ``get KIND`` and ``describe KIND`` they offer the names the log holds, as ``allot get KIND -o
+name`` lists them (in the ``-n`` namespace when one is typed; nothing when no log is reachable), as kubectl completes
+names from the API server.
 
 Rejected: the ``shtab`` package (bash and zsh only, no fish) and ``argcomplete`` (runs Python on every Tab, so each
 completion would pay the CLI's start-up time).
@@ -47,6 +49,11 @@ class Node:
     options: list[Option] = field(default_factory=list)
     words: list[str] = field(default_factory=list)  # choices of its positionals
     files: bool = False  # a positional takes a path
+    names: bool = False  # after the KIND word, the names of that kind (``allot get KIND -o name``)
+
+    @property
+    def valued(self) -> list[str]:
+        return [f for o in self.options if o.takes_value for f in o.flags]
 
 
 def _help(text: str | None) -> str:
@@ -79,6 +86,8 @@ def nodes(parser: argparse.ArgumentParser, path: str = "") -> list[Node]:
         elif action.choices or getattr(action, "completions", None):
             # ``completions``: words to offer for a positional that the command checks itself
             node.words += [str(c) for c in getattr(action, "completions", None) or action.choices or ()]
+        elif getattr(action, "complete_names", False):
+            node.names = True
         else:
             node.files = node.files or _is_path(action)
     return out
@@ -105,19 +114,23 @@ def _bash_body(tree: list[Node]) -> list[str]:
         '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"',
     ]
     lines += [
-        '    local path="" i w',
+        '    local path="" i w start=1',
         "    for ((i = 1; i < COMP_CWORD; i++)); do",
         '        w="${COMP_WORDS[i]}"',
-        '        if [[ " $(_allot_subcommands "$path") " == *" $w "* ]]; then path="${path:+$path }$w"; fi',
+        '        if [[ " $(_allot_subcommands "$path") " == *" $w "* ]]; then',
+        '            path="${path:+$path }$w"',
+        "            start=$((i + 1))",
+        "        fi",
         "    done",
-        '    local opts="" words="" files=""',
+        '    local opts="" words="" files="" names="" valued=""',
         '    case "$path" in',
     ]
     for node in tree:
         flags = " ".join(f for o in node.options for f in o.flags)
         words = " ".join([n for n, _ in node.subcommands] + node.words)
         lines.append(
-            f"        {_q(node.path)}) opts={_q(flags)}; words={_q(words)}; files={_q('1' if node.files else '')} ;;"
+            f"        {_q(node.path)}) opts={_q(flags)}; words={_q(words)}; files={_q('1' if node.files else '')}; "
+            f"names={_q('1' if node.names else '')}; valued={_q(' '.join(node.valued))} ;;"
         )
     lines += ["    esac", '    case "$path|$prev" in']
     for node in tree:
@@ -134,6 +147,22 @@ def _bash_body(tree: list[Node]) -> list[str]:
                 lines.append(f"        {keys}) {offer}; return ;;")
     lines += [
         "    esac",
+        '    if [[ "$cur" != -* && -n "$names" ]]; then',
+        '        local kind="" ns=""',
+        "        for ((i = start; i < COMP_CWORD; i++)); do",
+        '            w="${COMP_WORDS[i]}"',
+        '            if [[ "$w" == -n || "$w" == --namespace ]]; then ns="${COMP_WORDS[i+1]}"; fi',
+        '            if [[ " $valued " == *" $w "* ]]; then i=$((i + 1)); continue; fi',
+        '            if [[ "$w" == -* ]]; then continue; fi',
+        '            kind="$w"',
+        "            break",
+        "        done",
+        '        if [[ -n "$kind" ]]; then',
+        '            COMPREPLY=($(compgen -W "$(allot get "$kind" ${ns:+-n "$ns"} -o name 2>/dev/null | '
+        'sed \'s|^[^/]*/||\')" -- "$cur"))',
+        "            return",
+        "        fi",
+        "    fi",
         '    if [[ "$cur" == -* ]]; then',
         '        COMPREPLY=($(compgen -W "$opts" -- "$cur"))',
         "    else",
@@ -170,6 +199,7 @@ def zsh(tree: list[Node]) -> str:
         "",
         "_allot() {",
         '    local p="" w i',
+        "    local start=2",
         "    for ((i = 2; i < CURRENT; i++)); do",
         "        w=${words[i]}",
         '        case "$p" in',
@@ -177,39 +207,60 @@ def zsh(tree: list[Node]) -> str:
     for node in tree:
         if node.subcommands:
             names = "|".join(_q(n) for n, _ in node.subcommands)
-            lines.append(f'            {_q(node.path)}) case "$w" in {names}) p="${{p:+$p }}$w" ;; esac ;;')
+            lines.append(
+                f'            {_q(node.path)}) case "$w" in {names}) p="${{p:+$p }}$w"; start=$((i + 1)) ;; esac ;;'
+            )
     lines += [
         "        esac",
         "    done",
         "    local -a subs opts",
-        '    local words="" files=""',
+        '    local offer="" files="" names="" valued=""',
         '    case "$p" in',
     ]
     for node in tree:
         subs = " ".join(_q(_colon(n) + ":" + h) for n, h in node.subcommands)
         opts = " ".join(_q(_colon(f) + ":" + o.help) for o in node.options for f in o.flags)
         lines.append(
-            f"        {_q(node.path)}) subs=({subs}); opts=({opts}); words={_q(' '.join(node.words))}; "
-            f"files={_q('1' if node.files else '')} ;;"
+            f"        {_q(node.path)}) subs=({subs}); opts=({opts}); offer={_q(' '.join(node.words))}; "
+            f"files={_q('1' if node.files else '')}; names={_q('1' if node.names else '')}; "
+            f"valued={_q(' '.join(node.valued))} ;;"
         )
     lines += ["    esac", "    local prev=${words[CURRENT-1]}", '    case "$p|$prev" in']
     for node in tree:
         for option in node.options:
             if option.takes_value:
                 keys = "|".join(_q(f"{node.path}|{f}") for f in option.flags)
-                action = (
-                    f"compadd -- {' '.join(_q(c) for c in option.choices)}" if option.choices else "_files"
-                )
+                if option.choices:
+                    action = f"compadd -- {' '.join(_q(c) for c in option.choices)}"
+                else:
+                    action = "_files" if option.files else "_message value"
                 lines.append(f"        {keys}) {action}; return ;;")
     lines += [
         "    esac",
-        '    if [[ "$PREFIX" == -* ]]; then',
-        "        _describe -t options option opts",
-        "    else",
-        "        (( ${#subs} )) && _describe -t commands command subs",
-        '        [[ -n "$words" ]] && compadd -- ${=words}',
-        '        [[ -n "$files" ]] && _files',
+        '    if [[ "$PREFIX" != -* && -n "$names" ]]; then',
+        '        local kind="" ns=""',
+        "        for ((i = start; i < CURRENT; i++)); do",
+        "            w=${words[i]}",
+        '            if [[ "$w" == -n || "$w" == --namespace ]]; then ns=${words[i+1]}; fi',
+        '            if [[ " $valued " == *" $w "* ]]; then (( i++ )); continue; fi',
+        '            [[ "$w" == -* ]] && continue',
+        "            kind=$w",
+        "            break",
+        "        done",
+        '        if [[ -n "$kind" ]]; then',
+        "            compadd -- ${(f)\"$(allot get $kind ${ns:+-n $ns} -o name 2>/dev/null | sed 's|^[^/]*/||')\"}",
+        "            return",
+        "        fi",
         "    fi",
+        "    local ret=1  # 0 once something is offered, as zsh expects of a completion function",
+        '    if [[ "$PREFIX" == -* ]]; then',
+        "        _describe -t options option opts && ret=0",
+        "    else",
+        "        (( ${#subs} )) && _describe -t commands command subs && ret=0",
+        '        [[ -n "$offer" ]] && compadd -- ${=offer} && ret=0',
+        '        [[ -n "$files" ]] && _files && ret=0',
+        "    fi",
+        "    return ret",
         "}",
         "",
         'if [[ "$funcstack[1]" == _allot ]]; then _allot "$@"; else compdef _allot allot; fi',
@@ -244,13 +295,44 @@ def fish(tree: list[Node]) -> str:
         "    set -l path (__allot_path)",
         '    test "$path" = "$argv[1]"',
         "end",
+        "# the KIND typed after get/describe: the first plain word after the command path ($argv: flags taking values)",
+        "function __allot_kind",
+        "    set -l words (commandline -opc)",
+        "    set -l path (string split ' ' -- (__allot_path))",
+        "    set -l skip 0",
+        "    for w in $words[(math (count $path) + 2)..-1]",
+        "        if test $skip = 1",
+        "            set skip 0",
+        "        else if contains -- $w $argv",
+        "            set skip 1",
+        "        else if not string match -q -- '-*' $w",
+        "            echo $w",
+        "            return 0",
+        "        end",
+        "    end",
+        "    return 1",
+        "end",
+        "function __allot_names",
+        "    set -l words (commandline -opc)",
+        "    set -l ns",
+        "    if set -l i (contains -i -- -n $words; or contains -i -- --namespace $words)",
+        "        set ns -n $words[(math $i + 1)]",
+        "    end",
+        "    allot get (__allot_kind $argv) $ns -o name 2>/dev/null | string replace -r '^[^/]*/' ''",
+        "end",
         "complete -c allot -f",
     ]
     for node in tree:
         at = f'-n "__allot_at {_q(node.path)}"'
         for name, help_text in node.subcommands:
             lines.append(f"complete -c allot {at} -a {_q(name)} -d {_q(help_text)}")
-        if node.words:
+        valued = " ".join(node.valued)
+        if node.names:  # KIND first, then names of that kind
+            kinds = f'-n "__allot_at {_q(node.path)}; and not __allot_kind {valued} >/dev/null"'
+            lines.append(f"complete -c allot {kinds} -a {_q(' '.join(node.words))}")
+            has = f'-n "__allot_at {_q(node.path)}; and __allot_kind {valued} >/dev/null"'
+            lines.append(f"complete -c allot {has} -a {_q(f'(__allot_names {valued})')}")
+        elif node.words:
             lines.append(f"complete -c allot {at} -a {_q(' '.join(node.words))}")
         if node.files:
             lines.append(f"complete -c allot {at} -F")

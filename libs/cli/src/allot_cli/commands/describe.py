@@ -211,6 +211,9 @@ def register(subparsers: Any) -> None:
     )
     kind = p.add_argument("what", metavar="KIND", help="any kind allot get lists")
     kind.completions = all_words()  # type: ignore[attr-defined]  # checked by kind_named: an unknown kind exits 1
-    p.add_argument("name", metavar="NAME", help="its name (NS/NAME or NAME with -n for a namespaced kind)")
+    name = p.add_argument(
+        "name", metavar="NAME", help="its name (NS/NAME or NAME with -n for a namespaced kind)"
+    )
+    name.complete_names = True  # type: ignore[attr-defined]  # completion offers the names of the kind
     p.add_argument("-n", "--namespace", help="its namespace (without it, a name found in one namespace only)")
     p.set_defaults(func=cmd_describe)

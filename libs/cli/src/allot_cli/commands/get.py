@@ -312,7 +312,8 @@ def register(subparsers: Any) -> None:
         "devices, nodemetrics",
     )
     kind.completions = all_words()  # type: ignore[attr-defined]  # checked by kind_named: an unknown kind exits 1
-    p.add_argument("names", nargs="*", metavar="NAME", help="only these (NAME, or NS/NAME)")
+    names = p.add_argument("names", nargs="*", metavar="NAME", help="only these (NAME, or NS/NAME)")
+    names.complete_names = True  # type: ignore[attr-defined]  # completion offers the names of the kind
     p.add_argument("-n", "--namespace", help="only this namespace")
     p.add_argument(
         "-A",
