@@ -70,7 +70,10 @@ def service_families() -> dict[str, str]:
 
 def relay_families() -> set[str]:
     """The relay process's families (its registry is built inside the process)."""
-    return set(re.findall(r'Gauge\(\s*"(allot_relay_[a-z_]+)"', RELAY.read_text()))
+    text = RELAY.read_text()
+    gauges = set(re.findall(r'Gauge\(\s*"(allot_relay_[a-z_]+)"', text))
+    counters = {f"{name}_total" for name in re.findall(r'CounterMetricFamily\(\s*"(allot_relay_[a-z_]+)"', text)}
+    return gauges | counters
 
 
 def exposed_samples() -> set[str]:

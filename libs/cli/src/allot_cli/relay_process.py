@@ -11,10 +11,13 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
@@ -30,6 +33,24 @@ async def _serve(holder: dict[str, Any]) -> web.AppRunner:
         "allot_relay_published_position", "Last log position published to JetStream", registry=registry
     )
     lag = Gauge("allot_relay_lag_events", "Events in the log not yet on JetStream", registry=registry)
+
+    class Published(Collector):
+        """Events published (acknowledged by JetStream) and publish requests sent, read from the relay at scrape."""
+
+        def collect(self) -> Iterator[Metric]:
+            relay = holder.get("relay")
+            done = CounterMetricFamily(
+                "allot_relay_published_events", "Events published to JetStream and acked"
+            )
+            sent = CounterMetricFamily(
+                "allot_relay_publish_requests", "Publish requests sent, including refused or unanswered ones"
+            )
+            done.add_metric([], float(relay.published_total if relay is not None else 0))
+            sent.add_metric([], float(relay.sent if relay is not None else 0))
+            yield done
+            yield sent
+
+    registry.register(Published())
 
     async def metrics(_: web.Request) -> web.Response:
         if "relay" in holder:
