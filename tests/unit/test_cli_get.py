@@ -98,6 +98,14 @@ def test_pods_in_all_namespaces_or_one(log: Scenario) -> None:
     assert again == everything
 
 
+def test_show_labels(log: Scenario) -> None:
+    _, text = get(log, "pods", "-n", "serving", "-l", "app=shop", "--show-labels")
+    assert text.splitlines()[0].split()[-1] == "LABELS"
+    assert cells(text, "web-1")[-1] == "app=shop,tier=front"
+    _, nodes = get(log, "nodes", "-o", "wide", "--show-labels")
+    assert nodes.splitlines()[0].split().count("LABELS") == 1
+
+
 def test_wide_adds_columns(log: Scenario) -> None:
     _, wide = get(log, "pods", "-o", "wide")
     assert wide.splitlines()[0].split()[-2:] == ["ENFORCEMENT", "ENFORCED"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -252,6 +253,10 @@ async def run_get(
 ) -> int:
     """``allot get`` over ``store``: 1 when a NAME asked for is not there (kubectl's NotFound), else 0."""
     kind = kind_named(args.what)
+    if args.show_labels:  # a LABELS column last, as kubectl --show-labels
+        kind = dataclasses.replace(
+            kind, columns=(*kind.columns, "labels"), wide=tuple(c for c in kind.wide if c != "labels")
+        )
     selector = parse_selector(args.selector)
     names: list[str] = list(args.names)
     namespace = None if args.all_namespaces else args.namespace
@@ -322,6 +327,7 @@ def register(subparsers: Any) -> None:
         help="every namespace (the default when -n is not given)",
     )
     p.add_argument("-l", "--selector", help="label selector: key=value, key!=value, key in (a,b), key, !key")
+    p.add_argument("--show-labels", action="store_true", help="a LABELS column in tables")
     p.add_argument("-w", "--watch", action="store_true", help="after the list, print rows as they change")
     p.add_argument(
         "-o",
