@@ -12,6 +12,9 @@ not events (published by something else). Once an event has landed, each publish
 (``Nats-Expected-Last-Msg-Id``), which lets a window of publishes be in flight at once. On a rejection the relay
 backs off, re-reads the stream tail and continues from it.
 
+Each message also carries the event's CloudEvents attributes as ``ce-*`` headers (binary content mode,
+:func:`allot_bus.wire.cloudevent_headers`), built from the record alone: a few string operations per event.
+
 If the stream was lost (deleted, or the server restarted without its store) it is created again and filled from the
 lowest consumer checkpoint, so consumers that lag find what they need; consumers also catch up from PostgreSQL by
 position, so nothing depends on JetStream keeping everything. If the stream is *ahead* of the log (a restored
@@ -194,12 +197,14 @@ class Relay:
         """The chunk as messages, each expecting the one before it (the first expects ``tail``)."""
         messages = []
         expectation = tail.expectation()
+        prefix = self.names.prefix
         for record in chunk:
             headers = {
                 HEADER_MSG_ID: record.event_id,
                 HEADER_POSITION: str(record.position),
                 HEADER_TYPE: record.tag,
                 HEADER_STREAM: record.stream_id,
+                **wire.cloudevent_headers(record, prefix),
                 **expectation,
             }
             headers.update({k: v for k, v in record.metadata.items() if k in ("traceparent", "tracestate")})

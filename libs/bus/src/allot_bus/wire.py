@@ -2,13 +2,32 @@
 
 Subscribers in other languages decode it with the JSON Schemas exported by ``allot schema`` (``envelope`` plus the
 payload schema named by ``type``/``schema_version``). The hash is hex, so a subscriber can check the chain too.
+
+Every message also carries the CloudEvents attributes as headers (binary content mode: ``ce-<attribute>`` headers,
+``content-type`` for ``datacontenttype``; the message body, this envelope, is the event's ``data``), so a generic
+CloudEvents consumer can route and deduplicate without reading the body (docs/subscribe.md).
 """
 
 from __future__ import annotations
 
+import time
+
 import msgspec
 
 from allot_contracts.envelope import RecordedEvent
+from allot_contracts.schema import ENVELOPE_SCHEMA_ID, cloudevent_type
+
+CE_SPECVERSION = "1.0"
+CE_HEADERS = (
+    "ce-specversion",
+    "ce-id",
+    "ce-source",
+    "ce-type",
+    "ce-time",
+    "ce-subject",
+    "ce-dataschema",
+    "content-type",
+)
 
 
 class WireEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,3 +87,40 @@ def decode(data: bytes) -> RecordedEvent:
         hash=bytes.fromhex(wire.hash),
         metadata=wire.metadata,
     )
+
+
+def cloudevent_source(prefix: str, producer: str) -> str:
+    """``ce-source``: the installation (bus prefix) and the producer that recorded the event (``/allot/binder``)."""
+    return f"/{prefix}/{producer}"
+
+
+_second: list[tuple[int, str]] = [(-1, "")]  # the last second formatted: events of a batch mostly share it
+_types: dict[tuple[str, int], str] = {}
+
+
+def rfc3339(micros: int) -> str:
+    """``recorded_at`` (microseconds since the epoch, UTC) as RFC 3339 with microseconds (``ce-time``)."""
+    seconds, fraction = divmod(micros, 1_000_000)
+    last, text = _second[0]
+    if seconds != last:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        _second[0] = (seconds, text)
+    return f"{text}.{fraction:06d}Z"
+
+
+def cloudevent_headers(record: RecordedEvent, prefix: str) -> dict[str, str]:
+    """The CloudEvents 1.0 attributes of a recorded event as NATS headers (binary content mode)."""
+    key = (record.type, record.schema_version)
+    ce_type = _types.get(key)
+    if ce_type is None:
+        ce_type = _types[key] = cloudevent_type(record.type, record.schema_version)
+    return {
+        "ce-specversion": CE_SPECVERSION,
+        "ce-id": record.event_id,
+        "ce-source": f"/{prefix}/{record.producer}",
+        "ce-type": ce_type,
+        "ce-time": rfc3339(record.recorded_at),
+        "ce-subject": record.stream_id,
+        "ce-dataschema": ENVELOPE_SCHEMA_ID,
+        "content-type": "application/json",
+    }

@@ -4,6 +4,11 @@ One schema per event tag (``pod.placed.v1``) plus ``envelope``: the wire object 
 ``payload`` is one of the event schemas, selected by ``type`` + ``schema_version``. A committed copy lives in
 ``libs/contracts/schemas/``; a test fails when the code and the committed schemas disagree, so a contract change is
 always a reviewed diff.
+
+Every schema has an ``$id`` (``https://allot.dev/schemas/<name>.json``, the file's name under that base), so a
+validator can load the directory as a registry and resolve references by id. ``asyncapi.yaml`` (from
+:func:`export_asyncapi`) describes the subjects: one channel per event type, one message per versioned tag, the
+CloudEvents headers every message carries, and the payload as the envelope with its ``payload`` typed by the tag.
 """
 
 from __future__ import annotations
@@ -12,7 +17,22 @@ from typing import Any
 
 import msgspec
 
-from allot_contracts.events import AnyEvent
+from allot_contracts.events import AnyEvent, split_tag
+
+SCHEMA_BASE = "https://allot.dev/schemas/"
+ENVELOPE_SCHEMA_ID = f"{SCHEMA_BASE}envelope.json"
+CLOUDEVENT_TYPE_PREFIX = "dev.allot."
+JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
+
+
+def schema_id(name: str) -> str:
+    """The ``$id`` of an exported schema (``pod.placed.v2`` → ``https://allot.dev/schemas/pod.placed.v2.json``)."""
+    return f"{SCHEMA_BASE}{name}.json"
+
+
+def cloudevent_type(event_type: str, schema_version: int) -> str:
+    """The CloudEvents ``type`` of an event: reverse-DNS prefixed tag (``dev.allot.pod.placed.v2``)."""
+    return f"{CLOUDEVENT_TYPE_PREFIX}{event_type}.v{schema_version}"
 
 
 class Envelope(msgspec.Struct, frozen=True, kw_only=True):
@@ -44,7 +64,8 @@ def export_schemas() -> dict[str, Any]:
         body = dict(components[name])
         refs = _collect_refs(body, components)
         doc: dict[str, Any] = {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$schema": JSON_SCHEMA,
+            "$id": schema_id(tag),
             "title": tag,
             **body,
         }
@@ -52,7 +73,7 @@ def export_schemas() -> dict[str, Any]:
             doc["$defs"] = {r: components[r] for r in sorted(refs)}
         out[tag] = doc
     env = msgspec.json.schema(Envelope)
-    out["envelope"] = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "envelope", **env}
+    out["envelope"] = {"$schema": JSON_SCHEMA, "$id": ENVELOPE_SCHEMA_ID, "title": "envelope", **env}
     return out
 
 
@@ -71,3 +92,146 @@ def _collect_refs(node: Any, components: dict[str, Any], seen: set[str] | None =
         for value in node:
             _collect_refs(value, components, seen)
     return seen
+
+
+def _tags() -> list[str]:
+    return sorted(cls.__struct_config__.tag for cls in AnyEvent.__args__)  # type: ignore[attr-defined]
+
+
+def _header_schema() -> dict[str, Any]:
+    """The NATS headers of every event message: Allot's own and the CloudEvents attributes (binary mode)."""
+    text = {"type": "string"}
+    return {
+        "type": "object",
+        "required": [
+            "Nats-Msg-Id",
+            "Allot-Position",
+            "Allot-Type",
+            "Allot-Stream",
+            "ce-specversion",
+            "ce-id",
+            "ce-source",
+            "ce-type",
+            "ce-time",
+            "ce-subject",
+            "ce-dataschema",
+            "content-type",
+        ],
+        "properties": {
+            "Nats-Msg-Id": {
+                **text,
+                "description": "the event id (JetStream drops a duplicate within its window)",
+            },
+            "Allot-Position": {
+                "type": "string",
+                "pattern": "^[1-9][0-9]*$",
+                "description": "the event's position in the log: dense, 1, 2, 3, ... (resume and dedupe by it)",
+            },
+            "Allot-Type": {**text, "description": "the versioned tag, <type>.v<schema_version>"},
+            "Allot-Stream": {**text, "description": "the stream the event belongs to (<kind>:<key>)"},
+            "ce-specversion": {"const": "1.0"},
+            "ce-id": {**text, "description": "CloudEvents id: the event id"},
+            "ce-source": {**text, "description": "CloudEvents source: /<bus prefix>/<producer>"},
+            "ce-type": {
+                **text,
+                "description": f"CloudEvents type: {CLOUDEVENT_TYPE_PREFIX}<type>.v<version>",
+            },
+            "ce-time": {
+                "type": "string",
+                "format": "date-time",
+                "description": "when the event was recorded",
+            },
+            "ce-subject": {**text, "description": "CloudEvents subject: the stream id"},
+            "ce-dataschema": {"const": ENVELOPE_SCHEMA_ID},
+            "content-type": {"const": "application/json", "description": "CloudEvents datacontenttype"},
+            "traceparent": {**text, "description": "W3C trace context of the decision, when traced"},
+            "tracestate": text,
+        },
+    }
+
+
+def export_asyncapi(prefix: str = "allot") -> dict[str, Any]:
+    """The AsyncAPI 3.0 document of the event subjects: ``<prefix>.events.<type>`` carries every version of
+    ``<type>``; each message's payload is the envelope with ``payload`` typed by its tag (schemas referenced by file
+    name, next to this document)."""
+    channels: dict[str, Any] = {}
+    messages: dict[str, Any] = {}
+    operations: dict[str, Any] = {}
+    for tag in _tags():
+        name, version = split_tag(tag)
+        messages[tag] = {
+            "name": tag,
+            "title": tag,
+            "contentType": "application/json",
+            "headers": {
+                "allOf": [
+                    {"$ref": "#/components/schemas/headers"},
+                    {
+                        "properties": {
+                            "Allot-Type": {"const": tag},
+                            "ce-type": {"const": cloudevent_type(name, version)},
+                        }
+                    },
+                ]
+            },
+            "payload": {
+                "allOf": [
+                    {"$ref": "envelope.json"},
+                    {
+                        "properties": {
+                            "type": {"const": name},
+                            "schema_version": {"const": version},
+                            "payload": {"$ref": f"{tag}.json"},
+                        }
+                    },
+                ]
+            },
+        }
+        channel = channels.setdefault(
+            name,
+            {
+                "address": f"{{prefix}}.events.{name}",
+                "parameters": {"prefix": {"$ref": "#/components/parameters/prefix"}},
+                "messages": {},
+            },
+        )
+        channel["messages"][tag] = {"$ref": f"#/components/messages/{tag}"}
+    for name, channel in channels.items():
+        operations[f"receive.{name}"] = {
+            "action": "receive",
+            "channel": {"$ref": f"#/channels/{name}"},
+            "messages": [{"$ref": f"#/channels/{name}/messages/{tag}"} for tag in channel["messages"]],
+        }
+    return {
+        "asyncapi": "3.0.0",
+        "info": {
+            "title": "Allot event log",
+            "version": "1",
+            "description": (
+                "Every committed event of the log, published by the relay in position order to the JetStream "
+                "stream ALLOT_EVENTS (ALLOT_NATS_STREAM) on <prefix>.events.<type>. PostgreSQL is the source of truth: "
+                "a subscriber catches up from it by position and follows NATS for what comes next "
+                "(docs/subscribe.md)."
+            ),
+        },
+        "defaultContentType": "application/json",
+        "servers": {
+            "nats": {
+                "host": "localhost:4222",
+                "protocol": "nats",
+                "description": "the installation's NATS server (JetStream enabled)",
+            }
+        },
+        "channels": channels,
+        "operations": operations,
+        "components": {
+            "parameters": {
+                "prefix": {
+                    "default": prefix,
+                    "description": "the installation's subject prefix (ALLOT_NATS_PREFIX)",
+                }
+            },
+            "messages": messages,
+            "schemas": {"headers": _header_schema()},
+        },
+    }
