@@ -1,0 +1,114 @@
+"""The client: connections to the log (PostgreSQL) and the bus (NATS), and subscriptions over them.
+
+Settings are those of the services (``ALLOT_DATABASE_URL``, ``ALLOT_NATS_URL``, ``ALLOT_NATS_PREFIX``,
+``ALLOT_NATS_STREAM``); NATS is optional: without it a subscription follows the log by polling PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+
+from nats.aio.client import Client
+
+from allot_bus.adapters.nats import connect
+from allot_bus.names import BusNames
+from allot_client.filters import Filter
+from allot_client.subscription import Subscription
+from allot_eventstore.postgres import PostgresEventStore
+from allot_eventstore.protocol import EventStore
+
+__all__ = ["AllotClient"]
+
+
+class AllotClient:
+    """Follow Allot's event log.
+
+    ``async with AllotClient(database_url=..., nats_url=...) as client:`` then ``client.follow(after=...)``.
+    ``store`` / ``nc`` let a caller share connections it already has (they are not closed by the client).
+    """
+
+    def __init__(
+        self,
+        *,
+        database_url: str | None = None,
+        nats_url: str | None = None,
+        prefix: str = "allot",
+        stream: str = "ALLOT_EVENTS",
+        name: str = "allot-client",
+        store: EventStore | None = None,
+        nc: Client | None = None,
+    ) -> None:
+        if store is None and not database_url:
+            raise ValueError("database_url: the event log's PostgreSQL URL is required (or pass store=)")
+        self.database_url = database_url
+        self.nats_url = nats_url
+        self.names = BusNames(prefix=prefix, stream=stream)
+        self.name = name
+        self._store = store
+        self._nc = nc
+        self._owned: list[EventStore | Client] = []
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, name: str = "allot-client") -> AllotClient:
+        """Settings from the services' environment variables."""
+        env = os.environ if environ is None else environ
+        return cls(
+            database_url=env.get("ALLOT_DATABASE_URL"),
+            nats_url=env.get("ALLOT_NATS_URL") or None,
+            prefix=env.get("ALLOT_NATS_PREFIX", "allot"),
+            stream=env.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS"),
+            name=name,
+        )
+
+    async def __aenter__(self) -> AllotClient:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        if self._store is None:
+            assert self.database_url is not None
+            self._store = PostgresEventStore.connect(self.database_url, pool_size=2)
+            self._owned.append(self._store)
+        if self._nc is None and self.nats_url:
+            self._nc = await connect(self.nats_url, name=self.name)
+            self._owned.append(self._nc)
+
+    async def close(self) -> None:
+        owned, self._owned = self._owned, []
+        for resource in reversed(owned):
+            await resource.close()
+            if resource is self._nc:
+                self._nc = None
+            elif resource is self._store:
+                self._store = None
+
+    @property
+    def store(self) -> EventStore:
+        if self._store is None:
+            raise RuntimeError(
+                "the client is not open: use `async with AllotClient(...)` or `await client.open()`"
+            )
+        return self._store
+
+    async def head(self) -> int:
+        """The log's last position now."""
+        return (await self.store.head())[0]
+
+    def follow(
+        self,
+        *,
+        after: int = 0,
+        types: Collection[str] | None = None,
+        namespaces: Collection[str] | None = None,
+        nodes: Collection[str] | None = None,
+        quotas: Collection[str] | None = None,
+        idle: float = 1.0,
+    ) -> Subscription:
+        """Every event after position ``after`` that matches the filter, in log order, each once; see
+        :class:`allot_client.filters.Filter` for the criteria and :class:`Subscription` for the guarantees."""
+        flt = Filter(types=types, namespaces=namespaces, nodes=nodes, quotas=quotas)
+        return Subscription(self.store, self._nc, self.names, flt, after=after, idle=idle)
