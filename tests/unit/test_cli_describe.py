@@ -113,3 +113,13 @@ def test_an_absent_or_ambiguous_name_is_refused_input(log: Scenario) -> None:
     with pytest.raises(InputError, match='gangs "eval" is in namespaces eval, training: give -n NS'):
         describe(log, "gangs", "eval")
     assert field(describe(log, "gangs", "eval", namespace="eval"), "Namespace") == "eval"
+
+
+def test_a_reservation_shows_the_events_the_binder_writes_for_it() -> None:
+    s = Scenario()
+    for example in ("demo/cluster.yaml", "reservation/01-reserve-for-owner.yaml"):
+        s.apply_yaml((ROOT / "examples" / example).read_text())
+    lines = describe(s, "reservations", "reserve-web")
+    assert field(lines, "Kind") == "Reservation"
+    assert section(lines, "Events")[2].split()[:2] == ["Normal", "Scheduled"]
+    assert section(lines, "Events")[2].endswith("Successfully assigned reserve-web to gpu-node-a")
