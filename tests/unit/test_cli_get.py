@@ -271,6 +271,34 @@ def test_watch_prints_the_list_then_rows_that_change() -> None:
     assert len(printed) == 4  # one print per change of the log, none for the poll that found nothing
 
 
+def test_a_watch_of_nothing_yet_prints_the_header_with_the_first_rows() -> None:
+    from allot_cli.commands.get import watch
+    from allot_cli.output import Selector, kind_named, select
+
+    s = Scenario()
+    store = Stepping(s, lambda: None, lambda: None, lambda: s.apply(a_pod("a-pod-with-a-long-name")))
+    kind = kind_named("pods")
+    printed: list[str] = []
+
+    async def run() -> None:
+        await watch(
+            store,  # type: ignore[arg-type]
+            kind,
+            lambda rows: select(kind, rows, namespace=None, selector=Selector(), names=[]),
+            "table",
+            namespaces=True,
+            write=printed.append,
+            interval=0,
+            rounds=3,
+        )
+
+    asyncio.run(run())
+    assert len(printed) == 1
+    header, row = printed[0].splitlines()
+    assert header.index(" NAME ") + 1 == row.index("a-pod-with-a-long-name")
+    assert header.index("PHASE") == row.index("Unschedulable")  # no node in this log
+
+
 def test_watch_prints_json_documents_one_by_one() -> None:
     from allot_cli.commands.get import watch
     from allot_cli.output import Selector, kind_named, select

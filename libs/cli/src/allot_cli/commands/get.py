@@ -209,10 +209,12 @@ async def watch(
         from allot_cli.output import columns_of
 
         columns = columns_of(kind, output, namespaces=namespaces)
-        write("\n".join(table_lines(rows, columns, widths, dict(kind.units))))
+        if rows:  # with none yet, the header comes with the first rows (sized to them)
+            write("\n".join(table_lines(rows, columns, widths, dict(kind.units))))
     elif rows:
         write(_documents(kind, rows, output))
     last = {_identity(r): r for r in rows}
+    header = not rows  # the table's header is still to be printed
     polled = 0
     while rounds is None or polled < rounds:
         polled += 1
@@ -232,7 +234,9 @@ async def watch(
         if not changed:
             continue
         if columns is not None:
-            write("\n".join(table_lines(changed, columns, widths, dict(kind.units))[1:]))
+            lines = table_lines(changed, columns, widths, dict(kind.units))
+            write("\n".join(lines if header else lines[1:]))
+            header = False
         else:
             write(_documents(kind, changed, output))
 
