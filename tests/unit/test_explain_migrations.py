@@ -54,3 +54,18 @@ def test_a_job_applied_by_hand_says_who_applied_it() -> None:
     lines = migration_lines("default/web", asyncio.run(pod_migrations(s.sim.store, "default/web")))
     assert lines[0] == "migrations:" and lines[1].startswith("  PodMigrationJob move-web (EvictDirectly): ")
     assert lines[2] == "    applied by api"
+
+
+def test_get_migrations_lists_the_descheduler_jobs() -> None:
+    from allot_cli.logtools import projection
+    from allot_cli.reservation_views import migration_rows
+
+    sim, _, _ = run(str(EXAMPLE), config=load_config(str(EXAMPLE.with_name("01-hot-and-idle.config.yaml"))))
+    engine = asyncio.run(
+        projection(sim.store, "reservation-manager")
+    ).engine  # as `allot get migrations` builds it
+    rows = {r["job"]: r for r in migration_rows(engine)}
+    assert sorted(rows) == ["koord-descheduler-r2-shop-web-0", "koord-descheduler-r2-shop-web-1"]
+    assert {(r["phase"], r["from"], r["to"]) for r in rows.values()} == {
+        ("Succeeded", "node-hot", "node-idle")
+    }
