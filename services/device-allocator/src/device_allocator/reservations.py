@@ -247,11 +247,13 @@ class Reservations:
         return out
 
     def may_use(self, placed: list[Emit], waiting: list[str], pods: dict[str, Pod]) -> list[str]:
-        """Unschedulable pods (``waiting``, in queue order) that would fit in a reservation just placed (``placed``,
-        this decision's ``reservation.placed``): each is tried as if it matched the reservation (its affinity still
-        naming the one it wants), on the engine with the new holds; reservation-manager decides on the pod's next
-        attempt whether it really matches. Upstream requeues unschedulable pods on a Reservation becoming available
-        the same way. The trial holds are undone before returning."""
+        """Unschedulable pods (``waiting``, in queue order) that must use a reservation (a reservation affinity) and
+        would fit in one just placed (``placed``, this decision's ``reservation.placed``): each is tried as if it
+        matched the reservation (its affinity still naming the one it wants), on the engine with the new holds;
+        reservation-manager decides on the pod's next attempt whether it really matches. Upstream requeues
+        unschedulable pods on a Reservation becoming available the same way. A pod free to go anywhere gains
+        nothing from a new reservation (the reserve pod took the room it would use), so it is not tried. The trial
+        holds are undone before returning."""
         new = [e.event for e in placed if isinstance(e.event, ReservationPlaced)]
         if not new or not waiting:
             return []
@@ -267,10 +269,10 @@ class Reservations:
                     trial.append(event.reservation.name)
             for key in waiting:
                 ctx = self.contexts.get(key)
-                if ctx is not None and ctx.ignored:
-                    continue  # it already may use every hold: a new one adds nothing for it
+                if ctx is None or not ctx.required:
+                    continue
                 for name in trial:
-                    if ctx is not None and ctx.name and ctx.name != name:
+                    if ctx.name and ctx.name != name:
                         continue
                     wants = ReservationContext(candidates=(name,), required=True, name=name)
                     if self.engine.schedule(pods[key], reservations=wants).outcome == "Scheduled":
