@@ -20,7 +20,8 @@ from allot_cli.views import ClusterView
 
 def load_config(path: str | None) -> dict[str, dict[str, Any]]:
     """``--config FILE``: either a mapping of service name to its decision config (``device-allocator: {…}``,
-    ``quota-manager: {…}``, ``gang-coordinator: {…}``), or a placement config alone (the device-allocator's)."""
+    ``quota-manager: {…}``, ``gang-coordinator: {…}``), a placement config alone (the device-allocator's), Koordinator's
+    KubeSchedulerConfiguration, or its DeschedulerConfiguration (reservation-manager's ``descheduler:``)."""
     if not path:
         return {}
     try:
@@ -42,6 +43,18 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
         for warning in translated.warnings:
             print(f"warning: {path}: {warning.path}: {warning.message}", file=sys.stderr)
         return {name: config for name, config in translated.services.items() if config}
+    if (
+        data.get("kind") == "DeschedulerConfiguration"
+    ):  # Koordinator's descheduler config: reservation-manager's
+        from reservation_manager.processor import ReservationManager
+
+        try:
+            ReservationManager({"descheduler": data})
+        except ValueError as exc:
+            issues = getattr(exc, "issues", None) or [exc]
+            lines = "\n  ".join(str(i) for i in issues)
+            raise InputError(f"{path}: invalid DeschedulerConfiguration:\n  {lines}") from exc
+        return {"reservation-manager": {"descheduler": data}}
     if data and all(str(k) in SERVICES for k in data):
         return {str(k): dict(v or {}) for k, v in data.items()}
     if any(str(k) in SERVICES for k in data):
