@@ -31,6 +31,10 @@ from allot_contracts.events import (
     Event,
     MigrationAborted,
     MigrationApplied,
+    MigrationFailed,
+    MigrationRejected,
+    MigrationRemoved,
+    MigrationSucceeded,
     NodeMetricRemoved,
     NodeMetricReported,
     NodeRegistered,
@@ -120,6 +124,14 @@ class Descheduler:
                 self.metrics.pop(name, None)
             case TimerFired(service=service) if service == NAME:
                 self.kick_at = None
+            case (
+                MigrationSucceeded(job=ref)
+                | MigrationFailed(job=ref)
+                | MigrationAborted(job=ref)
+                | MigrationRejected(job=ref)
+                | MigrationRemoved(job=ref)
+            ):
+                self.jobs.pop(ref.name, None)  # nothing left to re-check
             case DeschedulerRound(profile=profile, round=number, nodes=nodes, candidates=candidates):
                 self.last_round_at = at
                 self.rounds[profile] = number
