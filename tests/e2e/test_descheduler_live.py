@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # the whole stack as processes: ~40 s
 
 CONFIG = {
     "descheduler": {
