@@ -170,7 +170,20 @@ def test_ten_rounds_converge_without_moving_a_pod_twice_or_a_target_above_high()
         annotations = j["manifest"]["metadata"]["annotations"]
         assert annotations["koordinator.sh/evict-trigger"] == "LowNodeLoad"
         assert annotations["descheduler.allot.dev/round"].startswith("lnl/")
-        assert j["manifest"]["spec"]["mode"] == "ReservationFirst"
+        spec = j["manifest"]["spec"]
+        assert spec["mode"] == "ReservationFirst" and spec["ttl"] == "5m"
+        # the reservation is pinned to the node the round counted room on
+        terms = spec["reservationOptions"]["template"]["spec"]["template"]["spec"]["affinity"][
+            "nodeAffinity"
+        ]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        target = annotations["descheduler.allot.dev/target"]
+        assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [target]}]}]
+    for accepted in cluster.sc.of_type("reservation.accepted"):
+        (term,) = accepted["manifest"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        operators = [(f["operator"], f["values"]) for f in term["matchFields"]]
+        assert operators[0] == ("In", ["node-idle"]) and operators[1][0] == "NotIn"
     assert {s["job"]["name"] for s in cluster.sc.of_type("migration.succeeded")} == {
         j["job"]["name"] for j in jobs
     }
