@@ -28,6 +28,8 @@ def test_a_placed_pod_shows_its_timeline_and_placement():
         next(line for line in lines if line.startswith("placement: node n1"))
     ]
     assert section(lines, "why not:") == []
+    (quota,) = section(lines, "quota:")
+    assert "max cpu=unlimited" in quota, quota  # the default quota's no-limit value, in words
 
 
 def test_a_pod_now_waiting_for_quota_shows_the_quota_reason_not_an_old_node_reason():

@@ -16,6 +16,7 @@ from typing import Any
 from allot_cli.connect import endpoints
 from allot_cli.errors import InputError
 from allot_cli.migration_views import migration_lines, pod_migrations
+from allot_cli.output import human_list
 from allot_cli.reservation_views import explain_lines as reservation_lines
 from allot_cli.reservation_views import resolved_summary as reservation_summary
 from allot_contracts.envelope import RecordedEvent
@@ -177,7 +178,8 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
         detail = last["quota.admitted"].get("detail", {})
         lines.append(
             f"quota:     {detail.get('quota') or last['quota.admitted']['quota']} "
-            f"(runtime {detail.get('runtime', {})}, min {detail.get('min', {})}, max {detail.get('max', {})})"
+            f"(runtime {human_list(detail.get('runtime') or {})}, min {human_list(detail.get('min') or {})}, "
+            f"max {human_list(detail.get('max') or {})})"
         )
         for fact in detail.get("borrow", []):
             lenders = ", ".join(

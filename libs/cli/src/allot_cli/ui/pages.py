@@ -10,6 +10,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from allot_cli.output import human
 from allot_cli.ui.model import UiModel
 from allot_cli.views import PodView
 from allot_eventstore.clock import iso
@@ -235,16 +236,8 @@ def pod_page(key: str, lines: list[str]) -> str:
 
 
 # --- quotas, gangs, reservations ---------------------------------------------------------------------------------
-UNLIMITED = 10**15  # quotas without a real bound (the built-in ones) carry a sentinel this large or larger
-
-
-def _quantity(value: str) -> str:
-    digits = value.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    return "unlimited" if digits.isdigit() and int(digits) >= UNLIMITED else value
-
-
 def _values(values: Mapping[str, str], dims: Sequence[str]) -> str:
-    return " ".join(f"{d}={_quantity(values[d])}" for d in dims if d in values) or "-"
+    return " ".join(f"{d}={human(d, values[d])}" for d in dims if d in values) or "-"
 
 
 def quotas_page(model: UiModel) -> str:
