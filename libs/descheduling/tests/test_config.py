@@ -36,7 +36,8 @@ def test_defaults_follow_upstream() -> None:
     cfg = parse_config(config(BASIC))
     assert cfg.interval_us == 60_000_000 and not cfg.dry_run and cfg.enabled
     profile = cfg.profiles[0]
-    assert profile.job_mode == "ReservationFirst" and not profile.evict_local_storage
+    assert profile.job_mode == "" and profile.job_ttl_us == 0  # the migration controller's defaults
+    assert not profile.evict_local_storage
     args = profile.low_node_load
     assert args is not None and args.node_fit and args.expiration_us == 180_000_000
     (pool,) = args.pools

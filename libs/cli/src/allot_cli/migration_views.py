@@ -56,7 +56,7 @@ def migration_lines(key: str, records: list[RecordedEvent]) -> list[str]:
             jobs[name]["message"] = p.get("message") or p.get("reason") or ""
         elif record.type == "migration.running":
             jobs[name]["outcome"] = "Running"
-            jobs[name]["from"] = p.get("node") or ""
+            jobs[name]["mode"] = p.get("mode") or ""
         elif record.type == "migration.evicted":
             jobs[name]["evicted"] = p.get("node") or ""
     if not jobs:
@@ -66,7 +66,7 @@ def migration_lines(key: str, records: list[RecordedEvent]) -> list[str]:
         manifest = job["manifest"]
         meta = manifest.get("metadata") or {}
         annotations = meta.get("annotations") or {}
-        mode = (manifest.get("spec") or {}).get("mode") or "default mode"
+        mode = job.get("mode") or (manifest.get("spec") or {}).get("mode") or "default mode"
         ending = f": {job['message']}" if job.get("message") else ""
         lines.append(f"  PodMigrationJob {name} ({mode}): {job['outcome']}{ending}")
         if annotations.get(ANN_TRIGGER):

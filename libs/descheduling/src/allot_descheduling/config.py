@@ -34,7 +34,7 @@ Read (every other key is refused with its field path)::
                        prodHighThresholds, resourceWeights, anomalyCondition}]
       - name: MigrationController
         args: {defaultJobMode: ReservationFirst, defaultJobTTL: 5m, evictLocalStoragePods: false,
-               evictSystemCriticalPods: false}
+               evictSystemCriticalPods: false}    # mode and ttl: reservation-manager's migration defaults when unset
 
 Rules: low and high thresholds name the same resources, each low at most its high (prod ones likewise, both or
 neither); a pool's fields it does not set come from the top-level args; without ``nodePools`` the top-level args are
@@ -147,8 +147,8 @@ class LowNodeLoadArgs(msgspec.Struct, frozen=True, kw_only=True):
 class Profile(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     low_node_load: LowNodeLoadArgs | None = None
-    job_mode: str = RESERVATION_FIRST
-    job_ttl_us: int = 0
+    job_mode: str = ""  # "": reservation-manager's migration.defaultJobMode
+    job_ttl_us: int = 0  # 0: reservation-manager's migration.defaultJobTTL
     evict_local_storage: bool = False
     evict_system_critical: bool = False
 
@@ -478,12 +478,12 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
         else:
             index = next(i for i, e in enumerate(entries) if isinstance(e, dict) and e.get("name") == PLUGIN)
             low_node_load = _low_node_load(args, f"{path}.pluginConfig[{index}].args", issues, name)
-    mode = RESERVATION_FIRST
+    mode = ""
     ttl = 0
     local = critical = False
     if migration:
-        mode = migration.get("defaultJobMode") or RESERVATION_FIRST
-        if mode not in (RESERVATION_FIRST, EVICT_DIRECTLY):
+        mode = migration.get("defaultJobMode") or ""
+        if mode not in ("", RESERVATION_FIRST, EVICT_DIRECTLY):
             issues.append(
                 FieldIssue(
                     path=f"{mpath}.defaultJobMode",
@@ -492,7 +492,7 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
                     value=str(mode),
                 )
             )
-            mode = RESERVATION_FIRST
+            mode = ""
         ttl = _duration(migration.get("defaultJobTTL"), f"{mpath}.defaultJobTTL", issues, 0)
         local = _bool(migration.get("evictLocalStoragePods"), f"{mpath}.evictLocalStoragePods", issues, False)
         critical = _bool(

@@ -43,7 +43,7 @@ from allot_contracts.events import (
     TimerFired,
 )
 from allot_contracts.objects.inventory import NodeInfo
-from allot_contracts.objects.migration import RESERVATION_FIRST, parse_migration_job
+from allot_contracts.objects.migration import EVICT_DIRECTLY, parse_migration_job
 from allot_contracts.objects.nodemetric import NodeMetric, parse_nodemetric
 from allot_contracts.objects.times import format_duration
 from allot_descheduling import (
@@ -69,7 +69,6 @@ ANN_TRIGGER: Final = "koordinator.sh/evict-trigger"
 ANN_REASON: Final = "koordinator.sh/evict-reason"
 ANN_ROUND: Final = "descheduler.allot.dev/round"
 ANN_TARGET: Final = "descheduler.allot.dev/target"
-DEFAULT_JOB_TTL: Final = "5m"
 Emit = tuple[str, Event]
 
 
@@ -392,15 +391,16 @@ def _job_name(profile: str, number: int, pod: str) -> str:
 
 
 def _job(name: str, profile: Profile, number: int, rec: PodRecord, chosen: DeschedulerCandidate) -> Emit:
-    """The PodMigrationJob a chosen pod gets: the profile's mode and ttl, and (ReservationFirst) a reservation
-    template of the pod restricted to the node the round counted room on."""
+    """The PodMigrationJob a chosen pod gets: the profile's mode and ttl when it sets them (else the migration
+    controller's defaults), and — unless the mode is EvictDirectly — a reservation template of the pod restricted to
+    the node the round counted room on."""
     namespace, pod_name = rec.key.split("/", 1)
-    spec: dict[str, Any] = {
-        "podRef": {"namespace": namespace, "name": pod_name, "uid": rec.uid},
-        "mode": profile.job_mode,
-        "ttl": format_duration(profile.job_ttl_us) if profile.job_ttl_us else DEFAULT_JOB_TTL,
-    }
-    if profile.job_mode == RESERVATION_FIRST and chosen.target:
+    spec: dict[str, Any] = {"podRef": {"namespace": namespace, "name": pod_name, "uid": rec.uid}}
+    if profile.job_mode:  # else the migration controller's defaultJobMode
+        spec["mode"] = profile.job_mode
+    if profile.job_ttl_us:  # else the migration controller's defaultJobTTL
+        spec["ttl"] = format_duration(profile.job_ttl_us)
+    if profile.job_mode != EVICT_DIRECTLY and chosen.target:
         meta = rec.manifest.get("metadata") or {}
         template_spec = dict(rec.manifest.get("spec") or {})
         affinity = dict(template_spec.get("affinity") or {})
