@@ -187,6 +187,7 @@ def test_ten_rounds_converge_without_moving_a_pod_twice_or_a_target_above_high()
     assert {s["job"]["name"] for s in cluster.sc.of_type("migration.succeeded")} == {
         j["job"]["name"] for j in jobs
     }
+    assert {r["mode"] for r in cluster.sc.of_type("migration.running")} == {"ReservationFirst"}
     descheduler_state: Any = cluster.sc.sim.host("reservation-manager").processor.descheduler  # type: ignore[attr-defined]
     assert descheduler_state.jobs == {}, "finished jobs are no longer watched for the hotspot re-check"
     cluster.sc.assert_replays()  # every round (and every job's step) re-derives from the log
