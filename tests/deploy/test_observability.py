@@ -72,7 +72,9 @@ def relay_families() -> set[str]:
     """The relay process's families (its registry is built inside the process)."""
     text = RELAY.read_text()
     gauges = set(re.findall(r'Gauge\(\s*"(allot_relay_[a-z_]+)"', text))
-    counters = {f"{name}_total" for name in re.findall(r'CounterMetricFamily\(\s*"(allot_relay_[a-z_]+)"', text)}
+    counters = {
+        f"{name}_total" for name in re.findall(r'CounterMetricFamily\(\s*"(allot_relay_[a-z_]+)"', text)
+    }
     return gauges | counters
 
 
