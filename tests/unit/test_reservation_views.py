@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.decisions import decisions
-from allot_cli.reservation_views import migration_rows, reservation_rows, show
+from allot_cli.output import kind_named, render
+from allot_cli.reservation_views import migration_rows, reservation_rows
 from allot_contracts.envelope import NewEvent, derived_event_id
 from allot_eventstore.memory import InMemoryEventStore
 from allot_reservation.testing import Driver, a_job_manifest, a_pod_manifest, a_reservation_manifest
@@ -39,10 +40,10 @@ def test_rows() -> None:
 
 def test_tables_print(capsys: Any) -> None:
     engine = scenario().engine
-    show(engine, "reservations", "table")
-    show(engine, "pmj", "table")
-    out = capsys.readouterr().out
-    assert "RESERVATION" in out and "r1" in out and "JOB" in out and "EvictDirectly" in out
+    reservations = [{**r, "name": r["reservation"], "labels": {}} for r in reservation_rows(engine)]
+    jobs = [{**r, "name": r["job"], "labels": {}} for r in migration_rows(engine)]
+    out = render(kind_named("reservations"), reservations, "table") + render(kind_named("pmj"), jobs, "table")
+    assert out.startswith("NAME  PHASE") and "\nr1  " in out and "EvictDirectly" in out and "spec.mode" in out
 
 
 def test_decision_lines() -> None:

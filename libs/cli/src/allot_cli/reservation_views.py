@@ -1,22 +1,13 @@
-"""``allot get reservations`` and ``allot get migrations``: Reservations and PodMigrationJobs as reservation-manager
+"""Rows for ``allot get reservations`` and ``allot get migrations`` (and the audit view): Reservations and PodMigrationJobs as reservation-manager
 knows them (its projection rebuilt from the log), with the status upstream writes (phase, node, allocatable,
 allocated, owners; a job's phase, mode, pod, reservation, target node, reason)."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
 from typing import Any
 
-from allot_cli.connect import endpoints
 from allot_contracts.quantity import format_quantity
 from allot_eventstore.clock import iso
-from allot_eventstore.postgres import PostgresEventStore
-
-RESERVATION_WORDS = frozenset({"reservations", "reservation", "resv"})
-MIGRATION_WORDS = frozenset({"migrations", "migration", "podmigrationjobs", "pmj"})
-CHOICES = ("reservations", "reservation", "resv", "migrations", "migration", "podmigrationjobs", "pmj")
 
 
 def _resources(values: dict[str, int]) -> str:
@@ -103,41 +94,6 @@ def migration_rows(engine: Any) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-async def _engine() -> Any:
-    from allot_cli.logtools import projection
-
-    store = PostgresEventStore.connect(endpoints().database_url)
-    try:
-        return (await projection(store, "reservation-manager")).engine
-    finally:
-        await store.close()
-
-
-def show(engine: Any, what: str, output: str) -> None:
-    from allot_cli.commands.get import print_table
-
-    if what in RESERVATION_WORDS:
-        rows = reservation_rows(engine)
-        columns = ["reservation", "phase", "node", "policy", "allocatable", "allocated", "owners", "expires"]
-        key = "reservation"
-    else:
-        rows = migration_rows(engine)
-        columns = ["job", "phase", "mode", "pod", "from", "to", "reservation", "status", "reason"]
-        key = "job"
-    if output == "json":
-        print(json.dumps(rows, indent=2, default=str))
-        return
-    print_table(rows, columns + (["job"] if output == "wide" and key == "reservation" else []))
-    for row in rows:
-        if row["message"]:
-            print(f"  {row[key]}: {row['message']}")
-
-
-def cmd_get_reservations(args: argparse.Namespace) -> int:
-    show(asyncio.run(_engine()), args.what, args.output)
-    return 0
 
 
 # --- allot explain pod ------------------------------------------------------------------------------------------------
