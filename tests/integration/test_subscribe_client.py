@@ -179,6 +179,7 @@ async def test_a_gap_on_the_bus_is_filled_from_the_log(
             if subscription.stats.attaches:
                 break
             await asyncio.sleep(0.02)
+        assert subscription.stats.attaches, "the subscription follows NATS"
         real = subscription._from_message
 
         async def lossy(msg):  # the bus loses positions 3 and 4

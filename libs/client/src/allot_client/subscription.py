@@ -14,8 +14,9 @@ Protocol (the services' own, docs/adr/0002-bus.md, with a stricter gap check):
    seen; messages of types the filter does not want are recognised by their ``Allot-Type`` header and skipped
    without decoding.
 3. Idle (nothing for ``idle`` seconds): the log's head is compared with the position, and anything missed is read
-   from PostgreSQL: the relay may be stalled, or NATS away. Without NATS, or while the consumer cannot be created,
-   this is how the subscription follows (polling every ``idle`` seconds).
+   from PostgreSQL: the relay may be stalled, or NATS away. Without NATS, or while the consumer cannot be created
+   (the relay has not created the stream yet), this is how the subscription follows: polling every ``idle``
+   seconds, and trying to create the consumer again every second.
 4. Trouble (the consumer is gone, NATS unreachable, PostgreSQL unreachable): log, back off, attach again and catch
    up. Nothing is delivered twice because every delivery moves the position first.
 """
@@ -49,6 +50,7 @@ log = logging.getLogger("allot.client")
 
 CONSUMER_INACTIVE_S = 60.0  # the server deletes a consumer nobody pulls from for this long
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+ATTACH_RETRY_S = 1.0  # how soon a subscription that could not create its consumer (no stream yet) tries again
 
 
 class Delivery:
@@ -184,7 +186,7 @@ class Subscription:
                         async for delivery in self._from_log():
                             yield delivery
                     if self._puller is None:  # no NATS (or not attachable now): follow the log by polling
-                        await asyncio.sleep(self.idle)
+                        await asyncio.sleep(self.idle if self.nc is None else min(self.idle, ATTACH_RETRY_S))
                         self._attach_due = self.nc is not None
                         async for delivery in self._from_log():
                             yield delivery
