@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+from pathlib import Path
 
+import jsonschema
 import pytest
+import yaml
 
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
@@ -22,6 +26,8 @@ from allot_testing.servers import private_nats
 from allot_testing.stack import InProcessStack
 
 pytestmark = pytest.mark.integration
+
+ASYNCAPI = Path(__file__).resolve().parents[2] / "libs" / "contracts" / "schemas" / "asyncapi.yaml"
 
 
 @pytest.fixture
@@ -269,6 +275,7 @@ async def test_the_client_follows_a_live_stack_through_a_nats_restart_without_lo
             await everything.stop()
             await placed.stop()
             log = await stack.store.read(limit=100_000)
+            published = await published_messages(client, names)
     assert everything.positions == [r.position for r in log], "every event once, in order"
     assert [d.event_id for d in everything.seen] == [r.event_id for r in log]
     expected = [r.position for r in log if r.type == "pod.placed" and r.stream_id.startswith("pod:team-a/")]
@@ -276,3 +283,34 @@ async def test_the_client_follows_a_live_stack_through_a_nats_restart_without_lo
     assert placed.positions == expected
     assert all(isinstance(d.event, PodPlaced) for d in placed.seen)
     assert after_restart > 0, "after the restart, events arrive over NATS again"
+    assert_described_by_the_asyncapi_document(published, names, {r.position: r for r in log})
+
+
+async def published_messages(client, names: BusNames) -> list:
+    js = client._nc.jetstream()
+    last = (await js.stream_info(names.stream)).state.last_seq
+    return [await js.get_msg(names.stream, seq=seq) for seq in range(1, last + 1)]
+
+
+def assert_described_by_the_asyncapi_document(messages: list, names: BusNames, log: dict) -> None:
+    """Every message the relay published is on its channel's address, with the headers the document describes."""
+    doc = yaml.safe_load(ASYNCAPI.read_text())
+    headers_schema = jsonschema.Draft202012Validator(doc["components"]["schemas"]["headers"])
+    seen_types = set()
+    for msg in messages:
+        headers = msg.headers or {}
+        tag = headers["Allot-Type"]
+        event_type = tag.rsplit(".v", 1)[0]
+        channel = doc["channels"][event_type]
+        assert msg.subject == channel["address"].replace("{prefix}", names.prefix), msg.subject
+        assert tag in channel["messages"]
+        message = doc["components"]["messages"][tag]
+        headers_schema.validate(headers)
+        for key, rule in message["headers"]["allOf"][1]["properties"].items():
+            assert headers[key] == rule["const"], (key, headers[key])
+        record = log[int(headers["Allot-Position"])]
+        assert headers["ce-id"] == record.event_id == json.loads(msg.data)["event_id"]
+        assert headers["ce-source"] == f"/{names.prefix}/{record.producer}"
+        assert headers["ce-subject"] == record.stream_id
+        seen_types.add(event_type)
+    assert {"pod.submitted", "quota.admitted", "pod.placed", "pod.bound", "node.registered"} <= seen_types

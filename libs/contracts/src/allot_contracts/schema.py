@@ -103,6 +103,11 @@ def _header_schema() -> dict[str, Any]:
     text = {"type": "string"}
     return {
         "type": "object",
+        "description": (
+            "CloudEvents 1.0 in binary content mode: the attributes are ce-* headers and the body (the envelope) "
+            f"is the event's data. Two attributes are the same for every message and not sent: datacontenttype "
+            f"application/json and dataschema {ENVELOPE_SCHEMA_ID}."
+        ),
         "required": [
             "Nats-Msg-Id",
             "Allot-Position",
@@ -114,8 +119,6 @@ def _header_schema() -> dict[str, Any]:
             "ce-type",
             "ce-time",
             "ce-subject",
-            "ce-dataschema",
-            "content-type",
         ],
         "properties": {
             "Nats-Msg-Id": {
@@ -142,8 +145,6 @@ def _header_schema() -> dict[str, Any]:
                 "description": "when the event was recorded",
             },
             "ce-subject": {**text, "description": "CloudEvents subject: the stream id"},
-            "ce-dataschema": {"const": ENVELOPE_SCHEMA_ID},
-            "content-type": {"const": "application/json", "description": "CloudEvents datacontenttype"},
             "traceparent": {**text, "description": "W3C trace context of the decision, when traced"},
             "tracestate": text,
         },
