@@ -140,3 +140,16 @@ def test_ce_time_is_rfc3339_in_utc_across_seconds():
     assert wire.rfc3339(1_700_000_000_999_999) == "2023-11-14T22:13:20.999999Z"
     assert wire.rfc3339(1_700_000_001_000_000) == "2023-11-14T22:13:21.000000Z"
     assert wire.rfc3339(1_700_000_000_000_001) == "2023-11-14T22:13:20.000001Z"
+
+
+def test_the_relay_header_block_is_what_the_nats_client_would_write():
+    from allot_bus.adapters.publish import header_block
+
+    headers = {"Nats-Msg-Id": "abc", "Allot-Position": "7", "ce-time": "2023-11-14T22:13:20.000001Z"}
+    assert header_block(headers) == (
+        b"NATS/1.0\r\nNats-Msg-Id: abc\r\nAllot-Position: 7\r\nce-time: 2023-11-14T22:13:20.000001Z\r\n\r\n"
+    )
+    assert header_block({"ce-subject": "pod:a/b\r\nInjected: 1"}) is None, (
+        "the client's own encoding sanitises it"
+    )
+    assert header_block({"ce-subject": "pod:a/b\n"}) is None
