@@ -314,3 +314,30 @@ def assert_described_by_the_asyncapi_document(messages: list, names: BusNames, l
         assert headers["ce-subject"] == record.stream_id
         seen_types.add(event_type)
     assert {"pod.submitted", "quota.admitted", "pod.placed", "pod.bound", "node.registered"} <= seen_types
+
+
+async def test_events_tail_follow_prints_what_was_recorded_before_and_after_it_started_once(
+    store, database_url, nats_server_url, bus_names, monkeypatch, capsys
+):
+    import argparse
+
+    from allot_cli.commands import events
+
+    names = BusNames(**bus_names)
+    monkeypatch.setenv("ALLOT_DATABASE_URL", database_url)
+    monkeypatch.setenv("ALLOT_NATS_URL", nats_server_url)
+    monkeypatch.setenv("ALLOT_NATS_PREFIX", names.prefix)
+    monkeypatch.setenv("ALLOT_NATS_STREAM", names.stream)
+    await store.append([an_event() for _ in range(3)], producer="api")
+    args = argparse.Namespace(type=["pod.deleted"], follow=True, last=20, from_position=None)
+    async with relay(store, nats_server_url, names):
+        task = asyncio.create_task(events.tail(args))
+        await asyncio.sleep(0.5)
+        for _ in range(4):
+            await store.append([an_event()], producer="api")
+        await asyncio.sleep(1.5)  # delivered in milliseconds; the margin is for a loaded machine
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    printed = [json.loads(line)["position"] for line in capsys.readouterr().out.splitlines()]
+    assert printed == [1, 2, 3, 4, 5, 6, 7]

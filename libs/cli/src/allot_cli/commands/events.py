@@ -1,4 +1,5 @@
-"""``allot events tail``: events as JSON lines, from the log, then live from NATS with ``--follow``."""
+"""``allot events tail``: events as JSON lines, from the log, then live with ``--follow`` (the subscribe client:
+catch-up from PostgreSQL, NATS for what comes next, every event once and in order)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ import signal
 import sys
 from typing import Any
 
-from allot_bus import wire
-from allot_bus.adapters.nats import connect
 from allot_cli.connect import endpoints
 from allot_cli.errors import UsageError
 from allot_cli.logtools import event_json
+from allot_client import AllotClient, Filter, FilterError
 from allot_eventstore.postgres import PostgresEventStore
 
 
@@ -32,10 +32,10 @@ def _matches(event_type: str, patterns: list[str]) -> bool:
 async def tail(args: argparse.Namespace) -> None:
     ep = endpoints(need_nats=args.follow)
     store = PostgresEventStore.connect(ep.database_url)
-    last = 0
     try:
         head = (await store.head())[0]
         start = max(head - args.last, 0) if args.from_position is None else args.from_position
+        last = start
         async for record in store.iterate(after=start):
             if _matches(record.type, args.type):
                 print(json.dumps(event_json(record)), flush=True)
@@ -46,39 +46,51 @@ async def tail(args: argparse.Namespace) -> None:
         return
     if not ep.nats_url:
         raise UsageError("--follow needs NATS (ALLOT_NATS_URL or a running dev stack)")
-    nc = await connect(ep.nats_url, name="allot-events-tail")
-    js = nc.jetstream()
+    await follow(ep, args, after=last)
+
+
+async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
+    """New events as they are recorded, each once and in order, through NATS restarts (the subscribe client)."""
+    try:
+        flt = Filter(types=args.type)
+    except FilterError as exc:
+        raise UsageError(f"--type: {exc}") from exc
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    subjects = [ep.names.subject(t.rsplit(".v", 1)[0]) for t in args.type if not t.endswith(".*")] or [
-        ep.names.all_events
-    ]
-    if any(t.endswith(".*") for t in args.type):
-        subjects = [ep.names.all_events]
+    client = AllotClient(
+        database_url=ep.database_url,
+        nats_url=ep.nats_url,
+        prefix=ep.names.prefix,
+        stream=ep.names.stream,
+        name="allot-events-tail",
+    )
+    async with client:
+        subscription = client.follow(after=after, types=sorted(flt.types))
 
-    async def on_message(msg: Any) -> None:
-        nonlocal last
-        record = wire.decode(msg.data)
-        if record.position > last and _matches(record.type, args.type):
-            last = record.position
-            print(json.dumps(event_json(record)), flush=True)
+        async def printing() -> None:
+            async for delivery in subscription:
+                print(json.dumps(event_json(delivery.record)), flush=True)
 
-    from nats.js.api import DeliverPolicy
-
-    subs = [
-        await js.subscribe(
-            s, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW, cb=on_message, stream=ep.names.stream
+        print(
+            f"# following {ep.names.all_events} after position {after} (Ctrl-C to stop)",
+            file=sys.stderr,
+            flush=True,
         )
-        for s in subjects
-    ]
-    print(f"# following {', '.join(subjects)} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-    await stop.wait()
-    for sub in subs:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
-    await nc.close()
+        task = asyncio.create_task(printing())
+        waiter = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pending in (task, waiter):
+                pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await subscription.close()
+        failure = task.exception() if task.done() and not task.cancelled() else None
+        if failure is not None:
+            raise failure
 
 
 def cmd_events(args: argparse.Namespace) -> int:
