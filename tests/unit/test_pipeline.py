@@ -504,3 +504,34 @@ def test_quota_status_is_synced_at_most_once_a_second_however_many_pods_arrive()
     assert len(synced) == before + 1
     assert synced[-1]["patches"]["team/team"]["status"]["used"]["cpu"] == "20"
     s.assert_replays()
+
+
+def test_a_service_passes_over_its_own_decisions_coming_back_from_the_bus_as_replay_does():
+    from allot_runtime.processor import Host
+
+    class Counting:  # what a processor sees: every event it is handed as a trigger
+        name = "binder"
+        interests = frozenset({"pod.placed", "pod.bound"})
+
+        def __init__(self) -> None:
+            self.triggers: list[str] = []
+
+        def evolve(self, event, *, at, own):
+            if not own:
+                self.triggers.append(event.type if hasattr(event, "type") else type(event).__name__)
+
+        def decide(self, event, *, at):
+            return []
+
+        def snapshot(self):
+            return {"triggers": self.triggers}
+
+    s = Scenario().apply(a_node("n1"), a_pod("p"))
+    processor = Counting()
+    live = Host(processor)  # type: ignore[arg-type]
+    records = [r for r in s.sim.store.events if r.type in processor.interests]
+    assert {r.producer for r in records} >= {"binder", "device-allocator"}
+    for record in records:
+        live.step(record)
+    assert len(processor.triggers) == sum(r.producer != "binder" for r in records)
+    assert live.position == records[-1].position

@@ -114,7 +114,12 @@ class Host:
         return event
 
     def step(self, record: RecordedEvent) -> list[NewEvent]:
-        """Handle a live trigger: evolve, decide, evolve the outputs. Returns the events to append."""
+        """Handle a live trigger: evolve, decide, evolve the outputs. Returns the events to append. The processor's
+        own decisions coming back from the bus are passed over, as replay and rebuild pass them over (``wants``):
+        the processor already evolved them when it made them."""
+        if record.producer == self.name:
+            self.position = record.position
+            return []
         event = self.accept(record)
         if event is None:
             self.position = record.position
