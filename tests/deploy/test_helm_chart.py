@@ -33,7 +33,7 @@ CHART = REPO / "deploy" / "helm" / "allot"
 BASE = REPO / "deploy" / "k8s" / "base"
 FIXTURES = Path(__file__).parent / "fixtures"
 DECIDERS = {"gang-coordinator", "quota-manager", "reservation-manager", "device-allocator", "binder"}
-SINGLETONS = {"relay"}
+SINGLETONS = {"relay", "ui"}
 LEASED = DECIDERS | {"kube-sync"}  # two replicas on a Lease in lease mode
 WORKLOADS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
 

@@ -22,7 +22,7 @@ BASE, DEV = K8S / "base", K8S / "overlays" / "dev"
 NAMESPACE = "allot-system"
 WORKLOAD_KINDS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"}
-SINGLETONS = {"relay"}
+SINGLETONS = {"relay", "ui"}
 LEASED_SERVICES = {
     "kube-sync"
 }  # not a decider, but writes the log: two replicas on a Lease like the deciders
@@ -97,7 +97,7 @@ def test_deciders_are_deployments_and_agents_are_daemonsets(
     for obj in workloads(base):
         kinds.setdefault(obj["kind"], set()).add(component(obj))
     assert kinds == {
-        "Deployment": (service_names - node_agents) | {"relay", "kube-sync"},
+        "Deployment": (service_names - node_agents) | {"relay", "kube-sync", "ui"},
         "DaemonSet": set(node_agents),
         "Job": {"migrate"},
     }
@@ -108,6 +108,7 @@ def test_each_workload_runs_its_own_real_process(
 ) -> None:
     expected = {name: [f"allot-{name}"] for name in service_names} | {
         "relay": ["allot", "relay"],
+        "ui": ["allot", "ui", "--host", "0.0.0.0", "--port", "8080"],
         "kube-sync": ["allot", "kube-sync"],
         "migrate": ["allot", "migrate"],
     }

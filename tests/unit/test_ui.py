@@ -44,7 +44,18 @@ def fetch(store: Any, *paths: str) -> Iterator[tuple[int, str]]:
 
 
 def test_every_page_answers_from_the_log(demo_store: Any) -> None:
-    paths = ["/", "/gpus", "/pods", "/quotas", "/gangs", "/reservations", "/events", "/verify", "/healthz"]
+    paths = [
+        "/",
+        "/gpus",
+        "/pods",
+        "/quotas",
+        "/gangs",
+        "/reservations",
+        "/events",
+        "/verify",
+        "/healthz",
+        "/metrics",
+    ]
     for path, (status, text) in zip(paths, fetch(demo_store, *paths), strict=True):
         assert status == 200, path
         assert text, path

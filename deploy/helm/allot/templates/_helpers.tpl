@@ -94,6 +94,10 @@ relay:
   kind: Deployment
   command: [allot, relay]
   singleton: true
+ui:
+  kind: Deployment
+  command: [allot, ui, --host, 0.0.0.0, --port, "8080"]
+  singleton: true
 kube-sync:
   kind: Deployment
   command: [allot, kube-sync]

@@ -4,7 +4,7 @@ newly recorded events every ``poll`` seconds and rebuilds the services' projecti
 Routes: ``/`` overview, ``/gpus`` GPU map, ``/pods`` (filters ``phase``, ``namespace``, ``node``, ``q``, ``limit``),
 ``/pods/<ns>/<name>`` a pod's decision timeline (the ``allot explain`` content), ``/quotas`` tree and borrow ledger,
 ``/gangs``, ``/reservations`` (and migrations), ``/events`` with a live stream (server-sent events from
-``/api/stream?after=<position>``), ``/verify`` chain and per-service lag, ``/api/summary`` (JSON), ``/healthz``.
+``/api/stream?after=<position>``), ``/verify`` chain and per-service lag, ``/api/summary`` (JSON), ``/healthz``, ``/readyz`` and ``/metrics`` (the process's own figures).
 """
 
 from __future__ import annotations
@@ -96,6 +96,13 @@ async def healthz(_: web.Request) -> web.StreamResponse:
     return web.Response(text="ok")
 
 
+async def metrics(_: web.Request) -> web.StreamResponse:
+    """The process's own figures (``process_*``, ``python_gc_*``) for the scrape every Allot pod gets."""
+    from prometheus_client import REGISTRY, generate_latest
+
+    return web.Response(body=generate_latest(REGISTRY), content_type="text/plain", charset="utf-8")
+
+
 async def follow(model: UiModel, poll: float) -> None:
     while True:
         await model.refresh()
@@ -134,4 +141,6 @@ def make_app(model: UiModel, *, poll: float = 0.5) -> web.Application:
     app.router.add_get("/api/summary", summary)
     app.router.add_get("/api/stream", stream)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", healthz)  # the first read of the log is done before the server answers
+    app.router.add_get("/metrics", metrics)
     return app
