@@ -151,3 +151,30 @@ def test_renaming_the_profile_root_replaces_it_and_validate_changes_nothing():
     assert e.apply_profile(renamed) == []
     quotas = e.snapshot()["quotas"]
     assert "gpu-root" not in quotas and quotas["gpu-root-2"]["min"] == {"cpu": "32", "memory": "128Gi"}
+
+
+def test_the_cluster_total_follows_each_node_change_as_a_fresh_sum_would():
+    e = an_engine()
+    fresh = an_engine()
+    steps = [
+        ("upsert", a_node("a", cpu=8, memory="32Gi", gpu=2)),
+        ("upsert", a_node("b", cpu=16, memory="64Gi")),
+        (
+            "upsert",
+            a_node("a", cpu=8, memory="32Gi"),
+        ),  # a loses its GPUs: no node lists nvidia.com/gpu any more
+        ("upsert", a_node("c", cpu=4, memory="8Gi", gpu=1)),
+        ("delete", "b"),
+        ("delete", "nobody"),
+    ]
+    nodes: dict[str, object] = {}
+    for op, arg in steps:
+        if op == "upsert":
+            e.upsert_node(arg)  # type: ignore[arg-type]
+            nodes[arg.name] = arg  # type: ignore[union-attr]
+        else:
+            e.delete_node(arg)  # type: ignore[arg-type]
+            nodes.pop(arg, None)  # type: ignore[call-overload]
+        fresh.set_nodes(list(nodes.values()))  # type: ignore[arg-type]
+        assert e.hierarchy.cluster_total == fresh.hierarchy.cluster_total, (op, arg)
+    assert e.hierarchy.cluster_total == {"cpu": 12000, "memory": 40 * 2**30, "nvidia.com/gpu": 1}

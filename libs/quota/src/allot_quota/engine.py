@@ -65,6 +65,9 @@ class QuotaEngine(PodAccounting):
         self._pods: dict[str, PodEntry] = {}
         self._seq = 0
         self._nodes: dict[str, NodeInfo] = {}
+        self._holders: dict[
+            str, int
+        ] = {}  # resource -> how many nodes list it (the total keeps those listed)
         self._profiles: dict[str, ProfileSpec] = {}
         self._ns_index: dict[str, str] = {}
         self._over_since: dict[str, int] = {}
@@ -176,8 +179,9 @@ class QuotaEngine(PodAccounting):
 
     def upsert_node(self, node: Node) -> None:
         info = node_info(node)
+        old = self._nodes.get(info.name)
         self._nodes[info.name] = info
-        self._sync_capacity()
+        self._sync_capacity(changed=(old, info))
 
     def node_allocatable(self, name: str) -> dict[str, int] | None:
         """A registered node's allocatable resources (canonical integers), or None."""
@@ -185,14 +189,31 @@ class QuotaEngine(PodAccounting):
         return dict(info.allocatable) if info is not None else None
 
     def delete_node(self, name: str) -> None:
-        if self._nodes.pop(name, None) is not None:
-            self._sync_capacity()
+        old = self._nodes.pop(name, None)
+        if old is not None:
+            self._sync_capacity(changed=(old, None))
 
-    def _sync_capacity(self) -> None:
-        total: dict[str, int] = {}
-        for name in sorted(self._nodes):
-            for k, v in self._nodes[name].allocatable.items():
+    def _sync_capacity(self, changed: tuple[NodeInfo | None, NodeInfo | None] | None = None) -> None:
+        """The cluster's total allocatable (and the profiles' roots) after a node change: one node's difference
+        when ``changed`` says which (old, new), else summed afresh. A resource no node lists any more is dropped."""
+        if changed is None:
+            total: dict[str, int] = {}
+            self._holders = {}
+            for name in sorted(self._nodes):
+                for k, v in self._nodes[name].allocatable.items():
+                    total[k] = total.get(k, 0) + v
+                    self._holders[k] = self._holders.get(k, 0) + 1
+        else:
+            old, new = changed
+            total = dict(self._h.cluster_total)
+            for k, v in old.allocatable.items() if old is not None else ():
+                total[k] -= v
+                self._holders[k] -= 1
+                if not self._holders[k]:
+                    del total[k], self._holders[k]
+            for k, v in new.allocatable.items() if new is not None else ():
                 total[k] = total.get(k, 0) + v
+                self._holders[k] = self._holders.get(k, 0) + 1
         self._h.cluster_total = total
         for key in sorted(self._profiles):
             profile = self._profiles[key]

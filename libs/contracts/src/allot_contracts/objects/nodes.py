@@ -94,20 +94,22 @@ def _string_map(values: Any, path: str, issues: list[FieldIssue]) -> None:
             )
 
 
-def _engine_issues(parse: Any, manifest: Mapping[str, Any], issues: list[FieldIssue]) -> list[FieldIssue]:
-    """Run an engine parser on a structurally sound object; its field errors become ours."""
+def _engine_parse(
+    parse: Any, manifest: Mapping[str, Any], issues: list[FieldIssue]
+) -> tuple[Any, list[FieldIssue]]:
+    """Run an engine parser on a structurally sound object: (its result, or None; its field errors as ours)."""
     if issues:
-        return issues
+        return None, issues
     try:
-        errors = parse(dict(manifest))[-1]
+        result = parse(dict(manifest))
     except (
         Exception
     ) as exc:  # a parser that cannot read the object at all: still a clear rejection, never a crash
-        return [FieldIssue(path="", message=f"cannot be read: {type(exc).__name__}: {exc}")]
-    return list(errors)
+        return None, [FieldIssue(path="", message=f"cannot be read: {type(exc).__name__}: {exc}")]
+    return result, list(result[-1])
 
 
-def validate_node(manifest: Mapping[str, Any]) -> list[FieldIssue]:
+def _structural_node(manifest: Mapping[str, Any]) -> list[FieldIssue]:
     issues: list[FieldIssue] = []
     _name(manifest, issues)
     status = manifest.get("status") or {}
@@ -141,7 +143,11 @@ def validate_node(manifest: Mapping[str, Any]) -> list[FieldIssue]:
                         message="must be NoSchedule, PreferNoSchedule or NoExecute",
                     )
                 )
-    return _engine_issues(parse_node, manifest, issues)
+    return issues
+
+
+def validate_node(manifest: Mapping[str, Any]) -> list[FieldIssue]:
+    return _engine_parse(parse_node, manifest, _structural_node(manifest))[1]
 
 
 def capacity_summary(manifest: Mapping[str, Any]) -> dict[str, str]:
@@ -156,7 +162,7 @@ def capacity_summary(manifest: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def validate_device(manifest: Mapping[str, Any]) -> list[FieldIssue]:
+def _structural_device(manifest: Mapping[str, Any]) -> list[FieldIssue]:
     issues: list[FieldIssue] = []
     _name(manifest, issues)
     spec = manifest.get("spec") or {}
@@ -205,7 +211,11 @@ def validate_device(manifest: Mapping[str, Any]) -> list[FieldIssue]:
                 issues.append(
                     FieldIssue(path=f"{path}.vfGroups[{gi}]", message="must be a mapping with a list of vfs")
                 )
-    return _engine_issues(parse_device_cr, manifest, issues)
+    return issues
+
+
+def validate_device(manifest: Mapping[str, Any]) -> list[FieldIssue]:
+    return _engine_parse(parse_device_cr, manifest, _structural_device(manifest))[1]
 
 
 def device_summary(manifest: Mapping[str, Any]) -> dict[str, int]:
@@ -215,34 +225,38 @@ def device_summary(manifest: Mapping[str, Any]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def validate_topology(manifest: Mapping[str, Any]) -> list[FieldIssue]:
+def _structural_topology(manifest: Mapping[str, Any]) -> list[FieldIssue]:
     issues: list[FieldIssue] = []
     _name(manifest, issues)
     zones = manifest.get("zones")
     if zones is not None and not isinstance(zones, list):
         issues.append(FieldIssue(path="zones", message="must be a list"))
-    return _engine_issues(parse_nrt, manifest, issues)
+    return issues
+
+
+def validate_topology(manifest: Mapping[str, Any]) -> list[FieldIssue]:
+    return _engine_parse(parse_nrt, manifest, _structural_topology(manifest))[1]
 
 
 def admit_node(
     manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> NodeInfo | None:
-    found = validate_node(manifest)
+    result, found = _engine_parse(parse_node, manifest, _structural_node(manifest))
     issues.extend(found)
-    return None if found else parse_node(dict(manifest))[0]
+    return None if found else result[0]
 
 
 def admit_device(
     manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> Inventory | None:
-    found = validate_device(manifest)
+    result, found = _engine_parse(parse_device_cr, manifest, _structural_device(manifest))
     issues.extend(found)
-    return None if found else parse_device_cr(dict(manifest))[1]
+    return None if found else result[1]
 
 
 def admit_topology(
     manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> Topology | None:
-    found = validate_topology(manifest)
+    result, found = _engine_parse(parse_nrt, manifest, _structural_topology(manifest))
     issues.extend(found)
-    return None if found else parse_nrt(dict(manifest))[1]
+    return None if found else result[1]
