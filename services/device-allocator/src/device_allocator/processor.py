@@ -444,17 +444,7 @@ class DeviceAllocator:
         out = []
         for key in sorted(self.queue.held - skip):
             if key in self.unschedulable:
-                namespace, name = key.split("/", 1)
-                out.append(
-                    Emit(
-                        stream_id=stream_id("pod", key),
-                        event=PodRequeued(
-                            pod=ObjectRef(namespace=namespace, name=name),
-                            attempt=self.unschedulable[key] + 1,
-                            reason=reason,
-                        ),
-                    )
-                )
+                out.append(self._requeued(key, reason))
         return out
 
     def _requeue(self, reason: str) -> list[Emit]:
@@ -485,17 +475,7 @@ class DeviceAllocator:
                 continue  # still held for the reserving gang
             context = self.reservations.contexts.get(key)
             if self.engine.schedule(self.pods[key], reservations=context).outcome == "Scheduled":
-                namespace, name = key.split("/", 1)
-                out.append(
-                    Emit(
-                        stream_id=stream_id("pod", key),
-                        event=PodRequeued(
-                            pod=ObjectRef(namespace=namespace, name=name),
-                            attempt=self.unschedulable[key] + 1,
-                            reason=reason,
-                        ),
-                    )
-                )
+                out.append(self._requeued(key, reason))
         requeued = {e.event.pod.key for e in out if isinstance(e.event, PodRequeued)}
         return out + self._requeue_owners(retried, skip=requeued)
 
@@ -509,20 +489,22 @@ class DeviceAllocator:
             ),
             key=lambda k: (-self.pods[k].priority, self.arrival.get(k, 0), k),
         )
-        out = []
-        for key in self.reservations.may_use(placed, waiting, self.pods):
-            namespace, name = key.split("/", 1)
-            out.append(
-                Emit(
-                    stream_id=stream_id("pod", key),
-                    event=PodRequeued(
-                        pod=ObjectRef(namespace=namespace, name=name),
-                        attempt=self.unschedulable[key] + 1,
-                        reason="a reservation it may use was placed",
-                    ),
-                )
-            )
-        return out
+        return [
+            self._requeued(key, "a reservation it may use was placed")
+            for key in self.reservations.may_use(placed, waiting, self.pods)
+        ]
+
+    def _requeued(self, key: str, reason: str) -> Emit:
+        """An unschedulable pod sent back through admission, as its next attempt."""
+        namespace, name = key.split("/", 1)
+        return Emit(
+            stream_id=stream_id("pod", key),
+            event=PodRequeued(
+                pod=ObjectRef(namespace=namespace, name=name),
+                attempt=self.unschedulable[key] + 1,
+                reason=reason,
+            ),
+        )
 
     def snapshot(self) -> dict[str, Any]:
         return {

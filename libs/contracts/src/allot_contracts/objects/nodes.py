@@ -238,25 +238,32 @@ def validate_topology(manifest: Mapping[str, Any]) -> list[FieldIssue]:
     return _engine_parse(parse_nrt, manifest, _structural_topology(manifest))[1]
 
 
+def _admitted(
+    parse: Any, structural: Any, index: int, manifest: Mapping[str, Any], issues: list[FieldIssue]
+) -> Any:
+    """The engine's reading of a sound object (``parse(manifest)[index]``), parsed once; None with ``issues`` filled
+    when it is not sound."""
+    result, found = _engine_parse(parse, manifest, structural(manifest))
+    issues.extend(found)
+    return None if found else result[index]
+
+
 def admit_node(
     manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> NodeInfo | None:
-    result, found = _engine_parse(parse_node, manifest, _structural_node(manifest))
-    issues.extend(found)
-    return None if found else result[0]
+    node: NodeInfo | None = _admitted(parse_node, _structural_node, 0, manifest, issues)
+    return node
 
 
 def admit_device(
     manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> Inventory | None:
-    result, found = _engine_parse(parse_device_cr, manifest, _structural_device(manifest))
-    issues.extend(found)
-    return None if found else result[1]
+    inventory: Inventory | None = _admitted(parse_device_cr, _structural_device, 1, manifest, issues)
+    return inventory
 
 
 def admit_topology(
     manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> Topology | None:
-    result, found = _engine_parse(parse_nrt, manifest, _structural_topology(manifest))
-    issues.extend(found)
-    return None if found else result[1]
+    topology: Topology | None = _admitted(parse_nrt, _structural_topology, 1, manifest, issues)
+    return topology
