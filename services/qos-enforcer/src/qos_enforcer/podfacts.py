@@ -34,7 +34,7 @@ from allot_contracts.objects.annotations import (
     parse_device_allocated,
     parse_resource_status,
 )
-from allot_contracts.objects.inventory import parse_device_cr, parse_nrt
+from allot_contracts.objects.inventory import Inventory, parse_device_cr, parse_nrt
 from allot_contracts.objects.pod import Pod
 from allot_contracts.quantity import QuantityError, to_canonical
 
@@ -262,9 +262,11 @@ def node_facts(
     node: Mapping[str, Any] | None = None,
     device: Mapping[str, Any] | None = None,
     topology: Mapping[str, Any] | None = None,
+    inventory: Inventory | None = None,
 ) -> NodeFacts:
     """``previous`` updated with a Node, Device or NodeResourceTopology manifest (already accepted by
-    node-reporter; unreadable parts are left as they were)."""
+    node-reporter; unreadable parts are left as they were). ``inventory``: the Device as read at the door, when the
+    event carries it (the manifest is then not read again)."""
     facts = previous or NodeFacts(name=name)
     if node is not None:
         status = _mapping(node.get("status"))
@@ -278,8 +280,9 @@ def node_facts(
         facts = msgspec.structs.replace(
             facts, labels=labels(node), allocatable=allocatable, capacity=capacity
         )
-    if device is not None:
-        _, inventory, _ = parse_device_cr(dict(device))
+    if device is not None or inventory is not None:
+        if inventory is None and device is not None:
+            _, inventory, _ = parse_device_cr(dict(device))
         gpus = {
             d.minor: GpuInfo(uuid=d.id, memory_bytes=d.resources.get(n.GPU_MEMORY, 0))
             for d in (inventory.devices.get(n.GPU, ()) if inventory is not None else ())

@@ -195,9 +195,9 @@ class QosEnforcer:
             case NodeRegistered(name=name, manifest=manifest) if self._mine(name):
                 state = self._node(name)
                 state.facts = node_facts(state.facts, name, node=manifest)
-            case DevicesReported(name=name, manifest=manifest) if self._mine(name):
+            case DevicesReported(name=name, inventory=inventory) if self._mine(name):
                 state = self._node(name)
-                state.facts = node_facts(state.facts, name, device=manifest)
+                state.facts = node_facts(state.facts, name, inventory=inventory)
             case TopologyReported(name=name, manifest=manifest) if self._mine(name):
                 state = self._node(name)
                 state.facts = node_facts(state.facts, name, topology=manifest)
