@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from pathlib import Path
 
@@ -26,6 +27,21 @@ from allot_testing.servers import private_nats
 from allot_testing.stack import InProcessStack
 
 pytestmark = pytest.mark.integration
+
+
+def bounded(seconds: float):
+    """A test that hangs fails after ``seconds`` with the place it was waiting at, instead of holding up the run."""
+
+    def wrap(test):
+        @functools.wraps(test)
+        async def run(*args, **kwargs):
+            async with asyncio.timeout(seconds):
+                return await test(*args, **kwargs)
+
+        return run
+
+    return wrap
+
 
 ASYNCAPI = Path(__file__).resolve().parents[2] / "libs" / "contracts" / "schemas" / "asyncapi.yaml"
 
@@ -88,6 +104,7 @@ def pod_event(namespace: str, name: str) -> NewEvent:
     )
 
 
+@bounded(120)
 async def test_catch_up_then_live_every_event_once_in_order(store, database_url, nats_server_url, bus_names):
     names = BusNames(**bus_names)
     before = [an_event() for _ in range(25)]
@@ -113,6 +130,7 @@ async def test_catch_up_then_live_every_event_once_in_order(store, database_url,
     assert isinstance(collector.seen[0].event, PodDeleted)
 
 
+@bounded(120)
 async def test_filters_by_type_namespace_node_and_quota(store, database_url, nats_server_url, bus_names):
     names = BusNames(**bus_names)
     async with (
@@ -151,6 +169,7 @@ async def test_filters_by_type_namespace_node_and_quota(store, database_url, nat
     assert [d.event.name for d in by_type.seen] == ["gpu-1", "gpu-2"]
 
 
+@bounded(120)
 async def test_resuming_from_a_position_delivers_what_comes_after_it_once(
     store, database_url, nats_server_url, bus_names
 ):
@@ -171,6 +190,7 @@ async def test_resuming_from_a_position_delivers_what_comes_after_it_once(
     assert second.positions == list(range(saved + 1, 16))
 
 
+@bounded(120)
 async def test_a_gap_on_the_bus_is_filled_from_the_log(
     store, database_url, nats_server_url, bus_names, monkeypatch
 ):
@@ -203,6 +223,7 @@ async def test_a_gap_on_the_bus_is_filled_from_the_log(
     assert subscription.stats.gaps == 1
 
 
+@bounded(120)
 async def test_without_nats_the_log_is_followed_by_polling(store, database_url):
     async with AllotClient(database_url=database_url) as client:
         collector = Collector(client.follow(types=["pod.deleted"], idle=0.05))
@@ -218,6 +239,7 @@ def _inputs(*docs: dict) -> list:
     return [to_input(Document(source="t", index=i, body=d)) for i, d in enumerate(docs)]
 
 
+@bounded(120)
 async def test_the_client_follows_a_live_stack_through_a_nats_restart_without_loss_or_duplicates(
     database_url, bus_names, tmp_path
 ):
@@ -316,6 +338,7 @@ def assert_described_by_the_asyncapi_document(messages: list, names: BusNames, l
     assert {"pod.submitted", "quota.admitted", "pod.placed", "pod.bound", "node.registered"} <= seen_types
 
 
+@bounded(120)
 async def test_events_tail_follow_prints_what_was_recorded_before_and_after_it_started_once(
     store, database_url, nats_server_url, bus_names, monkeypatch, capsys
 ):
