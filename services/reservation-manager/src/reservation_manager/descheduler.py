@@ -60,7 +60,7 @@ from allot_reservation.jobs import Job
 from allot_reservation.migrate import Migrations
 from allot_reservation.world import PodRecord
 
-__all__ = ["INTERESTS", "Descheduler", "echo", "owns"]
+__all__ = ["INTERESTS", "Descheduler", "owns"]
 
 INTERESTS: Final = frozenset({"nodemetric.reported", "nodemetric.removed"})
 LABEL_CREATED_BY: Final = "koordinator.sh/created-by"
@@ -75,17 +75,6 @@ Emit = tuple[str, Event]
 def owns(event: Event) -> bool:
     """Events only the descheduler reads (the reservation engine is not shown them)."""
     return isinstance(event, NodeMetricReported | NodeMetricRemoved | DeschedulerRound)
-
-
-def echo(event: Event, engine: ReservationEngine) -> bool:
-    """A PodMigrationJob this descheduler recorded, coming back as a trigger: the live runtime delivers a service's
-    own outputs of a type it consumes, which replay does not. It was applied when it was decided; applying it again
-    or deciding on it would make the live service differ from replay, so it is passed over."""
-    if not isinstance(event, MigrationApplied):
-        return False
-    annotations = (event.manifest.get("metadata") or {}).get("annotations") or {}
-    job = engine.jobs.jobs.get(event.job.name)
-    return ANN_ROUND in annotations and job is not None and job.uid == event.uid and job.spec == _spec(event)
 
 
 class Descheduler:

@@ -21,7 +21,7 @@ from allot_contracts.events import Event
 from allot_reservation import INTERESTS, NAME, ReservationConfig, ReservationEngine
 from allot_runtime.processor import Emit
 from reservation_manager.descheduler import INTERESTS as DESCHEDULING
-from reservation_manager.descheduler import Descheduler, echo, owns
+from reservation_manager.descheduler import Descheduler, owns
 
 
 class ReservationManager:
@@ -32,19 +32,13 @@ class ReservationManager:
         config = dict(config or {})
         self.descheduler = Descheduler(config.pop("descheduler", None))  # docs/descheduling.md
         self.engine = ReservationEngine(ReservationConfig.from_dict(config))
-        self.echoed = False  # the trigger being handled is one of the descheduler's own jobs coming back
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
-        self.echoed = not own and echo(event, self.engine)
-        if self.echoed:
-            return
         if not owns(event):
             self.engine.apply(event, at)
         self.descheduler.apply(event, at)
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
-        if self.echoed:
-            return []
         out = [] if owns(event) else self.engine.decide(event, at)
         out += self.descheduler.decide(event, at, self.engine)
         return [Emit(stream_id=stream, event=decided) for stream, decided in out]
