@@ -34,7 +34,7 @@ from allot_placement.decision import Decision, Freed, GroupDecision
 from allot_placement.device_view import complete_gpu
 from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, static_filter
 from allot_placement.loadaware import AssignedPod, LoadTracker
-from allot_placement.nodeside import NodeOverrides, effective_info
+from allot_placement.nodeside import NodeOverrides, effective_info, effective_topology
 from allot_placement.output import snapshot_node
 from allot_placement.pod import PodSpec, pod_key, pod_spec
 from allot_placement.reservations import Hold
@@ -114,6 +114,7 @@ class PlacementEngine:
         state = self._state(name)
         state.overrides = overrides
         state.info = effective_info(state.base, overrides)
+        state.topology = effective_topology(state.base_topology, overrides)
         self._touch(name)
 
     def upsert_metric(self, metric: NodeMetric) -> None:
@@ -151,12 +152,13 @@ class PlacementEngine:
             self._touch(name)
 
     def upsert_topology(self, name: str, topology: Topology) -> None:
-        self._state(name).topology = topology
+        state = self._state(name)
+        state.base_topology, state.topology = topology, effective_topology(topology, state.overrides)
         self._touch(name)
 
     def delete_topology(self, name: str) -> None:
         if name in self._nodes:
-            self._nodes[name].topology = None
+            self._nodes[name].topology = self._nodes[name].base_topology = None
             self._touch(name)
 
     # --- pods -------------------------------------------------------------------------------------------------------
@@ -410,7 +412,9 @@ class PlacementEngine:
                 inv.content_key if inv else None,
                 topo.content_key if topo else None,
                 state.load,
-                state.overrides.devices_stale if state.overrides is not None else False,
+                (state.overrides.devices_stale, state.overrides.cpu_amplification)
+                if state.overrides is not None
+                else None,
             )
         )
         dyn = state.dyn_key()

@@ -18,6 +18,8 @@ Components:
 - ``DeviceShare``: the device scorer over each requested type's summed capacity, averaged over types; replaced by the
   GPU policy's score when a cluster-level GPU policy (FGD and baselines) is configured.
 - ``NodeResourcesFitPlus`` and ``ScarceResourceAvoidance``: when configured.
+- With CPU amplification on the node, the amplified-CPU filter runs after NodeNUMAResource and the node-level
+  scores count cpuset-bound pods (the incoming one included) at their amplified cpu (``allot_placement.nodeside``).
 - ``LoadAwareScheduling``: for a node with a NodeMetric (``allot_placement.loadaware``), after its filter passed.
 Pure.
 """
@@ -45,7 +47,7 @@ from allot_placement.devices import (
 from allot_placement.numa import NumaPlan, numa_plan
 from allot_placement.pod import PodSpec
 from allot_placement.reasons import Reason
-from allot_placement.state import DeviceAlloc, NodeState
+from allot_placement.state import DeviceAlloc, NodeState, amplify
 
 __all__ = ["GpuPolicy", "NodeResult", "evaluate", "fit_score", "static_filter"]
 
@@ -216,6 +218,20 @@ def evaluate(
     plan, why = numa_plan(cfg, state, pod)
     if why is not None:
         return NodeResult(feasible=False, reasons=(why,))
+    ratio = state.overrides.ratio if state.overrides is not None else None
+    used = state.requested
+    req = pod.requests
+    if ratio is not None:  # CPU amplification: cpuset-bound pods count amplified (allot_placement.nodeside)
+        cpuset = plan is not None and bool(plan.cpuset)
+        extra = state.amplified_extra(ratio)[0]
+        why = nodeside.check_amplified(state, info, req.get(n.CPU, 0), cpuset, extra)
+        if why is not None:
+            return NodeResult(feasible=False, reasons=(why,))
+        used = dict(used)
+        used[n.CPU] = used.get(n.CPU, 0) + extra
+        if cpuset:
+            req = dict(req)
+            req[n.CPU] = amplify(req.get(n.CPU, 0), ratio)
     devices, why, dscore, raw = _devices(cfg, state, pod, plan, policy, cache, dev_sig, view_cache)
     if devices is None:
         return NodeResult(feasible=False, reasons=(why or rs.insufficient_devices(n.GPU),))
@@ -223,8 +239,8 @@ def evaluate(
         HAMI_POLICIES.get(pod.node_policy, cfg.node_fit.strategy) == "MostAllocated",
         cfg.node_fit.resources,
         info.allocatable,
-        state.requested,
-        pod.requests,
+        used,
+        req,
     )
     comps: list[tuple[str, int, int]] = [
         ("NodeResourcesFit", node, cfg.node_fit.weight),

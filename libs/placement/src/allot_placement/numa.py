@@ -21,6 +21,7 @@ Pure.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from itertools import product
 
 import msgspec
@@ -33,7 +34,7 @@ from allot_placement.cpus import bind_policy_holds, take_cpus
 from allot_placement.devices import device_hints, numa_subsets
 from allot_placement.pod import PodSpec
 from allot_placement.reasons import Reason
-from allot_placement.state import NodeState, NumaAlloc
+from allot_placement.state import NodeState, NumaAlloc, amplify
 
 __all__ = ["NumaPlan", "numa_plan"]
 
@@ -56,7 +57,20 @@ def _bitmask(mask: frozenset[int]) -> int:
 
 
 class _Ctx:
-    __slots__ = ("avail", "bind", "excl", "most", "owner", "pod", "required", "state", "topo", "tracked")
+    __slots__ = (
+        "avail",
+        "bind",
+        "excl",
+        "extra",
+        "most",
+        "owner",
+        "pod",
+        "ratio",
+        "required",
+        "state",
+        "topo",
+        "tracked",
+    )
 
     def __init__(
         self, state: NodeState, topo: Topology, pod: PodSpec, bind: str, required: str, most: bool
@@ -79,9 +93,18 @@ class _Ctx:
         ]
         zones = topo.numa_allocatable
         self.tracked = [r for r in pod.requests if any(r in zones[z] for z in topo.numa_ids)]
+        # CPU amplification (allot_placement.nodeside): zone cpu is amplified; cpuset-bound pods count amplified
+        self.ratio = state.overrides.ratio if state.overrides is not None else None
+        self.extra = state.amplified_extra(self.ratio)[1]
+
+    def used(self, z: int, r: str) -> int:
+        used = self.state.numa_used.get(z, {}).get(r, 0)
+        return used + self.extra.get(z, 0) if r == n.CPU else used
 
     def available(self, z: int, r: str) -> int:
-        a = self.topo.numa_allocatable.get(z, {}).get(r, 0) - self.state.numa_used.get(z, {}).get(r, 0)
+        a = self.topo.numa_allocatable.get(z, {}).get(r, 0) - self.used(z, r)
+        if r == n.CPU and self.bind and self.ratio is not None and a > 0:
+            a = int(Decimal(a) / self.ratio)  # what is left, in CPUs this pod holds exclusively
         if r == n.CPU and self.bind:
             free = [c for c in self.avail if self.topo.cpus[c][2] == z]
             if self.required == "FullPCPUs":
@@ -161,7 +184,10 @@ class _Ctx:
             cap = sum(self.topo.numa_allocatable.get(z, {}).get(r, 0) for z in mask)
             if cap <= 0:
                 continue
-            req = sum(self.state.numa_used.get(z, {}).get(r, 0) for z in mask) + self.pod.requests.get(r, 0)
+            own = self.pod.requests.get(r, 0)
+            if r == n.CPU and self.bind:
+                own = amplify(own, self.ratio)
+            req = sum(self.used(z, r) for z in mask) + own
             s = min(req, cap) * 100 // cap if most else ((cap - req) * 100 // cap if req <= cap else 0)
             num, den = num + s * w, den + w
         return num // den if den else 0

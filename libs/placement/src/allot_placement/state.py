@@ -15,6 +15,7 @@ Not thread-safe: the engine is used from one thread (the scheduling cycle is ser
 
 from __future__ import annotations
 
+from decimal import ROUND_CEILING, Decimal
 from typing import TYPE_CHECKING, Any
 
 from allot_contracts.decisions.placement import VF, Allocation, DeviceAlloc, NumaAlloc
@@ -24,7 +25,14 @@ if TYPE_CHECKING:
     from allot_placement.loadaware import NodeLoad
     from allot_placement.nodeside import NodeOverrides
 
-__all__ = ["Allocation", "DeviceAlloc", "NodeState", "NumaAlloc", "VF"]
+__all__ = ["VF", "Allocation", "DeviceAlloc", "NodeState", "NumaAlloc", "amplify"]
+
+
+def amplify(value: int, ratio: Decimal | None) -> int:
+    """``ceil(value × ratio)``; a missing ratio or one at most 1 leaves the value as it is."""
+    if ratio is None or ratio <= 1:
+        return value
+    return int((Decimal(value) * ratio).to_integral_value(rounding=ROUND_CEILING))
 
 
 class NodeState:
@@ -32,6 +40,7 @@ class NodeState:
 
     __slots__ = (
         "base",
+        "base_topology",
         "cpu_owner",
         "dev_used",
         "info",
@@ -64,6 +73,9 @@ class NodeState:
         # node side (allot_placement.nodeside): the Node as parsed, before overrides; batch/mid and heartbeat
         # overrides; the load-aware view of its NodeMetric
         self.base: NodeInfo | None = None
+        self.base_topology: Topology | None = (
+            None  # the NodeResourceTopology as parsed (``topology``: overridden)
+        )
         self.overrides: NodeOverrides | None = None
         self.load: NodeLoad | None = None
 
@@ -138,6 +150,23 @@ class NodeState:
             tuple((z, tuple(sorted(r.items()))) for z, r in sorted(self.numa_used.items())),
             tuple(sorted(self.numa_footprints.values())),
         )
+
+    def amplified_extra(self, ratio: Decimal | None) -> tuple[int, dict[int, int]]:
+        """What cpuset-bound pods consume beyond their requests when the node's cpu is amplified by ``ratio``:
+        (node level, per NUMA zone), in millicores."""
+        node, zones = 0, dict[int, int]()
+        if ratio is None or ratio <= 1:
+            return node, zones
+        for alloc in self.pods.values():
+            if not alloc.cpuset:
+                continue
+            cpu = 1000 * len(alloc.cpuset)
+            node += amplify(cpu, ratio) - cpu
+            for z in alloc.numa:
+                zcpu = z.resources.get("cpu", 0)
+                if zcpu:
+                    zones[z.node] = zones.get(z.node, 0) + amplify(zcpu, ratio) - zcpu
+        return node, zones
 
     def numa_status(self) -> dict[int, str]:
         """NUMA node status: ``single`` if only single-NUMA pods use it, ``shared`` if a multi-NUMA pod does."""

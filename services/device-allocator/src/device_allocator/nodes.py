@@ -29,6 +29,7 @@ an object); a ConfigMap applied to the log (``colocation.applied``) replaces it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -54,6 +55,7 @@ from allot_contracts.events import (
 )
 from allot_contracts.kube import koord_priority_class, koord_qos_class
 from allot_contracts.objects.colocation import ColocationConfig, parse_colocation_configmap
+from allot_contracts.objects.names import CPU
 from allot_contracts.objects.nodemetric import NodeMetric, parse_nodemetric, parse_time
 from allot_contracts.quantity import QuantityError, to_canonical
 from allot_placement import PlacementEngine
@@ -317,9 +319,8 @@ class NodeSide:
             if manifest is None:
                 continue
             state = self.engine.node_state(name)
-            zones = (
-                state.topology.numa_allocatable if state is not None and state.topology is not None else {}
-            )
+            topology = state.base_topology if state is not None else None
+            zones = topology.numa_allocatable if topology is not None else {}
             facts = node_facts(manifest, self.topologies.get(name), zones)
             result = compute(self.config, facts, self.metrics.get(name), pods_of(name), at)
             previous = self.recorded.get(name)
@@ -374,13 +375,22 @@ class NodeSide:
 
     def _push(self, name: str) -> None:
         """Tell the engine what the node side adds to the node."""
-        recorded = self.recorded.get(name)
+        result = self.recorded[name][0] if name in self.recorded else None
         allocatable = tuple(
-            (k, v) for k, v in sorted((recorded[0].allocatable if recorded else {}).items()) if v is not None
+            (k, v) for k, v in sorted((result.allocatable if result else {}).items()) if v is not None
         )
+        numa = tuple((z, tuple(sorted(r.items()))) for z, r in sorted(result.numa.items())) if result else ()
+        ratio = result.amplification.get(CPU, "") if result else ""
         stale = name in self.lost
         overrides = (
-            NodeOverrides(allocatable=allocatable, devices_stale=stale) if allocatable or stale else None
+            NodeOverrides(
+                allocatable=allocatable,
+                numa=numa,
+                cpu_amplification=ratio if ratio and Decimal(ratio) > 1 else "",
+                devices_stale=stale,
+            )
+            if allocatable or numa or stale
+            else None
         )
         state = self.engine.node_state(name)
         if (state.overrides if state is not None else None) != overrides:
