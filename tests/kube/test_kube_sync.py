@@ -120,6 +120,7 @@ async def test_objects_are_recorded_once_and_only_real_changes_count(
             ("podgroup.applied", "podgroup:team/pg"): 1,
             ("pod.submitted", "pod:team/a"): 1,
             ("pod.observed", "pod:team/bound"): 1,
+            ("pod.phase_observed", "pod:team/bound"): 1,  # first seen bound and Running
         }
         # The same events `allot apply` records for the same objects (minus server bookkeeping and status).
         recorded = {s: p for _, s, p in await log_of(store, producer=PRODUCER)}
@@ -141,7 +142,7 @@ async def test_objects_are_recorded_once_and_only_real_changes_count(
             if p == "/api/v1/pods"
         )
 
-        # Heartbeats and Allot's own writes are not input.
+        # Heartbeats, a phase already recorded and Allot's own writes are not input.
         kube.set_phase("bound", "Running", "team")
         kube.heartbeat("Pod", "a", "team")
         kube.update(
@@ -163,7 +164,7 @@ async def test_objects_are_recorded_once_and_only_real_changes_count(
         kube.update("Pod", "a", lambda o: o["metadata"]["labels"].update({"touched": "yes"}), "team")
         kube.bookmark()
         await settle(store)
-        assert sum((await kinds(store)).values()) == 4
+        assert sum((await kinds(store)).values()) == 5
         # Bookmarks move every watch to the latest version without any object changing.
         assert {r.resource_version for r in sync.reflectors} == {str(kube.rv)}
 
@@ -186,6 +187,7 @@ async def test_objects_are_recorded_once_and_only_real_changes_count(
         counts = await kinds(store)
         assert counts[("pod.submitted", "pod:team/gated")] == 1
         assert counts[("pod.deleted", "pod:team/a")] == 1
+        assert counts[("pod.phase_observed", "pod:team/a")] == 1  # Succeeded, before its pod.deleted
         assert counts[("quota.deleted", "quota:team/q")] == 1
         deleted = [p for t, s, p in await log_of(store, producer=PRODUCER) if t == "pod.deleted"]
         assert deleted == [
@@ -290,6 +292,85 @@ async def test_a_restart_records_nothing_twice_and_catches_up(
         ("pod.submitted", first_a["metadata"]["uid"]),
         ("pod.deleted", first_a["metadata"]["uid"]),
         ("pod.submitted", second_a["metadata"]["uid"]),
+    ]
+
+
+async def test_pod_phases_are_recorded_once_per_life_and_before_the_end(
+    kube: FakeKube,
+    store: Any,
+    client: Any,
+    running: Any,
+    eventually: Any,
+    log_of: Any,
+    kinds: Any,
+    settle: Any,
+):
+    first = kube.create(ours("w"))
+    kube.create(ours("f"))
+    sync = sync_for(store, client)
+    runner = running(sync.run)
+    await eventually(lambda: sync.synced, what="first lists")
+    for name in ("w", "f"):
+        kube.update("Pod", name, lambda o: o["spec"].update({"nodeName": "n1"}), "team")
+        kube.set_phase(name, "Running", "team")
+    kube.heartbeat("Pod", "w", "team")  # Running again: nothing new
+    kube.set_phase("f", "Failed", "team")
+    await settle(store)
+    await runner.close()
+
+    # While kube-sync is down, w finishes; the restart and a second one record it once.
+    kube.set_phase("w", "Succeeded", "team")
+    for _ in range(2):
+        sync = sync_for(store, client)
+        runner = running(sync.run)
+        await eventually(lambda s=sync: s.synced, what="lists after restart")
+        await settle(store)
+        await runner.close()
+
+    def life(name: str) -> list[tuple[str, str]]:
+        return [(t, p.get("phase", "")) for t, s, p in recorded if s == f"pod:team/{name}"]
+
+    recorded = await log_of(store, producer=PRODUCER)
+    assert life("w") == [
+        ("pod.submitted", ""),
+        ("pod.phase_observed", "Running"),
+        ("pod.phase_observed", "Succeeded"),
+        ("pod.deleted", ""),
+    ]
+    assert life("f") == [
+        ("pod.submitted", ""),
+        ("pod.phase_observed", "Running"),
+        ("pod.phase_observed", "Failed"),
+        ("pod.deleted", ""),
+    ]
+    phases = [p for t, s, p in recorded if t == "pod.phase_observed" and s == "pod:team/w"]
+    assert phases[0] == {
+        "type": "pod.phase_observed.v1",
+        "pod": {"namespace": "team", "name": "w"},
+        "uid": first["metadata"]["uid"],
+        "phase": "Running",
+    }
+
+    # A new life under the same name has phases of its own; a DELETED event records the phase it shows.
+    kube.delete("Pod", "w", "team")
+    kube.create(ours("w", node="n1"))
+    sync = sync_for(store, client)
+    runner = running(sync.run)
+    try:
+        await eventually(lambda: sync.synced, what="lists")
+        await settle(store)
+        # Failed and gone before a watch event said so: only the DELETED event's object shows it.
+        kube.objects[("pods", "team", "w")]["status"]["phase"] = "Failed"
+        kube.delete("Pod", "w", "team")
+        await settle(store)
+    finally:
+        await runner.close()
+    recorded = await log_of(store, producer=PRODUCER)
+    assert life("w")[4:] == [
+        ("pod.observed", ""),
+        ("pod.phase_observed", "Running"),
+        ("pod.phase_observed", "Failed"),
+        ("pod.deleted", ""),
     ]
 
 

@@ -9,9 +9,12 @@ what kube-sync sees                                 what it records
 ==================================================  ==============================================================
 a pod with ``spec.schedulerName`` = ours, first     ``pod.submitted`` (unbound; once its scheduling gates are
 seen alive                                          gone) or ``pod.observed`` (already bound)
-that pod deleted, or in phase Succeeded/Failed      ``pod.deleted`` (once per pod life, i.e. per uid)
-anything else about a recorded pod                  nothing (status updates, labels, the binding itself: the
-                                                    binder records ``pod.bound``)
+that pod's ``status.phase`` becoming Running,       ``pod.phase_observed`` (once per phase per pod life)
+Succeeded or Failed
+that pod deleted, or in phase Succeeded/Failed      ``pod.deleted`` (once per pod life, i.e. per uid; after the
+                                                    ``pod.phase_observed`` of its final phase)
+anything else about a recorded pod                  nothing (other status updates, labels, the binding itself:
+                                                    the binder records ``pod.bound``)
 a Reservation / PodMigrationJob created or          ``reservation.applied`` / ``migration.applied``; deleted:
 changed (labels, annotations, spec)                 ``reservation.deleted`` / ``migration.deleted``
 an ElasticQuota / ElasticQuotaProfile / PodGroup    ``quota.applied`` / ``quotaprofile.applied`` /
@@ -25,7 +28,12 @@ one deleted                                         ``quota.deleted`` / ``quotap
 What was recorded is read back from the log (this producer's events) at start and before every reconciliation, so a
 restart neither records everything again nor misses a deletion; after ``410 Gone`` the full list is compared with
 it and what is gone is recorded deleted. Event ids are derived from (kind, uid, resourceVersion) — deletions from
-(kind, uid) — so recording again is a no-op. Quotas, profiles and PodGroups are listed before pods.
+(kind, uid), a pod's phase from (uid, phase) — so recording again is a no-op. Quotas, profiles and PodGroups are listed
+before pods.
+
+A pod's phase is recorded only for a life that is recorded (a pod first seen already finished is not input at all),
+and only the phases the PodGroup controller counts: Pending and Unknown record nothing. A pod deleted while nobody
+watched has no final phase to record; a ``DELETED`` watch event records the phase its last state shows.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from allot_contracts.events import (
     PodGroupApplied,
     PodGroupDeleted,
     PodObserved,
+    PodPhaseObserved,
     PodSubmitted,
     QuotaApplied,
     QuotaDeleted,
@@ -86,6 +95,7 @@ log = logging.getLogger("allot.kube-sync")
 PRODUCER = "kube-sync"
 DEFAULT_SCHEDULER_NAME = "allot-scheduler"
 TERMINAL_PHASES = ("Succeeded", "Failed")
+OBSERVED_PHASES = ("Running", *TERMINAL_PHASES)  # recorded as pod.phase_observed
 
 # Written by Allot (quota.status_published): outputs, never inputs.
 QUOTA_STATUS_ANNOTATIONS = frozenset(
@@ -176,9 +186,10 @@ def normalize_pod(obj: Obj) -> Obj:
 
 
 class PodMirror(Sink):
-    """Pods for our scheduler: one ``pod.submitted``/``pod.observed`` and one ``pod.deleted`` per pod life (uid)."""
+    """Pods for our scheduler: one ``pod.submitted``/``pod.observed`` and one ``pod.deleted`` per pod life (uid), and
+    one ``pod.phase_observed`` per phase of that life."""
 
-    types = frozenset({"pod.submitted", "pod.observed", "pod.deleted"})
+    types = frozenset({"pod.submitted", "pod.observed", "pod.deleted", "pod.phase_observed"})
 
     def __init__(
         self,
@@ -198,6 +209,7 @@ class PodMirror(Sink):
         self.writer = Writer(store, producer, component, metrics)
         self.position = 0
         self.refused: dict[str, str] = {}  # pod -> uid not recorded (logged once per life)
+        self.phases: dict[str, tuple[str, str]] = {}  # pod -> (uid, phase) last recorded
 
     async def refresh(self) -> None:
         async for entry in self.store.iterate(after=self.position, types=self.types, producer=self.producer):
@@ -209,6 +221,8 @@ class PodMirror(Sink):
                     known = self.known.get(pod.key)
                     if known is not None and (not uid or uid == known.uid):
                         known.alive = False
+                case PodPhaseObserved(pod=pod, uid=uid, phase=phase):
+                    self.phases[pod.key] = (uid, phase)
 
     def ours(self, obj: Obj) -> bool:
         return (obj.get("spec") or {}).get("schedulerName") == self.scheduler_name
@@ -233,6 +247,7 @@ class PodMirror(Sink):
             known = self.known.get(key)
             uid = str(meta(obj).get("uid", ""))
             if known is not None and known.alive and (not uid or uid == known.uid):
+                await self._phase(key, known.uid, (obj.get("status") or {}).get("phase"))
                 await self._delete(key, known.uid)
             return
         await self.upsert(obj)
@@ -247,8 +262,10 @@ class PodMirror(Sink):
         if known is not None and known.alive and known.uid != uid:
             await self._delete(key, known.uid)  # the earlier life ended while nobody was watching
         elif known is not None and known.uid == uid:
-            if known.alive and phase in TERMINAL_PHASES:
-                await self._delete(key, uid)  # finished: its resources are free
+            if known.alive:
+                await self._phase(key, uid, phase)
+                if phase in TERMINAL_PHASES:
+                    await self._delete(key, uid)  # finished: its resources are free
             return  # this life is recorded; nothing else about it is input
         if phase in TERMINAL_PHASES:
             return  # first seen already finished: nothing to schedule, nothing held
@@ -269,6 +286,19 @@ class PodMirror(Sink):
             to_input(_document(manifest)).events,
             f"Pod/{uid}/{version}",
             lambda: self.known.__setitem__(key, life),
+        )
+        await self._phase(key, uid, phase)  # first seen bound and already running
+
+    async def _phase(self, key: str, uid: str, phase: Any) -> None:
+        """Record the life's phase when it is one the PodGroup controller counts and not recorded yet."""
+        if phase not in OBSERVED_PHASES or self.phases.get(key) == (uid, phase):
+            return
+        namespace, name = key.split("/", 1)
+        event = PodPhaseObserved(pod=ObjectRef(namespace=namespace, name=name), uid=uid, phase=str(phase))
+        await self.writer.write(
+            [(stream_id("pod", key), event)],
+            f"Pod/{uid or key}/phase/{phase}",
+            lambda: self.phases.__setitem__(key, (uid, str(phase))),
         )
 
     async def _delete(self, key: str, uid: str) -> None:

@@ -56,6 +56,7 @@ from allot_contracts.events.inputs import (
     PodGroupApplied,
     PodGroupDeleted,
     PodObserved,
+    PodPhaseObserved,
     PodSubmitted,
     PriorityClassApplied,
     PriorityClassDeleted,
@@ -160,6 +161,7 @@ AnyEvent = (
     | PodSubmitted
     | PodObserved
     | PodDeleted
+    | PodPhaseObserved
     | QuotaApplied
     | QuotaDeleted
     | QuotaProfileApplied
@@ -377,6 +379,7 @@ __all__ = [
     "PodGroupDeleted",
     "PodGroupRejected",
     "PodObserved",
+    "PodPhaseObserved",
     "PodPlaced",
     "PodRejected",
     "PodReleased",

@@ -77,6 +77,17 @@ class PodDeleted(Event, frozen=True, kw_only=True, tag="pod.deleted.v1"):
     uid: str = ""
 
 
+class PodPhaseObserved(Event, frozen=True, kw_only=True, tag="pod.phase_observed.v1"):
+    """A Kubernetes watch saw a recorded pod's ``status.phase`` become ``Running``, ``Succeeded`` or ``Failed``
+    (once per phase per pod life, ``uid``). A fact about the pod for status and audit (the PodGroup controller's
+    ``running``/``succeeded``/``failed`` counts); no scheduling decision reads it. A finished pod is also recorded
+    ``pod.deleted``, after this event: its resources are free."""
+
+    pod: ObjectRef
+    uid: str
+    phase: str
+
+
 class QuotaApplied(Event, frozen=True, kw_only=True, tag="quota.applied.v2"):
     """An ``ElasticQuota`` object was applied; ``spec`` is what it means, read at the door (``None`` with
     ``issues`` when refused there)."""
