@@ -33,7 +33,7 @@ from allot_placement.config import PlacementConfig
 from allot_placement.decision import Decision, Freed, GroupDecision
 from allot_placement.device_view import complete_gpu
 from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, static_filter
-from allot_placement.loadaware import AssignedPod, LoadTracker
+from allot_placement.loadaware import AssignedPod, LoadTracker, PodLoad
 from allot_placement.nodeside import NodeOverrides, effective_info, effective_topology
 from allot_placement.output import snapshot_node
 from allot_placement.pod import PodSpec, pod_key, pod_spec
@@ -99,6 +99,7 @@ class PlacementEngine:
         state = self._state(info.name)
         state.base, state.info = info, effective_info(info, state.overrides)
         self.loads.set_allocatable(info.name, info.allocatable)
+        self.loads.set_thresholds(info.name, info.usage_thresholds)
         self.loads.changed()  # only this node's load can have moved: it is taken here
         state.load = self.loads.loads.get(info.name)
         self._touch(info.name)
@@ -299,11 +300,25 @@ class PlacementEngine:
                 if d.reservation:
                     reserved.allocate(self, d)
                 applied.append(d)
+                self._track_member(m, d)  # the next members see its load estimate (release() untracks it)
         finally:
             for d in reversed(applied):
                 ns, _, nm = d.pod.partition("/")
                 self.release(ns, nm)
         return GroupDecision(outcome=n.SCHEDULED, members=decisions)
+
+    def _track_member(self, pod: Pod, d: Decision) -> None:
+        """A gang member applied for the rest of its group's placement counts as assigned now (load-aware)."""
+        alloc = d.allocation
+        if alloc is None or alloc.node not in self.loads.metrics or not self.config.load_aware.enabled:
+            return
+        spec, _ = self._spec(pod)
+        load = spec.load if spec is not None else PodLoad()
+        requests = tuple(sorted(alloc.requests.items()))
+        self.loads.assign(
+            alloc.node, AssignedPod(key=d.pod, uid=pod.uid, requests=requests, load=load, at=self.loads.now)
+        )
+        self._sync_loads()
 
     def assume_group(self, group: GroupDecision) -> None:
         if group.outcome != n.SCHEDULED:

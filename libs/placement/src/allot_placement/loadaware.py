@@ -1,9 +1,10 @@
 """Load-aware scheduling: Koordinator's LoadAwareScheduling filter and score over the nodes' NodeMetrics.
 
-Responsibility: the plugin's arguments in upstream's shape (``LoadAwareSchedulingArgs``), the estimate of a pod's
-usage, each node's *estimated used* resources (``NodeLoad``: its reported usage, corrected for the pods assigned
-since that report), and the filter and score that read them. ``LoadTracker`` keeps, per node, the latest NodeMetric
-and the pods assigned to it with the time of their assignment, and derives the ``NodeLoad`` the engine caches by.
+Responsibility: the estimate of a pod's usage, each node's *estimated used* resources (``NodeLoad``: its reported
+usage, corrected for the pods assigned since that report) and thresholds, and the filter and score that read them.
+``LoadTracker`` keeps, per node, the latest NodeMetric, the node's own thresholds and the pods assigned to it with the
+time of their assignment, and derives the ``NodeLoad`` the engine caches by. The plugin's arguments
+(``LoadAwareSchedulingArgs``) are read by :mod:`allot_placement.loadaware_args`.
 
 Rules (upstream's, with the differences listed at the end):
 - A node without a NodeMetric (or whose NodeMetric has no ``status.nodeMetric``) passes the filter and is not scored
@@ -12,41 +13,60 @@ Rules (upstream's, with the differences listed at the end):
   ``filterExpiredNodeMetrics`` (default true) an expired node fails with ``node(s) nodeMetric expired`` unless
   ``enableScheduleWhenNodeMetricsExpired``, and is then let through unchecked; it scores 0. ``now`` is the recorded
   time of the decision's trigger, so replay re-derives it.
-- A pod's estimated usage, per resource of ``estimatedScalingFactors`` (default cpu 85 %, memory 70 %):
-  ``max(limit, request)`` of the resource its priority class uses (batch pods: ``kubernetes.io/batch-cpu``/``-memory``;
-  mid pods: ``kubernetes.io/mid-*``) times the factor, rounded, at most the limit; a zero quantity counts as 250m cpu
-  or 200 MiB memory.
+- A pod's estimated usage, per resource of ``estimatedScalingFactors`` (default cpu 85 %, memory 70 %; with
+  ``allowCustomizeEstimation`` the pod's ``scheduling.koordinator.sh/load-estimated-scaling-factors`` override them
+  per resource): ``max(limit, request)`` of the resource its priority class uses (batch pods:
+  ``kubernetes.io/batch-cpu``/``-memory``; mid pods: ``kubernetes.io/mid-*``) times the factor, rounded, at most the
+  limit; a zero quantity counts as 250m cpu or 200 MiB memory.
 - Estimated used of a node (non-prod view): the reported usage (``nodeUsage``, or the configured aggregated
   percentile) minus the reported usage of the *estimated* pods, plus their estimate (the larger of estimate and
-  reported usage). A pod is estimated when it has no pod metric, was assigned after the metric's ``updateTime``, was
-  assigned less than ``reportIntervalSeconds`` before it, or when score aggregation is configured and the metric has
-  no such aggregate. Prod view (prod pods with ``prodUsageThresholds``): the prod pods' reported usage plus the
-  estimate of the estimated prod pods.
-- Filter: for each resource with a non-zero threshold (``usageThresholds`` cpu 65 / memory 95 by default;
-  ``prodUsageThresholds`` for prod pods when set; ``aggregated.usageThresholds`` with the aggregated usage when
-  ``aggregated.usageAggregationType`` is set), ``round((estimated used + pod estimate) / allocatable × 100)`` above
-  the threshold fails with ``node(s) <resource> usage exceed threshold`` (``aggregated usage`` for the aggregated
-  view). DaemonSet pods pass.
-- Score (least used, weighted by ``resourceWeights``, default cpu 1 / memory 1): per resource
-  ``(allocatable - used) × 100 / allocatable`` (0 when over), weighted mean; the engine adds it as the
-  ``LoadAwareScheduling`` component times ``weight``.
+  reported usage). A pod is estimated when it has no pod metric, was assigned after ``updateTime -
+  reportIntervalSeconds`` (so the metric cannot hold a full interval of it), is still within its forced estimation
+  when the metric was taken (``estimation_deadline`` after ``updateTime``), or when score aggregation is configured
+  and the metric has no such aggregate. Prod view (prod pods with prod thresholds, or ``scoreAccordingProdUsage``):
+  the prod pods' reported usage (plus the node's ``systemUsage`` with ``prodUsageIncludeSys``) plus the estimate of
+  the estimated prod pods.
+- Forced estimation (``estimation_deadline``): ``estimatedSecondsAfterInitialized`` after the pod's Initialized
+  condition when it has one, else ``estimatedSecondsAfterPodScheduled`` after its assignment; with
+  ``allowCustomizeEstimation`` the pod's ``load-estimated-seconds-after-initialized`` / ``-after-pod-scheduled``
+  annotations come first. As upstream, the deadline is compared with the NodeMetric's ``updateTime``, not with the
+  clock: the pod stops being forced by the first metric taken after its deadline, so the change comes with a
+  recorded NodeMetric and replay re-derives it without a timer.
+- Thresholds (``node_thresholds``): ``usageThresholds`` (cpu 65 / memory 95 by default), ``prodUsageThresholds``,
+  ``aggregated.usageThresholds`` with ``aggregated.usageAggregationType``; a Node's
+  ``scheduling.koordinator.sh/usage-thresholds`` annotation (read at the door into ``NodeInfo.usage_thresholds``)
+  replaces each part it sets, for that node; its resources outside the plugin's resource vector (cpu, memory, the
+  resources the arguments name, ``supportedResources``) are skipped.
+- Filter: prod pods against the prod thresholds when the node has any; otherwise the aggregated thresholds over the
+  aggregated usage when set, else the usage thresholds. For each resource with a non-zero threshold,
+  ``round((estimated used + pod estimate) / allocatable × 100)`` above it fails with
+  ``node(s) <resource> usage exceed threshold`` (``aggregated usage`` for the aggregated view). DaemonSet pods pass.
+- Score (least used): per resource ``(allocatable - used) × 100 / allocatable`` (0 when over), weighted by
+  ``resourceWeights`` (default cpu 1 / memory 1); with ``dominantResourceWeight`` the lowest such score over the
+  resource vector joins the mean with that weight. The engine adds it as the ``LoadAwareScheduling`` component times
+  ``weight``.
+- Members of one gang placement are assigned (at the tracker's ``now``) while the rest of the gang is placed, so each
+  member's filter and score count the ones placed before it (upstream's Reserve does the same for each pod).
 Differences: resources are checked in name order (upstream iterates a map, so which reason a node reports is random
-there); per-node threshold annotations and ``allowCustomizeEstimation`` are not read; the ``raw-allocatable``
-annotation is not read (Allot never rewrites a Node's allocatable, so it is the raw one).
+there); the ``raw-allocatable`` annotation is not read (Allot never rewrites a Node's allocatable, so it is the raw
+one); a NodeMetric without the configured aggregated usage leaves only the estimated pods in that view (upstream
+counts the full estimate of every assigned pod there); the prod view sums every pod the NodeMetric reports as prod
+(upstream counts those it also knows as assigned prod pods); an annotation that cannot be read is a warning at the
+door (upstream logs it), with the same effect: the plugin's arguments apply.
 Pure: no IO, no clock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
-from allot_contracts.objects.duration import parse_go_duration
-from allot_contracts.objects.nodemetric import AGGREGATION_TYPES, NodeMetric
+from allot_contracts.objects.load_aware import CustomUsageThresholds, LoadEstimation
+from allot_contracts.objects.nodemetric import NodeMetric
+from allot_placement.loadaware_args import Aggregated, Amounts, LoadAwareArgs, parse_args
 
 __all__ = [
     "Aggregated",
@@ -55,9 +75,12 @@ __all__ = [
     "LoadTracker",
     "NodeLoad",
     "PodLoad",
+    "Thresholds",
     "estimate_pod",
+    "estimation_deadline",
     "filter_and_score",
     "node_load",
+    "node_thresholds",
     "parse_args",
 ]
 
@@ -70,8 +93,6 @@ _TRANSLATE: Final = {
     "koord-mid": {n.CPU: n.MID_CPU, n.MEMORY: n.MID_MEMORY},
 }
 
-Amounts = tuple[tuple[str, int], ...]
-
 
 def usage_reason(resource: str, aggregated: bool) -> tuple[str, str]:
     if aggregated:
@@ -79,239 +100,15 @@ def usage_reason(resource: str, aggregated: bool) -> tuple[str, str]:
     return (f"node(s) {resource} usage exceed threshold", "UsageExceedThreshold")
 
 
-# --- arguments --------------------------------------------------------------------------------------------------------
-class Aggregated(msgspec.Struct, frozen=True, kw_only=True):
-    usage_thresholds: Amounts = ()
-    usage_aggregation_type: str = ""
-    usage_aggregated_duration_s: int = 0
-    score_aggregation_type: str = ""
-    score_aggregated_duration_s: int = 0
-
-    @property
-    def filters(self) -> bool:
-        return bool(self.usage_thresholds) and bool(self.usage_aggregation_type)
-
-    @property
-    def scores(self) -> bool:
-        return bool(self.score_aggregation_type)
-
-
-class LoadAwareArgs(msgspec.Struct, frozen=True, kw_only=True):
-    """``LoadAwareSchedulingArgs`` with upstream's defaults; ``enabled`` and ``weight`` are the plugin's switch and
-    score weight in the scheduler profile."""
-
-    enabled: bool = True
-    weight: int = 1
-    filter_expired_node_metrics: bool = True
-    node_metric_expiration_s: int = 180
-    enable_schedule_when_node_metrics_expired: bool = False
-    resource_weights: Amounts = ((n.CPU, 1), (n.MEMORY, 1))
-    usage_thresholds: Amounts = ((n.CPU, 65), (n.MEMORY, 95))
-    prod_usage_thresholds: Amounts = ()
-    score_according_prod_usage: bool = False
-    estimated_scaling_factors: Amounts = ((n.CPU, 85), (n.MEMORY, 70))
-    aggregated: Aggregated = Aggregated()
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "enabled": self.enabled,
-            "weight": self.weight,
-            "filterExpiredNodeMetrics": self.filter_expired_node_metrics,
-            "nodeMetricExpirationSeconds": self.node_metric_expiration_s,
-            "enableScheduleWhenNodeMetricsExpired": self.enable_schedule_when_node_metrics_expired,
-            "resourceWeights": dict(self.resource_weights),
-            "usageThresholds": dict(self.usage_thresholds),
-            "prodUsageThresholds": dict(self.prod_usage_thresholds),
-            "scoreAccordingProdUsage": self.score_according_prod_usage,
-            "estimatedScalingFactors": dict(self.estimated_scaling_factors),
-        }
-        a = self.aggregated
-        if a != Aggregated():
-            out["aggregated"] = {
-                "usageThresholds": dict(a.usage_thresholds),
-                "usageAggregationType": a.usage_aggregation_type,
-                "usageAggregatedDuration": f"{a.usage_aggregated_duration_s}s",
-                "scoreAggregationType": a.score_aggregation_type,
-                "scoreAggregatedDuration": f"{a.score_aggregated_duration_s}s",
-            }
-        return out
-
-
-_KEYS: Final = {
-    "enabled",
-    "weight",
-    "filterExpiredNodeMetrics",
-    "nodeMetricExpirationSeconds",
-    "enableScheduleWhenNodeMetricsExpired",
-    "resourceWeights",
-    "usageThresholds",
-    "prodUsageThresholds",
-    "scoreAccordingProdUsage",
-    "estimator",
-    "estimatedScalingFactors",
-    "aggregated",
-}
-_AGG_KEYS: Final = {
-    "usageThresholds",
-    "usageAggregationType",
-    "usageAggregatedDuration",
-    "scoreAggregationType",
-    "scoreAggregatedDuration",
-}
-
-
-def _bool(raw: Any, path: str, errors: list[FieldIssue], default: bool) -> bool:
-    if raw is None:
-        return default
-    if not isinstance(raw, bool):
-        errors.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
-        return default
-    return raw
-
-
-def _int(
-    raw: Any, path: str, errors: list[FieldIssue], default: int, low: int = 0, high: int | None = None
-) -> int:
-    if raw is None:
-        return default
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < low or (high is not None and raw > high):
-        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
-        errors.append(FieldIssue(path=path, message=f"must be an integer {bounds}", value=str(raw)))
-        return default
-    return raw
-
-
-def _amounts(raw: Any, path: str, errors: list[FieldIssue], default: Amounts, high: int | None) -> Amounts:
-    if raw is None:
-        return default
-    if not isinstance(raw, Mapping):
-        errors.append(FieldIssue(path=path, message="must map resource names to integers"))
-        return default
-    return tuple((str(k), _int(raw[k], f"{path}[{k}]", errors, 0, 0, high)) for k in sorted(raw, key=str))
-
-
-def _agg_type(raw: Any, path: str, errors: list[FieldIssue]) -> str:
-    if raw is None or raw == "":
-        return ""
-    if raw not in AGGREGATION_TYPES:
-        errors.append(
-            FieldIssue(
-                path=path, code="NotSupported", message=f"must be one of {', '.join(AGGREGATION_TYPES)}"
-            )
-        )
-        return ""
-    return str(raw)
-
-
-def _agg_duration(raw: Any, path: str, errors: list[FieldIssue]) -> int:
-    if raw is None or raw == "" or raw == 0:
-        return 0
-    us, error = parse_go_duration(raw) if isinstance(raw, str) else (None, "must be a duration such as 5m")
-    if us is None or us < 0 or us % 1_000_000:
-        errors.append(FieldIssue(path=path, message=error or "must be whole seconds", value=str(raw)))
-        return 0
-    return us // 1_000_000
-
-
-def parse_args(raw: Any, path: str, errors: list[FieldIssue]) -> LoadAwareArgs:
-    """``LoadAwareSchedulingArgs`` from their YAML/JSON shape (camelCase keys; every key optional)."""
-    default = LoadAwareArgs()
-    if raw is None:
-        return default
-    if not isinstance(raw, Mapping):
-        errors.append(FieldIssue(path=path, message="must be a mapping"))
-        return default
-    for extra in sorted(set(raw) - _KEYS):
-        errors.append(
-            FieldIssue(path=f"{path}.{extra}", message=f"unknown key; supported: {', '.join(sorted(_KEYS))}")
-        )
-    if raw.get("estimator") not in (None, "", "default", "defaultEstimator"):
-        errors.append(
-            FieldIssue(path=f"{path}.estimator", code="NotSupported", message="only the default estimator")
-        )
-    factors = dict(
-        _amounts(raw.get("estimatedScalingFactors"), f"{path}.estimatedScalingFactors", errors, (), 100)
-    )
-    for k, v in default.estimated_scaling_factors:  # upstream fills in the defaults it is not given
-        factors.setdefault(k, v)
-    weights = _amounts(
-        raw.get("resourceWeights"), f"{path}.resourceWeights", errors, default.resource_weights, None
-    )
-    if raw.get("resourceWeights") is not None and not any(w for _, w in weights):
-        errors.append(
-            FieldIssue(path=f"{path}.resourceWeights", message="needs at least one positive weight")
-        )
-        weights = default.resource_weights
-    agg_raw = raw.get("aggregated")
-    aggregated = Aggregated()
-    if agg_raw is not None:
-        if not isinstance(agg_raw, Mapping):
-            errors.append(FieldIssue(path=f"{path}.aggregated", message="must be a mapping"))
-        else:
-            p = f"{path}.aggregated"
-            for extra in sorted(set(agg_raw) - _AGG_KEYS):
-                errors.append(
-                    FieldIssue(
-                        path=f"{p}.{extra}", message=f"unknown key; supported: {', '.join(sorted(_AGG_KEYS))}"
-                    )
-                )
-            aggregated = Aggregated(
-                usage_thresholds=_amounts(
-                    agg_raw.get("usageThresholds"), f"{p}.usageThresholds", errors, (), 100
-                ),
-                usage_aggregation_type=_agg_type(
-                    agg_raw.get("usageAggregationType"), f"{p}.usageAggregationType", errors
-                ),
-                usage_aggregated_duration_s=_agg_duration(
-                    agg_raw.get("usageAggregatedDuration"), f"{p}.usageAggregatedDuration", errors
-                ),
-                score_aggregation_type=_agg_type(
-                    agg_raw.get("scoreAggregationType"), f"{p}.scoreAggregationType", errors
-                ),
-                score_aggregated_duration_s=_agg_duration(
-                    agg_raw.get("scoreAggregatedDuration"), f"{p}.scoreAggregatedDuration", errors
-                ),
-            )
-    usage = raw.get("usageThresholds")
-    return LoadAwareArgs(
-        enabled=_bool(raw.get("enabled"), f"{path}.enabled", errors, True),
-        weight=_int(raw.get("weight"), f"{path}.weight", errors, 1),
-        filter_expired_node_metrics=_bool(
-            raw.get("filterExpiredNodeMetrics"), f"{path}.filterExpiredNodeMetrics", errors, True
-        ),
-        node_metric_expiration_s=_int(
-            raw.get("nodeMetricExpirationSeconds"), f"{path}.nodeMetricExpirationSeconds", errors, 180
-        ),
-        enable_schedule_when_node_metrics_expired=_bool(
-            raw.get("enableScheduleWhenNodeMetricsExpired"),
-            f"{path}.enableScheduleWhenNodeMetricsExpired",
-            errors,
-            False,
-        ),
-        resource_weights=weights,
-        usage_thresholds=(
-            default.usage_thresholds
-            if usage is None or usage == {}
-            else _amounts(usage, f"{path}.usageThresholds", errors, default.usage_thresholds, 100)
-        ),
-        prod_usage_thresholds=_amounts(
-            raw.get("prodUsageThresholds"), f"{path}.prodUsageThresholds", errors, (), 100
-        ),
-        score_according_prod_usage=_bool(
-            raw.get("scoreAccordingProdUsage"), f"{path}.scoreAccordingProdUsage", errors, False
-        ),
-        estimated_scaling_factors=tuple(sorted(factors.items())),
-        aggregated=aggregated,
-    )
-
-
 # --- the pod side -----------------------------------------------------------------------------------------------------
 class PodLoad(msgspec.Struct, frozen=True, kw_only=True):
-    """What the estimate of a pod reads besides its requests: its priority class, DaemonSet ownership and limits."""
+    """What the estimate of a pod reads besides its requests: its priority class, DaemonSet ownership, limits, and
+    its own estimation annotations (read only with ``allowCustomizeEstimation``)."""
 
     priority_class: str = ""
     daemonset: bool = False
     limits: Amounts = ()
+    estimation: LoadEstimation | None = None
 
     @property
     def prod(self) -> bool:
@@ -323,12 +120,21 @@ def _round_div(num: int, den: int) -> int:
     return (2 * num + den) // (2 * den)
 
 
+def _factors(args: LoadAwareArgs, pod: PodLoad) -> Amounts:
+    custom = pod.estimation.scaling_factors if pod.estimation is not None else ()
+    if not custom or not args.allow_customize_estimation:
+        return args.estimated_scaling_factors
+    merged = dict(args.estimated_scaling_factors)
+    merged.update(custom)  # the pod's own factors win; the arguments' fill in the rest
+    return tuple(sorted(merged.items()))
+
+
 def estimate_pod(args: LoadAwareArgs, requests: Mapping[str, int], pod: PodLoad) -> dict[str, int]:
     """The default estimator: per scaling factor, ``max(limit, request) × factor%`` capped at the limit."""
     translate = _TRANSLATE.get(pod.priority_class, {})
     limits = dict(pod.limits)
     out: dict[str, int] = {}
-    for name, factor in args.estimated_scaling_factors:
+    for name, factor in _factors(args, pod):
         real = translate.get(name, name)
         limit, request = limits.get(real, 0), requests.get(real, 0)
         quantity = max(limit, request)
@@ -352,7 +158,67 @@ class AssignedPod(msgspec.Struct, frozen=True, kw_only=True):
     uid: str
     requests: Amounts
     load: PodLoad
-    at: int  # µs: when it was assigned (placed, or observed bound)
+    at: int  # µs: when it was assigned (its PodScheduled condition, else when it was placed or observed bound)
+    initialized_at: int | None = None  # µs: when its Initialized condition became True
+
+
+def estimation_deadline(args: LoadAwareArgs, pod: AssignedPod) -> int | None:
+    """Until when (µs) ``pod`` is estimated whatever its NodeMetric says: ``estimatedSecondsAfterInitialized`` after
+    its Initialized condition when it has one, else ``estimatedSecondsAfterPodScheduled`` after its assignment (the
+    pod's own annotations first, with ``allowCustomizeEstimation``); None when neither applies."""
+    after_scheduled = after_initialized = -1
+    own = pod.load.estimation
+    if own is not None and args.allow_customize_estimation:
+        after_scheduled, after_initialized = own.seconds_after_pod_scheduled, own.seconds_after_initialized
+    if after_scheduled < 0 and args.estimated_seconds_after_pod_scheduled is not None:
+        after_scheduled = args.estimated_seconds_after_pod_scheduled
+    if after_initialized < 0 and args.estimated_seconds_after_initialized is not None:
+        after_initialized = args.estimated_seconds_after_initialized
+    if after_initialized > 0 and pod.initialized_at is not None:
+        return pod.initialized_at + after_initialized * 1_000_000
+    if after_scheduled > 0:
+        return pod.at + after_scheduled * 1_000_000
+    return None
+
+
+class Thresholds(msgspec.Struct, frozen=True, kw_only=True):
+    """The filter's thresholds for one node (percent; zero entries dropped): the arguments', or the node's own
+    ``usage-thresholds`` annotation part by part over them. ``aggregation_type`` set: non-prod pods are filtered
+    by ``aggregated`` over that aggregated usage."""
+
+    usage: Amounts = ()
+    prod: Amounts = ()
+    aggregated: Amounts = ()
+    aggregation_type: str = ""
+    aggregated_duration_s: int = 0
+
+
+def _nonzero(amounts: Amounts, known: frozenset[str] | None = None) -> Amounts:
+    return tuple((k, v) for k, v in amounts if v and (known is None or k in known))
+
+
+def node_thresholds(args: LoadAwareArgs, custom: CustomUsageThresholds | None) -> Thresholds:
+    """The thresholds a node is filtered by. A non-empty part of ``custom`` replaces the arguments' part; its
+    resources outside ``args.resources`` are skipped (upstream's resource vector)."""
+    agg = args.aggregated
+    usage, prod = _nonzero(args.usage_thresholds), _nonzero(args.prod_usage_thresholds)
+    aggregated, kind, duration = (
+        (_nonzero(agg.usage_thresholds), agg.usage_aggregation_type, agg.usage_aggregated_duration_s)
+        if agg.filters
+        else ((), "", 0)
+    )
+    if custom is not None:
+        known = args.resources
+        if custom.usage_thresholds:
+            usage = _nonzero(custom.usage_thresholds, known)
+        if custom.prod_usage_thresholds:
+            prod = _nonzero(custom.prod_usage_thresholds, known)
+        if custom.aggregated is not None:
+            c = custom.aggregated
+            aggregated, kind, duration = _nonzero(c.usage_thresholds, known), c.aggregation_type, c.duration_s
+    return Thresholds(
+        usage=usage, prod=prod, aggregated=aggregated, aggregation_type=kind, aggregated_duration_s=duration
+    )
 
 
 class NodeLoad(msgspec.Struct, frozen=True, kw_only=True):
@@ -366,6 +232,7 @@ class NodeLoad(msgspec.Struct, frozen=True, kw_only=True):
     filter_aggregated: bool = False
     score_used: Amounts = ()  # non-prod pods, the score's view
     prod_used: Amounts = ()  # prod pods: prod pods' usage + estimated prod pods
+    thresholds: Thresholds | None = None  # set when usable
 
 
 def _add(target: dict[str, int], values: Mapping[str, int]) -> None:
@@ -381,7 +248,7 @@ def _used(
     prod: bool,
 ) -> dict[str, int]:
     update = metric.update_time or 0
-    interval = metric.report_interval_s * 1_000_000
+    since = update - metric.report_interval_s * 1_000_000  # assigned after this: not fully in the metric yet
     score_missing = args.aggregated.scores and (
         metric.aggregated(args.aggregated.score_aggregation_type, args.aggregated.score_aggregated_duration_s)
         is None
@@ -400,7 +267,7 @@ def _used(
         if prod and not pod.load.prod:
             continue
         usage = pod_usage.get(pod.key) or (pod_usage.get(f"uid:{pod.uid}") if pod.uid else None) or {}
-        if not usage or pod.at > update or (pod.at < update and update - pod.at < interval) or score_missing:
+        if not usage or pod.at > since or score_missing or _forced(args, pod, update):
             for name, value in estimate_pod(args, dict(pod.requests), pod.load).items():
                 estimated_used[name] = estimated_used.get(name, 0) + max(value, usage.get(name, 0))
             estimated.add(pod.key)
@@ -415,11 +282,19 @@ def _used(
         _add(estimated_actual if hit else actual, pm.usage)
     if prod:
         _add(estimated_used, actual)
+        if args.prod_usage_include_sys:
+            _add(estimated_used, metric.system_usage)
         return estimated_used
     for name, value in (node_usage or {}).items():
         less = estimated_actual.get(name, 0)
         estimated_used[name] = estimated_used.get(name, 0) + (value - less if value >= less else value)
     return estimated_used
+
+
+def _forced(args: LoadAwareArgs, pod: AssignedPod, update: int) -> bool:
+    """The pod is still within its forced estimation when the metric was taken (its deadline is after it)."""
+    deadline = estimation_deadline(args, pod)
+    return deadline is not None and deadline > update
 
 
 def node_load(
@@ -428,8 +303,9 @@ def node_load(
     allocatable: Mapping[str, int],
     assigned: Iterable[AssignedPod],
     now: int,
+    custom: CustomUsageThresholds | None = None,
 ) -> NodeLoad:
-    """The ``NodeLoad`` of a node with ``metric`` at time ``now`` (µs)."""
+    """The ``NodeLoad`` of a node with ``metric`` at time ``now`` (µs); ``custom``: the node's own thresholds."""
     update = metric.update_time
     expired = update is None or (
         args.node_metric_expiration_s > 0 and now - update >= args.node_metric_expiration_s * 1_000_000
@@ -439,9 +315,10 @@ def node_load(
         return NodeLoad(usable=False, expired=expired, update_time=update or 0, allocatable=alloc)
     pods = sorted(assigned, key=lambda p: p.key)
     agg = args.aggregated
+    th = node_thresholds(args, custom)
     filter_view = (
-        metric.aggregated(agg.usage_aggregation_type, agg.usage_aggregated_duration_s)
-        if agg.filters
+        metric.aggregated(th.aggregation_type, th.aggregated_duration_s)
+        if th.aggregation_type
         else metric.node_usage
     )
     score_view = (
@@ -454,19 +331,22 @@ def node_load(
         filter_used if score_view is filter_view else _used(args, metric, pods, score_view, prod=False)
     )
     prod_used = (
-        _used(args, metric, pods, None, prod=True)
-        if (args.prod_usage_thresholds or args.score_according_prod_usage)
-        else {}
+        _used(args, metric, pods, None, prod=True) if (th.prod or args.score_according_prod_usage) else {}
     )
     return NodeLoad(
         usable=True,
         update_time=update or 0,
         allocatable=alloc,
         filter_used=tuple(sorted(filter_used.items())),
-        filter_aggregated=agg.filters,
+        filter_aggregated=bool(th.aggregation_type),
         score_used=tuple(sorted(score_used.items())),
         prod_used=tuple(sorted(prod_used.items())),
+        thresholds=th,
     )
+
+
+def _least_used(used: int, total: int) -> int:
+    return 0 if total == 0 or used > total else (total - used) * 100 // total
 
 
 def filter_and_score(
@@ -485,27 +365,31 @@ def filter_and_score(
     estimate = estimate_pod(args, requests, pod)
     alloc = dict(load.allocatable)
     if not pod.daemonset:
-        prod = pod.prod and bool(args.prod_usage_thresholds)
-        if prod:
-            thresholds, used, aggregated = args.prod_usage_thresholds, dict(load.prod_used), False
-        elif load.filter_aggregated:
-            thresholds, used, aggregated = args.aggregated.usage_thresholds, dict(load.filter_used), True
+        th = load.thresholds or node_thresholds(args, None)
+        if pod.prod and th.prod:
+            thresholds, used, aggregated = th.prod, dict(load.prod_used), False
+        elif th.aggregation_type:
+            thresholds, used, aggregated = th.aggregated, dict(load.filter_used), True
         else:
-            thresholds, used, aggregated = args.usage_thresholds, dict(load.filter_used), False
+            thresholds, used, aggregated = th.usage, dict(load.filter_used), False
         for name, limit in thresholds:
             total = alloc.get(name, 0)
-            if limit == 0 or total == 0:
+            if total == 0:
                 continue
             if _round_div(100 * (used.get(name, 0) + estimate.get(name, 0)), total) > limit:
                 return usage_reason(name, aggregated), None
     used = dict(load.prod_used if pod.prod and args.score_according_prod_usage else load.score_used)
     num = den = 0
     for name, weight in args.resource_weights:
-        total = alloc.get(name, 0)
-        value = used.get(name, 0) + estimate.get(name, 0)
-        score = 0 if total == 0 or value > total else (total - value) * 100 // total
-        num, den = num + score * weight, den + weight
-    return None, (num // den if den else 0)
+        num += _least_used(used.get(name, 0) + estimate.get(name, 0), alloc.get(name, 0)) * weight
+        den += weight
+    if args.dominant_resource_weight:  # the most used resource of upstream's resource vector, weighted
+        lowest = min(
+            _least_used(used.get(name, 0) + estimate.get(name, 0), alloc.get(name, 0))
+            for name in sorted(args.resources)
+        )
+        num, den = num + lowest * args.dominant_resource_weight, den + args.dominant_resource_weight
+    return None, (num // den if den > 0 else 0)
 
 
 # --- bookkeeping ------------------------------------------------------------------------------------------------------
@@ -521,6 +405,7 @@ class LoadTracker:
         self.now = 0
         self.metrics: dict[str, NodeMetric] = {}
         self.allocatable: dict[str, dict[str, int]] = {}
+        self.custom: dict[str, CustomUsageThresholds] = {}  # nodes' own thresholds (their annotation)
         self.pods: dict[str, dict[str, AssignedPod]] = {}
         self.where: dict[str, str] = {}
         self.loads: dict[str, NodeLoad] = {}
@@ -538,6 +423,14 @@ class LoadTracker:
     def set_allocatable(self, name: str, allocatable: Mapping[str, int]) -> None:
         if self.allocatable.get(name) != dict(allocatable):
             self.allocatable[name] = dict(allocatable)
+            self._refresh(name)
+
+    def set_thresholds(self, name: str, custom: CustomUsageThresholds | None) -> None:
+        if self.custom.get(name) != custom:
+            if custom is None:
+                del self.custom[name]
+            else:
+                self.custom[name] = custom
             self._refresh(name)
 
     def assign(self, node: str, pod: AssignedPod) -> None:
@@ -582,7 +475,12 @@ class LoadTracker:
                 self._dirty.add(name)
             return
         load = node_load(
-            self.args, metric, self.allocatable.get(name, {}), self.pods.get(name, {}).values(), self.now
+            self.args,
+            metric,
+            self.allocatable.get(name, {}),
+            self.pods.get(name, {}).values(),
+            self.now,
+            self.custom.get(name),
         )
         if not load.expired and metric.update_time is not None and self.args.node_metric_expiration_s > 0:
             self._expiry[name] = metric.update_time + self.args.node_metric_expiration_s * 1_000_000

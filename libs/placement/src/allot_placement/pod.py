@@ -26,7 +26,7 @@ from allot_contracts.objects.requests import DeviceRequest
 from allot_contracts.objects.selectors import NodeSelectorTerm, Toleration
 from allot_placement.loadaware import PodLoad
 
-__all__ = ["PodSpec", "pod_key", "pod_spec"]
+__all__ = ["PodSpec", "pod_key", "pod_load", "pod_spec"]
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 
@@ -74,11 +74,13 @@ def _fit_rank(name: str) -> tuple[int, str]:
     return (_FIT_FIRST.index(name) if name in _FIT_FIRST else len(_FIT_FIRST), name)
 
 
-def _load(pod: Pod) -> PodLoad:
+def pod_load(pod: Pod) -> PodLoad:
+    """What load-aware scheduling's estimate reads of ``pod`` besides its requests."""
     return PodLoad(
         priority_class=pod.koord_priority,
         daemonset=any(o.kind == "DaemonSet" for o in pod.owners),
         limits=tuple(sorted(pod.limits.items())),
+        estimation=pod.load_estimation,
     )
 
 
@@ -107,6 +109,7 @@ def pod_key(pod: Pod) -> bytes:
             pod.koord_priority,
             pod.limits,
             [o.kind for o in pod.owners],
+            pod.load_estimation,
         )
     )
 
@@ -179,5 +182,5 @@ def pod_spec(
                 pod.gpu_policy,
             )
         ),
-        load=_load(pod),
+        load=pod_load(pod),
     ), []

@@ -55,13 +55,16 @@ from allot_contracts.events import (
 )
 from allot_contracts.kube import koord_priority_class, koord_qos_class
 from allot_contracts.objects.colocation import ColocationConfig, parse_colocation_configmap
+from allot_contracts.objects.load_aware import read_load_estimation
 from allot_contracts.objects.names import CPU
 from allot_contracts.objects.nodemetric import NodeMetric, parse_nodemetric, parse_time
+from allot_contracts.objects.pod import Pod
 from allot_contracts.quantity import QuantityError, to_canonical
 from allot_placement import PlacementEngine
 from allot_placement.loadaware import AssignedPod, PodLoad
 from allot_placement.nodeside import NodeOverrides
 from allot_placement.overcommit import Overcommit, PodFacts, compute, node_facts, should_record
+from allot_placement.pod import pod_load
 from allot_runtime.processor import Emit
 
 __all__ = ["ConfigError", "NodeSide", "assigned_pod", "pod_facts", "scheduled_at"]
@@ -174,17 +177,23 @@ def _facts_of(pod: Any) -> tuple[str, str, str, list[str], Mapping[str, int]]:
 def scheduled_at(manifest: Mapping[str, Any], default: int) -> int:
     """When an already-bound pod was assigned to its node, as upstream's load-aware cache takes it: the
     ``PodScheduled`` condition's ``lastTransitionTime``, else ``default`` (the time it was recorded)."""
-    for condition in (manifest.get("status") or {}).get("conditions") or []:
+    at = _condition_at(manifest, "PodScheduled")
+    return default if at is None else at
+
+
+def _condition_at(manifest: Mapping[str, Any], kind: str) -> int | None:
+    """When the pod condition ``kind`` became True (µs), if the manifest says so readably."""
+    status = manifest.get("status") or {}
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for condition in conditions if isinstance(conditions, list) else []:
         if (
             isinstance(condition, Mapping)
-            and condition.get("type") == "PodScheduled"
+            and condition.get("type") == kind
             and condition.get("status") == "True"
             and condition.get("lastTransitionTime")
         ):
-            at = parse_time(condition["lastTransitionTime"], "", [])
-            if at is not None:
-                return at
-    return default
+            return parse_time(condition["lastTransitionTime"], "", [])
+    return None
 
 
 def pod_facts(key: str, pod: Any, requests: Mapping[str, int]) -> PodFacts:
@@ -194,16 +203,33 @@ def pod_facts(key: str, pod: Any, requests: Mapping[str, int]) -> PodFacts:
 
 
 def assigned_pod(key: str, pod: Any, requests: Mapping[str, int], at: int) -> AssignedPod:
-    """What load-aware scheduling keeps of a pod assigned at ``at`` (``pod``: a typed Pod or a manifest)."""
+    """What load-aware scheduling keeps of a pod assigned at ``at`` (``pod``: a typed Pod or a manifest): what its
+    estimate reads, and when it was initialized (the estimation deadline may count from then)."""
+    if isinstance(pod, Pod):
+        return AssignedPod(
+            key=key,
+            uid=pod.uid,
+            requests=tuple(sorted(requests.items())),
+            load=pod_load(pod),
+            at=at,
+            initialized_at=pod.initialized_at,
+        )
     uid, priority, _, owners, limits = _facts_of(pod)
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
     return AssignedPod(
         key=key,
         uid=uid,
         requests=tuple(sorted(requests.items())),
         load=PodLoad(
-            priority_class=priority, daemonset="DaemonSet" in owners, limits=tuple(sorted(limits.items()))
+            priority_class=priority,
+            daemonset="DaemonSet" in owners,
+            limits=tuple(sorted(limits.items())),
+            # the door reported what cannot be read of these when the pod came in
+            estimation=read_load_estimation(annotations, []) if isinstance(annotations, Mapping) else None,
         ),
         at=at,
+        initialized_at=_condition_at(pod, "Initialized"),
     )
 
 

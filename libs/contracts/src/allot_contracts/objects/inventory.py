@@ -22,6 +22,7 @@ import msgspec
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
 from allot_contracts.objects.cpuset import CpusetError, parse_cpuset
+from allot_contracts.objects.load_aware import CustomUsageThresholds, read_usage_thresholds
 from allot_contracts.objects.selectors import Taint, parse_taints
 from allot_contracts.quantity import QuantityError, to_canonical
 from allot_contracts.resources import parse_resource_list
@@ -48,6 +49,8 @@ class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
     allocatable: dict[str, int]
     reserved_cpus: tuple[int, ...] = ()
     ready: bool = True  # the Ready condition (a node without conditions counts as ready)
+    # the node's own load-aware thresholds (annotation scheduling.koordinator.sh/usage-thresholds)
+    usage_thresholds: CustomUsageThresholds | None = None
 
 
 class Device(msgspec.Struct, frozen=True, kw_only=True):
@@ -109,7 +112,10 @@ def _ready(status: dict[str, Any]) -> bool:
     return True
 
 
-def parse_node(manifest: dict[str, Any]) -> tuple[NodeInfo | None, list[FieldIssue]]:
+def parse_node(
+    manifest: dict[str, Any], warnings: list[FieldIssue] | None = None
+) -> tuple[NodeInfo | None, list[FieldIssue]]:
+    """(the node, or None; what refuses it). ``warnings`` receives what is read but not acted on."""
     errors: list[FieldIssue] = []
     meta = manifest.get("metadata") or {}
     name = meta.get("name")
@@ -146,6 +152,7 @@ def parse_node(manifest: dict[str, Any]) -> tuple[NodeInfo | None, list[FieldIss
         allocatable=alloc,
         reserved_cpus=tuple(reserved),
         ready=_ready(status),
+        usage_thresholds=read_usage_thresholds(ann, warnings if warnings is not None else []),
     ), errors
 
 

@@ -251,7 +251,12 @@ def _admitted(
 def admit_node(
     manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> NodeInfo | None:
-    node: NodeInfo | None = _admitted(parse_node, _structural_node, 0, manifest, issues)
+    """The Node as engines read it; a ``usage-thresholds`` annotation that cannot be read is a warning (the node
+    is then held to the plugin's thresholds, as upstream), never a refusal."""
+    read: list[FieldIssue] = []
+    node: NodeInfo | None = _admitted(lambda m: parse_node(m, read), _structural_node, 0, manifest, issues)
+    if node is not None:
+        warnings.extend(read)
     return node
 
 

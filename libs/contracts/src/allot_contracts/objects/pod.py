@@ -57,7 +57,9 @@ from allot_contracts.objects.annotations import (
     parse_resource_status,
 )
 from allot_contracts.objects.gang import GangDecl, read_pod_gang, read_sub_priority
+from allot_contracts.objects.load_aware import LoadEstimation, read_load_estimation
 from allot_contracts.objects.meta import Owner, is_qualified_name, read_meta
+from allot_contracts.objects.nodemetric import parse_time
 from allot_contracts.objects.requests import DeviceRequest, device_requests, pod_requests
 from allot_contracts.objects.reservation import PodReservation, parse_pod_reservation
 from allot_contracts.objects.selectors import (
@@ -208,6 +210,9 @@ class Pod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     reservation: PodReservation = PodReservation()  # reservation affinity, exact match, ignored, allocated
     # a bound pod's allocation (spec.nodeName set): devices, cpuset and NUMA resources from its annotations
     bound: BoundAllocation | None = None
+    # load-aware scheduling: the pod's own estimation annotations, and when its Initialized condition became True
+    load_estimation: LoadEstimation | None = None
+    initialized_at: int | None = None  # µs since the epoch
 
     @property
     def key(self) -> str:
@@ -587,6 +592,30 @@ def _bool_label(labels: Mapping[str, str], key: str, default: bool, issues: list
     return default
 
 
+def _initialized_at(status: Mapping[str, Any], warnings: list[FieldIssue]) -> int | None:
+    """When the pod's ``Initialized`` condition became True (load-aware scheduling's estimation deadline)."""
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    for i, condition in enumerate(conditions):
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == "Initialized"
+            and condition.get("status") == "True"
+            and condition.get("lastTransitionTime")
+        ):
+            unreadable: list[FieldIssue] = []
+            at = parse_time(
+                condition["lastTransitionTime"], f"status.conditions[{i}].lastTransitionTime", unreadable
+            )
+            warnings.extend(
+                msgspec.structs.replace(w, code="Unreadable", message=f"{w.message}; not read")
+                for w in unreadable
+            )
+            return at
+    return None
+
+
 # --- the pod -------------------------------------------------------------------------------------------------------
 
 
@@ -775,6 +804,7 @@ def parse_pod(
         )
     if len(issues) > start:
         return None
+    load_estimation = read_load_estimation(ann, warnings)
     start_time = status.get("startTime")
     phase = status.get("phase")
     return Pod(
@@ -817,4 +847,6 @@ def parse_pod(
         gang=gang,
         reservation=reservation,
         bound=bound,
+        load_estimation=load_estimation,
+        initialized_at=_initialized_at(status, warnings),
     )
