@@ -19,7 +19,9 @@ from allot_contracts.events import (
     ObjectRef,
     PodBindFailed,
     PodBound,
+    PodDeleted,
     PodGroupApplied,
+    PodPhaseObserved,
     PodSubmitted,
     PodUnschedulable,
     QuotaEvicted,
@@ -191,7 +193,7 @@ async def test_pod_group_status_follows_its_members(kube: FakeKube, store: Any, 
     worker = NoticeWorker(store=store, client=client)
     await record(store, PodGroupApplied(group=ObjectRef(namespace="ml", name="llm"), manifest=group))
     await worker.step()
-    assert kube.get("PodGroup", "llm", "ml")["status"] == {"phase": "Pending", "scheduled": 0}
+    assert kube.get("PodGroup", "llm", "ml")["status"] == counts("Pending")
 
     waiting = [
         GangMemberWaiting(
@@ -212,10 +214,84 @@ async def test_pod_group_status_follows_its_members(kube: FakeKube, store: Any, 
 
     await record(store, PodBound(pod=pod_ref("w0", "ml"), attempt=1, node="n1", mode="kubernetes"), key="b0")
     await worker.step()
-    assert kube.get("PodGroup", "llm", "ml")["status"] == {"phase": "Scheduling", "scheduled": 1}
+    assert kube.get("PodGroup", "llm", "ml")["status"] == counts("Scheduling", scheduled=1)
     await record(store, PodBound(pod=pod_ref("w1", "ml"), attempt=1, node="n2", mode="kubernetes"), key="b1")
     await worker.step()
-    assert kube.get("PodGroup", "llm", "ml")["status"] == {"phase": "Scheduled", "scheduled": 2}
+    assert kube.get("PodGroup", "llm", "ml")["status"] == counts("Scheduled", scheduled=2)
+
+    # The pods' phases as kube-sync records them: Scheduled -> Running -> Finished.
+    seen = []
+    for i, (pod, phase) in enumerate(
+        [("w0", "Running"), ("w1", "Running"), ("w0", "Succeeded"), ("w1", "Succeeded")]
+    ):
+        events: list[Event] = [PodPhaseObserved(pod=pod_ref(pod, "ml"), uid="", phase=phase)]
+        if phase == "Succeeded":
+            events.append(PodDeleted(pod=pod_ref(pod, "ml")))  # finished: kube-sync frees its resources
+        await record(store, *events, key=f"phase{i}")
+        await worker.step()
+        seen.append(kube.get("PodGroup", "llm", "ml")["status"])
+    assert seen == [
+        counts("Scheduled", scheduled=2, running=1),
+        counts("Running", scheduled=2, running=2),
+        counts("Running", scheduled=2, running=1, succeeded=1),
+        counts("Finished", scheduled=2, succeeded=2),
+    ]
+
+
+def counts(phase: str, **kw: int) -> dict[str, Any]:
+    return {"phase": phase, "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0, **kw}
+
+
+async def test_a_failed_member_fails_its_pod_group_and_a_restart_keeps_the_phase(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    group = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "job", "namespace": "ml"},
+        "spec": {"minMember": 2},
+    }
+    kube.create(group)
+    members = [pod_ref(f"j{i}", "ml") for i in range(2)]
+    await record(
+        store,
+        PodGroupApplied(group=ObjectRef(namespace="ml", name="job"), manifest=group),
+        *(
+            GangMemberWaiting(
+                pod=pod,
+                gang="ml/job",
+                group="ml/job",
+                present=i + 1,
+                min_available=2,
+                reason="gang-incomplete",
+            )
+            for i, pod in enumerate(members)
+        ),
+        *(PodBound(pod=pod, attempt=1, node="n1", mode="kubernetes") for pod in members),
+        *(PodPhaseObserved(pod=pod, uid="", phase="Running") for pod in members),
+    )
+    worker = NoticeWorker(store=store, client=client)
+    await worker.step()
+    assert kube.get("PodGroup", "job", "ml")["status"] == counts("Running", scheduled=2, running=2)
+
+    await record(
+        store,
+        PodPhaseObserved(pod=members[1], uid="", phase="Failed"),
+        PodDeleted(pod=members[1]),
+        key="failed",
+    )
+    await worker.step()
+    assert kube.get("PodGroup", "job", "ml")["status"] == counts("Failed", scheduled=2, running=1, failed=1)
+
+    # A new worker (a restart) folds the log up to its checkpoint first: the group is still Failed (final), even
+    # when its other member succeeds afterwards, and the status written before is written again, not lost.
+    kube.update("PodGroup", "job", lambda o: o.pop("status"), "ml")
+    await record(store, PodPhaseObserved(pod=members[0], uid="", phase="Succeeded"), key="later")
+    restarted = NoticeWorker(store=store, client=client)
+    restarted.position = await store.get_checkpoint(CHECKPOINT)
+    await restarted.warm_up()
+    await restarted.step()
+    assert kube.get("PodGroup", "job", "ml")["status"] == counts("Failed", scheduled=2, succeeded=1, failed=1)
 
 
 async def test_device_capacity_is_written_to_the_node(kube: FakeKube, store: Any, client: Any) -> None:
@@ -320,6 +396,52 @@ async def test_batch_and_mid_resources_are_written_to_the_node(
     for key in ("capacity", "allocatable"):
         assert not any(k.startswith("kubernetes.io/") for k in status[key])
         assert status[key]["koordinator.sh/gpu-core"] == "100"
+
+
+async def test_cpu_normalization_ratio_and_raw_allocatable_are_written_as_node_annotations(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    kube.create(a_node("cpu-1"))
+    amplified = NodeAllocatableUpdated(
+        name="cpu-1",
+        allocatable={"cpu": "60", "kubernetes.io/batch-cpu": "20000"},
+        cpu_normalization_ratio="1.20",
+        amplification={"cpu": "1.50"},
+        inputs={"allocatable": {"cpu": 40000, "memory": 64 * 2**30}},
+    )
+    await record(store, amplified)
+    worker = NoticeWorker(store=store, client=client)
+    await worker.step()
+    node = kube.get("Node", "cpu-1")
+    annotations = node["metadata"].get("annotations") or {}
+    assert annotations["node.koordinator.sh/cpu-normalization-ratio"] == "1.20"
+    assert annotations["node.koordinator.sh/raw-allocatable"] == '{"cpu":"40","memory":"64Gi"}'
+    assert node["status"]["allocatable"]["kubernetes.io/batch-cpu"] == "20000"  # in the same patch
+    assert node["status"]["allocatable"]["cpu"] == a_node("cpu-1")["status"]["allocatable"]["cpu"]
+    (path, patch) = [(p, b) for p, b in kube.patches if "/nodes/" in p][-1]
+    assert path == "/api/v1/nodes/cpu-1/status" and set(patch) == {"metadata", "status"}
+
+    # Amplification turned off: the raw allocatable goes away, the ratio stays as recorded; others' stay.
+    kube.update("Node", "cpu-1", lambda o: o["metadata"]["annotations"].update({"team": "a"}))
+    await record(
+        store,
+        NodeAllocatableUpdated(
+            name="cpu-1", allocatable={"kubernetes.io/batch-cpu": "20000"}, cpu_normalization_ratio="1.20"
+        ),
+        key="plain",
+    )
+    await worker.step()
+    annotations = kube.get("Node", "cpu-1")["metadata"]["annotations"]
+    assert "node.koordinator.sh/raw-allocatable" not in annotations
+    assert annotations["node.koordinator.sh/cpu-normalization-ratio"] == "1.20"
+    assert annotations["team"] == "a"
+    (_, patch) = [(p, b) for p, b in kube.patches if "/nodes/" in p][-1]
+    assert patch["metadata"] == {
+        "annotations": {
+            "node.koordinator.sh/raw-allocatable": None,  # removed; nothing else of others' is named
+            "node.koordinator.sh/cpu-normalization-ratio": "1.20",
+        }
+    }
 
 
 def _accepted(name: str, job: str = "") -> ReservationAccepted:

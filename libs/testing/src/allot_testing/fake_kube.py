@@ -17,7 +17,8 @@ What it serves, the way the real API server does:
   success sets ``spec.nodeName``, merges the Binding's annotations, adds ``PodScheduled`` and answers ``201`` with a
   ``Status`` (not a Binding: the reply the generated Python client fails to deserialise).
 - ``PATCH`` with ``application/merge-patch+json`` on objects and on ``/status`` (a resource with a status
-  subresource ignores status in the object's own patch), and ``application/strategic-merge-patch+json`` (lists of
+  subresource ignores status in the object's own patch; ``/status`` applies only status, except on a Node, whose
+  metadata changes are kept there as the API server does), and ``application/strategic-merge-patch+json`` (lists of
   ``conditions`` merged by ``type``, as for pod status).
 - ``POST`` on a collection creates an object (409 ``AlreadyExists``); ``PUT`` replaces one, with the
   ``metadata.resourceVersion`` of the body as a precondition (409 ``Conflict`` when stale): Leases
@@ -792,6 +793,10 @@ class FakeKube:
         def apply(obj: Obj) -> None:
             if sub == "status":
                 obj["status"] = merge(obj.get("status"), patch.get("status"))
+                if (
+                    resource.kind == "Node" and "metadata" in patch
+                ):  # a Node's status strategy resets spec only
+                    obj["metadata"] = merge(obj["metadata"], patch["metadata"])
                 return
             body = dict(patch)
             if resource.status_subresource:

@@ -28,18 +28,24 @@ Recorded                         Rendered (on the pod unless said otherwise)
 ``reservation.rejected``         Warning ``Rejected`` on the Reservation, with every field path and reason
                                  (none of these for a PodMigrationJob's own reservations: they live in the log only;
                                  Reservation status and conditions are reservation-manager's to write)
-PodGroup members and bindings    PodGroup ``status.phase`` and ``status.scheduled`` (the controller's phases that
-                                 follow from scheduling: Pending, PreScheduling, Scheduling, Scheduled)
+PodGroup members, bindings and  PodGroup ``status``: ``phase`` (Pending, PreScheduling, Scheduling, Scheduled,
+``pod.phase_observed``           Running, Finished, Failed) and the ``scheduled``, ``running``, ``succeeded``,
+                                 ``failed`` counts, as the coscheduling controller (``binder.podgroups``)
 ``device.reported``/``removed``  the Node's ``status.capacity``/``allocatable`` of every ``koordinator.sh/``
                                  device resource, summed over the node's healthy devices (as koord-manager does)
 ``node.allocatable_updated``     the Node's ``status.capacity``/``allocatable`` of ``kubernetes.io/batch-cpu``,
                                  ``batch-memory``, ``mid-cpu``, ``mid-memory`` as computed (as slo-controller does;
-                                 ``0`` while degraded; removed when no colocation strategy applies any more)
+                                 ``0`` while degraded; removed when no colocation strategy applies any more);
+                                 the Node's annotations ``node.koordinator.sh/cpu-normalization-ratio`` (the
+                                 recorded ratio) and, while cpu or memory is amplified, ``raw-allocatable`` (as
+                                 koord-manager writes them; ``node_annotations``)
 ================================ ==================================================================================
 """
 
 from __future__ import annotations
 
+import json
+from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
 import msgspec
@@ -60,6 +66,7 @@ from allot_contracts.events import (
     PodGroupApplied,
     PodGroupDeleted,
     PodGroupRejected,
+    PodPhaseObserved,
     PodRejected,
     PodSubmitted,
     PodUnschedulable,
@@ -73,6 +80,7 @@ from allot_contracts.events import (
 )
 from allot_contracts.objects import names
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
+from binder.podgroups import COUNTED, PodGroupState
 
 NOTE_LIMIT = 1024  # events.k8s.io/v1 ``note`` is at most 1 kB
 
@@ -84,6 +92,10 @@ DEVICE_PREFIX = "koordinator.sh/"
 # What slo-controller writes on the Node from the computed allocatable (the amplified cpu and the ratios are not
 # Node resources: the scheduler reads them from the log, docs/kubernetes.md).
 RECLAIMED = (names.BATCH_CPU, names.BATCH_MEMORY, names.MID_CPU, names.MID_MEMORY)
+# What koord-manager writes on the Node for CPU normalization and resource amplification.
+ANN_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"
+ANN_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
+AMPLIFIABLE = (names.CPU, names.MEMORY)  # the resources Koordinator amplifies (and keeps raw)
 
 
 class Regarding(msgspec.Struct, frozen=True, kw_only=True):
@@ -129,7 +141,7 @@ class Rendered(msgspec.Struct, frozen=True, kw_only=True):
     notices: list[Notice] = []
     conditions: list[Condition] = []
     pod_groups: list[str] = []  # PodGroups whose status changed ("ns/name")
-    nodes: list[str] = []  # Nodes whose device capacity or batch/mid resources changed
+    nodes: list[str] = []  # Nodes whose device capacity, batch/mid resources or annotations changed
 
 
 def _truncate(text: str) -> str:
@@ -141,13 +153,6 @@ def _ref(key: str) -> ObjectRef:
     return ObjectRef(namespace=namespace, name=name)
 
 
-class PodGroupState(msgspec.Struct, kw_only=True):
-    min_member: int = 0
-    members: set[str] = msgspec.field(default_factory=set)
-    bound: set[str] = msgspec.field(default_factory=set)
-    exists: bool = False
-
-
 class Renderer:
     """Folds recorded events (in log order) and renders each one. Holds what later notices depend on: pod uids,
     PodGroup membership and bindings, node device capacity."""
@@ -156,6 +161,7 @@ class Renderer:
         {
             "pod.submitted",
             "pod.deleted",
+            "pod.phase_observed",
             "pod.unschedulable",
             "pod.rejected",
             "quota.waiting",
@@ -187,31 +193,26 @@ class Renderer:
         self.member_of: dict[str, str] = {}  # pod -> PodGroup
         self.capacity: dict[str, dict[str, str]] = {}  # node -> device resources
         self.reclaimed: dict[str, dict[str, str]] = {}  # node -> batch/mid resources
+        self.annotations: dict[str, dict[str, str]] = {}  # node -> koord-manager's annotations
         self.job_reservations: set[str] = set()  # reservations of PodMigrationJobs (not cluster objects)
 
     # -- what is written -----------------------------------------------------------------------------------------
 
     def group_status(self, key: str) -> dict[str, Any] | None:
-        """The PodGroup's ``status`` as the coscheduling controller sets it from scheduling progress."""
+        """The PodGroup's ``status`` as the coscheduling controller sets it (``binder.podgroups``), or None when
+        no PodGroup object is recorded (a gang declared by annotations only)."""
         state = self.groups.get(key)
         if state is None or not state.exists:
             return None
-        members = len(state.members)
-        scheduled = len(state.bound & state.members)
-        minimum = state.min_member
-        if scheduled and scheduled >= minimum:
-            phase = "Scheduled"
-        elif scheduled:
-            phase = "Scheduling"
-        elif members and members >= minimum > 0:
-            phase = "PreScheduling"
-        else:
-            phase = "Pending"
-        return {"phase": phase, "scheduled": scheduled}
+        return state.status()
 
     def node_capacity(self, node: str) -> dict[str, str]:
         """The node's device resources and batch/mid resources (empty when it has neither)."""
         return dict(sorted({**self.capacity.get(node, {}), **self.reclaimed.get(node, {})}.items()))
+
+    def node_annotations(self, node: str) -> dict[str, str]:
+        """koord-manager's annotations of the node from its latest ``node.allocatable_updated`` (empty if none)."""
+        return dict(self.annotations.get(node, {}))
 
     # -- folding -------------------------------------------------------------------------------------------------
 
@@ -244,19 +245,45 @@ class Renderer:
         return Rendered(notices=[n for n, _ in pairs], conditions=[c for _, c in pairs])
 
     def render(self, event: Event) -> Rendered:
-        """Fold one recorded event and return what it renders."""
+        """Fold one recorded event and return what it renders. Every PodGroup it touched has its phase derived
+        again, in log order (``binder.podgroups``)."""
+        rendered = self._render(event)
+        for key in rendered.pod_groups:
+            if key in self.groups:
+                self.groups[key].settle()
+        return rendered
+
+    def _render(self, event: Event) -> Rendered:
         match event:
             case PodSubmitted(pod=pod, uid=uid):
                 self.uids[pod.key] = uid
+                group = self.member_of.pop(pod.key, None)  # a finished earlier life still counted: it is over
+                if group is not None and group in self.groups:
+                    self.groups[group].leave(pod.key)
+                    return Rendered(pod_groups=[group])
                 return Rendered()
             case PodDeleted(pod=pod):
                 self.uids.pop(pod.key, None)
-                group = self.member_of.pop(pod.key, None)
+                group = self.member_of.get(pod.key)
                 if group is not None and group in self.groups:
-                    self.groups[group].members.discard(pod.key)
-                    self.groups[group].bound.discard(pod.key)
+                    state = self.groups[group]
+                    state.deleted(pod.key)
+                    if pod.key not in state.members:
+                        self.member_of.pop(pod.key, None)
                     return Rendered(pod_groups=[group])
+                self.member_of.pop(pod.key, None)
                 return Rendered()
+            case PodPhaseObserved(pod=pod, uid=uid, phase=phase) if phase in COUNTED:
+                if uid and self.uids.get(pod.key, uid) != uid:
+                    return Rendered()  # about an earlier life of the pod
+                group = self.member_of.get(pod.key)
+                if group is None or group not in self.groups:
+                    return Rendered()  # not a PodGroup member: nothing shows it
+                state = self.groups[group]
+                if pod.key not in state.members or state.phases.get(pod.key) == phase:
+                    return Rendered()
+                state.phases[pod.key] = phase
+                return Rendered(pod_groups=[group])
             case PodUnschedulable(pod=pod, message=message) | PodRejected(pod=pod, message=message):
                 notice, condition = self._pending(pod, message)
                 return Rendered(notices=[notice], conditions=[condition])
@@ -361,13 +388,15 @@ class Renderer:
                 had = self.capacity.pop(node, None)
                 return Rendered(nodes=[node] if had else [])
             case NodeAllocatableUpdated(name=node, allocatable=allocatable):
-                before = self.reclaimed.get(node, {})
-                now = {k: allocatable[k] for k in RECLAIMED if allocatable.get(k)}
-                if now:
-                    self.reclaimed[node] = now
+                previous = (self.reclaimed.get(node, {}), self.annotations.get(node, {}))
+                reclaimed = {k: allocatable[k] for k in RECLAIMED if allocatable.get(k)}
+                annotations = node_annotations(event)
+                if reclaimed:
+                    self.reclaimed[node] = reclaimed
                 else:
                     self.reclaimed.pop(node, None)
-                return Rendered(nodes=[node] if now != before else [])
+                self.annotations[node] = annotations
+                return Rendered(nodes=[node] if (reclaimed, annotations) != previous else [])
             case ReservationAccepted(reservation=ref, job=job):
                 if job:
                     self.job_reservations.add(ref.key)
@@ -427,3 +456,35 @@ def device_capacity(manifest: dict[str, Any]) -> dict[str, str]:
                 continue  # node-reporter rejected such a Device already; nothing to add up
             totals[str(name)] = totals.get(str(name), 0) + amount
     return {name: format_quantity(name, total) for name, total in sorted(totals.items())}
+
+
+def node_annotations(event: NodeAllocatableUpdated) -> dict[str, str]:
+    """The annotations koord-manager keeps on a Node for what this decision recorded:
+
+    - ``node.koordinator.sh/cpu-normalization-ratio``: the ratio as recorded (two decimals; ``1.00`` when
+      normalization is disabled, as koord-manager writes it then);
+    - ``node.koordinator.sh/raw-allocatable``: while cpu or memory is amplified (a ratio above 1 in
+      ``amplification``), the node's un-amplified cpu and memory allocatable, as the JSON resource list
+      Koordinator's node webhook keeps (``{"cpu":"28","memory":"32Gi"}``), read from the decision's ``inputs``
+      (the allocatable the calculation started from). Absent otherwise: Koordinator removes it when amplification
+      is turned off.
+    """
+    out: dict[str, str] = {}
+    if event.cpu_normalization_ratio:
+        out[ANN_CPU_NORMALIZATION_RATIO] = event.cpu_normalization_ratio
+    amplified = False
+    for resource in AMPLIFIABLE:
+        try:
+            amplified = amplified or Decimal(event.amplification.get(resource, "1")) > 1
+        except InvalidOperation:
+            continue  # not a number: nothing was amplified by it
+    raw = event.inputs.get("allocatable") if amplified else None
+    if isinstance(raw, dict):
+        values = {
+            resource: format_quantity(resource, amount)
+            for resource in AMPLIFIABLE
+            if isinstance(amount := raw.get(resource), int) and not isinstance(amount, bool) and amount > 0
+        }
+        if values:
+            out[ANN_RAW_ALLOCATABLE] = json.dumps(values, sort_keys=True, separators=(",", ":"))
+    return out

@@ -9,13 +9,19 @@ restart neither repeats nor misses anything, and writes:
   API server would expire them within the hour anyway.
 - ``PodScheduled`` with a strategic merge patch on ``pods/{name}/status`` (the pod's other conditions stay), the
   latest per pod; a pod bound or deleted since gets none. 404 (the pod is gone) ends it.
-- PodGroup ``status`` (phase, scheduled) with a merge patch on ``podgroups/{name}/status``; 404 (a gang declared by
-  annotations only, or the PodGroup deleted) ends it.
-- the Node's ``status.capacity`` and ``status.allocatable`` device resources and batch/mid resources (merge patch
-  on ``nodes/{name}/status``; resources that disappeared are removed, the kubelet's own resources are untouched).
+- PodGroup ``status`` (phase; scheduled, running, succeeded, failed) with a merge patch on
+  ``podgroups/{name}/status``; 404 (a gang declared by annotations only, or the PodGroup deleted) ends it.
+- the Node's ``status.capacity`` and ``status.allocatable`` device resources and batch/mid resources, and its
+  annotations ``node.koordinator.sh/cpu-normalization-ratio`` and ``raw-allocatable``, in one merge patch on
+  ``nodes/{name}/status`` (the API server keeps metadata changes made through a Node's status subresource; only its
+  spec is reset). Resources and annotations that disappeared are removed; the kubelet's own are untouched.
 
 Conditions, status and capacity are *desired state*: kept until written (retried with backoff), the latest wins.
 Every write first checks the leader's lease (:meth:`allot_runtime.kube.lease.Leadership.check`).
+
+At start the renderer first folds what was recorded up to the checkpoint, writing nothing but keeping the state
+later notices depend on (PodGroup members and phases, pod uids, node resources); the PodGroups and Nodes it saw are
+written once more (idempotent patches), so a restart neither loses a group's history nor leaves a status stale.
 """
 
 from __future__ import annotations
@@ -57,6 +63,9 @@ class NoticeWorker:
     groups: set[str] = field(default_factory=set)  # PodGroups whose status is not written yet
     nodes: set[str] = field(default_factory=set)  # Nodes whose capacity is not written yet
     written_nodes: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> resources written
+    written_annotations: dict[str, dict[str, str]] = field(
+        default_factory=dict
+    )  # node -> annotations written
     not_before: float = 0.0
     failures: int = 0
     counts: dict[str, int] = field(default_factory=dict)
@@ -75,6 +84,7 @@ class NoticeWorker:
 
     async def run(self, stop: asyncio.Event) -> None:
         self.position = await self.store.get_checkpoint(CHECKPOINT)
+        await self.warm_up()
         log.info("writing Events and status from position %d", self.position)
         while not stop.is_set():
             try:
@@ -90,6 +100,16 @@ class NoticeWorker:
                 log.warning("Events and status not written (%s); retrying in %.1fs", exc, delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.poll)
+
+    async def warm_up(self) -> None:
+        """Fold what was recorded up to ``position`` without writing anything but the latest PodGroup status and
+        Node resources it leads to (see the module docstring)."""
+        if not self.position:
+            return
+        async for record in self.store.iterate(types=self.renderer.interests, until=self.position):
+            rendered = self.renderer.render(record.decode())
+            self.groups.update(rendered.pod_groups)
+            self.nodes.update(rendered.nodes)
 
     async def step(self) -> None:
         """Fold what was recorded since the last pass, then write what is due."""
@@ -163,14 +183,18 @@ class NoticeWorker:
             self.groups.discard(key)
         for node in sorted(self.nodes):
             resources = self.renderer.node_capacity(node)
-            before = self.written_nodes.get(node, {})
-            patch: dict[str, str | None] = {name: None for name in before if name not in resources}
-            patch.update(resources)
+            annotations = self.renderer.node_annotations(node)
+            body: dict[str, Any] = {}
+            patch = _changes(self.written_nodes.get(node, {}), resources)
             if patch:
-                await self._patch(
-                    NODE_STATUS.format(name=node), {"status": {"capacity": patch, "allocatable": patch}}
-                )
+                body["status"] = {"capacity": patch, "allocatable": patch}
+            notes = _changes(self.written_annotations.get(node, {}), annotations)
+            if notes:
+                body["metadata"] = {"annotations": notes}
+            if body:
+                await self._patch(NODE_STATUS.format(name=node), body)
             self.written_nodes[node] = resources
+            self.written_annotations[node] = annotations
             self.nodes.discard(node)
 
     async def _patch(self, path: str, patch: dict[str, Any], *, strategic: bool = False) -> None:
@@ -181,6 +205,13 @@ class NoticeWorker:
             if exc.status in (401, 403) or exc.status >= 500:
                 raise
             log.debug("%s not written: %s", path, exc)  # 404: the object is gone; 4xx: refused for good
+
+
+def _changes(before: dict[str, str], now: dict[str, str]) -> dict[str, str | None]:
+    """A merge patch from what was written to what is wanted: every wanted value, and None for what went away."""
+    patch: dict[str, str | None] = {name: None for name in before if name not in now}
+    patch.update(now)
+    return patch
 
 
 async def notice_worker(ctx: Any, stop: asyncio.Event) -> None:
