@@ -98,3 +98,20 @@ def test_what_the_door_read_but_does_not_act_on_is_shown():
     s.apply(pod)
     lines = explained(s, "default/p")
     assert [line for line in section(lines, "not acted on:") if "podAffinity" in line], lines
+
+
+def test_a_recorded_pod_phase_shows_in_the_timeline():
+    from allot_cli.manifests import Document, Input
+    from allot_contracts.envelope import stream_id
+    from allot_contracts.events import ObjectRef, PodPhaseObserved
+
+    s = Scenario()
+    s.apply(a_node("n1", gpus=2), a_gpu_device("n1", gpus=2))
+    s.apply(a_pod("p", gpus=1, uid="u1"))
+    ref = ObjectRef(namespace="default", name="p")
+    event = PodPhaseObserved(pod=ref, uid="u1", phase="Running")
+    document = Document(source="test", index=0, body={"kind": "Pod", "metadata": {"name": "p"}})
+    s.sim.apply(Input(document=document, events=[(stream_id("pod", ref.key), event)]))
+    lines = explained(s, "default/p")
+    (line,) = [line for line in lines if "pod.phase_observed" in line]
+    assert line.endswith("phase Running")

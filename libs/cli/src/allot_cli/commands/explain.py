@@ -116,6 +116,8 @@ def _summary(record: RecordedEvent) -> str:
             return f"{'evicted' if p['evicted'] else 'NOT evicted'} through the Eviction API: {p['message']}"
         case "pod.released":
             return f"{p['reason']} on {p['node']}"
+        case "pod.phase_observed":
+            return f"phase {p['phase']}"
         case "reservation.resolved":
             return reservation_summary(p)
         case _:
