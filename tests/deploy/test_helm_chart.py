@@ -2,8 +2,9 @@
 that do what deploy/k8s/base does; its CRDs are structural and accept the objects Allot reads.
 
 The chart is rendered by Helm's own template engine (helm-python-sdk: Helm's Go SDK behind a C ABI, a dev dependency),
-offline, as `helm template` would: no cluster is contacted and `lookup` finds nothing, as on a first install. Every
-rendered object is validated strictly against the Kubernetes KUBE_VERSION OpenAPI schemas of kubernetes-validate,
+offline, as `helm template` would: no cluster is contacted and `lookup` finds nothing, as on a first install. As Helm
+does, it takes the bundled PostgreSQL and NATS sub-charts from charts/ and leaves out those whose `condition` is false.
+Every rendered object is validated strictly against the Kubernetes KUBE_VERSION OpenAPI schemas of kubernetes-validate,
 cert-manager's and the Prometheus Operator's objects against the fields their API types define, and custom resources
 against the chart's own CRDs.
 """
@@ -11,6 +12,7 @@ against the chart's own CRDs.
 from __future__ import annotations
 
 import copy
+import json
 import socket
 import ssl
 import subprocess
@@ -40,14 +42,16 @@ WORKLOADS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
 Obj = dict[str, Any]
 Values = dict[str, Any]
 
+SUB_CHARTS = ("postgresql", "nats")
+# The bundled sub-charts off, a PostgreSQL and a NATS of the user's.
 EXTERNAL: Values = {
-    "postgresql": {"url": "postgresql://allot:secret@postgres.example.internal:5432/allot"},
-    "nats": {"url": "nats://nats.nats.svc:4222"},
+    "postgresql": {"enabled": False, "url": "postgresql://allot:secret@postgres.example.internal:5432/allot"},
+    "nats": {"enabled": False, "url": "nats://nats.nats.svc:4222"},
 }
-# Everything off the defaults: in-chart dev servers, cert-manager with its own CA, a ServiceMonitor, advisory locks.
+# The bundled sub-charts (the default) with a value of theirs, and everything else off the defaults: cert-manager with
+# its own CA, a ServiceMonitor, advisory locks.
 BUNDLED: Values = {
-    "postgresql": {"dev": {"enabled": True, "storageClassName": "fast"}},
-    "nats": {"dev": {"enabled": True}},
+    "postgresql": {"storageClassName": "fast"},
     "certManager": {"enabled": True},
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
     "leaderElection": {"mode": "advisory"},
@@ -63,8 +67,8 @@ BUNDLED: Values = {
 # Another release name and namespace, a Secret of the user's, an issuer of theirs, three replicas, other policies.
 CUSTOM: Values = {
     "image": {"repository": "registry.example.com/allot", "tag": "0.2.0", "pullPolicy": "Always"},
-    "postgresql": {"existingSecret": {"name": "pg-credentials", "key": "dsn"}},
-    "nats": {"url": "tls://nats.messaging:4222", "prefix": "sched", "stream": "SCHED"},
+    "postgresql": {"enabled": False, "existingSecret": {"name": "pg-credentials", "key": "dsn"}},
+    "nats": {"enabled": False, "url": "tls://nats.messaging:4222", "prefix": "sched", "stream": "SCHED"},
     "schedulerName": "gpu-scheduler",
     "leaderElection": {"leaseDurationSeconds": 30, "renewDeadlineSeconds": 20, "retryPeriodSeconds": 4},
     "components": {
@@ -83,20 +87,32 @@ CUSTOM: Values = {
     "config": {"gang-coordinator": {"defaultTimeout": "10m"}},
 }
 CASES = {
+    "defaults": ("allot", "allot-system", {}),
     "external": ("allot", "allot-system", EXTERNAL),
     "bundled": ("allot", "allot-dev", BUNDLED),
     "custom": ("sched", "scheduling", CUSTOM),
 }
 
 
-def render(values: Values, *, name: str = "allot", namespace: str = "allot-system") -> list[Obj]:
+def render_files(
+    values: Values, *, name: str = "allot", namespace: str = "allot-system"
+) -> dict[str, list[Obj]]:
+    """The objects of each rendered template file, by path (`allot/templates/...`, `allot/charts/<sub-chart>/...`).
+
+    The chart is loaded for each render: rendering prunes the disabled sub-charts from the loaded chart."""
     with helm.Chart.load(CHART) as chart:
         manifests = chart.render(values, name=name, namespace=namespace, is_install=True)
-    objects: list[Obj] = []
-    for path, text in sorted(manifests.items()):
-        if path.endswith(".yaml"):
-            objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
-    return objects
+    return {
+        path: [doc for doc in yaml.safe_load_all(text) if doc]
+        for path, text in sorted(manifests.items())
+        if path.endswith(".yaml")
+    }
+
+
+def render(values: Values, *, name: str = "allot", namespace: str = "allot-system") -> list[Obj]:
+    return [
+        obj for objects in render_files(values, name=name, namespace=namespace).values() for obj in objects
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -134,24 +150,52 @@ def env_of(container: Obj) -> dict[str, Obj]:
 
 
 def test_the_chart_is_versioned_with_the_workspace_and_lints_clean(kube_version: str) -> None:
+    """The chart and its sub-charts (which lint on their own too) carry the workspace's version."""
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert meta["version"] == meta["appVersion"] == version
-    report = helm.lint(CHART, EXTERNAL, strict=True, kube_version=f"v{kube_version}.0")
-    assert report["errors"] == []
-    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+    for chart in [CHART, *(CHART / "charts" / name for name in SUB_CHARTS)]:
+        meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+        assert meta["version"] == meta["appVersion"] == version, chart
+    for chart, values in [
+        (CHART, EXTERNAL),
+        (CHART, {}),
+        *((CHART / "charts" / n, None) for n in SUB_CHARTS),
+    ]:
+        report = helm.lint(chart, values, strict=True, kube_version=f"v{kube_version}.0")
+        assert report["errors"] == [], chart
+        assert [m for m in report["messages"] if m["severity"] >= 2] == [], chart
+
+
+NO_SUB_CHARTS: Values = {"postgresql": {"enabled": False}, "nats": {"enabled": False}}
 
 
 @pytest.mark.parametrize(
     ("values", "message"),
     [
         (
-            {},
-            "postgresql: set exactly one of postgresql.url, postgresql.existingSecret.name or postgresql.dev.enabled (0 given)\n- nats: set nats.url",
+            NO_SUB_CHARTS,
+            "postgresql: set exactly one of postgresql.url, postgresql.existingSecret.name or postgresql.enabled (0 given)\n- nats: set nats.url",
         ),
-        ({"postgresql": EXTERNAL["postgresql"]}, "nats: set nats.url"),
-        ({**EXTERNAL, "postgresql": {**EXTERNAL["postgresql"], "dev": {"enabled": True}}}, "(2 given)"),
-        ({**EXTERNAL, "nats": {"url": "nats://x:4222", "dev": {"enabled": True}}}, "not both"),
+        ({"postgresql": EXTERNAL["postgresql"], "nats": {"enabled": False}}, "nats: set nats.url"),
+        (
+            {"postgresql": {"url": EXTERNAL["postgresql"]["url"]}, "nats": EXTERNAL["nats"]},
+            "set postgresql.enabled=false to use your own server",
+        ),
+        (
+            {**EXTERNAL, "postgresql": {**EXTERNAL["postgresql"], "existingSecret": {"name": "pg"}}},
+            "(2 given)",
+        ),
+        ({"postgresql": EXTERNAL["postgresql"], "nats": {"url": "nats://x:4222"}}, "set nats.enabled=false"),
+        ({**EXTERNAL, "postgresql": {"dev": {"enabled": True}}}, "additional properties 'dev' not allowed"),
+        ({"nats": {"maxFileStore": "lots"}}, "/nats/maxFileStore"),
+        ({"postgresql": {"resources": {"limit": {"cpu": "1"}}}}, "/postgresql/resources"),
+        (
+            {"priorityClass": {"create": False, "name": "system-cluster-critical"}},
+            'set postgresql.priorityClassName="system-cluster-critical"',
+        ),
+        (
+            {"priorityClass": {"name": "allot-high"}, "postgresql": EXTERNAL["postgresql"]},
+            'set nats.priorityClassName="allot-high"',
+        ),
         ({**EXTERNAL, "leaderElection": {"renewDeadlineSeconds": 15}}, "leaseDurationSeconds (15) >"),
         ({**EXTERNAL, "leaderElection": {"mode": "raft"}}, "/leaderElection/mode"),
         (
@@ -164,13 +208,19 @@ def test_the_chart_is_versioned_with_the_workspace_and_lints_clean(kube_version:
         ),
         ({**EXTERNAL, "extraEnv": {"PATH": "/bin"}}, "does not match pattern"),
         ({**EXTERNAL, "replicas": 3}, "additional properties 'replicas' not allowed"),
-        ({**EXTERNAL, "postgresql": {"url": "mysql://db/allot"}}, "/postgresql/url"),
+        ({**EXTERNAL, "postgresql": {"enabled": False, "url": "mysql://db/allot"}}, "/postgresql/url"),
     ],
     ids=[
         "no-database",
         "no-nats",
+        "url-and-bundled-postgresql",
         "two-databases",
-        "two-nats",
+        "url-and-bundled-nats",
+        "old-dev-values",
+        "sub-chart-value",
+        "sub-chart-resources",
+        "bundled-priority-class-not-created",
+        "bundled-priority-class-renamed",
         "lease-timing",
         "unknown-mode",
         "zero-replicas",
@@ -507,7 +557,8 @@ def test_the_settings_load_from_each_rendered_environment(case: str, rendered: d
             continue
         (container,) = pod(obj)["containers"]
         loaded = settings.load(name, _environment(objects, obj, container, namespace))
-        assert loaded.nats_url == (values["nats"].get("url") or f"nats://{release}-nats:4222"), (case, name)
+        nats_url = values.get("nats", {}).get("url") or f"nats://{release}-nats:4222"
+        assert loaded.nats_url == nats_url, (case, name)
         if name in LEASED and lease_mode:
             assert loaded.leader_election == "lease", (case, name)
             assert loaded.lease_namespace == namespace
@@ -745,10 +796,195 @@ def test_with_cert_manager_the_certificate_is_issued_and_its_ca_injected(
         assert "selfSigned" in issuers[root["spec"]["issuerRef"]["name"]]["spec"]
 
 
-# -- the in-chart dev servers and metrics --------------------------------------------------------------------------
+# -- the bundled PostgreSQL and NATS sub-charts, and metrics -------------------------------------------------------
 
 
-def test_the_dev_servers_are_what_allot_is_pointed_at(rendered: dict[str, list[Obj]]) -> None:
+def test_the_bundled_servers_are_vendored_sub_charts_declared_with_their_condition() -> None:
+    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    declared = {d["name"]: d for d in meta["dependencies"]}
+    assert set(declared) == set(SUB_CHARTS)
+    for name, dependency in declared.items():
+        sub_chart = CHART / "charts" / name
+        # No repository: Helm (and `helm dependency build`) take the chart from charts/.
+        assert dependency == {
+            "name": name,
+            "version": yaml.safe_load((sub_chart / "Chart.yaml").read_text())["version"],
+            "condition": f"{name}.enabled",
+        }
+        assert (sub_chart / "values.yaml").is_file() and (sub_chart / "values.schema.json").is_file()
+    with helm.Chart.load(CHART) as chart:
+        assert {d["name"] for d in chart.dependencies} == set(SUB_CHARTS)
+
+
+@pytest.mark.parametrize("off", [(), ("postgresql",), ("nats",), SUB_CHARTS], ids=str)
+def test_the_condition_switches_each_sub_chart_on_and_off(off: tuple[str, ...]) -> None:
+    values = {name: EXTERNAL[name] if name in off else {} for name in SUB_CHARTS}
+    files = render_files(values)
+    for name in SUB_CHARTS:
+        from_sub_chart = [
+            o for path, objs in files.items() if path.startswith(f"allot/charts/{name}/") for o in objs
+        ]
+        elsewhere = [
+            o for path, objs in files.items() if not path.startswith(f"allot/charts/{name}/") for o in objs
+        ]
+        assert not [
+            o for o in elsewhere if o["metadata"]["labels"].get("app.kubernetes.io/component") == name
+        ], "only the sub-chart renders its server"
+        if name in off:
+            assert from_sub_chart == [], name
+        else:
+            kinds = {o["kind"] for o in from_sub_chart}
+            assert {"Service", "StatefulSet"} <= kinds, name
+            assert {component(o) for o in from_sub_chart} == {name}
+    objects = [o for objs in files.values() for o in objs]
+    (config,) = [c for c in by_kind(objects, "ConfigMap").values() if "ALLOT_NATS_URL" in c["data"]]
+    nats_url = EXTERNAL["nats"]["url"] if "nats" in off else "nats://allot-nats:4222"
+    assert config["data"]["ALLOT_NATS_URL"] == nats_url
+    secret = by_kind(objects, "Secret")["allot-database"]
+    if "postgresql" in off:
+        assert secret["stringData"] == {"url": EXTERNAL["postgresql"]["url"]}
+    else:
+        assert "@allot-postgresql:5432/" in secret["stringData"]["url"]
+
+
+def _fullname(objects: list[Obj]) -> str:
+    (relay,) = [o for o in objects if o["kind"] == "Deployment" and component(o) == "relay"]
+    return str(relay["metadata"]["name"]).removesuffix("-relay")
+
+
+@pytest.mark.parametrize(
+    "release", ["allot", "sched", "team-allot-dev", "x" * 45], ids=["allot", "other", "contains", "long"]
+)
+def test_the_sub_charts_objects_are_named_as_the_components_read_them(release: str) -> None:
+    """Whatever the release name, the Secret the components take ALLOT_DATABASE_URL from and the Service their
+    ALLOT_NATS_URL names are the sub-charts' own, and those Services reach the servers' pods."""
+    from allot_eventstore.urls import async_url
+
+    files = render_files({}, name=release, namespace="elsewhere")
+    objects = [o for objs in files.values() for o in objs]
+    ours = {
+        name: [o for path, objs in files.items() if path.startswith(f"allot/charts/{name}/") for o in objs]
+        for name in SUB_CHARTS
+    }
+    fullname = _fullname(objects)
+    assert fullname == (release if "allot" in release else f"{release}-allot")[:40]
+    assert all(o["metadata"]["name"].startswith(f"{fullname}-") for objs in ours.values() for o in objs)
+    # PostgreSQL: every component's secretKeyRef resolves to the sub-chart's Secret, whose URL names its Service.
+    secrets = by_kind(ours["postgresql"], "Secret")
+    refs = {
+        name: _ref(env_of(c)["ALLOT_DATABASE_URL"]["valueFrom"]["secretKeyRef"])
+        for name, o in workloads(objects).items()
+        for c in pod(o)["containers"]
+        if "ALLOT_DATABASE_URL" in env_of(c)
+    }
+    assert {"relay", "migrate", "binder"} <= set(refs)
+    assert set(refs.values()) == {(f"{fullname}-database", "url")}
+    url = secrets[f"{fullname}-database"]["stringData"]["url"]
+    async_url(url)
+    host, port = url.rsplit("@", 1)[1].split("/", 1)[0].split(":")
+    _assert_reaches(ours["postgresql"], host, int(port))
+    (server,) = pod(workloads(ours["postgresql"])["postgresql"])["containers"]
+    password = env_of(server)["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert secrets[password["name"]]["stringData"][password["key"]] in url
+    # NATS: ALLOT_NATS_URL names the sub-chart's Service, which reaches the server the sub-chart configures.
+    (config,) = [c for c in by_kind(objects, "ConfigMap").values() if "ALLOT_NATS_URL" in c["data"]]
+    host, port = config["data"]["ALLOT_NATS_URL"].removeprefix("nats://").split(":")
+    _assert_reaches(ours["nats"], host, int(port))
+    volumes = {v["name"]: v for v in pod(workloads(ours["nats"])["nats"])["volumes"]}
+    assert volumes["config"]["configMap"]["name"] in by_kind(ours["nats"], "ConfigMap")
+
+
+def _ref(ref: Obj) -> tuple[str, str]:
+    return str(ref["name"]), str(ref["key"])
+
+
+def _assert_reaches(objects: list[Obj], host: str, port: int) -> None:
+    """`host:port` is a Service of these objects whose selector picks their StatefulSet's pods on a port they open."""
+    service = by_kind(objects, "Service")[host]
+    (statefulset,) = by_kind(objects, "StatefulSet").values()
+    assert (
+        service["spec"]["selector"].items() <= statefulset["spec"]["template"]["metadata"]["labels"].items()
+    )
+    assert service["spec"]["selector"] == statefulset["spec"]["selector"]["matchLabels"]
+    (target,) = [p["targetPort"] for p in service["spec"]["ports"] if p["port"] == port]
+    (container,) = pod(statefulset)["containers"]
+    assert port in {p["containerPort"] for p in container["ports"] if p["name"] == target}
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({}, "allot-control-plane"),
+        (
+            {
+                "priorityClass": {"create": False, "name": "system-cluster-critical"},
+                "postgresql": {"priorityClassName": "system-cluster-critical"},
+                "nats": {"priorityClassName": "system-cluster-critical"},
+            },
+            "system-cluster-critical",
+        ),
+        (
+            {
+                "priorityClass": {"create": False},
+                "postgresql": {"priorityClassName": ""},
+                "nats": {"priorityClassName": ""},
+            },
+            None,
+        ),
+    ],
+    ids=["created", "existing", "none"],
+)
+def test_the_bundled_servers_run_under_the_control_planes_priority_class(
+    values: Values, expected: str | None
+) -> None:
+    objects = render(values)
+    classes = {name: pod(o).get("priorityClassName") for name, o in workloads(objects).items()}
+    assert set(classes.values()) == {expected}, classes
+    assert {c["metadata"]["name"] for c in by_kind(objects, "PriorityClass").values()} == (
+        {expected} if values.get("priorityClass", {}).get("create", True) else set()
+    )
+
+
+def _notes(values: Values) -> str:
+    with helm.Chart.load(CHART) as chart:
+        return chart.render(values, name="allot", namespace="allot-system", is_install=True)[
+            "allot/templates/NOTES.txt"
+        ]
+
+
+def test_the_notes_warn_of_the_bundled_servers_and_of_their_values_left_unused() -> None:
+    bundled = _notes({})
+    assert "WARNING: the bundled PostgreSQL" in bundled and "WARNING: the bundled NATS" in bundled
+    assert "NOT USED" not in bundled
+    external = _notes(EXTERNAL)
+    assert "WARNING" not in external and "NOT USED" not in external
+    leftover = _notes(
+        {
+            "postgresql": {**EXTERNAL["postgresql"], "storageClassName": "fast", "image": "postgres:17"},
+            "nats": {**EXTERNAL["nats"], "maxFileStore": "2GB"},
+        }
+    )
+    assert "NOT USED: nats.maxFileStore (" in leftover
+    assert "NOT USED: postgresql.image, postgresql.storageClassName (" in leftover
+
+
+def test_the_schema_takes_every_value_of_the_sub_charts() -> None:
+    """Each sub-chart's values can be given under its key of the Allot chart, and reach the sub-chart."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    given: Values = {}
+    for name in SUB_CHARTS:
+        defaults = yaml.safe_load((CHART / "charts" / name / "values.yaml").read_text())
+        assert set(defaults) <= set(schema["properties"][name]["properties"]), name
+        given[name] = {**defaults, "image": f"registry.example.com/{name}:1", "storage": "7Gi"}
+    objects = render(given)
+    for name in SUB_CHARTS:
+        statefulset = workloads(objects)[name]
+        assert pod(statefulset)["containers"][0]["image"] == f"registry.example.com/{name}:1"
+        claim = statefulset["spec"]["volumeClaimTemplates"][0]
+        assert claim["spec"]["resources"]["requests"]["storage"] == "7Gi"
+
+
+def test_the_bundled_servers_are_what_allot_is_pointed_at(rendered: dict[str, list[Obj]]) -> None:
     from allot_eventstore.urls import async_url
 
     objects = rendered["bundled"]
@@ -777,7 +1013,7 @@ def test_the_dev_servers_are_what_allot_is_pointed_at(rendered: dict[str, list[O
     assert claim["spec"]["storageClassName"] == "fast"
 
 
-def test_the_dev_nats_fsyncs_every_second_and_nats_server_accepts_its_config(
+def test_the_bundled_nats_fsyncs_every_second_and_nats_server_accepts_its_config(
     rendered: dict[str, list[Obj]],
 ) -> None:
     from allot_contracts.errors import Unavailable

@@ -45,14 +45,34 @@ The values that need each other, checked together: every problem is reported at 
 {{- $given := 0 -}}
 {{- if $pg.url }}{{ $given = add1 $given }}{{ end -}}
 {{- if $pg.existingSecret.name }}{{ $given = add1 $given }}{{ end -}}
-{{- if $pg.dev.enabled }}{{ $given = add1 $given }}{{ end -}}
-{{- if ne $given 1 -}}
-{{- $problems = append $problems (printf "postgresql: set exactly one of postgresql.url, postgresql.existingSecret.name or postgresql.dev.enabled (%d given)" $given) -}}
+{{- if $pg.enabled }}{{ $given = add1 $given }}{{ end -}}
+{{- if and $pg.enabled (or $pg.url $pg.existingSecret.name) -}}
+{{- $problems = append $problems "postgresql: postgresql.url or postgresql.existingSecret.name is set and so is postgresql.enabled (the bundled PostgreSQL); set postgresql.enabled=false to use your own server" -}}
+{{- else if ne $given 1 -}}
+{{- $problems = append $problems (printf "postgresql: set exactly one of postgresql.url, postgresql.existingSecret.name or postgresql.enabled (%d given)" $given) -}}
 {{- end -}}
-{{- if and .Values.nats.url .Values.nats.dev.enabled -}}
-{{- $problems = append $problems "nats: set nats.url or nats.dev.enabled, not both" -}}
-{{- else if not (or .Values.nats.url .Values.nats.dev.enabled) -}}
-{{- $problems = append $problems "nats: set nats.url (a NATS server with JetStream) or nats.dev.enabled=true" -}}
+{{- if and .Values.nats.url .Values.nats.enabled -}}
+{{- $problems = append $problems "nats: nats.url is set and so is nats.enabled (the bundled NATS); set nats.enabled=false to use your own server" -}}
+{{- else if not (or .Values.nats.url .Values.nats.enabled) -}}
+{{- $problems = append $problems "nats: set nats.url (a NATS server with JetStream) or nats.enabled=true" -}}
+{{- end -}}
+{{- /*
+The bundled servers cannot read priorityClass: their priorityClassName defaults to the PriorityClass this chart
+creates by default, and must be set when the control plane's is another one (or none).
+*/ -}}
+{{- $own := "" -}}
+{{- if or .Values.priorityClass.create .Values.priorityClass.name -}}
+{{- $own = include "allot.priorityClassName" . -}}
+{{- end -}}
+{{- $default := printf "%s-control-plane" (include "allot.fullname" .) -}}
+{{- range $name := list "postgresql" "nats" -}}
+{{- $sub := index $.Values $name -}}
+{{- if and $sub.enabled $sub.priorityClassName -}}
+{{- $class := tpl $sub.priorityClassName $ -}}
+{{- if and (eq $class $default) (ne $class $own) -}}
+{{- $problems = append $problems (printf "%s: the bundled %s would run under the PriorityClass %q, which is not the control plane's (priorityClass); set %s.priorityClassName=%q" $name $name $class $name $own) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- $le := .Values.leaderElection -}}
 {{- if not (and (gt (float64 $le.leaseDurationSeconds) (float64 $le.renewDeadlineSeconds)) (gt (float64 $le.renewDeadlineSeconds) (float64 $le.retryPeriodSeconds))) -}}

@@ -1,0 +1,42 @@
+{{/*
+The Allot chart's fullname, which names every object here as the Allot components expect to find it
+(<fullname>-nats, where ALLOT_NATS_URL points): the release name when it contains "allot", else <release>-allot, at
+most 40 characters. The same rule as "allot.fullname" in the Allot chart (a test compares them).
+*/}}
+{{- define "allot-nats.allotFullname" -}}
+{{- if contains "allot" .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-allot" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Selector labels: those of the Allot chart's components, with the component "nats". */}}
+{{- define "allot-nats.selector" -}}
+app.kubernetes.io/name: allot
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: nats
+{{- end -}}
+
+{{- define "allot-nats.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: allot
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{ include "allot-nats.selector" . }}
+{{- end -}}
+
+{{/* The server's config; the pod rolls when it changes. */}}
+{{- define "allot-nats.config" -}}
+# sync_interval: 1s fsyncs the store every second (docs/deploy.md, "Why sync_interval: 1s").
+server_name: {{ include "allot-nats.allotFullname" . }}-nats
+listen: 0.0.0.0:4222
+http: 0.0.0.0:8222
+max_payload: 8MB
+jetstream {
+  store_dir: /data
+  sync_interval: 1s
+  max_file_store: {{ .Values.maxFileStore }}
+  max_memory_store: 64MB
+}
+{{- end -}}
