@@ -290,3 +290,25 @@ def test_a_pod_scheduled_within_the_report_interval_before_the_metric_is_estimat
         'lastTransitionTime: "2020-01-01T00:00:00Z"', 'lastTransitionTime: "2025-12-31T23:58:59Z"'
     )
     assert {d["pod"]: d for d in _run_at(older, tmp_path, "2026-01-01")}["batch/etl"]["node"] == "node-a"
+
+
+def test_an_unreadable_node_annotation_is_recorded_as_a_warning_and_shown_by_explain_node(
+    tmp_path: Path,
+) -> None:
+    from allot_cli.explain_node import explain_node, node_history
+
+    node = (NODE % {"name": "node-w"}).replace(
+        "metadata: {name: node-w}",
+        "metadata:\n  name: node-w\n  annotations:\n    scheduling.koordinator.sh/usage-thresholds: '{not json'",
+    )
+    path = tmp_path / "node.yaml"
+    path.write_text(node)
+    sim = Simulation({})
+    for verdict in Door(quotas=set()).check_all(load_documents(str(path))):
+        assert not verdict.issues and verdict.warnings  # the door warns; the node is not refused
+        sim.apply(to_input(verdict.document))
+    [registered] = events(sim, "node.registered")
+    [warning] = registered["warnings"]
+    assert warning["path"].startswith("metadata.annotations")
+    lines = explain_node("node-w", asyncio.run(node_history(sim.store, "node-w")), sim.clock.now_us)
+    assert any(line.startswith("  warning: metadata.annotations") for line in lines), lines

@@ -63,6 +63,8 @@ def explain_node(name: str, records: list[RecordedEvent], now: int) -> list[str]
         removed = last.get("node.removed")
         state = "removed" if removed is not None and removed.position > registered.position else "registered"
         lines.append(f"node:       {state}; allocatable {json.dumps(capacity, sort_keys=True)}")
+        for warning in registered.payload_dict().get("warnings") or []:
+            lines.append(f"  warning: {warning['path']}: {warning['message']} (read, not acted on)")
     beats = [r for r in records if r.type == "node.heartbeat"]
     lost = last.get("node.heartbeat_lost")
     resumed = last.get("node.heartbeat_resumed")

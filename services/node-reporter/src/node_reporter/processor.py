@@ -102,7 +102,8 @@ class NodeReporter:
         match event:
             case NodeApplied(name=name, manifest=manifest):
                 issues: list[FieldIssue] = []
-                node = admit_node(manifest, issues, [])
+                warnings: list[FieldIssue] = []
+                node = admit_node(manifest, issues, warnings)
                 if node is None:
                     return [
                         Emit(stream_id=stream_id("node", name), event=NodeRejected(name=name, errors=issues))
@@ -111,7 +112,11 @@ class NodeReporter:
                     Emit(
                         stream_id=stream_id("node", name),
                         event=NodeRegistered(
-                            name=name, manifest=manifest, node=node, capacity=capacity_summary(manifest)
+                            name=name,
+                            manifest=manifest,
+                            node=node,
+                            capacity=capacity_summary(manifest),
+                            warnings=warnings,
                         ),
                     )
                 ]

@@ -10,12 +10,14 @@ from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
 
 class NodeRegistered(Event, frozen=True, kw_only=True, tag="node.registered.v2"):
     """node-reporter accepted a Node: it is schedulable input from now on. ``node`` is the Node read at the door,
-    what every engine acts on; ``capacity`` is a summary for humans. v1 (manifest only) is upcast by reading it."""
+    what every engine acts on; ``capacity`` is a summary for humans; ``warnings`` list what was read but is not acted
+    on (an unreadable annotation, with its path). v1 (manifest only) is upcast by reading it."""
 
     name: str
     manifest: dict[str, Any]
     node: NodeInfo
     capacity: dict[str, str] = {}
+    warnings: list[FieldIssue] = []
 
 
 class NodeRejected(Event, frozen=True, kw_only=True, tag="node.rejected.v1"):
