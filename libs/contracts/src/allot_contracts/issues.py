@@ -13,10 +13,11 @@ Issues are also used for warnings (something read but not acted on): the same sh
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 
-__all__ = ["FieldIssue", "annotation_path", "format_issues", "label_path"]
+__all__ = ["FieldIssue", "annotation_path", "checked_bool", "checked_int", "format_issues", "label_path"]
 
 
 class FieldIssue(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -50,3 +51,26 @@ def label_path(key: str) -> str:
 def format_issues(issues: Iterable[FieldIssue]) -> str:
     """One line listing every issue, in the order given."""
     return "; ".join(str(i) for i in issues)
+
+
+def checked_int(
+    raw: Any, path: str, issues: list[FieldIssue], *, low: int = 0, high: int | None = None
+) -> int | None:
+    """``raw`` when it is an integer within ``[low, high]``; otherwise None with an issue (None when absent)."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < low or (high is not None and raw > high):
+        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+        issues.append(FieldIssue(path=path, message=f"must be an integer {bounds}", value=str(raw)))
+        return None
+    return raw
+
+
+def checked_bool(raw: Any, path: str, issues: list[FieldIssue]) -> bool | None:
+    """``raw`` when it is true or false; otherwise None with an issue (None when absent)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, bool):
+        issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
+        return None
+    return raw

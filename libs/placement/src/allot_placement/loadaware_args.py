@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, checked_bool, checked_int
 from allot_contracts.objects import names as n
 from allot_contracts.objects.duration import parse_go_duration
 from allot_contracts.objects.nodemetric import AGGREGATION_TYPES
@@ -152,24 +152,15 @@ _AGG_KEYS: Final = {
 
 
 def _bool(raw: Any, path: str, errors: list[FieldIssue], default: bool) -> bool:
-    if raw is None:
-        return default
-    if not isinstance(raw, bool):
-        errors.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
-        return default
-    return raw
+    got = checked_bool(raw, path, errors)
+    return default if got is None else got
 
 
 def _int(
     raw: Any, path: str, errors: list[FieldIssue], default: int, low: int = 0, high: int | None = None
 ) -> int:
-    if raw is None:
-        return default
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < low or (high is not None and raw > high):
-        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
-        errors.append(FieldIssue(path=path, message=f"must be an integer {bounds}", value=str(raw)))
-        return default
-    return raw
+    got = checked_int(raw, path, errors, low=low, high=high)
+    return default if got is None else got
 
 
 def _seconds(raw: Any, path: str, errors: list[FieldIssue]) -> int | None:

@@ -13,6 +13,7 @@ otherwise be silently ignored.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -80,8 +81,11 @@ class BoundAllocation(msgspec.Struct, kw_only=True):
     numa: dict[int, dict[str, int]] = msgspec.field(default_factory=dict)
 
 
-def decode_annotation(annotations: dict[str, Any], key: str, errors: list[FieldIssue]) -> Any:
-    """The decoded value of an annotation (``None`` when absent); malformed JSON becomes a FieldIssue."""
+def decode_annotation(
+    annotations: Mapping[str, Any], key: str, errors: list[FieldIssue], note: str = ""
+) -> Any:
+    """The decoded value of an annotation (``None`` when absent); malformed JSON becomes a FieldIssue (its message
+    followed by ``note``)."""
     raw = annotations.get(key)
     if raw is None or raw == "":
         return None
@@ -91,7 +95,7 @@ def decode_annotation(annotations: dict[str, Any], key: str, errors: list[FieldI
         except ValueError as exc:
             errors.append(
                 FieldIssue(
-                    path=annotation_path(key), code="InvalidAnnotation", message=f"invalid JSON: {exc}"
+                    path=annotation_path(key), code="InvalidAnnotation", message=f"invalid JSON: {exc}{note}"
                 )
             )
             return None

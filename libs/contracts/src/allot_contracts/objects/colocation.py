@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, checked_bool, checked_int
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
 
 __all__ = [
@@ -149,27 +149,6 @@ def parse_ratio(
     return str(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
 
-def _int(
-    raw: Any, path: str, issues: list[FieldIssue], *, low: int = 0, high: int | None = None
-) -> int | None:
-    if raw is None:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < low or (high is not None and raw > high):
-        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
-        issues.append(FieldIssue(path=path, message=f"must be an integer {bounds}", value=str(raw)))
-        return None
-    return raw
-
-
-def _bool(raw: Any, path: str, issues: list[FieldIssue]) -> bool | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, bool):
-        issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
-        return None
-    return raw
-
-
 def _seconds_list(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[int, ...] | None:
     from allot_contracts.objects.duration import parse_go_duration
 
@@ -229,14 +208,16 @@ def parse_strategy(
         if value is not None:
             fields[field] = value
 
-    put("enable", _bool(raw.get("enable"), f"{p}enable", issues))
+    put("enable", checked_bool(raw.get("enable"), f"{p}enable", issues))
     put(
         "metric_aggregate_duration_s",
-        _int(raw.get("metricAggregateDurationSeconds"), f"{p}metricAggregateDurationSeconds", issues, low=1),
+        checked_int(
+            raw.get("metricAggregateDurationSeconds"), f"{p}metricAggregateDurationSeconds", issues, low=1
+        ),
     )
     put(
         "metric_report_interval_s",
-        _int(raw.get("metricReportIntervalSeconds"), f"{p}metricReportIntervalSeconds", issues, low=1),
+        checked_int(raw.get("metricReportIntervalSeconds"), f"{p}metricReportIntervalSeconds", issues, low=1),
     )
     policy = raw.get("metricAggregatePolicy")
     if policy is not None:
@@ -259,7 +240,7 @@ def parse_strategy(
         ("cpuReclaimThresholdPercent", "cpu_reclaim_threshold_percent"),
         ("memoryReclaimThresholdPercent", "memory_reclaim_threshold_percent"),
     ):
-        put(field, _int(raw.get(key), f"{p}{key}", issues, low=0, high=100))
+        put(field, checked_int(raw.get(key), f"{p}{key}", issues, low=0, high=100))
     for key, field, allowed in (
         ("cpuCalculatePolicy", "cpu_calculate_policy", ("usage", "maxUsageRequest")),
         ("memoryCalculatePolicy", "memory_calculate_policy", CALCULATE_POLICIES),
@@ -278,10 +259,13 @@ def parse_strategy(
             )
             continue
         fields[field] = value
-    put("degrade_time_minutes", _int(raw.get("degradeTimeMinutes"), f"{p}degradeTimeMinutes", issues, low=1))
+    put(
+        "degrade_time_minutes",
+        checked_int(raw.get("degradeTimeMinutes"), f"{p}degradeTimeMinutes", issues, low=1),
+    )
     put(
         "update_time_threshold_s",
-        _int(raw.get("updateTimeThresholdSeconds"), f"{p}updateTimeThresholdSeconds", issues, low=1),
+        checked_int(raw.get("updateTimeThresholdSeconds"), f"{p}updateTimeThresholdSeconds", issues, low=1),
     )
     if raw.get("resourceDiffThreshold") is not None:
         diff = parse_ratio(raw["resourceDiffThreshold"], f"{p}resourceDiffThreshold", issues, high="1")
@@ -293,7 +277,7 @@ def parse_strategy(
         ("batchCPUThresholdPercent", "batch_cpu_threshold_percent"),
         ("batchMemoryThresholdPercent", "batch_memory_threshold_percent"),
     ):
-        put(field, _int(raw.get(key), f"{p}{key}", issues, low=0))
+        put(field, checked_int(raw.get(key), f"{p}{key}", issues, low=0))
     mode = raw.get("midReclaimMode")
     if mode is not None:
         if mode not in ("", "default", "static"):
@@ -311,7 +295,7 @@ def parse_strategy(
         ("midStaticCPUReservedPercent", "mid_static_cpu_reserved_percent"),
         ("midStaticMemoryReservedPercent", "mid_static_memory_reserved_percent"),
     ):
-        put(field, _int(raw.get(key), f"{p}{key}", issues, low=0, high=100))
+        put(field, checked_int(raw.get(key), f"{p}{key}", issues, low=0, high=100))
     for key in sorted(set(raw) - _STRATEGY_KEYS - {"nodeConfigs", "nodeSelector", "name", "extensions"}):
         issues.append(
             FieldIssue(
@@ -350,7 +334,7 @@ def parse_normalization(
         issues.append(FieldIssue(path=path, message="must be an object"))
         return base
     p = f"{path}." if path else ""
-    enable = _bool(raw.get("enable"), f"{p}enable", issues)
+    enable = checked_bool(raw.get("enable"), f"{p}enable", issues)
     default = (
         parse_ratio(raw["defaultRatio"], f"{p}defaultRatio", issues, low="1", high="5")
         if raw.get("defaultRatio") is not None
@@ -378,7 +362,7 @@ def parse_amplification(
         issues.append(FieldIssue(path=path, message="must be an object"))
         return base
     p = f"{path}." if path else ""
-    enable = _bool(raw.get("enable"), f"{p}enable", issues)
+    enable = checked_bool(raw.get("enable"), f"{p}enable", issues)
     ratios = dict(base.ratios)
     raw_ratios = raw.get("resourceAmplificationRatio")
     if raw_ratios is not None:

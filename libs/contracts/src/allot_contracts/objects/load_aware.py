@@ -23,13 +23,13 @@ Pure: no IO, no clock.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 import msgspec
 
 from allot_contracts.issues import FieldIssue, annotation_path
+from allot_contracts.objects.annotations import decode_annotation
 from allot_contracts.objects.duration import parse_go_duration
 from allot_contracts.objects.nodemetric import AGGREGATION_TYPES
 
@@ -78,20 +78,6 @@ class LoadEstimation(msgspec.Struct, frozen=True, kw_only=True):
     scaling_factors: Amounts = ()
     seconds_after_pod_scheduled: int = -1
     seconds_after_initialized: int = -1
-
-
-def _decode(raw: Any, key: str, warnings: list[FieldIssue]) -> Any:
-    if not isinstance(raw, str):
-        return raw  # an already-decoded object (a YAML scenario)
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        warnings.append(
-            FieldIssue(
-                path=annotation_path(key), code="InvalidAnnotation", message=f"invalid JSON: {exc}{_IGNORED}"
-            )
-        )
-        return None
 
 
 def _amounts(raw: Any, key: str, suffix: str, high: int | None, problems: list[FieldIssue]) -> Amounts:
@@ -152,7 +138,7 @@ def read_usage_thresholds(
     raw = annotations.get(key)
     if raw is None or raw == "":
         return None
-    value = _decode(raw, key, warnings)
+    value = decode_annotation(annotations, key, warnings, _IGNORED)
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -279,7 +265,7 @@ def read_load_estimation(annotations: Mapping[str, Any], warnings: list[FieldIss
     factors: Amounts = ()
     raw = annotations.get(ANN_ESTIMATED_SCALING_FACTORS)
     if raw is not None and raw != "":
-        value = _decode(raw, ANN_ESTIMATED_SCALING_FACTORS, warnings)
+        value = decode_annotation(annotations, ANN_ESTIMATED_SCALING_FACTORS, warnings, _IGNORED)
         if value is not None:
             problems: list[FieldIssue] = []
             factors = _amounts(value, ANN_ESTIMATED_SCALING_FACTORS, "", None, problems)
