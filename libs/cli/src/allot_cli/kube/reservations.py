@@ -22,6 +22,7 @@ from allot_runtime.kube import (
     RESERVATIONS,
     Kind,
     Obj,
+    Resource,
     meta,
     spec_fingerprint,
     strip_server_fields,
@@ -34,67 +35,40 @@ def _normalize(obj: Obj) -> Obj:
     return {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
 
 
-def _reservation_applied(manifest: Obj) -> list[tuple[str, Event]]:
-    m = meta(manifest)
-    ref = ObjectRef(name=str(m.get("name", "")))
-    return [
-        (
-            stream_id("reservation", ref.name),
-            ReservationApplied(reservation=ref, uid=str(m.get("uid", "")), manifest=manifest),
-        )
-    ]
+def _cluster_kind(
+    resource: Resource, stream_kind: str, applied_cls: type[Event], deleted_cls: type[Event], ref_field: str
+) -> Kind:
+    """A cluster-scoped custom resource recorded as ``<stream_kind>.applied`` / ``.deleted`` on its own stream,
+    the object named by the event's ``ref_field``."""
+
+    def applied(manifest: Obj) -> list[tuple[str, Event]]:
+        m = meta(manifest)
+        ref = ObjectRef(name=str(m.get("name", "")))
+        event = applied_cls(**{ref_field: ref, "uid": str(m.get("uid", "")), "manifest": manifest})
+        return [(stream_id(stream_kind, ref.name), event)]
+
+    def deleted(key: str, uid: str) -> list[tuple[str, Event]]:
+        return [(stream_id(stream_kind, key), deleted_cls(**{ref_field: ObjectRef(name=key), "uid": uid}))]
+
+    def fold(event: Event) -> tuple[str, Obj | None] | None:
+        if isinstance(event, applied_cls):
+            return getattr(event, ref_field).key, event.manifest  # type: ignore[attr-defined]
+        if isinstance(event, deleted_cls):
+            return getattr(event, ref_field).key, None
+        return None
+
+    return Kind(
+        resource=resource,
+        types=frozenset({f"{stream_kind}.applied", f"{stream_kind}.deleted"}),
+        normalize=_normalize,
+        fingerprint=spec_fingerprint,
+        applied=applied,
+        deleted=deleted,
+        fold=fold,
+    )
 
 
-def _reservation_deleted(key: str, uid: str) -> list[tuple[str, Event]]:
-    return [(stream_id("reservation", key), ReservationDeleted(reservation=ObjectRef(name=key), uid=uid))]
-
-
-def _reservation_fold(event: Event) -> tuple[str, Obj | None] | None:
-    if isinstance(event, ReservationApplied):
-        return event.reservation.key, event.manifest
-    if isinstance(event, ReservationDeleted):
-        return event.reservation.key, None
-    return None
-
-
-def _job_applied(manifest: Obj) -> list[tuple[str, Event]]:
-    m = meta(manifest)
-    ref = ObjectRef(name=str(m.get("name", "")))
-    return [
-        (
-            stream_id("migration", ref.name),
-            MigrationApplied(job=ref, uid=str(m.get("uid", "")), manifest=manifest),
-        )
-    ]
-
-
-def _job_deleted(key: str, uid: str) -> list[tuple[str, Event]]:
-    return [(stream_id("migration", key), MigrationDeleted(job=ObjectRef(name=key), uid=uid))]
-
-
-def _job_fold(event: Event) -> tuple[str, Obj | None] | None:
-    if isinstance(event, MigrationApplied):
-        return event.job.key, event.manifest
-    if isinstance(event, MigrationDeleted):
-        return event.job.key, None
-    return None
-
-
-RESERVATION_KIND = Kind(
-    resource=RESERVATIONS,
-    types=frozenset({"reservation.applied", "reservation.deleted"}),
-    normalize=_normalize,
-    fingerprint=spec_fingerprint,
-    applied=_reservation_applied,
-    deleted=_reservation_deleted,
-    fold=_reservation_fold,
+RESERVATION_KIND = _cluster_kind(
+    RESERVATIONS, "reservation", ReservationApplied, ReservationDeleted, "reservation"
 )
-MIGRATION_KIND = Kind(
-    resource=MIGRATION_JOBS,
-    types=frozenset({"migration.applied", "migration.deleted"}),
-    normalize=_normalize,
-    fingerprint=spec_fingerprint,
-    applied=_job_applied,
-    deleted=_job_deleted,
-    fold=_job_fold,
-)
+MIGRATION_KIND = _cluster_kind(MIGRATION_JOBS, "migration", MigrationApplied, MigrationDeleted, "job")
