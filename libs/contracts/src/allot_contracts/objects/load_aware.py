@@ -80,17 +80,21 @@ class LoadEstimation(msgspec.Struct, frozen=True, kw_only=True):
     seconds_after_initialized: int = -1
 
 
+def _ignored(key: str, suffix: str, message: str, value: str = "") -> FieldIssue:
+    """An annotation (or a part of it at ``suffix``) that is ignored: the plugin's arguments apply."""
+    return FieldIssue(
+        path=annotation_path(key, suffix),
+        code="InvalidAnnotation",
+        message=f"{message}{_IGNORED}",
+        value=value,
+    )
+
+
 def _amounts(raw: Any, key: str, suffix: str, high: int | None, problems: list[FieldIssue]) -> Amounts:
     if raw is None:
         return ()
     if not isinstance(raw, Mapping):
-        problems.append(
-            FieldIssue(
-                path=annotation_path(key, suffix),
-                code="InvalidAnnotation",
-                message=f"must map resource names to integers{_IGNORED}",
-            )
-        )
+        problems.append(_ignored(key, suffix, "must map resource names to integers"))
         return ()
     out: list[tuple[str, int]] = []
     bounds = f"between 0 and {high}" if high is not None else ">= 0"
@@ -105,11 +109,11 @@ def _amounts(raw: Any, key: str, suffix: str, high: int | None, problems: list[F
             or (high is not None and value > high)
         ):
             problems.append(
-                FieldIssue(
-                    path=annotation_path(key, f"{suffix}[{name}]"),
-                    code="InvalidAnnotation",
-                    message=f"must be an integer {bounds}{_IGNORED}",
-                    value=str(value),
+                _ignored(
+                    key,
+                    f"{suffix}[{name}]",
+                    f"must be an integer {bounds}",
+                    str(value),
                 )
             )
             continue
@@ -142,11 +146,7 @@ def read_usage_thresholds(
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        warnings.append(
-            FieldIssue(
-                path=annotation_path(key), code="InvalidAnnotation", message=f"must be an object{_IGNORED}"
-            )
-        )
+        warnings.append(_ignored(key, "", "must be an object"))
         return None
     _unknown(value, ("usageThresholds", "prodUsageThresholds", "aggregatedUsage"), key, "", warnings)
     problems: list[FieldIssue] = []
@@ -168,13 +168,7 @@ def _aggregated(
         return None
     suffix = ".aggregatedUsage"
     if not isinstance(raw, Mapping):
-        problems.append(
-            FieldIssue(
-                path=annotation_path(key, suffix),
-                code="InvalidAnnotation",
-                message=f"must be an object{_IGNORED}",
-            )
-        )
+        problems.append(_ignored(key, suffix, "must be an object"))
         return None
     _unknown(
         raw, ("usageThresholds", "usageAggregationType", "usageAggregatedDuration"), key, suffix, warnings
@@ -184,11 +178,11 @@ def _aggregated(
     kind = raw.get("usageAggregationType")
     if kind not in (None, "") and kind not in AGGREGATION_TYPES:
         problems.append(
-            FieldIssue(
-                path=annotation_path(key, f"{suffix}.usageAggregationType"),
-                code="InvalidAnnotation",
-                message=f"must be one of {', '.join(AGGREGATION_TYPES)}{_IGNORED}",
-                value=str(kind),
+            _ignored(
+                key,
+                f"{suffix}.usageAggregationType",
+                f"must be one of {', '.join(AGGREGATION_TYPES)}",
+                str(kind),
             )
         )
         kind = ""
@@ -202,11 +196,11 @@ def _aggregated(
         )
         if us is None or us < 0 or us % 1_000_000:
             problems.append(
-                FieldIssue(
-                    path=annotation_path(key, f"{suffix}.usageAggregatedDuration"),
-                    code="InvalidAnnotation",
-                    message=f"{error or 'must be whole seconds'}{_IGNORED}",
-                    value=str(duration),
+                _ignored(
+                    key,
+                    f"{suffix}.usageAggregatedDuration",
+                    f"{error or 'must be whole seconds'}",
+                    str(duration),
                 )
             )
         else:
@@ -239,11 +233,11 @@ def _seconds(annotations: Mapping[str, Any], key: str, warnings: list[FieldIssue
         value = None
     if value is None:
         warnings.append(
-            FieldIssue(
-                path=annotation_path(key),
-                code="InvalidAnnotation",
-                message=f"must be a whole number of seconds{_IGNORED}",
-                value=str(raw),
+            _ignored(
+                key,
+                "",
+                "must be a whole number of seconds",
+                str(raw),
             )
         )
         return -1
