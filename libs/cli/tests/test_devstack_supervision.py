@@ -194,7 +194,7 @@ def test_the_restart_backoff_starts_over_after_a_healthy_run(tmp_path):
         crash(child)
         now = child.last_start + 1.0
         supervisor._tick(now=now)
-        assert child.next_start - now == RESTART_BACKOFF[0], (
+        assert child.next_start - now == pytest.approx(RESTART_BACKOFF[0]), (
             "the first crash after a healthy run waits briefly"
         )
         first_pid = child.proc.pid
@@ -216,7 +216,7 @@ def test_crashes_without_a_healthy_run_in_between_keep_the_long_backoff(tmp_path
         crash(child)
         now = child.last_start + 2
         supervisor._tick(now=now)
-        assert child.next_start - now == RESTART_BACKOFF[-1]
+        assert child.next_start - now == pytest.approx(RESTART_BACKOFF[-1])
     finally:
         crash(child)
 
