@@ -16,6 +16,7 @@ from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
 from allot_cli.pipeline import PROCESSORS, build_instance
+from allot_eventstore.clock import Clock, system_clock
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime.processor import instance_name
 from allot_runtime.service import ProcessorRuntime
@@ -32,7 +33,9 @@ class InProcessStack:
         delete_stream: bool = False,
         instances: dict[str, list[str]] | None = None,
         tracer: Any = None,
+        clock: Clock = system_clock,
     ) -> None:
+        self.clock = clock  # the time the log records events at (a ManualClock moves only when told)
         self.instances = instances or {}
         self.tracer = tracer
         self.delete_stream = delete_stream
@@ -47,7 +50,7 @@ class InProcessStack:
         self.runtimes: dict[str, ProcessorRuntime] = {}
 
     async def __aenter__(self) -> InProcessStack:
-        self.store = PostgresEventStore.connect(self.database_url, pool_size=10)
+        self.store = PostgresEventStore.connect(self.database_url, pool_size=10, clock=self.clock)
         relay_nc = await connect(self.nats_url, name="stack-relay")
         self.clients.append(relay_nc)
         relay = Relay(self.store, relay_nc.jetstream(), self.names, poll_interval=0.2)

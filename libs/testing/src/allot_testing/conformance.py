@@ -1,0 +1,310 @@
+"""The conformance corpus (tests/conformance/): cases in upstream's shapes, run in the simulator and on a live stack.
+
+A case is ``<slug>.yaml`` (documents as upstream writes them), ``<slug>.expected.yaml`` (``source``, ``upstream``,
+optional ``difference``, ``refused``, ``pods``, ``nodes``) and optionally ``<slug>.config.yaml``; the format is in
+tests/conformance/README.md.
+
+Both runs reduce a log to the same *outcome*: the documents the door refused, the facts of the last decision of each
+object, and what the node side derived for each node. The simulator applies the documents one by one; the live
+stack records every document between two ``AdvanceClock`` documents at once, as ``allot apply -f`` does, and moves
+a manual clock the way the simulator does (timers fire at their own time, in order), so a case's outcome must not
+depend on how fast the services handle what they receive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from allot_bus.names import BusNames
+from allot_cli.decisions import decisions
+from allot_cli.logtools import wait_idle
+from allot_cli.manifests import Door, Input, Verdict, load_documents, to_input
+from allot_cli.sim.run import load_config
+from allot_cli.simulator import SIM_NS, Simulation
+from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
+from allot_contracts.events import TimerFired
+from allot_eventstore.clock import ManualClock
+from allot_runtime.processor import timer_event_id, timer_producer
+from allot_testing.stack import InProcessStack
+
+__all__ = [
+    "Case",
+    "Outcome",
+    "cases",
+    "check_expected",
+    "decision_facts",
+    "live",
+    "outcome_of",
+    "segments",
+    "simulate",
+]
+
+REQUIRED = ("source", "upstream")
+KNOWN_KEYS = frozenset({*REQUIRED, "difference", "refused", "pods", "nodes"})
+
+
+@dataclass(frozen=True)
+class Case:
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.parent.name}/{self.path.stem}"
+
+    @property
+    def expected(self) -> dict[str, Any]:
+        data = yaml.safe_load(self.path.with_name(self.path.stem + ".expected.yaml").read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.name}: the expected file must be a mapping")
+        return data
+
+    @property
+    def configs(self) -> dict[str, dict[str, Any]]:
+        config = self.path.with_name(self.path.stem + ".config.yaml")
+        return load_config(str(config)) if config.exists() else {}
+
+
+def cases(root: Path) -> list[Case]:
+    """Every case under ``root`` (a scenario with an expected file beside it), sorted by feature and name."""
+    return [
+        Case(p)
+        for p in sorted(root.rglob("*.yaml"))
+        if not p.name.endswith((".expected.yaml", ".config.yaml"))
+        and p.with_name(p.stem + ".expected.yaml").exists()
+    ]
+
+
+@dataclass
+class Outcome:
+    refused: dict[str, str] = field(default_factory=dict)  # "<Kind> <name>" -> the door's messages
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # object -> facts of its last decision
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> last node.allocatable_updated
+
+
+# --- reading a log -----------------------------------------------------------------------------------------------------
+def decision_facts(decision: dict[str, Any]) -> dict[str, Any]:
+    """What a user reads off one decision: outcome, node, device minors, VFs, cpuset, NUMA nodes, reservation,
+    reasons, and the written annotations."""
+    out: dict[str, Any] = {"outcome": decision["outcome"]}
+    if decision["node"] is not None:
+        out["node"] = decision["node"]
+    annotations = decision["annotations"]
+    allocated = annotations.get("scheduling.koordinator.sh/device-allocated", {})
+    for kind in ("gpu", "rdma"):
+        if kind in allocated:
+            out[kind] = [entry["minor"] for entry in allocated[kind]]
+    vfs = [
+        vf["busID"] for entry in allocated.get("rdma", []) for vf in entry.get("extension", {}).get("vfs", [])
+    ]
+    if vfs:
+        out["vfs"] = vfs
+    if "gpu" in allocated:
+        out["gpu_memory"] = allocated["gpu"][0]["resources"].get("koordinator.sh/gpu-memory")
+    status = annotations.get("scheduling.koordinator.sh/resource-status", {})
+    if "cpuset" in status:
+        out["cpuset"] = status["cpuset"]
+    if "numaNodeResources" in status:
+        out["numa"] = [zone["node"] for zone in status["numaNodeResources"]]
+    reservation = annotations.get("scheduling.koordinator.sh/reservation-allocated")
+    if reservation:
+        out["reservation"] = reservation["name"]
+    if decision["outcome"] != "Scheduled":
+        out["codes"] = decision["codes"]
+        out["message"] = decision["message"]
+    if annotations:
+        out["annotations"] = annotations
+    return out
+
+
+def outcome_of(records: Iterable[RecordedEvent], refused: dict[str, str]) -> Outcome:
+    records = list(records)
+    outcome = Outcome(refused=dict(refused))
+    for decision in decisions(records):  # the last decision per object wins
+        outcome.pods[decision["pod"]] = decision_facts(decision)
+    for record in records:
+        if record.type == "node.allocatable_updated":
+            p = record.payload_dict()
+            outcome.nodes[p["name"]] = {
+                "allocatable": dict(p["allocatable"]),
+                "numa": p.get("numa") or {},
+                "cpu_normalization_ratio": p.get("cpu_normalization_ratio", "1.00"),
+                "amplification": p.get("amplification") or {},
+                "degraded": p.get("degraded", False),
+            }
+    return outcome
+
+
+# --- running ------------------------------------------------------------------------------------------------------------
+def admit(case: Case) -> tuple[list[Input], dict[str, str]]:
+    """The door's verdicts on the case's documents, in order: the inputs to record and the refusals."""
+    verdicts = Door(quotas=set()).check_all(load_documents(str(case.path)))
+    refused = {_label(v): "\n".join(str(i) for i in v.issues) for v in verdicts if v.issues}
+    return [to_input(v.document) for v in verdicts if not v.issues], refused
+
+
+def _label(verdict: Verdict) -> str:
+    ref = verdict.document.ref
+    return f"{verdict.document.kind} {ref.key}"
+
+
+def segments(inputs: list[Input]) -> Iterator[tuple[list[Input], float | None]]:
+    """The inputs between two clock moves, each with the move that follows it (None at the end)."""
+    batch: list[Input] = []
+    for item in inputs:
+        if item.advance_seconds is not None:
+            yield batch, item.advance_seconds
+            batch = []
+        else:
+            batch.append(item)
+    yield batch, None
+
+
+def simulate(case: Case) -> tuple[Simulation, Outcome]:
+    inputs, refused = admit(case)
+    sim = Simulation(case.configs)
+    with contextlib.redirect_stderr(io.StringIO()):
+        for item in inputs:
+            sim.apply(item)
+    return sim, outcome_of(sim.store.events, refused)
+
+
+# --- checking -----------------------------------------------------------------------------------------------------------
+def _matches(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    wrong: list[str] = []
+    for key, value in want.items():
+        if key == "message_contains":
+            if str(value) not in str(got.get("message", "")):
+                wrong.append(f"message {got.get('message')!r} does not contain {value!r}")
+        elif key == "annotations":
+            have = got.get("annotations", {})
+            for name, expected in value.items():
+                if have.get(name) != expected:
+                    wrong.append(f"annotation {name}: {have.get(name)!r} != {expected!r}")
+        elif got.get(key) != value:
+            wrong.append(f"{key}: {got.get(key)!r} != {value!r}")
+    return wrong
+
+
+def _node_matches(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    wrong: list[str] = []
+    for key, value in want.items():
+        have = got.get(key)
+        if isinstance(value, dict):
+            have = have or {}
+            for name, amount in value.items():
+                if str(have.get(name)) != str(amount):
+                    wrong.append(f"{key}[{name}]: {have.get(name)!r} != {amount!r}")
+        elif str(have) != str(value):
+            wrong.append(f"{key}: {have!r} != {value!r}")
+    return wrong
+
+
+def check_expected(case: Case, outcome: Outcome) -> list[str]:
+    """Every way ``outcome`` differs from the case's expected file (empty: it conforms)."""
+    expected = case.expected
+    problems = [f"the expected file lacks {k!r}" for k in REQUIRED if not expected.get(k)]
+    problems += [f"unknown key {k!r} in the expected file" for k in expected if k not in KNOWN_KEYS]
+    want_refused: dict[str, str] = expected.get("refused") or {}
+    for label, part in want_refused.items():
+        if label not in outcome.refused:
+            problems.append(f"{label}: expected to be refused ({part!r}), it was admitted")
+        elif str(part) not in outcome.refused[label]:
+            problems.append(f"{label}: refused with {outcome.refused[label]!r}, expected {part!r} in it")
+    problems += [
+        f"{label}: refused unexpectedly: {why}"
+        for label, why in outcome.refused.items()
+        if label not in want_refused
+    ]
+    want_pods: dict[str, dict[str, Any]] = expected.get("pods") or {}
+    for pod, want in want_pods.items():
+        if pod not in outcome.pods:
+            problems.append(f"{pod}: no decision (expected {want})")
+            continue
+        problems += [f"{pod}: {w}" for w in _matches(outcome.pods[pod], want)]
+    problems += [
+        f"{pod}: a decision nobody expected: {facts}"
+        for pod, facts in outcome.pods.items()
+        if pod not in want_pods
+    ]
+    for node, want in (expected.get("nodes") or {}).items():
+        if node not in outcome.nodes:
+            problems.append(f"node {node}: nothing derived (expected {want})")
+            continue
+        problems += [f"node {node}: {w}" for w in _node_matches(outcome.nodes[node], want)]
+    return problems
+
+
+# --- live ---------------------------------------------------------------------------------------------------------------
+async def live(
+    case: Case, database_url: str, nats_url: str, names: BusNames, *, timeout: float = 60
+) -> Outcome:
+    """The case on the relay and the seven services against real PostgreSQL and NATS: each run of documents between
+    two clock moves is recorded at once; the clock moves as the simulator's does (every timer that falls due on the
+    way fires at its own time, in order, once the services have handled everything before it)."""
+    inputs, refused = admit(case)
+    clock = ManualClock()
+    async with InProcessStack(database_url, nats_url, names, case.configs, clock=clock) as stack:
+        store = stack.store
+        fired: set[tuple[str, int, int]] = set()
+        applied = 0
+        for batch, move in segments(inputs):
+            news = []
+            for item in batch:
+                applied += 1
+                news += [
+                    NewEvent(
+                        stream_id=stream,
+                        event=event,
+                        event_id=str(uuid.uuid5(SIM_NS, f"{applied}/{index}")),
+                    )
+                    for index, (stream, event) in enumerate(item.events)
+                ]
+            if news:
+                await store.append(news, producer="api")
+            if move is not None:
+                applied += 1  # the simulator counts a clock move as an applied document
+            await _advance(stack, clock, fired, 0.0 if move is None else move, timeout)
+        records = [r async for r in store.iterate()]
+    return outcome_of(records, refused)
+
+
+async def _advance(
+    stack: InProcessStack,
+    clock: ManualClock,
+    fired: set[tuple[str, int, int]],
+    seconds: float,
+    timeout: float,
+) -> None:
+    target = clock.now_us + round(seconds * 1_000_000)
+    while True:
+        await wait_idle(stack.store, timeout=timeout, settle=0.1)
+        due = []
+        for name, runtime in stack.runtimes.items():
+            async with runtime.lock:
+                deadline, consumed = runtime.host.deadline(), runtime.host.timers
+            if deadline is not None and deadline <= target and (name, deadline, consumed) not in fired:
+                due.append((deadline, name, consumed))
+        if not due:
+            break
+        deadline, name, consumed = min(due)
+        fired.add((name, deadline, consumed))
+        clock.now_us = max(clock.now_us, deadline)
+        await stack.store.append(
+            [
+                NewEvent(
+                    stream_id=stream_id("timer", name),
+                    event=TimerFired(service=name, due=deadline),
+                    event_id=timer_event_id(name, deadline, consumed),
+                )
+            ],
+            producer=timer_producer(name),
+        )
+    clock.now_us = target
