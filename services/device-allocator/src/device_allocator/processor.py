@@ -113,16 +113,21 @@ class DeviceAllocator:
         self.held_by: dict[str, tuple[str, int]] = {}
         self.freed_gang: set[str] = set()  # gang member -> (group, attempt) whose placement it holds
         self._arrivals = 0
+        self._steps = 0  # events evolved so far: orders reservation placements against pods' attempts
+        self.attempt_began: dict[
+            str, int
+        ] = {}  # pod -> the step at which its current attempt entered the queue
 
     # -- evolve ----------------------------------------------------------------------------------------------
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         self.engine.advance(at)  # NodeMetrics expire as time passes
+        self._steps += 1
         if own:
             self.nodes.apply_own(event)
         else:
             self.nodes.evolve(event, at, self._pod_facts)
-        self.reservations.evolve(event)
+        self.reservations.evolve(event, self._steps)
         match event:
             case NodeRegistered(node=node):
                 self.engine.upsert_node(node)
@@ -140,6 +145,7 @@ class DeviceAllocator:
                 self.pods[pod.key] = spec
                 self.arrived_at[pod.key] = at
                 self.attempted_at.pop(pod.key, None)
+                self.attempt_began[pod.key] = self._steps
                 self._arrivals += 1
                 self.arrival[pod.key] = self._arrivals
             case PodObserved(pod=pod, spec=spec, manifest=manifest) if spec is not None and spec.node_name:
@@ -159,6 +165,7 @@ class DeviceAllocator:
                 self.queue.held.discard(pod.key)
                 self.pods.pop(pod.key, None)
                 self.arrival.pop(pod.key, None)
+                self.attempt_began.pop(pod.key, None)
                 self.unschedulable.pop(pod.key, None)
                 self.unschedulable_codes.pop(pod.key, None)
             case PodBindFailed(pod=pod):
@@ -210,6 +217,7 @@ class DeviceAllocator:
                 if HELD in codes:
                     self.queue.held.add(pod.key)
             case PodRequeued(pod=pod):
+                self.attempt_began[pod.key] = self._steps
                 self.unschedulable.pop(pod.key, None)
                 self.queue.held.discard(pod.key)
             case PodReleased(pod=pod):
@@ -342,19 +350,27 @@ class DeviceAllocator:
                     ),
                 )
             ]
-        return [
-            Emit(
-                stream_id=stream,
-                event=PodUnschedulable(
-                    pod=pod,
-                    attempt=attempt,
-                    message=decision.message,
-                    codes=list(decision.codes),
-                    decision=decision,
-                ),
+        unschedulable = Emit(
+            stream_id=stream,
+            event=PodUnschedulable(
+                pod=pod,
+                attempt=attempt,
+                message=decision.message,
+                codes=list(decision.codes),
+                decision=decision,
             ),
-            *self.reservations.preempt(pod, spec, self.pods),  # reservation preemption (§5.7)
-        ]
+        )
+        became = self.reservations.available_since(self.attempt_began.get(pod.key, 0))
+        if became and self.reservations.may_use_now(pod.key, spec, became):
+            # its reservations were resolved before these became available: the next attempt sees them
+            # (kube-scheduler requeues a pod whose hinted event came during its scheduling cycle the same way)
+            reason = f"reservation {', '.join(became)} became available during its attempt"
+            requeued = PodRequeued(pod=pod, attempt=attempt + 1, reason=reason)
+            return [unschedulable, Emit(stream_id=stream, event=requeued)]
+        return [
+            unschedulable,
+            *self.reservations.preempt(pod, spec, self.pods),
+        ]  # reservation preemption (§5.7)
 
     def _release_freed(self) -> list[Emit]:
         if not self.freed:

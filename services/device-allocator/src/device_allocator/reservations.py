@@ -39,10 +39,13 @@ from allot_contracts.events import (
 )
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.pod import Pod, parse_pod
+from allot_contracts.objects.reservation import ReservationOwner, parse_reservation
 from allot_placement import Decision, PlacementEngine
 from allot_placement.reservations import Hold
 from allot_placement.reserved import ReservationContext
 from allot_placement.reserved import victims_on as reserved_victims
+from allot_reservation.facts import facts_from_pod
+from allot_reservation.match import owners_match
 from allot_runtime.processor import Emit
 
 __all__ = ["INTERESTS", "Reservations", "context_of", "preemption"]
@@ -87,12 +90,17 @@ class Reservations:
         self.tried: set[str] = set()  # pending reservations found unschedulable (retried on capacity changes)
         self.freed: dict[str, tuple[str, str, dict[str, Any], str]] = {}  # name -> (uid, node, freed, reason)
         self.contexts: dict[str, ReservationContext] = {}  # pod -> its latest resolution
+        self.owners: dict[str, tuple[ReservationOwner, ...]] = {}  # reservation -> its spec.owners
+        self.placed_at: dict[str, int] = {}  # available reservation -> the step at which it was placed
         self._arrivals = 0
 
     # -- evolve ----------------------------------------------------------------------------------------------------
-    def evolve(self, event: Event) -> None:
+    def evolve(self, event: Event, step: int = 0) -> None:
+        """``step``: the processor's count of events evolved so far (orders placements against pods' attempts)."""
         match event:
             case ReservationAccepted(reservation=ref, uid=uid, pod=manifest):
+                admitted = parse_reservation(event.manifest, [], [])
+                self.owners[ref.name] = tuple(admitted.owners) if admitted is not None else ()
                 hold = self.engine.holds.get(ref.name)
                 if hold is not None and hold.uid == uid:
                     self.engine.update_hold(
@@ -126,6 +134,7 @@ class Reservations:
                 self.tried.discard(ref.name)
                 if pending is not None:
                     self.engine.reserve(self._hold(ref.name, pending, node, decision))
+                    self.placed_at[ref.name] = step
             case ReservationUnschedulable(reservation=ref):
                 self.tried.add(ref.name)
             case (
@@ -136,6 +145,8 @@ class Reservations:
             ):
                 self.pending.pop(ref.name, None)
                 self.tried.discard(ref.name)
+                self.owners.pop(ref.name, None)
+                self.placed_at.pop(ref.name, None)
                 self._free(ref.name, type(event).__name__.removeprefix("Reservation").lower())
             case ReservationReleased(reservation=ref):
                 self.freed.pop(ref.name, None)
@@ -247,17 +258,12 @@ class Reservations:
         return out
 
     def may_use(self, placed: list[Emit], waiting: list[str], pods: dict[str, Pod]) -> list[str]:
-        """Unschedulable pods (``waiting``, in queue order) that must use a reservation (a reservation affinity) and
-        would fit in one just placed (``placed``, this decision's ``reservation.placed``): each is tried as if it
-        matched the reservation (its affinity still naming the one it wants), on the engine with the new holds;
-        reservation-manager decides on the pod's next attempt whether it really matches. Upstream requeues
-        unschedulable pods on a Reservation becoming available the same way. A pod free to go anywhere gains
-        nothing from a new reservation (the reserve pod took the room it would use), so it is not tried. The trial
-        holds are undone before returning."""
+        """Unschedulable pods (``waiting``, in queue order) that would fit in a reservation just placed (``placed``,
+        this decision's ``reservation.placed``): the queueing hint of a Reservation becoming available, as upstream
+        requeues unschedulable pods on it. The trial holds are undone before returning."""
         new = [e.event for e in placed if isinstance(e.event, ReservationPlaced)]
         if not new or not waiting:
             return []
-        out: list[str] = []
         trial: list[str] = []
         try:
             for event in new:
@@ -267,21 +273,38 @@ class Reservations:
                         self._hold(event.reservation.name, pending, event.node, event.decision)
                     )
                     trial.append(event.reservation.name)
-            for key in waiting:
-                ctx = self.contexts.get(key)
-                if ctx is None or not ctx.required:
-                    continue
-                for name in trial:
-                    if ctx.name and ctx.name != name:
-                        continue
-                    wants = ReservationContext(candidates=(name,), required=True, name=name)
-                    if self.engine.schedule(pods[key], reservations=wants).outcome == "Scheduled":
-                        out.append(key)
-                        break
+            return [key for key in waiting if self._would_use(key, pods[key], trial)]
         finally:
             for name in trial:
                 self.engine.unreserve(name)
-        return out
+
+    def may_use_now(self, key: str, pod: Pod, names: list[str]) -> bool:
+        """Whether ``pod`` would fit in one of the available reservations ``names`` that it may use."""
+        return self._would_use(key, pod, names)
+
+    def available_since(self, step: int) -> list[str]:
+        """The reservations placed after ``step`` that are still available."""
+        return sorted(name for name, at in self.placed_at.items() if at > step and name in self.engine.holds)
+
+    def _would_use(self, key: str, pod: Pod, names: list[str]) -> bool:
+        """Whether ``pod`` would fit in one of the available reservations ``names`` that it may use: one its
+        reservation affinity asks for, or one whose owners it matches (reservation-manager decides on the pod's next
+        attempt whether it really matches). A pod that neither must use a reservation nor owns one gains nothing
+        from it (the reserve pod took the room it would use), so it is not tried."""
+        ctx = self.contexts.get(key)
+        required = ctx is not None and ctx.required
+        facts = facts_from_pod(pod)
+        for name in names:
+            if required:
+                assert ctx is not None
+                if ctx.name and ctx.name != name:
+                    continue
+            elif not owners_match(self.owners.get(name, ()), facts):
+                continue
+            wants = ReservationContext(candidates=(name,), required=True, name=name if required else "")
+            if self.engine.schedule(pod, reservations=wants).outcome == "Scheduled":
+                return True
+        return False
 
     def group_contexts(self, members: list[str] | tuple[str, ...]) -> dict[str, ReservationContext]:
         return {m: self.contexts[m] for m in members if m in self.contexts}
