@@ -29,6 +29,8 @@ from allot_contracts.events import (
     GangGroupUnschedulable,
     GangHoldsReleased,
     GangRetryRequested,
+    NodeMetricRemoved,
+    NodeMetricReported,
     NodeRegistered,
     NodeRemoved,
     ObjectRef,
@@ -64,6 +66,9 @@ from device_allocator.reservations import INTERESTS as RESERVATION_TYPES
 from device_allocator.reservations import Reservations
 
 HELD = "HeldForGang"
+FINISHED = frozenset({"Succeeded", "Failed"})
+# what a new NodeMetric can change: only pods held back by a node's load are tried again on one
+LOAD_CODES = frozenset({"UsageExceedThreshold", "AggregatedUsageExceedThreshold"})
 
 
 class DeviceAllocator:
@@ -302,6 +307,10 @@ class DeviceAllocator:
                 return [*self.reservations.released(), *self._requeue("a reservation ended")]
             case NodeRegistered() | DevicesReported() | TopologyReported():
                 return self._requeue("capacity added")
+            case PodObserved(pod=pod, spec=spec) if spec is not None and spec.phase in FINISHED:
+                return self._requeue(f"{pod.key} finished")
+            case NodeMetricReported(name=name) | NodeMetricRemoved(name=name):
+                return self._requeue(f"node {name} load changed", codes=LOAD_CODES)
             case _:
                 return []
 
@@ -463,14 +472,19 @@ class DeviceAllocator:
                 out.append(self._requeued(key, reason))
         return out
 
-    def _requeue(self, reason: str) -> list[Emit]:
+    def _requeue(self, reason: str, codes: frozenset[str] | None = None) -> list[Emit]:
         """Send back, in queue order, every unschedulable pod that would fit on its own now, and ask the
-        gang-coordinator to retry every waiting gang group that would now fit whole."""
+        gang-coordinator to retry every waiting gang group that would now fit whole. ``codes``: only pods whose last
+        attempt failed for one of these reasons can gain from what happened (the event's queueing hint)."""
         retried = self.reservations.retry()  # reserve pods waiting for capacity first
         if not self.unschedulable and not self.queue.blocked:
             return retried
         order = sorted(
-            (k for k in self.unschedulable if k in self.pods),
+            (
+                k
+                for k in self.unschedulable
+                if k in self.pods and (codes is None or codes & set(self.unschedulable_codes.get(k, ())))
+            ),
             key=lambda k: (-self.pods[k].priority, self.arrival.get(k, 0), k),
         )
         out: list[Emit] = retried
