@@ -6,9 +6,10 @@ tests/conformance/README.md.
 
 Both runs reduce a log to the same *outcome*: the documents the door refused, the facts of the last decision of each
 object, and what the node side derived for each node. The simulator applies the documents one by one; the live
-stack records every document between two ``AdvanceClock`` documents at once, as ``allot apply -f`` does, and moves
-a manual clock the way the simulator does (timers fire at their own time, in order), so a case's outcome must not
-depend on how fast the services handle what they receive.
+stack records the cluster (Nodes, Devices, NodeMetrics, quotas) and then every workload document up to the next
+``AdvanceClock`` at once, as ``allot apply -f`` does, and moves a manual clock the way the simulator does (timers fire
+at their own time, in order), so a case's outcome must not depend on how fast the services handle what they receive
+or in which order the pipeline's stages get to it.
 """
 
 from __future__ import annotations
@@ -155,13 +156,39 @@ def _label(verdict: Verdict) -> str:
     return f"{verdict.document.kind} {ref.key}"
 
 
+# The cluster a workload is submitted to: what a user (or Kubernetes) has in place before pods arrive.
+CLUSTER_KINDS = frozenset(
+    {
+        "Node",
+        "Device",
+        "NodeResourceTopology",
+        "NodeMetric",
+        "ConfigMap",
+        "ElasticQuota",
+        "ElasticQuotaProfile",
+        "PriorityClass",
+        "Namespace",
+        "ClusterColocationProfile",
+    }
+)
+
+
 def segments(inputs: list[Input]) -> Iterator[tuple[list[Input], float | None]]:
-    """The inputs between two clock moves, each with the move that follows it (None at the end)."""
+    """What the live stack records at once: the inputs between two clock moves, each run split in two — its leading
+    cluster objects (Nodes, Devices, NodeMetrics, quotas, ...), then everything from the first workload object on —
+    each with the clock move that follows it (0 between the two halves, None at the end)."""
     batch: list[Input] = []
     for item in inputs:
         if item.advance_seconds is not None:
             yield batch, item.advance_seconds
             batch = []
+        elif (
+            batch
+            and item.document.kind not in CLUSTER_KINDS
+            and all(b.document.kind in CLUSTER_KINDS for b in batch)
+        ):
+            yield batch, 0.0
+            batch = [item]
         else:
             batch.append(item)
     yield batch, None
@@ -269,7 +296,7 @@ async def live(
                 ]
             if news:
                 await store.append(news, producer="api")
-            if move is not None:
+            if move:
                 applied += 1  # the simulator counts a clock move as an applied document
             await _advance(stack, clock, fired, 0.0 if move is None else move, timeout)
         records = [r async for r in store.iterate()]

@@ -110,7 +110,7 @@ class DeviceAllocator:
         self.arrival: dict[str, int] = {}  # pod -> arrival sequence (queue order tie-break)
         self.placed: dict[str, str] = {}  # pod -> node
         self.unschedulable: dict[str, int] = {}  # pod -> last attempt
-        # pod -> reason codes of its last pod.unschedulable (read by the metrics only)
+        # pod -> reason codes of its last pod.unschedulable (the metrics and the requeue hints read them)
         self.unschedulable_codes: dict[str, tuple[str, ...]] = {}
         self.freed: dict[
             str, tuple[str, Freed | None, str]
@@ -119,9 +119,9 @@ class DeviceAllocator:
         self.freed_gang: set[str] = set()  # gang member -> (group, attempt) whose placement it holds
         self._arrivals = 0
         self._steps = 0  # events evolved so far: orders reservation placements against pods' attempts
-        self.attempt_began: dict[
-            str, int
-        ] = {}  # pod -> the step at which its current attempt entered the queue
+        # pod -> the step at which its current attempt entered the queue
+        self.attempt_began: dict[str, int] = {}
+        self.group_failed_step: dict[str, int] = {}  # gang group -> the step of its last failed attempt
 
     # -- evolve ----------------------------------------------------------------------------------------------
 
@@ -206,6 +206,7 @@ class DeviceAllocator:
                     self.queue.recorded(item, False, at)
                     self.queue.block(item, tuple(members))
                 self.group_attempt_at[group] = at
+                self.group_failed_step[group] = self._steps
             case PodPlaced(pod=pod, node=node, decision=placed):
                 self.queue.recorded(self._pod_item(pod.key), True, at)
                 self.queue.held.discard(pod.key)
@@ -370,7 +371,7 @@ class DeviceAllocator:
             ),
         )
         became = self.reservations.available_since(self.attempt_began.get(pod.key, 0))
-        if became and self.reservations.may_use_now(pod.key, spec, became):
+        if became and self.reservations.may_use_any(pod.key, spec, became):
             # its reservations were resolved before these became available: the next attempt sees them
             # (kube-scheduler requeues a pod whose hinted event came during its scheduling cycle the same way)
             reason = f"reservation {', '.join(became)} became available during its attempt"
@@ -458,11 +459,24 @@ class DeviceAllocator:
                     decision=decision,
                     members=list(members),
                 ),
-            )
+            ),
+            *self._stale_group(group, members),
         ]
         if self.queue.reserving_band() is not None and not self.queue.would_still_reserve(item, at):
             out += self._release_held(f"gang {group} stopped holding capacity")
         return out
+
+    def _stale_group(self, group: str, members: list[str]) -> list[Emit]:
+        """A gang group whose members' reservations were resolved before one they may use became available is
+        retried at once, after this failure is recorded (the plain pod's rule in ``_place``)."""
+        began = max([self.group_failed_step.get(group, 0), *(self.attempt_began.get(m, 0) for m in members)])
+        became = self.reservations.available_since(began)
+        if not became or not any(self.reservations.may_use_any(m, self.pods[m], became) for m in members):
+            return []
+        reason = f"reservation {', '.join(became)} became available during its attempt"
+        return [
+            Emit(stream_id=stream_id("gang", group), event=GangRetryRequested(group=group, reason=reason))
+        ]
 
     def _release_held(self, reason: str, skip: set[str] | frozenset[str] = frozenset()) -> list[Emit]:
         """Pods held back for a reserving gang go back through admission once the reservation ends."""

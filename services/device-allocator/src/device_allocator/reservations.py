@@ -278,30 +278,38 @@ class Reservations:
             for name in trial:
                 self.engine.unreserve(name)
 
-    def may_use_now(self, key: str, pod: Pod, names: list[str]) -> bool:
-        """Whether ``pod`` would fit in one of the available reservations ``names`` that it may use."""
-        return self._would_use(key, pod, names)
+    def may_use_any(self, key: str, pod: Pod, names: list[str]) -> bool:
+        """Whether ``pod`` may use one of the available reservations ``names`` (fit aside)."""
+        return any(self._may_use(key, pod, name) for name in names)
 
     def available_since(self, step: int) -> list[str]:
         """The reservations placed after ``step`` that are still available."""
         return sorted(name for name, at in self.placed_at.items() if at > step and name in self.engine.holds)
 
+    def _may_use(self, key: str, pod: Pod, name: str) -> bool:
+        """The reservation ``name`` is one ``pod`` may use: its reservation affinity asks for it, the pod matches its
+        owners, or the pod ignores reservations (it may then use what they hold unallocated). reservation-manager
+        decides on the pod's next attempt whether it really matches."""
+        ctx = self.contexts.get(key)
+        if ctx is not None and ctx.required:
+            return not ctx.name or ctx.name == name
+        return pod.reservation.ignored or owners_match(self.owners.get(name, ()), facts_from_pod(pod))
+
     def _would_use(self, key: str, pod: Pod, names: list[str]) -> bool:
-        """Whether ``pod`` would fit in one of the available reservations ``names`` that it may use: one its
-        reservation affinity asks for, or one whose owners it matches (reservation-manager decides on the pod's next
-        attempt whether it really matches). A pod that neither must use a reservation nor owns one gains nothing
-        from it (the reserve pod took the room it would use), so it is not tried."""
+        """Whether ``pod`` would fit in one of the available reservations ``names`` that it may use. A pod that may
+        use none gains nothing from a new reservation (the reserve pod took the room it would use)."""
         ctx = self.contexts.get(key)
         required = ctx is not None and ctx.required
-        facts = facts_from_pod(pod)
+        ignored = pod.reservation.ignored
         for name in names:
-            if required:
-                assert ctx is not None
-                if ctx.name and ctx.name != name:
-                    continue
-            elif not owners_match(self.owners.get(name, ()), facts):
+            if not self._may_use(key, pod, name):
                 continue
-            wants = ReservationContext(candidates=(name,), required=True, name=name if required else "")
+            wants = ReservationContext(
+                candidates=(name,),
+                required=required or not ignored,
+                ignored=ignored,
+                name=name if required else "",
+            )
             if self.engine.schedule(pod, reservations=wants).outcome == "Scheduled":
                 return True
         return False
