@@ -29,20 +29,22 @@ def owned_by(kind: str, name: str, pod: str, node: str, **kw: Any) -> dict[str, 
 
 
 def with_volumes(manifest: dict[str, Any], *volumes: dict[str, Any]) -> dict[str, Any]:
-    manifest["spec"]["volumes"] = list(volumes)
+    if volumes:
+        manifest["spec"]["volumes"] = list(volumes)
     return manifest
 
 
-# Two replicas of each workload, so that the expected-replicas check (a workload of one is never migrated) does not
-# hide what the evictor filter decides.
+def two(kind: str, name: str, *volumes: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
+    """Two replicas of a workload, so that the expected-replicas check (a workload of one is never migrated) does
+    not hide what the evictor filter decides."""
+    return [with_volumes(owned_by(kind, name, f"{name}-{i}", f"n{i + 1}", **kw), *volumes) for i in range(2)]
+
+
+LOCAL = "uses local storage (emptyDir or hostPath; evictLocalStoragePods is off)"
 REFUSED = [
+    pytest.param(two("DaemonSet", "agent"), "a DaemonSet pod belongs to its node", id="daemonset"),
     pytest.param(
-        [owned_by("DaemonSet", "agent", f"agent-{n}", n) for n in ("n1", "n2")],
-        "a DaemonSet pod belongs to its node",
-        id="daemonset",
-    ),
-    pytest.param(
-        [
+        [  # a node owns its mirror pods
             owned_by(
                 "Node",
                 "n1",
@@ -55,57 +57,22 @@ REFUSED = [
         "a mirror (static) pod cannot be evicted",
         id="mirror",
     ),
+    pytest.param(two("ReplicaSet", "cache", {"name": "tmp", "emptyDir": {}}), LOCAL, id="emptydir"),
     pytest.param(
-        [
-            with_volumes(
-                owned_by("ReplicaSet", "cache", f"cache-{i}", f"n{i + 1}"), {"name": "tmp", "emptyDir": {}}
-            )
-            for i in range(2)
-        ],
-        "uses local storage (emptyDir or hostPath; evictLocalStoragePods is off)",
-        id="emptydir",
+        two("ReplicaSet", "logs", {"name": "var-log", "hostPath": {"path": "/var/log"}}), LOCAL, id="hostpath"
     ),
     pytest.param(
-        [
-            with_volumes(
-                owned_by("ReplicaSet", "logs", f"logs-{i}", f"n{i + 1}"),
-                {"name": "var-log", "hostPath": {"path": "/var/log"}},
-            )
-            for i in range(2)
-        ],
-        "uses local storage (emptyDir or hostPath; evictLocalStoragePods is off)",
-        id="hostpath",
-    ),
-    pytest.param(
-        [owned_by("ReplicaSet", "dns", f"dns-{i}", f"n{i + 1}", priority=2_000_000_000) for i in range(2)],
+        two("ReplicaSet", "dns", priority=2_000_000_000),
         "system-critical priority 2000000000 (evictSystemCriticalPods is off)",
         id="system-critical",
     ),
     pytest.param(
-        [
-            owned_by(
-                "ReplicaSet",
-                "db",
-                f"db-{i}",
-                f"n{i + 1}",
-                annotations={"scheduling.koordinator.sh/eviction-cost": "2147483647"},
-            )
-            for i in range(2)
-        ],
+        two("ReplicaSet", "db", annotations={"scheduling.koordinator.sh/eviction-cost": "2147483647"}),
         "scheduling.koordinator.sh/eviction-cost is 2147483647: never evicted",
         id="eviction-cost-max",
     ),
     pytest.param(
-        [
-            owned_by(
-                "ReplicaSet",
-                "db",
-                f"db-{i}",
-                f"n{i + 1}",
-                annotations={"descheduler.alpha.kubernetes.io/prevent-eviction": "true"},
-            )
-            for i in range(2)
-        ],
+        two("ReplicaSet", "db", annotations={"descheduler.alpha.kubernetes.io/prevent-eviction": "true"}),
         "descheduler.alpha.kubernetes.io/prevent-eviction is true",
         id="prevent-eviction",
     ),
@@ -152,19 +119,8 @@ def test_a_job_made_by_hand_for_a_deployment_pod_still_migrates(mode: str) -> No
 @pytest.mark.parametrize(
     ("config", "pods"),
     [
-        (
-            {"evictLocalStoragePods": True},
-            [
-                with_volumes(
-                    owned_by("ReplicaSet", "c", f"c-{i}", f"n{i + 1}"), {"name": "t", "emptyDir": {}}
-                )
-                for i in range(2)
-            ],
-        ),
-        (
-            {"evictSystemCriticalPods": True},
-            [owned_by("ReplicaSet", "c", f"c-{i}", f"n{i + 1}", priority=2_000_001_000) for i in range(2)],
-        ),
+        ({"evictLocalStoragePods": True}, two("ReplicaSet", "c", {"name": "t", "emptyDir": {}})),
+        ({"evictSystemCriticalPods": True}, two("ReplicaSet", "c", priority=2_000_001_000)),
     ],
     ids=["evictLocalStoragePods", "evictSystemCriticalPods"],
 )
@@ -180,13 +136,10 @@ def test_the_migration_controller_settings_lift_the_checks(
 
 def test_ignore_pvc_pods_refuses_a_pod_with_a_claim() -> None:
     d = cluster({"migration": {"ignorePvcPods": True}})
-    for i in range(2):
-        d.pod(
-            with_volumes(
-                owned_by("StatefulSet", "pg", f"pg-{i}", f"n{i + 1}"),
-                {"name": "data", "persistentVolumeClaim": {"claimName": f"data-pg-{i}"}},
-            )
-        )
+    for manifest in two(
+        "StatefulSet", "pg", {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
+    ):
+        d.pod(manifest)
     (out,) = d.job(a_job_manifest("j", pod="default/pg-0"))
     assert isinstance(out, MigrationFailed) and out.message.endswith(
         "uses a PersistentVolumeClaim (ignorePvcPods is on)"
