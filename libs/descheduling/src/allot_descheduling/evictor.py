@@ -24,7 +24,8 @@ user asked for the pod to be evictable, as upstream's ``HaveEvictAnnotation``. P
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 import msgspec
 
@@ -97,16 +98,16 @@ def int_annotation(pod: PodInput, key: str) -> int:
         return 0
 
 
-def evict_requested(pod: PodInput) -> bool:
+def evict_requested(annotations: Mapping[str, Any]) -> bool:
     """The pod carries ``descheduler.alpha.kubernetes.io/evict``: the evictor's checks do not hold it back."""
-    return ANN_EVICT in pod.annotations
+    return ANN_EVICT in annotations
 
 
 def refusal(pod: PodInput, args: EvictorArgs) -> tuple[str, str]:
     """Why the pod may not be evicted, as ``(code, reason)``; ``("", "")`` when it may."""
     if pod.annotations.get(ANN_PREVENT_EVICTION) == "true":
         return "EvictionDisabled", f"{ANN_PREVENT_EVICTION} is true"
-    if evict_requested(pod):
+    if evict_requested(pod.annotations):
         return "", ""
     return _checks(pod, args)
 

@@ -83,7 +83,7 @@ def forbidden(job: Job, pod: PodRecord, jobs: Jobs, world: World, cfg: Migration
     if code:
         return why
     wkey = world.workload_key(pod)
-    if wkey is not None and not cfg.skip_check_expected_replicas and not evict_requested(subject):
+    if wkey is not None and not cfg.skip_check_expected_replicas and not evict_requested(subject.annotations):
         replicas = len(world.workload_pods(wkey))
         most = max_unavailable(replicas, cfg.max_per_workload)
         unavailable = max_unavailable(replicas, cfg.max_unavailable_per_workload)
@@ -97,7 +97,7 @@ def forbidden(job: Job, pod: PodRecord, jobs: Jobs, world: World, cfg: Migration
 
 def held(job: Job, pod: PodRecord, jobs: Jobs, world: World, cfg: MigrationConfig) -> tuple[str, str]:
     """The limit that keeps the job Pending now, as ``(reason, message)``; ``("", "")`` when it may start."""
-    if evict_requested(pod_input(pod)):
+    if evict_requested((pod.manifest.get("metadata") or {}).get("annotations") or {}):
         return "", ""
     running = _running(jobs, job)
     others = [j for j in running if j.spec.pod.key != job.spec.pod.key]
