@@ -281,3 +281,36 @@ def test_its_own_jobs_coming_back_as_triggers_change_nothing() -> None:
     for record in own:
         assert host.step(record) == []
     assert host.digest() == before
+
+
+def with_migration(config: dict[str, Any], migration: dict[str, Any], **args: Any) -> dict[str, Any]:
+    """The descheduler config with the migration controller's settings (and a profile's MigrationController args)."""
+    out: dict[str, Any] = {"reservation-manager": {**config["reservation-manager"], "migration": migration}}
+    if args:
+        profile = out["reservation-manager"]["descheduler"]["profiles"][0]
+        profile["pluginConfig"] = [*profile["pluginConfig"], {"name": "MigrationController", "args": args}]
+    return out
+
+
+def test_rounds_skip_the_pods_the_migration_controller_would_refuse() -> None:
+    # the migration controller's evictor filter is the round's: no job is asked for a pod it would fail
+    config = with_migration(descheduler(abnormalities=1), {"namespaces": {"exclude": ["shop"]}})
+    cluster = Cluster(config, PLACEMENT)
+    cluster.report()
+    cluster.sc.advance(60)
+    (first,) = cluster.rounds()
+    hot = [c for c in first["candidates"] if c["node"] == "node-hot"]
+    assert hot and {c["code"] for c in hot} == {"NamespaceExcluded"}, hot
+    assert "excluded from migrations" in hot[0]["reason"]
+    assert not first["jobs"] and not cluster.sc.of_type("migration.applied")
+
+
+def test_a_profile_cannot_allow_what_the_migration_controller_refuses() -> None:
+    config = with_migration(descheduler(), {}, evictLocalStoragePods=True)
+    with pytest.raises(DeschedulerConfigError) as err:
+        ReservationManager(config["reservation-manager"])
+    (issue,) = err.value.issues
+    assert issue.path == "descheduler.profiles[0].pluginConfig[1].args.evictLocalStoragePods"
+    assert "migration.evictLocalStoragePods" in issue.message
+    allowed = with_migration(descheduler(), {"evictLocalStoragePods": True}, evictLocalStoragePods=True)
+    assert ReservationManager(allowed["reservation-manager"]).descheduler.enabled

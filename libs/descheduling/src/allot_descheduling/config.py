@@ -52,6 +52,7 @@ from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.migration import EVICT_DIRECTLY, RESERVATION_FIRST
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_contracts.objects.times import DurationError, parse_duration_us
+from allot_descheduling.evictor import EvictorArgs
 
 __all__ = [
     "AnomalyCondition",
@@ -151,6 +152,17 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     job_ttl_us: int = 0  # 0: reservation-manager's migration.defaultJobTTL
     evict_local_storage: bool = False
     evict_system_critical: bool = False
+    args_path: str = ""  # where its MigrationController args are (for errors naming them)
+    # the evictor filter its rounds apply: the migration controller's, set by the host (the jobs it asks for pass the
+    # same filter); None: this profile's evictLocalStoragePods / evictSystemCriticalPods alone
+    evictor: EvictorArgs | None = None
+
+    def evictor_args(self) -> EvictorArgs:
+        if self.evictor is not None:
+            return self.evictor
+        return EvictorArgs(
+            evict_local_storage=self.evict_local_storage, evict_system_critical=self.evict_system_critical
+        )
 
 
 class DeschedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -505,6 +517,7 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
         job_ttl_us=ttl,
         evict_local_storage=local,
         evict_system_critical=critical,
+        args_path=mpath,
     )
 
 

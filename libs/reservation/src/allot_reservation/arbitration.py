@@ -1,10 +1,12 @@
-"""Which PodMigrationJobs may start now (upstream's migration arbitrator, v0.7 / v1.4 / v1.6).
+"""Which PodMigrationJobs may start now (upstream's migration arbitrator, v0.7 / v1.4 / v1.6). Every job passes
+it, whoever asked for it: the descheduler or a user applying a PodMigrationJob by hand.
 
-Non-retryable checks fail the job (``ForbiddenMigratePod``): another active job already migrates the pod; the pod's
-namespace is excluded (or not included); it does not match the configured label selector; its priority is not below
-the priority threshold; in Kubernetes mode a pod without a controller (nothing would re-create it) unless
-``evictAllBarePods``; a workload whose replicas equal 1, its max migrating or its max unavailable (unless
-``skipCheckExpectedReplicas``).
+Non-retryable checks fail the job (``ForbiddenMigratePod``): another active job already migrates the pod; the
+evictor filter refuses the pod (:mod:`allot_descheduling.evictor`, the filter the descheduler's candidates pass too:
+namespaces, DaemonSet, mirror and static pods, bare pods in Kubernetes mode unless ``evictAllBarePods``,
+system-critical priority, the priority threshold, the never-evict eviction cost, local storage, PVCs with
+``ignorePvcPods``, the label selector); a workload whose replicas equal 1, its max migrating or its max unavailable
+(unless ``skipCheckExpectedReplicas``).
 
 Retryable checks keep it Pending: at most ``maxMigratingGlobally`` running jobs, ``maxMigratingPerNode`` per source
 node (default 2), ``maxMigratingPerNamespace`` per namespace, ``maxMigratingPerWorkload`` per workload and
@@ -12,18 +14,22 @@ node (default 2), ``maxMigratingPerNamespace`` per namespace, ``maxMigratingPerW
 below what it may lose. A workload is the pods sharing a controller reference; its expected replicas are the pods of
 it Allot knows (there is no scale subresource in the log).
 
+A pod annotated ``descheduler.alpha.kubernetes.io/evict`` passes every check but the one job per pod (upstream:
+"any annotated as evictable pod pass non-retryable filter", and the retryable filter likewise).
+
 Order: lower-priority pods first, then the newest job (upstream sorts by creation time, newest first), then name.
 Pure.
 """
 
 from __future__ import annotations
 
-from allot_contracts.objects.selectors import match_label_selector
+from allot_descheduling.evictor import EvictorArgs, evict_requested, refusal
 from allot_reservation.config import IntOrPercent, MigrationConfig
+from allot_reservation.evictee import pod_input
 from allot_reservation.jobs import RUNNING, Job, Jobs
 from allot_reservation.world import PodRecord, World
 
-__all__ = ["forbidden", "held", "max_unavailable", "order"]
+__all__ = ["evictor_args", "forbidden", "held", "max_unavailable", "order"]
 
 
 def max_unavailable(replicas: int, limit: IntOrPercent | None) -> int:
@@ -48,6 +54,21 @@ def _running(jobs: Jobs, other_than: Job) -> list[Job]:
     return [j for j in jobs.active() if j.phase == RUNNING and j.name != other_than.name]
 
 
+def evictor_args(cfg: MigrationConfig, mode: str) -> EvictorArgs:
+    """The evictor filter's settings: the migration controller's. Standalone, Allot re-creates a bare pod itself,
+    so bare pods may be evicted; in Kubernetes mode only with ``evictAllBarePods``."""
+    return EvictorArgs(
+        evict_local_storage=cfg.evict_local_storage,
+        evict_system_critical=cfg.evict_system_critical,
+        ignore_pvc=cfg.ignore_pvc,
+        evict_bare_pods=mode != "kubernetes" or cfg.evict_all_bare_pods,
+        include_namespaces=cfg.include_namespaces,
+        exclude_namespaces=cfg.exclude_namespaces,
+        priority_threshold=cfg.priority_threshold,
+        label_selector=cfg.label_selector,
+    )
+
+
 def forbidden(job: Job, pod: PodRecord, jobs: Jobs, world: World, cfg: MigrationConfig, mode: str) -> str:
     """Why the pod may never be migrated by this job ("" when it may)."""
     for other in jobs.active():
@@ -57,22 +78,12 @@ def forbidden(job: Job, pod: PodRecord, jobs: Jobs, world: World, cfg: Migration
             and (other.phase == RUNNING or (other.created_at, other.name) < (job.created_at, job.name))
         ):
             return f"the pod is already being migrated by PodMigrationJob {other.name!r}"
-    namespace = job.spec.pod.namespace
-    if cfg.include_namespaces and namespace not in cfg.include_namespaces:
-        return f"namespace {namespace!r} is not among the namespaces migrations may touch"
-    if namespace in cfg.exclude_namespaces:
-        return f"namespace {namespace!r} is excluded from migrations"
-    facts, _ = pod.facts()
-    if cfg.label_selector is not None and not match_label_selector(cfg.label_selector, facts.labels):
-        return "the pod does not match the configured label selector"
-    if cfg.priority_threshold is not None and pod.priority >= cfg.priority_threshold:
-        return f"the pod's priority {pod.priority} is not below the threshold {cfg.priority_threshold}"
+    subject = pod_input(pod)
+    code, why = refusal(subject, evictor_args(cfg, mode))
+    if code:
+        return why
     wkey = world.workload_key(pod)
-    if wkey is None:
-        if mode == "kubernetes" and not cfg.evict_all_bare_pods:
-            return "the pod has no controller to re-create it (set evictAllBarePods to allow it)"
-        return ""
-    if not cfg.skip_check_expected_replicas:
+    if wkey is not None and not cfg.skip_check_expected_replicas and not evict_requested(subject.annotations):
         replicas = len(world.workload_pods(wkey))
         most = max_unavailable(replicas, cfg.max_per_workload)
         unavailable = max_unavailable(replicas, cfg.max_unavailable_per_workload)
@@ -86,6 +97,8 @@ def forbidden(job: Job, pod: PodRecord, jobs: Jobs, world: World, cfg: Migration
 
 def held(job: Job, pod: PodRecord, jobs: Jobs, world: World, cfg: MigrationConfig) -> tuple[str, str]:
     """The limit that keeps the job Pending now, as ``(reason, message)``; ``("", "")`` when it may start."""
+    if evict_requested((pod.manifest.get("metadata") or {}).get("annotations") or {}):
+        return "", ""
     running = _running(jobs, job)
     others = [j for j in running if j.spec.pod.key != job.spec.pod.key]
     if cfg.max_globally and len(others) >= cfg.max_globally:

@@ -18,6 +18,9 @@ migration:
   objectLimiters:                  # per-workload (and optionally per-namespace) migration rate
     workload: {duration: 5m, maxMigrating: null, burst: 1}
   evictAllBarePods: false          # Kubernetes mode: pods without a controller are not evicted unless set
+  evictLocalStoragePods: false     # pods with emptyDir / hostPath volumes are not evicted unless set
+  evictSystemCriticalPods: false   # pods of priority >= 2000000000 are not evicted unless set
+  ignorePvcPods: false             # set: pods with a persistentVolumeClaim are not evicted
   namespaces: {include: [], exclude: []}
   labelSelector: null              # only pods matching it may migrate
   priorityThreshold: null          # {value: N}: only pods with priority below N may migrate
@@ -52,6 +55,9 @@ _MIGRATION_KEYS: Final = frozenset(
         "evictBurst",
         "objectLimiters",
         "evictAllBarePods",
+        "evictLocalStoragePods",
+        "evictSystemCriticalPods",
+        "ignorePvcPods",
         "namespaces",
         "labelSelector",
         "priorityThreshold",
@@ -97,6 +103,9 @@ class MigrationConfig(msgspec.Struct, frozen=True, kw_only=True):
         default_factory=lambda: {"workload": Limiter(duration_us=300_000_000)}
     )
     evict_all_bare_pods: bool = False
+    evict_local_storage: bool = False
+    evict_system_critical: bool = False
+    ignore_pvc: bool = False
     include_namespaces: tuple[str, ...] = ()
     exclude_namespaces: tuple[str, ...] = ()
     label_selector: LabelSelector | None = None
@@ -266,6 +275,13 @@ def _migration(raw: Any, issues: list[FieldIssue]) -> MigrationConfig:
         evict_burst=_int(raw.get("evictBurst", 1), "migration.evictBurst", issues, minimum=1) or 1,
         limiters=limiters,
         evict_all_bare_pods=_bool(raw.get("evictAllBarePods"), "migration.evictAllBarePods", issues),
+        evict_local_storage=_bool(
+            raw.get("evictLocalStoragePods"), "migration.evictLocalStoragePods", issues
+        ),
+        evict_system_critical=_bool(
+            raw.get("evictSystemCriticalPods"), "migration.evictSystemCriticalPods", issues
+        ),
+        ignore_pvc=_bool(raw.get("ignorePvcPods"), "migration.ignorePvcPods", issues),
         include_namespaces=include,
         exclude_namespaces=exclude,
         label_selector=selector,

@@ -42,12 +42,14 @@ from allot_contracts.events import (
     ObjectRef,
     TimerFired,
 )
+from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.inventory import NodeInfo
 from allot_contracts.objects.migration import EVICT_DIRECTLY, parse_migration_job
 from allot_contracts.objects.nodemetric import NodeMetric, parse_nodemetric
 from allot_contracts.objects.times import format_duration
 from allot_descheduling import (
     DeschedulerConfig,
+    DeschedulerConfigError,
     Detector,
     NodeInput,
     PodInput,
@@ -55,7 +57,10 @@ from allot_descheduling import (
     parse_config,
     run_round,
 )
+from allot_reservation.arbitration import evictor_args
+from allot_reservation.config import ReservationConfig
 from allot_reservation.engine import NAME, ReservationEngine
+from allot_reservation.evictee import pod_input
 from allot_reservation.jobs import Job
 from allot_reservation.migrate import Migrations
 from allot_reservation.world import PodRecord
@@ -94,6 +99,28 @@ class Descheduler:
     @property
     def enabled(self) -> bool:
         return self.config.enabled
+
+    def agree(self, config: ReservationConfig) -> None:
+        """A profile's ``evictLocalStoragePods`` / ``evictSystemCriticalPods`` must be allowed by the migration
+        controller too: every job, the descheduler's included, passes its evictor filter, which would refuse them."""
+        issues: list[FieldIssue] = []
+        migration = config.migration
+        for profile in self.config.profiles:
+            for key, wanted, allowed in (
+                ("evictLocalStoragePods", profile.evict_local_storage, migration.evict_local_storage),
+                ("evictSystemCriticalPods", profile.evict_system_critical, migration.evict_system_critical),
+            ):
+                if wanted and not allowed:
+                    issues.append(
+                        FieldIssue(
+                            path=f"{profile.args_path}.{key}",
+                            message=f"the migration controller refuses such pods for every job: set migration.{key}"
+                            " too (reservation-manager's config)",
+                            value="true",
+                        )
+                    )
+        if issues:
+            raise DeschedulerConfigError(issues)
 
     # === apply ========================================================================================================
     def apply(self, event: Event, at: int) -> None:
@@ -172,7 +199,7 @@ class Descheduler:
                 continue
             number = self.rounds.get(profile.name, 0) + 1
             outcome = run_round(
-                profile,
+                _with_evictor(profile, engine.config),
                 at=at,
                 round_no=number,
                 nodes=nodes,
@@ -246,7 +273,7 @@ class Descheduler:
     def _pod_inputs(self, engine: ReservationEngine) -> list[PodInput]:
         migrating = {j.spec.pod.key: j.name for j in engine.jobs.jobs.values() if j.active}
         return [
-            _pod_input(rec, migrating.get(key, ""))
+            pod_input(rec, migrating.get(key, ""))
             for key, rec in sorted(engine.world.pods.items())
             if rec.node
         ]
@@ -334,43 +361,17 @@ def _source(job: Job, engine: ReservationEngine) -> str:
     return rec.node if rec is not None and job.active else ""
 
 
-def _pod_input(rec: PodRecord, migrating: str) -> PodInput:
-    meta = rec.manifest.get("metadata") or {}
-    spec = rec.manifest.get("spec") or {}
-    volumes = spec.get("volumes") or []
-    local = any(isinstance(v, dict) and ("emptyDir" in v or "hostPath" in v) for v in volumes)
-    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
-    pod = rec.pod
-    if pod is None:
-        return PodInput(
-            key=rec.key,
-            uid=rec.uid,
-            node=rec.node,
-            labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
-            annotations=annotations,
-            priority=rec.priority,
-            local_storage=local,
-            reservation=rec.reservation,
-            migrating=migrating,
-        )
-    controller = next((o for o in pod.owners if o.controller), None)
-    return PodInput(
-        key=rec.key,
-        uid=rec.uid,
-        node=rec.node,
-        labels=dict(pod.labels),
-        annotations=annotations,
-        owner_kind=controller.kind if controller is not None else "",
-        priority=pod.priority,
-        koord_priority=pod.koord_priority,
-        kube_qos=pod.kube_qos,
-        koord_qos=pod.koord_qos,
-        requests=dict(pod.requests),
-        local_storage=local,
-        gang=pod.gang.gang_id if pod.gang is not None else "",
-        reservation=rec.reservation,
-        migrating=migrating,
-        terminating=pod.terminating,
+def _with_evictor(profile: Profile, config: ReservationConfig) -> Profile:
+    """The profile with the evictor filter its round applies: the migration controller's (the jobs it asks for pass
+    that filter too), narrowed by the profile's own evictLocalStoragePods / evictSystemCriticalPods."""
+    args = evictor_args(config.migration, config.mode)
+    return msgspec.structs.replace(
+        profile,
+        evictor=msgspec.structs.replace(
+            args,
+            evict_local_storage=args.evict_local_storage and profile.evict_local_storage,
+            evict_system_critical=args.evict_system_critical and profile.evict_system_critical,
+        ),
     )
 
 

@@ -32,6 +32,7 @@ class ReservationManager:
         config = dict(config or {})
         self.descheduler = Descheduler(config.pop("descheduler", None))  # docs/descheduling.md
         self.engine = ReservationEngine(ReservationConfig.from_dict(config))
+        self.descheduler.agree(self.engine.config)
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         if not owns(event):
