@@ -134,7 +134,11 @@ async def test_the_agent_enforces_on_real_cgroups_and_restores_drift(
                         (base / knob).write_text((base.parent / knob).read_text().strip() or "0")
         node = a_node("n1", cpu="8", memory="32Gi")
         node["status"]["allocatable"]["kubernetes.io/batch-cpu"] = "8000"
-        pod = a_pod("batch", uid=uid, labels={"koordinator.sh/qosClass": "BE"})
+        pod = a_pod(
+            "batch",
+            uid=uid,
+            labels={"koordinator.sh/qosClass": "BE", "koordinator.sh/priority-class": "koord-batch"},
+        )
         pod["spec"]["containers"][0]["resources"] = {"limits": {"kubernetes.io/batch-cpu": "500"}}
         inputs = [to_input(Document(source="t", index=i, body=d)) for i, d in enumerate([node, pod])]
         stack = InProcessStack(

@@ -453,3 +453,27 @@ async def test_what_the_log_cannot_store_is_skipped_and_counted_once(
     assert set(await kinds(store)) == {("pod.submitted", "pod:team/good")}
     labels = {"component": "kube-sync", "resource": "pods"}
     assert registry.get_sample_value("allot_kube_objects_skipped_total", labels) == 1
+
+
+async def test_a_pod_with_a_forbidden_qos_and_priority_is_recorded_refused_with_the_reason(
+    kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any, has: Any, log_of: Any
+):
+    """A BE pod of priority class koord-prod, as the API server holds it (``spec.priority`` resolved from
+    ``priorityClassName``): recorded with the door's refusal (no spec), which the first service rejects."""
+    for name, priority_class, value in (("be-prod", "koord-prod", 9000), ("be-batch", "koord-batch", 5000)):
+        pod = ours(name, labels={"koordinator.sh/qosClass": "BE"})
+        pod["spec"].update(priorityClassName=priority_class, priority=value)
+        kube.create(pod)
+    running(sync_for(store, client).run)
+    await eventually(has(store, "pod.submitted", "pod:team/be-prod"), what="be-prod recorded")
+    await eventually(has(store, "pod.submitted", "pod:team/be-batch"), what="be-batch recorded")
+    recorded = {s: p for t, s, p in await log_of(store, producer=PRODUCER) if t == "pod.submitted"}
+    refused = recorded["pod:team/be-prod"]
+    assert refused["spec"] is None
+    (issue,) = refused["issues"]
+    assert issue["path"] == 'metadata.labels["koordinator.sh/qosClass"]' and issue["code"] == "Forbidden"
+    assert issue["message"].startswith(
+        "Forbidden: koordinator.sh/qosClass=BE and priorityClass=koord-prod cannot be used in combination"
+    )
+    allowed = recorded["pod:team/be-batch"]
+    assert allowed["spec"]["koord_priority"] == "koord-batch" and not allowed.get("issues")

@@ -273,3 +273,66 @@ async def test_a_quota_list_that_fails_leaves_the_answer_to_the_failure_policy(
         assert "could not check the ElasticQuota tree" in (await answer.json())["message"]
     # Pods never need the list.
     assert (await post(tree_endpoint, "/validate", review(POD, ours("ok"))))["allowed"] is True
+
+
+def koord_pod(name: str, qos: str, priority_class: str, value: int, cpu: str = "1") -> dict[str, Any]:
+    """A pod as the API server sends it to the webhook: ``spec.priority`` resolved from ``priorityClassName``."""
+    pod = ours(name, cpu=cpu, labels={"koordinator.sh/qosClass": qos})
+    pod["spec"].update(priorityClassName=priority_class, priority=value)
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("qos", "priority_class", "value", "reason"),
+    [
+        ("BE", "koord-prod", 9000, "koordinator.sh/qosClass=BE and priorityClass=koord-prod"),
+        ("BE", "default-priority", 0, "koordinator.sh/qosClass=BE and priorityClass= cannot"),
+        ("LSR", "koord-batch", 5000, "koordinator.sh/qosClass=LSR and priorityClass=koord-batch"),
+        ("LSR", "koord-mid", 7000, "koordinator.sh/qosClass=LSR and priorityClass=koord-mid"),
+    ],
+)
+async def test_a_forbidden_qos_and_priority_combination_is_refused_with_upstreams_reason(
+    endpoint: Any, qos: str, priority_class: str, value: int, reason: str
+) -> None:
+    response = await post(endpoint, "/validate", review(POD, koord_pod("p", qos, priority_class, value)))
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 422
+    (cause,) = response["status"]["details"]["causes"]
+    assert cause["field"] == 'metadata.labels["koordinator.sh/qosClass"]'
+    assert cause["message"].startswith(f"Forbidden: {reason}")
+    assert "cannot be used in combination" in response["status"]["message"]
+
+
+async def test_allowed_qos_and_priority_combinations_pass(endpoint: Any) -> None:
+    for pod in (
+        koord_pod("ls", "LS", "koord-batch", 5000),
+        koord_pod("be", "BE", "koord-batch", 5000),
+        koord_pod("lsr", "LSR", "koord-prod", 9000, cpu="2"),
+        koord_pod("lse", "LSE", "koord-mid", 7000, cpu="2"),
+    ):
+        response = await post(endpoint, "/validate", review(POD, pod))
+        assert response["allowed"] is True, response
+
+
+def updated(old: dict[str, Any], **labels: str) -> dict[str, Any]:
+    """The AdmissionReview of an update of ``old`` that sets ``labels``."""
+    new = json.loads(json.dumps(old))
+    new["metadata"]["labels"].update(labels)
+    request = review(POD, new, "UPDATE")
+    request["request"]["oldObject"] = old
+    return request
+
+
+async def test_an_update_may_not_change_the_qos_class_or_the_priority(endpoint: Any) -> None:
+    old = koord_pod("p", "BE", "koord-batch", 5000)
+    response = await post(endpoint, "/validate", updated(old, **{"koordinator.sh/qosClass": "LS"}))
+    assert response["allowed"] is False
+    (cause,) = response["status"]["details"]["causes"]
+    assert cause["field"] == 'metadata.labels["koordinator.sh/qosClass"]'
+    assert cause["message"].startswith('Invalid value: "LS": field is immutable')
+
+    response = await post(endpoint, "/validate", updated(old, **{"koordinator.sh/priority": "1000"}))
+    assert response["allowed"] is False
+    assert response["status"]["details"]["causes"][0]["field"] == 'metadata.labels["koordinator.sh/priority"]'
+
+    assert (await post(endpoint, "/validate", updated(old, team="etl")))["allowed"] is True

@@ -63,7 +63,7 @@ status:
 BE_POD = """
 apiVersion: v1
 kind: Pod
-metadata: {name: %(name)s, namespace: batch, labels: {koordinator.sh/qosClass: BE}}
+metadata: {name: %(name)s, namespace: batch, labels: {koordinator.sh/qosClass: BE, koordinator.sh/priority-class: koord-batch}}
 spec:
   containers:
   - name: job

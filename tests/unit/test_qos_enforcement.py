@@ -80,7 +80,12 @@ def test_memory_pressure_evicts_a_be_pod_and_the_binder_deletes_it():
     s.apply(a_node("n1", cpu="8", memory="32Gi"))
     s.apply(
         a_pod("web", cpu="1", memory="1Gi"),
-        a_pod("batch", cpu="1", memory="1Gi", labels={"koordinator.sh/qosClass": "BE"}),
+        a_pod(
+            "batch",
+            cpu="1",
+            memory="1Gi",
+            labels={"koordinator.sh/qosClass": "BE", "koordinator.sh/priority-class": "koord-batch"},
+        ),
     )
     assert s.phase("default/batch") == "Bound"
     agent_records(
@@ -116,7 +121,7 @@ def test_get_wide_and_explain_show_the_plan_and_how_it_was_applied():
         "kubernetes.io/batch-cpu"
     ] = "8000"
     s.apply(node)
-    be = a_pod("be", labels={"koordinator.sh/qosClass": "BE"})
+    be = a_pod("be", labels={"koordinator.sh/qosClass": "BE", "koordinator.sh/priority-class": "koord-batch"})
     be["spec"]["containers"][0]["resources"] = {"limits": {"kubernetes.io/batch-cpu": "500"}}
     s.apply(be)
     [row] = pods_rows(s.view())

@@ -118,7 +118,7 @@ def test_a_bound_pod_with_a_malformed_allocation_is_accounted_by_its_requests_wi
 
 def test_bound_cpuset_and_numa_are_accounted() -> None:
     pod = bound(
-        a_pod("old", cpu="4", labels={n.LABEL_QOS: "LSR"}),
+        a_pod("old", cpu="4", labels={n.LABEL_QOS: "LSR", n.LABEL_PRIORITY_CLASS: "koord-prod"}),
         "n0",
         resource_status={
             "cpuset": "0-1,16-17",
@@ -127,7 +127,9 @@ def test_bound_cpuset_and_numa_are_accounted() -> None:
     )
     eng = engine_with(a_node("n0", cpu="32"), an_nrt("n0"), pod)
     assert eng.snapshot()["n0"]["cpusetAllocated"] == "0-1,16-17"
-    d = eng.schedule(admit(a_pod("p", cpu="2", labels={n.LABEL_QOS: "LSR"})))
+    d = eng.schedule(
+        admit(a_pod("p", cpu="2", labels={n.LABEL_QOS: "LSR", n.LABEL_PRIORITY_CLASS: "koord-prod"}))
+    )
     assert "0" not in d.annotations[n.ANN_RESOURCE_STATUS]["cpuset"].split(",")[0].split("-")
 
 
@@ -165,7 +167,7 @@ def test_decision_round_trips_through_json() -> None:
         cpu="4",
         gpu=2,
         resources={n.RDMA: "1"},
-        labels={n.LABEL_QOS: "LSR"},
+        labels={n.LABEL_QOS: "LSR", n.LABEL_PRIORITY_CLASS: "koord-prod"},
         annotations={
             HINT: {"rdma": {"vfSelector": {"matchLabels": {"type": "general"}}}},
             n.ANN_DEVICE_JOINT_ALLOCATE: {"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"},

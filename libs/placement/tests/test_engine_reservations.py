@@ -204,7 +204,7 @@ def _cpus(d: Any) -> set[int]:
 def test_reserved_cpusets_are_held_preferred_and_restricted(policy: str) -> None:
     from allot_placement.testing import an_nrt
 
-    lsr = {n.LABEL_QOS: "LSR"}
+    lsr = {n.LABEL_QOS: "LSR", n.LABEL_PRIORITY_CLASS: "koord-prod"}
     eng = engine_with(a_node("n1", cpu="32", memory="128Gi"), an_nrt("n1"))
     hold = reserve(eng, "r1", a_pod("r1", cpu="4", labels=lsr), policy=policy, allocate_once=False)
     reserved = set(hold.allocation.cpuset)

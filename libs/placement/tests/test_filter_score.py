@@ -42,7 +42,12 @@ TAINT = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
         ),
         (
             [a_node("a", extra={n.BATCH_CPU: "1000"})],
-            a_pod("p", cpu=None, resources={n.BATCH_CPU: "2000"}, labels={n.LABEL_QOS: "BE"}),
+            a_pod(
+                "p",
+                cpu=None,
+                resources={n.BATCH_CPU: "2000"},
+                labels={n.LABEL_QOS: "BE", n.LABEL_PRIORITY_CLASS: "koord-batch"},
+            ),
             f"0/1 nodes are available: 1 Insufficient {n.BATCH_CPU}.",
             ["InsufficientResource"],
         ),

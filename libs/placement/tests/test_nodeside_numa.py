@@ -11,7 +11,7 @@ from allot_placement.testing import a_node, a_pod, an_nrt, engine_with, place, s
 
 NUMA_SPEC = n.ANN_NUMA_TOPOLOGY_SPEC
 SINGLE = {NUMA_SPEC: {"numaTopologyPolicy": "SingleNUMANode"}}
-LSR = {n.LABEL_QOS: "LSR"}
+LSR = {n.LABEL_QOS: "LSR", n.LABEL_PRIORITY_CLASS: "koord-prod"}
 BE = {n.LABEL_QOS: "BE", n.LABEL_PRIORITY_CLASS: "koord-batch"}
 
 

@@ -11,7 +11,7 @@ from allot_contracts.objects.cpuset import parse_cpuset
 from allot_placement.testing import a_device, a_node, a_pod, admit, an_nrt, engine_with, place
 
 NUMA_SPEC, RSPEC = n.ANN_NUMA_TOPOLOGY_SPEC, n.ANN_RESOURCE_SPEC
-LSR = {n.LABEL_QOS: "LSR"}
+LSR = {n.LABEL_QOS: "LSR", n.LABEL_PRIORITY_CLASS: "koord-prod"}
 # an_nrt defaults: 2 NUMA nodes x 8 cores x 2 threads; CPU id = thread*16 + core; cores 0-7 on NUMA 0.
 
 

@@ -238,7 +238,7 @@ def test_rdma_instance_counts(q: int, strategy: str, exclusive: str, count: int,
 @pytest.mark.parametrize(
     ("labels", "annotations", "cpu", "bind", "error"),
     [
-        ({n.LABEL_QOS: "LSR"}, {}, "4", "FullPCPUs", None),
+        ({n.LABEL_QOS: "LSR", n.LABEL_PRIORITY_CLASS: "koord-prod"}, {}, "4", "FullPCPUs", None),
         (
             {n.LABEL_QOS: "LSE"},
             {n.ANN_RESOURCE_SPEC: {"preferredCPUBindPolicy": "SpreadByPCPUs"}},
@@ -247,8 +247,14 @@ def test_rdma_instance_counts(q: int, strategy: str, exclusive: str, count: int,
             None,
         ),
         ({n.LABEL_QOS: "LS"}, {}, "4", "", None),
-        ({n.LABEL_QOS: "LSR", n.LABEL_PRIORITY_CLASS: "koord-batch"}, {}, "4", "", None),
-        ({n.LABEL_QOS: "LSR"}, {}, "1500m", "", "the requested CPUs of LSR Pod must be integer"),
+        ({n.LABEL_QOS: "LSE", n.LABEL_PRIORITY_CLASS: "koord-batch"}, {}, "4", "", None),
+        (
+            {n.LABEL_QOS: "LSR", n.LABEL_PRIORITY_CLASS: "koord-prod"},
+            {},
+            "1500m",
+            "",
+            "the requested CPUs of LSR Pod must be integer",
+        ),
     ],
     ids=[
         "lsr-default-full-pcpus",

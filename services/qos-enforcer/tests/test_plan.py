@@ -119,7 +119,10 @@ POD_CASES = [
     ),
     pytest.param(
         pod(
-            qos="BE", requests={"kubernetes.io/batch-cpu": "500"}, limits={"kubernetes.io/batch-cpu": "1000"}
+            qos="BE",
+            requests={"kubernetes.io/batch-cpu": "500"},
+            limits={"kubernetes.io/batch-cpu": "1000"},
+            labels={"koordinator.sh/priority-class": "koord-batch"},
         ),
         {},
         {},
@@ -128,7 +131,10 @@ POD_CASES = [
     ),
     pytest.param(
         pod(
-            qos="BE", requests={"kubernetes.io/batch-cpu": "500"}, limits={"kubernetes.io/batch-cpu": "1000"}
+            qos="BE",
+            requests={"kubernetes.io/batch-cpu": "500"},
+            limits={"kubernetes.io/batch-cpu": "1000"},
+            labels={"koordinator.sh/priority-class": "koord-batch"},
         ),
         {},
         ENABLED_ALL,
@@ -625,7 +631,11 @@ def test_koordinator_settings_read_but_not_enforced_are_warnings_not_silence():
             limits={"cpu": "1"},
             status_ids=["ab"],
         ),
-        pod(qos="BE", limits={"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"}),
+        pod(
+            qos="BE",
+            limits={"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"},
+            labels={"koordinator.sh/priority-class": "koord-batch"},
+        ),
         pod(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"}, containers=2),
         pod(),
     ],

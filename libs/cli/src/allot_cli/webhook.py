@@ -5,7 +5,9 @@
   (:func:`verdict`), so an object ``kubectl apply`` accepts is one the services accept, and a refused one is refused
   at the door with every field path and reason instead of being recorded as rejected later. What Allot reads but
   does not act on comes back as ``warnings`` (kubectl prints them). A pod of another scheduler is not Allot's to
-  judge: allowed as it is.
+  judge: allowed as it is. An update of a pod may not change its QoS class, its Koordinator priority class or its
+  ``koordinator.sh/priority`` label (Koordinator's pod webhook refuses it too; kube-sync records a pod once, so such
+  a change would never reach the services).
 - ``POST /mutate`` (MutatingWebhookConfiguration): sets ``spec.schedulerName`` to Allot's on pod creation. *Which*
   pods is the configuration's ``namespaceSelector`` (a namespace label) and ``objectSelector`` (a pod label): the
   API server only sends those. A pod that names another scheduler than ``default-scheduler`` keeps it (with a
@@ -38,6 +40,7 @@ from aiohttp import web
 from allot_contracts.events import FieldIssue
 from allot_contracts.objects.admission import admit
 from allot_contracts.objects.pod import PodContext
+from allot_contracts.objects.qos_rules import immutable_issues
 from allot_contracts.objects.quota import QUOTA_API, parse_quota
 from allot_quota import QuotaEngine
 
@@ -59,10 +62,16 @@ QuotaLister = Callable[[], Awaitable[list[dict[str, Any]]]]  # the cluster's Ela
 _CONTEXT = PodContext(resolve_priority=False)  # the API server's priority admission runs before webhooks
 
 
-def verdict(manifest: dict[str, Any]) -> tuple[list[FieldIssue], list[FieldIssue]]:
-    """(issues, warnings) of one object, by the admission every door uses."""
+def verdict(
+    manifest: dict[str, Any], old: dict[str, Any] | None = None
+) -> tuple[list[FieldIssue], list[FieldIssue]]:
+    """(issues, warnings) of one object, by the admission every door uses; for the update of a pod (``old``: the
+    pod before it), also what the update may not change."""
     admitted = admit(manifest, _CONTEXT)
-    return list(admitted.issues), list(admitted.warnings)
+    issues = list(admitted.issues)
+    if old is not None and manifest.get("kind") == "Pod":
+        issues += immutable_issues(old, manifest)
+    return issues, list(admitted.warnings)
 
 
 def quota_tree_issues(request: dict[str, Any], cluster: list[dict[str, Any]]) -> list[FieldIssue]:
@@ -163,7 +172,8 @@ class Webhook:
             self._count("not-ours")
             return {"uid": uid, "allowed": True}
         try:
-            issues, warnings = verdict(manifest)
+            old = request.get("oldObject") if request.get("operation") == "UPDATE" else None
+            issues, warnings = verdict(manifest, old if isinstance(old, dict) else None)
         except (
             Exception
         ) as exc:  # a validator's bug is the webhook's error: failurePolicy decides, not a guess

@@ -13,12 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from allot_contracts.objects.qos_rules import koord_priority_of, koord_qos_of
 from allot_contracts.quantity import QuantityError, to_canonical
 
 MAX_INT64 = 2**63 - 1
-QOS_LABEL = "koordinator.sh/qosClass"
-PRIORITY_CLASS_LABEL = "koordinator.sh/priority-class"
-KOORD_QOS = ("LSE", "LSR", "LS", "BE", "SYSTEM")
 
 
 def meta(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -146,35 +144,17 @@ def priority_value(manifest: Mapping[str, Any]) -> int:
 
 
 def koord_priority_class(manifest: Mapping[str, Any]) -> str:
-    """Koordinator priority class: the label, else derived from ``spec.priority`` bands, else from QoS, else none."""
-    label = labels(manifest).get(PRIORITY_CLASS_LABEL, "")
-    if label in ("koord-prod", "koord-mid", "koord-batch", "koord-free"):
-        return label
+    """Koordinator priority class with default (:func:`allot_contracts.objects.qos_rules.koord_priority_of`: the
+    label, else the ``spec.priority`` band, else from the QoS class), else ``"none"``."""
     priority = (manifest.get("spec") or {}).get("priority")
-    if isinstance(priority, int) and not isinstance(priority, bool):
-        for low, high, name in (
-            (9000, 9999, "koord-prod"),
-            (7000, 7999, "koord-mid"),
-            (5000, 5999, "koord-batch"),
-            (3000, 3999, "koord-free"),
-        ):
-            if low <= priority <= high:
-                return name
-    qos = koord_qos_class(manifest)
-    if qos in ("SYSTEM", "LSE", "LSR", "LS"):
-        return "koord-prod"
-    if qos == "BE":
-        return "koord-batch"
-    return "none"
+    given = priority if isinstance(priority, int) and not isinstance(priority, bool) else None
+    return koord_priority_of(labels(manifest), given, koord_qos_class(manifest)) or "none"
 
 
 def koord_qos_class(manifest: Mapping[str, Any]) -> str:
     """Koordinator QoS from the ``koordinator.sh/qosClass`` label; without it, derived like koordlet does:
     Guaranteed/Burstable → LS, BestEffort → BE."""
-    label = labels(manifest).get(QOS_LABEL, "")
-    if label in KOORD_QOS:
-        return label
-    return "BE" if kube_qos_class(manifest) == "BestEffort" else "LS"
+    return koord_qos_of(labels(manifest), kube_qos_class(manifest))
 
 
 def storage_issues(value: Any, path: str = "") -> list[tuple[str, str]]:

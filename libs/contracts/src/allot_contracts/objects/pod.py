@@ -22,7 +22,8 @@ What is computed here, once:
 
 Refused, as upstream refuses (the bad-input catalogue in docs/placement.md): invalid names, labels and annotation
 sizes; malformed or out-of-range quantities; invalid resource names; extended resources whose request differs from
-their limit; ``koordinator.sh/gpu: 0``; batch resources on a pod whose QoS is not BE; the reserved
+their limit; ``koordinator.sh/gpu: 0``; the QoS class / priority class combinations and CPU requests Koordinator's
+pod webhook refuses (:mod:`allot_contracts.objects.qos_rules`); the reserved
 ``scheduling.koordinator.sh/reserve-pod`` annotation; an unknown ``priorityClassName`` or a ``spec.priority``
 contradicting it; malformed device, NUMA, gang and hint annotations.
 
@@ -60,6 +61,7 @@ from allot_contracts.objects.gang import GangDecl, read_pod_gang, read_sub_prior
 from allot_contracts.objects.load_aware import LoadEstimation, read_load_estimation
 from allot_contracts.objects.meta import Owner, is_qualified_name, read_meta
 from allot_contracts.objects.nodemetric import parse_time
+from allot_contracts.objects.qos_rules import koord_priority_of, koord_qos_of, qos_issues
 from allot_contracts.objects.requests import DeviceRequest, device_requests, pod_requests
 from allot_contracts.objects.reservation import PodReservation, parse_pod_reservation
 from allot_contracts.objects.selectors import (
@@ -101,7 +103,6 @@ HAMI_NOT_ACTED_ON: Final = {
     "hami.io/device-scoring-weights": "read but not acted on: device scoring weights come from the scheduler "
     "configuration",
 }
-BATCH_RESOURCES: Final = frozenset({n.BATCH_CPU, n.BATCH_MEMORY})
 _NATIVE: Final = frozenset({n.CPU, n.MEMORY, n.EPHEMERAL_STORAGE, n.PODS})
 
 
@@ -222,26 +223,6 @@ class Pod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     def gpu_shared(self) -> bool:
         d = self.devices.get(n.GPU)
         return d is not None and d.shared
-
-
-def koord_priority_of(label: str, priority: int | None, koord_qos: str) -> str:
-    """Koordinator priority class: the label, else the ``spec.priority`` band, else derived from QoS."""
-    if label in n.PRIORITY_CLASSES:
-        return label
-    if priority is not None:
-        for low, high, name in (
-            (9000, 9999, "koord-prod"),
-            (7000, 7999, "koord-mid"),
-            (5000, 5999, "koord-batch"),
-            (3000, 3999, "koord-free"),
-        ):
-            if low <= priority <= high:
-                return name
-    if koord_qos in ("SYSTEM", "LSE", "LSR", "LS"):
-        return "koord-prod"
-    if koord_qos == "BE":
-        return "koord-batch"
-    return ""
 
 
 # --- containers ----------------------------------------------------------------------------------------------------
@@ -666,37 +647,6 @@ def parse_pod(
             )
         )
     kube_qos = _kube_qos(containers)
-    qos_label = labels.get(n.LABEL_QOS, "")
-    if qos_label and qos_label not in n.QOS_CLASSES:
-        issues.append(
-            FieldIssue(
-                path=label_path(n.LABEL_QOS),
-                code="NotSupported",
-                message=f"must be one of {', '.join(sorted(n.QOS_CLASSES))}",
-                value=qos_label,
-            )
-        )
-    koord_qos = qos_label if qos_label in n.QOS_CLASSES else ("BE" if kube_qos == "BestEffort" else "LS")
-    cpu = requests.get(n.CPU, 0)
-    if koord_qos in ("LSR", "LSE") and cpu % 1000 != 0:
-        issues.append(
-            FieldIssue(
-                path="spec.containers[*].resources.requests[cpu]",
-                code="InvalidCPURequest",
-                message=f"the requested CPUs of {koord_qos} Pod must be integer (got {cpu}m)",
-            )
-        )
-    batch = sorted(BATCH_RESOURCES & requests.keys())
-    if batch and koord_qos != "BE":
-        issues.append(
-            FieldIssue(
-                path=label_path(n.LABEL_QOS),
-                code="Required",
-                message=f"Required value: must specify koordinator QoS BE with koordinator colocation resources "
-                f"({', '.join(batch)})",
-                value=qos_label,
-            )
-        )
     if ANN_RESERVE_POD in ann:
         issues.append(
             FieldIssue(
@@ -705,18 +655,20 @@ def parse_pod(
                 message="Forbidden: cannot set in annotations (it marks the placeholder pods of Reservations)",
             )
         )
+    before_priority = len(issues)
     priority, pc_name, never, priority_given = _priority(spec, context, issues)
-    pc_label = labels.get(n.LABEL_PRIORITY_CLASS, "")
-    if pc_label and pc_label not in n.PRIORITY_CLASSES:
-        issues.append(
-            FieldIssue(
-                path=label_path(n.LABEL_PRIORITY_CLASS),
-                code="NotSupported",
-                message=f"must be one of {', '.join(sorted(n.PRIORITY_CLASSES))}",
-                value=pc_label,
-            )
+    resolved = priority if priority_given else None
+    issues.extend(
+        qos_issues(
+            labels,
+            resolved,
+            requests,
+            priority_class_name=pc_name,
+            check_priority=len(issues) == before_priority,
         )
-    koord_priority = koord_priority_of(pc_label, priority if priority_given else None, koord_qos)
+    )
+    koord_qos = koord_qos_of(labels, kube_qos)
+    koord_priority = koord_priority_of(labels, resolved, koord_qos)
 
     hints = parse_hints(decode_annotation(dict(ann), n.ANN_DEVICE_ALLOCATE_HINT, issues), issues)
     joint = parse_joint(decode_annotation(dict(ann), n.ANN_DEVICE_JOINT_ALLOCATE, issues), issues)
