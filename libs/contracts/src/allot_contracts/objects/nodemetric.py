@@ -332,6 +332,8 @@ def _pod_uid(
     entry: Mapping[str, Any], where: str, issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> str:
     """The pod's uid from ``extensions`` (node-reporter's sampler); other extensions are a warning."""
+    if "uid" not in entry and "extensions" not in entry:
+        return ""
     if "uid" in entry:
         issues.append(
             FieldIssue(

@@ -41,7 +41,8 @@ def read_resource_map(raw: Any, path: str, issues: list[FieldIssue], warnings: l
     if not isinstance(raw, Mapping):
         issues.append(FieldIssue(path=path, message=_SHAPE))
         return {}
-    for key in sorted(set(map(str, raw)) - set(RESOURCE_MAP_FIELDS)):
+    unknown = [str(key) for key in raw if key not in RESOURCE_MAP_FIELDS]
+    for key in sorted(unknown):
         issues.append(
             FieldIssue(
                 path=f"{path}.{key}",
