@@ -1148,33 +1148,14 @@ def _custom_resources(crds: list[Obj], *, examples: bool = True) -> list[Obj]:
     return found
 
 
-# Upstream's ResourceMap nests the quantities under `resources` (koordlet writes `nodeUsage: {resources: {cpu: ...}}`,
-# Koordinator's own docs show the same); the colocation examples, and the NodeMetric reader they feed, use a flat
-# map. Those usage maps are the one known difference, allowed in the examples only: upstream-shaped objects validate as
-# they are.
-FLAT_USAGE = ("nodeUsage", "systemUsage", "podUsage")
-
-
-def _flat_usage_only(errors: list[jsonschema.ValidationError]) -> bool:
-    return bool(errors) and all(
-        e.validator == "additionalProperties" and e.path and e.path[-1] in FLAT_USAGE for e in errors
-    )
-
-
 def test_the_examples_and_upstream_shaped_objects_validate_against_the_crds(crds: list[Obj]) -> None:
     validators = _cr_validators(crds)
     objects = _custom_resources(crds)
-    upstream = _custom_resources(crds, examples=False)
     assert {o["kind"] for o in objects} == {c["spec"]["names"]["kind"] for c in crds}
-    flat = []
     for obj in objects:
         errors = list(validators[(obj["apiVersion"], obj["kind"])].iter_errors(obj))
-        if obj["kind"] == "NodeMetric" and obj not in upstream and _flat_usage_only(errors):
-            flat.append(obj["metadata"]["name"])
-            continue
         found = [f"{'.'.join(map(str, e.path))}: {e.message}" for e in errors]
         assert found == [], f"{obj['kind']}/{obj['metadata']['name']}"
-    assert flat, "the examples' NodeMetrics follow upstream now: drop the allowance above"
 
 
 @pytest.mark.parametrize(

@@ -73,9 +73,13 @@ def docs() -> list[dict[str, Any]]:
                 "kind": "NodeMetric",
                 "metadata": {"name": name},
                 "status": {
-                    "nodeMetric": {"nodeUsage": {"cpu": cpu, "memory": "8Gi"}},
+                    "nodeMetric": {"nodeUsage": {"resources": {"cpu": cpu, "memory": "8Gi"}}},
                     "podsMetric": [
-                        {"namespace": "shop", "name": f"web-{i}", "podUsage": {"cpu": "3", "memory": "1Gi"}}
+                        {
+                            "namespace": "shop",
+                            "name": f"web-{i}",
+                            "podUsage": {"resources": {"cpu": "3", "memory": "1Gi"}},
+                        }
                         for i in range(pods)
                     ],
                 },

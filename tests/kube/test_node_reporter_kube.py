@@ -126,7 +126,10 @@ async def test_koordlets_node_metrics_are_recorded_at_every_report(
             "kind": "NodeMetric",
             "metadata": {"name": node},
             "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 60}},
-            "status": {"updateTime": at, "nodeMetric": {"nodeUsage": {"cpu": cpu, "memory": "1Gi"}}},
+            "status": {
+                "updateTime": at,
+                "nodeMetric": {"nodeUsage": {"resources": {"cpu": cpu, "memory": "1Gi"}}},
+            },
         }
 
     kube.create(a_node("n1"))

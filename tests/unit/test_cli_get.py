@@ -26,7 +26,7 @@ kind: NodeMetric
 metadata: {name: gpu-node-a, labels: {zone: a}}
 status:
   nodeMetric:
-    nodeUsage: {cpu: "16", memory: 128Gi}
+    nodeUsage: {resources: {cpu: "16", memory: 128Gi}}
 """
 
 

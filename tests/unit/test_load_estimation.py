@@ -33,9 +33,9 @@ kind: NodeMetric
 metadata: {name: node-a}
 status:
   nodeMetric:
-    nodeUsage: {cpu: "3", memory: 8Gi}
+    nodeUsage: {resources: {cpu: "3", memory: 8Gi}}
   podsMetric:
-  - {namespace: apps, name: old, podUsage: {cpu: 100m, memory: 1Gi}}
+  - {namespace: apps, name: old, podUsage: {resources: {cpu: 100m, memory: 1Gi}}}
 ---
 apiVersion: v1
 kind: Pod

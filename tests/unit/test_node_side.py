@@ -56,8 +56,8 @@ kind: NodeMetric
 metadata: {name: %(name)s}
 status:
   nodeMetric:
-    nodeUsage: {cpu: "%(cpu)s", memory: 20Gi}
-    systemUsage: {cpu: "1", memory: 2Gi}
+    nodeUsage: {resources: {cpu: "%(cpu)s", memory: 20Gi}}
+    systemUsage: {resources: {cpu: "1", memory: 2Gi}}
 ---
 """
 BE_POD = """
@@ -230,7 +230,8 @@ def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
         d for d in (EXAMPLES / "02-batch-overcommit.yaml").read_text().split("---") if "kind: NodeMetric" in d
     ]
     reclaim = reclaim.replace(
-        "  podsMetric:", "  prodReclaimableMetric: {resource: {cpu: '3', memory: 6Gi}}\n  podsMetric:"
+        "  podsMetric:",
+        "  prodReclaimableMetric: {resource: {resources: {cpu: '3', memory: 6Gi}}}\n  podsMetric:",
     )
     simulate(
         tmp_path,

@@ -46,27 +46,35 @@ def parse(manifest: dict[str, Any]) -> tuple[NodeMetric | None, list[FieldIssue]
     return parse_nodemetric(manifest, issues, warnings), issues, warnings
 
 
+def rm(**quantities: str) -> dict[str, Any]:
+    """A ResourceMap as upstream writes it."""
+    return {"resources": quantities}
+
+
 def test_a_koordlet_nodemetric_reads_exactly() -> None:
     manifest = metric_manifest(
         updateTime="2026-01-02T03:04:05Z",
         nodeMetric={
-            "nodeUsage": {"cpu": "11500m", "memory": "40Gi"},
-            "systemUsage": {"cpu": "500m", "memory": "2Gi"},
+            "nodeUsage": rm(cpu="11500m", memory="40Gi"),
+            "systemUsage": rm(cpu="500m", memory="2Gi"),
             "aggregatedNodeUsages": [
-                {"duration": "5m0s", "usage": {"avg": {"cpu": "10"}, "p95": {"cpu": "12", "memory": "41Gi"}}},
-                {"duration": "30m", "usage": {"p95": {"cpu": "14"}}},
+                {"duration": "5m0s", "usage": {"avg": rm(cpu="10"), "p95": rm(cpu="12", memory="41Gi")}},
+                {"duration": "30m", "usage": {"p95": rm(cpu="14")}},
             ],
         },
         podsMetric=[
             {
                 "namespace": "web",
                 "name": "a",
-                "podUsage": {"cpu": "2", "memory": "4Gi"},
+                "podUsage": rm(cpu="2", memory="4Gi"),
                 "priority": "koord-prod",
             },
-            {"uid": "u-1", "podUsage": {"cpu": "1"}},
+            {"podUsage": rm(cpu="1"), "extensions": {"allot.dev/pod-uid": "u-1"}},
         ],
-        prodReclaimableMetric={"resource": {"cpu": "3", "memory": "6Gi"}},
+        hostApplicationMetric=[
+            {"name": "nginx", "usage": rm(cpu="1"), "priority": "koord-prod", "qos": "LS"}
+        ],
+        prodReclaimableMetric={"resource": rm(cpu="3", memory="6Gi")},
     )
     metric, issues, warnings = parse(manifest)
     assert issues == [] and warnings == []
@@ -74,7 +82,9 @@ def test_a_koordlet_nodemetric_reads_exactly() -> None:
     assert metric.update_time == parse_time("2026-01-02T03:04:05Z", "", [])
     assert metric.report_interval_s == 30 and metric.aggregate_durations_s == (300, 600)
     assert metric.node_usage == {"cpu": 11500, "memory": 40 * GiB}
+    assert metric.system_usage == {"cpu": 500, "memory": 2 * GiB}
     assert metric.prod_reclaimable == {"cpu": 3000, "memory": 6 * GiB}
+    assert [(h.name, h.usage) for h in metric.host_apps] == [("nginx", {"cpu": 1000})]
     assert [(p.key, p.uid, p.usage.get("cpu")) for p in metric.pods] == [
         ("", "u-1", 1000),
         ("web/a", "", 2000),
@@ -84,16 +94,54 @@ def test_a_koordlet_nodemetric_reads_exactly() -> None:
     assert metric.aggregated("p95") == {"cpu": 14000}
     assert metric.aggregated("avg", 1800) is None
     assert metric.aggregated("p99") == metric.node_usage
+    # reported system usage is used as it is
+    assert metric.effective_system_usage() == {"cpu": 500, "memory": 2 * GiB}
+    assert metric.system_usage_derived() == ()
+
+
+@pytest.mark.parametrize(
+    ("where", "status"),
+    [
+        ("status.nodeMetric.nodeUsage.cpu", {"nodeMetric": {"nodeUsage": {"cpu": "2", "memory": "1Gi"}}}),
+        ("status.nodeMetric.systemUsage.cpu", {"nodeMetric": {"systemUsage": {"cpu": "1"}}}),
+        (
+            "status.nodeMetric.aggregatedNodeUsages[0].usage.p95.cpu",
+            {"nodeMetric": {"aggregatedNodeUsages": [{"duration": "5m", "usage": {"p95": {"cpu": "1"}}}]}},
+        ),
+        ("status.podsMetric[0].podUsage.cpu", {"podsMetric": [{"name": "a", "podUsage": {"cpu": "1"}}]}),
+        (
+            "status.hostApplicationMetric[0].usage.memory",
+            {"hostApplicationMetric": [{"name": "nginx", "usage": {"memory": "1Gi"}}]},
+        ),
+        ("status.prodReclaimableMetric.resource.cpu", {"prodReclaimableMetric": {"resource": {"cpu": "1"}}}),
+        ("status.prodPeakMetric.resource.cpu", {"prodPeakMetric": {"resource": {"cpu": "1"}}}),
+        (
+            "status.nodeMetric.numaUsages[0].nodeUsage.cpu",
+            {"nodeMetric": {"numaUsages": [{"numaNodeID": 0, "nodeUsage": {"cpu": "1"}}]}},
+        ),
+    ],
+)
+def test_a_flat_usage_map_is_refused_where_a_resource_map_belongs(where: str, status: dict[str, Any]) -> None:
+    metric, issues, _ = parse(metric_manifest(**status))
+    assert metric is None
+    found = {i.path: i.message for i in issues}
+    assert where in found, found
+    assert 'a ResourceMap holds quantities under "resources"' in found[where]
 
 
 def test_every_malformed_field_is_named() -> None:
     manifest = metric_manifest(
         updateTime="yesterday",
         nodeMetric={
-            "nodeUsage": {"cpu": "lots", "memory": "-1Gi"},
-            "aggregatedNodeUsages": [{"duration": "5x", "usage": {"max": {"cpu": "1"}}}],
+            "nodeUsage": rm(cpu="lots", memory="-1Gi"),
+            "systemUsage": [],
+            "aggregatedNodeUsages": [{"duration": "5x", "usage": {"max": rm(cpu="1")}}],
+            "numaUsages": [{"nodeUsage": rm(cpu="1")}, {"numaNodeID": 0}, {"numaNodeID": 0}],
         },
-        podsMetric=[{"podUsage": {"cpu": "1"}}],
+        podsMetric=[
+            {"podUsage": rm(cpu="1")},
+            {"name": "x", "uid": "u-2", "podUsage": {"resources": {"cpu": "1"}, "devices": {}}},
+        ],
     )
     manifest["spec"]["metricCollectPolicy"]["reportIntervalSeconds"] = 0
     metric, issues, _ = parse(manifest)
@@ -101,46 +149,103 @@ def test_every_malformed_field_is_named() -> None:
     paths = {i.path for i in issues}
     assert {
         "status.updateTime",
-        "status.nodeMetric.nodeUsage[cpu]",
-        "status.nodeMetric.nodeUsage[memory]",
+        "status.nodeMetric.nodeUsage.resources[cpu]",
+        "status.nodeMetric.nodeUsage.resources[memory]",
+        "status.nodeMetric.systemUsage",
         "status.nodeMetric.aggregatedNodeUsages[0].duration",
         "status.nodeMetric.aggregatedNodeUsages[0].usage.max",
+        "status.nodeMetric.numaUsages[0].numaNodeID",
+        "status.nodeMetric.numaUsages[2].numaNodeID",
         "status.podsMetric[0].name",
+        "status.podsMetric[1].uid",
+        "status.podsMetric[1].podUsage.devices",
         "spec.metricCollectPolicy.reportIntervalSeconds",
     } <= paths
 
 
-def test_device_usage_is_a_warning_not_an_error() -> None:
+def test_what_is_read_but_not_acted_on_is_a_warning() -> None:
     metric, issues, warnings = parse(
-        metric_manifest(nodeMetric={"nodeUsage": {"cpu": "1", "devices": [{"type": "gpu", "minor": 0}]}})
+        metric_manifest(
+            nodeMetric={
+                "nodeUsage": {
+                    "resources": {"cpu": "1"},
+                    "devices": [{"type": "gpu", "minor": 0, "health": True}],
+                },
+                "numaUsages": [
+                    {"numaNodeID": 1, "nodeUsage": rm(cpu="400m"), "systemUsage": rm(cpu="100m")},
+                    {"numaNodeID": 0, "nodeUsage": rm(cpu="600m")},
+                ],
+            },
+            podsMetric=[{"name": "a", "podUsage": rm(cpu="1"), "extensions": {"vendor.io/x": {"y": 1}}}],
+            prodPeakMetric={"resource": rm(cpu="9", memory="20Gi")},
+        )
     )
     assert metric is not None and issues == []
-    assert [w.path for w in warnings] == ["status.nodeMetric.nodeUsage.devices"]
+    assert sorted(w.path for w in warnings) == [
+        "status.nodeMetric.nodeUsage.devices",
+        "status.nodeMetric.numaUsages",
+        'status.podsMetric[0].extensions["vendor.io/x"]',
+        "status.prodPeakMetric",
+    ]
+    assert [(u.numa_node_id, u.node_usage, u.system_usage) for u in metric.numa_usages] == [
+        (0, {"cpu": 600}, {}),
+        (1, {"cpu": 400}, {"cpu": 100}),
+    ]
+    assert metric.prod_peak == {"cpu": 9000, "memory": 20 * GiB}
+
+
+def test_a_missing_system_usage_is_derived_as_upstream_defines_it() -> None:
+    # NodeMetricInfo: SystemUsage = NodeUsage - sum(podUsage) - sum(hostApplicationUsage)
+    metric, issues, _ = parse(
+        metric_manifest(
+            nodeMetric={"nodeUsage": rm(cpu="10", memory="8Gi"), "systemUsage": rm(memory="1Gi")},
+            podsMetric=[
+                {"name": "a", "podUsage": rm(cpu="6", memory="4Gi")},
+                {"name": "b", "podUsage": rm(cpu="1500m", memory="5Gi")},
+            ],
+            hostApplicationMetric=[{"name": "nginx", "usage": rm(cpu="500m")}],
+        )
+    )
+    assert metric is not None and issues == []
+    # cpu derived: 10 - 7.5 - 0.5 = 2; memory reported (derived would be negative: clamped, but it is reported)
+    assert metric.effective_system_usage() == {"cpu": 2000, "memory": 1 * GiB}
+    assert metric.system_usage_derived() == ("cpu",)
+    assert metric.system_and_pods_usage() == {"cpu": 9500, "memory": 10 * GiB}
+    over, _, _ = parse(
+        metric_manifest(
+            nodeMetric={"nodeUsage": rm(cpu="1")}, podsMetric=[{"name": "a", "podUsage": rm(cpu="2")}]
+        )
+    )
+    assert over is not None and over.effective_system_usage() == {"cpu": 0}
 
 
 def test_written_metrics_read_back_the_same() -> None:
-    original, _, _ = parse(
-        metric_manifest(
-            updateTime="2026-01-02T03:04:05.250000Z",
-            nodeMetric={
-                "nodeUsage": {"cpu": "1500m", "memory": "3Gi"},
-                "systemUsage": {"cpu": "100m", "memory": "1Gi"},
-                "aggregatedNodeUsages": [{"duration": "5m", "usage": {"p50": {"cpu": "1"}}}],
-            },
-            podsMetric=[
-                {
-                    "namespace": "a",
-                    "name": "b",
-                    "uid": "x",
-                    "podUsage": {"cpu": "1"},
-                    "priority": "koord-batch",
-                }
-            ],
-            prodReclaimableMetric={"resource": {"cpu": "0"}},
-        )
+    written = metric_manifest(
+        updateTime="2026-01-02T03:04:05.250000Z",
+        nodeMetric={
+            "nodeUsage": rm(cpu="1500m", memory="3Gi"),
+            "systemUsage": rm(cpu="100m", memory="1Gi"),
+            "aggregatedNodeUsages": [{"duration": "5m0s", "usage": {"p50": rm(cpu="1")}}],
+            "aggregatedSystemUsages": [{"duration": "5m0s", "usage": {"p50": rm(cpu="100m")}}],
+            "numaUsages": [{"numaNodeID": 0, "nodeUsage": rm(cpu="1500m"), "systemUsage": {}}],
+        },
+        podsMetric=[
+            {"namespace": "a", "name": "b", "podUsage": rm(cpu="1"), "priority": "koord-batch"},
+            {"podUsage": rm(cpu="200m"), "qos": "LS", "extensions": {"allot.dev/pod-uid": "x"}},
+        ],
+        hostApplicationMetric=[{"name": "nginx", "usage": rm(memory="100Mi"), "qos": "LS"}],
+        prodReclaimableMetric={"resource": rm(cpu="0")},
+        prodPeakMetric={"resource": rm(cpu="2")},
     )
-    assert original is not None
-    again, issues, _ = parse(nodemetric_manifest(original))
+    written["spec"]["metricCollectPolicy"].update(aggregateDurationSeconds=300)
+    written["spec"]["metricCollectPolicy"]["nodeAggregatePolicy"]["durations"] = ["5m0s", "10m0s"]
+    original, issues, _ = parse(written)
+    assert issues == [] and original is not None
+    manifest = nodemetric_manifest(original)
+    # the object comes back as upstream writes it (same order of pods aside: they are sorted)
+    written["status"]["podsMetric"].reverse()
+    assert manifest == written
+    again, issues, _ = parse(manifest)
     assert issues == [] and again == original
     assert format_time(original.update_time or 0) == "2026-01-02T03:04:05.250000Z"
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
-from allot_contracts.objects.nodemetric import NodeMetric, PodMetric
+from allot_contracts.objects.nodemetric import HostAppMetric, NodeMetric, PodMetric
 from allot_descheduling import Detector, NodeInput, PodInput, Profile, RoundOutcome, parse_config, run_round
 
 AT = 1_800_000_000_000_000
@@ -139,6 +140,27 @@ def test_nodes_are_classified_against_their_thresholds(
     out = run(profile(), [node("hot"), node("idle")], [pod("a")], metrics)
     assert states(out) == want_states
     assert message in out.message
+
+
+def test_usage_is_system_usage_plus_the_reported_pods_as_upstream_counts_it() -> None:
+    # utilization_util.go getNodeUsage: usage = SystemUsage + sum(podUsage). A host application's 3 CPUs in nodeUsage
+    # (8 CPUs) are neither: the node is at 5 of 10 CPUs, not above its high threshold (60 %).
+    with_app = msgspec.structs.replace(
+        HOT,
+        system_usage={"cpu": 0, "memory": GI},
+        host_apps=(HostAppMetric(name="agent", usage={"cpu": 3000}),),
+    )
+    out = run(profile(), [node("hot"), node("idle")], PODS, [with_app, IDLE])
+    hot = next(n for n in out.nodes if n.name == "hot")
+    assert (hot.state, hot.usage["cpu"]) == ("normal", 6000)
+    # without systemUsage it is derived (nodeUsage - pods - host applications = 0 here): the same
+    derived = msgspec.structs.replace(HOT, host_apps=with_app.host_apps)
+    out = run(profile(), [node("hot"), node("idle")], PODS, [derived, IDLE])
+    assert next(n for n in out.nodes if n.name == "hot").usage["cpu"] == 6000
+    # a metric whose pods report more than nodeUsage counts the pods (system usage at least 0)
+    over = metric("hot", 5000, {"a": 3000, "b": 4000})
+    out = run(profile(), [node("hot"), node("idle")], [pod("a"), pod("b")], [over, IDLE])
+    assert next(n for n in out.nodes if n.name == "hot").usage["cpu"] == 7000
 
 
 def test_number_of_nodes_needs_more_low_nodes_than_it_says() -> None:

@@ -335,6 +335,15 @@ def test_prod_usage_can_include_the_system_usage() -> None:
         assert (why is None) is (not include)  # 20 + 4.25 <= 30 < 30 + 4.25
 
 
+def test_prod_usage_includes_the_derived_system_usage_when_the_metric_has_none() -> None:
+    # upstream's pod_assign_cache adds SystemUsage; a NodeMetric without it has nodeUsage - pods - host apps
+    prod = PodMetric(namespace="ns", name="db", usage={n.CPU: 2_000}, priority="koord-prod")
+    m = metric("a", 4_000, pods=(prod,))
+    assert m.system_usage == {}
+    args = _args(prodUsageThresholds={"cpu": 30}, prodUsageIncludeSys=True)
+    assert dict(node_load(args, m, {n.CPU: 10_000}, [], T0).prod_used)[n.CPU] == 2_000 + (4_000 - 2_000)
+
+
 # --- gangs ------------------------------------------------------------------------------------------------------------------
 def test_members_of_one_gang_see_each_others_estimate() -> None:
     eng = engine_with(a_node("a", cpu="10", memory="64Gi"), a_node("b", cpu="10", memory="64Gi"))

@@ -109,6 +109,19 @@ def test_pods_without_metrics_count_by_request_and_dangling_hp_metrics_count() -
     assert got.inputs["systemUsed"][n.CPU] == 1_200
 
 
+def test_a_metric_without_system_usage_counts_the_system_as_upstream_derives_it() -> None:
+    # NodeMetricInfo: systemUsage = nodeUsage - sum(podUsage) - sum(hostApplicationUsage). Here 9000 - 8000 - 0 =
+    # 1000 m cpu and 30 - 6 = 24 GiB memory: that is what the system uses, not 0.
+    m = msgspec.structs.replace(METRIC, system_usage={})
+    got = compute(config(), NODE, m, [WEB, JOB], T0)
+    assert got is not None
+    assert got.inputs["systemUsed"] == {n.CPU: 1_000, n.MEMORY: 24 * GiB}
+    assert got.inputs["systemUsageDerived"] == [n.CPU, n.MEMORY]
+    assert got.allocatable[n.BATCH_MEMORY] == 128 * GiB - MARGIN_MEM - 24 * GiB - 6 * GiB
+    reported = compute(config(), NODE, METRIC, [WEB, JOB], T0)
+    assert reported is not None and "systemUsageDerived" not in reported.inputs
+
+
 def test_a_stale_metric_degrades_batch_to_zero() -> None:
     fresh = compute(config({"degradeTimeMinutes": 5}), NODE, METRIC, [WEB], T0 + 300 * S)
     stale = compute(config({"degradeTimeMinutes": 5}), NODE, METRIC, [WEB], T0 + 300 * S + 1)

@@ -123,8 +123,21 @@ def test_the_window_reports_averages_percentiles_system_usage_and_reclaimable() 
         n.CPU: 2000 - pod_p95 * 110 // 100,
         n.MEMORY: 4 * GiB - (GiB // 2) * 110 // 100,
     }
-    # what the agent records reads back at the door unchanged
-    again = parse_nodemetric(nodemetric_manifest(metric), [], [])
+    # what the agent records is in upstream's shape and reads back at the door unchanged
+    manifest = nodemetric_manifest(metric)
+    status = manifest["status"]
+    assert status["nodeMetric"]["nodeUsage"] == {"resources": {"cpu": "2550m", "memory": "1Gi"}}
+    assert set(status["nodeMetric"]["aggregatedNodeUsages"][0]["usage"]["p95"]) == {"resources"}
+    assert status["podsMetric"] == [
+        {
+            "podUsage": {"resources": {"cpu": "655m", "memory": "512Mi"}},
+            "priority": "koord-prod",
+            "qos": "LS",
+            "extensions": {"allot.dev/pod-uid": "g"},
+        }
+    ]
+    assert set(status["prodReclaimableMetric"]["resource"]) == {"resources"}
+    again = parse_nodemetric(manifest, [], [])
     assert again == metric
 
 
@@ -146,7 +159,7 @@ def test_the_processor_fills_in_the_update_time_and_rejects_bad_metrics() -> Non
         "apiVersion": "slo.koordinator.sh/v1alpha1",
         "kind": "NodeMetric",
         "metadata": {"name": "n1"},
-        "status": {"nodeMetric": {"nodeUsage": {"cpu": "2", "memory": "1Gi"}}},
+        "status": {"nodeMetric": {"nodeUsage": {"resources": {"cpu": "2", "memory": "1Gi"}}}},
     }
     got = nodemetric_decision("n1", manifest, T0)
     assert isinstance(got, NodeMetricReported)
@@ -155,10 +168,15 @@ def test_the_processor_fills_in_the_update_time_and_rejects_bad_metrics() -> Non
     assert "updateTime" not in manifest["status"]  # the input is not changed
     bad = nodemetric_decision("n2", manifest, T0)
     assert isinstance(bad, NodeMetricRejected) and bad.errors[0].path == "metadata.name"
-    manifest["status"]["nodeMetric"]["nodeUsage"]["cpu"] = "x"
+    manifest["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"] = "x"
     bad = nodemetric_decision("n1", manifest, T0)
     assert isinstance(bad, NodeMetricRejected)
-    assert bad.errors[0].path == "status.nodeMetric.nodeUsage[cpu]"
+    assert bad.errors[0].path == "status.nodeMetric.nodeUsage.resources[cpu]"
+    # a flat usage map (not upstream's ResourceMap) is refused, not read as no usage
+    manifest["status"]["nodeMetric"]["nodeUsage"] = {"cpu": "2"}
+    bad = nodemetric_decision("n1", manifest, T0)
+    assert isinstance(bad, NodeMetricRejected)
+    assert [e.path for e in bad.errors] == ["status.nodeMetric.nodeUsage.cpu"]
 
 
 def test_this_machines_proc_and_cgroups_are_read() -> None:

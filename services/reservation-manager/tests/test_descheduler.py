@@ -112,12 +112,14 @@ class Cluster:
                     "kind": "NodeMetric",
                     "metadata": {"name": n},
                     "status": {
-                        "nodeMetric": {"nodeUsage": {"cpu": f"{cpu}m", "memory": f"{2 + 2 * len(on)}Gi"}},
+                        "nodeMetric": {
+                            "nodeUsage": {"resources": {"cpu": f"{cpu}m", "memory": f"{2 + 2 * len(on)}Gi"}}
+                        },
                         "podsMetric": [
                             {
                                 "namespace": "shop",
                                 "name": p,
-                                "podUsage": {"cpu": f"{self.usage[p]}m", "memory": "2Gi"},
+                                "podUsage": {"resources": {"cpu": f"{self.usage[p]}m", "memory": "2Gi"}},
                             }
                             for p in on
                         ],

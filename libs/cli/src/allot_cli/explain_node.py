@@ -92,7 +92,7 @@ def explain_node(name: str, records: list[RecordedEvent], now: int) -> list[str]
         )
         node_metric = (p.get("manifest") or {}).get("status", {}).get("nodeMetric") or {}
         for agg in node_metric.get("aggregatedNodeUsages") or []:
-            p95 = (agg.get("usage") or {}).get("p95") or {}
+            p95 = ((agg.get("usage") or {}).get("p95") or {}).get("resources") or {}  # a ResourceMap
             if p95:
                 lines.append(f"  p95 over {agg.get('duration')}: {json.dumps(p95, sort_keys=True)}")
     else:

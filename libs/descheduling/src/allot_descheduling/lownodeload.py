@@ -11,7 +11,9 @@ Rules (upstream's LowNodeLoad, with Allot's choices where upstream leaves room; 
    *excluded* (neither source nor target) without a NodeMetric, with an expired one (``at − updateTime ≥
    nodeMetricExpirationSeconds``), with one older than the last migration that moved a pod off or onto it, while a
    migration is still moving a pod off or onto it, or when its allocatable lacks a threshold resource.
-2. Usage: ``nodeUsage`` per threshold resource; prod usage: the reported usage of its prod pods. Thresholds are
+2. Usage, per threshold resource, as upstream counts it: the NodeMetric's system usage (``systemUsage``, derived
+   as ``nodeUsage − Σ podUsage − Σ host applications`` when absent) plus every reported pod's usage
+   (``NodeMetric.system_and_pods_usage``); prod usage: the reported usage of its prod pods. Thresholds are
    percentages of allocatable; with ``useDeviationThresholds`` they are the pool's average usage minus (low) or plus
    (high) the given percentage, clipped to 0–100.
 3. A node is *low* (a target) when schedulable and at most its low threshold on every resource (and at most its prod
@@ -308,6 +310,7 @@ def _pool_round(
     targets_used = {m.target for m in moves}
     for n in live:
         moved = n.name in chosen_from or n.name in targets_used
+        measured = n.metric.system_and_pods_usage()
         out_nodes.append(
             DeschedulerNode(
                 name=n.name,
@@ -316,10 +319,8 @@ def _pool_round(
                 reason=over.get(n.name, ""),
                 metric_time=n.metric.update_time,
                 allocatable={r: n.alloc(r) for r in resources},
-                usage={r: n.metric.node_usage.get(r, 0) for r in resources},
-                usage_pct={
-                    r: u.hundredths(u.pct(n.metric.node_usage.get(r, 0), n.alloc(r))) for r in resources
-                },
+                usage={r: measured.get(r, 0) for r in resources},
+                usage_pct={r: u.hundredths(u.pct(measured.get(r, 0), n.alloc(r))) for r in resources},
                 low=u.amounts(n, low_pct),
                 high=u.amounts(n, high_pct),
                 prod_usage={r: n.prod_reported.get(r, 0) for r in sorted(prod_high_pct)}

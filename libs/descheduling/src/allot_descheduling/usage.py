@@ -48,7 +48,7 @@ class LiveNode:
     def __init__(self, node: NodeInput, metric: NodeMetric, pods: Sequence[PodInput]) -> None:
         self.input = node
         self.metric = metric
-        self.usage = dict(metric.node_usage)
+        self.usage = metric.system_and_pods_usage()
         self.requested = dict(node.requested)
         by_uid = {m.uid: m for m in metric.pods if m.uid}
         by_key = {m.key: m for m in metric.pods}

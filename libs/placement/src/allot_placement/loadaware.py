@@ -24,8 +24,9 @@ Rules (upstream's, with the differences listed at the end):
   reportIntervalSeconds`` (so the metric cannot hold a full interval of it), is still within its forced estimation
   when the metric was taken (``estimation_deadline`` after ``updateTime``), or when score aggregation is configured
   and the metric has no such aggregate. Prod view (prod pods with prod thresholds, or ``scoreAccordingProdUsage``):
-  the prod pods' reported usage (plus the node's ``systemUsage`` with ``prodUsageIncludeSys``) plus the estimate of
-  the estimated prod pods.
+  the prod pods' reported usage (plus the node's system usage with ``prodUsageIncludeSys``: ``systemUsage``, or
+  upstream's ``nodeUsage − Σ podUsage − Σ host applications`` when it is absent) plus the estimate of the
+  estimated prod pods.
 - Forced estimation (``estimation_deadline``): ``estimatedSecondsAfterInitialized`` after the pod's Initialized
   condition when it has one, else ``estimatedSecondsAfterPodScheduled`` after its assignment; with
   ``allowCustomizeEstimation`` the pod's ``load-estimated-seconds-after-initialized`` / ``-after-pod-scheduled``
@@ -283,7 +284,7 @@ def _used(
     if prod:
         _add(estimated_used, actual)
         if args.prod_usage_include_sys:
-            _add(estimated_used, metric.system_usage)
+            _add(estimated_used, metric.effective_system_usage())
         return estimated_used
     for name, value in (node_usage or {}).items():
         less = estimated_actual.get(name, 0)

@@ -11,6 +11,8 @@ Definitions (cpu in millicores, memory in bytes; ``pct(x, p) = x × p / 100`` ro
 - margin = capacity − pct(capacity, reclaimThresholdPercent) (cpu 60, memory 65 by default);
 - nodeReserved = max(capacity − allocatable, the ``node.koordinator.sh/reservation`` annotation's resources);
 - systemUsed = max(NodeMetric systemUsage + usage of host applications that are not batch/free, nodeReserved);
+  a NodeMetric without systemUsage gets upstream's definition, nodeUsage − Σ podUsage − Σ host applications,
+  at least 0 (``NodeMetric.effective_system_usage``; ``inputs.systemUsageDerived`` names those resources);
 - HP pods = placed pods whose priority class is not batch or free. Their usage is their pod metric (an LSE pod counts
   its cpu request), their request when they have none; metrics of HP pods Allot does not know ("dangling") add
   their usage. HP max-used-request = Σ max(request, usage) (+ dangling).
@@ -381,7 +383,7 @@ def _batch_and_mid(
     by_key: dict[str, Mapping[str, int]] = {}
     by_uid: dict[str, Mapping[str, int]] = {}
     priority_of: dict[str, str] = {}
-    system = dict(metric.system_usage) if metric is not None else {}
+    system = metric.effective_system_usage() if metric is not None else {}
     if metric is not None:
         for pm in metric.pods:
             if pm.key:
@@ -392,6 +394,11 @@ def _batch_and_mid(
             if app.priority not in LOW_PRIORITY:
                 _add_into(system, app.usage)
     system_used = _cm(_max(_cm(system), reserved))
+    derived = [
+        r for r in (metric.system_usage_derived() if metric is not None else ()) if r in (n.CPU, n.MEMORY)
+    ]
+    if derived:
+        inputs["systemUsageDerived"] = derived
     hp_request: Amounts = {}
     hp_used: Amounts = {}
     hp_max: Amounts = {}

@@ -119,13 +119,20 @@ _ARGS: dict[str, tuple[set[str], set[str]]] = {  # plugin -> (acted on, known bu
             "nodeMetricExpirationSeconds",
             "enableScheduleWhenNodeMetricsExpired",
             "resourceWeights",
+            "dominantResourceWeight",
             "usageThresholds",
             "prodUsageThresholds",
+            "prodUsageIncludeSys",
             "scoreAccordingProdUsage",
+            "estimator",
             "estimatedScalingFactors",
+            "estimatedSecondsAfterPodScheduled",
+            "estimatedSecondsAfterInitialized",
+            "allowCustomizeEstimation",
             "aggregated",
+            "supportedResources",
         },
-        {"allowCustomizeEstimation"},
+        set(),
     ),  # fmt: skip
 }
 _STRATEGIES = ("LeastAllocated", "MostAllocated")

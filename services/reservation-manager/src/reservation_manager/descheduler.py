@@ -292,7 +292,7 @@ class Descheduler:
         if not waiting:
             return []
         _, high, prod_high = self.jobs[waiting[0].name]
-        usage = metric.node_usage
+        usage = metric.system_and_pods_usage()
         prod = _prod_usage(metric)
         hot = [r for r, v in high.items() if usage.get(r, 0) > v] + [
             r for r, v in prod_high.items() if prod.get(r, 0) > v

@@ -2,9 +2,11 @@
 
 Responsibility: read the object koordlet writes (and node-reporter's sampler writes in the same shape) into a frozen
 ``NodeMetric`` with exact integers — cpu in millicores, memory in bytes, times in microseconds since the epoch — and
-report every malformed field as a ``FieldIssue`` with its path; what is read but not acted on is a warning.
+report every malformed field as a ``FieldIssue`` with its path; what is read but not acted on is a warning. Write it
+back in the same shape (``nodemetric_manifest``).
 
-Shape read (cluster-scoped, named after its node)::
+Shape read (cluster-scoped, named after its node; upstream's ``apis/slo/v1alpha1/nodemetric_types.go``; every usage
+is a ``ResourceMap``, :mod:`allot_contracts.objects.resource_map`)::
 
     spec:
       metricCollectPolicy: {aggregateDurationSeconds: 300, reportIntervalSeconds: 60,
@@ -12,28 +14,38 @@ Shape read (cluster-scoped, named after its node)::
     status:
       updateTime: "2026-01-02T03:04:05Z"
       nodeMetric:
-        nodeUsage: {cpu: "12", memory: 40Gi}
-        aggregatedNodeUsages: [{duration: 5m0s, usage: {avg: {cpu: ..}, p50: .., p90: .., p95: .., p99: ..}}]
-        systemUsage: {cpu: 500m, memory: 2Gi}
+        nodeUsage: {resources: {cpu: "12", memory: 40Gi}}
+        aggregatedNodeUsages: [{duration: 5m0s, usage: {avg: {resources: {cpu: ..}}, p50: .., p90: .., p95: ..}}]
+        systemUsage: {resources: {cpu: 500m, memory: 2Gi}}
         aggregatedSystemUsages: [...]
-      podsMetric: [{namespace: ns, name: web-0, podUsage: {cpu: "2", memory: 4Gi}, priority: koord-prod, qos: LS}]
-      hostApplicationMetric: [{name: nginx, usage: {..}, priority: koord-prod, qos: LS}]
-      prodReclaimableMetric: {resource: {cpu: "3", memory: 6Gi}}
+        numaUsages: [{numaNodeID: 0, nodeUsage: {resources: ..}, systemUsage: {resources: ..}}]
+      podsMetric: [{namespace: ns, name: web-0, podUsage: {resources: {cpu: "2", memory: 4Gi}},
+                    priority: koord-prod, qos: LS, extensions: {..}}]
+      hostApplicationMetric: [{name: nginx, usage: {resources: ..}, priority: koord-prod, qos: LS}]
+      prodReclaimableMetric: {resource: {resources: {cpu: "3", memory: 6Gi}}}
+      prodPeakMetric: {resource: {resources: {cpu: "9", memory: 20Gi}}}
 
 Rules:
-- Quantities are Kubernetes quantities; negative ones are refused. ``devices`` entries of a usage map are read as a
-  warning (device usage is not acted on).
+- Quantities are Kubernetes quantities under a ResourceMap's ``resources``; negative ones are refused, and so is a
+  flat map (``nodeUsage: {cpu: ..}``): its keys are unknown fields of a ResourceMap. ``devices`` of a ResourceMap
+  are read as a warning (device usage is not acted on).
 - ``updateTime`` is RFC 3339; absent means "the time the object was recorded" (node-reporter fills it in).
 - Aggregation types are ``avg``, ``p50``, ``p90``, ``p95``, ``p99``; durations are Go durations (``5m``, ``5m0s``).
-- ``podsMetric[*].uid`` is an Allot extension (node-reporter's sampler identifies pods by their cgroup, that is by
-  uid); a pod metric needs a name or a uid.
+- A pod metric needs a name, or a uid under ``extensions["allot.dev/pod-uid"]``: node-reporter's sampler identifies
+  pods by their cgroup, that is by uid (upstream's ``extensions`` is a free map for third parties). Other
+  ``extensions`` keys are a warning.
+- ``numaUsages`` (``numaNodeID`` a unique non-negative integer) and ``prodPeakMetric`` are validated and kept, and are
+  a warning: nothing in Allot acts on them (nor does upstream's scheduler or slo-controller at v1.8).
+- ``systemUsage``: upstream defines it as ``nodeUsage − Σ podUsage − Σ hostApplication usage``; a resource that
+  ``nodeUsage`` has and ``systemUsage`` does not (or a NodeMetric without ``systemUsage``) gets that derived value,
+  at least 0 — :meth:`NodeMetric.effective_system_usage`, which every consumer reads.
 - ``reportIntervalSeconds`` defaults to 60 and ``aggregateDurationSeconds`` to 300, as in Koordinator.
 Pure: no IO, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -41,30 +53,31 @@ import msgspec
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.duration import parse_go_duration
-from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
+from allot_contracts.objects.resource_map import Usage, read_resource_map, resource_map
 
 __all__ = [
     "AGGREGATION_TYPES",
     "API_VERSION",
     "KIND",
+    "POD_UID_EXTENSION",
     "AggregatedUsage",
     "HostAppMetric",
+    "NUMAUsage",
     "NodeMetric",
     "PodMetric",
     "format_time",
     "nodemetric_manifest",
     "parse_nodemetric",
     "parse_time",
-    "usage_map",
 ]
 
 API_VERSION: Final = "slo.koordinator.sh/v1alpha1"
 KIND: Final = "NodeMetric"
 AGGREGATION_TYPES: Final = ("avg", "p50", "p90", "p95", "p99")
+POD_UID_EXTENSION: Final = "allot.dev/pod-uid"
 DEFAULT_REPORT_INTERVAL_S: Final = 60
 DEFAULT_AGGREGATE_DURATION_S: Final = 300
-
-Usage = dict[str, int]
+_MAX_INT32: Final = 2**31 - 1
 
 
 class AggregatedUsage(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,6 +105,12 @@ class HostAppMetric(msgspec.Struct, frozen=True, kw_only=True):
     qos: str = ""
 
 
+class NUMAUsage(msgspec.Struct, frozen=True, kw_only=True):
+    numa_node_id: int
+    node_usage: Usage = {}
+    system_usage: Usage = {}
+
+
 class NodeMetric(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     update_time: int | None = None  # µs since the epoch; None = not given
@@ -101,11 +120,13 @@ class NodeMetric(msgspec.Struct, frozen=True, kw_only=True):
     has_node_metric: bool = False  # status.nodeMetric present
     node_usage: Usage = {}
     aggregated_node_usages: tuple[AggregatedUsage, ...] = ()
-    system_usage: Usage = {}
+    system_usage: Usage = {}  # as reported; read effective_system_usage()
     aggregated_system_usages: tuple[AggregatedUsage, ...] = ()
     pods: tuple[PodMetric, ...] = ()
     host_apps: tuple[HostAppMetric, ...] = ()
     prod_reclaimable: Usage | None = None
+    numa_usages: tuple[NUMAUsage, ...] = ()
+    prod_peak: Usage | None = None
 
     def aggregated(self, kind: str, duration_s: int = 0) -> Usage | None:
         """Koordinator's choice of an aggregated node usage: the window of ``duration_s`` when given (None when that
@@ -122,6 +143,31 @@ class NodeMetric(msgspec.Struct, frozen=True, kw_only=True):
         if best is not None:
             return best.usage[kind]
         return self.node_usage or None
+
+    def effective_system_usage(self) -> Usage:
+        """The system usage every consumer reads: ``systemUsage`` as reported; for a resource of ``nodeUsage`` that
+        it lacks, upstream's definition ``nodeUsage − Σ podUsage − Σ hostApplication usage``, at least 0."""
+        out = dict(self.system_usage)
+        for resource, used in self.node_usage.items():
+            if resource in out:
+                continue
+            others = sum(p.usage.get(resource, 0) for p in self.pods)
+            others += sum(h.usage.get(resource, 0) for h in self.host_apps)
+            out[resource] = max(used - others, 0)
+        return dict(sorted(out.items()))
+
+    def system_and_pods_usage(self) -> Usage:
+        """A node's usage as upstream's LowNodeLoad counts it: system usage (as :meth:`effective_system_usage`)
+        plus every reported pod's usage — ``nodeUsage`` less the host applications when the report adds up."""
+        out = self.effective_system_usage()
+        for pod in self.pods:
+            for resource, used in pod.usage.items():
+                out[resource] = out.get(resource, 0) + used
+        return dict(sorted(out.items()))
+
+    def system_usage_derived(self) -> tuple[str, ...]:
+        """The resources whose system usage :meth:`effective_system_usage` derives (not reported)."""
+        return tuple(sorted(r for r in self.node_usage if r not in self.system_usage))
 
 
 # --- time -------------------------------------------------------------------------------------------------------------
@@ -151,35 +197,6 @@ def format_time(us: int) -> str:
 
 
 # --- pieces -------------------------------------------------------------------------------------------------------------
-def usage_map(raw: Any, path: str, issues: list[FieldIssue], warnings: list[FieldIssue]) -> Usage:
-    """A ``ResourceMap`` (resource name -> quantity, plus ``devices``) as canonical integers."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        issues.append(FieldIssue(path=path, message="must be a map of resource name to quantity"))
-        return {}
-    out: Usage = {}
-    for name in sorted(raw, key=str):
-        value = raw[name]
-        if name == "devices":
-            if value:
-                warnings.append(
-                    FieldIssue(path=f"{path}.devices", code="Ignored", message="device usage is not acted on")
-                )
-            continue
-        where = f"{path}[{name}]"
-        try:
-            amount = to_canonical(str(name), value)
-        except QuantityError as exc:
-            issues.append(FieldIssue(path=where, code="InvalidQuantity", message=str(exc)))
-            continue
-        if amount < 0:
-            issues.append(FieldIssue(path=where, message="must not be negative", value=str(value)))
-            continue
-        out[str(name)] = amount
-    return out
-
-
 def _mapping(raw: Any, path: str, issues: list[FieldIssue]) -> Mapping[str, Any]:
     if raw is None:
         return {}
@@ -187,6 +204,24 @@ def _mapping(raw: Any, path: str, issues: list[FieldIssue]) -> Mapping[str, Any]
         issues.append(FieldIssue(path=path, message="must be an object"))
         return {}
     return raw
+
+
+def _list(raw: Any, path: str, issues: list[FieldIssue]) -> list[Any]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        issues.append(FieldIssue(path=path, message="must be a list"))
+        return []
+    return raw
+
+
+def _objects(raw: Any, path: str, issues: list[FieldIssue]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """The entries of the list at ``path`` that are objects, with their paths (any other entry is an issue)."""
+    for i, entry in enumerate(_list(raw, path, issues)):
+        if isinstance(entry, Mapping):
+            yield f"{path}[{i}]", entry
+        else:
+            issues.append(FieldIssue(path=f"{path}[{i}]", message="must be an object"))
 
 
 def _seconds(raw: Any, path: str, issues: list[FieldIssue], default: int) -> int:
@@ -219,18 +254,9 @@ def _duration(raw: Any, path: str, issues: list[FieldIssue]) -> int | None:
 def _aggregated(
     raw: Any, path: str, issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> tuple[AggregatedUsage, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        issues.append(FieldIssue(path=path, message="must be a list"))
-        return ()
     out: list[AggregatedUsage] = []
     seen: set[int] = set()
-    for i, entry in enumerate(raw):
-        where = f"{path}[{i}]"
-        if not isinstance(entry, Mapping):
-            issues.append(FieldIssue(path=where, message="must be an object"))
-            continue
+    for where, entry in _objects(raw, path, issues):
         duration = _duration(entry.get("duration"), f"{where}.duration", issues)
         usage = _mapping(entry.get("usage"), f"{where}.usage", issues)
         kinds: dict[str, Usage] = {}
@@ -244,7 +270,7 @@ def _aggregated(
                     )
                 )
                 continue
-            kinds[str(kind)] = usage_map(usage[kind], f"{where}.usage.{kind}", issues, warnings)
+            kinds[str(kind)] = read_resource_map(usage[kind], f"{where}.usage.{kind}", issues, warnings)
         if duration is None:
             continue
         if duration in seen:
@@ -257,6 +283,42 @@ def _aggregated(
     return tuple(sorted(out, key=lambda a: a.duration_s))
 
 
+def _numa_usages(
+    raw: Any, path: str, issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> tuple[NUMAUsage, ...]:
+    out: dict[int, NUMAUsage] = {}
+    for where, entry in _objects(raw, path, issues):
+        node_id = entry.get("numaNodeID")
+        if not isinstance(node_id, int) or isinstance(node_id, bool) or not 0 <= node_id <= _MAX_INT32:
+            issues.append(
+                FieldIssue(
+                    path=f"{where}.numaNodeID",
+                    code="Required" if node_id is None else "InvalidField",
+                    message="is required: the NUMA node's id, a whole number >= 0",
+                    value="" if node_id is None else str(node_id),
+                )
+            )
+            continue
+        usage = NUMAUsage(
+            numa_node_id=node_id,
+            node_usage=read_resource_map(entry.get("nodeUsage"), f"{where}.nodeUsage", issues, warnings),
+            system_usage=read_resource_map(
+                entry.get("systemUsage"), f"{where}.systemUsage", issues, warnings
+            ),
+        )
+        if node_id in out:
+            issues.append(
+                FieldIssue(path=f"{where}.numaNodeID", message="duplicate NUMA node", value=str(node_id))
+            )
+            continue
+        out[node_id] = usage
+    if out:
+        warnings.append(
+            FieldIssue(path=path, code="Ignored", message="per-NUMA usage is read but not acted on")
+        )
+    return tuple(out[k] for k in sorted(out))
+
+
 def _text(raw: Any, path: str, issues: list[FieldIssue]) -> str:
     if raw is None:
         return ""
@@ -266,20 +328,35 @@ def _text(raw: Any, path: str, issues: list[FieldIssue]) -> str:
     return raw
 
 
+def _pod_uid(
+    entry: Mapping[str, Any], where: str, issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> str:
+    """The pod's uid from ``extensions`` (node-reporter's sampler); other extensions are a warning."""
+    if "uid" not in entry and "extensions" not in entry:
+        return ""
+    if "uid" in entry:
+        issues.append(
+            FieldIssue(
+                path=f"{where}.uid",
+                code="FieldValueNotSupported",
+                message=f'unknown field; a pod metric carries its uid under extensions["{POD_UID_EXTENSION}"]',
+            )
+        )
+    extensions = _mapping(entry.get("extensions"), f"{where}.extensions", issues)
+    for key in sorted(set(map(str, extensions)) - {POD_UID_EXTENSION}):
+        warnings.append(
+            FieldIssue(
+                path=f'{where}.extensions["{key}"]', code="Ignored", message="extension is not acted on"
+            )
+        )
+    return _text(extensions.get(POD_UID_EXTENSION), f'{where}.extensions["{POD_UID_EXTENSION}"]', issues)
+
+
 def _pods(raw: Any, issues: list[FieldIssue], warnings: list[FieldIssue]) -> tuple[PodMetric, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        issues.append(FieldIssue(path="status.podsMetric", message="must be a list"))
-        return ()
     out: dict[tuple[str, str, str], PodMetric] = {}
-    for i, entry in enumerate(raw):
-        where = f"status.podsMetric[{i}]"
-        if not isinstance(entry, Mapping):
-            issues.append(FieldIssue(path=where, message="must be an object"))
-            continue
+    for where, entry in _objects(raw, "status.podsMetric", issues):
         name = _text(entry.get("name"), f"{where}.name", issues)
-        uid = _text(entry.get("uid"), f"{where}.uid", issues)
+        uid = _pod_uid(entry, where, issues, warnings)
         if not name and not uid:
             issues.append(
                 FieldIssue(path=f"{where}.name", code="Required", message="a pod metric needs a name")
@@ -290,7 +367,7 @@ def _pods(raw: Any, issues: list[FieldIssue], warnings: list[FieldIssue]) -> tup
             namespace=namespace,
             name=name,
             uid=uid,
-            usage=usage_map(entry.get("podUsage"), f"{where}.podUsage", issues, warnings),
+            usage=read_resource_map(entry.get("podUsage"), f"{where}.podUsage", issues, warnings),
             priority=_text(entry.get("priority"), f"{where}.priority", issues),
             qos=_text(entry.get("qos"), f"{where}.qos", issues),
         )
@@ -303,26 +380,60 @@ def _pods(raw: Any, issues: list[FieldIssue], warnings: list[FieldIssue]) -> tup
 
 
 def _host_apps(raw: Any, issues: list[FieldIssue], warnings: list[FieldIssue]) -> tuple[HostAppMetric, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        issues.append(FieldIssue(path="status.hostApplicationMetric", message="must be a list"))
-        return ()
     out: list[HostAppMetric] = []
-    for i, entry in enumerate(raw):
-        where = f"status.hostApplicationMetric[{i}]"
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str) or not entry["name"]:
-            issues.append(FieldIssue(path=where, message="must be an object with a name"))
+    for where, entry in _objects(raw, "status.hostApplicationMetric", issues):
+        if not isinstance(entry.get("name"), str) or not entry["name"]:
+            issues.append(
+                FieldIssue(path=f"{where}.name", code="Required", message="a host application needs a name")
+            )
             continue
         out.append(
             HostAppMetric(
                 name=entry["name"],
-                usage=usage_map(entry.get("usage"), f"{where}.usage", issues, warnings),
+                usage=read_resource_map(entry.get("usage"), f"{where}.usage", issues, warnings),
                 priority=_text(entry.get("priority"), f"{where}.priority", issues),
                 qos=_text(entry.get("qos"), f"{where}.qos", issues),
             )
         )
     return tuple(sorted(out, key=lambda h: h.name))
+
+
+def _predicted(
+    status: Mapping[str, Any], field: str, issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> Usage | None:
+    """``status.<field>.resource`` (a ``ReclaimableMetric`` or ``PeakMetric``), None when the field is absent."""
+    raw = status.get(field)
+    if raw is None:
+        return None
+    body = _mapping(raw, f"status.{field}", issues)
+    return read_resource_map(body.get("resource"), f"status.{field}.resource", issues, warnings)
+
+
+def _policy(spec: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[int, int, tuple[int, ...]]:
+    """``spec.metricCollectPolicy``: report interval, aggregation duration, aggregation windows (seconds)."""
+    where = "spec.metricCollectPolicy"
+    policy = _mapping(spec.get("metricCollectPolicy"), where, issues)
+    report = _seconds(
+        policy.get("reportIntervalSeconds"),
+        f"{where}.reportIntervalSeconds",
+        issues,
+        DEFAULT_REPORT_INTERVAL_S,
+    )
+    aggregate = _seconds(
+        policy.get("aggregateDurationSeconds"),
+        f"{where}.aggregateDurationSeconds",
+        issues,
+        DEFAULT_AGGREGATE_DURATION_S,
+    )
+    agg_policy = _mapping(policy.get("nodeAggregatePolicy"), f"{where}.nodeAggregatePolicy", issues)
+    durations: set[int] = set()
+    for i, d in enumerate(
+        _list(agg_policy.get("durations"), f"{where}.nodeAggregatePolicy.durations", issues)
+    ):
+        got = _duration(d, f"{where}.nodeAggregatePolicy.durations[{i}]", issues)
+        if got is not None:
+            durations.add(got)
+    return report, aggregate, tuple(sorted(durations))
 
 
 def parse_nodemetric(
@@ -337,121 +448,118 @@ def parse_nodemetric(
             FieldIssue(path="metadata.name", code="Required", message="is required (the node's name)")
         )
         name = ""
-    spec = _mapping(manifest.get("spec"), "spec", issues)
-    policy = _mapping(spec.get("metricCollectPolicy"), "spec.metricCollectPolicy", issues)
-    report = _seconds(
-        policy.get("reportIntervalSeconds"),
-        "spec.metricCollectPolicy.reportIntervalSeconds",
-        issues,
-        DEFAULT_REPORT_INTERVAL_S,
-    )
-    aggregate = _seconds(
-        policy.get("aggregateDurationSeconds"),
-        "spec.metricCollectPolicy.aggregateDurationSeconds",
-        issues,
-        DEFAULT_AGGREGATE_DURATION_S,
-    )
-    durations: list[int] = []
-    agg_policy = _mapping(
-        policy.get("nodeAggregatePolicy"), "spec.metricCollectPolicy.nodeAggregatePolicy", issues
-    )
-    raw_durations = agg_policy.get("durations")
-    if raw_durations is not None and not isinstance(raw_durations, list):
-        issues.append(
-            FieldIssue(
-                path="spec.metricCollectPolicy.nodeAggregatePolicy.durations", message="must be a list"
-            )
-        )
-    for i, d in enumerate(raw_durations if isinstance(raw_durations, list) else []):
-        got = _duration(d, f"spec.metricCollectPolicy.nodeAggregatePolicy.durations[{i}]", issues)
-        if got is not None:
-            durations.append(got)
+    report, aggregate, durations = _policy(_mapping(manifest.get("spec"), "spec", issues), issues)
     status = _mapping(manifest.get("status"), "status", issues)
     update = status.get("updateTime")
     update_time = parse_time(update, "status.updateTime", issues) if update is not None else None
     node = status.get("nodeMetric")
     info = _mapping(node, "status.nodeMetric", issues)
-    reclaim_raw = status.get("prodReclaimableMetric")
-    reclaim = None
-    if reclaim_raw is not None:
-        reclaim = usage_map(
-            _mapping(reclaim_raw, "status.prodReclaimableMetric", issues).get("resource"),
-            "status.prodReclaimableMetric.resource",
-            issues,
-            warnings,
+    prod_peak = _predicted(status, "prodPeakMetric", issues, warnings)
+    if prod_peak is not None:
+        warnings.append(
+            FieldIssue(
+                path="status.prodPeakMetric", code="Ignored", message="the prod peak is read but not acted on"
+            )
         )
+    where = "status.nodeMetric"
     metric = NodeMetric(
         name=name,
         update_time=update_time,
         report_interval_s=report,
         aggregate_duration_s=aggregate,
-        aggregate_durations_s=tuple(sorted(set(durations))),
+        aggregate_durations_s=durations,
         has_node_metric=isinstance(node, Mapping),
-        node_usage=usage_map(info.get("nodeUsage"), "status.nodeMetric.nodeUsage", issues, warnings),
+        node_usage=read_resource_map(info.get("nodeUsage"), f"{where}.nodeUsage", issues, warnings),
         aggregated_node_usages=_aggregated(
-            info.get("aggregatedNodeUsages"), "status.nodeMetric.aggregatedNodeUsages", issues, warnings
+            info.get("aggregatedNodeUsages"), f"{where}.aggregatedNodeUsages", issues, warnings
         ),
-        system_usage=usage_map(info.get("systemUsage"), "status.nodeMetric.systemUsage", issues, warnings),
+        system_usage=read_resource_map(info.get("systemUsage"), f"{where}.systemUsage", issues, warnings),
         aggregated_system_usages=_aggregated(
-            info.get("aggregatedSystemUsages"), "status.nodeMetric.aggregatedSystemUsages", issues, warnings
+            info.get("aggregatedSystemUsages"), f"{where}.aggregatedSystemUsages", issues, warnings
         ),
+        numa_usages=_numa_usages(info.get("numaUsages"), f"{where}.numaUsages", issues, warnings),
         pods=_pods(status.get("podsMetric"), issues, warnings),
         host_apps=_host_apps(status.get("hostApplicationMetric"), issues, warnings),
-        prod_reclaimable=reclaim,
+        prod_reclaimable=_predicted(status, "prodReclaimableMetric", issues, warnings),
+        prod_peak=prod_peak,
     )
     return None if len(issues) > before else metric
 
 
 # --- writing ------------------------------------------------------------------------------------------------------------
-def _quantities(usage: Mapping[str, int]) -> dict[str, str]:
-    return {name: format_quantity(name, amount) for name, amount in sorted(usage.items())}
-
-
 def _go_duration(seconds: int) -> str:
     minutes, secs = divmod(seconds, 60)
     hours, minutes = divmod(minutes, 60)
     return (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + f"{secs}s"
 
 
+def _aggregated_manifest(usages: tuple[AggregatedUsage, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "duration": _go_duration(a.duration_s),
+            "usage": {k: resource_map(v) for k, v in sorted(a.usage.items())},
+        }
+        for a in usages
+    ]
+
+
+def _pod_manifest(p: PodMetric) -> dict[str, Any]:
+    entry: dict[str, Any] = {}
+    if p.name:
+        entry.update(namespace=p.namespace, name=p.name)
+    entry["podUsage"] = resource_map(p.usage)
+    if p.priority:
+        entry["priority"] = p.priority
+    if p.qos:
+        entry["qos"] = p.qos
+    if p.uid:
+        entry["extensions"] = {POD_UID_EXTENSION: p.uid}
+    return entry
+
+
+def _host_app_manifest(h: HostAppMetric) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": h.name, "usage": resource_map(h.usage)}
+    if h.priority:
+        entry["priority"] = h.priority
+    if h.qos:
+        entry["qos"] = h.qos
+    return entry
+
+
+def _node_manifest(metric: NodeMetric) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "nodeUsage": resource_map(metric.node_usage),
+        "systemUsage": resource_map(metric.system_usage),
+    }
+    if metric.aggregated_node_usages:
+        node["aggregatedNodeUsages"] = _aggregated_manifest(metric.aggregated_node_usages)
+    if metric.aggregated_system_usages:
+        node["aggregatedSystemUsages"] = _aggregated_manifest(metric.aggregated_system_usages)
+    if metric.numa_usages:
+        node["numaUsages"] = [
+            {
+                "numaNodeID": u.numa_node_id,
+                "nodeUsage": resource_map(u.node_usage),
+                "systemUsage": resource_map(u.system_usage),
+            }
+            for u in metric.numa_usages
+        ]
+    return node
+
+
 def nodemetric_manifest(metric: NodeMetric) -> dict[str, Any]:
     """The object in Koordinator's shape (what node-reporter's sampler records); ``parse_nodemetric`` reads it back."""
-    aggregated = [
-        {
-            "duration": _go_duration(a.duration_s),
-            "usage": {k: _quantities(v) for k, v in sorted(a.usage.items())},
-        }
-        for a in metric.aggregated_node_usages
-    ]
-    aggregated_system = [
-        {
-            "duration": _go_duration(a.duration_s),
-            "usage": {k: _quantities(v) for k, v in sorted(a.usage.items())},
-        }
-        for a in metric.aggregated_system_usages
-    ]
-    node: dict[str, Any] = {
-        "nodeUsage": _quantities(metric.node_usage),
-        "systemUsage": _quantities(metric.system_usage),
-    }
-    if aggregated:
-        node["aggregatedNodeUsages"] = aggregated
-    if aggregated_system:
-        node["aggregatedSystemUsages"] = aggregated_system
-    pods = []
-    for p in metric.pods:
-        entry: dict[str, Any] = {"namespace": p.namespace, "name": p.name, "podUsage": _quantities(p.usage)}
-        if p.uid:
-            entry["uid"] = p.uid
-        if p.priority:
-            entry["priority"] = p.priority
-        if p.qos:
-            entry["qos"] = p.qos
-        pods.append(entry)
-    status: dict[str, Any] = {"nodeMetric": node, "podsMetric": pods}
+    status: dict[str, Any] = {}
     if metric.update_time is not None:
         status["updateTime"] = format_time(metric.update_time)
+    status["nodeMetric"] = _node_manifest(metric)
+    status["podsMetric"] = [_pod_manifest(p) for p in metric.pods]
+    if metric.host_apps:
+        status["hostApplicationMetric"] = [_host_app_manifest(h) for h in metric.host_apps]
     if metric.prod_reclaimable is not None:
-        status["prodReclaimableMetric"] = {"resource": _quantities(metric.prod_reclaimable)}
+        status["prodReclaimableMetric"] = {"resource": resource_map(metric.prod_reclaimable)}
+    if metric.prod_peak is not None:
+        status["prodPeakMetric"] = {"resource": resource_map(metric.prod_peak)}
     policy: dict[str, Any] = {
         "aggregateDurationSeconds": metric.aggregate_duration_s,
         "reportIntervalSeconds": metric.report_interval_s,
