@@ -14,7 +14,7 @@ bound nor failed), and for each:
 
 Outcomes: success, or 409 "already assigned to node X" with X the requested node (an earlier attempt of ours that
 succeeded) → ``pod.bound``. 404, 409 otherwise (another node, a uid precondition: the pod was re-created, scheduling
-gates), "is being deleted", 400/422 → ``pod.bind_failed`` (the device-allocator frees the pod's devices). Transport
+gates, the pod being deleted), 400/422 → ``pod.bind_failed`` (the device-allocator frees the pod's devices). Transport
 errors, 429 and 5xx → retried with backoff; 401/403 → retried too and logged as errors (RBAC is fixed without a
 restart). The response is read raw (``_preload_content=False``): the API server answers a Binding with a ``Status``,
 which the generated client would fail to deserialise as a ``V1Binding`` even though the bind succeeded.
