@@ -513,6 +513,10 @@ class FakeKube:
         sub: str,
         query: dict[str, str],
     ) -> web.Response:
+        if sub and (sub != "status" or not resource.status_subresource):
+            return web.json_response(
+                status(404, "NotFound", "the server could not find the requested resource"), status=404
+            )
         kind = request.headers.get("Content-Type", "").split(";")[0].strip()
         accepted = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH] + (
             [] if resource.custom else [STRATEGIC_MERGE_PATCH]
