@@ -396,18 +396,34 @@ async def test_a_custom_resource_that_is_not_installed_does_not_hold_up_pods(
 QUOTAS = "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas$"
 
 
+async def _recording_quotas(
+    kube: FakeKube,
+    store: Any,
+    client: Any,
+    running: Any,
+    eventually: Any,
+    has: Any,
+    settle: Any,
+    names: list[str],
+) -> Any:
+    """kube-sync running, with these quotas of namespace ``team`` recorded."""
+    for name in names:
+        kube.create(a_quota(name, namespace="team"))
+    runner = running(sync_for(store, client).run)
+    for name in names:
+        await eventually(has(store, "quota.applied", f"quota:team/{name}"), what=f"{name} recorded")
+    await settle(store)
+    return runner
+
+
 async def test_a_404_while_discovery_serves_the_resource_deletes_nothing(
     kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any, kinds: Any, settle: Any, has: Any
 ):
     """A list or watch answered 404 while the group/version's resource list still names the resource is not
     evidence of deletion: nothing is recorded, the list is retried, and a later real deletion is recorded once
     (a ghost deletion would have taken its event id, so the real one would be skipped as a duplicate)."""
-    kube.create(a_quota("q", namespace="team"))
-    sync = sync_for(store, client)
-    runner = running(sync.run)
+    runner = await _recording_quotas(kube, store, client, running, eventually, has, settle, ["q"])
     try:
-        await eventually(has(store, "quota.applied", "quota:team/q"), what="q recorded")
-        await settle(store)
         lists = kube.count("GET", QUOTAS) - kube.count("GET", QUOTAS, "watch")
         kube.fail(
             "GET", QUOTAS, status=404, message="the server could not find the requested resource", times=3
@@ -437,13 +453,8 @@ async def test_a_resource_no_longer_served_keeps_what_was_recorded_until_a_list_
 ):
     """Discovery no longer lists the resource (its CRD not established): the last recorded state stays; when it is
     served again, the list records only the differences (here: one quota gone, the other unchanged)."""
-    kube.create(a_quota("q", namespace="team"))
-    kube.create(a_quota("r", namespace="team"))
-    sync = sync_for(store, client)
-    runner = running(sync.run)
+    runner = await _recording_quotas(kube, store, client, running, eventually, has, settle, ["q", "r"])
     try:
-        await eventually(has(store, "quota.applied", "quota:team/r"), what="quotas recorded")
-        await settle(store)
         kube.unserve("ElasticQuota")
         kube.create(ours("a"))  # the other kinds go on
         await eventually(has(store, "pod.submitted", "pod:team/a"), what="a recorded")

@@ -47,21 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from aiohttp import web
 
-from allot_testing import fake_kube_pods
+from allot_testing import fake_kube_pods, fake_kube_writes
 from allot_testing.fake_kube_rules import (
-    APPLY_PATCH,
-    JSON_PATCH,
-    MERGE_PATCH,
-    STRATEGIC_MERGE_PATCH,
     Obj,
-    PatchError,
-    field_errors,
     group_list,
-    invalid,
-    json_patch,
+    matches,
     merge_patch,
     resource_list,
     status,
@@ -114,26 +106,6 @@ RESOURCES = (
     FakeResource("events.k8s.io/v1", "Event", "events", True),
     FakeResource("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True, status_subresource=True),
 )
-
-
-def _field(obj: Obj, path: str) -> str:
-    value: Any = obj
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return "" if value is None else str(value)
-
-
-def matches(obj: Obj, selector: str) -> bool:
-    for term in filter(None, (t.strip() for t in selector.split(","))):
-        if "!=" in term:
-            path, _, want = term.partition("!=")
-            if _field(obj, path) == want:
-                return False
-        else:
-            path, _, want = term.partition("==") if "==" in term else term.partition("=")
-            if _field(obj, path) != want:
-                return False
-    return True
 
 
 @dataclass
@@ -468,14 +440,14 @@ class FakeKube:
         if request.method == "POST" and resource.plural == "pods" and sub == "eviction":
             return fake_kube_pods.evict(self, namespace, name, await request.json())
         if request.method == "PATCH" and name:
-            return await self._patch_request(request, resource, namespace, name, sub, query)
+            return await fake_kube_writes.patch_request(self, request, resource, namespace, name, sub, query)
         if request.method == "POST" and not name:
-            return self._create(resource, namespace, await request.json())
+            return fake_kube_writes.create(self, resource, namespace, await request.json())
         if request.method == "DELETE" and name and not sub:
             body = await request.json() if request.can_read_body else {}
-            return self._delete_request(resource, namespace, name, body or {})
+            return fake_kube_writes.delete_request(self, resource, namespace, name, body or {})
         if request.method == "PUT" and name and not sub:
-            return self._replace(resource, namespace, name, await request.json())
+            return fake_kube_writes.replace(self, resource, namespace, name, await request.json())
         return web.json_response(
             status(405, "MethodNotAllowed", f"{request.method} {request.path}"), status=405
         )
@@ -503,49 +475,6 @@ class FakeKube:
                 )
             return web.json_response(resource_list(version, resources))
         return None
-
-    async def _patch_request(
-        self,
-        request: web.Request,
-        resource: FakeResource,
-        namespace: str,
-        name: str,
-        sub: str,
-        query: dict[str, str],
-    ) -> web.Response:
-        if sub and (sub != "status" or not resource.status_subresource):
-            return web.json_response(
-                status(404, "NotFound", "the server could not find the requested resource"), status=404
-            )
-        kind = request.headers.get("Content-Type", "").split(";")[0].strip()
-        accepted = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH] + (
-            [] if resource.custom else [STRATEGIC_MERGE_PATCH]
-        )
-        if kind not in accepted:
-            return web.json_response(
-                status(
-                    415,
-                    "UnsupportedMediaType",
-                    "the body of the request was in an unknown format - accepted media types include: "
-                    + ", ".join(accepted),
-                ),
-                status=415,
-            )
-        text = await request.text()
-        try:
-            patch = yaml.safe_load(text) if kind == APPLY_PATCH else json.loads(text)
-        except (ValueError, yaml.YAMLError) as exc:
-            return web.json_response(status(400, "BadRequest", f"error decoding patch: {exc}"), status=400)
-        if kind == APPLY_PATCH and not query.get("fieldManager"):
-            return web.json_response(
-                status(400, "BadRequest", "PATCH with apply content type must include a fieldManager"),
-                status=400,
-            )
-        if kind == APPLY_PATCH and (resource.plural, namespace, name) not in self.objects and not sub:
-            return self._create(
-                resource, namespace, {**patch, "metadata": {**patch.get("metadata", {}), "name": name}}
-            )
-        return self._patch(resource, namespace, name, sub, patch, request.path, kind=kind)
 
     @staticmethod
     def not_found(resource: FakeResource, name: str) -> web.Response:
@@ -656,126 +585,3 @@ class FakeKube:
         finally:
             self.watches.discard(watch)
         return response
-
-    def _delete_request(self, resource: FakeResource, namespace: str, name: str, body: Obj) -> web.Response:
-        """``DELETE`` an object: 404 when missing, 409 when a uid precondition does not hold."""
-        obj = self.objects.get((resource.plural, namespace, name))
-        if obj is None:
-            return self.not_found(resource, name)
-        want = (body.get("preconditions") or {}).get("uid")
-        if want and want != obj["metadata"].get("uid"):
-            return web.json_response(
-                status(409, "Conflict", f"Precondition failed: UID in precondition: {want}"), status=409
-            )
-        self.delete(resource.kind, name, namespace)
-        return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Success"})
-
-    def _create(self, resource: FakeResource, namespace: str, body: Obj) -> web.Response:
-        meta = body.setdefault("metadata", {})
-        if resource.namespaced:
-            meta["namespace"] = namespace or meta.get("namespace") or "default"
-        if not meta.get("name"):
-            return web.json_response(status(422, "Invalid", "metadata.name: Required value"), status=422)
-        body["kind"] = resource.kind
-        meta.pop("resourceVersion", None)
-        errors = field_errors(resource.kind, body)
-        if errors:
-            return web.json_response(invalid(resource.kind, meta["name"], errors), status=422)
-        try:
-            created = self.create(body)
-        except KeyError:
-            return web.json_response(
-                status(
-                    409,
-                    "AlreadyExists",
-                    f'{resource.plural} "{meta["name"]}" already exists',
-                    name=meta["name"],
-                    kind=resource.plural,
-                ),
-                status=409,
-            )
-        return web.json_response(created, status=201)
-
-    def _replace(self, resource: FakeResource, namespace: str, name: str, body: Obj) -> web.Response:
-        key = (resource.plural, namespace if resource.namespaced else "", name)
-        current = self.objects.get(key)
-        if current is None:
-            return self.not_found(resource, name)
-        errors = field_errors(resource.kind, body)
-        if errors:
-            return web.json_response(invalid(resource.kind, name, errors), status=422)
-        want = (body.get("metadata") or {}).get("resourceVersion")
-        if want and want != current["metadata"]["resourceVersion"]:
-            return web.json_response(
-                status(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been '
-                    "modified; please apply your changes to the latest version and try again",
-                    name=name,
-                    kind=resource.plural,
-                ),
-                status=409,
-            )
-
-        def replace(obj: Obj) -> None:
-            meta = {**obj["metadata"], **(body.get("metadata") or {})}
-            obj.clear()
-            obj.update(copy.deepcopy(body))
-            obj["metadata"] = meta
-            obj["kind"], obj["apiVersion"] = resource.kind, resource.api_version
-
-        return web.json_response(self.update(resource.kind, name, replace, namespace))
-
-    def _patch(
-        self,
-        resource: FakeResource,
-        namespace: str,
-        name: str,
-        sub: str,
-        patch: Any,
-        path: str,
-        *,
-        kind: str = MERGE_PATCH,
-    ) -> web.Response:
-        self.patches.append((path, patch))
-        key = (resource.plural, namespace, name)
-        if key not in self.objects:
-            return self.not_found(resource, name)
-        if sub and (sub != "status" or not resource.status_subresource):
-            return web.json_response(
-                status(404, "NotFound", "the server could not find the requested resource"), status=404
-            )
-        current = self.objects[key]
-        try:
-            if kind == JSON_PATCH:
-                patched = json_patch(current, patch)
-            elif kind == STRATEGIC_MERGE_PATCH:
-                patched = strategic_merge_patch(current, patch)
-            else:  # merge, and apply as a merge (the fake keeps no field ownership)
-                patched = merge_patch(current, patch)
-        except (PatchError, ValueError, TypeError, KeyError, IndexError) as exc:
-            return web.json_response(
-                status(422, "Invalid", f"the patch cannot be applied: {exc}"), status=422
-            )
-        if (
-            sub == "status"
-        ):  # the status subresource changes status only (a Node's status strategy: not its spec)
-            result = {**current, "status": patched.get("status")}
-            if resource.kind == "Node":
-                result["metadata"] = patched.get("metadata") or current["metadata"]
-        elif resource.status_subresource:  # the object's own endpoint ignores status
-            result = {**patched, "status": current.get("status")}
-        else:
-            result = patched
-        if result.get("status") is None:
-            result.pop("status", None)
-        errors = field_errors(resource.kind, result)
-        if errors:
-            return web.json_response(invalid(resource.kind, name, errors), status=422)
-
-        def apply(obj: Obj) -> None:
-            obj.clear()
-            obj.update(copy.deepcopy(result))
-
-        return web.json_response(self.update(resource.kind, name, apply, namespace))

@@ -44,36 +44,28 @@ def status(code: int, reason: str, message: str, **details: Any) -> Obj:
     }
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
+def merge_patch(target: Any, patch: Any, *, strategic: bool = False) -> Any:
+    """RFC 7386 JSON merge patch; ``strategic``: a strategic merge patch as far as Allot uses one, a merge patch in
+    which ``conditions`` lists are merged by their ``type`` (the patch's entry replaces the target's of the same
+    type; others stay)."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     out = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
-
-
-def strategic_merge_patch(target: Any, patch: Any) -> Any:
-    """A strategic merge patch, as far as Allot uses it: a merge patch in which ``conditions`` lists are merged by
-    their ``type`` (the patch's entry replaces the target's of the same type; others stay)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif key == "conditions" and isinstance(value, list) and isinstance(out.get(key), list):
+        elif strategic and key == "conditions" and isinstance(value, list) and isinstance(out.get(key), list):
             merged = {c.get("type"): c for c in out[key] if isinstance(c, dict)}
             for condition in value:
                 merged[condition.get("type")] = {**merged.get(condition.get("type"), {}), **condition}
             out[key] = list(merged.values())
         else:
-            out[key] = strategic_merge_patch(out.get(key), value)
+            out[key] = merge_patch(out.get(key), value, strategic=strategic)
     return out
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    return merge_patch(target, patch, strategic=True)
 
 
 class PatchError(ValueError):
@@ -178,6 +170,26 @@ def invalid(kind: str, name: str, errors: list[tuple[str, str]]) -> Obj:
         kind=kind,
         causes=[{"reason": "FieldValueInvalid", "field": path, "message": reason} for path, reason in errors],
     )
+
+
+def _field(obj: Obj, path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+def matches(obj: Obj, selector: str) -> bool:
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            path, _, want = term.partition("!=")
+            if _field(obj, path) == want:
+                return False
+        else:
+            path, _, want = term.partition("==") if "==" in term else term.partition("=")
+            if _field(obj, path) != want:
+                return False
+    return True
 
 
 def resource_list(group_version: str, resources: list[Any]) -> Obj:
