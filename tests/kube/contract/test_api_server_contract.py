@@ -112,15 +112,14 @@ async def test_a_watch_from_a_compacted_version_is_410_gone(api: Api, kube: Fake
     assert (events[0]["object"]["code"], events[0]["object"]["reason"]) == (410, "Expired")
 
 
-async def test_bookmarks_only_when_asked_for(api: Api, kube: FakeKube) -> None:
+async def test_bookmarks_only_when_asked_for(api: Api, kube: FakeKube, eventually: Any) -> None:
     """api-concepts, "Watch bookmarks": with ``allowWatchBookmarks=true`` the server may send ``BOOKMARK`` events
     carrying only ``metadata.resourceVersion``; without it, never."""
     _, listed = await api("GET", QUOTAS)
     version = listed["metadata"]["resourceVersion"]
     for asked, expected in (("true", ["BOOKMARK"]), ("false", [])):
         watch = asyncio.ensure_future(api.watch(QUOTAS, resourceVersion=version, allowWatchBookmarks=asked))
-        while not kube.watches:
-            await asyncio.sleep(0.01)
+        await eventually(lambda: bool(kube.watches), what="the watch open")
         kube.bookmark()
         events = await watch
         assert [e["type"] for e in events] == expected
