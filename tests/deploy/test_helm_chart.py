@@ -705,6 +705,25 @@ def test_the_validating_webhook_covers_every_kind_the_webhook_validates(
     assert covered == set(VALIDATED)
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_binders_own_writes_are_not_reviewed(case: str, rendered: dict[str, list[Obj]]) -> None:
+    """The binder patches Allot's status annotations on every ElasticQuota: the validating webhook is scoped so that
+    none of its writes is sent for review (a matchCondition on its ServiceAccount), and no rule names a subresource,
+    so status writes (``elasticquotas/status``, ``podgroups/status``, …) are never reviewed either."""
+    objects = rendered[case]
+    namespace = CASES[case][1]
+    account = pod(workloads(objects)["binder"])["serviceAccountName"]
+    assert account in by_kind(objects, "ServiceAccount")
+    binder = f"system:serviceaccount:{namespace}:{account}"
+    for kind, hook in _webhooks(objects):
+        if kind != "ValidatingWebhookConfiguration" or hook["name"] != "objects.validate.allot.dev":
+            continue
+        assert {"name": "not-allot-binder", "expression": f"request.userInfo.username != '{binder}'"} in hook[
+            "matchConditions"
+        ]
+        assert all("/" not in r and "*" not in r for rule in hook["rules"] for r in rule["resources"])
+
+
 class _TLSServer:
     """A TLS server on loopback with the rendered certificate and key, for one handshake."""
 

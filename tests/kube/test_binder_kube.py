@@ -262,13 +262,59 @@ async def test_quota_status_is_merge_patched_onto_the_elastic_quota(
     quota = kube.get("ElasticQuota", "q", "team")
     assert quota["metadata"]["annotations"]["quota.scheduling.koordinator.sh/runtime"] == '{"cpu":"4"}'
     assert quota["status"] == {"used": {"cpu": "2"}}  # through the status subresource
+    base = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/team/elasticquotas"
     assert [p for p, _ in kube.patches] == [
-        "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/team/elasticquotas/gone",
-        "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/team/elasticquotas/q",
-        "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/team/elasticquotas/q/status",
+        f"{base}/gone/status",  # 404: the quota is missing (the status subresource is not known yet)
+        f"{base}/gone",
+        f"{base}/q/status",  # then the object's patch: 503 (not handled, so not kept here), retried
+        f"{base}/q/status",
+        f"{base}/q",
     ]
+    # Status goes through the status subresource only: the object's own patches (the ones admission webhooks
+    # review) carry the annotations alone.
+    assert [body for path, body in kube.patches if path == f"{base}/q"] == [{"metadata": patch["metadata"]}]
     await worker.step()
-    assert len(kube.patches) == 3  # applied once; a missing quota is not retried
+    assert len(kube.patches) == 5  # applied once; a missing quota is not retried
+
+
+async def test_a_quota_whose_annotations_are_refused_still_gets_its_status(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    """A validating webhook refusing the annotation patch (422) does not stop the quota's status: it is written
+    first, on the status subresource, which webhooks scoped to the object never see; the next status is written
+    too."""
+    kube.create(a_quota("q", namespace="team"))
+    binding = Binding(store)
+
+    async def publish(used: str, index: int) -> None:
+        patch = {
+            "metadata": {"annotations": {"quota.scheduling.koordinator.sh/runtime": f'{{"cpu":"{used}"}}'}},
+            "status": {"used": {"cpu": used}},
+        }
+        await store.append(
+            [
+                NewEvent(
+                    stream_id=stream_id("quota", "status"),
+                    event_id=derived_event_id("t", "q", index),
+                    event=QuotaStatusSynced(patches={"team/q": patch}),
+                )
+            ],
+            producer="quota-manager",
+        )
+        await binding.feed()
+
+    denied = 'admission webhook "objects.validate.allot.dev" denied the request'
+    kube.fail("PATCH", r"/elasticquotas/q$", status=422, message=denied, times=2)
+    worker = binding.worker(client)
+    await publish("2", 0)
+    await worker.step()
+    assert kube.get("ElasticQuota", "q", "team")["status"] == {"used": {"cpu": "2"}}
+    await publish("3", 1)
+    await worker.step()
+    quota = kube.get("ElasticQuota", "q", "team")
+    assert quota["status"] == {"used": {"cpu": "3"}} and "annotations" not in quota["metadata"]
+    await worker.step()
+    assert kube.count("PATCH", r"/elasticquotas/q$") == 2  # refused for good: not retried until it changes
 
 
 async def test_the_generated_client_misreads_the_binding_reply(kube: FakeKube, client: Any) -> None:

@@ -535,6 +535,39 @@ async def test_aggregation_and_the_spam_filter() -> None:
     assert await recorder.record(notice("same"), at=1.7e9) == "dropped"
 
 
+async def test_event_notes_and_names_fit_the_api_servers_limits(kube: FakeKube, client: Any) -> None:
+    """An Event's note is at most 1024 bytes (not characters) and its name a DNS subdomain of at most 253
+    characters: the fake API server refuses more with 422, as the real one does. A long note in a multi-byte script,
+    aggregated notes and a pod with the longest name there is are all written."""
+    from allot_runtime.kube.client import call
+
+    async def send(method: str, path: str, body: dict[str, Any], content_type: str) -> Any:
+        return await call(client, method, path, body, content_type=content_type)
+
+    recorder = EventRecorder(send=send, wall=lambda: 1.7e9)
+    pod = Regarding(api_version="v1", kind="Pod", namespace="ns", name="p" * 253, uid="u")
+    results = [
+        await recorder.record(
+            Notice(
+                regarding=pod,
+                type="Warning",
+                reason="FailedScheduling",
+                action="Scheduling",
+                note=f"{n} " + "é" * 1000,
+            ),
+            at=1.7e9 + n,
+        )
+        for n in range(12)  # the last ones are aggregated: "(combined from similar events): …"
+    ]
+    assert results == ["created"] * 12
+    events = [o for (plural, _, _), o in kube.objects.items() if plural == "events"]
+    assert len(events) == 12
+    for event in events:
+        assert len(event["note"].encode()) <= 1024 and event["note"].endswith("...")
+        assert len(event["metadata"]["name"]) <= 253 and event["regarding"]["name"] == "p" * 253
+    assert sum(e["note"].startswith("(combined from similar events): ") for e in events) == 2
+
+
 def _inventory(device: dict[str, Any]) -> Any:
     from allot_contracts.objects.inventory import parse_device_cr
 

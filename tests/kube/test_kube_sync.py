@@ -393,6 +393,88 @@ async def test_a_custom_resource_that_is_not_installed_does_not_hold_up_pods(
             await api.close()
 
 
+QUOTAS = "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas$"
+
+
+async def _recording_quotas(
+    kube: FakeKube,
+    store: Any,
+    client: Any,
+    running: Any,
+    eventually: Any,
+    has: Any,
+    settle: Any,
+    names: list[str],
+) -> Any:
+    """kube-sync running, with these quotas of namespace ``team`` recorded."""
+    for name in names:
+        kube.create(a_quota(name, namespace="team"))
+    runner = running(sync_for(store, client).run)
+    for name in names:
+        await eventually(has(store, "quota.applied", f"quota:team/{name}"), what=f"{name} recorded")
+    await settle(store)
+    return runner
+
+
+async def test_a_404_while_discovery_serves_the_resource_deletes_nothing(
+    kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any, kinds: Any, settle: Any, has: Any
+):
+    """A list or watch answered 404 while the group/version's resource list still names the resource is not
+    evidence of deletion: nothing is recorded, the list is retried, and a later real deletion is recorded once
+    (a ghost deletion would have taken its event id, so the real one would be skipped as a duplicate)."""
+    runner = await _recording_quotas(kube, store, client, running, eventually, has, settle, ["q"])
+    try:
+        lists = kube.count("GET", QUOTAS) - kube.count("GET", QUOTAS, "watch")
+        kube.fail(
+            "GET", QUOTAS, status=404, message="the server could not find the requested resource", times=3
+        )
+        kube.drop_watches()
+        await eventually(lambda: all(f.times == 0 for f in kube.faults), what="the 404s answered")
+        await eventually(
+            lambda: kube.count("GET", QUOTAS) - kube.count("GET", QUOTAS, "watch") > lists + 1,
+            what="a list after the 404s",
+        )
+        await settle(store)
+        assert kube.count("GET", "/apis/scheduling.sigs.k8s.io/v1alpha1$") >= 1  # discovery was asked
+        assert ("quota.deleted", "quota:team/q") not in await kinds(store)
+        kube.delete("ElasticQuota", "q", "team")
+        await eventually(has(store, "quota.deleted", "quota:team/q"), what="the real deletion recorded")
+        await settle(store)
+        counts = await kinds(store)
+        assert (
+            counts[("quota.deleted", "quota:team/q")] == 1 and counts[("quota.applied", "quota:team/q")] == 1
+        )
+    finally:
+        await runner.close()
+
+
+async def test_a_resource_no_longer_served_keeps_what_was_recorded_until_a_list_shows_it(
+    kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any, kinds: Any, settle: Any, has: Any
+):
+    """Discovery no longer lists the resource (its CRD not established): the last recorded state stays; when it is
+    served again, the list records only the differences (here: one quota gone, the other unchanged)."""
+    runner = await _recording_quotas(kube, store, client, running, eventually, has, settle, ["q", "r"])
+    try:
+        kube.unserve("ElasticQuota")
+        kube.create(ours("a"))  # the other kinds go on
+        await eventually(has(store, "pod.submitted", "pod:team/a"), what="a recorded")
+        await asyncio.sleep(1.2)  # more than absent_retry: listed again, still not served
+        kube.delete_quietly("ElasticQuota", "q", "team")
+        await settle(store)
+        counts = await kinds(store)
+        assert not [k for k in counts if k[0] == "quota.deleted"]
+        kube.serve("ElasticQuota")
+        await eventually(has(store, "quota.deleted", "quota:team/q"), what="q recorded deleted by the list")
+        await settle(store)
+        counts = await kinds(store)
+        assert counts[("quota.deleted", "quota:team/q")] == 1
+        assert ("quota.deleted", "quota:team/r") not in counts and counts[
+            ("quota.applied", "quota:team/r")
+        ] == 1
+    finally:
+        await runner.close()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -136,6 +136,59 @@ async def test_a_disruption_budget_holds_the_eviction_until_it_allows_it(
     assert [t for t, _ in await answers(store)] == ["migration.evicted"]
 
 
+def a_budget(name: str, disruptions_allowed: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"maxUnavailable": 1, "selector": {}},  # an empty selector selects every pod of the namespace
+        "status": {"disruptionsAllowed": disruptions_allowed, "currentHealthy": 2, "desiredHealthy": 1},
+    }
+
+
+async def test_a_pod_under_two_disruption_budgets_is_given_up_with_the_reason(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    """The Eviction API answers 500 "This pod has more than one PodDisruptionBudget, which the eviction subresource
+    does not support." whatever the budgets allow: a final answer, recorded once as the job's failed eviction with
+    that reason, not a server error retried forever."""
+    await request_eviction(store, kube, "j1", "web-0")
+    kube.create(a_budget("web", 1))
+    kube.create(a_budget("everything", 1))
+    binding = Binding(store)
+    await binding.feed()
+    worker = binding.worker(client)
+    await worker.step()
+    ((kind, payload),) = await answers(store)
+    assert kind == "migration.eviction_failed"
+    assert "more than one PodDisruptionBudget" in payload["message"]
+    assert kube.get("Pod", "web-0", "default") is not None
+    await asyncio.sleep(0.1)  # past any backoff
+    await worker.step()
+    await binding.feed()
+    await worker.step()
+    assert len(kube.evictions) == 1 and len(await answers(store)) == 1
+
+
+async def test_one_disruption_budget_is_spent_by_the_eviction(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    await request_eviction(store, kube, "j1", "web-0")
+    kube.create(a_budget("web", 0))
+    binding = Binding(store)
+    await binding.feed()
+    worker = binding.worker(client)
+    await worker.step()
+    assert await answers(store) == []  # 429: held back, retried
+    kube.update(
+        "PodDisruptionBudget", "web", lambda o: o["status"].update({"disruptionsAllowed": 1}), "default"
+    )
+    await asyncio.sleep(0.1)  # past the backoff
+    await worker.step()
+    assert [t for t, _ in await answers(store)] == ["migration.evicted"]
+    assert kube.get("PodDisruptionBudget", "web", "default")["status"]["disruptionsAllowed"] == 0
+
+
 async def test_a_refused_eviction_is_recorded_as_failed(kube: FakeKube, store: Any, client: Any) -> None:
     await request_eviction(store, kube, "j1", "web-0")
     kube.fail("POST", r"/pods/web-0/eviction$", status=422, message="invalid delete options")

@@ -39,6 +39,10 @@ def test_parse_quantity_rejects(text):
         ("cpu", "1.0001", 1001),
         ("memory", "1Ki", 1024),
         ("nvidia.com/gpu", "2", 2),
+        # Koordinator's batch and mid cpu are integer milli-cores ("2000" is 2 cores), read with Value()
+        ("kubernetes.io/batch-cpu", "2000", 2000),
+        ("kubernetes.io/mid-cpu", "2000", 2000),
+        ("kubernetes.io/mid-cpu", "2k", 2000),
     ],
 )
 def test_to_canonical_rounds_up(name, text, canonical):
@@ -54,6 +58,10 @@ def test_to_canonical_rounds_up(name, text, canonical):
         ("memory", 1000, "1000"),
         ("koordinator.sh/gpu-core", 100, "100"),
         ("koordinator.sh/gpu-memory", 0, "0"),
+        # as slo-controller's midresource plugin writes them (upstream plugin_test.go: MidCPU "20000")
+        ("kubernetes.io/batch-cpu", 2500, "2500"),
+        ("kubernetes.io/mid-cpu", 2500, "2500"),
+        ("kubernetes.io/mid-cpu", 20000, "20000"),
     ],
 )
 def test_format_quantity_roundtrip(name, value, text):

@@ -153,6 +153,9 @@ def test_mid_default_and_static_modes() -> None:
     )
     assert static is not None
     assert static.allocatable[n.MID_CPU] == 3_200
+    # Written as slo-controller writes it: an integer count of millicores, like batch-cpu (not "3200m", which the
+    # kubelet would round up to 4 whole units of the extended resource)
+    assert static.quantities()[n.MID_CPU] == "3200"
     assert static.allocatable[n.MID_MEMORY] == 128 * GiB * 5 // 100  # capped by the threshold
 
 

@@ -6,9 +6,11 @@ into canonical quantity strings.
 
 Invariants:
 - Parsing is exact (``fractions.Fraction``); no float ever touches a quantity.
-- Canonical integer units: ``cpu`` (and ``*-cpu`` extended resources such as ``kubernetes.io/batch-cpu`` when
-  given as cores) in millicores, everything else in base units (bytes, device units, counts). Conversion rounds
-  up, like Kubernetes ``MilliValue()`` / ``Value()``.
+- Canonical integer units: ``cpu`` in millicores, everything else in base units (bytes, device units, counts).
+  Conversion rounds up, like Kubernetes ``MilliValue()`` / ``Value()``. Koordinator's ``kubernetes.io/batch-cpu``
+  and ``kubernetes.io/mid-cpu`` are extended resources whose *value* is a number of millicores (``"2500"`` is 2.5
+  cores; slo-controller writes them so and the kubelet counts extended resources in whole units), so they are read
+  with ``Value()`` and their canonical integer is millicores all the same.
 - ``format_quantity`` is the inverse for canonical integers: binary suffixes for byte-like resources when exact,
   decimal otherwise, millicores as ``"500m"`` or whole cores as ``"4"``.
 
@@ -53,8 +55,9 @@ _PATTERN: Final = re.compile(
     r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE]?))$"
 )
 
-# Resources whose canonical unit is the milli-unit (Kubernetes MilliValue). Everything else uses Value().
-_MILLI_RESOURCES: Final = frozenset({"cpu", "kubernetes.io/mid-cpu"})
+# Resources whose canonical unit is the milli-unit (Kubernetes MilliValue). Everything else uses Value(): the
+# batch/mid cpu extended resources too, whose values already count millicores.
+_MILLI_RESOURCES: Final = frozenset({"cpu"})
 
 
 def is_milli_resource(name: str) -> bool:

@@ -9,25 +9,25 @@ What it serves, the way the real API server does:
 - ``?watch=true``: a chunked stream of JSON lines (``ADDED``/``MODIFIED``/``DELETED``, ``BOOKMARK`` when
   ``allowWatchBookmarks``), replaying what happened after the requested ``resourceVersion``; a version older than
   the compaction point gets an ``ERROR`` event with a ``410 Expired`` Status; ``timeoutSeconds`` ends the stream.
-- ``POST …/pods/{name}/eviction`` (policy/v1): uid precondition (409), a disruption budget in the way (429, pods
-  in :attr:`FakeKube.disruption_blocked`), missing pod (404); accepted (201) deletes the pod; bodies kept in
-  :attr:`FakeKube.evictions`.
-- ``POST …/pods/{name}/binding`` (and the older ``…/namespaces/{ns}/bindings``): uid precondition (409), pod being deleted (500, as the API server reports it),
-  already bound (409 "pod x is already assigned to node \\"n\\""), scheduling gates (409), missing pod (404);
-  success sets ``spec.nodeName``, merges the Binding's annotations, adds ``PodScheduled`` and answers ``201`` with a
-  ``Status`` (not a Binding: the reply the generated Python client fails to deserialise).
-- ``PATCH`` with ``application/merge-patch+json`` on objects and on ``/status`` (a resource with a status
-  subresource ignores status in the object's own patch; ``/status`` applies only status, except on a Node, whose
-  metadata changes are kept there as the API server does), and ``application/strategic-merge-patch+json`` (lists of
-  ``conditions`` merged by ``type``, as for pod status).
+- Discovery: ``GET /api``, ``/api/v1``, ``/apis`` and ``/apis/<group>/<version>`` (an ``APIResourceList`` of what is
+  served; 404 for a group/version with nothing served).
+- ``POST …/pods/{name}/binding`` and ``…/eviction``: :mod:`allot_testing.fake_kube_pods` (the real server's answers:
+  409 for a pod being deleted, 429 for a PodDisruptionBudget that allows nothing, 500 for two budgets, …).
+- ``PATCH`` in the four patch types: ``application/json-patch+json``, ``merge-patch+json``, ``apply-patch+yaml`` (with a
+  ``fieldManager``; applied as a merge, no field ownership) and ``strategic-merge-patch+json`` (built-in kinds only,
+  415 on a custom resource; lists of ``conditions`` merged by ``type``). A resource with a status subresource ignores
+  status in the object's own patch; ``/status`` applies only status (a Node also keeps its metadata changes there,
+  as the API server's Node status strategy does).
 - ``POST`` on a collection creates an object (409 ``AlreadyExists``); ``PUT`` replaces one, with the
   ``metadata.resourceVersion`` of the body as a precondition (409 ``Conflict`` when stale): Leases
   (``coordination.k8s.io/v1``) and Events (``events.k8s.io/v1``) are served this way.
+- Field limits on every write (422 ``Invalid`` with a cause per field): names (253, a DNS subdomain), label keys and
+  values (63), annotations (256 KiB in all), an Event's ``note`` (1 KiB): :mod:`allot_testing.fake_kube_rules`.
 - ``DELETE`` of an object, with a uid precondition (409) in the body's ``preconditions``.
 - Bearer-token authentication (401 without the token).
 
 Test controls (plain methods, no HTTP): :meth:`FakeKube.create`, :meth:`update`, :meth:`delete`, :meth:`heartbeat`,
-:meth:`set_phase`, :meth:`bookmark`, :meth:`expire` (compacts history: open watches get 410 and old versions stop
+:meth:`set_phase`, :meth:`bookmark`, :meth:`unserve` / :meth:`serve` (a resource not served: 404), :meth:`expire` (compacts history: open watches get 410 and old versions stop
 working), :meth:`drop_watches` (cuts open streams), :meth:`fail` (the next matching requests get an error status or
 a dropped connection). Everything received is kept: :attr:`requests`, :attr:`bindings`, :attr:`patches`, and the
 ``User-Agent`` of every write in :attr:`writers`.
@@ -49,7 +49,26 @@ from typing import Any
 
 from aiohttp import web
 
-Obj = dict[str, Any]
+from allot_testing import fake_kube_pods, fake_kube_writes
+from allot_testing.fake_kube_rules import (
+    Obj,
+    group_list,
+    matches,
+    merge_patch,
+    resource_list,
+    status,
+    strategic_merge_patch,
+)
+
+__all__ = [
+    "RESOURCES",
+    "FakeKube",
+    "FakeResource",
+    "matches",
+    "merge_patch",
+    "status",
+    "strategic_merge_patch",
+]
 
 
 @dataclass(frozen=True)
@@ -59,97 +78,34 @@ class FakeResource:
     plural: str
     namespaced: bool
     status_subresource: bool = False
+    custom: bool = (
+        False  # defined by a CustomResourceDefinition (no strategic merge patch; status-only /status)
+    )
 
 
 RESOURCES = (
     FakeResource("v1", "Pod", "pods", True, status_subresource=True),
     FakeResource("v1", "Node", "nodes", False, status_subresource=True),
-    FakeResource("scheduling.koordinator.sh/v1alpha1", "Device", "devices", False),
-    FakeResource("topology.node.k8s.io/v1alpha1", "NodeResourceTopology", "noderesourcetopologies", False),
-    FakeResource("slo.koordinator.sh/v1alpha1", "NodeMetric", "nodemetrics", False, status_subresource=True),
+    FakeResource("scheduling.koordinator.sh/v1alpha1", "Device", "devices", False, custom=True),
     FakeResource(
-        "scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", "elasticquotas", True, status_subresource=True
+        "topology.node.k8s.io/v1alpha1", "NodeResourceTopology", "noderesourcetopologies", False, custom=True
     ),
-    FakeResource("quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile", "elasticquotaprofiles", True),
-    FakeResource("scheduling.sigs.k8s.io/v1alpha1", "PodGroup", "podgroups", True, status_subresource=True),
+    FakeResource("slo.koordinator.sh/v1alpha1", "NodeMetric", "nodemetrics", False, True, custom=True),
+    FakeResource("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", "elasticquotas", True, True, custom=True),
     FakeResource(
-        "scheduling.koordinator.sh/v1alpha1", "Reservation", "reservations", False, status_subresource=True
+        "quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile", "elasticquotaprofiles", True, custom=True
+    ),
+    FakeResource("scheduling.sigs.k8s.io/v1alpha1", "PodGroup", "podgroups", True, True, custom=True),
+    FakeResource(
+        "scheduling.koordinator.sh/v1alpha1", "Reservation", "reservations", False, True, custom=True
     ),
     FakeResource(
-        "scheduling.koordinator.sh/v1alpha1",
-        "PodMigrationJob",
-        "podmigrationjobs",
-        False,
-        status_subresource=True,
+        "scheduling.koordinator.sh/v1alpha1", "PodMigrationJob", "podmigrationjobs", False, True, custom=True
     ),
     FakeResource("coordination.k8s.io/v1", "Lease", "leases", True),
     FakeResource("events.k8s.io/v1", "Event", "events", True),
+    FakeResource("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True, status_subresource=True),
 )
-
-
-def status(code: int, reason: str, message: str, **details: Any) -> Obj:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure" if code >= 300 else "Success",
-        "message": message,
-        "reason": reason,
-        "details": details,
-        "code": code,
-    }
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
-
-
-def strategic_merge_patch(target: Any, patch: Any) -> Any:
-    """A strategic merge patch, as far as the binder uses it: a merge patch in which ``conditions`` lists are merged
-    by their ``type`` (the patch's entry replaces the target's of the same type; others stay)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif key == "conditions" and isinstance(value, list) and isinstance(out.get(key), list):
-            merged = {c.get("type"): c for c in out[key] if isinstance(c, dict)}
-            for condition in value:
-                merged[condition.get("type")] = {**merged.get(condition.get("type"), {}), **condition}
-            out[key] = list(merged.values())
-        else:
-            out[key] = strategic_merge_patch(out.get(key), value)
-    return out
-
-
-def _field(obj: Obj, path: str) -> str:
-    value: Any = obj
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return "" if value is None else str(value)
-
-
-def matches(obj: Obj, selector: str) -> bool:
-    for term in filter(None, (t.strip() for t in selector.split(","))):
-        if "!=" in term:
-            path, _, want = term.partition("!=")
-            if _field(obj, path) == want:
-                return False
-        else:
-            path, _, want = term.partition("==") if "==" in term else term.partition("=")
-            if _field(obj, path) != want:
-                return False
-    return True
 
 
 @dataclass
@@ -187,6 +143,9 @@ class FakeKube:
         self.bindings: list[Obj] = []
         self.evictions: list[Obj] = []  # Eviction bodies received
         self.disruption_blocked: set[str] = set()  # "ns/name" of pods a PodDisruptionBudget protects (429)
+        self.unserved: set[str] = (
+            set()
+        )  # plurals not served now (:meth:`unserve`): 404, absent from discovery
         self.patches: list[tuple[str, Obj]] = []
         self.writers: list[tuple[str, str, str]] = []  # (method, path, User-Agent) of every write
         self.faults: list[Fault] = []
@@ -353,6 +312,18 @@ class FakeKube:
         for watch in list(self.watches):
             watch.queue.put_nowait("expire")
 
+    def unserve(self, kind: str) -> None:
+        """Stop serving a resource (as while its CRD is removed or not established): its paths answer 404 and
+        discovery leaves it out; open watches of it end. Its objects are kept for :meth:`serve`."""
+        resource = self.resource(kind)
+        self.unserved.add(resource.plural)
+        for watch in list(self.watches):
+            if watch.resource == resource:
+                watch.queue.put_nowait("end")
+
+    def serve(self, kind: str) -> None:
+        self.unserved.discard(self.resource(kind).plural)
+
     def drop_watches(self) -> None:
         """Cut every open watch stream (no final chunk): clients see a broken connection."""
         for watch in list(self.watches):
@@ -396,7 +367,7 @@ class FakeKube:
         if not rest:
             return None
         resource = self.resources.get((version, rest[0]))
-        if resource is None:
+        if resource is None or resource.plural in self.unserved:
             return None
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
@@ -445,7 +416,10 @@ class FakeKube:
             legacy and request.method == "POST"
         ):  # the older collection endpoint: same checks, pod from the body
             body = await request.json()
-            return self._bind(legacy.group(1), str((body.get("metadata") or {}).get("name", "")), body)
+            name = str((body.get("metadata") or {}).get("name", ""))
+            return fake_kube_pods.bind(self, legacy.group(1), name, body)
+        if request.method == "GET" and (found := self._discovery(request.path)) is not None:
+            return found
         parsed = self._parse(request.path)
         if parsed is None:
             return web.json_response(
@@ -459,36 +433,51 @@ class FakeKube:
         if request.method == "GET":
             obj = self.objects.get((resource.plural, namespace, name))
             if obj is None:
-                return self._not_found(resource, name)
+                return self.not_found(resource, name)
             return web.json_response(obj)
         if request.method == "POST" and resource.plural == "pods" and sub == "binding":
-            return self._bind(namespace, name, await request.json())
+            return fake_kube_pods.bind(self, namespace, name, await request.json())
         if request.method == "POST" and resource.plural == "pods" and sub == "eviction":
-            return self._evict(namespace, name, await request.json())
+            return fake_kube_pods.evict(self, namespace, name, await request.json())
         if request.method == "PATCH" and name:
-            kind = request.headers.get("Content-Type", "").split(";")[0]
-            if kind not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
-                return web.json_response(
-                    status(415, "UnsupportedMediaType", "only merge and strategic merge patches here"),
-                    status=415,
-                )
-            strategic = kind == "application/strategic-merge-patch+json"
-            return self._patch(
-                resource, namespace, name, sub, await request.json(), request.path, strategic=strategic
-            )
+            return await fake_kube_writes.patch_request(self, request, resource, namespace, name, sub, query)
         if request.method == "POST" and not name:
-            return self._create(resource, namespace, await request.json())
+            return fake_kube_writes.create(self, resource, namespace, await request.json())
         if request.method == "DELETE" and name and not sub:
             body = await request.json() if request.can_read_body else {}
-            return self._delete_request(resource, namespace, name, body or {})
+            return fake_kube_writes.delete_request(self, resource, namespace, name, body or {})
         if request.method == "PUT" and name and not sub:
-            return self._replace(resource, namespace, name, await request.json())
+            return fake_kube_writes.replace(self, resource, namespace, name, await request.json())
         return web.json_response(
             status(405, "MethodNotAllowed", f"{request.method} {request.path}"), status=405
         )
 
+    def _served(self) -> list[FakeResource]:
+        return [r for r in self.resources.values() if r.plural not in self.unserved]
+
+    def _discovery(self, path: str) -> web.Response | None:
+        """``GET /api``, ``/api/v1``, ``/apis`` and ``/apis/<group>/<version>``: what is served (a group/version
+        with nothing served is 404, as when its last CRD is removed)."""
+        served = self._served()
+        if path.rstrip("/") == "/api":
+            return web.json_response({"kind": "APIVersions", "versions": ["v1"]})
+        if path.rstrip("/") == "/apis":
+            return web.json_response(
+                group_list(sorted({r.api_version for r in served if "/" in r.api_version}))
+            )
+        parts = [p for p in path.split("/") if p]
+        if parts == ["api", "v1"] or (len(parts) == 3 and parts[0] == "apis"):
+            version = "v1" if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
+            resources = [r for r in served if r.api_version == version]
+            if not resources:
+                return web.json_response(
+                    status(404, "NotFound", "the server could not find the requested resource"), status=404
+                )
+            return web.json_response(resource_list(version, resources))
+        return None
+
     @staticmethod
-    def _not_found(resource: FakeResource, name: str) -> web.Response:
+    def not_found(resource: FakeResource, name: str) -> web.Response:
         return web.json_response(
             status(404, "NotFound", f'{resource.plural} "{name}" not found', name=name, kind=resource.plural),
             status=404,
@@ -596,213 +585,3 @@ class FakeKube:
         finally:
             self.watches.discard(watch)
         return response
-
-    def _bind(self, namespace: str, name: str, body: Obj) -> web.Response:
-        self.bindings.append(body)
-        pods = self.resource("pods")
-        key = ("pods", namespace, name)
-        pod = self.objects.get(key)
-        if pod is None:
-            return self._not_found(pods, name)
-        meta, spec = pod["metadata"], pod.setdefault("spec", {})
-        want_uid = (body.get("metadata") or {}).get("uid")
-        if want_uid and want_uid != meta["uid"]:
-            return web.json_response(
-                status(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on pods "{name}": '
-                    f"Precondition failed: UID in precondition: {want_uid}, UID in object "
-                    f"meta: {meta['uid']}",
-                    name=name,
-                    kind="pods",
-                ),
-                status=409,
-            )
-        if meta.get("deletionTimestamp"):
-            return web.json_response(
-                status(
-                    500,
-                    "InternalError",
-                    f"Internal error occurred: pod {name} is being deleted, cannot be assigned to a host",
-                ),
-                status=500,
-            )
-        if spec.get("nodeName"):
-            return web.json_response(
-                status(
-                    409,
-                    "Conflict",
-                    f"Operation cannot be fulfilled on pods/binding "
-                    f'"{name}": pod {name} is already assigned to node '
-                    f'"{spec["nodeName"]}"',
-                    name=name,
-                    kind="pods/binding",
-                ),
-                status=409,
-            )
-        if spec.get("schedulingGates"):
-            return web.json_response(
-                status(
-                    409,
-                    "Conflict",
-                    f"Operation cannot be fulfilled on pods/binding "
-                    f'"{name}": pod {name} has non-empty .spec.schedulingGates',
-                ),
-                status=409,
-            )
-        target = body.get("target") or {}
-        if target.get("kind", "Node") != "Node" or not target.get("name"):
-            return web.json_response(
-                status(422, "Invalid", "Binding.target: a Node name is required"), status=422
-            )
-
-        def bind(obj: Obj) -> None:
-            obj["spec"]["nodeName"] = target["name"]
-            annotations = (body.get("metadata") or {}).get("annotations") or {}
-            if annotations:
-                obj["metadata"]["annotations"] = {**(obj["metadata"].get("annotations") or {}), **annotations}
-            conditions = obj.setdefault("status", {}).setdefault("conditions", [])
-            conditions.append({"type": "PodScheduled", "status": "True"})
-
-        self.update("Pod", name, bind, namespace)
-        return web.json_response(
-            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
-            status=201,
-        )
-
-    def _delete_request(self, resource: FakeResource, namespace: str, name: str, body: Obj) -> web.Response:
-        """``DELETE`` an object: 404 when missing, 409 when a uid precondition does not hold."""
-        obj = self.objects.get((resource.plural, namespace, name))
-        if obj is None:
-            return self._not_found(resource, name)
-        want = (body.get("preconditions") or {}).get("uid")
-        if want and want != obj["metadata"].get("uid"):
-            return web.json_response(
-                status(409, "Conflict", f"Precondition failed: UID in precondition: {want}"), status=409
-            )
-        self.delete(resource.kind, name, namespace)
-        return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Success"})
-
-    def _evict(self, namespace: str, name: str, body: Obj) -> web.Response:
-        """``POST …/pods/{name}/eviction`` (policy/v1): uid precondition (409), a disruption budget that does not
-        allow it (429), missing pod (404); accepted (201) deletes the pod."""
-        self.evictions.append(body)
-        pod = self.objects.get(("pods", namespace, name))
-        if pod is None:
-            return self._not_found(self.resource("pods"), name)
-        want = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
-        if want and want != pod["metadata"]["uid"]:
-            return web.json_response(
-                status(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on pods "{name}": Precondition failed: UID in precondition: '
-                    f"{want}, UID in object meta: {pod['metadata']['uid']}",
-                ),
-                status=409,
-            )
-        if f"{namespace}/{name}" in self.disruption_blocked:
-            return web.json_response(
-                status(
-                    429,
-                    "TooManyRequests",
-                    "Cannot evict pod as it would violate the pod's disruption budget.",
-                ),
-                status=429,
-            )
-        self.delete("Pod", name, namespace)
-        return web.json_response(
-            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
-            status=201,
-        )
-
-    def _create(self, resource: FakeResource, namespace: str, body: Obj) -> web.Response:
-        meta = body.setdefault("metadata", {})
-        if resource.namespaced:
-            meta["namespace"] = namespace or meta.get("namespace") or "default"
-        if not meta.get("name"):
-            return web.json_response(status(422, "Invalid", "metadata.name: Required value"), status=422)
-        body["kind"] = resource.kind
-        meta.pop("resourceVersion", None)
-        try:
-            created = self.create(body)
-        except KeyError:
-            return web.json_response(
-                status(
-                    409,
-                    "AlreadyExists",
-                    f'{resource.plural} "{meta["name"]}" already exists',
-                    name=meta["name"],
-                    kind=resource.plural,
-                ),
-                status=409,
-            )
-        return web.json_response(created, status=201)
-
-    def _replace(self, resource: FakeResource, namespace: str, name: str, body: Obj) -> web.Response:
-        key = (resource.plural, namespace if resource.namespaced else "", name)
-        current = self.objects.get(key)
-        if current is None:
-            return self._not_found(resource, name)
-        want = (body.get("metadata") or {}).get("resourceVersion")
-        if want and want != current["metadata"]["resourceVersion"]:
-            return web.json_response(
-                status(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been '
-                    "modified; please apply your changes to the latest version and try again",
-                    name=name,
-                    kind=resource.plural,
-                ),
-                status=409,
-            )
-
-        def replace(obj: Obj) -> None:
-            meta = {**obj["metadata"], **(body.get("metadata") or {})}
-            obj.clear()
-            obj.update(copy.deepcopy(body))
-            obj["metadata"] = meta
-            obj["kind"], obj["apiVersion"] = resource.kind, resource.api_version
-
-        return web.json_response(self.update(resource.kind, name, replace, namespace))
-
-    def _patch(
-        self,
-        resource: FakeResource,
-        namespace: str,
-        name: str,
-        sub: str,
-        patch: Obj,
-        path: str,
-        *,
-        strategic: bool = False,
-    ) -> web.Response:
-        self.patches.append((path, patch))
-        key = (resource.plural, namespace, name)
-        if key not in self.objects:
-            return self._not_found(resource, name)
-        if sub and (sub != "status" or not resource.status_subresource):
-            return web.json_response(
-                status(404, "NotFound", "the server could not find the requested resource"), status=404
-            )
-
-        merge = strategic_merge_patch if strategic else merge_patch
-
-        def apply(obj: Obj) -> None:
-            if sub == "status":
-                obj["status"] = merge(obj.get("status"), patch.get("status"))
-                if (
-                    resource.kind == "Node" and "metadata" in patch
-                ):  # a Node's status strategy resets spec only
-                    obj["metadata"] = merge(obj["metadata"], patch["metadata"])
-                return
-            body = dict(patch)
-            if resource.status_subresource:
-                body.pop("status", None)  # the object's own endpoint ignores status
-            merged = merge(obj, body)
-            obj.clear()
-            obj.update(merged)
-
-        return web.json_response(self.update(resource.kind, name, apply, namespace))

@@ -82,7 +82,8 @@ from allot_contracts.objects import names
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
 from binder.podgroups import COUNTED, PodGroupState
 
-NOTE_LIMIT = 1024  # events.k8s.io/v1 ``note`` is at most 1 kB
+NOTE_LIMIT = 1024  # events.k8s.io/v1 ``note`` is at most 1 kB: 1024 bytes of UTF-8, not characters
+NAME_LIMIT = 253  # an Event's name is a DNS subdomain
 
 POD = ("v1", "Pod")
 ELASTIC_QUOTA = ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota")
@@ -144,8 +145,13 @@ class Rendered(msgspec.Struct, frozen=True, kw_only=True):
     nodes: list[str] = []  # Nodes whose device capacity, batch/mid resources or annotations changed
 
 
-def _truncate(text: str) -> str:
-    return text if len(text) <= NOTE_LIMIT else text[: NOTE_LIMIT - 3] + "..."
+def fit_note(text: str) -> str:
+    """``text`` cut to the API server's limit on an Event's note (1024 bytes of UTF-8), never inside a character,
+    ending with ``...`` when cut."""
+    data = text.encode()
+    if len(data) <= NOTE_LIMIT:
+        return text
+    return data[: NOTE_LIMIT - 3].decode("utf-8", "ignore") + "..."
 
 
 def _ref(key: str) -> ObjectRef:
@@ -228,7 +234,7 @@ class Renderer:
     def _pending(
         self, pod: ObjectRef, note: str, *, reason: str = "Unschedulable"
     ) -> tuple[Notice, Condition]:
-        note = _truncate(note)
+        note = fit_note(note)
         return (
             Notice(
                 regarding=self._pod(pod),
@@ -331,7 +337,7 @@ class Renderer:
                     type=kind,
                     reason=reason,
                     action="Preempting",
-                    note=_truncate(message),
+                    note=fit_note(message),
                 )
                 return Rendered(notices=[notice])
             case QuotaRejected(quota=quota, errors=errors):
@@ -349,7 +355,7 @@ class Renderer:
                             type="Warning",
                             reason="Rejected",
                             action="Admitting",
-                            note=_truncate(note or "rejected"),
+                            note=fit_note(note or "rejected"),
                         )
                     ]
                 )
@@ -364,7 +370,7 @@ class Renderer:
                             type="Warning",
                             reason="Rejected",
                             action="Admitting",
-                            note=_truncate(message),
+                            note=fit_note(message),
                         )
                     ]
                 )
@@ -422,7 +428,7 @@ class Renderer:
         regarding = Regarding(
             api_version=RESERVATION[0], kind=RESERVATION[1], namespace=ref.namespace, name=ref.name, uid=uid
         )
-        notice = Notice(regarding=regarding, type=kind, reason=reason, action=action, note=_truncate(note))
+        notice = Notice(regarding=regarding, type=kind, reason=reason, action=action, note=fit_note(note))
         return Rendered(notices=[notice])
 
     def _join(self, gang: str, pod: str, minimum: int) -> list[str]:

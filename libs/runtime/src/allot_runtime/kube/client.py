@@ -137,6 +137,12 @@ class ApiUnavailable(Unavailable):
         self.status = status
 
 
+# 500s that are final answers, not a server in trouble: asking again gets the same. The Eviction API answers a pod
+# selected by two PodDisruptionBudgets so ("This pod has more than one PodDisruptionBudget, which the eviction
+# subresource does not support.").
+FINAL_INTERNAL_ERRORS = ("more than one PodDisruptionBudget",)
+
+
 def status_error(status: int, body: bytes | str, *, retry_after: str | None = None) -> Exception:
     """The exception for an error response (a Kubernetes ``Status`` body when the server sent one)."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
@@ -150,9 +156,8 @@ def status_error(status: int, body: bytes | str, *, retry_after: str | None = No
         delay = None
         with contextlib.suppress(TypeError, ValueError):
             delay = float(retry_after) if retry_after else None
-        error = ApiError(status, reason, message)
-        if status >= 500 and "is being deleted" in message:
-            return error  # the API server reports a pod being deleted as an internal error; it is final
+        if status >= 500 and any(final in message for final in FINAL_INTERNAL_ERRORS):
+            return ApiError(status, reason, message)
         return ApiUnavailable(f"API server answered {status} {reason}: {message}", status=status, delay=delay)
     return ApiError(status, reason, message)
 

@@ -137,6 +137,7 @@ class Reflector:
     list_timeout: float = 120.0
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     resource_version: str = ""
+    absent: bool = False  # discovery said the resource is not served (logged once)
 
     def _labels(self) -> tuple[str, str]:
         return self.component, str(self.resource)
@@ -168,30 +169,55 @@ class Reflector:
                     await self._failed(exc, stop)
                 continue
             except ApiError as exc:
+                listed = False
                 if exc.status != 404:
-                    listed = False
                     await self._failed(exc, stop)
                     continue
-                # The resource is not served (its CRD is not installed, or was removed): nothing exists. Record
-                # that (deleting what was recorded before), count as synced, and look again later.
-                if not self.synced.is_set():
-                    log.warning(
-                        "%s is not served by the API server (CRD not installed?); looking again every %.0fs",
-                        self.resource,
-                        self.absent_retry,
-                    )
-                listed = False
-                try:
-                    await self.sink.replace([])
-                except TransientError as failure:
-                    await self._failed(failure, stop)
-                    continue
-                self.metrics.synced.labels(*self._labels()).set(1)
-                self.synced.set()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=self.absent_retry)
+                await self._not_found(exc, stop)
             except TransientError as exc:
                 await self._failed(exc, stop)
+
+    async def _not_found(self, exc: ApiError, stop: asyncio.Event) -> None:
+        """A 404 on the list or the watch. It never means by itself that the objects are gone: discovery (the
+        group/version's resource list) says whether the resource is served. Served: a passing 404 (an API server or
+        a proxy starting, a CRD being re-established): retried with backoff, and the next list records only the
+        differences. Not served (its CRD is not installed, or removed): nothing is recorded, what was recorded stays
+        as it was, the resource counts as synced (nothing to wait for), and it is listed again every
+        ``absent_retry``; the list that succeeds then records only what changed."""
+        try:
+            served = await self.served()
+        except (TransientError, ApiError) as failure:
+            await self._failed(failure, stop)
+            return
+        if served:
+            await self._failed(exc, stop)
+            return
+        if not self.absent:
+            log.warning(
+                "%s is not served by the API server (CRD not installed?); what was recorded stays as it is; "
+                "looking again every %.0fs",
+                self.resource,
+                self.absent_retry,
+            )
+        self.absent = True
+        self.metrics.synced.labels(*self._labels()).set(1)
+        self.synced.set()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=self.absent_retry)
+
+    async def served(self) -> bool:
+        """Whether discovery lists the resource: ``GET /api/v1`` or ``/apis/<group>/<version>``, whose
+        ``resources`` name it (a group/version that is not served at all answers 404)."""
+        try:
+            found = await read_json(
+                await request(self.client, "GET", self.resource.base, timeout=aiohttp.ClientTimeout(total=30))
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        names = {str(r.get("name", "")) for r in (found.get("resources") or []) if isinstance(r, dict)}
+        return self.resource.plural in names
 
     async def _failed(self, exc: Exception, stop: asyncio.Event) -> None:
         if stop.is_set():
@@ -232,6 +258,9 @@ class Reflector:
             if not token:
                 break
         await self.sink.replace(objects)
+        if self.absent:
+            log.info("%s is served again; recorded what changed meanwhile", self.resource)
+            self.absent = False
         self.resource_version = version
         self.metrics.lists.labels(*self._labels()).inc()
         self.metrics.synced.labels(*self._labels()).set(1)

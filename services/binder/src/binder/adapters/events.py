@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from allot_runtime.kube.client import ApiError
-from binder.notices import Notice
+from binder.notices import NAME_LIMIT, Notice, fit_note
 
 EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
 SERIES_WINDOW = 6 * 60.0
@@ -84,7 +84,7 @@ class EventRecorder:
         if note not in {n for _, n in recent}:
             recent.append((now, note))
         self.similar[key] = recent
-        return COMBINED + note if len({n for _, n in recent}) > AGGREGATE_AFTER else note
+        return fit_note(COMBINED + note) if len({n for _, n in recent}) > AGGREGATE_AFTER else fit_note(note)
 
     async def record(self, notice: Notice, *, at: float) -> str:
         """Write one notice (``at``: when its decision was recorded, seconds since the epoch). Returns what was
@@ -120,7 +120,9 @@ class EventRecorder:
                 self.series.pop(key, None)  # expired on the server: write it anew
         # client-go names an Event <object>.<time in ns, hex>; two decisions recorded in one append share the time,
         # so the reason and note are mixed in (the same decision written again keeps its name: AlreadyExists)
-        name = f"{ref.name}.{int(at * 1e9):x}{zlib.crc32(f'{notice.reason}/{note}'.encode()):08x}"
+        suffix = f".{int(at * 1e9):x}{zlib.crc32(f'{notice.reason}/{note}'.encode()):08x}"
+        # the name is a DNS subdomain of at most 253 characters: a long object name is cut (at a label's end)
+        name = ref.name[: NAME_LIMIT - len(suffix)].rstrip("-.") + suffix
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",

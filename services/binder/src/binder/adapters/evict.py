@@ -6,7 +6,10 @@ log, the worker POSTs ``/api/v1/namespaces/{ns}/pods/{name}/eviction`` (``policy
 an id derived from the request's: ``migration.evicted`` (accepted; also 404 and a failed uid precondition: that life
 of the pod is already gone) or ``migration.eviction_failed`` (refused for good). A PodDisruptionBudget that does not
 allow the eviction now (429) is retried with backoff, as are transport errors and 5xx; 401/403 are retried too and
-logged as errors (RBAC: ``create pods/eviction``).
+logged as errors (RBAC: ``create pods/eviction``). A pod selected by more than one PodDisruptionBudget gets a 500
+that no retry changes ("This pod has more than one PodDisruptionBudget, which the eviction subresource does not
+support."): it is a final answer, recorded as the failed eviction with that message
+(``allot_runtime.kube.client.FINAL_INTERNAL_ERRORS``).
 
 Every outstanding ``pod.evicted`` (qos-enforcer's memory-pressure evictions of BE pods, device-allocator's
 preemptions for a reservation) goes the same way, with the pod's uid as the only precondition, and is answered by

@@ -14,13 +14,14 @@ bound nor failed), and for each:
 
 Outcomes: success, or 409 "already assigned to node X" with X the requested node (an earlier attempt of ours that
 succeeded) → ``pod.bound``. 404, 409 otherwise (another node, a uid precondition: the pod was re-created, scheduling
-gates), "is being deleted", 400/422 → ``pod.bind_failed`` (the device-allocator frees the pod's devices). Transport
+gates, the pod being deleted), 400/422 → ``pod.bind_failed`` (the device-allocator frees the pod's devices). Transport
 errors, 429 and 5xx → retried with backoff; 401/403 → retried too and logged as errors (RBAC is fixed without a
 restart). The response is read raw (``_preload_content=False``): the API server answers a Binding with a ``Status``,
 which the generated client would fail to deserialise as a ``V1Binding`` even though the bind succeeded.
 
 It also applies ``quota.status_published`` patches (the latest per quota) to the ElasticQuota objects as JSON merge
-patches: annotations and status on the object, then status on the ``status`` subresource when the CRD has one.
+patches: status on the ``status`` subresource, then the annotations on the object (whose patches carry no status;
+only without a status subresource does the object's own patch carry it).
 """
 
 from __future__ import annotations
@@ -320,22 +321,7 @@ class BindWorker:
         try:
             try:
                 self._check(f"ElasticQuota {key} status")
-                await call(self.client, "PATCH", path, patch, content_type="application/merge-patch+json")
-                if "status" in patch and self.status_subresource is not False:
-                    try:
-                        await call(
-                            self.client,
-                            "PATCH",
-                            f"{path}/status",
-                            {"status": patch["status"]},
-                            content_type="application/merge-patch+json",
-                        )
-                        self.status_subresource = True
-                    except ApiError as exc:
-                        if exc.status != 404:
-                            raise
-                        self.status_subresource = False  # the object's own patch carried the status
-                result = "patched"
+                result = await self._write_quota(path, patch)
             except ApiError as exc:
                 if exc.status in (401, 403):
                     raise Refused(
@@ -358,6 +344,39 @@ class BindWorker:
         self.quota_retries.pop(key, None)
         self.patched[key] = canonical(patch)
         self.metrics.quota_patches.labels(result).inc()
+
+    async def _write_quota(self, path: str, patch: dict[str, Any]) -> str:
+        """Status on the ``status`` subresource first, then the annotations on the object: only the object's own
+        endpoint goes through admission webhooks, so a webhook refusing the annotations never stops the status.
+        Without a status subresource (a CRD that has none) the object's own patch carries the status."""
+        rest = {k: v for k, v in patch.items() if k != "status"}
+        if "status" in patch and self.status_subresource is not False:
+            try:
+                await call(
+                    self.client,
+                    "PATCH",
+                    f"{path}/status",
+                    {"status": patch["status"]},
+                    content_type="application/merge-patch+json",
+                )
+                self.status_subresource = True
+            except ApiError as exc:
+                if exc.status != 404 or self.status_subresource:
+                    raise
+                await call(self.client, "PATCH", path, patch, content_type="application/merge-patch+json")
+                self.status_subresource = False  # the object exists: its CRD has no status subresource
+                return "patched"
+        elif "status" in patch:
+            rest = patch
+        if rest.get("metadata") or set(rest) - {"metadata"}:
+            try:
+                await call(self.client, "PATCH", path, rest, content_type="application/merge-patch+json")
+            except ApiError as exc:
+                if exc.status in (401, 403, 404) or "status" not in patch:
+                    raise
+                log.warning("ElasticQuota %s: status written, annotations refused: %s", path, exc)
+                return "refused"
+        return "patched"
 
 
 def runtime_view(ctx: Any) -> Callable[[], Awaitable[View]]:
