@@ -219,6 +219,8 @@ OBJECT_META: dict[str, Any] = {
     "required": ["name"],
 }
 RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+# date-time as the API server checks it; int32/int64 beyond what the API server checks (it stores any integer), as
+# upstream's controllers read them: a value outside its Go type's range is an object they cannot decode.
 FORMATS = jsonschema.FormatChecker(formats=())
 
 
