@@ -8,7 +8,10 @@ variables the settings loader reads.
 from __future__ import annotations
 
 import contextlib
+import copy
+import datetime
 import io
+import re
 import shutil
 import subprocess
 import tomllib
@@ -16,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -197,3 +201,148 @@ def rbac_grants(objects: list[dict[str, Any]]) -> dict[str, set[Grant]]:
 @pytest.fixture(scope="session")
 def grants_of() -> Callable[[list[dict[str, Any]]], dict[str, set[Grant]]]:
     return rbac_grants
+
+
+# -- custom resources, checked against the shipped CRDs as the API server checks them ------------------------------
+
+CRD_DIRECTORIES = (REPO / "deploy" / "helm" / "allot" / "crds", REPO / "deploy" / "k8s")
+
+# What ObjectMeta must look like for the API server to accept an object (the rest of metadata is its own business).
+OBJECT_META: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "namespace": {"type": "string"},
+        "labels": {"type": ["object", "null"], "additionalProperties": {"type": "string"}},
+        "annotations": {"type": ["object", "null"], "additionalProperties": {"type": "string"}},
+    },
+    "required": ["name"],
+}
+RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+# date-time as the API server checks it; int32/int64 beyond what the API server checks (it stores any integer), as
+# upstream's controllers read them: a value outside its Go type's range is an object they cannot decode.
+FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@FORMATS.checks("date-time")
+def _date_time(value: object) -> bool:
+    return not isinstance(value, str) or RFC3339.match(value) is not None
+
+
+@FORMATS.checks("int32")
+def _int32(value: object) -> bool:
+    return not isinstance(value, int) or -(2**31) <= value < 2**31
+
+
+@FORMATS.checks("int64")
+def _int64(value: object) -> bool:
+    return not isinstance(value, int) or -(2**63) <= value < 2**63
+
+
+def shipped_crds() -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition Allot ships: the chart's crds/ and any under deploy/k8s."""
+    return [
+        doc
+        for directory in CRD_DIRECTORIES
+        for path in sorted(directory.rglob("*.yaml"))
+        for doc in load_yaml_documents(path)
+        if doc.get("kind") == "CustomResourceDefinition"
+    ]
+
+
+def schema_nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every node of a structural schema with its path (``.field``, ``[*]`` for a map's values, ``[]`` for a list's
+    items). The value-validation branches (``anyOf``, ``allOf``, ``oneOf``, ``not``) are not nodes."""
+    yield path, schema
+    for name, sub in schema.get("properties", {}).items():
+        yield from schema_nodes(sub, f"{path}.{name}")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from schema_nodes(schema["additionalProperties"], f"{path}[*]")
+    if isinstance(schema.get("items"), dict):
+        yield from schema_nodes(schema["items"], f"{path}[]")
+
+
+def as_validated(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema as the API server applies it on create and update with field validation Strict (kubectl's
+    default): an unknown field is an error where unknown fields are not preserved, ``nullable`` admits null,
+    ``x-kubernetes-list-type: set`` items are unique, and metadata is checked as ObjectMeta."""
+    out = copy.deepcopy(schema)
+    for _, node in schema_nodes(out):
+        if node.get("type") == "object" and not node.get("x-kubernetes-preserve-unknown-fields"):
+            node.setdefault("additionalProperties", False)
+        if node.pop("nullable", False) and "type" in node:
+            node["type"] = [node["type"], "null"]
+        if node.get("x-kubernetes-list-type") == "set":
+            node["uniqueItems"] = True
+    out["properties"]["metadata"] = OBJECT_META
+    return out
+
+
+def normalize(value: Any, schema: dict[str, Any]) -> Any:
+    """What the API server validates for a value sent as YAML: timestamps as the strings kubectl sends, null in a
+    field that is not nullable dropped (pruned before defaulting), then every missing field with a default set."""
+    if isinstance(value, datetime.datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, list):
+        items = schema.get("items", {})
+        return [normalize(item, items) for item in value]
+    if not isinstance(value, dict):
+        return value
+    properties = schema.get("properties", {})
+    extra = schema.get("additionalProperties")
+    out = {}
+    for key, item in value.items():
+        sub = properties.get(key, extra if isinstance(extra, dict) else {})
+        if item is None and (key in properties or isinstance(extra, dict)) and not sub.get("nullable"):
+            continue
+        out[key] = normalize(item, sub)
+    for key, sub in properties.items():
+        if key not in out and "default" in sub:
+            out[key] = normalize(copy.deepcopy(sub["default"]), sub)
+    return out
+
+
+class CustomResources:
+    """The shipped CRDs by (apiVersion, kind), and the check of an object against the CRD version it names."""
+
+    def __init__(self, crds: list[dict[str, Any]]) -> None:
+        self.crds = crds
+        self.by_kind = {c["spec"]["names"]["kind"]: c for c in crds}
+        self.versions: dict[tuple[str, str], dict[str, Any]] = {
+            (f"{c['spec']['group']}/{v['name']}", c["spec"]["names"]["kind"]): v["schema"]["openAPIV3Schema"]
+            for c in crds
+            for v in c["spec"]["versions"]
+            if v["served"]
+        }
+        self.validators = {
+            key: jsonschema.Draft4Validator(as_validated(schema), format_checker=FORMATS)
+            for key, schema in self.versions.items()
+        }
+
+    def namespaced(self, kind: str) -> bool:
+        return bool(self.by_kind[kind]["spec"]["scope"] == "Namespaced")
+
+    def errors(self, obj: dict[str, Any]) -> list[jsonschema.ValidationError]:
+        key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+        validator = self.validators[key]
+        return list(validator.iter_errors(normalize(obj, self.versions[key])))
+
+    def problems(self, obj: dict[str, Any]) -> list[str]:
+        """What the API server would refuse in ``obj`` (a kind with a shipped CRD), as ``path: reason``."""
+        key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+        if key not in self.validators:
+            served = sorted(v for v, k in self.validators if k == key[1])
+            return [f"apiVersion: {key[0]} is not served for {key[1]} (served: {served})"]
+        return [f"{'.'.join(map(str, e.path)) or '.'}: {e.message}" for e in self.errors(obj)]
+
+
+@pytest.fixture(scope="session")
+def custom_resources() -> CustomResources:
+    return CustomResources(shipped_crds())
+
+
+@pytest.fixture(scope="session")
+def walk_schema() -> Callable[[dict[str, Any]], Iterator[tuple[str, dict[str, Any]]]]:
+    return schema_nodes
