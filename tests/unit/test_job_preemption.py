@@ -11,7 +11,7 @@ from typing import Any
 from allot_cli.commands.explain import explain, history
 from allot_contracts.envelope import NewEvent, stream_id
 from allot_contracts.events import ObjectRef, PodEvictionEnacted
-from allot_testing.builders import a_node, a_pod
+from allot_testing.builders import a_node, a_pod, a_quota
 from allot_testing.scenario import Scenario
 
 GANG = "gang.scheduling.koordinator.sh/"
@@ -180,6 +180,24 @@ def test_a_refused_eviction_ends_the_nomination():
     first, second = s.of_type("preemption.decided")
     assert "existing-1" in {v["pod"]["name"] for v in first["victims"]}
     assert "existing-1" not in {v["pod"]["name"] for v in second["victims"]}
+    s.assert_replays()
+
+
+def test_an_attempt_that_fails_at_quota_after_the_victims_left_ends_the_nomination():
+    s = cluster(Scenario(KUBE), *four_low())
+    # spare capacity nobody can use (tainted) gives the team's quota its runtime
+    s.apply(a_node("spare", cpu="64", taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]))
+    s.apply(a_quota("team", namespace="team", max={"cpu": "64", "memory": "1Ti"}))
+    s.apply(*[pod(f"train-{i}", "16", 1000, gang="train", namespace="team") for i in range(2)])
+    assert evicted(s) == ["existing-1", "existing-2"]
+    s.apply(
+        a_quota("team", namespace="team", max={"cpu": "16", "memory": "1Ti"})
+    )  # the quota shrinks meanwhile
+    s.delete("Pod", "existing-1").delete("Pod", "existing-2")  # the victims are gone: the gang retries
+    assert s.of_type("quota.group_waiting"), "the retry fails at quota"
+    assert s.sim.host("device-allocator").processor.preemptions.jobs == {}
+    s.apply(pod("later", "16", 1))  # node-1 is nobody's any more
+    assert last(s, "default/later")["outcome"] == "Scheduled" and last(s, "default/later")["node"] == "node-1"
     s.assert_replays()
 
 

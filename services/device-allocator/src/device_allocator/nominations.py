@@ -8,7 +8,8 @@ priority ignore the nomination. The job's own attempts while a victim is still l
 anyway, and otherwise fail without preempting again (code ``PreemptionInProgress``; upstream: "not eligible due to
 terminating pod on the nominated node"); when the last victim is gone, the allocator's requeue wakes the job.
 
-A nomination ends when the job is placed, when a later attempt fails with every victim gone (it may preempt again),
+A nomination ends when the job is placed, when a later attempt fails with every victim gone (at placement: it may
+preempt again; or at quota: ``quota.waiting`` / ``quota.group_waiting``),
 when a member is deleted or rejected, or when a victim's eviction is refused for good (that pod is then no victim
 again for the rest of its life).
 
@@ -40,6 +41,8 @@ from allot_contracts.events import (
     PreemptionDecided,
     PreemptionVictim,
     QuotaEvicted,
+    QuotaGroupWaiting,
+    QuotaWaiting,
 )
 from allot_contracts.objects.pod import Pod
 from allot_placement import PlacementEngine
@@ -140,6 +143,10 @@ class Preemptions:
                 self._failed(pod.key, False, codes)
             case GangGroupUnschedulable(group=group, codes=codes):
                 self._failed(group, True, codes)
+            case QuotaWaiting(pod=pod):  # an attempt that failed at quota, before any placement
+                self._failed(pod.key, False, ())
+            case QuotaGroupWaiting(group=group):
+                self._failed(group, True, ())
             case PodRequeued(pod=pod):
                 self.held_pods.discard(pod.key)
             case GangRetryRequested(group=group):

@@ -45,6 +45,8 @@ from allot_contracts.events import (
     PodSubmitted,
     PodUnschedulable,
     QuotaEvicted,
+    QuotaGroupWaiting,
+    QuotaWaiting,
     ReservationAccepted,
     ReservationDeleted,
     ReservationFailed,
@@ -88,6 +90,8 @@ class DeviceAllocator(Requeueing):
             "pod.bind_failed",
             "pod.eviction_enacted",
             "quota.evicted",
+            "quota.waiting",  # an attempt failed at quota: a nomination whose victims are gone ends
+            "quota.group_waiting",
             "reservation.resolved",
             "reservation.group_resolved",
             "gang.holds_released",
@@ -303,8 +307,8 @@ class DeviceAllocator(Requeueing):
                 if self.preemptions.ended:
                     out += self._release_nominated("a preemption's nomination ended", out)
                 return out
-            case PodEvictionEnacted(evicted=False) if self.preemptions.ended:
-                # a victim stays: the preemption that counted on it is given up, its nominated nodes are free
+            case PodEvictionEnacted() | QuotaWaiting() | QuotaGroupWaiting() if self.preemptions.ended:
+                # a victim stays, or the job's attempt failed at quota: its nominated nodes are free again
                 return self._release_nominated("a preemption's nomination ended", [])
             case ReservationGroupResolved(group=group, attempt=attempt, members=members):
                 return self._place_group(group, attempt, members, at)
