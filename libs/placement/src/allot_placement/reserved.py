@@ -297,41 +297,19 @@ def victims_on(
     (``(priority, pod)``, least important first) would not do. Like kube-scheduler's default preemption: remove the
     candidates, then reprieve the most important ones whose return still leaves room. The engine is changed while
     trying and restored exactly before returning."""
-    state = engine.node_state(node)
-    if state is None:
+    from allot_placement.trial import lifted  # the trial imports this module's allocate/unallocate
+
+    if engine.node_state(node) is None:
         return None
-    saved: dict[str, tuple[Any, str | None]] = {}
-
-    def remove(pod: str) -> None:
-        # lifted off the node only (not released: what load-aware scheduling tracks about it stays as it is)
-        saved[pod] = (state.pods[pod], engine._held_by.get(pod))  # noqa: SLF001
-        if pod in engine._held_by:  # noqa: SLF001
-            unallocate(engine, pod)
-        engine._pod_node.pop(pod, None)  # noqa: SLF001
-        state.remove(pod)
-        engine._touch(node)  # noqa: SLF001
-
-    def restore_one(pod: str) -> None:
-        alloc, held = saved.pop(pod)
-        engine._apply(pod, alloc)  # noqa: SLF001
-        if held is not None:
-            allocate(
-                engine, Decision(pod=pod, outcome=n.SCHEDULED, allocation=alloc, reservation={"name": held})
-            )
-
-    try:
+    with lifted(engine) as lift:
         for _, pod in candidates:
-            if pod in state.pods:
-                remove(pod)
+            lift.remove(pod)
         if not fits_on(engine, spec, ctx, node):
             return None
         for _, pod in sorted(candidates, key=lambda c: (-c[0], c[1])):  # reprieve the most important first
-            if pod not in saved:
+            if not lift.holds(pod):
                 continue
-            restore_one(pod)
+            lift.restore(pod)
             if not fits_on(engine, spec, ctx, node):
-                remove(pod)
-        return sorted(saved)
-    finally:
-        for pod in list(saved):
-            restore_one(pod)
+                lift.remove(pod)
+        return lift.pods

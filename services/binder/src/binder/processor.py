@@ -38,6 +38,7 @@ from allot_contracts.events import (
     PodBound,
     PodDeleted,
     PodEvicted,
+    PodObserved,
     PodPlaced,
     PodSubmitted,
     QuotaEvicted,
@@ -73,6 +74,7 @@ class Binder:
     interests: ClassVar[frozenset[str]] = frozenset(
         {
             "pod.submitted",
+            "pod.observed",  # a pod recorded already bound: standalone, a pod.evicted deletes it too
             "pod.placed",
             "pod.deleted",
             "quota.evicted",
@@ -123,6 +125,10 @@ class Binder:
                     self.isolated[pod.key] = containers
                 else:
                     self.isolated.pop(pod.key, None)
+            case PodObserved(pod=pod, uid=uid, spec=spec) if spec is not None and spec.node_name:
+                self.live[pod.key] = uid
+                self.bound[pod.key] = spec.node_name
+                self.requested.pop(pod.key, None)
             case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
                 self.live.pop(pod.key, None)
                 self.isolated.pop(pod.key, None)
@@ -179,7 +185,7 @@ class Binder:
     def decide(self, event: Event, *, at: int) -> list[Emit]:
         match event:
             case PodEvicted(pod=pod, uid=uid) if not self.kube and pod.key in self.live:
-                # qos-enforcer evicted it from its node: standalone, the binding is undone by deleting the pod
+                # qos-enforcer or a preemption evicted it from its node: standalone, the pod is deleted
                 if uid and self.live[pod.key] != uid:
                     return []
                 return [Emit(stream_id=stream_id("pod", pod.key), event=PodDeleted(pod=pod, uid=uid))]

@@ -7,8 +7,11 @@ already bound with allocation annotations, ``pod.deleted``, ``pod.bind_failed``)
 
 Emits ``pod.placed`` (the placement engine's full decision: node, devices, cpuset, output annotations, scores),
 ``pod.unschedulable`` (Kubernetes-style summary, reason codes, per-node reasons), ``pod.rejected`` (an invalid
-request: never retried), ``pod.released`` (a deleted or unbindable pod's allocation freed), and ``pod.requeued``
-(an unschedulable pod that would now fit after capacity changed goes back through admission).
+request: never retried), ``pod.released`` (a deleted or unbindable pod's allocation freed), ``pod.requeued``
+(an unschedulable pod that would now fit after capacity changed goes back through admission), and for a job (gang
+group, or plain pod) that fits nowhere, ``preemption.decided`` with a ``pod.evicted`` per victim (job-level
+preemption: device_allocator.preemption chooses the victims, device_allocator.nominations keeps the nominated nodes
+until the job is placed; ``pod.eviction_enacted`` refusing an eviction ends it).
 
 Invariants: a pod holds at most one allocation; an allocation exists only between ``pod.placed`` and
 ``pod.released``; decisions read only the projection (engine state) and the trigger's time, so replay re-derives
@@ -36,6 +39,7 @@ from allot_contracts.events import (
     ObjectRef,
     PodBindFailed,
     PodDeleted,
+    PodEvictionEnacted,
     PodObserved,
     PodPlaced,
     PodRejected,
@@ -44,6 +48,8 @@ from allot_contracts.events import (
     PodSubmitted,
     PodUnschedulable,
     QuotaEvicted,
+    QuotaGroupWaiting,
+    QuotaWaiting,
     ReservationAccepted,
     ReservationDeleted,
     ReservationFailed,
@@ -54,14 +60,17 @@ from allot_contracts.events import (
     TopologyRemoved,
     TopologyReported,
 )
+from allot_contracts.issues import checked_bool
 from allot_contracts.objects.pod import Pod
 from allot_gang import GangConfig
-from allot_placement import Decision, PlacementConfig, PlacementEngine
+from allot_placement import ConfigError, Decision, PlacementConfig, PlacementEngine
 from allot_placement.decision import Freed
 from allot_runtime.processor import Emit
 from device_allocator.nodes import TYPES as NODE_SIDE_TYPES
 from device_allocator.nodes import NodeSide, assigned_pod, pod_facts, scheduled_at
+from device_allocator.nominations import HELD_FOR_PREEMPTOR, PREEMPTING, Preemptions, job_id
 from device_allocator.queueing import GangQueue, group_item, pod_item
+from device_allocator.requeueing import Requeueing, requeued_in
 from device_allocator.reservations import INTERESTS as RESERVATION_TYPES
 from device_allocator.reservations import Reservations
 
@@ -71,7 +80,7 @@ FINISHED = frozenset({"Succeeded", "Failed"})
 LOAD_CODES = frozenset({"UsageExceedThreshold", "AggregatedUsageExceedThreshold"})
 
 
-class DeviceAllocator:
+class DeviceAllocator(Requeueing):
     name: ClassVar[str] = "device-allocator"
     interests: ClassVar[frozenset[str]] = frozenset(
         {
@@ -85,7 +94,10 @@ class DeviceAllocator:
             "pod.observed",
             "pod.deleted",
             "pod.bind_failed",
+            "pod.eviction_enacted",
             "quota.evicted",
+            "quota.waiting",  # an attempt failed at quota: a nomination whose victims are gone ends
+            "quota.group_waiting",
             "reservation.resolved",
             "reservation.group_resolved",
             "gang.holds_released",
@@ -98,6 +110,10 @@ class DeviceAllocator:
         settings = dict(config or {})
         queue = settings.pop("queue", {})
         node_side = settings.pop("nodeSide", None)
+        issues: list[FieldIssue] = []
+        preemption = checked_bool(settings.pop("preemption", None), "preemption", issues)
+        if issues:
+            raise ConfigError(issues)
         self.config = PlacementConfig.from_dict(settings)
         self.queue = GangQueue(GangConfig.from_dict({"queue": queue}).queue)
         self.group_attempt_at: dict[str, int] = {}
@@ -122,6 +138,10 @@ class DeviceAllocator:
         # pod -> the step at which its current attempt entered the queue
         self.attempt_began: dict[str, int] = {}
         self.group_failed_step: dict[str, int] = {}  # gang group -> the step of its last failed attempt
+        # job-level preemption: outstanding nominations, pods held off nominated nodes
+        self.preemptions = Preemptions(
+            self.engine, self.reservations, self.pods, self.placed, enabled=preemption is not False
+        )
 
     # -- evolve ----------------------------------------------------------------------------------------------
 
@@ -133,6 +153,7 @@ class DeviceAllocator:
         else:
             self.nodes.evolve(event, at, self._pod_facts)
         self.reservations.evolve(event, self._steps)
+        self.preemptions.evolve(event, own=own)
         match event:
             case NodeRegistered(node=node):
                 self.engine.upsert_node(node)
@@ -200,7 +221,7 @@ class DeviceAllocator:
                     self.unschedulable.pop(member, None)
             case GangGroupUnschedulable(group=group, members=members, codes=codes) if members:
                 item = self._group_item(group, members)
-                if HELD in codes:
+                if HELD in codes or HELD_FOR_PREEMPTOR in codes:
                     self.queue.recorded(item, None, at)
                 else:
                     self.queue.recorded(item, False, at)
@@ -218,7 +239,8 @@ class DeviceAllocator:
                 self.unschedulable[pod.key] = attempt
                 self.unschedulable_codes[pod.key] = tuple(codes)
                 if pod.key in self.pods:
-                    self.queue.recorded(self._pod_item(pod.key), None if HELD in codes else False, at)
+                    held = HELD in codes or HELD_FOR_PREEMPTOR in codes
+                    self.queue.recorded(self._pod_item(pod.key), None if held else False, at)
                     self.attempted_at[pod.key] = at
                 if HELD in codes:
                     self.queue.held.add(pod.key)
@@ -296,9 +318,13 @@ class DeviceAllocator:
                 out = self._release_freed()
                 if self.queue.held and self.queue.reserving_band() is None:
                     # the gang they were held back for is gone (its members deleted or evicted)
-                    requeued = {e.event.pod.key for e in out if isinstance(e.event, PodRequeued)}
-                    out += self._release_held("the gang holding capacity is gone", skip=requeued)
+                    out += self._release_held("the gang holding capacity is gone", skip=requeued_in(out))
+                if self.preemptions.ended:
+                    out += self._release_nominated("a preemption's nomination ended", out)
                 return out
+            case PodEvictionEnacted() | QuotaWaiting() | QuotaGroupWaiting() if self.preemptions.ended:
+                # a victim stays, or the job's attempt failed at quota: its nominated nodes are free again
+                return self._release_nominated("a preemption's nomination ended", [])
             case ReservationGroupResolved(group=group, attempt=attempt, members=members):
                 return self._place_group(group, attempt, members, at)
             case ReservationAccepted(reservation=ref):
@@ -323,28 +349,19 @@ class DeviceAllocator:
         step = self.queue.verdict(self._pod_item(pod.key), at)
         if step.verdict == "hold":
             message = f"held back so a waiting gang can gather capacity ({step.reason})"
-            return [
-                Emit(
-                    stream_id=stream,
-                    event=PodUnschedulable(
-                        pod=pod,
-                        attempt=attempt,
-                        message=message,
-                        codes=[HELD],
-                        decision=Decision(
-                            pod=pod.key, outcome="Unschedulable", message=message, codes=[HELD]
-                        ),
-                    ),
-                )
-            ]
+            return [self._held_pod(pod, attempt, message, HELD)]
         decision = self.engine.schedule(spec, reservations=self.reservations.contexts.get(pod.key))
         if decision.outcome == "Scheduled":
             assert decision.node is not None
+            held = self.preemptions.held_off(job_id(pod.key, False), spec.priority, [decision.node])
+            if held:
+                return [self._held_pod(pod, attempt, held, HELD_FOR_PREEMPTOR)]
             return [
                 Emit(
                     stream_id=stream,
                     event=PodPlaced(pod=pod, attempt=attempt, node=decision.node, decision=decision),
-                )
+                ),
+                *self._nomination_done(job_id(pod.key, False), []),
             ]
         if decision.outcome == "Rejected":
             issues = [FieldIssue(path="", message=decision.message, code=code) for code in decision.codes[:1]]
@@ -360,27 +377,79 @@ class DeviceAllocator:
                     ),
                 )
             ]
-        unschedulable = Emit(
-            stream_id=stream,
-            event=PodUnschedulable(
-                pod=pod,
-                attempt=attempt,
-                message=decision.message,
-                codes=list(decision.codes),
-                decision=decision,
-            ),
-        )
         became = self.reservations.available_since(self.attempt_began.get(pod.key, 0))
         if became and self.reservations.may_use_any(pod.key, spec, became):
             # its reservations were resolved before these became available: the next attempt sees them
             # (kube-scheduler requeues a pod whose hinted event came during its scheduling cycle the same way)
             reason = f"reservation {', '.join(became)} became available during its attempt"
+            failed = PodUnschedulable(
+                pod=pod,
+                attempt=attempt,
+                message=decision.message,
+                codes=list(decision.codes),
+                decision=decision,
+            )
             requeued = PodRequeued(pod=pod, attempt=attempt + 1, reason=reason)
-            return [unschedulable, Emit(stream_id=stream, event=requeued)]
+            return [Emit(stream_id=stream, event=failed), Emit(stream_id=stream, event=requeued)]
+        evictions = self.reservations.preempt(pod, spec, self.pods)  # reservation preemption (§5.7)
+        note, preempted = ("", []) if evictions else self._preemption(pod.key, False, attempt, [pod.key])
+        codes = [*decision.codes, PREEMPTING] if note else list(decision.codes)
+        message = f"{decision.message}; {note}" if note else decision.message
         return [
-            unschedulable,
-            *self.reservations.preempt(pod, spec, self.pods),
-        ]  # reservation preemption (§5.7)
+            Emit(
+                stream_id=stream,
+                event=PodUnschedulable(
+                    pod=pod, attempt=attempt, message=message, codes=codes, decision=decision
+                ),
+            ),
+            *evictions,
+            *preempted,
+        ]
+
+    def _stale_group(self, group: str, members: list[str]) -> list[Emit]:
+        """A gang group whose members' reservations were resolved before one they may use became available is
+        retried at once, after this failure is recorded (the plain pod's rule in ``_place``)."""
+        began = max([self.group_failed_step.get(group, 0), *(self.attempt_began.get(m, 0) for m in members)])
+        became = self.reservations.available_since(began)
+        if not became or not any(self.reservations.may_use_any(m, self.pods[m], became) for m in members):
+            return []
+        reason = f"reservation {', '.join(became)} became available during its attempt"
+        return [
+            Emit(stream_id=stream_id("gang", group), event=GangRetryRequested(group=group, reason=reason))
+        ]
+
+    def _held_pod(self, pod: ObjectRef, attempt: int, message: str, code: str) -> Emit:
+        return Emit(
+            stream_id=stream_id("pod", pod.key),
+            event=PodUnschedulable(
+                pod=pod,
+                attempt=attempt,
+                message=message,
+                codes=[code],
+                decision=Decision(pod=pod.key, outcome="Unschedulable", message=message, codes=[code]),
+            ),
+        )
+
+    def _held_group(self, group: str, attempt: int, members: list[str], message: str, code: str) -> Emit:
+        return Emit(
+            stream_id=stream_id("gang", group),
+            event=GangGroupUnschedulable(
+                group=group, attempt=attempt, codes=[code], members=list(members), message=message
+            ),
+        )
+
+    def _preemption(self, job: str, gang: bool, attempt: int, members: list[str]) -> tuple[str, list[Emit]]:
+        """Job-level preemption after a failed attempt (device_allocator.nominations): a note for the decision
+        while earlier victims are leaving, or a new preemption's events; a nomination that lapses frees the pods
+        held off its nodes."""
+        lapsed = job_id(job, gang) in self.preemptions.jobs and not self.preemptions.leaving(
+            job_id(job, gang)
+        )
+        note, out = self.preemptions.after_failure(job, gang, attempt, members)
+        return note, [
+            *out,
+            *(self._release_nominated(f"the nomination of {job} lapsed", out) if lapsed else []),
+        ]
 
     def _release_freed(self) -> list[Emit]:
         if not self.freed:
@@ -418,22 +487,18 @@ class DeviceAllocator:
         item = self._group_item(group, members)
         step = self.queue.verdict(item, at)
         if step.verdict == "hold":
-            return [
-                Emit(
-                    stream_id=stream,
-                    event=GangGroupUnschedulable(
-                        group=group,
-                        attempt=attempt,
-                        codes=[HELD],
-                        members=list(members),
-                        message=f"held back so another waiting gang can gather capacity ({step.reason})",
-                    ),
-                )
-            ]
+            message = f"held back so another waiting gang can gather capacity ({step.reason})"
+            return [self._held_group(group, attempt, members, message, HELD)]
         decision = self.engine.schedule_group(
             [self.pods[m] for m in members], self.reservations.group_contexts(members)
         )
         if decision.outcome == "Scheduled":
+            nodes = [str(d.node) for d in decision.members]
+            priority = min(self.pods[m].priority for m in members)
+            held = self.preemptions.held_off(job_id(group, True), priority, nodes)
+            if held:
+                return [self._held_group(group, attempt, members, held, HELD_FOR_PREEMPTOR)]
+            released = self._release_held(f"gang {group} placed")
             return [
                 Emit(
                     stream_id=stream,
@@ -444,111 +509,30 @@ class DeviceAllocator:
                         decisions={d.pod: d for d in decision.members},
                     ),
                 ),
-                *self._release_held(f"gang {group} placed"),
+                *released,
+                *self._nomination_done(job_id(group, True), released),
             ]
         codes = sorted({c for d in decision.members for c in d.codes})
+        stale = self._stale_group(group, members)
+        note, preempted = ("", stale) if stale else self._preemption(group, True, attempt, list(members))
         out = [
             Emit(
                 stream_id=stream,
                 event=GangGroupUnschedulable(
                     group=group,
                     attempt=attempt,
-                    message=decision.message,
-                    codes=codes,
+                    message=f"{decision.message}; {note}" if note else decision.message,
+                    codes=[*codes, PREEMPTING] if note else codes,
                     failed_pod=decision.failed_pod,
                     decision=decision,
                     members=list(members),
                 ),
             ),
-            *self._stale_group(group, members),
+            *preempted,
         ]
         if self.queue.reserving_band() is not None and not self.queue.would_still_reserve(item, at):
             out += self._release_held(f"gang {group} stopped holding capacity")
         return out
-
-    def _stale_group(self, group: str, members: list[str]) -> list[Emit]:
-        """A gang group whose members' reservations were resolved before one they may use became available is
-        retried at once, after this failure is recorded (the plain pod's rule in ``_place``)."""
-        began = max([self.group_failed_step.get(group, 0), *(self.attempt_began.get(m, 0) for m in members)])
-        became = self.reservations.available_since(began)
-        if not became or not any(self.reservations.may_use_any(m, self.pods[m], became) for m in members):
-            return []
-        reason = f"reservation {', '.join(became)} became available during its attempt"
-        return [
-            Emit(stream_id=stream_id("gang", group), event=GangRetryRequested(group=group, reason=reason))
-        ]
-
-    def _release_held(self, reason: str, skip: set[str] | frozenset[str] = frozenset()) -> list[Emit]:
-        """Pods held back for a reserving gang go back through admission once the reservation ends."""
-        out = []
-        for key in sorted(self.queue.held - skip):
-            if key in self.unschedulable:
-                out.append(self._requeued(key, reason))
-        return out
-
-    def _requeue(self, reason: str, codes: frozenset[str] | None = None) -> list[Emit]:
-        """Send back, in queue order, every unschedulable pod that would fit on its own now, and ask the
-        gang-coordinator to retry every waiting gang group that would now fit whole. ``codes``: only pods whose last
-        attempt failed for one of these reasons can gain from what happened (the event's queueing hint)."""
-        retried = self.reservations.retry()  # reserve pods waiting for capacity first
-        if not self.unschedulable and not self.queue.blocked:
-            return retried
-        order = sorted(
-            (
-                k
-                for k in self.unschedulable
-                if k in self.pods and (codes is None or codes & set(self.unschedulable_codes.get(k, ())))
-            ),
-            key=lambda k: (-self.pods[k].priority, self.arrival.get(k, 0), k),
-        )
-        out: list[Emit] = retried
-        band = self.queue.reserving_band()
-        for group, members in self.queue.blocked_in_order():
-            pods = [self.pods[m] for m in members if m in self.pods]
-            contexts = self.reservations.group_contexts(members)
-            placed = self.engine.schedule_group(pods, contexts) if len(pods) == len(members) else None
-            if placed is not None and placed.outcome == "Scheduled":
-                out.append(
-                    Emit(
-                        stream_id=stream_id("gang", group),
-                        event=GangRetryRequested(group=group, reason=reason),
-                    )
-                )
-        for key in order:
-            if key in self.queue.held and band is not None and self._pod_item(key).band <= band:
-                continue  # still held for the reserving gang
-            context = self.reservations.contexts.get(key)
-            if self.engine.schedule(self.pods[key], reservations=context).outcome == "Scheduled":
-                out.append(self._requeued(key, reason))
-        requeued = {e.event.pod.key for e in out if isinstance(e.event, PodRequeued)}
-        return out + self._requeue_owners(retried, skip=requeued)
-
-    def _requeue_owners(self, placed: list[Emit], skip: set[str] | None = None) -> list[Emit]:
-        """Unschedulable pods that may use a reservation placed in this decision go through admission again."""
-        waiting = sorted(
-            (
-                k
-                for k in self.unschedulable
-                if k in self.pods and k not in self.queue.held and k not in (skip or ())
-            ),
-            key=lambda k: (-self.pods[k].priority, self.arrival.get(k, 0), k),
-        )
-        return [
-            self._requeued(key, "a reservation it may use was placed")
-            for key in self.reservations.may_use(placed, waiting, self.pods)
-        ]
-
-    def _requeued(self, key: str, reason: str) -> Emit:
-        """An unschedulable pod sent back through admission, as its next attempt."""
-        namespace, name = key.split("/", 1)
-        return Emit(
-            stream_id=stream_id("pod", key),
-            event=PodRequeued(
-                pod=ObjectRef(namespace=namespace, name=name),
-                attempt=self.unschedulable[key] + 1,
-                reason=reason,
-            ),
-        )
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -558,4 +542,5 @@ class DeviceAllocator:
             "unschedulable": dict(sorted(self.unschedulable.items())),
             "nodes": self.nodes.snapshot(),
             "reservations": self.reservations.snapshot(),
+            "preemptions": self.preemptions.snapshot(),
         }

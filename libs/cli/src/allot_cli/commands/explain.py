@@ -112,6 +112,8 @@ def _summary(record: RecordedEvent) -> str:
             return f"{sum(c['outcome'] == 'applied' for c in p['corrected'])} value(s) restored"
         case "pod.evicted":
             return f"{p['cause']}: {p['message']}"
+        case "preemption.decided":
+            return str(p["message"])
         case "pod.eviction_enacted":
             return f"{'evicted' if p['evicted'] else 'NOT evicted'} through the Eviction API: {p['message']}"
         case "pod.released":
@@ -216,6 +218,9 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
         reasons = decision.get("node_reasons") or _first_member_reasons(decision)
         for node, node_reasons in sorted(reasons.items())[:20]:
             lines.append(f"  {node}: {'; '.join(node_reasons)}")
+        preempted = next((r for r in reversed(events) if r.type == "preemption.decided"), None)
+        if preempted is not None and latest is not None and preempted.position > latest.position:
+            lines.append(f"preempting: {preempted.payload_dict()['message']}")
     if standing == "gang.member_waiting":
         lines.append(f"gang:      {_summary(next(r for r in reversed(events) if r.type == standing))}")
     if standing == "gang.holds_released":

@@ -98,6 +98,7 @@ from allot_contracts.events.pods import (
     QosRecorded,
     ReservationResolved,
 )
+from allot_contracts.events.preemption import PreemptionDecided, PreemptionVictim
 from allot_contracts.events.qos import (
     PodEvicted,
     PodEvictionEnacted,
@@ -226,6 +227,7 @@ AnyEvent = (
     | GangRetryScheduled
     | PodGroupRejected
     | GangRetryRequested
+    | PreemptionDecided
     | MigrationAborted
     | MigrationApplied
     | MigrationCondition
@@ -388,6 +390,8 @@ __all__ = [
     "PriorityClassApplied",
     "PriorityClassDeleted",
     "PodUnschedulable",
+    "PreemptionDecided",
+    "PreemptionVictim",
     "QosApplied",
     "QosDriftCorrected",
     "QosNodePlanRecorded",
