@@ -351,3 +351,49 @@ def test_a_colocation_profile_turns_matching_pods_into_batch_pods() -> None:
         "cpu": "2",
         "memory": "1Gi",
     }  # not mutated
+
+
+def test_a_v1_nodemetric_recorded_flat_reads_as_it_did() -> None:
+    """A log recorded before NodeMetrics followed upstream's shape holds flat usage maps and top-level pod uids:
+    they are upcast to upstream's shape on read, and read to the same metric."""
+    import msgspec
+
+    from allot_contracts.events import AnyEvent, NodeMetricApplied
+    from allot_contracts.upcasters import upcast
+
+    flat = {
+        "apiVersion": "slo.koordinator.sh/v1alpha1",
+        "kind": "NodeMetric",
+        "metadata": {"name": "n1"},
+        "status": {
+            "updateTime": "2026-01-02T03:04:05Z",
+            "nodeMetric": {
+                "nodeUsage": {"cpu": "12", "memory": "40Gi"},
+                "systemUsage": {"cpu": "500m"},
+                "aggregatedNodeUsages": [{"duration": "5m", "usage": {"p95": {"cpu": "14"}}}],
+            },
+            "podsMetric": [{"namespace": "ns", "name": "web-0", "uid": "u-1", "podUsage": {"cpu": "2"}}],
+            "hostApplicationMetric": [{"name": "nginx", "usage": {"cpu": "1"}}],
+            "prodReclaimableMetric": {"resource": {"cpu": "3"}},
+        },
+    }
+    payload = upcast(
+        "nodemetric.applied.v1", {"type": "nodemetric.applied.v1", "name": "n1", "manifest": flat}
+    )
+    event = msgspec.convert(payload, AnyEvent)
+    assert isinstance(event, NodeMetricApplied)
+    issues: list[FieldIssue] = []
+    metric = parse_nodemetric(event.manifest, issues, [])
+    assert issues == [] and metric is not None
+    assert metric.node_usage == {"cpu": 12_000, "memory": 40 * 2**30}
+    assert metric.system_usage == {"cpu": 500}
+    assert metric.aggregated("p95") == {"cpu": 14_000}
+    assert [(p.name, p.uid, p.usage) for p in metric.pods] == [("web-0", "u-1", {"cpu": 2000})]
+    assert metric.prod_reclaimable == {"cpu": 3000}
+    assert [h.usage for h in metric.host_apps] == [{"cpu": 1000}]
+    # already in upstream's shape: unchanged
+    nested = event.manifest
+    again = upcast(
+        "nodemetric.applied.v1", {"type": "nodemetric.applied.v1", "name": "n1", "manifest": nested}
+    )
+    assert again["manifest"] == nested

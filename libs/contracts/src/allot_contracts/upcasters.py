@@ -15,6 +15,10 @@ payload carries the manifest only; v2 adds the object as the door reads it (:mod
 upcaster reads the manifest exactly as the door does now, so a log written before the typed model replays through
 the same code as a new one. (A v1 pod that today's door refuses comes out with ``spec: null`` and its ``issues``:
 it is then rejected on replay, where the version that recorded it had admitted it.)
+
+v1 → v2 of ``nodemetric.applied``: v1 manifests wrote every usage map flat (``nodeUsage: {cpu: ...}``) and a pod
+metric's uid as a field of its own; v2 is upstream's shape, the quantities under ``resources`` and the uid under
+``extensions["allot.dev/pod-uid"]``, so a log recorded before reads as it did.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import msgspec
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.gang import parse_pod_group
 from allot_contracts.objects.inventory import parse_device_cr, parse_node, parse_nrt
+from allot_contracts.objects.nodemetric import POD_UID_EXTENSION
 from allot_contracts.objects.pod import parse_pod
 from allot_contracts.objects.quota import parse_profile, parse_quota
 
@@ -86,6 +91,67 @@ def _topology_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+def _nested(usage: Any) -> Any:
+    """A v1 flat usage map (resource name -> quantity, plus ``devices``) as upstream's ResourceMap."""
+    if not isinstance(usage, dict) or "resources" in usage:
+        return usage
+    devices = usage.get("devices")
+    out: dict[str, Any] = {"resources": {k: v for k, v in usage.items() if k != "devices"}}
+    if devices is not None:
+        out["devices"] = devices
+    return out
+
+
+def _nodemetric_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    manifest = payload.get("manifest")
+    status = manifest.get("status") if isinstance(manifest, dict) else None
+    if not isinstance(status, dict):
+        return payload
+    status = dict(status)
+    node = status.get("nodeMetric")
+    if isinstance(node, dict):
+        node = {
+            **node,
+            "nodeUsage": _nested(node.get("nodeUsage")),
+            "systemUsage": _nested(node.get("systemUsage")),
+        }
+        for key in ("aggregatedNodeUsages", "aggregatedSystemUsages"):
+            if isinstance(node.get(key), list):
+                node[key] = [
+                    {**a, "usage": {t: _nested(u) for t, u in a["usage"].items()}}
+                    if isinstance(a, dict) and isinstance(a.get("usage"), dict)
+                    else a
+                    for a in node[key]
+                ]
+        status["nodeMetric"] = {k: v for k, v in node.items() if v is not None}
+    pods = status.get("podsMetric")
+    if isinstance(pods, list):
+        status["podsMetric"] = [_pod_metric_v2(p) for p in pods]
+    apps = status.get("hostApplicationMetric")
+    if isinstance(apps, list):
+        status["hostApplicationMetric"] = [
+            {**a, "usage": _nested(a.get("usage"))} if isinstance(a, dict) and "usage" in a else a
+            for a in apps
+        ]
+    reclaim = status.get("prodReclaimableMetric")
+    if isinstance(reclaim, dict) and "resource" in reclaim:
+        status["prodReclaimableMetric"] = {**reclaim, "resource": _nested(reclaim["resource"])}
+    payload["manifest"] = {**manifest, "status": status}
+    return payload
+
+
+def _pod_metric_v2(entry: Any) -> Any:
+    if not isinstance(entry, dict):
+        return entry
+    out = dict(entry)
+    if "podUsage" in out:
+        out["podUsage"] = _nested(out["podUsage"])
+    uid = out.pop("uid", None)
+    if uid:
+        out["extensions"] = {**(out.get("extensions") or {}), POD_UID_EXTENSION: uid}
+    return out
+
+
 def _same(payload: dict[str, Any]) -> dict[str, Any]:
     """v1 → v2 where only the field's declared type changed (a dict became the typed record it always held)."""
     return payload
@@ -122,6 +188,7 @@ UPCASTERS: dict[str, tuple[str, Upcaster]] = {
     "node.registered.v1": ("node.registered.v2", _node_v1_to_v2),
     "device.reported.v1": ("device.reported.v2", _device_v1_to_v2),
     "topology.reported.v1": ("topology.reported.v2", _topology_v1_to_v2),
+    "nodemetric.applied.v1": ("nodemetric.applied.v2", _nodemetric_v1_to_v2),
     # decision events: dict payloads became typed records (same JSON)
     "pod.placed.v1": ("pod.placed.v2", _same),
     "pod.unschedulable.v1": ("pod.unschedulable.v2", _same),

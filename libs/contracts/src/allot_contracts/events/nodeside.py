@@ -11,9 +11,10 @@ from allot_contracts.objects.nodemetric import NodeMetric
 # --- inputs -------------------------------------------------------------------------------------------------------------
 
 
-class NodeMetricApplied(Event, frozen=True, kw_only=True, tag="nodemetric.applied.v1"):
+class NodeMetricApplied(Event, frozen=True, kw_only=True, tag="nodemetric.applied.v2"):
     """A ``NodeMetric`` (``slo.koordinator.sh/v1alpha1``, named after its node) was applied: sampled by
-    node-reporter's agent, written by koordlet (Kubernetes mode) or applied by hand."""
+    node-reporter's agent, written by koordlet (Kubernetes mode) or applied by hand. v2: the manifest in upstream's
+    shape (usage maps nest their quantities under ``resources``); v1 manifests are upcast to it."""
 
     name: str
     manifest: dict[str, Any]
