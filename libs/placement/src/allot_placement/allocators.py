@@ -33,7 +33,7 @@ from allot_placement.device_view import Scorer, TypeView, complete_gpu, fits
 from allot_placement.reasons import Reason
 from allot_placement.state import VF
 
-__all__ = ["Alloc", "allocate_gpu", "default_allocate", "partition_table"]
+__all__ = ["Alloc", "ScopeCache", "allocate_gpu", "default_allocate", "partition_table"]
 
 Alloc = tuple[int, dict[str, int], tuple[VF, ...]]
 Outcome = tuple[list[Alloc] | None, Reason | None]
@@ -169,14 +169,16 @@ def _by_partition(
     return [(m, _resources(view, m, per), ()) for m in best.minors]
 
 
-_SCOPES: dict[bytes, tuple[list[int], list[tuple[int, list[int], list[Any]]]]] = {}
+Scopes = tuple[list[int], list[tuple[int, list[int], list[Any]]]]
+ScopeCache = dict[bytes, Scopes]  # inventory content key -> its GPU scopes (the engine's memo)
 _SCOPES_LIMIT = 8192
 
 
-def _gpu_scopes(inv: Inventory) -> tuple[list[int], list[tuple[int, list[int], list[Any]]]]:
-    """The node's GPUs as scopes (node → NUMA node → PCIe switch, minors sorted), built once per inventory content
-    (inventories are immutable; callers only read the lists)."""
-    got = _SCOPES.get(inv.content_key)
+def _gpu_scopes(inv: Inventory, cache: ScopeCache | None) -> Scopes:
+    """The node's GPUs as scopes (node → NUMA node → PCIe switch, minors sorted). ``cache`` (keyed by the
+    inventory's content key, which covers the minors, NUMA nodes and PCIe switches read here) keeps them per
+    inventory content; callers only read the lists."""
+    got = cache.get(inv.content_key) if cache is not None else None
     if got is not None:
         return got
     gpus = inv.devices.get(n.GPU, ())
@@ -189,9 +191,11 @@ def _gpu_scopes(inv: Inventory) -> tuple[list[int], list[tuple[int, list[int], l
             (3, sorted(tree[numa][p]), []) for p in sorted(tree[numa])
         ]
         numa_scopes.append((2, sorted(m for p in pcies for m in p[1]), pcies))
-    if len(_SCOPES) >= _SCOPES_LIMIT:
-        _SCOPES.clear()
-    got = _SCOPES[inv.content_key] = (sorted(d.minor for d in gpus), numa_scopes)
+    got = (sorted(d.minor for d in gpus), numa_scopes)
+    if cache is not None:
+        if len(cache) >= _SCOPES_LIMIT:
+            cache.clear()
+        cache[inv.content_key] = got
     return got
 
 
@@ -203,6 +207,7 @@ def _by_topology(
     shared: bool,
     required: str,
     scorer: Scorer,
+    scopes: ScopeCache | None,
 ) -> tuple[list[Alloc] | None, Reason | None, bool]:
     """Returns (allocations, failure, fall back to the default allocator)."""
     gpus = inv.devices.get(n.GPU, ())
@@ -254,7 +259,7 @@ def _by_topology(
             return None
         return leaf(minors, depth, cne)
 
-    all_minors, numa_scopes = _gpu_scopes(inv)
+    all_minors, numa_scopes = _gpu_scopes(inv, scopes)
     result = scope(1, all_minors, numa_scopes, 0, 0)
     if result is None:
         return None, rs.TOPOLOGY_SCOPED if required else rs.insufficient_devices(n.GPU), False
@@ -272,8 +277,10 @@ def allocate_gpu(
     partition_policy: str | None,
     bandwidth: int | None,
     scorer: Scorer,
+    scopes: ScopeCache | None = None,
 ) -> Outcome:
-    """Allocate ``count`` GPUs; ``partition_policy`` is the pod's gpu-partition-spec policy (None = no spec)."""
+    """Allocate ``count`` GPUs; ``partition_policy`` is the pod's gpu-partition-spec policy (None = no spec);
+    ``scopes``: the memo of GPU scopes per inventory content (None: computed here)."""
     if not shared:
         table, node_honors = partition_table(inv, node_labels)
         honor = partition_policy is not None or node_honors
@@ -289,7 +296,7 @@ def allocate_gpu(
                 return got, None
             if honor:
                 return None, rs.INSUFFICIENT_PARTITIONED
-    allocs, failure, fallback = _by_topology(view, inv, per, count, shared, required_scope, scorer)
+    allocs, failure, fallback = _by_topology(view, inv, per, count, shared, required_scope, scorer, scopes)
     if not fallback:
         return allocs, failure
     got = default_allocate(view, per, count, count, None, None, scorer)

@@ -24,7 +24,7 @@ from allot_contracts.objects.inventory import Device, Inventory
 from allot_contracts.objects.pod import GpuFilter
 from allot_contracts.objects.selectors import match_label_selector
 
-__all__ = ["Scorer", "TypeView", "complete_gpu", "fits", "make_view"]
+__all__ = ["Scorer", "TypeView", "complete_gpu", "device_ids", "fits", "make_view"]
 
 
 class Scorer:
@@ -110,6 +110,14 @@ def gpu_model(d: Device, inv: Inventory, node_labels: Mapping[str, str]) -> str:
         or inv.labels.get(n.LABEL_GPU_MODEL)
         or node_labels.get(n.LABEL_GPU_MODEL, "")
     )
+
+
+def device_ids(inv: Inventory | None) -> tuple[str, ...]:
+    """The node's device ids, by type and minor: what ``gpu_allowed``'s UUID selectors read of a node, and what the
+    inventory's ``content_key`` leaves out (the engine keys results of pods with UUID selectors by them)."""
+    if inv is None:
+        return ()
+    return tuple(d.id for devices in inv.devices.values() for d in devices)
 
 
 def gpu_allowed(f: GpuFilter, d: Device, model: str) -> bool:

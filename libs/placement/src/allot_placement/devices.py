@@ -19,14 +19,15 @@ from typing import Final
 
 from allot_contracts.objects import names as n
 from allot_placement import reasons as rs
-from allot_placement.allocators import Alloc, allocate_gpu, default_allocate
+from allot_placement.allocators import Alloc, ScopeCache, allocate_gpu, default_allocate
 from allot_placement.config import PlacementConfig
 from allot_placement.device_view import Scorer, TypeView, complete_gpu, gpu_allowed, gpu_model, make_view
 from allot_placement.pod import PodSpec
 from allot_placement.reasons import Reason
-from allot_placement.state import NodeState
+from allot_placement.state import DeviceAlloc, NodeState
 
 __all__ = [
+    "DeviceMemo",
     "DeviceResult",
     "GpuChooser",
     "ViewCache",
@@ -51,6 +52,7 @@ def _alloc_type(
     max_desired: int,
     scorer: Scorer,
     chooser: GpuChooser | None,
+    scopes: ScopeCache | None,
 ) -> tuple[list[Alloc] | None, Reason | None]:
     req = pod.devices[view.dtype]
     hint = pod.hints.get(view.dtype)
@@ -72,6 +74,7 @@ def _alloc_type(
             pod.partition.allocate_policy if pod.partition else None,
             pod.partition.ring_bus_bandwidth if pod.partition else None,
             scorer,
+            scopes,
         )
     got = default_allocate(
         view, req.per_instance, count, max_desired, preferred, hint.vf_selector if hint else None, scorer
@@ -83,6 +86,29 @@ def _alloc_type(
 # the scoring strategies they mean.
 HAMI_POLICIES: Final = {"binpack": "MostAllocated", "spread": "LeastAllocated"}
 ViewCache = dict[tuple[int, str, object, frozenset[int] | None, object], TypeView]
+# (device signature, pod's device key) -> (allocations, failure, DeviceShare score, raw result)
+DeviceCache = dict[
+    tuple[int, bytes], tuple[dict[str, tuple[DeviceAlloc, ...]] | None, Reason | None, int, DeviceResult]
+]
+
+
+class DeviceMemo:
+    """The engine's device-side memo tables. ``results`` and ``views`` are keyed by a device signature that must
+    identify everything the device filter reads on the node (inventory content and usage, the resource labels, and
+    the device ids when the pod's filters read them); ``scopes`` by the inventory's content key. They never change
+    a result."""
+
+    __slots__ = ("results", "scopes", "views")
+
+    def __init__(self) -> None:
+        self.results: DeviceCache = {}
+        self.views: ViewCache = {}
+        self.scopes: ScopeCache = {}
+
+    def clear(self) -> None:
+        self.results.clear()
+        self.views.clear()
+        self.scopes.clear()
 
 
 def _views(
@@ -158,17 +184,18 @@ def allocate_devices(
     pod: PodSpec,
     numa_mask: frozenset[int] | None = None,
     chooser: GpuChooser | None = None,
-    view_cache: ViewCache | None = None,
+    memo: DeviceMemo | None = None,
     dev_sig: int = 0,
 ) -> tuple[DeviceResult | None, Reason | None, dict[str, TypeView]]:
     """Choose devices for every requested type, or say why this node cannot host them.
 
-    ``view_cache`` (keyed by ``dev_sig``, which must identify the node's device inventory and usage) memoises the
-    candidate views; it never changes the result.
+    ``memo`` (its views keyed by ``dev_sig``, see ``DeviceMemo``) keeps candidate views and GPU scopes; it never
+    changes the result.
     """
     if not pod.devices:
         return {}, None, {}
-    views, counts, why = _views(cfg, state, pod, numa_mask, view_cache, dev_sig)
+    views, counts, why = _views(cfg, state, pod, numa_mask, memo.views if memo is not None else None, dev_sig)
+    scopes = memo.scopes if memo is not None else None
     if why is not None:
         return None, why, views
     scorer = Scorer(HAMI_POLICIES.get(pod.gpu_policy, cfg.device.strategy), cfg.device.resources)
@@ -177,7 +204,7 @@ def allocate_devices(
     if joint is not None:
         primary = joint.device_types[0]
         got, why = _alloc_type(
-            cfg, state, pod, views[primary], counts[primary], None, counts[primary], scorer, chooser
+            cfg, state, pod, views[primary], counts[primary], None, counts[primary], scorer, chooser, scopes
         )
         if got is None:
             return None, why, views
@@ -188,7 +215,7 @@ def allocate_devices(
             if joint.required_scope == "SamePCIe" and cnt < len(pcies):
                 cnt = len(pcies)
             got2, why = _alloc_type(
-                cfg, state, pod, views[sec], cnt, pcies, max(cnt, len(pcies)), scorer, chooser
+                cfg, state, pod, views[sec], cnt, pcies, max(cnt, len(pcies)), scorer, chooser, scopes
             )
             if got2 is None:
                 return None, why, views
@@ -200,7 +227,7 @@ def allocate_devices(
     for dtype in n.DEVICE_TYPES:
         if dtype in views and dtype not in result:
             got, why = _alloc_type(
-                cfg, state, pod, views[dtype], counts[dtype], None, counts[dtype], scorer, chooser
+                cfg, state, pod, views[dtype], counts[dtype], None, counts[dtype], scorer, chooser, scopes
             )
             if got is None:
                 return None, why, views

@@ -9,6 +9,12 @@ Invariants:
 - Pure: no IO, clock or randomness. Every tie is broken by a documented total order (score, then node name; minors,
   NUMA ids, PCIe ids, table order inside allocators). Caches (parsed pods, per-node results, per-shape rankings)
   never influence results; ``digest()`` covers the allocation state only.
+- Every cache key covers every input its filter or score reads. Node results are keyed by the node's content
+  signature (resources, the labels placement reads, inventory and topology content, load, overrides, allocation
+  state, what the GPU policy reads), shared by identical machines; per-node identities join the key only for the
+  pods that read them: the node's name (``PodSpec.by_name``, a policy's ``reads_node_name``) and its device ids
+  (``PodSpec.reads_device_ids``: HAMi's UUID selectors). ``PlacementEngine(..., caches=False)`` turns every cache
+  off (tests check that decisions are the same either way).
 - ``schedule`` evaluates every node (no sampling); nodes are evaluated incrementally per pod shape (``_index``).
 Concurrency: single-threaded; the scheduling cycle is serial, as in kube-scheduler.
 """
@@ -31,7 +37,8 @@ from allot_placement import explain, reserved
 from allot_placement._index import ShapeIndex
 from allot_placement.config import PlacementConfig
 from allot_placement.decision import Decision, Freed, GroupDecision
-from allot_placement.device_view import complete_gpu
+from allot_placement.device_view import complete_gpu, device_ids
+from allot_placement.devices import DeviceMemo
 from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, static_filter
 from allot_placement.loadaware import AssignedPod, LoadTracker, PodLoad
 from allot_placement.nodeside import NodeOverrides, effective_info, effective_topology
@@ -58,19 +65,23 @@ _PASS = NodeResult(feasible=True)  # static-filter memo marker: the node passes
 
 
 class PlacementEngine:
-    """See the module docstring. ``PlacementEngine(PlacementConfig())`` uses the documented defaults."""
+    """See the module docstring. ``PlacementEngine(PlacementConfig())`` uses the documented defaults;
+    ``caches=False`` computes everything afresh for every pod (for tests: decisions must not change)."""
 
-    def __init__(self, config: PlacementConfig | None = None, policy: GpuPolicy | None = None) -> None:
+    def __init__(
+        self, config: PlacementConfig | None = None, policy: GpuPolicy | None = None, *, caches: bool = True
+    ) -> None:
         self.config = config or PlacementConfig()
         self.config_version = self.config.version
+        self.caches = caches
         if policy is None and self.config.gpu_policy:
             from allot_placement.policies import make_policy
 
-            policy = make_policy(self.config)
+            policy = make_policy(self.config, caches)
         self.policy = policy
         from allot_placement.policies import KeyedChoice
 
-        self._keyed = KeyedChoice(self.config.seed)
+        self._keyed = KeyedChoice(self.config.seed, caches)
         self._nodes: dict[str, NodeState] = {}
         self._pod_node: dict[str, str] = {}
         self._clock = 0  # global version counter (not time)
@@ -83,8 +94,7 @@ class PlacementEngine:
         self._ids: dict[Any, int] = {}
         self._sig: dict[str, int] = {}
         self._dev_sig: dict[str, int] = {}
-        self._dev_cache: dict[tuple[int, bytes], Any] = {}
-        self._view_cache: dict[Any, Any] = {}
+        self._dev_memo = DeviceMemo()
         self._label_id: dict[str, int] = {}
         self._parsed: dict[bytes, tuple[PodSpec | None, list[FieldIssue]]] = {}
         self.stats = {"evaluations": 0}
@@ -399,7 +409,7 @@ class PlacementEngine:
         if (
             len(self._memo) > _MEMO_LIMIT
             or len(self._ids) > 4 * _MEMO_LIMIT
-            or len(self._view_cache) > _MEMO_LIMIT
+            or len(self._dev_memo.views) > _MEMO_LIMIT
         ):
             self._reset_caches()
 
@@ -407,8 +417,7 @@ class PlacementEngine:
         """Drop every memo and re-intern the node signatures (bounded memory for long-running services)."""
         self._memo.clear()
         self._static_memo.clear()
-        self._dev_cache.clear()
-        self._view_cache.clear()
+        self._dev_memo.clear()
         self._ids.clear()
         self._indexes.clear()
         for name in sorted(self._nodes):
@@ -419,6 +428,7 @@ class PlacementEngine:
     def _intern_node(self, name: str, state: NodeState) -> None:
         info, inv, topo = state.info, state.inventory, state.topology
         assert info is not None
+        ratio = state.overrides.ratio if state.overrides is not None else None
         static = self._intern(
             (
                 tuple(info.allocatable.items()),
@@ -433,7 +443,15 @@ class PlacementEngine:
             )
         )
         dyn = state.dyn_key()
-        self._sig[name] = self._intern((static, dyn))
+        extra = None  # what the amplified-CPU filter and the GPU policy read beyond the totals in ``dyn``
+        if ratio is not None or self.policy is not None:
+            amplified = state.amplified_extra(ratio)
+            extra = (
+                amplified[0],
+                tuple(sorted(amplified[1].items())),
+                self.policy.state_key(state) if self.policy is not None else None,
+            )
+        self._sig[name] = self._intern((static, dyn, extra))
         self._dev_sig[name] = self._intern((static, dyn[2], dyn[3]))
         self._label_id[name] = self._intern((tuple(info.labels.items()), info.taints, info.unschedulable))
         self._entries[name] = (
@@ -455,6 +473,8 @@ class PlacementEngine:
 
     def _spec(self, pod: Pod) -> tuple[PodSpec | None, list[FieldIssue]]:
         key = pod_key(pod)
+        if not self.caches:
+            return pod_spec(pod, self.config.default_cpu_bind_policy, key)
         got = self._parsed.get(key)
         if got is None:
             if len(self._parsed) >= _PARSE_CACHE_LIMIT:
@@ -472,8 +492,11 @@ class PlacementEngine:
         return got[1]
 
     def _resolver(self, spec: PodSpec) -> Callable[[str], tuple[int, NodeResult] | None]:
-        """``name -> (version, result)`` for ``spec``: static filters then the resource side, both memoised."""
-        entries, static_memo, memo = self._entries, self._static_memo, self._memo
+        """``name -> (version, result)`` for ``spec``: static filters then the resource side, both memoised (what
+        their keys cover: see the module docstring)."""
+        if not self.caches:
+            return self._fresh_resolver(spec)
+        entries, static_memo, memo, intern = self._entries, self._static_memo, self._memo, self._intern
         key, by_name = spec.key, spec.by_name
         needs_static = (
             bool(spec.node_selector)
@@ -481,13 +504,10 @@ class PlacementEngine:
             or bool(spec.node_name)
             or spec.required_nodes is not None
         )
-        config, policy, dev_cache, view_cache, stats = (
-            self.config,
-            self.policy,
-            self._dev_cache,
-            self._view_cache,
-            self.stats,
-        )
+        config, policy, dev_memo, stats = self.config, self.policy, self._dev_memo, self.stats
+        # per-node identities this pod's filters or the policy's choice read join the node's signatures
+        ids = spec.reads_device_ids
+        named = policy is not None and policy.reads_node_name(spec)
 
         def resolve(name: str) -> tuple[int, NodeResult] | None:
             entry = entries.get(name)
@@ -503,15 +523,42 @@ class PlacementEngine:
                     st = static_memo[skey] = NodeResult(feasible=False, reasons=reasons) if reasons else _PASS
                 if st is not _PASS:
                     return state.version, st
+            if ids or named:
+                ident = (device_ids(state.inventory) if ids else None, name if named else None)
+                sig, dev_sig = intern((sig, ident)), intern((dev_sig, ident))
             res = memo.get((sig, key))
             if res is None:
                 stats["evaluations"] += 1
-                res = memo[(sig, key)] = evaluate(config, state, spec, policy, dev_cache, dev_sig, view_cache)
+                res = memo[(sig, key)] = evaluate(config, state, spec, policy, dev_memo, dev_sig)
             return state.version, res
 
         return resolve
 
+    def _fresh_resolver(self, spec: PodSpec) -> Callable[[str], tuple[int, NodeResult] | None]:
+        """``_resolver`` without any cache: every filter and score runs for every node."""
+        entries, config, policy, stats = self._entries, self.config, self.policy, self.stats
+
+        def resolve(name: str) -> tuple[int, NodeResult] | None:
+            entry = entries.get(name)
+            if entry is None:
+                return None
+            state = entry[0]
+            assert state.info is not None
+            reasons = static_filter(state.info, spec)
+            if reasons:
+                return state.version, NodeResult(feasible=False, reasons=reasons)
+            stats["evaluations"] += 1
+            return state.version, evaluate(config, state, spec, policy)
+
+        return resolve
+
     def _index(self, spec: PodSpec) -> ShapeIndex:
+        if not self.caches:  # a ranking of every node, built for this pod alone
+            fresh = ShapeIndex(0)
+            fresh.update(
+                [name for name, s in self._nodes.items() if s.info is not None], self._resolver(spec)
+            )
+            return fresh
         idx = self._indexes.get(spec.key)
         end = self._change_base + len(self._changes)
         if idx is None or idx.pos < self._change_base:

@@ -38,9 +38,9 @@ from allot_placement import reasons as rs
 from allot_placement.config import PlacementConfig
 from allot_placement.devices import (
     HAMI_POLICIES,
+    DeviceMemo,
     DeviceResult,
     GpuChooser,
-    ViewCache,
     allocate_devices,
     device_score,
 )
@@ -55,9 +55,15 @@ _UNSCHEDULABLE_TAINT = ("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
 
 class GpuPolicy(Protocol):
-    """A cluster-level GPU policy: chooses the GPU of shared requests and scores nodes (see ``policies``)."""
+    """A cluster-level GPU policy: chooses the GPU of shared requests and scores nodes (see ``policies``).
+    ``reads_node_name`` and ``state_key`` tell the engine's caches what of the node its choice and score read beyond
+    the node's content."""
 
     name: str
+
+    def reads_node_name(self, pod: PodSpec) -> bool: ...
+
+    def state_key(self, state: NodeState) -> object: ...
 
     def chooser(self, state: NodeState, pod: PodSpec) -> GpuChooser | None: ...
 
@@ -157,24 +163,19 @@ def _as_allocs(result: DeviceResult) -> dict[str, tuple[DeviceAlloc, ...]]:
     }
 
 
-DeviceCache = dict[
-    tuple[int, bytes], tuple[dict[str, tuple[DeviceAlloc, ...]] | None, Reason | None, int, DeviceResult]
-]
-
-
 def _devices(
     cfg: PlacementConfig,
     state: NodeState,
     pod: PodSpec,
     plan: NumaPlan | None,
     policy: GpuPolicy | None,
-    cache: DeviceCache | None,
+    memo: DeviceMemo | None,
     dev_sig: int,
-    view_cache: ViewCache | None,
 ) -> tuple[dict[str, tuple[DeviceAlloc, ...]] | None, Reason | None, int, DeviceResult]:
     """Device allocation and DeviceShare score, cached per device state when nothing else can influence them
     (a policy whose GPU choice reads more than the devices, like FGD, opts out with ``device_cacheable = False``)."""
     key = None
+    cache = memo.results if memo is not None else None
     cacheable = policy is None or getattr(policy, "device_cacheable", False)
     if cache is not None and cacheable and (plan is None or plan.mask is None):
         key = (dev_sig, pod.dev_key)
@@ -182,9 +183,7 @@ def _devices(
         if hit is not None:
             return hit
     chooser = policy.chooser(state, pod) if policy is not None and n.GPU in pod.devices else None
-    raw, why, views = allocate_devices(
-        cfg, state, pod, plan.mask if plan else None, chooser, view_cache, dev_sig
-    )
+    raw, why, views = allocate_devices(cfg, state, pod, plan.mask if plan else None, chooser, memo, dev_sig)
     allocs = _as_allocs(raw) if raw is not None else None
     score = (
         device_score(cfg, views, raw, HAMI_POLICIES.get(pod.node_policy, "")) if raw and policy is None else 0
@@ -200,11 +199,12 @@ def evaluate(
     state: NodeState,
     pod: PodSpec,
     policy: GpuPolicy | None = None,
-    cache: DeviceCache | None = None,
+    memo: DeviceMemo | None = None,
     dev_sig: int = 0,
-    view_cache: ViewCache | None = None,
 ) -> NodeResult:
-    """Resource-side filter and score of ``pod`` on ``state`` (static filters are checked separately)."""
+    """Resource-side filter and score of ``pod`` on ``state`` (static filters are checked separately). ``memo``
+    with ``dev_sig`` (a signature of everything the device filter reads on this node, see ``DeviceMemo``) keeps
+    device results; without it everything is computed here."""
     info = state.info
     assert info is not None
     reasons = _resource_fit(state, info, pod)
@@ -232,7 +232,7 @@ def evaluate(
         if cpuset:
             req = dict(req)
             req[n.CPU] = amplify(req.get(n.CPU, 0), ratio)
-    devices, why, dscore, raw = _devices(cfg, state, pod, plan, policy, cache, dev_sig, view_cache)
+    devices, why, dscore, raw = _devices(cfg, state, pod, plan, policy, memo, dev_sig)
     if devices is None:
         return NodeResult(feasible=False, reasons=(why or rs.insufficient_devices(n.GPU),))
     node = fit_score(

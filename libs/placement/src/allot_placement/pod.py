@@ -6,7 +6,9 @@ tolerations plus what depends on the scheduler's configuration (the CPU-bind int
 that makes the pod unplaceable under this configuration (the pod is then Rejected). ``PodSpec.key`` is the
 decision-relevant part of the pod as canonical bytes: two pods with the same key are placed identically on the same
 cluster state, which is what the engine's caches rely on. Identity (namespace, name, uid) is deliberately not part
-of the key.
+of the key. ``by_name`` and ``reads_device_ids`` say which per-node identities (the node's name, its device ids)
+the pod's filters read: the engine's caches key on those identities for such pods only, so identical machines share
+results for every other pod.
 
 CPU binding intent (Koordinator PreFilter): only LSE/LSR pods of priority class koord-prod bind CPUs on their own;
 the bind policy is the resource-spec's required policy, else its preferred one, else the configured default.
@@ -56,6 +58,8 @@ class PodSpec(msgspec.Struct, frozen=True, kw_only=True):
     by_name: (
         bool  # a filter reads the node's name (nodeName, matchFields, hint), so results are cached per name
     )
+    # a filter reads the node's device ids (HAMi's use-/nouse-gpuuuid), so results are cached per device identity
+    reads_device_ids: bool
     fit_order: tuple[tuple[str, int], ...]  # requests in NodeResourcesFit reporting order
     dev_key: bytes  # the device-relevant part of the pod (key of the engine's device-result cache)
     key: bytes  # the decision-relevant part of the pod (see the module docstring)
@@ -169,6 +173,8 @@ def pod_spec(
         by_name=bool(pod.node_name)
         or pod.required_nodes is not None
         or any(term[1] for term in pod.affinity or ()),
+        reads_device_ids=pod.gpu_filter is not None
+        and bool(pod.gpu_filter.use_uuids or pod.gpu_filter.nouse_uuids),
         fit_order=tuple((r, requests[r]) for r in sorted(requests, key=_fit_rank)),
         key=key if key is not None else pod_key(pod),
         dev_key=_ENCODER.encode(

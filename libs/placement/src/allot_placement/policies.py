@@ -78,16 +78,32 @@ def _after(lefts: tuple[int, ...], minors: tuple[int, ...], devices: DeviceResul
 
 
 class BasePolicy:
-    """Shared plumbing: per-node GPU state cache and the best-fit GPU choice."""
+    """Shared plumbing: per-node GPU state cache and the best-fit GPU choice.
+
+    What the engine's caches need to know (they key node results by the node's content, shared by identical nodes):
+    ``reads_node_name(pod)`` says the policy's choice for ``pod`` reads the node's name, ``state_key(state)`` gives
+    what its score reads of the node beyond the allocation totals (``NodeState.dyn_key``). ``caches=False`` turns the
+    policy's own memo tables off (tests compare decisions with and without them)."""
 
     name = "Policy"
     device_cacheable = True  # the GPU choice reads only the node's devices (and the pod's device request)
 
-    def __init__(self, cfg: PlacementConfig) -> None:
+    def __init__(self, cfg: PlacementConfig, caches: bool = True) -> None:
         self.cfg = cfg
+        self.caches = caches
         self._states: dict[tuple[str, int], tuple[str, int, tuple[int, ...], tuple[int, ...]]] = {}
 
+    def reads_node_name(self, pod: PodSpec) -> bool:
+        return False
+
+    def state_key(self, state: NodeState) -> object:
+        return None
+
     def node(self, state: NodeState) -> tuple[str, int, tuple[int, ...], tuple[int, ...]]:
+        if (
+            not self.caches or state.version < 0
+        ):  # a copy the engine does not track (reservations) is not kept
+            return node_gpu_state(state)
         key = (state.name, state.version)
         got = self._states.get(key)
         if got is None:
@@ -122,13 +138,15 @@ class FGD(BasePolicy):
     name = "FGD"
     device_cacheable = False  # the GPU choice also reads the node's free CPU
 
-    def __init__(self, cfg: PlacementConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: PlacementConfig, caches: bool = True) -> None:
+        super().__init__(cfg, caches)
         self.model = FragModel(cfg.typical_pods)
         self._frag: dict[tuple[str, int, tuple[int, ...]], int] = {}
 
     def frag(self, model: str, cpu_left: int, lefts: Sequence[int]) -> int:
         key = (model, cpu_left, tuple(sorted(lefts)))
+        if not self.caches:
+            return self.model.frag(model, cpu_left, key[2])
         got = self._frag.get(key)
         if got is None:
             if len(self._frag) > _CACHE_LIMIT:
@@ -206,20 +224,29 @@ def _affinity(count: int, milli: int) -> str:
     return "share" if count == 1 and milli < MILLI else f"{count}-gpu"
 
 
+def _tags(state: NodeState) -> frozenset[str]:
+    """The GPU shapes of the pods on a node."""
+    tags: set[str] = set()
+    for alloc in state.pods.values():
+        gpus = alloc.devices.get(n.GPU, ())
+        if gpus:
+            pct = gpus[0].resources.get(n.GPU_MEMORY_RATIO, gpus[0].resources.get(n.GPU_CORE, 100))
+            tags.add(_affinity(len(gpus), pct * 10))
+    return frozenset(tags)
+
+
 class GpuClustering(BasePolicy):
     name = "GpuClustering"
+
+    def state_key(self, state: NodeState) -> object:
+        return tuple(sorted(_tags(state)))  # the score reads the GPU shapes of the pods on the node
 
     def score(self, state: NodeState, pod: PodSpec, devices: DeviceResult) -> int | None:
         tag = _affinity(*_pod_milli(pod))
         if not tag:
             return 0
         _, _, lefts, _ = self.node(state)
-        tags: set[str] = set()
-        for alloc in state.pods.values():
-            gpus = alloc.devices.get(n.GPU, ())
-            if gpus:
-                pct = gpus[0].resources.get(n.GPU_MEMORY_RATIO, gpus[0].resources.get(n.GPU_CORE, 100))
-                tags.add(_affinity(len(gpus), pct * 10))
+        tags = _tags(state)
         base = 100 // 4 * (MAX_GPU - sum(lefts)) // MAX_GPU
         if tag in tags:
             return base + (100 * 3 // 4 if len(tags) == 1 else 100 * 2 // 4)
@@ -238,10 +265,11 @@ def keyed_hash(*parts: object) -> int:
 class KeyedChoice:
     """Pick one of many names uniformly at random, keyed by (seed, pod): pure, history independent, fast."""
 
-    __slots__ = ("_names", "seed")
+    __slots__ = ("_names", "caches", "seed")
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, caches: bool = True) -> None:
         self.seed = seed
+        self.caches = caches  # keep each node's hash (pure: keyed by the name alone)
         self._names: dict[str, int] = {}
 
     def pick(self, pod: str, names: Sequence[str]) -> str:
@@ -250,7 +278,9 @@ class KeyedChoice:
         for name in names:
             nk = self._names.get(name)
             if nk is None:
-                nk = self._names[name] = keyed_hash(self.seed, "node", name)
+                nk = keyed_hash(self.seed, "node", name)
+                if self.caches:
+                    self._names[name] = nk
             x = ((nk ^ pk) * 0x9E3779B97F4A7C15) & _M64
             x ^= x >> 29
             x = (x * 0xBF58476D1CE4E5B9) & _M64
@@ -266,12 +296,15 @@ class Random(BasePolicy):
 
     name = "Random"
 
-    def __init__(self, cfg: PlacementConfig) -> None:
-        super().__init__(cfg)
-        self.keyed = KeyedChoice(cfg.seed)
+    def __init__(self, cfg: PlacementConfig, caches: bool = True) -> None:
+        super().__init__(cfg, caches)
+        self.keyed = KeyedChoice(cfg.seed, caches)
 
     def _h(self, *parts: object) -> int:
         return keyed_hash(self.cfg.seed, *parts)
+
+    def reads_node_name(self, pod: PodSpec) -> bool:
+        return pod.gpu_shared  # the GPU of a shared request is keyed by the node's name (gpu_score)
 
     def gpu_score(self, state: NodeState, pod: PodSpec, index: int, lefts: tuple[int, ...]) -> Any:
         return -self._h("gpu", state.name, lefts, pod.dev_key, index)
@@ -294,5 +327,5 @@ _POLICIES: dict[str, Any] = {
 }
 
 
-def make_policy(cfg: PlacementConfig) -> Any:
-    return _POLICIES[cfg.gpu_policy](cfg)
+def make_policy(cfg: PlacementConfig, caches: bool = True) -> Any:
+    return _POLICIES[cfg.gpu_policy](cfg, caches)

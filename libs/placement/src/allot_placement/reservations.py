@@ -199,7 +199,10 @@ def policy_conflict(policy: str, holds: Iterable[Hold]) -> bool:
 
 
 def _clone(state: NodeState) -> NodeState:
+    """A copy to change freely; its version is -1, so that no cache keyed by (node, version) takes it for the
+    node the engine tracks."""
     out = copy.copy(state)
+    out.version = -1
     for slot in ("pods", "requested", "dev_used", "vf_used", "cpu_owner", "numa_used", "numa_footprints"):
         setattr(out, slot, copy.deepcopy(getattr(state, slot)))
     return out

@@ -8,7 +8,8 @@ Invariants:
 - Devices of a type are ordered by minor; VFs by busID; partitions keep table order.
 - Upstream semantics kept: a device's ``health`` defaults to false, and an unhealthy device has no capacity.
 - ``content_key`` of each value captures everything decisions read **except** per-node identities (names, device
-  UUIDs), so identical machines share caches.
+  UUIDs), so identical machines share caches; a cache whose result reads an identity (HAMi's UUID selectors read
+  device ids) adds that identity to its key itself.
 Pure; no IO.
 """
 
