@@ -50,6 +50,8 @@ profiles:
           kind: DeviceShareArgs
           allocator: autopilot
           scoringStrategy: {type: LeastAllocated, resources: [{name: koordinator.sh/gpu-memory-ratio, weight: 1}]}
+          gpuShareUnsupportedModels: [{vendor: huawei, model: Ascend-310P3-300I-DUO}]
+          gpuSharedResourceTemplatesConfig: {configMapNamespace: koordinator-system, configMapName: gpu-templates}
       - name: NodeResourcesFitPlus
         args:
           resources:
@@ -87,6 +89,7 @@ def test_koordinators_profile_maps_onto_the_services() -> None:
         {"cpu": 1, "memory": 2},
     )
     assert (placement.device.strategy, placement.device.weight) == ("LeastAllocated", 3)
+    assert placement.gpu_share_unsupported_models == (("huawei", "Ascend-310P3-300I-DUO"),)
     assert placement.node_fit.weight == 0  # disabled score plugin
     assert placement.default_cpu_bind_policy == "SpreadByPCPUs"
     assert placement.fit_plus_weight == 4
@@ -105,6 +108,7 @@ def test_koordinators_profile_maps_onto_the_services() -> None:
         "leaderElection",
         "profiles[0].plugins",
         "profiles[0].pluginConfig[1].args.allocator",
+        "profiles[0].pluginConfig[1].args.gpuSharedResourceTemplatesConfig",
         "profiles[0].pluginConfig[4].args.enableQueueHint",
         "profiles[0].pluginConfig[5].args.controllerWorkers",
         "profiles[0].pluginConfig[6].args.enablePreemption",
