@@ -30,6 +30,8 @@ profiles:
       queueSort:
         disabled: [{name: "*"}]
         enabled: [{name: Coscheduling}]
+      preFilter:
+        enabled: [{name: SchedulingHint}, {name: DeviceShare}]
       score:
         enabled:
           - {name: NodeNUMAResource, weight: 2}
@@ -70,6 +72,8 @@ profiles:
         args: {kind: CoschedulingArgs, defaultTimeout: 5m, controllerWorkers: 2}
       - name: Reservation
         args: {kind: ReservationArgs, enablePreemption: true, gcDurationSeconds: 86400}
+      - name: SchedulingHint
+        args: {kind: SchedulingHintArgs, maxHintNodes: 100}
       - name: LoadAwareScheduling
         args:
           kind: LoadAwareSchedulingArgs
@@ -112,7 +116,8 @@ def test_koordinators_profile_maps_onto_the_services() -> None:
         "profiles[0].pluginConfig[4].args.enableQueueHint",
         "profiles[0].pluginConfig[5].args.controllerWorkers",
         "profiles[0].pluginConfig[6].args.enablePreemption",
-        "profiles[0].pluginConfig[7].args.allowCustomizeEstimation",
+        "profiles[0].pluginConfig[7].args.maxHintNodes",
+        "profiles[0].pluginConfig[8].args.allowCustomizeEstimation",
     } <= warned
 
 

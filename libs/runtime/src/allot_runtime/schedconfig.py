@@ -69,7 +69,7 @@ KNOWN_PLUGINS = {
     "AzureDiskLimits", "DefaultPreemption", "DefaultBinder", "SchedulingGates", "DynamicResources",
     # Koordinator and scheduler-plugins
     "NodeNUMAResource", "DeviceShare", "ElasticQuota", "Coscheduling", "Reservation", "LoadAwareScheduling",
-    "NodeResourcesFitPlus", "ScarceResourceAvoidance", "DefaultPreBind", "CapacityScheduling",
+    "NodeResourcesFitPlus", "ScarceResourceAvoidance", "DefaultPreBind", "CapacityScheduling", "SchedulingHint",
 }  # fmt: skip
 _SCORED = {
     "NodeResourcesFit": "nodeResourcesFit",
@@ -91,6 +91,7 @@ _ARGS: dict[str, tuple[set[str], set[str]]] = {  # plugin -> (acted on, known bu
             "gpuSharedResourceTemplatesConfig",
         },
     ),
+    "SchedulingHint": (set(), {"maxHintNodes"}),
     "NodeResourcesFitPlus": ({"resources"}, set()),
     "ScarceResourceAvoidance": ({"resources"}, set()),
     "ElasticQuota": (
