@@ -30,6 +30,8 @@ profiles:
       queueSort:
         disabled: [{name: "*"}]
         enabled: [{name: Coscheduling}]
+      preFilter:
+        enabled: [{name: SchedulingHint}, {name: DeviceShare}]
       score:
         enabled:
           - {name: NodeNUMAResource, weight: 2}
@@ -50,6 +52,8 @@ profiles:
           kind: DeviceShareArgs
           allocator: autopilot
           scoringStrategy: {type: LeastAllocated, resources: [{name: koordinator.sh/gpu-memory-ratio, weight: 1}]}
+          gpuShareUnsupportedModels: [{vendor: huawei, model: Ascend-310P3-300I-DUO}]
+          gpuSharedResourceTemplatesConfig: {configMapNamespace: koordinator-system, configMapName: gpu-templates}
       - name: NodeResourcesFitPlus
         args:
           resources:
@@ -68,6 +72,8 @@ profiles:
         args: {kind: CoschedulingArgs, defaultTimeout: 5m, controllerWorkers: 2}
       - name: Reservation
         args: {kind: ReservationArgs, enablePreemption: true, gcDurationSeconds: 86400}
+      - name: SchedulingHint
+        args: {kind: SchedulingHintArgs, maxHintNodes: 100}
       - name: LoadAwareScheduling
         args:
           kind: LoadAwareSchedulingArgs
@@ -90,6 +96,7 @@ def test_koordinators_profile_maps_onto_the_services() -> None:
         {"cpu": 1, "memory": 2},
     )
     assert (placement.device.strategy, placement.device.weight) == ("LeastAllocated", 3)
+    assert placement.gpu_share_unsupported_models == (("huawei", "Ascend-310P3-300I-DUO"),)
     assert placement.node_fit.weight == 0  # disabled score plugin
     assert placement.default_cpu_bind_policy == "SpreadByPCPUs"
     assert placement.fit_plus_weight == 4
@@ -111,11 +118,13 @@ def test_koordinators_profile_maps_onto_the_services() -> None:
         "leaderElection",
         "profiles[0].plugins",
         "profiles[0].pluginConfig[1].args.allocator",
+        "profiles[0].pluginConfig[1].args.gpuSharedResourceTemplatesConfig",
         "profiles[0].pluginConfig[4].args.enableQueueHint",
         "profiles[0].pluginConfig[5].args.controllerWorkers",
         "profiles[0].pluginConfig[6].args.enablePreemption",
+        "profiles[0].pluginConfig[7].args.maxHintNodes",
     } <= warned
-    assert not any(w.startswith("profiles[0].pluginConfig[7]") for w in warned)
+    assert not any(w.startswith("profiles[0].pluginConfig[8]") for w in warned)  # LoadAwareScheduling
 
 
 @pytest.mark.parametrize(

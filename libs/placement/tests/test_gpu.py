@@ -146,6 +146,21 @@ def test_unhealthy_gpus_are_never_allocated(
         assert minors(d) == expected
 
 
+def test_no_fitting_topology_scope_says_so_in_upstreams_words() -> None:
+    # Koordinator's topology allocator fails with "Insufficient GPU Devices"; its default allocator (GPUs without
+    # topology) with "Insufficient gpu devices"
+    d = engine_with(*node8(unhealthy=(0, 1, 2, 3, 4, 5, 6))).schedule(admit(a_pod("p", gpu=2)))
+    assert (d.codes, d.message) == (
+        ["InsufficientGPUDevices"],
+        "0/1 nodes are available: 1 Insufficient GPU Devices.",
+    )
+    d = engine_with(*node8(topology=False)).schedule(admit(a_pod("p", gpu=9)))
+    assert (d.codes, d.message) == (
+        ["InsufficientGPUDevices"],
+        "0/1 nodes are available: 1 Insufficient gpu devices.",
+    )
+
+
 def test_gpu_without_health_field_is_unhealthy() -> None:
     dev = a_device("n1", gpus=2)
     for d in dev["spec"]["devices"]:
@@ -280,6 +295,11 @@ def test_gpu_share_unsupported_models() -> None:
     eng = engine_with(*docs, config=cfg)
     shared = eng.schedule(admit(a_pod("p", resources={n.GPU_CORE: "50", n.GPU_MEMORY_RATIO: "50"})))
     assert shared.codes == ["GPUShareUnsupportedModel"]
+    # Koordinator's Filter message, naming the model and the vendor
+    assert (
+        shared.message
+        == '0/1 nodes are available: 1 model "T4" of vendor "nvidia" does not support GPU Share.'
+    )
     assert eng.schedule(admit(a_pod("q", gpu=1))).outcome == n.SCHEDULED
 
 

@@ -262,7 +262,7 @@ def _by_topology(
     all_minors, numa_scopes = _gpu_scopes(inv, scopes)
     result = scope(1, all_minors, numa_scopes, 0, 0)
     if result is None:
-        return None, rs.TOPOLOGY_SCOPED if required else rs.insufficient_devices(n.GPU), False
+        return None, rs.TOPOLOGY_SCOPED if required else rs.TOPOLOGY_GPUS, False
     return [(m, _resources(view, m, per), ()) for m in sorted(result[3])], None, False
 
 

@@ -137,7 +137,7 @@ def _views(
                 "",
                 model,
             ) in cfg.gpu_share_unsupported_models:
-                return views, counts, rs.GPU_SHARE_UNSUPPORTED
+                return views, counts, rs.gpu_share_unsupported(vendor, model)
     for dtype in n.DEVICE_TYPES:
         req = pod.devices.get(dtype)
         if req is None:

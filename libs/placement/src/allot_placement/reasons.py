@@ -20,13 +20,14 @@ AFFINITY: Final = ("node(s) didn't match Pod's node affinity/selector", "NodeAff
 HINT_NODES: Final = ("node(s) didn't match the scheduling hint's node names", "SchedulingHintMismatch")
 GPU_FILTER: Final = ("node(s) had no GPU of the type or UUID the pod asks for", "GPUTypeOrUUIDMismatch")
 TOPOLOGY_SCOPED: Final = ("Insufficient Topology Scoped GPU Devices", "InsufficientTopologyScopedGPUs")
+# the topology allocator's own wording when no scope of the GPU tree fits (no scope required)
+TOPOLOGY_GPUS: Final = ("Insufficient GPU Devices", "InsufficientGPUDevices")
 GPU_TOPOLOGY_UNKNOWN: Final = ("node(s) GPU topology unknown", "GPUTopologyUnknown")
 MISSING_PARTITION_TABLE: Final = ("node(s) missing GPU Partition Table", "MissingGPUPartitionTable")
 UNSUPPORTED_GPU_COUNT: Final = ("node(s) Unsupported number of GPU requests", "UnsupportedGPUCount")
 INSUFFICIENT_PARTITIONED: Final = ("Insufficient Partitioned GPU Devices", "InsufficientPartitionedGPUs")
 MULTI_SHARED: Final = ("node(s) Unsupported Multi-Shared GPU", "UnsupportedMultiSharedGPU")
 JOINT_VIOLATION: Final = ("node(s) Device Joint-Allocate rules violation", "JointAllocateViolation")
-GPU_SHARE_UNSUPPORTED: Final = ("node(s) GPU model does not support GPU sharing", "GPUShareUnsupportedModel")
 NUMA_POLICY_MISMATCH: Final = ("node(s) NUMA Topology policy not match", "NUMAPolicyMismatch")
 NUMA_TOPOLOGY_UNKNOWN: Final = ("node(s) missing NUMA topology", "NUMATopologyUnknown")
 INVALID_CPU_TOPOLOGY: Final = ("node(s) invalid CPU Topology", "InvalidCPUTopology")
@@ -65,6 +66,10 @@ def insufficient_vfs(dtype: str) -> Reason:
 
 def isolation_provider(provider: str) -> Reason:
     return (f"node(s) didn't offer GPU isolation provider {provider}", "GPUIsolationProviderMismatch")
+
+
+def gpu_share_unsupported(vendor: str, model: str) -> Reason:
+    return (f'model "{model}" of vendor "{vendor}" does not support GPU Share', "GPUShareUnsupportedModel")
 
 
 def insufficient_numa(resource: str) -> Reason:

@@ -14,6 +14,8 @@ score weight of NodeResourcesFit ``scoring.nodeResourcesFit.weight``            
 NodeResourcesFitArgs,           ``scoring.<plugin>.strategy`` and ``resources``  device-allocator
   NodeNUMAResourceArgs,           (``scoringStrategy.type``/``resources``);
   DeviceShareArgs                 ``cpu.defaultBindPolicy``
+DeviceShareArgs                 ``devices.gpuShareUnsupportedModels``            device-allocator
+  ``gpuShareUnsupportedModels``
 NodeResourcesFitPlusArgs        ``scoring.nodeResourcesFitPlus.resources``       device-allocator
 ScarceResourceAvoidanceArgs     ``scoring.scarceResourceAvoidance.resources``    device-allocator
 ElasticQuotaArgs                the same keys                                   quota-manager
@@ -67,7 +69,7 @@ KNOWN_PLUGINS = {
     "AzureDiskLimits", "DefaultPreemption", "DefaultBinder", "SchedulingGates", "DynamicResources",
     # Koordinator and scheduler-plugins
     "NodeNUMAResource", "DeviceShare", "ElasticQuota", "Coscheduling", "Reservation", "LoadAwareScheduling",
-    "NodeResourcesFitPlus", "ScarceResourceAvoidance", "DefaultPreBind", "CapacityScheduling",
+    "NodeResourcesFitPlus", "ScarceResourceAvoidance", "DefaultPreBind", "CapacityScheduling", "SchedulingHint",
 }  # fmt: skip
 _SCORED = {
     "NodeResourcesFit": "nodeResourcesFit",
@@ -81,9 +83,15 @@ _ARGS: dict[str, tuple[set[str], set[str]]] = {  # plugin -> (acted on, known bu
     "NodeResourcesFit": ({"scoringStrategy"}, {"ignoredResources", "ignoredResourceGroups"}),
     "NodeNUMAResource": ({"scoringStrategy", "defaultCPUBindPolicy"}, {"numaScoringStrategy"}),
     "DeviceShare": (
-        {"scoringStrategy"},
-        {"allocator", "numaScoringStrategy", "disableDeviceNUMATopologyAlignment"},
+        {"scoringStrategy", "gpuShareUnsupportedModels"},
+        {
+            "allocator",
+            "numaScoringStrategy",
+            "disableDeviceNUMATopologyAlignment",
+            "gpuSharedResourceTemplatesConfig",
+        },
     ),
+    "SchedulingHint": (set(), {"maxHintNodes"}),
     "NodeResourcesFitPlus": ({"resources"}, set()),
     "ScarceResourceAvoidance": ({"resources"}, set()),
     "ElasticQuota": (
@@ -314,6 +322,8 @@ def _map_args(
         scoring.setdefault(_SCORED[name], {}).update(
             _strategy(args["scoringStrategy"], f"{path}.scoringStrategy", issues)
         )
+    if name == "DeviceShare" and "gpuShareUnsupportedModels" in args:
+        placement["devices"] = {"gpuShareUnsupportedModels": args["gpuShareUnsupportedModels"]}
     if name == "NodeNUMAResource" and "defaultCPUBindPolicy" in args:
         placement["cpu"] = {"defaultBindPolicy": args["defaultCPUBindPolicy"]}
     if name == "NodeResourcesFitPlus" and "resources" in args:

@@ -106,6 +106,18 @@ def _labels(raw: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted((raw or {}).items())} if isinstance(raw, dict) else {}
 
 
+def _renamed_deprecated(raw: Any, path: str, errors: list[FieldIssue]) -> dict[str, Any]:
+    """Koordinator's node and device transformers: a deprecated ``kubernetes.io/`` device resource name becomes its
+    ``koordinator.sh/`` name, unless that name is listed too (then the deprecated entry is left as it is)."""
+    if raw is not None and not isinstance(raw, dict):
+        errors.append(FieldIssue(path=path, message="must be a map of quantities"))
+    out = {str(k): v for k, v in raw.items()} if isinstance(raw, dict) else {}
+    for old, new in n.DEPRECATED_ALIASES.items():
+        if old in out and new not in out:
+            out[new] = out.pop(old)
+    return out
+
+
 def _ready(status: dict[str, Any]) -> bool:
     for cond in status.get("conditions") or []:
         if isinstance(cond, dict) and cond.get("type") == "Ready":
@@ -123,13 +135,14 @@ def parse_node(
     if not isinstance(name, str) or not name:
         return None, [FieldIssue(path="metadata.name", message="is required")]
     status = manifest.get("status") or {}
-    raw_alloc = status.get("allocatable") or status.get("capacity") or {}
+    where = "allocatable" if status.get("allocatable") else "capacity"
+    raw_alloc = _renamed_deprecated(status.get(where), f"status.{where}", errors)
     alloc: dict[str, int] = {}
     for k in sorted(raw_alloc):
         try:
             alloc.update(parse_resource_list({k: raw_alloc[k]}))
         except QuantityError as exc:
-            errors.append(FieldIssue(path=f"status.allocatable[{k}]", message=str(exc)))
+            errors.append(FieldIssue(path=f"status.{where}[{k}]", message=str(exc)))
     reserved: list[int] = []
     ann = meta.get("annotations") or {}
     if not isinstance(ann, dict):
@@ -170,9 +183,7 @@ def _device(raw: Any, path: str, errors: list[FieldIssue]) -> Device | None:
         return None
     healthy = raw.get("health") is True
     try:
-        res = parse_resource_list(
-            {n.DEPRECATED_ALIASES.get(k, k): v for k, v in (raw.get("resources") or {}).items()}
-        )
+        res = parse_resource_list(_renamed_deprecated(raw.get("resources"), f"{path}.resources", errors))
     except QuantityError as exc:
         errors.append(FieldIssue(path=f"{path}.resources", message=str(exc)))
         res = {}

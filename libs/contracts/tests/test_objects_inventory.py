@@ -1,0 +1,76 @@
+"""Node and Device parsing: Koordinator's deprecated device resource names, as its transformers rename them."""
+
+from __future__ import annotations
+
+from allot_contracts.objects.inventory import parse_device_cr, parse_node
+
+
+def _node(allocatable: object) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "host04"},
+        "status": {"allocatable": allocatable},
+    }
+
+
+def test_deprecated_device_names_in_node_allocatable_are_read_as_koordinator_names() -> None:
+    node, issues = parse_node(
+        _node(
+            {
+                "cpu": "6",
+                "kubernetes.io/gpu": "200",
+                "kubernetes.io/gpu-core": "200",
+                "kubernetes.io/rdma": "100",
+            }
+        )
+    )
+    assert issues == []
+    assert node is not None
+    assert node.allocatable["koordinator.sh/gpu"] == 200
+    assert node.allocatable["koordinator.sh/gpu-core"] == 200
+    assert node.allocatable["koordinator.sh/rdma"] == 100
+    assert not any(name.startswith("kubernetes.io/") for name in node.allocatable)
+
+
+def test_a_deprecated_name_beside_its_new_name_is_left_as_it_is() -> None:
+    node, _ = parse_node(_node({"kubernetes.io/gpu-core": "100", "koordinator.sh/gpu-core": "200"}))
+    assert node is not None
+    assert node.allocatable["koordinator.sh/gpu-core"] == 200
+    assert node.allocatable["kubernetes.io/gpu-core"] == 100
+
+
+def test_node_capacity_is_read_when_allocatable_is_absent_and_a_malformed_list_is_reported() -> None:
+    node, _ = parse_node(
+        {"metadata": {"name": "n"}, "status": {"capacity": {"kubernetes.io/gpu-memory": "32Gi"}}}
+    )
+    assert node is not None and node.allocatable == {"koordinator.sh/gpu-memory": 32 * 2**30}
+    _, issues = parse_node(_node(["cpu"]))
+    assert [(i.path, i.message) for i in issues] == [("status.allocatable", "must be a map of quantities")]
+
+
+def test_deprecated_device_names_in_a_device_are_read_as_koordinator_names() -> None:
+    _, inv, issues = parse_device_cr(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Device",
+            "metadata": {"name": "host04"},
+            "spec": {
+                "devices": [
+                    {
+                        "type": "gpu",
+                        "minor": 0,
+                        "id": "GPU-04cea5cd-966f-7116-1d58-1ac34421541b",
+                        "health": True,
+                        "resources": {"kubernetes.io/gpu-core": "100", "kubernetes.io/gpu-memory": "16Gi"},
+                    }
+                ]
+            },
+        }
+    )
+    assert issues == []
+    assert inv is not None
+    assert inv.devices["gpu"][0].resources == {
+        "koordinator.sh/gpu-core": 100,
+        "koordinator.sh/gpu-memory": 16 * 2**30,
+    }
