@@ -361,25 +361,20 @@ def test_a_v1_nodemetric_recorded_flat_reads_as_it_did() -> None:
     from allot_contracts.events import AnyEvent, NodeMetricApplied
     from allot_contracts.upcasters import upcast
 
-    flat = {
-        "apiVersion": "slo.koordinator.sh/v1alpha1",
-        "kind": "NodeMetric",
-        "metadata": {"name": "n1"},
+    recorded = """{"type": "nodemetric.applied.v1", "name": "n1", "manifest": {
+        "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": "n1"},
         "status": {
             "updateTime": "2026-01-02T03:04:05Z",
             "nodeMetric": {
                 "nodeUsage": {"cpu": "12", "memory": "40Gi"},
                 "systemUsage": {"cpu": "500m"},
-                "aggregatedNodeUsages": [{"duration": "5m", "usage": {"p95": {"cpu": "14"}}}],
+                "aggregatedNodeUsages": [{"duration": "5m", "usage": {"p95": {"cpu": "14"}}}]
             },
             "podsMetric": [{"namespace": "ns", "name": "web-0", "uid": "u-1", "podUsage": {"cpu": "2"}}],
             "hostApplicationMetric": [{"name": "nginx", "usage": {"cpu": "1"}}],
-            "prodReclaimableMetric": {"resource": {"cpu": "3"}},
-        },
-    }
-    payload = upcast(
-        "nodemetric.applied.v1", {"type": "nodemetric.applied.v1", "name": "n1", "manifest": flat}
-    )
+            "prodReclaimableMetric": {"resource": {"cpu": "3"}}
+        }}}"""  # a payload as a v1 log holds it
+    payload = upcast("nodemetric.applied.v1", json.loads(recorded))
     event = msgspec.convert(payload, AnyEvent)
     assert isinstance(event, NodeMetricApplied)
     issues: list[FieldIssue] = []
