@@ -248,7 +248,7 @@ def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
     assert rows["node-b"]["heartbeat"] == "12s ago"
     assert rows["gpu-a"]["heartbeat"].startswith("LOST ") and rows["gpu-a"]["heartbeat"].endswith("s ago")
     # min(prodReclaimable 3 CPUs, unused 27) and min(6Gi, 94Gi unused); midUnallocatedPercent 0
-    assert rows["node-a"]["mid"] == "cpu 3 mem 6Gi"
+    assert rows["node-a"]["mid"] == "cpu 3000 mem 6Gi"  # mid-cpu in milli-cores, as upstream writes it
     assert rows["node-a"]["usage"].endswith("(0s ago)")
 
 

@@ -69,12 +69,11 @@ from allot_runtime.processor import Emit
 from device_allocator.nodes import TYPES as NODE_SIDE_TYPES
 from device_allocator.nodes import NodeSide, assigned_pod, pod_facts, scheduled_at
 from device_allocator.nominations import HELD_FOR_PREEMPTOR, PREEMPTING, Preemptions, job_id
-from device_allocator.queueing import GangQueue, group_item, pod_item
+from device_allocator.queueing import HELD, GangQueue, group_item, pod_item
 from device_allocator.requeueing import Requeueing, requeued_in
 from device_allocator.reservations import INTERESTS as RESERVATION_TYPES
 from device_allocator.reservations import Reservations
 
-HELD = "HeldForGang"
 FINISHED = frozenset({"Succeeded", "Failed"})
 # what a new NodeMetric can change: only pods held back by a node's load are tried again on one
 LOAD_CODES = frozenset({"UsageExceedThreshold", "AggregatedUsageExceedThreshold"})
@@ -128,6 +127,7 @@ class DeviceAllocator(Requeueing):
         self.unschedulable: dict[str, int] = {}  # pod -> last attempt
         # pod -> reason codes of its last pod.unschedulable (the metrics and the requeue hints read them)
         self.unschedulable_codes: dict[str, tuple[str, ...]] = {}
+        self.unschedulable_message: dict[str, str] = {}  # pod -> the message of its last pod.unschedulable
         self.freed: dict[
             str, tuple[str, Freed | None, str]
         ] = {}  # pod -> (node, what it held, reason) to record
@@ -194,6 +194,7 @@ class DeviceAllocator(Requeueing):
                 self.attempt_began.pop(pod.key, None)
                 self.unschedulable.pop(pod.key, None)
                 self.unschedulable_codes.pop(pod.key, None)
+                self.unschedulable_message.pop(pod.key, None)
             case PodBindFailed(pod=pod):
                 self._free(pod, "bind failed")
             case QuotaEvicted(pod=pod, cause=cause):
@@ -203,6 +204,7 @@ class DeviceAllocator(Requeueing):
                 self.pods.pop(pod.key, None)
                 self.unschedulable.pop(pod.key, None)
                 self.unschedulable_codes.pop(pod.key, None)
+                self.unschedulable_message.pop(pod.key, None)
             case GangHoldsReleased(group=group, attempt=attempt, members=members, reason=reason):
                 for member in members:
                     if self.held_by.get(member) == (group, attempt):
@@ -235,9 +237,10 @@ class DeviceAllocator(Requeueing):
                 self._track(pod.key, node, placed.allocation, at)
                 self.placed[pod.key] = node
                 self.unschedulable.pop(pod.key, None)
-            case PodUnschedulable(pod=pod, attempt=attempt, codes=codes):
+            case PodUnschedulable(pod=pod, attempt=attempt, codes=codes, message=message):
                 self.unschedulable[pod.key] = attempt
                 self.unschedulable_codes[pod.key] = tuple(codes)
+                self.unschedulable_message[pod.key] = message
                 if pod.key in self.pods:
                     held = HELD in codes or HELD_FOR_PREEMPTOR in codes
                     self.queue.recorded(self._pod_item(pod.key), None if held else False, at)
@@ -298,7 +301,7 @@ class DeviceAllocator(Requeueing):
     def decide(self, event: Event, *, at: int) -> list[Emit]:
         if self.nodes.pending or self.nodes.requeue:  # node-side decisions (computed by evolve)
             if isinstance(event, NodeRegistered | TopologyReported):
-                return [*self.nodes.pending, *self._requeue("capacity added")]
+                return [*self.nodes.pending, *self._requeue("capacity added", refresh=True)]
             return [*self.nodes.pending, *(self._requeue(self.nodes.requeue) if self.nodes.requeue else [])]
         match event:
             case ReservationResolved(pod=pod, attempt=attempt):
@@ -333,7 +336,7 @@ class DeviceAllocator(Requeueing):
             case ReservationDeleted() | ReservationFailed() | ReservationRemoved() | ReservationSucceeded():
                 return [*self.reservations.released(), *self._requeue("a reservation ended")]
             case NodeRegistered() | DevicesReported() | TopologyReported():
-                return self._requeue("capacity added")
+                return self._requeue("capacity added", refresh=True)
             case PodObserved(pod=pod, spec=spec) if spec is not None and spec.phase in FINISHED:
                 return self._requeue(f"{pod.key} finished")
             case NodeMetricReported(name=name) | NodeMetricRemoved(name=name):

@@ -17,6 +17,8 @@ from allot_contracts.objects.pod import Pod
 from allot_gang.config import QueueConfig
 from allot_gang.queue import QueueItem, QueueState, Step, order, plan, record
 
+HELD = "HeldForGang"  # the code of a pod held back so a waiting gang can gather capacity
+
 
 def pod_item(key: str, pod: Pod | None, arrival: int, last_attempt_at: int) -> QueueItem:
     """``last_attempt_at``: the time of the pod's last attempt, or of its arrival if never attempted (µs)."""

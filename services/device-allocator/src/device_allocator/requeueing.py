@@ -20,9 +20,12 @@ from allot_contracts.events import GangRetryRequested, ObjectRef, PodRequeued
 from allot_contracts.objects.pod import Pod
 from allot_placement import PlacementEngine
 from allot_runtime.processor import Emit
-from device_allocator.nominations import Preemptions, job_id
-from device_allocator.queueing import GangQueue
+from device_allocator.nominations import HELD_FOR_PREEMPTOR, PREEMPTING, Preemptions, job_id
+from device_allocator.queueing import HELD, GangQueue
 from device_allocator.reservations import Reservations
+
+# codes of a pod that waits for something other than capacity (a gang gathering, a preemptor, its own victims)
+WAITING_FOR_OTHERS = frozenset({HELD, HELD_FOR_PREEMPTOR, PREEMPTING})
 
 
 class Requeueing:
@@ -34,6 +37,7 @@ class Requeueing:
     arrival: dict[str, int]
     unschedulable: dict[str, int]
     unschedulable_codes: dict[str, tuple[str, ...]]
+    unschedulable_message: dict[str, str]
 
     def _pod_item(self, key: str) -> Any:
         raise NotImplementedError  # the allocator's
@@ -67,10 +71,15 @@ class Requeueing:
                 out.append(self._requeued(key, reason))
         return out
 
-    def _requeue(self, reason: str, codes: frozenset[str] | None = None) -> list[Emit]:
+    def _requeue(
+        self, reason: str, codes: frozenset[str] | None = None, *, refresh: bool = False
+    ) -> list[Emit]:
         """Send back, in queue order, every unschedulable pod that would fit on its own now, and ask the
         gang-coordinator to retry every waiting gang group that would now fit whole. ``codes``: only pods whose last
-        attempt failed for one of these reasons can gain from what happened (the event's queueing hint)."""
+        attempt failed for one of these reasons can gain from what happened (the event's queueing hint).
+        ``refresh`` (the cluster's nodes or devices changed): a pod that still does not fit but would now fail for
+        other reasons is sent back too, so that what it waits for is not stale (upstream retries every pending pod
+        on a Node or Device event)."""
         retried = self.reservations.retry()  # reserve pods waiting for capacity first
         if not self.unschedulable and not self.queue.blocked:
             return retried
@@ -106,11 +115,22 @@ class Requeueing:
                 continue  # still held for the reserving gang
             context = self.reservations.contexts.get(key)
             decision = self.engine.schedule(self.pods[key], reservations=context)
-            if decision.outcome == "Scheduled" and not self.preemptions.held_off(
-                job_id(key, False), self.pods[key].priority, [str(decision.node)]
-            ):
-                out.append(self._requeued(key, reason))
+            if decision.outcome == "Scheduled":
+                if not self.preemptions.held_off(
+                    job_id(key, False), self.pods[key].priority, [str(decision.node)]
+                ):
+                    out.append(self._requeued(key, reason))
+            elif refresh and self._reasons_changed(key, decision.codes, decision.message):
+                out.append(self._requeued(key, f"{reason}: the reasons it waits for changed"))
         return out + self._requeue_owners(retried, skip=requeued_in(out))
+
+    def _reasons_changed(self, key: str, codes: list[str], message: str) -> bool:
+        """Whether an unschedulable pod would now be refused for other reasons than those recorded (a pod held back
+        for a gang or a preemptor, or one whose preemption is under way, waits for that, not for these reasons)."""
+        recorded = self.unschedulable_codes.get(key, ())
+        if WAITING_FOR_OTHERS & set(recorded):
+            return False
+        return (tuple(codes), message) != (recorded, self.unschedulable_message.get(key, ""))
 
     def _requeue_owners(self, placed: list[Emit], skip: set[str] | None = None) -> list[Emit]:
         """Unschedulable pods that may use a reservation placed in this decision go through admission again."""
