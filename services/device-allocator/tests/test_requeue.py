@@ -50,7 +50,9 @@ def test_a_failed_pod_frees_its_room_too_but_a_running_update_does_not_requeue()
     assert s.decisions()[-1]["outcome"] == "Scheduled"
 
 
-def test_a_pod_that_still_does_not_fit_when_its_nodes_devices_arrive_is_tried_again_for_its_real_reason() -> None:
+def test_a_pod_that_still_does_not_fit_when_its_nodes_devices_arrive_is_tried_again_for_its_real_reason() -> (
+    None
+):
     """Decided before the node's Device was reported, a pod waits for "Insufficient gpu devices"; once the Device is
     there it still does not fit (no PCIe switch holds two free GPUs), and is tried again so that its reason says so,
     as in the order where the Device came first."""
