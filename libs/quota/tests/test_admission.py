@@ -121,6 +121,15 @@ def test_pod_in_a_parent_quota_is_unresolvable():
     assert (d.status, d.reason, d.waiting) == ("UnschedulableAndUnresolvable", "ParentQuota", False)
 
 
+def test_a_quota_labelled_is_parent_takes_no_pods_even_before_it_has_children():
+    e = engine(a_quota("dept", min={"cpu": 4}, max={"cpu": 6}, is_parent=True))
+    d = e.admit(a_pod("p", quota="dept", cpu=1))
+    assert (d.admitted, d.reason, d.waiting) == (False, "ParentQuota", False)
+    assert d.message == "pod can not be linked to a parentQuotaGroup,quota:dept, pod:p"
+    [issue] = e.validate_pod(a_pod("p", quota="dept", cpu=1))
+    assert issue.message == d.message
+
+
 def test_decision_is_json_builtins():
     d = engine().admit(a_pod("p", quota="a", cpu=6))
     out = d.to_dict()

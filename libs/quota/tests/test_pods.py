@@ -40,7 +40,11 @@ def test_resolution(pod, config, expected):
     ("pod", "message"),
     [
         pytest.param(a_pod("p", quota="missing"), "elastic quota missing not found", id="unknown-quota"),
-        pytest.param(a_pod("p", quota="koordinator-root-quota"), "is a parent quota", id="parent-quota"),
+        pytest.param(
+            a_pod("p", quota="koordinator-root-quota"),
+            "pod can not be linked to a parentQuotaGroup,quota:koordinator-root-quota, pod:p",
+            id="parent-quota",
+        ),
     ],
 )
 def test_validate_pod(pod, message):

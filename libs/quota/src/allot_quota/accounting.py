@@ -19,11 +19,11 @@ from typing import Any
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.pod import Pod
 from allot_quota._resources import mask, quantities
-from allot_quota.admission import check_admission
+from allot_quota.admission import check_admission, is_parent_quota
 from allot_quota.borrow import usage_facts
 from allot_quota.config import QuotaConfig
 from allot_quota.decisions import AdmitDecision, UsageChange, VictimsDecision
-from allot_quota.model import DEFAULT_QUOTA, ROOT_QUOTA, PodInfo, pod_info
+from allot_quota.model import DEFAULT_QUOTA, PodInfo, parent_quota_message, pod_info
 from allot_quota.reclaim import NodePod, select_victims
 from allot_quota.tree import Hierarchy, PodEntry
 
@@ -82,10 +82,8 @@ class PodAccounting:
                     path=field, code="NotFound", value=label, message=f"elastic quota {label} not found"
                 )
             ]
-        if label and (
-            self._h.nodes[label].children or label == ROOT_QUOTA or self._h.nodes[label].spec.is_root
-        ):
-            msg = f"quota {label} is a parent quota; pods must use a leaf quota"
+        if label and is_parent_quota(self._h.nodes[label].spec, bool(self._h.nodes[label].children)):
+            msg = parent_quota_message(label, info.name)
             return [FieldIssue(path=field, code="Forbidden", value=label, message=msg)]
         return []
 
