@@ -230,6 +230,18 @@ class PodAccounting:
         limit the scan to pods of those quotas / with those keys; ``limit`` stops after that many admissions;
         ``released`` pods are counted as unassigned (for deciding on a release before it is applied). The state
         is unchanged afterwards."""
+        return self.offer_waiting(limit=limit, quotas=quotas, pods=pods, released=released)[0]
+
+    def offer_waiting(
+        self,
+        limit: int | None = None,
+        quotas: Iterable[str] | None = None,
+        pods: Iterable[str] | None = None,
+        released: Iterable[PodRef] = (),
+    ) -> tuple[list[AdmitDecision], list[AdmitDecision]]:
+        """``waiting_admissions`` and, second, the decisions of the pods it offered that still do not fit: each
+        with the numbers it was checked against (the pods admitted before it counted), what upstream's scheduler
+        reports when it retries a pending pod."""
         only_q = None if quotas is None else set(quotas)
         only_p = None if pods is None else set(pods)
         undo: list[PodEntry] = []
@@ -239,6 +251,7 @@ class PodAccounting:
                 self._h.set_assigned(entry, False)
                 undo.append(entry)
         out: list[AdmitDecision] = []
+        refused: list[AdmitDecision] = []
         tentative: list[PodEntry] = []
         try:
             pending = sorted(
@@ -260,12 +273,14 @@ class PodAccounting:
                     out.append(d)
                     self._h.set_assigned(e, True)
                     tentative.append(e)
+                else:
+                    refused.append(d)
         finally:
             for e in tentative:
                 self._h.set_assigned(e, False)
             for e in undo:
                 self._h.set_assigned(e, True)
-        return out
+        return out, refused
 
     def preemption_victims(
         self,
