@@ -72,9 +72,12 @@ class QuotaView:
         labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
         assert isinstance(labels, dict)
         namespace = str(meta.get("namespace") or "default")
-        name = labels.get(LABEL_POD_QUOTA) or namespace
-        if isinstance(name, str) and name in self.quotas:
-            return name
+        label = labels.get(LABEL_POD_QUOTA)
+        if isinstance(label, str) and label in self.quotas:
+            return label
+        named = self.quotas.get(namespace)
+        if named is not None and named.namespace == namespace:
+            return namespace
         bound = sorted(q.name for q in self.quotas.values() if namespace in q.namespaces)
         return bound[0] if bound else ""
 

@@ -3,7 +3,7 @@
 Design
 ------
 A pod is identified by ``"<namespace>/<name>"`` and lives in exactly one quota, resolved when it is first seen
-(quota label → quota named after the namespace → quota whose ``namespaces`` annotation lists it → default
+(quota label → quota named after the namespace, in it → quota whose ``namespaces`` annotation lists it → default
 quota) and kept until its manifest changes. It enters as *pending* (counted in its quota's request, which drives
 runtime) and becomes *assigned* at Reserve (counted in used). Every call is idempotent and returns a
 :class:`UsageChange` record with the numbers after the change and the borrow/return facts it caused.
@@ -56,16 +56,17 @@ class PodAccounting:
         nodes = self._h.nodes
         if info.quota_label and info.quota_label in nodes:
             return info.quota_label
-        if info.namespace in nodes:
+        named = nodes.get(info.namespace)
+        if named is not None and named.spec.namespace == info.namespace:  # <namespace>/<namespace>, as upstream
             return info.namespace
         if info.namespace in self._ns_index:
             return self._ns_index[info.namespace]
         return "" if self.config.disable_default_quota else DEFAULT_QUOTA
 
     def resolve(self, pod: PodRef) -> str:
-        """The quota of a pod: its quota label, else the quota named after its namespace, else the quota whose
-        namespaces annotation lists the namespace, else the default quota ("" when that is disabled). A pod
-        already in the accounting keeps the quota it was registered with."""
+        """The quota of a pod: its quota label, else the quota named after its namespace (and living in it), else the
+        quota whose namespaces annotation lists the namespace, else the default quota ("" when that is disabled). A
+        pod already in the accounting keeps the quota it was registered with."""
         entry = self._pods.get(self._key(pod))
         if entry is not None and (isinstance(pod, str) or entry.info == pod_info(pod)):
             return entry.quota
