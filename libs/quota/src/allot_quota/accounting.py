@@ -56,8 +56,8 @@ class PodAccounting:
         nodes = self._h.nodes
         if info.quota_label and info.quota_label in nodes:
             return info.quota_label
-        named = nodes.get(info.namespace)
-        if named is not None and named.spec.namespace == info.namespace:  # <namespace>/<namespace>, as upstream
+        named = nodes.get(info.namespace)  # looked up as <namespace>/<namespace>, as upstream does
+        if named is not None and named.spec.namespace == info.namespace:
             return info.namespace
         if info.namespace in self._ns_index:
             return self._ns_index[info.namespace]
