@@ -75,3 +75,15 @@ def test_a_waiting_pod_is_recorded_again_when_the_numbers_it_waits_for_change():
     s.apply(a_node("n3", cpu="8"))
     assert s.phase("team/big") == "Bound"
     s.assert_replays()
+
+
+def test_a_release_that_only_changes_used_does_not_record_the_waiting_pods_again():
+    s = Scenario()
+    s.apply(a_node("n1", cpu="8"), a_quota("team", namespace="team", max={"cpu": "4"}))
+    s.apply(a_pod("a", namespace="team", cpu="1"), a_pod("b", namespace="team", cpu="3"))
+    s.apply(a_pod("c", namespace="team", cpu="2"))
+    assert len(s.of_type("quota.waiting")) == 1
+    s.delete("Pod", "a", namespace="team")  # used 4 -> 3; c still does not fit the same runtime (4)
+    assert len(s.of_type("quota.waiting")) == 1
+    assert s.phase("team/c") == "Waiting"
+    s.assert_replays()

@@ -66,7 +66,7 @@ from allot_gang import goes_alone
 from allot_quota import QuotaConfig, QuotaEngine
 from allot_quota.decisions import AdmitDecision, UsageChange
 from allot_runtime.processor import Emit
-from quota_manager.support import after, fits_node, object_ref
+from quota_manager.support import after, fits_node, object_ref, why_waiting
 
 # Our default differs from upstream in one place: over-use revoke is on, so lenders get their quota back.
 DEFAULTS: dict[str, Any] = {"monitorAllQuotas": True}
@@ -106,7 +106,9 @@ class QuotaManager:
         self.config = QuotaConfig.from_dict({**DEFAULTS, **(config or {})})
         self.engine = QuotaEngine(self.config)
         self.waiting: dict[str, int] = {}  # pod -> attempt, pods whose admission failed for quota
-        self.waiting_messages: dict[str, str] = {}  # pod -> the message of its last quota.waiting
+        self.waiting_why: dict[
+            str, str
+        ] = {}  # pod -> why it waits, as last recorded (see support.why_waiting)
         # pod -> reason code of its last quota.waiting (read by the metrics only)
         self.waiting_reasons: dict[str, str] = {}
         self.charged: set[str] = set()
@@ -195,7 +197,7 @@ class QuotaManager:
                     self.charged.add(pod.key)
             case QuotaWaiting(pod=pod, attempt=attempt, message=message, detail=detail):
                 self.waiting[pod.key] = attempt
-                self.waiting_messages[pod.key] = message
+                self.waiting_why[pod.key] = why_waiting(detail, message)
                 self.waiting_reasons[pod.key] = detail.reason if detail is not None else "InsufficientQuota"
             case QuotaReleased(pod=pod):
                 self.changes.pop(pod.key, None)
@@ -236,7 +238,7 @@ class QuotaManager:
 
     def _not_waiting(self, key: str) -> None:
         self.waiting.pop(key, None)
-        self.waiting_messages.pop(key, None)
+        self.waiting_why.pop(key, None)
 
     def _uncharge(self, key: str, reason: str, *, remove: bool) -> None:
         self._not_waiting(key)
@@ -465,14 +467,16 @@ class QuotaManager:
 
     def _admit_waiting(self) -> list[Emit]:
         """Offer the waiting pods again: those that fit now are admitted, and those that still do not are recorded
-        again when the reason changed (other numbers), as upstream's scheduler rewrites a pending pod's condition at
-        each retry, so "why is my pod pending?" never reads stale numbers."""
+        again when why they wait changed (another check, other dimensions, another limit), as upstream's scheduler
+        rewrites a pending pod's condition at each retry, so "why is my pod pending?" never reads a stale limit. A
+        change of used alone is not recorded again: every release would otherwise re-record every waiting pod."""
         if not self.waiting:
             return []
         admitted, refused = self.engine.offer_waiting(pods=list(self.waiting))
+        changed = [d for d in refused if why_waiting(d, d.message) != self.waiting_why.get(d.pod)]
         return [
             Emit(stream_id=stream_id("pod", d.pod), event=self._admission(d, self.waiting[d.pod]))
-            for d in (*admitted, *(d for d in refused if d.message != self.waiting_messages.get(d.pod)))
+            for d in (*admitted, *changed)
         ]
 
     def _quota_outcome(self, ref: ObjectRef) -> list[Emit]:
@@ -550,7 +554,7 @@ class QuotaManager:
             "published": self.published,
             "engine": self.engine.digest(),
             "waiting": dict(sorted(self.waiting.items())),
-            "waiting_messages": dict(sorted(self.waiting_messages.items())),
+            "waiting_why": dict(sorted(self.waiting_why.items())),
             "charged": sorted(self.charged),
             "status_dirty_since": self.status_dirty_since,
             "status_synced_at": self.status_synced_at,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from allot_contracts.events import ObjectRef
@@ -9,7 +10,7 @@ from allot_contracts.objects.pod import Pod
 from allot_contracts.quantity import format_quantity, to_canonical
 from allot_quota.decisions import AdmitDecision
 
-__all__ = ["after", "fits_node", "object_ref"]
+__all__ = ["after", "fits_node", "object_ref", "why_waiting"]
 
 
 def object_ref(key: str) -> ObjectRef:
@@ -41,3 +42,14 @@ def after(decision: AdmitDecision) -> dict[str, str]:
     for k, v in decision.request.items():
         out[k] = out.get(k, 0) + to_canonical(k, v)
     return {k: format_quantity(k, v) for k, v in sorted(out.items())}
+
+
+def why_waiting(decision: AdmitDecision | None, message: str) -> str:
+    """Why a pod waits, without the numbers that move with every admission and release (used): the check that
+    failed, the dimensions it exceeds, the limit it was held to and the quotas involved."""
+    if decision is None:
+        return message
+    return json.dumps(
+        [decision.reason, decision.exceed_dimensions, decision.limit, decision.min, decision.topology],
+        sort_keys=True,
+    )
