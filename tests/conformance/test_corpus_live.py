@@ -24,3 +24,5 @@ async def test_case_live_equals_simulated(case, database_url, nats_server_url, b
     assert outcome.pods == simulated.pods
     assert outcome.nodes == simulated.nodes
     assert outcome.refused == simulated.refused
+    # quota status is synced at most once a second: which documents an early sync covers depends on how many the
+    # services had handled by then, so only the status a case expects (after its last clock move) is compared

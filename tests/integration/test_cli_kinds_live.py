@@ -137,3 +137,65 @@ def test_get_and_describe_over_a_real_log(log_url: str) -> None:
     assert missing.returncode == 1 and 'pods "nope" not found' in missing.stderr
     absent = allot(log_url, "describe", "node", "nope")
     assert absent.returncode == 1 and "Traceback" not in absent.stderr
+
+
+QUOTAS_AND_PROFILE = """
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {pool: gpu}}
+status: {allocatable: {cpu: "8", memory: 16Gi, pods: "110"}}
+---
+apiVersion: quota.koordinator.sh/v1alpha1
+kind: ElasticQuotaProfile
+metadata: {name: gpu-pool, namespace: default}
+spec: {quotaName: gpu-root, nodeSelector: {matchLabels: {pool: gpu}}}
+---
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: team, namespace: default, labels: {quota.scheduling.koordinator.sh/parent: gpu-root}}
+spec: {max: {cpu: 4}}
+---
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: dept, namespace: default, labels: {quota.scheduling.koordinator.sh/is-parent: "true"}}
+spec: {max: {cpu: 4}}
+"""
+
+
+def test_apply_learns_the_quotas_and_profiles_recorded_before(database_url: str) -> None:
+    from allot_cli.commands.apply import door_for
+    from allot_cli.manifests import Document
+
+    s = Scenario()
+    s.apply_yaml(QUOTAS_AND_PROFILE)
+    asyncio.run(_copy(s, database_url))
+    door = asyncio.run(door_for(database_url))
+
+    def pod(quota: str) -> Document:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "p",
+                "namespace": "default",
+                "labels": {"quota.scheduling.koordinator.sh/name": quota},
+            },
+            "spec": {"containers": [{"name": "c", "image": "x"}]},
+        }
+        return Document(source="f.yaml", index=0, body=body)
+
+    parent = door.check(pod("dept"))
+    assert [i.message for i in parent.issues] == [
+        "pod can not be linked to a parentQuotaGroup,quota:dept, pod:p"
+    ]
+    in_tree = pod("team")
+    assert door.check(in_tree).issues == []
+    affinity = in_tree.body["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert affinity == {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]}]
+    }
+    assert [i.message for i in door.check(pod("gpu-root")).issues] == [
+        "pod can not be linked to a parentQuotaGroup,quota:gpu-root, pod:p"
+    ]

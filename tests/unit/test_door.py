@@ -100,6 +100,31 @@ def test_a_pod_naming_a_quota_that_does_not_exist_is_refused_when_the_door_knows
     assert verdict(a_pod("p", labels={QUOTA_LABEL: "team-a"}), Door(quotas={"team-a"})) == ([], [])
 
 
+def a_quota_doc(name: str, is_parent: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"quota.scheduling.koordinator.sh/is-parent": is_parent},
+        },
+        "spec": {"max": {"cpu": "4"}},
+    }
+
+
+def test_a_pod_naming_a_parent_quota_is_refused_as_koordinators_pod_webhook_refuses_it() -> None:
+    door = Door(quotas=set())
+    assert verdict(a_quota_doc("dept", "true"), door) == ([], [])
+    issues, _ = verdict(a_pod("p", labels={QUOTA_LABEL: "dept"}), door)
+    assert issues == [
+        'metadata.labels["quota.scheduling.koordinator.sh/name"]: pod can not be linked to a '
+        "parentQuotaGroup,quota:dept, pod:p (got 'dept')"
+    ]
+    assert verdict(a_quota_doc("dept", "false"), door) == ([], [])  # a leaf again: pods may use it
+    assert verdict(a_pod("p", labels={QUOTA_LABEL: "dept"}), door) == ([], [])
+
+
 WARNED = [
     (
         "user-set-device-allocated",
@@ -220,3 +245,39 @@ def test_the_valid_documents_of_a_file_are_applied_and_the_refused_one_reported(
 def test_atomic_runs_nothing_when_one_document_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="1 document"):
         run(str(scenario_file(tmp_path)), config={}, atomic=True)
+
+
+def test_a_pod_of_a_profile_tree_gets_the_trees_node_selector_as_required_affinity() -> None:
+    door = Door(quotas=set())
+    profile = {
+        "apiVersion": "quota.koordinator.sh/v1alpha1",
+        "kind": "ElasticQuotaProfile",
+        "metadata": {"name": "pool-k", "namespace": "kube-system"},
+        "spec": {"quotaName": "k-root", "nodeSelector": {"matchLabels": {"zone": "k"}}},
+    }
+    child = a_quota_doc("team", "false")
+    child["metadata"]["labels"]["quota.scheduling.koordinator.sh/parent"] = "k-root"
+    assert verdict(profile, door) == ([], [])
+    assert verdict(child, door) == ([], [])
+    pod = a_pod("p", labels={QUOTA_LABEL: "team"})
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]
+            }
+        }
+    }
+    doc = Document(source="f.yaml", index=0, body=pod)
+    assert door.check(doc).issues == []
+    [term] = doc.body["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [
+        {"key": "gpu", "operator": "Exists"},
+        {"key": "zone", "operator": "In", "values": ["k"]},
+    ]
+    plain = Document(source="f.yaml", index=1, body=a_pod("q"))  # the default tree: unchanged
+    door.check(plain)
+    assert "affinity" not in plain.body["spec"]
+    issues, _ = verdict(a_pod("r", labels={QUOTA_LABEL: "k-root"}), door)  # a tree root is a parent quota
+    assert "pod can not be linked to a parentQuotaGroup,quota:k-root, pod:r" in issues[0]

@@ -57,3 +57,33 @@ def test_with_the_default_quota_disabled_pods_outside_every_quota_run_uncharged(
     assert [s.phase(f"dev/{name}") for name in ("p", "g0", "g1")] == ["Bound"] * 3
     assert {e["quota"] for e in s.of_type("quota.admitted")} == {""}
     s.assert_replays()
+
+
+def test_a_waiting_pod_is_recorded_again_when_the_numbers_it_waits_for_change():
+    s = Scenario()
+    s.apply(a_quota("team", namespace="team", max={"cpu": "10"}))
+    s.apply(a_pod("big", namespace="team", cpu="6"))  # no node yet: the runtime is 0
+    first = s.of_type("quota.waiting")[-1]["message"]
+    assert "runtime: cpu:0," in first, first
+    s.apply(a_node("n1", cpu="4"))  # the quota may now use 4 cpu: still too little, for another reason
+    waits = s.of_type("quota.waiting")
+    assert len(waits) == 2 and "runtime: cpu:4," in waits[-1]["message"], waits
+    s.apply(a_node("n2", cpu="1"))  # 5 cpu now: the message changes again
+    assert "runtime: cpu:5," in s.of_type("quota.waiting")[-1]["message"]
+    s.apply(a_quota("team", namespace="team", max={"cpu": "10"}))  # nothing changed: nothing recorded
+    assert len(s.of_type("quota.waiting")) == 3
+    s.apply(a_node("n3", cpu="8"))
+    assert s.phase("team/big") == "Bound"
+    s.assert_replays()
+
+
+def test_a_release_that_only_changes_used_does_not_record_the_waiting_pods_again():
+    s = Scenario()
+    s.apply(a_node("n1", cpu="8"), a_quota("team", namespace="team", max={"cpu": "4"}))
+    s.apply(a_pod("a", namespace="team", cpu="1"), a_pod("b", namespace="team", cpu="3"))
+    s.apply(a_pod("c", namespace="team", cpu="2"))
+    assert len(s.of_type("quota.waiting")) == 1
+    s.delete("Pod", "a", namespace="team")  # used 4 -> 3; c still does not fit the same runtime (4)
+    assert len(s.of_type("quota.waiting")) == 1
+    assert s.phase("team/c") == "Waiting"
+    s.assert_replays()

@@ -121,6 +121,27 @@ def test_pod_in_a_parent_quota_is_unresolvable():
     assert (d.status, d.reason, d.waiting) == ("UnschedulableAndUnresolvable", "ParentQuota", False)
 
 
+def test_a_quota_labelled_is_parent_takes_no_pods_even_before_it_has_children():
+    e = engine(a_quota("dept", min={"cpu": 4}, max={"cpu": 6}, is_parent=True))
+    d = e.admit(a_pod("p", quota="dept", cpu=1))
+    assert (d.admitted, d.reason, d.waiting) == (False, "ParentQuota", False)
+    assert d.message == "pod can not be linked to a parentQuotaGroup,quota:dept, pod:p"
+    [issue] = e.validate_pod(a_pod("p", quota="dept", cpu=1))
+    assert issue.message == d.message
+
+
+def test_offering_waiting_pods_again_reports_why_the_others_still_wait():
+    e = engine(pending=[a_pod("a1", quota="a", cpu=6), a_pod("a2", quota="a", cpu=6)])
+    admitted, refused = e.offer_waiting()
+    assert [d.pod for d in admitted] == ["default/a1"]
+    [d] = refused
+    assert d.pod == "default/a2" and d.message.startswith(
+        "Insufficient quotas, quotaName: a, runtime: cpu:10,"
+    )
+    assert "used: cpu:6," in d.message  # a1, admitted before it, counts
+    assert e.waiting_admissions() == admitted
+
+
 def test_decision_is_json_builtins():
     d = engine().admit(a_pod("p", quota="a", cpu=6))
     out = d.to_dict()

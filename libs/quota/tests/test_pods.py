@@ -9,7 +9,8 @@ from allot_quota.testing import a_node, a_pod, a_quota, an_engine
 
 QUOTAS = (
     a_quota("team-a", max={"cpu": 10}, namespaces=["ns-shared", "ns-a"]),
-    a_quota("ns-named", max={"cpu": 10}),
+    a_quota("ns-named", max={"cpu": 10}, namespace="ns-named"),
+    a_quota("lives-elsewhere", max={"cpu": 10}),  # in namespace default
     a_quota("other", max={"cpu": 10}),
 )
 
@@ -19,6 +20,12 @@ QUOTAS = (
     [
         pytest.param(a_pod("p", namespace="ns-a", quota="other"), {}, "other", id="label-wins"),
         pytest.param(a_pod("p", namespace="ns-named"), {}, "ns-named", id="quota-named-after-namespace"),
+        pytest.param(
+            a_pod("p", namespace="lives-elsewhere"),
+            {},
+            "koordinator-default-quota",
+            id="quota-named-after-namespace-but-living-elsewhere",  # upstream looks up <namespace>/<namespace>
+        ),
         pytest.param(a_pod("p", namespace="ns-shared"), {}, "team-a", id="namespaces-annotation"),
         pytest.param(a_pod("p", namespace="elsewhere"), {}, "koordinator-default-quota", id="default-quota"),
         pytest.param(
@@ -40,7 +47,11 @@ def test_resolution(pod, config, expected):
     ("pod", "message"),
     [
         pytest.param(a_pod("p", quota="missing"), "elastic quota missing not found", id="unknown-quota"),
-        pytest.param(a_pod("p", quota="koordinator-root-quota"), "is a parent quota", id="parent-quota"),
+        pytest.param(
+            a_pod("p", quota="koordinator-root-quota"),
+            "pod can not be linked to a parentQuotaGroup,quota:koordinator-root-quota, pod:p",
+            id="parent-quota",
+        ),
     ],
 )
 def test_validate_pod(pod, message):

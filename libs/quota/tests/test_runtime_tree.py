@@ -61,8 +61,26 @@ TWO_TEAMS = (a_quota("a", min={"cpu": 4}, max={"cpu": 10}), a_quota("b", min={"c
                 a_quota("b", min={"cpu": 1}, max={"cpu": 10}),
             ),
             {"a": 10, "b": 10},
+            {"a": "5", "b": "5"},
+            id="weight-annotation-without-the-dimension-weighs-max",  # the webhook completes it with max
+        ),
+        pytest.param(
+            (
+                a_quota("a", min={"cpu": 1}, max={"cpu": 10, "memory": "1Gi"}, shared_weight={"cpu": 0}),
+                a_quota("b", min={"cpu": 1}, max={"cpu": 10}),
+            ),
+            {"a": 10, "b": 10},
             {"a": "1", "b": "9"},
-            id="weight-annotation-without-the-dimension-means-weight-0",
+            id="a-zero-weight-stays-zero-when-another-resource-weighs",  # {"cpu":"0"} -> {"cpu":"0","memory":"1Gi"}
+        ),
+        pytest.param(
+            (
+                a_quota("a", min={"cpu": 1}, max={"cpu": 10}, shared_weight={"cpu": 0}),
+                a_quota("b", min={"cpu": 1}, max={"cpu": 10}),
+            ),
+            {"a": 10, "b": 10},
+            {"a": "5", "b": "5"},
+            id="all-zero-weights-mean-max",
         ),
         pytest.param(
             (

@@ -89,9 +89,15 @@ SELF_CASES = [
         id="wrong-kind",
     ),
     pytest.param(
+        with_meta(a_quota_manifest("q", max={"cpu": 1}), labels={f"{P}is-parent": True}),
+        f'metadata.labels["{P}is-parent"]',
+        "must be a string",  # an unquoted YAML boolean: the API server refuses it too
+        id="label-value-not-a-string",
+    ),
+    pytest.param(
         with_meta(a_quota_manifest("q"), name=""),
         "metadata.name",
-        "quota name is required",
+        "is required",
         id="missing-name",
     ),
 ]

@@ -51,6 +51,7 @@ import msgspec
 import yaml
 
 from allot_cli.errors import InputError
+from allot_cli.quota_door import QuotaView
 from allot_cli.workloads import WORKLOAD_KINDS, expand
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
@@ -89,8 +90,9 @@ from allot_contracts.events import (
     WorkloadExpanded,
 )
 from allot_contracts.objects.admission import Admitted, accepted_kinds, admit
-from allot_contracts.objects.pod import BUILTIN_PRIORITY_CLASSES, PodContext, PriorityClassInfo
+from allot_contracts.objects.pod import BUILTIN_PRIORITY_CLASSES, Pod, PodContext, PriorityClassInfo
 from allot_contracts.objects.quota import BUILTIN as BUILTIN_QUOTAS
+from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
 
 _LOADER = getattr(
     yaml, "CSafeLoader", yaml.SafeLoader
@@ -278,6 +280,8 @@ class Door:
         default_factory=lambda: dict(BUILTIN_PRIORITY_CLASSES)
     )
     quotas: set[str] | None = None
+    # the quotas and profiles known: pods may not name a parent quota, and get their quota tree's node selector
+    quota_view: QuotaView = field(default_factory=QuotaView)
     expand_workloads: bool = True
     resolve_priority: bool = True  # False for objects read from an API server (it resolved priorityClassName)
 
@@ -309,18 +313,26 @@ class Door:
                 )
             pods, issues, warnings = expand(body)
             context = self.context()
-            doc.pods = [(p, admit(p, context)) for p in pods]
+            pods = [self.quota_view.with_tree_affinity(p) for p in pods] if self.quotas is not None else pods
+            doc.pods = [(p, self._parent_quota(admit(p, context))) for p in pods]
             for _, pod in doc.pods[:1]:  # every pod has the template's problems: report them once
                 issues += [msgspec.structs.replace(i, path=f"spec.template: {i.path}") for i in pod.issues]
                 warnings += pod.warnings
             return Verdict(doc, issues, warnings)
-        admitted = admit(body, self.context())
+        if doc.kind == "Pod" and self.quotas is not None:
+            doc.body = body = self.quota_view.with_tree_affinity(body)
+        admitted = self._parent_quota(admit(body, self.context()))
         doc.admitted = admitted
         if admitted.ok:
             if doc.kind == "PriorityClass" and isinstance(admitted.obj, PriorityClassInfo):
                 self.priority_classes[admitted.obj.name] = admitted.obj
             elif doc.kind == "ElasticQuota" and self.quotas is not None:
                 self.quotas.add(admitted.name)
+                if isinstance(admitted.obj, QuotaSpec):
+                    self.quota_view.note_quota(admitted.obj)
+            elif isinstance(admitted.obj, ProfileSpec) and self.quotas is not None:
+                self.quotas.add(admitted.obj.quota_name)  # the root quota of its tree
+                self.quota_view.note_profile(admitted.obj)
         if (
             admitted.issues
             and admitted.issues[0].code == "NotSupported"
@@ -335,6 +347,16 @@ class Door:
                 doc, [FieldIssue(path=admitted.issues[0].path, code="NotSupported", message=message)], []
             )
         return Verdict(doc, list(admitted.issues), list(admitted.warnings))
+
+    def _parent_quota(self, admitted: Admitted) -> Admitted:
+        """A pod naming a parent quota is refused, as Koordinator's pod webhook refuses it."""
+        pod = admitted.obj
+        issue = (
+            self.quota_view.parent_issue(pod) if self.quotas is not None and isinstance(pod, Pod) else None
+        )
+        if issue is None:
+            return admitted
+        return msgspec.structs.replace(admitted, obj=None, issues=[*admitted.issues, issue])
 
     def check_all(self, docs: list[Document]) -> list[Verdict]:
         return [self.check(doc) for doc in docs]

@@ -3,7 +3,7 @@
 Design
 ------
 A pod is identified by ``"<namespace>/<name>"`` and lives in exactly one quota, resolved when it is first seen
-(quota label → quota named after the namespace → quota whose ``namespaces`` annotation lists it → default
+(quota label → quota named after the namespace, in it → quota whose ``namespaces`` annotation lists it → default
 quota) and kept until its manifest changes. It enters as *pending* (counted in its quota's request, which drives
 runtime) and becomes *assigned* at Reserve (counted in used). Every call is idempotent and returns a
 :class:`UsageChange` record with the numbers after the change and the borrow/return facts it caused.
@@ -19,11 +19,11 @@ from typing import Any
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.pod import Pod
 from allot_quota._resources import mask, quantities
-from allot_quota.admission import check_admission
+from allot_quota.admission import check_admission, is_parent_quota
 from allot_quota.borrow import usage_facts
 from allot_quota.config import QuotaConfig
 from allot_quota.decisions import AdmitDecision, UsageChange, VictimsDecision
-from allot_quota.model import DEFAULT_QUOTA, ROOT_QUOTA, PodInfo, pod_info
+from allot_quota.model import DEFAULT_QUOTA, PodInfo, parent_quota_message, pod_info
 from allot_quota.reclaim import NodePod, select_victims
 from allot_quota.tree import Hierarchy, PodEntry
 
@@ -56,16 +56,17 @@ class PodAccounting:
         nodes = self._h.nodes
         if info.quota_label and info.quota_label in nodes:
             return info.quota_label
-        if info.namespace in nodes:
+        named = nodes.get(info.namespace)  # looked up as <namespace>/<namespace>, as upstream does
+        if named is not None and named.spec.namespace == info.namespace:
             return info.namespace
         if info.namespace in self._ns_index:
             return self._ns_index[info.namespace]
         return "" if self.config.disable_default_quota else DEFAULT_QUOTA
 
     def resolve(self, pod: PodRef) -> str:
-        """The quota of a pod: its quota label, else the quota named after its namespace, else the quota whose
-        namespaces annotation lists the namespace, else the default quota ("" when that is disabled). A pod
-        already in the accounting keeps the quota it was registered with."""
+        """The quota of a pod: its quota label, else the quota named after its namespace (and living in it), else the
+        quota whose namespaces annotation lists the namespace, else the default quota ("" when that is disabled). A
+        pod already in the accounting keeps the quota it was registered with."""
         entry = self._pods.get(self._key(pod))
         if entry is not None and (isinstance(pod, str) or entry.info == pod_info(pod)):
             return entry.quota
@@ -82,10 +83,8 @@ class PodAccounting:
                     path=field, code="NotFound", value=label, message=f"elastic quota {label} not found"
                 )
             ]
-        if label and (
-            self._h.nodes[label].children or label == ROOT_QUOTA or self._h.nodes[label].spec.is_root
-        ):
-            msg = f"quota {label} is a parent quota; pods must use a leaf quota"
+        if label and is_parent_quota(self._h.nodes[label].spec, bool(self._h.nodes[label].children)):
+            msg = parent_quota_message(label, info.name)
             return [FieldIssue(path=field, code="Forbidden", value=label, message=msg)]
         return []
 
@@ -232,6 +231,18 @@ class PodAccounting:
         limit the scan to pods of those quotas / with those keys; ``limit`` stops after that many admissions;
         ``released`` pods are counted as unassigned (for deciding on a release before it is applied). The state
         is unchanged afterwards."""
+        return self.offer_waiting(limit=limit, quotas=quotas, pods=pods, released=released)[0]
+
+    def offer_waiting(
+        self,
+        limit: int | None = None,
+        quotas: Iterable[str] | None = None,
+        pods: Iterable[str] | None = None,
+        released: Iterable[PodRef] = (),
+    ) -> tuple[list[AdmitDecision], list[AdmitDecision]]:
+        """``waiting_admissions`` and, second, the decisions of the pods it offered that still do not fit: each
+        with the numbers it was checked against (the pods admitted before it counted), what upstream's scheduler
+        reports when it retries a pending pod."""
         only_q = None if quotas is None else set(quotas)
         only_p = None if pods is None else set(pods)
         undo: list[PodEntry] = []
@@ -241,6 +252,7 @@ class PodAccounting:
                 self._h.set_assigned(entry, False)
                 undo.append(entry)
         out: list[AdmitDecision] = []
+        refused: list[AdmitDecision] = []
         tentative: list[PodEntry] = []
         try:
             pending = sorted(
@@ -262,12 +274,14 @@ class PodAccounting:
                     out.append(d)
                     self._h.set_assigned(e, True)
                     tentative.append(e)
+                else:
+                    refused.append(d)
         finally:
             for e in tentative:
                 self._h.set_assigned(e, False)
             for e in undo:
                 self._h.set_assigned(e, True)
-        return out
+        return out, refused
 
     def preemption_victims(
         self,

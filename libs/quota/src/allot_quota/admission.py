@@ -26,10 +26,15 @@ from allot_quota._resources import RL, add, describe, exceeds, mask, quantities
 from allot_quota.borrow import usage_facts
 from allot_quota.config import QuotaConfig
 from allot_quota.decisions import AdmitDecision
-from allot_quota.model import PodInfo
+from allot_quota.model import PodInfo, QuotaSpec, parent_quota_message
 from allot_quota.tree import Hierarchy
 
-__all__ = ["check_admission"]
+__all__ = ["check_admission", "is_parent_quota"]
+
+
+def is_parent_quota(spec: QuotaSpec, has_children: bool) -> bool:
+    """A quota pods may not use: labelled is-parent (with or without children yet), a tree root, or the root."""
+    return spec.is_parent or has_children or spec.unlimited or spec.is_root
 
 
 def _limit(h: Hierarchy, config: QuotaConfig, name: str) -> RL:
@@ -65,13 +70,13 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
         "non_preemptible": not pod.preemptible,
         "priority": pod.priority,
     }
-    if node.children or node.spec.unlimited or node.spec.is_root:
+    if is_parent_quota(node.spec, bool(node.children)):
         return AdmitDecision(
             **base,
             admitted=False,
             status="UnschedulableAndUnresolvable",
             reason="ParentQuota",
-            message=f"quota {quota} is a parent quota; pods must use a leaf quota",
+            message=parent_quota_message(quota, pod.name),
             waiting=False,
         )
     limit = _limit(h, config, quota)

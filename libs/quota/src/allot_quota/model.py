@@ -47,6 +47,7 @@ from allot_contracts.objects.quota import (  # noqa: F401  (re-exported: the quo
     ROOT_QUOTA,
     SYSTEM_QUOTA,
     QuotaSpec,
+    parent_quota_message,
 )
 from allot_quota._resources import RL, quantities
 
@@ -82,6 +83,7 @@ __all__ = [
     "PodInfo",
     "QuotaSpec",
     "importance_key",
+    "parent_quota_message",
     "pod_info",
 ]
 

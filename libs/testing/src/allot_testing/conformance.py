@@ -1,11 +1,12 @@
 """The conformance corpus (tests/conformance/): cases in upstream's shapes, run in the simulator and on a live stack.
 
 A case is ``<slug>.yaml`` (documents as upstream writes them), ``<slug>.expected.yaml`` (``source``, ``upstream``,
-optional ``difference``, ``refused``, ``pods``, ``nodes``) and optionally ``<slug>.config.yaml``; the format is in
-tests/conformance/README.md.
+optional ``difference``, ``refused``, ``pods``, ``nodes``, ``quotas``) and optionally ``<slug>.config.yaml``; the
+format is in tests/conformance/README.md.
 
-Both runs reduce a log to the same *outcome*: the documents the door refused, the facts of the last decision of each
-object, and what the node side derived for each node. The simulator applies the documents one by one; the live
+Both runs reduce a log to the same *outcome*: the documents refused (by the door, or by the quota-manager's
+validation of quota trees, where upstream's webhook refuses them), the facts of the last decision of each object,
+what the node side derived for each node, and the status last written on each ElasticQuota. The simulator applies the documents one by one; the live
 stack records the cluster (Nodes, Devices, NodeMetrics, quotas) and then every workload document up to the next
 ``AdvanceClock`` at once, as ``allot apply -f`` does, and moves a manual clock the way the simulator does (timers fire
 at their own time, in order), so a case's outcome must not depend on how fast the services handle what they receive
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +34,8 @@ from allot_cli.sim.run import load_config
 from allot_cli.simulator import SIM_NS, Simulation
 from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
 from allot_contracts.events import TimerFired
+from allot_contracts.issues import FieldIssue
+from allot_contracts.quantity import parse_quantity
 from allot_eventstore.clock import ManualClock
 from allot_runtime.processor import timer_event_id, timer_producer
 from allot_testing.stack import InProcessStack
@@ -49,7 +53,7 @@ __all__ = [
 ]
 
 REQUIRED = ("source", "upstream")
-KNOWN_KEYS = frozenset({*REQUIRED, "difference", "refused", "pods", "nodes"})
+KNOWN_KEYS = frozenset({*REQUIRED, "difference", "refused", "pods", "nodes", "quotas"})
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ class Outcome:
     refused: dict[str, str] = field(default_factory=dict)  # "<Kind> <name>" -> the door's messages
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # object -> facts of its last decision
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> last node.allocatable_updated
+    quotas: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<ns>/<name>" -> status last synced
 
 
 # --- reading a log -----------------------------------------------------------------------------------------------------
@@ -125,13 +130,43 @@ def decision_facts(decision: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Objects whose validation needs the state of the quota forest: the quota-manager refuses them (upstream's webhook).
+QUOTA_REFUSALS = {
+    "quota.rejected": ("ElasticQuota", "quota"),
+    "quotaprofile.rejected": ("ElasticQuotaProfile", "profile"),
+}
+
+
+def _quota_status(patch: dict[str, Any]) -> dict[str, Any]:
+    """What a status sync wrote on one ElasticQuota: its annotations (JSON values parsed) and ``status.used``."""
+    annotations = (patch.get("metadata") or {}).get("annotations") or {}
+    return {
+        "annotations": {k: json.loads(v) if isinstance(v, str) else v for k, v in annotations.items()},
+        "used": dict((patch.get("status") or {}).get("used") or {}),
+    }
+
+
 def outcome_of(records: Iterable[RecordedEvent], refused: dict[str, str]) -> Outcome:
     records = list(records)
     outcome = Outcome(refused=dict(refused))
     for decision in decisions(records):  # the last decision per object wins
         outcome.pods[decision["pod"]] = decision_facts(decision)
+    deleting: set[str] = set()  # quota streams whose last input was a deletion
     for record in records:
-        if record.type == "node.allocatable_updated":
+        if record.type in ("quota.applied", "quota.deleted", "quotaprofile.applied", "quotaprofile.deleted"):
+            (deleting.add if record.type.endswith("deleted") else deleting.discard)(record.stream_id)
+        elif record.type in QUOTA_REFUSALS:
+            kind, field_name = QUOTA_REFUSALS[record.type]
+            p = record.payload_dict()
+            ref = p[field_name]
+            label = (
+                f"{'Delete ' if record.stream_id in deleting else ''}{kind} {ref['namespace']}/{ref['name']}"
+            )
+            outcome.refused[label] = "\n".join(str(FieldIssue(**issue)) for issue in p["errors"])
+        elif record.type == "quota.status_synced":
+            for key, patch in record.payload_dict()["patches"].items():
+                outcome.quotas[key] = _quota_status(patch)
+        elif record.type == "node.allocatable_updated":
             p = record.payload_dict()
             outcome.nodes[p["name"]] = {
                 "allocatable": dict(p["allocatable"]),
@@ -266,7 +301,32 @@ def check_expected(case: Case, outcome: Outcome) -> list[str]:
             problems.append(f"node {node}: nothing derived (expected {want})")
             continue
         problems += [f"node {node}: {w}" for w in _node_matches(outcome.nodes[node], want)]
+    for quota, want in (expected.get("quotas") or {}).items():
+        if quota not in outcome.quotas:
+            problems.append(f"quota {quota}: no status written (expected {want})")
+            continue
+        problems += [f"quota {quota}: {w}" for w in _quota_matches(outcome.quotas[quota], want)]
     return problems
+
+
+def _nonzero(value: Any) -> Any:
+    """A ResourceList without its zero quantities, as upstream compares quota status (``quotav1.RemoveZeros``)."""
+    if not isinstance(value, dict):
+        return value
+    return {k: str(v) for k, v in value.items() if parse_quantity(str(v)) != 0}
+
+
+def _quota_matches(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    """Each expected annotation equals the written one and ``used`` equals ``status.used``, ResourceLists compared
+    without their zero quantities (``{"cpu": "0"}`` is ``{}``), as upstream's status sync compares them."""
+    wrong: list[str] = []
+    for name, value in (want.get("annotations") or {}).items():
+        have = got["annotations"].get(name)
+        if _nonzero(have) != _nonzero(value):
+            wrong.append(f"annotation {name}: {have!r} != {value!r}")
+    if "used" in want and _nonzero(got["used"]) != _nonzero(want["used"]):
+        wrong.append(f"status.used: {got['used']!r} != {want['used']!r}")
+    return wrong
 
 
 # --- live ---------------------------------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ from allot_contracts.decisions.quota import GroupAdmission, ReturnedCharge
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
-    FieldIssue,
     GangGroupPlaced,
     GangGroupReady,
     GangHoldsReleased,
@@ -67,21 +66,13 @@ from allot_gang import goes_alone
 from allot_quota import QuotaConfig, QuotaEngine
 from allot_quota.decisions import AdmitDecision, UsageChange
 from allot_runtime.processor import Emit
+from quota_manager.support import after, fits_node, object_ref, why_waiting
 
 # Our default differs from upstream in one place: over-use revoke is on, so lenders get their quota back.
 DEFAULTS: dict[str, Any] = {"monitorAllQuotas": True}
 STATUS_SYNC_INTERVAL_US = (
     1_000_000  # quota status (ElasticQuota status and annotations) is synced at most once a second
 )
-
-
-def _ref(key: str) -> ObjectRef:
-    namespace, name = key.split("/", 1)
-    return ObjectRef(namespace=namespace, name=name)
-
-
-def _issues(errors: list[FieldIssue]) -> list[FieldIssue]:
-    return list(errors)
 
 
 class QuotaManager:
@@ -115,6 +106,9 @@ class QuotaManager:
         self.config = QuotaConfig.from_dict({**DEFAULTS, **(config or {})})
         self.engine = QuotaEngine(self.config)
         self.waiting: dict[str, int] = {}  # pod -> attempt, pods whose admission failed for quota
+        self.waiting_why: dict[
+            str, str
+        ] = {}  # pod -> why it waits, as last recorded (see support.why_waiting)
         # pod -> reason code of its last quota.waiting (read by the metrics only)
         self.waiting_reasons: dict[str, str] = {}
         self.charged: set[str] = set()
@@ -195,20 +189,21 @@ class QuotaManager:
                 self.waiting_reasons.pop(pod.key, None)
                 self.node_of.pop(pod.key, None)
             case QuotaAdmitted(pod=pod):
-                self.waiting.pop(pod.key, None)
+                self._not_waiting(pod.key)
                 if (
                     self.engine.quota_of_pod(pod.key) is not None
                 ):  # else no quota governs it: nothing to charge
                     self.engine.assign(pod.key)
                     self.charged.add(pod.key)
-            case QuotaWaiting(pod=pod, attempt=attempt, detail=detail):
+            case QuotaWaiting(pod=pod, attempt=attempt, message=message, detail=detail):
                 self.waiting[pod.key] = attempt
+                self.waiting_why[pod.key] = why_waiting(detail, message)
                 self.waiting_reasons[pod.key] = detail.reason if detail is not None else "InsufficientQuota"
             case QuotaReleased(pod=pod):
                 self.changes.pop(pod.key, None)
             case QuotaGroupAdmitted(group=group, attempt=attempt, members=members):
                 for member in members:
-                    self.waiting.pop(member, None)
+                    self._not_waiting(member)
                     if self.engine.quota_of_pod(member) is None:
                         continue  # no quota governs it: nothing to charge
                     self.engine.assign(member)
@@ -223,7 +218,7 @@ class QuotaManager:
                 self.engine.restart_overuse(quota)
                 self.pods.pop(pod.key, None)
                 self.charged.discard(pod.key)
-                self.waiting.pop(pod.key, None)
+                self._not_waiting(pod.key)
                 self.group_charges.pop(pod.key, None)
                 self.node_of.pop(pod.key, None)
             case _:
@@ -241,8 +236,12 @@ class QuotaManager:
         elif self.status_dirty_since is None:
             self.status_dirty_since = at
 
-    def _uncharge(self, key: str, reason: str, *, remove: bool) -> None:
+    def _not_waiting(self, key: str) -> None:
         self.waiting.pop(key, None)
+        self.waiting_why.pop(key, None)
+
+    def _uncharge(self, key: str, reason: str, *, remove: bool) -> None:
+        self._not_waiting(key)
         self.group_charges.pop(key, None)
         was_charged = key in self.charged
         self.charged.discard(key)
@@ -310,14 +309,14 @@ class QuotaManager:
                 return []
 
     def _admission(self, decision: AdmitDecision, attempt: int) -> Event:
-        pod = _ref(decision.pod)
+        pod = object_ref(decision.pod)
         if decision.admitted:
             return QuotaAdmitted(
                 pod=pod,
                 attempt=attempt,
                 quota=decision.quota,
                 request=decision.request,
-                used=_after(decision),
+                used=after(decision),
                 limit=decision.limit,
                 detail=decision,
             )
@@ -419,7 +418,7 @@ class QuotaManager:
             allocatable = self.engine.node_allocatable(node)
             if allocatable is None:
                 continue
-            fits = _fits(self.pods.get(pod.key), allocatable)
+            fits = fits_node(self.pods.get(pod.key), allocatable)
             choice = self.engine.preemption_victims(pod.key, pods_on.get(node, []), fits)
             if choice.eligible and choice.helpful and choice.victims:
                 rank = (len(choice.victims), node)
@@ -435,7 +434,7 @@ class QuotaManager:
             Emit(
                 stream_id=stream_id("pod", victim),
                 event=QuotaEvicted(
-                    pod=_ref(victim),
+                    pod=object_ref(victim),
                     quota=decision.quota,
                     cause="Preempted",
                     message=f"preempted by {pod.key} (priority {decision.priority}) in quota {decision.quota}: "
@@ -456,7 +455,7 @@ class QuotaManager:
             Emit(
                 stream_id=stream_id("pod", key),
                 event=QuotaReleased(
-                    pod=_ref(key),
+                    pod=object_ref(key),
                     quota=change.quota,
                     request=change.request,
                     used=change.used,
@@ -467,11 +466,17 @@ class QuotaManager:
         ]
 
     def _admit_waiting(self) -> list[Emit]:
+        """Offer the waiting pods again: those that fit now are admitted, and those that still do not are recorded
+        again when why they wait changed (another check, other dimensions, another limit), as upstream's scheduler
+        rewrites a pending pod's condition at each retry, so "why is my pod pending?" never reads a stale limit. A
+        change of used alone is not recorded again: every release would otherwise re-record every waiting pod."""
         if not self.waiting:
             return []
+        admitted, refused = self.engine.offer_waiting(pods=list(self.waiting))
+        changed = [d for d in refused if why_waiting(d, d.message) != self.waiting_why.get(d.pod)]
         return [
             Emit(stream_id=stream_id("pod", d.pod), event=self._admission(d, self.waiting[d.pod]))
-            for d in self.engine.waiting_admissions(pods=list(self.waiting))
+            for d in (*admitted, *changed)
         ]
 
     def _quota_outcome(self, ref: ObjectRef) -> list[Emit]:
@@ -480,7 +485,7 @@ class QuotaManager:
         what, errors = self.quota_changes[ref.key]
         stream = stream_id("quota", ref.key)
         if errors:
-            return [Emit(stream_id=stream, event=QuotaRejected(quota=ref, errors=_issues(errors)))]
+            return [Emit(stream_id=stream, event=QuotaRejected(quota=ref, errors=list(errors)))]
         if what == "removed":
             return [Emit(stream_id=stream, event=QuotaRemoved(quota=ref))]
         row = next((r for r in self.engine.tree_view() if r["name"] == ref.name), {})
@@ -503,7 +508,7 @@ class QuotaManager:
         what, errors = self.quota_changes[key]
         stream = stream_id("quotaprofile", ref.key)
         if errors:
-            return [Emit(stream_id=stream, event=QuotaProfileRejected(profile=ref, errors=_issues(errors)))]
+            return [Emit(stream_id=stream, event=QuotaProfileRejected(profile=ref, errors=list(errors)))]
         if what == "removed":
             return [Emit(stream_id=stream, event=QuotaProfileRemoved(profile=ref))]
         assert isinstance(event, QuotaProfileApplied)
@@ -525,7 +530,7 @@ class QuotaManager:
             Emit(
                 stream_id=stream_id("pod", e.pod),
                 event=QuotaEvicted(
-                    pod=_ref(e.pod), quota=e.quota, cause=e.cause, message=e.message, detail=e
+                    pod=object_ref(e.pod), quota=e.quota, cause=e.cause, message=e.message, detail=e
                 ),
             )
             for e in evictions
@@ -549,6 +554,7 @@ class QuotaManager:
             "published": self.published,
             "engine": self.engine.digest(),
             "waiting": dict(sorted(self.waiting.items())),
+            "waiting_why": dict(sorted(self.waiting_why.items())),
             "charged": sorted(self.charged),
             "status_dirty_since": self.status_dirty_since,
             "status_synced_at": self.status_synced_at,
@@ -559,34 +565,6 @@ class QuotaManager:
 
     def quotas_state(self) -> dict[str, Any]:
         return dict(self.engine.snapshot())
-
-
-def _fits(pod: Pod | None, allocatable: dict[str, int]) -> Any:
-    """Whether a pod fits a node next to the given pods: every resource the node reports, summed."""
-    request = pod.requests if pod is not None else {}
-
-    def fits(remaining: list[Pod]) -> bool:
-        used: dict[str, int] = {}
-        for other in remaining:
-            for name, amount in other.requests.items():
-                used[name] = used.get(name, 0) + amount
-        return all(
-            used.get(name, 0) + amount <= allocatable[name]
-            for name, amount in request.items()
-            if name in allocatable
-        )
-
-    return fits
-
-
-def _after(decision: AdmitDecision) -> dict[str, str]:
-    """Used after charging the pod (the engine reports used before)."""
-    from allot_contracts.quantity import format_quantity, to_canonical
-
-    out = {k: to_canonical(k, v) for k, v in decision.used.items()}
-    for k, v in decision.request.items():
-        out[k] = out.get(k, 0) + to_canonical(k, v)
-    return {k: format_quantity(k, v) for k, v in sorted(out.items())}
 
 
 __all__ = ["QuotaManager", "priority_value"]

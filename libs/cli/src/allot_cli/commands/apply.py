@@ -29,7 +29,16 @@ from allot_cli.logtools import wait_idle
 from allot_cli.manifests import Document, Door, Input, Verdict, load_documents, to_input
 from allot_contracts.envelope import NewEvent
 from allot_contracts.errors import TransientError
-from allot_contracts.events import PriorityClassApplied, type_of
+from allot_contracts.events import (
+    Event,
+    PriorityClassApplied,
+    QuotaApplied,
+    QuotaProfileApplied,
+    QuotaProfileRegistered,
+    QuotaRegistered,
+    QuotaRemoved,
+    type_of,
+)
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 
@@ -211,31 +220,49 @@ async def record(
         await store.close()
 
 
-DOOR_TYPES = ("quota.registered", "quota.removed", "priorityclass.applied", "priorityclass.deleted")
+DOOR_TYPES = (
+    "quota.applied",
+    "quota.registered",
+    "quota.removed",
+    "quotaprofile.applied",
+    "quotaprofile.registered",
+    "priorityclass.applied",
+    "priorityclass.deleted",
+)
 
 
 async def door_for(url: str) -> Door:
-    """A door that knows the elastic quotas and PriorityClasses recorded so far."""
+    """A door that knows the elastic quotas, quota profiles and PriorityClasses recorded so far."""
     store = PostgresEventStore.connect(url)
     door = Door(quotas=set())
     assert door.quotas is not None
+    applied: dict[str, Event] = {}  # quota or profile stream -> its last applied object, until registered
     try:
 
         async def scan() -> None:
             async for record in store.iterate(types=DOOR_TYPES):
-                payload = record.payload_dict()
-                if record.type == "quota.registered":
-                    door.quotas.add(str(payload["quota"]["name"]))  # type: ignore[union-attr]
-                elif record.type == "quota.removed":
-                    door.quotas.discard(str(payload["quota"]["name"]))  # type: ignore[union-attr]
-                elif record.type == "priorityclass.applied":
-                    event = record.decode()
-                    assert isinstance(event, PriorityClassApplied)
+                event = record.decode()
+                if isinstance(event, QuotaApplied | QuotaProfileApplied):
+                    applied[record.stream_id] = event
+                elif isinstance(event, QuotaRegistered):
+                    door.quotas.add(event.quota.name)  # type: ignore[union-attr]
+                    last = applied.pop(record.stream_id, None)
+                    if isinstance(last, QuotaApplied) and last.spec is not None:
+                        door.quota_view.note_quota(last.spec)
+                elif isinstance(event, QuotaProfileRegistered):
+                    door.quotas.add(event.quota)  # type: ignore[union-attr]
+                    last = applied.pop(record.stream_id, None)
+                    if isinstance(last, QuotaProfileApplied) and last.spec is not None:
+                        door.quota_view.note_profile(last.spec)
+                elif isinstance(event, QuotaRemoved):
+                    door.quotas.discard(event.quota.name)  # type: ignore[union-attr]
+                    door.quota_view.forget_quota(event.quota.name)
+                elif isinstance(event, PriorityClassApplied):
                     door.priority_classes[event.name] = event.spec
                 else:
-                    door.priority_classes.pop(str(payload["name"]), None)
+                    door.priority_classes.pop(str(record.payload_dict()["name"]), None)
 
-        await retrying(scan, what="reading recorded quotas and priority classes")
+        await retrying(scan, what="reading recorded quotas, quota profiles and priority classes")
     finally:
         await store.close()
     return door

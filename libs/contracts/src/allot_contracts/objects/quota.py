@@ -21,6 +21,7 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.meta import read_meta
 from allot_contracts.quantity import QuantityError, format_quantity, parse_quantity, to_canonical
 
 RL = dict[str, int]
@@ -55,6 +56,11 @@ ROOT_QUOTA: Final = "koordinator-root-quota"
 SYSTEM_QUOTA: Final = "koordinator-system-quota"
 DEFAULT_QUOTA: Final = "koordinator-default-quota"
 BUILTIN: Final = frozenset({ROOT_QUOTA, SYSTEM_QUOTA, DEFAULT_QUOTA})
+
+
+def parent_quota_message(quota: str, pod: str) -> str:
+    """Koordinator's pod webhook refusal of a pod naming a parent quota (pkg/webhook/elasticquota/pod_check.go)."""
+    return f"pod can not be linked to a parentQuotaGroup,quota:{quota}, pod:{pod}"
 
 
 def parse_list(raw: Any) -> RL:
@@ -94,10 +100,13 @@ class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def weight(self) -> RL:
-        """Effective shared weight: the annotation when present and not all zero, else max."""
-        if self.shared_weight and any(self.shared_weight.values()):
-            return self.shared_weight
-        return self.max
+        """Effective shared weight, as Koordinator's quota webhook completes the annotation and its scheduler reads
+        it: each resource of max weighs what the annotation says, or its max when the annotation does not list it
+        (resources max does not list are dropped); no annotation, or one whose weights are all zero, means max."""
+        if not self.shared_weight:
+            return self.max
+        weight = {k: self.shared_weight.get(k, v) for k, v in self.max.items()}
+        return weight if any(weight.values()) else self.max
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -179,14 +188,13 @@ def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldI
         got = f"{manifest.get('apiVersion')}/{manifest.get('kind')}"
         msg = f"expected apiVersion {QUOTA_API} and kind ElasticQuota"
         return None, [FieldIssue(path="kind", code="NotSupported", value=got, message=msg)]
-    meta = manifest.get("metadata") or {}
+    meta = read_meta(
+        manifest, errors, namespaced=True
+    )  # label values must be strings, as the API server says
     spec = manifest.get("spec") or {}
-    name = str(meta.get("name") or "")
-    if not name:
-        errors.append(FieldIssue(path="metadata.name", code="Required", message="quota name is required"))
-    namespace = str(meta.get("namespace") or "default")
-    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    annotations = {str(k): v for k, v in (meta.get("annotations") or {}).items()}
+    name, namespace = meta.name, meta.namespace
+    labels: dict[str, str] = dict(meta.labels)
+    annotations = dict(meta.annotations)
     flags: dict[str, bool] = {}
     for key, default in _BOOL_LABELS.items():
         raw = labels.get(key)
