@@ -113,7 +113,7 @@ ARGS = "descheduler.profiles[0].pluginConfig[0].args"
         ),
         (config({**BASIC, "anomalyCondition": {"timeout": "soon"}}), f"{ARGS}.anomalyCondition.timeout"),
         (
-            config({**BASIC, "nodePools": [{"highThresholds": {"cpu": 1}, "lowThresholds": {"cpu": 1}}]}),
+            config({**BASIC, "nodePools": [{"name": 3, "highThresholds": {"cpu": 1}, "lowThresholds": {"cpu": 1}}]}),
             f"{ARGS}.nodePools[0].name",
         ),
         (config({**BASIC, "nodePools": [{"name": "a", "colour": "red"}]}), f"{ARGS}.nodePools[0].colour"),
@@ -145,7 +145,7 @@ ARGS = "descheduler.profiles[0].pluginConfig[0].args"
         "prod-half-given",
         "zero-abnormalities",
         "bad-timeout",
-        "pool-without-name",
+        "pool-name-not-a-string",
         "pool-unknown-field",
         "include-and-exclude",
         "bad-selector",
