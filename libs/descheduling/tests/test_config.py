@@ -242,7 +242,9 @@ def test_upstreams_shipped_configuration_is_read_and_configures_the_migration_co
 
 def test_eviction_caps_and_a_global_node_selector_are_read() -> None:
     raw = config(BASIC)
-    raw.update(maxNoOfPodsToEvictPerNode=2, maxNoOfPodsToEvictTotal=5, nodeSelector={"matchLabels": {"pool": "a"}})
+    raw.update(
+        maxNoOfPodsToEvictPerNode=2, maxNoOfPodsToEvictTotal=5, nodeSelector={"matchLabels": {"pool": "a"}}
+    )
     got = parse_config(raw)
     assert got.caps == (2, 0, 5)
     assert got.profiles[0].low_node_load is not None

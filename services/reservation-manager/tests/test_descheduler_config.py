@@ -18,7 +18,10 @@ DESCHEDULER = {
                     "name": "MigrationController",
                     "args": {"maxMigratingPerNode": 4, "evictQPS": "5", "evictionPolicy": "Eviction"},
                 },
-                {"name": "LowNodeLoad", "args": {"lowThresholds": {"cpu": 30}, "highThresholds": {"cpu": 60}}},
+                {
+                    "name": "LowNodeLoad",
+                    "args": {"lowThresholds": {"cpu": 30}, "highThresholds": {"cpu": 60}},
+                },
             ],
         }
     ],
