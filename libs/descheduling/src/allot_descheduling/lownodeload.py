@@ -16,8 +16,10 @@ Rules (upstream's LowNodeLoad, with Allot's choices where upstream leaves room; 
    (``NodeMetric.system_and_pods_usage``); prod usage: the reported usage of its prod pods. Thresholds are
    percentages of allocatable; with ``useDeviationThresholds`` they are the pool's average usage minus (low) or plus
    (high) the given percentage, clipped to 0–100.
+   A ``pods`` threshold counts the pods on the node (prod pods for the prod usage), one per pod moved.
 3. A node is *low* (a target) when schedulable and at most its low threshold on every resource (and at most its prod
-   low thresholds when set); *high* when above its high threshold on some resource (or above a prod high one).
+   low thresholds when set); *high* when above its high threshold on some resource (or above a prod high one). A
+   node above its node thresholds is relieved by node usage alone; one only above its prod thresholds by prod pods.
 4. Anomaly: a high node's counter counts consecutive rounds above; its anomaly is *confirmed* when the counter reaches
    ``consecutiveAbnormalities`` (1: at once). Any other state resets the counter, and so does moving pods off it.
 5. Nothing moves when no node is low, when the low nodes are at most ``numberOfNodes``, when every node is low, or
