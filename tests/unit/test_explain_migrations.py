@@ -22,7 +22,7 @@ def test_a_pod_the_descheduler_moved_says_why() -> None:
         "  PodMigrationJob koord-descheduler-r2-shop-web-0 (ReservationFirst): Succeeded: "
         'Bind Pod "shop/web-0" in Reservation "pmj-koord-descheduler-r2-shop-web-0"',
         "    asked for by the descheduler's LowNodeLoad (profile koord-descheduler, round 2)",
-        "    why: node node-hot is above high: cpu 84.4% > 60%; LowNodeLoad moves it towards node-idle",
+        "    why: node is overutilized, node cpu usage(84.38%)>threshold(60.00%)",
         "    evicted from node node-hot",
     ]
     # a pod that stayed has no migrations to show

@@ -113,7 +113,12 @@ ARGS = "descheduler.profiles[0].pluginConfig[0].args"
         ),
         (config({**BASIC, "anomalyCondition": {"timeout": "soon"}}), f"{ARGS}.anomalyCondition.timeout"),
         (
-            config({**BASIC, "nodePools": [{"highThresholds": {"cpu": 1}, "lowThresholds": {"cpu": 1}}]}),
+            config(
+                {
+                    **BASIC,
+                    "nodePools": [{"name": 3, "highThresholds": {"cpu": 1}, "lowThresholds": {"cpu": 1}}],
+                }
+            ),
             f"{ARGS}.nodePools[0].name",
         ),
         (config({**BASIC, "nodePools": [{"name": "a", "colour": "red"}]}), f"{ARGS}.nodePools[0].colour"),
@@ -145,7 +150,7 @@ ARGS = "descheduler.profiles[0].pluginConfig[0].args"
         "prod-half-given",
         "zero-abnormalities",
         "bad-timeout",
-        "pool-without-name",
+        "pool-name-not-a-string",
         "pool-unknown-field",
         "include-and-exclude",
         "bad-selector",
@@ -162,3 +167,95 @@ def test_bad_configuration_names_the_field(raw: dict[str, Any], path: str) -> No
     with pytest.raises(DeschedulerConfigError) as err:
         parse_config(raw)
     assert path in [i.path for i in err.value.issues], err.value.issues
+
+
+# upstream's config/manager/descheduler-config.yaml (koord-descheduler-config), as koord-descheduler runs with it
+UPSTREAM = """
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerConfiguration
+enableContentionProfiling: true
+enableProfiling: true
+healthzBindAddress: 0.0.0.0:10251
+metricsBindAddress: 0.0.0.0:10251
+leaderElection:
+  resourceLock: leases
+  resourceName: koord-descheduler
+  resourceNamespace: koordinator-system
+deschedulingInterval: 10s
+dryRun: false
+profiles:
+- name: koord-descheduler
+  plugins:
+    deschedule:
+      disabled:
+        - name: "*"
+    evict:
+      disabled:
+        - name: "*"
+      enabled:
+        - name: MigrationController
+  pluginConfig:
+  - name: MigrationController
+    args:
+      apiVersion: descheduler/v1alpha2
+      kind: MigrationControllerArgs
+      evictionPolicy: Eviction
+      namespaces:
+        exclude:
+          - kube-system
+          - koordinator-system
+      evictQPS: "10"
+      evictBurst: 1
+  - name: LowNodeLoad
+    args:
+      apiVersion: descheduler/v1alpha2
+      kind: LowNodeLoadArgs
+      evictableNamespaces:
+        exclude:
+          - kube-system
+          - koordinator-system
+      useDeviationThresholds: false
+      lowThresholds:
+        cpu: 45
+        memory: 55
+      highThresholds:
+        cpu: 75
+        memory: 80
+"""
+
+
+def test_upstreams_shipped_configuration_is_read_and_configures_the_migration_controller() -> None:
+    import yaml
+
+    config = parse_config(yaml.safe_load(UPSTREAM))
+    assert config.interval_us == 10_000_000
+    (prof,) = config.profiles
+    assert prof.low_node_load is not None
+    assert prof.low_node_load.exclude_namespaces == ("kube-system", "koordinator-system")
+    # the migration limits and filters are the migration controller's (reservation-manager's migration: settings)
+    assert config.migration == {
+        "evictBurst": 1,
+        "evictQPS": "10",
+        "namespaces": {"exclude": ["kube-system", "koordinator-system"]},
+    }
+
+
+def test_eviction_caps_and_a_global_node_selector_are_read() -> None:
+    raw = config(BASIC)
+    raw.update(
+        maxNoOfPodsToEvictPerNode=2, maxNoOfPodsToEvictTotal=5, nodeSelector={"matchLabels": {"pool": "a"}}
+    )
+    got = parse_config(raw)
+    assert got.caps == (2, 0, 5)
+    assert got.profiles[0].low_node_load is not None
+    assert got.profiles[0].low_node_load.node_selector == (("pool", "In", ("a",)),)
+
+
+def test_profiles_must_agree_on_the_one_migration_controller() -> None:
+    profiles = [
+        {"name": n, "pluginConfig": [{"name": "MigrationController", "args": {"maxMigratingPerNode": v}}]}
+        for n, v in (("a", 1), ("b", 2))
+    ]
+    with pytest.raises(DeschedulerConfigError) as err:
+        parse_config({"profiles": profiles})
+    assert err.value.issues[0].path == "descheduler.profiles[1].pluginConfig[0].args"

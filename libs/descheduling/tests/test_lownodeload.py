@@ -9,7 +9,16 @@ import msgspec
 import pytest
 
 from allot_contracts.objects.nodemetric import HostAppMetric, NodeMetric, PodMetric
-from allot_descheduling import Detector, NodeInput, PodInput, Profile, RoundOutcome, parse_config, run_round
+from allot_descheduling import (
+    Caps,
+    Detector,
+    NodeInput,
+    PodInput,
+    Profile,
+    RoundOutcome,
+    parse_config,
+    run_round,
+)
 
 AT = 1_800_000_000_000_000
 GI = 1024**3
@@ -411,3 +420,72 @@ def test_each_pool_has_its_own_thresholds_and_targets() -> None:
     }
     assert set(moved(out).values()) == {"idle"}  # never across pools
     assert out.message.startswith("gpu: no node is above the high thresholds; cpu: ")
+
+
+# --- upstream's LowNodeLoad corners (low_node_load_test.go) -----------------------------------------------------------
+def test_the_pods_threshold_counts_the_pods_on_a_node_one_per_pod_moved() -> None:
+    # cpu is under its high threshold (50 %), the pod count (5 of 8) is above it: pods move until 4 of 8 remain
+    prof = profile(low={"cpu": 30, "pods": 30}, high={"cpu": 60, "pods": 50})
+    nodes = [
+        NodeInput(name="hot", allocatable={"cpu": 10_000, "memory": 100 * GI, "pods": 8}),
+        NodeInput(name="idle", allocatable={"cpu": 10_000, "memory": 100 * GI, "pods": 8}),
+    ]
+    pods = [pod(x, requests={"cpu": 100}) for x in "abcde"]
+    hot = metric("hot", 2500, {x: 500 for x in "abcde"})
+    out = run(prof, nodes, pods, [hot, IDLE])
+    assert states(out) == {"hot": "high", "idle": "low"}
+    assert moved(out) == {"a": "idle"}
+    hot_node = next(n for n in out.nodes if n.name == "hot")
+    assert hot_node.usage_after["pods"] == 4
+
+
+def test_a_node_above_its_node_thresholds_is_relieved_by_node_usage_alone() -> None:
+    # above both node (cpu 80 % > 60 %) and prod (a, b: 60 % > 40 %) thresholds: the batch pod c is enough
+    prof = profile(prodLowThresholds={"cpu": 10}, prodHighThresholds={"cpu": 40})
+    pods = [pod("a", koord_priority="koord-prod"), pod("b", koord_priority="koord-prod"), pod("c")]
+    pods[2] = pod("c", koord_priority="koord-batch")
+    hot = metric("hot", 8000, {"a": 3000, "b": 3000, "c": 2000}, prod=frozenset({"a", "b"}))
+    out = run(prof, [node("hot"), node("idle")], pods, [hot, IDLE])
+    assert moved(out) == {"c": "idle"}
+    assert codes(out)["a"] == codes(out)["b"] == "SourceRelieved"
+
+
+def test_a_node_above_only_its_prod_thresholds_moves_prod_pods_only() -> None:
+    prof = profile(prodLowThresholds={"cpu": 10}, prodHighThresholds={"cpu": 40})
+    pods = [pod(x, koord_priority="koord-prod") for x in "ab"] + [pod("c", koord_priority="koord-batch")]
+    hot = metric("hot", 5500, {"a": 2500, "b": 2000, "c": 1000}, prod=frozenset({"a", "b"}))
+    out = run(prof, [node("hot"), node("idle")], pods, [hot, IDLE])
+    assert moved(out) == {"b": "idle"}
+    assert codes(out)["c"] == "NotHelping"
+    assert out.moves[0].evict_reason == "node is overutilized, prod cpu usage(45.00%)>threshold(40.00%)"
+
+
+def test_the_job_reason_is_upstreams() -> None:
+    out = run(profile(), [node("hot"), node("idle")], PODS, [HOT, IDLE])
+    assert out.moves[0].evict_reason == "node is overutilized, node cpu usage(80.00%)>threshold(60.00%)"
+
+
+def test_node_fit_asks_the_host_whether_the_pod_may_run_on_the_target() -> None:
+    out = run_round(
+        profile(),
+        at=AT,
+        round_no=1,
+        nodes=[node("hot"), node("idle")],
+        pods=PODS,
+        metrics={"hot": HOT, "idle": IDLE},
+        detectors={},
+        node_fit=lambda p, n: "selector" if p.key == "ns/a" else "",
+    )
+    assert codes(out)["a"] == "NoTarget"
+    assert moved(out) == {"b": "idle", "c": "idle"}
+
+
+def test_the_rounds_eviction_caps_are_shared_by_its_profiles() -> None:
+    caps = Caps(total=1)
+    prof = profile(high={"cpu": 30, "memory": 80}, low={"cpu": 20, "memory": 30})
+    kw: dict[str, Any] = {"at": AT, "round_no": 1, "metrics": {"hot": HOT, "idle": IDLE}, "detectors": {}}
+    first = run_round(prof, nodes=[node("hot"), node("idle")], pods=PODS, caps=caps, **kw)
+    assert len(first.moves) == 1
+    assert set(codes(first).values()) >= {"Chosen", "EvictionLimit"}
+    again = run_round(prof, nodes=[node("hot"), node("idle")], pods=PODS, caps=caps, **kw)
+    assert again.moves == []

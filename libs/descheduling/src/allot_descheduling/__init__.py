@@ -11,15 +11,26 @@ from allot_descheduling.config import (
     Profile,
     parse_config,
 )
-from allot_descheduling.lownodeload import Detector, Move, NodeInput, PodInput, RoundOutcome, run_round
+from allot_descheduling.lownodeload import (
+    Caps,
+    Detector,
+    Move,
+    NodeFit,
+    NodeInput,
+    PodInput,
+    RoundOutcome,
+    run_round,
+)
 
 __all__ = [
     "AnomalyCondition",
+    "Caps",
     "DeschedulerConfig",
     "DeschedulerConfigError",
     "Detector",
     "LowNodeLoadArgs",
     "Move",
+    "NodeFit",
     "NodeInput",
     "NodePool",
     "PodInput",

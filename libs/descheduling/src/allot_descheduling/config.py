@@ -49,10 +49,10 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue
-from allot_contracts.objects.migration import EVICT_DIRECTLY, RESERVATION_FIRST
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
-from allot_contracts.objects.times import DurationError, parse_duration_us
 from allot_descheduling.evictor import EvictorArgs
+from allot_descheduling.fields import boolean, duration, integer, mapping, selector, strings, unknown
+from allot_descheduling.migration_args import MigrationArgs, parse_migration_args
 
 __all__ = [
     "AnomalyCondition",
@@ -67,8 +67,28 @@ __all__ = [
 PLUGIN: Final = "LowNodeLoad"
 MIGRATION: Final = "MigrationController"
 DEFAULT_INTERVAL_US: Final = 60_000_000
-_TOP_FIELDS: Final = frozenset({"apiVersion", "kind", "deschedulingInterval", "dryRun", "profiles"})
-_PROFILE_FIELDS: Final = frozenset({"name", "plugins", "pluginConfig"})
+# how upstream's process runs (leader election, client, endpoints, profiling): accepted, nothing to decide
+_PROCESS_FIELDS: Final = frozenset(
+    {
+        "leaderElection",
+        "clientConnection",
+        "healthzBindAddress",
+        "metricsBindAddress",
+        "enableProfiling",
+        "enableContentionProfiling",
+    }
+)
+_CAPS: Final = ("maxNoOfPodsToEvictPerNode", "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal")
+_TOP_FIELDS: Final = _PROCESS_FIELDS | {
+    "apiVersion",
+    "kind",
+    "deschedulingInterval",
+    "dryRun",
+    "profiles",
+    "nodeSelector",
+    *_CAPS,
+}
+_PROFILE_FIELDS: Final = frozenset({"name", "plugins", "pluginConfig", "nodeSelector"})
 _POOL_FIELDS: Final = frozenset(
     {
         "name",
@@ -93,18 +113,8 @@ _ARGS_FIELDS: Final = (_POOL_FIELDS - {"name"}) | {
     "numberOfNodes",
     "podSelectors",
     "nodePools",
+    "detectorCacheTimeout",  # upstream's detector cache; Allot's counters live in the recorded rounds
 }
-_MIGRATION_FIELDS: Final = frozenset(
-    {
-        "apiVersion",
-        "kind",
-        "defaultJobMode",
-        "defaultJobTTL",
-        "evictLocalStoragePods",
-        "evictSystemCriticalPods",
-    }
-)
-
 Thresholds = dict[str, Fraction]
 
 
@@ -152,6 +162,8 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     job_ttl_us: int = 0  # 0: reservation-manager's migration.defaultJobTTL
     evict_local_storage: bool = False
     evict_system_critical: bool = False
+    dry_run: bool = False  # the MigrationController args' dryRun: rounds ask for no job
+    controller: dict[str, Any] = {}  # the migration controller's settings its MigrationController args give
     args_path: str = ""  # where its MigrationController args are (for errors naming them)
     # the evictor filter its rounds apply: the migration controller's, set by the host (the jobs it asks for pass the
     # same filter); None: this profile's evictLocalStoragePods / evictSystemCriticalPods alone
@@ -169,58 +181,17 @@ class DeschedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     interval_us: int = DEFAULT_INTERVAL_US
     dry_run: bool = False
     profiles: tuple[Profile, ...] = ()
+    # maxNoOfPodsToEvictPerNode / PerNamespace / Total: pods a round may move (0: no limit)
+    caps: tuple[int, int, int] = (0, 0, 0)
+
+    @property
+    def migration(self) -> dict[str, Any] | None:
+        """The migration controller's settings the profiles' MigrationController args give (None: none do)."""
+        return next((p.controller for p in self.profiles if p.controller), None)
 
     @property
     def enabled(self) -> bool:
         return any(p.low_node_load is not None for p in self.profiles)
-
-
-def _unknown(raw: dict[str, Any], allowed: frozenset[str], path: str, issues: list[FieldIssue]) -> None:
-    for key in sorted(set(raw) - allowed):
-        issues.append(
-            FieldIssue(
-                path=f"{path}{key}",
-                code="FieldValueNotSupported",
-                message=f"unknown field; supported: {', '.join(sorted(allowed))}",
-            )
-        )
-
-
-def _object(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        issues.append(FieldIssue(path=path, message="must be an object"))
-        return {}
-    return raw
-
-
-def _bool(raw: Any, path: str, issues: list[FieldIssue], default: bool) -> bool:
-    if raw is None:
-        return default
-    if not isinstance(raw, bool):
-        issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
-        return default
-    return raw
-
-
-def _int(raw: Any, path: str, issues: list[FieldIssue], default: int, minimum: int) -> int:
-    if raw is None:
-        return default
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < minimum:
-        issues.append(FieldIssue(path=path, message=f"must be an integer ≥ {minimum}", value=str(raw)))
-        return default
-    return raw
-
-
-def _duration(raw: Any, path: str, issues: list[FieldIssue], default: int) -> int:
-    if raw is None:
-        return default
-    try:
-        return parse_duration_us(raw)
-    except DurationError as exc:
-        issues.append(FieldIssue(path=path, code="InvalidValue", message=str(exc), value=str(raw)))
-        return default
 
 
 def _thresholds(raw: Any, path: str, issues: list[FieldIssue]) -> Thresholds | None:
@@ -284,20 +255,20 @@ def _pair(
 def _anomaly(raw: Any, path: str, issues: list[FieldIssue], default: AnomalyCondition) -> AnomalyCondition:
     if raw is None:
         return default
-    data = _object(raw, path, issues)
-    _unknown(
+    data = mapping(raw, path, issues)
+    unknown(
         data, frozenset({"timeout", "consecutiveAbnormalities", "consecutiveNormalities"}), f"{path}.", issues
     )
     return AnomalyCondition(
-        timeout_us=_duration(data.get("timeout"), f"{path}.timeout", issues, default.timeout_us),
-        consecutive_abnormalities=_int(
+        timeout_us=duration(data.get("timeout"), f"{path}.timeout", issues, default.timeout_us),
+        consecutive_abnormalities=integer(
             data.get("consecutiveAbnormalities"),
             f"{path}.consecutiveAbnormalities",
             issues,
             default.consecutive_abnormalities,
             1,
         ),
-        consecutive_normalities=_int(
+        consecutive_normalities=integer(
             data.get("consecutiveNormalities"),
             f"{path}.consecutiveNormalities",
             issues,
@@ -311,13 +282,9 @@ def _weights(raw: Any, path: str, issues: list[FieldIssue], default: dict[str, i
     if raw is None:
         return default
     out: dict[str, int] = {}
-    for name, value in sorted(_object(raw, path, issues).items()):
-        out[str(name)] = _int(value, f"{path}.{name}", issues, 1, 0)
+    for name, value in sorted(mapping(raw, path, issues).items()):
+        out[str(name)] = integer(value, f"{path}.{name}", issues, 1, 0)
     return out
-
-
-def _selector(raw: Any, path: str, issues: list[FieldIssue]) -> LabelSelector | None:
-    return None if raw is None else parse_label_selector(raw, path, issues)
 
 
 def _pool(raw: dict[str, Any], path: str, issues: list[FieldIssue], base: NodePool) -> NodePool:
@@ -337,8 +304,8 @@ def _pool(raw: dict[str, Any], path: str, issues: list[FieldIssue], base: NodePo
         )
     return NodePool(
         name=str(raw.get("name") or base.name),
-        selector=_selector(raw.get("nodeSelector"), f"{path}nodeSelector", issues),
-        use_deviation=_bool(
+        selector=selector(raw.get("nodeSelector"), f"{path}nodeSelector", issues),
+        use_deviation=boolean(
             raw.get("useDeviationThresholds"), f"{path}useDeviationThresholds", issues, base.use_deviation
         ),
         low=low,
@@ -350,18 +317,9 @@ def _pool(raw: dict[str, Any], path: str, issues: list[FieldIssue], base: NodePo
     )
 
 
-def _strings(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[str, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
-        issues.append(FieldIssue(path=path, message="must be a list of names"))
-        return ()
-    return tuple(raw)
-
-
 def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) -> LowNodeLoadArgs:
-    data = _object(raw, path, issues)
-    _unknown(data, _ARGS_FIELDS, f"{path}.", issues)
+    data = mapping(raw, path, issues)
+    unknown(data, _ARGS_FIELDS, f"{path}.", issues)
     base = _pool(data, f"{path}.", issues, NodePool(name=profile, weights={"cpu": 1, "memory": 1}))
     pools: list[NodePool] = []
     raw_pools = data.get("nodePools")
@@ -370,13 +328,13 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
         raw_pools = None
     for i, item in enumerate(raw_pools or []):
         ppath = f"{path}.nodePools[{i}]"
-        pdata = _object(item, ppath, issues)
-        _unknown(pdata, _POOL_FIELDS, f"{ppath}.", issues)
-        if not isinstance(pdata.get("name"), str) or not pdata["name"]:
-            issues.append(
-                FieldIssue(path=f"{ppath}.name", code="Required", message="a node pool needs a name")
-            )
-        pools.append(_pool(pdata, f"{ppath}.", issues, base))
+        pdata = mapping(item, ppath, issues)
+        unknown(pdata, _POOL_FIELDS, f"{ppath}.", issues)
+        if pdata.get("name") is not None and not isinstance(pdata["name"], str):
+            issues.append(FieldIssue(path=f"{ppath}.name", message="must be a string"))
+        # upstream's name is optional: an unnamed pool is named after the profile (and its place when there are more)
+        unnamed = profile if len(raw_pools or []) == 1 else f"{profile}-{i}"
+        pools.append(_pool(pdata, f"{ppath}.", issues, msgspec.structs.replace(base, name=unnamed)))
     if not pools:
         pools = [base]
     for i, pool in enumerate(pools):
@@ -389,10 +347,10 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
                     message="lowThresholds and highThresholds are required (here or in the top-level args)",
                 )
             )
-    namespaces = _object(data.get("evictableNamespaces"), f"{path}.evictableNamespaces", issues)
-    _unknown(namespaces, frozenset({"include", "exclude"}), f"{path}.evictableNamespaces.", issues)
-    include = _strings(namespaces.get("include"), f"{path}.evictableNamespaces.include", issues)
-    exclude = _strings(namespaces.get("exclude"), f"{path}.evictableNamespaces.exclude", issues)
+    namespaces = mapping(data.get("evictableNamespaces"), f"{path}.evictableNamespaces", issues)
+    unknown(namespaces, frozenset({"include", "exclude"}), f"{path}.evictableNamespaces.", issues)
+    include = strings(namespaces.get("include"), f"{path}.evictableNamespaces.include", issues)
+    exclude = strings(namespaces.get("exclude"), f"{path}.evictableNamespaces.exclude", issues)
     if include and exclude:
         issues.append(
             FieldIssue(
@@ -405,24 +363,24 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
         issues.append(FieldIssue(path=f"{path}.podSelectors", message="must be a list of {name, selector}"))
         raw_selectors = None
     for i, item in enumerate(raw_selectors or []):
-        sdata = _object(item, f"{path}.podSelectors[{i}]", issues)
-        _unknown(sdata, frozenset({"name", "selector"}), f"{path}.podSelectors[{i}].", issues)
+        sdata = mapping(item, f"{path}.podSelectors[{i}]", issues)
+        unknown(sdata, frozenset({"name", "selector"}), f"{path}.podSelectors[{i}].", issues)
         if sdata.get("selector") is not None:
             selectors.append(
                 parse_label_selector(sdata["selector"], f"{path}.podSelectors[{i}].selector", issues)
             )
     return LowNodeLoadArgs(
-        paused=_bool(data.get("paused"), f"{path}.paused", issues, False),
-        dry_run=_bool(data.get("dryRun"), f"{path}.dryRun", issues, False),
-        node_fit=_bool(data.get("nodeFit"), f"{path}.nodeFit", issues, True),
-        node_selector=_selector(data.get("nodeSelector"), f"{path}.nodeSelector", issues),
+        paused=boolean(data.get("paused"), f"{path}.paused", issues, False),
+        dry_run=boolean(data.get("dryRun"), f"{path}.dryRun", issues, False),
+        node_fit=boolean(data.get("nodeFit"), f"{path}.nodeFit", issues, True),
+        node_selector=selector(data.get("nodeSelector"), f"{path}.nodeSelector", issues),
         include_namespaces=include,
         exclude_namespaces=exclude,
-        expiration_us=_int(
+        expiration_us=integer(
             data.get("nodeMetricExpirationSeconds"), f"{path}.nodeMetricExpirationSeconds", issues, 180, 1
         )
         * 1_000_000,
-        number_of_nodes=_int(data.get("numberOfNodes"), f"{path}.numberOfNodes", issues, 0, 0),
+        number_of_nodes=integer(data.get("numberOfNodes"), f"{path}.numberOfNodes", issues, 0, 0),
         pod_selectors=tuple(selectors),
         pools=tuple(pools),
     )
@@ -430,7 +388,7 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
 
 def _enabled(plugins: dict[str, Any], path: str, issues: list[FieldIssue]) -> bool | None:
     """Whether ``plugins.balance`` enables LowNodeLoad (True), disables it (False) or does not say (None)."""
-    balance = _object(plugins.get("balance"), f"{path}.balance", issues)
+    balance = mapping(plugins.get("balance"), f"{path}.balance", issues)
     names: dict[str, set[str]] = {}
     for key in ("enabled", "disabled"):
         entries = balance.get(key) or []
@@ -444,16 +402,16 @@ def _enabled(plugins: dict[str, Any], path: str, issues: list[FieldIssue]) -> bo
 
 
 def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
-    data = _object(raw, path, issues)
-    _unknown(data, _PROFILE_FIELDS, f"{path}.", issues)
+    data = mapping(raw, path, issues)
+    unknown(data, _PROFILE_FIELDS, f"{path}.", issues)
     name = data.get("name")
     if not isinstance(name, str) or not name:
         issues.append(FieldIssue(path=f"{path}.name", code="Required", message="a profile needs a name"))
         name = "default"
-    enabled = _enabled(_object(data.get("plugins"), f"{path}.plugins", issues), f"{path}.plugins", issues)
+    enabled = _enabled(mapping(data.get("plugins"), f"{path}.plugins", issues), f"{path}.plugins", issues)
     args: Any = None
     configured = False
-    migration: dict[str, Any] = {}
+    migration = MigrationArgs()
     mpath = ""
     entries = data.get("pluginConfig") or []
     if not isinstance(entries, list):
@@ -461,13 +419,12 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
         entries = []
     for i, entry in enumerate(entries):
         epath = f"{path}.pluginConfig[{i}]"
-        edata = _object(entry, epath, issues)
+        edata = mapping(entry, epath, issues)
         if edata.get("name") == PLUGIN:
             args, configured = edata.get("args") or {}, True
         elif edata.get("name") == MIGRATION:
-            migration = _object(edata.get("args"), f"{epath}.args", issues)
-            _unknown(migration, _MIGRATION_FIELDS, f"{epath}.args.", issues)
             mpath = f"{epath}.args"
+            migration = parse_migration_args(mapping(edata.get("args"), mpath, issues), mpath, issues)
         else:
             issues.append(
                 FieldIssue(
@@ -490,33 +447,20 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
         else:
             index = next(i for i, e in enumerate(entries) if isinstance(e, dict) and e.get("name") == PLUGIN)
             low_node_load = _low_node_load(args, f"{path}.pluginConfig[{index}].args", issues, name)
-    mode = ""
-    ttl = 0
-    local = critical = False
-    if migration:
-        mode = migration.get("defaultJobMode") or ""
-        if mode not in ("", RESERVATION_FIRST, EVICT_DIRECTLY):
-            issues.append(
-                FieldIssue(
-                    path=f"{mpath}.defaultJobMode",
-                    code="NotSupported",
-                    message=f"must be {RESERVATION_FIRST} or {EVICT_DIRECTLY}",
-                    value=str(mode),
-                )
-            )
-            mode = ""
-        ttl = _duration(migration.get("defaultJobTTL"), f"{mpath}.defaultJobTTL", issues, 0)
-        local = _bool(migration.get("evictLocalStoragePods"), f"{mpath}.evictLocalStoragePods", issues, False)
-        critical = _bool(
-            migration.get("evictSystemCriticalPods"), f"{mpath}.evictSystemCriticalPods", issues, False
+    if low_node_load is not None and data.get("nodeSelector") is not None:
+        extra = parse_label_selector(data["nodeSelector"], f"{path}.nodeSelector", issues)
+        low_node_load = msgspec.structs.replace(
+            low_node_load, node_selector=(low_node_load.node_selector or ()) + extra
         )
     return Profile(
         name=name,
         low_node_load=low_node_load,
-        job_mode=str(mode),
-        job_ttl_us=ttl,
-        evict_local_storage=local,
-        evict_system_critical=critical,
+        job_mode=migration.job_mode,
+        job_ttl_us=migration.job_ttl_us,
+        evict_local_storage=migration.evict_local_storage,
+        evict_system_critical=migration.evict_system_critical,
+        dry_run=migration.dry_run,
+        controller=migration.controller,
         args_path=mpath,
     )
 
@@ -524,8 +468,8 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
 def parse_config(raw: Any, path: str = "descheduler") -> DeschedulerConfig:
     """The configuration, or :class:`DeschedulerConfigError` listing every problem with its field path."""
     issues: list[FieldIssue] = []
-    data = _object(raw, path, issues)
-    _unknown(data, _TOP_FIELDS, f"{path}.", issues)
+    data = mapping(raw, path, issues)
+    unknown(data, _TOP_FIELDS, f"{path}.", issues)
     if data.get("kind") not in (None, "DeschedulerConfiguration"):
         issues.append(
             FieldIssue(
@@ -535,7 +479,7 @@ def parse_config(raw: Any, path: str = "descheduler") -> DeschedulerConfig:
                 value=str(data["kind"]),
             )
         )
-    interval = _duration(
+    interval = duration(
         data.get("deschedulingInterval"), f"{path}.deschedulingInterval", issues, DEFAULT_INTERVAL_US
     )
     if interval <= 0 and "deschedulingInterval" in data:
@@ -551,10 +495,33 @@ def parse_config(raw: Any, path: str = "descheduler") -> DeschedulerConfig:
     for i, name in enumerate(names):
         if name in names[:i]:
             issues.append(FieldIssue(path=f"{path}.profiles[{i}].name", message="duplicate profile name"))
+    controllers = [(i, p.controller) for i, p in enumerate(profiles) if p.controller]
+    for i, controller in controllers[1:]:
+        if controller != controllers[0][1]:
+            issues.append(
+                FieldIssue(
+                    path=f"{profiles[i].args_path}",
+                    message="one migration controller serves every profile: its MigrationController args must be "
+                    f"the same as {profiles[controllers[0][0]].args_path}'s",
+                )
+            )
+    if data.get("nodeSelector") is not None:  # every profile considers only these nodes
+        only = parse_label_selector(data["nodeSelector"], f"{path}.nodeSelector", issues)
+        profiles = [
+            msgspec.structs.replace(
+                p,
+                low_node_load=msgspec.structs.replace(
+                    p.low_node_load, node_selector=(p.low_node_load.node_selector or ()) + only
+                ),
+            )
+            if p.low_node_load is not None
+            else p
+            for p in profiles
+        ]
+    caps = tuple(integer(data.get(k), f"{path}.{k}", issues, 0, 0) for k in _CAPS)
+    dry_run = boolean(data.get("dryRun"), f"{path}.dryRun", issues, False)
     if issues:
         raise DeschedulerConfigError(issues)
     return DeschedulerConfig(
-        interval_us=interval,
-        dry_run=_bool(data.get("dryRun"), f"{path}.dryRun", issues, False),
-        profiles=tuple(profiles),
+        interval_us=interval, dry_run=dry_run, profiles=tuple(profiles), caps=(caps[0], caps[1], caps[2])
     )

@@ -16,8 +16,10 @@ Rules (upstream's LowNodeLoad, with Allot's choices where upstream leaves room; 
    (``NodeMetric.system_and_pods_usage``); prod usage: the reported usage of its prod pods. Thresholds are
    percentages of allocatable; with ``useDeviationThresholds`` they are the pool's average usage minus (low) or plus
    (high) the given percentage, clipped to 0–100.
+   A ``pods`` threshold counts the pods on the node (prod pods for the prod usage), one per pod moved.
 3. A node is *low* (a target) when schedulable and at most its low threshold on every resource (and at most its prod
-   low thresholds when set); *high* when above its high threshold on some resource (or above a prod high one).
+   low thresholds when set); *high* when above its high threshold on some resource (or above a prod high one). A
+   node above its node thresholds is relieved by node usage alone; one only above its prod thresholds by prod pods.
 4. Anomaly: a high node's counter counts consecutive rounds above; its anomaly is *confirmed* when the counter reaches
    ``consecutiveAbnormalities`` (1: at once). Any other state resets the counter, and so does moving pods off it.
 5. Nothing moves when no node is low, when the low nodes are at most ``numberOfNodes``, when every node is low, or
@@ -40,8 +42,6 @@ Pure: no IO, no clock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
-from typing import Final
 
 import msgspec
 
@@ -50,29 +50,16 @@ from allot_contracts.objects.nodemetric import NodeMetric
 from allot_contracts.objects.selectors import match_label_selector
 from allot_descheduling import usage as u
 from allot_descheduling.config import LowNodeLoadArgs, NodePool, Profile
-from allot_descheduling.evictor import ANN_EVICTION_COST, PodInput, int_annotation, refusal
+from allot_descheduling.evictor import PodInput
+from allot_descheduling.relieve import Caps, Choice, Hot, Move, NodeFit, no_static_filter, relieve
 from allot_descheduling.usage import NodeInput
 
-__all__ = ["Detector", "Move", "NodeInput", "PodInput", "RoundOutcome", "run_round"]
-
-ANN_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
-_KOORD_PRIORITY: Final = {"koord-free": 0, "koord-batch": 1, "koord-mid": 2, "koord-prod": 3, "": 3}
-_KUBE_QOS: Final = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
-_KOORD_QOS: Final = {"BE": 0, "LS": 1, "NONE": 1, "": 1, "LSR": 2, "LSE": 3, "SYSTEM": 4}
+__all__ = ["Caps", "Detector", "Move", "NodeFit", "NodeInput", "PodInput", "RoundOutcome", "run_round"]
 
 
 class Detector(msgspec.Struct, frozen=True, kw_only=True):
     abnormal: int  # consecutive rounds above a high threshold
     round: int  # the round of the latest count
-
-
-class Move(msgspec.Struct, frozen=True, kw_only=True):
-    pod: str
-    uid: str
-    source: str
-    target: str
-    pool: str
-    reason: str
 
 
 class RoundOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,34 +68,6 @@ class RoundOutcome(msgspec.Struct, frozen=True, kw_only=True):
     candidates: list[DeschedulerCandidate]
     moves: list[Move]
     detectors: dict[str, Detector]
-
-
-def _skip(
-    pod: PodInput, args: LowNodeLoadArgs, profile: Profile, usage: dict[str, int] | None
-) -> tuple[str, str]:
-    """Why the pod may not move (code, reason); ``("", "")`` when it may."""
-    namespace = pod.namespace
-    if args.include_namespaces and namespace not in args.include_namespaces:
-        return "NamespaceExcluded", f"namespace {namespace} is not among evictableNamespaces.include"
-    if namespace in args.exclude_namespaces:
-        return "NamespaceExcluded", f"namespace {namespace} is in evictableNamespaces.exclude"
-    if args.pod_selectors and not any(match_label_selector(s, pod.labels) for s in args.pod_selectors):
-        return "NotSelected", "the pod matches none of podSelectors"
-    code, reason = refusal(pod, profile.evictor_args())
-    if code:
-        return code, reason
-    if pod.gang:
-        return (
-            "GangMember",
-            f"a member of gang {pod.gang}: a gang is moved whole or not at all, a migration moves one pod",
-        )
-    if pod.reservation:
-        return "Reserved", f"placed in reservation {pod.reservation}"
-    if pod.migrating:
-        return "Migrating", f"already being migrated by PodMigrationJob {pod.migrating}"
-    if usage is None:
-        return "NoPodMetric", "the node's NodeMetric reports no usage for it"
-    return "", ""
 
 
 def _pools(args: LowNodeLoadArgs, nodes: Sequence[NodeInput]) -> dict[str, list[NodeInput]]:
@@ -132,7 +91,11 @@ def run_round(
     pods: Sequence[PodInput],
     metrics: Mapping[str, NodeMetric],
     detectors: Mapping[str, Detector],
+    node_fit: NodeFit = no_static_filter,
+    caps: Caps | None = None,
 ) -> RoundOutcome:
+    """One round of ``profile``'s LowNodeLoad. ``node_fit``: the host's check that a pod may run on a node (selector,
+    affinity, taints); ``caps``: the round's eviction limits, shared by the profiles of one round."""
     args = profile.low_node_load
     assert args is not None, "run_round needs a profile with LowNodeLoad"
     if args.paused:
@@ -141,16 +104,14 @@ def run_round(
     for pod in pods:
         by_node.setdefault(pod.node, []).append(pod)
     out_nodes: list[DeschedulerNode] = []
-    out_candidates: list[DeschedulerCandidate] = []
-    moves: list[Move] = []
+    choice = Choice(profile, node_fit, caps if caps is not None else Caps())
     counters: dict[str, Detector] = {}
     messages: list[str] = []
     members = _pools(args, nodes)
     for pool in args.pools:
         message = _pool_round(
             pool,
-            args,
-            profile,
+            choice,
             at=at,
             round_no=round_no,
             nodes=members[pool.name],
@@ -158,16 +119,14 @@ def run_round(
             metrics=metrics,
             detectors=detectors,
             out_nodes=out_nodes,
-            out_candidates=out_candidates,
-            moves=moves,
             counters=counters,
         )
         messages.append(f"{pool.name}: {message}" if len(args.pools) > 1 else message)
     return RoundOutcome(
         message="; ".join(messages),
         nodes=out_nodes,
-        candidates=out_candidates,
-        moves=moves,
+        candidates=choice.candidates,
+        moves=choice.moves,
         detectors=counters,
     )
 
@@ -192,8 +151,7 @@ def _excluded(
 
 def _pool_round(
     pool: NodePool,
-    args: LowNodeLoadArgs,
-    profile: Profile,
+    choice: Choice,
     *,
     at: int,
     round_no: int,
@@ -202,10 +160,10 @@ def _pool_round(
     metrics: Mapping[str, NodeMetric],
     detectors: Mapping[str, Detector],
     out_nodes: list[DeschedulerNode],
-    out_candidates: list[DeschedulerCandidate],
-    moves: list[Move],
     counters: dict[str, Detector],
 ) -> str:
+    args = choice.args
+    moves = choice.moves
     resources = sorted(pool.high)
     live: list[u.LiveNode] = []
     for node in nodes:
@@ -232,8 +190,8 @@ def _pool_round(
     state: dict[str, str] = {}
     over: dict[str, str] = {}
     for n in live:
-        hot = u.over(n.usage, high_pct, n) + [f"prod {r}" for r in u.over(n.prod_usage, prod_high_pct, n)]
-        if hot:
+        above = u.over(n.usage, high_pct, n) + [f"prod {r}" for r in u.over(n.prod_usage, prod_high_pct, n)]
+        if above:
             state[n.name] = "high"
             over[n.name] = "above high: " + "; ".join(
                 filter(
@@ -289,28 +247,22 @@ def _pool_round(
     acting.sort(key=lambda n: (-u.score(n.usage, n, weights, resources), n.name))
     chosen_from: set[str] = set()
     for source in acting:
-        _relieve(
-            source,
-            lows,
-            pool,
-            args,
-            profile,
-            by_node.get(source.name, []),
-            high_pct,
-            prod_high_pct,
-            weights,
-            resources,
-            out_candidates,
-            moves,
-            over[source.name],
+        hot = Hot(
+            high=high_pct,
+            prod_high=prod_high_pct,
+            weights=weights,
+            resources=resources,
+            reason=over[source.name],
+            prod_only=not u.over(source.usage, high_pct, source),
         )
+        relieve(choice, source, lows, pool, by_node.get(source.name, []), hot)
         if any(m.source == source.name for m in moves):
             chosen_from.add(source.name)
             counters.pop(source.name, None)  # moving pods off it resets its anomaly
     targets_used = {m.target for m in moves}
     for n in live:
         moved = n.name in chosen_from or n.name in targets_used
-        measured = n.metric.system_and_pods_usage()
+        measured = n.measured
         out_nodes.append(
             DeschedulerNode(
                 name=n.name,
@@ -337,162 +289,3 @@ def _pool_round(
         return message
     count = sum(1 for m in moves if m.pool == pool.name)
     return f"{count} pod(s) to move off {len(chosen_from)} of {len(confirmed)} confirmed hot node(s)"
-
-
-def _relieve(
-    source: u.LiveNode,
-    lows: list[u.LiveNode],
-    pool: NodePool,
-    args: LowNodeLoadArgs,
-    profile: Profile,
-    pods: list[PodInput],
-    high_pct: dict[str, Fraction],
-    prod_high_pct: dict[str, Fraction],
-    weights: Mapping[str, int],
-    resources: list[str],
-    out: list[DeschedulerCandidate],
-    moves: list[Move],
-    hot_reason: str,
-) -> None:
-    eligible: list[PodInput] = []
-    for pod in sorted(pods, key=lambda p: p.key):
-        usage = source.pod_usage.get(pod.key)
-        code, reason = _skip(pod, args, profile, usage)
-        if code:
-            out.append(
-                DeschedulerCandidate(
-                    pod=pod.key, uid=pod.uid, node=source.name, code=code, reason=reason, usage=usage or {}
-                )
-            )
-        else:
-            eligible.append(pod)
-
-    def sufficient(pod: PodInput) -> bool:
-        after = u.minus(source.usage, source.pod_usage[pod.key])
-        prod_after = source.prod_usage
-        if pod.koord_priority == u.PROD:
-            prod_after = u.minus(source.prod_usage, source.pod_usage[pod.key])
-        return u.at_most(after, high_pct, source) and u.at_most(prod_after, prod_high_pct, source)
-
-    def order(pod: PodInput) -> tuple[int, int, int, int, int, int, int, Fraction, str]:
-        score = u.score(source.pod_usage[pod.key], source, weights, resources)
-        segment = 0 if sufficient(pod) else 1
-        return (
-            _KOORD_PRIORITY.get(pod.koord_priority, 3),
-            pod.priority,
-            _KUBE_QOS.get(pod.kube_qos, 1),
-            _KOORD_QOS.get(pod.koord_qos, 1),
-            int_annotation(pod, ANN_DELETION_COST),
-            int_annotation(pod, ANN_EVICTION_COST),
-            segment,
-            score if segment == 0 else -score,
-            pod.key,
-        )
-
-    for pod in sorted(eligible, key=order):
-        usage = source.pod_usage[pod.key]
-        is_prod = pod.koord_priority == u.PROD
-        still = u.over(source.usage, high_pct, source) + u.over(source.prod_usage, prod_high_pct, source)
-        if not still:
-            out.append(
-                DeschedulerCandidate(
-                    pod=pod.key,
-                    uid=pod.uid,
-                    node=source.name,
-                    code="SourceRelieved",
-                    reason=f"node {source.name} is under its high thresholds once the pods chosen before it move",
-                    usage=usage,
-                )
-            )
-            continue
-        helps = [r for r in u.over(source.usage, high_pct, source) if usage.get(r, 0) > 0]
-        if is_prod:
-            helps += [r for r in u.over(source.prod_usage, prod_high_pct, source) if usage.get(r, 0) > 0]
-        if not helps:
-            out.append(
-                DeschedulerCandidate(
-                    pod=pod.key,
-                    uid=pod.uid,
-                    node=source.name,
-                    code="NotHelping",
-                    reason="moving it would not lower what is above the high thresholds"
-                    + ("" if is_prod else " (the prod usage: it is not a prod pod)"),
-                    usage=usage,
-                )
-            )
-            continue
-        target = _target(
-            pod, usage, is_prod, lows, high_pct, prod_high_pct, weights, resources, args.node_fit
-        )
-        if target is None:
-            out.append(
-                DeschedulerCandidate(
-                    pod=pod.key,
-                    uid=pod.uid,
-                    node=source.name,
-                    code="NoTarget",
-                    reason="no underutilized node stays under its high thresholds with it"
-                    + (" and fits its requests" if args.node_fit else ""),
-                    usage=usage,
-                )
-            )
-            continue
-        source.usage = u.minus(source.usage, usage)
-        target.usage = u.plus(target.usage, usage)
-        target.requested = u.plus(target.requested, pod.requests)
-        if is_prod:
-            source.prod_usage = u.minus(source.prod_usage, usage)
-            target.prod_usage = u.plus(target.prod_usage, usage)
-        reason = f"node {source.name} is {hot_reason}; LowNodeLoad moves it towards {target.name}"
-        moves.append(
-            Move(
-                pod=pod.key,
-                uid=pod.uid,
-                source=source.name,
-                target=target.name,
-                pool=pool.name,
-                reason=reason,
-            )
-        )
-        out.append(
-            DeschedulerCandidate(
-                pod=pod.key,
-                uid=pod.uid,
-                node=source.name,
-                chosen=True,
-                code="Chosen",
-                reason=reason,
-                usage=usage,
-                target=target.name,
-            )
-        )
-
-
-def _target(
-    pod: PodInput,
-    usage: Mapping[str, int],
-    is_prod: bool,
-    lows: list[u.LiveNode],
-    high_pct: dict[str, Fraction],
-    prod_high_pct: dict[str, Fraction],
-    weights: Mapping[str, int],
-    resources: list[str],
-    node_fit: bool,
-) -> u.LiveNode | None:
-    best: tuple[Fraction, str, u.LiveNode] | None = None
-    for t in lows:
-        after = u.plus(t.usage, usage)
-        if not u.at_most(after, high_pct, t):
-            continue
-        if is_prod and not u.at_most(u.plus(t.prod_usage, usage), prod_high_pct, t):
-            continue
-        if node_fit and any(
-            t.requested.get(r, 0) + v > t.alloc(r)
-            for r, v in pod.requests.items()
-            if v > 0 and r in ("cpu", "memory")
-        ):
-            continue
-        key = (u.score(after, t, weights, resources), t.name, t)
-        if best is None or key[:2] < best[:2]:
-            best = key
-    return best[2] if best is not None else None

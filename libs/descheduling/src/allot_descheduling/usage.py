@@ -14,9 +14,10 @@ from allot_contracts.objects.nodemetric import NodeMetric
 from allot_descheduling.config import Thresholds
 from allot_descheduling.evictor import PodInput
 
-__all__ = ["PROD", "LiveNode", "NodeInput"]
+__all__ = ["PODS", "PROD", "LiveNode", "NodeInput"]
 
 PROD: Final = "koord-prod"
+PODS: Final = "pods"  # a threshold resource counted as upstream does: the pods on the node, one per pod moved
 
 
 class NodeInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,6 +36,7 @@ class LiveNode:
     __slots__ = (
         "input",
         "low",
+        "measured",
         "metric",
         "pod_usage",
         "prod_high",
@@ -49,6 +51,8 @@ class LiveNode:
         self.input = node
         self.metric = metric
         self.usage = metric.system_and_pods_usage()
+        self.usage[PODS] = len(pods)
+        self.measured = dict(self.usage)  # as reported, before the round moves anything
         self.requested = dict(node.requested)
         by_uid = {m.uid: m for m in metric.pods if m.uid}
         by_key = {m.key: m for m in metric.pods}
@@ -59,7 +63,8 @@ class LiveNode:
             got = by_uid.get(pod.uid) if pod.uid else None
             got = got or by_key.get(pod.key)
             if got is not None:
-                self.pod_usage[pod.key] = dict(got.usage)
+                self.pod_usage[pod.key] = {**got.usage, PODS: 1}
+        self.prod_usage[PODS] = sum(1 for p in pods if p.koord_priority == PROD)
         for m in metric.pods:
             pod_known = known.get(m.key)
             klass = (pod_known.koord_priority if pod_known is not None else "") or m.priority

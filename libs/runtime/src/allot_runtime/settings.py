@@ -96,6 +96,10 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
             for warning in translated.warnings:
                 logging.getLogger("allot.config").warning("%s: %s: %s", path, warning.path, warning.message)
             return dict(translated.services.get(self.service, {}))
+        if (
+            data.get("kind") == "DeschedulerConfiguration"
+        ):  # Koordinator's descheduler config: reservation-manager's
+            return {"descheduler": data} if self.service == "reservation-manager" else {}
         return data
 
 

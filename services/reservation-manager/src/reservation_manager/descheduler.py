@@ -46,8 +46,10 @@ from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.inventory import NodeInfo
 from allot_contracts.objects.migration import EVICT_DIRECTLY, parse_migration_job
 from allot_contracts.objects.nodemetric import NodeMetric, parse_nodemetric
+from allot_contracts.objects.selectors import first_untolerated_taint, match_node_selector_terms
 from allot_contracts.objects.times import format_duration
 from allot_descheduling import (
+    Caps,
     DeschedulerConfig,
     DeschedulerConfigError,
     Detector,
@@ -193,6 +195,7 @@ class Descheduler:
     def _round(self, at: int, engine: ReservationEngine) -> list[Emit]:
         nodes = self._node_inputs(engine)
         pods = self._pod_inputs(engine)
+        caps = Caps(*self.config.caps)  # shared by the round's profiles, as upstream's eviction limiter
         out: list[Emit] = []
         for profile in self.config.profiles:
             if profile.low_node_load is None:
@@ -206,8 +209,11 @@ class Descheduler:
                 pods=pods,
                 metrics=self.metrics,
                 detectors=self.detectors.get(profile.name, {}),
+                node_fit=lambda pod, node: self._unfit(pod, node, engine),
+                caps=caps,
             )
-            dry = self.config.dry_run or profile.low_node_load.dry_run
+            dry = self.config.dry_run or profile.low_node_load.dry_run or profile.dry_run
+            evict_reasons = {m.pod: m.evict_reason for m in outcome.moves}
             jobs: list[Emit] = []
             names: list[str] = []
             candidates: list[DeschedulerCandidate] = []
@@ -215,7 +221,7 @@ class Descheduler:
                 rec = engine.world.pods.get(c.pod)
                 if c.chosen and not dry and rec is not None:
                     name = _job_name(profile.name, number, c.pod)
-                    jobs.append(_job(name, profile, number, rec, c))
+                    jobs.append(_job(name, profile, number, rec, c, evict_reasons.get(c.pod, c.reason)))
                     names.append(name)
                     c = msgspec.structs.replace(c, job=name)
                 candidates.append(c)
@@ -269,6 +275,26 @@ class Descheduler:
             )
             for name, info in sorted(self.nodes.items())
         ]
+
+    def _unfit(self, pod: PodInput, node: str, engine: ReservationEngine) -> str:
+        """Why ``pod`` may not run on ``node`` by its node selector, required node affinity and tolerations (the
+        scheduler's static filters), "" when it may: LowNodeLoad's ``nodeFit`` for a target."""
+        info = self.nodes.get(node)
+        rec = engine.world.pods.get(pod.key)
+        spec = rec.pod if rec is not None else None
+        if info is None or spec is None:
+            return ""
+        unschedulable = (
+            (("node.kubernetes.io/unschedulable", "", "NoSchedule"),) if info.unschedulable else ()
+        )
+        taint = first_untolerated_taint(info.taints + unschedulable, spec.tolerations)
+        if taint is not None:
+            return f"node {node} has the taint {taint[0]}={taint[1]}:{taint[2]} the pod does not tolerate"
+        if any(info.labels.get(k) != v for k, v in spec.node_selector):
+            return f"node {node} does not match the pod's nodeSelector"
+        if spec.affinity is not None and not match_node_selector_terms(spec.affinity, info.labels, node):
+            return f"node {node} does not match the pod's required node affinity"
+        return ""
 
     def _pod_inputs(self, engine: ReservationEngine) -> list[PodInput]:
         migrating = {j.spec.pod.key: j.name for j in engine.jobs.jobs.values() if j.active}
@@ -380,7 +406,9 @@ def _job_name(profile: str, number: int, pod: str) -> str:
     return f"{profile}-r{number}-{namespace}-{name}"[:253].rstrip("-.")
 
 
-def _job(name: str, profile: Profile, number: int, rec: PodRecord, chosen: DeschedulerCandidate) -> Emit:
+def _job(
+    name: str, profile: Profile, number: int, rec: PodRecord, chosen: DeschedulerCandidate, evict_reason: str
+) -> Emit:
     """The PodMigrationJob a chosen pod gets: the profile's mode and ttl when it sets them (else the migration
     controller's defaults), and — unless the mode is EvictDirectly — a reservation template of the pod restricted to
     the node the round counted room on."""
@@ -428,7 +456,7 @@ def _job(name: str, profile: Profile, number: int, rec: PodRecord, chosen: Desch
             "labels": {LABEL_CREATED_BY: CREATOR},
             "annotations": {
                 ANN_TRIGGER: "LowNodeLoad",
-                ANN_REASON: chosen.reason,
+                ANN_REASON: evict_reason,
                 ANN_ROUND: f"{profile.name}/{number}",
                 ANN_TARGET: chosen.target,
             },

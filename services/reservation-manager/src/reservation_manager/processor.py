@@ -31,6 +31,9 @@ class ReservationManager:
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         config = dict(config or {})
         self.descheduler = Descheduler(config.pop("descheduler", None))  # docs/descheduling.md
+        migration = self.descheduler.config.migration
+        if "migration" not in config and migration is not None:
+            config["migration"] = migration  # the profile's MigrationController args configure the controller
         self.engine = ReservationEngine(ReservationConfig.from_dict(config))
         self.descheduler.agree(self.engine.config)
 

@@ -1,0 +1,73 @@
+"""Reading a configuration's fields with their paths: every helper appends a :class:`FieldIssue` for a bad value
+and returns the default, so one pass reports every problem. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
+from allot_contracts.objects.times import DurationError, parse_duration_us
+
+__all__ = ["boolean", "duration", "integer", "mapping", "selector", "strings", "unknown"]
+
+
+def unknown(raw: dict[str, Any], allowed: frozenset[str], path: str, issues: list[FieldIssue]) -> None:
+    for key in sorted(set(raw) - allowed):
+        issues.append(
+            FieldIssue(
+                path=f"{path}{key}",
+                code="FieldValueNotSupported",
+                message=f"unknown field; supported: {', '.join(sorted(allowed))}",
+            )
+        )
+
+
+def mapping(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        issues.append(FieldIssue(path=path, message="must be an object"))
+        return {}
+    return raw
+
+
+def boolean(raw: Any, path: str, issues: list[FieldIssue], default: bool) -> bool:
+    if raw is None:
+        return default
+    if not isinstance(raw, bool):
+        issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
+        return default
+    return raw
+
+
+def integer(raw: Any, path: str, issues: list[FieldIssue], default: int, minimum: int) -> int:
+    if raw is None:
+        return default
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < minimum:
+        issues.append(FieldIssue(path=path, message=f"must be an integer ≥ {minimum}", value=str(raw)))
+        return default
+    return raw
+
+
+def duration(raw: Any, path: str, issues: list[FieldIssue], default: int) -> int:
+    if raw is None:
+        return default
+    try:
+        return parse_duration_us(raw)
+    except DurationError as exc:
+        issues.append(FieldIssue(path=path, code="InvalidValue", message=str(exc), value=str(raw)))
+        return default
+
+
+def selector(raw: Any, path: str, issues: list[FieldIssue]) -> LabelSelector | None:
+    return None if raw is None else parse_label_selector(raw, path, issues)
+
+
+def strings(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+        issues.append(FieldIssue(path=path, message="must be a list of names"))
+        return ()
+    return tuple(raw)
