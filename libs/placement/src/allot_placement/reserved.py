@@ -30,6 +30,7 @@ from allot_contracts.objects import names as n
 from allot_placement import explain
 from allot_placement.decision import Decision
 from allot_placement.evaluate import NodeResult, evaluate, static_filter
+from allot_placement import reasons as rs
 from allot_placement.reasons import Reason
 from allot_placement.reservations import (
     POLICY_CONFLICT,
@@ -70,6 +71,11 @@ NO_RESERVATION_FITS: Final[Reason] = (
     "NoReservationMeetsRequirements",
 )
 CONFLICT: Final[Reason] = (POLICY_CONFLICT, "ReservationAllocatePolicyConflict")
+# a reserve pod whose template names a node: every other node
+NODE_NOT_MATCHED: Final[Reason] = (
+    "node(s) didn't match the nodeName specified by reservation",
+    "ReservationNodeNameMismatch",
+)
 
 
 class ReservationContext(msgspec.Struct, frozen=True, kw_only=True):
@@ -208,6 +214,7 @@ def schedule_reserve(
             continue
         res = got[1]
         reasons = (CONFLICT,) if policy_conflict(policy, on_node) else res.reasons
+        reasons = tuple(NODE_NOT_MATCHED if r == rs.NODE_NAME else r for r in reasons)
         if res.feasible and reasons != (CONFLICT,):
             ranked.append(((-res.score, name), name, res))
             continue
