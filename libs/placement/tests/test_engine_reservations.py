@@ -182,6 +182,18 @@ def test_a_reserve_pod_naming_a_node_is_refused_by_the_others_with_upstreams_rea
     )
 
 
+def test_without_affinity_a_reservation_of_other_resources_is_not_used() -> None:
+    eng = engine_with(a_node("n1", cpu="8", memory="32Gi"))
+    reserve(eng, "memory-pool", a_pod("memory-pool", cpu=None, memory="8Gi"), allocate_once=False)
+    cpu_only = admit(a_pod("cpu-only", cpu="1", memory=None))
+    assert eng.schedule(cpu_only, reservations=ctx("memory-pool")).reservation is None
+    named = eng.schedule(cpu_only, reservations=ctx("memory-pool", required=True, name="memory-pool"))
+    assert named.reservation is not None and named.reservation["name"] == "memory-pool"
+    both = admit(a_pod("both", cpu="1", memory="1Gi"))
+    got = eng.schedule(both, reservations=ctx("memory-pool"))
+    assert got.reservation is not None and got.reservation["name"] == "memory-pool"
+
+
 def test_digest_covers_holds_and_schedule_changes_nothing() -> None:
     eng = two_nodes()
     before = eng.digest()

@@ -10,7 +10,8 @@ For a pod with a context:
   ``reservation-ignored`` pod every hold on the node), per reservation in nomination order: Restricted ones must fit
   what remains of them (and their devices and CPUs are the only ones offered), Default/Aligned ones are tried first
   with only their devices and CPUs, then with the node's as well; the first reservation that fits, in nomination
-  order, is the one the pod uses on that node;
+  order, is the one the pod uses on that node; without an affinity, a reservation that reserves none of the
+  resources the pod requests is skipped (upstream's ResourceNames intersection);
 - the other nodes are evaluated as usual, unless the pod must use a reservation (affinity): then they fail with
   "node(s) no reservations match reservation affinity";
 - ranking (upstream's Reservation score outweighs the others): nodes where the pod uses a reservation first — the
@@ -111,7 +112,8 @@ def _on_node(
         res = _evaluate(engine, restored, spec)
         return res, None, res.reasons
     reasons: list[Reason] = []
-    remaining = list(holds)
+    # without an affinity, a reservation that reserves none of what the pod requests is not for it (upstream skips it)
+    remaining = [h for h in holds if ctx.required or any(k in spec.requests for k in h.resource_names())]
     while remaining:
         hold = nominate(remaining, spec.requests, ctx.name)
         if hold is None:
