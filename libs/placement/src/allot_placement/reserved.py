@@ -29,9 +29,9 @@ import msgspec
 
 from allot_contracts.objects import names as n
 from allot_placement import explain
+from allot_placement import reasons as rs
 from allot_placement.decision import Decision
 from allot_placement.evaluate import NodeResult, evaluate, static_filter
-from allot_placement import reasons as rs
 from allot_placement.reasons import Reason
 from allot_placement.reservations import (
     POLICY_CONFLICT,
