@@ -161,6 +161,39 @@ def test_allocate_policy_conflict_for_reserve_pods() -> None:
     assert eng.schedule(admit(a_pod("another", cpu="1")), reserve_policy="").outcome == n.SCHEDULED
 
 
+def test_a_reserve_pod_naming_a_node_is_refused_by_the_others_with_upstreams_reason() -> None:
+    eng = two_nodes()
+    pod = a_pod("pinned", cpu="1")
+    pod["spec"]["nodeName"] = "n3"
+    d = eng.schedule(admit(pod), reserve_policy="")
+    assert d.outcome == n.UNSCHEDULABLE
+    assert (
+        d.message == "0/2 nodes are available: 2 node(s) didn't match the nodeName specified by reservation."
+    )
+    assert d.codes == ["ReservationNodeNameMismatch"]
+    default = a_pod("default", cpu="1")
+    default["spec"]["nodeName"] = "n2"
+    reserve(eng, "default", default, policy="")
+    pod["spec"]["nodeName"] = "n2"
+    conflict = eng.schedule(admit(pod), reserve_policy="Aligned")
+    assert conflict.message == (
+        "0/2 nodes are available: 1 node(s) didn't match the nodeName specified by reservation,"
+        " 1 node(s) reservation allocate policy conflict."
+    )
+
+
+def test_without_affinity_a_reservation_of_other_resources_is_not_used() -> None:
+    eng = engine_with(a_node("n1", cpu="8", memory="32Gi"))
+    reserve(eng, "memory-pool", a_pod("memory-pool", cpu=None, memory="8Gi"), allocate_once=False)
+    cpu_only = admit(a_pod("cpu-only", cpu="1", memory=None))
+    assert eng.schedule(cpu_only, reservations=ctx("memory-pool")).reservation is None
+    named = eng.schedule(cpu_only, reservations=ctx("memory-pool", required=True, name="memory-pool"))
+    assert named.reservation is not None and named.reservation["name"] == "memory-pool"
+    both = admit(a_pod("both", cpu="1", memory="1Gi"))
+    got = eng.schedule(both, reservations=ctx("memory-pool"))
+    assert got.reservation is not None and got.reservation["name"] == "memory-pool"
+
+
 def test_digest_covers_holds_and_schedule_changes_nothing() -> None:
     eng = two_nodes()
     before = eng.digest()

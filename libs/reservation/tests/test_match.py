@@ -132,11 +132,13 @@ AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
         ),
         (
             {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]},
-            {},
+            {AFFINITY: {}},
             {},
             False,
             "reservation(s) had untolerated taint {dedicated: ml}",
         ),
+        # without a reservation affinity the pod has no tolerations to check: upstream checks taints only through it
+        ({"taints": [{"key": "dedicated", "value": "ml", "effect": "NoExecute"}]}, {}, {}, True, ""),
         (
             {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]},
             {AFFINITY: {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml"}]}},
@@ -164,6 +166,7 @@ AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
         "terms-node-labels",
         "terms-miss",
         "taint",
+        "taint-without-affinity",
         "taint-tolerated",
         "prefer-no-schedule",
         "unschedulable",

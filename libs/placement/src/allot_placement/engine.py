@@ -44,6 +44,7 @@ from allot_placement.loadaware import AssignedPod, LoadTracker, PodLoad
 from allot_placement.nodeside import NodeOverrides, effective_info, effective_topology
 from allot_placement.output import snapshot_node
 from allot_placement.pod import PodSpec, pod_key, pod_spec
+from allot_placement.reasons import Reason
 from allot_placement.reservations import Hold
 from allot_placement.state import VF, Allocation, DeviceAlloc, NodeState, NumaAlloc
 
@@ -187,7 +188,12 @@ class PlacementEngine:
         if spec is None:
             return explain.rejected(self, key, errors)
         if reserve_policy is not None:
-            return reserved.schedule_reserve(self, key, spec, reserve_policy, self.schedule(pod))
+            decide = (
+                self._schedule_named(key, spec, reserved.NODE_NOT_MATCHED)
+                if spec.node_name
+                else self.schedule(pod)
+            )
+            return reserved.schedule_reserve(self, key, spec, reserve_policy, decide)
         if reservations is not None and not spec.node_name:
             return reserved.schedule(self, key, spec, reservations)
         if spec.node_name:
@@ -217,14 +223,15 @@ class PlacementEngine:
         results = {nm: self._resolved(resolve, nm) for nm, _ in top}
         return explain.scheduled(self, key, spec, best, results[best], [(nm, results[nm]) for nm, _ in top])
 
-    def _schedule_named(self, pod: str, spec: PodSpec) -> Decision:
+    def _schedule_named(self, pod: str, spec: PodSpec, other_nodes: Reason = explain.NODE_NAME) -> Decision:
+        """A pod with ``nodeName``: that node only; ``other_nodes`` is the reason every other node gives."""
         state = self._nodes.get(spec.node_name)
         total = self.nodes_total()
         counts: dict[str, int] = {}
         codes: dict[str, str] = {}
         others = total - (1 if state is not None and state.info is not None else 0)
         if others:
-            msg, code = explain.NODE_NAME
+            msg, code = other_nodes
             counts[msg], codes[msg] = others, code
         if state is None or state.info is None:
             return explain.unschedulable(self, pod, counts, codes, [])

@@ -91,6 +91,12 @@ class Hold(msgspec.Struct, frozen=True, kw_only=True):
                     total[k] = total.get(k, 0) + v
         return dict(sorted(total.items()))
 
+    def resource_names(self) -> tuple[str, ...]:
+        """Upstream's ResourceNames: what it reserves (Restricted: its restricted resources)."""
+        if self.policy == "Restricted":
+            return self.restricted_names()
+        return tuple(sorted(self.allocation.requests))
+
     def restricted_names(self) -> tuple[str, ...]:
         """Restricted applies to the listed resources the reservation reserves; none of them listed → all."""
         reserved = [k for k in sorted(self.allocation.requests) if k != n.PODS]

@@ -10,7 +10,8 @@ For a pod with a context:
   ``reservation-ignored`` pod every hold on the node), per reservation in nomination order: Restricted ones must fit
   what remains of them (and their devices and CPUs are the only ones offered), Default/Aligned ones are tried first
   with only their devices and CPUs, then with the node's as well; the first reservation that fits, in nomination
-  order, is the one the pod uses on that node;
+  order, is the one the pod uses on that node; without an affinity, a reservation that reserves none of the
+  resources the pod requests is skipped (upstream's ResourceNames intersection);
 - the other nodes are evaluated as usual, unless the pod must use a reservation (affinity): then they fail with
   "node(s) no reservations match reservation affinity";
 - ranking (upstream's Reservation score outweighs the others): nodes where the pod uses a reservation first — the
@@ -28,6 +29,7 @@ import msgspec
 
 from allot_contracts.objects import names as n
 from allot_placement import explain
+from allot_placement import reasons as rs
 from allot_placement.decision import Decision
 from allot_placement.evaluate import NodeResult, evaluate, static_filter
 from allot_placement.reasons import Reason
@@ -70,6 +72,11 @@ NO_RESERVATION_FITS: Final[Reason] = (
     "NoReservationMeetsRequirements",
 )
 CONFLICT: Final[Reason] = (POLICY_CONFLICT, "ReservationAllocatePolicyConflict")
+# a reserve pod whose template names a node: every other node
+NODE_NOT_MATCHED: Final[Reason] = (
+    "node(s) didn't match the nodeName specified by reservation",
+    "ReservationNodeNameMismatch",
+)
 
 
 class ReservationContext(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,7 +112,8 @@ def _on_node(
         res = _evaluate(engine, restored, spec)
         return res, None, res.reasons
     reasons: list[Reason] = []
-    remaining = list(holds)
+    # without an affinity, a reservation that reserves none of what the pod requests is not for it (upstream skips it)
+    remaining = [h for h in holds if ctx.required or any(k in spec.requests for k in h.resource_names())]
     while remaining:
         hold = nominate(remaining, spec.requests, ctx.name)
         if hold is None:
@@ -208,6 +216,7 @@ def schedule_reserve(
             continue
         res = got[1]
         reasons = (CONFLICT,) if policy_conflict(policy, on_node) else res.reasons
+        reasons = tuple(NODE_NOT_MATCHED if r == rs.NODE_NAME else r for r in reasons)
         if res.feasible and reasons != (CONFLICT,):
             ranked.append(((-res.score, name), name, res))
             continue

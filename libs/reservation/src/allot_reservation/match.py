@@ -7,7 +7,8 @@ reservation-ignored pod            → matched (it may use what any reservation 
 owners do not match                → not considered (not reported: the reservation is simply not the pod's)
 affinity names a reservation       → matched iff the name is this one (and exact-match holds)
 reservation unschedulable          → no, unless the affinity tolerates node.kubernetes.io/unschedulable
-untolerated NoSchedule/NoExecute   → no ("reservation(s) had untolerated taint {key: value}")
+untolerated NoSchedule/NoExecute   → no ("reservation(s) had untolerated taint {key: value}"); only a pod with a
+                                     reservation affinity is checked (its tolerations); one without has none to check
 affinity selector / terms mismatch → no (matched against node labels ∪ reservation labels)
 exact-match fails                  → no
 otherwise                          → matched
@@ -143,7 +144,8 @@ def match_reservation(
     tolerations = affinity.tolerations if affinity is not None else ()
     if r.unschedulable and first_untolerated_taint((UNSCHEDULABLE_TAINT,), tolerations) is not None:
         return False, UNSCHEDULABLE
-    taint = first_untolerated_taint(r.taints, tolerations)
+    # taints are tolerated through the affinity; a pod without one is not checked (upstream's nil affinity)
+    taint = first_untolerated_taint(r.taints, tolerations) if affinity is not None else None
     if taint is not None:
         return False, f"reservation(s) had untolerated taint {{{taint[0]}: {taint[1]}}}"
     if affinity is not None and not _affinity_matches(affinity, node_labels, r, node):
