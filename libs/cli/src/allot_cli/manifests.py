@@ -88,8 +88,10 @@ from allot_contracts.events import (
     TopologyDeleted,
     WorkloadExpanded,
 )
-from allot_contracts.objects.admission import Admitted, accepted_kinds, admit
+from allot_contracts.objects.admission import Admitted, Namespace, accepted_kinds, admit
+from allot_contracts.objects.colocation_profile import ColocationProfile
 from allot_contracts.objects.pod import BUILTIN_PRIORITY_CLASSES, PodContext, PriorityClassInfo
+from allot_contracts.objects.profile_mutation import apply_profiles, namespace_labels
 from allot_contracts.objects.quota import BUILTIN as BUILTIN_QUOTAS
 
 _LOADER = getattr(
@@ -272,7 +274,10 @@ def load_documents(path: str, limits: Limits = LIMITS) -> list[Document]:
 class Door:
     """Admission of documents in order. It knows the PriorityClasses (built in, already recorded, and those earlier
     in the input) to resolve ``priorityClassName``, and, when ``quotas`` is given, the elastic quotas that exist, to
-    refuse a pod naming one that does not (what Koordinator's pod webhook refuses)."""
+    refuse a pod naming one that does not (what Koordinator's pod webhook refuses). It knows the
+    ClusterColocationProfiles and Namespaces the same way (already recorded, and earlier in the input) and applies
+    the profiles to every new pod before admitting it, as Koordinator's mutating webhook does before validation
+    (:mod:`allot_contracts.objects.profile_mutation`); the pod is recorded as mutated, with a warning per profile."""
 
     priority_classes: dict[str, PriorityClassInfo] = field(
         default_factory=lambda: dict(BUILTIN_PRIORITY_CLASSES)
@@ -280,6 +285,50 @@ class Door:
     quotas: set[str] | None = None
     expand_workloads: bool = True
     resolve_priority: bool = True  # False for objects read from an API server (it resolved priorityClassName)
+    # None: profiles are never applied (kube-sync: the API server's mutating webhook has applied them)
+    profiles: dict[str, ColocationProfile] | None = field(default_factory=dict)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
+
+    def admit_pod(self, body: dict[str, Any]) -> tuple[dict[str, Any], Admitted]:
+        """The pod as the matching profiles leave it, and its admission."""
+        if not self.profiles:
+            return body, admit(body, self.context())
+        meta = body.get("metadata")
+        namespace = str((meta.get("namespace") if isinstance(meta, dict) else None) or "default")
+        mutation = apply_profiles(
+            body,
+            self.profiles.values(),
+            namespace=namespace_labels(namespace, self.namespaces.get(namespace)),
+            priority_classes=self.priority_classes,
+        )
+        admitted = admit(mutation.manifest, self.context())
+        issues = mutation.issues + mutation.attribute(admitted.issues)
+        return mutation.manifest, msgspec.structs.replace(
+            admitted,
+            obj=None if issues else admitted.obj,
+            issues=issues,
+            warnings=mutation.warnings + list(admitted.warnings),
+        )
+
+    def _forget(self, doc: Document) -> None:
+        """A ``Delete`` of a PriorityClass or ClusterColocationProfile: the pods after it no longer see it."""
+        spec = doc.body.get("spec") or {}
+        if spec.get("kind") == "PriorityClass" and spec.get("name") not in BUILTIN_PRIORITY_CLASSES:
+            self.priority_classes.pop(str(spec.get("name")), None)
+        elif spec.get("kind") == "ClusterColocationProfile" and self.profiles is not None:
+            self.profiles.pop(str(spec.get("name")), None)
+
+    def _remember(self, doc: Document, admitted: Admitted) -> None:
+        obj = admitted.obj
+        if doc.kind == "PriorityClass" and isinstance(obj, PriorityClassInfo):
+            self.priority_classes[obj.name] = obj
+        elif doc.kind == "ElasticQuota" and self.quotas is not None:
+            self.quotas.add(admitted.name)
+        elif doc.kind == "ClusterColocationProfile" and isinstance(obj, ColocationProfile):
+            if self.profiles is not None:
+                self.profiles[obj.name] = obj
+        elif doc.kind == "Namespace" and isinstance(obj, Namespace):
+            self.namespaces[obj.name] = dict(obj.labels)
 
     def context(self) -> PodContext:
         return PodContext(
@@ -293,6 +342,8 @@ class Door:
         key = (doc.api_version, doc.kind)
         if key in CLI_KINDS:
             issues = _cli_kind_issues(doc)
+            if not issues and doc.kind == "Delete":
+                self._forget(doc)
             return Verdict(doc, issues, [])
         if key in WORKLOAD_KINDS:
             if not self.expand_workloads:
@@ -308,19 +359,18 @@ class Door:
                     ],
                 )
             pods, issues, warnings = expand(body)
-            context = self.context()
-            doc.pods = [(p, admit(p, context)) for p in pods]
+            doc.pods = [self.admit_pod(p) for p in pods]
             for _, pod in doc.pods[:1]:  # every pod has the template's problems: report them once
                 issues += [msgspec.structs.replace(i, path=f"spec.template: {i.path}") for i in pod.issues]
                 warnings += pod.warnings
             return Verdict(doc, issues, warnings)
-        admitted = admit(body, self.context())
+        if key == ("v1", "Pod"):
+            doc.body, admitted = self.admit_pod(body)
+        else:
+            admitted = admit(body, self.context())
         doc.admitted = admitted
         if admitted.ok:
-            if doc.kind == "PriorityClass" and isinstance(admitted.obj, PriorityClassInfo):
-                self.priority_classes[admitted.obj.name] = admitted.obj
-            elif doc.kind == "ElasticQuota" and self.quotas is not None:
-                self.quotas.add(admitted.name)
+            self._remember(doc, admitted)
         if (
             admitted.issues
             and admitted.issues[0].code == "NotSupported"

@@ -1,11 +1,12 @@
 """``allot apply -f FILE``: record objects (the kinds of :mod:`allot_cli.manifests`) in the log.
 
-Every document is admitted first (the door: :mod:`allot_contracts.objects.admission`), knowing the PriorityClasses
-and elastic quotas already recorded. As ``kubectl apply`` does, the valid documents are recorded and each refused
-one is reported with the document, field path and reason, and the command then exits 1; with ``--atomic`` nothing
-is recorded unless every document is valid. Anything read but not acted on is printed as a warning per object.
-Valid documents are appended in large batches (one transaction per
-``CHUNK_EVENTS`` events), their event ids fixed before the first attempt, so a batch retried after a lost connection
+Every document is admitted first (the door: :mod:`allot_contracts.objects.admission`), knowing the PriorityClasses,
+elastic quotas, ClusterColocationProfiles and Namespaces already recorded; a new pod is mutated by the matching
+profiles first, as Koordinator's mutating webhook does (:meth:`allot_cli.manifests.Door.admit_pod`). As
+``kubectl apply`` does, the valid documents are recorded and each refused one is reported with the document, field
+path and reason, and the command then exits 1; with ``--atomic`` nothing is recorded unless every document is
+valid. Anything read but not acted on is printed as a warning per object. Valid documents are appended in large
+batches (one transaction per ``CHUNK_EVENTS`` events), their event ids fixed before the first attempt, so a batch retried after a lost connection
 is recorded once. Transient database failures are retried with backoff; if the database stays away, the command
 says exactly which documents were recorded and which were not. By default the command then waits until the services
 have handled what it recorded (``--no-wait`` returns at once; ``--wait-each`` records and waits one document at a
@@ -30,6 +31,7 @@ from allot_cli.manifests import Document, Door, Input, Verdict, load_documents, 
 from allot_contracts.envelope import NewEvent
 from allot_contracts.errors import TransientError
 from allot_contracts.events import PriorityClassApplied, type_of
+from allot_contracts.objects.colocation_profile import parse_colocation_profile
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 
@@ -211,31 +213,56 @@ async def record(
         await store.close()
 
 
-DOOR_TYPES = ("quota.registered", "quota.removed", "priorityclass.applied", "priorityclass.deleted")
+DOOR_TYPES = (
+    "quota.registered",
+    "quota.removed",
+    "priorityclass.applied",
+    "priorityclass.deleted",
+    "colocationprofile.applied",
+    "colocationprofile.deleted",
+    "object.ignored",  # Namespaces: their labels select profiles
+)
+
+
+def _learn(door: Door, kind: str, payload: dict[str, Any]) -> None:
+    """What one recorded event tells the door (``door.quotas`` is a set here)."""
+    assert door.quotas is not None and door.profiles is not None
+    if kind == "quota.registered":
+        door.quotas.add(str(payload["quota"]["name"]))
+    elif kind == "quota.removed":
+        door.quotas.discard(str(payload["quota"]["name"]))
+    elif kind == "priorityclass.deleted":
+        door.priority_classes.pop(str(payload["name"]), None)
+    elif kind == "colocationprofile.applied":
+        profile = parse_colocation_profile(payload["manifest"], [], [])
+        if profile is not None:
+            door.profiles[profile.name] = profile
+    elif kind == "colocationprofile.deleted":
+        door.profiles.pop(str(payload["name"]), None)
+    elif kind == "object.ignored" and payload.get("kind") == "Namespace":
+        labels = (payload.get("manifest") or {}).get("metadata", {}).get("labels")
+        door.namespaces[str(payload["ref"]["name"])] = {str(k): str(v) for k, v in (labels or {}).items()}
 
 
 async def door_for(url: str) -> Door:
-    """A door that knows the elastic quotas and PriorityClasses recorded so far."""
+    """A door that knows the elastic quotas, PriorityClasses, ClusterColocationProfiles and Namespaces recorded so
+    far."""
     store = PostgresEventStore.connect(url)
     door = Door(quotas=set())
-    assert door.quotas is not None
     try:
 
         async def scan() -> None:
             async for record in store.iterate(types=DOOR_TYPES):
-                payload = record.payload_dict()
-                if record.type == "quota.registered":
-                    door.quotas.add(str(payload["quota"]["name"]))  # type: ignore[union-attr]
-                elif record.type == "quota.removed":
-                    door.quotas.discard(str(payload["quota"]["name"]))  # type: ignore[union-attr]
-                elif record.type == "priorityclass.applied":
+                if record.type == "priorityclass.applied":
                     event = record.decode()
                     assert isinstance(event, PriorityClassApplied)
                     door.priority_classes[event.name] = event.spec
                 else:
-                    door.priority_classes.pop(str(payload["name"]), None)
+                    _learn(door, record.type, record.payload_dict())
 
-        await retrying(scan, what="reading recorded quotas and priority classes")
+        await retrying(
+            scan, what="reading recorded quotas, priority classes, colocation profiles and namespaces"
+        )
     finally:
         await store.close()
     return door
