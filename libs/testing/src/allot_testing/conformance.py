@@ -1,11 +1,12 @@
 """The conformance corpus (tests/conformance/): cases in upstream's shapes, run in the simulator and on a live stack.
 
 A case is ``<slug>.yaml`` (documents as upstream writes them), ``<slug>.expected.yaml`` (``source``, ``upstream``,
-optional ``difference``, ``refused``, ``pods``, ``nodes``) and optionally ``<slug>.config.yaml``; the format is in
-tests/conformance/README.md.
+optional ``difference``, ``refused``, ``pods``, ``nodes``, ``submitted``) and optionally ``<slug>.config.yaml``; the
+format is in tests/conformance/README.md.
 
 Both runs reduce a log to the same *outcome*: the documents the door refused, the facts of the last decision of each
-object, and what the node side derived for each node. The simulator applies the documents one by one; the live
+object, what the node side derived for each node, and each pod as the door recorded it (after the
+ClusterColocationProfiles). The simulator applies the documents one by one; the live
 stack records the cluster (Nodes, Devices, NodeMetrics, quotas) and then every workload document up to the next
 ``AdvanceClock`` at once, as ``allot apply -f`` does, and moves a manual clock the way the simulator does (timers fire
 at their own time, in order), so a case's outcome must not depend on how fast the services handle what they receive
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 REQUIRED = ("source", "upstream")
-KNOWN_KEYS = frozenset({*REQUIRED, "difference", "refused", "pods", "nodes"})
+KNOWN_KEYS = frozenset({*REQUIRED, "difference", "refused", "pods", "nodes", "submitted"})
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class Outcome:
     refused: dict[str, str] = field(default_factory=dict)  # "<Kind> <name>" -> the door's messages
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # object -> facts of its last decision
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> last node.allocatable_updated
+    submitted: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod -> its manifest as recorded
 
 
 # --- reading a log -----------------------------------------------------------------------------------------------------
@@ -131,6 +133,8 @@ def outcome_of(records: Iterable[RecordedEvent], refused: dict[str, str]) -> Out
     for decision in decisions(records):  # the last decision per object wins
         outcome.pods[decision["pod"]] = decision_facts(decision)
     for record in records:
+        if record.type in ("pod.submitted", "pod.observed"):
+            outcome.submitted[record.stream_id.removeprefix("pod:")] = record.payload_dict()["manifest"]
         if record.type == "node.allocatable_updated":
             p = record.payload_dict()
             outcome.nodes[p["name"]] = {
@@ -234,6 +238,25 @@ def _node_matches(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     return wrong
 
 
+def _subset(got: Any, want: Any, path: str) -> list[str]:
+    """Where ``got`` differs from ``want``: maps key by key (``null`` wants the key absent), anything else equal."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            return [f"{path}: {got!r} is not a mapping"]
+        wrong: list[str] = []
+        for key, value in want.items():
+            where = f"{path}.{key}"
+            if value is None:
+                if key in got:
+                    wrong.append(f"{where}: {got[key]!r}, expected absent")
+            elif key not in got:
+                wrong.append(f"{where}: absent, expected {value!r}")
+            else:
+                wrong += _subset(got[key], value, where)
+        return wrong
+    return [] if got == want else [f"{path}: {got!r} != {want!r}"]
+
+
 def check_expected(case: Case, outcome: Outcome) -> list[str]:
     """Every way ``outcome`` differs from the case's expected file (empty: it conforms)."""
     expected = case.expected
@@ -261,6 +284,11 @@ def check_expected(case: Case, outcome: Outcome) -> list[str]:
         for pod, facts in outcome.pods.items()
         if pod not in want_pods
     ]
+    for pod, want in (expected.get("submitted") or {}).items():
+        if pod not in outcome.submitted:
+            problems.append(f"{pod}: not recorded (expected {want})")
+            continue
+        problems += _subset(outcome.submitted[pod], want, f"{pod} as recorded")
     for node, want in (expected.get("nodes") or {}).items():
         if node not in outcome.nodes:
             problems.append(f"node {node}: nothing derived (expected {want})")
