@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from allot_cli.commands.apply import door_for
+from allot_cli.commands.explain import explain, history
 from allot_cli.kube import sync
 from allot_cli.manifests import Document, to_input
 from allot_cli.sim.run import run
@@ -129,6 +130,19 @@ def test_the_simulator_applies_a_profile_before_admission_and_records_the_mutate
     assert notices[0].startswith("ClusterColocationProfile colocation-profile-example set: ")
     assert "a koord-batch pod: cpu to kubernetes.io/batch-cpu" in notices[1]
     assert decided["spark/test-pod"] == "pod.placed"  # on the node's batch resources
+
+
+def test_explain_shows_what_the_profile_did(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump_all([NAMESPACE, PROFILE, NODE, a_pod("test-pod")]))
+    sim, _, _ = run(str(path), config={})
+    lines = explain("spark/test-pod", *asyncio.run(history(sim.store, "spark/test-pod")))
+    profile = [line for line in lines if line.startswith("profile:")]
+    assert profile[0].startswith("profile:   ClusterColocationProfile colocation-profile-example set: ")
+    assert "a koord-batch pod: cpu to kubernetes.io/batch-cpu" in profile[1]
+    assert not [
+        line for line in lines if line.startswith("not acted on:") and "ClusterColocationProfile" in line
+    ]
 
 
 def test_a_pod_that_relies_on_a_profile_for_its_qos_class_is_admitted(tmp_path: Path) -> None:
