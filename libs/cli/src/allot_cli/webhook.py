@@ -124,21 +124,25 @@ def quota_tree_issues(request: dict[str, Any], cluster: list[dict[str, Any]]) ->
     return list(issues) if spec is None else engine.validate_quota(spec)
 
 
-def cluster_quotas(client: Any) -> QuotaLister:
-    """The lister of the cluster's ElasticQuotas through ``client`` (none when the CRD is not installed)."""
+async def _items(client: Any, path: str) -> list[dict[str, Any]]:
+    """The items of a list through ``client`` (none when the resource is not served: its CRD is not installed)."""
     from allot_runtime.kube.client import ApiError, call
 
+    try:
+        found = await call(client, "GET", path, timeout=5.0)
+    except ApiError as exc:
+        if exc.status == 404:
+            return []
+        raise
+    listed = found.get("items") if isinstance(found, dict) else None
+    return [item for item in listed or [] if isinstance(item, dict)]
+
+
+def cluster_quotas(client: Any) -> QuotaLister:
+    """The lister of the cluster's ElasticQuotas through ``client`` (none when the CRD is not installed)."""
+
     async def quotas() -> list[dict[str, Any]]:
-        try:
-            found = await call(
-                client, "GET", "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas", timeout=5.0
-            )
-        except ApiError as exc:
-            if exc.status == 404:
-                return []
-            raise
-        items = found.get("items") if isinstance(found, dict) else None
-        return [item for item in items or [] if isinstance(item, dict)]
+        return await _items(client, "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas")
 
     return quotas
 
@@ -162,19 +166,9 @@ def cluster_profiles(client: Any) -> ProfileSource:
     and the PriorityClasses, through ``client``. A profile Allot cannot read is left out, with a log line."""
     from allot_runtime.kube.client import ApiError, call
 
-    async def items(path: str) -> list[dict[str, Any]]:
-        try:
-            found = await call(client, "GET", path, timeout=5.0)
-        except ApiError as exc:
-            if exc.status == 404:
-                return []
-            raise
-        listed = found.get("items") if isinstance(found, dict) else None
-        return [item for item in listed or [] if isinstance(item, dict)]
-
     async def world(namespace: str) -> ProfileWorld:
         profiles = []
-        for item in await items(f"/apis/{PROFILE_API_VERSION}/clustercolocationprofiles"):
+        for item in await _items(client, f"/apis/{PROFILE_API_VERSION}/clustercolocationprofiles"):
             issues: list[FieldIssue] = []
             profile = parse_colocation_profile(item, issues, [])
             if profile is None:
@@ -193,7 +187,7 @@ def cluster_profiles(client: Any) -> ProfileSource:
                 ((obj.get("metadata") or {}).get("labels") or {}) if isinstance(obj, dict) else {}
             )
         if any(p.priority_class_name for p in profiles):
-            for item in await items("/apis/scheduling.k8s.io/v1/priorityclasses"):
+            for item in await _items(client, "/apis/scheduling.k8s.io/v1/priorityclasses"):
                 pc = parse_priority_class(item, [], [])
                 if pc is not None:
                     found.priority_classes[pc.name] = pc
