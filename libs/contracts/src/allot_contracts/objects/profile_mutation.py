@@ -95,7 +95,9 @@ def _labels(meta: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 
 def _set_meta(pod: dict[str, Any], key: str) -> dict[str, Any]:
-    meta = pod.setdefault("metadata", {})
+    meta = pod.get("metadata")
+    if not isinstance(meta, dict):
+        meta = pod["metadata"] = {}
     if not isinstance(meta.get(key), dict):
         meta[key] = {}
     value: dict[str, Any] = meta[key]
