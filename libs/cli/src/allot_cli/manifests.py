@@ -20,11 +20,11 @@ scheduling.koordinator.sh/v1alpha1 Reservation  ``reservation.applied``
 scheduling.koordinator.sh/v1alpha1              ``migration.applied``
 PodMigrationJob
 slo.koordinator.sh/v1alpha1 NodeMetric          ``nodemetric.applied``
-config.koordinator.sh/v1alpha1                  ``colocationprofile.applied``
-ClusterColocationProfile
+config.koordinator.sh/v1alpha1                  ``colocationprofile.applied`` (applied to the pods after it
+ClusterColocationProfile                        at the door: :meth:`Door.admit_pod`)
 v1 ConfigMap ``slo-controller-config``          ``colocation.applied`` (other ConfigMaps: ``object.ignored``)
 scheduling.k8s.io/v1 PriorityClass              ``priorityclass.applied`` (resolves ``priorityClassName``)
-v1 Namespace                                    ``object.ignored`` (accepted, nothing acts on it)
+v1 Namespace                                    ``object.ignored`` (its labels select profiles at the door)
 apps/v1 Deployment, ReplicaSet, StatefulSet,    ``workload.expanded`` and the pods its controller would create
 batch/v1 Job                                    (:mod:`allot_cli.workloads`; standalone mode only)
 allot.dev/v1 Delete ``{kind,namespace,name}``   the kind's ``*.deleted`` event
