@@ -31,7 +31,6 @@ Pure; the manifest given is not modified.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -87,6 +86,15 @@ def namespace_labels(name: str, labels: Mapping[str, Any] | None) -> dict[str, s
     """A namespace's labels as the API server keeps them: with ``kubernetes.io/metadata.name`` (a namespace no one
     described has only that one)."""
     return {**{str(k): str(v) for k, v in (labels or {}).items()}, NAMESPACE_NAME_LABEL: name}
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a manifest's maps and lists (their leaves are immutable)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
 
 
 def _labels(meta: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -255,14 +263,14 @@ def apply_profiles(
     """The pod as Koordinator's mutating webhook leaves it (see the module docstring). ``namespace``: the labels of
     the pod's namespace (:func:`namespace_labels`); ``identity``: what the probability draw is derived from
     (default: the pod's uid, else ``namespace/name``)."""
-    pod: dict[str, Any] = copy.deepcopy(dict(manifest))
-    result = ProfileMutation(manifest=pod)
-    if not all(isinstance(pod.get(part) or {}, dict) for part in ("metadata", "spec")):
+    result = ProfileMutation(manifest=dict(manifest))
+    if not all(isinstance(manifest.get(part) or {}, dict) for part in ("metadata", "spec")):
         return result  # malformed: admission refuses it with the path
-    labels = _pod_labels(pod)
+    labels = _pod_labels(manifest)
     matched = sorted((p for p in profiles if profile_matches(p, labels, namespace)), key=lambda p: p.name)
     if not matched:
         return result
+    pod: dict[str, Any] = _copy(result.manifest)
     who = identity if identity is not None else pod_identity(pod)
     for profile in matched:
         lead = f"ClusterColocationProfile {profile.name}"
@@ -278,7 +286,7 @@ def apply_profiles(
                     )
                 )
                 continue
-        before = copy.deepcopy(pod)
+        before = _copy(pod)
         try:
             pod = _mutate_one(pod, profile, priority_classes)
         except PatchError as exc:
@@ -289,7 +297,7 @@ def apply_profiles(
         result.set_by.update((path, profile.name) for path, _ in changes)
         result.warnings.append(_notice("Mutated", f"{lead} set", changes))
     if not any(p.skip_update_resources for p in matched):
-        before = copy.deepcopy(pod)
+        before = _copy(pod)
         priority_class = _translate_resources(pod)
         changes = _changes(before, pod)
         if changes:
