@@ -420,8 +420,14 @@ def test_the_chart_installs_what_the_kustomize_base_does(
     probes, security, resources, variables, RBAC grants, Services, budgets and priority as deploy/k8s/base."""
     chart, base = rendered["external"], kustomize(BASE)
     chart_grants = grants_of(chart)
-    # The webhook (chart only) lists ElasticQuotas to check a quota against its tree, and nothing else.
-    assert chart_grants.pop("allot-webhook") == {("scheduling.sigs.k8s.io", "elasticquotas", "list")}
+    # The webhook (chart only) lists ElasticQuotas to check a quota against its tree, and what applying the
+    # ClusterColocationProfiles to a new pod needs; nothing else.
+    assert chart_grants.pop("allot-webhook") == {
+        ("scheduling.sigs.k8s.io", "elasticquotas", "list"),
+        ("config.koordinator.sh", "clustercolocationprofiles", "list"),
+        ("", "namespaces", "get"),
+        ("scheduling.k8s.io", "priorityclasses", "list"),
+    }
     assert chart_grants == grants_of(base)
     chart_workloads = {c: o for c, o in workloads(chart).items() if c != "webhook"}
     base_workloads = workloads(base)

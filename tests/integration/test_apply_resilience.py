@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from allot_cli.commands import apply as apply_cmd
+from allot_cli.documents import Document
 from allot_cli.errors import UsageError
-from allot_cli.manifests import Document, to_input
+from allot_cli.manifests import to_input
 from allot_contracts.errors import Unavailable
 from allot_eventstore.migrate import migrate
 from allot_eventstore.postgres import PostgresEventStore

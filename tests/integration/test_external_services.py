@@ -16,7 +16,8 @@ from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
 from allot_cli.commands.decisions import live_decisions
 from allot_cli.decisions import decisions
-from allot_cli.manifests import load_documents, to_input
+from allot_cli.documents import load_documents
+from allot_cli.manifests import to_input
 from allot_cli.sim.run import run
 from allot_eventstore.postgres import PostgresEventStore
 from allot_testing.contracts.store import EventStoreContract

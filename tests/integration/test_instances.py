@@ -7,7 +7,8 @@ import pytest
 
 from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
-from allot_cli.manifests import Document, to_input
+from allot_cli.documents import Document
+from allot_cli.manifests import to_input
 from allot_cli.pipeline import build_instance, instances
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime.processor import Host

@@ -12,7 +12,8 @@ import pytest
 
 from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
-from allot_cli.manifests import Door, load_documents, to_input
+from allot_cli.documents import load_documents
+from allot_cli.manifests import Door, to_input
 from allot_cli.pipeline import PROCESSORS, build
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime.processor import Host

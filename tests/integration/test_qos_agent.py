@@ -22,7 +22,8 @@ import pytest
 from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
 from allot_cli.commands.explain import explain, history
-from allot_cli.manifests import Document, to_input
+from allot_cli.documents import Document
+from allot_cli.manifests import to_input
 from allot_cli.pipeline import build_instance
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import ObjectRef, PodEvicted

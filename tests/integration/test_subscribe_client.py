@@ -17,7 +17,8 @@ from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
 from allot_cli.commands.apply import record
-from allot_cli.manifests import Document, to_input
+from allot_cli.documents import Document
+from allot_cli.manifests import to_input
 from allot_client import AllotClient, Delivery
 from allot_contracts.envelope import NewEvent, stream_id
 from allot_contracts.events import NodeDeleted, ObjectRef, PodDeleted, PodPlaced, QuotaDeleted

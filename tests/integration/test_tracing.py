@@ -10,7 +10,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
-from allot_cli.manifests import Document, to_input
+from allot_cli.documents import Document
+from allot_cli.manifests import to_input
 from allot_eventstore.postgres import PostgresEventStore
 from allot_testing.builders import a_node, a_pod
 from allot_testing.stack import InProcessStack

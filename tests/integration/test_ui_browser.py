@@ -19,7 +19,8 @@ from aiohttp import ClientSession, web
 
 from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
-from allot_cli.manifests import load_documents, to_input
+from allot_cli.documents import load_documents
+from allot_cli.manifests import to_input
 from allot_cli.ui.model import UiModel
 from allot_cli.ui.server import make_app
 from allot_eventstore.postgres import PostgresEventStore

@@ -16,9 +16,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from allot_cli.webhook import Webhook, cluster_quotas, serve, tls_context
+from allot_cli.webhook import Webhook, cluster_profiles, cluster_quotas, serve, tls_context
 from allot_testing.builders import a_pod, a_quota
-from allot_testing.fake_kube import FakeKube
+from allot_testing.fake_kube import RESOURCES, FakeKube, FakeResource
+from allot_testing.fake_kube_rules import json_patch
 
 pytestmark = pytest.mark.skipif(
     shutil.which("openssl") is None, reason="needs the openssl command to make a CA"
@@ -336,3 +337,162 @@ async def test_an_update_may_not_change_the_qos_class_or_the_priority(endpoint: 
     assert response["status"]["details"]["causes"][0]["field"] == 'metadata.labels["koordinator.sh/priority"]'
 
     assert (await post(endpoint, "/validate", updated(old, team="etl")))["allowed"] is True
+
+
+# -- ClusterColocationProfiles on /mutate ------------------------------------------------------------------------------
+PROFILE_RESOURCES = (
+    *RESOURCES,
+    FakeResource(
+        "config.koordinator.sh/v1alpha1", "ClusterColocationProfile", "clustercolocationprofiles", False
+    ),
+    FakeResource("v1", "Namespace", "namespaces", False),
+    FakeResource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False),
+)
+
+
+@pytest.fixture
+async def profiled(tmp_path: Path, unused_tcp_port: int) -> AsyncIterator[tuple[Any, FakeKube]]:
+    """The webhook applying the fake API server's ClusterColocationProfiles, as ``allot webhook`` does in a cluster:
+    (endpoint, the fake API server)."""
+    from allot_runtime.kube import api_client
+
+    async with FakeKube(PROFILE_RESOURCES) as kube:
+        api = await api_client(kube.kubeconfig(tmp_path))
+        try:
+            async for served in _serve(Webhook(profiles=cluster_profiles(api)), tmp_path, unused_tcp_port):
+                yield served, kube
+        finally:
+            await api.close()
+
+
+def colocation_profile(name: str, **spec: Any) -> dict[str, Any]:
+    """The user manual's profile (docs/user-manuals/colocation-profile.md), without its schedulerName."""
+    return {
+        "apiVersion": "config.koordinator.sh/v1alpha1",
+        "kind": "ClusterColocationProfile",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
+            "selector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
+            "qosClass": "BE",
+            "priorityClassName": "koord-batch",
+            "koordinatorPriority": 1000,
+            "labels": {"koordinator.sh/mutated": "true"},
+            "annotations": {"koordinator.sh/intercepted": "true"},
+            "patch": {"spec": {"terminationGracePeriodSeconds": 30}},
+            **spec,
+        },
+    }
+
+
+def manual_pod() -> dict[str, Any]:
+    """The manual's test-pod, as the API server sends it to a mutating webhook (no namespace in the object)."""
+    return {
+        "metadata": {"name": "test-pod", "labels": {"koordinator.sh/enable-colocation": "true"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "nginx:1.15.1",
+                    "resources": {
+                        "limits": {"cpu": "1", "memory": "3456Mi"},
+                        "requests": {"cpu": "1", "memory": "3456Mi"},
+                    },
+                }
+            ],
+            "priority": 0,
+        },
+    }
+
+
+def pod_review(pod: dict[str, Any], namespace: str = "spark") -> dict[str, Any]:
+    body = review(POD, pod)
+    body["request"]["namespace"] = namespace
+    return body
+
+
+async def test_the_mutating_webhook_applies_the_clusters_colocation_profiles(profiled: Any) -> None:
+    endpoint, kube = profiled
+    kube.create(
+        {
+            "kind": "Namespace",
+            "metadata": {"name": "spark", "labels": {"koordinator.sh/enable-colocation": "true"}},
+        }
+    )
+    kube.create({"kind": "Namespace", "metadata": {"name": "other"}})
+    kube.create(
+        {
+            "kind": "PriorityClass",
+            "metadata": {"name": "koord-batch"},
+            "value": 5000,
+            "preemptionPolicy": "PreemptLowerPriority",
+        }
+    )
+    kube.create(colocation_profile("colocation-profile-example"))
+    pod = manual_pod()
+    response = await post(endpoint, "/mutate", pod_review(pod))
+    assert response["allowed"] is True and response["patchType"] == "JSONPatch"
+    mutated = json_patch(pod, json.loads(base64.b64decode(response["patch"])))
+    assert mutated["metadata"] == {
+        "name": "test-pod",
+        "labels": {
+            "koordinator.sh/enable-colocation": "true",
+            "koordinator.sh/mutated": "true",
+            "koordinator.sh/qosClass": "BE",
+            "koordinator.sh/priority": "1000",
+        },
+        "annotations": {"koordinator.sh/intercepted": "true"},
+    }
+    spec = mutated["spec"]
+    assert (spec["priorityClassName"], spec["priority"], spec["terminationGracePeriodSeconds"]) == (
+        "koord-batch",
+        5000,
+        30,
+    )
+    assert spec["schedulerName"] == "allot-scheduler"  # then routed to Allot
+    assert spec["containers"][0]["resources"] == {
+        "limits": {"kubernetes.io/batch-cpu": "1k", "kubernetes.io/batch-memory": "3456Mi"},
+        "requests": {"kubernetes.io/batch-cpu": "1k", "kubernetes.io/batch-memory": "3456Mi"},
+    }
+    assert response["warnings"][0].startswith("ClusterColocationProfile colocation-profile-example set: ")
+    # The validating webhook, called after it, sees a BE koord-batch pod on batch resources: allowed.
+    validated = await post(
+        endpoint,
+        "/validate",
+        pod_review({**mutated, "metadata": {**mutated["metadata"], "namespace": "spark"}}),
+    )
+    assert validated["allowed"] is True, validated
+
+    # Another namespace: only routed.
+    response = await post(endpoint, "/mutate", pod_review(manual_pod(), "other"))
+    patch = json.loads(base64.b64decode(response["patch"]))
+    assert patch == [{"op": "add", "path": "/spec/schedulerName", "value": "allot-scheduler"}]
+    assert "warnings" not in response
+
+
+async def test_a_profile_that_cannot_apply_refuses_the_pod_and_a_failed_list_is_the_webhooks_error(
+    profiled: Any,
+) -> None:
+    endpoint, kube = profiled
+    kube.create(
+        {
+            "kind": "Namespace",
+            "metadata": {"name": "spark", "labels": {"koordinator.sh/enable-colocation": "true"}},
+        }
+    )
+    kube.create(colocation_profile("needs-a-class", priorityClassName="koordinator-batch"))
+    response = await post(endpoint, "/mutate", pod_review(manual_pod()))
+    assert response["allowed"] is False
+    (cause,) = response["status"]["details"]["causes"]
+    assert cause["field"] == "spec.priorityClassName"
+    assert cause["message"] == (
+        "ClusterColocationProfile needs-a-class: no PriorityClass with name koordinator-batch was found"
+    )
+    kube.fail("GET", "clustercolocationprofiles", status=503)
+    url, trust = endpoint
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{url}/mutate", json=pod_review(manual_pod()), ssl=trust) as answer,
+    ):
+        assert answer.status == 500
+        assert "could not list the ClusterColocationProfiles" in (await answer.json())["message"]

@@ -101,7 +101,8 @@ def test_what_the_door_read_but_does_not_act_on_is_shown():
 
 
 def test_a_recorded_pod_phase_shows_in_the_timeline():
-    from allot_cli.manifests import Document, Input
+    from allot_cli.documents import Document
+    from allot_cli.manifests import Input
     from allot_contracts.envelope import stream_id
     from allot_contracts.events import ObjectRef, PodPhaseObserved
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from allot_cli.decisions import decisions
-from allot_cli.manifests import Door, load_documents, to_input
+from allot_cli.documents import load_documents
+from allot_cli.manifests import Door, to_input
 from allot_cli.pipeline import build
 from allot_cli.simulator import Simulation
 from allot_eventstore.clock import ManualClock, from_datetime

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.decisions import decisions
-from allot_cli.manifests import Door, load_documents, to_input
+from allot_cli.documents import load_documents
+from allot_cli.manifests import Door, to_input
 from allot_cli.pipeline import build
 from allot_cli.simulator import Simulation
 from allot_runtime.processor import Host
@@ -182,7 +183,8 @@ def test_load_aware_placement_through_the_services(tmp_path: Path) -> None:
 
 def test_a_bad_colocation_configmap_is_rejected_with_its_path(tmp_path: Path) -> None:
     sim = Simulation({})
-    from allot_cli.manifests import Document, Input
+    from allot_cli.documents import Document
+    from allot_cli.manifests import Input
     from allot_contracts.envelope import stream_id
     from allot_contracts.events import ColocationConfigApplied, ObjectRef
 

@@ -429,7 +429,8 @@ def test_an_elastic_quota_profile_makes_a_tree_of_its_selected_nodes():
         "metadata": {"name": "bad", "namespace": "kube-system"},
         "spec": {"resourceRatio": "2"},
     }
-    from allot_cli.manifests import Document, admit_all
+    from allot_cli.documents import Document
+    from allot_cli.manifests import admit_all
 
     assert list(admit_all([Document(source="t", index=0, body=bad)])), (
         "an invalid profile is refused at admission"

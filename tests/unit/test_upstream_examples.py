@@ -29,10 +29,41 @@ def test_what_is_read_but_not_acted_on_is_reported_per_object(capsys: pytest.Cap
     run(str(UPSTREAM / "02-koordinator-manuals.yaml"), config={})
     err = capsys.readouterr().err
     for expected in (
-        "(Namespace team-a): kind: a Namespace is recorded, nothing in Allot acts on it",
-        "(ClusterColocationProfile colocation-profile-example): spec: recorded, but pods are not rewritten",
+        "(Namespace team-a): kind: a Namespace is recorded; only its labels are read",
+        "(Pod team-a/test-pod): ClusterColocationProfile colocation-profile-example set: "
+        'metadata.labels["koordinator.sh/mutated"]=true, metadata.labels["koordinator.sh/qosClass"]=BE',
         "(Deployment team-a/web): kind: standalone mode: Deployment expanded into 2 pod(s)",
         '(Pod default/gang-a): metadata.annotations["gang.scheduling.koordinator.sh/network-topology-spec"]',
         "treated as Strict, as Koordinator does (got 'strict')",
     ):
         assert expected in err, expected
+
+
+def test_the_colocation_profile_rewrites_the_manuals_test_pod_as_the_manual_shows() -> None:
+    """docs/user-manuals/colocation-profile.md, "Verify ClusterColocationProfile works": the pod as `kubectl get pod
+    test-pod -o yaml` shows it (the API server writes batch-cpu 1000 as "1k")."""
+    sim, _, refused = run(str(UPSTREAM / "02-koordinator-manuals.yaml"), config={})
+    assert refused == 0
+    (pod,) = (
+        e.payload_dict()["manifest"]
+        for e in sim.store.events
+        if e.type == "pod.submitted" and e.stream_id == "pod:team-a/test-pod"
+    )
+    assert pod["metadata"]["annotations"] == {"koordinator.sh/intercepted": "true"}
+    assert pod["metadata"]["labels"] == {
+        "koordinator.sh/enable-colocation": "true",
+        "koordinator.sh/qosClass": "BE",
+        "koordinator.sh/priority": "1000",
+        "koordinator.sh/mutated": "true",
+    }
+    spec = pod["spec"]
+    assert spec["terminationGracePeriodSeconds"] == 30
+    assert (spec["priority"], spec["priorityClassName"], spec["schedulerName"]) == (
+        5000,
+        "koord-batch",
+        "koord-scheduler",
+    )
+    assert spec["containers"][0]["resources"] == {
+        "limits": {"kubernetes.io/batch-cpu": "1k", "kubernetes.io/batch-memory": "3456Mi"},
+        "requests": {"kubernetes.io/batch-cpu": "1k", "kubernetes.io/batch-memory": "3456Mi"},
+    }

@@ -8,12 +8,7 @@ from typing import Any
 import pytest
 
 from allot_contracts.issues import FieldIssue
-from allot_contracts.objects.colocation import (
-    apply_profile,
-    parse_colocation_configmap,
-    parse_colocation_profile,
-    profile_matches,
-)
+from allot_contracts.objects.colocation import parse_colocation_configmap
 from allot_contracts.objects.nodemetric import (
     NodeMetric,
     format_time,
@@ -312,45 +307,6 @@ def test_a_bad_configuration_is_refused_with_its_path(key: str, body: Any, path:
     text = body if isinstance(body, str) else json.dumps(body)
     assert parse_colocation_configmap({"data": {key: text}}, issues, []) is None
     assert path in {i.path for i in issues}
-
-
-def test_a_colocation_profile_turns_matching_pods_into_batch_pods() -> None:
-    issues: list[FieldIssue] = []
-    profile = parse_colocation_profile(
-        {
-            "apiVersion": "config.koordinator.sh/v1alpha1",
-            "kind": "ClusterColocationProfile",
-            "metadata": {"name": "spark"},
-            "spec": {
-                "namespaceSelector": {"matchLabels": {"colocation": "on"}},
-                "selector": {"matchLabels": {"app": "spark"}},
-                "qosClass": "BE",
-                "priorityClassName": "koord-batch",
-                "koordinatorPriority": 1000,
-                "labels": {"team": "data"},
-            },
-        },
-        issues,
-        [],
-    )
-    assert issues == [] and profile is not None
-    assert profile_matches(profile, {"app": "spark"}, {"colocation": "on"})
-    assert not profile_matches(profile, {"app": "spark"}, {})
-    pod = {
-        "metadata": {"name": "p", "labels": {"app": "spark"}},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]},
-    }
-    mutated = apply_profile(pod, profile)
-    assert mutated["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
-    assert mutated["spec"]["priority"] == 5000
-    assert mutated["spec"]["containers"][0]["resources"]["requests"] == {
-        "kubernetes.io/batch-cpu": "2000",
-        "kubernetes.io/batch-memory": "1Gi",
-    }
-    assert pod["spec"]["containers"][0]["resources"]["requests"] == {
-        "cpu": "2",
-        "memory": "1Gi",
-    }  # not mutated
 
 
 def test_a_v1_nodemetric_recorded_flat_reads_as_it_did() -> None:

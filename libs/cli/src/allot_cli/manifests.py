@@ -20,11 +20,11 @@ scheduling.koordinator.sh/v1alpha1 Reservation  ``reservation.applied``
 scheduling.koordinator.sh/v1alpha1              ``migration.applied``
 PodMigrationJob
 slo.koordinator.sh/v1alpha1 NodeMetric          ``nodemetric.applied``
-config.koordinator.sh/v1alpha1                  ``colocationprofile.applied``
-ClusterColocationProfile
+config.koordinator.sh/v1alpha1                  ``colocationprofile.applied`` (applied to the pods after it
+ClusterColocationProfile                        at the door: :meth:`Door.admit_pod`)
 v1 ConfigMap ``slo-controller-config``          ``colocation.applied`` (other ConfigMaps: ``object.ignored``)
 scheduling.k8s.io/v1 PriorityClass              ``priorityclass.applied`` (resolves ``priorityClassName``)
-v1 Namespace                                    ``object.ignored`` (accepted, nothing acts on it)
+v1 Namespace                                    ``object.ignored`` (its labels select profiles at the door)
 apps/v1 Deployment, ReplicaSet, StatefulSet,    ``workload.expanded`` and the pods its controller would create
 batch/v1 Job                                    (:mod:`allot_cli.workloads`; standalone mode only)
 allot.dev/v1 Delete ``{kind,namespace,name}``   the kind's ``*.deleted`` event
@@ -44,13 +44,11 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 import msgspec
-import yaml
 
-from allot_cli.errors import InputError
+from allot_cli.documents import NAMESPACED_DELETES, Document
 from allot_cli.quota_door import QuotaView
 from allot_cli.workloads import WORKLOAD_KINDS, expand
 from allot_contracts.envelope import stream_id
@@ -89,32 +87,18 @@ from allot_contracts.events import (
     TopologyDeleted,
     WorkloadExpanded,
 )
-from allot_contracts.objects.admission import Admitted, accepted_kinds, admit
+from allot_contracts.objects.admission import Admitted, Namespace, accepted_kinds, admit
+from allot_contracts.objects.colocation_profile import ColocationProfile
 from allot_contracts.objects.pod import BUILTIN_PRIORITY_CLASSES, Pod, PodContext, PriorityClassInfo
+from allot_contracts.objects.profile_mutation import apply_profiles, namespace_labels
 from allot_contracts.objects.quota import BUILTIN as BUILTIN_QUOTAS
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
-
-_LOADER = getattr(
-    yaml, "CSafeLoader", yaml.SafeLoader
-)  # libyaml when the wheel has it: same documents, faster
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_file_bytes: int = 64 * 2**20
-    max_document_bytes: int = 3 * 2**20  # the API server's request limit
-    max_depth: int = 64
-    max_nodes: int = 1_000_000
-
-
-LIMITS: Final = Limits()
 
 CLI_KINDS: Final = {
     ("allot.dev/v1", "Delete"),
     ("allot.dev/v1", "AdvanceClock"),
     ("allot.dev/v1", "NodeHeartbeat"),
 }
-NAMESPACED_DELETES: Final = {"Pod", "ElasticQuota", "PodGroup", "ElasticQuotaProfile", "ConfigMap"}
 DELETABLE: Final = {
     "Node",
     "Pod",
@@ -130,35 +114,6 @@ DELETABLE: Final = {
     "ConfigMap",
     "PriorityClass",
 }
-
-
-@dataclass
-class Document:
-    source: str
-    index: int
-    body: dict[str, Any]
-    admitted: Admitted | None = None
-    pods: list[tuple[dict[str, Any], Admitted]] = field(default_factory=list)  # a workload's pods, admitted
-
-    @property
-    def api_version(self) -> str:
-        return str(self.body.get("apiVersion", ""))
-
-    @property
-    def kind(self) -> str:
-        return str(self.body.get("kind", ""))
-
-    @property
-    def ref(self) -> ObjectRef:
-        meta = self.body.get("metadata") or {}
-        meta = meta if isinstance(meta, dict) else {}
-        namespaced = self.kind in NAMESPACED_DELETES or (self.api_version, self.kind) in WORKLOAD_KINDS
-        namespace = str(meta.get("namespace") or ("default" if namespaced else ""))
-        return ObjectRef(namespace=namespace if namespaced else "", name=str(meta.get("name") or ""))
-
-    def label(self) -> str:
-        ref = self.ref.key if self.kind not in ("Delete", "AdvanceClock", "NodeHeartbeat") else ""
-        return f"{self.source} document {self.index + 1} ({self.kind or '?'}{' ' + ref if ref else ''})"
 
 
 @dataclass
@@ -184,89 +139,6 @@ class Verdict:
             yield f"{what}: {self.document.label()}: {issue}"
 
 
-# --- reading YAML, bounded -----------------------------------------------------------------------------------------
-
-
-def _measure(root: Any, limits: Limits) -> str | None:
-    """Why ``root`` is too big or too deep, or None. Shared values (YAML aliases) are counted every time they are
-    used, as a reader expanding them would; the walk itself visits each distinct value once."""
-    sizes: dict[int, tuple[int, int]] = {}  # id -> (values, text bytes) of the expanded subtree
-    stack: list[tuple[Any, int, bool]] = [(root, 1, False)]
-    while stack:
-        node, depth, done = stack.pop()
-        if depth > limits.max_depth:
-            return f"nested deeper than {limits.max_depth} levels"
-        key = id(node)
-        if isinstance(node, dict | list):
-            if key in sizes and not done:
-                continue
-            children = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
-            if not done:
-                stack.append((node, depth, True))
-                for _, child in children:
-                    if isinstance(child, dict | list):
-                        stack.append((child, depth + 1, False))
-                continue
-            values, text = 1, 0
-            for k, child in children:
-                if isinstance(node, dict):
-                    text += len(str(k))
-                if isinstance(child, dict | list):
-                    cv, ct = sizes[id(child)]
-                else:
-                    cv, ct = 1, len(child) if isinstance(child, str) else 8
-                values, text = values + cv, text + ct
-                if values > limits.max_nodes:
-                    return f"expands to more than {limits.max_nodes} values (YAML aliases included)"
-                if text > limits.max_document_bytes:
-                    return f"expands to more than {limits.max_document_bytes} bytes of text (YAML aliases included)"
-            sizes[key] = (values, text)
-    return None
-
-
-def _decode(data: bytes, path: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start}, line {line}): {exc.reason}") from exc
-
-
-def parse_documents(text: str, path: str, limits: Limits = LIMITS) -> list[Document]:
-    try:
-        bodies = list(yaml.load_all(text, Loader=_LOADER))
-    except RecursionError as exc:
-        raise InputError(f"{path}: a document is nested too deeply to read") from exc
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path} is not valid YAML: {exc}") from exc
-    docs = []
-    for index, body in enumerate(bodies):
-        if body is None:
-            continue
-        where = f"{path} document {index + 1}"
-        if not isinstance(body, dict):
-            raise InputError(f"{where}: expected a mapping, got {type(body).__name__}")
-        problem = _measure(body, limits)
-        if problem is not None:
-            raise InputError(f"{where}: refused: {problem}")
-        docs.append(Document(source=path, index=index, body=body))
-    return docs
-
-
-def load_documents(path: str, limits: Limits = LIMITS) -> list[Document]:
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read(limits.max_file_bytes + 1)
-        else:
-            with Path(path).open("rb") as f:
-                data = f.read(limits.max_file_bytes + 1)
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
-    if len(data) > limits.max_file_bytes:
-        raise InputError(f"{path}: larger than {limits.max_file_bytes} bytes; split it into several files")
-    return parse_documents(_decode(data, path), path, limits)
-
-
 # --- admission ---------------------------------------------------------------------------------------------------
 
 
@@ -274,7 +146,10 @@ def load_documents(path: str, limits: Limits = LIMITS) -> list[Document]:
 class Door:
     """Admission of documents in order. It knows the PriorityClasses (built in, already recorded, and those earlier
     in the input) to resolve ``priorityClassName``, and, when ``quotas`` is given, the elastic quotas that exist, to
-    refuse a pod naming one that does not (what Koordinator's pod webhook refuses)."""
+    refuse a pod naming one that does not (what Koordinator's pod webhook refuses). It knows the
+    ClusterColocationProfiles and Namespaces the same way (already recorded, and earlier in the input) and applies
+    the profiles to every new pod before admitting it, as Koordinator's mutating webhook does before validation
+    (:mod:`allot_contracts.objects.profile_mutation`); the pod is recorded as mutated, with a warning per profile."""
 
     priority_classes: dict[str, PriorityClassInfo] = field(
         default_factory=lambda: dict(BUILTIN_PRIORITY_CLASSES)
@@ -284,6 +159,62 @@ class Door:
     quota_view: QuotaView = field(default_factory=QuotaView)
     expand_workloads: bool = True
     resolve_priority: bool = True  # False for objects read from an API server (it resolved priorityClassName)
+    # None: profiles are never applied (kube-sync: the API server's mutating webhook has applied them)
+    profiles: dict[str, ColocationProfile] | None = field(default_factory=dict)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
+
+    def admit_pod(self, body: dict[str, Any]) -> tuple[dict[str, Any], Admitted]:
+        """The pod as the matching profiles and its quota tree leave it (the pod webhooks' mutations), and its
+        admission."""
+        if not self.profiles:
+            body = self._in_quota_tree(body)
+            return body, self._parent_quota(admit(body, self.context()))
+        meta = body.get("metadata")
+        namespace = str((meta.get("namespace") if isinstance(meta, dict) else None) or "default")
+        mutation = apply_profiles(
+            body,
+            self.profiles.values(),
+            namespace=namespace_labels(namespace, self.namespaces.get(namespace)),
+            priority_classes=self.priority_classes,
+        )
+        manifest = self._in_quota_tree(mutation.manifest)
+        admitted = self._parent_quota(admit(manifest, self.context()))
+        issues = mutation.issues + mutation.attribute(admitted.issues)
+        return manifest, msgspec.structs.replace(
+            admitted,
+            obj=None if issues else admitted.obj,
+            issues=issues,
+            warnings=mutation.warnings + list(admitted.warnings),
+        )
+
+    def _in_quota_tree(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A pod of a quota tree whose profile selects nodes gets that node affinity."""
+        return self.quota_view.with_tree_affinity(body) if self.quotas is not None else body
+
+    def _forget(self, doc: Document) -> None:
+        """A ``Delete`` of a PriorityClass or ClusterColocationProfile: the pods after it no longer see it."""
+        spec = doc.body.get("spec") or {}
+        if spec.get("kind") == "PriorityClass" and spec.get("name") not in BUILTIN_PRIORITY_CLASSES:
+            self.priority_classes.pop(str(spec.get("name")), None)
+        elif spec.get("kind") == "ClusterColocationProfile" and self.profiles is not None:
+            self.profiles.pop(str(spec.get("name")), None)
+
+    def _remember(self, doc: Document, admitted: Admitted) -> None:
+        obj = admitted.obj
+        if doc.kind == "PriorityClass" and isinstance(obj, PriorityClassInfo):
+            self.priority_classes[obj.name] = obj
+        elif doc.kind == "ElasticQuota" and self.quotas is not None:
+            self.quotas.add(admitted.name)
+            if isinstance(obj, QuotaSpec):
+                self.quota_view.note_quota(obj)
+        elif isinstance(obj, ProfileSpec) and self.quotas is not None:
+            self.quotas.add(obj.quota_name)  # the root quota of its tree
+            self.quota_view.note_profile(obj)
+        elif doc.kind == "ClusterColocationProfile" and isinstance(obj, ColocationProfile):
+            if self.profiles is not None:
+                self.profiles[obj.name] = obj
+        elif doc.kind == "Namespace" and isinstance(obj, Namespace):
+            self.namespaces[obj.name] = dict(obj.labels)
 
     def context(self) -> PodContext:
         return PodContext(
@@ -297,6 +228,8 @@ class Door:
         key = (doc.api_version, doc.kind)
         if key in CLI_KINDS:
             issues = _cli_kind_issues(doc)
+            if not issues and doc.kind == "Delete":
+                self._forget(doc)
             return Verdict(doc, issues, [])
         if key in WORKLOAD_KINDS:
             if not self.expand_workloads:
@@ -312,27 +245,18 @@ class Door:
                     ],
                 )
             pods, issues, warnings = expand(body)
-            context = self.context()
-            pods = [self.quota_view.with_tree_affinity(p) for p in pods] if self.quotas is not None else pods
-            doc.pods = [(p, self._parent_quota(admit(p, context))) for p in pods]
+            doc.pods = [self.admit_pod(p) for p in pods]
             for _, pod in doc.pods[:1]:  # every pod has the template's problems: report them once
                 issues += [msgspec.structs.replace(i, path=f"spec.template: {i.path}") for i in pod.issues]
                 warnings += pod.warnings
             return Verdict(doc, issues, warnings)
-        if doc.kind == "Pod" and self.quotas is not None:
-            doc.body = body = self.quota_view.with_tree_affinity(body)
-        admitted = self._parent_quota(admit(body, self.context()))
+        if key == ("v1", "Pod"):
+            doc.body, admitted = self.admit_pod(body)
+        else:
+            admitted = admit(body, self.context())
         doc.admitted = admitted
         if admitted.ok:
-            if doc.kind == "PriorityClass" and isinstance(admitted.obj, PriorityClassInfo):
-                self.priority_classes[admitted.obj.name] = admitted.obj
-            elif doc.kind == "ElasticQuota" and self.quotas is not None:
-                self.quotas.add(admitted.name)
-                if isinstance(admitted.obj, QuotaSpec):
-                    self.quota_view.note_quota(admitted.obj)
-            elif isinstance(admitted.obj, ProfileSpec) and self.quotas is not None:
-                self.quotas.add(admitted.obj.quota_name)  # the root quota of its tree
-                self.quota_view.note_profile(admitted.obj)
+            self._remember(doc, admitted)
         if (
             admitted.issues
             and admitted.issues[0].code == "NotSupported"

@@ -8,10 +8,17 @@
   judge: allowed as it is. An update of a pod may not change its QoS class, its Koordinator priority class or its
   ``koordinator.sh/priority`` label (Koordinator's pod webhook refuses it too; kube-sync records a pod once, so such
   a change would never reach the services).
-- ``POST /mutate`` (MutatingWebhookConfiguration): sets ``spec.schedulerName`` to Allot's on pod creation. *Which*
-  pods is the configuration's ``namespaceSelector`` (a namespace label) and ``objectSelector`` (a pod label): the
-  API server only sends those. A pod that names another scheduler than ``default-scheduler`` keeps it (with a
-  warning): routing never overrides an explicit choice.
+- ``POST /mutate`` (MutatingWebhookConfiguration), on pod creation: first the cluster's ClusterColocationProfiles, as
+  Koordinator's mutating webhook applies them (:func:`allot_contracts.objects.profile_mutation.apply_profiles`: the
+  profiles, the labels of the pod's namespace and the PriorityClasses are listed from the API server at each review,
+  :func:`cluster_profiles`), each profile named in a warning; then ``spec.schedulerName`` set to Allot's. The answer is
+  one JSON patch from the pod as sent to the pod as mutated. *Which* pods is the configuration's
+  ``namespaceSelector`` (a namespace label) and ``objectSelector`` (a pod label): the API server only sends those.
+  A pod that names another scheduler than ``default-scheduler`` (itself, or through a profile's ``schedulerName``)
+  keeps it (with a warning): routing never overrides an explicit choice. A profile naming a PriorityClass that does
+  not exist refuses the pod (upstream's webhook fails the request); a list that fails is the webhook's error (500:
+  ``failurePolicy`` decides). The validating webhook, which the API server calls after every mutating one, sees the
+  mutated pod.
 
 ElasticQuota trees are checked too, as quota-manager checks them (``allot_quota``'s topology rules), against the
 cluster's ElasticQuotas listed from the API server at each review (:func:`quota_tree_issues`): the parent exists and is
@@ -38,8 +45,15 @@ from typing import Any
 from aiohttp import web
 
 from allot_contracts.events import FieldIssue
-from allot_contracts.objects.admission import admit
-from allot_contracts.objects.pod import PodContext
+from allot_contracts.jsonpatch import diff
+from allot_contracts.objects.admission import admit, parse_priority_class
+from allot_contracts.objects.colocation_profile import (
+    PROFILE_API_VERSION,
+    ColocationProfile,
+    parse_colocation_profile,
+)
+from allot_contracts.objects.pod import BUILTIN_PRIORITY_CLASSES, PodContext, PriorityClassInfo
+from allot_contracts.objects.profile_mutation import apply_profiles, namespace_labels
 from allot_contracts.objects.qos_rules import immutable_issues
 from allot_contracts.objects.quota import QUOTA_API, parse_quota
 from allot_quota import QuotaEngine
@@ -110,23 +124,76 @@ def quota_tree_issues(request: dict[str, Any], cluster: list[dict[str, Any]]) ->
     return list(issues) if spec is None else engine.validate_quota(spec)
 
 
-def cluster_quotas(client: Any) -> QuotaLister:
-    """The lister of the cluster's ElasticQuotas through ``client`` (none when the CRD is not installed)."""
+async def _items(client: Any, path: str) -> list[dict[str, Any]]:
+    """The items of a list through ``client`` (none when the resource is not served: its CRD is not installed)."""
     from allot_runtime.kube.client import ApiError, call
 
+    try:
+        found = await call(client, "GET", path, timeout=5.0)
+    except ApiError as exc:
+        if exc.status == 404:
+            return []
+        raise
+    listed = found.get("items") if isinstance(found, dict) else None
+    return [item for item in listed or [] if isinstance(item, dict)]
+
+
+def cluster_quotas(client: Any) -> QuotaLister:
+    """The lister of the cluster's ElasticQuotas through ``client`` (none when the CRD is not installed)."""
+
     async def quotas() -> list[dict[str, Any]]:
-        try:
-            found = await call(
-                client, "GET", "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas", timeout=5.0
-            )
-        except ApiError as exc:
-            if exc.status == 404:
-                return []
-            raise
-        items = found.get("items") if isinstance(found, dict) else None
-        return [item for item in items or [] if isinstance(item, dict)]
+        return await _items(client, "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas")
 
     return quotas
+
+
+@dataclass(frozen=True)
+class ProfileWorld:
+    """What applying the ClusterColocationProfiles to a pod needs from the cluster."""
+
+    profiles: list[ColocationProfile] = field(default_factory=list)
+    namespace: dict[str, str] = field(default_factory=dict)  # the labels of the pod's namespace
+    priority_classes: dict[str, PriorityClassInfo] = field(
+        default_factory=lambda: dict(BUILTIN_PRIORITY_CLASSES)
+    )
+
+
+ProfileSource = Callable[[str], Awaitable[ProfileWorld]]  # the pod's namespace -> the world
+
+
+def cluster_profiles(client: Any) -> ProfileSource:
+    """The cluster's ClusterColocationProfiles (none when the CRD is not installed), the labels of the pod's namespace
+    and the PriorityClasses, through ``client``. A profile Allot cannot read is left out, with a log line."""
+    from allot_runtime.kube.client import ApiError, call
+
+    async def world(namespace: str) -> ProfileWorld:
+        profiles = []
+        for item in await _items(client, f"/apis/{PROFILE_API_VERSION}/clustercolocationprofiles"):
+            issues: list[FieldIssue] = []
+            profile = parse_colocation_profile(item, issues, [])
+            if profile is None:
+                log.warning("ClusterColocationProfile left out: %s", "; ".join(str(i) for i in issues))
+            else:
+                profiles.append(profile)
+        found = ProfileWorld(profiles=profiles)
+        if any(p.namespace_selector for p in profiles):
+            try:
+                obj = await call(client, "GET", f"/api/v1/namespaces/{namespace}", timeout=5.0)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                obj = {}
+            found.namespace.update(
+                ((obj.get("metadata") or {}).get("labels") or {}) if isinstance(obj, dict) else {}
+            )
+        if any(p.priority_class_name for p in profiles):
+            for item in await _items(client, "/apis/scheduling.k8s.io/v1/priorityclasses"):
+                pc = parse_priority_class(item, [], [])
+                if pc is not None:
+                    found.priority_classes[pc.name] = pc
+        return found
+
+    return world
 
 
 class WebhookError(Exception):
@@ -141,6 +208,9 @@ def _line(issue: FieldIssue) -> str:
 class Webhook:
     scheduler: str = SCHEDULER
     quotas: QuotaLister | None = None  # None: ElasticQuota trees are not checked (no API server to list them)
+    profiles: ProfileSource | None = (
+        None  # None: no ClusterColocationProfile is applied (no API server to list them)
+    )
     counts: dict[str, int] = field(default_factory=dict)
 
     def _count(self, what: str, by: int = 1) -> None:
@@ -233,34 +303,74 @@ class Webhook:
             self._deny(response, "ElasticQuota", target if isinstance(target, dict) else {}, issues)
         return response
 
-    def mutate(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The ``response`` for the mutating webhook: ``spec.schedulerName`` set on pod creation."""
+    async def _profiled(
+        self, request: dict[str, Any], obj: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[FieldIssue], list[FieldIssue]]:
+        """The pod after the cluster's ClusterColocationProfiles: (pod, issues, warnings)."""
+        if self.profiles is None:
+            return obj, [], []
+        metadata: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
+        namespace = str(metadata.get("namespace") or request.get("namespace") or "default")
+        try:
+            world = await self.profiles(namespace)
+        except Exception as exc:
+            self._count("error")
+            log.exception("listing the ClusterColocationProfiles failed")
+            raise WebhookError(f"Allot could not list the ClusterColocationProfiles: {exc}") from exc
+        if not world.profiles:
+            return obj, [], []
+        # Matched in the request's namespace; the pod's own (absent) namespace is not written back.
+        named = metadata.get("uid") or metadata.get("name")
+        mutation = apply_profiles(
+            {**obj, "metadata": {**metadata, "namespace": namespace}},
+            world.profiles,
+            namespace=namespace_labels(namespace, world.namespace),
+            priority_classes=world.priority_classes,
+            identity=None if named else str(request.get("uid", "")),  # generateName only: this creation's uid
+        )
+        pod = mutation.manifest
+        if "namespace" not in metadata and isinstance(pod.get("metadata"), dict):
+            pod["metadata"].pop("namespace", None)
+        if mutation.applied:
+            self._count("profiled")
+        return pod, mutation.issues, mutation.warnings
+
+    async def review_mutate(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The ``response`` for the mutating webhook on pod creation: the ClusterColocationProfiles applied, then
+        ``spec.schedulerName`` set, as one JSON patch."""
         uid = request.get("uid", "")
         obj = request.get("object")
         kind = (request.get("kind") or {}).get("kind")
         if request.get("operation") != "CREATE" or kind != "Pod" or not isinstance(obj, dict):
             return {"uid": uid, "allowed": True}
-        spec: dict[str, Any] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
-        current = str(spec.get("schedulerName") or "")
-        if current == self.scheduler:
-            return {"uid": uid, "allowed": True}
-        if current and current != "default-scheduler":
+        pod, issues, notices = await self._profiled(request, obj)
+        warnings = [_line(w) for w in notices]
+        response: dict[str, Any] = {"uid": uid, "allowed": True}
+        if issues:
+            if warnings:
+                response["warnings"] = warnings
+            self._deny(response, "Pod", obj, issues)
+            return response
+        spec = pod.get("spec")
+        current = str((spec.get("schedulerName") if isinstance(spec, dict) else None) or "")
+        if current and current not in ("default-scheduler", self.scheduler):
             self._count("kept")
-            return {
-                "uid": uid,
-                "allowed": True,
-                "warnings": [
-                    f"spec.schedulerName: kept {current!r}; Allot schedules pods of {self.scheduler!r}"
-                ],
+            warnings.append(
+                f"spec.schedulerName: kept {current!r}; Allot schedules pods of {self.scheduler!r}"
+            )
+        elif current != self.scheduler:
+            pod = {
+                **pod,
+                "spec": {**(spec if isinstance(spec, dict) else {}), "schedulerName": self.scheduler},
             }
-        patch = [{"op": "add", "path": "/spec/schedulerName", "value": self.scheduler}]
-        self._count("routed")
-        return {
-            "uid": uid,
-            "allowed": True,
-            "patchType": "JSONPatch",
-            "patch": base64.b64encode(json.dumps(patch).encode()).decode(),
-        }
+            self._count("routed")
+        if warnings:
+            response["warnings"] = warnings
+        patch = diff(obj, pod)
+        if patch:
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+        return response
 
     def app(self) -> web.Application:
         async def review(request: web.Request, answer: Any) -> web.Response:
@@ -285,14 +395,11 @@ class Webhook:
                 }
             )
 
-        async def mutated(inner: dict[str, Any]) -> dict[str, Any]:
-            return self.mutate(inner)
-
         async def validate(request: web.Request) -> web.Response:
             return await review(request, self.review_validate)
 
         async def mutate(request: web.Request) -> web.Response:
-            return await review(request, mutated)
+            return await review(request, self.review_mutate)
 
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.add_routes([web.post("/validate", validate), web.post("/mutate", mutate)])

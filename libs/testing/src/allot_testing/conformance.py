@@ -1,12 +1,13 @@
 """The conformance corpus (tests/conformance/): cases in upstream's shapes, run in the simulator and on a live stack.
 
 A case is ``<slug>.yaml`` (documents as upstream writes them), ``<slug>.expected.yaml`` (``source``, ``upstream``,
-optional ``difference``, ``refused``, ``pods``, ``nodes``, ``quotas``) and optionally ``<slug>.config.yaml``; the
-format is in tests/conformance/README.md.
+optional ``difference``, ``refused``, ``pods``, ``nodes``, ``quotas``, ``submitted``) and optionally
+``<slug>.config.yaml``; the format is in tests/conformance/README.md.
 
 Both runs reduce a log to the same *outcome*: the documents refused (by the door, or by the quota-manager's
 validation of quota trees, where upstream's webhook refuses them), the facts of the last decision of each object,
-what the node side derived for each node, and the status last written on each ElasticQuota. The simulator applies the documents one by one; the live
+what the node side derived for each node, the status last written on each ElasticQuota, and each pod as the door
+recorded it (after the ClusterColocationProfiles). The simulator applies the documents one by one; the live
 stack records the cluster (Nodes, Devices, NodeMetrics, quotas) and then every workload document up to the next
 ``AdvanceClock`` at once, as ``allot apply -f`` does, and moves a manual clock the way the simulator does (timers fire
 at their own time, in order), so a case's outcome must not depend on how fast the services handle what they receive
@@ -28,8 +29,9 @@ import yaml
 
 from allot_bus.names import BusNames
 from allot_cli.decisions import decisions
+from allot_cli.documents import load_documents
 from allot_cli.logtools import wait_idle
-from allot_cli.manifests import Door, Input, Verdict, load_documents, to_input
+from allot_cli.manifests import Door, Input, Verdict, to_input
 from allot_cli.sim.run import load_config
 from allot_cli.simulator import SIM_NS, Simulation
 from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
@@ -53,7 +55,7 @@ __all__ = [
 ]
 
 REQUIRED = ("source", "upstream")
-KNOWN_KEYS = frozenset({*REQUIRED, "difference", "refused", "pods", "nodes", "quotas"})
+KNOWN_KEYS = frozenset({*REQUIRED, "difference", "refused", "pods", "nodes", "quotas", "submitted"})
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ class Outcome:
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # object -> facts of its last decision
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> last node.allocatable_updated
     quotas: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<ns>/<name>" -> status last synced
+    submitted: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod -> its manifest as recorded
 
 
 # --- reading a log -----------------------------------------------------------------------------------------------------
@@ -153,7 +156,14 @@ def outcome_of(records: Iterable[RecordedEvent], refused: dict[str, str]) -> Out
         outcome.pods[decision["pod"]] = decision_facts(decision)
     deleting: set[str] = set()  # quota streams whose last input was a deletion
     for record in records:
-        if record.type in ("quota.applied", "quota.deleted", "quotaprofile.applied", "quotaprofile.deleted"):
+        if record.type in ("pod.submitted", "pod.observed"):
+            outcome.submitted[record.stream_id.removeprefix("pod:")] = record.payload_dict()["manifest"]
+        elif record.type in (
+            "quota.applied",
+            "quota.deleted",
+            "quotaprofile.applied",
+            "quotaprofile.deleted",
+        ):
             (deleting.add if record.type.endswith("deleted") else deleting.discard)(record.stream_id)
         elif record.type in QUOTA_REFUSALS:
             kind, field_name = QUOTA_REFUSALS[record.type]
@@ -269,6 +279,25 @@ def _node_matches(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     return wrong
 
 
+def _subset(got: Any, want: Any, path: str) -> list[str]:
+    """Where ``got`` differs from ``want``: maps key by key (``null`` wants the key absent), anything else equal."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            return [f"{path}: {got!r} is not a mapping"]
+        wrong: list[str] = []
+        for key, value in want.items():
+            where = f"{path}.{key}"
+            if value is None:
+                if key in got:
+                    wrong.append(f"{where}: {got[key]!r}, expected absent")
+            elif key not in got:
+                wrong.append(f"{where}: absent, expected {value!r}")
+            else:
+                wrong += _subset(got[key], value, where)
+        return wrong
+    return [] if got == want else [f"{path}: {got!r} != {want!r}"]
+
+
 def check_expected(case: Case, outcome: Outcome) -> list[str]:
     """Every way ``outcome`` differs from the case's expected file (empty: it conforms)."""
     expected = case.expected
@@ -296,6 +325,11 @@ def check_expected(case: Case, outcome: Outcome) -> list[str]:
         for pod, facts in outcome.pods.items()
         if pod not in want_pods
     ]
+    for pod, want in (expected.get("submitted") or {}).items():
+        if pod not in outcome.submitted:
+            problems.append(f"{pod}: not recorded (expected {want})")
+            continue
+        problems += _subset(outcome.submitted[pod], want, f"{pod} as recorded")
     for node, want in (expected.get("nodes") or {}).items():
         if node not in outcome.nodes:
             problems.append(f"node {node}: nothing derived (expected {want})")

@@ -244,7 +244,8 @@ async def _delete_all(store: Any, keys: list[str], *, timeout: float) -> None:
 async def _open_loop(store: Any, docs: list[dict[str, Any]], rate: float, *, timeout: float) -> Timelines:
     """Offer ``docs`` at ``rate`` pods/s (each due at ``i / rate`` s, appended as soon as it is due) while following
     the log; returns the pods' timelines once each has a terminal decision."""
-    from allot_cli.manifests import Document, to_input
+    from allot_cli.documents import Document
+    from allot_cli.manifests import to_input
     from allot_contracts.envelope import NewEvent
 
     inputs = [

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import report
+from allot_cli.documents import Document
 from allot_cli.errors import InputError, UsageError
-from allot_cli.manifests import Document, to_input
+from allot_cli.manifests import to_input
 from allot_cli.simulator import Simulation
 
 DEFAULT_NODES = (

@@ -1,11 +1,12 @@
 """``allot apply -f FILE``: record objects (the kinds of :mod:`allot_cli.manifests`) in the log.
 
-Every document is admitted first (the door: :mod:`allot_contracts.objects.admission`), knowing the PriorityClasses
-and elastic quotas already recorded. As ``kubectl apply`` does, the valid documents are recorded and each refused
-one is reported with the document, field path and reason, and the command then exits 1; with ``--atomic`` nothing
-is recorded unless every document is valid. Anything read but not acted on is printed as a warning per object.
-Valid documents are appended in large batches (one transaction per
-``CHUNK_EVENTS`` events), their event ids fixed before the first attempt, so a batch retried after a lost connection
+Every document is admitted first (the door: :mod:`allot_contracts.objects.admission`), knowing the PriorityClasses,
+elastic quotas, ClusterColocationProfiles and Namespaces already recorded; a new pod is mutated by the matching
+profiles first, as Koordinator's mutating webhook does (:meth:`allot_cli.manifests.Door.admit_pod`). As
+``kubectl apply`` does, the valid documents are recorded and each refused one is reported with the document, field
+path and reason, and the command then exits 1; with ``--atomic`` nothing is recorded unless every document is
+valid. Anything read but not acted on is printed as a warning per object. Valid documents are appended in large
+batches (one transaction per ``CHUNK_EVENTS`` events), their event ids fixed before the first attempt, so a batch retried after a lost connection
 is recorded once. Transient database failures are retried with backoff; if the database stays away, the command
 says exactly which documents were recorded and which were not. By default the command then waits until the services
 have handled what it recorded (``--no-wait`` returns at once; ``--wait-each`` records and waits one document at a
@@ -24,9 +25,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from allot_cli.connect import endpoints
+from allot_cli.documents import Document, load_documents
 from allot_cli.errors import InputError, UsageError
 from allot_cli.logtools import wait_idle
-from allot_cli.manifests import Document, Door, Input, Verdict, load_documents, to_input
+from allot_cli.manifests import Door, Input, Verdict, to_input
 from allot_contracts.envelope import NewEvent
 from allot_contracts.errors import TransientError
 from allot_contracts.events import (
@@ -39,6 +41,7 @@ from allot_contracts.events import (
     QuotaRemoved,
     type_of,
 )
+from allot_contracts.objects.colocation_profile import parse_colocation_profile
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 
@@ -228,41 +231,71 @@ DOOR_TYPES = (
     "quotaprofile.registered",
     "priorityclass.applied",
     "priorityclass.deleted",
+    "colocationprofile.applied",
+    "colocationprofile.deleted",
+    "object.ignored",  # Namespaces: their labels select profiles
 )
 
 
+def _learn_quotas(door: Door, applied: dict[str, Event], stream: str, event: Event) -> None:
+    """Quotas and quota profiles: what the door knows of a tree once quota-manager registered what was applied."""
+    assert door.quotas is not None
+    if isinstance(event, QuotaApplied | QuotaProfileApplied):
+        applied[stream] = event
+    elif isinstance(event, QuotaRegistered):
+        door.quotas.add(event.quota.name)
+        last = applied.pop(stream, None)
+        if isinstance(last, QuotaApplied) and last.spec is not None:
+            door.quota_view.note_quota(last.spec)
+    elif isinstance(event, QuotaProfileRegistered):
+        door.quotas.add(event.quota)
+        last = applied.pop(stream, None)
+        if isinstance(last, QuotaProfileApplied) and last.spec is not None:
+            door.quota_view.note_profile(last.spec)
+    elif isinstance(event, QuotaRemoved):
+        door.quotas.discard(event.quota.name)
+        door.quota_view.forget_quota(event.quota.name)
+
+
+def _learn(door: Door, kind: str, payload: dict[str, Any]) -> None:
+    """What a recorded PriorityClass deletion, ClusterColocationProfile or Namespace tells the door."""
+    assert door.profiles is not None
+    if kind == "priorityclass.deleted":
+        door.priority_classes.pop(str(payload["name"]), None)
+    elif kind == "colocationprofile.applied":
+        profile = parse_colocation_profile(payload["manifest"], [], [])
+        if profile is not None:
+            door.profiles[profile.name] = profile
+    elif kind == "colocationprofile.deleted":
+        door.profiles.pop(str(payload["name"]), None)
+    elif kind == "object.ignored" and payload.get("kind") == "Namespace":
+        labels = (payload.get("manifest") or {}).get("metadata", {}).get("labels")
+        door.namespaces[str(payload["ref"]["name"])] = {str(k): str(v) for k, v in (labels or {}).items()}
+
+
 async def door_for(url: str) -> Door:
-    """A door that knows the elastic quotas, quota profiles and PriorityClasses recorded so far."""
+    """A door that knows the elastic quotas and quota profiles, PriorityClasses, ClusterColocationProfiles and
+    Namespaces recorded so far."""
     store = PostgresEventStore.connect(url)
     door = Door(quotas=set())
-    assert door.quotas is not None
     applied: dict[str, Event] = {}  # quota or profile stream -> its last applied object, until registered
     try:
 
         async def scan() -> None:
             async for record in store.iterate(types=DOOR_TYPES):
-                event = record.decode()
-                if isinstance(event, QuotaApplied | QuotaProfileApplied):
-                    applied[record.stream_id] = event
-                elif isinstance(event, QuotaRegistered):
-                    door.quotas.add(event.quota.name)  # type: ignore[union-attr]
-                    last = applied.pop(record.stream_id, None)
-                    if isinstance(last, QuotaApplied) and last.spec is not None:
-                        door.quota_view.note_quota(last.spec)
-                elif isinstance(event, QuotaProfileRegistered):
-                    door.quotas.add(event.quota)  # type: ignore[union-attr]
-                    last = applied.pop(record.stream_id, None)
-                    if isinstance(last, QuotaProfileApplied) and last.spec is not None:
-                        door.quota_view.note_profile(last.spec)
-                elif isinstance(event, QuotaRemoved):
-                    door.quotas.discard(event.quota.name)  # type: ignore[union-attr]
-                    door.quota_view.forget_quota(event.quota.name)
-                elif isinstance(event, PriorityClassApplied):
+                if record.type.startswith(("quota.", "quotaprofile.")):
+                    _learn_quotas(door, applied, record.stream_id, record.decode())
+                elif record.type == "priorityclass.applied":
+                    event = record.decode()
+                    assert isinstance(event, PriorityClassApplied)
                     door.priority_classes[event.name] = event.spec
                 else:
-                    door.priority_classes.pop(str(record.payload_dict()["name"]), None)
+                    _learn(door, record.type, record.payload_dict())
 
-        await retrying(scan, what="reading recorded quotas, quota profiles and priority classes")
+        await retrying(
+            scan,
+            what="reading recorded quotas, quota profiles, priority classes, colocation profiles and namespaces",
+        )
     finally:
         await store.close()
     return door

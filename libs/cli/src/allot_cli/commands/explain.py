@@ -25,6 +25,8 @@ from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 
 BIRTHS = frozenset({"pod.submitted", "pod.observed"})
+# The codes of allot_contracts.objects.profile_mutation's warnings: what a ClusterColocationProfile did to the pod.
+PROFILE_NOTICES = frozenset({"Mutated", "Skipped"})
 GANG_NAME = "gang.scheduling.koordinator.sh/name"
 POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
 
@@ -234,7 +236,10 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
             lines.append(f"  Kubernetes: {done} through the Eviction API: {enacted['message']}")
     lines += enforcement(events)
     for warning in life[0].payload_dict().get("warnings") or [] if life[0].type in BIRTHS else []:
-        lines.append(f"not acted on: {warning['path']}: {warning['message']}")
+        if warning.get("code") in PROFILE_NOTICES:
+            lines.append(f"profile:   {warning['message']}")
+        else:
+            lines.append(f"not acted on: {warning['path']}: {warning['message']}")
     if "pod.rejected" in last:
         for error in last["pod.rejected"]["errors"]:
             lines.append(f"rejected:  {error['path']}: {error['message']}")

@@ -16,7 +16,7 @@ from typing import Any
 async def _run(args: argparse.Namespace) -> None:
     from aiohttp import web
 
-    from allot_cli.webhook import Webhook, cluster_quotas, serve, tls_context
+    from allot_cli.webhook import Webhook, cluster_profiles, cluster_quotas, serve, tls_context
     from allot_runtime.kube.client import api_client
 
     context = tls_context(args.tls_cert_file, args.tls_private_key_file)
@@ -24,6 +24,7 @@ async def _run(args: argparse.Namespace) -> None:
     webhook = Webhook(
         scheduler=args.scheduler_name or os.environ.get("ALLOT_SCHEDULER_NAME") or "allot-scheduler",
         quotas=None if client is None else cluster_quotas(client),
+        profiles=None if client is None else cluster_profiles(client),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -85,12 +86,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--kubeconfig",
-        help="kubeconfig for listing ElasticQuotas (default: ALLOT_KUBECONFIG, KUBECONFIG, the in-cluster service "
+        help="kubeconfig for listing ElasticQuotas, ClusterColocationProfiles, Namespaces and PriorityClasses (default: ALLOT_KUBECONFIG, KUBECONFIG, the in-cluster service "
         "account, ~/.kube/config)",
     )
     p.add_argument(
         "--no-quota-tree",
         action="store_true",
-        help="do not check ElasticQuota trees against the cluster's quotas (each quota is still checked alone)",
+        help="run without the API server: ElasticQuota trees are not checked against the cluster's quotas (each "
+        "quota is still checked alone) and no ClusterColocationProfile is applied to pods",
     )
     p.set_defaults(func=cmd_webhook)

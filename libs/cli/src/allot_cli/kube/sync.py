@@ -31,6 +31,9 @@ it and what is gone is recorded deleted. Event ids are derived from (kind, uid, 
 (kind, uid), a pod's phase from (uid, phase) — so recording again is a no-op. Quotas, profiles and PodGroups are listed
 before pods.
 
+A pod is recorded as the API server holds it: ClusterColocationProfiles are not applied here (the mutating webhook
+applied them when the pod was created; kube-sync does not watch profiles).
+
 A pod's phase is recorded only for a life that is recorded (a pod first seen already finished is not input at all),
 and only the phases the PodGroup controller counts: Pending and Unknown record nothing. A pod deleted while nobody
 watched has no final phase to record; a ``DELETED`` watch event records the phase its last state shows.
@@ -41,8 +44,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from allot_cli.documents import Document
 from allot_cli.kube.reservations import MIGRATION_KIND, RESERVATION_KIND
-from allot_cli.manifests import Document, Door, to_input
+from allot_cli.manifests import Door, to_input
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
@@ -111,9 +115,10 @@ QUOTA_STATUS_ANNOTATIONS = frozenset(
 )
 
 
-_DOOR = Door(
-    resolve_priority=False, expand_workloads=False
-)  # the API server resolved priorities, runs controllers
+# The API server resolved priorities and runs the controllers; its mutating webhooks (Allot's `/mutate`, or
+# Koordinator's) already applied the ClusterColocationProfiles to a pod before it was created: applying them again
+# would record another pod (label suffixes appended twice, a second probability draw) than the one that runs.
+_DOOR = Door(resolve_priority=False, expand_workloads=False, profiles=None)
 
 
 def _document(body: Obj) -> Document:

@@ -11,8 +11,9 @@ from typing import Any
 import yaml
 
 from allot_cli.decisions import decisions
+from allot_cli.documents import load_documents
 from allot_cli.errors import InputError
-from allot_cli.manifests import Door, load_documents, to_input
+from allot_cli.manifests import Door, to_input
 from allot_cli.pipeline import SERVICES
 from allot_cli.simulator import Simulation
 from allot_cli.views import ClusterView

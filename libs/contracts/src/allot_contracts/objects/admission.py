@@ -25,7 +25,8 @@ import msgspec
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.kube import storage_issues
-from allot_contracts.objects.colocation import parse_colocation_configmap, parse_colocation_profile
+from allot_contracts.objects.colocation import parse_colocation_configmap
+from allot_contracts.objects.colocation_profile import parse_colocation_profile
 from allot_contracts.objects.gang import parse_pod_group
 from allot_contracts.objects.meta import is_dns_label, is_dns_subdomain, read_meta
 from allot_contracts.objects.migration import parse_migration_job
@@ -190,7 +191,8 @@ KINDS: Final[tuple[KindSpec, ...]] = (
         False,
         _plain(parse_namespace),
         acted_on=False,
-        note="a Namespace is recorded, nothing in Allot acts on it (pods may name any namespace)",
+        note="a Namespace is recorded; only its labels are read, by the namespaceSelector of ClusterColocationProfiles "
+        "(pods may name any namespace)",
     ),
 )
 _BY_KIND: Final = {(k.api_version, k.kind): k for k in KINDS}

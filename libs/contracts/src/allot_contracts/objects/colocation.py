@@ -1,10 +1,10 @@
-"""Co-location configuration, typed: Koordinator's ``slo-controller-config`` ConfigMap and ``ClusterColocationProfile``.
+"""Co-location configuration, typed: Koordinator's ``slo-controller-config`` ConfigMap.
 
 Responsibility: read the configuration that drives batch/mid overcommit, CPU normalization and resource amplification
 (the ConfigMap keys ``colocation-config``, ``cpu-normalization-config`` and ``resource-amplification-config``, each a
 JSON document in Koordinator's shape, with ``nodeConfigs`` overriding the cluster strategy for the nodes their
-``nodeSelector`` matches) and the ``config.koordinator.sh/v1alpha1`` ``ClusterColocationProfile`` object. Every
-malformed field is a ``FieldIssue`` with its path; keys that are read but not acted on are warnings.
+``nodeSelector`` matches). Every malformed field is a ``FieldIssue`` with its path; keys that are read but not acted
+on are warnings. The ``ClusterColocationProfile`` object is :mod:`allot_contracts.objects.colocation_profile`.
 
 Numbers: percentages are integers; ratios (``resourceDiffThreshold``, normalization and amplification ratios) are
 kept as exact decimal text with two places (``"1.20"``) so that decisions never carry floats.
@@ -31,19 +31,13 @@ from allot_contracts.objects.selectors import LabelSelector, match_label_selecto
 __all__ = [
     "CONFIGMAP_NAME",
     "CONFIGMAP_NAMESPACE",
-    "PROFILE_API_VERSION",
-    "PROFILE_KIND",
     "ColocationConfig",
-    "ColocationProfile",
     "ColocationStrategy",
     "ModelRatio",
     "NormalizationStrategy",
     "AmplificationStrategy",
-    "apply_profile",
     "parse_colocation_configmap",
-    "parse_colocation_profile",
     "parse_ratio",
-    "profile_matches",
 ]
 
 CONFIGMAP_NAMESPACE: Final = "koordinator-system"
@@ -51,8 +45,6 @@ CONFIGMAP_NAME: Final = "slo-controller-config"
 KEY_COLOCATION: Final = "colocation-config"
 KEY_NORMALIZATION: Final = "cpu-normalization-config"
 KEY_AMPLIFICATION: Final = "resource-amplification-config"
-PROFILE_API_VERSION: Final = "config.koordinator.sh/v1alpha1"
-PROFILE_KIND: Final = "ClusterColocationProfile"
 CALCULATE_POLICIES: Final = ("usage", "request", "maxUsageRequest")
 _OTHER_KEYS: Final = {
     "resource-threshold-config": "QoS thresholds are the qos-enforcer's; not read by the overcommit calculation",
@@ -482,168 +474,3 @@ def is_colocation_configmap(manifest: Mapping[str, Any]) -> bool:
         and isinstance(meta, Mapping)
         and meta.get("name") == CONFIGMAP_NAME
     )
-
-
-# --- ClusterColocationProfile --------------------------------------------------------------------------------------------
-class ColocationProfile(msgspec.Struct, frozen=True, kw_only=True):
-    """What a ClusterColocationProfile sets on the pods it selects (``probability`` as a percentage)."""
-
-    name: str
-    namespace_selector: LabelSelector | None = None
-    selector: LabelSelector | None = None
-    probability_percent: int = 100
-    qos_class: str = ""
-    priority_class_name: str = ""
-    koordinator_priority: int | None = None
-    labels: tuple[tuple[str, str], ...] = ()
-    annotations: tuple[tuple[str, str], ...] = ()
-    scheduler_name: str = ""
-
-
-_QOS: Final = ("LSE", "LSR", "LS", "BE", "SYSTEM")
-
-
-def _string_pairs(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[tuple[str, str], ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, Mapping) or not all(isinstance(v, str) for v in raw.values()):
-        issues.append(FieldIssue(path=path, message="must be a map of strings"))
-        return ()
-    return tuple(sorted((str(k), v) for k, v in raw.items()))
-
-
-def parse_colocation_profile(
-    manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
-) -> ColocationProfile | None:
-    before = len(issues)
-    meta = manifest.get("metadata") or {}
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not isinstance(name, str) or not name:
-        issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
-        name = ""
-    spec = manifest.get("spec") or {}
-    if not isinstance(spec, Mapping):
-        issues.append(FieldIssue(path="spec", message="must be an object"))
-        return None
-    probability = 100
-    raw_p = spec.get("probability")
-    if raw_p is not None:
-        text = str(raw_p)
-        digits = text[:-1] if text.endswith("%") else text
-        if isinstance(raw_p, bool) or not digits.isdigit() or int(digits) > 100:
-            issues.append(
-                FieldIssue(path="spec.probability", message="must be a percentage such as 50%", value=text)
-            )
-        else:
-            probability = int(digits)
-    qos = spec.get("qosClass") or ""
-    if qos and qos not in _QOS:
-        issues.append(
-            FieldIssue(path="spec.qosClass", code="NotSupported", message=f"must be one of {', '.join(_QOS)}")
-        )
-    priority = spec.get("koordinatorPriority")
-    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-        issues.append(FieldIssue(path="spec.koordinatorPriority", message="must be an integer"))
-        priority = None
-    for key in ("patch",):
-        if spec.get(key):
-            warnings.append(
-                FieldIssue(path=f"spec.{key}", code="Ignored", message="arbitrary patches are not applied")
-            )
-    warnings.append(
-        FieldIssue(
-            path="spec",
-            code="Ignored",
-            message="recorded, but pods are not rewritten by it: Allot reads the QoS class, priority class and "
-            "batch/mid resources written on the pod itself (allot_contracts.objects.colocation.apply_profile "
-            "gives the pod Koordinator's webhook would produce)",
-        )
-    )
-    profile = ColocationProfile(
-        name=name,
-        namespace_selector=(
-            parse_label_selector(spec["namespaceSelector"], "spec.namespaceSelector", issues)
-            if spec.get("namespaceSelector") is not None
-            else None
-        ),
-        selector=parse_label_selector(spec["selector"], "spec.selector", issues)
-        if spec.get("selector") is not None
-        else None,
-        probability_percent=probability,
-        qos_class=str(qos),
-        priority_class_name=str(spec.get("priorityClassName") or ""),
-        koordinator_priority=priority,
-        labels=_string_pairs(spec.get("labels"), "spec.labels", issues),
-        annotations=_string_pairs(spec.get("annotations"), "spec.annotations", issues),
-        scheduler_name=str(spec.get("schedulerName") or ""),
-    )
-    return None if len(issues) > before else profile
-
-
-def profile_matches(
-    profile: ColocationProfile, pod_labels: Mapping[str, str], namespace_labels: Mapping[str, str]
-) -> bool:
-    """Koordinator's webhook rule: both selectors must match (an absent one matches everything)."""
-    if profile.namespace_selector is not None and not match_label_selector(
-        profile.namespace_selector, namespace_labels
-    ):
-        return False
-    return profile.selector is None or match_label_selector(profile.selector, pod_labels)
-
-
-_PRIORITY_VALUES: Final = {"koord-prod": 9000, "koord-mid": 7000, "koord-batch": 5000, "koord-free": 3000}
-_TRANSLATE: Final = {
-    "koord-batch": {"cpu": "kubernetes.io/batch-cpu", "memory": "kubernetes.io/batch-memory"},
-    "koord-mid": {"cpu": "kubernetes.io/mid-cpu", "memory": "kubernetes.io/mid-memory"},
-}
-
-
-def _milli_count(value: Any) -> Any:
-    """A cpu quantity as Koordinator writes it on batch-cpu: the number of millicores."""
-    from allot_contracts.quantity import to_canonical
-
-    return str(to_canonical("cpu", value))
-
-
-def apply_profile(manifest: dict[str, Any], profile: ColocationProfile) -> dict[str, Any]:
-    """The pod as Koordinator's mutating webhook leaves it: labels, annotations, QoS, priority class, scheduler name,
-    and for batch/mid priority classes the cpu/memory requests and limits moved to the class's extended resources."""
-    pod: dict[str, Any] = json.loads(json.dumps(manifest))
-    meta = pod.setdefault("metadata", {})
-    labels = meta.setdefault("labels", {})
-    for k, v in profile.labels:
-        labels[k] = v
-    if profile.annotations:
-        annotations = meta.setdefault("annotations", {})
-        for k, v in profile.annotations:
-            annotations[k] = v
-    if profile.qos_class:
-        labels["koordinator.sh/qosClass"] = profile.qos_class
-    if profile.koordinator_priority is not None:
-        labels["koordinator.sh/priority"] = str(profile.koordinator_priority)
-    spec = pod.setdefault("spec", {})
-    if profile.scheduler_name:
-        spec["schedulerName"] = profile.scheduler_name
-    if profile.priority_class_name:
-        spec["priorityClassName"] = profile.priority_class_name
-        if profile.priority_class_name in _PRIORITY_VALUES:
-            spec["priority"] = _PRIORITY_VALUES[profile.priority_class_name]
-            labels.setdefault("koordinator.sh/priority-class", profile.priority_class_name)
-    translate = _TRANSLATE.get(profile.priority_class_name)
-    if translate:
-        for group in ("containers", "initContainers"):
-            for container in spec.get(group) or []:
-                resources = container.get("resources") if isinstance(container, dict) else None
-                if not isinstance(resources, dict):
-                    continue
-                for part in ("requests", "limits"):
-                    values = resources.get(part)
-                    if not isinstance(values, dict):
-                        continue
-                    for plain, extended in translate.items():
-                        if plain in values:
-                            amount = values.pop(plain)
-                            values[extended] = (
-                                _milli_count(amount) if plain == "cpu" and "batch" in extended else amount
-                            )
-    return pod

@@ -1,0 +1,150 @@
+"""Documents as read from YAML: one ``Document`` per manifest, read within bounds (file and document size, nesting,
+value count) so a hostile or broken file is refused with a reason instead of exhausting memory.
+
+Pure apart from reading the file; admission (``allot_cli.manifests``) takes the documents from here.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from allot_cli.errors import InputError
+from allot_cli.workloads import WORKLOAD_KINDS
+from allot_contracts.events import ObjectRef
+from allot_contracts.objects.admission import Admitted
+
+__all__ = ["LIMITS", "NAMESPACED_DELETES", "Document", "Limits", "load_documents", "parse_documents"]
+
+_LOADER = getattr(
+    yaml, "CSafeLoader", yaml.SafeLoader
+)  # libyaml when the wheel has it: same documents, faster
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_file_bytes: int = 64 * 2**20
+    max_document_bytes: int = 3 * 2**20  # the API server's request limit
+    max_depth: int = 64
+    max_nodes: int = 1_000_000
+
+
+LIMITS: Final = Limits()
+
+NAMESPACED_DELETES: Final = {"Pod", "ElasticQuota", "PodGroup", "ElasticQuotaProfile", "ConfigMap"}
+
+
+@dataclass
+class Document:
+    source: str
+    index: int
+    body: dict[str, Any]
+    admitted: Admitted | None = None
+    pods: list[tuple[dict[str, Any], Admitted]] = field(default_factory=list)  # a workload's pods, admitted
+
+    @property
+    def api_version(self) -> str:
+        return str(self.body.get("apiVersion", ""))
+
+    @property
+    def kind(self) -> str:
+        return str(self.body.get("kind", ""))
+
+    @property
+    def ref(self) -> ObjectRef:
+        meta = self.body.get("metadata") or {}
+        meta = meta if isinstance(meta, dict) else {}
+        namespaced = self.kind in NAMESPACED_DELETES or (self.api_version, self.kind) in WORKLOAD_KINDS
+        namespace = str(meta.get("namespace") or ("default" if namespaced else ""))
+        return ObjectRef(namespace=namespace if namespaced else "", name=str(meta.get("name") or ""))
+
+    def label(self) -> str:
+        ref = self.ref.key if self.kind not in ("Delete", "AdvanceClock", "NodeHeartbeat") else ""
+        return f"{self.source} document {self.index + 1} ({self.kind or '?'}{' ' + ref if ref else ''})"
+
+
+# --- reading YAML, bounded -----------------------------------------------------------------------------------------
+
+
+def _measure(root: Any, limits: Limits) -> str | None:
+    """Why ``root`` is too big or too deep, or None. Shared values (YAML aliases) are counted every time they are
+    used, as a reader expanding them would; the walk itself visits each distinct value once."""
+    sizes: dict[int, tuple[int, int]] = {}  # id -> (values, text bytes) of the expanded subtree
+    stack: list[tuple[Any, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        if depth > limits.max_depth:
+            return f"nested deeper than {limits.max_depth} levels"
+        key = id(node)
+        if isinstance(node, dict | list):
+            if key in sizes and not done:
+                continue
+            children = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+            if not done:
+                stack.append((node, depth, True))
+                for _, child in children:
+                    if isinstance(child, dict | list):
+                        stack.append((child, depth + 1, False))
+                continue
+            values, text = 1, 0
+            for k, child in children:
+                if isinstance(node, dict):
+                    text += len(str(k))
+                if isinstance(child, dict | list):
+                    cv, ct = sizes[id(child)]
+                else:
+                    cv, ct = 1, len(child) if isinstance(child, str) else 8
+                values, text = values + cv, text + ct
+                if values > limits.max_nodes:
+                    return f"expands to more than {limits.max_nodes} values (YAML aliases included)"
+                if text > limits.max_document_bytes:
+                    return f"expands to more than {limits.max_document_bytes} bytes of text (YAML aliases included)"
+            sizes[key] = (values, text)
+    return None
+
+
+def _decode(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start}, line {line}): {exc.reason}") from exc
+
+
+def parse_documents(text: str, path: str, limits: Limits = LIMITS) -> list[Document]:
+    try:
+        bodies = list(yaml.load_all(text, Loader=_LOADER))
+    except RecursionError as exc:
+        raise InputError(f"{path}: a document is nested too deeply to read") from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path} is not valid YAML: {exc}") from exc
+    docs = []
+    for index, body in enumerate(bodies):
+        if body is None:
+            continue
+        where = f"{path} document {index + 1}"
+        if not isinstance(body, dict):
+            raise InputError(f"{where}: expected a mapping, got {type(body).__name__}")
+        problem = _measure(body, limits)
+        if problem is not None:
+            raise InputError(f"{where}: refused: {problem}")
+        docs.append(Document(source=path, index=index, body=body))
+    return docs
+
+
+def load_documents(path: str, limits: Limits = LIMITS) -> list[Document]:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(limits.max_file_bytes + 1)
+        else:
+            with Path(path).open("rb") as f:
+                data = f.read(limits.max_file_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+    if len(data) > limits.max_file_bytes:
+        raise InputError(f"{path}: larger than {limits.max_file_bytes} bytes; split it into several files")
+    return parse_documents(_decode(data, path), path, limits)
