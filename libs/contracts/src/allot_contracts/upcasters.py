@@ -104,9 +104,9 @@ def _nested(usage: Any) -> Any:
 
 def _nodemetric_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     manifest = payload.get("manifest")
-    status = manifest.get("status") if isinstance(manifest, dict) else None
-    if not isinstance(status, dict):
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("status"), dict):
         return payload
+    status = manifest["status"]
     status = dict(status)
     node = status.get("nodeMetric")
     if isinstance(node, dict):
