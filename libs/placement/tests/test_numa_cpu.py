@@ -234,3 +234,8 @@ def test_gpu_request_larger_than_a_numa_node_fails_single_numa() -> None:
         an_nrt("n1"),
     )
     assert eng2.schedule(admit(a_pod("p", cpu="2", gpu=6))).outcome == n.SCHEDULED
+
+
+def test_non_integer_cpus_on_a_binding_node_keep_upstreams_reason() -> None:
+    d = numa_node(labels={n.LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}).schedule(admit(a_pod("p", cpu="1500m")))
+    assert d.message == "0/1 nodes are available: 1 the requested CPUs must be integer."

@@ -35,7 +35,7 @@ BIND_CONFLICT: Final = (
     "CPUBindPolicyConflict",
 )
 NOT_MULTIPLE_CORE: Final = ("node(s) requested cpus not multiple cpus per core", "CPUsNotMultipleOfCore")
-NON_INTEGER_CPU: Final = ("node(s) bind CPUs and the requested CPUs are not an integer", "NonIntegerCPUs")
+NON_INTEGER_CPU: Final = ("the requested CPUs must be integer", "NonIntegerCPUs")
 UNALIGNED_NUMA: Final = ("node(s) Unaligned NUMA Hint", "NUMAAffinityUnaligned")
 INSUFFICIENT_CPUS: Final = ("node(s) not enough cpus available to satisfy request", "InsufficientCPUs")
 POLICY_INFEASIBLE: Final = ("node(s) rejected by the GPU placement policy", "PolicyInfeasible")
