@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -239,3 +240,25 @@ def test_gpu_request_larger_than_a_numa_node_fails_single_numa() -> None:
 def test_non_integer_cpus_on_a_binding_node_keep_upstreams_reason() -> None:
     d = numa_node(labels={n.LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}).schedule(admit(a_pod("p", cpu="1500m")))
     assert d.message == "0/1 nodes are available: 1 the requested CPUs must be integer."
+
+
+def test_reserved_cpus_leave_the_numa_zone_that_reports_them() -> None:
+    # zones report 16 CPUs each; the kubelet reserves 12 CPUs of NUMA 0, so NUMA 0 offers 4
+    eng = numa_node(reserved="0-5,16-21", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"})
+    assert numa_of(place(eng, a_pod("big", cpu="16", memory="1Gi"))) == [1]
+    assert numa_of(eng.schedule(admit(a_pod("p", cpu="4", memory="1Gi")))) == [0]
+
+
+def test_node_reservation_cpus_leave_their_numa_zone() -> None:
+    reservation = json.dumps({"reservedCPUs": "0-5,16-21"})
+    eng = engine_with(
+        a_node(
+            "n1",
+            cpu="32",
+            memory="128Gi",
+            labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"},
+            annotations={n.ANN_NODE_RESERVATION: reservation},
+        ),
+        an_nrt("n1"),
+    )
+    assert numa_of(eng.schedule(admit(a_pod("p", cpu="5", memory="1Gi")))) == [1]

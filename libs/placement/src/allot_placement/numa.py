@@ -14,6 +14,7 @@ Rules (Koordinator NodeNUMAResource + topology manager, with our decisions):
   narrower masks win, then higher score (decision 4: ties keep the first permutation in enumeration order).
   ``singleNUMANodeExclusive: Required`` (the default when the pod sets a policy) forbids multi-NUMA masks on nodes
   used by single-NUMA pods and vice versa; NUMA status counts every pod with a NUMA-bound allocation (decision 7).
+- Capacity: a zone's cpu less the reserved CPUs in it (kubelet, kubelet-managed cpusets, node reservation).
 - Distribution: per resource, NUMA nodes of the mask by (available, id) ascending (decision 7), each taking an even
   share of what remains.
 Pure.
@@ -60,6 +61,7 @@ class _Ctx:
     __slots__ = (
         "avail",
         "bind",
+        "caps",
         "excl",
         "extra",
         "most",
@@ -93,6 +95,15 @@ class _Ctx:
         ]
         zones = topo.numa_allocatable
         self.tracked = [r for r in pod.requests if any(r in zones[z] for z in topo.numa_ids)]
+        # reserved CPUs (kubelet, kubelet-managed cpusets, node reservation) leave their zone's cpu
+        self.caps = {z: dict(zones.get(z, {})) for z in topo.numa_ids}
+        for z, amount in topo.numa_reserved.items():
+            if n.CPU in self.caps.get(z, {}):
+                self.caps[z][n.CPU] -= amount
+        for c in node_reserved - topo.reserved:
+            zone = self.caps.get(topo.cpus[c][2], {}) if c in topo.cpus else {}
+            if n.CPU in zone:
+                zone[n.CPU] -= 1000
         # CPU amplification (allot_placement.nodeside): zone cpu is amplified; cpuset-bound pods count amplified
         self.ratio = state.overrides.ratio if state.overrides is not None else None
         self.extra = state.amplified_extra(self.ratio)[1]
@@ -102,7 +113,7 @@ class _Ctx:
         return used + self.extra.get(z, 0) if r == n.CPU else used
 
     def available(self, z: int, r: str) -> int:
-        a = self.topo.numa_allocatable.get(z, {}).get(r, 0) - self.used(z, r)
+        a = self.caps.get(z, {}).get(r, 0) - self.used(z, r)
         if r == n.CPU and self.bind and self.ratio is not None and a > 0:
             a = int(Decimal(a) / self.ratio)  # what is left, in CPUs this pod holds exclusively
         if r == n.CPU and self.bind:
@@ -181,7 +192,7 @@ class _Ctx:
         num = den = 0
         most = cfg.numa.strategy == "MostAllocated"
         for r, w in cfg.numa.resources:
-            cap = sum(self.topo.numa_allocatable.get(z, {}).get(r, 0) for z in mask)
+            cap = sum(self.caps.get(z, {}).get(r, 0) for z in mask)
             if cap <= 0:
                 continue
             own = self.pod.requests.get(r, 0)
