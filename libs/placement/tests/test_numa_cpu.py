@@ -246,6 +246,7 @@ def test_reserved_cpus_leave_the_numa_zone_that_reports_them() -> None:
     # zones report 16 CPUs each; the kubelet reserves 12 CPUs of NUMA 0, so NUMA 0 offers 4
     eng = numa_node(reserved="0-5,16-21", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"})
     assert numa_of(place(eng, a_pod("big", cpu="16", memory="1Gi"))) == [1]
+    assert eng.schedule(admit(a_pod("p", cpu="5", memory="1Gi"))).codes == ["UnsatisfiedNUMAResource"]
     assert numa_of(eng.schedule(admit(a_pod("p", cpu="4", memory="1Gi")))) == [0]
 
 
@@ -262,3 +263,53 @@ def test_node_reservation_cpus_leave_their_numa_zone() -> None:
         an_nrt("n1"),
     )
     assert numa_of(eng.schedule(admit(a_pod("p", cpu="5", memory="1Gi")))) == [1]
+
+
+def test_numa_split_rounds_down_first() -> None:
+    eng = numa_node(labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"})
+    d = eng.schedule(admit(a_pod("p", cpu="17", labels=LSR)))
+    assert [(z["node"], z["resources"]["cpu"]) for z in status(d)["numaNodeResources"]] == [
+        (0, "8"),
+        (1, "9"),
+    ]
+    assert len(cpus(d)) == 17
+
+
+def uneven_nrt(zones: list[tuple[str, str]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "topology.node.k8s.io/v1alpha1",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": "n1"},
+        "topologyPolicies": ["None"],
+        "zones": [
+            {
+                "name": f"node-{z}",
+                "type": "Node",
+                "resources": [
+                    {"name": "cpu", "capacity": cpu, "allocatable": cpu, "available": cpu},
+                    {"name": "memory", "capacity": mem, "allocatable": mem, "available": mem},
+                ],
+            }
+            for z, (cpu, mem) in enumerate(zones)
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("policy", "outcome", "numa"),
+    [("Restricted", n.UNSCHEDULABLE, None), ("BestEffort", n.SCHEDULED, [0, 1, 2])],
+    ids=["restricted-refuses", "besteffort-gives-up-alignment"],
+)
+def test_resource_without_any_numa_hint(policy: str, outcome: str, numa: list[int] | None) -> None:
+    # only NUMA 0 has cpu; every NUMA set holding the pod's 8Gi includes a node without cpu: cpu gets no hint
+    eng = engine_with(
+        a_node("n1", cpu="8", memory="12Gi", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: policy}),
+        uneven_nrt([("4", "4Gi"), ("0", "4Gi"), ("0", "4Gi")]),
+    )
+    d = eng.schedule(admit(a_pod("p", cpu="4", memory="8Gi")))
+    assert d.outcome == outcome, d.message
+    if numa is None:
+        assert d.codes == ["UnsatisfiedNUMAResource"]
+        assert d.message == "0/1 nodes are available: 1 Unsatisfied NUMA cpu."
+    else:
+        assert numa_of(d) == numa

@@ -14,9 +14,11 @@ Rules (Koordinator NodeNUMAResource + topology manager, with our decisions):
   narrower masks win, then higher score (decision 4: ties keep the first permutation in enumeration order).
   ``singleNUMANodeExclusive: Required`` (the default when the pod sets a policy) forbids multi-NUMA masks on nodes
   used by single-NUMA pods and vice versa; NUMA status counts every pod with a NUMA-bound allocation (decision 7).
+  A resource without any hint: Restricted / SingleNUMANode refuse the node (``Unsatisfied NUMA <r>``), BestEffort
+  uses every NUMA node.
 - Capacity: a zone's cpu less the reserved CPUs in it (kubelet, kubelet-managed cpusets, node reservation).
-- Distribution: per resource, NUMA nodes of the mask by (available, id) ascending (decision 7), each taking an even
-  share of what remains.
+- Distribution: per resource, NUMA nodes of the mask by (available, id) ascending (decision 7), each taking its even
+  share of what remains rounded down (whole CPUs, or whole cores under required FullPCPUs, when binding).
 Pure.
 """
 
@@ -136,12 +138,13 @@ class _Ctx:
         for r in self.tracked:
             remaining = self.pod.requests[r]
             nodes = sorted(mask, key=lambda z: (self.available(z, r), z))
+            whole = r == n.CPU and self.bind  # cpus bound: whole CPUs (whole cores under required FullPCPUs)
             for i, z in enumerate(nodes):
-                share = -(-remaining // (len(nodes) - i))
-                if r == n.CPU and self.bind:
-                    share = -(-share // step) * step
+                # an even share rounded down, as Koordinator's splitQuantity: the rest goes to the later nodes
+                k = len(nodes) - i
+                share = remaining // step // k * step if whole else remaining // k
                 avail = self.available(z, r)
-                if r == n.CPU and self.bind:
+                if whole:
                     avail -= avail % step
                 take = min(avail, share, remaining)
                 if take > 0:
@@ -287,10 +290,12 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
             if all(ctx.available(z, r) > 0 for z in mask):
                 hints[r].append((mask, False, score))
     lists: list[list[Hint]] = []
+    unsatisfied = False  # a resource without any hint: BestEffort then gives up alignment
     for r in ctx.tracked:
         if not hints[r]:
             if policy != "BestEffort":
-                return None, rs.insufficient_numa(r)
+                return None, rs.unsatisfied_numa(r)
+            unsatisfied = True
             continue
         smallest = min(len(h[0]) for h in hints[r] if h[0] is not None)
         lists.append(
@@ -317,7 +322,7 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
 
     mask, preferred, unsat = _merge(lists, all_nodes, exclusive_ok)
     if policy == "BestEffort":
-        if unsat:
+        if unsat or unsatisfied:
             mask = all_nodes
     elif not preferred:
         return None, rs.UNALIGNED_NUMA

@@ -71,6 +71,11 @@ def insufficient_numa(resource: str) -> Reason:
     return (f"Insufficient NUMA {resource}", "InsufficientNUMAResource")
 
 
+def unsatisfied_numa(resource: str) -> Reason:
+    """No NUMA node set can hold ``resource`` (the topology manager's reason under Restricted/SingleNUMANode)."""
+    return (f"Unsatisfied NUMA {resource}", "UnsatisfiedNUMAResource")
+
+
 def summary_message(total: int, counts: dict[str, int]) -> str:
     """kube-scheduler's FitError text: ``0/N nodes are available: <count reason>, ...`` sorted as strings."""
     if not counts:
