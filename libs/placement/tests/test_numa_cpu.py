@@ -313,3 +313,41 @@ def test_resource_without_any_numa_hint(policy: str, outcome: str, numa: list[in
         assert d.message == "0/1 nodes are available: 1 Unsatisfied NUMA cpu."
     else:
         assert numa_of(d) == numa
+
+
+@pytest.mark.parametrize(
+    ("spec", "node_bind", "written"),
+    [
+        (
+            {"preferredCPUExclusivePolicy": "PCPULevel"},
+            None,
+            {"preferredCPUBindPolicy": "FullPCPUs", "preferredCPUExclusivePolicy": "PCPULevel"},
+        ),
+        ({"preferredCPUBindPolicy": "Default"}, None, {"preferredCPUBindPolicy": "FullPCPUs"}),
+        (
+            {"requiredCPUBindPolicy": "SpreadByPCPUs", "preferredCPUBindPolicy": "Default"},
+            None,
+            {"requiredCPUBindPolicy": "SpreadByPCPUs", "preferredCPUBindPolicy": "SpreadByPCPUs"},
+        ),
+        ({"requiredCPUBindPolicy": "SpreadByPCPUs"}, None, None),
+        (
+            {"preferredCPUBindPolicy": "FullPCPUs"},
+            "FullPCPUsOnly",
+            {"requiredCPUBindPolicy": "FullPCPUs", "preferredCPUBindPolicy": "FullPCPUs"},
+        ),
+    ],
+    ids=[
+        "keeps-exclusive",
+        "default-preferred",
+        "default-preferred-with-required",
+        "complete",
+        "node-forced",
+    ],
+)
+def test_resource_spec_written_back_completed(
+    spec: dict, node_bind: str | None, written: dict | None
+) -> None:
+    labels = {n.LABEL_CPU_BIND_POLICY: node_bind} if node_bind else None
+    d = numa_node(labels=labels).schedule(admit(a_pod("p", cpu="2", labels=LSR, annotations={RSPEC: spec})))
+    assert cpus(d)
+    assert d.annotations.get(n.ANN_RESOURCE_SPEC) == written

@@ -51,6 +51,7 @@ class NumaPlan(msgspec.Struct, frozen=True, kw_only=True):
     cpuset: tuple[int, ...] = ()
     cpu_exclusive: str = ""
     bind: str = ""
+    required: bool = False  # the bind policy is required (by the pod or forced by the node)
     bound: bool = False  # placement is NUMA-bound (scored over its NUMA nodes)
     score: int = 0  # NodeNUMAResource score over the NUMA nodes used (bound plans only)
 
@@ -278,7 +279,9 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
         only = ctx.cpuset(None)
         if only is None:
             return None, rs.INSUFFICIENT_CPUS
-        return NumaPlan(mask=None, cpuset=tuple(only), cpu_exclusive=pod.cpu_exclusive, bind=bind), None
+        return NumaPlan(
+            mask=None, cpuset=tuple(only), cpu_exclusive=pod.cpu_exclusive, bind=bind, required=bool(required)
+        ), None
     all_nodes = frozenset(topo.numa_ids)
     hints: dict[str, list[Hint]] = {r: [] for r in ctx.tracked}
     for mask in numa_subsets(topo.numa_ids):
@@ -343,6 +346,7 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
         cpuset=tuple(cpus),
         cpu_exclusive=pod.cpu_exclusive,
         bind=bind,
+        required=bool(required),
         bound=True,
         score=ctx.score(frozenset(dist) or mask, cfg),
     ), None
