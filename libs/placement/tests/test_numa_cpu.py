@@ -351,3 +351,19 @@ def test_resource_spec_written_back_completed(
     d = numa_node(labels=labels).schedule(admit(a_pod("p", cpu="2", labels=LSR, annotations={RSPEC: spec})))
     assert cpus(d)
     assert d.annotations.get(n.ANN_RESOURCE_SPEC) == written
+
+
+@pytest.mark.parametrize(
+    ("scoring", "expected"),
+    [
+        ({"nodeNUMAResource": {"strategy": "MostAllocated"}}, [8, 24]),  # the node score only: cpusets spread
+        ({"numaNodes": {"strategy": "MostAllocated"}}, [1, 17]),  # numaScoringStrategy: cpusets pack
+    ],
+    ids=["scoring-strategy", "numa-scoring-strategy"],
+)
+def test_numa_allocate_strategy_defaults_to_the_numa_nodes_strategy(
+    scoring: dict[str, Any], expected: list[int]
+) -> None:
+    eng = engine_with(a_node("n1", cpu="32", memory="128Gi"), an_nrt("n1"), config={"scoring": scoring})
+    place(eng, a_pod("a", cpu="2", labels=LSR))
+    assert cpus(eng.schedule(admit(a_pod("b", cpu="2", labels=LSR)))) == expected

@@ -32,7 +32,7 @@ import msgspec
 from allot_contracts.objects import names as n
 from allot_contracts.objects.inventory import Topology
 from allot_placement import reasons as rs
-from allot_placement.config import PlacementConfig
+from allot_placement.config import PlacementConfig, Strategy
 from allot_placement.cpus import bind_policy_holds, take_cpus
 from allot_placement.devices import device_hints, numa_subsets
 from allot_placement.pod import PodSpec
@@ -192,10 +192,10 @@ class _Ctx:
             return None
         return sorted(got)
 
-    def score(self, mask: frozenset[int], cfg: PlacementConfig) -> int:
+    def score(self, mask: frozenset[int], scoring: Strategy) -> int:
         num = den = 0
-        most = cfg.numa.strategy == "MostAllocated"
-        for r, w in cfg.numa.resources:
+        most = scoring.strategy == "MostAllocated"
+        for r, w in scoring.resources:
             cap = sum(self.caps.get(z, {}).get(r, 0) for z in mask)
             if cap <= 0:
                 continue
@@ -273,7 +273,7 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
     if not policy and not bind:
         return None, None
     assert topo is not None
-    strategy = labels.get(n.LABEL_NUMA_ALLOCATE_STRATEGY) or cfg.numa.strategy
+    strategy = labels.get(n.LABEL_NUMA_ALLOCATE_STRATEGY) or cfg.numa_nodes.strategy
     ctx = _Ctx(state, topo, pod, bind, required, strategy == "MostAllocated")
     if not policy:
         only = ctx.cpuset(None)
@@ -288,7 +288,7 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
         dist, _ = ctx.distribute(mask)
         if dist is None or (bind and ctx.cpuset(dist) is None):
             continue
-        score = ctx.score(mask, cfg)
+        score = ctx.score(mask, cfg.numa_nodes)
         for r in ctx.tracked:
             if all(ctx.available(z, r) > 0 for z in mask):
                 hints[r].append((mask, False, score))
@@ -348,5 +348,5 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
         bind=bind,
         required=bool(required),
         bound=True,
-        score=ctx.score(frozenset(dist) or mask, cfg),
+        score=ctx.score(frozenset(dist) or mask, cfg.numa),
     ), None

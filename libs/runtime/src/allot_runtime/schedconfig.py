@@ -13,7 +13,8 @@ score weight of NodeResourcesFit ``scoring.nodeResourcesFit.weight``            
                                  (a disabled score plugin: weight 0)
 NodeResourcesFitArgs,           ``scoring.<plugin>.strategy`` and ``resources``  device-allocator
   NodeNUMAResourceArgs,           (``scoringStrategy.type``/``resources``);
-  DeviceShareArgs                 ``cpu.defaultBindPolicy``
+  DeviceShareArgs                 ``cpu.defaultBindPolicy``; NodeNUMAResourceArgs'
+                                  ``numaScoringStrategy``: ``scoring.numaNodes``
 NodeResourcesFitPlusArgs        ``scoring.nodeResourcesFitPlus.resources``       device-allocator
 ScarceResourceAvoidanceArgs     ``scoring.scarceResourceAvoidance.resources``    device-allocator
 ElasticQuotaArgs                the same keys                                   quota-manager
@@ -79,7 +80,7 @@ _SCORED = {
 # Upstream plugin args: every field upstream defines. ``acted`` ones are mapped below; the rest are warnings.
 _ARGS: dict[str, tuple[set[str], set[str]]] = {  # plugin -> (acted on, known but not acted on)
     "NodeResourcesFit": ({"scoringStrategy"}, {"ignoredResources", "ignoredResourceGroups"}),
-    "NodeNUMAResource": ({"scoringStrategy", "defaultCPUBindPolicy"}, {"numaScoringStrategy"}),
+    "NodeNUMAResource": ({"scoringStrategy", "numaScoringStrategy", "defaultCPUBindPolicy"}, set()),
     "DeviceShare": (
         {"scoringStrategy"},
         {"allocator", "numaScoringStrategy", "disableDeviceNUMATopologyAlignment"},
@@ -314,6 +315,8 @@ def _map_args(
         scoring.setdefault(_SCORED[name], {}).update(
             _strategy(args["scoringStrategy"], f"{path}.scoringStrategy", issues)
         )
+    if name == "NodeNUMAResource" and "numaScoringStrategy" in args:
+        scoring["numaNodes"] = _strategy(args["numaScoringStrategy"], f"{path}.numaScoringStrategy", issues)
     if name == "NodeNUMAResource" and "defaultCPUBindPolicy" in args:
         placement["cpu"] = {"defaultBindPolicy": args["defaultCPUBindPolicy"]}
     if name == "NodeResourcesFitPlus" and "resources" in args:
