@@ -178,3 +178,22 @@ def test_allot_sim_run_reports_a_bad_config_without_a_traceback(tmp_path: Path, 
     err = capsys.readouterr().err
     assert "profiles[0].pluginConfig[0].args.defaultCpuBindPolicy: unknown field" in err
     assert "Traceback" not in err
+
+
+def test_numa_scoring_strategy_is_the_numa_nodes_strategy() -> None:
+    """NodeNUMAResourceArgs' numaScoringStrategy (NUMA nodes within a node, the default NUMA allocate strategy) is
+    acted on, apart from scoringStrategy (the node score)."""
+    raw = yaml.safe_load(KOORD)
+    args = raw["profiles"][0]["pluginConfig"][0]["args"]
+    args["numaScoringStrategy"] = {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 1}]}
+    result = translate(raw)
+    placement = PlacementConfig.from_dict(result.services["device-allocator"])
+    assert (placement.numa_nodes.strategy, dict(placement.numa_nodes.resources)) == (
+        "MostAllocated",
+        {"cpu": 1},
+    )
+    assert placement.numa.strategy == "MostAllocated"  # scoringStrategy, the node score
+    assert not any("numaScoringStrategy" in w.path for w in result.warnings)
+    assert PlacementConfig.from_dict(
+        translate(yaml.safe_load(KOORD)).services["device-allocator"]
+    ).numa_nodes == (PlacementConfig().numa_nodes)

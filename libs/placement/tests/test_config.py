@@ -108,3 +108,22 @@ def test_round_trip_and_version() -> None:
     assert cfg.version.startswith("allot-placement/1+")
     assert cfg.version == PlacementConfig.from_dict(cfg.to_dict()).version
     assert cfg.version != PlacementConfig().version
+
+
+def test_numa_nodes_strategy_is_its_own_setting() -> None:
+    # Koordinator's numaScoringStrategy: NUMA nodes within a node and the default NUMA allocate strategy
+    assert PlacementConfig().numa_nodes.strategy == "LeastAllocated"
+    assert PlacementConfig.from_dict({"policy": "binpack"}).numa_nodes.strategy == "MostAllocated"
+    node_only = PlacementConfig.from_dict({"scoring": {"nodeNUMAResource": {"strategy": "MostAllocated"}}})
+    assert node_only.numa_nodes.strategy == "LeastAllocated"
+    assert "numaNodes" not in node_only.to_dict()["scoring"]  # unset: the version stays what it was
+    packed = PlacementConfig.from_dict(
+        {"scoring": {"numaNodes": {"strategy": "MostAllocated", "resources": {"cpu": 1}}}}
+    )
+    assert (packed.numa_nodes.strategy, dict(packed.numa_nodes.resources)) == ("MostAllocated", {"cpu": 1})
+    assert PlacementConfig.from_dict(packed.to_dict()) == packed
+    assert packed.version != PlacementConfig().version
+    assert (
+        PlacementConfig.validate({"scoring": {"numaNodes": {"weight": 2}}})[0].path
+        == "scoring.numaNodes.weight"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -234,3 +235,135 @@ def test_gpu_request_larger_than_a_numa_node_fails_single_numa() -> None:
         an_nrt("n1"),
     )
     assert eng2.schedule(admit(a_pod("p", cpu="2", gpu=6))).outcome == n.SCHEDULED
+
+
+def test_non_integer_cpus_on_a_binding_node_keep_upstreams_reason() -> None:
+    d = numa_node(labels={n.LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}).schedule(admit(a_pod("p", cpu="1500m")))
+    assert d.message == "0/1 nodes are available: 1 the requested CPUs must be integer."
+
+
+def test_reserved_cpus_leave_the_numa_zone_that_reports_them() -> None:
+    # zones report 16 CPUs each; the kubelet reserves 12 CPUs of NUMA 0, so NUMA 0 offers 4
+    eng = numa_node(reserved="0-5,16-21", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"})
+    assert numa_of(place(eng, a_pod("big", cpu="16", memory="1Gi"))) == [1]
+    assert eng.schedule(admit(a_pod("p", cpu="5", memory="1Gi"))).codes == ["UnsatisfiedNUMAResource"]
+    assert numa_of(eng.schedule(admit(a_pod("p", cpu="4", memory="1Gi")))) == [0]
+
+
+def test_node_reservation_cpus_leave_their_numa_zone() -> None:
+    reservation = json.dumps({"reservedCPUs": "0-5,16-21"})
+    eng = engine_with(
+        a_node(
+            "n1",
+            cpu="32",
+            memory="128Gi",
+            labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"},
+            annotations={n.ANN_NODE_RESERVATION: reservation},
+        ),
+        an_nrt("n1"),
+    )
+    assert numa_of(eng.schedule(admit(a_pod("p", cpu="5", memory="1Gi")))) == [1]
+
+
+def test_numa_split_rounds_down_first() -> None:
+    eng = numa_node(labels={n.LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"})
+    d = eng.schedule(admit(a_pod("p", cpu="17", labels=LSR)))
+    assert [(z["node"], z["resources"]["cpu"]) for z in status(d)["numaNodeResources"]] == [
+        (0, "8"),
+        (1, "9"),
+    ]
+    assert len(cpus(d)) == 17
+
+
+def uneven_nrt(zones: list[tuple[str, str]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "topology.node.k8s.io/v1alpha1",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": "n1"},
+        "topologyPolicies": ["None"],
+        "zones": [
+            {
+                "name": f"node-{z}",
+                "type": "Node",
+                "resources": [
+                    {"name": "cpu", "capacity": cpu, "allocatable": cpu, "available": cpu},
+                    {"name": "memory", "capacity": mem, "allocatable": mem, "available": mem},
+                ],
+            }
+            for z, (cpu, mem) in enumerate(zones)
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("policy", "outcome", "numa"),
+    [("Restricted", n.UNSCHEDULABLE, None), ("BestEffort", n.SCHEDULED, [0, 1, 2])],
+    ids=["restricted-refuses", "besteffort-gives-up-alignment"],
+)
+def test_resource_without_any_numa_hint(policy: str, outcome: str, numa: list[int] | None) -> None:
+    # only NUMA 0 has cpu; every NUMA set holding the pod's 8Gi includes a node without cpu: cpu gets no hint
+    eng = engine_with(
+        a_node("n1", cpu="8", memory="12Gi", labels={n.LABEL_NUMA_TOPOLOGY_POLICY: policy}),
+        uneven_nrt([("4", "4Gi"), ("0", "4Gi"), ("0", "4Gi")]),
+    )
+    d = eng.schedule(admit(a_pod("p", cpu="4", memory="8Gi")))
+    assert d.outcome == outcome, d.message
+    if numa is None:
+        assert d.codes == ["UnsatisfiedNUMAResource"]
+        assert d.message == "0/1 nodes are available: 1 Unsatisfied NUMA cpu."
+    else:
+        assert numa_of(d) == numa
+
+
+@pytest.mark.parametrize(
+    ("spec", "node_bind", "written"),
+    [
+        (
+            {"preferredCPUExclusivePolicy": "PCPULevel"},
+            None,
+            {"preferredCPUBindPolicy": "FullPCPUs", "preferredCPUExclusivePolicy": "PCPULevel"},
+        ),
+        ({"preferredCPUBindPolicy": "Default"}, None, {"preferredCPUBindPolicy": "FullPCPUs"}),
+        (
+            {"requiredCPUBindPolicy": "SpreadByPCPUs", "preferredCPUBindPolicy": "Default"},
+            None,
+            {"requiredCPUBindPolicy": "SpreadByPCPUs", "preferredCPUBindPolicy": "SpreadByPCPUs"},
+        ),
+        ({"requiredCPUBindPolicy": "SpreadByPCPUs"}, None, None),
+        (
+            {"preferredCPUBindPolicy": "FullPCPUs"},
+            "FullPCPUsOnly",
+            {"requiredCPUBindPolicy": "FullPCPUs", "preferredCPUBindPolicy": "FullPCPUs"},
+        ),
+    ],
+    ids=[
+        "keeps-exclusive",
+        "default-preferred",
+        "default-preferred-with-required",
+        "complete",
+        "node-forced",
+    ],
+)
+def test_resource_spec_written_back_completed(
+    spec: dict, node_bind: str | None, written: dict | None
+) -> None:
+    labels = {n.LABEL_CPU_BIND_POLICY: node_bind} if node_bind else None
+    d = numa_node(labels=labels).schedule(admit(a_pod("p", cpu="2", labels=LSR, annotations={RSPEC: spec})))
+    assert cpus(d)
+    assert d.annotations.get(n.ANN_RESOURCE_SPEC) == written
+
+
+@pytest.mark.parametrize(
+    ("scoring", "expected"),
+    [
+        ({"nodeNUMAResource": {"strategy": "MostAllocated"}}, [8, 24]),  # the node score only: cpusets spread
+        ({"numaNodes": {"strategy": "MostAllocated"}}, [1, 17]),  # numaScoringStrategy: cpusets pack
+    ],
+    ids=["scoring-strategy", "numa-scoring-strategy"],
+)
+def test_numa_allocate_strategy_defaults_to_the_numa_nodes_strategy(
+    scoring: dict[str, Any], expected: list[int]
+) -> None:
+    eng = engine_with(a_node("n1", cpu="32", memory="128Gi"), an_nrt("n1"), config={"scoring": scoring})
+    place(eng, a_pod("a", cpu="2", labels=LSR))
+    assert cpus(eng.schedule(admit(a_pod("b", cpu="2", labels=LSR)))) == expected

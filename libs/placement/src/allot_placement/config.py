@@ -11,6 +11,7 @@ Shape (camelCase keys, every key optional; ``PlacementConfig()`` is the document
     scoring:
       nodeResourcesFit:  {strategy: LeastAllocated, weight: 1, resources: {cpu: 1, memory: 1}}
       nodeNUMAResource:  {strategy: LeastAllocated, weight: 1, resources: {cpu: 1, memory: 1}}
+      numaNodes:         {strategy: LeastAllocated, resources: {cpu: 1, memory: 1}}   # NUMA nodes within a node
       deviceShare:       {strategy: MostAllocated, weight: 1,
                           resources: {koordinator.sh/gpu-memory-ratio: 1, koordinator.sh/gpu-memory: 1,
                                       koordinator.sh/rdma: 1, koordinator.sh/fpga: 1}}
@@ -24,10 +25,12 @@ Shape (camelCase keys, every key optional; ``PlacementConfig()`` is the document
     explain: {topScores: 3, maxNodeReasons: 16}
     loadAware: {usageThresholds: {cpu: 65, memory: 95}, ...}   # LoadAwareSchedulingArgs, see allot_placement.loadaware
 
-A preset sets the strategies first; explicit sections then override individual fields. ``policy`` other than
-koordinator/binpack/spread selects a cluster-level GPU policy (``gpu_policy``) that replaces the deviceShare score,
-see ``allot_placement.policies``. Errors are ``FieldIssue`` with the config path; ``from_dict`` raises
-``ConfigError`` carrying all of them.
+``numaNodes`` is Koordinator's NodeNUMAResourceArgs ``numaScoringStrategy``: it ranks NUMA nodes within a node (the
+topology hints' score) and is the default NUMA allocate strategy (cpusets pack with MostAllocated);
+``nodeNUMAResource`` (``scoringStrategy``) scores the node. A preset sets the strategies first; explicit sections
+then override individual fields. ``policy`` other than koordinator/binpack/spread selects a cluster-level GPU policy
+(``gpu_policy``) that replaces the deviceShare score, see ``allot_placement.policies``. Errors are ``FieldIssue``
+with the config path; ``from_dict`` raises ``ConfigError`` carrying all of them.
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
     policy: str = "koordinator"
     node_fit: Strategy = Strategy(strategy="LeastAllocated", weight=1, resources=_CPU_MEM)
     numa: Strategy = Strategy(strategy="LeastAllocated", weight=1, resources=_CPU_MEM)
+    numa_nodes: Strategy = Strategy(strategy="LeastAllocated", weight=1, resources=_CPU_MEM)
     device: Strategy = Strategy(strategy="MostAllocated", weight=1, resources=_DEVICE_WEIGHTS)
     fit_plus_weight: int = 1
     fit_plus: tuple[tuple[str, FitPlusResource], ...] = ()
@@ -147,6 +151,12 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
             "scoring": {
                 "nodeResourcesFit": strat(self.node_fit),
                 "nodeNUMAResource": strat(self.numa),
+                # only when set: the version of a configuration that does not use it stays what it was
+                **(
+                    {"numaNodes": {k: v for k, v in strat(self.numa_nodes).items() if k != "weight"}}
+                    if self.numa_nodes != _numa_nodes(self.policy)
+                    else {}
+                ),
                 "deviceShare": strat(self.device),
                 "nodeResourcesFitPlus": {
                     "weight": self.fit_plus_weight,
@@ -237,6 +247,10 @@ def _strategy(raw: dict[str, Any], base: Strategy, path: str, errors: list[Field
     )
 
 
+def _numa_nodes(policy: str) -> Strategy:
+    return Strategy(strategy=_preset(policy)["numa"], weight=1, resources=_CPU_MEM)
+
+
 def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
     if d is None:
         d = {}
@@ -261,6 +275,7 @@ def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
         {
             "nodeResourcesFit",
             "nodeNUMAResource",
+            "numaNodes",
             "deviceShare",
             "nodeResourcesFitPlus",
             "scarceResourceAvoidance",
@@ -279,6 +294,12 @@ def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
         _section(scoring, "nodeNUMAResource", "scoring.", sk, errors),
         Strategy(strategy=preset["numa"], weight=base_weight, resources=_CPU_MEM),
         "scoring.nodeNUMAResource",
+        errors,
+    )
+    numa_nodes = _strategy(
+        _section(scoring, "numaNodes", "scoring.", {"strategy", "resources"}, errors),
+        _numa_nodes(str(policy)),
+        "scoring.numaNodes",
         errors,
     )
     device = _strategy(
@@ -354,6 +375,7 @@ def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
         policy=str(policy),
         node_fit=node_fit,
         numa=numa,
+        numa_nodes=numa_nodes,
         device=device,
         fit_plus_weight=_int(fp.get("weight"), "scoring.nodeResourcesFitPlus.weight", errors, default=1),
         fit_plus=tuple(fit_plus),

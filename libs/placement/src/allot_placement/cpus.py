@@ -5,11 +5,14 @@ physical cores; ``SpreadByPCPUs``: one logical CPU per core first), an exclusive
 ``NUMANodeLevel`` NUMA nodes, already holding CPUs of pods with that policy) and a NUMA strategy (MostAllocated packs
 the fullest NUMA node / socket first, LeastAllocated the emptiest).
 
-Order of attempts (Koordinator's accumulator):
-1. FullPCPUs: one NUMA node with enough fully free cores (exclusive-respecting pass first), then one socket, then
-   whole sockets' free cores largest first, then remaining cores smallest socket first.
-2. SpreadByPCPUs: one NUMA node, then one socket, spreading over cores.
-3. Fallback: cores ordered by (socket strategy, NUMA strategy, core free count, socket id, core id), spread.
+Order of attempts (Koordinator's ``takeCPUs``):
+1. FullPCPUs: one NUMA node with enough fully free cores (a pass that skips NUMANodeLevel-exclusive NUMA nodes
+   first), then one socket; NUMA nodes and sockets are ranked by the CPUs of their *fully free cores*. Then whole
+   sockets' free cores largest first, then the remaining cores smallest socket first.
+2. SpreadByPCPUs: one NUMA node (ranked by its free CPUs), then one socket (ranked by its free cores), spreading
+   over cores; the exclusive-respecting pass keeps one CPU per core.
+3. Fallback: cores ordered by (CPUs already taken on the socket, socket strategy, NUMA strategy, core free count,
+   socket id, core id), spread, recomputed for the pass that ignores exclusivity.
 Ties are broken by NUMA id, socket id, core id and CPU id (decision 4), so the result is deterministic. Pure.
 """
 
@@ -23,18 +26,26 @@ __all__ = ["bind_policy_holds", "take_cpus"]
 
 
 def _spread(cpus: Iterable[int], core_of: Mapping[int, int]) -> list[int]:
-    by_core: dict[int, list[int]] = {}
+    """Round-robin over cores: the first CPU of every core in order, then the next unseen ones, and so on."""
+    rest, out = list(cpus), []
+    while rest:
+        seen: set[int] = set()
+        later: list[int] = []
+        for c in rest:
+            if core_of[c] in seen:
+                later.append(c)
+            else:
+                seen.add(core_of[c])
+                out.append(c)
+        rest = later
+    return out
+
+
+def _count(cpus: Iterable[int], key: Mapping[int, int]) -> dict[int, int]:
+    out: dict[int, int] = {}
     for c in cpus:
-        by_core.setdefault(core_of[c], []).append(c)
-    out: list[int] = []
-    depth = 0
-    lists = list(by_core.values())
-    while True:
-        layer = [lst[depth] for lst in lists if len(lst) > depth]
-        if not layer:
-            return out
-        out.extend(layer)
-        depth += 1
+        out[key[c]] = out.get(key[c], 0) + 1
+    return out
 
 
 def bind_policy_holds(topo: Topology, cpus: list[int], policy: str) -> bool:
@@ -44,6 +55,53 @@ def bind_policy_holds(topo: Topology, cpus: list[int], policy: str) -> bool:
     if policy == "SpreadByPCPUs":
         return len(cores) == len(cpus)
     return True
+
+
+class _Acc:
+    """What one ``take_cpus`` call reads: the topology maps, the exclusivity of placed CPUs, the strategy."""
+
+    def __init__(self, topo: Topology, owner: Mapping[int, str], exclusive: str, most: bool) -> None:
+        self.per_core = topo.cpus_per_core
+        self.core_of = {c: v[0] for c, v in topo.cpus.items()}
+        self.socket_of = {c: v[1] for c, v in topo.cpus.items()}
+        self.numa_of = {c: v[2] for c, v in topo.cpus.items()}
+        self.exclusive = exclusive
+        self.sign = 1 if most else -1
+        self.excl_cores = {
+            self.core_of[c] for c, p in owner.items() if p == "PCPULevel" and c in self.core_of
+        }
+        self.excl_numas = {
+            self.numa_of[c] for c, p in owner.items() if p == "NUMANodeLevel" and c in self.numa_of
+        }
+
+    def pcpu_excl(self, c: int) -> bool:
+        return self.exclusive == "PCPULevel" and self.core_of[c] in self.excl_cores
+
+    def numa_excl(self, c: int) -> bool:
+        return self.exclusive == "NUMANodeLevel" and self.numa_of[c] in self.excl_numas
+
+    def one_per_core(self, cpus: list[int]) -> list[int]:
+        seen: set[int] = set()
+        return [c for c in cpus if not (self.core_of[c] in seen or seen.add(self.core_of[c]))]  # type: ignore[func-returns-value]
+
+    def full_cores(self, pool: list[int]) -> list[list[int]]:
+        """The fully free cores among ``pool`` (sorted CPU ids), by core id."""
+        by_core: dict[int, list[int]] = {}
+        for c in pool:
+            by_core.setdefault(self.core_of[c], []).append(c)
+        return [by_core[k] for k in sorted(by_core) if len(by_core[k]) == self.per_core]
+
+    def ranked(
+        self, groups: dict[int, list[int]], score: Mapping[int, int] | None, socket: Mapping[int, int] | None
+    ) -> list[list[int]]:
+        """Groups ordered by the strategy on ``score`` (default: their size), then on their socket's ``socket``
+        count, then by id."""
+
+        def key(g: int) -> tuple[int, int, int]:
+            s = socket.get(self.socket_of[groups[g][0]], 0) if socket is not None else 0
+            return (self.sign * (score[g] if score is not None else len(groups[g])), self.sign * s, g)
+
+        return [groups[g] for g in sorted(groups, key=key)]
 
 
 def take_cpus(
@@ -61,127 +119,111 @@ def take_cpus(
         return []
     if n > len(avail):
         return None
-    core_of = {c: v[0] for c, v in topo.cpus.items()}
-    socket_of = {c: v[1] for c, v in topo.cpus.items()}
-    numa_of = {c: v[2] for c, v in topo.cpus.items()}
-    aset = set(avail)
-    excl_cores = {core_of[c] for c, p in owner.items() if p == "PCPULevel" and c in core_of}
-    excl_numas = {numa_of[c] for c, p in owner.items() if p == "NUMANodeLevel" and c in numa_of}
-
-    def is_excl(c: int) -> bool:
-        return (exclusive == "PCPULevel" and core_of[c] in excl_cores) or (
-            exclusive == "NUMANodeLevel" and numa_of[c] in excl_numas
-        )
-
-    sign = 1 if most_allocated else -1
-    numa_free: dict[int, int] = {}
-    socket_free: dict[int, int] = {}
-    for c in avail:
-        numa_free[numa_of[c]] = numa_free.get(numa_of[c], 0) + 1
-        socket_free[socket_of[c]] = socket_free.get(socket_of[c], 0) + 1
-    numa_socket = {numa_of[c]: socket_of[c] for c in topo.cpus}
-    numas = sorted(
-        numa_socket, key=lambda z: (sign * numa_free.get(z, 0), sign * socket_free.get(numa_socket[z], 0), z)
-    )
-    sockets = sorted(set(socket_of.values()), key=lambda s: (sign * socket_free.get(s, 0), s))
-    cpus_per_numa = len(topo.cpus) // max(len(numa_socket), 1)
+    acc = _Acc(topo, owner, exclusive, most_allocated)
+    numas = {v[2] for v in topo.cpus.values()}
+    sockets = {v[1] for v in topo.cpus.values()}
+    cpus_per_numa = len(topo.cpus) // max(len(numas), 1)
     cpus_per_socket = len(topo.cpus) // max(len(sockets), 1)
-    core_cpus: dict[int, list[int]] = {}
-    for c in sorted(topo.cpus):
-        core_cpus.setdefault(core_of[c], []).append(c)
-    full_cores = [k for k in sorted(core_cpus) if all(c in aset for c in core_cpus[k])]
-
     if bind == "FullPCPUs" or topo.cpus_per_core == 1:
-        for groups, key in ((numas, numa_of), (sockets, socket_of)):
-            limit = cpus_per_numa if key is numa_of else cpus_per_socket
-            if n > limit:
-                continue
-            for filt in (True, False):
-                for g in groups:
-                    if filt and key is numa_of and exclusive == "NUMANodeLevel" and g in excl_numas:
-                        continue
-                    cpus = [
-                        c
-                        for k in full_cores
-                        if key[core_cpus[k][0]] == g
-                        for c in core_cpus[k]
-                        if not (filt and is_excl(c))
-                    ]
-                    if len(cpus) >= n:
-                        return sorted(cpus[:n])
-        taken: list[int] = []
-        per_socket = {s: [k for k in full_cores if socket_of[core_cpus[k][0]] == s] for s in sockets}
-        lists = sorted(
-            per_socket.values(),
-            key=lambda cores: (-len(cores), socket_of[core_cpus[cores[0]][0]] if cores else 0),
-        )
-        leftover = []
-        for cores in lists:
-            size = sum(len(core_cpus[k]) for k in cores)
-            if cores and size <= n - len(taken):
-                taken.extend(c for k in cores for c in core_cpus[k])
-            else:
-                leftover.append(cores)
-        for cores in sorted(leftover, key=len):
-            for k in cores:
-                if n - len(taken) < topo.cpus_per_core:
-                    break
-                taken.extend(core_cpus[k])
-        if len(taken) == n:
-            return sorted(taken)
-        return _fallback(n, avail, taken, core_of, socket_of, numa_of, sign, socket_free, numa_free, is_excl)
+        got, taken = _full_pcpus(acc, avail, n, cpus_per_numa, cpus_per_socket)
+        if got is not None:
+            return got
+    else:
+        got, taken = _spread_pcpus(acc, avail, n, cpus_per_numa, cpus_per_socket), []
+        if got is not None:
+            return got
+    return _fallback(acc, avail, n, taken)
 
-    for groups, key in ((numas, numa_of), (sockets, socket_of)):
-        limit = cpus_per_numa if key is numa_of else cpus_per_socket
-        if n > limit:
-            continue
+
+def _full_pcpus(
+    acc: _Acc, avail: list[int], n: int, cpus_per_numa: int, cpus_per_socket: int
+) -> tuple[list[int] | None, list[int]]:
+    """(the CPUs, or None and the whole cores taken so far)."""
+    if n <= cpus_per_numa:
         for filt in (True, False):
-            for g in groups:
-                cpus = [c for c in avail if key[c] == g and not (filt and is_excl(c))]
-                if filt:
-                    seen: set[int] = set()
-                    cpus = [c for c in cpus if not (core_of[c] in seen or seen.add(core_of[c]))]  # type: ignore[func-returns-value]
+            pool = [c for c in avail if not (filt and acc.numa_excl(c))]
+            groups: dict[int, list[int]] = {}
+            for core in acc.full_cores(pool):
+                groups.setdefault(acc.numa_of[core[0]], []).extend(core)
+            for cpus in acc.ranked(groups, None, _count(pool, acc.socket_of)):
                 if len(cpus) >= n:
-                    return sorted(_spread(cpus, core_of)[:n])
-    return _fallback(n, avail, [], core_of, socket_of, numa_of, sign, socket_free, numa_free, is_excl)
+                    return sorted(cpus[:n]), []
+    per_socket: dict[int, list[list[int]]] = {}
+    for core in acc.full_cores(avail):
+        per_socket.setdefault(acc.socket_of[core[0]], []).append(core)
+    if n <= cpus_per_socket:
+        flat = {s: [c for core in cores for c in core] for s, cores in per_socket.items()}
+        for cpus in acc.ranked(flat, None, None):
+            if len(cpus) >= n:
+                return sorted(cpus[:n]), []
+    taken: list[int] = []
+    leftover: list[list[list[int]]] = []
+    for cores in sorted(per_socket.values(), key=lambda cs: (-len(cs), acc.socket_of[cs[0][0]])):
+        size = sum(len(core) for core in cores)
+        if size <= n - len(taken):
+            taken.extend(c for core in cores for c in core)
+        else:
+            leftover.append(cores)
+    for cores in sorted(leftover, key=len):
+        for core in cores:
+            if n - len(taken) < acc.per_core:
+                break
+            taken.extend(core)
+    return (sorted(taken), taken) if len(taken) == n else (None, taken)
 
 
-def _fallback(
-    n: int,
-    avail: list[int],
-    taken: list[int],
-    core_of: Mapping[int, int],
-    socket_of: Mapping[int, int],
-    numa_of: Mapping[int, int],
-    sign: int,
-    socket_free: Mapping[int, int],
-    numa_free: Mapping[int, int],
-    is_excl: object,
+def _spread_pcpus(
+    acc: _Acc, avail: list[int], n: int, cpus_per_numa: int, cpus_per_socket: int
 ) -> list[int] | None:
+    if n <= cpus_per_numa:
+        for filt in (True, False):
+            pool = [c for c in avail if not (filt and (acc.pcpu_excl(c) or acc.numa_excl(c)))]
+            groups: dict[int, list[int]] = {}
+            for c in pool:
+                groups.setdefault(acc.numa_of[c], []).append(c)
+            free = {g: len(cpus) for g, cpus in groups.items()}
+            for cpus in acc.ranked(groups, free, _count(pool, acc.socket_of)):
+                cpus = acc.one_per_core(cpus) if filt else cpus
+                if len(cpus) >= n:
+                    return sorted(_spread(cpus, acc.core_of)[:n])
+    if n <= cpus_per_socket:
+        for filt in (True, False):
+            by_socket: dict[int, list[int]] = {}
+            for c in avail:
+                if not (filt and acc.pcpu_excl(c)):
+                    by_socket.setdefault(acc.socket_of[c], []).append(c)
+            if filt:
+                by_socket = {s: acc.one_per_core(cpus) for s, cpus in by_socket.items()}
+            for cpus in acc.ranked(by_socket, None, None):
+                if len(cpus) >= n:
+                    return sorted(_spread(cpus, acc.core_of)[:n])
+    return None
+
+
+def _fallback(acc: _Acc, avail: list[int], n: int, taken: list[int]) -> list[int] | None:
     chosen = list(taken)
-    have = set(chosen)
-    used_sockets = {socket_of[c] for c in chosen}
-    core_free: dict[int, int] = {}
-    for c in avail:
-        core_free[core_of[c]] = core_free.get(core_of[c], 0) + 1
     for filt in (True, False):
-        rest = [c for c in avail if c not in have and not (filt and is_excl(c))]  # type: ignore[operator]
-        rest.sort(
+        have = set(chosen)
+        pool = [c for c in avail if c not in have and not (filt and (acc.pcpu_excl(c) or acc.numa_excl(c)))]
+        colo = _count(chosen, acc.socket_of)
+        socket_free, numa_free = _count(pool, acc.socket_of), _count(pool, acc.numa_of)
+        core_free = _count(pool, acc.core_of)
+        s = acc.sign
+        pool.sort(
             key=lambda c: (
-                0 if socket_of[c] in used_sockets else 1,
-                sign * socket_free.get(socket_of[c], 0),
-                sign * numa_free.get(numa_of[c], 0),
-                core_free[core_of[c]],
-                socket_of[c],
-                core_of[c],
+                -colo.get(acc.socket_of[c], 0),
+                s * socket_free[acc.socket_of[c]],
+                s * numa_free[acc.numa_of[c]],
+                core_free[acc.core_of[c]],
+                acc.socket_of[c],
+                acc.core_of[c],
                 c,
             )
         )
-        for c in _spread(rest, core_of):
+        for c in _spread(pool, acc.core_of):
             if len(chosen) >= n:
                 break
             chosen.append(c)
-            have.add(c)
         if len(chosen) >= n:
             return sorted(chosen)
     return None

@@ -61,7 +61,7 @@ def scheduled(
     )
     bind = plan.bind if plan else ""
     annotations = output_annotations(
-        state.inventory, alloc, bind, bool(bind) and not spec.bind_policy, spec.spec_has_bind
+        state.inventory, alloc, bind, plan is not None and plan.required, spec.resource_spec
     )
     scores = [NodeScore(node=nm, score=r.score, components=dict(r.components)) for nm, r in tops]
     return Decision(

@@ -14,8 +14,11 @@ Rules (Koordinator NodeNUMAResource + topology manager, with our decisions):
   narrower masks win, then higher score (decision 4: ties keep the first permutation in enumeration order).
   ``singleNUMANodeExclusive: Required`` (the default when the pod sets a policy) forbids multi-NUMA masks on nodes
   used by single-NUMA pods and vice versa; NUMA status counts every pod with a NUMA-bound allocation (decision 7).
-- Distribution: per resource, NUMA nodes of the mask by (available, id) ascending (decision 7), each taking an even
-  share of what remains.
+  A resource without any hint: Restricted / SingleNUMANode refuse the node (``Unsatisfied NUMA <r>``), BestEffort
+  uses every NUMA node.
+- Capacity: a zone's cpu less the reserved CPUs in it (kubelet, kubelet-managed cpusets, node reservation).
+- Distribution: per resource, NUMA nodes of the mask by (available, id) ascending (decision 7), each taking its even
+  share of what remains rounded down (whole CPUs, or whole cores under required FullPCPUs, when binding).
 Pure.
 """
 
@@ -29,7 +32,7 @@ import msgspec
 from allot_contracts.objects import names as n
 from allot_contracts.objects.inventory import Topology
 from allot_placement import reasons as rs
-from allot_placement.config import PlacementConfig
+from allot_placement.config import PlacementConfig, Strategy
 from allot_placement.cpus import bind_policy_holds, take_cpus
 from allot_placement.devices import device_hints, numa_subsets
 from allot_placement.pod import PodSpec
@@ -48,6 +51,7 @@ class NumaPlan(msgspec.Struct, frozen=True, kw_only=True):
     cpuset: tuple[int, ...] = ()
     cpu_exclusive: str = ""
     bind: str = ""
+    required: bool = False  # the bind policy is required (by the pod or forced by the node)
     bound: bool = False  # placement is NUMA-bound (scored over its NUMA nodes)
     score: int = 0  # NodeNUMAResource score over the NUMA nodes used (bound plans only)
 
@@ -60,6 +64,7 @@ class _Ctx:
     __slots__ = (
         "avail",
         "bind",
+        "caps",
         "excl",
         "extra",
         "most",
@@ -93,6 +98,15 @@ class _Ctx:
         ]
         zones = topo.numa_allocatable
         self.tracked = [r for r in pod.requests if any(r in zones[z] for z in topo.numa_ids)]
+        # reserved CPUs (kubelet, kubelet-managed cpusets, node reservation) leave their zone's cpu
+        self.caps = {z: dict(zones.get(z, {})) for z in topo.numa_ids}
+        for z, amount in topo.numa_reserved.items():
+            if n.CPU in self.caps.get(z, {}):
+                self.caps[z][n.CPU] -= amount
+        for c in node_reserved - topo.reserved:
+            zone = self.caps.get(topo.cpus[c][2], {}) if c in topo.cpus else {}
+            if n.CPU in zone:
+                zone[n.CPU] -= 1000
         # CPU amplification (allot_placement.nodeside): zone cpu is amplified; cpuset-bound pods count amplified
         self.ratio = state.overrides.ratio if state.overrides is not None else None
         self.extra = state.amplified_extra(self.ratio)[1]
@@ -102,7 +116,7 @@ class _Ctx:
         return used + self.extra.get(z, 0) if r == n.CPU else used
 
     def available(self, z: int, r: str) -> int:
-        a = self.topo.numa_allocatable.get(z, {}).get(r, 0) - self.used(z, r)
+        a = self.caps.get(z, {}).get(r, 0) - self.used(z, r)
         if r == n.CPU and self.bind and self.ratio is not None and a > 0:
             a = int(Decimal(a) / self.ratio)  # what is left, in CPUs this pod holds exclusively
         if r == n.CPU and self.bind:
@@ -125,12 +139,13 @@ class _Ctx:
         for r in self.tracked:
             remaining = self.pod.requests[r]
             nodes = sorted(mask, key=lambda z: (self.available(z, r), z))
+            whole = r == n.CPU and self.bind  # cpus bound: whole CPUs (whole cores under required FullPCPUs)
             for i, z in enumerate(nodes):
-                share = -(-remaining // (len(nodes) - i))
-                if r == n.CPU and self.bind:
-                    share = -(-share // step) * step
+                # an even share rounded down, as Koordinator's splitQuantity: the rest goes to the later nodes
+                k = len(nodes) - i
+                share = remaining // step // k * step if whole else remaining // k
                 avail = self.available(z, r)
-                if r == n.CPU and self.bind:
+                if whole:
                     avail -= avail % step
                 take = min(avail, share, remaining)
                 if take > 0:
@@ -177,11 +192,11 @@ class _Ctx:
             return None
         return sorted(got)
 
-    def score(self, mask: frozenset[int], cfg: PlacementConfig) -> int:
+    def score(self, mask: frozenset[int], scoring: Strategy) -> int:
         num = den = 0
-        most = cfg.numa.strategy == "MostAllocated"
-        for r, w in cfg.numa.resources:
-            cap = sum(self.topo.numa_allocatable.get(z, {}).get(r, 0) for z in mask)
+        most = scoring.strategy == "MostAllocated"
+        for r, w in scoring.resources:
+            cap = sum(self.caps.get(z, {}).get(r, 0) for z in mask)
             if cap <= 0:
                 continue
             own = self.pod.requests.get(r, 0)
@@ -258,28 +273,32 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
     if not policy and not bind:
         return None, None
     assert topo is not None
-    strategy = labels.get(n.LABEL_NUMA_ALLOCATE_STRATEGY) or cfg.numa.strategy
+    strategy = labels.get(n.LABEL_NUMA_ALLOCATE_STRATEGY) or cfg.numa_nodes.strategy
     ctx = _Ctx(state, topo, pod, bind, required, strategy == "MostAllocated")
     if not policy:
         only = ctx.cpuset(None)
         if only is None:
             return None, rs.INSUFFICIENT_CPUS
-        return NumaPlan(mask=None, cpuset=tuple(only), cpu_exclusive=pod.cpu_exclusive, bind=bind), None
+        return NumaPlan(
+            mask=None, cpuset=tuple(only), cpu_exclusive=pod.cpu_exclusive, bind=bind, required=bool(required)
+        ), None
     all_nodes = frozenset(topo.numa_ids)
     hints: dict[str, list[Hint]] = {r: [] for r in ctx.tracked}
     for mask in numa_subsets(topo.numa_ids):
         dist, _ = ctx.distribute(mask)
         if dist is None or (bind and ctx.cpuset(dist) is None):
             continue
-        score = ctx.score(mask, cfg)
+        score = ctx.score(mask, cfg.numa_nodes)
         for r in ctx.tracked:
             if all(ctx.available(z, r) > 0 for z in mask):
                 hints[r].append((mask, False, score))
     lists: list[list[Hint]] = []
+    unsatisfied = False  # a resource without any hint: BestEffort then gives up alignment
     for r in ctx.tracked:
         if not hints[r]:
             if policy != "BestEffort":
-                return None, rs.insufficient_numa(r)
+                return None, rs.unsatisfied_numa(r)
+            unsatisfied = True
             continue
         smallest = min(len(h[0]) for h in hints[r] if h[0] is not None)
         lists.append(
@@ -306,7 +325,7 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
 
     mask, preferred, unsat = _merge(lists, all_nodes, exclusive_ok)
     if policy == "BestEffort":
-        if unsat:
+        if unsat or unsatisfied:
             mask = all_nodes
     elif not preferred:
         return None, rs.UNALIGNED_NUMA
@@ -327,6 +346,7 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
         cpuset=tuple(cpus),
         cpu_exclusive=pod.cpu_exclusive,
         bind=bind,
+        required=bool(required),
         bound=True,
-        score=ctx.score(frozenset(dist) or mask, cfg),
+        score=ctx.score(frozenset(dist) or mask, cfg.numa),
     ), None

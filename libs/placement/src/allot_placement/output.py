@@ -5,8 +5,10 @@
   when the Device lists none, VF ``minor`` always written when known (decision 5).
 - ``scheduling.koordinator.sh/resource-status``: ``{"cpuset": "0-3", "numaNodeResources": [{"node", "resources"}]}``
   with empty parts omitted.
-- ``scheduling.koordinator.sh/resource-spec`` is written back when a cpuset was bound for a pod whose resource-spec
-  names no bind policy (required when the node forced it, preferred otherwise).
+- ``scheduling.koordinator.sh/resource-spec`` is written back, whole, when a cpuset was bound and the pod's spec lacks
+  the policy used (Koordinator's ``appendResourceSpecIfMissed``): a required policy (the pod's or the node's) fills an
+  empty or ``Default`` ``requiredCPUBindPolicy``, a ``Default`` preferred policy becomes the policy used, and a spec
+  naming neither gets it as ``preferredCPUBindPolicy``; the other fields are kept.
 Pure.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from allot_contracts.objects import names as n
+from allot_contracts.objects.annotations import ResourceSpec
 from allot_contracts.objects.cpuset import format_cpuset
 from allot_contracts.objects.inventory import Inventory
 from allot_contracts.resources import format_resource_list
@@ -24,7 +27,7 @@ __all__ = ["output_annotations", "snapshot_node"]
 
 
 def output_annotations(
-    inv: Inventory | None, alloc: Allocation, bind: str, bind_forced: bool, spec_has_bind: bool
+    inv: Inventory | None, alloc: Allocation, bind: str, required: bool, spec: ResourceSpec
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if alloc.devices:
@@ -57,11 +60,29 @@ def output_annotations(
         ]
     if status:
         out[n.ANN_RESOURCE_STATUS] = status
-    if alloc.cpuset and bind and not spec_has_bind:
-        out[n.ANN_RESOURCE_SPEC] = {
-            "requiredCPUBindPolicy" if bind_forced else "preferredCPUBindPolicy": bind
-        }
+    written = _completed_spec(spec, bind, required) if alloc.cpuset and bind else None
+    if written is not None:
+        out[n.ANN_RESOURCE_SPEC] = written
     return out
+
+
+def _completed_spec(spec: ResourceSpec, bind: str, required: bool) -> dict[str, str] | None:
+    """The resource-spec with the bind policy used filled in, or None when the pod's spec already says it."""
+    req, pref = spec.required_bind, spec.preferred_bind
+    if required and req in ("", "Default"):
+        req = bind
+    if pref == "Default":
+        pref = bind
+    if not req and not pref:
+        pref = bind
+    if (req, pref) == (spec.required_bind, spec.preferred_bind):
+        return None
+    fields = (
+        ("requiredCPUBindPolicy", req),
+        ("preferredCPUBindPolicy", pref),
+        ("preferredCPUExclusivePolicy", spec.exclusive),
+    )
+    return {k: v for k, v in fields if v}
 
 
 def snapshot_node(state: NodeState) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import msgspec
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
-from allot_contracts.objects.annotations import DeviceHint, JointSpec, PartitionSpec
+from allot_contracts.objects.annotations import DeviceHint, JointSpec, PartitionSpec, ResourceSpec
 from allot_contracts.objects.pod import GpuFilter, Pod
 from allot_contracts.objects.requests import DeviceRequest
 from allot_contracts.objects.selectors import NodeSelectorTerm, Toleration
@@ -54,7 +54,7 @@ class PodSpec(msgspec.Struct, frozen=True, kw_only=True):
     gpu_filter: GpuFilter | None  # HAMi use/nouse GPU types and UUIDs
     node_policy: str  # HAMi node scheduler policy (binpack | spread | "")
     gpu_policy: str  # HAMi GPU scheduler policy (binpack | spread | "")
-    spec_has_bind: bool  # the resource-spec names a bind policy (else one is written back with the cpuset)
+    resource_spec: ResourceSpec  # the pod's own resource-spec (written back, completed, with a cpuset)
     by_name: (
         bool  # a filter reads the node's name (nodeName, matchFields, hint), so results are cached per name
     )
@@ -169,7 +169,7 @@ def pod_spec(
         gpu_filter=pod.gpu_filter,
         node_policy=pod.node_policy,
         gpu_policy=pod.gpu_policy,
-        spec_has_bind=bool(rspec.required_bind or rspec.preferred_bind),
+        resource_spec=rspec,
         by_name=bool(pod.node_name)
         or pod.required_nodes is not None
         or any(term[1] for term in pod.affinity or ()),

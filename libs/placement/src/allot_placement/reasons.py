@@ -36,7 +36,7 @@ BIND_CONFLICT: Final = (
     "CPUBindPolicyConflict",
 )
 NOT_MULTIPLE_CORE: Final = ("node(s) requested cpus not multiple cpus per core", "CPUsNotMultipleOfCore")
-NON_INTEGER_CPU: Final = ("node(s) bind CPUs and the requested CPUs are not an integer", "NonIntegerCPUs")
+NON_INTEGER_CPU: Final = ("the requested CPUs must be integer", "NonIntegerCPUs")
 UNALIGNED_NUMA: Final = ("node(s) Unaligned NUMA Hint", "NUMAAffinityUnaligned")
 INSUFFICIENT_CPUS: Final = ("node(s) not enough cpus available to satisfy request", "InsufficientCPUs")
 POLICY_INFEASIBLE: Final = ("node(s) rejected by the GPU placement policy", "PolicyInfeasible")
@@ -74,6 +74,11 @@ def gpu_share_unsupported(vendor: str, model: str) -> Reason:
 
 def insufficient_numa(resource: str) -> Reason:
     return (f"Insufficient NUMA {resource}", "InsufficientNUMAResource")
+
+
+def unsatisfied_numa(resource: str) -> Reason:
+    """No NUMA node set can hold ``resource`` (the topology manager's reason under Restricted/SingleNUMANode)."""
+    return (f"Unsatisfied NUMA {resource}", "UnsatisfiedNUMAResource")
 
 
 def summary_message(total: int, counts: dict[str, int]) -> str:

@@ -13,7 +13,8 @@ score weight of NodeResourcesFit ``scoring.nodeResourcesFit.weight``            
                                  (a disabled score plugin: weight 0)
 NodeResourcesFitArgs,           ``scoring.<plugin>.strategy`` and ``resources``  device-allocator
   NodeNUMAResourceArgs,           (``scoringStrategy.type``/``resources``);
-  DeviceShareArgs                 ``cpu.defaultBindPolicy``
+  DeviceShareArgs                 ``cpu.defaultBindPolicy``; NodeNUMAResourceArgs'
+                                  ``numaScoringStrategy``: ``scoring.numaNodes``
 DeviceShareArgs                 ``devices.gpuShareUnsupportedModels``            device-allocator
   ``gpuShareUnsupportedModels``
 NodeResourcesFitPlusArgs        ``scoring.nodeResourcesFitPlus.resources``       device-allocator
@@ -81,7 +82,7 @@ _SCORED = {
 # Upstream plugin args: every field upstream defines. ``acted`` ones are mapped below; the rest are warnings.
 _ARGS: dict[str, tuple[set[str], set[str]]] = {  # plugin -> (acted on, known but not acted on)
     "NodeResourcesFit": ({"scoringStrategy"}, {"ignoredResources", "ignoredResourceGroups"}),
-    "NodeNUMAResource": ({"scoringStrategy", "defaultCPUBindPolicy"}, {"numaScoringStrategy"}),
+    "NodeNUMAResource": ({"scoringStrategy", "numaScoringStrategy", "defaultCPUBindPolicy"}, set()),
     "DeviceShare": (
         {"scoringStrategy", "gpuShareUnsupportedModels"},
         {
@@ -324,6 +325,8 @@ def _map_args(
         )
     if name == "DeviceShare" and "gpuShareUnsupportedModels" in args:
         placement["devices"] = {"gpuShareUnsupportedModels": args["gpuShareUnsupportedModels"]}
+    if name == "NodeNUMAResource" and "numaScoringStrategy" in args:
+        scoring["numaNodes"] = _strategy(args["numaScoringStrategy"], f"{path}.numaScoringStrategy", issues)
     if name == "NodeNUMAResource" and "defaultCPUBindPolicy" in args:
         placement["cpu"] = {"defaultBindPolicy": args["defaultCPUBindPolicy"]}
     if name == "NodeResourcesFitPlus" and "resources" in args:

@@ -96,6 +96,9 @@ class Topology(msgspec.Struct, frozen=True, kw_only=True):
     reserved: frozenset[int]
     full_pcpus_only: bool
     content_key: bytes
+    # millicores of ``reserved`` CPUs inside each zone whose cpu the object reports: the scheduler takes them out
+    # of that zone (zones whose cpu is derived from the CPU topology leave reserved CPUs out already)
+    numa_reserved: dict[int, int] = msgspec.field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
@@ -420,10 +423,14 @@ def parse_nrt(manifest: dict[str, Any]) -> tuple[str, Topology | None, list[Fiel
         cores[core] = cores.get(core, 0) + 1
     numa_alloc = _zone_allocatable(manifest.get("zones"), errors)
     numa_ids = sorted(set(numa_alloc) | {c[2] for c in cpus.values()})
+    numa_reserved: dict[int, int] = {}
     for nid in numa_ids:
         zone = numa_alloc.setdefault(nid, {})
+        in_zone = [cpu for cpu, c in cpus.items() if c[2] == nid]
         if n.CPU not in zone and cpus:
-            zone[n.CPU] = 1000 * sum(1 for cpu, c in cpus.items() if c[2] == nid and cpu not in reserved)
+            zone[n.CPU] = 1000 * sum(1 for cpu in in_zone if cpu not in reserved)
+        elif any(cpu in reserved for cpu in in_zone):
+            numa_reserved[nid] = 1000 * sum(1 for cpu in in_zone if cpu in reserved)
         numa_alloc[nid] = dict(sorted(zone.items()))
     policies = manifest.get("topologyPolicies") or []
     kubelet_policy = _KUBELET_POLICIES.get(str(policies[0]), "") if policies else ""
@@ -436,6 +443,7 @@ def parse_nrt(manifest: dict[str, Any]) -> tuple[str, Topology | None, list[Fiel
         reserved=frozenset(reserved),
         full_pcpus_only=full_only,
         content_key=b"",
+        numa_reserved=numa_reserved,
     )
     key = _ENC.encode(
         (
@@ -445,6 +453,7 @@ def parse_nrt(manifest: dict[str, Any]) -> tuple[str, Topology | None, list[Fiel
             kubelet_policy,
             sorted(reserved),
             full_only,
+            sorted(numa_reserved.items()),
         )
     )
     return name, msgspec.structs.replace(topo_val, content_key=key), errors
