@@ -213,7 +213,7 @@ def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
     now = sim.clock.now_us
     rows = {r["node"]: r for r in nodes_rows(view, now)}
     assert rows["node-a"]["usage"].startswith("cpu 15% memory 26%")  # 5 of 32 CPUs, 34Gi of 128Gi
-    assert rows["node-a"]["batch"] == "cpu 14200 mem 52828097740"
+    assert rows["node-a"]["batch"] == "cpu 14200 mem 52828097741"
     assert rows["node-b"]["batch"] == "cpu 0 mem 0 (degraded)"  # co-location on, no NodeMetric
     assert rows["gpu-a"]["heartbeat"].startswith("LOST")
     assert rows["node-b"]["heartbeat"] == "-"
@@ -248,7 +248,7 @@ def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
     assert rows["node-b"]["heartbeat"] == "12s ago"
     assert rows["gpu-a"]["heartbeat"].startswith("LOST ") and rows["gpu-a"]["heartbeat"].endswith("s ago")
     # min(prodReclaimable 3 CPUs, unused 27) and min(6Gi, 94Gi unused); midUnallocatedPercent 0
-    assert rows["node-a"]["mid"] == "cpu 3 mem 6Gi"
+    assert rows["node-a"]["mid"] == "cpu 3000 mem 6Gi"  # mid-cpu in millicores, as batch-cpu
     assert rows["node-a"]["usage"].endswith("(0s ago)")
 
 

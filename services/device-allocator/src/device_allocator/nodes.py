@@ -196,10 +196,11 @@ def _condition_at(manifest: Mapping[str, Any], kind: str) -> int | None:
     return None
 
 
-def pod_facts(key: str, pod: Any, requests: Mapping[str, int]) -> PodFacts:
-    """What the overcommit calculation reads of a pod placed on a node (``pod``: a typed Pod or a manifest)."""
+def pod_facts(key: str, pod: Any, requests: Mapping[str, int], numa: tuple[int, ...] = ()) -> PodFacts:
+    """What the overcommit calculation reads of a pod placed on a node (``pod``: a typed Pod or a manifest;
+    ``numa``: the NUMA nodes its allocation is bound to)."""
     uid, priority, qos, _, _ = _facts_of(pod) if pod is not None else ("", "", "", [], {})
-    return PodFacts(key=key, uid=uid, priority_class=priority, qos=qos, requests=dict(requests))
+    return PodFacts(key=key, uid=uid, priority_class=priority, qos=qos, requests=dict(requests), numa=numa)
 
 
 def assigned_pod(key: str, pod: Any, requests: Mapping[str, int], at: int) -> AssignedPod:
