@@ -309,7 +309,8 @@ def test_update_suppression() -> None:
     assert should_record(None, 0, first, T0, strategy)
     assert not should_record(first, T0, slightly, T0 + 10 * S, strategy)  # < 10 % within 300 s
     assert should_record(first, T0, much, T0 + 10 * S, strategy)
-    assert should_record(first, T0, slightly, T0 + 300 * S, strategy)  # the time threshold
+    assert not should_record(first, T0, slightly, T0 + 300 * S, strategy)  # the time threshold: more than 300 s
+    assert should_record(first, T0, slightly, T0 + 300 * S + 1, strategy)
     degraded = msgspec.structs.replace(first, degraded=True)
     assert should_record(first, T0, degraded, T0 + 1, strategy)
 

@@ -34,7 +34,7 @@ Definitions (cpu in millicores, memory in bytes; ``pct(x, p) = x × p / 100`` ro
   An amplified resource's allocatable is ``ceil(allocatable × ratio)`` (ratios at most 1 leave it as it is).
 - Suppression: a result is recorded when there is no previous one, when the enable/degrade state or a ratio
   changes, when a resource moves by more than ``resourceDiffThreshold`` of its previous value (or from 0), or when
-  ``updateTimeThresholdSeconds`` have passed since the previous record.
+  more than ``updateTimeThresholdSeconds`` have passed since the previous record.
 """
 
 from __future__ import annotations
@@ -410,7 +410,7 @@ def should_record(
         or set(previous.allocatable) != set(result.allocatable)
     ):
         return True
-    if now - previous_at >= strategy.update_time_threshold_s * 1_000_000:
+    if now - previous_at > strategy.update_time_threshold_s * 1_000_000:  # strictly more, as upstream
         return True
     threshold = Decimal(strategy.resource_diff_threshold)
     return any(_moved(previous.allocatable.get(k), v, threshold) for k, v in result.allocatable.items())
