@@ -309,10 +309,17 @@ def test_update_suppression() -> None:
     assert should_record(None, 0, first, T0, strategy)
     assert not should_record(first, T0, slightly, T0 + 10 * S, strategy)  # < 10 % within 300 s
     assert should_record(first, T0, much, T0 + 10 * S, strategy)
-    assert not should_record(first, T0, slightly, T0 + 300 * S, strategy)  # the time threshold: more than 300 s
+    assert not should_record(
+        first, T0, slightly, T0 + 300 * S, strategy
+    )  # the time threshold: more than 300 s
     assert should_record(first, T0, slightly, T0 + 300 * S + 1, strategy)
     degraded = msgspec.structs.replace(first, degraded=True)
     assert should_record(first, T0, degraded, T0 + 1, strategy)
+    # a NUMA zone's batch resources are held to the same threshold
+    zoned = msgspec.structs.replace(first, numa={0: {n.BATCH_CPU: 8_000}, 1: {n.BATCH_CPU: 8_000}})
+    shifted = msgspec.structs.replace(zoned, numa={0: {n.BATCH_CPU: 4_000}, 1: {n.BATCH_CPU: 12_000}})
+    assert not should_record(zoned, T0, zoned, T0 + 10 * S, strategy)
+    assert should_record(zoned, T0, shifted, T0 + 10 * S, strategy)
 
 
 def test_node_facts_read_reservation_and_annotations_and_report_bad_ones() -> None:

@@ -33,7 +33,8 @@ Definitions (cpu in millicores, memory in bytes; ``pct(x, p) = x × p / 100`` ro
   ``{"cpu": 1.5}``) or, when enabled, the strategy's ratios; cpu's ratio is multiplied by the normalization ratio.
   An amplified resource's allocatable is ``ceil(allocatable × ratio)`` (ratios at most 1 leave it as it is).
 - Suppression: a result is recorded when there is no previous one, when the enable/degrade state or a ratio
-  changes, when a resource moves by more than ``resourceDiffThreshold`` of its previous value (or from 0), or when
+  changes, when a resource (of the node or of a NUMA zone) moves by more than ``resourceDiffThreshold`` of its
+  previous value (or from 0), or when
   more than ``updateTimeThresholdSeconds`` have passed since the previous record.
 """
 
@@ -90,6 +91,7 @@ class Overcommit(msgspec.Struct, frozen=True, kw_only=True):
     amplification: dict[str, str] = {}
     degraded: bool = False
     enabled: bool = False
+    degrade_time_minutes: int = 15  # the node's strategy's: when its NodeMetric goes stale
     inputs: dict[str, Any] = {}
 
     def quantities(self) -> dict[str, str]:
@@ -233,6 +235,7 @@ def compute(
         amplification=amplification,
         degraded=degraded,
         enabled=strategy.enable,
+        degrade_time_minutes=strategy.degrade_time_minutes,
         inputs=inputs,
     )
 
@@ -408,9 +411,17 @@ def should_record(
         or previous.cpu_normalization_ratio != result.cpu_normalization_ratio
         or previous.amplification != result.amplification
         or set(previous.allocatable) != set(result.allocatable)
+        or set(previous.numa) != set(result.numa)
     ):
         return True
     if now - previous_at > strategy.update_time_threshold_s * 1_000_000:  # strictly more, as upstream
         return True
     threshold = Decimal(strategy.resource_diff_threshold)
-    return any(_moved(previous.allocatable.get(k), v, threshold) for k, v in result.allocatable.items())
+    zones = (  # the NodeResourceTopology's zones are updated on the same threshold
+        _moved(previous.numa[z].get(k), v, threshold)
+        for z, zone in result.numa.items()
+        for k, v in zone.items()
+    )
+    return any(
+        _moved(previous.allocatable.get(k), v, threshold) for k, v in result.allocatable.items()
+    ) or any(zones)
