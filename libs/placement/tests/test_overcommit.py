@@ -167,6 +167,13 @@ def test_mid_default_and_static_modes() -> None:
     assert static.allocatable[n.MID_MEMORY] == 128 * GiB * 5 // 100  # capped by the threshold
 
 
+def test_mid_counts_nothing_unused_without_the_node_usage() -> None:
+    for usage in ({}, {n.CPU: 9_000}):
+        m = msgspec.structs.replace(METRIC, node_usage=usage)
+        got = compute(config(), NODE, m, [WEB], T0)
+        assert got is not None and got.allocatable[n.MID_CPU] == got.allocatable[n.MID_MEMORY] == 0
+
+
 def test_numa_level_batch_is_calculated_per_zone() -> None:
     # each zone like a node of 16 cores: margin 40 % = 6400, system usage and the kubelet's reservation halved
     # (max(250, 500)); web is bound to NUMA node 0, so its 2000 used count there only

@@ -22,7 +22,8 @@ Definitions (cpu in millicores, memory in bytes; ``pct(x, p) = x × p / 100`` ro
 - batch: ``allot_placement.batchcalc`` (margin, policies, thresholds), for the node and for each NUMA zone of its
   NodeResourceTopology. With a normalization ratio above 1, batch-cpu (node and zones) is multiplied by it.
 - Degrade: no NodeMetric, or one older than ``degradeTimeMinutes`` → batch and mid (both modes) are 0.
-- mid (default mode) = max(min(prodReclaimable, capacity − nodeUsage), 0) + pct(unallocated, midUnallocatedPercent),
+- mid (default mode) = max(min(prodReclaimable, capacity − nodeUsage), 0) + pct(unallocated, midUnallocatedPercent)
+  (capacity − nodeUsage is 0 unless the NodeMetric reports both cpu and memory usage),
   unallocated = max(capacity − max(systemUsed, nodeReserved) − Σ prod requests, 0); static mode:
   pct(capacity, midStatic*ReservedPercent); both capped at pct(capacity, mid*ThresholdPercent).
 - CPU normalization ratio (only where co-location is on): enabled by the strategy or by the node label
@@ -367,7 +368,8 @@ def _mid(
     else:
         system_mid = _plus(system, _host_apps(metric, ABOVE_MID))
         reclaimable = _cm(metric.prod_reclaimable or {})
-        unused = _cm(_sub(capacity, metric.node_usage)) if metric.has_node_metric else {n.CPU: 0, n.MEMORY: 0}
+        known = metric.has_node_metric and n.CPU in metric.node_usage and n.MEMORY in metric.node_usage
+        unused = _cm(_sub(capacity, metric.node_usage)) if known else {n.CPU: 0, n.MEMORY: 0}
         unallocated = {
             k: max(v, 0) for k, v in _cm(_sub(capacity, _max(system_mid, reserved), prod_request)).items()
         }
