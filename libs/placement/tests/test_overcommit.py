@@ -288,6 +288,22 @@ def test_cpu_normalization_and_amplification() -> None:
     assert got is not None and got.amplification == {n.CPU: "1.80", n.MEMORY: "1.10"}
 
 
+def test_a_strategy_ratio_left_below_one_voids_the_amplification() -> None:
+    norm = {"enable": True, "ratioModel": {"Xeon": {"baseRatio": 1.5}}}
+    node = msgspec.structs.replace(NODE, cpu=CpuBasicInfo(model="Xeon"))
+    amp = {"enable": True, "resourceAmplificationRatio": {"cpu": 0.5, "memory": 3.5}}
+    got = compute(
+        config(cpu_normalization_config=norm, resource_amplification_config=amp), node, METRIC, [WEB], T0
+    )
+    assert got is not None and got.amplification == {} and n.MEMORY not in got.allocatable
+    assert any("below 1 for cpu" in note for note in got.inputs["notes"])
+    amp["resourceAmplificationRatio"] = {"cpu": 0.8, "memory": 3.5}  # 0.8 × 1.5 = 1.20
+    got = compute(
+        config(cpu_normalization_config=norm, resource_amplification_config=amp), node, METRIC, [WEB], T0
+    )
+    assert got is not None and got.amplification == {n.CPU: "1.20", n.MEMORY: "3.50"}
+
+
 def test_nothing_applies_to_a_node_when_every_strategy_is_off() -> None:
     assert compute(ColocationConfig(), NODE, METRIC, [WEB], T0) is None
 

@@ -32,7 +32,8 @@ Definitions (cpu in millicores, memory in bytes; ``pct(x, p) = x × p / 100`` ro
   ``1.00`` when disabled or unknown (with a note in ``inputs``).
 - Amplification: the node annotation ``node.koordinator.sh/resource-amplification-ratio`` (JSON, e.g.
   ``{"cpu": 1.5}``) or, when enabled, the strategy's ratios; cpu's ratio is multiplied by the normalization ratio.
-  An amplified resource's allocatable is ``ceil(allocatable × ratio)`` (ratios at most 1 leave it as it is).
+  An amplified resource's allocatable is ``ceil(allocatable × ratio)`` (ratios at most 1 leave it as it is); a
+  strategy ratio that ends below 1 voids the strategy's amplification of the node.
 - Suppression: a result is recorded when there is no previous one, when the enable/degrade state or a ratio
   changes, when a resource (of the node or of a NUMA zone) moves by more than ``resourceDiffThreshold`` of its
   previous value (or from 0), or when
@@ -183,7 +184,9 @@ def compute(
             "co-location is off for the node",
             AmplificationStrategy(),
         )
-    amplification = _amplification(amplification_cfg, node, ratio)
+    amplification, amplification_note = _amplification(amplification_cfg, node, ratio)
+    if amplification_note:
+        notes.append(amplification_note)
     if not strategy.enable and not amplification:
         return None
     capacity, allocatable = _cm(node.capacity), _cm(node.allocatable)
@@ -241,14 +244,19 @@ def compute(
     )
 
 
-def _amplification(cfg: AmplificationStrategy, node: NodeFacts, ratio: str) -> dict[str, str]:
-    ratios = (
-        dict(node.amplification) if node.amplification is not None else dict(cfg.ratios) if cfg.enable else {}
-    )
+def _amplification(cfg: AmplificationStrategy, node: NodeFacts, ratio: str) -> tuple[dict[str, str], str]:
+    """(the ratios above or below 1, a note): cpu's ratio times the normalization ratio. From the strategy, a ratio
+    that ends below 1 voids them all, as upstream's validation fails the node's whole calculation."""
+    hand_written = node.amplification is not None
+    ratios = dict(node.amplification or {}) if hand_written else dict(cfg.ratios) if cfg.enable else {}
     if ratio != "1.00":
-        base = Decimal(ratios.get(n.CPU, "1"))
-        ratios[n.CPU] = str((base * Decimal(ratio)).quantize(Decimal("0.01")))
-    return {k: v for k, v in sorted(ratios.items()) if Decimal(v) != 1}
+        final = (Decimal(ratios.get(n.CPU, "1")) * Decimal(ratio)).quantize(Decimal("0.01"))
+        if hand_written or final > 1:
+            ratios[n.CPU] = str(final)
+    below = sorted(k for k, v in ratios.items() if Decimal(v) < 1)
+    if below and not hand_written:
+        return {}, f"resource-amplification-config: a ratio below 1 for {', '.join(below)}; nothing amplified"
+    return {k: v for k, v in sorted(ratios.items()) if Decimal(v) != 1}, ""
 
 
 def _host_apps(metric: NodeMetric | None, priorities: frozenset[str]) -> Amounts:
