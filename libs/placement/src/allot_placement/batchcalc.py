@@ -50,7 +50,10 @@ class HPUse(NamedTuple):
 
 def _trunc_pct(value: Num, percent: int) -> int:
     """``value × percent / 100`` truncated toward zero (Go's ``int64(float64 × ratio)``)."""
-    return int(Fraction(value) * percent / 100)
+    product = value * percent
+    if isinstance(product, int):
+        return product // 100 if product >= 0 else -(-product // 100)
+    return int(product / 100)
 
 
 def margin(strategy: ColocationStrategy, capacity: Mapping[str, Num]) -> Values:
@@ -127,14 +130,18 @@ def _divide(values: Mapping[str, Num], parts: int) -> Values:
     """``DivideResourceList``: each amount over ``parts``, rounded up at the milli-unit."""
     out: Values = {}
     for k in CM:
-        milli = Fraction(values.get(k, 0)) * (1 if k == n.CPU else 1000)
+        value = values.get(k, 0)
+        milli = value if k == n.CPU else value * 1000
         share = -((-milli) // parts)
-        out[k] = int(share) if k == n.CPU else Fraction(share, 1000)
+        if k == n.CPU:
+            out[k] = int(share)
+        else:  # whole bytes stay integers (the common case: exact Fractions are slow)
+            out[k] = int(share) // 1000 if share % 1000 == 0 else Fraction(share, 1000)
     return out
 
 
 def _ceil(value: Num) -> int:
-    return -((-Fraction(value)) // 1)
+    return value if isinstance(value, int) else -((-value) // 1)
 
 
 def zone_batch(
