@@ -215,7 +215,7 @@ def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
     now = sim.clock.now_us
     rows = {r["node"]: r for r in nodes_rows(view, now)}
     assert rows["node-a"]["usage"].startswith("cpu 15% memory 26%")  # 5 of 32 CPUs, 34Gi of 128Gi
-    assert rows["node-a"]["batch"] == "cpu 14200 mem 52828097740"
+    assert rows["node-a"]["batch"] == "cpu 14200 mem 52828097741"
     assert rows["node-b"]["batch"] == "cpu 0 mem 0 (degraded)"  # co-location on, no NodeMetric
     assert rows["gpu-a"]["heartbeat"].startswith("LOST")
     assert rows["node-b"]["heartbeat"] == "-"

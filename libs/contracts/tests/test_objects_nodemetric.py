@@ -294,7 +294,7 @@ def test_the_slo_controller_configmap_reads_with_node_overrides() -> None:
         ),
         (
             "colocation-config",
-            {"cpuReclaimThresholdPercent": 150},
+            {"cpuReclaimThresholdPercent": -1},
             "data[colocation-config].cpuReclaimThresholdPercent",
         ),
         ("colocation-config", {"cpuReclaimThreshold": 60}, "data[colocation-config].cpuReclaimThreshold"),

@@ -8,58 +8,65 @@ whether a new result is worth recording (update suppression). Every number read 
 recorded decision can be checked by hand and re-derived by replay. Pure: no IO, no clock (``now`` is data).
 
 Definitions (cpu in millicores, memory in bytes; ``pct(x, p) = x × p / 100`` rounded down):
-- margin = capacity − pct(capacity, reclaimThresholdPercent) (cpu 60, memory 65 by default);
-- nodeReserved = max(capacity − allocatable, the ``node.koordinator.sh/reservation`` annotation's resources);
-- systemUsed = max(NodeMetric systemUsage + usage of host applications that are not batch/free, nodeReserved);
-  a NodeMetric without systemUsage gets upstream's definition, nodeUsage − Σ podUsage − Σ host applications,
-  at least 0 (``NodeMetric.effective_system_usage``; ``inputs.systemUsageDerived`` names those resources);
+- the node's strategy: ``allot_placement.overcommit_facts.node_strategy`` (nodeConfigs, the node's strategy
+  annotation and ratio labels; off everywhere when the cluster strategy is off);
+- nodeReserved = max(capacity − allocatable, the ``node.koordinator.sh/reservation`` annotation: its resources, or
+  as many cores as its ``reservedCPUs`` lists);
+- systemUsed = NodeMetric systemUsage + usage of the host applications above the resource's priority (batch: prod
+  and mid ones; mid: prod ones); a NodeMetric without systemUsage gets upstream's definition, nodeUsage − Σ podUsage
+  − Σ host applications, at least 0 (``NodeMetric.effective_system_usage``; ``inputs.systemUsageDerived`` names
+  those resources);
 - HP pods = placed pods whose priority class is not batch or free. Their usage is their pod metric (an LSE pod counts
   its cpu request), their request when they have none; metrics of HP pods Allot does not know ("dangling") add
   their usage. HP max-used-request = Σ max(request, usage) (+ dangling).
-- byUsage = capacity − margin − systemUsed − HP used; byRequest = capacity − margin − nodeReserved − HP request;
-  byMaxUsedReq = capacity − margin − systemUsed − HP max-used-request; each at least 0.
-- batch-cpu = byMaxUsedReq when ``cpuCalculatePolicy: maxUsageRequest``, else byUsage; batch-memory per
-  ``memoryCalculatePolicy`` (usage | request | maxUsageRequest); capped by ``batch*ThresholdPercent`` of capacity.
-  With a normalization ratio above 1, batch-cpu is multiplied by it.
-- Degrade: no NodeMetric, or one older than ``degradeTimeMinutes`` → batch (and mid in default mode) are 0.
-- mid (default mode) = max(min(prodReclaimable, capacity − nodeUsage), 0) + pct(unallocated, midUnallocatedPercent),
+- batch: ``allot_placement.batchcalc`` (margin, policies, thresholds), for the node and for each NUMA zone of its
+  NodeResourceTopology. With a normalization ratio above 1, batch-cpu (node and zones) is multiplied by it.
+- Degrade: no NodeMetric, or one older than ``degradeTimeMinutes`` → batch and mid (both modes) are 0.
+- mid (default mode) = max(min(prodReclaimable, capacity − nodeUsage), 0) + pct(unallocated, midUnallocatedPercent)
+  (capacity − nodeUsage is 0 unless the NodeMetric reports both cpu and memory usage),
   unallocated = max(capacity − max(systemUsed, nodeReserved) − Σ prod requests, 0); static mode:
   pct(capacity, midStatic*ReservedPercent); both capped at pct(capacity, mid*ThresholdPercent).
-- NUMA-level batch: the node's batch resources split over its NUMA zones in proportion to each zone's allocatable
-  (largest remainder, ties to the lower zone id, so the zones add up to the node exactly).
-- CPU normalization ratio: enabled by the strategy or by the node label
+- CPU normalization ratio (only where co-location is on): enabled by the strategy or by the node label
   ``node.koordinator.sh/cpu-normalization-enabled`` (the label wins); the ratio of the node's CPU model
   (``cpu-basic-info`` of its NodeResourceTopology) for its hyper-threading/turbo state, else ``defaultRatio``;
   ``1.00`` when disabled or unknown (with a note in ``inputs``).
 - Amplification: the node annotation ``node.koordinator.sh/resource-amplification-ratio`` (JSON, e.g.
   ``{"cpu": 1.5}``) or, when enabled, the strategy's ratios; cpu's ratio is multiplied by the normalization ratio.
-  An amplified resource's allocatable is ``ceil(allocatable × ratio)`` (ratios at most 1 leave it as it is).
+  An amplified resource's allocatable is ``ceil(allocatable × ratio)`` (ratios at most 1 leave it as it is); a
+  strategy ratio that ends below 1 voids the strategy's amplification of the node.
 - Suppression: a result is recorded when there is no previous one, when the enable/degrade state or a ratio
-  changes, when a resource moves by more than ``resourceDiffThreshold`` of its previous value (or from 0), or when
-  ``updateTimeThresholdSeconds`` have passed since the previous record.
+  changes, when a resource (of the node or of a NUMA zone) moves by more than ``resourceDiffThreshold`` of its
+  previous value (or from 0), or when
+  more than ``updateTimeThresholdSeconds`` have passed since the previous record.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from decimal import ROUND_CEILING, Decimal
 from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
 from allot_contracts.objects.colocation import (
     AmplificationStrategy,
     ColocationConfig,
     ColocationStrategy,
     NormalizationStrategy,
-    parse_ratio,
-    parse_strategy,
 )
 from allot_contracts.objects.nodemetric import NodeMetric
-from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
+from allot_contracts.quantity import format_quantity
+from allot_placement.batchcalc import HPPod, by_policy, hp_use, zone_batch
+from allot_placement.overcommit_facts import (
+    LABEL_NORMALIZATION_ENABLED,
+    Amounts,
+    CpuBasicInfo,
+    NodeFacts,
+    PodFacts,
+    node_facts,
+    node_strategy,
+)
 
 __all__ = [
     "CpuBasicInfo",
@@ -68,46 +75,15 @@ __all__ = [
     "PodFacts",
     "compute",
     "node_facts",
+    "node_strategy",
     "should_record",
 ]
 
-LABEL_NORMALIZATION_ENABLED: Final = "node.koordinator.sh/cpu-normalization-enabled"
-ANN_AMPLIFICATION: Final = "node.koordinator.sh/resource-amplification-ratio"
-ANN_COLOCATION_STRATEGY: Final = "node.koordinator.sh/colocation-strategy"
-ANN_CPU_BASIC_INFO: Final = "node.koordinator.sh/cpu-basic-info"
 LOW_PRIORITY: Final = frozenset({"koord-batch", "koord-free"})
+ABOVE_BATCH: Final = frozenset({"koord-prod", "koord-mid"})  # host applications counted as system usage
+ABOVE_MID: Final = frozenset({"koord-prod"})
 BATCH: Final = (n.BATCH_CPU, n.BATCH_MEMORY)
 MID: Final = (n.MID_CPU, n.MID_MEMORY)
-Amounts = dict[str, int]
-
-
-class CpuBasicInfo(msgspec.Struct, frozen=True, kw_only=True):
-    model: str = ""
-    hyper_threading: bool = False
-    turbo: bool = False
-
-
-class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
-    """What the calculation reads of a Node (and of its NodeResourceTopology)."""
-
-    name: str
-    labels: dict[str, str] = {}
-    capacity: Amounts = {}
-    allocatable: Amounts = {}
-    reservation: Amounts = {}
-    amplification: dict[str, str] | None = None  # the node annotation, as ratio text
-    strategy_override: dict[str, Any] | None = None  # the colocation-strategy annotation, as JSON
-    cpu: CpuBasicInfo | None = None
-    zones: dict[int, Amounts] = {}  # NUMA zone -> allocatable
-    notes: tuple[str, ...] = ()  # annotations that could not be read
-
-
-class PodFacts(msgspec.Struct, frozen=True, kw_only=True):
-    key: str
-    uid: str = ""
-    priority_class: str = ""
-    qos: str = ""
-    requests: Amounts = {}
 
 
 class Overcommit(msgspec.Struct, frozen=True, kw_only=True):
@@ -117,6 +93,7 @@ class Overcommit(msgspec.Struct, frozen=True, kw_only=True):
     amplification: dict[str, str] = {}
     degraded: bool = False
     enabled: bool = False
+    degrade_time_minutes: int = 15  # the node's strategy's: when its NodeMetric goes stale
     inputs: dict[str, Any] = {}
 
     def quantities(self) -> dict[str, str]:
@@ -124,88 +101,6 @@ class Overcommit(msgspec.Struct, frozen=True, kw_only=True):
         return {
             k: format_quantity(k, v) if v is not None else "" for k, v in sorted(self.allocatable.items())
         }
-
-
-# --- reading a Node ---------------------------------------------------------------------------------------------------
-def _amounts(raw: Any) -> Amounts:
-    out: Amounts = {}
-    if isinstance(raw, Mapping):
-        for k, v in raw.items():
-            try:
-                out[str(k)] = to_canonical(str(k), v)
-            except (QuantityError, TypeError):
-                continue
-    return out
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, str):
-        return json.loads(value)
-    return value
-
-
-def node_facts(
-    manifest: Mapping[str, Any], topology: Mapping[str, Any] | None, zones: Mapping[int, Amounts]
-) -> NodeFacts:
-    """The facts of a registered Node (and its NodeResourceTopology); unreadable annotations become notes."""
-    meta = manifest.get("metadata") or {}
-    status = manifest.get("status") or {}
-    ann = meta.get("annotations") or {}
-    notes: list[str] = []
-    capacity = _amounts(status.get("capacity")) or _amounts(status.get("allocatable"))
-    allocatable = _amounts(status.get("allocatable")) or dict(capacity)
-    reservation: Amounts = {}
-    if n.ANN_NODE_RESERVATION in ann:
-        try:
-            reservation = _amounts((_json(ann[n.ANN_NODE_RESERVATION]) or {}).get("resources"))
-        except (ValueError, AttributeError):
-            notes.append(f"annotation {n.ANN_NODE_RESERVATION} is not valid JSON; not read")
-    amplification = None
-    if ANN_AMPLIFICATION in ann:
-        issues: list[FieldIssue] = []
-        try:
-            raw = _json(ann[ANN_AMPLIFICATION])
-            amplification = {
-                str(k): r
-                for k, v in sorted((raw or {}).items())
-                if (r := parse_ratio(v, f"{ANN_AMPLIFICATION}.{k}", issues, low="0")) is not None
-            }
-        except (ValueError, AttributeError):
-            notes.append(f"annotation {ANN_AMPLIFICATION} is not valid JSON; not read")
-        notes.extend(str(i) for i in issues)
-    override = None
-    if ANN_COLOCATION_STRATEGY in ann:
-        try:
-            override = _json(ann[ANN_COLOCATION_STRATEGY])
-            if not isinstance(override, dict):
-                raise ValueError("not an object")
-        except ValueError:
-            override = None
-            notes.append(f"annotation {ANN_COLOCATION_STRATEGY} is not a JSON object; not read")
-    cpu = None
-    tann = ((topology or {}).get("metadata") or {}).get("annotations") or {}
-    if ANN_CPU_BASIC_INFO in tann:
-        try:
-            info = _json(tann[ANN_CPU_BASIC_INFO]) or {}
-            cpu = CpuBasicInfo(
-                model=str(info.get("cpuModel") or ""),
-                hyper_threading=info.get("hyperThreadEnabled") is True,
-                turbo=info.get("turboEnabled") is True,
-            )
-        except (ValueError, AttributeError):
-            notes.append(f"topology annotation {ANN_CPU_BASIC_INFO} is not valid JSON; not read")
-    return NodeFacts(
-        name=str(meta.get("name") or ""),
-        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
-        capacity=capacity,
-        allocatable=allocatable,
-        reservation=reservation,
-        amplification=amplification,
-        strategy_override=override,
-        cpu=cpu,
-        zones={int(z): dict(v) for z, v in zones.items()},
-        notes=tuple(notes),
-    )
 
 
 # --- arithmetic -------------------------------------------------------------------------------------------------------
@@ -224,6 +119,10 @@ def _sub(a: Mapping[str, int], *bs: Mapping[str, int]) -> Amounts:
 
 def _max(a: Mapping[str, int], b: Mapping[str, int]) -> Amounts:
     return {k: max(a.get(k, 0), b.get(k, 0)) for k in set(a) | set(b)}
+
+
+def _plus(a: Mapping[str, int], b: Mapping[str, int]) -> Amounts:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
 
 
 def _add_into(target: Amounts, values: Mapping[str, int]) -> None:
@@ -266,18 +165,6 @@ def normalization_ratio(strategy: NormalizationStrategy, node: NodeFacts) -> tup
     )
 
 
-def _split(total: int, weights: Mapping[int, int]) -> dict[int, int]:
-    den = sum(weights.values())
-    if den <= 0:
-        return {z: 0 for z in weights}
-    out = {z: total * w // den for z, w in weights.items()}
-    rest = total - sum(out.values())
-    order = sorted(weights, key=lambda z: (-(total * weights[z] % den), z))
-    for z in order[:rest]:
-        out[z] += 1
-    return out
-
-
 def compute(
     config: ColocationConfig,
     node: NodeFacts,
@@ -286,15 +173,21 @@ def compute(
     now: int,
 ) -> Overcommit | None:
     """The node's overcommit result, or None when no strategy applies to it (nothing to record)."""
-    strategy, normalization, amplification_cfg = config.for_node(node.labels)
-    notes = list(node.notes)
-    if node.strategy_override is not None:
-        issues: list[FieldIssue] = []
-        strategy = parse_strategy(node.strategy_override, ANN_COLOCATION_STRATEGY, issues, [], strategy)
-        notes.extend(str(i) for i in issues)
-    ratio, ratio_note = normalization_ratio(normalization, node)
-    amplification = _amplification(amplification_cfg, node, ratio)
-    if not strategy.enable and ratio == "1.00" and not amplification:
+    strategy, strategy_notes = node_strategy(config, node)
+    _, normalization, amplification_cfg = config.for_node(node.labels)
+    notes = [*node.notes, *strategy_notes]
+    if strategy.enable:
+        ratio, ratio_note = normalization_ratio(normalization, node)
+    else:  # koord-manager's reconciler stops at a node whose co-location is off: no ratio is calculated
+        ratio, ratio_note, amplification_cfg = (
+            "1.00",
+            "co-location is off for the node",
+            AmplificationStrategy(),
+        )
+    amplification, amplification_note = _amplification(amplification_cfg, node, ratio)
+    if amplification_note:
+        notes.append(amplification_note)
+    if not strategy.enable and not amplification:
         return None
     capacity, allocatable = _cm(node.capacity), _cm(node.allocatable)
     out: dict[str, int | None] = {}
@@ -321,20 +214,15 @@ def compute(
             or now - metric.update_time > strategy.degrade_time_minutes * 60_000_000
         )
         inputs["metricUpdateTime"] = metric.update_time if metric is not None else None
-        batch, mid = _batch_and_mid(
+        batch, numa, mid = _batch_and_mid(
             strategy, node, metric, list(pods), capacity, allocatable, degraded, inputs
         )
         if ratio != "1.00" and Decimal(ratio) > 1:
             batch[n.BATCH_CPU] = _ratio_mul(batch[n.BATCH_CPU], ratio)
+            for zone in numa.values():
+                zone[n.BATCH_CPU] = _ratio_mul(zone[n.BATCH_CPU], ratio)
         out.update(batch)
         out.update(mid)
-        if node.zones:
-            for name in BATCH:
-                plain = n.CPU if name == n.BATCH_CPU else n.MEMORY
-                for zone, amount in _split(
-                    batch[name], {z: v.get(plain, 0) for z, v in node.zones.items()}
-                ).items():
-                    numa.setdefault(zone, {})[name] = amount
     else:
         for name in (*BATCH, *MID):
             out[name] = None
@@ -351,18 +239,74 @@ def compute(
         amplification=amplification,
         degraded=degraded,
         enabled=strategy.enable,
+        degrade_time_minutes=strategy.degrade_time_minutes,
         inputs=inputs,
     )
 
 
-def _amplification(cfg: AmplificationStrategy, node: NodeFacts, ratio: str) -> dict[str, str]:
-    ratios = (
-        dict(node.amplification) if node.amplification is not None else dict(cfg.ratios) if cfg.enable else {}
-    )
+def _amplification(cfg: AmplificationStrategy, node: NodeFacts, ratio: str) -> tuple[dict[str, str], str]:
+    """(the ratios above or below 1, a note): cpu's ratio times the normalization ratio. From the strategy, a ratio
+    that ends below 1 voids them all, as upstream's validation fails the node's whole calculation."""
+    hand_written = node.amplification is not None
+    ratios = dict(node.amplification or {}) if hand_written else dict(cfg.ratios) if cfg.enable else {}
     if ratio != "1.00":
-        base = Decimal(ratios.get(n.CPU, "1"))
-        ratios[n.CPU] = str((base * Decimal(ratio)).quantize(Decimal("0.01")))
-    return {k: v for k, v in sorted(ratios.items()) if Decimal(v) != 1}
+        final = (Decimal(ratios.get(n.CPU, "1")) * Decimal(ratio)).quantize(Decimal("0.01"))
+        if hand_written or final > 1:
+            ratios[n.CPU] = str(final)
+    below = sorted(k for k, v in ratios.items() if Decimal(v) < 1)
+    if below and not hand_written:
+        return {}, f"resource-amplification-config: a ratio below 1 for {', '.join(below)}; nothing amplified"
+    return {k: v for k, v in sorted(ratios.items()) if Decimal(v) != 1}, ""
+
+
+def _host_apps(metric: NodeMetric | None, priorities: frozenset[str]) -> Amounts:
+    """Usage of the host applications whose priority is one of ``priorities``."""
+    out: Amounts = {}
+    for app in metric.host_apps if metric is not None else ():
+        if app.priority in priorities:
+            _add_into(out, app.usage)
+    return _cm(out)
+
+
+def _hp_pods(metric: NodeMetric | None, pods: list[PodFacts]) -> tuple[list[HPPod], list[Amounts], Amounts]:
+    """The high-priority pods with their metrics, the usage of dangling HP metrics, and the prod pods' requests."""
+    by_key: dict[str, Mapping[str, int]] = {}
+    by_uid: dict[str, Mapping[str, int]] = {}
+    for pm in metric.pods if metric is not None else ():
+        if pm.key:
+            by_key[pm.key] = pm.usage
+        if pm.uid:
+            by_uid[pm.uid] = pm.usage
+    hp: list[HPPod] = []
+    prod_request: Amounts = {}
+    seen: set[str] = set()
+    for pod in sorted(pods, key=lambda p: p.key):
+        usage = by_key.get(pod.key)
+        if usage is None and pod.uid:
+            usage = by_uid.get(pod.uid)
+        seen.add(pod.key)
+        if pod.uid:
+            seen.add(f"uid:{pod.uid}")
+        if pod.priority_class in LOW_PRIORITY:
+            continue
+        request = _cm(pod.requests)
+        hp.append(
+            HPPod(
+                request=dict(request),
+                usage=None if usage is None else dict(_cm(usage)),
+                lse=pod.qos == "LSE",
+                numa=pod.numa,
+            )
+        )
+        if pod.priority_class != "koord-mid":
+            _add_into(prod_request, request)
+    dangling = [
+        _cm(pm.usage)
+        for pm in (metric.pods if metric is not None else ())
+        if not ((pm.key and pm.key in seen) or (pm.uid and f"uid:{pm.uid}" in seen))
+        and pm.priority not in LOW_PRIORITY
+    ]
+    return hp, dangling, _cm(prod_request)
 
 
 def _batch_and_mid(
@@ -374,106 +318,77 @@ def _batch_and_mid(
     allocatable: Amounts,
     degraded: bool,
     inputs: dict[str, Any],
-) -> tuple[Amounts, Amounts]:
-    margin = {
-        n.CPU: capacity[n.CPU] - _pct(capacity[n.CPU], strategy.cpu_reclaim_threshold_percent),
-        n.MEMORY: capacity[n.MEMORY] - _pct(capacity[n.MEMORY], strategy.memory_reclaim_threshold_percent),
-    }
+) -> tuple[Amounts, dict[int, Amounts], Amounts]:
+    """(node batch, NUMA-zone batch, mid), filling ``inputs``."""
     reserved = _cm(_max(_sub(capacity, allocatable), node.reservation))
-    by_key: dict[str, Mapping[str, int]] = {}
-    by_uid: dict[str, Mapping[str, int]] = {}
-    priority_of: dict[str, str] = {}
-    system = metric.effective_system_usage() if metric is not None else {}
-    if metric is not None:
-        for pm in metric.pods:
-            if pm.key:
-                by_key[pm.key] = pm.usage
-            if pm.uid:
-                by_uid[pm.uid] = pm.usage
-        for app in metric.host_apps:
-            if app.priority not in LOW_PRIORITY:
-                _add_into(system, app.usage)
-    system_used = _cm(_max(_cm(system), reserved))
+    system = _cm(metric.effective_system_usage()) if metric is not None else _cm({})
     derived = [
         r for r in (metric.system_usage_derived() if metric is not None else ()) if r in (n.CPU, n.MEMORY)
     ]
     if derived:
         inputs["systemUsageDerived"] = derived
-    hp_request: Amounts = {}
-    hp_used: Amounts = {}
-    hp_max: Amounts = {}
-    prod_request: Amounts = {}
-    seen: set[str] = set()
-    for pod in sorted(pods, key=lambda p: p.key):
-        usage = by_key.get(pod.key) or (by_uid.get(pod.uid) if pod.uid else None)
-        seen.add(pod.key)
-        if pod.uid:
-            seen.add(f"uid:{pod.uid}")
-        priority_of[pod.key] = pod.priority_class
-        if pod.priority_class in LOW_PRIORITY:
-            continue
-        req = _cm(pod.requests)
-        used = _cm(usage) if usage else dict(req)
-        if usage and pod.qos == "LSE":
-            used[n.CPU] = req[n.CPU]
-        _add_into(hp_request, req)
-        _add_into(hp_used, used)
-        _add_into(hp_max, _max(req, used))
-        if pod.priority_class not in ("koord-mid",):
-            _add_into(prod_request, req)
-    dangling: Amounts = {}
-    if metric is not None:
-        for pm in metric.pods:
-            known = (pm.key and pm.key in seen) or (pm.uid and f"uid:{pm.uid}" in seen)
-            if not known and pm.priority not in LOW_PRIORITY:
-                _add_into(dangling, _cm(pm.usage))
-    _add_into(hp_used, dangling)
-    _add_into(hp_max, dangling)
-    hp_request, hp_used, hp_max = _cm(hp_request), _cm(hp_used), _cm(hp_max)
-
-    def floor0(values: Mapping[str, int]) -> Amounts:
-        return {k: max(v, 0) for k, v in _cm(values).items()}
-
-    by_usage = floor0(_sub(capacity, margin, system_used, hp_used))
-    by_request = floor0(_sub(capacity, margin, reserved, hp_request))
-    by_max = floor0(_sub(capacity, margin, system_used, hp_max))
-    cpu = by_max[n.CPU] if strategy.cpu_calculate_policy == "maxUsageRequest" else by_usage[n.CPU]
-    memory = {"request": by_request, "maxUsageRequest": by_max}.get(
-        strategy.memory_calculate_policy, by_usage
-    )[n.MEMORY]
-    if strategy.batch_cpu_threshold_percent is not None:
-        cpu = min(cpu, _pct(capacity[n.CPU], strategy.batch_cpu_threshold_percent))
-    if strategy.batch_memory_threshold_percent is not None:
-        memory = min(memory, _pct(capacity[n.MEMORY], strategy.batch_memory_threshold_percent))
+    system_batch = _plus(system, _host_apps(metric, ABOVE_BATCH))
+    hp_pods, dangling, prod_request = _hp_pods(metric, pods)
+    danglings = _cm({})
+    for usage in dangling:
+        _add_into(danglings, usage)
+    hp = hp_use(hp_pods, danglings)
+    found, calc = by_policy(strategy, capacity, reserved, system_batch, hp)
+    batch = {k: int(v) for k, v in found.items()}
+    numa = zone_batch(strategy, node.zones, system_batch, reserved, hp_pods, dangling) if node.zones else {}
     if degraded:
-        cpu = memory = 0
+        batch = {k: 0 for k in batch}
+        numa = {z: {k: 0 for k in v} for z, v in numa.items()}
     inputs.update(
         {
-            "margin": margin,
+            "margin": calc["margin"],
             "nodeReserved": reserved,
-            "systemUsed": system_used,
-            "hpRequest": hp_request,
-            "hpUsed": hp_used,
-            "hpMaxUsedRequest": hp_max,
-            "danglingHpUsed": _cm(dangling),
-            "byUsage": by_usage,
-            "byRequest": by_request,
-            "byMaxUsedRequest": by_max,
+            "systemUsed": calc["systemUsed"],
+            "hpRequest": hp.request,
+            "hpUsed": hp.used,
+            "hpMaxUsedRequest": hp.max_used_request,
+            "danglingHpUsed": danglings,
+            "byUsage": calc["byUsage"],
+            "byRequest": calc["byRequest"],
+            "byMaxUsedRequest": calc["byMaxUsedRequest"],
         }
     )
-    # mid
-    if strategy.mid_reclaim_mode == "static":
+    return batch, numa, _mid(strategy, metric, capacity, reserved, system, prod_request, degraded, inputs)
+
+
+def _mid(
+    strategy: ColocationStrategy,
+    metric: NodeMetric | None,
+    capacity: Amounts,
+    reserved: Amounts,
+    system: Amounts,
+    prod_request: Amounts,
+    degraded: bool,
+    inputs: dict[str, Any],
+) -> Amounts:
+    if degraded or metric is None:
+        mid = {n.MID_CPU: 0, n.MID_MEMORY: 0}
+    elif strategy.mid_reclaim_mode == "static":
         mid = {
             n.MID_CPU: _pct(capacity[n.CPU], strategy.mid_static_cpu_reserved_percent),
             n.MID_MEMORY: _pct(capacity[n.MEMORY], strategy.mid_static_memory_reserved_percent),
         }
-    elif degraded or metric is None:
-        mid = {n.MID_CPU: 0, n.MID_MEMORY: 0}
     else:
+        system_mid = _plus(system, _host_apps(metric, ABOVE_MID))
         reclaimable = _cm(metric.prod_reclaimable or {})
-        unused = _cm(_sub(capacity, metric.node_usage)) if metric.has_node_metric else {n.CPU: 0, n.MEMORY: 0}
-        unallocated = floor0(_sub(capacity, _max(system_used, reserved), prod_request))
-        inputs.update({"prodReclaimable": reclaimable, "nodeUnused": unused, "unallocated": unallocated})
+        known = metric.has_node_metric and n.CPU in metric.node_usage and n.MEMORY in metric.node_usage
+        unused = _cm(_sub(capacity, metric.node_usage)) if known else {n.CPU: 0, n.MEMORY: 0}
+        unallocated = {
+            k: max(v, 0) for k, v in _cm(_sub(capacity, _max(system_mid, reserved), prod_request)).items()
+        }
+        inputs.update(
+            {
+                "midSystemUsed": system_mid,
+                "prodReclaimable": reclaimable,
+                "nodeUnused": unused,
+                "unallocated": unallocated,
+            }
+        )
         mid = {
             name: max(min(reclaimable[plain], unused[plain]), 0)
             + _pct(unallocated[plain], strategy.mid_unallocated_percent)
@@ -483,7 +398,7 @@ def _batch_and_mid(
     mid[n.MID_MEMORY] = min(
         mid[n.MID_MEMORY], _pct(capacity[n.MEMORY], strategy.mid_memory_threshold_percent)
     )
-    return {n.BATCH_CPU: cpu, n.BATCH_MEMORY: memory}, mid
+    return mid
 
 
 def _moved(old: int | None, new: int | None, threshold: Decimal) -> bool:
@@ -506,9 +421,17 @@ def should_record(
         or previous.cpu_normalization_ratio != result.cpu_normalization_ratio
         or previous.amplification != result.amplification
         or set(previous.allocatable) != set(result.allocatable)
+        or set(previous.numa) != set(result.numa)
     ):
         return True
-    if now - previous_at >= strategy.update_time_threshold_s * 1_000_000:
+    if now - previous_at > strategy.update_time_threshold_s * 1_000_000:  # strictly more, as upstream
         return True
     threshold = Decimal(strategy.resource_diff_threshold)
-    return any(_moved(previous.allocatable.get(k), v, threshold) for k, v in result.allocatable.items())
+    zones = (  # the NodeResourceTopology's zones are updated on the same threshold
+        _moved(previous.numa[z].get(k), v, threshold)
+        for z, zone in result.numa.items()
+        for k, v in zone.items()
+    )
+    return any(
+        _moved(previous.allocatable.get(k), v, threshold) for k, v in result.allocatable.items()
+    ) or any(zones)

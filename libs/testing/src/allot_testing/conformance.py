@@ -37,7 +37,7 @@ from allot_cli.simulator import SIM_NS, Simulation
 from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
 from allot_contracts.events import TimerFired
 from allot_contracts.issues import FieldIssue
-from allot_contracts.quantity import parse_quantity
+from allot_contracts.quantity import QuantityError, parse_quantity
 from allot_eventstore.clock import ManualClock
 from allot_runtime.processor import timer_event_id, timer_producer
 from allot_testing.stack import InProcessStack
@@ -265,17 +265,24 @@ def _matches(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     return wrong
 
 
-def _node_matches(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+def _same_amount(have: Any, want: Any) -> bool:
+    """Equal as written, or the same quantity (``36000000000`` is ``35156250Ki``, ``57600m`` is ``57.6``)."""
+    if str(have) == str(want):
+        return True
+    try:
+        return have is not None and parse_quantity(str(have)) == parse_quantity(str(want))
+    except QuantityError:
+        return False
+
+
+def _node_matches(got: dict[str, Any], want: dict[str, Any], path: str = "") -> list[str]:
     wrong: list[str] = []
     for key, value in want.items():
-        have = got.get(key)
+        have = got.get(key) if isinstance(got, dict) else None
         if isinstance(value, dict):
-            have = have or {}
-            for name, amount in value.items():
-                if str(have.get(name)) != str(amount):
-                    wrong.append(f"{key}[{name}]: {have.get(name)!r} != {amount!r}")
-        elif str(have) != str(value):
-            wrong.append(f"{key}: {have!r} != {value!r}")
+            wrong += _node_matches(have or {}, value, f"{path}{key}.")
+        elif not _same_amount(have, value):
+            wrong.append(f"{path}{key}: {have!r} != {value!r}")
     return wrong
 
 

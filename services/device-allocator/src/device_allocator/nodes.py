@@ -63,7 +63,7 @@ from allot_contracts.quantity import QuantityError, to_canonical
 from allot_placement import PlacementEngine
 from allot_placement.loadaware import AssignedPod, PodLoad
 from allot_placement.nodeside import NodeOverrides
-from allot_placement.overcommit import Overcommit, PodFacts, compute, node_facts, should_record
+from allot_placement.overcommit import Overcommit, PodFacts, compute, node_facts, node_strategy, should_record
 from allot_placement.pod import pod_load
 from allot_runtime.processor import Emit
 
@@ -196,10 +196,11 @@ def _condition_at(manifest: Mapping[str, Any], kind: str) -> int | None:
     return None
 
 
-def pod_facts(key: str, pod: Any, requests: Mapping[str, int]) -> PodFacts:
-    """What the overcommit calculation reads of a pod placed on a node (``pod``: a typed Pod or a manifest)."""
+def pod_facts(key: str, pod: Any, requests: Mapping[str, int], numa: tuple[int, ...] = ()) -> PodFacts:
+    """What the overcommit calculation reads of a pod placed on a node (``pod``: a typed Pod or a manifest;
+    ``numa``: the NUMA nodes its allocation is bound to)."""
     uid, priority, qos, _, _ = _facts_of(pod) if pod is not None else ("", "", "", [], {})
-    return PodFacts(key=key, uid=uid, priority_class=priority, qos=qos, requests=dict(requests))
+    return PodFacts(key=key, uid=uid, priority_class=priority, qos=qos, requests=dict(requests), numa=numa)
 
 
 def assigned_pod(key: str, pod: Any, requests: Mapping[str, int], at: int) -> AssignedPod:
@@ -361,7 +362,7 @@ class NodeSide:
                     allocatable={k: None for k in previous[0].allocatable},
                     inputs={"strategy": "none applies"},
                 )
-            strategy = self.config.for_node(facts.labels)[0]
+            strategy = node_strategy(self.config, facts)[0]
             if previous is not None and not should_record(previous[0], previous[1], result, at, strategy):
                 continue
             self.recorded[name] = (result, at)
@@ -394,9 +395,7 @@ class NodeSide:
                 continue
             if metric.update_time is None:
                 continue
-            labels = (self.nodes.get(name, {}).get("metadata") or {}).get("labels") or {}
-            strategy = self.config.for_node(labels)[0]
-            out[name] = metric.update_time + strategy.degrade_time_minutes * 60_000_000 + 1
+            out[name] = metric.update_time + result.degrade_time_minutes * 60_000_000 + 1
         return out
 
     def _push(self, name: str) -> None:

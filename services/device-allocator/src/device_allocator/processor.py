@@ -271,7 +271,8 @@ class DeviceAllocator(Requeueing):
         if state is None:
             return []
         return [
-            pod_facts(key, self.pods.get(key), alloc.requests) for key, alloc in sorted(state.pods.items())
+            pod_facts(key, self.pods.get(key), alloc.requests, alloc.numa_nodes)
+            for key, alloc in sorted(state.pods.items())
         ]
 
     def next_deadline(self) -> int | None:

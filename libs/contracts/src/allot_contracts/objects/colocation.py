@@ -232,7 +232,7 @@ def parse_strategy(
         ("cpuReclaimThresholdPercent", "cpu_reclaim_threshold_percent"),
         ("memoryReclaimThresholdPercent", "memory_reclaim_threshold_percent"),
     ):
-        put(field, checked_int(raw.get(key), f"{p}{key}", issues, low=0, high=100))
+        put(field, checked_int(raw.get(key), f"{p}{key}", issues, low=0))  # above 100: a negative margin
     for key, field, allowed in (
         ("cpuCalculatePolicy", "cpu_calculate_policy", ("usage", "maxUsageRequest")),
         ("memoryCalculatePolicy", "memory_calculate_policy", CALCULATE_POLICIES),
