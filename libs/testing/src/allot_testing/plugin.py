@@ -1,7 +1,8 @@
 """Pytest plugin (loaded with ``-p allot_testing.plugin``): fixtures for real PostgreSQL and NATS.
 
 - ``pg_server`` / ``nats_server`` (session): the servers chosen by :mod:`allot_testing.servers`.
-- ``database_url`` (function): a fresh database cloned from a migrated template; dropped afterwards.
+- ``database_url`` (function): a fresh database cloned from a migrated template; dropped afterwards
+  (``scratch_database`` gives one inside an async test, for tests that need several at once).
 - ``bus_names`` (function): a unique NATS subject prefix and stream name for the test.
 - ``external_database_url`` / ``external_nats_url``: the machine's own servers (marker ``external``); skipped with a
   clear reason when they do not answer.
@@ -10,10 +11,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -74,6 +76,18 @@ def pg_template(pg_server: Server) -> Iterator[str]:
     asyncio.run(_drop(pg_server.url, name))
 
 
+@contextlib.asynccontextmanager
+async def scratch_database(server_url: str, template: str) -> AsyncIterator[str]:
+    """A migrated, empty database cloned from ``template`` for as long as the block runs (for async tests that need
+    several at once)."""
+    name = f"allot_t_{uuid.uuid4().hex[:12]}"
+    await _clone(server_url, template, name)
+    try:
+        yield with_database(server_url, name)
+    finally:
+        await _drop(server_url, name)
+
+
 def _fresh_database(server_url: str, template: str) -> Iterator[str]:
     name = f"allot_t_{uuid.uuid4().hex[:12]}"
     asyncio.run(_clone(server_url, template, name))
@@ -108,10 +122,14 @@ def empty_database_url(pg_server: Server) -> Iterator[str]:
         asyncio.run(_drop(pg_server.url, name))
 
 
-@pytest.fixture
-def bus_names() -> dict[str, str]:
+def unique_bus_names() -> dict[str, str]:
     suffix = uuid.uuid4().hex[:10]
     return {"prefix": f"t{suffix}", "stream": f"ALLOT_T{suffix.upper()}"}
+
+
+@pytest.fixture
+def bus_names() -> dict[str, str]:
+    return unique_bus_names()
 
 
 def _reachable(url: str, default_port: int) -> bool:
