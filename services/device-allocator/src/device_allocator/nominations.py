@@ -47,7 +47,7 @@ from allot_contracts.events import (
 from allot_contracts.objects.pod import Pod
 from allot_placement import PlacementEngine
 from allot_runtime.processor import Emit
-from device_allocator.preemption import Plan, job_priority, may_preempt, search, units
+from device_allocator.preemption import PlacedPods, Plan, job_priority, may_preempt, search, units
 from device_allocator.reservations import Reservations
 
 __all__ = ["HELD_FOR_PREEMPTOR", "PREEMPTING", "Nomination", "Preemptions", "job_id"]
@@ -88,7 +88,7 @@ class Preemptions:
         engine: PlacementEngine,
         reservations: Reservations,
         pods: Mapping[str, Pod],
-        placed: Mapping[str, str],
+        placed: PlacedPods,
         enabled: bool = True,
     ) -> None:
         self.engine = engine
@@ -209,6 +209,8 @@ class Preemptions:
         if not self.enabled or len(pods) != len(members) or not may_preempt(pods):
             return "", []
         priority = job_priority(pods)
+        if not self.placed.any_below(priority):
+            return "", []  # nothing placed has a lower priority: nothing to preempt
         # what is nominated for a job of at least this priority is out of reach: neither its pods nor its room; nor
         # is a pod whose eviction the API server refused for good
         blocked = self.blocked_nodes(job_id(job, gang), priority)

@@ -26,8 +26,10 @@ The same projection gives the same victims and the same nominated nodes, so ``al
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from allot_contracts.objects import names as n
 from allot_contracts.objects.pod import Pod
@@ -61,6 +63,44 @@ class Plan:
     @property
     def nominated(self) -> dict[str, str]:
         return {d.pod: str(d.node) for d in self.placement.members}
+
+
+class PlacedPods(dict[str, str]):
+    """The placed pods (pod -> node), which also count them by priority: a job finds at once that no placed pod has a
+    lower priority than its own (the usual case when a failed pod has nothing to preempt), without looking at each."""
+
+    def __init__(self, pods: Mapping[str, Pod]) -> None:
+        super().__init__()
+        self._pods = pods
+        self._priority: dict[str, int] = {}
+        self._counts: Counter[int] = Counter()
+
+    def __setitem__(self, key: str, node: str) -> None:
+        self._forget(key)
+        pod = self._pods.get(key)
+        priority = pod.priority if pod is not None else 0
+        self._priority[key] = priority
+        self._counts[priority] += 1
+        super().__setitem__(key, node)
+
+    def pop(self, key: str, *default: Any) -> Any:  # type: ignore[override]
+        self._forget(key)
+        return super().pop(key, *default)
+
+    def __delitem__(self, key: str) -> None:
+        self._forget(key)
+        super().__delitem__(key)
+
+    def _forget(self, key: str) -> None:
+        priority = self._priority.pop(key, None)
+        if priority is not None:
+            self._counts[priority] -= 1
+            if not self._counts[priority]:
+                del self._counts[priority]
+
+    def any_below(self, priority: int) -> bool:
+        """Whether a placed pod has a priority lower than ``priority`` (the distinct priorities are few)."""
+        return any(p < priority for p in self._counts)
 
 
 def may_preempt(members: Sequence[Pod]) -> bool:

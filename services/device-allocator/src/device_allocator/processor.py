@@ -69,6 +69,7 @@ from allot_runtime.processor import Emit
 from device_allocator.nodes import TYPES as NODE_SIDE_TYPES
 from device_allocator.nodes import NodeSide, assigned_pod, pod_facts, scheduled_at
 from device_allocator.nominations import HELD_FOR_PREEMPTOR, PREEMPTING, Preemptions, job_id
+from device_allocator.preemption import PlacedPods
 from device_allocator.queueing import HELD, GangQueue, group_item, pod_item
 from device_allocator.requeueing import Requeueing, requeued_in
 from device_allocator.reservations import INTERESTS as RESERVATION_TYPES
@@ -123,7 +124,7 @@ class DeviceAllocator(Requeueing):
         self.reservations = Reservations(self.engine)  # reserve pods, holds, pods' reservation contexts
         self.pods: dict[str, Pod] = {}  # pods as read at the door
         self.arrival: dict[str, int] = {}  # pod -> arrival sequence (queue order tie-break)
-        self.placed: dict[str, str] = {}  # pod -> node
+        self.placed = PlacedPods(self.pods)  # pod -> node
         self.unschedulable: dict[str, int] = {}  # pod -> last attempt
         # pod -> reason codes of its last pod.unschedulable (the metrics and the requeue hints read them)
         self.unschedulable_codes: dict[str, tuple[str, ...]] = {}
