@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -46,3 +47,34 @@ def test_cases_cover_every_feature() -> None:
         "qos-priority",
         "colocation-profile",
     }
+
+
+def _anchors(markdown: str) -> set[str]:
+    """The anchors of a Markdown file's headings, as GitHub makes them."""
+    out = set()
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            out.add(re.sub(r"[^a-z0-9 _-]", "", title).replace(" ", "-"))
+    return out
+
+
+def test_every_difference_links_an_entry_that_exists() -> None:
+    """A case where Allot deliberately differs from upstream names the docs' entry that says so and why."""
+    repo = CORPUS.parents[1]
+    index = (repo / "docs" / "differences.md").read_text()
+    linked = 0
+    for case in CASES:
+        link = case.expected.get("difference")
+        if not link:
+            continue
+        linked += 1
+        path, _, anchor = str(link).split()[0].partition("#")
+        assert (repo / path).is_file(), f"{case.name}: {link}"
+        assert anchor in _anchors((repo / path).read_text()), (
+            f"{case.name}: no heading for #{anchor} in {path}"
+        )
+        assert f"({Path(path).name}#{anchor})" in index, (
+            f"{case.name}: docs/differences.md does not list {link}"
+        )
+    assert linked, "the corpus states where Allot differs"
