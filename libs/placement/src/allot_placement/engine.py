@@ -34,10 +34,11 @@ from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
 from allot_contracts.objects.nodemetric import NodeMetric
 from allot_contracts.objects.pod import Pod
 from allot_placement import explain, reserved
+from allot_placement._entries import Entries, Entry, WithIdentity
 from allot_placement._index import ShapeIndex
 from allot_placement.config import PlacementConfig
 from allot_placement.decision import Decision, Freed, GroupDecision
-from allot_placement.device_view import complete_gpu, device_ids
+from allot_placement.device_view import complete_gpu
 from allot_placement.devices import DeviceMemo
 from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, static_filter
 from allot_placement.loadaware import AssignedPod, LoadTracker, PodLoad
@@ -91,7 +92,7 @@ class PlacementEngine:
         self._indexes: OrderedDict[bytes, ShapeIndex] = OrderedDict()
         self._memo: dict[tuple[int, bytes], NodeResult] = {}
         self._static_memo: dict[tuple[int, bytes, str], NodeResult] = {}
-        self._entries: dict[str, tuple[NodeState, int, int, int, bool]] = {}
+        self._entries: dict[str, Entry] = {}
         self._ids: dict[Any, int] = {}
         self._sig: dict[str, int] = {}
         self._dev_sig: dict[str, int] = {}
@@ -503,7 +504,8 @@ class PlacementEngine:
         their keys cover: see the module docstring)."""
         if not self.caches:
             return self._fresh_resolver(spec)
-        entries, static_memo, memo, intern = self._entries, self._static_memo, self._memo, self._intern
+        entries: Entries = self._entries
+        static_memo, memo, intern = self._static_memo, self._memo, self._intern
         key, by_name = spec.key, spec.by_name
         needs_static = (
             bool(spec.node_selector)
@@ -515,6 +517,8 @@ class PlacementEngine:
         # per-node identities this pod's filters or the policy's choice read join the node's signatures
         ids = spec.reads_device_ids
         named = policy is not None and policy.reads_node_name(spec)
+        if ids or named:
+            entries = WithIdentity(self._entries, intern, ids=ids, named=named)
 
         def resolve(name: str) -> tuple[int, NodeResult] | None:
             entry = entries.get(name)
@@ -530,9 +534,6 @@ class PlacementEngine:
                     st = static_memo[skey] = NodeResult(feasible=False, reasons=reasons) if reasons else _PASS
                 if st is not _PASS:
                     return state.version, st
-            if ids or named:
-                ident = (device_ids(state.inventory) if ids else None, name if named else None)
-                sig, dev_sig = intern((sig, ident)), intern((dev_sig, ident))
             res = memo.get((sig, key))
             if res is None:
                 stats["evaluations"] += 1
