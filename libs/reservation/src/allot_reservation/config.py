@@ -38,31 +38,11 @@ import msgspec
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_contracts.objects.times import DurationError, parse_duration_us
+from allot_descheduling.migration_args import CONTROLLER_FIELDS
 
 __all__ = ["ConfigError", "IntOrPercent", "Limiter", "MigrationConfig", "ReservationConfig"]
 
-_MIGRATION_KEYS: Final = frozenset(
-    {
-        "defaultJobMode",
-        "defaultJobTTL",
-        "maxMigratingGlobally",
-        "maxMigratingPerNode",
-        "maxMigratingPerNamespace",
-        "maxMigratingPerWorkload",
-        "maxUnavailablePerWorkload",
-        "skipCheckExpectedReplicas",
-        "evictQPS",
-        "evictBurst",
-        "objectLimiters",
-        "evictAllBarePods",
-        "evictLocalStoragePods",
-        "evictSystemCriticalPods",
-        "ignorePvcPods",
-        "namespaces",
-        "labelSelector",
-        "priorityThreshold",
-    }
-)
+_MIGRATION_KEYS: Final = CONTROLLER_FIELDS  # upstream MigrationControllerArgs names
 
 
 class ConfigError(ValueError):
