@@ -16,6 +16,7 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -168,3 +169,14 @@ def external_pg_template(external_pg_url: str) -> Iterator[str]:
 @pytest.fixture
 def external_database_url(external_pg_url: str, external_pg_template: str) -> Iterator[str]:
     yield from _fresh_database(external_pg_url, external_pg_template)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How many cases each door's fuzz test tried, and what came of them (allot_testing.fuzz)."""
+    from allot_testing.fuzz import report
+
+    lines = report()
+    if lines:
+        terminalreporter.section("fuzzed doors")
+        for line in lines:
+            terminalreporter.write_line(line)
