@@ -25,6 +25,7 @@ from allot_cli.stackprocs import (
     supervisor_pid,
     supervisor_running,
 )
+from allot_runtime.secretfiles import private_dir
 
 
 def _ready(port: int | None) -> bool:
@@ -142,7 +143,7 @@ def start_stack(
         while supervisor_running(state_dir) and time.monotonic() < deadline:
             time.sleep(0.2)
     clean_leftovers(state_dir, quiet=quiet)
-    (state_dir / "logs").mkdir(parents=True, exist_ok=True)
+    private_dir(state_dir / "logs")  # and the state directory: it will hold the servers' passwords
     (state_dir / "stack.json").unlink(missing_ok=True)
     log = open(state_dir / "logs" / "supervisor.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
