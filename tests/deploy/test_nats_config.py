@@ -52,6 +52,10 @@ def test_nats_server_accepts_the_config(path: str) -> None:
     except Unavailable as exc:
         pytest.skip(f"no nats-server binary to check the config with: {exc}")
     result = subprocess.run(
-        [str(binary), "-t", "-c", str(REPO / path)], capture_output=True, text=True, timeout=30
+        [str(binary), "-t", "-c", str(REPO / path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"ALLOT_NATS_USER": "allot", "ALLOT_NATS_PASSWORD": "secret"},  # the configs read them from there
     )
     assert result.returncode == 0, result.stdout + result.stderr
