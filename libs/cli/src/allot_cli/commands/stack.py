@@ -25,6 +25,7 @@ from allot_cli.stackprocs import (
     supervisor_pid,
     supervisor_running,
 )
+from allot_eventstore.urls import redact
 from allot_runtime.secretfiles import private_dir
 
 
@@ -237,7 +238,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         log_state = {"head": None, "checkpoints": {}, "error": f"{type(exc).__name__}: {exc}"}
     healthy = all(r["ready"] for r in rows) and not stack.get("degraded") and "error" not in log_state
     if args.json:
-        print(json.dumps({"stack": stack, "processes": rows, "log": log_state}, indent=2))
+        shown = {**stack, **{k: redact(stack[k]) for k in ("database_url", "nats_url") if stack.get(k)}}
+        print(json.dumps({"stack": shown, "processes": rows, "log": log_state}, indent=2))  # no passwords
         return 0
     for line in describe(stack):
         print(line)
