@@ -11,10 +11,12 @@ flags with a CA made here by openssl; the adapter connects with ALLOT_NATS_TLS_C
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -330,3 +332,38 @@ def test_the_chart_refuses_nats_values_that_would_leak_or_fall_back(
 ) -> None:
     with pytest.raises(Exception, match=re.escape(message)):  # helm_python's HelmRenderError
         render_chart(values)
+
+
+# -- the processes themselves ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("argv", [["allot-quota-manager"], ["allot", "relay"]], ids=["service", "relay"])
+def test_a_process_refused_by_nats_stops_at_once_naming_the_setting(
+    argv: list[str], database_url: str, tmp_path: Path
+) -> None:
+    """Not an endless reconnect loop: exit code 2 and the variable to fix, without the password."""
+    server = embedded.EmbeddedNats(tmp_path / "js")
+    try:
+        server.start()
+    except Unavailable as exc:
+        pytest.skip(f"no embedded nats-server: {exc}")
+    try:
+        bin_dir = Path(sys.executable).parent
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "ALLOT_DATABASE_URL": database_url,
+            "ALLOT_NATS_URL": f"nats://127.0.0.1:{server.port}",
+            "ALLOT_NATS_USER": "allot",
+            "ALLOT_NATS_PASSWORD": "not-the-password",
+            "ALLOT_HTTP_PORT": "0",
+            "ALLOT_LOG_FORMAT": "text",
+        }
+        result = subprocess.run(
+            [str(bin_dir / argv[0]), *argv[1:]], env=env, capture_output=True, text=True, timeout=60
+        )
+    finally:
+        server.stop()
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "ALLOT_NATS_USER: the server refused ALLOT_NATS_USER / ALLOT_NATS_PASSWORD" in result.stderr
+    assert "not-the-password" not in result.stderr

@@ -80,14 +80,7 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def nats_auth(self) -> NatsAuth:
-        return NatsAuth(
-            user=self.nats_user,
-            password=self.nats_password,
-            token=self.nats_token,
-            tls_ca=self.nats_tls_ca,
-            tls_cert=self.nats_tls_cert,
-            tls_key=self.nats_tls_key,
-        )
+        return NatsAuth(**{field: getattr(self, f"nats_{field}") for field in natsauth.ENVIRONMENT})
 
     @property
     def names(self) -> BusNames:
