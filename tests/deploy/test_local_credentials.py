@@ -191,3 +191,22 @@ def test_stack_json_and_the_state_directory_are_private(tmp_path: Path) -> None:
         line for line in describe(stack) if "s3cret" in line
     ]  # `allot status` never prints a password
     assert [p.name for p in state_dir.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_the_processes_get_the_login_of_a_nats_of_yours_and_only_the_url_of_the_embedded_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALLOT_NATS_USER", "me")
+    monkeypatch.setenv("ALLOT_NATS_PASSWORD", "mine")
+    monkeypatch.setenv("ALLOT_NATS_TLS_CA", "/etc/ssl/my-ca.pem")
+    yours = Supervisor(state_dir=tmp_path, nats_url="tls://nats.example:4222")
+    yours.plan_children()
+    assert {c.env.get("ALLOT_NATS_USER") for c in yours.children} == {"me"}
+    assert {c.env.get("ALLOT_NATS_TLS_CA") for c in yours.children} == {"/etc/ssl/my-ca.pem"}
+
+    embedded = Supervisor(state_dir=tmp_path, nats_url="nats://allot:generated@127.0.0.1:4222")
+    embedded.nats = EmbeddedNats(tmp_path / "js")
+    embedded.plan_children()
+    assert not [
+        c.name for c in embedded.children if "ALLOT_NATS_USER" in c.env or "ALLOT_NATS_TLS_CA" in c.env
+    ]

@@ -34,6 +34,7 @@ from typing import IO, Any
 
 import asyncpg
 
+from allot_bus.adapters import natsauth
 from allot_cli.pipeline import SERVICES
 from allot_cli.stackprocs import (
     STACK_MARKER,
@@ -238,7 +239,12 @@ class Supervisor:
                 STACK_MARKER: str(self.state_dir),
             }
         )
-        for key in ("ALLOT_OTEL_EXPORTER", "ALLOT_LOG_LEVEL", "ALLOT_FAILPOINTS", "ALLOT_FAILPOINT_STATE"):
+        passed = ["ALLOT_OTEL_EXPORTER", "ALLOT_LOG_LEVEL", "ALLOT_FAILPOINTS", "ALLOT_FAILPOINT_STATE"]
+        if (
+            self.nats is None
+        ):  # a NATS of the user's: its login and TLS files too (the embedded one's is in the URL)
+            passed += natsauth.ENVIRONMENT.values()
+        for key in passed:
             if key in os.environ:
                 base[key] = os.environ[key]
         logs = self.state_dir / "logs"
