@@ -165,6 +165,10 @@ async def test_embedded_nats_refuses_a_client_without_its_password_and_says_so(t
         assert separate.value.issues[0][0] == "ALLOT_NATS_USER"
         nc = await connect(plain, name="test-env", auth=NatsAuth(user="allot", password=server.password))
         await nc.close()
+
+        # tls:// to a server without TLS: the driver would carry on in plain text; the adapter refuses
+        with pytest.raises(InvalidInput, match="is tls:// but the server does not require TLS"):
+            await connect(server.url.replace("nats://", "tls://"), name="test-tls", auth=NatsAuth())
     finally:
         server.stop()
 

@@ -35,6 +35,7 @@ from allot_runtime.settings import load
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_ENV = REPO / "deploy/compose/allot.env"
 DEV = REPO / "deploy/k8s/overlays/dev"
+DEV_TLS = REPO / "deploy/k8s/overlays/dev-tls"
 CREDENTIALS = ("ALLOT_NATS_USER", "ALLOT_NATS_PASSWORD")
 
 Obj = dict[str, Any]
@@ -243,6 +244,8 @@ def certificates() -> Iterator[Path]:
     (directory / "ext.cnf").write_text("subjectAltName=DNS:nats,DNS:localhost,IP:127.0.0.1\n")
     for step in steps:
         subprocess.run([openssl, *step.split()], cwd=directory, check=True, capture_output=True, timeout=60)
+    for name, source in {"ca.crt": "ca.pem", "tls.crt": "server.pem", "tls.key": "server-key.pem"}.items():
+        shutil.copy(directory / source, directory / name)  # the keys of a Kubernetes TLS Secret
     yield directory
     shutil.rmtree(directory, ignore_errors=True)
 
@@ -277,6 +280,66 @@ async def test_nats_over_tls_as_the_compose_override_runs_it(certificates: Path)
             await connect(f"tls://localhost:{port}", name="tls", auth=NatsAuth(user=user, password=password))
         assert unverified.value.issues[0][0] == "ALLOT_NATS_TLS_CA"
         assert "certificate verify failed" in str(unverified.value)
+
+
+def dev_tls_server(objects: list[Obj]) -> tuple[Obj, list[str]]:
+    """The dev-tls overlay's NATS StatefulSet and the TLS flags its command adds to the dev overlay's."""
+    (nats,) = [o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "nats"]
+    command = pod(nats)["containers"][0]["command"]
+    return nats, command[command.index("--tls") :]
+
+
+def test_the_dev_tls_overlay_mounts_the_ca_into_every_allot_process_and_the_certificate_into_nats(
+    kustomize: Callable[[Path], list[Obj]],
+) -> None:
+    objects = kustomize(DEV_TLS)
+    (env,) = [
+        c["data"] for c in objects if c["kind"] == "ConfigMap" and "ALLOT_NATS_URL" in c.get("data", {})
+    ]
+    assert env["ALLOT_NATS_URL"] == "tls://nats:4222"
+    ca_dir, _, ca_file = env["ALLOT_NATS_TLS_CA"].rpartition("/")
+    processes = [
+        o for o in objects if o["kind"] in ("Deployment", "DaemonSet") and component(o) not in ("", "bus")
+    ]
+    assert len(processes) >= 10
+    for obj in processes:
+        (container,) = pod(obj)["containers"]
+        (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == ca_dir]
+        (volume,) = [v for v in pod(obj)["volumes"] if v["name"] == mount["name"]]
+        assert volume["secret"] == {
+            "secretName": "allot-nats-tls",
+            "items": [{"key": ca_file, "path": ca_file}],
+        }
+    nats, flags = dev_tls_server(objects)
+    files = [f.split("=", 1)[1] for f in flags if f.startswith(("--tlscert=", "--tlskey="))]
+    (directory,) = {str(Path(f).parent) for f in files}
+    (mount,) = [m for m in pod(nats)["containers"][0]["volumeMounts"] if m["mountPath"] == directory]
+    (volume,) = [v for v in pod(nats)["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "allot-nats-tls"
+    assert sorted(Path(f).name for f in files) == ["tls.crt", "tls.key"]
+
+
+async def test_nats_over_tls_as_the_dev_tls_overlay_runs_it(
+    kustomize: Callable[[Path], list[Obj]], certificates: Path
+) -> None:
+    objects = kustomize(DEV_TLS)
+    _, flags = dev_tls_server(objects)
+    (conf,) = [
+        c["data"]["nats-server.conf"]
+        for c in objects
+        if c["kind"] == "ConfigMap" and "nats-server.conf" in c.get("data", {})
+    ]
+    login = yaml.safe_load((REPO / "deploy/k8s/nats-secret.example.yaml").read_text())["stringData"]
+    with nats_server(conf, login, *[f.replace("/etc/nats/tls", str(certificates)) for f in flags]) as port:
+        auth = NatsAuth(
+            user=login["ALLOT_NATS_USER"],
+            password=login["ALLOT_NATS_PASSWORD"],
+            tls_ca=str(certificates / "ca.crt"),
+        )
+        nc = await connect(f"tls://localhost:{port}", name="dev-tls", auth=auth)
+        await nc.close()
+        with pytest.raises(InvalidInput, match="ALLOT_NATS_URL: the server requires TLS: use tls://"):
+            await connect(f"nats://localhost:{port}", name="plain", auth=NatsAuth(user="allot", password="x"))
 
 
 def test_helm_tls_mounts_the_ca_into_every_allot_pod_and_the_certificate_into_nats(

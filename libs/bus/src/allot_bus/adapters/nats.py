@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 import nats
 from nats.aio.client import Client
@@ -73,6 +74,19 @@ async def connect(
         connecting.result()
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         raise Unavailable(f"cannot connect to NATS at {redact(url)}: {exc}") from exc
+    if urlsplit(url).scheme == "tls" and not nc._server_info.get("tls_required"):
+        # The driver upgrades to TLS only when the server asks for it: a tls:// URL must not end up in plain text.
+        with contextlib.suppress(Exception):
+            await nc.close()
+        raise InvalidInput(
+            [
+                (
+                    "ALLOT_NATS_URL",
+                    "is tls:// but the server does not require TLS, so the connection was plain text",
+                )
+            ],
+            subject=f"NATS at {redact(url)}",
+        )
     return nc
 
 

@@ -161,16 +161,9 @@ def refusal(exc: BaseException, auth: NatsAuth, url: str) -> InvalidInput | None
             )
         return InvalidInput([(field, f"{hint}: {text.strip() or type(exc).__name__}")], subject=where)
     if isinstance(exc, ssl.SSLError):
+        if urlsplit(url).scheme != "tls":  # the server asked for TLS; the driver tried with the system's CAs
+            reason = f"the server requires TLS: use tls://host:port, with ALLOT_NATS_TLS_CA for a private CA ({exc})"
+            return InvalidInput([("ALLOT_NATS_URL", reason)], subject=where)
         field = "ALLOT_NATS_TLS_CA" if isinstance(exc, ssl.SSLCertVerificationError) else "ALLOT_NATS_URL"
         return InvalidInput([(field, f"the TLS handshake failed: {exc}")], subject=where)
-    if "secure connection" in text.lower() or "tls" in text.lower() and "required" in text.lower():
-        return InvalidInput(
-            [
-                (
-                    "ALLOT_NATS_URL",
-                    f"the server requires TLS: use tls://host:port and ALLOT_NATS_TLS_CA ({text})",
-                )
-            ],
-            subject=where,
-        )
     return None
