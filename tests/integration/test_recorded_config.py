@@ -174,3 +174,31 @@ async def test_a_log_without_recorded_config_verifies_with_the_file_and_says_so(
     _write(tmp_path / "config", SPREAD)  # with nothing recorded, the file is all there is: it must be right
     code, report = await _verify(capsys, tmp_path / "config")
     assert code == 1 and report["first_mismatch"]["processor"] == "device-allocator"
+
+
+async def test_two_instances_racing_with_the_same_config_record_it_once(env):
+    """A standby that takes over (or two instances started at once) with the same configuration: one event."""
+    import asyncio
+
+    from allot_runtime.recorded_config import AppliedConfig, record_config
+
+    stores = [PostgresEventStore.connect(env) for _ in range(4)]
+    try:
+        applied = AppliedConfig(config=PACK, source="/etc/allot/device-allocator.yaml")
+        results = await asyncio.gather(
+            *(record_config(store, "device-allocator", applied, after=0) for store in stores),
+            return_exceptions=True,
+        )
+        positions = [r for r in results if isinstance(r, int)]
+        assert len(positions) == 1, results
+        assert all(r is None or isinstance(r, Exception) for r in results if not isinstance(r, int))
+        assert await record_config(stores[0], "device-allocator", applied, after=5) is None, "unchanged"
+        changed = AppliedConfig(config=SPREAD)
+        assert await record_config(stores[0], "device-allocator", changed, after=5) is not None
+        assert await record_config(stores[0], "device-allocator", applied, after=5) is not None, (
+            "changed back"
+        )
+        assert [a["hash"] for a in await _applied(env)] == [config_hash(c) for c in (PACK, SPREAD, PACK)]
+    finally:
+        for store in stores:
+            await store.close()
