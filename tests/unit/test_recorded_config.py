@@ -74,3 +74,21 @@ def test_the_effective_config_adds_what_the_service_adds_in_canonical_form(tmp_p
     assert applied.source == str(path)
     defaults = effective_config(settings_mod.load("binder", {"ALLOT_DATABASE_URL": "postgresql://x/y"}))
     assert defaults.config == {} and defaults.source == ""
+
+
+def test_views_rebuild_a_projection_under_the_configuration_its_service_recorded():
+    import asyncio
+
+    from allot_cli.logtools import projection
+    from allot_eventstore.memory import InMemoryEventStore
+    from allot_runtime.recorded_config import AppliedConfig, record_config
+
+    async def timeouts() -> tuple[int, int]:
+        store = InMemoryEventStore()
+        before = (await projection(store, "gang-coordinator")).engine.config.default_timeout_seconds
+        await record_config(
+            store, "gang-coordinator", AppliedConfig(config={"defaultTimeoutSeconds": 42}), after=0
+        )
+        return before, (await projection(store, "gang-coordinator")).engine.config.default_timeout_seconds
+
+    assert asyncio.run(timeouts()) == (600, 42)
