@@ -92,3 +92,25 @@ def test_views_rebuild_a_projection_under_the_configuration_its_service_recorded
         return before, (await projection(store, "gang-coordinator")).engine.config.default_timeout_seconds
 
     assert asyncio.run(timeouts()) == (600, 42)
+
+
+def test_a_per_node_decider_is_found_in_the_log_but_not_its_shells():
+    from allot_cli.pipeline import instances
+
+    producers = [
+        "api",
+        "node-reporter@ip-10-0-0-1.ec2.internal",
+        "node-reporter@n2",
+        "node-reporter@n2.config",
+    ]
+    producers += [
+        "node-reporter@n2.timer",
+        "node-reporter@n2.kube",
+        "node-reporter@n2.agent",
+        "node-reporter@n2.lease",
+    ]
+    assert instances("node-reporter", producers) == [
+        "node-reporter@ip-10-0-0-1.ec2.internal",
+        "node-reporter@n2",
+    ]
+    assert instances("binder", ["binder", "binder.config", "binder.kube"]) == ["binder"]
