@@ -163,38 +163,47 @@ class Switch(msgspec.Struct, frozen=True):
 
 
 class _Verifying:
-    """One processor being verified: its current host, the configuration switches still ahead, and the counts."""
+    """One processor being verified: its current host, the configuration switches still ahead, and the counts of
+    the configuration in force (plain counters: this runs once per trigger)."""
 
     def __init__(self, host: Host, switches: Sequence[Switch]) -> None:
         self.host = host
         self.pending = sorted(switches, key=lambda switch: switch.after)
-        self.governed = [Governed()]
+        self.done: list[Governed] = []
+        self.after = self.checked = self.first = self.last = 0
         self.mismatches: list[Mismatch] = []
         self.behind = 0
 
-    async def before(self, position: int, store: EventStore) -> None:
-        """Switch to the configuration in force for a trigger at ``position``."""
-        while self.pending and self.pending[0].after < position:
+    def due(self, position: int) -> bool:
+        """Whether a trigger at ``position`` is decided under a later configuration than the current host's."""
+        return bool(self.pending) and self.pending[0].after < position
+
+    async def switch(self, position: int, store: EventStore) -> None:
+        """Go on under the configuration in force for a trigger at ``position``."""
+        while self.due(position):
             switch = self.pending.pop(0)
             host = switch.build()
             await rebuild(host, store, until=switch.after)
-            self.host = host
-            self.governed.append(Governed(after=switch.after))
+            self.done.append(self.current())
+            self.host, self.after, self.checked, self.first, self.last = host, switch.after, 0, 0, 0
 
-    def checked(self, position: int, found: Mismatch | None) -> None:
-        current = self.governed[-1]
-        self.governed[-1] = Governed(
-            after=current.after, checked=current.checked + 1, first=current.first or position, last=position
-        )
+    def compared(self, position: int, found: Mismatch | None) -> None:
+        self.checked += 1
+        self.first = self.first or position
+        self.last = position
         if found is not None:
             self.mismatches.append(found)
 
+    def current(self) -> Governed:
+        return Governed(after=self.after, checked=self.checked, first=self.first, last=self.last)
+
     def result(self) -> Verified:
+        governed = [*self.done, self.current(), *(Governed(after=s.after) for s in self.pending)]
         return Verified(
-            checked=sum(g.checked for g in self.governed),
+            checked=sum(g.checked for g in governed),
             mismatches=self.mismatches,
             behind=self.behind,
-            governed=[*self.governed, *(Governed(after=s.after) for s in self.pending)],
+            governed=governed,
         )
 
 
@@ -231,6 +240,7 @@ async def verify_many(
             if record.position > limits.get(name, record.position):
                 run.behind += 1
                 continue
-            await run.before(record.position, store)
-            run.checked(record.position, _compare(run.host, record, outputs[name].get(record.event_id, [])))
+            if run.due(record.position):
+                await run.switch(record.position, store)
+            run.compared(record.position, _compare(run.host, record, outputs[name].get(record.event_id, [])))
     return {name: run.result() for name, run in runs.items()}
