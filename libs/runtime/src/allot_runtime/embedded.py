@@ -124,7 +124,8 @@ class EmbeddedPostgres:
     def init(self) -> None:
         bin_dir = postgres_bin_dir()
         if (self.data_dir / "PG_VERSION").exists():
-            if self._user is not None:  # a parent's mode may have changed since (a shared /tmp tree tidied up)
+            # A parent's mode may have changed since the first start (a shared /tmp tree tidied up).
+            if self._user is not None:
                 _open_path_for(self.data_dir.parent)
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
