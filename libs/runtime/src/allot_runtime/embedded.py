@@ -152,7 +152,7 @@ class EmbeddedPostgres:
 
     def init(self) -> None:
         bin_dir = postgres_bin_dir()
-        if self._user is not None:
+        if self._user is not None:  # at every start: a parent's mode may have changed since the first one
             _open_path_for(bin_dir)
             self.data_dir.parent.mkdir(parents=True, exist_ok=True)
             _let_group_traverse(self.data_dir.parent, self._user)
