@@ -28,6 +28,7 @@ from allot_cli.devstack import Supervisor, describe
 from allot_cli.stackprocs import supervisor_lock
 from allot_contracts.errors import InvalidInput, Unavailable
 from allot_runtime.embedded import EmbeddedNats, EmbeddedPostgres, nats_server_binary, postgres_bin_dir
+from allot_runtime.secretfiles import private_dir
 
 pytestmark = pytest.mark.integration
 
@@ -183,6 +184,8 @@ def test_stack_json_and_the_state_directory_are_private(tmp_path: Path) -> None:
     (state_dir / "stack.json").chmod(0o644)
     with supervisor_lock(state_dir):
         assert_private_dir(state_dir)
+        private_dir(state_dir / "logs")
+        assert mode(state_dir / "logs") == 0o700  # a new one: nobody else's group may even traverse it
         supervisor = Supervisor(state_dir=state_dir)
         supervisor.database_url = "postgresql://postgres:s3cret@127.0.0.1:5432/allot"
         supervisor.nats_url = "nats://allot:s3cret@127.0.0.1:4222"

@@ -20,7 +20,7 @@ DIR_MODE = 0o700
 def private_dir(path: Path) -> Path:
     """Create ``path`` (and its parents) if missing and make it 0700; a group traverse bit given to the embedded
     PostgreSQL's user (see :func:`allot_runtime.embedded.EmbeddedPostgres`) is kept."""
-    path.mkdir(parents=True, exist_ok=True)
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     path.chmod(DIR_MODE | (path.stat().st_mode & 0o010))
     return path
 
