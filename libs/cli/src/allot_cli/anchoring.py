@@ -15,11 +15,21 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from allot_cli.errors import InputError
 from allot_contracts.errors import InvalidInput
-from allot_eventstore.anchor_keys import load_verifying_keys
+from allot_eventstore.anchor_keys import ensure_signing_key, load_verifying_keys
 from allot_eventstore.verify import ChainReport
 
 STATE_PUBLIC_KEY = "anchor.pub"
 STATE_SIGNING_KEY = "anchor.key"
+RELAY_SETTINGS = ("ALLOT_ANCHOR_KEY_FILE", "ALLOT_ANCHOR_EVERY_EVENTS", "ALLOT_ANCHOR_EVERY_SECONDS")
+
+
+def relay_anchor_env(state_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """The dev stack relay's anchor settings: the ones in ``environ`` if it names a key, else a key generated in
+    ``state_dir`` on first start (mode 0600, its public half beside it for ``allot replay --verify``)."""
+    env = {name: environ[name] for name in RELAY_SETTINGS if environ.get(name)}
+    if "ALLOT_ANCHOR_KEY_FILE" not in env:
+        env["ALLOT_ANCHOR_KEY_FILE"] = str(ensure_signing_key(state_dir / STATE_SIGNING_KEY))
+    return env
 
 
 def key_paths(flags: Sequence[str] | None, environ: Mapping[str, str], state_dir: Path | None) -> list[Path]:
