@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
+from allot_cli.anchoring import RELAY_SETTINGS
 from allot_cli.errors import InputError
 from allot_contracts.errors import InvalidInput
 from allot_eventstore.anchor import CheckpointPolicy
@@ -83,6 +84,9 @@ async def _serve(holder: dict[str, Any]) -> web.AppRunner:
         runner, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"), int(os.environ.get("ALLOT_HTTP_PORT", "8080"))
     ).start()
     return runner
+
+
+ENVIRONMENT = RELAY_SETTINGS  # what the relay reads besides the shared settings
 
 
 def sealer(store: PostgresEventStore, environ: Mapping[str, str]) -> Sealer | None:
