@@ -106,6 +106,7 @@ async def test_an_intact_sealed_log_verifies_against_its_checkpoints(store, key_
     checkpoints = await _sealed_log(store, key_file)
     report = await _verify(store, load_verifying_keys([key_file.with_suffix(".pub")]))
     assert report.ok, report.problem
+    assert not report.anchor.failed
     assert report.anchor is not None and report.anchor.anchored
     assert report.anchor.checkpoints == 4 == await checkpoints.count()  # at 1, 5, 9 and 13
     assert report.anchor.newest_position == 13 and report.anchor.unanchored_events == 0
@@ -131,7 +132,10 @@ async def test_a_rewrite_with_recomputed_hashes_is_caught_with_no_extra_argument
     code = await replay.run(_replay_args())
     out = json.loads(capsys.readouterr().out)
     assert code == 1 and not out["ok"]
-    assert "rewritten" in out["chain"]["problem"]
+    assert "rewritten" in out["chain"]["problem"] and out["chain"]["anchor"]["failed"]
+    capsys.readouterr()
+    assert await replay.run(_replay_args(json=False)) == 1
+    assert "anchor       BROKEN" in capsys.readouterr().out
 
 
 async def test_a_checkpoint_forged_with_another_key_is_caught(store, database_url, key_file):
@@ -151,7 +155,7 @@ async def test_a_checkpoint_forged_with_another_key_is_caught(store, database_ur
         await conn.close()
     report = await _verify(store, load_verifying_keys([key_file]))
     assert not report.ok
-    assert report.position == 9
+    assert report.position == 9 and report.anchor is not None and report.anchor.failed
     assert "signature" in report.problem and "forged" in report.problem
 
     # signed with the thief's own key id instead: not a configured key, refused as well

@@ -57,8 +57,12 @@ def anchor_line(chain: ChainReport) -> str:
     anchor = chain.anchor
     if anchor is None:
         return "anchor       not checked"
+    if anchor.failed:
+        return "anchor       BROKEN: the log and its signed checkpoints disagree (below)"
     if not anchor.anchored:
         return f"anchor       UNANCHORED: {anchor.note}"
+    if not chain.ok:
+        return f"anchor       {anchor.checkpoints} signed checkpoint(s) matched the chain before it broke"
     keys = ", ".join(anchor.keys)
     pending = (
         f"; {anchor.unanchored_events} event(s) after it not sealed yet" if anchor.unanchored_events else ""
@@ -76,6 +80,7 @@ def bound_unsealed(chain: ChainReport, limit: int | None) -> None:
         return
     newest = f"the newest checkpoint (position {anchor.newest_position})" if anchor.anchored else "position 0"
     chain.ok = False
+    anchor.failed = True
     chain.position = anchor.newest_position + 1
     chain.problem = (
         f"{anchor.unanchored_events} events after {newest} are not sealed, more than --max-unanchored {limit}: "

@@ -133,10 +133,12 @@ class CheckpointPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
 class AnchorReport(msgspec.Struct, kw_only=True):
     """What the anchor check found. ``anchored`` is False when no key is configured or no checkpoint exists yet;
-    ``unanchored_events`` counts the events after the newest valid checkpoint (sealed only at the next one)."""
+    ``unanchored_events`` counts the events after the newest valid checkpoint (sealed only at the next one);
+    ``failed`` says that the log disagrees with a checkpoint, or a checkpoint cannot be trusted."""
 
     anchored: bool
     keys: list[str]
+    failed: bool = False
     checkpoints: int = 0
     newest_position: int = 0
     newest_signed_at: str = ""
@@ -165,11 +167,16 @@ class AnchorCheck:
         self._checked = 0
         self._unchecked = unchecked  # checkpoints present but not checked (no key configured), for the report
         self._last_good = 0
+        self._failed = False
         self.next_position = 0 if self._source is not None else -1
 
     async def start(self) -> str | None:
         """Read the first checkpoint; a problem when it cannot be trusted."""
-        return await self._advance()
+        return self._fail(await self._advance())
+
+    def _fail(self, problem: str | None) -> str | None:
+        self._failed = self._failed or problem is not None
+        return problem
 
     async def _advance(self) -> str | None:
         self._pending = None
@@ -191,7 +198,7 @@ class AnchorCheck:
         while self._pending is not None and self._pending.position == record.position:
             checkpoint = self._pending
             if checkpoint.hash != record.hash:
-                return (
+                return self._fail(
                     f"event at position {record.position} has chain hash {record.hash.hex()[:16]}… but the "
                     f"{checkpoint.describe()} signed {checkpoint.hash.hex()[:16]}…: an event in positions "
                     f"{self._last_good + 1} to {record.position} was rewritten and the hashes after it recomputed"
@@ -200,14 +207,14 @@ class AnchorCheck:
             self._newest = checkpoint
             problem = await self._advance()
             if problem is not None:
-                return problem
+                return self._fail(problem)
         self._last_good = record.position
         return None
 
     def finish(self, last_position: int) -> str | None:
         """After the chain's last record: a checkpoint beyond it means signed events were removed."""
         if self._pending is not None and self._pending.position > last_position:
-            return (
+            return self._fail(
                 f"the {self._pending.describe()} is beyond the end of the log: the chain ends at position "
                 f"{last_position}, so signed events were deleted"
             )
@@ -227,12 +234,14 @@ class AnchorCheck:
             return AnchorReport(
                 anchored=False,
                 keys=keys,
+                failed=self._failed,
                 unanchored_events=unanchored,
                 note="no signed checkpoint in the log yet: the relay seals the head once it runs with the key",
             )
         return AnchorReport(
             anchored=True,
             keys=keys,
+            failed=self._failed,
             checkpoints=self._checked,
             newest_position=self._newest.position,
             newest_signed_at=iso(self._newest.signed_at),
