@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import stat
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -37,10 +36,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def store(database_url: str) -> AsyncIterator[PostgresEventStore]:
-    store = PostgresEventStore.connect(database_url)
-    yield store
-    await store.close()
+def store(event_store: PostgresEventStore) -> PostgresEventStore:
+    return event_store
 
 
 @pytest.fixture

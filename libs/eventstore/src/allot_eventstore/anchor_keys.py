@@ -9,7 +9,7 @@ Every problem is an :class:`~allot_contracts.errors.InvalidInput` naming the fil
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -37,19 +37,25 @@ def _read(path: Path) -> bytes:
         raise InvalidInput([(str(path), f"cannot be read: {exc.strerror or exc}")], subject=SUBJECT) from exc
 
 
-def load_signing_key(path: Path) -> Ed25519PrivateKey:
-    data = _read(path)
+def _parse(path: Path, data: bytes, kind: str, load: Callable[[bytes], object]) -> object:
     if b"-----BEGIN" not in data:
-        raise InvalidInput([(str(path), "not a PEM file (expected an Ed25519 private key)")], subject=SUBJECT)
+        raise InvalidInput([(str(path), f"not a PEM file (expected an Ed25519 {kind} key)")], subject=SUBJECT)
     try:
-        key = load_pem_private_key(data, password=None)
+        return load(data)
     except (ValueError, TypeError) as exc:
-        raise InvalidInput([(str(path), f"not a readable PEM private key: {exc}")], subject=SUBJECT) from exc
+        raise InvalidInput([(str(path), f"not a readable PEM {kind} key: {exc}")], subject=SUBJECT) from exc
+
+
+def _not_ed25519(path: Path, key: object, kind: str) -> InvalidInput:
+    return InvalidInput(
+        [(str(path), f"is a {type(key).__name__.lstrip('_')}, not an Ed25519 {kind} key")], subject=SUBJECT
+    )
+
+
+def load_signing_key(path: Path) -> Ed25519PrivateKey:
+    key = _parse(path, _read(path), "private", lambda data: load_pem_private_key(data, password=None))
     if not isinstance(key, Ed25519PrivateKey):
-        raise InvalidInput(
-            [(str(path), f"is a {type(key).__name__.lstrip('_')}, not an Ed25519 private key")],
-            subject=SUBJECT,
-        )
+        raise _not_ed25519(path, key, "private")
     return key
 
 
@@ -58,17 +64,9 @@ def _load_public(path: Path) -> Ed25519PublicKey:
     data = _read(path)
     if b"PRIVATE KEY-----" in data:
         return load_signing_key(path).public_key()
-    if b"-----BEGIN" not in data:
-        raise InvalidInput([(str(path), "not a PEM file (expected an Ed25519 public key)")], subject=SUBJECT)
-    try:
-        key = load_pem_public_key(data)
-    except (ValueError, TypeError) as exc:
-        raise InvalidInput([(str(path), f"not a readable PEM public key: {exc}")], subject=SUBJECT) from exc
+    key = _parse(path, data, "public", load_pem_public_key)
     if not isinstance(key, Ed25519PublicKey):
-        raise InvalidInput(
-            [(str(path), f"is a {type(key).__name__.lstrip('_')}, not an Ed25519 public key")],
-            subject=SUBJECT,
-        )
+        raise _not_ed25519(path, key, "public")
     return key
 
 

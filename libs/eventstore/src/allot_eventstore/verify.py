@@ -53,64 +53,52 @@ async def _verify_chain(
     count = 0
     problem = await anchor.start() if anchor is not None else None
     if anchor is not None and problem is not None:
-        return _unanchored(problem, anchor.next_position, count, head)
+        return _broken(problem, anchor.next_position, count, head)
     async for record in records:
         if record.position != expected_position:
             what = "missing" if record.position > expected_position else "duplicated"
-            return ChainReport(
-                ok=False,
-                events=count,
-                head_position=head[0],
-                head_hash=head[1].hex(),
-                position=expected_position,
-                problem=f"event at position {expected_position} is {what} (next stored position is {record.position})",
+            return _broken(
+                f"event at position {expected_position} is {what} (next stored position is {record.position})",
+                expected_position,
+                count,
+                head,
             )
         try:
             recomputed = record.expected_hash(prev)
         except msgspec.DecodeError as exc:
-            return ChainReport(
-                ok=False,
-                events=count,
-                head_position=head[0],
-                head_hash=head[1].hex(),
-                position=record.position,
-                problem=f"event at position {record.position} has an unreadable payload: {exc}",
+            return _broken(
+                f"event at position {record.position} has an unreadable payload: {exc}",
+                record.position,
+                count,
+                head,
             )
         if recomputed != record.hash:
-            return ChainReport(
-                ok=False,
-                events=count,
-                head_position=head[0],
-                head_hash=head[1].hex(),
-                position=record.position,
-                problem=(
-                    f"event at position {record.position} ({record.type}, id {record.event_id}) does not match its "
-                    "hash: it was edited, or an earlier event was"
-                ),
+            return _broken(
+                f"event at position {record.position} ({record.type}, id {record.event_id}) does not match its "
+                "hash: it was edited, or an earlier event was",
+                record.position,
+                count,
+                head,
             )
         if anchor is not None and record.position == anchor.next_position:
             problem = await anchor.check(record)
             if problem is not None:
-                return _unanchored(problem, record.position, count, head)
+                return _broken(problem, record.position, count, head)
         prev = record.hash
         expected_position += 1
         count += 1
     last = expected_position - 1
     problem = anchor.finish(last) if anchor is not None else None
     if anchor is not None and problem is not None:
-        return _unanchored(problem, anchor.next_position, count, head)
+        return _broken(problem, anchor.next_position, count, head)
     if (last, prev) != (head[0], head[1]):
-        return ChainReport(
-            ok=False,
-            events=count,
-            head_position=head[0],
-            head_hash=head[1].hex(),
-            position=last + 1,
-            problem=(
-                f"the log head says position {head[0]} but the chain ends at {last}: events were deleted from the end"
-                if head[0] > last
-                else f"the chain ends at position {last} but the log head is at {head[0]} with a different hash"
-            ),
+        return _broken(
+            f"the log head says position {head[0]} but the chain ends at {last}: events were deleted from the end"
+            if head[0] > last
+            else f"the chain ends at position {last} but the log head is at {head[0]} with a different hash",
+            last + 1,
+            count,
+            head,
         )
     if expected_head is not None and expected_head != prev.hex():
         return ChainReport(
@@ -124,8 +112,8 @@ async def _verify_chain(
     return ChainReport(ok=True, events=count, head_position=head[0], head_hash=prev.hex())
 
 
-def _unanchored(problem: str, position: int, count: int, head: tuple[int, bytes]) -> ChainReport:
-    """The chain disagrees with a signed checkpoint (or a checkpoint cannot be trusted)."""
+def _broken(problem: str, position: int, count: int, head: tuple[int, bytes]) -> ChainReport:
+    """A failed verification: ``problem`` found at ``position`` after ``count`` good events."""
     return ChainReport(
         ok=False,
         events=count,
