@@ -8,15 +8,24 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from allot_cli.anchoring import key_paths, relay_anchor_env
 from allot_cli.devstack import Supervisor
 from allot_cli.errors import InputError
 from allot_cli.relay_process import sealer
 from allot_contracts.errors import InvalidInput
-from allot_eventstore.anchor import CheckpointPolicy, key_id, sign_checkpoint
+from allot_eventstore.anchor import (
+    CheckpointPolicy,
+    SignedCheckpoint,
+    key_id,
+    sign_checkpoint,
+    signature_problem,
+)
 from allot_eventstore.anchor_keys import ensure_signing_key, load_signing_key, load_verifying_keys
 from allot_eventstore.postgres import PostgresEventStore
+from allot_testing import fuzz
 
 
 def _relay_env(supervisor: Supervisor) -> dict[str, str]:
@@ -89,3 +98,87 @@ def test_the_relay_refuses_a_key_file_it_cannot_use(tmp_path):
     with pytest.raises(InputError, match=r"anchor\.key"):
         sealer(store, {"ALLOT_ANCHOR_KEY_FILE": str(bad)})
     assert sealer(store, {}) is None
+
+
+# -- fuzzing the doors: key files, sealing settings, checkpoint rows -------------------------------------------------
+
+_PEM_LIKE = st.sampled_from(
+    [
+        b"",
+        b"-----BEGIN PRIVATE KEY-----\n",
+        b"-----BEGIN PUBLIC KEY-----\n",
+        b"-----BEGIN EC PRIVATE KEY-----\n",
+    ]
+)
+
+
+@pytest.mark.parametrize("examples", fuzz.LENGTHS, ids=fuzz.LENGTH_IDS)
+def test_any_key_file_is_loaded_or_refused_with_its_path(examples, tmp_path):
+    tally = fuzz.Tally("anchor key files")
+    path = tmp_path / "anchor.key"
+
+    valid = ensure_signing_key(tmp_path / "valid.key").read_bytes()
+
+    @fuzz.settings_for(examples)
+    @given(_PEM_LIKE, st.binary(max_size=300) | st.just(valid[27:]), st.sampled_from(["private", "public"]))
+    def check(prefix: bytes, body: bytes, kind: str) -> None:
+        path.write_bytes(prefix + body)
+        try:
+            load_signing_key(path) if kind == "private" else load_verifying_keys([path])
+        except InvalidInput as exc:
+            assert str(path) in str(exc)
+            tally.count("refused")
+        else:
+            tally.count("loaded")
+
+    check()
+
+
+@pytest.mark.parametrize("examples", fuzz.LENGTHS, ids=fuzz.LENGTH_IDS)
+def test_any_sealing_interval_is_taken_or_refused_by_name(examples):
+    tally = fuzz.Tally("anchor sealing settings")
+
+    @fuzz.settings_for(examples)
+    @given(
+        st.dictionaries(
+            st.sampled_from(["ALLOT_ANCHOR_EVERY_EVENTS", "ALLOT_ANCHOR_EVERY_SECONDS"]),
+            st.text(max_size=12) | st.integers(-5, 10**6).map(str) | st.floats().map(str),
+        )
+    )
+    def check(environ: dict[str, str]) -> None:
+        try:
+            policy = CheckpointPolicy.from_env(environ)
+        except InvalidInput as exc:
+            assert any(name in str(exc) for name in environ)
+            tally.count("refused")
+        else:
+            assert policy.every_events >= 1 and 0 <= policy.every_seconds < float("inf")
+            tally.count("taken")
+
+    check()
+
+
+@pytest.mark.parametrize("examples", fuzz.LENGTHS, ids=fuzz.LENGTH_IDS)
+def test_any_checkpoint_row_is_trusted_only_with_a_valid_signature(examples, tmp_path):
+    tally = fuzz.Tally("anchor checkpoint rows")
+    key = load_signing_key(ensure_signing_key(tmp_path / "anchor.key"))
+    keys = {key_id(key.public_key()): key.public_key()}
+    genuine = sign_checkpoint(key, position=7, hash=b"\1" * 32, signed_at=5)
+
+    rows = st.builds(
+        SignedCheckpoint,
+        position=st.integers(-(2**63), 2**63 - 1) | st.just(7),
+        hash=st.binary(max_size=40) | st.just(genuine.hash),
+        signed_at=st.integers(-(2**63), 2**63 - 1) | st.just(5),
+        key_id=st.sampled_from([genuine.key_id, "0" * 16, ""]) | st.text(max_size=20),
+        signature=st.binary(max_size=80) | st.just(genuine.signature),
+    )
+
+    @fuzz.settings_for(examples)
+    @given(rows | st.just(genuine))
+    def check(row: SignedCheckpoint) -> None:
+        problem = signature_problem(row, keys)
+        assert (problem is None) == (row == genuine)
+        tally.count("trusted" if problem is None else "refused")
+
+    check()

@@ -46,7 +46,15 @@ class SignedCheckpoint(msgspec.Struct, frozen=True, kw_only=True):
         return signed_message(self.position, self.hash, self.signed_at)
 
     def describe(self) -> str:
-        return f"checkpoint at position {self.position} (key {self.key_id}, signed {iso(self.signed_at)})"
+        return f"checkpoint at position {self.position} (key {self.key_id}, signed {when(self.signed_at)})"
+
+
+def when(us: int) -> str:
+    """``us`` (µs since the epoch) as an ISO time; as a number when no calendar date has it (a forged row)."""
+    try:
+        return iso(us)
+    except (OverflowError, ValueError):
+        return f"{us} µs after the epoch"
 
 
 def signed_message(position: int, chain_hash: bytes, signed_at: int) -> bytes:
@@ -244,6 +252,6 @@ class AnchorCheck:
             failed=self._failed,
             checkpoints=self._checked,
             newest_position=self._newest.position,
-            newest_signed_at=iso(self._newest.signed_at),
+            newest_signed_at=when(self._newest.signed_at),
             unanchored_events=unanchored,
         )
