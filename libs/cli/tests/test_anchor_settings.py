@@ -71,6 +71,7 @@ def test_verify_keys_come_from_the_flag_then_the_environment_then_the_state_dir(
     [
         ({"ALLOT_ANCHOR_EVERY_EVENTS": "0"}, "ALLOT_ANCHOR_EVERY_EVENTS"),
         ({"ALLOT_ANCHOR_EVERY_EVENTS": "ten"}, "ALLOT_ANCHOR_EVERY_EVENTS"),
+        ({"ALLOT_ANCHOR_EVERY_EVENTS": "²"}, "ALLOT_ANCHOR_EVERY_EVENTS"),
         ({"ALLOT_ANCHOR_EVERY_SECONDS": "-1"}, "ALLOT_ANCHOR_EVERY_SECONDS"),
         ({"ALLOT_ANCHOR_EVERY_SECONDS": "nan"}, "ALLOT_ANCHOR_EVERY_SECONDS"),
     ],

@@ -113,9 +113,8 @@ class CheckpointPolicy(msgspec.Struct, frozen=True, kw_only=True):
         events, seconds = EVERY_EVENTS, EVERY_SECONDS
         raw = environ.get("ALLOT_ANCHOR_EVERY_EVENTS", "").strip()
         if raw:
-            if raw.isdigit() and int(raw) > 0:
-                events = int(raw)
-            else:
+            events = int(raw) if raw.isascii() and raw.isdigit() else 0
+            if events < 1:
                 issues.append(("ALLOT_ANCHOR_EVERY_EVENTS", f"must be a positive integer, not {raw!r}"))
         raw = environ.get("ALLOT_ANCHOR_EVERY_SECONDS", "").strip()
         if raw:

@@ -210,7 +210,7 @@ def _finish(args: argparse.Namespace, report: dict[str, Any], code: int) -> int:
 
 
 def _count(text: str) -> int:
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"must be a number of events ≥ 0, not {text!r}")
     return int(text)
 
