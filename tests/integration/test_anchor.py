@@ -22,6 +22,7 @@ from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
 from allot_cli.commands import replay
+from allot_cli.errors import InputError
 from allot_contracts.envelope import GENESIS_HASH
 from allot_contracts.errors import InvalidInput
 from allot_eventstore import ManualClock, verify_chain
@@ -258,3 +259,15 @@ def test_a_bad_key_file_is_a_clear_error(tmp_path):
         load_signing_key(bad)
     with pytest.raises(InvalidInput, match="does not exist"):
         load_verifying_keys([tmp_path / "missing.pub"])
+
+
+async def test_verify_against_a_log_older_than_its_checkpoints_says_to_migrate(
+    store, database_url, tmp_path, monkeypatch
+):
+    await store.append([an_event()], producer="t")
+    await conn_execute(database_url, "DROP TABLE log_checkpoints")
+    monkeypatch.setenv("ALLOT_DATABASE_URL", database_url)
+    monkeypatch.setenv("ALLOT_STATE_DIR", str(tmp_path))
+    monkeypatch.delenv("ALLOT_ANCHOR_PUBLIC_KEYS", raising=False)
+    with pytest.raises(InputError, match="allot migrate"):
+        await replay.run(_replay_args())

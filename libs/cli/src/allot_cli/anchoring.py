@@ -14,8 +14,11 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from allot_cli.errors import InputError
-from allot_contracts.errors import InvalidInput
+from allot_contracts.errors import InvalidInput, SchemaMismatch
+from allot_eventstore.anchor import AnchorCheck
 from allot_eventstore.anchor_keys import ensure_signing_key, load_verifying_keys
+from allot_eventstore.anchor_log import anchor_check
+from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.verify import ChainReport
 
 STATE_PUBLIC_KEY = "anchor.pub"
@@ -49,6 +52,13 @@ def verifying_keys(
     try:
         return load_verifying_keys(key_paths(flags, environ, state_dir))
     except InvalidInput as exc:
+        raise InputError(str(exc)) from exc
+
+
+async def anchor_of(store: PostgresEventStore, keys: Mapping[str, Ed25519PublicKey]) -> AnchorCheck:
+    try:
+        return await anchor_check(store, keys)
+    except SchemaMismatch as exc:
         raise InputError(str(exc)) from exc
 
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from allot_contracts.errors import ControlPlaneError
+from allot_contracts.errors import ControlPlaneError, SchemaMismatch
 from allot_eventstore.anchor import AnchorCheck, CheckpointPolicy, SignedCheckpoint, key_id, sign_checkpoint
 from allot_eventstore.clock import Clock, system_clock
 from allot_eventstore.postgres import PostgresEventStore
@@ -60,6 +60,10 @@ class PostgresCheckpoints:
         )
         return _checkpoint(rows[0]) if rows else None
 
+    async def exists(self) -> bool:
+        rows = await self._store._fetch("SELECT to_regclass('log_checkpoints') IS NOT NULL")
+        return bool(rows[0][0])
+
     async def count(self) -> int:
         rows = await self._store._fetch("SELECT count(*) FROM log_checkpoints")
         return int(rows[0][0])
@@ -83,8 +87,13 @@ class PostgresCheckpoints:
 
 
 async def anchor_check(store: PostgresEventStore, keys: Mapping[str, Ed25519PublicKey]) -> AnchorCheck:
-    """An :class:`AnchorCheck` over ``store``'s checkpoints (counted only, when no key is configured)."""
+    """An :class:`AnchorCheck` over ``store``'s checkpoints (counted only, when no key is configured);
+    :class:`SchemaMismatch` when the database predates them."""
     checkpoints = PostgresCheckpoints(store)
+    if not await checkpoints.exists():
+        raise SchemaMismatch(
+            "the event log has no log_checkpoints table (its schema is older than this version): run `allot migrate`"
+        )
     if not keys:
         return AnchorCheck(None, keys, unchecked=await checkpoints.count())
     return AnchorCheck(checkpoints.iterate(), keys)

@@ -26,10 +26,9 @@ from typing import Any
 import msgspec
 
 from allot_bus.adapters.nats import connect
-from allot_cli.anchoring import anchor_line, bound_unsealed, verifying_keys
+from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
 from allot_cli.pipeline import PROCESSORS, build_instance, instances
-from allot_eventstore.anchor_log import anchor_check
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 from allot_eventstore.verify import verify_chain
@@ -88,7 +87,7 @@ async def run(args: argparse.Namespace) -> int:
                 store.iterate(until=head[0]),
                 head=head,
                 expected_head=args.expect_head,
-                anchor=await anchor_check(pg, keys),
+                anchor=await anchor_of(pg, keys),
             )
             bound_unsealed(chain, getattr(args, "max_unanchored", None))
             report["chain"] = msgspec.to_builtins(chain)
