@@ -128,19 +128,25 @@ def accepted_env() -> frozenset[str]:
 def build_processor() -> Callable[[str, dict[str, Any]], object]:
     """Build a service's processor with a decision config, through the service's real ``main`` wiring.
 
-    Each ``main()`` hands its processor factory to ``service_main``; we capture that factory instead of running the
-    service, then call it with the config exactly as the service does at start (where a bad config exits with 2).
+    Each ``main()`` hands its processor factory (and what it adds to the config, ``prepare``) to ``service_main``; we
+    capture them instead of running the service, then build with the config exactly as the service does at start
+    (where a bad config exits with 2).
     """
     import importlib
 
     def build(service: str, config: dict[str, Any]) -> object:
         module = importlib.import_module(f"{service.replace('-', '_')}.main")
-        captured: list[Callable[[dict[str, Any]], object]] = []
+        captured: list[tuple[Callable[[dict[str, Any]], object], Any]] = []
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(module, "service_main", lambda name, factory, **_: captured.append(factory))
+            mp.setattr(
+                module,
+                "service_main",
+                lambda name, factory, prepare=None, **_: captured.append((factory, prepare)),
+            )
             module.main()
         assert len(captured) == 1, f"{service}.main did not call service_main once"
-        return captured[0](config)
+        factory, prepare = captured[0]
+        return factory(prepare(config) if prepare is not None else config)
 
     return build
 

@@ -8,8 +8,10 @@ With ``--verify`` it checks, in order, and stops at the first failure with a non
    up to the service's checkpoint; events after it are lag (reported per service, not a failure);
 3. the live projections: each running service reports its position and state digest (over NATS), and a projection
    rebuilt from the log up to that position must have the same digest.
-Decision configs are read like the services read them: ``--config-dir`` (default ``<state dir>/config``) holding
-``<service>.yaml``.
+Each decision is re-derived under the configuration its service recorded when it ran under it (``config.applied``),
+and the report names it per service: its hash and the positions it governed. Only a log (or the start of one)
+recorded before services recorded their configuration is re-derived with the files on disk, read like the services
+read them: ``--config-dir`` (default ``<state dir>/config``) holding ``<service>.yaml``; the report says so.
 """
 
 from __future__ import annotations
@@ -28,25 +30,13 @@ import msgspec
 from allot_bus.adapters.nats import connect
 from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
-from allot_cli.pipeline import PROCESSORS, build_instance, instances
+from allot_cli.pipeline import PROCESSORS, instances
+from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 from allot_eventstore.verify import verify_chain
-from allot_runtime.processor import Host
+from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import rebuild, verify_many
-
-
-def load_configs(config_dir: Path | None) -> dict[str, dict[str, Any]]:
-    import yaml
-
-    configs: dict[str, dict[str, Any]] = {}
-    if config_dir is None or not config_dir.is_dir():
-        return configs
-    for name, _ in PROCESSORS:
-        path = config_dir / f"{name}.yaml"
-        if path.exists():
-            configs[name] = dict(yaml.safe_load(path.read_text()) or {})
-    return configs
 
 
 async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> dict[str, dict[str, Any]]:
@@ -105,17 +95,28 @@ async def run(args: argparse.Namespace) -> int:
         if (
             "binder.kube" in producers
         ):  # the binder ran in Kubernetes mode: its decisions were binding requests
-            configs.setdefault("binder", {}).setdefault("mode", "kubernetes")
+            binder = configs.get("binder", FileConfig(config={}))
+            configs["binder"] = FileConfig(config={"mode": "kubernetes", **binder.config}, path=binder.path)
+        deciders = plan(
+            [name for service, _ in PROCESSORS for name in instances(service, producers)],
+            await recorded_configs(store),
+            configs,
+        )
         hosts = [
-            (name, Host(build_instance(service, name, configs.get(service, {})), name=name))
-            for service, _ in PROCESSORS
-            for name in instances(service, producers)
+            (name, decider.first() if args.verify else decider.host(decider.timeline.applied_by(until)))
+            for name, decider in deciders.items()
         ]
         # A service decides up to its checkpoint; what comes after it is lag (not yet decided), never a mismatch.
         checkpoints = await store.checkpoints()
         through = {name: checkpoints.get(name, 0) for name, _ in hosts}
         verified = (
-            await verify_many([h for _, h in hosts], store, until=until, through=through)
+            await verify_many(
+                [h for _, h in hosts],
+                store,
+                until=until,
+                through=through,
+                switches={name: decider.switches() for name, decider in deciders.items()},
+            )
             if args.verify
             else {}
         )
@@ -129,6 +130,7 @@ async def run(args: argparse.Namespace) -> int:
                     "mismatches": len(mismatches),
                     "behind": result.behind,
                     "checkpoint": through[name],
+                    "configs": deciders[name].report(result.governed),
                 }
                 _say(
                     args,
@@ -140,6 +142,8 @@ async def run(args: argparse.Namespace) -> int:
                         else ""
                     ),
                 )
+                for entry in report["decisions"][name]["configs"]:
+                    _say(args, describe(name, entry))
                 if result.behind:
                     report["behind"][name] = result.behind
                 if mismatches:
@@ -157,14 +161,13 @@ async def run(args: argparse.Namespace) -> int:
             if not states:
                 _say(args, "live         no running service answered; compared the log with itself only")
             for name, _ in hosts:
-                service = name.split("@", 1)[0]
                 state = states.get(name)
                 if state is None:
                     continue
                 if not state.get("consistent", True) or not state.get("ready", True):
                     _say(args, f"live         {name:<20} is rebuilding after a failure; not compared")
                     continue
-                host = Host(build_instance(service, name, configs.get(service, {})), name=name)
+                host = deciders[name].host(deciders[name].timeline.latest())  # the config it runs under now
                 await rebuild(host, store, until=int(state["position"]))
                 same = host.digest() == state["digest"]
                 report["live"][name] = {"position": state["position"], "match": same}
