@@ -109,9 +109,11 @@ def accepted_env() -> frozenset[str]:
     The service settings (which the relay reads a subset of), ALLOT_MIGRATIONS_DIR, which ``allot migrate``
     honours (checked by behaviour rather than taken on trust), and the variables of ``allot kube-sync``
     (ALLOT_SCHEDULER_NAME, ALLOT_KUBECONFIG; tests/kube runs the process with both set and checks their effect), and
-    qos-enforcer's node agent switches (ALLOT_QOS_AGENT, ALLOT_QOS_DRY_RUN; services/qos-enforcer/tests check them).
+    qos-enforcer's node agent switches (ALLOT_QOS_AGENT, ALLOT_QOS_DRY_RUN; services/qos-enforcer/tests check them),
+    and the relay's anchor settings (ALLOT_ANCHOR_*; libs/cli/tests/test_anchor_settings.py checks them).
     """
     from allot_cli.kube.process import ENVIRONMENT as KUBE_SYNC
+    from allot_cli.relay_process import ENVIRONMENT as RELAY
     from allot_eventstore import migrate
     from allot_runtime import settings
     from qos_enforcer.config import ENVIRONMENT as QOS_AGENT
@@ -119,7 +121,7 @@ def accepted_env() -> frozenset[str]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ALLOT_MIGRATIONS_DIR", "/somewhere/else")
         assert migrate.migrations_dir() == Path("/somewhere/else")
-    return frozenset({*settings._FIELDS.values(), "ALLOT_MIGRATIONS_DIR", *KUBE_SYNC, *QOS_AGENT})
+    return frozenset({*settings._FIELDS.values(), "ALLOT_MIGRATIONS_DIR", *KUBE_SYNC, *QOS_AGENT, *RELAY})
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,8 @@ restarts any that dies (with backoff, counted in ``stack.json``; the backoff sta
 ``healthy_after`` seconds). It also watches the embedded PostgreSQL and NATS (process alive, port answering) and
 restarts them on the same data directory and port; when that is not possible the stack is marked ``degraded`` in
 ``stack.json`` (``allot status`` shows why). Both embedded servers require a password (generated; the URLs in
-``stack.json`` carry it), so the state directory is 0700 and ``stack.json`` 0600 (docs/security.md). ``allot down`` signals the supervisor, which stops the services, then
-NATS, then PostgreSQL. Logs: ``<state dir>/logs/<name>.log``.
+``stack.json`` carry it), so the state directory is 0700 and ``stack.json`` 0600 (docs/security.md). ``allot down``
+signals the supervisor, which stops the services, then NATS, then PostgreSQL. Logs: ``<state dir>/logs/<name>.log``.
 
 Liveness is the supervisor's flock on ``<state dir>/supervisor.lock`` (held for its whole life, released by the
 kernel when it dies), never a PID from ``stack.json``, which may be stale and reused. If the supervisor died anyway
@@ -35,6 +35,7 @@ from typing import IO, Any
 import asyncpg
 
 from allot_bus.adapters import natsauth
+from allot_cli.anchoring import relay_anchor_env
 from allot_cli.pipeline import SERVICES
 from allot_cli.stackprocs import (
     STACK_MARKER,
@@ -240,9 +241,8 @@ class Supervisor:
             }
         )
         passed = ["ALLOT_OTEL_EXPORTER", "ALLOT_LOG_LEVEL", "ALLOT_FAILPOINTS", "ALLOT_FAILPOINT_STATE"]
-        if (
-            self.nats is None
-        ):  # a NATS of the user's: its login and TLS files too (the embedded one's is in the URL)
+        if self.nats is None:
+            # A NATS of the user's: its login and TLS files too (the embedded one's login is in its URL).
             passed += natsauth.ENVIRONMENT.values()
         for key in passed:
             if key in os.environ:
@@ -253,7 +253,11 @@ class Supervisor:
             Child(
                 name="relay",
                 command=[bin_path("allot"), "relay"],
-                env={**base, "ALLOT_HTTP_PORT": str(relay_port)},
+                env={
+                    **base,
+                    "ALLOT_HTTP_PORT": str(relay_port),
+                    **relay_anchor_env(self.state_dir, os.environ),
+                },
                 log_path=logs / "relay.log",
                 port=relay_port,
             )

@@ -1,7 +1,9 @@
 """``allot replay [--verify]``: rebuild every projection from the log alone and prove each decision.
 
 With ``--verify`` it checks, in order, and stops at the first failure with a non-zero exit:
-1. the hash chain (no edited, inserted, reordered or deleted event; optionally against ``--expect-head``);
+1. the hash chain (no edited, inserted, reordered or deleted event; optionally against ``--expect-head``) and its
+   anchor: every checkpoint the relay signed must carry a valid signature of a configured public key and match the
+   chain at its position, so a rewrite with recomputed hashes is caught (keys: :mod:`allot_cli.anchoring`);
 2. every service's decisions: each is re-derived from the log and compared field by field with what was recorded,
    up to the service's checkpoint; events after it are lag (reported per service, not a failure);
 3. the live projections: each running service reports its position and state digest (over NATS), and a projection
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,6 +28,7 @@ from typing import Any
 import msgspec
 
 from allot_bus.adapters.nats import connect
+from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
 from allot_cli.pipeline import PROCESSORS, instances
 from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
@@ -60,7 +64,9 @@ async def run(args: argparse.Namespace) -> int:
     state_dir = find_state_dir()
     config_dir = Path(args.config_dir) if args.config_dir else (state_dir / "config" if state_dir else None)
     configs = load_configs(config_dir)
-    store: EventStore = PostgresEventStore.connect(ep.database_url)
+    keys = verifying_keys(getattr(args, "anchor_key", None), os.environ, state_dir) if args.verify else {}
+    pg = PostgresEventStore.connect(ep.database_url)
+    store: EventStore = pg
     report: dict[str, Any] = {"ok": True}
     started = time.perf_counter()
     try:
@@ -68,13 +74,18 @@ async def run(args: argparse.Namespace) -> int:
         until = args.until or head[0]
         if args.verify:
             chain = await verify_chain(
-                store.iterate(until=head[0]), head=head, expected_head=args.expect_head
+                store.iterate(until=head[0]),
+                head=head,
+                expected_head=args.expect_head,
+                anchor=await anchor_of(pg, keys),
             )
+            bound_unsealed(chain, getattr(args, "max_unanchored", None))
             report["chain"] = msgspec.to_builtins(chain)
             _say(
                 args,
                 f"hash chain   {'ok' if chain.ok else 'BROKEN'}: {chain.events} events, head {chain.head_hash[:16]}…",
             )
+            _say(args, anchor_line(chain))
             if not chain.ok:
                 _say(args, f"MISMATCH: {chain.problem}")
                 report["ok"] = False
@@ -200,6 +211,12 @@ def _finish(args: argparse.Namespace, report: dict[str, Any], code: int) -> int:
     return code
 
 
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"must be a number of events ≥ 0, not {text!r}")
+    return int(text)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     return asyncio.run(run(args))
 
@@ -212,6 +229,19 @@ def register(subparsers: Any) -> None:
         "--verify", action="store_true", help="check the hash chain, every decision and live projections"
     )
     p.add_argument("--expect-head", help="hash the log head must have (from an earlier audit)")
+    p.add_argument(
+        "--anchor-key",
+        action="append",
+        metavar="PATH",
+        help="public key (PEM) that signs the log's checkpoints; repeat for rotated keys "
+        "(default: ALLOT_ANCHOR_PUBLIC_KEYS, else <state dir>/anchor.pub)",
+    )
+    p.add_argument(
+        "--max-unanchored",
+        type=_count,
+        metavar="EVENTS",
+        help="fail when more than this many events follow the newest signed checkpoint",
+    )
     p.add_argument("--until", type=int, help="stop at this log position")
     p.add_argument("--config-dir", help="directory with <service>.yaml decision configs")
     p.add_argument("--no-live", action="store_true", help="do not compare with running services")
