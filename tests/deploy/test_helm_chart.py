@@ -1096,7 +1096,7 @@ def test_the_bundled_nats_fsyncs_every_second_and_nats_server_accepts_its_config
     with tempfile.NamedTemporaryFile("w", suffix=".conf") as file:
         file.write(conf)
         file.flush()
-        (secret,) = [s for s in by_kind(rendered["bundled"], "Secret").values() if component(s) == "nats"]
+        secret = by_kind(rendered["bundled"], "Secret")["allot-nats-auth"]
         result = subprocess.run(
             [str(binary), "-t", "-c", file.name],
             capture_output=True,
