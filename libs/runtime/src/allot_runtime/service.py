@@ -439,7 +439,7 @@ async def run_service(
             store = PostgresEventStore.connect(settings.database_url)
             watch = ownership_watch(ownership)
         live.phase = "connecting to NATS"
-        nc = await connect(settings.nats_url, name=f"allot-{settings.service}")
+        nc = await connect(settings.nats_url, name=f"allot-{settings.service}", auth=settings.nats_auth)
         live.phase = "catching up with the log"
         await _run(
             settings,
