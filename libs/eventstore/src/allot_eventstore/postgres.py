@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from typing import Any
 
@@ -146,6 +147,14 @@ def _translate(exc: BaseException) -> Exception:
     if isinstance(exc, asyncpg.exceptions.InterfaceError | asyncpg.exceptions.InternalClientError):
         return Unavailable(f"PostgreSQL connection problem: {exc}")
     return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 class _Stale(Exception):
@@ -504,6 +513,21 @@ class PostgresEventStore:
             "SELECT event_id::text FROM events WHERE event_id = ANY($1::uuid[])", sorted(set(event_ids))
         )
         return {r[0] for r in rows}
+
+    async def hashes(self, positions: Collection[int]) -> dict[int, bytes]:
+        rows = await self._fetch(
+            "SELECT position, hash FROM events WHERE position = ANY($1::bigint[])", sorted(set(positions))
+        )
+        return {int(r[0]): bytes(r[1]) for r in rows}
+
+    async def positions_of(self, event_ids: Collection[str]) -> dict[str, int]:
+        valid = sorted({event_id for event_id in event_ids if _is_uuid(event_id)})
+        if not valid:
+            return {}
+        rows = await self._fetch(
+            "SELECT event_id::text, position FROM events WHERE event_id = ANY($1::uuid[])", valid
+        )
+        return {r[0]: int(r[1]) for r in rows}
 
     async def head(self) -> tuple[int, bytes]:
         rows = await self._fetch("SELECT position, hash FROM log_head WHERE id = 1")
