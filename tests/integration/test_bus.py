@@ -15,6 +15,7 @@ from allot_bus import wire
 from allot_bus.adapters.nats import connect
 from allot_bus.names import HEADER_MSG_ID, BusNames
 from allot_bus.relay import Relay
+from allot_cli.commands.explain import refusal_lines, refused_about
 from allot_contracts.envelope import RecordedEvent, canonical
 from allot_contracts.errors import Unavailable
 from allot_contracts.events import ObjectRef, PodDeleted, TimerFired
@@ -330,8 +331,11 @@ async def test_a_forged_message_is_refused_recorded_and_the_real_event_at_its_po
     assert warning["reason"] == "not_in_log"
     assert (warning["claimed_position"], warning["claimed_event_id"]) == (head + 2, fake.event_id)
     assert warning["claimed_type"] == "pod.deleted" and warning["claimed_hash"] == fake.hash.hex()
-    assert warning["logged_hash"] == ""
+    assert warning["logged_hash"] == "" and warning["claimed_stream"] == "pod:default/forged"
     assert runtime.consumer.stats.refused == {"not_in_log": 1}
+    # `allot explain pod default/forged` says what was claimed and refused
+    lines = refusal_lines(await refused_about(store.url, "pod:default/forged"))
+    assert "echo: not_in_log: pod.deleted" in lines[-1] and f"claiming position {head + 2}" in lines[-1]
 
 
 async def test_a_message_with_a_wrong_hash_or_altered_content_is_refused(store, stack):

@@ -11,9 +11,12 @@ Protocol (docs/adr/0002-bus.md):
 2. Live: pull requests stay outstanding (:class:`allot_bus.adapters.pull.Puller`), so each message arrives as soon as
    the relay publishes it; whatever has arrived (at most ``batch``) is handled as one unit: the handler folds the
    events in order and appends every resulting decision with the checkpoint in one transaction, and the batch is
-   acknowledged after that commit (the consumer acks "all", so one ack covers the batch). A message at or below the
-   position is a duplicate (redelivery, a relay retry beyond the dedupe window, a refill) and is skipped: positions
-   and event ids are one-to-one, so this is dedupe by event id.
+   acknowledged after that commit (the consumer acks "all", so one ack covers the batch). Before that, the batch is
+   checked against the log (:mod:`allot_bus.provenance`, one query): a message that is not the event the log holds
+   at the position and with the hash it claims, or a logged event published again out of the stream's order, is
+   recorded as ``security.message_refused`` and terminated, never decided on (docs/adr/0010). A logged event at or
+   below the position is a duplicate (redelivery, a catch-up overlap, a refill) and is skipped: positions and event
+   ids are one-to-one, so this is dedupe by event id.
 3. A handler that fails on one event of a batch first commits the decisions of the events before it and raises
    :class:`BatchFailed` naming it. A permanent error (undecodable, ``PermanentError``) → a ``consumer.dead_lettered``
    event is recorded with the checkpoint moved past it, the message is terminated, then a rebuild (which skips

@@ -186,6 +186,7 @@ def warning(consumer: str, refusal: Refusal) -> NewEvent:
             claimed_position=record.position,
             claimed_event_id=record.event_id,
             claimed_type=record.type,
+            claimed_stream=record.stream_id,
             claimed_producer=record.producer,
             claimed_hash=record.hash.hex(),
             logged_hash=refusal.logged_hash.hex() if refusal.logged_hash is not None else "",

@@ -34,6 +34,7 @@ class SecurityMessageRefused(Event, frozen=True, kw_only=True, tag="security.mes
     claimed_position: int = 0
     claimed_event_id: str = ""
     claimed_type: str = ""
+    claimed_stream: str = ""
     claimed_producer: str = ""
     claimed_hash: str = ""
     logged_hash: str = ""
