@@ -405,3 +405,20 @@ async def test_redeliveries_restarts_and_a_lost_stream_raise_no_warning(store, b
             assert runtime.consumer.stats.refused == {}
         finally:
             await s.close()
+
+
+async def test_a_message_that_is_not_an_event_is_refused_and_recorded(store, stack):
+    runtime, genuine = await genuine_start(store, stack)
+    js = stack.nc.jetstream()
+    await js.publish(
+        stack.names.subject("pod.deleted"), b'{"position": "one"}', headers={HEADER_MSG_ID: "junk"}
+    )
+    await wait_for(lambda: refusals(store, 1))
+    [warning] = await warnings(store)
+    assert (warning["reason"], warning["consumer"]) == ("undecodable", "echo")
+    assert warning["stream_sequence"] > 0 and "position" in warning["detail"]
+    after = an_event()
+    await store.append([after], producer="api")
+    await wait_for(lambda: handled_all(store, [after]))
+    assert runtime.host.processor.seen == [genuine.payload_dict()["pod"]["name"], after.event.pod.name]
+    assert runtime.consumer.stats.refused == {"undecodable": 1}
