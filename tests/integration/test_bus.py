@@ -422,3 +422,32 @@ async def test_a_message_that_is_not_an_event_is_refused_and_recorded(store, sta
     await wait_for(lambda: handled_all(store, [after]))
     assert runtime.host.processor.seen == [genuine.payload_dict()["pod"]["name"], after.event.pod.name]
     assert runtime.consumer.stats.refused == {"undecodable": 1}
+
+
+async def test_quota_manager_admits_no_pod_the_log_does_not_hold(store, stack):
+    """The attack as first seen: a forged ``pod.submitted`` at head+1 with a made-up hash, on quota-manager."""
+    from allot_testing.builders import a_pod
+    from allot_testing.scenario import Scenario
+    from quota_manager.processor import QuotaManager
+
+    template = Scenario().apply(a_pod("ghost")).sim.store  # a well-formed pod.submitted, from another log
+    [submitted] = [r for r in await template.read() if r.type == "pod.submitted"]
+    await stack.start_relay()
+    stack.nc = await connect(stack.nats_url, name="test-quota")
+    runtime = ProcessorRuntime(
+        name="quota-manager",
+        factory=QuotaManager,
+        store=store,
+        nc=stack.nc,
+        names=stack.names,
+        fetch_timeout=0.2,
+    )
+    stack.consumer_stop = asyncio.Event()
+    stack.tasks.append(asyncio.create_task(runtime.consumer.run(stack.consumer_stop), name="quota-manager"))
+    await asyncio.wait_for(runtime.consumer.ready.wait(), timeout=20)
+    head = (await store.head())[0]
+    await publish(stack, msgspec.structs.replace(submitted, position=head + 1, hash=b"\xab" * 32))
+    await wait_for(lambda: refusals(store, 1))
+    assert await store.read(types=["quota.admitted", "quota.waiting", "pod.rejected"]) == []
+    assert [w["reason"] for w in await warnings(store)] == ["not_in_log"]
+    assert runtime.consumer.stats.refused == {"not_in_log": 1}
