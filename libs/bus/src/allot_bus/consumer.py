@@ -51,7 +51,7 @@ from nats.js import errors as jserrors
 from allot_bus import wire
 from allot_bus.adapters.nats import ensure_durable, ensure_stream, is_missing, supports_multi_filter
 from allot_bus.adapters.pull import ConsumerGone, Puller
-from allot_bus.names import BusNames
+from allot_bus.names import HEADER_MSG_ID, BusNames
 from allot_bus.provenance import Delivered, Refusal, StreamOrder, describe, refused_message, vouch, warning
 from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
 from allot_contracts.errors import AlreadyProcessed, DecisionFailed, PermanentError
@@ -403,9 +403,8 @@ class DurableConsumer:
             self.stats.refused[refusal.reason] = self.stats.refused.get(refusal.reason, 0) + 1
             log.warning("%s %s", self.name, describe(refusal))
         await self.store.append([warning(self.name, r) for r in refused], producer=self.name)
-        for (
-            refusal
-        ) in refused:  # recorded first: a failure above leaves them to be delivered and judged again
+        # recorded first: a failure above leaves them to be delivered and judged again
+        for refusal in refused:
             with contextlib.suppress(nats.errors.Error, jserrors.Error):
                 await refusal.message.handle.term()
 
@@ -419,7 +418,7 @@ class DurableConsumer:
             stream_sequence=sequence,
             detail=reason[:2000],
         )
-        key = msg.header.get("Nats-Msg-Id", "") if getattr(msg, "header", None) else ""
+        key = msg.header.get(HEADER_MSG_ID, "") if getattr(msg, "header", None) else ""
         await self.store.append([refused_message(self.name, event, key=key)], producer=self.name)
 
     async def _idle_gap_check(self) -> None:
