@@ -100,6 +100,8 @@ class EventStoreContract:
         recorded = await store.read()
         assert await store.hashes([0, 1, 2, 3, -5]) == {r.position: r.hash for r in recorded}
         assert await store.hashes([]) == {}
+        assert await store.hashes([2, 500, 10_000]) == {2: recorded[1].hash}  # far apart
+        assert await store.hashes([1, 3]) == {1: recorded[0].hash}  # only those asked for
         missing = an_event().event_id
         assert await store.positions_of([second.event_id, missing, "not-an-id"]) == {second.event_id: 2}
         assert await store.positions_of(["not-an-id"]) == {}
