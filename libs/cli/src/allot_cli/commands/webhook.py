@@ -17,6 +17,7 @@ async def _run(args: argparse.Namespace) -> None:
     from aiohttp import web
 
     from allot_cli.webhook import Webhook, cluster_profiles, cluster_quotas, serve, tls_context
+    from allot_runtime.httpserver import HEALTH, application, start
     from allot_runtime.kube.client import api_client
 
     context = tls_context(args.tls_cert_file, args.tls_private_key_file)
@@ -40,15 +41,13 @@ async def _run(args: argparse.Namespace) -> None:
         ]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
-    health = web.Application()
+    health = application(HEALTH)
     health.add_routes(
         [web.get("/healthz", healthz), web.get("/readyz", healthz), web.get("/metrics", metrics)]
     )
-    runner = web.AppRunner(health, access_log=None)
-    await runner.setup()
-    await web.TCPSite(
-        runner, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"), int(os.environ.get("ALLOT_HTTP_PORT", "8080"))
-    ).start()
+    runner = await start(
+        health, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"), int(os.environ.get("ALLOT_HTTP_PORT", "8080"))
+    )
     try:
         await serve(webhook, host=args.host, port=args.port, context=context, stop=stop)
     finally:
