@@ -1,0 +1,86 @@
+"""The web view facing a careless or hostile client: every query parameter is checked (400 naming the parameter and
+the reason, never a 500 or a silent default), every answer says ``nosniff``, and the real server closes connections
+whose headers do not come (the same limits as every Allot HTTP server)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from allot_cli.sim.run import run
+from allot_cli.ui.model import UiModel
+from allot_cli.ui.server import make_app, serve
+from allot_runtime.httpserver import bound_port
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    joined = tmp_path_factory.mktemp("ui") / "demo.yaml"
+    joined.write_text(
+        "\n---\n".join((EXAMPLES / "demo" / n).read_text() for n in ("cluster.yaml", "pods.yaml"))
+    )
+    sim, _, _ = run(str(joined), config={})
+    return sim.store
+
+
+REFUSED = [
+    ("/api/stream?after=abc", "query.after: must be a non-negative integer (got 'abc')"),
+    ("/api/stream?after=-1", "query.after: must be a non-negative integer (got '-1')"),
+    ("/api/stream?after=1&after=2", "query.after: given 2 times; at most once"),
+    ("/api/stream?since=1", "query.since: unknown parameter (accepted: after)"),
+    ("/pods?limit=x", "query.limit: must be an integer from 1 to 10000 (got 'x')"),
+    ("/pods?limit=0", "query.limit: must be an integer from 1 to 10000 (got '0')"),
+    ("/pods?phase=Running", "query.phase: must be one of Pending, Waiting, Placed"),
+    ("/pods?q=" + "x" * 300, "query.q: at most 256 characters (got 300)"),
+    ("/pods?node=a%00b", "query.node: must not contain control characters"),
+    ("/?x=1", "query.x: unknown parameter (this page takes none)"),
+    ("/api/summary?x", "query.x: unknown parameter (this page takes none)"),
+]
+
+
+async def test_every_query_parameter_is_checked_and_refused_with_a_reason(store: Any) -> None:
+    async with TestClient(TestServer(make_app(UiModel(store)))) as client:
+        for path, reason in REFUSED:
+            response = await client.get(path)
+            assert response.status == 400, path
+            assert (await response.json())["message"].startswith(reason), path
+            assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+async def test_valid_parameters_still_work_and_every_answer_says_nosniff(store: Any) -> None:
+    async with TestClient(TestServer(make_app(UiModel(store)))) as client:
+        for path in (
+            "/",
+            "/pods?phase=&namespace=&node=&q=",
+            "/pods?phase=Bound&limit=2",
+            "/api/summary",
+            "/nope",
+        ):
+            response = await client.get(path)
+            assert response.status in (200, 404), path
+            assert response.headers["X-Content-Type-Options"] == "nosniff", path
+        response = await client.get("/api/stream?after=0")
+        assert response.status == 200
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert (await response.content.readuntil(b"\n\n")).startswith(b"id: ")
+        response.close()
+
+
+async def test_the_served_view_closes_connections_whose_headers_do_not_come(store: Any) -> None:
+    runner = await serve(UiModel(store), "127.0.0.1", 0, poll=0.5, header_timeout=0.5)
+    try:
+        began = time.monotonic()
+        reader, writer = await asyncio.open_connection("127.0.0.1", bound_port(runner))
+        writer.write(b"GET /pods HTTP/1.1\r\n")
+        answer = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - began < 3
+    finally:
+        await runner.cleanup()
