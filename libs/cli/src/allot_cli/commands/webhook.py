@@ -10,27 +10,19 @@ import os
 import signal
 import ssl
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-
-async def _run(args: argparse.Namespace) -> None:
+if TYPE_CHECKING:
     from aiohttp import web
 
-    from allot_cli.webhook import Webhook, cluster_profiles, cluster_quotas, serve, tls_context
-    from allot_runtime.httpserver import HEALTH, application, start
-    from allot_runtime.kube.client import api_client
+    from allot_cli.webhook import Webhook
 
-    context = tls_context(args.tls_cert_file, args.tls_private_key_file)
-    client = None if args.no_quota_tree else await api_client(args.kubeconfig)
-    webhook = Webhook(
-        scheduler=args.scheduler_name or os.environ.get("ALLOT_SCHEDULER_NAME") or "allot-scheduler",
-        quotas=None if client is None else cluster_quotas(client),
-        profiles=None if client is None else cluster_profiles(client),
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+
+def health_app(webhook: Webhook) -> web.Application:
+    """``/healthz``, ``/readyz`` and ``/metrics`` (the reviews by result), over plain HTTP on ``ALLOT_HTTP_PORT``."""
+    from aiohttp import web
+
+    from allot_runtime.httpserver import HEALTH, application
 
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "service": "webhook"})
@@ -45,8 +37,30 @@ async def _run(args: argparse.Namespace) -> None:
     health.add_routes(
         [web.get("/healthz", healthz), web.get("/readyz", healthz), web.get("/metrics", metrics)]
     )
+    return health
+
+
+async def _run(args: argparse.Namespace) -> None:
+    from allot_cli.webhook import Webhook, cluster_profiles, cluster_quotas, serve, tls_context
+    from allot_runtime.httpserver import start
+    from allot_runtime.kube.client import api_client
+
+    context = tls_context(args.tls_cert_file, args.tls_private_key_file)
+    client = None if args.no_quota_tree else await api_client(args.kubeconfig)
+    webhook = Webhook(
+        scheduler=args.scheduler_name or os.environ.get("ALLOT_SCHEDULER_NAME") or "allot-scheduler",
+        quotas=None if client is None else cluster_quotas(client),
+        profiles=None if client is None else cluster_profiles(client),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
     runner = await start(
-        health, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"), int(os.environ.get("ALLOT_HTTP_PORT", "8080"))
+        health_app(webhook),
+        os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"),
+        int(os.environ.get("ALLOT_HTTP_PORT", "8080")),
     )
     try:
         await serve(webhook, host=args.host, port=args.port, context=context, stop=stop)
