@@ -63,7 +63,7 @@ async def exchange(port: int, *parts: bytes, pause: float = 0.0) -> tuple[bytes,
 
 
 def status(answer: bytes) -> int:
-    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else 0
+    return int(answer.split(b" ", 2)[1]) if answer.startswith((b"HTTP/1.1 ", b"HTTP/1.0 ")) else 0
 
 
 def body(answer: bytes) -> dict[str, str]:
@@ -132,10 +132,17 @@ async def test_connections_beyond_the_limit_do_not_pile_up(port: int) -> None:
         writer.close()
 
 
-async def test_every_answer_says_nosniff(port: int) -> None:
+async def test_every_answer_says_nosniff(port: int, caplog: pytest.LogCaptureFixture) -> None:
     for request in (b"GET /ok", b"GET /missing", b"GET /broken", b"POST /ok"):
         answer, _ = await exchange(port, request + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert b"\r\nX-Content-Type-Options: nosniff\r\n" in answer, answer
+    caplog.clear()
+    for garbage in (b"GARBAGE\r\n\r\n", b"GET /ok HTTP/1.1\r\nBad Header\r\n\r\n", b"GET /" + b"a" * 9000):
+        answer, _ = await exchange(port, garbage + b" HTTP/1.1\r\n\r\n")
+        assert status(answer) == 400 and b"\r\nX-Content-Type-Options: nosniff\r\n" in answer, answer
+    assert not [r for r in caplog.records if r.exc_info], (
+        "a malformed request is the client's mistake: no traceback"
+    )
 
 
 def test_the_depth_of_a_json_text_is_counted_without_parsing_it() -> None:

@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 from aiohttp.web_runner import BaseSite
 
 __all__ = [
@@ -103,8 +106,7 @@ class _Guard(asyncio.Protocol):
         if not self.site.admit(self):
             _answer(transport, 503, "too many connections; try again")
             return
-        server = self.site.runner_server()
-        self.inner = server()
+        self.inner = self.site.handler()
         self._arm()
         self.inner.connection_made(transport)
 
@@ -170,6 +172,40 @@ def _answer(transport: asyncio.Transport, status: int, reason: str) -> None:
     transport.close()
 
 
+def _handler_settings(limits: Limits) -> dict[str, Any]:
+    return {
+        "access_log": None,
+        "keepalive_timeout": limits.idle_timeout,
+        "lingering_time": limits.body_timeout,  # a body the handler did not read: at most as long as one it reads
+        "max_line_size": limits.max_line,
+        "max_field_size": limits.max_line,
+        "max_headers": limits.max_headers,
+    }
+
+
+class _Handler(RequestHandler):
+    """aiohttp's connection handler, whose own answers (to a request it cannot parse) say ``nosniff`` too and whose
+    refusal of such a request is a one-line log entry, not a traceback: it is the client's mistake."""
+
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        response = super().handle_error(request, status, exc, message)
+        response.headers.setdefault(*NOSNIFF)
+        return response
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        refused = kw.get("exc_info")
+        if isinstance(refused, HttpProcessingError):
+            self.logger.info("refused a malformed request (%s): %s", refused.code, refused.message.strip())
+            return
+        super().log_exception(*args, **kw)
+
+
 class GuardedSite(BaseSite):
     """A TCP site (plain or TLS) whose connections are counted and timed (:class:`_Guard`)."""
 
@@ -194,10 +230,10 @@ class GuardedSite(BaseSite):
     def name(self) -> str:
         return f"{'https' if self._ssl_context else 'http'}://{self._host}:{self.bound_port}"
 
-    def runner_server(self) -> Callable[[], asyncio.Protocol]:
+    def handler(self) -> _Handler:
         server = self._runner.server
         assert server is not None
-        return server
+        return _Handler(server, loop=asyncio.get_running_loop(), **_handler_settings(self.limits))
 
     def admit(self, guard: _Guard) -> bool:
         if len(self.guards) >= self.limits.max_connections:
@@ -263,15 +299,7 @@ async def start(
 ) -> web.AppRunner:
     """Serve ``app`` (made by :func:`application`) on ``host:port`` until the runner is cleaned up."""
     limits = app[LIMITS]
-    runner = web.AppRunner(
-        app,
-        access_log=None,
-        keepalive_timeout=limits.idle_timeout,
-        lingering_time=limits.body_timeout,  # a body the handler did not read, at most as long as one it reads
-        max_line_size=limits.max_line,
-        max_field_size=limits.max_line,
-        max_headers=limits.max_headers,
-    )
+    runner = web.AppRunner(app, **_handler_settings(limits))
     await runner.setup()
     try:
         await GuardedSite(runner, host, port, limits, app[_GUARDS], ssl_context).start()
