@@ -6,28 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from allot_cli.sim.run import run
 from allot_cli.ui.model import UiModel
 from allot_cli.ui.server import make_app, serve
 from allot_runtime.httpserver import bound_port
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from allot_testing import demo
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    joined = tmp_path_factory.mktemp("ui") / "demo.yaml"
-    joined.write_text(
-        "\n---\n".join((EXAMPLES / "demo" / n).read_text() for n in ("cluster.yaml", "pods.yaml"))
-    )
-    sim, _, _ = run(str(joined), config={})
-    return sim.store
+    return demo.demo_store(tmp_path_factory.mktemp("ui"))
 
 
 REFUSED = [
@@ -79,8 +71,10 @@ async def test_the_served_view_closes_connections_whose_headers_do_not_come(stor
         began = time.monotonic()
         reader, writer = await asyncio.open_connection("127.0.0.1", bound_port(runner))
         writer.write(b"GET /pods HTTP/1.1\r\n")
-        answer = await asyncio.wait_for(reader.read(), 5)
+        answer = await asyncio.wait_for(reader.read(), 20)
         writer.close()
-        assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - began < 3
+        assert (
+            answer.startswith(b"HTTP/1.1 408") and time.monotonic() - began < 0.5 + 4.0
+        )  # room for a loaded machine
     finally:
         await runner.cleanup()
