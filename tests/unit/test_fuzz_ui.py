@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from allot_cli.ui.model import UiModel
+from allot_cli.ui.pages import PHASES
 from allot_cli.ui.query import PARAMETERS
 from allot_cli.ui.server import LIMITS, serve
 from allot_testing import demo, fuzz
@@ -40,11 +41,27 @@ pairs = st.lists(st.tuples(st.sampled_from(NAMES) | st.text(max_size=10), values
 raw = st.text(max_size=60).map(lambda text: quote(text, safe="=&;%+?/"))
 
 
+plain = st.text(st.characters(min_codepoint=32, exclude_characters="\x7f"), max_size=30)
+VALID = {  # values each parameter takes
+    "phase": st.sampled_from(PHASES),
+    "namespace": plain,
+    "node": plain,
+    "q": plain,
+    "limit": st.integers(1, 10_000).map(str),
+    "after": st.integers(0, 2**63 - 1).map(str),
+}
+
+
 def requests(page: str) -> st.SearchStrategy[tuple[str, str]]:
-    """A page and a query string: its own parameters, anyone's, or raw text."""
+    """A page and a query string: its own parameters with values they take or any, anyone's, or raw text."""
     taken = sorted(PARAMETERS.get(page, {}))
-    own = st.dictionaries(st.sampled_from(taken), values, max_size=len(taken)) if taken else st.just({})
-    return st.tuples(st.just(page), st.one_of(own.map(urlencode), pairs.map(urlencode), raw))
+    if not taken:
+        return st.tuples(st.just(page), st.one_of(st.just(""), pairs.map(urlencode), raw))
+    valid = st.fixed_dictionaries({}, optional={name: VALID[name] for name in taken})
+    own = st.dictionaries(st.sampled_from(taken), values, max_size=len(taken))
+    return st.tuples(
+        st.just(page), st.one_of(valid.map(urlencode), own.map(urlencode), pairs.map(urlencode), raw)
+    )
 
 
 def check(answer: Answer, tally: fuzz.Tally) -> None:
