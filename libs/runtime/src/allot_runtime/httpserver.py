@@ -63,9 +63,8 @@ class Limits:
     max_headers: int = 100
 
 
-HEALTH: Final = Limits(
-    max_connections=32, max_body=64 * 1024
-)  # /healthz, /readyz, /metrics, /state: GET only
+# /healthz, /readyz, /metrics and /state: GET only, for probes and scrapes
+HEALTH: Final = Limits(max_connections=32, max_body=64 * 1024)
 
 LIMITS: Final = web.AppKey("allot_http_limits", Limits)
 _GUARDS: Final = web.AppKey("allot_http_guards", dict)
@@ -94,9 +93,8 @@ class _Guard(asyncio.Protocol):
         self.site = site
         self.inner: asyncio.Protocol | None = None
         self.transport: asyncio.Transport | None = None
-        self.state = (
-            "headers"  # "headers" (waiting for a request's headers), "request" (being answered), "idle"
-        )
+        # "headers" (waiting for a request's headers), "request" (being answered) or "idle" (kept alive)
+        self.state = "headers"
         self.timer: asyncio.TimerHandle | None = None
         self.idle_since = 0.0
 
