@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from typing import Any
 
+import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -88,3 +90,25 @@ async def test_the_served_view_closes_connections_whose_headers_do_not_come(stor
         writer.close()
     finally:
         await runner.cleanup()
+
+
+async def test_a_stream_whose_reader_goes_away_ends_without_a_traceback(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = UiModel(store)
+    runner = await serve(model, "127.0.0.1", 0, poll=0.05)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", bound_port(runner))
+        writer.write(b"GET /api/stream?after=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)).startswith(b"HTTP/1.1 200")
+        writer.close()
+        await asyncio.sleep(0.5)
+        newest = model.recent[-1]
+        for step in range(
+            1, 4
+        ):  # events recorded after the reader left: the stream writes to a closed connection
+            model.recent.append(msgspec.structs.replace(newest, position=newest.position + step))
+            await asyncio.sleep(0.3)
+    finally:
+        await runner.cleanup()
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]

@@ -82,25 +82,29 @@ async def summary(request: web.Request) -> web.StreamResponse:
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
-    """Server-sent events: every event recorded after ``after``, as it is folded."""
+    """Server-sent events: every event recorded after ``after``, as it is folded, until the reader goes away."""
     model = request.app[MODEL]
     after = int(request[QUERY].get("after") or 0)
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
     poll = request.app[POLL]
-    while True:
-        fresh = [r for r in model.recent if r.position > after]
-        for record in fresh:
-            data = {
-                "position": record.position,
-                "time": iso(record.recorded_at),
-                "type": record.type,
-                "stream": record.stream_id,
-                "producer": record.producer,
-            }
-            await response.write(f"id: {record.position}\ndata: {json.dumps(data)}\n\n".encode())
-            after = record.position
-        await asyncio.sleep(poll)
+    try:
+        while request.transport is not None and not request.transport.is_closing():
+            fresh = [r for r in model.recent if r.position > after]
+            for record in fresh:
+                data = {
+                    "position": record.position,
+                    "time": iso(record.recorded_at),
+                    "type": record.type,
+                    "stream": record.stream_id,
+                    "producer": record.producer,
+                }
+                await response.write(f"id: {record.position}\ndata: {json.dumps(data)}\n\n".encode())
+                after = record.position
+            await asyncio.sleep(poll)
+    except ConnectionResetError:  # the reader went away while events were written: the stream is over
+        pass
+    return response
 
 
 async def healthz(_: web.Request) -> web.StreamResponse:
