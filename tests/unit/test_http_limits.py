@@ -143,6 +143,7 @@ async def test_every_answer_says_nosniff(port: int, caplog: pytest.LogCaptureFix
     for garbage in (b"GARBAGE\r\n\r\n", b"GET /ok HTTP/1.1\r\nBad Header\r\n\r\n", b"GET /" + b"a" * 9000):
         answer, _ = await exchange(port, garbage + b" HTTP/1.1\r\n\r\n")
         assert status(answer) == 400 and b"\r\nX-Content-Type-Options: nosniff\r\n" in answer, answer
+        assert body(answer)["message"].startswith("not an HTTP request Allot reads: "), answer
     assert not [r for r in caplog.records if r.exc_info], (
         "a malformed request is the client's mistake: no traceback"
     )

@@ -182,8 +182,9 @@ def _handler_settings(limits: Limits) -> dict[str, Any]:
 
 
 class _Handler(RequestHandler):
-    """aiohttp's connection handler, whose own answers (to a request it cannot parse) say ``nosniff`` too and whose
-    refusal of such a request is a one-line log entry, not a traceback: it is the client's mistake."""
+    """aiohttp's connection handler, whose own answers (to a request it cannot parse) are JSON and say ``nosniff``
+    like every other, and whose refusal of such a request is a one-line log entry, not a traceback: it is the
+    client's mistake."""
 
     def handle_error(
         self,
@@ -193,6 +194,12 @@ class _Handler(RequestHandler):
         message: str | None = None,
     ) -> web.StreamResponse:
         response = super().handle_error(request, status, exc, message)
+        if status < 500:  # the parser's refusal, in the shape of every other: JSON naming what was wrong
+            reason = " ".join((message or str(exc or "")).split())
+            response = web.json_response(
+                {"message": f"not an HTTP request Allot reads: {reason}"}, status=status
+            )
+            response.force_close()
         response.headers.setdefault(*NOSNIFF)
         return response
 
