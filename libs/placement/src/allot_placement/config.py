@@ -41,6 +41,7 @@ from typing import Any
 
 import msgspec
 
+from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
 from allot_placement.loadaware import LoadAwareArgs
@@ -54,11 +55,11 @@ GPU_POLICIES = ("", "fgd", "bestfit", "dotproduct", "gpupacking", "gpuclustering
 PRESETS = ("koordinator", "binpack", "spread", *[p for p in GPU_POLICIES if p])
 
 
-class ConfigError(ValueError):
-    """An invalid placement config; ``errors`` lists every problem with its path."""
+class ConfigError(InvalidConfig):
+    """An invalid placement config; ``errors`` (``issues``) lists every problem with its path."""
 
     def __init__(self, errors: list[FieldIssue]) -> None:
-        super().__init__("; ".join(str(e) for e in errors))
+        super().__init__(errors)
         self.errors = errors
 
 

@@ -39,9 +39,11 @@ from typing import Any
 
 import msgspec
 
+from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
 
-API_VERSIONS = ("kubescheduler.config.k8s.io/v1", "kubescheduler.config.k8s.io/v1beta3")
+API_GROUP = "kubescheduler.config.k8s.io/"
+API_VERSIONS = (f"{API_GROUP}v1", f"{API_GROUP}v1beta3")
 KIND = "KubeSchedulerConfiguration"
 
 _TOP = {
@@ -153,14 +155,17 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     warnings: list[FieldIssue]
 
 
-class SchedulerConfigError(ValueError):
-    def __init__(self, issues: list[FieldIssue]) -> None:
-        super().__init__("; ".join(f"{i.path}: {i.message}" for i in issues))
-        self.issues = issues
+class SchedulerConfigError(InvalidConfig):
+    pass
 
 
 def is_scheduler_config(data: Any) -> bool:
-    return isinstance(data, dict) and data.get("kind") == KIND
+    """Whether a config file holds a ``KubeSchedulerConfiguration`` (its kind or an ``apiVersion`` of its group, so
+    that a wrong version or kind is reported as this config's)."""
+    if not isinstance(data, dict):
+        return False
+    version = data.get("apiVersion")
+    return data.get("kind") == KIND or (isinstance(version, str) and version.startswith(API_GROUP))
 
 
 def _mapping(value: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
@@ -217,6 +222,8 @@ def translate(data: Any) -> SchedulerConfig:
     doc = _mapping(data, "", issues)
     if doc.get("apiVersion") not in API_VERSIONS:
         issues.append(FieldIssue(path="apiVersion", message=f"must be one of {', '.join(API_VERSIONS)}"))
+    if doc.get("kind") != KIND:
+        issues.append(FieldIssue(path="kind", message=f"must be {KIND}"))
     _unknown(doc, _TOP, "", issues)
     issues[:] = [FieldIssue(path=i.path.lstrip("."), message=i.message) for i in issues]
     for key in sorted(set(doc) & _NOT_ACTED):

@@ -96,9 +96,9 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
             for warning in translated.warnings:
                 logging.getLogger("allot.config").warning("%s: %s: %s", path, warning.path, warning.message)
             return dict(translated.services.get(self.service, {}))
-        if (
-            data.get("kind") == "DeschedulerConfiguration"
-        ):  # Koordinator's descheduler config: reservation-manager's
+        from allot_descheduling import is_descheduler_config
+
+        if is_descheduler_config(data):  # Koordinator's descheduler config: reservation-manager's
             return {"descheduler": data} if self.service == "reservation-manager" else {}
         return data
 

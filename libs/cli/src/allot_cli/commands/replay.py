@@ -24,6 +24,7 @@ import msgspec
 
 from allot_bus.adapters.nats import connect
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
+from allot_cli.errors import InputError
 from allot_cli.pipeline import PROCESSORS, build_instance, instances
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
@@ -33,7 +34,10 @@ from allot_runtime.replay import rebuild, verify_many
 
 
 def load_configs(config_dir: Path | None) -> dict[str, dict[str, Any]]:
-    import yaml
+    """Each service's decision config in ``config_dir`` (``<service>.yaml``), read as the service reads its
+    ``ALLOT_CONFIG_FILE`` (a KubeSchedulerConfiguration's or DeschedulerConfiguration's part included)."""
+    from allot_contracts.errors import InvalidInput
+    from allot_runtime.settings import ServiceSettings
 
     configs: dict[str, dict[str, Any]] = {}
     if config_dir is None or not config_dir.is_dir():
@@ -41,7 +45,10 @@ def load_configs(config_dir: Path | None) -> dict[str, dict[str, Any]]:
     for name, _ in PROCESSORS:
         path = config_dir / f"{name}.yaml"
         if path.exists():
-            configs[name] = dict(yaml.safe_load(path.read_text()) or {})
+            try:
+                configs[name] = ServiceSettings(service=name, database_url="", config_file=str(path)).config()
+            except InvalidInput as exc:
+                raise InputError(f"invalid {name} config: {exc}") from exc
     return configs
 
 
