@@ -343,12 +343,18 @@ def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
         scarce = []
     cpu = _section(d, "cpu", "", {"defaultBindPolicy"}, errors)
     bind = cpu.get("defaultBindPolicy", dflt.default_cpu_bind_policy)
-    if bind not in n.CPU_BIND_POLICIES:
+    if not isinstance(bind, str) or bind not in n.CPU_BIND_POLICIES:
         errors.append(FieldIssue(path="cpu.defaultBindPolicy", message=f"unknown bind policy {bind!r}"))
         bind = dflt.default_cpu_bind_policy
     dev = _section(d, "devices", "", {"gpuShareUnsupportedModels"}, errors)
     models = []
-    for i, m in enumerate(dev.get("gpuShareUnsupportedModels") or []):
+    listed = dev.get("gpuShareUnsupportedModels") or []
+    if not isinstance(listed, list):
+        errors.append(
+            FieldIssue(path="devices.gpuShareUnsupportedModels", message="must be a list of {vendor, model}")
+        )
+        listed = []
+    for i, m in enumerate(listed):
         if not isinstance(m, dict) or not isinstance(m.get("model"), str):
             errors.append(
                 FieldIssue(path=f"devices.gpuShareUnsupportedModels[{i}]", message="needs vendor and model")

@@ -177,6 +177,15 @@ def _mapping(value: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
     return value
 
 
+def _list(value: Any, path: str, issues: list[FieldIssue]) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        issues.append(FieldIssue(path=path, message="must be a list"))
+        return []
+    return value
+
+
 def _unknown(value: dict[str, Any], allowed: set[str], path: str, issues: list[FieldIssue]) -> None:
     for key in sorted(set(value) - allowed):
         issues.append(
@@ -256,15 +265,17 @@ def translate(data: Any) -> SchedulerConfig:
             sets = _mapping(raw_set, f"{path}.plugins.{point}", issues)
             _unknown(sets, {"enabled", "disabled"}, f"{path}.plugins.{point}", issues)
             for which in ("enabled", "disabled"):
-                entries = sets.get(which) or []
-                for i, entry in enumerate(entries if isinstance(entries, list) else []):
+                entries = _list(sets.get(which), f"{path}.plugins.{point}.{which}", issues)
+                for i, entry in enumerate(entries):
                     where = f"{path}.plugins.{point}.{which}[{i}]"
                     if not isinstance(entry, dict):
                         issues.append(FieldIssue(path=where, message="must be {name, weight}"))
                         continue
                     _unknown(entry, {"name", "weight"}, where, issues)
                     name = entry.get("name")
-                    if name != "*" and name not in KNOWN_PLUGINS:
+                    if not isinstance(name, str):
+                        issues.append(FieldIssue(path=f"{where}.name", message="must be a plugin name"))
+                    elif name != "*" and name not in KNOWN_PLUGINS:
                         issues.append(FieldIssue(path=f"{where}.name", message=f"unknown plugin {name!r}"))
                     elif point == "score" and name in _SCORED:
                         section = placement["scoring"].setdefault(_SCORED[name], {})
@@ -284,12 +295,15 @@ def translate(data: Any) -> SchedulerConfig:
                     + " settings change nothing",
                 )
             )
-        configs = profile.get("pluginConfig") or []
-        for c, raw_config in enumerate(configs if isinstance(configs, list) else []):
+        configs = _list(profile.get("pluginConfig"), f"{path}.pluginConfig", issues)
+        for c, raw_config in enumerate(configs):
             where = f"{path}.pluginConfig[{c}]"
             entry = _mapping(raw_config, where, issues)
             _unknown(entry, {"name", "args"}, where, issues)
             name = entry.get("name")
+            if not isinstance(name, str):
+                issues.append(FieldIssue(path=f"{where}.name", message="must be a plugin name"))
+                continue
             if name not in _ARGS:
                 if name in KNOWN_PLUGINS:
                     warnings.append(
