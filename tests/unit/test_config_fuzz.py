@@ -9,6 +9,7 @@ Generated keys are never the empty string (an issue about the key ``""`` would h
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -32,13 +33,11 @@ Doc = dict[str, Any]
 
 
 def _files() -> list[Doc]:
-    found = [
-        *ROOT.glob("tests/conformance/**/*.config.yaml"),
-        *ROOT.glob("examples/**/*.config.yaml"),
-        *ROOT.glob("deploy/*/config/*.yaml"),
-        *ROOT.glob("deploy/*/base/config/*.yaml"),
-    ]
+    """The shipped ``--config`` files; a deploy config (one service's, named after it) as ``{service: config}``."""
+    found = [*ROOT.glob("tests/conformance/**/*.config.yaml"), *ROOT.glob("examples/**/*.config.yaml")]
     docs = [yaml.safe_load(path.read_text()) for path in sorted(found)]
+    for path in sorted([*ROOT.glob("deploy/*/config/*.yaml"), *ROOT.glob("deploy/*/base/config/*.yaml")]):
+        docs.append({path.stem: yaml.safe_load(path.read_text())})
     return [d for d in docs if isinstance(d, dict)]
 
 
@@ -65,7 +64,16 @@ OWN: dict[str, list[Doc]] = {
         }
     ],
     "binder": [{"mode": "kubernetes"}, {"mode": "standalone"}],
-    "node-reporter": [{"scope": {"node": "n1"}, "agent": {"discovery": True, "heartbeatSeconds": 10}}],
+    "node-reporter": [
+        {
+            "scope": {"node": "n1"},
+            "agent": {
+                "discovery": True,
+                "heartbeatIntervalSeconds": 10,
+                "aggregateDurations": ["60s", "300s"],
+            },
+        }
+    ],
 }
 
 
@@ -186,6 +194,15 @@ def _outcome(load: Callable[[], object]) -> str:
     return "accepted"
 
 
+def _service(name: str, doc: Doc) -> None:
+    """What a service checks before it starts: its processor's config (node-reporter's agent section too)."""
+    build(name, doc)
+    if name == "node-reporter":
+        from node_reporter.adapters.agent import parse_agent_config
+
+        parse_agent_config(doc.get("agent"), environ={})
+
+
 def _services_of(doc: Doc) -> None:
     for name, part in translate(doc).services.items():
         build(name, part)
@@ -223,7 +240,7 @@ def test_a_service_config_is_accepted_or_refused_with_field_paths(examples: int,
     @fuzz.settings_for(examples)
     @given(configs(SERVICE_SEEDS[service]))
     def check(doc: Doc) -> None:
-        tally.count(_outcome(lambda: build(service, doc)))
+        tally.count(_outcome(lambda: _service(service, doc)))
 
     check()
 
@@ -247,3 +264,17 @@ def test_a_sim_config_file_is_loaded_or_refused_in_one_clear_error(examples: int
         tally.count("accepted")
 
     check()
+
+
+def test_the_seeds_are_valid_configs() -> None:
+    """The mutations start from configs that are accepted, so that a refusal is the mutation's doing."""
+    assert DESCHEDULER and SCHEDULER and all(SERVICE_SEEDS.values())
+    for doc in DESCHEDULER:
+        assert (
+            _outcome(functools.partial(build, "reservation-manager", {"descheduler": doc})) == "accepted"
+        ), doc
+    for doc in SCHEDULER:
+        assert _outcome(functools.partial(_services_of, doc)) == "accepted", doc
+    for name, seeds in SERVICE_SEEDS.items():
+        for doc in seeds:
+            assert _outcome(functools.partial(_service, name, doc)) == "accepted", (name, doc)

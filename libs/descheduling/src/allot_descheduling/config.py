@@ -4,8 +4,8 @@ with profiles, their plugins and ``pluginConfig`` — ``LowNodeLoad`` args (``Lo
 
 Read (every other key is refused with its field path)::
 
-    apiVersion: descheduler/v1alpha2          # optional
-    kind: DeschedulerConfiguration            # optional
+    apiVersion: descheduler/v1alpha2          # optional; another version is refused
+    kind: DeschedulerConfiguration            # optional; another kind is refused
     deschedulingInterval: 60s                 # Allot's default
     dryRun: false                             # every profile records what it would do, asks for nothing
     profiles:
@@ -13,6 +13,8 @@ Read (every other key is refused with its field path)::
       plugins:
         balance: {enabled: [{name: LowNodeLoad}], disabled: [...]}   # LowNodeLoad runs when enabled (or configured)
         evict: {enabled: [{name: MigrationController}]}               # accepted; migrations are the only way out
+        deschedule: {disabled: [{name: "*"}]}                        # and filter: Allot runs no plugin there
+                                       # (an unknown point or plugin name is refused: allot_descheduling.plugins)
       pluginConfig:
       - name: LowNodeLoad
         args:
