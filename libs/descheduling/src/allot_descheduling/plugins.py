@@ -44,22 +44,13 @@ def is_descheduler_config(data: Any) -> bool:
 
 def type_meta(data: dict[str, Any], path: str, kind: str, issues: list[FieldIssue]) -> None:
     """``apiVersion`` and ``kind`` at ``path``, both optional: when given, upstream's."""
-    version = data.get("apiVersion")
-    if version is not None and version != API_VERSION:
-        issues.append(
-            FieldIssue(
-                path=f"{path}apiVersion",
-                code="NotSupported",
-                message=f"supported: {API_VERSION}",
-                value=str(version),
-            )
-        )
-    if data.get("kind") not in (None, kind):
-        issues.append(
-            FieldIssue(
-                path=f"{path}kind", code="NotSupported", message=f"must be {kind}", value=str(data["kind"])
-            )
-        )
+    for key, wanted, why in (
+        ("apiVersion", API_VERSION, f"supported: {API_VERSION}"),
+        ("kind", kind, f"must be {kind}"),
+    ):
+        given = data.get(key)
+        if given is not None and given != wanted:
+            issues.append(FieldIssue(path=f"{path}{key}", code="NotSupported", message=why, value=str(given)))
 
 
 def _names(raw: Any, path: str, point: str, issues: list[FieldIssue], *, disabled: bool) -> set[str]:
@@ -80,37 +71,17 @@ def _names(raw: Any, path: str, point: str, issues: list[FieldIssue], *, disable
         name = entry.get("name")
         if name in allowed:
             names.add(str(name))
-        elif name in _ALL:
-            where_ok = next(p for p, runs in POINTS.items() if name in runs)
-            issues.append(
-                FieldIssue(
-                    path=f"{where}.name",
-                    code="NotSupported",
-                    message=f"{name} is a {where_ok} plugin, not a {point} one",
-                    value=str(name),
-                )
-            )
+            continue
+        if name in _ALL:
+            home = next(p for p, runs in POINTS.items() if name in runs)
+            why = f"{name} is a {home} plugin, not a {point} one"
         elif not (
             disabled or allowed
         ):  # nothing runs here: enabling anything is a mistake Allot cannot honour
-            issues.append(
-                FieldIssue(
-                    path=f"{where}.name",
-                    code="NotSupported",
-                    message=f"Allot runs no {point} plugin; supported plugins: {', '.join(_ALL)}",
-                    value=str(name),
-                )
-            )
+            why = f"Allot runs no {point} plugin; supported plugins: {', '.join(_ALL)}"
         else:
-            choices = ", ".join(allowed) if allowed else "none"
-            issues.append(
-                FieldIssue(
-                    path=f"{where}.name",
-                    code="NotSupported",
-                    message=f"unknown {point} plugin; supported: {choices}",
-                    value=str(name),
-                )
-            )
+            why = f"unknown {point} plugin; supported: {', '.join(allowed)}"
+        issues.append(FieldIssue(path=f"{where}.name", code="NotSupported", message=why, value=str(name)))
     return names
 
 
