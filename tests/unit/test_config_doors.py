@@ -260,3 +260,12 @@ def test_replay_reads_each_services_config_file_as_the_service_does(tmp_path: Pa
     configs = load_configs(tmp_path)
     assert configs["reservation-manager"] == {"descheduler": DESCHEDULER}
     assert configs["gang-coordinator"] == {"defaultTimeoutSeconds": 600}
+
+
+def test_keys_that_are_not_strings_are_read_as_kubernetes_reads_them(tmp_path: Path, capsys: Any) -> None:
+    """YAML keys such as ``1:`` or ``true:`` next to string keys: read as their text (YAML turned into JSON), so an
+    unknown one is named like any other key — no comparison of an int with a str inside a parser."""
+    text = yaml.safe_dump(DESCHEDULER) + "2: two\ntrue: yes\nwhen: 2024-01-01\n"
+    code, err = _sim(tmp_path, text, capsys)
+    _refused_clearly(code, err, "descheduler.2", "unknown field")
+    assert "descheduler.true: unknown field" in err and "descheduler.when: unknown field" in err

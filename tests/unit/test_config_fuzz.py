@@ -1,7 +1,8 @@
 """Fuzzing every config file kind: random mutations of valid configs (every ``*.config.yaml`` of the conformance
 corpus and the examples, the deploy configs, the documented ones) and random structures, fed to what reads them —
 reservation-manager's DeschedulerConfiguration, the KubeSchedulerConfiguration translation and the services' configs
-it yields, every service's own config, and ``allot sim run --config``'s loading of a whole file. Each case is either
+it yields, every service's own config, and ``allot sim run --config``'s loading of a whole file. The parsers get
+what the file loader hands over (``as_json``: YAML read as Kubernetes reads it, keys as strings), as services do. Each case is either
 accepted or refused with :class:`InvalidConfig` (or ``InvalidInput``) whose every issue names a field path; any other
 exception fails the test with the case that raised it. Short by default, 10,000 cases per kind in the slow run.
 Generated keys are never the empty string (an issue about the key ``""`` would have an empty path)."""
@@ -26,6 +27,7 @@ from allot_cli.sim.run import load_config
 from allot_contracts.errors import InvalidConfig, InvalidInput
 from allot_descheduling import is_descheduler_config
 from allot_runtime.schedconfig import is_scheduler_config, translate
+from allot_runtime.settings import as_json
 from allot_testing import fuzz
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,6 +102,12 @@ for _doc in FILES:
 WORDS = ["LowNodeLoad", "MigrationController", "*", "descheduler/v9", "descheduler/v1alpha2", "1m", "-5s", "0s",
          "100%", "cpu", "memory", "pods", "LeastAllocated", "MostAllocated", "NodeResourcesFit", "kubernetes",
          "ReservationFirst", "EvictDirectly", "systemd", "1e309", "", " ", "null", "true"]  # fmt: skip
+# YAML keys: mostly strings, sometimes numbers or booleans (``1: x``, ``true: x``)
+KEYS = (
+    st.sampled_from([w for w in WORDS if w])
+    | st.text(min_size=1, max_size=6)
+    | st.sampled_from([0, 1, True, 2.5])
+)
 SCALARS = (
     st.none()
     | st.booleans()
@@ -111,12 +119,7 @@ SCALARS = (
 )
 VALUES = st.recursive(
     SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(
-            st.sampled_from([w for w in WORDS if w]) | st.text(min_size=1, max_size=6), inner, max_size=3
-        )
-    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
     max_leaves=8,
 )
 
@@ -141,13 +144,7 @@ def _mutate(doc: Any, draw: Callable[[Any], Any]) -> Any:
     op = draw(st.sampled_from(["replace", "delete", "add", "rename", "retype", "retype"]))
     if op == "add" and isinstance(here, dict):
         known = [str(k) + draw(st.sampled_from(["", "s", "x", "_"])) for k in here] or ["x"]
-        here[
-            draw(
-                st.sampled_from(known)
-                | st.sampled_from([w for w in WORDS if w])
-                | st.text(min_size=1, max_size=6)
-            )
-        ] = draw(VALUES)
+        here[draw(st.sampled_from(known) | KEYS)] = draw(VALUES)
     elif op == "add" and isinstance(here, list):
         here.append(draw(VALUES) if not here else copy.deepcopy(draw(st.sampled_from(here))))
     elif not path:
@@ -173,9 +170,7 @@ def mutated(draw: Any, seeds: list[Doc]) -> Doc:
 
 def configs(seeds: list[Doc]) -> Any:
     """Mostly mutations of valid configs; some random mappings."""
-    return mutated(seeds) | st.dictionaries(
-        st.sampled_from([w for w in WORDS if w]) | st.text(min_size=1, max_size=6), VALUES, max_size=4
-    )
+    return mutated(seeds) | st.dictionaries(KEYS, VALUES, max_size=4)
 
 
 # -- the property --------------------------------------------------------------------------------------------------
@@ -215,7 +210,7 @@ def test_a_descheduler_configuration_is_accepted_or_refused_with_field_paths(exa
     @fuzz.settings_for(examples)
     @given(configs(DESCHEDULER))
     def check(doc: Doc) -> None:
-        tally.count(_outcome(lambda: build("reservation-manager", {"descheduler": doc})))
+        tally.count(_outcome(lambda: build("reservation-manager", {"descheduler": as_json(doc)})))
 
     check()
 
@@ -227,7 +222,7 @@ def test_a_kube_scheduler_configuration_is_accepted_or_refused_with_field_paths(
     @fuzz.settings_for(examples)
     @given(configs(SCHEDULER))
     def check(doc: Doc) -> None:
-        tally.count(_outcome(lambda: _services_of(doc)))
+        tally.count(_outcome(lambda: _services_of(as_json(doc))))
 
     check()
 
@@ -240,7 +235,7 @@ def test_a_service_config_is_accepted_or_refused_with_field_paths(examples: int,
     @fuzz.settings_for(examples)
     @given(configs(SERVICE_SEEDS[service]))
     def check(doc: Doc) -> None:
-        tally.count(_outcome(lambda: _service(service, doc)))
+        tally.count(_outcome(lambda: _service(service, as_json(doc))))
 
     check()
 

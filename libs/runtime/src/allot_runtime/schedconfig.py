@@ -187,9 +187,12 @@ def _list(value: Any, path: str, issues: list[FieldIssue]) -> list[Any]:
 
 
 def _unknown(value: dict[str, Any], allowed: set[str], path: str, issues: list[FieldIssue]) -> None:
-    for key in sorted(set(value) - allowed):
+    for key in sorted(set(value) - allowed, key=str):
         issues.append(
-            FieldIssue(path=f"{path}.{key}", message=f"unknown field; known: {', '.join(sorted(allowed))}")
+            FieldIssue(
+                path=f"{path}.{key}" if path else str(key),
+                message=f"unknown field; known: {', '.join(sorted(allowed))}",
+            )
         )
 
 
@@ -234,7 +237,6 @@ def translate(data: Any) -> SchedulerConfig:
     if doc.get("kind") != KIND:
         issues.append(FieldIssue(path="kind", message=f"must be {KIND}"))
     _unknown(doc, _TOP, "", issues)
-    issues[:] = [FieldIssue(path=i.path.lstrip("."), message=i.message) for i in issues]
     for key in sorted(set(doc) & _NOT_ACTED):
         warnings.append(FieldIssue(path=key, message="accepted; Allot does not act on it"))
     if doc.get("extenders"):

@@ -30,6 +30,7 @@ ALLOT_LEASE_RETRY_PERIOD_S  2                              renewal / acquisition
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -72,18 +73,7 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
         if not self.config_file:
             return {}
         path = Path(self.config_file)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise InvalidInput([("ALLOT_CONFIG_FILE", f"cannot read {path}: {exc.strerror}")]) from exc
-        import yaml
-
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} is not valid YAML: {exc}")]) from exc
-        if not isinstance(data, dict):
-            raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} must hold a mapping")])
+        data = read_config_file(path)
         from allot_runtime.schedconfig import SchedulerConfigError, is_scheduler_config, translate
 
         if is_scheduler_config(data):  # Koordinator's KubeSchedulerConfiguration: this service's part of it
@@ -101,6 +91,44 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
         if is_descheduler_config(data):  # Koordinator's descheduler config: reservation-manager's
             return {"descheduler": data} if self.service == "reservation-manager" else {}
         return data
+
+
+def read_config_file(path: Path, setting: str = "ALLOT_CONFIG_FILE") -> dict[str, Any]:
+    """A YAML (or JSON) config file as its parsers get it: a mapping, read as Kubernetes reads its config files
+    (YAML turned into JSON: keys are strings, ``1:`` and ``true:`` included; dates are their text), or
+    :class:`InvalidInput` saying in one line why it cannot be read."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise InvalidInput([(setting, f"cannot read {path}: {exc.strerror}")]) from exc
+    except (yaml.YAMLError, ValueError) as exc:
+        raise InvalidInput([(setting, f"{path} is not valid YAML: {' '.join(str(exc).split())}")]) from exc
+    if not isinstance(data, dict):
+        raise InvalidInput([(setting, f"{path} must hold a mapping")])
+    return as_json(data)  # type: ignore[no-any-return]
+
+
+def as_json(value: Any) -> Any:
+    """``value`` with every mapping key a string (``true``, ``null``, ``1``) and dates as ISO text, as YAML read
+    into JSON has them."""
+    if isinstance(value, dict):
+        return {_json_key(k): as_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value, key=str) if isinstance(value, set | frozenset) else value
+        return [as_json(v) for v in items]
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return value
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, bool) or key is None:
+        return "null" if key is None else str(key).lower()
+    return str(key)
 
 
 _FIELDS = {

@@ -10,8 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
 from allot_cli.decisions import decisions
 from allot_cli.documents import load_documents
 from allot_cli.errors import InputError
@@ -20,6 +18,7 @@ from allot_cli.pipeline import SERVICES, build
 from allot_cli.simulator import Simulation
 from allot_cli.views import ClusterView
 from allot_contracts.errors import InvalidConfig, InvalidInput
+from allot_runtime.settings import read_config_file
 
 T = TypeVar("T")
 
@@ -32,11 +31,9 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
     if not path:
         return {}
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError, ValueError) as exc:
-        raise InputError(f"cannot read config {path}: {' '.join(str(exc).split())}") from exc
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a mapping")
+        data = read_config_file(Path(path), "--config")
+    except InvalidInput as exc:
+        raise InputError(f"cannot read config {path}: {'; '.join(m for _, m in exc.issues)}") from exc
     from allot_descheduling import is_descheduler_config
     from allot_runtime.schedconfig import is_scheduler_config, translate
 
