@@ -169,7 +169,7 @@ MALFORMED_OTHERS: dict[str, tuple[Any, str, str]] = {
     "scheduler: kind typo": (_set(SCHEDULER, (), "kind", "KubeSchedulerConfig"), "kind",
                              "must be KubeSchedulerConfiguration"),
     "scheduler: unknown plugin": (_set(SCHEDULER, SCORE, "name", "NodeResourcesFitt"),
-                                  "profiles[0].plugins.score.enabled[0].name", "unknown plugin"),
+                                  "profiles[0].plugins.score.enabled[0].name", "unknown plugin; known: AzureDiskLimits, CapacityScheduling"),
     "scheduler: weight not a number": (_set(SCHEDULER, SCORE, "weight", "heavy"),
                                        "scoring.nodeResourcesFit.weight", ""),
     "scheduler: timeout not a duration": (_set(SCHEDULER, ("profiles", 0, "pluginConfig", 1, "args"),

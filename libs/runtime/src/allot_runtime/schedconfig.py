@@ -74,6 +74,7 @@ KNOWN_PLUGINS = {
     "NodeNUMAResource", "DeviceShare", "ElasticQuota", "Coscheduling", "Reservation", "LoadAwareScheduling",
     "NodeResourcesFitPlus", "ScarceResourceAvoidance", "DefaultPreBind", "CapacityScheduling", "SchedulingHint",
 }  # fmt: skip
+_UNKNOWN_PLUGIN = f"unknown plugin; known: {', '.join(sorted(KNOWN_PLUGINS))}"
 _SCORED = {
     "NodeResourcesFit": "nodeResourcesFit",
     "NodeNUMAResource": "nodeNUMAResource",
@@ -278,7 +279,7 @@ def translate(data: Any) -> SchedulerConfig:
                     if not isinstance(name, str):
                         issues.append(FieldIssue(path=f"{where}.name", message="must be a plugin name"))
                     elif name != "*" and name not in KNOWN_PLUGINS:
-                        issues.append(FieldIssue(path=f"{where}.name", message=f"unknown plugin {name!r}"))
+                        issues.append(FieldIssue(path=f"{where}.name", message=_UNKNOWN_PLUGIN, value=name))
                     elif point == "score" and name in _SCORED:
                         section = placement["scoring"].setdefault(_SCORED[name], {})
                         section["weight"] = entry.get("weight", 1) if which == "enabled" else 0
@@ -312,7 +313,7 @@ def translate(data: Any) -> SchedulerConfig:
                         FieldIssue(path=f"{where}.name", message=f"{name} args: accepted, not acted on")
                     )
                 else:
-                    issues.append(FieldIssue(path=f"{where}.name", message=f"unknown plugin {name!r}"))
+                    issues.append(FieldIssue(path=f"{where}.name", message=_UNKNOWN_PLUGIN, value=name))
                 continue
             args = dict(_mapping(entry.get("args"), f"{where}.args", issues))
             args.pop("apiVersion", None)

@@ -80,7 +80,9 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
             try:
                 translated = translate(data)
             except SchedulerConfigError as exc:
-                raise InvalidInput([(i.path, i.message) for i in exc.issues], subject=str(path)) from exc
+                raise InvalidInput(
+                    [(i.path, str(i).removeprefix(f"{i.path}: ")) for i in exc.issues], subject=str(path)
+                ) from exc
             import logging
 
             for warning in translated.warnings:
