@@ -73,11 +73,24 @@ def long_running(objects: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
                 yield obj, container
 
 
+def secret_templates() -> dict[str, Obj]:
+    """The Secrets the user creates (deploy/k8s/*-secret.example.yaml), by name: never applied by the manifests."""
+    templates = [yaml.safe_load(p.read_text()) for p in sorted(K8S.glob("*-secret.example.yaml"))]
+    return {t["metadata"]["name"]: t for t in templates}
+
+
 def environment(objects: list[Obj], container: Obj) -> dict[str, str]:
-    """The container's environment as the kubelet builds it: envFrom ConfigMaps, then env (secrets as refs)."""
+    """The container's environment as the kubelet builds it: envFrom ConfigMaps and Secrets (the user's, from their
+    templates), then env (secrets as refs)."""
     config_maps = by_kind(objects, "ConfigMap")
+    secrets = secret_templates()
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
+        if "secretRef" in source:
+            name = source["secretRef"]["name"]
+            assert name in secrets, f"envFrom refers to a Secret {name} with no template in deploy/k8s"
+            env.update({key: f"secret:{name}/{key}" for key in secrets[name]["stringData"]})
+            continue
         name = source["configMapRef"]["name"]
         assert name in config_maps, f"envFrom refers to a missing ConfigMap {name}"
         env.update(config_maps[name]["data"])
@@ -303,6 +316,25 @@ def test_every_process_gets_the_database_url_from_the_secret(base: list[Obj]) ->
         for container in containers(obj):
             url = environment(base, container).get("ALLOT_DATABASE_URL", "")
             assert url.startswith("secret:"), f"{component(obj)}: ALLOT_DATABASE_URL must come from a Secret"
+
+
+def test_the_relay_signs_with_the_key_in_the_anchor_secret(base: list[Obj]) -> None:
+    from allot_eventstore.anchor import CheckpointPolicy
+
+    (relay,) = [o for o in workloads(base) if component(o) == "relay"]
+    (container,) = containers(relay)
+    env = environment(base, container)
+    CheckpointPolicy.from_env(env)  # the intervals are ones the relay accepts
+    mount = {m["name"]: m for m in container["volumeMounts"]}["anchor-key"]
+    secret = {v["name"]: v for v in pod(relay)["volumes"]}["anchor-key"]["secret"]
+    assert env["ALLOT_ANCHOR_KEY_FILE"] == f"{mount['mountPath']}/{secret['items'][0]['path']}"
+    assert secret["defaultMode"] == 0o440 and pod(relay)["securityContext"]["fsGroup"] == 10001
+    example = yaml.safe_load((K8S / "anchor-key-secret.example.yaml").read_text())
+    assert (example["metadata"]["name"], set(example["stringData"])) == (
+        secret["secretName"],
+        {secret["items"][0]["key"]},
+    )
+    assert not any(o["kind"] == "Secret" for o in base), "the base never carries a key"
 
 
 def test_long_running_processes_get_the_shared_settings(base: list[Obj]) -> None:

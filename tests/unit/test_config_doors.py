@@ -258,8 +258,8 @@ def test_replay_reads_each_services_config_file_as_the_service_does(tmp_path: Pa
     (tmp_path / "reservation-manager.yaml").write_text(yaml.safe_dump(DESCHEDULER))
     (tmp_path / "gang-coordinator.yaml").write_text(yaml.safe_dump(SCHEDULER))
     configs = load_configs(tmp_path)
-    assert configs["reservation-manager"] == {"descheduler": DESCHEDULER}
-    assert configs["gang-coordinator"] == {"defaultTimeoutSeconds": 600}
+    assert configs["reservation-manager"].config == {"descheduler": DESCHEDULER}
+    assert configs["gang-coordinator"].config == {"defaultTimeoutSeconds": 600}
 
 
 def test_keys_that_are_not_strings_are_read_as_kubernetes_reads_them(tmp_path: Path, capsys: Any) -> None:
@@ -269,3 +269,12 @@ def test_keys_that_are_not_strings_are_read_as_kubernetes_reads_them(tmp_path: P
     code, err = _sim(tmp_path, text, capsys)
     _refused_clearly(code, err, "descheduler.2", "unknown field")
     assert "descheduler.true: unknown field" in err and "descheduler.when: unknown field" in err
+
+
+def test_replay_refuses_a_bad_config_file_in_one_clear_error(tmp_path: Path) -> None:
+    from allot_cli.commands.replay import load_configs
+    from allot_cli.errors import InputError
+
+    (tmp_path / "reservation-manager.yaml").write_text("profiles: [\n  - name: x\n bad")
+    with pytest.raises(InputError, match=r"invalid reservation-manager config: .* is not valid YAML"):
+        load_configs(tmp_path)

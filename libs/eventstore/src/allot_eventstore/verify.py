@@ -4,6 +4,8 @@ Pure over an ordered iterable of records: positions must be 1, 2, 3, … with no
 ``sha256(previous hash ‖ header ‖ payload)`` recomputed from the stored columns, and the last record must match the
 log head (position and hash), which catches a deleted tail. A verify run can also pin the head hash a previous
 audit printed (``expected_head``), so even a complete rewrite of the chain is detected against that anchor.
+With ``anchor`` (:class:`allot_eventstore.anchor.AnchorCheck`) every signed checkpoint is checked on the way: its
+signature against the configured public keys, and the chain hash at its position against the one it signed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import AsyncIterable
 import msgspec
 
 from allot_contracts.envelope import GENESIS_HASH, RecordedEvent
+from allot_eventstore.anchor import AnchorCheck, AnchorReport
 
 
 class ChainReport(msgspec.Struct, kw_only=True):
@@ -22,64 +25,80 @@ class ChainReport(msgspec.Struct, kw_only=True):
     head_hash: str
     problem: str = ""
     position: int | None = None
+    anchor: AnchorReport | None = None
 
 
 async def verify_chain(
-    records: AsyncIterable[RecordedEvent], *, head: tuple[int, bytes], expected_head: str | None = None
+    records: AsyncIterable[RecordedEvent],
+    *,
+    head: tuple[int, bytes],
+    expected_head: str | None = None,
+    anchor: AnchorCheck | None = None,
+) -> ChainReport:
+    report = await _verify_chain(records, head=head, expected_head=expected_head, anchor=anchor)
+    if anchor is not None:
+        report.anchor = anchor.report(report.events)
+    return report
+
+
+async def _verify_chain(
+    records: AsyncIterable[RecordedEvent],
+    *,
+    head: tuple[int, bytes],
+    expected_head: str | None,
+    anchor: AnchorCheck | None,
 ) -> ChainReport:
     prev = GENESIS_HASH
     expected_position = 1
     count = 0
+    problem = await anchor.start() if anchor is not None else None
+    if anchor is not None and problem is not None:
+        return _broken(problem, anchor.next_position, count, head)
     async for record in records:
         if record.position != expected_position:
             what = "missing" if record.position > expected_position else "duplicated"
-            return ChainReport(
-                ok=False,
-                events=count,
-                head_position=head[0],
-                head_hash=head[1].hex(),
-                position=expected_position,
-                problem=f"event at position {expected_position} is {what} (next stored position is {record.position})",
+            return _broken(
+                f"event at position {expected_position} is {what} (next stored position is {record.position})",
+                expected_position,
+                count,
+                head,
             )
         try:
             recomputed = record.expected_hash(prev)
         except msgspec.DecodeError as exc:
-            return ChainReport(
-                ok=False,
-                events=count,
-                head_position=head[0],
-                head_hash=head[1].hex(),
-                position=record.position,
-                problem=f"event at position {record.position} has an unreadable payload: {exc}",
+            return _broken(
+                f"event at position {record.position} has an unreadable payload: {exc}",
+                record.position,
+                count,
+                head,
             )
         if recomputed != record.hash:
-            return ChainReport(
-                ok=False,
-                events=count,
-                head_position=head[0],
-                head_hash=head[1].hex(),
-                position=record.position,
-                problem=(
-                    f"event at position {record.position} ({record.type}, id {record.event_id}) does not match its "
-                    "hash: it was edited, or an earlier event was"
-                ),
+            return _broken(
+                f"event at position {record.position} ({record.type}, id {record.event_id}) does not match its "
+                "hash: it was edited, or an earlier event was",
+                record.position,
+                count,
+                head,
             )
+        if anchor is not None and record.position == anchor.next_position:
+            problem = await anchor.check(record)
+            if problem is not None:
+                return _broken(problem, record.position, count, head)
         prev = record.hash
         expected_position += 1
         count += 1
     last = expected_position - 1
+    problem = anchor.finish(last) if anchor is not None else None
+    if anchor is not None and problem is not None:
+        return _broken(problem, anchor.next_position, count, head)
     if (last, prev) != (head[0], head[1]):
-        return ChainReport(
-            ok=False,
-            events=count,
-            head_position=head[0],
-            head_hash=head[1].hex(),
-            position=last + 1,
-            problem=(
-                f"the log head says position {head[0]} but the chain ends at {last}: events were deleted from the end"
-                if head[0] > last
-                else f"the chain ends at position {last} but the log head is at {head[0]} with a different hash"
-            ),
+        return _broken(
+            f"the log head says position {head[0]} but the chain ends at {last}: events were deleted from the end"
+            if head[0] > last
+            else f"the chain ends at position {last} but the log head is at {head[0]} with a different hash",
+            last + 1,
+            count,
+            head,
         )
     if expected_head is not None and expected_head != prev.hex():
         return ChainReport(
@@ -91,3 +110,15 @@ async def verify_chain(
             problem=f"head hash {prev.hex()} differs from the expected anchor {expected_head}",
         )
     return ChainReport(ok=True, events=count, head_position=head[0], head_hash=prev.hex())
+
+
+def _broken(problem: str, position: int, count: int, head: tuple[int, bytes]) -> ChainReport:
+    """A failed verification: ``problem`` found at ``position`` after ``count`` good events."""
+    return ChainReport(
+        ok=False,
+        events=count,
+        head_position=head[0],
+        head_hash=head[1].hex(),
+        position=position,
+        problem=problem,
+    )

@@ -1,13 +1,17 @@
 """``allot replay [--verify]``: rebuild every projection from the log alone and prove each decision.
 
 With ``--verify`` it checks, in order, and stops at the first failure with a non-zero exit:
-1. the hash chain (no edited, inserted, reordered or deleted event; optionally against ``--expect-head``);
+1. the hash chain (no edited, inserted, reordered or deleted event; optionally against ``--expect-head``) and its
+   anchor: every checkpoint the relay signed must carry a valid signature of a configured public key and match the
+   chain at its position, so a rewrite with recomputed hashes is caught (keys: :mod:`allot_cli.anchoring`);
 2. every service's decisions: each is re-derived from the log and compared field by field with what was recorded,
    up to the service's checkpoint; events after it are lag (reported per service, not a failure);
 3. the live projections: each running service reports its position and state digest (over NATS), and a projection
    rebuilt from the log up to that position must have the same digest.
-Decision configs are read like the services read them: ``--config-dir`` (default ``<state dir>/config``) holding
-``<service>.yaml``.
+Each decision is re-derived under the configuration its service recorded when it ran under it (``config.applied``),
+and the report names it per service: its hash and the positions it governed. Only a log (or the start of one)
+recorded before services recorded their configuration is re-derived with the files on disk, read like the services
+read them: ``--config-dir`` (default ``<state dir>/config``) holding ``<service>.yaml``; the report says so.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,33 +28,15 @@ from typing import Any
 import msgspec
 
 from allot_bus.adapters.nats import connect
+from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
-from allot_cli.errors import InputError
-from allot_cli.pipeline import PROCESSORS, build_instance, instances
+from allot_cli.pipeline import PROCESSORS, instances
+from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 from allot_eventstore.verify import verify_chain
-from allot_runtime.processor import Host
+from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import rebuild, verify_many
-
-
-def load_configs(config_dir: Path | None) -> dict[str, dict[str, Any]]:
-    """Each service's decision config in ``config_dir`` (``<service>.yaml``), read as the service reads its
-    ``ALLOT_CONFIG_FILE`` (a KubeSchedulerConfiguration's or DeschedulerConfiguration's part included)."""
-    from allot_contracts.errors import InvalidInput
-    from allot_runtime.settings import ServiceSettings
-
-    configs: dict[str, dict[str, Any]] = {}
-    if config_dir is None or not config_dir.is_dir():
-        return configs
-    for name, _ in PROCESSORS:
-        path = config_dir / f"{name}.yaml"
-        if path.exists():
-            try:
-                configs[name] = ServiceSettings(service=name, database_url="", config_file=str(path)).config()
-            except InvalidInput as exc:
-                raise InputError(f"invalid {name} config: {exc}") from exc
-    return configs
 
 
 async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> dict[str, dict[str, Any]]:
@@ -77,7 +64,9 @@ async def run(args: argparse.Namespace) -> int:
     state_dir = find_state_dir()
     config_dir = Path(args.config_dir) if args.config_dir else (state_dir / "config" if state_dir else None)
     configs = load_configs(config_dir)
-    store: EventStore = PostgresEventStore.connect(ep.database_url)
+    keys = verifying_keys(getattr(args, "anchor_key", None), os.environ, state_dir) if args.verify else {}
+    pg = PostgresEventStore.connect(ep.database_url)
+    store: EventStore = pg
     report: dict[str, Any] = {"ok": True}
     started = time.perf_counter()
     try:
@@ -85,13 +74,18 @@ async def run(args: argparse.Namespace) -> int:
         until = args.until or head[0]
         if args.verify:
             chain = await verify_chain(
-                store.iterate(until=head[0]), head=head, expected_head=args.expect_head
+                store.iterate(until=head[0]),
+                head=head,
+                expected_head=args.expect_head,
+                anchor=await anchor_of(pg, keys),
             )
+            bound_unsealed(chain, getattr(args, "max_unanchored", None))
             report["chain"] = msgspec.to_builtins(chain)
             _say(
                 args,
                 f"hash chain   {'ok' if chain.ok else 'BROKEN'}: {chain.events} events, head {chain.head_hash[:16]}…",
             )
+            _say(args, anchor_line(chain))
             if not chain.ok:
                 _say(args, f"MISMATCH: {chain.problem}")
                 report["ok"] = False
@@ -101,17 +95,28 @@ async def run(args: argparse.Namespace) -> int:
         if (
             "binder.kube" in producers
         ):  # the binder ran in Kubernetes mode: its decisions were binding requests
-            configs.setdefault("binder", {}).setdefault("mode", "kubernetes")
+            binder = configs.get("binder", FileConfig(config={}))
+            configs["binder"] = FileConfig(config={"mode": "kubernetes", **binder.config}, path=binder.path)
+        deciders = plan(
+            [name for service, _ in PROCESSORS for name in instances(service, producers)],
+            await recorded_configs(store),
+            configs,
+        )
         hosts = [
-            (name, Host(build_instance(service, name, configs.get(service, {})), name=name))
-            for service, _ in PROCESSORS
-            for name in instances(service, producers)
+            (name, decider.first() if args.verify else decider.host(decider.timeline.applied_by(until)))
+            for name, decider in deciders.items()
         ]
         # A service decides up to its checkpoint; what comes after it is lag (not yet decided), never a mismatch.
         checkpoints = await store.checkpoints()
         through = {name: checkpoints.get(name, 0) for name, _ in hosts}
         verified = (
-            await verify_many([h for _, h in hosts], store, until=until, through=through)
+            await verify_many(
+                [h for _, h in hosts],
+                store,
+                until=until,
+                through=through,
+                switches={name: decider.switches() for name, decider in deciders.items()},
+            )
             if args.verify
             else {}
         )
@@ -125,6 +130,7 @@ async def run(args: argparse.Namespace) -> int:
                     "mismatches": len(mismatches),
                     "behind": result.behind,
                     "checkpoint": through[name],
+                    "configs": deciders[name].report(result.governed),
                 }
                 _say(
                     args,
@@ -136,6 +142,8 @@ async def run(args: argparse.Namespace) -> int:
                         else ""
                     ),
                 )
+                for entry in report["decisions"][name]["configs"]:
+                    _say(args, describe(name, entry))
                 if result.behind:
                     report["behind"][name] = result.behind
                 if mismatches:
@@ -153,14 +161,13 @@ async def run(args: argparse.Namespace) -> int:
             if not states:
                 _say(args, "live         no running service answered; compared the log with itself only")
             for name, _ in hosts:
-                service = name.split("@", 1)[0]
                 state = states.get(name)
                 if state is None:
                     continue
                 if not state.get("consistent", True) or not state.get("ready", True):
                     _say(args, f"live         {name:<20} is rebuilding after a failure; not compared")
                     continue
-                host = Host(build_instance(service, name, configs.get(service, {})), name=name)
+                host = deciders[name].host(deciders[name].timeline.latest())  # the config it runs under now
                 await rebuild(host, store, until=int(state["position"]))
                 same = host.digest() == state["digest"]
                 report["live"][name] = {"position": state["position"], "match": same}
@@ -204,6 +211,12 @@ def _finish(args: argparse.Namespace, report: dict[str, Any], code: int) -> int:
     return code
 
 
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"must be a number of events ≥ 0, not {text!r}")
+    return int(text)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     return asyncio.run(run(args))
 
@@ -216,6 +229,19 @@ def register(subparsers: Any) -> None:
         "--verify", action="store_true", help="check the hash chain, every decision and live projections"
     )
     p.add_argument("--expect-head", help="hash the log head must have (from an earlier audit)")
+    p.add_argument(
+        "--anchor-key",
+        action="append",
+        metavar="PATH",
+        help="public key (PEM) that signs the log's checkpoints; repeat for rotated keys "
+        "(default: ALLOT_ANCHOR_PUBLIC_KEYS, else <state dir>/anchor.pub)",
+    )
+    p.add_argument(
+        "--max-unanchored",
+        type=_count,
+        metavar="EVENTS",
+        help="fail when more than this many events follow the newest signed checkpoint",
+    )
     p.add_argument("--until", type=int, help="stop at this log position")
     p.add_argument("--config-dir", help="directory with <service>.yaml decision configs")
     p.add_argument("--no-live", action="store_true", help="do not compare with running services")
