@@ -37,9 +37,8 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
     from allot_descheduling import is_descheduler_config
     from allot_runtime.schedconfig import is_scheduler_config, translate
 
-    if is_scheduler_config(
-        data
-    ):  # Koordinator's KubeSchedulerConfiguration, mapped onto the services' configs
+    # Koordinator's KubeSchedulerConfiguration, mapped onto the services' configs
+    if is_scheduler_config(data):
         translated = _checked(path, "KubeSchedulerConfiguration", lambda: translate(data))
         for warning in translated.warnings:
             print(f"warning: {path}: {warning.path}: {warning.message}", file=sys.stderr)
