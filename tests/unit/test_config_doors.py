@@ -278,3 +278,15 @@ def test_replay_refuses_a_bad_config_file_in_one_clear_error(tmp_path: Path) -> 
     (tmp_path / "reservation-manager.yaml").write_text("profiles: [\n  - name: x\n bad")
     with pytest.raises(InputError, match=r"invalid reservation-manager config: .* is not valid YAML"):
         load_configs(tmp_path)
+
+
+def test_a_descheduler_key_in_another_services_file_is_refused_not_ignored(tmp_path: Path) -> None:
+    from allot_runtime.settings import read_config
+
+    (tmp_path / "d.yaml").write_text(yaml.safe_dump({"profiles": [], "scoring": {}}))
+    assert read_config(tmp_path / "d.yaml", "reservation-manager") == {
+        "descheduler": {"profiles": [], "scoring": {}}
+    }
+    assert read_config(tmp_path / "d.yaml", "device-allocator") == {"profiles": [], "scoring": {}}
+    (tmp_path / "k.yaml").write_text(yaml.safe_dump(DESCHEDULER))
+    assert read_config(tmp_path / "k.yaml", "device-allocator") == {}  # says what it is: not this service's

@@ -27,18 +27,17 @@ POINTS: Final = {"deschedule": (), "balance": (LOW_NODE_LOAD,), "evict": (MIGRAT
 _ALL: Final = (LOW_NODE_LOAD, MIGRATION)
 
 
-def is_descheduler_config(data: Any) -> bool:
-    """Whether a config file holds a ``DeschedulerConfiguration`` (its kind, an ``apiVersion`` of the descheduler's
-    group, or its own keys) — so that whatever is wrong in it is reported as the descheduler's, not as another
-    config's unknown keys."""
+def is_descheduler_config(data: Any, *, by_keys: bool = True) -> bool:
+    """Whether a config file holds a ``DeschedulerConfiguration``: its kind, an ``apiVersion`` of the descheduler's
+    group, or (``by_keys``) its own keys — so that whatever is wrong in it is reported as the descheduler's, not as
+    another config's unknown keys."""
     if not isinstance(data, dict):
         return False
     version = data.get("apiVersion")
     return (
         data.get("kind") == "DeschedulerConfiguration"
         or (isinstance(version, str) and version.startswith("descheduler/"))
-        or "deschedulingInterval" in data
-        or "profiles" in data
+        or (by_keys and ("deschedulingInterval" in data or "profiles" in data))
     )
 
 

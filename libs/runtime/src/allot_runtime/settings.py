@@ -112,8 +112,12 @@ def read_config(path: Path, service: str) -> dict[str, Any]:
         return dict(translated.services.get(service, {}))
     from allot_descheduling import is_descheduler_config
 
-    if is_descheduler_config(data):  # Koordinator's descheduler config: reservation-manager's
-        return {"descheduler": data} if service == "reservation-manager" else {}
+    # Koordinator's descheduler config: reservation-manager's part; another service skips it only when the file says
+    # what it is (a key such as profiles: in its own file is refused by its parser, never ignored)
+    if service == "reservation-manager" and is_descheduler_config(data):
+        return {"descheduler": data}
+    if is_descheduler_config(data, by_keys=False):
+        return {}
     return data
 
 
