@@ -9,8 +9,10 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import asyncpg
 import pytest
 
+from allot_cli import logtools
 from allot_cli.commands import apply as apply_cmd
 from allot_cli.documents import Document
 from allot_cli.errors import UsageError
@@ -103,3 +105,89 @@ async def test_when_the_database_stays_away_the_error_says_what_was_recorded(pg,
     assert "recorded: pods.yaml documents 1-200" in message
     assert "pods.yaml documents 201-450" in message  # not recorded, or unknown when nobody can be asked
     assert "Traceback" not in message
+
+
+class _BrokenPool:
+    """A pool whose every query fails with one driver error (what a connection lost mid-query raises)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    async def fetch(self, *_: object) -> list[object]:
+        raise self.exc
+
+    async def close(self) -> None:
+        return None
+
+    def terminate(self) -> None:
+        return None
+
+
+TRANSIENT_DRIVER_ERRORS = [
+    asyncpg.exceptions.InternalClientError("cannot switch to state 12; another operation (2) is in progress"),
+    asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation"),
+    asyncpg.exceptions.CannotConnectNowError("the database system is starting up"),
+    asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command"),
+    asyncpg.exceptions.InterfaceError("cannot perform operation: connection is closed"),
+    ConnectionResetError("connection reset by peer"),
+    TimeoutError(),
+]
+
+
+@pytest.mark.parametrize("driver_error", TRANSIENT_DRIVER_ERRORS, ids=lambda e: type(e).__name__)
+async def test_every_transient_driver_error_reaches_apply_as_unavailable(driver_error):
+    store = PostgresEventStore("postgresql://postgres@127.0.0.1:1/none")
+    store._pool = _BrokenPool(driver_error)  # type: ignore[assignment]
+    with pytest.raises(Unavailable):
+        await store.head()
+
+
+async def test_a_restart_while_apply_waits_is_retried_and_the_end_says_what_was_recorded(
+    pg, monkeypatch, capsys
+):
+    """The database restarts while apply waits for the services: the wait is retried, the command ends normally and
+    says that every document was recorded (no traceback, no exit 1)."""
+    monkeypatch.setattr(apply_cmd, "RETRY_DELAYS", (0.3, 0.6, 1.0, 2.0, 4.0, 8.0))
+    calls = {"n": 0}
+    restart: list[threading.Thread] = []
+
+    async def services_idle_after_a_restart(store):
+        calls["n"] += 1
+        if calls["n"] == 1:  # the server goes away under the waiting command, and comes back a second later
+            pg.stop()
+            restart.append(_restart_in_background(pg, 1.0))
+        await store.checkpoints()  # a real query over the pool's (now dead) connection
+        return {}
+
+    monkeypatch.setattr(logtools, "pending_work", services_idle_after_a_restart)
+    try:
+        await apply_cmd.record(
+            pg.url, _inputs(30), wait=True, wait_each=False, timeout=30, check_existing=False
+        )
+    finally:
+        for thread in restart:
+            thread.join(timeout=30)
+    err = capsys.readouterr().err
+    assert "retrying in" in err
+    assert "recorded: pods.yaml documents 1-30" in err
+    assert len(await _pod_streams(pg.url)) == 30
+
+
+async def test_when_the_database_stays_away_during_the_wait_the_error_says_everything_was_recorded(
+    pg, monkeypatch
+):
+    monkeypatch.setattr(apply_cmd, "RETRY_DELAYS", (0.1, 0.1))
+
+    async def database_gone(store):
+        pg.stop()
+        await store.checkpoints()
+        return {}
+
+    monkeypatch.setattr(logtools, "pending_work", database_gone)
+    with pytest.raises(UsageError) as failure:
+        await apply_cmd.record(
+            pg.url, _inputs(30), wait=True, wait_each=False, timeout=30, check_existing=False
+        )
+    message = str(failure.value)
+    assert "recorded: pods.yaml documents 1-30" in message
+    assert "waiting for the services" in message

@@ -134,7 +134,7 @@ def test_koordinators_profile_maps_onto_the_services() -> None:
         (lambda d: d["profiles"][0]["pluginConfig"][4]["args"].update(delayEvict="1s"),
          "profiles[0].pluginConfig[4].args.delayEvict", "unknown field"),
         (lambda d: d["profiles"][0]["plugins"]["score"]["enabled"].append({"name": "GPUMagic"}),
-         "profiles[0].plugins.score.enabled[4].name", "unknown plugin 'GPUMagic'"),
+         "profiles[0].plugins.score.enabled[4].name", "unknown plugin; known: AzureDiskLimits, "),
         (lambda d: d["profiles"][0]["pluginConfig"][0]["args"]["scoringStrategy"].update(
             type="RequestedToCapacityRatio"),
          "profiles[0].pluginConfig[0].args.scoringStrategy.type", "not supported"),

@@ -45,9 +45,15 @@ def test_round_trip():
         pytest.param({"delayEvictTime": "soon"}, "delayEvictTime: 'soon' is not a duration", id="duration"),
         pytest.param({"delayEvictTime": -1}, "must not be negative", id="negative-duration"),
         pytest.param(
-            {"enableRuntimeQuotas": True}, "unknown quota config key(s): enableRuntimeQuotas", id="typo"
+            {"enableRuntimeQuotas": True},
+            "enableRuntimeQuotas: unknown quota config key; supported: ",
+            id="typo",
         ),
-        pytest.param({"featureGates": {"Nope": True}}, "unknown feature gate(s): Nope", id="unknown-gate"),
+        pytest.param(
+            {"featureGates": {"Nope": True}},
+            "featureGates.Nope: unknown feature gate; supported: ",
+            id="unknown-gate",
+        ),
         pytest.param({"defaultQuotaGroupMax": {"cpu": "x"}}, "defaultQuotaGroupMax:", id="bad-quantity"),
     ],
 )

@@ -15,7 +15,9 @@ from typing import Any
 
 import msgspec
 
+from allot_cli.errors import InputError
 from allot_cli.pipeline import PROCESSORS, build_instance
+from allot_contracts.errors import InvalidInput
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import ConfigTimeline, RecordedConfig
 from allot_runtime.replay import Governed, Switch
@@ -37,7 +39,10 @@ def load_configs(config_dir: Path | None) -> dict[str, FileConfig]:
     for name, _ in PROCESSORS:
         path = config_dir / f"{name}.yaml"
         if path.exists():
-            configs[name] = FileConfig(config=read_config(path, name), path=str(path))
+            try:
+                configs[name] = FileConfig(config=read_config(path, name), path=str(path))
+            except InvalidInput as exc:  # read as the service reads it: refused with each field's path
+                raise InputError(f"invalid {name} config: {exc}") from exc
     return configs
 
 

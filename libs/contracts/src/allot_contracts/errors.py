@@ -14,6 +14,9 @@
         ├── SchemaMismatch         the database schema is not the one this version needs
         └── AlreadyProcessed       a consumer checkpoint is already past this event (a duplicate delivery)
 
+    InvalidConfig(issues)          a configuration file that cannot be loaded (a ValueError): each issue a FieldIssue
+                                   with the field path and why; a service refuses to start (exit 2), the CLI reports it
+
 Adapters catch driver exceptions (asyncpg, nats, kubernetes-asyncio) and raise these, with the cause chained.
 Expected rejections of decisions ("quota full", "no node fits") are not errors at all: they are outcomes,
 recorded as events.
@@ -22,6 +25,8 @@ recorded as events.
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from allot_contracts.issues import FieldIssue
 
 
 class ControlPlaneError(Exception):
@@ -88,3 +93,16 @@ class SchemaMismatch(PermanentError):
 
 class AlreadyProcessed(PermanentError):
     pass
+
+
+class InvalidConfig(ValueError):
+    """A configuration that cannot be loaded: a service's decision config, a ``KubeSchedulerConfiguration``, a
+    ``DeschedulerConfiguration``. ``issues`` name every refused field by its path and say why (an unknown key, plugin
+    or ``apiVersion`` names the accepted ones). Every config parser raises this (or a subclass of it) and nothing else
+    for bad input, which the fuzz tests of each config kind hold it to."""
+
+    def __init__(self, issues: Sequence[FieldIssue], *, subject: str = "") -> None:
+        self.issues = list(issues)
+        self.subject = subject
+        text = "; ".join(str(i) for i in self.issues) or "invalid configuration"
+        super().__init__(f"{subject}: {text}" if subject else text)

@@ -21,6 +21,7 @@ from allot_descheduling.lownodeload import (
     RoundOutcome,
     run_round,
 )
+from allot_descheduling.plugins import is_descheduler_config
 
 __all__ = [
     "AnomalyCondition",
@@ -36,6 +37,7 @@ __all__ = [
     "PodInput",
     "Profile",
     "RoundOutcome",
+    "is_descheduler_config",
     "parse_config",
     "run_round",
 ]

@@ -4,8 +4,8 @@ with profiles, their plugins and ``pluginConfig`` — ``LowNodeLoad`` args (``Lo
 
 Read (every other key is refused with its field path)::
 
-    apiVersion: descheduler/v1alpha2          # optional
-    kind: DeschedulerConfiguration            # optional
+    apiVersion: descheduler/v1alpha2          # optional; another version is refused
+    kind: DeschedulerConfiguration            # optional; another kind is refused
     deschedulingInterval: 60s                 # Allot's default
     dryRun: false                             # every profile records what it would do, asks for nothing
     profiles:
@@ -13,6 +13,8 @@ Read (every other key is refused with its field path)::
       plugins:
         balance: {enabled: [{name: LowNodeLoad}], disabled: [...]}   # LowNodeLoad runs when enabled (or configured)
         evict: {enabled: [{name: MigrationController}]}               # accepted; migrations are the only way out
+        deschedule: {disabled: [{name: "*"}]}                        # and filter: Allot runs no plugin there
+                                       # (an unknown point or plugin name is refused: allot_descheduling.plugins)
       pluginConfig:
       - name: LowNodeLoad
         args:
@@ -48,11 +50,13 @@ from typing import Any, Final
 
 import msgspec
 
+from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_descheduling.evictor import EvictorArgs
 from allot_descheduling.fields import boolean, duration, integer, mapping, selector, strings, unknown
 from allot_descheduling.migration_args import MigrationArgs, parse_migration_args
+from allot_descheduling.plugins import LOW_NODE_LOAD, MIGRATION, enables_low_node_load, type_meta
 
 __all__ = [
     "AnomalyCondition",
@@ -64,8 +68,7 @@ __all__ = [
     "parse_config",
 ]
 
-PLUGIN: Final = "LowNodeLoad"
-MIGRATION: Final = "MigrationController"
+PLUGIN: Final = LOW_NODE_LOAD
 DEFAULT_INTERVAL_US: Final = 60_000_000
 # how upstream's process runs (leader election, client, endpoints, profiling): accepted, nothing to decide
 _PROCESS_FIELDS: Final = frozenset(
@@ -118,10 +121,9 @@ _ARGS_FIELDS: Final = (_POOL_FIELDS - {"name"}) | {
 Thresholds = dict[str, Fraction]
 
 
-class DeschedulerConfigError(ValueError):
+class DeschedulerConfigError(InvalidConfig):
     def __init__(self, issues: list[FieldIssue]) -> None:
-        super().__init__("invalid descheduler configuration: " + "; ".join(str(i) for i in issues))
-        self.issues = issues
+        super().__init__(issues, subject="invalid descheduler configuration")
 
 
 class AnomalyCondition(msgspec.Struct, frozen=True, kw_only=True):
@@ -386,21 +388,6 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
     )
 
 
-def _enabled(plugins: dict[str, Any], path: str, issues: list[FieldIssue]) -> bool | None:
-    """Whether ``plugins.balance`` enables LowNodeLoad (True), disables it (False) or does not say (None)."""
-    balance = mapping(plugins.get("balance"), f"{path}.balance", issues)
-    names: dict[str, set[str]] = {}
-    for key in ("enabled", "disabled"):
-        entries = balance.get(key) or []
-        if not isinstance(entries, list):
-            issues.append(FieldIssue(path=f"{path}.balance.{key}", message="must be a list of {name: ...}"))
-            entries = []
-        names[key] = {str(e.get("name")) for e in entries if isinstance(e, dict)}
-    if PLUGIN in names["disabled"] or "*" in names["disabled"]:
-        return False
-    return True if PLUGIN in names["enabled"] else None
-
-
 def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
     data = mapping(raw, path, issues)
     unknown(data, _PROFILE_FIELDS, f"{path}.", issues)
@@ -408,7 +395,7 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
     if not isinstance(name, str) or not name:
         issues.append(FieldIssue(path=f"{path}.name", code="Required", message="a profile needs a name"))
         name = "default"
-    enabled = _enabled(mapping(data.get("plugins"), f"{path}.plugins", issues), f"{path}.plugins", issues)
+    enabled = enables_low_node_load(data.get("plugins"), f"{path}.plugins", issues)
     args: Any = None
     configured = False
     migration = MigrationArgs()
@@ -420,6 +407,14 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
     for i, entry in enumerate(entries):
         epath = f"{path}.pluginConfig[{i}]"
         edata = mapping(entry, epath, issues)
+        unknown(edata, frozenset({"name", "args"}), f"{epath}.", issues)
+        if edata.get("name") in (PLUGIN, MIGRATION):
+            type_meta(
+                mapping(edata.get("args"), f"{epath}.args", []),
+                f"{epath}.args.",
+                f"{edata['name']}Args",
+                issues,
+            )
         if edata.get("name") == PLUGIN:
             args, configured = edata.get("args") or {}, True
         elif edata.get("name") == MIGRATION:
@@ -470,15 +465,7 @@ def parse_config(raw: Any, path: str = "descheduler") -> DeschedulerConfig:
     issues: list[FieldIssue] = []
     data = mapping(raw, path, issues)
     unknown(data, _TOP_FIELDS, f"{path}.", issues)
-    if data.get("kind") not in (None, "DeschedulerConfiguration"):
-        issues.append(
-            FieldIssue(
-                path=f"{path}.kind",
-                code="NotSupported",
-                message="must be DeschedulerConfiguration",
-                value=str(data["kind"]),
-            )
-        )
+    type_meta(data, f"{path}.", "DeschedulerConfiguration", issues)
     interval = duration(
         data.get("deschedulingInterval"), f"{path}.deschedulingInterval", issues, DEFAULT_INTERVAL_US
     )

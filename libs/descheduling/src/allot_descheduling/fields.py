@@ -13,7 +13,7 @@ __all__ = ["boolean", "duration", "integer", "mapping", "selector", "strings", "
 
 
 def unknown(raw: dict[str, Any], allowed: frozenset[str], path: str, issues: list[FieldIssue]) -> None:
-    for key in sorted(set(raw) - allowed):
+    for key in sorted(set(raw) - allowed, key=str):
         issues.append(
             FieldIssue(
                 path=f"{path}{key}",

@@ -132,7 +132,15 @@ def _row_to_record(row: Any) -> RecordedEvent:
 
 # canceled or timed-out statement, serialization failure, deadlock, operator intervention / shutdown
 _RETRYABLE_SQLSTATES = frozenset({"57014", "40001", "40P01", "57P01", "57P02", "57P03", "55P03", "53300"})
-_DRIVER_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+# every error the driver raises: InternalClientError is what a connection lost mid-query can leave behind ("cannot
+# switch to state 12; another operation is in progress") and is not an InterfaceError
+_DRIVER_ERRORS = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    TimeoutError,
+)
 
 
 def _translate(exc: BaseException) -> Exception:
@@ -232,7 +240,7 @@ class PostgresEventStore:
         """An event that is set whenever an append commits (LISTEN on a dedicated connection). Clear it yourself."""
         try:
             conn = await asyncpg.connect(plain_url(self.url), timeout=10)
-        except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
+        except _DRIVER_ERRORS as exc:
             raise Unavailable(f"cannot LISTEN for new events: {exc}") from exc
         woken = asyncio.Event()
         await conn.add_listener(NOTIFY_CHANNEL, lambda *_: woken.set())

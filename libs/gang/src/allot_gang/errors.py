@@ -8,14 +8,15 @@ shell at start-up, and refusing to start is the right outcome there.
 
 from __future__ import annotations
 
+from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
 
 __all__ = ["ConfigError", "FieldIssue"]
 
 
-class ConfigError(ValueError):
-    """A ``GangConfig`` dictionary that cannot be loaded; ``errors`` lists every problem."""
+class ConfigError(InvalidConfig):
+    """A ``GangConfig`` dictionary that cannot be loaded; ``errors`` (``issues``) lists every problem."""
 
     def __init__(self, errors: list[FieldIssue]) -> None:
+        super().__init__(errors)
         self.errors = errors
-        super().__init__("; ".join(str(e) for e in errors))

@@ -41,6 +41,7 @@ from typing import Any
 
 import msgspec
 
+from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
 from allot_placement.loadaware import LoadAwareArgs
@@ -54,11 +55,11 @@ GPU_POLICIES = ("", "fgd", "bestfit", "dotproduct", "gpupacking", "gpuclustering
 PRESETS = ("koordinator", "binpack", "spread", *[p for p in GPU_POLICIES if p])
 
 
-class ConfigError(ValueError):
-    """An invalid placement config; ``errors`` lists every problem with its path."""
+class ConfigError(InvalidConfig):
+    """An invalid placement config; ``errors`` (``issues``) lists every problem with its path."""
 
     def __init__(self, errors: list[FieldIssue]) -> None:
-        super().__init__("; ".join(str(e) for e in errors))
+        super().__init__(errors)
         self.errors = errors
 
 
@@ -342,12 +343,18 @@ def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
         scarce = []
     cpu = _section(d, "cpu", "", {"defaultBindPolicy"}, errors)
     bind = cpu.get("defaultBindPolicy", dflt.default_cpu_bind_policy)
-    if bind not in n.CPU_BIND_POLICIES:
+    if not isinstance(bind, str) or bind not in n.CPU_BIND_POLICIES:
         errors.append(FieldIssue(path="cpu.defaultBindPolicy", message=f"unknown bind policy {bind!r}"))
         bind = dflt.default_cpu_bind_policy
     dev = _section(d, "devices", "", {"gpuShareUnsupportedModels"}, errors)
     models = []
-    for i, m in enumerate(dev.get("gpuShareUnsupportedModels") or []):
+    listed = dev.get("gpuShareUnsupportedModels") or []
+    if not isinstance(listed, list):
+        errors.append(
+            FieldIssue(path="devices.gpuShareUnsupportedModels", message="must be a list of {vendor, model}")
+        )
+        listed = []
+    for i, m in enumerate(listed):
         if not isinstance(m, dict) or not isinstance(m.get("model"), str):
             errors.append(
                 FieldIssue(path=f"devices.gpuShareUnsupportedModels[{i}]", message="needs vendor and model")

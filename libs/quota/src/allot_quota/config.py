@@ -1,7 +1,7 @@
 """Engine configuration: Koordinator's ElasticQuota plugin arguments plus the feature gates that change quota maths.
 
 ``QuotaConfig.from_dict`` accepts the upstream argument names (camelCase) with the upstream defaults, and a
-``featureGates`` map; unknown keys and wrongly typed values raise ``ValueError`` naming the key, so a typo in a
+``featureGates`` map; unknown keys and wrongly typed values raise :class:`QuotaConfigError` naming the key, so a typo in a
 config file is never silently ignored. ``to_dict`` writes the same shape back (durations as ``"120s"``), which is
 what the quota-manager records with its decisions so a replay runs with the configuration of the time.
 
@@ -16,12 +16,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from allot_contracts.errors import InvalidConfig
+from allot_contracts.issues import FieldIssue
 from allot_quota._resources import RL, parse_list, quantities
 
-__all__ = ["QuotaConfig", "parse_duration"]
+__all__ = ["QuotaConfig", "QuotaConfigError", "parse_duration"]
 
 _MAX_INT64: Final = 2**63 - 1
 _CORES_DEFAULT_MAX: Final = _MAX_INT64 // 5
+
+
+class QuotaConfigError(InvalidConfig):
+    """A quota config that cannot be loaded; every issue names its key."""
 
 
 def _builtin_max() -> RL:
@@ -101,26 +107,50 @@ class QuotaConfig:
     update_resource_key: bool = True
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None = None) -> QuotaConfig:
+    def from_dict(cls, data: Any = None) -> QuotaConfig:
+        """The config, or :class:`QuotaConfigError` naming every refused key and why."""
+        if data is not None and not isinstance(data, dict):
+            raise QuotaConfigError([FieldIssue(path="", message="the quota config must be a mapping")])
         data = dict(data or {})
+        issues: list[FieldIssue] = []
         kwargs: dict[str, Any] = {}
         gates = data.pop("featureGates", None) or {}
-        unknown = sorted(set(data) - set(_ARGS))
-        if unknown:
-            raise ValueError(f"unknown quota config key(s): {', '.join(unknown)}")
+        for key in sorted(set(data) - set(_ARGS), key=str):
+            issues.append(
+                FieldIssue(
+                    path=str(key),
+                    code="FieldValueNotSupported",
+                    message=f"unknown quota config key; supported: {', '.join(sorted([*_ARGS, 'featureGates']))}",
+                )
+            )
         if not isinstance(gates, dict):
-            raise ValueError("featureGates: expected a map of gate name to boolean")
-        bad_gates = sorted(set(gates) - set(_FEATURES))
-        if bad_gates:
-            raise ValueError(f"unknown feature gate(s): {', '.join(bad_gates)}")
+            issues.append(FieldIssue(path="featureGates", message="expected a map of gate name to boolean"))
+            gates = {}
         defaults = cls()
         for key, value in data.items():
-            attr = _ARGS[key]
-            kwargs[attr] = _convert(key, value, getattr(defaults, attr))
+            if key in _ARGS:
+                attr = _ARGS[key]
+                try:
+                    kwargs[attr] = _convert(key, value, getattr(defaults, attr))
+                except ValueError as exc:
+                    issues.append(FieldIssue(path=key, message=str(exc).removeprefix(f"{key}: ")))
         for key, value in gates.items():
-            if not isinstance(value, bool):
-                raise ValueError(f"featureGates.{key}: expected true or false, got {value!r}")
-            kwargs[_FEATURES[key]] = value
+            if key not in _FEATURES:
+                issues.append(
+                    FieldIssue(
+                        path=f"featureGates.{key}",
+                        code="FieldValueNotSupported",
+                        message=f"unknown feature gate; supported: {', '.join(sorted(_FEATURES))}",
+                    )
+                )
+            elif not isinstance(value, bool):
+                issues.append(
+                    FieldIssue(path=f"featureGates.{key}", message=f"expected true or false, got {value!r}")
+                )
+            else:
+                kwargs[_FEATURES[key]] = value
+        if issues:
+            raise QuotaConfigError(issues)
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:

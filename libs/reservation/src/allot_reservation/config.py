@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import msgspec
 
+from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_contracts.objects.times import DurationError, parse_duration_us
@@ -45,10 +46,8 @@ __all__ = ["ConfigError", "IntOrPercent", "Limiter", "MigrationConfig", "Reserva
 _MIGRATION_KEYS: Final = CONTROLLER_FIELDS  # upstream MigrationControllerArgs names
 
 
-class ConfigError(ValueError):
-    def __init__(self, issues: list[FieldIssue]) -> None:
-        super().__init__("; ".join(str(i) for i in issues))
-        self.issues = issues
+class ConfigError(InvalidConfig):
+    pass
 
 
 class IntOrPercent(msgspec.Struct, frozen=True):

@@ -25,7 +25,9 @@ from typing import Any, ClassVar, Protocol
 import msgspec
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id
+from allot_contracts.errors import InvalidConfig
 from allot_contracts.events import Event
+from allot_contracts.issues import FieldIssue
 from allot_contracts.lives import PodLives
 
 
@@ -60,6 +62,36 @@ def instance_name(service: str, instance: str = "") -> str:
     """The consumer and producer name of one instance of a service: ``qos-enforcer`` for the single instance,
     ``qos-enforcer@node-7`` for a per-node instance (a DaemonSet pod), which decides only for its node."""
     return f"{service}@{instance}" if instance else service
+
+
+def config_keys(config: Any, allowed: Iterable[str], service: str) -> dict[str, Any]:
+    """A decision config that is a mapping of known keys only (else :class:`InvalidConfig` naming them)."""
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise InvalidConfig([FieldIssue(path="", message=f"the {service} config must be a mapping")])
+    known = sorted(allowed)
+    issues = [
+        FieldIssue(
+            path=str(k), code="FieldValueNotSupported", message=f"unknown key; supported: {', '.join(known)}"
+        )
+        for k in sorted(map(str, config))
+        if k not in known
+    ]
+    if issues:
+        raise InvalidConfig(issues, subject=f"{service} config")
+    return config
+
+
+def scoped_node(config: dict[str, Any]) -> str:
+    """The node a per-node instance decides for (``scope.node``, set from ``ALLOT_INSTANCE``); "" for all nodes."""
+    scope = config.get("scope")
+    if scope is None:
+        return ""
+    node = scope.get("node") if isinstance(scope, dict) else None
+    if not isinstance(scope, dict) or not isinstance(node, str | None):
+        raise InvalidConfig([FieldIssue(path="scope.node", message="must be a node name")])
+    return node or ""
 
 
 def timer_producer(service: str) -> str:

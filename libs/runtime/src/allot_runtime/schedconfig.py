@@ -39,9 +39,11 @@ from typing import Any
 
 import msgspec
 
+from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
 
-API_VERSIONS = ("kubescheduler.config.k8s.io/v1", "kubescheduler.config.k8s.io/v1beta3")
+API_GROUP = "kubescheduler.config.k8s.io/"
+API_VERSIONS = (f"{API_GROUP}v1", f"{API_GROUP}v1beta3")
 KIND = "KubeSchedulerConfiguration"
 
 _TOP = {
@@ -72,6 +74,7 @@ KNOWN_PLUGINS = {
     "NodeNUMAResource", "DeviceShare", "ElasticQuota", "Coscheduling", "Reservation", "LoadAwareScheduling",
     "NodeResourcesFitPlus", "ScarceResourceAvoidance", "DefaultPreBind", "CapacityScheduling", "SchedulingHint",
 }  # fmt: skip
+_UNKNOWN_PLUGIN = f"unknown plugin; known: {', '.join(sorted(KNOWN_PLUGINS))}"
 _SCORED = {
     "NodeResourcesFit": "nodeResourcesFit",
     "NodeNUMAResource": "nodeNUMAResource",
@@ -153,14 +156,17 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     warnings: list[FieldIssue]
 
 
-class SchedulerConfigError(ValueError):
-    def __init__(self, issues: list[FieldIssue]) -> None:
-        super().__init__("; ".join(f"{i.path}: {i.message}" for i in issues))
-        self.issues = issues
+class SchedulerConfigError(InvalidConfig):
+    pass
 
 
 def is_scheduler_config(data: Any) -> bool:
-    return isinstance(data, dict) and data.get("kind") == KIND
+    """Whether a config file holds a ``KubeSchedulerConfiguration`` (its kind or an ``apiVersion`` of its group, so
+    that a wrong version or kind is reported as this config's)."""
+    if not isinstance(data, dict):
+        return False
+    version = data.get("apiVersion")
+    return data.get("kind") == KIND or (isinstance(version, str) and version.startswith(API_GROUP))
 
 
 def _mapping(value: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
@@ -172,10 +178,22 @@ def _mapping(value: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
     return value
 
 
+def _list(value: Any, path: str, issues: list[FieldIssue]) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        issues.append(FieldIssue(path=path, message="must be a list"))
+        return []
+    return value
+
+
 def _unknown(value: dict[str, Any], allowed: set[str], path: str, issues: list[FieldIssue]) -> None:
-    for key in sorted(set(value) - allowed):
+    for key in sorted(set(value) - allowed, key=str):
         issues.append(
-            FieldIssue(path=f"{path}.{key}", message=f"unknown field; known: {', '.join(sorted(allowed))}")
+            FieldIssue(
+                path=f"{path}.{key}" if path else str(key),
+                message=f"unknown field; known: {', '.join(sorted(allowed))}",
+            )
         )
 
 
@@ -217,8 +235,9 @@ def translate(data: Any) -> SchedulerConfig:
     doc = _mapping(data, "", issues)
     if doc.get("apiVersion") not in API_VERSIONS:
         issues.append(FieldIssue(path="apiVersion", message=f"must be one of {', '.join(API_VERSIONS)}"))
+    if doc.get("kind") != KIND:
+        issues.append(FieldIssue(path="kind", message=f"must be {KIND}"))
     _unknown(doc, _TOP, "", issues)
-    issues[:] = [FieldIssue(path=i.path.lstrip("."), message=i.message) for i in issues]
     for key in sorted(set(doc) & _NOT_ACTED):
         warnings.append(FieldIssue(path=key, message="accepted; Allot does not act on it"))
     if doc.get("extenders"):
@@ -249,16 +268,18 @@ def translate(data: Any) -> SchedulerConfig:
             sets = _mapping(raw_set, f"{path}.plugins.{point}", issues)
             _unknown(sets, {"enabled", "disabled"}, f"{path}.plugins.{point}", issues)
             for which in ("enabled", "disabled"):
-                entries = sets.get(which) or []
-                for i, entry in enumerate(entries if isinstance(entries, list) else []):
+                entries = _list(sets.get(which), f"{path}.plugins.{point}.{which}", issues)
+                for i, entry in enumerate(entries):
                     where = f"{path}.plugins.{point}.{which}[{i}]"
                     if not isinstance(entry, dict):
                         issues.append(FieldIssue(path=where, message="must be {name, weight}"))
                         continue
                     _unknown(entry, {"name", "weight"}, where, issues)
                     name = entry.get("name")
-                    if name != "*" and name not in KNOWN_PLUGINS:
-                        issues.append(FieldIssue(path=f"{where}.name", message=f"unknown plugin {name!r}"))
+                    if not isinstance(name, str):
+                        issues.append(FieldIssue(path=f"{where}.name", message="must be a plugin name"))
+                    elif name != "*" and name not in KNOWN_PLUGINS:
+                        issues.append(FieldIssue(path=f"{where}.name", message=_UNKNOWN_PLUGIN, value=name))
                     elif point == "score" and name in _SCORED:
                         section = placement["scoring"].setdefault(_SCORED[name], {})
                         section["weight"] = entry.get("weight", 1) if which == "enabled" else 0
@@ -277,19 +298,22 @@ def translate(data: Any) -> SchedulerConfig:
                     + " settings change nothing",
                 )
             )
-        configs = profile.get("pluginConfig") or []
-        for c, raw_config in enumerate(configs if isinstance(configs, list) else []):
+        configs = _list(profile.get("pluginConfig"), f"{path}.pluginConfig", issues)
+        for c, raw_config in enumerate(configs):
             where = f"{path}.pluginConfig[{c}]"
             entry = _mapping(raw_config, where, issues)
             _unknown(entry, {"name", "args"}, where, issues)
             name = entry.get("name")
+            if not isinstance(name, str):
+                issues.append(FieldIssue(path=f"{where}.name", message="must be a plugin name"))
+                continue
             if name not in _ARGS:
                 if name in KNOWN_PLUGINS:
                     warnings.append(
                         FieldIssue(path=f"{where}.name", message=f"{name} args: accepted, not acted on")
                     )
                 else:
-                    issues.append(FieldIssue(path=f"{where}.name", message=f"unknown plugin {name!r}"))
+                    issues.append(FieldIssue(path=f"{where}.name", message=_UNKNOWN_PLUGIN, value=name))
                 continue
             args = dict(_mapping(entry.get("args"), f"{where}.args", issues))
             args.pop("apiVersion", None)

@@ -37,6 +37,7 @@ ALLOT_LEASE_RETRY_PERIOD_S  2                              renewal / acquisition
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -94,35 +95,68 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
 def read_config(path: Path, service: str) -> dict[str, Any]:
     """``service``'s decision config from a YAML/JSON file: Allot's own keys, or this service's part of a Koordinator
     ``KubeSchedulerConfiguration`` / ``DeschedulerConfiguration`` (errors name the field, as ``ALLOT_CONFIG_FILE``)."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InvalidInput([("ALLOT_CONFIG_FILE", f"cannot read {path}: {exc.strerror}")]) from exc
-    import yaml
-
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} is not valid YAML: {exc}")]) from exc
-    if not isinstance(data, dict):
-        raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} must hold a mapping")])
+    data = read_config_file(path)
     from allot_runtime.schedconfig import SchedulerConfigError, is_scheduler_config, translate
 
     if is_scheduler_config(data):  # Koordinator's KubeSchedulerConfiguration: this service's part of it
         try:
             translated = translate(data)
         except SchedulerConfigError as exc:
-            raise InvalidInput([(i.path, i.message) for i in exc.issues], subject=str(path)) from exc
+            raise InvalidInput(
+                [(i.path, str(i).removeprefix(f"{i.path}: ")) for i in exc.issues], subject=str(path)
+            ) from exc
         import logging
 
         for warning in translated.warnings:
             logging.getLogger("allot.config").warning("%s: %s: %s", path, warning.path, warning.message)
         return dict(translated.services.get(service, {}))
-    if (
-        data.get("kind") == "DeschedulerConfiguration"
-    ):  # Koordinator's descheduler config: reservation-manager's
-        return {"descheduler": data} if service == "reservation-manager" else {}
+    from allot_descheduling import is_descheduler_config
+
+    # Koordinator's descheduler config: reservation-manager's part; another service skips it only when the file says
+    # what it is (a key such as profiles: in its own file is refused by its parser, never ignored)
+    if service == "reservation-manager" and is_descheduler_config(data):
+        return {"descheduler": data}
+    if is_descheduler_config(data, by_keys=False):
+        return {}
     return data
+
+
+def read_config_file(path: Path, setting: str = "ALLOT_CONFIG_FILE") -> dict[str, Any]:
+    """A YAML (or JSON) config file as its parsers get it: a mapping, read as Kubernetes reads its config files
+    (YAML turned into JSON: keys are strings, ``1:`` and ``true:`` included; dates are their text), or
+    :class:`InvalidInput` saying in one line why it cannot be read."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise InvalidInput([(setting, f"cannot read {path}: {exc.strerror}")]) from exc
+    except (yaml.YAMLError, ValueError) as exc:
+        raise InvalidInput([(setting, f"{path} is not valid YAML: {' '.join(str(exc).split())}")]) from exc
+    if not isinstance(data, dict):
+        raise InvalidInput([(setting, f"{path} must hold a mapping")])
+    return as_json(data)  # type: ignore[no-any-return]
+
+
+def as_json(value: Any) -> Any:
+    """``value`` with every mapping key a string (``true``, ``null``, ``1``) and dates as ISO text, as YAML read
+    into JSON has them."""
+    if isinstance(value, dict):
+        return {_json_key(k): as_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value, key=str) if isinstance(value, set | frozenset) else value
+        return [as_json(v) for v in items]
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return value
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, bool) or key is None:
+        return "null" if key is None else str(key).lower()
+    return str(key)
 
 
 _FIELDS = {

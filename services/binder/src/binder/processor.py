@@ -45,7 +45,7 @@ from allot_contracts.events import (
     QuotaStatusPublished,
     QuotaStatusSynced,
 )
-from allot_runtime.processor import Emit
+from allot_runtime.processor import Emit, config_keys
 from binder.evictions import EvictionRequests
 
 MODES = ("standalone", "kubernetes")
@@ -95,7 +95,7 @@ class Binder:
     )
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
-        mode = str((config or {}).get("mode", "standalone"))
+        mode = str(config_keys(config, ("mode",), "binder").get("mode", "standalone"))
         if mode not in MODES:
             raise InvalidInput(
                 [("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")], subject="binder config"

@@ -35,6 +35,7 @@ from typing import Any
 import msgspec
 
 from allot_contracts.envelope import stream_id
+from allot_contracts.errors import InvalidConfig
 from allot_contracts.events import (
     ColocationConfigApplied,
     ColocationConfigDeleted,
@@ -82,9 +83,9 @@ TYPES = frozenset(
 )
 
 
-class ConfigError(ValueError):
+class ConfigError(InvalidConfig):
     def __init__(self, errors: list[FieldIssue]) -> None:
-        super().__init__("; ".join(str(e) for e in errors))
+        super().__init__(errors)
         self.errors = errors
 
 

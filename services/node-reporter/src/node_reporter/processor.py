@@ -48,7 +48,7 @@ from allot_contracts.objects.nodes import (
     capacity_summary,
     device_summary,
 )
-from allot_runtime.processor import Emit
+from allot_runtime.processor import Emit, config_keys, scoped_node
 from node_reporter.metrics.report import nodemetric_decision
 
 
@@ -69,7 +69,8 @@ class NodeReporter:
     SCOPED: ClassVar[bool] = True  # one instance per node (a DaemonSet pod) decides for its own node only
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
-        self.node = str(((config or {}).get("scope") or {}).get("node") or "")
+        # "agent": the per-node agent's settings (adapters/agent.py, checked by main before anything starts)
+        self.node = scoped_node(config_keys(config, ("scope", "agent"), "node-reporter"))
         self.nodes: dict[str, str] = {}  # name -> resourceVersion-ish summary (capacity text)
         self.devices: dict[str, int] = {}
         self.topologies: set[str] = set()

@@ -50,7 +50,7 @@ from allot_contracts.events import (
 )
 from allot_contracts.events.qos import CgroupTarget, QosPlan, ResctrlGroup
 from allot_contracts.objects.pod import Pod
-from allot_runtime.processor import Emit
+from allot_runtime.processor import Emit, scoped_node
 from qos_enforcer.config import QosConfig, agent_settings, parse_config
 from qos_enforcer.plan import (
     NodePlan,
@@ -110,7 +110,7 @@ class QosEnforcer:
     SCOPED: ClassVar[bool] = True  # one instance per node (a DaemonSet pod) decides for its own node
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
-        self.node = str(((config or {}).get("scope") or {}).get("node") or "")
+        self.node = scoped_node(config or {})
         self.config: QosConfig = parse_config(config)
         agent_settings(config, {})  # the node agent's block is checked with the rest, before anything starts
         # pod -> (uid, manifest, the pod as the door read it), from its submission until it is bound

@@ -7,8 +7,10 @@ profiles first, as Koordinator's mutating webhook does (:meth:`allot_cli.manifes
 path and reason, and the command then exits 1; with ``--atomic`` nothing is recorded unless every document is
 valid. Anything read but not acted on is printed as a warning per object. Valid documents are appended in large
 batches (one transaction per ``CHUNK_EVENTS`` events), their event ids fixed before the first attempt, so a batch retried after a lost connection
-is recorded once. Transient database failures are retried with backoff; if the database stays away, the command
-says exactly which documents were recorded and which were not. By default the command then waits until the services
+is recorded once. Transient database failures (a lost connection, a restarting server, a connection the driver left
+in a broken state) are retried with backoff, while recording and while waiting; after a retry the command ends by
+saying what was recorded, and if the database stays away it says exactly which documents were recorded and which
+were not. By default the command then waits until the services
 have handled what it recorded (``--no-wait`` returns at once; ``--wait-each`` records and waits one document at a
 time, which makes a running stack decide in exactly the order ``allot sim run`` does).
 """
@@ -92,14 +94,18 @@ async def existing_pods(store: EventStore, inputs: list[Input]) -> list[str]:
     return clashes
 
 
-async def retrying(action: Callable[[], Awaitable[T]], *, what: str) -> T:
-    """Run ``action``, retrying transient failures (the database restarting, a lost connection) with backoff."""
+async def retrying(action: Callable[[], Awaitable[T]], *, what: str, retried: list[str] | None = None) -> T:
+    """Run ``action``, retrying transient failures (the database restarting, a lost connection, a connection left in
+    a broken state: every driver error the store reports as :class:`TransientError`) with backoff; each retry is
+    noted in ``retried``."""
     for attempt, delay in enumerate((*RETRY_DELAYS, None), start=1):
         try:
             return await action()
         except TransientError as exc:
             if delay is None:
                 raise
+            if retried is not None:
+                retried.append(what)
             print(
                 f"allot: {what}: {exc}; retrying in {delay:g}s (attempt {attempt} of {len(RETRY_DELAYS)})",
                 file=sys.stderr,
@@ -207,20 +213,39 @@ async def record(
                 )
             )
         done: list[Planned] = []
+        retried: list[str] = []
         for chunk in _chunks(plan, 1 if wait_each else CHUNK_EVENTS):
             news = [new for planned in chunk for new in planned.news]
             try:
-                await retrying(functools.partial(store.append, news, producer="api"), what="recording")
+                await retrying(
+                    functools.partial(store.append, news, producer="api"), what="recording", retried=retried
+                )
             except TransientError as exc:
                 raise UsageError(await _report_partial(store, done, plan[len(done) :], exc)) from exc
             done.extend(chunk)
             print("\n".join(line for planned in chunk for line in _describe(planned.item)), flush=True)
-            if wait_each:
-                await retrying(lambda: wait_idle(store, timeout=timeout), what="waiting for the services")
-        if wait and not wait_each:
-            await retrying(lambda: wait_idle(store, timeout=timeout), what="waiting for the services")
+            if wait_each or (wait and len(done) == len(plan)):
+                await _wait(store, timeout, done, plan[len(done) :], retried)
+        if retried:  # the database went away and came back: say plainly that nothing was lost
+            print(f"recorded: {_ranges([p.item.document for p in done]) or 'nothing'}", file=sys.stderr)
     finally:
         await store.close()
+
+
+async def _wait(
+    store: EventStore, timeout: float, done: list[Planned], rest: list[Planned], retried: list[str]
+) -> None:
+    """Wait for the services, retrying transient failures; when the database stays away, the error says what was
+    recorded (all of ``done``) and what was not."""
+    what = "waiting for the services"
+    try:
+        await retrying(lambda: wait_idle(store, timeout=timeout), what=what, retried=retried)
+    except TransientError as exc:
+        lines = [f"{what} failed: the event log is unavailable ({exc}); stopped"]
+        lines.append(f"recorded: {_ranges([p.item.document for p in done]) or 'nothing'}")
+        if rest:
+            lines.append(f"not recorded: {_ranges([p.item.document for p in rest])}")
+        raise UsageError("\n  ".join(lines)) from exc
 
 
 DOOR_TYPES = (

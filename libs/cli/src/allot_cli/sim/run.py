@@ -3,64 +3,79 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, TypeVar
 
 from allot_cli.decisions import decisions
 from allot_cli.documents import load_documents
 from allot_cli.errors import InputError
 from allot_cli.manifests import Door, to_input
-from allot_cli.pipeline import SERVICES
+from allot_cli.pipeline import SERVICES, build
 from allot_cli.simulator import Simulation
 from allot_cli.views import ClusterView
+from allot_contracts.errors import InvalidConfig, InvalidInput
+from allot_runtime.settings import read_config_file
+
+T = TypeVar("T")
 
 
 def load_config(path: str | None) -> dict[str, dict[str, Any]]:
     """``--config FILE``: either a mapping of service name to its decision config (``device-allocator: {…}``,
     ``quota-manager: {…}``, ``gang-coordinator: {…}``), a placement config alone (the device-allocator's), Koordinator's
-    KubeSchedulerConfiguration, or its DeschedulerConfiguration (reservation-manager's ``descheduler:``)."""
+    KubeSchedulerConfiguration, or its DeschedulerConfiguration (reservation-manager's ``descheduler:``). Every
+    service's part is loaded here, so a bad one is an :class:`InputError` naming the file and each refused field."""
     if not path:
         return {}
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(f"cannot read config {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a mapping")
-    from allot_runtime.schedconfig import SchedulerConfigError, is_scheduler_config, translate
+        data = read_config_file(Path(path), "--config")
+    except InvalidInput as exc:
+        raise InputError(f"cannot read config {path}: {'; '.join(m for _, m in exc.issues)}") from exc
+    from allot_descheduling import is_descheduler_config
+    from allot_runtime.schedconfig import is_scheduler_config, translate
 
-    if is_scheduler_config(
-        data
-    ):  # Koordinator's KubeSchedulerConfiguration, mapped onto the services' configs
-        try:
-            translated = translate(data)
-        except SchedulerConfigError as exc:
-            lines = "\n  ".join(f"{i.path}: {i.message}" for i in exc.issues)
-            raise InputError(f"{path}: invalid KubeSchedulerConfiguration:\n  {lines}") from exc
+    # Koordinator's KubeSchedulerConfiguration, mapped onto the services' configs
+    if is_scheduler_config(data):
+        translated = _checked(path, "KubeSchedulerConfiguration", lambda: translate(data))
         for warning in translated.warnings:
             print(f"warning: {path}: {warning.path}: {warning.message}", file=sys.stderr)
-        return {name: config for name, config in translated.services.items() if config}
-    if (
-        data.get("kind") == "DeschedulerConfiguration"
-    ):  # Koordinator's descheduler config: reservation-manager's
-        from reservation_manager.processor import ReservationManager
-
-        try:
-            ReservationManager({"descheduler": data})
-        except ValueError as exc:
-            issues = getattr(exc, "issues", None) or [exc]
-            lines = "\n  ".join(str(i) for i in issues)
-            raise InputError(f"{path}: invalid DeschedulerConfiguration:\n  {lines}") from exc
-        return {"reservation-manager": {"descheduler": data}}
-    if data and all(str(k) in SERVICES for k in data):
-        return {str(k): dict(v or {}) for k, v in data.items()}
-    if any(str(k) in SERVICES for k in data):
+        configs = {name: config for name, config in translated.services.items() if config}
+    elif is_descheduler_config(data):  # Koordinator's descheduler config: reservation-manager's
+        configs = {"reservation-manager": {"descheduler": data}}
+    elif all(str(k) in SERVICES for k in data):
+        bad = [str(k) for k, v in data.items() if v is not None and not isinstance(v, dict)]
+        if bad:
+            raise InputError(f"{path}: {bad[0]}: must be a mapping (that service's decision config)")
+        configs = {str(k): dict(v or {}) for k, v in data.items()}
+    elif any(str(k) in SERVICES for k in data):
         raise InputError(f"{path}: mixes service names and placement settings; use one form")
-    return {"device-allocator": dict(data)}
+    elif "descheduler" in data:
+        raise InputError(
+            f"{path}: descheduler: belongs to reservation-manager's config: write reservation-manager: "
+            "{descheduler: …}, or give the DeschedulerConfiguration alone"
+        )
+    else:
+        configs = {"device-allocator": dict(data)}
+    for name, config in configs.items():
+        what = "DeschedulerConfiguration" if is_descheduler_config(data) else f"{name} config"
+        _checked(path, what, functools.partial(build, name, config))
+    return configs
+
+
+def _checked(path: str, what: str, load: Callable[[], T]) -> T:
+    """``load()``, or an :class:`InputError` naming the file and every refused field (one line each)."""
+    try:
+        return load()
+    except InvalidConfig as exc:
+        issues = [str(i) for i in exc.issues] or [str(exc)]
+    except InvalidInput as exc:
+        issues = [f"{p}: {m}" if p else m for p, m in exc.issues] or [str(exc)]
+    if len(issues) == 1:
+        raise InputError(f"{path}: invalid {what}: {issues[0]}")
+    raise InputError(f"{path}: invalid {what}:\n  " + "\n  ".join(issues))
 
 
 def final_state(sim: Simulation, view: ClusterView) -> dict[str, Any]:
