@@ -119,10 +119,10 @@ class _Writer:
         await self.conn.execute("ANALYZE events")
 
 
-def _rounds(pods_csv: Path) -> Iterator[list[dict[str, Any]]]:
+def _rounds(pods_csv: Path, window: int) -> Iterator[list[dict[str, Any]]]:
     from allot_cli.bench.e2e import _pod_docs
 
-    trace = _pod_docs(pods_csv, WINDOW)
+    trace = _pod_docs(pods_csv, window)
     number = 0
     while True:
         yield [
@@ -132,7 +132,9 @@ def _rounds(pods_csv: Path) -> Iterator[list[dict[str, Any]]]:
         number += 1
 
 
-async def build_history(url: str, events: int, *, nodes_csv: Path, pods_csv: Path) -> History:
+async def build_history(
+    url: str, events: int, *, nodes_csv: Path, pods_csv: Path, window: int = WINDOW
+) -> History:
     """Write a log of at least ``events`` events (it ends after a whole round) into the empty database ``url``."""
     from allot_cli.bench.e2e import _cluster_docs
 
@@ -151,7 +153,7 @@ async def build_history(url: str, events: int, *, nodes_csv: Path, pods_csv: Pat
         apply(_cluster_docs(nodes_csv))
         previous: list[dict[str, Any]] = []
         pods = 0
-        rounds = _rounds(pods_csv)
+        rounds = _rounds(pods_csv, window)
         while len(sim.store.events) < events:
             current = next(rounds)
             apply([_delete(pod) for pod in previous])

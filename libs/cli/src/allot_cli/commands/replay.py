@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,11 +26,11 @@ import msgspec
 from allot_bus.adapters.nats import connect
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
 from allot_cli.pipeline import PROCESSORS, build_instance, instances
+from allot_cli.verify_jobs import Service, verify_all
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
-from allot_eventstore.verify import verify_chain
 from allot_runtime.processor import Host
-from allot_runtime.replay import rebuild, verify_many
+from allot_runtime.replay import Verified, rebuild
 
 
 def load_configs(config_dir: Path | None) -> dict[str, dict[str, Any]]:
@@ -76,9 +77,30 @@ async def run(args: argparse.Namespace) -> int:
     try:
         head = await store.head()
         until = args.until or head[0]
+        report["decisions"] = {}
+        producers = await store.producers()
+        if (
+            "binder.kube" in producers
+        ):  # the binder ran in Kubernetes mode: its decisions were binding requests
+            configs.setdefault("binder", {}).setdefault("mode", "kubernetes")
+        groups = [
+            Service(service, tuple(instances(service, producers)), configs.get(service, {}))
+            for service, _ in PROCESSORS
+        ]
+        names = [name for group in groups for name in group.instances]
+        # A service decides up to its checkpoint; what comes after it is lag (not yet decided), never a mismatch.
+        checkpoints = await store.checkpoints()
+        through = {name: checkpoints.get(name, 0) for name in names}
+        verified: dict[str, Verified] = {}
         if args.verify:
-            chain = await verify_chain(
-                store.iterate(until=head[0]), head=head, expected_head=args.expect_head
+            chain, verified = await verify_all(
+                ep.database_url,
+                groups,
+                head=head,
+                until=until,
+                through=through,
+                expected_head=args.expect_head,
+                jobs=args.jobs,
             )
             report["chain"] = msgspec.to_builtins(chain)
             _say(
@@ -89,27 +111,8 @@ async def run(args: argparse.Namespace) -> int:
                 _say(args, f"MISMATCH: {chain.problem}")
                 report["ok"] = False
                 return _finish(args, report, 1)
-        report["decisions"] = {}
-        producers = await store.producers()
-        if (
-            "binder.kube" in producers
-        ):  # the binder ran in Kubernetes mode: its decisions were binding requests
-            configs.setdefault("binder", {}).setdefault("mode", "kubernetes")
-        hosts = [
-            (name, Host(build_instance(service, name, configs.get(service, {})), name=name))
-            for service, _ in PROCESSORS
-            for name in instances(service, producers)
-        ]
-        # A service decides up to its checkpoint; what comes after it is lag (not yet decided), never a mismatch.
-        checkpoints = await store.checkpoints()
-        through = {name: checkpoints.get(name, 0) for name, _ in hosts}
-        verified = (
-            await verify_many([h for _, h in hosts], store, until=until, through=through)
-            if args.verify
-            else {}
-        )
         report["behind"] = {}
-        for name, host in hosts:
+        for group, name in ((g, n) for g in groups for n in g.instances):
             if args.verify:
                 result = verified[name]
                 mismatches = result.mismatches
@@ -137,15 +140,16 @@ async def run(args: argparse.Namespace) -> int:
                     _say(args, f"MISMATCH: {mismatches[0].describe()}")
                     return _finish(args, report, 1)
             else:
+                host = Host(build_instance(group.service, name, group.config), name=name)
                 await rebuild(host, store, until=until)
                 report["decisions"][name] = {"digest": host.digest()}
                 _say(args, f"projection   {name:<20} digest {host.digest()[:16]}…")
         if args.verify and not args.no_live:
-            states = await live_states(ep, [name for name, _ in hosts])
+            states = await live_states(ep, names)
             report["live"] = {}
             if not states:
                 _say(args, "live         no running service answered; compared the log with itself only")
-            for name, _ in hosts:
+            for name in names:
                 service = name.split("@", 1)[0]
                 state = states.get(name)
                 if state is None:
@@ -212,5 +216,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--until", type=int, help="stop at this log position")
     p.add_argument("--config-dir", help="directory with <service>.yaml decision configs")
     p.add_argument("--no-live", action="store_true", help="do not compare with running services")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes verifying at once (default: one per CPU); the result is the same for any number",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_replay)
