@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import report
+from allot_cli.bench._history import History
 from allot_cli.bench.append import postgres_server
 from allot_cli.bench.placement import DEFAULT_NODES, DEFAULT_PODS
-from allot_cli.bench.replay import History, MiB, history, machine, sizes
+from allot_cli.bench.replay import MiB, history, machine, sizes
 from allot_cli.errors import UsageError
 from allot_cli.pipeline import PROCESSORS, build_instance, instances
 from allot_eventstore.postgres import PostgresEventStore
