@@ -115,6 +115,25 @@ _OUTPUTS = (
 COPY_FROM = 64  # batches of at least this many new events are written with COPY (faster per row)
 
 
+def copy_row(record: RecordedEvent) -> tuple[Any, ...]:
+    """An already-recorded event as a row of the events table, in ``EVENT_COLUMNS`` order (for COPY)."""
+    return (
+        record.position,
+        record.event_id,
+        record.stream_id,
+        record.stream_version,
+        record.type,
+        record.schema_version,
+        record.causation_id,
+        record.correlation_id,
+        record.producer,
+        to_datetime(record.recorded_at),
+        record.payload.decode(),
+        record.hash,
+        json.dumps(record.metadata) if record.metadata else "{}",
+    )
+
+
 def _row_to_record(row: Any) -> RecordedEvent:
     metadata = row[12]
     return RecordedEvent(

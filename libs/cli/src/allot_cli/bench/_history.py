@@ -25,10 +25,8 @@ import asyncpg
 from allot_cli.documents import Document
 from allot_cli.manifests import Door, to_input
 from allot_cli.simulator import Simulation
-from allot_contracts.envelope import RecordedEvent
-from allot_eventstore.clock import to_datetime
 from allot_eventstore.migrate import migrate
-from allot_eventstore.postgres import EVENT_COLUMNS
+from allot_eventstore.postgres import EVENT_COLUMNS, copy_row
 from allot_eventstore.urls import plain_url
 
 WINDOW = 2000  # pods per round: submitted, decided, then deleted in the next round
@@ -44,29 +42,6 @@ class History:
 
 def _progress(text: str) -> None:
     print(f"bench history: {text}", file=sys.stderr, flush=True)
-
-
-def _row(record: RecordedEvent) -> tuple[Any, ...]:
-    metadata = "{}"
-    if record.metadata:
-        import json
-
-        metadata = json.dumps(record.metadata)
-    return (
-        record.position,
-        record.event_id,
-        record.stream_id,
-        record.stream_version,
-        record.type,
-        record.schema_version,
-        record.causation_id,
-        record.correlation_id,
-        record.producer,
-        to_datetime(record.recorded_at),
-        record.payload.decode(),
-        record.hash,
-        metadata,
-    )
 
 
 def _delete(pod: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +69,7 @@ class _Writer:
             return
         for record in fresh:
             self.versions[record.stream_id] = record.stream_version
-        await self.conn.copy_records_to_table("events", records=map(_row, fresh), columns=EVENT_COLUMNS)
+        await self.conn.copy_records_to_table("events", records=map(copy_row, fresh), columns=EVENT_COLUMNS)
         # The simulator reads only records after its cursor and the store only the last one (the chain's previous
         # hash), so what is written can be replaced by one shared placeholder.
         if self.sim.cursor == len(events):

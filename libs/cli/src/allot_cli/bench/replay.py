@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from allot_cli.errors import UsageError
 from allot_eventstore.urls import with_database
 from allot_runtime.memory import tree_rss
 
-GOALS = {"events_per_s": 20_000, "peak_rss_mib": 300}
+GOALS: dict[str, float] = {"events_per_s": 20_000, "peak_rss_mib": 300}
 MiB = 1024 * 1024
 
 
@@ -44,15 +45,20 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    history_arguments(p)
+    p.set_defaults(func=run)
+
+
+def history_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of the benchmarks that run on built logs (this one and ``allot bench restart``)."""
     p.add_argument("--events", default="300000", help="log sizes, comma-separated (default 300000)")
     p.add_argument(
-        "--runs", type=int, default=3, help="verify runs per size; the median is reported (default 3)"
+        "--runs", type=int, default=3, help="timed runs per size; the median is reported (default 3)"
     )
     p.add_argument("--fresh", action="store_true", help="rebuild a kept log instead of reusing it")
     p.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help="openb node list CSV")
     p.add_argument("--pods-csv", type=Path, default=DEFAULT_PODS, help="openb pod list CSV")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
 
 
 def sizes(text: str) -> list[int]:
@@ -144,26 +150,39 @@ def machine() -> dict[str, Any]:
     }
 
 
-def run(args: argparse.Namespace) -> int:
+def on_logs(
+    args: argparse.Namespace, goals: dict[str, float], measure_one: Callable[[str, int], dict[str, Any]]
+) -> int:
+    """Build or reuse a log of each ``--events`` size, measure it with ``measure_one(url, events)`` and print the
+    figures per size with the goals and the machine (this benchmark and ``allot bench restart``)."""
     targets = sizes(args.events)
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
-    result: dict[str, Any] = {"goals": GOALS, "machine": machine(), "runs": args.runs, "sizes": {}}
+    result: dict[str, Any] = {"goals": goals, "machine": machine(), "runs": args.runs, "sizes": {}}
     with postgres_server() as (server_url, source):
         result["server"] = source
         for events in targets:
             url, built = asyncio.run(history(server_url, events, args, keep=source == "environment"))
             head = built.events if isinstance(built, History) else built
-            runs = verify_runs(url, args.runs)
-            seconds = statistics.median(r["seconds"] for r in runs)
             result["sizes"][str(events)] = {
                 "events": head,
                 "built": built.__dict__ if isinstance(built, History) else "kept",
-                "seconds": seconds,
-                "events_per_s": round(head / seconds),
-                "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
-                "runs": runs,
+                **measure_one(url, head),
             }
     result["machine"]["load_average_after"] = round(os.getloadavg()[0], 2)
     report(result, as_json=args.json)
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    def verify(url: str, events: int) -> dict[str, Any]:
+        runs = verify_runs(url, args.runs)
+        seconds = statistics.median(r["seconds"] for r in runs)
+        return {
+            "seconds": seconds,
+            "events_per_s": round(events / seconds),
+            "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
+            "runs": runs,
+        }
+
+    return on_logs(args, GOALS, verify)

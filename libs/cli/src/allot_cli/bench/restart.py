@@ -21,14 +21,9 @@ import statistics
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from allot_cli.bench import report
-from allot_cli.bench._history import History
-from allot_cli.bench.append import postgres_server
-from allot_cli.bench.placement import DEFAULT_NODES, DEFAULT_PODS
-from allot_cli.bench.replay import MiB, history, machine, sizes
+from allot_cli.bench.replay import MiB, history_arguments, on_logs
 from allot_cli.errors import UsageError
 from allot_cli.pipeline import PROCESSORS, build_instance, instances
 from allot_eventstore.postgres import PostgresEventStore
@@ -36,7 +31,7 @@ from allot_runtime.memory import tree_rss
 from allot_runtime.processor import Host
 from allot_runtime.replay import rebuild
 
-GOALS = {"ready_s": 5.0}
+GOALS: dict[str, float] = {"ready_s": 5.0}
 
 
 def register(subparsers: Any) -> None:
@@ -46,14 +41,7 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--events", default="300000", help="log sizes, comma-separated (default 300000)")
-    p.add_argument(
-        "--runs", type=int, default=3, help="restarts per size; the median is reported (default 3)"
-    )
-    p.add_argument("--fresh", action="store_true", help="rebuild a kept log instead of reusing it")
-    p.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help="openb node list CSV")
-    p.add_argument("--pods-csv", type=Path, default=DEFAULT_PODS, help="openb pod list CSV")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    history_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -112,26 +100,17 @@ def restart(url: str, services: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    targets = sizes(args.events)
-    if args.runs < 1:
-        raise UsageError("--runs must be at least 1")
-    result: dict[str, Any] = {"goals": GOALS, "machine": machine(), "runs": args.runs, "sizes": {}}
-    with postgres_server() as (server_url, source):
-        result["server"] = source
-        for events in targets:
-            url, built = asyncio.run(history(server_url, events, args, keep=source == "environment"))
-            services = asyncio.run(_instances(url))
-            runs = [restart(url, services) for _ in range(args.runs)]
-            digests = {name: {r["services"][name]["digest"] for r in runs} for name, _ in services}
-            if any(len(found) != 1 for found in digests.values()):
-                raise UsageError(f"restarts rebuilt different projections: {digests}")
-            result["sizes"][str(events)] = {
-                "events": built.events if isinstance(built, History) else built,
-                "ready_s": statistics.median(r["ready_s"] for r in runs),
-                "slowest_rebuild_s": statistics.median(r["slowest_rebuild_s"] for r in runs),
-                "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
-                "runs": runs,
-            }
-    result["machine"]["load_average_after"] = round(os.getloadavg()[0], 2)
-    report(result, as_json=args.json)
-    return 0
+    def restarts(url: str, events: int) -> dict[str, Any]:
+        services = asyncio.run(_instances(url))
+        runs = [restart(url, services) for _ in range(args.runs)]
+        digests = {name: {r["services"][name]["digest"] for r in runs} for name, _ in services}
+        if any(len(found) != 1 for found in digests.values()):
+            raise UsageError(f"restarts rebuilt different projections: {digests}")
+        return {
+            "ready_s": statistics.median(r["ready_s"] for r in runs),
+            "slowest_rebuild_s": statistics.median(r["slowest_rebuild_s"] for r in runs),
+            "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
+            "runs": runs,
+        }
+
+    return on_logs(args, GOALS, restarts)
