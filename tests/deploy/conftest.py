@@ -109,9 +109,11 @@ def accepted_env() -> frozenset[str]:
     The service settings (which the relay reads a subset of), ALLOT_MIGRATIONS_DIR, which ``allot migrate``
     honours (checked by behaviour rather than taken on trust), and the variables of ``allot kube-sync``
     (ALLOT_SCHEDULER_NAME, ALLOT_KUBECONFIG; tests/kube runs the process with both set and checks their effect), and
-    qos-enforcer's node agent switches (ALLOT_QOS_AGENT, ALLOT_QOS_DRY_RUN; services/qos-enforcer/tests check them).
+    qos-enforcer's node agent switches (ALLOT_QOS_AGENT, ALLOT_QOS_DRY_RUN; services/qos-enforcer/tests check them),
+    and the relay's anchor settings (ALLOT_ANCHOR_*; libs/cli/tests/test_anchor_settings.py checks them).
     """
     from allot_cli.kube.process import ENVIRONMENT as KUBE_SYNC
+    from allot_cli.relay_process import ENVIRONMENT as RELAY
     from allot_eventstore import migrate
     from allot_runtime import settings
     from qos_enforcer.config import ENVIRONMENT as QOS_AGENT
@@ -119,26 +121,32 @@ def accepted_env() -> frozenset[str]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ALLOT_MIGRATIONS_DIR", "/somewhere/else")
         assert migrate.migrations_dir() == Path("/somewhere/else")
-    return frozenset({*settings._FIELDS.values(), "ALLOT_MIGRATIONS_DIR", *KUBE_SYNC, *QOS_AGENT})
+    return frozenset({*settings._FIELDS.values(), "ALLOT_MIGRATIONS_DIR", *KUBE_SYNC, *QOS_AGENT, *RELAY})
 
 
 @pytest.fixture(scope="session")
 def build_processor() -> Callable[[str, dict[str, Any]], object]:
     """Build a service's processor with a decision config, through the service's real ``main`` wiring.
 
-    Each ``main()`` hands its processor factory to ``service_main``; we capture that factory instead of running the
-    service, then call it with the config exactly as the service does at start (where a bad config exits with 2).
+    Each ``main()`` hands its processor factory (and what it adds to the config, ``prepare``) to ``service_main``; we
+    capture them instead of running the service, then build with the config exactly as the service does at start
+    (where a bad config exits with 2).
     """
     import importlib
 
     def build(service: str, config: dict[str, Any]) -> object:
         module = importlib.import_module(f"{service.replace('-', '_')}.main")
-        captured: list[Callable[[dict[str, Any]], object]] = []
+        captured: list[tuple[Callable[[dict[str, Any]], object], Any]] = []
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(module, "service_main", lambda name, factory, **_: captured.append(factory))
+            mp.setattr(
+                module,
+                "service_main",
+                lambda name, factory, prepare=None, **_: captured.append((factory, prepare)),
+            )
             module.main()
         assert len(captured) == 1, f"{service}.main did not call service_main once"
-        return captured[0](config)
+        factory, prepare = captured[0]
+        return factory(prepare(config) if prepare is not None else config)
 
     return build
 

@@ -84,6 +84,7 @@ CUSTOM: Values = {
         "mutating": {"enabled": False},
     },
     "config": {"gang-coordinator": {"defaultTimeout": "10m"}},
+    "anchor": {"existingSecret": {"name": "relay-signing", "key": "ed25519.pem"}, "everyEvents": 500},
 }
 CASES = {
     "defaults": ("allot", "allot-system", {}),
@@ -625,7 +626,37 @@ def test_replicas_budgets_and_priority_follow_the_values(rendered: dict[str, lis
         "name": "pg-credentials",
         "key": "dsn",
     }
+    # The user's anchor key, mounted where the relay reads it; the chart generates none.
+    assert {v["name"]: v for v in pod(workloads(objects)["relay"])["volumes"]}["anchor-key"]["secret"] == {
+        "secretName": "relay-signing",
+        "defaultMode": 0o440,
+        "items": [{"key": "ed25519.pem", "path": "key.pem"}],
+    }
+    assert env_of(container)["ALLOT_ANCHOR_EVERY_EVENTS"]["value"] == "500"
     assert by_kind(objects, "Secret") == {}
+
+
+def test_by_default_the_relay_signs_with_a_key_the_chart_generates_once(
+    rendered: dict[str, list[Obj]], tmp_path: Path
+) -> None:
+    from allot_eventstore.anchor_keys import load_signing_key
+
+    objects = rendered["defaults"]
+    secret = by_kind(objects, "Secret")["allot-anchor-key"]
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    key = tmp_path / "key.pem"
+    key.write_text(secret["stringData"]["key.pem"])
+    load_signing_key(key)  # an Ed25519 private key the relay can use
+    relay = pod(workloads(objects)["relay"])
+    (container,) = relay["containers"]
+    mount = {m["name"]: m for m in container["volumeMounts"]}["anchor-key"]
+    volume = {v["name"]: v for v in relay["volumes"]}["anchor-key"]
+    assert volume["secret"]["secretName"] == "allot-anchor-key"
+    path = f"{mount['mountPath']}/{volume['secret']['items'][0]['path']}"
+    assert env_of(container)["ALLOT_ANCHOR_KEY_FILE"]["value"] == path
+    assert relay["securityContext"]["fsGroup"] == relay["securityContext"]["runAsGroup"], (
+        "readable by the relay"
+    )
 
 
 # -- admission webhooks --------------------------------------------------------------------------------------------

@@ -305,6 +305,25 @@ def test_every_process_gets_the_database_url_from_the_secret(base: list[Obj]) ->
             assert url.startswith("secret:"), f"{component(obj)}: ALLOT_DATABASE_URL must come from a Secret"
 
 
+def test_the_relay_signs_with_the_key_in_the_anchor_secret(base: list[Obj]) -> None:
+    from allot_eventstore.anchor import CheckpointPolicy
+
+    (relay,) = [o for o in workloads(base) if component(o) == "relay"]
+    (container,) = containers(relay)
+    env = environment(base, container)
+    CheckpointPolicy.from_env(env)  # the intervals are ones the relay accepts
+    mount = {m["name"]: m for m in container["volumeMounts"]}["anchor-key"]
+    secret = {v["name"]: v for v in pod(relay)["volumes"]}["anchor-key"]["secret"]
+    assert env["ALLOT_ANCHOR_KEY_FILE"] == f"{mount['mountPath']}/{secret['items'][0]['path']}"
+    assert secret["defaultMode"] == 0o440 and pod(relay)["securityContext"]["fsGroup"] == 10001
+    example = yaml.safe_load((K8S / "anchor-key-secret.example.yaml").read_text())
+    assert (example["metadata"]["name"], set(example["stringData"])) == (
+        secret["secretName"],
+        {secret["items"][0]["key"]},
+    )
+    assert not any(o["kind"] == "Secret" for o in base), "the base never carries a key"
+
+
 def test_long_running_processes_get_the_shared_settings(base: list[Obj]) -> None:
     for obj, container in long_running(base):
         env = environment(base, container)

@@ -86,3 +86,4 @@ def test_pods_are_bound_exactly_once_when_the_device_allocator_is_killed_mid_flo
     verify = stack.run("replay", "--verify")
     assert "replay verification FAILED" not in verify.stderr
     assert "all reproduce" in verify.stdout and "matches the log" in verify.stdout
+    assert "anchor       ok:" in verify.stdout, "the relay sealed the log with the key the stack generated"

@@ -95,6 +95,17 @@ key: url
 {{- end -}}
 {{- end -}}
 
+{{/* The relay's anchor key (docs/security.md, "The anchored chain"): the Secret and key holding it. */}}
+{{- define "allot.anchorSecret" -}}
+{{- if .Values.anchor.existingSecret.name -}}
+name: {{ .Values.anchor.existingSecret.name }}
+key: {{ .Values.anchor.existingSecret.key | default "key.pem" }}
+{{- else -}}
+name: {{ include "allot.fullname" . }}-anchor-key
+key: key.pem
+{{- end -}}
+{{- end -}}
+
 {{- define "allot.natsUrl" -}}
 {{- include "allot.checks" . -}}
 {{- if .Values.nats.url -}}

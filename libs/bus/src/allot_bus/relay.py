@@ -23,6 +23,9 @@ database), it is purged and refilled: the log wins.
 An event the server refuses (larger than ``max_payload``, the stream full) is never skipped: the relay logs an error
 naming it and retries with backoff, and consumers read the log from PostgreSQL meanwhile.
 
+After each round the relay passes the position it has published through to ``on_published`` (if given): the hook
+where :class:`allot_eventstore.anchor_log.Sealer` signs checkpoints of the log (docs/security.md).
+
 Concurrency: one relay per installation (a singleton Deployment / one supervised process). Two relays would not
 corrupt anything (ids and expectations keep the stream consistent), only waste work.
 """
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +122,7 @@ class Relay:
         batch: int = 1000,
         window: int = 512,
         poll_interval: float = 1.0,
+        on_published: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.js = js
@@ -125,6 +130,7 @@ class Relay:
         self.batch = batch
         self.window = window
         self.poll_interval = poll_interval
+        self.on_published = on_published
         self.published_position = 0
         self.published_total = 0
         self.sent = 0  # publish requests sent, including ones the server refused or did not answer
@@ -287,6 +293,8 @@ class Relay:
             try:
                 published = await self.publish_pending()
                 attempt = 0
+                if self.on_published is not None and self.published_position:
+                    await self.on_published(self.published_position)
             except Refused as exc:
                 attempt += 1
                 delay = _backoff(attempt, REFUSED_BACKOFF_MAX_S)

@@ -33,6 +33,7 @@ from typing import IO, Any
 
 import asyncpg
 
+from allot_cli.anchoring import relay_anchor_env
 from allot_cli.pipeline import SERVICES
 from allot_cli.stackprocs import (
     STACK_MARKER,
@@ -247,7 +248,11 @@ class Supervisor:
             Child(
                 name="relay",
                 command=[bin_path("allot"), "relay"],
-                env={**base, "ALLOT_HTTP_PORT": str(relay_port)},
+                env={
+                    **base,
+                    "ALLOT_HTTP_PORT": str(relay_port),
+                    **relay_anchor_env(self.state_dir, os.environ),
+                },
                 log_path=logs / "relay.log",
                 port=relay_port,
             )

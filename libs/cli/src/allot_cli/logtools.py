@@ -79,11 +79,16 @@ def event_json(record: RecordedEvent) -> dict[str, Any]:
 
 
 async def projection(store: EventStore, name: str, config: dict[str, Any] | None = None) -> Any:
-    """A service's processor rebuilt from the whole log (for views such as the quota tree or gang statuses)."""
+    """A service's processor rebuilt from the whole log (for views such as the quota tree or gang statuses), under
+    the configuration the service last recorded (``config.applied``) unless ``config`` is given."""
     from allot_cli.pipeline import build
     from allot_runtime.processor import Host
+    from allot_runtime.recorded_config import recorded_configs
     from allot_runtime.replay import rebuild
 
-    host = Host(build(name, config or {}))
+    if config is None:
+        recorded = (await recorded_configs(store)).get(name, [])
+        config = recorded[-1].config if recorded else {}
+    host = Host(build(name, config))
     await rebuild(host, store, until=(await store.head())[0])
     return host.processor

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from allot_runtime.processor import Processor
+from allot_runtime.processor import Processor, is_shell_producer
 from binder.processor import Binder
 from device_allocator.processor import DeviceAllocator
 from gang_coordinator.processor import GangCoordinator
@@ -46,9 +46,10 @@ def interests() -> dict[str, frozenset[str]]:
 
 
 def instances(service: str, producers: Iterable[str]) -> list[str]:
-    """The instances of a service that decided in a log: ``service`` itself and/or ``service@<node>`` ones."""
+    """The instances of a service that decided in a log: ``service`` itself and/or ``service@<node>`` ones (not
+    their shells: ``service@<node>.timer``, ``.config``, …)."""
     names = set(producers)
-    scoped = sorted(p for p in names if p.startswith(f"{service}@"))
+    scoped = sorted(p for p in names if p.startswith(f"{service}@") and not is_shell_producer(p))
     return [*([service] if service in names or not scoped else []), *scoped]
 
 

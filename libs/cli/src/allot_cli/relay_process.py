@@ -2,6 +2,8 @@
 
 Reads ALLOT_DATABASE_URL, ALLOT_NATS_URL, ALLOT_NATS_PREFIX, ALLOT_NATS_STREAM and ALLOT_HTTP_PORT like the services.
 ``/healthz`` answers at once; ``/readyz`` turns 200 once the schema is current and the relay is publishing.
+With ``ALLOT_ANCHOR_KEY_FILE`` (an Ed25519 private key, PEM) it also seals the log: a signed checkpoint of the
+published head every ``ALLOT_ANCHOR_EVERY_EVENTS`` events or ``ALLOT_ANCHOR_EVERY_SECONDS`` seconds (docs/security.md).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -22,6 +25,12 @@ from prometheus_client.registry import Collector
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
+from allot_cli.anchoring import RELAY_SETTINGS
+from allot_cli.errors import InputError
+from allot_contracts.errors import InvalidInput
+from allot_eventstore.anchor import CheckpointPolicy
+from allot_eventstore.anchor_keys import load_signing_key
+from allot_eventstore.anchor_log import PostgresCheckpoints, Sealer
 from allot_eventstore.migrate import ensure_current
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime import logs, memory
@@ -77,6 +86,26 @@ async def _serve(holder: dict[str, Any]) -> web.AppRunner:
     return runner
 
 
+ENVIRONMENT = RELAY_SETTINGS  # what the relay reads besides the shared settings
+
+
+def sealer(store: PostgresEventStore, environ: Mapping[str, str]) -> Sealer | None:
+    """The relay's sealer from its settings; None (and a warning) when no signing key is configured."""
+    path = environ.get("ALLOT_ANCHOR_KEY_FILE", "").strip()
+    try:
+        policy = CheckpointPolicy.from_env(environ)
+        key = load_signing_key(Path(path)) if path else None
+    except InvalidInput as exc:
+        raise InputError(str(exc)) from exc
+    if key is None:
+        logging.getLogger("allot.relay").warning(
+            "ALLOT_ANCHOR_KEY_FILE is not set: the log is not sealed, so a rewrite with recomputed hashes would go "
+            "unnoticed by `allot replay --verify` (docs/security.md)"
+        )
+        return None
+    return Sealer(store, PostgresCheckpoints(store), key, policy)
+
+
 async def run_relay() -> None:
     logs.setup(
         "relay",
@@ -108,8 +137,9 @@ async def run_relay() -> None:
         if stop.is_set():
             return
         store = PostgresEventStore.connect(database_url)
+        seal = sealer(store, os.environ)
         nc = await connect(os.environ.get("ALLOT_NATS_URL", "nats://127.0.0.1:4222"), name="allot-relay")
-        relay = Relay(store, nc.jetstream(), names)
+        relay = Relay(store, nc.jetstream(), names, on_published=seal)
         holder.update(store=store, relay=relay)
         log.info("relay started: log → stream %s (%s)", names.stream, names.all_events)
         try:

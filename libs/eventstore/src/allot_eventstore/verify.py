@@ -4,11 +4,8 @@ Pure over an ordered iterable of records: positions must be 1, 2, 3, … with no
 ``sha256(previous hash ‖ header ‖ payload)`` recomputed from the stored columns, and the last record must match the
 log head (position and hash), which catches a deleted tail. A verify run can also pin the head hash a previous
 audit printed (``expected_head``), so even a complete rewrite of the chain is detected against that anchor.
-
-A segment of the log can be checked on its own: ``after`` and ``prev`` start the chain at a stored position and its
-stored hash, and ``head`` is then the segment's last position and stored hash. Segments that cover the log and meet
-at their boundaries check exactly what one pass does (each boundary hash is recomputed by the segment ending there),
-so they can run in parallel.
+With ``anchor`` (:class:`allot_eventstore.anchor.AnchorCheck`) every signed checkpoint is checked on the way: its
+signature against the configured public keys, and the chain hash at its position against the one it signed.
 
 Each record's hash is recomputed over its payload as stored first: every writer stores canonical JSON, so that is
 the hash in the common case and costs no re-encoding. Only when it differs is the payload decoded and re-encoded
@@ -22,6 +19,7 @@ from collections.abc import AsyncIterable
 import msgspec
 
 from allot_contracts.envelope import GENESIS_HASH, RecordedEvent, chain_hash
+from allot_eventstore.anchor import AnchorCheck, AnchorReport
 
 
 class ChainReport(msgspec.Struct, kw_only=True):
@@ -31,6 +29,7 @@ class ChainReport(msgspec.Struct, kw_only=True):
     head_hash: str
     problem: str = ""
     position: int | None = None
+    anchor: AnchorReport | None = None
 
 
 def _matches(record: RecordedEvent, prev: bytes) -> bool:
@@ -45,66 +44,72 @@ async def verify_chain(
     *,
     head: tuple[int, bytes],
     expected_head: str | None = None,
-    after: int = 0,
-    prev: bytes = GENESIS_HASH,
-    at_head: bool = True,
+    anchor: AnchorCheck | None = None,
 ) -> ChainReport:
-    """Check ``records`` (positions ``after+1 … head[0]``). ``at_head``: the segment ends at the log head (a missing
-    end is then a deleted tail); otherwise at a stored position inside the log."""
-    expected_position = after + 1
+    report = await _verify_chain(records, head=head, expected_head=expected_head, anchor=anchor)
+    if anchor is not None:
+        report.anchor = anchor.report(report.events)
+    return report
+
+
+async def _verify_chain(
+    records: AsyncIterable[RecordedEvent],
+    *,
+    head: tuple[int, bytes],
+    expected_head: str | None,
+    anchor: AnchorCheck | None,
+) -> ChainReport:
+    prev = GENESIS_HASH
+    expected_position = 1
     count = 0
+    problem = await anchor.start() if anchor is not None else None
+    if anchor is not None and problem is not None:
+        return _broken(problem, anchor.next_position, count, head)
     async for record in records:
         if record.position != expected_position:
             what = "missing" if record.position > expected_position else "duplicated"
-            return ChainReport(
-                ok=False,
-                events=count,
-                head_position=head[0],
-                head_hash=head[1].hex(),
-                position=expected_position,
-                problem=f"event at position {expected_position} is {what} (next stored position is {record.position})",
+            return _broken(
+                f"event at position {expected_position} is {what} (next stored position is {record.position})",
+                expected_position,
+                count,
+                head,
             )
         try:
             matches = _matches(record, prev)
         except msgspec.DecodeError as exc:
-            return ChainReport(
-                ok=False,
-                events=count,
-                head_position=head[0],
-                head_hash=head[1].hex(),
-                position=record.position,
-                problem=f"event at position {record.position} has an unreadable payload: {exc}",
+            return _broken(
+                f"event at position {record.position} has an unreadable payload: {exc}",
+                record.position,
+                count,
+                head,
             )
         if not matches:
-            return ChainReport(
-                ok=False,
-                events=count,
-                head_position=head[0],
-                head_hash=head[1].hex(),
-                position=record.position,
-                problem=(
-                    f"event at position {record.position} ({record.type}, id {record.event_id}) does not match its "
-                    "hash: it was edited, or an earlier event was"
-                ),
+            return _broken(
+                f"event at position {record.position} ({record.type}, id {record.event_id}) does not match its "
+                "hash: it was edited, or an earlier event was",
+                record.position,
+                count,
+                head,
             )
+        if anchor is not None and record.position == anchor.next_position:
+            problem = await anchor.check(record)
+            if problem is not None:
+                return _broken(problem, record.position, count, head)
         prev = record.hash
         expected_position += 1
         count += 1
     last = expected_position - 1
+    problem = anchor.finish(last) if anchor is not None else None
+    if anchor is not None and problem is not None:
+        return _broken(problem, anchor.next_position, count, head)
     if (last, prev) != (head[0], head[1]):
-        return ChainReport(
-            ok=False,
-            events=count,
-            head_position=head[0],
-            head_hash=head[1].hex(),
-            position=last + 1,
-            problem=(
-                f"event at position {last + 1} is missing (the chain stops at {last})"
-                if head[0] > last and not at_head
-                else f"the log head says position {head[0]} but the chain ends at {last}: events were deleted from the end"
-                if head[0] > last
-                else f"the chain ends at position {last} but the log head is at {head[0]} with a different hash"
-            ),
+        return _broken(
+            f"the log head says position {head[0]} but the chain ends at {last}: events were deleted from the end"
+            if head[0] > last
+            else f"the chain ends at position {last} but the log head is at {head[0]} with a different hash",
+            last + 1,
+            count,
+            head,
         )
     if expected_head is not None and expected_head != prev.hex():
         return ChainReport(
@@ -116,3 +121,15 @@ async def verify_chain(
             problem=f"head hash {prev.hex()} differs from the expected anchor {expected_head}",
         )
     return ChainReport(ok=True, events=count, head_position=head[0], head_hash=prev.hex())
+
+
+def _broken(problem: str, position: int, count: int, head: tuple[int, bytes]) -> ChainReport:
+    """A failed verification: ``problem`` found at ``position`` after ``count`` good events."""
+    return ChainReport(
+        ok=False,
+        events=count,
+        head_position=head[0],
+        head_hash=head[1].hex(),
+        position=position,
+        problem=problem,
+    )

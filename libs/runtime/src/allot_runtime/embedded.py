@@ -124,6 +124,9 @@ class EmbeddedPostgres:
     def init(self) -> None:
         bin_dir = postgres_bin_dir()
         if (self.data_dir / "PG_VERSION").exists():
+            # A parent's mode may have changed since the first start (a shared /tmp tree tidied up).
+            if self._user is not None:
+                _open_path_for(self.data_dir.parent)
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self._user is not None:

@@ -1,4 +1,9 @@
-"""The common ``main()`` of every service: load settings, build the processor, run, exit with a clear code."""
+"""The common ``main()`` of every service: load settings, build the processor, run, exit with a clear code.
+
+The processor is built from the *effective* configuration: the config file (``ALLOT_CONFIG_FILE``) with what the
+service adds to it (``prepare``: the binder's ``mode``), in the canonical form it is recorded in the log as
+(``config.applied``, :mod:`allot_runtime.recorded_config`), plus the instance's ``scope``.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,18 @@ from allot_contracts.errors import InvalidInput
 from allot_runtime import settings as settings_mod
 from allot_runtime.metrics import CollectorFactory
 from allot_runtime.processor import Processor
+from allot_runtime.recorded_config import AppliedConfig, normalised
 from allot_runtime.service import Extra, Observer, run_service
+
+Prepare = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def effective_config(settings: settings_mod.ServiceSettings, prepare: Prepare | None = None) -> AppliedConfig:
+    """The configuration a service decides under (and records): its file, with what ``prepare`` adds, canonical."""
+    config = settings.config()
+    if prepare is not None:
+        config = prepare(config)
+    return AppliedConfig(config=normalised(config), source=settings.config_file)
 
 
 def service_main(
@@ -23,10 +39,12 @@ def service_main(
     extras: Sequence[Extra] = (),
     collectors: Sequence[CollectorFactory] = (),
     scheduler: bool = False,
+    prepare: Prepare | None = None,
 ) -> None:
     try:
         settings = settings_mod.load(service)
-        config = settings.config()
+        applied = effective_config(settings, prepare)
+        config = applied.config
         if settings.instance:
             if not getattr(build, "SCOPED", False):
                 raise InvalidInput(
@@ -46,5 +64,6 @@ def service_main(
                 extras=extras,
                 collectors=collectors,
                 scheduler=scheduler,
+                config=applied,
             )
         )

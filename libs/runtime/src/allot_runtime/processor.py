@@ -73,6 +73,16 @@ def timer_event_id(service: str, deadline: int, consumed: int) -> str:
     return derived_event_id(timer_producer(service), f"{deadline}/{consumed}", 0)
 
 
+# What a decider's shell records under ``<decider>.<suffix>``: timers, its configuration, leadership, fencing, the
+# Kubernetes API's answers and a node agent's findings. None of them is a decider of its own.
+SHELL_SUFFIXES = frozenset({"timer", "config", "lease", "fence", "kube", "agent"})
+
+
+def is_shell_producer(producer: str) -> bool:
+    """Whether ``producer`` is a decider's shell (``qos-enforcer@node-7.timer``), not a decider."""
+    return "." in producer and producer.rsplit(".", 1)[1] in SHELL_SUFFIXES
+
+
 DEAD_LETTERED = "consumer.dead_lettered"
 
 

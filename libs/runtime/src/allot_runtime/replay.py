@@ -8,7 +8,7 @@ not cascade into noise, and reports every mismatch (the CLI prints the first).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -175,51 +175,117 @@ async def verify_decisions(
     return result.checked, result.mismatches
 
 
+class Governed(msgspec.Struct, frozen=True, kw_only=True):
+    """The triggers of one processor re-derived under one configuration: those after ``after`` (until the next
+    configuration's), ``checked`` of them, the first and last at positions ``first`` and ``last`` (0 when none)."""
+
+    after: int = 0
+    checked: int = 0
+    first: int = 0
+    last: int = 0
+
+
 class Verified(msgspec.Struct, frozen=True, kw_only=True):
     """What verifying one processor found: triggers re-derived, the mismatches among them, and the triggers after its
-    checkpoint that it has not decided yet (``behind``: lag, not compared)."""
+    checkpoint that it has not decided yet (``behind``: lag, not compared). ``governed`` splits the triggers
+    re-derived by the configuration they were decided under (one entry per configuration, in order)."""
 
     checked: int = 0
     mismatches: list[Mismatch] = []
     behind: int = 0
+    governed: list[Governed] = []
+
+
+class Switch(msgspec.Struct, frozen=True):
+    """From the first trigger after ``after`` on, a processor decided under another configuration: ``build`` makes
+    the host of that configuration, which is rebuilt from the log up to ``after`` (as the restarted service was)."""
+
+    after: int
+    build: Callable[[], Host]
+
+
+class _Verifying:
+    """One processor being verified: its current host, the configuration switches still ahead, and the counts of
+    the configuration in force (plain counters: this runs once per trigger)."""
+
+    def __init__(self, host: Host, switches: Sequence[Switch]) -> None:
+        self.host = host
+        self.pending = sorted(switches, key=lambda switch: switch.after)
+        self.done: list[Governed] = []
+        self.after = self.checked = self.first = self.last = 0
+        self.mismatches: list[Mismatch] = []
+        self.behind = 0
+
+    def due(self, position: int) -> bool:
+        """Whether a trigger at ``position`` is decided under a later configuration than the current host's."""
+        return bool(self.pending) and self.pending[0].after < position
+
+    async def switch(self, position: int, store: EventStore) -> None:
+        """Go on under the configuration in force for a trigger at ``position``."""
+        while self.due(position):
+            switch = self.pending.pop(0)
+            host = switch.build()
+            await rebuild(host, store, until=switch.after)
+            self.done.append(self.current())
+            self.host, self.after, self.checked, self.first, self.last = host, switch.after, 0, 0, 0
+
+    def compared(self, position: int, found: Mismatch | None) -> None:
+        self.checked += 1
+        self.first = self.first or position
+        self.last = position
+        if found is not None:
+            self.mismatches.append(found)
+
+    def current(self) -> Governed:
+        return Governed(after=self.after, checked=self.checked, first=self.first, last=self.last)
+
+    def result(self) -> Verified:
+        governed = [*self.done, self.current(), *(Governed(after=s.after) for s in self.pending)]
+        return Verified(
+            checked=sum(g.checked for g in governed),
+            mismatches=self.mismatches,
+            behind=self.behind,
+            governed=governed,
+        )
 
 
 async def verify_many(
-    hosts: list[Host], store: EventStore, *, until: int | None = None, through: dict[str, int] | None = None
+    hosts: list[Host],
+    store: EventStore,
+    *,
+    until: int | None = None,
+    through: dict[str, int] | None = None,
+    switches: Mapping[str, Sequence[Switch]] | None = None,
 ) -> dict[str, Verified]:
     """``verify_decisions`` for many processors in one pass over the log: each event is fed to every processor that
     consumes it, in log order, together with the outputs that processor recorded for it (read alongside, from the
     processor's own stream of outputs, :class:`Outputs`). Memory is the projections and a page of each stream,
     whatever the length of the log. ``through`` gives, per processor, the last position it has decided (its checkpoint):
     triggers after it are counted as ``behind`` instead of being compared, since a service that is merely behind has
-    recorded nothing for them yet."""
+    recorded nothing for them yet. ``switches`` gives, per processor, where it went on under another configuration
+    (``config.applied``: :mod:`allot_runtime.recorded_config`); each trigger is re-derived under its own."""
     names = [host.name for host in hosts]
     limits = through or {}
     outputs = {name: Outputs(store, name) for name in names}
-    checked = dict.fromkeys(names, 0)
-    behind = dict.fromkeys(names, 0)
-    mismatches: dict[str, list[Mismatch]] = {name: [] for name in names}
-    by_type: dict[str, list[Host]] = {}
+    runs = {host.name: _Verifying(host, (switches or {}).get(host.name, ())) for host in hosts}
+    by_type: dict[str, list[_Verifying]] = {}
     for host in hosts:
         for event_type in host.interests:
-            by_type.setdefault(event_type, []).append(host)
+            by_type.setdefault(event_type, []).append(runs[host.name])
     try:
         async for record in store.iterate(until=until, types=by_type.keys()):
-            for host in by_type.get(record.type, ()):
-                if record.producer == host.name:
+            for run in by_type.get(record.type, ()):
+                name = run.host.name
+                if record.producer == name:
                     continue
-                if record.position > limits.get(host.name, record.position):
-                    behind[host.name] += 1
+                if record.position > limits.get(name, record.position):
+                    run.behind += 1
                     continue
-                kept = await outputs[host.name].of(record.position)
-                found = _compare(host, record, kept)
-                checked[host.name] += 1
-                if found is not None:
-                    mismatches[host.name].append(found)
+                if run.due(record.position):
+                    await run.switch(record.position, store)
+                kept = await outputs[name].of(record.position)
+                run.compared(record.position, _compare(run.host, record, kept))
     finally:
         for stream in outputs.values():
             await stream.close()
-    return {
-        name: Verified(checked=checked[name], mismatches=mismatches[name], behind=behind[name])
-        for name in names
-    }
+    return {name: run.result() for name, run in runs.items()}

@@ -49,6 +49,7 @@ from allot_runtime.failpoints import Failpoints
 from allot_runtime.kube.lease import Leadership, LeaseConfig
 from allot_runtime.metrics import CollectorFactory, Metrics
 from allot_runtime.processor import Host, Processor, instance_name
+from allot_runtime.recorded_config import AppliedConfig, record_config
 from allot_runtime.replay import rebuild
 from allot_runtime.settings import ServiceSettings
 
@@ -110,8 +111,12 @@ class ProcessorRuntime:
         batch: int = DEFAULT_BATCH,
         settle_memory: bool = False,
         on_fenced: Callable[[Fenced, str], Awaitable[None]] | None = None,
+        config: AppliedConfig | None = None,
     ) -> None:
         self.name = name
+        self.config = (
+            config  # recorded (when it changed) before each rebuild: the config decisions are made under
+        )
         self.on_fenced = on_fenced  # lease mode: an append was refused (a newer leader): record it, step down
         self.settle_memory = (
             settle_memory  # freeze the rebuilt projection out of the collector's way (a process)
@@ -139,6 +144,8 @@ class ProcessorRuntime:
 
     async def rebuild_projection(self) -> int:
         checkpoint = await self.store.get_checkpoint(self.name)
+        if self.config is not None:
+            await record_config(self.store, self.name, self.config, after=checkpoint)
         host = Host(self.factory(), name=self.name)
         await rebuild(host, self.store, until=checkpoint)
         async with self.lock:
@@ -390,9 +397,11 @@ async def run_service(
     extras: Sequence[Extra] = (),
     collectors: Sequence[CollectorFactory] = (),
     scheduler: bool = False,
+    config: AppliedConfig | None = None,
 ) -> None:
     """``collectors`` compute domain metrics from the projection at scrape time; ``scheduler`` registers
-    kube-scheduler's families (only for the service that schedules)."""
+    kube-scheduler's families (only for the service that schedules); ``config`` is the effective configuration
+    ``factory`` builds under, recorded in the log as ``config.applied`` when it changed."""
     logs.setup(settings.service, level=settings.log_level, fmt=settings.log_format)
     memory.configure()
     tracer = telemetry.setup(settings.service, settings.otel_exporter)
@@ -444,6 +453,7 @@ async def run_service(
             observers=observers,
             extras=[watch, *extras],
             leadership=leadership,
+            config=config,
         )
     finally:
         await runner.cleanup()
@@ -507,6 +517,7 @@ async def _run(
     observers: Sequence[Observer],
     extras: Sequence[Extra],
     leadership: Leadership | None = None,
+    config: AppliedConfig | None = None,
 ) -> None:
     all_observers = [default_observer, *observers]
     ctx_ref: list[ServiceContext] = []
@@ -525,6 +536,7 @@ async def _run(
         on_handled=on_handled,
         settle_memory=True,
         on_fenced=leadership.refused if leadership is not None else None,
+        config=config,
     )
     ctx = ServiceContext(
         settings=settings, store=store, nc=nc, metrics=metrics, runtime=runtime, leadership=leadership

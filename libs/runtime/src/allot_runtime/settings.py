@@ -69,38 +69,41 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     def config(self) -> dict[str, Any]:
         """The decision config from ``config_file`` (empty = defaults)."""
-        if not self.config_file:
-            return {}
-        path = Path(self.config_file)
+        return read_config(Path(self.config_file), self.service) if self.config_file else {}
+
+
+def read_config(path: Path, service: str) -> dict[str, Any]:
+    """``service``'s decision config from a YAML/JSON file: Allot's own keys, or this service's part of a Koordinator
+    ``KubeSchedulerConfiguration`` / ``DeschedulerConfiguration`` (errors name the field, as ``ALLOT_CONFIG_FILE``)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InvalidInput([("ALLOT_CONFIG_FILE", f"cannot read {path}: {exc.strerror}")]) from exc
+    import yaml
+
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} is not valid YAML: {exc}")]) from exc
+    if not isinstance(data, dict):
+        raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} must hold a mapping")])
+    from allot_runtime.schedconfig import SchedulerConfigError, is_scheduler_config, translate
+
+    if is_scheduler_config(data):  # Koordinator's KubeSchedulerConfiguration: this service's part of it
         try:
-            text = path.read_text()
-        except OSError as exc:
-            raise InvalidInput([("ALLOT_CONFIG_FILE", f"cannot read {path}: {exc.strerror}")]) from exc
-        import yaml
+            translated = translate(data)
+        except SchedulerConfigError as exc:
+            raise InvalidInput([(i.path, i.message) for i in exc.issues], subject=str(path)) from exc
+        import logging
 
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} is not valid YAML: {exc}")]) from exc
-        if not isinstance(data, dict):
-            raise InvalidInput([("ALLOT_CONFIG_FILE", f"{path} must hold a mapping")])
-        from allot_runtime.schedconfig import SchedulerConfigError, is_scheduler_config, translate
-
-        if is_scheduler_config(data):  # Koordinator's KubeSchedulerConfiguration: this service's part of it
-            try:
-                translated = translate(data)
-            except SchedulerConfigError as exc:
-                raise InvalidInput([(i.path, i.message) for i in exc.issues], subject=str(path)) from exc
-            import logging
-
-            for warning in translated.warnings:
-                logging.getLogger("allot.config").warning("%s: %s: %s", path, warning.path, warning.message)
-            return dict(translated.services.get(self.service, {}))
-        if (
-            data.get("kind") == "DeschedulerConfiguration"
-        ):  # Koordinator's descheduler config: reservation-manager's
-            return {"descheduler": data} if self.service == "reservation-manager" else {}
-        return data
+        for warning in translated.warnings:
+            logging.getLogger("allot.config").warning("%s: %s: %s", path, warning.path, warning.message)
+        return dict(translated.services.get(service, {}))
+    if (
+        data.get("kind") == "DeschedulerConfiguration"
+    ):  # Koordinator's descheduler config: reservation-manager's
+        return {"descheduler": data} if service == "reservation-manager" else {}
+    return data
 
 
 _FIELDS = {

@@ -3,6 +3,7 @@
 - ``pg_server`` / ``nats_server`` (session): the servers chosen by :mod:`allot_testing.servers`.
 - ``database_url`` (function): a fresh database cloned from a migrated template; dropped afterwards
   (``scratch_database`` gives one inside an async test, for tests that need several at once).
+- ``event_store`` (function): a :class:`PostgresEventStore` on ``database_url``, closed afterwards.
 - ``bus_names`` (function): a unique NATS subject prefix and stream name for the test.
 - ``external_database_url`` / ``external_nats_url``: the machine's own servers (marker ``external``); skipped with a
   clear reason when they do not answer.
@@ -23,6 +24,7 @@ import asyncpg
 import pytest
 
 from allot_eventstore.migrate import migrate
+from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url, with_database
 from allot_testing.servers import Server, nats_server, postgres_server
 
@@ -102,6 +104,14 @@ def _fresh_database(server_url: str, template: str) -> Iterator[str]:
 def database_url(pg_server: Server, pg_template: str) -> Iterator[str]:
     """A migrated, empty database of this test's own."""
     yield from _fresh_database(pg_server.url, pg_template)
+
+
+@pytest.fixture
+async def event_store(database_url: str) -> AsyncIterator[PostgresEventStore]:
+    """The event log of this test's own database."""
+    store = PostgresEventStore.connect(database_url)
+    yield store
+    await store.close()
 
 
 @pytest.fixture

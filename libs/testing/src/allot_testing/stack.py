@@ -19,6 +19,7 @@ from allot_cli.pipeline import PROCESSORS, build_instance
 from allot_eventstore.clock import Clock, system_clock
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime.processor import instance_name
+from allot_runtime.recorded_config import AppliedConfig, normalised
 from allot_runtime.service import ProcessorRuntime
 
 
@@ -34,7 +35,9 @@ class InProcessStack:
         instances: dict[str, list[str]] | None = None,
         tracer: Any = None,
         clock: Clock = system_clock,
+        record_configs: bool = True,
     ) -> None:
+        self.record_configs = record_configs  # False: a log from before services recorded their config
         self.clock = clock  # the time the log records events at (a ManualClock moves only when told)
         self.instances = instances or {}
         self.tracer = tracer
@@ -62,6 +65,10 @@ class InProcessStack:
                 nc = await connect(self.nats_url, name=f"stack-{name}")
                 self.clients.append(nc)
                 config = self.configs.get(service, {})
+                if (
+                    self.record_configs
+                ):  # decided under the canonical form recorded, as a service process does
+                    config = normalised(config)
                 runtime = ProcessorRuntime(
                     name=name,
                     factory=functools.partial(build_instance, service, name, config),
@@ -70,6 +77,7 @@ class InProcessStack:
                     names=self.names,
                     fetch_timeout=0.2,
                     tracer=self.tracer,
+                    config=AppliedConfig(config=config) if self.record_configs else None,
                 )
                 self.runtimes[name] = runtime
                 self.stops[name] = asyncio.Event()

@@ -6,7 +6,6 @@ Events, ``PodScheduled`` conditions, PodGroup status and node device capacity (`
 """
 
 import os
-from typing import Any
 
 from allot_runtime.entry import service_main
 from binder.observe import latency_metrics, observe_binding
@@ -16,13 +15,17 @@ from binder.processor import Binder
 def main() -> None:
     mode = os.environ.get("ALLOT_KUBE_MODE") or "standalone"
 
-    def build(config: dict[str, Any]) -> Binder:
-        return Binder({**config, "mode": mode})
-
     extras = []
     if mode == "kubernetes":
         from binder.adapters.kube import bind_worker
         from binder.adapters.notices import notice_worker
 
         extras += [bind_worker, notice_worker]
-    service_main("binder", build, extras=extras, observers=[observe_binding], collectors=[latency_metrics])
+    service_main(
+        "binder",
+        Binder,
+        prepare=lambda config: {**config, "mode": mode},
+        extras=extras,
+        observers=[observe_binding],
+        collectors=[latency_metrics],
+    )

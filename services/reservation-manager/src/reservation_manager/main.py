@@ -3,7 +3,6 @@ delete and re-submit the pod; kubernetes: the binder calls the Eviction API) and
 that writes Reservation and PodMigrationJob status back (``adapters/kube.py``)."""
 
 import os
-from typing import Any
 
 from allot_runtime.entry import service_main
 from reservation_manager.processor import ReservationManager
@@ -12,12 +11,14 @@ from reservation_manager.processor import ReservationManager
 def main() -> None:
     mode = os.environ.get("ALLOT_KUBE_MODE") or "standalone"
 
-    def build(config: dict[str, Any]) -> ReservationManager:
-        return ReservationManager({**config, "mode": config.get("mode", mode)})
-
     extras = []
     if mode == "kubernetes":
         from reservation_manager.adapters.kube import status_worker
 
         extras.append(status_worker)
-    service_main("reservation-manager", build, extras=extras)
+    service_main(
+        "reservation-manager",
+        ReservationManager,
+        prepare=lambda config: {**config, "mode": config.get("mode", mode)},
+        extras=extras,
+    )

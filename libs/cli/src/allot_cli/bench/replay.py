@@ -31,6 +31,7 @@ from allot_cli.bench._history import History, build_history
 from allot_cli.bench.append import _admin, create_database, drop_database, postgres_server
 from allot_cli.bench.placement import DEFAULT_NODES, DEFAULT_PODS, _check
 from allot_cli.errors import UsageError
+from allot_eventstore.migrate import migrate
 from allot_eventstore.urls import with_database
 from allot_runtime.memory import tree_rss
 
@@ -95,7 +96,9 @@ async def history(
     """The URL of a log of ``events`` events: a kept one, or a new one (then its build figures)."""
     name = f"allot_bench_history_{events}"
     if keep and not args.fresh and (head := await _kept_head(server_url, name)) is not None:
-        return with_database(server_url, name), head
+        url = with_database(server_url, name)
+        await migrate(url)  # a log kept by an earlier version gets this version's tables
+        return url, head
     await drop_database(server_url, name)
     url = await create_database(server_url, name)
     built = await build_history(

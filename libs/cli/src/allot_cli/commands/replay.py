@@ -1,13 +1,17 @@
 """``allot replay [--verify]``: rebuild every projection from the log alone and prove each decision.
 
 With ``--verify`` it checks, in order, and stops at the first failure with a non-zero exit:
-1. the hash chain (no edited, inserted, reordered or deleted event; optionally against ``--expect-head``);
+1. the hash chain (no edited, inserted, reordered or deleted event; optionally against ``--expect-head``) and its
+   anchor: every checkpoint the relay signed must carry a valid signature of a configured public key and match the
+   chain at its position, so a rewrite with recomputed hashes is caught (keys: :mod:`allot_cli.anchoring`);
 2. every service's decisions: each is re-derived from the log and compared field by field with what was recorded,
    up to the service's checkpoint; events after it are lag (reported per service, not a failure);
 3. the live projections: each running service reports its position and state digest (over NATS), and a projection
    rebuilt from the log up to that position must have the same digest.
-Decision configs are read like the services read them: ``--config-dir`` (default ``<state dir>/config``) holding
-``<service>.yaml``.
+Each decision is re-derived under the configuration its service recorded when it ran under it (``config.applied``),
+and the report names it per service: its hash and the positions it governed. Only a log (or the start of one)
+recorded before services recorded their configuration is re-derived with the files on disk, read like the services
+read them: ``--config-dir`` (default ``<state dir>/config``) holding ``<service>.yaml``; the report says so.
 """
 
 from __future__ import annotations
@@ -24,26 +28,16 @@ from typing import Any
 import msgspec
 
 from allot_bus.adapters.nats import connect
+from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
-from allot_cli.pipeline import PROCESSORS, build_instance, instances
+from allot_cli.pipeline import PROCESSORS, instances
+from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
 from allot_cli.verify_jobs import Service, verify_all
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
-from allot_runtime.processor import Host
+from allot_eventstore.verify import verify_chain
+from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import Verified, rebuild
-
-
-def load_configs(config_dir: Path | None) -> dict[str, dict[str, Any]]:
-    import yaml
-
-    configs: dict[str, dict[str, Any]] = {}
-    if config_dir is None or not config_dir.is_dir():
-        return configs
-    for name, _ in PROCESSORS:
-        path = config_dir / f"{name}.yaml"
-        if path.exists():
-            configs[name] = dict(yaml.safe_load(path.read_text()) or {})
-    return configs
 
 
 async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> dict[str, dict[str, Any]]:
@@ -71,7 +65,9 @@ async def run(args: argparse.Namespace) -> int:
     state_dir = find_state_dir()
     config_dir = Path(args.config_dir) if args.config_dir else (state_dir / "config" if state_dir else None)
     configs = load_configs(config_dir)
-    store: EventStore = PostgresEventStore.connect(ep.database_url)
+    keys = verifying_keys(getattr(args, "anchor_key", None), os.environ, state_dir) if args.verify else {}
+    pg = PostgresEventStore.connect(ep.database_url)
+    store: EventStore = pg
     report: dict[str, Any] = {"ok": True}
     started = time.perf_counter()
     try:
@@ -82,37 +78,49 @@ async def run(args: argparse.Namespace) -> int:
         if (
             "binder.kube" in producers
         ):  # the binder ran in Kubernetes mode: its decisions were binding requests
-            configs.setdefault("binder", {}).setdefault("mode", "kubernetes")
-        groups = [
-            Service(service, tuple(instances(service, producers)), configs.get(service, {}))
-            for service, _ in PROCESSORS
+            binder = configs.get("binder", FileConfig(config={}))
+            configs["binder"] = FileConfig(config={"mode": "kubernetes", **binder.config}, path=binder.path)
+        deciders = plan(
+            [name for service, _ in PROCESSORS for name in instances(service, producers)],
+            await recorded_configs(store),
+            configs,
+        )
+        hosts = [
+            (name, decider.first() if args.verify else decider.host(decider.timeline.applied_by(until)))
+            for name, decider in deciders.items()
         ]
-        names = [name for group in groups for name in group.instances]
         # A service decides up to its checkpoint; what comes after it is lag (not yet decided), never a mismatch.
         checkpoints = await store.checkpoints()
-        through = {name: checkpoints.get(name, 0) for name in names}
+        through = {name: checkpoints.get(name, 0) for name, _ in hosts}
         verified: dict[str, Verified] = {}
         if args.verify:
             chain, verified = await verify_all(
                 ep.database_url,
-                groups,
-                head=head,
+                verify_chain(
+                    store.iterate(until=head[0]),
+                    head=head,
+                    expected_head=args.expect_head,
+                    anchor=await anchor_of(pg, keys),
+                ),
+                [Service(service, tuple(instances(service, producers))) for service, _ in PROCESSORS],
+                files=configs,
                 until=until,
                 through=through,
-                expected_head=args.expect_head,
-                jobs=args.jobs,
+                jobs=getattr(args, "jobs", None) or os.cpu_count() or 1,
             )
+            bound_unsealed(chain, getattr(args, "max_unanchored", None))
             report["chain"] = msgspec.to_builtins(chain)
             _say(
                 args,
                 f"hash chain   {'ok' if chain.ok else 'BROKEN'}: {chain.events} events, head {chain.head_hash[:16]}…",
             )
+            _say(args, anchor_line(chain))
             if not chain.ok:
                 _say(args, f"MISMATCH: {chain.problem}")
                 report["ok"] = False
                 return _finish(args, report, 1)
         report["behind"] = {}
-        for group, name in ((g, n) for g in groups for n in g.instances):
+        for name, host in hosts:
             if args.verify:
                 result = verified[name]
                 mismatches = result.mismatches
@@ -121,6 +129,7 @@ async def run(args: argparse.Namespace) -> int:
                     "mismatches": len(mismatches),
                     "behind": result.behind,
                     "checkpoint": through[name],
+                    "configs": deciders[name].report(result.governed),
                 }
                 _say(
                     args,
@@ -132,6 +141,8 @@ async def run(args: argparse.Namespace) -> int:
                         else ""
                     ),
                 )
+                for entry in report["decisions"][name]["configs"]:
+                    _say(args, describe(name, entry))
                 if result.behind:
                     report["behind"][name] = result.behind
                 if mismatches:
@@ -140,24 +151,22 @@ async def run(args: argparse.Namespace) -> int:
                     _say(args, f"MISMATCH: {mismatches[0].describe()}")
                     return _finish(args, report, 1)
             else:
-                host = Host(build_instance(group.service, name, group.config), name=name)
                 await rebuild(host, store, until=until)
                 report["decisions"][name] = {"digest": host.digest()}
                 _say(args, f"projection   {name:<20} digest {host.digest()[:16]}…")
         if args.verify and not args.no_live:
-            states = await live_states(ep, names)
+            states = await live_states(ep, [name for name, _ in hosts])
             report["live"] = {}
             if not states:
                 _say(args, "live         no running service answered; compared the log with itself only")
-            for name in names:
-                service = name.split("@", 1)[0]
+            for name, _ in hosts:
                 state = states.get(name)
                 if state is None:
                     continue
                 if not state.get("consistent", True) or not state.get("ready", True):
                     _say(args, f"live         {name:<20} is rebuilding after a failure; not compared")
                     continue
-                host = Host(build_instance(service, name, configs.get(service, {})), name=name)
+                host = deciders[name].host(deciders[name].timeline.latest())  # the config it runs under now
                 await rebuild(host, store, until=int(state["position"]))
                 same = host.digest() == state["digest"]
                 report["live"][name] = {"position": state["position"], "match": same}
@@ -201,6 +210,12 @@ def _finish(args: argparse.Namespace, report: dict[str, Any], code: int) -> int:
     return code
 
 
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"must be a number of events ≥ 0, not {text!r}")
+    return int(text)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     return asyncio.run(run(args))
 
@@ -213,6 +228,19 @@ def register(subparsers: Any) -> None:
         "--verify", action="store_true", help="check the hash chain, every decision and live projections"
     )
     p.add_argument("--expect-head", help="hash the log head must have (from an earlier audit)")
+    p.add_argument(
+        "--anchor-key",
+        action="append",
+        metavar="PATH",
+        help="public key (PEM) that signs the log's checkpoints; repeat for rotated keys "
+        "(default: ALLOT_ANCHOR_PUBLIC_KEYS, else <state dir>/anchor.pub)",
+    )
+    p.add_argument(
+        "--max-unanchored",
+        type=_count,
+        metavar="EVENTS",
+        help="fail when more than this many events follow the newest signed checkpoint",
+    )
     p.add_argument("--until", type=int, help="stop at this log position")
     p.add_argument("--config-dir", help="directory with <service>.yaml decision configs")
     p.add_argument("--no-live", action="store_true", help="do not compare with running services")

@@ -45,7 +45,7 @@ from allot_contracts.events.gangs import (
     QuotaGroupWaiting,
     ReservationGroupResolved,
 )
-from allot_contracts.events.infra import ConsumerDeadLettered, TimerFired
+from allot_contracts.events.infra import ConfigApplied, ConsumerDeadLettered, TimerFired
 from allot_contracts.events.inputs import (
     DeviceApplied,
     DeviceDeleted,
@@ -253,6 +253,7 @@ AnyEvent = (
     | ReservationUnschedulable
     | TimerFired
     | ConsumerDeadLettered
+    | ConfigApplied
     | ColocationConfigApplied
     | ColocationConfigDeleted
     | ColocationConfigRejected
@@ -319,6 +320,7 @@ __all__ = [
     "ColocationConfigRejected",
     "ColocationProfileApplied",
     "ColocationProfileDeleted",
+    "ConfigApplied",
     "ConsumerDeadLettered",
     "DeviceApplied",
     "DeviceDeleted",
