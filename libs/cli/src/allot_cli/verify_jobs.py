@@ -5,8 +5,9 @@ memory bounded by a page and the projections it holds:
 
 - the chain (and its signed checkpoints), one pass in the calling process;
 - the decisions of one service (all its instances, each under the configurations it recorded) per task
-  (``allot_runtime.replay.verify_many``), in a pool of ``jobs`` processes (``spawn``: nothing of the parent's event
-  loop or connections is inherited), the most expensive services first.
+  (``allot_runtime.replay.verify_many``), taken in turn, the most expensive services first, by the calling process
+  (between pages of the chain) and by ``jobs - 1`` worker processes (``spawn``: nothing of the parent's event loop
+  or connections is inherited). The calling process working too saves one interpreter's memory.
 
 Every result depends only on the log and the configs, never on which process ran it or when, and results are
 reported in a fixed order: the report is the same for any ``jobs``. With ``jobs=1`` everything runs in the calling
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+from collections import deque
 from collections.abc import Awaitable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -86,16 +88,27 @@ async def verify_all(
         (g for g in groups if g.instances),
         key=lambda g: COST_ORDER.index(g.service) if g.service in COST_ORDER else len(COST_ORDER),
     )
+    pending = deque(ordered)
     verified: dict[str, Verified] = {}
+
+    async def here() -> None:  # this process takes the next service whenever it is free
+        while pending:
+            verified.update(await _decisions(url, pending.popleft(), files, until, through))
+
     if jobs <= 1:
-        report = await chain
-        for group in ordered:
-            verified.update(await _decisions(url, group, files, until, through))
-        return report, verified
+        alone = await chain
+        await here()
+        return alone, verified
     loop = asyncio.get_running_loop()
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        decided = [loop.run_in_executor(pool, decisions_task, url, g, files, until, through) for g in ordered]
-        report, results = await asyncio.gather(chain, asyncio.gather(*decided))
-    for result in results:
-        verified.update(result)
+    with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=multiprocessing.get_context("spawn")) as pool:
+
+        async def there() -> None:  # a worker process takes the next service whenever it is free
+            while pending:
+                group = pending.popleft()
+                verified.update(
+                    await loop.run_in_executor(pool, decisions_task, url, group, files, until, through)
+                )
+
+        # the workers take the first (most expensive) services; this process also checks the chain
+        report, _ = await asyncio.gather(chain, asyncio.gather(*(there() for _ in range(jobs - 1)), here()))
     return report, verified
