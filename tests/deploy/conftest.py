@@ -354,3 +354,30 @@ def custom_resources() -> CustomResources:
 @pytest.fixture(scope="session")
 def walk_schema() -> Callable[[dict[str, Any]], Iterator[tuple[str, dict[str, Any]]]]:
     return schema_nodes
+
+
+# -- the Helm chart, rendered offline (as test_helm_chart.py renders it) --------------------------------------------
+
+CHART = REPO / "deploy" / "helm" / "allot"
+
+
+@pytest.fixture(scope="session")
+def render_chart() -> Callable[..., list[dict[str, Any]]]:
+    """``render_chart(values, name=, namespace=)``: the chart's objects as `helm template` renders them (no cluster:
+    ``lookup`` finds nothing, as on a first install); skips when the helm-python dev dependency is missing."""
+    helm = pytest.importorskip("helm_python")
+
+    def render(
+        values: dict[str, Any], *, name: str = "allot", namespace: str = "allot-system"
+    ) -> list[dict[str, Any]]:
+        with helm.Chart.load(CHART) as chart:
+            manifests = chart.render(values, name=name, namespace=namespace, is_install=True)
+        return [
+            doc
+            for path, text in sorted(manifests.items())
+            if path.endswith(".yaml")
+            for doc in yaml.safe_load_all(text)
+            if doc
+        ]
+
+    return render

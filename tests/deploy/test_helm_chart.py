@@ -515,7 +515,6 @@ def test_every_container_runs_a_real_command_with_variables_the_settings_accept(
     accepted_env: frozenset[str],
 ) -> None:
     for case, objects in rendered.items():
-        config_maps = by_kind(objects, "ConfigMap")
         for name, obj in workloads(objects).items():
             if name in ("postgresql", "nats"):
                 continue
@@ -523,18 +522,29 @@ def test_every_container_runs_a_real_command_with_variables_the_settings_accept(
                 assert check_argv(container["command"]) is None, (case, check_argv(container["command"]))
                 names = set(env_of(container))
                 for source in container.get("envFrom", []):
-                    names |= set(config_maps[source["configMapRef"]["name"]]["data"])
+                    names |= set(env_from(objects, source))
                 unknown = {n for n in names if n.startswith("ALLOT_")} - accepted_env
                 assert unknown == set(), (case, name)
                 assert {n for n in names if not n.startswith(("ALLOT_", "OTEL_"))} == set(), (case, name)
 
 
+def env_from(objects: list[Obj], source: Obj) -> dict[str, str]:
+    """The variables one ``envFrom`` entry brings: a rendered ConfigMap's data, a rendered Secret's stringData, or
+    for a Secret the user creates (nats.existingSecret) the NATS credentials it is documented to hold."""
+    if "configMapRef" in source:
+        return dict(by_kind(objects, "ConfigMap")[source["configMapRef"]["name"]]["data"])
+    name = source["secretRef"]["name"]
+    secret = by_kind(objects, "Secret").get(name)
+    if secret is not None:
+        return dict(secret["stringData"])
+    return {"ALLOT_NATS_USER": "allot", "ALLOT_NATS_PASSWORD": f"from the Secret {name}"}
+
+
 def _environment(objects: list[Obj], obj: Obj, container: Obj, namespace: str) -> dict[str, str]:
     """The container's environment as the kubelet builds it (Secrets and the downward API filled in)."""
-    config_maps = by_kind(objects, "ConfigMap")
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
-        env.update(config_maps[source["configMapRef"]["name"]]["data"])
+        env.update(env_from(objects, source))
     for var in container.get("env", []):
         source = var.get("valueFrom", {})
         if "secretKeyRef" in source:
@@ -1086,8 +1096,13 @@ def test_the_bundled_nats_fsyncs_every_second_and_nats_server_accepts_its_config
     with tempfile.NamedTemporaryFile("w", suffix=".conf") as file:
         file.write(conf)
         file.flush()
+        secret = by_kind(rendered["bundled"], "Secret")["allot-nats-auth"]
         result = subprocess.run(
-            [str(binary), "-t", "-c", file.name], capture_output=True, text=True, timeout=30
+            [str(binary), "-t", "-c", file.name],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=secret["stringData"],  # the server reads its credentials from its environment
         )
     assert result.returncode == 0, result.stdout + result.stderr
 

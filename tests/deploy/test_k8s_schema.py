@@ -70,7 +70,11 @@ def test_everything_a_kustomization_refers_to_exists(directory: Path) -> None:
     assert missing == []
 
 
-@pytest.mark.parametrize("path", [*resource_files(), SECRET_TEMPLATE], ids=lambda p: str(p.relative_to(K8S)))
+@pytest.mark.parametrize(
+    "path",
+    [*resource_files(), *sorted(K8S.glob("*-secret.example.yaml"))],
+    ids=lambda p: str(p.relative_to(K8S)),
+)
 def test_manifest_file_validates(
     path: Path, read_yaml_documents: Callable[[Path], Objects], kube_version: str
 ) -> None:

@@ -73,11 +73,24 @@ def long_running(objects: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
                 yield obj, container
 
 
+def secret_templates() -> dict[str, Obj]:
+    """The Secrets the user creates (deploy/k8s/*-secret.example.yaml), by name: never applied by the manifests."""
+    templates = [yaml.safe_load(p.read_text()) for p in sorted(K8S.glob("*-secret.example.yaml"))]
+    return {t["metadata"]["name"]: t for t in templates}
+
+
 def environment(objects: list[Obj], container: Obj) -> dict[str, str]:
-    """The container's environment as the kubelet builds it: envFrom ConfigMaps, then env (secrets as refs)."""
+    """The container's environment as the kubelet builds it: envFrom ConfigMaps and Secrets (the user's, from their
+    templates), then env (secrets as refs)."""
     config_maps = by_kind(objects, "ConfigMap")
+    secrets = secret_templates()
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
+        if "secretRef" in source:
+            name = source["secretRef"]["name"]
+            assert name in secrets, f"envFrom refers to a Secret {name} with no template in deploy/k8s"
+            env.update({key: f"secret:{name}/{key}" for key in secrets[name]["stringData"]})
+            continue
         name = source["configMapRef"]["name"]
         assert name in config_maps, f"envFrom refers to a missing ConfigMap {name}"
         env.update(config_maps[name]["data"])

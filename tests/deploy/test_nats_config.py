@@ -31,13 +31,15 @@ def jetstream_settings(text: str) -> dict[str, str]:
 
 
 def test_the_embedded_reference_fsyncs_every_second() -> None:
-    rendered = embedded.NATS_CONFIG.format(port=4222, http_port=8222, store_dir="/data")
+    rendered = embedded.nats_config(port=4222, http_port=8222, store_dir="/data", password="secret")
     assert jetstream_settings(rendered)["sync_interval"] == "1s"
 
 
 @pytest.mark.parametrize("path", SHIPPED)
 def test_shipped_config_matches_the_embedded_sync_interval(path: str) -> None:
-    reference = jetstream_settings(embedded.NATS_CONFIG.format(port=4222, http_port=8222, store_dir="/data"))
+    reference = jetstream_settings(
+        embedded.nats_config(port=4222, http_port=8222, store_dir="/data", password="secret")
+    )
     settings = jetstream_settings((REPO / path).read_text())
     assert settings.get("sync_interval") == reference["sync_interval"] == "1s"
     assert settings.get("store_dir"), "JetStream needs a store_dir on a persistent volume"
@@ -50,6 +52,10 @@ def test_nats_server_accepts_the_config(path: str) -> None:
     except Unavailable as exc:
         pytest.skip(f"no nats-server binary to check the config with: {exc}")
     result = subprocess.run(
-        [str(binary), "-t", "-c", str(REPO / path)], capture_output=True, text=True, timeout=30
+        [str(binary), "-t", "-c", str(REPO / path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"ALLOT_NATS_USER": "allot", "ALLOT_NATS_PASSWORD": "secret"},  # the configs read them from there
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -3,12 +3,10 @@ self-signed CA would be), AdmissionReviews as the API server sends them, verifie
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import shutil
 import ssl
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,70 +14,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from allot_cli.webhook import Webhook, cluster_profiles, cluster_quotas, serve, tls_context
+from allot_cli.webhook import Webhook, cluster_profiles, cluster_quotas
 from allot_testing.builders import a_pod, a_quota
 from allot_testing.fake_kube import RESOURCES, FakeKube, FakeResource
 from allot_testing.fake_kube_rules import json_patch
+from allot_testing.tls import serving
 
 pytestmark = pytest.mark.skipif(
     shutil.which("openssl") is None, reason="needs the openssl command to make a CA"
 )
-
-
-def make_certificates(directory: Path) -> tuple[str, str, str]:
-    """A CA, and a certificate for ``allot-webhook.allot-system.svc`` and 127.0.0.1 signed by it."""
-
-    def run(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
-
-    run(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=allot-webhook-ca",
-    )
-    run(
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "tls.key",
-        "-out",
-        "tls.csr",
-        "-subj",
-        "/CN=allot-webhook.allot-system.svc",
-    )
-    (directory / "san.ext").write_text(
-        "subjectAltName=DNS:allot-webhook.allot-system.svc,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
-    )
-    run(
-        "x509",
-        "-req",
-        "-in",
-        "tls.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "tls.crt",
-        "-days",
-        "1",
-        "-extfile",
-        "san.ext",
-    )
-    return str(directory / "ca.crt"), str(directory / "tls.crt"), str(directory / "tls.key")
 
 
 @pytest.fixture
@@ -98,23 +41,8 @@ async def tree_endpoint(
 
 
 async def _serve(webhook: Webhook, tmp_path: Path, port: int) -> AsyncIterator[tuple[str, ssl.SSLContext]]:
-    ca, cert, key = make_certificates(tmp_path)
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        serve(webhook, host="127.0.0.1", port=port, context=tls_context(cert, key), stop=stop)
-    )
-    trust = ssl.create_default_context(cafile=ca)  # what the API server does with the caBundle
-    url = f"https://127.0.0.1:{port}"
-    async with aiohttp.ClientSession() as session:
-        for _ in range(100):
-            try:
-                async with session.post(f"{url}/validate", json={}, ssl=trust):
-                    break
-            except aiohttp.ClientConnectionError:
-                await asyncio.sleep(0.05)
-    yield url, trust
-    stop.set()
-    await task
+    async with serving(webhook, tmp_path, port) as served:
+        yield served
 
 
 def ours(name: str, scheduler: str = "allot-scheduler", **kwargs: Any) -> dict[str, Any]:

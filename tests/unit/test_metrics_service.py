@@ -103,9 +103,19 @@ async def test_a_log_that_cannot_be_read_leaves_the_log_families_out():
 async def test_consumer_counters_come_from_the_consumer():
     metrics = Metrics("gang-coordinator", process=False)
     assert sample(metrics, "allot_dead_letters_total", service="gang-coordinator") is None
-    stats = ConsumerStats(batches=7, duplicates=2, dead_lettered=1, transient_failures=3, gaps_detected=1)
+    stats = ConsumerStats(
+        batches=7,
+        duplicates=2,
+        dead_lettered=1,
+        transient_failures=3,
+        gaps_detected=1,
+        refused={"not_in_log": 4, "replayed": 1},
+    )
     consumer = Consumer("gang-coordinator", frozenset(), stats=stats)
     await metrics.refresh(None, consumer)
+    refused = "allot_bus_messages_refused_total"
+    assert sample(metrics, refused, service="gang-coordinator", reason="not_in_log") == 4
+    assert sample(metrics, refused, service="gang-coordinator", reason="replayed") == 1
     assert sample(metrics, "allot_consumer_batches_total", service="gang-coordinator") == 7
     assert sample(metrics, "allot_consumer_duplicates_total", service="gang-coordinator") == 2
     assert sample(metrics, "allot_dead_letters_total", service="gang-coordinator") == 1

@@ -6,29 +6,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from allot_cli.sim.run import run
 from allot_cli.ui.model import Chain, UiModel
 from allot_cli.ui.pages import layout
 from allot_cli.ui.server import make_app
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from allot_testing import demo
 
 
 @pytest.fixture(scope="module")
 def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    joined = tmp_path_factory.mktemp("ui") / "demo.yaml"
-    joined.write_text(
-        "\n---\n".join((EXAMPLES / "demo" / n).read_text() for n in ("cluster.yaml", "pods.yaml"))
-    )
-    sim, _, _ = run(str(joined), config={})
-    return sim.store
+    return demo.demo_store(tmp_path_factory.mktemp("ui"))
 
 
 def fetch(store: Any, *paths: str) -> Iterator[tuple[int, str]]:

@@ -74,6 +74,18 @@ creates by default, and must be set when the control plane's is another one (or 
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- if and .Values.nats.tls.enabled (not .Values.nats.tls.secretName) -}}
+{{- $problems = append $problems "nats: nats.tls.enabled needs nats.tls.secretName (a Secret with ca.crt, and tls.crt and tls.key for the bundled NATS)" -}}
+{{- end -}}
+{{- if and .Values.nats.url .Values.nats.tls.enabled (not (hasPrefix "tls://" .Values.nats.url)) -}}
+{{- $problems = append $problems "nats: nats.tls.enabled needs a tls:// nats.url, so the connection cannot fall back to plain text" -}}
+{{- end -}}
+{{- if and .Values.nats.url (regexMatch "^[a-z]+://[^/]*@" .Values.nats.url) -}}
+{{- $problems = append $problems "nats: nats.url holds credentials, which would land in a ConfigMap; put them in a Secret and set nats.existingSecret" -}}
+{{- end -}}
+{{- if and .Values.nats.enabled .Values.nats.existingSecret -}}
+{{- $problems = append $problems "nats: nats.existingSecret is for a server of yours; the bundled NATS (nats.enabled) makes its own credentials" -}}
+{{- end -}}
 {{- $le := .Values.leaderElection -}}
 {{- if not (and (gt (float64 $le.leaseDurationSeconds) (float64 $le.renewDeadlineSeconds)) (gt (float64 $le.renewDeadlineSeconds) (float64 $le.retryPeriodSeconds))) -}}
 {{- $problems = append $problems (printf "leaderElection: leaseDurationSeconds (%v) > renewDeadlineSeconds (%v) > retryPeriodSeconds (%v) must hold" $le.leaseDurationSeconds $le.renewDeadlineSeconds $le.retryPeriodSeconds) -}}
@@ -111,8 +123,48 @@ key: key.pem
 {{- if .Values.nats.url -}}
 {{- .Values.nats.url -}}
 {{- else -}}
-nats://{{ include "allot.fullname" . }}-nats:4222
+{{ ternary "tls" "nats" .Values.nats.tls.enabled }}://{{ include "allot.fullname" . }}-nats:4222
 {{- end -}}
+{{- end -}}
+
+{{/* The Secret whose keys (ALLOT_NATS_USER, ALLOT_NATS_PASSWORD or ALLOT_NATS_TOKEN) every Allot process gets as
+environment variables: the bundled NATS's, or the user's; empty for a server of the user's without one. */}}
+{{- define "allot.natsSecret" -}}
+{{- if .Values.nats.enabled -}}
+{{ include "allot.fullname" . }}-nats-auth
+{{- else -}}
+{{ .Values.nats.existingSecret }}
+{{- end -}}
+{{- end -}}
+
+{{/* Where the CA that verifies NATS's certificate is mounted in every Allot pod (nats.tls.enabled). */}}
+{{- define "allot.natsCaDir" -}}/etc/allot-nats-tls{{- end -}}
+
+{{/* What an Allot container needs to reach NATS: the credentials' Secret (envFrom), the CA (volume, mount). */}}
+{{- define "allot.natsEnvFrom" -}}
+{{- with include "allot.natsSecret" . }}
+- secretRef:
+    name: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{- define "allot.natsMount" -}}
+{{- if .Values.nats.tls.enabled }}
+- name: nats-tls
+  mountPath: {{ include "allot.natsCaDir" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "allot.natsVolume" -}}
+{{- if .Values.nats.tls.enabled }}
+- name: nats-tls
+  secret:
+    secretName: {{ .Values.nats.tls.secretName }}
+    items:
+      - key: ca.crt
+        path: ca.crt
+{{- end }}
 {{- end -}}
 
 {{/*

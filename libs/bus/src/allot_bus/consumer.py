@@ -11,9 +11,12 @@ Protocol (docs/adr/0002-bus.md):
 2. Live: pull requests stay outstanding (:class:`allot_bus.adapters.pull.Puller`), so each message arrives as soon as
    the relay publishes it; whatever has arrived (at most ``batch``) is handled as one unit: the handler folds the
    events in order and appends every resulting decision with the checkpoint in one transaction, and the batch is
-   acknowledged after that commit (the consumer acks "all", so one ack covers the batch). A message at or below the
-   position is a duplicate (redelivery, a relay retry beyond the dedupe window, a refill) and is skipped: positions
-   and event ids are one-to-one, so this is dedupe by event id.
+   acknowledged after that commit (the consumer acks "all", so one ack covers the batch). Before that, the batch is
+   checked against the log (:mod:`allot_bus.provenance`, one query): a message that is not the event the log holds
+   at the position and with the hash it claims, or a logged event published again out of the stream's order, is
+   recorded as ``security.message_refused`` and terminated, never decided on (docs/adr/0010). A logged event at or
+   below the position is a duplicate (redelivery, a catch-up overlap, a refill) and is skipped: positions and event
+   ids are one-to-one, so this is dedupe by event id.
 3. A handler that fails on one event of a batch first commits the decisions of the events before it and raises
    :class:`BatchFailed` naming it. A permanent error (undecodable, ``PermanentError``) → a ``consumer.dead_lettered``
    event is recorded with the checkpoint moved past it, the message is terminated, then a rebuild (which skips
@@ -48,10 +51,11 @@ from nats.js import errors as jserrors
 from allot_bus import wire
 from allot_bus.adapters.nats import ensure_durable, ensure_stream, is_missing, supports_multi_filter
 from allot_bus.adapters.pull import ConsumerGone, Puller
-from allot_bus.names import BusNames
+from allot_bus.names import HEADER_MSG_ID, BusNames
+from allot_bus.provenance import Delivered, Refusal, StreamOrder, describe, refused_message, vouch, warning
 from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
 from allot_contracts.errors import AlreadyProcessed, DecisionFailed, PermanentError
-from allot_contracts.events import ConsumerDeadLettered
+from allot_contracts.events import ConsumerDeadLettered, SecurityMessageRefused
 from allot_eventstore.protocol import Checkpoint, EventStore
 
 log = logging.getLogger("allot.consumer")
@@ -84,6 +88,7 @@ class ConsumerStats(msgspec.Struct, kw_only=True):
     caught_up_events: int = 0
     gaps_detected: int = 0
     undecodable: int = 0
+    refused: dict[str, int] = {}  # messages not acted on, by reason (allot_bus.provenance)
 
 
 _Pair = tuple[RecordedEvent, Any]  # a record and its message (None when read from PostgreSQL)
@@ -127,6 +132,7 @@ class DurableConsumer:
         self._failures = 0
         self._needs_resync = False
         self.stats = ConsumerStats()
+        self._order = StreamOrder()
         self.ready = asyncio.Event()
 
     @property
@@ -338,6 +344,7 @@ class DurableConsumer:
                     exc,
                 )
                 self.stats.undecodable += 1
+                await self._record_undecodable(msg, sequence, str(exc))
             if not await self._try(pairs):
                 return
             pairs = []
@@ -350,7 +357,9 @@ class DurableConsumer:
             await self.flush()
 
     async def _try(self, pairs: list[_Pair]) -> bool:
-        """Process live pairs; False when the rest of the delivery must wait for a resync."""
+        """Process live pairs that the log vouches for; False when the rest of the delivery must wait for a
+        resync."""
+        pairs = await self._vouched(pairs)
         if not pairs:
             return True
         try:
@@ -364,6 +373,53 @@ class DurableConsumer:
             self._needs_resync = True
             return False
         return not self._needs_resync  # dead-lettered: nothing after it is decided before the rebuild
+
+    async def _vouched(self, pairs: list[_Pair]) -> list[_Pair]:
+        """The pairs whose message is the event the log holds at the position and with the hash it claims; every
+        other one is recorded as a security warning and terminated, never decided on (docs/adr/0010)."""
+        if not pairs:
+            return pairs
+        delivered = [
+            Delivered(
+                record=record,
+                subject=getattr(msg, "subject", ""),
+                sequence=msg.metadata.sequence.stream if msg.metadata else 0,
+                delivered=msg.metadata.num_delivered if msg.metadata else 1,
+                handle=msg,
+            )
+            for record, msg in pairs
+        ]
+        accepted, refused = await vouch(self.store, delivered, self._order, self._first_sequence)
+        if refused:
+            await self._refuse(refused)
+        return [(message.record, message.handle) for message in accepted]
+
+    async def _first_sequence(self) -> int:
+        info = await self.js.stream_info(self.names.stream)
+        return int(info.state.first_seq or 0)
+
+    async def _refuse(self, refused: list[Refusal]) -> None:
+        for refusal in refused:
+            self.stats.refused[refusal.reason] = self.stats.refused.get(refusal.reason, 0) + 1
+            log.warning("%s %s", self.name, describe(refusal))
+        await self.store.append([warning(self.name, r) for r in refused], producer=self.name)
+        # recorded first: a failure above leaves them to be delivered and judged again
+        for refusal in refused:
+            with contextlib.suppress(nats.errors.Error, jserrors.Error):
+                await refusal.message.handle.term()
+
+    async def _record_undecodable(self, msg: Any, sequence: int, reason: str) -> None:
+        self.stats.refused["undecodable"] = self.stats.refused.get("undecodable", 0) + 1
+        subject = getattr(msg, "subject", "")
+        event = SecurityMessageRefused(
+            consumer=self.name,
+            reason="undecodable",
+            subject=subject,
+            stream_sequence=sequence,
+            detail=reason[:2000],
+        )
+        key = msg.header.get(HEADER_MSG_ID, "") if getattr(msg, "header", None) else ""
+        await self.store.append([refused_message(self.name, event, key=key)], producer=self.name)
 
     async def _idle_gap_check(self) -> None:
         pending = await self.store.read(after=self.position, types=self.types, limit=1)

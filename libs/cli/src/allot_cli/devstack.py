@@ -7,8 +7,9 @@ servers of your own), runs the migrations under their advisory lock, then starts
 restarts any that dies (with backoff, counted in ``stack.json``; the backoff starts over once a process has run for
 ``healthy_after`` seconds). It also watches the embedded PostgreSQL and NATS (process alive, port answering) and
 restarts them on the same data directory and port; when that is not possible the stack is marked ``degraded`` in
-``stack.json`` (``allot status`` shows why). ``allot down`` signals the supervisor, which stops the services, then
-NATS, then PostgreSQL. Logs: ``<state dir>/logs/<name>.log``.
+``stack.json`` (``allot status`` shows why). Both embedded servers require a password (generated; the URLs in
+``stack.json`` carry it), so the state directory is 0700 and ``stack.json`` 0600 (docs/security.md). ``allot down``
+signals the supervisor, which stops the services, then NATS, then PostgreSQL. Logs: ``<state dir>/logs/<name>.log``.
 
 Liveness is the supervisor's flock on ``<state dir>/supervisor.lock`` (held for its whole life, released by the
 kernel when it dies), never a PID from ``stack.json``, which may be stale and reused. If the supervisor died anyway
@@ -33,6 +34,7 @@ from typing import IO, Any
 
 import asyncpg
 
+from allot_bus.adapters import natsauth
 from allot_cli.anchoring import relay_anchor_env
 from allot_cli.pipeline import SERVICES
 from allot_cli.stackprocs import (
@@ -46,6 +48,7 @@ from allot_cli.stackprocs import (
 from allot_eventstore.migrate import migrate
 from allot_eventstore.urls import plain_url, redact, with_database
 from allot_runtime.embedded import EmbeddedNats, EmbeddedPostgres, free_port, stop_process
+from allot_runtime.secretfiles import private_dir, write_private
 
 DATABASE = "allot"
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)
@@ -168,9 +171,7 @@ class Supervisor:
             },
             "processes": {c.name: c.info() for c in self.children},
         }
-        tmp = self.stack_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2))
-        tmp.replace(self.stack_file)
+        write_private(self.stack_file, json.dumps(data, indent=2))  # it holds the URLs with their passwords
 
     # -- servers ---------------------------------------------------------------------------------------------
 
@@ -239,7 +240,11 @@ class Supervisor:
                 STACK_MARKER: str(self.state_dir),
             }
         )
-        for key in ("ALLOT_OTEL_EXPORTER", "ALLOT_LOG_LEVEL", "ALLOT_FAILPOINTS", "ALLOT_FAILPOINT_STATE"):
+        passed = ["ALLOT_OTEL_EXPORTER", "ALLOT_LOG_LEVEL", "ALLOT_FAILPOINTS", "ALLOT_FAILPOINT_STATE"]
+        if self.nats is None:
+            # A NATS of the user's: its login and TLS files too (the embedded one's login is in its URL).
+            passed += natsauth.ENVIRONMENT.values()
+        for key in passed:
             if key in os.environ:
                 base[key] = os.environ[key]
         logs = self.state_dir / "logs"
@@ -276,7 +281,8 @@ class Supervisor:
     # -- supervision -----------------------------------------------------------------------------------------
 
     def run(self) -> int:
-        (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
+        private_dir(self.state_dir)
+        private_dir(self.state_dir / "logs")
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         try:
@@ -457,7 +463,7 @@ def describe(stack: dict[str, Any]) -> list[str]:
         f"postgres   {redact(stack['database_url'])}"
         + ("  (embedded)" if stack.get("postgres", {}).get("embedded") else "  (external)")
         + restarts("postgres"),
-        f"nats       {stack['nats_url']}"
+        f"nats       {redact(stack['nats_url'])}"
         + ("  (embedded)" if stack.get("nats", {}).get("embedded") else "  (external)")
         + (f"  monitor {stack['nats']['monitor']}" if stack.get("nats", {}).get("monitor") else "")
         + restarts("nats"),

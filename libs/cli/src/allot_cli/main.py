@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from allot_cli.errors import UsageError
+from allot_contracts.errors import InvalidInput
 
 # name → (module in allot_cli.commands, help); help None = not listed
 COMMANDS: dict[str, tuple[str, str | None]] = {
@@ -125,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except UsageError as exc:
         print(f"allot: error: {exc}", file=sys.stderr)
         code = exc.exit_code
+    except InvalidInput as exc:  # a setting a server refused (e.g. NATS credentials): fix it, then run again
+        print(f"allot: error: {exc}", file=sys.stderr)
+        code = 2
     except KeyboardInterrupt:
         code = 130
     except BrokenPipeError:

@@ -34,6 +34,7 @@ from allot_eventstore.anchor_log import PostgresCheckpoints, Sealer
 from allot_eventstore.migrate import ensure_current
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime import logs, memory
+from allot_runtime.httpserver import HEALTH, application, start
 
 
 async def _serve(holder: dict[str, Any]) -> web.AppRunner:
@@ -76,14 +77,11 @@ async def _serve(holder: dict[str, Any]) -> web.AppRunner:
         ready = "relay" in holder
         return web.json_response({"ready": ready}, status=200 if ready else 503)
 
-    app = web.Application()
+    app = application(HEALTH)
     app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics)])
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(
-        runner, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"), int(os.environ.get("ALLOT_HTTP_PORT", "8080"))
-    ).start()
-    return runner
+    return await start(
+        app, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"), int(os.environ.get("ALLOT_HTTP_PORT", "8080"))
+    )
 
 
 ENVIRONMENT = RELAY_SETTINGS  # what the relay reads besides the shared settings

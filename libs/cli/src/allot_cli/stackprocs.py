@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from allot_cli.connect import read_stack
 from allot_contracts.errors import Unavailable
+from allot_runtime.secretfiles import private_dir, write_private
 
 LOCK_FILE = "supervisor.lock"
 STACK_MARKER = "ALLOT_DEVSTACK_DIR"  # in every service's environment: the state directory it belongs to
@@ -152,7 +153,7 @@ def verify_listener(
 def _acquire(state_dir: Path, wait: float) -> IO[str] | None:
     """The state directory's lock (exclusive flock on ``supervisor.lock``), or None if another process holds it.
     ``wait`` rides out the moment in which a checker (:func:`supervisor_pid`) holds a shared lock to test it."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(state_dir)
     handle = open(state_dir / LOCK_FILE, "a+")  # noqa: SIM115 - not "w": that would truncate a holder's pid
     deadline = time.monotonic() + wait
     while True:
@@ -345,7 +346,7 @@ def cleanup_leftovers(state_dir: Path, *, timeout: float = 15.0) -> list[str]:
         if messages and stack is not None and stack.get("status") != "stopped":
             stack.update(status="stopped", error="the supervisor had died; its leftovers were cleaned up")
             with contextlib.suppress(OSError):
-                (state_dir / "stack.json").write_text(json.dumps(stack, indent=2))
+                write_private(state_dir / "stack.json", json.dumps(stack, indent=2))
         return messages
     finally:
         _release(lock)

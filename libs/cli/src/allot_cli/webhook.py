@@ -29,6 +29,11 @@ quota-manager's to refuse, from the log: the webhook keeps no state.
 TLS: the certificate and key are files (``--tls-cert-file``, ``--tls-private-key-file``), from cert-manager's
 Certificate when installed, else the self-signed CA and certificate the Helm chart generates. ``/healthz`` and
 ``/metrics`` are served over plain HTTP on ``ALLOT_HTTP_PORT`` like every other process.
+
+Bad input: each review is read within :data:`LIMITS` (size, nesting, header and body timeouts, connections:
+``allot_runtime.httpserver``) and must be an AdmissionReview the API server sends (``admission.k8s.io/v1`` or
+``v1beta1``, a string ``uid``, fields of their types: :mod:`allot_cli.admission_review`), else it is refused (400)
+naming the field; a Pod without a pod's shape is denied with the field path and gets no patch. See docs/limits.md.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import Any
 
 from aiohttp import web
 
+from allot_cli.admission_review import MalformedReview, parse_review, pod_shape_issues
 from allot_contracts.events import FieldIssue
 from allot_contracts.jsonpatch import diff
 from allot_contracts.objects.admission import admit, parse_priority_class
@@ -57,10 +63,21 @@ from allot_contracts.objects.profile_mutation import apply_profiles, namespace_l
 from allot_contracts.objects.qos_rules import immutable_issues
 from allot_contracts.objects.quota import QUOTA_API, parse_quota
 from allot_quota import QuotaEngine
+from allot_runtime.httpserver import Limits, application, read_json, refuse, start
 
 log = logging.getLogger("allot.webhook")
 
 SCHEDULER = "allot-scheduler"
+# What a review may be (docs/limits.md#http-servers): a body of 8 MiB (an object and its old version, each up to the
+# API server's 3 MiB request limit), nested 100 levels; the API server's own call times out after 10 s by default.
+LIMITS = Limits(
+    header_timeout=10.0,
+    body_timeout=10.0,
+    idle_timeout=120.0,
+    max_connections=128,
+    max_body=8 * 1024 * 1024,
+    max_depth=100,
+)
 VALIDATED = {
     ("v1", "Pod"),
     ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota"),
@@ -218,7 +235,7 @@ class Webhook:
 
     def validate(self, request: dict[str, Any]) -> dict[str, Any]:
         """The ``response`` of an AdmissionReview for the validating webhook."""
-        uid = request.get("uid", "")
+        uid = str(request["uid"])  # parse_review: a non-empty string
         obj = request.get("object")
         if request.get("operation") == "DELETE" or not isinstance(obj, dict):
             return {"uid": uid, "allowed": True}
@@ -235,10 +252,10 @@ class Webhook:
                 "allowed": True,
                 "warnings": [f"Allot does not read {api_version} {manifest['kind']}"],
             }
-        if (
-            manifest["kind"] == "Pod"
-            and ((obj.get("spec") or {}).get("schedulerName") or "") != self.scheduler
-        ):
+        shape = pod_shape_issues(obj) if manifest["kind"] == "Pod" else []
+        if shape:  # not a pod, whichever scheduler it names
+            return self._refused(uid, obj, shape)
+        if manifest["kind"] == "Pod" and (obj["spec"].get("schedulerName") or "") != self.scheduler:
             self._count("not-ours")
             return {"uid": uid, "allowed": True}
         try:
@@ -261,12 +278,18 @@ class Webhook:
             self._count("allowed")
         return response
 
+    def _refused(self, uid: str, pod: dict[str, Any], issues: list[FieldIssue]) -> dict[str, Any]:
+        response: dict[str, Any] = {"uid": uid, "allowed": True}
+        self._deny(response, "Pod", pod, issues)
+        return response
+
     def _deny(
         self, response: dict[str, Any], kind: str, obj: dict[str, Any], issues: list[FieldIssue]
     ) -> None:
         self._count("denied")
-        metadata = obj.get("metadata") or {}
-        name = metadata.get("name") or metadata.get("generateName", "")
+        metadata = obj.get("metadata")
+        named = metadata if isinstance(metadata, dict) else {}
+        name = str(named.get("name") or named.get("generateName") or "")
         response["allowed"] = False
         response["status"] = {
             "code": 422,
@@ -338,11 +361,14 @@ class Webhook:
     async def review_mutate(self, request: dict[str, Any]) -> dict[str, Any]:
         """The ``response`` for the mutating webhook on pod creation: the ClusterColocationProfiles applied, then
         ``spec.schedulerName`` set, as one JSON patch."""
-        uid = request.get("uid", "")
+        uid = str(request["uid"])
         obj = request.get("object")
         kind = (request.get("kind") or {}).get("kind")
         if request.get("operation") != "CREATE" or kind != "Pod" or not isinstance(obj, dict):
             return {"uid": uid, "allowed": True}
+        shape = pod_shape_issues(obj)
+        if shape:  # not a pod: nothing to route or patch
+            return self._refused(uid, obj, shape)
         pod, issues, notices = await self._profiled(request, obj)
         warnings = [_line(w) for w in notices]
         response: dict[str, Any] = {"uid": uid, "allowed": True}
@@ -372,27 +398,18 @@ class Webhook:
             response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
         return response
 
-    def app(self) -> web.Application:
+    def app(self, limits: Limits = LIMITS) -> web.Application:
         async def review(request: web.Request, answer: Any) -> web.Response:
             try:
-                body = await request.json()
-            except (ValueError, UnicodeDecodeError):
-                return web.json_response({"message": "the body is not an AdmissionReview (JSON)"}, status=400)
-            inner = body.get("request") if isinstance(body, dict) else None
-            if not isinstance(inner, dict) or body.get("kind") != "AdmissionReview":
-                return web.json_response(
-                    {"message": "expected an AdmissionReview with a request"}, status=400
-                )
+                found = parse_review(await read_json(request))
+            except MalformedReview as exc:
+                raise refuse(str(exc)) from None
             try:
-                response = await answer(inner)
+                response = await answer(found.request)
             except WebhookError as exc:
                 return web.json_response({"message": str(exc)}, status=500)
             return web.json_response(
-                {
-                    "apiVersion": body.get("apiVersion") or "admission.k8s.io/v1",
-                    "kind": "AdmissionReview",
-                    "response": response,
-                }
+                {"apiVersion": found.api_version, "kind": "AdmissionReview", "response": response}
             )
 
         async def validate(request: web.Request) -> web.Response:
@@ -401,7 +418,7 @@ class Webhook:
         async def mutate(request: web.Request) -> web.Response:
             return await review(request, self.review_mutate)
 
-        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app = application(limits)
         app.add_routes([web.post("/validate", validate), web.post("/mutate", mutate)])
         return app
 
@@ -414,13 +431,16 @@ def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
 
 
 async def serve(
-    webhook: Webhook, *, host: str, port: int, context: ssl.SSLContext, stop: asyncio.Event
+    webhook: Webhook,
+    *,
+    host: str,
+    port: int,
+    context: ssl.SSLContext,
+    stop: asyncio.Event,
+    limits: Limits | None = None,
 ) -> None:
-    """Serve the webhooks over TLS until ``stop``."""
-    runner = web.AppRunner(webhook.app(), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=context)
-    await site.start()
+    """Serve the webhooks over TLS until ``stop``, with ``limits`` (:data:`LIMITS` unless given)."""
+    runner = await start(webhook.app(limits or LIMITS), host, port, ssl_context=context)
     log.info("admission webhooks on https://%s:%d (/validate, /mutate)", host, port)
     try:
         await stop.wait()

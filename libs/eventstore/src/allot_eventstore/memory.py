@@ -182,6 +182,13 @@ class InMemoryEventStore:
     async def recorded_ids(self, event_ids: Collection[str]) -> set[str]:
         return {event_id for event_id in event_ids if event_id in self._ids}
 
+    async def hashes(self, positions: Collection[int]) -> dict[int, bytes]:
+        count = len(self.events)
+        return {p: self.events[p - 1].hash for p in positions if 0 < p <= count}
+
+    async def positions_of(self, event_ids: Collection[str]) -> dict[str, int]:
+        return {event_id: self._ids[event_id] for event_id in event_ids if event_id in self._ids}
+
     async def head(self) -> tuple[int, bytes]:
         return len(self.events), (self.events[-1].hash if self.events else GENESIS_HASH)
 

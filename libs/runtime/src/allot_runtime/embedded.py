@@ -6,6 +6,12 @@ child process with its own data directory under a state directory; nothing is in
 PostgreSQL refuses to run as root. When we are root, the server runs as an unprivileged system user (``allot-pg``,
 created with ``useradd`` if missing) that owns the data directory. NATS is started with JetStream, a store
 directory and ``sync_interval: 1s`` (see docs/adr/0002-bus.md for why).
+
+Both listen on 127.0.0.1 only and both require a password, generated here (docs/security.md, "Deployment"):
+PostgreSQL's superuser ``postgres`` authenticates with SCRAM (``initdb --auth=scram-sha-256``, on TCP and on the Unix
+socket alike; no local user is trusted), its password kept in ``<data dir>.password``; NATS has one user ``allot``
+with a password generated per start. Both URLs (:attr:`EmbeddedPostgres.url`, :attr:`EmbeddedNats.url`) carry the
+password, and every file that holds one is written 0600 (:mod:`allot_runtime.secretfiles`).
 """
 
 from __future__ import annotations
@@ -14,17 +20,20 @@ import contextlib
 import importlib.util
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 from allot_contracts.errors import Unavailable
+from allot_runtime.secretfiles import generate_password, read_or_create_password, write_private
 
 PG_SYSTEM_USER = "allot-pg"
 
@@ -101,6 +110,17 @@ def _open_path_for(path: Path) -> None:
             parent.chmod(mode | 0o011)
 
 
+def _let_group_traverse(directory: Path, user: pwd.struct_passwd) -> None:
+    """Let ``user`` (through its group) traverse ``directory``, a private one, without opening it to anyone else;
+    every parent above it gets o+x as for the binaries."""
+    if directory.parent != directory:
+        _open_path_for(directory.parent)
+    if directory.stat().st_mode & 0o001:
+        return  # already open to everyone (e.g. a scratch directory of the tests)
+    os.chown(directory, -1, user.pw_gid)
+    directory.chmod(directory.stat().st_mode | 0o010)
+
+
 class EmbeddedPostgres:
     """A PostgreSQL server in ``data_dir`` on 127.0.0.1:``port``. ``fast=True`` turns off fsync (tests only)."""
 
@@ -109,12 +129,21 @@ class EmbeddedPostgres:
         self.port = port or free_port()
         self.fast = fast
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        self.password_path = data_dir.parent / f"{data_dir.name}.password"
         self.proc: subprocess.Popen[bytes] | None = None
         self._user = _ensure_pg_user()
+        self._password = ""
+
+    @property
+    def password(self) -> str:
+        """The superuser's password (kept 0600 in ``<data dir>.password``), generated before ``initdb``."""
+        if not self._password:
+            self._password = read_or_create_password(self.password_path)
+        return self._password
 
     @property
     def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://postgres:{self.password}@127.0.0.1:{self.port}/postgres"
 
     def _demote(self) -> dict[str, int]:
         if self._user is None:
@@ -123,37 +152,72 @@ class EmbeddedPostgres:
 
     def init(self) -> None:
         bin_dir = postgres_bin_dir()
+        if self._user is not None:  # at every start: a parent's mode may have changed since the first one
+            _open_path_for(bin_dir)
+            self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+            _let_group_traverse(self.data_dir.parent, self._user)
         if (self.data_dir / "PG_VERSION").exists():
-            # A parent's mode may have changed since the first start (a shared /tmp tree tidied up).
-            if self._user is not None:
-                _open_path_for(self.data_dir.parent)
+            if not self.password_path.exists():
+                self._require_password()
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self._user is not None:
-            _open_path_for(bin_dir)
-            _open_path_for(self.data_dir.parent)
             os.chown(self.data_dir, self._user.pw_uid, self._user.pw_gid)
         self.data_dir.chmod(0o700)
+        # initdb reads the password from a file that exists only while it runs, readable by the server's user
+        # alone (a pipe on stdin would not do: the demoted initdb may not reopen a pipe root created).
+        with tempfile.TemporaryDirectory(prefix="allot-initdb-") as scratch:
+            pwfile = Path(scratch) / "password"
+            write_private(pwfile, self.password + "\n")
+            if self._user is not None:
+                os.chown(scratch, self._user.pw_uid, self._user.pw_gid)
+                os.chown(pwfile, self._user.pw_uid, self._user.pw_gid)
+            result = subprocess.run(
+                [
+                    str(bin_dir / "initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "--auth=scram-sha-256",
+                    f"--pwfile={pwfile}",
+                    "-U",
+                    "postgres",
+                    "--encoding=UTF8",
+                    "--locale=C",
+                    "--no-instructions",
+                ],
+                capture_output=True,
+                text=True,
+                **self._demote(),  # type: ignore[call-overload]
+            )
+        if result.returncode != 0:
+            raise Unavailable(
+                f"initdb failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}"
+            )
+
+    def _require_password(self) -> None:
+        """A data directory initialised by an older Allot, which trusted every local connection: give ``postgres`` a
+        password (in single-user mode, before the server listens) and require it from now on."""
+        password = generate_password()
         result = subprocess.run(
-            [
-                str(bin_dir / "initdb"),
-                "-D",
-                str(self.data_dir),
-                "--auth=trust",
-                "-U",
-                "postgres",
-                "--encoding=UTF8",
-                "--locale=C",
-                "--no-instructions",
-            ],
+            [str(postgres_bin_dir() / "postgres"), "--single", "-D", str(self.data_dir), "postgres"],
+            input=f"ALTER USER postgres PASSWORD '{password}';\n",
             capture_output=True,
             text=True,
             **self._demote(),  # type: ignore[call-overload]
         )
         if result.returncode != 0:
             raise Unavailable(
-                f"initdb failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}"
+                f"cannot set a password on the PostgreSQL in {self.data_dir} ({result.returncode}): "
+                f"{result.stderr.strip() or result.stdout.strip()}"
             )
+        hba = self.data_dir / "pg_hba.conf"
+        lines = [
+            line if line.lstrip().startswith("#") else re.sub(r"\btrust(\s*)$", r"scram-sha-256\1", line)
+            for line in hba.read_text().splitlines()
+        ]
+        hba.write_text("\n".join(lines) + "\n")
+        write_private(self.password_path, password + "\n")
+        self._password = password
 
     def command(self) -> list[str]:
         cmd = [
@@ -234,12 +298,18 @@ def nats_server_binary() -> Path:
     )
 
 
+NATS_USER = "allot"
+
 NATS_CONFIG = """# Generated by Allot. JetStream fsyncs its store every second (sync_interval: 1s), not every two minutes (the
 # default): an OS crash loses at most the last second of the stream, which the relay republishes from the
-# PostgreSQL log (docs/adr/0002-bus.md).
+# PostgreSQL log (docs/adr/0002-bus.md). Clients authenticate as one user with a password generated per start.
 listen: 127.0.0.1:{port}
 http: 127.0.0.1:{http_port}
 max_payload: 8MB
+authorization {{
+  user: "{user}"
+  password: "{password}"
+}}
 jetstream {{
   store_dir: "{store_dir}"
   sync_interval: 1s
@@ -247,8 +317,16 @@ jetstream {{
 """
 
 
+def nats_config(*, port: int, http_port: int, store_dir: Path | str, password: str) -> str:
+    """The embedded server's config: listening on 127.0.0.1 only, one user ``allot`` with ``password``."""
+    return NATS_CONFIG.format(
+        port=port, http_port=http_port, store_dir=store_dir, user=NATS_USER, password=password
+    )
+
+
 class EmbeddedNats:
-    """nats-server with JetStream in ``store_dir`` on 127.0.0.1:``port``."""
+    """nats-server with JetStream in ``store_dir`` on 127.0.0.1:``port``, for the user ``allot`` with a password
+    generated per instance (restarts of the same instance keep it; the config file holding it is 0600)."""
 
     def __init__(self, store_dir: Path, *, port: int | None = None, http_port: int | None = None) -> None:
         self.store_dir = store_dir
@@ -257,15 +335,19 @@ class EmbeddedNats:
         self.config_path = store_dir.parent / f"{store_dir.name}.conf"
         self.log_path = store_dir.parent / f"{store_dir.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.password = generate_password()
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"nats://{NATS_USER}:{self.password}@127.0.0.1:{self.port}"
 
     def write_config(self) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(
-            NATS_CONFIG.format(port=self.port, http_port=self.http_port, store_dir=self.store_dir)
+        write_private(
+            self.config_path,
+            nats_config(
+                port=self.port, http_port=self.http_port, store_dir=self.store_dir, password=self.password
+            ),
         )
 
     def command(self) -> list[str]:

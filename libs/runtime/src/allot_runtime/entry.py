@@ -55,15 +55,19 @@ def service_main(
     except (InvalidInput, ValueError) as exc:  # the engines' config errors are ValueErrors naming the field
         print(f"allot-{service}: invalid configuration: {exc}", file=sys.stderr)
         sys.exit(2)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(
-            run_service(
-                settings,
-                lambda: build(config),
-                observers=observers,
-                extras=extras,
-                collectors=collectors,
-                scheduler=scheduler,
-                config=applied,
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(
+                run_service(
+                    settings,
+                    lambda: build(config),
+                    observers=observers,
+                    extras=extras,
+                    collectors=collectors,
+                    scheduler=scheduler,
+                    config=applied,
+                )
             )
-        )
+    except InvalidInput as exc:  # e.g. NATS refused the credentials: retrying with the same cannot help
+        print(f"allot-{service}: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -260,6 +260,16 @@ class ConsumerCollector:
             if consumer is not None:
                 family.add_metric([self.service], getattr(consumer.stats, field, 0))
             yield family
+        refused = CounterMetricFamily(
+            "allot_bus_messages_refused",
+            "Messages not acted on because the log does not hold them as claimed (recorded as "
+            "security.message_refused), by reason",
+            labels=["service", "reason"],
+        )
+        if consumer is not None:
+            for reason, count in sorted(getattr(consumer.stats, "refused", {}).items()):
+                refused.add_metric([self.service, reason], count)
+        yield refused
 
 
 class ProjectionCollector:

@@ -46,6 +46,7 @@ from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import Checkpoint, EventStore
 from allot_runtime import logs, memory, telemetry
 from allot_runtime.failpoints import Failpoints
+from allot_runtime.httpserver import HEALTH, application, start
 from allot_runtime.kube.lease import Leadership, LeaseConfig
 from allot_runtime.metrics import CollectorFactory, Metrics
 from allot_runtime.processor import Host, Processor, instance_name
@@ -317,7 +318,7 @@ async def _http(live: Liveness, host: str, port: int) -> web.AppRunner:
             body=msgspec.json.encode(await state_of(live.ctx)), content_type="application/json"
         )
 
-    app = web.Application()
+    app = application(HEALTH)
     app.add_routes(
         [
             web.get("/healthz", healthz),
@@ -326,10 +327,7 @@ async def _http(live: Liveness, host: str, port: int) -> web.AppRunner:
             web.get("/state", state),
         ]
     )
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner
+    return await start(app, host, port)
 
 
 async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
@@ -439,7 +437,7 @@ async def run_service(
             store = PostgresEventStore.connect(settings.database_url)
             watch = ownership_watch(ownership)
         live.phase = "connecting to NATS"
-        nc = await connect(settings.nats_url, name=f"allot-{settings.service}")
+        nc = await connect(settings.nats_url, name=f"allot-{settings.service}", auth=settings.nats_auth)
         live.phase = "catching up with the log"
         await _run(
             settings,

@@ -4,7 +4,14 @@
 Environment variable        Default                        Meaning
 =========================== ============================== =========================================================
 ALLOT_DATABASE_URL          (required)                     PostgreSQL holding the event log
-ALLOT_NATS_URL              nats://127.0.0.1:4222          NATS server with JetStream
+ALLOT_NATS_URL              nats://127.0.0.1:4222          NATS server with JetStream (``tls://`` for TLS; may hold
+                                                           ``user:password@``)
+ALLOT_NATS_USER             (none)                         NATS user, with ALLOT_NATS_PASSWORD
+ALLOT_NATS_PASSWORD         (none)                         its password
+ALLOT_NATS_TOKEN            (none)                         NATS token, instead of a user and password
+ALLOT_NATS_TLS_CA           (system CAs)                   PEM CA bundle for the server's certificate (``tls://``)
+ALLOT_NATS_TLS_CERT         (none)                         PEM client certificate (mutual TLS), with
+ALLOT_NATS_TLS_KEY          (none)                         its key; see ``allot_bus.adapters.natsauth``
 ALLOT_NATS_PREFIX           allot                          subject prefix (``<prefix>.events.>``)
 ALLOT_NATS_STREAM           ALLOT_EVENTS                   JetStream stream name
 ALLOT_HTTP_HOST             0.0.0.0                        health/metrics listener
@@ -37,6 +44,8 @@ from typing import Any
 
 import msgspec
 
+from allot_bus.adapters import natsauth
+from allot_bus.adapters.natsauth import NatsAuth
 from allot_bus.names import BusNames
 from allot_contracts.errors import InvalidInput
 
@@ -45,6 +54,12 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
     service: str
     database_url: str
     nats_url: str = "nats://127.0.0.1:4222"
+    nats_user: str = ""
+    nats_password: str = ""
+    nats_token: str = ""
+    nats_tls_ca: str = ""
+    nats_tls_cert: str = ""
+    nats_tls_key: str = ""
     nats_prefix: str = "allot"
     nats_stream: str = "ALLOT_EVENTS"
     http_host: str = "0.0.0.0"
@@ -62,6 +77,10 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
     lease_renew_deadline_s: float = 10.0
     lease_retry_period_s: float = 2.0
     shutdown_timeout_s: float = 10.0
+
+    @property
+    def nats_auth(self) -> NatsAuth:
+        return NatsAuth(**{field: getattr(self, f"nats_{field}") for field in natsauth.ENVIRONMENT})
 
     @property
     def names(self) -> BusNames:
@@ -109,6 +128,7 @@ def read_config(path: Path, service: str) -> dict[str, Any]:
 _FIELDS = {
     "database_url": "ALLOT_DATABASE_URL",
     "nats_url": "ALLOT_NATS_URL",
+    **{f"nats_{field}": var for field, var in natsauth.ENVIRONMENT.items()},
     "nats_prefix": "ALLOT_NATS_PREFIX",
     "nats_stream": "ALLOT_NATS_STREAM",
     "http_host": "ALLOT_HTTP_HOST",
@@ -140,6 +160,9 @@ def load(service: str, environ: Mapping[str, str] | None = None) -> ServiceSetti
         settings = msgspec.convert(raw, ServiceSettings, strict=False)
     except msgspec.ValidationError as exc:
         raise InvalidInput([("environment", str(exc))]) from exc
+    nats_problems = natsauth.problems(settings.nats_auth, settings.nats_url)
+    if nats_problems:
+        raise InvalidInput(nats_problems)
     if settings.otel_exporter not in ("none", "console", "otlp"):
         raise InvalidInput([("ALLOT_OTEL_EXPORTER", "must be none, console or otlp")])
     if settings.log_format not in ("json", "text"):

@@ -7,7 +7,11 @@ otherwise a consumer filters on ``<prefix>.events.>`` and skips other types itse
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from typing import Any
+from urllib.parse import urlsplit
 
 import nats
 from nats.aio.client import Client
@@ -15,8 +19,11 @@ from nats.js import JetStreamContext
 from nats.js import api as jsapi
 from nats.js import errors as jserrors
 
+from allot_bus.adapters import natsauth
+from allot_bus.adapters.natsauth import NatsAuth
 from allot_bus.names import BusNames
-from allot_contracts.errors import Unavailable
+from allot_contracts.errors import InvalidInput, Unavailable
+from allot_eventstore.urls import redact
 
 log = logging.getLogger("allot.bus")
 
@@ -24,24 +31,63 @@ STREAM_MAX_AGE_S = 7 * 24 * 3600.0
 DUPLICATE_WINDOW_S = 120.0
 
 
-async def connect(url: str, *, name: str, connect_timeout: float = 5.0) -> Client:
-    """Connect with reconnects forever (a control plane outlives broker restarts)."""
+async def connect(
+    url: str, *, name: str, connect_timeout: float = 5.0, auth: NatsAuth | None = None
+) -> Client:
+    """Connect with reconnects forever (a control plane outlives broker restarts), authenticated as ``auth`` says
+    (default: the ALLOT_NATS_* environment, :mod:`allot_bus.adapters.natsauth`; credentials may also be in ``url``).
+
+    A server that is not up yet is waited for; one that refuses the credentials or the TLS handshake is not: that
+    raises InvalidInput naming the setting to fix, since trying the same again cannot help."""
+    auth = natsauth.from_env() if auth is None else auth
+    options: dict[str, Any] = {
+        **natsauth.connect_options(auth, url),
+        "name": name,
+        "connect_timeout": connect_timeout,
+        "max_reconnect_attempts": -1,  # forever
+        "reconnect_time_wait": 0.5,
+        "allow_reconnect": True,
+    }
+    refused: asyncio.Future[InvalidInput] = asyncio.get_running_loop().create_future()
 
     async def _error(exc: Exception) -> None:
+        problem = natsauth.refusal(exc, auth, url)
+        if problem is not None and not refused.done():
+            refused.set_result(problem)
         log.warning("nats connection problem: %s", exc)
 
+    nc = Client()
+    connecting: asyncio.Future[Any] = asyncio.ensure_future(nc.connect(url, error_cb=_error, **options))
     try:
-        return await nats.connect(
-            url,
-            name=name,
-            connect_timeout=connect_timeout,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.5,
-            allow_reconnect=True,
-            error_cb=_error,
-        )
+        await asyncio.wait([connecting, refused], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not connecting.done():
+            connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await connecting
+    if refused.done() and not nc.is_connected:
+        with contextlib.suppress(Exception):
+            await nc.close()
+        raise refused.result()
+    refused.cancel()
+    try:
+        connecting.result()
     except (TimeoutError, OSError, nats.errors.Error) as exc:
-        raise Unavailable(f"cannot connect to NATS at {url}: {exc}") from exc
+        raise Unavailable(f"cannot connect to NATS at {redact(url)}: {exc}") from exc
+    if urlsplit(url).scheme == "tls" and not nc._server_info.get("tls_required"):
+        # The driver upgrades to TLS only when the server asks for it: a tls:// URL must not end up in plain text.
+        with contextlib.suppress(Exception):
+            await nc.close()
+        raise InvalidInput(
+            [
+                (
+                    "ALLOT_NATS_URL",
+                    "is tls:// but the server does not require TLS, so the connection was plain text",
+                )
+            ],
+            subject=f"NATS at {redact(url)}",
+        )
+    return nc
 
 
 def server_version(nc: Client) -> tuple[int, int, int]:

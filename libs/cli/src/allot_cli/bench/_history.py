@@ -13,6 +13,7 @@ needs the memory of one round, not of the log.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -25,8 +26,10 @@ import asyncpg
 from allot_cli.documents import Document
 from allot_cli.manifests import Door, to_input
 from allot_cli.simulator import Simulation
+from allot_contracts.envelope import RecordedEvent
+from allot_eventstore.clock import to_datetime
 from allot_eventstore.migrate import migrate
-from allot_eventstore.postgres import EVENT_COLUMNS, copy_row
+from allot_eventstore.postgres import EVENT_COLUMNS
 from allot_eventstore.urls import plain_url
 
 WINDOW = 2000  # pods per round: submitted, decided, then deleted in the next round
@@ -42,6 +45,26 @@ class History:
 
 def _progress(text: str) -> None:
     print(f"bench history: {text}", file=sys.stderr, flush=True)
+
+
+def copy_row(record: RecordedEvent) -> tuple[Any, ...]:
+    """An already-recorded event as a row of the events table, in ``EVENT_COLUMNS`` order (for COPY): the
+    benchmarks write logs straight into the table."""
+    return (
+        record.position,
+        record.event_id,
+        record.stream_id,
+        record.stream_version,
+        record.type,
+        record.schema_version,
+        record.causation_id,
+        record.correlation_id,
+        record.producer,
+        to_datetime(record.recorded_at),
+        record.payload.decode(),
+        record.hash,
+        json.dumps(record.metadata) if record.metadata else "{}",
+    )
 
 
 def _delete(pod: dict[str, Any]) -> dict[str, Any]:

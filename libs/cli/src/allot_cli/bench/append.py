@@ -49,6 +49,7 @@ import asyncpg
 import msgspec
 
 from allot_cli.bench import report
+from allot_cli.bench._history import copy_row
 from allot_cli.errors import UsageError
 from allot_contracts.decisions.placement import Decision
 from allot_contracts.envelope import GENESIS_HASH, NewEvent, canonical, derived_event_id, prepare, stream_id
@@ -56,7 +57,7 @@ from allot_contracts.events import Event, ObjectRef, PodEnqueued, PodPlaced
 from allot_eventstore import Checkpoint
 from allot_eventstore.clock import system_clock
 from allot_eventstore.migrate import migrate
-from allot_eventstore.postgres import EVENT_COLUMNS, PostgresEventStore, copy_row
+from allot_eventstore.postgres import EVENT_COLUMNS, PostgresEventStore
 from allot_eventstore.urls import plain_url, redact, with_database
 
 NAMESPACE = "bench"

@@ -25,6 +25,7 @@ from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 
 BIRTHS = frozenset({"pod.submitted", "pod.observed"})
+REFUSED = "security.message_refused"
 # The codes of allot_contracts.objects.profile_mutation's warnings: what a ClusterColocationProfile did to the pod.
 PROFILE_NOTICES = frozenset({"Mutated", "Skipped"})
 GANG_NAME = "gang.scheduling.koordinator.sh/name"
@@ -348,10 +349,43 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return _explain_node(args.name)
     key = args.name if "/" in args.name else f"{args.namespace}/{args.name}"
     own, group = asyncio.run(pod_history(endpoints().database_url, key))
-    lines = explain(key, own, group)
+    refused = asyncio.run(refused_about(endpoints().database_url, f"pod:{key}"))
+    if not own and refused:
+        raise InputError("\n".join([f"no pod {key} in the log", *refusal_lines(refused)]))
+    lines = explain(key, own, group) + refusal_lines(refused)
     lines += migration_lines(key, asyncio.run(_migrations(endpoints().database_url, key)))
     print("\n".join(lines))
     return 0
+
+
+async def refused_about(url: str, stream: str) -> list[RecordedEvent]:
+    """The ``security.message_refused`` warnings about messages that claimed an event of ``stream``."""
+    store = PostgresEventStore.connect(url)
+    try:
+        return [
+            record
+            async for record in store.iterate(types={REFUSED})
+            if record.payload_dict().get("claimed_stream") == stream
+        ]
+    finally:
+        await store.close()
+
+
+def refusal_lines(refused: list[RecordedEvent]) -> list[str]:
+    """What the bus claimed about the pod and the services refused (docs/security.md)."""
+    if not refused:
+        return []
+    lines = [
+        "",
+        f"refused messages ({len(refused)}): claimed on the bus, not in the log; nothing was decided on them",
+    ]
+    for record in refused:
+        w = record.payload_dict()
+        lines.append(
+            f"  {iso(record.recorded_at)}  {w['consumer']}: {w['reason']}: {w.get('claimed_type') or '?'} "
+            f"{w.get('claimed_event_id') or '?'} claiming position {w.get('claimed_position', 0)}"
+        )
+    return lines
 
 
 async def _migrations(url: str, key: str) -> list[RecordedEvent]:

@@ -25,6 +25,8 @@ from allot_cli.stackprocs import (
     supervisor_pid,
     supervisor_running,
 )
+from allot_eventstore.urls import redact
+from allot_runtime.secretfiles import private_dir
 
 
 def _ready(port: int | None) -> bool:
@@ -142,7 +144,7 @@ def start_stack(
         while supervisor_running(state_dir) and time.monotonic() < deadline:
             time.sleep(0.2)
     clean_leftovers(state_dir, quiet=quiet)
-    (state_dir / "logs").mkdir(parents=True, exist_ok=True)
+    private_dir(state_dir / "logs")  # and the state directory: it will hold the servers' passwords
     (state_dir / "stack.json").unlink(missing_ok=True)
     log = open(state_dir / "logs" / "supervisor.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
@@ -236,7 +238,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         log_state = {"head": None, "checkpoints": {}, "error": f"{type(exc).__name__}: {exc}"}
     healthy = all(r["ready"] for r in rows) and not stack.get("degraded") and "error" not in log_state
     if args.json:
-        print(json.dumps({"stack": stack, "processes": rows, "log": log_state}, indent=2))
+        shown = {**stack, **{k: redact(stack[k]) for k in ("database_url", "nats_url") if stack.get(k)}}
+        print(json.dumps({"stack": shown, "processes": rows, "log": log_state}, indent=2))  # no passwords
         return 0
     for line in describe(stack):
         print(line)

@@ -11,11 +11,9 @@ from typing import Any
 
 
 async def _run(args: argparse.Namespace) -> None:
-    from aiohttp import web
-
     from allot_cli.connect import endpoints
     from allot_cli.ui.model import UiModel
-    from allot_cli.ui.server import make_app
+    from allot_cli.ui.server import serve
     from allot_eventstore.postgres import PostgresEventStore
 
     store = PostgresEventStore.connect(endpoints().database_url)
@@ -23,10 +21,12 @@ async def _run(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(make_app(UiModel(store), poll=args.poll), access_log=None)
-    await runner.setup()
     try:
-        await web.TCPSite(runner, args.host, args.port).start()
+        runner = await serve(UiModel(store), args.host, args.port, poll=args.poll)
+    except BaseException:
+        await store.close()
+        raise
+    try:
         print(f"allot ui: serving the audit view on http://{args.host}:{args.port}/", file=sys.stderr)
         await stop.wait()
     finally:

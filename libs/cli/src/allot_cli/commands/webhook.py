@@ -10,13 +10,39 @@ import os
 import signal
 import ssl
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from allot_cli.webhook import Webhook
+
+
+def health_app(webhook: Webhook) -> web.Application:
+    """``/healthz``, ``/readyz`` and ``/metrics`` (the reviews by result), over plain HTTP on ``ALLOT_HTTP_PORT``."""
+    from aiohttp import web
+
+    from allot_runtime.httpserver import HEALTH, application
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "service": "webhook"})
+
+    async def metrics(_: web.Request) -> web.Response:
+        lines = ["# TYPE allot_webhook_reviews_total counter"] + [
+            f'allot_webhook_reviews_total{{result="{k}"}} {v}' for k, v in sorted(webhook.counts.items())
+        ]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    health = application(HEALTH)
+    health.add_routes(
+        [web.get("/healthz", healthz), web.get("/readyz", healthz), web.get("/metrics", metrics)]
+    )
+    return health
 
 
 async def _run(args: argparse.Namespace) -> None:
-    from aiohttp import web
-
     from allot_cli.webhook import Webhook, cluster_profiles, cluster_quotas, serve, tls_context
+    from allot_runtime.httpserver import start
     from allot_runtime.kube.client import api_client
 
     context = tls_context(args.tls_cert_file, args.tls_private_key_file)
@@ -31,24 +57,11 @@ async def _run(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    async def healthz(_: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "service": "webhook"})
-
-    async def metrics(_: web.Request) -> web.Response:
-        lines = ["# TYPE allot_webhook_reviews_total counter"] + [
-            f'allot_webhook_reviews_total{{result="{k}"}} {v}' for k, v in sorted(webhook.counts.items())
-        ]
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
-
-    health = web.Application()
-    health.add_routes(
-        [web.get("/healthz", healthz), web.get("/readyz", healthz), web.get("/metrics", metrics)]
+    runner = await start(
+        health_app(webhook),
+        os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"),
+        int(os.environ.get("ALLOT_HTTP_PORT", "8080")),
     )
-    runner = web.AppRunner(health, access_log=None)
-    await runner.setup()
-    await web.TCPSite(
-        runner, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"), int(os.environ.get("ALLOT_HTTP_PORT", "8080"))
-    ).start()
     try:
         await serve(webhook, host=args.host, port=args.port, context=context, stop=stop)
     finally:

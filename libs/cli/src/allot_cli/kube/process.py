@@ -44,6 +44,7 @@ from allot_eventstore.migrate import ensure_current
 from allot_eventstore.ownership import Ownership
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime import logs
+from allot_runtime.httpserver import HEALTH, application, start
 from allot_runtime.kube.lease import GuardedStore, Leadership, LeaseConfig, lease_identity, while_leading
 from allot_runtime.settings import load as load_settings
 
@@ -70,12 +71,9 @@ async def _serve(holder: dict[str, Any], registry: CollectorRegistry, host: str,
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
 
-    app = web.Application()
+    app = application(HEALTH)
     app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics)])
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner
+    return await start(app, host, port)
 
 
 async def run_kube_sync(

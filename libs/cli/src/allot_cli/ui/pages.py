@@ -189,7 +189,7 @@ PHASES = ("", "Pending", "Waiting", "Placed", "Bound", "Unschedulable", "Rejecte
 
 def pods_page(model: UiModel, query: Mapping[str, str]) -> str:
     phase, namespace, node, text = (query.get(k, "") for k in ("phase", "namespace", "node", "q"))
-    limit = int(query["limit"]) if query.get("limit", "").isdigit() else 500
+    limit = int(query.get("limit") or 500)  # checked by allot_cli.ui.query
     matched = [
         (key, pod)
         for key, pod in sorted(model.view.pods.items())

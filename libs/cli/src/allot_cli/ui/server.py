@@ -5,6 +5,9 @@ Routes: ``/`` overview, ``/gpus`` GPU map, ``/pods`` (filters ``phase``, ``names
 ``/pods/<ns>/<name>`` a pod's decision timeline (the ``allot explain`` content), ``/quotas`` tree and borrow ledger,
 ``/gangs``, ``/reservations`` (and migrations), ``/events`` with a live stream (server-sent events from
 ``/api/stream?after=<position>``), ``/verify`` chain and per-service lag, ``/api/summary`` (JSON), ``/healthz``, ``/readyz`` and ``/metrics`` (the process's own figures).
+
+Every query parameter is checked (``allot_cli.ui.query``: 400 naming the parameter), and the view is served with the
+limits every Allot HTTP server has (``allot_runtime.httpserver``: timeouts, connections, ``nosniff``).
 """
 
 from __future__ import annotations
@@ -13,17 +16,24 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 
 from aiohttp import web
 
 from allot_cli.errors import UsageError
 from allot_cli.ui import pages
 from allot_cli.ui.model import UiModel
+from allot_cli.ui.query import QueryError, checked
 from allot_eventstore.clock import iso
+from allot_runtime.httpserver import Limits, application, refuse, start
 
 MODEL: web.AppKey[UiModel] = web.AppKey("model", UiModel)
 POLL: web.AppKey[float] = web.AppKey("poll", float)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+QUERY: web.RequestKey[dict[str, str]] = web.RequestKey("allot_ui_query", dict)  # the checked query
+# A read-only view for a few people (docs/limits.md#http-servers): GET only, each open page's live stream holds one
+# connection.
+LIMITS = Limits(max_connections=64, max_body=64 * 1024)
 
 
 def _html(text: str) -> web.Response:
@@ -40,7 +50,8 @@ def _page(title: str, path: str, render: Callable[[UiModel], str], *, script: st
 
 async def pods(request: web.Request) -> web.StreamResponse:
     model = request.app[MODEL]
-    return _html(pages.layout("Pods", "/pods", pages.pods_page(model, request.query), model))
+    query: dict[str, str] = request[QUERY]
+    return _html(pages.layout("Pods", "/pods", pages.pods_page(model, query), model))
 
 
 async def pod(request: web.Request) -> web.StreamResponse:
@@ -71,25 +82,29 @@ async def summary(request: web.Request) -> web.StreamResponse:
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
-    """Server-sent events: every event recorded after ``after``, as it is folded."""
+    """Server-sent events: every event recorded after ``after``, as it is folded, until the reader goes away."""
     model = request.app[MODEL]
-    after = int(request.query.get("after", "0") or 0)
+    after = int(request[QUERY].get("after") or 0)
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
     poll = request.app[POLL]
-    while True:
-        fresh = [r for r in model.recent if r.position > after]
-        for record in fresh:
-            data = {
-                "position": record.position,
-                "time": iso(record.recorded_at),
-                "type": record.type,
-                "stream": record.stream_id,
-                "producer": record.producer,
-            }
-            await response.write(f"id: {record.position}\ndata: {json.dumps(data)}\n\n".encode())
-            after = record.position
-        await asyncio.sleep(poll)
+    try:
+        while request.transport is not None and not request.transport.is_closing():
+            fresh = [r for r in model.recent if r.position > after]
+            for record in fresh:
+                data = {
+                    "position": record.position,
+                    "time": iso(record.recorded_at),
+                    "type": record.type,
+                    "stream": record.stream_id,
+                    "producer": record.producer,
+                }
+                await response.write(f"id: {record.position}\ndata: {json.dumps(data)}\n\n".encode())
+                after = record.position
+            await asyncio.sleep(poll)
+    except ConnectionResetError:  # the reader went away while events were written: the stream is over
+        pass
+    return response
 
 
 async def healthz(_: web.Request) -> web.StreamResponse:
@@ -110,8 +125,29 @@ async def follow(model: UiModel, poll: float) -> None:
         await asyncio.sleep(poll)
 
 
-def make_app(model: UiModel, *, poll: float = 0.5) -> web.Application:
-    app = web.Application()
+@web.middleware
+async def checked_query(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every query parameter checked against what the page takes (``allot_cli.ui.query``), before the page."""
+    resource = request.match_info.route.resource
+    if resource is not None:
+        try:
+            request[QUERY] = checked(resource.canonical, request.query)
+        except QueryError as exc:
+            raise refuse(str(exc)) from None
+    return await handler(request)
+
+
+async def serve(
+    model: UiModel, host: str, port: int, *, poll: float = 0.5, header_timeout: float | None = None
+) -> web.AppRunner:
+    """The view of ``model`` served on ``host:port`` with :data:`LIMITS` (``header_timeout`` replacing its own)."""
+    limits = LIMITS if header_timeout is None else replace(LIMITS, header_timeout=header_timeout)
+    return await start(make_app(model, poll=poll, limits=limits), host, port)
+
+
+def make_app(model: UiModel, *, poll: float = 0.5, limits: Limits | None = None) -> web.Application:
+    app = application(limits or LIMITS)
+    app.middlewares.append(checked_query)
     app[MODEL] = model
     app[POLL] = poll
 

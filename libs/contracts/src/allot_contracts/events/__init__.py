@@ -151,6 +151,7 @@ from allot_contracts.events.reservations import (
     ReservationSucceeded,
     ReservationUnschedulable,
 )
+from allot_contracts.events.security import SecurityMessageRefused
 
 AnyEvent = (
     NodeApplied
@@ -271,6 +272,7 @@ AnyEvent = (
     | DeschedulerRound
     | LeaderElected
     | LeaderWriteRefused
+    | SecurityMessageRefused
 )
 
 
@@ -394,6 +396,7 @@ __all__ = [
     "PodUnschedulable",
     "PreemptionDecided",
     "PreemptionVictim",
+    "SecurityMessageRefused",
     "QosApplied",
     "QosDriftCorrected",
     "QosNodePlanRecorded",

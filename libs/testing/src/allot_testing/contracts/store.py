@@ -109,6 +109,18 @@ class EventStoreContract:
         missing = an_event()
         assert await store.recorded_ids([released.event_id, missing.event_id]) == {released.event_id}
 
+    async def test_hashes_and_positions_of_what_the_log_holds(self, store: EventStore) -> None:
+        first, second = an_event(), an_event()
+        await store.append([first, second], producer="t")
+        recorded = await store.read()
+        assert await store.hashes([0, 1, 2, 3, -5]) == {r.position: r.hash for r in recorded}
+        assert await store.hashes([]) == {}
+        assert await store.hashes([2, 500, 10_000]) == {2: recorded[1].hash}  # far apart
+        assert await store.hashes([1, 3]) == {1: recorded[0].hash}  # only those asked for
+        missing = an_event().event_id
+        assert await store.positions_of([second.event_id, missing, "not-an-id"]) == {second.event_id: 2}
+        assert await store.positions_of(["not-an-id"]) == {}
+
     async def test_a_stale_term_writes_nothing(self, store: EventStore) -> None:
         assert await store.advance_fence(Fence("binder", 3), holder="a") == (3, "a")
         await store.append([an_event()], producer="binder", fence=Fence("binder", 3))

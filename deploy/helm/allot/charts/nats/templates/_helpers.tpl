@@ -29,10 +29,22 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{/* The server's config; the pod rolls when it changes. */}}
 {{- define "allot-nats.config" -}}
 # sync_interval: 1s fsyncs the store every second (docs/deploy.md, "Why sync_interval: 1s").
+# Clients log in with the user and password of the Secret <fullname>-nats-auth (in the server's environment).
 server_name: {{ include "allot-nats.allotFullname" . }}-nats
 listen: 0.0.0.0:4222
 http: 0.0.0.0:8222
 max_payload: 8MB
+authorization {
+  user: $ALLOT_NATS_USER
+  password: $ALLOT_NATS_PASSWORD
+}
+{{- if (.Values.tls | default dict).enabled }}
+# TLS only: the certificate of nats.tls.secretName, mounted at /etc/nats/tls.
+tls {
+  cert_file: /etc/nats/tls/tls.crt
+  key_file: /etc/nats/tls/tls.key
+}
+{{- end }}
 jetstream {
   store_dir: /data
   sync_interval: 1s

@@ -1,0 +1,60 @@
+"""The health, readiness and metrics servers of every process (the services', the relay's, kube-sync's, the
+webhook's) have the limits every Allot HTTP server has: they are guarded sites with ``HEALTH`` limits, and their
+answers say ``nosniff`` (the limits themselves: tests/unit/test_http_limits.py)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from aiohttp import ClientSession, web
+from prometheus_client import CollectorRegistry
+
+from allot_cli.commands.webhook import health_app
+from allot_cli.kube.process import _serve as kube_sync_serve
+from allot_cli.relay_process import _serve as relay_serve
+from allot_cli.webhook import Webhook
+from allot_runtime.httpserver import HEALTH, GuardedSite, start
+from allot_runtime.metrics import Metrics
+from allot_runtime.service import Liveness, _http
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def check(runner: web.AppRunner, port: int) -> None:
+    try:
+        [site] = runner.sites
+        assert isinstance(site, GuardedSite) and site.limits == HEALTH
+        async with ClientSession() as http:
+            for path in ("/healthz", "/missing"):
+                async with http.get(f"http://127.0.0.1:{port}{path}") as response:
+                    assert response.headers.get("X-Content-Type-Options") == "nosniff", path
+                    assert response.status in (200, 404)
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_services_server(monkeypatch: Any) -> None:
+    port = free_port()
+    await check(await _http(Liveness("binder", Metrics("binder", process=False)), "127.0.0.1", port), port)
+
+
+async def test_the_relays_server(monkeypatch: Any) -> None:
+    port = free_port()
+    monkeypatch.setenv("ALLOT_HTTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("ALLOT_HTTP_PORT", str(port))
+    await check(await relay_serve({}), port)
+
+
+async def test_kube_syncs_server() -> None:
+    port = free_port()
+    await check(await kube_sync_serve({}, CollectorRegistry(), "127.0.0.1", port), port)
+
+
+async def test_the_webhooks_health_server() -> None:
+    port = free_port()
+    await check(await start(health_app(Webhook()), "127.0.0.1", port), port)

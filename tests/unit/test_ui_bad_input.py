@@ -1,0 +1,114 @@
+"""The web view facing a careless or hostile client: every query parameter is checked (400 naming the parameter and
+the reason, never a 500 or a silent default), every answer says ``nosniff``, and the real server closes connections
+whose headers do not come (the same limits as every Allot HTTP server)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+import msgspec
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from allot_cli.ui.model import UiModel
+from allot_cli.ui.server import make_app, serve
+from allot_runtime.httpserver import bound_port
+from allot_testing import demo
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return demo.demo_store(tmp_path_factory.mktemp("ui"))
+
+
+REFUSED = [
+    ("/api/stream?after=abc", "query.after: must be a non-negative integer (got 'abc')"),
+    ("/api/stream?after=-1", "query.after: must be a non-negative integer (got '-1')"),
+    ("/api/stream?after=1&after=2", "query.after: given 2 times; at most once"),
+    ("/api/stream?since=1", "query.since: unknown parameter (accepted: after)"),
+    ("/pods?limit=x", "query.limit: must be an integer from 1 to 10000 (got 'x')"),
+    ("/pods?limit=0", "query.limit: must be an integer from 1 to 10000 (got '0')"),
+    ("/pods?phase=Running", "query.phase: must be one of Pending, Waiting, Placed"),
+    ("/pods?q=" + "x" * 300, "query.q: at most 256 characters (got 300)"),
+    ("/pods?node=a%00b", "query.node: must not contain control characters"),
+    ("/?x=1", "query.x: unknown parameter (this page takes none)"),
+    ("/api/summary?x", "query.x: unknown parameter (this page takes none)"),
+]
+
+
+async def test_every_query_parameter_is_checked_and_refused_with_a_reason(store: Any) -> None:
+    async with TestClient(TestServer(make_app(UiModel(store)))) as client:
+        for path, reason in REFUSED:
+            response = await client.get(path)
+            assert response.status == 400, path
+            assert (await response.json())["message"].startswith(reason), path
+            assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+async def test_valid_parameters_still_work_and_every_answer_says_nosniff(store: Any) -> None:
+    async with TestClient(TestServer(make_app(UiModel(store)))) as client:
+        for path in (
+            "/",
+            "/pods?phase=&namespace=&node=&q=",
+            "/pods?phase=Bound&limit=2",
+            "/api/summary",
+            "/nope",
+        ):
+            response = await client.get(path)
+            assert response.status in (200, 404), path
+            assert response.headers["X-Content-Type-Options"] == "nosniff", path
+        response = await client.get("/api/stream?after=0")
+        assert response.status == 200
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert (await response.content.readuntil(b"\n\n")).startswith(b"id: ")
+        response.close()
+
+
+async def test_the_served_view_closes_connections_whose_headers_do_not_come(store: Any) -> None:
+    runner = await serve(UiModel(store), "127.0.0.1", 0, poll=0.5, header_timeout=0.5)
+    try:
+        began = time.monotonic()
+        reader, writer = await asyncio.open_connection("127.0.0.1", bound_port(runner))
+        writer.write(b"GET /pods HTTP/1.1\r\n")
+        answer = await asyncio.wait_for(reader.read(), 20)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert time.monotonic() - began < 0.5 + 4.0  # room for a loaded machine
+        # a live stream outlasts the header timeout: its headers came, it is being answered
+        reader, writer = await asyncio.open_connection("127.0.0.1", bound_port(runner))
+        writer.write(b"GET /api/stream?after=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await asyncio.wait_for(reader.readuntil(b"\n\n"), 20)).startswith(b"HTTP/1.1 200")
+        await asyncio.sleep(2.0)
+        received = b""
+        with contextlib.suppress(TimeoutError):
+            received = await asyncio.wait_for(reader.read(1 << 20), 0.5)
+        assert b"HTTP/1.1 408" not in received and not reader.at_eof()
+        writer.close()
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_stream_whose_reader_goes_away_ends_without_a_traceback(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = UiModel(store)
+    runner = await serve(model, "127.0.0.1", 0, poll=0.05)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", bound_port(runner))
+        writer.write(b"GET /api/stream?after=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)).startswith(b"HTTP/1.1 200")
+        writer.close()
+        await asyncio.sleep(0.5)
+        newest = model.recent[-1]
+        for step in range(
+            1, 4
+        ):  # events recorded after the reader left: the stream writes to a closed connection
+            model.recent.append(msgspec.structs.replace(newest, position=newest.position + step))
+            await asyncio.sleep(0.3)
+    finally:
+        await runner.cleanup()
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
