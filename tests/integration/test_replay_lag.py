@@ -62,7 +62,7 @@ async def test_a_service_that_is_behind_is_lag_not_a_mismatch(
         assert await _count(database_url, "pod.bound") == 1
         capsys.readouterr()
         args = argparse.Namespace(
-            verify=True, expect_head=None, until=None, config_dir=None, no_live=True, json=True
+            verify=True, expect_head=None, until=None, config_dir=None, no_live=True, json=True, jobs=2
         )
         code = await replay.run(args)
     report = json.loads(capsys.readouterr().out)

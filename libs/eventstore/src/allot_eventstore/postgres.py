@@ -105,6 +105,14 @@ _ADVANCE_FENCE = (
     "ON CONFLICT (name) DO UPDATE SET term = EXCLUDED.term, holder = EXCLUDED.holder, updated_at = now() "
     "WHERE fences.term < EXCLUDED.term"
 )
+# A producer's outputs with the position of their cause, in position order (the producer index, then one lookup of
+# the cause by its unique id per output).
+_OUTPUTS = (
+    "SELECT o.position, o.event_id::text, o.stream_id, o.stream_version, o.type, o.schema_version, "
+    "o.causation_id::text, o.correlation_id::text, o.producer, o.recorded_at, o.payload::text, o.hash, "
+    "o.metadata::text, t.position FROM events o JOIN events t ON t.event_id = o.causation_id "
+    "WHERE o.producer = $1 AND o.position > $2 ORDER BY o.position LIMIT $3"
+)
 _HASH_RANGE = "SELECT position, hash FROM events WHERE position BETWEEN $1 AND $2"
 _HASH_LOOKUP = "SELECT position, hash FROM events WHERE position = ANY($1::bigint[])"
 RANGE_READ_FACTOR, RANGE_READ_SLACK = 4, 64  # read a range when it holds at most ~4 rows per wanted one
@@ -505,6 +513,16 @@ class PostgresEventStore:
             if len(batch) < page:
                 return
             cursor = batch[-1].position
+
+    async def outputs(self, producer: str, *, page: int = 5000) -> AsyncIterator[tuple[int, RecordedEvent]]:
+        cursor = 0
+        while True:
+            rows = await self._fetch(_OUTPUTS, producer, cursor, page)
+            for row in rows:
+                yield int(row[13]), _row_to_record(row)
+            if len(rows) < page:
+                return
+            cursor = int(rows[-1][0])
 
     async def read_stream(self, stream_id: str) -> list[RecordedEvent]:
         rows = await self._fetch(f"{_SELECT} WHERE stream_id = $1 ORDER BY stream_version", stream_id)

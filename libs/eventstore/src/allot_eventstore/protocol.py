@@ -9,6 +9,10 @@ Semantics (checked by the contract suite in ``allot_testing.contracts.store``, r
 - With ``fence=(name, term)`` (or a store created with one) the append is refused with ``Fenced`` and writes
   nothing when a newer term of ``name`` is recorded (``advance_fence``); the check and the write are atomic.
 - ``read`` returns events in position order; ``types`` filters by event type name (``"pod.placed"``).
+- ``outputs(producer)`` streams what ``producer`` recorded in answer to other events (``causation_id`` set), in
+  position order, each with the position of the event that caused it. A consumer appends the outputs of a trigger
+  together with its checkpoint, and a checkpoint only moves forward, so the outputs of an earlier trigger never come
+  after those of a later one: replay pairs triggers with their outputs by walking both streams once.
 """
 
 from __future__ import annotations
@@ -79,6 +83,10 @@ class EventStore(Protocol):
         producer: str | None = None,
         page: int = 5000,
     ) -> AsyncIterator[RecordedEvent]: ...
+
+    def outputs(self, producer: str, *, page: int = 5000) -> AsyncIterator[tuple[int, RecordedEvent]]:
+        """``(position of the cause, output)`` for every event ``producer`` recorded with a cause in the log."""
+        ...
 
     async def read_stream(self, stream_id: str) -> list[RecordedEvent]: ...
 

@@ -6,6 +6,10 @@ log head (position and hash), which catches a deleted tail. A verify run can als
 audit printed (``expected_head``), so even a complete rewrite of the chain is detected against that anchor.
 With ``anchor`` (:class:`allot_eventstore.anchor.AnchorCheck`) every signed checkpoint is checked on the way: its
 signature against the configured public keys, and the chain hash at its position against the one it signed.
+
+Each record's hash is recomputed over its payload as stored first: every writer stores canonical JSON, so that is
+the hash in the common case and costs no re-encoding. Only when it differs is the payload decoded and re-encoded
+canonically (a payload stored in another form, e.g. by an older column type) and compared again.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import AsyncIterable
 
 import msgspec
 
-from allot_contracts.envelope import GENESIS_HASH, RecordedEvent
+from allot_contracts.envelope import GENESIS_HASH, RecordedEvent, chain_hash
 from allot_eventstore.anchor import AnchorCheck, AnchorReport
 
 
@@ -26,6 +30,13 @@ class ChainReport(msgspec.Struct, kw_only=True):
     problem: str = ""
     position: int | None = None
     anchor: AnchorReport | None = None
+
+
+def _matches(record: RecordedEvent, prev: bytes) -> bool:
+    header = record.header_bytes()
+    if chain_hash(prev, header, record.payload) == record.hash:
+        return True
+    return chain_hash(prev, header, record.canonical_payload()) == record.hash
 
 
 async def verify_chain(
@@ -64,7 +75,7 @@ async def _verify_chain(
                 head,
             )
         try:
-            recomputed = record.expected_hash(prev)
+            matches = _matches(record, prev)
         except msgspec.DecodeError as exc:
             return _broken(
                 f"event at position {record.position} has an unreadable payload: {exc}",
@@ -72,7 +83,7 @@ async def _verify_chain(
                 count,
                 head,
             )
-        if recomputed != record.hash:
+        if not matches:
             return _broken(
                 f"event at position {record.position} ({record.type}, id {record.event_id}) does not match its "
                 "hash: it was edited, or an earlier event was",

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from allot_contracts.envelope import RecordedEvent, canonical
+from allot_contracts.envelope import NewEvent, RecordedEvent, canonical
 from allot_eventstore.protocol import EventStore
 from allot_runtime.processor import Host, dead_lettered
 
@@ -60,26 +60,70 @@ def first_difference(recorded: Any, recomputed: Any, path: str = "") -> tuple[st
     return None if recorded == recomputed else (path or "$", recorded, recomputed)
 
 
-async def own_outputs(store: EventStore, producer: str) -> dict[str, list[RecordedEvent]]:
-    by_cause: dict[str, list[RecordedEvent]] = {}
-    async for record in store.iterate(producer=producer):
-        if record.causation_id is not None:
-            by_cause.setdefault(record.causation_id, []).append(record)
-    return by_cause
-
-
 async def inputs(host: Host, store: EventStore, until: int | None) -> AsyncIterator[RecordedEvent]:
     async for record in store.iterate(types=host.interests, until=until):
         if record.producer != host.name:
             yield record
 
 
+class Outputs:
+    """The outputs ``producer`` recorded, handed out trigger by trigger while both streams are walked once.
+
+    A trigger's outputs are appended after it, with the consumer's checkpoint, and a checkpoint only moves forward
+    (``allot_eventstore.protocol``): so the outputs come in the order of their triggers' positions, and asking for the
+    outputs of increasing positions reads each output once and holds none longer than its trigger. Outputs whose
+    cause is not asked for (not a trigger of this replay) are passed over."""
+
+    def __init__(self, store: EventStore, producer: str) -> None:
+        self._stream = store.outputs(producer)
+        self._next: tuple[int, RecordedEvent] | None = None
+        self._started = False
+        self._done = False
+
+    async def _advance(self) -> None:
+        try:
+            self._next = await anext(self._stream)
+        except StopAsyncIteration:
+            self._next = None
+            self._done = True
+
+    async def of(self, position: int) -> list[RecordedEvent]:
+        """The outputs caused by the event at ``position`` (positions asked for must increase)."""
+        if not self._started:
+            self._started = True
+            await self._advance()
+        found: list[RecordedEvent] = []
+        while self._next is not None and self._next[0] <= position:
+            if self._next[0] == position:
+                found.append(self._next[1])
+            await self._advance()
+        return found
+
+    async def close(self) -> None:
+        if not self._done:
+            await self._stream.aclose()  # type: ignore[attr-defined]
+
+
 async def rebuild(host: Host, store: EventStore, *, until: int) -> int:
-    outputs = await own_outputs(store, host.name)
-    async for record in inputs(host, store, until):
-        host.apply_recorded(record, outputs.get(record.event_id, ()))
+    outputs = Outputs(store, host.name)
+    try:
+        async for record in inputs(host, store, until):
+            host.apply_recorded(record, await outputs.of(record.position))
+    finally:
+        await outputs.close()
     host.position = until
     return until
+
+
+def _same(recorded: list[RecordedEvent], news: list[NewEvent]) -> bool:
+    """Whether the new events are the recorded ones, compared on their bytes (stored payloads are canonical JSON, as
+    every writer stores them): the common case costs no decoding. Any difference is then located field by field."""
+    if len(recorded) != len(news):
+        return False
+    for old, new in zip(recorded, news, strict=True):
+        if old.stream_id != new.stream_id or old.tag != new.tag or old.payload != canonical(new.event):
+            return False
+    return True
 
 
 def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEvent]) -> Mismatch | None:
@@ -96,6 +140,11 @@ def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEven
         emits = host.processor.decide(event, at=trigger.recorded_at)
     news = host.to_new_events(trigger, emits, trigger=event)
     mismatch: Mismatch | None = None
+    if _same(kept, news):
+        for output in kept:
+            host.evolve_own(output.decode(), at=trigger.recorded_at)
+        host.position = trigger.position
+        return None
     rec_view = [{"stream": r.stream_id, "tag": r.tag, "payload": r.payload_dict()} for r in kept]
     new_view = [
         {"stream": n.stream_id, "tag": n.tag, "payload": msgspec.json.decode(canonical(n.event))}
@@ -122,15 +171,8 @@ async def verify_decisions(
     host: Host, store: EventStore, *, until: int | None = None
 ) -> tuple[int, list[Mismatch]]:
     """Re-derive every decision of ``host``'s processor. Returns (triggers checked, mismatches)."""
-    outputs = await own_outputs(store, host.name)
-    checked = 0
-    mismatches: list[Mismatch] = []
-    async for record in inputs(host, store, until):
-        found = _compare(host, record, outputs.get(record.event_id, ()))
-        checked += 1
-        if found is not None:
-            mismatches.append(found)
-    return checked, mismatches
+    result = (await verify_many([host], store, until=until))[host.name]
+    return result.checked, result.mismatches
 
 
 class Governed(msgspec.Struct, frozen=True, kw_only=True):
@@ -215,32 +257,35 @@ async def verify_many(
     through: dict[str, int] | None = None,
     switches: Mapping[str, Sequence[Switch]] | None = None,
 ) -> dict[str, Verified]:
-    """``verify_decisions`` for many processors in two passes over the log instead of two per processor: the first
-    indexes every processor's recorded outputs by trigger, the second feeds each event to every processor that
-    consumes it, in log order. ``through`` gives, per processor, the last position it has decided (its checkpoint):
+    """``verify_decisions`` for many processors in one pass over the log: each event is fed to every processor that
+    consumes it, in log order, together with the outputs that processor recorded for it (read alongside, from the
+    processor's own stream of outputs, :class:`Outputs`). Memory is the projections and a page of each stream,
+    whatever the length of the log. ``through`` gives, per processor, the last position it has decided (its checkpoint):
     triggers after it are counted as ``behind`` instead of being compared, since a service that is merely behind has
     recorded nothing for them yet. ``switches`` gives, per processor, where it went on under another configuration
     (``config.applied``: :mod:`allot_runtime.recorded_config`); each trigger is re-derived under its own."""
-    names = {host.name for host in hosts}
+    names = [host.name for host in hosts]
     limits = through or {}
-    outputs: dict[str, dict[str, list[RecordedEvent]]] = {name: {} for name in names}
-    async for record in store.iterate():
-        if record.producer in names and record.causation_id is not None:
-            outputs[record.producer].setdefault(record.causation_id, []).append(record)
+    outputs = {name: Outputs(store, name) for name in names}
     runs = {host.name: _Verifying(host, (switches or {}).get(host.name, ())) for host in hosts}
     by_type: dict[str, list[_Verifying]] = {}
     for host in hosts:
         for event_type in host.interests:
             by_type.setdefault(event_type, []).append(runs[host.name])
-    async for record in store.iterate(until=until):
-        for run in by_type.get(record.type, ()):
-            name = run.host.name
-            if record.producer == name:
-                continue
-            if record.position > limits.get(name, record.position):
-                run.behind += 1
-                continue
-            if run.due(record.position):
-                await run.switch(record.position, store)
-            run.compared(record.position, _compare(run.host, record, outputs[name].get(record.event_id, [])))
+    try:
+        async for record in store.iterate(until=until, types=by_type.keys()):
+            for run in by_type.get(record.type, ()):
+                name = run.host.name
+                if record.producer == name:
+                    continue
+                if record.position > limits.get(name, record.position):
+                    run.behind += 1
+                    continue
+                if run.due(record.position):
+                    await run.switch(record.position, store)
+                kept = await outputs[name].of(record.position)
+                run.compared(record.position, _compare(run.host, record, kept))
+    finally:
+        for stream in outputs.values():
+            await stream.close()
     return {name: run.result() for name, run in runs.items()}

@@ -49,12 +49,13 @@ import asyncpg
 import msgspec
 
 from allot_cli.bench import report
+from allot_cli.bench._history import copy_row
 from allot_cli.errors import UsageError
 from allot_contracts.decisions.placement import Decision
 from allot_contracts.envelope import GENESIS_HASH, NewEvent, canonical, derived_event_id, prepare, stream_id
 from allot_contracts.events import Event, ObjectRef, PodEnqueued, PodPlaced
 from allot_eventstore import Checkpoint
-from allot_eventstore.clock import system_clock, to_datetime
+from allot_eventstore.clock import system_clock
 from allot_eventstore.migrate import migrate
 from allot_eventstore.postgres import EVENT_COLUMNS, PostgresEventStore
 from allot_eventstore.urls import plain_url, redact, with_database
@@ -322,7 +323,6 @@ class Copy:
     def prepare_run(self, start: int, count: int) -> Any:
         """The rows our store writes for these events (canonical payload, chain hash), finished in advance."""
         now = system_clock()
-        recorded_at = to_datetime(now)
         rows = []
         for new in decision_events(start, count, self.workload):
             self.position += 1
@@ -335,23 +335,7 @@ class Copy:
                 prev_hash=self.prev,
             )
             self.prev = record.hash
-            rows.append(
-                (
-                    record.position,
-                    record.event_id,
-                    record.stream_id,
-                    record.stream_version,
-                    record.type,
-                    record.schema_version,
-                    record.causation_id,
-                    record.correlation_id,
-                    record.producer,
-                    recorded_at,
-                    record.payload.decode(),
-                    record.hash,
-                    "{}",
-                )
-            )
+            rows.append(copy_row(record))
         return batches(rows, self.batch)
 
     async def run(self, inputs: Any) -> None:

@@ -32,11 +32,12 @@ from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifyin
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
 from allot_cli.pipeline import PROCESSORS, instances
 from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
+from allot_cli.verify_jobs import Service, verify_all
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 from allot_eventstore.verify import verify_chain
 from allot_runtime.recorded_config import recorded_configs
-from allot_runtime.replay import rebuild, verify_many
+from allot_runtime.replay import Verified, rebuild
 
 
 async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> dict[str, dict[str, Any]]:
@@ -72,24 +73,6 @@ async def run(args: argparse.Namespace) -> int:
     try:
         head = await store.head()
         until = args.until or head[0]
-        if args.verify:
-            chain = await verify_chain(
-                store.iterate(until=head[0]),
-                head=head,
-                expected_head=args.expect_head,
-                anchor=await anchor_of(pg, keys),
-            )
-            bound_unsealed(chain, getattr(args, "max_unanchored", None))
-            report["chain"] = msgspec.to_builtins(chain)
-            _say(
-                args,
-                f"hash chain   {'ok' if chain.ok else 'BROKEN'}: {chain.events} events, head {chain.head_hash[:16]}…",
-            )
-            _say(args, anchor_line(chain))
-            if not chain.ok:
-                _say(args, f"MISMATCH: {chain.problem}")
-                report["ok"] = False
-                return _finish(args, report, 1)
         report["decisions"] = {}
         producers = await store.producers()
         if (
@@ -109,17 +92,33 @@ async def run(args: argparse.Namespace) -> int:
         # A service decides up to its checkpoint; what comes after it is lag (not yet decided), never a mismatch.
         checkpoints = await store.checkpoints()
         through = {name: checkpoints.get(name, 0) for name, _ in hosts}
-        verified = (
-            await verify_many(
-                [h for _, h in hosts],
-                store,
+        verified: dict[str, Verified] = {}
+        if args.verify:
+            chain, verified = await verify_all(
+                ep.database_url,
+                verify_chain(
+                    store.iterate(until=head[0]),
+                    head=head,
+                    expected_head=args.expect_head,
+                    anchor=await anchor_of(pg, keys),
+                ),
+                [Service(service, tuple(instances(service, producers))) for service, _ in PROCESSORS],
+                files=configs,
                 until=until,
                 through=through,
-                switches={name: decider.switches() for name, decider in deciders.items()},
+                jobs=getattr(args, "jobs", None) or os.cpu_count() or 1,
             )
-            if args.verify
-            else {}
-        )
+            bound_unsealed(chain, getattr(args, "max_unanchored", None))
+            report["chain"] = msgspec.to_builtins(chain)
+            _say(
+                args,
+                f"hash chain   {'ok' if chain.ok else 'BROKEN'}: {chain.events} events, head {chain.head_hash[:16]}…",
+            )
+            _say(args, anchor_line(chain))
+            if not chain.ok:
+                _say(args, f"MISMATCH: {chain.problem}")
+                report["ok"] = False
+                return _finish(args, report, 1)
         report["behind"] = {}
         for name, host in hosts:
             if args.verify:
@@ -245,5 +244,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--until", type=int, help="stop at this log position")
     p.add_argument("--config-dir", help="directory with <service>.yaml decision configs")
     p.add_argument("--no-live", action="store_true", help="do not compare with running services")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes verifying at once (default: one per CPU); the result is the same for any number",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_replay)

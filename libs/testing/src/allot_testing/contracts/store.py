@@ -71,6 +71,21 @@ class EventStoreContract:
         assert [e.position for e in await store.read(limit=2)] == [1, 2]
         assert [e.position async for e in store.iterate(after=1, page=3)] == list(range(2, 9))
 
+    async def test_outputs_come_with_the_position_of_their_cause(self, store: EventStore) -> None:
+        first, second = an_event(), an_event()
+        await store.append([first, second], producer="api")
+        answers = [an_event(causation_id=cause.event_id) for cause in (first, first, second)]
+        await store.append(answers[:2], producer="svc", checkpoint=Checkpoint("svc", 1))
+        await store.append([an_event()], producer="svc")  # no cause: not an answer
+        await store.append(
+            [an_event(causation_id=an_event().event_id)], producer="svc"
+        )  # cause not in the log
+        await store.append(answers[2:], producer="svc", checkpoint=Checkpoint("svc", 2))
+        await store.append([an_event(causation_id=first.event_id)], producer="other")
+        got = [(cause, record.event_id) async for cause, record in store.outputs("svc", page=2)]
+        assert got == [(1, answers[0].event_id), (1, answers[1].event_id), (2, answers[2].event_id)]
+        assert [record.position async for _, record in store.outputs("svc", page=1)] == [3, 4, 7]
+
     async def test_payload_round_trips_and_the_chain_verifies(self, store: EventStore) -> None:
         events = [an_event() for _ in range(4)]
         await store.append(events, producer="t")

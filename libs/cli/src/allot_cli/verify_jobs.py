@@ -1,0 +1,114 @@
+"""``allot replay --verify`` on several cores: the hash chain and each service's decisions, in parallel.
+
+The work splits into independent parts, each reading the log from PostgreSQL on its own, in position order, with
+memory bounded by a page and the projections it holds:
+
+- the chain (and its signed checkpoints), one pass in the calling process;
+- the decisions of one service (all its instances, each under the configurations it recorded) per task
+  (``allot_runtime.replay.verify_many``), taken in turn, the most expensive services first, by the calling process
+  (between pages of the chain) and by ``jobs - 1`` worker processes (``spawn``: nothing of the parent's event loop
+  or connections is inherited). The calling process working too saves one interpreter's memory.
+
+Every result depends only on the log and the configs, never on which process ran it or when, and results are
+reported in a fixed order: the report is the same for any ``jobs``. With ``jobs=1`` everything runs in the calling
+process, one part after the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from collections import deque
+from collections.abc import Awaitable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from allot_cli.replay_configs import FileConfig, plan
+from allot_eventstore.postgres import PostgresEventStore
+from allot_eventstore.verify import ChainReport
+from allot_runtime.recorded_config import recorded_configs
+from allot_runtime.replay import Verified, verify_many
+
+# Services by the cost of re-deriving their decisions on a typical log (the placement engine first): the order tasks
+# are handed to the pool, so the longest starts first.
+COST_ORDER = (
+    "device-allocator",
+    "quota-manager",
+    "qos-enforcer",
+    "reservation-manager",
+    "binder",
+    "gang-coordinator",
+    "node-reporter",
+)
+
+
+@dataclass(frozen=True)
+class Service:
+    """One service's instances to verify."""
+
+    service: str
+    instances: tuple[str, ...]
+
+
+async def _decisions(
+    url: str, group: Service, files: dict[str, FileConfig], until: int | None, through: dict[str, int]
+) -> dict[str, Verified]:
+    store = PostgresEventStore.connect(url, pool_size=2)
+    try:
+        deciders = plan(group.instances, await recorded_configs(store), files)
+        return await verify_many(
+            [decider.first() for decider in deciders.values()],
+            store,
+            until=until,
+            through=through,
+            switches={name: decider.switches() for name, decider in deciders.items()},
+        )
+    finally:
+        await store.close()
+
+
+def decisions_task(
+    url: str, group: Service, files: dict[str, FileConfig], until: int | None, through: dict[str, int]
+) -> dict[str, Verified]:
+    return asyncio.run(_decisions(url, group, files, until, through))
+
+
+async def verify_all(
+    url: str,
+    chain: Awaitable[ChainReport],
+    groups: list[Service],
+    *,
+    files: dict[str, FileConfig],
+    until: int | None,
+    through: dict[str, int],
+    jobs: int,
+) -> tuple[ChainReport, dict[str, Verified]]:
+    """The chain report (``chain``, awaited here) and every instance's decisions, ``jobs`` processes at a time."""
+    ordered = sorted(
+        (g for g in groups if g.instances),
+        key=lambda g: COST_ORDER.index(g.service) if g.service in COST_ORDER else len(COST_ORDER),
+    )
+    pending = deque(ordered)
+    verified: dict[str, Verified] = {}
+
+    async def here() -> None:  # this process takes the next service whenever it is free
+        while pending:
+            verified.update(await _decisions(url, pending.popleft(), files, until, through))
+
+    if jobs <= 1:
+        alone = await chain
+        await here()
+        return alone, verified
+    loop = asyncio.get_running_loop()
+    with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=multiprocessing.get_context("spawn")) as pool:
+
+        async def there() -> None:  # a worker process takes the next service whenever it is free
+            while pending:
+                group = pending.popleft()
+                verified.update(
+                    await loop.run_in_executor(pool, decisions_task, url, group, files, until, through)
+                )
+
+        # the workers take the first (most expensive) services; this process also checks the chain
+        report, _ = await asyncio.gather(chain, asyncio.gather(*(there() for _ in range(jobs - 1)), here()))
+    return report, verified
