@@ -23,6 +23,7 @@ import msgspec
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.meta import read_meta
 from allot_contracts.quantity import QuantityError, format_quantity, parse_quantity, to_canonical
+from allot_contracts.quantity_limits import range_issue
 
 RL = dict[str, int]
 
@@ -162,9 +163,16 @@ def _resource_list(raw: Any, field: str, errors: list[FieldIssue]) -> RL:
     out: RL = {}
     for k, v in raw.items():
         try:
-            out.update(parse_list({k: v}))
+            amount = to_canonical(str(k), v)
         except QuantityError as exc:
             errors.append(FieldIssue(path=f"{field}[{k}]", code="Invalid", value=str(v), message=str(exc)))
+            continue
+        # a negative amount is refused for the whole list below, with upstream's message
+        problem = range_issue(str(k), amount, f"{field}[{k}]", v, "cluster") if amount > 0 else None
+        if problem is not None:
+            errors.append(problem)
+            continue
+        out[str(k)] = amount
     return out
 
 
