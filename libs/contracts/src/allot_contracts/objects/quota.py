@@ -346,6 +346,20 @@ def tree_id_for(namespace: str, name: str) -> str:
     return str(fnv1a64(f"{namespace}/{name}".encode()))
 
 
+def _string_maps(meta: Any, errors: list[FieldIssue]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A profile's annotations and labels (``{}`` for one that is not a map, with an error)."""
+    out: list[dict[str, Any]] = []
+    for field in ("annotations", "labels"):
+        value = (meta.get(field) if isinstance(meta, dict) else None) or {}
+        if not isinstance(value, dict):
+            errors.append(
+                FieldIssue(path=f"metadata.{field}", code="Invalid", message="must be a map of strings")
+            )
+            value = {}
+        out.append(value)
+    return out[0], out[1]
+
+
 def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[FieldIssue]]:
     errors: list[FieldIssue] = []
     if manifest.get("apiVersion") != PROFILE_API or manifest.get("kind") != "ElasticQuotaProfile":
@@ -364,9 +378,12 @@ def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[Fi
     namespace = str(meta.get("namespace") or "default")
     if not name:
         errors.append(FieldIssue(path="metadata.name", code="Required", message="profile name is required"))
-    quota_name = str(spec.get("quotaName") or "")
+    raw_quota_name = spec.get("quotaName")
+    quota_name = raw_quota_name if isinstance(raw_quota_name, str) else ""
     if not quota_name:
-        errors.append(FieldIssue(path="spec.quotaName", code="Required", message="quotaName is required"))
+        errors.append(
+            FieldIssue(path="spec.quotaName", code="Required", message="quotaName is required (a string)")
+        )
     raw_ratio = spec.get("resourceRatio")
     ratio = Fraction(1)
     if raw_ratio not in (None, ""):
@@ -401,7 +418,8 @@ def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[Fi
                 )
             )
     keys: tuple[str, ...] = ("cpu", "memory")
-    raw_keys = (meta.get("annotations") or {}).get("quota.scheduling.koordinator.sh/resource-keys")
+    annotations, meta_labels = _string_maps(meta, errors)
+    raw_keys = annotations.get("quota.scheduling.koordinator.sh/resource-keys")
     if raw_keys:
         try:
             parsed = json.loads(raw_keys)
@@ -417,10 +435,14 @@ def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[Fi
                     message=f"invalid resource-keys: {exc}",
                 )
             )
-    labels = {str(k): str(v) for k, v in (spec.get("quotaLabels") or {}).items()}
+    raw_labels = spec.get("quotaLabels") or {}
+    if not isinstance(raw_labels, dict):
+        errors.append(FieldIssue(path="spec.quotaLabels", code="Invalid", message="must be a map of strings"))
+        raw_labels = {}
+    labels = {str(k): str(v) for k, v in raw_labels.items()}
     if errors:
         return None, errors
-    tree_id = str((meta.get("labels") or {}).get(LABEL_TREE_ID) or tree_id_for(namespace, name))
+    tree_id = str(meta_labels.get(LABEL_TREE_ID) or tree_id_for(namespace, name))
     return (
         ProfileSpec(
             namespace=namespace,
