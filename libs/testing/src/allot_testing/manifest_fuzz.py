@@ -29,7 +29,7 @@ from typing import Any, Final
 import yaml
 from hypothesis import strategies as st
 
-__all__ = ["JUNK", "KindKey", "manifests", "seeds"]
+__all__ = ["JUNK", "KindKey", "as_yaml", "manifests", "mutated", "seeds"]
 
 KindKey = tuple[str, str]
 _DUMPER: Final = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when the wheel has it: much faster
@@ -150,11 +150,10 @@ def _mutation(draw: st.DrawFn, value: Any) -> tuple[str, Any]:
 
 
 @st.composite
-def manifests(draw: st.DrawFn, root: Path) -> tuple[KindKey, dict[str, Any], list[str]]:
-    """A mutated seed: ``(kind of the seed, body, the mutations made)``."""
-    pool = seeds(root)
-    kind = draw(st.sampled_from(sorted(pool)))
-    body = copy.deepcopy(draw(st.sampled_from(pool[kind])))
+def mutated(draw: st.DrawFn, original: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A copy of ``original`` with one to four mutations, and the mutations made (any JSON-like map: a manifest, an
+    event payload, a wire envelope)."""
+    body = copy.deepcopy(original)
     made: list[str] = []
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
         places = list(_paths(body))
@@ -169,6 +168,15 @@ def manifests(draw: st.DrawFn, root: Path) -> tuple[KindKey, dict[str, Any], lis
             container[f"zz{draw(st.text(max_size=6))}"] = draw(JUNK)
         else:
             container[key] = value
+    return body, made
+
+
+@st.composite
+def manifests(draw: st.DrawFn, root: Path) -> tuple[KindKey, dict[str, Any], list[str]]:
+    """A mutated seed: ``(kind of the seed, body, the mutations made)``."""
+    pool = seeds(root)
+    kind = draw(st.sampled_from(sorted(pool)))
+    body, made = draw(mutated(draw(st.sampled_from(pool[kind]))))
     return kind, body, made
 
 
