@@ -248,3 +248,34 @@ async def test_the_consumer_dead_letters_an_undecodable_payload_logs_it_and_deci
         "dead-lettered event" in r.getMessage() and "pod.submitted.v2" in r.getMessage()
         for r in caplog.records
     )
+
+
+def _with_payload(kind: str, change: Any) -> RecordedEvent:
+    record = next(r for r in seeds() if r.type == kind)
+    payload = msgspec.json.decode(record.payload)
+    change(payload)
+    return msgspec.structs.replace(record, payload=canonical(payload))
+
+
+def _set_resources(payload: dict[str, Any]) -> None:
+    payload["spec"] = None  # an event recorded before the door read pods: services read the manifest
+    payload["manifest"]["spec"]["containers"][0]["resources"] = [-4.9e16]
+
+
+# Found by the fuzzer: each made a service raise while reading the event (retried as a poison message) before.
+@pytest.mark.parametrize(
+    "record",
+    [
+        pytest.param(
+            lambda: _with_payload("pod.observed", _set_resources), id="pod manifest resources a list"
+        ),
+        pytest.param(
+            lambda: _with_payload(
+                "node.registered", lambda p: p["manifest"]["metadata"].update(labels="Inf")
+            ),
+            id="node manifest labels a string",
+        ),
+    ],
+)
+def test_what_the_fuzzer_found_does_not_crash_a_service(record: Any) -> None:
+    _decides_or_dead_letters(record(), fuzz.Tally("bus payloads (found)"))

@@ -188,9 +188,8 @@ class ReservationEngine:
                 if (rec := world.pods.get(pod.key)) is not None:
                     rec.node, rec.bound, rec.reservation = "", False, ""
                 book.release(pod.key)
-            case NodeRegistered(name=name, manifest=manifest):
-                labels = (manifest.get("metadata") or {}).get("labels") or {}
-                world.nodes[name] = {str(k): str(v) for k, v in labels.items()}
+            case NodeRegistered(name=name, node=node):
+                world.nodes[name] = dict(node.labels)  # as the door read them
             case NodeRemoved(name=name):
                 world.nodes.pop(name, None)
             case ReservationDeleted(reservation=ref, uid=uid):
