@@ -262,6 +262,11 @@ def _set_resources(payload: dict[str, Any]) -> None:
     payload["manifest"]["spec"]["containers"][0]["resources"] = [-4.9e16]
 
 
+def _metadata_a_string(payload: dict[str, Any]) -> None:
+    payload["spec"] = None
+    payload["manifest"]["metadata"] = "1000001"
+
+
 # Found by the fuzzer: each made a service raise while reading the event (retried as a poison message) before.
 @pytest.mark.parametrize(
     "record",
@@ -274,6 +279,14 @@ def _set_resources(payload: dict[str, Any]) -> None:
                 "node.registered", lambda p: p["manifest"]["metadata"].update(labels="Inf")
             ),
             id="node manifest labels a string",
+        ),
+        pytest.param(
+            lambda: _with_payload("pod.observed", _metadata_a_string),
+            id="pod manifest metadata a string",
+        ),
+        pytest.param(
+            lambda: _with_payload("quota.applied", lambda p: p["quota"].update(name="-1")),
+            id="quota event about another quota than its spec",
         ),
     ],
 )

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import msgspec
 
+from allot_contracts import kube
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
@@ -251,11 +252,15 @@ class ReservationEngine:
         if typed is not None:
             allocated, requests = typed.reservation.allocated, dict(typed.requests)
         else:
-            meta = manifest.get("metadata") or {}
+            meta = kube.meta(manifest)
+            annotations, labels = meta.get("annotations"), meta.get("labels")
             allocated = parse_pod_reservation(
-                meta.get("annotations") or {}, meta.get("labels") or {}, []
+                annotations if isinstance(annotations, dict) else {},
+                labels if isinstance(labels, dict) else {},
+                [],
             ).allocated
-            requests = pod_requests(manifest.get("spec") or {}, []) if allocated else {}
+            spec = manifest.get("spec")
+            requests = pod_requests(spec, []) if allocated and isinstance(spec, dict) else {}
         if allocated is None:
             return
         name, r_uid = allocated
