@@ -222,3 +222,11 @@ FOUND = [
 def test_what_the_fuzzer_found_is_refused_with_its_path(body: dict[str, Any], path: str) -> None:
     verdict = Door(quotas=set()).check(Document(source="f.yaml", index=0, body=body))
     assert path in [i.path for i in verdict.issues], verdict.issues
+
+
+def test_a_topology_whose_policies_are_not_a_list_is_refused_with_the_path() -> None:
+    """Found by the slow run: the engine's reader raised (``KeyError: 0``) and the refusal named no path."""
+    topology = next(b for b in seeds(ROOT)[("topology.node.k8s.io/v1alpha1", "NodeResourceTopology")])
+    body = {**topology, "topologyPolicies": {"0": "None"}}
+    verdict = Door(quotas=set()).check(Document(source="f.yaml", index=0, body=body))
+    assert [i.path for i in verdict.issues] == ["topologyPolicies"], verdict.issues

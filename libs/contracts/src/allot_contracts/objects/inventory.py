@@ -441,7 +441,10 @@ def parse_nrt(manifest: dict[str, Any]) -> tuple[str, Topology | None, list[Fiel
             numa_reserved[nid] = 1000 * sum(1 for cpu in in_zone if cpu in reserved)
         numa_alloc[nid] = dict(sorted(zone.items()))
     policies = manifest.get("topologyPolicies") or []
-    kubelet_policy = _KUBELET_POLICIES.get(str(policies[0]), "") if policies else ""
+    if not isinstance(policies, list) or not all(isinstance(p, str) for p in policies):
+        errors.append(FieldIssue(path="topologyPolicies", message="must be a list of strings"))
+        policies = []
+    kubelet_policy = _KUBELET_POLICIES.get(policies[0], "") if policies else ""
     topo_val = Topology(
         cpus=dict(sorted(cpus.items())),
         cpus_per_core=max(cores.values()) if cores else 0,
