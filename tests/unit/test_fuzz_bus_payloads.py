@@ -267,6 +267,11 @@ def _metadata_a_string(payload: dict[str, Any]) -> None:
     payload["manifest"]["metadata"] = "1000001"
 
 
+def _spec_a_string(payload: dict[str, Any]) -> None:
+    payload["spec"] = None  # as the upcaster of a v1 event leaves a pod today's door refuses
+    payload["manifest"]["spec"] = "1e30"
+
+
 # Found by the fuzzer: each made a service raise while reading the event (retried as a poison message) before.
 @pytest.mark.parametrize(
     "record",
@@ -283,6 +288,9 @@ def _metadata_a_string(payload: dict[str, Any]) -> None:
         pytest.param(
             lambda: _with_payload("pod.observed", _metadata_a_string),
             id="pod manifest metadata a string",
+        ),
+        pytest.param(
+            lambda: _with_payload("pod.observed", _spec_a_string), id="old pod manifest spec a string"
         ),
         pytest.param(
             lambda: _with_payload("quota.applied", lambda p: p["quota"].update(name="-1")),

@@ -27,6 +27,16 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def spec_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The manifest's ``spec`` (``{}`` when it is missing or not a map: a damaged event must not crash a reader)."""
+    return _map(manifest.get("spec"))
+
+
+def status_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The manifest's ``status`` (``{}`` when it is missing or not a map)."""
+    return _map(manifest.get("status"))
+
+
 def meta(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     value = manifest.get("metadata") or {}
     return value if isinstance(value, Mapping) else {}

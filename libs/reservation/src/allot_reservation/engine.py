@@ -167,8 +167,8 @@ class ReservationEngine:
                 if typed is not None:
                     node, done = typed.node_name, typed.phase in ("Succeeded", "Failed")
                 else:
-                    node = str((manifest.get("spec") or {}).get("nodeName") or "")
-                    done = (manifest.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                    node = str(kube.spec_of(manifest).get("nodeName") or "")
+                    done = kube.status_of(manifest).get("phase") in ("Succeeded", "Failed")
                 world.pods[pod.key] = PodRecord(
                     pod.key, uid, manifest, node=node, bound=bool(node), pod=typed
                 )
