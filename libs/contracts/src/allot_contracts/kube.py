@@ -47,6 +47,11 @@ def labels(manifest: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
+def annotations_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The manifest's annotations (``{}`` when missing or not a map)."""
+    return _map(meta(manifest).get("annotations"))
+
+
 def name_of(manifest: Mapping[str, Any]) -> str:
     return str(meta(manifest).get("name") or "")
 

@@ -308,9 +308,7 @@ class ReservationEngine:
         if rec is None:
             return None, []
         book = self.world.book
-        if not book.any_matchable() and ANN_RESERVATION_AFFINITY not in (
-            (rec.manifest.get("metadata") or {}).get("annotations") or {}
-        ):
+        if not book.any_matchable() and ANN_RESERVATION_AFFINITY not in kube.annotations_of(rec.manifest):
             return None, []
         facts, issues = rec.facts()
         if issues:
