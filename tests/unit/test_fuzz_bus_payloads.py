@@ -293,6 +293,10 @@ def _spec_a_string(payload: dict[str, Any]) -> None:
             lambda: _with_payload("pod.observed", _spec_a_string), id="old pod manifest spec a string"
         ),
         pytest.param(
+            lambda: _with_payload("reservation.group_resolved", lambda p: p.update(members=[])),
+            id="gang group resolved without members",
+        ),
+        pytest.param(
             lambda: _with_payload("quota.applied", lambda p: p["quota"].update(name="-1")),
             id="quota event about another quota than its spec",
         ),
