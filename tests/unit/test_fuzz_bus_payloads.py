@@ -185,6 +185,12 @@ def test_a_payload_of_another_type_is_not_decoded_as_that_type() -> None:
         forged.decode()
 
 
+def test_a_payload_that_is_not_utf8_is_undecodable() -> None:
+    device = next(r for r in seeds() if r.type == "device.applied")
+    with pytest.raises(msgspec.DecodeError, match="not valid UTF-8"):
+        msgspec.structs.replace(device, schema_version=1, payload=b'"\x80"').decode()
+
+
 def test_an_old_payload_that_cannot_be_upcast_is_undecodable() -> None:
     node = next(r for r in seeds() if r.type == "node.registered")
     old = msgspec.structs.replace(

@@ -179,7 +179,10 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
         try:
             event: Event = _decode_any.decode(self.payload)
         except msgspec.ValidationError:
-            raw = msgspec.json.decode(self.payload)
+            try:
+                raw = msgspec.json.decode(self.payload)
+            except UnicodeDecodeError as exc:  # a string that is not UTF-8: undecodable like any broken JSON
+                raise msgspec.DecodeError(f"the payload is not valid UTF-8: {exc}") from exc
             if not isinstance(raw, dict):
                 raise
             try:
