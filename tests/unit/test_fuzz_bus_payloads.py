@@ -12,7 +12,7 @@ Properties:
 - every service interested in the type, fed the event after the example's log, decides without crashing: a payload
   it cannot read fails with an error the consumer dead-letters (``ValidationError``, ``DecodeError``,
   ``PermanentError``), never with an unexpected exception (which would be retried as a poison message);
-- end to end through the consumer: an undecodable payload is dead-lettered with an error log naming it, and no
+- end to end through the consumer: an undecodable payload the log holds is dead-lettered with an error log naming it, and no
   decision is recorded.
 """
 
@@ -35,7 +35,7 @@ from allot_bus import wire
 from allot_bus.names import BusNames
 from allot_cli.pipeline import PROCESSORS
 from allot_cli.sim.run import run
-from allot_contracts.envelope import RecordedEvent, canonical
+from allot_contracts.envelope import GENESIS_HASH, RecordedEvent, canonical
 from allot_contracts.errors import PermanentError
 from allot_contracts.events import split_tag, tag_of
 from allot_eventstore.memory import InMemoryEventStore
@@ -217,7 +217,8 @@ class _Message:
     def __init__(self, data: bytes, sequence: int) -> None:
         self.data = data
         self.subject = "allot.events.test"
-        self.metadata = type("Meta", (), {"sequence": type("Seq", (), {"stream": sequence})()})()
+        seq = type("Seq", (), {"stream": sequence})()
+        self.metadata = type("Meta", (), {"sequence": seq, "num_delivered": 1})()
         self.calls: list[str] = []
 
     async def ack(self) -> None:
@@ -245,10 +246,15 @@ async def test_the_consumer_dead_letters_an_undecodable_payload_logs_it_and_deci
     )
     submitted = next(r for r in seeds() if r.type == "pod.submitted")
     broken = msgspec.structs.replace(submitted, position=1, payload=b'{"type": "pod.submitted.v2", "pod": 7}')
+    # the log itself holds it (the consumer acts only on what the log vouches for): written by a broken writer
+    broken = msgspec.structs.replace(broken, hash=broken.expected_hash(GENESIS_HASH))
+    store.events.append(broken)
     message = _Message(wire.encode(broken), sequence=1)
     with caplog.at_level(logging.ERROR, logger="allot.consumer"):
         await runtime.consumer._handle_messages([message])
-    assert [e.type for e in store.events] == ["consumer.dead_lettered"], "no decision, only the dead letter"
+    assert [e.type for e in store.events[1:]] == ["consumer.dead_lettered"], (
+        "no decision, only the dead letter"
+    )
     assert message.calls == ["term"]
     assert any(
         "dead-lettered event" in r.getMessage() and "pod.submitted.v2" in r.getMessage()
