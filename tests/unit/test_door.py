@@ -40,8 +40,12 @@ def huge_gpu_node() -> dict[str, Any]:
 
 
 REFUSED = [
-    ("cpu-1e30", with_request("cpu", "1e30"), "requests[cpu]: quantity out of range"),
-    ("node-1e30-gpus", huge_gpu_node(), "status.allocatable[nvidia.com/gpu]: quantity out of range"),
+    ("cpu-1e30", with_request("cpu", "1e30"), 'requests[cpu]: Invalid value: "1e30": must be at most'),
+    (
+        "node-1e30-gpus",
+        huge_gpu_node(),
+        'status.allocatable[nvidia.com/gpu]: Invalid value: "1e30": must be at',
+    ),
     ("pod-name-not-dns", a_pod("Bad_Name!"), "metadata.name: a lowercase RFC 1123 subdomain"),
     ("pod-name-300-chars", a_pod("x" * 300), "metadata.name: a lowercase RFC 1123 subdomain"),
     ("annotation-300KiB", a_pod("p", annotations={"a": "x" * 300 * 1024}), "metadata.annotations: Too long"),

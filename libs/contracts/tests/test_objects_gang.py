@@ -315,7 +315,7 @@ INVALID_POD_GROUPS = [
         "minResources negative",
         a_pod_group("pg", min_resources={"nvidia.com/gpu": -1}),
         'spec.minResources["nvidia.com/gpu"]',
-        "must not be negative",
+        "must be greater than or equal to 0",
     ),
     (
         "waiting-time annotation on a PodGroup",

@@ -302,10 +302,14 @@ def _cli_kind_issues(doc: Document) -> list[FieldIssue]:
                 FieldIssue(path="spec.node", code="Required", message="is required (the node's name)")
             )
         return issues
-    if spec.get("kind") not in DELETABLE:
+    kind = spec.get("kind")
+    if not isinstance(kind, str) or kind not in DELETABLE:
         issues.append(FieldIssue(path="spec.kind", message=f"must be one of {', '.join(sorted(DELETABLE))}"))
-    if not spec.get("name"):
-        issues.append(FieldIssue(path="spec.name", code="Required", message="is required"))
+    if not spec.get("name") or not isinstance(spec["name"], str):
+        issues.append(FieldIssue(path="spec.name", code="Required", message="is required (a string)"))
+    namespace = spec.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        issues.append(FieldIssue(path="spec.namespace", message="must be a string"))
     return issues
 
 

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.kube import storage_issues
 from allot_contracts.objects.meta import read_meta
 
 __all__ = ["MAX_REPLICAS", "WORKLOAD_KINDS", "expand"]
@@ -100,6 +101,20 @@ def _pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": out_meta, "spec": dict(template.get("spec") or {})}
 
 
+def _template_meta_issues(template: Mapping[str, Any]) -> list[FieldIssue]:
+    """What in the template's metadata cannot be copied into a pod (the pods' own admission checks the rest)."""
+    meta = template.get("metadata")
+    if meta is None:
+        return []
+    if not isinstance(meta, Mapping):
+        return [FieldIssue(path="spec.template.metadata", message="must be an object")]
+    return [
+        FieldIssue(path=f"spec.template.metadata.{field}", message="must be a map of strings")
+        for field in ("labels", "annotations")
+        if meta.get(field) is not None and not isinstance(meta[field], Mapping)
+    ]
+
+
 def _owner(api_version: str, kind: str, name: str) -> dict[str, Any]:
     return {
         "apiVersion": api_version,
@@ -124,6 +139,8 @@ def expand(manifest: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Fiel
     if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
         issues.append(FieldIssue(path="spec.template.spec", code="Required", message="is required"))
         return [], issues, warnings
+    issues += [FieldIssue(path=p, message=m) for p, m in storage_issues(manifest)]
+    issues += _template_meta_issues(template)
     if issues:
         return [], issues, warnings
     name, namespace = meta.name, meta.namespace

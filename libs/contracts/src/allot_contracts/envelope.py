@@ -171,20 +171,36 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
         return chain_hash(prev, self.header_bytes(), self.canonical_payload())
 
     def decode(self) -> Event:
-        """The typed payload, upcast to the current schema when it was written by an older version."""
+        """The typed payload, upcast to the current schema when it was written by an older version. A payload that
+        is not of the record's type (its ``type`` field names another event) is refused (``ValidationError``, as
+        for any payload that does not match its schema): a consumer choosing events by the record's type must not
+        be handed another kind of event."""
         known = self.tag
         try:
             event: Event = _decode_any.decode(self.payload)
-            return event
         except msgspec.ValidationError:
-            raw = msgspec.json.decode(self.payload)
+            try:
+                raw = msgspec.json.decode(self.payload)
+            except UnicodeDecodeError as exc:  # a string that is not UTF-8: undecodable like any broken JSON
+                raise msgspec.DecodeError(f"the payload is not valid UTF-8: {exc}") from exc
             if not isinstance(raw, dict):
                 raise
-            upgraded = upcast(known, raw)
+            try:
+                upgraded = upcast(known, raw)
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+                # an old payload that does not have its schema's shape: as undecodable as a new one
+                raise msgspec.ValidationError(f"a {known} payload that cannot be upcast: {exc!r}") from exc
             if upgraded is raw:
                 raise
             converted: Event = msgspec.convert(upgraded, AnyEvent)  # type: ignore[arg-type]
+            if split_tag(tag_of(converted))[0] != self.type:
+                raise msgspec.ValidationError(
+                    f"the payload is a {tag_of(converted)} event, the record says {known}"
+                ) from None
             return converted
+        if tag_of(event) != known:
+            raise msgspec.ValidationError(f"the payload is a {tag_of(event)} event, the record says {known}")
+        return event
 
     def payload_dict(self) -> dict[str, Any]:
         value = msgspec.json.decode(self.payload)

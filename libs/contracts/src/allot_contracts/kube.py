@@ -19,6 +19,24 @@ from allot_contracts.quantity import QuantityError, to_canonical
 MAX_INT64 = 2**63 - 1
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def spec_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The manifest's ``spec`` (``{}`` when it is missing or not a map: a damaged event must not crash a reader)."""
+    return _map(manifest.get("spec"))
+
+
+def status_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The manifest's ``status`` (``{}`` when it is missing or not a map)."""
+    return _map(manifest.get("status"))
+
+
 def meta(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     value = manifest.get("metadata") or {}
     return value if isinstance(value, Mapping) else {}
@@ -27,6 +45,11 @@ def meta(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
 def labels(manifest: Mapping[str, Any]) -> dict[str, str]:
     value = meta(manifest).get("labels") or {}
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def annotations_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The manifest's annotations (``{}`` when missing or not a map)."""
+    return _map(meta(manifest).get("annotations"))
 
 
 def name_of(manifest: Mapping[str, Any]) -> str:
@@ -110,17 +133,20 @@ def pod_requests(manifest: Mapping[str, Any]) -> dict[str, int]:
 def kube_qos_class(manifest: Mapping[str, Any]) -> str:
     """Kubernetes QoS: Guaranteed (every container: cpu and memory limits == requests), BestEffort (no cpu/memory
     requests or limits anywhere), else Burstable."""
-    containers = list((manifest.get("spec") or {}).get("containers") or []) + list(
-        (manifest.get("spec") or {}).get("initContainers") or []
-    )
+    spec = _map(manifest.get("spec"))
+    containers = [
+        c
+        for field in ("containers", "initContainers")
+        for c in _list(spec.get(field))
+        if isinstance(c, Mapping)
+    ]
     if not containers:
         return "BestEffort"
     any_set = False
     guaranteed = True
     for container in containers:
-        resources = container.get("resources") or {}
-        requests = resources.get("requests") or {}
-        limits = resources.get("limits") or {}
+        resources = _map(container.get("resources"))
+        requests, limits = _map(resources.get("requests")), _map(resources.get("limits"))
         for res in ("cpu", "memory"):
             req, lim = requests.get(res, limits.get(res)), limits.get(res)
             if req is not None or lim is not None:
@@ -139,14 +165,14 @@ def kube_qos_class(manifest: Mapping[str, Any]) -> str:
 
 
 def priority_value(manifest: Mapping[str, Any]) -> int:
-    value = (manifest.get("spec") or {}).get("priority")
+    value = _map(manifest.get("spec")).get("priority")
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def koord_priority_class(manifest: Mapping[str, Any]) -> str:
     """Koordinator priority class with default (:func:`allot_contracts.objects.qos_rules.koord_priority_of`: the
     label, else the ``spec.priority`` band, else from the QoS class), else ``"none"``."""
-    priority = (manifest.get("spec") or {}).get("priority")
+    priority = _map(manifest.get("spec")).get("priority")
     given = priority if isinstance(priority, int) and not isinstance(priority, bool) else None
     return koord_priority_of(labels(manifest), given, koord_qos_class(manifest)) or "none"
 

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 import msgspec
 
+from allot_contracts import kube
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
 from allot_contracts.objects.colocation import (
@@ -127,9 +128,11 @@ def node_facts(
     manifest: Mapping[str, Any], topology: Mapping[str, Any] | None, zones: Mapping[int, Amounts]
 ) -> NodeFacts:
     """The facts of a registered Node (and its NodeResourceTopology); unreadable annotations become notes."""
-    meta = manifest.get("metadata") or {}
-    status = manifest.get("status") or {}
-    ann = meta.get("annotations") or {}
+    meta = kube.meta(manifest)
+    status = manifest.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    ann = meta.get("annotations")
+    ann = ann if isinstance(ann, Mapping) else {}
     notes: list[str] = []
     capacity = _amounts(status.get("capacity")) or _amounts(status.get("allocatable"))
     allocatable = _amounts(status.get("allocatable")) or dict(capacity)
@@ -158,7 +161,7 @@ def node_facts(
             notes.append(f"annotation {ANN_COLOCATION_STRATEGY} is not a JSON object; not read")
     return NodeFacts(
         name=str(meta.get("name") or ""),
-        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        labels=kube.labels(manifest),
         capacity=capacity,
         allocatable=allocatable,
         reservation=reservation,

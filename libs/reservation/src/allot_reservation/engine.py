@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import msgspec
 
+from allot_contracts import kube
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
@@ -166,8 +167,8 @@ class ReservationEngine:
                 if typed is not None:
                     node, done = typed.node_name, typed.phase in ("Succeeded", "Failed")
                 else:
-                    node = str((manifest.get("spec") or {}).get("nodeName") or "")
-                    done = (manifest.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                    node = str(kube.spec_of(manifest).get("nodeName") or "")
+                    done = kube.status_of(manifest).get("phase") in ("Succeeded", "Failed")
                 world.pods[pod.key] = PodRecord(
                     pod.key, uid, manifest, node=node, bound=bool(node), pod=typed
                 )
@@ -188,9 +189,8 @@ class ReservationEngine:
                 if (rec := world.pods.get(pod.key)) is not None:
                     rec.node, rec.bound, rec.reservation = "", False, ""
                 book.release(pod.key)
-            case NodeRegistered(name=name, manifest=manifest):
-                labels = (manifest.get("metadata") or {}).get("labels") or {}
-                world.nodes[name] = {str(k): str(v) for k, v in labels.items()}
+            case NodeRegistered(name=name, node=node):
+                world.nodes[name] = dict(node.labels)  # as the door read them
             case NodeRemoved(name=name):
                 world.nodes.pop(name, None)
             case ReservationDeleted(reservation=ref, uid=uid):
@@ -252,11 +252,15 @@ class ReservationEngine:
         if typed is not None:
             allocated, requests = typed.reservation.allocated, dict(typed.requests)
         else:
-            meta = manifest.get("metadata") or {}
+            meta = kube.meta(manifest)
+            annotations, labels = meta.get("annotations"), meta.get("labels")
             allocated = parse_pod_reservation(
-                meta.get("annotations") or {}, meta.get("labels") or {}, []
+                annotations if isinstance(annotations, dict) else {},
+                labels if isinstance(labels, dict) else {},
+                [],
             ).allocated
-            requests = pod_requests(manifest.get("spec") or {}, []) if allocated else {}
+            spec = manifest.get("spec")
+            requests = pod_requests(spec, []) if allocated and isinstance(spec, dict) else {}
         if allocated is None:
             return
         name, r_uid = allocated
@@ -304,9 +308,7 @@ class ReservationEngine:
         if rec is None:
             return None, []
         book = self.world.book
-        if not book.any_matchable() and ANN_RESERVATION_AFFINITY not in (
-            (rec.manifest.get("metadata") or {}).get("annotations") or {}
-        ):
+        if not book.any_matchable() and ANN_RESERVATION_AFFINITY not in kube.annotations_of(rec.manifest):
             return None, []
         facts, issues = rec.facts()
         if issues:

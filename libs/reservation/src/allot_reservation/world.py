@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from allot_contracts import kube
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.reservation import OwnerRef
@@ -53,8 +54,7 @@ class PodRecord:
     def priority(self) -> int:
         if self.pod is not None:
             return self.pod.priority
-        value = (self.manifest.get("spec") or {}).get("priority")
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        return kube.priority_value(self.manifest)
 
 
 class World:

@@ -194,6 +194,13 @@ class Binder:
                     return []
                 return [self._bind(pod, attempt, node, dict(decision.annotations))]
             case QuotaStatusSynced(patches=patches):
+                malformed = [
+                    (f"patches[{key}]", "must be a namespace/name quota key")
+                    for key in patches
+                    if "/" not in key
+                ]
+                if malformed:
+                    raise InvalidInput(malformed, subject="quota.status_synced")
                 mode = "kubernetes" if self.kube else "standalone"
                 return [
                     Emit(

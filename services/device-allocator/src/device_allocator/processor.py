@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from allot_contracts.envelope import stream_id
+from allot_contracts.errors import InvalidInput
 from allot_contracts.events import (
     DevicesRemoved,
     DevicesReported,
@@ -474,6 +475,10 @@ class DeviceAllocator(Requeueing):
 
     def _place_group(self, group: str, attempt: int, members: list[str], at: int) -> list[Emit]:
         """All or nothing: every member of the gang group gets a placement in one decision, or none does."""
+        if (
+            not members
+        ):  # not what the gang coordinator and reservation-manager record: refused, dead-lettered
+            raise InvalidInput([("members", "a gang group to place has at least one member")], subject=group)
         stream = stream_id("gang", group)
         missing = [m for m in members if m not in self.pods or m in self.placed]
         if missing:

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from allot_contracts import kube
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     DevicesRemoved,
@@ -137,7 +138,7 @@ class QosEnforcer:
                 self.manifests[pod.key] = (uid, manifest, getattr(event, "spec", None))
             case PodObserved(pod=pod, uid=uid, manifest=manifest):
                 typed: Pod | None = getattr(event, "spec", None)
-                node = str((manifest.get("spec") or {}).get("nodeName") or "")
+                node = str(kube.spec_of(manifest).get("nodeName") or "")
                 if not node:
                     self.manifests[pod.key] = (uid, manifest, typed)
                     return

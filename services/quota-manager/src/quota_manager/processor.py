@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from allot_contracts.decisions.quota import GroupAdmission, ReturnedCharge
 from allot_contracts.envelope import stream_id
+from allot_contracts.errors import InvalidInput
 from allot_contracts.events import (
     Event,
     GangGroupPlaced,
@@ -136,6 +137,12 @@ class QuotaManager:
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         match event:
             case QuotaApplied(quota=ref, spec=spec, issues=issues):
+                if spec is not None and (spec.namespace, spec.name) != (ref.namespace, ref.name):
+                    # not what the door records (a forged or damaged event): refused, dead-lettered
+                    raise InvalidInput(
+                        [("spec.name", f"is {spec.namespace}/{spec.name}, the event is about {ref.key}")],
+                        subject="quota.applied",
+                    )
                 errors = self.engine.apply_quota(spec) if spec is not None else list(issues)
                 self.quota_changes[ref.key] = ("applied", errors)
             case QuotaDeleted(quota=ref):

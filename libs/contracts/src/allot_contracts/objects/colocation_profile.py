@@ -121,7 +121,7 @@ def parse_colocation_profile(
         issues.append(FieldIssue(path="spec", message="must be an object"))
         return None
     qos = spec.get("qosClass") or ""
-    if qos and qos not in n.QOS_CLASSES:
+    if qos and (not isinstance(qos, str) or qos not in n.QOS_CLASSES):
         issues.append(
             FieldIssue(
                 path="spec.qosClass",

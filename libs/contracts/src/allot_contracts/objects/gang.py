@@ -37,6 +37,7 @@ from allot_contracts.issues import FieldIssue, annotation_path, label_path
 from allot_contracts.objects._reader import SUBDOMAIN_REASON, Reader, is_name, is_namespace
 from allot_contracts.objects.duration import parse_go_duration
 from allot_contracts.quantity import QuantityError, parse_quantity, to_canonical
+from allot_contracts.quantity_limits import range_issue
 
 __all__ = [
     "GROUPS",
@@ -398,10 +399,12 @@ def _min_resources(value: object, r: Reader) -> dict[str, int]:
         except QuantityError as exc:
             r.error(path, str(exc), value[name])
             continue
-        if q < 0:
-            r.error(path, "must not be negative", value[name])
+        amount = to_canonical(str(name), q)
+        problem = range_issue(str(name), amount, path, value[name], "cluster")  # a sum over the members
+        if problem is not None:
+            r.errors.append(problem)
             continue
-        out[str(name)] = to_canonical(str(name), q)
+        out[str(name)] = amount
     return out
 
 

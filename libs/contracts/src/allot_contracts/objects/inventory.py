@@ -26,6 +26,7 @@ from allot_contracts.objects.cpuset import CpusetError, parse_cpuset
 from allot_contracts.objects.load_aware import CustomUsageThresholds, read_usage_thresholds
 from allot_contracts.objects.selectors import Taint, parse_taints
 from allot_contracts.quantity import QuantityError, to_canonical
+from allot_contracts.quantity_limits import range_issue
 from allot_contracts.resources import parse_resource_list
 
 __all__ = [
@@ -348,11 +349,18 @@ def _zone_allocatable(zones: Any, errors: list[FieldIssue]) -> dict[int, dict[st
             errors.append(FieldIssue(path=f"zones[{i}].name", message="NUMA zones are named node-<id>"))
             continue
         res: dict[str, int] = {}
-        for r in z.get("resources") or []:
+        for j, r in enumerate(z.get("resources") or []):
             try:
-                res[str(r["name"])] = to_canonical(str(r["name"]), r.get("allocatable", r.get("capacity", 0)))
-            except (KeyError, TypeError, QuantityError) as exc:
+                value = r.get("allocatable", r.get("capacity", 0))
+                amount = to_canonical(str(r["name"]), value)
+            except (KeyError, TypeError, AttributeError, QuantityError) as exc:
                 errors.append(FieldIssue(path=f"zones[{i}].resources", message=str(exc)))
+                continue
+            problem = range_issue(str(r["name"]), amount, f"zones[{i}].resources[{j}]", value)
+            if problem is not None:
+                errors.append(problem)
+                continue
+            res[str(r["name"])] = amount
         out[int(zname[5:])] = dict(sorted(res.items()))
     return out
 
@@ -433,7 +441,10 @@ def parse_nrt(manifest: dict[str, Any]) -> tuple[str, Topology | None, list[Fiel
             numa_reserved[nid] = 1000 * sum(1 for cpu in in_zone if cpu in reserved)
         numa_alloc[nid] = dict(sorted(zone.items()))
     policies = manifest.get("topologyPolicies") or []
-    kubelet_policy = _KUBELET_POLICIES.get(str(policies[0]), "") if policies else ""
+    if not isinstance(policies, list) or not all(isinstance(p, str) for p in policies):
+        errors.append(FieldIssue(path="topologyPolicies", message="must be a list of strings"))
+        policies = []
+    kubelet_policy = _KUBELET_POLICIES.get(policies[0], "") if policies else ""
     topo_val = Topology(
         cpus=dict(sorted(cpus.items())),
         cpus_per_core=max(cores.values()) if cores else 0,

@@ -24,9 +24,9 @@ from allot_contracts.objects.inventory import (
 )
 from allot_contracts.objects.meta import is_dns_subdomain
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
+from allot_contracts.quantity_limits import range_issue
 
 DEVICE_TYPES = ("gpu", "rdma", "fpga", "npu", "xpu")
-MAX_CANONICAL = 2**63 - 1
 
 
 def _quantities(values: Any, path: str, issues: list[FieldIssue]) -> dict[str, int]:
@@ -42,18 +42,9 @@ def _quantities(values: Any, path: str, issues: list[FieldIssue]) -> dict[str, i
         except QuantityError as exc:
             issues.append(FieldIssue(path=f"{path}[{name}]", message=str(exc)))
             continue
-        if amount < 0:
-            issues.append(FieldIssue(path=f"{path}[{name}]", message=f"must not be negative (got {value!r})"))
-            continue
-        if amount > MAX_CANONICAL:
-            issues.append(
-                FieldIssue(
-                    path=f"{path}[{name}]",
-                    code="InvalidQuantity",
-                    message="quantity out of range (at most 9223372036854775807 in the resource's unit)",
-                    value=str(value),
-                )
-            )
+        problem = range_issue(str(name), amount, f"{path}[{name}]", value)
+        if problem is not None:
+            issues.append(problem)
             continue
         out[str(name)] = amount
     return out

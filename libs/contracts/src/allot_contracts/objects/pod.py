@@ -71,6 +71,7 @@ from allot_contracts.objects.selectors import (
     parse_tolerations,
 )
 from allot_contracts.quantity import QuantityError, parse_quantity, to_canonical
+from allot_contracts.quantity_limits import range_issue
 
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
@@ -82,8 +83,6 @@ __all__ = [
     "koord_priority_of",
     "parse_pod",
 ]
-
-MAX_CANONICAL: Final = 2**63 - 1
 
 QUOTA_LABEL: Final = "quota.scheduling.koordinator.sh/name"
 PREEMPTIBLE_LABEL: Final = "quota.scheduling.koordinator.sh/preemptible"
@@ -254,26 +253,9 @@ def _quantities(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, int]
         except QuantityError as exc:
             issues.append(FieldIssue(path=fpath, code="InvalidQuantity", message=str(exc)))
             continue
-        if amount < 0:
-            issues.append(
-                FieldIssue(
-                    path=fpath,
-                    code="InvalidQuantity",
-                    message=f'Invalid value: "{value}": must be greater than or equal to 0',
-                    value=str(value),
-                )
-            )
-            continue
-        if abs(amount) > MAX_CANONICAL:
-            issues.append(
-                FieldIssue(
-                    path=fpath,
-                    code="InvalidQuantity",
-                    message="quantity out of range (at most 9223372036854775807 in the resource's unit"
-                    f"{', millicores' if name == n.CPU else ''})",
-                    value=str(value),
-                )
-            )
+        problem = range_issue(name, amount, fpath, value)
+        if problem is not None:
+            issues.append(problem)
             continue
         out[name] = amount
     return out

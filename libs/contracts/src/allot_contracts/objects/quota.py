@@ -23,6 +23,7 @@ import msgspec
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.meta import read_meta
 from allot_contracts.quantity import QuantityError, format_quantity, parse_quantity, to_canonical
+from allot_contracts.quantity_limits import range_issue
 
 RL = dict[str, int]
 
@@ -162,9 +163,16 @@ def _resource_list(raw: Any, field: str, errors: list[FieldIssue]) -> RL:
     out: RL = {}
     for k, v in raw.items():
         try:
-            out.update(parse_list({k: v}))
+            amount = to_canonical(str(k), v)
         except QuantityError as exc:
             errors.append(FieldIssue(path=f"{field}[{k}]", code="Invalid", value=str(v), message=str(exc)))
+            continue
+        # a negative amount is refused for the whole list below, with upstream's message
+        problem = range_issue(str(k), amount, f"{field}[{k}]", v, "cluster") if amount > 0 else None
+        if problem is not None:
+            errors.append(problem)
+            continue
+        out[str(k)] = amount
     return out
 
 
@@ -338,6 +346,20 @@ def tree_id_for(namespace: str, name: str) -> str:
     return str(fnv1a64(f"{namespace}/{name}".encode()))
 
 
+def _string_maps(meta: Any, errors: list[FieldIssue]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A profile's annotations and labels (``{}`` for one that is not a map, with an error)."""
+    out: list[dict[str, Any]] = []
+    for field in ("annotations", "labels"):
+        value = (meta.get(field) if isinstance(meta, dict) else None) or {}
+        if not isinstance(value, dict):
+            errors.append(
+                FieldIssue(path=f"metadata.{field}", code="Invalid", message="must be a map of strings")
+            )
+            value = {}
+        out.append(value)
+    return out[0], out[1]
+
+
 def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[FieldIssue]]:
     errors: list[FieldIssue] = []
     if manifest.get("apiVersion") != PROFILE_API or manifest.get("kind") != "ElasticQuotaProfile":
@@ -356,9 +378,12 @@ def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[Fi
     namespace = str(meta.get("namespace") or "default")
     if not name:
         errors.append(FieldIssue(path="metadata.name", code="Required", message="profile name is required"))
-    quota_name = str(spec.get("quotaName") or "")
+    raw_quota_name = spec.get("quotaName")
+    quota_name = raw_quota_name if isinstance(raw_quota_name, str) else ""
     if not quota_name:
-        errors.append(FieldIssue(path="spec.quotaName", code="Required", message="quotaName is required"))
+        errors.append(
+            FieldIssue(path="spec.quotaName", code="Required", message="quotaName is required (a string)")
+        )
     raw_ratio = spec.get("resourceRatio")
     ratio = Fraction(1)
     if raw_ratio not in (None, ""):
@@ -393,7 +418,8 @@ def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[Fi
                 )
             )
     keys: tuple[str, ...] = ("cpu", "memory")
-    raw_keys = (meta.get("annotations") or {}).get("quota.scheduling.koordinator.sh/resource-keys")
+    annotations, meta_labels = _string_maps(meta, errors)
+    raw_keys = annotations.get("quota.scheduling.koordinator.sh/resource-keys")
     if raw_keys:
         try:
             parsed = json.loads(raw_keys)
@@ -409,10 +435,14 @@ def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[Fi
                     message=f"invalid resource-keys: {exc}",
                 )
             )
-    labels = {str(k): str(v) for k, v in (spec.get("quotaLabels") or {}).items()}
+    raw_labels = spec.get("quotaLabels") or {}
+    if not isinstance(raw_labels, dict):
+        errors.append(FieldIssue(path="spec.quotaLabels", code="Invalid", message="must be a map of strings"))
+        raw_labels = {}
+    labels = {str(k): str(v) for k, v in raw_labels.items()}
     if errors:
         return None, errors
-    tree_id = str((meta.get("labels") or {}).get(LABEL_TREE_ID) or tree_id_for(namespace, name))
+    tree_id = str(meta_labels.get(LABEL_TREE_ID) or tree_id_for(namespace, name))
     return (
         ProfileSpec(
             namespace=namespace,

@@ -25,6 +25,7 @@ import msgspec
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
 from allot_contracts.quantity import QuantityError, parse_quantity, to_canonical
+from allot_contracts.quantity_limits import range_issue
 
 __all__ = ["DeviceRequest", "device_requests", "pod_requests"]
 
@@ -66,14 +67,9 @@ def _container_requests(c: Any, path: str, errors: list[FieldIssue]) -> dict[str
         except QuantityError as exc:
             errors.append(FieldIssue(path=fpath, message=str(exc), code="InvalidQuantity"))
             continue
-        if q < 0:
-            errors.append(
-                FieldIssue(
-                    path=fpath,
-                    message=f'Invalid value: "{value}": must be greater than or equal to 0',
-                    code="InvalidQuantity",
-                )
-            )
+        problem = range_issue(name, to_canonical(name, q), fpath, value)
+        if problem is not None:
+            errors.append(problem)
             continue
         if name not in _NON_INTEGER_OK and not name.startswith("hugepages-") and q.denominator != 1:
             errors.append(

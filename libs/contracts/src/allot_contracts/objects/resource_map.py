@@ -11,7 +11,7 @@ percentile, ``podUsage``, a host application's ``usage``, ``prodReclaimableMetri
 
 Rules:
 - Quantities are Kubernetes quantities, read as canonical integers (cpu in millicores, memory in bytes); a negative
-  one is refused.
+  one, or one beyond what any node has (:mod:`allot_contracts.quantity_limits`), is refused.
 - Any other key is refused with its path: a flat map (``nodeUsage: {cpu: "2"}``) is not a ResourceMap, and reading
   it as empty would hide the node's whole load.
 - ``devices`` must be a list of objects; a non-empty one is a warning (device usage is not acted on).
@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
+from allot_contracts.quantity_limits import range_issue
 
 __all__ = ["RESOURCE_MAP_FIELDS", "Usage", "read_resource_map", "resource_map"]
 
@@ -77,8 +78,9 @@ def _quantities(raw: Any, path: str, issues: list[FieldIssue]) -> Usage:
         except QuantityError as exc:
             issues.append(FieldIssue(path=where, code="InvalidQuantity", message=str(exc)))
             continue
-        if amount < 0:
-            issues.append(FieldIssue(path=where, message="must not be negative", value=str(value)))
+        problem = range_issue(str(name), amount, where, value)
+        if problem is not None:
+            issues.append(problem)
             continue
         out[str(name)] = amount
     return out

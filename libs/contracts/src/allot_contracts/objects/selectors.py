@@ -55,7 +55,7 @@ def _requirement(raw: Any, path: str, ops: frozenset[str], errors: list[FieldIss
     if not isinstance(key, str) or not key:
         errors.append(FieldIssue(path=f"{path}.key", message="must be a non-empty string"))
         return None
-    if op not in ops:
+    if not isinstance(op, str) or op not in ops:
         errors.append(
             FieldIssue(path=f"{path}.operator", message=f"unsupported operator {op!r}; one of {sorted(ops)}")
         )
