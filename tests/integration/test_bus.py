@@ -15,7 +15,7 @@ from allot_bus import wire
 from allot_bus.adapters.nats import connect
 from allot_bus.names import HEADER_MSG_ID, BusNames
 from allot_bus.relay import Relay
-from allot_cli.commands.explain import refusal_lines, refused_about
+from allot_cli.commands.explain import refusal_lines, refused_about, refused_counts, refused_line
 from allot_contracts.envelope import RecordedEvent, canonical
 from allot_contracts.errors import Unavailable
 from allot_contracts.events import ObjectRef, PodDeleted, TimerFired
@@ -336,6 +336,12 @@ async def test_a_forged_message_is_refused_recorded_and_the_real_event_at_its_po
     # `allot explain pod default/forged` says what was claimed and refused
     lines = refusal_lines(await refused_about(store.url, "pod:default/forged"))
     assert "echo: not_in_log: pod.deleted" in lines[-1] and f"claiming position {head + 2}" in lines[-1]
+    # `allot replay --verify` counts the refusals by reason
+    assert await refused_counts(store) == {"not_in_log": 1}
+    assert refused_line(await refused_counts(store)).startswith(
+        "bus          1 message(s) refused (not_in_log 1)"
+    )
+    assert refused_line({}) == "bus          no message was refused"
 
 
 async def test_a_message_with_a_wrong_hash_or_altered_content_is_refused(store, stack):

@@ -371,6 +371,26 @@ async def refused_about(url: str, stream: str) -> list[RecordedEvent]:
         await store.close()
 
 
+async def refused_counts(store: EventStore, *, until: int | None = None) -> dict[str, int]:
+    """How many messages the services refused on the bus up to ``until``, by reason (``allot replay --verify``)."""
+    counts: dict[str, int] = {}
+    async for record in store.iterate(types={REFUSED}, until=until):
+        reason = str(record.payload_dict().get("reason", "?"))
+        counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def refused_line(counts: dict[str, int]) -> str:
+    """The verify report's line about the bus: refusals are warnings about traffic, not faults of the log."""
+    if not counts:
+        return "bus          no message was refused"
+    reasons = ", ".join(f"{reason} {n}" for reason, n in counts.items())
+    return (
+        f"bus          {sum(counts.values())} message(s) refused ({reasons}): claimed on the bus, not in the log; "
+        "nothing was decided on them (allot events tail --type 'security.*')"
+    )
+
+
 def refusal_lines(refused: list[RecordedEvent]) -> list[str]:
     """What the bus claimed about the pod and the services refused (docs/security.md)."""
     if not refused:

@@ -29,6 +29,7 @@ import msgspec
 
 from allot_bus.adapters.nats import connect
 from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
+from allot_cli.commands.explain import refused_counts, refused_line
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
 from allot_cli.pipeline import PROCESSORS, instances
 from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
@@ -115,6 +116,8 @@ async def run(args: argparse.Namespace) -> int:
                 f"hash chain   {'ok' if chain.ok else 'BROKEN'}: {chain.events} events, head {chain.head_hash[:16]}…",
             )
             _say(args, anchor_line(chain))
+            report["refused_messages"] = await refused_counts(store, until=head[0])
+            _say(args, refused_line(report["refused_messages"]))
             if not chain.ok:
                 _say(args, f"MISMATCH: {chain.problem}")
                 report["ok"] = False
