@@ -27,7 +27,11 @@ def allot(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         (["get", "pods", "-l", "app=a b"], 1, "cannot read 'app=a b'"),
         (["describe", "pods"], 2, "the following arguments are required: NAME"),
         (["sim", "run", "missing.yaml"], 1, "cannot read missing.yaml"),
-        (["sim", "run", "scenario.yaml", "--config", "config.yaml"], 1, "config.yaml: expected a mapping"),
+        (
+            ["sim", "run", "scenario.yaml", "--config", "config.yaml"],
+            1,
+            "cannot read config: config.yaml must hold a mapping",
+        ),
         (["sim", "run", "bad.yaml"], 1, "is not valid YAML"),
         (["get", "pods", "--no-such-flag"], 2, "unrecognized arguments"),
         (["completion", "tcsh"], 2, "invalid choice: 'tcsh'"),

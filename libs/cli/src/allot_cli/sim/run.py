@@ -33,7 +33,7 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
     try:
         data = read_config_file(Path(path), "--config")
     except InvalidInput as exc:
-        raise InputError(f"cannot read config {path}: {'; '.join(m for _, m in exc.issues)}") from exc
+        raise InputError(f"cannot read config: {'; '.join(m for _, m in exc.issues)}") from exc
     from allot_descheduling import is_descheduler_config
     from allot_runtime.schedconfig import is_scheduler_config, translate
 
