@@ -31,7 +31,6 @@ from allot_contracts.envelope import (
     GENESIS_HASH,
     NewEvent,
     RecordedEvent,
-    chain_hash,
     derived_event_id,
     stream_id,
 )
@@ -72,17 +71,6 @@ def hashes_to_read(records: Sequence[RecordedEvent]) -> set[int]:
     return wanted
 
 
-def content_matches(record: RecordedEvent, previous: bytes) -> bool:
-    """Whether the record's envelope and payload hash, after ``previous``, to the hash it carries. The payload on the
-    wire is the canonical text the log stores; one that is not (re-encoded on the way) is canonicalised first."""
-    if chain_hash(previous, record.header_bytes(), record.payload) == record.hash:
-        return True
-    try:
-        return record.expected_hash(previous) == record.hash
-    except (msgspec.DecodeError, ValueError):
-        return False
-
-
 def judge(record: RecordedEvent, hashes: dict[int, bytes]) -> tuple[str, bytes | None] | None:
     """None when the record is the event the log holds at its position; else (reason, hash the log holds there)."""
     logged = hashes.get(record.position) if record.position > 0 else None
@@ -91,7 +79,7 @@ def judge(record: RecordedEvent, hashes: dict[int, bytes]) -> tuple[str, bytes |
     if logged != record.hash:
         return "wrong_hash", logged
     previous = GENESIS_HASH if record.position == 1 else hashes.get(record.position - 1)
-    if previous is None or not content_matches(record, previous):
+    if previous is None or not record.hash_follows(previous):
         return "altered", logged
     return None
 

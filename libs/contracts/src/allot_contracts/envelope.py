@@ -170,6 +170,17 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
     def expected_hash(self, prev: bytes) -> bytes:
         return chain_hash(prev, self.header_bytes(), self.canonical_payload())
 
+    def hash_follows(self, prev: bytes) -> bool:
+        """Whether the envelope and payload, hashed after ``prev``, give the hash the record carries. The payload as
+        stored is the canonical text; one that is not (re-encoded on the way) is canonicalised first, and one that
+        is not JSON at all does not match."""
+        if chain_hash(prev, self.header_bytes(), self.payload) == self.hash:
+            return True
+        try:
+            return self.expected_hash(prev) == self.hash
+        except (msgspec.DecodeError, ValueError):
+            return False
+
     def decode(self) -> Event:
         """The typed payload, upcast to the current schema when it was written by an older version. A payload that
         is not of the record's type (its ``type`` field names another event) is refused (``ValidationError``, as

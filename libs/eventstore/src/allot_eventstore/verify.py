@@ -18,7 +18,7 @@ from collections.abc import AsyncIterable
 
 import msgspec
 
-from allot_contracts.envelope import GENESIS_HASH, RecordedEvent, chain_hash
+from allot_contracts.envelope import GENESIS_HASH, RecordedEvent
 from allot_eventstore.anchor import AnchorCheck, AnchorReport
 
 
@@ -30,13 +30,6 @@ class ChainReport(msgspec.Struct, kw_only=True):
     problem: str = ""
     position: int | None = None
     anchor: AnchorReport | None = None
-
-
-def _matches(record: RecordedEvent, prev: bytes) -> bool:
-    header = record.header_bytes()
-    if chain_hash(prev, header, record.payload) == record.hash:
-        return True
-    return chain_hash(prev, header, record.canonical_payload()) == record.hash
 
 
 async def verify_chain(
@@ -75,7 +68,7 @@ async def _verify_chain(
                 head,
             )
         try:
-            matches = _matches(record, prev)
+            matches = record.hash_follows(prev)
         except msgspec.DecodeError as exc:
             return _broken(
                 f"event at position {record.position} has an unreadable payload: {exc}",
