@@ -60,6 +60,7 @@ from allot_contracts.events import (
     QuotaStatusSynced,
     QuotaWaiting,
     TimerFired,
+    type_of,
 )
 from allot_contracts.kube import priority_value
 from allot_contracts.objects.pod import Pod
@@ -135,6 +136,8 @@ class QuotaManager:
     # -- evolve ----------------------------------------------------------------------------------------------
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
+        if not own and type_of(event) not in self.interests:
+            return  # not an input of ours: nothing to fold (not even the passing of time)
         match event:
             case QuotaApplied(quota=ref, spec=spec, issues=issues):
                 if spec is not None and (spec.namespace, spec.name) != (ref.namespace, ref.name):
