@@ -65,6 +65,16 @@ def _state(processor: Processor) -> str:
     return digest_of(processor.snapshot())
 
 
+def _owed(snapshot: Any) -> dict[str, Any]:
+    """The owed output in a snapshot: every non-empty entry whose key starts with ``owed``, at any depth."""
+    if not isinstance(snapshot, dict):
+        return {}
+    found = {k: v for k, v in snapshot.items() if str(k).startswith("owed") and v}
+    for key, value in snapshot.items():
+        found.update({f"{key}.{k}": v for k, v in _owed(value).items()})
+    return found
+
+
 def _emitted(host: Host, record: RecordedEvent, emits: list[Any], event: Any) -> list[tuple[str, str, bytes]]:
     return [
         (n.event_id, n.stream_id, canonical(n.event))
@@ -119,7 +129,8 @@ class ProcessorContract:
 
     def test_decide_reads_the_state_only(self) -> None:
         """Per trigger: decide leaves the state as it was, answers the same twice (same ids, same events), and
-        answers what was recorded; evolving its outputs gives the projection a rebuild from the log gives."""
+        answers what was recorded; evolving its outputs settles what the input left owed (snapshot entries named
+        ``owed…``) and gives the projection a rebuild from the log gives."""
         for recorded in self.recorded():
             self._walk(recorded)
 
@@ -147,6 +158,8 @@ class ProcessorContract:
             for new in live.to_new_events(record, first, trigger=event):
                 live.evolve_own(new.event, at=record.recorded_at)
             live.position = record.position
+            owed = _owed(live.processor.snapshot())
+            assert not owed, f"{where}: output still owed after the decision was recorded: {owed}"
             assert _state(live.processor) == _state(rebuilt.processor), (
                 f"{where}: the projection after deciding differs from the one rebuilt from the log"
             )
