@@ -68,7 +68,6 @@ from allot_gang.actions import (
 )
 from allot_runtime.processor import Emit
 
-
 Answer = (
     Action | PodGroupRejected | PodRejected
 )  # what one input is answered with: an engine action or a rejection
