@@ -574,6 +574,7 @@ class QuotaManager:
             "node_of": dict(sorted(self.node_of.items())),
             "group_charges": {k: list(v) for k, v in sorted(self.group_charges.items())},
             "last_timer": self.last_timer,
+            "pods": sorted(self.pods),
             "owed_releases": msgspec.to_builtins(dict(sorted(self.owed_releases.items()))),
             "owed_outcomes": msgspec.to_builtins(dict(sorted(self.owed_outcomes.items()))),
         }
