@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import msgspec
 
@@ -39,6 +39,7 @@ class Emit(msgspec.Struct, frozen=True, kw_only=True):
     expected_version: int | None = None
 
 
+@runtime_checkable
 class Processor(Protocol):
     """The one contract every decider implements (docs/adr/0012-processor-contract.md).
 
@@ -75,6 +76,7 @@ class Processor(Protocol):
         ...
 
 
+@runtime_checkable
 class TimedProcessor(Processor, Protocol):
     """A processor that needs time to pass (timeouts, delays). ``next_deadline`` is when (µs since the epoch) it
     wants a ``timer.fired`` event; the shell records one at that time and the processor decides on it. Only the

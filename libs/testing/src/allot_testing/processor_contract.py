@@ -34,7 +34,7 @@ import yaml
 from allot_contracts.envelope import RecordedEvent, canonical
 from allot_contracts.errors import InvalidConfig
 from allot_eventstore.memory import InMemoryEventStore
-from allot_runtime.processor import Host, Processor, ProcessorFactory, digest_of
+from allot_runtime.processor import Host, Processor, ProcessorFactory, TimedProcessor, digest_of
 from allot_runtime.replay import rebuild
 from allot_testing.scenario import Scenario
 
@@ -119,6 +119,15 @@ class ProcessorContract:
                 yield record, outputs.get(record.event_id, [])
 
     # -- the contract --------------------------------------------------------------------------------------------
+    def test_is_a_processor(self) -> None:
+        processor = self.make()
+        assert isinstance(processor, Processor)
+        assert isinstance(processor.name, str) and processor.name
+        assert processor.interests and all(isinstance(t, str) for t in processor.interests)
+        assert "timer.fired" not in processor.interests or isinstance(processor, TimedProcessor), (
+            f"{processor.name} consumes timer.fired but asks for no deadline"
+        )
+
     def test_workload_has_decisions(self) -> None:
         """The workload makes the processor decide something, else it proves nothing."""
         assert self.workload, "a contract suite needs a workload"
