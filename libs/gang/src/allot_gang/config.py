@@ -1,32 +1,44 @@
-"""Gang engine configuration: defaults for gang settings, retry backoff and the queue's anti-starvation limits.
+"""Gang engine configuration: typed settings with their defaults, and one validation function.
 
-Responsibility: a frozen, versioned value that the shell loads once (``GangConfig.from_dict``) and passes to the
-engine; ``to_dict`` gives the same dictionary back so the configuration can be recorded next to decisions and
-replay can rebuild the exact engine.
+Responsibility, in three parts as a scheduler plugin's ``apis/config`` (types, defaults, validation):
+
+- **types**: :class:`GangConfig` and :class:`QueueConfig`, frozen msgspec Structs whose field names are the
+  configuration keys (camelCase: ``defaultTimeoutSeconds``, ``queue.maxBypasses``); a choice is a ``Literal`` type;
+- **defaults**: every field has one, so ``GangConfig()`` (and ``from_dict({})``) is the default configuration;
+- **validation**: :func:`validate` checks a typed configuration (ranges, a non-empty version, the relations between
+  fields) and returns every problem with its path.
+
+``GangConfig.from_dict`` reads a mapping into the types (an unknown key, or a value of the wrong type, is a problem
+at its path) and validates the result: every problem of a mapping is refused together in one ``ConfigError``, in
+key order, never silently defaulted. ``to_dict`` gives the same mapping back, so the configuration can be recorded
+next to decisions and replay can rebuild the exact engine. The version is recorded with it.
 
 Invariants:
-- Every field has a default; ``from_dict({})`` is the default configuration.
-- Durations are whole seconds in the dictionary and microseconds inside the engine.
-- Unknown keys, wrong types and out-of-range values are refused together in one ``ConfigError`` listing every
-  problem with its path (``queue.maxBypasses``), never silently defaulted.
+- Durations are whole seconds in the mapping and microseconds inside the engine.
 - There is no maximum gang timeout (decision 12): ``defaultTimeoutSeconds`` only applies when a gang names none.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeVar, get_args
+
+import msgspec
 
 from allot_contracts.issues import FieldIssue
 
 from ._keys import MATCH_POLICIES, MODES, ONCE_SATISFIED, STRICT, seconds
 from .errors import ConfigError
 
-__all__ = ["GangConfig", "QueueConfig"]
+__all__ = ["GangConfig", "QueueConfig", "validate"]
+
+_S = TypeVar("_S", bound=msgspec.Struct)
+MatchPolicy = Literal["once-satisfied", "only-waiting", "waiting-and-running"]
+Mode = Literal["Strict", "NonStrict"]
+if get_args(MatchPolicy) != MATCH_POLICIES or get_args(Mode) != MODES:  # one vocabulary (allot_contracts)
+    raise ImportError("allot_gang.config: the choice types disagree with the gang vocabulary")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class QueueConfig:
+class QueueConfig(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """Anti-starvation limits of the pure queue model (see ``allot_gang.queue``).
 
     - ``max_bypasses``: how many later items may be placed past a blocked gang before it starts holding capacity.
@@ -53,33 +65,19 @@ class QueueConfig:
         return seconds(self.max_reserve_seconds)
 
 
-_QUEUE_KEYS = {
-    "maxBypasses": ("max_bypasses", 1),
-    "maxBlockedSeconds": ("max_blocked_seconds", 0),
-    "maxReserveSeconds": ("max_reserve_seconds", 0),
-    "maxReserveRounds": ("max_reserve_rounds", 0),
-}
-_INT_KEYS = {
-    "defaultTimeoutSeconds": ("default_timeout_seconds", 1),
-    "retryInitialBackoffSeconds": ("retry_initial_backoff_seconds", 0),
-    "retryMaxBackoffSeconds": ("retry_max_backoff_seconds", 0),
-}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GangConfig:
-    """Engine configuration. Dictionary keys are camelCase: ``version``, ``defaultTimeoutSeconds`` (600),
-    ``defaultMatchPolicy`` (``once-satisfied``), ``defaultMode`` (``Strict``), ``retryInitialBackoffSeconds``
-    (10), ``retryMaxBackoffSeconds`` (300) and ``queue`` (``maxBypasses`` 8, ``maxBlockedSeconds`` 120,
+class GangConfig(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Engine configuration. Keys: ``version``, ``defaultTimeoutSeconds`` (600), ``defaultMatchPolicy``
+    (``once-satisfied``), ``defaultMode`` (``Strict``), ``retryInitialBackoffSeconds`` (10),
+    ``retryMaxBackoffSeconds`` (300) and ``queue`` (``maxBypasses`` 8, ``maxBlockedSeconds`` 120,
     ``maxReserveSeconds`` 600, ``maxReserveRounds`` 0)."""
 
     version: str = "1"
     default_timeout_seconds: int = 600
-    default_match_policy: str = ONCE_SATISFIED
-    default_mode: str = STRICT
+    default_match_policy: MatchPolicy = ONCE_SATISFIED
+    default_mode: Mode = STRICT
     retry_initial_backoff_seconds: int = 10
     retry_max_backoff_seconds: int = 300
-    queue: QueueConfig = field(default_factory=QueueConfig)
+    queue: QueueConfig = msgspec.field(default_factory=QueueConfig)
 
     @property
     def default_timeout_us(self) -> int:
@@ -96,105 +94,110 @@ class GangConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None = None) -> GangConfig:
-        d = {} if d is None else d
-        errors: list[FieldIssue] = []
+        """The configuration a mapping gives, or ``ConfigError`` listing every problem with its path."""
+        if d is None:
+            d = {}
         if not isinstance(d, dict):
             raise ConfigError([FieldIssue(path="$", message="must be a mapping")])
-        kwargs: dict[str, Any] = {}
-        for key, value in sorted(d.items()):
-            if key == "version":
-                if not isinstance(value, str) or not value:
-                    errors.append(
-                        FieldIssue(path="version", message="must be a non-empty string", value=str(value))
-                    )
-                else:
-                    kwargs["version"] = value
-            elif key in _INT_KEYS:
-                name, low = _INT_KEYS[key]
-                _int_into(kwargs, errors, key, name, value, low)
-            elif key == "defaultMatchPolicy":
-                _choice_into(kwargs, errors, key, "default_match_policy", value, MATCH_POLICIES)
-            elif key == "defaultMode":
-                _choice_into(kwargs, errors, key, "default_mode", value, MODES)
-            elif key == "queue":
-                kwargs["queue"] = _queue_from(value, errors)
-            else:
-                errors.append(FieldIssue(path=str(key), message="unknown configuration key"))
-        if not errors:
-            cfg = cls(**kwargs)
-            if cfg.retry_max_backoff_seconds < cfg.retry_initial_backoff_seconds:
-                errors.append(
-                    FieldIssue(
-                        path="retryMaxBackoffSeconds",
-                        message="must be >= retryInitialBackoffSeconds",
-                        value=str(cfg.retry_max_backoff_seconds),
-                    )
-                )
-            q = cfg.queue
-            if q.max_reserve_seconds == 0 and q.max_reserve_rounds == 0:
-                errors.append(
-                    FieldIssue(
-                        path="queue",
-                        message="maxReserveSeconds or maxReserveRounds must be positive, "
-                        "or a gang that never fits would hold capacity forever",
-                    )
-                )
-            if not errors:
-                return cfg
-        raise ConfigError(errors)
+        issues: list[tuple[tuple[str, ...], FieldIssue]] = []
+        config: GangConfig = _decode(cls, d, (), issues)
+        issues += [(tuple(issue.path.split(".")), issue) for issue in validate(config, relations=False)]
+        if issues:
+            raise ConfigError([issue for _, issue in sorted(issues, key=lambda item: item[0])])
+        related = validate(config)  # the fields are valid: what is left is how they relate
+        if related:
+            raise ConfigError(related)
+        return config
 
     def to_dict(self) -> dict[str, Any]:
-        q = self.queue
-        return {
-            "version": self.version,
-            "defaultTimeoutSeconds": self.default_timeout_seconds,
-            "defaultMatchPolicy": self.default_match_policy,
-            "defaultMode": self.default_mode,
-            "retryInitialBackoffSeconds": self.retry_initial_backoff_seconds,
-            "retryMaxBackoffSeconds": self.retry_max_backoff_seconds,
-            "queue": {
-                "maxBypasses": q.max_bypasses,
-                "maxBlockedSeconds": q.max_blocked_seconds,
-                "maxReserveSeconds": q.max_reserve_seconds,
-                "maxReserveRounds": q.max_reserve_rounds,
-            },
-        }
+        out = msgspec.to_builtins(self)
+        assert isinstance(out, dict)
+        return out
 
 
-def _int_into(
-    kwargs: dict[str, Any], errors: list[FieldIssue], path: str, name: str, value: object, low: int
-) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        errors.append(FieldIssue(path=path, message="must be an integer", value=str(value)))
-    elif value < low:
-        errors.append(FieldIssue(path=path, message=f"must be >= {low}", value=str(value)))
-    else:
-        kwargs[name] = value
+# -- validation ----------------------------------------------------------------------------------------------------
+_AT_LEAST = {
+    "defaultTimeoutSeconds": 1,
+    "retryInitialBackoffSeconds": 0,
+    "retryMaxBackoffSeconds": 0,
+    "queue.maxBypasses": 1,
+    "queue.maxBlockedSeconds": 0,
+    "queue.maxReserveSeconds": 0,
+    "queue.maxReserveRounds": 0,
+}
 
 
-def _choice_into(
-    kwargs: dict[str, Any],
-    errors: list[FieldIssue],
-    path: str,
-    name: str,
-    value: object,
-    choices: tuple[str, ...],
-) -> None:
-    if value not in choices:
-        errors.append(FieldIssue(path=path, message="must be one of " + ", ".join(choices), value=str(value)))
-    else:
-        kwargs[name] = value
+def validate(config: GangConfig, *, relations: bool = True) -> list[FieldIssue]:
+    """Every problem of a typed configuration, in field order, with its path: values out of range and an empty
+    version, then (only when there are none, and ``relations``) the relations between fields."""
+    values: dict[str, object] = {
+        "version": config.version,
+        "defaultTimeoutSeconds": config.default_timeout_seconds,
+        "retryInitialBackoffSeconds": config.retry_initial_backoff_seconds,
+        "retryMaxBackoffSeconds": config.retry_max_backoff_seconds,
+        **{f"queue.{k}": v for k, v in msgspec.to_builtins(config.queue).items()},
+    }
+    issues: list[FieldIssue] = []
+    for path, value in values.items():
+        if path == "version" and not value:
+            issues.append(FieldIssue(path=path, message="must be a non-empty string", value=str(value)))
+        elif path in _AT_LEAST and isinstance(value, int) and value < _AT_LEAST[path]:
+            issues.append(FieldIssue(path=path, message=f"must be >= {_AT_LEAST[path]}", value=str(value)))
+    if issues or not relations:
+        return issues
+    if config.retry_max_backoff_seconds < config.retry_initial_backoff_seconds:
+        issues.append(
+            FieldIssue(
+                path="retryMaxBackoffSeconds",
+                message="must be >= retryInitialBackoffSeconds",
+                value=str(config.retry_max_backoff_seconds),
+            )
+        )
+    if config.queue.max_reserve_seconds == 0 and config.queue.max_reserve_rounds == 0:
+        issues.append(
+            FieldIssue(
+                path="queue",
+                message="maxReserveSeconds or maxReserveRounds must be positive, "
+                "or a gang that never fits would hold capacity forever",
+            )
+        )
+    return issues
 
 
-def _queue_from(value: object, errors: list[FieldIssue]) -> QueueConfig:
-    if not isinstance(value, dict):
-        errors.append(FieldIssue(path="queue", message="must be a mapping"))
-        return QueueConfig()
-    kwargs: dict[str, Any] = {}
-    for key, v in sorted(value.items()):
-        if key in _QUEUE_KEYS:
-            name, low = _QUEUE_KEYS[key]
-            _int_into(kwargs, errors, f"queue.{key}", name, v, low)
+# -- reading a mapping into the types ------------------------------------------------------------------------------
+def _decode(
+    kind: type[Any],
+    data: dict[Any, Any],
+    at: tuple[str, ...],
+    issues: list[tuple[tuple[str, ...], FieldIssue]],
+) -> Any:
+    """``data`` read into the Struct ``kind``: a key it does not have, or a value of the wrong type, is an issue (at
+    the key's place in key order) and leaves that field at its default."""
+    fields = {f.encode_name: f for f in msgspec.structs.fields(kind)}
+    values: dict[str, Any] = {}
+    for key, value in sorted(
+        data.items(), key=lambda item: str(item[0])
+    ):  # keys of any type: never a TypeError
+        where, path = (*at, str(key)), ".".join((*at, str(key)))
+        field = fields.get(key)
+        if field is None:
+            issues.append((where, FieldIssue(path=path, message="unknown configuration key")))
+        elif isinstance(field.type, type) and issubclass(field.type, msgspec.Struct):
+            if isinstance(value, dict):
+                values[field.name] = _decode(field.type, value, where, issues)
+            else:
+                issues.append((where, FieldIssue(path=path, message="must be a mapping")))
         else:
-            errors.append(FieldIssue(path=f"queue.{key}", message="unknown configuration key"))
-    return QueueConfig(**kwargs)
+            try:
+                values[field.name] = msgspec.convert(value, field.type, strict=True)
+            except msgspec.ValidationError:
+                issues.append((where, FieldIssue(path=path, message=_expected(field.type), value=str(value))))
+    return kind(**values)
+
+
+def _expected(kind: Any) -> str:
+    if kind is int:
+        return "must be an integer"
+    if kind is str:
+        return "must be a non-empty string"
+    return "must be one of " + ", ".join(get_args(kind))

@@ -19,8 +19,8 @@ Output ids are ``uuid5(producer / trigger id / index)``: deciding again yields t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import msgspec
 
@@ -39,23 +39,55 @@ class Emit(msgspec.Struct, frozen=True, kw_only=True):
     expected_version: int | None = None
 
 
+@runtime_checkable
 class Processor(Protocol):
+    """The one contract every decider implements (docs/adr/0012-processor-contract.md).
+
+    A processor is a projection (its state) and two pure methods, with nothing passed between them but the state:
+
+    - ``evolve`` folds one event into the state: an input (``own=False``, a type in ``interests``) or one of the
+      processor's own decisions (``own=True``). It is the only method that changes the state. An event it does not
+      know (neither of interest nor its own) changes nothing.
+    - ``decide`` answers an input from the state and the trigger alone, after the host has evolved the trigger. It
+      changes nothing (the state digest is the same before and after) and gives the same events for the same state
+      and trigger. What an input leaves to be recorded (an allocation freed, an engine's answer) is *owed output*:
+      part of the state, in ``snapshot()``, and settled by evolving the own output that records it, never by the
+      next input.
+    - ``snapshot`` is the whole projection that decisions read, as JSON builtins: its digest is what rebuild,
+      replay and the shared test suite (``allot_testing.processor_contract``) compare.
+
+    A processor is built from its decision config (a mapping, see :data:`ProcessorFactory`); a bad config raises
+    :class:`~allot_contracts.errors.InvalidConfig` naming each refused field by its path.
+    """
+
     name: ClassVar[str]
     interests: ClassVar[frozenset[str]]
 
-    def evolve(self, event: Event, *, at: int, own: bool) -> None: ...
+    def evolve(self, event: Event, *, at: int, own: bool) -> None:
+        """Fold ``event``, recorded at ``at`` (µs), into the state; ``own``: one of this processor's decisions."""
+        ...
 
-    def decide(self, event: Event, *, at: int) -> list[Emit]: ...
+    def decide(self, event: Event, *, at: int) -> list[Emit]:
+        """The events answering the input ``event`` (already evolved), read from the state; changes nothing."""
+        ...
 
-    def snapshot(self) -> dict[str, Any]: ...
+    def snapshot(self) -> dict[str, Any]:
+        """The projection as JSON builtins, owed output included."""
+        ...
 
 
+@runtime_checkable
 class TimedProcessor(Processor, Protocol):
     """A processor that needs time to pass (timeouts, delays). ``next_deadline`` is when (µs since the epoch) it
     wants a ``timer.fired`` event; the shell records one at that time and the processor decides on it. Only the
-    recorded event's time is used, so replay reproduces timed decisions exactly."""
+    recorded event's time is used, so replay reproduces timed decisions exactly. Like ``decide``, it reads the
+    state only."""
 
     def next_deadline(self) -> int | None: ...
+
+
+ProcessorFactory = Callable[[dict[str, Any] | None], Processor]
+"""How a processor is built: from its decision config (``None`` or ``{}``: the defaults)."""
 
 
 def instance_name(service: str, instance: str = "") -> str:

@@ -53,6 +53,7 @@ from allot_contracts.events import (
     TimerFired,
     TopologyRemoved,
     TopologyReported,
+    tag_of,
 )
 from allot_contracts.kube import koord_priority_class, koord_qos_class
 from allot_contracts.objects.colocation import ColocationConfig, parse_colocation_configmap
@@ -249,13 +250,15 @@ class NodeSide:
         self.beats: dict[str, int] = {}  # node -> time of its last heartbeat (µs)
         self.lost: dict[str, int] = {}  # node -> when its heartbeat was declared lost
         self.recorded: dict[str, tuple[Overcommit, int]] = {}  # last recorded result and its time
-        self.pending: list[Emit] = []
-        self.requeue = ""  # why capacity may have come back (the processor requeues)
+        # owed output (docs/adr/0012-processor-contract.md): the node-side decisions an input led to, in order, each
+        # settled when it is evolved as our own decision; and why capacity may have come back with them (the
+        # processor requeues), owed until the last of them is settled
+        self.owed: list[Emit] = []
+        self.requeue = ""
 
     # -- evolve ---------------------------------------------------------------------------------------------------
     def evolve(self, event: Event, at: int, pods_of: Callable[[str], list[PodFacts]]) -> None:
-        """Apply an input; the decisions it leads to are left in ``pending`` (``decide`` returns them)."""
-        self.pending, self.requeue = [], ""
+        """Apply an input; the decisions it leads to are owed (``owed``, ``decide`` returns them)."""
         match event:
             case NodeRegistered(name=name, manifest=manifest):
                 self.nodes[name] = manifest
@@ -285,7 +288,7 @@ class NodeSide:
                 self.beats[name] = at
                 since = self.lost.pop(name, None)
                 if since is not None:
-                    self.pending.append(
+                    self.owed.append(
                         Emit(
                             stream_id=stream_id("node", name),
                             event=NodeHeartbeatResumed(name=name, lost_since=since),
@@ -297,7 +300,7 @@ class NodeSide:
                 errors: list[FieldIssue] = []
                 config = parse_colocation_configmap(manifest, errors, [])
                 if config is None:
-                    self.pending.append(
+                    self.owed.append(
                         Emit(
                             stream_id=stream_id("colocation", ref.key),
                             event=ColocationConfigRejected(ref=ref, errors=errors),
@@ -314,7 +317,7 @@ class NodeSide:
                     last = self.beats[name]
                     if name not in self.lost and last + self.grace_s * 1_000_000 <= at:
                         self.lost[name] = at
-                        self.pending.append(
+                        self.owed.append(
                             Emit(
                                 stream_id=stream_id("node", name),
                                 event=NodeHeartbeatLost(name=name, last_heartbeat=last, grace_s=self.grace_s),
@@ -327,7 +330,9 @@ class NodeSide:
                 pass
 
     def apply_own(self, event: Event) -> None:
-        """A decision of ours being applied (live: already applied by ``evolve``; rebuild: the same, idempotent)."""
+        """A decision of ours being applied (live: already applied by ``evolve``; rebuild: the same, idempotent). It
+        settles the owed decision it records."""
+        self._settle(event)
         match event:
             case (
                 NodeAllocatableUpdated(name=name)
@@ -337,6 +342,15 @@ class NodeSide:
                 self._push(name)
             case _:
                 pass
+
+    def _settle(self, event: Event) -> None:
+        tag = tag_of(event)
+        for index, emit in enumerate(self.owed):
+            if tag_of(emit.event) == tag:
+                del self.owed[index]
+                if not self.owed:
+                    self.requeue = ""
+                return
 
     # -- overcommit ---------------------------------------------------------------------------------------------------
     def _overcommit(
@@ -367,7 +381,7 @@ class NodeSide:
             if previous is not None and not should_record(previous[0], previous[1], result, at, strategy):
                 continue
             self.recorded[name] = (result, at)
-            self.pending.append(
+            self.owed.append(
                 Emit(
                     stream_id=stream_id("node", name),
                     event=NodeAllocatableUpdated(
@@ -436,6 +450,8 @@ class NodeSide:
             "lost": dict(sorted(self.lost.items())),
             "metrics": {k: m.update_time for k, m in sorted(self.metrics.items())},
             "allocatable": {k: r.quantities() for k, (r, _) in sorted(self.recorded.items())},
+            "owed": msgspec.to_builtins(self.owed),
+            "owed_requeue": self.requeue,
         }
 
 

@@ -102,12 +102,17 @@ class Preemptions:
         self.refused: set[str] = (
             set()
         )  # pods whose eviction was refused for good: no victim again in this life
-        self.ended = False  # a nomination ended with the trigger just evolved (the held items go again)
+        self.step = 0  # the allocator's count of events evolved, as of the last one evolved here
+        self.ended_at = -1  # the step at which a nomination last ended (its held items go again)
+
+    @property
+    def ended(self) -> bool:
+        """Whether a nomination ended with the event just evolved (the trigger being decided)."""
+        return self.ended_at == self.step
 
     # -- evolve ----------------------------------------------------------------------------------------------------
-    def evolve(self, event: Event, *, own: bool) -> None:
-        if not own:
-            self.ended = False
+    def evolve(self, event: Event, *, step: int) -> None:
+        self.step = step
         match event:
             case PreemptionDecided(job=job, gang=gang, priority=priority, members=members, nominated=nodes):
                 self.jobs[job_id(job, gang)] = Nomination(
@@ -165,7 +170,7 @@ class Preemptions:
     def _end(self, job: str) -> None:
         """``job``: a job_id."""
         if self.jobs.pop(job, None) is not None:
-            self.ended = True
+            self.ended_at = self.step
 
     # -- decide (reads only) ---------------------------------------------------------------------------------------
     def leaving(self, job: str) -> list[str]:
@@ -282,4 +287,5 @@ class Preemptions:
             },
             "held": [sorted(self.held_pods), sorted(self.held_groups)],
             "refused": sorted(self.refused),
+            "ended_at": self.ended_at,
         }

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import msgspec
+
 from allot_contracts.envelope import stream_id
 from allot_contracts.errors import InvalidInput
 from allot_contracts.events import (
@@ -60,6 +62,7 @@ from allot_contracts.events import (
     ReservationSucceeded,
     TopologyRemoved,
     TopologyReported,
+    type_of,
 )
 from allot_contracts.issues import checked_bool
 from allot_contracts.objects.pod import Pod
@@ -130,11 +133,15 @@ class DeviceAllocator(Requeueing):
         # pod -> reason codes of its last pod.unschedulable (the metrics and the requeue hints read them)
         self.unschedulable_codes: dict[str, tuple[str, ...]] = {}
         self.unschedulable_message: dict[str, str] = {}  # pod -> the message of its last pod.unschedulable
-        self.freed: dict[
-            str, tuple[str, Freed | None, str]
-        ] = {}  # pod -> (node, what it held, reason) to record
-        self.held_by: dict[str, tuple[str, int]] = {}
-        self.freed_gang: set[str] = set()  # gang member -> (group, attempt) whose placement it holds
+        # owed output (docs/adr/0012-processor-contract.md): allocations freed by an input, recorded as pod.released
+        # by the decision that follows and settled when it is evolved. pod -> (node, what it held, reason)
+        self.freed: dict[str, tuple[str, Freed | None, str]] = {}
+        self.held_by: dict[
+            str, tuple[str, int]
+        ] = {}  # gang member -> (group, attempt) whose placement it holds
+        self.freed_gang: set[str] = (
+            set()
+        )  # the gang members among ``freed``: the gang-coordinator decides next
         self._arrivals = 0
         self._steps = 0  # events evolved so far: orders reservation placements against pods' attempts
         # pod -> the step at which its current attempt entered the queue
@@ -148,6 +155,8 @@ class DeviceAllocator(Requeueing):
     # -- evolve ----------------------------------------------------------------------------------------------
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
+        if not own and type_of(event) not in self.interests:
+            return  # not an input of ours: nothing to fold (not even the passing of time)
         self.engine.advance(at)  # NodeMetrics expire as time passes
         self._steps += 1
         if own:
@@ -155,7 +164,7 @@ class DeviceAllocator(Requeueing):
         else:
             self.nodes.evolve(event, at, self._pod_facts)
         self.reservations.evolve(event, self._steps)
-        self.preemptions.evolve(event, own=own)
+        self.preemptions.evolve(event, step=self._steps)
         match event:
             case NodeRegistered(node=node):
                 self.engine.upsert_node(node)
@@ -302,10 +311,10 @@ class DeviceAllocator(Requeueing):
     # -- decide ----------------------------------------------------------------------------------------------
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
-        if self.nodes.pending or self.nodes.requeue:  # node-side decisions (computed by evolve)
+        if self.nodes.owed:  # node-side decisions the input led to
             if isinstance(event, NodeRegistered | TopologyReported):
-                return [*self.nodes.pending, *self._requeue("capacity added", refresh=True)]
-            return [*self.nodes.pending, *(self._requeue(self.nodes.requeue) if self.nodes.requeue else [])]
+                return [*self.nodes.owed, *self._requeue("capacity added", refresh=True)]
+            return [*self.nodes.owed, *(self._requeue(self.nodes.requeue) if self.nodes.requeue else [])]
         match event:
             case ReservationResolved(pod=pod, attempt=attempt):
                 return self._place(pod, attempt, at)
@@ -553,4 +562,17 @@ class DeviceAllocator(Requeueing):
             "nodes": self.nodes.snapshot(),
             "reservations": self.reservations.snapshot(),
             "preemptions": self.preemptions.snapshot(),
+            "steps": self._steps,
+            "pods": sorted(self.pods),
+            "arrival": dict(sorted(self.arrival.items())),
+            "arrived_at": dict(sorted(self.arrived_at.items())),
+            "attempted_at": dict(sorted(self.attempted_at.items())),
+            "attempt_began": dict(sorted(self.attempt_began.items())),
+            "group_attempt_at": dict(sorted(self.group_attempt_at.items())),
+            "group_failed_step": dict(sorted(self.group_failed_step.items())),
+            "held_by": {k: list(v) for k, v in sorted(self.held_by.items())},
+            "unschedulable_codes": {k: list(v) for k, v in sorted(self.unschedulable_codes.items())},
+            "unschedulable_message": dict(sorted(self.unschedulable_message.items())),
+            "owed_releases": {k: msgspec.to_builtins(v) for k, v in sorted(self.freed.items())},
+            "owed_gang_releases": sorted(self.freed_gang),
         }

@@ -346,6 +346,7 @@ class Reservations:
         return {
             "pending": sorted(self.pending),
             "tried": sorted(self.tried),
+            "owed_releases": {name: list(freed) for name, freed in sorted(self.freed.items())},
             "holds": {
                 name: [h.uid, h.node, sorted(h.owners)] for name, h in sorted(self.engine.holds.items())
             },

@@ -9,15 +9,20 @@ plain pod needs no decision here, quota admission takes it straight from ``pod.s
 (every gang satisfied: bind), ``gang.holds_released`` (compensation: undo an attempt's charges and placements),
 ``gang.timed_out``, ``gang.retry_scheduled`` and ``pod.rejected`` (malformed gang input: never retried).
 
-The engine folds each input directly (it is a state machine over facts), so ``evolve`` feeds the input and keeps
-the actions it answered; ``decide`` turns them into events. Rebuilding and replay feed the same inputs and get the
-same actions. Time: the engine takes ``at`` (µs) of each input; timeouts and retries fire on recorded timer events.
+The engine folds each input directly (it is a state machine over facts) and answers it with actions. Those answers
+are owed output (docs/adr/0012-processor-contract.md): ``evolve`` of an input feeds it to the engine and keeps the
+answers in the projection (``owed``, in the snapshot); ``decide`` reads them and turns each into its event; evolving
+that event, one of our own decisions, settles the answer. Rebuilding and replay feed the same inputs, get the same
+answers and settle them with the recorded decisions. Time: the engine takes ``at`` (µs) of each input; timeouts and
+retries fire on recorded timer events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
+
+import msgspec
 
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
@@ -45,6 +50,8 @@ from allot_contracts.events import (
     QuotaEvicted,
     QuotaGroupWaiting,
     TimerFired,
+    tag_of,
+    type_of,
 )
 from allot_contracts.issues import format_issues
 from allot_gang import GangConfig, GangEngine, goes_alone
@@ -60,6 +67,10 @@ from allot_gang.actions import (
     ReleaseHolds,
 )
 from allot_runtime.processor import Emit
+
+Answer = (
+    Action | PodGroupRejected | PodRejected
+)  # what one input is answered with: an engine action or a rejection
 
 
 def _ref(key: str) -> ObjectRef:
@@ -89,18 +100,27 @@ class GangCoordinator:
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.engine = GangEngine(GangConfig.from_dict(config or {}))
-        # the answer to the current input, emitted by decide
-        self.pending: Sequence[Action | PodGroupRejected | PodRejected] = []
+        # owed output: the answers to the last input that our decisions have not recorded yet, in order
+        self.owed: list[Answer] = []
 
-    # -- evolve: feed the input to the engine ----------------------------------------------------------------
+    # -- evolve: feed the input to the engine, settle the answers recorded -----------------------------------
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         if own:
-            self.pending = []
-            return
-        self.pending = self._feed(event, at)
+            self._settle(event)
+        elif type_of(event) in self.interests:
+            self.owed = [answer for answer in self._feed(event, at) if self._emit(answer)]
 
-    def _feed(self, event: Event, at: int) -> Sequence[Action | PodGroupRejected | PodRejected]:
+    def _settle(self, event: Event) -> None:
+        """One of our decisions is recorded: the first owed answer it records (each answer is one event, recorded
+        in order) is owed no more."""
+        tag = tag_of(event)
+        for index, answer in enumerate(self.owed):
+            if any(tag_of(emit.event) == tag for emit in self._emit(answer)):
+                del self.owed[index]
+                return
+
+    def _feed(self, event: Event, at: int) -> Sequence[Answer]:
         g = self.engine
         match event:
             case PodSubmitted(pod=pod, spec=spec, issues=issues):
@@ -151,9 +171,9 @@ class GangCoordinator:
     # -- decide: the actions as events -----------------------------------------------------------------------
 
     def decide(self, event: Event, *, at: int) -> list[Emit]:
-        return [emit for action in self.pending for emit in self._emit(action)]
+        return [emit for answer in self.owed for emit in self._emit(answer)]
 
-    def _emit(self, action: Action | PodGroupRejected | PodRejected) -> list[Emit]:
+    def _emit(self, action: Answer) -> list[Emit]:
         match action:
             case PodGroupRejected(group=group):
                 return [Emit(stream_id=stream_id("podgroup", group.key), event=action)]
@@ -238,4 +258,4 @@ class GangCoordinator:
         return self.engine.next_deadline()
 
     def snapshot(self) -> dict[str, Any]:
-        return {"engine": self.engine.digest()}
+        return {"engine": self.engine.digest(), "owed": msgspec.to_builtins(self.owed)}

@@ -13,13 +13,17 @@ waits and is admitted when quota frees), ``quota.released`` (``detail.returned``
 ``quota.registered``/``quota.rejected``/``quota.removed``.
 
 Input effects are applied in ``evolve`` (an object applied, a pod gone) and the decision records them and admits
-whoever fits afterwards, so one event can free quota and admit waiting pods atomically. Time: the engine counts
+whoever fits afterwards, so one event can free quota and admit waiting pods atomically. What the decision records of
+them (a charge returned, a quota object's outcome) is owed output in the projection (``owed_releases``,
+``owed_outcomes``), settled when the decision recording it is evolved (docs/adr/0012-processor-contract.md). Time: the engine counts
 seconds; ``at`` (µs) of each trigger is passed down, and the over-use revoke delay is driven by recorded timer events.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+import msgspec
 
 from allot_contracts.decisions.quota import GroupAdmission, ReturnedCharge
 from allot_contracts.envelope import stream_id
@@ -60,6 +64,7 @@ from allot_contracts.events import (
     QuotaStatusSynced,
     QuotaWaiting,
     TimerFired,
+    type_of,
 )
 from allot_contracts.kube import priority_value
 from allot_contracts.objects.pod import Pod
@@ -125,16 +130,17 @@ class QuotaManager:
         )
         # STATUS_SYNC_INTERVAL_US, so a busy cluster's admissions do not each cost a sync of the whole tree
         self.last_timer = -1  # due time of the last timer.fired consumed: a deadline fires once (ADR 0006)
-        self.changes: dict[
-            str, tuple[str, UsageChange]
-        ] = {}  # pod -> (reason, change) applied, not yet recorded
-        self.quota_changes: dict[
-            str, tuple[str, list[Any]]
-        ] = {}  # quota key -> ("applied"|"removed", errors)
+        # owed output (docs/adr/0012-processor-contract.md): what an input did that our decision records, settled
+        # when that decision is evolved. pod -> (reason, change) of a charge returned, recorded as quota.released;
+        self.owed_releases: dict[str, tuple[str, UsageChange]] = {}
+        # quota (or "profile:<key>") -> ("applied"|"removed", errors), recorded as quota(profile).registered/...
+        self.owed_outcomes: dict[str, tuple[str, list[Any]]] = {}
 
     # -- evolve ----------------------------------------------------------------------------------------------
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
+        if not own and type_of(event) not in self.interests:
+            return  # not an input of ours: nothing to fold (not even the passing of time)
         match event:
             case QuotaApplied(quota=ref, spec=spec, issues=issues):
                 if spec is not None and (spec.namespace, spec.name) != (ref.namespace, ref.name):
@@ -144,17 +150,17 @@ class QuotaManager:
                         subject="quota.applied",
                     )
                 errors = self.engine.apply_quota(spec) if spec is not None else list(issues)
-                self.quota_changes[ref.key] = ("applied", errors)
+                self.owed_outcomes[ref.key] = ("applied", errors)
             case QuotaDeleted(quota=ref):
                 errors = self.engine.delete_quota(ref.namespace, ref.name)
-                self.quota_changes[ref.key] = ("removed", errors)
+                self.owed_outcomes[ref.key] = ("removed", errors)
             case QuotaRegistered(quota=ref) | QuotaRejected(quota=ref) | QuotaRemoved(quota=ref):
-                self.quota_changes.pop(ref.key, None)
+                self.owed_outcomes.pop(ref.key, None)
             case QuotaProfileApplied(profile=ref, spec=profile, issues=issues):
                 errors = self.engine.apply_profile(profile) if profile is not None else list(issues)
-                self.quota_changes[f"profile:{ref.key}"] = ("applied", errors)
+                self.owed_outcomes[f"profile:{ref.key}"] = ("applied", errors)
             case QuotaProfileDeleted(profile=ref):
-                self.quota_changes[f"profile:{ref.key}"] = (
+                self.owed_outcomes[f"profile:{ref.key}"] = (
                     "removed",
                     self.engine.delete_profile(ref.namespace, ref.name),
                 )
@@ -163,7 +169,7 @@ class QuotaManager:
                 | QuotaProfileRejected(profile=ref)
                 | QuotaProfileRemoved(profile=ref)
             ):
-                self.quota_changes.pop(f"profile:{ref.key}", None)
+                self.owed_outcomes.pop(f"profile:{ref.key}", None)
             case NodeRegistered(node=node):
                 self.engine.upsert_node(node)
             case NodeRemoved(name=name):
@@ -207,7 +213,7 @@ class QuotaManager:
                 self.waiting_why[pod.key] = why_waiting(detail, message)
                 self.waiting_reasons[pod.key] = detail.reason if detail is not None else "InsufficientQuota"
             case QuotaReleased(pod=pod):
-                self.changes.pop(pod.key, None)
+                self.owed_releases.pop(pod.key, None)
             case QuotaGroupAdmitted(group=group, attempt=attempt, members=members):
                 for member in members:
                     self._not_waiting(member)
@@ -254,7 +260,7 @@ class QuotaManager:
         self.charged.discard(key)
         change = self.engine.remove_pod(key) if remove else self.engine.unassign(key)
         if was_charged:
-            self.changes[key] = (reason, change)
+            self.owed_releases[key] = (reason, change)
 
     # -- decide ----------------------------------------------------------------------------------------------
 
@@ -455,9 +461,9 @@ class QuotaManager:
         return out
 
     def _released(self, key: str) -> list[Emit]:
-        if key not in self.changes:
+        if key not in self.owed_releases:
             return []
-        reason, change = self.changes[key]
+        reason, change = self.owed_releases[key]
         return [
             Emit(
                 stream_id=stream_id("pod", key),
@@ -487,9 +493,9 @@ class QuotaManager:
         ]
 
     def _quota_outcome(self, ref: ObjectRef) -> list[Emit]:
-        if ref.key not in self.quota_changes:
+        if ref.key not in self.owed_outcomes:
             return []
-        what, errors = self.quota_changes[ref.key]
+        what, errors = self.owed_outcomes[ref.key]
         stream = stream_id("quota", ref.key)
         if errors:
             return [Emit(stream_id=stream, event=QuotaRejected(quota=ref, errors=list(errors)))]
@@ -510,9 +516,9 @@ class QuotaManager:
 
     def _profile_outcome(self, ref: ObjectRef, event: Event) -> list[Emit]:
         key = f"profile:{ref.key}"
-        if key not in self.quota_changes:
+        if key not in self.owed_outcomes:
             return []
-        what, errors = self.quota_changes[key]
+        what, errors = self.owed_outcomes[key]
         stream = stream_id("quotaprofile", ref.key)
         if errors:
             return [Emit(stream_id=stream, event=QuotaProfileRejected(profile=ref, errors=list(errors)))]
@@ -568,6 +574,9 @@ class QuotaManager:
             "node_of": dict(sorted(self.node_of.items())),
             "group_charges": {k: list(v) for k, v in sorted(self.group_charges.items())},
             "last_timer": self.last_timer,
+            "pods": sorted(self.pods),
+            "owed_releases": msgspec.to_builtins(dict(sorted(self.owed_releases.items()))),
+            "owed_outcomes": msgspec.to_builtins(dict(sorted(self.owed_outcomes.items()))),
         }
 
     def quotas_state(self) -> dict[str, Any]:
