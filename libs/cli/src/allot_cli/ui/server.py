@@ -21,7 +21,7 @@ from dataclasses import replace
 from aiohttp import web
 
 from allot_cli.errors import UsageError
-from allot_cli.ui import pages
+from allot_cli.ui import gpus, pages
 from allot_cli.ui.model import UiModel
 from allot_cli.ui.query import QueryError, checked
 from allot_eventstore.clock import iso
@@ -75,7 +75,7 @@ async def summary(request: web.Request) -> web.StreamResponse:
         "lag": model.lag(),
         "pods": len(model.view.pods),
         "nodes": len(model.view.nodes),
-        "gpus": pages.gpu_summary(model),
+        "gpus": gpus.gpu_summary(model),
         "projections_at": model.projections.position,
     }
     return web.json_response(body)
@@ -162,7 +162,7 @@ def make_app(model: UiModel, *, poll: float = 0.5, limits: Limits | None = None)
 
     app.cleanup_ctx.append(background)
     app.router.add_get("/", _page("Overview", "/", pages.overview_page))
-    app.router.add_get("/gpus", _page("GPU map", "/gpus", pages.gpus_page))
+    app.router.add_get("/gpus", _page("GPUs", "/gpus", gpus.gpus_page))
     app.router.add_get("/pods", pods)
     app.router.add_get("/pods/{namespace}/{name}", pod)
     app.router.add_get("/quotas", _page("Quota tree", "/quotas", pages.quotas_page))
