@@ -157,6 +157,7 @@ class NodeView:
     heartbeat: int = 0
     heartbeat_lost: int = 0
     labels: dict[str, str] = field(default_factory=dict)
+    kube_allocatable: dict[str, int] = field(default_factory=dict)  # the Node's status.allocatable, canonical
     inventory: dict[str, tuple[Device, ...]] = field(default_factory=dict)  # the reported devices by type
 
 
@@ -337,6 +338,7 @@ class ClusterView:
                 node = self.nodes.get(name) or self.removed_nodes.pop(name, None) or NodeView(name=name)
                 node.capacity = dict(capacity)
                 node.labels = dict(info.labels) if info is not None else {}
+                node.kube_allocatable = dict(info.allocatable) if info is not None else {}
                 self.nodes[name] = node
             case NodeRemoved(name=name):
                 # its device report and the pods still recorded on it come back if the node registers again
