@@ -17,6 +17,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
+from typing import Any
 
 from aiohttp import web
 
@@ -111,11 +112,21 @@ async def healthz(_: web.Request) -> web.StreamResponse:
     return web.Response(text="ok")
 
 
-async def metrics(_: web.Request) -> web.StreamResponse:
-    """The process's own figures (``process_*``, ``python_gc_*``) for the scrape every Allot pod gets."""
-    from prometheus_client import REGISTRY, generate_latest
+_REGISTRY: list[Any] = []  # the web view's registry, built at the first scrape
 
-    return web.Response(body=generate_latest(REGISTRY), content_type="text/plain", charset="utf-8")
+
+async def metrics(_: web.Request) -> web.StreamResponse:
+    """The process's own figures (``allot_build_info``, ``process_*``, ``python_gc_*``) for the scrape every Allot
+    pod gets."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from allot_runtime.metrics import standard_collectors
+
+    if not _REGISTRY:
+        registry = CollectorRegistry()
+        standard_collectors(registry, "ui")
+        _REGISTRY.append(registry)
+    return web.Response(body=generate_latest(_REGISTRY[0]), content_type="text/plain", charset="utf-8")
 
 
 async def follow(model: UiModel, poll: float) -> None:
