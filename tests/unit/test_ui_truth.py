@@ -120,3 +120,11 @@ def test_each_consumers_lag_is_counted_as_the_lag_metric_counts_it(waiting_store
     page = next(fetch(waiting_store, "/verify"))
     for name, lag in expected.items():
         assert re.search(rf"<td>{re.escape(name)}</td><td>\d+</td><td>{lag}</td>", page)
+
+
+def test_a_pods_timeline_wraps_long_lines_instead_of_cutting_them(waiting_store: Any) -> None:
+    page = next(fetch(waiting_store, "/pods/research/train-big"))
+    style = page[page.index("<style>") : page.index("</style>")]
+    pre = style[style.index("pre{") :].split("}", 1)[0]
+    assert "white-space:pre-wrap" in pre and "overflow-wrap:anywhere" in pre
+    assert "exceedDimensions: [cpu nvidia.com/gpu]" in page  # the whole message, as explain prints it

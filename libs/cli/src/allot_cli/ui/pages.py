@@ -34,7 +34,8 @@ h1{font-size:20px;margin:0 0 12px}h2{font-size:16px;margin:18px 0 8px}
 table{border-collapse:collapse;background:#fff;min-width:40%}
 th,td{border:1px solid #dde1e8;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#eef1f5}.num{text-align:right}.muted{color:#6b7385}.bad{color:#b3261e;font-weight:600}
-.ok{color:#1b7f3b;font-weight:600}pre{background:#fff;border:1px solid #dde1e8;padding:10px;overflow:auto}
+.ok{color:#1b7f3b;font-weight:600}td a{white-space:nowrap}
+pre{background:#fff;border:1px solid #dde1e8;padding:10px;overflow:auto;white-space:pre-wrap;overflow-wrap:anywhere}
 .tiles{display:flex;gap:12px;flex-wrap:wrap}.tile{background:#fff;border:1px solid #dde1e8;padding:10px 14px}
 .tile b{display:block;font-size:22px}.gpu{display:inline-block;width:18px;height:18px;margin:1px;
 border:1px solid #8a93a6;background:#fff;position:relative;vertical-align:middle}
