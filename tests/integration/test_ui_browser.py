@@ -7,12 +7,14 @@ Skipped when no Chromium is installed (Debian: ``apt-get install chromium``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
 import socket
 import struct
 import zlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -123,6 +125,21 @@ async def apply(database_url: str, nats_server_url: str, bus_names: dict[str, st
         await record(database_url, [to_input(d) for d in docs], wait=False, wait_each=True, timeout=60)
 
 
+@contextlib.asynccontextmanager
+async def served(database_url: str) -> AsyncIterator[tuple[PostgresEventStore, int]]:
+    """The view of the stack's log served on a free loopback port: (its store, the port)."""
+    store = PostgresEventStore.connect(database_url)
+    port = free_port()
+    runner = web.AppRunner(make_app(UiModel(store), poll=0.2))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield store, port
+    finally:
+        await runner.cleanup()
+        await store.close()
+
+
 async def pages(port: int, *paths: str) -> dict[str, str]:
     async with ClientSession() as http:
         out = {}
@@ -161,12 +178,7 @@ async def test_the_audit_view_of_a_running_stack_renders_as_its_screenshots(
     the GPU page shows every GPU; each as its committed screenshot; every service is caught up and the Verify page
     says 0 behind, as the lag metric does."""
     await apply(database_url, nats_server_url, bus_names, "cluster.yaml", "pods.yaml")
-    store = PostgresEventStore.connect(database_url)
-    port = free_port()
-    runner = web.AppRunner(make_app(UiModel(store), poll=0.2))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
+    async with served(database_url) as (store, port):
         got = await pages(port, "/", "/gpus", "/verify")
         assert 'title="GPU 2: research/notebook-alice (50%)"' in got["/gpus"]
         assert "No pod is held back" not in got["/"]
@@ -184,9 +196,6 @@ async def test_the_audit_view_of_a_running_stack_renders_as_its_screenshots(
                 continue
             fraction = differing_fraction(golden.read_bytes(), shot)
             assert fraction < 0.02, f"{name}: {fraction:.1%} of the pixels differ (see {tmp_path / name}.png)"
-    finally:
-        await runner.cleanup()
-        await store.close()
 
 
 async def test_a_returned_borrow_and_a_deleted_pod_on_a_running_stack(
@@ -195,12 +204,7 @@ async def test_a_returned_borrow_and_a_deleted_pod_on_a_running_stack(
     """research/train-llama-1 finishes (deleted): its borrows are listed as returned, not current; it holds no GPU
     and is no longer listed; train-big is admitted and the overview no longer holds it back."""
     await apply(database_url, nats_server_url, bus_names, "cluster.yaml", "pods.yaml", "finish-training.yaml")
-    store = PostgresEventStore.connect(database_url)
-    port = free_port()
-    runner = web.AppRunner(make_app(UiModel(store), poll=0.2))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
+    async with served(database_url) as (store, port):
         got = await pages(port, "/", "/quotas", "/gpus", "/pods", "/verify")
         current = got["/quotas"].split("Borrow ledger: returned")[0].split("Borrow ledger: current")[1]
         returned = got["/quotas"].split("Borrow ledger: returned")[1]
@@ -208,6 +212,3 @@ async def test_a_returned_borrow_and_a_deleted_pod_on_a_running_stack(
         assert "train-llama-1" not in got["/gpus"] and "train-llama-1" not in got["/pods"]
         assert "research/train-big" not in got["/"].split("Why pods are pending")[1]
         assert lags(got["/verify"]) == await caught_up(store)
-    finally:
-        await runner.cleanup()
-        await store.close()

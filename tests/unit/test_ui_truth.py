@@ -128,3 +128,11 @@ def test_a_pods_timeline_wraps_long_lines_instead_of_cutting_them(waiting_store:
     pre = style[style.index("pre{") :].split("}", 1)[0]
     assert "white-space:pre-wrap" in pre and "overflow-wrap:anywhere" in pre
     assert "exceedDimensions: [cpu nvidia.com/gpu]" in page  # the whole message, as explain prints it
+
+
+def test_the_gpu_page_lists_one_node_asked_for_and_refuses_a_bad_filter(waiting_store: Any) -> None:
+    one, none = fetch(waiting_store, "/gpus?node=gpu-node-b", "/gpus?node=nowhere")
+    assert "gpu-node-b: 0 of 4 GPUs free" in one and "gpu-node-a:" not in one
+    assert "No node nowhere reports a GPU" in none
+    (bad,) = fetch(waiting_store, "/gpus?node=a&node=b")
+    assert "query.node: given 2 times" in bad

@@ -5,6 +5,7 @@ Pure folds over recorded events (no service involved), so they work on a live lo
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,6 +217,12 @@ class GpuRow:
         return self.healthy and self.cores > 0 and not self.holders
 
 
+@functools.lru_cache(maxsize=1024)
+def _canonical(resource: str, text: str) -> int:
+    """A quantity of an allocation annotation (a few distinct texts across a cluster: parsed once each)."""
+    return to_canonical(resource, text)
+
+
 def gpu_allocations(pod: PodView) -> list[tuple[int, int, int]]:
     """(minor, gpu-core percent, memory bytes) of each GPU the pod was allocated, from its device-allocated
     annotation (a whole GPU when the entry names no gpu-core)."""
@@ -234,8 +241,8 @@ def gpu_allocations(pod: PodView) -> list[tuple[int, int, int]]:
             continue
         resources = entry.get("resources") or {}
         try:
-            cores = to_canonical(GPU_CORE, str(resources.get(GPU_CORE, "100")))
-            memory = to_canonical(GPU_MEMORY, str(resources.get(GPU_MEMORY, "0")))
+            cores = _canonical(GPU_CORE, str(resources.get(GPU_CORE, "100")))
+            memory = _canonical(GPU_MEMORY, str(resources.get(GPU_MEMORY, "0")))
         except QuantityError:
             continue
         out.append((int(entry.get("minor", -1)), cores, memory))

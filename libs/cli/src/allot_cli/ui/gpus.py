@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from allot_cli.ui.html import e, pod_link, table, tiles
 from allot_cli.ui.model import UiModel
-from allot_cli.views import GpuRow, gpu_rows
+from allot_cli.views import GpuRow
 
 GIB = 1 << 30
+DETAILED = 20  # nodes whose GPUs are listed one by one when no node is asked for
 
 
 def gib(value: int) -> str:
@@ -20,7 +22,7 @@ def gib(value: int) -> str:
 
 def gpu_summary(model: UiModel) -> dict[str, int]:
     """Counts over every GPU of the cluster (``/api/summary`` and the tiles); shares in gpu-core percent."""
-    rows = [g for node in gpu_rows(model.view).values() for g in node]
+    rows = [g for node in model.gpus().values() for g in node]
     return {
         "gpus": len(rows),
         "gpus_healthy": sum(1 for g in rows if g.healthy),
@@ -61,8 +63,11 @@ def gpu_detail(rows: Iterable[GpuRow]) -> list[Sequence[Any]]:
     ]
 
 
-def gpus_page(model: UiModel) -> str:
-    nodes: Mapping[str, list[GpuRow]] = gpu_rows(model.view)
+def gpus_page(model: UiModel, query: Mapping[str, str]) -> str:
+    """The totals, one line per GPU node, and each GPU of the nodes shown in detail: the node asked for
+    (``?node=``), else the first :data:`DETAILED` nodes (a large cluster's page stays small)."""
+    nodes: Mapping[str, list[GpuRow]] = model.gpus()
+    chosen = query.get("node", "")
     s = gpu_summary(model)
     head = tiles(
         (
@@ -77,29 +82,35 @@ def gpus_page(model: UiModel) -> str:
     )
     overview = [
         (
-            e(name),
+            f'<a href="/gpus?node={quote(name)}">{e(name)}</a>',
             "".join(_square(g) for g in rows),
             sum(1 for g in rows if g.free),
             f"{gib(sum(g.memory_used for g in rows))} / {gib(sum(g.memory for g in rows))}",
         )
         for name, rows in nodes.items()
+        if not chosen or name == chosen
     ]
     legend = (
         '<p class="muted">Each square is a GPU; its fill is the share of gpu-core allocated (hover for who); '
         "free: healthy and nothing allocated.</p>"
     )
+    shown = [chosen] if chosen in nodes else [] if chosen else list(nodes)[:DETAILED]
+    more = len(nodes) - len(shown) if not chosen else 0
     details = "".join(
-        f'<h2 id="node-{e(name)}">{e(name)}: {sum(1 for g in rows if g.free)} of {len(rows)} GPUs free</h2>'
+        f'<h2 id="node-{e(name)}">{e(name)}: {sum(1 for g in nodes[name] if g.free)} of {len(nodes[name])} '
+        "GPUs free</h2>"
         + table(
             ("index", "uuid", "model", "health", "cores allocated", "memory allocated", "held by"),
-            gpu_detail(rows),
+            gpu_detail(nodes[name]),
             raw=range(7),
         )
-        for name, rows in nodes.items()
+        for name in shown
     )
+    note = f'<p class="muted">{more} more node(s): pick one above for its GPUs.</p>' if more > 0 else ""
+    empty = f"<p>No node {e(chosen)} reports a GPU.</p>" if chosen else "<p>No node reports a GPU.</p>"
     return (
         head
         + legend
         + table(("node", "GPUs", "free", "memory allocated"), overview, raw=(0, 1))
-        + (details or "<p>No node reports a GPU.</p>")
+        + (details + note if shown else empty)
     )

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from allot_cli.views import ClusterView
+from allot_cli.views import ClusterView, GpuRow, gpu_rows
 from allot_contracts.envelope import GENESIS_HASH, RecordedEvent
 from allot_eventstore.protocol import EventStore
 
@@ -76,6 +76,13 @@ class UiModel:
     pending: dict[str, int] = field(default_factory=dict)  # consumer -> first event of interest not handled
     projections: Projections = field(default_factory=Projections)
     _projected_at: float = 0.0
+    _gpus: tuple[int, dict[str, list[GpuRow]]] = (-1, {})
+
+    def gpus(self) -> dict[str, list[GpuRow]]:
+        """Every node's GPUs (:func:`allot_cli.views.gpu_rows`), computed once per log position the view reached."""
+        if self._gpus[0] != self.view.position:
+            self._gpus = (self.view.position, gpu_rows(self.view))
+        return self._gpus[1]
 
     @property
     def position(self) -> int:

@@ -1,7 +1,7 @@
 """The web audit view's HTTP server (aiohttp): GET only, pages rendered from ``UiModel``; a background task folds
 newly recorded events every ``poll`` seconds and rebuilds the services' projections when the log moved.
 
-Routes: ``/`` overview, ``/gpus`` GPU map, ``/pods`` (filters ``phase``, ``namespace``, ``node``, ``q``, ``limit``),
+Routes: ``/`` overview, ``/gpus`` GPUs (filter ``node``), ``/pods`` (filters ``phase``, ``namespace``, ``node``, ``q``, ``limit``),
 ``/pods/<ns>/<name>`` a pod's decision timeline (the ``allot explain`` content), ``/quotas`` tree and borrow ledger,
 ``/gangs``, ``/reservations`` (and migrations), ``/events`` with a live stream (server-sent events from
 ``/api/stream?after=<position>``), ``/verify`` chain and per-service lag, ``/api/summary`` (JSON), ``/healthz``, ``/readyz`` and ``/metrics`` (the process's own figures).
@@ -53,6 +53,12 @@ async def pods(request: web.Request) -> web.StreamResponse:
     model = request.app[MODEL]
     query: dict[str, str] = request[QUERY]
     return _html(pages.layout("Pods", "/pods", pages.pods_page(model, query), model))
+
+
+async def gpu_page(request: web.Request) -> web.StreamResponse:
+    model = request.app[MODEL]
+    query: dict[str, str] = request[QUERY]
+    return _html(pages.layout("GPUs", "/gpus", gpus.gpus_page(model, query), model))
 
 
 async def pod(request: web.Request) -> web.StreamResponse:
@@ -173,7 +179,7 @@ def make_app(model: UiModel, *, poll: float = 0.5, limits: Limits | None = None)
 
     app.cleanup_ctx.append(background)
     app.router.add_get("/", _page("Overview", "/", pages.overview_page))
-    app.router.add_get("/gpus", _page("GPUs", "/gpus", gpus.gpus_page))
+    app.router.add_get("/gpus", gpu_page)
     app.router.add_get("/pods", pods)
     app.router.add_get("/pods/{namespace}/{name}", pod)
     app.router.add_get("/quotas", _page("Quota tree", "/quotas", pages.quotas_page))
