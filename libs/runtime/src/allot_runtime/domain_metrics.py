@@ -11,8 +11,8 @@ processor. The catalogue (names, labels, units) is docs/observability.md; a test
 - Fragmentation (the FGD measure, Weng et al. ATC '23, ``allot_placement.fragmentation``) per GPU model and for the
   cluster, against the configured typical pods, or, when none are configured, against the distribution of the pods
   the service knows (the paper's construction).
-- Quotas (quota-manager's hierarchy): min, max, runtime, used, request and borrowed per quota and resource, in base
-  units (cores for cpu, bytes, counts). Runtime is computed on a shallow copy of the hierarchy, so a scrape never
+- Quotas (quota-manager's hierarchy): min (0 when unset), max, runtime, used, request and borrowed per quota and
+  resource, labelled with the unit of the value (:func:`unit_of`: cores for cpu, bytes, percent, counts). Runtime is computed on a shallow copy of the hierarchy, so a scrape never
   refreshes the engine's own calculators.
 - Pending pods by reason code, from whichever service holds them back.
 """
@@ -112,14 +112,30 @@ QUOTA_FAMILIES = (
         "gauge",
         "Quota min (guaranteed) by resource, in the unit label's unit (0 when unset)",
     ),
-    ("allot_quota_max", "gauge", "Quota max by resource, base units (no sample when unlimited)"),
-    ("allot_quota_runtime", "gauge", "Quota runtime (what the quota may use now) by resource, base units"),
-    ("allot_quota_used", "gauge", "Quota used (admitted pods, children included) by resource, base units"),
-    ("allot_quota_request", "gauge", "Quota request (pending and admitted pods) by resource, base units"),
+    (
+        "allot_quota_max",
+        "gauge",
+        "Quota max by resource, in the unit label's unit (no sample when unlimited)",
+    ),
+    (
+        "allot_quota_runtime",
+        "gauge",
+        "Quota runtime (what the quota may use now) by resource, in the unit label's unit",
+    ),
+    (
+        "allot_quota_used",
+        "gauge",
+        "Quota used (admitted pods, children included) by resource, in the unit label's unit",
+    ),
+    (
+        "allot_quota_request",
+        "gauge",
+        "Quota request (pending and admitted pods) by resource, in the unit label's unit",
+    ),
     (
         "allot_quota_borrowed",
         "gauge",
-        "Quota used above its min (lent by others) by resource, base units; leaf and "
+        "Quota used above its min (lent by others) by resource, in the unit label's unit; leaf and "
         "inner quotas of a tree only",
     ),
     ("allot_quota_pods", "gauge", "Pods charged to or waiting in the quota"),
