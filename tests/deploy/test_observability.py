@@ -104,8 +104,13 @@ def test_the_catalogue_has_the_families_the_issue_asks_for():
     assert {
         "allot_node_gpus_allocatable",
         "allot_node_gpus_allocated",
-        "allot_node_gpu_shares_allocatable",
-        "allot_node_gpu_shares_allocated",
+        "allot_node_gpu_cores_allocatable_gpus",
+        "allot_node_gpu_cores_allocated_gpus",
+        "allot_gpu_core_allocated_ratio",
+        "allot_gpu_memory_allocated_bytes",
+        "allot_gpu_memory_capacity_bytes",
+        "allot_gpu_healthy",
+        "allot_build_info",
         "allot_gpu_fragmentation_ratio",
         "allot_cluster_gpu_fragmentation_ratio",
         "allot_quota_min",
@@ -144,7 +149,14 @@ def test_promtool_unit_tests_of_the_alerts_pass():
 
 @needs_promtool
 def test_every_dashboard_query_is_valid_promql(tmp_path: Path):
-    variables = {"$__rate_interval": "5m", "$model": ".*", "$pool": ".*", "$quota": ".*", "$resource": "cpu"}
+    variables = {
+        "$__rate_interval": "5m",
+        "$model": ".*",
+        "$node": ".*",
+        "$pool": ".*",
+        "$quota": ".*",
+        "$resource": "cpu",
+    }
     records = []
     for index, expr in enumerate(dashboard_exprs()):
         for variable, value in variables.items():
@@ -189,7 +201,14 @@ def test_the_dashboard_is_importable_grafana_json():
     ids = [p["id"] for p in board["panels"]]
     assert len(ids) == len(set(ids)), "panel ids are unique"
     variables = {v["name"] for v in board["templating"]["list"]}
-    assert {"datasource", "model", "pool", "resource", "quota"} <= variables
+    assert {"datasource", "model", "node", "pool", "resource", "quota"} <= variables
+    per_gpu = next(p for p in board["panels"] if p["type"] == "row" and p["title"] == "Per GPU")
+    assert any(
+        "allot_gpu_core_allocated_ratio" in t["expr"] for p in board["panels"] for t in p.get("targets", [])
+    )
+    assert (
+        per_gpu["gridPos"]["y"] < next(p for p in board["panels"] if p["title"] == "Quotas")["gridPos"]["y"]
+    )
     for panel in board["panels"]:
         if panel["type"] == "row":
             continue

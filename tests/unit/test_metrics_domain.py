@@ -64,14 +64,14 @@ def test_gpus_and_shares_per_node_model_and_pool():
     assert value(r, "allot_node_gpus_allocatable", **a) == 8
     assert value(r, "allot_node_gpus_allocated", **a) == 3
     assert value(r, "allot_node_gpus_shared", **a) == 1
-    assert value(r, "allot_node_gpu_shares_allocatable", **a) == 800
-    assert value(r, "allot_node_gpu_shares_allocated", **a) == 250
+    assert value(r, "allot_node_gpu_cores_allocatable_gpus", **a) == 8
+    assert value(r, "allot_node_gpu_cores_allocated_gpus", **a) == 2.5
     assert value(r, "allot_node_gpu_memory_allocatable_bytes", **a) == 8 * 80 * 2**30
     assert value(r, "allot_node_gpu_memory_allocated_bytes", **a) == 2.5 * 80 * 2**30
     b = {"node": "node-b", "model": "T4", "pool": ""}
     assert value(r, "allot_node_gpus_allocatable", **b) == 2
     assert value(r, "allot_node_gpus_allocated", **b) == 0
-    assert value(r, "allot_node_gpu_shares_allocated", **b) == 0
+    assert value(r, "allot_node_gpu_cores_allocated_gpus", **b) == 0
     assert value(r, "allot_node_gpus_allocatable", node="cpu-only", model="", pool="") is None, (
         "no GPUs, no series"
     )
@@ -132,30 +132,38 @@ def test_quota_min_max_runtime_used_borrowed_and_waiting_reason():
     processor = s.sim.host("quota-manager").processor
     r = scrape(quota_metrics, processor)
     team = {"quota": "team", "namespace": "team", "tree": "koordinator-root-quota"}
-    assert value(r, "allot_quota_min", **team, resource="cpu") == 2
-    assert value(r, "allot_quota_max", **team, resource="cpu") == 5
-    assert value(r, "allot_quota_used", **team, resource="cpu") == 4
-    assert value(r, "allot_quota_borrowed", **team, resource="cpu") == 2
-    assert value(r, "allot_quota_request", **team, resource="cpu") == 6
+    assert value(r, "allot_quota_min", **team, resource="cpu", unit="cores") == 2
+    assert value(r, "allot_quota_max", **team, resource="cpu", unit="cores") == 5
+    assert value(r, "allot_quota_used", **team, resource="cpu", unit="cores") == 4
+    assert value(r, "allot_quota_borrowed", **team, resource="cpu", unit="cores") == 2
+    assert value(r, "allot_quota_request", **team, resource="cpu", unit="cores") == 6
     assert (
-        value(r, "allot_quota_runtime", **team, resource="cpu") == 5
+        value(r, "allot_quota_runtime", **team, resource="cpu", unit="cores") == 5
     )  # capped by max; the lender's min is idle
-    assert value(r, "allot_quota_min", **team, resource="memory") == 8 * 2**30
-    assert value(r, "allot_quota_borrowed", **team, resource="memory") is None, "nothing used above min"
+    assert value(r, "allot_quota_min", **team, resource="memory", unit="bytes") == 8 * 2**30
+    assert value(r, "allot_quota_borrowed", **team, resource="memory", unit="bytes") is None, (
+        "nothing used above min"
+    )
     assert value(r, "allot_quota_pods", **team) == 2
     root = {
         "quota": "koordinator-root-quota",
         "namespace": "koordinator-system",
         "tree": "koordinator-root-quota",
     }
-    assert value(r, "allot_quota_max", **root, resource="cpu") is None, "an unlimited max has no sample"
-    assert value(r, "allot_quota_runtime", **root, resource="cpu") == 96, "the three nodes × 32 cores"
-    assert value(r, "allot_quota_borrowed", **root, resource="cpu") is None, (
+    assert value(r, "allot_quota_max", **root, resource="cpu", unit="cores") is None, (
+        "an unlimited max has no sample"
+    )
+    assert value(r, "allot_quota_runtime", **root, resource="cpu", unit="cores") == 96, (
+        "the three nodes × 32 cores"
+    )
+    assert value(r, "allot_quota_borrowed", **root, resource="cpu", unit="cores") is None, (
         "a tree root lends, never borrows"
     )
     system = {"quota": "koordinator-system-quota", "namespace": "koordinator-system", "tree": ""}
-    assert value(r, "allot_quota_max", **system, resource="cpu") is None, "the built-in 'no limit' amount"
-    assert value(r, "allot_quota_runtime", **system, resource="cpu") is None
+    assert value(r, "allot_quota_max", **system, resource="cpu", unit="cores") is None, (
+        "the built-in 'no limit' amount"
+    )
+    assert value(r, "allot_quota_runtime", **system, resource="cpu", unit="cores") is None
     assert value(r, "allot_pending_pods", service="quota-manager", reason="InsufficientQuota") == 1
     assert value(r, "allot_held_pods", service="quota-manager") == 1
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 
+from allot_cli.views import ClusterView, GpuRow, gpu_rows, node_allocated
 from allot_contracts.envelope import RecordedEvent
-from allot_contracts.quantity import QuantityError, to_canonical
+from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
 from allot_eventstore.clock import iso
 from allot_eventstore.protocol import EventStore
 
-__all__ = ["explain_node", "node_history"]
+__all__ = ["allocated_lines", "explain_node", "gpu_lines", "node_history"]
 
 TIMELINE = (
     "node.registered",
@@ -121,3 +122,66 @@ def explain_node(name: str, records: list[RecordedEvent], now: int) -> list[str]
         if r.type in TIMELINE:
             lines.append(f"  #{r.position:<7} {iso(r.recorded_at)}  {r.type:<26} {r.producer}")
     return lines
+
+
+# --- what ``allot describe node`` adds: Allocated resources and the GPUs -------------------------------------------
+
+
+def _of(resource: str, value: int, total: int | None) -> str:
+    text = format_quantity(resource, value)
+    return f"{text} ({value * 100 // total}%)" if total else text
+
+
+def _columns(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def allocated_lines(view: ClusterView, name: str) -> list[str]:
+    """``Allocated resources`` as ``kubectl describe node`` prints it: the requests and limits of the pods placed or
+    bound on the node, summed, each as a share of the node's allocatable; then its GPUs one by one."""
+    node = view.nodes.get(name)
+    if node is None:
+        return []
+    requests, limits, count = node_allocated(view, name)
+    resources = ["cpu", "memory", *sorted((set(requests) | set(limits)) - {"cpu", "memory", "pods"})]
+    table = [["Resource", "Requests", "Limits"], ["--------", "--------", "------"]]
+    for resource in resources:
+        total = node.kube_allocatable.get(resource)
+        table.append(
+            [
+                resource,
+                _of(resource, requests.get(resource, 0), total),
+                _of(resource, limits.get(resource, 0), total),
+            ]
+        )
+    lines = [
+        f"Non-terminated Pods:  ({count} in total)",
+        "Allocated resources:",
+        "  (Total limits may be over 100 percent, i.e., overcommitted.)",
+        *_columns(table),
+    ]
+    return lines + gpu_lines(gpu_rows(view).get(name, []))
+
+
+def gpu_lines(rows: list[GpuRow]) -> list[str]:
+    """The node's GPUs: index, uuid, model, health, gpu-core and memory allocated of the total, and who holds it."""
+    if not rows:
+        return []
+    gib = 1 << 30
+    table = [["Index", "UUID", "Model", "Health", "Cores", "Memory", "Held by"]]
+    for g in rows:
+        held = ", ".join(f"{pod} ({cores}%)" for pod, cores, _ in g.holders) or "-"
+        table.append(
+            [
+                str(g.index),
+                g.uuid,
+                g.model or "-",
+                "Healthy" if g.healthy else "Unhealthy",
+                f"{g.cores_used}/{g.cores}%",
+                f"{g.memory_used / gib:g}/{g.memory / gib:g}Gi",
+                held,
+            ]
+        )
+    free = sum(1 for g in rows if g.free)
+    return [f"GPUs:  ({free} of {len(rows)} free)", *_columns(table)]

@@ -35,10 +35,12 @@ from allot_eventstore.migrate import ensure_current
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime import logs, memory
 from allot_runtime.httpserver import HEALTH, application, start
+from allot_runtime.metrics import standard_collectors
 
 
 async def _serve(holder: dict[str, Any]) -> web.AppRunner:
     registry = CollectorRegistry()
+    standard_collectors(registry, "relay")
     published = Gauge(
         "allot_relay_published_position", "Last log position published to JetStream", registry=registry
     )

@@ -5,6 +5,7 @@ Pure folds over recorded events (no service involved), so they work on a live lo
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,13 @@ from allot_contracts.events import (
 )
 from allot_contracts.events.qos import QosPlan
 from allot_contracts.lives import PodLives
+from allot_contracts.objects.inventory import Device
+from allot_contracts.objects.names import GPU, GPU_CORE, GPU_MEMORY, LABEL_GPU_MODEL
+from allot_contracts.quantity import QuantityError, to_canonical
+
+HOLDING = ("Bound", "Placed", "Binding")  # the phases in which a pod holds what it was allocated
+# The phases of a pod that waits for something (quota, a gang, a node, a binding); each has a reason code.
+HELD = ("Pending", "Queued", "Waiting", "Admitted", "Scheduling", "Unschedulable", "BindFailed")
 
 
 @dataclass
@@ -70,6 +78,10 @@ class PodView:
     annotations: dict[str, Any] = field(default_factory=dict)
     history: list[tuple[int, str, str]] = field(default_factory=list)  # (position, type, producer)
     enforcement: Enforcement | None = None
+    requests: dict[str, int] = field(
+        default_factory=dict
+    )  # canonical (millicores, bytes, counts), as read at the door
+    limits: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -145,6 +157,9 @@ class NodeView:
     degraded: bool = False
     heartbeat: int = 0
     heartbeat_lost: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    kube_allocatable: dict[str, int] = field(default_factory=dict)  # the Node's status.allocatable, canonical
+    inventory: dict[str, tuple[Device, ...]] = field(default_factory=dict)  # the reported devices by type
 
 
 def _device_minors(annotations: dict[str, Any]) -> dict[str, list[int]]:
@@ -172,6 +187,111 @@ def _cpuset(annotations: dict[str, Any]) -> str:
         except ValueError:
             return ""
     return str(status.get("cpuset", "")) if isinstance(status, dict) else ""
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """One GPU of a node as the log says: the reported device and what the pods holding it were allocated (gpu-core
+    percent, 100 = the whole GPU; memory in bytes)."""
+
+    node: str
+    index: int
+    uuid: str
+    model: str
+    healthy: bool
+    cores: int
+    memory: int
+    holders: tuple[tuple[str, int, int], ...]  # (pod, cores, memory bytes)
+
+    @property
+    def cores_used(self) -> int:
+        return sum(c for _, c, _ in self.holders)
+
+    @property
+    def memory_used(self) -> int:
+        return sum(m for _, _, m in self.holders)
+
+    @property
+    def free(self) -> bool:
+        """Whole and healthy with nothing allocated: what a pod asking for a whole GPU can have."""
+        return self.healthy and self.cores > 0 and not self.holders
+
+
+@functools.lru_cache(maxsize=1024)
+def _canonical(resource: str, text: str) -> int:
+    """A quantity of an allocation annotation (a few distinct texts across a cluster: parsed once each)."""
+    return to_canonical(resource, text)
+
+
+def gpu_allocations(pod: PodView) -> list[tuple[int, int, int]]:
+    """(minor, gpu-core percent, memory bytes) of each GPU the pod was allocated, from its device-allocated
+    annotation (a whole GPU when the entry names no gpu-core)."""
+    allocated = pod.annotations.get("scheduling.koordinator.sh/device-allocated") or {}
+    if isinstance(allocated, str):
+        import json
+
+        try:
+            allocated = json.loads(allocated)
+        except ValueError:
+            return []
+    entries = allocated.get(GPU) or [] if isinstance(allocated, dict) else []
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        resources = entry.get("resources") or {}
+        try:
+            cores = _canonical(GPU_CORE, str(resources.get(GPU_CORE, "100")))
+            memory = _canonical(GPU_MEMORY, str(resources.get(GPU_MEMORY, "0")))
+        except QuantityError:
+            continue
+        out.append((int(entry.get("minor", -1)), cores, memory))
+    return out
+
+
+def gpu_rows(view: ClusterView) -> dict[str, list[GpuRow]]:
+    """node -> its GPUs in index order, with the pods placed or bound on each (nodes without GPUs left out)."""
+    held: dict[tuple[str, int], list[tuple[str, int, int]]] = {}
+    for key, pod in sorted(view.pods.items()):
+        if pod.node and pod.phase in HOLDING:
+            for minor, cores, memory in gpu_allocations(pod):
+                held.setdefault((pod.node, minor), []).append((key, cores, memory))
+    out: dict[str, list[GpuRow]] = {}
+    for name, node in sorted(view.nodes.items()):
+        model = node.labels.get(LABEL_GPU_MODEL, "")
+        rows = [
+            GpuRow(
+                node=name,
+                index=d.minor,
+                uuid=d.id,
+                model=d.labels.get(LABEL_GPU_MODEL, model),
+                healthy=d.healthy,
+                cores=d.resources.get(GPU_CORE, 0),
+                memory=d.resources.get(GPU_MEMORY, 0),
+                holders=tuple(held.get((name, d.minor), ())),
+            )
+            for d in sorted(node.inventory.get(GPU, ()), key=lambda d: d.minor)
+        ]
+        if rows:
+            out[name] = rows
+    return out
+
+
+def node_allocated(view: ClusterView, name: str) -> tuple[dict[str, int], dict[str, int], int]:
+    """What the pods holding resources on a node were allocated: (requests, limits) summed per resource, canonical
+    units, and the number of those pods (what ``kubectl describe node`` calls Allocated resources)."""
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    count = 0
+    for pod in view.pods.values():
+        if pod.node != name or pod.phase not in HOLDING:
+            continue
+        count += 1
+        for resource, value in pod.requests.items():
+            requests[resource] = requests.get(resource, 0) + value
+        for resource, value in pod.limits.items():
+            limits[resource] = limits.get(resource, 0) + value
+    return requests, limits, count
 
 
 class ClusterView:
@@ -221,16 +341,19 @@ class ClusterView:
 
     def _apply(self, event: Event, record: RecordedEvent) -> None:
         match event:
-            case NodeRegistered(name=name, capacity=capacity):
+            case NodeRegistered(name=name, capacity=capacity, node=info):
                 node = self.nodes.get(name) or self.removed_nodes.pop(name, None) or NodeView(name=name)
                 node.capacity = dict(capacity)
+                node.labels = dict(info.labels) if info is not None else {}
+                node.kube_allocatable = dict(info.allocatable) if info is not None else {}
                 self.nodes[name] = node
             case NodeRemoved(name=name):
                 # its device report and the pods still recorded on it come back if the node registers again
                 if name in self.nodes:
                     self.removed_nodes[name] = self.nodes.pop(name)
-            case DevicesReported(name=name, devices=devices):
-                self.nodes.setdefault(name, NodeView(name=name)).devices = dict(devices)
+            case DevicesReported(name=name, devices=devices, inventory=inventory):
+                node = self.nodes.setdefault(name, NodeView(name=name))
+                node.devices, node.inventory = dict(devices), dict(inventory.devices)
             case NodeMetricReported(name=name, usage=usage, update_time=update_time):
                 node = self.nodes.setdefault(name, NodeView(name=name))
                 node.usage, node.metric_time = dict(usage), update_time
@@ -245,11 +368,15 @@ class ClusterView:
                 self.nodes.setdefault(name, NodeView(name=name)).heartbeat_lost = 0
             case ObjectIgnored(kind=kind, ref=ref):
                 self.ignored.append(f"{kind} {ref.key}")
-            case PodSubmitted(pod=pod):
+            case PodSubmitted(pod=pod, spec=spec):
                 view = PodView(key=pod.key)
+                if spec is not None:
+                    view.requests, view.limits = dict(spec.requests), dict(spec.limits)
                 self.pods[pod.key] = view
-            case PodObserved(pod=pod, manifest=manifest):
+            case PodObserved(pod=pod, manifest=manifest, spec=spec):
                 view = self.pod(pod.key)
+                if spec is not None:
+                    view.requests, view.limits = dict(spec.requests), dict(spec.limits)
                 view.phase = "Bound"
                 view.node = str((manifest.get("spec") or {}).get("nodeName") or "")
                 view.annotations = dict((manifest.get("metadata") or {}).get("annotations") or {})
@@ -264,12 +391,14 @@ class ClusterView:
             case PodEnqueued(pod=pod, attempt=attempt) | PodRequeued(pod=pod, attempt=attempt):
                 view = self.pod(pod.key)
                 view.phase, view.attempts = "Queued", attempt
-            case QuotaWaiting(pod=pod, quota=quota, message=message):
+            case QuotaWaiting(pod=pod, quota=quota, message=message, detail=detail):
                 view = self.pod(pod.key)
                 view.phase, view.quota, view.message = "Waiting", quota, message
+                # the reason code quota-manager holds the pod back under (its allot_pending_pods label)
+                view.codes = [detail.reason if detail is not None and detail.reason else "InsufficientQuota"]
             case QuotaAdmitted(pod=pod, quota=quota):
                 view = self.pod(pod.key)
-                view.phase, view.quota, view.message = "Admitted", quota, ""
+                view.phase, view.quota, view.message, view.codes = "Admitted", quota, "", []
             case QuotaReleased():
                 pass
             case ReservationResolved(pod=pod):
@@ -333,15 +462,16 @@ class ClusterView:
                     self.nodes[view.node].pods.discard(pod.key)
             case GangMemberWaiting(pod=pod, gang=gang, present=present, min_available=minimum, reason=reason):
                 view = self.pod(pod.key)
-                view.phase = "Waiting"
+                view.phase, view.codes = "Waiting", ["GangWaiting"]
                 view.message = f"gang {gang}: {present}/{minimum} members present ({reason})"
             case GangGroupReady(members=members, attempt=attempt):
                 for member in members:
                     if member in self.pods:
                         self.pods[member].phase, self.pods[member].attempts = "Scheduling", attempt
-                        self.pods[member].message = ""
-            case QuotaGroupWaiting(group=group, message=message):
-                self._members_of(group, "Waiting", message)
+                        self.pods[member].message, self.pods[member].codes = "", []
+            case QuotaGroupWaiting(group=group, message=message, detail=detail):
+                first = detail.first if detail is not None else None
+                self._members_of(group, "Waiting", message, [first.reason if first else "InsufficientQuota"])
             case GangGroupUnschedulable(group=group, message=message, codes=codes):
                 self._members_of(group, "Unschedulable", message, codes)
             case GangGroupPlaced(decisions=decisions):

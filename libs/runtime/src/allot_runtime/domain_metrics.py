@@ -4,14 +4,15 @@ Each function here reads an engine (never changes it) and returns metric familie
 through :class:`allot_runtime.metrics.ProjectionCollector` with a small adapter naming the engine inside their
 processor. The catalogue (names, labels, units) is docs/observability.md; a test asserts every name.
 
-- GPUs per node (device-allocator's placement engine): whole GPUs and GPU shares (``koordinator.sh/gpu-core``
-  percent, 100 = one GPU) and GPU memory, allocatable and allocated, labelled ``node``, ``model`` and ``pool`` (the
-  node's ``allot.dev/pool`` label, empty when unset).
+- GPUs per node (device-allocator's placement engine): whole GPUs, GPU cores (``koordinator.sh/gpu-core``, in GPUs:
+  1 = one GPU's cores) and GPU memory, allocatable and allocated, labelled ``node``, ``model`` and ``pool`` (the
+  node's ``allot.dev/pool`` label, empty when unset); and per GPU (``node``, ``index``, ``model``, ``uuid``): the share
+  of its cores allocated (0–1), its memory allocated and in all, its health.
 - Fragmentation (the FGD measure, Weng et al. ATC '23, ``allot_placement.fragmentation``) per GPU model and for the
   cluster, against the configured typical pods, or, when none are configured, against the distribution of the pods
   the service knows (the paper's construction).
-- Quotas (quota-manager's hierarchy): min, max, runtime, used, request and borrowed per quota and resource, in base
-  units (cores for cpu, bytes, counts). Runtime is computed on a shallow copy of the hierarchy, so a scrape never
+- Quotas (quota-manager's hierarchy): min (0 when unset), max, runtime, used, request and borrowed per quota and
+  resource, labelled with the unit of the value (:func:`unit_of`: cores for cpu, bytes, percent, counts). Runtime is computed on a shallow copy of the hierarchy, so a scrape never
   refreshes the engine's own calculators.
 - Pending pods by reason code, from whichever service holds them back.
 """
@@ -38,6 +39,7 @@ from allot_quota.tree import Hierarchy
 __all__ = [
     "FRAGMENTATION_FAMILIES",
     "GPU_FAMILIES",
+    "PER_GPU_FAMILIES",
     "PENDING_FAMILIES",
     "POOL_LABEL",
     "QUOTA_FAMILIES",
@@ -62,13 +64,32 @@ GPU_FAMILIES = (
         "GPUs of the node partly allocated (shared by pods, some share left)",
     ),
     (
-        "allot_node_gpu_shares_allocatable",
+        "allot_node_gpu_cores_allocatable_gpus",
         "gauge",
-        "GPU shares of the node (gpu-core percent; 100 = one GPU)",
+        "GPU cores of the node (koordinator.sh/gpu-core), in GPUs: 1 = one GPU's cores",
     ),
-    ("allot_node_gpu_shares_allocated", "gauge", "GPU shares allocated on the node (gpu-core percent)"),
+    (
+        "allot_node_gpu_cores_allocated_gpus",
+        "gauge",
+        "GPU cores allocated on the node (koordinator.sh/gpu-core), in GPUs: 0.5 = half a GPU's cores",
+    ),
     ("allot_node_gpu_memory_allocatable_bytes", "gauge", "GPU memory of the node"),
     ("allot_node_gpu_memory_allocated_bytes", "gauge", "GPU memory allocated on the node"),
+)
+# One series per GPU, labelled node, index (the device minor), model and uuid (the Device's id).
+PER_GPU_FAMILIES = (
+    (
+        "allot_gpu_core_allocated_ratio",
+        "gauge",
+        "Share of the GPU's cores (koordinator.sh/gpu-core) allocated, 0 to 1",
+    ),
+    ("allot_gpu_memory_allocated_bytes", "gauge", "GPU memory allocated on the GPU"),
+    ("allot_gpu_memory_capacity_bytes", "gauge", "GPU memory of the GPU"),
+    (
+        "allot_gpu_healthy",
+        "gauge",
+        "1 when the GPU is reported healthy, else 0 (an unhealthy GPU is not allocated)",
+    ),
 )
 FRAGMENTATION_FAMILIES = (
     ("allot_gpu_idle_gpus", "gauge", "Idle GPU capacity by GPU model, in GPUs"),
@@ -86,15 +107,35 @@ FRAGMENTATION_FAMILIES = (
     ("allot_gpu_typical_pods", "gauge", "Typical pod shapes the fragmentation is measured against"),
 )
 QUOTA_FAMILIES = (
-    ("allot_quota_min", "gauge", "Quota min (guaranteed) by resource, base units"),
-    ("allot_quota_max", "gauge", "Quota max by resource, base units (no sample when unlimited)"),
-    ("allot_quota_runtime", "gauge", "Quota runtime (what the quota may use now) by resource, base units"),
-    ("allot_quota_used", "gauge", "Quota used (admitted pods, children included) by resource, base units"),
-    ("allot_quota_request", "gauge", "Quota request (pending and admitted pods) by resource, base units"),
+    (
+        "allot_quota_min",
+        "gauge",
+        "Quota min (guaranteed) by resource, in the unit label's unit (0 when unset)",
+    ),
+    (
+        "allot_quota_max",
+        "gauge",
+        "Quota max by resource, in the unit label's unit (no sample when unlimited)",
+    ),
+    (
+        "allot_quota_runtime",
+        "gauge",
+        "Quota runtime (what the quota may use now) by resource, in the unit label's unit",
+    ),
+    (
+        "allot_quota_used",
+        "gauge",
+        "Quota used (admitted pods, children included) by resource, in the unit label's unit",
+    ),
+    (
+        "allot_quota_request",
+        "gauge",
+        "Quota request (pending and admitted pods) by resource, in the unit label's unit",
+    ),
     (
         "allot_quota_borrowed",
         "gauge",
-        "Quota used above its min (lent by others) by resource, base units; leaf and "
+        "Quota used above its min (lent by others) by resource, in the unit label's unit; leaf and "
         "inner quotas of a tree only",
     ),
     ("allot_quota_pods", "gauge", "Pods charged to or waiting in the quota"),
@@ -139,7 +180,18 @@ def _cached(cache: NodeCache | None, name: str, version: int, compute: Any) -> A
     return got[1]
 
 
-def _gpu_figures(state: Any) -> tuple[str, str, tuple[int, ...]] | None:
+GpuFigures = tuple[str, str, tuple[float, ...], tuple[tuple[tuple[str, ...], tuple[float, ...]], ...]]
+
+
+def _per_gpu(d: Any, used: Mapping[str, int], model: str) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    """One GPU's labels (index, model, uuid) and its figures (core ratio, memory allocated and of the GPU, health)."""
+    core = d.resources.get(n.GPU_CORE, 0)
+    ratio = used.get(n.GPU_CORE, 0) / core if core else 0.0
+    labels = (str(d.minor), str(d.labels.get(n.LABEL_GPU_MODEL, model)), d.id)
+    return labels, (ratio, used.get(n.GPU_MEMORY, 0), d.resources.get(n.GPU_MEMORY, 0), 1 if d.healthy else 0)
+
+
+def _gpu_figures(state: Any) -> GpuFigures | None:
     gpus = state.inventory.devices.get(n.GPU, ()) if state.inventory is not None else ()
     if not gpus:
         return None
@@ -147,6 +199,7 @@ def _gpu_figures(state: Any) -> tuple[str, str, tuple[int, ...]] | None:
     used = state.dev_used.get(n.GPU, {})
     healthy = allocated = shared = 0
     shares = shares_used = memory = memory_used = 0
+    per_gpu = tuple(_per_gpu(d, used.get(d.minor, {}), model) for d in sorted(gpus, key=lambda d: d.minor))
     for d in gpus:
         if d.healthy and d.resources:
             healthy += 1
@@ -160,13 +213,16 @@ def _gpu_figures(state: Any) -> tuple[str, str, tuple[int, ...]] | None:
         shares_used += core_used
         memory += d.resources.get(n.GPU_MEMORY, 0)
         memory_used += u.get(n.GPU_MEMORY, 0)
-    return model, pool, (healthy, allocated, shared, shares, shares_used, memory, memory_used)
+    cores = (shares / 100, shares_used / 100)  # gpu-core percent in GPUs
+    return model, pool, (healthy, allocated, shared, *cores, memory, memory_used), per_gpu
 
 
 def gpu_families(engine: PlacementEngine, cache: NodeCache | None = None) -> list[GaugeMetricFamily]:
-    """Per node with GPUs: allocatable and allocated GPUs, shares and memory."""
+    """Per node with GPUs: allocatable and allocated GPUs, cores and memory; then per GPU: its cores and memory
+    allocated, its memory and its health."""
     labels = ["node", "model", "pool"]
     fams = [_gauge(spec, labels) for spec in GPU_FAMILIES]
+    gpu_fams = [_gauge(spec, ["node", "index", "model", "uuid"]) for spec in PER_GPU_FAMILIES]
     live = set()
     for name in engine.node_names():
         state = engine.node_state(name)
@@ -176,11 +232,14 @@ def gpu_families(engine: PlacementEngine, cache: NodeCache | None = None) -> lis
         figures = _cached(cache, name, state.version, lambda state=state: _gpu_figures(state))
         if figures is None:
             continue
-        model, pool, values = figures
+        model, pool, values, per_gpu = figures
         for fam, value in zip(fams, values, strict=True):
             fam.add_metric([name, model, pool], value)
+        for gpu_labels, gpu_values in per_gpu:
+            for fam, value in zip(gpu_fams, gpu_values, strict=True):
+                fam.add_metric([name, *gpu_labels], value)
     _prune(cache, live)
-    return fams
+    return [*fams, *gpu_fams]
 
 
 def _prune(cache: NodeCache | None, live: set[str]) -> None:
@@ -299,8 +358,27 @@ def _base(resource: str, value: int) -> float:
     return value / 1000 if is_milli_resource(resource) else float(value)
 
 
+_BYTES = ("memory", "storage", "hugepages")
+_PERCENT = frozenset({n.GPU_CORE, n.GPU_MEMORY_RATIO})
+
+
+def unit_of(resource: str) -> str:
+    """The unit a quota family's value is in for ``resource`` (its ``unit`` label): ``cores`` for cpu, ``bytes`` for
+    memory and storage, ``millicores`` for the batch/mid cpu resources, ``percent`` for GPU cores and memory ratio
+    (100 = one GPU), ``count`` for the rest (devices, pods)."""
+    if is_milli_resource(resource):
+        return "cores"
+    if resource in _PERCENT:
+        return "percent"
+    if resource.endswith("-cpu"):
+        return "millicores"
+    return "bytes" if any(hint in resource for hint in _BYTES) else "count"
+
+
 def quota_families(h: Hierarchy) -> list[GaugeMetricFamily]:
-    labels = ["quota", "namespace", "tree", "resource"]
+    """Per quota and resource (labelled with the unit of the value). A resource the quota has no min for has a min
+    of 0 (a sample), for every resource its max, runtime, used or request names."""
+    labels = ["quota", "namespace", "tree", "resource", "unit"]
     fams = [_gauge(spec, labels) for spec in QUOTA_FAMILIES[:-1]]
     pods = _gauge(QUOTA_FAMILIES[-1], ["quota", "namespace", "tree"])
     twin = _refreshed(h)
@@ -316,8 +394,9 @@ def quota_families(h: Hierarchy) -> list[GaugeMetricFamily]:
         }
         # a tree root lends and the system and default quotas stand outside the tree: neither borrows
         borrows = bool(tree) and not twin.is_tree_root(node)
+        named = set(spec.min) | set(spec.max) | set(node.runtime) | set(node.used) | set(node.request)
         series: tuple[Mapping[str, int] | None, ...] = (
-            spec.min,
+            {d: spec.min.get(d, 0) for d in named},
             None if spec.unlimited else _limited(spec.max),
             _limited(node.runtime),
             node.used,
@@ -328,7 +407,7 @@ def quota_families(h: Hierarchy) -> list[GaugeMetricFamily]:
         )
         for fam, values in zip(fams, series, strict=True):
             for resource, value in sorted((values or {}).items()):
-                fam.add_metric([*base, resource], _base(resource, value))
+                fam.add_metric([*base, resource, unit_of(resource)], _base(resource, value))
         pods.add_metric(base, len(node.pods))
     return [*fams, pods]
 

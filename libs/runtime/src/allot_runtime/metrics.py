@@ -2,6 +2,9 @@
 
 Families (the catalogue with meanings and labels is docs/observability.md):
 
+- every process (services, relay, web view): ``allot_build_info`` and the standard ``process_*`` / ``python_gc_*`` /
+  ``python_info`` collectors (:func:`standard_collectors`); no ``*_created`` series (the client's creation-time
+  samples are switched off: they double every counter's series and nothing here reads them);
 - every service: events consumed and emitted, processing duration, consumer position, lag behind the log (head −
   position, and the age of the oldest event of interest not yet handled), the consumer's counters (batches,
   duplicates, dead letters, transient failures, catch-ups, gaps), and the standard ``process_*`` / ``python_gc_*`` /
@@ -33,12 +36,16 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    disable_created_metrics,
     generate_latest,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 log = logging.getLogger("allot.metrics")
+
+# No ``*_created`` series next to every counter and histogram, for the whole process.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # kube-scheduler: scheduling_attempt_duration_seconds uses exponential buckets from 1 ms, factor 2, 15 buckets.
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
@@ -68,15 +75,40 @@ class ConsumerView(Protocol):
     stats: Any
 
 
+def build_version() -> str:
+    """The installed Allot version (the runtime package's), ``unknown`` when it is not installed as a package."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("allot-runtime")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def standard_collectors(registry: CollectorRegistry, component: str) -> None:
+    """What every Allot process exports besides its own families: ``allot_build_info`` (1, labelled with the
+    version, the component and the Python version) and the client's process, GC and platform collectors."""
+    import platform
+
+    ProcessCollector(registry=registry)
+    GCCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    info = Gauge(
+        "allot_build_info",
+        "Always 1: the Allot version and component of this process, and its Python version",
+        ["version", "component", "python_version"],
+        registry=registry,
+    )
+    info.labels(build_version(), component, platform.python_version()).set(1)
+
+
 class Metrics:
     def __init__(self, service: str, *, scheduler: bool = False, process: bool = True) -> None:
         self.service = service
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         if process:  # the standard collectors, on this service's registry (not the library's global one)
-            ProcessCollector(registry=r)
-            GCCollector(registry=r)
-            PlatformCollector(registry=r)
+            standard_collectors(r, service)
         self.consumed = Counter(
             "allot_events_consumed_total",
             "Events handled by the service's processor",

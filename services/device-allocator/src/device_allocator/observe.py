@@ -9,6 +9,7 @@ from allot_runtime.domain_metrics import (
     FRAGMENTATION_FAMILIES,
     GPU_FAMILIES,
     PENDING_FAMILIES,
+    PER_GPU_FAMILIES,
     PlacementMeter,
     family_names,
     pending_families,
@@ -16,7 +17,26 @@ from allot_runtime.domain_metrics import (
 from allot_runtime.metrics import ProcessorSource, ProjectionCollector
 from allot_runtime.service import Handled, ServiceContext
 
-_RESULT = {"pod.placed": "scheduled", "pod.unschedulable": "unschedulable", "pod.rejected": "error"}
+_RESULT = {
+    "pod.placed": "scheduled",
+    "pod.unschedulable": "unschedulable",
+    "pod.rejected": "error",
+    "gang.group_placed": "scheduled",
+    "gang.group_unschedulable": "unschedulable",
+}
+# The triggers of a scheduling attempt: one pod's, or a gang group's (an attempt for each member, as kube-scheduler
+# counts each pod of a co-scheduled group).
+_TRIGGERS = frozenset({"reservation.resolved", "reservation.group_resolved"})
+
+
+def attempts(news: list[Any]) -> list[tuple[str, int]]:
+    """(result, pods) of the scheduling attempts an event's decisions record."""
+    out = []
+    for new in news:
+        result = _RESULT.get(new.tag.rsplit(".", 1)[0])
+        if result is not None:
+            out.append((result, max(len(getattr(new.event, "members", None) or ()), 1)))
+    return out
 
 
 def observe_scheduling(ctx: ServiceContext, handled: list[Handled]) -> None:
@@ -24,17 +44,16 @@ def observe_scheduling(ctx: ServiceContext, handled: list[Handled]) -> None:
     if scheduler is None:
         return
     profile = "default"
-    attempts = False
+    scheduled = False
     for item in handled:
-        if item.record.type != "reservation.resolved":
+        if item.record.type not in _TRIGGERS:
             continue
-        attempts = True
-        for new in item.news:
-            result = _RESULT.get(new.tag.rsplit(".", 1)[0])
-            if result is not None:
-                scheduler.schedule_attempts.labels(result, profile).inc()
+        scheduled = True
+        for result, pods in attempts(item.news):
+            scheduler.schedule_attempts.labels(result, profile).inc(pods)
+            for _ in range(pods):
                 scheduler.attempt_duration.labels(result, profile).observe(item.seconds)
-    if not attempts:
+    if not scheduled:
         return
     unschedulable = len(getattr(ctx.host.processor, "unschedulable", {}))
     scheduler.pending_pods.labels("unschedulable").set(unschedulable)
@@ -54,5 +73,7 @@ def placement_metrics(source: ProcessorSource) -> ProjectionCollector:
         ]
 
     return ProjectionCollector(
-        source, families, family_names(GPU_FAMILIES, FRAGMENTATION_FAMILIES, PENDING_FAMILIES)
+        source,
+        families,
+        family_names(GPU_FAMILIES, PER_GPU_FAMILIES, FRAGMENTATION_FAMILIES, PENDING_FAMILIES),
     )

@@ -72,8 +72,9 @@ def describe(
     notices: list[tuple[int, Any]],
     explain: list[str],
     now: int,
+    sections: list[str] | None = None,
 ) -> list[str]:
-    """The lines of ``allot describe`` for one object."""
+    """The lines of ``allot describe`` for one object (``sections``: a node's Allocated resources and GPUs)."""
     from binder.notices import Condition
 
     fields: list[tuple[str, str]] = [("Name", str(row["name"]))]
@@ -125,6 +126,7 @@ def describe(
         lines.append("Explain:")
         lines += [f"  {line}" if line else "" for line in explain]
 
+    lines += sections or []
     events = [(at, n) for at, n in notices if not isinstance(n, Condition)]
     lines.append("Events:")
     if events:
@@ -186,7 +188,20 @@ async def run_describe(args: argparse.Namespace, store: EventStore, *, now: int)
         raise InputError(f'{kind.plural} "{name}" is in namespaces {spaces}: give -n NS or NS/{name}')
     row = found[0]
     notices = await events_of(store, _KUBE_KIND[kind.plural], str(row.get("namespace", "")), row["name"])
-    return describe(kind, row, notices=notices, explain=await explain_lines(store, kind, row, now), now=now)
+    explain = await explain_lines(store, kind, row, now)
+    return describe(
+        kind, row, notices=notices, explain=explain, now=now, sections=await node_sections(store, kind, row)
+    )
+
+
+async def node_sections(store: EventStore, kind: Kind, row: dict[str, Any]) -> list[str]:
+    """A node's Allocated resources and GPUs, from the same fold as ``allot get nodes`` and the web view."""
+    if kind.plural != "nodes":
+        return []
+    from allot_cli.explain_node import allocated_lines
+    from allot_cli.logtools import cluster_view
+
+    return allocated_lines(await cluster_view(store), row["name"])
 
 
 def cmd_describe(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from allot_cli.output import (
     select,
     table_lines,
 )
-from allot_cli.views import ClusterView, plan_summary
+from allot_cli.views import ClusterView, gpu_rows, plan_summary
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 
@@ -103,6 +103,15 @@ def _pair(node: Any, prefix: str) -> str:
     return f"cpu {cpu or 0} mem {memory or 0}{degraded}"
 
 
+def _devices_in_use(view: ClusterView, name: str, devices: dict[str, int]) -> str:
+    """Per device type, allocated / reported: ``gpu:6/8`` (a GPU counts as allocated when any pod holds a share)."""
+    if not devices:
+        return "-"
+    gpus = gpu_rows(view).get(name, [])
+    in_use = {"gpu": sum(1 for g in gpus if g.holders)}
+    return " ".join(f"{k}:{in_use[k]}/{v}" if k in in_use else f"{k}:{v}" for k, v in sorted(devices.items()))
+
+
 def nodes_rows(view: ClusterView, now: int) -> list[dict[str, Any]]:
     """One row per node: capacity, devices, pods, and the node side — usage from its latest NodeMetric (with the
     metric's age), the batch and mid allocatable computed from it, and how long ago its agent's heartbeat came."""
@@ -127,7 +136,7 @@ def nodes_rows(view: ClusterView, now: int) -> list[dict[str, Any]]:
                 "node": name,
                 "cpu": node.capacity.get("cpu", "-"),
                 "memory": node.capacity.get("memory", "-"),
-                "devices": " ".join(f"{k}:{v}" for k, v in sorted(node.devices.items())) or "-",
+                "devices": _devices_in_use(view, name, node.devices),
                 "pods": len(node.pods),
                 "usage": usage,
                 "batch": _pair(node, "kubernetes.io/batch"),

@@ -15,11 +15,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from allot_cli.views import ClusterView
+from allot_cli.views import ClusterView, GpuRow, gpu_rows
 from allot_contracts.envelope import GENESIS_HASH, RecordedEvent
 from allot_eventstore.protocol import EventStore
 
 RECENT = 500
+RETURNS = frozenset({"quota.released", "quota.evicted", "pod.deleted"})
 LEDGER = 500
 PAGE = 5000
 
@@ -72,8 +73,16 @@ class UiModel:
     ledger: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=LEDGER))
     head: int = 0
     checkpoints: dict[str, int] = field(default_factory=dict)
+    pending: dict[str, int] = field(default_factory=dict)  # consumer -> first event of interest not handled
     projections: Projections = field(default_factory=Projections)
     _projected_at: float = 0.0
+    _gpus: tuple[int, dict[str, list[GpuRow]]] = (-1, {})
+
+    def gpus(self) -> dict[str, list[GpuRow]]:
+        """Every node's GPUs (:func:`allot_cli.views.gpu_rows`), computed once per log position the view reached."""
+        if self._gpus[0] != self.view.position:
+            self._gpus = (self.view.position, gpu_rows(self.view))
+        return self._gpus[1]
 
     @property
     def position(self) -> int:
@@ -83,12 +92,23 @@ class UiModel:
         self.view.apply(record)
         self.chain.check(record)
         self.recent.append(record)
-        if record.type == "quota.admitted":
+        if record.type in ("quota.admitted", "quota.group_admitted"):
             payload = record.payload_dict()
-            for fact in (payload.get("detail") or {}).get("borrow") or []:
-                self.ledger.append(
-                    {"position": record.position, "pod": record.stream_id.split(":", 1)[1], **fact}
-                )
+            detail = payload.get("detail") or {}
+            admitted = (
+                {record.stream_id.split(":", 1)[1]: detail}
+                if record.type == "quota.admitted"
+                else dict(detail.get("members") or {})
+            )
+            for pod, decision in admitted.items():
+                for fact in (decision or {}).get("borrow") or []:
+                    self.ledger.append({"position": record.position, "pod": pod, "returned": 0, **fact})
+        elif record.type in RETURNS:
+            # the pod's charge went back to its quota (or the pod is gone): its borrows are no longer current
+            pod = record.stream_id.split(":", 1)[1]
+            for entry in self.ledger:
+                if entry["pod"] == pod and not entry["returned"]:
+                    entry["returned"] = record.position
 
     async def refresh(self) -> int:
         """Fold what was recorded since the last call; the number of events read."""
@@ -102,11 +122,16 @@ class UiModel:
                 break
         self.head = (await self.store.head())[0]
         self.checkpoints = await self.store.checkpoints()
+        self.pending = await pending_work(self.store, self.checkpoints)
         return read
 
     def lag(self) -> dict[str, int]:
-        """Per consumer: events recorded that it has not yet handled (log head − its checkpoint)."""
-        return {name: max(self.head - position, 0) for name, position in sorted(self.checkpoints.items())}
+        """Per consumer, as ``allot_consumer_lag_events`` counts it: the log positions between its checkpoint and the
+        head while an event it consumes is waiting there, else 0 (a service is not behind events it never reads)."""
+        return {
+            name: max(self.head - position, 0) if name in self.pending else 0
+            for name, position in sorted(self.checkpoints.items())
+        }
 
     async def refresh_projections(self, *, force: bool = False) -> None:
         now = time.monotonic()
@@ -116,6 +141,20 @@ class UiModel:
             return
         self._projected_at = now
         self.projections = await build_projections(self.store, self.head)
+
+
+async def pending_work(store: EventStore, checkpoints: dict[str, int]) -> dict[str, int]:
+    """Per consumer, the position of the first event it consumes after its checkpoint (none: it is caught up). A
+    service's instances (``service@node``) consume what the service does; a consumer that is no service reads all."""
+    from allot_cli.pipeline import interests
+
+    consumed = interests()
+    pending: dict[str, int] = {}
+    for name, position in checkpoints.items():
+        first = await store.read(after=position, types=consumed.get(name.split("@", 1)[0]), limit=1)
+        if first:
+            pending[name] = first[0].position
+    return pending
 
 
 async def build_projections(store: EventStore, head: int) -> Projections:

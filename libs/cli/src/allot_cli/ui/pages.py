@@ -3,20 +3,18 @@ one small script follows the live event stream). Every value shown is escaped.""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from html import escape
+from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from allot_cli.output import human
+from allot_cli.ui.gpus import gpu_summary
+from allot_cli.ui.html import e, pod_link, table, tiles
 from allot_cli.ui.model import UiModel
-from allot_cli.views import PodView
+from allot_cli.views import HELD, PodView
 from allot_eventstore.clock import iso
 
-ALLOCATED = "scheduling.koordinator.sh/device-allocated"
-GPU_CORE = "koordinator.sh/gpu-core"
 NAV = (
     ("/", "Overview"),
     ("/gpus", "GPUs"),
@@ -36,12 +34,13 @@ h1{font-size:20px;margin:0 0 12px}h2{font-size:16px;margin:18px 0 8px}
 table{border-collapse:collapse;background:#fff;min-width:40%}
 th,td{border:1px solid #dde1e8;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#eef1f5}.num{text-align:right}.muted{color:#6b7385}.bad{color:#b3261e;font-weight:600}
-.ok{color:#1b7f3b;font-weight:600}pre{background:#fff;border:1px solid #dde1e8;padding:10px;overflow:auto}
+.ok{color:#1b7f3b;font-weight:600}td a{white-space:nowrap}
+pre{background:#fff;border:1px solid #dde1e8;padding:10px;overflow:auto;white-space:pre-wrap;overflow-wrap:anywhere}
 .tiles{display:flex;gap:12px;flex-wrap:wrap}.tile{background:#fff;border:1px solid #dde1e8;padding:10px 14px}
 .tile b{display:block;font-size:22px}.gpu{display:inline-block;width:18px;height:18px;margin:1px;
 border:1px solid #8a93a6;background:#fff;position:relative;vertical-align:middle}
 .gpu i{position:absolute;left:0;bottom:0;width:100%;background:#3b6fd8}
-.gpu.full i{background:#1d2330}form.filters{margin-bottom:10px}form.filters input,form.filters select{margin-right:8px}
+.gpu.full i{background:#1d2330}.gpu.bad{border-color:#b3261e;background:#f6d5d2}form.filters{margin-bottom:10px}form.filters input,form.filters select{margin-right:8px}
 """
 LIVE_SCRIPT = """
 const body=document.getElementById('live');const since=Number(body.dataset.after);
@@ -53,8 +52,7 @@ while(body.children.length>200){body.removeChild(body.lastChild);}};
 """
 
 
-def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
+_e = e
 
 
 def layout(title: str, path: str, body: str, model: UiModel, *, script: str = "") -> str:
@@ -75,113 +73,44 @@ def layout(title: str, path: str, body: str, model: UiModel, *, script: str = ""
     )
 
 
-def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, raw: Sequence[int] = ()) -> str:
-    """An HTML table; cells are escaped except the columns listed in ``raw`` (already HTML)."""
-    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    out = []
-    for row in rows:
-        cells = "".join(f"<td>{v if i in raw else _e(v)}</td>" for i, v in enumerate(row))
-        out.append(f"<tr>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(out) or ''}</tbody></table>"
-
-
-def pod_link(key: str) -> str:
-    return f'<a href="/pods/{quote(key)}">{_e(key)}</a>'
-
-
-# --- GPU map ------------------------------------------------------------------------------------------------------
-def gpu_holders(pods: Mapping[str, PodView]) -> dict[str, dict[int, list[tuple[str, int]]]]:
-    """node -> GPU minor -> [(pod, gpu-core percent)] of the pods placed or bound there."""
-    out: dict[str, dict[int, list[tuple[str, int]]]] = {}
-    for key, pod in pods.items():
-        if pod.node is None or pod.phase not in ("Bound", "Placed", "Binding"):
-            continue
-        allocated = pod.annotations.get(ALLOCATED) or {}
-        if isinstance(allocated, str):
-            try:
-                allocated = json.loads(allocated)
-            except ValueError:
-                continue
-        for entry in allocated.get("gpu") or [] if isinstance(allocated, dict) else []:
-            if not isinstance(entry, dict):
-                continue
-            core = str((entry.get("resources") or {}).get(GPU_CORE, "100"))
-            share = int(core) if core.isdigit() else 100
-            out.setdefault(pod.node, {}).setdefault(int(entry.get("minor", -1)), []).append((key, share))
-    return out
-
-
-def gpu_summary(model: UiModel) -> dict[str, int]:
-    holders = gpu_holders(model.view.pods)
-    total = sum(n.devices.get("gpu", 0) for n in model.view.nodes.values())
-    used = [sum(s for _, s in pods) for node in holders.values() for pods in node.values()]
-    return {
-        "gpus": total,
-        "gpus_in_use": len(used),
-        "gpus_full": sum(1 for u in used if u >= 100),
-        "gpus_partial": sum(1 for u in used if 0 < u < 100),
-        "gpu_shares_used": sum(min(u, 100) for u in used),
-    }
-
-
-def gpus_page(model: UiModel) -> str:
-    holders = gpu_holders(model.view.pods)
-    s = gpu_summary(model)
-    tiles = _tiles(
-        (
-            ("GPUs", s["gpus"]),
-            ("in use", s["gpus_in_use"]),
-            ("whole", s["gpus_full"]),
-            ("partially used (fragments)", s["gpus_partial"]),
-            ("GPUs' worth of shares allocated", f"{s['gpu_shares_used'] / 100:g}"),
-        )
-    )
-    rows = []
-    for name, node in sorted(model.view.nodes.items()):
-        count = node.devices.get("gpu", 0)
-        if not count:
-            continue
-        cells = []
-        for minor in range(count):
-            pods = holders.get(name, {}).get(minor, [])
-            used = min(sum(share for _, share in pods), 100)
-            who = ", ".join(f"{p} ({share}%)" for p, share in pods) or "free"
-            cls = "gpu full" if used >= 100 else "gpu"
-            cells.append(
-                f'<span class="{cls}" title="GPU {minor}: {_e(who)}"><i style="height:{used}%"></i></span>'
-            )
-        held = sorted({p for pods in holders.get(name, {}).values() for p, _ in pods})
-        rows.append((name, "".join(cells), ", ".join(held[:4]) + (" …" if len(held) > 4 else "")))
-    legend = '<p class="muted">Each square is a GPU; its fill is the share of gpu-core allocated; hover for who.</p>'
-    return tiles + legend + table(("node", "GPUs", "held by"), rows, raw=(1,))
-
-
-def _tiles(items: Iterable[tuple[str, Any]]) -> str:
-    return (
-        "<div class=tiles>"
-        + "".join(f"<div class=tile><b>{_e(v)}</b>{_e(k)}</div>" for k, v in items)
-        + "</div>"
-    )
+_tiles = tiles
 
 
 # --- overview, pods -----------------------------------------------------------------------------------------------
+def held_pods(model: UiModel) -> dict[str, PodView]:
+    """The pods waiting for something (quota, a gang, a node, a binding), each with its reason codes: the pods the
+    services count in ``allot_held_pods`` and ``allot explain`` says are waiting."""
+    return {key: pod for key, pod in sorted(model.view.pods.items()) if pod.phase in HELD}
+
+
 def overview_page(model: UiModel) -> str:
     phases = Counter(p.phase for p in model.view.pods.values())
     s = gpu_summary(model)
-    tiles = _tiles(
+    head = _tiles(
         (
             ("nodes", len(model.view.nodes)),
             ("pods", len(model.view.pods)),
             *((phase.lower(), n) for phase, n in sorted(phases.items())),
             ("GPUs in use", f"{s['gpus_in_use']} / {s['gpus']}"),
+            ("GPUs free", s["gpus_free"]),
             ("events", model.position),
         )
     )
-    waiting = Counter(code for p in model.view.pods.values() if p.phase != "Bound" for code in p.codes)
-    reasons = (
-        table(("reason code", "pods"), waiting.most_common(20)) if waiting else "<p>No pod is held back.</p>"
+    held = held_pods(model)
+    if not held:
+        return head + "<h2>Why pods are pending</h2><p>No pod is held back.</p>"
+    reasons = Counter(code for pod in held.values() for code in set(pod.codes) or {"Unknown"})
+    rows = [
+        (pod_link(key), pod.phase, ", ".join(pod.codes) or "Unknown", pod.message)
+        for key, pod in held.items()
+    ]
+    return (
+        head
+        + f"<h2>Why pods are pending: {len(held)} pod(s) held back</h2>"
+        + table(("reason code", "pods"), reasons.most_common(20))
+        + "<h2>Held back</h2>"
+        + table(("pod", "phase", "reason", "message"), rows[:50], raw=(0,))
     )
-    return tiles + "<h2>Why pods are pending</h2>" + reasons
 
 
 PHASES = ("", "Pending", "Waiting", "Placed", "Bound", "Unschedulable", "Rejected", "Evicted", "Deleted")
@@ -258,7 +187,26 @@ def quotas_page(model: UiModel) -> str:
                 _e(_values(row["request"], dims)),
             )
         )
-    ledger = [
+    current = [f for f in reversed(model.ledger) if not f["returned"]]
+    returned = [f for f in reversed(model.ledger) if f["returned"]]
+    return (
+        _projection_note(model)
+        + table(
+            ("quota", "namespace", "pods", "min", "max", "runtime", "used", "request"),
+            rows,
+            raw=range(8),
+        )
+        + "<h2>Borrow ledger: current borrows (latest first)</h2>"
+        + (_ledger(current) if current else "<p>No pod holds a borrow now.</p>")
+        + "<h2>Borrow ledger: returned borrows (latest first)</h2>"
+        + (_ledger(returned, returned=True) if returned else "<p>No borrow returned yet.</p>")
+    )
+
+
+def _ledger(facts: Sequence[Mapping[str, Any]], *, returned: bool = False) -> str:
+    """The borrow facts quota-manager recorded at admission; ``returned``: with the position they went back at."""
+    columns = ("position", "pod", "within", "borrowed", "lent by", *(("returned at",) if returned else ()))
+    rows = [
         (
             f["position"],
             pod_link(f["pod"]),
@@ -268,23 +216,11 @@ def quotas_page(model: UiModel) -> str:
                 f"{lender.get('quota')} {lender.get('amount')} ({lender.get('kind')})"
                 for lender in f.get("lenders", [])
             ),
+            *((f["returned"],) if returned else ()),
         )
-        for f in reversed(model.ledger)
+        for f in facts
     ]
-    return (
-        _projection_note(model)
-        + table(
-            ("quota", "namespace", "pods", "min", "max", "runtime", "used", "request"),
-            rows,
-            raw=range(8),
-        )
-        + "<h2>Borrow ledger (latest first)</h2>"
-        + (
-            table(("position", "pod", "within", "borrowed", "lent by"), ledger, raw=(1,))
-            if ledger
-            else "<p>No borrow recorded.</p>"
-        )
-    )
+    return table(columns, rows, raw=(1,))
 
 
 def _projection_note(model: UiModel) -> str:
@@ -353,13 +289,16 @@ def verify_page(model: UiModel) -> str:
         else f'<p class="ok">Hash chain intact from position 1 to {chain.verified_to}.</p>'
     )
     lag = table(
-        ("consumer", "checkpoint", "behind the head"),
-        [(n, model.checkpoints[n], lag) for n, lag in model.lag().items()],
+        ("consumer", "checkpoint", "events behind", "next event to handle"),
+        [(n, model.checkpoints[n], lag, model.pending.get(n) or "-") for n, lag in model.lag().items()],
     )
     return (
         status
         + f"<p>Log head: position {model.head}. Folded into this view: {model.position}.</p>"
         + "<h2>Per-service lag</h2>"
+        + '<p class="muted">Events behind: log positions between the checkpoint and the head while an event the '
+        "service consumes waits there (0 when it has handled all it reads), as <code>allot_consumer_lag_events</code>"
+        " counts them.</p>"
         + lag
         + '<p class="muted">Re-deriving every decision is <code>allot replay --verify</code>.</p>'
     )

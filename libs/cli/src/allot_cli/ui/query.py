@@ -55,6 +55,7 @@ def _text(most: int) -> Check:
 # The pages that take parameters (by route); every other page takes none.
 PARAMETERS: Final[Mapping[str, Mapping[str, Check]]] = {
     "/pods": {"phase": _phase, "namespace": _text(253), "node": _text(253), "q": _text(256), "limit": _limit},
+    "/gpus": {"node": _text(253)},
     "/api/stream": {"after": _position},
 }
 

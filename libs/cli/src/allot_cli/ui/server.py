@@ -1,7 +1,7 @@
 """The web audit view's HTTP server (aiohttp): GET only, pages rendered from ``UiModel``; a background task folds
 newly recorded events every ``poll`` seconds and rebuilds the services' projections when the log moved.
 
-Routes: ``/`` overview, ``/gpus`` GPU map, ``/pods`` (filters ``phase``, ``namespace``, ``node``, ``q``, ``limit``),
+Routes: ``/`` overview, ``/gpus`` GPUs (filter ``node``), ``/pods`` (filters ``phase``, ``namespace``, ``node``, ``q``, ``limit``),
 ``/pods/<ns>/<name>`` a pod's decision timeline (the ``allot explain`` content), ``/quotas`` tree and borrow ledger,
 ``/gangs``, ``/reservations`` (and migrations), ``/events`` with a live stream (server-sent events from
 ``/api/stream?after=<position>``), ``/verify`` chain and per-service lag, ``/api/summary`` (JSON), ``/healthz``, ``/readyz`` and ``/metrics`` (the process's own figures).
@@ -17,11 +17,12 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
+from typing import Any
 
 from aiohttp import web
 
 from allot_cli.errors import UsageError
-from allot_cli.ui import pages
+from allot_cli.ui import gpus, pages
 from allot_cli.ui.model import UiModel
 from allot_cli.ui.query import QueryError, checked
 from allot_eventstore.clock import iso
@@ -54,6 +55,12 @@ async def pods(request: web.Request) -> web.StreamResponse:
     return _html(pages.layout("Pods", "/pods", pages.pods_page(model, query), model))
 
 
+async def gpu_page(request: web.Request) -> web.StreamResponse:
+    model = request.app[MODEL]
+    query: dict[str, str] = request[QUERY]
+    return _html(pages.layout("GPUs", "/gpus", gpus.gpus_page(model, query), model))
+
+
 async def pod(request: web.Request) -> web.StreamResponse:
     from allot_cli.commands.explain import explain, history
 
@@ -75,7 +82,7 @@ async def summary(request: web.Request) -> web.StreamResponse:
         "lag": model.lag(),
         "pods": len(model.view.pods),
         "nodes": len(model.view.nodes),
-        "gpus": pages.gpu_summary(model),
+        "gpus": gpus.gpu_summary(model),
         "projections_at": model.projections.position,
     }
     return web.json_response(body)
@@ -111,11 +118,21 @@ async def healthz(_: web.Request) -> web.StreamResponse:
     return web.Response(text="ok")
 
 
-async def metrics(_: web.Request) -> web.StreamResponse:
-    """The process's own figures (``process_*``, ``python_gc_*``) for the scrape every Allot pod gets."""
-    from prometheus_client import REGISTRY, generate_latest
+_REGISTRY: list[Any] = []  # the web view's registry, built at the first scrape
 
-    return web.Response(body=generate_latest(REGISTRY), content_type="text/plain", charset="utf-8")
+
+async def metrics(_: web.Request) -> web.StreamResponse:
+    """The process's own figures (``allot_build_info``, ``process_*``, ``python_gc_*``) for the scrape every Allot
+    pod gets."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from allot_runtime.metrics import standard_collectors
+
+    if not _REGISTRY:
+        registry = CollectorRegistry()
+        standard_collectors(registry, "ui")
+        _REGISTRY.append(registry)
+    return web.Response(body=generate_latest(_REGISTRY[0]), content_type="text/plain", charset="utf-8")
 
 
 async def follow(model: UiModel, poll: float) -> None:
@@ -162,7 +179,7 @@ def make_app(model: UiModel, *, poll: float = 0.5, limits: Limits | None = None)
 
     app.cleanup_ctx.append(background)
     app.router.add_get("/", _page("Overview", "/", pages.overview_page))
-    app.router.add_get("/gpus", _page("GPU map", "/gpus", pages.gpus_page))
+    app.router.add_get("/gpus", gpu_page)
     app.router.add_get("/pods", pods)
     app.router.add_get("/pods/{namespace}/{name}", pod)
     app.router.add_get("/quotas", _page("Quota tree", "/quotas", pages.quotas_page))
