@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -352,32 +353,45 @@ def test_sources_are_in_the_context(path: str, ignore_patterns: list[str]) -> No
 
 
 @pytest.mark.docker
-def test_the_image_runs_every_process(console_scripts: dict[str, str]) -> None:
+def test_the_images_run_their_processes(
+    console_scripts: dict[str, str], images: dict[str, Stage], service_names: frozenset[str]
+) -> None:
     docker = shutil.which("docker")
     if docker is None or subprocess.run([docker, "info"], capture_output=True, timeout=30).returncode != 0:
         pytest.skip("no Docker engine answers")
-    tag = "allot:test-deploy"
-    build = subprocess.run(
-        [docker, "build", "-t", tag, str(REPO)], capture_output=True, text=True, timeout=1800
-    )
-    assert build.returncode == 0, build.stderr[-4000:]
+    tags = {target: f"allot-test-deploy-{target}:test" for target in images}
+    for target, tag in tags.items():
+        build = subprocess.run(
+            [docker, "build", "--target", target, "-t", tag, str(REPO)],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env={**os.environ, "DOCKER_BUILDKIT": "1"},
+        )
+        assert build.returncode == 0, build.stderr[-4000:]
 
-    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    def run(tag: str, *argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [docker, "run", "--rm", tag, *argv], capture_output=True, text=True, timeout=120
         )
 
-    assert run("allot", "--help").returncode == 0
-    assert run("id", "-u").stdout.strip() == "10001"
+    cli = tags["allot"]
+    assert run(cli, "allot", "--help").returncode == 0
     where = run(
-        "python", "-c", "from allot_eventstore.migrate import migrations_dir; print(migrations_dir())"
+        cli, "python", "-c", "from allot_eventstore.migrate import migrations_dir; print(migrations_dir())"
     )
     assert where.stdout.strip() == "/app/migrations", where.stderr
     for script in console_scripts:
         if script != "allot":
             # Without ALLOT_DATABASE_URL a service stops at its settings with exit code 2: it is installed and runs.
-            result = run(script)
+            result = run(cli, script)
             assert result.returncode == 2 and "ALLOT_DATABASE_URL" in result.stderr, (script, result.stderr)
+    for target, tag in tags.items():
+        assert run(tag, "id", "-u").stdout.strip() == "10001", target
+        if target in service_names:
+            # The image's own command, in the image that installs only that service.
+            result = run(tag)
+            assert result.returncode == 2 and "ALLOT_DATABASE_URL" in result.stderr, (target, result.stderr)
 
 
 # -- what each image installs: its package's closure in uv.lock, enough for every import -----------------------------
