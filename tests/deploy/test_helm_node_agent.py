@@ -6,6 +6,7 @@ and validated against the Kubernetes OpenAPI schemas.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -185,3 +186,20 @@ def test_with_servers_of_yours_the_agent_may_reach_their_ports(render_chart: Ren
 def test_the_policy_can_be_switched_off(render_chart: Render) -> None:
     objects = render_chart({"nodeAgent": {"enabled": True, "networkPolicy": {"enabled": False}}})
     assert policies_for(objects, "qos-enforcer") == []
+
+
+def test_the_notes_say_what_the_namespace_needs_only_when_the_agent_is_on() -> None:
+    helm = pytest.importorskip("helm_python")
+    chart_dir = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "allot"
+
+    def notes(values: Obj) -> str:
+        with helm.Chart.load(chart_dir) as chart:
+            return str(
+                chart.render(values, name="allot", namespace="gpu", is_install=True)[
+                    "allot/templates/NOTES.txt"
+                ]
+            )
+
+    label = "kubectl label namespace gpu pod-security.kubernetes.io/enforce=privileged"
+    assert label in notes(AGENT) and label not in notes({})
+    assert "in dry run" in notes({"nodeAgent": {"enabled": True, "dryRun": True}})
