@@ -5,6 +5,7 @@ and validated against the Kubernetes OpenAPI schemas.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -203,3 +204,49 @@ def test_the_notes_say_what_the_namespace_needs_only_when_the_agent_is_on() -> N
     label = "kubectl label namespace gpu pod-security.kubernetes.io/enforce=privileged"
     assert label in notes(AGENT) and label not in notes({})
     assert "in dry run" in notes({"nodeAgent": {"enabled": True, "dryRun": True}})
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"nodeAgent": {"enabled": True, "hostPaths": {"cdi": "/etc/cdi"}}},
+            "config.qos-enforcer.agent.cdiSpecDir is /var/run/cdi, which is not under any of nodeAgent.hostPaths",
+        ),
+        (
+            {
+                "nodeAgent": {"enabled": True},
+                "config": {"qos-enforcer": {"hamiCore": {"lockHostDir": "/var/lock/v"}}},
+            },
+            "config.qos-enforcer.hamiCore.lockHostDir is /var/lock/v, which is not under any of nodeAgent.hostPaths",
+        ),
+        (
+            {"nodeAgent": {"enabled": True, "hostPaths": {"vgpu": "/opt/vgpu"}}},
+            "config.qos-enforcer.hamiCore.libvgpuHostPath is /usr/local/vgpu/libvgpu.so, which is not under",
+        ),
+    ],
+    ids=["cdi-moved", "lock-elsewhere", "vgpu-moved"],
+)
+def test_a_path_the_agent_writes_that_is_not_mounted_is_refused(
+    render_chart: Render, values: Obj, message: str
+) -> None:
+    helm = pytest.importorskip("helm_python")
+    with pytest.raises(helm.HelmError, match=re.escape(message)):
+        render_chart(values)
+
+
+def test_paths_moved_together_with_the_config_are_mounted(render_chart: Render) -> None:
+    values = {
+        "nodeAgent": {"enabled": True, "hostPaths": {"cdi": "/etc/cdi", "vgpu": "/opt/vgpu", "resctrl": ""}},
+        "config": {
+            "qos-enforcer": {
+                "agent": {"cdiSpecDir": "/etc/cdi", "resctrlRoot": "/nowhere"},
+                "hamiCore": {"libvgpuHostPath": "/opt/vgpu/libvgpu.so", "cacheHostDir": "/opt/vgpu/caches"},
+            }
+        },
+    }
+    spec = agent_pod(render_chart(values))
+    (container,) = spec["containers"]
+    assert {"/etc/cdi", "/opt/vgpu"} <= {m["mountPath"] for m in container["volumeMounts"]}
+    # The config reaches the agent where ALLOT_CONFIG_FILE says.
+    assert env(container)["ALLOT_CONFIG_FILE"] == "/etc/allot/qos-enforcer.yaml"

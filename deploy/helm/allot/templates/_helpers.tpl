@@ -127,6 +127,9 @@ creates by default, and must be set when the control plane's is another one (or 
 {{- $problems = append $problems (printf "%s: the bundled PostgreSQL and NATS name their objects after this chart's but read global.%s only; set global.%s=%s instead (this chart reads it too)" $key $key $key $value) -}}
 {{- end -}}
 {{- end -}}
+{{- if .Values.nodeAgent.enabled -}}
+{{- $problems = concat $problems (include "allot.nodeAgentChecks" . | fromYamlArray) -}}
+{{- end -}}
 {{- $le := .Values.leaderElection -}}
 {{- if not (and (gt (float64 $le.leaseDurationSeconds) (float64 $le.renewDeadlineSeconds)) (gt (float64 $le.renewDeadlineSeconds) (float64 $le.retryPeriodSeconds))) -}}
 {{- $problems = append $problems (printf "leaderElection: leaseDurationSeconds (%v) > renewDeadlineSeconds (%v) > retryPeriodSeconds (%v) must hold" $le.leaseDurationSeconds $le.renewDeadlineSeconds $le.retryPeriodSeconds) -}}
@@ -387,4 +390,35 @@ readinessProbe:
   valueFrom:
     secretKeyRef:
       {{- include "allot.databaseSecret" . | nindent 6 }}
+{{- end -}}
+
+
+{{/*
+The node agent reaches the host only through nodeAgent.hostPaths: every path qos-enforcer's config makes it write
+(its defaults where config.qos-enforcer leaves them out) must be one of them or below one. A list of problems.
+*/}}
+{{- define "allot.nodeAgentChecks" -}}
+{{- $config := index .Values.config "qos-enforcer" | default dict -}}
+{{- $agent := $config.agent | default dict -}}
+{{- $hami := $config.hamiCore | default dict -}}
+{{- $paths := .Values.nodeAgent.hostPaths -}}
+{{- $mounted := list -}}
+{{- range $key := keys $paths | sortAlpha }}{{ with index $paths $key }}{{ $mounted = append $mounted (trimSuffix "/" .) }}{{ end }}{{ end -}}
+{{- $used := dict
+  "agent.cgroupFsRoot" ($agent.cgroupFsRoot | default "/sys/fs/cgroup")
+  "agent.cdiSpecDir" ($agent.cdiSpecDir | default "/var/run/cdi")
+  "hamiCore.libvgpuHostPath" ($hami.libvgpuHostPath | default "/usr/local/vgpu/libvgpu.so")
+  "hamiCore.cacheHostDir" ($hami.cacheHostDir | default "/usr/local/vgpu/containers")
+  "hamiCore.lockHostDir" ($hami.lockHostDir | default "/tmp/vgpulock") -}}
+{{- if $paths.resctrl }}{{ $_ := set $used "agent.resctrlRoot" ($agent.resctrlRoot | default "/sys/fs/resctrl") }}{{ end -}}
+{{- $problems := list -}}
+{{- range $key := keys $used | sortAlpha -}}
+{{- $path := toString (index $used $key) -}}
+{{- $found := false -}}
+{{- range $mounted }}{{ if or (eq $path .) (hasPrefix (printf "%s/" .) $path) }}{{ $found = true }}{{ end }}{{ end -}}
+{{- if not $found -}}
+{{- $problems = append $problems (printf "nodeAgent: config.qos-enforcer.%s is %s, which is not under any of nodeAgent.hostPaths (%s); mount it or change the config" $key $path (join ", " $mounted)) -}}
+{{- end -}}
+{{- end -}}
+{{ toYaml $problems }}
 {{- end -}}
