@@ -6,6 +6,8 @@ plugin is installed; it needs no engine.
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -112,16 +114,37 @@ def test_each_service_runs_its_own_process(services: dict[str, Any], service_nam
         assert argv(services[name]) == [f"allot-{name}"], name
 
 
-def test_allot_processes_share_one_image_built_from_the_dockerfile(allot_services: dict[str, Any]) -> None:
-    images = {svc.get("image") for svc in allot_services.values()}
-    assert len(images) == 1 and None not in images, images
+def dockerfile_images(path: Path) -> dict[str, tuple[str, list[str]]]:
+    """The image targets of a Dockerfile: stage name → (image title, CMD)."""
+    images: dict[str, tuple[str, list[str]]] = {}
+    for stage in re.split(r"(?m)^FROM ", path.read_text())[1:]:
+        name = re.match(r"\S+ AS ([\w.-]+)", stage)
+        title = re.search(r'org\.opencontainers\.image\.title="([\w.-]+)"', stage)
+        cmd = re.search(r"(?m)^CMD (\[.*\])$", stage)
+        if name and title and cmd:
+            images[name.group(1)] = (title.group(1), json.loads(cmd.group(1)))
+    return images
+
+
+def test_each_process_is_built_from_its_own_dockerfile_target(allot_services: dict[str, Any]) -> None:
     for name, svc in allot_services.items():
         # Every service names the build, so none of them tries to pull the locally built tag from a registry.
         build = svc.get("build")
-        assert build is not None, f"{name} has no build section"
-        context = COMPOSE_FILE.parent / (build if isinstance(build, str) else build.get("context", "."))
-        dockerfile = build.get("dockerfile", "Dockerfile") if isinstance(build, dict) else "Dockerfile"
-        assert (context / dockerfile).is_file(), f"{name}: {context / dockerfile} does not exist"
+        assert isinstance(build, dict), f"{name} has no build section with a target"
+        dockerfile = COMPOSE_FILE.parent / build.get("context", ".") / build.get("dockerfile", "Dockerfile")
+        assert dockerfile.is_file(), f"{name}: {dockerfile} does not exist"
+        images = dockerfile_images(dockerfile)
+        assert build.get("target") in images, (
+            f"{name}: target {build.get('target')} is not an image of {dockerfile}"
+        )
+        title, cmd = images[build["target"]]
+        # The tag scripts/build-images gives the target, at the dev version.
+        assert svc.get("image") == f"{title}:dev", name
+        # A process runs the image built for it (the CLI image runs anything: migrate, the on-demand cli).
+        assert title == "allot" or argv(svc) == cmd, f"{name} runs {argv(svc)} on the image of {cmd}"
+    # The seven services and the servers each get their own image; only the CLI image is shared.
+    shared = [svc["build"]["target"] for svc in allot_services.values()]
+    assert len(shared) - len(set(shared)) == shared.count("allot") - 1
 
 
 def test_only_variables_the_settings_accept(

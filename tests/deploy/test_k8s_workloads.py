@@ -219,7 +219,8 @@ def test_every_allot_container_runs_the_one_image_at_the_workspace_version(base:
 
 def test_the_dev_overlay_runs_the_image_compose_builds(dev: list[Obj]) -> None:
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
-    compose_image = compose["services"]["relay"]["image"]
+    # The CLI image (the Dockerfile's default target), which runs every process; compose's migration runs it.
+    compose_image = compose["services"]["migrate"]["image"]
     assert {c["image"] for obj in workloads(dev) for c in containers(obj)} == {compose_image}
 
 

@@ -1,11 +1,22 @@
 {{/*
-Names and labels. With the release name "allot", every object is named as in deploy/k8s/base (allot-binder, ...).
+Names and labels. With the release name "allot" and no overrides, every object is named as in deploy/k8s/base
+(allot-binder, ...). nameOverride replaces the chart's name "allot" (in the fullname and the app.kubernetes.io/name
+label); fullnameOverride replaces the fullname, the prefix of every object's name. The bundled PostgreSQL and NATS
+read the same two settings from global (global.nameOverride, global.fullnameOverride), which this chart reads too.
 */}}
+{{- define "allot.name" -}}
+{{- .Values.nameOverride | default (.Values.global).nameOverride | default .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "allot.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- $override := .Values.fullnameOverride | default (.Values.global).fullnameOverride -}}
+{{- $name := include "allot.name" . -}}
+{{- if $override -}}
+{{- $override | trunc 40 | trimSuffix "-" -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 
@@ -18,7 +29,7 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 
 {{/* Selector labels of one component: name, instance, component (never change between releases). */}}
 {{- define "allot.selector" -}}
-app.kubernetes.io/name: allot
+app.kubernetes.io/name: {{ include "allot.name" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
@@ -28,8 +39,31 @@ app.kubernetes.io/component: {{ .component }}
 {{ include "allot.selector" . }}
 {{- end -}}
 
+{{/*
+The image of one process (dict "root" . "component" name), as scripts/build-images tags them: the CLI image
+<repository>:<tag>, which runs every process, or with image.perProcess the process's own image
+<repository>-<component>:<tag> (the Dockerfile target of that name; the migration Job runs the CLI image). The tag
+defaults to the chart's appVersion, the version the images of the same commit are tagged with.
+*/}}
 {{- define "allot.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $image := .root.Values.image -}}
+{{- $tag := $image.tag | default .root.Chart.AppVersion -}}
+{{- if and $image.perProcess (ne .component "migrate") -}}
+{{ $image.repository }}-{{ .component }}:{{ $tag }}
+{{- else -}}
+{{ $image.repository }}:{{ $tag }}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount's annotations (dict "root" . "component" name): serviceAccount.annotations, then the
+component's serviceAccountAnnotations over them (e.g. a cloud workload identity for one process). */}}
+{{- define "allot.serviceAccountAnnotations" -}}
+{{- $values := index .root.Values.components .component | default dict -}}
+{{- $annotations := merge (deepCopy ($values.serviceAccountAnnotations | default dict)) (deepCopy .root.Values.serviceAccount.annotations) -}}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{- define "allot.priorityClassName" -}}
@@ -85,6 +119,16 @@ creates by default, and must be set when the control plane's is another one (or 
 {{- end -}}
 {{- if and .Values.nats.enabled .Values.nats.existingSecret -}}
 {{- $problems = append $problems "nats: nats.existingSecret is for a server of yours; the bundled NATS (nats.enabled) makes its own credentials" -}}
+{{- end -}}
+{{- $global := .Values.global | default dict -}}
+{{- range $key := list "nameOverride" "fullnameOverride" -}}
+{{- $value := index $.Values $key | default "" -}}
+{{- if and $value (or $.Values.postgresql.enabled $.Values.nats.enabled) (ne $value (index $global $key | default "")) -}}
+{{- $problems = append $problems (printf "%s: the bundled PostgreSQL and NATS name their objects after this chart's but read global.%s only; set global.%s=%s instead (this chart reads it too)" $key $key $key $value) -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.nodeAgent.enabled -}}
+{{- $problems = concat $problems (include "allot.nodeAgentChecks" . | fromYamlArray) -}}
 {{- end -}}
 {{- $le := .Values.leaderElection -}}
 {{- if not (and (gt (float64 $le.leaseDurationSeconds) (float64 $le.renewDeadlineSeconds)) (gt (float64 $le.renewDeadlineSeconds) (float64 $le.retryPeriodSeconds))) -}}
@@ -264,10 +308,31 @@ node-reporter:
 qos-enforcer:
   kind: DaemonSet
   command: [allot-qos-enforcer]
-  # The node agent needs the host's cgroups and root; off here, plans are still decided and recorded
+  # The node agent needs the host's cgroups and root (nodeAgent.enabled); off, plans are still decided and recorded
   # (docs/enforcement.md, "Running the node agent").
+  nodeAgent: {{ .Values.nodeAgent.enabled }}
   env:
-    ALLOT_QOS_AGENT: "off"
+    ALLOT_QOS_AGENT: {{ ternary "on" "off" .Values.nodeAgent.enabled | quote }}
+    {{- if and .Values.nodeAgent.enabled .Values.nodeAgent.dryRun }}
+    ALLOT_QOS_DRY_RUN: "1"
+    {{- end }}
+{{- end -}}
+
+{{/*
+The node agent's host directories (nodeAgent.hostPaths), each mounted at its own path: the agent writes cgroup
+files, CDI specs and resctrl groups, and creates HAMi-core's per-container cache and lock directories, at the paths
+the container runtime and the GPU containers see. "" leaves one out.
+*/}}
+{{- define "allot.nodeAgentPaths" -}}
+{{- $paths := .Values.nodeAgent.hostPaths -}}
+{{- $types := dict "cgroup" "Directory" "cdi" "DirectoryOrCreate" "vgpu" "DirectoryOrCreate" "vgpuLock" "DirectoryOrCreate" "resctrl" "" -}}
+{{- range $key := list "cgroup" "cdi" "vgpu" "vgpuLock" "resctrl" }}
+{{- with index $paths $key }}
+- name: host-{{ $key | lower }}
+  path: {{ . }}
+  type: {{ index $types $key | quote }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* Pod and container security: non-root, read-only root filesystem, no privileges (restricted PSS). */}}
@@ -275,6 +340,15 @@ qos-enforcer:
 runAsNonRoot: true
 runAsUser: 10001
 runAsGroup: 10001
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The node agent's: root, to write the host's cgroup and resctrl files; still no privileges or capabilities. */}}
+{{- define "allot.nodeAgentSecurityContext" -}}
+runAsNonRoot: false
+runAsUser: 0
+runAsGroup: 0
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
@@ -316,4 +390,35 @@ readinessProbe:
   valueFrom:
     secretKeyRef:
       {{- include "allot.databaseSecret" . | nindent 6 }}
+{{- end -}}
+
+
+{{/*
+The node agent reaches the host only through nodeAgent.hostPaths: every path qos-enforcer's config makes it write
+(its defaults where config.qos-enforcer leaves them out) must be one of them or below one. A list of problems.
+*/}}
+{{- define "allot.nodeAgentChecks" -}}
+{{- $config := index .Values.config "qos-enforcer" | default dict -}}
+{{- $agent := $config.agent | default dict -}}
+{{- $hami := $config.hamiCore | default dict -}}
+{{- $paths := .Values.nodeAgent.hostPaths -}}
+{{- $mounted := list -}}
+{{- range $key := keys $paths | sortAlpha }}{{ with index $paths $key }}{{ $mounted = append $mounted (trimSuffix "/" .) }}{{ end }}{{ end -}}
+{{- $used := dict
+  "agent.cgroupFsRoot" ($agent.cgroupFsRoot | default "/sys/fs/cgroup")
+  "agent.cdiSpecDir" ($agent.cdiSpecDir | default "/var/run/cdi")
+  "hamiCore.libvgpuHostPath" ($hami.libvgpuHostPath | default "/usr/local/vgpu/libvgpu.so")
+  "hamiCore.cacheHostDir" ($hami.cacheHostDir | default "/usr/local/vgpu/containers")
+  "hamiCore.lockHostDir" ($hami.lockHostDir | default "/tmp/vgpulock") -}}
+{{- if $paths.resctrl }}{{ $_ := set $used "agent.resctrlRoot" ($agent.resctrlRoot | default "/sys/fs/resctrl") }}{{ end -}}
+{{- $problems := list -}}
+{{- range $key := keys $used | sortAlpha -}}
+{{- $path := toString (index $used $key) -}}
+{{- $found := false -}}
+{{- range $mounted }}{{ if or (eq $path .) (hasPrefix (printf "%s/" .) $path) }}{{ $found = true }}{{ end }}{{ end -}}
+{{- if not $found -}}
+{{- $problems = append $problems (printf "nodeAgent: config.qos-enforcer.%s is %s, which is not under any of nodeAgent.hostPaths (%s); mount it or change the config" $key $path (join ", " $mounted)) -}}
+{{- end -}}
+{{- end -}}
+{{ toYaml $problems }}
 {{- end -}}

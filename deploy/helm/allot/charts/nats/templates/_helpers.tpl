@@ -1,19 +1,27 @@
 {{/*
-The Allot chart's fullname, which names every object here as the Allot components expect to find it
-(<fullname>-nats, where ALLOT_NATS_URL points): the release name when it contains "allot", else <release>-allot, at
-most 40 characters. The same rule as "allot.fullname" in the Allot chart (a test compares them).
+The Allot chart's name ("allot", or global.nameOverride) and fullname, which names every object here as the Allot
+components expect to find it: global.fullnameOverride, else the release name when it contains the name, else
+<release>-<name>, at most 40 characters. The same rule as "allot.name" and "allot.fullname" in the Allot chart (a test
+compares them).
 */}}
+{{- define "allot-nats.allotName" -}}
+{{- (.Values.global).nameOverride | default "allot" | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "allot-nats.allotFullname" -}}
-{{- if contains "allot" .Release.Name -}}
+{{- $name := include "allot-nats.allotName" . -}}
+{{- if (.Values.global).fullnameOverride -}}
+{{- .Values.global.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-allot" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 
 {{/* Selector labels: those of the Allot chart's components, with the component "nats". */}}
 {{- define "allot-nats.selector" -}}
-app.kubernetes.io/name: allot
+app.kubernetes.io/name: {{ include "allot-nats.allotName" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: nats
 {{- end -}}
