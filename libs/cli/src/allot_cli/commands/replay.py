@@ -36,7 +36,7 @@ from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
 from allot_cli.verify_jobs import Service, verify_all
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
-from allot_eventstore.verify import verify_chain
+from allot_eventstore.verify import ChainReport, verify_chain
 from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import Verified, rebuild
 
@@ -111,10 +111,7 @@ async def run(args: argparse.Namespace) -> int:
             )
             bound_unsealed(chain, getattr(args, "max_unanchored", None))
             report["chain"] = msgspec.to_builtins(chain)
-            _say(
-                args,
-                f"hash chain   {'ok' if chain.ok else 'BROKEN'}: {chain.events} events, head {chain.head_hash[:16]}…",
-            )
+            _say(args, chain_line(chain))
             _say(args, anchor_line(chain))
             report["refused_messages"] = await refused_counts(store, until=head[0])
             _say(args, refused_line(report["refused_messages"]))
@@ -198,6 +195,15 @@ async def run(args: argparse.Namespace) -> int:
         return _finish(args, report, 0)
     finally:
         await store.close()
+
+
+def chain_line(chain: ChainReport) -> str:
+    """The first line of ``--verify``: ok, BROKEN (an event edited, inserted, reordered or deleted), or intact but
+    with another head than ``--expect-head`` pinned (the log grew or is another one, or the hash was mistyped)."""
+    summary = f"{chain.events} events, head {chain.head_hash[:16]}…"
+    if chain.head_unexpected:
+        return f"hash chain   intact: {summary}; but it is NOT the expected head (--expect-head)"
+    return f"hash chain   {'ok' if chain.ok else 'BROKEN'}: {summary}"
 
 
 def _say(args: argparse.Namespace, line: str) -> None:
