@@ -118,6 +118,8 @@ def describe(
                 str(condition.get("message", "") or ""),
             ]
         )
+    if kind.plural == "pods":  # a pod's message is shown once, in its Message field
+        table, explain, notices = _once(str(row.get(kind.note) or ""), table, explain, notices)
     lines.append("Conditions:")
     lines += _table([["Type", "Status", "Reason", "Message"], *table]) if table else ["  <none>"]
 
@@ -139,6 +141,27 @@ def describe(
     else:
         lines.append("  <none>")
     return lines
+
+
+_SAME = "(the Message above)"
+
+
+def _once(
+    message: str, table: list[list[str]], explain: list[str], notices: list[tuple[int, Any]]
+) -> tuple[list[list[str]], list[str], list[tuple[int, Any]]]:
+    """Conditions, explain lines and events of a pod with its message (a long one: the quota or node summary, often
+    quoted inside another message) said only in the Message field: elsewhere it is referred to."""
+    if len(message) < 60:  # short: said again where it belongs
+        return table, explain, notices
+    import msgspec
+
+    table = [[*r[:3], r[3].replace(message, _SAME)] for r in table]
+    explain = [line.replace(message, _SAME) for line in explain]
+    notices = [
+        (at, msgspec.structs.replace(n, note=n.note.replace(message, _SAME)) if hasattr(n, "note") else n)
+        for at, n in notices
+    ]
+    return table, explain, notices
 
 
 def pod_explain(lines: list[str]) -> list[str]:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -188,6 +189,18 @@ def print_summary(stack: dict[str, Any]) -> None:
         )
 
 
+def command_name(argv0: str, cwd: Path, on_path: str | None) -> str:
+    """How to type this ``allot`` again: ``allot`` when that is what PATH finds, else its path (relative to the
+    current directory when it is below it, as ``.venv/bin/allot``)."""
+    me = Path(argv0).absolute()
+    if on_path is not None and Path(on_path).absolute() == me:
+        return "allot"
+    try:
+        return str(me.relative_to(cwd.absolute()))
+    except ValueError:
+        return str(me)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir).resolve() if args.state_dir else default_state_dir()
     print(f"starting the Allot dev stack in {state_dir}", file=sys.stderr)
@@ -195,7 +208,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     stack = start_stack(state_dir, timeout=args.timeout)
     print(f"ready in {time.monotonic() - started:.1f}s\n", file=sys.stderr)
     print_summary(stack)
-    print("\nnext: allot apply -f examples/demo/cluster.yaml; allot get pods; allot down")
+    allot = command_name(sys.argv[0], Path.cwd(), shutil.which("allot"))
+    print(f"\nnext: {allot} apply -f examples/demo/cluster.yaml; {allot} get pods; {allot} down")
     return 0
 
 
