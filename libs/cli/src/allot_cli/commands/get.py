@@ -24,6 +24,7 @@ from allot_cli.output import (
     Kind,
     all_words,
     kind_named,
+    limit_for,
     missing,
     parse_selector,
     render,
@@ -64,6 +65,7 @@ def pods_rows(view: ClusterView, namespace: str | None = None) -> list[dict[str,
                 "enforced": plan_summary(pod.enforcement.plan) if pod.enforcement else "-",
                 "enforcement": pod.enforcement.status() if pod.enforcement else "-",
                 "message": pod.message,
+                "minors": pod.devices,  # as recorded, for -o json|yaml
             }
         )
     return rows
@@ -133,9 +135,25 @@ def nodes_rows(view: ClusterView, now: int) -> list[dict[str, Any]]:
                 "batch": _pair(node, "kubernetes.io/batch"),
                 "mid": _pair(node, "kubernetes.io/mid"),
                 "heartbeat": heartbeat,
+                "raw": _node_status(node),  # as recorded, for -o json|yaml
             }
         )
     return rows
+
+
+def _node_status(node: Any) -> dict[str, Any]:
+    from allot_eventstore.clock import iso
+
+    return {
+        "capacity": node.capacity,
+        "allocatable": node.allocatable,
+        "devices": node.devices,
+        "usage": node.usage,
+        "usageTime": iso(node.metric_time) if node.usage else None,
+        "heartbeatTime": iso(node.heartbeat) if node.heartbeat else None,
+        "heartbeatLost": bool(node.heartbeat_lost) or None,
+        "degraded": node.degraded or None,
+    }
 
 
 # --- loaders of pods and nodes (see allot_cli.output.KINDS) ---------------------------------------------------------
@@ -210,7 +228,7 @@ async def watch(
 
         columns = columns_of(kind, output, namespaces=namespaces)
         if rows:  # with none yet, the header comes with the first rows (sized to them)
-            write("\n".join(table_lines(rows, columns, widths, dict(kind.units))))
+            write("\n".join(table_lines(rows, columns, widths, dict(kind.units), limit_for(output))))
     elif rows:
         write(_documents(kind, rows, output))
     last = {_identity(r): r for r in rows}
@@ -229,16 +247,27 @@ async def watch(
             for key, r in current.items()
             if key not in last or _comparable(kind, last[key]) != _comparable(kind, r)
         ]
-        changed += [r for key, r in last.items() if key not in current]
+        changed += [deleted(kind, r, now()) for key, r in last.items() if key not in current]
         last = current
         if not changed:
             continue
         if columns is not None:
-            lines = table_lines(changed, columns, widths, dict(kind.units))
+            lines = table_lines(changed, columns, widths, dict(kind.units), limit_for(output))
             write("\n".join(lines if header else lines[1:]))
             header = False
         else:
             write(_documents(kind, changed, output))
+
+
+def deleted(kind: Kind, row: dict[str, Any], now: int) -> dict[str, Any]:
+    """What a watch prints for a row that went, as kubectl's watch reports a DELETED object: its name and
+    ``Deleted`` in its first column after the name (the phase, for pods), nothing it held (no node, no GPUs: another
+    row may hold them now); as an object, ``metadata.deletionTimestamp`` and ``status.phase: Deleted``."""
+    from allot_eventstore.clock import iso
+
+    state = next(c for c in kind.columns if c not in ("name", "namespace"))
+    gone = {k: row[k] for k in ("name", "namespace", "labels") if k in row}
+    return gone | {state: "Deleted", "phase": "Deleted", "deletionTimestamp": iso(now)}
 
 
 def _documents(kind: Kind, rows: list[dict[str, Any]], output: str) -> str:
@@ -273,12 +302,13 @@ async def run_get(
         await watch(store, kind, pick, args.output, namespaces=namespaces, write=write, now=now)
         return 0
     rows = pick(await kind.load()(store, now()))
-    if rows:
+    structured = args.output in ("json", "yaml")
+    if rows or (structured and len(names) != 1):  # json/yaml: an empty List, as kubectl prints it
         write(render(kind, rows, args.output, namespaces=namespaces, single=len(names) == 1))
     absent = missing(kind, rows, names)
     for name in absent:
         print(f'Error from server (NotFound): {kind.plural} "{name}" not found', file=sys.stderr)
-    if not rows and not names:
+    if not rows and not names and not structured:
         where = f" in {namespace} namespace" if kind.namespaced and namespace else ""
         print(f"No resources found{where}.", file=sys.stderr)
     return 1 if absent else 0
