@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from allot_cli.connect import endpoints
 from allot_cli.errors import InputError
 from allot_cli.output import Kind, Selector, all_words, kind_named, select
-from allot_eventstore.protocol import EventStore
+
+if TYPE_CHECKING:
+    from allot_eventstore.protocol import EventStore
 
 _HIDDEN = {"name", "namespace", "labels"}
 _KUBE_KIND = {
@@ -213,6 +214,7 @@ async def run_describe(args: argparse.Namespace, store: EventStore, *, now: int)
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
+    from allot_cli.connect import endpoints
     from allot_eventstore.postgres import PostgresEventStore
 
     kind_named(args.what)  # refused before connecting

@@ -10,14 +10,13 @@ import json
 import signal
 import sys
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from allot_cli.connect import endpoints
 from allot_cli.errors import UsageError
-from allot_cli.logtools import event_json
-from allot_contracts.envelope import RecordedEvent
-from allot_eventstore.postgres import PostgresEventStore
-from allot_eventstore.protocol import EventStore
+
+if TYPE_CHECKING:  # imported when the command runs: ``allot events --help`` loads no driver
+    from allot_contracts.envelope import RecordedEvent
+    from allot_eventstore.protocol import EventStore
 
 
 def _matches(event_type: str, patterns: list[str]) -> bool:
@@ -46,6 +45,10 @@ async def recent(
 
 
 async def tail(args: argparse.Namespace) -> None:
+    from allot_cli.connect import endpoints
+    from allot_cli.logtools import event_json
+    from allot_eventstore.postgres import PostgresEventStore
+
     ep = endpoints(need_nats=args.follow)
     store = PostgresEventStore.connect(ep.database_url)
     try:
@@ -63,6 +66,7 @@ async def tail(args: argparse.Namespace) -> None:
 
 async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
     """New events as they are recorded, each once and in order, through NATS restarts (the subscribe client)."""
+    from allot_cli.logtools import event_json
     from allot_client import AllotClient, Filter, FilterError
 
     try:

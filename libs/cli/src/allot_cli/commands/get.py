@@ -15,10 +15,8 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from allot_cli.connect import endpoints
-from allot_cli.logtools import cluster_view
 from allot_cli.output import (
     FORMATS,
     Kind,
@@ -31,12 +29,17 @@ from allot_cli.output import (
     select,
     table_lines,
 )
-from allot_cli.views import ClusterView, plan_summary
-from allot_eventstore.postgres import PostgresEventStore
-from allot_eventstore.protocol import EventStore
+
+if TYPE_CHECKING:  # imported when a command runs: ``allot get --help`` loads no log or view code
+    from allot_cli.views import ClusterView
+    from allot_eventstore.protocol import EventStore
 
 
 async def load_view() -> ClusterView:
+    from allot_cli.connect import endpoints
+    from allot_cli.logtools import cluster_view
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(endpoints().database_url)
     try:
         return await cluster_view(store)
@@ -49,6 +52,8 @@ def _devices(devices: dict[str, list[int]]) -> str:
 
 
 def pods_rows(view: ClusterView, namespace: str | None = None) -> list[dict[str, Any]]:
+    from allot_cli.views import plan_summary
+
     rows = []
     for key, pod in sorted(view.pods.items()):
         if namespace and not key.startswith(f"{namespace}/"):
@@ -184,6 +189,9 @@ async def node_records(store: EventStore, now: int) -> list[dict[str, Any]]:
 
 
 async def _with_store(work: Callable[[EventStore], Any]) -> Any:
+    from allot_cli.connect import endpoints
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(endpoints().database_url)
     try:
         return await work(store)

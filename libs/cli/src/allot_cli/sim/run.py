@@ -9,17 +9,13 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from allot_cli.decisions import decisions
-from allot_cli.documents import load_documents
 from allot_cli.errors import InputError
-from allot_cli.manifests import Door, to_input
-from allot_cli.pipeline import SERVICES, build
-from allot_cli.simulator import Simulation
-from allot_cli.views import ClusterView
-from allot_contracts.errors import InvalidConfig, InvalidInput
-from allot_runtime.settings import read_config_file
+
+if TYPE_CHECKING:  # imported when a scenario runs: ``allot sim run --help`` loads no engine
+    from allot_cli.simulator import Simulation
+    from allot_cli.views import ClusterView
 
 T = TypeVar("T")
 
@@ -31,6 +27,10 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
     service's part is loaded here, so a bad one is an :class:`InputError` naming the file and each refused field."""
     if not path:
         return {}
+    from allot_cli.pipeline import SERVICES, build
+    from allot_contracts.errors import InvalidInput
+    from allot_runtime.settings import read_config_file
+
     try:
         data = read_config_file(Path(path), "--config")
     except InvalidInput as exc:
@@ -68,6 +68,8 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
 
 def _checked(path: str, what: str, load: Callable[[], T]) -> T:
     """``load()``, or an :class:`InputError` naming the file and every refused field (one line each)."""
+    from allot_contracts.errors import InvalidConfig, InvalidInput
+
     try:
         return load()
     except InvalidConfig as exc:
@@ -97,6 +99,11 @@ def run(
 ) -> tuple[Simulation, ClusterView, int]:
     """Run the scenario's valid documents (each refused one is reported on stderr); the number refused. With
     ``atomic``, a scenario with any refused document is not run at all."""
+    from allot_cli.documents import load_documents
+    from allot_cli.manifests import Door, to_input
+    from allot_cli.simulator import Simulation
+    from allot_cli.views import ClusterView
+
     docs = load_documents(scenario)
     door = Door(quotas=set())
     verdicts = door.check_all(docs)
@@ -137,6 +144,8 @@ def _outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from allot_cli.decisions import decisions
+
     sim, view, refused = run(args.scenario, config=load_config(args.config), atomic=args.atomic)
     lines = decisions(sim.store.events)
     output, state = _outputs(args)
