@@ -425,3 +425,17 @@ def test_a_watch_in_json_reports_a_deleted_object_without_what_it_held() -> None
         "deletionTimestamp": "2026-01-01T00:01:30Z",
     }
     assert gone["status"] == {"phase": "Deleted"} and "spec" not in gone
+
+
+def test_the_quota_tree_is_an_allot_kind_with_exact_quantities(log: Scenario) -> None:
+    from allot_cli.commands.quota import tree_object
+    from allot_cli.logtools import projection
+
+    async def rows() -> list[dict[str, Any]]:
+        return list((await projection(log.sim.store, "quota-manager")).engine.tree_view())
+
+    tree = tree_object(asyncio.run(rows()))
+    assert (tree["apiVersion"], tree["kind"]) == ("allot.dev/v1alpha1", "QuotaTree")
+    research = next(q for q in tree["status"]["quotas"] if q["name"] == "research")
+    assert research["max"]["memory"] == "200Gi" and research["parent"] == "koordinator-root-quota"
+    assert not list(_placeholders(tree))

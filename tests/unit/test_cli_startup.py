@@ -38,6 +38,10 @@ HEAVY = (
         "sim --help",
         "sim run --help",
         "bench --help",
+        "replay --help",
+        "decisions --help",
+        "schema --help",
+        "quota tree --help",
     ],
 )
 def test_help_imports_no_driver_or_engine(argv: str) -> None:

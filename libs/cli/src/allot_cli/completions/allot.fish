@@ -199,7 +199,7 @@ complete -c allot -n "__allot_at 'kube-sync'" -l kubeconfig -r -F -d 'kubeconfig
 complete -c allot -n "__allot_at 'quota'" -a 'tree' -d 'the quota tree with min/max/runtime/used/request per dimension'
 complete -c allot -n "__allot_at 'quota'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'quota tree'" -s h -l help -d 'show this help message and exit'
-complete -c allot -n "__allot_at 'quota tree'" -s o -l output -x -a 'table json yaml' -d 'json/yaml: exact quantities'
+complete -c allot -n "__allot_at 'quota tree'" -s o -l output -x -a 'table json yaml' -d 'json/yaml: an allot.dev/v1alpha1 QuotaTree with the exact quantities'
 complete -c allot -n "__allot_at 'quota tree'" -l all -d 'also show empty built-in quotas'
 complete -c allot -n "__allot_at 'replay'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'replay'" -l verify -d 'check the hash chain, every decision and live projections'
