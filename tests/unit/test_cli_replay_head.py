@@ -30,3 +30,18 @@ def test_an_intact_chain_with_another_head_than_expected_says_so_not_broken() ->
     line = chain_line(other)
     assert "BROKEN" not in line and "intact" in line and "NOT the expected head" in line
     assert "intact" in other.problem and "0" * 64 in other.problem and "anchor" not in other.problem
+
+
+def test_the_anchor_line_does_not_call_an_intact_chain_broken() -> None:
+    import msgspec
+
+    from allot_cli.anchoring import anchor_line
+    from allot_eventstore.anchor import AnchorReport
+
+    s = Scenario()
+    s.apply(a_node("n1", gpus=1))
+    anchor = AnchorReport(anchored=True, keys=["0aa6"], checkpoints=3, newest_position=2)
+    other = msgspec.structs.replace(_verify(s, "0" * 64), anchor=anchor)
+    assert anchor_line(other).startswith("anchor       ok: 3 signed checkpoint(s) match the chain")
+    broken = msgspec.structs.replace(other, head_unexpected=False)
+    assert "before it broke" in anchor_line(broken)

@@ -42,6 +42,7 @@ HEAVY = (
         "decisions --help",
         "schema --help",
         "quota tree --help",
+        "explain --help",
     ],
 )
 def test_help_imports_no_driver_or_engine(argv: str) -> None:
