@@ -121,7 +121,9 @@ def test_get_and_describe_over_a_real_log(log_url: str) -> None:
     one = allot(log_url, "get", "pods", "-n", "research", "train-big", "-o", "yaml")
     assert one.returncode == 0 and yaml.safe_load(one.stdout)["status"]["phase"] == "Waiting"
 
-    quotas = allot(log_url, "get", "quotas")
+    quotas = allot(
+        log_url, "get", "quotas", "-o", "wide"
+    )  # the default table cuts quantity lists to fit 80 columns
     assert quotas.returncode == 0 and "cpu=unlimited memory=unlimited" in quotas.stdout
     assert "1844674407370955161" not in quotas.stdout
     tree = allot(log_url, "quota", "tree", "--all")
