@@ -49,8 +49,8 @@ class RunningStack:
         return asyncio.run(read())
 
     def pods(self) -> dict[str, dict[str, Any]]:
-        rows = json.loads(self.run("get", "pods", "-o", "json").stdout)
-        return {row["pod"]: row for row in rows}
+        pods = json.loads(self.run("get", "pods", "-o", "json").stdout)["items"]
+        return {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["status"] for p in pods}
 
     def wait_for(self, predicate: Any, *, timeout: float = 90, what: str = "condition") -> None:
         deadline = time.monotonic() + timeout

@@ -111,15 +111,19 @@ def test_watch_follows_the_log_as_it_grows(demo: tuple[Scenario, str]) -> None:
 def test_get_and_describe_over_a_real_log(log_url: str) -> None:
     pods = allot(log_url, "get", "pods", "-l", "koordinator.sh/qosClass=LS", "-o", "json")
     assert pods.returncode == 0, pods.stderr
-    assert {row["pod"] for row in json.loads(pods.stdout)} == {
+    assert {
+        f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in json.loads(pods.stdout)["items"]
+    } == {
         "research/train-llama-0",
         "serving/inference-bert",
     }
 
     one = allot(log_url, "get", "pods", "-n", "research", "train-big", "-o", "yaml")
-    assert one.returncode == 0 and yaml.safe_load(one.stdout)["phase"] == "Waiting"
+    assert one.returncode == 0 and yaml.safe_load(one.stdout)["status"]["phase"] == "Waiting"
 
-    quotas = allot(log_url, "get", "quotas")
+    quotas = allot(
+        log_url, "get", "quotas", "-o", "wide"
+    )  # the default table cuts quantity lists to fit 80 columns
     assert quotas.returncode == 0 and "cpu=unlimited memory=unlimited" in quotas.stdout
     assert "1844674407370955161" not in quotas.stdout
     tree = allot(log_url, "quota", "tree", "--all")

@@ -55,10 +55,13 @@ def test_a_waiting_pod_shows_why_in_conditions_explain_and_events(log: Scenario)
     assert field(lines, "Phase") == "Waiting" and field(lines, "Quota") == "research"
     conditions = section(lines, "Conditions")
     assert conditions[1].split()[:3] == ["PodScheduled", "False", "Unschedulable"]
-    assert "Insufficient quotas" in conditions[1]
-    assert section(lines, "Explain")[0].startswith("  quota:     Insufficient quotas, quotaName: research")
+    assert conditions[1].endswith("(the Message above)")
+    assert section(lines, "Explain")[0] == "  quota:     (the Message above)"
     events = section(lines, "Events")
     assert events[2].split()[:4] == ["Warning", "FailedScheduling", "90s", "allot-scheduler"]
+    message = field(lines, "Message")
+    assert message.startswith("Insufficient quotas, quotaName: research") and len(message) > 100
+    assert sum(line.count(message) for line in lines) == 1, "the long message is said once"
 
 
 def test_a_bound_gang_member_shows_its_placement_and_its_events_in_order(log: Scenario) -> None:
@@ -73,7 +76,10 @@ def test_a_bound_gang_member_shows_its_placement_and_its_events_in_order(log: Sc
 
 def test_a_gang_that_cannot_be_placed(log: Scenario) -> None:
     member = describe(log, "pods", "training/huge-0")
-    assert any(line.startswith("  why not:   gang member") for line in section(member, "Explain"))
+    assert field(member, "Message").startswith("gang member training/huge-2 cannot be placed")
+    assert "  why not:   (the Message above)" in section(member, "Explain")
+    assert section(member, "Conditions")[1].endswith('with reason "(the Message above)"')
+    assert sum(line.count(field(member, "Message")) for line in member) == 1
     assert any(line.startswith("    codes: ") for line in section(member, "Explain"))
     gang = describe(log, "podgroup", "training/huge")
     assert field(gang, "Kind") == "PodGroup" and field(gang, "Phase") == "Scheduling"

@@ -62,6 +62,17 @@ def cells(text: str, name: str) -> list[str]:
     return next(line.split() for line in text.splitlines() if name in line.split())
 
 
+def _placeholders(value: Any, path: str = "") -> Any:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _placeholders(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _placeholders(item, f"{path}[{i}]")
+    elif value in (None, "", "-"):
+        yield path
+
+
 @pytest.mark.parametrize("kind", [k.plural for k in KINDS])
 def test_every_kind_lists_as_a_table_and_as_json_yaml_and_names(log: Scenario, kind: str) -> None:
     code, text = get(log, kind)
@@ -71,13 +82,19 @@ def test_every_kind_lists_as_a_table_and_as_json_yaml_and_names(log: Scenario, k
         [first[:4], text.split()[1]],
     )
     _, as_json = get(log, kind, "-o", "json")
-    rows = json.loads(as_json)
-    assert rows and all("name" in r and isinstance(r["labels"], dict) for r in rows)
+    listed = json.loads(as_json)
+    assert (listed["apiVersion"], listed["kind"]) == ("v1", "List")
+    rows = listed["items"]
+    assert rows and all({"apiVersion", "kind", "metadata"} <= set(r) and r["metadata"]["name"] for r in rows)
+    assert all(
+        ("namespace" in r["metadata"]) == next(k.namespaced for k in KINDS if k.plural == kind) for r in rows
+    )
+    assert not list(_placeholders(rows)), "no '-', '' or null in structured output"
     _, as_yaml = get(log, kind, "-o", "yaml")
-    assert yaml.safe_load(as_yaml) == json.loads(json.dumps(rows))
+    assert yaml.safe_load(as_yaml) == listed
     _, names = get(log, kind, "-o", "name")
     singular = next(k.singular for k in KINDS if k.plural == kind)
-    assert names.splitlines() == [f"{singular}/{r['name']}" for r in rows]
+    assert names.splitlines() == [f"{singular}/{r['metadata']['name']}" for r in rows]
     assert len(text.splitlines()) >= len(rows) + 1
 
 
@@ -130,7 +147,7 @@ def test_wide_adds_columns(log: Scenario) -> None:
 )
 def test_label_selectors(log: Scenario, selector: str, expected: set[str]) -> None:
     _, text = get(log, "pods", "-l", selector, "-o", "json")
-    assert {r["name"] for r in json.loads(text or "[]")} == expected
+    assert {r["metadata"]["name"] for r in json.loads(text)["items"]} == expected
 
 
 def test_selectors_on_nodes_and_nodemetrics(log: Scenario) -> None:
@@ -163,7 +180,7 @@ def test_a_bad_selector_is_refused_input(log: Scenario, selector: str, complaint
 
 def test_names_one_object_or_not_found(log: Scenario, capsys: Any) -> None:
     code, text = get(log, "pods", "research/train-big", "-o", "json")
-    assert code == 0 and json.loads(text)["phase"] == "Waiting"  # one object, not a list
+    assert code == 0 and json.loads(text)["status"]["phase"] == "Waiting"  # one object, not a list
     code, text = get(log, "pods", "-n", "training", "llm-0", "llm-1", "-o", "name")
     assert code == 0 and text.splitlines() == ["pod/llm-0", "pod/llm-1"]
     code, text = get(log, "pods", "-n", "research", "train-big", "nope")
@@ -171,6 +188,18 @@ def test_names_one_object_or_not_found(log: Scenario, capsys: Any) -> None:
     assert 'pods "nope" not found' in capsys.readouterr().err
     code, text = get(log, "pods", "-n", "empty")
     assert code == 0 and text == "" and "No resources found in empty namespace." in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_an_empty_list_is_an_empty_list_object(log: Scenario, output: str) -> None:
+    code, text = get(log, "pods", "-n", "empty", "-o", output)
+    listed = json.loads(text) if output == "json" else yaml.safe_load(text)
+    assert code == 0 and listed == {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": [],
+    }
 
 
 def test_an_unknown_kind_is_refused_input(log: Scenario) -> None:
@@ -188,23 +217,28 @@ def test_human_units_and_unlimited(log: Scenario) -> None:
     assert cells(quotas, "koordinator-root-quota")[5] == "unlimited"  # no max at all
     assert "memory=200Gi" in cells(quotas, "research")
     _, exact = get(log, "quotas", "koordinator-default-quota", "-o", "json")
-    assert json.loads(exact)["quantities"]["max"]["cpu"] == "1844674407370955161"  # exact in json
+    assert json.loads(exact)["spec"]["max"]["cpu"] == "1844674407370955161"  # exact in json
     _, metrics = get(log, "nodemetrics")
     assert cells(metrics, "gpu-node-a") == ["gpu-node-a", "16", "(25%)", "128Gi", "(25%)", "90s", "ago"]
     _, nodes = get(log, "nodes", "kubelet-units")  # as a kubelet reports them: in Ki, in millicores
     assert cells(nodes, "kubelet-units")[1:3] == ["7500m", "62.8Gi"]
     _, exact = get(log, "nodes", "kubelet-units", "-o", "json")
-    assert (json.loads(exact)["cpu"], json.loads(exact)["memory"]) == ("7500m", "65843020Ki")
+    capacity = json.loads(exact)["status"]["capacity"]
+    assert (capacity["cpu"], capacity["memory"]) == ("7500m", "65843020Ki")
     _, devices = get(log, "devices", "-o", "wide")
     assert cells(devices, "gpu-node-a")[-2:] == ["A100", "640Gi"]
 
 
 def test_events_are_what_the_binder_writes_for_the_decisions(log: Scenario) -> None:
     _, text = get(log, "events", "-n", "research", "-o", "json")
-    events = json.loads(text)
-    waiting = [e for e in events if e["object"] == "pod/train-big"]
+    events = json.loads(text)["items"]
+    waiting = [
+        e
+        for e in events
+        if e["involvedObject"] == {"kind": "Pod", "namespace": "research", "name": "train-big"}
+    ]
     assert waiting and all((e["type"], e["reason"]) == ("Warning", "FailedScheduling") for e in waiting)
-    assert any(e["reason"] == "Scheduled" and e["object"] == "pod/train-llama-0" for e in events)
+    assert any(e["reason"] == "Scheduled" and e["involvedObject"]["name"] == "train-llama-0" for e in events)
     _, table = get(log, "ev", "-n", "research")
     assert table.splitlines()[0].split()[:4] == ["LAST", "SEEN", "TYPE", "REASON"]
 
@@ -214,13 +248,20 @@ def test_every_kind_row_holds_what_its_projection_says(log: Scenario) -> None:
         row: dict[str, Any] = json.loads(get(log, kind, name, "-o", "json")[1])
         return row
 
-    assert one("gangs", "training/huge")["phase"] == "Scheduling"
-    assert one("pg", "training/llm")["present"] == "4/4"
-    assert one("reservations", "pmj-migrate-web-0")["phase"] == "Succeeded"
+    assert one("gangs", "training/huge")["status"]["phase"] == "Scheduling"
+    llm = one("pg", "training/llm")
+    assert (llm["kind"], llm["spec"]["minMember"], llm["status"]["members"]["present"]) == ("PodGroup", 4, 4)
+    assert one("reservations", "pmj-migrate-web-0")["status"]["phase"] == "Succeeded"
     migration = one("pmj", "migrate-web-0")
-    assert (migration["phase"], migration["to"]) == ("Succeeded", "gpu-node-b")
-    assert one("devices", "gpu-1")["allocated"] == "gpu:0,1,2,3,4,5,6,7"
-    assert one("eq", "research")["parent"] == "koordinator-root-quota"
+    assert (migration["status"]["phase"], migration["status"]["nodeName"]) == ("Succeeded", "gpu-node-b")
+    assert migration["spec"]["podRef"] == {"namespace": "default", "name": "web-0"}
+    device = one("devices", "gpu-1")
+    assert [d["minor"] for d in device["spec"]["devices"]] == list(range(8))
+    assert device["status"]["allocated"] == "gpu:0,1,2,3,4,5,6,7"
+    assert one("eq", "research")["status"]["parent"] == "koordinator-root-quota"
+    pod = one("pods", "training/llm-0")
+    assert (pod["apiVersion"], pod["kind"], pod["spec"]["nodeName"]) == ("v1", "Pod", "gpu-1")
+    assert pod["status"]["phase"] == "Bound" and pod["status"]["devices"]["gpu"]
 
 
 class Stepping:
@@ -267,7 +308,9 @@ def test_watch_prints_the_list_then_rows_that_change() -> None:
     assert printed[0].splitlines()[0].split()[:3] == ["NAME", "PHASE", "NODE"]
     assert [line.split()[:2] for line in printed[0].splitlines()[1:]] == [["a", "Bound"]]
     changes = [line.split()[:2] for p in printed[1:] for line in p.splitlines()]
-    assert changes == [["b", "Bound"], ["c", "Unschedulable"], ["c", "Bound"], ["a", "Bound"]]
+    assert changes == [["b", "Bound"], ["c", "Unschedulable"], ["c", "Bound"], ["a", "Deleted"]]
+    deletion = next(line for p in printed[1:] for line in p.splitlines() if line.split()[0] == "a")
+    assert deletion.split() == ["a", "Deleted", "-", "-", "-"], "not Bound on the GPU c holds now"
     assert len(printed) == 4  # one print per change of the log, none for the poll that found nothing
 
 
@@ -326,4 +369,73 @@ def test_watch_prints_json_documents_one_by_one() -> None:
         )
 
     asyncio.run(run())
-    assert [json.loads(p)["name"] for p in printed] == ["a", "b"]
+    assert [json.loads(p)["metadata"]["name"] for p in printed] == ["a", "b"]
+
+
+@pytest.mark.parametrize("kind", [k.plural for k in KINDS])
+def test_default_tables_fit_80_columns_and_wide_shows_everything(log: Scenario, kind: str) -> None:
+    _, table = get(log, kind)
+    assert all(len(line) <= 80 for line in table.splitlines())
+    _, wide = get(log, kind, "-o", "wide")
+    assert len(wide.splitlines()) == len(table.splitlines()), "one line per row: nothing wraps"
+    assert "…" not in wide
+
+
+def test_a_long_message_is_cut_in_the_table_and_whole_in_wide(log: Scenario) -> None:
+    _, table = get(log, "pods", "-n", "research")
+    note = next(line for line in table.splitlines() if line.startswith("  train-big: "))
+    assert len(note) == 80 and note.endswith("…")
+    _, wide = get(log, "pods", "-n", "research", "-o", "wide")
+    whole = next(line for line in wide.splitlines() if line.startswith("  train-big: "))
+    assert whole.startswith(note[:-1]) and whole.endswith("exceedDimensions: [cpu nvidia.com/gpu]")
+    assert wide.splitlines()[0].split()[-4:] == ["CPUSET", "QOS", "ENFORCEMENT", "ENFORCED"]
+
+
+def test_a_watch_in_json_reports_a_deleted_object_without_what_it_held() -> None:
+    from allot_cli.commands.get import watch
+    from allot_cli.output import Selector, kind_named, select
+    from allot_testing.builders import a_gpu_device, a_node
+
+    s = Scenario()
+    s.apply(a_node("n1", gpus=1), a_gpu_device("n1", gpus=1))
+    s.apply(a_pod("a", gpus=1))
+    store = Stepping(s, lambda: None, lambda: s.delete("Pod", "a"))
+    kind = kind_named("pods")
+    printed: list[str] = []
+
+    async def run() -> None:
+        await watch(
+            store,  # type: ignore[arg-type]
+            kind,
+            lambda rows: select(kind, rows, namespace=None, selector=Selector(), names=[]),
+            "json",
+            namespaces=True,
+            write=printed.append,
+            interval=0,
+            rounds=2,
+            now=lambda: NOW,
+        )
+
+    asyncio.run(run())
+    first, gone = (json.loads(p) for p in printed)
+    assert first["spec"]["nodeName"] == "n1" and first["status"]["phase"] == "Bound"
+    assert gone["metadata"] == {
+        "name": "a",
+        "namespace": "default",
+        "deletionTimestamp": "2026-01-01T00:01:30Z",
+    }
+    assert gone["status"] == {"phase": "Deleted"} and "spec" not in gone
+
+
+def test_the_quota_tree_is_an_allot_kind_with_exact_quantities(log: Scenario) -> None:
+    from allot_cli.commands.quota import tree_object
+    from allot_cli.logtools import projection
+
+    async def rows() -> list[dict[str, Any]]:
+        return list((await projection(log.sim.store, "quota-manager")).engine.tree_view())
+
+    tree = tree_object(asyncio.run(rows()))
+    assert (tree["apiVersion"], tree["kind"]) == ("allot.dev/v1alpha1", "QuotaTree")
+    research = next(q for q in tree["status"]["quotas"] if q["name"] == "research")
+    assert research["max"]["memory"] == "200Gi" and research["parent"] == "koordinator-root-quota"
+    assert not list(_placeholders(tree))

@@ -169,3 +169,47 @@ def test_the_command_prints_the_script_and_the_version() -> None:
     from importlib.metadata import version as installed
 
     assert version.strip() == f"allot {installed('allot-cli')}"
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_the_stored_scripts_are_what_the_parser_generates(shell: str) -> None:
+    from allot_cli.completion import stored
+
+    assert stored(shell) == script(shell, full_parser()), (
+        "a command or option changed: write the scripts again with `.venv/bin/python -m allot_cli.completion`"
+    )
+
+
+def test_loading_the_bash_script_runs_no_allot_and_is_quick(tmp_path: Path) -> None:
+    import resource
+
+    from allot_cli.completion import STORED
+
+    (tmp_path / "allot").write_text(f"#!/bin/sh\ntouch {tmp_path}/ran\n")
+    (tmp_path / "allot").chmod(0o755)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(
+        ["bash", "--norc", "-c", f"source {STORED / 'allot.bash'}; complete -p allot"],
+        check=True,
+        capture_output=True,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert not (tmp_path / "ran").exists(), "sourcing the script ran allot"
+    assert cpu <= 0.05, f"sourcing took {cpu:.3f} CPU-s"
+
+
+def test_the_completion_command_imports_no_command_module() -> None:
+    code = (
+        "import sys\n"
+        "from allot_cli.main import main\n"
+        "try:\n"
+        "    main(['completion', 'bash'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = [m for m in sys.modules if m.startswith('allot_cli.commands.') and m != 'allot_cli.commands.completion']\n"
+        "print(loaded, file=sys.stderr)\n"
+        "assert not loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)

@@ -1,15 +1,22 @@
 """Command groups whose subcommands live in their own package (``allot bench …``, ``allot sim …``).
 
-Each module of the group package exports ``register(subparsers)`` adding one subcommand with ``func`` set.
+Each module of the group package exports ``register(subparsers)`` adding one subcommand with ``func`` set. Only the
+subcommand on the command line is imported (a benchmark imports the engines it drives: seconds of start-up); the
+others are listed with the name and help their ``register`` gives, read from the module's source without running it.
+:data:`invoked` is the command line being parsed (``None``: import every subcommand, as the completion scripts need).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+invoked: list[str] | None = None
 
 
 def register_group(
@@ -18,8 +25,36 @@ def register_group(
     parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help_text, description=help_text)
     sub = parser.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND")
     sub.required = True
+    wanted = _wanted(name)
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        importlib.import_module(f"{package.__name__}.{info.name}").register(sub)
+        path = Path(package.__path__[0]) / f"{info.name}.py"
+        listed = _listed(path) if wanted is not None and path.exists() else None
+        if listed is not None and listed[0] != wanted:
+            sub.add_parser(listed[0], help=listed[1], add_help=False)
+        else:
+            importlib.import_module(f"{package.__name__}.{info.name}").register(sub)
     return parser
+
+
+def _wanted(group: str) -> str | None:
+    """The subcommand of ``group`` on the command line being parsed ("" when none is), or None to import all."""
+    if invoked is None:
+        return None
+    words = [w for w in invoked if not w.startswith("-")]
+    if group in words[:1]:
+        return words[1] if len(words) > 1 else ""
+    return None
+
+
+def _listed(path: Path) -> tuple[str, str] | None:
+    """``(name, help)`` of the ``add_parser(NAME, help=…)`` call in a subcommand module's source, when both are plain
+    strings (else None: the module is imported)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_parser" and node.args:
+            first = node.args[0]
+            helps = [k.value for k in node.keywords if k.arg == "help"]
+            if isinstance(first, ast.Constant) and helps and isinstance(helps[0], ast.Constant):
+                return str(first.value), str(helps[0].value)
+    return None

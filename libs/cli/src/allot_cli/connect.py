@@ -11,10 +11,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from allot_bus.names import BusNames
 from allot_cli.errors import UsageError
+
+if TYPE_CHECKING:  # imported by endpoints(): reading stack.json (allot status) loads no contracts
+    from allot_bus.names import BusNames
 
 STATE_DIR_NAME = ".allot"
 
@@ -54,6 +56,8 @@ class Endpoints:
 
 
 def endpoints(*, need_nats: bool = False) -> Endpoints:
+    from allot_bus.names import BusNames
+
     names = BusNames(
         prefix=os.environ.get("ALLOT_NATS_PREFIX", "allot"),
         stream=os.environ.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS"),

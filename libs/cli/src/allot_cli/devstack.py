@@ -45,8 +45,9 @@ from allot_cli.stackprocs import (
     supervisor_lock,
     verify_listener,
 )
+from allot_cli.stackview import describe  # noqa: F401  (re-exported: allot status prints it without this module)
 from allot_eventstore.migrate import migrate
-from allot_eventstore.urls import plain_url, redact, with_database
+from allot_eventstore.urls import plain_url, with_database
 from allot_runtime.embedded import EmbeddedNats, EmbeddedPostgres, free_port, stop_process
 from allot_runtime.secretfiles import private_dir, write_private
 
@@ -451,24 +452,3 @@ async def _create_database(server_url: str, name: str) -> None:
 def supervise(state_dir: Path) -> int:
     with supervisor_lock(state_dir):
         return Supervisor(state_dir=state_dir).run()
-
-
-def describe(stack: dict[str, Any]) -> list[str]:
-    def restarts(server: str) -> str:
-        count = stack.get(server, {}).get("restarts")
-        return f"  restarted {count}x" if count else ""
-
-    lines = [
-        f"state      {stack['state_dir']}",
-        f"postgres   {redact(stack['database_url'])}"
-        + ("  (embedded)" if stack.get("postgres", {}).get("embedded") else "  (external)")
-        + restarts("postgres"),
-        f"nats       {redact(stack['nats_url'])}"
-        + ("  (embedded)" if stack.get("nats", {}).get("embedded") else "  (external)")
-        + (f"  monitor {stack['nats']['monitor']}" if stack.get("nats", {}).get("monitor") else "")
-        + restarts("nats"),
-        f"subjects   {stack.get('nats_prefix', 'allot')}.events.>  on stream {stack.get('nats_stream', 'ALLOT_EVENTS')}",
-    ]
-    for name, problem in stack.get("degraded", {}).items():
-        lines.append(f"DEGRADED   {name}: {str(problem).splitlines()[0] if problem else ''}")
-    return lines

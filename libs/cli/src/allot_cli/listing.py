@@ -323,6 +323,7 @@ async def event_records(store: EventStore, now: int) -> Rows:
                     "message": notice.note,
                     "action": notice.action,
                     "time": iso(at),
+                    "regarding": {"kind": r.kind, "namespace": r.namespace or None, "name": r.name},
                 }
             )
     return rows

@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 
 from allot_cli.errors import UsageError
-from allot_contracts.errors import InvalidInput
 
 # name → (module in allot_cli.commands, help); help None = not listed
 COMMANDS: dict[str, tuple[str, str | None]] = {
@@ -69,7 +68,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                 sub.add_parser(name, add_help=False)
             else:
                 sub.add_parser(name, add_help=False, help=help_text)
+    describe(parser)
     return parser
+
+
+def describe(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand that has none a description: its one line of help (shown by ``allot X --help``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                if sub.description is None and helps.get(name):
+                    sub.description = helps[name]
+                describe(sub)
 
 
 class _Version(argparse.Action):
@@ -97,6 +108,9 @@ def version() -> str:
 
 def full_parser() -> argparse.ArgumentParser:
     """The parser with every command's full arguments (what the completion scripts are generated from)."""
+    from allot_cli import _groups
+
+    _groups.invoked = None
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for module in dict.fromkeys(module for module, _ in COMMANDS.values()):
@@ -104,11 +118,15 @@ def full_parser() -> argparse.ArgumentParser:
             sub._name_parser_map.pop(name, None)
             sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest != name]
         load(sub, module)
+    describe(parser)
     return parser
 
 
 def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The parser that ``allot`` builds for this command line."""
+    """The parser that ``allot`` builds for this command line (of a group, ``allot bench X``, only X is imported)."""
+    from allot_cli import _groups
+
+    _groups.invoked = list(argv)
     return build_parser(_invoked(argv))
 
 
@@ -126,16 +144,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     except UsageError as exc:
         print(f"allot: error: {exc}", file=sys.stderr)
         code = exc.exit_code
-    except InvalidInput as exc:  # a setting a server refused (e.g. NATS credentials): fix it, then run again
-        print(f"allot: error: {exc}", file=sys.stderr)
-        code = 2
     except KeyboardInterrupt:
         code = 130
     except BrokenPipeError:
         # the reader went away (``allot get pods -o json | head``): stop quietly, as kubectl does
         _quiet_stdout()
         code = 0
+    except Exception as exc:
+        if not _refused_setting(exc):
+            raise
+        print(f"allot: error: {exc}", file=sys.stderr)
+        code = 2
     sys.exit(code)
+
+
+def _refused_setting(exc: Exception) -> bool:
+    """A setting a server refused (e.g. NATS credentials): fix it, then run again. Looked up only when something
+    failed: importing the contracts (msgspec) costs every command's start-up otherwise."""
+    from allot_contracts.errors import InvalidInput
+
+    return isinstance(exc, InvalidInput)
 
 
 def _quiet_stdout() -> None:

@@ -6,12 +6,15 @@ Responsibility
   nodemetrics, and the Kubernetes Events the binder writes), with the words that name it, whether it is namespaced and its table columns. Each kind's rows come
   from a loader named as ``module:function`` and imported only when that kind is asked for, so ``allot get pods``
   imports no scheduling engine.
-- :func:`render`: rows as ``table`` / ``wide`` / ``json`` / ``yaml`` / ``name``, as kubectl prints them.
+- :func:`render`: rows as ``table`` / ``wide`` / ``json`` / ``yaml`` / ``name``, as kubectl prints them; a
+  ``table`` fits 80 columns (or the terminal's width): long cells and notes are cut with ``…``, never wrapped, and
+  ``wide`` shows them whole.
 - :func:`parse_selector` / :meth:`Selector.matches`: kubectl's label selector syntax (``a=b,c!=d,e in (x,y),f,!g``).
 - :func:`human` / :func:`human_list`: quantities for people — ``16Gi``, ``500m``, ``unlimited``.
 
 Invariants: every row is a dict of JSON builtins with ``name`` and ``labels`` (and ``namespace`` for a namespaced
-kind); ``json`` and ``yaml`` print rows with their exact recorded values, only tables use :func:`human` units.
+kind); ``json`` and ``yaml`` print each row as its Kubernetes object with the exact recorded values
+(:mod:`allot_cli.objects`), only tables use :func:`human` units.
 Pure: no IO but the text returned.
 """
 
@@ -84,9 +87,9 @@ KINDS: tuple[Kind, ...] = (
         "pod",
         ("po",),
         True,
-        ("name", "phase", "node", "devices", "cpuset", "quota", "qos"),
+        ("name", "phase", "node", "devices", "quota"),
         f"{_GET}:pod_records",
-        wide=("enforcement", "enforced"),
+        wide=("cpuset", "qos", "enforcement", "enforced"),
         note="message",
     ),
     Kind(
@@ -123,9 +126,9 @@ KINDS: tuple[Kind, ...] = (
         "reservation",
         ("resv",),
         False,
-        ("name", "phase", "node", "policy", "allocatable", "allocated", "owners", "expires"),
+        ("name", "phase", "node", "allocated", "expires"),
         f"{_LISTS}:reservation_records",
-        wide=("job",),
+        wide=("policy", "allocatable", "owners", "job"),
         note="message",
     ),
     Kind(
@@ -133,8 +136,9 @@ KINDS: tuple[Kind, ...] = (
         "migration",
         ("podmigrationjobs", "podmigrationjob", "pmj"),
         False,
-        ("name", "phase", "mode", "pod", "from", "to", "reservation", "status", "reason"),
+        ("name", "phase", "pod", "from", "to", "reason"),
         f"{_LISTS}:migration_records",
+        wide=("mode", "reservation", "status"),
         note="message",
     ),
     Kind(
@@ -372,33 +376,100 @@ def _header(column: str) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", column).upper()
 
 
+WIDTH = 80  # what a default table fits in (a wider terminal gets its width)
+_KEEP = ("namespace", "name", "lastSeen")  # shortened last: what names a row
+_SHORT = 14  # a column no wider is shortened only when the wide ones are not enough
+
+
+def elide(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, ending in ``…`` when cut."""
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def fit(widths: dict[str, int], columns: list[str], limit: int) -> dict[str, int]:
+    """Column widths that fit a line of ``limit`` characters (two spaces between columns). The widest columns are
+    narrowed first (free text: messages, quantity lists, quota names); short ones (phases, node names, ages) only
+    when that is not enough, and those that name a row (namespace, name) last."""
+    fitted = {c: widths[c] for c in columns}
+    floor = {c: max(len(_header(c)), 5) for c in columns}
+    excess = sum(fitted.values()) + 2 * (len(columns) - 1) - limit
+    for stage in range(3):
+        while excess > 0:
+            narrowable = [
+                c
+                for c in columns
+                if fitted[c] > floor[c]
+                and (stage == 2 or c not in _KEEP)
+                and (stage > 0 or widths[c] > _SHORT)
+            ]
+            if not narrowable:
+                break
+            widest = max(narrowable, key=lambda c: fitted[c])
+            fitted[widest] -= 1
+            excess -= 1
+    return fitted
+
+
 def table_lines(
-    rows: Rows, columns: list[str], widths: dict[str, int] | None = None, units: dict[str, str] | None = None
+    rows: Rows,
+    columns: list[str],
+    widths: dict[str, int] | None = None,
+    units: dict[str, str] | None = None,
+    limit: int | None = None,
 ) -> list[str]:
     """A header and one line per row; ``widths`` (updated) keeps the columns of a watch aligned; ``units`` maps a
-    column to the resource whose quantities it holds (shown in human units)."""
+    column to the resource whose quantities it holds (shown in human units); ``limit``: lines fit that many
+    characters, cells too long for their column cut with ``…`` (never wrapped)."""
     widths = widths if widths is not None else {}
     for column in columns:
         widths[column] = max(
             widths.get(column, 0), len(_header(column)), *(len(_cell(r, column, units)) for r in rows)
         )
-    header = "  ".join(_header(c).ljust(widths[c]) for c in columns).rstrip()
-    return [header] + ["  ".join(_cell(r, c, units).ljust(widths[c]) for c in columns).rstrip() for r in rows]
+    shown = fit(widths, columns, limit) if limit else widths
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            elide(v, shown[c]).ljust(shown[c]) for c, v in zip(columns, cells, strict=True)
+        ).rstrip()
+
+    return [line([_header(c) for c in columns])] + [line([_cell(r, c, units) for c in columns]) for r in rows]
+
+
+def limit_for(output: str) -> int | None:
+    """How wide a ``table`` may be: 80 characters, or the terminal's width when wider; ``wide`` is not limited."""
+    if output != "table":
+        return None
+    import shutil
+    import sys
+
+    if sys.stdout.isatty():
+        return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
+    return WIDTH
 
 
 def render(kind: Kind, rows: Rows, output: str, *, namespaces: bool = True, single: bool = False) -> str:
-    """The text ``allot get`` prints (without the final newline). ``single``: one object was asked for by name, so
-    ``json``/``yaml`` print that object rather than a list."""
+    """The text ``allot get`` prints (without the final newline). ``json``/``yaml`` print the rows as Kubernetes
+    objects (:mod:`allot_cli.objects`) in a ``List``, or, with ``single`` (one object was asked for by name), that
+    object alone."""
     if output == "name":
         return "\n".join(f"{kind.singular}/{row['name']}" for row in rows)
     if output in ("json", "yaml"):
-        data: Any = rows[0] if single and len(rows) == 1 else rows
+        from allot_cli.objects import as_list, to_object
+
+        objects = [to_object(kind.plural, row, namespaced=kind.namespaced) for row in rows]
+        data: Any = objects[0] if single and len(objects) == 1 else as_list(objects)
         if output == "json":
             return json.dumps(data, indent=2, default=str)
         import yaml
 
         return yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False).rstrip("\n")
-    lines = table_lines(rows, columns_of(kind, output, namespaces=namespaces), units=dict(kind.units))
+    limit = limit_for(output)
+    lines = table_lines(
+        rows, columns_of(kind, output, namespaces=namespaces), units=dict(kind.units), limit=limit
+    )
     if kind.note:
-        lines += [f"  {row['name']}: {row[kind.note]}" for row in rows if row.get(kind.note)]
+        notes = [
+            f"  {row['name']}: {' '.join(str(row[kind.note]).split())}" for row in rows if row.get(kind.note)
+        ]
+        lines += [elide(n, limit) for n in notes] if limit else notes
     return "\n".join(lines)

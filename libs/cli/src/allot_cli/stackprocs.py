@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from allot_cli.connect import read_stack
-from allot_contracts.errors import Unavailable
 from allot_runtime.secretfiles import private_dir, write_private
 
 LOCK_FILE = "supervisor.lock"
@@ -140,6 +139,8 @@ def verify_listener(
 
     ``free_port()`` only finds a port that is free now; the server binds it later, and another process may take it
     in between. Then the port answers, but not from our server: fail clearly instead of using someone else's."""
+    from allot_contracts.errors import Unavailable
+
     if proc is None or proc.poll() is not None:
         code = proc.returncode if proc is not None else None
         raise Unavailable(f"{what} exited ({code}) right after it started on port {port}; see {log_path}")

@@ -30,6 +30,8 @@ class ChainReport(msgspec.Struct, kw_only=True):
     problem: str = ""
     position: int | None = None
     anchor: AnchorReport | None = None
+    # the chain itself is intact, but its head is not the one ``expected_head`` pinned
+    head_unexpected: bool = False
 
 
 async def verify_chain(
@@ -111,7 +113,9 @@ async def _verify_chain(
             head_position=head[0],
             head_hash=prev.hex(),
             position=last,
-            problem=f"head hash {prev.hex()} differs from the expected anchor {expected_head}",
+            problem=f"the chain is intact, but its head hash {prev.hex()} differs from the expected head "
+            f"{expected_head}",
+            head_unexpected=True,
         )
     return ChainReport(ok=True, events=count, head_position=head[0], head_hash=prev.hex())
 

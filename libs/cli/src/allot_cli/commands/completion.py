@@ -1,4 +1,5 @@
-"""``allot completion bash|zsh|fish``: the shell completion script (see :mod:`allot_cli.completion`)."""
+"""``allot completion bash|zsh|fish``: the shell completion script, as stored in the package (see
+:mod:`allot_cli.completion`): printing it imports no command module."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ from allot_cli.completion import SHELLS
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    from allot_cli.completion import script
-    from allot_cli.main import full_parser
+    from allot_cli.completion import stored
 
-    print(script(args.shell, full_parser()), end="")
+    print(stored(args.shell), end="")
     return 0
 
 
@@ -20,8 +20,10 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "completion",
         help="print the shell completion script (bash, zsh, fish)",
-        description="bash: source <(allot completion bash); zsh: source <(allot completion zsh); "
-        "fish: allot completion fish | source",
+        description="a static script: save it once, and the shell loads it without running allot. "
+        "bash: allot completion bash > ~/.local/share/bash-completion/completions/allot; "
+        "zsh: allot completion zsh > ~/.zfunc/_allot (a directory of $fpath); "
+        "fish: allot completion fish > ~/.config/fish/completions/allot.fish",
     )
     p.add_argument("shell", choices=SHELLS)
     p.set_defaults(func=cmd_completion)

@@ -12,12 +12,11 @@ import json
 import sys
 from typing import Any
 
-from allot_cli.connect import endpoints
-from allot_cli.decisions import decisions
-from allot_eventstore.postgres import PostgresEventStore
-
 
 async def live_decisions(url: str) -> list[dict[str, Any]]:
+    from allot_cli.decisions import decisions
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(url)
     try:
         return decisions([r async for r in store.iterate()])
@@ -26,6 +25,8 @@ async def live_decisions(url: str) -> list[dict[str, Any]]:
 
 
 def cmd_decisions(args: argparse.Namespace) -> int:
+    from allot_cli.connect import endpoints
+
     lines = asyncio.run(live_decisions(endpoints().database_url))
     out = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115
     try:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from allot_cli.connect import endpoints
 from allot_cli.errors import InputError
 from allot_cli.output import Kind, Selector, all_words, kind_named, select
-from allot_eventstore.protocol import EventStore
+
+if TYPE_CHECKING:
+    from allot_eventstore.protocol import EventStore
 
 _HIDDEN = {"name", "namespace", "labels"}
 _KUBE_KIND = {
@@ -119,6 +120,8 @@ def describe(
                 str(condition.get("message", "") or ""),
             ]
         )
+    if kind.plural == "pods":  # a pod's message is shown once, in its Message field
+        table, explain, notices = _once(str(row.get(kind.note) or ""), table, explain, notices)
     lines.append("Conditions:")
     lines += _table([["Type", "Status", "Reason", "Message"], *table]) if table else ["  <none>"]
 
@@ -141,6 +144,27 @@ def describe(
     else:
         lines.append("  <none>")
     return lines
+
+
+_SAME = "(the Message above)"
+
+
+def _once(
+    message: str, table: list[list[str]], explain: list[str], notices: list[tuple[int, Any]]
+) -> tuple[list[list[str]], list[str], list[tuple[int, Any]]]:
+    """Conditions, explain lines and events of a pod with its message (a long one: the quota or node summary, often
+    quoted inside another message) said only in the Message field: elsewhere it is referred to."""
+    if len(message) < 60:  # short: said again where it belongs
+        return table, explain, notices
+    import msgspec
+
+    table = [[*r[:3], r[3].replace(message, _SAME)] for r in table]
+    explain = [line.replace(message, _SAME) for line in explain]
+    notices = [
+        (at, msgspec.structs.replace(n, note=n.note.replace(message, _SAME)) if hasattr(n, "note") else n)
+        for at, n in notices
+    ]
+    return table, explain, notices
 
 
 def pod_explain(lines: list[str]) -> list[str]:
@@ -205,6 +229,7 @@ async def node_sections(store: EventStore, kind: Kind, row: dict[str, Any]) -> l
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
+    from allot_cli.connect import endpoints
     from allot_eventstore.postgres import PostgresEventStore
 
     kind_named(args.what)  # refused before connecting

@@ -9,13 +9,14 @@ import contextlib
 import json
 import signal
 import sys
-from typing import Any
+from collections import deque
+from typing import TYPE_CHECKING, Any
 
-from allot_cli.connect import endpoints
 from allot_cli.errors import UsageError
-from allot_cli.logtools import event_json
-from allot_client import AllotClient, Filter, FilterError
-from allot_eventstore.postgres import PostgresEventStore
+
+if TYPE_CHECKING:  # imported when the command runs: ``allot events --help`` loads no driver
+    from allot_contracts.envelope import RecordedEvent
+    from allot_eventstore.protocol import EventStore
 
 
 def _matches(event_type: str, patterns: list[str]) -> bool:
@@ -29,17 +30,31 @@ def _matches(event_type: str, patterns: list[str]) -> bool:
     return False
 
 
+async def recent(
+    store: EventStore, patterns: list[str], *, last: int, after: int | None
+) -> tuple[list[RecordedEvent], int]:
+    """The events to print before following, and the position read up to. ``after``: every matching event after that
+    position; otherwise the ``last`` newest events that match ``patterns`` (counted after the type filter, so
+    ``--type X --last 5`` prints the 5 newest X wherever they are in the log)."""
+    head = (await store.head())[0]
+    kept: deque[RecordedEvent] | list[RecordedEvent] = [] if after is not None else deque(maxlen=max(last, 0))
+    async for record in store.iterate(after=after or 0, until=head):
+        if _matches(record.type, patterns):
+            kept.append(record)
+    return list(kept), head if after is None else max(head, after)
+
+
 async def tail(args: argparse.Namespace) -> None:
+    from allot_cli.connect import endpoints
+    from allot_cli.logtools import event_json
+    from allot_eventstore.postgres import PostgresEventStore
+
     ep = endpoints(need_nats=args.follow)
     store = PostgresEventStore.connect(ep.database_url)
     try:
-        head = (await store.head())[0]
-        start = max(head - args.last, 0) if args.from_position is None else args.from_position
-        last = start
-        async for record in store.iterate(after=start):
-            if _matches(record.type, args.type):
-                print(json.dumps(event_json(record)), flush=True)
-            last = record.position
+        records, last = await recent(store, args.type, last=args.last, after=args.from_position)
+        for record in records:
+            print(json.dumps(event_json(record)), flush=True)
     finally:
         await store.close()
     if not args.follow:
@@ -51,6 +66,9 @@ async def tail(args: argparse.Namespace) -> None:
 
 async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
     """New events as they are recorded, each once and in order, through NATS restarts (the subscribe client)."""
+    from allot_cli.logtools import event_json
+    from allot_client import AllotClient, Filter, FilterError
+
     try:
         flt = Filter(types=args.type)
     except FilterError as exc:
@@ -112,6 +130,11 @@ def register(subparsers: Any) -> None:
     t.add_argument(
         "--follow", "-f", action="store_true", help="keep printing new events as they are published"
     )
-    t.add_argument("--last", type=int, default=20, help="how many recent events to start with (default 20)")
+    t.add_argument(
+        "--last",
+        type=int,
+        default=20,
+        help="how many of the newest matching events (after --type) to start with (default 20)",
+    )
     t.add_argument("--from-position", type=int, help="start after this log position instead")
     t.set_defaults(func=cmd_events)

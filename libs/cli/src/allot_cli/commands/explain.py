@@ -11,18 +11,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from allot_cli.connect import endpoints
 from allot_cli.errors import InputError
-from allot_cli.migration_views import migration_lines, pod_migrations
 from allot_cli.output import human_list
-from allot_cli.reservation_views import explain_lines as reservation_lines
-from allot_cli.reservation_views import resolved_summary as reservation_summary
-from allot_contracts.envelope import RecordedEvent
-from allot_eventstore.clock import iso
-from allot_eventstore.postgres import PostgresEventStore
-from allot_eventstore.protocol import EventStore
+
+if TYPE_CHECKING:  # imported where used: ``allot explain --help`` loads no log, driver or engine
+    from allot_contracts.envelope import RecordedEvent
+    from allot_eventstore.protocol import EventStore
 
 BIRTHS = frozenset({"pod.submitted", "pod.observed"})
 REFUSED = "security.message_refused"
@@ -71,6 +68,8 @@ async def history(store: EventStore, key: str) -> tuple[list[RecordedEvent], lis
 
 
 async def pod_history(url: str, key: str) -> tuple[list[RecordedEvent], list[RecordedEvent]]:
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(url)
     try:
         return await history(store, key)
@@ -79,6 +78,8 @@ async def pod_history(url: str, key: str) -> tuple[list[RecordedEvent], list[Rec
 
 
 def _summary(record: RecordedEvent) -> str:
+    from allot_cli.reservation_views import resolved_summary as reservation_summary
+
     p = record.payload_dict()
     match record.type:
         case "quota.admitted":
@@ -148,6 +149,9 @@ STANDING = (
 
 
 def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> list[str]:
+    from allot_cli.reservation_views import explain_lines as reservation_lines
+    from allot_eventstore.clock import iso
+
     if not own:
         raise InputError(f"no pod {key} in the log")
     life, earlier = current_life(own)
@@ -260,6 +264,8 @@ def _value(value: Any) -> str:
 
 def enforcement(events: list[RecordedEvent]) -> list[str]:
     """The pod's enforcement plan on its node (every value with the rule that set it) and how it was applied."""
+    from allot_eventstore.clock import iso
+
     plan_record = next(
         (
             r
@@ -345,6 +351,8 @@ def _first_member_reasons(decision: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from allot_cli.migration_views import migration_lines
+
     if args.kind == "node":
         return _explain_node(args.name)
     key = args.name if "/" in args.name else f"{args.namespace}/{args.name}"
@@ -360,6 +368,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 async def refused_about(url: str, stream: str) -> list[RecordedEvent]:
     """The ``security.message_refused`` warnings about messages that claimed an event of ``stream``."""
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(url)
     try:
         return [
@@ -393,6 +403,8 @@ def refused_line(counts: dict[str, int]) -> str:
 
 def refusal_lines(refused: list[RecordedEvent]) -> list[str]:
     """What the bus claimed about the pod and the services refused (docs/security.md)."""
+    from allot_eventstore.clock import iso
+
     if not refused:
         return []
     lines = [
@@ -409,6 +421,9 @@ def refusal_lines(refused: list[RecordedEvent]) -> list[str]:
 
 
 async def _migrations(url: str, key: str) -> list[RecordedEvent]:
+    from allot_cli.migration_views import pod_migrations
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(url)
     try:
         return await pod_migrations(store, key)
@@ -420,6 +435,7 @@ def _explain_node(name: str) -> int:
     import time
 
     from allot_cli.explain_node import explain_node, node_history
+    from allot_eventstore.postgres import PostgresEventStore
 
     async def load() -> list[RecordedEvent]:
         store = PostgresEventStore.connect(endpoints().database_url)

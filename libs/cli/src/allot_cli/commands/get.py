@@ -15,27 +15,31 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from allot_cli.connect import endpoints
-from allot_cli.logtools import cluster_view
 from allot_cli.output import (
     FORMATS,
     Kind,
     all_words,
     kind_named,
+    limit_for,
     missing,
     parse_selector,
     render,
     select,
     table_lines,
 )
-from allot_cli.views import ClusterView, gpu_rows, plan_summary
-from allot_eventstore.postgres import PostgresEventStore
-from allot_eventstore.protocol import EventStore
+
+if TYPE_CHECKING:  # imported when a command runs: ``allot get --help`` loads no log or view code
+    from allot_cli.views import ClusterView
+    from allot_eventstore.protocol import EventStore
 
 
 async def load_view() -> ClusterView:
+    from allot_cli.connect import endpoints
+    from allot_cli.logtools import cluster_view
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(endpoints().database_url)
     try:
         return await cluster_view(store)
@@ -48,6 +52,8 @@ def _devices(devices: dict[str, list[int]]) -> str:
 
 
 def pods_rows(view: ClusterView, namespace: str | None = None) -> list[dict[str, Any]]:
+    from allot_cli.views import plan_summary
+
     rows = []
     for key, pod in sorted(view.pods.items()):
         if namespace and not key.startswith(f"{namespace}/"):
@@ -64,6 +70,7 @@ def pods_rows(view: ClusterView, namespace: str | None = None) -> list[dict[str,
                 "enforced": plan_summary(pod.enforcement.plan) if pod.enforcement else "-",
                 "enforcement": pod.enforcement.status() if pod.enforcement else "-",
                 "message": pod.message,
+                "minors": pod.devices,  # as recorded, for -o json|yaml
             }
         )
     return rows
@@ -107,6 +114,8 @@ def _devices_in_use(view: ClusterView, name: str, devices: dict[str, int]) -> st
     """Per device type, allocated / reported: ``gpu:6/8`` (a GPU counts as allocated when any pod holds a share)."""
     if not devices:
         return "-"
+    from allot_cli.views import gpu_rows
+
     gpus = gpu_rows(view).get(name, [])
     in_use = {"gpu": sum(1 for g in gpus if g.holders)}
     return " ".join(f"{k}:{in_use[k]}/{v}" if k in in_use else f"{k}:{v}" for k, v in sorted(devices.items()))
@@ -142,9 +151,25 @@ def nodes_rows(view: ClusterView, now: int) -> list[dict[str, Any]]:
                 "batch": _pair(node, "kubernetes.io/batch"),
                 "mid": _pair(node, "kubernetes.io/mid"),
                 "heartbeat": heartbeat,
+                "raw": _node_status(node),  # as recorded, for -o json|yaml
             }
         )
     return rows
+
+
+def _node_status(node: Any) -> dict[str, Any]:
+    from allot_eventstore.clock import iso
+
+    return {
+        "capacity": node.capacity,
+        "allocatable": node.allocatable,
+        "devices": node.devices,
+        "usage": node.usage,
+        "usageTime": iso(node.metric_time) if node.usage else None,
+        "heartbeatTime": iso(node.heartbeat) if node.heartbeat else None,
+        "heartbeatLost": bool(node.heartbeat_lost) or None,
+        "degraded": node.degraded or None,
+    }
 
 
 # --- loaders of pods and nodes (see allot_cli.output.KINDS) ---------------------------------------------------------
@@ -175,6 +200,9 @@ async def node_records(store: EventStore, now: int) -> list[dict[str, Any]]:
 
 
 async def _with_store(work: Callable[[EventStore], Any]) -> Any:
+    from allot_cli.connect import endpoints
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(endpoints().database_url)
     try:
         return await work(store)
@@ -219,7 +247,7 @@ async def watch(
 
         columns = columns_of(kind, output, namespaces=namespaces)
         if rows:  # with none yet, the header comes with the first rows (sized to them)
-            write("\n".join(table_lines(rows, columns, widths, dict(kind.units))))
+            write("\n".join(table_lines(rows, columns, widths, dict(kind.units), limit_for(output))))
     elif rows:
         write(_documents(kind, rows, output))
     last = {_identity(r): r for r in rows}
@@ -238,16 +266,27 @@ async def watch(
             for key, r in current.items()
             if key not in last or _comparable(kind, last[key]) != _comparable(kind, r)
         ]
-        changed += [r for key, r in last.items() if key not in current]
+        changed += [deleted(kind, r, now()) for key, r in last.items() if key not in current]
         last = current
         if not changed:
             continue
         if columns is not None:
-            lines = table_lines(changed, columns, widths, dict(kind.units))
+            lines = table_lines(changed, columns, widths, dict(kind.units), limit_for(output))
             write("\n".join(lines if header else lines[1:]))
             header = False
         else:
             write(_documents(kind, changed, output))
+
+
+def deleted(kind: Kind, row: dict[str, Any], now: int) -> dict[str, Any]:
+    """What a watch prints for a row that went, as kubectl's watch reports a DELETED object: its name and
+    ``Deleted`` in its first column after the name (the phase, for pods), nothing it held (no node, no GPUs: another
+    row may hold them now); as an object, ``metadata.deletionTimestamp`` and ``status.phase: Deleted``."""
+    from allot_eventstore.clock import iso
+
+    state = next(c for c in kind.columns if c not in ("name", "namespace"))
+    gone = {k: row[k] for k in ("name", "namespace", "labels") if k in row}
+    return gone | {state: "Deleted", "phase": "Deleted", "deletionTimestamp": iso(now)}
 
 
 def _documents(kind: Kind, rows: list[dict[str, Any]], output: str) -> str:
@@ -282,12 +321,13 @@ async def run_get(
         await watch(store, kind, pick, args.output, namespaces=namespaces, write=write, now=now)
         return 0
     rows = pick(await kind.load()(store, now()))
-    if rows:
+    structured = args.output in ("json", "yaml")
+    if rows or (structured and len(names) != 1):  # json/yaml: an empty List, as kubectl prints it
         write(render(kind, rows, args.output, namespaces=namespaces, single=len(names) == 1))
     absent = missing(kind, rows, names)
     for name in absent:
         print(f'Error from server (NotFound): {kind.plural} "{name}" not found', file=sys.stderr)
-    if not rows and not names:
+    if not rows and not names and not structured:
         where = f" in {namespace} namespace" if kind.namespaced and namespace else ""
         print(f"No resources found{where}.", file=sys.stderr)
     return 1 if absent else 0

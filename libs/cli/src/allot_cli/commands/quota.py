@@ -2,8 +2,8 @@
 
 Folded from the log by the quota-manager's own decision code, so it shows exactly what admission used.
 Built-in quotas (koordinator-root/system/default) are shown only when they hold pods, or with ``--all``. Tables
-show quantities in human units (``16Gi``) and Koordinator's no-limit values as ``unlimited``; ``-o json|yaml`` keep
-the exact quantities.
+show quantities in human units (``16Gi``) and Koordinator's no-limit values as ``unlimited``; ``-o json|yaml`` print
+an ``allot.dev/v1alpha1`` ``QuotaTree`` with the exact quantities.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ import asyncio
 import json
 from typing import Any
 
-from allot_cli.connect import endpoints
-from allot_cli.logtools import projection
-from allot_eventstore.postgres import PostgresEventStore
-
 BUILT_IN = {"koordinator-system-quota", "koordinator-default-quota"}
 
 
 async def tree_rows() -> list[dict[str, Any]]:
+    from allot_cli.connect import endpoints
+    from allot_cli.logtools import projection
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(endpoints().database_url)
     try:
         processor = await projection(store, "quota-manager")
@@ -55,14 +55,28 @@ def render(rows: list[dict[str, Any]], *, show_all: bool) -> list[str]:
     return lines
 
 
+def tree_object(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``-o json|yaml``: the tree as an ``allot.dev/v1alpha1`` ``QuotaTree`` (docs/cli.md): ``status.quotas`` in tree
+    order, each with its exact quantities (every quota, the empty built-in ones included)."""
+    from allot_cli.objects import ALLOT_API, clean
+
+    quotas = [clean(row) for row in rows]
+    return {
+        "apiVersion": ALLOT_API,
+        "kind": "QuotaTree",
+        "metadata": {"name": "elastic-quotas"},
+        "status": {"quotas": quotas},
+    }
+
+
 def cmd_quota(args: argparse.Namespace) -> int:
     rows = asyncio.run(tree_rows())
     if args.output == "json":
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(tree_object(rows), indent=2))
     elif args.output == "yaml":
         import yaml
 
-        print(yaml.safe_dump(rows, sort_keys=False), end="")
+        print(yaml.safe_dump(tree_object(rows), sort_keys=False), end="")
     else:
         print("\n".join(render(rows, show_all=args.all)))
     return 0
@@ -78,7 +92,7 @@ def register(subparsers: Any) -> None:
         "--output",
         choices=["table", "json", "yaml"],
         default="table",
-        help="json/yaml: exact quantities",
+        help="json/yaml: an allot.dev/v1alpha1 QuotaTree with the exact quantities",
     )
     tree.add_argument("--all", action="store_true", help="also show empty built-in quotas")
     tree.set_defaults(func=cmd_quota)

@@ -23,27 +23,24 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from allot_bus.adapters.nats import connect
-from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
-from allot_cli.commands.explain import refused_counts, refused_line
-from allot_cli.connect import Endpoints, endpoints, find_state_dir
-from allot_cli.pipeline import PROCESSORS, instances
-from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
-from allot_cli.verify_jobs import Service, verify_all
-from allot_eventstore.postgres import PostgresEventStore
-from allot_eventstore.protocol import EventStore
-from allot_eventstore.verify import verify_chain
-from allot_runtime.recorded_config import recorded_configs
-from allot_runtime.replay import Verified, rebuild
+if (
+    TYPE_CHECKING
+):  # the rest is imported when the command runs: ``allot replay --help`` loads no engine or driver
+    from allot_cli.connect import Endpoints
+    from allot_eventstore.protocol import EventStore
+    from allot_eventstore.verify import ChainReport
+    from allot_runtime.replay import Verified
 
 
 async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> dict[str, dict[str, Any]]:
     if not ep.nats_url:
         return {}
+    import msgspec
+
+    from allot_bus.adapters.nats import connect
+
     try:
         nc = await connect(ep.nats_url, name="allot-replay", connect_timeout=2)
     except Exception:
@@ -62,6 +59,19 @@ async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> 
 
 
 async def run(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
+    from allot_cli.commands.explain import refused_counts, refused_line
+    from allot_cli.connect import endpoints, find_state_dir
+    from allot_cli.pipeline import PROCESSORS, instances
+    from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
+    from allot_cli.verify_jobs import Service, verify_all
+    from allot_eventstore.postgres import PostgresEventStore
+    from allot_eventstore.verify import verify_chain
+    from allot_runtime.recorded_config import recorded_configs
+    from allot_runtime.replay import rebuild
+
     ep = endpoints()
     state_dir = find_state_dir()
     config_dir = Path(args.config_dir) if args.config_dir else (state_dir / "config" if state_dir else None)
@@ -111,10 +121,7 @@ async def run(args: argparse.Namespace) -> int:
             )
             bound_unsealed(chain, getattr(args, "max_unanchored", None))
             report["chain"] = msgspec.to_builtins(chain)
-            _say(
-                args,
-                f"hash chain   {'ok' if chain.ok else 'BROKEN'}: {chain.events} events, head {chain.head_hash[:16]}…",
-            )
+            _say(args, chain_line(chain))
             _say(args, anchor_line(chain))
             report["refused_messages"] = await refused_counts(store, until=head[0])
             _say(args, refused_line(report["refused_messages"]))
@@ -198,6 +205,15 @@ async def run(args: argparse.Namespace) -> int:
         return _finish(args, report, 0)
     finally:
         await store.close()
+
+
+def chain_line(chain: ChainReport) -> str:
+    """The first line of ``--verify``: ok, BROKEN (an event edited, inserted, reordered or deleted), or intact but
+    with another head than ``--expect-head`` pinned (the log grew or is another one, or the hash was mistyped)."""
+    summary = f"{chain.events} events, head {chain.head_hash[:16]}…"
+    if chain.head_unexpected:
+        return f"hash chain   intact: {summary}; but it is NOT the expected head (--expect-head)"
+    return f"hash chain   {'ok' if chain.ok else 'BROKEN'}: {summary}"
 
 
 def _say(args: argparse.Namespace, line: str) -> None:

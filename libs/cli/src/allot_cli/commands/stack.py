@@ -6,16 +6,15 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from allot_cli.connect import default_state_dir, endpoints, find_state_dir, read_stack
-from allot_cli.devstack import describe, supervise
 from allot_cli.errors import UsageError
 from allot_cli.stackprocs import (
     bin_path,
@@ -25,18 +24,23 @@ from allot_cli.stackprocs import (
     supervisor_pid,
     supervisor_running,
 )
-from allot_eventstore.urls import redact
+from allot_cli.stackview import describe
 from allot_runtime.secretfiles import private_dir
 
 
 def _ready(port: int | None) -> bool:
     if not port:
         return False
+    import http.client  # not urllib.request: its proxy and TLS machinery cost start-up, and this is local HTTP
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as resp:
-            return bool(resp.status == 200)
-    except OSError:
+        connection.request("GET", "/readyz")
+        return connection.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
         return False
+    finally:
+        connection.close()
 
 
 def _tail(path: Path, lines: int = 25) -> str:
@@ -188,6 +192,18 @@ def print_summary(stack: dict[str, Any]) -> None:
         )
 
 
+def command_name(argv0: str, cwd: Path, on_path: str | None) -> str:
+    """How to type this ``allot`` again: ``allot`` when that is what PATH finds, else its path (relative to the
+    current directory when it is below it, as ``.venv/bin/allot``)."""
+    me = Path(argv0).absolute()
+    if on_path is not None and Path(on_path).absolute() == me:
+        return "allot"
+    try:
+        return str(me.relative_to(cwd.absolute()))
+    except ValueError:
+        return str(me)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir).resolve() if args.state_dir else default_state_dir()
     print(f"starting the Allot dev stack in {state_dir}", file=sys.stderr)
@@ -195,7 +211,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     stack = start_stack(state_dir, timeout=args.timeout)
     print(f"ready in {time.monotonic() - started:.1f}s\n", file=sys.stderr)
     print_summary(stack)
-    print("\nnext: allot apply -f examples/demo/cluster.yaml; allot get pods; allot down")
+    allot = command_name(sys.argv[0], Path.cwd(), shutil.which("allot"))
+    print(f"\nnext: {allot} apply -f examples/demo/cluster.yaml; {allot} get pods; {allot} down")
     return 0
 
 
@@ -227,6 +244,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             {
                 "name": name,
                 "pid": info.get("pid"),
+                "port": info.get("port"),
                 "alive": pid_alive(info.get("pid")),
                 "ready": _ready(info.get("port")),
                 "restarts": info.get("restarts", 0),
@@ -237,37 +255,92 @@ def cmd_status(args: argparse.Namespace) -> int:
     except Exception as exc:  # PostgreSQL down: say so, and still show the rest
         log_state = {"head": None, "checkpoints": {}, "error": f"{type(exc).__name__}: {exc}"}
     healthy = all(r["ready"] for r in rows) and not stack.get("degraded") and "error" not in log_state
-    if args.json:
-        shown = {**stack, **{k: redact(stack[k]) for k in ("database_url", "nats_url") if stack.get(k)}}
-        print(json.dumps({"stack": shown, "processes": rows, "log": log_state}, indent=2))  # no passwords
+    output = "json" if args.json else getattr(args, "output", "table")
+    if output in ("json", "yaml"):  # no passwords
+        print(structured(stack_status(stack, rows, log_state, healthy=healthy), output))
         return 0
-    for line in describe(stack):
-        print(line)
-    if "error" in log_state:
-        print(f"log        unavailable: {log_state['error']}")
-    else:
-        print(f"log        head position {log_state['head']}")
-    print(f"\n{'PROCESS':<22}{'PID':>8}  {'READY':<7}{'RESTARTS':>9}  {'CHECKPOINT':>10}")
-    for row in rows:
-        checkpoint = log_state["checkpoints"].get(row["name"], "-")
-        print(
-            f"{row['name']:<22}{row['pid'] or '-':>8}  {('yes' if row['ready'] else 'no'):<7}"
-            f"{row['restarts']:>9}  {checkpoint:>10}"
-        )
+    print("\n".join(status_lines(stack, rows, log_state)))
     return 0 if healthy else 1
 
 
-async def _log_state(url: str) -> dict[str, Any]:
-    from allot_eventstore.postgres import PostgresEventStore
+def stack_status(
+    stack: dict[str, Any], rows: list[dict[str, Any]], log: dict[str, Any], *, healthy: bool
+) -> dict[str, Any]:
+    """``allot status -o json|yaml``: the stack as an ``allot.dev/v1alpha1`` ``StackStatus`` (docs/cli.md): what it
+    was started with in ``spec`` (URLs without passwords), how it is in ``status``."""
+    from allot_cli.objects import ALLOT_API, clean
+    from allot_cli.stackview import redact
 
-    store = PostgresEventStore.connect(url)
+    checkpoints = log.get("checkpoints") or {}
+    spec = {
+        "stateDir": stack.get("state_dir"),
+        "databaseURL": redact(stack["database_url"]) if stack.get("database_url") else None,
+        "natsURL": redact(stack["nats_url"]) if stack.get("nats_url") else None,
+        "natsPrefix": stack.get("nats_prefix"),
+        "natsStream": stack.get("nats_stream"),
+    }
+    status = {
+        "phase": stack.get("status"),
+        "healthy": healthy,
+        "degraded": stack.get("degraded"),
+        "logHead": log.get("head"),
+        "logError": log.get("error"),
+        "processes": [r | {"checkpoint": checkpoints.get(r["name"])} for r in rows],
+    }
+    name = str(stack.get("state_dir") or "stack")
+    body: dict[str, Any] = clean({"spec": spec, "status": status})
+    return {"apiVersion": ALLOT_API, "kind": "StackStatus", "metadata": {"name": name}} | body
+
+
+def structured(obj: dict[str, Any], output: str) -> str:
+    if output == "json":
+        return json.dumps(obj, indent=2)
+    import yaml
+
+    return str(yaml.safe_dump(obj, sort_keys=False)).rstrip("\n")
+
+
+def status_lines(stack: dict[str, Any], rows: list[dict[str, Any]], log: dict[str, Any]) -> list[str]:
+    """``allot status``: the stack, the log head, then one line per process with its HTTP port (``/readyz``,
+    ``/metrics``, ``/state``), readiness, restarts and checkpoint."""
+    lines = describe(stack)
+    lines.append(
+        f"log        unavailable: {log['error']}"
+        if "error" in log
+        else f"log        head position {log['head']}"
+    )
+    lines.append(f"\n{'PROCESS':<22}{'PID':>8}  {'PORT':>5}  {'READY':<7}{'RESTARTS':>9}  {'CHECKPOINT':>10}")
+    for row in rows:
+        checkpoint = log["checkpoints"].get(row["name"], "-")
+        lines.append(
+            f"{row['name']:<22}{row['pid'] or '-':>8}  {row.get('port') or '-':>5}  "
+            f"{('yes' if row['ready'] else 'no'):<7}{row['restarts']:>9}  {checkpoint:>10}"
+        )
+    return lines
+
+
+async def _log_state(url: str) -> dict[str, Any]:
+    """The log head and every consumer's checkpoint. Read with asyncpg alone: the event store's module would load
+    the contracts and the engines' codecs, several times the cost of the rest of ``allot status``. The two tables
+    are the store's (``log_head``, ``checkpoints``: :class:`allot_eventstore.postgres.PostgresEventStore` ``head``
+    and ``checkpoints``)."""
+    import asyncpg
+
+    plain = url.replace(
+        "postgresql+asyncpg://", "postgresql://", 1
+    )  # the form the services' settings may use
+    connection = await asyncpg.connect(plain, timeout=5)
     try:
-        return {"head": (await store.head())[0], "checkpoints": await store.checkpoints()}
+        head = await connection.fetchval("SELECT position FROM log_head WHERE id = 1")
+        rows = await connection.fetch("SELECT consumer, position FROM checkpoints ORDER BY consumer")
     finally:
-        await store.close()
+        await connection.close()
+    return {"head": int(head or 0), "checkpoints": {r["consumer"]: int(r["position"]) for r in rows}}
 
 
 def cmd_supervise(args: argparse.Namespace) -> int:
+    from allot_cli.devstack import supervise
+
     return supervise(Path(args.state_dir).resolve())
 
 
@@ -304,7 +377,14 @@ def register(subparsers: Any) -> None:
     down.set_defaults(func=cmd_down)
     status = subparsers.add_parser("status", help="show the dev stack's processes, readiness and checkpoints")
     status.add_argument("--state-dir")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="the same as -o json")
+    status.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="json/yaml: an allot.dev/v1alpha1 StackStatus object",
+    )
     status.set_defaults(func=cmd_status)
     supervise_p = subparsers.add_parser("_supervise")  # no help: not listed
     supervise_p.add_argument("--state-dir", required=True)

@@ -1,4 +1,5 @@
-"""``allot sim run SCENARIO.yaml [-o decisions.jsonl] [--state state.json] [--config FILE]``."""
+"""``allot sim run SCENARIO.yaml [-o decisions.jsonl] [--state state.json] [--out-dir DIR] [--config FILE]``: the
+decisions on stdout; files only where asked."""
 
 from __future__ import annotations
 
@@ -8,17 +9,13 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from allot_cli.decisions import decisions
-from allot_cli.documents import load_documents
 from allot_cli.errors import InputError
-from allot_cli.manifests import Door, to_input
-from allot_cli.pipeline import SERVICES, build
-from allot_cli.simulator import Simulation
-from allot_cli.views import ClusterView
-from allot_contracts.errors import InvalidConfig, InvalidInput
-from allot_runtime.settings import read_config_file
+
+if TYPE_CHECKING:  # imported when a scenario runs: ``allot sim run --help`` loads no engine
+    from allot_cli.simulator import Simulation
+    from allot_cli.views import ClusterView
 
 T = TypeVar("T")
 
@@ -30,6 +27,10 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
     service's part is loaded here, so a bad one is an :class:`InputError` naming the file and each refused field."""
     if not path:
         return {}
+    from allot_cli.pipeline import SERVICES, build
+    from allot_contracts.errors import InvalidInput
+    from allot_runtime.settings import read_config_file
+
     try:
         data = read_config_file(Path(path), "--config")
     except InvalidInput as exc:
@@ -67,6 +68,8 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
 
 def _checked(path: str, what: str, load: Callable[[], T]) -> T:
     """``load()``, or an :class:`InputError` naming the file and every refused field (one line each)."""
+    from allot_contracts.errors import InvalidConfig, InvalidInput
+
     try:
         return load()
     except InvalidConfig as exc:
@@ -96,6 +99,11 @@ def run(
 ) -> tuple[Simulation, ClusterView, int]:
     """Run the scenario's valid documents (each refused one is reported on stderr); the number refused. With
     ``atomic``, a scenario with any refused document is not run at all."""
+    from allot_cli.documents import load_documents
+    from allot_cli.manifests import Door, to_input
+    from allot_cli.simulator import Simulation
+    from allot_cli.views import ClusterView
+
     docs = load_documents(scenario)
     door = Door(quotas=set())
     verdicts = door.check_all(docs)
@@ -119,15 +127,36 @@ def run(
     return sim, view, refused
 
 
+def _outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """Where the decisions and the final state go: only where asked (``-o``, ``--state``, or both in ``--out-dir``);
+    nothing is written to the current directory unless a path there is given."""
+    output = Path(args.output) if args.output else None
+    state = Path(args.state) if args.state else None
+    if args.out_dir:
+        directory = Path(args.out_dir)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"--out-dir {directory}: cannot create it: {exc.strerror}") from exc
+        output = output or directory / "decisions.jsonl"
+        state = state or directory / "state.json"
+    return output, state
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    from allot_cli.decisions import decisions
+
     sim, view, refused = run(args.scenario, config=load_config(args.config), atomic=args.atomic)
     lines = decisions(sim.store.events)
-    if args.output:
-        with open(args.output, "w") as out:
+    output, state = _outputs(args)
+    if output:
+        with open(output, "w") as out:
             for line in lines:
                 out.write(json.dumps(line, sort_keys=True) + "\n")
-    if args.state:
-        Path(args.state).write_text(json.dumps(final_state(sim, view), indent=2, sort_keys=True) + "\n")
+    if state:
+        state.write_text(json.dumps(final_state(sim, view), indent=2, sort_keys=True) + "\n")
+    for written in (p for p in (output, state) if p):
+        print(f"# wrote {written}", file=sys.stderr)
     for line in lines:
         where = line["node"] or "-"
         print(f"{line['outcome']:<14} {line['pod']:<32} {where:<20} {line['message']}")
@@ -151,6 +180,11 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("-o", "--output", help="write decisions as JSON lines")
     p.add_argument("--state", help="write the final state as JSON")
+    p.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        help="write decisions.jsonl and state.json in DIR (created if needed), unless -o/--state say otherwise",
+    )
     p.add_argument("--config", help="YAML mapping of service name to decision config")
     p.add_argument(
         "--atomic", action="store_true", help="run nothing unless every document of the scenario is valid"

@@ -1,0 +1,32 @@
+"""``allot events tail --type T --last N``: the N newest events of type T, wherever they are in the log."""
+
+from __future__ import annotations
+
+import asyncio
+
+from allot_cli.commands.events import recent
+from allot_testing.builders import a_node, a_pod
+from allot_testing.scenario import Scenario
+
+
+def test_last_counts_the_events_that_match_the_type() -> None:
+    s = Scenario()
+    s.apply(a_node("n1", gpus=1))
+    s.apply(*(a_pod(f"p{i}") for i in range(6)))
+    store = s.sim.store
+    types = [r.type for r in store.events]
+    submitted = [r.position for r in store.events if r.type == "pod.submitted"]
+    assert len(submitted) == 6 and types[-1] != "pod.submitted"  # other events came after the last one
+
+    async def run(patterns: list[str], last: int, after: int | None = None) -> tuple[list[int], int]:
+        records, until = await recent(store, patterns, last=last, after=after)
+        return [r.position for r in records], until
+
+    head = store.events[-1].position
+    assert asyncio.run(run(["pod.submitted"], 2)) == (submitted[-2:], head)
+    assert asyncio.run(run(["pod.*"], 1))[0] == [
+        max(r.position for r in store.events if r.type.startswith("pod."))
+    ]
+    assert asyncio.run(run([], 3))[0] == [head - 2, head - 1, head]
+    assert asyncio.run(run(["pod.submitted"], 0))[0] == []
+    assert asyncio.run(run(["pod.submitted"], 20, after=submitted[3]))[0] == submitted[4:]

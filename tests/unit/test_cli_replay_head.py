@@ -1,0 +1,47 @@
+"""``allot replay --verify --expect-head``: a wrong expected head on an intact chain is not a broken chain."""
+
+from __future__ import annotations
+
+import asyncio
+
+from allot_cli.commands.replay import chain_line
+from allot_eventstore.verify import ChainReport, verify_chain
+from allot_testing.builders import a_node, a_pod
+from allot_testing.scenario import Scenario
+
+
+def _verify(s: Scenario, expected: str | None) -> ChainReport:
+    async def run() -> ChainReport:
+        return await verify_chain(
+            s.sim.store.iterate(), head=await s.sim.store.head(), expected_head=expected
+        )
+
+    return asyncio.run(run())
+
+
+def test_an_intact_chain_with_another_head_than_expected_says_so_not_broken() -> None:
+    s = Scenario()
+    s.apply(a_node("n1", gpus=1), a_pod("a"))
+    good = _verify(s, None)
+    assert good.ok and chain_line(good).startswith("hash chain   ok:")
+    assert _verify(s, good.head_hash).ok
+    other = _verify(s, "0" * 64)
+    assert not other.ok and other.head_unexpected  # still a failure (exit 1), but of another kind
+    line = chain_line(other)
+    assert "BROKEN" not in line and "intact" in line and "NOT the expected head" in line
+    assert "intact" in other.problem and "0" * 64 in other.problem and "anchor" not in other.problem
+
+
+def test_the_anchor_line_does_not_call_an_intact_chain_broken() -> None:
+    import msgspec
+
+    from allot_cli.anchoring import anchor_line
+    from allot_eventstore.anchor import AnchorReport
+
+    s = Scenario()
+    s.apply(a_node("n1", gpus=1))
+    anchor = AnchorReport(anchored=True, keys=["0aa6"], checkpoints=3, newest_position=2)
+    other = msgspec.structs.replace(_verify(s, "0" * 64), anchor=anchor)
+    assert anchor_line(other).startswith("anchor       ok: 3 signed checkpoint(s) match the chain")
+    broken = msgspec.structs.replace(other, head_unexpected=False)
+    assert "before it broke" in anchor_line(broken)
