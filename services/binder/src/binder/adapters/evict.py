@@ -15,6 +15,13 @@ Every outstanding ``pod.evicted`` (qos-enforcer's memory-pressure evictions of B
 preemptions for a reservation) goes the same way, with the pod's uid as the only precondition, and is answered by
 ``pod.eviction_enacted`` on the pod's stream. As with the kubelet's and koordlet's evictions, the Eviction API
 honours PodDisruptionBudgets: a budget that allows no disruption holds the eviction back until it does.
+
+Every outstanding ``quota.evicted`` (quota-manager reclaiming a lender's min from borrowers, or revoking over-use)
+goes the same way, with the pod's uid as the precondition, and is answered on the pod's stream by
+``quota.eviction_enacted`` (accepted, or that life of the pod already gone) or ``quota.eviction_enactment_failed``
+with the API server's reason and message. A PodDisruptionBudget that allows no disruption (429 ``TooManyRequests``,
+"Cannot evict pod as it would violate the pod's disruption budget.") is such a final answer here, not a wait: the
+reclaim was decided now, for a pod that needs the quota now, and the refusal is what the log must say.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +42,11 @@ from allot_contracts.events import (
     ObjectRef,
     PodEvicted,
     PodEvictionEnacted,
+    QuotaEvicted,
 )
-from allot_runtime.kube.client import ApiError, call
+from allot_contracts.events.enactment import QuotaEvictionEnacted, QuotaEvictionEnactmentFailed
+from allot_runtime.kube.client import ApiError, ApiUnavailable, call
+from binder.adapters.outcomes import latest_decision, record_outcome
 
 log = logging.getLogger("allot.binder.kube")
 
@@ -49,10 +60,12 @@ class EvictionState:
     recorded: set[str] = field(default_factory=set)  # request event ids answered
     retries: dict[str, Any] = field(default_factory=dict)  # job -> backoff (the worker's _Retry)
     pod_retries: dict[str, Any] = field(default_factory=dict)  # pod -> backoff, for pod.evicted
+    quota_retries: dict[str, Any] = field(default_factory=dict)  # pod -> backoff, for quota.evicted
 
 
 def eviction_body(
-    request: MigrationEvictionRequested | PodEvicted, delete_options: dict[str, Any] | None = None
+    request: MigrationEvictionRequested | PodEvicted | QuotaEvicted,
+    delete_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if isinstance(request, MigrationEvictionRequested):
         options, uid = dict(request.delete_options), request.pod_uid
@@ -198,6 +211,84 @@ async def evict_pods_due(worker: Any, requests: list[PodEvicted]) -> None:
         state.recorded.add(record.event_id)
         state.pod_retries.pop(key, None)
         (log.info if evicted else log.warning)("%s (%s): %s", key, request.cause, message)
+
+
+DISRUPTION_BUDGET = "disruption budget"  # in the Eviction API's 429: a budget allows no disruption now
+
+
+async def _quota_evict(client: Any, request: QuotaEvicted, refused: type[Exception]) -> tuple[str, str]:
+    """``(reason, message)`` of the Eviction API's final answer (reason "" when accepted); raises
+    ``TransientError`` when there is none yet."""
+    path = EVICTION.format(namespace=request.pod.namespace, name=request.pod.name)
+    try:
+        await call(client, "POST", path, eviction_body(request))
+    except ApiUnavailable as exc:
+        if exc.status == 429 and DISRUPTION_BUDGET in str(exc):
+            return "TooManyRequests", str(exc)
+        raise
+    except ApiError as exc:
+        if exc.status in (401, 403):
+            raise refused(
+                f"the API server refused the Eviction ({exc}): check the binder's RBAC (create pods/eviction)"
+            ) from exc
+        if exc.status == 404 or (exc.status == 409 and "precondition" in exc.message.lower()):
+            return "", f"pod {request.pod.key} is already gone ({exc})"
+        return exc.reason or str(exc.status), str(exc)
+    return "", "evicted"
+
+
+def _of_life(uid: str) -> Callable[[RecordedEvent], bool]:
+    return lambda record: record.payload_dict().get("uid", "") == uid
+
+
+async def evict_quota_due(worker: Any, requests: list[QuotaEvicted], decider: str = "quota-manager") -> None:
+    """One pass over the outstanding ``quota.evicted`` decisions (called from the binder's worker step)."""
+    state: EvictionState = worker.evictions
+    now = time.monotonic()
+    for key in [k for k in state.quota_retries if k not in {r.pod.key for r in requests}]:
+        state.quota_retries.pop(key, None)
+    for request in requests:
+        key = request.pod.key
+        retry = state.quota_retries.get(key)
+        if retry is not None and retry.not_before > now:
+            continue
+        try:
+            record = await latest_decision(
+                worker.store,
+                stream_id("pod", key),
+                "quota.evicted",
+                decider,
+                _of_life(request.uid),
+            )
+            if record is None or record.event_id in state.recorded:
+                continue  # not committed yet, or answered and on its way into the projection
+            worker._check(f"Eviction of {key}")
+            reason, message = await _quota_evict(worker.client, request, refused=_refused_type(worker))
+            attempts = (retry.failures if retry is not None else 0) + 1
+            common: dict[str, Any] = {
+                "pod": request.pod,
+                "uid": request.uid,
+                "quota": request.quota,
+                "decision": record.event_id,
+                "message": message,
+                "attempts": attempts,
+            }
+            outcome = (
+                QuotaEvictionEnactmentFailed(reason=reason, **common)
+                if reason
+                else QuotaEvictionEnacted(**common)
+            )
+            await record_outcome(worker.store, decision=record, stream=stream_id("pod", key), event=outcome)
+        except Fenced:
+            raise
+        except TransientError as exc:
+            worker._retry_later(key, exc, state.quota_retries, what="Eviction (quota) of pod")
+            continue
+        state.recorded.add(record.event_id)
+        state.quota_retries.pop(key, None)
+        (log.warning if reason else log.info)(
+            "%s (quota %s, %s): %s", key, request.quota, request.cause, message
+        )
 
 
 def _refused_type(worker: Any) -> type[Exception]:
