@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import time
 from typing import Any
 
 import pytest
 
 from allot_bus.names import BusNames
+from allot_cli.kube.ledger import verify_report as enactment_report
 from allot_cli.kube.sync import KubeSync
 from allot_cli.pipeline import build_instance
 from allot_runtime.metrics import Metrics
@@ -162,5 +164,12 @@ async def test_pods_in_the_cluster_are_bound_through_the_api_server_with_their_d
         host = Host(build_instance("binder", "binder", {"mode": "kubernetes"}), name="binder")
         checked, mismatches = await verify_decisions(host, store)
         assert checked > 0 and not mismatches, mismatches[:1]
+        # replay --verify's enactment line: every cluster-changing decision has its outcome, however young.
+        head, _ = await store.head()
+        reported = await enactment_report(store, until=head, now=time.time_ns() // 1000, bound=0)
+        assert reported is not None, "a Kubernetes-mode log"
+        line, ledger = reported
+        assert ledger["without_outcome"] == [], line
+        assert ledger["states"].get("enacted", 0) >= len(pods), line
     finally:
         await store.close()

@@ -31,6 +31,8 @@ from allot_bus.adapters.nats import connect
 from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
 from allot_cli.commands.explain import refused_counts, refused_line
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
+from allot_cli.kube.ledger import bound_seconds
+from allot_cli.kube.ledger import verify_report as enactment_report
 from allot_cli.pipeline import PROCESSORS, instances
 from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
 from allot_cli.verify_jobs import Service, verify_all
@@ -118,6 +120,11 @@ async def run(args: argparse.Namespace) -> int:
             _say(args, anchor_line(chain))
             report["refused_messages"] = await refused_counts(store, until=head[0])
             _say(args, refused_line(report["refused_messages"]))
+            if enacted := await enactment_report(
+                store, until=head[0], now=time.time_ns() // 1000, bound=int(args.enactment_bound * 1e6)
+            ):
+                _say(args, enacted[0])
+                report["enactment"] = enacted[1]
             if not chain.ok:
                 _say(args, f"MISMATCH: {chain.problem}")
                 report["ok"] = False
@@ -245,6 +252,13 @@ def register(subparsers: Any) -> None:
         help="fail when more than this many events follow the newest signed checkpoint",
     )
     p.add_argument("--until", type=int, help="stop at this log position")
+    p.add_argument(
+        "--enactment-bound",
+        type=bound_seconds,
+        default=300.0,
+        metavar="SECONDS",
+        help="Kubernetes mode: report decisions older than this with no recorded outcome in the cluster (default 300)",
+    )
     p.add_argument("--config-dir", help="directory with <service>.yaml decision configs")
     p.add_argument("--no-live", action="store_true", help="do not compare with running services")
     p.add_argument(
