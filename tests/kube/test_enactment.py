@@ -11,11 +11,19 @@ from typing import Any
 import pytest
 
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
-from allot_contracts.events import ObjectRef, QuotaEvicted, QuotaStatusSynced
+from allot_contracts.events import (
+    DevicesReported,
+    NodeAllocatableUpdated,
+    ObjectRef,
+    QuotaEvicted,
+    QuotaStatusSynced,
+)
+from allot_contracts.objects.inventory import parse_device_cr
 from allot_reservation.testing import a_pod_manifest
-from allot_testing.builders import a_quota
+from allot_testing.builders import a_gpu_device, a_node, a_quota
 from allot_testing.fake_kube import FakeKube
 from binder.adapters.kube import PRODUCER
+from binder.adapters.notices import NoticeWorker
 
 pytestmark = pytest.mark.integration
 
@@ -176,3 +184,51 @@ async def test_a_disruption_budget_refusal_is_recorded_with_the_api_servers_reas
     kube.disruption_blocked.clear()
     await worker.step()
     assert len(kube.evictions) == 1 and len(await outcomes(store)) == 1  # a final answer: not retried
+
+
+async def test_node_status_decisions_get_their_outcome_once(kube: FakeKube, store: Any, client: Any) -> None:
+    """device.reported and node.allocatable_updated change the Node: each latest one is answered once the Node's
+    patch is written (also when it changes nothing), a superseded one is not, a Node missing in the cluster is
+    NotFound."""
+    kube.create(a_node("gpu-1"))
+    device = a_gpu_device("gpu-1", gpus=1, memory="80Gi")
+    decisions = [
+        (
+            "device:gpu-1",
+            DevicesReported(name="gpu-1", manifest=device, inventory=parse_device_cr(device)[1]),
+        ),
+        ("node:gpu-1", NodeAllocatableUpdated(name="gpu-1", allocatable={"kubernetes.io/batch-cpu": "1000"})),
+        ("node:gpu-1", NodeAllocatableUpdated(name="gpu-1", allocatable={"kubernetes.io/batch-cpu": "2000"})),
+        ("node:gpu-9", NodeAllocatableUpdated(name="gpu-9", allocatable={"kubernetes.io/batch-cpu": "1000"})),
+    ]
+    ids = [derived_event_id("t", "node", i) for i in range(len(decisions))]
+    await store.append(
+        [NewEvent(stream_id=s, event=e, event_id=i) for (s, e), i in zip(decisions, ids, strict=True)],
+        producer="device-allocator",
+    )
+    worker = NoticeWorker(store=store, client=client)
+    await worker.step()
+    got = [(kind, payload["decision"], cause) for kind, payload, _, cause in await outcomes(store)]
+    assert sorted(got) == sorted(
+        [
+            ("node.status_enacted", ids[0], ids[0]),
+            ("node.status_enacted", ids[2], ids[2]),  # the first allocatable update was superseded
+            ("node.status_enactment_failed", ids[3], ids[3]),
+        ]
+    )
+    failed = next(p for k, p, _, _ in await outcomes(store) if k == "node.status_enactment_failed")
+    assert failed["reason"] == "NotFound" and failed["node"] == "gpu-9"
+    same = NodeAllocatableUpdated(
+        name="gpu-1", allocatable={"kubernetes.io/batch-cpu": "2000"}, reason="again"
+    )
+    await store.append(
+        [NewEvent(stream_id="node:gpu-1", event=same, event_id=derived_event_id("t", "node", 9))],
+        producer="device-allocator",
+    )
+    patches = len(kube.patches)
+    await worker.step()
+    await worker.step()
+    assert len(kube.patches) == patches  # nothing new to write, yet the decision is answered, once
+    assert [
+        k for k, p, _, _ in await outcomes(store) if p["decision"] == derived_event_id("t", "node", 9)
+    ] == ["node.status_enacted"]

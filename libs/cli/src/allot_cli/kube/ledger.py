@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from allot_eventstore.clock import iso
@@ -58,7 +58,7 @@ class Rule:
     outcomes: frozenset[str]
     refusals: frozenset[str] = frozenset()
     withdrawn_by: frozenset[str] = frozenset()
-    superseded: bool = False  # a newer decision of the kind on the same stream replaces it
+    superseded_by: frozenset[str] = frozenset()  # a newer decision of these kinds on the same stream replaces it
     applies: Callable[[dict[str, Any]], bool] = _always
 
 
@@ -88,10 +88,18 @@ RULES: dict[str, Rule] = {
         outcomes=frozenset({"quota.status_enacted", "quota.status_enactment_failed"}),
         refusals=frozenset({"quota.status_enactment_failed"}),
         withdrawn_by=frozenset({"quota.deleted"}),
-        superseded=True,
+        superseded_by=frozenset({"quota.status_published"}),
         applies=lambda payload: payload.get("mode") == "kubernetes",
     ),
 }
+NODE_OUTCOMES = Rule(
+    outcomes=frozenset({"node.status_enacted", "node.status_enactment_failed"}),
+    refusals=frozenset({"node.status_enactment_failed"}),
+    withdrawn_by=frozenset({"node.removed"}),
+)
+RULES["node.allocatable_updated"] = replace(NODE_OUTCOMES, superseded_by=frozenset({"node.allocatable_updated"}))
+for _kind in ("device.reported", "device.removed"):
+    RULES[_kind] = replace(NODE_OUTCOMES, superseded_by=frozenset({"device.reported", "device.removed"}))
 OUTCOMES = frozenset(t for rule in RULES.values() for t in rule.outcomes)
 WITHDRAWALS = frozenset(t for rule in RULES.values() for t in rule.withdrawn_by)
 TYPES = frozenset(RULES) | OUTCOMES | WITHDRAWALS
@@ -157,7 +165,7 @@ def fold(records: Iterable[Record]) -> Ledger:
             for decision in list(pending):
                 held = ledger.entries[decision]
                 held_rule = RULES[held.type]
-                if kind in held_rule.withdrawn_by or (held_rule.superseded and kind == held.type):
+                if kind in held_rule.withdrawn_by or kind in held_rule.superseded_by:
                     if held.state == OPEN:
                         held.state = WITHDRAWN if kind in held_rule.withdrawn_by else SUPERSEDED
                     pending.remove(decision)

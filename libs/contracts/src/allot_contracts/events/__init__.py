@@ -31,6 +31,8 @@ from allot_contracts.events.cluster import (
 )
 from allot_contracts.events.descheduling import DeschedulerCandidate, DeschedulerNode, DeschedulerRound
 from allot_contracts.events.enactment import (
+    NodeStatusEnacted,
+    NodeStatusEnactmentFailed,
     QuotaEvictionEnacted,
     QuotaEvictionEnactmentFailed,
     QuotaStatusEnacted,
@@ -283,6 +285,8 @@ AnyEvent = (
     | QuotaStatusEnactmentFailed
     | QuotaEvictionEnacted
     | QuotaEvictionEnactmentFailed
+    | NodeStatusEnacted
+    | NodeStatusEnactmentFailed
 )
 
 

@@ -64,7 +64,28 @@ class QuotaEvictionEnactmentFailed(
     attempts: int = 1
 
 
+class NodeStatusEnacted(Event, frozen=True, kw_only=True, tag="node.status_enacted.v1"):
+    """The Node's resources and annotations a ``node.allocatable_updated`` or ``device.reported``/``device.removed``
+    decision leads to were written (``nodes/{name}/status``; nothing to write when they were already there)."""
+
+    node: str
+    decision: str
+    attempts: int = 1
+
+
+class NodeStatusEnactmentFailed(Event, frozen=True, kw_only=True, tag="node.status_enactment_failed.v1"):
+    """The Node's status patch for that decision was refused for good (``NotFound``: no such Node in the cluster)."""
+
+    node: str
+    decision: str
+    reason: str
+    message: str
+    attempts: int = 1
+
+
 __all__ = [
+    "NodeStatusEnacted",
+    "NodeStatusEnactmentFailed",
     "QuotaEvictionEnacted",
     "QuotaEvictionEnactmentFailed",
     "QuotaStatusEnacted",

@@ -17,6 +17,10 @@ restart neither repeats nor misses anything, and writes:
   spec is reset). Resources and annotations that disappeared are removed; the kubelet's own are untouched.
 
 Conditions, status and capacity are *desired state*: kept until written (retried with backoff), the latest wins.
+The Node's resources and annotations are the one part of these that decisions change (``node.allocatable_updated``,
+``device.reported``/``device.removed``): once a Node's patch is written, each such decision not superseded yet gets
+its outcome in the enactment ledger, ``node.status_enacted`` (or ``node.status_enactment_failed`` when the patch is
+refused for good, ``NotFound`` for a Node not in the cluster), caused by the decision (``binder.adapters.outcomes``).
 Every write first checks the leader's lease (:meth:`allot_runtime.kube.lease.Leadership.check`).
 
 At start the renderer first folds what was recorded up to the checkpoint, writing nothing but keeping the state
@@ -33,10 +37,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from allot_contracts.envelope import RecordedEvent
 from allot_contracts.errors import Fenced, TransientError
-from allot_contracts.events import PodBound, PodDeleted, PodSubmitted
+from allot_contracts.events import Event, PodBound, PodDeleted, PodSubmitted
+from allot_contracts.events.enactment import NodeStatusEnacted, NodeStatusEnactmentFailed
 from allot_runtime.kube.client import ApiError, call
 from binder.adapters.events import EventRecorder, micro_time
+from binder.adapters.outcomes import record_outcome
 from binder.notices import Condition, Notice, Renderer
 
 log = logging.getLogger("allot.binder.notices")
@@ -45,6 +52,12 @@ CHECKPOINT = "binder.kube.notices"
 POD_STATUS = "/api/v1/namespaces/{namespace}/pods/{name}/status"
 POD_GROUP_STATUS = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
 NODE_STATUS = "/api/v1/nodes/{name}/status"
+# decisions the Node's patch carries out, by what supersedes what: the latest of each group per node
+NODE_DECISIONS = {
+    "node.allocatable_updated": "allocatable",
+    "device.reported": "devices",
+    "device.removed": "devices",
+}
 
 
 @dataclass
@@ -66,6 +79,7 @@ class NoticeWorker:
     written_annotations: dict[str, dict[str, str]] = field(
         default_factory=dict
     )  # node -> annotations written
+    decisions: dict[str, dict[str, RecordedEvent]] = field(default_factory=dict)  # node -> group -> decision
     not_before: float = 0.0
     failures: int = 0
     counts: dict[str, int] = field(default_factory=dict)
@@ -107,6 +121,7 @@ class NoticeWorker:
         if not self.position:
             return
         async for record in self.store.iterate(types=self.renderer.interests, until=self.position):
+            self._decided(record)
             rendered = self.renderer.render(record.decode())
             self.groups.update(rendered.pod_groups)
             self.nodes.update(rendered.nodes)
@@ -121,6 +136,7 @@ class NoticeWorker:
                 break
             events: list[tuple[Notice, float]] = []
             for record in records:
+                self._decided(record)
                 event = record.decode()
                 rendered = self.renderer.render(event)
                 at = record.recorded_at / 1_000_000
@@ -191,20 +207,53 @@ class NoticeWorker:
             notes = _changes(self.written_annotations.get(node, {}), annotations)
             if notes:
                 body["metadata"] = {"annotations": notes}
-            if body:
-                await self._patch(NODE_STATUS.format(name=node), body)
+            unchanged = (
+                node in self.written_nodes
+                and self.written_nodes[node] == resources
+                and self.written_annotations.get(node) == annotations
+            )  # a decision that changes nothing the Node shows: answered without a write
+            refused = (
+                await self._patch(NODE_STATUS.format(name=node), body) if body and not unchanged else None
+            )
             self.written_nodes[node] = resources
             self.written_annotations[node] = annotations
             self.nodes.discard(node)
+            await self._enacted(node, refused)
 
-    async def _patch(self, path: str, patch: dict[str, Any], *, strategic: bool = False) -> None:
+    def _decided(self, record: RecordedEvent) -> None:
+        group = NODE_DECISIONS.get(record.type)
+        if group is not None:
+            node = str(record.payload_dict().get("name", ""))
+            self.decisions.setdefault(node, {})[group] = record  # a newer one supersedes it
+            self.nodes.add(node)  # answered even when it changes nothing the Node shows
+
+    async def _enacted(self, node: str, refused: ApiError | None) -> None:
+        """The outcome of every decision the Node's patch carried out (docs/kubernetes.md, the enactment ledger)."""
+        for decision in sorted(self.decisions.pop(node, {}).values(), key=lambda r: r.position):
+            outcome: Event = (
+                NodeStatusEnacted(node=node, decision=decision.event_id, attempts=self.failures + 1)
+                if refused is None
+                else NodeStatusEnactmentFailed(
+                    node=node,
+                    decision=decision.event_id,
+                    reason=refused.reason or str(refused.status),
+                    message=str(refused),
+                    attempts=self.failures + 1,
+                )
+            )
+            await record_outcome(self.store, decision=decision, stream=decision.stream_id, event=outcome)
+
+    async def _patch(self, path: str, patch: dict[str, Any], *, strategic: bool = False) -> ApiError | None:
+        """None when written; the refusal when refused for good (404: the object is gone; other 4xx)."""
         kind = "application/strategic-merge-patch+json" if strategic else "application/merge-patch+json"
         try:
             await self._send("PATCH", path, patch, kind)
         except ApiError as exc:
             if exc.status in (401, 403) or exc.status >= 500:
                 raise
-            log.debug("%s not written: %s", path, exc)  # 404: the object is gone; 4xx: refused for good
+            log.debug("%s not written: %s", path, exc)
+            return exc
+        return None
 
 
 def _changes(before: dict[str, str], now: dict[str, str]) -> dict[str, str | None]:
