@@ -58,7 +58,9 @@ class Rule:
     outcomes: frozenset[str]
     refusals: frozenset[str] = frozenset()
     withdrawn_by: frozenset[str] = frozenset()
-    superseded_by: frozenset[str] = frozenset()  # a newer decision of these kinds on the same stream replaces it
+    superseded_by: frozenset[str] = (
+        frozenset()
+    )  # a newer decision of these kinds on the same stream replaces it
     applies: Callable[[dict[str, Any]], bool] = _always
 
 
@@ -97,7 +99,9 @@ NODE_OUTCOMES = Rule(
     refusals=frozenset({"node.status_enactment_failed"}),
     withdrawn_by=frozenset({"node.removed"}),
 )
-RULES["node.allocatable_updated"] = replace(NODE_OUTCOMES, superseded_by=frozenset({"node.allocatable_updated"}))
+RULES["node.allocatable_updated"] = replace(
+    NODE_OUTCOMES, superseded_by=frozenset({"node.allocatable_updated"})
+)
 for _kind in ("device.reported", "device.removed"):
     RULES[_kind] = replace(NODE_OUTCOMES, superseded_by=frozenset({"device.reported", "device.removed"}))
 OUTCOMES = frozenset(t for rule in RULES.values() for t in rule.outcomes)
