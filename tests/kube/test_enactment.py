@@ -10,11 +10,18 @@ from typing import Any
 
 import pytest
 
+from allot_contracts.decisions.placement import Decision
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import (
     DevicesReported,
+    Event,
     NodeAllocatableUpdated,
     ObjectRef,
+    PodDeleted,
+    PodPlaced,
+    PodUnschedulable,
+    PreemptionDecided,
+    PreemptionVictim,
     QuotaEvicted,
     QuotaStatusSynced,
 )
@@ -232,3 +239,54 @@ async def test_node_status_decisions_get_their_outcome_once(kube: FakeKube, stor
     assert [
         k for k, p, _, _ in await outcomes(store) if p["decision"] == derived_event_id("t", "node", 9)
     ] == ["node.status_enacted"]
+
+
+def a_preemption(job: str, victim: str) -> PreemptionDecided:
+    return PreemptionDecided(
+        job=f"default/{job}",
+        attempt=1,
+        priority=100,
+        members=[f"default/{job}"],
+        nominated={f"default/{job}": "n1"},
+        victims=[PreemptionVictim(pod=ObjectRef(namespace="default", name=victim), node="n1")],
+        message=f"preempting default/{victim} on n1",
+    )
+
+
+async def test_a_preemptor_is_nominated_until_it_is_placed_or_gives_up(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    for name in ("vip", "vip2"):
+        manifest = a_pod_manifest(name)
+        del manifest["metadata"]["uid"]
+        kube.create(manifest)
+    vip, vip2 = ObjectRef(namespace="default", name="vip"), ObjectRef(namespace="default", name="vip2")
+    placed = Decision(pod="default/vip", outcome="Scheduled", node="n1")
+    steps: list[list[Event]] = [
+        [a_preemption("vip", "low"), a_preemption("vip2", "low2")],
+        [PodPlaced(pod=vip, attempt=2, node="n1", decision=placed)],  # placed: cleared
+        # vip2 fails while its victim is still leaving (kept), then again with every victim gone (it gives up)
+        [PodUnschedulable(pod=vip2, attempt=2, message="x", codes=["PreemptionInProgress"], decision=placed)],
+        [
+            PodDeleted(pod=ObjectRef(namespace="default", name="low2")),
+            PodUnschedulable(pod=vip2, attempt=3, message="x", codes=[], decision=placed),
+        ],
+    ]
+    worker = NoticeWorker(store=store, client=client)
+    seen = []
+    for index, events in enumerate(steps):
+        await store.append(
+            [
+                NewEvent(stream_id=f"x:{index}", event=e, event_id=derived_event_id("t", f"n{index}", i))
+                for i, e in enumerate(events)
+            ],
+            producer="device-allocator",
+        )
+        await worker.step()
+        seen.append(
+            tuple(
+                (kube.get("Pod", n, "default") or {}).get("status", {}).get("nominatedNodeName")
+                for n in ("vip", "vip2")
+            )
+        )
+    assert seen == [("n1", "n1"), (None, "n1"), (None, "n1"), (None, None)]

@@ -9,6 +9,8 @@ restart neither repeats nor misses anything, and writes:
   API server would expire them within the hour anyway.
 - ``PodScheduled`` with a strategic merge patch on ``pods/{name}/status`` (the pod's other conditions stay), the
   latest per pod; a pod bound or deleted since gets none. 404 (the pod is gone) ends it.
+- ``status.nominatedNodeName`` of a preemptor (``binder.nominations``), with a merge patch on ``pods/{name}/status``:
+  set after its preemption, cleared (null) when it is placed or gives up; 404 (the pod is gone) ends it.
 - PodGroup ``status`` (phase; scheduled, running, succeeded, failed) with a merge patch on
   ``podgroups/{name}/status``; 404 (a gang declared by annotations only, or the PodGroup deleted) ends it.
 - the Node's ``status.capacity`` and ``status.allocatable`` device resources and batch/mid resources, and its
@@ -44,6 +46,7 @@ from allot_contracts.events.enactment import NodeStatusEnacted, NodeStatusEnactm
 from allot_runtime.kube.client import ApiError, call
 from binder.adapters.events import EventRecorder, micro_time
 from binder.adapters.outcomes import record_outcome
+from binder.nominations import Nominations
 from binder.notices import Condition, Notice, Renderer
 
 log = logging.getLogger("allot.binder.notices")
@@ -80,6 +83,10 @@ class NoticeWorker:
         default_factory=dict
     )  # node -> annotations written
     decisions: dict[str, dict[str, RecordedEvent]] = field(default_factory=dict)  # node -> group -> decision
+    nominations: Nominations = field(default_factory=Nominations)
+    nominated: dict[str, str | None] = field(
+        default_factory=dict
+    )  # pod -> nominatedNodeName to write (None: clear)
     not_before: float = 0.0
     failures: int = 0
     counts: dict[str, int] = field(default_factory=dict)
@@ -120,24 +127,29 @@ class NoticeWorker:
         Node resources it leads to (see the module docstring)."""
         if not self.position:
             return
-        async for record in self.store.iterate(types=self.renderer.interests, until=self.position):
+        async for record in self.store.iterate(types=self._interests(), until=self.position):
             self._decided(record)
-            rendered = self.renderer.render(record.decode())
+            event = record.decode()
+            self.nominations.fold(event)
+            rendered = self.renderer.render(event)
             self.groups.update(rendered.pod_groups)
             self.nodes.update(rendered.nodes)
+        self.nominated = dict(self.nominations.nominated())  # written once more (idempotent)
+
+    def _interests(self) -> frozenset[str]:
+        return self.renderer.interests | Nominations.interests
 
     async def step(self) -> None:
         """Fold what was recorded since the last pass, then write what is due."""
         while True:
-            records = await self.store.read(
-                after=self.position, types=self.renderer.interests, limit=self.page
-            )
+            records = await self.store.read(after=self.position, types=self._interests(), limit=self.page)
             if not records:
                 break
             events: list[tuple[Notice, float]] = []
             for record in records:
                 self._decided(record)
                 event = record.decode()
+                self.nominated.update(self.nominations.fold(event))
                 rendered = self.renderer.render(event)
                 at = record.recorded_at / 1_000_000
                 fresh = self.wall() - at < self.horizon
@@ -191,6 +203,11 @@ class NoticeWorker:
                 strategic=True,
             )
             self.conditions.pop(key, None)
+        for key in sorted(self.nominated):
+            namespace, _, name = key.partition("/")
+            nomination = {"status": {"nominatedNodeName": self.nominated[key]}}
+            await self._patch(POD_STATUS.format(namespace=namespace, name=name), nomination)
+            self.nominated.pop(key, None)
         for key in sorted(self.groups):
             status = self.renderer.group_status(key)
             namespace, _, name = key.rpartition("/")
