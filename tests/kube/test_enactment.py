@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from allot_cli.commands.explain import explain, history
 from allot_contracts.decisions.placement import Decision
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import (
@@ -191,6 +192,12 @@ async def test_a_disruption_budget_refusal_is_recorded_with_the_api_servers_reas
     kube.disruption_blocked.clear()
     await worker.step()
     assert len(kube.evictions) == 1 and len(await outcomes(store)) == 1  # a final answer: not retried
+    # allot explain pod shows the refusal, in the timeline and under "enacted:"
+    lines = explain("default/borrowed-0", *await history(store, "default/borrowed-0"))
+    (timeline,) = [line for line in lines if "quota.eviction_enactment_failed binder.kube" in line]
+    assert "REFUSED by the API server: TooManyRequests" in timeline
+    start = lines.index("enacted:   in the cluster (Kubernetes mode)")
+    assert "quota.evicted: refused by quota.eviction_enactment_failed: TooManyRequests" in lines[start + 1]
 
 
 async def test_node_status_decisions_get_their_outcome_once(kube: FakeKube, store: Any, client: Any) -> None:
