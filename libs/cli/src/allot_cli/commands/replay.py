@@ -31,7 +31,7 @@ from allot_bus.adapters.nats import connect
 from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
 from allot_cli.commands.explain import refused_counts, refused_line
 from allot_cli.connect import Endpoints, endpoints, find_state_dir
-from allot_cli.kube.ledger import bound_seconds
+from allot_cli.kube.ledger import DEFAULT_BOUND, bound_seconds
 from allot_cli.kube.ledger import verify_report as enactment_report
 from allot_cli.pipeline import PROCESSORS, instances
 from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
@@ -121,7 +121,10 @@ async def run(args: argparse.Namespace) -> int:
             report["refused_messages"] = await refused_counts(store, until=head[0])
             _say(args, refused_line(report["refused_messages"]))
             if enacted := await enactment_report(
-                store, until=head[0], now=time.time_ns() // 1000, bound=int(args.enactment_bound * 1e6)
+                store,
+                until=head[0],
+                now=time.time_ns() // 1000,
+                bound=int(getattr(args, "enactment_bound", DEFAULT_BOUND) * 1e6),
             ):
                 _say(args, enacted[0])
                 report["enactment"] = enacted[1]
@@ -255,7 +258,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--enactment-bound",
         type=bound_seconds,
-        default=300.0,
+        default=DEFAULT_BOUND,
         metavar="SECONDS",
         help="Kubernetes mode: report decisions older than this with no recorded outcome in the cluster (default 300)",
     )

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from allot_eventstore.clock import iso
 
+DEFAULT_BOUND = 300.0  # seconds: ``allot replay --verify --enactment-bound``
 ENACTED, REFUSED, WITHDRAWN, SUPERSEDED, OPEN = "enacted", "refused", "withdrawn", "superseded", "open"
 
 
