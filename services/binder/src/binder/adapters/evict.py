@@ -26,16 +26,16 @@ reclaim was decided now, for a pod that needs the quota now, and the refusal is 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
-from allot_contracts.errors import AlreadyProcessed, Fenced, TransientError
+from allot_contracts.errors import Fenced, TransientError
 from allot_contracts.events import (
+    Event,
     MigrationEvicted,
     MigrationEvictionFailed,
     MigrationEvictionRequested,
@@ -170,47 +170,67 @@ async def _decision_record(store: Any, request: PodEvicted) -> RecordedEvent | N
     return None
 
 
-async def evict_pods_due(worker: Any, requests: list[PodEvicted]) -> None:
-    """One pass over the outstanding ``pod.evicted`` decisions (called from the binder's worker step)."""
+Enacted = tuple[Event, bool, str]  # the outcome to record, whether it was carried out, what to log
+
+
+async def _carry_out(
+    worker: Any,
+    requests: list[PodEvicted] | list[QuotaEvicted],
+    retries: dict[str, Any],
+    *,
+    find: Callable[[Any], Awaitable[RecordedEvent | None]],
+    enact: Callable[[Any, RecordedEvent, int], Awaitable[Enacted]],
+    what: str,
+) -> None:
+    """One pass over outstanding pod evictions: each committed decision not answered yet is carried out once, its
+    outcome recorded on the pod's stream; a transient failure is retried later with backoff."""
     state: EvictionState = worker.evictions
     now = time.monotonic()
-    for key in [k for k in state.pod_retries if k not in {r.pod.key for r in requests}]:
-        state.pod_retries.pop(key, None)
+    for key in [k for k in retries if k not in {r.pod.key for r in requests}]:
+        retries.pop(key, None)
     for request in requests:
         key = request.pod.key
-        retry = state.pod_retries.get(key)
+        retry = retries.get(key)
         if retry is not None and retry.not_before > now:
             continue
         try:
-            record = await _decision_record(worker.store, request)
+            record = await find(request)
             if record is None or record.event_id in state.recorded:
                 continue  # not committed yet, or answered and on its way into the projection
             worker._check(f"Eviction of {key}")
-            evicted, message = await evict(worker.client, request, refused=_refused_type(worker))
-            new = NewEvent(
-                stream_id=stream_id("pod", key),
-                event=PodEvictionEnacted(
-                    pod=request.pod,
-                    uid=request.uid,
-                    node=request.node,
-                    cause=request.cause,
-                    evicted=evicted,
-                    message=message,
-                ),
-                event_id=derived_event_id(PRODUCER, record.event_id, 0),
-                causation_id=record.event_id,
-                correlation_id=record.correlation_id or record.event_id,
-            )
-            with contextlib.suppress(AlreadyProcessed):  # answered before a restart: already in the log
-                await worker.store.append([new], producer=PRODUCER)
+            outcome, done, message = await enact(request, record, (retry.failures if retry else 0) + 1)
+            await record_outcome(worker.store, decision=record, stream=stream_id("pod", key), event=outcome)
         except Fenced:
             raise
         except TransientError as exc:
-            worker._retry_later(key, exc, state.pod_retries, what=f"Eviction ({request.cause}) of pod")
+            worker._retry_later(key, exc, retries, what=f"Eviction ({what}) of pod")
             continue
         state.recorded.add(record.event_id)
-        state.pod_retries.pop(key, None)
-        (log.info if evicted else log.warning)("%s (%s): %s", key, request.cause, message)
+        retries.pop(key, None)
+        (log.info if done else log.warning)("%s (%s): %s", key, what, message)
+
+
+async def evict_pods_due(worker: Any, requests: list[PodEvicted]) -> None:
+    """One pass over the outstanding ``pod.evicted`` decisions (called from the binder's worker step)."""
+
+    async def enact(request: PodEvicted, record: RecordedEvent, attempts: int) -> Enacted:
+        evicted, message = await evict(worker.client, request, refused=_refused_type(worker))
+        outcome = PodEvictionEnacted(
+            pod=request.pod,
+            uid=request.uid,
+            node=request.node,
+            cause=request.cause,
+            evicted=evicted,
+            message=message,
+        )
+        return outcome, evicted, message
+
+    async def find(request: PodEvicted) -> RecordedEvent | None:
+        return await _decision_record(worker.store, request)
+
+    await _carry_out(
+        worker, requests, worker.evictions.pod_retries, find=find, enact=enact, what="pod.evicted"
+    )
 
 
 DISRUPTION_BUDGET = "disruption budget"  # in the Eviction API's 429: a budget allows no disruption now
@@ -243,52 +263,29 @@ def _of_life(uid: str) -> Callable[[RecordedEvent], bool]:
 
 async def evict_quota_due(worker: Any, requests: list[QuotaEvicted], decider: str = "quota-manager") -> None:
     """One pass over the outstanding ``quota.evicted`` decisions (called from the binder's worker step)."""
-    state: EvictionState = worker.evictions
-    now = time.monotonic()
-    for key in [k for k in state.quota_retries if k not in {r.pod.key for r in requests}]:
-        state.quota_retries.pop(key, None)
-    for request in requests:
-        key = request.pod.key
-        retry = state.quota_retries.get(key)
-        if retry is not None and retry.not_before > now:
-            continue
-        try:
-            record = await latest_decision(
-                worker.store,
-                stream_id("pod", key),
-                "quota.evicted",
-                decider,
-                _of_life(request.uid),
-            )
-            if record is None or record.event_id in state.recorded:
-                continue  # not committed yet, or answered and on its way into the projection
-            worker._check(f"Eviction of {key}")
-            reason, message = await _quota_evict(worker.client, request, refused=_refused_type(worker))
-            attempts = (retry.failures if retry is not None else 0) + 1
-            common: dict[str, Any] = {
-                "pod": request.pod,
-                "uid": request.uid,
-                "quota": request.quota,
-                "decision": record.event_id,
-                "message": message,
-                "attempts": attempts,
-            }
-            outcome = (
-                QuotaEvictionEnactmentFailed(reason=reason, **common)
-                if reason
-                else QuotaEvictionEnacted(**common)
-            )
-            await record_outcome(worker.store, decision=record, stream=stream_id("pod", key), event=outcome)
-        except Fenced:
-            raise
-        except TransientError as exc:
-            worker._retry_later(key, exc, state.quota_retries, what="Eviction (quota) of pod")
-            continue
-        state.recorded.add(record.event_id)
-        state.quota_retries.pop(key, None)
-        (log.warning if reason else log.info)(
-            "%s (quota %s, %s): %s", key, request.quota, request.cause, message
+
+    async def enact(request: QuotaEvicted, record: RecordedEvent, attempts: int) -> Enacted:
+        reason, message = await _quota_evict(worker.client, request, refused=_refused_type(worker))
+        common: dict[str, Any] = {
+            "pod": request.pod,
+            "uid": request.uid,
+            "quota": request.quota,
+            "decision": record.event_id,
+            "message": message,
+            "attempts": attempts,
+        }
+        if reason:
+            return QuotaEvictionEnactmentFailed(reason=reason, **common), False, message
+        return QuotaEvictionEnacted(**common), True, message
+
+    async def find(request: QuotaEvicted) -> RecordedEvent | None:
+        return await latest_decision(
+            worker.store, stream_id("pod", request.pod.key), "quota.evicted", decider, _of_life(request.uid)
         )
+
+    await _carry_out(
+        worker, requests, worker.evictions.quota_retries, find=find, enact=enact, what="quota.evicted"
+    )
 
 
 def _refused_type(worker: Any) -> type[Exception]:
