@@ -81,10 +81,11 @@ def eviction_body(
     }
 
 
-async def evict(
-    client: Any, request: MigrationEvictionRequested | PodEvicted, refused: type[Exception]
-) -> tuple[bool, str]:
-    """``(evicted, message)``; raises ``TransientError`` when there is no final answer yet."""
+async def _post(
+    client: Any, request: MigrationEvictionRequested | PodEvicted | QuotaEvicted, refused: type[Exception]
+) -> tuple[str, str]:
+    """POST the Eviction: ``(reason, message)`` of the final answer, reason "" when accepted (or that life of the pod
+    is already gone); raises ``TransientError`` when there is no final answer yet."""
     pod: ObjectRef = request.pod
     path = EVICTION.format(namespace=pod.namespace, name=pod.name)
     try:
@@ -95,9 +96,17 @@ async def evict(
                 f"the API server refused the Eviction ({exc}): check the binder's RBAC (create pods/eviction)"
             ) from exc
         if exc.status == 404 or (exc.status == 409 and "precondition" in exc.message.lower()):
-            return True, f"pod {pod.key} is already gone ({exc})"
-        return False, f"evicting {pod.key} failed: {exc}"
-    return True, "evicted"
+            return "", f"pod {pod.key} is already gone ({exc})"
+        return exc.reason or str(exc.status), str(exc)
+    return "", "evicted"
+
+
+async def evict(
+    client: Any, request: MigrationEvictionRequested | PodEvicted, refused: type[Exception]
+) -> tuple[bool, str]:
+    """``(evicted, message)``; raises ``TransientError`` when there is no final answer yet."""
+    reason, message = await _post(client, request, refused)
+    return (True, message) if not reason else (False, f"evicting {request.pod.key} failed: {message}")
 
 
 async def _request_record(
@@ -237,24 +246,13 @@ DISRUPTION_BUDGET = "disruption budget"  # in the Eviction API's 429: a budget a
 
 
 async def _quota_evict(client: Any, request: QuotaEvicted, refused: type[Exception]) -> tuple[str, str]:
-    """``(reason, message)`` of the Eviction API's final answer (reason "" when accepted); raises
-    ``TransientError`` when there is none yet."""
-    path = EVICTION.format(namespace=request.pod.namespace, name=request.pod.name)
+    """As :func:`_post`, with a disruption budget's 429 a final answer."""
     try:
-        await call(client, "POST", path, eviction_body(request))
+        return await _post(client, request, refused)
     except ApiUnavailable as exc:
         if exc.status == 429 and DISRUPTION_BUDGET in str(exc):
             return "TooManyRequests", str(exc)
         raise
-    except ApiError as exc:
-        if exc.status in (401, 403):
-            raise refused(
-                f"the API server refused the Eviction ({exc}): check the binder's RBAC (create pods/eviction)"
-            ) from exc
-        if exc.status == 404 or (exc.status == 409 and "precondition" in exc.message.lower()):
-            return "", f"pod {request.pod.key} is already gone ({exc})"
-        return exc.reason or str(exc.status), str(exc)
-    return "", "evicted"
 
 
 def _of_life(uid: str) -> Callable[[RecordedEvent], bool]:
