@@ -106,3 +106,57 @@ async def running() -> AsyncIterator[Callable[[Callable[[asyncio.Event], Awaitab
     for item in started:
         if not item.task.done() or not item.stop.is_set():
             await item.close()
+
+
+class KubeBinder:
+    """The binder's processor in Kubernetes mode driven over the real log as its runtime drives it, with a worker
+    that sees everything the runtime's view shows (bindings, quota patches, every kind of eviction)."""
+
+    def __init__(self, store: Any) -> None:
+        from allot_runtime.processor import Host
+        from binder.processor import Binder
+
+        self.store = store
+        self.host = Host(Binder({"mode": "kubernetes"}), name="binder")
+        self.position = 0
+
+    async def feed(self) -> None:
+        async for record in self.store.iterate(after=self.position, types=self.host.interests):
+            self.position = record.position
+            if record.producer != self.host.name:
+                news = self.host.step(record)
+                if news:
+                    await self.store.append(news, producer=self.host.name)
+
+    async def view(self) -> Any:
+        from binder.adapters.kube import View
+
+        p = self.host.processor
+        return View(
+            ready=True,
+            requests=p.outstanding(),
+            patches=p.quota_patches(),
+            evictions=p.evictions.outstanding(),
+            pod_evictions=p.evictions.outstanding_pods(),
+            quota_evictions=p.evictions.outstanding_quota(),
+        )
+
+    def worker(self, client: Any) -> Any:
+        from prometheus_client import CollectorRegistry
+
+        from binder.adapters.kube import BinderMetrics, BindWorker
+
+        return BindWorker(
+            store=self.store,
+            client=client,
+            view=self.view,
+            backoff=(0.01, 0.05),
+            refused_delay=0.05,
+            metrics=BinderMetrics.of(CollectorRegistry()),
+        )
+
+
+@pytest.fixture
+def kube_binder(store: PostgresEventStore) -> KubeBinder:
+    """The binder in Kubernetes mode over the test's log (:class:`KubeBinder`)."""
+    return KubeBinder(store)

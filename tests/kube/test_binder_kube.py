@@ -11,50 +11,15 @@ import pytest
 from allot_contracts.decisions.placement import Decision
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import ObjectRef, PodPlaced, PodSubmitted, QuotaStatusSynced
-from allot_runtime.processor import Host
 from allot_testing.builders import a_pod, a_quota
 from allot_testing.fake_kube import FakeKube
-from binder.adapters.kube import PRODUCER, BinderMetrics, BindWorker, View
-from binder.processor import Binder, BindRequest
+from binder.adapters.kube import PRODUCER, BindWorker, View
+from binder.processor import BindRequest
 
 pytestmark = pytest.mark.integration
 
 ALLOCATED = {"gpu": [{"minor": 1, "resources": {"koordinator.sh/gpu-core": "100"}}]}
 STATUS = {"cpuset": "0-3"}
-
-
-class Binding:
-    """The binder's processor in Kubernetes mode driven over the real log, as its runtime would."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-        self.host = Host(Binder({"mode": "kubernetes"}), name="binder")
-        self.position = 0
-
-    async def feed(self) -> None:
-        async for record in self.store.iterate(after=self.position, types=self.host.interests):
-            self.position = record.position
-            if record.producer == self.host.name:
-                continue
-            news = self.host.step(record)
-            if news:
-                await self.store.append(news, producer=self.host.name)
-
-    async def view(self) -> View:
-        processor = self.host.processor
-        return View(ready=True, requests=processor.outstanding(), patches=processor.quota_patches())
-
-    def worker(self, client: Any) -> BindWorker:
-        from prometheus_client import CollectorRegistry
-
-        return BindWorker(
-            store=self.store,
-            client=client,
-            view=self.view,
-            backoff=(0.01, 0.05),
-            refused_delay=0.05,
-            metrics=BinderMetrics.of(CollectorRegistry()),
-        )
 
 
 async def place(store: Any, name: str, uid: str, node: str = "n1", attempt: int = 1) -> None:
@@ -96,7 +61,7 @@ async def outcomes(store: Any) -> list[tuple[str, dict[str, Any], str, str | Non
     ]
 
 
-async def settle_worker(binding: Binding, worker: BindWorker, eventually: Any) -> None:
+async def settle_worker(binding: Any, worker: BindWorker, eventually: Any) -> None:
     """Run passes until nothing is outstanding (outcomes fed back to the processor)."""
 
     async def done() -> bool:
@@ -108,12 +73,12 @@ async def settle_worker(binding: Binding, worker: BindWorker, eventually: Any) -
 
 
 async def test_a_binding_carries_the_annotations_and_is_recorded_once(
-    kube: FakeKube, store: Any, client: Any, eventually: Any
+    kube: FakeKube, store: Any, client: Any, eventually: Any, kube_binder: Any
 ) -> None:
     pod = kube.create(a_pod("p"))
     uid = pod["metadata"]["uid"]
     await place(store, "p", uid)
-    binding = Binding(store)
+    binding = kube_binder
     await binding.feed()
     (request,) = binding.host.processor.outstanding()
     worker = binding.worker(client)
@@ -156,13 +121,13 @@ async def test_a_binding_carries_the_annotations_and_is_recorded_once(
 
 
 async def test_a_lost_answer_is_retried_and_the_conflict_on_the_same_node_is_success(
-    kube: FakeKube, store: Any, client: Any, eventually: Any
+    kube: FakeKube, store: Any, client: Any, eventually: Any, kube_binder: Any
 ) -> None:
     pod = kube.create(a_pod("p"))
     await place(store, "p", pod["metadata"]["uid"])
     kube.fail("POST", r"/pods/p/binding$", after=True)  # bound, but the answer never arrives
     kube.fail("POST", r"/pods/p/binding$", status=503)  # then the API server is briefly unavailable
-    binding = Binding(store)
+    binding = kube_binder
     await binding.feed()
     await settle_worker(binding, binding.worker(client), eventually)
     assert len(kube.bindings) == 2  # the first (effective) one, the second refused as already assigned
@@ -172,7 +137,7 @@ async def test_a_lost_answer_is_retried_and_the_conflict_on_the_same_node_is_suc
 
 @pytest.mark.parametrize("case", ["deleted", "other-node", "recreated", "being-deleted", "gated"])
 async def test_final_refusals_are_recorded_as_bind_failed_once(
-    case: str, kube: FakeKube, store: Any, client: Any, eventually: Any
+    case: str, kube: FakeKube, store: Any, client: Any, eventually: Any, kube_binder: Any
 ) -> None:
     pod = kube.create(a_pod("p"))
     uid = pod["metadata"]["uid"]
@@ -188,7 +153,7 @@ async def test_final_refusals_are_recorded_as_bind_failed_once(
     else:
         kube.update("Pod", "p", lambda o: o["spec"].update({"schedulingGates": [{"name": "g"}]}))
     await place(store, "p", uid)
-    binding = Binding(store)
+    binding = kube_binder
     await binding.feed()
     await settle_worker(binding, binding.worker(client), eventually)
     ((kind, payload, _, _),) = await outcomes(store)
@@ -206,7 +171,7 @@ async def test_final_refusals_are_recorded_as_bind_failed_once(
 
 
 async def test_nothing_is_bound_before_the_request_is_committed_or_while_rbac_refuses(
-    kube: FakeKube, store: Any, client: Any, eventually: Any
+    kube: FakeKube, store: Any, client: Any, eventually: Any, kube_binder: Any
 ) -> None:
     kube.create(a_pod("p"))
     uncommitted = BindRequest(pod=ObjectRef(namespace="default", name="p"), uid="u", attempt=1, node="n1")
@@ -220,7 +185,7 @@ async def test_nothing_is_bound_before_the_request_is_committed_or_while_rbac_re
 
     pod = kube.get("Pod", "p")
     await place(store, "p", pod["metadata"]["uid"])
-    binding = Binding(store)
+    binding = kube_binder
     await binding.feed()
     kube.fail("POST", r"/binding$", status=403, message='pods "p" is forbidden', times=1)
     worker = binding.worker(client)
@@ -231,10 +196,10 @@ async def test_nothing_is_bound_before_the_request_is_committed_or_while_rbac_re
 
 
 async def test_quota_status_is_merge_patched_onto_the_elastic_quota(
-    kube: FakeKube, store: Any, client: Any, eventually: Any
+    kube: FakeKube, store: Any, client: Any, eventually: Any, kube_binder: Any
 ) -> None:
     kube.create(a_quota("q", namespace="team"))
-    binding = Binding(store)
+    binding = kube_binder
     patch = {
         "metadata": {"annotations": {"quota.scheduling.koordinator.sh/runtime": '{"cpu":"4"}'}},
         "status": {"used": {"cpu": "2"}},
@@ -278,13 +243,13 @@ async def test_quota_status_is_merge_patched_onto_the_elastic_quota(
 
 
 async def test_a_quota_whose_annotations_are_refused_still_gets_its_status(
-    kube: FakeKube, store: Any, client: Any
+    kube: FakeKube, store: Any, client: Any, kube_binder: Any
 ) -> None:
     """A validating webhook refusing the annotation patch (422) does not stop the quota's status: it is written
     first, on the status subresource, which webhooks scoped to the object never see; the next status is written
     too."""
     kube.create(a_quota("q", namespace="team"))
-    binding = Binding(store)
+    binding = kube_binder
 
     async def publish(used: str, index: int) -> None:
         patch = {

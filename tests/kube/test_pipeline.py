@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import time
 from typing import Any
 
 import pytest
 
 from allot_bus.names import BusNames
+from allot_cli.kube.ledger import verify_report as enactment_report
 from allot_cli.kube.sync import KubeSync
 from allot_cli.pipeline import build_instance
 from allot_runtime.metrics import Metrics
@@ -24,11 +26,18 @@ from allot_testing.builders import a_gpu_device, a_node, a_pod
 from allot_testing.fake_kube import FakeKube
 from allot_testing.stack import InProcessStack
 from binder.adapters.kube import bind_worker
+from binder.adapters.notices import notice_worker
 from node_reporter.adapters.kube import kube_watch
 
 pytestmark = pytest.mark.integration
 
 ALLOCATED = "scheduling.koordinator.sh/device-allocated"
+
+
+def _binder_wrote(record: Any) -> bool:
+    """A node.applied of a Node whose capacity holds the device resources only the binder writes there."""
+    status = record.payload_dict().get("manifest", {}).get("status") or {}
+    return record.type == "node.applied" and "koordinator.sh/gpu-core" in (status.get("capacity") or {})
 
 
 def pod_for_us(name: str, gpus: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -89,6 +98,7 @@ async def test_pods_in_the_cluster_are_bound_through_the_api_server_with_their_d
             asyncio.create_task(kube_watch(context(stack, "node-reporter", "n1", database_url), stop)),
             asyncio.create_task(kube_watch(context(stack, "node-reporter", "n2", database_url), stop)),
             asyncio.create_task(bind_worker(context(stack, "binder", "", database_url), stop)),
+            asyncio.create_task(notice_worker(context(stack, "binder", "", database_url), stop)),
             asyncio.create_task(sync.run(stop)),
         ]
         try:
@@ -120,12 +130,15 @@ async def test_pods_in_the_cluster_are_bound_through_the_api_server_with_their_d
             assert {p["mode"] for _, _, p in bound} == {"kubernetes"}
             assert {r.producer async for r in stack.store.iterate(types={"pod.bound"})} == {"binder.kube"}
             # Each node instance recorded its own node; kube-sync recorded the pods once, not their binding.
+            # (The binder's write of the Node's device capacity comes back once per node as a node.applied: its
+            # own write, not counted here.)
             producers = collections.Counter(
                 [
                     r.producer
                     async for r in stack.store.iterate(
                         types={"node.applied", "device.applied", "pod.submitted", "pod.observed"}
                     )
+                    if not _binder_wrote(r)
                 ]
             )
             assert producers == {
@@ -162,5 +175,12 @@ async def test_pods_in_the_cluster_are_bound_through_the_api_server_with_their_d
         host = Host(build_instance("binder", "binder", {"mode": "kubernetes"}), name="binder")
         checked, mismatches = await verify_decisions(host, store)
         assert checked > 0 and not mismatches, mismatches[:1]
+        # replay --verify's enactment line: every cluster-changing decision has its outcome, however young.
+        head, _ = await store.head()
+        reported = await enactment_report(store, until=head, now=time.time_ns() // 1000, bound=0)
+        assert reported is not None, "a Kubernetes-mode log"
+        line, ledger = reported
+        assert ledger["without_outcome"] == [], line
+        assert ledger["states"].get("enacted", 0) >= len(pods), line
     finally:
         await store.close()

@@ -20,50 +20,11 @@ from allot_runtime.processor import Host
 from allot_testing.builders import a_node, a_pod
 from allot_testing.fake_kube import FakeKube
 from binder.adapters.kube import PRODUCER as BINDER_KUBE
-from binder.adapters.kube import BinderMetrics, BindWorker, View
-from binder.processor import Binder
 from reservation_manager.adapters.kube import StatusWriter, wanted_statuses
 
 pytestmark = pytest.mark.integration
 
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
-
-
-class Binding:
-    """The binder's processor in Kubernetes mode over the real log, as its runtime drives it."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-        self.host = Host(Binder({"mode": "kubernetes"}), name="binder")
-        self.position = 0
-
-    async def feed(self) -> None:
-        async for record in self.store.iterate(after=self.position, types=self.host.interests):
-            self.position = record.position
-            if record.producer != self.host.name:
-                news = self.host.step(record)
-                if news:
-                    await self.store.append(news, producer=self.host.name)
-
-    async def view(self) -> View:
-        p = self.host.processor
-        return View(
-            ready=True,
-            requests=p.outstanding(),
-            patches=p.quota_patches(),
-            evictions=p.evictions.outstanding(),
-        )
-
-    def worker(self, client: Any) -> BindWorker:
-        from prometheus_client import CollectorRegistry
-
-        return BindWorker(
-            store=self.store,
-            client=client,
-            view=self.view,
-            backoff=(0.01, 0.05),
-            metrics=BinderMetrics.of(CollectorRegistry()),
-        )
 
 
 async def request_eviction(store: Any, kube: FakeKube, job: str, pod: str) -> str:
@@ -94,10 +55,10 @@ async def answers(store: Any) -> list[tuple[str, dict[str, Any]]]:
 
 
 async def test_the_binder_evicts_once_through_the_eviction_api(
-    kube: FakeKube, store: Any, client: Any
+    kube: FakeKube, store: Any, client: Any, kube_binder: Any
 ) -> None:
     uid = await request_eviction(store, kube, "j1", "web-0")
-    binding = Binding(store)
+    binding = kube_binder
     await binding.feed()
     worker = binding.worker(client)
     await worker.step()
@@ -121,11 +82,11 @@ async def test_the_binder_evicts_once_through_the_eviction_api(
 
 
 async def test_a_disruption_budget_holds_the_eviction_until_it_allows_it(
-    kube: FakeKube, store: Any, client: Any
+    kube: FakeKube, store: Any, client: Any, kube_binder: Any
 ) -> None:
     await request_eviction(store, kube, "j1", "web-0")
     kube.disruption_blocked.add("default/web-0")
-    binding = Binding(store)
+    binding = kube_binder
     await binding.feed()
     worker = binding.worker(client)
     await worker.step()
@@ -147,7 +108,7 @@ def a_budget(name: str, disruptions_allowed: int) -> dict[str, Any]:
 
 
 async def test_a_pod_under_two_disruption_budgets_is_given_up_with_the_reason(
-    kube: FakeKube, store: Any, client: Any
+    kube: FakeKube, store: Any, client: Any, kube_binder: Any
 ) -> None:
     """The Eviction API answers 500 "This pod has more than one PodDisruptionBudget, which the eviction subresource
     does not support." whatever the budgets allow: a final answer, recorded once as the job's failed eviction with
@@ -155,7 +116,7 @@ async def test_a_pod_under_two_disruption_budgets_is_given_up_with_the_reason(
     await request_eviction(store, kube, "j1", "web-0")
     kube.create(a_budget("web", 1))
     kube.create(a_budget("everything", 1))
-    binding = Binding(store)
+    binding = kube_binder
     await binding.feed()
     worker = binding.worker(client)
     await worker.step()
@@ -171,11 +132,11 @@ async def test_a_pod_under_two_disruption_budgets_is_given_up_with_the_reason(
 
 
 async def test_one_disruption_budget_is_spent_by_the_eviction(
-    kube: FakeKube, store: Any, client: Any
+    kube: FakeKube, store: Any, client: Any, kube_binder: Any
 ) -> None:
     await request_eviction(store, kube, "j1", "web-0")
     kube.create(a_budget("web", 0))
-    binding = Binding(store)
+    binding = kube_binder
     await binding.feed()
     worker = binding.worker(client)
     await worker.step()
@@ -189,10 +150,12 @@ async def test_one_disruption_budget_is_spent_by_the_eviction(
     assert kube.get("PodDisruptionBudget", "web", "default")["status"]["disruptionsAllowed"] == 0
 
 
-async def test_a_refused_eviction_is_recorded_as_failed(kube: FakeKube, store: Any, client: Any) -> None:
+async def test_a_refused_eviction_is_recorded_as_failed(
+    kube: FakeKube, store: Any, client: Any, kube_binder: Any
+) -> None:
     await request_eviction(store, kube, "j1", "web-0")
     kube.fail("POST", r"/pods/web-0/eviction$", status=422, message="invalid delete options")
-    binding = Binding(store)
+    binding = kube_binder
     await binding.feed()
     await binding.worker(client).step()
     ((kind, payload),) = await answers(store)

@@ -424,3 +424,27 @@ async def test_a_profile_that_cannot_apply_refuses_the_pod_and_a_failed_list_is_
     ):
         assert answer.status == 500
         assert "could not list the ClusterColocationProfiles" in (await answer.json())["message"]
+
+
+async def test_a_max_lowered_below_what_is_in_use_is_refused_with_upstreams_reason(
+    tree_endpoint: Any, kube: FakeKube
+) -> None:
+    """``used`` as quota-manager published it (``status.used``, written by the binder) is what is in use: a strict
+    key's max may not drop below it; other keys and a max above it pass."""
+    strict = {TREE + "max-strict-check-resource-keys": '["cpu"]'}
+
+    def quota(cpu_max: str, memory_max: str = "64Gi") -> dict[str, Any]:
+        q = a_quota("q", min={"cpu": "1"}, max={"cpu": cpu_max, "memory": memory_max})
+        q["metadata"].setdefault("annotations", {}).update(strict)
+        return q
+
+    kube.create({**quota("20"), "status": {"used": {"cpu": "8", "memory": "32Gi"}}})
+    lowered = await post(tree_endpoint, "/validate", review(QUOTA, quota("4"), "UPDATE"))
+    assert lowered["allowed"] is False
+    (cause,) = lowered["status"]["details"]["causes"]
+    assert cause["field"] == "spec.max[cpu]"
+    assert "resourceKey cpu of quota q max 4 < used 8" in cause["message"]
+    assert (await post(tree_endpoint, "/validate", review(QUOTA, quota("10"), "UPDATE")))["allowed"] is True
+    # memory is not a strict key: its max may go below what is in use (quota-manager revokes the over-use)
+    below = await post(tree_endpoint, "/validate", review(QUOTA, quota("10", "16Gi"), "UPDATE"))
+    assert below["allowed"] is True

@@ -23,8 +23,10 @@
 ElasticQuota trees are checked too, as quota-manager checks them (``allot_quota``'s topology rules), against the
 cluster's ElasticQuotas listed from the API server at each review (:func:`quota_tree_issues`): the parent exists and is
 a parent, the children's ``min`` fit in their parent's, the tree id stays, a namespace is bound to one quota, and a
-quota with children cannot be deleted. What depends on usage (``max`` below ``used``, a parent with pods) is
-quota-manager's to refuse, from the log: the webhook keeps no state.
+quota with children cannot be deleted. The one rule that depends on usage and can be checked here: ``max`` of a key
+in ``max-strict-check-resource-keys`` lowered below what is in use, with ``used`` as quota-manager's projection of the
+log publishes it (``status.used``, written by the binder: :func:`published_used`), refused with upstream's reason.
+A parent with pods stays quota-manager's to refuse, from the log: the webhook keeps no state.
 
 TLS: the certificate and key are files (``--tls-cert-file``, ``--tls-private-key-file``), from cert-manager's
 Certificate when installed, else the self-signed CA and certificate the Helm chart generates. ``/healthz`` and
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import ssl
@@ -62,6 +65,7 @@ from allot_contracts.objects.pod import BUILTIN_PRIORITY_CLASSES, PodContext, Pr
 from allot_contracts.objects.profile_mutation import apply_profiles, namespace_labels
 from allot_contracts.objects.qos_rules import immutable_issues
 from allot_contracts.objects.quota import QUOTA_API, parse_quota
+from allot_contracts.quantity import QuantityError, to_canonical
 from allot_quota import QuotaEngine
 from allot_runtime.httpserver import Limits, application, read_json, refuse, start
 
@@ -121,6 +125,11 @@ def quota_tree_issues(request: dict[str, Any], cluster: list[dict[str, Any]]) ->
         if len(left) == len(pending):
             break
         pending = left
+    for item in cluster:  # what is in use, as published: quota-manager's projection of the log
+        name = str((item.get("metadata") or {}).get("name") or "")
+        node = engine.hierarchy.nodes.get(name)
+        if node is not None:
+            node.used = published_used(item)
     deleting = request.get("operation") == "DELETE"
     found = request.get("oldObject" if deleting else "object")
     obj: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -139,6 +148,19 @@ def quota_tree_issues(request: dict[str, Any], cluster: list[dict[str, Any]]) ->
         }
     )
     return list(issues) if spec is None else engine.validate_quota(spec)
+
+
+def published_used(quota: dict[str, Any]) -> dict[str, int]:
+    """``status.used`` of a listed ElasticQuota in canonical units (the binder writes quota-manager's ``used`` there;
+    a value that does not parse counts as nothing in use)."""
+    status = quota.get("status")
+    used = status.get("used") if isinstance(status, dict) else None
+    out: dict[str, int] = {}
+    for key, value in (used if isinstance(used, dict) else {}).items():
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            with contextlib.suppress(QuantityError, ValueError, ZeroDivisionError):
+                out[str(key)] = to_canonical(str(key), value)
+    return out
 
 
 async def _items(client: Any, path: str) -> list[dict[str, Any]]:

@@ -8,7 +8,10 @@ that is still outstanding through the Eviction API, recording the answer as prod
   the job is gone;
 - ``pod.evicted`` (qos-enforcer: a BE pod under memory pressure; device-allocator: a pod preempted for a
   reservation), answered by ``pod.eviction_enacted``; outstanding from its decision until its answer, or until that
-  life of the pod is gone (deleted, evicted by quota, re-created).
+  life of the pod is gone (deleted, evicted by quota, re-created);
+- ``quota.evicted`` (quota-manager: a lender takes back its min, or an over-use revoke), answered by
+  ``quota.eviction_enacted`` or ``quota.eviction_enactment_failed``; outstanding from its decision until its answer,
+  or until that life of the pod is gone (deleted, re-created).
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from allot_contracts.events import (
     PodSubmitted,
     QuotaEvicted,
 )
+from allot_contracts.events.enactment import QuotaEvictionEnacted, QuotaEvictionEnactmentFailed
 
 
 class EvictionRequests:
     def __init__(self) -> None:
         self.requested: dict[str, MigrationEvictionRequested] = {}  # job -> its outstanding request
         self.pods: dict[str, PodEvicted] = {}  # pod -> its outstanding eviction
+        self.quota: dict[str, QuotaEvicted] = {}  # pod -> its outstanding quota eviction
 
     def evolve(self, event: Event) -> None:
         match event:
@@ -46,26 +51,35 @@ class EvictionRequests:
                 self.requested.pop(job.name, None)
             case PodEvicted(pod=pod):
                 self.pods[pod.key] = event
-            case (
-                PodEvictionEnacted(pod=pod, uid=uid)
-                | PodDeleted(pod=pod, uid=uid)
-                | QuotaEvicted(pod=pod, uid=uid)
-            ):
-                self._answered(pod.key, uid)
+            case QuotaEvicted(pod=pod, uid=uid):
+                self._answered(self.pods, pod.key, uid)
+                self.quota[pod.key] = event
+            case QuotaEvictionEnacted(pod=pod, uid=uid) | QuotaEvictionEnactmentFailed(pod=pod, uid=uid):
+                self._answered(self.quota, pod.key, uid)
+            case PodEvictionEnacted(pod=pod, uid=uid):
+                self._answered(self.pods, pod.key, uid)
+            case PodDeleted(pod=pod, uid=uid):
+                self._answered(self.pods, pod.key, uid)
+                self._answered(self.quota, pod.key, uid)
             case PodSubmitted(pod=pod, uid=uid):
-                request = self.pods.get(pod.key)
-                if request is not None and request.uid != uid:
-                    self.pods.pop(pod.key, None)  # a new life: the eviction was about the previous one
+                for requests in (self.pods, self.quota):
+                    request = requests.get(pod.key)
+                    if request is not None and request.uid != uid:
+                        requests.pop(pod.key, None)  # a new life: the eviction was about the previous one
             case _:
                 pass
 
-    def _answered(self, key: str, uid: str) -> None:
-        request = self.pods.get(key)
+    @staticmethod
+    def _answered(requests: dict[str, PodEvicted] | dict[str, QuotaEvicted], key: str, uid: str) -> None:
+        request = requests.get(key)
         if request is not None and (not uid or not request.uid or uid == request.uid):
-            self.pods.pop(key, None)
+            requests.pop(key, None)
 
     def outstanding(self) -> list[MigrationEvictionRequested]:
         return [self.requested[k] for k in sorted(self.requested)]
 
     def outstanding_pods(self) -> list[PodEvicted]:
         return [self.pods[k] for k in sorted(self.pods)]
+
+    def outstanding_quota(self) -> list[QuotaEvicted]:
+        return [self.quota[k] for k in sorted(self.quota)]

@@ -86,6 +86,8 @@ class Binder:
             "pod.bind_failed",
             "pod.evicted",  # standalone: enacted by deleting the pod; Kubernetes: by the worker (binder.evictions)
             "pod.eviction_enacted",
+            "quota.eviction_enacted",  # Kubernetes mode: the worker's answers to quota.evicted (binder.evictions)
+            "quota.eviction_enactment_failed",
             # Kubernetes mode: PodMigrationJob evictions the worker carries out (binder.evictions)
             "migration.eviction_requested",
             "migration.evicted",

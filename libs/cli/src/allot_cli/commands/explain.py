@@ -78,6 +78,7 @@ async def pod_history(url: str, key: str) -> tuple[list[RecordedEvent], list[Rec
 
 
 def _summary(record: RecordedEvent) -> str:
+    from allot_cli.kube.ledger import outcome_summary
     from allot_cli.reservation_views import resolved_summary as reservation_summary
 
     p = record.payload_dict()
@@ -127,7 +128,7 @@ def _summary(record: RecordedEvent) -> str:
         case "reservation.resolved":
             return reservation_summary(p)
         case _:
-            return ""
+            return outcome_summary(record.type, p)
 
 
 # the latest of these says where the pod stands; older ones are history
@@ -149,6 +150,7 @@ STANDING = (
 
 
 def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> list[str]:
+    from allot_cli.kube.ledger import explain_lines as enactment_lines
     from allot_cli.reservation_views import explain_lines as reservation_lines
     from allot_eventstore.clock import iso
 
@@ -240,6 +242,7 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
             done = "evicted" if enacted["evicted"] else "NOT evicted"
             lines.append(f"  Kubernetes: {done} through the Eviction API: {enacted['message']}")
     lines += enforcement(events)
+    lines += enactment_lines(life)
     for warning in life[0].payload_dict().get("warnings") or [] if life[0].type in BIRTHS else []:
         if warning.get("code") in PROFILE_NOTICES:
             lines.append(f"profile:   {warning['message']}")

@@ -64,6 +64,8 @@ async def run(args: argparse.Namespace) -> int:
     from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
     from allot_cli.commands.explain import refused_counts, refused_line
     from allot_cli.connect import endpoints, find_state_dir
+    from allot_cli.kube.ledger import DEFAULT_BOUND
+    from allot_cli.kube.ledger import verify_report as enactment_report
     from allot_cli.pipeline import PROCESSORS, instances
     from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
     from allot_cli.verify_jobs import Service, verify_all
@@ -125,6 +127,14 @@ async def run(args: argparse.Namespace) -> int:
             _say(args, anchor_line(chain))
             report["refused_messages"] = await refused_counts(store, until=head[0])
             _say(args, refused_line(report["refused_messages"]))
+            if enacted := await enactment_report(
+                store,
+                until=head[0],
+                now=time.time_ns() // 1000,
+                bound=int(getattr(args, "enactment_bound", DEFAULT_BOUND) * 1e6),
+            ):
+                _say(args, enacted[0])
+                report["enactment"] = enacted[1]
             if not chain.ok:
                 _say(args, f"MISMATCH: {chain.problem}")
                 report["ok"] = False
@@ -240,6 +250,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
+    from allot_cli.kube.ledger import DEFAULT_BOUND, bound_seconds
+
     p = subparsers.add_parser(
         "replay", help="rebuild projections from the log; --verify proves every decision"
     )
@@ -261,6 +273,13 @@ def register(subparsers: Any) -> None:
         help="fail when more than this many events follow the newest signed checkpoint",
     )
     p.add_argument("--until", type=int, help="stop at this log position")
+    p.add_argument(
+        "--enactment-bound",
+        type=bound_seconds,
+        default=DEFAULT_BOUND,
+        metavar="SECONDS",
+        help="Kubernetes mode: report decisions older than this with no recorded outcome in the cluster (default 300)",
+    )
     p.add_argument("--config-dir", help="directory with <service>.yaml decision configs")
     p.add_argument("--no-live", action="store_true", help="do not compare with running services")
     p.add_argument(

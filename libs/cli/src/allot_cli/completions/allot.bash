@@ -50,7 +50,7 @@ _allot() {
         'kube-sync') opts='-h --help --scheduler-name --kubeconfig'; words=''; files=''; names=''; valued='--scheduler-name --kubeconfig' ;;
         'quota') opts='-h --help'; words='tree'; files=''; names=''; valued='' ;;
         'quota tree') opts='-h --help -o --output --all'; words=''; files=''; names=''; valued='-o --output' ;;
-        'replay') opts='-h --help --verify --expect-head --anchor-key --max-unanchored --until --config-dir --no-live --jobs --json'; words=''; files=''; names=''; valued='--expect-head --anchor-key --max-unanchored --until --config-dir --jobs' ;;
+        'replay') opts='-h --help --verify --expect-head --anchor-key --max-unanchored --until --enactment-bound --config-dir --no-live --jobs --json'; words=''; files=''; names=''; valued='--expect-head --anchor-key --max-unanchored --until --enactment-bound --config-dir --jobs' ;;
         'schema') opts='-h --help --out'; words=''; files=''; names=''; valued='--out' ;;
         'sim') opts='-h --help'; words='run trace typical-pods'; files=''; names=''; valued='' ;;
         'sim run') opts='-h --help -o --output --state --out-dir --config --atomic'; words=''; files='1'; names=''; valued='-o --output --state --out-dir --config' ;;
@@ -127,6 +127,7 @@ _allot() {
         'replay|--anchor-key') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'replay|--max-unanchored') COMPREPLY=(); return ;;
         'replay|--until') COMPREPLY=(); return ;;
+        'replay|--enactment-bound') COMPREPLY=(); return ;;
         'replay|--config-dir') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'replay|--jobs') COMPREPLY=(); return ;;
         'schema|--out') COMPREPLY=($(compgen -f -- "$cur")); return ;;

@@ -30,6 +30,14 @@ from allot_contracts.events.cluster import (
     TopologyReported,
 )
 from allot_contracts.events.descheduling import DeschedulerCandidate, DeschedulerNode, DeschedulerRound
+from allot_contracts.events.enactment import (
+    NodeStatusEnacted,
+    NodeStatusEnactmentFailed,
+    QuotaEvictionEnacted,
+    QuotaEvictionEnactmentFailed,
+    QuotaStatusEnacted,
+    QuotaStatusEnactmentFailed,
+)
 from allot_contracts.events.gangs import (
     GangGroupAdmitted,
     GangGroupPlaced,
@@ -273,6 +281,12 @@ AnyEvent = (
     | LeaderElected
     | LeaderWriteRefused
     | SecurityMessageRefused
+    | QuotaStatusEnacted
+    | QuotaStatusEnactmentFailed
+    | QuotaEvictionEnacted
+    | QuotaEvictionEnactmentFailed
+    | NodeStatusEnacted
+    | NodeStatusEnactmentFailed
 )
 
 

@@ -15,27 +15,38 @@ Every outstanding ``pod.evicted`` (qos-enforcer's memory-pressure evictions of B
 preemptions for a reservation) goes the same way, with the pod's uid as the only precondition, and is answered by
 ``pod.eviction_enacted`` on the pod's stream. As with the kubelet's and koordlet's evictions, the Eviction API
 honours PodDisruptionBudgets: a budget that allows no disruption holds the eviction back until it does.
+
+Every outstanding ``quota.evicted`` (quota-manager reclaiming a lender's min from borrowers, or revoking over-use)
+goes the same way, with the pod's uid as the precondition, and is answered on the pod's stream by
+``quota.eviction_enacted`` (accepted, or that life of the pod already gone) or ``quota.eviction_enactment_failed``
+with the API server's reason and message. A PodDisruptionBudget that allows no disruption (429 ``TooManyRequests``,
+"Cannot evict pod as it would violate the pod's disruption budget.") is such a final answer here, not a wait: the
+reclaim was decided now, for a pod that needs the quota now, and the refusal is what the log must say.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
-from allot_contracts.errors import AlreadyProcessed, Fenced, TransientError
+from allot_contracts.errors import Fenced, TransientError
 from allot_contracts.events import (
+    Event,
     MigrationEvicted,
     MigrationEvictionFailed,
     MigrationEvictionRequested,
     ObjectRef,
     PodEvicted,
     PodEvictionEnacted,
+    QuotaEvicted,
 )
-from allot_runtime.kube.client import ApiError, call
+from allot_contracts.events.enactment import QuotaEvictionEnacted, QuotaEvictionEnactmentFailed
+from allot_runtime.kube.client import ApiError, ApiUnavailable, call
+from binder.adapters.outcomes import latest_decision, record_outcome
 
 log = logging.getLogger("allot.binder.kube")
 
@@ -49,10 +60,12 @@ class EvictionState:
     recorded: set[str] = field(default_factory=set)  # request event ids answered
     retries: dict[str, Any] = field(default_factory=dict)  # job -> backoff (the worker's _Retry)
     pod_retries: dict[str, Any] = field(default_factory=dict)  # pod -> backoff, for pod.evicted
+    quota_retries: dict[str, Any] = field(default_factory=dict)  # pod -> backoff, for quota.evicted
 
 
 def eviction_body(
-    request: MigrationEvictionRequested | PodEvicted, delete_options: dict[str, Any] | None = None
+    request: MigrationEvictionRequested | PodEvicted | QuotaEvicted,
+    delete_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if isinstance(request, MigrationEvictionRequested):
         options, uid = dict(request.delete_options), request.pod_uid
@@ -68,10 +81,11 @@ def eviction_body(
     }
 
 
-async def evict(
-    client: Any, request: MigrationEvictionRequested | PodEvicted, refused: type[Exception]
-) -> tuple[bool, str]:
-    """``(evicted, message)``; raises ``TransientError`` when there is no final answer yet."""
+async def _post(
+    client: Any, request: MigrationEvictionRequested | PodEvicted | QuotaEvicted, refused: type[Exception]
+) -> tuple[str, str]:
+    """POST the Eviction: ``(reason, message)`` of the final answer, reason "" when accepted (or that life of the pod
+    is already gone); raises ``TransientError`` when there is no final answer yet."""
     pod: ObjectRef = request.pod
     path = EVICTION.format(namespace=pod.namespace, name=pod.name)
     try:
@@ -82,9 +96,17 @@ async def evict(
                 f"the API server refused the Eviction ({exc}): check the binder's RBAC (create pods/eviction)"
             ) from exc
         if exc.status == 404 or (exc.status == 409 and "precondition" in exc.message.lower()):
-            return True, f"pod {pod.key} is already gone ({exc})"
-        return False, f"evicting {pod.key} failed: {exc}"
-    return True, "evicted"
+            return "", f"pod {pod.key} is already gone ({exc})"
+        return exc.reason or str(exc.status), str(exc)
+    return "", "evicted"
+
+
+async def evict(
+    client: Any, request: MigrationEvictionRequested | PodEvicted, refused: type[Exception]
+) -> tuple[bool, str]:
+    """``(evicted, message)``; raises ``TransientError`` when there is no final answer yet."""
+    reason, message = await _post(client, request, refused)
+    return (True, message) if not reason else (False, f"evicting {request.pod.key} failed: {message}")
 
 
 async def _request_record(
@@ -157,47 +179,111 @@ async def _decision_record(store: Any, request: PodEvicted) -> RecordedEvent | N
     return None
 
 
-async def evict_pods_due(worker: Any, requests: list[PodEvicted]) -> None:
-    """One pass over the outstanding ``pod.evicted`` decisions (called from the binder's worker step)."""
+Enacted = tuple[Event, bool, str]  # the outcome to record, whether it was carried out, what to log
+
+
+async def _carry_out(
+    worker: Any,
+    requests: list[PodEvicted] | list[QuotaEvicted],
+    retries: dict[str, Any],
+    *,
+    find: Callable[[Any], Awaitable[RecordedEvent | None]],
+    enact: Callable[[Any, RecordedEvent, int], Awaitable[Enacted]],
+    what: str,
+) -> None:
+    """One pass over outstanding pod evictions: each committed decision not answered yet is carried out once, its
+    outcome recorded on the pod's stream; a transient failure is retried later with backoff."""
     state: EvictionState = worker.evictions
     now = time.monotonic()
-    for key in [k for k in state.pod_retries if k not in {r.pod.key for r in requests}]:
-        state.pod_retries.pop(key, None)
+    for key in [k for k in retries if k not in {r.pod.key for r in requests}]:
+        retries.pop(key, None)
     for request in requests:
         key = request.pod.key
-        retry = state.pod_retries.get(key)
+        retry = retries.get(key)
         if retry is not None and retry.not_before > now:
             continue
         try:
-            record = await _decision_record(worker.store, request)
+            record = await find(request)
             if record is None or record.event_id in state.recorded:
                 continue  # not committed yet, or answered and on its way into the projection
             worker._check(f"Eviction of {key}")
-            evicted, message = await evict(worker.client, request, refused=_refused_type(worker))
-            new = NewEvent(
-                stream_id=stream_id("pod", key),
-                event=PodEvictionEnacted(
-                    pod=request.pod,
-                    uid=request.uid,
-                    node=request.node,
-                    cause=request.cause,
-                    evicted=evicted,
-                    message=message,
-                ),
-                event_id=derived_event_id(PRODUCER, record.event_id, 0),
-                causation_id=record.event_id,
-                correlation_id=record.correlation_id or record.event_id,
-            )
-            with contextlib.suppress(AlreadyProcessed):  # answered before a restart: already in the log
-                await worker.store.append([new], producer=PRODUCER)
+            outcome, done, message = await enact(request, record, (retry.failures if retry else 0) + 1)
+            await record_outcome(worker.store, decision=record, stream=stream_id("pod", key), event=outcome)
         except Fenced:
             raise
         except TransientError as exc:
-            worker._retry_later(key, exc, state.pod_retries, what=f"Eviction ({request.cause}) of pod")
+            worker._retry_later(key, exc, retries, what=f"Eviction ({what}) of pod")
             continue
         state.recorded.add(record.event_id)
-        state.pod_retries.pop(key, None)
-        (log.info if evicted else log.warning)("%s (%s): %s", key, request.cause, message)
+        retries.pop(key, None)
+        (log.info if done else log.warning)("%s (%s): %s", key, what, message)
+
+
+async def evict_pods_due(worker: Any, requests: list[PodEvicted]) -> None:
+    """One pass over the outstanding ``pod.evicted`` decisions (called from the binder's worker step)."""
+
+    async def enact(request: PodEvicted, record: RecordedEvent, attempts: int) -> Enacted:
+        evicted, message = await evict(worker.client, request, refused=_refused_type(worker))
+        outcome = PodEvictionEnacted(
+            pod=request.pod,
+            uid=request.uid,
+            node=request.node,
+            cause=request.cause,
+            evicted=evicted,
+            message=message,
+        )
+        return outcome, evicted, message
+
+    async def find(request: PodEvicted) -> RecordedEvent | None:
+        return await _decision_record(worker.store, request)
+
+    await _carry_out(
+        worker, requests, worker.evictions.pod_retries, find=find, enact=enact, what="pod.evicted"
+    )
+
+
+DISRUPTION_BUDGET = "disruption budget"  # in the Eviction API's 429: a budget allows no disruption now
+
+
+async def _quota_evict(client: Any, request: QuotaEvicted, refused: type[Exception]) -> tuple[str, str]:
+    """As :func:`_post`, with a disruption budget's 429 a final answer."""
+    try:
+        return await _post(client, request, refused)
+    except ApiUnavailable as exc:
+        if exc.status == 429 and DISRUPTION_BUDGET in str(exc):
+            return "TooManyRequests", str(exc)
+        raise
+
+
+def _of_life(uid: str) -> Callable[[RecordedEvent], bool]:
+    return lambda record: record.payload_dict().get("uid", "") == uid
+
+
+async def evict_quota_due(worker: Any, requests: list[QuotaEvicted], decider: str = "quota-manager") -> None:
+    """One pass over the outstanding ``quota.evicted`` decisions (called from the binder's worker step)."""
+
+    async def enact(request: QuotaEvicted, record: RecordedEvent, attempts: int) -> Enacted:
+        reason, message = await _quota_evict(worker.client, request, refused=_refused_type(worker))
+        common: dict[str, Any] = {
+            "pod": request.pod,
+            "uid": request.uid,
+            "quota": request.quota,
+            "decision": record.event_id,
+            "message": message,
+            "attempts": attempts,
+        }
+        if reason:
+            return QuotaEvictionEnactmentFailed(reason=reason, **common), False, message
+        return QuotaEvictionEnacted(**common), True, message
+
+    async def find(request: QuotaEvicted) -> RecordedEvent | None:
+        return await latest_decision(
+            worker.store, stream_id("pod", request.pod.key), "quota.evicted", decider, _of_life(request.uid)
+        )
+
+    await _carry_out(
+        worker, requests, worker.evictions.quota_retries, find=find, enact=enact, what="quota.evicted"
+    )
 
 
 def _refused_type(worker: Any) -> type[Exception]:

@@ -42,14 +42,19 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id, stream_id
 from allot_contracts.errors import Fenced, TransientError
 from allot_contracts.events import (
+    Event,
     MigrationEvictionRequested,
+    ObjectRef,
     PodBindFailed,
     PodBindRequested,
     PodBound,
     PodEvicted,
+    QuotaEvicted,
 )
+from allot_contracts.events.enactment import QuotaStatusEnacted, QuotaStatusEnactmentFailed
 from allot_runtime.kube.client import ApiError, api_client, call
-from binder.adapters.evict import EvictionState, evict_due, evict_pods_due
+from binder.adapters.evict import EvictionState, evict_due, evict_pods_due, evict_quota_due
+from binder.adapters.outcomes import latest_decision, record_outcome
 from binder.processor import BindRequest
 
 log = logging.getLogger("allot.binder.kube")
@@ -156,6 +161,7 @@ class View:
     patches: dict[str, dict[str, Any]]
     evictions: list[MigrationEvictionRequested] = field(default_factory=list)
     pod_evictions: list[PodEvicted] = field(default_factory=list)  # pod.evicted decisions to carry out
+    quota_evictions: list[QuotaEvicted] = field(default_factory=list)  # quota.evicted decisions to carry out
 
 
 @dataclass
@@ -223,6 +229,8 @@ class BindWorker:
             await evict_due(self, view.evictions)
         if view.pod_evictions:
             await evict_pods_due(self, view.pod_evictions)
+        if view.quota_evictions:
+            await evict_quota_due(self, view.quota_evictions)
         for key, patch in sorted(view.patches.items()):
             waiting = self.quota_retries.get(key, _Retry()).not_before > now
             if self.patched.get(key) != canonical(patch) and not waiting:
@@ -318,23 +326,54 @@ class BindWorker:
     async def _patch_one(self, key: str, patch: dict[str, Any]) -> None:
         namespace, name = key.split("/", 1)
         path = ELASTIC_QUOTAS.format(namespace=namespace, name=name)
+        quota = ObjectRef(namespace=namespace, name=name)
+        outcome: Event
         try:
+            decision = await latest_decision(
+                self.store,
+                stream_id("quota", key),
+                "quota.status_published",
+                self.decider,
+                lambda record: canonical(record.payload_dict().get("patch") or {}) == canonical(patch),
+            )
+            if decision is None:
+                return  # not committed yet (or superseded): the next pass sees the truth
+            attempts = self.quota_retries.get(key, _Retry()).failures + 1
             try:
                 self._check(f"ElasticQuota {key} status")
                 result = await self._write_quota(path, patch)
+                outcome = (
+                    QuotaStatusEnacted(quota=quota, decision=decision.event_id, attempts=attempts)
+                    if result is None
+                    else QuotaStatusEnactmentFailed(
+                        quota=quota,
+                        decision=decision.event_id,
+                        reason=result.reason,
+                        message=str(result),
+                        status_written=True,
+                        attempts=attempts,
+                    )
+                )
             except ApiError as exc:
                 if exc.status in (401, 403):
                     raise Refused(
                         f"the API server refused the ElasticQuota patch ({exc}): check the binder's "
                         "RBAC (patch elasticquotas, elasticquotas/status)"
                     ) from exc
-                result = "missing" if exc.status == 404 else "refused"
+                outcome = QuotaStatusEnactmentFailed(
+                    quota=quota,
+                    decision=decision.event_id,
+                    reason=exc.reason,
+                    message=str(exc),
+                    attempts=attempts,
+                )
                 log.log(
                     logging.DEBUG if exc.status == 404 else logging.WARNING,
                     "ElasticQuota %s status not written: %s",
                     key,
                     exc,
                 )
+            await record_outcome(self.store, decision=decision, stream=stream_id("quota", key), event=outcome)
         except Fenced:
             raise
         except TransientError as exc:
@@ -343,12 +382,13 @@ class BindWorker:
             return
         self.quota_retries.pop(key, None)
         self.patched[key] = canonical(patch)
-        self.metrics.quota_patches.labels(result).inc()
+        self.metrics.quota_patches.labels(_quota_result(outcome)).inc()
 
-    async def _write_quota(self, path: str, patch: dict[str, Any]) -> str:
+    async def _write_quota(self, path: str, patch: dict[str, Any]) -> ApiError | None:
         """Status on the ``status`` subresource first, then the annotations on the object: only the object's own
         endpoint goes through admission webhooks, so a webhook refusing the annotations never stops the status.
-        Without a status subresource (a CRD that has none) the object's own patch carries the status."""
+        Without a status subresource (a CRD that has none) the object's own patch carries the status. None when all
+        of it is written; the refusal of the annotations when only the status is."""
         rest = {k: v for k, v in patch.items() if k != "status"}
         if "status" in patch and self.status_subresource is not False:
             try:
@@ -365,7 +405,7 @@ class BindWorker:
                     raise
                 await call(self.client, "PATCH", path, patch, content_type="application/merge-patch+json")
                 self.status_subresource = False  # the object exists: its CRD has no status subresource
-                return "patched"
+                return None
         elif "status" in patch:
             rest = patch
         if rest.get("metadata") or set(rest) - {"metadata"}:
@@ -375,8 +415,15 @@ class BindWorker:
                 if exc.status in (401, 403, 404) or "status" not in patch:
                     raise
                 log.warning("ElasticQuota %s: status written, annotations refused: %s", path, exc)
-                return "refused"
-        return "patched"
+                return exc
+        return None
+
+
+def _quota_result(outcome: Event) -> str:
+    """The metric's result label of an ElasticQuota outcome: patched, missing or refused."""
+    if isinstance(outcome, QuotaStatusEnactmentFailed):
+        return "missing" if outcome.reason == "NotFound" and not outcome.status_written else "refused"
+    return "patched"
 
 
 def runtime_view(ctx: Any) -> Callable[[], Awaitable[View]]:
@@ -392,6 +439,7 @@ def runtime_view(ctx: Any) -> Callable[[], Awaitable[View]]:
                 patches=processor.quota_patches() if ready else {},
                 evictions=processor.evictions.outstanding() if ready else [],
                 pod_evictions=processor.evictions.outstanding_pods() if ready else [],
+                quota_evictions=processor.evictions.outstanding_quota() if ready else [],
             )
 
     return view

@@ -9,6 +9,8 @@ restart neither repeats nor misses anything, and writes:
   API server would expire them within the hour anyway.
 - ``PodScheduled`` with a strategic merge patch on ``pods/{name}/status`` (the pod's other conditions stay), the
   latest per pod; a pod bound or deleted since gets none. 404 (the pod is gone) ends it.
+- ``status.nominatedNodeName`` of a preemptor (``binder.nominations``), with a merge patch on ``pods/{name}/status``:
+  set after its preemption, cleared (null) when it is placed or gives up; 404 (the pod is gone) ends it.
 - PodGroup ``status`` (phase; scheduled, running, succeeded, failed) with a merge patch on
   ``podgroups/{name}/status``; 404 (a gang declared by annotations only, or the PodGroup deleted) ends it.
 - the Node's ``status.capacity`` and ``status.allocatable`` device resources and batch/mid resources, and its
@@ -17,6 +19,10 @@ restart neither repeats nor misses anything, and writes:
   spec is reset). Resources and annotations that disappeared are removed; the kubelet's own are untouched.
 
 Conditions, status and capacity are *desired state*: kept until written (retried with backoff), the latest wins.
+The Node's resources and annotations are the one part of these that decisions change (``node.allocatable_updated``,
+``device.reported``/``device.removed``): once a Node's patch is written, each such decision not superseded yet gets
+its outcome in the enactment ledger, ``node.status_enacted`` (or ``node.status_enactment_failed`` when the patch is
+refused for good, ``NotFound`` for a Node not in the cluster), caused by the decision (``binder.adapters.outcomes``).
 Every write first checks the leader's lease (:meth:`allot_runtime.kube.lease.Leadership.check`).
 
 At start the renderer first folds what was recorded up to the checkpoint, writing nothing but keeping the state
@@ -33,10 +39,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from allot_contracts.envelope import RecordedEvent
 from allot_contracts.errors import Fenced, TransientError
-from allot_contracts.events import PodBound, PodDeleted, PodSubmitted
+from allot_contracts.events import Event, PodBound, PodDeleted, PodSubmitted
+from allot_contracts.events.enactment import NodeStatusEnacted, NodeStatusEnactmentFailed
 from allot_runtime.kube.client import ApiError, call
 from binder.adapters.events import EventRecorder, micro_time
+from binder.adapters.outcomes import record_outcome
+from binder.nominations import Nominations
 from binder.notices import Condition, Notice, Renderer
 
 log = logging.getLogger("allot.binder.notices")
@@ -45,6 +55,12 @@ CHECKPOINT = "binder.kube.notices"
 POD_STATUS = "/api/v1/namespaces/{namespace}/pods/{name}/status"
 POD_GROUP_STATUS = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
 NODE_STATUS = "/api/v1/nodes/{name}/status"
+# decisions the Node's patch carries out, by what supersedes what: the latest of each group per node
+NODE_DECISIONS = {
+    "node.allocatable_updated": "allocatable",
+    "device.reported": "devices",
+    "device.removed": "devices",
+}
 
 
 @dataclass
@@ -66,6 +82,11 @@ class NoticeWorker:
     written_annotations: dict[str, dict[str, str]] = field(
         default_factory=dict
     )  # node -> annotations written
+    decisions: dict[str, dict[str, RecordedEvent]] = field(default_factory=dict)  # node -> group -> decision
+    nominations: Nominations = field(default_factory=Nominations)
+    nominated: dict[str, str | None] = field(
+        default_factory=dict
+    )  # pod -> nominatedNodeName to write (None: clear)
     not_before: float = 0.0
     failures: int = 0
     counts: dict[str, int] = field(default_factory=dict)
@@ -106,22 +127,29 @@ class NoticeWorker:
         Node resources it leads to (see the module docstring)."""
         if not self.position:
             return
-        async for record in self.store.iterate(types=self.renderer.interests, until=self.position):
-            rendered = self.renderer.render(record.decode())
+        async for record in self.store.iterate(types=self._interests(), until=self.position):
+            self._decided(record)
+            event = record.decode()
+            self.nominations.fold(event)
+            rendered = self.renderer.render(event)
             self.groups.update(rendered.pod_groups)
             self.nodes.update(rendered.nodes)
+        self.nominated = dict(self.nominations.nominated())  # written once more (idempotent)
+
+    def _interests(self) -> frozenset[str]:
+        return self.renderer.interests | Nominations.interests
 
     async def step(self) -> None:
         """Fold what was recorded since the last pass, then write what is due."""
         while True:
-            records = await self.store.read(
-                after=self.position, types=self.renderer.interests, limit=self.page
-            )
+            records = await self.store.read(after=self.position, types=self._interests(), limit=self.page)
             if not records:
                 break
             events: list[tuple[Notice, float]] = []
             for record in records:
+                self._decided(record)
                 event = record.decode()
+                self.nominated.update(self.nominations.fold(event))
                 rendered = self.renderer.render(event)
                 at = record.recorded_at / 1_000_000
                 fresh = self.wall() - at < self.horizon
@@ -175,6 +203,11 @@ class NoticeWorker:
                 strategic=True,
             )
             self.conditions.pop(key, None)
+        for key in sorted(self.nominated):
+            namespace, _, name = key.partition("/")
+            nomination = {"status": {"nominatedNodeName": self.nominated[key]}}
+            await self._patch(POD_STATUS.format(namespace=namespace, name=name), nomination)
+            self.nominated.pop(key, None)
         for key in sorted(self.groups):
             status = self.renderer.group_status(key)
             namespace, _, name = key.rpartition("/")
@@ -191,20 +224,53 @@ class NoticeWorker:
             notes = _changes(self.written_annotations.get(node, {}), annotations)
             if notes:
                 body["metadata"] = {"annotations": notes}
-            if body:
-                await self._patch(NODE_STATUS.format(name=node), body)
+            unchanged = (
+                node in self.written_nodes
+                and self.written_nodes[node] == resources
+                and self.written_annotations.get(node) == annotations
+            )  # a decision that changes nothing the Node shows: answered without a write
+            refused = (
+                await self._patch(NODE_STATUS.format(name=node), body) if body and not unchanged else None
+            )
             self.written_nodes[node] = resources
             self.written_annotations[node] = annotations
             self.nodes.discard(node)
+            await self._enacted(node, refused)
 
-    async def _patch(self, path: str, patch: dict[str, Any], *, strategic: bool = False) -> None:
+    def _decided(self, record: RecordedEvent) -> None:
+        group = NODE_DECISIONS.get(record.type)
+        if group is not None:
+            node = str(record.payload_dict().get("name", ""))
+            self.decisions.setdefault(node, {})[group] = record  # a newer one supersedes it
+            self.nodes.add(node)  # answered even when it changes nothing the Node shows
+
+    async def _enacted(self, node: str, refused: ApiError | None) -> None:
+        """The outcome of every decision the Node's patch carried out (docs/kubernetes.md, the enactment ledger)."""
+        for decision in sorted(self.decisions.pop(node, {}).values(), key=lambda r: r.position):
+            outcome: Event = (
+                NodeStatusEnacted(node=node, decision=decision.event_id, attempts=self.failures + 1)
+                if refused is None
+                else NodeStatusEnactmentFailed(
+                    node=node,
+                    decision=decision.event_id,
+                    reason=refused.reason or str(refused.status),
+                    message=str(refused),
+                    attempts=self.failures + 1,
+                )
+            )
+            await record_outcome(self.store, decision=decision, stream=decision.stream_id, event=outcome)
+
+    async def _patch(self, path: str, patch: dict[str, Any], *, strategic: bool = False) -> ApiError | None:
+        """None when written; the refusal when refused for good (404: the object is gone; other 4xx)."""
         kind = "application/strategic-merge-patch+json" if strategic else "application/merge-patch+json"
         try:
             await self._send("PATCH", path, patch, kind)
         except ApiError as exc:
             if exc.status in (401, 403) or exc.status >= 500:
                 raise
-            log.debug("%s not written: %s", path, exc)  # 404: the object is gone; 4xx: refused for good
+            log.debug("%s not written: %s", path, exc)
+            return exc
+        return None
 
 
 def _changes(before: dict[str, str], now: dict[str, str]) -> dict[str, str | None]:

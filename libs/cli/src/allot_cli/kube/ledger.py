@@ -1,0 +1,253 @@
+"""The enactment ledger, read back: which recorded decisions that change the cluster have their outcome in the log.
+
+In Kubernetes mode a decision that changes the cluster is carried out by the worker that performs it, which records
+the API server's answer as the decision's outcome (caused by it: ``causation_id`` is the decision's event id). This
+module pairs them, as a pure function over the recorded events (the time it judges "old" by comes in as data), for
+``allot replay --verify`` (one report line, like the bus line: a warning about the cluster, not a fault of the log)
+and ``allot explain pod``.
+
+A decision is
+
+- **enacted** or **refused** by its outcome (``pod.bind_failed``, ``*.enactment_failed``, an eviction answered not
+  evicted are refusals);
+- **withdrawn** when what it was about went away first (the pod's life ended, the job or quota was deleted) or
+  **superseded** by a newer decision of the same kind on the same object (quota status: only the latest patch is
+  written);
+- otherwise **open**: an open decision older than the bound is reported (the worker is down, lagging, or lost it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+DEFAULT_BOUND = 300.0  # seconds: ``allot replay --verify --enactment-bound``
+ENACTED, REFUSED, WITHDRAWN, SUPERSEDED, OPEN = "enacted", "refused", "withdrawn", "superseded", "open"
+
+
+class Record(Protocol):
+    """What the ledger reads of a recorded event (``allot_contracts.envelope.RecordedEvent`` has it)."""
+
+    @property
+    def position(self) -> int: ...
+    @property
+    def stream_id(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def causation_id(self) -> str | None: ...
+    @property
+    def recorded_at(self) -> int: ...
+    def payload_dict(self) -> dict[str, Any]: ...
+
+
+def _always(payload: dict[str, Any]) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one kind of decision is enacted: its outcomes, which of them are refusals, what withdraws it."""
+
+    outcomes: frozenset[str]
+    refusals: frozenset[str] = frozenset()
+    withdrawn_by: frozenset[str] = frozenset()
+    superseded_by: frozenset[str] = (
+        frozenset()
+    )  # a newer decision of these kinds on the same stream replaces it
+    applies: Callable[[dict[str, Any]], bool] = _always
+
+
+POD_LIFE_ENDS = frozenset({"pod.deleted", "pod.submitted", "pod.observed"})
+
+RULES: dict[str, Rule] = {
+    "pod.bind_requested": Rule(
+        outcomes=frozenset({"pod.bound", "pod.bind_failed"}),
+        refusals=frozenset({"pod.bind_failed"}),
+        withdrawn_by=POD_LIFE_ENDS,
+    ),
+    "pod.evicted": Rule(
+        outcomes=frozenset({"pod.eviction_enacted"}),
+        withdrawn_by=POD_LIFE_ENDS | {"quota.evicted"},
+    ),
+    "quota.evicted": Rule(
+        outcomes=frozenset({"quota.eviction_enacted", "quota.eviction_enactment_failed"}),
+        refusals=frozenset({"quota.eviction_enactment_failed"}),
+        withdrawn_by=POD_LIFE_ENDS,
+    ),
+    "migration.eviction_requested": Rule(
+        outcomes=frozenset({"migration.evicted", "migration.eviction_failed"}),
+        refusals=frozenset({"migration.eviction_failed"}),
+        withdrawn_by=frozenset({"migration.removed", "migration.deleted"}),
+    ),
+    "quota.status_published": Rule(
+        outcomes=frozenset({"quota.status_enacted", "quota.status_enactment_failed"}),
+        refusals=frozenset({"quota.status_enactment_failed"}),
+        withdrawn_by=frozenset({"quota.deleted"}),
+        superseded_by=frozenset({"quota.status_published"}),
+        applies=lambda payload: payload.get("mode") == "kubernetes",
+    ),
+}
+NODE_OUTCOMES = Rule(
+    outcomes=frozenset({"node.status_enacted", "node.status_enactment_failed"}),
+    refusals=frozenset({"node.status_enactment_failed"}),
+    withdrawn_by=frozenset({"node.removed"}),
+)
+RULES["node.allocatable_updated"] = replace(
+    NODE_OUTCOMES, superseded_by=frozenset({"node.allocatable_updated"})
+)
+for _kind in ("device.reported", "device.removed"):
+    RULES[_kind] = replace(NODE_OUTCOMES, superseded_by=frozenset({"device.reported", "device.removed"}))
+OUTCOMES = frozenset(t for rule in RULES.values() for t in rule.outcomes)
+WITHDRAWALS = frozenset(t for rule in RULES.values() for t in rule.withdrawn_by)
+TYPES = frozenset(RULES) | OUTCOMES | WITHDRAWALS
+KUBERNETES_ONLY = (OUTCOMES - {"pod.bound"}) | {"pod.bind_requested"}  # recorded in Kubernetes mode only
+
+
+@dataclass
+class Entry:
+    """One decision and where it stands."""
+
+    position: int
+    type: str
+    stream: str
+    recorded_at: int
+    state: str = OPEN
+    outcome: str = ""  # the outcome's type
+    message: str = ""  # the outcome's message (a refusal's reason and message)
+
+
+@dataclass
+class Ledger:
+    kubernetes: bool = (
+        False  # the log holds Kubernetes-mode decisions (binding requests, published quota status)
+    )
+    entries: dict[str, Entry] = field(default_factory=dict)  # decision event id -> entry
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for entry in self.entries.values():
+            out[entry.state] = out.get(entry.state, 0) + 1
+        return dict(sorted(out.items()))
+
+    def overdue(self, *, now: int, bound: int) -> list[Entry]:
+        """Open decisions recorded more than ``bound`` µs before ``now`` (µs since the epoch), in log order."""
+        return sorted(
+            (e for e in self.entries.values() if e.state == OPEN and now - e.recorded_at > bound),
+            key=lambda e: e.position,
+        )
+
+
+def _refused(rule: Rule, kind: str, payload: dict[str, Any]) -> bool:
+    return kind in rule.refusals or payload.get("evicted") is False
+
+
+def fold(records: Iterable[Record]) -> Ledger:
+    """Pair every decision of :data:`RULES` with its outcome, in log order."""
+    ledger = Ledger()
+    open_on: dict[str, list[str]] = {}  # stream -> ids of its decisions not settled yet
+    for record in records:
+        kind, payload = record.type, record.payload_dict()
+        if kind in KUBERNETES_ONLY or (
+            kind == "quota.status_published" and payload.get("mode") == "kubernetes"
+        ):
+            ledger.kubernetes = True
+        entry = ledger.entries.get(record.causation_id or "")
+        if entry is not None and kind in RULES[entry.type].outcomes:
+            refused = _refused(RULES[entry.type], kind, payload)
+            entry.state, entry.outcome = (REFUSED if refused else ENACTED), kind
+            entry.message = " ".join(str(payload.get(k) or "") for k in ("reason", "message")).strip()
+            continue
+        pending = open_on.get(record.stream_id, [])
+        if kind in WITHDRAWALS or kind in RULES:
+            for decision in list(pending):
+                held = ledger.entries[decision]
+                held_rule = RULES[held.type]
+                if kind in held_rule.withdrawn_by or kind in held_rule.superseded_by:
+                    if held.state == OPEN:
+                        held.state = WITHDRAWN if kind in held_rule.withdrawn_by else SUPERSEDED
+                    pending.remove(decision)
+        rule = RULES.get(kind)
+        if rule is not None and rule.applies(payload):
+            ledger.entries[record.event_id] = Entry(
+                position=record.position, type=kind, stream=record.stream_id, recorded_at=record.recorded_at
+            )
+            open_on.setdefault(record.stream_id, []).append(record.event_id)
+    return ledger
+
+
+def verify_line(ledger: Ledger, *, now: int, bound: int) -> tuple[str, dict[str, Any]]:
+    """The ``allot replay --verify`` report line about enactment, and its JSON form."""
+    from allot_eventstore.clock import iso
+
+    counts = ledger.counts()
+    overdue = ledger.overdue(now=now, bound=bound)
+    report: dict[str, Any] = {
+        "decisions": len(ledger.entries),
+        "states": counts,
+        "bound_seconds": bound / 1_000_000,
+        "without_outcome": [
+            {"position": e.position, "type": e.type, "stream": e.stream, "recorded_at": iso(e.recorded_at)}
+            for e in overdue
+        ],
+    }
+    summary = ", ".join(f"{n} {state}" for state, n in counts.items()) or "none"
+    head = f"enactment    {len(ledger.entries)} decision(s) that change the cluster ({summary})"
+    if not overdue:
+        return f"{head}; every one older than {bound / 1_000_000:g}s has its outcome", report
+    first = ", ".join(f"#{e.position} {e.type} {e.stream}" for e in overdue[:5])
+    more = f" and {len(overdue) - 5} more" if len(overdue) > 5 else ""
+    return (
+        f"{head}; {len(overdue)} older than {bound / 1_000_000:g}s have NO outcome (not carried out in the cluster, "
+        f"or not recorded): {first}{more}",
+        report,
+    )
+
+
+async def verify_report(store: Any, *, until: int, now: int, bound: int) -> tuple[str, dict[str, Any]] | None:
+    """Read the ledger from the log and judge it (None when the log holds no Kubernetes-mode decision)."""
+    records: AsyncIterator[Record] = store.iterate(until=until, types=TYPES)
+    ledger = fold([record async for record in records])
+    if not ledger.kubernetes:
+        return None
+    return verify_line(ledger, now=now, bound=bound)
+
+
+def explain_lines(records: Iterable[Record]) -> list[str]:
+    """``allot explain pod``: how each of the pod's cluster-changing decisions was carried out."""
+    ledger = fold(records)
+    if not ledger.kubernetes and not any(e.state in (ENACTED, REFUSED) for e in ledger.entries.values()):
+        return []
+    lines = []
+    for entry in sorted(ledger.entries.values(), key=lambda e: e.position):
+        said = f" by {entry.outcome}" if entry.outcome else ""
+        why = f": {entry.message}" if entry.message else ""
+        state = "NO OUTCOME yet" if entry.state == OPEN else entry.state
+        lines.append(f"  #{entry.position} {entry.type}: {state}{said}{why}")
+    return ["enacted:   in the cluster (Kubernetes mode)", *lines] if lines else []
+
+
+def outcome_summary(kind: str, payload: dict[str, Any]) -> str:
+    """A timeline line's summary of an outcome (``allot explain pod``); "" for other types."""
+    if kind not in OUTCOMES or kind == "pod.bound":
+        return ""
+    failed = kind.endswith("_failed") or payload.get("evicted") is False
+    why = " ".join(str(payload.get(k) or "") for k in ("reason", "message")).strip()
+    tries = f" after {payload['attempts']} attempts" if int(payload.get("attempts") or 1) > 1 else ""
+    return f"{'REFUSED' if failed else 'done'} by the API server{tries}{': ' + why if why else ''}"
+
+
+def bound_seconds(text: str) -> float:
+    """``--enactment-bound``: a number of seconds ≥ 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds ≥ 0, not {text!r}")
+    return value

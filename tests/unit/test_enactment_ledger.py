@@ -1,0 +1,170 @@
+"""The enactment ledger read back (allot_cli.kube.ledger): each cluster-changing decision paired with its outcome,
+withdrawn or superseded ones told apart, and open ones older than the bound reported."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from allot_cli.kube.ledger import bound_seconds, explain_lines, fold, outcome_summary, verify_line
+
+S = 1_000_000  # µs
+
+
+@dataclass(frozen=True)
+class Rec:
+    position: int
+    type: str
+    stream_id: str
+    event_id: str
+    causation_id: str | None = None
+    recorded_at: int = 0
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def payload_dict(self) -> dict[str, Any]:
+        return self.payload
+
+
+def log(*rows: tuple[str, str, str, str | None, dict[str, Any]]) -> list[Rec]:
+    return [
+        Rec(
+            position=i + 1,
+            type=t,
+            stream_id=s,
+            event_id=e,
+            causation_id=c,
+            recorded_at=(i + 1) * S,
+            payload=p,
+        )
+        for i, (t, s, e, c, p) in enumerate(rows)
+    ]
+
+
+POD = "pod:default/p"
+QUOTA = "quota:team/q"
+KUBE = {"mode": "kubernetes"}
+
+CASES = [
+    ("bound", [("pod.bind_requested", POD, "d", None, {}), ("pod.bound", POD, "o", "d", {})], "enacted"),
+    (
+        "bind refused",
+        [("pod.bind_requested", POD, "d", None, {}), ("pod.bind_failed", POD, "o", "d", {"message": "404"})],
+        "refused",
+    ),
+    (
+        "bind withdrawn",
+        [("pod.bind_requested", POD, "d", None, {}), ("pod.deleted", POD, "x", None, {})],
+        "withdrawn",
+    ),
+    ("bind open", [("pod.bind_requested", POD, "d", None, {})], "open"),
+    (
+        "eviction not evicted",
+        [("pod.evicted", POD, "d", None, {}), ("pod.eviction_enacted", POD, "o", "d", {"evicted": False})],
+        "refused",
+    ),
+    (
+        "quota eviction refused by a budget",
+        [
+            ("quota.evicted", POD, "d", None, {}),
+            ("quota.eviction_enactment_failed", POD, "o", "d", {"reason": "TooManyRequests"}),
+        ],
+        "refused",
+    ),
+    (
+        "quota eviction enacted after the pod's deletion was seen",
+        [
+            ("quota.evicted", POD, "d", None, {}),
+            ("pod.deleted", POD, "x", None, {}),
+            ("quota.eviction_enacted", POD, "o", "d", {}),
+        ],
+        "enacted",
+    ),
+    (
+        "status superseded",
+        [
+            ("quota.status_published", QUOTA, "d", None, KUBE),
+            ("quota.status_published", QUOTA, "n", None, KUBE),
+        ],
+        "superseded",
+    ),
+    (
+        "status enacted",
+        [("quota.status_published", QUOTA, "d", None, KUBE), ("quota.status_enacted", QUOTA, "o", "d", {})],
+        "enacted",
+    ),
+    (
+        "migration eviction withdrawn",
+        [
+            ("pod.bind_requested", POD, "b", None, {}),
+            ("migration.eviction_requested", "migration:j", "d", None, {}),
+            ("migration.removed", "migration:j", "x", None, {}),
+        ],
+        "withdrawn",
+    ),
+    (
+        "an outcome of another decision does not count",
+        [("pod.bind_requested", POD, "d", None, {}), ("pod.bound", POD, "o", "other", {})],
+        "open",
+    ),
+]
+
+
+@pytest.mark.parametrize(("records", "state"), [(r, s) for _, r, s in CASES], ids=[c[0] for c in CASES])
+def test_each_decision_is_paired_with_its_outcome(records: list[Any], state: str) -> None:
+    ledger = fold(log(*records))
+    assert ledger.kubernetes
+    assert ledger.entries["d"].state == state
+
+
+def test_standalone_decisions_are_not_a_kubernetes_ledger() -> None:
+    ledger = fold(log(("quota.status_published", QUOTA, "d", None, {"mode": "standalone"})))
+    assert not ledger.kubernetes and ledger.entries == {}
+
+
+def test_only_open_decisions_older_than_the_bound_are_reported() -> None:
+    records = log(
+        ("pod.bind_requested", POD, "old", None, {}),
+        ("pod.bind_requested", "pod:default/q", "done", None, {}),
+        ("pod.bound", "pod:default/q", "o", "done", {}),
+        ("pod.bind_requested", "pod:default/r", "young", None, {}),
+    )
+    ledger = fold(records)
+    line, report = verify_line(ledger, now=10 * S, bound=7 * S)  # "old" was recorded 9 s ago, "young" 6 s ago
+    assert [e["stream"] for e in report["without_outcome"]] == [POD]
+    assert report["states"] == {"enacted": 1, "open": 2}
+    assert "1 older than 7s have NO outcome" in line and "#1 pod.bind_requested pod:default/p" in line
+    line, report = verify_line(ledger, now=10 * S, bound=60 * S)
+    assert report["without_outcome"] == [] and "every one older than 60s has its outcome" in line
+
+
+def test_explain_shows_how_each_decision_was_carried_out() -> None:
+    records = log(
+        ("pod.bind_requested", POD, "b", None, {}),
+        ("pod.bound", POD, "o", "b", {}),
+        ("quota.evicted", POD, "d", None, {}),
+        (
+            "quota.eviction_enactment_failed",
+            POD,
+            "f",
+            "d",
+            {"reason": "TooManyRequests", "message": "budget"},
+        ),
+    )
+    assert explain_lines(records) == [
+        "enacted:   in the cluster (Kubernetes mode)",
+        "  #1 pod.bind_requested: enacted by pod.bound",
+        "  #3 quota.evicted: refused by quota.eviction_enactment_failed: TooManyRequests budget",
+    ]
+    assert (
+        outcome_summary("quota.status_enacted", {"attempts": 3}) == "done by the API server after 3 attempts"
+    )
+    assert outcome_summary("pod.placed", {}) == ""
+
+
+@pytest.mark.parametrize("text", ["-1", "abc", "nan", "inf"])
+def test_a_bad_bound_is_refused_with_the_reason(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="number of seconds"):
+        bound_seconds(text)
