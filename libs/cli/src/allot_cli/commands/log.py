@@ -25,7 +25,7 @@ import msgspec
 from allot_cli.anchoring import verifying_keys
 from allot_cli.connect import endpoints, find_state_dir
 from allot_cli.errors import InputError, UsageError
-from allot_contracts.errors import SchemaMismatch
+from allot_contracts.errors import ControlPlaneError, SchemaMismatch
 from allot_eventstore.archive import SegmentError, SegmentReport, joins, verify_segment
 from allot_eventstore.archive_log import SEGMENT_SIZE, ArchiveConflict, against_log, archive
 from allot_eventstore.postgres import PostgresEventStore
@@ -65,6 +65,8 @@ async def run_archive(args: argparse.Namespace) -> int:
         )
     except (ArchiveConflict, SchemaMismatch) as exc:
         raise InputError(str(exc)) from exc
+    except ControlPlaneError as exc:  # the database cannot be reached or read
+        raise UsageError(f"cannot read the event log: {exc}") from exc
     finally:
         await store.close()
     seconds = time.perf_counter() - started
@@ -126,6 +128,8 @@ async def run_verify(args: argparse.Namespace) -> int:
         store = PostgresEventStore.connect(endpoints().database_url)
         try:
             live = await against_log(store, reports)
+        except ControlPlaneError as exc:
+            raise UsageError(f"--against-db: cannot read the event log: {exc}") from exc
         finally:
             await store.close()
         _say(
