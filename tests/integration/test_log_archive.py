@@ -130,6 +130,8 @@ def test_archive_writes_segments_that_verify_on_their_own_and_against_the_log(lo
 
     code, report = _verify(capsys, *map(str, reversed(files)), "--against-db")  # any order
     assert code == 0 and report["ok"], report["problems"]
+    one = _verify(capsys, *map(str, reversed(files)), "--against-db", "--jobs", "1")[1]
+    assert [s["sha256"] for s in one["segments"]] == [s["sha256"] for s in report["segments"]]
     assert [s["anchor"]["checkpoints"] for s in report["segments"]] == [1, 2, 2]  # 17–20: at 17
     capsys.readouterr()
     assert allot("log", "verify-segment", *map(str, files)) == 0

@@ -30,6 +30,7 @@ Reading the log is :mod:`allot_eventstore.archive_log`; deleting archived rows (
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
@@ -53,6 +54,7 @@ FRAME = struct.Struct(">I")
 SUFFIX = ".allotseg"
 PAGE = 5000  # records per frame (and per read of the log)
 CHUNK = 1 << 20  # bytes read at a time when verifying
+LEVEL = 3  # zlib level: a third of level 6's time for 15% more bytes (level 1 is hardly faster)
 MAX_MANIFEST = 64 << 20  # a manifest larger than this is not one this code wrote
 
 
@@ -112,7 +114,7 @@ class _Body:
 
     def __init__(self, out: BinaryIO) -> None:
         self._out = out
-        self._zlib = zlib.compressobj(6)
+        self._zlib = zlib.compressobj(LEVEL)
         self._sha = hashlib.sha256()
         self.bytes = 0
         self._raw(MAGIC)
@@ -331,6 +333,13 @@ async def verify_segment(path: Path, keys: Mapping[str, Ed25519PublicKey]) -> Se
     report.sha256 = _file_sha256(path) if not report.problem else ""
     report.ok = not report.problem
     return report
+
+
+def check_segment(path: str, key_files: list[str]) -> SegmentReport:
+    """:func:`verify_segment` from plain arguments, in a process of its own (``allot log verify-segment --jobs``)."""
+    from allot_eventstore.anchor_keys import load_verifying_keys
+
+    return asyncio.run(verify_segment(Path(path), load_verifying_keys(Path(k) for k in key_files)))
 
 
 def _manifest_problem(manifest: Manifest) -> str:

@@ -14,19 +14,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import sys
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from allot_cli.anchoring import verifying_keys
+from allot_cli.anchoring import key_paths, verifying_keys
 from allot_cli.connect import endpoints, find_state_dir
 from allot_cli.errors import InputError, UsageError
 from allot_contracts.errors import ControlPlaneError, SchemaMismatch
-from allot_eventstore.archive import SegmentError, SegmentReport, joins, verify_segment
+from allot_eventstore.archive import SegmentError, SegmentReport, check_segment, joins
 from allot_eventstore.archive_log import SEGMENT_SIZE, ArchiveConflict, against_log, archive
 from allot_eventstore.postgres import PostgresEventStore
 
@@ -107,15 +110,38 @@ def _segment_line(report: SegmentReport) -> str:
     )
 
 
-async def run_verify(args: argparse.Namespace) -> int:
-    keys = verifying_keys(args.anchor_pub, os.environ, find_state_dir())
+def _checked(args: argparse.Namespace) -> Iterator[SegmentReport]:
+    """Each segment's report, in the order of the arguments; ``--jobs`` segments are checked at once (one process
+    each: a segment is checked on its own, so the result is the same for any number)."""
+    state_dir = find_state_dir()
+    verifying_keys(args.anchor_pub, os.environ, state_dir)  # a bad key file is reported once, here
+    key_files = [str(p) for p in key_paths(args.anchor_pub, os.environ, state_dir)]
+    jobs = min(args.jobs or os.cpu_count() or 1, len(args.files))
+    try:
+        if jobs <= 1:
+            yield from (check_segment(file, key_files) for file in args.files)
+            return
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            yield from pool.map(check_segment, args.files, [key_files] * len(args.files))
+    except SegmentError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+async def _against_db(reports: list[SegmentReport]) -> list[str]:
+    store = PostgresEventStore.connect(endpoints().database_url)
+    try:
+        return await against_log(store, reports)
+    except ControlPlaneError as exc:
+        raise UsageError(f"--against-db: cannot read the event log: {exc}") from exc
+    finally:
+        await store.close()
+
+
+def run_verify(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     reports: list[SegmentReport] = []
-    for file in args.files:
-        try:
-            report = await verify_segment(Path(file), keys)
-        except SegmentError as exc:
-            raise UsageError(str(exc)) from exc
+    for report in _checked(args):
         reports.append(report)
         _say(args, _segment_line(report))
     problems = [f"{Path(r.file).name}: {r.problem}" for r in reports if not r.ok]
@@ -123,15 +149,8 @@ async def run_verify(args: argparse.Namespace) -> int:
     if not problems:
         first, last = min(r.first_position for r in reports), max(r.last_position for r in reports)
         _say(args, f"segments {len(reports)} meet: one chain over positions {first}–{last}")
-    live: list[str] = []
     if args.against_db and not problems:
-        store = PostgresEventStore.connect(endpoints().database_url)
-        try:
-            live = await against_log(store, reports)
-        except ControlPlaneError as exc:
-            raise UsageError(f"--against-db: cannot read the event log: {exc}") from exc
-        finally:
-            await store.close()
+        live = asyncio.run(_against_db(reports))
         _say(
             args, "live log " + ("; ".join(live) if live else "ok: the segments meet the log's stored hashes")
         )
@@ -207,5 +226,11 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="also check that the segments meet the live log's stored hashes",
     )
+    v.add_argument(
+        "--jobs",
+        type=_positive,
+        metavar="N",
+        help="segments checked at once, one process each (default: one per CPU); the result is the same for any N",
+    )
     v.add_argument("--json", action="store_true")
-    v.set_defaults(func=lambda args: asyncio.run(run_verify(args)))
+    v.set_defaults(func=run_verify)
