@@ -290,3 +290,20 @@ def test_bad_input_is_a_clear_error(log, tmp_path, capsys):
     assert "cannot be read" in capsys.readouterr().err
     assert allot("log", "archive", "--until", "24", "--out", str(tmp_path / "a")) == 2
     assert "--until: must be a position of the log, 1 to its head 23, not 24" in capsys.readouterr().err
+
+
+def test_checkpoints_dropped_from_a_manifest_are_caught_with_max_unanchored(archived, capsys):
+    assert (
+        _verify(capsys, *map(str, archived), "--max-unanchored", "4")[0] == 0
+    )  # sealed every 4, 2 at the end
+    manifest, records = _records(
+        archived[1]
+    )  # the newest segment: rewritten from position 20, checkpoints dropped
+    records[7] = msgspec.structs.replace(records[7], producer="someone-else")
+    records = _rehash(records, 7, bytes.fromhex(manifest.boundary_hash))
+    _forge(archived[1], manifest, records, checkpoints=[], last_hash=records[-1].hash.hex())
+    code, report = _verify(capsys, *map(str, archived))
+    assert code == 0, "alone, a segment without checkpoints is only as sealed as what follows it"
+    assert report["segments"][1]["anchor"]["unanchored_events"] == 11
+    code, report = _verify(capsys, *map(str, archived), "--max-unanchored", "4")
+    assert code == 1 and "the last 14 events (positions 10 to 23) follow the newest" in report["problems"][0]

@@ -211,6 +211,7 @@ class SegmentReport(msgspec.Struct, kw_only=True):
     sha256: str = ""
     problem: str = ""
     anchor: AnchorReport | None = None
+    sealed_at: list[int] = []  # positions of the signed checkpoints checked in it (with a key configured)
 
 
 def read_manifest(path: Path) -> tuple[Manifest | None, str]:
@@ -331,6 +332,8 @@ async def verify_segment(path: Path, keys: Mapping[str, Ed25519PublicKey]) -> Se
         report.anchor.newest_position if report.anchor.anchored else manifest.first_position - 1
     )
     report.sha256 = _file_sha256(path) if not report.problem else ""
+    if keys and not report.problem:
+        report.sealed_at = sorted({c.position for c in checkpoints})
     report.ok = not report.problem
     return report
 
@@ -426,4 +429,29 @@ def joins(reports: list[SegmentReport]) -> list[str]:
                 f"{Path(after.file).name} starts from boundary hash {after.boundary_hash[:16]}… but "
                 f"{Path(before.file).name} ends with {before.last_hash[:16]}…: they are not the same chain"
             )
+    return problems
+
+
+def unsealed_stretches(reports: list[SegmentReport], limit: int) -> list[str]:
+    """Stretches of more than ``limit`` events with no signed checkpoint after them, over segments that verified
+    and meet (checkpoints removed from a manifest, or a relay that was not sealing; ``--max-unanchored``)."""
+    ordered = sorted((r for r in reports if r.ok), key=lambda r: r.first_position)
+    if not ordered:
+        return []
+    problems: list[str] = []
+    previous = ordered[0].first_position - 1
+    for position in [p for r in ordered for p in r.sealed_at]:
+        if position - previous > limit:
+            problems.append(
+                f"positions {previous + 1} to {position}: {position - previous} events before the next signed "
+                f"checkpoint, more than --max-unanchored {limit}: checkpoints were removed from a manifest, or the "
+                "relay was not sealing"
+            )
+        previous = position
+    last = ordered[-1].last_position
+    if last - previous > limit:
+        problems.append(
+            f"the last {last - previous} events (positions {previous + 1} to {last}) follow the newest signed "
+            f"checkpoint in the segments, more than --max-unanchored {limit}"
+        )
     return problems

@@ -29,7 +29,7 @@ from allot_cli.anchoring import key_paths, verifying_keys
 from allot_cli.connect import endpoints, find_state_dir
 from allot_cli.errors import InputError, UsageError
 from allot_contracts.errors import ControlPlaneError, SchemaMismatch
-from allot_eventstore.archive import SegmentError, SegmentReport, check_segment, joins
+from allot_eventstore.archive import SegmentError, SegmentReport, check_segment, joins, unsealed_stretches
 from allot_eventstore.archive_log import SEGMENT_SIZE, ArchiveConflict, against_log, archive
 from allot_eventstore.postgres import PostgresEventStore
 
@@ -146,6 +146,12 @@ def run_verify(args: argparse.Namespace) -> int:
         _say(args, _segment_line(report))
     problems = [f"{Path(r.file).name}: {r.problem}" for r in reports if not r.ok]
     problems += joins(reports)
+    if args.max_unanchored is not None:
+        if not key_paths(args.anchor_pub, os.environ, find_state_dir()):
+            raise UsageError(
+                "--max-unanchored needs a public key (--anchor-pub) to check the checkpoints with"
+            )
+        problems += unsealed_stretches(reports, args.max_unanchored)
     if not problems:
         first, last = min(r.first_position for r in reports), max(r.last_position for r in reports)
         _say(args, f"segments {len(reports)} meet: one chain over positions {first}–{last}")
@@ -183,6 +189,12 @@ def run_verify(args: argparse.Namespace) -> int:
 def _say(args: argparse.Namespace, line: str) -> None:
     if not args.json:
         print(line, flush=True)
+
+
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"must be a number of events ≥ 0, not {text!r}")
+    return int(text)
 
 
 def _positive(text: str) -> int:
@@ -225,6 +237,12 @@ def register(subparsers: Any) -> None:
         "--against-db",
         action="store_true",
         help="also check that the segments meet the live log's stored hashes",
+    )
+    v.add_argument(
+        "--max-unanchored",
+        type=_count,
+        metavar="EVENTS",
+        help="fail when more than this many events in a row are not followed by a signed checkpoint",
     )
     v.add_argument(
         "--jobs",
