@@ -17,8 +17,11 @@ Each message also carries the event's CloudEvents attributes as ``ce-*`` headers
 
 If the stream was lost (deleted, or the server restarted without its store) it is created again and filled from the
 lowest consumer checkpoint, so consumers that lag find what they need; consumers also catch up from PostgreSQL by
-position, so nothing depends on JetStream keeping everything. If the stream is *ahead* of the log (a restored
-database), it is purged and refilled: the log wins.
+position, so nothing depends on JetStream keeping everything. The tail is the newest message that the log holds
+(that event id at that position): a message claiming an event the log does not have (forged by anyone who can
+publish on the bus, or kept from before a database restore) is logged and looked past, never a reason to purge the
+stream. Purging on such a claim would let any publisher wipe the consumers' replay buffer; consumers refuse those
+messages anyway (:mod:`allot_bus.provenance`). To drop stale messages after a restore, purge the stream by hand.
 
 An event the server refuses (larger than ``max_payload``, the stream full) is never skipped: the relay logs an error
 naming it and retries with backoff, and consumers read the log from PostgreSQL meanwhile.
@@ -138,7 +141,10 @@ class Relay:
         self._publisher: AsyncPublisher | None = None
 
     async def _last_event_in_stream(self, state: jsapi.StreamState) -> tuple[int, str] | None:
-        """Position and id of the stream's last event, looking past up to ``TAIL_SCAN`` messages that are not ours."""
+        """Position and id of the stream's last event that the log holds (that id at that position), looking past
+        up to ``TAIL_SCAN`` messages that are not: others' messages, and claims the log does not back (a forged
+        message, or one kept from a database that was restored to an older backup). Those are left in place and
+        logged; consumers refuse them (docs/adr/0010-only-logged-events-act.md)."""
         if not state.messages or not state.last_seq:
             return None
         lowest = max(state.first_seq or 1, state.last_seq - TAIL_SCAN + 1, 1)
@@ -149,8 +155,18 @@ class Relay:
                 continue
             headers = msg.headers or {}
             position, event_id = headers.get(HEADER_POSITION, ""), headers.get(HEADER_MSG_ID)
-            if position.isdigit() and event_id:
+            if not (position.isdigit() and event_id):
+                continue
+            if (await self.store.positions_of([event_id])).get(event_id) == int(position):
                 return int(position), event_id
+            log.warning(
+                "stream %s: message %d claims position %s (event id %s), which is not in the log; left in place "
+                "and looked past (consumers refuse it): a forged message, or one kept from a restored database",
+                self.names.stream,
+                seq,
+                position,
+                event_id,
+            )
         return None
 
     async def _start_position(self) -> int:
@@ -164,19 +180,7 @@ class Relay:
         last = await self._last_event_in_stream(state)
         if last is None:
             return _Tail(await self._start_position(), last_seq=last_seq)
-        position, event_id = last
-        head = (await self.store.head())[0]
-        stored = await self.store.read(after=position - 1, limit=1)
-        if position > head or not stored or stored[0].event_id != event_id:
-            log.error(
-                "stream %s does not match the event log (stream at position %d, log head %d); purging and refilling",
-                self.names.stream,
-                position,
-                head,
-            )
-            await self.js.purge_stream(self.names.stream)
-            return await self._resolve_tail()
-        return _Tail(position, last_seq=last_seq)
+        return _Tail(last[0], last_seq=last_seq)
 
     async def publish_pending(self) -> int:
         """Publish what the log has beyond the stream's tail, up to ``batch`` events. Returns how many."""

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "explain": ("explain", "why a pod is where it is (or is not); what the node side says about a node"),
     "get": ("get", "list any kind the log holds, as kubectl does"),
     "kube-sync": ("kube_sync", "record Kubernetes pods, quotas and PodGroups in the event log"),
+    "log": ("log", "archive older log segments and verify them on their own"),
     "migrate": ("stack", "upgrade the event-log schema (safe to run concurrently)"),
     "quota": ("quota", "elastic quota views"),
     "relay": ("stack", "run the log → JetStream relay process"),
