@@ -2,9 +2,10 @@
 # save it once: allot completion bash > ~/.local/share/bash-completion/completions/allot
 _allot_subcommands() {
     case "$1" in
-        '') echo 'up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync quota replay schema sim ui webhook' ;;
+        '') echo 'up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync log quota replay schema sim ui webhook' ;;
         'bench') echo 'append e2e gang placement quota replay restart sampler ui' ;;
         'events') echo 'tail' ;;
+        'log') echo 'archive verify-segment' ;;
         'quota') echo 'tree' ;;
         'sim') echo 'run trace typical-pods' ;;
     esac
@@ -22,7 +23,7 @@ _allot() {
     done
     local opts="" words="" files="" names="" valued=""
     case "$path" in
-        '') opts='-h --help --version'; words='up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync quota replay schema sim ui webhook'; files=''; names=''; valued='' ;;
+        '') opts='-h --help --version'; words='up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync log quota replay schema sim ui webhook'; files=''; names=''; valued='' ;;
         'up') opts='-h --help --state-dir --timeout'; words=''; files=''; names=''; valued='--state-dir --timeout' ;;
         'down') opts='-h --help --state-dir'; words=''; files=''; names=''; valued='--state-dir' ;;
         'status') opts='-h --help --state-dir --json -o --output'; words=''; files=''; names=''; valued='--state-dir -o --output' ;;
@@ -48,6 +49,9 @@ _allot() {
         'explain') opts='-h --help -n --namespace'; words='pod node'; files=''; names=''; valued='-n --namespace' ;;
         'get') opts='-h --help -n --namespace -A --all-namespaces -l --selector --show-labels -w --watch -o --output'; words='pods pod po nodes node no gangs gang podgroups podgroup pg quotas quota elasticquotas elasticquota eq reservations reservation resv migrations migration podmigrationjobs podmigrationjob pmj devices device dev events event ev nodemetrics nodemetric nm'; files=''; names='1'; valued='-n --namespace -l --selector -o --output' ;;
         'kube-sync') opts='-h --help --scheduler-name --kubeconfig'; words=''; files=''; names=''; valued='--scheduler-name --kubeconfig' ;;
+        'log') opts='-h --help'; words='archive verify-segment'; files=''; names=''; valued='' ;;
+        'log archive') opts='-h --help --until --out --segment-size --json'; words=''; files=''; names=''; valued='--until --out --segment-size' ;;
+        'log verify-segment') opts='-h --help --anchor-pub --anchor-key --against-db --max-unanchored --jobs --json'; words=''; files='1'; names=''; valued='--anchor-pub --anchor-key --max-unanchored --jobs' ;;
         'quota') opts='-h --help'; words='tree'; files=''; names=''; valued='' ;;
         'quota tree') opts='-h --help -o --output --all'; words=''; files=''; names=''; valued='-o --output' ;;
         'replay') opts='-h --help --verify --expect-head --anchor-key --max-unanchored --until --enactment-bound --config-dir --no-live --jobs --json'; words=''; files=''; names=''; valued='--expect-head --anchor-key --max-unanchored --until --enactment-bound --config-dir --jobs' ;;
@@ -122,6 +126,12 @@ _allot() {
         'get|-o'|'get|--output') COMPREPLY=($(compgen -W 'table wide json yaml name' -- "$cur")); return ;;
         'kube-sync|--scheduler-name') COMPREPLY=(); return ;;
         'kube-sync|--kubeconfig') COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        'log archive|--until') COMPREPLY=(); return ;;
+        'log archive|--out') COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        'log archive|--segment-size') COMPREPLY=(); return ;;
+        'log verify-segment|--anchor-pub'|'log verify-segment|--anchor-key') COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        'log verify-segment|--max-unanchored') COMPREPLY=(); return ;;
+        'log verify-segment|--jobs') COMPREPLY=(); return ;;
         'quota tree|-o'|'quota tree|--output') COMPREPLY=($(compgen -W 'table json yaml' -- "$cur")); return ;;
         'replay|--expect-head') COMPREPLY=(); return ;;
         'replay|--anchor-key') COMPREPLY=($(compgen -f -- "$cur")); return ;;

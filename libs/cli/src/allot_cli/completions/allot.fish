@@ -5,11 +5,13 @@ function __allot_path
     for w in (commandline -opc)[2..-1]
         switch $path
             case ''
-                contains -- $w 'up' 'down' 'status' 'migrate' 'relay' 'apply' 'bench' 'completion' 'decisions' 'demo' 'describe' 'events' 'explain' 'get' 'kube-sync' 'quota' 'replay' 'schema' 'sim' 'ui' 'webhook'; and set path ''$w
+                contains -- $w 'up' 'down' 'status' 'migrate' 'relay' 'apply' 'bench' 'completion' 'decisions' 'demo' 'describe' 'events' 'explain' 'get' 'kube-sync' 'log' 'quota' 'replay' 'schema' 'sim' 'ui' 'webhook'; and set path ''$w
             case 'bench'
                 contains -- $w 'append' 'e2e' 'gang' 'placement' 'quota' 'replay' 'restart' 'sampler' 'ui'; and set path 'bench '$w
             case 'events'
                 contains -- $w 'tail'; and set path 'events '$w
+            case 'log'
+                contains -- $w 'archive' 'verify-segment'; and set path 'log '$w
             case 'quota'
                 contains -- $w 'tree'; and set path 'quota '$w
             case 'sim'
@@ -63,6 +65,7 @@ complete -c allot -n "__allot_at ''" -a 'events' -d 'read or subscribe to the ev
 complete -c allot -n "__allot_at ''" -a 'explain' -d 'why a pod is where it is (or is not); what the node side says about a node'
 complete -c allot -n "__allot_at ''" -a 'get' -d 'list any kind the log holds, as kubectl does'
 complete -c allot -n "__allot_at ''" -a 'kube-sync' -d 'record Kubernetes pods, quotas and PodGroups in the event log'
+complete -c allot -n "__allot_at ''" -a 'log' -d 'archive older log segments and verify them on their own'
 complete -c allot -n "__allot_at ''" -a 'quota' -d 'elastic quota views'
 complete -c allot -n "__allot_at ''" -a 'replay' -d 'rebuild projections from the log; --verify proves every decision'
 complete -c allot -n "__allot_at ''" -a 'schema' -d 'print (or write) the JSON Schemas of all events'
@@ -196,6 +199,21 @@ complete -c allot -n "__allot_at 'get'" -s o -l output -x -a 'table wide json ya
 complete -c allot -n "__allot_at 'kube-sync'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'kube-sync'" -l scheduler-name -x -d 'pods with this spec.schedulerName are Allots (default: ALLOT_SCHEDULER_NAME or allot-scheduler)'
 complete -c allot -n "__allot_at 'kube-sync'" -l kubeconfig -r -F -d 'kubeconfig file (default: ALLOT_KUBECONFIG, KUBECONFIG, in-cluster, ~/.kube/config)'
+complete -c allot -n "__allot_at 'log'" -a 'archive' -d 'write positions 1..--until as self-contained segment files'
+complete -c allot -n "__allot_at 'log'" -a 'verify-segment' -d 'check segment files on their own and that they meet'
+complete -c allot -n "__allot_at 'log'" -s h -l help -d 'show this help message and exit'
+complete -c allot -n "__allot_at 'log archive'" -s h -l help -d 'show this help message and exit'
+complete -c allot -n "__allot_at 'log archive'" -l until -x -d 'last position to archive'
+complete -c allot -n "__allot_at 'log archive'" -l out -r -F -d 'directory of segment files (created if missing)'
+complete -c allot -n "__allot_at 'log archive'" -l segment-size -x -d 'events per segment (default 100,000)'
+complete -c allot -n "__allot_at 'log archive'" -l json -d ''
+complete -c allot -n "__allot_at 'log verify-segment'" -F
+complete -c allot -n "__allot_at 'log verify-segment'" -s h -l help -d 'show this help message and exit'
+complete -c allot -n "__allot_at 'log verify-segment'" -l anchor-pub -l anchor-key -r -F -d 'public key (PEM) that signed the checkpoints; repeat for rotated keys (default: ALLOT_ANCHOR_PUBLIC_KEYS, else <state dir>/anchor.pub)'
+complete -c allot -n "__allot_at 'log verify-segment'" -l against-db -d 'also check that the segments meet the live logs stored hashes'
+complete -c allot -n "__allot_at 'log verify-segment'" -l max-unanchored -x -d 'fail when more than this many events in a row are not followed by a signed checkpoint'
+complete -c allot -n "__allot_at 'log verify-segment'" -l jobs -x -d 'segments checked at once, one process each (default: one per CPU); the result is the same for any N'
+complete -c allot -n "__allot_at 'log verify-segment'" -l json -d ''
 complete -c allot -n "__allot_at 'quota'" -a 'tree' -d 'the quota tree with min/max/runtime/used/request per dimension'
 complete -c allot -n "__allot_at 'quota'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'quota tree'" -s h -l help -d 'show this help message and exit'
