@@ -10,6 +10,29 @@ from allot_contracts.objects.gang import PodGroupInfo
 from allot_contracts.objects.pod import Pod, PriorityClassInfo
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
 
+__all__ = [
+    "DeviceApplied",
+    "DeviceDeleted",
+    "NodeApplied",
+    "NodeDeleted",
+    "ObjectIgnored",
+    "PodDeleted",
+    "PodGroupApplied",
+    "PodGroupDeleted",
+    "PodObserved",
+    "PodPhaseObserved",
+    "PodSubmitted",
+    "PriorityClassApplied",
+    "PriorityClassDeleted",
+    "QuotaApplied",
+    "QuotaDeleted",
+    "QuotaProfileApplied",
+    "QuotaProfileDeleted",
+    "TopologyApplied",
+    "TopologyDeleted",
+    "WorkloadExpanded",
+]
+
 
 class NodeApplied(Event, frozen=True, kw_only=True, tag="node.applied.v1"):
     """A v1 Node manifest was applied (created or updated)."""
