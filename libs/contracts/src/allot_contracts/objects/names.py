@@ -154,7 +154,14 @@ CPU_EXCLUSIVE_POLICIES: Final = frozenset({"None", "PCPULevel", "NUMANodeLevel"}
 NUMA_POLICIES: Final = frozenset({"", "None", "BestEffort", "Restricted", "SingleNUMANode"})
 NUMA_EXCLUSIVE: Final = frozenset({"Required", "Preferred"})
 QOS_CLASSES: Final = frozenset({"LSE", "LSR", "LS", "BE", "SYSTEM"})
-PRIORITY_CLASSES: Final = frozenset({"koord-prod", "koord-mid", "koord-batch", "koord-free"})
+# Koordinator's priority classes and their spec.priority bands (inclusive), highest first: the one table.
+PRIORITY_BANDS: Final = (
+    ("koord-prod", 9000, 9999),
+    ("koord-mid", 7000, 7999),
+    ("koord-batch", 5000, 5999),
+    ("koord-free", 3000, 3999),
+)
+PRIORITY_CLASSES: Final = frozenset(name for name, _, _ in PRIORITY_BANDS)
 HOPPER_MODELS: Final = frozenset({"H100", "H800", "H20"})
 
 # Outcomes.

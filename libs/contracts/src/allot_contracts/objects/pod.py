@@ -120,10 +120,7 @@ BUILTIN_PRIORITY_CLASSES: Final = {
     for c in (
         PriorityClassInfo(name="system-cluster-critical", value=2_000_000_000),
         PriorityClassInfo(name="system-node-critical", value=2_000_001_000),
-        PriorityClassInfo(name="koord-prod", value=9000),
-        PriorityClassInfo(name="koord-mid", value=7000),
-        PriorityClassInfo(name="koord-batch", value=5000),
-        PriorityClassInfo(name="koord-free", value=3000),
+        *(PriorityClassInfo(name=name, value=low) for name, low, _ in n.PRIORITY_BANDS),
     )
 }
 

@@ -41,12 +41,7 @@ __all__ = [
 ]
 
 CPU_REQUESTS_PATH: Final = "spec.containers[*].resources.requests[cpu]"
-_BANDS: Final = (
-    (9000, 9999, "koord-prod"),
-    (7000, 7999, "koord-mid"),
-    (5000, 5999, "koord-batch"),
-    (3000, 3999, "koord-free"),
-)
+_BANDS_TEXT: Final = ", ".join(f"{name} {low}-{high}" for name, low, high in n.PRIORITY_BANDS)
 # QoS class -> the raw priority classes it may not be combined with ("" = no Koordinator priority).
 FORBIDDEN_PRIORITIES: Final = {
     "BE": ("", "koord-prod"),
@@ -68,7 +63,7 @@ def priority_class_raw(labels: Mapping[str, str], priority: int | None) -> str:
         value = labels[n.LABEL_PRIORITY_CLASS]
         return value if value in n.PRIORITY_CLASSES else ""
     if priority is not None:
-        for low, high, name in _BANDS:
+        for name, low, high in n.PRIORITY_BANDS:
             if low <= priority <= high:
                 return name
     return ""
@@ -101,7 +96,7 @@ def _priority_source(labels: Mapping[str, str], priority: int | None, class_name
         return f"from {where}"
     return (
         f"the pod has no {n.LABEL_PRIORITY_CLASS} label and {where} is in no Koordinator priority band "
-        "(koord-prod 9000-9999, koord-mid 7000-7999, koord-batch 5000-5999, koord-free 3000-3999)"
+        f"({_BANDS_TEXT})"
     )
 
 
