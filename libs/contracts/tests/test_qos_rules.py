@@ -122,7 +122,7 @@ def test_the_priority_bands_are_one_table_read_by_the_label_check_the_band_looku
     None
 ):
     from allot_contracts.objects import names as n
-    from allot_contracts.objects.pod import BUILTIN_PRIORITY_CLASSES
+    from allot_contracts.objects.pod_priority import BUILTIN_PRIORITY_CLASSES
     from allot_contracts.objects.qos_rules import priority_class_raw
 
     assert {name for name, _, _ in n.PRIORITY_BANDS} == n.PRIORITY_CLASSES

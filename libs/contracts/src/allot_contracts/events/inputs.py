@@ -7,7 +7,8 @@ from typing import Any
 
 from allot_contracts.events._base import Event, FieldIssue, ObjectRef
 from allot_contracts.objects.gang import PodGroupInfo
-from allot_contracts.objects.pod import Pod, PriorityClassInfo
+from allot_contracts.objects.pod import Pod
+from allot_contracts.objects.pod_priority import PriorityClassInfo
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
 
 __all__ = [

@@ -32,7 +32,8 @@ from allot_contracts.objects.meta import is_dns_label, is_dns_subdomain, read_me
 from allot_contracts.objects.migration import parse_migration_job
 from allot_contracts.objects.nodemetric import parse_nodemetric
 from allot_contracts.objects.nodes import admit_device, admit_node, admit_topology
-from allot_contracts.objects.pod import DEFAULT_CONTEXT, PodContext, PriorityClassInfo, parse_pod
+from allot_contracts.objects.pod import parse_pod
+from allot_contracts.objects.pod_priority import DEFAULT_CONTEXT, PodContext, PriorityClassInfo
 from allot_contracts.objects.quota import parse_profile, parse_quota
 from allot_contracts.objects.reservation import parse_reservation
 
