@@ -27,14 +27,8 @@ from typing import Final
 
 import msgspec
 
-from allot_contracts.objects.reservation import (
-    OwnerController,
-    OwnerRef,
-    PodReservation,
-    Reservation,
-    ReservationAffinity,
-    ReservationOwner,
-)
+from allot_contracts.objects.reservation import OwnerController, Reservation, ReservationOwner
+from allot_contracts.objects.reservation_pod import OwnerRef, PodReservation, ReservationAffinity
 from allot_contracts.objects.selectors import (
     Taint,
     first_untolerated_taint,

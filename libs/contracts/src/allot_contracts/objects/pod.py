@@ -83,7 +83,7 @@ from allot_contracts.objects.pod_priority import (
 from allot_contracts.objects.pod_where import GpuFilter, read_where
 from allot_contracts.objects.qos_rules import koord_priority_of, koord_qos_of, qos_issues
 from allot_contracts.objects.requests import DeviceRequest, device_requests, pod_requests
-from allot_contracts.objects.reservation import PodReservation, parse_pod_reservation
+from allot_contracts.objects.reservation_pod import PodReservation, parse_pod_reservation
 from allot_contracts.objects.selectors import NodeSelectorTerm, Toleration
 
 # Re-exported for the packages that import them from here (the CLI's door and webhook, placement).
