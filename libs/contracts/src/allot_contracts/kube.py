@@ -10,8 +10,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from allot_contracts.objects.meta import annotations_of
+from allot_contracts.objects.meta import labels_of as labels
+from allot_contracts.objects.meta import metadata_of as meta
 from allot_contracts.objects.qos_rules import koord_priority_of, koord_qos_of
 from allot_contracts.quantity import QuantityError, to_canonical
+
+# ``meta``, ``labels`` and ``annotations_of`` are the lenient readers of allot_contracts.objects.meta, under the names
+# the services call them by.
+__all__ = [
+    "MAX_INT64",
+    "annotations_of",
+    "koord_priority_class",
+    "koord_qos_class",
+    "kube_qos_class",
+    "labels",
+    "meta",
+    "priority_value",
+    "spec_of",
+    "status_of",
+    "storage_issues",
+]
 
 MAX_INT64 = 2**63 - 1
 
@@ -32,21 +51,6 @@ def spec_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
 def status_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     """The manifest's ``status`` (``{}`` when it is missing or not a map)."""
     return _map(manifest.get("status"))
-
-
-def meta(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    value = manifest.get("metadata") or {}
-    return value if isinstance(value, Mapping) else {}
-
-
-def labels(manifest: Mapping[str, Any]) -> dict[str, str]:
-    value = meta(manifest).get("labels") or {}
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
-
-
-def annotations_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The manifest's annotations (``{}`` when missing or not a map)."""
-    return _map(meta(manifest).get("annotations"))
 
 
 def kube_qos_class(manifest: Mapping[str, Any]) -> str:

@@ -26,6 +26,7 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue, checked_bool, checked_int
+from allot_contracts.objects.meta import metadata_of
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
 
 __all__ = [
@@ -467,7 +468,7 @@ def parse_colocation_configmap(
 
 
 def is_colocation_configmap(manifest: Mapping[str, Any]) -> bool:
-    meta = manifest.get("metadata") or {}
+    meta = metadata_of(manifest)
     return (
         manifest.get("apiVersion") == "v1"
         and manifest.get("kind") == "ConfigMap"

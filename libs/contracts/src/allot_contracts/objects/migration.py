@@ -16,6 +16,7 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.meta import metadata_of
 from allot_contracts.objects.times import DurationError, parse_duration_us, parse_timestamp_us
 
 __all__ = ["API_VERSION", "KIND", "MODES", "PodMigrationJob", "PodRef", "parse_migration_job"]
@@ -69,8 +70,7 @@ def parse_migration_job(
 ) -> PodMigrationJob | None:
     """Admit a PodMigrationJob manifest; ``None`` when ``issues`` grew."""
     before = len(issues)
-    meta = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
-    assert isinstance(meta, dict)
+    meta = metadata_of(manifest)
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))

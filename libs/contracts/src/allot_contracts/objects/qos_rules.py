@@ -29,6 +29,7 @@ from typing import Any, Final
 from allot_contracts.issues import FieldIssue, label_path
 from allot_contracts.objects import names as n
 from allot_contracts.objects.gang import LABEL_SUB_PRIORITY
+from allot_contracts.objects.meta import metadata_of
 
 __all__ = [
     "FORBIDDEN_PRIORITIES",
@@ -171,8 +172,7 @@ def qos_issues(
 
 
 def _labels(manifest: Mapping[str, Any]) -> Mapping[str, str]:
-    meta = manifest.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    labels = metadata_of(manifest).get("labels")
     if not isinstance(labels, Mapping):
         return {}
     return {str(k): v for k, v in labels.items() if isinstance(v, str)}

@@ -23,6 +23,7 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue, annotation_path, label_path
+from allot_contracts.objects.meta import metadata_of
 from allot_contracts.objects.requests import pod_requests
 from allot_contracts.objects.reservation_pod import (
     RESERVATION_PREFIX,
@@ -433,8 +434,7 @@ def parse_reservation(
 ) -> Reservation | None:
     """Admit a Reservation manifest; ``None`` when ``issues`` grew (the reservation is refused)."""
     before = len(issues)
-    meta = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
-    assert isinstance(meta, dict)
+    meta = metadata_of(manifest)
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
