@@ -90,6 +90,11 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
+    """A pod as the quota engine accounts it: its quota, priority, preemptibility and requests (taken from the
+    door's ``Pod``). A projection of its own, not the gang engine's ``PodInfo`` (gang membership) nor node-reporter's
+    (a running pod's cgroup limits): each engine keeps only what its decisions read, and its state snapshots
+    (``to_state``) depend on exactly these fields."""
+
     key: str  # "<namespace>/<name>"
     namespace: str
     name: str
