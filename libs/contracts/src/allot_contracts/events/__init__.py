@@ -6,7 +6,7 @@ decode payloads, and the mapping from tag to type name and schema version.
 Registering an event: define its class (a tagged ``Event`` subclass) in the module of its stream kind and name it in
 that module's ``__all__``; that is the one registration. This package re-exports every module's ``__all__`` and
 builds :data:`AnyEvent` and the tag index from them (a test fails for a tagged class left out of ``__all__``). A
-new catalogue module is added to ``_CATALOGUE`` below.
+new catalogue module gets its star import below.
 
 Invariants (schema evolution, see docs/adr/0004-event-contracts.md):
 - Tags are explicit, never class names or import paths, and match ``^[a-z_]+\\.[a-z_]+\\.v\\d+$``.
@@ -22,23 +22,10 @@ the service that decided it. Which service consumes what is drawn in docs/archit
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any, Union
 
-from allot_contracts.events import (
-    cluster,
-    descheduling,
-    gangs,
-    infra,
-    inputs,
-    leases,
-    nodeside,
-    pods,
-    preemption,
-    qos,
-    quota,
-    reservations,
-    security,
-)
 from allot_contracts.events._base import Event, FieldIssue, ObjectRef
 from allot_contracts.events.cluster import *  # noqa: F403
 from allot_contracts.events.descheduling import *  # noqa: F403
@@ -54,20 +41,11 @@ from allot_contracts.events.quota import *  # noqa: F403
 from allot_contracts.events.reservations import *  # noqa: F403
 from allot_contracts.events.security import *  # noqa: F403
 
-_CATALOGUE = (
-    cluster,
-    descheduling,
-    gangs,
-    infra,
-    inputs,
-    leases,
-    nodeside,
-    pods,
-    preemption,
-    qos,
-    quota,
-    reservations,
-    security,
+# Every catalogue module of the package (each is star-imported above), in name order.
+_CATALOGUE = tuple(
+    importlib.import_module(f"{__name__}.{info.name}")
+    for info in pkgutil.iter_modules(__path__)  # noqa: F405 (the package's own path)
+    if not info.name.startswith("_")
 )
 
 
@@ -128,17 +106,5 @@ __all__ = [
     "split_tag",
     "tag_of",
     "type_of",
+    *(name for module in _CATALOGUE for name in module.__all__),
 ]
-__all__ += cluster.__all__
-__all__ += descheduling.__all__
-__all__ += gangs.__all__
-__all__ += infra.__all__
-__all__ += inputs.__all__
-__all__ += leases.__all__
-__all__ += nodeside.__all__
-__all__ += pods.__all__
-__all__ += preemption.__all__
-__all__ += qos.__all__
-__all__ += quota.__all__
-__all__ += reservations.__all__
-__all__ += security.__all__
