@@ -189,20 +189,8 @@ def _json_annotation(annotations: dict[str, Any], key: str, errors: list[FieldIs
         return None
 
 
-def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldIssue]]:
-    """Read and self-check one ElasticQuota manifest."""
-    errors: list[FieldIssue] = []
-    if manifest.get("apiVersion") != QUOTA_API or manifest.get("kind") != "ElasticQuota":
-        got = f"{manifest.get('apiVersion')}/{manifest.get('kind')}"
-        msg = f"expected apiVersion {QUOTA_API} and kind ElasticQuota"
-        return None, [FieldIssue(path="kind", code="NotSupported", value=got, message=msg)]
-    meta = read_meta(
-        manifest, errors, namespaced=True
-    )  # label values must be strings, as the API server says
-    spec = manifest.get("spec") or {}
-    name, namespace = meta.name, meta.namespace
-    labels: dict[str, str] = dict(meta.labels)
-    annotations = dict(meta.annotations)
+def _flags(labels: dict[str, str], errors: list[FieldIssue]) -> dict[str, bool]:
+    """The boolean labels, each with its default when absent or empty."""
     flags: dict[str, bool] = {}
     for key, default in _BOOL_LABELS.items():
         raw = labels.get(key)
@@ -215,13 +203,11 @@ def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldI
                 FieldIssue(path=_label(key), code="Invalid", value=raw, message='must be "true" or "false"')
             )
             flags[key] = default
-    mins = _resource_list(spec.get("min"), "spec.min", errors)
-    maxs = _resource_list(spec.get("max"), "spec.max", errors)
-    for field_name, values, what in (("spec.max", maxs, "Max"), ("spec.min", mins, "Min")):
-        neg = negatives(values)
-        if neg:
-            msg = f"{name} quota.Spec.{what}'s value < 0, in dimensions :{_dims(neg)}"
-            errors.append(FieldIssue(path=field_name, code="Invalid", message=msg))
+    return flags
+
+
+def _shared_weight(annotations: dict[str, Any], name: str, errors: list[FieldIssue]) -> RL | None:
+    """The ``shared-weight`` annotation: a ResourceList of non-negative quantities."""
     weight: RL | None = None
     raw_weight = _json_annotation(annotations, ANNO_SHARED_WEIGHT, errors)
     if raw_weight is not None:
@@ -240,6 +226,13 @@ def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldI
             if neg:
                 msg = f"{name} quota.Annotation[{ANNO_SHARED_WEIGHT}]'s value < 0, in dimension :{_dims(neg)}"
                 errors.append(FieldIssue(path=_anno(ANNO_SHARED_WEIGHT), code="Invalid", message=msg))
+    return weight
+
+
+def _name_lists(
+    annotations: dict[str, Any], name: str, errors: list[FieldIssue]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The ``namespaces`` and ``max-strict-keys`` annotations (sorted, without duplicates)."""
     namespaces: tuple[str, ...] = ()
     raw_ns = _json_annotation(annotations, ANNO_NAMESPACES, errors)
     if raw_ns is not None:
@@ -262,6 +255,33 @@ def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldI
             errors.append(FieldIssue(path=_anno(ANNO_MAX_STRICT_KEYS), code="Invalid", message=msg))
         else:
             strict = tuple(sorted(set(raw_strict)))
+    return namespaces, strict
+
+
+def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldIssue]]:
+    """Read and self-check one ElasticQuota manifest."""
+    errors: list[FieldIssue] = []
+    if manifest.get("apiVersion") != QUOTA_API or manifest.get("kind") != "ElasticQuota":
+        got = f"{manifest.get('apiVersion')}/{manifest.get('kind')}"
+        msg = f"expected apiVersion {QUOTA_API} and kind ElasticQuota"
+        return None, [FieldIssue(path="kind", code="NotSupported", value=got, message=msg)]
+    meta = read_meta(
+        manifest, errors, namespaced=True
+    )  # label values must be strings, as the API server says
+    spec = manifest.get("spec") or {}
+    name, namespace = meta.name, meta.namespace
+    labels: dict[str, str] = dict(meta.labels)
+    annotations = dict(meta.annotations)
+    flags = _flags(labels, errors)
+    mins = _resource_list(spec.get("min"), "spec.min", errors)
+    maxs = _resource_list(spec.get("max"), "spec.max", errors)
+    for field_name, values, what in (("spec.max", maxs, "Max"), ("spec.min", mins, "Min")):
+        neg = negatives(values)
+        if neg:
+            msg = f"{name} quota.Spec.{what}'s value < 0, in dimensions :{_dims(neg)}"
+            errors.append(FieldIssue(path=field_name, code="Invalid", message=msg))
+    weight = _shared_weight(annotations, name, errors)
+    namespaces, strict = _name_lists(annotations, name, errors)
     total: RL | None = None
     raw_total = _json_annotation(annotations, ANNO_TOTAL_RESOURCE, errors)
     if raw_total is not None:
