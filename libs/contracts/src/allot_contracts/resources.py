@@ -44,6 +44,7 @@ __all__ = [
     "less_than_or_equal",
     "mask",
     "max_of",
+    "negatives",
     "parse_resource_list",
     "raise_to",
     "remove_zeros",
@@ -139,6 +140,11 @@ def less_than_or_equal(a: Mapping[str, int], b: Mapping[str, int]) -> bool:
 def exceeded_dimensions(a: Mapping[str, int], b: Mapping[str, int]) -> list[str]:
     """The sorted keys for which ``less_than_or_equal`` fails (present in both and ``a[k] > b[k]``)."""
     return sorted(k for k, limit in b.items() if k in a and a[k] > limit)
+
+
+def negatives(a: Mapping[str, int]) -> list[str]:
+    """The sorted keys whose value is below zero."""
+    return sorted(k for k, v in a.items() if v < 0)
 
 
 def le_completely(value: Mapping[str, int], limit: Mapping[str, int]) -> bool:
