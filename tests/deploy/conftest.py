@@ -356,28 +356,30 @@ def walk_schema() -> Callable[[dict[str, Any]], Iterator[tuple[str, dict[str, An
     return schema_nodes
 
 
-# -- the Helm chart, rendered offline (as test_helm_chart.py renders it) --------------------------------------------
-
-CHART = REPO / "deploy" / "helm" / "allot"
+# -- the Helm chart, rendered offline (allot_testing.helm_chart) ---------------------------------------------------
 
 
 @pytest.fixture(scope="session")
 def render_chart() -> Callable[..., list[dict[str, Any]]]:
     """``render_chart(values, name=, namespace=)``: the chart's objects as `helm template` renders them (no cluster:
     ``lookup`` finds nothing, as on a first install); skips when the helm-python dev dependency is missing."""
-    helm = pytest.importorskip("helm_python")
-
-    def render(
-        values: dict[str, Any], *, name: str = "allot", namespace: str = "allot-system"
-    ) -> list[dict[str, Any]]:
-        with helm.Chart.load(CHART) as chart:
-            manifests = chart.render(values, name=name, namespace=namespace, is_install=True)
-        return [
-            doc
-            for path, text in sorted(manifests.items())
-            if path.endswith(".yaml")
-            for doc in yaml.safe_load_all(text)
-            if doc
-        ]
+    pytest.importorskip("helm_python")
+    from allot_testing.helm_chart import render
 
     return render
+
+
+@pytest.fixture(scope="session")
+def rendered() -> dict[str, list[dict[str, Any]]]:
+    """The Helm chart rendered with every value set of ``allot_testing.helm_chart.CASES``, by case."""
+    from allot_testing.helm_chart import render_cases
+
+    return render_cases()
+
+
+@pytest.fixture(scope="session")
+def crds() -> list[dict[str, Any]]:
+    """The CRDs the Helm chart installs."""
+    from allot_testing.helm_chart import chart_crds
+
+    return chart_crds()

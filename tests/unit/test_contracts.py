@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import re
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import msgspec
 import pytest
 
 from allot_contracts.envelope import GENESIS_HASH, NewEvent, canonical, derived_event_id, prepare
-from allot_contracts.events import AnyEvent, ObjectRef, PodDeleted
+from allot_contracts.events import AnyEvent, Event, ObjectRef, PodDeleted, event_class
 from allot_contracts.schema import export_schemas
 from allot_contracts.upcasters import upcast
 
@@ -22,6 +24,26 @@ def test_every_event_has_a_unique_versioned_tag():
     tags = [cls.__struct_config__.tag for cls in AnyEvent.__args__]
     assert len(tags) == len(set(tags))
     assert all(TAG.match(t) for t in tags), [t for t in tags if not TAG.match(t)]
+
+
+def test_an_event_is_registered_once_in_the_module_that_defines_it():
+    """Every tagged Event class of the catalogue is named in its own module's ``__all__`` (its one registration),
+    and from there alone it is decodable (AnyEvent), indexed by tag and importable from the package."""
+    package = importlib.import_module("allot_contracts.events")
+    defined: dict[str, type] = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"allot_contracts.events.{info.name}")
+        for name, value in vars(module).items():
+            if isinstance(value, type) and issubclass(value, Event) and value.__module__ == module.__name__:
+                assert name in module.__all__, f"{module.__name__}.{name} is not registered in __all__"
+                defined[value.__struct_config__.tag] = value
+    assert set(AnyEvent.__args__) == set(defined.values())
+    for tag, cls in defined.items():
+        assert event_class(tag) is cls
+        assert getattr(package, cls.__name__) is cls
+    assert len(re.findall(r"\bPodBound\b", Path(package.__file__).read_text())) == 0
 
 
 def test_events_are_frozen_keyword_only_and_never_array_like():

@@ -16,8 +16,8 @@ from allot_contracts.objects.colocation_profile import (
     draw,
     parse_colocation_profile,
 )
-from allot_contracts.objects.pod import BUILTIN_PRIORITY_CLASSES, PriorityClassInfo
 from allot_contracts.objects.pod_patch import PatchError, merge_pod_patch
+from allot_contracts.objects.pod_priority import BUILTIN_PRIORITY_CLASSES, PriorityClassInfo
 from allot_contracts.objects.profile_mutation import ProfileMutation, apply_profiles, namespace_labels
 
 QOS, PRIORITY = "koordinator.sh/qosClass", "koordinator.sh/priority"

@@ -116,3 +116,18 @@ def test_an_update_that_keeps_them_passes() -> None:
     assert immutable_issues(old, new) == []
     # the same raw priority class from another value of the same band is no change
     assert immutable_issues(pod(priority=5000), pod(priority=5999)) == []
+
+
+def test_the_priority_bands_are_one_table_read_by_the_label_check_the_band_lookup_and_the_builtin_classes() -> (
+    None
+):
+    from allot_contracts.objects import names as n
+    from allot_contracts.objects.pod_priority import BUILTIN_PRIORITY_CLASSES
+    from allot_contracts.objects.qos_rules import priority_class_raw
+
+    assert {name for name, _, _ in n.PRIORITY_BANDS} == n.PRIORITY_CLASSES
+    for name, low, high in n.PRIORITY_BANDS:
+        assert priority_class_raw({}, low) == priority_class_raw({}, high) == name
+        assert priority_class_raw({}, low - 1) != name and priority_class_raw({}, high + 1) != name
+        assert priority_class_raw({n.LABEL_PRIORITY_CLASS: name}, None) == name
+        assert BUILTIN_PRIORITY_CLASSES[name].value == low

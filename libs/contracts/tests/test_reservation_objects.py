@@ -12,10 +12,10 @@ from allot_contracts.objects.reservation import (
     DEFAULT_TTL_US,
     OwnerController,
     OwnerObject,
-    parse_pod_reservation,
     parse_reservation,
     reserve_pod,
 )
+from allot_contracts.objects.reservation_pod import parse_pod_reservation
 from allot_contracts.objects.times import format_duration, parse_duration_us, parse_timestamp_us
 
 

@@ -13,7 +13,8 @@ from allot_contracts.events.qos import PodUsage, QosPlan, QosUsageSampled
 from allot_contracts.gpu_isolation import bind_annotations, isolated_containers
 from allot_testing.builders import a_gpu_device, a_node, a_pod
 from qos_enforcer.config import parse_config
-from qos_enforcer.plan import choose_evictions, plan_node, plan_pod, share_pools
+from qos_enforcer.plan import plan_pod, share_pools
+from qos_enforcer.plan_node import choose_evictions, plan_node
 from qos_enforcer.podfacts import NodeFacts, PodFacts, node_facts, pod_facts
 
 UID = "0f1e2d3c-1111-2222-3333-444455556666"

@@ -213,7 +213,7 @@ environment variables: the bundled NATS's, or the user's; empty for a server of 
 
 {{/*
 The components: what each runs, where, and what it may do on the API server. The RBAC rules are the ones of
-deploy/k8s/base (tests/deploy/test_helm_chart.py checks that both grant the same). Deciders are the services that
+deploy/k8s/base (tests/deploy/test_helm_workloads.py checks that both grant the same). Deciders are the services that
 take part in leader election.
 */}}
 {{- define "allot.components" -}}

@@ -17,7 +17,7 @@ import time
 
 import msgspec
 
-from allot_contracts.envelope import RecordedEvent
+from allot_contracts.envelope import EnvelopeHeader, RecordedEvent
 from allot_contracts.schema import cloudevent_type
 
 CE_SPECVERSION = "1.0"
@@ -31,17 +31,9 @@ CE_HEADERS = (
 )
 
 
-class WireEvent(msgspec.Struct, frozen=True, kw_only=True):
-    position: int
-    event_id: str
-    stream_id: str
-    stream_version: int
-    type: str
-    schema_version: int
-    causation_id: str | None
-    correlation_id: str | None
-    producer: str
-    recorded_at: int
+class WireEvent(EnvelopeHeader, frozen=True, kw_only=True):
+    """The envelope with the hash in hex and the payload embedded as it is (the form of ``schema.Envelope``)."""
+
     hash: str
     payload: msgspec.Raw
     metadata: dict[str, str] = {}

@@ -26,6 +26,7 @@ from allot_contracts.upcasters import upcast
 
 __all__ = [
     "GENESIS_HASH",
+    "EnvelopeHeader",
     "NewEvent",
     "RecordedEvent",
     "canonical",
@@ -129,8 +130,11 @@ class NewEvent(msgspec.Struct, frozen=True, kw_only=True):
         return tag_of(self.event)
 
 
-class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """An event as stored in the log. ``payload`` is its JSON (bytes as read); ``event`` decodes it (typed)."""
+class EnvelopeHeader(msgspec.Struct, frozen=True, kw_only=True):
+    """The envelope of a recorded event, defined once: the fields its hash covers (in this order) and that every
+    form of a recorded event carries, stored (:class:`RecordedEvent`), on the wire (``allot_bus.wire``) and in the
+    exported JSON Schema (``allot_contracts.schema.Envelope``). The forms differ only in how they hold the payload
+    and the hash."""
 
     position: int
     event_id: str
@@ -142,6 +146,11 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
     correlation_id: str | None
     producer: str
     recorded_at: int
+
+
+class RecordedEvent(EnvelopeHeader, frozen=True, kw_only=True):
+    """An event as stored in the log. ``payload`` is its JSON (bytes as read); ``event`` decodes it (typed)."""
+
     payload: bytes
     hash: bytes
     metadata: dict[str, str] = {}

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from allot_contracts.objects import names as n
+from allot_contracts.objects.meta import metadata_of
 
 HAMI_CORE: Final = "HAMi-core"
 CDI_VENDOR: Final = "allot.dev"
@@ -59,7 +60,7 @@ def requests_gpu(container: Mapping[str, Any]) -> bool:
 
 def isolated_containers(manifest: Mapping[str, Any]) -> list[str]:
     """Containers of a HAMi-core pod that request a GPU, in spec order (empty for other pods)."""
-    meta = _mapping(manifest.get("metadata"))
+    meta = metadata_of(manifest)
     if _mapping(meta.get("labels")).get(n.LABEL_GPU_ISOLATION_PROVIDER) != HAMI_CORE:
         return []
     containers = _mapping(manifest.get("spec")).get("containers")

@@ -1,11 +1,8 @@
-"""Reading Kubernetes manifests (plain dicts from YAML or the API): keys, requests, QoS, priority.
+"""Reading Kubernetes manifests (plain dicts from YAML or the API): sections, labels, QoS, priority, storability.
 
-Pure helpers shared by every service, so that "what a pod asks for" and "what QoS class it has" mean the same thing
-in the quota-manager, the device-allocator and the qos-enforcer.
-
-Requests follow Kubernetes ``PodRequests``: per resource, max(sum over containers, max over init containers), plus
-``spec.overhead``; a container that sets a limit but no request for a resource requests its limit (Kubernetes
-defaulting). Values are canonical integers (cpu in millicores).
+Pure helpers shared by every service, so that "what QoS class a pod has" means the same thing in the quota-manager,
+the device-allocator and the qos-enforcer. What a pod requests is read by
+:func:`allot_contracts.objects.requests.pod_requests`; the priority bands are :data:`names.PRIORITY_BANDS`.
 """
 
 from __future__ import annotations
@@ -13,8 +10,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from allot_contracts.objects.meta import annotations_of
+from allot_contracts.objects.meta import labels_of as labels
+from allot_contracts.objects.meta import metadata_of as meta
 from allot_contracts.objects.qos_rules import koord_priority_of, koord_qos_of
 from allot_contracts.quantity import QuantityError, to_canonical
+
+# ``meta``, ``labels`` and ``annotations_of`` are the lenient readers of allot_contracts.objects.meta, under the names
+# the services call them by.
+__all__ = [
+    "MAX_INT64",
+    "annotations_of",
+    "koord_priority_class",
+    "koord_qos_class",
+    "kube_qos_class",
+    "labels",
+    "meta",
+    "priority_value",
+    "spec_of",
+    "status_of",
+    "storage_issues",
+]
 
 MAX_INT64 = 2**63 - 1
 
@@ -35,99 +51,6 @@ def spec_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
 def status_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     """The manifest's ``status`` (``{}`` when it is missing or not a map)."""
     return _map(manifest.get("status"))
-
-
-def meta(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    value = manifest.get("metadata") or {}
-    return value if isinstance(value, Mapping) else {}
-
-
-def labels(manifest: Mapping[str, Any]) -> dict[str, str]:
-    value = meta(manifest).get("labels") or {}
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
-
-
-def annotations_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The manifest's annotations (``{}`` when missing or not a map)."""
-    return _map(meta(manifest).get("annotations"))
-
-
-def name_of(manifest: Mapping[str, Any]) -> str:
-    return str(meta(manifest).get("name") or "")
-
-
-def namespace_of(manifest: Mapping[str, Any], default: str = "default") -> str:
-    return str(meta(manifest).get("namespace") or default)
-
-
-def pod_key(manifest: Mapping[str, Any]) -> str:
-    return f"{namespace_of(manifest)}/{name_of(manifest)}"
-
-
-def _quantity_map(value: Any, path: str, errors: list[tuple[str, str]]) -> dict[str, int]:
-    """A ``{resource: quantity}`` mapping read as canonical integers; bad entries become ``errors``."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        errors.append((path, "must be a mapping of resource name to quantity"))
-        return {}
-    out: dict[str, int] = {}
-    for name, raw in value.items():
-        try:
-            amount = to_canonical(str(name), raw)
-        except QuantityError as exc:
-            errors.append((f"{path}[{name}]", str(exc)))
-            continue
-        if amount < 0:
-            errors.append((f"{path}[{name}]", f"Invalid value: {raw!r}: must be greater than or equal to 0"))
-            continue
-        out[str(name)] = amount
-    return out
-
-
-def _container_requests(container: Any, path: str, errors: list[tuple[str, str]]) -> dict[str, int]:
-    if not isinstance(container, Mapping):
-        errors.append((path, "must be a container object"))
-        return {}
-    resources = container.get("resources") or {}
-    if not isinstance(resources, Mapping):
-        errors.append((f"{path}.resources", "must be an object with requests and limits"))
-        return {}
-    requests = _quantity_map(resources.get("requests"), f"{path}.resources.requests", errors)
-    for name, amount in _quantity_map(resources.get("limits"), f"{path}.resources.limits", errors).items():
-        requests.setdefault(name, amount)
-    return requests
-
-
-def _entries(value: Any, path: str, errors: list[tuple[str, str]]) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        errors.append((path, "must be a list"))
-        return []
-    return value
-
-
-def pod_requests_checked(manifest: Mapping[str, Any]) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """Requests of a pod, with the list of ``(field path, reason)`` problems found on the way."""
-    spec = manifest.get("spec") or {}
-    errors: list[tuple[str, str]] = []
-    if not isinstance(spec, Mapping):
-        return {}, [("spec", "must be an object")]
-    total: dict[str, int] = {}
-    for i, container in enumerate(_entries(spec.get("containers"), "spec.containers", errors)):
-        for name, amount in _container_requests(container, f"spec.containers[{i}]", errors).items():
-            total[name] = total.get(name, 0) + amount
-    for i, container in enumerate(_entries(spec.get("initContainers"), "spec.initContainers", errors)):
-        for name, amount in _container_requests(container, f"spec.initContainers[{i}]", errors).items():
-            total[name] = max(total.get(name, 0), amount)
-    for name, amount in _quantity_map(spec.get("overhead"), "spec.overhead", errors).items():
-        total[name] = total.get(name, 0) + amount
-    return {k: v for k, v in sorted(total.items()) if v != 0}, errors
-
-
-def pod_requests(manifest: Mapping[str, Any]) -> dict[str, int]:
-    return pod_requests_checked(manifest)[0]
 
 
 def kube_qos_class(manifest: Mapping[str, Any]) -> str:

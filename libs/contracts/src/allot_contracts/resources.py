@@ -13,10 +13,19 @@ Semantics worth knowing (quirk #10 in the reference is kept on purpose):
 - ``less_than_or_equal(a, b)`` compares only the keys present in **both** lists. A key that only ``a`` has is not
   checked, and an empty ``b`` constrains nothing. A dimension a limit does not list does not constrain it.
 - ``subtract`` may go negative; ``subtract_non_negative`` clamps every key at zero.
+- ``le_completely`` is the quota webhook's stricter form of ``less_than_or_equal``: every key of the value must exist
+  in the limit.
+- Aggregates that must not keep zero entries (the quota engine's used and request totals, so that two ways of
+  reaching the same totals compare equal) use ``add_into`` (in place, dropping what becomes zero) and
+  ``remove_zeros``; runtime lists keep zeros on purpose, because ``{"nvidia.com/gpu": 0}`` constrains and ``{}``
+  does not.
+
+This is the one ResourceList module: the placement, quota and reservation engines all use it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
@@ -24,17 +33,24 @@ from allot_contracts.quantity import QuantityError, format_quantity, to_canonica
 __all__ = [
     "ResourceList",
     "add",
+    "add_into",
+    "cap",
+    "describe",
     "equals",
     "exceeded_dimensions",
     "format_resource_list",
     "is_zero",
+    "le_completely",
     "less_than_or_equal",
     "mask",
     "max_of",
+    "negatives",
     "parse_resource_list",
+    "raise_to",
     "remove_zeros",
     "subtract",
     "subtract_non_negative",
+    "to_json",
 ]
 
 ResourceList = dict[str, int]
@@ -124,3 +140,54 @@ def less_than_or_equal(a: Mapping[str, int], b: Mapping[str, int]) -> bool:
 def exceeded_dimensions(a: Mapping[str, int], b: Mapping[str, int]) -> list[str]:
     """The sorted keys for which ``less_than_or_equal`` fails (present in both and ``a[k] > b[k]``)."""
     return sorted(k for k, limit in b.items() if k in a and a[k] > limit)
+
+
+def negatives(a: Mapping[str, int]) -> list[str]:
+    """The sorted keys whose value is below zero."""
+    return sorted(k for k, v in a.items() if v < 0)
+
+
+def le_completely(value: Mapping[str, int], limit: Mapping[str, int]) -> bool:
+    """Every key of ``value`` must exist in ``limit`` with ``value <= limit`` (zero values may be absent)."""
+    return all((v <= 0) if k not in limit else v <= limit[k] for k, v in value.items())
+
+
+def add_into(acc: dict[str, int], delta: Mapping[str, int], sign: int = 1) -> None:
+    """``acc += sign * delta`` in place, dropping entries that become zero (the aggregate form)."""
+    for k, v in delta.items():
+        total = acc.get(k, 0) + sign * v
+        if total:
+            acc[k] = total
+        else:
+            acc.pop(k, None)
+
+
+def cap(a: Mapping[str, int], limit: Mapping[str, int]) -> ResourceList:
+    """Per-key ``min(a, limit)``; keys absent from ``limit`` are unlimited."""
+    out: ResourceList = {}
+    for k, v in a.items():
+        lim = limit.get(k)
+        out[k] = v if lim is None or v <= lim else lim
+    return out
+
+
+def raise_to(a: Mapping[str, int], b: Mapping[str, int]) -> ResourceList:
+    """``a`` with each key raised to ``b``'s value where that is greater (a key only ``b`` has is added when it is
+    positive: unlike ``max_of``, no zero entry appears)."""
+    out = dict(a)
+    for k, v in b.items():
+        if v > out.get(k, 0):
+            out[k] = v
+    return out
+
+
+def to_json(a: Mapping[str, int]) -> str:
+    """Compact JSON ResourceList with sorted keys, as written into status annotations."""
+    return json.dumps(format_resource_list(a), separators=(",", ":"), sort_keys=True)
+
+
+def describe(a: Mapping[str, int]) -> str:
+    """``cpu:4,memory:8Gi`` (sorted), or ``<empty>``: the form used in admission messages."""
+    if not a:
+        return "<empty>"
+    return ",".join(f"{k}:{format_quantity(k, a[k])}" for k in sorted(a))

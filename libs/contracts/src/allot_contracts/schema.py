@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from allot_contracts.envelope import EnvelopeHeader
 from allot_contracts.events import AnyEvent, split_tag
 
 SCHEMA_BASE = "https://allot.dev/schemas/"
@@ -35,20 +36,10 @@ def cloudevent_type(event_type: str, schema_version: int) -> str:
     return f"{CLOUDEVENT_TYPE_PREFIX}{event_type}.v{schema_version}"
 
 
-class Envelope(msgspec.Struct, frozen=True, kw_only=True):
+class Envelope(EnvelopeHeader, frozen=True, kw_only=True):
     """An event as published on ``<prefix>.events.<kind>.<action>`` (NATS headers: Nats-Msg-Id = event_id,
     Allot-Position = position, Allot-Type = ``<type>.v<schema_version>``)."""
 
-    position: int
-    event_id: str
-    stream_id: str
-    stream_version: int
-    type: str
-    schema_version: int
-    causation_id: str | None
-    correlation_id: str | None
-    producer: str
-    recorded_at: int
     hash: str
     payload: dict[str, Any]
     metadata: dict[str, str] = {}

@@ -72,7 +72,9 @@ class PodInfo(msgspec.Struct, frozen=True, kw_only=True):
     """What a pod manifest says about gangs. ``gang_id`` is None for a plain pod.
 
     ``declares`` is True when the pod carries min-available (a lightweight gang declaration); otherwise a gang pod
-    only references its gang (whose settings must come from a PodGroup or from another pod).
+    only references its gang (whose settings must come from a PodGroup or from another pod). The gang engine's own
+    projection of a pod, distinct from the quota engine's ``PodInfo`` (quota and requests) and node-reporter's (cgroup
+    limits): each holds only what its decisions read.
     """
 
     key: str

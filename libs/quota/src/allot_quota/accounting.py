@@ -18,7 +18,7 @@ from typing import Any
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.pod import Pod
-from allot_quota._resources import mask, quantities
+from allot_contracts.resources import format_resource_list, mask
 from allot_quota.admission import check_admission, is_parent_quota
 from allot_quota.borrow import usage_facts
 from allot_quota.config import QuotaConfig
@@ -119,9 +119,9 @@ class PodAccounting:
             quota=entry.quota,
             action=action,  # type: ignore[arg-type]
             changed=changed,
-            request=quantities(entry.masked),
-            used=quantities(node.used),
-            runtime=quantities(self._h.runtime(entry.quota)),
+            request=format_resource_list(entry.masked),
+            used=format_resource_list(node.used),
+            runtime=format_resource_list(self._h.runtime(entry.quota)),
             **facts,
         )
 

@@ -22,7 +22,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from allot_quota._resources import RL, add, describe, exceeds, mask, quantities
+from allot_contracts.resources import (
+    ResourceList,
+    add,
+    describe,
+    exceeded_dimensions,
+    format_resource_list,
+    mask,
+)
 from allot_quota.borrow import usage_facts
 from allot_quota.config import QuotaConfig
 from allot_quota.decisions import AdmitDecision
@@ -37,7 +44,7 @@ def is_parent_quota(spec: QuotaSpec, has_children: bool) -> bool:
     return spec.is_parent or has_children or spec.unlimited or spec.is_root
 
 
-def _limit(h: Hierarchy, config: QuotaConfig, name: str) -> RL:
+def _limit(h: Hierarchy, config: QuotaConfig, name: str) -> ResourceList:
     node = h.nodes[name]
     runtime = h.runtime(name)
     return runtime if config.enable_runtime_quota else dict(node.spec.max)
@@ -64,9 +71,9 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
         "pod": pod.key,
         "quota": quota,
         "tree": tree,
-        "request": quantities(req),
-        "min": quantities(node.spec.min),
-        "max": quantities(node.spec.max),
+        "request": format_resource_list(req),
+        "min": format_resource_list(node.spec.min),
+        "max": format_resource_list(node.spec.max),
         "non_preemptible": not pod.preemptible,
         "priority": pod.priority,
     }
@@ -82,11 +89,11 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
     limit = _limit(h, config, quota)
     runtime = dict(node.runtime)
     numbers: dict[str, Any] = {
-        "used": quantities(node.used),
-        "runtime": quantities(runtime),
-        "limit": quantities(limit),
+        "used": format_resource_list(node.used),
+        "runtime": format_resource_list(runtime),
+        "limit": format_resource_list(limit),
     }
-    exceed = exceeds(add(node.used, req), limit)
+    exceed = exceeded_dimensions(add(node.used, req), limit)
     if exceed:
         msg = (
             f"Insufficient quotas, quotaName: {quota}, runtime: {describe(limit)}, used: {describe(node.used)}, "
@@ -103,7 +110,7 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
             exceed_dimensions=exceed,
         )
     if not pod.preemptible:
-        exceed = exceeds(add(node.np_used, req), node.spec.min)
+        exceed = exceeded_dimensions(add(node.np_used, req), node.spec.min)
         if exceed:
             msg = (
                 f"Insufficient non-preemptible quotas, quotaName: {quota}, min: {describe(node.spec.min)}, "
@@ -125,7 +132,7 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
         for i in range(len(path) - 2, 0, -1):  # ancestors below the tree root, nearest first
             anc = h.nodes[path[i]]
             anc_limit = _limit(h, config, anc.name)
-            exceed = exceeds(mask(add(anc.used, req), req.keys()), anc_limit)
+            exceed = exceeded_dimensions(mask(add(anc.used, req), req.keys()), anc_limit)
             if exceed:
                 topo = path[i:]
                 msg = (

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from allot_contracts.quantity import format_quantity
-from allot_quota._resources import RL
+from allot_contracts.resources import ResourceList
 from allot_quota.runtime import hamilton
 from allot_quota.tree import Hierarchy, Node
 
@@ -98,7 +98,7 @@ def _fact(d: str, x: Node, parent: Node, *, change: int, amounts: tuple[int, int
     }
 
 
-def usage_facts(h: Hierarchy, quota: str, delta: RL, sign: int) -> list[dict[str, Any]]:
+def usage_facts(h: Hierarchy, quota: str, delta: ResourceList, sign: int) -> list[dict[str, Any]]:
     """Facts for a usage change of ``sign * delta`` at ``quota``; call before applying the change."""
     start = h.nodes[quota]
     if h.parent_of(start) is None:

@@ -18,7 +18,8 @@ from typing import Any, Final
 
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
-from allot_quota._resources import RL, parse_list, quantities
+from allot_contracts.quantity import to_canonical
+from allot_contracts.resources import ResourceList, format_resource_list
 
 __all__ = ["QuotaConfig", "QuotaConfigError", "parse_duration"]
 
@@ -30,7 +31,7 @@ class QuotaConfigError(InvalidConfig):
     """A quota config that cannot be loaded; every issue names its key."""
 
 
-def _builtin_max() -> RL:
+def _builtin_max() -> ResourceList:
     # MaxInt64/5 of cpu (cores, so ×1000 in millicores) and memory (bytes).
     return {"cpu": _CORES_DEFAULT_MAX * 1000, "memory": _CORES_DEFAULT_MAX}
 
@@ -98,8 +99,8 @@ class QuotaConfig:
     quota_group_namespace: str = "koordinator-system"
     delay_evict_seconds: int = 120
     revoke_pod_interval_seconds: int = 1
-    system_quota_max: RL = field(default_factory=_builtin_max)
-    default_quota_max: RL = field(default_factory=_builtin_max)
+    system_quota_max: ResourceList = field(default_factory=_builtin_max)
+    default_quota_max: ResourceList = field(default_factory=_builtin_max)
     # feature gates
     enable_guarantee: bool = False
     disable_default_quota: bool = False
@@ -160,7 +161,7 @@ class QuotaConfig:
             if attr in ("delay_evict_seconds", "revoke_pod_interval_seconds"):
                 value = _format_duration(value)
             elif isinstance(value, dict):
-                value = quantities(value)
+                value = format_resource_list(value)
             out[key] = value
         out["featureGates"] = {key: getattr(self, attr) for key, attr in sorted(_FEATURES.items())}
         return out
@@ -184,6 +185,6 @@ def _convert(key: str, value: Any, default: Any) -> Any:
     if not isinstance(value, dict):
         raise ValueError(f"{key}: expected a ResourceList map, got {value!r}")
     try:
-        return parse_list(value)
+        return {str(k): to_canonical(str(k), v) for k, v in value.items()}
     except ValueError as exc:
         raise ValueError(f"{key}: {exc}") from exc

@@ -31,8 +31,8 @@ from typing import Any
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.inventory import NodeInfo as Node
+from allot_contracts.resources import format_resource_list
 from allot_quota import views
-from allot_quota._resources import quantities
 from allot_quota.accounting import PodAccounting
 from allot_quota.config import QuotaConfig
 from allot_quota.decisions import Eviction
@@ -251,7 +251,7 @@ class QuotaEngine(PodAccounting):
 
     # ------------------------------------------------------------------ views
     def runtime(self, name: str) -> dict[str, str]:
-        return quantities(self._h.runtime(name))
+        return format_resource_list(self._h.runtime(name))
 
     def tree_view(self) -> list[dict[str, Any]]:
         return views.tree_view(self._h)

@@ -49,7 +49,7 @@ from allot_contracts.objects.quota import (  # noqa: F401  (re-exported: the quo
     QuotaSpec,
     parent_quota_message,
 )
-from allot_quota._resources import RL, quantities
+from allot_contracts.resources import ResourceList, format_resource_list
 
 __all__ = [
     "ANNO_ALLOCATED",
@@ -90,13 +90,18 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
+    """A pod as the quota engine accounts it: its quota, priority, preemptibility and requests (taken from the
+    door's ``Pod``). A projection of its own, not the gang engine's ``PodInfo`` (gang membership) nor node-reporter's
+    (a running pod's cgroup limits): each engine keeps only what its decisions read, and its state snapshots
+    (``to_state``) depend on exactly these fields."""
+
     key: str  # "<namespace>/<name>"
     namespace: str
     name: str
     quota_label: str
     priority: int
     preemptible: bool
-    requests: RL
+    requests: ResourceList
     preemption_never: bool = False
     terminating: bool = False
     start_time: str | None = None
@@ -107,7 +112,7 @@ class PodInfo:
             "quota_label": self.quota_label,
             "priority": self.priority,
             "preemptible": self.preemptible,
-            "requests": quantities(self.requests),
+            "requests": format_resource_list(self.requests),
             "start_time": self.start_time,
         }
 

@@ -24,7 +24,7 @@ from typing import Any, Final
 from allot_contracts.objects.inventory import NodeInfo as Node
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec, parse_profile, tree_id_for
 from allot_contracts.quantity import is_milli_resource
-from allot_quota._resources import RL, quantities
+from allot_contracts.resources import ResourceList, format_resource_list
 
 __all__ = ["NodeInfo", "ProfileSpec", "node_info", "parse_profile", "profile_root", "selects", "tree_id_for"]
 
@@ -36,14 +36,14 @@ _MAX_INT64: Final = 2**63 - 1
 class NodeInfo:
     name: str
     labels: dict[str, str]
-    allocatable: RL
+    allocatable: ResourceList
     schedulable: bool = True
 
     def to_state(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "labels": dict(sorted(self.labels.items())),
-            "allocatable": quantities(self.allocatable),
+            "allocatable": format_resource_list(self.allocatable),
             "schedulable": self.schedulable,
         }
 
@@ -77,7 +77,7 @@ def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     return True
 
 
-def profile_totals(profile: ProfileSpec, nodes: dict[str, NodeInfo]) -> tuple[RL, RL]:
+def profile_totals(profile: ProfileSpec, nodes: dict[str, NodeInfo]) -> tuple[ResourceList, ResourceList]:
     """(total, unschedulable) of the nodes the profile selects, × resourceRatio, rounded down."""
     total: dict[str, int] = {}
     unsched: dict[str, int] = {}
@@ -98,7 +98,7 @@ def _huge(key: str) -> int:
     return base * 1000 if is_milli_resource(key) else base
 
 
-def profile_root(profile: ProfileSpec, total: RL) -> QuotaSpec:
+def profile_root(profile: ProfileSpec, total: ResourceList) -> QuotaSpec:
     """The root quota a profile manages, for the given total."""
     keys = profile.resource_keys
     return QuotaSpec(

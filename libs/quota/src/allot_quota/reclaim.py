@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from allot_contracts.objects.pod import Pod
-from allot_quota._resources import RL, add, add_into, describe, exceeds, mask, quantities
+from allot_contracts.resources import (
+    ResourceList,
+    add,
+    add_into,
+    describe,
+    exceeded_dimensions,
+    format_resource_list,
+    mask,
+)
 from allot_quota.config import QuotaConfig
 from allot_quota.decisions import Eviction, VictimsDecision
 from allot_quota.model import DEFAULT_QUOTA, PodInfo, importance_key
@@ -38,7 +46,7 @@ __all__ = ["NodePod", "revoke_overuse", "select_victims"]
 class NodePod:
     info: PodInfo
     quota: str
-    masked: RL
+    masked: ResourceList
     pod: Pod
 
 
@@ -56,7 +64,7 @@ def select_victims(
     *,
     preemptor: PodInfo,
     quota: str,
-    request: RL,
+    request: ResourceList,
     node_pods: Sequence[NodePod],
     fits: Callable[[list[Pod]], bool],
 ) -> VictimsDecision:
@@ -84,8 +92,8 @@ def select_victims(
     used = dict(h.nodes[quota].used)
     common: dict[str, Any] = {
         "candidates": [p.info.key for p in candidates],
-        "used_limit": quantities(limit),
-        "request": quantities(request),
+        "used_limit": format_resource_list(limit),
+        "request": format_resource_list(request),
     }
     if not candidates:
         msg = f"no lower-priority preemptible pod of quota {quota} on this node"
@@ -96,7 +104,7 @@ def select_victims(
             helpful=False,
             reason="NoCandidates",
             message=msg,
-            used=quantities(used),
+            used=format_resource_list(used),
             **common,
         )
     chosen = {p.info.key for p in candidates}
@@ -113,10 +121,10 @@ def select_victims(
             helpful=False,
             reason="NodeFitFails",
             message=msg,
-            used=quantities(used),
+            used=format_resource_list(used),
             **common,
         )
-    exceed = exceeds(mask(add(used, request), keys), limit)
+    exceed = exceeded_dimensions(mask(add(used, request), keys), limit)
     if exceed:
         msg = (
             f"preemption is not helpful: quota {quota} stays insufficient, used limit: {describe(limit)}, "
@@ -130,7 +138,7 @@ def select_victims(
             helpful=False,
             reason="QuotaStillInsufficient",
             message=msg,
-            used=quantities(used),
+            used=format_resource_list(used),
             **common,
         )
     reprieved: list[str] = []
@@ -141,7 +149,7 @@ def select_victims(
             continue
         seen.add(p.info.key)
         trial_used = add(used, p.masked)
-        if fits([*remaining, p.pod]) and not exceeds(mask(add(trial_used, request), keys), limit):
+        if fits([*remaining, p.pod]) and not exceeded_dimensions(mask(add(trial_used, request), keys), limit):
             remaining.append(p.pod)
             used = trial_used
             reprieved.append(p.info.key)
@@ -163,17 +171,17 @@ def select_victims(
         message=msg,
         victims=names,
         reprieved=reprieved,
-        used=quantities(used),
+        used=format_resource_list(used),
         **common,
     )
 
 
-def _pick(entries: list[PodEntry], used: RL, runtime: RL) -> list[PodEntry]:
+def _pick(entries: list[PodEntry], used: ResourceList, runtime: ResourceList) -> list[PodEntry]:
     order = sorted(entries, key=lambda e: _importance(e.info), reverse=True)  # least important first
     used = dict(used)
     removed: list[PodEntry] = []
     for e in order:
-        if not exceeds(used, runtime):
+        if not exceeded_dimensions(used, runtime):
             break
         if not e.info.preemptible:
             continue
@@ -181,7 +189,7 @@ def _pick(entries: list[PodEntry], used: RL, runtime: RL) -> list[PodEntry]:
         removed.append(e)
     evict: list[PodEntry] = []
     for e in reversed(removed):  # most important first
-        if exceeds(add(used, e.masked), runtime):
+        if exceeded_dimensions(add(used, e.masked), runtime):
             evict.append(e)
         else:
             add_into(used, e.masked)
@@ -195,7 +203,7 @@ def track_overuse(h: Hierarchy, config: QuotaConfig, now: int, over_since: dict[
         return
     for name in sorted(h.nodes):
         node = h.nodes[name]
-        if node.assigned_pods and exceeds(node.used, h.runtime(name)):
+        if node.assigned_pods and exceeded_dimensions(node.used, h.runtime(name)):
             over_since.setdefault(name, now)
         else:
             over_since.pop(name, None)
@@ -211,7 +219,7 @@ def revoke_overuse(h: Hierarchy, config: QuotaConfig, now: int, over_since: dict
         node = h.nodes[name]
         assigned = [e for e in node.pods.values() if e.assigned]
         runtime = h.runtime(name) if assigned else {}
-        exceed = exceeds(node.used, runtime) if assigned else []
+        exceed = exceeded_dimensions(node.used, runtime) if assigned else []
         if not exceed:
             over_since.pop(name, None)
             continue
@@ -231,9 +239,9 @@ def revoke_overuse(h: Hierarchy, config: QuotaConfig, now: int, over_since: dict
                     cause="OverUseRevoke",
                     message=msg,
                     priority=e.info.priority,
-                    runtime=quantities(runtime),
-                    used=quantities(node.used),
-                    request=quantities(e.masked),
+                    runtime=format_resource_list(runtime),
+                    used=format_resource_list(node.used),
+                    request=format_resource_list(e.masked),
                     over_since=since,
                     now=now,
                     delay_seconds=config.delay_evict_seconds,

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from allot_quota._resources import RL, add_into, cap, mask, nonzero, rmax, sub
+from allot_contracts.resources import ResourceList, add_into, cap, mask, raise_to, remove_zeros, subtract
 from allot_quota.config import QuotaConfig
 from allot_quota.model import DEFAULT_QUOTA, ROOT_QUOTA, SYSTEM_QUOTA, PodInfo, QuotaSpec
 from allot_quota.runtime import Share, redistribute, scale_mins
@@ -45,7 +45,7 @@ _OUTSIDE: Final = frozenset({SYSTEM_QUOTA, DEFAULT_QUOTA})
 class PodEntry:
     info: PodInfo
     quota: str
-    masked: RL  # requests masked to the quota's max keys
+    masked: ResourceList  # requests masked to the quota's max keys
     assigned: bool
     seq: int  # arrival order in this engine
 
@@ -78,21 +78,21 @@ class Node:
         self.children: list[str] = []
         self.pods: dict[str, PodEntry] = {}
         self.assigned_pods = 0  # how many of ``pods`` are assigned (kept with them)
-        self.self_request: RL = {}
-        self.self_used: RL = {}
-        self.np_request: RL = {}
-        self.np_used: RL = {}
-        self.child_request: RL = {}
-        self.used: RL = {}
-        self.request: RL = {}
-        self.limited: RL = {}
-        self.allocated: RL = {}
-        self.guaranteed: RL = {}
-        self.runtime: RL = {}
-        self.auto_min: RL = dict(spec.min)
+        self.self_request: ResourceList = {}
+        self.self_used: ResourceList = {}
+        self.np_request: ResourceList = {}
+        self.np_used: ResourceList = {}
+        self.child_request: ResourceList = {}
+        self.used: ResourceList = {}
+        self.request: ResourceList = {}
+        self.limited: ResourceList = {}
+        self.allocated: ResourceList = {}
+        self.guaranteed: ResourceList = {}
+        self.runtime: ResourceList = {}
+        self.auto_min: ResourceList = dict(spec.min)
         self.calc_version = 0
         self.calc_done = -1
-        self.calc_total: RL | None = None
+        self.calc_total: ResourceList | None = None
 
     @property
     def name(self) -> str:
@@ -102,7 +102,7 @@ class Node:
         return None if self.spec.unlimited else set(self.spec.max)
 
 
-def _neg(a: RL) -> RL:
+def _neg(a: ResourceList) -> ResourceList:
     return {k: -v for k, v in a.items()}
 
 
@@ -113,7 +113,7 @@ class Hierarchy:
         self.config = config
         self.nodes: dict[str, Node] = {}
         self.tree_roots: set[str] = set()
-        self.cluster_total: RL = {}
+        self.cluster_total: ResourceList = {}
         self.recomputed = 0  # calculators recomputed (for benchmarks and tests)
 
     # ----------------------------------------------------------------- structure
@@ -197,26 +197,28 @@ class Hierarchy:
         self._bubble(parent, _neg(node.limited), _neg(node.used), _neg(node.guaranteed))
 
     # ----------------------------------------------------------------- accounting
-    def _refresh_request(self, node: Node) -> RL:
+    def _refresh_request(self, node: Node) -> ResourceList:
         """Recompute ``request``/``limited`` from ``child_request``; return the delta of ``limited``."""
         spec = node.spec
         lent = spec.allow_lent and not self.config.enable_guarantee
-        req = node.child_request if lent else rmax(node.child_request, spec.min)
-        limited = nonzero(req if spec.unlimited else cap(req, spec.max))
-        delta = sub(limited, node.limited)
-        node.request = nonzero(req)
+        req = node.child_request if lent else raise_to(node.child_request, spec.min)
+        limited = remove_zeros(req if spec.unlimited else cap(req, spec.max))
+        delta = remove_zeros(subtract(limited, node.limited))
+        node.request = remove_zeros(req)
         node.limited = limited
         return delta
 
-    def _refresh_guaranteed(self, node: Node) -> RL:
+    def _refresh_guaranteed(self, node: Node) -> ResourceList:
         if not self.config.enable_guarantee:
             return {}
-        new = nonzero(rmax(node.allocated, node.spec.min))
-        delta = sub(new, node.guaranteed)
+        new = remove_zeros(raise_to(node.allocated, node.spec.min))
+        delta = remove_zeros(subtract(new, node.guaranteed))
         node.guaranteed = new
         return delta
 
-    def _bubble(self, parent: Node | None, d_limited: RL, d_used: RL, d_guaranteed: RL) -> None:
+    def _bubble(
+        self, parent: Node | None, d_limited: ResourceList, d_used: ResourceList, d_guaranteed: ResourceList
+    ) -> None:
         while parent is not None and (d_limited or d_used or d_guaranteed):
             if d_limited or d_guaranteed:
                 parent.calc_version += 1
@@ -230,7 +232,7 @@ class Hierarchy:
             d_guaranteed = self._refresh_guaranteed(parent) if d_guaranteed else {}
             parent = self.parent_of(parent)
 
-    def _self_delta(self, node: Node, d_request: RL, d_used: RL) -> None:
+    def _self_delta(self, node: Node, d_request: ResourceList, d_used: ResourceList) -> None:
         if d_request:
             add_into(node.self_request, d_request)
             add_into(node.child_request, d_request)
@@ -292,7 +294,7 @@ class Hierarchy:
         self._self_delta(node, {}, entry.masked if assigned else _neg(entry.masked))
 
     # ----------------------------------------------------------------- runtime
-    def tree_total(self, root: Node) -> RL:
+    def tree_total(self, root: Node) -> ResourceList:
         """The capacity a tree shares out: its root's total-resource, or, for the default tree, the cluster's."""
         if root.name != ROOT_QUOTA:
             return dict(root.spec.total_resource if root.spec.total_resource is not None else root.spec.min)
@@ -308,18 +310,18 @@ class Hierarchy:
                     total[k] = total.get(k, 0) - v
         return {k: max(0, v) for k, v in total.items()}
 
-    def _root_runtime(self, root: Node) -> RL:
+    def _root_runtime(self, root: Node) -> ResourceList:
         total = self.tree_total(root)
         root.runtime = total if root.spec.unlimited else {k: total.get(k, 0) for k in root.spec.max}
         return root.runtime
 
-    def _ensure_calc(self, parent: Node, total: RL) -> None:
+    def _ensure_calc(self, parent: Node, total: ResourceList) -> None:
         if parent.calc_done == parent.calc_version and parent.calc_total == total:
             return
         self.recomputed += 1
         kids = [self.nodes[c] for c in parent.children]
-        runtimes: dict[str, RL] = {k.name: {} for k in kids}
-        auto: dict[str, RL] = {k.name: {} for k in kids}
+        runtimes: dict[str, ResourceList] = {k.name: {} for k in kids}
+        auto: dict[str, ResourceList] = {k.name: {} for k in kids}
         dims = sorted({d for k in kids for d in k.spec.max})
         lent_allowed = not self.config.enable_guarantee
         scale = self.config.enable_min_quota_scale
@@ -345,7 +347,7 @@ class Hierarchy:
         parent.calc_done = parent.calc_version
         parent.calc_total = dict(total)
 
-    def runtime(self, name: str) -> RL:
+    def runtime(self, name: str) -> ResourceList:
         """Bring the calculators on the path root → ``name`` up to date and return ``name``'s runtime."""
         node = self.nodes[name]
         if name in _OUTSIDE:

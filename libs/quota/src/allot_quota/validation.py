@@ -25,7 +25,7 @@ import msgspec
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.quantity import format_quantity
-from allot_quota._resources import RL, le_completely
+from allot_contracts.resources import ResourceList, le_completely
 from allot_quota.config import QuotaConfig
 from allot_quota.model import (
     ANNO_NAMESPACES,
@@ -82,8 +82,8 @@ def _check_keys(child: QuotaSpec, parent: QuotaSpec, config: QuotaConfig, field_
     return out
 
 
-def _sum_mins(h: Hierarchy, names: list[str], skip: str = "") -> RL:
-    total: RL = {}
+def _sum_mins(h: Hierarchy, names: list[str], skip: str = "") -> ResourceList:
+    total: ResourceList = {}
     for n in names:
         if n != skip:
             for k, v in h.nodes[n].spec.min.items():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from allot_quota._resources import RL, add_into, quantities, to_json
+from allot_contracts.resources import ResourceList, add_into, format_resource_list, to_json
 from allot_quota.model import (
     ANNO_ALLOCATED,
     ANNO_CHILD_REQUEST,
@@ -32,7 +32,7 @@ from allot_quota.tree import Hierarchy, Node
 __all__ = ["snapshot", "status_annotations", "status_patch", "tree_view"]
 
 
-def _subtree_np(h: Hierarchy, node: Node) -> tuple[RL, RL]:
+def _subtree_np(h: Hierarchy, node: Node) -> tuple[ResourceList, ResourceList]:
     req, used = dict(node.np_request), dict(node.np_used)
     for c in node.children:
         r, u = _subtree_np(h, h.nodes[c])
@@ -53,11 +53,11 @@ def _row(h: Hierarchy, node: Node, depth: int, tree: str) -> dict[str, Any]:
         "is_parent": spec.is_parent,
         "allow_lent": spec.allow_lent,
         "dimensions": dims,
-        "min": quantities(spec.min),
-        "max": {} if spec.unlimited else quantities(spec.max),
-        "runtime": quantities(node.runtime),
-        "used": quantities(node.used),
-        "request": quantities(node.request),
+        "min": format_resource_list(spec.min),
+        "max": {} if spec.unlimited else format_resource_list(spec.max),
+        "runtime": format_resource_list(node.runtime),
+        "used": format_resource_list(node.used),
+        "request": format_resource_list(node.request),
         "pods": len(node.pods),
         "children": len(node.children),
     }
@@ -89,11 +89,11 @@ def snapshot(h: Hierarchy) -> dict[str, Any]:
     for name in sorted(h.nodes):
         node = h.nodes[name]
         quotas[name] = {
-            "max": {} if node.spec.unlimited else quantities(node.spec.max),
-            "min": quantities(node.spec.min),
-            "request": quantities(node.request),
-            "runtime": quantities(node.runtime),
-            "used": quantities(node.used),
+            "max": {} if node.spec.unlimited else format_resource_list(node.spec.max),
+            "min": format_resource_list(node.spec.min),
+            "request": format_resource_list(node.request),
+            "runtime": format_resource_list(node.runtime),
+            "used": format_resource_list(node.used),
         }
     return {"quotas": quotas}
 
@@ -120,5 +120,5 @@ def status_patch(h: Hierarchy, name: str) -> dict[str, Any]:
     node = h.nodes[name]
     return {
         "metadata": {"annotations": status_annotations(h, name)},
-        "status": {"used": quantities(node.used)},
+        "status": {"used": format_resource_list(node.used)},
     }

@@ -70,12 +70,8 @@ from allot_contracts.issues import format_issues
 from allot_contracts.objects.migration import parse_migration_job
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.requests import pod_requests
-from allot_contracts.objects.reservation import (
-    ANN_RESERVATION_AFFINITY,
-    Reservation,
-    parse_pod_reservation,
-    parse_reservation,
-)
+from allot_contracts.objects.reservation import Reservation, parse_reservation
+from allot_contracts.objects.reservation_pod import ANN_RESERVATION_AFFINITY, parse_pod_reservation
 from allot_reservation.arbitration import order
 from allot_reservation.book import Record
 from allot_reservation.config import ReservationConfig

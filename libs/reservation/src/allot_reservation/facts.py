@@ -11,7 +11,7 @@ from typing import Any
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.requests import pod_requests
-from allot_contracts.objects.reservation import OwnerRef, parse_owner_references, parse_pod_reservation
+from allot_contracts.objects.reservation_pod import OwnerRef, parse_owner_references, parse_pod_reservation
 from allot_reservation.match import PodFacts
 
 __all__ = ["facts_from_pod", "facts_of"]

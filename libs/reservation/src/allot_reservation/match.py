@@ -27,14 +27,8 @@ from typing import Final
 
 import msgspec
 
-from allot_contracts.objects.reservation import (
-    OwnerController,
-    OwnerRef,
-    PodReservation,
-    Reservation,
-    ReservationAffinity,
-    ReservationOwner,
-)
+from allot_contracts.objects.reservation import OwnerController, Reservation, ReservationOwner
+from allot_contracts.objects.reservation_pod import OwnerRef, PodReservation, ReservationAffinity
 from allot_contracts.objects.selectors import (
     Taint,
     first_untolerated_taint,
@@ -60,6 +54,10 @@ EXACT_MISMATCH: Final = "reservation allocatable does not exactly match the pod 
 
 
 class PodFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """A pod as reservation matching reads it: identity, owners, labels, requests and what it says about
+    reservations. Not the placement engine's overcommit ``PodFacts`` (priority class, QoS, NUMA binding of a bound
+    pod) nor qos-enforcer's (cgroup settings): each engine's facts are what its matching or planning reads."""
+
     """What matching reads from a pod: identity, labels, owner references, requests and its reservation fields."""
 
     namespace: str

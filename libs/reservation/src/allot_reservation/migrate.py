@@ -47,12 +47,12 @@ from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.migration import EVICT_DIRECTLY, RESERVATION_FIRST
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.reservation import (
-    ANN_RESERVATION_ALLOCATED,
     LABEL_RESERVATION_ORDER,
     Reservation,
     parse_reservation,
     reserve_pod,
 )
+from allot_contracts.objects.reservation_pod import ANN_RESERVATION_ALLOCATED
 from allot_reservation.arbitration import forbidden, held, max_unavailable
 from allot_reservation.book import FAILED as R_FAILED
 from allot_reservation.book import PENDING as R_PENDING

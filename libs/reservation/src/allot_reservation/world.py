@@ -12,7 +12,7 @@ from typing import Any
 from allot_contracts import kube
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.pod import Pod
-from allot_contracts.objects.reservation import OwnerRef
+from allot_contracts.objects.reservation_pod import OwnerRef
 from allot_reservation.book import Book
 from allot_reservation.facts import facts_from_pod, facts_of
 from allot_reservation.match import PodFacts

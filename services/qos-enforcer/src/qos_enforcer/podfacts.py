@@ -64,6 +64,10 @@ class GpuAlloc(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PodFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """A bound pod as the enforcement plan reads it: QoS classes, containers with their cgroup ids, GPUs, cpuset
+    and the node-side QoS annotations. Distinct from reservation matching's and placement's ``PodFacts``, which
+    read what scheduling needs, not what a node enforces."""
+
     key: str
     uid: str
     kube_qos: str

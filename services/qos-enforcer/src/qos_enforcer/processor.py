@@ -53,15 +53,8 @@ from allot_contracts.events.qos import CgroupTarget, QosPlan, ResctrlGroup
 from allot_contracts.objects.pod import Pod
 from allot_runtime.processor import Emit, scoped_node
 from qos_enforcer.config import QosConfig, agent_settings, parse_config
-from qos_enforcer.plan import (
-    NodePlan,
-    SharePools,
-    choose_evictions,
-    plan_node,
-    plan_pod,
-    same_plan,
-    share_pools,
-)
+from qos_enforcer.plan import SharePools, plan_pod, same_plan, share_pools
+from qos_enforcer.plan_node import NodePlan, choose_evictions, plan_node
 from qos_enforcer.podfacts import NodeFacts, PodFacts, node_facts, pod_facts
 
 

@@ -3,6 +3,11 @@
 Responsibility: define the payload of every event type, its stable tag (``<kind>.<action>.v<N>``), the union used to
 decode payloads, and the mapping from tag to type name and schema version.
 
+Registering an event: define its class (a tagged ``Event`` subclass) in the module of its stream kind and name it in
+that module's ``__all__``; that is the one registration. This package re-exports every module's ``__all__`` and
+builds :data:`AnyEvent` and the tag index from them (a test fails for a tagged class left out of ``__all__``). A
+new catalogue module gets its star import below.
+
 Invariants (schema evolution, see docs/adr/0004-event-contracts.md):
 - Tags are explicit, never class names or import paths, and match ``^[a-z_]+\\.[a-z_]+\\.v\\d+$``.
 - Fields are only ever added, with defaults; a field's type or meaning never changes. A breaking change gets a new
@@ -17,276 +22,31 @@ the service that decided it. Which service consumes what is drawn in docs/archit
 
 from __future__ import annotations
 
-from allot_contracts.events._base import Event, FieldIssue, ObjectRef
-from allot_contracts.events.cluster import (
-    DevicesRejected,
-    DevicesRemoved,
-    DevicesReported,
-    NodeRegistered,
-    NodeRejected,
-    NodeRemoved,
-    TopologyRejected,
-    TopologyRemoved,
-    TopologyReported,
-)
-from allot_contracts.events.descheduling import DeschedulerCandidate, DeschedulerNode, DeschedulerRound
-from allot_contracts.events.enactment import (
-    NodeStatusEnacted,
-    NodeStatusEnactmentFailed,
-    QuotaEvictionEnacted,
-    QuotaEvictionEnactmentFailed,
-    QuotaStatusEnacted,
-    QuotaStatusEnactmentFailed,
-)
-from allot_contracts.events.gangs import (
-    GangGroupAdmitted,
-    GangGroupPlaced,
-    GangGroupReady,
-    GangGroupUnschedulable,
-    GangHoldsReleased,
-    GangMemberWaiting,
-    GangRetryRequested,
-    GangRetryScheduled,
-    GangTimedOut,
-    PodGroupRejected,
-    QuotaGroupAdmitted,
-    QuotaGroupWaiting,
-    ReservationGroupResolved,
-)
-from allot_contracts.events.infra import ConfigApplied, ConsumerDeadLettered, TimerFired
-from allot_contracts.events.inputs import (
-    DeviceApplied,
-    DeviceDeleted,
-    NodeApplied,
-    NodeDeleted,
-    ObjectIgnored,
-    PodDeleted,
-    PodGroupApplied,
-    PodGroupDeleted,
-    PodObserved,
-    PodPhaseObserved,
-    PodSubmitted,
-    PriorityClassApplied,
-    PriorityClassDeleted,
-    QuotaApplied,
-    QuotaDeleted,
-    QuotaProfileApplied,
-    QuotaProfileDeleted,
-    TopologyApplied,
-    TopologyDeleted,
-    WorkloadExpanded,
-)
-from allot_contracts.events.leases import LeaderElected, LeaderWriteRefused
-from allot_contracts.events.nodeside import (
-    ColocationConfigApplied,
-    ColocationConfigDeleted,
-    ColocationConfigRejected,
-    ColocationProfileApplied,
-    ColocationProfileDeleted,
-    NodeAllocatableUpdated,
-    NodeHeartbeat,
-    NodeHeartbeatLost,
-    NodeHeartbeatResumed,
-    NodeMetricApplied,
-    NodeMetricDeleted,
-    NodeMetricRejected,
-    NodeMetricRemoved,
-    NodeMetricReported,
-)
-from allot_contracts.events.pods import (
-    PodBindFailed,
-    PodBindRequested,
-    PodBound,
-    PodEnqueued,
-    PodPlaced,
-    PodRejected,
-    PodReleased,
-    PodRequeued,
-    PodUnschedulable,
-    QosRecorded,
-    ReservationResolved,
-)
-from allot_contracts.events.preemption import PreemptionDecided, PreemptionVictim
-from allot_contracts.events.qos import (
-    PodEvicted,
-    PodEvictionEnacted,
-    QosApplied,
-    QosDriftCorrected,
-    QosNodePlanRecorded,
-    QosPlanRecorded,
-    QosPlanRemoved,
-    QosReconciled,
-    QosUsageSampled,
-)
-from allot_contracts.events.quota import (
-    QuotaAdmitted,
-    QuotaEvicted,
-    QuotaProfileRegistered,
-    QuotaProfileRejected,
-    QuotaProfileRemoved,
-    QuotaRegistered,
-    QuotaRejected,
-    QuotaReleased,
-    QuotaRemoved,
-    QuotaStatusPublished,
-    QuotaStatusSynced,
-    QuotaWaiting,
-)
-from allot_contracts.events.reservations import (
-    MigrationAborted,
-    MigrationApplied,
-    MigrationCondition,
-    MigrationDeleted,
-    MigrationEvicted,
-    MigrationEvictionFailed,
-    MigrationEvictionRequested,
-    MigrationFailed,
-    MigrationPending,
-    MigrationRejected,
-    MigrationRemoved,
-    MigrationRunning,
-    MigrationSucceeded,
-    ReservationAccepted,
-    ReservationApplied,
-    ReservationCandidate,
-    ReservationDeleted,
-    ReservationFailed,
-    ReservationMatch,
-    ReservationPlaced,
-    ReservationRejected,
-    ReservationReleased,
-    ReservationRemoved,
-    ReservationSucceeded,
-    ReservationUnschedulable,
-)
-from allot_contracts.events.security import SecurityMessageRefused
+import importlib
+import pkgutil
+from typing import Any, Union
 
-AnyEvent = (
-    NodeApplied
-    | NodeDeleted
-    | DeviceApplied
-    | DeviceDeleted
-    | TopologyApplied
-    | TopologyDeleted
-    | PodSubmitted
-    | PodObserved
-    | PodDeleted
-    | PodPhaseObserved
-    | QuotaApplied
-    | QuotaDeleted
-    | QuotaProfileApplied
-    | QuotaProfileDeleted
-    | QuotaProfileRegistered
-    | QuotaStatusSynced
-    | QuotaStatusPublished
-    | QuotaProfileRejected
-    | QuotaProfileRemoved
-    | ObjectIgnored
-    | PriorityClassApplied
-    | PriorityClassDeleted
-    | WorkloadExpanded
-    | NodeRegistered
-    | NodeRejected
-    | NodeRemoved
-    | DevicesReported
-    | DevicesRejected
-    | DevicesRemoved
-    | TopologyReported
-    | TopologyRejected
-    | TopologyRemoved
-    | PodEnqueued
-    | PodRejected
-    | QuotaAdmitted
-    | QuotaWaiting
-    | QuotaReleased
-    | QuotaRegistered
-    | QuotaRejected
-    | QuotaRemoved
-    | QuotaEvicted
-    | ReservationResolved
-    | PodPlaced
-    | PodUnschedulable
-    | PodRequeued
-    | PodReleased
-    | PodBound
-    | PodBindRequested
-    | PodBindFailed
-    | QosRecorded
-    | QosPlanRecorded
-    | QosPlanRemoved
-    | QosNodePlanRecorded
-    | QosUsageSampled
-    | QosApplied
-    | QosDriftCorrected
-    | QosReconciled
-    | PodEvicted
-    | PodEvictionEnacted
-    | PodGroupApplied
-    | PodGroupDeleted
-    | GangMemberWaiting
-    | GangGroupReady
-    | QuotaGroupAdmitted
-    | QuotaGroupWaiting
-    | ReservationGroupResolved
-    | GangGroupPlaced
-    | GangGroupUnschedulable
-    | GangGroupAdmitted
-    | GangHoldsReleased
-    | GangTimedOut
-    | GangRetryScheduled
-    | PodGroupRejected
-    | GangRetryRequested
-    | PreemptionDecided
-    | MigrationAborted
-    | MigrationApplied
-    | MigrationCondition
-    | MigrationDeleted
-    | MigrationEvicted
-    | MigrationEvictionFailed
-    | MigrationEvictionRequested
-    | MigrationFailed
-    | MigrationPending
-    | MigrationRejected
-    | MigrationRemoved
-    | MigrationRunning
-    | MigrationSucceeded
-    | ReservationAccepted
-    | ReservationApplied
-    | ReservationDeleted
-    | ReservationFailed
-    | ReservationPlaced
-    | ReservationRejected
-    | ReservationReleased
-    | ReservationRemoved
-    | ReservationSucceeded
-    | ReservationUnschedulable
-    | TimerFired
-    | ConsumerDeadLettered
-    | ConfigApplied
-    | ColocationConfigApplied
-    | ColocationConfigDeleted
-    | ColocationConfigRejected
-    | ColocationProfileApplied
-    | ColocationProfileDeleted
-    | NodeAllocatableUpdated
-    | NodeHeartbeat
-    | NodeHeartbeatLost
-    | NodeHeartbeatResumed
-    | NodeMetricApplied
-    | NodeMetricDeleted
-    | NodeMetricRejected
-    | NodeMetricRemoved
-    | NodeMetricReported
-    | DeschedulerRound
-    | LeaderElected
-    | LeaderWriteRefused
-    | SecurityMessageRefused
-    | QuotaStatusEnacted
-    | QuotaStatusEnactmentFailed
-    | QuotaEvictionEnacted
-    | QuotaEvictionEnactmentFailed
-    | NodeStatusEnacted
-    | NodeStatusEnactmentFailed
+from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.events.cluster import *  # noqa: F403
+from allot_contracts.events.descheduling import *  # noqa: F403
+from allot_contracts.events.enactment import *  # noqa: F403
+from allot_contracts.events.gangs import *  # noqa: F403
+from allot_contracts.events.infra import *  # noqa: F403
+from allot_contracts.events.inputs import *  # noqa: F403
+from allot_contracts.events.leases import *  # noqa: F403
+from allot_contracts.events.nodeside import *  # noqa: F403
+from allot_contracts.events.pods import *  # noqa: F403
+from allot_contracts.events.preemption import *  # noqa: F403
+from allot_contracts.events.qos import *  # noqa: F403
+from allot_contracts.events.quota import *  # noqa: F403
+from allot_contracts.events.reservations import *  # noqa: F403
+from allot_contracts.events.security import *  # noqa: F403
+
+# Every catalogue module of the package (each is star-imported above), in name order.
+_CATALOGUE = tuple(
+    importlib.import_module(f"{__name__}.{info.name}")
+    for info in pkgutil.iter_modules(__path__)  # noqa: F405 (the package's own path)
+    if not info.name.startswith("_")
 )
 
 
@@ -299,16 +59,25 @@ def split_tag(tag: str) -> tuple[str, int]:
 
 
 def _collect() -> dict[str, type[Event]]:
+    """Every event class of the catalogue modules by tag, in module order and then in order of ``__all__``."""
     out: dict[str, type[Event]] = {}
-    for cls in AnyEvent.__args__:  # type: ignore[attr-defined]
-        tag = cls.__struct_config__.tag
-        if tag in out:
-            raise RuntimeError(f"duplicate event tag {tag}")
-        out[tag] = cls
+    for module in _CATALOGUE:
+        for name in module.__all__:
+            cls = getattr(module, name)
+            if not (isinstance(cls, type) and issubclass(cls, Event)):
+                continue  # a value type events carry (ObjectRef, QosPlan, ...)
+            tag = cls.__struct_config__.tag
+            assert isinstance(tag, str)
+            if tag in out:
+                raise RuntimeError(f"duplicate event tag {tag}")
+            out[tag] = cls
     return out
 
 
 _BY_TAG: dict[str, type[Event]] = _collect()
+# The union the log decodes payloads with (msgspec picks the class by the ``type`` tag). Built from the catalogue,
+# so it is a value for decoders, not a type for annotations: annotate with ``Event``.
+AnyEvent: Any = Union[tuple(_BY_TAG.values())]  # noqa: UP007
 ALL_EVENT_TYPES: tuple[str, ...] = tuple(sorted(split_tag(t)[0] for t in _BY_TAG))
 
 
@@ -331,135 +100,12 @@ def type_of(event: Event) -> str:
 __all__ = [
     "ALL_EVENT_TYPES",
     "AnyEvent",
-    "ColocationConfigApplied",
-    "ColocationConfigDeleted",
-    "ColocationConfigRejected",
-    "ColocationProfileApplied",
-    "ColocationProfileDeleted",
-    "ConfigApplied",
-    "ConsumerDeadLettered",
-    "DeviceApplied",
-    "DeviceDeleted",
-    "DevicesRejected",
-    "DevicesRemoved",
-    "DevicesReported",
     "Event",
     "FieldIssue",
-    "GangGroupAdmitted",
-    "GangGroupPlaced",
-    "GangGroupReady",
-    "GangGroupUnschedulable",
-    "GangHoldsReleased",
-    "GangMemberWaiting",
-    "GangRetryRequested",
-    "GangRetryScheduled",
-    "GangTimedOut",
-    "LeaderElected",
-    "LeaderWriteRefused",
-    "MigrationAborted",
-    "MigrationApplied",
-    "MigrationCondition",
-    "MigrationDeleted",
-    "MigrationEvicted",
-    "MigrationEvictionFailed",
-    "MigrationEvictionRequested",
-    "MigrationFailed",
-    "MigrationPending",
-    "MigrationRejected",
-    "MigrationRemoved",
-    "MigrationRunning",
-    "MigrationSucceeded",
-    "NodeAllocatableUpdated",
-    "NodeApplied",
-    "NodeDeleted",
-    "NodeHeartbeat",
-    "NodeHeartbeatLost",
-    "NodeHeartbeatResumed",
-    "NodeMetricApplied",
-    "NodeMetricDeleted",
-    "NodeMetricRejected",
-    "NodeMetricRemoved",
-    "NodeMetricReported",
-    "DeschedulerCandidate",
-    "DeschedulerNode",
-    "DeschedulerRound",
-    "NodeRegistered",
-    "NodeRejected",
-    "NodeRemoved",
-    "ObjectIgnored",
     "ObjectRef",
-    "PodBindFailed",
-    "PodBindRequested",
-    "PodBound",
-    "PodDeleted",
-    "PodEnqueued",
-    "PodEvicted",
-    "PodEvictionEnacted",
-    "PodGroupApplied",
-    "PodGroupDeleted",
-    "PodGroupRejected",
-    "PodObserved",
-    "PodPhaseObserved",
-    "PodPlaced",
-    "PodRejected",
-    "PodReleased",
-    "PodRequeued",
-    "PodSubmitted",
-    "PriorityClassApplied",
-    "PriorityClassDeleted",
-    "PodUnschedulable",
-    "PreemptionDecided",
-    "PreemptionVictim",
-    "SecurityMessageRefused",
-    "QosApplied",
-    "QosDriftCorrected",
-    "QosNodePlanRecorded",
-    "QosPlanRecorded",
-    "QosPlanRemoved",
-    "QosReconciled",
-    "QosRecorded",
-    "QosUsageSampled",
-    "QuotaAdmitted",
-    "QuotaApplied",
-    "QuotaDeleted",
-    "QuotaEvicted",
-    "QuotaGroupAdmitted",
-    "QuotaGroupWaiting",
-    "QuotaProfileApplied",
-    "QuotaProfileDeleted",
-    "QuotaProfileRegistered",
-    "QuotaProfileRejected",
-    "QuotaProfileRemoved",
-    "QuotaRegistered",
-    "QuotaRejected",
-    "QuotaReleased",
-    "QuotaRemoved",
-    "QuotaStatusPublished",
-    "QuotaStatusSynced",
-    "QuotaWaiting",
-    "ReservationAccepted",
-    "ReservationApplied",
-    "ReservationCandidate",
-    "ReservationDeleted",
-    "ReservationFailed",
-    "ReservationGroupResolved",
-    "ReservationMatch",
-    "ReservationPlaced",
-    "ReservationRejected",
-    "ReservationReleased",
-    "ReservationRemoved",
-    "ReservationResolved",
-    "ReservationSucceeded",
-    "ReservationUnschedulable",
-    "TimerFired",
-    "TopologyApplied",
-    "TopologyDeleted",
-    "TopologyRejected",
-    "TopologyRemoved",
-    "TopologyReported",
-    "WorkloadExpanded",
     "event_class",
     "split_tag",
     "tag_of",
     "type_of",
+    *(name for module in _CATALOGUE for name in module.__all__),
 ]

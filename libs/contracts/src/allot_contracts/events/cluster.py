@@ -7,6 +7,18 @@ from typing import Any
 from allot_contracts.events._base import Event, FieldIssue
 from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
 
+__all__ = [
+    "DevicesRejected",
+    "DevicesRemoved",
+    "DevicesReported",
+    "NodeRegistered",
+    "NodeRejected",
+    "NodeRemoved",
+    "TopologyRejected",
+    "TopologyRemoved",
+    "TopologyReported",
+]
+
 
 class NodeRegistered(Event, frozen=True, kw_only=True, tag="node.registered.v2"):
     """node-reporter accepted a Node: it is schedulable input from now on. ``node`` is the Node read at the door,

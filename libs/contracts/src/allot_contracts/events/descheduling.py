@@ -13,6 +13,12 @@ import msgspec
 
 from allot_contracts.events._base import Event
 
+__all__ = [
+    "DeschedulerCandidate",
+    "DeschedulerNode",
+    "DeschedulerRound",
+]
+
 
 class DeschedulerNode(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One node as a round saw it. ``state``: ``low`` (under every low threshold: a target), ``normal``, ``high``

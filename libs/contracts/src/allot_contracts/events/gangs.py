@@ -8,6 +8,22 @@ from allot_contracts.decisions.quota import GroupAdmission
 from allot_contracts.events._base import Event, FieldIssue, ObjectRef
 from allot_contracts.events.reservations import ReservationMatch
 
+__all__ = [
+    "GangGroupAdmitted",
+    "GangGroupPlaced",
+    "GangGroupReady",
+    "GangGroupUnschedulable",
+    "GangHoldsReleased",
+    "GangMemberWaiting",
+    "GangRetryRequested",
+    "GangRetryScheduled",
+    "GangTimedOut",
+    "PodGroupRejected",
+    "QuotaGroupAdmitted",
+    "QuotaGroupWaiting",
+    "ReservationGroupResolved",
+]
+
 
 class GangMemberWaiting(Event, frozen=True, kw_only=True, tag="gang.member_waiting.v1"):
     """A gang member arrived but its gang group cannot be attempted yet (``reason``: gang-incomplete, …)."""

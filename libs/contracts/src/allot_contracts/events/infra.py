@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from allot_contracts.events._base import Event
 
+__all__ = [
+    "ConfigApplied",
+    "ConsumerDeadLettered",
+    "TimerFired",
+]
+
 
 class TimerFired(Event, frozen=True, kw_only=True, tag="timer.fired.v1"):
     """A service's timer reached a deadline its processor asked for (gang timeouts, quota revoke delays). Time is

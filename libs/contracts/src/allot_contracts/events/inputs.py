@@ -7,8 +7,32 @@ from typing import Any
 
 from allot_contracts.events._base import Event, FieldIssue, ObjectRef
 from allot_contracts.objects.gang import PodGroupInfo
-from allot_contracts.objects.pod import Pod, PriorityClassInfo
+from allot_contracts.objects.pod import Pod
+from allot_contracts.objects.pod_priority import PriorityClassInfo
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
+
+__all__ = [
+    "DeviceApplied",
+    "DeviceDeleted",
+    "NodeApplied",
+    "NodeDeleted",
+    "ObjectIgnored",
+    "PodDeleted",
+    "PodGroupApplied",
+    "PodGroupDeleted",
+    "PodObserved",
+    "PodPhaseObserved",
+    "PodSubmitted",
+    "PriorityClassApplied",
+    "PriorityClassDeleted",
+    "QuotaApplied",
+    "QuotaDeleted",
+    "QuotaProfileApplied",
+    "QuotaProfileDeleted",
+    "TopologyApplied",
+    "TopologyDeleted",
+    "WorkloadExpanded",
+]
 
 
 class NodeApplied(Event, frozen=True, kw_only=True, tag="node.applied.v1"):

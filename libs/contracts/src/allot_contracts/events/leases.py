@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from allot_contracts.events._base import Event
 
+__all__ = [
+    "LeaderElected",
+    "LeaderWriteRefused",
+]
+
 
 class LeaderElected(Event, frozen=True, kw_only=True, tag="leader.elected.v1"):
     """``holder`` took the lease ``lease`` (namespace/name) of decider ``decider`` with term ``term``; ``previous``

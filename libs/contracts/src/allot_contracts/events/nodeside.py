@@ -8,6 +8,23 @@ from typing import Any
 from allot_contracts.events._base import Event, FieldIssue, ObjectRef
 from allot_contracts.objects.nodemetric import NodeMetric
 
+__all__ = [
+    "ColocationConfigApplied",
+    "ColocationConfigDeleted",
+    "ColocationConfigRejected",
+    "ColocationProfileApplied",
+    "ColocationProfileDeleted",
+    "NodeAllocatableUpdated",
+    "NodeHeartbeat",
+    "NodeHeartbeatLost",
+    "NodeHeartbeatResumed",
+    "NodeMetricApplied",
+    "NodeMetricDeleted",
+    "NodeMetricRejected",
+    "NodeMetricRemoved",
+    "NodeMetricReported",
+]
+
 # --- inputs -------------------------------------------------------------------------------------------------------------
 
 

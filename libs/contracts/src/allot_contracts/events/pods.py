@@ -13,6 +13,20 @@ from allot_contracts.events._base import Event, FieldIssue, ObjectRef
 from allot_contracts.events.qos import QosPlan
 from allot_contracts.events.reservations import ReservationMatch
 
+__all__ = [
+    "PodBindFailed",
+    "PodBindRequested",
+    "PodBound",
+    "PodEnqueued",
+    "PodPlaced",
+    "PodRejected",
+    "PodReleased",
+    "PodRequeued",
+    "PodUnschedulable",
+    "QosRecorded",
+    "ReservationResolved",
+]
+
 
 class PodEnqueued(Event, frozen=True, kw_only=True, tag="pod.enqueued.v1"):
     """gang-coordinator let a pod into the scheduling queue (a plain pod, or a gang member that goes on alone)."""

@@ -7,6 +7,21 @@ from typing import Any
 from allot_contracts.decisions.quota import AdmitDecision, Eviction, ReturnedCharge, VictimsDecision
 from allot_contracts.events._base import Event, FieldIssue, ObjectRef
 
+__all__ = [
+    "QuotaAdmitted",
+    "QuotaEvicted",
+    "QuotaProfileRegistered",
+    "QuotaProfileRejected",
+    "QuotaProfileRemoved",
+    "QuotaRegistered",
+    "QuotaRejected",
+    "QuotaReleased",
+    "QuotaRemoved",
+    "QuotaStatusPublished",
+    "QuotaStatusSynced",
+    "QuotaWaiting",
+]
+
 
 class QuotaAdmitted(Event, frozen=True, kw_only=True, tag="quota.admitted.v2"):
     """quota-manager admitted a pod: its request fits the quota's limit. ``used`` is after admission."""

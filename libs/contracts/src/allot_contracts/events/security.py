@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from allot_contracts.events._base import Event
 
+__all__ = [
+    "SecurityMessageRefused",
+]
+
 REFUSAL_REASONS = (
     "not_in_log",  # no event at the claimed position (beyond the head, or a position that never existed)
     "wrong_hash",  # the log holds another event at the claimed position

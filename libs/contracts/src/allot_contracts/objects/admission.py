@@ -28,11 +28,12 @@ from allot_contracts.kube import storage_issues
 from allot_contracts.objects.colocation import parse_colocation_configmap
 from allot_contracts.objects.colocation_profile import parse_colocation_profile
 from allot_contracts.objects.gang import parse_pod_group
-from allot_contracts.objects.meta import is_dns_label, is_dns_subdomain, read_meta
+from allot_contracts.objects.meta import is_dns_label, is_dns_subdomain, metadata_of, read_meta
 from allot_contracts.objects.migration import parse_migration_job
 from allot_contracts.objects.nodemetric import parse_nodemetric
 from allot_contracts.objects.nodes import admit_device, admit_node, admit_topology
-from allot_contracts.objects.pod import DEFAULT_CONTEXT, PodContext, PriorityClassInfo, parse_pod
+from allot_contracts.objects.pod import parse_pod
+from allot_contracts.objects.pod_priority import DEFAULT_CONTEXT, PodContext, PriorityClassInfo
 from allot_contracts.objects.quota import parse_profile, parse_quota
 from allot_contracts.objects.reservation import parse_reservation
 
@@ -154,8 +155,7 @@ def _pair(parse: Callable[[dict[str, Any]], tuple[Any, list[FieldIssue]]]) -> Pa
 def _configmap(
     manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue], _: PodContext
 ) -> Any:
-    meta = manifest.get("metadata") or {}
-    if isinstance(meta, Mapping) and meta.get("name") == "slo-controller-config":
+    if metadata_of(manifest).get("name") == "slo-controller-config":
         return parse_colocation_configmap(manifest, issues, warnings)
     read_meta(manifest, issues, namespaced=True)
     warnings.append(

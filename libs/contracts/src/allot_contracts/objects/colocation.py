@@ -26,6 +26,7 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue, checked_bool, checked_int
+from allot_contracts.objects.meta import metadata_of
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
 
 __all__ = [
@@ -186,28 +187,29 @@ _STRATEGY_KEYS: Final = {
 }
 
 
-def parse_strategy(
-    raw: Any, path: str, issues: list[FieldIssue], warnings: list[FieldIssue], base: ColocationStrategy
-) -> ColocationStrategy:
-    """A (possibly partial) ColocationStrategy over ``base``: fields it sets win."""
-    if not isinstance(raw, Mapping):
-        issues.append(FieldIssue(path=path, message="must be an object"))
-        return base
-    p = f"{path}." if path else ""
-    fields: dict[str, Any] = {}
+def _put(fields: dict[str, Any], field: str, value: Any) -> None:
+    if value is not None:
+        fields[field] = value
 
-    def put(field: str, value: Any) -> None:
-        if value is not None:
-            fields[field] = value
 
-    put("enable", checked_bool(raw.get("enable"), f"{p}enable", issues))
-    put(
+def _metric_fields(
+    raw: Mapping[str, Any],
+    p: str,
+    fields: dict[str, Any],
+    issues: list[FieldIssue],
+    warnings: list[FieldIssue],
+) -> None:
+    """The metric collection fields (``p``: the path prefix); what is read goes into ``fields``."""
+    _put(fields, "enable", checked_bool(raw.get("enable"), f"{p}enable", issues))
+    _put(
+        fields,
         "metric_aggregate_duration_s",
         checked_int(
             raw.get("metricAggregateDurationSeconds"), f"{p}metricAggregateDurationSeconds", issues, low=1
         ),
     )
-    put(
+    _put(
+        fields,
         "metric_report_interval_s",
         checked_int(raw.get("metricReportIntervalSeconds"), f"{p}metricReportIntervalSeconds", issues, low=1),
     )
@@ -216,7 +218,8 @@ def parse_strategy(
         if not isinstance(policy, Mapping):
             issues.append(FieldIssue(path=f"{p}metricAggregatePolicy", message="must be an object"))
         else:
-            put(
+            _put(
+                fields,
                 "metric_aggregate_durations_s",
                 _seconds_list(policy.get("durations"), f"{p}metricAggregatePolicy.durations", issues),
             )
@@ -228,11 +231,23 @@ def parse_strategy(
                 message="node-reporter reports memory without page cache; the policy is not acted on",
             )
         )
+
+
+def _reclaim_fields(
+    raw: Mapping[str, Any],
+    p: str,
+    fields: dict[str, Any],
+    issues: list[FieldIssue],
+    warnings: list[FieldIssue],
+) -> None:
+    """The reclaim thresholds, the calculate policies and the degrade and update timings."""
     for key, field in (
         ("cpuReclaimThresholdPercent", "cpu_reclaim_threshold_percent"),
         ("memoryReclaimThresholdPercent", "memory_reclaim_threshold_percent"),
     ):
-        put(field, checked_int(raw.get(key), f"{p}{key}", issues, low=0))  # above 100: a negative margin
+        _put(
+            fields, field, checked_int(raw.get(key), f"{p}{key}", issues, low=0)
+        )  # above 100: a negative margin
     for key, field, allowed in (
         ("cpuCalculatePolicy", "cpu_calculate_policy", ("usage", "maxUsageRequest")),
         ("memoryCalculatePolicy", "memory_calculate_policy", CALCULATE_POLICIES),
@@ -251,11 +266,13 @@ def parse_strategy(
             )
             continue
         fields[field] = value
-    put(
+    _put(
+        fields,
         "degrade_time_minutes",
         checked_int(raw.get("degradeTimeMinutes"), f"{p}degradeTimeMinutes", issues, low=1),
     )
-    put(
+    _put(
+        fields,
         "update_time_threshold_s",
         checked_int(raw.get("updateTimeThresholdSeconds"), f"{p}updateTimeThresholdSeconds", issues, low=1),
     )
@@ -264,12 +281,22 @@ def parse_strategy(
         if diff is not None and Decimal(diff) <= 0:
             issues.append(FieldIssue(path=f"{p}resourceDiffThreshold", message="must be greater than 0"))
         else:
-            put("resource_diff_threshold", diff)
+            _put(fields, "resource_diff_threshold", diff)
+
+
+def _batch_mid_fields(
+    raw: Mapping[str, Any],
+    p: str,
+    fields: dict[str, Any],
+    issues: list[FieldIssue],
+    warnings: list[FieldIssue],
+) -> None:
+    """The batch thresholds and the mid tier: reclaim mode, thresholds and static reservations."""
     for key, field in (
         ("batchCPUThresholdPercent", "batch_cpu_threshold_percent"),
         ("batchMemoryThresholdPercent", "batch_memory_threshold_percent"),
     ):
-        put(field, checked_int(raw.get(key), f"{p}{key}", issues, low=0))
+        _put(fields, field, checked_int(raw.get(key), f"{p}{key}", issues, low=0))
     mode = raw.get("midReclaimMode")
     if mode is not None:
         if mode not in ("", "default", "static"):
@@ -287,7 +314,21 @@ def parse_strategy(
         ("midStaticCPUReservedPercent", "mid_static_cpu_reserved_percent"),
         ("midStaticMemoryReservedPercent", "mid_static_memory_reserved_percent"),
     ):
-        put(field, checked_int(raw.get(key), f"{p}{key}", issues, low=0, high=100))
+        _put(fields, field, checked_int(raw.get(key), f"{p}{key}", issues, low=0, high=100))
+
+
+def parse_strategy(
+    raw: Any, path: str, issues: list[FieldIssue], warnings: list[FieldIssue], base: ColocationStrategy
+) -> ColocationStrategy:
+    """A (possibly partial) ColocationStrategy over ``base``: fields it sets win."""
+    if not isinstance(raw, Mapping):
+        issues.append(FieldIssue(path=path, message="must be an object"))
+        return base
+    p = f"{path}." if path else ""
+    fields: dict[str, Any] = {}
+    _metric_fields(raw, p, fields, issues, warnings)
+    _reclaim_fields(raw, p, fields, issues, warnings)
+    _batch_mid_fields(raw, p, fields, issues, warnings)
     for key in sorted(set(raw) - _STRATEGY_KEYS - {"nodeConfigs", "nodeSelector", "name", "extensions"}):
         issues.append(
             FieldIssue(
@@ -467,7 +508,7 @@ def parse_colocation_configmap(
 
 
 def is_colocation_configmap(manifest: Mapping[str, Any]) -> bool:
-    meta = manifest.get("metadata") or {}
+    meta = metadata_of(manifest)
     return (
         manifest.get("apiVersion") == "v1"
         and manifest.get("kind") == "ConfigMap"

@@ -25,6 +25,7 @@ import msgspec
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
+from allot_contracts.objects.meta import metadata_of
 from allot_contracts.objects.pod_patch import patch_issues
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
 
@@ -110,8 +111,7 @@ def parse_colocation_profile(
 ) -> ColocationProfile | None:
     """Read a ClusterColocationProfile; ``None`` (with ``issues``) when any field is refused."""
     before = len(issues)
-    meta = manifest.get("metadata") or {}
-    meta = meta if isinstance(meta, Mapping) else {}
+    meta = metadata_of(manifest)
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
@@ -182,8 +182,7 @@ def profile_matches(
 
 def pod_identity(manifest: Mapping[str, Any]) -> str:
     """What the probability draw is derived from: the pod's uid when it has one, else ``namespace/name``."""
-    meta = manifest.get("metadata") or {}
-    meta = meta if isinstance(meta, Mapping) else {}
+    meta = metadata_of(manifest)
     if meta.get("uid"):
         return str(meta["uid"])
     return f"{meta.get('namespace') or 'default'}/{meta.get('name') or meta.get('generateName') or ''}"

@@ -11,6 +11,10 @@ with its field path and (where users search for it) its wording:
 - annotations: string values whose total size (keys + values) is at most 256 KiB.
 - resource names (``spec.containers[*].resources``, quota lists): qualified names as label keys are.
 
+This is the one metadata reader of the contracts: ``read_meta`` validates (the door); ``metadata_of``,
+``labels_of`` and ``annotations_of`` read leniently what was admitted before (an event's manifest, a watch's object),
+giving ``{}`` for what is missing or not a mapping, so that a damaged record never crashes a reader.
+
 Pure; nothing here raises for bad input.
 """
 
@@ -28,10 +32,13 @@ __all__ = [
     "ANNOTATIONS_MAX_BYTES",
     "Meta",
     "Owner",
+    "annotations_of",
     "is_dns_label",
     "is_dns_subdomain",
     "is_label_value",
     "is_qualified_name",
+    "labels_of",
+    "metadata_of",
     "read_meta",
 ]
 
@@ -217,3 +224,21 @@ def read_meta(
         owners=_owners(raw.get("ownerReferences"), issues),
         terminating=bool(raw.get("deletionTimestamp")),
     )
+
+
+def metadata_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The manifest's ``metadata`` (``{}`` when it is missing or not a mapping)."""
+    value = manifest.get("metadata")
+    return value if isinstance(value, Mapping) else {}
+
+
+def labels_of(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """The manifest's labels, keys and values as strings (``{}`` when missing or not a mapping)."""
+    value = metadata_of(manifest).get("labels") or {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def annotations_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The manifest's annotations as written (``{}`` when missing or not a mapping)."""
+    value = metadata_of(manifest).get("annotations")
+    return value if isinstance(value, Mapping) else {}

@@ -16,6 +16,8 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.meta import metadata_of
+from allot_contracts.objects.reservation_pod import unknown_field_issues
 from allot_contracts.objects.times import DurationError, parse_duration_us, parse_timestamp_us
 
 __all__ = ["API_VERSION", "KIND", "MODES", "PodMigrationJob", "PodRef", "parse_migration_job"]
@@ -64,13 +66,94 @@ def _strings(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted(raw.items())}
 
 
+def _pod_ref(spec: Mapping[str, Any], issues: list[FieldIssue]) -> PodRef | None:
+    """``spec.podRef``: the pod to migrate (namespace and name required, kind Pod)."""
+    ref = spec.get("podRef")
+    if not isinstance(ref, dict):
+        issues.append(
+            FieldIssue(path="spec.podRef", code="Required", message="the pod to migrate is required")
+        )
+        return None
+    for field in ("namespace", "name"):
+        if not isinstance(ref.get(field), str) or not ref[field]:
+            issues.append(
+                FieldIssue(
+                    path=f"spec.podRef.{field}", code="Required", message="is required (InvalidPodRef)"
+                )
+            )
+    if ref.get("kind") not in (None, "", "Pod"):
+        issues.append(FieldIssue(path="spec.podRef.kind", code="NotSupported", message="must be Pod"))
+    if isinstance(ref.get("namespace"), str) and isinstance(ref.get("name"), str):
+        return PodRef(namespace=ref["namespace"], name=ref["name"], uid=str(ref.get("uid") or ""))
+    return None
+
+
+def _template(options: Mapping[str, Any], issues: list[FieldIssue]) -> dict[str, Any] | None:
+    tmpl = options.get("template")
+    if tmpl is None:
+        return None
+    if not isinstance(tmpl, dict):
+        issues.append(FieldIssue(path="spec.reservationOptions.template", message="must be an object"))
+        return None
+    for part in ("metadata", "spec"):
+        if tmpl.get(part) is not None and not isinstance(tmpl[part], dict):
+            issues.append(
+                FieldIssue(path=f"spec.reservationOptions.template.{part}", message="must be an object")
+            )
+    return tmpl
+
+
+def _reservation_options(
+    spec: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> tuple[str, dict[str, Any] | None]:
+    """``spec.reservationOptions``: the Reservation named to use, or the template of the one to make."""
+    reservation_ref = ""
+    template = None
+    options = spec.get("reservationOptions")
+    if options is not None:
+        if not isinstance(options, dict):
+            issues.append(FieldIssue(path="spec.reservationOptions", message="must be an object"))
+        else:
+            unknown_field_issues(options, _OPTION_FIELDS, "spec.reservationOptions", issues)
+            rref = options.get("reservationRef")
+            if rref is not None:
+                if not isinstance(rref, dict) or not isinstance(rref.get("name"), str) or not rref["name"]:
+                    issues.append(
+                        FieldIssue(
+                            path="spec.reservationOptions.reservationRef.name",
+                            code="Required",
+                            message="a reservation reference needs the Reservation's name",
+                        )
+                    )
+                else:
+                    reservation_ref = rref["name"]
+            template = _template(options, issues)
+            if options.get("preemptionOptions") is not None:
+                warnings.append(
+                    FieldIssue(
+                        path="spec.reservationOptions.preemptionOptions",
+                        code="Ignored",
+                        message="preemption on behalf of a migration is not supported; the job fails if its "
+                        "reservation cannot be scheduled",
+                    )
+                )
+    if reservation_ref and template is not None:
+        warnings.append(
+            FieldIssue(
+                path="spec.reservationOptions.template",
+                code="Ignored",
+                message="reservationRef names an existing Reservation; the template is not used",
+            )
+        )
+    return reservation_ref, template
+
+
 def parse_migration_job(
     manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> PodMigrationJob | None:
     """Admit a PodMigrationJob manifest; ``None`` when ``issues`` grew."""
     before = len(issues)
-    meta = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
-    assert isinstance(meta, dict)
+    meta = metadata_of(manifest)
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
@@ -88,14 +171,7 @@ def parse_migration_job(
     if not isinstance(spec, dict):
         issues.append(FieldIssue(path="spec", code="Required", message="a PodMigrationJob needs a spec"))
         return None
-    for f in sorted(set(spec) - _SPEC_FIELDS):
-        issues.append(
-            FieldIssue(
-                path=f"spec.{f}",
-                code="FieldValueNotSupported",
-                message=f"unknown field; supported: {', '.join(sorted(_SPEC_FIELDS))}",
-            )
-        )
+    unknown_field_issues(spec, _SPEC_FIELDS, "spec", issues)
     paused = spec.get("paused", False)
     if not isinstance(paused, bool):
         issues.append(FieldIssue(path="spec.paused", message="must be true or false", value=str(paused)))
@@ -118,84 +194,8 @@ def parse_migration_job(
                 value=str(mode),
             )
         )
-    pod = None
-    ref = spec.get("podRef")
-    if not isinstance(ref, dict):
-        issues.append(
-            FieldIssue(path="spec.podRef", code="Required", message="the pod to migrate is required")
-        )
-    else:
-        for field in ("namespace", "name"):
-            if not isinstance(ref.get(field), str) or not ref[field]:
-                issues.append(
-                    FieldIssue(
-                        path=f"spec.podRef.{field}", code="Required", message="is required (InvalidPodRef)"
-                    )
-                )
-        if ref.get("kind") not in (None, "", "Pod"):
-            issues.append(FieldIssue(path="spec.podRef.kind", code="NotSupported", message="must be Pod"))
-        if isinstance(ref.get("namespace"), str) and isinstance(ref.get("name"), str):
-            pod = PodRef(namespace=ref["namespace"], name=ref["name"], uid=str(ref.get("uid") or ""))
-    reservation_ref = ""
-    template = None
-    options = spec.get("reservationOptions")
-    if options is not None:
-        if not isinstance(options, dict):
-            issues.append(FieldIssue(path="spec.reservationOptions", message="must be an object"))
-        else:
-            for f in sorted(set(options) - _OPTION_FIELDS):
-                issues.append(
-                    FieldIssue(
-                        path=f"spec.reservationOptions.{f}",
-                        code="FieldValueNotSupported",
-                        message=f"unknown field; supported: {', '.join(sorted(_OPTION_FIELDS))}",
-                    )
-                )
-            rref = options.get("reservationRef")
-            if rref is not None:
-                if not isinstance(rref, dict) or not isinstance(rref.get("name"), str) or not rref["name"]:
-                    issues.append(
-                        FieldIssue(
-                            path="spec.reservationOptions.reservationRef.name",
-                            code="Required",
-                            message="a reservation reference needs the Reservation's name",
-                        )
-                    )
-                else:
-                    reservation_ref = rref["name"]
-            tmpl = options.get("template")
-            if tmpl is not None:
-                if not isinstance(tmpl, dict):
-                    issues.append(
-                        FieldIssue(path="spec.reservationOptions.template", message="must be an object")
-                    )
-                else:
-                    for part in ("metadata", "spec"):
-                        if tmpl.get(part) is not None and not isinstance(tmpl[part], dict):
-                            issues.append(
-                                FieldIssue(
-                                    path=f"spec.reservationOptions.template.{part}",
-                                    message="must be an object",
-                                )
-                            )
-                    template = tmpl
-            if options.get("preemptionOptions") is not None:
-                warnings.append(
-                    FieldIssue(
-                        path="spec.reservationOptions.preemptionOptions",
-                        code="Ignored",
-                        message="preemption on behalf of a migration is not supported; the job fails if its "
-                        "reservation cannot be scheduled",
-                    )
-                )
-    if reservation_ref and template is not None:
-        warnings.append(
-            FieldIssue(
-                path="spec.reservationOptions.template",
-                code="Ignored",
-                message="reservationRef names an existing Reservation; the template is not used",
-            )
-        )
+    pod = _pod_ref(spec, issues)
+    reservation_ref, template = _reservation_options(spec, issues, warnings)
     delete_options = spec.get("deleteOptions") or {}
     if not isinstance(delete_options, dict):
         issues.append(FieldIssue(path="spec.deleteOptions", message="must be an object"))

@@ -6,7 +6,7 @@ a dot, ``koordinator.sh/qosClass`` in camel case) cannot drift between modules.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NamedTuple
 
 # --- core resources --------------------------------------------------------------------------------------------------
 CPU: Final = "cpu"
@@ -51,12 +51,6 @@ BATCH_MEMORY: Final = "kubernetes.io/batch-memory"
 MID_CPU: Final = "kubernetes.io/mid-cpu"
 MID_MEMORY: Final = "kubernetes.io/mid-memory"
 
-# --- device types ------------------------------------------------------------------------------------------------------
-GPU: Final = "gpu"
-RDMA_TYPE: Final = "rdma"
-FPGA_TYPE: Final = "fpga"
-DEVICE_TYPES: Final = (GPU, RDMA_TYPE, FPGA_TYPE)  # also the canonical order of types in outputs
-
 WHOLE_GPU_NAMES: Final = (NVIDIA_GPU, AMD_GPU, DCU_GPU)
 GPU_RESOURCE_NAMES: Final = frozenset(
     {
@@ -73,13 +67,47 @@ GPU_RESOURCE_NAMES: Final = frozenset(
         NPU_DVPP,
     }
 )
-RESOURCES_BY_TYPE: Final = {
-    GPU: GPU_RESOURCE_NAMES,
-    RDMA_TYPE: frozenset({RDMA}),
-    FPGA_TYPE: frozenset({FPGA}),
-}
+
+# --- device types: the one registry ------------------------------------------------------------------------------------
+GPU: Final = "gpu"
+RDMA_TYPE: Final = "rdma"
+FPGA_TYPE: Final = "fpga"
+NPU_TYPE: Final = "npu"
+XPU_TYPE: Final = "xpu"
+
+
+class DeviceType(NamedTuple):
+    """One kind of device a node's ``Device`` object may list.
+
+    ``resources``: the extended resources a pod requests it by, which the device allocator places on devices of
+    this type. A type without resources is recorded (admitted on ``Device`` objects, stored, shown) but not
+    allocated: placement ignores it, and a pod cannot ask for it by type.
+    """
+
+    name: str
+    resources: frozenset[str] = frozenset()
+
+    @property
+    def allocated(self) -> bool:
+        return bool(self.resources)
+
+
+# Adding a device type: one entry here, plus its allocator in allot_placement. The order is the canonical order of
+# types in outputs.
+DEVICE_TYPE_REGISTRY: Final = (
+    DeviceType(GPU, GPU_RESOURCE_NAMES),
+    DeviceType(RDMA_TYPE, frozenset({RDMA})),
+    DeviceType(FPGA_TYPE, frozenset({FPGA})),
+    DeviceType(NPU_TYPE),
+    DeviceType(XPU_TYPE),
+)
+# The types placement allocates (and the canonical order of types in outputs).
+DEVICE_TYPES: Final = tuple(t.name for t in DEVICE_TYPE_REGISTRY if t.allocated)
+# Every type a Device object may list, allocated or only recorded.
+RECORDED_DEVICE_TYPES: Final = tuple(t.name for t in DEVICE_TYPE_REGISTRY)
+RESOURCES_BY_TYPE: Final = {t.name: t.resources for t in DEVICE_TYPE_REGISTRY if t.allocated}
 # Names whose node-level fit is decided by the device allocator when the node does not advertise them.
-DEVICE_FAMILY_NAMES: Final = GPU_RESOURCE_NAMES | {RDMA, FPGA}
+DEVICE_FAMILY_NAMES: Final = frozenset().union(*RESOURCES_BY_TYPE.values())
 
 # --- labels -----------------------------------------------------------------------------------------------------------
 LABEL_QOS: Final = "koordinator.sh/qosClass"
@@ -126,7 +154,14 @@ CPU_EXCLUSIVE_POLICIES: Final = frozenset({"None", "PCPULevel", "NUMANodeLevel"}
 NUMA_POLICIES: Final = frozenset({"", "None", "BestEffort", "Restricted", "SingleNUMANode"})
 NUMA_EXCLUSIVE: Final = frozenset({"Required", "Preferred"})
 QOS_CLASSES: Final = frozenset({"LSE", "LSR", "LS", "BE", "SYSTEM"})
-PRIORITY_CLASSES: Final = frozenset({"koord-prod", "koord-mid", "koord-batch", "koord-free"})
+# Koordinator's priority classes and their spec.priority bands (inclusive), highest first: the one table.
+PRIORITY_BANDS: Final = (
+    ("koord-prod", 9000, 9999),
+    ("koord-mid", 7000, 7999),
+    ("koord-batch", 5000, 5999),
+    ("koord-free", 3000, 3999),
+)
+PRIORITY_CLASSES: Final = frozenset(name for name, _, _ in PRIORITY_BANDS)
 HOPPER_MODELS: Final = frozenset({"H100", "H800", "H20"})
 
 # Outcomes.

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.objects import names as n
 from allot_contracts.objects.inventory import (
     Inventory,
     NodeInfo,
@@ -25,8 +26,6 @@ from allot_contracts.objects.inventory import (
 from allot_contracts.objects.meta import is_dns_subdomain
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
 from allot_contracts.quantity_limits import range_issue
-
-DEVICE_TYPES = ("gpu", "rdma", "fpga", "npu", "xpu")
 
 
 def _quantities(values: Any, path: str, issues: list[FieldIssue]) -> dict[str, int]:
@@ -169,9 +168,11 @@ def _structural_device(manifest: Mapping[str, Any]) -> list[FieldIssue]:
             issues.append(FieldIssue(path=path, message="must be a mapping"))
             continue
         kind = device.get("type")
-        if kind not in DEVICE_TYPES:
+        if kind not in n.RECORDED_DEVICE_TYPES:
             issues.append(
-                FieldIssue(path=f"{path}.type", message=f"must be one of {', '.join(DEVICE_TYPES)}")
+                FieldIssue(
+                    path=f"{path}.type", message=f"must be one of {', '.join(n.RECORDED_DEVICE_TYPES)}"
+                )
             )
             continue
         minor = device.get("minor")

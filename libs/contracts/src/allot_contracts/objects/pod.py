@@ -20,6 +20,11 @@ What is computed here, once:
 - elastic quota name and preemptibility; gang declaration; reservation affinity, exact match and opt-outs; for bound
   pods, the allocation annotations.
 
+``parse_pod`` reads section by section; the sections with most to say have their own modules:
+:mod:`~allot_contracts.objects.pod_containers` (per container requests and limits, Kubernetes QoS),
+:mod:`~allot_contracts.objects.pod_priority` (priority admission, PriorityClasses) and
+:mod:`~allot_contracts.objects.pod_where` (node selection, the scheduling hint, HAMi's filters and policies).
+
 Refused, as upstream refuses (the bad-input catalogue in docs/placement.md): invalid names, labels and annotation
 sizes; malformed or out-of-range quantities; invalid resource names; extended resources whose request differs from
 their limit; ``koordinator.sh/gpu: 0``; the QoS class / priority class combinations and CPU requests Koordinator's
@@ -35,7 +40,7 @@ Pure; nothing here raises for bad input.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
@@ -59,20 +64,29 @@ from allot_contracts.objects.annotations import (
 )
 from allot_contracts.objects.gang import GangDecl, read_pod_gang, read_sub_priority
 from allot_contracts.objects.load_aware import LoadEstimation, read_load_estimation
-from allot_contracts.objects.meta import Owner, is_qualified_name, read_meta
+from allot_contracts.objects.meta import Meta, Owner, read_meta
 from allot_contracts.objects.nodemetric import parse_time
+from allot_contracts.objects.pod_containers import (
+    Container,
+    kube_qos_of,
+    pod_limits,
+    read_containers,
+    read_quantities,
+)
+from allot_contracts.objects.pod_priority import (
+    BUILTIN_PRIORITY_CLASSES,
+    DEFAULT_CONTEXT,
+    PodContext,
+    PriorityClassInfo,
+    read_priority,
+)
+from allot_contracts.objects.pod_where import GpuFilter, read_where
 from allot_contracts.objects.qos_rules import koord_priority_of, koord_qos_of, qos_issues
 from allot_contracts.objects.requests import DeviceRequest, device_requests, pod_requests
-from allot_contracts.objects.reservation import PodReservation, parse_pod_reservation
-from allot_contracts.objects.selectors import (
-    NodeSelectorTerm,
-    Toleration,
-    parse_node_selector_terms,
-    parse_tolerations,
-)
-from allot_contracts.quantity import QuantityError, parse_quantity, to_canonical
-from allot_contracts.quantity_limits import range_issue
+from allot_contracts.objects.reservation_pod import PodReservation, parse_pod_reservation
+from allot_contracts.objects.selectors import NodeSelectorTerm, Toleration
 
+# Re-exported for the packages that import them from here (the CLI's door and webhook, placement).
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
     "Container",
@@ -87,80 +101,6 @@ __all__ = [
 QUOTA_LABEL: Final = "quota.scheduling.koordinator.sh/name"
 PREEMPTIBLE_LABEL: Final = "quota.scheduling.koordinator.sh/preemptible"
 ANN_RESERVE_POD: Final = "scheduling.koordinator.sh/reserve-pod"
-ANN_SCHEDULING_HINT: Final = "internal.scheduling.koordinator.sh/scheduling-hint"
-ANN_SCHEDULING_HINT_OLD: Final = "scheduling.koordinator.sh/scheduling-hint"
-HAMI_USE_TYPE: Final = "nvidia.com/use-gputype"
-HAMI_NOUSE_TYPE: Final = "nvidia.com/nouse-gputype"
-HAMI_USE_UUID: Final = "nvidia.com/use-gpuuuid"
-HAMI_NOUSE_UUID: Final = "nvidia.com/nouse-gpuuuid"
-HAMI_NODE_POLICY: Final = "hami.io/node-scheduler-policy"
-HAMI_GPU_POLICY: Final = "hami.io/gpu-scheduler-policy"
-HAMI_NOT_ACTED_ON: Final = {
-    "nvidia.com/numa-bind": "read but not acted on: use Koordinator's numa-topology-spec annotation for NUMA "
-    "alignment",
-    "nvidia.com/vgpu-mode": "read but not acted on: Allot shares GPUs through HAMi-core only (no MIG or MPS mode)",
-    "hami.io/device-scoring-weights": "read but not acted on: device scoring weights come from the scheduler "
-    "configuration",
-}
-_NATIVE: Final = frozenset({n.CPU, n.MEMORY, n.EPHEMERAL_STORAGE, n.PODS})
-
-
-class PriorityClassInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A ``scheduling.k8s.io/v1`` PriorityClass as pods resolve it."""
-
-    name: str
-    value: int
-    global_default: bool = False
-    preemption_policy: str = "PreemptLowerPriority"
-
-
-# What every cluster has (the API server's system classes) and what a Koordinator installation adds.
-BUILTIN_PRIORITY_CLASSES: Final = {
-    c.name: c
-    for c in (
-        PriorityClassInfo(name="system-cluster-critical", value=2_000_000_000),
-        PriorityClassInfo(name="system-node-critical", value=2_000_001_000),
-        PriorityClassInfo(name="koord-prod", value=9000),
-        PriorityClassInfo(name="koord-mid", value=7000),
-        PriorityClassInfo(name="koord-batch", value=5000),
-        PriorityClassInfo(name="koord-free", value=3000),
-    )
-}
-
-
-class PodContext(msgspec.Struct, frozen=True, kw_only=True):
-    """What admission of a pod may consult besides the pod: the PriorityClasses known at the door, and (when the
-    door knows them) the names of the elastic quotas that exist. ``quotas is None`` skips the quota check (a
-    service learns about quotas from the log in order; the door checks)."""
-
-    priority_classes: dict[str, PriorityClassInfo] = msgspec.field(
-        default_factory=lambda: dict(BUILTIN_PRIORITY_CLASSES)
-    )
-    quotas: frozenset[str] | None = None
-    # False for pods read from an API server: their spec.priority was computed by its priority admission from a
-    # PriorityClass the door may not know; it is taken as given.
-    resolve_priority: bool = True
-
-
-DEFAULT_CONTEXT: Final = PodContext()
-
-
-class Container(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One container's resources (canonical integers, after aliases) as node-side enforcement needs them."""
-
-    name: str
-    requests: dict[str, int] = {}
-    limits: dict[str, int] = {}
-    init: bool = False
-
-
-class GpuFilter(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """HAMi's pod-level GPU selection: allowed / excluded GPU models (substring match, as HAMi does) and UUIDs."""
-
-    use_types: tuple[str, ...] = ()
-    nouse_types: tuple[str, ...] = ()
-    use_uuids: tuple[str, ...] = ()
-    nouse_uuids: tuple[str, ...] = ()
 
 
 class Pod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -224,327 +164,6 @@ class Pod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return d is not None and d.shared
 
 
-# --- containers ----------------------------------------------------------------------------------------------------
-
-
-def _quantities(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, int]:
-    """A container's requests or limits (names as written, canonical values), with name and range checks."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        issues.append(FieldIssue(path=path, message="must be a map of resource name to quantity"))
-        return {}
-    out: dict[str, int] = {}
-    for name, value in raw.items():
-        fpath = f"{path}[{name}]"
-        if not isinstance(name, str) or not is_qualified_name(name):
-            issues.append(
-                FieldIssue(
-                    path=fpath,
-                    code="InvalidResourceName",
-                    message="must be a standard resource name or a fully qualified extended resource name "
-                    "(e.g. 'example.com/foo')",
-                    value=str(name)[:100],
-                )
-            )
-            continue
-        try:
-            amount = to_canonical(name, parse_quantity(value))
-        except QuantityError as exc:
-            issues.append(FieldIssue(path=fpath, code="InvalidQuantity", message=str(exc)))
-            continue
-        problem = range_issue(name, amount, fpath, value)
-        if problem is not None:
-            issues.append(problem)
-            continue
-        out[name] = amount
-    return out
-
-
-def _containers(spec: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[Container, ...]:
-    out: list[Container] = []
-    for field, init in (("containers", False), ("initContainers", True)):
-        raw = spec.get(field)
-        if raw is None:
-            continue
-        if not isinstance(raw, list):
-            issues.append(FieldIssue(path=f"spec.{field}", message="must be a list"))
-            continue
-        for i, c in enumerate(raw):
-            path = f"spec.{field}[{i}]"
-            if not isinstance(c, Mapping):
-                issues.append(FieldIssue(path=path, message="must be a container object"))
-                continue
-            res = c.get("resources") or {}
-            if not isinstance(res, Mapping):
-                issues.append(
-                    FieldIssue(path=f"{path}.resources", message="must be an object with requests and limits")
-                )
-                continue
-            requests = _quantities(res.get("requests"), f"{path}.resources.requests", issues)
-            limits = _quantities(res.get("limits"), f"{path}.resources.limits", issues)
-            for name in sorted(requests.keys() | limits.keys()):
-                if name in _NATIVE or name.startswith(("hugepages-", "kubernetes.io/")):
-                    continue
-                if "/" not in name:
-                    continue
-                req, lim = requests.get(name), limits.get(name)
-                if req is not None and lim is not None and req != lim:
-                    issues.append(
-                        FieldIssue(
-                            path=f"{path}.resources.requests[{name}]",
-                            code="InvalidValue",
-                            message=f"must be equal to {name} limit of {res['limits'][name]}",
-                            value=str(res["requests"][name]),
-                        )
-                    )
-            cname = c.get("name")
-            out.append(
-                Container(
-                    name=cname if isinstance(cname, str) else f"#{i}",
-                    requests=dict(sorted(requests.items())),
-                    limits=dict(sorted(limits.items())),
-                    init=init,
-                )
-            )
-    return tuple(out)
-
-
-def _pod_limits(containers: tuple[Container, ...]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for c in containers:
-        for k, v in c.limits.items():
-            total[k] = max(total.get(k, 0), v) if c.init else total.get(k, 0) + v
-    return dict(sorted(total.items()))
-
-
-def _kube_qos(containers: tuple[Container, ...]) -> str:
-    """Kubernetes QoS: Guaranteed (every container: cpu and memory limits == requests), BestEffort (no cpu or
-    memory requests or limits anywhere), else Burstable. A request defaults to the limit."""
-    if not containers:
-        return "BestEffort"
-    any_set = False
-    guaranteed = True
-    for c in containers:
-        for res in (n.CPU, n.MEMORY):
-            lim = c.limits.get(res)
-            req = c.requests.get(res, lim)
-            if req is not None or lim is not None:
-                any_set = True
-            if lim is None or req is None or req != lim:
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
-# --- priority ------------------------------------------------------------------------------------------------------
-
-
-def _priority(
-    spec: Mapping[str, Any], context: PodContext, issues: list[FieldIssue]
-) -> tuple[int, str, bool, bool]:
-    """``(priority, priorityClassName, preemption_never, priority_given)`` as the priority admission computes."""
-    raw = spec.get("priority")
-    given: int | None = None
-    if raw is not None:
-        if isinstance(raw, bool) or not isinstance(raw, int) or not -(2**31) <= raw < 2**31:
-            issues.append(
-                FieldIssue(path="spec.priority", message="must be a 32-bit integer", value=str(raw))
-            )
-        else:
-            given = raw
-    name = spec.get("priorityClassName")
-    policy = spec.get("preemptionPolicy")
-    if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
-        issues.append(
-            FieldIssue(
-                path="spec.preemptionPolicy",
-                code="NotSupported",
-                message='supported values: "Never", "PreemptLowerPriority"',
-                value=str(policy),
-            )
-        )
-    if name not in (None, "") and given is not None and not context.resolve_priority:
-        return given, str(name), policy == "Never", True
-    if name not in (None, ""):
-        if not isinstance(name, str):
-            issues.append(FieldIssue(path="spec.priorityClassName", message="must be a string"))
-            return given or 0, "", policy == "Never", given is not None
-        pc = context.priority_classes.get(name)
-        if pc is None:
-            issues.append(
-                FieldIssue(
-                    path="spec.priorityClassName",
-                    code="NotFound",
-                    message=f"no PriorityClass with name {name} was found",
-                    value=name,
-                )
-            )
-            return given or 0, name, policy == "Never", given is not None
-        if given is not None and given != pc.value:
-            issues.append(
-                FieldIssue(
-                    path="spec.priority",
-                    code="Forbidden",
-                    message=f"the integer value of priority ({given}) must not be provided in pod spec; priority "
-                    f"admission controller computed {pc.value} from the given PriorityClass name",
-                )
-            )
-        never = (policy or pc.preemption_policy) == "Never"
-        return pc.value, name, never, True
-    if given is not None:
-        return given, "", policy == "Never", True
-    default = next(
-        (c for c in sorted(context.priority_classes.values(), key=lambda c: c.name) if c.global_default), None
-    )
-    if default is not None:
-        return default.value, default.name, (policy or default.preemption_policy) == "Never", True
-    return 0, "", policy == "Never", False
-
-
-# --- annotations ---------------------------------------------------------------------------------------------------
-
-
-def _comma_list(ann: Mapping[str, Any], key: str) -> tuple[str, ...]:
-    raw = ann.get(key)
-    if raw is None:
-        return ()
-    return tuple(x.strip() for x in str(raw).split(",") if x.strip())
-
-
-def _gpu_filter(ann: Mapping[str, Any]) -> GpuFilter | None:
-    f = GpuFilter(
-        use_types=_comma_list(ann, HAMI_USE_TYPE),
-        nouse_types=_comma_list(ann, HAMI_NOUSE_TYPE),
-        use_uuids=_comma_list(ann, HAMI_USE_UUID),
-        nouse_uuids=_comma_list(ann, HAMI_NOUSE_UUID),
-    )
-    return f if (f.use_types or f.nouse_types or f.use_uuids or f.nouse_uuids) else None
-
-
-def _hami_policy(
-    ann: Mapping[str, Any],
-    key: str,
-    allowed: tuple[str, ...],
-    ignored: tuple[str, ...],
-    warnings: list[FieldIssue],
-) -> str:
-    raw = ann.get(key)
-    if raw is None:
-        return ""
-    value = str(raw).strip()
-    if value in allowed:
-        return value
-    message = (
-        f"read but not acted on: policy {value!r} is not implemented; the configured device scoring applies"
-        if value in ignored
-        else f"unknown policy {value!r} (one of {', '.join(allowed + ignored)}): the configured scoring applies"
-    )
-    warnings.append(FieldIssue(path=annotation_path(key), code="Ignored", message=message, value=value))
-    return ""
-
-
-def _node_names(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[str, ...] | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, list) or not all(isinstance(x, str) and x for x in raw):
-        issues.append(FieldIssue(path=path, code="InvalidAnnotation", message="must be a list of node names"))
-        return None
-    seen: list[str] = []
-    for x in raw:
-        if x not in seen:
-            seen.append(x)
-    return tuple(seen)
-
-
-def _scheduling_hint(
-    ann: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
-) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
-    key = ANN_SCHEDULING_HINT
-    if ann.get(key) is None and ann.get(ANN_SCHEDULING_HINT_OLD) is not None:
-        key = ANN_SCHEDULING_HINT_OLD
-        warnings.append(
-            FieldIssue(
-                path=annotation_path(key),
-                code="Deprecated",
-                message=f"deprecated key; use {ANN_SCHEDULING_HINT} (read the same way)",
-            )
-        )
-    value = decode_annotation(dict(ann), key, issues)
-    if value is None:
-        return None, ()
-    if not isinstance(value, dict):
-        issues.append(
-            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
-        )
-        return None, ()
-    for field in sorted(set(value) - {"nodeNames", "preferredNodeNames", "extensions"}):
-        issues.append(
-            FieldIssue(
-                path=annotation_path(key, f".{field}"),
-                code="InvalidAnnotation",
-                message="unknown field; supported: extensions, nodeNames, preferredNodeNames",
-            )
-        )
-    if value.get("extensions"):
-        warnings.append(
-            FieldIssue(
-                path=annotation_path(key, ".extensions"),
-                code="Ignored",
-                message="read but not acted on: no scheduling-hint extension is implemented",
-            )
-        )
-    required = _node_names(value.get("nodeNames"), annotation_path(key, ".nodeNames"), issues)
-    preferred = _node_names(
-        value.get("preferredNodeNames"), annotation_path(key, ".preferredNodeNames"), issues
-    )
-    return required, preferred or ()
-
-
-def _affinity(
-    spec: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
-) -> tuple[NodeSelectorTerm, ...] | None:
-    aff = spec.get("affinity")
-    if aff is None:
-        return None
-    if not isinstance(aff, Mapping):
-        issues.append(FieldIssue(path="spec.affinity", message="must be an object"))
-        return None
-    for kind in ("podAffinity", "podAntiAffinity"):
-        if aff.get(kind):
-            warnings.append(
-                FieldIssue(
-                    path=f"spec.affinity.{kind}",
-                    code="Ignored",
-                    message="read but not acted on: inter-pod affinity is not evaluated by Allot's placement",
-                )
-            )
-    node_aff = aff.get("nodeAffinity")
-    if node_aff is None:
-        return None
-    if not isinstance(node_aff, Mapping):
-        issues.append(FieldIssue(path="spec.affinity.nodeAffinity", message="must be an object"))
-        return None
-    if node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"):
-        warnings.append(
-            FieldIssue(
-                path="spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                code="Ignored",
-                message="read but not acted on: preferred node affinity does not score nodes in Allot",
-            )
-        )
-    required = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required is None:
-        return None
-    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
-    return parse_node_selector_terms(
-        terms if terms is not None else [],
-        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
-        issues,
-    )
-
-
 def _bool_label(labels: Mapping[str, str], key: str, default: bool, issues: list[FieldIssue]) -> bool:
     raw = labels.get(key)
     if raw is None or raw == "":
@@ -582,63 +201,27 @@ def _initialized_at(status: Mapping[str, Any], warnings: list[FieldIssue]) -> in
 # --- the pod -------------------------------------------------------------------------------------------------------
 
 
-def parse_pod(
-    manifest: Mapping[str, Any],
-    issues: list[FieldIssue],
-    warnings: list[FieldIssue],
-    context: PodContext = DEFAULT_CONTEXT,
-) -> Pod | None:
-    """Read and validate a ``v1 Pod``; ``None`` (with ``issues``) when anything is refused."""
-    start = len(issues)
-    meta = read_meta(manifest, issues, namespaced=True)
-    spec = manifest.get("spec")
-    if spec is None:
-        spec = {}
-    if not isinstance(spec, Mapping):
-        issues.append(FieldIssue(path="spec", message="must be an object"))
-        return None
-    status = manifest.get("status") or {}
-    if not isinstance(status, Mapping):
-        issues.append(FieldIssue(path="status", message="must be an object"))
-        status = {}
-    if not isinstance(spec.get("containers"), list) or not spec.get("containers"):
-        issues.append(
-            FieldIssue(path="spec.containers", code="Required", message="at least one container is required")
-        )
-    labels, ann = meta.labels, meta.annotations
+class _Priority(NamedTuple):
+    priority: int
+    class_name: str
+    never: bool
+    kube_qos: str
+    koord_qos: str
+    koord_priority: str
 
-    containers = _containers(spec, issues)
-    overhead = spec.get("overhead")
-    if overhead is not None:
-        if not isinstance(overhead, Mapping):
-            issues.append(
-                FieldIssue(path="spec.overhead", message="must be a mapping of resource name to quantity")
-            )
-        else:
-            _quantities(overhead, "spec.overhead", issues)
-    if len(issues) > start:
-        return None
-    requests = pod_requests(spec, issues)
-    raw_gpu = [c.requests.get(n.KOORD_GPU, c.limits.get(n.KOORD_GPU)) for c in containers]
-    if any(v == 0 for v in raw_gpu):
-        issues.append(
-            FieldIssue(
-                path=f"spec.containers[*].resources.requests[{n.KOORD_GPU}]",
-                code="InvalidValue",
-                message='Invalid value: "0": the requested GPU must be greater than zero',
-            )
-        )
-    kube_qos = _kube_qos(containers)
-    if ANN_RESERVE_POD in ann:
-        issues.append(
-            FieldIssue(
-                path=annotation_path(ANN_RESERVE_POD),
-                code="Forbidden",
-                message="Forbidden: cannot set in annotations (it marks the placeholder pods of Reservations)",
-            )
-        )
+
+def _read_priority(
+    spec: Mapping[str, Any],
+    labels: Mapping[str, str],
+    requests: dict[str, int],
+    kube_qos: str,
+    context: PodContext,
+    issues: list[FieldIssue],
+) -> _Priority:
+    """Priority and priority class (refused combinations with the QoS class included), then the Koordinator QoS and
+    priority classes with their defaults."""
     before_priority = len(issues)
-    priority, pc_name, never, priority_given = _priority(spec, context, issues)
+    priority, pc_name, never, priority_given = read_priority(spec, context, issues)
     resolved = priority if priority_given else None
     issues.extend(
         qos_issues(
@@ -650,8 +233,25 @@ def parse_pod(
         )
     )
     koord_qos = koord_qos_of(labels, kube_qos)
-    koord_priority = koord_priority_of(labels, resolved, koord_qos)
+    return _Priority(
+        priority, pc_name, never, kube_qos, koord_qos, koord_priority_of(labels, resolved, koord_qos)
+    )
 
+
+class _Devices(NamedTuple):
+    devices: dict[str, DeviceRequest]
+    hints: dict[str, DeviceHint]
+    joint: JointSpec | None
+    partition: PartitionSpec | None
+    resource_spec: ResourceSpec
+    numa_spec: NUMASpec
+
+
+def _read_devices(
+    ann: Mapping[str, Any], requests: dict[str, int], start: int, issues: list[FieldIssue]
+) -> _Devices:
+    """The device annotations (hints, joint allocation, partition, resource and NUMA specs) and the device requests,
+    computed only when nothing was refused so far (``start``: the issue count when reading began)."""
     hints = parse_hints(decode_annotation(dict(ann), n.ANN_DEVICE_ALLOCATE_HINT, issues), issues)
     joint = parse_joint(decode_annotation(dict(ann), n.ANN_DEVICE_JOINT_ALLOCATE, issues), issues)
     partition = parse_partition_spec(decode_annotation(dict(ann), n.ANN_GPU_PARTITION_SPEC, issues), issues)
@@ -674,26 +274,12 @@ def parse_pod(
             t for t in joint.device_types if t in devices and strategies.get(t, ("", ""))[0] != "ApplyForAll"
         )
         joint = JointSpec(device_types=kept, required_scope=joint.required_scope) if len(kept) > 1 else None
+    return _Devices(devices, hints, joint, partition, rspec, nspec)
 
-    node_selector = spec.get("nodeSelector") or {}
-    if not isinstance(node_selector, Mapping):
-        issues.append(FieldIssue(path="spec.nodeSelector", message="must be a map of strings"))
-        node_selector = {}
-    affinity = _affinity(spec, issues, warnings)
-    tolerations = parse_tolerations(spec.get("tolerations"), "spec.tolerations", issues)
-    node_name = spec.get("nodeName")
-    if node_name is not None and not isinstance(node_name, str):
-        issues.append(FieldIssue(path="spec.nodeName", message="must be a string"))
-        node_name = ""
-    required_nodes, preferred_nodes = _scheduling_hint(ann, issues, warnings)
-    for key, why in HAMI_NOT_ACTED_ON.items():
-        if key in ann:
-            warnings.append(FieldIssue(path=annotation_path(key), code="Ignored", message=why))
-    node_policy = _hami_policy(ann, HAMI_NODE_POLICY, ("binpack", "spread"), (), warnings)
-    gpu_policy = _hami_policy(
-        ann, HAMI_GPU_POLICY, ("binpack", "spread"), ("topology-aware", "mutex", "numa"), warnings
-    )
 
+def _read_quota(labels: Mapping[str, str], context: PodContext, issues: list[FieldIssue]) -> tuple[str, bool]:
+    """The elastic quota the pod names (checked against the known quotas when the door knows them) and whether
+    it may be preempted."""
     quota = labels.get(QUOTA_LABEL, "")
     if quota and context.quotas is not None and quota not in context.quotas:
         issues.append(
@@ -704,12 +290,12 @@ def parse_pod(
                 value=quota,
             )
         )
-    preemptible = _bool_label(labels, PREEMPTIBLE_LABEL, True, issues)
-    sub_priority = read_sub_priority(labels, issues)
-    gang = read_pod_gang(meta.namespace, ann, labels, issues, warnings)
-    reservation = parse_pod_reservation(ann, labels, issues)
+    return quota, _bool_label(labels, PREEMPTIBLE_LABEL, True, issues)
 
-    bound: BoundAllocation | None = None
+
+def _read_bound(node_name: str, ann: Mapping[str, Any], warnings: list[FieldIssue]) -> BoundAllocation | None:
+    """A bound pod's allocation from its annotations; on a pod not bound yet, a ``device-allocated`` annotation is
+    a warning (the scheduler writes its own)."""
     if node_name:
         # The pod runs there whatever its annotations say: what cannot be read is reported and the pod is
         # accounted by its requests alone (its resources come back when it goes).
@@ -727,7 +313,8 @@ def parse_pod(
             )
             for i in unreadable
         )
-    elif ann.get(n.ANN_DEVICE_ALLOCATED) not in (None, ""):
+        return bound
+    if ann.get(n.ANN_DEVICE_ALLOCATED) not in (None, ""):
         warnings.append(
             FieldIssue(
                 path=annotation_path(n.ANN_DEVICE_ALLOCATED),
@@ -736,6 +323,90 @@ def parse_pod(
                 "time, replacing this value",
             )
         )
+    return None
+
+
+def _read_sections(
+    manifest: Mapping[str, Any], issues: list[FieldIssue]
+) -> tuple[Meta, Mapping[str, Any], Mapping[str, Any]] | None:
+    """Metadata, ``spec`` and ``status``; ``None`` when ``spec`` is not an object."""
+    meta = read_meta(manifest, issues, namespaced=True)
+    spec = manifest.get("spec")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, Mapping):
+        issues.append(FieldIssue(path="spec", message="must be an object"))
+        return None
+    status = manifest.get("status") or {}
+    if not isinstance(status, Mapping):
+        issues.append(FieldIssue(path="status", message="must be an object"))
+        status = {}
+    if not isinstance(spec.get("containers"), list) or not spec.get("containers"):
+        issues.append(
+            FieldIssue(path="spec.containers", code="Required", message="at least one container is required")
+        )
+    return meta, spec, status
+
+
+def _resource_issues(
+    containers: tuple[Container, ...], ann: Mapping[str, Any], issues: list[FieldIssue]
+) -> None:
+    """What the pod's resources and annotations may not say: ``koordinator.sh/gpu: 0`` and the reserved
+    ``reserve-pod`` annotation."""
+    raw_gpu = [c.requests.get(n.KOORD_GPU, c.limits.get(n.KOORD_GPU)) for c in containers]
+    if any(v == 0 for v in raw_gpu):
+        issues.append(
+            FieldIssue(
+                path=f"spec.containers[*].resources.requests[{n.KOORD_GPU}]",
+                code="InvalidValue",
+                message='Invalid value: "0": the requested GPU must be greater than zero',
+            )
+        )
+    if ANN_RESERVE_POD in ann:
+        issues.append(
+            FieldIssue(
+                path=annotation_path(ANN_RESERVE_POD),
+                code="Forbidden",
+                message="Forbidden: cannot set in annotations (it marks the placeholder pods of Reservations)",
+            )
+        )
+
+
+def parse_pod(
+    manifest: Mapping[str, Any],
+    issues: list[FieldIssue],
+    warnings: list[FieldIssue],
+    context: PodContext = DEFAULT_CONTEXT,
+) -> Pod | None:
+    """Read and validate a ``v1 Pod``, section by section; ``None`` (with ``issues``) when anything is refused."""
+    start = len(issues)
+    sections = _read_sections(manifest, issues)
+    if sections is None:
+        return None
+    meta, spec, status = sections
+    labels, ann = meta.labels, meta.annotations
+    containers = read_containers(spec, issues)
+    overhead = spec.get("overhead")
+    if overhead is not None:
+        if not isinstance(overhead, Mapping):
+            issues.append(
+                FieldIssue(path="spec.overhead", message="must be a mapping of resource name to quantity")
+            )
+        else:
+            read_quantities(overhead, "spec.overhead", issues)
+    if len(issues) > start:
+        return None
+    requests = pod_requests(spec, issues)
+    kube_qos = kube_qos_of(containers)
+    _resource_issues(containers, ann, issues)
+    prio = _read_priority(spec, labels, requests, kube_qos, context, issues)
+    dev = _read_devices(ann, requests, start, issues)
+    where = read_where(spec, ann, issues, warnings)
+    quota, preemptible = _read_quota(labels, context, issues)
+    sub_priority = read_sub_priority(labels, issues)
+    gang = read_pod_gang(meta.namespace, ann, labels, issues, warnings)
+    reservation = parse_pod_reservation(ann, labels, issues)
+    bound = _read_bound(where.node_name, ann, warnings)
     if len(issues) > start:
         return None
     load_estimation = read_load_estimation(ann, warnings)
@@ -747,35 +418,35 @@ def parse_pod(
         uid=meta.uid,
         labels=dict(sorted(labels.items())),
         owners=meta.owners,
-        node_name=node_name or "",
+        node_name=where.node_name,
         phase=phase if isinstance(phase, str) else "",
         terminating=meta.terminating,
         start_time=str(start_time) if start_time else None,
-        priority=priority,
-        priority_class_name=pc_name,
-        preemption_never=never,
+        priority=prio.priority,
+        priority_class_name=prio.class_name,
+        preemption_never=prio.never,
         sub_priority=sub_priority,
-        kube_qos=kube_qos,
-        koord_qos=koord_qos,
-        koord_priority=koord_priority,
+        kube_qos=prio.kube_qos,
+        koord_qos=prio.koord_qos,
+        koord_priority=prio.koord_priority,
         requests=requests,
-        limits=_pod_limits(containers),
+        limits=pod_limits(containers),
         containers=containers,
-        devices=devices,
-        hints=hints,
-        joint=joint,
-        partition=partition,
-        resource_spec=rspec,
-        numa_spec=nspec,
-        node_selector=tuple(sorted((str(k), str(v)) for k, v in node_selector.items())),
-        affinity=affinity,
-        tolerations=tolerations,
-        required_nodes=required_nodes,
-        preferred_nodes=preferred_nodes,
+        devices=dev.devices,
+        hints=dev.hints,
+        joint=dev.joint,
+        partition=dev.partition,
+        resource_spec=dev.resource_spec,
+        numa_spec=dev.numa_spec,
+        node_selector=where.node_selector,
+        affinity=where.affinity,
+        tolerations=where.tolerations,
+        required_nodes=where.required_nodes,
+        preferred_nodes=where.preferred_nodes,
         isolation_provider=labels.get(n.LABEL_GPU_ISOLATION_PROVIDER, ""),
-        gpu_filter=_gpu_filter(ann),
-        node_policy=node_policy,
-        gpu_policy=gpu_policy,
+        gpu_filter=where.gpu_filter,
+        node_policy=where.node_policy,
+        gpu_policy=where.gpu_policy,
         quota=quota,
         preemptible=preemptible,
         gang=gang,

@@ -41,8 +41,8 @@ from allot_contracts.kube import koord_priority_class
 from allot_contracts.objects import names as n
 from allot_contracts.objects.colocation_profile import ColocationProfile, draw, pod_identity, profile_matches
 from allot_contracts.objects.gang import LABEL_SUB_PRIORITY
-from allot_contracts.objects.pod import PriorityClassInfo
 from allot_contracts.objects.pod_patch import PatchError, merge_pod_patch
+from allot_contracts.objects.pod_priority import PriorityClassInfo
 from allot_contracts.quantity import QuantityError, to_canonical
 
 __all__ = ["ProfileMutation", "apply_profiles", "namespace_labels"]

@@ -29,6 +29,7 @@ from typing import Any, Final
 from allot_contracts.issues import FieldIssue, label_path
 from allot_contracts.objects import names as n
 from allot_contracts.objects.gang import LABEL_SUB_PRIORITY
+from allot_contracts.objects.meta import metadata_of
 
 __all__ = [
     "FORBIDDEN_PRIORITIES",
@@ -41,12 +42,7 @@ __all__ = [
 ]
 
 CPU_REQUESTS_PATH: Final = "spec.containers[*].resources.requests[cpu]"
-_BANDS: Final = (
-    (9000, 9999, "koord-prod"),
-    (7000, 7999, "koord-mid"),
-    (5000, 5999, "koord-batch"),
-    (3000, 3999, "koord-free"),
-)
+_BANDS_TEXT: Final = ", ".join(f"{name} {low}-{high}" for name, low, high in n.PRIORITY_BANDS)
 # QoS class -> the raw priority classes it may not be combined with ("" = no Koordinator priority).
 FORBIDDEN_PRIORITIES: Final = {
     "BE": ("", "koord-prod"),
@@ -68,7 +64,7 @@ def priority_class_raw(labels: Mapping[str, str], priority: int | None) -> str:
         value = labels[n.LABEL_PRIORITY_CLASS]
         return value if value in n.PRIORITY_CLASSES else ""
     if priority is not None:
-        for low, high, name in _BANDS:
+        for name, low, high in n.PRIORITY_BANDS:
             if low <= priority <= high:
                 return name
     return ""
@@ -101,7 +97,7 @@ def _priority_source(labels: Mapping[str, str], priority: int | None, class_name
         return f"from {where}"
     return (
         f"the pod has no {n.LABEL_PRIORITY_CLASS} label and {where} is in no Koordinator priority band "
-        "(koord-prod 9000-9999, koord-mid 7000-7999, koord-batch 5000-5999, koord-free 3000-3999)"
+        f"({_BANDS_TEXT})"
     )
 
 
@@ -176,8 +172,7 @@ def qos_issues(
 
 
 def _labels(manifest: Mapping[str, Any]) -> Mapping[str, str]:
-    meta = manifest.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    labels = metadata_of(manifest).get("labels")
     if not isinstance(labels, Mapping):
         return {}
     return {str(k): v for k, v in labels.items() if isinstance(v, str)}

@@ -24,8 +24,7 @@ from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.meta import read_meta
 from allot_contracts.quantity import QuantityError, format_quantity, parse_quantity, to_canonical
 from allot_contracts.quantity_limits import range_issue
-
-RL = dict[str, int]
+from allot_contracts.resources import ResourceList, format_resource_list, negatives
 
 PREFIX: Final = "quota.scheduling.koordinator.sh/"
 LABEL_IS_PARENT: Final = PREFIX + "is-parent"
@@ -64,20 +63,6 @@ def parent_quota_message(quota: str, pod: str) -> str:
     return f"pod can not be linked to a parentQuotaGroup,quota:{quota}, pod:{pod}"
 
 
-def parse_list(raw: Any) -> RL:
-    """Parse a manifest ResourceList (``{"cpu": "500m"}``) into canonical integers; raises ``QuantityError``."""
-    return {str(k): to_canonical(str(k), v) for k, v in raw.items()}
-
-
-def negatives(a: RL) -> list[str]:
-    return sorted(k for k, v in a.items() if v < 0)
-
-
-def quantities(a: RL) -> dict[str, str]:
-    """Kubernetes quantity strings, keys sorted (the JSON shape used in decisions and snapshots)."""
-    return {k: format_quantity(k, a[k]) for k in sorted(a)}
-
-
 class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True):
     """What one ElasticQuota means to the engine (canonical integers; ``parent`` normalised to the root)."""
 
@@ -90,17 +75,17 @@ class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True):
     is_root: bool = False
     ignore_default_tree: bool = False
     allow_force_update: bool = False
-    min: RL = msgspec.field(default_factory=dict)
-    max: RL = msgspec.field(default_factory=dict)
-    shared_weight: RL | None = None  # None: weight = max
+    min: ResourceList = msgspec.field(default_factory=dict)
+    max: ResourceList = msgspec.field(default_factory=dict)
+    shared_weight: ResourceList | None = None  # None: weight = max
     namespaces: tuple[str, ...] = ()
-    total_resource: RL | None = None  # tree roots only
+    total_resource: ResourceList | None = None  # tree roots only
     profile: str = ""  # "<ns>/<name>" of the ElasticQuotaProfile that manages it, if any
     unlimited: bool = False  # the built-in root: no max, pods never land here
     strict_keys: tuple[str, ...] = ()  # max-strict-check-resource-keys: max may not drop below used
 
     @property
-    def weight(self) -> RL:
+    def weight(self) -> ResourceList:
         """Effective shared weight, as Koordinator's quota webhook completes the annotation and its scheduler reads
         it: each resource of max weighs what the annotation says, or its max when the annotation does not list it
         (resources max does not list are dropped); no annotation, or one whose weights are all zero, means max."""
@@ -120,11 +105,13 @@ class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True):
             "is_root": self.is_root,
             "ignore_default_tree": self.ignore_default_tree,
             "allow_force_update": self.allow_force_update,
-            "min": quantities(self.min),
-            "max": quantities(self.max),
-            "shared_weight": None if self.shared_weight is None else quantities(self.shared_weight),
+            "min": format_resource_list(self.min),
+            "max": format_resource_list(self.max),
+            "shared_weight": None if self.shared_weight is None else format_resource_list(self.shared_weight),
             "namespaces": list(self.namespaces),
-            "total_resource": None if self.total_resource is None else quantities(self.total_resource),
+            "total_resource": None
+            if self.total_resource is None
+            else format_resource_list(self.total_resource),
             "profile": self.profile,
             "strict_keys": list(self.strict_keys),
         }
@@ -152,7 +139,7 @@ def _dims(keys: list[str]) -> str:
     return "[" + " ".join(keys) + "]"
 
 
-def _resource_list(raw: Any, field: str, errors: list[FieldIssue]) -> RL:
+def _resource_list(raw: Any, field: str, errors: list[FieldIssue]) -> ResourceList:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -160,7 +147,7 @@ def _resource_list(raw: Any, field: str, errors: list[FieldIssue]) -> RL:
             FieldIssue(path=field, code="Invalid", message="must be a map of resource name to quantity")
         )
         return {}
-    out: RL = {}
+    out: ResourceList = {}
     for k, v in raw.items():
         try:
             amount = to_canonical(str(k), v)
@@ -189,20 +176,8 @@ def _json_annotation(annotations: dict[str, Any], key: str, errors: list[FieldIs
         return None
 
 
-def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldIssue]]:
-    """Read and self-check one ElasticQuota manifest."""
-    errors: list[FieldIssue] = []
-    if manifest.get("apiVersion") != QUOTA_API or manifest.get("kind") != "ElasticQuota":
-        got = f"{manifest.get('apiVersion')}/{manifest.get('kind')}"
-        msg = f"expected apiVersion {QUOTA_API} and kind ElasticQuota"
-        return None, [FieldIssue(path="kind", code="NotSupported", value=got, message=msg)]
-    meta = read_meta(
-        manifest, errors, namespaced=True
-    )  # label values must be strings, as the API server says
-    spec = manifest.get("spec") or {}
-    name, namespace = meta.name, meta.namespace
-    labels: dict[str, str] = dict(meta.labels)
-    annotations = dict(meta.annotations)
+def _flags(labels: dict[str, str], errors: list[FieldIssue]) -> dict[str, bool]:
+    """The boolean labels, each with its default when absent or empty."""
     flags: dict[str, bool] = {}
     for key, default in _BOOL_LABELS.items():
         raw = labels.get(key)
@@ -215,14 +190,12 @@ def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldI
                 FieldIssue(path=_label(key), code="Invalid", value=raw, message='must be "true" or "false"')
             )
             flags[key] = default
-    mins = _resource_list(spec.get("min"), "spec.min", errors)
-    maxs = _resource_list(spec.get("max"), "spec.max", errors)
-    for field_name, values, what in (("spec.max", maxs, "Max"), ("spec.min", mins, "Min")):
-        neg = negatives(values)
-        if neg:
-            msg = f"{name} quota.Spec.{what}'s value < 0, in dimensions :{_dims(neg)}"
-            errors.append(FieldIssue(path=field_name, code="Invalid", message=msg))
-    weight: RL | None = None
+    return flags
+
+
+def _shared_weight(annotations: dict[str, Any], name: str, errors: list[FieldIssue]) -> ResourceList | None:
+    """The ``shared-weight`` annotation: a ResourceList of non-negative quantities."""
+    weight: ResourceList | None = None
     raw_weight = _json_annotation(annotations, ANNO_SHARED_WEIGHT, errors)
     if raw_weight is not None:
         if not isinstance(raw_weight, dict):
@@ -240,6 +213,13 @@ def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldI
             if neg:
                 msg = f"{name} quota.Annotation[{ANNO_SHARED_WEIGHT}]'s value < 0, in dimension :{_dims(neg)}"
                 errors.append(FieldIssue(path=_anno(ANNO_SHARED_WEIGHT), code="Invalid", message=msg))
+    return weight
+
+
+def _name_lists(
+    annotations: dict[str, Any], name: str, errors: list[FieldIssue]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The ``namespaces`` and ``max-strict-keys`` annotations (sorted, without duplicates)."""
     namespaces: tuple[str, ...] = ()
     raw_ns = _json_annotation(annotations, ANNO_NAMESPACES, errors)
     if raw_ns is not None:
@@ -262,7 +242,34 @@ def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldI
             errors.append(FieldIssue(path=_anno(ANNO_MAX_STRICT_KEYS), code="Invalid", message=msg))
         else:
             strict = tuple(sorted(set(raw_strict)))
-    total: RL | None = None
+    return namespaces, strict
+
+
+def parse_quota(manifest: dict[str, Any]) -> tuple[QuotaSpec | None, list[FieldIssue]]:
+    """Read and self-check one ElasticQuota manifest."""
+    errors: list[FieldIssue] = []
+    if manifest.get("apiVersion") != QUOTA_API or manifest.get("kind") != "ElasticQuota":
+        got = f"{manifest.get('apiVersion')}/{manifest.get('kind')}"
+        msg = f"expected apiVersion {QUOTA_API} and kind ElasticQuota"
+        return None, [FieldIssue(path="kind", code="NotSupported", value=got, message=msg)]
+    meta = read_meta(
+        manifest, errors, namespaced=True
+    )  # label values must be strings, as the API server says
+    spec = manifest.get("spec") or {}
+    name, namespace = meta.name, meta.namespace
+    labels: dict[str, str] = dict(meta.labels)
+    annotations = dict(meta.annotations)
+    flags = _flags(labels, errors)
+    mins = _resource_list(spec.get("min"), "spec.min", errors)
+    maxs = _resource_list(spec.get("max"), "spec.max", errors)
+    for field_name, values, what in (("spec.max", maxs, "Max"), ("spec.min", mins, "Min")):
+        neg = negatives(values)
+        if neg:
+            msg = f"{name} quota.Spec.{what}'s value < 0, in dimensions :{_dims(neg)}"
+            errors.append(FieldIssue(path=field_name, code="Invalid", message=msg))
+    weight = _shared_weight(annotations, name, errors)
+    namespaces, strict = _name_lists(annotations, name, errors)
+    total: ResourceList | None = None
     raw_total = _json_annotation(annotations, ANNO_TOTAL_RESOURCE, errors)
     if raw_total is not None:
         total = _resource_list(raw_total, _anno(ANNO_TOTAL_RESOURCE), errors)

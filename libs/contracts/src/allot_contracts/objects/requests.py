@@ -32,6 +32,10 @@ __all__ = ["DeviceRequest", "device_requests", "pod_requests"]
 _MIB = 2**20
 _REQ_PATH = "spec.containers[*].resources.requests"
 _NON_INTEGER_OK = frozenset({n.CPU, n.MEMORY, n.EPHEMERAL_STORAGE})
+# The allocated device types other than GPUs, each requested by one resource as a count or a percentage.
+_WHOLE_DEVICE_RESOURCES = tuple(
+    (t.name, next(iter(t.resources))) for t in n.DEVICE_TYPE_REGISTRY if t.allocated and t.name != n.GPU
+)
 
 
 class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -307,7 +311,7 @@ def device_requests(
         req = _gpu_request(gpu, errors)
         if req is not None:
             out[n.GPU] = req
-    for dtype, name in ((n.RDMA_TYPE, n.RDMA), (n.FPGA_TYPE, n.FPGA)):
+    for dtype, name in _WHOLE_DEVICE_RESOURCES:
         q = requests.get(name, 0)
         if q:
             strategy, exclusive = strategies.get(dtype, ("", ""))

@@ -5,8 +5,8 @@ Responsibility:
   allocateOnce, allocatePolicy with ``reservation-restricted-options``, unschedulable, taints, the
   ``reservation-order`` label), every problem a ``FieldIssue`` with its path; what is read but not acted on
   (``preAllocation``) is a warning.
-- ``parse_pod_reservation``: the pod's ``reservation-affinity`` and ``exact-match-reservation`` annotations, the
-  ``reservation-ignored`` and ``disable-preemptible`` labels and (for bound pods) ``reservation-allocated``.
+- the pod side (``parse_pod_reservation``: a pod's reservation annotations and labels) is
+  :mod:`allot_contracts.objects.reservation_pod`.
 - ``reserve_pod``: the pod a Reservation is scheduled as (upstream's "reserve pod"): the template with the
   Reservation's labels and annotations laid over it.
 
@@ -23,57 +23,44 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue, annotation_path, label_path
-from allot_contracts.objects import names as n
+from allot_contracts.objects.meta import metadata_of
 from allot_contracts.objects.requests import pod_requests
+from allot_contracts.objects.reservation_pod import (
+    RESERVATION_PREFIX,
+    decode_json_annotation,
+    read_resource_names,
+    read_string_map,
+    unknown_field_issues,
+)
 from allot_contracts.objects.selectors import (
     LabelSelector,
-    NodeSelectorTerm,
     Taint,
-    Toleration,
     parse_label_selector,
-    parse_node_selector_terms,
-    parse_tolerations,
 )
 from allot_contracts.objects.times import DurationError, parse_duration_us, parse_timestamp_us
 
 __all__ = [
-    "ANN_EXACT_MATCH",
-    "ANN_RESERVATION_AFFINITY",
-    "ANN_RESERVATION_ALLOCATED",
     "ANN_RESERVE_POD",
     "ANN_RESTRICTED_OPTIONS",
     "API_VERSION",
     "DEFAULT_TTL_US",
     "KIND",
-    "LABEL_DISABLE_PREEMPTIBLE",
-    "LABEL_RESERVATION_IGNORED",
     "LABEL_RESERVATION_ORDER",
     "POLICIES",
     "OwnerController",
     "OwnerObject",
-    "OwnerRef",
-    "PodReservation",
     "Reservation",
-    "ReservationAffinity",
     "ReservationOwner",
-    "parse_owner_references",
-    "parse_pod_reservation",
     "parse_reservation",
     "reserve_pod",
 ]
 
 API_VERSION: Final = "scheduling.koordinator.sh/v1alpha1"
 KIND: Final = "Reservation"
-_PREFIX: Final = "scheduling.koordinator.sh"
-ANN_RESERVATION_ALLOCATED: Final = f"{_PREFIX}/reservation-allocated"
-ANN_RESERVATION_AFFINITY: Final = f"{_PREFIX}/reservation-affinity"
-ANN_RESTRICTED_OPTIONS: Final = f"{_PREFIX}/reservation-restricted-options"
-ANN_EXACT_MATCH: Final = f"{_PREFIX}/exact-match-reservation"
-ANN_RESERVE_POD: Final = f"{_PREFIX}/reserve-pod"
-ANN_RESERVATION_NAME: Final = f"{_PREFIX}/reservation-name"
-LABEL_RESERVATION_IGNORED: Final = f"{_PREFIX}/reservation-ignored"
-LABEL_RESERVATION_ORDER: Final = f"{_PREFIX}/reservation-order"
-LABEL_DISABLE_PREEMPTIBLE: Final = f"{_PREFIX}/disable-preemptible"
+ANN_RESTRICTED_OPTIONS: Final = f"{RESERVATION_PREFIX}/reservation-restricted-options"
+ANN_RESERVE_POD: Final = f"{RESERVATION_PREFIX}/reserve-pod"
+ANN_RESERVATION_NAME: Final = f"{RESERVATION_PREFIX}/reservation-name"
+LABEL_RESERVATION_ORDER: Final = f"{RESERVATION_PREFIX}/reservation-order"
 LABEL_POD_PRIORITY: Final = "koordinator.sh/priority"
 DEFAULT_TTL_US: Final = 24 * 3600 * 1_000_000
 POLICIES: Final = ("", "Aligned", "Restricted")
@@ -122,16 +109,6 @@ class ReservationOwner(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=
     selector: LabelSelector | None = None
 
 
-class OwnerRef(msgspec.Struct, frozen=True, kw_only=True):
-    """One ``metadata.ownerReferences`` entry of a pod."""
-
-    api_version: str = ""
-    kind: str = ""
-    name: str = ""
-    uid: str = ""
-    controller: bool = False
-
-
 class Reservation(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     uid: str = ""
@@ -167,85 +144,7 @@ class Reservation(msgspec.Struct, frozen=True, kw_only=True):
         return min(times)
 
 
-class ReservationAffinity(msgspec.Struct, frozen=True, kw_only=True):
-    """The pod's ``reservation-affinity``: its presence makes using a reservation required."""
-
-    name: str = ""
-    selector: tuple[tuple[str, str], ...] = ()  # reservationSelector (labels, ANDed)
-    terms: tuple[NodeSelectorTerm, ...] | None = None  # requiredDuring…reservationSelectorTerms (ORed)
-    tolerations: tuple[Toleration, ...] = ()
-
-
-class PodReservation(msgspec.Struct, frozen=True, kw_only=True):
-    """What a pod says about reservations."""
-
-    affinity: ReservationAffinity | None = None
-    exact_match: tuple[str, ...] = ()
-    ignored: bool = False
-    preemptible: bool = True  # label disable-preemptible != "true"
-    allocated: tuple[str, str] | None = None  # (name, uid) from reservation-allocated (bound pods)
-
-
 # --- helpers -------------------------------------------------------------------------------------------------------
-
-
-def _str_map(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, str]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        issues.append(FieldIssue(path=path, message="must be a map of strings"))
-        return {}
-    out: dict[str, str] = {}
-    for k in sorted(raw):
-        v = raw[k]
-        if isinstance(v, str):
-            out[str(k)] = v
-        elif isinstance(v, int | float | bool) and not isinstance(v, bool):
-            out[str(k)] = str(v)
-        else:
-            issues.append(FieldIssue(path=f"{path}.{k}", message="must be a string"))
-    return out
-
-
-def _decode(annotations: Mapping[str, Any], key: str, issues: list[FieldIssue]) -> Any:
-    """Annotation value: JSON text (a real object) or an already-decoded object (a YAML scenario)."""
-    raw = annotations.get(key)
-    if raw is None or raw == "":
-        return None
-    if isinstance(raw, str):
-        try:
-            return msgspec.json.decode(raw)
-        except msgspec.DecodeError as exc:
-            issues.append(
-                FieldIssue(
-                    path=annotation_path(key), code="InvalidAnnotation", message=f"invalid JSON: {exc}"
-                )
-            )
-            return None
-    return raw
-
-
-def _unknown(value: dict[str, Any], allowed: frozenset[str], path: str, issues: list[FieldIssue]) -> None:
-    for f in sorted(set(value) - allowed):
-        issues.append(
-            FieldIssue(
-                path=f"{path}.{f}",
-                code="FieldValueNotSupported",
-                message=f"unknown field; supported: {', '.join(sorted(allowed))}",
-            )
-        )
-
-
-def _resource_names(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[str, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list) or not all(isinstance(v, str) and v for v in raw):
-        issues.append(
-            FieldIssue(path=path, code="InvalidAnnotation", message="must be a list of resource names")
-        )
-        return ()
-    names = [str(v) for v in raw]
-    return tuple(dict.fromkeys(n.DEPRECATED_ALIASES.get(v, v) for v in names))
 
 
 def _bool(raw: Any, path: str, default: bool, issues: list[FieldIssue]) -> bool:
@@ -278,7 +177,7 @@ def _owner(raw: Any, path: str, issues: list[FieldIssue]) -> ReservationOwner | 
             FieldIssue(path=path, message="must be an object with object, controller or labelSelector")
         )
         return None
-    _unknown(raw, frozenset({"object", "controller", "labelSelector"}), path, issues)
+    unknown_field_issues(raw, frozenset({"object", "controller", "labelSelector"}), path, issues)
     if not any(raw.get(k) is not None for k in ("object", "controller", "labelSelector")):
         issues.append(
             FieldIssue(
@@ -412,27 +311,7 @@ def _time(raw: Any, path: str, issues: list[FieldIssue]) -> int | None:
 # --- Reservation ---------------------------------------------------------------------------------------------------
 
 
-def parse_reservation(
-    manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
-) -> Reservation | None:
-    """Admit a Reservation manifest; ``None`` when ``issues`` grew (the reservation is refused)."""
-    before = len(issues)
-    meta = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
-    assert isinstance(meta, dict)
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
-    uid = meta.get("uid")
-    labels = _str_map(meta.get("labels"), "metadata.labels", issues)
-    annotations = _str_map(meta.get("annotations"), "metadata.annotations", issues)
-    created = _time(meta.get("creationTimestamp"), "metadata.creationTimestamp", issues)
-    spec = manifest.get("spec")
-    if not isinstance(spec, dict):
-        issues.append(FieldIssue(path="spec", code="Required", message="a Reservation needs a spec"))
-        return None
-    _unknown(spec, _SPEC_FIELDS, "spec", issues)
-    template, requests = _template(spec.get("template"), issues)
-
+def _owners(spec: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[ReservationOwner, ...]:
     owners_raw = spec.get("owners")
     owners: list[ReservationOwner] = []
     if not isinstance(owners_raw, list) or not owners_raw:
@@ -446,7 +325,13 @@ def parse_reservation(
             owner = _owner(o, f"spec.owners[{i}]", issues)
             if owner is not None:
                 owners.append(owner)
+    return tuple(owners)
 
+
+def _expiry(
+    spec: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> tuple[int | None, int | None]:
+    """``(ttl_us, expires_us)``, each ``None`` when not given."""
     ttl_us = None
     if spec.get("ttl") is not None:
         try:
@@ -465,7 +350,11 @@ def parse_reservation(
                 " (ttl: 0 disables expiry)",
             )
         )
+    return ttl_us, expires
 
+
+def _policy(spec: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]) -> str:
+    """``allocatePolicy`` (refused unless known); the pre-allocation fields Allot does not act on are warnings."""
     policy = spec.get("allocatePolicy") or ""
     if policy not in POLICIES:
         issues.append(
@@ -491,9 +380,15 @@ def parse_reservation(
                 path="spec.preAllocationPolicy", code="Ignored", message="pre-allocation is not supported"
             )
         )
+    return str(policy)
 
+
+def _restricted(
+    annotations: Mapping[str, Any], policy: str, issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> tuple[str, ...]:
+    """The resources of ``reservation-restricted-options`` (a warning unless the policy is Restricted)."""
     restricted: tuple[str, ...] = ()
-    options = _decode(annotations, ANN_RESTRICTED_OPTIONS, issues)
+    options = decode_json_annotation(annotations, ANN_RESTRICTED_OPTIONS, issues)
     if options is not None:
         if not isinstance(options, dict):
             issues.append(
@@ -504,8 +399,10 @@ def parse_reservation(
                 )
             )
         else:
-            _unknown(options, frozenset({"resources"}), annotation_path(ANN_RESTRICTED_OPTIONS), issues)
-            restricted = _resource_names(
+            unknown_field_issues(
+                options, frozenset({"resources"}), annotation_path(ANN_RESTRICTED_OPTIONS), issues
+            )
+            restricted = read_resource_names(
                 options.get("resources"), annotation_path(ANN_RESTRICTED_OPTIONS, ".resources"), issues
             )
         if policy != "Restricted":
@@ -516,22 +413,50 @@ def parse_reservation(
                     message="applies only to allocatePolicy Restricted",
                 )
             )
+    return restricted
 
-    order = 0
-    if LABEL_RESERVATION_ORDER in labels:
-        text = labels[LABEL_RESERVATION_ORDER]
-        if text.lstrip("-").isdigit():
-            order = int(text)
-        else:
-            issues.append(
-                FieldIssue(path=label_path(LABEL_RESERVATION_ORDER), message="must be an integer", value=text)
-            )
 
+def _order(labels: Mapping[str, str], issues: list[FieldIssue]) -> int:
+    """The ``reservation-order`` label (0 = none)."""
+    if LABEL_RESERVATION_ORDER not in labels:
+        return 0
+    text = labels[LABEL_RESERVATION_ORDER]
+    if text.lstrip("-").isdigit():
+        return int(text)
+    issues.append(
+        FieldIssue(path=label_path(LABEL_RESERVATION_ORDER), message="must be an integer", value=text)
+    )
+    return 0
+
+
+def parse_reservation(
+    manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> Reservation | None:
+    """Admit a Reservation manifest; ``None`` when ``issues`` grew (the reservation is refused)."""
+    before = len(issues)
+    meta = metadata_of(manifest)
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
+    uid = meta.get("uid")
+    labels = read_string_map(meta.get("labels"), "metadata.labels", issues)
+    annotations = read_string_map(meta.get("annotations"), "metadata.annotations", issues)
+    created = _time(meta.get("creationTimestamp"), "metadata.creationTimestamp", issues)
+    spec = manifest.get("spec")
+    if not isinstance(spec, dict):
+        issues.append(FieldIssue(path="spec", code="Required", message="a Reservation needs a spec"))
+        return None
+    unknown_field_issues(spec, _SPEC_FIELDS, "spec", issues)
+    template, requests = _template(spec.get("template"), issues)
+    owners = _owners(spec, issues)
+    ttl_us, expires = _expiry(spec, issues, warnings)
+    policy = _policy(spec, issues, warnings)
+    restricted = _restricted(annotations, policy, issues, warnings)
+    order = _order(labels, issues)
     node_name = ""
     tspec = template.get("spec") if isinstance(template, dict) else None
     if isinstance(tspec, dict) and isinstance(tspec.get("nodeName"), str):
         node_name = tspec["nodeName"]
-
     allocate_once = _bool(spec.get("allocateOnce"), "spec.allocateOnce", True, issues)
     unschedulable = _bool(spec.get("unschedulable"), "spec.unschedulable", False, issues)
     taints = _taints(spec.get("taints"), "spec.taints", issues)
@@ -545,11 +470,11 @@ def parse_reservation(
         annotations=annotations,
         template=template,
         requests=requests,
-        owners=tuple(owners),
+        owners=owners,
         ttl_us=ttl_us,
         expires_us=expires,
         allocate_once=allocate_once,
-        allocate_policy=str(policy),
+        allocate_policy=policy,
         restricted_resources=restricted,
         unschedulable=unschedulable,
         taints=taints,
@@ -574,9 +499,9 @@ def reserve_pod(r: Reservation) -> dict[str, Any]:
     if not isinstance(spec.get("priority"), int):
         label = r.labels.get(LABEL_POD_PRIORITY, "")
         spec["priority"] = int(label) if label.lstrip("-").isdigit() else _MAX_PRIORITY
-    labels = {**_str_map(tmeta.get("labels"), "", []), **r.labels}
+    labels = {**read_string_map(tmeta.get("labels"), "", []), **r.labels}
     annotations = {
-        **_str_map(tmeta.get("annotations"), "", []),
+        **read_string_map(tmeta.get("annotations"), "", []),
         **r.annotations,
         ANN_RESERVATION_NAME: r.name,
     }
@@ -592,121 +517,3 @@ def reserve_pod(r: Reservation) -> dict[str, Any]:
         },
         "spec": spec,
     }
-
-
-# --- the pod side --------------------------------------------------------------------------------------------------
-
-
-def parse_owner_references(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
-    """``metadata.ownerReferences`` of a pod (malformed entries are skipped: the API server validates them)."""
-    raw = meta.get("ownerReferences")
-    out: list[OwnerRef] = []
-    for ref in raw if isinstance(raw, list) else []:
-        if not isinstance(ref, dict):
-            continue
-        out.append(
-            OwnerRef(
-                api_version=str(ref.get("apiVersion") or ""),
-                kind=str(ref.get("kind") or ""),
-                name=str(ref.get("name") or ""),
-                uid=str(ref.get("uid") or ""),
-                controller=ref.get("controller") is True,
-            )
-        )
-    return tuple(out)
-
-
-_AFFINITY_FIELDS: Final = frozenset(
-    {"name", "reservationSelector", "requiredDuringSchedulingIgnoredDuringExecution", "tolerations"}
-)
-
-
-def _affinity(value: Any, issues: list[FieldIssue]) -> ReservationAffinity | None:
-    key = ANN_RESERVATION_AFFINITY
-    if not isinstance(value, dict):
-        issues.append(
-            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
-        )
-        return None
-    _unknown(value, _AFFINITY_FIELDS, annotation_path(key), issues)
-    before = len(issues)
-    name = value.get("name") or ""
-    if not isinstance(name, str):
-        issues.append(
-            FieldIssue(
-                path=annotation_path(key, ".name"), code="InvalidAnnotation", message="must be a string"
-            )
-        )
-        name = ""
-    selector = _str_map(
-        value.get("reservationSelector"), annotation_path(key, ".reservationSelector"), issues
-    )
-    terms = None
-    required = value.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required is not None:
-        rpath = annotation_path(key, ".requiredDuringSchedulingIgnoredDuringExecution")
-        if not isinstance(required, dict):
-            issues.append(FieldIssue(path=rpath, code="InvalidAnnotation", message="must be an object"))
-        else:
-            _unknown(required, frozenset({"reservationSelectorTerms"}), rpath, issues)
-            terms = parse_node_selector_terms(
-                required.get("reservationSelectorTerms") or [], f"{rpath}.reservationSelectorTerms", issues
-            )
-    tolerations = parse_tolerations(value.get("tolerations"), annotation_path(key, ".tolerations"), issues)
-    if len(issues) > before:
-        return None
-    return ReservationAffinity(
-        name=name, selector=tuple(sorted(selector.items())), terms=terms, tolerations=tolerations
-    )
-
-
-def parse_pod_reservation(
-    annotations: Mapping[str, Any], labels: Mapping[str, str], issues: list[FieldIssue]
-) -> PodReservation:
-    """The reservation-related annotations and labels of a pod (``issues`` gets what is malformed)."""
-    if not any(k.startswith(_PREFIX) for k in annotations) and not any(k.startswith(_PREFIX) for k in labels):
-        return _NONE
-    affinity = None
-    if ANN_RESERVATION_AFFINITY in annotations:
-        value = _decode(annotations, ANN_RESERVATION_AFFINITY, issues)
-        # present but empty: upstream treats it as an affinity with no constraint (a reservation is required)
-        affinity = ReservationAffinity() if value is None else _affinity(value, issues)
-    exact: tuple[str, ...] = ()
-    spec = _decode(annotations, ANN_EXACT_MATCH, issues)
-    if spec is not None:
-        if not isinstance(spec, dict):
-            issues.append(
-                FieldIssue(
-                    path=annotation_path(ANN_EXACT_MATCH),
-                    code="InvalidAnnotation",
-                    message="must be an object",
-                )
-            )
-        else:
-            _unknown(spec, frozenset({"resourceNames"}), annotation_path(ANN_EXACT_MATCH), issues)
-            exact = _resource_names(
-                spec.get("resourceNames"), annotation_path(ANN_EXACT_MATCH, ".resourceNames"), issues
-            )
-    allocated = None
-    got = _decode(annotations, ANN_RESERVATION_ALLOCATED, issues)
-    if got is not None:
-        if isinstance(got, dict) and isinstance(got.get("name"), str):
-            allocated = (got["name"], str(got.get("uid") or ""))
-        else:
-            issues.append(
-                FieldIssue(
-                    path=annotation_path(ANN_RESERVATION_ALLOCATED),
-                    code="InvalidAnnotation",
-                    message='must be {"name": …, "uid": …}',
-                )
-            )
-    return PodReservation(
-        affinity=affinity,
-        exact_match=exact,
-        ignored=labels.get(LABEL_RESERVATION_IGNORED) == "true",
-        preemptible=labels.get(LABEL_DISABLE_PREEMPTIBLE) != "true",
-        allocated=allocated,
-    )
-
-
-_NONE: Final = PodReservation()

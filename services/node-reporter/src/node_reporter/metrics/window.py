@@ -43,6 +43,9 @@ class Sample(msgspec.Struct, frozen=True):
 
 
 class PodInfo(msgspec.Struct, frozen=True):
+    """A running pod as the node's metrics see it (its cgroup's QoS tier and limits), keyed by uid; unlike the quota
+    and gang engines' ``PodInfo`` it comes from the node, not from the door's ``Pod``."""
+
     uid: str
     qos: str  # guaranteed | burstable | besteffort
     limits: PodLimits = PodLimits()

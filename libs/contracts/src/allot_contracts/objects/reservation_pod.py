@@ -1,0 +1,262 @@
+"""The pod side of Koordinator reservations: what a pod says about them, in its annotations, labels and owners.
+
+``parse_pod_reservation``: the pod's ``reservation-affinity`` and ``exact-match-reservation`` annotations, the
+``reservation-ignored`` and ``disable-preemptible`` labels and (for bound pods) ``reservation-allocated``;
+``parse_owner_references``: the pod's ``metadata.ownerReferences`` as a Reservation's owners match them. The
+Reservation object itself is read by :mod:`allot_contracts.objects.reservation`, which shares the small readers
+below. Pure: no IO, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+
+from allot_contracts.issues import FieldIssue, annotation_path
+from allot_contracts.objects import names as n
+from allot_contracts.objects.selectors import (
+    NodeSelectorTerm,
+    Toleration,
+    parse_node_selector_terms,
+    parse_tolerations,
+)
+
+__all__ = [
+    "ANN_EXACT_MATCH",
+    "ANN_RESERVATION_AFFINITY",
+    "ANN_RESERVATION_ALLOCATED",
+    "LABEL_DISABLE_PREEMPTIBLE",
+    "LABEL_RESERVATION_IGNORED",
+    "RESERVATION_PREFIX",
+    "OwnerRef",
+    "PodReservation",
+    "ReservationAffinity",
+    "decode_json_annotation",
+    "parse_owner_references",
+    "parse_pod_reservation",
+    "read_resource_names",
+    "read_string_map",
+    "unknown_field_issues",
+]
+
+RESERVATION_PREFIX: Final = "scheduling.koordinator.sh"
+ANN_RESERVATION_ALLOCATED: Final = f"{RESERVATION_PREFIX}/reservation-allocated"
+ANN_RESERVATION_AFFINITY: Final = f"{RESERVATION_PREFIX}/reservation-affinity"
+ANN_EXACT_MATCH: Final = f"{RESERVATION_PREFIX}/exact-match-reservation"
+LABEL_RESERVATION_IGNORED: Final = f"{RESERVATION_PREFIX}/reservation-ignored"
+LABEL_DISABLE_PREEMPTIBLE: Final = f"{RESERVATION_PREFIX}/disable-preemptible"
+
+
+class OwnerRef(msgspec.Struct, frozen=True, kw_only=True):
+    """One ``metadata.ownerReferences`` entry of a pod."""
+
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool = False
+
+
+class ReservationAffinity(msgspec.Struct, frozen=True, kw_only=True):
+    """The pod's ``reservation-affinity``: its presence makes using a reservation required."""
+
+    name: str = ""
+    selector: tuple[tuple[str, str], ...] = ()  # reservationSelector (labels, ANDed)
+    terms: tuple[NodeSelectorTerm, ...] | None = None  # requiredDuring…reservationSelectorTerms (ORed)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+class PodReservation(msgspec.Struct, frozen=True, kw_only=True):
+    """What a pod says about reservations."""
+
+    affinity: ReservationAffinity | None = None
+    exact_match: tuple[str, ...] = ()
+    ignored: bool = False
+    preemptible: bool = True  # label disable-preemptible != "true"
+    allocated: tuple[str, str] | None = None  # (name, uid) from reservation-allocated (bound pods)
+
+
+# --- readers shared with the Reservation object ---------------------------------------------------------------------
+
+
+def read_string_map(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        issues.append(FieldIssue(path=path, message="must be a map of strings"))
+        return {}
+    out: dict[str, str] = {}
+    for k in sorted(raw):
+        v = raw[k]
+        if isinstance(v, str):
+            out[str(k)] = v
+        elif isinstance(v, int | float | bool) and not isinstance(v, bool):
+            out[str(k)] = str(v)
+        else:
+            issues.append(FieldIssue(path=f"{path}.{k}", message="must be a string"))
+    return out
+
+
+def decode_json_annotation(annotations: Mapping[str, Any], key: str, issues: list[FieldIssue]) -> Any:
+    """Annotation value: JSON text (a real object) or an already-decoded object (a YAML scenario)."""
+    raw = annotations.get(key)
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, str):
+        try:
+            return msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            issues.append(
+                FieldIssue(
+                    path=annotation_path(key), code="InvalidAnnotation", message=f"invalid JSON: {exc}"
+                )
+            )
+            return None
+    return raw
+
+
+def unknown_field_issues(
+    value: dict[str, Any], allowed: frozenset[str], path: str, issues: list[FieldIssue]
+) -> None:
+    for f in sorted(set(value) - allowed):
+        issues.append(
+            FieldIssue(
+                path=f"{path}.{f}",
+                code="FieldValueNotSupported",
+                message=f"unknown field; supported: {', '.join(sorted(allowed))}",
+            )
+        )
+
+
+def read_resource_names(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(v, str) and v for v in raw):
+        issues.append(
+            FieldIssue(path=path, code="InvalidAnnotation", message="must be a list of resource names")
+        )
+        return ()
+    names = [str(v) for v in raw]
+    return tuple(dict.fromkeys(n.DEPRECATED_ALIASES.get(v, v) for v in names))
+
+
+# --- the pod side --------------------------------------------------------------------------------------------------
+
+
+def parse_owner_references(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
+    """``metadata.ownerReferences`` of a pod (malformed entries are skipped: the API server validates them)."""
+    raw = meta.get("ownerReferences")
+    out: list[OwnerRef] = []
+    for ref in raw if isinstance(raw, list) else []:
+        if not isinstance(ref, dict):
+            continue
+        out.append(
+            OwnerRef(
+                api_version=str(ref.get("apiVersion") or ""),
+                kind=str(ref.get("kind") or ""),
+                name=str(ref.get("name") or ""),
+                uid=str(ref.get("uid") or ""),
+                controller=ref.get("controller") is True,
+            )
+        )
+    return tuple(out)
+
+
+_AFFINITY_FIELDS: Final = frozenset(
+    {"name", "reservationSelector", "requiredDuringSchedulingIgnoredDuringExecution", "tolerations"}
+)
+
+
+def _affinity(value: Any, issues: list[FieldIssue]) -> ReservationAffinity | None:
+    key = ANN_RESERVATION_AFFINITY
+    if not isinstance(value, dict):
+        issues.append(
+            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
+        )
+        return None
+    unknown_field_issues(value, _AFFINITY_FIELDS, annotation_path(key), issues)
+    before = len(issues)
+    name = value.get("name") or ""
+    if not isinstance(name, str):
+        issues.append(
+            FieldIssue(
+                path=annotation_path(key, ".name"), code="InvalidAnnotation", message="must be a string"
+            )
+        )
+        name = ""
+    selector = read_string_map(
+        value.get("reservationSelector"), annotation_path(key, ".reservationSelector"), issues
+    )
+    terms = None
+    required = value.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is not None:
+        rpath = annotation_path(key, ".requiredDuringSchedulingIgnoredDuringExecution")
+        if not isinstance(required, dict):
+            issues.append(FieldIssue(path=rpath, code="InvalidAnnotation", message="must be an object"))
+        else:
+            unknown_field_issues(required, frozenset({"reservationSelectorTerms"}), rpath, issues)
+            terms = parse_node_selector_terms(
+                required.get("reservationSelectorTerms") or [], f"{rpath}.reservationSelectorTerms", issues
+            )
+    tolerations = parse_tolerations(value.get("tolerations"), annotation_path(key, ".tolerations"), issues)
+    if len(issues) > before:
+        return None
+    return ReservationAffinity(
+        name=name, selector=tuple(sorted(selector.items())), terms=terms, tolerations=tolerations
+    )
+
+
+def parse_pod_reservation(
+    annotations: Mapping[str, Any], labels: Mapping[str, str], issues: list[FieldIssue]
+) -> PodReservation:
+    """The reservation-related annotations and labels of a pod (``issues`` gets what is malformed)."""
+    if not any(k.startswith(RESERVATION_PREFIX) for k in annotations) and not any(
+        k.startswith(RESERVATION_PREFIX) for k in labels
+    ):
+        return _NONE
+    affinity = None
+    if ANN_RESERVATION_AFFINITY in annotations:
+        value = decode_json_annotation(annotations, ANN_RESERVATION_AFFINITY, issues)
+        # present but empty: upstream treats it as an affinity with no constraint (a reservation is required)
+        affinity = ReservationAffinity() if value is None else _affinity(value, issues)
+    exact: tuple[str, ...] = ()
+    spec = decode_json_annotation(annotations, ANN_EXACT_MATCH, issues)
+    if spec is not None:
+        if not isinstance(spec, dict):
+            issues.append(
+                FieldIssue(
+                    path=annotation_path(ANN_EXACT_MATCH),
+                    code="InvalidAnnotation",
+                    message="must be an object",
+                )
+            )
+        else:
+            unknown_field_issues(spec, frozenset({"resourceNames"}), annotation_path(ANN_EXACT_MATCH), issues)
+            exact = read_resource_names(
+                spec.get("resourceNames"), annotation_path(ANN_EXACT_MATCH, ".resourceNames"), issues
+            )
+    allocated = None
+    got = decode_json_annotation(annotations, ANN_RESERVATION_ALLOCATED, issues)
+    if got is not None:
+        if isinstance(got, dict) and isinstance(got.get("name"), str):
+            allocated = (got["name"], str(got.get("uid") or ""))
+        else:
+            issues.append(
+                FieldIssue(
+                    path=annotation_path(ANN_RESERVATION_ALLOCATED),
+                    code="InvalidAnnotation",
+                    message='must be {"name": …, "uid": …}',
+                )
+            )
+    return PodReservation(
+        affinity=affinity,
+        exact_match=exact,
+        ignored=labels.get(LABEL_RESERVATION_IGNORED) == "true",
+        preemptible=labels.get(LABEL_DISABLE_PREEMPTIBLE) != "true",
+        allocated=allocated,
+    )
+
+
+_NONE: Final = PodReservation()
