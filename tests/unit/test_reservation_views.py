@@ -43,7 +43,11 @@ def test_tables_print(capsys: Any) -> None:
     reservations = [{**r, "name": r["reservation"], "labels": {}} for r in reservation_rows(engine)]
     jobs = [{**r, "name": r["job"], "labels": {}} for r in migration_rows(engine)]
     out = render(kind_named("reservations"), reservations, "table") + render(kind_named("pmj"), jobs, "table")
-    assert out.startswith("NAME  PHASE") and "\nr1  " in out and "EvictDirectly" in out and "spec.mode" in out
+    assert out.startswith("NAME  PHASE") and "\nr1  " in out and "spec.mode" in out
+    for kind, rows in (("reservations", reservations), ("pmj", jobs)):  # a default table fits 80 columns
+        assert max(len(line) for line in render(kind_named(kind), rows, "table").splitlines()) <= 80
+    wide = render(kind_named("pmj"), jobs, "wide")
+    assert "EvictDirectly" in wide and max(len(line) for line in wide.splitlines()) > 80
 
 
 def test_decision_lines() -> None:
