@@ -172,3 +172,21 @@ def test_csv_and_json_carry_own_and_borrowed() -> None:
     doc = json.loads(render(window, rows, "quota", "json"))
     assert doc["rows"][0]["gpuHours"] == {"own": 1.0, "borrowed": 1.0, "total": 2.0}
     assert doc["since"] == "2026-01-01T00:00:00Z"
+
+
+def test_the_table_fits_80_columns_and_shows_own_and_borrowed() -> None:
+    events: list[tuple[int, Event]] = [
+        (T0, submitted("a", "team")),
+        (
+            T0,
+            admitted(
+                "a", "team", "koordinator-default-quota", {"nvidia.com/gpu": "2"}, {"nvidia.com/gpu": "1"}
+            ),
+        ),
+        (T0, placed("a", "team", gpu(0), gpu(1))),
+    ]
+    window = Window(T0, T0 + H)
+    lines = render(window, usage(events, window), "quota", "table").splitlines()
+    assert lines[0].split()[:3] == ["QUOTA", "PODS", "GPU-H"]
+    assert lines[1].split()[:3] == ["koordinator-default-quota", "1", "1.00/1.00"]
+    assert max(map(len, lines)) <= 80

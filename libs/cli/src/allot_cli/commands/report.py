@@ -74,15 +74,20 @@ def render(window: Any, rows: list[Any], by: str, output: str) -> str:
                 [rec[by], rec["pods"], *(rec[m][p] for m, _ in _METRICS for p in ("own", "borrowed"))]
             )
         return buf.getvalue().rstrip("\n")
-    header = [by.upper(), "PODS", *(f"{h} {p}" for _, h in _METRICS for p in ("OWN", "BORROWED"))]
+    from allot_cli.output import elide, limit_for
+
+    header = [by.upper(), "PODS", *(f"{h} OWN/BRW" for _, h in _METRICS)]
     cells = [
-        [rec[by], str(rec["pods"]), *(f"{rec[m][p]:.2f}" for m, _ in _METRICS for p in ("own", "borrowed"))]
+        [rec[by], str(rec["pods"]), *(f"{rec[m]['own']:.2f}/{rec[m]['borrowed']:.2f}" for m, _ in _METRICS)]
         for rec in records
     ]
     widths = [max(len(line[i]) for line in [header, *cells]) for i in range(len(header))]
+    limit = limit_for("table") or 0
+    widths[0] = max(len(header[0]), min(widths[0], limit - sum(widths[1:]) - 2 * (len(widths) - 1)))
     return "\n".join(
         "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True))
+            elide(c, w).ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(line, widths, strict=True))
         )
         for line in [header, *cells]
     )
