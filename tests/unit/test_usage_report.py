@@ -190,3 +190,26 @@ def test_the_table_fits_80_columns_and_shows_own_and_borrowed() -> None:
     assert lines[0].split()[:3] == ["QUOTA", "PODS", "GPU-H"]
     assert lines[1].split()[:3] == ["koordinator-default-quota", "1", "1.00/1.00"]
     assert max(map(len, lines)) <= 80
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--since", "7x"], "allot: error: --since: '7x' is neither a duration"),
+        (
+            ["--since", "2026-01-02T00:00:00Z", "--until", "2026-01-01T00:00:00Z"],
+            "the window ends before it starts",
+        ),
+    ],
+)
+def test_the_command_refuses_a_bad_window_with_exit_2_before_reading_the_log(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allot_cli.main import main
+
+    monkeypatch.setenv("ALLOT_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    with pytest.raises(SystemExit) as exit_:
+        main(["report", "usage", *argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
