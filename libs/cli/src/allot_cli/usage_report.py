@@ -88,7 +88,9 @@ def _instant_us(text: str, flag: str, anchor_us: int) -> int:
     """A duration back from ``anchor_us`` (``7d``) or an ISO-8601 time with a zone (``2026-01-01T00:00:00Z``)."""
     if _DURATION.match(text.strip()):
         return anchor_us - _duration_s(text, flag) * 1_000_000
-    from datetime import UTC, datetime
+    from datetime import datetime
+
+    from allot_eventstore.clock import from_datetime
 
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
@@ -98,8 +100,7 @@ def _instant_us(text: str, flag: str, anchor_us: int) -> int:
         ) from None
     if moment.tzinfo is None:
         raise ValueError(f"{flag}: {text!r} has no time zone (add Z for UTC)")
-    delta = moment.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return from_datetime(moment)
 
 
 def parse_window(since: str, until: str | None, *, last_us: int) -> Window:
@@ -114,8 +115,9 @@ def parse_window(since: str, until: str | None, *, last_us: int) -> Window:
 
 
 def _workload(pod: str, manifest: Mapping[str, Any]) -> str:
-    meta = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
-    assert isinstance(meta, dict)
+    meta = manifest.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     for ref in meta.get("ownerReferences") or []:
         if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") and ref.get("name"):
             return f"{ref['kind']}/{ref['name']}"
