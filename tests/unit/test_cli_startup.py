@@ -43,6 +43,7 @@ HEAVY = (
         "schema --help",
         "quota tree --help",
         "explain --help",
+        "report usage --help",
     ],
 )
 def test_help_imports_no_driver_or_engine(argv: str) -> None:

@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "quota": ("quota", "elastic quota views"),
     "relay": ("stack", "run the log → JetStream relay process"),
     "replay": ("replay", "rebuild projections from the log; --verify proves every decision"),
+    "report": ("report", "usage reports from the log (quota chargeback)"),
     "schema": ("schema", "print (or write) the JSON Schemas of all events"),
     "sim": ("sim", "what would the scheduler do: offline simulation"),
     "status": ("stack", "show the dev stack's processes, readiness and checkpoints"),

@@ -2,11 +2,12 @@
 # save it once: allot completion bash > ~/.local/share/bash-completion/completions/allot
 _allot_subcommands() {
     case "$1" in
-        '') echo 'up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync log quota replay schema sim ui webhook' ;;
+        '') echo 'up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync log quota replay report schema sim ui webhook' ;;
         'bench') echo 'append e2e gang placement quota replay restart sampler ui' ;;
         'events') echo 'tail' ;;
         'log') echo 'archive verify-segment' ;;
         'quota') echo 'tree' ;;
+        'report') echo 'usage' ;;
         'sim') echo 'run trace typical-pods' ;;
     esac
 }
@@ -23,7 +24,7 @@ _allot() {
     done
     local opts="" words="" files="" names="" valued=""
     case "$path" in
-        '') opts='-h --help --version'; words='up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync log quota replay schema sim ui webhook'; files=''; names=''; valued='' ;;
+        '') opts='-h --help --version'; words='up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync log quota replay report schema sim ui webhook'; files=''; names=''; valued='' ;;
         'up') opts='-h --help --state-dir --timeout'; words=''; files=''; names=''; valued='--state-dir --timeout' ;;
         'down') opts='-h --help --state-dir'; words=''; files=''; names=''; valued='--state-dir' ;;
         'status') opts='-h --help --state-dir --json -o --output'; words=''; files=''; names=''; valued='--state-dir -o --output' ;;
@@ -55,6 +56,8 @@ _allot() {
         'quota') opts='-h --help'; words='tree'; files=''; names=''; valued='' ;;
         'quota tree') opts='-h --help -o --output --all'; words=''; files=''; names=''; valued='-o --output' ;;
         'replay') opts='-h --help --verify --expect-head --anchor-key --max-unanchored --until --enactment-bound --config-dir --no-live --jobs --json'; words=''; files=''; names=''; valued='--expect-head --anchor-key --max-unanchored --until --enactment-bound --config-dir --jobs' ;;
+        'report') opts='-h --help'; words='usage'; files=''; names=''; valued='' ;;
+        'report usage') opts='-h --help --since --until --by -o --output'; words=''; files=''; names=''; valued='--since --until --by -o --output' ;;
         'schema') opts='-h --help --out'; words=''; files=''; names=''; valued='--out' ;;
         'sim') opts='-h --help'; words='run trace typical-pods'; files=''; names=''; valued='' ;;
         'sim run') opts='-h --help -o --output --state --out-dir --config --atomic'; words=''; files='1'; names=''; valued='-o --output --state --out-dir --config' ;;
@@ -140,6 +143,10 @@ _allot() {
         'replay|--enactment-bound') COMPREPLY=(); return ;;
         'replay|--config-dir') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'replay|--jobs') COMPREPLY=(); return ;;
+        'report usage|--since') COMPREPLY=(); return ;;
+        'report usage|--until') COMPREPLY=(); return ;;
+        'report usage|--by') COMPREPLY=($(compgen -W 'quota namespace workload' -- "$cur")); return ;;
+        'report usage|-o'|'report usage|--output') COMPREPLY=($(compgen -W 'table csv json' -- "$cur")); return ;;
         'schema|--out') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'sim run|-o'|'sim run|--output') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'sim run|--state') COMPREPLY=($(compgen -f -- "$cur")); return ;;

@@ -5,7 +5,7 @@ function __allot_path
     for w in (commandline -opc)[2..-1]
         switch $path
             case ''
-                contains -- $w 'up' 'down' 'status' 'migrate' 'relay' 'apply' 'bench' 'completion' 'decisions' 'demo' 'describe' 'events' 'explain' 'get' 'kube-sync' 'log' 'quota' 'replay' 'schema' 'sim' 'ui' 'webhook'; and set path ''$w
+                contains -- $w 'up' 'down' 'status' 'migrate' 'relay' 'apply' 'bench' 'completion' 'decisions' 'demo' 'describe' 'events' 'explain' 'get' 'kube-sync' 'log' 'quota' 'replay' 'report' 'schema' 'sim' 'ui' 'webhook'; and set path ''$w
             case 'bench'
                 contains -- $w 'append' 'e2e' 'gang' 'placement' 'quota' 'replay' 'restart' 'sampler' 'ui'; and set path 'bench '$w
             case 'events'
@@ -14,6 +14,8 @@ function __allot_path
                 contains -- $w 'archive' 'verify-segment'; and set path 'log '$w
             case 'quota'
                 contains -- $w 'tree'; and set path 'quota '$w
+            case 'report'
+                contains -- $w 'usage'; and set path 'report '$w
             case 'sim'
                 contains -- $w 'run' 'trace' 'typical-pods'; and set path 'sim '$w
         end
@@ -68,6 +70,7 @@ complete -c allot -n "__allot_at ''" -a 'kube-sync' -d 'record Kubernetes pods, 
 complete -c allot -n "__allot_at ''" -a 'log' -d 'archive older log segments and verify them on their own'
 complete -c allot -n "__allot_at ''" -a 'quota' -d 'elastic quota views'
 complete -c allot -n "__allot_at ''" -a 'replay' -d 'rebuild projections from the log; --verify proves every decision'
+complete -c allot -n "__allot_at ''" -a 'report' -d 'usage reports from the log (quota chargeback)'
 complete -c allot -n "__allot_at ''" -a 'schema' -d 'print (or write) the JSON Schemas of all events'
 complete -c allot -n "__allot_at ''" -a 'sim' -d 'what would the scheduler do: offline simulation'
 complete -c allot -n "__allot_at ''" -a 'ui' -d 'serve the web audit view (read-only) of the event log'
@@ -230,6 +233,13 @@ complete -c allot -n "__allot_at 'replay'" -l config-dir -r -F -d 'directory wit
 complete -c allot -n "__allot_at 'replay'" -l no-live -d 'do not compare with running services'
 complete -c allot -n "__allot_at 'replay'" -l jobs -x -d 'processes verifying at once (default: one per CPU); the result is the same for any number'
 complete -c allot -n "__allot_at 'replay'" -l json -d ''
+complete -c allot -n "__allot_at 'report'" -a 'usage' -d 'GPU-, GPU-memory- and CPU-hours per quota, namespace or workload, own vs borrowed'
+complete -c allot -n "__allot_at 'report'" -s h -l help -d 'show this help message and exit'
+complete -c allot -n "__allot_at 'report usage'" -s h -l help -d 'show this help message and exit'
+complete -c allot -n "__allot_at 'report usage'" -l since -x -d 'start: a duration (30m, 12h, 7d, 2w) or an ISO time (default 7d)'
+complete -c allot -n "__allot_at 'report usage'" -l until -x -d 'end: an ISO time, or a duration back from the last recorded event'
+complete -c allot -n "__allot_at 'report usage'" -l by -x -a 'quota namespace workload' -d 'group rows by'
+complete -c allot -n "__allot_at 'report usage'" -s o -l output -x -a 'table csv json' -d 'output format'
 complete -c allot -n "__allot_at 'schema'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'schema'" -l out -r -F -d 'directory to write one <type>.json per event, envelope.json and asyncapi.yaml'
 complete -c allot -n "__allot_at 'sim'" -a 'run' -d 'run a scenario file through the schedulers decision code'
