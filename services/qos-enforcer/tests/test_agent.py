@@ -343,7 +343,7 @@ async def test_a_plan_whose_cgroup_is_not_there_yet_is_retried_and_recorded_when
 
 
 def test_agent_settings_from_the_config_and_the_environment():
-    from allot_contracts.errors import InvalidInput
+    from allot_contracts.errors import InvalidConfig
     from qos_enforcer.config import agent_settings
 
     settings = agent_settings({"agent": {"reconcileSeconds": 10, "cdiSpecDir": "/etc/cdi"}}, {})
@@ -359,13 +359,15 @@ def test_agent_settings_from_the_config_and_the_environment():
     for bad in ({"agent": {"reconcileSeconds": "soon"}}, {"agent": {"colour": 1}}):
         try:
             agent_settings(bad, {})
-        except InvalidInput as error:
-            assert error.issues[0][0].startswith("agent")
+        except InvalidConfig as error:
+            assert error.issues[0].path.startswith("agent")
         else:
             raise AssertionError(f"{bad} accepted")
     try:
         agent_settings({}, {"ALLOT_QOS_AGENT": "maybe"})
-    except InvalidInput as error:
-        assert error.issues == [("ALLOT_QOS_AGENT", "must be on or off, got 'maybe'")]
+    except InvalidConfig as error:
+        assert [(i.path, i.message) for i in error.issues] == [
+            ("ALLOT_QOS_AGENT", "must be on or off, got 'maybe'")
+        ]
     else:
         raise AssertionError("ALLOT_QOS_AGENT=maybe accepted")

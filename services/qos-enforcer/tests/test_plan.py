@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from allot_contracts.errors import InvalidInput
+from allot_contracts.errors import InvalidConfig
 from allot_contracts.events.qos import PodUsage, QosPlan, QosUsageSampled
 from allot_contracts.gpu_isolation import bind_annotations, isolated_containers
 from allot_testing.builders import a_gpu_device, a_node, a_pod
@@ -444,9 +444,9 @@ def test_unreadable_inputs_become_warnings_with_their_paths():
 def test_bad_config_is_refused_naming_the_field(config, path):
     from qos_enforcer.processor import QosEnforcer
 
-    with pytest.raises(InvalidInput) as error:
+    with pytest.raises(InvalidConfig) as error:
         QosEnforcer(config)
-    assert path in [p for p, _ in error.value.issues]
+    assert path in [i.path for i in error.value.issues]
 
 
 # --- node plan: BE suppression --------------------------------------------------------------------------------------
@@ -614,9 +614,9 @@ def test_koordinator_settings_read_but_not_enforced_are_warnings_not_silence():
         "resourceQOSStrategy.systemClass": "not enforced here",
         "systemStrategy": "not enforced here",
     }
-    with pytest.raises(InvalidInput) as error:  # a key Koordinator does not have is still refused
+    with pytest.raises(InvalidConfig) as error:  # a key Koordinator does not have is still refused
         parse_config({"resourceQOSStrategy": {"beClass": {"diskQOS": {}}}})
-    assert [p for p, _ in error.value.issues] == ["resourceQOSStrategy.beClass.diskQOS"]
+    assert [i.path for i in error.value.issues] == ["resourceQOSStrategy.beClass.diskQOS"]
     assert plan_node(node(), config, pods={}, usage=None, previous_quota=None).warnings == list(
         config.warnings
     )

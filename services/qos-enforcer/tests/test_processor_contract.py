@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-from allot_contracts.errors import InvalidInput
 from allot_testing.processor_contract import ProcessorContract
 from qos_enforcer.processor import QosEnforcer
 
@@ -18,9 +15,3 @@ class TestQosEnforcerContract(ProcessorContract):
     )
     bad_config = {"nope": 1}
     bad_field = "nope"
-
-    @pytest.mark.xfail(
-        raises=InvalidInput, strict=True, reason="the qos-enforcer config parser still raises InvalidInput"
-    )
-    def test_bad_config_names_the_field(self) -> None:
-        super().test_bad_config_names_the_field()

@@ -25,7 +25,7 @@ cluster enables them)::
     cpuBurstStrategy: {policy: none|cpuBurstOnly|cfsQuotaBurstOnly|auto, cpuBurstPercent: 1000}
     agent: {...}                     # the node agent's IO settings (adapters/agent.py), not part of decisions
 
-Refused (``InvalidInput`` naming the field path): unknown keys, values of the wrong type or out of range.
+Refused (``InvalidConfig`` naming the field path): unknown keys, values of the wrong type or out of range.
 Warnings (accepted, reported in every plan): Koordinator NodeSLO settings read but not enforced here, each with the
 reason (``cpuset`` suppression policy, ``cfsQuotaBurst``, the Alibaba Cloud Linux memcg knobs, CPU-satisfaction
 eviction, ``blkioQOS``, ``networkQOS``, ``systemClass``, ``systemStrategy``, …), so a NodeSLO copied from a cluster
@@ -39,7 +39,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.errors import InvalidInput
+from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
 
 QOS_CLASSES: Final = ("LSE", "LSR", "LS", "BE")
@@ -307,7 +307,7 @@ def _class(r: _Reader, raw: Any, path: str, base: ClassQos) -> ClassQos:
 
 
 def parse_config(config: Mapping[str, Any] | None) -> QosConfig:
-    """The decision config; raises ``InvalidInput`` listing every problem with its path."""
+    """The decision config; raises ``InvalidConfig`` listing every problem with its path."""
     r = _Reader()
     top = r.mapping(
         {k: v for k, v in (config or {}).items() if k not in ("scope", "agent")},
@@ -421,7 +421,7 @@ def parse_config(config: Mapping[str, Any] | None) -> QosConfig:
         warnings=tuple(r.warnings),
     )
     if r.issues:
-        raise InvalidInput([(i.path, i.message) for i in r.issues], subject="qos-enforcer config")
+        raise InvalidConfig(r.issues, subject="qos-enforcer config")
     return result
 
 
@@ -466,11 +466,16 @@ def agent_settings(config: Mapping[str, Any] | None, environ: Mapping[str, str])
     raw = (config or {}).get("agent") or {}
     env = environ
     if not isinstance(raw, Mapping):
-        raise InvalidInput([("agent", "must be a mapping")], subject="qos-enforcer config")
+        raise InvalidConfig(
+            [FieldIssue(path="agent", message="must be a mapping")], subject="qos-enforcer config"
+        )
     unknown = sorted(set(map(str, raw)) - set(_KEYS))
     if unknown:
-        raise InvalidInput(
-            [(f"agent.{k}", f"unknown field; supported: {', '.join(sorted(_KEYS))}") for k in unknown],
+        raise InvalidConfig(
+            [
+                FieldIssue(path=f"agent.{k}", message=f"unknown field; supported: {', '.join(sorted(_KEYS))}")
+                for k in unknown
+            ],
             subject="qos-enforcer config",
         )
     values = {_KEYS[k]: v for k, v in raw.items()}
@@ -482,10 +487,13 @@ def agent_settings(config: Mapping[str, Any] | None, environ: Mapping[str, str])
     elif switch in ("1", "true", "yes", "on"):
         values["enabled"] = True
     elif switch:
-        raise InvalidInput(
-            [("ALLOT_QOS_AGENT", f"must be on or off, got {switch!r}")], subject="qos-enforcer"
+        raise InvalidConfig(
+            [FieldIssue(path="ALLOT_QOS_AGENT", message=f"must be on or off, got {switch!r}")],
+            subject="qos-enforcer",
         )
     try:
         return msgspec.convert(values, AgentSettings)
     except msgspec.ValidationError as error:
-        raise InvalidInput([("agent", str(error))], subject="qos-enforcer config") from error
+        raise InvalidConfig(
+            [FieldIssue(path="agent", message=str(error))], subject="qos-enforcer config"
+        ) from error
