@@ -23,7 +23,6 @@ from allot_bus.names import BusNames
 from allot_bus.relay import Relay
 from allot_cli.commands import replay
 from allot_cli.errors import InputError
-from allot_contracts.envelope import GENESIS_HASH
 from allot_contracts.errors import InvalidInput
 from allot_eventstore import ManualClock, verify_chain
 from allot_eventstore.anchor import CheckpointPolicy, key_id, sign_checkpoint
@@ -32,6 +31,7 @@ from allot_eventstore.anchor_log import PostgresCheckpoints, Sealer, anchor_chec
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_testing.builders import an_event
+from allot_testing.tampering import rewrite_with_recomputed_hashes
 
 pytestmark = pytest.mark.integration
 
@@ -60,26 +60,6 @@ async def _sealed_log(store: PostgresEventStore, key_file: Path, events: int = 1
         result = await store.append([an_event()], producer="t")
         await sealer(result.head)
     return checkpoints
-
-
-async def _rewrite_with_recomputed_hashes(url: str, position: int) -> None:
-    """What an attacker with the database does: edit one event, then recompute every hash from it to the head."""
-    store = PostgresEventStore.connect(url)
-    conn = await asyncpg.connect(plain_url(url))
-    try:
-        await conn.execute("ALTER TABLE events DISABLE TRIGGER events_append_only")
-        await conn.execute("UPDATE events SET producer = 'someone-else' WHERE position = $1", position)
-        prev = GENESIS_HASH
-        if position > 1:
-            prev = (await store.read(after=position - 2, limit=1))[0].hash
-        async for record in store.iterate(after=position - 1):
-            prev = record.expected_hash(prev)
-            await conn.execute("UPDATE events SET hash = $1 WHERE position = $2", prev, record.position)
-        await conn.execute("UPDATE log_head SET hash = $1 WHERE id = 1", prev)
-        await conn.execute("ALTER TABLE events ENABLE TRIGGER events_append_only")
-    finally:
-        await conn.close()
-        await store.close()
 
 
 async def _verify(store: PostgresEventStore, keys: dict) -> object:
@@ -114,7 +94,7 @@ async def test_a_rewrite_with_recomputed_hashes_is_caught_with_no_extra_argument
     store, database_url, key_file, tmp_path, monkeypatch, capsys
 ):
     await _sealed_log(store, key_file)
-    await _rewrite_with_recomputed_hashes(database_url, 6)
+    await rewrite_with_recomputed_hashes(database_url, 6)
     assert (await verify_chain(store.iterate(), head=await store.head())).ok, "the chain alone cannot tell"
 
     report = await _verify(store, load_verifying_keys([key_file]))
@@ -138,7 +118,7 @@ async def test_a_rewrite_with_recomputed_hashes_is_caught_with_no_extra_argument
 
 async def test_a_checkpoint_forged_with_another_key_is_caught(store, database_url, key_file):
     await _sealed_log(store, key_file)
-    await _rewrite_with_recomputed_hashes(database_url, 6)
+    await rewrite_with_recomputed_hashes(database_url, 6)
     head = await store.head()
     records = await store.read(after=8, limit=1)
     thief = Ed25519PrivateKey.generate()

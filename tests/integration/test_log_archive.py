@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import asyncpg
 import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -32,8 +31,8 @@ from allot_eventstore.archive import (
     read_manifest,
 )
 from allot_eventstore.postgres import PostgresEventStore
-from allot_eventstore.urls import plain_url
 from allot_testing.builders import an_event
+from allot_testing.tampering import rewrite_with_recomputed_hashes
 
 pytestmark = pytest.mark.integration
 
@@ -255,30 +254,13 @@ def test_a_gap_between_segments_is_caught(log, tmp_path, capsys):
 
 
 def test_a_rewritten_database_no_longer_meets_its_archive(archived, database_url, capsys):
-    asyncio.run(_rewrite(database_url, position=18))
+    asyncio.run(rewrite_with_recomputed_hashes(database_url, 18))
     capsys.readouterr()
     assert allot("log", "verify-segment", "--against-db", *map(str, archived)) == 1
     assert "not the same chain" in capsys.readouterr().out
     # and the archive refuses to replace its segments with the rewritten log's
     assert allot("log", "archive", "--until", "23", "--out", str(archived[0].parent)) == 1
     assert "it is not replaced" in capsys.readouterr().err
-
-
-async def _rewrite(url: str, *, position: int) -> None:
-    store = PostgresEventStore.connect(url)
-    conn = await asyncpg.connect(plain_url(url))
-    try:
-        await conn.execute("ALTER TABLE events DISABLE TRIGGER events_append_only")
-        await conn.execute("UPDATE events SET producer = 'someone-else' WHERE position = $1", position)
-        prev = (await store.read(after=position - 2, limit=1))[0].hash
-        async for record in store.iterate(after=position - 1):
-            prev = record.expected_hash(prev)
-            await conn.execute("UPDATE events SET hash = $1 WHERE position = $2", prev, record.position)
-        await conn.execute("UPDATE log_head SET hash = $1 WHERE id = 1", prev)
-        await conn.execute("ALTER TABLE events ENABLE TRIGGER events_append_only")
-    finally:
-        await conn.close()
-        await store.close()
 
 
 def test_bad_input_is_a_clear_error(log, tmp_path, capsys):

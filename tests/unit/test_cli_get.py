@@ -278,6 +278,31 @@ class Stepping:
         return getattr(self.store, name)
 
 
+def watch_pods(store: Any, output: str, *, rounds: int, **options: Any) -> list[str]:
+    """What ``allot get pods -A -w -o OUTPUT`` prints over ``rounds`` polls of ``store``."""
+    from allot_cli.commands.get import watch
+    from allot_cli.output import Selector, kind_named, select
+
+    kind = kind_named("pods")
+    printed: list[str] = []
+
+    async def run() -> None:
+        await watch(
+            store,
+            kind,
+            lambda rows: select(kind, rows, namespace=None, selector=Selector(), names=[]),
+            output,
+            namespaces=True,
+            write=options.pop("write", printed.append),
+            interval=0,
+            rounds=rounds,
+            **options,
+        )
+
+    asyncio.run(run())
+    return printed
+
+
 def test_watch_prints_the_list_then_rows_that_change() -> None:
     from allot_cli.commands.get import watch
     from allot_cli.output import Selector, kind_named, select
@@ -315,27 +340,9 @@ def test_watch_prints_the_list_then_rows_that_change() -> None:
 
 
 def test_a_watch_of_nothing_yet_prints_the_header_with_the_first_rows() -> None:
-    from allot_cli.commands.get import watch
-    from allot_cli.output import Selector, kind_named, select
-
     s = Scenario()
     store = Stepping(s, lambda: None, lambda: None, lambda: s.apply(a_pod("a-pod-with-a-long-name")))
-    kind = kind_named("pods")
-    printed: list[str] = []
-
-    async def run() -> None:
-        await watch(
-            store,  # type: ignore[arg-type]
-            kind,
-            lambda rows: select(kind, rows, namespace=None, selector=Selector(), names=[]),
-            "table",
-            namespaces=True,
-            write=printed.append,
-            interval=0,
-            rounds=3,
-        )
-
-    asyncio.run(run())
+    printed = watch_pods(store, "table", rounds=3)
     assert len(printed) == 1
     header, row = printed[0].splitlines()
     assert header.index(" NAME ") + 1 == row.index("a-pod-with-a-long-name")
@@ -392,31 +399,13 @@ def test_a_long_message_is_cut_in_the_table_and_whole_in_wide(log: Scenario) -> 
 
 
 def test_a_watch_in_json_reports_a_deleted_object_without_what_it_held() -> None:
-    from allot_cli.commands.get import watch
-    from allot_cli.output import Selector, kind_named, select
     from allot_testing.builders import a_gpu_device, a_node
 
     s = Scenario()
     s.apply(a_node("n1", gpus=1), a_gpu_device("n1", gpus=1))
     s.apply(a_pod("a", gpus=1))
     store = Stepping(s, lambda: None, lambda: s.delete("Pod", "a"))
-    kind = kind_named("pods")
-    printed: list[str] = []
-
-    async def run() -> None:
-        await watch(
-            store,  # type: ignore[arg-type]
-            kind,
-            lambda rows: select(kind, rows, namespace=None, selector=Selector(), names=[]),
-            "json",
-            namespaces=True,
-            write=printed.append,
-            interval=0,
-            rounds=2,
-            now=lambda: NOW,
-        )
-
-    asyncio.run(run())
+    printed = watch_pods(store, "json", rounds=2, now=lambda: NOW)
     first, gone = (json.loads(p) for p in printed)
     assert first["spec"]["nodeName"] == "n1" and first["status"]["phase"] == "Bound"
     assert gone["metadata"] == {
