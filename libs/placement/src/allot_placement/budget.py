@@ -14,13 +14,14 @@ on time or on randomness: a rebuilt or replaying engine examines the same nodes 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sized
+import heapq
+from collections.abc import Callable
 
 from allot_placement._index import ShapeIndex
 from allot_placement.config import PlacementConfig
 from allot_placement.evaluate import NodeResult
 
-__all__ = ["MIN_FEASIBLE_NODES", "budget_walk", "budgeted_index", "nodes_to_find", "start_index"]
+__all__ = ["MIN_FEASIBLE_NODES", "budgeted_index", "nodes_to_find", "start_index"]
 
 MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind
 MIN_PERCENTAGE = 5  # the adaptive share's floor (minFeasibleNodesPercentageToFind)
@@ -45,16 +46,6 @@ def start_index(pod: str, seed: int, total: int) -> int:
     return int.from_bytes(h, "big") % total
 
 
-def budget_walk(order: list[str], start: int, found: Sized, want: int) -> Iterator[str]:
-    """The nodes of ``order`` from ``start`` round the ring, until ``found`` (the feasible nodes seen so far, filled
-    by the caller as it evaluates what this yields) holds ``want``."""
-    total = len(order)
-    for i in range(total):
-        if len(found) >= want:
-            return
-        yield order[(start + i) % total]
-
-
 def budgeted_index(
     order: list[str],
     pod: str,
@@ -64,8 +55,26 @@ def budgeted_index(
     """A ranking of the nodes ``pod`` examines: ``order`` (the live nodes in name order) walked from its start until
     the budget of feasible nodes is found, or every node when fewer are feasible (so an unschedulable pod's
     explanation still covers every node)."""
+    total = len(order)
+    want = nodes_to_find(config.percentage_of_nodes_to_score, total)
+    start = start_index(pod, config.seed, total)
+    feasible: dict[str, tuple[int, int]] = {}
+    infeasible: dict[str, tuple[int, NodeResult]] = {}
+    for name in order[start:] + order[:start]:
+        got = result_of(name)
+        if got is None:
+            continue
+        version, res = got
+        if not res.feasible:
+            infeasible[name] = got
+        else:
+            feasible[name] = (version, res.score)
+            if len(feasible) >= want:
+                break
     idx = ShapeIndex(0)
-    want = nodes_to_find(config.percentage_of_nodes_to_score, len(order))
-    start = start_index(pod, config.seed, len(order))
-    idx.update(budget_walk(order, start, idx.feasible, want), result_of)
+    idx.feasible = feasible
+    idx.heap = [(-score, name, version) for name, (version, score) in feasible.items()]
+    heapq.heapify(idx.heap)
+    if not feasible:  # the explanation of an unschedulable pod: every node's reasons
+        idx.update(infeasible, infeasible.get)
     return idx
