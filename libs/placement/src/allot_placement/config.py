@@ -23,6 +23,7 @@ Shape (camelCase keys, every key optional; ``PlacementConfig()`` is the document
     seed: 0                       # the random policy's and the hash tie-break's seed
     tieBreak: name                # equal scores: lowest node name, or 'hash' (keyed by seed and pod)
     explain: {topScores: 3, maxNodeReasons: 16}
+    percentageOfNodesToScore: 100 # feasible-node budget: 100 = score every node, 0 = adaptive (allot_placement.budget)
     loadAware: {usageThresholds: {cpu: 65, memory: 95}, ...}   # LoadAwareSchedulingArgs, see allot_placement.loadaware
 
 ``numaNodes`` is Koordinator's NodeNUMAResourceArgs ``numaScoringStrategy``: it ranks NUMA nodes within a node (the
@@ -117,6 +118,7 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
     tie_break: str = "name"
     top_scores: int = 3
     max_node_reasons: int = 16
+    percentage_of_nodes_to_score: int = 100
     load_aware: LoadAwareArgs = LoadAwareArgs()
 
     @property
@@ -186,7 +188,12 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
             "seed": self.seed,
             "tieBreak": self.tie_break,
             "explain": {"topScores": self.top_scores, "maxNodeReasons": self.max_node_reasons},
-            # only when set: the version of a configuration that does not use it stays what it was
+            # only when set: the version of a configuration that does not use them stays what it was
+            **(
+                {"percentageOfNodesToScore": self.percentage_of_nodes_to_score}
+                if self.percentage_of_nodes_to_score != 100
+                else {}
+            ),
             **({"loadAware": self.load_aware.to_dict()} if self.load_aware != LoadAwareArgs() else {}),
         }
 
@@ -258,7 +265,18 @@ def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
     if not isinstance(d, dict):
         errors.append(FieldIssue(path="", message="placement config must be a mapping"))
         return None
-    top = {"policy", "scoring", "cpu", "devices", "fragmentation", "seed", "tieBreak", "explain", "loadAware"}
+    top = {
+        "policy",
+        "scoring",
+        "cpu",
+        "devices",
+        "fragmentation",
+        "seed",
+        "tieBreak",
+        "explain",
+        "loadAware",
+        "percentageOfNodesToScore",
+    }
     for extra in sorted(set(d) - top):
         errors.append(FieldIssue(path=extra, message=f"unknown key; supported: {', '.join(sorted(top))}"))
     policy = d.get("policy", "koordinator")
@@ -395,8 +413,23 @@ def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
         tie_break=str(tie),
         top_scores=_int(ex.get("topScores"), "explain.topScores", errors, default=3),
         max_node_reasons=_int(ex.get("maxNodeReasons"), "explain.maxNodeReasons", errors, default=16),
+        percentage_of_nodes_to_score=_percentage(d.get("percentageOfNodesToScore"), errors),
         load_aware=parse_load_aware(d.get("loadAware"), "loadAware", errors),
     )
+
+
+def _percentage(v: Any, errors: list[FieldIssue]) -> int:
+    if v is None:
+        return 100
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 100:
+        errors.append(
+            FieldIssue(
+                path="percentageOfNodesToScore",
+                message=f"must be an integer from 0 to 100 (0 = adaptive, 100 = score every node), got {v!r}",
+            )
+        )
+        return 100
+    return v
 
 
 def _fragmentation(fr: dict[str, Any], errors: list[FieldIssue]) -> tuple[TypicalPod, ...]:

@@ -15,7 +15,8 @@ Invariants:
   pods that read them: the node's name (``PodSpec.by_name``, a policy's ``reads_node_name``) and its device ids
   (``PodSpec.reads_device_ids``: HAMi's UUID selectors). ``PlacementEngine(..., caches=False)`` turns every cache
   off (tests check that decisions are the same either way).
-- ``schedule`` evaluates every node (no sampling); nodes are evaluated incrementally per pod shape (``_index``).
+- ``schedule`` evaluates every node, incrementally per pod shape (``_index``), unless ``percentageOfNodesToScore``
+  sets a feasible-node budget: then the nodes examined depend only on the node set and the pod (``budget``).
 Concurrency: single-threaded; the scheduling cycle is serial, as in kube-scheduler.
 """
 
@@ -36,6 +37,7 @@ from allot_contracts.objects.pod import Pod
 from allot_placement import explain, reserved
 from allot_placement._entries import Entries, Entry, WithIdentity
 from allot_placement._index import ShapeIndex
+from allot_placement.budget import budgeted_index
 from allot_placement.config import PlacementConfig
 from allot_placement.decision import Decision, Freed, GroupDecision
 from allot_placement.device_view import complete_gpu
@@ -98,6 +100,7 @@ class PlacementEngine:
         self._dev_sig: dict[str, int] = {}
         self._dev_memo = DeviceMemo()
         self._label_id: dict[str, int] = {}
+        self._order: list[str] | None = None  # live node names in name order (the budgeted walk's ring)
         self._parsed: dict[bytes, tuple[PodSpec | None, list[FieldIssue]]] = {}
         self.stats = {"evaluations": 0}
         self.holds: dict[str, Hold] = {}  # reservations placed on nodes (allot_placement.reserved)
@@ -205,7 +208,7 @@ class PlacementEngine:
             if got is not None and got[1].feasible:
                 res = self._resolved(resolve, name)
                 return explain.scheduled(self, key, spec, name, res, [(name, res)])
-        idx = self._index(spec)
+        idx = self._index(spec, key)
         top = idx.top(max(self.config.top_scores, 1))
         pick = getattr(self.policy, "pick", None)
         chosen = None
@@ -404,6 +407,8 @@ class PlacementEngine:
         info, inv, topo = state.info, state.inventory, state.topology
         if info is None and inv is None and topo is None and not state.pods:
             del self._nodes[name]
+        if (info is None) == (name in self._label_id):  # a node appears or goes
+            self._order = None
         if info is None:
             self._label_id.pop(name, None)
             self._sig.pop(name, None)
@@ -560,7 +565,12 @@ class PlacementEngine:
 
         return resolve
 
-    def _index(self, spec: PodSpec) -> ShapeIndex:
+    def _index(self, spec: PodSpec, pod: str) -> ShapeIndex:
+        if (
+            self.config.percentage_of_nodes_to_score < 100
+        ):  # the nodes examined within the budget, for this pod
+            self._order = self._order or sorted(self._label_id)
+            return budgeted_index(self._order, pod, self.config, self._resolver(spec))
         if not self.caches:  # a ranking of every node, built for this pod alone
             fresh = ShapeIndex(0)
             fresh.update(
