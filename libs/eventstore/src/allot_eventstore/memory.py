@@ -162,10 +162,12 @@ class InMemoryEventStore:
         for record in self._select(after=after, until=until, types=types, producer=producer):
             yield record
 
-    async def outputs(self, producer: str, *, page: int = 5000) -> AsyncIterator[tuple[int, RecordedEvent]]:
+    async def outputs(
+        self, producer: str, *, after: int = 0, page: int = 5000
+    ) -> AsyncIterator[tuple[int, RecordedEvent]]:
         # from the records themselves, not the append index: tests build logs by adding records directly
         positions = {record.event_id: record.position for record in self.events}
-        for record in self._select(after=0, until=None, types=None, producer=producer):
+        for record in self._select(after=after, until=None, types=None, producer=producer):
             cause = positions.get(record.causation_id) if record.causation_id is not None else None
             if cause is not None:
                 yield cause, record

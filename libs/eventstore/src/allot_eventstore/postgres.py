@@ -35,8 +35,8 @@ import asyncpg
 from allot_contracts.envelope import NewEvent, RecordedEvent, prepare
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
 from allot_eventstore.clock import Clock, from_datetime, system_clock, to_datetime
-from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.protocol import AppendResult, Checkpoint, Fence
+from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.urls import plain_url
 
 NOTIFY_CHANNEL = "allot_events"
@@ -515,8 +515,10 @@ class PostgresEventStore(PostgresSnapshots):
                 return
             cursor = batch[-1].position
 
-    async def outputs(self, producer: str, *, page: int = 5000) -> AsyncIterator[tuple[int, RecordedEvent]]:
-        cursor = 0
+    async def outputs(
+        self, producer: str, *, after: int = 0, page: int = 5000
+    ) -> AsyncIterator[tuple[int, RecordedEvent]]:
+        cursor = after
         while True:
             rows = await self._fetch(_OUTPUTS, producer, cursor, page)
             for row in rows:

@@ -102,8 +102,11 @@ class EventStore(Protocol):
         page: int = 5000,
     ) -> AsyncIterator[RecordedEvent]: ...
 
-    def outputs(self, producer: str, *, page: int = 5000) -> AsyncIterator[tuple[int, RecordedEvent]]:
-        """``(position of the cause, output)`` for every event ``producer`` recorded with a cause in the log."""
+    def outputs(
+        self, producer: str, *, after: int = 0, page: int = 5000
+    ) -> AsyncIterator[tuple[int, RecordedEvent]]:
+        """``(position of the cause, output)`` for every event ``producer`` recorded with a cause in the log, at a
+        position after ``after``."""
         ...
 
     async def read_stream(self, stream_id: str) -> list[RecordedEvent]: ...

@@ -33,9 +33,11 @@ def state_hash(state: bytes) -> bytes:
 class PostgresSnapshots:
     """Snapshot methods over the store's pool (``_connections``) and query helper (``_fetch``)."""
 
-    async def _connections(self) -> Any: ...  # pragma: no cover - provided by the store
+    async def _connections(self) -> Any:  # pragma: no cover - provided by the store
+        raise NotImplementedError
 
-    async def _fetch(self, sql: str, *args: Any) -> list[Any]: ...  # pragma: no cover - provided by the store
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:  # pragma: no cover - provided by the store
+        raise NotImplementedError
 
     async def write_snapshot(self, snapshot: Snapshot, *, keep: int) -> None:
         pool = await self._connections()
@@ -71,5 +73,7 @@ class PostgresSnapshots:
         )
 
     async def snapshot_positions(self, consumer: str) -> list[int]:
-        rows = await self._fetch("SELECT position FROM snapshots WHERE consumer = $1 ORDER BY position", consumer)
+        rows = await self._fetch(
+            "SELECT position FROM snapshots WHERE consumer = $1 ORDER BY position", consumer
+        )
         return [int(r[0]) for r in rows]

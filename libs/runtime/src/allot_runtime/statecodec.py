@@ -107,7 +107,9 @@ class _Encoder:
         self.allowed = allowed
         self.memo: dict[int, int] = {}
         self.alive: list[Any] = []  # every numbered object, so that no id is reused while encoding
-        self.busy: set[int] = set()  # immutable containers being walked (a cycle through one cannot be rebuilt)
+        self.busy: set[int] = (
+            set()
+        )  # immutable containers being walked (a cycle through one cannot be rebuilt)
         self.names: dict[str, int] = {}
         self.slots: dict[type, list[str]] = {}
 
@@ -185,7 +187,7 @@ class _Encoder:
         if isinstance(value, enum.Enum):
             return [ENUM, self.name_of(kind, "class"), value.name]
         if isinstance(value, msgspec.Struct):
-            fields = kind.__struct_fields__
+            fields = value.__struct_fields__
             node = [STRUCT, self.name_of(kind, "class")]
             self.busy.add(id(value))
             try:
@@ -222,8 +224,12 @@ class _Encoder:
         return self.instance(value, kind)
 
     def instance(self, value: Any, kind: type) -> list[Any]:
-        builtin = next((b for b in (dict, list, tuple, set, str, int, bytes, float) if isinstance(value, b)), None)
-        if builtin not in (None, dict, list) or not (hasattr(value, "__dict__") or hasattr(kind, "__slots__")):
+        builtin = next(
+            (b for b in (dict, list, tuple, set, str, int, bytes, float) if isinstance(value, b)), None
+        )
+        if builtin not in (None, dict, list) or not (
+            hasattr(value, "__dict__") or hasattr(kind, "__slots__")
+        ):
             what = f"a subclass of {builtin.__name__}" if builtin else "an object with no attributes to store"
             raise _Unencodable(f"{kind.__module__}.{kind.__qualname__} is {what}")
         tag = OBJECT if builtin is None else SUBDICT if builtin is dict else SUBLIST
@@ -285,7 +291,7 @@ class _Decoder:
             self.memo.append(items)
             items.extend(self.value(item) for item in node[1:])
             return items
-        if tag == TUPLE or tag == FROZENSET:
+        if tag in (TUPLE, FROZENSET):
             built = (tuple if tag == TUPLE else frozenset)(self.value(item) for item in node[1:])
             self.memo.append(built)
             return built
@@ -311,7 +317,7 @@ class _Decoder:
             self.memo.append(obj)
             self.assign(obj, node, 2)
             return obj
-        if tag == SUBDICT or tag == SUBLIST:
+        if tag in (SUBDICT, SUBLIST):
             return self.subclass(tag, node)
         if tag == STRUCT:
             cls = self.cls(node[1], msgspec.Struct)
@@ -539,8 +545,9 @@ def restore_state(
         for path, overlay in zip(prefixes, overlays, strict=True):
             target = _at(fresh, path)
             if decoder.cls(overlay[0], object) is not type(target):
-                raise StateCodecError(f"{path or '$'}: the state is of another class than {type(target).__name__}")
+                raise StateCodecError(
+                    f"{path or '$'}: the state is of another class than {type(target).__name__}"
+                )
             decoder.assign(target, overlay, 1)
 
     _decoding(run)
-

@@ -145,7 +145,9 @@ class EventStoreContract:
         stamps = [r.metadata.get("fence") for r in await store.read()]
         assert stamps == ["binder/3", "binder/4", "other/0"]
 
-    async def test_the_newest_usable_snapshot_is_read_and_only_the_newest_kept(self, store: EventStore) -> None:
+    async def test_the_newest_usable_snapshot_is_read_and_only_the_newest_kept(
+        self, store: EventStore
+    ) -> None:
         def snap(position: int, *, config: str = "c1", fmt: int = 1) -> Snapshot:
             return Snapshot(
                 consumer="svc",
