@@ -42,9 +42,9 @@ class Log:
     configs: dict[str, dict[str, Any]]
 
 
-def example_logs() -> Iterator[Log]:
-    """Every example scenario and conformance case that has an expected outcome, run in the simulator."""
-    for root in (REPO / "examples", REPO / "tests" / "conformance"):
+def example_logs(corpus: bool = False) -> Iterator[Log]:
+    """Every example scenario (and with ``corpus`` every conformance case) run in the simulator."""
+    for root in (REPO / "examples", *([REPO / "tests" / "conformance"] if corpus else [])):
         for case in cases(root):
             sim, _ = simulate(case)
             yield Log(case.name, list(sim.store.events), case.configs)
@@ -136,10 +136,11 @@ def check_log(service: str, log: Log, cuts: int = CUTS) -> int:
     return checked
 
 
-def check_restores(service: str) -> int:
-    """Check ``service``'s snapshots on every workload; returns the number of snapshots checked."""
+def check_restores(service: str, *, corpus: bool = False) -> int:
+    """Check ``service``'s snapshots on every workload (the examples, an openb sample, and with ``corpus`` the
+    conformance corpus); returns the number of snapshots checked."""
     checked = 0
-    for log in [openb_log(), *example_logs()]:
+    for log in [openb_log(), *example_logs(corpus)]:
         checked += check_log(service, log)
     assert checked, f"{service}: no workload exercised it"
     return checked
