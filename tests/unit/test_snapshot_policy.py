@@ -7,8 +7,12 @@ import asyncio
 import logging
 import time
 
+import pytest
+
+from allot_contracts.errors import InvalidInput
 from allot_eventstore.memory import InMemoryEventStore
 from allot_runtime.processor import Host
+from allot_runtime.settings import load
 from allot_runtime.snapshots import IDLE_S, Snapshots, restore_newest
 from allot_testing.processors import EchoProcessor
 
@@ -73,3 +77,14 @@ async def test_a_snapshot_of_another_configuration_is_not_restored(caplog) -> No
         lambda: Host(EchoProcessor(), name="echo"), store, config_hash="new", until=10
     )
     assert position == 0 and host.processor.seen == []
+
+
+def test_the_snapshot_settings_are_read_and_checked() -> None:
+    base = {"ALLOT_DATABASE_URL": "postgresql://x@h/db"}
+    assert (load("binder", base).snapshot_every, load("binder", base).snapshot_keep) == (20_000, 2)
+    read = load("binder", {**base, "ALLOT_SNAPSHOT_EVERY": "500", "ALLOT_SNAPSHOT_KEEP": "3"})
+    assert (read.snapshot_every, read.snapshot_keep) == (500, 3)
+    with pytest.raises(InvalidInput, match="ALLOT_SNAPSHOT_EVERY"):
+        load("binder", {**base, "ALLOT_SNAPSHOT_EVERY": "-1"})
+    with pytest.raises(InvalidInput, match="ALLOT_SNAPSHOT_KEEP"):
+        load("binder", {**base, "ALLOT_SNAPSHOT_KEEP": "0"})
