@@ -114,7 +114,7 @@ class Snapshots:
         self.since = host.position
         try:
             snapshot, self.last_pause = take(host, self.config_hash)
-        except statecodec.StateCodecError as exc:
+        except Exception as exc:  # a snapshot is an optimisation: failing to take one never stops the service
             log.warning("%s: its projection cannot be snapshot: %s", host.name, exc)
             return None
         log.info(
