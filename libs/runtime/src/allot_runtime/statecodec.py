@@ -70,6 +70,12 @@ _BUILTIN_TYPES: dict[str, type] = {
     )
 }
 _PRIMITIVES = frozenset({type(None), bool, int, float, str, bytes})
+_PLAIN = frozenset(
+    {type(None), bool, float, str, bytes}
+)  # stored as themselves, no check (ints have a range)
+_PLAIN_INTS = _PLAIN | {
+    int
+}  # the first try: an int beyond 64 bits makes msgspec refuse, then ints are checked
 _INT_RANGE = (-(2**63), 2**64)
 
 
@@ -103,8 +109,9 @@ def _slot_names(cls: type) -> list[str]:
 
 
 class _Encoder:
-    def __init__(self, allowed: Collection[str]) -> None:
+    def __init__(self, allowed: Collection[str], plain: frozenset[type] = _PLAIN) -> None:
         self.allowed = allowed
+        self.plain = plain
         self.memo: dict[int, int] = {}
         self.alive: list[Any] = []  # every numbered object, so that no id is reused while encoding
         self.busy: set[int] = (
@@ -153,25 +160,30 @@ class _Encoder:
             return [SET, *self.each(_ordered(value))]
         return self.other(value, kind)
 
+    # The loops below inline the common case (a value stored as itself) to save a call per item: most of a large
+    # projection is strings and numbers.
     def each(self, values: Iterable[Any]) -> list[Any]:
-        out = []
-        for index, item in enumerate(values):
-            try:
-                out.append(self.value(item))
-            except _Unencodable as exc:
-                exc.path.append(f"[{index}]")
-                raise
+        out: list[Any] = []
+        append, value, plain = out.append, self.value, self.plain
+        try:
+            for item in values:
+                append(item if type(item) in plain else value(item))
+        except _Unencodable as exc:
+            exc.path.append(f"[{len(out)}]")
+            raise
         return out
 
     def items(self, mapping: dict[Any, Any]) -> list[Any]:
-        out = []
-        for key, item in mapping.items():
-            try:
-                out.append(self.value(key))
-                out.append(self.value(item))
-            except _Unencodable as exc:
-                exc.path.append(f"[{key!r}]")
-                raise
+        out: list[Any] = []
+        append, value, plain = out.append, self.value, self.plain
+        key: Any = None
+        try:
+            for key, item in mapping.items():
+                append(key if type(key) in plain else value(key))
+                append(item if type(item) in plain else value(item))
+        except _Unencodable as exc:
+            exc.path.append(f"[{key!r}]")
+            raise
         return out
 
     def immutable(self, value: Any, tag: int) -> list[Any]:
@@ -238,14 +250,29 @@ class _Encoder:
         slots = self.slots.get(kind)
         if slots is None:
             slots = self.slots[kind] = _slot_names(kind)
-        names = [*getattr(value, "__dict__", ()), *(s for s in slots if hasattr(value, s))]
-        attributes = self.attributes(value, names)
+        attributes = self.fields(getattr(value, "__dict__", None) or {})
+        if slots:
+            attributes.extend(self.attributes(value, [s for s in slots if hasattr(value, s)]))
         if tag == OBJECT:
             node.extend(attributes)
         else:  # the attributes, then the items (set through the base class: no overridden method runs)
             node.append(attributes)
             node.extend(self.items(dict(value)) if tag == SUBDICT else self.each(list(value)))
         return node
+
+    def fields(self, attributes: dict[str, Any]) -> list[Any]:
+        """An object's ``__dict__`` as name, value, name, value, … (the fast path of :meth:`attributes`)."""
+        out: list[Any] = []
+        append, value, plain = out.append, self.value, self.plain
+        name = ""
+        try:
+            for name, item in attributes.items():
+                append(name)
+                append(item if type(item) in plain else value(item))
+        except _Unencodable as exc:
+            exc.path.append(f".{name}")
+            raise
+        return out
 
     def attributes(self, value: Any, names: Iterable[str], skip: Collection[str] = ()) -> list[Any]:
         out: list[Any] = []
@@ -438,16 +465,28 @@ def _fail(exc: _Unencodable, prefix: str = "") -> StateCodecError:
     return StateCodecError(f"{path or '$'}: {exc.reason}")
 
 
-def dumps(value: Any, *, allowed: Collection[str] = ()) -> bytes:
-    """``value``'s object graph as bytes (``allowed``: more module names whose classes may be stored)."""
-    encoder = _Encoder(allowed)
+def _walked(walk: Callable[[_Encoder], bytes], allowed: Collection[str]) -> bytes:
+    """``walk`` with ints stored as themselves, or, when one does not fit MessagePack, with every int checked."""
     try:
-        root = encoder.value(value)
-    except _Unencodable as exc:
-        raise _fail(exc) from None
+        try:
+            return walk(_Encoder(allowed, _PLAIN_INTS))
+        except OverflowError:
+            return walk(_Encoder(allowed, _PLAIN))
     except RecursionError:
         raise StateCodecError("the object graph is nested too deeply") from None
-    return _encode([], [], root, encoder)
+
+
+def dumps(value: Any, *, allowed: Collection[str] = ()) -> bytes:
+    """``value``'s object graph as bytes (``allowed``: more module names whose classes may be stored)."""
+
+    def walk(encoder: _Encoder) -> bytes:
+        try:
+            root = encoder.value(value)
+        except _Unencodable as exc:
+            raise _fail(exc) from None
+        return _encode([], [], root, encoder)
+
+    return _walked(walk, allowed)
 
 
 def _frame(data: bytes, allowed: Collection[str]) -> tuple[_Decoder, list[Any], list[Any], Any]:
@@ -509,21 +548,28 @@ def export_state(
     objects at the ``overlay`` paths are not replaced on restore but have their attributes set."""
     prefixes, kept = _anchor_paths(keep, overlay)
     anchors = [*prefixes, *kept]
-    encoder = _Encoder(allowed)
-    for path in anchors:
-        encoder.register(_at(root, path))
-    overlays: list[Any] = []
-    try:
-        for path in prefixes:
-            obj = _at(root, path)
-            children = {p.rsplit(".", 1)[-1] for p in anchors if p and p.rpartition(".")[0] == path}
-            names = [*getattr(obj, "__dict__", ()), *(s for s in _slot_names(type(obj)) if hasattr(obj, s))]
-            overlays.append([encoder.name_of(type(obj), "class"), *encoder.attributes(obj, names, children)])
-    except _Unencodable as exc:
-        raise _fail(exc, path) from None
-    except RecursionError:
-        raise StateCodecError("the object graph is nested too deeply") from None
-    return _encode(anchors, overlays, None, encoder)
+
+    def walk(encoder: _Encoder) -> bytes:
+        for path in anchors:
+            encoder.register(_at(root, path))
+        overlays: list[Any] = []
+        path = ""
+        try:
+            for path in prefixes:
+                obj = _at(root, path)
+                children = {p.rsplit(".", 1)[-1] for p in anchors if p and p.rpartition(".")[0] == path}
+                names = [
+                    *getattr(obj, "__dict__", ()),
+                    *(s for s in _slot_names(type(obj)) if hasattr(obj, s)),
+                ]
+                overlays.append(
+                    [encoder.name_of(type(obj), "class"), *encoder.attributes(obj, names, children)]
+                )
+        except _Unencodable as exc:
+            raise _fail(exc, path) from None
+        return _encode(anchors, overlays, None, encoder)
+
+    return _walked(walk, allowed)
 
 
 def restore_state(
