@@ -50,15 +50,15 @@ async def restore_newest(
 ) -> tuple[Host, int]:
     """A host restored from the newest usable snapshot at or before ``until`` and the snapshot's position, or a
     fresh host and 0 (with a warning saying why when a snapshot was found but not used)."""
-    name = build().name
+    host = build()
+    name = host.name
     try:
         found = await store.latest_snapshot(name, format=FORMAT, config_hash=config_hash, until=until)
     except Exception as exc:  # the table may be unreadable: folding from 0 is always correct
         log.warning("%s: could not read its snapshots (%s); folding the log from position 0", name, exc)
-        return build(), 0
+        return host, 0
     if found is None:
-        return build(), 0
-    host = build()
+        return host, 0
     problem = check(host, found)
     if problem is not None:
         log.warning(

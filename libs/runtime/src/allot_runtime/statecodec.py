@@ -26,6 +26,7 @@ import collections
 import decimal
 import enum
 import fractions
+import functools
 import sys
 import types
 from collections.abc import Callable, Collection, Iterable
@@ -94,6 +95,7 @@ def _allowed_module(module: str, extra: Collection[str]) -> bool:
     return root.startswith(ALLOWED_PREFIXES[0]) or root in ALLOWED_PREFIXES[1:] or root in extra
 
 
+@functools.cache
 def _slot_names(cls: type) -> list[str]:
     names: list[str] = []
     for klass in reversed(cls.__mro__):
@@ -316,26 +318,33 @@ class _Decoder:
         if tag == LIST:
             items: list[Any] = []
             self.memo.append(items)
-            items.extend(self.value(item) for item in node[1:])
+            items.extend(self.each(node, 1))
             return items
         if tag in (TUPLE, FROZENSET):
-            built = (tuple if tag == TUPLE else frozenset)(self.value(item) for item in node[1:])
+            built = (tuple if tag == TUPLE else frozenset)(self.each(node, 1))
             self.memo.append(built)
             return built
         if tag == SET:
             members: set[Any] = set()
             self.memo.append(members)
-            members.update(self.value(item) for item in node[1:])
+            members.update(self.each(node, 1))
             return members
         return self.other(tag, node)
+
+    def each(self, node: list[Any], start: int) -> list[Any]:
+        value = self.value
+        return [item if type(item) is not list else value(item) for item in node[start:]]
 
     def fill(self, out: Any, node: list[Any], start: int) -> None:
         if (len(node) - start) % 2:
             raise StateCodecError("a mapping with an odd number of items")
         value = self.value
         for index in range(start, len(node), 2):
-            key = value(node[index])
-            out[key] = value(node[index + 1])
+            key = node[index]
+            if type(key) is list:
+                key = value(key)
+            item = node[index + 1]
+            out[key] = item if type(item) is not list else value(item)
 
     def other(self, tag: Any, node: list[Any]) -> Any:
         if tag == OBJECT:
@@ -427,9 +436,14 @@ class _Decoder:
             name = node[index]
             if type(name) is not str or (name.startswith("__") and name.endswith("__")):
                 raise StateCodecError(f"attribute name {name!r} refused")
-            yield name, self.value(node[index + 1])
+            item = node[index + 1]
+            yield name, item if type(item) is not list else self.value(item)
 
     def assign(self, obj: Any, node: list[Any], start: int) -> None:
+        attributes = getattr(obj, "__dict__", None)
+        if attributes is not None and not _slot_names(type(obj)):  # the common case: set them all at once
+            attributes.update(self.pairs(node, start))
+            return
         for name, item in self.pairs(node, start):
             object.__setattr__(obj, name, item)
 
