@@ -26,7 +26,6 @@ import collections
 import decimal
 import enum
 import fractions
-import functools
 import sys
 import types
 from collections.abc import Callable, Collection, Iterable
@@ -95,8 +94,18 @@ def _allowed_module(module: str, extra: Collection[str]) -> bool:
     return root.startswith(ALLOWED_PREFIXES[0]) or root in ALLOWED_PREFIXES[1:] or root in extra
 
 
-@functools.cache
+_SLOTS: dict[type, list[str]] = {}
+
+
 def _slot_names(cls: type) -> list[str]:
+    """Every slot of ``cls`` and its bases (mangled as Python stores them), remembered per class."""
+    found = _SLOTS.get(cls)
+    if found is None:
+        found = _SLOTS[cls] = _find_slots(cls)
+    return found
+
+
+def _find_slots(cls: type) -> list[str]:
     names: list[str] = []
     for klass in reversed(cls.__mro__):
         slots = klass.__dict__.get("__slots__", ())
