@@ -14,42 +14,15 @@ import pytest
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_cli.pipeline import build
-from allot_contracts.envelope import NewEvent
 from allot_eventstore.urls import plain_url
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import AppliedConfig, config_hash
 from allot_runtime.replay import rebuild
 from allot_runtime.service import ProcessorRuntime
 from allot_runtime.snapshots import take
-from allot_testing.snapshots import OPENB, openb_log
+from allot_testing.snapshots import OPENB, copy_log, openb_log
 
 SERVICE = "device-allocator"
-
-
-async def _copy(store, records) -> None:
-    """Append simulated records to the PostgreSQL log in order (same ids, causes and producers)."""
-    run: list = []
-    for record in records:
-        if run and run[-1].producer != record.producer:
-            await _flush(store, run)
-        run.append(record)
-    await _flush(store, run)
-
-
-async def _flush(store, run: list) -> None:
-    if run:
-        news = [
-            NewEvent(
-                stream_id=r.stream_id,
-                event=r.decode(),
-                event_id=r.event_id,
-                causation_id=r.causation_id,
-                correlation_id=r.correlation_id,
-            )
-            for r in run
-        ]
-        await store.append(news, producer=run[0].producer)
-        run.clear()
 
 
 async def test_restart_restores_the_newest_snapshot_and_falls_back_when_it_is_wrong(
@@ -59,7 +32,7 @@ async def test_restart_restores_the_newest_snapshot_and_falls_back_when_it_is_wr
         pytest.skip(f"the openb trace is not at {OPENB}")
     log = openb_log(nodes=20, pods=120, window=40)
     cut = len(log.events) * 3 // 4
-    await _copy(event_store, log.events[:cut])
+    await copy_log(event_store, log.events[:cut])
     head, _ = await event_store.head()
     await event_store.advance_checkpoint(SERVICE, head)
     nc = await connect(nats_server_url, name="test-snapshots")

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import io
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from allot_cli.documents import Document, load_documents
 from allot_cli.manifests import Door, to_input
 from allot_cli.pipeline import build
 from allot_cli.simulator import Simulation
-from allot_contracts.envelope import RecordedEvent
+from allot_contracts.envelope import NewEvent, RecordedEvent
+from allot_eventstore.protocol import EventStore
 from allot_runtime.processor import Host
 from allot_testing.conformance import cases, simulate
 
@@ -78,6 +80,23 @@ def openb_log(nodes: int = 60, pods: int = 240, window: int = 80) -> Log:
         previous = trace[start : start + window]
         apply(previous)
     return Log("openb", list(sim.store.events), {})
+
+
+async def copy_log(store: EventStore, records: Iterable[RecordedEvent]) -> None:
+    """Append already-recorded events (a simulated log) to ``store`` in order, with the same ids, causes and
+    producers: positions and times are the store's own."""
+    for producer, run in groupby(records, key=lambda r: r.producer):
+        news = [
+            NewEvent(
+                stream_id=r.stream_id,
+                event=r.decode(),
+                event_id=r.event_id,
+                causation_id=r.causation_id,
+                correlation_id=r.correlation_id,
+            )
+            for r in run
+        ]
+        await store.append(news, producer=producer)
 
 
 def _outputs(events: list[RecordedEvent], producer: str) -> dict[str, list[RecordedEvent]]:
