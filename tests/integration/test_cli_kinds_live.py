@@ -9,15 +9,14 @@ import os
 import subprocess
 import sys
 import time
-from itertools import groupby
 from pathlib import Path
 
 import pytest
 import yaml
 
-from allot_contracts.envelope import NewEvent
 from allot_eventstore.postgres import PostgresEventStore
 from allot_testing.scenario import Scenario
+from allot_testing.snapshots import copy_log
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,20 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 async def _copy(s: Scenario, url: str, start: int = 0) -> None:
     store = PostgresEventStore.connect(url)
     try:
-        for producer, records in groupby(s.events[start:], key=lambda r: r.producer):
-            await store.append(
-                [
-                    NewEvent(
-                        stream_id=r.stream_id,
-                        event=r.decode(),
-                        event_id=r.event_id,
-                        causation_id=r.causation_id,
-                        correlation_id=r.correlation_id,
-                    )
-                    for r in records
-                ],
-                producer=producer,
-            )
+        await copy_log(store, s.events[start:])
     finally:
         await store.close()
 

@@ -2,7 +2,7 @@
 
 from allot_eventstore.clock import Clock, ManualClock, system_clock
 from allot_eventstore.memory import InMemoryEventStore
-from allot_eventstore.protocol import AppendResult, Checkpoint, EventStore, Fence
+from allot_eventstore.protocol import AppendResult, Checkpoint, EventStore, Fence, Snapshot
 from allot_eventstore.verify import ChainReport, verify_chain
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "Fence",
     "InMemoryEventStore",
     "ManualClock",
+    "Snapshot",
     "system_clock",
     "verify_chain",
 ]

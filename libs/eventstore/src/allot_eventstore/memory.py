@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Sequence
 
+import msgspec
+
 from allot_contracts.envelope import GENESIS_HASH, NewEvent, RecordedEvent, prepare
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced
 from allot_eventstore.clock import Clock, system_clock
-from allot_eventstore.protocol import AppendResult, Checkpoint, Fence
+from allot_eventstore.protocol import AppendResult, Checkpoint, Fence, Snapshot
+from allot_eventstore.snapshots import state_hash
 
 
 def _stamped(new: NewEvent, fence: Fence) -> NewEvent:
@@ -36,6 +39,7 @@ class InMemoryEventStore:
         self._checkpoints: dict[str, int] = {}
         self._by_stream: dict[str, list[int]] = {}
         self.fences: dict[str, tuple[int, str]] = {}  # name -> (term, holder)
+        self.snapshots: dict[str, dict[int, Snapshot]] = {}  # consumer -> position -> snapshot
 
     async def append(
         self,
@@ -158,10 +162,12 @@ class InMemoryEventStore:
         for record in self._select(after=after, until=until, types=types, producer=producer):
             yield record
 
-    async def outputs(self, producer: str, *, page: int = 5000) -> AsyncIterator[tuple[int, RecordedEvent]]:
+    async def outputs(
+        self, producer: str, *, after: int = 0, page: int = 5000
+    ) -> AsyncIterator[tuple[int, RecordedEvent]]:
         # from the records themselves, not the append index: tests build logs by adding records directly
         positions = {record.event_id: record.position for record in self.events}
-        for record in self._select(after=0, until=None, types=None, producer=producer):
+        for record in self._select(after=after, until=None, types=None, producer=producer):
             cause = positions.get(record.causation_id) if record.causation_id is not None else None
             if cause is not None:
                 yield cause, record
@@ -204,6 +210,26 @@ class InMemoryEventStore:
 
     async def producers(self) -> list[str]:
         return sorted({e.producer for e in self.events})
+
+    async def write_snapshot(self, snapshot: Snapshot, *, keep: int) -> None:
+        kept = self.snapshots.setdefault(snapshot.consumer, {})
+        if snapshot.position not in kept:
+            kept[snapshot.position] = msgspec.structs.replace(snapshot, state_hash=state_hash(snapshot.state))
+        for position in sorted(kept)[: -max(keep, 1)]:
+            del kept[position]
+
+    async def latest_snapshot(
+        self, consumer: str, *, format: int, config_hash: str, until: int | None = None
+    ) -> Snapshot | None:
+        usable = [
+            s
+            for s in self.snapshots.get(consumer, {}).values()
+            if s.format == format and s.config_hash == config_hash and (until is None or s.position <= until)
+        ]
+        return max(usable, key=lambda s: s.position, default=None)
+
+    async def snapshot_positions(self, consumer: str) -> list[int]:
+        return sorted(self.snapshots.get(consumer, {}))
 
     async def close(self) -> None:
         return None

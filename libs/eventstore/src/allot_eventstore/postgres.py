@@ -36,6 +36,7 @@ from allot_contracts.envelope import NewEvent, RecordedEvent, prepare
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
 from allot_eventstore.clock import Clock, from_datetime, system_clock, to_datetime
 from allot_eventstore.protocol import AppendResult, Checkpoint, Fence
+from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.urls import plain_url
 
 NOTIFY_CHANNEL = "allot_events"
@@ -185,7 +186,7 @@ async def _no_reset(_: Any) -> None:
     committed or rolled back before release), so the default reset query would be a wasted round trip."""
 
 
-class PostgresEventStore:
+class PostgresEventStore(PostgresSnapshots):
     """An :class:`~allot_eventstore.protocol.EventStore` on PostgreSQL. Create with :meth:`connect`; the connection
     pool opens on first use."""
 
@@ -514,8 +515,10 @@ class PostgresEventStore:
                 return
             cursor = batch[-1].position
 
-    async def outputs(self, producer: str, *, page: int = 5000) -> AsyncIterator[tuple[int, RecordedEvent]]:
-        cursor = 0
+    async def outputs(
+        self, producer: str, *, after: int = 0, page: int = 5000
+    ) -> AsyncIterator[tuple[int, RecordedEvent]]:
+        cursor = after
         while True:
             rows = await self._fetch(_OUTPUTS, producer, cursor, page)
             for row in rows:

@@ -13,6 +13,10 @@ Semantics (checked by the contract suite in ``allot_testing.contracts.store``, r
   position order, each with the position of the event that caused it. A consumer appends the outputs of a trigger
   together with its checkpoint, and a checkpoint only moves forward, so the outputs of an earlier trigger never come
   after those of a later one: replay pairs triggers with their outputs by walking both streams once.
+- ``write_snapshot`` stores a consumer's projection at a position (a second write at the same position is a
+  no-op) and keeps only the newest ``keep`` of that consumer; ``latest_snapshot`` returns the newest of a given
+  format and configuration hash at or before a position. A snapshot is never a source of truth: what reads one checks
+  it (``allot_runtime.snapshots``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,20 @@ class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
     positions: list[int]
     skipped: list[str] = []
     head: int = 0
+
+
+class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """A consumer's projection at its checkpoint ``position``: ``state`` encoded in ``format``
+    (``allot_runtime.statecodec``) under the configuration hashed ``config_hash``, whose ``Host.digest()`` was
+    ``digest``; ``state_hash`` is the SHA-256 of ``state`` as written."""
+
+    consumer: str
+    position: int
+    format: int
+    config_hash: str
+    digest: str
+    state: bytes
+    state_hash: bytes
 
 
 class EventStore(Protocol):
@@ -84,8 +102,11 @@ class EventStore(Protocol):
         page: int = 5000,
     ) -> AsyncIterator[RecordedEvent]: ...
 
-    def outputs(self, producer: str, *, page: int = 5000) -> AsyncIterator[tuple[int, RecordedEvent]]:
-        """``(position of the cause, output)`` for every event ``producer`` recorded with a cause in the log."""
+    def outputs(
+        self, producer: str, *, after: int = 0, page: int = 5000
+    ) -> AsyncIterator[tuple[int, RecordedEvent]]:
+        """``(position of the cause, output)`` for every event ``producer`` recorded with a cause in the log, at a
+        position after ``after``."""
         ...
 
     async def read_stream(self, stream_id: str) -> list[RecordedEvent]: ...
@@ -116,5 +137,20 @@ class EventStore(Protocol):
     async def checkpoints(self) -> dict[str, int]: ...
 
     async def producers(self) -> list[str]: ...
+
+    async def write_snapshot(self, snapshot: Snapshot, *, keep: int) -> None:
+        """Store ``snapshot`` (unless one of its consumer and position is stored) and delete all but the newest
+        ``keep`` of its consumer."""
+        ...
+
+    async def latest_snapshot(
+        self, consumer: str, *, format: int, config_hash: str, until: int | None = None
+    ) -> Snapshot | None:
+        """The newest snapshot of ``consumer`` in ``format`` under ``config_hash`` at or before ``until``."""
+        ...
+
+    async def snapshot_positions(self, consumer: str) -> list[int]:
+        """The positions of ``consumer``'s stored snapshots, oldest first."""
+        ...
 
     async def close(self) -> None: ...

@@ -29,6 +29,7 @@ from allot_contracts.errors import InvalidConfig
 from allot_contracts.events import Event
 from allot_contracts.issues import FieldIssue
 from allot_contracts.lives import PodLives
+from allot_runtime import statecodec
 
 
 class Emit(msgspec.Struct, frozen=True, kw_only=True):
@@ -240,6 +241,23 @@ class Host:
 
     def digest(self) -> str:
         return digest_of(self.processor.snapshot())
+
+    def kept(self) -> list[str]:
+        """What a snapshot does not store but takes from a host built afresh from the configuration: the host's
+        name and interests, and the processor's ``snapshot_fresh`` attribute paths (what cannot be encoded, or is
+        derived from the configuration alone)."""
+        fresh: frozenset[str] = getattr(self.processor, "snapshot_fresh", frozenset())
+        return ["name", "interests", *(f"processor.{path}" for path in sorted(fresh))]
+
+    def export_state(self) -> bytes:
+        """The host's state (position, timers consumed, the pods' lives) and its processor's projection, as bytes
+        (:mod:`allot_runtime.statecodec`); :class:`~allot_runtime.statecodec.StateCodecError` names what cannot be
+        encoded."""
+        return statecodec.export_state(self, self.kept(), overlay=("processor",))
+
+    def restore_state(self, data: bytes) -> None:
+        """Overlay a state :meth:`export_state` made onto this host, freshly built from the same configuration."""
+        statecodec.restore_state(data, self, self.kept(), overlay=("processor",))
 
     def deadline(self) -> int | None:
         next_deadline = getattr(self.processor, "next_deadline", None)

@@ -60,8 +60,10 @@ def first_difference(recorded: Any, recomputed: Any, path: str = "") -> tuple[st
     return None if recorded == recomputed else (path or "$", recorded, recomputed)
 
 
-async def inputs(host: Host, store: EventStore, until: int | None) -> AsyncIterator[RecordedEvent]:
-    async for record in store.iterate(types=host.interests, until=until):
+async def inputs(
+    host: Host, store: EventStore, until: int | None, after: int = 0
+) -> AsyncIterator[RecordedEvent]:
+    async for record in store.iterate(types=host.interests, after=after, until=until):
         if record.producer != host.name:
             yield record
 
@@ -74,8 +76,8 @@ class Outputs:
     outputs of increasing positions reads each output once and holds none longer than its trigger. Outputs whose
     cause is not asked for (not a trigger of this replay) are passed over."""
 
-    def __init__(self, store: EventStore, producer: str) -> None:
-        self._stream = store.outputs(producer)
+    def __init__(self, store: EventStore, producer: str, after: int = 0) -> None:
+        self._stream = store.outputs(producer, after=after)
         self._next: tuple[int, RecordedEvent] | None = None
         self._started = False
         self._done = False
@@ -104,10 +106,12 @@ class Outputs:
             await self._stream.aclose()  # type: ignore[attr-defined]
 
 
-async def rebuild(host: Host, store: EventStore, *, until: int) -> int:
-    outputs = Outputs(store, host.name)
+async def rebuild(host: Host, store: EventStore, *, until: int, after: int = 0) -> int:
+    """Fold the log into ``host`` from ``after`` (0, or the position of the snapshot it was restored from) up to
+    ``until``. An output recorded after ``after`` whose trigger is at or before it is passed over."""
+    outputs = Outputs(store, host.name, after)
     try:
-        async for record in inputs(host, store, until):
+        async for record in inputs(host, store, until, after):
             host.apply_recorded(record, await outputs.of(record.position))
     finally:
         await outputs.close()

@@ -50,9 +50,10 @@ from allot_runtime.httpserver import HEALTH, application, start
 from allot_runtime.kube.lease import Leadership, LeaseConfig
 from allot_runtime.metrics import CollectorFactory, Metrics
 from allot_runtime.processor import Host, Processor, instance_name
-from allot_runtime.recorded_config import AppliedConfig, record_config
+from allot_runtime.recorded_config import AppliedConfig, config_hash, record_config
 from allot_runtime.replay import rebuild
 from allot_runtime.settings import ServiceSettings
+from allot_runtime.snapshots import Snapshots, restore_newest
 
 log = logging.getLogger("allot.service")
 
@@ -113,6 +114,8 @@ class ProcessorRuntime:
         settle_memory: bool = False,
         on_fenced: Callable[[Fenced, str], Awaitable[None]] | None = None,
         config: AppliedConfig | None = None,
+        snapshot_every: int = 0,
+        snapshot_keep: int = 2,
     ) -> None:
         self.name = name
         self.config = (
@@ -131,6 +134,13 @@ class ProcessorRuntime:
         self.failpoints = Failpoints.from_env(name)
         self.lock = asyncio.Lock()  # a state report never sees a batch half-way (evolved but not committed)
         self.consistent = True  # False between a failed decision and the rebuild that follows it
+        self.snapshots = Snapshots(
+            store,
+            every=snapshot_every,
+            keep=snapshot_keep,
+            config_hash=config_hash(config.config) if config is not None else None,
+        )
+        self.last_handled = 0.0  # time.monotonic() of the last batch handled (a snapshot waits for idleness)
         self.consumer = DurableConsumer(
             name=name,
             types=self.host.interests,
@@ -147,8 +157,16 @@ class ProcessorRuntime:
         checkpoint = await self.store.get_checkpoint(self.name)
         if self.config is not None:
             await record_config(self.store, self.name, self.config, after=checkpoint)
-        host = Host(self.factory(), name=self.name)
-        await rebuild(host, self.store, until=checkpoint)
+        host, start = Host(self.factory(), name=self.name), 0
+        if self.snapshots.every:
+            host, start = await restore_newest(
+                lambda: Host(self.factory(), name=self.name),
+                self.store,
+                config_hash=self.snapshots.config_hash,
+                until=checkpoint,
+            )
+        await rebuild(host, self.store, until=checkpoint, after=start)
+        self.snapshots.since = start
         async with self.lock:
             if self.settle_memory:
                 memory.unsettle()  # the projection being replaced can be collected
@@ -160,6 +178,10 @@ class ProcessorRuntime:
             "%s: projection rebuilt up to position %d (digest %s)", self.name, checkpoint, host.digest()[:12]
         )
         return checkpoint
+
+    def snapshot_view(self) -> tuple[Host, bool, float]:
+        """What the snapshot loop looks at: the host, whether it is consistent, when a batch was last handled."""
+        return self.host, self.consistent, self.last_handled
 
     def _step(self, record: RecordedEvent) -> list[NewEvent]:
         """Evolve, decide and evolve the outputs for one trigger; processor failures become ``DecisionFailed``."""
@@ -225,6 +247,8 @@ class ProcessorRuntime:
                 if isinstance(exc, Exception):
                     raise BatchFailed(0, exc) from exc
                 raise
+            self.snapshots.after_batch(self.host, self.consistent)
+        self.last_handled = time.monotonic()
         self._observe(done, started)
         return committed
 
@@ -535,6 +559,8 @@ async def _run(
         settle_memory=True,
         on_fenced=leadership.refused if leadership is not None else None,
         config=config,
+        snapshot_every=settings.snapshot_every,
+        snapshot_keep=settings.snapshot_keep,
     )
     ctx = ServiceContext(
         settings=settings, store=store, nc=nc, metrics=metrics, runtime=runtime, leadership=leadership
@@ -553,6 +579,11 @@ async def _run(
     try:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(consumer.run(stop), name=f"{name}-consumer")
+            if runtime.snapshots.every:
+                tg.create_task(
+                    runtime.snapshots.loop(runtime.lock, runtime.snapshot_view, stop),
+                    name=f"{name}-snapshots",
+                )
             if hasattr(runtime.host.processor, "next_deadline"):
                 tg.create_task(timer_loop(ctx, stop), name=f"{name}-timer")
             for extra in extras:

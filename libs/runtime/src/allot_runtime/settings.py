@@ -78,6 +78,8 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
     lease_renew_deadline_s: float = 10.0
     lease_retry_period_s: float = 2.0
     shutdown_timeout_s: float = 10.0
+    snapshot_every: int = 20_000  # log positions between two snapshots of the projection (0: none)
+    snapshot_keep: int = 2  # snapshots kept per consumer
 
     @property
     def nats_auth(self) -> NatsAuth:
@@ -179,6 +181,8 @@ _FIELDS = {
     "lease_duration_s": "ALLOT_LEASE_DURATION_S",
     "lease_renew_deadline_s": "ALLOT_LEASE_RENEW_DEADLINE_S",
     "lease_retry_period_s": "ALLOT_LEASE_RETRY_PERIOD_S",
+    "snapshot_every": "ALLOT_SNAPSHOT_EVERY",
+    "snapshot_keep": "ALLOT_SNAPSHOT_KEEP",
 }
 
 
@@ -205,6 +209,10 @@ def load(service: str, environ: Mapping[str, str] | None = None) -> ServiceSetti
         raise InvalidInput([("ALLOT_KUBE_MODE", "must be standalone or kubernetes")])
     if settings.leader_election not in ("advisory", "lease"):
         raise InvalidInput([("ALLOT_LEADER_ELECTION", "must be advisory or lease")])
+    if settings.snapshot_every < 0:
+        raise InvalidInput([("ALLOT_SNAPSHOT_EVERY", "must be 0 (no snapshots) or a number of events")])
+    if settings.snapshot_keep < 1:
+        raise InvalidInput([("ALLOT_SNAPSHOT_KEEP", "must be at least 1")])
     if not (settings.lease_duration_s > settings.lease_renew_deadline_s > settings.lease_retry_period_s > 0):
         raise InvalidInput(
             [

@@ -38,7 +38,7 @@ _allot() {
         'bench placement') opts='-h --help --json --nodes --pods --limit --repeat --rss-nodes --rss-pods --skip-rss --check'; words=''; files=''; names=''; valued='--nodes --pods --limit --repeat --rss-nodes --rss-pods' ;;
         'bench quota') opts='-h --help --json --quotas --changes --seed'; words=''; files=''; names=''; valued='--quotas --changes --seed' ;;
         'bench replay') opts='-h --help --events --runs --fresh --nodes --pods-csv --json'; words=''; files=''; names=''; valued='--events --runs --nodes --pods-csv' ;;
-        'bench restart') opts='-h --help --events --runs --fresh --nodes --pods-csv --json'; words=''; files=''; names=''; valued='--events --runs --nodes --pods-csv' ;;
+        'bench restart') opts='-h --help --events --runs --fresh --nodes --pods-csv --json --no-snapshots --snapshot-lag'; words=''; files=''; names=''; valued='--events --runs --nodes --pods-csv --snapshot-lag' ;;
         'bench sampler') opts='-h --help --pods --interval --report --seconds --cgroups --json'; words=''; files=''; names=''; valued='--pods --interval --report --seconds --cgroups' ;;
         'bench ui') opts='-h --help --json --pods --repeat --nodes --pods-csv'; words=''; files=''; names=''; valued='--pods --repeat --nodes --pods-csv' ;;
         'completion') opts='-h --help'; words='bash zsh fish'; files=''; names=''; valued='' ;;
@@ -106,6 +106,7 @@ _allot() {
         'bench restart|--runs') COMPREPLY=(); return ;;
         'bench restart|--nodes') COMPREPLY=(); return ;;
         'bench restart|--pods-csv') COMPREPLY=(); return ;;
+        'bench restart|--snapshot-lag') COMPREPLY=(); return ;;
         'bench sampler|--pods') COMPREPLY=(); return ;;
         'bench sampler|--interval') COMPREPLY=(); return ;;
         'bench sampler|--report') COMPREPLY=(); return ;;

@@ -7,11 +7,13 @@ optimistic concurrency on stream versions, checkpoints in the same transaction (
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced
 from allot_contracts.events import ObjectRef, PodReleased
-from allot_eventstore import Checkpoint, EventStore, Fence, verify_chain
+from allot_eventstore import Checkpoint, EventStore, Fence, Snapshot, verify_chain
 from allot_testing.builders import an_event
 
 
@@ -142,3 +144,34 @@ class EventStoreContract:
         )  # another name: no fence yet
         stamps = [r.metadata.get("fence") for r in await store.read()]
         assert stamps == ["binder/3", "binder/4", "other/0"]
+
+    async def test_the_newest_usable_snapshot_is_read_and_only_the_newest_kept(
+        self, store: EventStore
+    ) -> None:
+        def snap(position: int, *, config: str = "c1", fmt: int = 1) -> Snapshot:
+            return Snapshot(
+                consumer="svc",
+                position=position,
+                format=fmt,
+                config_hash=config,
+                digest=f"d{position}",
+                state=f"state {position}".encode(),
+                state_hash=b"",
+            )
+
+        assert await store.latest_snapshot("svc", format=1, config_hash="c1") is None
+        await store.write_snapshot(snap(10), keep=3)
+        await store.write_snapshot(snap(20, config="c2"), keep=3)
+        await store.write_snapshot(snap(30, fmt=2), keep=3)
+        found = await store.latest_snapshot("svc", format=1, config_hash="c1")
+        assert found is not None
+        assert (found.position, found.digest, found.state) == (10, "d10", b"state 10")
+        assert found.state_hash == hashlib.sha256(b"state 10").digest()
+        assert (await store.latest_snapshot("svc", format=1, config_hash="c2", until=19)) is None
+        await store.write_snapshot(snap(40), keep=3)
+        await store.write_snapshot(snap(40, config="other"), keep=3)  # same position: kept as first written
+        assert await store.snapshot_positions("svc") == [20, 30, 40]
+        latest = await store.latest_snapshot("svc", format=1, config_hash="c1", until=45)
+        assert latest is not None and latest.position == 40
+        assert await store.latest_snapshot("svc", format=1, config_hash="c1", until=39) is None
+        assert await store.snapshot_positions("other") == []

@@ -1,0 +1,169 @@
+"""Snapshots of a service's projection: made while it runs, restored when it starts (docs/adr/0011).
+
+A snapshot is an optimisation of restart, never a source of truth. It is taken at the host's position after a
+committed batch, encoded data-only (:mod:`allot_runtime.statecodec`), and stored with the hash of the configuration
+the service decides under and the projection's digest. On start, the newest snapshot of the current format and
+configuration at or before the checkpoint is loaded into a host built afresh from the configuration, and checked:
+the state's bytes against their SHA-256, the decoded projection's digest against the one recorded. Anything wrong
+(no such snapshot, a read error, corrupt or forged bytes, a refused class name, another digest) and the service says
+so in a warning and folds the log from position 0, as it would without snapshots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+
+from allot_eventstore.protocol import EventStore, Snapshot
+from allot_runtime import statecodec
+from allot_runtime.processor import Host
+
+log = logging.getLogger("allot.snapshots")
+
+FORMAT = statecodec.FORMAT
+OVERDUE = 5  # a snapshot this many intervals late is taken at once, even while events keep coming
+IDLE_S = 0.5  # a due snapshot waits for the consumer to have handled nothing for this long
+
+
+def take(host: Host, config_hash: str) -> tuple[Snapshot, float]:
+    """The host's snapshot now, and the seconds the export took (the pause of the service)."""
+    started = time.perf_counter()
+    state = host.export_state()
+    snapshot = Snapshot(
+        consumer=host.name,
+        position=host.position,
+        format=FORMAT,
+        config_hash=config_hash,
+        digest=host.digest(),
+        state=state,
+        state_hash=hashlib.sha256(state).digest(),
+    )
+    return snapshot, time.perf_counter() - started
+
+
+async def restore_newest(
+    build: Callable[[], Host], store: EventStore, *, config_hash: str, until: int
+) -> tuple[Host, int]:
+    """A host restored from the newest usable snapshot at or before ``until`` and the snapshot's position, or a
+    fresh host and 0 (with a warning saying why when a snapshot was found but not used)."""
+    host = build()
+    name = host.name
+    try:
+        found = await store.latest_snapshot(name, format=FORMAT, config_hash=config_hash, until=until)
+    except Exception as exc:  # the table may be unreadable: folding from 0 is always correct
+        log.warning("%s: could not read its snapshots (%s); folding the log from position 0", name, exc)
+        return host, 0
+    if found is None:
+        return host, 0
+    problem = check(host, found)
+    if problem is not None:
+        log.warning(
+            "%s: snapshot at position %d not used: %s; folding the log from position 0",
+            name,
+            found.position,
+            problem,
+        )
+        return build(), 0
+    log.info("%s: projection restored from the snapshot at position %d", name, found.position)
+    return host, found.position
+
+
+def check(host: Host, snapshot: Snapshot) -> str | None:
+    """Restore ``snapshot`` into ``host`` (fresh); None when it is sound, else what is wrong with it."""
+    if hashlib.sha256(snapshot.state).digest() != snapshot.state_hash:
+        return "its state does not match its SHA-256"
+    try:
+        host.restore_state(snapshot.state)
+    except statecodec.StateCodecError as exc:
+        return f"its state cannot be decoded ({exc})"
+    digest = host.digest()
+    if digest != snapshot.digest:
+        return f"the restored projection's digest {digest[:12]} is not the recorded {snapshot.digest[:12]}"
+    if host.position != snapshot.position:
+        return f"the restored position {host.position} is not the snapshot's {snapshot.position}"
+    return None
+
+
+class Snapshots:
+    """When a running service takes its snapshots: ``every`` log positions after the last one (or the one it was
+    restored from), as soon as the consumer is idle, or at once when ``OVERDUE`` intervals late; the export runs
+    under the runtime's lock, the write in the background. A failed write is logged; the next try is an interval
+    later. ``every`` = 0 takes none."""
+
+    def __init__(self, store: EventStore, *, every: int, keep: int, config_hash: str | None) -> None:
+        self.store = store
+        self.every = every if config_hash is not None else 0  # no recorded config, no hash to check on load
+        self.keep = keep
+        self.config_hash = config_hash or ""
+        self.since = 0  # position of the last snapshot taken (or restored)
+        self.writing: asyncio.Task[None] | None = None  # the write in progress
+        self.last_pause = 0.0
+
+    def due(self, position: int) -> bool:
+        return self.every > 0 and position - self.since >= self.every
+
+    def overdue(self, position: int) -> bool:
+        return self.every > 0 and position - self.since >= OVERDUE * self.every
+
+    def export(self, host: Host) -> Snapshot | None:
+        """Take the snapshot (the caller holds the lock); None when it cannot be encoded (logged)."""
+        self.since = host.position
+        try:
+            snapshot, self.last_pause = take(host, self.config_hash)
+        except Exception as exc:  # a snapshot is an optimisation: failing to take one never stops the service
+            log.warning("%s: its projection cannot be snapshot: %s", host.name, exc)
+            return None
+        log.info(
+            "%s: snapshot at position %d (%d bytes, export %.0f ms)",
+            host.name,
+            snapshot.position,
+            len(snapshot.state),
+            self.last_pause * 1000,
+        )
+        return snapshot
+
+    async def write(self, snapshot: Snapshot) -> None:
+        try:
+            await self.store.write_snapshot(snapshot, keep=self.keep)
+        except Exception as exc:  # deciding never waits for a snapshot: try again an interval later
+            log.warning(
+                "%s: could not write its snapshot at position %d: %s",
+                snapshot.consumer,
+                snapshot.position,
+                exc,
+            )
+
+    def start(self, host: Host) -> None:
+        """Export now (the caller holds the lock) and write in the background, unless a write is still going."""
+        if self.writing is not None and not self.writing.done():
+            return
+        snapshot = self.export(host)
+        if snapshot is not None:
+            self.writing = asyncio.create_task(self.write(snapshot), name=f"{host.name}-snapshot")
+
+    def after_batch(self, host: Host, consistent: bool) -> None:
+        """After a committed batch (lock held): a snapshot ``OVERDUE`` intervals late is taken now."""
+        if consistent and self.overdue(host.position):
+            self.start(host)
+
+    async def loop(
+        self, lock: asyncio.Lock, current: Callable[[], tuple[Host, bool, float]], stop: asyncio.Event
+    ) -> None:
+        """Take a due snapshot once the consumer has been idle for ``IDLE_S`` (``current``: the host, whether it
+        is consistent, and when it last handled a batch, ``time.monotonic()``)."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=IDLE_S)
+            host, consistent, last = current()
+            if not (consistent and self.due(host.position) and time.monotonic() - last >= IDLE_S):
+                continue
+            async with lock:
+                host, consistent, _ = current()
+                if consistent and self.due(host.position):
+                    self.start(host)
+        if self.writing is not None:
+            await self.writing

@@ -1,0 +1,622 @@
+"""A data-only codec for a processor's object graph: what a snapshot stores (docs/adr/0011-bounded-verification.md).
+
+``dumps(value)`` walks an object graph and encodes it once as MessagePack (msgspec); ``loads(data)`` rebuilds it.
+Shared references and cycles are kept exactly: every container and object is numbered the first time it is met, and
+met again it is written as a reference, so an object reachable twice comes back as one object. Supported: ``None``,
+``bool``, ``int``, ``float``, ``str``, ``bytes``; ``dict`` (insertion order kept), ``OrderedDict``, ``Counter``,
+``defaultdict`` (factory from an allowlist), ``list``, ``tuple``, ``set``, ``frozenset``, ``deque``; ``Enum`` members;
+msgspec ``Struct`` instances (rebuilt through their constructor); dataclasses and plain objects with ``__dict__`` and/or
+``__slots__`` (made with ``cls.__new__`` and attribute assignment: no ``__init__``, no ``__setstate__``); classes,
+module-level functions and bound methods.
+
+Data only: a class or function is named, never serialised, and on decode it is looked up only in modules that are
+already imported and whose names are allowed (the ``allot_*`` libraries and the service packages); nothing is imported
+and no constructor other than a ``Struct``'s runs. A forged snapshot can therefore at worst describe a wrong state,
+which the digest check on load catches. Anything else (a lambda, a lock, an unknown class) is refused on export with
+the path of the attribute that holds it; malformed bytes or a refused name are refused on load with the reason.
+
+``export_state(root, keep)`` / ``restore_state(data, fresh, keep)`` snapshot a processor: ``keep`` names attribute paths
+(``"engine.policy"``) whose values are not encoded but taken from ``fresh``, an instance built from the same
+configuration; everything else is overlaid onto ``fresh``.
+"""
+
+from __future__ import annotations
+
+import collections
+import decimal
+import enum
+import fractions
+import sys
+import types
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+import msgspec
+
+FORMAT = 1  # the version of this encoding; a snapshot of another format is not loaded
+
+# node tags: every non-primitive value is a list whose first item is one of these
+REF, LIST, TUPLE, DICT, SET, FROZENSET, DEQUE, ODICT, DDICT, COUNTER = range(10)
+ENUM, STRUCT, OBJECT, TYPE, FUNCTION, METHOD, BIGINT, FRACTION, DECIMAL, SUBDICT, SUBLIST = range(10, 21)
+
+ALLOWED_PREFIXES: tuple[str, ...] = (
+    "allot_",
+    "binder",
+    "device_allocator",
+    "gang_coordinator",
+    "node_reporter",
+    "qos_enforcer",
+    "quota_manager",
+    "reservation_manager",
+)
+_BUILTIN_TYPES: dict[str, type] = {
+    f"{t.__module__}:{t.__qualname__}": t
+    for t in (
+        int,
+        float,
+        str,
+        bytes,
+        bool,
+        list,
+        tuple,
+        dict,
+        set,
+        frozenset,
+        type(None),
+        collections.deque,
+        collections.OrderedDict,
+        collections.Counter,
+        collections.defaultdict,
+    )
+}
+_PRIMITIVES = frozenset({type(None), bool, int, float, str, bytes})
+_PLAIN = frozenset(
+    {type(None), bool, float, str, bytes}
+)  # stored as themselves, no check (ints have a range)
+_PLAIN_INTS = _PLAIN | {
+    int
+}  # the first try: an int beyond 64 bits makes msgspec refuse, then ints are checked
+_INT_RANGE = (-(2**63), 2**64)
+
+
+class StateCodecError(ValueError):
+    """A state that cannot be encoded (with the path of the value), or bytes that are not a state of this format."""
+
+
+class _Unencodable(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.path: list[str] = []
+
+
+def _allowed_module(module: str, extra: Collection[str]) -> bool:
+    root = module.split(".", 1)[0]
+    return root.startswith(ALLOWED_PREFIXES[0]) or root in ALLOWED_PREFIXES[1:] or root in extra
+
+
+_SLOTS: dict[type, list[str]] = {}
+
+
+def _slot_names(cls: type) -> list[str]:
+    """Every slot of ``cls`` and its bases (mangled as Python stores them), remembered per class."""
+    found = _SLOTS.get(cls)
+    if found is None:
+        found = _SLOTS[cls] = _find_slots(cls)
+    return found
+
+
+def _find_slots(cls: type) -> list[str]:
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        slots = klass.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot in ("__dict__", "__weakref__"):
+                continue
+            if slot.startswith("__") and not slot.endswith("__"):
+                slot = f"_{klass.__name__.lstrip('_')}{slot}"
+            if slot not in names:
+                names.append(slot)
+    return names
+
+
+class _Encoder:
+    def __init__(self, allowed: Collection[str], plain: frozenset[type] = _PLAIN) -> None:
+        self.allowed = allowed
+        self.plain = plain
+        self.memo: dict[int, int] = {}
+        self.alive: list[Any] = []  # every numbered object, so that no id is reused while encoding
+        self.busy: set[int] = (
+            set()
+        )  # immutable containers being walked (a cycle through one cannot be rebuilt)
+        self.names: dict[str, int] = {}
+        self.slots: dict[type, list[str]] = {}
+
+    def register(self, value: Any) -> None:
+        self.memo[id(value)] = len(self.alive)
+        self.alive.append(value)
+
+    def name_of(self, obj: Any, what: str) -> int:
+        module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+        if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+            raise _Unencodable(f"{what} {obj!r} has no importable name")
+        name = f"{module}:{qualname}"
+        if name not in _BUILTIN_TYPES and not _allowed_module(module, self.allowed):
+            raise _Unencodable(f"{what} {name} is not from an allowed module")
+        index = self.names.get(name)
+        if index is None:
+            index = self.names[name] = len(self.names)
+        return index
+
+    def value(self, value: Any) -> Any:
+        kind = type(value)
+        if kind in _PRIMITIVES:
+            if kind is int and not _INT_RANGE[0] <= value < _INT_RANGE[1]:
+                return [BIGINT, str(value)]
+            return value
+        ref = self.memo.get(id(value))
+        if ref is not None:
+            return [REF, ref]
+        if id(value) in self.busy:
+            raise _Unencodable(f"a cycle through an immutable {kind.__name__} cannot be encoded")
+        if kind is dict:
+            self.register(value)
+            return [DICT, *self.items(value)]
+        if kind is list:
+            self.register(value)
+            return [LIST, *self.each(value)]
+        if kind is tuple or kind is frozenset:
+            return self.immutable(value, TUPLE if kind is tuple else FROZENSET)
+        if kind is set:
+            self.register(value)
+            return [SET, *self.each(_ordered(value))]
+        return self.other(value, kind)
+
+    # The loops below inline the common case (a value stored as itself) to save a call per item: most of a large
+    # projection is strings and numbers.
+    def each(self, values: Iterable[Any]) -> list[Any]:
+        out: list[Any] = []
+        append, value, plain = out.append, self.value, self.plain
+        try:
+            for item in values:
+                append(item if type(item) in plain else value(item))
+        except _Unencodable as exc:
+            exc.path.append(f"[{len(out)}]")
+            raise
+        return out
+
+    def items(self, mapping: dict[Any, Any]) -> list[Any]:
+        out: list[Any] = []
+        append, value, plain = out.append, self.value, self.plain
+        key: Any = None
+        try:
+            for key, item in mapping.items():
+                append(key if type(key) in plain else value(key))
+                append(item if type(item) in plain else value(item))
+        except _Unencodable as exc:
+            exc.path.append(f"[{key!r}]")
+            raise
+        return out
+
+    def immutable(self, value: Any, tag: int) -> list[Any]:
+        self.busy.add(id(value))
+        try:
+            node = [tag, *self.each(_ordered(value) if tag == FROZENSET else value)]
+        finally:
+            self.busy.discard(id(value))
+        self.register(value)
+        return node
+
+    def other(self, value: Any, kind: type) -> Any:
+        if isinstance(value, enum.Enum):
+            return [ENUM, self.name_of(kind, "class"), value.name]
+        if isinstance(value, msgspec.Struct):
+            fields = value.__struct_fields__
+            node = [STRUCT, self.name_of(kind, "class")]
+            self.busy.add(id(value))
+            try:
+                node.extend(self.attributes(value, fields))
+            finally:
+                self.busy.discard(id(value))
+            self.register(value)
+            return node
+        if kind is fractions.Fraction:
+            return [FRACTION, value.numerator, value.denominator]
+        if kind is decimal.Decimal:
+            return [DECIMAL, str(value)]
+        if kind is collections.deque:
+            self.register(value)
+            return [DEQUE, value.maxlen, *self.each(value)]
+        if kind is collections.OrderedDict or kind is collections.Counter:
+            self.register(value)
+            return [ODICT if kind is collections.OrderedDict else COUNTER, *self.items(value)]
+        if kind is collections.defaultdict:
+            self.register(value)
+            factory = value.default_factory
+            return [DDICT, None if factory is None else self.value(factory), *self.items(value)]
+        if isinstance(value, type):
+            return [TYPE, self.name_of(value, "class")]
+        if kind is types.FunctionType:
+            module = sys.modules.get(value.__module__)
+            if getattr(module, value.__qualname__, None) is not value:
+                raise _Unencodable(f"function {value.__qualname__} is not a module-level function")
+            return [FUNCTION, self.name_of(value, "function")]
+        if kind is types.MethodType:
+            node = [METHOD, self.value(value.__self__), value.__func__.__name__]
+            self.register(value)
+            return node
+        return self.instance(value, kind)
+
+    def instance(self, value: Any, kind: type) -> list[Any]:
+        builtin = next(
+            (b for b in (dict, list, tuple, set, str, int, bytes, float) if isinstance(value, b)), None
+        )
+        if builtin not in (None, dict, list) or not (
+            hasattr(value, "__dict__") or hasattr(kind, "__slots__")
+        ):
+            what = f"a subclass of {builtin.__name__}" if builtin else "an object with no attributes to store"
+            raise _Unencodable(f"{kind.__module__}.{kind.__qualname__} is {what}")
+        tag = OBJECT if builtin is None else SUBDICT if builtin is dict else SUBLIST
+        node: list[Any] = [tag, self.name_of(kind, "class")]
+        self.register(value)
+        slots = self.slots.get(kind)
+        if slots is None:
+            slots = self.slots[kind] = _slot_names(kind)
+        attributes = self.fields(getattr(value, "__dict__", None) or {})
+        if slots:
+            attributes.extend(self.attributes(value, [s for s in slots if hasattr(value, s)]))
+        if tag == OBJECT:
+            node.extend(attributes)
+        else:  # the attributes, then the items (set through the base class: no overridden method runs)
+            node.append(attributes)
+            node.extend(self.items(dict(value)) if tag == SUBDICT else self.each(list(value)))
+        return node
+
+    def fields(self, attributes: dict[str, Any]) -> list[Any]:
+        """An object's ``__dict__`` as name, value, name, value, … (the fast path of :meth:`attributes`)."""
+        out: list[Any] = []
+        append, value, plain = out.append, self.value, self.plain
+        name = ""
+        try:
+            for name, item in attributes.items():
+                append(name)
+                append(item if type(item) in plain else value(item))
+        except _Unencodable as exc:
+            exc.path.append(f".{name}")
+            raise
+        return out
+
+    def attributes(self, value: Any, names: Iterable[str], skip: Collection[str] = ()) -> list[Any]:
+        out: list[Any] = []
+        for name in names:
+            if name in skip:
+                continue
+            try:
+                out.append(name)
+                out.append(self.value(getattr(value, name)))
+            except _Unencodable as exc:
+                exc.path.append(f".{name}")
+                raise
+        return out
+
+
+def _ordered(values: Iterable[Any]) -> list[Any]:
+    """A set's items in a stable order (sorted when they sort), so equal states encode to equal bytes."""
+    items = list(values)
+    try:
+        return sorted(items)
+    except TypeError:
+        return items
+
+
+class _Decoder:
+    def __init__(self, names: list[Any], allowed: Collection[str]) -> None:
+        self.memo: list[Any] = []
+        self.classes = [_resolve(name, allowed) for name in names]
+
+    def value(self, node: Any) -> Any:
+        if type(node) is not list:
+            return node
+        tag = node[0]
+        if tag == REF:
+            return self.memo[node[1]]
+        if tag == DICT:
+            out: dict[Any, Any] = {}
+            self.memo.append(out)
+            self.fill(out, node, 1)
+            return out
+        if tag == LIST:
+            items: list[Any] = []
+            self.memo.append(items)
+            items.extend(self.each(node, 1))
+            return items
+        if tag in (TUPLE, FROZENSET):
+            built = (tuple if tag == TUPLE else frozenset)(self.each(node, 1))
+            self.memo.append(built)
+            return built
+        if tag == SET:
+            members: set[Any] = set()
+            self.memo.append(members)
+            members.update(self.each(node, 1))
+            return members
+        return self.other(tag, node)
+
+    def each(self, node: list[Any], start: int) -> list[Any]:
+        value = self.value
+        return [item if type(item) is not list else value(item) for item in node[start:]]
+
+    def fill(self, out: Any, node: list[Any], start: int) -> None:
+        if (len(node) - start) % 2:
+            raise StateCodecError("a mapping with an odd number of items")
+        value = self.value
+        for index in range(start, len(node), 2):
+            key = node[index]
+            if type(key) is list:
+                key = value(key)
+            item = node[index + 1]
+            out[key] = item if type(item) is not list else value(item)
+
+    def other(self, tag: Any, node: list[Any]) -> Any:
+        if tag == OBJECT:
+            cls = self.cls(node[1], object)
+            obj = cls.__new__(cls)
+            self.memo.append(obj)
+            self.assign(obj, node, 2)
+            return obj
+        if tag in (SUBDICT, SUBLIST):
+            return self.subclass(tag, node)
+        if tag == STRUCT:
+            cls = self.cls(node[1], msgspec.Struct)
+            fields = dict(self.pairs(node, 2))
+            unknown = set(fields) - set(cls.__struct_fields__)
+            if unknown:
+                raise StateCodecError(f"{cls.__qualname__} has no field {sorted(unknown)[0]}")
+            struct = cls(**fields)
+            self.memo.append(struct)
+            return struct
+        if tag == ENUM:
+            member = self.cls(node[1], enum.Enum)[node[2]]
+            return member
+        if tag in (ODICT, COUNTER, DDICT):
+            return self.mapping(tag, node)
+        if tag == DEQUE:
+            queue: collections.deque[Any] = collections.deque(maxlen=node[1])
+            self.memo.append(queue)
+            queue.extend(self.value(item) for item in node[2:])
+            return queue
+        if tag == TYPE:
+            return self.cls(node[1], object)
+        if tag == FUNCTION:
+            function = self.classes[node[1]]
+            if not isinstance(function, types.FunctionType):
+                raise StateCodecError(f"{function!r} is not a function")
+            return function
+        if tag == METHOD:
+            method = getattr(self.value(node[1]), node[2])
+            if not isinstance(method, types.MethodType):
+                raise StateCodecError(f"{node[2]} is not a method")
+            self.memo.append(method)
+            return method
+        if tag == BIGINT:
+            return int(node[1])
+        if tag == FRACTION:
+            return fractions.Fraction(int(node[1]), int(node[2]))
+        if tag == DECIMAL:
+            return decimal.Decimal(str(node[1]))
+        raise StateCodecError(f"unknown node tag {tag!r}")
+
+    def subclass(self, tag: int, node: list[Any]) -> Any:
+        cls = self.cls(node[1], dict if tag == SUBDICT else list)
+        obj = cls.__new__(cls)
+        self.memo.append(obj)
+        self.assign(obj, [None, *node[2]], 1)
+        if tag == SUBDICT:
+            items: dict[Any, Any] = {}
+            self.fill(items, node, 3)
+            dict.update(obj, items)
+        else:
+            list.extend(obj, [self.value(item) for item in node[3:]])
+        return obj
+
+    def mapping(self, tag: int, node: list[Any]) -> Any:
+        if tag == DDICT:
+            out: Any = collections.defaultdict()
+            self.memo.append(out)
+            factory = self.value(node[1])
+            if factory is not None and not callable(factory):
+                raise StateCodecError("a defaultdict factory that is not callable")
+            out.default_factory = factory
+            self.fill(out, node, 2)
+            return out
+        out = collections.OrderedDict() if tag == ODICT else collections.Counter()
+        self.memo.append(out)
+        self.fill(out, node, 1)
+        return out
+
+    def cls(self, index: Any, base: type) -> Any:
+        found = self.classes[index]
+        if not isinstance(found, type) or not issubclass(found, base):
+            raise StateCodecError(f"{found!r} is not a {base.__name__}")
+        return found
+
+    def pairs(self, node: list[Any], start: int) -> Iterable[tuple[str, Any]]:
+        if (len(node) - start) % 2:
+            raise StateCodecError("attributes with an odd number of items")
+        for index in range(start, len(node), 2):
+            name = node[index]
+            if type(name) is not str or (name.startswith("__") and name.endswith("__")):
+                raise StateCodecError(f"attribute name {name!r} refused")
+            item = node[index + 1]
+            yield name, item if type(item) is not list else self.value(item)
+
+    def assign(self, obj: Any, node: list[Any], start: int) -> None:
+        attributes = getattr(obj, "__dict__", None)
+        if attributes is not None and not _slot_names(type(obj)):  # the common case: set them all at once
+            attributes.update(self.pairs(node, start))
+            return
+        for name, item in self.pairs(node, start):
+            object.__setattr__(obj, name, item)
+
+
+def _resolve(name: Any, allowed: Collection[str]) -> Any:
+    """The class or function ``module:qualname`` from an already-imported allowed module (nothing is imported)."""
+    if type(name) is not str or ":" not in name:
+        raise StateCodecError(f"class name {name!r} is malformed")
+    if name in _BUILTIN_TYPES:
+        return _BUILTIN_TYPES[name]
+    module_name, _, qualname = name.partition(":")
+    if not _allowed_module(module_name, allowed):
+        raise StateCodecError(f"class {name} is not from an allowed module")
+    found: Any = sys.modules.get(module_name)
+    if found is None:
+        raise StateCodecError(f"class {name}: module {module_name} is not loaded")
+    for part in qualname.split("."):
+        if part.startswith("__") or not hasattr(found, part):
+            raise StateCodecError(f"class {name} does not exist")
+        found = getattr(found, part)
+    if not isinstance(found, type | types.FunctionType) or getattr(found, "__qualname__", None) != qualname:
+        raise StateCodecError(f"{name} is not a class or function")
+    return found
+
+
+def _encode(anchors: list[str], overlays: list[Any], root: Any, encoder: _Encoder) -> bytes:
+    names = sorted(encoder.names, key=encoder.names.__getitem__)
+    return msgspec.msgpack.encode([FORMAT, names, anchors, overlays, root])
+
+
+def _fail(exc: _Unencodable, prefix: str = "") -> StateCodecError:
+    path = prefix + "".join(reversed(exc.path))
+    return StateCodecError(f"{path or '$'}: {exc.reason}")
+
+
+def _walked(walk: Callable[[_Encoder], bytes], allowed: Collection[str]) -> bytes:
+    """``walk`` with ints stored as themselves, or, when one does not fit MessagePack, with every int checked."""
+    try:
+        try:
+            return walk(_Encoder(allowed, _PLAIN_INTS))
+        except OverflowError:
+            return walk(_Encoder(allowed, _PLAIN))
+    except RecursionError:
+        raise StateCodecError("the object graph is nested too deeply") from None
+
+
+def dumps(value: Any, *, allowed: Collection[str] = ()) -> bytes:
+    """``value``'s object graph as bytes (``allowed``: more module names whose classes may be stored)."""
+
+    def walk(encoder: _Encoder) -> bytes:
+        try:
+            root = encoder.value(value)
+        except _Unencodable as exc:
+            raise _fail(exc) from None
+        return _encode([], [], root, encoder)
+
+    return _walked(walk, allowed)
+
+
+def _frame(data: bytes, allowed: Collection[str]) -> tuple[_Decoder, list[Any], list[Any], Any]:
+    try:
+        frame = msgspec.msgpack.decode(data)
+    except msgspec.DecodeError as exc:
+        raise StateCodecError(f"not a state: {exc}") from None
+    if not isinstance(frame, list) or len(frame) != 5 or frame[0] != FORMAT:
+        raise StateCodecError(f"not a state of format {FORMAT}")
+    _, names, anchors, overlays, root = frame
+    if not isinstance(names, list) or not isinstance(anchors, list) or not isinstance(overlays, list):
+        raise StateCodecError("not a state: malformed header")
+    return _Decoder(names, allowed), anchors, overlays, root
+
+
+def _decoding(run: Callable[[], Any]) -> Any:
+    try:
+        return run()
+    except StateCodecError:
+        raise
+    except RecursionError:
+        raise StateCodecError("the state is nested too deeply") from None
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StateCodecError(f"malformed state: {type(exc).__name__}: {exc}") from None
+
+
+def loads(data: bytes, *, allowed: Collection[str] = ()) -> Any:
+    """The object graph ``dumps`` encoded (a :class:`StateCodecError` for anything else)."""
+
+    def run() -> Any:
+        decoder, _, _, root = _frame(data, allowed)
+        return decoder.value(root)
+
+    return _decoding(run)
+
+
+def _anchor_paths(keep: Iterable[str], overlay: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The objects overlaid (the root "", ``overlay`` and every object on the way to a kept path) and the kept
+    paths."""
+    kept = sorted(set(keep))
+    prefixes = {"", *overlay}
+    for path in kept:
+        parts = path.split(".")
+        prefixes.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return sorted(prefixes), kept
+
+
+def _at(root: Any, path: str) -> Any:
+    value = root
+    for part in path.split(".") if path else ():
+        value = getattr(value, part)
+    return value
+
+
+def export_state(
+    root: Any, keep: Iterable[str] = (), *, overlay: Iterable[str] = (), allowed: Collection[str] = ()
+) -> bytes:
+    """``root``'s state, without the values at the ``keep`` paths (taken from a fresh instance on restore); the
+    objects at the ``overlay`` paths are not replaced on restore but have their attributes set."""
+    prefixes, kept = _anchor_paths(keep, overlay)
+    anchors = [*prefixes, *kept]
+
+    def walk(encoder: _Encoder) -> bytes:
+        for path in anchors:
+            encoder.register(_at(root, path))
+        overlays: list[Any] = []
+        path = ""
+        try:
+            for path in prefixes:
+                obj = _at(root, path)
+                children = {p.rsplit(".", 1)[-1] for p in anchors if p and p.rpartition(".")[0] == path}
+                names = [
+                    *getattr(obj, "__dict__", ()),
+                    *(s for s in _slot_names(type(obj)) if hasattr(obj, s)),
+                ]
+                overlays.append(
+                    [encoder.name_of(type(obj), "class"), *encoder.attributes(obj, names, children)]
+                )
+        except _Unencodable as exc:
+            raise _fail(exc, path) from None
+        return _encode(anchors, overlays, None, encoder)
+
+    return _walked(walk, allowed)
+
+
+def restore_state(
+    data: bytes,
+    fresh: Any,
+    keep: Iterable[str] = (),
+    *,
+    overlay: Iterable[str] = (),
+    allowed: Collection[str] = (),
+) -> None:
+    """Overlay the state ``export_state`` encoded onto ``fresh`` (built from the same configuration)."""
+    prefixes, kept = _anchor_paths(keep, overlay)
+
+    def run() -> None:
+        decoder, anchors, overlays, _ = _frame(data, allowed)
+        if anchors != [*prefixes, *kept] or len(overlays) != len(prefixes):
+            raise StateCodecError("the state was exported with other kept paths")
+        decoder.memo.extend(_at(fresh, path) for path in anchors)
+        for path, overlay in zip(prefixes, overlays, strict=True):
+            target = _at(fresh, path)
+            if decoder.cls(overlay[0], object) is not type(target):
+                raise StateCodecError(
+                    f"{path or '$'}: the state is of another class than {type(target).__name__}"
+                )
+            decoder.assign(target, overlay, 1)
+
+    _decoding(run)

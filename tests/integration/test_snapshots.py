@@ -1,0 +1,98 @@
+"""A service restarts from its newest snapshot on real PostgreSQL: same digest, same next decisions; a corrupt or
+forged snapshot is not used (a warning says why) and the projection is folded from position 0."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+
+import asyncpg
+import msgspec
+import pytest
+
+from allot_bus.adapters.nats import connect
+from allot_bus.names import BusNames
+from allot_cli.pipeline import build
+from allot_eventstore.urls import plain_url
+from allot_runtime.processor import Host
+from allot_runtime.recorded_config import AppliedConfig, config_hash
+from allot_runtime.replay import rebuild
+from allot_runtime.service import ProcessorRuntime
+from allot_runtime.snapshots import take
+from allot_testing.snapshots import OPENB, copy_log, openb_log
+
+SERVICE = "device-allocator"
+
+
+async def test_restart_restores_the_newest_snapshot_and_falls_back_when_it_is_wrong(
+    event_store, database_url, nats_server_url, caplog
+) -> None:
+    if not OPENB.is_dir():
+        pytest.skip(f"the openb trace is not at {OPENB}")
+    log = openb_log(nodes=20, pods=120, window=40)
+    cut = len(log.events) * 3 // 4
+    await copy_log(event_store, log.events[:cut])
+    head, _ = await event_store.head()
+    await event_store.advance_checkpoint(SERVICE, head)
+    nc = await connect(nats_server_url, name="test-snapshots")
+    factory = functools.partial(build, SERVICE, {})
+    applied = AppliedConfig(config={})
+
+    def runtime() -> ProcessorRuntime:
+        return ProcessorRuntime(
+            name=SERVICE,
+            factory=factory,
+            store=event_store,
+            nc=nc,
+            names=BusNames(),
+            config=applied,
+            snapshot_every=1000,
+        )
+
+    try:
+        cold = runtime()
+        await cold.rebuild_projection()  # no snapshot yet: folded from 0
+        digest = cold.host.digest()
+        middle = Host(factory(), name=SERVICE)
+        await rebuild(middle, event_store, until=head // 2)
+        snapshot, _ = take(middle, config_hash(applied.config))
+        await event_store.write_snapshot(snapshot, keep=2)
+
+        caplog.set_level(logging.INFO, logger="allot.snapshots")
+        warm = runtime()
+        await warm.rebuild_projection()
+        assert f"restored from the snapshot at position {head // 2}" in caplog.text
+        assert warm.host.digest() == digest and warm.host.position == cold.host.position
+        for record in log.events[cut:]:  # the next decisions are the same
+            if cold.host.wants(record):
+                assert warm.host.step(record) == cold.host.step(record)
+        assert warm.host.digest() == cold.host.digest()
+
+        conn = await asyncpg.connect(plain_url(database_url))
+        try:
+            await conn.execute("UPDATE snapshots SET state = substring(state from 1 for 20)")
+            caplog.clear()
+            corrupt = runtime()
+            await corrupt.rebuild_projection()
+            assert (
+                "not used: its state does not match its SHA-256; folding the log from position 0"
+                in caplog.text
+            )
+            assert corrupt.host.digest() == digest
+
+            forged = msgspec.msgpack.encode(
+                [1, ["os:system"], ["", "name", "interests", "processor"], [], None]
+            )
+            await conn.execute(
+                "UPDATE snapshots SET state = $1, state_hash = $2", forged, hashlib.sha256(forged).digest()
+            )
+            caplog.clear()
+            refused = runtime()
+            await refused.rebuild_projection()
+            assert "its state cannot be decoded" in caplog.text and "os:system" in caplog.text
+            assert refused.host.digest() == digest
+        finally:
+            await conn.close()
+    finally:
+        await nc.close()

@@ -1,0 +1,90 @@
+"""When a running service snapshots its projection: every N events once idle, at once when 5 intervals late, never
+without a recorded configuration; a failed write is logged and tried again an interval later."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from allot_contracts.errors import InvalidInput
+from allot_eventstore.memory import InMemoryEventStore
+from allot_runtime.processor import Host
+from allot_runtime.settings import load
+from allot_runtime.snapshots import IDLE_S, Snapshots, restore_newest
+from allot_testing.processors import EchoProcessor
+
+
+def a_host(position: int) -> Host:
+    host = Host(EchoProcessor(), name="echo")
+    host.processor.seen.append(f"pod-{position}")
+    host.position = position
+    return host
+
+
+async def test_an_overdue_snapshot_is_taken_after_the_batch_and_a_due_one_waits_for_idleness() -> None:
+    store = InMemoryEventStore()
+    snapshots = Snapshots(store, every=10, keep=2, config_hash="h")
+    snapshots.after_batch(a_host(30), consistent=True)  # due, not overdue: not now
+    assert snapshots.writing is None
+    snapshots.after_batch(a_host(50), consistent=False)  # a projection being rebuilt is never snapshot
+    assert snapshots.writing is None
+    snapshots.after_batch(a_host(50), consistent=True)
+    assert snapshots.writing is not None
+    await snapshots.writing
+    assert await store.snapshot_positions("echo") == [50]
+
+    host, last = a_host(61), time.monotonic()
+    stop = asyncio.Event()
+    loop = asyncio.create_task(snapshots.loop(asyncio.Lock(), lambda: (host, True, last), stop))
+    await asyncio.sleep(IDLE_S * 4)
+    stop.set()
+    await loop
+    assert await store.snapshot_positions("echo") == [50, 61]
+    restored, position = await restore_newest(
+        lambda: Host(EchoProcessor(), name="echo"), store, config_hash="h", until=70
+    )
+    assert position == 61 and restored.processor.seen == ["pod-61"] and restored.digest() == host.digest()
+
+
+async def test_a_failed_write_is_logged_and_retried_an_interval_later(caplog) -> None:
+    class Failing(InMemoryEventStore):
+        async def write_snapshot(self, snapshot, *, keep):  # type: ignore[no-untyped-def]
+            raise OSError("disk full")
+
+    snapshots = Snapshots(Failing(), every=10, keep=2, config_hash="h")
+    snapshots.start(a_host(10))
+    assert snapshots.writing is not None
+    await snapshots.writing
+    assert "could not write its snapshot at position 10: disk full" in caplog.text
+    assert not snapshots.due(15) and snapshots.due(20)
+
+
+def test_no_recorded_configuration_no_snapshots() -> None:
+    assert Snapshots(InMemoryEventStore(), every=10, keep=2, config_hash=None).every == 0
+
+
+async def test_a_snapshot_of_another_configuration_is_not_restored(caplog) -> None:
+    store = InMemoryEventStore()
+    snapshots = Snapshots(store, every=10, keep=2, config_hash="old")
+    snapshots.start(a_host(10))
+    assert snapshots.writing is not None
+    await snapshots.writing
+    caplog.set_level(logging.INFO)
+    host, position = await restore_newest(
+        lambda: Host(EchoProcessor(), name="echo"), store, config_hash="new", until=10
+    )
+    assert position == 0 and host.processor.seen == []
+
+
+def test_the_snapshot_settings_are_read_and_checked() -> None:
+    base = {"ALLOT_DATABASE_URL": "postgresql://x@h/db"}
+    assert (load("binder", base).snapshot_every, load("binder", base).snapshot_keep) == (20_000, 2)
+    read = load("binder", {**base, "ALLOT_SNAPSHOT_EVERY": "500", "ALLOT_SNAPSHOT_KEEP": "3"})
+    assert (read.snapshot_every, read.snapshot_keep) == (500, 3)
+    with pytest.raises(InvalidInput, match="ALLOT_SNAPSHOT_EVERY"):
+        load("binder", {**base, "ALLOT_SNAPSHOT_EVERY": "-1"})
+    with pytest.raises(InvalidInput, match="ALLOT_SNAPSHOT_KEEP"):
+        load("binder", {**base, "ALLOT_SNAPSHOT_KEEP": "0"})

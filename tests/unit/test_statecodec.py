@@ -1,0 +1,193 @@
+"""The data-only state codec: order, aliasing, cycles, every container kind, refused names, malformed bytes."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import fractions
+import threading
+from typing import Any, ClassVar
+
+import msgspec
+import pytest
+
+from allot_runtime.statecodec import StateCodecError, dumps, export_state, loads, restore_state
+
+HERE = (__name__.split(".", 1)[0],)  # this test module's classes may be stored
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Point(msgspec.Struct, frozen=True):
+    x: int
+    y: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    name: str
+    tags: tuple[str, ...]
+
+
+class Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: Any) -> None:
+        self.a = a
+
+
+class Plain:
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def hook(self) -> int:
+        return len(self.items)
+
+
+def module_function(value: int) -> int:
+    return value + 1
+
+
+class Tagged(dict[str, int]):
+    def __setitem__(self, key: str, value: int) -> None:  # never called on decode
+        raise AssertionError("the decoder must not call overridden methods")
+
+
+def roundtrip(value: Any) -> Any:
+    data = dumps(value, allowed=HERE)
+    again = loads(data, allowed=HERE)
+    assert dumps(again, allowed=HERE) == data
+    return again
+
+
+def test_every_container_kind_comes_back_equal_with_its_order() -> None:
+    value = {
+        "dict": {"z": 1, "a": 2, 3: "three", (1, "x"): None},
+        "list": [1, 2.5, "s", b"b", None, True, 2**70, -(2**70)],
+        "tuple": (1, (2, 3)),
+        "set": {3, 1, 2},
+        "frozenset": frozenset({"b", "a"}),
+        "deque": collections.deque([1, 2, 3], maxlen=5),
+        "ordered": collections.OrderedDict([("b", 1), ("a", 2)]),
+        "counter": collections.Counter({"x": 3, "y": 1}),
+        "default": collections.defaultdict(list, {"k": [1]}),
+        "enum": Colour.BLUE,
+        "struct": Point(1, 2),
+        "frozen": Frozen("f", ("t",)),
+        "fraction": fractions.Fraction(1, 3),
+        "type": Point,
+        "function": module_function,
+    }
+    again = roundtrip(value)
+    assert again == value
+    assert list(again["dict"]) == ["z", "a", 3, (1, "x")]
+    assert list(again["ordered"]) == ["b", "a"]
+    assert again["deque"].maxlen == 5
+    assert again["default"]["new"] == [] and again["default"].default_factory is list
+    assert again["enum"] is Colour.BLUE
+    assert again["function"] is module_function
+    assert type(again["counter"]) is collections.Counter
+
+
+def test_shared_references_and_cycles_are_restored_exactly() -> None:
+    shared = [1, 2]
+    node = Plain()
+    node.items.append(node)  # a cycle through an object
+    loop: list[Any] = []
+    loop.append(loop)  # a cycle through a list
+    slotted = Slotted(shared)
+    slotted.b = node
+    value = {"a": shared, "b": shared, "node": node, "loop": loop, "slotted": slotted, "method": node.hook}
+    again = roundtrip(value)
+    assert again["a"] is again["b"]
+    assert again["slotted"].a is again["a"]
+    assert again["node"].items[0] is again["node"]
+    assert again["slotted"].b is again["node"]
+    assert again["loop"][0] is again["loop"]
+    assert again["method"].__self__ is again["node"] and again["method"]() == 1
+
+
+def test_a_dict_subclass_is_rebuilt_without_running_its_methods() -> None:
+    tagged = Tagged()
+    dict.__setitem__(tagged, "a", 1)
+    tagged.extra = "x"  # type: ignore[attr-defined]
+    again = roundtrip(tagged)
+    assert type(again) is Tagged and dict(again) == {"a": 1} and again.extra == "x"
+
+
+def test_what_cannot_be_encoded_is_named_by_its_path() -> None:
+    holder = Plain()
+    holder.items.append({"lock": threading.Lock()})
+    with pytest.raises(StateCodecError, match=r"\.items\[0\]\['lock'\]: _thread\.lock"):
+        dumps(holder, allowed=HERE)
+    with pytest.raises(StateCodecError, match=r"\[0\]: .*not a module-level function"):
+        dumps([lambda: 1])
+    with pytest.raises(StateCodecError, match="not from an allowed module"):
+        dumps(Plain())  # this test module is not allowed unless named
+
+
+def test_a_class_outside_the_allowlist_is_refused_on_decode() -> None:
+    data = dumps(Plain(), allowed=HERE)
+    with pytest.raises(StateCodecError, match="not from an allowed module"):
+        loads(data)
+    forged = msgspec.msgpack.encode([1, ["os:system"], [], [], [12, 0]])
+    with pytest.raises(StateCodecError, match="os:system is not from an allowed module"):
+        loads(forged)
+    not_loaded = msgspec.msgpack.encode([1, ["allot_nothing_here:Thing"], [], [], [12, 0]])
+    with pytest.raises(StateCodecError, match="is not loaded"):
+        loads(not_loaded)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x93\x01",
+        msgspec.msgpack.encode([2, [], [], [], None]),
+        msgspec.msgpack.encode([1, [], [], [], [0, 99]]),
+        msgspec.msgpack.encode([1, [], [], [], [3, "odd"]]),
+        msgspec.msgpack.encode([1, [], [], [], [77]]),
+        msgspec.msgpack.encode([1, ["builtins:int"], [], [], [12, 0, "__class__", 1]]),
+    ],
+    ids=["empty", "truncated", "other-format", "dangling-ref", "odd-mapping", "unknown-tag", "dunder"],
+)
+def test_malformed_bytes_are_a_clear_error(data: bytes) -> None:
+    with pytest.raises(StateCodecError):
+        loads(data)
+
+
+def test_truncated_state_of_a_real_graph_is_refused() -> None:
+    data = dumps({"a": [1, 2, 3], "b": Point(1)}, allowed=HERE)
+    for cut in range(len(data)):
+        with pytest.raises(StateCodecError):
+            loads(data[:cut], allowed=HERE)
+
+
+class Service:
+    snapshot_fresh: ClassVar[frozenset[str]] = frozenset({"engine.lock"})
+
+    def __init__(self, seed: int) -> None:
+        self.engine = Plain()
+        self.engine.lock = threading.Lock()  # type: ignore[attr-defined]
+        self.seen: dict[str, int] = {"seed": seed}
+
+
+def test_export_keeps_the_declared_paths_from_the_fresh_instance() -> None:
+    live = Service(1)
+    live.seen["pod"] = 2
+    live.engine.items.append(live.seen)
+    with pytest.raises(StateCodecError, match=r"engine\.lock"):
+        export_state(live, allowed=HERE)
+    data = export_state(live, Service.snapshot_fresh, allowed=HERE)
+    fresh = Service(1)
+    engine, lock = fresh.engine, fresh.engine.lock  # type: ignore[attr-defined]
+    restore_state(data, fresh, Service.snapshot_fresh, allowed=HERE)
+    assert fresh.engine is engine and fresh.engine.lock is lock  # type: ignore[attr-defined]
+    assert fresh.seen == {"seed": 1, "pod": 2} and fresh.engine.items[0] is fresh.seen
+    assert export_state(fresh, Service.snapshot_fresh, allowed=HERE) == data
+    with pytest.raises(StateCodecError, match="other kept paths"):
+        restore_state(data, Service(1), (), allowed=HERE)
