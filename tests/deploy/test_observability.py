@@ -32,7 +32,7 @@ RULES = OBSERVABILITY / "allot-rules.yaml"
 RULE_TESTS = OBSERVABILITY / "allot-rules.test.yaml"
 DASHBOARD = OBSERVABILITY / "grafana-dashboard.json"
 DOC = REPO / "docs" / "observability.md"
-RELAY = REPO / "libs" / "cli" / "src" / "allot_cli" / "relay_process.py"
+RELAY = REPO / "services" / "relay" / "src" / "allot_relay" / "main.py"
 
 NAME = re.compile(r"\b((?:allot|process|python)_[a-z0-9_]+)\b(?!\.)")  # not a module (allot_placement.x)
 RECORDED = re.compile(r"\ballot:[a-z0-9_:]+")

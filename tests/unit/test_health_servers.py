@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry
 
 from allot_cli.commands.webhook import health_app
 from allot_cli.kube.process import _serve as kube_sync_serve
-from allot_cli.relay_process import _serve as relay_serve
 from allot_cli.webhook import Webhook
+from allot_relay.main import _serve as relay_serve
 from allot_runtime.httpserver import HEALTH, GuardedSite, start
 from allot_runtime.metrics import Metrics
 from allot_runtime.service import Liveness, _http

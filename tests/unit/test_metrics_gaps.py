@@ -19,10 +19,10 @@ from aiohttp import ClientSession
 from prometheus_client.parser import text_string_to_metric_families
 
 from allot_cli.logtools import cluster_view
-from allot_cli.relay_process import _serve
 from allot_cli.views import gpu_rows
 from allot_contracts.envelope import NewEvent
 from allot_contracts.events import GangGroupPlaced
+from allot_relay.main import _serve
 from allot_runtime.metrics import Metrics
 from allot_runtime.service import Handled
 from allot_testing.builders import a_quota

@@ -13,8 +13,6 @@ from hypothesis import strategies as st
 
 from allot_cli.anchoring import key_paths, relay_anchor_env
 from allot_cli.devstack import Supervisor
-from allot_cli.errors import InputError
-from allot_cli.relay_process import sealer
 from allot_contracts.errors import InvalidInput
 from allot_eventstore.anchor import (
     CheckpointPolicy,
@@ -24,7 +22,6 @@ from allot_eventstore.anchor import (
     signature_problem,
 )
 from allot_eventstore.anchor_keys import ensure_signing_key, load_signing_key, load_verifying_keys
-from allot_eventstore.postgres import PostgresEventStore
 from allot_testing import fuzz
 
 
@@ -90,15 +87,6 @@ def test_the_sealing_policy_takes_time_as_data(tmp_path):
     assert not policy.due(last, 50, 5_999_999)
     assert policy.due(last, 50, 6_000_000), "five seconds later"
     assert policy.due(last, 110, 1_000_000), "a hundred events later"
-
-
-def test_the_relay_refuses_a_key_file_it_cannot_use(tmp_path):
-    bad = tmp_path / "anchor.key"
-    bad.write_text("-----BEGIN NOTHING-----\n")
-    store = PostgresEventStore.connect("postgresql://nowhere/allot")
-    with pytest.raises(InputError, match=r"anchor\.key"):
-        sealer(store, {"ALLOT_ANCHOR_KEY_FILE": str(bad)})
-    assert sealer(store, {}) is None
 
 
 # -- fuzzing the doors: key files, sealing settings, checkpoint rows -------------------------------------------------

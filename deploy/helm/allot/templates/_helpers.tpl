@@ -219,7 +219,7 @@ take part in leader election.
 {{- define "allot.components" -}}
 relay:
   kind: Deployment
-  command: [allot, relay]
+  command: [allot-relay]
   singleton: true
 ui:
   kind: Deployment

@@ -20,10 +20,10 @@ from allot_eventstore.anchor_keys import ensure_signing_key, load_verifying_keys
 from allot_eventstore.anchor_log import anchor_check
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.verify import ChainReport
+from allot_relay.settings import ENVIRONMENT as RELAY_SETTINGS
 
 STATE_PUBLIC_KEY = "anchor.pub"
 STATE_SIGNING_KEY = "anchor.key"
-RELAY_SETTINGS = ("ALLOT_ANCHOR_KEY_FILE", "ALLOT_ANCHOR_EVERY_EVENTS", "ALLOT_ANCHOR_EVERY_SECONDS")
 
 
 def relay_anchor_env(state_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.connect import default_state_dir, endpoints, find_state_dir, read_stack
-from allot_cli.errors import UsageError
+from allot_cli.errors import InputError, UsageError
 from allot_cli.stackprocs import (
     bin_path,
     cleanup_leftovers,
@@ -359,11 +359,15 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_relay(args: argparse.Namespace) -> int:
-    from allot_cli.relay_process import run_relay
+    from allot_relay.main import run_relay
+    from allot_relay.settings import AnchorSettingsError
 
     if not os.environ.get("ALLOT_DATABASE_URL"):
         raise UsageError("ALLOT_DATABASE_URL is required")
-    asyncio.run(run_relay())
+    try:
+        asyncio.run(run_relay())
+    except AnchorSettingsError as exc:
+        raise InputError(str(exc)) from exc
     return 0
 
 

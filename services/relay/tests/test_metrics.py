@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import ClientSession
 
-from allot_cli.relay_process import _serve
+from allot_relay.main import _serve
 
 
 class Store:

@@ -1,4 +1,4 @@
-"""The relay as a process (``allot relay``): log → JetStream, with a health and metrics endpoint.
+"""The relay as a process (``allot-relay``, also ``allot relay``): log → JetStream, with a health and metrics endpoint.
 
 Reads ALLOT_DATABASE_URL, ALLOT_NATS_URL, ALLOT_NATS_PREFIX, ALLOT_NATS_STREAM and ALLOT_HTTP_PORT like the services.
 ``/healthz`` answers at once; ``/readyz`` turns 200 once the schema is current and the relay is publishing.
@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,14 +26,14 @@ from prometheus_client.registry import Collector
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
-from allot_cli.anchoring import RELAY_SETTINGS
-from allot_cli.errors import InputError
 from allot_contracts.errors import InvalidInput
 from allot_eventstore.anchor import CheckpointPolicy
 from allot_eventstore.anchor_keys import load_signing_key
 from allot_eventstore.anchor_log import PostgresCheckpoints, Sealer
 from allot_eventstore.migrate import ensure_current
 from allot_eventstore.postgres import PostgresEventStore
+from allot_relay import settings
+from allot_relay.settings import AnchorSettingsError
 from allot_runtime import logs, memory
 from allot_runtime.httpserver import HEALTH, application, start
 from allot_runtime.metrics import standard_collectors
@@ -86,7 +87,7 @@ async def _serve(holder: dict[str, Any]) -> web.AppRunner:
     )
 
 
-ENVIRONMENT = RELAY_SETTINGS  # what the relay reads besides the shared settings
+ENVIRONMENT = settings.ENVIRONMENT  # what the relay reads besides the shared settings
 
 
 def sealer(store: PostgresEventStore, environ: Mapping[str, str]) -> Sealer | None:
@@ -96,7 +97,7 @@ def sealer(store: PostgresEventStore, environ: Mapping[str, str]) -> Sealer | No
         policy = CheckpointPolicy.from_env(environ)
         key = load_signing_key(Path(path)) if path else None
     except InvalidInput as exc:
-        raise InputError(str(exc)) from exc
+        raise AnchorSettingsError(str(exc)) from exc
     if key is None:
         logging.getLogger("allot.relay").warning(
             "ALLOT_ANCHOR_KEY_FILE is not set: the log is not sealed, so a rewrite with recomputed hashes would go "
@@ -151,3 +152,19 @@ async def run_relay() -> None:
             await store.close()
     finally:
         await runner.cleanup()
+
+
+def main() -> None:
+    """``allot-relay``: a clear line and exit code 2 for a setting it cannot use, as the services do."""
+    if not os.environ.get("ALLOT_DATABASE_URL"):
+        print(
+            "allot-relay: invalid configuration: ALLOT_DATABASE_URL: is required (e.g. postgresql://user@host:5432/allot)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run_relay())
+    except (AnchorSettingsError, InvalidInput) as exc:
+        print(f"allot-relay: {exc}", file=sys.stderr)
+        sys.exit(2)
