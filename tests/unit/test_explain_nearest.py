@@ -128,3 +128,21 @@ def test_the_simulator_run_of_an_example_with_an_unschedulable_pod_shows_it_in_d
     assert any(
         line.startswith("queue:     stage placement, attempt 1, position 1 of 1") for line in explain_part
     )
+
+
+def test_a_pod_whose_preemption_is_under_way_waits_in_the_preemption_stage():
+    s = Scenario(
+        {"binder": {"mode": "kubernetes"}}
+    )  # evictions are enacted later: the victims are still there
+    low = [with_priority(a_pod(f"low-{i}", cpu="16"), 1) for i in (1, 3, 2, 4)]
+    s.apply(a_node("node-1", cpu="32"), a_node("node-2", cpu="32"), *low)
+    s.apply(with_priority(a_pod("big", cpu="32"), 1000))
+    lines = explained(s, "default/big")
+    assert block(lines, "queue:")[:2] == [
+        "queue:     stage preemption-nominated, attempt 1, position 1 of 1 (priority 1000, then arrival)",
+        "  waits for: its preemption victims to leave the nominated node(s)",
+    ]
+    # the victims' share is no longer counted as held: nothing is missing on the closest node any more
+    assert block(lines, "nearest:")[1] == (
+        "  change: none for cpu: node node-1 has enough free now (pods left or were evicted since the decision)"
+    )

@@ -133,6 +133,10 @@ def _change(reason: str, node: str, spec: dict[str, Any], cluster: Cluster | Non
         if missing > 0:
             share = missing / allocatable[resource] if allocatable.get(resource) else 1.0
             return f"free {human(resource, _display(resource, missing))} {resource} on node {node}", share
+        return (
+            f"none for {resource}: node {node} has enough free now (pods left or were evicted since the decision)",
+            0.0,
+        )
     if resource:
         asks = (spec.get("requests") or {}).get(resource)
         asked = f" (the pod requests {human(resource, _display(resource, int(asks)))})" if asks else ""
@@ -202,8 +206,11 @@ def quota_change(detail: dict[str, Any] | None, quota: str) -> list[str]:
     return lines
 
 
-def _stage(phase: str, codes: list[str]) -> tuple[str, str]:
-    """(queue stage, what the pod waits for) from its latest state in the cluster view."""
+def _stage(phase: str, codes: list[str], nominated: bool) -> tuple[str, str]:
+    """(queue stage, what the pod waits for) from its latest state in the cluster view; ``nominated``: a preemption
+    decided for it after its latest refusal."""
+    if nominated and phase == "Unschedulable":
+        return "preemption-nominated", "its preemption victims to leave the nominated node(s)"
     if phase == "Waiting" and "GangWaiting" in codes:
         return "gang", "the rest of its gang to arrive"
     if phase == "Waiting":
@@ -221,8 +228,9 @@ def _stage(phase: str, codes: list[str]) -> tuple[str, str]:
     return "placement", "its attempt under way"
 
 
-def queue_lines(key: str, cluster: Cluster | None) -> list[str]:
-    """``queue:`` the stage, attempts, position among the waiting pods (queue order), and what the pod waits for."""
+def queue_lines(key: str, cluster: Cluster | None, *, nominated: bool = False) -> list[str]:
+    """``queue:`` the stage, attempts, position among the waiting pods (queue order), and what the pod waits for;
+    ``nominated``: a preemption was decided for the pod after its latest refusal."""
     if cluster is None or key not in cluster.view.pods or cluster.view.pods[key].phase not in WAITING:
         return []
     waiting = sorted(
@@ -230,7 +238,7 @@ def queue_lines(key: str, cluster: Cluster | None) -> list[str]:
         key=lambda k: (-cluster.priority.get(k, 0), cluster.arrival.get(k, 0), k),
     )
     pod = cluster.view.pods[key]
-    stage, waits_for = _stage(pod.phase, pod.codes)
+    stage, waits_for = _stage(pod.phase, pod.codes, nominated)
     place = waiting.index(key) + 1
     ahead = ", ".join(f"{k} (priority {cluster.priority.get(k, 0)})" for k in waiting[: place - 1][:5])
     more = f" and {place - 6} more" if place > 6 else ""

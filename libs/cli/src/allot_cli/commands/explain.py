@@ -267,7 +267,9 @@ def explain(
             done = "evicted" if enacted["evicted"] else "NOT evicted"
             lines.append(f"  Kubernetes: {done} through the Eviction API: {enacted['message']}")
     if life[-1].type != "pod.deleted":
-        lines += queue_lines(key, folded)
+        preempting = next((r for r in reversed(events) if r.type == "preemption.decided"), None)
+        nominated = preempting is not None and latest is not None and preempting.position > latest.position
+        lines += queue_lines(key, folded, nominated=nominated)
     lines += enforcement(events)
     lines += enactment_lines(life)
     for warning in life[0].payload_dict().get("warnings") or [] if life[0].type in BIRTHS else []:
