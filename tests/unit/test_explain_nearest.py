@@ -146,3 +146,25 @@ def test_a_pod_whose_preemption_is_under_way_waits_in_the_preemption_stage():
     assert block(lines, "nearest:")[1] == (
         "  change: none for cpu: node node-1 has enough free now (pods left or were evicted since the decision)"
     )
+
+
+def test_a_pod_needing_gpus_on_one_pcie_switch_is_told_which_switch_to_free():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=4), a_gpu_device("n1", gpus=4))  # PCIe switch 0: GPUs 0-1, switch 1: GPUs 2-3
+    for name in "abcd":
+        s.apply(a_pod(name, gpus=1))  # GPUs 0, 1, 2, 3 in order
+    s.delete("Pod", "b").delete("Pod", "c")  # two GPUs free, one on each switch
+    hint = {"scheduling.koordinator.sh/device-allocate-hint": '{"gpu": {"requiredTopologyScope": "PCIe"}}'}
+    s.apply(a_pod("pair", gpus=2, annotations=hint))
+    assert block(explained(s, "default/pair"), "nearest:") == [
+        "nearest:   node n1 (1 failing check(s): Insufficient Topology Scoped GPU Devices)",
+        "  change: free 1 GPU(s) (whole 80Gi each) on PCIe switch 0 of node n1 (held by default/a)",
+    ]
+
+
+def test_no_freeing_is_suggested_where_no_switch_is_large_enough():
+    s = Scenario()
+    s.apply_yaml((ROOT / "examples" / "placement" / "02-gpus-one-pcie.yaml").read_text())
+    assert block(explained(s, "ml/quad"), "nearest:")[1] == (
+        "  change: none: no PCIe switch of node n1 holds 4 GPU(s) (the largest holds 2)"
+    )

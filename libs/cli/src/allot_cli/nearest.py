@@ -82,11 +82,46 @@ def _free(cluster: Cluster | None, node: str) -> tuple[dict[str, int], dict[str,
     return allocatable, {r: v - used.get(r, 0) for r, v in allocatable.items()}
 
 
-def _gpu_change(spec: dict[str, Any], rows: list[GpuRow], node: str) -> tuple[str, int] | None:
-    """ "free N GPU(s) of SIZE on node X (held by …)" and N, from the node's cards; None without a GPU request."""
+_SCOPES = {"PCIe": ("pcie", "PCIe switch"), "NUMANode": ("numa", "NUMA node")}
+
+
+def _scopes(spec: dict[str, Any], cluster: Cluster | None, node: str) -> tuple[dict[int, str], str]:
+    """GPU minor -> the PCIe switch or NUMA node it sits on when the pod requires one (else all ""), and its name."""
+    scope = ((spec.get("hints") or {}).get("gpu") or {}).get("required_scope", "")
+    if scope not in _SCOPES or cluster is None or node not in cluster.view.nodes:
+        return {}, ""
+    attribute, name = _SCOPES[scope]
+    devices = cluster.view.nodes[node].inventory.get("gpu", ())
+    return {d.minor: str(getattr(d, attribute)) for d in devices}, name
+
+
+def _gpu_change(
+    spec: dict[str, Any], rows: list[GpuRow], node: str, scopes: tuple[dict[int, str], str] = ({}, "")
+) -> tuple[str, int] | None:
+    """ "free N GPU(s) of SIZE on node X (held by …)" and N, from the node's cards (within the one PCIe switch or
+    NUMA node that needs the fewest freed when the pod requires one); None without a GPU request."""
     request = (spec.get("devices") or {}).get("gpu")
     if not request or not rows:
         return None
+    where, scope_name = scopes
+    if where:
+        groups = {g: [r for r in rows if where.get(r.index, "") == g] for g in sorted(set(where.values()))}
+        best: tuple[int, str, tuple[str, int]] | None = None
+        for group, members in groups.items():
+            found = _gpu_change(spec, members, node)
+            if (
+                found is not None
+                and found[1] <= len(members)
+                and (best is None or (found[1], group) < best[:2])
+            ):
+                best = (found[1], group, found)
+        if best is None:
+            largest = max((len(m) for m in groups.values()), default=0)
+            need = int(request.get("count") or 0)
+            text = f"none: no {scope_name} of node {node} holds {need} GPU(s) (the largest holds {largest})"
+            return text, len(rows) + 1
+        text, missing = best[2]
+        return text.replace(f"on node {node}", f"on {scope_name} {best[1]} of node {node}", 1), missing
     per = request.get("per_instance") or {}
     need = int(request.get("count") or len(rows))
 
@@ -103,6 +138,9 @@ def _gpu_change(spec: dict[str, Any], rows: list[GpuRow], node: str) -> tuple[st
     missing = need - sum(fits(row) for row in rows)
     if missing <= 0:
         return None
+    healthy = sum(r.healthy for r in rows)
+    if need > healthy:
+        return f"none: node {node} has {healthy} healthy GPU(s), the pod needs {need}", need
     busy = sorted((r for r in rows if r.healthy and not fits(r)), key=lambda r: (len(r.holders), r.index))
     holders = sorted({h[0] for r in busy[:missing] for h in r.holders})
     cores, memory = wanted(rows[0])
@@ -123,7 +161,8 @@ def _change(reason: str, node: str, spec: dict[str, Any], cluster: Cluster | Non
         m["resource"] if (m := _INSUFFICIENT.match(reason)) else ("pods" if "Too many pods" in reason else "")
     )
     rows = _gpu_rows(cluster, node)
-    if "gpu" in reason.lower() and (gpu := _gpu_change(spec, rows, node)) is not None:
+    scopes = _scopes(spec, cluster, node) if "Topology Scoped" in reason else ({}, "")
+    if "gpu" in reason.lower() and (gpu := _gpu_change(spec, rows, node, scopes)) is not None:
         return gpu[0], gpu[1] / max(len(rows), 1)
     facts = _free(cluster, node)
     if resource and facts is not None:
