@@ -51,6 +51,15 @@ class Cluster:
     view: ClusterView
     priority: dict[str, int] = field(default_factory=dict)
     arrival: dict[str, int] = field(default_factory=dict)
+    _gpus: dict[str, list[GpuRow]] | None = None
+
+    def gpus(self, node: str) -> list[GpuRow]:
+        """The node's GPUs with their holders (computed once for the whole cluster)."""
+        if self._gpus is None:
+            from allot_cli.views import gpu_rows
+
+            self._gpus = gpu_rows(self.view)
+        return self._gpus.get(node, [])
 
 
 def _capacity(message: str) -> bool:
@@ -189,11 +198,7 @@ def _display(resource: str, canonical: int) -> Any:
 
 
 def _gpu_rows(cluster: Cluster | None, node: str) -> list[GpuRow]:
-    if cluster is None:
-        return []
-    from allot_cli.views import gpu_rows
-
-    return gpu_rows(cluster.view).get(node, [])
+    return [] if cluster is None else cluster.gpus(node)
 
 
 def nearest_lines(

@@ -68,6 +68,19 @@ async def history(store: EventStore, key: str) -> tuple[list[RecordedEvent], lis
     return own, group_events
 
 
+# the events the cluster fold needs (where pods stand and what nodes hold); QoS, metrics and heartbeats are skipped
+FOLDED = frozenset(
+    {
+        "device.reported", "node.registered", "node.removed",
+        "gang.group_placed", "gang.group_ready", "gang.group_unschedulable", "gang.holds_released",
+        "gang.member_waiting", "quota.admitted", "quota.evicted", "quota.group_waiting", "quota.waiting",
+        "reservation.resolved", "pod.bind_failed", "pod.bind_requested", "pod.bound", "pod.deleted", "pod.enqueued",
+        "pod.evicted", "pod.observed", "pod.placed", "pod.rejected", "pod.released", "pod.requeued", "pod.submitted",
+        "pod.unschedulable",
+    }
+)  # fmt: skip
+
+
 async def cluster(store: EventStore) -> Cluster:
     """One fold of the whole log: the cluster view (what nodes hold, where pods stand) and each pod's priority and
     arrival, for the nearest miss and the queue place (allot_cli.nearest)."""
@@ -75,7 +88,7 @@ async def cluster(store: EventStore) -> Cluster:
     from allot_cli.views import ClusterView
 
     folded = Cluster(view=ClusterView())
-    async for record in store.iterate():
+    async for record in store.iterate(types=FOLDED):
         folded.view.apply(record)
         if record.type == "pod.submitted":
             p = record.payload_dict()
