@@ -168,3 +168,20 @@ def test_no_freeing_is_suggested_where_no_switch_is_large_enough():
     assert block(explained(s, "ml/quad"), "nearest:")[1] == (
         "  change: none: no PCIe switch of node n1 holds 4 GPU(s) (the largest holds 2)"
     )
+
+
+def test_a_gang_is_told_what_its_failing_member_misses_counting_the_members_before_it():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=8), a_gpu_device("n1", gpus=8), a_node("n2", gpus=8, taints=[TAINT]))
+    s.apply(a_gpu_device("n2", gpus=8))
+    s.apply(a_pod("other", gpus=2))
+    gang = {
+        "gang.scheduling.koordinator.sh/name": "train",
+        "gang.scheduling.koordinator.sh/min-available": "2",
+    }
+    s.apply(a_pod("t0", gpus=1, annotations=gang), a_pod("t1", gpus=6, annotations=gang))  # 1 + 6 of 6 free
+    assert block(explained(s, "default/t0"), "nearest:") == [
+        "nearest:   node n1 (1 failing check(s): Insufficient nvidia.com/gpu) for gang member default/t1, "
+        "counting the 1 member(s) before it on the same node",
+        "  change: free 1 GPU(s) (whole 80Gi each) on node n1 (held by default/other)",
+    ]

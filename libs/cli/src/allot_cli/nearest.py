@@ -30,7 +30,7 @@ from allot_cli.output import human
 if TYPE_CHECKING:
     from allot_cli.views import ClusterView, GpuRow
 
-__all__ = ["Cluster", "nearest_lines", "queue_lines", "quota_change"]
+__all__ = ["Cluster", "gang_spec", "nearest_lines", "queue_lines", "quota_change"]
 
 GPU_CORE = "koordinator.sh/gpu-core"
 GPU_MEMORY = "koordinator.sh/gpu-memory"
@@ -51,6 +51,7 @@ class Cluster:
     view: ClusterView
     priority: dict[str, int] = field(default_factory=dict)
     arrival: dict[str, int] = field(default_factory=dict)
+    specs: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod -> its spec as the door read it
     _gpus: dict[str, list[GpuRow]] | None = None
 
     def gpus(self, node: str) -> list[GpuRow]:
@@ -201,8 +202,28 @@ def _gpu_rows(cluster: Cluster | None, node: str) -> list[GpuRow]:
     return [] if cluster is None else cluster.gpus(node)
 
 
+def gang_spec(specs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The failing gang member's spec (the last of ``specs``, members in attempt order) with the requests of the
+    members placed before it added, as if they had all gone to the same node (the engine does not record where the
+    attempt put them): GPU counts add up when every member asks for GPUs of the same size."""
+    *before, failed = specs
+    requests = dict(failed.get("requests") or {})
+    for other in before:
+        for resource, value in (other.get("requests") or {}).items():
+            requests[resource] = requests.get(resource, 0) + int(value)
+    devices = dict(failed.get("devices") or {})
+    gpu = devices.get("gpu")
+    others = [(o.get("devices") or {}).get("gpu") for o in before]
+    if gpu and all(g and g.get("per_instance") == gpu.get("per_instance") and g.get("count") for g in others):
+        devices["gpu"] = {
+            **gpu,
+            "count": int(gpu.get("count") or 0) + sum(int(g["count"]) for g in others if g),
+        }
+    return {**failed, "requests": requests, "devices": devices}
+
+
 def nearest_lines(
-    reasons: dict[str, list[str]], spec: dict[str, Any], cluster: Cluster | None = None
+    reasons: dict[str, list[str]], spec: dict[str, Any], cluster: Cluster | None = None, note: str = ""
 ) -> list[str]:
     """``nearest:`` the closest node and the smallest change that would let the pod fit there (module docstring)."""
     nodes: list[_Node] = []
@@ -222,7 +243,7 @@ def nearest_lines(
         return []
     best = min(nodes, key=lambda node: node.rank)
     failing = f"{len(best.reasons)} failing check(s): {'; '.join(best.reasons)}"
-    return [f"nearest:   node {best.name} ({failing})", *(f"  change: {c}" for c in best.changes)]
+    return [f"nearest:   node {best.name} ({failing}){note}", *(f"  change: {c}" for c in best.changes)]
 
 
 def quota_change(detail: dict[str, Any] | None, quota: str) -> list[str]:

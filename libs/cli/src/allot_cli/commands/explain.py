@@ -94,6 +94,7 @@ async def cluster(store: EventStore) -> Cluster:
             p = record.payload_dict()
             key = f"{p['pod']['namespace']}/{p['pod']['name']}"
             folded.priority[key] = int((p.get("spec") or {}).get("priority") or 0)
+            folded.specs[key] = dict(p.get("spec") or {})
             folded.arrival[key] = record.position
     return folded
 
@@ -185,7 +186,7 @@ def explain(
     key: str, own: list[RecordedEvent], group: list[RecordedEvent], folded: Cluster | None = None
 ) -> list[str]:
     from allot_cli.kube.ledger import explain_lines as enactment_lines
-    from allot_cli.nearest import nearest_lines, queue_lines, quota_change
+    from allot_cli.nearest import queue_lines, quota_change
     from allot_cli.reservation_views import explain_lines as reservation_lines
     from allot_eventstore.clock import iso
 
@@ -264,7 +265,7 @@ def explain(
         reasons = decision.get("node_reasons") or _first_member_reasons(decision)
         for node, node_reasons in sorted(reasons.items())[:20]:
             lines.append(f"  {node}: {'; '.join(node_reasons)}")
-        lines += nearest_lines(reasons, _spec(life), folded)
+        lines += _nearest(key, life, decision, reasons, folded)
         preempted = next((r for r in reversed(events) if r.type == "preemption.decided"), None)
         if preempted is not None and latest is not None and preempted.position > latest.position:
             lines.append(f"preempting: {preempted.payload_dict()['message']}")
@@ -294,6 +295,26 @@ def explain(
         for error in last["pod.rejected"]["errors"]:
             lines.append(f"rejected:  {error['path']}: {error['message']}")
     return lines
+
+
+def _nearest(
+    key: str,
+    life: list[RecordedEvent],
+    decision: dict[str, Any],
+    reasons: dict[str, list[str]],
+    folded: Cluster | None,
+) -> list[str]:
+    """The nearest miss of a pod, or of its gang's failing member (counting the members placed before it)."""
+    from allot_cli.nearest import gang_spec, nearest_lines
+
+    members = [m["pod"] for m in decision.get("members") or []]
+    failed = next((m["pod"] for m in decision.get("members") or [] if m.get("node_reasons")), None)
+    if decision.get("node_reasons") or failed is None or folded is None:
+        return nearest_lines(reasons, _spec(life), folded)
+    before = members[: members.index(failed) + 1]
+    spec = gang_spec([folded.specs.get(m, {}) for m in before])
+    note = f" for gang member {failed}, counting the {len(before) - 1} member(s) before it on the same node"
+    return nearest_lines(reasons, spec, folded, note if len(before) > 1 else f" for gang member {failed}")
 
 
 def _spec(life: list[RecordedEvent]) -> dict[str, Any]:
