@@ -185,3 +185,18 @@ def test_a_gang_is_told_what_its_failing_member_misses_counting_the_members_befo
         "counting the 1 member(s) before it on the same node",
         "  change: free 1 GPU(s) (whole 80Gi each) on node n1 (held by default/other)",
     ]
+
+
+def test_a_gang_that_does_not_fit_its_quota_whole_is_told_how_much_to_raise_it():
+    s = Scenario()
+    s.apply(a_node("n1", gpus=8), a_gpu_device("n1", gpus=8))
+    s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "4"}))
+    gang = {
+        "gang.scheduling.koordinator.sh/name": "train",
+        "gang.scheduling.koordinator.sh/min-available": "2",
+    }
+    s.apply(*(a_pod(f"t{i}", namespace="team", gpus=3, annotations=gang) for i in range(2)))
+    assert [line for line in block(explained(s, "team/t0"), "quota:") if "change:" in line] == [
+        "  change: raise quota team by 2 nvidia.com/gpu (limit 4, used 0, the 2 members request 6), "
+        "or free that much of its use"
+    ]

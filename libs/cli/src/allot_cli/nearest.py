@@ -30,7 +30,7 @@ from allot_cli.output import human
 if TYPE_CHECKING:
     from allot_cli.views import ClusterView, GpuRow
 
-__all__ = ["Cluster", "gang_spec", "nearest_lines", "queue_lines", "quota_change"]
+__all__ = ["Cluster", "gang_spec", "group_quota_change", "nearest_lines", "queue_lines", "quota_change"]
 
 GPU_CORE = "koordinator.sh/gpu-core"
 GPU_MEMORY = "koordinator.sh/gpu-memory"
@@ -267,6 +267,28 @@ def quota_change(detail: dict[str, Any] | None, quota: str) -> list[str]:
                 f"  change: raise quota {detail.get('quota') or quota} by {amount} {dim} (limit "
                 f"{human(dim, str(limit))}, used {human(dim, str(used))}, the pod requests {human(dim, str(request))})"
                 f", or free that much of its use"
+            )
+    return lines
+
+
+def group_quota_change(first: dict[str, Any], specs: list[dict[str, Any]]) -> list[str]:
+    """``change: raise quota Q by N <dim>`` for a gang group that does not fit its quota as a whole: the quota's used
+    plus every member's request, over its limit (``first``: the admission record quota-manager kept)."""
+    from allot_contracts.quantity import QuantityError, to_canonical
+
+    lines: list[str] = []
+    for dim, limit_text in sorted((first.get("limit") or {}).items()):
+        try:
+            limit = to_canonical(dim, limit_text)
+            used = to_canonical(dim, (first.get("used") or {}).get(dim, "0"))
+        except QuantityError:
+            continue
+        asked = sum(int((spec.get("requests") or {}).get(dim, 0)) for spec in specs)
+        if used + asked > limit:
+            shown = [human(dim, _display(dim, v)) for v in (used + asked - limit, limit, used, asked)]
+            lines.append(
+                f"  change: raise quota {first.get('quota', '')} by {shown[0]} {dim} (limit {shown[1]}, used "
+                f"{shown[2]}, the {len(specs)} members request {shown[3]}), or free that much of its use"
             )
     return lines
 

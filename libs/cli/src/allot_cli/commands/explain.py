@@ -186,7 +186,7 @@ def explain(
     key: str, own: list[RecordedEvent], group: list[RecordedEvent], folded: Cluster | None = None
 ) -> list[str]:
     from allot_cli.kube.ledger import explain_lines as enactment_lines
-    from allot_cli.nearest import queue_lines, quota_change
+    from allot_cli.nearest import group_quota_change, queue_lines, quota_change
     from allot_cli.reservation_views import explain_lines as reservation_lines
     from allot_eventstore.clock import iso
 
@@ -241,6 +241,10 @@ def explain(
         lines.append(f"quota:     {last[standing]['message']}")
         if standing == "quota.waiting":
             lines += quota_change(last[standing].get("detail"), last[standing]["quota"])
+        elif folded is not None:  # a gang group: every member's request against the quota's limit
+            first = (last[standing].get("detail") or {}).get("first") or {}
+            members = folded.view.groups.get(str(last[standing].get("group")), [])
+            lines += group_quota_change(first, [folded.specs.get(m, {}) for m in members])
     placed_decision = (last.get("pod.placed") or {}).get("decision") or _member_decision(
         last.get("gang.group_placed"), key
     )
