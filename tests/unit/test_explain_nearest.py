@@ -200,3 +200,18 @@ def test_a_gang_that_does_not_fit_its_quota_whole_is_told_how_much_to_raise_it()
         "  change: raise quota team by 2 nvidia.com/gpu (limit 4, used 0, the 2 members request 6), "
         "or free that much of its use"
     ]
+
+
+def test_a_simulator_run_with_a_pod_refused_every_reservation_waits_in_the_reservation_stage():
+    from allot_cli.sim.run import run
+
+    sim, _, _ = run(str(ROOT / "examples" / "reservation" / "03-affinity-taints-exact-match.yaml"), config={})
+    key = "ml/intolerant"
+    lines = explain(key, *asyncio.run(history(sim.store, key)), asyncio.run(cluster(sim.store)))
+    assert block(lines, "nearest:")[1] == (
+        "  change: create a Reservation on node n1 that matches the pod's reservation affinity (or change it)"
+    )
+    assert block(lines, "queue:")[:2] == [
+        "queue:     stage reservation, attempt 1, position 1 of 2 (priority 0, then arrival)",
+        "  waits for: a reservation it may use to fit or be placed",
+    ]

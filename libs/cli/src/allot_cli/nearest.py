@@ -165,6 +165,13 @@ def _change(reason: str, node: str, spec: dict[str, Any], cluster: Cluster | Non
         return f"remove taint {{{m['key']}: {m['value']}}} from node {node} (or tolerate it)", 0.0
     if "were unschedulable" in reason:
         return f"uncordon node {node}", 0.0
+    if "no reservations match reservation affinity" in reason:
+        return (
+            f"create a Reservation on node {node} that matches the pod's reservation affinity (or change it)",
+            0.0,
+        )
+    if "no reservation(s) to meet the requirements" in reason:
+        return f"free room in a Reservation the pod may use on node {node} (or reserve more there)", 0.0
     if "node affinity/selector" in reason:
         return f"label node {node} to match the pod's node affinity/selector (or relax them)", 0.0
     resource = (
