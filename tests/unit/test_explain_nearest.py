@@ -76,13 +76,25 @@ def test_the_smaller_shortfall_wins_between_nodes_failing_as_many_checks():
     ]
 
 
-def test_a_pod_blocked_by_quota_is_told_how_much_to_raise_it():
+def team_quota(gpus: int) -> Scenario:
+    """An 8-GPU node and the quota ``team`` of ``gpus`` GPUs for namespace team."""
     s = Scenario()
     s.apply(a_node("n1", gpus=8), a_gpu_device("n1", gpus=8))
-    s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "2"}))
+    s.apply(
+        a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": str(gpus)})
+    )
+    return s
+
+
+def quota_changes(lines: list[str]) -> list[str]:
+    return [line for line in block(lines, "quota:") if "change:" in line]
+
+
+def test_a_pod_blocked_by_quota_is_told_how_much_to_raise_it():
+    s = team_quota(2)
     s.apply(a_pod("q", namespace="team", gpus=6))
     lines = explained(s, "team/q")
-    assert [line for line in block(lines, "quota:") if "change:" in line] == [
+    assert quota_changes(lines) == [
         "  change: raise quota team by 4 nvidia.com/gpu (limit 2, used 0, the pod requests 6), "
         "or free that much of its use"
     ]
@@ -188,15 +200,13 @@ def test_a_gang_is_told_what_its_failing_member_misses_counting_the_members_befo
 
 
 def test_a_gang_that_does_not_fit_its_quota_whole_is_told_how_much_to_raise_it():
-    s = Scenario()
-    s.apply(a_node("n1", gpus=8), a_gpu_device("n1", gpus=8))
-    s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "4"}))
+    s = team_quota(4)
     gang = {
         "gang.scheduling.koordinator.sh/name": "train",
         "gang.scheduling.koordinator.sh/min-available": "2",
     }
     s.apply(*(a_pod(f"t{i}", namespace="team", gpus=3, annotations=gang) for i in range(2)))
-    assert [line for line in block(explained(s, "team/t0"), "quota:") if "change:" in line] == [
+    assert quota_changes(explained(s, "team/t0")) == [
         "  change: raise quota team by 2 nvidia.com/gpu (limit 4, used 0, the 2 members request 6), "
         "or free that much of its use"
     ]
