@@ -179,10 +179,10 @@ def pod_explain(lines: list[str]) -> list[str]:
 
 async def explain_lines(store: EventStore, kind: Kind, row: dict[str, Any], now: int) -> list[str]:
     if kind.plural == "pods":
-        from allot_cli.commands.explain import explain, history
+        from allot_cli.commands.explain import cluster, explain, history
 
         key = f"{row['namespace']}/{row['name']}"
-        return pod_explain(explain(key, *await history(store, key)))
+        return pod_explain(explain(key, *await history(store, key), await cluster(store)))
     if kind.plural == "nodes":
         from allot_cli.explain_node import explain_node, node_history
 

@@ -18,6 +18,7 @@ from allot_cli.errors import InputError
 from allot_cli.output import human_list
 
 if TYPE_CHECKING:  # imported where used: ``allot explain --help`` loads no log, driver or engine
+    from allot_cli.nearest import Cluster
     from allot_contracts.envelope import RecordedEvent
     from allot_eventstore.protocol import EventStore
 
@@ -67,12 +68,44 @@ async def history(store: EventStore, key: str) -> tuple[list[RecordedEvent], lis
     return own, group_events
 
 
-async def pod_history(url: str, key: str) -> tuple[list[RecordedEvent], list[RecordedEvent]]:
+# the events the cluster fold needs (where pods stand and what nodes hold); QoS, metrics and heartbeats are skipped
+FOLDED = frozenset(
+    {
+        "device.reported", "node.registered", "node.removed",
+        "gang.group_placed", "gang.group_ready", "gang.group_unschedulable", "gang.holds_released",
+        "gang.member_waiting", "quota.admitted", "quota.evicted", "quota.group_waiting", "quota.waiting",
+        "reservation.resolved", "pod.bind_failed", "pod.bind_requested", "pod.bound", "pod.deleted", "pod.enqueued",
+        "pod.evicted", "pod.observed", "pod.placed", "pod.rejected", "pod.released", "pod.requeued", "pod.submitted",
+        "pod.unschedulable",
+    }
+)  # fmt: skip
+
+
+async def cluster(store: EventStore) -> Cluster:
+    """One fold of the whole log: the cluster view (what nodes hold, where pods stand) and each pod's priority and
+    arrival, for the nearest miss and the queue place (allot_cli.nearest)."""
+    from allot_cli.nearest import Cluster
+    from allot_cli.views import ClusterView
+
+    folded = Cluster(view=ClusterView())
+    async for record in store.iterate(types=FOLDED):
+        folded.view.apply(record)
+        if record.type == "pod.submitted":
+            p = record.payload_dict()
+            key = f"{p['pod']['namespace']}/{p['pod']['name']}"
+            folded.priority[key] = int((p.get("spec") or {}).get("priority") or 0)
+            folded.specs[key] = dict(p.get("spec") or {})
+            folded.arrival[key] = record.position
+    return folded
+
+
+async def pod_history(url: str, key: str) -> tuple[list[RecordedEvent], list[RecordedEvent], Cluster]:
     from allot_eventstore.postgres import PostgresEventStore
 
     store = PostgresEventStore.connect(url)
     try:
-        return await history(store, key)
+        own, group = await history(store, key)
+        return own, group, await cluster(store)
     finally:
         await store.close()
 
@@ -149,8 +182,11 @@ STANDING = (
 )
 
 
-def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> list[str]:
+def explain(
+    key: str, own: list[RecordedEvent], group: list[RecordedEvent], folded: Cluster | None = None
+) -> list[str]:
     from allot_cli.kube.ledger import explain_lines as enactment_lines
+    from allot_cli.nearest import group_quota_change, queue_lines, quota_change
     from allot_cli.reservation_views import explain_lines as reservation_lines
     from allot_eventstore.clock import iso
 
@@ -203,6 +239,12 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
             )
     if standing in ("quota.waiting", "quota.group_waiting"):
         lines.append(f"quota:     {last[standing]['message']}")
+        if standing == "quota.waiting":
+            lines += quota_change(last[standing].get("detail"), last[standing]["quota"])
+        elif folded is not None:  # a gang group: every member's request against the quota's limit
+            first = (last[standing].get("detail") or {}).get("first") or {}
+            members = folded.view.groups.get(str(last[standing].get("group")), [])
+            lines += group_quota_change(first, [folded.specs.get(m, {}) for m in members])
     placed_decision = (last.get("pod.placed") or {}).get("decision") or _member_decision(
         last.get("gang.group_placed"), key
     )
@@ -227,6 +269,7 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
         reasons = decision.get("node_reasons") or _first_member_reasons(decision)
         for node, node_reasons in sorted(reasons.items())[:20]:
             lines.append(f"  {node}: {'; '.join(node_reasons)}")
+        lines += _nearest(key, life, decision, reasons, folded)
         preempted = next((r for r in reversed(events) if r.type == "preemption.decided"), None)
         if preempted is not None and latest is not None and preempted.position > latest.position:
             lines.append(f"preempting: {preempted.payload_dict()['message']}")
@@ -241,6 +284,10 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
         if enacted := last.get("pod.eviction_enacted"):
             done = "evicted" if enacted["evicted"] else "NOT evicted"
             lines.append(f"  Kubernetes: {done} through the Eviction API: {enacted['message']}")
+    if life[-1].type != "pod.deleted":
+        preempting = next((r for r in reversed(events) if r.type == "preemption.decided"), None)
+        nominated = preempting is not None and latest is not None and preempting.position > latest.position
+        lines += queue_lines(key, folded, nominated=nominated)
     lines += enforcement(events)
     lines += enactment_lines(life)
     for warning in life[0].payload_dict().get("warnings") or [] if life[0].type in BIRTHS else []:
@@ -252,6 +299,31 @@ def explain(key: str, own: list[RecordedEvent], group: list[RecordedEvent]) -> l
         for error in last["pod.rejected"]["errors"]:
             lines.append(f"rejected:  {error['path']}: {error['message']}")
     return lines
+
+
+def _nearest(
+    key: str,
+    life: list[RecordedEvent],
+    decision: dict[str, Any],
+    reasons: dict[str, list[str]],
+    folded: Cluster | None,
+) -> list[str]:
+    """The nearest miss of a pod, or of its gang's failing member (counting the members placed before it)."""
+    from allot_cli.nearest import gang_spec, nearest_lines
+
+    members = [m["pod"] for m in decision.get("members") or []]
+    failed = next((m["pod"] for m in decision.get("members") or [] if m.get("node_reasons")), None)
+    if decision.get("node_reasons") or failed is None or folded is None:
+        return nearest_lines(reasons, _spec(life), folded)
+    before = members[: members.index(failed) + 1]
+    spec = gang_spec([folded.specs.get(m, {}) for m in before])
+    note = f" for gang member {failed}, counting the {len(before) - 1} member(s) before it on the same node"
+    return nearest_lines(reasons, spec, folded, note if len(before) > 1 else f" for gang member {failed}")
+
+
+def _spec(life: list[RecordedEvent]) -> dict[str, Any]:
+    """The pod as the door read it (``pod.submitted``'s spec), or empty."""
+    return dict(life[0].payload_dict().get("spec") or {}) if life[0].type in BIRTHS else {}
 
 
 def _outcome_counts(results: list[dict[str, Any]]) -> str:
@@ -359,11 +431,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.kind == "node":
         return _explain_node(args.name)
     key = args.name if "/" in args.name else f"{args.namespace}/{args.name}"
-    own, group = asyncio.run(pod_history(endpoints().database_url, key))
+    own, group, folded = asyncio.run(pod_history(endpoints().database_url, key))
     refused = asyncio.run(refused_about(endpoints().database_url, f"pod:{key}"))
     if not own and refused:
         raise InputError("\n".join([f"no pod {key} in the log", *refusal_lines(refused)]))
-    lines = explain(key, own, group) + refusal_lines(refused)
+    lines = explain(key, own, group, folded) + refusal_lines(refused)
     lines += migration_lines(key, asyncio.run(_migrations(endpoints().database_url, key)))
     print("\n".join(lines))
     return 0
