@@ -389,6 +389,51 @@ async def _timed(action: Callable[[], Awaitable[None]]) -> float:
     return time.perf_counter() - started
 
 
+async def _race(
+    contenders: list[Ours | Copy | EventSourcing],
+    server_url: str,
+    samples: dict[str, list[float]],
+    *,
+    events: int,
+    runs: int,
+    warmup: int,
+) -> bool:
+    """Warm every contender up, then time ``runs`` runs of ``events`` events each, the contenders taking turns in
+    an order that rotates between runs; each rate goes to ``samples``. True when every timed section started
+    after a ``CHECKPOINT``."""
+    checkpointed = True
+    next_pod = 0
+    for contender in contenders:
+        _progress(f"{contender.name}: warm-up, {warmup} events")
+        inputs = contender.prepare_run(next_pod, warmup)
+        await contender.run(inputs)
+    next_pod += warmup
+    for r in range(runs):
+        order = contenders[r % len(contenders) :] + contenders[: r % len(contenders)]
+        for contender in order:
+            inputs = contender.prepare_run(next_pod, events)
+            checkpointed = await checkpoint(server_url) and checkpointed
+            seconds = await _timed(lambda c=contender, i=inputs: c.run(i))  # type: ignore[misc]
+            rate = events / seconds
+            samples[contender.name].append(rate)
+            _progress(
+                f"run {r + 1}/{runs} {contender.name}: {events} events in {seconds:.3f} s = {rate:,.0f}/s"
+            )
+        next_pod += events
+    return checkpointed
+
+
+def _versions() -> dict[str, str | None]:
+    return {
+        "asyncpg": _version("asyncpg"),
+        "sqlalchemy": _version("sqlalchemy"),
+        "eventsourcing": _version("eventsourcing"),
+        "psycopg": _version("psycopg"),
+        "psycopg_impl": _psycopg_impl(),
+        "msgspec": _version("msgspec"),
+    }
+
+
 async def run_benchmark(
     server_url: str,
     *,
@@ -419,7 +464,6 @@ async def run_benchmark(
     ]
     names = {c.name: f"allot_bench_{c.name}_{uuid.uuid4().hex[:8]}" for c in contenders}
     samples: dict[str, list[float]] = {c.name: [] for c in contenders}
-    checkpointed = True
     es = contenders[0]
     assert isinstance(es, EventSourcing)
     try:
@@ -428,24 +472,7 @@ async def run_benchmark(
             await contender.setup(url)
         payload_bytes = len(canonical(workload.make(0)))
         es_state_bytes = await asyncio.to_thread(es.state_bytes)
-        next_pod = 0
-        for contender in contenders:
-            _progress(f"{contender.name}: warm-up, {warmup} events")
-            inputs = contender.prepare_run(next_pod, warmup)
-            await contender.run(inputs)
-        next_pod += warmup
-        for r in range(runs):
-            order = contenders[r % len(contenders) :] + contenders[: r % len(contenders)]
-            for contender in order:
-                inputs = contender.prepare_run(next_pod, events)
-                checkpointed = await checkpoint(server_url) and checkpointed
-                seconds = await _timed(lambda c=contender, i=inputs: c.run(i))  # type: ignore[misc]
-                rate = events / seconds
-                samples[contender.name].append(rate)
-                _progress(
-                    f"run {r + 1}/{runs} {contender.name}: {events} events in {seconds:.3f} s = {rate:,.0f}/s"
-                )
-            next_pod += events
+        checkpointed = await _race(contenders, server_url, samples, events=events, runs=runs, warmup=warmup)
     finally:
         for contender in contenders:
             with contextlib.suppress(Exception):
@@ -480,14 +507,7 @@ async def run_benchmark(
         "server": source or "given",
         **facts,
         "python_version": platform.python_version(),
-        "versions": {
-            "asyncpg": _version("asyncpg"),
-            "sqlalchemy": _version("sqlalchemy"),
-            "eventsourcing": _version("eventsourcing"),
-            "psycopg": _version("psycopg"),
-            "psycopg_impl": _psycopg_impl(),
-            "msgspec": _version("msgspec"),
-        },
+        "versions": _versions(),
         "machine": {
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
