@@ -63,23 +63,23 @@ async def _admin(url: str) -> asyncpg.Connection:
     return await asyncpg.connect(plain_url(url), timeout=10)
 
 
+async def _execute(server_url: str, statement: str) -> None:
+    conn = await _admin(server_url)
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
 async def create_database(server_url: str, name: str) -> str:
     from allot_eventstore.urls import with_database
 
-    conn = await _admin(server_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
+    await _execute(server_url, f'CREATE DATABASE "{name}"')
     return with_database(server_url, name)
 
 
 async def drop_database(server_url: str, name: str) -> None:
-    conn = await _admin(server_url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    await _execute(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def server_facts(server_url: str) -> dict[str, Any]:
