@@ -23,12 +23,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import multiprocessing
 import os
 import statistics
-import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from allot_cli.bench.replay import MiB, history_arguments, on_logs
@@ -164,6 +161,10 @@ async def _instances(url: str) -> list[tuple[str, str]]:
 
 def restart(url: str, services: list[tuple[str, str]], snapshots: bool = False) -> dict[str, Any]:
     """Start every service's rebuild at once in its own process; figures of the restart."""
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
     peak = 0
     done = threading.Event()
 
@@ -199,6 +200,9 @@ def restart(url: str, services: list[tuple[str, str]], snapshots: bool = False) 
 def prepare(url: str, services: list[tuple[str, str]], lag: int) -> dict[str, Any]:
     """Every service's snapshot, made in parallel (one process each); per service its reference digest, where
     the snapshot is, its size and the export's pause."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=len(services), mp_context=context) as pool:
         futures = {name: pool.submit(prepare_task, url, service, name, lag) for service, name in services}
