@@ -19,18 +19,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import asyncpg
+if TYPE_CHECKING:  # the driver, the simulator and the store are imported by the functions that use them
+    import asyncpg
 
-from allot_cli.documents import Document
-from allot_cli.manifests import Door, to_input
-from allot_cli.simulator import Simulation
-from allot_contracts.envelope import RecordedEvent
-from allot_eventstore.clock import to_datetime
-from allot_eventstore.migrate import migrate
-from allot_eventstore.postgres import EVENT_COLUMNS
-from allot_eventstore.urls import plain_url
+    from allot_cli.simulator import Simulation
+    from allot_contracts.envelope import RecordedEvent
 
 WINDOW = 2000  # pods per round: submitted, decided, then deleted in the next round
 
@@ -50,6 +45,8 @@ def _progress(text: str) -> None:
 def copy_row(record: RecordedEvent) -> tuple[Any, ...]:
     """An already-recorded event as a row of the events table, in ``EVENT_COLUMNS`` order (for COPY): the
     benchmarks write logs straight into the table."""
+    from allot_eventstore.clock import to_datetime
+
     return (
         record.position,
         record.event_id,
@@ -86,6 +83,8 @@ class _Writer:
         self.versions: dict[str, int] = {}
 
     async def flush(self) -> None:
+        from allot_eventstore.postgres import EVENT_COLUMNS
+
         events = self.sim.store.events
         fresh = events[self.written :]
         if not fresh:
@@ -134,7 +133,14 @@ async def build_history(
     url: str, events: int, *, nodes_csv: Path, pods_csv: Path, window: int = WINDOW
 ) -> History:
     """Write a log of at least ``events`` events (it ends after a whole round) into the empty database ``url``."""
+    import asyncpg
+
     from allot_cli.bench.e2e import _cluster_docs
+    from allot_cli.documents import Document
+    from allot_cli.manifests import Door, to_input
+    from allot_cli.simulator import Simulation
+    from allot_eventstore.migrate import migrate
+    from allot_eventstore.urls import plain_url
 
     started = time.perf_counter()
     await migrate(url)

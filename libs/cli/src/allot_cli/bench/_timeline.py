@@ -4,9 +4,10 @@ them (throughput, submit→bound latency, per-hop latency). Used by ``allot benc
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from allot_contracts.envelope import RecordedEvent
+if TYPE_CHECKING:
+    from allot_contracts.envelope import RecordedEvent
 
 # A plain pod's path through the services, one event per hop (docs/architecture.md).
 PATH = ("pod.submitted", "quota.admitted", "reservation.resolved", "pod.placed", "pod.bound", "qos.recorded")

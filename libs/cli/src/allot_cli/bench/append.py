@@ -34,49 +34,35 @@ import contextlib
 import importlib.metadata
 import os
 import platform
-import shutil
 import statistics
-import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from pathlib import Path
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
-import asyncpg
-import msgspec
-
 from allot_cli.bench import report
-from allot_cli.bench._history import copy_row
+from allot_cli.bench._postgres import (
+    _admin,
+    _progress,
+    checkpoint,
+    create_database,
+    drop_database,
+    postgres_server,
+    server_facts,
+)
 from allot_cli.errors import UsageError
-from allot_contracts.decisions.placement import Decision
-from allot_contracts.envelope import GENESIS_HASH, NewEvent, canonical, derived_event_id, prepare, stream_id
-from allot_contracts.events import Event, ObjectRef, PodEnqueued, PodPlaced
-from allot_eventstore import Checkpoint
-from allot_eventstore.clock import system_clock
-from allot_eventstore.migrate import migrate
-from allot_eventstore.postgres import EVENT_COLUMNS, PostgresEventStore
-from allot_eventstore.urls import plain_url, redact, with_database
+
+if TYPE_CHECKING:  # the contracts, the store and the driver are imported by the functions that use them
+    import asyncpg
+
+    from allot_contracts.envelope import NewEvent
+    from allot_contracts.events import Event, PodEnqueued, PodPlaced
+    from allot_eventstore.postgres import PostgresEventStore
 
 NAMESPACE = "bench"
 GOAL_VS_EVENTSOURCING = 10.0
 GOAL_VS_COPY = 0.5
-DURABILITY_SETTINGS = (
-    "fsync",
-    "synchronous_commit",
-    "full_page_writes",
-    "wal_sync_method",
-    "wal_level",
-    "commit_delay",
-    "shared_buffers",
-    "max_wal_size",
-)
-
-
-def _progress(message: str) -> None:
-    print(f"[bench append] {message}", file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -86,6 +72,9 @@ def _progress(message: str) -> None:
 
 def placed_event(i: int) -> PodPlaced:
     """The ``pod.placed`` decision for the ``i``-th pod: node, GPU minors, cpuset and scores vary with ``i``."""
+    from allot_contracts.decisions.placement import Decision
+    from allot_contracts.events import ObjectRef, PodPlaced
+
     node = f"gpu-node-{i % 64:03d}"
     numa = (i // 64) % 2
     first = numa * 4 + (i % 2) * 2
@@ -159,6 +148,8 @@ def placed_event(i: int) -> PodPlaced:
 
 def enqueued_event(i: int) -> PodEnqueued:
     """A small decision (the gang-coordinator letting a pod into the queue), to show the effect of payload size."""
+    from allot_contracts.events import ObjectRef, PodEnqueued
+
     return PodEnqueued(pod=ObjectRef(namespace=NAMESPACE, name=f"infer-{i}"), attempt=1)
 
 
@@ -178,6 +169,8 @@ WORKLOADS = {
 def decision_events(start: int, count: int, workload: Workload = WORKLOADS["pod.placed"]) -> list[NewEvent]:
     """``count`` new events from pod number ``start``: one per pod stream, ids derived from a trigger id the way
     the services derive them (so they are deterministic and unique per pod)."""
+    from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
+
     out = []
     for i in range(start, start + count):
         trigger = str(uuid.uuid5(uuid.NAMESPACE_URL, f"allot-bench/{workload.trigger_type}/{i}"))
@@ -198,77 +191,6 @@ def batches(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The server and its scratch databases
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def postgres_server() -> Iterator[tuple[str, str]]:
-    """``(admin url, source)``: ``ALLOT_DATABASE_URL``, else an embedded server with default durability."""
-    url = os.environ.get("ALLOT_DATABASE_URL")
-    if url:
-        yield url, "environment"
-        return
-    from allot_runtime.embedded import EmbeddedPostgres
-
-    root = Path(tempfile.mkdtemp(prefix="allot-bench-pg-"))
-    root.chmod(0o755)
-    server = EmbeddedPostgres(
-        root / "data"
-    )  # not fast=True: fsync, synchronous_commit, full_page_writes stay on
-    try:
-        _progress(f"starting an embedded PostgreSQL under {root}")
-        server.start()
-        yield server.url, "embedded"
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
-
-
-async def _admin(url: str) -> asyncpg.Connection:
-    return await asyncpg.connect(plain_url(url), timeout=10)
-
-
-async def create_database(server_url: str, name: str) -> str:
-    conn = await _admin(server_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return with_database(server_url, name)
-
-
-async def drop_database(server_url: str, name: str) -> None:
-    conn = await _admin(server_url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
-
-
-async def server_facts(server_url: str) -> dict[str, Any]:
-    conn = await _admin(server_url)
-    try:
-        version = await conn.fetchval("SHOW server_version")
-        settings = {name: await conn.fetchval(f"SHOW {name}") for name in DURABILITY_SETTINGS}
-    finally:
-        await conn.close()
-    return {"postgres_version": version, "durability": settings}
-
-
-async def checkpoint(server_url: str) -> bool:
-    """Flush dirty buffers before a timed section; ``False`` when the role may not (nothing else changes)."""
-    conn = await _admin(server_url)
-    try:
-        await conn.execute("CHECKPOINT")
-        return True
-    except asyncpg.InsufficientPrivilegeError:
-        return False
-    finally:
-        await conn.close()
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # Contenders. Each has ``setup(url)``, ``prepare_run(start, count)`` (untimed: builds its inputs), ``run(inputs)``
 # (timed: appends them batch by batch, each batch committed) and ``close()``.
 # ----------------------------------------------------------------------------------------------------------------
@@ -284,6 +206,9 @@ class Ours:
         self.trigger_position = 0
 
     async def setup(self, url: str) -> None:
+        from allot_eventstore.migrate import migrate
+        from allot_eventstore.postgres import PostgresEventStore
+
         await migrate(url)
         self.store = PostgresEventStore.connect(url)
 
@@ -291,6 +216,8 @@ class Ours:
         return batches(decision_events(start, count, self.workload), self.batch)
 
     async def run(self, inputs: Any) -> None:
+        from allot_eventstore import Checkpoint
+
         assert self.store is not None
         service = self.workload.producer
         for chunk in inputs:
@@ -310,6 +237,8 @@ class Copy:
     name = "copy"
 
     def __init__(self, batch: int, workload: Workload) -> None:
+        from allot_contracts.envelope import GENESIS_HASH
+
         self.batch = batch
         self.workload = workload
         self.conn: asyncpg.Connection | None = None
@@ -317,11 +246,17 @@ class Copy:
         self.prev = GENESIS_HASH
 
     async def setup(self, url: str) -> None:
+        from allot_eventstore.migrate import migrate
+
         await migrate(url)  # the very same events table, indexes and constraints as ours
         self.conn = await _admin(url)
 
     def prepare_run(self, start: int, count: int) -> Any:
         """The rows our store writes for these events (canonical payload, chain hash), finished in advance."""
+        from allot_cli.bench._history import copy_row
+        from allot_contracts.envelope import prepare
+        from allot_eventstore.clock import system_clock
+
         now = system_clock()
         rows = []
         for new in decision_events(start, count, self.workload):
@@ -339,6 +274,8 @@ class Copy:
         return batches(rows, self.batch)
 
     async def run(self, inputs: Any) -> None:
+        from allot_eventstore.postgres import EVENT_COLUMNS
+
         assert self.conn is not None
         for chunk in inputs:
             await self.conn.copy_records_to_table("events", records=chunk, columns=EVENT_COLUMNS)
@@ -351,6 +288,8 @@ class Copy:
 def _eventsourcing_application(url: str) -> tuple[Any, Any]:
     """An ``eventsourcing`` application on its Postgres recorder, configured through its documented settings, and
     an aggregate class whose created event carries a decision's fields."""
+    from allot_eventstore.urls import plain_url
+
     try:
         from eventsourcing.application import Application
         from eventsourcing.domain import Aggregate, event
@@ -394,6 +333,8 @@ class EventSourcing:
 
     def new_aggregates(self, start: int, count: int) -> list[Any]:
         """One new aggregate per pod; its created event holds the same decision (the event's JSON builtins)."""
+        import msgspec
+
         make = self.workload.make
         return [self.aggregate(decision=msgspec.to_builtins(make(i))) for i in range(start, start + count)]
 
@@ -448,6 +389,51 @@ async def _timed(action: Callable[[], Awaitable[None]]) -> float:
     return time.perf_counter() - started
 
 
+async def _race(
+    contenders: list[Ours | Copy | EventSourcing],
+    server_url: str,
+    samples: dict[str, list[float]],
+    *,
+    events: int,
+    runs: int,
+    warmup: int,
+) -> bool:
+    """Warm every contender up, then time ``runs`` runs of ``events`` events each, the contenders taking turns in
+    an order that rotates between runs; each rate goes to ``samples``. True when every timed section started
+    after a ``CHECKPOINT``."""
+    checkpointed = True
+    next_pod = 0
+    for contender in contenders:
+        _progress(f"{contender.name}: warm-up, {warmup} events")
+        inputs = contender.prepare_run(next_pod, warmup)
+        await contender.run(inputs)
+    next_pod += warmup
+    for r in range(runs):
+        order = contenders[r % len(contenders) :] + contenders[: r % len(contenders)]
+        for contender in order:
+            inputs = contender.prepare_run(next_pod, events)
+            checkpointed = await checkpoint(server_url) and checkpointed
+            seconds = await _timed(lambda c=contender, i=inputs: c.run(i))  # type: ignore[misc]
+            rate = events / seconds
+            samples[contender.name].append(rate)
+            _progress(
+                f"run {r + 1}/{runs} {contender.name}: {events} events in {seconds:.3f} s = {rate:,.0f}/s"
+            )
+        next_pod += events
+    return checkpointed
+
+
+def _versions() -> dict[str, str | None]:
+    return {
+        "asyncpg": _version("asyncpg"),
+        "sqlalchemy": _version("sqlalchemy"),
+        "eventsourcing": _version("eventsourcing"),
+        "psycopg": _version("psycopg"),
+        "psycopg_impl": _psycopg_impl(),
+        "msgspec": _version("msgspec"),
+    }
+
+
 async def run_benchmark(
     server_url: str,
     *,
@@ -458,6 +444,9 @@ async def run_benchmark(
     warmup: int | None = None,
     source: str = "",
 ) -> dict[str, Any]:
+    from allot_contracts.envelope import canonical
+    from allot_eventstore.urls import redact
+
     if events < 1 or batch < 1 or runs < 1:
         raise UsageError("--events, --batch and --runs must be positive")
     workload = WORKLOADS[event_type]
@@ -475,7 +464,6 @@ async def run_benchmark(
     ]
     names = {c.name: f"allot_bench_{c.name}_{uuid.uuid4().hex[:8]}" for c in contenders}
     samples: dict[str, list[float]] = {c.name: [] for c in contenders}
-    checkpointed = True
     es = contenders[0]
     assert isinstance(es, EventSourcing)
     try:
@@ -484,24 +472,7 @@ async def run_benchmark(
             await contender.setup(url)
         payload_bytes = len(canonical(workload.make(0)))
         es_state_bytes = await asyncio.to_thread(es.state_bytes)
-        next_pod = 0
-        for contender in contenders:
-            _progress(f"{contender.name}: warm-up, {warmup} events")
-            inputs = contender.prepare_run(next_pod, warmup)
-            await contender.run(inputs)
-        next_pod += warmup
-        for r in range(runs):
-            order = contenders[r % len(contenders) :] + contenders[: r % len(contenders)]
-            for contender in order:
-                inputs = contender.prepare_run(next_pod, events)
-                checkpointed = await checkpoint(server_url) and checkpointed
-                seconds = await _timed(lambda c=contender, i=inputs: c.run(i))  # type: ignore[misc]
-                rate = events / seconds
-                samples[contender.name].append(rate)
-                _progress(
-                    f"run {r + 1}/{runs} {contender.name}: {events} events in {seconds:.3f} s = {rate:,.0f}/s"
-                )
-            next_pod += events
+        checkpointed = await _race(contenders, server_url, samples, events=events, runs=runs, warmup=warmup)
     finally:
         for contender in contenders:
             with contextlib.suppress(Exception):
@@ -536,14 +507,7 @@ async def run_benchmark(
         "server": source or "given",
         **facts,
         "python_version": platform.python_version(),
-        "versions": {
-            "asyncpg": _version("asyncpg"),
-            "sqlalchemy": _version("sqlalchemy"),
-            "eventsourcing": _version("eventsourcing"),
-            "psycopg": _version("psycopg"),
-            "psycopg_impl": _psycopg_impl(),
-            "msgspec": _version("msgspec"),
-        },
+        "versions": _versions(),
         "machine": {
             "platform": platform.platform(),
             "cpus": os.cpu_count(),

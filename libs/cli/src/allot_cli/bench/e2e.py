@@ -37,8 +37,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from allot_cli.bench import report
 from allot_cli.bench._timeline import WATCHED, Timelines
 from allot_cli.bench.placement import DEFAULT_NODES, DEFAULT_PODS, _check, _throughput
@@ -117,6 +115,8 @@ def _pod_docs(pods_csv: Path, count: int, prefix: str = "") -> list[dict[str, An
 
 
 def _write(path: Path, docs: list[dict[str, Any]]) -> Path:
+    import yaml
+
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     path.write_text(yaml.dump_all(docs, Dumper=dumper, sort_keys=False))
     return path

@@ -22,15 +22,15 @@ import argparse
 import random
 import statistics
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from allot_cli.bench import report
-from allot_contracts.objects.pod import Pod
-from allot_contracts.objects.quota import QuotaSpec
-from allot_quota import QuotaEngine
-from allot_quota.model import pod_info
-from allot_quota.testing import a_node, a_pod, a_quota
-from allot_quota.tree import PodEntry
+
+if TYPE_CHECKING:  # the engine is imported by the functions that run the benchmark
+    from allot_contracts.objects.pod import Pod
+    from allot_contracts.objects.quota import QuotaSpec
+    from allot_quota import QuotaEngine
+    from allot_quota.tree import PodEntry
 
 LEVELS = 4
 
@@ -41,6 +41,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def build_tree(quotas: int, seed: int) -> tuple[QuotaEngine, list[str]]:
+    from allot_quota import QuotaEngine
+    from allot_quota.testing import a_node, a_pod, a_quota
+
     rng = random.Random(seed)
     engine = QuotaEngine()
     engine.set_nodes([a_node(f"n{i:03d}", cpu=64, memory="256Gi", gpu=8) for i in range(40)])
@@ -108,6 +111,10 @@ def build_tree(quotas: int, seed: int) -> tuple[QuotaEngine, list[str]]:
 
 
 def run(quotas: int, changes: int, seed: int) -> dict[str, Any]:
+    from allot_quota.model import pod_info
+    from allot_quota.testing import a_pod
+    from allot_quota.tree import PodEntry
+
     engine, leaves = build_tree(quotas, seed)
     h = engine.hierarchy
     rng = random.Random(seed + 1)

@@ -28,11 +28,9 @@ from typing import Any
 
 from allot_cli.bench import report
 from allot_cli.bench._history import History, build_history
-from allot_cli.bench.append import _admin, create_database, drop_database, postgres_server
+from allot_cli.bench._postgres import _admin, create_database, drop_database, postgres_server
 from allot_cli.bench.placement import DEFAULT_NODES, DEFAULT_PODS, _check
 from allot_cli.errors import UsageError
-from allot_eventstore.migrate import migrate
-from allot_eventstore.urls import with_database
 from allot_runtime.memory import tree_rss
 
 GOALS: dict[str, float] = {"events_per_s": 20_000, "peak_rss_mib": 300}
@@ -74,6 +72,8 @@ def sizes(text: str) -> list[int]:
 
 async def _kept_head(server_url: str, name: str) -> int | None:
     """The head of a kept log (None when there is none, or it was left half-built)."""
+    from allot_eventstore.urls import with_database
+
     conn = await _admin(server_url)
     try:
         if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
@@ -94,6 +94,9 @@ async def history(
     server_url: str, events: int, args: argparse.Namespace, *, keep: bool
 ) -> tuple[str, History | int]:
     """The URL of a log of ``events`` events: a kept one, or a new one (then its build figures)."""
+    from allot_eventstore.migrate import migrate
+    from allot_eventstore.urls import with_database
+
     name = f"allot_bench_history_{events}"
     if keep and not args.fresh and (head := await _kept_head(server_url, name)) is not None:
         url = with_database(server_url, name)

@@ -22,26 +22,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing
+import functools
 import os
 import statistics
-import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
-
-import asyncpg
 
 from allot_cli.bench.replay import MiB, history_arguments, on_logs
 from allot_cli.errors import UsageError
-from allot_cli.pipeline import PROCESSORS, build_instance, instances
-from allot_eventstore.postgres import PostgresEventStore
-from allot_eventstore.urls import plain_url
 from allot_runtime.memory import tree_rss
-from allot_runtime.processor import Host
-from allot_runtime.recorded_config import config_hash
-from allot_runtime.replay import rebuild
-from allot_runtime.snapshots import restore_newest, take
 
 GOALS: dict[str, float] = {"ready_s": 5.0}
 
@@ -66,10 +55,21 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-CONFIG_HASH = config_hash({})  # the benchmark's services run under the default configuration
+@functools.cache
+def _config_hash() -> str:
+    """The benchmark's services run under the default configuration."""
+    from allot_runtime.recorded_config import config_hash
+
+    return config_hash({})
 
 
 async def _rebuild(url: str, service: str, name: str, snapshots: bool) -> tuple[float, str, int]:
+    from allot_cli.pipeline import build_instance
+    from allot_eventstore.postgres import PostgresEventStore
+    from allot_runtime.processor import Host
+    from allot_runtime.replay import rebuild
+    from allot_runtime.snapshots import restore_newest
+
     started = time.perf_counter()
     store = PostgresEventStore.connect(url, pool_size=2)
     try:
@@ -79,7 +79,7 @@ async def _rebuild(url: str, service: str, name: str, snapshots: bool) -> tuple[
             host, start = await restore_newest(
                 lambda: Host(build_instance(service, name), name=name),
                 store,
-                config_hash=CONFIG_HASH,
+                config_hash=_config_hash(),
                 until=checkpoint,
             )
         await rebuild(host, store, until=checkpoint, after=start)
@@ -95,13 +95,19 @@ def rebuild_task(url: str, service: str, name: str, snapshots: bool = False) -> 
 
 
 async def _prepare(url: str, service: str, name: str, lag: int) -> tuple[str, int, int, float]:
+    from allot_cli.pipeline import build_instance
+    from allot_eventstore.postgres import PostgresEventStore
+    from allot_runtime.processor import Host
+    from allot_runtime.replay import rebuild
+    from allot_runtime.snapshots import take
+
     store = PostgresEventStore.connect(url, pool_size=2)
     try:
         checkpoint = await store.get_checkpoint(name)
         at = max(checkpoint - lag, 0)
         host = Host(build_instance(service, name), name=name)
         await rebuild(host, store, until=at)
-        snapshot, pause = take(host, CONFIG_HASH)
+        snapshot, pause = take(host, _config_hash())
         await store.write_snapshot(snapshot, keep=2)
         await rebuild(host, store, until=checkpoint, after=at)
         return host.digest(), at, len(snapshot.state), pause
@@ -117,6 +123,10 @@ def prepare_task(url: str, service: str, name: str, lag: int) -> tuple[str, int,
 
 async def _snapshot_table(url: str, *, drop: bool = False) -> bool:
     """Create the ``snapshots`` table when the log's schema predates it (True: created); ``drop``: drop it."""
+    import asyncpg
+
+    from allot_eventstore.urls import plain_url
+
     conn = await asyncpg.connect(plain_url(url), timeout=10)
     try:
         if drop:
@@ -138,6 +148,9 @@ _TABLE = (
 
 
 async def _instances(url: str) -> list[tuple[str, str]]:
+    from allot_cli.pipeline import PROCESSORS, instances
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(url, pool_size=1)
     try:
         producers = await store.producers()
@@ -148,6 +161,10 @@ async def _instances(url: str) -> list[tuple[str, str]]:
 
 def restart(url: str, services: list[tuple[str, str]], snapshots: bool = False) -> dict[str, Any]:
     """Start every service's rebuild at once in its own process; figures of the restart."""
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
     peak = 0
     done = threading.Event()
 
@@ -183,6 +200,9 @@ def restart(url: str, services: list[tuple[str, str]], snapshots: bool = False) 
 def prepare(url: str, services: list[tuple[str, str]], lag: int) -> dict[str, Any]:
     """Every service's snapshot, made in parallel (one process each); per service its reference digest, where
     the snapshot is, its size and the export's pause."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=len(services), mp_context=context) as pool:
         futures = {name: pool.submit(prepare_task, url, service, name, lag) for service, name in services}

@@ -24,28 +24,16 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from allot_cli.connect import endpoints
-from allot_cli.documents import Document, load_documents
 from allot_cli.errors import InputError, UsageError
-from allot_cli.logtools import wait_idle
-from allot_cli.manifests import Door, Input, Verdict, to_input
-from allot_contracts.envelope import NewEvent
-from allot_contracts.errors import TransientError
-from allot_contracts.events import (
-    Event,
-    PriorityClassApplied,
-    QuotaApplied,
-    QuotaProfileApplied,
-    QuotaProfileRegistered,
-    QuotaRegistered,
-    QuotaRemoved,
-    type_of,
-)
-from allot_contracts.objects.colocation_profile import parse_colocation_profile
-from allot_eventstore.postgres import PostgresEventStore
-from allot_eventstore.protocol import EventStore
+
+if TYPE_CHECKING:  # the engines, drivers and contracts are imported by the functions that run the command
+    from allot_cli.documents import Document
+    from allot_cli.manifests import Door, Input, Verdict
+    from allot_contracts.envelope import NewEvent
+    from allot_contracts.events import Event
+    from allot_eventstore.protocol import EventStore
 
 VERBS = {
     "pod.submitted": "submitted",
@@ -71,6 +59,8 @@ class Planned:
 async def existing_pods(store: EventStore, inputs: list[Input]) -> list[str]:
     """Pods the documents would submit although they already exist (recorded and not deleted since): a pod is
     created once; to change one, delete it and apply it again."""
+    from allot_contracts.events import type_of
+
     streams = {stream for item in inputs for stream, _ in item.events if stream.startswith("pod:")}
     latest = (
         await store.latest_types(streams, ENDS_A_POD | {"pod.submitted", "pod.observed"}) if streams else {}
@@ -98,6 +88,8 @@ async def retrying(action: Callable[[], Awaitable[T]], *, what: str, retried: li
     """Run ``action``, retrying transient failures (the database restarting, a lost connection, a connection left in
     a broken state: every driver error the store reports as :class:`TransientError`) with backoff; each retry is
     noted in ``retried``."""
+    from allot_contracts.errors import TransientError
+
     for attempt, delay in enumerate((*RETRY_DELAYS, None), start=1):
         try:
             return await action()
@@ -177,6 +169,8 @@ async def _report_partial(
 
 
 def _describe(item: Input) -> Iterator[str]:
+    from allot_contracts.events import type_of
+
     for stream, event in item.events:
         tag = type_of(event)
         kind = item.document.kind
@@ -188,6 +182,10 @@ def _describe(item: Input) -> Iterator[str]:
 async def record(
     url: str, inputs: list[Input], *, wait: bool, wait_each: bool, timeout: float, check_existing: bool = True
 ) -> None:
+    from allot_contracts.envelope import NewEvent
+    from allot_contracts.errors import TransientError
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(url)
     try:
         if check_existing:
@@ -237,6 +235,9 @@ async def _wait(
 ) -> None:
     """Wait for the services, retrying transient failures; when the database stays away, the error says what was
     recorded (all of ``done``) and what was not."""
+    from allot_cli.logtools import wait_idle
+    from allot_contracts.errors import TransientError
+
     what = "waiting for the services"
     try:
         await retrying(lambda: wait_idle(store, timeout=timeout), what=what, retried=retried)
@@ -264,6 +265,14 @@ DOOR_TYPES = (
 
 def _learn_quotas(door: Door, applied: dict[str, Event], stream: str, event: Event) -> None:
     """Quotas and quota profiles: what the door knows of a tree once quota-manager registered what was applied."""
+    from allot_contracts.events import (
+        QuotaApplied,
+        QuotaProfileApplied,
+        QuotaProfileRegistered,
+        QuotaRegistered,
+        QuotaRemoved,
+    )
+
     assert door.quotas is not None
     if isinstance(event, QuotaApplied | QuotaProfileApplied):
         applied[stream] = event
@@ -284,6 +293,8 @@ def _learn_quotas(door: Door, applied: dict[str, Event], stream: str, event: Eve
 
 def _learn(door: Door, kind: str, payload: dict[str, Any]) -> None:
     """What a recorded PriorityClass deletion, ClusterColocationProfile or Namespace tells the door."""
+    from allot_contracts.objects.colocation_profile import parse_colocation_profile
+
     assert door.profiles is not None
     if kind == "priorityclass.deleted":
         door.priority_classes.pop(str(payload["name"]), None)
@@ -301,6 +312,10 @@ def _learn(door: Door, kind: str, payload: dict[str, Any]) -> None:
 async def door_for(url: str) -> Door:
     """A door that knows the elastic quotas and quota profiles, PriorityClasses, ClusterColocationProfiles and
     Namespaces recorded so far."""
+    from allot_cli.manifests import Door
+    from allot_contracts.events import PriorityClassApplied
+    from allot_eventstore.postgres import PostgresEventStore
+
     store = PostgresEventStore.connect(url)
     door = Door(quotas=set())
     applied: dict[str, Event] = {}  # quota or profile stream -> its last applied object, until registered
@@ -343,6 +358,10 @@ def report(verdicts: list[Verdict]) -> tuple[list[Document], int]:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    from allot_cli.connect import endpoints
+    from allot_cli.documents import load_documents
+    from allot_cli.manifests import to_input
+
     docs = [doc for path in args.filename for doc in load_documents(path)]
     if not docs:
         raise InputError("no documents found")

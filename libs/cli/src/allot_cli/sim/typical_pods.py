@@ -14,8 +14,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from allot_cli.errors import InputError, UsageError
 
 
@@ -66,6 +64,8 @@ def config_section(shapes: list[tuple[int, int, int, tuple[str, ...]]], threshol
 
 
 def run(args: argparse.Namespace) -> int:
+    import yaml
+
     if bool(args.pods) == bool(args.from_log):
         raise UsageError("give exactly one of --pods CSV or --from-log")
     shapes = _from_trace(Path(args.pods)) if args.pods else asyncio.run(_from_log())
