@@ -33,7 +33,7 @@ from allot_contracts.events import (
     MigrationStatusEnactmentFailed,
     ObjectRef,
 )
-from allot_runtime.kube.client import ApiError, call
+from allot_runtime.kube.client import ApiError, call, read_json, request
 
 log = logging.getLogger("allot.reservation-manager.kube")
 
@@ -122,7 +122,10 @@ class JobEnactor:
         ref = ObjectRef(name=name)
         decision = item.decision.event_id
         try:
-            made = await call(self.client, "POST", f"{JOBS}?fieldManager={FIELD_MANAGER}", item.manifest)
+            answer = await request(
+                self.client, "POST", JOBS, body=item.manifest, query=[("fieldManager", FIELD_MANAGER)]
+            )
+            made = await read_json(answer)
         except ApiError as exc:
             if exc.status == 409 and await self._ours(name, item.manifest):
                 return MigrationJobEnacted(
