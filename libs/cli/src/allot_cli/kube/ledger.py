@@ -24,6 +24,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from allot_contracts.events.migration_enactment import STATUS_DECISIONS
+
 DEFAULT_BOUND = 300.0  # seconds: ``allot replay --verify --enactment-bound``
 ENACTED, REFUSED, WITHDRAWN, SUPERSEDED, OPEN = "enacted", "refused", "withdrawn", "superseded", "open"
 
@@ -108,16 +110,7 @@ RULES["migration.applied"] = Rule(
     withdrawn_by=JOB_GONE,
     producer=DESCHEDULER,
 )
-JOB_STATUS = frozenset(
-    {
-        "migration.pending",
-        "migration.running",
-        "migration.condition",
-        "migration.succeeded",
-        "migration.failed",
-        "migration.aborted",
-    }
-)
+JOB_STATUS = STATUS_DECISIONS
 for _kind in JOB_STATUS:
     RULES[_kind] = Rule(
         outcomes=frozenset({"migration.status_enacted", "migration.status_enactment_failed"}),

@@ -9,7 +9,22 @@ pattern of :mod:`allot_contracts.events.enactment`). ``attempts`` counts the cal
 
 from __future__ import annotations
 
+from typing import Final
+
 from allot_contracts.events._base import Event, ObjectRef
+
+# The decisions of reservation-manager that change what a PodMigrationJob's status shows: a status write carries out
+# the latest of them (the worker that writes and the ledger that judges read this one set).
+STATUS_DECISIONS: Final = frozenset(
+    {
+        "migration.pending",
+        "migration.running",
+        "migration.condition",
+        "migration.succeeded",
+        "migration.failed",
+        "migration.aborted",
+    }
+)
 
 
 class MigrationJobEnacted(Event, frozen=True, kw_only=True, tag="migration.job_enacted.v1"):

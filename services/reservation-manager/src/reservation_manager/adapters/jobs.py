@@ -33,6 +33,7 @@ from allot_contracts.events import (
     MigrationStatusEnactmentFailed,
     ObjectRef,
 )
+from allot_contracts.events.migration_enactment import STATUS_DECISIONS
 from allot_runtime.kube.client import ApiError, call, read_json, request
 
 log = logging.getLogger("allot.reservation-manager.kube")
@@ -42,17 +43,6 @@ DECIDER: Final = "reservation-manager"
 FIELD_MANAGER: Final = "allot-reservation-manager"
 JOBS: Final = "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs"
 FINAL_STATUSES: Final = frozenset({400, 403, 404, 409, 422})
-# the decisions that change what a job's status shows (the ledger's rules name the same)
-STATUS_DECISIONS: Final = frozenset(
-    {
-        "migration.pending",
-        "migration.running",
-        "migration.condition",
-        "migration.succeeded",
-        "migration.failed",
-        "migration.aborted",
-    }
-)
 CREATE_OUTCOMES: Final = frozenset({"migration.job_enacted", "migration.job_enactment_failed"})
 
 

@@ -88,14 +88,7 @@ class StatusWriter:
                     self.written[path] = (body, uid, str(status.get("phase", "")))
                 continue
             try:
-                self._check(f"status of {path}")
-                await call(
-                    self.client,
-                    "PATCH",
-                    f"{path}/status",
-                    {"status": status},
-                    content_type="application/merge-patch+json",
-                )
+                await self._patch_status(path, status)
             except ApiError as exc:
                 if exc.status in (401, 403):
                     log.error("status of %s not written: %s (check reservation-manager's RBAC)", path, exc)
@@ -117,20 +110,23 @@ class StatusWriter:
                 if exc.status != 404:
                     log.warning("garbage collection of %s: %s", path, exc)
 
+    async def _patch_status(self, path: str, status: dict[str, Any]) -> None:
+        self._check(f"status of {path}")
+        await call(
+            self.client,
+            "PATCH",
+            f"{path}/status",
+            {"status": status},
+            content_type="application/merge-patch+json",
+        )
+
     async def _write_own(self, name: str, path: str, status: dict[str, Any], upto: int) -> bool:
         """Write an own job's status and record the outcome; False when it is to be asked again."""
         enactor = self.enactor
         assert enactor is not None
         phase = str(status.get("phase", ""))
         try:
-            self._check(f"status of {path}")
-            await call(
-                self.client,
-                "PATCH",
-                f"{path}/status",
-                {"status": status},
-                content_type="application/merge-patch+json",
-            )
+            await self._patch_status(path, status)
         except ApiError as exc:
             if exc.status not in FINAL_STATUSES:
                 log.warning("status of %s: %s; retrying", path, exc)
