@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -62,7 +63,9 @@ class JobEnactor:
     client: Any
     store: Any
     backoff: tuple[float, float] = (0.5, 30.0)
-    position: int = 0
+    check: Callable[[str], None] = lambda what: None  # leadership: raises Fenced when this process lost it
+    position: int = 0  # how far the descheduler's job decisions are folded
+    answered_position: int = 0  # how far the create outcomes are folded
     pending: dict[str, _Create] = field(default_factory=dict)  # job -> create still to make
     created: set[str] = field(default_factory=set)  # own jobs whose object exists in the API server
     answered: set[str] = field(default_factory=set)  # decision ids whose create outcome is recorded
@@ -70,7 +73,10 @@ class JobEnactor:
 
     async def refresh(self) -> None:
         """Fold the create outcomes already recorded, then the descheduler's new job decisions."""
-        async for record in self.store.iterate(after=0, types=CREATE_OUTCOMES, producer=PRODUCER):
+        async for record in self.store.iterate(
+            after=self.answered_position, types=CREATE_OUTCOMES, producer=PRODUCER
+        ):
+            self.answered_position = record.position
             if record.causation_id:
                 self.answered.add(record.causation_id)
         async for record in self.store.iterate(
@@ -96,6 +102,7 @@ class JobEnactor:
                 continue
             if item.next_at > now:
                 continue
+            self.check(f"create PodMigrationJob {name}")
             item.attempts += 1
             event = await self._create(name, item)
             if event is None:

@@ -155,8 +155,9 @@ def wanted_statuses(engine: Any) -> dict[str, tuple[dict[str, Any], str]]:
 async def status_worker(ctx: Any, stop: asyncio.Event, poll: float = 0.5) -> None:
     """The ``Extra`` added by ``main`` in Kubernetes mode."""
     client = await api_client()
-    enactor = JobEnactor(client=client, store=ctx.store)
-    writer = StatusWriter(client, getattr(ctx, "leadership", None), enactor)
+    writer = StatusWriter(client, getattr(ctx, "leadership", None))
+    enactor = JobEnactor(client=client, store=ctx.store, check=writer._check)
+    writer.enactor = enactor
     try:
         while not stop.is_set():
             async with ctx.runtime.lock:
@@ -166,7 +167,6 @@ async def status_worker(ctx: Any, stop: asyncio.Event, poll: float = 0.5) -> Non
                 alive, upto = set(engine.jobs.jobs), int(ctx.host.position)
             if wanted is not None:
                 try:
-                    writer._check("PodMigrationJobs")
                     await enactor.refresh()
                     await enactor.create_step(alive, asyncio.get_running_loop().time())
                     await writer.step(wanted, upto)
