@@ -256,17 +256,20 @@ async def test_kube_sync_records_nothing_for_allots_own_jobs(
     kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any
 ) -> None:
     sc = a_round()
-    await copy_log(sc, store)
-    enactor = JobEnactor(client=client, store=store)
-    await enact(sc, store, enactor, StatusWriter(client, None, enactor))
     own = sorted(p["job"]["name"] for p in sc.of_type("migration.applied"))
-    users = a_job_manifest("users-job", pod="shop/web-0")
-    del users["metadata"]["uid"]
-    kube.create(users)
+    enactor = JobEnactor(client=client, store=store)
+    writer = StatusWriter(client, None, enactor)
     sync = KubeSync(store=store, client=client, watch_timeout=2, backoff=(0.05, 0.2), absent_retry=0.5)
     runner = running(sync.run)
     try:
         await eventually(lambda: sync.synced, what="first lists")
+        # the round is decided while kube-sync watches: its jobs arrive on the watch, newer than its last list
+        await copy_log(sc, store)
+        await enact(sc, store, enactor, writer)
+        assert all(kube.get("PodMigrationJob", name) is not None for name in own)
+        users = a_job_manifest("users-job", pod="shop/web-0")
+        del users["metadata"]["uid"]
+        kube.create(users)
 
         async def recorded() -> list[tuple[str, str]]:
             return [

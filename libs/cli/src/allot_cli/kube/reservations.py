@@ -95,6 +95,9 @@ class JobMirror(Mirror):
 
     async def refresh(self) -> None:
         await super().refresh()
+        await self._refresh_own()
+
+    async def _refresh_own(self) -> None:
         async for record in self.store.iterate(
             after=self.own_position, types={"migration.applied"}, producer=DECIDER
         ):
@@ -107,6 +110,8 @@ class JobMirror(Mirror):
         key = self.key_of(obj)
         known = self.known.get(key)
         fresh = known is None or not known.alive
+        if fresh and key not in self.own:
+            await self._refresh_own()  # a job created since the last list: its decision is committed by now
         if fresh and key in self.own and (obj.get("spec") or {}).get("podRef") == self.own[key]:
             manifest = self.kind.normalize(obj)
             self.known[key] = Known(
