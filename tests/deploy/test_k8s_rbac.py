@@ -61,6 +61,8 @@ EXPECTED: dict[str, set[Grant]] = {
         ("scheduling.koordinator.sh", "podmigrationjobs/status", "patch"),
         ("scheduling.koordinator.sh", "reservations", "delete"),
         ("scheduling.koordinator.sh", "podmigrationjobs", "delete"),
+        ("scheduling.koordinator.sh", "podmigrationjobs", "create"),
+        ("scheduling.koordinator.sh", "podmigrationjobs", "get"),
     },
     "allot-node-reporter": {
         *(("", "nodes", verb) for verb in READ),

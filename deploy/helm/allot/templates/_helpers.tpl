@@ -263,6 +263,9 @@ reservation-manager:
     - apiGroups: [scheduling.koordinator.sh]
       resources: [reservations, podmigrationjobs]
       verbs: [delete]
+    - apiGroups: [scheduling.koordinator.sh]
+      resources: [podmigrationjobs]
+      verbs: [create, get]
 device-allocator:
   kind: Deployment
   command: [allot-device-allocator]

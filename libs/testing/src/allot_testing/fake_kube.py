@@ -108,6 +108,18 @@ RESOURCES = (
 )
 
 
+# the reason the API server gives with a status code (an injected fault answers as it would)
+FAULT_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "AlreadyExists",
+    422: "Invalid",
+    429: "TooManyRequests",
+}
+
+
 @dataclass
 class Fault:
     method: str
@@ -395,7 +407,11 @@ class FakeKube:
                     return self._drop(request)
                 return web.json_response(
                     status(
-                        fault.status, "InternalError" if fault.status >= 500 else "Injected", fault.message
+                        fault.status,
+                        FAULT_REASONS.get(
+                            fault.status, "InternalError" if fault.status >= 500 else "Injected"
+                        ),
+                        fault.message,
                     ),
                     status=fault.status,
                 )

@@ -24,6 +24,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from allot_contracts.events.migration_enactment import STATUS_DECISIONS
+
 DEFAULT_BOUND = 300.0  # seconds: ``allot replay --verify --enactment-bound``
 ENACTED, REFUSED, WITHDRAWN, SUPERSEDED, OPEN = "enacted", "refused", "withdrawn", "superseded", "open"
 
@@ -46,6 +48,10 @@ class Record(Protocol):
     def payload_dict(self) -> dict[str, Any]: ...
 
 
+def _producer(record: Record) -> str:
+    return str(getattr(record, "producer", "") or "")
+
+
 def _always(payload: dict[str, Any]) -> bool:
     return True
 
@@ -61,6 +67,8 @@ class Rule:
         frozenset()
     )  # a newer decision of these kinds on the same stream replaces it
     applies: Callable[[dict[str, Any]], bool] = _always
+    producer: str = ""  # when set: only this producer's decisions of the kind
+    own_job: bool = False  # only on the stream of a PodMigrationJob Allot's descheduler created
 
 
 POD_LIFE_ENDS = frozenset({"pod.deleted", "pod.submitted", "pod.observed"})
@@ -93,6 +101,25 @@ RULES: dict[str, Rule] = {
         applies=lambda payload: payload.get("mode") == "kubernetes",
     ),
 }
+# The descheduler's PodMigrationJobs (Kubernetes mode): created in the API server, their status written back.
+DESCHEDULER = "reservation-manager"
+JOB_GONE = frozenset({"migration.removed", "migration.deleted"})
+RULES["migration.applied"] = Rule(
+    outcomes=frozenset({"migration.job_enacted", "migration.job_enactment_failed"}),
+    refusals=frozenset({"migration.job_enactment_failed"}),
+    withdrawn_by=JOB_GONE,
+    producer=DESCHEDULER,
+)
+JOB_STATUS = STATUS_DECISIONS
+for _kind in JOB_STATUS:
+    RULES[_kind] = Rule(
+        outcomes=frozenset({"migration.status_enacted", "migration.status_enactment_failed"}),
+        refusals=frozenset({"migration.status_enactment_failed"}),
+        withdrawn_by=JOB_GONE,
+        superseded_by=JOB_STATUS,
+        producer=DESCHEDULER,
+        own_job=True,
+    )
 NODE_OUTCOMES = Rule(
     outcomes=frozenset({"node.status_enacted", "node.status_enactment_failed"}),
     refusals=frozenset({"node.status_enactment_failed"}),
@@ -147,10 +174,20 @@ def _refused(rule: Rule, kind: str, payload: dict[str, Any]) -> bool:
     return kind in rule.refusals or payload.get("evicted") is False
 
 
+def _judged(rule: Rule, record: Record, payload: dict[str, Any], own_jobs: set[str]) -> bool:
+    """Whether ``record`` is a decision the ledger waits an outcome for."""
+    if rule.producer and _producer(record) != rule.producer:
+        return False
+    if rule.own_job and record.stream_id not in own_jobs:
+        return False
+    return rule.applies(payload)
+
+
 def fold(records: Iterable[Record]) -> Ledger:
     """Pair every decision of :data:`RULES` with its outcome, in log order."""
     ledger = Ledger()
     open_on: dict[str, list[str]] = {}  # stream -> ids of its decisions not settled yet
+    own_jobs: set[str] = set()  # streams of the PodMigrationJobs the descheduler created
     for record in records:
         kind, payload = record.type, record.payload_dict()
         if kind in KUBERNETES_ONLY or (
@@ -173,7 +210,9 @@ def fold(records: Iterable[Record]) -> Ledger:
                         held.state = WITHDRAWN if kind in held_rule.withdrawn_by else SUPERSEDED
                     pending.remove(decision)
         rule = RULES.get(kind)
-        if rule is not None and rule.applies(payload):
+        if kind == "migration.applied" and _producer(record) == DESCHEDULER:
+            own_jobs.add(record.stream_id)
+        if rule is not None and _judged(rule, record, payload, own_jobs):
             ledger.entries[record.event_id] = Entry(
                 position=record.position, type=kind, stream=record.stream_id, recorded_at=record.recorded_at
             )

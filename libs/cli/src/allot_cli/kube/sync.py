@@ -23,7 +23,8 @@ one deleted                                         ``quota.deleted`` / ``quotap
 ==================================================  ==============================================================
 
 "Changed" ignores what Allot writes itself: ElasticQuota status and the quota status annotations
-(``quota.scheduling.koordinator.sh/runtime``, ``request``, …) published by the binder.
+(``quota.scheduling.koordinator.sh/runtime``, ``request``, …) published by the binder. The PodMigrationJobs Allot's
+descheduler created are not input at all (``allot_cli.kube.reservations.JobMirror``).
 
 What was recorded is read back from the log (this producer's events) at start and before every reconciliation, so a
 restart neither records everything again nor misses a deletion; after ``410 Gone`` the full list is compared with
@@ -45,7 +46,7 @@ import logging
 from typing import Any
 
 from allot_cli.documents import Document
-from allot_cli.kube.reservations import MIGRATION_KIND, RESERVATION_KIND
+from allot_cli.kube.reservations import RESERVATION_KIND, JobMirror
 from allot_cli.manifests import Door, to_input
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
@@ -348,10 +349,8 @@ class KubeSync:
             for kind in (PROFILE_KIND, QUOTA_KIND, PODGROUP_KIND, RESERVATION_KIND)
         ]
         sinks.append((PODS, self.pods, f"spec.schedulerName={scheduler_name}"))
-        jobs = Mirror(
-            store=store, producer=producer, kind=MIGRATION_KIND, component=PRODUCER, metrics=self.metrics
-        )
-        sinks.append((MIGRATION_KIND.resource, jobs, ""))  # after pods: a job names its pod
+        jobs = JobMirror(store=store, producer=producer, component=PRODUCER, metrics=self.metrics)
+        sinks.append((jobs.resource, jobs, ""))  # after pods: a job names its pod
         self.reflectors = [
             Reflector(
                 client=client,

@@ -34,6 +34,7 @@ from allot_contracts.events.gangs import *  # noqa: F403
 from allot_contracts.events.infra import *  # noqa: F403
 from allot_contracts.events.inputs import *  # noqa: F403
 from allot_contracts.events.leases import *  # noqa: F403
+from allot_contracts.events.migration_enactment import *  # noqa: F403
 from allot_contracts.events.nodeside import *  # noqa: F403
 from allot_contracts.events.pods import *  # noqa: F403
 from allot_contracts.events.preemption import *  # noqa: F403

@@ -9,7 +9,11 @@ manager garbage-collected (finished reservations after ``gcDurationSeconds``, jo
 deleted, with a uid precondition. Nothing is written for a decision that is not committed: the projection only holds
 committed decisions (a failed commit makes the runtime inconsistent until it rebuilds, and nothing is read then).
 
-Errors: 404 (the object is gone) is ignored; 401/403 are logged as errors and retried (RBAC: ``patch
+In Kubernetes mode the descheduler's own jobs are first created in the API server (``adapters/jobs.py``); their status
+is written once they exist, and each write's outcome is recorded (the enactment ledger): a final refusal (400, 403,
+404, 422) is recorded as ``migration.status_enactment_failed`` and not asked again until the status changes.
+
+Errors of the other objects: 404 (the object is gone) is ignored; 401/403 are logged as errors and retried (RBAC: ``patch
 reservations/status``, ``podmigrationjobs/status``, ``delete reservations``, ``podmigrationjobs``); transport errors,
 429 and 5xx are retried on the next pass.
 """
@@ -26,10 +30,12 @@ from allot_contracts.errors import Fenced, TransientError
 from allot_contracts.quantity import format_quantity
 from allot_eventstore.clock import iso
 from allot_runtime.kube.client import ApiError, api_client, call
+from reservation_manager.adapters.jobs import FINAL_STATUSES, JobEnactor
 
 log = logging.getLogger("allot.reservation-manager.kube")
 
 GROUP = "/apis/scheduling.koordinator.sh/v1alpha1"
+JOBS_PATH = f"{GROUP}/podmigrationjobs/"
 FINISHED = frozenset({"Succeeded", "Failed", "Aborted"})
 
 
@@ -52,30 +58,37 @@ def reservation_status(status: dict[str, Any]) -> dict[str, Any]:
 
 
 class StatusWriter:
-    def __init__(self, client: Any, leadership: Any = None) -> None:
+    def __init__(self, client: Any, leadership: Any = None, enactor: JobEnactor | None = None) -> None:
         self.client = client
         self.leadership = leadership
+        self.enactor = enactor
         self.written: dict[str, tuple[bytes, str, str]] = {}  # path -> (status written, uid, phase)
 
     def _check(self, what: str) -> None:
         if self.leadership is not None:
             self.leadership.check(what)
 
-    async def step(self, wanted: dict[str, tuple[dict[str, Any], str]]) -> None:
-        """``wanted``: object path -> (status, uid) for every object the projection holds now."""
+    def _own(self, path: str) -> str:
+        """The name of the descheduler's job at ``path`` ("" for any other object)."""
+        name = path.rsplit("/", 1)[1]
+        return name if self.enactor is not None and JOBS_PATH in path and self.enactor.own(name) else ""
+
+    async def step(self, wanted: dict[str, tuple[dict[str, Any], str]], upto: int = 0) -> None:
+        """``wanted``: object path -> (status, uid) for every object the projection holds now; ``upto``: the log
+        position that projection reflects (the outcomes of own jobs' writes name the decision they carry out)."""
         for path, (status, uid) in sorted(wanted.items()):
             body = canonical(status)
             if self.written.get(path, (b"",))[0] == body:
                 continue
+            own = self._own(path)
+            if own and own not in self.enactor.created:  # type: ignore[union-attr]
+                continue  # not created yet: written once it is
+            if own:
+                if await self._write_own(own, path, status, upto):
+                    self.written[path] = (body, uid, str(status.get("phase", "")))
+                continue
             try:
-                self._check(f"status of {path}")
-                await call(
-                    self.client,
-                    "PATCH",
-                    f"{path}/status",
-                    {"status": status},
-                    content_type="application/merge-patch+json",
-                )
+                await self._patch_status(path, status)
             except ApiError as exc:
                 if exc.status in (401, 403):
                     log.error("status of %s not written: %s (check reservation-manager's RBAC)", path, exc)
@@ -97,6 +110,37 @@ class StatusWriter:
                 if exc.status != 404:
                     log.warning("garbage collection of %s: %s", path, exc)
 
+    async def _patch_status(self, path: str, status: dict[str, Any]) -> None:
+        self._check(f"status of {path}")
+        await call(
+            self.client,
+            "PATCH",
+            f"{path}/status",
+            {"status": status},
+            content_type="application/merge-patch+json",
+        )
+
+    async def _write_own(self, name: str, path: str, status: dict[str, Any], upto: int) -> bool:
+        """Write an own job's status and record the outcome; False when it is to be asked again."""
+        enactor = self.enactor
+        assert enactor is not None
+        phase = str(status.get("phase", ""))
+        try:
+            await self._patch_status(path, status)
+        except ApiError as exc:
+            if exc.status not in FINAL_STATUSES:
+                log.warning("status of %s: %s; retrying", path, exc)
+                enactor.status_retried(name)
+                return False
+            log.error("status of %s refused: %s", path, exc)
+            await enactor.status_written(name, upto, phase, exc)
+            return True
+        except TransientError:
+            enactor.status_retried(name)
+            raise
+        await enactor.status_written(name, upto, phase, None)
+        return True
+
 
 def wanted_statuses(engine: Any) -> dict[str, tuple[dict[str, Any], str]]:
     out: dict[str, tuple[dict[str, Any], str]] = {}
@@ -112,14 +156,20 @@ async def status_worker(ctx: Any, stop: asyncio.Event, poll: float = 0.5) -> Non
     """The ``Extra`` added by ``main`` in Kubernetes mode."""
     client = await api_client()
     writer = StatusWriter(client, getattr(ctx, "leadership", None))
+    enactor = JobEnactor(client=client, store=ctx.store, check=writer._check)
+    writer.enactor = enactor
     try:
         while not stop.is_set():
             async with ctx.runtime.lock:
                 ready = bool(ctx.consumer.ready.is_set() and ctx.runtime.consistent)
-                wanted = wanted_statuses(ctx.host.processor.engine) if ready else None
+                engine = ctx.host.processor.engine
+                wanted = wanted_statuses(engine) if ready else None
+                alive, upto = set(engine.jobs.jobs), int(ctx.host.position)
             if wanted is not None:
                 try:
-                    await writer.step(wanted)
+                    await enactor.refresh()
+                    await enactor.create_step(alive, asyncio.get_running_loop().time())
+                    await writer.step(wanted, upto)
                 except Fenced:
                     return
                 except TransientError as exc:
