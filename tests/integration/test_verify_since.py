@@ -136,8 +136,9 @@ async def test_since_starts_each_service_at_its_checked_snapshot(snapshotted: tu
         f"re-derived from the snapshot at {first}: reproduces): decisions at or before position {third} "
         "not re-derived" in done.stdout
     )
-    assert f"{'quota-manager':<20} no snapshot at or before position {third + 3}: verified from position 0" in (
-        done.stdout
+    assert (
+        f"{'quota-manager':<20} no snapshot at or before position {third + 3}: verified from position 0"
+        in (done.stdout)
     )
     earliest = _allot(url, "--verify", "--no-live", "--jobs", "2", "--since", str(first))
     assert earliest.returncode == 0, earliest.stdout + earliest.stderr
@@ -182,12 +183,16 @@ async def test_an_edited_decision_before_the_snapshots_is_not_rederived_but_brea
     assert f"decisions at or before position {third} not re-derived" in done.stdout
 
 
-@pytest.mark.parametrize("forged", [2, 0])  # the snapshot used (its interval), the sampled earlier one
-async def test_a_forged_snapshot_is_caught(snapshotted: tuple[str, list[int]], forged: int) -> None:
+@pytest.mark.parametrize(
+    ("forged", "named"), [(2, 2), (0, 1)]
+)  # the snapshot used (its interval), the start of the sampled earlier interval (named: the interval's end)
+async def test_a_forged_snapshot_is_caught(
+    snapshotted: tuple[str, list[int]], forged: int, named: int
+) -> None:
     """A row with a valid encoding, a matching hash and digest and the right position, but the state of an earlier
-    position: restoring it succeeds; re-deriving its interval does not reach its digest."""
+    position: restoring it succeeds; re-deriving the interval it bounds does not reach the digest at its end."""
     url, positions = snapshotted
-    target = positions[forged]
+    target, reported = positions[forged], positions[named]
     store = PostgresEventStore.connect(url)
     try:
         host, config = await _host_at(store, target - 40, stated=target)
@@ -206,12 +211,12 @@ async def test_a_forged_snapshot_is_caught(snapshotted: tuple[str, list[int]], f
     for jobs in (1, 2):
         chain, verified = await _verify(url, jobs, positions[2])
         assert chain["ok"]
-        assert tuple(verified[SERVICE]["since"]["snapshot"]) == (SERVICE, target)
+        assert tuple(verified[SERVICE]["since"]["snapshot"]) == (SERVICE, reported)
     done = _allot(url, "--verify", "--no-live", "--since", str(positions[2]), "--json")
     assert done.returncode == 1
     report = msgspec.json.decode(done.stdout)
-    assert report["snapshot_mismatch"] == {"consumer": SERVICE, "position": target}
-    assert f"snapshot of {SERVICE} at position {target}" in report["since"][SERVICE]["problem"]
+    assert report["snapshot_mismatch"] == {"consumer": SERVICE, "position": reported}
+    assert f"snapshot of {SERVICE} at position {reported}" in report["since"][SERVICE]["problem"]
     assert "is not the fold of the log" in report["since"][SERVICE]["problem"]
 
 
@@ -222,8 +227,14 @@ async def test_a_forged_snapshot_is_caught(snapshotted: tuple[str, list[int]], f
         (["--verify", "--since", "0"], "argument --since: must be a log position ≥ 1, not '0'"),
         (["--verify", "--since", "-5"], "argument --since: expected one argument"),
         (["--since", "10"], "--since: only with --verify"),
-        (["--verify", "--since", "99999999"], "--since: position 99999999 is after the last position verified"),
-        (["--verify", "--until", "20", "--since", "30"], "position 30 is after the last position verified (20: --until)"),
+        (
+            ["--verify", "--since", "99999999"],
+            "--since: position 99999999 is after the last position verified",
+        ),
+        (
+            ["--verify", "--until", "20", "--since", "30"],
+            "position 30 is after the last position verified (20: --until)",
+        ),
     ],
 )
 async def test_bad_since_values_are_refused(

@@ -59,7 +59,7 @@ class Since:
     ``head_hash`` chooses the sampled interval."""
 
     position: int
-    head_hash: str
+    head_hash: bytes
 
 
 async def _decisions(

@@ -27,7 +27,8 @@ from allot_eventstore.protocol import EventStore, Snapshot
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import RecordedConfig
 from allot_runtime.replay import rebuild
-from allot_runtime.snapshots import FORMAT, check
+from allot_runtime.snapshots import FORMAT
+from allot_runtime.statecodec import StateCodecError
 
 FOLD_FROM_ZERO = 20_000  # a snapshot with no predecessor is re-derived from position 0 up to this position
 
@@ -39,6 +40,11 @@ class SnapshotFailure(Exception):
         super().__init__(f"snapshot of {consumer} at position {position}: {reason}")
         self.consumer = consumer
         self.position = position
+
+
+class Unusable(Exception):
+    """A snapshot this code cannot decode (written by another version: a class renamed or moved): not evidence of
+    tampering, as restart would not use it either; the checks start earlier (or the interval is not re-derived)."""
 
 
 class Interval(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,6 +68,7 @@ class Start(msgspec.Struct, frozen=True, kw_only=True):
     sample: Interval | None = None
     problem: str = ""
     snapshot: tuple[str, int] | None = None  # the snapshot that failed: (consumer, position)
+    unusable: str = ""  # why the newest snapshot at or before ``since`` was not used (it cannot be decoded)
 
 
 def _governing(segments: list[RecordedConfig], position: int) -> RecordedConfig:
@@ -99,10 +106,19 @@ class _Snapshots:
         snapshot = await self.load(position)
         if snapshot is None:
             raise SnapshotFailure(name, position, "not readable under the configuration in force there")
+        if hashlib.sha256(snapshot.state).digest() != snapshot.state_hash:
+            raise SnapshotFailure(name, position, "its state does not match its SHA-256")
         host = self.decider.host(self.config(position))
-        problem = check(host, snapshot)
-        if problem is not None:
-            raise SnapshotFailure(name, position, problem)
+        try:
+            host.restore_state(snapshot.state)
+        except StateCodecError as exc:
+            raise Unusable(f"the snapshot at position {position} cannot be decoded ({exc})") from exc
+        if host.digest() != snapshot.digest or host.position != position:
+            raise SnapshotFailure(
+                name,
+                position,
+                f"the restored projection is not the recorded one (digest {snapshot.digest[:12]})",
+            )
         return host
 
     async def refold(self, start: int, end: int) -> Interval:
@@ -114,7 +130,10 @@ class _Snapshots:
             return Interval(
                 start=start, end=end, checked=False, reason="the configuration changed in between"
             )
-        host = await self.restore(start) if start else self.decider.host(config)
+        try:
+            host = await self.restore(start) if start else self.decider.host(config)
+        except Unusable as exc:
+            return Interval(start=start, end=end, checked=False, reason=str(exc))
         await rebuild(host, self.store, until=end, after=start)
         snapshot = await self.load(end)
         if snapshot is None:
@@ -130,16 +149,16 @@ class _Snapshots:
         return Interval(start=start, end=end, checked=True)
 
 
-def _sample(name: str, head_hash: str, pairs: list[tuple[int, int]]) -> tuple[int, int] | None:
+def _sample(name: str, head_hash: bytes, pairs: list[tuple[int, int]]) -> tuple[int, int] | None:
     """One of ``pairs``, chosen from the head hash and the decider's name (the same for a given log)."""
     if not pairs:
         return None
-    index = int.from_bytes(hashlib.sha256(f"{head_hash}:{name}".encode()).digest()[:8], "big")
+    index = int.from_bytes(hashlib.sha256(head_hash + name.encode()).digest()[:8], "big")
     return pairs[index % len(pairs)]
 
 
 async def start_from(
-    decider: DeciderConfigs, store: EventStore, *, since: int, head_hash: str
+    decider: DeciderConfigs, store: EventStore, *, since: int, head_hash: bytes
 ) -> tuple[Host, Start]:
     """The host the decider's checks start with (restored from its newest usable snapshot at or before ``since``,
     checked and its interval re-derived) and how; a fresh host at position 0 when there is none or it fails."""
@@ -151,6 +170,13 @@ async def start_from(
     position = usable[-1]
     try:
         host = await snapshots.restore(position)
+    except Unusable as exc:
+        return decider.first(), Start(since=since, unusable=str(exc))
+    except SnapshotFailure as failure:
+        return decider.first(), Start(
+            since=since, problem=str(failure), snapshot=(failure.consumer, failure.position)
+        )
+    try:
         earlier = [p for p in snapshots.positions if p < position]
         if earlier:
             refold = await snapshots.refold(earlier[-1], position)
@@ -183,6 +209,8 @@ def describe(name: str, start: Start) -> str:
     head = f"since        {name:<20}"
     if start.problem:
         return f"{head} {start.problem}"
+    if start.unusable:
+        return f"{head} {start.unusable}: not used; verified from position 0"
     if not start.position:
         return f"{head} no snapshot at or before position {start.since}: verified from position 0"
     parts = [f"state and digest ok; {_interval(start.refold, 'interval')}"] if start.refold else []
