@@ -225,7 +225,7 @@ async def test_a_forged_snapshot_is_caught(
     [
         (["--verify", "--since", "abc"], "argument --since: must be a log position ≥ 1, not 'abc'"),
         (["--verify", "--since", "0"], "argument --since: must be a log position ≥ 1, not '0'"),
-        (["--verify", "--since", "-5"], "argument --since: expected one argument"),
+        (["--verify", "--since", "-5"], "argument --since: must be a log position ≥ 1, not '-5'"),
         (["--since", "10"], "--since: only with --verify"),
         (
             ["--verify", "--since", "99999999"],
