@@ -62,23 +62,27 @@ class Since:
     head_hash: bytes
 
 
-async def _decisions(
-    url: str,
-    group: Service,
-    files: dict[str, FileConfig],
-    until: int | None,
-    through: dict[str, int],
-    since: Since | None = None,
-) -> dict[str, Verified]:
-    store = PostgresEventStore.connect(url, pool_size=2)
+@dataclass(frozen=True)
+class Job:
+    """What every service's task shares: the log, the files on disk, how far and from where to verify."""
+
+    url: str
+    files: dict[str, FileConfig]
+    until: int | None
+    through: dict[str, int]
+    since: Since | None = None
+
+
+async def _decisions(job: Job, group: Service) -> dict[str, Verified]:
+    store = PostgresEventStore.connect(job.url, pool_size=2)
     try:
-        deciders = plan(group.instances, await recorded_configs(store), files)
+        deciders = plan(group.instances, await recorded_configs(store), job.files)
         hosts = {name: decider.first() for name, decider in deciders.items()}
         starts: dict[str, Start] = {}
-        if since is not None:
+        if job.since is not None:
             for name, decider in deciders.items():
                 hosts[name], starts[name] = await start_from(
-                    decider, store, since=since.position, head_hash=since.head_hash
+                    decider, store, since=job.since.position, head_hash=job.since.head_hash
                 )
         failed = {name: Verified(since=start) for name, start in starts.items() if start.problem}
         kept = [host for name, host in hosts.items() if name not in failed]
@@ -86,8 +90,8 @@ async def _decisions(
             await verify_many(
                 kept,
                 store,
-                until=until,
-                through=through,
+                until=job.until,
+                through=job.through,
                 switches={name: decider.switches() for name, decider in deciders.items()},
                 starts={name: start.position for name, start in starts.items()},
             )
@@ -101,15 +105,8 @@ async def _decisions(
         await store.close()
 
 
-def decisions_task(
-    url: str,
-    group: Service,
-    files: dict[str, FileConfig],
-    until: int | None,
-    through: dict[str, int],
-    since: Since | None = None,
-) -> dict[str, Verified]:
-    return asyncio.run(_decisions(url, group, files, until, through, since))
+def decisions_task(job: Job, group: Service) -> dict[str, Verified]:
+    return asyncio.run(_decisions(job, group))
 
 
 async def verify_all(
@@ -131,10 +128,11 @@ async def verify_all(
     )
     pending = deque(ordered)
     verified: dict[str, Verified] = {}
+    job = Job(url, files, until, through, since)
 
     async def here() -> None:  # this process takes the next service whenever it is free
         while pending:
-            verified.update(await _decisions(url, pending.popleft(), files, until, through, since))
+            verified.update(await _decisions(job, pending.popleft()))
 
     if jobs <= 1:
         alone = await chain
@@ -146,9 +144,7 @@ async def verify_all(
         async def there() -> None:  # a worker process takes the next service whenever it is free
             while pending:
                 group = pending.popleft()
-                verified.update(
-                    await loop.run_in_executor(pool, decisions_task, url, group, files, until, through, since)
-                )
+                verified.update(await loop.run_in_executor(pool, decisions_task, job, group))
 
         # the workers take the first (most expensive) services; this process also checks the chain
         report, _ = await asyncio.gather(chain, asyncio.gather(*(there() for _ in range(jobs - 1)), here()))
