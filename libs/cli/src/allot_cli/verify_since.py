@@ -88,6 +88,9 @@ class _Snapshots:
         self.store = store
         self.positions = positions
         self.segments = decider.timeline.segments()
+        self.read: dict[
+            int, Snapshot | None
+        ] = {}  # each row is read once (a projection's state can be megabytes)
 
     def config(self, position: int) -> RecordedConfig:
         return _governing(self.segments, position)
@@ -95,10 +98,12 @@ class _Snapshots:
     async def load(self, position: int) -> Snapshot | None:
         """The snapshot at ``position`` if it is of the current format and its configuration is the one that
         governed after it (else it is not usable)."""
-        found = await self.store.latest_snapshot(
-            self.decider.name, format=FORMAT, config_hash=self.config(position).hash, until=position
-        )
-        return found if found is not None and found.position == position else None
+        if position not in self.read:
+            found = await self.store.latest_snapshot(
+                self.decider.name, format=FORMAT, config_hash=self.config(position).hash, until=position
+            )
+            self.read[position] = found if found is not None and found.position == position else None
+        return self.read[position]
 
     async def restore(self, position: int) -> Host:
         """A host restored from the snapshot at ``position``, checked (raises :class:`SnapshotFailure`)."""
@@ -164,19 +169,17 @@ async def start_from(
     checked and its interval re-derived) and how; a fresh host at position 0 when there is none or it fails."""
     stored = await store.snapshot_positions(decider.name)
     snapshots = _Snapshots(decider, store, [p for p in stored if p <= since])
-    usable = [p for p in snapshots.positions if await snapshots.load(p) is not None]
-    if not usable:
+    position = 0
+    for candidate in reversed(
+        snapshots.positions
+    ):  # the newest this version can read under its configuration
+        if await snapshots.load(candidate) is not None:
+            position = candidate
+            break
+    if not position:
         return decider.first(), Start(since=since)
-    position = usable[-1]
     try:
         host = await snapshots.restore(position)
-    except Unusable as exc:
-        return decider.first(), Start(since=since, unusable=str(exc))
-    except SnapshotFailure as failure:
-        return decider.first(), Start(
-            since=since, problem=str(failure), snapshot=(failure.consumer, failure.position)
-        )
-    try:
         earlier = [p for p in snapshots.positions if p < position]
         if earlier:
             refold = await snapshots.refold(earlier[-1], position)
@@ -189,6 +192,8 @@ async def start_from(
             refold = Interval(start=0, end=position, checked=False, reason=reason)
         pair = _sample(decider.name, head_hash, list(zip(earlier[:-1], earlier[1:], strict=True)))
         sample = await snapshots.refold(*pair) if pair else None
+    except Unusable as exc:
+        return decider.first(), Start(since=since, unusable=str(exc))
     except SnapshotFailure as failure:
         return decider.first(), Start(
             since=since, problem=str(failure), snapshot=(failure.consumer, failure.position)
