@@ -218,7 +218,7 @@ class _Verifying:
         self.host = host
         self.start = start  # ``host`` holds the projection at ``start`` (restored from a snapshot there)
         ordered = sorted(switches, key=lambda switch: switch.after)
-        passed = [switch for switch in ordered if switch.after <= start]  # in force before ``start``
+        passed = [switch for switch in ordered if switch.after <= start] if start else []  # in force at start
         self.pending = ordered[len(passed) :]
         self.done: list[Governed] = [Governed(after=0)] if passed else []
         self.done += [Governed(after=switch.after) for switch in passed[:-1]]
