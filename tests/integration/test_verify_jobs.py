@@ -1,9 +1,18 @@
 """``allot replay --verify`` split over processes: each service's decisions in a task of its own, beside the chain,
-give the same report as one process, on a clean log and on a tampered one (real PostgreSQL)."""
+give the same report as one process, on a clean log and on a tampered one (real PostgreSQL).
+
+``allot replay --verify --since P`` on the same log with snapshots: each service's decisions are re-derived from its
+newest snapshot at or before P, which is itself checked by re-deriving its interval and a sampled earlier one; the
+chain is still checked in full. A decision edited after the snapshot is caught, one before it is not re-derived (the
+chain catches the edit), a forged snapshot is caught, and bad ``--since`` values are refused."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import msgspec
@@ -11,12 +20,18 @@ import pytest
 
 from allot_cli.bench._history import build_history
 from allot_cli.pipeline import PROCESSORS, instances
-from allot_cli.verify_jobs import Service, verify_all
+from allot_cli.replay_configs import plan
+from allot_cli.verify_jobs import Service, Since, verify_all
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_eventstore.verify import verify_chain
+from allot_runtime.recorded_config import recorded_configs
+from allot_runtime.replay import rebuild
+from allot_runtime.snapshots import take
 
 pytestmark = pytest.mark.integration
+
+SERVICE = "device-allocator"
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
     f"openb-node-{i:04d},64000,262144,2,P100\n" for i in range(3)
@@ -39,7 +54,7 @@ async def history(database_url: str, tmp_path: Path) -> str:
     return database_url
 
 
-async def _verify(url: str, jobs: int) -> tuple[dict[str, object], dict[str, object]]:
+async def _verify(url: str, jobs: int, since: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     store = PostgresEventStore.connect(url)
     try:
         head = await store.head()
@@ -55,17 +70,18 @@ async def _verify(url: str, jobs: int) -> tuple[dict[str, object], dict[str, obj
             until=None,
             through=through,
             jobs=jobs,
+            since=Since(since, head[1]) if since else None,
         )
     finally:
         await store.close()
     return msgspec.to_builtins(chain), msgspec.to_builtins(verified)
 
 
-async def _tamper(url: str, sql: str) -> None:
+async def _tamper(url: str, sql: str, *args: object) -> None:
     conn = await asyncpg.connect(plain_url(url))
     try:
         await conn.execute("ALTER TABLE events DISABLE TRIGGER events_append_only")
-        await conn.execute(sql)
+        await conn.execute(sql, *args)
     finally:
         await conn.close()
 
@@ -100,3 +116,172 @@ async def test_a_deleted_event_is_found_whatever_the_split(history: str) -> None
     for jobs in (1, 4):
         chain, _ = await _verify(history, jobs)
         assert not chain["ok"] and chain["position"] == 200 and "missing" in chain["problem"]
+
+
+async def _host_at(store: PostgresEventStore, position: int, *, stated: int | None = None):  # type: ignore[no-untyped-def]
+    """The device-allocator's projection folded to ``position`` (claiming to be at ``stated``), and its config."""
+    decider = plan([SERVICE], await recorded_configs(store), {})[SERVICE]
+    host = decider.first()
+    await rebuild(host, store, until=position)
+    host.position = stated or position
+    return host, decider.timeline.segments()[0].hash
+
+
+@pytest.fixture
+async def snapshotted(history: str) -> tuple[str, list[int]]:
+    """The log with three snapshots of the device-allocator."""
+    store = PostgresEventStore.connect(history)
+    try:
+        head, _ = await store.head()
+        positions = [head // 4, head // 2, head * 3 // 4]
+        for position in positions:
+            host, config = await _host_at(store, position)
+            await store.write_snapshot(take(host, config)[0], keep=10)
+    finally:
+        await store.close()
+    return history, positions
+
+
+def _allot(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ALLOT_DATABASE_URL": url}
+    env.pop("ALLOT_STATE_DIR", None)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "allot"), "replay", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+async def test_since_starts_each_service_at_its_checked_snapshot(snapshotted: tuple[str, list[int]]) -> None:
+    url, (first, second, third) = snapshotted
+    one = await _verify(url, 1, third + 3)
+    assert one == await _verify(url, 2, third + 3)  # the same report for any number of processes
+    chain, verified = one
+    assert chain["ok"]
+    allocator = verified[SERVICE]
+    assert allocator["start"] == third and not allocator["mismatches"] and allocator["checked"] > 0
+    assert allocator["since"]["refold"] == {"start": second, "end": third, "checked": True, "reason": ""}
+    assert allocator["since"]["sample"] == {"start": first, "end": second, "checked": True, "reason": ""}
+    full = (await _verify(url, 1, None))[1]
+    assert allocator["checked"] < full[SERVICE]["checked"]  # the triggers before the snapshot are skipped
+    assert verified["quota-manager"]["start"] == 0  # no snapshot: from the start
+    assert verified["quota-manager"]["checked"] == full["quota-manager"]["checked"]
+
+    done = _allot(url, "--verify", "--no-live", "--jobs", "1", "--since", str(third + 3))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        f"{SERVICE:<20} from the snapshot at position {third} (state and digest ok; interval {second}–{third} "
+        f"re-derived from the snapshot at {second}: reproduces; sampled earlier interval {first}–{second} "
+        f"re-derived from the snapshot at {first}: reproduces): decisions at or before position {third} "
+        "not re-derived" in done.stdout
+    )
+    assert (
+        f"{'quota-manager':<20} no snapshot at or before position {third + 3}: verified from position 0"
+        in (done.stdout)
+    )
+    earliest = _allot(url, "--verify", "--no-live", "--jobs", "2", "--since", str(first))
+    assert earliest.returncode == 0, earliest.stdout + earliest.stderr
+    assert (
+        f"from the snapshot at position {first} (state and digest ok; interval 0–{first} re-derived from "
+        "position 0: reproduces; no earlier interval to sample)" in earliest.stdout
+    )
+
+
+async def test_an_edited_decision_after_the_snapshot_is_caught(snapshotted: tuple[str, list[int]]) -> None:
+    url, (_, _, third) = snapshotted
+    await _tamper(
+        url,
+        "UPDATE events SET payload = jsonb_set(payload::jsonb, '{node}', '\"node-elsewhere\"')::json "
+        "WHERE position = (SELECT min(position) FROM events WHERE type = 'pod.placed' AND position > $1)",
+        third,
+    )
+    for jobs in (1, 2):
+        chain, verified = await _verify(url, jobs, third)
+        assert not chain["ok"]
+        mismatch = verified[SERVICE]["mismatches"][0]
+        assert mismatch["trigger_position"] > third and mismatch["recorded"] == "node-elsewhere"
+
+
+async def test_an_edited_decision_before_the_snapshots_is_not_rederived_but_breaks_the_chain(
+    snapshotted: tuple[str, list[int]],
+) -> None:
+    url, (first, _, third) = snapshotted
+    await _tamper(
+        url,
+        "UPDATE events SET payload = jsonb_set(payload::jsonb, '{node}', '\"node-elsewhere\"')::json "
+        "WHERE position = (SELECT max(position) FROM events WHERE type = 'pod.placed' AND position < $1)",
+        first,
+    )
+    chain, verified = await _verify(url, 1, third)
+    assert not chain["ok"] and "does not match its hash" in chain["problem"]
+    assert not verified[SERVICE]["mismatches"]  # not re-derived: before every snapshot used
+    assert (await _verify(url, 1, None))[1][SERVICE]["mismatches"]  # a full verify re-derives it
+    done = _allot(url, "--verify", "--no-live", "--since", str(third))
+    assert done.returncode == 1
+    assert "hash chain   BROKEN" in done.stdout
+    assert f"decisions at or before position {third} not re-derived" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("forged", "named"), [(2, 2), (0, 1)]
+)  # the snapshot used (its interval), the start of the sampled earlier interval (named: the interval's end)
+async def test_a_forged_snapshot_is_caught(
+    snapshotted: tuple[str, list[int]], forged: int, named: int
+) -> None:
+    """A row with a valid encoding, a matching hash and digest and the right position, but the state of an earlier
+    position: restoring it succeeds; re-deriving the interval it bounds does not reach the digest at its end."""
+    url, positions = snapshotted
+    target, reported = positions[forged], positions[named]
+    store = PostgresEventStore.connect(url)
+    try:
+        host, config = await _host_at(store, target - 40, stated=target)
+    finally:
+        await store.close()
+    snapshot, _ = take(host, config)
+    await _tamper(
+        url,
+        "UPDATE snapshots SET state = $1, state_hash = $2, digest = $3 WHERE consumer = $4 AND position = $5",
+        snapshot.state,
+        snapshot.state_hash,
+        snapshot.digest,
+        SERVICE,
+        target,
+    )
+    for jobs in (1, 2):
+        chain, verified = await _verify(url, jobs, positions[2])
+        assert chain["ok"]
+        assert tuple(verified[SERVICE]["since"]["snapshot"]) == (SERVICE, reported)
+    done = _allot(url, "--verify", "--no-live", "--since", str(positions[2]), "--json")
+    assert done.returncode == 1
+    report = msgspec.json.decode(done.stdout)
+    assert report["snapshot_mismatch"] == {"consumer": SERVICE, "position": reported}
+    assert f"snapshot of {SERVICE} at position {reported}" in report["since"][SERVICE]["problem"]
+    assert "is not the fold of the log" in report["since"][SERVICE]["problem"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--verify", "--since", "abc"], "argument --since: must be a log position ≥ 1, not 'abc'"),
+        (["--verify", "--since", "0"], "argument --since: must be a log position ≥ 1, not '0'"),
+        (["--verify", "--since", "-5"], "argument --since: must be a log position ≥ 1, not '-5'"),
+        (["--since", "10"], "--since: only with --verify"),
+        (
+            ["--verify", "--since", "99999999"],
+            "--since: position 99999999 is after the last position verified",
+        ),
+        (
+            ["--verify", "--until", "20", "--since", "30"],
+            "position 30 is after the last position verified (20: --until)",
+        ),
+    ],
+)
+async def test_bad_since_values_are_refused(
+    snapshotted: tuple[str, list[int]], args: list[str], message: str
+) -> None:
+    done = _allot(snapshotted[0], "--no-live", *args)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

@@ -23,7 +23,10 @@ from collections.abc import Awaitable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+import msgspec
+
 from allot_cli.replay_configs import FileConfig, plan
+from allot_cli.verify_since import Start, start_from
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.verify import ChainReport
 from allot_runtime.recorded_config import recorded_configs
@@ -50,27 +53,60 @@ class Service:
     instances: tuple[str, ...]
 
 
-async def _decisions(
-    url: str, group: Service, files: dict[str, FileConfig], until: int | None, through: dict[str, int]
-) -> dict[str, Verified]:
-    store = PostgresEventStore.connect(url, pool_size=2)
+@dataclass(frozen=True)
+class Since:
+    """``verify --since``: start each service's decision checks at its newest snapshot at or before ``position``;
+    ``head_hash`` chooses the sampled interval."""
+
+    position: int
+    head_hash: bytes
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every service's task shares: the log, the files on disk, how far and from where to verify."""
+
+    url: str
+    files: dict[str, FileConfig]
+    until: int | None
+    through: dict[str, int]
+    since: Since | None = None
+
+
+async def _decisions(job: Job, group: Service) -> dict[str, Verified]:
+    store = PostgresEventStore.connect(job.url, pool_size=2)
     try:
-        deciders = plan(group.instances, await recorded_configs(store), files)
-        return await verify_many(
-            [decider.first() for decider in deciders.values()],
-            store,
-            until=until,
-            through=through,
-            switches={name: decider.switches() for name, decider in deciders.items()},
+        deciders = plan(group.instances, await recorded_configs(store), job.files)
+        hosts = {name: decider.first() for name, decider in deciders.items()}
+        starts: dict[str, Start] = {}
+        if job.since is not None:
+            for name, decider in deciders.items():
+                hosts[name], starts[name] = await start_from(
+                    decider, store, since=job.since.position, head_hash=job.since.head_hash
+                )
+        failed = {name: Verified(since=start) for name, start in starts.items() if start.problem}
+        kept = [host for name, host in hosts.items() if name not in failed]
+        verified = (
+            await verify_many(
+                kept,
+                store,
+                until=job.until,
+                through=job.through,
+                switches={name: decider.switches() for name, decider in deciders.items()},
+                starts={name: start.position for name, start in starts.items()},
+            )
+            if kept
+            else {}
         )
+        return failed | {
+            name: msgspec.structs.replace(result, since=starts.get(name)) for name, result in verified.items()
+        }
     finally:
         await store.close()
 
 
-def decisions_task(
-    url: str, group: Service, files: dict[str, FileConfig], until: int | None, through: dict[str, int]
-) -> dict[str, Verified]:
-    return asyncio.run(_decisions(url, group, files, until, through))
+def decisions_task(job: Job, group: Service) -> dict[str, Verified]:
+    return asyncio.run(_decisions(job, group))
 
 
 async def verify_all(
@@ -82,18 +118,21 @@ async def verify_all(
     until: int | None,
     through: dict[str, int],
     jobs: int,
+    since: Since | None = None,
 ) -> tuple[ChainReport, dict[str, Verified]]:
-    """The chain report (``chain``, awaited here) and every instance's decisions, ``jobs`` processes at a time."""
+    """The chain report (``chain``, awaited here) and every instance's decisions, ``jobs`` processes at a time
+    (with ``since``: each from its newest checked snapshot at or before that position, ``allot_cli.verify_since``)."""
     ordered = sorted(
         (g for g in groups if g.instances),
         key=lambda g: COST_ORDER.index(g.service) if g.service in COST_ORDER else len(COST_ORDER),
     )
     pending = deque(ordered)
     verified: dict[str, Verified] = {}
+    job = Job(url, files, until, through, since)
 
     async def here() -> None:  # this process takes the next service whenever it is free
         while pending:
-            verified.update(await _decisions(url, pending.popleft(), files, until, through))
+            verified.update(await _decisions(job, pending.popleft()))
 
     if jobs <= 1:
         alone = await chain
@@ -105,9 +144,7 @@ async def verify_all(
         async def there() -> None:  # a worker process takes the next service whenever it is free
             while pending:
                 group = pending.popleft()
-                verified.update(
-                    await loop.run_in_executor(pool, decisions_task, url, group, files, until, through)
-                )
+                verified.update(await loop.run_in_executor(pool, decisions_task, job, group))
 
         # the workers take the first (most expensive) services; this process also checks the chain
         report, _ = await asyncio.gather(chain, asyncio.gather(*(there() for _ in range(jobs - 1)), here()))

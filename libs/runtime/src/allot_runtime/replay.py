@@ -198,6 +198,8 @@ class Verified(msgspec.Struct, frozen=True, kw_only=True):
     mismatches: list[Mismatch] = []
     behind: int = 0
     governed: list[Governed] = []
+    start: int = 0  # re-derived from the trigger after this position (a checked snapshot's; 0: the whole log)
+    since: Any = None  # with ``verify --since``: where it started and how the snapshot was checked
 
 
 class Switch(msgspec.Struct, frozen=True):
@@ -212,11 +214,16 @@ class _Verifying:
     """One processor being verified: its current host, the configuration switches still ahead, and the counts of
     the configuration in force (plain counters: this runs once per trigger)."""
 
-    def __init__(self, host: Host, switches: Sequence[Switch]) -> None:
+    def __init__(self, host: Host, switches: Sequence[Switch], start: int = 0) -> None:
         self.host = host
-        self.pending = sorted(switches, key=lambda switch: switch.after)
-        self.done: list[Governed] = []
-        self.after = self.checked = self.first = self.last = 0
+        self.start = start  # ``host`` holds the projection at ``start`` (restored from a snapshot there)
+        ordered = sorted(switches, key=lambda switch: switch.after)
+        passed = [switch for switch in ordered if switch.after <= start] if start else []  # in force at start
+        self.pending = ordered[len(passed) :]
+        self.done: list[Governed] = [Governed(after=0)] if passed else []
+        self.done += [Governed(after=switch.after) for switch in passed[:-1]]
+        self.after = passed[-1].after if passed else 0
+        self.checked = self.first = self.last = 0
         self.mismatches: list[Mismatch] = []
         self.behind = 0
 
@@ -250,6 +257,7 @@ class _Verifying:
             mismatches=self.mismatches,
             behind=self.behind,
             governed=governed,
+            start=self.start,
         )
 
 
@@ -260,6 +268,7 @@ async def verify_many(
     until: int | None = None,
     through: dict[str, int] | None = None,
     switches: Mapping[str, Sequence[Switch]] | None = None,
+    starts: Mapping[str, int] | None = None,
 ) -> dict[str, Verified]:
     """``verify_decisions`` for many processors in one pass over the log: each event is fed to every processor that
     consumes it, in log order, together with the outputs that processor recorded for it (read alongside, from the
@@ -267,20 +276,26 @@ async def verify_many(
     whatever the length of the log. ``through`` gives, per processor, the last position it has decided (its checkpoint):
     triggers after it are counted as ``behind`` instead of being compared, since a service that is merely behind has
     recorded nothing for them yet. ``switches`` gives, per processor, where it went on under another configuration
-    (``config.applied``: :mod:`allot_runtime.recorded_config`); each trigger is re-derived under its own."""
+    (``config.applied``: :mod:`allot_runtime.recorded_config`); each trigger is re-derived under its own. ``starts``
+    gives, per processor, the position its host already holds (restored from a checked snapshot there,
+    ``verify --since``): only the triggers after it are re-derived."""
     names = [host.name for host in hosts]
     limits = through or {}
-    outputs = {name: Outputs(store, name) for name in names}
-    runs = {host.name: _Verifying(host, (switches or {}).get(host.name, ())) for host in hosts}
+    begin = {name: (starts or {}).get(name, 0) for name in names}
+    outputs = {name: Outputs(store, name, after=begin[name]) for name in names}
+    runs = {
+        host.name: _Verifying(host, (switches or {}).get(host.name, ()), begin[host.name]) for host in hosts
+    }
     by_type: dict[str, list[_Verifying]] = {}
     for host in hosts:
         for event_type in host.interests:
             by_type.setdefault(event_type, []).append(runs[host.name])
     try:
-        async for record in store.iterate(until=until, types=by_type.keys()):
+        after = min(begin.values(), default=0)
+        async for record in store.iterate(after=after, until=until, types=by_type.keys()):
             for run in by_type.get(record.type, ()):
                 name = run.host.name
-                if record.producer == name:
+                if record.producer == name or record.position <= run.start:
                     continue
                 if record.position > limits.get(name, record.position):
                     run.behind += 1

@@ -230,6 +230,7 @@ complete -c allot -n "__allot_at 'replay'" -l expect-head -x -d 'hash the log he
 complete -c allot -n "__allot_at 'replay'" -l anchor-key -r -F -d 'public key (PEM) that signs the logs checkpoints; repeat for rotated keys (default: ALLOT_ANCHOR_PUBLIC_KEYS, else <state dir>/anchor.pub)'
 complete -c allot -n "__allot_at 'replay'" -l max-unanchored -x -d 'fail when more than this many events follow the newest signed checkpoint'
 complete -c allot -n "__allot_at 'replay'" -l until -x -d 'stop at this log position'
+complete -c allot -n "__allot_at 'replay'" -l since -x -d 'with --verify: re-derive each services decisions from its newest snapshot at or before POSITION (checked by re-deriving it); the hash chain and signed checkpoints are still checked in full'
 complete -c allot -n "__allot_at 'replay'" -l enactment-bound -x -d 'Kubernetes mode: report decisions older than this with no recorded outcome in the cluster (default 300)'
 complete -c allot -n "__allot_at 'replay'" -l config-dir -r -F -d 'directory with <service>.yaml decision configs'
 complete -c allot -n "__allot_at 'replay'" -l no-live -d 'do not compare with running services'
