@@ -68,10 +68,16 @@ def register(subparsers: Any) -> None:
         "--duration", type=float, default=5.0, help="seconds each open-loop rate is offered (default 5)"
     )
     p.add_argument(
-        "--nodes", type=Path, default=DEFAULT_NODES, help=f"openb node list CSV (default: {DEFAULT_NODES})"
+        "--nodes",
+        type=Path,
+        default=DEFAULT_NODES,
+        help=f"openb node list CSV (default: ../shared/traces/openb/{DEFAULT_NODES.name} beside the checkout)",
     )
     p.add_argument(
-        "--pods-csv", type=Path, default=DEFAULT_PODS, help=f"openb pod list CSV (default: {DEFAULT_PODS})"
+        "--pods-csv",
+        type=Path,
+        default=DEFAULT_PODS,
+        help=f"openb pod list CSV (default: ../shared/traces/openb/{DEFAULT_PODS.name} beside the checkout)",
     )
     p.add_argument(
         "--state-dir", type=Path, help="keep the stack's data and logs here (default: a temporary dir)"

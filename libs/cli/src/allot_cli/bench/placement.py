@@ -70,10 +70,16 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
-        "--nodes", type=Path, default=DEFAULT_NODES, help=f"openb node list CSV (default: {DEFAULT_NODES})"
+        "--nodes",
+        type=Path,
+        default=DEFAULT_NODES,
+        help=f"openb node list CSV (default: ../shared/traces/openb/{DEFAULT_NODES.name} beside the checkout)",
     )
     p.add_argument(
-        "--pods", type=Path, default=DEFAULT_PODS, help=f"openb pod list CSV (default: {DEFAULT_PODS})"
+        "--pods",
+        type=Path,
+        default=DEFAULT_PODS,
+        help=f"openb pod list CSV (default: ../shared/traces/openb/{DEFAULT_PODS.name} beside the checkout)",
     )
     p.add_argument("--limit", type=int, default=0, help="schedule only the first N pods (0 = all)")
     p.add_argument(

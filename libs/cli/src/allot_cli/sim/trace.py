@@ -97,9 +97,17 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--nodes", type=Path, default=DEFAULT_NODES, help=f"node list CSV (default: {DEFAULT_NODES})"
+        "--nodes",
+        type=Path,
+        default=DEFAULT_NODES,
+        help=f"node list CSV (default: ../shared/traces/openb/{DEFAULT_NODES.name} beside the checkout)",
     )
-    p.add_argument("--pods", type=Path, default=DEFAULT_PODS, help=f"pod list CSV (default: {DEFAULT_PODS})")
+    p.add_argument(
+        "--pods",
+        type=Path,
+        default=DEFAULT_PODS,
+        help=f"pod list CSV (default: ../shared/traces/openb/{DEFAULT_PODS.name} beside the checkout)",
+    )
     p.add_argument(
         "--policy",
         default="fgd",
