@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from allot_cli.kube.ledger import bound_seconds, explain_lines, fold, outcome_summary, verify_line
+from allot_cli.kube.enactment_bound import bound_seconds
+from allot_cli.kube.ledger import explain_lines, fold, outcome_summary, verify_line
 
 S = 1_000_000  # µs
 

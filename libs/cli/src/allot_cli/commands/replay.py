@@ -64,7 +64,7 @@ async def run(args: argparse.Namespace) -> int:
     from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
     from allot_cli.commands.explain import refused_counts, refused_line
     from allot_cli.connect import endpoints, find_state_dir
-    from allot_cli.kube.ledger import DEFAULT_BOUND
+    from allot_cli.kube.enactment_bound import DEFAULT_BOUND
     from allot_cli.kube.ledger import verify_report as enactment_report
     from allot_cli.pipeline import PROCESSORS, instances
     from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
@@ -291,7 +291,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from allot_cli.kube.ledger import DEFAULT_BOUND, bound_seconds
+    from allot_cli.kube.enactment_bound import DEFAULT_BOUND, bound_seconds
 
     p = subparsers.add_parser(
         "replay", help="rebuild projections from the log; --verify proves every decision"

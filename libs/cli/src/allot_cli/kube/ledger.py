@@ -18,15 +18,12 @@ A decision is
 
 from __future__ import annotations
 
-import argparse
-import math
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from allot_contracts.events.migration_enactment import STATUS_DECISIONS
 
-DEFAULT_BOUND = 300.0  # seconds: ``allot replay --verify --enactment-bound``
 ENACTED, REFUSED, WITHDRAWN, SUPERSEDED, OPEN = "enacted", "refused", "withdrawn", "superseded", "open"
 
 
@@ -279,14 +276,3 @@ def outcome_summary(kind: str, payload: dict[str, Any]) -> str:
     why = " ".join(str(payload.get(k) or "") for k in ("reason", "message")).strip()
     tries = f" after {payload['attempts']} attempts" if int(payload.get("attempts") or 1) > 1 else ""
     return f"{'REFUSED' if failed else 'done'} by the API server{tries}{': ' + why if why else ''}"
-
-
-def bound_seconds(text: str) -> float:
-    """``--enactment-bound``: a number of seconds ≥ 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds ≥ 0, not {text!r}")
-    return value
