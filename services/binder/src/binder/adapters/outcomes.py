@@ -7,13 +7,12 @@ decision, so a call repeated after a crash or a lost answer records nothing twic
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id
-from allot_contracts.errors import AlreadyProcessed
+from allot_contracts.envelope import RecordedEvent
 from allot_contracts.events import Event
+from allot_runtime.enactment import record_outcome as recorded
 
 PRODUCER = "binder.kube"
 
@@ -32,12 +31,4 @@ async def latest_decision(
 
 async def record_outcome(store: Any, *, decision: RecordedEvent, stream: str, event: Event) -> None:
     """Append ``event`` as the one outcome of ``decision`` (already recorded before a restart: nothing)."""
-    new = NewEvent(
-        stream_id=stream,
-        event=event,
-        event_id=derived_event_id(PRODUCER, decision.event_id, 0),
-        causation_id=decision.event_id,
-        correlation_id=decision.correlation_id or decision.event_id,
-    )
-    with contextlib.suppress(AlreadyProcessed):
-        await store.append([new], producer=PRODUCER)
+    await recorded(store, producer=PRODUCER, decision=decision, stream=stream, event=event)

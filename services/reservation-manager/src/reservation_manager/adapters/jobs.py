@@ -18,14 +18,12 @@ counting the calls. A job removed from the projection before it was created is n
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
-from allot_contracts.errors import AlreadyProcessed
+from allot_contracts.envelope import RecordedEvent, stream_id
 from allot_contracts.events import (
     Event,
     MigrationJobEnacted,
@@ -35,6 +33,7 @@ from allot_contracts.events import (
     ObjectRef,
 )
 from allot_contracts.events.migration_enactment import STATUS_DECISIONS
+from allot_runtime.enactment import record_outcome
 from allot_runtime.kube.client import ApiError, call, read_json, request
 
 log = logging.getLogger("allot.reservation-manager.kube")
@@ -186,12 +185,4 @@ class JobEnactor:
         return None
 
     async def _record(self, decision: RecordedEvent, stream: str, event: Event) -> None:
-        new = NewEvent(
-            stream_id=stream,
-            event=event,
-            event_id=derived_event_id(PRODUCER, decision.event_id, 0),
-            causation_id=decision.event_id,
-            correlation_id=decision.correlation_id or decision.event_id,
-        )
-        with contextlib.suppress(AlreadyProcessed):
-            await self.store.append([new], producer=PRODUCER)
+        await record_outcome(self.store, producer=PRODUCER, decision=decision, stream=stream, event=event)

@@ -1,0 +1,27 @@
+"""Recording what the Kubernetes API server answered to a decision (docs/kubernetes.md, "The enactment ledger")."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id
+from allot_contracts.errors import AlreadyProcessed
+from allot_contracts.events import Event
+
+
+async def record_outcome(
+    store: Any, *, producer: str, decision: RecordedEvent, stream: str, event: Event
+) -> None:
+    """Append ``event`` as the one outcome of ``decision``, recorded by ``producer`` (the component that called the
+    API server). Its id is derived from the decision's and its causation is the decision, so a call repeated after a
+    crash or a lost answer records nothing twice."""
+    new = NewEvent(
+        stream_id=stream,
+        event=event,
+        event_id=derived_event_id(producer, decision.event_id, 0),
+        causation_id=decision.event_id,
+        correlation_id=decision.correlation_id or decision.event_id,
+    )
+    with contextlib.suppress(AlreadyProcessed):
+        await store.append([new], producer=producer)
