@@ -87,3 +87,50 @@ def test_a_release_that_only_changes_used_does_not_record_the_waiting_pods_again
     assert len(s.of_type("quota.waiting")) == 1
     assert s.phase("team/c") == "Waiting"
     s.assert_replays()
+
+
+def test_an_eviction_kubernetes_refuses_charges_the_victim_again_and_it_is_not_chosen_again():
+    from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
+    from allot_contracts.events import ObjectRef
+    from allot_contracts.events.enactment import QuotaEvictionEnactmentFailed
+
+    s = Scenario()
+    s.apply(a_node("n1", gpus=2), a_gpu_device("n1", gpus=2))
+    s.apply(a_quota("team", namespace="team", max={"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "2"}))
+    s.apply(prioritized("low", 100, gpus=1), prioritized("lower", 50, gpus=1))
+    s.apply(prioritized("high", 9000, gpus=1))
+    [decision] = [e for e in s.events if e.type == "quota.evicted"]
+    assert decision.payload_dict()["pod"]["name"] == "lower"
+    # The binder's Eviction API call is refused by a PodDisruptionBudget: recorded as the decision's outcome.
+    refused = QuotaEvictionEnactmentFailed(
+        pod=ObjectRef(namespace="team", name="lower"),
+        uid=decision.payload_dict().get("uid", ""),
+        quota="team",
+        decision=decision.event_id,
+        reason="TooManyRequests",
+        message="Cannot evict pod as it would violate the pod's disruption budget.",
+    )
+    new = NewEvent(
+        stream_id=decision.stream_id,
+        event=refused,
+        event_id=derived_event_id("binder.kube", decision.event_id, 0),
+        causation_id=decision.event_id,
+    )
+    s.sim.store.append_sync([new], producer="binder.kube")
+    s.sim.pump()
+    [blocked] = s.of_type("quota.reclaim_blocked")
+    assert blocked["pod"]["name"] == "lower" and blocked["cause"] == "Preempted"
+    assert blocked["reason"] == "TooManyRequests" and "disruption budget" in blocked["message"]
+    assert blocked["used"]["nvidia.com/gpu"] == "3"  # low, lower (still running) and high
+    # A later preemption in the same quota picks another victim, never the pod Kubernetes keeps.
+    s.apply(prioritized("urgent", 9500, gpus=1))
+    victims = [e["pod"]["name"] for e in s.of_type("quota.evicted")]
+    assert victims == ["lower", "low", "high"], victims  # used 3 of max 2: two others make room
+    s.assert_replays()
+    # allot explain pod says why the pod still runs.
+    from allot_cli.commands.explain import explain
+
+    own = [e for e in s.events if e.stream_id == stream_id("pod", "team/lower")]
+    text = "\n".join(explain("team/lower", own, []))
+    assert "  blocked: the eviction (Preempted) was refused by the API server" in text, text
+    assert "TooManyRequests: Cannot evict pod" in text
