@@ -18,6 +18,8 @@ from __future__ import annotations
 import time as _time
 from typing import Any
 
+from allot_runtime.kube.mirror import field_paths
+
 Obj = dict[str, Any]
 Path = tuple[str, ...]
 
@@ -51,16 +53,6 @@ def _fields(paths: set[Path]) -> Obj:
     return root
 
 
-def _paths(fields: Any, prefix: Path = ()) -> set[Path]:
-    if not isinstance(fields, dict) or not fields:
-        return {prefix} if prefix else set()
-    out: set[Path] = set()
-    for key, sub in fields.items():
-        if isinstance(key, str) and key.startswith("f:"):
-            out |= _paths(sub, (*prefix, key[2:]))
-    return out
-
-
 def track(before: Obj | None, after: Obj, *, manager: str, subresource: str = "", time: str = "") -> None:
     """Set ``after``'s ``metadata.managedFields`` for a write by ``manager`` that turned ``before`` (None: a create)
     into ``after``."""
@@ -72,7 +64,7 @@ def track(before: Obj | None, after: Obj, *, manager: str, subresource: str = ""
     entries = []
     mine: set[Path] = set()
     for entry in ((before or {}).get("metadata") or {}).get("managedFields") or []:
-        owned = _paths(entry.get("fieldsV1"))
+        owned = field_paths(entry.get("fieldsV1"))
         kept = {
             p
             for p in owned

@@ -44,23 +44,25 @@ def storage_issues(value: Any, path: str = "") -> list[str]:
 BINDER_FIELD_MANAGER = "allot-binder"
 
 
+def field_paths(fields: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """The leaf paths of a ``FieldsV1`` set (``{"f:status": {"f:allocatable": {"f:cpu": {}}}}`` →
+    ``{("status", "allocatable", "cpu")}``)."""
+    if not isinstance(fields, dict) or not fields:
+        return {prefix} if prefix else set()
+    out: set[tuple[str, ...]] = set()
+    for key, sub in fields.items():
+        if isinstance(key, str) and key.startswith("f:"):
+            out |= field_paths(sub, (*prefix, key[2:]))
+    return out
+
+
 def owned_fields(obj: Obj, manager: str) -> set[tuple[str, ...]]:
     """The fields ``manager`` owns in ``obj`` according to its ``metadata.managedFields`` (``FieldsV1`` paths, e.g.
     ``("status", "allocatable", "kubernetes.io/batch-cpu")``). A field another writer changed since is theirs."""
-
-    def paths(fields: Any, prefix: tuple[str, ...]) -> set[tuple[str, ...]]:
-        if not isinstance(fields, dict) or not fields:
-            return {prefix} if prefix else set()
-        out: set[tuple[str, ...]] = set()
-        for key, sub in fields.items():
-            if isinstance(key, str) and key.startswith("f:"):
-                out |= paths(sub, (*prefix, key[2:]))
-        return out
-
     found: set[tuple[str, ...]] = set()
     for entry in meta(obj).get("managedFields") or []:
         if isinstance(entry, dict) and entry.get("manager") == manager:
-            found |= paths(entry.get("fieldsV1"), ())
+            found |= field_paths(entry.get("fieldsV1"))
     return found
 
 
