@@ -4,7 +4,6 @@ output, so an echo costs no ``node.applied`` (and no round of the deciders). Wha
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -29,7 +28,7 @@ async def decide(store: Any, key: str, **allocatable: Any) -> None:
 
 
 async def test_the_binders_own_node_writes_record_nothing_and_anothers_are_input(
-    kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any, log_of: Any
+    kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any, log_of: Any, settled: Any
 ) -> None:
     kube.create(a_node("n1"))
     producer = producer_for("n1")
@@ -37,22 +36,13 @@ async def test_the_binders_own_node_writes_record_nothing_and_anothers_are_input
     async def applied() -> list[dict[str, Any]]:
         return [p["manifest"] for t, _, p in await log_of(store, producer=producer) if t == "node.applied"]
 
-    async def settled() -> list[dict[str, Any]]:
-        before = None
-        while True:
-            await asyncio.sleep(0.4)
-            now = await applied()
-            if now == before:
-                return now
-            before = now
-
     def watch() -> NodeWatch:
         return NodeWatch(store=store, client=client, instance="n1", watch_timeout=2, backoff=(0.05, 0.2))
 
     first = watch()
     runner = running(first.run)
     await eventually(lambda: first.synced, what="first lists")
-    assert len(await settled()) == 1
+    assert len(await settled(applied)) == 1
 
     # Three decisions written by the binder: each patch reaches the Node and comes back on the watch.
     worker = NoticeWorker(store=store, client=client)
@@ -65,11 +55,11 @@ async def test_the_binders_own_node_writes_record_nothing_and_anothers_are_input
         )
     [manager] = [e for e in node["metadata"]["managedFields"] if e["manager"] == "allot-binder"]
     assert manager["subresource"] == "status"
-    assert len(await settled()) == 1  # no node.applied for Allot's own output
+    assert len(await settled(applied)) == 1  # no node.applied for Allot's own output
 
     # A label edit is input; the recorded Node leaves out what the binder wrote.
     kube.update("Node", "n1", lambda o: o["metadata"]["labels"].update({"pool": "a"}))
-    [_, labelled] = await settled()
+    [_, labelled] = await settled(applied)
     assert labelled["metadata"]["labels"]["pool"] == "a"
     assert BATCH not in labelled["status"]["allocatable"] and RATIO not in labelled["metadata"].get(
         "annotations", {}
@@ -77,7 +67,7 @@ async def test_the_binders_own_node_writes_record_nothing_and_anothers_are_input
 
     # Someone else sets the same resource (koord-manager, by hand): theirs now, recorded as input.
     kube.update("Node", "n1", lambda o: o["status"]["allocatable"].update({BATCH: "7000"}), manager="kubectl")
-    *_, edited = await settled()
+    *_, edited = await settled(applied)
     assert len(await applied()) == 3 and edited["status"]["allocatable"][BATCH] == "7000"
     await runner.close()
 
@@ -85,5 +75,5 @@ async def test_the_binders_own_node_writes_record_nothing_and_anothers_are_input
     again = watch()
     runner = running(again.run)
     await eventually(lambda: again.synced, what="lists after restart")
-    assert len(await settled()) == 3
+    assert len(await settled(applied)) == 3
     await runner.close()
