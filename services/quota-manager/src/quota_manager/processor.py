@@ -531,7 +531,7 @@ class QuotaManager:
         deadline = self.engine.revoke_deadline()
         if deadline is None or at // 1_000_000 < deadline:
             return []
-        evictions = self.engine.overuse_revoke(at // 1_000_000, dry_run=True)
+        evictions = self.engine.overuse_revoke(at // 1_000_000, dry_run=True, spare=self.reclaims.blocked)
         return [
             Emit(
                 stream_id=stream_id("pod", e.pod),

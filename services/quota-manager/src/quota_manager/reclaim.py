@@ -9,9 +9,8 @@ from those recorded events only:
 - the victim is charged to its quota again, as it was (the engine's accounting follows what runs);
 - it is recorded ``quota.reclaim_blocked`` (why, the API server's words, the quota's use after it), which
   ``allot explain pod`` shows;
-- it is not chosen as an intra-quota preemption victim again in this life: the next preemption picks another pod,
-  or none. (Over-use revoke may still choose it after ``delayEvictTime`` when the quota stays over its runtime: by
-  then the budget may allow the disruption.)
+- it is not chosen again in this life, neither as an intra-quota preemption victim nor by over-use revoke: both
+  pick other pods in its place (it still counts in its quota's used), or none.
 
 The pod's life ending (``pod.deleted``, a new life) forgets all of it; ``quota.eviction_enacted`` ends the wait.
 Pure state, folded in ``QuotaManager.evolve``.

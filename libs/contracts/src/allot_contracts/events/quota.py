@@ -87,8 +87,8 @@ class QuotaEvicted(Event, frozen=True, kw_only=True, tag="quota.evicted.v2"):
 class QuotaReclaimBlocked(Event, frozen=True, kw_only=True, tag="quota.reclaim_blocked.v1"):
     """quota-manager's answer to the Kubernetes API server refusing a ``quota.evicted`` for good
     (``quota.eviction_enactment_failed``: a PodDisruptionBudget that allows no disruption, two budgets, …): the pod
-    keeps running, so it is charged to ``quota`` again (``used``: the quota's use after that) and is not chosen as a
-    preemption victim again in this life. ``decision`` is the refused ``quota.evicted``'s event id; ``reason`` and
+    keeps running, so it is charged to ``quota`` again (``used``: the quota's use after that) and is not chosen again
+    in this life (neither by preemption nor by over-use revoke: other pods are). ``decision`` is the refused ``quota.evicted``'s event id; ``reason`` and
     ``message`` say why, with the API server's words."""
 
     pod: ObjectRef
