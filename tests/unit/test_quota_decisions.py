@@ -9,7 +9,7 @@ from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import ObjectRef
 from allot_contracts.events.enactment import QuotaEvictionEnactmentFailed
 from allot_testing.builders import a_gpu_device, a_node, a_pod, a_quota
-from allot_testing.scenario import Scenario
+from allot_testing.scenario import Scenario, borrowed_quota
 
 
 def prioritized(name: str, priority: int, gpus: int) -> dict:
@@ -144,14 +144,7 @@ def test_an_eviction_kubernetes_refuses_charges_the_victim_again_and_it_is_not_c
 
 
 def test_over_use_revoke_takes_another_pod_in_place_of_one_kubernetes_keeps():
-    s = Scenario()
-    s.apply(a_node("n", cpu="16", memory="64Gi"))
-    s.apply(
-        a_quota("a", namespace="a", max={"cpu": "16", "memory": "64Gi"}, min={"cpu": "8", "memory": "32Gi"}),
-        a_quota("b", namespace="b", max={"cpu": "16", "memory": "64Gi"}, min={"cpu": "8", "memory": "32Gi"}),
-    )
-    s.apply(*(a_pod(f"a{i}", namespace="a", cpu="4", memory="4Gi") for i in range(4)))  # a borrows 8
-    s.apply(a_pod("b0", namespace="b", cpu="8", memory="8Gi"))  # b wants its min back
+    s = borrowed_quota()  # a borrows 8 of b's min; b wants it back
     s.advance(180)
     first = [e for e in s.events if e.type == "quota.evicted"]
     assert len(first) == 2 and {e.payload_dict()["cause"] for e in first} == {"OverUseRevoke"}
