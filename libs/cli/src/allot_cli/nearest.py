@@ -278,16 +278,21 @@ def quota_change(detail: dict[str, Any] | None, quota: str) -> list[str]:
     return lines
 
 
-def group_quota_change(first: dict[str, Any], specs: list[dict[str, Any]]) -> list[str]:
+def group_quota_change(
+    first: dict[str, Any], specs: list[dict[str, Any]], used_before: dict[str, str] | None = None
+) -> list[str]:
     """``change: raise quota Q by N <dim>`` for a gang group that does not fit its quota as a whole: the quota's used
-    plus every member's request, over its limit (``first``: the admission record quota-manager kept)."""
+    before any member is counted (``used_before``; records without it kept that in ``first``) plus every member's
+    request, over its limit (``first``: the admission record quota-manager kept)."""
     from allot_contracts.quantity import QuantityError, to_canonical
 
     lines: list[str] = []
     for dim, limit_text in sorted((first.get("limit") or {}).items()):
         try:
             limit = to_canonical(dim, limit_text)
-            used = to_canonical(dim, (first.get("used") or {}).get(dim, "0"))
+            used = to_canonical(
+                dim, ((first.get("used") if used_before is None else used_before) or {}).get(dim, "0")
+            )
         except QuantityError:
             continue
         asked = sum(int((spec.get("requests") or {}).get(dim, 0)) for spec in specs)

@@ -414,7 +414,7 @@ class QuotaManager:
         governed = [
             m for m in members if self.engine.quota_of_pod(m) is not None
         ]  # the others: no quota applies
-        admitted = self.engine.waiting_admissions(pods=governed)
+        admitted, refused = self.engine.offer_waiting(pods=governed)
         if len(admitted) == len(governed):
             return [
                 Emit(
@@ -428,8 +428,10 @@ class QuotaManager:
                 )
             ]
         ok = {d.pod for d in admitted}
-        first = next(m for m in governed if m not in ok)
-        why = self.engine.admit(first)
+        # the first member that does not fit, checked as the group check saw it: the members before it counted
+        alone = self.engine.admit(next(m for m in governed if m not in ok))
+        why = refused[0] if refused else alone
+        first = why.pod
         return [
             Emit(
                 stream_id=stream,
@@ -438,7 +440,7 @@ class QuotaManager:
                     attempt=attempt,
                     message=f"quota cannot admit the whole group ({len(ok)}/{len(members)} members fit); {first}: "
                     f"{why.message}",
-                    detail=GroupAdmission(first=why),
+                    detail=GroupAdmission(first=why, used_before=dict(alone.used)),
                 ),
             )
         ]

@@ -244,9 +244,10 @@ def explain(
         if standing == "quota.waiting":
             lines += quota_change(last[standing].get("detail"), last[standing]["quota"])
         elif folded is not None:  # a gang group: every member's request against the quota's limit
-            first = (last[standing].get("detail") or {}).get("first") or {}
+            detail = last[standing].get("detail") or {}
             members = folded.view.groups.get(str(last[standing].get("group")), [])
-            lines += group_quota_change(first, [folded.specs.get(m, {}) for m in members])
+            specs = [folded.specs.get(m, {}) for m in members]
+            lines += group_quota_change(detail.get("first") or {}, specs, detail.get("used_before"))
     placed_decision = (last.get("pod.placed") or {}).get("decision") or _member_decision(
         last.get("gang.group_placed"), key
     )

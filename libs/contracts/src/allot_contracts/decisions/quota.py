@@ -94,7 +94,10 @@ class GroupAdmission(_Record, frozen=True, kw_only=True):
     """A gang group's quota admission: every member's record when all fit, else the first member that does not."""
 
     members: dict[str, AdmitDecision] = {}
-    first: AdmitDecision | None = None
+    first: AdmitDecision | None = None  # checked with the members offered before it counted
+    # the quota's use before any member is counted (what a raise is measured from); None in records made before it
+    # was kept, whose ``first`` was checked with no member counted
+    used_before: dict[str, str] | None = None
 
 
 class ReturnedCharge(_Record, frozen=True, kw_only=True):
