@@ -29,8 +29,17 @@ from allot_cli.output import human
 
 if TYPE_CHECKING:
     from allot_cli.views import ClusterView, GpuRow
+    from allot_contracts.envelope import RecordedEvent
 
-__all__ = ["Cluster", "gang_spec", "group_quota_change", "nearest_lines", "queue_lines", "quota_change"]
+__all__ = [
+    "Cluster",
+    "gang_spec",
+    "group_quota_change",
+    "nearest_lines",
+    "note_submitted",
+    "queue_lines",
+    "quota_change",
+]
 
 GPU_CORE = "koordinator.sh/gpu-core"
 GPU_MEMORY = "koordinator.sh/gpu-memory"
@@ -61,6 +70,18 @@ class Cluster:
 
             self._gpus = gpu_rows(self.view)
         return self._gpus.get(node, [])
+
+
+def note_submitted(
+    priority: dict[str, int], arrival: dict[str, int], specs: dict[str, dict[str, Any]], record: RecordedEvent
+) -> None:
+    """A ``pod.submitted`` record's priority, arrival (its log position) and spec, into the three maps."""
+    p = record.payload_dict()
+    key = f"{p['pod']['namespace']}/{p['pod']['name']}"
+    spec = dict(p.get("spec") or {})
+    priority[key] = int(spec.get("priority") or 0)
+    specs[key] = spec
+    arrival[key] = record.position
 
 
 def _capacity(message: str) -> bool:

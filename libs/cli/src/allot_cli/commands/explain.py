@@ -84,18 +84,14 @@ FOLDED = frozenset(
 async def cluster(store: EventStore) -> Cluster:
     """One fold of the whole log: the cluster view (what nodes hold, where pods stand) and each pod's priority and
     arrival, for the nearest miss and the queue place (allot_cli.nearest)."""
-    from allot_cli.nearest import Cluster
+    from allot_cli.nearest import Cluster, note_submitted
     from allot_cli.views import ClusterView
 
     folded = Cluster(view=ClusterView())
     async for record in store.iterate(types=FOLDED):
         folded.view.apply(record)
         if record.type == "pod.submitted":
-            p = record.payload_dict()
-            key = f"{p['pod']['namespace']}/{p['pod']['name']}"
-            folded.priority[key] = int((p.get("spec") or {}).get("priority") or 0)
-            folded.specs[key] = dict(p.get("spec") or {})
-            folded.arrival[key] = record.position
+            note_submitted(folded.priority, folded.arrival, folded.specs, record)
     return folded
 
 

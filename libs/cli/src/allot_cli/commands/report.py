@@ -15,21 +15,25 @@ _FAR = 1 << 62  # an anchor for checking the flags' syntax before the log is rea
 async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
     """The window and its rows, read from the log at ``url`` (only the event types the report needs)."""
     from allot_cli.errors import UsageError
-    from allot_cli.usage_report import USAGE_TYPES, parse_window, usage
     from allot_eventstore.postgres import PostgresEventStore
 
     store = PostgresEventStore.connect(url)
     try:
-        head, _ = await store.head()
-        last = await store.read(after=head - 1, limit=1) if head else []
-        last_us = last[0].recorded_at if last else 0
-        try:
-            window = parse_window(since, until, last_us=last_us)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        events = [(r.recorded_at, r.decode()) async for r in store.iterate(types=USAGE_TYPES)]
+        return await store_usage(store, since, until, by)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     finally:
         await store.close()
+
+
+async def store_usage(store: Any, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
+    """The window and its rows from an open event store; ValueError naming the flag for a bad window."""
+    from allot_cli.usage_report import USAGE_TYPES, parse_window, usage
+
+    head, _ = await store.head()
+    last = await store.read(after=head - 1, limit=1) if head else []
+    window = parse_window(since, until, last_us=last[0].recorded_at if last else 0)
+    events = [(r.recorded_at, r.decode()) async for r in store.iterate(types=USAGE_TYPES)]
     return window, usage(events, window, by)  # type: ignore[arg-type]
 
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from allot_cli.views import ClusterView, GpuRow, gpu_rows
 from allot_contracts.envelope import GENESIS_HASH, RecordedEvent
 from allot_eventstore.protocol import EventStore
+
+if TYPE_CHECKING:
+    from allot_cli.nearest import Cluster
 
 RECENT = 500
 RETURNS = frozenset({"quota.released", "quota.evicted", "pod.deleted"})
@@ -77,6 +80,18 @@ class UiModel:
     projections: Projections = field(default_factory=Projections)
     _projected_at: float = 0.0
     _gpus: tuple[int, dict[str, list[GpuRow]]] = (-1, {})
+    # each submitted pod's priority, arrival and spec: what the nearest miss and the queue place read
+    priority: dict[str, int] = field(default_factory=dict)
+    arrival: dict[str, int] = field(default_factory=dict)
+    specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def cluster(self) -> Cluster:
+        """The fold ``allot explain`` reads for the nearest miss and the queue place, at the view's position."""
+        from allot_cli.nearest import Cluster
+
+        return Cluster(
+            view=self.view, priority=self.priority, arrival=self.arrival, specs=self.specs, _gpus=self.gpus()
+        )
 
     def gpus(self) -> dict[str, list[GpuRow]]:
         """Every node's GPUs (:func:`allot_cli.views.gpu_rows`), computed once per log position the view reached."""
@@ -90,6 +105,10 @@ class UiModel:
 
     def fold(self, record: RecordedEvent) -> None:
         self.view.apply(record)
+        if record.type == "pod.submitted":
+            from allot_cli.nearest import note_submitted
+
+            note_submitted(self.priority, self.arrival, self.specs, record)
         self.chain.check(record)
         self.recent.append(record)
         if record.type in ("quota.admitted", "quota.group_admitted"):

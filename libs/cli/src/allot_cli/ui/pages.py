@@ -23,6 +23,7 @@ NAV = (
     ("/gangs", "Gangs"),
     ("/reservations", "Reservations"),
     ("/events", "Events"),
+    ("/usage", "Usage"),
     ("/verify", "Verify"),
 )
 STYLE = """

@@ -9,6 +9,7 @@ from typing import Final
 
 from multidict import MultiMapping
 
+from allot_cli.ui import usage
 from allot_cli.ui.pages import PHASES
 
 __all__ = ["PARAMETERS", "QueryError", "checked"]
@@ -57,6 +58,12 @@ PARAMETERS: Final[Mapping[str, Mapping[str, Check]]] = {
     "/pods": {"phase": _phase, "namespace": _text(253), "node": _text(253), "q": _text(256), "limit": _limit},
     "/gpus": {"node": _text(253)},
     "/api/stream": {"after": _position},
+    "/usage": {
+        "by": usage.check_by,
+        "since": usage.check_since,
+        "until": usage.check_until,
+        "metric": usage.check_metric,
+    },
 }
 
 

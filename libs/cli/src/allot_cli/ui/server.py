@@ -2,8 +2,8 @@
 newly recorded events every ``poll`` seconds and rebuilds the services' projections when the log moved.
 
 Routes: ``/`` overview, ``/gpus`` GPUs (filter ``node``), ``/pods`` (filters ``phase``, ``namespace``, ``node``, ``q``, ``limit``),
-``/pods/<ns>/<name>`` a pod's decision timeline (the ``allot explain`` content), ``/quotas`` tree and borrow ledger,
-``/gangs``, ``/reservations`` (and migrations), ``/events`` with a live stream (server-sent events from
+``/pods/<ns>/<name>`` a pod's decision timeline (the ``allot explain`` content, with the nearest miss and the queue place), ``/quotas`` tree and borrow ledger,
+``/gangs``, ``/reservations`` (and migrations), ``/usage`` quota chargeback (``by``, ``since``, ``until``, ``metric``), ``/events`` with a live stream (server-sent events from
 ``/api/stream?after=<position>``), ``/verify`` chain and per-service lag, ``/api/summary`` (JSON), ``/healthz``, ``/readyz`` and ``/metrics`` (the process's own figures).
 
 Every query parameter is checked (``allot_cli.ui.query``: 400 naming the parameter), and the view is served with the
@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from allot_cli.errors import UsageError
-from allot_cli.ui import gpus, pages
+from allot_cli.ui import gpus, pages, usage
 from allot_cli.ui.model import UiModel
 from allot_cli.ui.query import QueryError, checked
 from allot_eventstore.clock import iso
@@ -61,13 +61,19 @@ async def gpu_page(request: web.Request) -> web.StreamResponse:
     return _html(pages.layout("GPUs", "/gpus", gpus.gpus_page(model, query), model))
 
 
+async def usage_page(request: web.Request) -> web.StreamResponse:
+    model = request.app[MODEL]
+    body = await usage.usage_page(model, request[QUERY])
+    return _html(pages.layout("Usage", "/usage", body, model))
+
+
 async def pod(request: web.Request) -> web.StreamResponse:
     from allot_cli.commands.explain import explain, history
 
     model = request.app[MODEL]
     key = f"{request.match_info['namespace']}/{request.match_info['name']}"
     try:
-        lines = explain(key, *await history(model.store, key))
+        lines = explain(key, *await history(model.store, key), model.cluster())
     except UsageError as exc:
         raise web.HTTPNotFound(text=str(exc)) from exc
     return _html(pages.layout(f"Pod {key}", "/pods", pages.pod_page(key, lines), model))
@@ -190,6 +196,7 @@ def make_app(model: UiModel, *, poll: float = 0.5, limits: Limits | None = None)
     app.router.add_get(
         "/events", _page("Event stream", "/events", pages.events_page, script=pages.LIVE_SCRIPT)
     )
+    app.router.add_get("/usage", usage_page)
     app.router.add_get("/verify", _page("Verify", "/verify", pages.verify_page))
     app.router.add_get("/api/summary", summary)
     app.router.add_get("/api/stream", stream)

@@ -1,0 +1,169 @@
+"""The web view's usage page (``/usage``): quota chargeback as ``allot report usage`` computes it — GPU-hours, GPU-memory
+GiB-hours and CPU-hours per quota, namespace or workload over a window of the log, own (within min) and borrowed —
+as a table and a bar chart of one of the three (``metric``).
+
+The window is read from the log only (``until`` defaults to the last recorded event), so a page shows the same figures
+for the same log and query. A report is computed once per log position and query.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from allot_cli.ui.html import e, table
+
+if TYPE_CHECKING:
+    from allot_cli.ui.model import UiModel
+
+__all__ = ["METRICS", "check_by", "check_metric", "check_since", "check_until", "usage_page"]
+
+# query value -> (row attribute of the total, of the borrowed part, label, unit)
+METRICS: Final = {
+    "gpu": ("gpu_hours", "gpu_hours_borrowed", "GPU-hours", "GPU-h"),
+    "gpu-memory": ("gpu_mem_gib_hours", "gpu_mem_gib_hours_borrowed", "GPU memory GiB-hours", "GiB-h"),
+    "cpu": ("cpu_hours", "cpu_hours_borrowed", "CPU-hours", "CPU-h"),
+}
+_FAR: Final = 1 << 62  # an anchor for checking a window's syntax before the log is read
+_BARS: Final = 20  # groups drawn in the chart (the table lists all)
+_CACHE_SIZE: Final = 16
+_cache: dict[tuple[int, str, str, str, int], tuple[Any, list[Any]]] = {}
+
+
+def _window_error(exc: ValueError) -> ValueError:
+    text = str(exc)
+    return ValueError(text.split(": ", 1)[1] if text.startswith("--") else text)
+
+
+def check_since(value: str) -> str:
+    from allot_cli.usage_report import parse_window
+
+    if len(value) > 64:
+        raise ValueError(f"at most 64 characters (got {len(value)})")
+    if value:
+        try:
+            parse_window(value, None, last_us=_FAR)
+        except ValueError as exc:
+            raise _window_error(exc) from None
+    return value
+
+
+def check_until(value: str) -> str:
+    from allot_cli.usage_report import parse_window
+
+    if len(value) > 64:
+        raise ValueError(f"at most 64 characters (got {len(value)})")
+    if value:
+        try:
+            parse_window("0s", value, last_us=_FAR)
+        except ValueError as exc:
+            raise _window_error(exc) from None
+    return value
+
+
+def check_by(value: str) -> str:
+    from allot_cli.usage_report import BY
+
+    if value and value not in BY:
+        raise ValueError(f"must be one of {', '.join(BY)} or empty (got {value[:40]!r})")
+    return value
+
+
+def check_metric(value: str) -> str:
+    if value and value not in METRICS:
+        raise ValueError(f"must be one of {', '.join(METRICS)} or empty (got {value[:40]!r})")
+    return value
+
+
+async def _report(model: UiModel, by: str, since: str, until: str) -> tuple[Any, list[Any]]:
+    """The window and rows for the query, computed once per log position (the view's) and query."""
+    from allot_cli.commands.report import store_usage
+
+    key = (model.position, by, since, until, id(model.store))
+    found = _cache.get(key)
+    if found is None:
+        found = await store_usage(model.store, since, until or None, by)
+        if len(_cache) >= _CACHE_SIZE:
+            _cache.pop(next(iter(_cache)))
+        _cache[key] = found
+    return found
+
+
+def chart(rows: list[Any], metric: str) -> str:
+    """Horizontal bars, one per group (the largest ``_BARS``), own and borrowed stacked, as inline SVG."""
+    total_attr, borrowed_attr, label, unit = METRICS[metric]
+    drawn = sorted(rows, key=lambda r: (-getattr(r, total_attr), r.key))[:_BARS]
+    drawn = [r for r in drawn if getattr(r, total_attr) > 0]
+    if not drawn:
+        return f"<p>No {e(label)} in this window.</p>"
+    top = float(max(getattr(r, total_attr) for r in drawn))
+    left, width, bar, gap = 220, 520, 18, 6
+    height = len(drawn) * (bar + gap) + 30
+    parts = [
+        f'<svg role="img" aria-label="{e(label)} per group, own and borrowed" width="{left + width + 120}" '
+        f'height="{height}" xmlns="http://www.w3.org/2000/svg" style="font:12px system-ui,sans-serif">'
+    ]
+    for i, row in enumerate(drawn):
+        total, borrowed = float(getattr(row, total_attr)), float(getattr(row, borrowed_attr))
+        own_w, brw_w = width * (total - borrowed) / top, width * borrowed / top
+        y = i * (bar + gap)
+        name = row.key if len(row.key) <= 32 else row.key[:31] + "…"
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{e(name)}</text>'
+            f'<rect x="{left}" y="{y}" width="{own_w:.1f}" height="{bar}" fill="#3b6fd8"><title>{e(row.key)}: own '
+            f"{total - borrowed:.2f} {e(unit)}</title></rect>"
+            f'<rect x="{left + own_w:.1f}" y="{y}" width="{brw_w:.1f}" height="{bar}" fill="#e8962e"><title>'
+            f"{e(row.key)}: borrowed {borrowed:.2f} {e(unit)}</title></rect>"
+            f'<text x="{left + own_w + brw_w + 6:.1f}" y="{y + 13}">{total:.2f}</text>'
+        )
+    legend_y = len(drawn) * (bar + gap) + 14
+    parts.append(
+        f'<rect x="{left}" y="{legend_y - 10}" width="12" height="12" fill="#3b6fd8"/>'
+        f'<text x="{left + 16}" y="{legend_y}">own (within min)</text>'
+        f'<rect x="{left + 140}" y="{legend_y - 10}" width="12" height="12" fill="#e8962e"/>'
+        f'<text x="{left + 156}" y="{legend_y}">borrowed</text></svg>'
+    )
+    return "".join(parts)
+
+
+async def usage_page(model: UiModel, query: dict[str, str]) -> str:
+    from allot_eventstore.clock import iso
+
+    by = query.get("by") or "quota"
+    since = query.get("since") or "7d"
+    until = query.get("until") or ""
+    metric = query.get("metric") or "gpu"
+    try:
+        window, rows = await _report(model, by, since, until)
+    except ValueError as exc:
+        return f"<p class=bad>{e(exc)}</p>"
+    label = METRICS[metric][2]
+    links = " · ".join(
+        f'<a href="/usage?by={b}&amp;since={e(since)}&amp;metric={metric}">{b}</a>'
+        if b != by
+        else f"<b>{b}</b>"
+        for b in ("quota", "namespace", "workload")
+    )
+    metrics = " · ".join(
+        f'<a href="/usage?by={by}&amp;since={e(since)}&amp;metric={m}">{e(v[2])}</a>'
+        if m != metric
+        else f"<b>{e(v[2])}</b>"
+        for m, v in METRICS.items()
+    )
+    head = (
+        f"<p>From {e(iso(window.since_us))} to {e(iso(window.until_us))} (recorded times; the same figures as "
+        f"<code>allot report usage --since {e(since)} --by {by}</code>). By: {links}. Chart: {metrics}.</p>"
+    )
+    cells = [
+        (
+            row.key,
+            row.pods,
+            *(
+                f"{float(getattr(row, t) - getattr(row, b)):.2f} / {float(getattr(row, b)):.2f}"
+                for t, b, _, _ in METRICS.values()
+            ),
+        )
+        for row in rows
+    ]
+    columns = (by, "pods", *(f"{v[3]} own / borrowed" for v in METRICS.values()))
+    body = table(columns, cells) if rows else "<p>Nothing held resources in this window.</p>"
+    return head + f"<h2>{e(label)} per {by}</h2>" + chart(rows, metric) + "<h2>All figures</h2>" + body
