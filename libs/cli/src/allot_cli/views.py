@@ -189,6 +189,13 @@ def _cpuset(annotations: dict[str, Any]) -> str:
     return str(status.get("cpuset", "")) if isinstance(status, dict) else ""
 
 
+def _set_annotations(view: PodView, annotations: dict[str, Any]) -> None:
+    """Record a pod's annotations with the devices and cpuset they allocate."""
+    view.annotations = annotations
+    view.devices = _device_minors(annotations)
+    view.cpuset = _cpuset(annotations)
+
+
 @dataclass(frozen=True)
 class GpuRow:
     """One GPU of a node as the log says: the reported device and what the pods holding it were allocated (gpu-core
@@ -340,6 +347,26 @@ class ClusterView:
         self._apply(event, record)
 
     def _apply(self, event: Event, record: RecordedEvent) -> None:
+        if isinstance(event, PodDeleted):
+            gone = self.pods.pop(event.pod.key, None)
+            if gone is not None and gone.node and gone.node in self.nodes:
+                self.nodes[gone.node].pods.discard(event.pod.key)
+            return
+        handled = (
+            self._apply_node(event, record)
+            or self._apply_pod(event)
+            or self._apply_qos(event)
+            or self._apply_gang(event)
+        )
+        if not handled:
+            return
+        self.last_group_members(event)
+        key = getattr(event, "pod", None)
+        if key is not None and getattr(key, "key", None) in self.pods:
+            self.pods[key.key].history.append((record.position, record.type, record.producer))
+
+    def _apply_node(self, event: Event, record: RecordedEvent) -> bool:
+        """Fold an event about a node (or an ignored object); False when the event is of another kind."""
         match event:
             case NodeRegistered(name=name, capacity=capacity, node=info):
                 node = self.nodes.get(name) or self.removed_nodes.pop(name, None) or NodeView(name=name)
@@ -368,6 +395,13 @@ class ClusterView:
                 self.nodes.setdefault(name, NodeView(name=name)).heartbeat_lost = 0
             case ObjectIgnored(kind=kind, ref=ref):
                 self.ignored.append(f"{kind} {ref.key}")
+            case _:
+                return False
+        return True
+
+    def _apply_pod(self, event: Event) -> bool:
+        """Fold an event of a pod's way through quota, placement and binding; False when of another kind."""
+        match event:
             case PodSubmitted(pod=pod, spec=spec):
                 view = PodView(key=pod.key)
                 if spec is not None:
@@ -379,15 +413,8 @@ class ClusterView:
                     view.requests, view.limits = dict(spec.requests), dict(spec.limits)
                 view.phase = "Bound"
                 view.node = str((manifest.get("spec") or {}).get("nodeName") or "")
-                view.annotations = dict((manifest.get("metadata") or {}).get("annotations") or {})
-                view.devices = _device_minors(view.annotations)
-                view.cpuset = _cpuset(view.annotations)
+                _set_annotations(view, dict((manifest.get("metadata") or {}).get("annotations") or {}))
                 self.nodes.setdefault(view.node, NodeView(name=view.node)).pods.add(pod.key)
-            case PodDeleted(pod=pod):
-                gone = self.pods.pop(pod.key, None)
-                if gone is not None and gone.node and gone.node in self.nodes:
-                    self.nodes[gone.node].pods.discard(pod.key)
-                return
             case PodEnqueued(pod=pod, attempt=attempt) | PodRequeued(pod=pod, attempt=attempt):
                 view = self.pod(pod.key)
                 view.phase, view.attempts = "Queued", attempt
@@ -406,9 +433,14 @@ class ClusterView:
             case PodPlaced(pod=pod, node=node, decision=decision):
                 view = self.pod(pod.key)
                 view.phase, view.node, view.message, view.codes = "Placed", node, "", []
-                view.annotations = dict(decision.annotations)
-                view.devices = _device_minors(view.annotations)
-                view.cpuset = _cpuset(view.annotations)
+                _set_annotations(view, dict(decision.annotations))
+            case _:
+                return self._apply_pod_outcome(event)
+        return True
+
+    def _apply_pod_outcome(self, event: Event) -> bool:
+        """Fold an event that ends or undoes a pod's attempt (refusal, binding, release, eviction)."""
+        match event:
             case PodUnschedulable(pod=pod, message=message, codes=codes):
                 view = self.pod(pod.key)
                 view.phase, view.message, view.codes = "Unschedulable", message, list(codes)
@@ -428,6 +460,21 @@ class ClusterView:
             case PodReleased(pod=pod, node=node):
                 if node in self.nodes:
                     self.nodes[node].pods.discard(pod.key)
+            case PodEvicted(pod=pod, cause=cause, message=message):
+                view = self.pod(pod.key)
+                view.phase, view.message = "Evicted", f"{cause}: {message}"
+            case QuotaEvicted(pod=pod, cause=cause, message=message):
+                view = self.pod(pod.key)
+                view.phase, view.message = "Evicted", f"{cause}: {message}"
+                if view.node and view.node in self.nodes:
+                    self.nodes[view.node].pods.discard(pod.key)
+            case _:
+                return False
+        return True
+
+    def _apply_qos(self, event: Event) -> bool:
+        """Fold an event of qos-enforcer's plan for a pod and its application; False when of another kind."""
+        match event:
             case QosRecorded(pod=pod, kube_qos=kube, koord_qos=koord, plan=plan):
                 self.pod(pod.key).qos = f"{koord}/{kube}"
                 if plan is not None:
@@ -452,14 +499,13 @@ class ClusterView:
                 enforcement = self.pod(pod.key).enforcement
                 if enforcement is not None:
                     enforcement.drift += sum(c.outcome == "applied" for c in corrected)
-            case PodEvicted(pod=pod, cause=cause, message=message):
-                view = self.pod(pod.key)
-                view.phase, view.message = "Evicted", f"{cause}: {message}"
-            case QuotaEvicted(pod=pod, cause=cause, message=message):
-                view = self.pod(pod.key)
-                view.phase, view.message = "Evicted", f"{cause}: {message}"
-                if view.node and view.node in self.nodes:
-                    self.nodes[view.node].pods.discard(pod.key)
+            case _:
+                return False
+        return True
+
+    def _apply_gang(self, event: Event) -> bool:
+        """Fold an event about a gang or a quota group of pods; False when of another kind."""
+        match event:
             case GangMemberWaiting(pod=pod, gang=gang, present=present, min_available=minimum, reason=reason):
                 view = self.pod(pod.key)
                 view.phase, view.codes = "Waiting", ["GangWaiting"]
@@ -479,9 +525,7 @@ class ClusterView:
                     if member in self.pods:
                         view = self.pods[member]
                         view.phase, view.node, view.message = "Placed", decision.node, ""
-                        view.annotations = dict(decision.annotations)
-                        view.devices = _device_minors(view.annotations)
-                        view.cpuset = _cpuset(view.annotations)
+                        _set_annotations(view, dict(decision.annotations))
             case GangHoldsReleased(members=members, reason=reason):
                 for member in members:
                     held = self.pods.get(member)
@@ -489,8 +533,5 @@ class ClusterView:
                         held.phase, held.node, held.devices, held.cpuset = "Waiting", None, {}, ""
                         held.message = f"gang holds released: {reason}"
             case _:
-                return
-        self.last_group_members(event)
-        key = getattr(event, "pod", None)
-        if key is not None and getattr(key, "key", None) in self.pods:
-            self.pods[key.key].history.append((record.position, record.type, record.producer))
+                return False
+        return True
