@@ -14,8 +14,8 @@ from typing import Any
 
 
 async def live_decisions(url: str) -> list[dict[str, Any]]:
-    from allot_cli.decisions import decisions
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_views.decisions import decisions
 
     store = PostgresEventStore.connect(url)
     try:

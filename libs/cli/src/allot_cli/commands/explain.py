@@ -86,7 +86,7 @@ async def cluster(store: EventStore) -> Cluster:
     """One fold of the whole log: the cluster view (what nodes hold, where pods stand) and each pod's priority and
     arrival, for the nearest miss and the queue place (allot_cli.nearest)."""
     from allot_cli.nearest import Cluster
-    from allot_cli.views import ClusterView
+    from allot_views.cluster import ClusterView
 
     folded = Cluster(view=ClusterView())
     async for record in store.iterate(types=FOLDED):

@@ -1,0 +1,9 @@
+"""Read models of Allot: pure folds of the event log into what ``allot get``, ``allot explain``, ``allot decisions``,
+the simulator and the web view show.
+
+- :mod:`allot_views.cluster`: pods, nodes and GPUs as the log says they stand (:class:`~allot_views.cluster.ClusterView`);
+- :mod:`allot_views.decisions`: the scheduling decisions, one JSON object each (the same for a simulator log and a live
+  one).
+
+No IO and no clock: a view is a function of the recorded events it is given.
+"""
