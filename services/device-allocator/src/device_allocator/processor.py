@@ -27,7 +27,6 @@ import msgspec
 from allot_contracts.envelope import stream_id
 from allot_contracts.errors import InvalidInput
 from allot_contracts.events import (
-    DevicesRemoved,
     DevicesReported,
     Event,
     FieldIssue,
@@ -38,7 +37,6 @@ from allot_contracts.events import (
     NodeMetricRemoved,
     NodeMetricReported,
     NodeRegistered,
-    NodeRemoved,
     ObjectRef,
     PodBindFailed,
     PodDeleted,
@@ -60,7 +58,6 @@ from allot_contracts.events import (
     ReservationRemoved,
     ReservationResolved,
     ReservationSucceeded,
-    TopologyRemoved,
     TopologyReported,
     type_of,
 )
@@ -70,6 +67,7 @@ from allot_gang import GangConfig
 from allot_placement import ConfigError, Decision, PlacementConfig, PlacementEngine
 from allot_placement.decision import Freed
 from allot_runtime.processor import Emit
+from device_allocator.inventory import fold_inventory
 from device_allocator.nodes import TYPES as NODE_SIDE_TYPES
 from device_allocator.nodes import NodeSide, assigned_pod, pod_facts, scheduled_at
 from device_allocator.nominations import HELD_FOR_PREEMPTOR, PREEMPTING, Preemptions, job_id
@@ -139,9 +137,8 @@ class DeviceAllocator(Requeueing):
         self.held_by: dict[
             str, tuple[str, int]
         ] = {}  # gang member -> (group, attempt) whose placement it holds
-        self.freed_gang: set[str] = (
-            set()
-        )  # the gang members among ``freed``: the gang-coordinator decides next
+        # the gang members among ``freed``: the gang-coordinator decides next
+        self.freed_gang: set[str] = set()
         self._arrivals = 0
         self._steps = 0  # events evolved so far: orders reservation placements against pods' attempts
         # pod -> the step at which its current attempt entered the queue
@@ -165,28 +162,11 @@ class DeviceAllocator(Requeueing):
             self.nodes.evolve(event, at, self._pod_facts)
         self.reservations.evolve(event, self._steps)
         self.preemptions.evolve(event, step=self._steps)
-        for fold in (self._evolve_inventory, self._evolve_pod, self._evolve_group, self._evolve_outcome):
+        if fold_inventory(self.engine, event):
+            return
+        for fold in (self._evolve_pod, self._evolve_group, self._evolve_outcome):
             if fold(event, at):
                 break  # the one fold that knows the event's type has folded it
-
-    def _evolve_inventory(self, event: Event, at: int) -> bool:
-        """Fold a node, its devices or its topology into the engine; False for other events."""
-        match event:
-            case NodeRegistered(node=node):
-                self.engine.upsert_node(node)
-            case NodeRemoved(name=name):
-                self.engine.delete_node(name)
-            case DevicesReported(name=name, inventory=inventory):
-                self.engine.upsert_device(name, inventory)
-            case DevicesRemoved(name=name):
-                self.engine.delete_device(name)
-            case TopologyReported(name=name, topology=topology):
-                self.engine.upsert_topology(name, topology)
-            case TopologyRemoved(name=name):
-                self.engine.delete_topology(name)
-            case _:
-                return False
-        return True
 
     def _evolve_pod(self, event: Event, at: int) -> bool:
         """Fold a pod arriving, observed bound or gone; False for other events."""
