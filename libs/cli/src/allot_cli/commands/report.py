@@ -15,8 +15,9 @@ _FAR = 1 << 62  # an anchor for checking the flags' syntax before the log is rea
 async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
     """The window and its rows, read from the log at ``url`` (only the event types the report needs)."""
     from allot_cli.errors import UsageError
+    from allot_cli.usage_window import parse_window
     from allot_eventstore.postgres import PostgresEventStore
-    from allot_views.usage import USAGE_TYPES, parse_window, usage
+    from allot_views.usage import USAGE_TYPES, usage
 
     store = PostgresEventStore.connect(url)
     try:
@@ -98,7 +99,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
     from allot_cli.connect import endpoints
     from allot_cli.errors import UsageError
-    from allot_views.usage import parse_window
+    from allot_cli.usage_window import parse_window
 
     try:  # bad flags are refused before the log is read
         parse_window(args.since, args.until, last_us=_FAR)
