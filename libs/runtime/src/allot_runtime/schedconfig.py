@@ -35,6 +35,7 @@ its ``schedulerName`` is the name of Allot's scheduler.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -156,6 +157,15 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     warnings: list[FieldIssue]
 
 
+@dataclass
+class _ServiceConfigs:
+    """The decision configs a translation builds, one per service that reads the scheduler's settings."""
+
+    placement: dict[str, Any] = field(default_factory=lambda: {"scoring": {}})  # device-allocator
+    quota: dict[str, Any] = field(default_factory=dict)  # quota-manager
+    gang: dict[str, Any] = field(default_factory=dict)  # gang-coordinator
+
+
 class SchedulerConfigError(InvalidConfig):
     pass
 
@@ -242,9 +252,8 @@ def translate(data: Any) -> SchedulerConfig:
         warnings.append(FieldIssue(path=key, message="accepted; Allot does not act on it"))
     if doc.get("extenders"):
         issues.append(FieldIssue(path="extenders", message="scheduler extenders are not supported"))
-    placement: dict[str, Any] = {"scoring": {}}
-    quota: dict[str, Any] = {}
-    gang: dict[str, Any] = {}
+    configs = _ServiceConfigs()
+    placement, quota, gang = configs.placement, configs.quota, configs.gang
     for key, target in (
         ("podInitialBackoffSeconds", "retryInitialBackoffSeconds"),
         ("podMaxBackoffSeconds", "retryMaxBackoffSeconds"),
@@ -262,7 +271,7 @@ def translate(data: Any) -> SchedulerConfig:
         _unknown(profile, _PROFILE, path, issues)
         scheduler = str(profile.get("schedulerName") or scheduler)
         _plugins(profile, path, placement, issues, warnings)
-        _plugin_configs(profile, path, placement, quota, gang, issues, warnings)
+        _plugin_configs(profile, path, configs, issues, warnings)
     if issues:
         raise SchedulerConfigError(issues)
     if not placement["scoring"]:
@@ -322,9 +331,7 @@ def _plugins(
 def _plugin_configs(
     profile: dict[str, Any],
     path: str,
-    placement: dict[str, Any],
-    quota: dict[str, Any],
-    gang: dict[str, Any],
+    services: _ServiceConfigs,
     issues: list[FieldIssue],
     warnings: list[FieldIssue],
 ) -> None:
@@ -356,18 +363,13 @@ def _plugin_configs(
             warnings.append(
                 FieldIssue(path=f"{where}.args.{key}", message="accepted; Allot does not act on it")
             )
-        _map_args(str(name), args, f"{where}.args", placement, quota, gang, issues)
+        _map_args(str(name), args, f"{where}.args", services, issues)
 
 
 def _map_args(
-    name: str,
-    args: dict[str, Any],
-    path: str,
-    placement: dict[str, Any],
-    quota: dict[str, Any],
-    gang: dict[str, Any],
-    issues: list[FieldIssue],
+    name: str, args: dict[str, Any], path: str, services: _ServiceConfigs, issues: list[FieldIssue]
 ) -> None:
+    placement, quota, gang = services.placement, services.quota, services.gang
     scoring = placement["scoring"]
     if name in ("NodeResourcesFit", "NodeNUMAResource", "DeviceShare") and "scoringStrategy" in args:
         scoring.setdefault(_SCORED[name], {}).update(
