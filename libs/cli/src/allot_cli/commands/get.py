@@ -15,7 +15,7 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from allot_cli.output import (
     FORMATS,
@@ -32,7 +32,7 @@ from allot_cli.output import (
 
 if TYPE_CHECKING:  # imported when a command runs: ``allot get --help`` loads no log or view code
     from allot_eventstore.protocol import EventStore
-    from allot_views.cluster import ClusterView
+    from allot_views.cluster import ClusterView, NodeView
 
 
 async def load_view() -> ClusterView:
@@ -157,7 +157,20 @@ def nodes_rows(view: ClusterView, now: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _node_status(node: Any) -> dict[str, Any]:
+class NodeStatus(TypedDict):
+    """A node's side as recorded (``allot get nodes -o json|yaml``); ``None`` where nothing was reported."""
+
+    capacity: dict[str, str]
+    allocatable: dict[str, str]
+    devices: dict[str, int]
+    usage: dict[str, str]
+    usageTime: str | None
+    heartbeatTime: str | None
+    heartbeatLost: bool | None
+    degraded: bool | None
+
+
+def _node_status(node: NodeView) -> NodeStatus:
     from allot_eventstore.clock import iso
 
     return {
