@@ -86,6 +86,23 @@ def eventually() -> Callable[..., Awaitable[None]]:
     return _eventually
 
 
+async def _settled(read: Callable[[], Awaitable[Any]], pause: float = 0.4) -> Any:
+    before = None
+    while True:
+        await asyncio.sleep(pause)
+        now = await read()
+        if now == before:
+            return now
+        before = now
+
+
+@pytest.fixture
+def settled() -> Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]:
+    """``await settled(read)``: what the async ``read`` returns once two reads 0.4 s apart agree (the watchers have
+    recorded all they will)."""
+    return _settled
+
+
 @pytest.fixture
 def log_of() -> Callable[..., Awaitable[list[tuple[str, str, dict[str, Any]]]]]:
     """``await log_of(store, producer=…, types=…)``: (type, stream, payload) of the recorded events, in order."""

@@ -33,7 +33,7 @@ def a_topology(node: str, available: str = "16") -> dict[str, Any]:
 
 
 async def test_a_node_instance_records_its_own_objects_once_and_only_real_changes(
-    kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any, log_of: Any
+    kube: FakeKube, store: Any, client: Any, running: Any, eventually: Any, log_of: Any, settled: Any
 ) -> None:
     for name in ("n1", "n2"):
         kube.create(a_node(name, gpus=2))
@@ -45,19 +45,10 @@ async def test_a_node_instance_records_its_own_objects_once_and_only_real_change
     async def counts() -> collections.Counter[tuple[str, str]]:
         return collections.Counter((t, s) for t, s, _ in await log_of(store, producer=producer))
 
-    async def settled() -> collections.Counter[tuple[str, str]]:
-        before = None
-        while True:
-            await asyncio.sleep(0.4)
-            now = await counts()
-            if now == before:
-                return now
-            before = now
-
     watch = NodeWatch(store=store, client=client, instance="n1", watch_timeout=2, backoff=(0.05, 0.2))
     runner = running(watch.run)
     await eventually(lambda: watch.synced, what="first lists")
-    assert await settled() == {
+    assert await settled(counts) == {
         ("node.applied", "node:n1"): 1,
         ("device.applied", "device:n1"): 1,
         ("topology.applied", "topology:n1"): 1,
@@ -78,7 +69,7 @@ async def test_a_node_instance_records_its_own_objects_once_and_only_real_change
     )
     kube.update("Node", "n2", lambda o: o["metadata"]["labels"].update({"x": "y"}))
     kube.heartbeat("Device", "n1")  # a status-only change of the Device
-    assert sum((await settled()).values()) == 3
+    assert sum((await settled(counts)).values()) == 3
 
     # What matters: labels, taints, unschedulable, allocatable; the device list.
     kube.update("Node", "n1", lambda o: o["metadata"]["labels"].update({"pool": "a"}))
@@ -86,7 +77,7 @@ async def test_a_node_instance_records_its_own_objects_once_and_only_real_change
     kube.update("Node", "n1", lambda o: o["spec"].update({"unschedulable": True}))
     kube.update("Node", "n1", lambda o: o["status"]["allocatable"].update({"cpu": "31"}))
     kube.update("Device", "n1", lambda o: o["spec"]["devices"][1].update({"health": False}))
-    assert await settled() == {
+    assert await settled(counts) == {
         ("node.applied", "node:n1"): 5,
         ("device.applied", "device:n1"): 2,
         ("topology.applied", "topology:n1"): 1,
@@ -99,7 +90,7 @@ async def test_a_node_instance_records_its_own_objects_once_and_only_real_change
         watch = NodeWatch(store=store, client=client, instance="n1", watch_timeout=2, backoff=(0.05, 0.2))
         runner = running(watch.run)
         await eventually(lambda w=watch: w.synced, what="lists after restart")
-        assert await settled() == {
+        assert await settled(counts) == {
             ("node.applied", "node:n1"): 5,
             ("device.applied", "device:n1"): 2,
             ("topology.applied", "topology:n1"): 1,
@@ -114,7 +105,7 @@ async def test_a_node_instance_records_its_own_objects_once_and_only_real_change
     await asyncio.sleep(0.3)
     kube.delete("Node", "n1")
     await eventually(lambda: _deleted(log_of, store, producer), what="node.deleted")
-    assert (await settled())[("node.deleted", "node:n1")] == 1
+    assert (await settled(counts))[("node.deleted", "node:n1")] == 1
 
 
 async def test_koordlets_node_metrics_are_recorded_at_every_report(

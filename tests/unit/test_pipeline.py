@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from allot_testing.builders import a_gpu_device, a_node, a_pod, a_quota
-from allot_testing.scenario import Scenario
+from allot_testing.scenario import Scenario, borrowed_quota
 
 # A plain pod: the gang gate lets it through as it arrives (no event), quota admission takes it from pod.submitted.
 POD_PATH = [
@@ -267,15 +267,8 @@ def test_the_simulator_is_deterministic(seed_order):
 
 def test_an_over_used_quota_gives_back_borrowed_pods_after_the_delay():
     """A borrows B's idle min; B's pods arrive and need it back; after delayEvictTime A's borrowed pod is evicted."""
-    s = Scenario()
-    s.apply(a_node("n", cpu="16", memory="64Gi"))
-    s.apply(
-        a_quota("a", namespace="a", max={"cpu": "16", "memory": "64Gi"}, min={"cpu": "8", "memory": "32Gi"}),
-        a_quota("b", namespace="b", max={"cpu": "16", "memory": "64Gi"}, min={"cpu": "8", "memory": "32Gi"}),
-    )
-    s.apply(*(a_pod(f"a{i}", namespace="a", cpu="4", memory="4Gi") for i in range(4)))  # a uses 16: borrows 8
+    s = borrowed_quota()  # a uses 16: borrows 8 of b's min; b0 wants it back
     assert all(s.phase(f"a/a{i}") == "Bound" for i in range(4))
-    s.apply(a_pod("b0", namespace="b", cpu="8", memory="8Gi"))  # b wants its min back
     assert s.phase("b/b0") in ("Waiting", "Unschedulable")
     s.advance(60)
     assert not s.of_type("quota.evicted"), "nothing is evicted before delayEvictTime (120s)"
@@ -288,15 +281,7 @@ def test_an_over_used_quota_gives_back_borrowed_pods_after_the_delay():
 
 
 def test_an_over_used_quota_with_nothing_to_give_back_fires_its_revoke_timer_once_not_in_a_loop():
-    s = Scenario()
-    s.apply(a_node("n", cpu="16", memory="64Gi"))
-    s.apply(
-        a_quota("a", namespace="a", max={"cpu": "16", "memory": "64Gi"}, min={"cpu": "8", "memory": "32Gi"}),
-        a_quota("b", namespace="b", max={"cpu": "16", "memory": "64Gi"}, min={"cpu": "8", "memory": "32Gi"}),
-    )
-    keep = {"quota.scheduling.koordinator.sh/preemptible": "false"}
-    s.apply(*(a_pod(f"a{i}", namespace="a", cpu="4", memory="4Gi", labels=keep) for i in range(4)))
-    s.apply(a_pod("b0", namespace="b", cpu="8", memory="8Gi"))
+    s = borrowed_quota(labels={"quota.scheduling.koordinator.sh/preemptible": "false"})
     before = len(s.of_type("timer.fired"))
     s.advance(3600)
     assert not s.of_type("quota.evicted"), "non-preemptible pods are never given back"

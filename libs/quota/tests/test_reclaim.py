@@ -206,3 +206,12 @@ def test_dry_run_revoke_leaves_the_clocks_alone():
     assert e.digest() == before
     assert [ev.pod for ev in e.overuse_revoke(1121)] == ["default/a-1", "default/a-2"]
     assert e.digest() != before
+
+
+def test_overuse_revoke_spares_a_pod_whose_eviction_kubernetes_refused_and_takes_the_next():
+    e = overused()
+    e.overuse_revoke(1000)
+    # a-1 (the least important) is kept by a disruption budget: a-2 and a-0 go in its place, until used fits
+    evictions = e.overuse_revoke(1121, dry_run=True, spare={"default/a-1"})
+    assert [ev.pod for ev in evictions] == ["default/a-2", "default/a-0"]
+    assert [ev.pod for ev in e.overuse_revoke(1121)] == ["default/a-1", "default/a-2"]  # without: as before

@@ -329,3 +329,31 @@ async def test_agent_reports_are_folded_and_replay_re_derives_every_decision():
     rebuilt = Host(QosEnforcer(CONFIG), name="qos-enforcer@n1")
     await rebuild(rebuilt, log.store, until=(await log.store.head())[0])
     assert rebuilt.digest() == log.host.digest()
+
+
+async def test_the_batch_budget_follows_the_newest_allocatable_decision_over_the_node_object():
+    from allot_contracts.events import NodeAllocatableUpdated
+
+    log = Log()
+    manifest = a_node("n1", cpu="8", labels=HAMI)
+    manifest["status"]["allocatable"]["kubernetes.io/batch-cpu"] = (
+        "4000"  # the Node's own figure (millicores)
+    )
+    await log.put(node_registered(manifest), "node-reporter@n1")
+    await bind(log, pod("ls"))
+    agent = "qos-enforcer-agent@n1"
+    [first] = await log.put(sample(10 * GIB, {"default/ls": (1000, GIB)}), agent)
+    assert first["basis"]["batch_budget_milli"] == 4000  # no decision yet: the Node's own amount
+    computed = NodeAllocatableUpdated(name="n1", allocatable={"kubernetes.io/batch-cpu": "1500"})
+    [capped] = await log.put(computed, "device-allocator")
+    assert capped["type"] == "qos.node_plan_recorded.v1"
+    assert capped["basis"]["batch_budget_milli"] == 1500 and capped["basis"]["be_quota_milli"] == 1500
+    # the Node object recorded again (a label edit, or the echo of the binder's own write) does not undo it
+    manifest["metadata"]["labels"]["team"] = "a"
+    assert [o for o in await log.put(node_registered(manifest), "node-reporter@n1") if "basis" in o] == []
+    newer = NodeAllocatableUpdated(name="n1", allocatable={"kubernetes.io/batch-cpu": "2000"})
+    [raised] = await log.put(newer, "device-allocator")
+    assert raised["basis"]["batch_budget_milli"] == 2000
+    # co-location switched off: the decision names no batch-cpu, and the Node's own amount applies again
+    [back] = await log.put(NodeAllocatableUpdated(name="n1", allocatable={}), "device-allocator")
+    assert back["basis"]["batch_budget_milli"] == 4000

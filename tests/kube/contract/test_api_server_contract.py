@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from allot_testing.builders import a_pod, a_quota
+from allot_testing.builders import a_node, a_pod, a_quota
 from allot_testing.fake_kube import FakeKube
 
 Obj = dict[str, Any]
@@ -291,6 +291,31 @@ async def test_status_goes_through_the_status_subresource_only(api: Api, kube: F
     assert after["metadata"]["annotations"] == {"a": "1"}  # metadata through /status is ignored
     code, _ = await api("PATCH", f"{QUOTAS}/q/scale", {"spec": {}}, content_type=merge)
     assert code == 404  # a subresource the resource does not have
+
+
+# -- field management ------------------------------------------------------------------------------------------------
+# https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-management and #using-update-operations:
+# "Update operations ... the managed fields are updated" with the fields the request changed, under the manager of
+# the ``fieldManager`` query parameter (else derived from the user agent), per subresource; a field changed by
+# another manager is no longer owned by the previous one. node-reporter leaves out what the binder's manager owns.
+
+
+async def test_managed_fields_follow_who_changed_what(api: Api, kube: FakeKube) -> None:
+    kube.create(a_node("n1"))
+    merge = "application/merge-patch+json"
+    batch = {"status": {"allocatable": {"kubernetes.io/batch-cpu": "2000"}}}
+    code, node = await api(
+        "PATCH", "/api/v1/nodes/n1/status", batch, content_type=merge, fieldManager="allot-binder"
+    )
+    assert code == 200
+    [entry] = [e for e in node["metadata"]["managedFields"] if e["manager"] == "allot-binder"]
+    assert entry["operation"] == "Update" and entry["subresource"] == "status"
+    assert entry["fieldsV1"] == {"f:status": {"f:allocatable": {"f:kubernetes.io/batch-cpu": {}}}}
+    other = {"status": {"allocatable": {"kubernetes.io/batch-cpu": "7000"}}}
+    code, node = await api(
+        "PATCH", "/api/v1/nodes/n1/status", other, content_type=merge, fieldManager="kubectl"
+    )
+    assert code == 200 and "allot-binder" not in {e["manager"] for e in node["metadata"]["managedFields"]}
 
 
 # -- patch types -----------------------------------------------------------------------------------------------------

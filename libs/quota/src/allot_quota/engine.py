@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -219,8 +219,11 @@ class QuotaEngine(PodAccounting):
             profile = self._profiles[key]
             self._put(profile_root(profile, profile_totals(profile, self._nodes)[0]))
 
-    def overuse_revoke(self, now: int | datetime, *, dry_run: bool = False) -> list[Eviction]:
-        """Pods to give back because their quota stayed over its runtime longer than ``delayEvictTime``.
+    def overuse_revoke(
+        self, now: int | datetime, *, dry_run: bool = False, spare: Iterable[str] = ()
+    ) -> list[Eviction]:
+        """Pods to give back because their quota stayed over its runtime longer than ``delayEvictTime``; never the
+        pods of ``spare`` (evictions Kubernetes refused: others are chosen in their place).
 
         Advances the per-quota "over since" clocks (part of the state); with ``dry_run`` the same evictions are
         computed and the state is left unchanged (for a pure decide step, applied later without ``dry_run``)."""
@@ -229,7 +232,7 @@ class QuotaEngine(PodAccounting):
                 raise ValueError("now must be timezone-aware (or an int of seconds)")
             now = int(now.timestamp())
         clocks = dict(self._over_since) if dry_run else self._over_since
-        return revoke_overuse(self._h, self.config, now, clocks)
+        return revoke_overuse(self._h, self.config, now, clocks, frozenset(spare))
 
     def observe_overuse(self, now: int) -> None:
         """Advance the "over since" clocks to ``now`` (seconds) without evicting anything: a quota newly over its

@@ -209,8 +209,15 @@ def track_overuse(h: Hierarchy, config: QuotaConfig, now: int, over_since: dict[
             over_since.pop(name, None)
 
 
-def revoke_overuse(h: Hierarchy, config: QuotaConfig, now: int, over_since: dict[str, int]) -> list[Eviction]:
-    """Evictions due at ``now``; updates ``over_since`` (quota name → first ``now`` seen over runtime)."""
+def revoke_overuse(
+    h: Hierarchy,
+    config: QuotaConfig,
+    now: int,
+    over_since: dict[str, int],
+    spare: frozenset[str] = frozenset(),
+) -> list[Eviction]:
+    """Evictions due at ``now``; updates ``over_since`` (quota name → first ``now`` seen over runtime). Pods in
+    ``spare`` (whose eviction Kubernetes refused) are never chosen: they still count in used, so others are."""
     if not (config.monitor_all_quotas and config.enable_runtime_quota):
         over_since.clear()
         return []
@@ -226,7 +233,7 @@ def revoke_overuse(h: Hierarchy, config: QuotaConfig, now: int, over_since: dict
         since = over_since.setdefault(name, now)
         if now - since <= config.delay_evict_seconds:
             continue
-        for e in _pick(assigned, node.used, runtime):
+        for e in _pick([e for e in assigned if e.info.key not in spare], node.used, runtime):
             msg = (
                 f"quota {name} used {describe(node.used)} exceeds its runtime {describe(runtime)} "
                 f"(exceedDimensions: [{' '.join(exceed)}]) since {since}, longer than delayEvictTime "

@@ -26,6 +26,8 @@ What it serves, the way the real API server does:
   values (63), annotations (256 KiB in all), an Event's ``note`` (1 KiB): :mod:`allot_testing.fake_kube_rules`.
 - ``DELETE`` of an object, with a uid precondition (409) in the body's ``preconditions``.
 - Bearer-token authentication (401 without the token).
+- ``metadata.managedFields`` of ``Update`` writes: what a write changed becomes its manager's (``fieldManager``, else
+  the User-Agent): :mod:`allot_testing.fake_kube_fields`.
 
 Test controls (plain methods, no HTTP): :meth:`FakeKube.create`, :meth:`update`, :meth:`delete`, :meth:`heartbeat`,
 :meth:`set_phase`, :meth:`bookmark`, :meth:`unserve` / :meth:`serve` (a resource not served: 404), :meth:`expire` (compacts history: open watches get 410 and old versions stop
@@ -38,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import re
 import time
 import uuid
@@ -49,10 +50,12 @@ from typing import Any
 
 from aiohttp import web
 
-from allot_testing import fake_kube_pods, fake_kube_reads, fake_kube_writes
+from allot_testing import fake_kube_fields, fake_kube_pods, fake_kube_reads, fake_kube_writes
 from allot_testing.fake_kube_reads import Watch, visible
 from allot_testing.fake_kube_rules import (
+    FAULT_REASONS,
     Obj,
+    kubeconfig_text,
     matches,
     merge_patch,
     status,
@@ -105,18 +108,6 @@ RESOURCES = (
     FakeResource("events.k8s.io/v1", "Event", "events", True),
     FakeResource("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True, status_subresource=True),
 )
-
-
-# the reason the API server gives with a status code (an injected fault answers as it would)
-FAULT_REASONS = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    409: "AlreadyExists",
-    422: "Invalid",
-    429: "TooManyRequests",
-}
 
 
 @dataclass
@@ -180,18 +171,7 @@ class FakeKube:
     def kubeconfig(self, directory: Path) -> str:
         """Write a kubeconfig pointing at this server (with its token); returns the path."""
         path = Path(directory) / "fake-kubeconfig.yaml"
-        path.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "fake",
-                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-                    "users": [{"name": "fake", "user": {"token": self.token}}],
-                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-                }
-            )
-        )
+        path.write_text(kubeconfig_text(self.url, self.token))
         return str(path)
 
     # -- test controls ---------------------------------------------------------------------------------------------
@@ -219,7 +199,7 @@ class FakeKube:
         namespace = (meta.get("namespace") or "default") if resource.namespaced else ""
         return resource.plural, namespace, meta["name"]
 
-    def create(self, obj: Obj) -> Obj:
+    def create(self, obj: Obj, *, manager: str = "test") -> Obj:
         resource = self.resource(obj["kind"])
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
@@ -232,9 +212,8 @@ class FakeKube:
         meta.setdefault("uid", str(uuid.uuid4()))
         meta["resourceVersion"] = self._next_rv()
         meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        meta["managedFields"] = [
-            {"manager": "test", "operation": "Update", "time": meta["creationTimestamp"]}
-        ]
+        meta.pop("managedFields", None)
+        fake_kube_fields.track(None, obj, manager=manager, time=meta["creationTimestamp"])
         self.objects[key] = obj
         self._emit(resource, "ADDED", obj)
         return copy.deepcopy(obj)
@@ -246,12 +225,24 @@ class FakeKube:
         )
         return copy.deepcopy(found) if found is not None else None
 
-    def update(self, kind: str, name: str, mutate: Callable[[Obj], None], namespace: str = "") -> Obj:
-        """Change an object in place (``mutate`` edits a copy); a new resourceVersion and a MODIFIED event."""
+    def update(
+        self,
+        kind: str,
+        name: str,
+        mutate: Callable[[Obj], None],
+        namespace: str = "",
+        *,
+        manager: str = "test",
+        subresource: str = "",
+    ) -> Obj:
+        """Change an object in place (``mutate`` edits a copy); a new resourceVersion and a MODIFIED event. The fields
+        it changed become ``manager``'s in ``metadata.managedFields`` (:mod:`allot_testing.fake_kube_fields`)."""
         resource = self.resource(kind)
         key = (resource.plural, (namespace or "default") if resource.namespaced else "", name)
-        obj = copy.deepcopy(self.objects[key])
+        before = self.objects[key]
+        obj = copy.deepcopy(before)
         mutate(obj)
+        fake_kube_fields.track(before, obj, manager=manager, subresource=subresource)
         obj["metadata"]["resourceVersion"] = self._next_rv()
         self.objects[key] = obj
         self._emit(resource, "MODIFIED", obj)

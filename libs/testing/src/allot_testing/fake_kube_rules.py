@@ -8,6 +8,7 @@ page), so the fake cannot drift from the real API server unnoticed.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
 
@@ -228,3 +229,29 @@ def group_list(versions: list[str]) -> Obj:
             for group, vs in sorted(groups.items())
         ],
     }
+
+
+# the reason the API server gives with a status code (an injected fault answers as it would)
+FAULT_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "AlreadyExists",
+    422: "Invalid",
+    429: "TooManyRequests",
+}
+
+
+def kubeconfig_text(url: str, token: str) -> str:
+    """A kubeconfig for a server at ``url`` with a bearer ``token``."""
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": url}}],
+            "users": [{"name": "fake", "user": {"token": token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+        }
+    )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
+from allot_testing.fake_kube_fields import manager_of
 from allot_testing.fake_kube_rules import (
     APPLY_PATCH,
     JSON_PATCH,
@@ -69,7 +70,8 @@ async def patch_request(
         return create(
             kube, resource, namespace, {**body, "metadata": {**body.get("metadata", {}), "name": name}}
         )
-    return patch(kube, resource, namespace, name, sub, body, request.path, kind=kind)
+    manager = manager_of(query, request.headers.get("User-Agent", ""))
+    return patch(kube, resource, namespace, name, sub, body, request.path, kind=kind, manager=manager)
 
 
 def delete_request(
@@ -157,6 +159,7 @@ def patch(
     path: str,
     *,
     kind: str = MERGE_PATCH,
+    manager: str = "test",
 ) -> web.Response:
     kube.patches.append((path, patch))
     key = (resource.plural, namespace, name)
@@ -194,4 +197,6 @@ def patch(
         obj.clear()
         obj.update(copy.deepcopy(result))
 
-    return web.json_response(kube.update(resource.kind, name, apply, namespace))
+    return web.json_response(
+        kube.update(resource.kind, name, apply, namespace, manager=manager, subresource=sub)
+    )

@@ -28,7 +28,7 @@ from typing import Any, Final
 import pytest
 from hypothesis import HealthCheck, settings
 
-__all__ = ["DEFAULT", "LENGTHS", "LENGTH_IDS", "SLOW", "Tally", "report", "settings_for"]
+__all__ = ["DEFAULT", "LENGTHS", "LENGTH_IDS", "SLOW", "Tally", "merge", "report", "settings_for", "tallies"]
 
 DEFAULT: Final = 200  # cases per door in the default run
 SLOW: Final = 10_000  # cases per door in the slow run
@@ -60,6 +60,17 @@ class Tally:
 
     def count(self, outcome: str) -> None:
         self.counts[outcome] += 1
+
+
+def tallies() -> dict[str, dict[str, int]]:
+    """This process's counts, as plain data (a test worker hands them to the process that prints the report)."""
+    return {door: dict(counts) for door, counts in _TALLIES.items() if counts}
+
+
+def merge(counts: dict[str, dict[str, int]]) -> None:
+    """Add another process's counts (from :func:`tallies`) to this one's."""
+    for door, outcomes in counts.items():
+        _TALLIES.setdefault(door, Counter()).update(outcomes)
 
 
 def report() -> list[str]:

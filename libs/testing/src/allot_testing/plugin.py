@@ -181,6 +181,23 @@ def external_database_url(external_pg_url: str, external_pg_template: str) -> It
     yield from _fresh_database(external_pg_url, external_pg_template)
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist, a worker hands its fuzz counts to the controller, which prints the report."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from allot_testing.fuzz import tallies
+
+        workeroutput["allot_fuzz_tallies"] = tallies()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """The controller's side of :func:`pytest_sessionfinish`: add a finished worker's fuzz counts."""
+    from allot_testing.fuzz import merge
+
+    merge(getattr(node, "workeroutput", {}).get("allot_fuzz_tallies", {}))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """How many cases each door's fuzz test tried, and what came of them (allot_testing.fuzz)."""
     from allot_testing.fuzz import report

@@ -108,3 +108,17 @@ class Scenario:
                 )
 
         asyncio.run(check())
+
+
+def borrowed_quota(labels: dict[str, str] | None = None) -> Scenario:
+    """Two quotas ``a`` and ``b`` (min 8 cpu, max 16 each) on one 16-cpu node: ``a``'s four 4-cpu pods (with
+    ``labels``) borrow ``b``'s idle min, then ``b``'s 8-cpu pod ``b0`` wants it back (``a`` is over its runtime)."""
+    from allot_testing.builders import a_node, a_pod, a_quota
+
+    s = Scenario()
+    s.apply(a_node("n", cpu="16", memory="64Gi"))
+    limits = {"max": {"cpu": "16", "memory": "64Gi"}, "min": {"cpu": "8", "memory": "32Gi"}}
+    s.apply(a_quota("a", namespace="a", **limits), a_quota("b", namespace="b", **limits))
+    s.apply(*(a_pod(f"a{i}", namespace="a", cpu="4", memory="4Gi", labels=labels or {}) for i in range(4)))
+    s.apply(a_pod("b0", namespace="b", cpu="8", memory="8Gi"))
+    return s

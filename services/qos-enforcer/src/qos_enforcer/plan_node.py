@@ -65,7 +65,7 @@ def plan_node(
         system = max(usage.cpu_used_milli - pod_used, 0)
         reserved = max(node.capacity.get("cpu", 0) - node.allocatable.get("cpu", 0), 0)
         suppress = capacity * t.cpu_suppress_percent // 100 - non_be - max(system, reserved)
-        budget = node.allocatable.get(BATCH_CPU)
+        budget = node.resource(BATCH_CPU)  # the newest node.allocatable_updated wins
         quota = max(min(suppress, budget) if budget is not None else suppress, t.cpu_suppress_min_milli)
         if previous_quota is not None and abs(quota - previous_quota) < t.suppress_update_milli:
             quota = previous_quota

@@ -249,14 +249,22 @@ class GpuInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     """What enforcement needs about the node: labels, allocatable and capacity (canonical integers), its GPUs by minor
-    (from the Device object) and its CPUs (from the NodeResourceTopology)."""
+    (from the Device object) and its CPUs (from the NodeResourceTopology). ``computed``: the batch/mid resources of
+    the newest ``node.allocatable_updated``, which replace the Node object's own amounts (see :meth:`resource`)."""
 
     name: str
     labels: dict[str, str] = {}
     allocatable: dict[str, int] = {}
+    computed: dict[str, int] = {}
     capacity: dict[str, int] = {}
     gpus: dict[int, GpuInfo] = {}
     cpus: tuple[int, ...] = ()
+
+    def resource(self, name: str) -> int | None:
+        """The allocatable amount of ``name`` as the scheduler sees it: the newest decision's when it names one (a
+        Node recorded again later, e.g. the echo of the binder writing that decision, does not undo it), else the
+        Node object's own; None when neither has it."""
+        return self.computed.get(name, self.allocatable.get(name))
 
 
 def node_facts(
@@ -267,6 +275,7 @@ def node_facts(
     device: Mapping[str, Any] | None = None,
     topology: Mapping[str, Any] | None = None,
     inventory: Inventory | None = None,
+    computed: Mapping[str, str] | None = None,
 ) -> NodeFacts:
     """``previous`` updated with a Node, Device or NodeResourceTopology manifest (already accepted by
     node-reporter; unreadable parts are left as they were). ``inventory``: the Device as read at the door, when the
@@ -284,6 +293,8 @@ def node_facts(
         facts = msgspec.structs.replace(
             facts, labels=labels(node), allocatable=allocatable, capacity=capacity
         )
+    if computed is not None:  # a node.allocatable_updated replaces the previous one whole
+        facts = msgspec.structs.replace(facts, computed=_quantities(computed, "allocatable", []))
     if device is not None or inventory is not None:
         if inventory is None and device is not None:
             _, inventory, _ = parse_device_cr(dict(device))

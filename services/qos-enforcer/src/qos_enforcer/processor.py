@@ -1,8 +1,9 @@
 """qos-enforcer's decisions: the QoS of every bound pod and what must hold for it on its node (the PostBind stage).
 
 Consumes pods (``pod.submitted``/``pod.observed`` manifests, ``pod.bound``, ``pod.deleted``, ``quota.evicted``,
-``pod.evicted``), its node (``node.registered``, ``device.reported``, ``topology.reported`` and their removals), the
-node agent's usage samples (``qos.usage_sampled``) and applications (``qos.applied``). Emits:
+``pod.evicted``), its node (``node.registered``, ``device.reported``, ``topology.reported`` and their removals, and
+``node.allocatable_updated``: the newest one's batch-cpu is the batch budget, over the Node object's own), the node
+agent's usage samples (``qos.usage_sampled``) and applications (``qos.applied``). Emits:
 
 - ``qos.recorded`` per binding: Kubernetes QoS, Koordinator QoS, priority class and the pod's enforcement plan
   (:mod:`qos_enforcer.plan`), revision 1;
@@ -30,6 +31,7 @@ from allot_contracts.events import (
     DevicesRemoved,
     DevicesReported,
     Event,
+    NodeAllocatableUpdated,
     NodeRegistered,
     NodeRemoved,
     ObjectRef,
@@ -92,6 +94,7 @@ class QosEnforcer:
             "pod.evicted",
             "pod.eviction_enacted",
             "node.registered",
+            "node.allocatable_updated",
             "node.removed",
             "device.reported",
             "device.removed",
@@ -189,6 +192,9 @@ class QosEnforcer:
             case NodeRegistered(name=name, manifest=manifest) if self._mine(name):
                 state = self._node(name)
                 state.facts = node_facts(state.facts, name, node=manifest)
+            case NodeAllocatableUpdated(name=name, allocatable=allocatable) if self._mine(name):
+                state = self._node(name)
+                state.facts = node_facts(state.facts, name, computed=allocatable)
             case DevicesReported(name=name, inventory=inventory) if self._mine(name):
                 state = self._node(name)
                 state.facts = node_facts(state.facts, name, inventory=inventory)
@@ -361,6 +367,8 @@ class QosEnforcer:
                     "TopologyReported": "CPU topology",
                 }
                 return self._replan(name, f"{what[type(event).__name__]} changed") + self._node_plan(name)
+            case NodeAllocatableUpdated(name=name) if self._mine(name):
+                return self._node_plan(name)  # the batch budget BE suppression stays within
             case QosUsageSampled(node=node) if self._mine(node):
                 return self._node_plan(node) + self._evictions(node, event)
             case _:

@@ -10,7 +10,8 @@ Emits ``quota.admitted`` (charged; ``detail`` is the engine's admission record w
 lent how much, under which runtime), ``quota.waiting`` (the upstream message with runtime, used and request; the pod
 waits and is admitted when quota frees), ``quota.released`` (``detail.returned``: the reverse facts),
 ``quota.evicted`` (intra-quota preemption of less important pods, or over-use revoke after ``delayEvictTime``), and
-``quota.registered``/``quota.rejected``/``quota.removed``.
+``quota.registered``/``quota.rejected``/``quota.removed``, and ``quota.reclaim_blocked`` when Kubernetes refused one
+of its evictions for good (``quota.eviction_enactment_failed``: the pod runs on, charged again; ``reclaim.py``).
 
 Input effects are applied in ``evolve`` (an object applied, a pod gone) and the decision records them and admits
 whoever fits afterwards, so one event can free quota and admit waiting pods atomically. What the decision records of
@@ -57,6 +58,7 @@ from allot_contracts.events import (
     QuotaProfileRegistered,
     QuotaProfileRejected,
     QuotaProfileRemoved,
+    QuotaReclaimBlocked,
     QuotaRegistered,
     QuotaRejected,
     QuotaReleased,
@@ -66,12 +68,15 @@ from allot_contracts.events import (
     TimerFired,
     type_of,
 )
+from allot_contracts.events.enactment import QuotaEvictionEnacted, QuotaEvictionEnactmentFailed
 from allot_contracts.kube import priority_value
 from allot_contracts.objects.pod import Pod
 from allot_gang import goes_alone
 from allot_quota import QuotaConfig, QuotaEngine
 from allot_quota.decisions import AdmitDecision, UsageChange
 from allot_runtime.processor import Emit
+from quota_manager.outcomes import profile_outcome, quota_outcome
+from quota_manager.reclaim import Reclaims
 from quota_manager.support import after, fits_node, object_ref, why_waiting
 
 # Our default differs from upstream in one place: over-use revoke is on, so lenders get their quota back.
@@ -104,6 +109,8 @@ class QuotaManager:
             "gang.group_placed",
             "gang.group_ready",
             "gang.holds_released",
+            "quota.eviction_enacted",
+            "quota.eviction_enactment_failed",
             "timer.fired",
         }
     )
@@ -135,6 +142,7 @@ class QuotaManager:
         self.owed_releases: dict[str, tuple[str, UsageChange]] = {}
         # quota (or "profile:<key>") -> ("applied"|"removed", errors), recorded as quota(profile).registered/...
         self.owed_outcomes: dict[str, tuple[str, list[Any]]] = {}
+        self.reclaims = Reclaims()  # evictions Kubernetes may still refuse (quota_manager.reclaim)
 
     # -- evolve ----------------------------------------------------------------------------------------------
 
@@ -175,9 +183,11 @@ class QuotaManager:
             case NodeRemoved(name=name):
                 self.engine.delete_node(name)
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
+                self.reclaims.gone(pod.key)
                 self.pods[pod.key] = spec
                 self.engine.add_pending(spec)
             case PodObserved(pod=pod, spec=spec) if spec is not None:
+                self.reclaims.gone(pod.key)
                 self.pods[pod.key] = spec
                 self.engine.assign(spec)
                 self.charged.add(pod.key)
@@ -197,6 +207,7 @@ class QuotaManager:
             case PodRejected(pod=pod):
                 self._uncharge(pod.key, "rejected", remove=True)
             case PodDeleted(pod=pod):
+                self.reclaims.gone(pod.key)
                 self._uncharge(pod.key, "deleted", remove=True)
                 self.pods.pop(pod.key, None)
                 self.waiting_reasons.pop(pod.key, None)
@@ -226,7 +237,8 @@ class QuotaManager:
                 for member in members:
                     if self.group_charges.get(member) == (group, attempt):
                         self._uncharge(member, f"gang holds released: {reason}", remove=False)
-            case QuotaEvicted(pod=pod, quota=quota):
+            case QuotaEvicted(pod=pod, quota=quota, cause=cause):
+                self.reclaims.evicted(pod.key, self.pods.get(pod.key), self.node_of.get(pod.key, ""), cause)
                 self.engine.remove_pod(pod.key)
                 self.engine.restart_overuse(quota)
                 self.pods.pop(pod.key, None)
@@ -234,6 +246,12 @@ class QuotaManager:
                 self._not_waiting(pod.key)
                 self.group_charges.pop(pod.key, None)
                 self.node_of.pop(pod.key, None)
+            case QuotaEvictionEnacted(pod=pod):
+                self.reclaims.enacted(pod.key)
+            case QuotaEvictionEnactmentFailed(pod=pod):
+                self._charge_again(event)
+            case QuotaReclaimBlocked(pod=pod):
+                self.reclaims.settled(pod)
             case _:
                 pass
         self.engine.observe_overuse(at // 1_000_000)
@@ -248,6 +266,20 @@ class QuotaManager:
                     self.status_dirty_since = None  # nothing to publish after all
         elif self.status_dirty_since is None:
             self.status_dirty_since = at
+
+    def _charge_again(self, event: QuotaEvictionEnactmentFailed) -> None:
+        """Kubernetes refused the eviction for good: the pod runs on, charged as before (quota_manager.reclaim)."""
+        held = self.reclaims.refused(event)
+        if held is None:
+            return
+        key = event.pod.key
+        self.pods[key] = held.spec
+        self.engine.assign(held.spec)
+        self.charged.add(key)
+        if held.node:
+            self.node_of[key] = held.node
+        row = next((r for r in self.engine.tree_view() if r["name"] == event.quota), {})
+        self.reclaims.owe(event, held, dict(row.get("used") or {}))
 
     def _not_waiting(self, key: str) -> None:
         self.waiting.pop(key, None)
@@ -295,6 +327,8 @@ class QuotaManager:
 
     def _decide(self, event: Event, at: int) -> list[Emit]:
         match event:
+            case QuotaEvictionEnactmentFailed(pod=pod) if pod.key in self.reclaims.owed:
+                return [Emit(stream_id=stream_id("pod", pod.key), event=self.reclaims.owed[pod.key])]
             case PodSubmitted(pod=pod, spec=spec) if goes_alone(spec):
                 return self._admit(
                     pod, 1
@@ -315,9 +349,9 @@ class QuotaManager:
             case GangHoldsReleased(members=members):
                 return [*(e for m in members for e in self._released(m)), *self._admit_waiting()]
             case QuotaApplied(quota=ref) | QuotaDeleted(quota=ref):
-                return [*self._quota_outcome(ref), *self._admit_waiting()]
+                return [*quota_outcome(self.owed_outcomes, self.engine, ref), *self._admit_waiting()]
             case QuotaProfileApplied(profile=ref) | QuotaProfileDeleted(profile=ref):
-                return [*self._profile_outcome(ref, event), *self._admit_waiting()]
+                return [*profile_outcome(self.owed_outcomes, self.engine, ref, event), *self._admit_waiting()]
             case _:
                 return []
 
@@ -424,7 +458,7 @@ class QuotaManager:
         )
         pods_on: dict[str, list[Pod]] = {}
         for key, node in sorted(self.node_of.items()):
-            if key in self.pods:
+            if key in self.pods and key not in self.reclaims.blocked:  # a refused victim is not chosen again
                 pods_on.setdefault(node, []).append(self.pods[key])
         best: tuple[tuple[int, str], Any] | None = None
         for node in nodes:
@@ -492,53 +526,12 @@ class QuotaManager:
             for d in (*admitted, *changed)
         ]
 
-    def _quota_outcome(self, ref: ObjectRef) -> list[Emit]:
-        if ref.key not in self.owed_outcomes:
-            return []
-        what, errors = self.owed_outcomes[ref.key]
-        stream = stream_id("quota", ref.key)
-        if errors:
-            return [Emit(stream_id=stream, event=QuotaRejected(quota=ref, errors=list(errors)))]
-        if what == "removed":
-            return [Emit(stream_id=stream, event=QuotaRemoved(quota=ref))]
-        row = next((r for r in self.engine.tree_view() if r["name"] == ref.name), {})
-        return [
-            Emit(
-                stream_id=stream,
-                event=QuotaRegistered(
-                    quota=ref,
-                    max=dict(row.get("max", {})),
-                    min=dict(row.get("min", {})),
-                    runtime=self.engine.runtime(ref.name),
-                ),
-            )
-        ]
-
-    def _profile_outcome(self, ref: ObjectRef, event: Event) -> list[Emit]:
-        key = f"profile:{ref.key}"
-        if key not in self.owed_outcomes:
-            return []
-        what, errors = self.owed_outcomes[key]
-        stream = stream_id("quotaprofile", ref.key)
-        if errors:
-            return [Emit(stream_id=stream, event=QuotaProfileRejected(profile=ref, errors=list(errors)))]
-        if what == "removed":
-            return [Emit(stream_id=stream, event=QuotaProfileRemoved(profile=ref))]
-        assert isinstance(event, QuotaProfileApplied)
-        quota = event.spec.quota_name if event.spec is not None else ref.name
-        return [
-            Emit(
-                stream_id=stream,
-                event=QuotaProfileRegistered(profile=ref, quota=quota, runtime=self.engine.runtime(quota)),
-            )
-        ]
-
     def _revoke(self, at: int) -> list[Emit]:
         """Over-use revoke: due whenever the recorded time has passed a quota's delay (a timer event or any input)."""
         deadline = self.engine.revoke_deadline()
         if deadline is None or at // 1_000_000 < deadline:
             return []
-        evictions = self.engine.overuse_revoke(at // 1_000_000, dry_run=True)
+        evictions = self.engine.overuse_revoke(at // 1_000_000, dry_run=True, spare=self.reclaims.blocked)
         return [
             Emit(
                 stream_id=stream_id("pod", e.pod),
@@ -577,6 +570,7 @@ class QuotaManager:
             "pods": sorted(self.pods),
             "owed_releases": msgspec.to_builtins(dict(sorted(self.owed_releases.items()))),
             "owed_outcomes": msgspec.to_builtins(dict(sorted(self.owed_outcomes.items()))),
+            "reclaims": self.reclaims.digest(),
         }
 
     def quotas_state(self) -> dict[str, Any]:

@@ -123,6 +123,8 @@ def _summary(record: RecordedEvent) -> str:
             return str(p.get("message", ""))
         case "quota.evicted":
             return f"{p['cause']}: {p['message']}"
+        case "quota.reclaim_blocked":
+            return str(p["message"])
         case "pod.placed":
             return f"node {p['node']}"
         case "pod.bound":
@@ -336,6 +338,8 @@ def _outcome_lines(events: list[RecordedEvent], last: dict[str, Payload], standi
         lines.append(f"gang:      placement given back: {last[standing]['reason']}")
     if standing == "quota.evicted":
         lines.append(f"evicted:   {last['quota.evicted']['cause']}: {last['quota.evicted']['message']}")
+        if blocked := last.get("quota.reclaim_blocked"):
+            lines.append(f"  blocked: {blocked['message']}")
     if standing == "pod.evicted":
         lines.append(f"evicted:   {last['pod.evicted']['cause']}: {last['pod.evicted']['message']}")
         if enacted := last.get("pod.eviction_enacted"):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from allot_contracts.events.migration_enactment import STATUS_DECISIONS
+from allot_contracts.events.reservation_enactment import RESERVATION_STATUS_DECISIONS
 
 ENACTED, REFUSED, WITHDRAWN, SUPERSEDED, OPEN = "enacted", "refused", "withdrawn", "superseded", "open"
 
@@ -66,6 +67,9 @@ class Rule:
     applies: Callable[[dict[str, Any]], bool] = _always
     producer: str = ""  # when set: only this producer's decisions of the kind
     own_job: bool = False  # only on the stream of a PodMigrationJob Allot's descheduler created
+    user_reservation: bool = (
+        False  # not on a PodMigrationJob's own reservation (never written to the cluster)
+    )
 
 
 POD_LIFE_ENDS = frozenset({"pod.deleted", "pod.submitted", "pod.observed"})
@@ -127,6 +131,15 @@ RULES["node.allocatable_updated"] = replace(
 )
 for _kind in ("device.reported", "device.removed"):
     RULES[_kind] = replace(NODE_OUTCOMES, superseded_by=frozenset({"device.reported", "device.removed"}))
+# Reservation status (reservation-manager's worker writes the latest decision's status on reservations/{name}/status)
+for _kind in RESERVATION_STATUS_DECISIONS:
+    RULES[_kind] = Rule(
+        outcomes=frozenset({"reservation.status_enacted", "reservation.status_enactment_failed"}),
+        refusals=frozenset({"reservation.status_enactment_failed"}),
+        withdrawn_by=frozenset({"reservation.deleted", "reservation.removed"}),
+        superseded_by=RESERVATION_STATUS_DECISIONS,
+        user_reservation=True,
+    )
 OUTCOMES = frozenset(t for rule in RULES.values() for t in rule.outcomes)
 WITHDRAWALS = frozenset(t for rule in RULES.values() for t in rule.withdrawn_by)
 TYPES = frozenset(RULES) | OUTCOMES | WITHDRAWALS
@@ -171,11 +184,15 @@ def _refused(rule: Rule, kind: str, payload: dict[str, Any]) -> bool:
     return kind in rule.refusals or payload.get("evicted") is False
 
 
-def _judged(rule: Rule, record: Record, payload: dict[str, Any], own_jobs: set[str]) -> bool:
+def _judged(
+    rule: Rule, record: Record, payload: dict[str, Any], own_jobs: set[str], job_reservations: set[str]
+) -> bool:
     """Whether ``record`` is a decision the ledger waits an outcome for."""
     if rule.producer and _producer(record) != rule.producer:
         return False
     if rule.own_job and record.stream_id not in own_jobs:
+        return False
+    if rule.user_reservation and record.stream_id in job_reservations:
         return False
     return rule.applies(payload)
 
@@ -185,6 +202,7 @@ def fold(records: Iterable[Record]) -> Ledger:
     ledger = Ledger()
     open_on: dict[str, list[str]] = {}  # stream -> ids of its decisions not settled yet
     own_jobs: set[str] = set()  # streams of the PodMigrationJobs the descheduler created
+    job_reservations: set[str] = set()  # streams of PodMigrationJobs' own reservations
     for record in records:
         kind, payload = record.type, record.payload_dict()
         if kind in KUBERNETES_ONLY or (
@@ -209,7 +227,9 @@ def fold(records: Iterable[Record]) -> Ledger:
         rule = RULES.get(kind)
         if kind == "migration.applied" and _producer(record) == DESCHEDULER:
             own_jobs.add(record.stream_id)
-        if rule is not None and _judged(rule, record, payload, own_jobs):
+        if kind == "reservation.accepted":
+            (job_reservations.add if payload.get("job") else job_reservations.discard)(record.stream_id)
+        if rule is not None and _judged(rule, record, payload, own_jobs, job_reservations):
             ledger.entries[record.event_id] = Entry(
                 position=record.position, type=kind, stream=record.stream_id, recorded_at=record.recorded_at
             )

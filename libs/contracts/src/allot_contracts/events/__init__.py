@@ -40,6 +40,7 @@ from allot_contracts.events.pods import *  # noqa: F403
 from allot_contracts.events.preemption import *  # noqa: F403
 from allot_contracts.events.qos import *  # noqa: F403
 from allot_contracts.events.quota import *  # noqa: F403
+from allot_contracts.events.reservation_enactment import *  # noqa: F403
 from allot_contracts.events.reservations import *  # noqa: F403
 from allot_contracts.events.security import *  # noqa: F403
 

@@ -14,6 +14,7 @@ __all__ = [
     "QuotaProfileRejected",
     "QuotaProfileRemoved",
     "QuotaRegistered",
+    "QuotaReclaimBlocked",
     "QuotaRejected",
     "QuotaReleased",
     "QuotaRemoved",
@@ -81,6 +82,23 @@ class QuotaEvicted(Event, frozen=True, kw_only=True, tag="quota.evicted.v2"):
     cause: str
     message: str
     detail: VictimsDecision | Eviction | None = None
+
+
+class QuotaReclaimBlocked(Event, frozen=True, kw_only=True, tag="quota.reclaim_blocked.v1"):
+    """quota-manager's answer to the Kubernetes API server refusing a ``quota.evicted`` for good
+    (``quota.eviction_enactment_failed``: a PodDisruptionBudget that allows no disruption, two budgets, …): the pod
+    keeps running, so it is charged to ``quota`` again (``used``: the quota's use after that) and is not chosen again
+    in this life (neither by preemption nor by over-use revoke: other pods are). ``decision`` is the refused ``quota.evicted``'s event id; ``reason`` and
+    ``message`` say why, with the API server's words."""
+
+    pod: ObjectRef
+    uid: str = ""
+    quota: str
+    cause: str  # the refused eviction's: Preempted or OverUseRevoke
+    decision: str
+    reason: str
+    message: str
+    used: dict[str, str] = {}  # quantity text, as `allot quota` shows it
 
 
 class QuotaRejected(Event, frozen=True, kw_only=True, tag="quota.rejected.v1"):

@@ -44,6 +44,7 @@ from allot_runtime.kube.client import (
     status_error,
 )
 from allot_runtime.kube.mirror import (
+    BINDER_FIELD_MANAGER,
     Kind,
     Known,
     Mirror,
@@ -51,10 +52,12 @@ from allot_runtime.kube.mirror import (
     spec_fingerprint,
     storage_issues,
     strip_server_fields,
+    without_owned,
 )
 from allot_runtime.kube.reflector import Backoff, Reflector, Sink, WatchMetrics, run_in_order
 
 __all__ = [
+    "BINDER_FIELD_MANAGER",
     "DEVICES",
     "ELASTIC_QUOTAS",
     "MIGRATION_JOBS",
@@ -88,4 +91,5 @@ __all__ = [
     "status_error",
     "storage_issues",
     "strip_server_fields",
+    "without_owned",
 ]

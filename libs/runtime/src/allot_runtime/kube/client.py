@@ -216,8 +216,11 @@ async def call(
     *,
     content_type: str = "application/json",
     timeout: float = 30.0,
+    query: Iterable[tuple[str, Any]] = (),
 ) -> Any:
     """One request whose answer is read as JSON: 2xx → the body; otherwise the error of :func:`status_error`."""
     return await read_json(
-        await request(client, method, path, body=body, content_type=content_type, timeout=timeout)
+        await request(
+            client, method, path, query=query, body=body, content_type=content_type, timeout=timeout
+        )
     )

@@ -40,6 +40,48 @@ def storage_issues(value: Any, path: str = "") -> list[str]:
     return [f"{where}: {why}" for where, why in contract_storage_issues(value, path)]
 
 
+# the field manager of the binder's writes to Nodes (``nodes/{name}/status``): what it owns there is Allot's output
+BINDER_FIELD_MANAGER = "allot-binder"
+
+
+def field_paths(fields: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """The leaf paths of a ``FieldsV1`` set (``{"f:status": {"f:allocatable": {"f:cpu": {}}}}`` →
+    ``{("status", "allocatable", "cpu")}``)."""
+    if not isinstance(fields, dict) or not fields:
+        return {prefix} if prefix else set()
+    out: set[tuple[str, ...]] = set()
+    for key, sub in fields.items():
+        if isinstance(key, str) and key.startswith("f:"):
+            out |= field_paths(sub, (*prefix, key[2:]))
+    return out
+
+
+def owned_fields(obj: Obj, manager: str) -> set[tuple[str, ...]]:
+    """The fields ``manager`` owns in ``obj`` according to its ``metadata.managedFields`` (``FieldsV1`` paths, e.g.
+    ``("status", "allocatable", "kubernetes.io/batch-cpu")``). A field another writer changed since is theirs."""
+    found: set[tuple[str, ...]] = set()
+    for entry in meta(obj).get("managedFields") or []:
+        if isinstance(entry, dict) and entry.get("manager") == manager:
+            found |= field_paths(entry.get("fieldsV1"))
+    return found
+
+
+def without_owned(obj: Obj, manager: str, maps: Iterable[tuple[str, str]]) -> Obj:
+    """``obj`` without the keys ``manager`` owns in the maps ``maps`` (``("status", "allocatable")``, …): a copy
+    of those maps only, the rest shared. Used before ``metadata.managedFields`` is stripped."""
+    owned = owned_fields(obj, manager)
+    out = dict(obj)
+    for section, name in maps:
+        parent = out.get(section)
+        values = parent.get(name) if isinstance(parent, dict) else None
+        if not isinstance(parent, dict) or not isinstance(values, dict):
+            continue
+        kept = {k: v for k, v in values.items() if (section, name, k) not in owned}
+        if len(kept) != len(values):
+            out[section] = {**parent, name: kept}
+    return out
+
+
 @dataclass
 class Known:
     uid: str

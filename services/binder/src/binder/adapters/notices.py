@@ -16,7 +16,9 @@ restart neither repeats nor misses anything, and writes:
 - the Node's ``status.capacity`` and ``status.allocatable`` device resources and batch/mid resources, and its
   annotations ``node.koordinator.sh/cpu-normalization-ratio`` and ``raw-allocatable``, in one merge patch on
   ``nodes/{name}/status`` (the API server keeps metadata changes made through a Node's status subresource; only its
-  spec is reset). Resources and annotations that disappeared are removed; the kubelet's own are untouched.
+  spec is reset), as field manager ``allot-binder``, so node-reporter's watch records none of it back (the fields
+  that manager owns are Allot's output). Resources and annotations that disappeared are removed; the kubelet's own
+  are untouched.
 
 Conditions, status and capacity are *desired state*: kept until written (retried with backoff), the latest wins.
 The Node's resources and annotations are the one part of these that decisions change (``node.allocatable_updated``,
@@ -43,6 +45,7 @@ from allot_contracts.envelope import RecordedEvent
 from allot_contracts.errors import Fenced, TransientError
 from allot_contracts.events import Event, PodBound, PodDeleted, PodSubmitted
 from allot_contracts.events.enactment import NodeStatusEnacted, NodeStatusEnactmentFailed
+from allot_runtime.kube import BINDER_FIELD_MANAGER
 from allot_runtime.kube.client import ApiError, call
 from binder.adapters.events import EventRecorder, micro_time
 from binder.adapters.outcomes import record_outcome
@@ -55,6 +58,9 @@ CHECKPOINT = "binder.kube.notices"
 POD_STATUS = "/api/v1/namespaces/{namespace}/pods/{name}/status"
 POD_GROUP_STATUS = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
 NODE_STATUS = "/api/v1/nodes/{name}/status"
+# the Node's patch names its field manager, so node-reporter's watch knows the fields it sets for Allot's own output
+AS_BINDER = (("fieldManager", BINDER_FIELD_MANAGER),)
+Query = tuple[tuple[str, str], ...]
 # decisions the Node's patch carries out, by what supersedes what: the latest of each group per node
 NODE_DECISIONS = {
     "node.allocatable_updated": "allocatable",
@@ -98,10 +104,12 @@ class NoticeWorker:
                 send=self._send, controller=self.renderer.scheduler, instance=instance
             )
 
-    async def _send(self, method: str, path: str, body: dict[str, Any], content_type: str) -> Any:
+    async def _send(
+        self, method: str, path: str, body: dict[str, Any], content_type: str, query: Query = ()
+    ) -> Any:
         if self.leadership is not None:
             self.leadership.check(f"{method} {path}")
-        return await call(self.client, method, path, body, content_type=content_type)
+        return await call(self.client, method, path, body, content_type=content_type, query=query)
 
     async def run(self, stop: asyncio.Event) -> None:
         self.position = await self.store.get_checkpoint(CHECKPOINT)
@@ -230,7 +238,9 @@ class NoticeWorker:
                 and self.written_annotations.get(node) == annotations
             )  # a decision that changes nothing the Node shows: answered without a write
             refused = (
-                await self._patch(NODE_STATUS.format(name=node), body) if body and not unchanged else None
+                await self._patch(NODE_STATUS.format(name=node), body, query=AS_BINDER)
+                if body and not unchanged
+                else None
             )
             self.written_nodes[node] = resources
             self.written_annotations[node] = annotations
@@ -260,11 +270,13 @@ class NoticeWorker:
             )
             await record_outcome(self.store, decision=decision, stream=decision.stream_id, event=outcome)
 
-    async def _patch(self, path: str, patch: dict[str, Any], *, strategic: bool = False) -> ApiError | None:
+    async def _patch(
+        self, path: str, patch: dict[str, Any], *, strategic: bool = False, query: Query = ()
+    ) -> ApiError | None:
         """None when written; the refusal when refused for good (404: the object is gone; other 4xx)."""
         kind = "application/strategic-merge-patch+json" if strategic else "application/merge-patch+json"
         try:
-            await self._send("PATCH", path, patch, kind)
+            await self._send("PATCH", path, patch, kind, query)
         except ApiError as exc:
             if exc.status in (401, 403) or exc.status >= 500:
                 raise

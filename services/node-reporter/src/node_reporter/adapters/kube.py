@@ -11,7 +11,7 @@ node) and records as ``node-reporter@<node>.kube``; without an instance it watch
 as inputs.
 
 Only real changes are recorded (see :mod:`allot_runtime.kube.mirror`): for Nodes, labels, annotations, taints,
-``unschedulable``, allocatable and capacity (not conditions, heartbeats or images); for ``Device``, labels,
+``unschedulable``, allocatable and capacity (not conditions, heartbeats or images, nor what the binder wrote); for ``Device``, labels,
 annotations and spec; for ``NodeResourceTopology``, labels, annotations, policies and zones (without the
 ``available`` amounts, which follow every pod). Event ids are derived from (kind, uid, resourceVersion), and what was
 recorded is read back from the log at start and at every relist.
@@ -37,6 +37,7 @@ from allot_contracts.events import (
     TopologyDeleted,
 )
 from allot_runtime.kube import (
+    BINDER_FIELD_MANAGER,
     DEVICES,
     NODES,
     TOPOLOGIES,
@@ -50,6 +51,7 @@ from allot_runtime.kube import (
     meta,
     run_in_order,
     strip_server_fields,
+    without_owned,
 )
 from allot_runtime.processor import instance_name
 
@@ -80,8 +82,12 @@ def _identity(manifest: Obj) -> Obj:
 
 
 def normalize_node(obj: Obj) -> Obj:
-    """What a Node means to scheduling: metadata, spec, and allocatable/capacity (no conditions, images, …)."""
-    obj = strip_server_fields(obj)
+    """What a Node means to scheduling: metadata, spec, and allocatable/capacity (no conditions, images, …), without
+    the annotations and resources the binder wrote (owned by its field manager in ``managedFields``): those are
+    Allot's own decisions on the way back, and recording them would cost a round of every decider per write. A value
+    someone else set (a field they changed since) is theirs and recorded."""
+    owned = (("metadata", "annotations"), ("status", "allocatable"), ("status", "capacity"))
+    obj = strip_server_fields(without_owned(obj, BINDER_FIELD_MANAGER, owned))
     status = obj.get("status") or {}
     kept = {k: status[k] for k in ("capacity", "allocatable") if k in status}
     return {

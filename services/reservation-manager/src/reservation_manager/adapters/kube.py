@@ -11,7 +11,10 @@ committed decisions (a failed commit makes the runtime inconsistent until it reb
 
 In Kubernetes mode the descheduler's own jobs are first created in the API server (``adapters/jobs.py``); their status
 is written once they exist, and each write's outcome is recorded (the enactment ledger): a final refusal (400, 403,
-404, 422) is recorded as ``migration.status_enactment_failed`` and not asked again until the status changes.
+404, 422) is recorded as ``migration.status_enactment_failed`` and not asked again until the status changes. So is
+every Reservation status write (``adapters/status_ledger.py``): ``reservation.status_enacted`` for the latest status
+decision it carries out (also when the status already showed it), ``reservation.status_enactment_failed`` for a final
+refusal (404: no such Reservation in the cluster).
 
 Errors of the other objects: 404 (the object is gone) is ignored; 401/403 are logged as errors and retried (RBAC: ``patch
 reservations/status``, ``podmigrationjobs/status``, ``delete reservations``, ``podmigrationjobs``); transport errors,
@@ -31,11 +34,20 @@ from allot_contracts.quantity import format_quantity
 from allot_eventstore.clock import iso
 from allot_runtime.kube.client import ApiError, api_client, call
 from reservation_manager.adapters.jobs import FINAL_STATUSES, JobEnactor
+from reservation_manager.adapters.status_ledger import StatusLedger
 
 log = logging.getLogger("allot.reservation-manager.kube")
 
 GROUP = "/apis/scheduling.koordinator.sh/v1alpha1"
 JOBS_PATH = f"{GROUP}/podmigrationjobs/"
+RESERVATIONS_PATH = f"{GROUP}/reservations/"
+
+
+class _Retry:
+    """A write to ask again on the next pass."""
+
+
+RETRY = _Retry()
 FINISHED = frozenset({"Succeeded", "Failed", "Aborted"})
 
 
@@ -58,10 +70,19 @@ def reservation_status(status: dict[str, Any]) -> dict[str, Any]:
 
 
 class StatusWriter:
-    def __init__(self, client: Any, leadership: Any = None, enactor: JobEnactor | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        leadership: Any = None,
+        enactor: JobEnactor | None = None,
+        ledger: StatusLedger | None = None,
+    ) -> None:
         self.client = client
         self.leadership = leadership
         self.enactor = enactor
+        self.ledger = (
+            ledger  # records the outcome of each Reservation status write (adapters/status_ledger.py)
+        )
         self.written: dict[str, tuple[bytes, str, str]] = {}  # path -> (status written, uid, phase)
 
     def _check(self, what: str) -> None:
@@ -78,7 +99,11 @@ class StatusWriter:
         position that projection reflects (the outcomes of own jobs' writes name the decision they carry out)."""
         for path, (status, uid) in sorted(wanted.items()):
             body = canonical(status)
+            name = path.rsplit("/", 1)[1] if self.ledger is not None and RESERVATIONS_PATH in path else ""
+            phase = str(status.get("phase", ""))
             if self.written.get(path, (b"",))[0] == body:
+                if name:  # a decision that changes nothing the status shows: answered without a write
+                    await self._answered(name, upto, phase, None, unchanged=True)
                 continue
             own = self._own(path)
             if own and own not in self.enactor.created:  # type: ignore[union-attr]
@@ -87,16 +112,12 @@ class StatusWriter:
                 if await self._write_own(own, path, status, upto):
                     self.written[path] = (body, uid, str(status.get("phase", "")))
                 continue
-            try:
-                await self._patch_status(path, status)
-            except ApiError as exc:
-                if exc.status in (401, 403):
-                    log.error("status of %s not written: %s (check reservation-manager's RBAC)", path, exc)
-                    continue
-                log.log(
-                    logging.DEBUG if exc.status == 404 else logging.WARNING, "status of %s: %s", path, exc
-                )
-            self.written[path] = (body, uid, str(status.get("phase", "")))
+            refused = await self._write_other(path, status, name)
+            if isinstance(refused, _Retry):
+                continue
+            self.written[path] = (body, uid, phase)
+            if name:
+                await self._answered(name, upto, phase, refused)
         for path in [p for p in self.written if p not in wanted]:
             _, uid, phase = self.written.pop(path)
             if phase not in FINISHED:
@@ -109,6 +130,33 @@ class StatusWriter:
             except ApiError as exc:
                 if exc.status != 404:
                     log.warning("garbage collection of %s: %s", path, exc)
+
+    async def _write_other(self, path: str, status: dict[str, Any], name: str) -> ApiError | _Retry | None:
+        """Write the status of a Reservation or a user's job: None when written, the refusal when refused for good
+        (404: the object is gone), ``RETRY`` for 401/403 (asked again on the next pass; transient errors raise)."""
+        try:
+            await self._patch_status(path, status)
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                log.error("status of %s not written: %s (check reservation-manager's RBAC)", path, exc)
+                self._retried(name)
+                return RETRY
+            log.log(logging.DEBUG if exc.status == 404 else logging.WARNING, "status of %s: %s", path, exc)
+            return exc
+        except TransientError:
+            self._retried(name)
+            raise
+        return None
+
+    async def _answered(
+        self, name: str, upto: int, phase: str, error: ApiError | None, *, unchanged: bool = False
+    ) -> None:
+        if name and self.ledger is not None:
+            await self.ledger.answered(name, upto, phase, error, unchanged=unchanged)
+
+    def _retried(self, name: str) -> None:
+        if name and self.ledger is not None:
+            self.ledger.retried(name)
 
     async def _patch_status(self, path: str, status: dict[str, Any]) -> None:
         self._check(f"status of {path}")
@@ -155,7 +203,8 @@ def wanted_statuses(engine: Any) -> dict[str, tuple[dict[str, Any], str]]:
 async def status_worker(ctx: Any, stop: asyncio.Event, poll: float = 0.5) -> None:
     """The ``Extra`` added by ``main`` in Kubernetes mode."""
     client = await api_client()
-    writer = StatusWriter(client, getattr(ctx, "leadership", None))
+    ledger = StatusLedger(ctx.store)
+    writer = StatusWriter(client, getattr(ctx, "leadership", None), ledger=ledger)
     enactor = JobEnactor(client=client, store=ctx.store, check=writer._check)
     writer.enactor = enactor
     try:
@@ -168,6 +217,7 @@ async def status_worker(ctx: Any, stop: asyncio.Event, poll: float = 0.5) -> Non
             if wanted is not None:
                 try:
                     await enactor.refresh()
+                    await ledger.refresh()
                     await enactor.create_step(alive, asyncio.get_running_loop().time())
                     await writer.step(wanted, upto)
                 except Fenced:

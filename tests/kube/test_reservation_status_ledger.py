@@ -1,0 +1,111 @@
+"""Reservation status writes in the enactment ledger: each write of reservation-manager's worker records the outcome
+of the latest status decision it carries out (enacted, also when nothing changed; refused for good, e.g. a
+Reservation that is not in the cluster), so ``allot replay --verify`` finds every decision answered."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from allot_cli.kube.ledger import fold
+from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
+from allot_contracts.events import Event, ObjectRef, ReservationPlaced, ReservationUnschedulable
+from allot_reservation.testing import Driver, a_reservation_manifest
+from allot_testing.fake_kube import FakeKube
+from reservation_manager.adapters.kube import StatusWriter, wanted_statuses
+from reservation_manager.adapters.status_ledger import PRODUCER, StatusLedger
+
+pytestmark = pytest.mark.integration
+
+
+class Recorded:
+    """The Driver's decisions, and the device-allocator's it is fed, recorded in the log as the services do."""
+
+    def __init__(self, store: Any, driver: Driver) -> None:
+        self.store, self.driver, self.count = store, driver, 0
+
+    async def append(self, producer: str, *events: Event) -> None:
+        for event in events:
+            self.count += 1
+            name = event.reservation.name  # type: ignore[attr-defined]
+            new = NewEvent(
+                stream_id=stream_id("reservation", name),
+                event=event,
+                event_id=derived_event_id(producer, str(self.count), 0),
+            )
+            await self.store.append([new], producer=producer)
+
+    async def decided_by_others(self, event: Event) -> None:
+        await self.append("device-allocator", event)
+        await self.append("reservation-manager", *self.driver.feed(event))
+
+    async def head(self) -> int:
+        return int((await self.store.head())[0])
+
+
+async def outcomes(store: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [(r.type, json.loads(r.payload)) async for r in store.iterate(producer=PRODUCER)]
+
+
+async def test_every_reservation_status_decision_gets_its_outcome(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    kube.create(a_reservation_manifest("r1", ttl="1h"))
+    d = Driver({"mode": "kubernetes"})
+    d.node("n1")
+    log = Recorded(store, d)
+    await log.append("reservation-manager", *d.reservation(a_reservation_manifest("r1", ttl="1h")))
+    await log.append(
+        "reservation-manager", *d.reservation(a_reservation_manifest("elsewhere"))
+    )  # not in the cluster
+    ledger = StatusLedger(store)
+    writer = StatusWriter(client, ledger=ledger)
+
+    async def write() -> None:
+        await ledger.refresh()
+        await writer.step(wanted_statuses(d.engine), await log.head())
+
+    await write()
+    got = await outcomes(store)
+    assert [(t, p["reservation"]["name"]) for t, p in got] == [
+        ("reservation.status_enactment_failed", "elsewhere"),
+        ("reservation.status_enacted", "r1"),
+    ]
+    assert got[0][1]["reason"] == "NotFound" and got[1][1]["phase"] == "Pending"
+
+    # Placed by the device-allocator: Available written, and answered; an unschedulable verdict after it changes
+    # nothing the status shows (the reservation is placed) and is answered without a write.
+    record = d.engine.world.book.get("r1")
+    assert record is not None
+    await log.decided_by_others(
+        ReservationPlaced(reservation=ObjectRef(name="r1"), uid=record.uid, node="n1", decision={})
+    )
+    await write()
+    assert kube.get("Reservation", "r1")["status"]["phase"] == "Available"  # type: ignore[index]
+    patches = len(kube.patches)
+    await log.decided_by_others(
+        ReservationUnschedulable(
+            reservation=ObjectRef(name="r1"), uid=record.uid, message="0/1 nodes are available", codes=[]
+        )
+    )
+    await write()
+    assert len(kube.patches) == patches
+    got = await outcomes(store)
+    assert [(t, p["phase"], p["message"]) for t, p in got[2:]] == [
+        ("reservation.status_enacted", "Available", ""),
+        ("reservation.status_enacted", "Available", "the status already showed it: nothing to write"),
+    ]
+    await write()  # answered once: nothing recorded twice
+    assert len(await outcomes(store)) == 4
+
+    # The ledger read back: every Reservation decision answered, none open.
+    ledger_read = fold([r async for r in store.iterate()])
+    states = {(e.type, e.state) for e in ledger_read.entries.values() if e.type.startswith("reservation.")}
+    assert states == {
+        ("reservation.accepted", "refused"),
+        ("reservation.accepted", "enacted"),
+        ("reservation.placed", "enacted"),
+        ("reservation.unschedulable", "enacted"),
+    }
