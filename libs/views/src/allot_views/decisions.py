@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from allot_contracts.envelope import RecordedEvent
 
@@ -48,6 +48,20 @@ DECISION_TYPES = frozenset(
 )
 
 
+class Decision(TypedDict):
+    """One decision as ``allot decisions`` prints it (the fields of this module's docstring)."""
+
+    pod: str
+    outcome: str
+    node: str | None
+    annotations: dict[str, Any]
+    message: str
+    codes: list[str]
+    attempt: int | None
+    stage: str
+    group: NotRequired[str]  # a gang group's decisions: the group
+
+
 def _annotations(raw: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in sorted(raw.items()):
@@ -58,7 +72,7 @@ def _annotations(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[dict[str, Any]]:
+def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[Decision]:
     """One record may hold several decisions (a gang group: one per member)."""
     if record.type not in DECISION_TYPES and record.type != "gang.group_ready":
         return []
@@ -103,7 +117,7 @@ def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[di
     return [single] if single is not None else []
 
 
-def decision_of(record: RecordedEvent, p: dict[str, Any]) -> dict[str, Any] | None:
+def decision_of(record: RecordedEvent, p: dict[str, Any]) -> Decision | None:
     pod = f"{p['pod'].get('namespace', '')}/{p['pod']['name']}"
     if record.type == "pod.placed":
         d = p["decision"]
@@ -173,22 +187,24 @@ def decision_of(record: RecordedEvent, p: dict[str, Any]) -> dict[str, Any] | No
     }
 
 
-def reservation_decision(record: RecordedEvent, p: dict[str, Any]) -> dict[str, Any]:
+def reservation_decision(record: RecordedEvent, p: dict[str, Any]) -> Decision:
     """A Reservation's placement (``Reservation/<name>``: Reserved, Unschedulable, Rejected, Expired), a pod evicted
     by a PodMigrationJob or preempted (Evicted), or a job's end (``PodMigrationJob/<name>``: Succeeded, Failed, Aborted,
     Rejected)."""
     kind, _, action = record.type.partition(".")
-    line: dict[str, Any] = {
+    line: Decision = {
         "node": None,
         "annotations": {},
         "message": p.get("message", ""),
         "codes": list(p.get("codes") or []),
         "attempt": None,
         "stage": record.producer,
+        "pod": "",  # each kind below names the object and the outcome
+        "outcome": "",
     }
     if kind == "reservation":
         outcome = {"placed": "Reserved", "unschedulable": "Unschedulable", "rejected": "Rejected"}.get(action)
-        line.update(pod=f"Reservation/{p['reservation']['name']}", outcome=outcome or "Expired")
+        line["pod"], line["outcome"] = f"Reservation/{p['reservation']['name']}", outcome or "Expired"
         if action == "placed":
             line["node"] = p["node"]
         if action == "failed":
@@ -196,23 +212,21 @@ def reservation_decision(record: RecordedEvent, p: dict[str, Any]) -> dict[str, 
         return line
     if kind == "pod":  # pod.evicted: preempted for a reservation, or by qos-enforcer under memory pressure
         pod = f"{p['pod'].get('namespace', '')}/{p['pod']['name']}"
-        line.update(pod=pod, outcome="Evicted", codes=[p.get("cause", "")])
+        line["pod"], line["outcome"], line["codes"] = pod, "Evicted", [p.get("cause", "")]
         return line
     if action == "evicted":
         pod = f"{p['pod'].get('namespace', '')}/{p['pod']['name']}"
         job = p["job"]["name"]
-        line.update(
-            pod=pod, outcome="Evicted", message=f"migrated by PodMigrationJob {job}", codes=["Migration"]
-        )
+        line["pod"], line["outcome"] = pod, "Evicted"
+        line["message"], line["codes"] = f"migrated by PodMigrationJob {job}", ["Migration"]
         return line
-    line.update(
-        pod=f"PodMigrationJob/{p['job']['name']}", outcome=action.capitalize(), node=p.get("node") or None
-    )
+    line["pod"], line["outcome"] = f"PodMigrationJob/{p['job']['name']}", action.capitalize()
+    line["node"] = p.get("node") or None
     if p.get("reason"):
         line["codes"] = [p["reason"]]
     return line
 
 
-def decisions(records: Iterable[RecordedEvent]) -> list[dict[str, Any]]:
+def decisions(records: Iterable[RecordedEvent]) -> list[Decision]:
     groups: dict[str, list[str]] = {}
     return [d for r in records for d in decisions_of(r, groups)]
