@@ -82,33 +82,33 @@ def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[De
         return []
     if record.type == "gang.group_placed":
         return [
-            {
-                "pod": m,
-                "outcome": "Scheduled",
-                "node": d.get("node"),
-                "annotations": _annotations(d.get("annotations") or {}),
-                "message": "",
-                "codes": [],
-                "attempt": p["attempt"],
-                "stage": record.producer,
-                "group": p["group"],
-            }
+            _decision(
+                m,
+                "Scheduled",
+                d.get("node"),
+                _annotations(d.get("annotations") or {}),
+                "",
+                [],
+                p["attempt"],
+                record.producer,
+                group=p["group"],
+            )
             for m, d in sorted(p["decisions"].items())
         ]
     if record.type in ("gang.group_unschedulable", "quota.group_waiting"):
         outcome = "Unschedulable" if record.type == "gang.group_unschedulable" else "Waiting"
         return [
-            {
-                "pod": m,
-                "outcome": outcome,
-                "node": None,
-                "annotations": {},
-                "message": p["message"],
-                "codes": list(p.get("codes") or (["QuotaExceeded"] if outcome == "Waiting" else [])),
-                "attempt": p["attempt"],
-                "stage": record.producer,
-                "group": p["group"],
-            }
+            _decision(
+                m,
+                outcome,
+                None,
+                {},
+                p["message"],
+                list(p.get("codes") or (["QuotaExceeded"] if outcome == "Waiting" else [])),
+                p["attempt"],
+                record.producer,
+                group=p["group"],
+            )
             for m in groups.get(p["group"], [])
         ]
     if record.type in RESERVATION_DECISIONS:
@@ -117,74 +117,68 @@ def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[De
     return [single] if single is not None else []
 
 
+def _decision(
+    pod: str,
+    outcome: str,
+    node: str | None,
+    annotations: dict[str, Any],
+    message: str,
+    codes: list[str],
+    attempt: int | None,
+    stage: str,
+    *,
+    group: str | None = None,
+) -> Decision:
+    """A decision's line, its fields in the order they are read (a gang group's decisions name the group)."""
+    line: Decision = {
+        "pod": pod,
+        "outcome": outcome,
+        "node": node,
+        "annotations": annotations,
+        "message": message,
+        "codes": codes,
+        "attempt": attempt,
+        "stage": stage,
+    }
+    if group is not None:
+        line["group"] = group
+    return line
+
+
 def decision_of(record: RecordedEvent, p: dict[str, Any]) -> Decision | None:
     pod = f"{p['pod'].get('namespace', '')}/{p['pod']['name']}"
+    stage = record.producer
     if record.type == "pod.placed":
         d = p["decision"]
-        return {
-            "pod": pod,
-            "outcome": "Scheduled",
-            "node": p["node"],
-            "annotations": _annotations(d.get("annotations") or {}),
-            "message": d.get("message", ""),
-            "codes": list(d.get("codes") or []),
-            "attempt": p["attempt"],
-            "stage": record.producer,
-        }
+        return _decision(
+            pod,
+            "Scheduled",
+            p["node"],
+            _annotations(d.get("annotations") or {}),
+            d.get("message", ""),
+            list(d.get("codes") or []),
+            p["attempt"],
+            stage,
+        )
     if record.type == "pod.unschedulable":
-        return {
-            "pod": pod,
-            "outcome": "Unschedulable",
-            "node": None,
-            "annotations": {},
-            "message": p["message"],
-            "codes": list(p["codes"]),
-            "attempt": p["attempt"],
-            "stage": record.producer,
-        }
+        return _decision(pod, "Unschedulable", None, {}, p["message"], list(p["codes"]), p["attempt"], stage)
     if record.type == "pod.rejected":
-        return {
-            "pod": pod,
-            "outcome": "Rejected",
-            "node": None,
-            "annotations": {},
-            "message": p["message"],
-            "codes": list(p.get("codes") or []),
-            "attempt": None,
-            "stage": p.get("stage", record.producer),
-        }
+        return _decision(
+            pod,
+            "Rejected",
+            None,
+            {},
+            p["message"],
+            list(p.get("codes") or []),
+            None,
+            p.get("stage", record.producer),
+        )
     if record.type == "gang.member_waiting":
-        return {
-            "pod": pod,
-            "outcome": "Waiting",
-            "node": None,
-            "annotations": {},
-            "message": f"gang {p['gang']}: {p['present']}/{p['min_available']} members present ({p['reason']})",
-            "codes": ["GangIncomplete"],
-            "attempt": None,
-            "stage": record.producer,
-        }
+        message = f"gang {p['gang']}: {p['present']}/{p['min_available']} members present ({p['reason']})"
+        return _decision(pod, "Waiting", None, {}, message, ["GangIncomplete"], None, stage)
     if record.type == "quota.evicted":
-        return {
-            "pod": pod,
-            "outcome": "Evicted",
-            "node": None,
-            "annotations": {},
-            "message": p["message"],
-            "codes": [p["cause"]],
-            "attempt": None,
-            "stage": record.producer,
-        }
-    return {
-        "pod": pod,
-        "outcome": "Waiting",
-        "node": None,
-        "annotations": {},
-        "message": p["message"],
-        "codes": ["QuotaExceeded"],
-        "attempt": p["attempt"],
-        "stage": record.producer,
-    }
+        return _decision(pod, "Evicted", None, {}, p["message"], [p["cause"]], None, stage)
+    return _decision(pod, "Waiting", None, {}, p["message"], ["QuotaExceeded"], p["attempt"], stage)
 
 
 def reservation_decision(record: RecordedEvent, p: dict[str, Any]) -> Decision:
