@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from allot_cli.decisions import decisions
 from allot_cli.sim.run import load_config, run
 from allot_testing.conformance import decision_facts
+from allot_views.decisions import decisions
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCENARIOS = sorted(p for p in EXAMPLES.rglob("*.yaml") if p.with_name(p.stem + ".expected.yaml").exists())

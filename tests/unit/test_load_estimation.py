@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from allot_cli.decisions import decisions
 from allot_cli.documents import load_documents
 from allot_cli.manifests import Door, to_input
 from allot_cli.pipeline import build
@@ -19,6 +18,7 @@ from allot_cli.simulator import Simulation
 from allot_eventstore.clock import ManualClock, from_datetime
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
+from allot_views.decisions import decisions
 
 # The clock is 2026-01-01T00:00:00Z; node-a's NodeMetric is taken then and reports `old` at 0.1 CPU. `old` asks for 4
 # CPUs (estimate 3.4). Trusted: 30 % + 8.5 % for a new 1-CPU pod. Forced: 30 % - 1 % + 34 % + 8.5 % = 72 % > 65 %.

@@ -19,7 +19,6 @@ from aiohttp import ClientSession
 from prometheus_client.parser import text_string_to_metric_families
 
 from allot_cli.logtools import cluster_view
-from allot_cli.views import gpu_rows
 from allot_contracts.envelope import NewEvent
 from allot_contracts.events import GangGroupPlaced
 from allot_relay.main import _serve
@@ -27,6 +26,7 @@ from allot_runtime.metrics import Metrics
 from allot_runtime.service import Handled
 from allot_testing.builders import a_quota
 from allot_testing.scenario import Scenario
+from allot_views.cluster import gpu_rows
 from device_allocator.observe import observe_scheduling, placement_metrics
 from gang_coordinator.observe import gang_metrics
 from quota_manager.observe import quota_metrics

@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from allot_cli.decisions import decisions
 from allot_cli.documents import load_documents
 from allot_cli.manifests import Door, to_input
 from allot_cli.pipeline import build
 from allot_cli.simulator import Simulation
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
+from allot_views.decisions import decisions
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "colocation"
 COLOCATION = {"colocation-config": json.dumps({"enable": True, "degradeTimeMinutes": 5})}
@@ -205,7 +205,7 @@ def test_a_bad_colocation_configmap_is_rejected_with_its_path(tmp_path: Path) ->
 def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
     from allot_cli.commands.get import nodes_rows
     from allot_cli.explain_node import explain_node, node_history
-    from allot_cli.views import ClusterView
+    from allot_views.cluster import ClusterView
 
     sim = simulate(tmp_path, (EXAMPLES / "02-batch-overcommit.yaml").read_text())
     simulate(tmp_path, (EXAMPLES / "03-heartbeat-lost.yaml").read_text(), sim=sim)

@@ -18,17 +18,10 @@ import time
 import msgspec
 
 from allot_contracts.envelope import EnvelopeHeader, RecordedEvent
+from allot_contracts.schema import CE_HEADERS as CE_HEADERS  # re-exported: defined with the message schema
 from allot_contracts.schema import cloudevent_type
 
 CE_SPECVERSION = "1.0"
-CE_HEADERS = (
-    "ce-specversion",
-    "ce-id",
-    "ce-source",
-    "ce-type",
-    "ce-time",
-    "ce-subject",
-)
 
 
 class WireEvent(EnvelopeHeader, frozen=True, kw_only=True):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 
-from allot_cli.views import ClusterView, GpuRow, gpu_rows, node_allocated
 from allot_contracts.envelope import RecordedEvent
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
 from allot_eventstore.clock import iso
 from allot_eventstore.protocol import EventStore
+from allot_views.cluster import ClusterView, GpuRow, gpu_rows, node_allocated
 
 __all__ = ["allocated_lines", "explain_node", "gpu_lines", "node_history"]
 

@@ -1,6 +1,6 @@
 """Rows of the kinds ``allot get`` lists, read from an event log (a live one or a simulator's).
 
-Pods and nodes come from :class:`allot_cli.views.ClusterView` (their rows are built in ``commands/get.py``);
+Pods and nodes come from :class:`allot_views.cluster.ClusterView` (their rows are built in ``commands/get.py``);
 gangs, quotas, reservations and migrations from the projections of gang-coordinator, quota-manager and
 reservation-manager, rebuilt from the log by their own decision code (the engines are imported only when one of those
 kinds is asked for); devices and nodemetrics from the Device and NodeMetric objects the log records. Labels of every
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from allot_cli.output import human, human_list
-from allot_cli.views import ClusterView
 from allot_contracts.envelope import RecordedEvent
 from allot_eventstore.clock import iso
 from allot_eventstore.protocol import EventStore
+from allot_views.cluster import ClusterView
 
 Rows = list[dict[str, Any]]
 

@@ -9,10 +9,10 @@ from typing import Any
 import msgspec
 
 from allot_cli.errors import UsageError
-from allot_cli.views import ClusterView
 from allot_contracts.envelope import RecordedEvent
 from allot_eventstore.clock import iso
 from allot_eventstore.protocol import EventStore
+from allot_views.cluster import ClusterView
 
 
 async def pending_work(store: EventStore) -> dict[str, int]:

@@ -422,6 +422,13 @@ def to_input(doc: Document, *, uid_factory: Any = None, door: Door | None = None
             ref = ObjectRef(namespace=pod.namespace, name=pod.name)
             events.append(_pod_event(pod, manifest, ref, uid_factory))
         return Input(document=doc, events=events)
+    return _admitted_input(doc, uid_factory)
+
+
+def _admitted_input(doc: Document, uid_factory: Any) -> Input:
+    """The input event of an object the door admitted (recorded as ignored when Allot does not act on its kind)."""
+    body = doc.body
+    ref = doc.ref
     admitted = doc.admitted
     assert admitted is not None
     obj = admitted.obj

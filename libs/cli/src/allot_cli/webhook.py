@@ -48,7 +48,7 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from aiohttp import web
 
@@ -92,6 +92,40 @@ VALIDATED = {
 
 
 QUOTA_KIND = (QUOTA_API, "ElasticQuota")
+
+
+class StatusCause(TypedDict):
+    field: str
+    message: str
+    reason: str
+
+
+class StatusDetails(TypedDict):
+    name: str
+    kind: str
+    causes: list[StatusCause]
+
+
+class DeniedStatus(TypedDict):
+    """The ``status`` of a denied review: a ``422 Invalid`` with a cause per field, as the API server words it."""
+
+    code: int
+    reason: str
+    message: str
+    details: StatusDetails
+
+
+class AdmissionResponse(TypedDict):
+    """The ``response`` of an AdmissionReview (admission.k8s.io/v1)."""
+
+    uid: str
+    allowed: bool
+    warnings: NotRequired[list[str]]
+    status: NotRequired[DeniedStatus]
+    patchType: NotRequired[str]
+    patch: NotRequired[str]
+
+
 QuotaLister = Callable[[], Awaitable[list[dict[str, Any]]]]  # the cluster's ElasticQuotas, as listed
 
 _CONTEXT = PodContext(resolve_priority=False)  # the API server's priority admission runs before webhooks
@@ -255,7 +289,7 @@ class Webhook:
     def _count(self, what: str, by: int = 1) -> None:
         self.counts[what] = self.counts.get(what, 0) + by
 
-    def validate(self, request: dict[str, Any]) -> dict[str, Any]:
+    def validate(self, request: dict[str, Any]) -> AdmissionResponse:
         """The ``response`` of an AdmissionReview for the validating webhook."""
         uid = str(request["uid"])  # parse_review: a non-empty string
         obj = request.get("object")
@@ -291,7 +325,7 @@ class Webhook:
             raise WebhookError(
                 f"Allot could not validate this {manifest['kind']}: {type(exc).__name__}"
             ) from exc
-        response: dict[str, Any] = {"uid": uid, "allowed": True}
+        response: AdmissionResponse = {"uid": uid, "allowed": True}
         if warnings:
             response["warnings"] = [_line(w) for w in warnings]
         if issues:
@@ -300,13 +334,13 @@ class Webhook:
             self._count("allowed")
         return response
 
-    def _refused(self, uid: str, pod: dict[str, Any], issues: list[FieldIssue]) -> dict[str, Any]:
-        response: dict[str, Any] = {"uid": uid, "allowed": True}
+    def _refused(self, uid: str, pod: dict[str, Any], issues: list[FieldIssue]) -> AdmissionResponse:
+        response: AdmissionResponse = {"uid": uid, "allowed": True}
         self._deny(response, "Pod", pod, issues)
         return response
 
     def _deny(
-        self, response: dict[str, Any], kind: str, obj: dict[str, Any], issues: list[FieldIssue]
+        self, response: AdmissionResponse, kind: str, obj: dict[str, Any], issues: list[FieldIssue]
     ) -> None:
         self._count("denied")
         metadata = obj.get("metadata")
@@ -326,7 +360,7 @@ class Webhook:
             },
         }
 
-    async def review_validate(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def review_validate(self, request: dict[str, Any]) -> AdmissionResponse:
         """:meth:`validate`, then, for an ElasticQuota it let through (or its deletion), the tree check against the
         cluster's quotas. A list that fails is the webhook's error: ``failurePolicy`` decides."""
         response = self.validate(request)
@@ -380,7 +414,7 @@ class Webhook:
             self._count("profiled")
         return pod, mutation.issues, mutation.warnings
 
-    async def review_mutate(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def review_mutate(self, request: dict[str, Any]) -> AdmissionResponse:
         """The ``response`` for the mutating webhook on pod creation: the ClusterColocationProfiles applied, then
         ``spec.schedulerName`` set, as one JSON patch."""
         uid = str(request["uid"])
@@ -393,7 +427,7 @@ class Webhook:
             return self._refused(uid, obj, shape)
         pod, issues, notices = await self._profiled(request, obj)
         warnings = [_line(w) for w in notices]
-        response: dict[str, Any] = {"uid": uid, "allowed": True}
+        response: AdmissionResponse = {"uid": uid, "allowed": True}
         if issues:
             if warnings:
                 response["warnings"] = warnings
@@ -421,7 +455,9 @@ class Webhook:
         return response
 
     def app(self, limits: Limits = LIMITS) -> web.Application:
-        async def review(request: web.Request, answer: Any) -> web.Response:
+        async def review(
+            request: web.Request, answer: Callable[[dict[str, Any]], Awaitable[AdmissionResponse]]
+        ) -> web.Response:
             try:
                 found = parse_review(await read_json(request))
             except MalformedReview as exc:

@@ -24,6 +24,8 @@ SCHEMA_BASE = "https://allot.dev/schemas/"
 ENVELOPE_SCHEMA_ID = f"{SCHEMA_BASE}envelope.json"
 CLOUDEVENT_TYPE_PREFIX = "dev.allot."
 JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
+# the CloudEvents attributes every message carries as headers (binary content mode)
+CE_HEADERS = ("ce-specversion", "ce-id", "ce-source", "ce-type", "ce-time", "ce-subject")
 
 
 def schema_id(name: str) -> str:
@@ -104,12 +106,7 @@ def _header_schema() -> dict[str, Any]:
             "Allot-Position",
             "Allot-Type",
             "Allot-Stream",
-            "ce-specversion",
-            "ce-id",
-            "ce-source",
-            "ce-type",
-            "ce-time",
-            "ce-subject",
+            *CE_HEADERS,
         ],
         "properties": {
             "Nats-Msg-Id": {

@@ -40,25 +40,23 @@ def is_satisfied(
 
 def ready(gang: Gang) -> bool:
     """Whether ``gang`` lets its group be attempted now (pending members counted as if placed)."""
-    if gang.settings is None:
-        return False
-    return is_satisfied(
-        policy=gang.settings.match_policy,
-        min_available=gang.settings.min_available,
-        waiting=gang.count(PENDING, HELD),
-        running=gang.count(ADMITTED, BOUND),
-        once_satisfied=gang.once_satisfied,
-    )
+    return _satisfied(gang, waiting=gang.count(PENDING, HELD))
 
 
 def satisfied_after_placement(gang: Gang) -> bool:
     """Whether ``gang`` is satisfied once its attempting members are placed (held members included)."""
+    return _satisfied(gang, waiting=gang.count(ATTEMPTING, HELD))
+
+
+def _satisfied(gang: Gang, *, waiting: int) -> bool:
+    """Whether ``gang``'s match policy holds with ``waiting`` members counted as waiting (and its admitted and bound
+    members as running); a gang not yet declared never is."""
     if gang.settings is None:
         return False
     return is_satisfied(
         policy=gang.settings.match_policy,
         min_available=gang.settings.min_available,
-        waiting=gang.count(ATTEMPTING, HELD),
+        waiting=waiting,
         running=gang.count(ADMITTED, BOUND),
         once_satisfied=gang.once_satisfied,
     )

@@ -139,13 +139,7 @@ def reservation_manifest(job: Job, pod: PodRecord, at: int) -> dict[str, Any]:
         }
     template = spec["template"]
     tmeta = template.setdefault("metadata", {})
-    annotations = {
-        k: v for k, v in (tmeta.get("annotations") or {}).items() if k not in _ALLOCATION_ANNOTATIONS
-    }
-    if annotations:
-        tmeta["annotations"] = annotations
-    else:
-        tmeta.pop("annotations", None)
+    _drop_allocation_annotations(tmeta)
     if not spec.get("owners"):
         spec["owners"] = _owners(pod)
     spec["allocateOnce"] = True
@@ -169,6 +163,17 @@ def reservation_manifest(job: Job, pod: PodRecord, at: int) -> dict[str, Any]:
     }
 
 
+def _drop_allocation_annotations(meta: dict[str, Any]) -> None:
+    """Remove the allocation annotations from an object's metadata (and ``annotations`` when none is left)."""
+    annotations = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k not in _ALLOCATION_ANNOTATIONS
+    }
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
+
+
 def _exclude_node(tspec: dict[str, Any], node: str) -> None:
     """Add ``metadata.name NotIn [node]`` to every required node selector term (one term if there is none)."""
     skip = {"key": "metadata.name", "operator": "NotIn", "values": [node]}
@@ -189,13 +194,7 @@ def resubmitted(pod: PodRecord, new_uid: str) -> dict[str, Any]:
     meta["uid"] = new_uid
     for field in ("resourceVersion", "creationTimestamp", "deletionTimestamp"):
         meta.pop(field, None)
-    annotations = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k not in _ALLOCATION_ANNOTATIONS
-    }
-    if annotations:
-        meta["annotations"] = annotations
-    else:
-        meta.pop("annotations", None)
+    _drop_allocation_annotations(meta)
     (manifest.get("spec") or {}).pop("nodeName", None)
     manifest.pop("status", None)
     return manifest

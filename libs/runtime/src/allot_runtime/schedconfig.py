@@ -35,6 +35,7 @@ its ``schedulerName`` is the name of Allot's scheduler.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -156,6 +157,15 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     warnings: list[FieldIssue]
 
 
+@dataclass
+class _ServiceConfigs:
+    """The decision configs a translation builds, one per service that reads the scheduler's settings."""
+
+    placement: dict[str, Any] = field(default_factory=lambda: {"scoring": {}})  # device-allocator
+    quota: dict[str, Any] = field(default_factory=dict)  # quota-manager
+    gang: dict[str, Any] = field(default_factory=dict)  # gang-coordinator
+
+
 class SchedulerConfigError(InvalidConfig):
     pass
 
@@ -242,9 +252,8 @@ def translate(data: Any) -> SchedulerConfig:
         warnings.append(FieldIssue(path=key, message="accepted; Allot does not act on it"))
     if doc.get("extenders"):
         issues.append(FieldIssue(path="extenders", message="scheduler extenders are not supported"))
-    placement: dict[str, Any] = {"scoring": {}}
-    quota: dict[str, Any] = {}
-    gang: dict[str, Any] = {}
+    configs = _ServiceConfigs()
+    placement, quota, gang = configs.placement, configs.quota, configs.gang
     for key, target in (
         ("podInitialBackoffSeconds", "retryInitialBackoffSeconds"),
         ("podMaxBackoffSeconds", "retryMaxBackoffSeconds"),
@@ -261,70 +270,8 @@ def translate(data: Any) -> SchedulerConfig:
         profile = _mapping(raw, path, issues)
         _unknown(profile, _PROFILE, path, issues)
         scheduler = str(profile.get("schedulerName") or scheduler)
-        plugins = _mapping(profile.get("plugins"), f"{path}.plugins", issues)
-        _unknown(plugins, _POINTS, f"{path}.plugins", issues)
-        ignored_points = []
-        for point, raw_set in sorted(plugins.items()):
-            sets = _mapping(raw_set, f"{path}.plugins.{point}", issues)
-            _unknown(sets, {"enabled", "disabled"}, f"{path}.plugins.{point}", issues)
-            for which in ("enabled", "disabled"):
-                entries = _list(sets.get(which), f"{path}.plugins.{point}.{which}", issues)
-                for i, entry in enumerate(entries):
-                    where = f"{path}.plugins.{point}.{which}[{i}]"
-                    if not isinstance(entry, dict):
-                        issues.append(FieldIssue(path=where, message="must be {name, weight}"))
-                        continue
-                    _unknown(entry, {"name", "weight"}, where, issues)
-                    name = entry.get("name")
-                    if not isinstance(name, str):
-                        issues.append(FieldIssue(path=f"{where}.name", message="must be a plugin name"))
-                    elif name != "*" and name not in KNOWN_PLUGINS:
-                        issues.append(FieldIssue(path=f"{where}.name", message=_UNKNOWN_PLUGIN, value=name))
-                    elif point == "score" and name in _SCORED:
-                        section = placement["scoring"].setdefault(_SCORED[name], {})
-                        section["weight"] = entry.get("weight", 1) if which == "enabled" else 0
-                    elif point == "score" and name == "LoadAwareScheduling":
-                        placement.setdefault("loadAware", {})["weight"] = (
-                            entry.get("weight", 1) if which == "enabled" else 0
-                        )
-                    elif point != "score":
-                        ignored_points.append(point)
-        if ignored_points:
-            warnings.append(
-                FieldIssue(
-                    path=f"{path}.plugins",
-                    message="accepted; Allot runs its fixed pipeline, so "
-                    + ", ".join(sorted(set(ignored_points)))
-                    + " settings change nothing",
-                )
-            )
-        configs = _list(profile.get("pluginConfig"), f"{path}.pluginConfig", issues)
-        for c, raw_config in enumerate(configs):
-            where = f"{path}.pluginConfig[{c}]"
-            entry = _mapping(raw_config, where, issues)
-            _unknown(entry, {"name", "args"}, where, issues)
-            name = entry.get("name")
-            if not isinstance(name, str):
-                issues.append(FieldIssue(path=f"{where}.name", message="must be a plugin name"))
-                continue
-            if name not in _ARGS:
-                if name in KNOWN_PLUGINS:
-                    warnings.append(
-                        FieldIssue(path=f"{where}.name", message=f"{name} args: accepted, not acted on")
-                    )
-                else:
-                    issues.append(FieldIssue(path=f"{where}.name", message=_UNKNOWN_PLUGIN, value=name))
-                continue
-            args = dict(_mapping(entry.get("args"), f"{where}.args", issues))
-            args.pop("apiVersion", None)
-            args.pop("kind", None)
-            acted, known = _ARGS[str(name)]
-            _unknown(args, acted | known, f"{where}.args", issues)
-            for key in sorted(set(args) & known):
-                warnings.append(
-                    FieldIssue(path=f"{where}.args.{key}", message="accepted; Allot does not act on it")
-                )
-            _map_args(str(name), args, f"{where}.args", placement, quota, gang, issues)
+        _plugins(profile, path, placement, issues, warnings)
+        _plugin_configs(profile, path, configs, issues, warnings)
     if issues:
         raise SchedulerConfigError(issues)
     if not placement["scoring"]:
@@ -333,15 +280,96 @@ def translate(data: Any) -> SchedulerConfig:
     return SchedulerConfig(scheduler_name=scheduler, services=services, warnings=warnings)
 
 
-def _map_args(
-    name: str,
-    args: dict[str, Any],
+def _plugins(
+    profile: dict[str, Any],
     path: str,
     placement: dict[str, Any],
-    quota: dict[str, Any],
-    gang: dict[str, Any],
     issues: list[FieldIssue],
+    warnings: list[FieldIssue],
 ) -> None:
+    """The plugins a profile enables or disables: the weights of the scores Allot computes; other extension
+    points are accepted with a warning."""
+    plugins = _mapping(profile.get("plugins"), f"{path}.plugins", issues)
+    _unknown(plugins, _POINTS, f"{path}.plugins", issues)
+    ignored_points = []
+    for point, raw_set in sorted(plugins.items()):
+        sets = _mapping(raw_set, f"{path}.plugins.{point}", issues)
+        _unknown(sets, {"enabled", "disabled"}, f"{path}.plugins.{point}", issues)
+        for which in ("enabled", "disabled"):
+            entries = _list(sets.get(which), f"{path}.plugins.{point}.{which}", issues)
+            for i, entry in enumerate(entries):
+                where = f"{path}.plugins.{point}.{which}[{i}]"
+                if not isinstance(entry, dict):
+                    issues.append(FieldIssue(path=where, message="must be {name, weight}"))
+                    continue
+                _unknown(entry, {"name", "weight"}, where, issues)
+                name = entry.get("name")
+                if not isinstance(name, str):
+                    issues.append(FieldIssue(path=f"{where}.name", message="must be a plugin name"))
+                elif name != "*" and name not in KNOWN_PLUGINS:
+                    issues.append(FieldIssue(path=f"{where}.name", message=_UNKNOWN_PLUGIN, value=name))
+                elif point == "score" and name in _SCORED:
+                    section = placement["scoring"].setdefault(_SCORED[name], {})
+                    section["weight"] = entry.get("weight", 1) if which == "enabled" else 0
+                elif point == "score" and name == "LoadAwareScheduling":
+                    placement.setdefault("loadAware", {})["weight"] = (
+                        entry.get("weight", 1) if which == "enabled" else 0
+                    )
+                elif point != "score":
+                    ignored_points.append(point)
+    if ignored_points:
+        warnings.append(
+            FieldIssue(
+                path=f"{path}.plugins",
+                message="accepted; Allot runs its fixed pipeline, so "
+                + ", ".join(sorted(set(ignored_points)))
+                + " settings change nothing",
+            )
+        )
+
+
+def _plugin_configs(
+    profile: dict[str, Any],
+    path: str,
+    services: _ServiceConfigs,
+    issues: list[FieldIssue],
+    warnings: list[FieldIssue],
+) -> None:
+    """The args of a profile's plugins, mapped onto the services' configs (args Allot knows but does not act
+    on are accepted with a warning)."""
+    configs = _list(profile.get("pluginConfig"), f"{path}.pluginConfig", issues)
+    for c, raw_config in enumerate(configs):
+        where = f"{path}.pluginConfig[{c}]"
+        entry = _mapping(raw_config, where, issues)
+        _unknown(entry, {"name", "args"}, where, issues)
+        name = entry.get("name")
+        if not isinstance(name, str):
+            issues.append(FieldIssue(path=f"{where}.name", message="must be a plugin name"))
+            continue
+        if name not in _ARGS:
+            if name in KNOWN_PLUGINS:
+                warnings.append(
+                    FieldIssue(path=f"{where}.name", message=f"{name} args: accepted, not acted on")
+                )
+            else:
+                issues.append(FieldIssue(path=f"{where}.name", message=_UNKNOWN_PLUGIN, value=name))
+            continue
+        args = dict(_mapping(entry.get("args"), f"{where}.args", issues))
+        args.pop("apiVersion", None)
+        args.pop("kind", None)
+        acted, known = _ARGS[str(name)]
+        _unknown(args, acted | known, f"{where}.args", issues)
+        for key in sorted(set(args) & known):
+            warnings.append(
+                FieldIssue(path=f"{where}.args.{key}", message="accepted; Allot does not act on it")
+            )
+        _map_args(str(name), args, f"{where}.args", services, issues)
+
+
+def _map_args(
+    name: str, args: dict[str, Any], path: str, services: _ServiceConfigs, issues: list[FieldIssue]
+) -> None:
+    placement, quota, gang = services.placement, services.quota, services.gang
     scoring = placement["scoring"]
     if name in ("NodeResourcesFit", "NodeNUMAResource", "DeviceShare") and "scoringStrategy" in args:
         scoring.setdefault(_SCORED[name], {}).update(

@@ -28,7 +28,6 @@ from typing import Any
 import yaml
 
 from allot_bus.names import BusNames
-from allot_cli.decisions import decisions
 from allot_cli.documents import load_documents
 from allot_cli.logtools import wait_idle
 from allot_cli.manifests import Door, Input, Verdict, to_input
@@ -41,6 +40,7 @@ from allot_contracts.quantity import QuantityError, parse_quantity
 from allot_eventstore.clock import ManualClock
 from allot_runtime.processor import timer_event_id, timer_producer
 from allot_testing.stack import InProcessStack
+from allot_views.decisions import Decision, decisions
 
 __all__ = [
     "Case",
@@ -99,7 +99,7 @@ class Outcome:
 
 
 # --- reading a log -----------------------------------------------------------------------------------------------------
-def decision_facts(decision: dict[str, Any]) -> dict[str, Any]:
+def decision_facts(decision: Decision) -> dict[str, Any]:
     """What a user reads off one decision: outcome, node, device minors, VFs, cpuset, NUMA nodes, reservation,
     reasons, and the written annotations."""
     out: dict[str, Any] = {"outcome": decision["outcome"]}

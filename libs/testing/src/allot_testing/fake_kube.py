@@ -11,6 +11,7 @@ What it serves, the way the real API server does:
   the compaction point gets an ``ERROR`` event with a ``410 Expired`` Status; ``timeoutSeconds`` ends the stream.
 - Discovery: ``GET /api``, ``/api/v1``, ``/apis`` and ``/apis/<group>/<version>`` (an ``APIResourceList`` of what is
   served; 404 for a group/version with nothing served).
+  Lists, watches and discovery are served by :mod:`allot_testing.fake_kube_reads`.
 - ``POST …/pods/{name}/binding`` and ``…/eviction``: :mod:`allot_testing.fake_kube_pods` (the real server's answers:
   409 for a pod being deleted, 429 for a PodDisruptionBudget that allows nothing, 500 for two budgets, …).
 - ``PATCH`` in the four patch types: ``application/json-patch+json``, ``merge-patch+json``, ``apply-patch+yaml`` (with a
@@ -38,28 +39,25 @@ a dropped connection). Everything received is kept: :attr:`requests`, :attr:`bin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
-import json
 import re
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from allot_testing import fake_kube_fields, fake_kube_pods, fake_kube_writes
+from allot_testing import fake_kube_fields, fake_kube_pods, fake_kube_reads, fake_kube_writes
+from allot_testing.fake_kube_reads import Watch, visible
 from allot_testing.fake_kube_rules import (
     FAULT_REASONS,
     Obj,
-    group_list,
     kubeconfig_text,
     matches,
     merge_patch,
-    resource_list,
     status,
     strategic_merge_patch,
 )
@@ -123,15 +121,6 @@ class Fault:
     after: bool = False
 
 
-@dataclass(eq=False)
-class _Watch:
-    resource: FakeResource
-    namespace: str
-    selector: str
-    bookmarks: bool
-    queue: asyncio.Queue[Obj | str] = field(default_factory=asyncio.Queue)
-
-
 class FakeKube:
     """The fake API server. ``async with FakeKube() as kube:`` starts it on a free port (``kube.url``)."""
 
@@ -142,7 +131,7 @@ class FakeKube:
         self.objects: dict[tuple[str, str, str], Obj] = {}  # (plural, namespace, name) -> object
         self.history: list[tuple[int, str, str, Obj]] = []  # (rv, plural, type, object)
         self.compacted = 0
-        self.watches: set[_Watch] = set()
+        self.watches: set[Watch] = set()
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.bindings: list[Obj] = []
         self.evictions: list[Obj] = []  # Eviction bodies received
@@ -155,7 +144,7 @@ class FakeKube:
         self.faults: list[Fault] = []
         self.url = ""
         self._runner: web.AppRunner | None = None
-        self._pages: dict[str, list[Obj]] = {}
+        self.pages: dict[str, list[Obj]] = {}  # continue token -> the rest of a paged list
         self._open_streams: set[web.StreamResponse] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -201,13 +190,8 @@ class FakeKube:
         rv = int(obj["metadata"]["resourceVersion"])
         self.history.append((rv, resource.plural, kind, copy.deepcopy(obj)))
         for watch in list(self.watches):
-            if watch.resource == resource and self._visible(watch, obj):
+            if watch.resource == resource and visible(watch, obj):
                 watch.queue.put_nowait({"type": kind, "object": copy.deepcopy(obj)})
-
-    @staticmethod
-    def _visible(watch: _Watch, obj: Obj) -> bool:
-        namespace = obj["metadata"].get("namespace", "")
-        return (not watch.namespace or namespace == watch.namespace) and matches(obj, watch.selector)
 
     @staticmethod
     def _key(resource: FakeResource, obj: Obj) -> tuple[str, str, str]:
@@ -426,7 +410,7 @@ class FakeKube:
             body = await request.json()
             name = str((body.get("metadata") or {}).get("name", ""))
             return fake_kube_pods.bind(self, legacy.group(1), name, body)
-        if request.method == "GET" and (found := self._discovery(request.path)) is not None:
+        if request.method == "GET" and (found := fake_kube_reads.discovery(self, request.path)) is not None:
             return found
         parsed = self._parse(request.path)
         if parsed is None:
@@ -436,8 +420,8 @@ class FakeKube:
         resource, namespace, name, sub = parsed
         if request.method == "GET" and not name:
             if query.get("watch") in ("true", "1"):
-                return await self._watch(request, resource, namespace, query)
-            return self._list(resource, namespace, query)
+                return await fake_kube_reads.watch(self, request, resource, namespace, query)
+            return fake_kube_reads.list_objects(self, resource, namespace, query)
         if request.method == "GET":
             obj = self.objects.get((resource.plural, namespace, name))
             if obj is None:
@@ -460,136 +444,9 @@ class FakeKube:
             status(405, "MethodNotAllowed", f"{request.method} {request.path}"), status=405
         )
 
-    def _served(self) -> list[FakeResource]:
-        return [r for r in self.resources.values() if r.plural not in self.unserved]
-
-    def _discovery(self, path: str) -> web.Response | None:
-        """``GET /api``, ``/api/v1``, ``/apis`` and ``/apis/<group>/<version>``: what is served (a group/version
-        with nothing served is 404, as when its last CRD is removed)."""
-        served = self._served()
-        if path.rstrip("/") == "/api":
-            return web.json_response({"kind": "APIVersions", "versions": ["v1"]})
-        if path.rstrip("/") == "/apis":
-            return web.json_response(
-                group_list(sorted({r.api_version for r in served if "/" in r.api_version}))
-            )
-        parts = [p for p in path.split("/") if p]
-        if parts == ["api", "v1"] or (len(parts) == 3 and parts[0] == "apis"):
-            version = "v1" if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
-            resources = [r for r in served if r.api_version == version]
-            if not resources:
-                return web.json_response(
-                    status(404, "NotFound", "the server could not find the requested resource"), status=404
-                )
-            return web.json_response(resource_list(version, resources))
-        return None
-
     @staticmethod
     def not_found(resource: FakeResource, name: str) -> web.Response:
         return web.json_response(
             status(404, "NotFound", f'{resource.plural} "{name}" not found', name=name, kind=resource.plural),
             status=404,
         )
-
-    def _list(self, resource: FakeResource, namespace: str, query: dict[str, str]) -> web.Response:
-        token = query.get("continue", "")
-        if token:
-            if token not in self._pages:
-                return web.json_response(status(410, "Expired", "the continue token has expired"), status=410)
-            remaining = self._pages.pop(token)
-            version = token.split(":", 1)[0]
-        else:
-            remaining = [
-                copy.deepcopy(o)
-                for (plural, ns, _), o in sorted(self.objects.items())
-                if plural == resource.plural
-                and (not namespace or ns == namespace)
-                and matches(o, query.get("fieldSelector", ""))
-            ]
-            version = str(self.rv)
-        limit = int(query.get("limit") or 0) or len(remaining) or 1
-        items, rest = remaining[:limit], remaining[limit:]
-        if "/" not in resource.api_version:
-            items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in items]
-        metadata: Obj = {"resourceVersion": version}
-        if rest:
-            next_token = f"{version}:{uuid.uuid4().hex}"
-            self._pages[next_token] = rest
-            metadata["continue"] = next_token
-        return web.json_response(
-            {
-                "kind": f"{resource.kind}List",
-                "apiVersion": resource.api_version,
-                "metadata": metadata,
-                "items": items,
-            }
-        )
-
-    async def _watch(
-        self, request: web.Request, resource: FakeResource, namespace: str, query: dict[str, str]
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        since = query.get("resourceVersion", "")
-        watch = _Watch(
-            resource=resource,
-            namespace=namespace,
-            selector=query.get("fieldSelector", ""),
-            bookmarks=query.get("allowWatchBookmarks") == "true",
-        )
-        # Synchronously (no await in between): replay what the client missed, then register for live events.
-        if since and int(since) < self.compacted:
-            watch.queue.put_nowait(
-                {
-                    "type": "ERROR",
-                    "object": status(410, "Expired", f"too old resource version: {since} ({self.compacted})"),
-                }
-            )
-            watch.queue.put_nowait("end")
-        elif not since or since == "0":
-            for (plural, _, _), obj in sorted(self.objects.items()):
-                if plural == resource.plural and self._visible(watch, obj):
-                    watch.queue.put_nowait({"type": "ADDED", "object": copy.deepcopy(obj)})
-        else:
-            for rv, plural, kind, obj in self.history:
-                if rv > int(since) and plural == resource.plural and self._visible(watch, obj):
-                    watch.queue.put_nowait({"type": kind, "object": copy.deepcopy(obj)})
-        self.watches.add(watch)
-        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
-        try:
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    item = await asyncio.wait_for(watch.queue.get(), timeout=remaining)
-                except TimeoutError:
-                    break
-                if item in ("end", "close"):
-                    break
-                if item == "expire":
-                    await response.write(
-                        (
-                            json.dumps(
-                                {
-                                    "type": "ERROR",
-                                    "object": status(410, "Expired", "too old resource version"),
-                                }
-                            )
-                            + "\n"
-                        ).encode()
-                    )
-                    break
-                if item == "drop":
-                    if request.transport is not None:
-                        request.transport.close()
-                    return response
-                await response.write((json.dumps(item) + "\n").encode())
-            with contextlib.suppress(ConnectionError):
-                await response.write_eof()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            self.watches.discard(watch)
-        return response

@@ -6,11 +6,11 @@ from typing import Any
 
 import yaml
 
-from allot_cli.decisions import decisions
 from allot_cli.documents import Document
 from allot_cli.manifests import admit_all, to_input
 from allot_cli.simulator import Simulation
-from allot_cli.views import ClusterView
+from allot_views.cluster import ClusterView
+from allot_views.decisions import Decision, decisions
 
 
 class Scenario:
@@ -72,7 +72,7 @@ class Scenario:
     def types(self) -> list[str]:
         return [e.type for e in self.events]
 
-    def decisions(self) -> list[dict[str, Any]]:
+    def decisions(self) -> list[Decision]:
         return decisions(self.events)
 
     def view(self) -> ClusterView:

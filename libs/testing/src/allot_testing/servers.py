@@ -57,6 +57,17 @@ def _scratch_dir(prefix: str) -> Path:
 
 
 @contextlib.contextmanager
+def _embedded(server: EmbeddedNats | EmbeddedPostgres, root: Path) -> Iterator[Server]:
+    """Run an embedded server for the session; its scratch directory goes with it."""
+    try:
+        server.start()
+        yield Server(url=server.url, source="embedded")
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def postgres_server() -> Iterator[Server]:
     url = os.environ.get("ALLOT_TEST_DATABASE_URL") or os.environ.get("ALLOT_DATABASE_URL")
     if url:
@@ -69,13 +80,8 @@ def postgres_server() -> Iterator[Server]:
             yield Server(url=container.get_connection_url(), source="testcontainers")
         return
     root = _scratch_dir("allot-test-pg-")
-    server = EmbeddedPostgres(root / "data", fast=True)
-    try:
-        server.start()
-        yield Server(url=server.url, source="embedded")
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    with _embedded(EmbeddedPostgres(root / "data", fast=True), root) as server:
+        yield server
 
 
 @contextlib.contextmanager
@@ -91,13 +97,8 @@ def nats_server() -> Iterator[Server]:
             yield Server(url=container.nats_uri(), source="testcontainers")
         return
     root = _scratch_dir("allot-test-nats-")
-    server = EmbeddedNats(root / "js")
-    try:
-        server.start()
-        yield Server(url=server.url, source="embedded")
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    with _embedded(EmbeddedNats(root / "js"), root) as server:
+        yield server
 
 
 @contextlib.contextmanager

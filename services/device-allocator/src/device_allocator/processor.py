@@ -27,7 +27,6 @@ import msgspec
 from allot_contracts.envelope import stream_id
 from allot_contracts.errors import InvalidInput
 from allot_contracts.events import (
-    DevicesRemoved,
     DevicesReported,
     Event,
     FieldIssue,
@@ -38,7 +37,6 @@ from allot_contracts.events import (
     NodeMetricRemoved,
     NodeMetricReported,
     NodeRegistered,
-    NodeRemoved,
     ObjectRef,
     PodBindFailed,
     PodDeleted,
@@ -60,7 +58,6 @@ from allot_contracts.events import (
     ReservationRemoved,
     ReservationResolved,
     ReservationSucceeded,
-    TopologyRemoved,
     TopologyReported,
     type_of,
 )
@@ -70,6 +67,7 @@ from allot_gang import GangConfig
 from allot_placement import ConfigError, Decision, PlacementConfig, PlacementEngine
 from allot_placement.decision import Freed
 from allot_runtime.processor import Emit
+from device_allocator.inventory import fold_inventory
 from device_allocator.nodes import TYPES as NODE_SIDE_TYPES
 from device_allocator.nodes import NodeSide, assigned_pod, pod_facts, scheduled_at
 from device_allocator.nominations import HELD_FOR_PREEMPTOR, PREEMPTING, Preemptions, job_id
@@ -139,9 +137,8 @@ class DeviceAllocator(Requeueing):
         self.held_by: dict[
             str, tuple[str, int]
         ] = {}  # gang member -> (group, attempt) whose placement it holds
-        self.freed_gang: set[str] = (
-            set()
-        )  # the gang members among ``freed``: the gang-coordinator decides next
+        # the gang members among ``freed``: the gang-coordinator decides next
+        self.freed_gang: set[str] = set()
         self._arrivals = 0
         self._steps = 0  # events evolved so far: orders reservation placements against pods' attempts
         # pod -> the step at which its current attempt entered the queue
@@ -165,19 +162,15 @@ class DeviceAllocator(Requeueing):
             self.nodes.evolve(event, at, self._pod_facts)
         self.reservations.evolve(event, self._steps)
         self.preemptions.evolve(event, step=self._steps)
+        if fold_inventory(self.engine, event):
+            return
+        for fold in (self._evolve_pod, self._evolve_group, self._evolve_outcome):
+            if fold(event, at):
+                break  # the one fold that knows the event's type has folded it
+
+    def _evolve_pod(self, event: Event, at: int) -> bool:
+        """Fold a pod arriving, observed bound or gone; False for other events."""
         match event:
-            case NodeRegistered(node=node):
-                self.engine.upsert_node(node)
-            case NodeRemoved(name=name):
-                self.engine.delete_node(name)
-            case DevicesReported(name=name, inventory=inventory):
-                self.engine.upsert_device(name, inventory)
-            case DevicesRemoved(name=name):
-                self.engine.delete_device(name)
-            case TopologyReported(name=name, topology=topology):
-                self.engine.upsert_topology(name, topology)
-            case TopologyRemoved(name=name):
-                self.engine.delete_topology(name)
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
                 self.pods[pod.key] = spec
                 self.arrived_at[pod.key] = at
@@ -198,24 +191,30 @@ class DeviceAllocator(Requeueing):
                     self._track(pod.key, str(node), bound, scheduled_at(manifest, at))
             case PodDeleted(pod=pod):
                 self._free(pod, "deleted")
-                self.queue.forget_member(pod.key)
-                self.queue.held.discard(pod.key)
-                self.pods.pop(pod.key, None)
+                self._forget(pod.key)
                 self.arrival.pop(pod.key, None)
                 self.attempt_began.pop(pod.key, None)
-                self.unschedulable.pop(pod.key, None)
-                self.unschedulable_codes.pop(pod.key, None)
-                self.unschedulable_message.pop(pod.key, None)
             case PodBindFailed(pod=pod):
                 self._free(pod, "bind failed")
             case QuotaEvicted(pod=pod, cause=cause):
                 self._free(pod, f"evicted ({cause})")
-                self.queue.forget_member(pod.key)
-                self.queue.held.discard(pod.key)
-                self.pods.pop(pod.key, None)
-                self.unschedulable.pop(pod.key, None)
-                self.unschedulable_codes.pop(pod.key, None)
-                self.unschedulable_message.pop(pod.key, None)
+                self._forget(pod.key)
+            case _:
+                return False
+        return True
+
+    def _forget(self, key: str) -> None:
+        """Drop a pod that is gone from the queue and from what is known of its attempts."""
+        self.queue.forget_member(key)
+        self.queue.held.discard(key)
+        self.pods.pop(key, None)
+        self.unschedulable.pop(key, None)
+        self.unschedulable_codes.pop(key, None)
+        self.unschedulable_message.pop(key, None)
+
+    def _evolve_group(self, event: Event, at: int) -> bool:
+        """Fold a gang group's placement, refusal or released holds; False for other events."""
+        match event:
             case GangHoldsReleased(group=group, attempt=attempt, members=members, reason=reason):
                 for member in members:
                     if self.held_by.get(member) == (group, attempt):
@@ -241,6 +240,14 @@ class DeviceAllocator(Requeueing):
                     self.queue.block(item, tuple(members))
                 self.group_attempt_at[group] = at
                 self.group_failed_step[group] = self._steps
+            case _:
+                return False
+        return True
+
+    def _evolve_outcome(self, event: Event, at: int) -> bool:
+        """Fold a decision about one pod (placed, unschedulable, requeued, released, rejected); False for
+        other events."""
+        match event:
             case PodPlaced(pod=pod, node=node, decision=placed):
                 self.queue.recorded(self._pod_item(pod.key), True, at)
                 self.queue.held.discard(pod.key)
@@ -268,7 +275,8 @@ class DeviceAllocator(Requeueing):
             case PodRejected(pod=pod):
                 self.unschedulable.pop(pod.key, None)
             case _:
-                pass
+                return False
+        return True
 
     def _track(self, key: str, node: str, allocation: Any, at: int) -> None:
         """Load-aware scheduling estimates the pods assigned since a node's last NodeMetric: it is told each one."""

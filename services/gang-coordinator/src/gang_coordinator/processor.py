@@ -73,6 +73,11 @@ Answer = (
 )  # what one input is answered with: an engine action or a rejection
 
 
+def _on_gang(group: str, event: Event) -> list[Emit]:
+    """The one event an action of a gang group records, on the group's stream."""
+    return [Emit(stream_id=stream_id("gang", group), event=event)]
+
+
 def _ref(key: str) -> ObjectRef:
     namespace, name = key.split("/", 1)
     return ObjectRef(namespace=namespace, name=name)
@@ -198,44 +203,23 @@ class GangCoordinator:
                     )
                 ]
             case GroupReady(group=group, gangs=gangs, members=members, attempt=attempt):
-                return [
-                    Emit(
-                        stream_id=stream_id("gang", group),
-                        event=GangGroupReady(
-                            group=group, gangs=list(gangs), members=list(members), attempt=attempt
-                        ),
-                    )
-                ]
+                return _on_gang(
+                    group,
+                    GangGroupReady(group=group, gangs=list(gangs), members=list(members), attempt=attempt),
+                )
             case GroupAdmitted(group=group, attempt=attempt, members=members):
-                return [
-                    Emit(
-                        stream_id=stream_id("gang", group),
-                        event=GangGroupAdmitted(group=group, attempt=attempt, members=list(members)),
-                    )
-                ]
+                return _on_gang(group, GangGroupAdmitted(group=group, attempt=attempt, members=list(members)))
             case ReleaseHolds(group=group, attempt=attempt, members=members, reason=reason):
-                return [
-                    Emit(
-                        stream_id=stream_id("gang", group),
-                        event=GangHoldsReleased(
-                            group=group, attempt=attempt, members=list(members), reason=reason
-                        ),
-                    )
-                ]
+                return _on_gang(
+                    group,
+                    GangHoldsReleased(group=group, attempt=attempt, members=list(members), reason=reason),
+                )
             case GroupTimedOut(group=group, gang=gang, released_members=released):
-                return [
-                    Emit(
-                        stream_id=stream_id("gang", group),
-                        event=GangTimedOut(group=group, gang=gang, released_members=list(released)),
-                    )
-                ]
+                return _on_gang(group, GangTimedOut(group=group, gang=gang, released_members=list(released)))
             case GroupRetryAt(group=group, at=when, attempt=attempt, reason=reason):
-                return [
-                    Emit(
-                        stream_id=stream_id("gang", group),
-                        event=GangRetryScheduled(group=group, at=when, attempt=attempt, reason=reason),
-                    )
-                ]
+                return _on_gang(
+                    group, GangRetryScheduled(group=group, at=when, attempt=attempt, reason=reason)
+                )
             case Rejected(pod=pod, errors=errors):
                 issues = list(errors)
                 message = "invalid gang declaration: " + "; ".join(f"{i.path}: {i.message}" for i in issues)

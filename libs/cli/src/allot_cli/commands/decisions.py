@@ -10,12 +10,15 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used: ``allot decisions --help`` loads no view code
+    from allot_views.decisions import Decision
 
 
-async def live_decisions(url: str) -> list[dict[str, Any]]:
-    from allot_cli.decisions import decisions
+async def live_decisions(url: str) -> list[Decision]:
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_views.decisions import decisions
 
     store = PostgresEventStore.connect(url)
     try:

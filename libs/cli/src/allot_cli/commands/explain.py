@@ -28,6 +28,7 @@ REFUSED = "security.message_refused"
 PROFILE_NOTICES = frozenset({"Mutated", "Skipped"})
 GANG_NAME = "gang.scheduling.koordinator.sh/name"
 POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
+Payload = dict[str, Any]  # an event's payload as decoded JSON
 
 
 def current_life(own: list[RecordedEvent]) -> tuple[list[RecordedEvent], int]:
@@ -85,7 +86,7 @@ async def cluster(store: EventStore) -> Cluster:
     """One fold of the whole log: the cluster view (what nodes hold, where pods stand) and each pod's priority and
     arrival, for the nearest miss and the queue place (allot_cli.nearest)."""
     from allot_cli.nearest import Cluster, note_submitted
-    from allot_cli.views import ClusterView
+    from allot_views.cluster import ClusterView
 
     folded = Cluster(view=ClusterView())
     async for record in store.iterate(types=FOLDED):
@@ -184,9 +185,8 @@ def explain(
     key: str, own: list[RecordedEvent], group: list[RecordedEvent], folded: Cluster | None = None
 ) -> list[str]:
     from allot_cli.kube.ledger import explain_lines as enactment_lines
-    from allot_cli.nearest import group_quota_change, queue_lines, quota_change
+    from allot_cli.nearest import queue_lines
     from allot_cli.reservation_views import explain_lines as reservation_lines
-    from allot_eventstore.clock import iso
 
     if not own:
         raise InputError(f"no pod {key} in the log")
@@ -194,6 +194,35 @@ def explain(
     start = life[0].position
     group = [r for r in group if r.position >= start and key in (r.payload_dict().get("members") or [key])]
     events = sorted([*life, *group], key=lambda r: r.position)
+    lines = _timeline_lines(key, events, earlier)
+    last = {r.type: r.payload_dict() for r in events}
+    latest, standing = _standing(events)
+    lines.append("")
+    if life[-1].type == "pod.deleted":
+        lines.append("deleted:   the pod no longer exists")
+    lines += _quota_lines(last, standing, folded)
+    placed_decision = (last.get("pod.placed") or {}).get("decision") or _member_decision(
+        last.get("gang.group_placed"), key
+    )
+    lines += reservation_lines(last.get("reservation.resolved"), placed_decision)
+    lines += _placement_lines(key, last, standing)
+    if standing in ("pod.unschedulable", "gang.group_unschedulable"):
+        lines += _why_not_lines(key, life, events, last[standing], latest, folded)
+    lines += _outcome_lines(events, last, standing)
+    if life[-1].type != "pod.deleted":
+        preempting = next((r for r in reversed(events) if r.type == "preemption.decided"), None)
+        nominated = preempting is not None and latest is not None and preempting.position > latest.position
+        lines += queue_lines(key, folded, nominated=nominated)
+    lines += enforcement(events)
+    lines += enactment_lines(life)
+    lines += _admission_lines(life, last)
+    return lines
+
+
+def _timeline_lines(key: str, events: list[RecordedEvent], earlier: int) -> list[str]:
+    """The heading and the timeline: every event of the pod's latest life with the service that recorded it."""
+    from allot_eventstore.clock import iso
+
     lines = [f"pod {key}", ""]
     if earlier:
         lines += [
@@ -207,7 +236,12 @@ def explain(
             f"  #{record.position:<7} {iso(record.recorded_at)}  {record.type:<26} {record.producer:<20} "
             f"{_summary(record)}".rstrip()
         )
-    last = {r.type: r.payload_dict() for r in events}
+    return lines
+
+
+def _standing(events: list[RecordedEvent]) -> tuple[RecordedEvent | None, str]:
+    """The latest event that says where the pod stands, and its type (``gang.holds_released`` when a later release
+    undid a placement or an admission)."""
     latest = next((r for r in reversed(events) if r.type in STANDING), None)
     standing = latest.type if latest is not None else ""
     released = next((r for r in reversed(events) if r.type == "gang.holds_released"), None)
@@ -218,9 +252,14 @@ def explain(
         and standing in ("gang.group_placed", "pod.placed", "quota.group_admitted", "quota.admitted")
     ):
         standing = "gang.holds_released"  # the placement was undone (timeout, a member gone)
-    lines.append("")
-    if life[-1].type == "pod.deleted":
-        lines.append("deleted:   the pod no longer exists")
+    return latest, standing
+
+
+def _quota_lines(last: dict[str, Payload], standing: str, folded: Cluster | None) -> list[str]:
+    """The quota the pod was admitted to (with what it borrowed), or why it waits for quota."""
+    from allot_cli.nearest import group_quota_change, quota_change
+
+    lines: list[str] = []
     if "quota.admitted" in last and standing not in ("quota.waiting", "quota.group_waiting"):
         detail = last["quota.admitted"].get("detail", {})
         lines.append(
@@ -244,10 +283,12 @@ def explain(
             members = folded.view.groups.get(str(last[standing].get("group")), [])
             specs = [folded.specs.get(m, {}) for m in members]
             lines += group_quota_change(detail.get("first") or {}, specs, detail.get("used_before"))
-    placed_decision = (last.get("pod.placed") or {}).get("decision") or _member_decision(
-        last.get("gang.group_placed"), key
-    )
-    lines += reservation_lines(last.get("reservation.resolved"), placed_decision)
+    return lines
+
+
+def _placement_lines(key: str, last: dict[str, Payload], standing: str) -> list[str]:
+    """Where the pod was placed: node, policy, its allocation annotations and the top scores."""
+    lines: list[str] = []
     placed = last.get("pod.placed") or _member_decision(last.get("gang.group_placed"), key)
     if placed is not None and standing in ("pod.placed", "gang.group_placed", "pod.bound"):
         decision = placed.get("decision", placed)
@@ -259,19 +300,35 @@ def explain(
             lines.append(f"  {kind}: {json.dumps(value, sort_keys=True)}")
         for score in (decision.get("scores") or [])[:5]:
             lines.append(f"  score {score['node']}: {score['score']} {score.get('components', {})}")
-    if standing in ("pod.unschedulable", "gang.group_unschedulable"):
-        p = last[standing]
-        decision = p.get("decision") or {}
-        lines.append(f"why not:   {p['message']}")
-        if p.get("codes"):
-            lines.append(f"  codes: {', '.join(p['codes'])}")
-        reasons = decision.get("node_reasons") or _first_member_reasons(decision)
-        for node, node_reasons in sorted(reasons.items())[:20]:
-            lines.append(f"  {node}: {'; '.join(node_reasons)}")
-        lines += _nearest(key, life, decision, reasons, folded)
-        preempted = next((r for r in reversed(events) if r.type == "preemption.decided"), None)
-        if preempted is not None and latest is not None and preempted.position > latest.position:
-            lines.append(f"preempting: {preempted.payload_dict()['message']}")
+    return lines
+
+
+def _why_not_lines(
+    key: str,
+    life: list[RecordedEvent],
+    events: list[RecordedEvent],
+    p: Payload,
+    latest: RecordedEvent | None,
+    folded: Cluster | None,
+) -> list[str]:
+    """Why the pod could not be placed: the summary, its codes, the per-node reasons and what would be nearest."""
+    decision = p.get("decision") or {}
+    lines = [f"why not:   {p['message']}"]
+    if p.get("codes"):
+        lines.append(f"  codes: {', '.join(p['codes'])}")
+    reasons = decision.get("node_reasons") or _first_member_reasons(decision)
+    for node, node_reasons in sorted(reasons.items())[:20]:
+        lines.append(f"  {node}: {'; '.join(node_reasons)}")
+    lines += _nearest(key, life, decision, reasons, folded)
+    preempted = next((r for r in reversed(events) if r.type == "preemption.decided"), None)
+    if preempted is not None and latest is not None and preempted.position > latest.position:
+        lines.append(f"preempting: {preempted.payload_dict()['message']}")
+    return lines
+
+
+def _outcome_lines(events: list[RecordedEvent], last: dict[str, Payload], standing: str) -> list[str]:
+    """A gang wait, a given-back placement or an eviction, when that is where the pod stands."""
+    lines: list[str] = []
     if standing == "gang.member_waiting":
         lines.append(f"gang:      {_summary(next(r for r in reversed(events) if r.type == standing))}")
     if standing == "gang.holds_released":
@@ -285,12 +342,12 @@ def explain(
         if enacted := last.get("pod.eviction_enacted"):
             done = "evicted" if enacted["evicted"] else "NOT evicted"
             lines.append(f"  Kubernetes: {done} through the Eviction API: {enacted['message']}")
-    if life[-1].type != "pod.deleted":
-        preempting = next((r for r in reversed(events) if r.type == "preemption.decided"), None)
-        nominated = preempting is not None and latest is not None and preempting.position > latest.position
-        lines += queue_lines(key, folded, nominated=nominated)
-    lines += enforcement(events)
-    lines += enactment_lines(life)
+    return lines
+
+
+def _admission_lines(life: list[RecordedEvent], last: dict[str, Payload]) -> list[str]:
+    """What the door said about the pod's manifest: profile changes, fields not acted on, rejection errors."""
+    lines: list[str] = []
     for warning in life[0].payload_dict().get("warnings") or [] if life[0].type in BIRTHS else []:
         if warning.get("code") in PROFILE_NOTICES:
             lines.append(f"profile:   {warning['message']}")

@@ -15,7 +15,7 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from allot_cli.output import (
     FORMATS,
@@ -31,8 +31,8 @@ from allot_cli.output import (
 )
 
 if TYPE_CHECKING:  # imported when a command runs: ``allot get --help`` loads no log or view code
-    from allot_cli.views import ClusterView
     from allot_eventstore.protocol import EventStore
+    from allot_views.cluster import ClusterView, NodeView
 
 
 async def load_view() -> ClusterView:
@@ -52,7 +52,7 @@ def _devices(devices: dict[str, list[int]]) -> str:
 
 
 def pods_rows(view: ClusterView, namespace: str | None = None) -> list[dict[str, Any]]:
-    from allot_cli.views import plan_summary
+    from allot_views.cluster import plan_summary
 
     rows = []
     for key, pod in sorted(view.pods.items()):
@@ -114,7 +114,7 @@ def _devices_in_use(view: ClusterView, name: str, devices: dict[str, int]) -> st
     """Per device type, allocated / reported: ``gpu:6/8`` (a GPU counts as allocated when any pod holds a share)."""
     if not devices:
         return "-"
-    from allot_cli.views import gpu_rows
+    from allot_views.cluster import gpu_rows
 
     gpus = gpu_rows(view).get(name, [])
     in_use = {"gpu": sum(1 for g in gpus if g.holders)}
@@ -157,7 +157,20 @@ def nodes_rows(view: ClusterView, now: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _node_status(node: Any) -> dict[str, Any]:
+class NodeStatus(TypedDict):
+    """A node's side as recorded (``allot get nodes -o json|yaml``); ``None`` where nothing was reported."""
+
+    capacity: dict[str, str]
+    allocatable: dict[str, str]
+    devices: dict[str, int]
+    usage: dict[str, str]
+    usageTime: str | None
+    heartbeatTime: str | None
+    heartbeatLost: bool | None
+    degraded: bool | None
+
+
+def _node_status(node: NodeView) -> NodeStatus:
     from allot_eventstore.clock import iso
 
     return {

@@ -1,5 +1,5 @@
 """``allot report usage``: quota chargeback from the log (GPU-hours, GPU-memory GiB-hours and CPU-hours per quota,
-namespace or workload over a window, own vs borrowed). The computation is :mod:`allot_cli.usage_report`; this module
+namespace or workload over a window, own vs borrowed). The computation is :mod:`allot_views.usage`; this module
 reads the log and prints. The window comes from the log only (``--until`` defaults to the last recorded event), so
 the same log and flags print the same report.
 """
@@ -28,7 +28,8 @@ async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[
 
 async def store_usage(store: Any, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
     """The window and its rows from an open event store; ValueError naming the flag for a bad window."""
-    from allot_cli.usage_report import USAGE_TYPES, parse_window, usage
+    from allot_cli.usage_window import parse_window
+    from allot_views.usage import USAGE_TYPES, usage
 
     head, _ = await store.head()
     last = await store.read(after=head - 1, limit=1) if head else []
@@ -102,7 +103,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
     from allot_cli.connect import endpoints
     from allot_cli.errors import UsageError
-    from allot_cli.usage_report import parse_window
+    from allot_cli.usage_window import parse_window
 
     try:  # bad flags are refused before the log is read
         parse_window(args.since, args.until, last_us=_FAR)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from allot_cli.connect import default_state_dir, endpoints, find_state_dir, read_stack
 from allot_cli.errors import InputError, UsageError
@@ -26,6 +26,25 @@ from allot_cli.stackprocs import (
 )
 from allot_cli.stackview import describe
 from allot_runtime.secretfiles import private_dir
+
+
+class ProcessRow(TypedDict):
+    """One process of the dev stack as ``allot status`` shows it."""
+
+    name: str
+    pid: int | None
+    port: int | None
+    alive: bool
+    ready: bool
+    restarts: int
+
+
+class LogState(TypedDict):
+    """The log head and the consumers' checkpoints (``error`` when PostgreSQL could not be read)."""
+
+    head: int | None
+    checkpoints: dict[str, int]
+    error: NotRequired[str]
 
 
 def _ready(port: int | None) -> bool:
@@ -238,7 +257,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 + "; `allot down` stops them"
             )
         return 1
-    rows = []
+    rows: list[ProcessRow] = []
     for name, info in stack.get("processes", {}).items():
         rows.append(
             {
@@ -251,7 +270,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             }
         )
     try:
-        log_state: dict[str, Any] = asyncio.run(_log_state(stack["database_url"]))
+        log_state: LogState = asyncio.run(_log_state(stack["database_url"]))
     except Exception as exc:  # PostgreSQL down: say so, and still show the rest
         log_state = {"head": None, "checkpoints": {}, "error": f"{type(exc).__name__}: {exc}"}
     healthy = all(r["ready"] for r in rows) and not stack.get("degraded") and "error" not in log_state
@@ -264,7 +283,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def stack_status(
-    stack: dict[str, Any], rows: list[dict[str, Any]], log: dict[str, Any], *, healthy: bool
+    stack: dict[str, Any], rows: list[ProcessRow], log: LogState, *, healthy: bool
 ) -> dict[str, Any]:
     """``allot status -o json|yaml``: the stack as an ``allot.dev/v1alpha1`` ``StackStatus`` (docs/cli.md): what it
     was started with in ``spec`` (URLs without passwords), how it is in ``status``."""
@@ -285,7 +304,7 @@ def stack_status(
         "degraded": stack.get("degraded"),
         "logHead": log.get("head"),
         "logError": log.get("error"),
-        "processes": [r | {"checkpoint": checkpoints.get(r["name"])} for r in rows],
+        "processes": [{**r, "checkpoint": checkpoints.get(r["name"])} for r in rows],
     }
     name = str(stack.get("state_dir") or "stack")
     body: dict[str, Any] = clean({"spec": spec, "status": status})
@@ -300,7 +319,7 @@ def structured(obj: dict[str, Any], output: str) -> str:
     return str(yaml.safe_dump(obj, sort_keys=False)).rstrip("\n")
 
 
-def status_lines(stack: dict[str, Any], rows: list[dict[str, Any]], log: dict[str, Any]) -> list[str]:
+def status_lines(stack: dict[str, Any], rows: list[ProcessRow], log: LogState) -> list[str]:
     """``allot status``: the stack, the log head, then one line per process with its HTTP port (``/readyz``,
     ``/metrics``, ``/state``), readiness, restarts and checkpoint."""
     lines = describe(stack)
@@ -319,7 +338,7 @@ def status_lines(stack: dict[str, Any], rows: list[dict[str, Any]], log: dict[st
     return lines
 
 
-async def _log_state(url: str) -> dict[str, Any]:
+async def _log_state(url: str) -> LogState:
     """The log head and every consumer's checkpoint. Read with asyncpg alone: the event store's module would load
     the contracts and the engines' codecs, several times the cost of the rest of ``allot status``. The two tables
     are the store's (``log_head``, ``checkpoints``: :class:`allot_eventstore.postgres.PostgresEventStore` ``head``

@@ -15,7 +15,7 @@ from allot_cli.errors import InputError
 
 if TYPE_CHECKING:  # imported when a scenario runs: ``allot sim run --help`` loads no engine
     from allot_cli.simulator import Simulation
-    from allot_cli.views import ClusterView
+    from allot_views.cluster import ClusterView
 
 T = TypeVar("T")
 
@@ -102,7 +102,7 @@ def run(
     from allot_cli.documents import load_documents
     from allot_cli.manifests import Door, to_input
     from allot_cli.simulator import Simulation
-    from allot_cli.views import ClusterView
+    from allot_views.cluster import ClusterView
 
     docs = load_documents(scenario)
     door = Door(quotas=set())
@@ -144,7 +144,7 @@ def _outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from allot_cli.decisions import decisions
+    from allot_views.decisions import decisions
 
     sim, view, refused = run(args.scenario, config=load_config(args.config), atomic=args.atomic)
     lines = decisions(sim.store.events)

@@ -1,5 +1,5 @@
 """The GPU page of the web audit view: per node, each GPU's index, uuid, model, memory allocated/total, cores
-allocated, health and holders, and the node's free GPUs; all from :func:`allot_cli.views.gpu_rows`, the projection
+allocated, health and holders, and the node's free GPUs; all from :func:`allot_views.cluster.gpu_rows`, the projection
 ``allot describe node`` and the per-GPU metrics (``allot_gpu_*``) agree with."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from allot_cli.ui.html import e, pod_link, table, tiles
 from allot_cli.ui.model import UiModel
-from allot_cli.views import GpuRow
+from allot_views.cluster import GpuRow
 
 GIB = 1 << 30
 DETAILED = 20  # nodes whose GPUs are listed one by one when no node is asked for

@@ -15,9 +15,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.views import ClusterView, GpuRow, gpu_rows
 from allot_contracts.envelope import GENESIS_HASH, RecordedEvent
 from allot_eventstore.protocol import EventStore
+from allot_views.cluster import ClusterView, GpuRow, gpu_rows
 
 if TYPE_CHECKING:
     from allot_cli.nearest import Cluster
@@ -94,7 +94,7 @@ class UiModel:
         )
 
     def gpus(self) -> dict[str, list[GpuRow]]:
-        """Every node's GPUs (:func:`allot_cli.views.gpu_rows`), computed once per log position the view reached."""
+        """Every node's GPUs (:func:`allot_views.cluster.gpu_rows`), computed once per log position the view reached."""
         if self._gpus[0] != self.view.position:
             self._gpus = (self.view.position, gpu_rows(self.view))
         return self._gpus[1]

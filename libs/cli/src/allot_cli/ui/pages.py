@@ -12,8 +12,8 @@ from allot_cli.output import human
 from allot_cli.ui.gpus import gpu_summary
 from allot_cli.ui.html import e, pod_link, table, tiles
 from allot_cli.ui.model import UiModel
-from allot_cli.views import HELD, PodView
 from allot_eventstore.clock import iso
+from allot_views.cluster import HELD, PodView
 
 NAV = (
     ("/", "Overview"),

@@ -35,7 +35,7 @@ def _window_error(exc: ValueError) -> ValueError:
 
 
 def check_since(value: str) -> str:
-    from allot_cli.usage_report import parse_window
+    from allot_cli.usage_window import parse_window
 
     if len(value) > 64:
         raise ValueError(f"at most 64 characters (got {len(value)})")
@@ -48,7 +48,7 @@ def check_since(value: str) -> str:
 
 
 def check_until(value: str) -> str:
-    from allot_cli.usage_report import parse_window
+    from allot_cli.usage_window import parse_window
 
     if len(value) > 64:
         raise ValueError(f"at most 64 characters (got {len(value)})")
@@ -61,7 +61,7 @@ def check_until(value: str) -> str:
 
 
 def check_by(value: str) -> str:
-    from allot_cli.usage_report import BY
+    from allot_views.usage import BY
 
     if value and value not in BY:
         raise ValueError(f"must be one of {', '.join(BY)} or empty (got {value[:40]!r})")

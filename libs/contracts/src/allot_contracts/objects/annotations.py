@@ -294,15 +294,22 @@ def _resources(raw: Any, path: str, errors: list[FieldIssue]) -> dict[str, int]:
     return out
 
 
-def parse_device_allocated(value: Any, errors: list[FieldIssue], into: BoundAllocation) -> None:
-    """Fill ``into.devices`` from a ``device-allocated`` value: ``{type: [{minor, resources, id, extension}]}``."""
-    key = n.ANN_DEVICE_ALLOCATED
+def _is_object(value: Any, key: str, errors: list[FieldIssue]) -> bool:
+    """Whether an annotation's value is an object to read (absent: nothing to read; anything else: an issue)."""
     if value is None:
-        return
+        return False
     if not isinstance(value, dict):
         errors.append(
             FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
         )
+        return False
+    return True
+
+
+def parse_device_allocated(value: Any, errors: list[FieldIssue], into: BoundAllocation) -> None:
+    """Fill ``into.devices`` from a ``device-allocated`` value: ``{type: [{minor, resources, id, extension}]}``."""
+    key = n.ANN_DEVICE_ALLOCATED
+    if not _is_object(value, key, errors):
         return
     for dtype in sorted(value):
         entries = value[dtype]
@@ -333,12 +340,7 @@ def parse_device_allocated(value: Any, errors: list[FieldIssue], into: BoundAllo
 def parse_resource_status(value: Any, errors: list[FieldIssue], into: BoundAllocation) -> None:
     """Fill ``into.cpuset`` and ``into.numa`` from a ``resource-status`` value."""
     key = n.ANN_RESOURCE_STATUS
-    if value is None:
-        return
-    if not isinstance(value, dict):
-        errors.append(
-            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
-        )
+    if not _is_object(value, key, errors):
         return
     if value.get("cpuset"):
         try:

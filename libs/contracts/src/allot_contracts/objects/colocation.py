@@ -19,9 +19,9 @@ Pure: no IO, no clock.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -452,6 +452,27 @@ def _json_key(data: Mapping[str, Any], key: str, issues: list[FieldIssue]) -> An
         return None
 
 
+_Section = TypeVar("_Section")
+
+
+def _with_node_configs(
+    raw: Any,
+    path: str,
+    issues: list[FieldIssue],
+    base: _Section,
+    parse: Callable[[Any, str, _Section], _Section],
+) -> tuple[_Section, tuple[tuple[LabelSelector, Any], ...]]:
+    """A section's cluster-wide settings over ``base``, and its ``nodeConfigs``, each over the cluster-wide ones."""
+    cluster = parse(raw, path, base)
+    nodes = _node_configs(
+        raw.get("nodeConfigs") if isinstance(raw, Mapping) else None,
+        f"{path}.nodeConfigs",
+        issues,
+        lambda entry, where: parse(entry, where, cluster),
+    )
+    return cluster, nodes
+
+
 def parse_colocation_configmap(
     manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> ColocationConfig | None:
@@ -473,35 +494,32 @@ def parse_colocation_configmap(
     config = ColocationConfig()
     colocation = _json_key(data, KEY_COLOCATION, issues)
     if colocation is not None:
-        path = f"data[{KEY_COLOCATION}]"
-        cluster = parse_strategy(colocation, path, issues, warnings, ColocationStrategy())
-        nodes = _node_configs(
-            colocation.get("nodeConfigs") if isinstance(colocation, Mapping) else None,
-            f"{path}.nodeConfigs",
+        cluster, nodes = _with_node_configs(
+            colocation,
+            f"data[{KEY_COLOCATION}]",
             issues,
-            lambda entry, where: parse_strategy(entry, where, issues, warnings, cluster),
+            ColocationStrategy(),
+            lambda raw, where, base: parse_strategy(raw, where, issues, warnings, base),
         )
         config = msgspec.structs.replace(config, strategy=cluster, node_strategies=nodes)
     normalization = _json_key(data, KEY_NORMALIZATION, issues)
     if normalization is not None:
-        path = f"data[{KEY_NORMALIZATION}]"
-        norm = parse_normalization(normalization, path, issues, NormalizationStrategy())
-        nodes = _node_configs(
-            normalization.get("nodeConfigs") if isinstance(normalization, Mapping) else None,
-            f"{path}.nodeConfigs",
+        norm, nodes = _with_node_configs(
+            normalization,
+            f"data[{KEY_NORMALIZATION}]",
             issues,
-            lambda entry, where: parse_normalization(entry, where, issues, norm),
+            NormalizationStrategy(),
+            lambda raw, where, base: parse_normalization(raw, where, issues, base),
         )
         config = msgspec.structs.replace(config, normalization=norm, node_normalization=nodes)
     amplification = _json_key(data, KEY_AMPLIFICATION, issues)
     if amplification is not None:
-        path = f"data[{KEY_AMPLIFICATION}]"
-        amp = parse_amplification(amplification, path, issues, AmplificationStrategy())
-        nodes = _node_configs(
-            amplification.get("nodeConfigs") if isinstance(amplification, Mapping) else None,
-            f"{path}.nodeConfigs",
+        amp, nodes = _with_node_configs(
+            amplification,
+            f"data[{KEY_AMPLIFICATION}]",
             issues,
-            lambda entry, where: parse_amplification(entry, where, issues, amp),
+            AmplificationStrategy(),
+            lambda raw, where, base: parse_amplification(raw, where, issues, base),
         )
         config = msgspec.structs.replace(config, amplification=amp, node_amplification=nodes)
     return None if len(issues) > before else config

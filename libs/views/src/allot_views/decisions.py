@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from allot_contracts.envelope import RecordedEvent
 
@@ -48,6 +48,20 @@ DECISION_TYPES = frozenset(
 )
 
 
+class Decision(TypedDict):
+    """One decision as ``allot decisions`` prints it (the fields of this module's docstring)."""
+
+    pod: str
+    outcome: str
+    node: str | None
+    annotations: dict[str, Any]
+    message: str
+    codes: list[str]
+    attempt: int | None
+    stage: str
+    group: NotRequired[str]  # a gang group's decisions: the group
+
+
 def _annotations(raw: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in sorted(raw.items()):
@@ -58,7 +72,7 @@ def _annotations(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[dict[str, Any]]:
+def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[Decision]:
     """One record may hold several decisions (a gang group: one per member)."""
     if record.type not in DECISION_TYPES and record.type != "gang.group_ready":
         return []
@@ -68,33 +82,33 @@ def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[di
         return []
     if record.type == "gang.group_placed":
         return [
-            {
-                "pod": m,
-                "outcome": "Scheduled",
-                "node": d.get("node"),
-                "annotations": _annotations(d.get("annotations") or {}),
-                "message": "",
-                "codes": [],
-                "attempt": p["attempt"],
-                "stage": record.producer,
-                "group": p["group"],
-            }
+            _decision(
+                m,
+                "Scheduled",
+                d.get("node"),
+                _annotations(d.get("annotations") or {}),
+                "",
+                [],
+                p["attempt"],
+                record.producer,
+                group=p["group"],
+            )
             for m, d in sorted(p["decisions"].items())
         ]
     if record.type in ("gang.group_unschedulable", "quota.group_waiting"):
         outcome = "Unschedulable" if record.type == "gang.group_unschedulable" else "Waiting"
         return [
-            {
-                "pod": m,
-                "outcome": outcome,
-                "node": None,
-                "annotations": {},
-                "message": p["message"],
-                "codes": list(p.get("codes") or (["QuotaExceeded"] if outcome == "Waiting" else [])),
-                "attempt": p["attempt"],
-                "stage": record.producer,
-                "group": p["group"],
-            }
+            _decision(
+                m,
+                outcome,
+                None,
+                {},
+                p["message"],
+                list(p.get("codes") or (["QuotaExceeded"] if outcome == "Waiting" else [])),
+                p["attempt"],
+                record.producer,
+                group=p["group"],
+            )
             for m in groups.get(p["group"], [])
         ]
     if record.type in RESERVATION_DECISIONS:
@@ -103,92 +117,88 @@ def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[di
     return [single] if single is not None else []
 
 
-def decision_of(record: RecordedEvent, p: dict[str, Any]) -> dict[str, Any] | None:
+def _decision(
+    pod: str,
+    outcome: str,
+    node: str | None,
+    annotations: dict[str, Any],
+    message: str,
+    codes: list[str],
+    attempt: int | None,
+    stage: str,
+    *,
+    group: str | None = None,
+) -> Decision:
+    """A decision's line, its fields in the order they are read (a gang group's decisions name the group)."""
+    line: Decision = {
+        "pod": pod,
+        "outcome": outcome,
+        "node": node,
+        "annotations": annotations,
+        "message": message,
+        "codes": codes,
+        "attempt": attempt,
+        "stage": stage,
+    }
+    if group is not None:
+        line["group"] = group
+    return line
+
+
+def decision_of(record: RecordedEvent, p: dict[str, Any]) -> Decision | None:
     pod = f"{p['pod'].get('namespace', '')}/{p['pod']['name']}"
+    stage = record.producer
     if record.type == "pod.placed":
         d = p["decision"]
-        return {
-            "pod": pod,
-            "outcome": "Scheduled",
-            "node": p["node"],
-            "annotations": _annotations(d.get("annotations") or {}),
-            "message": d.get("message", ""),
-            "codes": list(d.get("codes") or []),
-            "attempt": p["attempt"],
-            "stage": record.producer,
-        }
+        return _decision(
+            pod,
+            "Scheduled",
+            p["node"],
+            _annotations(d.get("annotations") or {}),
+            d.get("message", ""),
+            list(d.get("codes") or []),
+            p["attempt"],
+            stage,
+        )
     if record.type == "pod.unschedulable":
-        return {
-            "pod": pod,
-            "outcome": "Unschedulable",
-            "node": None,
-            "annotations": {},
-            "message": p["message"],
-            "codes": list(p["codes"]),
-            "attempt": p["attempt"],
-            "stage": record.producer,
-        }
+        return _decision(pod, "Unschedulable", None, {}, p["message"], list(p["codes"]), p["attempt"], stage)
     if record.type == "pod.rejected":
-        return {
-            "pod": pod,
-            "outcome": "Rejected",
-            "node": None,
-            "annotations": {},
-            "message": p["message"],
-            "codes": list(p.get("codes") or []),
-            "attempt": None,
-            "stage": p.get("stage", record.producer),
-        }
+        return _decision(
+            pod,
+            "Rejected",
+            None,
+            {},
+            p["message"],
+            list(p.get("codes") or []),
+            None,
+            p.get("stage", record.producer),
+        )
     if record.type == "gang.member_waiting":
-        return {
-            "pod": pod,
-            "outcome": "Waiting",
-            "node": None,
-            "annotations": {},
-            "message": f"gang {p['gang']}: {p['present']}/{p['min_available']} members present ({p['reason']})",
-            "codes": ["GangIncomplete"],
-            "attempt": None,
-            "stage": record.producer,
-        }
+        message = f"gang {p['gang']}: {p['present']}/{p['min_available']} members present ({p['reason']})"
+        return _decision(pod, "Waiting", None, {}, message, ["GangIncomplete"], None, stage)
     if record.type == "quota.evicted":
-        return {
-            "pod": pod,
-            "outcome": "Evicted",
-            "node": None,
-            "annotations": {},
-            "message": p["message"],
-            "codes": [p["cause"]],
-            "attempt": None,
-            "stage": record.producer,
-        }
-    return {
-        "pod": pod,
-        "outcome": "Waiting",
-        "node": None,
-        "annotations": {},
-        "message": p["message"],
-        "codes": ["QuotaExceeded"],
-        "attempt": p["attempt"],
-        "stage": record.producer,
-    }
+        return _decision(pod, "Evicted", None, {}, p["message"], [p["cause"]], None, stage)
+    return _decision(pod, "Waiting", None, {}, p["message"], ["QuotaExceeded"], p["attempt"], stage)
 
 
-def reservation_decision(record: RecordedEvent, p: dict[str, Any]) -> dict[str, Any]:
+def reservation_decision(record: RecordedEvent, p: dict[str, Any]) -> Decision:
     """A Reservation's placement (``Reservation/<name>``: Reserved, Unschedulable, Rejected, Expired), a pod evicted
     by a PodMigrationJob or preempted (Evicted), or a job's end (``PodMigrationJob/<name>``: Succeeded, Failed, Aborted,
     Rejected)."""
     kind, _, action = record.type.partition(".")
-    line: dict[str, Any] = {
+    line: Decision = {
         "node": None,
         "annotations": {},
         "message": p.get("message", ""),
         "codes": list(p.get("codes") or []),
         "attempt": None,
         "stage": record.producer,
+        "pod": "",  # each kind below names the object and the outcome
+        "outcome": "",
     }
     if kind == "reservation":
         outcome = {"placed": "Reserved", "unschedulable": "Unschedulable", "rejected": "Rejected"}.get(action)
-        line.update(pod=f"Reservation/{p['reservation']['name']}", outcome=outcome or "Expired")
+        line["pod"], line["outcome"] = f"Reservation/{p['reservation']['name']}", outcome or "Expired"
         if action == "placed":
             line["node"] = p["node"]
         if action == "failed":
@@ -196,23 +206,21 @@ def reservation_decision(record: RecordedEvent, p: dict[str, Any]) -> dict[str, 
         return line
     if kind == "pod":  # pod.evicted: preempted for a reservation, or by qos-enforcer under memory pressure
         pod = f"{p['pod'].get('namespace', '')}/{p['pod']['name']}"
-        line.update(pod=pod, outcome="Evicted", codes=[p.get("cause", "")])
+        line["pod"], line["outcome"], line["codes"] = pod, "Evicted", [p.get("cause", "")]
         return line
     if action == "evicted":
         pod = f"{p['pod'].get('namespace', '')}/{p['pod']['name']}"
         job = p["job"]["name"]
-        line.update(
-            pod=pod, outcome="Evicted", message=f"migrated by PodMigrationJob {job}", codes=["Migration"]
-        )
+        line["pod"], line["outcome"] = pod, "Evicted"
+        line["message"], line["codes"] = f"migrated by PodMigrationJob {job}", ["Migration"]
         return line
-    line.update(
-        pod=f"PodMigrationJob/{p['job']['name']}", outcome=action.capitalize(), node=p.get("node") or None
-    )
+    line["pod"], line["outcome"] = f"PodMigrationJob/{p['job']['name']}", action.capitalize()
+    line["node"] = p.get("node") or None
     if p.get("reason"):
         line["codes"] = [p["reason"]]
     return line
 
 
-def decisions(records: Iterable[RecordedEvent]) -> list[dict[str, Any]]:
+def decisions(records: Iterable[RecordedEvent]) -> list[Decision]:
     groups: dict[str, list[str]] = {}
     return [d for r in records for d in decisions_of(r, groups)]

@@ -24,7 +24,6 @@ A pod's workload is its controller (``ownerReferences`` with ``controller: true`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -33,15 +32,13 @@ from typing import Any, Literal
 from allot_contracts.events._base import Event
 from allot_contracts.quantity import parse_quantity
 
-__all__ = ["BY", "USAGE_TYPES", "UsageRow", "Window", "parse_window", "usage"]
+__all__ = ["BY", "USAGE_TYPES", "UsageRow", "Window", "usage"]
 
 By = Literal["quota", "namespace", "workload"]
 BY: tuple[By, ...] = ("quota", "namespace", "workload")
 
 _US_PER_HOUR = 3_600_000_000
 _GIB = 1 << 30
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-_DURATION = re.compile(r"^(\d+)([smhdw])$")
 _GPU_DIMS = ("nvidia.com/gpu", "koordinator.sh/gpu-core", "koordinator.sh/gpu-memory-ratio")
 _GPU_MEM_DIMS = ("koordinator.sh/gpu-memory",)
 _GANG_KEYS = ("pod-group.scheduling.sigs.k8s.io", "gang.scheduling.koordinator.sh/name")
@@ -75,43 +72,6 @@ class _Pod:
     borrowed: dict[str, Fraction] = field(default_factory=dict)  # dimension → borrowed share of the request
     start_us: int | None = None
     held: tuple[Fraction, Fraction, Fraction] = (Fraction(0), Fraction(0), Fraction(0))  # gpus, GiB, cores
-
-
-def _duration_s(text: str, flag: str) -> int:
-    m = _DURATION.match(text.strip())
-    if not m:
-        raise ValueError(f"{flag}: {text!r} is not a duration (a whole number and s, m, h, d or w, e.g. 7d)")
-    return int(m.group(1)) * _UNITS[m.group(2)]
-
-
-def _instant_us(text: str, flag: str, anchor_us: int) -> int:
-    """A duration back from ``anchor_us`` (``7d``) or an ISO-8601 time with a zone (``2026-01-01T00:00:00Z``)."""
-    if _DURATION.match(text.strip()):
-        return anchor_us - _duration_s(text, flag) * 1_000_000
-    from datetime import datetime
-
-    from allot_eventstore.clock import from_datetime
-
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"{flag}: {text!r} is neither a duration (e.g. 7d, 12h) nor an ISO-8601 time (e.g. 2026-01-01T00:00:00Z)"
-        ) from None
-    if moment.tzinfo is None:
-        raise ValueError(f"{flag}: {text!r} has no time zone (add Z for UTC)")
-    return from_datetime(moment)
-
-
-def parse_window(since: str, until: str | None, *, last_us: int) -> Window:
-    """The window ``[since, until]``, never read from the wall clock: ``until`` defaults to the last recorded event
-    (``last_us``) and a duration given as ``until`` counts back from it; a duration given as ``since`` counts back
-    from ``until``. Raises ValueError naming the flag when input is bad."""
-    until_us = last_us if until is None else _instant_us(until, "--until", last_us)
-    since_us = _instant_us(since, "--since", until_us if _DURATION.match(since.strip()) else last_us)
-    if until_us < since_us:
-        raise ValueError("--until: the window ends before it starts (--until is earlier than --since)")
-    return Window(since_us, until_us)
 
 
 def _workload(pod: str, manifest: Mapping[str, Any]) -> str:

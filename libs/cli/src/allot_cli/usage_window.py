@@ -1,0 +1,48 @@
+"""The window of ``allot report usage`` from its ``--since``/``--until`` flags: durations back from the last recorded
+event or ISO-8601 times, never the wall clock."""
+
+from __future__ import annotations
+
+import re
+
+from allot_views.usage import Window
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+_DURATION = re.compile(r"^(\d+)([smhdw])$")
+
+
+def _duration_s(text: str, flag: str) -> int:
+    m = _DURATION.match(text.strip())
+    if not m:
+        raise ValueError(f"{flag}: {text!r} is not a duration (a whole number and s, m, h, d or w, e.g. 7d)")
+    return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+def _instant_us(text: str, flag: str, anchor_us: int) -> int:
+    """A duration back from ``anchor_us`` (``7d``) or an ISO-8601 time with a zone (``2026-01-01T00:00:00Z``)."""
+    if _DURATION.match(text.strip()):
+        return anchor_us - _duration_s(text, flag) * 1_000_000
+    from datetime import datetime
+
+    from allot_eventstore.clock import from_datetime
+
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"{flag}: {text!r} is neither a duration (e.g. 7d, 12h) nor an ISO-8601 time (e.g. 2026-01-01T00:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{flag}: {text!r} has no time zone (add Z for UTC)")
+    return from_datetime(moment)
+
+
+def parse_window(since: str, until: str | None, *, last_us: int) -> Window:
+    """The window ``[since, until]``, never read from the wall clock: ``until`` defaults to the last recorded event
+    (``last_us``) and a duration given as ``until`` counts back from it; a duration given as ``since`` counts back
+    from ``until``. Raises ValueError naming the flag when input is bad."""
+    until_us = last_us if until is None else _instant_us(until, "--until", last_us)
+    since_us = _instant_us(since, "--since", until_us if _DURATION.match(since.strip()) else last_us)
+    if until_us < since_us:
+        raise ValueError("--until: the window ends before it starts (--until is earlier than --since)")
+    return Window(since_us, until_us)

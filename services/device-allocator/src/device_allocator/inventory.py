@@ -1,0 +1,35 @@
+"""The cluster's inventory as device-allocator folds it into the placement engine: nodes, their devices and their
+NUMA topology, each upserted when reported and deleted when removed."""
+
+from __future__ import annotations
+
+from allot_contracts.events import (
+    DevicesRemoved,
+    DevicesReported,
+    Event,
+    NodeRegistered,
+    NodeRemoved,
+    TopologyRemoved,
+    TopologyReported,
+)
+from allot_placement import PlacementEngine
+
+
+def fold_inventory(engine: PlacementEngine, event: Event) -> bool:
+    """Fold a node, its devices or its topology into ``engine``; False for other events."""
+    match event:
+        case NodeRegistered(node=node):
+            engine.upsert_node(node)
+        case NodeRemoved(name=name):
+            engine.delete_node(name)
+        case DevicesReported(name=name, inventory=inventory):
+            engine.upsert_device(name, inventory)
+        case DevicesRemoved(name=name):
+            engine.delete_device(name)
+        case TopologyReported(name=name, topology=topology):
+            engine.upsert_topology(name, topology)
+        case TopologyRemoved(name=name):
+            engine.delete_topology(name)
+        case _:
+            return False
+    return True
