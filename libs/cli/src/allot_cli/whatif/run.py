@@ -1,0 +1,145 @@
+"""The two questions of ``allot what-if``, asked of the log in the database (read only: nothing is written)."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from allot_cli.errors import InputError, UsageError
+
+if TYPE_CHECKING:
+    from allot_cli.replay_configs import FileConfig
+    from allot_eventstore.protocol import EventStore
+
+    from .pump import Trial
+
+
+def changed_config(path: str) -> tuple[str, dict[str, Any]]:
+    """``--config FILE``: one service's settings (``device-allocator: {…}``, or a placement config alone), each
+    field checked as the service checks it."""
+    from allot_cli.sim.run import load_config
+
+    try:
+        configs = load_config(path)
+    except InputError as exc:
+        raise UsageError(str(exc)) from exc
+    if len(configs) != 1:
+        names = ", ".join(sorted(configs)) or "none"
+        raise UsageError(f"--config {path}: give the settings of one service (found: {names})")
+    return next(iter(configs.items()))
+
+
+def _time(at: int) -> str:
+    return datetime.fromtimestamp(at / 1_000_000, UTC).isoformat(timespec="seconds")
+
+
+async def _cluster_nearest(store: EventStore, until: int, trial: Trial) -> Any:
+    """The nearest-miss function over the cluster as the trial leaves it (the log folded, then the trial)."""
+    from allot_cli.commands.explain import cluster
+    from allot_cli.nearest import nearest_lines
+
+    folded = await cluster(store, until=until)
+    for record in trial.records:
+        folded.view.apply(record)
+
+    def nearest(reasons: dict[str, list[str]], spec: dict[str, Any]) -> list[str]:
+        return nearest_lines(reasons, spec, folded)
+
+    return nearest
+
+
+async def pods(
+    url: str,
+    paths: list[str],
+    *,
+    at: int | None,
+    files: dict[str, FileConfig],
+    config: tuple[str, dict[str, Any]] | None,
+    config_path: str = "",
+) -> dict[str, Any]:
+    """``allot what-if -f``: the answer for every pod of ``paths`` at position ``at`` (default: the head)."""
+    from allot_cli.commands.apply import door_for
+    from allot_eventstore.postgres import PostgresEventStore
+
+    from . import inputs
+    from .answer import answers
+    from .fold import fold, position_of
+    from .pump import Trial
+
+    docs = inputs.read(paths)
+    store = PostgresEventStore.connect(url)
+    try:
+        where = (await position_of(store, at))[0]
+        items, keys, warnings = inputs.admitted(docs, await door_for(url, until=where))
+        for line in warnings:
+            print(line, file=sys.stderr)
+        override = None
+        if config is not None:
+            override = await _override(store, where, files, config)
+        folded = await fold(store, position=where, files=files, override=override)
+        trial = Trial(folded.hosts, position=folded.position, at=folded.at, prev_hash=folded.prev_hash)
+        for index, item in enumerate(items):
+            trial.apply(item, index)
+        nearest = await _cluster_nearest(store, folded.position, trial)
+        report: dict[str, Any] = {
+            "position": folded.position,
+            "head": folded.head,
+            "time": _time(folded.at),
+            "snapshots": {name: p for name, p in folded.snapshots.items() if p},
+            "pods": answers(trial.records, keys, nearest),
+        }
+        if config is not None:
+            report["config"] = {"service": config[0], "file": config_path}
+        return report
+    finally:
+        await store.close()
+
+
+async def _override(
+    store: EventStore, position: int, files: dict[str, FileConfig], config: tuple[str, dict[str, Any]]
+) -> tuple[str, dict[str, Any]]:
+    """The service's configuration in force at ``position`` with the changed settings merged over it."""
+    from allot_runtime.recorded_config import recorded_configs
+
+    from .fold import deciders
+    from .window import merged
+
+    service, change = config
+    decider = deciders(await recorded_configs(store, until=position), files)[service]
+    return service, merged(dict(decider.timeline.applied_by(position).config), change)
+
+
+async def window(
+    url: str, span: str, *, files: dict[str, FileConfig], config: tuple[str, dict[str, Any]], config_path: str
+) -> dict[str, Any]:
+    """``allot what-if --config --window``: every decision of the window that would differ."""
+    from allot_eventstore.postgres import PostgresEventStore
+    from allot_runtime.recorded_config import RecordedConfig, recorded_configs
+
+    from .fold import deciders
+    from .window import compare
+    from .window import window as parse_window
+
+    store = PostgresEventStore.connect(url)
+    try:
+        head = (await store.head())[0]
+        if head == 0:
+            raise UsageError("the event log is empty: nothing to replay")
+        first, last = parse_window(span, head)
+        service, settings = await _override(store, first - 1, files, config)
+        decider = deciders(await recorded_configs(store, until=last), files)[service]
+        host = decider.host(RecordedConfig.from_file(service, settings, config_path))
+        triggers, found = await compare(host, store, first=first, last=last)
+        return {
+            "service": service,
+            "config": config_path,
+            "from": first,
+            "to": last,
+            "head": head,
+            "triggers": triggers,
+            "count": len(found),
+            "differences": found,
+        }
+    finally:
+        await store.close()

