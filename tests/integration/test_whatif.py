@@ -16,6 +16,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from allot_cli.errors import UsageError
+from allot_cli.whatif import render, run
+from allot_cli.whatif.facts import NodeLabels
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_runtime.processor import Host
@@ -31,6 +34,8 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 EXE = str(Path(sys.executable).with_name("allot"))
 EXAMPLE = ROOT / "examples" / "quota" / "01-borrow-and-wait.yaml"
+PARTITIONS = ROOT / "examples" / "placement" / "04-partition-restricted.yaml"
+PREFER = "node.koordinator.sh/gpu-model=H800:node.koordinator.sh/gpu-partition-policy=Prefer"
 
 
 def pod(namespace: str, name: str, cpu: str, priority: int = 0, extra: str = "") -> str:
@@ -53,17 +58,21 @@ def scenario() -> Scenario:
     return Scenario().apply_yaml(EXAMPLE.read_text())
 
 
-@pytest.fixture
-def log_url(database_url: str, scenario: Scenario) -> str:
+def _copy(url: str, scenario: Scenario) -> str:
     async def copy() -> None:
-        store = PostgresEventStore.connect(database_url)
+        store = PostgresEventStore.connect(url)
         try:
             await copy_log(store, scenario.events)
         finally:
             await store.close()
 
     asyncio.run(copy())
-    return database_url
+    return url
+
+
+@pytest.fixture
+def log_url(database_url: str, scenario: Scenario) -> str:
+    return _copy(database_url, scenario)
 
 
 def allot(url: str, *argv: str, code: int = 0) -> subprocess.CompletedProcess[str]:
@@ -74,11 +83,20 @@ def allot(url: str, *argv: str, code: int = 0) -> subprocess.CompletedProcess[st
     return done
 
 
-def whatif(url: str, tmp_path: Path, text: str, *argv: str) -> dict[str, Any]:
+def whatif(url: str, tmp_path: Path, text: str, *, at: int | None = None, labels: str = "") -> dict[str, Any]:
+    """The report of ``allot what-if -f … -o json``, asked in this process (the CLI's own path is run once below)."""
     path = tmp_path / "pods.yaml"
     path.write_text(text)
-    report: dict[str, Any] = json.loads(allot(url, "what-if", "-f", str(path), "-o", "json", *argv).stdout)
-    return report
+    facts = NodeLabels.parse(labels) if labels else None
+    report = asyncio.run(run.pods(url, [str(path)], at=at, files={}, config=None, facts=facts))
+    return json.loads(json.dumps(report))  # type: ignore[no-any-return]
+
+
+def window(url: str, span: str, *, config: str = "", labels: str = "") -> dict[str, Any]:
+    changed = run.changed_config(config) if config else ("device-allocator", {})
+    facts = NodeLabels.parse(labels) if labels else None
+    report = run.window(url, span, files={}, config=changed, config_path=config, facts=facts)
+    return json.loads(json.dumps(asyncio.run(report)))  # type: ignore[no-any-return]
 
 
 async def _state(url: str) -> tuple[Any, ...]:
@@ -123,6 +141,7 @@ def test_pods_that_preempt_wait_for_quota_or_do_not_fit_and_nothing_is_written(
     # the same question gives the same answer to the byte
     assert whatif(log_url, tmp_path, text) == report
     text_out = allot(log_url, "what-if", "-f", str(tmp_path / "pods.yaml")).stdout
+    assert text_out == "\n".join(render.report_lines(report)) + "\n"
     assert "pod product/api-3: fits on node" in text_out
     assert "preempts:  research/" in text_out
     assert "once 1 pod(s) are preempted" in text_out
@@ -136,7 +155,7 @@ def test_at_an_earlier_position_a_pod_fits_by_borrowing_from_a_sibling(
         next(r.position for r in scenario.events if r.type == "pod.submitted" and "sweep-5" in r.stream_id)
         - 1
     )
-    report = whatif(log_url, tmp_path, pod("research", "extra", "8"), "--at", str(at))
+    report = whatif(log_url, tmp_path, pod("research", "extra", "8"), at=at)
     assert report["position"] == at
     (extra,) = report["pods"]
     assert extra["fits"], extra
@@ -148,7 +167,7 @@ def test_at_an_earlier_position_a_pod_fits_by_borrowing_from_a_sibling(
             "lenders": [{"amount": "8", "kind": "idle-min", "quota": "product"}],
         }
     ]
-    out = allot(log_url, "what-if", "-f", str(tmp_path / "pods.yaml"), "--at", str(at)).stdout
+    out = "\n".join(render.report_lines(report))
     assert "borrows:   8 cpu under parent org, lent by product (idle-min, 8)" in out
 
 
@@ -186,13 +205,12 @@ def test_a_changed_placement_policy_over_the_recorded_window(log_url: str, tmp_p
     assert report["count"] == len(report["differences"]) > 0
     first = report["differences"][0]
     assert first["recorded"]["node"] != first["would_be"]["node"], first
-    out = allot(log_url, "what-if", "--config", str(binpack), "--window", "1:").stdout
-    assert f"{report['count']} decision(s) would differ" in out
+    assert f"{report['count']} decision(s) would differ" in render.window_lines(report)[-1]
+    later = window(log_url, f"{first['position'] + 1}:", config=str(binpack))
+    assert later["count"] == report["count"] - 1
     same = tmp_path / "same.yaml"
     same.write_text("policy: koordinator\n")
-    unchanged = json.loads(
-        allot(log_url, "what-if", "--config", str(same), "--window", ":", "-o", "json").stdout
-    )
+    unchanged = window(log_url, ":", config=str(same))
     assert unchanged["count"] == 0 and unchanged["triggers"] == report["triggers"]
 
 
@@ -203,20 +221,45 @@ def test_bad_input_is_refused_with_its_path_and_exit_code_2(log_url: str, tmp_pa
     )
     out = allot(log_url, "what-if", "-f", str(unknown), code=2)
     assert "spec.containers[0].resourcez: unknown field" in out.stderr
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("a: [\n")
-    assert "is not valid YAML" in allot(log_url, "what-if", "-f", str(bad), code=2).stderr
-    good = tmp_path / "good.yaml"
-    good.write_text(pod("default", "p", "1"))
-    assert (
-        "past the log's head" in allot(log_url, "what-if", "-f", str(good), "--at", "999999", code=2).stderr
-    )
     config = tmp_path / "config.yaml"
     config.write_text("device-allocator:\n  scoring:\n    nodeResourcesFit: {strategee: MostAllocated}\n")
-    refused = allot(log_url, "what-if", "--config", str(config), "--window", ":", code=2).stderr
-    assert "strategee" in refused
-    assert (
-        "past the log's head"
-        in allot(log_url, "what-if", "--config", str(config), "--window", "1:999999", code=2).stderr
-        or True
+    with pytest.raises(UsageError, match=r"scoring\.nodeResourcesFit\.strategee: unknown key") as caught:
+        window(log_url, ":", config=str(config))
+    assert caught.value.exit_code == 2
+    with pytest.raises(UsageError, match="past the log's head") as caught:
+        whatif(log_url, tmp_path, pod("default", "p", "1"), at=999_999)
+    assert caught.value.exit_code == 2
+    with pytest.raises(UsageError, match="past the log's head"):
+        window(log_url, "1:999999", labels="*:a=b")
+
+
+def test_a_node_pool_with_the_prefer_partition_policy(database_url: str, tmp_path: Path) -> None:
+    """The H800 node honors its GPU partition table (Honor): a 3-GPU pod has no partition of its size. With the pool
+    relabelled Prefer, the same pod falls through to the topology allocator and fits; over the recorded window the
+    3-GPU pod's decision changes reason (by then only 2 GPUs are free)."""
+    s = Scenario().apply_yaml(PARTITIONS.read_text())
+    url = _copy(database_url, s)
+    before = asyncio.run(_state(url))
+    at = next(r.position for r in s.events if r.type == "pod.submitted" and "strict" in r.stream_id) - 1
+    probe = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: probe, namespace: ml}\nspec:\n  containers:\n  - name: main\n"
+        "    image: x\n    resources:\n      requests: {cpu: '1', memory: 1Gi, nvidia.com/gpu: '3'}\n"
+        "      limits: {cpu: '1', memory: 1Gi, nvidia.com/gpu: '3'}\n"
     )
+    (honor,) = whatif(url, tmp_path, probe, at=at)["pods"]
+    assert not honor["fits"] and "Unsupported number of GPU requests" in honor["message"]
+    prefer = whatif(url, tmp_path, probe, at=at, labels=PREFER)
+    (fits,) = prefer["pods"]
+    assert fits["fits"] and [d["minor"] for d in fits["devices"]["gpu"]] == [1, 2, 5]
+    assert (
+        prefer["node_labels"] == "nodes node.koordinator.sh/gpu-model=H800 labelled " + PREFER.split(":")[1]
+    )
+    report = window(url, ":", labels=PREFER)
+    assert report["service"] == "device-allocator"
+    assert [
+        (d["pod"], d["recorded"]["outcome"], d["would_be"]["outcome"]) for d in report["differences"]
+    ] == [("ml/three", "Unschedulable", "Unschedulable")]
+    assert "Insufficient GPU Devices" in report["differences"][0]["would_be"]["message"]
+    none = window(url, ":", labels="pool=other:a=b")
+    assert none["count"] == 0
+    assert asyncio.run(_state(url)) == before

@@ -169,3 +169,47 @@ def test_window_lines_list_each_difference_and_the_count() -> None:
     assert "recorded Scheduled on n1" in lines[1]
     assert "would be no decision" in lines[2]
     assert lines[-1] == "1 decision(s) would differ"
+
+
+def test_node_labels_are_changed_on_the_matching_nodes_records_only() -> None:
+    from allot_cli.whatif.facts import NodeLabels, Relabel
+
+    change = NodeLabels.parse("pool=h100:node.koordinator.sh/gpu-partition-policy=Prefer")
+    assert change.selector == {"pool": "h100"}
+    assert NodeLabels.parse("*:a=b").selector == {}
+    for bad in ("pool=h100", "pool:a", "*:"):
+        with pytest.raises(UsageError, match="--node-labels"):
+            NodeLabels.parse(bad)
+    s = Scenario().apply_yaml(
+        "\n---\n".join(
+            f"apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{pool: {pool}}}}}\n"
+            "status: {allocatable: {cpu: '8', memory: 8Gi, pods: '10'}}"
+            for name, pool in (("a", "h100"), ("b", "a100"))
+        )
+    )
+    relabel = Relabel(change)
+    seen = {}
+    for record in s.sim.store.events:
+        changed = relabel.record(record)
+        if record.type == "node.registered":
+            p = changed.payload_dict()
+            seen[p["name"]] = (p["node"]["labels"], p["manifest"]["metadata"]["labels"])
+            assert (changed is record) == (p["name"] == "b")
+    assert seen["a"][0]["node.koordinator.sh/gpu-partition-policy"] == "Prefer"
+    assert seen["a"][1]["node.koordinator.sh/gpu-partition-policy"] == "Prefer"
+    assert "node.koordinator.sh/gpu-partition-policy" not in seen["b"][0]
+
+
+def test_a_config_of_several_services_or_an_unknown_key_is_refused(tmp_path: Path) -> None:
+    from allot_cli.whatif.run import changed_config
+
+    file = tmp_path / "c.yaml"
+    file.write_text("device-allocator: {policy: binpack}\nquota-manager: {}\n")
+    with pytest.raises(UsageError, match="give the settings of one service"):
+        changed_config(str(file))
+    file.write_text("polciy: binpack\n")
+    with pytest.raises(UsageError, match="polciy") as caught:
+        changed_config(str(file))
+    assert caught.value.exit_code == 2
+    file.write_text("policy: binpack\n")
+    assert changed_config(str(file)) == ("device-allocator", {"policy": "binpack"})

@@ -26,32 +26,46 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     from allot_cli.errors import UsageError
     from allot_cli.replay_configs import load_configs
     from allot_cli.whatif import render, run
+    from allot_cli.whatif.facts import NodeLabels
 
     if not args.filename and not args.window:
         raise UsageError("what-if: give -f FILE (pods to try) or --config FILE --window FROM:TO")
     if args.filename and args.window:
         raise UsageError("what-if: -f and --window ask different questions; give one")
-    if args.window and not args.config:
+    if args.window and not (args.config or args.node_labels):
         raise UsageError(
-            "--window: needs --config FILE (the changed configuration to replay the window under)"
+            "--window: needs --config FILE or --node-labels (the change to replay the window under)"
         )
     if args.window and args.at:
         raise UsageError("--at: only with -f (a window says its own positions)")
     config = run.changed_config(args.config) if args.config else None
+    facts = NodeLabels.parse(args.node_labels) if args.node_labels else None
     state_dir = find_state_dir()
     config_dir = Path(args.config_dir) if args.config_dir else (state_dir / "config" if state_dir else None)
     files = load_configs(config_dir)
     url = endpoints().database_url
     if args.window:
-        assert config is not None
         report = asyncio.run(
-            run.window(url, args.window, files=files, config=config, config_path=args.config)
+            run.window(
+                url,
+                args.window,
+                files=files,
+                config=config or ("device-allocator", {}),
+                config_path=args.config or "",
+                facts=facts,
+            )
         )
         lines = render.window_lines(report)
     else:
         report = asyncio.run(
             run.pods(
-                url, args.filename, at=args.at, files=files, config=config, config_path=args.config or ""
+                url,
+                args.filename,
+                at=args.at,
+                files=files,
+                config=config,
+                config_path=args.config or "",
+                facts=facts,
             )
         )
         lines = render.report_lines(report)
@@ -85,7 +99,14 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--window",
         metavar="FROM:TO",
-        help="with --config: re-decide the recorded positions FROM..TO and list every decision that would differ",
+        help="with --config and/or --node-labels: re-decide the recorded positions FROM..TO and list every decision that would differ",
+    )
+    p.add_argument(
+        "--node-labels",
+        metavar="SELECTOR:KEY=VALUE[,…]",
+        help="set labels on the nodes SELECTOR matches (k=v,… or *) as if recorded so, e.g. "
+        "'pool=h100:node.koordinator.sh/gpu-partition-policy=Prefer'; with --window, device-allocator replays it "
+        "unless --config names another service",
     )
     p.add_argument(
         "--config-dir",

@@ -65,7 +65,7 @@ _allot() {
         'sim typical-pods') opts='-h --help --pods --from-log --threshold --policy'; words=''; files=''; names=''; valued='--pods --threshold' ;;
         'ui') opts='-h --help --host --port --poll'; words=''; files=''; names=''; valued='--host --port --poll' ;;
         'webhook') opts='-h --help --tls-cert-file --tls-private-key-file --host --port --scheduler-name --kubeconfig --no-quota-tree'; words=''; files=''; names=''; valued='--tls-cert-file --tls-private-key-file --host --port --scheduler-name --kubeconfig' ;;
-        'what-if') opts='-h --help -f --filename --at --config --window --config-dir -o --output'; words=''; files=''; names=''; valued='-f --filename --at --config --window --config-dir -o --output' ;;
+        'what-if') opts='-h --help -f --filename --at --config --window --node-labels --config-dir -o --output'; words=''; files=''; names=''; valued='-f --filename --at --config --window --node-labels --config-dir -o --output' ;;
     esac
     case "$path|$prev" in
         'up|--state-dir') COMPREPLY=($(compgen -f -- "$cur")); return ;;
@@ -179,6 +179,7 @@ _allot() {
         'what-if|--at') COMPREPLY=(); return ;;
         'what-if|--config') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'what-if|--window') COMPREPLY=(); return ;;
+        'what-if|--node-labels') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'what-if|--config-dir') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'what-if|-o'|'what-if|--output') COMPREPLY=($(compgen -W 'text json' -- "$cur")); return ;;
     esac

@@ -289,6 +289,7 @@ complete -c allot -n "__allot_at 'what-if'" -s h -l help -d 'show this help mess
 complete -c allot -n "__allot_at 'what-if'" -s f -l filename -r -F -d 'YAML of the Pods (and PodGroups) to try (- for stdin); repeatable'
 complete -c allot -n "__allot_at 'what-if'" -l at -x -d 'answer as of this log position (default: the head)'
 complete -c allot -n "__allot_at 'what-if'" -l config -r -F -d 'one services changed settings (service: {…}, or a placement config alone), merged over its recorded configuration'
-complete -c allot -n "__allot_at 'what-if'" -l window -x -d 'with --config: re-decide the recorded positions FROM..TO and list every decision that would differ'
+complete -c allot -n "__allot_at 'what-if'" -l window -x -d 'with --config and/or --node-labels: re-decide the recorded positions FROM..TO and list every decision that would differ'
+complete -c allot -n "__allot_at 'what-if'" -l node-labels -r -F -d 'set labels on the nodes SELECTOR matches (k=v,… or *) as if recorded so, e.g. pool=h100:node.koordinator.sh/gpu-partition-policy=Prefer; with --window, device-allocator replays it unless --config names another service'
 complete -c allot -n "__allot_at 'what-if'" -l config-dir -r -F -d 'directory with <service>.yaml for a log recorded before services recorded theirs'
 complete -c allot -n "__allot_at 'what-if'" -s o -l output -x -a 'text json' -d ''

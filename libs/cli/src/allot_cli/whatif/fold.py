@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from allot_runtime.processor import Host
     from allot_runtime.recorded_config import RecordedConfig
 
+    from .facts import NodeLabels
+
 
 @dataclass
 class Folded:
@@ -69,10 +71,14 @@ async def fold(
     position: int | None,
     files: dict[str, FileConfig],
     override: tuple[str, dict[str, Any]] | None = None,
+    facts: NodeLabels | None = None,
 ) -> Folded:
     """Every decider's host at ``position`` (default: the head); ``override``: (service, configuration) to run
-    that service under instead of its recorded one."""
+    that service under instead of its recorded one; ``facts``: a change of node labels every decider folds (from
+    position 0: a snapshot holds the nodes as they were recorded)."""
     from allot_runtime.recorded_config import recorded_configs
+
+    from .facts import relabelled
 
     where, head, at, prev = await position_of(store, position)
     plans = deciders(await recorded_configs(store, until=where), files)
@@ -80,7 +86,9 @@ async def fold(
     for name, decider in plans.items():
         config = decider.timeline.applied_by(where)
         if override is not None and override[0] == name:
-            host, start = await _overridden(decider, override[1], store, where)
+            host, start = await _overridden(decider, override[1], relabelled(store, facts), where)
+        elif facts is not None:
+            host, start = await _overridden(decider, config.config, relabelled(store, facts), where)
         else:
             host, start = await _restored(decider, config, store, where)
             folded.configs[name] = config.hash
@@ -106,8 +114,8 @@ async def _restored(
 async def _overridden(
     decider: DeciderConfigs, config: dict[str, Any], store: EventStore, until: int
 ) -> tuple[Host, int]:
-    """The decider's host under another configuration, folded from position 0 (its snapshots are of the recorded
-    configuration's projection)."""
+    """The decider's host under another configuration (or over changed facts), folded from position 0 (its
+    snapshots are of the recorded configuration's projection over the recorded facts)."""
     from allot_runtime.recorded_config import RecordedConfig
     from allot_runtime.replay import rebuild
 

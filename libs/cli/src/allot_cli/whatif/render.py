@@ -73,6 +73,8 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     ]
     if report.get("config"):
         lines.append(f"config:    {report['config']['service']} under {report['config']['file']}")
+    if report.get("node_labels"):
+        lines.append(f"facts:     {report['node_labels']}")
     for answer in report["pods"]:
         lines += answer_lines(answer)
     return lines
@@ -88,8 +90,9 @@ def _decision(line: dict[str, Any] | None) -> str:
 
 def window_lines(report: dict[str, Any]) -> list[str]:
     """``allot what-if --config --window``: every decision that would differ, then the count."""
+    under = " and ".join(x for x in (report["config"], report.get("node_labels", "")) if x)
     lines = [
-        f"what-if {report['service']} under {report['config']} over positions {report['from']}..{report['to']}: "
+        f"what-if {report['service']} under {under} over positions {report['from']}..{report['to']}: "
         f"{report['triggers']} trigger(s) decided again; nothing was written"
     ]
     for diff in report["differences"]:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from allot_cli.replay_configs import FileConfig
     from allot_eventstore.protocol import EventStore
 
+    from .facts import NodeLabels
     from .pump import Trial
 
 
@@ -57,6 +58,7 @@ async def pods(
     files: dict[str, FileConfig],
     config: tuple[str, dict[str, Any]] | None,
     config_path: str = "",
+    facts: NodeLabels | None = None,
 ) -> dict[str, Any]:
     """``allot what-if -f``: the answer for every pod of ``paths`` at position ``at`` (default: the head)."""
     from allot_cli.commands.apply import door_for
@@ -64,6 +66,7 @@ async def pods(
 
     from . import inputs
     from .answer import answers
+    from .facts import relabelled
     from .fold import fold, position_of
     from .pump import Trial
 
@@ -77,11 +80,11 @@ async def pods(
         override = None
         if config is not None:
             override = await _override(store, where, files, config)
-        folded = await fold(store, position=where, files=files, override=override)
+        folded = await fold(store, position=where, files=files, override=override, facts=facts)
         trial = Trial(folded.hosts, position=folded.position, at=folded.at, prev_hash=folded.prev_hash)
         for index, item in enumerate(items):
             trial.apply(item, index)
-        nearest = await _cluster_nearest(store, folded.position, trial)
+        nearest = await _cluster_nearest(relabelled(store, facts), folded.position, trial)
         report: dict[str, Any] = {
             "position": folded.position,
             "head": folded.head,
@@ -91,6 +94,8 @@ async def pods(
         }
         if config is not None:
             report["config"] = {"service": config[0], "file": config_path}
+        if facts is not None:
+            report["node_labels"] = facts.describe()
         return report
     finally:
         await store.close()
@@ -111,12 +116,20 @@ async def _override(
 
 
 async def window(
-    url: str, span: str, *, files: dict[str, FileConfig], config: tuple[str, dict[str, Any]], config_path: str
+    url: str,
+    span: str,
+    *,
+    files: dict[str, FileConfig],
+    config: tuple[str, dict[str, Any]],
+    config_path: str,
+    facts: NodeLabels | None = None,
 ) -> dict[str, Any]:
-    """``allot what-if --config --window``: every decision of the window that would differ."""
+    """``allot what-if --config --window``: every decision of the window that would differ (``config``: the
+    service and its changed settings; ``facts``: a change of node labels it decides over)."""
     from allot_eventstore.postgres import PostgresEventStore
     from allot_runtime.recorded_config import RecordedConfig, recorded_configs
 
+    from .facts import relabelled
     from .fold import deciders
     from .window import compare
     from .window import window as parse_window
@@ -130,10 +143,11 @@ async def window(
         service, settings = await _override(store, first - 1, files, config)
         decider = deciders(await recorded_configs(store, until=last), files)[service]
         host = decider.host(RecordedConfig.from_file(service, settings, config_path))
-        triggers, found = await compare(host, store, first=first, last=last)
+        triggers, found = await compare(host, relabelled(store, facts), first=first, last=last)
         return {
             "service": service,
             "config": config_path,
+            "node_labels": facts.describe() if facts is not None else "",
             "from": first,
             "to": last,
             "head": head,
