@@ -213,3 +213,32 @@ def test_a_config_of_several_services_or_an_unknown_key_is_refused(tmp_path: Pat
     assert caught.value.exit_code == 2
     file.write_text("policy: binpack\n")
     assert changed_config(str(file)) == ("device-allocator", {"policy": "binpack"})
+
+
+def test_a_single_numa_pod_gets_its_cpuset_and_numa_node(tmp_path: Path) -> None:
+    s = Scenario().apply_yaml(
+        (ROOT / "examples" / "placement" / "01-gpu-cpu-memory-one-numa.yaml").read_text()
+    )
+    lsr = """apiVersion: v1
+kind: Pod
+metadata:
+  name: infer-9
+  namespace: ml
+  labels: {koordinator.sh/qosClass: LSR, koordinator.sh/priority-class: koord-prod}
+  annotations:
+    scheduling.koordinator.sh/numa-topology-spec: '{"numaTopologyPolicy":"SingleNUMANode"}'
+spec:
+  containers:
+  - name: main
+    resources:
+      requests: {cpu: "4", memory: 16Gi, nvidia.com/gpu: "1"}
+      limits: {cpu: "4", memory: 16Gi, nvidia.com/gpu: "1"}
+"""
+    _, (answer,) = _ask(s, tmp_path, lsr)
+    assert answer["fits"], answer
+    assert len(answer["cpuset"]) == 4
+    (numa,) = answer["numa"]
+    assert numa["resources"]["cpu"] == 4000
+    lines = render.answer_lines(answer)
+    assert any(line.startswith("  cpuset:    ") for line in lines)
+    assert f"  numa:      node {numa['node']} (cpu 4, memory 16Gi)" in lines, lines

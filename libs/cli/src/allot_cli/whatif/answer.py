@@ -114,9 +114,11 @@ def _placement(
 ) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
     """(allocation, per-node reasons) of a decision record for one pod."""
     if record.type == "pod.placed":
-        return dict((p.get("decision") or {}).get("allocation") or {}), {}
+        decision = p.get("decision") or {}
+        return {**(decision.get("allocation") or {}), "reservation": decision.get("reservation")}, {}
     if record.type == "gang.group_placed":
-        return dict(((p.get("decisions") or {}).get(key) or {}).get("allocation") or {}), {}
+        decision = (p.get("decisions") or {}).get(key) or {}
+        return {**(decision.get("allocation") or {}), "reservation": decision.get("reservation")}, {}
     if record.type == "pod.unschedulable":
         return None, dict((p.get("decision") or {}).get("node_reasons") or {})
     if record.type == "gang.group_unschedulable":
@@ -177,6 +179,7 @@ def answers(
                 "devices": _devices(allocation),
                 "cpuset": list(allocation.get("cpuset") or []),
                 "numa": list(allocation.get("numa") or []),
+                "reservation": allocation.get("reservation"),
                 "quota": {k: v for k, v in (pod.quota or {}).items() if k != "detail"} or None,
                 "preempts": pod.preempts,
                 "preemption": pod.preemption,

@@ -19,6 +19,17 @@ def _device(kind: str, device: dict[str, Any]) -> str:
     return f"{kind} {device.get('minor')}" + (f" ({', '.join(share)})" if share else "")
 
 
+def _numa(entry: Any) -> str:
+    """``node 1 (cpu 8, memory 64Gi)``: a NUMA node and what the pod takes of it."""
+    if not isinstance(entry, dict):
+        return str(entry)
+    taken = ", ".join(
+        f"{name} {human(name, f'{amount}m' if name == 'cpu' else amount)}"
+        for name, amount in sorted((entry.get("resources") or {}).items())
+    )
+    return f"node {entry.get('node')}" + (f" ({taken})" if taken else "")
+
+
 def _quota(quota: dict[str, Any]) -> list[str]:
     verdict = "admits it" if quota["admitted"] else f"makes it wait: {quota['message']}"
     lines = [f"  quota:     {quota['quota']} {verdict}"]
@@ -54,7 +65,9 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     if answer["cpuset"]:
         lines.append(f"  cpuset:    {','.join(str(c) for c in answer['cpuset'])}")
     if answer["numa"]:
-        lines.append(f"  numa:      {','.join(str(n) for n in answer['numa'])}")
+        lines.append(f"  numa:      {'; '.join(_numa(n) for n in answer['numa'])}")
+    if answer.get("reservation"):
+        lines.append(f"  reservation: {answer['reservation']}")
     for victim in answer["preempts"]:
         lines.append(f"  preempts:  {victim['pod']} on node {victim['node']}")
     if answer["preemption"] and not victims:
