@@ -10,6 +10,7 @@ usable (checked as a restarting service checks it), then folded from there with 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,7 @@ async def fold(
     that service under instead of its recorded one; ``facts``: a change of node labels every decider folds (from
     position 0: a snapshot holds the nodes as they were recorded)."""
     from allot_runtime.recorded_config import recorded_configs
+    from allot_runtime.snapshots import restore_newest
 
     from .facts import relabelled
 
@@ -86,39 +88,47 @@ async def fold(
     for name, decider in plans.items():
         config = decider.timeline.applied_by(where)
         if override is not None and override[0] == name:
-            host, start = await _overridden(decider, override[1], relabelled(store, facts), where)
+            host, start = _built(decider, override[1]), 0
         elif facts is not None:
-            host, start = await _overridden(decider, config.config, relabelled(store, facts), where)
+            host, start = _built(decider, config.config), 0
         else:
-            host, start = await _restored(decider, config, store, where)
+            host, start = await restore_newest(
+                functools.partial(decider.host, config), store, config_hash=config.hash, until=where
+            )
             folded.configs[name] = config.hash
         folded.snapshots[name] = start
         folded.hosts.append(host)
+    await rebuild_all(folded.hosts, relabelled(store, facts), folded.snapshots, until=where)
     return folded
 
 
-async def _restored(
-    decider: DeciderConfigs, config: RecordedConfig, store: EventStore, until: int
-) -> tuple[Host, int]:
-    """The decider's host at ``until``: from its newest usable snapshot at or before it, then the log."""
-    from allot_runtime.replay import rebuild
-    from allot_runtime.snapshots import restore_newest
-
-    host, start = await restore_newest(
-        lambda: decider.host(config), store, config_hash=config.hash, until=until
-    )
-    await rebuild(host, store, until=until, after=start)
-    return host, start
-
-
-async def _overridden(
-    decider: DeciderConfigs, config: dict[str, Any], store: EventStore, until: int
-) -> tuple[Host, int]:
-    """The decider's host under another configuration (or over changed facts), folded from position 0 (its
+def _built(decider: DeciderConfigs, config: dict[str, Any]) -> Host:
+    """The decider's host under another configuration (or over changed facts), to fold from position 0 (its
     snapshots are of the recorded configuration's projection over the recorded facts)."""
     from allot_runtime.recorded_config import RecordedConfig
-    from allot_runtime.replay import rebuild
 
-    host = decider.host(RecordedConfig.from_file(decider.name, config, "--config"))
-    await rebuild(host, store, until=until)
-    return host, 0
+    return decider.host(RecordedConfig.from_file(decider.name, config, "--config"))
+
+
+async def rebuild_all(hosts: list[Host], store: EventStore, starts: dict[str, int], *, until: int) -> None:
+    """:func:`allot_runtime.replay.rebuild` for every host in one pass over the log: each record is applied, with
+    the outputs its host recorded for it, to every host that consumes it and does not hold it yet (``starts``: the
+    position each host was restored at)."""
+    from allot_runtime.replay import Outputs
+
+    outputs = {host.name: Outputs(store, host.name, after=starts[host.name]) for host in hosts}
+    by_type: dict[str, list[Host]] = {}
+    for host in hosts:
+        for event_type in host.interests:
+            by_type.setdefault(event_type, []).append(host)
+    try:
+        after = min(starts.values(), default=0)
+        async for record in store.iterate(after=after, until=until, types=by_type.keys()):
+            for host in by_type[record.type]:
+                if record.producer != host.name and record.position > starts[host.name]:
+                    host.apply_recorded(record, await outputs[host.name].of(record.position))
+    finally:
+        for stream in outputs.values():
+            await stream.close()
+    for host in hosts:
+        host.position = until
