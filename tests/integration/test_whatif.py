@@ -126,6 +126,7 @@ def test_pods_that_preempt_wait_for_quota_or_do_not_fit_and_nothing_is_written(
     report = whatif(log_url, tmp_path, text)
     assert asyncio.run(_state(log_url)) == before
     assert report["position"] == report["head"] == before[1]["position"]
+    assert report["warnings"] == []
     api3, extra, huge = report["pods"]
     assert api3["fits"] and api3["node"] in ("node-1", "node-2")
     assert api3["quota"]["quota"] == "product" and api3["quota"]["admitted"]
@@ -231,6 +232,11 @@ def test_bad_input_is_refused_with_its_path_and_exit_code_2(log_url: str, tmp_pa
     assert caught.value.exit_code == 2
     with pytest.raises(UsageError, match="past the log's head"):
         window(log_url, "1:999999", labels="*:a=b")
+    again = whatif(log_url, tmp_path, pod("research", "sweep-1", "8"))
+    assert again["warnings"] == [
+        "warning: pod research/sweep-1 is already in the log (phase Bound): the what-if submits it again, as a new "
+        "life of that pod"
+    ]
 
 
 def test_a_node_pool_with_the_prefer_partition_policy(database_url: str, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from allot_cli.errors import InputError, UsageError
 
 if TYPE_CHECKING:
+    from allot_cli.nearest import Cluster
     from allot_cli.replay_configs import FileConfig
     from allot_eventstore.protocol import EventStore
 
@@ -35,12 +36,17 @@ def _time(at: int) -> str:
     return datetime.fromtimestamp(at / 1_000_000, UTC).isoformat(timespec="seconds")
 
 
-async def _cluster_nearest(store: EventStore, until: int, trial: Trial) -> Any:
-    """The nearest-miss function over the cluster as the trial leaves it (the log folded, then the trial)."""
+async def _cluster(store: EventStore, until: int) -> Cluster:
+    """The cluster as the log holds it at ``until`` (for the nearest miss, once the trial is applied to it)."""
     from allot_cli.commands.explain import cluster
+
+    return await cluster(store, until=until)
+
+
+def _nearest(folded: Cluster, trial: Trial) -> Any:
+    """The nearest-miss function over the cluster as the trial leaves it (the log folded, then the trial)."""
     from allot_cli.nearest import nearest_lines
 
-    folded = await cluster(store, until=until)
     for record in trial.records:
         folded.view.apply(record)
 
@@ -81,16 +87,25 @@ async def pods(
         if config is not None:
             override = await _override(store, where, files, config)
         folded = await fold(store, position=where, files=files, override=override, facts=facts)
+        cluster = await _cluster(relabelled(store, facts), folded.position)
+        existing = [key for key in keys if key in cluster.view.pods]
+        for key in existing:
+            warnings.append(
+                f"warning: pod {key} is already in the log (phase {cluster.view.pods[key].phase}): "
+                f"the what-if submits it again, as a new life of that pod"
+            )
+            print(warnings[-1], file=sys.stderr)
         trial = Trial(folded.hosts, position=folded.position, at=folded.at, prev_hash=folded.prev_hash)
         for index, item in enumerate(items):
             trial.apply(item, index)
-        nearest = await _cluster_nearest(relabelled(store, facts), folded.position, trial)
+        nearest = _nearest(cluster, trial)
         report: dict[str, Any] = {
             "position": folded.position,
             "head": folded.head,
             "time": _time(folded.at),
             "snapshots": {name: p for name, p in folded.snapshots.items() if p},
             "pods": answers(trial.records, keys, nearest),
+            "warnings": warnings,
         }
         if config is not None:
             report["config"] = {"service": config[0], "file": config_path}
