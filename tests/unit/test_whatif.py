@@ -242,3 +242,28 @@ spec:
     lines = render.answer_lines(answer)
     assert any(line.startswith("  cpuset:    ") for line in lines)
     assert f"  numa:      node {numa['node']} (cpu 4, memory 16Gi)" in lines, lines
+
+
+def test_a_window_follows_the_configurations_recorded_inside_it() -> None:
+    import asyncio
+
+    from allot_cli.whatif.window import compare
+    from allot_runtime.processor import Host
+    from allot_runtime.replay import Switch
+    from device_allocator.processor import DeviceAllocator
+
+    s = Scenario().apply_yaml((ROOT / "examples" / "quota" / "01-borrow-and-wait.yaml").read_text())
+    store, head = s.sim.store, len(s.sim.store.events)
+
+    def host(config: dict[str, Any]) -> Host:
+        return Host(DeviceAllocator(config), name="device-allocator")
+
+    same = asyncio.run(compare(host({}), store, first=1, last=head))
+    assert same[0] > 0 and same[1] == []  # the recorded configuration reproduces every decision
+    binpack = asyncio.run(compare(host({"policy": "binpack"}), store, first=1, last=head))[1]
+    assert binpack
+    middle = binpack[0]["position"]
+    later = Switch(middle, lambda: host({"policy": "binpack"}))
+    switched = asyncio.run(compare(host({}), store, first=1, last=head, switches=[later]))[1]
+    assert switched == [d for d in binpack if d["position"] > middle]
+    assert switched and len(switched) < len(binpack)

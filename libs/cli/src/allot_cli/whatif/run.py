@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
     from allot_cli.nearest import Cluster
     from allot_cli.replay_configs import FileConfig
     from allot_eventstore.protocol import EventStore
+    from allot_runtime.processor import Host
 
     from .facts import NodeLabels
     from .pump import Trial
@@ -143,10 +145,11 @@ async def window(
     service and its changed settings; ``facts``: a change of node labels it decides over)."""
     from allot_eventstore.postgres import PostgresEventStore
     from allot_runtime.recorded_config import RecordedConfig, recorded_configs
+    from allot_runtime.replay import Switch
 
     from .facts import relabelled
     from .fold import deciders
-    from .window import compare
+    from .window import compare, merged
     from .window import window as parse_window
 
     store = PostgresEventStore.connect(url)
@@ -155,10 +158,20 @@ async def window(
         if head == 0:
             raise UsageError("the event log is empty: nothing to replay")
         first, last = parse_window(span, head)
-        service, settings = await _override(store, first - 1, files, config)
+        service, change = config
         decider = deciders(await recorded_configs(store, until=last), files)[service]
-        host = decider.host(RecordedConfig.from_file(service, settings, config_path))
-        triggers, found = await compare(host, relabelled(store, facts), first=first, last=last)
+
+        def build(recorded: RecordedConfig) -> Host:
+            return decider.host(
+                RecordedConfig.from_file(service, merged(recorded.config, change), config_path)
+            )
+
+        segments = decider.timeline.segments()
+        start = [c for c in segments if c.after < first][-1:] or segments[:1]
+        later = [Switch(c.after, functools.partial(build, c)) for c in segments if first <= c.after < last]
+        host = build(start[0])
+        changed = relabelled(store, facts)
+        triggers, found = await compare(host, changed, first=first, last=last, switches=later)
         return {
             "service": service,
             "config": config_path,
@@ -169,6 +182,7 @@ async def window(
             "triggers": triggers,
             "count": len(found),
             "differences": found,
+            "configs": len(later) + 1,
         }
     finally:
         await store.close()

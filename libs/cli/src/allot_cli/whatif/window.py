@@ -1,7 +1,8 @@
 """``allot what-if --config FILE --window FROM:TO``: the recorded window re-decided under another configuration.
 
-One service's configuration is replaced: the file's settings merged over the configuration the service had applied
-by ``FROM`` (mappings merged key by key, anything else replaced). Its projection is folded from the log up to the
+One service's configuration is replaced: the file's settings merged over each configuration the service decided the
+window's triggers under (mappings merged key by key, anything else replaced; a configuration it recorded inside the
+window is followed, with the change merged over it too). Its projection is folded from the log up to the
 position before ``FROM`` under the new configuration, with the outputs it recorded; then every trigger of the
 window is decided again (:func:`allot_runtime.replay.rederive`) and the decisions compared, pod by pod, with the
 recorded ones (:mod:`allot_cli.decisions`). After each trigger the service goes on with what it recorded, so one
@@ -16,9 +17,12 @@ from allot_cli.decisions import decisions_of
 from allot_cli.errors import UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from allot_contracts.envelope import NewEvent, RecordedEvent
     from allot_eventstore.protocol import EventStore
     from allot_runtime.processor import Host
+    from allot_runtime.replay import Switch
 
 COMPARED = ("outcome", "node", "message", "codes", "annotations")
 
@@ -93,11 +97,14 @@ def differing(
 
 
 async def compare(
-    host: Host, store: EventStore, *, first: int, last: int
+    host: Host, store: EventStore, *, first: int, last: int, switches: Sequence[Switch] = ()
 ) -> tuple[int, list[dict[str, Any]]]:
-    """(triggers decided again, the decisions that differ) for ``host``'s triggers at ``first``..``last``."""
+    """(triggers decided again, the decisions that differ) for ``host``'s triggers at ``first``..``last``;
+    ``switches``: where the service went on under another recorded configuration inside the window (each builds the
+    host of that configuration with the change merged in, folded from the log up to there)."""
     from allot_runtime.replay import Outputs, follow_recorded, inputs, rebuild, rederive
 
+    pending = sorted(switches, key=lambda switch: switch.after)
     await rebuild(host, store, until=first - 1)
     outputs = Outputs(store, host.name, after=first - 1)
     groups: dict[str, list[str]] = {}
@@ -105,6 +112,9 @@ async def compare(
     found: list[dict[str, Any]] = []
     try:
         async for record in inputs(host, store, last, first - 1):
+            while pending and pending[0].after < record.position:
+                host = pending.pop(0).build()
+                await rebuild(host, store, until=record.position - 1)
             decisions_of(record, groups)  # a gang's members, when the trigger is its group
             kept = await outputs.of(record.position)
             news = rederive(host, record, kept)
