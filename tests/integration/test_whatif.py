@@ -22,7 +22,7 @@ from allot_cli.whatif.facts import NodeLabels
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_runtime.processor import Host
-from allot_runtime.recorded_config import config_hash
+from allot_runtime.recorded_config import AppliedConfig, config_hash, record_config
 from allot_runtime.replay import rebuild
 from allot_runtime.snapshots import take
 from allot_testing.scenario import Scenario
@@ -34,6 +34,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 EXE = str(Path(sys.executable).with_name("allot"))
 EXAMPLE = ROOT / "examples" / "quota" / "01-borrow-and-wait.yaml"
+GANGS = ROOT / "examples" / "gangs" / "01-gang-of-four.yaml"
 PARTITIONS = ROOT / "examples" / "placement" / "04-partition-restricted.yaml"
 PREFER = "node.koordinator.sh/gpu-model=H800:node.koordinator.sh/gpu-partition-policy=Prefer"
 
@@ -269,3 +270,29 @@ def test_a_node_pool_with_the_prefer_partition_policy(database_url: str, tmp_pat
     none = window(url, ":", labels="pool=other:a=b")
     assert none["count"] == 0
     assert asyncio.run(_state(url)) == before
+
+
+def test_the_configuration_a_service_recorded_is_the_one_asked_under(
+    database_url: str, tmp_path: Path
+) -> None:
+    """device-allocator recorded ``policy: binpack`` (``config.applied``): a small pod goes to the fuller node, where
+    the defaults (LeastAllocated) would send it to the emptier one; a question asked before the record uses the
+    defaults."""
+    url = _copy(database_url, Scenario().apply_yaml(GANGS.read_text()))
+    small = pod("default", "small", "1")
+    before = whatif(url, tmp_path, small)
+
+    async def record() -> None:
+        store = PostgresEventStore.connect(url)
+        try:
+            head = (await store.head())[0]
+            await record_config(
+                store, "device-allocator", AppliedConfig(config={"policy": "binpack"}), after=head
+            )
+        finally:
+            await store.close()
+
+    asyncio.run(record())
+    after = whatif(url, tmp_path, small)
+    assert after["pods"][0]["node"] != before["pods"][0]["node"], (before, after)
+    assert whatif(url, tmp_path, small, at=before["position"])["pods"] == before["pods"]
