@@ -45,6 +45,19 @@ async def _cluster(store: EventStore, until: int) -> Cluster:
     return await cluster(store, until=until)
 
 
+async def _existing(store: EventStore, keys: list[str], until: int) -> list[str]:
+    """The pods of ``keys`` alive in the log at ``until`` (their stream's last birth is not followed by a deletion)."""
+    from allot_contracts.envelope import stream_id
+
+    alive: list[str] = []
+    for key in keys:
+        kinds = [r.type for r in await store.read_stream(stream_id("pod", key)) if r.position <= until]
+        lives = [k for k in kinds if k in ("pod.submitted", "pod.observed", "pod.deleted")]
+        if lives and lives[-1] != "pod.deleted":
+            alive.append(key)
+    return alive
+
+
 def _nearest(folded: Cluster, trial: Trial) -> Any:
     """The nearest-miss function over the cluster as the trial leaves it (the log folded, then the trial)."""
     from allot_cli.nearest import nearest_lines
@@ -89,24 +102,26 @@ async def pods(
         if config is not None:
             override = await _override(store, where, files, config)
         folded = await fold(store, position=where, files=files, override=override, facts=facts)
-        cluster = await _cluster(relabelled(store, facts), folded.position)
-        existing = [key for key in keys if key in cluster.view.pods]
-        for key in existing:
+        for key in await _existing(store, keys, folded.position):
             warnings.append(
-                f"warning: pod {key} is already in the log (phase {cluster.view.pods[key].phase}): "
-                f"the what-if submits it again, as a new life of that pod"
+                f"warning: pod {key} is already in the log: the what-if submits it again, as a new life of that pod"
             )
             print(warnings[-1], file=sys.stderr)
         trial = Trial(folded.hosts, position=folded.position, at=folded.at, prev_hash=folded.prev_hash)
         for index, item in enumerate(items):
             trial.apply(item, index)
-        nearest = _nearest(cluster, trial)
+        found = answers(trial.records, keys)
+        if not all(
+            answer["fits"] for answer in found
+        ):  # the nearest miss reads the cluster: folded only then
+            cluster = await _cluster(relabelled(store, facts), folded.position)
+            found = answers(trial.records, keys, _nearest(cluster, trial))
         report: dict[str, Any] = {
             "position": folded.position,
             "head": folded.head,
             "time": _time(folded.at),
             "snapshots": {name: p for name, p in folded.snapshots.items() if p},
-            "pods": answers(trial.records, keys, nearest),
+            "pods": found,
             "warnings": warnings,
         }
         if config is not None:
