@@ -233,7 +233,8 @@ def test_bad_input_is_refused_with_its_path_and_exit_code_2(log_url: str, tmp_pa
     assert caught.value.exit_code == 2
     with pytest.raises(UsageError, match="past the log's head"):
         window(log_url, "1:999999", labels="*:a=b")
-    assert whatif(log_url, tmp_path, pod("research", "sweep-0", "8"))["warnings"] == []  # preempted and deleted
+    deleted = whatif(log_url, tmp_path, pod("research", "sweep-0", "8"))  # preempted and deleted
+    assert deleted["warnings"] == []
     again = whatif(log_url, tmp_path, pod("research", "sweep-1", "8"))
     assert again["warnings"] == [
         "warning: pod research/sweep-1 is already in the log: the what-if submits it again, as a new life of that pod"
