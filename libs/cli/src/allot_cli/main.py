@@ -42,6 +42,10 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "ui": ("ui", "serve the web audit view (read-only) of the event log"),
     "up": ("stack", "start the dev stack (PostgreSQL, NATS, relay, seven services)"),
     "webhook": ("webhook", "serve the validating and mutating admission webhooks (HTTPS)"),
+    "what-if": (
+        "whatif",
+        "would these pods fit now, or what a config change would decide differently (writes nothing)",
+    ),
 }
 
 

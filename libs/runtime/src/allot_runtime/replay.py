@@ -130,8 +130,10 @@ def _same(recorded: list[RecordedEvent], news: list[NewEvent]) -> bool:
     return True
 
 
-def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEvent]) -> Mismatch | None:
-    kept = list(recorded)
+def rederive(host: Host, trigger: RecordedEvent, kept: list[RecordedEvent]) -> list[NewEvent] | None:
+    """Apply ``trigger`` and decide on it again: the events ``host`` emits for it now, or None when it is skipped
+    (its recorded outputs ``kept`` say the service dead-lettered it). The host is left before its outputs: follow
+    with :func:`follow_recorded`."""
     event = host.accept(trigger, kept)
     if event is None and dead_lettered(
         kept
@@ -142,12 +144,25 @@ def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEven
     if event is not None:
         host.processor.evolve(event, at=trigger.recorded_at, own=False)
         emits = host.processor.decide(event, at=trigger.recorded_at)
-    news = host.to_new_events(trigger, emits, trigger=event)
+    return host.to_new_events(trigger, emits, trigger=event)
+
+
+def follow_recorded(host: Host, trigger: RecordedEvent, kept: list[RecordedEvent]) -> None:
+    """Go on with the outputs recorded for ``trigger`` (whatever was decided again), so that one divergence does
+    not cascade."""
+    for output in kept:
+        host.evolve_own(output.decode(), at=trigger.recorded_at)
+    host.position = trigger.position
+
+
+def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEvent]) -> Mismatch | None:
+    kept = list(recorded)
+    news = rederive(host, trigger, kept)
+    if news is None:
+        return None
     mismatch: Mismatch | None = None
     if _same(kept, news):
-        for output in kept:
-            host.evolve_own(output.decode(), at=trigger.recorded_at)
-        host.position = trigger.position
+        follow_recorded(host, trigger, kept)
         return None
     rec_view = [{"stream": r.stream_id, "tag": r.tag, "payload": r.payload_dict()} for r in kept]
     new_view = [
@@ -165,9 +180,7 @@ def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEven
             recorded=diff[1],
             recomputed=diff[2],
         )
-    for output in kept:
-        host.evolve_own(output.decode(), at=trigger.recorded_at)
-    host.position = trigger.position
+    follow_recorded(host, trigger, kept)
     return mismatch
 
 

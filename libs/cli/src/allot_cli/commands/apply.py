@@ -309,9 +309,9 @@ def _learn(door: Door, kind: str, payload: dict[str, Any]) -> None:
         door.namespaces[str(payload["ref"]["name"])] = {str(k): str(v) for k, v in (labels or {}).items()}
 
 
-async def door_for(url: str) -> Door:
+async def door_for(url: str, until: int | None = None) -> Door:
     """A door that knows the elastic quotas and quota profiles, PriorityClasses, ClusterColocationProfiles and
-    Namespaces recorded so far."""
+    Namespaces recorded so far (up to position ``until`` when given)."""
     from allot_cli.manifests import Door
     from allot_contracts.events import PriorityClassApplied
     from allot_eventstore.postgres import PostgresEventStore
@@ -322,7 +322,7 @@ async def door_for(url: str) -> Door:
     try:
 
         async def scan() -> None:
-            async for record in store.iterate(types=DOOR_TYPES):
+            async for record in store.iterate(types=DOOR_TYPES, until=until):
                 if record.type.startswith(("quota.", "quotaprofile.")):
                     _learn_quotas(door, applied, record.stream_id, record.decode())
                 elif record.type == "priorityclass.applied":

@@ -82,14 +82,14 @@ FOLDED = frozenset(
 )  # fmt: skip
 
 
-async def cluster(store: EventStore) -> Cluster:
-    """One fold of the whole log: the cluster view (what nodes hold, where pods stand) and each pod's priority and
-    arrival, for the nearest miss and the queue place (allot_cli.nearest)."""
+async def cluster(store: EventStore, until: int | None = None) -> Cluster:
+    """One fold of the whole log (up to position ``until`` when given): the cluster view (what nodes hold, where pods
+    stand) and each pod's priority and arrival, for the nearest miss and the queue place (allot_cli.nearest)."""
     from allot_cli.nearest import Cluster, note_submitted
     from allot_views.cluster import ClusterView
 
     folded = Cluster(view=ClusterView())
-    async for record in store.iterate(types=FOLDED):
+    async for record in store.iterate(types=FOLDED, until=until):
         folded.view.apply(record)
         if record.type == "pod.submitted":
             note_submitted(folded.priority, folded.arrival, folded.specs, record)

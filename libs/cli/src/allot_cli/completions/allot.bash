@@ -2,7 +2,7 @@
 # save it once: allot completion bash > ~/.local/share/bash-completion/completions/allot
 _allot_subcommands() {
     case "$1" in
-        '') echo 'up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync log quota replay report schema sim ui webhook' ;;
+        '') echo 'up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync log quota replay report schema sim ui webhook what-if' ;;
         'bench') echo 'append e2e gang placement quota replay restart sampler ui' ;;
         'events') echo 'tail' ;;
         'log') echo 'archive verify-segment' ;;
@@ -24,7 +24,7 @@ _allot() {
     done
     local opts="" words="" files="" names="" valued=""
     case "$path" in
-        '') opts='-h --help --version'; words='up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync log quota replay report schema sim ui webhook'; files=''; names=''; valued='' ;;
+        '') opts='-h --help --version'; words='up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync log quota replay report schema sim ui webhook what-if'; files=''; names=''; valued='' ;;
         'up') opts='-h --help --state-dir --timeout'; words=''; files=''; names=''; valued='--state-dir --timeout' ;;
         'down') opts='-h --help --state-dir'; words=''; files=''; names=''; valued='--state-dir' ;;
         'status') opts='-h --help --state-dir --json -o --output'; words=''; files=''; names=''; valued='--state-dir -o --output' ;;
@@ -65,6 +65,7 @@ _allot() {
         'sim typical-pods') opts='-h --help --pods --from-log --threshold --policy'; words=''; files=''; names=''; valued='--pods --threshold' ;;
         'ui') opts='-h --help --host --port --poll'; words=''; files=''; names=''; valued='--host --port --poll' ;;
         'webhook') opts='-h --help --tls-cert-file --tls-private-key-file --host --port --scheduler-name --kubeconfig --no-quota-tree'; words=''; files=''; names=''; valued='--tls-cert-file --tls-private-key-file --host --port --scheduler-name --kubeconfig' ;;
+        'what-if') opts='-h --help -f --filename --at --config --window --node-labels --config-dir -o --output'; words=''; files=''; names=''; valued='-f --filename --at --config --window --node-labels --config-dir -o --output' ;;
     esac
     case "$path|$prev" in
         'up|--state-dir') COMPREPLY=($(compgen -f -- "$cur")); return ;;
@@ -174,6 +175,13 @@ _allot() {
         'webhook|--port') COMPREPLY=(); return ;;
         'webhook|--scheduler-name') COMPREPLY=(); return ;;
         'webhook|--kubeconfig') COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        'what-if|-f'|'what-if|--filename') COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        'what-if|--at') COMPREPLY=(); return ;;
+        'what-if|--config') COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        'what-if|--window') COMPREPLY=(); return ;;
+        'what-if|--node-labels') COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        'what-if|--config-dir') COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        'what-if|-o'|'what-if|--output') COMPREPLY=($(compgen -W 'text json' -- "$cur")); return ;;
     esac
     if [[ "$cur" != -* && -n "$names" ]]; then
         local kind="" ns=""

@@ -5,7 +5,7 @@ function __allot_path
     for w in (commandline -opc)[2..-1]
         switch $path
             case ''
-                contains -- $w 'up' 'down' 'status' 'migrate' 'relay' 'apply' 'bench' 'completion' 'decisions' 'demo' 'describe' 'events' 'explain' 'get' 'kube-sync' 'log' 'quota' 'replay' 'report' 'schema' 'sim' 'ui' 'webhook'; and set path ''$w
+                contains -- $w 'up' 'down' 'status' 'migrate' 'relay' 'apply' 'bench' 'completion' 'decisions' 'demo' 'describe' 'events' 'explain' 'get' 'kube-sync' 'log' 'quota' 'replay' 'report' 'schema' 'sim' 'ui' 'webhook' 'what-if'; and set path ''$w
             case 'bench'
                 contains -- $w 'append' 'e2e' 'gang' 'placement' 'quota' 'replay' 'restart' 'sampler' 'ui'; and set path 'bench '$w
             case 'events'
@@ -75,6 +75,7 @@ complete -c allot -n "__allot_at ''" -a 'schema' -d 'print (or write) the JSON S
 complete -c allot -n "__allot_at ''" -a 'sim' -d 'what would the scheduler do: offline simulation'
 complete -c allot -n "__allot_at ''" -a 'ui' -d 'serve the web audit view (read-only) of the event log'
 complete -c allot -n "__allot_at ''" -a 'webhook' -d 'serve the validating and mutating admission webhooks (HTTPS)'
+complete -c allot -n "__allot_at ''" -a 'what-if' -d 'would these pods fit now, or what a config change would decide differently (writes nothing)'
 complete -c allot -n "__allot_at ''" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at ''" -l version -d 'print the version of allot and exit'
 complete -c allot -n "__allot_at 'up'" -s h -l help -d 'show this help message and exit'
@@ -284,3 +285,11 @@ complete -c allot -n "__allot_at 'webhook'" -l port -x -d 'HTTPS port (default 9
 complete -c allot -n "__allot_at 'webhook'" -l scheduler-name -x -d 'the schedulerName pods are routed to and validated for (default: ALLOT_SCHEDULER_NAME or allot-scheduler)'
 complete -c allot -n "__allot_at 'webhook'" -l kubeconfig -r -F -d 'kubeconfig for listing ElasticQuotas, ClusterColocationProfiles, Namespaces and PriorityClasses (default: ALLOT_KUBECONFIG, KUBECONFIG, the in-cluster service account, ~/.kube/config)'
 complete -c allot -n "__allot_at 'webhook'" -l no-quota-tree -d 'run without the API server: ElasticQuota trees are not checked against the clusters quotas (each quota is still checked alone) and no ClusterColocationProfile is applied to pods'
+complete -c allot -n "__allot_at 'what-if'" -s h -l help -d 'show this help message and exit'
+complete -c allot -n "__allot_at 'what-if'" -s f -l filename -r -F -d 'YAML of the Pods (and PodGroups) to try (- for stdin); repeatable'
+complete -c allot -n "__allot_at 'what-if'" -l at -x -d 'answer as of this log position (default: the head)'
+complete -c allot -n "__allot_at 'what-if'" -l config -r -F -d 'one services changed settings (service: {…}, or a placement config alone), merged over its recorded configuration'
+complete -c allot -n "__allot_at 'what-if'" -l window -x -d 'with --config and/or --node-labels: re-decide the recorded positions FROM..TO and list every decision that would differ'
+complete -c allot -n "__allot_at 'what-if'" -l node-labels -r -F -d 'set labels on the nodes SELECTOR matches (k=v,… or *) as if recorded so, e.g. pool=h100:node.koordinator.sh/gpu-partition-policy=Prefer; with --window, device-allocator replays it unless --config names another service'
+complete -c allot -n "__allot_at 'what-if'" -l config-dir -r -F -d 'directory with <service>.yaml for a log recorded before services recorded theirs'
+complete -c allot -n "__allot_at 'what-if'" -s o -l output -x -a 'text json' -d ''

@@ -1,0 +1,116 @@
+"""``allot what-if``: what the scheduler would do, asked of the live state and answered in memory (docs/whatif.md).
+
+``allot what-if -f pod.yaml [--at POSITION]``: would the pods fit now (or at POSITION), where, under which quota
+(and borrowing from whom), what they would preempt or wait for, and the nearest miss when they do not fit.
+``allot what-if --config FILE --window FROM:TO``: every decision of the recorded window that would differ under
+another configuration of one service. Neither writes anything to the log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _position(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a log position ≥ 1, not {text!r}")
+    return int(text)
+
+
+def cmd_whatif(args: argparse.Namespace) -> int:
+    from allot_cli.connect import endpoints, find_state_dir
+    from allot_cli.errors import UsageError
+    from allot_cli.replay_configs import load_configs
+    from allot_cli.whatif import render, run
+    from allot_cli.whatif.facts import NodeLabels
+
+    if not args.filename and not args.window:
+        raise UsageError("what-if: give -f FILE (pods to try) or --config FILE --window FROM:TO")
+    if args.filename and args.window:
+        raise UsageError("what-if: -f and --window ask different questions; give one")
+    if args.window and not (args.config or args.node_labels):
+        raise UsageError(
+            "--window: needs --config FILE or --node-labels (the change to replay the window under)"
+        )
+    if args.window and args.at:
+        raise UsageError("--at: only with -f (a window says its own positions)")
+    config = run.changed_config(args.config) if args.config else None
+    facts = NodeLabels.parse(args.node_labels) if args.node_labels else None
+    state_dir = find_state_dir()
+    config_dir = Path(args.config_dir) if args.config_dir else (state_dir / "config" if state_dir else None)
+    files = load_configs(config_dir)
+    url = endpoints().database_url
+    if args.window:
+        report = asyncio.run(
+            run.window(
+                url,
+                args.window,
+                files=files,
+                config=config or ("device-allocator", {}),
+                config_path=args.config or "",
+                facts=facts,
+            )
+        )
+        lines = render.window_lines(report)
+    else:
+        report = asyncio.run(
+            run.pods(
+                url,
+                args.filename,
+                at=args.at,
+                files=files,
+                config=config,
+                config_path=args.config or "",
+                facts=facts,
+            )
+        )
+        lines = render.report_lines(report)
+    if args.output == "json":
+        print(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        print("\n".join(lines))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "what-if",
+        help="would these pods fit now, or what a config change would decide differently (writes nothing)",
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        help="YAML of the Pods (and PodGroups) to try ('-' for stdin); repeatable",
+    )
+    p.add_argument(
+        "--at", type=_position, metavar="POSITION", help="answer as of this log position (default: the head)"
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="one service's changed settings (service: {…}, or a placement config alone), merged over its recorded "
+        "configuration",
+    )
+    p.add_argument(
+        "--window",
+        metavar="FROM:TO",
+        help="with --config and/or --node-labels: re-decide the recorded positions FROM..TO and list every decision that would differ",
+    )
+    p.add_argument(
+        "--node-labels",
+        metavar="SELECTOR:KEY=VALUE[,…]",
+        help="set labels on the nodes SELECTOR matches (k=v,… or *) as if recorded so, e.g. "
+        "'pool=h100:node.koordinator.sh/gpu-partition-policy=Prefer'; with --window, device-allocator replays it "
+        "unless --config names another service",
+    )
+    p.add_argument(
+        "--config-dir",
+        help="directory with <service>.yaml for a log recorded before services recorded theirs",
+    )
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_whatif)

@@ -1,0 +1,128 @@
+"""``allot what-if --config FILE --window FROM:TO``: the recorded window re-decided under another configuration.
+
+One service's configuration is replaced: the file's settings merged over each configuration the service decided the
+window's triggers under (mappings merged key by key, anything else replaced; a configuration it recorded inside the
+window is followed, with the change merged over it too). Its projection is folded from the log up to the
+position before ``FROM`` under the new configuration, with the outputs it recorded; then every trigger of the
+window is decided again (:func:`allot_runtime.replay.rederive`) and the decisions compared, pod by pod, with the
+recorded ones (:mod:`allot_views.decisions`). After each trigger the service goes on with what it recorded, so one
+difference does not cascade: every difference listed is one decision taken under the same state. Nothing is written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from allot_cli.errors import UsageError
+from allot_views.decisions import decisions_of
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from allot_contracts.envelope import NewEvent, RecordedEvent
+    from allot_eventstore.protocol import EventStore
+    from allot_runtime.processor import Host
+    from allot_runtime.replay import Switch
+
+COMPARED = ("outcome", "node", "message", "codes", "annotations")
+
+
+def merged(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    """``change`` over ``base``: mappings merged key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in change.items():
+        old = out.get(key)
+        out[key] = merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
+
+
+def window(text: str, head: int) -> tuple[int, int]:
+    """``FROM:TO`` (either may be empty: the log's start, its head) checked against the log."""
+    first_text, sep, last_text = text.partition(":")
+    if not sep:
+        raise UsageError(f"--window: {text!r} is not FROM:TO (log positions; either may be left out)")
+    try:
+        first = int(first_text) if first_text else 1
+        last = int(last_text) if last_text else head
+    except ValueError:
+        raise UsageError(f"--window: {text!r}: FROM and TO must be log positions") from None
+    if first < 1 or last < first:
+        raise UsageError(f"--window: {text!r}: needs 1 ≤ FROM ≤ TO")
+    if last > head:
+        raise UsageError(f"--window: position {last} is past the log's head ({head})")
+    return first, last
+
+
+def _records(host: Host, trigger: RecordedEvent, news: list[NewEvent]) -> list[RecordedEvent]:
+    from allot_contracts.envelope import prepare
+
+    return [
+        prepare(
+            new,
+            position=trigger.position,
+            stream_version=0,
+            producer=host.name,
+            recorded_at=trigger.recorded_at,
+            prev_hash=b"",
+        )
+        for new in news
+    ]
+
+
+def _lines(records: list[RecordedEvent], groups: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for record in records:
+        for line in decisions_of(record, groups):
+            out[line["pod"]] = {key: line.get(key) for key in COMPARED}
+    return out
+
+
+def differing(
+    trigger: RecordedEvent,
+    recorded: dict[str, dict[str, Any]],
+    would: dict[str, dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Every pod whose decision for ``trigger`` differs (a decision absent on one side is ``None``)."""
+    return [
+        {
+            "position": trigger.position,
+            "trigger": trigger.type,
+            "pod": pod,
+            "recorded": recorded.get(pod),
+            "would_be": would.get(pod),
+        }
+        for pod in sorted(set(recorded) | set(would))
+        if recorded.get(pod) != would.get(pod)
+    ]
+
+
+async def compare(
+    host: Host, store: EventStore, *, first: int, last: int, switches: Sequence[Switch] = ()
+) -> tuple[int, list[dict[str, Any]]]:
+    """(triggers decided again, the decisions that differ) for ``host``'s triggers at ``first``..``last``;
+    ``switches``: where the service went on under another recorded configuration inside the window (each builds the
+    host of that configuration with the change merged in, folded from the log up to there)."""
+    from allot_runtime.replay import Outputs, follow_recorded, inputs, rebuild, rederive
+
+    pending = sorted(switches, key=lambda switch: switch.after)
+    await rebuild(host, store, until=first - 1)
+    outputs = Outputs(store, host.name, after=first - 1)
+    groups: dict[str, list[str]] = {}
+    triggers = 0
+    found: list[dict[str, Any]] = []
+    try:
+        async for record in inputs(host, store, last, first - 1):
+            while pending and pending[0].after < record.position:
+                host = pending.pop(0).build()
+                await rebuild(host, store, until=record.position - 1)
+            decisions_of(record, groups)  # a gang's members, when the trigger is its group
+            kept = await outputs.of(record.position)
+            news = rederive(host, record, kept)
+            if news is not None:
+                triggers += 1
+                would = _lines(_records(host, record, news), dict(groups))
+                found += differing(record, _lines(kept, groups), would)
+            follow_recorded(host, record, kept)
+    finally:
+        await outputs.close()
+    return triggers, found
