@@ -145,8 +145,10 @@ def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEven
     news = host.to_new_events(trigger, emits, trigger=event)
     mismatch: Mismatch | None = None
     if _same(kept, news):
-        for output in kept:
-            host.evolve_own(output.decode(), at=trigger.recorded_at)
+        # The recomputed events are the recorded ones byte for byte: the processor evolves them as the live service
+        # evolved its own decisions (``Host.step``), without decoding what it just compared.
+        for new in news:
+            host.evolve_own(new.event, at=trigger.recorded_at)
         host.position = trigger.position
         return None
     rec_view = [{"stream": r.stream_id, "tag": r.tag, "payload": r.payload_dict()} for r in kept]
