@@ -162,7 +162,11 @@ def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEven
         return None
     mismatch: Mismatch | None = None
     if _same(kept, news):
-        follow_recorded(host, trigger, kept)
+        # The recomputed events are the recorded ones byte for byte: the processor evolves them as the live service
+        # evolved its own decisions (``Host.step``), without decoding what it just compared.
+        for new in news:
+            host.evolve_own(new.event, at=trigger.recorded_at)
+        host.position = trigger.position
         return None
     rec_view = [{"stream": r.stream_id, "tag": r.tag, "payload": r.payload_dict()} for r in kept]
     new_view = [
