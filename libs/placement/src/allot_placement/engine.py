@@ -36,6 +36,7 @@ from allot_contracts.objects.nodemetric import NodeMetric
 from allot_contracts.objects.pod import Pod
 from allot_placement import explain, reserved
 from allot_placement._entries import Entries, Entry, WithIdentity
+from allot_placement._free import FreeIndex, need
 from allot_placement._index import ShapeIndex
 from allot_placement.budget import budgeted_index
 from allot_placement.config import PlacementConfig
@@ -70,14 +71,22 @@ _PASS = NodeResult(feasible=True)  # static-filter memo marker: the node passes
 
 class PlacementEngine:
     """See the module docstring. ``PlacementEngine(PlacementConfig())`` uses the documented defaults;
-    ``caches=False`` computes everything afresh for every pod (for tests: decisions must not change)."""
+    ``caches=False`` computes everything afresh for every pod (for tests: decisions must not change);
+    ``free_index=False`` evaluates every node for a new pod shape instead of the candidates of the free-resource
+    index (``_free``; for tests and benchmarks: decisions must not change)."""
 
     def __init__(
-        self, config: PlacementConfig | None = None, policy: GpuPolicy | None = None, *, caches: bool = True
+        self,
+        config: PlacementConfig | None = None,
+        policy: GpuPolicy | None = None,
+        *,
+        caches: bool = True,
+        free_index: bool = True,
     ) -> None:
         self.config = config or PlacementConfig()
         self.config_version = self.config.version
         self.caches = caches
+        self._free = FreeIndex() if caches and free_index else None
         if policy is None and self.config.gpu_policy:
             from allot_placement.policies import make_policy
 
@@ -220,6 +229,8 @@ class PlacementEngine:
         if chosen is not None:
             top = [(chosen, idx.feasible[chosen][1])] + [t for t in top if t[0] != chosen][: len(top) - 1]
         if not top:
+            if self._free is not None:  # the explanation covers every node, the ones the index left out too
+                idx.complete(self._label_id, self._resolver(spec))
             return explain.unschedulable(
                 self, key, idx.counts, idx.codes, idx.first_infeasible(self.config.max_node_reasons)
             )
@@ -415,6 +426,8 @@ class PlacementEngine:
             self._entries.pop(name, None)
         else:
             self._intern_node(name, state)
+        if self._free is not None:
+            self._free.update(name, state)
         self._changes.append(name)
         if len(self._changes) > 4 * len(self._nodes) + 4096:
             self._change_base += len(self._changes)
@@ -579,10 +592,19 @@ class PlacementEngine:
             return fresh
         idx = self._indexes.get(spec.key)
         end = self._change_base + len(self._changes)
+        free, admits = self._free, None
+        if free is not None:
+            want = need(spec)
+            admits = lambda name: free.admits(name, want)  # noqa: E731
         if idx is None or idx.pos < self._change_base:
             idx = ShapeIndex(end)
-            names: Any = [name for name, s in self._nodes.items() if s.info is not None]
+            names: Any = (
+                [name for name, s in self._nodes.items() if s.info is not None]
+                if free is None
+                else free.candidates(want)
+            )
             self._indexes[spec.key] = idx
+            self._indexes.move_to_end(spec.key)
             budget = max(_INDEX_ENTRY_BUDGET // max(len(self._nodes), 1), 8)
             while len(self._indexes) > budget:
                 self._indexes.popitem(last=False)
@@ -590,5 +612,5 @@ class PlacementEngine:
             self._indexes.move_to_end(spec.key)
             names = dict.fromkeys(self._changes[idx.pos - self._change_base :])
         idx.pos = end
-        idx.update(names, self._resolver(spec))
+        idx.update(names, self._resolver(spec), admits)
         return idx
