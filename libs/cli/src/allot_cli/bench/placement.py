@@ -100,6 +100,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="evaluate every node for a new pod shape (the engine without its free-resource index; same decisions)",
     )
+    p.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="prototype: split the nodes over N engines in N processes, pods routed by hash (ADR 0013; default 1)",
+    )
     p.add_argument("--skip-rss", action="store_true", help="skip the memory run")
     p.add_argument(
         "--check",
@@ -190,8 +196,36 @@ def _reference_ops_per_s(n: int = 400_000) -> float:
     return n / (time.process_time() - started)
 
 
+def _sharded(args: argparse.Namespace, nodes_csv: Path, pods_csv: Path) -> int:
+    from allot_cli.bench._shards import run_shards
+    from allot_placement.openb import read_nodes, read_pods
+
+    nodes, pods = len(read_nodes(nodes_csv)), len(read_pods(pods_csv))
+    total = round(pods * args.node_count / max(nodes, 1)) if args.node_count else pods
+    if args.limit:
+        total = min(total, args.limit)
+    runs = [
+        run_shards(nodes_csv, pods_csv, args.node_count, args.shards, total)
+        for _ in range(max(args.repeat, 1))
+    ]
+    if len({tuple(r["shard_digests"]) for r in runs}) != 1:
+        raise UsageError("runs disagree on the shards' final digests: the prototype is not deterministic")
+    rates = [r["placements_per_s"] for r in runs]
+    out = dict(runs[-1])
+    out.update(
+        benchmark="placement-shards",
+        placements_per_s=round(statistics.median(rates)),
+        placements_per_s_runs=rates,
+        nodes=args.node_count or nodes,
+    )
+    report(dict(sorted(out.items())), as_json=args.json)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     nodes_csv, pods_csv = _check(args.nodes, "nodes CSV"), _check(args.pods, "pods CSV")
+    if args.shards > 1:
+        return _sharded(args, nodes_csv, pods_csv)
     memory.configure()  # the collector as the services run it
     runs, references = [], []
     for _ in range(max(args.repeat, 1)):  # interleaved, so that both see the same background load

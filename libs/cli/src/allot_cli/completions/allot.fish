@@ -135,6 +135,7 @@ complete -c allot -n "__allot_at 'bench placement'" -l repeat -x -d 'throughput 
 complete -c allot -n "__allot_at 'bench placement'" -l rss-nodes -x -d 'nodes in the memory run (default 10000)'
 complete -c allot -n "__allot_at 'bench placement'" -l rss-pods -x -d 'pods scheduled in the memory run (default 1000)'
 complete -c allot -n "__allot_at 'bench placement'" -l no-free-index -d 'evaluate every node for a new pod shape (the engine without its free-resource index; same decisions)'
+complete -c allot -n "__allot_at 'bench placement'" -l shards -x -d 'prototype: split the nodes over N engines in N processes, pods routed by hash (ADR 0013; default 1)'
 complete -c allot -n "__allot_at 'bench placement'" -l skip-rss -d 'skip the memory run'
 complete -c allot -n "__allot_at 'bench placement'" -l check -d 'exit 1 when the machine-normalised rate is more than 20% below the recorded baseline (the regression guard)'
 complete -c allot -n "__allot_at 'bench quota'" -s h -l help -d 'show this help message and exit'
