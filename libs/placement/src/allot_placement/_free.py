@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 from allot_contracts.objects import names as n
+from allot_placement.evaluate import insufficient
 from allot_placement.pod import PodSpec
 from allot_placement.state import NodeState
 
@@ -71,20 +72,7 @@ def fits(state: NodeState, gpus: tuple[int, ...], want: Need) -> bool:
         return False
     info = state.info
     assert info is not None
-    alloc = info.allocatable
-    pods_cap = alloc.get(n.PODS)
-    if pods_cap is not None and len(state.pods) + 1 > pods_cap:
-        return False
-    used = state.requested
-    for r, v in fit_order:
-        cap = alloc.get(r)
-        if cap is None:
-            if r in n.DEVICE_FAMILY_NAMES:
-                continue
-            cap = 0
-        if v + used.get(r, 0) > cap:
-            return False
-    return True
+    return next(insufficient(state, info, fit_order), None) is None
 
 
 def _free_bucket(state: NodeState, r: str) -> int:

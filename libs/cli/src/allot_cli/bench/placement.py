@@ -3,7 +3,13 @@
 Throughput: the openb GPU node list (1,213 nodes; GPUs given a synthetic two-socket, PCIe-pair topology) is loaded
 into a fresh engine with the ``binpack`` policy, then every pod of the pod list is scheduled in file order and
 assumed when Scheduled (a failure counts as an attempt). ``placements_per_s`` = attempts / wall seconds, best of
-``--repeat`` runs (other processes share the machine).
+``--repeat`` runs (other processes share the machine). ``us_per_pod_cpu``: CPU µs per pod in that loop (median);
+``evaluations_per_pod``: node evaluations (filter and score runs not answered from a cache) per pod.
+
+Cluster size: ``--node-count N`` replicates the node list with new names (``<name>-r<k>``) to N nodes and the pod
+list by the same factor, so the cluster fills the same way at every size. ``--no-free-index`` runs the engine
+without its free-resource index (same decisions). ``--shards N`` runs the sharded prototype of
+docs/adr/0013-sharded-deciders.md instead (``allot_cli/bench/_shards.py``).
 
 Memory: a fresh subprocess imports the engine, loads ``--rss-nodes`` nodes of 8 GPUs each and schedules
 ``--rss-pods`` pods; ``rss_mib_10k_nodes`` is that process's peak resident set (VmHWM, interpreter included) and
@@ -157,6 +163,7 @@ def _throughput(
         "pods": len(admitted),
         "scheduled": scheduled,
         "us_per_pod_cpu": round(cpu / max(len(admitted), 1) * 1e6, 1),
+        "evaluations_per_pod": round(eng.stats["evaluations"] / max(len(admitted), 1), 1),
         "wall_s": round(wall, 3),
         "cpu_s": round(cpu, 3),
         "placements_per_s": round(len(admitted) / wall),
@@ -251,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
         "cpu_s": last["cpu_s"],
         "us_per_pod_cpu": statistics.median(r["us_per_pod_cpu"] for r in runs),
         "us_per_pod_cpu_runs": [r["us_per_pod_cpu"] for r in runs],
+        "evaluations_per_pod": last["evaluations_per_pod"],
         "nodes_csv": str(nodes_csv),
         "pods_csv": str(pods_csv),
         "digest": last["digest"],
