@@ -15,8 +15,10 @@ Invariants:
   pods that read them: the node's name (``PodSpec.by_name``, a policy's ``reads_node_name``) and its device ids
   (``PodSpec.reads_device_ids``: HAMi's UUID selectors). ``PlacementEngine(..., caches=False)`` turns every cache
   off (tests check that decisions are the same either way).
-- ``schedule`` evaluates every node, incrementally per pod shape (``_index``), unless ``percentageOfNodesToScore``
-  sets a feasible-node budget: then the nodes examined depend only on the node set and the pod (``budget``).
+- ``schedule`` evaluates every node that can fit, incrementally per pod shape (``_index``): the free-resource index
+  (``_free``) leaves out nodes that fail NodeResourcesFit or the GPU shape, which changes no decision, and they are
+  evaluated only to explain an unschedulable pod; unless ``percentageOfNodesToScore`` sets a feasible-node budget:
+  then the nodes examined depend only on the node set and the pod (``budget``).
 Concurrency: single-threaded; the scheduling cycle is serial, as in kube-scheduler.
 """
 
@@ -35,7 +37,7 @@ from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
 from allot_contracts.objects.nodemetric import NodeMetric
 from allot_contracts.objects.pod import Pod
 from allot_placement import explain, reserved
-from allot_placement._entries import Entries, Entry, WithIdentity
+from allot_placement._entries import Entries, Entry, WithIdentity, fresh_resolver
 from allot_placement._free import FreeIndex, need
 from allot_placement._index import ShapeIndex
 from allot_placement.budget import budgeted_index
@@ -521,7 +523,7 @@ class PlacementEngine:
         """``name -> (version, result)`` for ``spec``: static filters then the resource side, both memoised (what
         their keys cover: see the module docstring)."""
         if not self.caches:
-            return self._fresh_resolver(spec)
+            return fresh_resolver(self._entries, spec, self.config, self.policy, self.stats)
         entries: Entries = self._entries
         static_memo, memo, intern = self._static_memo, self._memo, self._intern
         key, by_name = spec.key, spec.by_name
@@ -557,24 +559,6 @@ class PlacementEngine:
                 stats["evaluations"] += 1
                 res = memo[(sig, key)] = evaluate(config, state, spec, policy, dev_memo, dev_sig)
             return state.version, res
-
-        return resolve
-
-    def _fresh_resolver(self, spec: PodSpec) -> Callable[[str], tuple[int, NodeResult] | None]:
-        """``_resolver`` without any cache: every filter and score runs for every node."""
-        entries, config, policy, stats = self._entries, self.config, self.policy, self.stats
-
-        def resolve(name: str) -> tuple[int, NodeResult] | None:
-            entry = entries.get(name)
-            if entry is None:
-                return None
-            state = entry[0]
-            assert state.info is not None
-            reasons = static_filter(state.info, spec)
-            if reasons:
-                return state.version, NodeResult(feasible=False, reasons=reasons)
-            stats["evaluations"] += 1
-            return state.version, evaluate(config, state, spec, policy)
 
         return resolve
 
