@@ -13,8 +13,9 @@ decision is appended to the one log. The sustained rate is the smallest of:
   member.
 
 ``cores`` caps the shards that run at once (on this machine: 2). Pure arithmetic over its inputs; run it with
-``python -m allot_placement.shardsim`` (``--help`` lists the inputs and their defaults, which are the figures
-measured in docs/benchmarks/placement.md and docs/benchmarks/append.md).
+``python -m allot_placement.shardsim`` (``--help`` lists the inputs; the default costs are the CPU µs per pod
+measured with the free-resource index at 1k, 6k and 12k nodes in docs/benchmarks/placement.md, the append rate is
+docs/benchmarks/append.md's, the router's cost and the share of spanning gangs are assumptions).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, nargs="+", default=[10_000, 25_000, 50_000, 100_000])
     p.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     args = p.parse_args(argv)
-    costs = args.cost or [(1000, 394.0), (6000, 722.0)]
+    costs = args.cost or [(1000, 300.1), (6000, 572.9), (12000, 1550.3)]
     inp = Inputs(
         costs,
         router_us=args.router_us,
