@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from allot_placement.config import PlacementConfig
 from allot_placement.device_view import device_ids
+from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, static_filter
+from allot_placement.pod import PodSpec
 from allot_placement.state import NodeState
 
-__all__ = ["Entries", "Entry", "WithIdentity"]
+__all__ = ["Entries", "Entry", "WithIdentity", "fresh_resolver"]
 
 Entry = tuple[
     NodeState, int, int, int, bool
@@ -43,3 +46,27 @@ class WithIdentity:
         state, sig, dev_sig, label_id, restrictive = entry
         ident = (device_ids(state.inventory) if self.ids else None, name if self.named else None)
         return state, self.intern((sig, ident)), self.intern((dev_sig, ident)), label_id, restrictive
+
+
+def fresh_resolver(
+    entries: dict[str, Entry],
+    spec: PodSpec,
+    config: PlacementConfig,
+    policy: GpuPolicy | None,
+    stats: dict[str, int],
+) -> Callable[[str], tuple[int, NodeResult] | None]:
+    """The engine's resolver without any cache: every filter and score runs for every node."""
+
+    def resolve(name: str) -> tuple[int, NodeResult] | None:
+        entry = entries.get(name)
+        if entry is None:
+            return None
+        state = entry[0]
+        assert state.info is not None
+        reasons = static_filter(state.info, spec)
+        if reasons:
+            return state.version, NodeResult(feasible=False, reasons=reasons)
+        stats["evaluations"] += 1
+        return state.version, evaluate(config, state, spec, policy)
+
+    return resolve

@@ -11,6 +11,9 @@ Invariants:
   order in which nodes were added, changed or re-evaluated: an index built from scratch and one maintained
   incrementally give the same best node. A test checks this against a naive full scan.
 - Indexes are caches: dropping any of them (LRU eviction, change-log compaction) changes speed, never results.
+- Nodes the free-resource index (``_free``) rejects fail NodeResourcesFit, so they are left out of the ranking
+  unevaluated: the feasible set, and so every decision, is the same as with every node evaluated. Only an
+  unschedulable pod's explanation reads the infeasible side; ``complete`` evaluates the left-out nodes first.
 
 Rejected alternatives: scoring every node per pod (too slow for thousands of nodes in Python); normalising scores
 across nodes like kube-scheduler (makes a node's score depend on all others, defeating incremental updates);
@@ -42,8 +45,15 @@ class ShapeIndex:
     def __len__(self) -> int:
         return len(self.feasible) + len(self.infeasible)
 
-    def update(self, names: Iterable[str], result_of: Callable[[str], tuple[int, NodeResult] | None]) -> None:
-        """Re-evaluate ``names``; ``result_of`` gives ``(version, result)`` or ``None`` for a node that is gone."""
+    def update(
+        self,
+        names: Iterable[str],
+        result_of: Callable[[str], tuple[int, NodeResult] | None],
+        admits: Callable[[str], bool] | None = None,
+    ) -> None:
+        """Re-evaluate ``names``; ``result_of`` gives ``(version, result)`` or ``None`` for a node that is gone.
+        ``admits`` (the free-resource index, ``_free``): a node it rejects cannot fit, so it is left unevaluated
+        (``complete`` evaluates such nodes when an explanation needs them)."""
         for name in names:
             old = self.infeasible.pop(name, None)
             if old is not None:
@@ -54,6 +64,8 @@ class ShapeIndex:
                     else:
                         del self.counts[msg]
             self.feasible.pop(name, None)
+            if admits is not None and not admits(name):
+                continue
             got = result_of(name)
             if got is None:
                 continue
@@ -69,6 +81,14 @@ class ShapeIndex:
         if len(self.heap) > 2 * len(self.feasible) + 64:
             self.heap = [(-s, name, v) for name, (v, s) in self.feasible.items()]
             heapq.heapify(self.heap)
+
+    def complete(
+        self, live: Iterable[str], result_of: Callable[[str], tuple[int, NodeResult] | None]
+    ) -> None:
+        """Evaluate the ``live`` nodes left unevaluated (those the free-resource index rejected), so that the
+        reasons and their histogram cover every node, as a ranking without that index has them."""
+        feasible, infeasible = self.feasible, self.infeasible
+        self.update([name for name in live if name not in infeasible and name not in feasible], result_of)
 
     def top(self, k: int) -> list[tuple[str, int]]:
         """The ``k`` best feasible nodes as ``(name, score)``, best first."""

@@ -15,8 +15,10 @@ Invariants:
   pods that read them: the node's name (``PodSpec.by_name``, a policy's ``reads_node_name``) and its device ids
   (``PodSpec.reads_device_ids``: HAMi's UUID selectors). ``PlacementEngine(..., caches=False)`` turns every cache
   off (tests check that decisions are the same either way).
-- ``schedule`` evaluates every node, incrementally per pod shape (``_index``), unless ``percentageOfNodesToScore``
-  sets a feasible-node budget: then the nodes examined depend only on the node set and the pod (``budget``).
+- ``schedule`` evaluates every node that can fit, incrementally per pod shape (``_index``): the free-resource index
+  (``_free``) leaves out nodes that fail NodeResourcesFit or the GPU shape, which changes no decision, and they are
+  evaluated only to explain an unschedulable pod; unless ``percentageOfNodesToScore`` sets a feasible-node budget:
+  then the nodes examined depend only on the node set and the pod (``budget``).
 Concurrency: single-threaded; the scheduling cycle is serial, as in kube-scheduler.
 """
 
@@ -35,7 +37,8 @@ from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
 from allot_contracts.objects.nodemetric import NodeMetric
 from allot_contracts.objects.pod import Pod
 from allot_placement import explain, reserved
-from allot_placement._entries import Entries, Entry, WithIdentity
+from allot_placement._entries import Entries, Entry, WithIdentity, fresh_resolver
+from allot_placement._free import FreeIndex, need
 from allot_placement._index import ShapeIndex
 from allot_placement.budget import budgeted_index
 from allot_placement.config import PlacementConfig
@@ -70,14 +73,22 @@ _PASS = NodeResult(feasible=True)  # static-filter memo marker: the node passes
 
 class PlacementEngine:
     """See the module docstring. ``PlacementEngine(PlacementConfig())`` uses the documented defaults;
-    ``caches=False`` computes everything afresh for every pod (for tests: decisions must not change)."""
+    ``caches=False`` computes everything afresh for every pod (for tests: decisions must not change);
+    ``free_index=False`` evaluates every node for a new pod shape instead of the candidates of the free-resource
+    index (``_free``; for tests and benchmarks: decisions must not change)."""
 
     def __init__(
-        self, config: PlacementConfig | None = None, policy: GpuPolicy | None = None, *, caches: bool = True
+        self,
+        config: PlacementConfig | None = None,
+        policy: GpuPolicy | None = None,
+        *,
+        caches: bool = True,
+        free_index: bool = True,
     ) -> None:
         self.config = config or PlacementConfig()
         self.config_version = self.config.version
         self.caches = caches
+        self._free = FreeIndex() if caches and free_index else None
         if policy is None and self.config.gpu_policy:
             from allot_placement.policies import make_policy
 
@@ -220,6 +231,8 @@ class PlacementEngine:
         if chosen is not None:
             top = [(chosen, idx.feasible[chosen][1])] + [t for t in top if t[0] != chosen][: len(top) - 1]
         if not top:
+            if self._free is not None:  # the explanation covers every node, the ones the index left out too
+                idx.complete(self._label_id, self._resolver(spec))
             return explain.unschedulable(
                 self, key, idx.counts, idx.codes, idx.first_infeasible(self.config.max_node_reasons)
             )
@@ -415,6 +428,8 @@ class PlacementEngine:
             self._entries.pop(name, None)
         else:
             self._intern_node(name, state)
+        if self._free is not None:
+            self._free.update(name, state)
         self._changes.append(name)
         if len(self._changes) > 4 * len(self._nodes) + 4096:
             self._change_base += len(self._changes)
@@ -508,7 +523,7 @@ class PlacementEngine:
         """``name -> (version, result)`` for ``spec``: static filters then the resource side, both memoised (what
         their keys cover: see the module docstring)."""
         if not self.caches:
-            return self._fresh_resolver(spec)
+            return fresh_resolver(self._entries, spec, self.config, self.policy, self.stats)
         entries: Entries = self._entries
         static_memo, memo, intern = self._static_memo, self._memo, self._intern
         key, by_name = spec.key, spec.by_name
@@ -547,24 +562,6 @@ class PlacementEngine:
 
         return resolve
 
-    def _fresh_resolver(self, spec: PodSpec) -> Callable[[str], tuple[int, NodeResult] | None]:
-        """``_resolver`` without any cache: every filter and score runs for every node."""
-        entries, config, policy, stats = self._entries, self.config, self.policy, self.stats
-
-        def resolve(name: str) -> tuple[int, NodeResult] | None:
-            entry = entries.get(name)
-            if entry is None:
-                return None
-            state = entry[0]
-            assert state.info is not None
-            reasons = static_filter(state.info, spec)
-            if reasons:
-                return state.version, NodeResult(feasible=False, reasons=reasons)
-            stats["evaluations"] += 1
-            return state.version, evaluate(config, state, spec, policy)
-
-        return resolve
-
     def _index(self, spec: PodSpec, pod: str) -> ShapeIndex:
         if (
             self.config.percentage_of_nodes_to_score < 100
@@ -579,10 +576,19 @@ class PlacementEngine:
             return fresh
         idx = self._indexes.get(spec.key)
         end = self._change_base + len(self._changes)
+        free, admits = self._free, None
+        if free is not None:
+            want = need(spec)
+            admits = lambda name: free.admits(name, want)  # noqa: E731
         if idx is None or idx.pos < self._change_base:
             idx = ShapeIndex(end)
-            names: Any = [name for name, s in self._nodes.items() if s.info is not None]
+            names: Any = (
+                [name for name, s in self._nodes.items() if s.info is not None]
+                if free is None
+                else free.candidates(want)
+            )
             self._indexes[spec.key] = idx
+            self._indexes.move_to_end(spec.key)
             budget = max(_INDEX_ENTRY_BUDGET // max(len(self._nodes), 1), 8)
             while len(self._indexes) > budget:
                 self._indexes.popitem(last=False)
@@ -590,5 +596,5 @@ class PlacementEngine:
             self._indexes.move_to_end(spec.key)
             names = dict.fromkeys(self._changes[idx.pos - self._change_base :])
         idx.pos = end
-        idx.update(names, self._resolver(spec))
+        idx.update(names, self._resolver(spec), admits)
         return idx

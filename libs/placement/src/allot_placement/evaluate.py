@@ -26,6 +26,7 @@ Pure.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Protocol
 
 import msgspec
@@ -97,22 +98,28 @@ def static_filter(info: NodeInfo, pod: PodSpec) -> tuple[Reason, ...]:
     return ()
 
 
-def _resource_fit(state: NodeState, info: NodeInfo, pod: PodSpec) -> tuple[Reason, ...]:
+def insufficient(
+    state: NodeState, info: NodeInfo, fit_order: tuple[tuple[str, int], ...]
+) -> Iterator[Reason]:
+    """NodeResourcesFit's reasons, lazily: the pod count, then every request that does not fit (the free-resource
+    index, ``_free``, stops at the first)."""
     alloc = info.allocatable
-    out: list[Reason] = []
     pods_cap = alloc.get(n.PODS)
     if pods_cap is not None and len(state.pods) + 1 > pods_cap:
-        out.append(rs.TOO_MANY_PODS)
+        yield rs.TOO_MANY_PODS
     used = state.requested
-    for r, v in pod.fit_order:
+    for r, v in fit_order:
         cap = alloc.get(r)
         if cap is None:
             if r in n.DEVICE_FAMILY_NAMES:
                 continue
             cap = 0
         if v + used.get(r, 0) > cap:
-            out.append(rs.insufficient(r))
-    return tuple(out)
+            yield rs.insufficient(r)
+
+
+def _resource_fit(state: NodeState, info: NodeInfo, pod: PodSpec) -> tuple[Reason, ...]:
+    return tuple(insufficient(state, info, pod.fit_order))
 
 
 def fit_score(

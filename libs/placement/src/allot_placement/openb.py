@@ -17,9 +17,10 @@ Pure (the CSV text is passed in; ``read_rows`` is the only function touching fil
 
 from __future__ import annotations
 
+import copy
 import csv
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
@@ -35,6 +36,7 @@ __all__ = [
     "pod_manifest",
     "read_nodes",
     "read_pods",
+    "replicate",
 ]
 
 GPU_MEMORY_GIB = {"P100": 16, "T4": 16, "V100M16": 16, "V100M32": 32, "A10": 24, "G1": 16, "G2": 32, "G3": 80}
@@ -73,6 +75,9 @@ class TracePod:
         return self.num_gpu * self.gpu_milli
 
 
+_Named = TypeVar("_Named", TraceNode, TracePod)
+
+
 def _rows(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as f:
         return list(csv.DictReader(f))
@@ -101,6 +106,19 @@ def read_pods(path: Path) -> list[TracePod]:
                 spec,
             )
         )
+    return out
+
+
+def replicate(items: list[_Named], count: int) -> list[_Named]:
+    """``count`` items: ``items`` cycled, copies after the first named ``<name>-r<k>`` (a larger cluster or pod list
+    of the same mix; used by ``allot bench placement --node-count``)."""
+    out: list[_Named] = []
+    for i in range(count):
+        k, src = divmod(i, len(items))
+        item = copy.copy(items[src])
+        if k:
+            item.name = f"{item.name}-r{k}"
+        out.append(item)
     return out
 
 

@@ -3,7 +3,13 @@
 Throughput: the openb GPU node list (1,213 nodes; GPUs given a synthetic two-socket, PCIe-pair topology) is loaded
 into a fresh engine with the ``binpack`` policy, then every pod of the pod list is scheduled in file order and
 assumed when Scheduled (a failure counts as an attempt). ``placements_per_s`` = attempts / wall seconds, best of
-``--repeat`` runs (other processes share the machine).
+``--repeat`` runs (other processes share the machine). ``us_per_pod_cpu``: CPU µs per pod in that loop (median);
+``evaluations_per_pod``: node evaluations (filter and score runs not answered from a cache) per pod.
+
+Cluster size: ``--node-count N`` replicates the node list with new names (``<name>-r<k>``) to N nodes and the pod
+list by the same factor, so the cluster fills the same way at every size. ``--no-free-index`` runs the engine
+without its free-resource index (same decisions). ``--shards N`` runs the sharded prototype of
+docs/adr/0013-sharded-deciders.md instead (``allot_cli/bench/_shards.py``).
 
 Memory: a fresh subprocess imports the engine, loads ``--rss-nodes`` nodes of 8 GPUs each and schedules
 ``--rss-pods`` pods; ``rss_mib_10k_nodes`` is that process's peak resident set (VmHWM, interpreter included) and
@@ -83,11 +89,28 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--limit", type=int, default=0, help="schedule only the first N pods (0 = all)")
     p.add_argument(
+        "--node-count",
+        type=int,
+        default=0,
+        help="replicate the node list with new names to N nodes and the pod list by the same factor (0 = as read)",
+    )
+    p.add_argument(
         "--repeat", type=int, default=5, help="throughput runs; the median is reported (default 5)"
     )
     p.add_argument("--rss-nodes", type=int, default=10_000, help="nodes in the memory run (default 10000)")
     p.add_argument(
         "--rss-pods", type=int, default=1_000, help="pods scheduled in the memory run (default 1000)"
+    )
+    p.add_argument(
+        "--no-free-index",
+        action="store_true",
+        help="evaluate every node for a new pod shape (the engine without its free-resource index; same decisions)",
+    )
+    p.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="prototype: split the nodes over N engines in N processes, pods routed by hash (ADR 0013; default 1)",
     )
     p.add_argument("--skip-rss", action="store_true", help="skip the memory run")
     p.add_argument(
@@ -108,16 +131,21 @@ def _check(path: Path, what: str) -> Path:
     return path
 
 
-def _throughput(nodes_csv: Path, pods_csv: Path, limit: int) -> dict[str, Any]:
+def _throughput(
+    nodes_csv: Path, pods_csv: Path, limit: int, node_count: int = 0, free_index: bool = True
+) -> dict[str, Any]:
     from allot_placement import PlacementConfig, PlacementEngine
-    from allot_placement.openb import load_node, read_nodes, read_pods, trace_pod
+    from allot_placement.openb import load_node, read_nodes, read_pods, replicate, trace_pod
 
     nodes = read_nodes(nodes_csv)
     pods = read_pods(pods_csv)
+    if node_count:
+        pods = replicate(pods, round(len(pods) * node_count / max(len(nodes), 1)))
+        nodes = replicate(nodes, node_count)
     if limit:
         pods = pods[:limit]
     memory.unsettle()  # what an earlier run left frozen can go
-    eng = PlacementEngine(PlacementConfig.from_dict({"policy": "binpack"}))
+    eng = PlacementEngine(PlacementConfig.from_dict({"policy": "binpack"}), free_index=free_index)
     for node in nodes:
         load_node(eng, node)
     admitted = [trace_pod(p) for p in pods]  # read at the door, as the services receive them
@@ -134,6 +162,8 @@ def _throughput(nodes_csv: Path, pods_csv: Path, limit: int) -> dict[str, Any]:
         "nodes": len(nodes),
         "pods": len(admitted),
         "scheduled": scheduled,
+        "us_per_pod_cpu": round(cpu / max(len(admitted), 1) * 1e6, 1),
+        "evaluations_per_pod": round(eng.stats["evaluations"] / max(len(admitted), 1), 1),
         "wall_s": round(wall, 3),
         "cpu_s": round(cpu, 3),
         "placements_per_s": round(len(admitted) / wall),
@@ -173,13 +203,41 @@ def _reference_ops_per_s(n: int = 400_000) -> float:
     return n / (time.process_time() - started)
 
 
+def _sharded(args: argparse.Namespace, nodes_csv: Path, pods_csv: Path) -> int:
+    from allot_cli.bench._shards import run_shards
+    from allot_placement.openb import read_nodes, read_pods
+
+    nodes, pods = len(read_nodes(nodes_csv)), len(read_pods(pods_csv))
+    total = round(pods * args.node_count / max(nodes, 1)) if args.node_count else pods
+    if args.limit:
+        total = min(total, args.limit)
+    runs = [
+        run_shards(nodes_csv, pods_csv, args.node_count, args.shards, total)
+        for _ in range(max(args.repeat, 1))
+    ]
+    if len({tuple(r["shard_digests"]) for r in runs}) != 1:
+        raise UsageError("runs disagree on the shards' final digests: the prototype is not deterministic")
+    rates = [r["placements_per_s"] for r in runs]
+    out = dict(runs[-1])
+    out.update(
+        benchmark="placement-shards",
+        placements_per_s=round(statistics.median(rates)),
+        placements_per_s_runs=rates,
+        nodes=args.node_count or nodes,
+    )
+    report(dict(sorted(out.items())), as_json=args.json)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     nodes_csv, pods_csv = _check(args.nodes, "nodes CSV"), _check(args.pods, "pods CSV")
+    if args.shards > 1:
+        return _sharded(args, nodes_csv, pods_csv)
     memory.configure()  # the collector as the services run it
     runs, references = [], []
     for _ in range(max(args.repeat, 1)):  # interleaved, so that both see the same background load
         references.append(_reference_ops_per_s())
-        runs.append(_throughput(nodes_csv, pods_csv, args.limit))
+        runs.append(_throughput(nodes_csv, pods_csv, args.limit, args.node_count, not args.no_free_index))
     if len({r["digest"] for r in runs}) != 1:
         raise UsageError("runs disagree on the final allocation digest: the engine is not deterministic")
     rates = [r["placements_per_s"] for r in runs]
@@ -191,12 +249,16 @@ def run(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {
         "benchmark": "placement",
         "policy": "binpack",
+        "free_index": not args.no_free_index,
         "placements_per_s": round(median),
         "placements_per_s_runs": rates,
         "nodes": last["nodes"],
         "pods": last["pods"],
         "scheduled": last["scheduled"],
         "cpu_s": last["cpu_s"],
+        "us_per_pod_cpu": statistics.median(r["us_per_pod_cpu"] for r in runs),
+        "us_per_pod_cpu_runs": [r["us_per_pod_cpu"] for r in runs],
+        "evaluations_per_pod": last["evaluations_per_pod"],
         "nodes_csv": str(nodes_csv),
         "pods_csv": str(pods_csv),
         "digest": last["digest"],

@@ -35,7 +35,7 @@ _allot() {
         'bench append') opts='-h --help --json --events --batch --runs --event'; words=''; files=''; names=''; valued='--events --batch --runs --event' ;;
         'bench e2e') opts='-h --help --json --pods --rates --duration --nodes --pods-csv --state-dir --timeout'; words=''; files=''; names=''; valued='--pods --rates --duration --nodes --pods-csv --state-dir --timeout' ;;
         'bench gang') opts='-h --help --json --nodes --gangs --size --gpus'; words=''; files=''; names=''; valued='--nodes --gangs --size --gpus' ;;
-        'bench placement') opts='-h --help --json --nodes --pods --limit --repeat --rss-nodes --rss-pods --skip-rss --check'; words=''; files=''; names=''; valued='--nodes --pods --limit --repeat --rss-nodes --rss-pods' ;;
+        'bench placement') opts='-h --help --json --nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --no-free-index --shards --skip-rss --check'; words=''; files=''; names=''; valued='--nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --shards' ;;
         'bench quota') opts='-h --help --json --quotas --changes --seed'; words=''; files=''; names=''; valued='--quotas --changes --seed' ;;
         'bench replay') opts='-h --help --events --runs --fresh --nodes --pods-csv --json'; words=''; files=''; names=''; valued='--events --runs --nodes --pods-csv' ;;
         'bench restart') opts='-h --help --events --runs --fresh --nodes --pods-csv --json --no-snapshots --snapshot-lag'; words=''; files=''; names=''; valued='--events --runs --nodes --pods-csv --snapshot-lag' ;;
@@ -93,9 +93,11 @@ _allot() {
         'bench placement|--nodes') COMPREPLY=(); return ;;
         'bench placement|--pods') COMPREPLY=(); return ;;
         'bench placement|--limit') COMPREPLY=(); return ;;
+        'bench placement|--node-count') COMPREPLY=(); return ;;
         'bench placement|--repeat') COMPREPLY=(); return ;;
         'bench placement|--rss-nodes') COMPREPLY=(); return ;;
         'bench placement|--rss-pods') COMPREPLY=(); return ;;
+        'bench placement|--shards') COMPREPLY=(); return ;;
         'bench quota|--quotas') COMPREPLY=(); return ;;
         'bench quota|--changes') COMPREPLY=(); return ;;
         'bench quota|--seed') COMPREPLY=(); return ;;
