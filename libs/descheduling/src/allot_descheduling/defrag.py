@@ -137,7 +137,8 @@ class _World:
         self.names = sorted(self.nodes)
         self.free = {n.name: list(n.free) for n in data.nodes}
         self.cpu = {n.name: n.cpu_free for n in data.nodes}
-        self.frag = {n.name: measure(n.model, n.cpu_free, n.free) for n in data.nodes}
+        self.memo: dict[tuple[str, int, tuple[int, ...]], int] = {}
+        self.frag = {n.name: self.f_now(n.name) for n in data.nodes}
         self.pods = {p.key: p for p in sorted(data.pods, key=lambda p: p.key)}
         self.budgets = dict(data.budgets)
         self.limits = data.limits
@@ -146,7 +147,11 @@ class _World:
         self.namespaces: dict[str, int] = {}
 
     def f_now(self, node: str) -> int:
-        return self.measure(self.nodes[node].model, self.cpu[node], self.free[node])
+        key = (self.nodes[node].model, self.cpu[node], tuple(self.free[node]))
+        got = self.memo.get(key)
+        if got is None:
+            got = self.memo[key] = self.measure(*key)
+        return got
 
     def gpus_for(
         self, node: str, cpu: int, count: int, milli: int, models: Sequence[str]
@@ -314,6 +319,7 @@ def _search(world: _World, pod: PendingGpuPod) -> _Candidate | None:
         and (not pod.models or world.nodes[n].model in pod.models)
         and len(world.free[n]) >= pod.gpu_count
     ]
+    targets = [t for t in targets if _could_fit(world, pod, t, units[t])]
     for cost in range(1, max(world.limits.max_per_plan, 1) + 1):
         found = [
             c
@@ -324,6 +330,16 @@ def _search(world: _World, pod: PendingGpuPod) -> _Candidate | None:
         if found:
             return min(found, key=lambda c: (c.frag_after, c.target))
     return None
+
+
+def _could_fit(world: _World, pod: PendingGpuPod, target: str, units: Sequence[_Unit]) -> bool:
+    """Whether ``pod`` would fit ``target`` with every movable pod moved off it (else no set of them helps)."""
+    free, cpu = list(world.free[target]), world.cpu[target]
+    for p in (p for u in units for p in u.pods if p.node == target):
+        cpu += p.cpu
+        for i, m in p.gpus:
+            free[i] += m
+    return cpu >= pod.cpu and sum(1 for left in free if left >= pod.gpu_milli) >= pod.gpu_count
 
 
 def _try(world: _World, pod: PendingGpuPod, target: str, combo: Sequence[_Unit]) -> _Candidate | None:
