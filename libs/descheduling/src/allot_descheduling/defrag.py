@@ -20,7 +20,9 @@ Rules (docs/descheduling.md, "GPUDefrag"):
    ``F_after − F_before``, then name), its GPUs chosen best-fit (fullest GPUs that hold it, then index). The moved
    pods leave first, then the waiting pod takes the target, then the moved pods are placed, largest first.
 4. Fewest migrations first: every target and set of units of ``k`` pods is tried before any of ``k + 1``; among
-   plans of the same size the one leaving the least cluster fragmentation wins, then the target's name. A plan
+   plans of the same size the one leaving the least cluster fragmentation wins, then the target's name (weighed
+   among the first ``max_candidates`` sets that leave the target room, fewest GPU moved first, then target name;
+   at most four times as many are tried before the search moves on to ``k + 1``: a bound on the search). A plan
    stays within ``max_per_plan`` pods, the round's ``total`` / ``per_node`` (moved off one node) /
    ``per_namespace`` limits, and every PodDisruptionBudget's remaining disruptions (``budgets``).
 5. Waiting pods are taken in the order given (the queue's), each plan applied to the state the next one sees; at
@@ -30,7 +32,7 @@ Pure: no IO, no clock; ties broken by names.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import combinations
 from typing import Final
 
@@ -94,6 +96,9 @@ class DefragLimits(msgspec.Struct, frozen=True, kw_only=True):
 
     max_per_plan: int = 4
     max_plans: int = 8
+    # per number of migrations: the sets weighed by fragmentation (the first that leave the target room, fewest
+    # GPU moved first, then target name); four times as many may be tried before the next number is
+    max_candidates: int = 16
     total: int = 0
     per_node: int = 0
     per_namespace: int = 0
@@ -145,6 +150,8 @@ class _World:
         self.total = 0
         self.off: dict[str, int] = {}
         self.namespaces: dict[str, int] = {}
+        # per (GPU count, milli, models): the nodes whose GPUs could hold it when the current search began
+        self.fitting: dict[tuple[int, int, tuple[str, ...]], list[str]] = {}
 
     def f_now(self, node: str) -> int:
         key = (self.nodes[node].model, self.cpu[node], tuple(self.free[node]))
@@ -168,11 +175,22 @@ class _World:
         for i in gpus:
             self.free[node][i] -= sign * milli
 
-    def best_node(self, pod: GpuPod, exclude: set[str]) -> tuple[str, tuple[int, ...]] | None:
-        """The FGD destination of a moved pod: least rise of F, then name."""
+    def best_node(
+        self, pod: GpuPod, exclude: set[str], saved: Mapping[str, tuple[list[int], int]]
+    ) -> tuple[str, tuple[int, ...]] | None:
+        """The FGD destination of a moved pod: least rise of F, then name. Looked for among the nodes its GPUs fit
+        as the search found them (``saved`` holds the state of the nodes a trial changed) and those changed."""
         count, milli = len(pod.gpus), pod.gpus[0][1]
+        key = (count, milli, pod.models)
+        fitting = self.fitting.get(key)
+        if fitting is None:
+            fitting = self.fitting[key] = [
+                n
+                for n in self.names
+                if self._could_hold(n, saved[n][0] if n in saved else self.free[n], count, milli, pod.models)
+            ]
         best: tuple[int, str, tuple[int, ...]] | None = None
-        for name in self.names:
+        for name in sorted({*fitting, *saved}):
             if name in exclude:
                 continue
             gpus = self.gpus_for(name, pod.cpu, count, milli, pod.models)
@@ -185,6 +203,14 @@ class _World:
             if best is None or (delta, name) < best[:2]:
                 best = (delta, name, gpus)
         return (best[1], best[2]) if best is not None else None
+
+    def _could_hold(
+        self, node: str, free: Sequence[int], count: int, milli: int, models: Sequence[str]
+    ) -> bool:
+        info = self.nodes[node]
+        if not info.schedulable or (models and info.model not in models):
+            return False
+        return sum(1 for left in free if left >= milli) >= count
 
     def allows(self, pods: Sequence[GpuPod]) -> bool:
         """Whether moving ``pods`` stays within the round's limits and every PodDisruptionBudget."""
@@ -310,6 +336,7 @@ def _by_cost(units: Sequence[_Unit], cost: int) -> Iterator[tuple[_Unit, ...]]:
 
 def _search(world: _World, pod: PendingGpuPod) -> _Candidate | None:
     """The plan of fewest migrations, least fragmentation after, then target name."""
+    world.fitting.clear()
     units = world.units()
     targets = [
         n
@@ -319,23 +346,31 @@ def _search(world: _World, pod: PendingGpuPod) -> _Candidate | None:
         and (not pod.models or world.nodes[n].model in pod.models)
         and len(world.free[n]) >= pod.gpu_count
     ]
-    targets = [t for t in targets if _could_fit(world, pod, t, units[t])]
+    targets = [t for t in targets if _room(world, pod, t, units[t])]  # with every unit moved off
+    limit = max(world.limits.max_candidates, 1)
     for cost in range(1, max(world.limits.max_per_plan, 1) + 1):
-        found = [
-            c
+        roomy = sorted(
+            (sum(m for u in combo for p in u.pods for _, m in p.gpus), t, i, combo)
             for t in targets
-            for combo in _by_cost(units[t], cost)
-            if (c := _try(world, pod, t, combo)) is not None
-        ]
+            for i, combo in enumerate(_by_cost(units[t], cost))
+            if _room(world, pod, t, combo)
+        )
+        found: list[_Candidate] = []
+        for _, t, _, combo in roomy[: 4 * limit]:
+            c = _try(world, pod, t, combo)
+            if c is not None:
+                found.append(c)
+                if len(found) >= limit:
+                    break
         if found:
             return min(found, key=lambda c: (c.frag_after, c.target))
     return None
 
 
-def _could_fit(world: _World, pod: PendingGpuPod, target: str, units: Sequence[_Unit]) -> bool:
-    """Whether ``pod`` would fit ``target`` with every movable pod moved off it (else no set of them helps)."""
+def _room(world: _World, pod: PendingGpuPod, target: str, combo: Sequence[_Unit]) -> bool:
+    """Whether moving ``combo`` off ``target`` leaves room there for ``pod`` (nothing else is checked)."""
     free, cpu = list(world.free[target]), world.cpu[target]
-    for p in (p for u in units for p in u.pods if p.node == target):
+    for p in (p for u in combo for p in u.pods if p.node == target):
         cpu += p.cpu
         for i, m in p.gpus:
             free[i] += m
@@ -361,7 +396,7 @@ def _try(world: _World, pod: PendingGpuPod, target: str, combo: Sequence[_Unit])
         world.take(target, pod.cpu, gpus, pod.gpu_milli)
         moves: list[tuple[GpuPod, str, tuple[int, ...]]] = []
         for p in sorted(moved, key=lambda p: (-sum(m for _, m in p.gpus), p.key)):
-            dest = world.best_node(p, {target, p.node})
+            dest = world.best_node(p, {target, p.node}, saved)
             if dest is None:
                 return None
             touch(dest[0])

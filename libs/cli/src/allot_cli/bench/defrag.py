@@ -125,6 +125,12 @@ def _defrag(cluster: Cluster, key: str, shape: Shape, max_per_plan: int) -> int 
     """Plan for one waiting pod; carry the plan out. The migrations it took, None when there is no plan."""
     from allot_descheduling import DefragInput, DefragLimits, GpuNode, GpuPod, PendingGpuPod, plan_round
 
+    models = shape[3]
+    if (
+        sum(sum(f) for n, f in cluster.free.items() if not models or cluster.model[n] in models)
+        < shape[1] * shape[2]
+    ):
+        return None  # the planner's InsufficientFree, without building its input
     data = DefragInput(
         nodes=tuple(
             GpuNode(name=n, model=cluster.model[n], cpu_free=cluster.cpu[n], free=tuple(cluster.free[n]))
@@ -139,7 +145,7 @@ def _defrag(cluster: Cluster, key: str, shape: Shape, max_per_plan: int) -> int 
         ),
         limits=DefragLimits(max_per_plan=max_per_plan, max_plans=1),
     )
-    out = plan_round(data, cluster.frag)
+    out = plan_round(data, lambda model, cpu, free: cluster.f((model, cpu, tuple(free))))
     if not out.plans:
         return None
     plan = out.plans[0]
