@@ -204,6 +204,8 @@ def run_one(
         frag_weight=1,
         rows=rows,
     )
+    if any(left < 0 for free in cluster.free.values() for left in free) or min(cluster.cpu.values()) < 0:
+        raise AssertionError("a plan overcommitted a node")  # the planner's state and the cluster's disagreed
     alloc = discretize(run, "alloc")
     return {
         "seed": seed,
