@@ -269,5 +269,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--nodes", help="openb node list CSV")
     p.add_argument("--seeds", default="42,43,44", help="comma-separated seeds (the median is printed)")
     p.add_argument("--tune", type=float, default=1.3, help="arrived GPU request as a multiple of capacity")
-    p.add_argument("--max-per-plan", type=int, default=4, help="GPUDefrag maxMigrationsPerPlan")
+    p.add_argument(
+        "--max-per-plan", type=int, default=1, help="GPUDefrag maxMigrationsPerPlan (2 and more: slow)"
+    )
     p.set_defaults(func=run)

@@ -118,7 +118,7 @@ complete -c allot -n "__allot_at 'bench defrag'" -l pods -x -d 'openb pod list C
 complete -c allot -n "__allot_at 'bench defrag'" -l nodes -x -d 'openb node list CSV'
 complete -c allot -n "__allot_at 'bench defrag'" -l seeds -x -d 'comma-separated seeds (the median is printed)'
 complete -c allot -n "__allot_at 'bench defrag'" -l tune -x -d 'arrived GPU request as a multiple of capacity'
-complete -c allot -n "__allot_at 'bench defrag'" -l max-per-plan -x -d 'GPUDefrag maxMigrationsPerPlan'
+complete -c allot -n "__allot_at 'bench defrag'" -l max-per-plan -x -d 'GPUDefrag maxMigrationsPerPlan (2 and more: slow)'
 complete -c allot -n "__allot_at 'bench e2e'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'bench e2e'" -l json -d 'print one JSON object'
 complete -c allot -n "__allot_at 'bench e2e'" -l pods -x -d 'pods in the burst (default 5000)'
