@@ -15,13 +15,13 @@ def config(**args: Any) -> dict[str, Any]:
     return {"reservation-manager": {"descheduler": {"deschedulingInterval": "60s", "profiles": [profile]}}}
 
 
-def gpu_node(name: str) -> dict[str, Any]:
+def gpu_node(name: str, gpus: int = 2) -> dict[str, Any]:
     alloc = {
         "cpu": "32",
         "memory": "128Gi",
         "pods": "110",
-        "koordinator.sh/gpu-core": "200",
-        "koordinator.sh/gpu-memory-ratio": "200",
+        "koordinator.sh/gpu-core": str(100 * gpus),
+        "koordinator.sh/gpu-memory-ratio": str(100 * gpus),
     }
     labels = {"node.koordinator.sh/gpu-model": "V100"}
     return {
@@ -32,7 +32,7 @@ def gpu_node(name: str) -> dict[str, Any]:
     }
 
 
-def half_gpu_pod(name: str, on: str) -> dict[str, Any]:
+def half_gpu_pod(name: str, on: str, **annotations: str) -> dict[str, Any]:
     allocated = {
         "gpu": [
             {
@@ -53,7 +53,10 @@ def half_gpu_pod(name: str, on: str) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": "ml",
-            "annotations": {"scheduling.koordinator.sh/device-allocated": json.dumps(allocated)},
+            "annotations": {
+                "scheduling.koordinator.sh/device-allocated": json.dumps(allocated),
+                **annotations,
+            },
             "ownerReferences": [
                 {
                     "apiVersion": "apps/v1",
@@ -110,3 +113,27 @@ def test_a_round_that_is_not_a_dry_run_asks_for_the_migration() -> None:
     assert annotations["descheduler.allot.dev/target"] == move["target"]
     assert planned["jobs"] == [move["job"]]
     sc.assert_replays()
+
+
+def test_a_gang_whose_policy_allows_it_moves_whole_every_member_with_its_job() -> None:
+    gang = {
+        "gang.scheduling.koordinator.sh/name": "g",
+        "gang.scheduling.koordinator.sh/min-available": "2",
+        "descheduler.allot.dev/gang-migration": "Whole",
+    }
+    sc = Scenario(config(dryRun=False))
+    sc.apply(
+        gpu_node("a"),
+        gpu_node("b"),
+        gpu_node("c", gpus=1),
+        half_gpu_pod("x", "a", **gang),
+        half_gpu_pod("x2", "c", **gang),
+        half_gpu_pod("y", "b", **{"descheduler.alpha.kubernetes.io/prevent-eviction": "true"}),
+        waiting_pod(),
+    )
+    sc.advance(60)
+    planned = sc.of_type("descheduler.defrag_planned")[0]
+    [plan] = planned["plans"]
+    assert sorted((m["pod"], m["gang"]) for m in plan["moves"]) == [("ml/x", "ml/g"), ("ml/x2", "ml/g")]
+    applied = {j["job"]["name"] for j in sc.of_type("migration.applied")}
+    assert {m["job"] for m in plan["moves"]} <= applied and len(planned["jobs"]) == 2
