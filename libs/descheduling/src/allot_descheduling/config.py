@@ -53,10 +53,11 @@ import msgspec
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
+from allot_descheduling.defrag_args import DefragArgs, parse_defrag_args
 from allot_descheduling.evictor import EvictorArgs
-from allot_descheduling.fields import boolean, duration, integer, mapping, selector, strings, unknown
+from allot_descheduling.fields import boolean, duration, integer, mapping, namespaces, selector, unknown
 from allot_descheduling.migration_args import MigrationArgs, parse_migration_args
-from allot_descheduling.plugins import LOW_NODE_LOAD, MIGRATION, enables_low_node_load, type_meta
+from allot_descheduling.plugins import GPU_DEFRAG, LOW_NODE_LOAD, MIGRATION, balance_plugins, type_meta
 
 __all__ = [
     "AnomalyCondition",
@@ -170,6 +171,7 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     # the evictor filter its rounds apply: the migration controller's, set by the host (the jobs it asks for pass the
     # same filter); None: this profile's evictLocalStoragePods / evictSystemCriticalPods alone
     evictor: EvictorArgs | None = None
+    defrag: DefragArgs | None = None  # GPUDefrag's args when it runs
 
     def evictor_args(self) -> EvictorArgs:
         if self.evictor is not None:
@@ -193,7 +195,7 @@ class DeschedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def enabled(self) -> bool:
-        return any(p.low_node_load is not None for p in self.profiles)
+        return any(p.low_node_load is not None or p.defrag is not None for p in self.profiles)
 
 
 def _thresholds(raw: Any, path: str, issues: list[FieldIssue]) -> Thresholds | None:
@@ -349,16 +351,7 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
                     message="lowThresholds and highThresholds are required (here or in the top-level args)",
                 )
             )
-    namespaces = mapping(data.get("evictableNamespaces"), f"{path}.evictableNamespaces", issues)
-    unknown(namespaces, frozenset({"include", "exclude"}), f"{path}.evictableNamespaces.", issues)
-    include = strings(namespaces.get("include"), f"{path}.evictableNamespaces.include", issues)
-    exclude = strings(namespaces.get("exclude"), f"{path}.evictableNamespaces.exclude", issues)
-    if include and exclude:
-        issues.append(
-            FieldIssue(
-                path=f"{path}.evictableNamespaces", message="include and exclude are mutually exclusive"
-            )
-        )
+    include, exclude = namespaces(data.get("evictableNamespaces"), f"{path}.evictableNamespaces", issues)
     selectors: list[LabelSelector] = []
     raw_selectors = data.get("podSelectors")
     if raw_selectors is not None and not isinstance(raw_selectors, list):
@@ -395,7 +388,10 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
     if not isinstance(name, str) or not name:
         issues.append(FieldIssue(path=f"{path}.name", code="Required", message="a profile needs a name"))
         name = "default"
-    enabled = enables_low_node_load(data.get("plugins"), f"{path}.plugins", issues)
+    balance = balance_plugins(data.get("plugins"), f"{path}.plugins", issues)
+    enabled = balance[PLUGIN]
+    defrag: DefragArgs | None = None
+    defrag_configured = False
     args: Any = None
     configured = False
     migration = MigrationArgs()
@@ -408,7 +404,7 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
         epath = f"{path}.pluginConfig[{i}]"
         edata = mapping(entry, epath, issues)
         unknown(edata, frozenset({"name", "args"}), f"{epath}.", issues)
-        if edata.get("name") in (PLUGIN, MIGRATION):
+        if edata.get("name") in (PLUGIN, MIGRATION, GPU_DEFRAG):
             type_meta(
                 mapping(edata.get("args"), f"{epath}.args", []),
                 f"{epath}.args.",
@@ -417,6 +413,8 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
             )
         if edata.get("name") == PLUGIN:
             args, configured = edata.get("args") or {}, True
+        elif edata.get("name") == GPU_DEFRAG:
+            defrag, defrag_configured = parse_defrag_args(edata.get("args"), f"{epath}.args", issues), True
         elif edata.get("name") == MIGRATION:
             mpath = f"{epath}.args"
             migration = parse_migration_args(mapping(edata.get("args"), mpath, issues), mpath, issues)
@@ -425,7 +423,7 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
                 FieldIssue(
                     path=f"{epath}.name",
                     code="NotSupported",
-                    message=f"supported plugins: {PLUGIN}, {MIGRATION}",
+                    message=f"supported plugins: {PLUGIN}, {GPU_DEFRAG}, {MIGRATION}",
                     value=str(edata.get("name")),
                 )
             )
@@ -447,9 +445,14 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
         low_node_load = msgspec.structs.replace(
             low_node_load, node_selector=(low_node_load.node_selector or ()) + extra
         )
+    if balance[GPU_DEFRAG] is False:
+        defrag = None
+    elif balance[GPU_DEFRAG] and not defrag_configured:
+        defrag = DefragArgs()  # enabled without args: the defaults (a dry run)
     return Profile(
         name=name,
         low_node_load=low_node_load,
+        defrag=defrag,
         job_mode=migration.job_mode,
         job_ttl_us=migration.job_ttl_us,
         evict_local_storage=migration.evict_local_storage,

@@ -9,7 +9,7 @@ from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_contracts.objects.times import DurationError, parse_duration_us
 
-__all__ = ["boolean", "duration", "integer", "mapping", "selector", "strings", "unknown"]
+__all__ = ["boolean", "duration", "integer", "mapping", "namespaces", "selector", "strings", "unknown"]
 
 
 def unknown(raw: dict[str, Any], allowed: frozenset[str], path: str, issues: list[FieldIssue]) -> None:
@@ -71,3 +71,14 @@ def strings(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[str, ...]:
         issues.append(FieldIssue(path=path, message="must be a list of names"))
         return ()
     return tuple(raw)
+
+
+def namespaces(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``evictableNamespaces`` at ``path``: ``(include, exclude)``, which are mutually exclusive."""
+    data = mapping(raw, path, issues)
+    unknown(data, frozenset({"include", "exclude"}), f"{path}.", issues)
+    include = strings(data.get("include"), f"{path}.include", issues)
+    exclude = strings(data.get("exclude"), f"{path}.exclude", issues)
+    if include and exclude:
+        issues.append(FieldIssue(path=path, message="include and exclude are mutually exclusive"))
+    return include, exclude

@@ -11,20 +11,27 @@ from allot_descheduling.fields import mapping, unknown
 
 __all__ = [
     "API_VERSION",
+    "GPU_DEFRAG",
     "LOW_NODE_LOAD",
     "MIGRATION",
     "POINTS",
-    "enables_low_node_load",
+    "balance_plugins",
     "is_descheduler_config",
     "type_meta",
 ]
 
 API_VERSION: Final = "descheduler/v1alpha2"  # the one version upstream's descheduler registers
 LOW_NODE_LOAD: Final = "LowNodeLoad"
+GPU_DEFRAG: Final = "GPUDefrag"
 MIGRATION: Final = "MigrationController"
 # upstream's extension points and the plugins Allot runs at each
-POINTS: Final = {"deschedule": (), "balance": (LOW_NODE_LOAD,), "evict": (MIGRATION,), "filter": ()}
-_ALL: Final = (LOW_NODE_LOAD, MIGRATION)
+POINTS: Final = {
+    "deschedule": (),
+    "balance": (LOW_NODE_LOAD, GPU_DEFRAG),
+    "evict": (MIGRATION,),
+    "filter": (),
+}
+_ALL: Final = (LOW_NODE_LOAD, GPU_DEFRAG, MIGRATION)
 
 
 def is_descheduler_config(data: Any, *, by_keys: bool = True) -> bool:
@@ -84,9 +91,10 @@ def _names(raw: Any, path: str, point: str, issues: list[FieldIssue], *, disable
     return names
 
 
-def enables_low_node_load(raw: Any, path: str, issues: list[FieldIssue]) -> bool | None:
-    """Whether a profile's ``plugins`` enable LowNodeLoad (True), disable it (False) or do not say (None); every
-    unknown extension point or plugin name is an issue naming the accepted ones."""
+def balance_plugins(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, bool | None]:
+    """Per balance plugin (LowNodeLoad, GPUDefrag), whether a profile's ``plugins`` enable it (True), disable it
+    (False) or do not say (None); every unknown extension point or plugin name is an issue naming the accepted
+    ones."""
     plugins = mapping(raw, path, issues)
     unknown(plugins, frozenset(POINTS), f"{path}.", issues)
     balance: tuple[set[str], set[str]] = (set(), set())
@@ -98,6 +106,7 @@ def enables_low_node_load(raw: Any, path: str, issues: list[FieldIssue]) -> bool
         if point == "balance":
             balance = (enabled, disabled)
     enabled, disabled = balance
-    if LOW_NODE_LOAD in disabled or "*" in disabled:
-        return False
-    return True if LOW_NODE_LOAD in enabled else None
+    return {
+        name: False if name in disabled or "*" in disabled else True if name in enabled else None
+        for name in POINTS["balance"]
+    }

@@ -26,6 +26,7 @@ import msgspec
 
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
+    DefragPlanned,
     DeschedulerCandidate,
     DeschedulerRound,
     Event,
@@ -66,6 +67,7 @@ from allot_reservation.evictee import pod_input
 from allot_reservation.jobs import Job
 from allot_reservation.migrate import Migrations
 from allot_reservation.world import PodRecord
+from reservation_manager.defrag_round import GpuHoldings, defrag_round
 
 __all__ = ["INTERESTS", "Descheduler", "owns"]
 
@@ -81,7 +83,7 @@ Emit = tuple[str, Event]
 
 def owns(event: Event) -> bool:
     """Events only the descheduler reads (the reservation engine is not shown them)."""
-    return isinstance(event, NodeMetricReported | NodeMetricRemoved | DeschedulerRound)
+    return isinstance(event, NodeMetricReported | NodeMetricRemoved | DeschedulerRound | DefragPlanned)
 
 
 class Descheduler:
@@ -97,6 +99,8 @@ class Descheduler:
             str, tuple[str, dict[str, int], dict[str, int]]
         ] = {}  # job -> (source, high, prod high)
         self.kick_at: int | None = None  # jobs asked for, not yet arbitrated
+        self.gpus = GpuHoldings()  # what GPUDefrag reads beside the engine's world
+        self.defrag_rounds: dict[str, int] = {}  # profile -> GPUDefrag rounds recorded
 
     @property
     def enabled(self) -> bool:
@@ -126,9 +130,15 @@ class Descheduler:
 
     # === apply ========================================================================================================
     def apply(self, event: Event, at: int) -> None:
+        if any(p.defrag is not None for p in self.config.profiles):
+            self.gpus.apply(event)
         match event:
             case NodeRegistered(name=name, node=info):
                 self.nodes[name] = info
+                if self.first_metric_at is None and any(p.defrag is not None for p in self.config.profiles):
+                    self.first_metric_at = (
+                        at  # GPUDefrag reads no NodeMetric: its rounds count from the nodes
+                    )
             case NodeRemoved(name=name):
                 self.nodes.pop(name, None)
                 self.metrics.pop(name, None)
@@ -149,6 +159,11 @@ class Descheduler:
                 | MigrationRemoved(job=ref)
             ):
                 self.jobs.pop(ref.name, None)  # nothing left to re-check
+            case DefragPlanned(profile=profile, round=number, jobs=jobs):
+                self.last_round_at = at
+                self.defrag_rounds[profile] = number
+                if jobs:
+                    self.kick_at = at
             case DeschedulerRound(profile=profile, round=number, nodes=nodes, candidates=candidates):
                 self.last_round_at = at
                 self.rounds[profile] = number
@@ -198,6 +213,8 @@ class Descheduler:
         caps = Caps(*self.config.caps)  # shared by the round's profiles, as upstream's eviction limiter
         out: list[Emit] = []
         for profile in self.config.profiles:
+            if profile.defrag is not None and not profile.defrag.paused:
+                out += self._defrag(_with_evictor(profile, engine.config), pods, engine)
             if profile.low_node_load is None:
                 continue
             number = self.rounds.get(profile.name, 0) + 1
@@ -243,6 +260,42 @@ class Descheduler:
             )
             out += jobs
         return out
+
+    def _defrag(self, profile: Profile, pods: list[PodInput], engine: ReservationEngine) -> list[Emit]:
+        """One GPUDefrag round: its decision and, unless a dry run, a PodMigrationJob per move (a gang's members
+        all in this one decision, or none of them)."""
+        assert profile.defrag is not None
+        number = self.defrag_rounds.get(profile.name, 0) + 1
+        dry = self.config.dry_run or profile.defrag.dry_run or profile.dry_run
+        planned = defrag_round(
+            profile,
+            number=number,
+            nodes=self.nodes,
+            records=engine.world.pods,
+            held=self.gpus.held,
+            inputs={p.key: p for p in pods},
+            caps=self.config.caps,
+            dry=dry,
+        )
+        if dry:
+            return [(stream_id("descheduler", profile.name), planned)]
+        jobs: list[Emit] = []
+        plans = []
+        for plan in planned.plans:
+            moves = []
+            for move in plan.moves:
+                rec = engine.world.pods[move.pod]
+                name = _job_name(f"{profile.name}-defrag", number, move.pod)
+                chosen = DeschedulerCandidate(
+                    pod=move.pod, node=move.source, chosen=True, code="Chosen", reason="", target=move.target
+                )
+                reason = f"GPUDefrag: making room for {plan.pending} on node {plan.target}"
+                jobs.append(_job(name, profile, number, rec, chosen, reason, trigger="GPUDefrag"))
+                moves.append(msgspec.structs.replace(move, job=name))
+            plans.append(msgspec.structs.replace(plan, moves=moves))
+        names = [m.job for p in plans for m in p.moves]
+        decided = msgspec.structs.replace(planned, plans=plans, jobs=names)
+        return [(stream_id("descheduler", profile.name), decided), *jobs]
 
     def _node_inputs(self, engine: ReservationEngine) -> list[NodeInput]:
         requested: dict[str, dict[str, int]] = {}
@@ -355,7 +408,7 @@ class Descheduler:
             },
             "jobs": sorted(self.jobs),
             "kick_at": self.kick_at,
-        }
+        } | ({"defrag_rounds": dict(sorted(self.defrag_rounds.items()))} if self.defrag_rounds else {})
 
 
 def _metric(event: NodeMetricReported) -> NodeMetric:
@@ -407,7 +460,13 @@ def _job_name(profile: str, number: int, pod: str) -> str:
 
 
 def _job(
-    name: str, profile: Profile, number: int, rec: PodRecord, chosen: DeschedulerCandidate, evict_reason: str
+    name: str,
+    profile: Profile,
+    number: int,
+    rec: PodRecord,
+    chosen: DeschedulerCandidate,
+    evict_reason: str,
+    trigger: str = "LowNodeLoad",
 ) -> Emit:
     """The PodMigrationJob a chosen pod gets: the profile's mode and ttl when it sets them (else the migration
     controller's defaults), and — unless the mode is EvictDirectly — a reservation template of the pod restricted to
@@ -455,7 +514,7 @@ def _job(
             "name": name,
             "labels": {LABEL_CREATED_BY: CREATOR},
             "annotations": {
-                ANN_TRIGGER: "LowNodeLoad",
+                ANN_TRIGGER: trigger,
                 ANN_REASON: evict_reason,
                 ANN_ROUND: f"{profile.name}/{number}",
                 ANN_TARGET: chosen.target,

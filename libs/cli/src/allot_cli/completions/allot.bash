@@ -3,7 +3,7 @@
 _allot_subcommands() {
     case "$1" in
         '') echo 'up down status migrate relay apply bench completion decisions demo describe events explain get kube-sync log quota replay report schema sim ui webhook what-if' ;;
-        'bench') echo 'append e2e gang placement quota replay restart sampler ui' ;;
+        'bench') echo 'append defrag e2e gang placement quota replay restart sampler ui' ;;
         'events') echo 'tail' ;;
         'log') echo 'archive verify-segment' ;;
         'quota') echo 'tree' ;;
@@ -31,8 +31,9 @@ _allot() {
         'migrate') opts='-h --help'; words=''; files=''; names=''; valued='' ;;
         'relay') opts='-h --help'; words=''; files=''; names=''; valued='' ;;
         'apply') opts='-h --help -f --filename --no-wait --wait-each --timeout --atomic'; words=''; files=''; names=''; valued='-f --filename --timeout' ;;
-        'bench') opts='-h --help'; words='append e2e gang placement quota replay restart sampler ui'; files=''; names=''; valued='' ;;
+        'bench') opts='-h --help'; words='append defrag e2e gang placement quota replay restart sampler ui'; files=''; names=''; valued='' ;;
         'bench append') opts='-h --help --json --events --batch --runs --event'; words=''; files=''; names=''; valued='--events --batch --runs --event' ;;
+        'bench defrag') opts='-h --help --json --trace --pods --nodes --seeds --tune --max-per-plan'; words=''; files=''; names=''; valued='--trace --pods --nodes --seeds --tune --max-per-plan' ;;
         'bench e2e') opts='-h --help --json --pods --rates --duration --nodes --pods-csv --state-dir --timeout'; words=''; files=''; names=''; valued='--pods --rates --duration --nodes --pods-csv --state-dir --timeout' ;;
         'bench gang') opts='-h --help --json --nodes --gangs --size --gpus'; words=''; files=''; names=''; valued='--nodes --gangs --size --gpus' ;;
         'bench placement') opts='-h --help --json --nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --no-free-index --shards --skip-rss --check'; words=''; files=''; names=''; valued='--nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --shards' ;;
@@ -79,6 +80,12 @@ _allot() {
         'bench append|--batch') COMPREPLY=(); return ;;
         'bench append|--runs') COMPREPLY=(); return ;;
         'bench append|--event') COMPREPLY=($(compgen -W 'pod.enqueued pod.placed' -- "$cur")); return ;;
+        'bench defrag|--trace') COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        'bench defrag|--pods') COMPREPLY=(); return ;;
+        'bench defrag|--nodes') COMPREPLY=(); return ;;
+        'bench defrag|--seeds') COMPREPLY=(); return ;;
+        'bench defrag|--tune') COMPREPLY=(); return ;;
+        'bench defrag|--max-per-plan') COMPREPLY=(); return ;;
         'bench e2e|--pods') COMPREPLY=(); return ;;
         'bench e2e|--rates') COMPREPLY=(); return ;;
         'bench e2e|--duration') COMPREPLY=(); return ;;

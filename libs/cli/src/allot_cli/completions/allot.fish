@@ -7,7 +7,7 @@ function __allot_path
             case ''
                 contains -- $w 'up' 'down' 'status' 'migrate' 'relay' 'apply' 'bench' 'completion' 'decisions' 'demo' 'describe' 'events' 'explain' 'get' 'kube-sync' 'log' 'quota' 'replay' 'report' 'schema' 'sim' 'ui' 'webhook' 'what-if'; and set path ''$w
             case 'bench'
-                contains -- $w 'append' 'e2e' 'gang' 'placement' 'quota' 'replay' 'restart' 'sampler' 'ui'; and set path 'bench '$w
+                contains -- $w 'append' 'defrag' 'e2e' 'gang' 'placement' 'quota' 'replay' 'restart' 'sampler' 'ui'; and set path 'bench '$w
             case 'events'
                 contains -- $w 'tail'; and set path 'events '$w
             case 'log'
@@ -96,6 +96,7 @@ complete -c allot -n "__allot_at 'apply'" -l wait-each -d 'wait for the services
 complete -c allot -n "__allot_at 'apply'" -l timeout -r -F -d ''
 complete -c allot -n "__allot_at 'apply'" -l atomic -d 'record nothing unless every document is valid (default: record the valid ones, report the others)'
 complete -c allot -n "__allot_at 'bench'" -a 'append' -d 'event log: our batched append vs eventsourcings Postgres recorder vs raw COPY'
+complete -c allot -n "__allot_at 'bench'" -a 'defrag' -d 'the openb trace with and without the GPU defragmentation descheduler'
 complete -c allot -n "__allot_at 'bench'" -a 'e2e' -d 'pods/s and latency through the running stack (starts its own)'
 complete -c allot -n "__allot_at 'bench'" -a 'gang' -d 'place or reject 200 gangs of 8 × 8-GPU pods on the openb nodes'
 complete -c allot -n "__allot_at 'bench'" -a 'placement' -d 'placement throughput on the openb trace and engine memory at 10k nodes'
@@ -111,6 +112,14 @@ complete -c allot -n "__allot_at 'bench append'" -l events -x -d 'events per con
 complete -c allot -n "__allot_at 'bench append'" -l batch -x -d 'events per append / save / COPY (default 1000)'
 complete -c allot -n "__allot_at 'bench append'" -l runs -x -d 'timed runs; the median is reported (default 5)'
 complete -c allot -n "__allot_at 'bench append'" -l event -x -a 'pod.enqueued pod.placed' -d 'decision to append: pod.placed (~1.8 kB, the default) or pod.enqueued (~90 B)'
+complete -c allot -n "__allot_at 'bench defrag'" -s h -l help -d 'show this help message and exit'
+complete -c allot -n "__allot_at 'bench defrag'" -l json -d ''
+complete -c allot -n "__allot_at 'bench defrag'" -l trace -r -F -d 'openb pod list name (openb_pod_list_<trace>.csv)'
+complete -c allot -n "__allot_at 'bench defrag'" -l pods -x -d 'openb pod list CSV (overrides --trace)'
+complete -c allot -n "__allot_at 'bench defrag'" -l nodes -x -d 'openb node list CSV'
+complete -c allot -n "__allot_at 'bench defrag'" -l seeds -x -d 'comma-separated seeds (the median is printed)'
+complete -c allot -n "__allot_at 'bench defrag'" -l tune -x -d 'arrived GPU request as a multiple of capacity'
+complete -c allot -n "__allot_at 'bench defrag'" -l max-per-plan -x -d 'GPUDefrag maxMigrationsPerPlan (2 and more: slow)'
 complete -c allot -n "__allot_at 'bench e2e'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'bench e2e'" -l json -d 'print one JSON object'
 complete -c allot -n "__allot_at 'bench e2e'" -l pods -x -d 'pods in the burst (default 5000)'

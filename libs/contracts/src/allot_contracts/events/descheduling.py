@@ -14,6 +14,10 @@ import msgspec
 from allot_contracts.events._base import Event
 
 __all__ = [
+    "DefragMove",
+    "DefragPlan",
+    "DefragPlanned",
+    "DefragWaiting",
     "DeschedulerCandidate",
     "DeschedulerNode",
     "DeschedulerRound",
@@ -67,4 +71,57 @@ class DeschedulerRound(Event, frozen=True, kw_only=True, tag="descheduler.round.
     message: str
     nodes: list[DeschedulerNode] = []
     candidates: list[DeschedulerCandidate] = []
+    jobs: list[str] = []
+
+
+class DefragMove(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One pod a GPU defragmentation plan moves: off ``source``, onto ``gpus`` (indexes) of ``target``."""
+
+    pod: str
+    uid: str = ""
+    source: str
+    target: str
+    gpus: list[int] = []
+    gang: str = ""  # the gang it moves with (every member is in the same plan)
+    job: str = ""  # the PodMigrationJob asked for (not in a dry run)
+
+
+class DefragPlan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The fewest moves that let one waiting GPU pod fit on ``target`` (its ``gpus``), with the cluster's FGD
+    fragmentation (weight × milli-GPU, ``frag_weight`` per milli) before and after the moves and the pod's placement."""
+
+    pending: str
+    target: str
+    gpus: list[int] = []
+    moves: list[DefragMove] = []
+    frag_before: int
+    frag_after: int
+
+
+class DefragWaiting(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A waiting GPU pod the round made no plan for; ``code``: ``Fits`` (it fits without moves),
+    ``InsufficientFree`` (the free GPU of the nodes it may use, fragments included, is less than it asks),
+    ``NoPlan`` (no set of moves within the limits lets it fit), ``RoundLimit`` (the round's plans are used up)."""
+
+    pod: str
+    code: str
+    reason: str
+
+
+class DefragPlanned(Event, frozen=True, kw_only=True, tag="descheduler.defrag_planned.v1"):
+    """One round of one profile's GPUDefrag: the waiting GPU pods, the plans that let them fit, and the cluster's
+    FGD fragmentation before the round and after its plans (weight × milli-GPU; divide by ``frag_weight`` × 1000
+    for GPUs). In a dry run (the default) nothing is asked for; otherwise every move is a PodMigrationJob."""
+
+    profile: str
+    plugin: str = "GPUDefrag"
+    round: int
+    dry_run: bool = True
+    message: str
+    frag_weight: int = 0
+    frag_before: int = 0
+    frag_after: int = 0
+    free_milli: int = 0  # idle milli-GPU of the schedulable nodes
+    plans: list[DefragPlan] = []
+    waiting: list[DefragWaiting] = []
     jobs: list[str] = []

@@ -1,0 +1,139 @@
+"""GPUDefrag inside reservation-manager, driven through the simulator: a waiting 2-GPU pod, two nodes each with
+half a GPU taken; the round records the plan (one migration) with its FGD fragmentation before and after, and asks
+for the PodMigrationJob only when it is not a dry run."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from allot_testing.scenario import Scenario
+
+
+def config(**args: Any) -> dict[str, Any]:
+    profile = {"name": "gpu", "pluginConfig": [{"name": "GPUDefrag", "args": args}]}
+    return {"reservation-manager": {"descheduler": {"deschedulingInterval": "60s", "profiles": [profile]}}}
+
+
+def gpu_node(name: str, gpus: int = 2) -> dict[str, Any]:
+    alloc = {
+        "cpu": "32",
+        "memory": "128Gi",
+        "pods": "110",
+        "koordinator.sh/gpu-core": str(100 * gpus),
+        "koordinator.sh/gpu-memory-ratio": str(100 * gpus),
+    }
+    labels = {"node.koordinator.sh/gpu-model": "V100"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": alloc},
+    }
+
+
+def half_gpu_pod(name: str, on: str, **annotations: str) -> dict[str, Any]:
+    allocated = {
+        "gpu": [
+            {
+                "minor": 0,
+                "resources": {"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"},
+            }
+        ]
+    }
+    requests = {
+        "cpu": "1",
+        "memory": "1Gi",
+        "koordinator.sh/gpu-core": "50",
+        "koordinator.sh/gpu-memory-ratio": "50",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "annotations": {
+                "scheduling.koordinator.sh/device-allocated": json.dumps(allocated),
+                **annotations,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": name,
+                    "uid": f"rs-{name}",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": on,
+            "containers": [{"name": "main", "resources": {"requests": requests, "limits": requests}}],
+        },
+    }
+
+
+def waiting_pod() -> dict[str, Any]:
+    requests = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "train", "namespace": "ml"},
+        "spec": {"containers": [{"name": "main", "resources": {"requests": requests, "limits": requests}}]},
+    }
+
+
+def cluster(**args: Any) -> Scenario:
+    sc = Scenario(config(**args))
+    sc.apply(gpu_node("a"), gpu_node("b"), half_gpu_pod("x", "a"), half_gpu_pod("y", "b"), waiting_pod())
+    sc.advance(60)
+    return sc
+
+
+def test_a_dry_run_records_the_plan_and_its_fragmentation_and_asks_for_nothing() -> None:
+    sc = cluster()
+    [planned] = sc.of_type("descheduler.defrag_planned")[:1]
+    assert planned["dry_run"] and not planned["jobs"]
+    [plan] = planned["plans"]
+    assert plan["pending"] == "ml/train" and len(plan["moves"]) == 1
+    assert plan["frag_after"] < plan["frag_before"] == planned["frag_before"]
+    assert not sc.of_type("migration.applied")
+    sc.assert_replays()
+
+
+def test_a_round_that_is_not_a_dry_run_asks_for_the_migration() -> None:
+    sc = cluster(dryRun=False)
+    planned = sc.of_type("descheduler.defrag_planned")[0]
+    [plan] = planned["plans"]
+    [move] = plan["moves"]
+    [job] = [j for j in sc.of_type("migration.applied") if j["job"]["name"] == move["job"]]
+    annotations = job["manifest"]["metadata"]["annotations"]
+    assert annotations["koordinator.sh/evict-trigger"] == "GPUDefrag"
+    assert annotations["descheduler.allot.dev/target"] == move["target"]
+    assert planned["jobs"] == [move["job"]]
+    sc.assert_replays()
+
+
+def test_a_gang_whose_policy_allows_it_moves_whole_every_member_with_its_job() -> None:
+    gang = {
+        "gang.scheduling.koordinator.sh/name": "g",
+        "gang.scheduling.koordinator.sh/min-available": "2",
+        "descheduler.allot.dev/gang-migration": "Whole",
+    }
+    sc = Scenario(config(dryRun=False))
+    sc.apply(
+        gpu_node("a"),
+        gpu_node("b"),
+        gpu_node("c", gpus=1),
+        half_gpu_pod("x", "a", **gang),
+        half_gpu_pod("x2", "c", **gang),
+        half_gpu_pod("y", "b", **{"descheduler.alpha.kubernetes.io/prevent-eviction": "true"}),
+        waiting_pod(),
+    )
+    sc.advance(60)
+    planned = sc.of_type("descheduler.defrag_planned")[0]
+    [plan] = planned["plans"]
+    assert sorted((m["pod"], m["gang"]) for m in plan["moves"]) == [("ml/x", "ml/g"), ("ml/x2", "ml/g")]
+    applied = {j["job"]["name"] for j in sc.of_type("migration.applied")}
+    assert {m["job"] for m in plan["moves"]} <= applied and len(planned["jobs"]) == 2
