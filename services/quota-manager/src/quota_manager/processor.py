@@ -149,6 +149,12 @@ class QuotaManager:
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         if not own and type_of(event) not in self.interests:
             return  # not an input of ours: nothing to fold (not even the passing of time)
+        self._fold_objects(event)
+        self._fold_pods(event)
+        self._track_status(event, at)
+
+    def _fold_objects(self, event: Event) -> None:
+        """ElasticQuotas, quota profiles and nodes: the engine's configuration, and the outcome owed for each."""
         match event:
             case QuotaApplied(quota=ref, spec=spec, issues=issues):
                 if spec is not None and (spec.namespace, spec.name) != (ref.namespace, ref.name):
@@ -182,6 +188,12 @@ class QuotaManager:
                 self.engine.upsert_node(node)
             case NodeRemoved(name=name):
                 self.engine.delete_node(name)
+            case _:
+                pass
+
+    def _fold_pods(self, event: Event) -> None:
+        """Pods and the quota decisions about them: pending, charged, waiting, released, evicted."""
+        match event:
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
                 self.reclaims.gone(pod.key)
                 self.pods[pod.key] = spec
@@ -254,6 +266,9 @@ class QuotaManager:
                 self.reclaims.settled(pod)
             case _:
                 pass
+
+    def _track_status(self, event: Event, at: int) -> None:
+        """Overuse timing, and when the quota status is due to be published again."""
         self.engine.observe_overuse(at // 1_000_000)
         if isinstance(event, QuotaStatusSynced):
             self.published.update(event.patches)
