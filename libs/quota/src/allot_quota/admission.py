@@ -99,7 +99,7 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
             f"Insufficient quotas, quotaName: {quota}, runtime: {describe(limit)}, used: {describe(node.used)}, "
             f"pod's request: {describe(req)}, exceedDimensions: [{' '.join(exceed)}]"
         )
-        return _waiting(base, numbers, "InsufficientQuota", msg, exceed)
+        return _waiting("InsufficientQuota", msg, exceed, **base, **numbers)
     if not pod.preemptible:
         exceed = exceeded_dimensions(add(node.np_used, req), node.spec.min)
         if exceed:
@@ -108,12 +108,12 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
                 f"nonPreemptibleUsed: {describe(node.np_used)}, pod's request: {describe(req)}, "
                 f"exceedDimensions: [{' '.join(exceed)}]"
             )
-            return _waiting(base, numbers, "InsufficientNonPreemptibleQuota", msg, exceed)
+            return _waiting("InsufficientNonPreemptibleQuota", msg, exceed, **base, **numbers)
     if config.enable_check_parent_quota and root is not None:
         short = _ancestor_shortfall(h, config, quota, req)
         if short is not None:
             msg, exceed, topo = short
-            return _waiting(base, numbers, "InsufficientParentQuota", msg, exceed, topology=topo)
+            return _waiting("InsufficientParentQuota", msg, exceed, **base, **numbers, topology=topo)
     return AdmitDecision(
         **base,
         **numbers,
@@ -126,20 +126,16 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
     )
 
 
-def _waiting(
-    base: dict[str, Any], numbers: dict[str, Any], reason: str, msg: str, exceed: list[str], **extra: Any
-) -> AdmitDecision:
+def _waiting(reason: str, msg: str, exceed: list[str], **facts: Any) -> AdmitDecision:
     """Not admitted for want of quota: the pod waits (Unschedulable) with the dimensions it exceeds."""
     return AdmitDecision(
-        **base,
-        **numbers,
+        **facts,
         admitted=False,
         status="Unschedulable",
         reason=reason,
         message=msg,
         waiting=True,
         exceed_dimensions=exceed,
-        **extra,
     )
 
 

@@ -125,8 +125,8 @@ def a_qos_pod(
     name: str = "p",
     *,
     qos: str | None = None,
-    requests: dict[str, Any] | None = None,
-    limits: dict[str, Any] | None = None,
+    requests: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     uid: str | None = None,
@@ -140,7 +140,7 @@ def a_qos_pod(
         name, uid=uid, labels={**({"koordinator.sh/qosClass": qos} if qos else {}), **(labels or {})}
     )
     manifest["metadata"]["annotations"] = dict(annotations or {})
-    resources: dict[str, Any] = {}
+    resources: dict[str, dict[str, str]] = {}
     if requests is not None:
         resources["requests"] = requests
     if limits is not None:

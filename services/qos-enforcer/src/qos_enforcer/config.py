@@ -345,7 +345,7 @@ def parse_config(config: Mapping[str, Any] | None) -> QosConfig:
     return result
 
 
-def _hami(r: _Reader, top: Mapping[str, Any]) -> HamiPaths:
+def _hami(r: _Reader, top: Mapping[str, object]) -> HamiPaths:
     """hamiCore: the host and container paths of the HAMi-core library and its caches."""
     hami_raw = r.mapping(
         top.get("hamiCore"),
@@ -363,7 +363,7 @@ def _hami(r: _Reader, top: Mapping[str, Any]) -> HamiPaths:
     return hami
 
 
-def _thresholds(r: _Reader, top: Mapping[str, Any]) -> Thresholds:
+def _thresholds(r: _Reader, top: Mapping[str, object]) -> Thresholds:
     """resourceUsedThresholdWithBE: BE CPU suppression and memory-pressure eviction."""
     p = "resourceUsedThresholdWithBE"
     t_raw = r.mapping(
@@ -404,7 +404,7 @@ def _thresholds(r: _Reader, top: Mapping[str, Any]) -> Thresholds:
     return thresholds
 
 
-def _classes(r: _Reader, top: Mapping[str, Any]) -> dict[str, ClassQos]:
+def _classes(r: _Reader, top: Mapping[str, object]) -> dict[str, ClassQos]:
     """resourceQOSStrategy: the per-QoS-class settings, over the defaults."""
     q_raw = r.mapping(
         top.get("resourceQOSStrategy"), "resourceQOSStrategy", set(_CLASS_KEYS), UNENFORCED_STRATEGY
@@ -416,7 +416,7 @@ def _classes(r: _Reader, top: Mapping[str, Any]) -> dict[str, ClassQos]:
     return classes
 
 
-def _burst(r: _Reader, top: Mapping[str, Any]) -> Burst:
+def _burst(r: _Reader, top: Mapping[str, object]) -> Burst:
     """cpuBurstStrategy: the CPU burst policy and percent."""
     b_raw = r.mapping(
         top.get("cpuBurstStrategy"),
@@ -444,7 +444,7 @@ def _burst(r: _Reader, top: Mapping[str, Any]) -> Burst:
     return burst
 
 
-def _cgroup_root(r: _Reader, top: Mapping[str, Any]) -> str:
+def _cgroup_root(r: _Reader, top: Mapping[str, object]) -> str:
     """cgroupRoot: a cgroup path without '..' ("" when refused)."""
     root = top.get("cgroupRoot", "")
     if not isinstance(root, str) or ".." in root.split("/"):
