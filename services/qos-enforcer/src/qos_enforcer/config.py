@@ -41,6 +41,7 @@ import msgspec
 
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
+from qos_enforcer.cdi import HamiCorePaths
 
 QOS_CLASSES: Final = ("LSE", "LSR", "LS", "BE")
 _CLASS_KEYS: Final = {"lseClass": "LSE", "lsrClass": "LSR", "lsClass": "LS", "beClass": "BE"}
@@ -143,12 +144,7 @@ class Burst(msgspec.Struct, frozen=True, kw_only=True):
     cpu_burst_percent: int = 1000
 
 
-class HamiPaths(msgspec.Struct, frozen=True, kw_only=True):
-    libvgpu_host_path: str = "/usr/local/vgpu/libvgpu.so"
-    cache_host_dir: str = "/usr/local/vgpu/containers"
-    lock_host_dir: str = "/tmp/vgpulock"
-    container_dir: str = "/usr/local/vgpu"
-    ld_so_preload_host_path: str | None = None
+HamiPaths = HamiCorePaths  # hamiCore: the paths the CDI specs of HAMi-core isolated containers use
 
 
 class QosConfig(msgspec.Struct, frozen=True, kw_only=True):
