@@ -414,18 +414,14 @@ class QuotaManager:
     def _admit_group(self, group: str, attempt: int, members: list[str]) -> list[Emit]:
         """A gang group is admitted as a unit: every member fits (each counted before the next) or none is charged."""
         stream = stream_id("gang", group)
+
+        def waiting(message: str, detail: GroupAdmission | None = None) -> list[Emit]:
+            event = QuotaGroupWaiting(group=group, attempt=attempt, message=message, detail=detail)
+            return [Emit(stream_id=stream, event=event)]
+
         unknown = [m for m in members if m not in self.pods]
         if unknown:
-            return [
-                Emit(
-                    stream_id=stream,
-                    event=QuotaGroupWaiting(
-                        group=group,
-                        attempt=attempt,
-                        message=f"members not known to quota: {', '.join(unknown)}",
-                    ),
-                )
-            ]
+            return waiting(f"members not known to quota: {', '.join(unknown)}")
         governed = [
             m for m in members if self.engine.quota_of_pod(m) is not None
         ]  # the others: no quota applies
@@ -447,18 +443,10 @@ class QuotaManager:
         alone = self.engine.admit(next(m for m in governed if m not in ok))
         why = refused[0] if refused else alone
         first = why.pod
-        return [
-            Emit(
-                stream_id=stream,
-                event=QuotaGroupWaiting(
-                    group=group,
-                    attempt=attempt,
-                    message=f"quota cannot admit the whole group ({len(ok)}/{len(members)} members fit); {first}: "
-                    f"{why.message}",
-                    detail=GroupAdmission(first=why, used_before=dict(alone.used)),
-                ),
-            )
-        ]
+        return waiting(
+            f"quota cannot admit the whole group ({len(ok)}/{len(members)} members fit); {first}: {why.message}",
+            GroupAdmission(first=why, used_before=dict(alone.used)),
+        )
 
     def _preempt(self, pod: ObjectRef, attempt: int, decision: AdmitDecision) -> list[Emit]:
         """Intra-quota preemption, node by node as upstream's PostFilter does: on each node where a less important,
