@@ -87,16 +87,9 @@ def has(log_of: Any) -> Any:
     return check
 
 
-async def test_objects_are_recorded_once_and_only_real_changes_count(
-    kube: FakeKube,
-    store: Any,
-    client: Any,
-    running: Any,
-    eventually: Any,
-    log_of: Any,
-    kinds: Any,
-    settle: Any,
-):
+def seed_objects(kube: FakeKube) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A quota, a PodGroup, a pod of ours waiting, one bound with its devices and one for another scheduler: the
+    quota and the waiting pod as created."""
     quota = kube.create(a_quota("q", namespace="team"))
     kube.create(a_podgroup("pg"))
     waiting = kube.create(ours("a", gpus=1))
@@ -110,59 +103,87 @@ async def test_objects_are_recorded_once_and_only_real_changes_count(
         )
     )
     kube.create({**ours("other"), "spec": {**ours("other")["spec"], "schedulerName": "default-scheduler"}})
+    return quota, waiting
+
+
+async def assert_first_lists_recorded(
+    kube: FakeKube, store: Any, log_of: Any, kinds: Any, waiting: dict[str, Any]
+) -> None:
+    """What the first lists record: each object once, as `allot apply` records it (minus server bookkeeping and
+    status); pods watched with our scheduler's field selector, custom resources in full."""
+    assert await kinds(store) == {
+        ("quota.applied", "quota:team/q"): 1,
+        ("podgroup.applied", "podgroup:team/pg"): 1,
+        ("pod.submitted", "pod:team/a"): 1,
+        ("pod.observed", "pod:team/bound"): 1,
+        ("pod.phase_observed", "pod:team/bound"): 1,  # first seen bound and Running
+    }
+    # The same events `allot apply` records for the same objects (minus server bookkeeping and status).
+    recorded = {s: p for _, s, p in await log_of(store, producer=PRODUCER)}
+    expected_stream, expected = to_input(
+        Document(
+            source="x",
+            index=0,
+            body=normalize_pod({**kube.get("Pod", "a", "team"), "apiVersion": "v1", "kind": "Pod"}),
+        )
+    ).events[0]
+    assert recorded[expected_stream] == {"type": "pod.submitted.v2", **_payload(expected)}
+    assert "managedFields" not in recorded["pod:team/a"]["manifest"]["metadata"]
+    assert recorded["pod:team/a"]["uid"] == waiting["metadata"]["uid"]
+    # Pods are watched with our scheduler's field selector; custom resources in full.
+    assert kube.count("GET", "/api/v1/pods$", query=None) >= 2
+    assert any(
+        q.get("fieldSelector") == f"spec.schedulerName={SCHEDULER}"
+        for m, p, q in kube.requests
+        if p == "/api/v1/pods"
+    )
+
+
+def touch_without_changing(kube: FakeKube) -> None:
+    """Heartbeats, a phase already recorded and Allot's own writes (quota runtime/request annotations and status,
+    a label on a pod): none of them is input."""
+    kube.set_phase("bound", "Running", "team")
+    kube.heartbeat("Pod", "a", "team")
+    kube.update(
+        "ElasticQuota",
+        "q",
+        lambda o: (
+            o["metadata"]
+            .setdefault("annotations", {})
+            .update(
+                {
+                    "quota.scheduling.koordinator.sh/runtime": '{"cpu":"2"}',
+                    "quota.scheduling.koordinator.sh/request": '{"cpu":"1"}',
+                }
+            ),
+            o.setdefault("status", {}).update({"used": {"cpu": "1"}}),
+        ),
+        "team",
+    )
+    kube.update("Pod", "a", lambda o: o["metadata"]["labels"].update({"touched": "yes"}), "team")
+
+
+async def test_objects_are_recorded_once_and_only_real_changes_count(
+    kube: FakeKube,
+    store: Any,
+    client: Any,
+    running: Any,
+    eventually: Any,
+    log_of: Any,
+    kinds: Any,
+    settle: Any,
+):
+    quota, waiting = seed_objects(kube)
 
     sync = sync_for(store, client)
     runner = running(sync.run)
     try:
         await eventually(lambda: sync.synced, what="first lists")
         await settle(store)
-        assert await kinds(store) == {
-            ("quota.applied", "quota:team/q"): 1,
-            ("podgroup.applied", "podgroup:team/pg"): 1,
-            ("pod.submitted", "pod:team/a"): 1,
-            ("pod.observed", "pod:team/bound"): 1,
-            ("pod.phase_observed", "pod:team/bound"): 1,  # first seen bound and Running
-        }
-        # The same events `allot apply` records for the same objects (minus server bookkeeping and status).
-        recorded = {s: p for _, s, p in await log_of(store, producer=PRODUCER)}
-        expected_stream, expected = to_input(
-            Document(
-                source="x",
-                index=0,
-                body=normalize_pod({**kube.get("Pod", "a", "team"), "apiVersion": "v1", "kind": "Pod"}),
-            )
-        ).events[0]
-        assert recorded[expected_stream] == {"type": "pod.submitted.v2", **_payload(expected)}
-        assert "managedFields" not in recorded["pod:team/a"]["manifest"]["metadata"]
-        assert recorded["pod:team/a"]["uid"] == waiting["metadata"]["uid"]
-        # Pods are watched with our scheduler's field selector; custom resources in full.
-        assert kube.count("GET", "/api/v1/pods$", query=None) >= 2
-        assert any(
-            q.get("fieldSelector") == f"spec.schedulerName={SCHEDULER}"
-            for m, p, q in kube.requests
-            if p == "/api/v1/pods"
-        )
+        await assert_first_lists_recorded(kube, store, log_of, kinds, waiting)
 
         # Heartbeats, a phase already recorded and Allot's own writes are not input.
-        kube.set_phase("bound", "Running", "team")
-        kube.heartbeat("Pod", "a", "team")
-        kube.update(
-            "ElasticQuota",
-            "q",
-            lambda o: (
-                o["metadata"]
-                .setdefault("annotations", {})
-                .update(
-                    {
-                        "quota.scheduling.koordinator.sh/runtime": '{"cpu":"2"}',
-                        "quota.scheduling.koordinator.sh/request": '{"cpu":"1"}',
-                    }
-                ),
-                o.setdefault("status", {}).update({"used": {"cpu": "1"}}),
-            ),
-            "team",
-        )
-        kube.update("Pod", "a", lambda o: o["metadata"]["labels"].update({"touched": "yes"}), "team")
+        touch_without_changing(kube)
         kube.bookmark()
         await settle(store)
         assert sum((await kinds(store)).values()) == 5

@@ -99,16 +99,7 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
             f"Insufficient quotas, quotaName: {quota}, runtime: {describe(limit)}, used: {describe(node.used)}, "
             f"pod's request: {describe(req)}, exceedDimensions: [{' '.join(exceed)}]"
         )
-        return AdmitDecision(
-            **base,
-            **numbers,
-            admitted=False,
-            status="Unschedulable",
-            reason="InsufficientQuota",
-            message=msg,
-            waiting=True,
-            exceed_dimensions=exceed,
-        )
+        return _waiting("InsufficientQuota", msg, exceed, **base, **numbers)
     if not pod.preemptible:
         exceed = exceeded_dimensions(add(node.np_used, req), node.spec.min)
         if exceed:
@@ -117,40 +108,12 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
                 f"nonPreemptibleUsed: {describe(node.np_used)}, pod's request: {describe(req)}, "
                 f"exceedDimensions: [{' '.join(exceed)}]"
             )
-            return AdmitDecision(
-                **base,
-                **numbers,
-                admitted=False,
-                status="Unschedulable",
-                reason="InsufficientNonPreemptibleQuota",
-                message=msg,
-                waiting=True,
-                exceed_dimensions=exceed,
-            )
+            return _waiting("InsufficientNonPreemptibleQuota", msg, exceed, **base, **numbers)
     if config.enable_check_parent_quota and root is not None:
-        path = h.path(quota)
-        for i in range(len(path) - 2, 0, -1):  # ancestors below the tree root, nearest first
-            anc = h.nodes[path[i]]
-            anc_limit = _limit(h, config, anc.name)
-            exceed = exceeded_dimensions(mask(add(anc.used, req), req.keys()), anc_limit)
-            if exceed:
-                topo = path[i:]
-                msg = (
-                    f"Insufficient quotas, quotaNameTopo: [{' '.join(topo)}], runtime: {describe(anc_limit)}, "
-                    f"used: {describe(anc.used)}, pod's request: {describe(req)}, "
-                    f"exceedDimensions: [{' '.join(exceed)}]"
-                )
-                return AdmitDecision(
-                    **base,
-                    **numbers,
-                    admitted=False,
-                    status="Unschedulable",
-                    reason="InsufficientParentQuota",
-                    message=msg,
-                    waiting=True,
-                    exceed_dimensions=exceed,
-                    topology=topo,
-                )
+        short = _ancestor_shortfall(h, config, quota, req)
+        if short is not None:
+            msg, exceed, topo = short
+            return _waiting("InsufficientParentQuota", msg, exceed, **base, **numbers, topology=topo)
     return AdmitDecision(
         **base,
         **numbers,
@@ -161,3 +124,37 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
         waiting=False,
         borrow=usage_facts(h, quota, req, +1),
     )
+
+
+def _waiting(reason: str, msg: str, exceed: list[str], **facts: Any) -> AdmitDecision:
+    """Not admitted for want of quota: the pod waits (Unschedulable) with the dimensions it exceeds."""
+    return AdmitDecision(
+        **facts,
+        admitted=False,
+        status="Unschedulable",
+        reason=reason,
+        message=msg,
+        waiting=True,
+        exceed_dimensions=exceed,
+    )
+
+
+def _ancestor_shortfall(
+    h: Hierarchy, config: QuotaConfig, quota: str, req: ResourceList
+) -> tuple[str, list[str], list[str]] | None:
+    """The nearest ancestor below the tree root that the request would overrun: (message, exceeded dimensions,
+    the quota names from that ancestor down to ``quota``); None when every ancestor has room."""
+    path = h.path(quota)
+    for i in range(len(path) - 2, 0, -1):  # ancestors below the tree root, nearest first
+        anc = h.nodes[path[i]]
+        anc_limit = _limit(h, config, anc.name)
+        exceed = exceeded_dimensions(mask(add(anc.used, req), req.keys()), anc_limit)
+        if exceed:
+            topo = path[i:]
+            msg = (
+                f"Insufficient quotas, quotaNameTopo: [{' '.join(topo)}], runtime: {describe(anc_limit)}, "
+                f"used: {describe(anc.used)}, pod's request: {describe(req)}, "
+                f"exceedDimensions: [{' '.join(exceed)}]"
+            )
+            return msg, exceed, topo
+    return None

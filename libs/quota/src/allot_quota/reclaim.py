@@ -68,21 +68,10 @@ def select_victims(
     node_pods: Sequence[NodePod],
     fits: Callable[[list[Pod]], bool],
 ) -> VictimsDecision:
-    if preemptor.preemption_never:
-        msg = "pod has preemptionPolicy Never"
-        return _decision(
-            preemptor, quota, eligible=False, helpful=False, reason="PreemptionPolicyNever", message=msg
-        )
-    if not quota:
-        msg = "pod belongs to no quota"
-        return _decision(preemptor, quota, eligible=False, helpful=False, reason="NoQuota", message=msg)
     lower_same = [p for p in node_pods if p.quota == quota and p.info.priority < preemptor.priority]
-    terminating = sorted(p.info.key for p in lower_same if p.info.terminating)
-    if terminating:
-        msg = f"a lower-priority pod of quota {quota} is already terminating on this node: {terminating[0]}"
-        return _decision(
-            preemptor, quota, eligible=False, helpful=False, reason="VictimTerminating", message=msg
-        )
+    refused = _ineligible(preemptor, quota, lower_same)
+    if refused is not None:
+        return refused
     protect_default = config.disable_default_quota_preemption and quota == DEFAULT_QUOTA
     candidates = sorted(
         (p for p in lower_same if p.info.preemptible and not protect_default),
@@ -95,18 +84,21 @@ def select_victims(
         "used_limit": format_resource_list(limit),
         "request": format_resource_list(request),
     }
-    if not candidates:
-        msg = f"no lower-priority preemptible pod of quota {quota} on this node"
+
+    def unhelpful(reason: str, msg: str) -> VictimsDecision:
         return _decision(
             preemptor,
             quota,
             eligible=True,
             helpful=False,
-            reason="NoCandidates",
+            reason=reason,
             message=msg,
             used=format_resource_list(used),
             **common,
         )
+
+    if not candidates:
+        return unhelpful("NoCandidates", f"no lower-priority preemptible pod of quota {quota} on this node")
     chosen = {p.info.key for p in candidates}
     remaining = [p.pod for p in node_pods if p.info.key not in chosen]
     for p in candidates:
@@ -114,16 +106,7 @@ def select_victims(
     keys = request.keys()
     if not fits(list(remaining)):
         msg = "preemption is not helpful: the pod does not fit the node even without the lower-priority pods"
-        return _decision(
-            preemptor,
-            quota,
-            eligible=True,
-            helpful=False,
-            reason="NodeFitFails",
-            message=msg,
-            used=format_resource_list(used),
-            **common,
-        )
+        return unhelpful("NodeFitFails", msg)
     exceed = exceeded_dimensions(mask(add(used, request), keys), limit)
     if exceed:
         msg = (
@@ -131,31 +114,8 @@ def select_victims(
             f"used without candidates: {describe(used)}, pod's request: {describe(request)}, "
             f"exceedDimensions: [{' '.join(exceed)}]"
         )
-        return _decision(
-            preemptor,
-            quota,
-            eligible=True,
-            helpful=False,
-            reason="QuotaStillInsufficient",
-            message=msg,
-            used=format_resource_list(used),
-            **common,
-        )
-    reprieved: list[str] = []
-    victims: list[NodePod] = []
-    seen: set[str] = set()
-    for p in candidates:
-        if p.info.key in seen:
-            continue
-        seen.add(p.info.key)
-        trial_used = add(used, p.masked)
-        if fits([*remaining, p.pod]) and not exceeded_dimensions(mask(add(trial_used, request), keys), limit):
-            remaining.append(p.pod)
-            used = trial_used
-            reprieved.append(p.info.key)
-        else:
-            victims.append(p)
-    victims.sort(key=lambda p: _importance(p.info), reverse=True)
+        return unhelpful("QuotaStillInsufficient", msg)
+    victims, reprieved, used = _reprieve(candidates, remaining, used, request, limit, fits)
     names = [p.info.key for p in victims]
     msg = (
         f"preempt {len(names)} pod(s) of quota {quota}: {', '.join(names)}"
@@ -174,6 +134,55 @@ def select_victims(
         used=format_resource_list(used),
         **common,
     )
+
+
+def _ineligible(preemptor: PodInfo, quota: str, lower_same: list[NodePod]) -> VictimsDecision | None:
+    """The refusal when the preemptor may not preempt at all: policy Never, no quota, or a lower-priority pod of its
+    quota already terminating on the node; None when it may."""
+    if preemptor.preemption_never:
+        msg = "pod has preemptionPolicy Never"
+        return _decision(
+            preemptor, quota, eligible=False, helpful=False, reason="PreemptionPolicyNever", message=msg
+        )
+    if not quota:
+        msg = "pod belongs to no quota"
+        return _decision(preemptor, quota, eligible=False, helpful=False, reason="NoQuota", message=msg)
+    terminating = sorted(p.info.key for p in lower_same if p.info.terminating)
+    if terminating:
+        msg = f"a lower-priority pod of quota {quota} is already terminating on this node: {terminating[0]}"
+        return _decision(
+            preemptor, quota, eligible=False, helpful=False, reason="VictimTerminating", message=msg
+        )
+    return None
+
+
+def _reprieve(
+    candidates: list[NodePod],
+    remaining: list[Pod],
+    used: ResourceList,
+    request: ResourceList,
+    limit: ResourceList,
+    fits: Callable[[list[Pod]], bool],
+) -> tuple[list[NodePod], list[str], ResourceList]:
+    """Give candidates back, most important first, while the preemptor still fits the node and the quota: the
+    victims (most important first), the reprieved keys, and the quota's use with the reprieved pods counted."""
+    keys = request.keys()
+    reprieved: list[str] = []
+    victims: list[NodePod] = []
+    seen: set[str] = set()
+    for p in candidates:
+        if p.info.key in seen:
+            continue
+        seen.add(p.info.key)
+        trial_used = add(used, p.masked)
+        if fits([*remaining, p.pod]) and not exceeded_dimensions(mask(add(trial_used, request), keys), limit):
+            remaining.append(p.pod)
+            used = trial_used
+            reprieved.append(p.info.key)
+        else:
+            victims.append(p)
+    victims.sort(key=lambda p: _importance(p.info), reverse=True)
+    return victims, reprieved, used
 
 
 def _pick(entries: list[PodEntry], used: ResourceList, runtime: ResourceList) -> list[PodEntry]:

@@ -121,6 +121,42 @@ def a_pod(
     }
 
 
+def a_qos_pod(
+    name: str = "p",
+    *,
+    qos: str | None = None,
+    requests: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    uid: str | None = None,
+    containers: int = 1,
+    status_ids: list[str] | None = None,
+) -> dict[str, Any]:
+    """A pod as QoS enforcement reads it: a Koordinator QoS class label, exactly the `requests` and `limits` given
+    (none by default) on each of `containers` containers named c0, c1, ..., and a container status with a
+    containerd id per entry of `status_ids`."""
+    manifest = a_pod(
+        name, uid=uid, labels={**({"koordinator.sh/qosClass": qos} if qos else {}), **(labels or {})}
+    )
+    manifest["metadata"]["annotations"] = dict(annotations or {})
+    resources: dict[str, dict[str, str]] = {}
+    if requests is not None:
+        resources["requests"] = requests
+    if limits is not None:
+        resources["limits"] = limits
+    manifest["spec"]["containers"] = [
+        {"name": f"c{i}", "image": "busybox", "resources": resources} for i in range(containers)
+    ]
+    if status_ids:
+        manifest["status"] = {
+            "containerStatuses": [
+                {"name": f"c{i}", "containerID": f"containerd://{cid}"} for i, cid in enumerate(status_ids)
+            ]
+        }
+    return manifest
+
+
 def a_quota(
     name: str = "team-a",
     *,

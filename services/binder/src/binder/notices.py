@@ -45,6 +45,7 @@ PodGroup members, bindings and  PodGroup ``status``: ``phase`` (Pending, PreSche
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
@@ -78,6 +79,7 @@ from allot_contracts.events import (
     ReservationRejected,
     ReservationUnschedulable,
 )
+from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
 from binder.podgroups import COUNTED, PodGroupState
@@ -260,6 +262,35 @@ class Renderer:
         return rendered
 
     def _render(self, event: Event) -> Rendered:
+        if isinstance(event, (PodSubmitted, PodDeleted, PodPhaseObserved, PodBound)):
+            return self._render_pod_life(event)
+        if isinstance(
+            event,
+            (
+                PodUnschedulable,
+                QuotaWaiting,
+                GangMemberWaiting,
+                GangGroupReady,
+                GangGroupUnschedulable,
+                GangTimedOut,
+                PodBindFailed,
+                QuotaEvicted,
+                PodRejected,
+            ),
+        ):
+            return self._render_waiting(event)
+        if isinstance(event, (QuotaRejected, PodGroupRejected, PodGroupApplied, PodGroupDeleted)):
+            return self._render_admission(event)
+        if isinstance(event, (DevicesReported, DevicesRemoved, NodeAllocatableUpdated)):
+            return self._render_node(event)
+        if isinstance(
+            event, (ReservationAccepted, ReservationUnschedulable, ReservationPlaced, ReservationRejected)
+        ):
+            return self._render_reservation(event)
+        return Rendered()
+
+    def _render_pod_life(self, event: PodSubmitted | PodDeleted | PodPhaseObserved | PodBound) -> Rendered:
+        """A pod's life: submitted, deleted, its phase, bound; PodGroup members follow it."""
         match event:
             case PodSubmitted(pod=pod, uid=uid):
                 self.uids[pod.key] = uid
@@ -290,6 +321,36 @@ class Renderer:
                     return Rendered()
                 state.phases[pod.key] = phase
                 return Rendered(pod_groups=[group])
+            case PodBound(pod=pod, node=node, mode="kubernetes"):
+                notice = Notice(
+                    regarding=self._pod(pod),
+                    type="Normal",
+                    reason="Scheduled",
+                    action="Binding",
+                    note=f"Successfully assigned {pod.key} to {node}",
+                )
+                group = self.member_of.get(pod.key)
+                if group is not None and group in self.groups:
+                    self.groups[group].bound.add(pod.key)
+                    return Rendered(notices=[notice], pod_groups=[group])
+                return Rendered(notices=[notice])
+            case _:
+                return Rendered()
+
+    def _render_waiting(
+        self,
+        event: PodUnschedulable
+        | QuotaWaiting
+        | GangMemberWaiting
+        | GangGroupReady
+        | GangGroupUnschedulable
+        | GangTimedOut
+        | PodBindFailed
+        | QuotaEvicted
+        | PodRejected,
+    ) -> Rendered:
+        """Why a pod waits or went: unschedulable, rejected, waiting for quota or its gang, evicted."""
+        match event:
             case PodUnschedulable(pod=pod, message=message) | PodRejected(pod=pod, message=message):
                 notice, condition = self._pending(pod, message)
                 return Rendered(notices=[notice], conditions=[condition])
@@ -317,19 +378,6 @@ class Renderer:
                     pod, f"Binding rejected: {message}", reason="SchedulerError"
                 )
                 return Rendered(notices=[notice], conditions=[condition])
-            case PodBound(pod=pod, node=node, mode="kubernetes"):
-                notice = Notice(
-                    regarding=self._pod(pod),
-                    type="Normal",
-                    reason="Scheduled",
-                    action="Binding",
-                    note=f"Successfully assigned {pod.key} to {node}",
-                )
-                group = self.member_of.get(pod.key)
-                if group is not None and group in self.groups:
-                    self.groups[group].bound.add(pod.key)
-                    return Rendered(notices=[notice], pod_groups=[group])
-                return Rendered(notices=[notice])
             case QuotaEvicted(pod=pod, cause=cause, message=message):
                 kind, reason = ("Normal", "Preempted") if cause == "Preempted" else ("Warning", "Evicted")
                 notice = Notice(
@@ -340,40 +388,18 @@ class Renderer:
                     note=fit_note(message),
                 )
                 return Rendered(notices=[notice])
+            case _:
+                return Rendered()
+
+    def _render_admission(
+        self, event: QuotaRejected | PodGroupRejected | PodGroupApplied | PodGroupDeleted
+    ) -> Rendered:
+        """ElasticQuota and PodGroup objects: rejected ones get a notice, applied groups a state."""
+        match event:
             case QuotaRejected(quota=quota, errors=errors):
-                note = "; ".join(f"{e.path}: {e.message}" if e.path else e.message for e in errors)
-                regarding = Regarding(
-                    api_version=ELASTIC_QUOTA[0],
-                    kind=ELASTIC_QUOTA[1],
-                    namespace=quota.namespace,
-                    name=quota.name,
-                )
-                return Rendered(
-                    notices=[
-                        Notice(
-                            regarding=regarding,
-                            type="Warning",
-                            reason="Rejected",
-                            action="Admitting",
-                            note=fit_note(note or "rejected"),
-                        )
-                    ]
-                )
+                return _rejected(ELASTIC_QUOTA, quota, error_note(errors) or "rejected")
             case PodGroupRejected(group=group, message=message):
-                regarding = Regarding(
-                    api_version=POD_GROUP[0], kind=POD_GROUP[1], namespace=group.namespace, name=group.name
-                )
-                return Rendered(
-                    notices=[
-                        Notice(
-                            regarding=regarding,
-                            type="Warning",
-                            reason="Rejected",
-                            action="Admitting",
-                            note=fit_note(message),
-                        )
-                    ]
-                )
+                return _rejected(POD_GROUP, group, message)
             case PodGroupApplied(group=group, manifest=manifest):
                 state = self.groups.setdefault(group.key, PodGroupState())
                 state.exists = True
@@ -385,6 +411,12 @@ class Renderer:
             case PodGroupDeleted(group=group):
                 self.groups.pop(group.key, None)
                 return Rendered()
+            case _:
+                return Rendered()
+
+    def _render_node(self, event: DevicesReported | DevicesRemoved | NodeAllocatableUpdated) -> Rendered:
+        """Node capacity and annotations: a node is re-rendered when what it shows changed."""
+        match event:
             case DevicesReported(name=node, manifest=manifest):
                 before = self.capacity.get(node, {})
                 now = device_capacity(manifest)
@@ -403,6 +435,14 @@ class Renderer:
                     self.reclaimed.pop(node, None)
                 self.annotations[node] = annotations
                 return Rendered(nodes=[node] if (reclaimed, annotations) != previous else [])
+            case _:
+                return Rendered()
+
+    def _render_reservation(
+        self, event: ReservationAccepted | ReservationUnschedulable | ReservationPlaced | ReservationRejected
+    ) -> Rendered:
+        """Reservations: job ones are remembered, placement outcomes become notices."""
+        match event:
             case ReservationAccepted(reservation=ref, job=job):
                 if job:
                     self.job_reservations.add(ref.key)
@@ -415,8 +455,9 @@ class Renderer:
                 note = f"Successfully assigned {ref.name} to {node}"
                 return self._on_reservation(ref, uid, "Normal", "Scheduled", "Binding", note)
             case ReservationRejected(reservation=ref, uid=uid, errors=errors, message=message):
-                note = "; ".join(f"{e.path}: {e.message}" if e.path else e.message for e in errors)
-                return self._on_reservation(ref, uid, "Warning", "Rejected", "Admitting", note or message)
+                return self._on_reservation(
+                    ref, uid, "Warning", "Rejected", "Admitting", error_note(errors) or message
+                )
             case _:
                 return Rendered()
 
@@ -494,3 +535,24 @@ def node_annotations(event: NodeAllocatableUpdated) -> dict[str, str]:
         if values:
             out[ANN_RAW_ALLOCATABLE] = json.dumps(values, sort_keys=True, separators=(",", ":"))
     return out
+
+
+def error_note(errors: Sequence[FieldIssue]) -> str:
+    """Field errors as one note: `path: message` each (the message alone where there is no path), `; `-joined."""
+    return "; ".join(f"{e.path}: {e.message}" if e.path else e.message for e in errors)
+
+
+def _rejected(kind: tuple[str, str], ref: ObjectRef, note: str) -> Rendered:
+    """The Warning notice on an object (ElasticQuota, PodGroup) refused at admission."""
+    regarding = Regarding(api_version=kind[0], kind=kind[1], namespace=ref.namespace, name=ref.name)
+    return Rendered(
+        notices=[
+            Notice(
+                regarding=regarding,
+                type="Warning",
+                reason="Rejected",
+                action="Admitting",
+                note=fit_note(note),
+            )
+        ]
+    )

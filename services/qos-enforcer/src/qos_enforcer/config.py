@@ -41,6 +41,7 @@ import msgspec
 
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
+from qos_enforcer.cdi import HamiCorePaths
 
 QOS_CLASSES: Final = ("LSE", "LSR", "LS", "BE")
 _CLASS_KEYS: Final = {"lseClass": "LSE", "lsrClass": "LSR", "lsClass": "LS", "beClass": "BE"}
@@ -143,12 +144,7 @@ class Burst(msgspec.Struct, frozen=True, kw_only=True):
     cpu_burst_percent: int = 1000
 
 
-class HamiPaths(msgspec.Struct, frozen=True, kw_only=True):
-    libvgpu_host_path: str = "/usr/local/vgpu/libvgpu.so"
-    cache_host_dir: str = "/usr/local/vgpu/containers"
-    lock_host_dir: str = "/tmp/vgpulock"
-    container_dir: str = "/usr/local/vgpu"
-    ld_so_preload_host_path: str | None = None
+HamiPaths = HamiCorePaths  # hamiCore: the paths the CDI specs of HAMi-core isolated containers use
 
 
 class QosConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -324,6 +320,29 @@ def parse_config(config: Mapping[str, Any] | None) -> QosConfig:
         },
         UNENFORCED_TOP,
     )
+    hami = _hami(r, top)
+    thresholds = _thresholds(r, top)
+    classes = _classes(r, top)
+    burst = _burst(r, top)
+    root = _cgroup_root(r, top)
+    result = QosConfig(
+        cgroup_driver=r.choice(top, "cgroupDriver", "", "systemd", DRIVERS).strip(),
+        cgroup_root=root.strip("/"),
+        runtime=r.choice(top, "containerRuntime", "", "containerd", RUNTIMES),
+        share_pools=r.boolean(top, "cpusetSharePools", "", True),
+        hami=hami,
+        thresholds=thresholds,
+        classes=classes,
+        burst=burst,
+        warnings=tuple(r.warnings),
+    )
+    if r.issues:
+        raise InvalidConfig(r.issues, subject="qos-enforcer config")
+    return result
+
+
+def _hami(r: _Reader, top: Mapping[str, object]) -> HamiPaths:
+    """hamiCore: the host and container paths of the HAMi-core library and its caches."""
     hami_raw = r.mapping(
         top.get("hamiCore"),
         "hamiCore",
@@ -337,6 +356,11 @@ def parse_config(config: Mapping[str, Any] | None) -> QosConfig:
         container_dir=r.path(hami_raw, "containerDir", "hamiCore", d.container_dir) or "",
         ld_so_preload_host_path=r.path(hami_raw, "ldSoPreloadHostPath", "hamiCore", None),
     )
+    return hami
+
+
+def _thresholds(r: _Reader, top: Mapping[str, object]) -> Thresholds:
+    """resourceUsedThresholdWithBE: BE CPU suppression and memory-pressure eviction."""
     p = "resourceUsedThresholdWithBE"
     t_raw = r.mapping(
         top.get(p),
@@ -373,6 +397,11 @@ def parse_config(config: Mapping[str, Any] | None) -> QosConfig:
                 value="cpuset",
             )
         )
+    return thresholds
+
+
+def _classes(r: _Reader, top: Mapping[str, object]) -> dict[str, ClassQos]:
+    """resourceQOSStrategy: the per-QoS-class settings, over the defaults."""
     q_raw = r.mapping(
         top.get("resourceQOSStrategy"), "resourceQOSStrategy", set(_CLASS_KEYS), UNENFORCED_STRATEGY
     )
@@ -380,6 +409,11 @@ def parse_config(config: Mapping[str, Any] | None) -> QosConfig:
     for key, qos in _CLASS_KEYS.items():
         if key in q_raw:
             classes[qos] = _class(r, q_raw[key], f"resourceQOSStrategy.{key}", classes.get(qos, ClassQos()))
+    return classes
+
+
+def _burst(r: _Reader, top: Mapping[str, object]) -> Burst:
+    """cpuBurstStrategy: the CPU burst policy and percent."""
     b_raw = r.mapping(
         top.get("cpuBurstStrategy"),
         "cpuBurstStrategy",
@@ -403,26 +437,18 @@ def parse_config(config: Mapping[str, Any] | None) -> QosConfig:
                 value=burst.policy,
             )
         )
+    return burst
+
+
+def _cgroup_root(r: _Reader, top: Mapping[str, object]) -> str:
+    """cgroupRoot: a cgroup path without '..' ("" when refused)."""
     root = top.get("cgroupRoot", "")
     if not isinstance(root, str) or ".." in root.split("/"):
         r.issues.append(
             FieldIssue(path="cgroupRoot", message="must be a cgroup path without '..'", value=str(root))
         )
         root = ""
-    result = QosConfig(
-        cgroup_driver=r.choice(top, "cgroupDriver", "", "systemd", DRIVERS).strip(),
-        cgroup_root=root.strip("/"),
-        runtime=r.choice(top, "containerRuntime", "", "containerd", RUNTIMES),
-        share_pools=r.boolean(top, "cpusetSharePools", "", True),
-        hami=hami,
-        thresholds=thresholds,
-        classes=classes,
-        burst=burst,
-        warnings=tuple(r.warnings),
-    )
-    if r.issues:
-        raise InvalidConfig(r.issues, subject="qos-enforcer config")
-    return result
+    return root
 
 
 class AgentSettings(msgspec.Struct, frozen=True, kw_only=True):

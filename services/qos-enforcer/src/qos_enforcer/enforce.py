@@ -70,13 +70,7 @@ class Enforcer:
         self.layout_error = layout_error or ("no cgroup hierarchy" if layout is None else "")
         self.writer = CgroupWriter(layout, base, files=files) if layout is not None else None
         self.cdi_dir = cdi_dir
-        self.hami = cdi.HamiCorePaths(
-            libvgpu_host_path=hami.libvgpu_host_path,
-            cache_host_dir=hami.cache_host_dir,
-            lock_host_dir=hami.lock_host_dir,
-            container_dir=hami.container_dir,
-            ld_so_preload_host_path=hami.ld_so_preload_host_path,
-        )
+        self.hami = hami
         self.resctrl = resctrl
         self.dry_run = dry_run
 

@@ -244,13 +244,7 @@ def gpu_plan(
             )
             return []
         shares.append(GpuShare(uuid=uuid, minor=gpu.minor, memory_mib=memory // MIB, cores=gpu.core or 100))
-    paths = cdi.HamiCorePaths(
-        libvgpu_host_path=config.hami.libvgpu_host_path,
-        cache_host_dir=config.hami.cache_host_dir,
-        lock_host_dir=config.hami.lock_host_dir,
-        container_dir=config.hami.container_dir,
-        ld_so_preload_host_path=config.hami.ld_so_preload_host_path,
-    )
+    paths = config.hami
     out: list[GpuIsolation] = []
     for container in pod.containers:
         if not container.gpu:

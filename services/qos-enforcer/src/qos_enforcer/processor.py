@@ -122,6 +122,11 @@ class QosEnforcer:
     def _mine(self, node: str) -> bool:
         return not self.node or node == self.node
 
+    def _refresh_facts(self, name: str, **source: Any) -> None:
+        """Fold one source (the Node, its computed allocatable, its devices or its topology) into a node's facts."""
+        state = self._node(name)
+        state.facts = node_facts(state.facts, name, **source)
+
     def _node(self, name: str) -> NodeState:
         state = self.nodes.get(name)
         if state is None:
@@ -190,17 +195,13 @@ class QosEnforcer:
                     cgroups=list(cgroups), resctrl=list(resctrl), basis=dict(basis), be_quota_milli=quota
                 )
             case NodeRegistered(name=name, manifest=manifest) if self._mine(name):
-                state = self._node(name)
-                state.facts = node_facts(state.facts, name, node=manifest)
+                self._refresh_facts(name, node=manifest)
             case NodeAllocatableUpdated(name=name, allocatable=allocatable) if self._mine(name):
-                state = self._node(name)
-                state.facts = node_facts(state.facts, name, computed=allocatable)
+                self._refresh_facts(name, computed=allocatable)
             case DevicesReported(name=name, inventory=inventory) if self._mine(name):
-                state = self._node(name)
-                state.facts = node_facts(state.facts, name, inventory=inventory)
+                self._refresh_facts(name, inventory=inventory)
             case TopologyReported(name=name, manifest=manifest) if self._mine(name):
-                state = self._node(name)
-                state.facts = node_facts(state.facts, name, topology=manifest)
+                self._refresh_facts(name, topology=manifest)
             case NodeRemoved(name=name) if name in self.nodes:
                 self.nodes[name].facts = NodeFacts(name=name, gpus=self.nodes[name].facts.gpus)
             case DevicesRemoved(name=name) if name in self.nodes:

@@ -149,6 +149,12 @@ class QuotaManager:
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         if not own and type_of(event) not in self.interests:
             return  # not an input of ours: nothing to fold (not even the passing of time)
+        self._fold_objects(event)
+        self._fold_pods(event)
+        self._track_status(event, at)
+
+    def _fold_objects(self, event: Event) -> None:
+        """ElasticQuotas, quota profiles and nodes: the engine's configuration, and the outcome owed for each."""
         match event:
             case QuotaApplied(quota=ref, spec=spec, issues=issues):
                 if spec is not None and (spec.namespace, spec.name) != (ref.namespace, ref.name):
@@ -182,6 +188,12 @@ class QuotaManager:
                 self.engine.upsert_node(node)
             case NodeRemoved(name=name):
                 self.engine.delete_node(name)
+            case _:
+                pass
+
+    def _fold_pods(self, event: Event) -> None:
+        """Pods and the quota decisions about them: pending, charged, waiting, released, evicted."""
+        match event:
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
                 self.reclaims.gone(pod.key)
                 self.pods[pod.key] = spec
@@ -254,6 +266,9 @@ class QuotaManager:
                 self.reclaims.settled(pod)
             case _:
                 pass
+
+    def _track_status(self, event: Event, at: int) -> None:
+        """Overuse timing, and when the quota status is due to be published again."""
         self.engine.observe_overuse(at // 1_000_000)
         if isinstance(event, QuotaStatusSynced):
             self.published.update(event.patches)
@@ -399,18 +414,14 @@ class QuotaManager:
     def _admit_group(self, group: str, attempt: int, members: list[str]) -> list[Emit]:
         """A gang group is admitted as a unit: every member fits (each counted before the next) or none is charged."""
         stream = stream_id("gang", group)
+
+        def waiting(message: str, detail: GroupAdmission | None = None) -> list[Emit]:
+            event = QuotaGroupWaiting(group=group, attempt=attempt, message=message, detail=detail)
+            return [Emit(stream_id=stream, event=event)]
+
         unknown = [m for m in members if m not in self.pods]
         if unknown:
-            return [
-                Emit(
-                    stream_id=stream,
-                    event=QuotaGroupWaiting(
-                        group=group,
-                        attempt=attempt,
-                        message=f"members not known to quota: {', '.join(unknown)}",
-                    ),
-                )
-            ]
+            return waiting(f"members not known to quota: {', '.join(unknown)}")
         governed = [
             m for m in members if self.engine.quota_of_pod(m) is not None
         ]  # the others: no quota applies
@@ -432,18 +443,10 @@ class QuotaManager:
         alone = self.engine.admit(next(m for m in governed if m not in ok))
         why = refused[0] if refused else alone
         first = why.pod
-        return [
-            Emit(
-                stream_id=stream,
-                event=QuotaGroupWaiting(
-                    group=group,
-                    attempt=attempt,
-                    message=f"quota cannot admit the whole group ({len(ok)}/{len(members)} members fit); {first}: "
-                    f"{why.message}",
-                    detail=GroupAdmission(first=why, used_before=dict(alone.used)),
-                ),
-            )
-        ]
+        return waiting(
+            f"quota cannot admit the whole group ({len(ok)}/{len(members)} members fit); {first}: {why.message}",
+            GroupAdmission(first=why, used_before=dict(alone.used)),
+        )
 
     def _preempt(self, pod: ObjectRef, attempt: int, decision: AdmitDecision) -> list[Emit]:
         """Intra-quota preemption, node by node as upstream's PostFilter does: on each node where a less important,

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
+from allot_contracts.envelope import RecordedEvent, stream_id
 from allot_contracts.errors import Fenced, TransientError
 from allot_contracts.events import (
     Event,
@@ -45,6 +45,7 @@ from allot_contracts.events import (
     QuotaEvicted,
 )
 from allot_contracts.events.enactment import QuotaEvictionEnacted, QuotaEvictionEnactmentFailed
+from allot_runtime.enactment import outcome_event
 from allot_runtime.kube.client import ApiError, ApiUnavailable, call
 from binder.adapters.outcomes import latest_decision, record_outcome
 
@@ -150,13 +151,7 @@ async def evict_due(worker: Any, requests: list[MigrationEvictionRequested]) -> 
                     job=request.job, uid=request.uid, pod=request.pod, message=message
                 )
             )
-            new = NewEvent(
-                stream_id=stream_id("migration", job),
-                event=event,
-                event_id=derived_event_id(PRODUCER, record.event_id, 0),
-                causation_id=record.event_id,
-                correlation_id=record.correlation_id or record.event_id,
-            )
+            new = outcome_event(PRODUCER, record, stream_id("migration", job), event)
             await worker.store.append([new], producer=PRODUCER)
         except Fenced:
             raise

@@ -39,7 +39,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id, stream_id
+from allot_contracts.envelope import RecordedEvent, canonical, stream_id
 from allot_contracts.errors import Fenced, TransientError
 from allot_contracts.events import (
     Event,
@@ -52,6 +52,7 @@ from allot_contracts.events import (
     QuotaEvicted,
 )
 from allot_contracts.events.enactment import QuotaStatusEnacted, QuotaStatusEnactmentFailed
+from allot_runtime.enactment import outcome_event
 from allot_runtime.kube.client import ApiError, api_client, call
 from binder.adapters.evict import EvictionState, evict_due, evict_pods_due, evict_quota_due
 from binder.adapters.outcomes import latest_decision, record_outcome
@@ -301,13 +302,7 @@ class BindWorker:
                     message=outcome.message,
                 )
             )
-            new = NewEvent(
-                stream_id=stream_id("pod", key),
-                event=event,
-                event_id=derived_event_id(PRODUCER, trigger.event_id, 0),
-                causation_id=trigger.event_id,
-                correlation_id=trigger.correlation_id or trigger.event_id,
-            )
+            new = outcome_event(PRODUCER, trigger, stream_id("pod", key), event)
             await self.store.append([new], producer=PRODUCER)
         except Fenced:
             raise
@@ -445,12 +440,19 @@ def runtime_view(ctx: Any) -> Callable[[], Awaitable[View]]:
     return view
 
 
-async def bind_worker(ctx: Any, stop: asyncio.Event) -> None:
-    """The binder's ``Extra`` in Kubernetes mode (added by ``main`` when ``ALLOT_KUBE_MODE=kubernetes``)."""
+async def binder_client(ctx: Any) -> Any:
+    """An API client for the binder's workers; under leader election its user agent names this instance."""
     client = await api_client()
     leadership = getattr(ctx, "leadership", None)
     if leadership is not None:
         client.user_agent = f"allot-binder/{leadership.config.identity}"
+    return client
+
+
+async def bind_worker(ctx: Any, stop: asyncio.Event) -> None:
+    """The binder's ``Extra`` in Kubernetes mode (added by ``main`` when ``ALLOT_KUBE_MODE=kubernetes``)."""
+    client = await binder_client(ctx)
+    leadership = getattr(ctx, "leadership", None)
     try:
         worker = BindWorker(
             store=ctx.store,

@@ -294,13 +294,12 @@ def _changes(before: dict[str, str], now: dict[str, str]) -> dict[str, str | Non
 
 async def notice_worker(ctx: Any, stop: asyncio.Event) -> None:
     """The binder's second ``Extra`` in Kubernetes mode."""
-    from allot_runtime.kube.client import api_client
+    from binder.adapters.kube import binder_client
 
-    client = await api_client()
-    leadership = getattr(ctx, "leadership", None)
-    if leadership is not None:
-        client.user_agent = f"allot-binder/{leadership.config.identity}"
+    client = await binder_client(ctx)
     try:
-        await NoticeWorker(store=ctx.store, client=client, leadership=leadership).run(stop)
+        await NoticeWorker(store=ctx.store, client=client, leadership=getattr(ctx, "leadership", None)).run(
+            stop
+        )
     finally:
         await client.close()
