@@ -173,10 +173,12 @@ class Descheduler:
                     if seen.state == "high" and seen.abnormal_rounds and not seen.usage_after:
                         counters[seen.name] = Detector(abnormal=seen.abnormal_rounds, round=number)
                 highs = {n.name: (n.high, n.prod_high) for n in nodes}
+                hot = {n.name for n in nodes if n.state == "high"}
                 for c in candidates:
                     if c.job:
                         high, prod_high = highs.get(c.node, ({}, {}))
-                        self.jobs[c.job] = (c.node, high, prod_high)
+                        # a gang member moved off a node that is not hot is re-checked with its gang, not by its node
+                        self.jobs[c.job] = (c.node if c.node in hot else "", high, prod_high)
                 if any(c.job for c in candidates):
                     self.kick_at = at
             case _:
@@ -378,6 +380,9 @@ class Descheduler:
         ]
         if hot:
             return []
+        waiting = _with_gangs(waiting, self.jobs, engine)
+        if not waiting:
+            return []
         scratch = engine.jobs.copy()
         moves = Migrations(engine.config, engine.world, scratch, at)
         shown = ", ".join(f"{r} {usage.get(r, 0)} ≤ {v}" for r, v in sorted(high.items()))
@@ -409,6 +414,30 @@ class Descheduler:
             "jobs": sorted(self.jobs),
             "kick_at": self.kick_at,
         } | ({"defrag_rounds": dict(sorted(self.defrag_rounds.items()))} if self.defrag_rounds else {})
+
+
+def _with_gangs(waiting: list[Job], jobs: dict[str, Any], engine: ReservationEngine) -> list[Job]:
+    """The jobs the re-check aborts: a gang moves whole or not at all, so a waiting job of a gang member takes the
+    jobs of its gang's other members with it, unless one of them has already evicted its pod (the gang is moving:
+    none is aborted)."""
+
+    def gang(job: Job) -> str:
+        rec = engine.world.pods.get(job.spec.pod.key)
+        spec = rec.pod if rec is not None else None
+        return spec.gang.gang_id if spec is not None and spec.gang is not None else ""
+
+    mates: dict[str, list[Job]] = {}
+    for name in sorted(jobs):
+        job = engine.jobs.jobs.get(name)
+        if job is not None and job.active and gang(job):
+            mates.setdefault(gang(job), []).append(job)
+    out: list[Job] = []
+    for job in waiting:
+        group = mates.get(gang(job), [job]) if gang(job) else [job]
+        if any(m.evicted or m.eviction_requested for m in group):
+            continue
+        out += [m for m in group if m not in out]
+    return out
 
 
 def _metric(event: NodeMetricReported) -> NodeMetric:
