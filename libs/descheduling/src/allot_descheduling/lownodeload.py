@@ -27,7 +27,8 @@ Rules (upstream's LowNodeLoad, with Allot's choices where upstream leaves room; 
 6. Candidates of a source: its pods, each skipped with a reason: namespace not evictable; not matched by
    ``podSelectors``; refused by the evictor filter (:mod:`allot_descheduling.evictor`, the one every
    PodMigrationJob passes too: terminating, DaemonSet, mirror or static, system-critical, never-evict cost, local
-   storage, …); a gang member; placed in a reservation; already migrating; no usage reported for it.
+   storage, …); a gang member whose gang's policy is Skip; placed in a reservation; already migrating; no usage
+   reported for it.
 7. Order: Koordinator priority class (free, batch, mid, prod), priority, Kubernetes QoS (BestEffort, Burstable,
    Guaranteed), Koordinator QoS (BE, LS, LSR, LSE), pod deletion cost, eviction cost; then *segmented* by usage: first
    the pods whose move alone brings the source under its high thresholds (smallest first: move no more than needed),
@@ -36,6 +37,9 @@ Rules (upstream's LowNodeLoad, with Allot's choices where upstream leaves room; 
    to the low node with the least weighted usage after the move among those that stay at most their high thresholds
    on every resource (and prod high for a prod pod) with the pod's usage added, and — with ``nodeFit`` — whose
    allocatable holds the requests already there plus the pod's. A pod no target can take is skipped (``NoTarget``).
+9. A gang member picked while its gang's policy is Whole (:mod:`allot_descheduling.gangs`) moves with every member
+   of its gang, wherever it runs — each passing the checks of 6, the limits taking them all, each with a target —
+   or none moves (``GangMemberHeld``, ``EvictionLimit``, ``NoTarget``, naming the member).
 Pure: no IO, no clock.
 """
 

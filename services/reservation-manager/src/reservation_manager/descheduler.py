@@ -14,7 +14,8 @@ Decisions:
   arbitrated at once, by a timer at the same recorded time (the migration controller's usual path);
 - pre-eviction hotspot re-check: when a NodeMetric of a node arrives while a job of the descheduler is still to evict
   a pod from it, and the node is no longer above the high thresholds of the round that asked for the job, the job is
-  aborted (``migration.aborted``, its reservation removed).
+  aborted (``migration.aborted``, its reservation removed); a gang moved whole is re-checked by its picked member's
+  hot node and its waiting jobs are aborted together (none once a member is evicted).
 Pure: time is the trigger's recorded time.
 """
 
