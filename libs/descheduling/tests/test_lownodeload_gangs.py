@@ -76,14 +76,16 @@ def gang(a: dict[str, Any] | None = None, m: dict[str, Any] | None = None) -> li
     ]
 
 
-def run(pods: list[PodInput], caps: Caps | None = None, **args: Any) -> RoundOutcome:
+def run(
+    pods: list[PodInput], caps: Caps | None = None, metrics: list[NodeMetric] = METRICS, **args: Any
+) -> RoundOutcome:
     return run_round(
         profile(**args),
         at=AT,
         round_no=1,
         nodes=NODES,
         pods=pods,
-        metrics={x.name: x for x in METRICS},
+        metrics={x.name: x for x in metrics},
         detectors={},
         caps=caps,
     )
@@ -155,15 +157,7 @@ def test_no_target_for_one_member_keeps_them_all() -> None:
         metric("idle-1", 1000),
         metric("idle-2", 1200),
     ]
-    out = run_round(
-        profile(gangMigration="Whole"),
-        at=AT,
-        round_no=1,
-        nodes=NODES,
-        pods=heavy,
-        metrics={x.name: x for x in metrics},
-        detectors={},
-    )
+    out = run(heavy, metrics=metrics, gangMigration="Whole")
     a = next(c for c in out.candidates if c.pod == "ns/a")
     assert a.code == "NoTarget" and "member ns/m" in a.reason
     assert not out.moves
