@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from allot_testing.scenario import Scenario
 
 GANG = {"gang.scheduling.koordinator.sh/name": "train", "gang.scheduling.koordinator.sh/min-available": "2"}
@@ -118,5 +120,27 @@ def test_a_member_moved_off_a_node_that_is_not_hot_is_not_aborted_by_that_nodes_
     sc = cluster(gangMigration="Whole")
     assert sc.of_type("migration.condition")[-1]["message"] == "waiting for the eviction rate limits"
     sc.apply(node_metric("node-warm"))
+    assert not sc.of_type("migration.aborted")
+    sc.assert_replays()
+
+
+def test_once_a_member_is_evicted_the_hot_nodes_cooling_aborts_none_of_its_gang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # train-1 (lowest priority) is arbitrated and evicted first; train-0 waits for the workload's limiter when
+    # node-hot reports it is under its high thresholds: aborting train-0 would split the gang, so nothing is aborted
+    priorities = {"train-0": 5, "train-1": 0}
+    sc = Scenario(config(gangMigration="Whole"))
+    sc.apply(*[node(n) for n in NODES])
+    for name, (on, _) in sorted(PLACEMENT.items()):
+        body = pod(name, on)
+        body["spec"]["priority"] = priorities.get(name, 10)
+        sc.apply(body)
+    sc.apply(*[node_metric(n) for n in NODES])
+    sc.advance(60)
+    evicted = [e["job"]["name"] for e in sc.of_type("migration.evicted")]
+    assert evicted == ["lnl-r1-ml-train-1"]
+    monkeypatch.setitem(PLACEMENT, "web-0", ("node-hot", 0))  # node-hot cools down
+    sc.apply(node_metric("node-hot"))
     assert not sc.of_type("migration.aborted")
     sc.assert_replays()

@@ -381,7 +381,7 @@ class Descheduler:
         ]
         if hot:
             return []
-        waiting = _with_gangs(waiting, self.jobs, engine)
+        waiting = _with_gangs(waiting, engine)
         if not waiting:
             return []
         scratch = engine.jobs.copy()
@@ -417,27 +417,29 @@ class Descheduler:
         } | ({"defrag_rounds": dict(sorted(self.defrag_rounds.items()))} if self.defrag_rounds else {})
 
 
-def _with_gangs(waiting: list[Job], jobs: dict[str, Any], engine: ReservationEngine) -> list[Job]:
+def _with_gangs(waiting: list[Job], engine: ReservationEngine) -> list[Job]:
     """The jobs the re-check aborts: a gang moves whole or not at all, so a waiting job of a gang member takes the
-    jobs of its gang's other members with it, unless one of them has already evicted its pod (the gang is moving:
-    none is aborted)."""
+    waiting jobs the same round asked for its gang's other members with it, unless one of those has already evicted
+    its pod (the gang is moving: none is aborted)."""
 
     def gang(job: Job) -> str:
         rec = engine.world.pods.get(job.spec.pod.key)
         spec = rec.pod if rec is not None else None
         return spec.gang.gang_id if spec is not None and spec.gang is not None else ""
 
-    mates: dict[str, list[Job]] = {}
-    for name in sorted(jobs):
-        job = engine.jobs.jobs.get(name)
-        if job is not None and job.active and gang(job):
-            mates.setdefault(gang(job), []).append(job)
     out: list[Job] = []
     for job in waiting:
-        group = mates.get(gang(job), [job]) if gang(job) else [job]
+        group = [job]
+        if gang(job):
+            asked = job.spec.annotations.get(ANN_ROUND, "")
+            group = [
+                m
+                for _, m in sorted(engine.jobs.jobs.items())
+                if gang(m) == gang(job) and m.spec.annotations.get(ANN_ROUND, "") == asked
+            ]
         if any(m.evicted or m.eviction_requested for m in group):
             continue
-        out += [m for m in group if m not in out]
+        out += [m for m in group if m.active and m not in out]
     return out
 
 
