@@ -32,6 +32,7 @@ Read (every other key is refused with its field path)::
           nodeMetricExpirationSeconds: 180
           numberOfNodes: 0
           podSelectors: [{name: web, selector: {matchLabels: {...}}}]
+          gangMigration: Skip                      # Skip | Whole (Allot's): whether a gang may move whole
           nodePools: [{name, nodeSelector, useDeviationThresholds, lowThresholds, highThresholds, prodLowThresholds,
                        prodHighThresholds, resourceWeights, anomalyCondition}]
       - name: MigrationController
@@ -56,6 +57,7 @@ from allot_contracts.objects.selectors import LabelSelector, parse_label_selecto
 from allot_descheduling.defrag_args import DefragArgs, parse_defrag_args
 from allot_descheduling.evictor import EvictorArgs
 from allot_descheduling.fields import boolean, duration, integer, mapping, namespaces, selector, unknown
+from allot_descheduling.gangs import parse_gang_migration
 from allot_descheduling.migration_args import MigrationArgs, parse_migration_args
 from allot_descheduling.plugins import GPU_DEFRAG, LOW_NODE_LOAD, MIGRATION, balance_plugins, type_meta
 
@@ -118,6 +120,7 @@ _ARGS_FIELDS: Final = (_POOL_FIELDS - {"name"}) | {
     "podSelectors",
     "nodePools",
     "detectorCacheTimeout",  # upstream's detector cache; Allot's counters live in the recorded rounds
+    "gangMigration",  # Allot's: Skip | Whole, for a gang whose members state no policy
 }
 Thresholds = dict[str, Fraction]
 
@@ -156,6 +159,7 @@ class LowNodeLoadArgs(msgspec.Struct, frozen=True, kw_only=True):
     number_of_nodes: int = 0
     pod_selectors: tuple[LabelSelector, ...] = ()
     pools: tuple[NodePool, ...] = ()
+    gang_whole: bool = False  # gangMigration: Whole (a gang member's annotation says otherwise for its gang)
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True):
@@ -378,6 +382,7 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
         number_of_nodes=integer(data.get("numberOfNodes"), f"{path}.numberOfNodes", issues, 0, 0),
         pod_selectors=tuple(selectors),
         pools=tuple(pools),
+        gang_whole=parse_gang_migration(data, path, issues),
     )
 
 

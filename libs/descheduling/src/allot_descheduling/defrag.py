@@ -39,6 +39,7 @@ from typing import Final
 import msgspec
 
 from allot_contracts.events import DefragMove, DefragPlan, DefragWaiting
+from allot_descheduling.gangs import gang_refusal
 
 __all__ = [
     "DefragInput",
@@ -246,7 +247,10 @@ class _World:
                 continue
             if p.gang:
                 members = gangs[p.gang]
-                if p.gang in seen or not all(m.gang_whole and not m.refused and m.gpus for m in members):
+                held = (
+                    (m.key, m.gang_whole, m.refused or ("" if m.gpus else "holds no GPU")) for m in members
+                )
+                if p.gang in seen or gang_refusal(p.gang, held)[0]:
                     continue
                 seen.add(p.gang)
                 unit = _Unit(tuple(members), p.gang)

@@ -15,19 +15,16 @@ controller's evictor filter apply as to LowNodeLoad. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
 import msgspec
 
 from allot_contracts.issues import FieldIssue
 from allot_descheduling.fields import boolean, integer, mapping, namespaces, unknown
+from allot_descheduling.gangs import ANN_GANG_MIGRATION, gang_moves_whole, parse_gang_migration
 
 __all__ = ["ANN_GANG_MIGRATION", "DefragArgs", "gang_moves_whole", "parse_defrag_args"]
 
-ANN_GANG_MIGRATION: Final = "descheduler.allot.dev/gang-migration"
-WHOLE: Final = "Whole"
-SKIP: Final = "Skip"
 _FIELDS: Final = frozenset(
     {
         "apiVersion",
@@ -52,33 +49,17 @@ class DefragArgs(msgspec.Struct, frozen=True, kw_only=True):
     exclude_namespaces: tuple[str, ...] = ()
 
 
-def gang_moves_whole(annotations: Mapping[str, str], default: bool) -> bool:
-    """The gang's policy, as its member states it (``descheduler.allot.dev/gang-migration: Whole`` or ``Skip``),
-    else the profile's ``gangMigration``."""
-    stated = annotations.get(ANN_GANG_MIGRATION)
-    return default if stated not in (WHOLE, SKIP) else stated == WHOLE
-
-
 def parse_defrag_args(raw: Any, path: str, issues: list[FieldIssue]) -> DefragArgs:
     data = mapping(raw, path, issues)
     unknown(data, _FIELDS, f"{path}.", issues)
-    gang = data.get("gangMigration", SKIP)
-    if gang not in (WHOLE, SKIP):
-        issues.append(
-            FieldIssue(
-                path=f"{path}.gangMigration",
-                code="NotSupported",
-                message="supported: Skip, Whole",
-                value=str(gang),
-            )
-        )
+    gang_whole = parse_gang_migration(data, path, issues)
     include, exclude = namespaces(data.get("evictableNamespaces"), f"{path}.evictableNamespaces", issues)
     return DefragArgs(
         paused=boolean(data.get("paused"), f"{path}.paused", issues, False),
         dry_run=boolean(data.get("dryRun"), f"{path}.dryRun", issues, True),
         max_per_plan=integer(data.get("maxMigrationsPerPlan"), f"{path}.maxMigrationsPerPlan", issues, 4, 1),
         max_plans=integer(data.get("maxPlansPerRound"), f"{path}.maxPlansPerRound", issues, 8, 1),
-        gang_whole=gang == WHOLE,
+        gang_whole=gang_whole,
         include_namespaces=include,
         exclude_namespaces=exclude,
     )

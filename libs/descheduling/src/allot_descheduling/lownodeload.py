@@ -27,7 +27,8 @@ Rules (upstream's LowNodeLoad, with Allot's choices where upstream leaves room; 
 6. Candidates of a source: its pods, each skipped with a reason: namespace not evictable; not matched by
    ``podSelectors``; refused by the evictor filter (:mod:`allot_descheduling.evictor`, the one every
    PodMigrationJob passes too: terminating, DaemonSet, mirror or static, system-critical, never-evict cost, local
-   storage, …); a gang member; placed in a reservation; already migrating; no usage reported for it.
+   storage, …); a gang member whose gang's policy is Skip; placed in a reservation; already migrating; no usage
+   reported for it.
 7. Order: Koordinator priority class (free, batch, mid, prod), priority, Kubernetes QoS (BestEffort, Burstable,
    Guaranteed), Koordinator QoS (BE, LS, LSR, LSE), pod deletion cost, eviction cost; then *segmented* by usage: first
    the pods whose move alone brings the source under its high thresholds (smallest first: move no more than needed),
@@ -36,6 +37,9 @@ Rules (upstream's LowNodeLoad, with Allot's choices where upstream leaves room; 
    to the low node with the least weighted usage after the move among those that stay at most their high thresholds
    on every resource (and prod high for a prod pod) with the pod's usage added, and — with ``nodeFit`` — whose
    allocatable holds the requests already there plus the pod's. A pod no target can take is skipped (``NoTarget``).
+9. A gang member picked while its gang's policy is Whole (:mod:`allot_descheduling.gangs`) moves with every member
+   of its gang, wherever it runs — each passing the checks of 6, the limits taking them all, each with a target —
+   or none moves (``GangMemberHeld``, ``EvictionLimit``, ``NoTarget``, naming the member).
 Pure: no IO, no clock.
 """
 
@@ -105,18 +109,23 @@ def run_round(
         by_node.setdefault(pod.node, []).append(pod)
     out_nodes: list[DeschedulerNode] = []
     choice = Choice(profile, node_fit, caps if caps is not None else Caps())
+    for pod in sorted(pods, key=lambda p: p.key):
+        if pod.gang:
+            choice.gangs.setdefault(pod.gang, []).append(pod)
     counters: dict[str, Detector] = {}
     messages: list[str] = []
     members = _pools(args, nodes)
+    measured = {p.name: _measure(p, members[p.name], by_node, metrics, args, at) for p in args.pools}
+    choice.live = {n.name: n for live, _ in measured.values() for n in live}
     for pool in args.pools:
+        live, excluded = measured[pool.name]
+        out_nodes += excluded
         message = _pool_round(
             pool,
             choice,
-            at=at,
             round_no=round_no,
-            nodes=members[pool.name],
+            live=live,
             by_node=by_node,
-            metrics=metrics,
             detectors=detectors,
             out_nodes=out_nodes,
             counters=counters,
@@ -149,23 +158,17 @@ def _excluded(
     return ""
 
 
-def _pool_round(
+def _measure(
     pool: NodePool,
-    choice: Choice,
-    *,
-    at: int,
-    round_no: int,
     nodes: list[NodeInput],
     by_node: Mapping[str, list[PodInput]],
     metrics: Mapping[str, NodeMetric],
-    detectors: Mapping[str, Detector],
-    out_nodes: list[DeschedulerNode],
-    counters: dict[str, Detector],
-) -> str:
-    args = choice.args
-    moves = choice.moves
-    resources = sorted(pool.high)
+    args: LowNodeLoadArgs,
+    at: int,
+) -> tuple[list[u.LiveNode], list[DeschedulerNode]]:
+    """The pool's nodes the round measures, and those it leaves out (with why)."""
     live: list[u.LiveNode] = []
+    out_nodes: list[DeschedulerNode] = []
     for node in nodes:
         metric = metrics.get(node.name)
         why = _excluded(node, metric, args, pool, at)
@@ -181,6 +184,23 @@ def _pool_round(
             )
             continue
         live.append(u.LiveNode(node, metric, by_node.get(node.name, [])))
+    return live, out_nodes
+
+
+def _pool_round(
+    pool: NodePool,
+    choice: Choice,
+    *,
+    round_no: int,
+    live: list[u.LiveNode],
+    by_node: Mapping[str, list[PodInput]],
+    detectors: Mapping[str, Detector],
+    out_nodes: list[DeschedulerNode],
+    counters: dict[str, Detector],
+) -> str:
+    args = choice.args
+    moves = choice.moves
+    resources = sorted(pool.high)
     if not live:
         return "no node with a current NodeMetric"
     low_pct = u.thresholds(pool.low, live, "node", pool.use_deviation, -1)
@@ -259,7 +279,7 @@ def _pool_round(
         if any(m.source == source.name for m in moves):
             chosen_from.add(source.name)
             counters.pop(source.name, None)  # moving pods off it resets its anomaly
-    targets_used = {m.target for m in moves}
+    targets_used = {m.target for m in moves} | {m.source for m in moves}  # a gang's members move off any node
     for n in live:
         moved = n.name in chosen_from or n.name in targets_used
         measured = n.measured

@@ -4,7 +4,7 @@ usage (:class:`allot_descheduling.usage.LiveNode`) and the lists it is given."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Final
 
@@ -15,6 +15,7 @@ from allot_contracts.objects.selectors import match_label_selector
 from allot_descheduling import usage as u
 from allot_descheduling.config import LowNodeLoadArgs, NodePool, Profile
 from allot_descheduling.evictor import ANN_EVICTION_COST, PodInput, int_annotation, refusal
+from allot_descheduling.gangs import gang_moves_whole, gang_refusal
 
 __all__ = ["Caps", "Choice", "Hot", "Move", "NodeFit", "no_static_filter", "overutilized_reason", "relieve"]
 
@@ -37,9 +38,15 @@ class Move(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _skip(
-    pod: PodInput, args: LowNodeLoadArgs, profile: Profile, usage: dict[str, int] | None
+    pod: PodInput,
+    args: LowNodeLoadArgs,
+    profile: Profile,
+    usage: dict[str, int] | None,
+    *,
+    whole: bool = False,
 ) -> tuple[str, str]:
-    """Why the pod may not move (code, reason); ``("", "")`` when it may."""
+    """Why the pod may not move (code, reason); ``("", "")`` when it may. ``whole``: a gang member whose gang's
+    policy lets it move whole (its gang is checked member by member when it is picked)."""
     namespace = pod.namespace
     if args.include_namespaces and namespace not in args.include_namespaces:
         return "NamespaceExcluded", f"namespace {namespace} is not among evictableNamespaces.include"
@@ -50,10 +57,11 @@ def _skip(
     code, reason = refusal(pod, profile.evictor_args())
     if code:
         return code, reason
-    if pod.gang:
+    if pod.gang and not whole:
         return (
             "GangMember",
-            f"a member of gang {pod.gang}: a gang is moved whole or not at all, a migration moves one pod",
+            f"a member of gang {pod.gang}: a gang is moved whole or not at all, and its policy"
+            " (descheduler.allot.dev/gang-migration, else gangMigration) is Skip",
         )
     if pod.reservation:
         return "Reserved", f"placed in reservation {pod.reservation}"
@@ -89,6 +97,19 @@ class Caps:
             )
         return ""
 
+    def refusal_all(self, pods: Sequence[PodInput]) -> str:
+        """Why the limits refuse moving all of ``pods`` (off their nodes) together, "" when they allow it."""
+        saved = (self.total, dict(self.nodes), dict(self.namespaces))
+        try:
+            for pod in pods:
+                why = self.refusal(pod, pod.node)
+                if why:
+                    return why
+                self.take(pod, pod.node)
+            return ""
+        finally:
+            self.total, self.nodes, self.namespaces = saved
+
     def take(self, pod: PodInput, node: str) -> None:
         self.total += 1
         self.nodes[node] = self.nodes.get(node, 0) + 1
@@ -107,6 +128,10 @@ class Choice:
         self.caps = caps
         self.candidates: list[DeschedulerCandidate] = []
         self.moves: list[Move] = []
+        self.gangs: dict[str, list[PodInput]] = {}  # the round's gangs: their members, wherever they run
+        self.live: dict[str, u.LiveNode] = {}  # every node the round measures, of every pool
+        self.moved: set[str] = set()  # the pods chosen so far
+        self.gang_refused: dict[str, tuple[str, str]] = {}  # gang -> why it may not move whole this round
 
     def skip(self, pod: PodInput, source: str, code: str, reason: str, usage: Mapping[str, int]) -> None:
         self.candidates.append(
@@ -143,13 +168,20 @@ def relieve(
     is still above a high threshold."""
     eligible: list[PodInput] = []
     for pod in sorted(pods, key=lambda p: p.key):
+        if pod.key in choice.moved:
+            continue  # chosen with its gang
         usage = source.pod_usage.get(pod.key)
-        code, reason = _skip(pod, choice.args, choice.profile, usage)
+        whole = gang_moves_whole(pod.annotations, choice.args.gang_whole)
+        code, reason = choice.gang_refused.get(pod.gang) or _skip(
+            pod, choice.args, choice.profile, usage, whole=whole
+        )
         if code:
             choice.skip(pod, source.name, code, reason, usage or {})
         else:
             eligible.append(pod)
     for pod in sorted(eligible, key=lambda p: _order(p, source, hot)):
+        if pod.key in choice.moved:
+            continue  # chosen with its gang
         usage = source.pod_usage[pod.key]
         is_prod = pod.koord_priority == u.PROD
         still = hot.still(source)
@@ -162,6 +194,9 @@ def relieve(
                 " (the prod usage: it is not a prod pod)" if hot.prod_only and not is_prod else ""
             )
             choice.skip(pod, source.name, "NotHelping", reason, usage)
+            continue
+        if pod.gang:
+            _move_gang(choice, pod, source, lows, pool, hot)
             continue
         capped = choice.caps.refusal(pod, source.name)
         if capped:
@@ -211,8 +246,10 @@ def _move(
     hot: Hot,
     usage: Mapping[str, int],
     is_prod: bool,
+    gang: tuple[str, str] = ("", ""),
 ) -> None:
-    evict_reason = overutilized_reason(
+    """Record ``pod``'s move; ``gang``: the reason and evict reason of the gang it moves with."""
+    evict_reason = gang[1] or overutilized_reason(
         source, hot, pool, prod=is_prod and not u.over(source.usage, hot.high, source)
     )
     source.usage = u.minus(source.usage, usage)
@@ -222,7 +259,8 @@ def _move(
         source.prod_usage = u.minus(source.prod_usage, usage)
         target.prod_usage = u.plus(target.prod_usage, usage)
     choice.caps.take(pod, source.name)
-    reason = f"node {source.name} is {hot.reason}; LowNodeLoad moves it towards {target.name}"
+    choice.moved.add(pod.key)
+    reason = gang[0] or f"node {source.name} is {hot.reason}; LowNodeLoad moves it towards {target.name}"
     choice.moves.append(
         Move(
             pod=pod.key,
@@ -246,6 +284,78 @@ def _move(
             target=target.name,
         )
     )
+
+
+def _move_gang(
+    choice: Choice, pod: PodInput, source: u.LiveNode, lows: list[u.LiveNode], pool: NodePool, hot: Hot
+) -> None:
+    """``pod`` is picked and its gang's policy lets it move whole: every member moves (each to the low node it fits
+    best), counted as one migration each, or — when a member may not move, the limits do not take them all or some
+    member has no target — none does, ``pod`` recorded with why."""
+    members = sorted(choice.gangs.get(pod.gang) or [pod], key=lambda p: p.key)
+    code, reason, plan = _gang_plan(choice, members, lows, hot)
+    if code:
+        choice.gang_refused[pod.gang] = (code, reason)
+        choice.skip(pod, source.name, code, reason, source.pod_usage[pod.key])
+        return
+    evict_reason = overutilized_reason(
+        source, hot, pool, prod=pod.koord_priority == u.PROD and not u.over(source.usage, hot.high, source)
+    )
+    for member, src, target, usage in plan:
+        reason = (
+            f"node {source.name} is {hot.reason}; LowNodeLoad moves {pod.key} and with it gang {pod.gang} whole"
+            f" ({len(plan)} pods); this one towards {target.name}"
+        )
+        gang = (reason, f"{evict_reason}; gang {pod.gang} moves whole")
+        _move(choice, member, src, target, pool, hot, usage, member.koord_priority == u.PROD, gang)
+
+
+def _gang_plan(
+    choice: Choice, members: list[PodInput], lows: list[u.LiveNode], hot: Hot
+) -> tuple[str, str, list[tuple[PodInput, u.LiveNode, u.LiveNode, dict[str, int]]]]:
+    """Where each member of a gang goes, or ``(code, reason)`` of why the gang may not move whole."""
+    gang = members[0].gang
+    held: list[tuple[str, bool, str]] = []
+    for m in members:
+        src = choice.live.get(m.node)
+        code, why = _skip(
+            m, choice.args, choice.profile, src.pod_usage.get(m.key) if src else None, whole=True
+        )
+        problem = f"{code}: {why}" if code else ""
+        if src is None:
+            problem = f"its node {m.node} is not measured this round (excluded, or no NodeMetric)"
+        held.append((m.key, gang_moves_whole(m.annotations, choice.args.gang_whole), problem))
+    code, reason = gang_refusal(gang, held)
+    if code:
+        return code, reason, []
+    capped = choice.caps.refusal_all(members)
+    if capped:
+        reason = f"gang {gang} moves whole or not at all, counted as {len(members)} migrations: {capped}"
+        return "EvictionLimit", reason, []
+    saved = [(t, t.usage, t.prod_usage, t.requested) for t in lows]
+    plan: list[tuple[PodInput, u.LiveNode, u.LiveNode, dict[str, int]]] = []
+    try:
+        for m in members:
+            src = choice.live[m.node]
+            usage = src.pod_usage[m.key]
+            is_prod = m.koord_priority == u.PROD
+            others = [t for t in lows if t.name != m.node]
+            target = _target(m, usage, is_prod, others, hot, choice.node_fit)
+            if target is None:
+                reason = (
+                    f"gang {gang} moves whole or not at all, and no underutilized node stays under its high"
+                    f" thresholds with member {m.key} (and the members placed before it)"
+                )
+                return "NoTarget", reason, []
+            target.usage = u.plus(target.usage, usage)
+            target.requested = u.plus(target.requested, m.requests)
+            if is_prod:
+                target.prod_usage = u.plus(target.prod_usage, usage)
+            plan.append((m, src, target, usage))
+        return "", "", plan
+    finally:
+        for t, usage, prod_usage, requested in saved:
+            t.usage, t.prod_usage, t.requested = usage, prod_usage, requested
 
 
 def overutilized_reason(source: u.LiveNode, hot: Hot, pool: NodePool, *, prod: bool) -> str:

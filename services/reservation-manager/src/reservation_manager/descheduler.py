@@ -14,7 +14,8 @@ Decisions:
   arbitrated at once, by a timer at the same recorded time (the migration controller's usual path);
 - pre-eviction hotspot re-check: when a NodeMetric of a node arrives while a job of the descheduler is still to evict
   a pod from it, and the node is no longer above the high thresholds of the round that asked for the job, the job is
-  aborted (``migration.aborted``, its reservation removed).
+  aborted (``migration.aborted``, its reservation removed); a gang moved whole is re-checked by its picked member's
+  hot node and its waiting jobs are aborted together (none once a member is evicted).
 Pure: time is the trigger's recorded time.
 """
 
@@ -173,10 +174,12 @@ class Descheduler:
                     if seen.state == "high" and seen.abnormal_rounds and not seen.usage_after:
                         counters[seen.name] = Detector(abnormal=seen.abnormal_rounds, round=number)
                 highs = {n.name: (n.high, n.prod_high) for n in nodes}
+                hot = {n.name for n in nodes if n.state == "high"}
                 for c in candidates:
                     if c.job:
                         high, prod_high = highs.get(c.node, ({}, {}))
-                        self.jobs[c.job] = (c.node, high, prod_high)
+                        # a gang member moved off a node that is not hot is re-checked with its gang, not by its node
+                        self.jobs[c.job] = (c.node if c.node in hot else "", high, prod_high)
                 if any(c.job for c in candidates):
                     self.kick_at = at
             case _:
@@ -378,6 +381,9 @@ class Descheduler:
         ]
         if hot:
             return []
+        waiting = _with_gangs(waiting, engine)
+        if not waiting:
+            return []
         scratch = engine.jobs.copy()
         moves = Migrations(engine.config, engine.world, scratch, at)
         shown = ", ".join(f"{r} {usage.get(r, 0)} ≤ {v}" for r, v in sorted(high.items()))
@@ -409,6 +415,32 @@ class Descheduler:
             "jobs": sorted(self.jobs),
             "kick_at": self.kick_at,
         } | ({"defrag_rounds": dict(sorted(self.defrag_rounds.items()))} if self.defrag_rounds else {})
+
+
+def _with_gangs(waiting: list[Job], engine: ReservationEngine) -> list[Job]:
+    """The jobs the re-check aborts: a gang moves whole or not at all, so a waiting job of a gang member takes the
+    waiting jobs the same round asked for its gang's other members with it, unless one of those has already evicted
+    its pod (the gang is moving: none is aborted)."""
+
+    def gang(job: Job) -> str:
+        rec = engine.world.pods.get(job.spec.pod.key)
+        spec = rec.pod if rec is not None else None
+        return spec.gang.gang_id if spec is not None and spec.gang is not None else ""
+
+    out: list[Job] = []
+    for job in waiting:
+        group = [job]
+        if gang(job):
+            asked = job.spec.annotations.get(ANN_ROUND, "")
+            group = [
+                m
+                for _, m in sorted(engine.jobs.jobs.items())
+                if gang(m) == gang(job) and m.spec.annotations.get(ANN_ROUND, "") == asked
+            ]
+        if any(m.evicted or m.eviction_requested for m in group):
+            continue
+        out += [m for m in group if m.active and m not in out]
+    return out
 
 
 def _metric(event: NodeMetricReported) -> NodeMetric:
