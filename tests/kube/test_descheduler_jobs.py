@@ -290,3 +290,25 @@ async def test_kube_sync_records_nothing_for_allots_own_jobs(
         assert await recorded() == [("migration.applied", "users-job"), ("migration.deleted", own[-1])]
     finally:
         await runner.close()
+
+
+async def test_a_gang_moved_whole_has_a_job_object_per_member_each_answered(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    """LowNodeLoad with ``gangMigration: Whole``: the round's jobs for both members of gang ml/train are created in
+    the API server (one PodMigrationJob per member, each naming its pod), every create answered in the ledger."""
+    from allot_testing.gang_round import cluster
+
+    sc = cluster(gangMigration="Whole")
+    first = sc.of_type("descheduler.round")[0]
+    members = {c["job"]: c["pod"] for c in first["candidates"] if c.get("chosen")}
+    assert sorted(members.values()) == ["ml/train-0", "ml/train-1"]
+    await copy_log(sc, store)
+    enactor = JobEnactor(client=client, store=store)
+    await enact(sc, store, enactor, StatusWriter(client, None, enactor))
+    for job, key in members.items():
+        obj = kube.get("PodMigrationJob", job)
+        assert obj is not None, job
+        assert f"{obj['spec']['podRef']['namespace']}/{obj['spec']['podRef']['name']}" == key
+    created = {p["job"]["name"] for t, p, _ in await outcomes(store) if t == "migration.job_enacted"}
+    assert set(members) <= created
