@@ -29,6 +29,7 @@ if (
     TYPE_CHECKING
 ):  # the rest is imported when the command runs: ``allot replay --help`` loads no engine or driver
     from allot_cli.connect import Endpoints
+    from allot_cli.replay_configs import DeciderConfigs
     from allot_eventstore.protocol import EventStore
     from allot_eventstore.verify import ChainReport
     from allot_runtime.replay import Verified
@@ -88,6 +89,10 @@ async def run(args: argparse.Namespace) -> int:
         head = await store.head()
         until = args.until or head[0]
         since = _since(args, head[0], until)
+        if getattr(args, "check_snapshots", 0) and not args.verify:
+            from allot_cli.errors import UsageError
+
+            raise UsageError("--check-snapshots: only with --verify (it records what re-deriving found)")
         report["decisions"] = {}
         producers = await store.producers()
         if (
@@ -155,6 +160,8 @@ async def run(args: argparse.Namespace) -> int:
                     "consumer": failed[0].snapshot[0],
                     "position": failed[0].snapshot[1],
                 }
+                return _finish(args, report, 1)
+            if not await _snapshots(args, store, deciders, report):
                 return _finish(args, report, 1)
         report["behind"] = {}
         for name, host in hosts:
@@ -232,6 +239,36 @@ async def run(args: argparse.Namespace) -> int:
         return _finish(args, report, 0)
     finally:
         await store.close()
+
+
+async def _snapshots(
+    args: argparse.Namespace, store: EventStore, deciders: dict[str, DeciderConfigs], report: dict[str, Any]
+) -> bool:
+    """``--check-snapshots N``: re-derive each decider's newest N snapshots and record the verdicts; then a
+    ``snapshots`` line per decider with recorded verdicts. False when a snapshot checked now does not reproduce."""
+    import msgspec
+
+    from allot_cli.snapshot_checks import check_decider, describe, summarise
+
+    count: int = getattr(args, "check_snapshots", 0) or 0
+    fresh = [v for decider in deciders.values() for v in await check_decider(decider, store, count)]
+    report["snapshots"] = {}
+    for name in deciders:
+        summary = await summarise(store, name)
+        if summary.checked or count:
+            report["snapshots"][name] = msgspec.to_builtins(summary)
+            _say(args, describe(name, summary))
+    if failed := [v for v in fresh if v.result != "ok"]:
+        report["ok"] = False
+        report["snapshot_mismatch"] = {"consumer": failed[0].consumer, "position": failed[0].position}
+        _say(
+            args,
+            f"MISMATCH: snapshot of {failed[0].consumer} at position {failed[0].position} is not the fold of the "
+            f"log from position {failed[0].start}: first difference at {failed[0].path} (recorded; not used on "
+            "restart)",
+        )
+        return False
+    return True
 
 
 def chain_line(chain: ChainReport) -> str:
@@ -320,6 +357,14 @@ def register(subparsers: Any) -> None:
         metavar="POSITION",
         help="with --verify: re-derive each service's decisions from its newest snapshot at or before POSITION "
         "(checked by re-deriving it); the hash chain and signed checkpoints are still checked in full",
+    )
+    p.add_argument(
+        "--check-snapshots",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="with --verify: re-derive each service's newest N snapshots from the log and record each verdict "
+        "(snapshot.verified); a service never restarts from a snapshot that did not reproduce",
     )
     p.add_argument(
         "--enactment-bound",
