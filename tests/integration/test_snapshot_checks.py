@@ -30,15 +30,20 @@ from allot_runtime.snapshots import restore_newest, take
 pytestmark = pytest.mark.integration
 
 SERVICE = "device-allocator"
-NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
-    f"openb-node-{i:04d},32000,131072,4,V100M16\n" for i in range(2)
-)
-PODS = (
-    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
-    "openb-pod-0100,8000,16384,1,1000,,LS,Running,0,9000000,0\n"
-    "openb-pod-0101,4000,8192,1,500,,LS,Running,1000,9500000,1000\n"
-    "openb-pod-0102,2000,4096,0,0,,BE,Running,2000,9500000,2000\n"
-)
+HEADERS = {
+    "nodes": "sn,cpu_milli,memory_mib,gpu,model",
+    "pods": "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+    "scheduled_time",
+}
+ROWS = {
+    "nodes": [f"openb-node-{i:04d},32000,131072,4,V100M16" for i in range(2)],
+    "pods": [
+        f"openb-pod-{100 + i:04d},{cpu},{cpu * 2},{gpus},{milli},,{qos},Running,{i * 1000},9500000,{i * 1000}"
+        for i, (cpu, gpus, milli, qos) in enumerate(
+            [(8000, 1, 1000, "LS"), (4000, 1, 500, "LS"), (2000, 0, 0, "BE")]
+        )
+    ],
+}
 
 
 async def _snapshot(store: PostgresEventStore, position: int) -> None:
@@ -51,8 +56,8 @@ async def _snapshot(store: PostgresEventStore, position: int) -> None:
 
 @pytest.fixture
 async def snapshotted(database_url: str, tmp_path: Path) -> tuple[str, list[int]]:
-    (tmp_path / "nodes.csv").write_text(NODES)
-    (tmp_path / "pods.csv").write_text(PODS)
+    for kind, header in HEADERS.items():
+        (tmp_path / f"{kind}.csv").write_text("\n".join([header, *ROWS[kind]]) + "\n")
     await build_history(
         database_url, 240, nodes_csv=tmp_path / "nodes.csv", pods_csv=tmp_path / "pods.csv", window=6
     )

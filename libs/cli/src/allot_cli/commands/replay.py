@@ -89,10 +89,6 @@ async def run(args: argparse.Namespace) -> int:
         head = await store.head()
         until = args.until or head[0]
         since = _since(args, head[0], until)
-        if getattr(args, "check_snapshots", 0) and not args.verify:
-            from allot_cli.errors import UsageError
-
-            raise UsageError("--check-snapshots: only with --verify (it records what re-deriving found)")
         report["decisions"] = {}
         producers = await store.producers()
         if (
@@ -294,9 +290,11 @@ def _finish(args: argparse.Namespace, report: dict[str, Any], code: int) -> int:
 
 
 def _since(args: argparse.Namespace, head: int, until: int) -> int:
-    """The ``--since`` position, checked against the log (0: not given)."""
+    """The ``--since`` position, checked against the log (0: not given); ``--check-snapshots`` needs ``--verify``."""
     from allot_cli.errors import UsageError
 
+    if getattr(args, "check_snapshots", 0) and not args.verify:
+        raise UsageError("--check-snapshots: only with --verify (it records what re-deriving found)")
     since: int = getattr(args, "since", None) or 0
     if not since:
         return 0
