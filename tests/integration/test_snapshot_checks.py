@@ -72,11 +72,16 @@ async def snapshotted(database_url: str, tmp_path: Path) -> tuple[str, list[int]
     return database_url, positions
 
 
-def _replay(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _replay(url: str, *args: str, verify: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ALLOT_DATABASE_URL": url}
     env.pop("ALLOT_STATE_DIR", None)
     return subprocess.run(
-        [str(Path(sys.executable).parent / "allot"), "replay", "--verify", "--no-live", "--jobs", "1", *args],
+        [
+            str(Path(sys.executable).parent / "allot"),
+            "replay",
+            *(["--verify", "--no-live", "--jobs", "1"] if verify else []),
+            *args,
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -168,3 +173,11 @@ async def test_intact_snapshots_check_ok_and_a_forged_one_is_recorded_and_refuse
     caplog.clear()
     assert await _restart(url, caplog) == second, "the refuted snapshot is not used; the one before it is"
     assert f"snapshot at position {third} not used: its latest check did not reproduce it" in caplog.text
+    done = _replay(url, "--since", str(third), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert msgspec.json.decode(done.stdout)["since"][SERVICE]["position"] == second, "nor by --since"
+
+
+async def test_check_snapshots_needs_verify(database_url: str) -> None:
+    done = _replay(database_url, "--check-snapshots", "2", verify=False)
+    assert done.returncode == 2 and "--check-snapshots: only with --verify" in done.stderr, done.stderr
