@@ -1,6 +1,7 @@
 """``allot replay --verify --since P``: where each service's decision checks start, and the check of that start.
 
-A service's decisions are re-derived from its newest stored snapshot at or before ``P`` (docs/adr/0011). The snapshot
+A service's decisions are re-derived from its newest stored snapshot at or before ``P`` whose latest recorded check
+(``snapshot.verified``, ``--check-snapshots``) is not a mismatch (docs/adr/0011). The snapshot
 is never trusted as it is:
 
 - it is restored into a host built from the configuration that governed the triggers after it, its bytes checked
@@ -27,6 +28,7 @@ from allot_eventstore.protocol import EventStore, Snapshot
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import RecordedConfig
 from allot_runtime.replay import rebuild
+from allot_runtime.snapshot_check import MISMATCH, verdicts
 from allot_runtime.snapshots import FORMAT
 from allot_runtime.statecodec import StateCodecError
 
@@ -168,7 +170,8 @@ async def start_from(
     """The host the decider's checks start with (restored from its newest usable snapshot at or before ``since``,
     checked and its interval re-derived) and how; a fresh host at position 0 when there is none or it fails."""
     stored = await store.snapshot_positions(decider.name)
-    snapshots = _Snapshots(decider, store, [p for p in stored if p <= since])
+    refuted = {p for p, v in (await verdicts(store, decider.name)).items() if v.result == MISMATCH}
+    snapshots = _Snapshots(decider, store, [p for p in stored if p <= since and p not in refuted])
     position = 0
     for candidate in reversed(
         snapshots.positions

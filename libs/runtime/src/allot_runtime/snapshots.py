@@ -3,7 +3,8 @@
 A snapshot is an optimisation of restart, never a source of truth. It is taken at the host's position after a
 committed batch, encoded data-only (:mod:`allot_runtime.statecodec`), and stored with the hash of the configuration
 the service decides under and the projection's digest. On start, the newest snapshot of the current format and
-configuration at or before the checkpoint is loaded into a host built afresh from the configuration, and checked:
+configuration at or before the checkpoint whose latest recorded check (``snapshot.verified``, written by ``allot
+replay --verify --check-snapshots``) is not a mismatch is loaded into a host built afresh from the configuration, and checked:
 the state's bytes against their SHA-256, the decoded projection's digest against the one recorded. Anything wrong
 (no such snapshot, a read error, corrupt or forged bytes, a refused class name, another digest) and the service says
 so in a warning and folds the log from position 0, as it would without snapshots.
@@ -54,6 +55,8 @@ async def restore_newest(
     name = host.name
     try:
         found = await store.latest_snapshot(name, format=FORMAT, config_hash=config_hash, until=until)
+        if found is not None:
+            found = await _unrefuted(store, found, config_hash=config_hash)
     except Exception as exc:  # the table may be unreadable: folding from 0 is always correct
         log.warning("%s: could not read its snapshots (%s); folding the log from position 0", name, exc)
         return host, 0
@@ -70,6 +73,25 @@ async def restore_newest(
         return build(), 0
     log.info("%s: projection restored from the snapshot at position %d", name, found.position)
     return host, found.position
+
+
+async def _unrefuted(store: EventStore, found: Snapshot, *, config_hash: str) -> Snapshot | None:
+    """``found``, or the newest earlier snapshot whose latest recorded check (``snapshot.verified``) is not a
+    mismatch: a snapshot that re-deriving refuted is never restored (a warning says so)."""
+    from allot_runtime.snapshot_check import MISMATCH, verdicts
+
+    refuted = {p for p, v in (await verdicts(store, found.consumer)).items() if v.result == MISMATCH}
+    snapshot: Snapshot | None = found
+    while snapshot is not None and snapshot.position in refuted:
+        log.warning(
+            "%s: snapshot at position %d not used: its latest check did not reproduce it; trying an earlier one",
+            snapshot.consumer,
+            snapshot.position,
+        )
+        snapshot = await store.latest_snapshot(
+            snapshot.consumer, format=FORMAT, config_hash=config_hash, until=snapshot.position - 1
+        )
+    return snapshot
 
 
 def check(host: Host, snapshot: Snapshot) -> str | None:

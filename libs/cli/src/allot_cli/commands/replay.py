@@ -29,6 +29,7 @@ if (
     TYPE_CHECKING
 ):  # the rest is imported when the command runs: ``allot replay --help`` loads no engine or driver
     from allot_cli.connect import Endpoints
+    from allot_cli.replay_configs import DeciderConfigs
     from allot_eventstore.protocol import EventStore
     from allot_eventstore.verify import ChainReport
     from allot_runtime.replay import Verified
@@ -156,6 +157,8 @@ async def run(args: argparse.Namespace) -> int:
                     "position": failed[0].snapshot[1],
                 }
                 return _finish(args, report, 1)
+            if not await _snapshots(args, store, deciders, report):
+                return _finish(args, report, 1)
         report["behind"] = {}
         for name, host in hosts:
             if args.verify:
@@ -234,6 +237,36 @@ async def run(args: argparse.Namespace) -> int:
         await store.close()
 
 
+async def _snapshots(
+    args: argparse.Namespace, store: EventStore, deciders: dict[str, DeciderConfigs], report: dict[str, Any]
+) -> bool:
+    """``--check-snapshots N``: re-derive each decider's newest N snapshots and record the verdicts; then a
+    ``snapshots`` line per decider with recorded verdicts. False when a snapshot checked now does not reproduce."""
+    import msgspec
+
+    from allot_cli.snapshot_checks import check_decider, describe, summarise
+
+    count: int = getattr(args, "check_snapshots", 0) or 0
+    fresh = [v for decider in deciders.values() for v in await check_decider(decider, store, count)]
+    report["snapshots"] = {}
+    for name in deciders:
+        summary = await summarise(store, name)
+        if summary.checked or count:
+            report["snapshots"][name] = msgspec.to_builtins(summary)
+            _say(args, describe(name, summary))
+    if failed := [v for v in fresh if v.result != "ok"]:
+        report["ok"] = False
+        report["snapshot_mismatch"] = {"consumer": failed[0].consumer, "position": failed[0].position}
+        _say(
+            args,
+            f"MISMATCH: snapshot of {failed[0].consumer} at position {failed[0].position} is not the fold of the "
+            f"log from position {failed[0].start}: first difference at {failed[0].path} (recorded; not used on "
+            "restart)",
+        )
+        return False
+    return True
+
+
 def chain_line(chain: ChainReport) -> str:
     """The first line of ``--verify``: ok, BROKEN (an event edited, inserted, reordered or deleted), or intact but
     with another head than ``--expect-head`` pinned (the log grew or is another one, or the hash was mistyped)."""
@@ -257,9 +290,11 @@ def _finish(args: argparse.Namespace, report: dict[str, Any], code: int) -> int:
 
 
 def _since(args: argparse.Namespace, head: int, until: int) -> int:
-    """The ``--since`` position, checked against the log (0: not given)."""
+    """The ``--since`` position, checked against the log (0: not given); ``--check-snapshots`` needs ``--verify``."""
     from allot_cli.errors import UsageError
 
+    if getattr(args, "check_snapshots", 0) and not args.verify:
+        raise UsageError("--check-snapshots: only with --verify (it records what re-deriving found)")
     since: int = getattr(args, "since", None) or 0
     if not since:
         return 0
@@ -320,6 +355,14 @@ def register(subparsers: Any) -> None:
         metavar="POSITION",
         help="with --verify: re-derive each service's decisions from its newest snapshot at or before POSITION "
         "(checked by re-deriving it); the hash chain and signed checkpoints are still checked in full",
+    )
+    p.add_argument(
+        "--check-snapshots",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="with --verify: re-derive each service's newest N snapshots from the log and record each verdict "
+        "(snapshot.verified); a service never restarts from a snapshot that did not reproduce",
     )
     p.add_argument(
         "--enactment-bound",

@@ -56,7 +56,7 @@ _allot() {
         'log verify-segment') opts='-h --help --anchor-pub --anchor-key --against-db --max-unanchored --jobs --json'; words=''; files='1'; names=''; valued='--anchor-pub --anchor-key --max-unanchored --jobs' ;;
         'quota') opts='-h --help'; words='tree'; files=''; names=''; valued='' ;;
         'quota tree') opts='-h --help -o --output --all'; words=''; files=''; names=''; valued='-o --output' ;;
-        'replay') opts='-h --help --verify --expect-head --anchor-key --max-unanchored --until --since --enactment-bound --config-dir --no-live --jobs --json'; words=''; files=''; names=''; valued='--expect-head --anchor-key --max-unanchored --until --since --enactment-bound --config-dir --jobs' ;;
+        'replay') opts='-h --help --verify --expect-head --anchor-key --max-unanchored --until --since --check-snapshots --enactment-bound --config-dir --no-live --jobs --json'; words=''; files=''; names=''; valued='--expect-head --anchor-key --max-unanchored --until --since --check-snapshots --enactment-bound --config-dir --jobs' ;;
         'report') opts='-h --help'; words='usage'; files=''; names=''; valued='' ;;
         'report usage') opts='-h --help --since --until --by -o --output'; words=''; files=''; names=''; valued='--since --until --by -o --output' ;;
         'schema') opts='-h --help --out'; words=''; files=''; names=''; valued='--out' ;;
@@ -152,6 +152,7 @@ _allot() {
         'replay|--max-unanchored') COMPREPLY=(); return ;;
         'replay|--until') COMPREPLY=(); return ;;
         'replay|--since') COMPREPLY=(); return ;;
+        'replay|--check-snapshots') COMPREPLY=(); return ;;
         'replay|--enactment-bound') COMPREPLY=(); return ;;
         'replay|--config-dir') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'replay|--jobs') COMPREPLY=(); return ;;

@@ -244,6 +244,7 @@ complete -c allot -n "__allot_at 'replay'" -l anchor-key -r -F -d 'public key (P
 complete -c allot -n "__allot_at 'replay'" -l max-unanchored -x -d 'fail when more than this many events follow the newest signed checkpoint'
 complete -c allot -n "__allot_at 'replay'" -l until -x -d 'stop at this log position'
 complete -c allot -n "__allot_at 'replay'" -l since -x -d 'with --verify: re-derive each services decisions from its newest snapshot at or before POSITION (checked by re-deriving it); the hash chain and signed checkpoints are still checked in full'
+complete -c allot -n "__allot_at 'replay'" -l check-snapshots -x -d 'with --verify: re-derive each services newest N snapshots from the log and record each verdict (snapshot.verified); a service never restarts from a snapshot that did not reproduce'
 complete -c allot -n "__allot_at 'replay'" -l enactment-bound -x -d 'Kubernetes mode: report decisions older than this with no recorded outcome in the cluster (default 300)'
 complete -c allot -n "__allot_at 'replay'" -l config-dir -r -F -d 'directory with <service>.yaml decision configs'
 complete -c allot -n "__allot_at 'replay'" -l no-live -d 'do not compare with running services'

@@ -43,6 +43,7 @@ from allot_contracts.events.quota import *  # noqa: F403
 from allot_contracts.events.reservation_enactment import *  # noqa: F403
 from allot_contracts.events.reservations import *  # noqa: F403
 from allot_contracts.events.security import *  # noqa: F403
+from allot_contracts.events.snapshots import *  # noqa: F403
 
 # Every catalogue module of the package (each is star-imported above), in name order.
 _CATALOGUE = tuple(
