@@ -1,9 +1,11 @@
 """Reservation status writes in the enactment ledger: each write of reservation-manager's worker records the outcome
 of the latest status decision it carries out (enacted, also when nothing changed; refused for good, e.g. a
-Reservation that is not in the cluster), so ``allot replay --verify`` finds every decision answered."""
+Reservation that is not in the cluster), so ``allot replay --verify`` finds every decision answered. So does its
+garbage collection: the DELETE of a finished Reservation answers the ``reservation.removed`` that dropped it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 
 from allot_cli.kube.ledger import fold
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
+from allot_contracts.errors import TransientError
 from allot_contracts.events import Event, ObjectRef, ReservationPlaced, ReservationUnschedulable
 from allot_reservation.testing import Driver, a_reservation_manifest
 from allot_testing.fake_kube import FakeKube
@@ -109,3 +112,47 @@ async def test_every_reservation_status_decision_gets_its_outcome(
         ("reservation.placed", "enacted"),
         ("reservation.unschedulable", "enacted"),
     }
+
+
+async def test_a_garbage_collected_reservation_is_deleted_once_and_the_removal_answered(
+    kube: FakeKube, store: Any, client: Any
+) -> None:
+    d = Driver({"mode": "kubernetes"})
+    d.node("n1")
+    log = Recorded(store, d)
+    for name in ("r1", "r2"):
+        kube.create(a_reservation_manifest(name, ttl="1h"))
+        await log.append("reservation-manager", *d.reservation(a_reservation_manifest(name, ttl="1h")))
+    ledger = StatusLedger(store)
+    writer = StatusWriter(client, ledger=ledger)
+
+    async def write() -> None:
+        await ledger.refresh()
+        await writer.step(wanted_statuses(d.engine), await log.head())
+
+    await write()
+    await log.append("reservation-manager", *d.tick(3600))  # expired: Failed, written
+    await write()
+    assert kube.get("Reservation", "r2")["status"]["phase"] == "Failed"  # type: ignore[index]
+
+    # Garbage-collected; the API server fails r2's first DELETE (500): asked again on the next pass.
+    await log.append("reservation-manager", *d.tick(3600 + 86400))
+    removals = {r.stream_id: r.event_id async for r in store.iterate(types={"reservation.removed"})}
+    assert set(removals) == {"reservation:r1", "reservation:r2"}
+    kube.fail("DELETE", r"/reservations/r2$", status=500)
+    with contextlib.suppress(TransientError):
+        await write()
+    assert kube.get("Reservation", "r1") is None and kube.get("Reservation", "r2") is not None
+    await write()
+    await write()
+    assert kube.get("Reservation", "r2") is None
+    assert kube.count("DELETE", r"/reservations/r1$") == 1 and kube.count("DELETE", r"/reservations/r2$") == 2
+
+    deletions = [r async for r in store.iterate(producer=PRODUCER, types={"reservation.deletion_enacted"})]
+    assert [(r.stream_id, r.causation_id, r.payload_dict()["attempts"]) for r in deletions] == [
+        ("reservation:r1", removals["reservation:r1"], 1),
+        ("reservation:r2", removals["reservation:r2"], 2),
+    ]
+    ledger_read = fold([r async for r in store.iterate()])
+    removed = [e.state for e in ledger_read.entries.values() if e.type == "reservation.removed"]
+    assert removed == ["enacted", "enacted"]
