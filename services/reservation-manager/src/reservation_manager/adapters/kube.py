@@ -9,7 +9,7 @@ manager garbage-collected (finished reservations after ``gcDurationSeconds``, jo
 deleted, with a uid precondition, and each delete's outcome recorded (``adapters/status_ledger.py``:
 ``reservation.deletion_enacted`` / ``migration.deletion_enacted``, also on 404; ``*.deletion_enactment_failed`` for a
 final refusal such as a failed precondition); 401/403, 429, 5xx and transport errors leave the delete pending, asked
-again on the next pass. Nothing is written for a decision that is not committed: the projection only holds
+again on the next pass, and removals still unanswered in the log are carried out after a restart. Nothing is written for a decision that is not committed: the projection only holds
 committed decisions (a failed commit makes the runtime inconsistent until it rebuilds, and nothing is read then).
 
 In Kubernetes mode the descheduler's own jobs are first created in the API server (``adapters/jobs.py``); their status
@@ -52,6 +52,16 @@ class _Retry:
 
 RETRY = _Retry()
 FINISHED = frozenset({"Succeeded", "Failed", "Aborted"})
+
+
+def _stream(path: str) -> str:
+    """The log stream of the object at ``path``."""
+    return stream_id("reservation" if RESERVATIONS_PATH in path else "migration", path.rsplit("/", 1)[1])
+
+
+def _path(stream: str) -> str:
+    kind, _, name = stream.partition(":")
+    return f"{RESERVATIONS_PATH if kind == 'reservation' else JOBS_PATH}{name}"
 
 
 def reservation_status(status: dict[str, Any]) -> dict[str, Any]:
@@ -121,16 +131,22 @@ class StatusWriter:
             self.written[path] = (body, uid, phase)
             if name:
                 await self._answered(name, upto, phase, refused)
+        collecting = self.ledger.collecting(upto) if self.ledger is not None else {}
         for path in [p for p in self.written if p not in wanted]:
             _, uid, phase = self.written[path]
-            if phase not in FINISHED or await self._collect(path, uid):
-                del self.written[path]  # not FINISHED: deleted by its owner, not collected by us
+            if phase not in FINISHED and _stream(path) not in collecting:
+                del self.written[path]  # deleted by its owner, not collected by us
+            elif await self._collect(path, uid):
+                del self.written[path]
+        for stream, decision in sorted(collecting.items()):  # not written since this process started
+            path = _path(stream)
+            if path not in wanted and path not in self.written:
+                await self._collect(path, str(decision.payload_dict().get("uid") or ""))
 
     async def _collect(self, path: str, uid: str) -> bool:
         """Delete a garbage-collected object and record the outcome; False when it is to be asked again (401, 403;
         transient errors raise and leave it pending too)."""
-        kind, name = ("reservation" if RESERVATIONS_PATH in path else "migration"), path.rsplit("/", 1)[1]
-        stream = stream_id(kind, name)
+        stream = _stream(path)
         error: ApiError | None = None
         message = ""
         try:

@@ -46,6 +46,11 @@ DELETIONS: Final[dict[str, tuple[type[Event], type[Event], str]]] = {
     "reservation": (ReservationDeletionEnacted, ReservationDeletionEnactmentFailed, "reservation"),
     "migration": (MigrationDeletionEnacted, MigrationDeletionEnactmentFailed, "job"),
 }
+DELETION_OUTCOMES: Final = frozenset(
+    cls.__struct_config__.tag.rpartition(".")[0]  # type: ignore[union-attr]
+    for outcomes in DELETIONS.values()
+    for cls in outcomes[:2]
+)
 
 
 @dataclass
@@ -61,13 +66,17 @@ class StatusLedger:
 
     async def refresh(self) -> None:
         async for record in self.store.iterate(
-            after=self.position, types=RESERVATION_STATUS_DECISIONS | GONE | REMOVALS
+            after=self.position, types=RESERVATION_STATUS_DECISIONS | GONE | REMOVALS | DELETION_OUTCOMES
         ):
             self.position = record.position
             name = record.stream_id.partition(":")[2]
             if record.type in REMOVALS and self._collected(record, name):
                 self.removals[record.stream_id] = record
-            if record.type == "migration.removed":
+            if record.type in DELETION_OUTCOMES:  # answered (before a restart)
+                held = self.removals.get(record.stream_id)
+                if held is not None and held.event_id == record.causation_id:
+                    del self.removals[record.stream_id]
+            if record.type == "migration.removed" or record.type in DELETION_OUTCOMES:
                 continue
             if record.type in GONE:
                 self.latest.pop(name, None)  # withdrawn
@@ -129,6 +138,10 @@ class StatusLedger:
         if record.type == "reservation.removed" and name in self.jobs:
             return False
         return record.payload_dict().get("reason") == "GarbageCollected"
+
+    def collecting(self, upto: int) -> dict[str, RecordedEvent]:
+        """stream -> the garbage collection a projection at ``upto`` shows and no DELETE answered yet."""
+        return {stream: r for stream, r in self.removals.items() if r.position <= upto}
 
     def delete_retried(self, stream: str) -> None:
         self.delete_attempts[stream] = self.delete_attempts.get(stream, 0) + 1
