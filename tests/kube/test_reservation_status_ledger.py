@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -48,6 +49,18 @@ class Recorded:
         return int((await self.store.head())[0])
 
 
+def process(store: Any, client: Any, log: Recorded) -> Callable[[], Awaitable[None]]:
+    """One reservation-manager worker's pass (a new one: as after a restart): fold the log, write the projection."""
+    ledger = StatusLedger(store)
+    writer = StatusWriter(client, ledger=ledger)
+
+    async def write() -> None:
+        await ledger.refresh()
+        await writer.step(wanted_statuses(log.driver.engine), await log.head())
+
+    return write
+
+
 async def outcomes(store: Any) -> list[tuple[str, dict[str, Any]]]:
     return [(r.type, json.loads(r.payload)) async for r in store.iterate(producer=PRODUCER)]
 
@@ -63,13 +76,7 @@ async def test_every_reservation_status_decision_gets_its_outcome(
     await log.append(
         "reservation-manager", *d.reservation(a_reservation_manifest("elsewhere"))
     )  # not in the cluster
-    ledger = StatusLedger(store)
-    writer = StatusWriter(client, ledger=ledger)
-
-    async def write() -> None:
-        await ledger.refresh()
-        await writer.step(wanted_statuses(d.engine), await log.head())
-
+    write = process(store, client, log)
     await write()
     got = await outcomes(store)
     assert [(t, p["reservation"]["name"]) for t, p in got] == [
@@ -123,13 +130,7 @@ async def test_a_garbage_collected_reservation_is_deleted_once_and_the_removal_a
     for name in ("r1", "r2", "r3"):
         kube.create(a_reservation_manifest(name, ttl="1h"))
         await log.append("reservation-manager", *d.reservation(a_reservation_manifest(name, ttl="1h")))
-    ledger = StatusLedger(store)
-    writer = StatusWriter(client, ledger=ledger)
-
-    async def write() -> None:
-        await ledger.refresh()
-        await writer.step(wanted_statuses(d.engine), await log.head())
-
+    write = process(store, client, log)
     await write()
     await log.append("reservation-manager", *d.tick(3600))  # expired: Failed, written
     await write()
@@ -150,9 +151,7 @@ async def test_a_garbage_collected_reservation_is_deleted_once_and_the_removal_a
     # Restarted: the garbage collection still unanswered in the log (r3) is carried out; the answered ones are not
     # asked again.
     for _ in range(2):
-        ledger = StatusLedger(store)
-        writer = StatusWriter(client, ledger=ledger)
-        await write()
+        await process(store, client, log)()
     assert kube.get("Reservation", "r3") is None
     assert [kube.count("DELETE", f"/reservations/{n}$") for n in ("r1", "r2", "r3")] == [1, 2, 2]
 
