@@ -169,3 +169,22 @@ def test_explain_shows_how_each_decision_was_carried_out() -> None:
 def test_a_bad_bound_is_refused_with_the_reason(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="number of seconds"):
         bound_seconds(text)
+
+
+def test_only_garbage_collection_of_objects_in_the_cluster_waits_for_a_delete() -> None:
+    gc = {"reason": "GarbageCollected"}
+    ledger = fold(
+        log(
+            ("reservation.accepted", "reservation:r1", "a1", None, {}),
+            ("reservation.removed", "reservation:r1", "d1", None, gc),
+            ("reservation.deletion_enacted", "reservation:r1", "o1", "d1", {}),
+            ("reservation.accepted", "reservation:mine", "a2", None, {"job": "j1"}),
+            ("reservation.removed", "reservation:mine", "d2", None, {"reason": "MigrationEnded"}),
+            ("migration.removed", "migration:j1", "d3", None, {"reason": "Deleted"}),
+            ("migration.removed", "migration:j2", "d4", None, gc),
+            ("migration.deletion_enactment_failed", "migration:j2", "o4", "d4", {"reason": "Conflict"}),
+            ("migration.removed", "migration:j3", "d5", None, gc),
+        )
+    )
+    removals = {k: e.state for k, e in ledger.entries.items() if e.type.endswith(".removed")}
+    assert removals == {"d1": "enacted", "d4": "refused", "d5": "open"}

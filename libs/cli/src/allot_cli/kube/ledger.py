@@ -140,6 +140,25 @@ for _kind in RESERVATION_STATUS_DECISIONS:
         superseded_by=RESERVATION_STATUS_DECISIONS,
         user_reservation=True,
     )
+
+
+def _collected(payload: dict[str, Any]) -> bool:
+    return payload.get("reason") == "GarbageCollected"
+
+
+# Garbage collection (reservation-manager's worker deletes the object a removal dropped; a job's own reservations are
+# not in the cluster)
+RULES["reservation.removed"] = Rule(
+    outcomes=frozenset({"reservation.deletion_enacted", "reservation.deletion_enactment_failed"}),
+    refusals=frozenset({"reservation.deletion_enactment_failed"}),
+    applies=_collected,
+    user_reservation=True,
+)
+RULES["migration.removed"] = Rule(
+    outcomes=frozenset({"migration.deletion_enacted", "migration.deletion_enactment_failed"}),
+    refusals=frozenset({"migration.deletion_enactment_failed"}),
+    applies=_collected,
+)
 OUTCOMES = frozenset(t for rule in RULES.values() for t in rule.outcomes)
 WITHDRAWALS = frozenset(t for rule in RULES.values() for t in rule.withdrawn_by)
 TYPES = frozenset(RULES) | OUTCOMES | WITHDRAWALS

@@ -71,7 +71,32 @@ class MigrationStatusEnactmentFailed(
     attempts: int = 1
 
 
+class MigrationDeletionEnacted(Event, frozen=True, kw_only=True, tag="migration.deletion_enacted.v1"):
+    """The PodMigrationJob a ``migration.removed`` (``GarbageCollected``) scavenged was deleted from the API server
+    (``DELETE podmigrationjobs/{name}`` with a uid precondition), or was gone already (``message`` says so: 404)."""
+
+    job: ObjectRef
+    decision: str
+    uid: str = ""
+    message: str = ""
+    attempts: int = 1
+
+
+class MigrationDeletionEnactmentFailed(
+    Event, frozen=True, kw_only=True, tag="migration.deletion_enactment_failed.v1"
+):
+    """That delete was refused for good (``Conflict``: the uid precondition failed; ``Invalid``, ``BadRequest``)."""
+
+    job: ObjectRef
+    decision: str
+    reason: str
+    message: str
+    attempts: int = 1
+
+
 __all__ = [
+    "MigrationDeletionEnacted",
+    "MigrationDeletionEnactmentFailed",
     "MigrationJobEnacted",
     "MigrationJobEnactmentFailed",
     "MigrationStatusEnacted",

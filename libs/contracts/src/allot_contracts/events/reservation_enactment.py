@@ -51,4 +51,33 @@ class ReservationStatusEnactmentFailed(
     attempts: int = 1
 
 
-__all__ = ["ReservationStatusEnacted", "ReservationStatusEnactmentFailed"]
+class ReservationDeletionEnacted(Event, frozen=True, kw_only=True, tag="reservation.deletion_enacted.v1"):
+    """The Reservation a ``reservation.removed`` (``GarbageCollected``) dropped was deleted from the API server
+    (``DELETE reservations/{name}`` with a uid precondition), or was gone already (``message`` says so: 404)."""
+
+    reservation: ObjectRef
+    decision: str
+    uid: str = ""
+    message: str = ""
+    attempts: int = 1
+
+
+class ReservationDeletionEnactmentFailed(
+    Event, frozen=True, kw_only=True, tag="reservation.deletion_enactment_failed.v1"
+):
+    """That delete was refused for good (``Conflict``: the uid precondition failed, another object of that name;
+    ``Invalid``, ``BadRequest``)."""
+
+    reservation: ObjectRef
+    decision: str
+    reason: str
+    message: str
+    attempts: int = 1
+
+
+__all__ = [
+    "ReservationDeletionEnacted",
+    "ReservationDeletionEnactmentFailed",
+    "ReservationStatusEnacted",
+    "ReservationStatusEnactmentFailed",
+]

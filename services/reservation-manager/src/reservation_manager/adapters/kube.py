@@ -6,7 +6,10 @@ live in the log only) and each PodMigrationJob whose status changed since it las
 subresource with a JSON merge patch: phase, conditions (times as RFC 3339), nodeName, allocatable / allocated as
 quantities, currentOwners; for jobs phase, status, reason, message, conditions, nodeName, podRef. Objects the
 manager garbage-collected (finished reservations after ``gcDurationSeconds``, jobs after their scavenge time) are
-deleted, with a uid precondition. Nothing is written for a decision that is not committed: the projection only holds
+deleted, with a uid precondition, and each delete's outcome recorded (``adapters/status_ledger.py``:
+``reservation.deletion_enacted`` / ``migration.deletion_enacted``, also on 404; ``*.deletion_enactment_failed`` for a
+final refusal such as a failed precondition); 401/403, 429, 5xx and transport errors leave the delete pending, asked
+again on the next pass, and removals still unanswered in the log are carried out after a restart. Nothing is written for a decision that is not committed: the projection only holds
 committed decisions (a failed commit makes the runtime inconsistent until it rebuilds, and nothing is read then).
 
 In Kubernetes mode the descheduler's own jobs are first created in the API server (``adapters/jobs.py``); their status
@@ -28,7 +31,7 @@ import contextlib
 import logging
 from typing import Any
 
-from allot_contracts.envelope import canonical
+from allot_contracts.envelope import canonical, stream_id
 from allot_contracts.errors import Fenced, TransientError
 from allot_contracts.quantity import format_quantity
 from allot_eventstore.clock import iso
@@ -49,6 +52,16 @@ class _Retry:
 
 RETRY = _Retry()
 FINISHED = frozenset({"Succeeded", "Failed", "Aborted"})
+
+
+def _stream(path: str) -> str:
+    """The log stream of the object at ``path``."""
+    return stream_id("reservation" if RESERVATIONS_PATH in path else "migration", path.rsplit("/", 1)[1])
+
+
+def _path(stream: str) -> str:
+    kind, _, name = stream.partition(":")
+    return f"{RESERVATIONS_PATH if kind == 'reservation' else JOBS_PATH}{name}"
 
 
 def reservation_status(status: dict[str, Any]) -> dict[str, Any]:
@@ -118,18 +131,49 @@ class StatusWriter:
             self.written[path] = (body, uid, phase)
             if name:
                 await self._answered(name, upto, phase, refused)
+        collecting = self.ledger.collecting(upto) if self.ledger is not None else {}
         for path in [p for p in self.written if p not in wanted]:
-            _, uid, phase = self.written.pop(path)
-            if phase not in FINISHED:
-                continue  # deleted by its owner, not collected by us
-            try:
-                self._check(f"delete {path}")
-                options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
-                await call(self.client, "DELETE", path, options)
-                log.info("garbage-collected %s", path)
-            except ApiError as exc:
-                if exc.status != 404:
-                    log.warning("garbage collection of %s: %s", path, exc)
+            _, uid, phase = self.written[path]
+            if phase not in FINISHED and _stream(path) not in collecting:
+                del self.written[path]  # deleted by its owner, not collected by us
+            elif await self._collect(path, uid):
+                del self.written[path]
+        for stream, decision in sorted(collecting.items()):  # not written since this process started
+            path = _path(stream)
+            if path not in wanted and path not in self.written:
+                await self._collect(path, str(decision.payload_dict().get("uid") or ""))
+
+    async def _collect(self, path: str, uid: str) -> bool:
+        """Delete a garbage-collected object and record the outcome; False when it is to be asked again (401, 403;
+        transient errors raise and leave it pending too)."""
+        stream = _stream(path)
+        error: ApiError | None = None
+        message = ""
+        try:
+            self._check(f"delete {path}")
+            options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
+            await call(self.client, "DELETE", path, options)
+            log.info("garbage-collected %s", path)
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                log.error("%s not deleted: %s (check reservation-manager's RBAC)", path, exc)
+                self._delete_retried(stream)
+                return False
+            if exc.status == 404:
+                message = "already gone: nothing to delete"
+            else:
+                log.warning("garbage collection of %s refused: %s", path, exc)
+                error = exc
+        except TransientError:
+            self._delete_retried(stream)
+            raise
+        if self.ledger is not None:
+            await self.ledger.deleted(stream, uid, error, message)
+        return True
+
+    def _delete_retried(self, stream: str) -> None:
+        if self.ledger is not None:
+            self.ledger.delete_retried(stream)
 
     async def _write_other(self, path: str, status: dict[str, Any], name: str) -> ApiError | _Retry | None:
         """Write the status of a Reservation or a user's job: None when written, the refusal when refused for good

@@ -10,6 +10,12 @@ from it: ``reservation.status_enacted`` (also when the status already showed it:
 A PodMigrationJob's own reservations are never written (they live in the log only), so their decisions wait for
 nothing; a Reservation deleted (``reservation.deleted``) or garbage-collected (``reservation.removed``) first
 withdraws its decision.
+
+Its garbage collection too: a finished Reservation dropped by ``reservation.removed`` (``GarbageCollected``; not a
+job's own) and a PodMigrationJob scavenged by ``migration.removed`` (``GarbageCollected``) are deleted from the API
+server, and the answer is recorded as the removal's outcome: ``reservation.deletion_enacted`` /
+``migration.deletion_enacted`` (also on 404: already gone) or ``*.deletion_enactment_failed`` (a final refusal: 400,
+409 such as a failed uid precondition, 422).
 """
 
 from __future__ import annotations
@@ -20,7 +26,11 @@ from typing import Any, Final
 from allot_contracts.envelope import RecordedEvent, stream_id
 from allot_contracts.events import (
     Event,
+    MigrationDeletionEnacted,
+    MigrationDeletionEnactmentFailed,
     ObjectRef,
+    ReservationDeletionEnacted,
+    ReservationDeletionEnactmentFailed,
     ReservationStatusEnacted,
     ReservationStatusEnactmentFailed,
 )
@@ -30,6 +40,17 @@ from allot_runtime.kube.client import ApiError
 
 PRODUCER: Final = "reservation-manager.kube"
 GONE: Final = frozenset({"reservation.deleted", "reservation.removed"})
+REMOVALS: Final = frozenset({"reservation.removed", "migration.removed"})
+# stream kind -> (outcome when deleted, outcome when refused, the field naming the object)
+DELETIONS: Final[dict[str, tuple[type[Event], type[Event], str]]] = {
+    "reservation": (ReservationDeletionEnacted, ReservationDeletionEnactmentFailed, "reservation"),
+    "migration": (MigrationDeletionEnacted, MigrationDeletionEnactmentFailed, "job"),
+}
+DELETION_OUTCOMES: Final = frozenset(
+    cls.__struct_config__.tag.rpartition(".")[0]  # type: ignore[union-attr]
+    for outcomes in DELETIONS.values()
+    for cls in outcomes[:2]
+)
 
 
 @dataclass
@@ -39,13 +60,24 @@ class StatusLedger:
     latest: dict[str, RecordedEvent] = field(default_factory=dict)  # reservation -> decision not answered yet
     jobs: set[str] = field(default_factory=set)  # reservations of PodMigrationJobs (never written)
     attempts: dict[str, int] = field(default_factory=dict)  # reservation -> calls of its current write
+    # stream ("reservation:r1", "migration:j1") -> the removal whose DELETE is not answered yet
+    removals: dict[str, RecordedEvent] = field(default_factory=dict)
+    delete_attempts: dict[str, int] = field(default_factory=dict)  # stream -> calls of its delete
 
     async def refresh(self) -> None:
         async for record in self.store.iterate(
-            after=self.position, types=RESERVATION_STATUS_DECISIONS | GONE
+            after=self.position, types=RESERVATION_STATUS_DECISIONS | GONE | REMOVALS | DELETION_OUTCOMES
         ):
             self.position = record.position
             name = record.stream_id.partition(":")[2]
+            if record.type in REMOVALS and self._collected(record, name):
+                self.removals[record.stream_id] = record
+            if record.type in DELETION_OUTCOMES:  # answered (before a restart)
+                held = self.removals.get(record.stream_id)
+                if held is not None and held.event_id == record.causation_id:
+                    del self.removals[record.stream_id]
+            if record.type == "migration.removed" or record.type in DELETION_OUTCOMES:
+                continue
             if record.type in GONE:
                 self.latest.pop(name, None)  # withdrawn
                 self.jobs.discard(name)
@@ -100,3 +132,35 @@ class StatusLedger:
         )
         if self.latest.get(name) is decision:
             del self.latest[name]
+
+    def _collected(self, record: RecordedEvent, name: str) -> bool:
+        """Whether a removal garbage-collects an object in the cluster (a job's own reservation is not in it)."""
+        if record.type == "reservation.removed" and name in self.jobs:
+            return False
+        return record.payload_dict().get("reason") == "GarbageCollected"
+
+    def collecting(self, upto: int) -> dict[str, RecordedEvent]:
+        """stream -> the garbage collection a projection at ``upto`` shows and no DELETE answered yet."""
+        return {stream: r for stream, r in self.removals.items() if r.position <= upto}
+
+    def delete_retried(self, stream: str) -> None:
+        self.delete_attempts[stream] = self.delete_attempts.get(stream, 0) + 1
+
+    async def deleted(self, stream: str, uid: str, error: ApiError | None, message: str = "") -> None:
+        """Record the outcome of the garbage collection of the object of ``stream`` (``error``: refused for good)."""
+        decision = self.removals.pop(stream, None)
+        if decision is None:
+            return
+        attempts = self.delete_attempts.pop(stream, 0) + 1
+        kind, _, name = stream.partition(":")
+        enacted, failed, subject = DELETIONS[kind]
+        fields: dict[str, Any] = {
+            subject: ObjectRef(name=name),
+            "decision": decision.event_id,
+            "attempts": attempts,
+        }
+        if error is None:
+            event = enacted(**fields, uid=uid, message=message)
+        else:
+            event = failed(**fields, reason=error.reason or str(error.status), message=error.message)
+        await record_outcome(self.store, producer=PRODUCER, decision=decision, stream=stream, event=event)
