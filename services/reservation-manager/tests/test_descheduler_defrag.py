@@ -157,3 +157,25 @@ def test_only_a_pod_the_scheduler_refused_is_made_room_for_not_one_merely_submit
     assert [p["pending"] for p in planned["plans"]] == ["ml/train"]
     assert "ml/gang-0" not in json.dumps(planned)
     sc.assert_replays()
+
+
+def test_a_gang_the_scheduler_refused_is_made_room_for_member_by_member() -> None:
+    """``gang.group_unschedulable`` refuses both members: ``ml/m0`` (2 GPUs) gets the plan, ``ml/m1`` (1 GPU) fits
+    as things are."""
+    gang = {"gang.scheduling.koordinator.sh/name": "g", "gang.scheduling.koordinator.sh/min-available": "2"}
+    members = []
+    for name, gpus in (("m0", "2"), ("m1", "1")):
+        pod = waiting_pod()
+        pod["metadata"] |= {"name": name, "annotations": gang}
+        pod["spec"]["containers"][0]["resources"] = {
+            "requests": {"nvidia.com/gpu": gpus},
+            "limits": {"nvidia.com/gpu": gpus},
+        }
+        members.append(pod)
+    sc = Scenario(config())
+    sc.apply(gpu_node("a"), gpu_node("b"), half_gpu_pod("x", "a"), half_gpu_pod("y", "b"), *members)
+    sc.advance(60)
+    assert sc.of_type("gang.group_unschedulable") and not sc.of_type("pod.unschedulable")
+    planned = sc.of_type("descheduler.defrag_planned")[0]
+    assert [p["pending"] for p in planned["plans"]] == ["ml/m0"]
+    assert [(w["pod"], w["code"]) for w in planned["waiting"]] == [("ml/m1", "Fits")]
