@@ -1,6 +1,7 @@
 """The descheduler in the running stack (`allot up`: real processes, PostgreSQL and NATS): reservation-manager's
 shell records the round timers at wall-clock deadlines, a round asks for a PodMigrationJob, the migration controller
-moves the pod, and `allot replay --verify` re-derives every round and job step from the log."""
+moves the pod, and `allot replay --verify` re-derives every round and job step from the log. A GPUDefrag dry run
+records its plan for a GPU pod the scheduler refused, with the fragmentation before and after (~25 s)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # the whole stack as processes: ~40 s
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # the whole stack as processes: ~40 s each
 
 CONFIG = {
     "descheduler": {
@@ -88,15 +89,20 @@ def docs() -> list[dict[str, Any]]:
     return out
 
 
-def test_live_rounds_move_a_pod_and_replay_verifies_them(running_stack, tmp_path: Path):
-    stack = running_stack
+def start(stack: Any, config: dict[str, Any], manifests: list[dict[str, Any]], tmp_path: Path) -> Any:
+    """``allot up`` with ``config`` as reservation-manager's, then ``allot apply`` of ``manifests``."""
     config_dir = stack.state_dir / "config"
     config_dir.mkdir(parents=True, exist_ok=True)
-    (config_dir / "reservation-manager.yaml").write_text(yaml.safe_dump(CONFIG))
+    (config_dir / "reservation-manager.yaml").write_text(yaml.safe_dump(config))
     stack.run("up", "--timeout", "120")
-    manifests = tmp_path / "cluster.yaml"
-    manifests.write_text(yaml.safe_dump_all(docs()))
-    stack.run("apply", "-f", str(manifests))
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(manifests))
+    stack.run("apply", "-f", str(path))
+    return stack
+
+
+def test_live_rounds_move_a_pod_and_replay_verifies_them(running_stack, tmp_path: Path):
+    stack = start(running_stack, CONFIG, docs(), tmp_path)
     stack.wait_for(
         lambda: bool(stack.events("migration.succeeded")), timeout=60, what="a migration succeeded"
     )
@@ -109,3 +115,91 @@ def test_live_rounds_move_a_pod_and_replay_verifies_them(running_stack, tmp_path
     report = json.loads(stack.run("replay", "--verify", "--json").stdout)
     assert report["ok"], report
     assert report["decisions"]["reservation-manager"]["mismatches"] == 0
+
+
+DEFRAG = {
+    "descheduler": {
+        "deschedulingInterval": "1s",
+        "profiles": [{"name": "gpu", "pluginConfig": [{"name": "GPUDefrag", "args": {"dryRun": True}}]}],
+    }
+}
+
+
+def gpu_docs() -> list[dict[str, Any]]:
+    """Two 2-GPU nodes with half a GPU taken on each; ``ml/train`` (2 GPUs) fits only once one half moves."""
+    share = {"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"}
+    out: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node, "labels": {"node.koordinator.sh/gpu-model": "A100"}},
+            "status": {
+                "allocatable": {
+                    "cpu": "16",
+                    "memory": "64Gi",
+                    "pods": "110",
+                    "koordinator.sh/gpu-core": "200",
+                    "koordinator.sh/gpu-memory-ratio": "200",
+                }
+            },
+        }
+        for node in ("gpu-a", "gpu-b")
+    ]
+    for name, node in (("half-a", "gpu-a"), ("half-b", "gpu-b")):
+        allocated = json.dumps({"gpu": [{"minor": 0, "resources": share}]})
+        requests = {"cpu": "1", "memory": "1Gi", **share}
+        owner = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": name,
+            "uid": f"rs-{name}",
+            "controller": True,
+        }
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": "ml",
+                    "annotations": {"scheduling.koordinator.sh/device-allocated": allocated},
+                    "ownerReferences": [owner],
+                },
+                "spec": {
+                    "nodeName": node,
+                    "containers": [{"name": "c", "resources": {"requests": requests}}],
+                },
+            }
+        )
+    whole = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"}
+    out.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "train", "namespace": "ml"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": whole, "limits": whole}}]},
+        }
+    )
+    return out
+
+
+def test_live_gpu_defrag_dry_run_records_the_plan_for_a_refused_pod(running_stack, tmp_path: Path):
+    stack = start(running_stack, DEFRAG, gpu_docs(), tmp_path)
+    stack.wait_for(
+        lambda: any(r.payload_dict()["plans"] for r in stack.events("descheduler.defrag_planned")),
+        timeout=30,
+        what="a GPUDefrag plan",
+    )
+    assert any(e.payload_dict()["pod"]["name"] == "train" for e in stack.events("pod.unschedulable"))
+    planned = next(
+        p for p in (r.payload_dict() for r in stack.events("descheduler.defrag_planned")) if p["plans"]
+    )
+    [plan] = planned["plans"]
+    [move] = plan["moves"]
+    assert planned["dry_run"] and not planned["jobs"] and "dry run" in planned["message"]
+    assert plan["pending"] == "ml/train" and move["pod"] in {"ml/half-a", "ml/half-b"}
+    assert move["target"] != move["source"] == plan["target"]
+    assert planned["frag_after"] < planned["frag_before"]
+    assert not stack.events("migration.applied")
+    report = json.loads(stack.run("replay", "--verify", "--json").stdout)
+    assert report["ok"], report

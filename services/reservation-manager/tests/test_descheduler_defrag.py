@@ -137,3 +137,45 @@ def test_a_gang_whose_policy_allows_it_moves_whole_every_member_with_its_job() -
     assert sorted((m["pod"], m["gang"]) for m in plan["moves"]) == [("ml/x", "ml/g"), ("ml/x2", "ml/g")]
     applied = {j["job"]["name"] for j in sc.of_type("migration.applied")}
     assert {m["job"] for m in plan["moves"]} <= applied and len(planned["jobs"]) == 2
+
+
+def test_only_a_pod_the_scheduler_refused_is_made_room_for_not_one_merely_submitted() -> None:
+    """``ml/train`` is refused (``pod.unschedulable``); ``ml/gang-0`` waits for the rest of its gang, so the scheduler
+    never tried it: the round plans for the first only, and names no other waiting pod."""
+    gang = {"gang.scheduling.koordinator.sh/name": "g", "gang.scheduling.koordinator.sh/min-available": "2"}
+    member = waiting_pod()
+    member["metadata"] |= {"name": "gang-0", "annotations": gang}
+    sc = Scenario(config())
+    sc.apply(
+        gpu_node("a"), gpu_node("b"), half_gpu_pod("x", "a"), half_gpu_pod("y", "b"), member, waiting_pod()
+    )
+    sc.advance(60)
+    refused = {e["pod"]["name"] for e in sc.of_type("pod.unschedulable")}
+    assert "train" in refused and "gang-0" not in refused
+    assert not sc.of_type("gang.group_unschedulable")
+    planned = sc.of_type("descheduler.defrag_planned")[0]
+    assert [p["pending"] for p in planned["plans"]] == ["ml/train"]
+    assert "ml/gang-0" not in json.dumps(planned)
+    sc.assert_replays()
+
+
+def test_a_gang_the_scheduler_refused_is_made_room_for_member_by_member() -> None:
+    """``gang.group_unschedulable`` refuses both members: ``ml/m0`` (2 GPUs) gets the plan, ``ml/m1`` (1 GPU) fits
+    as things are."""
+    gang = {"gang.scheduling.koordinator.sh/name": "g", "gang.scheduling.koordinator.sh/min-available": "2"}
+    members = []
+    for name, gpus in (("m0", "2"), ("m1", "1")):
+        pod = waiting_pod()
+        pod["metadata"] |= {"name": name, "annotations": gang}
+        pod["spec"]["containers"][0]["resources"] = {
+            "requests": {"nvidia.com/gpu": gpus},
+            "limits": {"nvidia.com/gpu": gpus},
+        }
+        members.append(pod)
+    sc = Scenario(config())
+    sc.apply(gpu_node("a"), gpu_node("b"), half_gpu_pod("x", "a"), half_gpu_pod("y", "b"), *members)
+    sc.advance(60)
+    assert sc.of_type("gang.group_unschedulable") and not sc.of_type("pod.unschedulable")
+    planned = sc.of_type("descheduler.defrag_planned")[0]
+    assert [p["pending"] for p in planned["plans"]] == ["ml/m0"]
+    assert [(w["pod"], w["code"]) for w in planned["waiting"]] == [("ml/m1", "Fits")]

@@ -3,7 +3,9 @@
 Projection (kept by :class:`GpuHoldings`): the GPUs each bound pod holds, from its placement decision's
 ``scheduling.koordinator.sh/device-allocated`` (``pod.placed``, ``gang.group_placed``) or the same annotation of an
 observed pod; a node's GPUs are its allocatable ``koordinator.sh/gpu-core`` / 100, its model its
-``node.koordinator.sh/gpu-model`` label. Waiting pods: the GPU pods not placed when the round runs, by name. The FGD
+``node.koordinator.sh/gpu-model`` label. Waiting pods: the GPU pods the scheduler refused, by name: those whose
+latest placement outcome in the log is ``pod.unschedulable`` (or their gang group's ``gang.group_unschedulable``)
+and that were not placed, bound or deleted since; a pod merely submitted, not yet tried, is not waiting. The FGD
 measure is taken against the typical pods (shapes covering 95 % of the pods, weighted by count) of the pods the
 engine knows. Pure: the round's time and number come in as data.
 """
@@ -13,7 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from allot_contracts.events import DefragPlanned, Event, GangGroupPlaced, PodDeleted, PodObserved, PodPlaced
+from allot_contracts.events import (
+    DefragPlanned,
+    Event,
+    GangGroupPlaced,
+    GangGroupUnschedulable,
+    PodBound,
+    PodDeleted,
+    PodObserved,
+    PodPlaced,
+    PodUnschedulable,
+)
 from allot_contracts.objects import names as n
 from allot_contracts.objects.inventory import NodeInfo
 from allot_descheduling import (
@@ -58,24 +70,37 @@ def _held(annotations: Mapping[str, Any]) -> Held:
 
 
 class GpuHoldings:
-    """The GPUs each placed pod holds (its projection; the rest the engine's world has)."""
+    """The GPUs each placed pod holds, and the pods the scheduler refused and that wait still (its projection;
+    the rest the engine's world has)."""
 
     def __init__(self) -> None:
         self.held: dict[str, Held] = {}
+        self.refused: set[str] = set()
 
     def apply(self, event: Event) -> None:
         match event:
             case PodPlaced(pod=pod, decision=decision):
                 self.held[pod.key] = _held(decision.annotations)
-            case GangGroupPlaced(decisions=decisions):
+                self.refused.discard(pod.key)
+            case GangGroupPlaced(decisions=decisions, members=members):
                 for member, decision in decisions.items():
                     annotations = decision.get("annotations") if isinstance(decision, dict) else None
                     self.held[member] = _held(annotations or {})
+                self.refused.difference_update([*members, *decisions])
+            case PodUnschedulable(pod=pod):
+                self.refused.add(pod.key)
+            case GangGroupUnschedulable(members=members, failed_pod=failed):
+                self.refused.update(members or ([failed] if failed else []))
+            case PodBound(pod=pod):
+                self.refused.discard(pod.key)
             case PodObserved(pod=pod, manifest=manifest):
                 annotations = (manifest.get("metadata") or {}).get("annotations") or {}
                 self.held[pod.key] = _held(annotations)
+                if (manifest.get("spec") or {}).get("nodeName"):
+                    self.refused.discard(pod.key)
             case PodDeleted(pod=pod):
                 self.held.pop(pod.key, None)
+                self.refused.discard(pod.key)
             case _:
                 pass
 
@@ -114,11 +139,13 @@ def defrag_round(
     nodes: Mapping[str, NodeInfo],
     records: Mapping[str, PodRecord],
     held: Mapping[str, Held],
+    refused: Iterable[str],
     inputs: Mapping[str, PodInput],
     caps: tuple[int, int, int],
     dry: bool,
 ) -> DefragPlanned:
-    """One GPUDefrag round of ``profile`` over the projected state (``inputs``: the bound pods as the evictor
+    """One GPUDefrag round of ``profile`` over the projected state (``refused``: the pods the scheduler refused
+    that wait still; ``inputs``: the bound pods as the evictor
     filter reads them, with the migration controller's evictor args in ``profile``)."""
     args = profile.defrag
     assert args is not None
@@ -151,10 +178,11 @@ def defrag_round(
                 refused=code,
             )
         )
+    waiting = frozenset(refused)
     pending = tuple(
         PendingGpuPod(key=k, cpu=s[0], gpu_count=s[1], gpu_milli=s[2], models=s[3])
         for k, s in shapes.items()
-        if s[1] and not records[k].node
+        if s[1] and k in waiting and not records[k].node
     )
     data = DefragInput(
         nodes=_nodes(nodes, bound),

@@ -72,7 +72,9 @@ from reservation_manager.defrag_round import GpuHoldings, defrag_round
 
 __all__ = ["INTERESTS", "Descheduler", "owns"]
 
-INTERESTS: Final = frozenset({"nodemetric.reported", "nodemetric.removed"})
+INTERESTS: Final = frozenset(
+    {"nodemetric.reported", "nodemetric.removed", "pod.unschedulable", "gang.group_unschedulable"}
+)  # the refusals: the pods GPUDefrag makes room for
 LABEL_CREATED_BY: Final = "koordinator.sh/created-by"
 CREATOR: Final = "koord-descheduler"
 ANN_TRIGGER: Final = "koordinator.sh/evict-trigger"
@@ -276,6 +278,7 @@ class Descheduler:
             nodes=self.nodes,
             records=engine.world.pods,
             held=self.gpus.held,
+            refused=self.gpus.refused,
             inputs={p.key: p for p in pods},
             caps=self.config.caps,
             dry=dry,

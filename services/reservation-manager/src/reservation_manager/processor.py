@@ -5,7 +5,9 @@ Consumes Reservations and PodMigrationJobs (``reservation.*``, ``migration.*`` i
 groups (``quota.admitted``, ``quota.group_admitted``: the trigger of the pod path), the pods' lives and placements
 (``pod.submitted/observed/placed/bound/bind_failed/released/deleted``, ``quota.evicted``, ``gang.group_placed``), the
 reserve pods' outcomes (``reservation.placed/unschedulable`` from the device-allocator), nodes (labels for
-reservation affinity, removal), the binder's eviction outcomes (Kubernetes mode) and its own ``timer.fired``.
+reservation affinity, removal), the binder's eviction outcomes (Kubernetes mode) and its own ``timer.fired``; for the
+descheduler, NodeMetrics and the scheduler's refusals (``pod.unschedulable``, ``gang.group_unschedulable``: the pods
+GPUDefrag makes room for).
 
 Emits ``reservation.resolved`` / ``reservation.group_resolved`` (with the reservations each pod may use, whether one
 is required), ``reservation.accepted/rejected/succeeded/failed/removed``, ``migration.*`` and, for a standalone
