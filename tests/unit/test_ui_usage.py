@@ -140,8 +140,8 @@ SHOTS = Path(__file__).resolve().parents[1] / "integration" / "ui_screenshots"
 
 
 @SKIP_NO_CHROMIUM
-def test_the_usage_page_and_a_waiting_pods_page_render_as_their_screenshots(
-    charged: Any, store: Any, tmp_path: Path
+def test_the_usage_page_a_waiting_pods_page_and_defragmentation_render_as_their_screenshots(
+    charged: Any, store: Any, defragmented: Any, tmp_path: Path
 ) -> None:
     """In headless Chromium, compared with the committed screenshots (``ALLOT_UPDATE_SCREENSHOTS=1`` rewrites them
     after a deliberate change: look at them)."""
@@ -150,6 +150,7 @@ def test_the_usage_page_and_a_waiting_pods_page_render_as_their_screenshots(
         for name, log, path in (
             ("usage", charged, "/usage?by=namespace&since=1d"),
             ("pod-waiting", store, "/pods/research/train-big"),
+            ("reservations-defrag", defragmented, "/reservations"),
         ):
             async with TestServer(make_app(UiModel(log))) as server:
                 shot = await screenshot(f"http://127.0.0.1:{server.port}{path}", tmp_path / f"{name}.png")
@@ -161,3 +162,40 @@ def test_the_usage_page_and_a_waiting_pods_page_render_as_their_screenshots(
             assert fraction < 0.02, f"{name}: {fraction:.1%} of the pixels differ (see {tmp_path / name}.png)"
 
     asyncio.run(go())
+
+
+@pytest.fixture(scope="module")
+def defragmented() -> Any:
+    """One GPUDefrag round, recorded: a plan that moves one pod so ml/train fits, and a pod it made no plan for."""
+    from allot_contracts.envelope import NewEvent, stream_id
+    from allot_contracts.events.descheduling import DefragMove, DefragPlan, DefragPlanned, DefragWaiting
+    from allot_eventstore.memory import InMemoryEventStore
+
+    store = InMemoryEventStore(clock=lambda: 1_767_225_600_000_000)
+    move = DefragMove(pod="ml/half-a", source="gpu-a", target="gpu-b", gpus=[1])
+    plan = DefragPlan(
+        pending="ml/train", target="gpu-a", gpus=[0, 1], moves=[move], frag_before=1500, frag_after=500
+    )
+    event = DefragPlanned(
+        profile="gpu", round=1, message="1 plan", frag_weight=1, frag_before=1500, frag_after=500, plans=[plan],
+        waiting=[DefragWaiting(pod="ml/huge", code="InsufficientFree", reason="asks 8 GPUs, 1.5 free in fragments")],
+    )  # fmt: skip
+    store.append_sync(
+        [NewEvent(stream_id=stream_id("descheduler", "gpu"), event=event, event_id="round-1")],
+        producer="reservation-manager",
+    )
+    return store
+
+
+def test_the_reservations_page_lists_each_defragmentation_plan_and_what_it_could_not_plan(
+    defragmented: Any,
+) -> None:
+    [(status, page)] = get(defragmented, "/reservations")
+    assert status == 200
+    section = page[page.index("GPU defragmentation") :]
+    assert (
+        "<td>ml/train</td><td>fits on gpu-a</td><td>ml/half-a gpu-a → gpu-b</td><td>1.50 → 0.50</td>"
+        in section
+    )
+    assert "<td>ml/huge</td><td>InsufficientFree</td><td>asks 8 GPUs, 1.5 free in fragments</td>" in section
+    assert "dry run" in section

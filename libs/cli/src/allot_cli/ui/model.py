@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 RECENT = 500
 RETURNS = frozenset({"quota.released", "quota.evicted", "pod.deleted"})
 LEDGER = 500
+DEFRAG_ROUNDS = 20  # defragmentation rounds the reservations page lists
 PAGE = 5000
 
 
@@ -74,6 +75,8 @@ class UiModel:
     chain: Chain = field(default_factory=Chain)
     recent: deque[RecordedEvent] = field(default_factory=lambda: deque(maxlen=RECENT))
     ledger: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=LEDGER))
+    # the latest GPU defragmentation rounds that planned or found a pod waiting (descheduler.defrag_planned)
+    defrag: deque[tuple[int, dict[str, Any]]] = field(default_factory=lambda: deque(maxlen=DEFRAG_ROUNDS))
     head: int = 0
     checkpoints: dict[str, int] = field(default_factory=dict)
     pending: dict[str, int] = field(default_factory=dict)  # consumer -> first event of interest not handled
@@ -111,7 +114,11 @@ class UiModel:
             note_submitted(self.priority, self.arrival, self.specs, record)
         self.chain.check(record)
         self.recent.append(record)
-        if record.type in ("quota.admitted", "quota.group_admitted"):
+        if record.type == "descheduler.defrag_planned":
+            payload = record.payload_dict()
+            if payload.get("plans") or payload.get("waiting"):
+                self.defrag.append((record.position, payload))
+        elif record.type in ("quota.admitted", "quota.group_admitted"):
             payload = record.payload_dict()
             detail = payload.get("detail") or {}
             admitted = (

@@ -264,6 +264,38 @@ def reservations_page(model: UiModel) -> str:
             if mig
             else "<p>No migration.</p>"
         )
+        + "<h2>GPU defragmentation (latest first)</h2>"
+        + defrag_rounds(model)
+    )
+
+
+def _gpus(milli: int, weight: int) -> str:
+    return f"{milli / (weight * 1000):.2f}" if weight else str(milli)
+
+
+def defrag_rounds(model: UiModel) -> str:
+    """The GPUDefrag rounds that planned or found a pod waiting: each plan's moves and the FGD fragmentation (in
+    GPUs) before and after, the pods it made no plan for with the reason."""
+    if not model.defrag:
+        return "<p>No GPU defragmentation round planned anything or found a pod waiting.</p>"
+    rows = []
+    for position, r in reversed(model.defrag):
+        weight = int(r.get("frag_weight") or 0)
+        mode = "dry run" if r.get("dry_run", True) else "jobs " + ", ".join(r.get("jobs") or [])
+        for plan in r.get("plans") or []:
+            moves = "; ".join(
+                f"{m['pod']} {m['source']} → {m['target']}"
+                + (f" (gang {m['gang']})" if m.get("gang") else "")
+                for m in plan.get("moves") or []
+            )
+            frag = f"{_gpus(plan['frag_before'], weight)} → {_gpus(plan['frag_after'], weight)}"
+            rows.append(
+                (position, r["profile"], mode, plan["pending"], f"fits on {plan['target']}", moves, frag)
+            )
+        for w in r.get("waiting") or []:
+            rows.append((position, r["profile"], mode, w["pod"], w["code"], w["reason"], ""))
+    return table(
+        ("position", "profile", "mode", "waiting pod", "outcome", "moves", "fragmentation (GPUs)"), rows
     )
 
 
