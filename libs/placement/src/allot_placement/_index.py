@@ -23,13 +23,12 @@ sampling a percentage of nodes (non-exhaustive, so explanations and results woul
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from allot_placement.evaluate import NodeResult
 from allot_placement.reasons import Reason
 
-__all__ = ["Rankings", "ShapeIndex"]
+__all__ = ["ShapeIndex"]
 
 
 class ShapeIndex:
@@ -45,10 +44,6 @@ class ShapeIndex:
 
     def __len__(self) -> int:
         return len(self.feasible) + len(self.infeasible)
-
-    def entries(self) -> int:
-        """What this ranking holds in memory, in entries: its heap (stale entries included) and both node maps."""
-        return len(self.heap) + len(self.feasible) + len(self.infeasible)
 
     def update(
         self,
@@ -110,51 +105,3 @@ class ShapeIndex:
 
     def first_infeasible(self, k: int) -> list[tuple[str, tuple[Reason, ...]]]:
         return [(name, self.infeasible[name]) for name in heapq.nsmallest(k, self.infeasible)]
-
-
-class Rankings:
-    """The engine's rankings by pod key, least recently used first, bounded by the entries they hold.
-
-    A ranking holds only the nodes it has evaluated (the free-resource index leaves out the nodes that cannot fit),
-    so its size is counted, not assumed to be the node count: ``total`` is the heap, feasible and infeasible entries
-    of every ranking kept, and ``grew`` drops the least recently used rankings while it exceeds the budget, never the
-    one that grew (the caller is about to answer from it). Dropping a ranking changes speed, never a decision."""
-
-    __slots__ = ("by_key", "total")
-
-    def __init__(self) -> None:
-        self.by_key: OrderedDict[bytes, ShapeIndex] = OrderedDict()
-        self.total = 0
-
-    def __len__(self) -> int:
-        return len(self.by_key)
-
-    def get(self, key: bytes) -> ShapeIndex | None:
-        return self.by_key.get(key)
-
-    def put(self, key: bytes, idx: ShapeIndex) -> None:
-        """Keep ``idx`` for ``key`` (replacing the ranking kept for it) as the most recently used."""
-        old = self.by_key.pop(key, None)
-        if old is not None:
-            self.total -= old.entries()
-        self.by_key[key] = idx
-        self.total += idx.entries()
-
-    def touch(self, key: bytes) -> None:
-        self.by_key.move_to_end(key)
-
-    def grew(self, key: bytes, idx: ShapeIndex, before: int, budget: int) -> None:
-        """Account for ``idx`` (kept for ``key``, most recently used) having changed from ``before`` entries, then
-        drop the least recently used other rankings while all of them hold more than ``budget`` entries."""
-        if self.by_key.get(key) is not idx:
-            return  # a ranking built for one pod only (no cache, or the feasible-node budget)
-        self.total += idx.entries() - before
-        while self.total > budget and len(self.by_key) > 1:
-            first = next(iter(self.by_key))
-            if first == key:
-                break
-            self.total -= self.by_key.pop(first).entries()
-
-    def clear(self) -> None:
-        self.by_key.clear()
-        self.total = 0

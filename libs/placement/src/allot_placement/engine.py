@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +39,7 @@ from allot_contracts.objects.pod import Pod
 from allot_placement import explain, reserved
 from allot_placement._entries import Entries, Entry, WithIdentity, fresh_resolver
 from allot_placement._free import FreeIndex, need
-from allot_placement._index import Rankings, ShapeIndex
+from allot_placement._index import ShapeIndex
 from allot_placement.budget import budgeted_index
 from allot_placement.config import PlacementConfig
 from allot_placement.decision import Decision, Freed, GroupDecision
@@ -101,7 +102,7 @@ class PlacementEngine:
         self._clock = 0  # global version counter (not time)
         self._changes: list[str] = []
         self._change_base = 0
-        self._indexes = Rankings()
+        self._indexes: OrderedDict[bytes, ShapeIndex] = OrderedDict()
         self._memo: dict[tuple[int, bytes], NodeResult] = {}
         self._static_memo: dict[tuple[int, bytes, str], NodeResult] = {}
         self._entries: dict[str, Entry] = {}
@@ -231,9 +232,7 @@ class PlacementEngine:
             top = [(chosen, idx.feasible[chosen][1])] + [t for t in top if t[0] != chosen][: len(top) - 1]
         if not top:
             if self._free is not None:  # the explanation covers every node, the ones the index left out too
-                before = idx.entries()
                 idx.complete(self._label_id, self._resolver(spec))
-                self._indexes.grew(spec.key, idx, before, _INDEX_ENTRY_BUDGET)
             return explain.unschedulable(
                 self, key, idx.counts, idx.codes, idx.first_infeasible(self.config.max_node_reasons)
             )
@@ -588,11 +587,14 @@ class PlacementEngine:
                 if free is None
                 else free.candidates(want)
             )
-            self._indexes.put(spec.key, idx)
+            self._indexes[spec.key] = idx
+            self._indexes.move_to_end(spec.key)
+            budget = max(_INDEX_ENTRY_BUDGET // max(len(self._nodes), 1), 8)
+            while len(self._indexes) > budget:
+                self._indexes.popitem(last=False)
         else:
-            self._indexes.touch(spec.key)
+            self._indexes.move_to_end(spec.key)
             names = dict.fromkeys(self._changes[idx.pos - self._change_base :])
-        idx.pos, before = end, idx.entries()
+        idx.pos = end
         idx.update(names, self._resolver(spec), admits)
-        self._indexes.grew(spec.key, idx, before, _INDEX_ENTRY_BUDGET)
         return idx
