@@ -8,8 +8,9 @@ Both runs reduce a log to the same *outcome*: the documents refused (by the door
 validation of quota trees, where upstream's webhook refuses them), the facts of the last decision of each object,
 what the node side derived for each node, the status last written on each ElasticQuota, and each pod as the door
 recorded it (after the ClusterColocationProfiles). The simulator applies the documents one by one; the live
-stack records the cluster (Nodes, Devices, NodeMetrics, quotas) and then every workload document up to the next
-``AdvanceClock`` at once, as ``allot apply -f`` does, and moves a manual clock the way the simulator does (timers fire
+stack records the cluster (Nodes, Devices, NodeMetrics, quotas), then the pods already running on nodes (with the
+cluster objects that follow them), and then every other document up to the next ``AdvanceClock`` at once, each part
+handled before the next is recorded, as ``allot apply -f`` does, and moves a manual clock the way the simulator does (timers fire
 at their own time, in order), so a case's outcome must not depend on how fast the services handle what they receive
 or in which order the pipeline's stages get to it.
 """
@@ -218,24 +219,35 @@ CLUSTER_KINDS = frozenset(
 )
 
 
+def _stage(item: Input) -> int:
+    """0: a cluster object (Node, Device, NodeMetric, quota, ...); 1: a pod already running on a node (what the
+    scheduler observes rather than decides); 2: anything else (what asks for a decision)."""
+    kind = item.document.kind
+    if kind in CLUSTER_KINDS:
+        return 0
+    return 1 if kind == "Pod" and (item.document.body.get("spec") or {}).get("nodeName") else 2
+
+
 def segments(inputs: list[Input]) -> Iterator[tuple[list[Input], float | None]]:
-    """What the live stack records at once: the inputs between two clock moves, each run split in two — its leading
-    cluster objects (Nodes, Devices, NodeMetrics, quotas, ...), then everything from the first workload object on —
-    each with the clock move that follows it (0 between the two halves, None at the end)."""
+    """What the live stack records at once: the inputs between two clock moves, each run split where it moves on to
+    a later stage — its leading cluster objects (Nodes, Devices, NodeMetrics, quotas, ...); then the pods already
+    running on nodes, with whatever cluster objects follow them (their NodeMetrics); then everything from the first
+    object that asks for a decision on — each with the clock move that follows it (0 between the parts, None at the
+    end). The services handle each part before the next is recorded, as in a cluster where the nodes, and the
+    running pods' usage, are in place before a new pod arrives."""
     batch: list[Input] = []
+    stage = 0
     for item in inputs:
         if item.advance_seconds is not None:
             yield batch, item.advance_seconds
-            batch = []
-        elif (
-            batch
-            and item.document.kind not in CLUSTER_KINDS
-            and all(b.document.kind in CLUSTER_KINDS for b in batch)
-        ):
+            batch, stage = [], 0
+            continue
+        reached = _stage(item)
+        if batch and reached > stage:
             yield batch, 0.0
-            batch = [item]
-        else:
-            batch.append(item)
+            batch = []
+        stage = max(stage, reached)
+        batch.append(item)
     yield batch, None
 
 
