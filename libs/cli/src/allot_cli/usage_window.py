@@ -7,6 +7,8 @@ import re
 
 from allot_views.usage import Window
 
+# an anchor for checking a window's syntax before the log is read (any instant far from both ends of time will do)
+SYNTAX_ANCHOR_US = 1 << 62
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-_FAR = 1 << 62  # an anchor for checking the flags' syntax before the log is read
-
 
 async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
     """The window and its rows, read from the log at ``url`` (only the event types the report needs)."""
@@ -103,10 +101,10 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
     from allot_cli.connect import endpoints
     from allot_cli.errors import UsageError
-    from allot_cli.usage_window import parse_window
+    from allot_cli.usage_window import SYNTAX_ANCHOR_US, parse_window
 
     try:  # bad flags are refused before the log is read
-        parse_window(args.since, args.until, last_us=_FAR)
+        parse_window(args.since, args.until, last_us=SYNTAX_ANCHOR_US)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     window, rows = asyncio.run(usage_rows(endpoints().database_url, args.since, args.until, args.by))

@@ -23,55 +23,54 @@ METRICS: Final = {
     "gpu-memory": ("gpu_mem_gib_hours", "gpu_mem_gib_hours_borrowed", "GPU memory GiB-hours", "GiB-h"),
     "cpu": ("cpu_hours", "cpu_hours_borrowed", "CPU-hours", "CPU-h"),
 }
-_FAR: Final = 1 << 62  # an anchor for checking a window's syntax before the log is read
 _BARS: Final = 20  # groups drawn in the chart (the table lists all)
 _CACHE_SIZE: Final = 16
 _cache: dict[tuple[int, str, str, str, int], tuple[Any, list[Any]]] = {}
 
 
-def _window_error(exc: ValueError) -> ValueError:
-    text = str(exc)
-    return ValueError(text.split(": ", 1)[1] if text.startswith("--") else text)
+def _window(since: str, until: str | None) -> None:
+    """The window's syntax, checked as ``allot report usage`` checks its flags (the reason without the flag name)."""
+    from allot_cli.usage_window import SYNTAX_ANCHOR_US, parse_window
+
+    try:
+        parse_window(since, until, last_us=SYNTAX_ANCHOR_US)
+    except ValueError as exc:
+        text = str(exc)
+        raise ValueError(text.split(": ", 1)[1] if text.startswith("--") else text) from None
+
+
+def _bounded(value: str) -> str:
+    if len(value) > 64:
+        raise ValueError(f"at most 64 characters (got {len(value)})")
+    return value
 
 
 def check_since(value: str) -> str:
-    from allot_cli.usage_window import parse_window
-
-    if len(value) > 64:
-        raise ValueError(f"at most 64 characters (got {len(value)})")
-    if value:
-        try:
-            parse_window(value, None, last_us=_FAR)
-        except ValueError as exc:
-            raise _window_error(exc) from None
+    if _bounded(value):
+        _window(value, None)
     return value
 
 
 def check_until(value: str) -> str:
-    from allot_cli.usage_window import parse_window
+    if _bounded(value):
+        _window("0s", value)
+    return value
 
-    if len(value) > 64:
-        raise ValueError(f"at most 64 characters (got {len(value)})")
-    if value:
-        try:
-            parse_window("0s", value, last_us=_FAR)
-        except ValueError as exc:
-            raise _window_error(exc) from None
+
+def _one_of(choices: tuple[str, ...] | dict[str, Any], value: str) -> str:
+    if value and value not in choices:
+        raise ValueError(f"must be one of {', '.join(choices)} or empty (got {value[:40]!r})")
     return value
 
 
 def check_by(value: str) -> str:
     from allot_views.usage import BY
 
-    if value and value not in BY:
-        raise ValueError(f"must be one of {', '.join(BY)} or empty (got {value[:40]!r})")
-    return value
+    return _one_of(BY, value)
 
 
 def check_metric(value: str) -> str:
-    if value and value not in METRICS:
-        raise ValueError(f"must be one of {', '.join(METRICS)} or empty (got {value[:40]!r})")
-    return value
+    return _one_of(METRICS, value)
 
 
 async def _report(model: UiModel, by: str, since: str, until: str) -> tuple[Any, list[Any]]:
