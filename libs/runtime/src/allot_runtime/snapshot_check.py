@@ -21,15 +21,15 @@ import msgspec
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import SnapshotVerified
 from allot_eventstore.protocol import EventStore, Snapshot
-from allot_runtime import statecodec
+from allot_runtime import statecodec, stateformat
 from allot_runtime.processor import Host
 from allot_runtime.replay import rebuild
 
 OK, MISMATCH = "ok", "mismatch"
 PRODUCER = "replay.snapshots"  # who records the verdicts: ``allot replay --verify --check-snapshots``
 
-_OBJECTS = (statecodec.OBJECT, statecodec.STRUCT)
-_MAPPINGS = (statecodec.DICT, statecodec.ODICT, statecodec.COUNTER)
+_OBJECTS = (stateformat.OBJECT, stateformat.STRUCT)
+_MAPPINGS = (stateformat.DICT, stateformat.ODICT, stateformat.COUNTER)
 
 
 def verdict_stream(consumer: str) -> str:
@@ -74,7 +74,7 @@ def _children(node: Any) -> tuple[str, dict[str, Any]] | None:
         return "attr", _named(node, 2)
     if tag in _MAPPINGS:
         return "key", {f"[{k}]": v for k, v in _pairs(node, 1).items()}
-    if tag == statecodec.DDICT:
+    if tag == stateformat.DDICT:
         return "key", {f"[{k}]": v for k, v in _pairs(node, 2).items()}
     return "index", {f"[{i}]": v for i, v in enumerate(node[1:])}
 
@@ -105,7 +105,7 @@ def first_difference(stored: bytes, derived: bytes) -> str:
         return "$"
     for index, (one, other) in enumerate(zip(overlays_a, overlays_b, strict=False)):
         prefix = anchors[index] if index < len(anchors) else f"${index}"
-        found = _first(prefix or "", [statecodec.OBJECT, *one], [statecodec.OBJECT, *other])
+        found = _first(prefix or "", [stateformat.OBJECT, *one], [stateformat.OBJECT, *other])
         if found is not None:
             return found.lstrip(".") or "$"
     return _first("", a, b) or "$"

@@ -33,42 +33,37 @@ from typing import Any
 
 import msgspec
 
-FORMAT = 1  # the version of this encoding; a snapshot of another format is not loaded
+__all__ = ["FORMAT", "StateCodecError", "dumps", "export_state", "loads", "restore_state"]
 
-# node tags: every non-primitive value is a list whose first item is one of these
-REF, LIST, TUPLE, DICT, SET, FROZENSET, DEQUE, ODICT, DDICT, COUNTER = range(10)
-ENUM, STRUCT, OBJECT, TYPE, FUNCTION, METHOD, BIGINT, FRACTION, DECIMAL, SUBDICT, SUBLIST = range(10, 21)
-
-ALLOWED_PREFIXES: tuple[str, ...] = (
-    "allot_",
-    "binder",
-    "device_allocator",
-    "gang_coordinator",
-    "node_reporter",
-    "qos_enforcer",
-    "quota_manager",
-    "reservation_manager",
+from allot_runtime.stateformat import (
+    BIGINT,
+    BUILTIN_TYPES,
+    COUNTER,
+    DDICT,
+    DECIMAL,
+    DEQUE,
+    DICT,
+    ENUM,
+    FORMAT,
+    FRACTION,
+    FROZENSET,
+    FUNCTION,
+    LIST,
+    METHOD,
+    OBJECT,
+    ODICT,
+    REF,
+    SET,
+    STRUCT,
+    SUBDICT,
+    SUBLIST,
+    TUPLE,
+    TYPE,
+    StateCodecError,
+    allowed_module,
+    slot_names,
 )
-_BUILTIN_TYPES: dict[str, type] = {
-    f"{t.__module__}:{t.__qualname__}": t
-    for t in (
-        int,
-        float,
-        str,
-        bytes,
-        bool,
-        list,
-        tuple,
-        dict,
-        set,
-        frozenset,
-        type(None),
-        collections.deque,
-        collections.OrderedDict,
-        collections.Counter,
-        collections.defaultdict,
-    )
-}
+
 _PRIMITIVES = frozenset({type(None), bool, int, float, str, bytes})
 _PLAIN = frozenset(
     {type(None), bool, float, str, bytes}
@@ -79,44 +74,10 @@ _PLAIN_INTS = _PLAIN | {
 _INT_RANGE = (-(2**63), 2**64)
 
 
-class StateCodecError(ValueError):
-    """A state that cannot be encoded (with the path of the value), or bytes that are not a state of this format."""
-
-
 class _Unencodable(Exception):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         self.path: list[str] = []
-
-
-def _allowed_module(module: str, extra: Collection[str]) -> bool:
-    root = module.split(".", 1)[0]
-    return root.startswith(ALLOWED_PREFIXES[0]) or root in ALLOWED_PREFIXES[1:] or root in extra
-
-
-_SLOTS: dict[type, list[str]] = {}
-
-
-def _slot_names(cls: type) -> list[str]:
-    """Every slot of ``cls`` and its bases (mangled as Python stores them), remembered per class."""
-    found = _SLOTS.get(cls)
-    if found is None:
-        found = _SLOTS[cls] = _find_slots(cls)
-    return found
-
-
-def _find_slots(cls: type) -> list[str]:
-    names: list[str] = []
-    for klass in reversed(cls.__mro__):
-        slots = klass.__dict__.get("__slots__", ())
-        for slot in (slots,) if isinstance(slots, str) else slots:
-            if slot in ("__dict__", "__weakref__"):
-                continue
-            if slot.startswith("__") and not slot.endswith("__"):
-                slot = f"_{klass.__name__.lstrip('_')}{slot}"
-            if slot not in names:
-                names.append(slot)
-    return names
 
 
 class _Encoder:
@@ -140,7 +101,7 @@ class _Encoder:
         if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
             raise _Unencodable(f"{what} {obj!r} has no importable name")
         name = f"{module}:{qualname}"
-        if name not in _BUILTIN_TYPES and not _allowed_module(module, self.allowed):
+        if name not in BUILTIN_TYPES and not allowed_module(module, self.allowed):
             raise _Unencodable(f"{what} {name} is not from an allowed module")
         index = self.names.get(name)
         if index is None:
@@ -260,7 +221,7 @@ class _Encoder:
         self.register(value)
         slots = self.slots.get(kind)
         if slots is None:
-            slots = self.slots[kind] = _slot_names(kind)
+            slots = self.slots[kind] = slot_names(kind)
         attributes = self.fields(getattr(value, "__dict__", None) or {})
         if slots:
             attributes.extend(self.attributes(value, [s for s in slots if hasattr(value, s)]))
@@ -450,7 +411,7 @@ class _Decoder:
 
     def assign(self, obj: Any, node: list[Any], start: int) -> None:
         attributes = getattr(obj, "__dict__", None)
-        if attributes is not None and not _slot_names(type(obj)):  # the common case: set them all at once
+        if attributes is not None and not slot_names(type(obj)):  # the common case: set them all at once
             attributes.update(self.pairs(node, start))
             return
         for name, item in self.pairs(node, start):
@@ -461,10 +422,10 @@ def _resolve(name: Any, allowed: Collection[str]) -> Any:
     """The class or function ``module:qualname`` from an already-imported allowed module (nothing is imported)."""
     if type(name) is not str or ":" not in name:
         raise StateCodecError(f"class name {name!r} is malformed")
-    if name in _BUILTIN_TYPES:
-        return _BUILTIN_TYPES[name]
+    if name in BUILTIN_TYPES:
+        return BUILTIN_TYPES[name]
     module_name, _, qualname = name.partition(":")
-    if not _allowed_module(module_name, allowed):
+    if not allowed_module(module_name, allowed):
         raise StateCodecError(f"class {name} is not from an allowed module")
     found: Any = sys.modules.get(module_name)
     if found is None:
@@ -583,7 +544,7 @@ def export_state(
                 children = {p.rsplit(".", 1)[-1] for p in anchors if p and p.rpartition(".")[0] == path}
                 names = [
                     *getattr(obj, "__dict__", ()),
-                    *(s for s in _slot_names(type(obj)) if hasattr(obj, s)),
+                    *(s for s in slot_names(type(obj)) if hasattr(obj, s)),
                 ]
                 overlays.append(
                     [encoder.name_of(type(obj), "class"), *encoder.attributes(obj, names, children)]
