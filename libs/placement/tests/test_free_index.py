@@ -97,7 +97,10 @@ def test_generated_cluster_same_decisions_with_and_without_the_index(policy: str
     assert digest == digest_index
 
 
-@pytest.mark.skipif(not (OPENB / "openb_pod_list_default.csv").is_file(), reason="openb trace not present")
+@pytest.mark.skipif(
+    not (OPENB / "openb_pod_list_default.csv").is_file(),
+    reason="the openb trace is not at ../shared/traces/openb beside the checkout (the generated clusters still run)",
+)
 @pytest.mark.parametrize("policy", ["binpack", "fgd"])
 def test_openb_subset_same_decisions_with_and_without_the_index(policy: str) -> None:
     nodes = read_nodes(OPENB / "openb_node_list_gpu_node.csv")[::12]
