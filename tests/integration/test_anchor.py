@@ -22,7 +22,6 @@ from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
 from allot_cli.commands import replay
-from allot_cli.errors import InputError
 from allot_contracts.errors import InvalidInput
 from allot_eventstore import ManualClock, verify_chain
 from allot_eventstore.anchor import CheckpointPolicy, key_id, sign_checkpoint
@@ -30,6 +29,7 @@ from allot_eventstore.anchor_keys import ensure_signing_key, load_signing_key, l
 from allot_eventstore.anchor_log import PostgresCheckpoints, Sealer, anchor_check
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
+from allot_intake.errors import InputError
 from allot_testing.builders import an_event
 from allot_testing.tampering import rewrite_with_recomputed_hashes
 

@@ -14,8 +14,8 @@ import yaml
 from hypothesis import given, settings
 
 from allot_cli.commands.apply import cmd_apply
-from allot_cli.errors import UsageError
 from allot_eventstore.postgres import PostgresEventStore
+from allot_intake.errors import UsageError
 from allot_testing import fuzz
 from allot_testing.builders import a_node
 from allot_testing.manifest_fuzz import KindKey, as_yaml, manifests

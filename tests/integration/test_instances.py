@@ -7,12 +7,12 @@ import pytest
 
 from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
-from allot_cli.documents import Document
-from allot_cli.manifests import to_input
-from allot_cli.pipeline import build_instance, instances
 from allot_eventstore.postgres import PostgresEventStore
+from allot_intake.documents import Document
+from allot_intake.manifests import to_input
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
+from allot_stack.pipeline import build_instance, instances
 from allot_testing.builders import a_node, a_pod
 from allot_testing.stack import InProcessStack
 

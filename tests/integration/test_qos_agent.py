@@ -22,14 +22,14 @@ import pytest
 from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
 from allot_cli.commands.explain import explain, history
-from allot_cli.documents import Document
-from allot_cli.manifests import to_input
-from allot_cli.pipeline import build_instance
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import ObjectRef, PodEvicted
 from allot_eventstore.postgres import PostgresEventStore
+from allot_intake.documents import Document
+from allot_intake.manifests import to_input
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
+from allot_stack.pipeline import build_instance
 from allot_testing.builders import a_node, a_pod
 from allot_testing.fake_kube import FakeKube
 from allot_testing.stack import InProcessStack

@@ -13,13 +13,13 @@ import pytest
 
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
-from allot_cli.pipeline import build
 from allot_eventstore.urls import plain_url
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import AppliedConfig, config_hash
 from allot_runtime.replay import rebuild
 from allot_runtime.service import ProcessorRuntime
 from allot_runtime.snapshots import take
+from allot_stack.pipeline import build
 from allot_testing.snapshots import OPENB, copy_log, openb_log
 
 SERVICE = "device-allocator"

@@ -16,11 +16,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from allot_cli.errors import UsageError
 from allot_cli.whatif import render, run
 from allot_cli.whatif.facts import NodeLabels
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
+from allot_intake.errors import UsageError
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import AppliedConfig, config_hash, record_config
 from allot_runtime.replay import rebuild

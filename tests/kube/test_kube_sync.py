@@ -13,9 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from allot_cli.documents import Document
 from allot_cli.kube.sync import PRODUCER, KubeSync, normalize_pod
-from allot_cli.manifests import to_input
+from allot_intake.documents import Document
+from allot_intake.manifests import to_input
 from allot_testing.builders import a_pod, a_quota
 from allot_testing.fake_kube import RESOURCES, FakeKube, FakeResource
 

@@ -403,7 +403,7 @@ async def test_a_reservation_first_migration_in_the_cluster(
         status = _status(kube, "PodMigrationJob", "move-web-a")
         assert status["message"] == f'Bind Pod "default/web-b" in Reservation "{job_uid}"'
         assert kube.get("Reservation", job_uid) is None  # the job's reservation lives in the log only
-        from allot_cli.pipeline import build_instance
+        from allot_stack.pipeline import build_instance
 
         for service in ("reservation-manager", "device-allocator", "binder"):
             config = {**configs.get(service, {})}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from allot_cli.commands.describe import run_describe
-from allot_cli.errors import InputError
+from allot_intake.errors import InputError
 from allot_testing.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from allot_cli.commands.get import run_get
-from allot_cli.errors import InputError
 from allot_cli.output import KINDS
+from allot_intake.errors import InputError
 from allot_testing.builders import a_node, a_pod
 from allot_testing.scenario import Scenario
 

@@ -35,8 +35,8 @@ def test_an_intact_chain_with_another_head_than_expected_says_so_not_broken() ->
 def test_the_anchor_line_does_not_call_an_intact_chain_broken() -> None:
     import msgspec
 
-    from allot_cli.anchoring import anchor_line
     from allot_eventstore.anchor import AnchorReport
+    from allot_stack.anchoring import anchor_line
 
     s = Scenario()
     s.apply(a_node("n1", gpus=1))

@@ -25,9 +25,9 @@ HEAVY = (
     "allot_quota",
     "allot_gang",
     "allot_runtime.processor",
-    "allot_cli.documents",
-    "allot_cli.manifests",
-    "allot_cli.pipeline",
+    "allot_intake.documents",
+    "allot_intake.manifests",
+    "allot_stack.pipeline",
     "allot_cli.simulator",
 )
 

@@ -272,8 +272,8 @@ def test_keys_that_are_not_strings_are_read_as_kubernetes_reads_them(tmp_path: P
 
 
 def test_replay_refuses_a_bad_config_file_in_one_clear_error(tmp_path: Path) -> None:
-    from allot_cli.errors import InputError
     from allot_cli.replay_configs import load_configs
+    from allot_intake.errors import InputError
 
     (tmp_path / "reservation-manager.yaml").write_text("profiles: [\n  - name: x\n bad")
     with pytest.raises(InputError, match=r"invalid reservation-manager config: .* is not valid YAML"):

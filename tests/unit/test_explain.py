@@ -101,10 +101,10 @@ def test_what_the_door_read_but_does_not_act_on_is_shown():
 
 
 def test_a_recorded_pod_phase_shows_in_the_timeline():
-    from allot_cli.documents import Document
-    from allot_cli.manifests import Input
     from allot_contracts.envelope import stream_id
     from allot_contracts.events import ObjectRef, PodPhaseObserved
+    from allot_intake.documents import Document
+    from allot_intake.manifests import Input
 
     s = Scenario()
     s.apply(a_node("n1", gpus=2), a_gpu_device("n1", gpus=2))

@@ -33,7 +33,6 @@ from hypothesis import strategies as st
 
 from allot_bus import wire
 from allot_bus.names import BusNames
-from allot_cli.pipeline import PROCESSORS
 from allot_cli.sim.run import run
 from allot_contracts.envelope import GENESIS_HASH, RecordedEvent, canonical
 from allot_contracts.errors import PermanentError
@@ -41,6 +40,7 @@ from allot_contracts.events import split_tag, tag_of
 from allot_eventstore.memory import InMemoryEventStore
 from allot_runtime.processor import Host
 from allot_runtime.service import ProcessorRuntime
+from allot_stack.pipeline import PROCESSORS
 from allot_testing import fuzz
 from allot_testing.manifest_fuzz import JUNK, mutated
 

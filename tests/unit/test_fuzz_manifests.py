@@ -16,16 +16,16 @@ import msgspec
 import pytest
 from hypothesis import given
 
-from allot_cli.documents import Document, parse_documents
-from allot_cli.errors import InputError
 from allot_cli.kube.sync import _DOOR as KUBE_SYNC_DOOR
-from allot_cli.manifests import CLI_KINDS, Door, Verdict, to_input
 from allot_cli.webhook import verdict as webhook_verdict
-from allot_cli.workloads import WORKLOAD_KINDS
 from allot_contracts.envelope import canonical
 from allot_contracts.events import AnyEvent
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.admission import KINDS
+from allot_intake.documents import Document, parse_documents
+from allot_intake.errors import InputError
+from allot_intake.manifests import CLI_KINDS, Door, Verdict, to_input
+from allot_intake.workloads import WORKLOAD_KINDS
 from allot_testing import fuzz
 from allot_testing.manifest_fuzz import KindKey, as_yaml, manifests, seeds
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from allot_cli.documents import load_documents
-from allot_cli.manifests import Door, to_input
-from allot_cli.pipeline import build
 from allot_cli.simulator import Simulation
 from allot_eventstore.clock import ManualClock, from_datetime
+from allot_intake.documents import load_documents
+from allot_intake.manifests import Door, to_input
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
+from allot_stack.pipeline import build
 from allot_views.decisions import decisions
 
 # The clock is 2026-01-01T00:00:00Z; node-a's NodeMetric is taken then and reports `old` at 0.1 CPU. `old` asks for 4

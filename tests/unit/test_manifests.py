@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from allot_cli.documents import Document
-from allot_cli.manifests import admit_all, to_input
+from allot_intake.documents import Document
+from allot_intake.manifests import admit_all, to_input
 from allot_testing.builders import a_node, a_pod
 
 

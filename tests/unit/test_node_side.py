@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from allot_cli.documents import load_documents
-from allot_cli.manifests import Door, to_input
-from allot_cli.pipeline import build
 from allot_cli.simulator import Simulation
+from allot_intake.documents import load_documents
+from allot_intake.manifests import Door, to_input
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
+from allot_stack.pipeline import build
 from allot_views.decisions import decisions
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "colocation"
@@ -183,10 +183,10 @@ def test_load_aware_placement_through_the_services(tmp_path: Path) -> None:
 
 def test_a_bad_colocation_configmap_is_rejected_with_its_path(tmp_path: Path) -> None:
     sim = Simulation({})
-    from allot_cli.documents import Document
-    from allot_cli.manifests import Input
     from allot_contracts.envelope import stream_id
     from allot_contracts.events import ColocationConfigApplied, ObjectRef
+    from allot_intake.documents import Document
+    from allot_intake.manifests import Input
 
     ref = ObjectRef(namespace="koordinator-system", name="slo-controller-config")
     manifest = {

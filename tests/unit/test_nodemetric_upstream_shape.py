@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from allot_cli.documents import Document
-from allot_cli.manifests import admit_all
+from allot_intake.documents import Document
+from allot_intake.manifests import admit_all
 from allot_testing.builders import a_node
 from allot_testing.scenario import Scenario
 

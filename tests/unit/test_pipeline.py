@@ -57,8 +57,10 @@ def test_an_invalid_device_request_is_rejected_once_and_never_retried():
     bad = a_pod("bad", extra={"koordinator.sh/gpu-core": "150", "koordinator.sh/gpu-memory-ratio": "150"})
     # admission would refuse it up front; the services must refuse it too when it arrives another way
     s.sim.apply(
-        __import__("allot_cli.manifests", fromlist=["to_input"]).to_input(
-            __import__("allot_cli.manifests", fromlist=["Document"]).Document(source="t", index=0, body=bad)
+        __import__("allot_intake.manifests", fromlist=["to_input"]).to_input(
+            __import__("allot_intake.manifests", fromlist=["Document"]).Document(
+                source="t", index=0, body=bad
+            )
         )
     )
     rejected = s.of_type("pod.rejected")
@@ -224,8 +226,10 @@ def test_malformed_gang_annotation_is_rejected_with_its_field_path():
     s = Scenario()
     pod = gang_pod("w0", extra={"gang.scheduling.koordinator.sh/match-policy": "Sometimes"})
     s.sim.apply(
-        __import__("allot_cli.manifests", fromlist=["to_input"]).to_input(
-            __import__("allot_cli.manifests", fromlist=["Document"]).Document(source="t", index=0, body=pod)
+        __import__("allot_intake.manifests", fromlist=["to_input"]).to_input(
+            __import__("allot_intake.manifests", fromlist=["Document"]).Document(
+                source="t", index=0, body=pod
+            )
         )
     )
     rejected = s.of_type("pod.rejected")
@@ -414,8 +418,8 @@ def test_an_elastic_quota_profile_makes_a_tree_of_its_selected_nodes():
         "metadata": {"name": "bad", "namespace": "kube-system"},
         "spec": {"resourceRatio": "2"},
     }
-    from allot_cli.documents import Document
-    from allot_cli.manifests import admit_all
+    from allot_intake.documents import Document
+    from allot_intake.manifests import admit_all
 
     assert list(admit_all([Document(source="t", index=0, body=bad)])), (
         "an invalid profile is refused at admission"

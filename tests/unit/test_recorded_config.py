@@ -95,7 +95,7 @@ def test_views_rebuild_a_projection_under_the_configuration_its_service_recorded
 
 
 def test_a_per_node_decider_is_found_in_the_log_but_not_its_shells():
-    from allot_cli.pipeline import instances
+    from allot_stack.pipeline import instances
 
     producers = [
         "api",

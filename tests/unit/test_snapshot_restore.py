@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from allot_cli.pipeline import SERVICES
+from allot_stack.pipeline import SERVICES
 from allot_testing.snapshots import OPENB, check_restores
 
 

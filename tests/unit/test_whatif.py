@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from allot_cli.errors import UsageError
-from allot_cli.manifests import Door
 from allot_cli.whatif import inputs, render
 from allot_cli.whatif.answer import answers
 from allot_cli.whatif.pump import Trial
 from allot_cli.whatif.window import merged, window
+from allot_intake.errors import UsageError
+from allot_intake.manifests import Door
 from allot_testing.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]

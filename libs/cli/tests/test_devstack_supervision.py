@@ -19,7 +19,6 @@ import pytest
 
 from allot_cli.commands.stack import cmd_status, stop_stack, wait_until_ready
 from allot_cli.devstack import RESTART_BACKOFF, Child, Supervisor, Watched, describe
-from allot_cli.errors import UsageError
 from allot_cli.stackprocs import (
     STACK_MARKER,
     cleanup_leftovers,
@@ -29,6 +28,7 @@ from allot_cli.stackprocs import (
     verify_listener,
 )
 from allot_contracts.errors import Unavailable
+from allot_intake.errors import UsageError
 from allot_runtime.embedded import (
     EmbeddedNats,
     EmbeddedPostgres,

@@ -29,7 +29,7 @@ def test_bench_prints_one_json_object(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_missing_trace_is_a_clear_usage_error(tmp_path: Path) -> None:
-    from allot_cli.errors import UsageError
+    from allot_intake.errors import UsageError
 
     with pytest.raises(UsageError, match="nodes CSV not found"):
         bench.run(_args(nodes=tmp_path / "missing.csv"))

@@ -80,14 +80,14 @@ def test_single_policy_summary_is_flat(tmp_path: Path) -> None:
     ids=["bad-policy", "bad-seeds"],
 )
 def test_usage_errors(tmp_path: Path, flag: str, value: str, message: str) -> None:
-    from allot_cli.errors import UsageError
+    from allot_intake.errors import UsageError
 
     with pytest.raises(UsageError, match=message):
         trace_cli.run(_run(tmp_path, flag, value))
 
 
 def test_missing_csv(tmp_path: Path) -> None:
-    from allot_cli.errors import UsageError
+    from allot_intake.errors import UsageError
 
     args = _run(tmp_path)
     args.pods = tmp_path / "nope.csv"

@@ -35,8 +35,6 @@ from typing import IO, Any
 import asyncpg
 
 from allot_bus.adapters import natsauth
-from allot_cli.anchoring import relay_anchor_env
-from allot_cli.pipeline import SERVICES
 from allot_cli.stackprocs import (
     STACK_MARKER,
     bin_path,
@@ -50,6 +48,8 @@ from allot_eventstore.migrate import migrate
 from allot_eventstore.urls import plain_url, with_database
 from allot_runtime.embedded import EmbeddedNats, EmbeddedPostgres, free_port, stop_process
 from allot_runtime.secretfiles import private_dir, write_private
+from allot_stack.anchoring import relay_anchor_env
+from allot_stack.pipeline import SERVICES
 
 DATABASE = "allot"
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import msgspec
 
-from allot_cli.anchoring import key_paths, verifying_keys
-from allot_cli.connect import endpoints, find_state_dir
-from allot_cli.errors import InputError, UsageError
 from allot_contracts.errors import ControlPlaneError, SchemaMismatch
 from allot_eventstore.archive import SegmentError, SegmentReport, check_segment, joins, unsealed_stretches
 from allot_eventstore.archive_log import SEGMENT_SIZE, ArchiveConflict, against_log, archive
 from allot_eventstore.postgres import PostgresEventStore
+from allot_intake.errors import InputError, UsageError
+from allot_stack.anchoring import key_paths, verifying_keys
+from allot_stack.connect import endpoints, find_state_dir
 
 PROGRESS_EVERY = 2.0  # seconds between progress lines
 

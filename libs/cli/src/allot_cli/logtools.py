@@ -8,16 +8,18 @@ from typing import Any
 
 import msgspec
 
-from allot_cli.errors import UsageError
 from allot_contracts.envelope import RecordedEvent
 from allot_eventstore.clock import iso
 from allot_eventstore.protocol import EventStore
+from allot_intake.errors import UsageError
 from allot_views.cluster import ClusterView
 
 
 async def pending_work(store: EventStore) -> dict[str, int]:
     """For each service, the first position of an event it has not handled yet (empty dict = the pipeline is idle)."""
-    from allot_cli.pipeline import interests  # the seven processors: imported only by the commands that wait
+    from allot_stack.pipeline import (
+        interests,  # the seven processors: imported only by the commands that wait
+    )
 
     checkpoints = await store.checkpoints()
     pending: dict[str, int] = {}
@@ -81,10 +83,10 @@ def event_json(record: RecordedEvent) -> dict[str, Any]:
 async def projection(store: EventStore, name: str, config: dict[str, Any] | None = None) -> Any:
     """A service's processor rebuilt from the whole log (for views such as the quota tree or gang statuses), under
     the configuration the service last recorded (``config.applied``) unless ``config`` is given."""
-    from allot_cli.pipeline import build
     from allot_runtime.processor import Host
     from allot_runtime.recorded_config import recorded_configs
     from allot_runtime.replay import rebuild
+    from allot_stack.pipeline import build
 
     if config is None:
         recorded = (await recorded_configs(store)).get(name, [])

@@ -4,7 +4,7 @@ Only the invoked command's module is imported: the table below names every comma
 :mod:`allot_cli.commands` and its one-line help, so ``allot --help`` imports no command at all and ``allot get pods``
 imports ``get`` alone (each module's ``register(subparsers)`` adds its commands with their arguments; a test keeps
 this table equal to what the modules register). Errors that a user can fix are raised as
-:class:`allot_cli.errors.UsageError` and printed as one line without a traceback.
+:class:`allot_intake.errors.UsageError` and printed as one line without a traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 
 # name → (module in allot_cli.commands, help); help None = not listed
 COMMANDS: dict[str, tuple[str, str | None]] = {

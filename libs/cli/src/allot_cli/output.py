@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from allot_cli.errors import InputError
 from allot_contracts.quantity import QuantityError, format_quantity, is_milli_resource, parse_quantity
+from allot_intake.errors import InputError
 
 __all__ = [
     "FORMATS",

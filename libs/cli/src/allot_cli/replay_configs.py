@@ -15,13 +15,13 @@ from typing import Any
 
 import msgspec
 
-from allot_cli.errors import InputError
-from allot_cli.pipeline import PROCESSORS, build_instance
 from allot_contracts.errors import InvalidInput
+from allot_intake.errors import InputError
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import ConfigTimeline, RecordedConfig
 from allot_runtime.replay import Governed, Switch
 from allot_runtime.settings import read_config
+from allot_stack.pipeline import PROCESSORS, build_instance
 
 
 class FileConfig(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,14 +12,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from allot_cli.manifests import Input
-from allot_cli.pipeline import PROCESSORS
 from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
 from allot_contracts.events import TimerFired
 from allot_eventstore.clock import ManualClock
 from allot_eventstore.memory import InMemoryEventStore
 from allot_eventstore.protocol import Checkpoint
+from allot_intake.manifests import Input
 from allot_runtime.processor import Host, timer_event_id, timer_producer
+from allot_stack.pipeline import PROCESSORS
 
 SIM_NS = uuid.UUID("0d5a3f4e-9a43-4e0e-8f3a-6b0e3c1d2a77")
 

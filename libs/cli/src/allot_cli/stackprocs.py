@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from allot_cli.connect import read_stack
 from allot_runtime.secretfiles import private_dir, write_private
+from allot_stack.connect import read_stack
 
 LOCK_FILE = "supervisor.lock"
 STACK_MARKER = "ALLOT_DEVSTACK_DIR"  # in every service's environment: the state directory it belongs to

@@ -81,8 +81,10 @@ def _kind(body: dict[str, Any]) -> KindKey:
 def seeds(root: Path) -> dict[KindKey, tuple[dict[str, Any], ...]]:
     """A few valid documents per kind from the examples and the conformance corpus under ``root`` (the repository),
     each admitted by a fresh door (so a seed is valid on its own)."""
-    from allot_cli.documents import parse_documents  # the CLI is what is fuzzed; imported when seeds are made
-    from allot_cli.manifests import Door
+    from allot_intake.documents import (
+        parse_documents,  # the CLI is what is fuzzed; imported when seeds are made
+    )
+    from allot_intake.manifests import Door
 
     found: dict[KindKey, list[dict[str, Any]]] = {}
     paths = sorted([*root.glob("examples/**/*.yaml"), *root.glob("tests/conformance/**/*.yaml")])

@@ -18,13 +18,13 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from allot_cli.documents import Document, load_documents
-from allot_cli.manifests import Door, to_input
-from allot_cli.pipeline import build
 from allot_cli.simulator import Simulation
 from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_eventstore.protocol import EventStore
+from allot_intake.documents import Document, load_documents
+from allot_intake.manifests import Door, to_input
 from allot_runtime.processor import Host
+from allot_stack.pipeline import build
 from allot_testing.conformance import cases, simulate
 
 REPO = Path(__file__).resolve().parents[4]

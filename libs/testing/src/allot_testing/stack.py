@@ -15,12 +15,12 @@ from typing import Any
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
-from allot_cli.pipeline import PROCESSORS, build_instance
 from allot_eventstore.clock import Clock, system_clock
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime.processor import instance_name
 from allot_runtime.recorded_config import AppliedConfig, normalised
 from allot_runtime.service import ProcessorRuntime
+from allot_stack.pipeline import PROCESSORS, build_instance
 
 
 class InProcessStack:

@@ -136,11 +136,11 @@ async def build_history(
     import asyncpg
 
     from allot_cli.bench.e2e import _cluster_docs
-    from allot_cli.documents import Document
-    from allot_cli.manifests import Door, to_input
     from allot_cli.simulator import Simulation
     from allot_eventstore.migrate import migrate
     from allot_eventstore.urls import plain_url
+    from allot_intake.documents import Document
+    from allot_intake.manifests import Door, to_input
 
     started = time.perf_counter()
     await migrate(url)

@@ -51,7 +51,7 @@ from allot_cli.bench._postgres import (
     postgres_server,
     server_facts,
 )
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 
 if TYPE_CHECKING:  # the contracts, the store and the driver are imported by the functions that use them
     import asyncpg

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import report
-from allot_cli.errors import InputError
+from allot_intake.errors import InputError
 
 # the traces beside the checkout (../shared/traces/openb), looked for in each folder above it
 TRACES = next(

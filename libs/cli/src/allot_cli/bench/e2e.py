@@ -40,7 +40,7 @@ from typing import Any
 from allot_cli.bench import report
 from allot_cli.bench._timeline import WATCHED, Timelines
 from allot_cli.bench.placement import DEFAULT_NODES, DEFAULT_PODS, _check, _throughput
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 
 NAMESPACE = "openb"
 GOALS = {
@@ -250,9 +250,9 @@ async def _delete_all(store: Any, keys: list[str], *, timeout: float) -> None:
 async def _open_loop(store: Any, docs: list[dict[str, Any]], rate: float, *, timeout: float) -> Timelines:
     """Offer ``docs`` at ``rate`` pods/s (each due at ``i / rate`` s, appended as soon as it is due) while following
     the log; returns the pods' timelines once each has a terminal decision."""
-    from allot_cli.documents import Document
-    from allot_cli.manifests import to_input
     from allot_contracts.envelope import NewEvent
+    from allot_intake.documents import Document
+    from allot_intake.manifests import to_input
 
     inputs = [
         to_input(Document(source="open-loop", index=i, body=d), uid_factory=lambda: str(uuid.uuid4()))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import report
-from allot_cli.errors import InputError, UsageError
+from allot_intake.errors import InputError, UsageError
 
 DEFAULT_NODES = (
     Path(__file__).resolve().parents[5].parent
@@ -48,9 +48,9 @@ def _gang_pod(gang: int, member: int, size: int, gpus: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from allot_cli.documents import Document
-    from allot_cli.manifests import to_input
     from allot_cli.simulator import Simulation
+    from allot_intake.documents import Document
+    from allot_intake.manifests import to_input
     from allot_placement.openb import node_manifests, read_nodes
 
     nodes_csv = Path(args.nodes) if args.nodes else DEFAULT_NODES

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import report
-from allot_cli.errors import InputError, UsageError
+from allot_intake.errors import InputError, UsageError
 from allot_runtime import memory
 
 REPO_ROOT = Path(__file__).resolve().parents[5]

@@ -30,7 +30,7 @@ from allot_cli.bench import report
 from allot_cli.bench._history import History, build_history
 from allot_cli.bench._postgres import _admin, create_database, drop_database, postgres_server
 from allot_cli.bench.placement import DEFAULT_NODES, DEFAULT_PODS, _check
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 from allot_runtime.memory import tree_rss
 
 GOALS: dict[str, float] = {"events_per_s": 20_000, "peak_rss_mib": 300}

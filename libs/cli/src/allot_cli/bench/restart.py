@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from allot_cli.bench.replay import MiB, history_arguments, on_logs
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 from allot_runtime.memory import tree_rss
 
 GOALS: dict[str, float] = {"ready_s": 5.0}
@@ -64,11 +64,11 @@ def _config_hash() -> str:
 
 
 async def _rebuild(url: str, service: str, name: str, snapshots: bool) -> tuple[float, str, int]:
-    from allot_cli.pipeline import build_instance
     from allot_eventstore.postgres import PostgresEventStore
     from allot_runtime.processor import Host
     from allot_runtime.replay import rebuild
     from allot_runtime.snapshots import restore_newest
+    from allot_stack.pipeline import build_instance
 
     started = time.perf_counter()
     store = PostgresEventStore.connect(url, pool_size=2)
@@ -95,11 +95,11 @@ def rebuild_task(url: str, service: str, name: str, snapshots: bool = False) -> 
 
 
 async def _prepare(url: str, service: str, name: str, lag: int) -> tuple[str, int, int, float]:
-    from allot_cli.pipeline import build_instance
     from allot_eventstore.postgres import PostgresEventStore
     from allot_runtime.processor import Host
     from allot_runtime.replay import rebuild
     from allot_runtime.snapshots import take
+    from allot_stack.pipeline import build_instance
 
     store = PostgresEventStore.connect(url, pool_size=2)
     try:
@@ -148,8 +148,8 @@ _TABLE = (
 
 
 async def _instances(url: str) -> list[tuple[str, str]]:
-    from allot_cli.pipeline import PROCESSORS, instances
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.pipeline import PROCESSORS, instances
 
     store = PostgresEventStore.connect(url, pool_size=1)
     try:

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from allot_cli.bench import report
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 
 GiB = 1024**3
 QOS = ("guaranteed", "burstable", "besteffort")

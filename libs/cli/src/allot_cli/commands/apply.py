@@ -1,8 +1,8 @@
-"""``allot apply -f FILE``: record objects (the kinds of :mod:`allot_cli.manifests`) in the log.
+"""``allot apply -f FILE``: record objects (the kinds of :mod:`allot_intake.manifests`) in the log.
 
 Every document is admitted first (the door: :mod:`allot_contracts.objects.admission`), knowing the PriorityClasses,
 elastic quotas, ClusterColocationProfiles and Namespaces already recorded; a new pod is mutated by the matching
-profiles first, as Koordinator's mutating webhook does (:meth:`allot_cli.manifests.Door.admit_pod`). As
+profiles first, as Koordinator's mutating webhook does (:meth:`allot_intake.manifests.Door.admit_pod`). As
 ``kubectl apply`` does, the valid documents are recorded and each refused one is reported with the document, field
 path and reason, and the command then exits 1; with ``--atomic`` nothing is recorded unless every document is
 valid. Anything read but not acted on is printed as a warning per object. Valid documents are appended in large
@@ -26,14 +26,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from allot_cli.errors import InputError, UsageError
+from allot_intake.errors import InputError, UsageError
 
 if TYPE_CHECKING:  # the engines, drivers and contracts are imported by the functions that run the command
-    from allot_cli.documents import Document
-    from allot_cli.manifests import Door, Input, Verdict
     from allot_contracts.envelope import NewEvent
     from allot_contracts.events import Event
     from allot_eventstore.protocol import EventStore
+    from allot_intake.documents import Document
+    from allot_intake.manifests import Door, Input, Verdict
 
 VERBS = {
     "pod.submitted": "submitted",
@@ -312,9 +312,9 @@ def _learn(door: Door, kind: str, payload: dict[str, Any]) -> None:
 async def door_for(url: str, until: int | None = None) -> Door:
     """A door that knows the elastic quotas and quota profiles, PriorityClasses, ClusterColocationProfiles and
     Namespaces recorded so far (up to position ``until`` when given)."""
-    from allot_cli.manifests import Door
     from allot_contracts.events import PriorityClassApplied
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_intake.manifests import Door
 
     store = PostgresEventStore.connect(url)
     door = Door(quotas=set())
@@ -358,9 +358,9 @@ def report(verdicts: list[Verdict]) -> tuple[list[Document], int]:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from allot_cli.connect import endpoints
-    from allot_cli.documents import load_documents
-    from allot_cli.manifests import to_input
+    from allot_intake.documents import load_documents
+    from allot_intake.manifests import to_input
+    from allot_stack.connect import endpoints
 
     docs = [doc for path in args.filename for doc in load_documents(path)]
     if not docs:

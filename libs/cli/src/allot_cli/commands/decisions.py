@@ -28,7 +28,7 @@ async def live_decisions(url: str) -> list[Decision]:
 
 
 def cmd_decisions(args: argparse.Namespace) -> int:
-    from allot_cli.connect import endpoints
+    from allot_stack.connect import endpoints
 
     lines = asyncio.run(live_decisions(endpoints().database_url))
     out = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115

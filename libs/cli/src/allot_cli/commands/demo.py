@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from allot_cli.errors import InputError, UsageError
+from allot_intake.errors import InputError, UsageError
 
 
 def examples_dir() -> Path:
@@ -38,8 +38,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from allot_cli.commands.get import load_view, pods_rows, print_table
     from allot_cli.commands.replay import run as replay
     from allot_cli.commands.stack import print_summary, start_stack, stop_stack
-    from allot_cli.documents import load_documents
-    from allot_cli.manifests import admit_all, to_input
+    from allot_intake.documents import load_documents
+    from allot_intake.manifests import admit_all, to_input
 
     examples = Path(args.examples) if args.examples else examples_dir()
     state_dir = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="allot-demo-"))

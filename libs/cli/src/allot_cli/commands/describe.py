@@ -14,8 +14,8 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.errors import InputError
 from allot_cli.output import Kind, Selector, all_words, kind_named, select
+from allot_intake.errors import InputError
 
 if TYPE_CHECKING:
     from allot_eventstore.protocol import EventStore
@@ -229,8 +229,8 @@ async def node_sections(store: EventStore, kind: Kind, row: dict[str, Any]) -> l
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    from allot_cli.connect import endpoints
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import endpoints
 
     kind_named(args.what)  # refused before connecting
 

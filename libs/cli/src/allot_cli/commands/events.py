@@ -12,7 +12,7 @@ import sys
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 
 if TYPE_CHECKING:  # imported when the command runs: ``allot events --help`` loads no driver
     from allot_contracts.envelope import RecordedEvent
@@ -45,9 +45,9 @@ async def recent(
 
 
 async def tail(args: argparse.Namespace) -> None:
-    from allot_cli.connect import endpoints
     from allot_cli.logtools import event_json
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import endpoints
 
     ep = endpoints(need_nats=args.follow)
     store = PostgresEventStore.connect(ep.database_url)

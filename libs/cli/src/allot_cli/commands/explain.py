@@ -13,9 +13,9 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.connect import endpoints
-from allot_cli.errors import InputError
 from allot_cli.output import human_list
+from allot_intake.errors import InputError
+from allot_stack.connect import endpoints
 
 if TYPE_CHECKING:  # imported where used: ``allot explain --help`` loads no log, driver or engine
     from allot_cli.nearest import Cluster

@@ -36,9 +36,9 @@ if TYPE_CHECKING:  # imported when a command runs: ``allot get --help`` loads no
 
 
 async def load_view() -> ClusterView:
-    from allot_cli.connect import endpoints
     from allot_cli.logtools import cluster_view
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import endpoints
 
     store = PostgresEventStore.connect(endpoints().database_url)
     try:
@@ -213,8 +213,8 @@ async def node_records(store: EventStore, now: int) -> list[dict[str, Any]]:
 
 
 async def _with_store(work: Callable[[EventStore], Any]) -> Any:
-    from allot_cli.connect import endpoints
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import endpoints
 
     store = PostgresEventStore.connect(endpoints().database_url)
     try:

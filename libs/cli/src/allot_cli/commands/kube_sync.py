@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 
 
 def cmd_kube_sync(args: argparse.Namespace) -> int:

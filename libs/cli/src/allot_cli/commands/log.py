@@ -6,7 +6,7 @@ them. Nothing is deleted from the database. ``verify-segment FILE...`` checks ea
 from the boundary hash to its last hash, every signed checkpoint in it, its manifest and SHA-256), that consecutive
 segments meet, and with ``--against-db`` that they meet the live log. Exit codes as ``replay --verify``: 0 when
 everything holds, 1 on a mismatch (tampering or damage), 2 for input that is not segments (or bad flags).
-Anchor keys are found as ``replay --verify`` finds them (:mod:`allot_cli.anchoring`).
+Anchor keys are found as ``replay --verify`` finds them (:mod:`allot_stack.anchoring`).
 """
 
 from __future__ import annotations

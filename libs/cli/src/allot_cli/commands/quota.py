@@ -17,9 +17,9 @@ BUILT_IN = {"koordinator-system-quota", "koordinator-default-quota"}
 
 
 async def tree_rows() -> list[dict[str, Any]]:
-    from allot_cli.connect import endpoints
     from allot_cli.logtools import projection
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import endpoints
 
     store = PostgresEventStore.connect(endpoints().database_url)
     try:

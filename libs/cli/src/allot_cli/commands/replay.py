@@ -3,7 +3,7 @@
 With ``--verify`` it checks, in order, and stops at the first failure with a non-zero exit:
 1. the hash chain (no edited, inserted, reordered or deleted event; optionally against ``--expect-head``) and its
    anchor: every checkpoint the relay signed must carry a valid signature of a configured public key and match the
-   chain at its position, so a rewrite with recomputed hashes is caught (keys: :mod:`allot_cli.anchoring`);
+   chain at its position, so a rewrite with recomputed hashes is caught (keys: :mod:`allot_stack.anchoring`);
 2. every service's decisions: each is re-derived from the log and compared field by field with what was recorded,
    up to the service's checkpoint; events after it are lag (reported per service, not a failure);
 3. the live projections: each running service reports its position and state digest (over NATS), and a projection
@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 if (
     TYPE_CHECKING
 ):  # the rest is imported when the command runs: ``allot replay --help`` loads no engine or driver
-    from allot_cli.connect import Endpoints
     from allot_cli.replay_configs import DeciderConfigs
     from allot_eventstore.protocol import EventStore
     from allot_eventstore.verify import ChainReport
     from allot_runtime.replay import Verified
+    from allot_stack.connect import Endpoints
 
 
 async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> dict[str, dict[str, Any]]:
@@ -62,12 +62,9 @@ async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> 
 async def run(args: argparse.Namespace) -> int:
     import msgspec
 
-    from allot_cli.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
     from allot_cli.commands.explain import refused_counts, refused_line
-    from allot_cli.connect import endpoints, find_state_dir
     from allot_cli.kube.enactment_bound import DEFAULT_BOUND
     from allot_cli.kube.ledger import verify_report as enactment_report
-    from allot_cli.pipeline import PROCESSORS, instances
     from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
     from allot_cli.verify_jobs import Service, Since, verify_all
     from allot_cli.verify_since import describe as describe_start
@@ -75,6 +72,9 @@ async def run(args: argparse.Namespace) -> int:
     from allot_eventstore.verify import verify_chain
     from allot_runtime.recorded_config import recorded_configs
     from allot_runtime.replay import rebuild
+    from allot_stack.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
+    from allot_stack.connect import endpoints, find_state_dir
+    from allot_stack.pipeline import PROCESSORS, instances
 
     ep = endpoints()
     state_dir = find_state_dir()
@@ -291,7 +291,7 @@ def _finish(args: argparse.Namespace, report: dict[str, Any], code: int) -> int:
 
 def _since(args: argparse.Namespace, head: int, until: int) -> int:
     """The ``--since`` position, checked against the log (0: not given); ``--check-snapshots`` needs ``--verify``."""
-    from allot_cli.errors import UsageError
+    from allot_intake.errors import UsageError
 
     if getattr(args, "check_snapshots", 0) and not args.verify:
         raise UsageError("--check-snapshots: only with --verify (it records what re-deriving found)")

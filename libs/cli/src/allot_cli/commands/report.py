@@ -12,8 +12,8 @@ from typing import Any
 
 async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
     """The window and its rows, read from the log at ``url`` (only the event types the report needs)."""
-    from allot_cli.errors import UsageError
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_intake.errors import UsageError
 
     store = PostgresEventStore.connect(url)
     try:
@@ -99,9 +99,9 @@ def render(window: Any, rows: list[Any], by: str, output: str) -> str:
 def cmd_usage(args: argparse.Namespace) -> int:
     import asyncio
 
-    from allot_cli.connect import endpoints
-    from allot_cli.errors import UsageError
     from allot_cli.usage_window import SYNTAX_ANCHOR_US, parse_window
+    from allot_intake.errors import UsageError
+    from allot_stack.connect import endpoints
 
     try:  # bad flags are refused before the log is read
         parse_window(args.since, args.until, last_us=SYNTAX_ANCHOR_US)

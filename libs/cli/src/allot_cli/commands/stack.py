@@ -14,8 +14,6 @@ import time
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from allot_cli.connect import default_state_dir, endpoints, find_state_dir, read_stack
-from allot_cli.errors import InputError, UsageError
 from allot_cli.stackprocs import (
     bin_path,
     cleanup_leftovers,
@@ -25,7 +23,9 @@ from allot_cli.stackprocs import (
     supervisor_running,
 )
 from allot_cli.stackview import describe
+from allot_intake.errors import InputError, UsageError
 from allot_runtime.secretfiles import private_dir
+from allot_stack.connect import default_state_dir, endpoints, find_state_dir, read_stack
 
 
 class ProcessRow(TypedDict):

@@ -11,10 +11,10 @@ from typing import Any
 
 
 async def _run(args: argparse.Namespace) -> None:
-    from allot_cli.connect import endpoints
     from allot_cli.ui.model import UiModel
     from allot_cli.ui.server import serve
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import endpoints
 
     store = PostgresEventStore.connect(endpoints().database_url)
     stop = asyncio.Event()

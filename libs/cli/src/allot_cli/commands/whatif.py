@@ -22,11 +22,11 @@ def _position(text: str) -> int:
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
-    from allot_cli.connect import endpoints, find_state_dir
-    from allot_cli.errors import UsageError
     from allot_cli.replay_configs import load_configs
     from allot_cli.whatif import render, run
     from allot_cli.whatif.facts import NodeLabels
+    from allot_intake.errors import UsageError
+    from allot_stack.connect import endpoints, find_state_dir
 
     if not args.filename and not args.window:
         raise UsageError("what-if: give -f FILE (pods to try) or --config FILE --window FROM:TO")

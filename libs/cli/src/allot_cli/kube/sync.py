@@ -1,7 +1,7 @@
 """``allot kube-sync``: the cluster's pods, ElasticQuotas, ElasticQuotaProfiles and PodGroups into the event log.
 
 One process per installation list-watches the API server and records, as producer ``kube-sync``, the same input
-events ``allot apply`` records (the conversion is :func:`allot_cli.manifests.to_input`), so everything downstream is
+events ``allot apply`` records (the conversion is :func:`allot_intake.manifests.to_input`), so everything downstream is
 identical to the standalone path:
 
 ==================================================  ==============================================================
@@ -45,9 +45,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from allot_cli.documents import Document
 from allot_cli.kube.reservations import RESERVATION_KIND, JobMirror
-from allot_cli.manifests import Door, to_input
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
@@ -63,6 +61,8 @@ from allot_contracts.events import (
     QuotaProfileApplied,
     QuotaProfileDeleted,
 )
+from allot_intake.documents import Document
+from allot_intake.manifests import Door, to_input
 from allot_quota.model import (
     ANNO_ALLOCATED,
     ANNO_CHILD_REQUEST,

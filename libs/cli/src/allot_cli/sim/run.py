@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from allot_cli.errors import InputError
+from allot_intake.errors import InputError
 
 if TYPE_CHECKING:  # imported when a scenario runs: ``allot sim run --help`` loads no engine
     from allot_cli.simulator import Simulation
@@ -27,9 +27,9 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
     service's part is loaded here, so a bad one is an :class:`InputError` naming the file and each refused field."""
     if not path:
         return {}
-    from allot_cli.pipeline import SERVICES, build
     from allot_contracts.errors import InvalidInput
     from allot_runtime.settings import read_config_file
+    from allot_stack.pipeline import SERVICES, build
 
     try:
         data = read_config_file(Path(path), "--config")
@@ -99,9 +99,9 @@ def run(
 ) -> tuple[Simulation, ClusterView, int]:
     """Run the scenario's valid documents (each refused one is reported on stderr); the number refused. With
     ``atomic``, a scenario with any refused document is not run at all."""
-    from allot_cli.documents import load_documents
-    from allot_cli.manifests import Door, to_input
     from allot_cli.simulator import Simulation
+    from allot_intake.documents import load_documents
+    from allot_intake.manifests import Door, to_input
     from allot_views.cluster import ClusterView
 
     docs = load_documents(scenario)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from allot_cli.errors import InputError, UsageError
+from allot_intake.errors import InputError, UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[5]
 OPENB_DIR = (REPO_ROOT / ".." / "shared" / "traces" / "openb").resolve()

@@ -14,7 +14,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from allot_cli.errors import InputError, UsageError
+from allot_intake.errors import InputError, UsageError
 
 
 def _from_trace(path: Path) -> list[tuple[int, int, int, tuple[str, ...]]]:
@@ -26,9 +26,9 @@ def _from_trace(path: Path) -> list[tuple[int, int, int, tuple[str, ...]]]:
 
 
 async def _from_log() -> list[tuple[int, int, int, tuple[str, ...]]]:
-    from allot_cli.connect import endpoints
     from allot_eventstore.postgres import PostgresEventStore
     from allot_placement.fragmentation import pod_shape
+    from allot_stack.connect import endpoints
 
     store = PostgresEventStore.connect(endpoints().database_url)
     try:

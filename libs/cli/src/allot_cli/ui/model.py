@@ -172,7 +172,7 @@ class UiModel:
 async def pending_work(store: EventStore, checkpoints: dict[str, int]) -> dict[str, int]:
     """Per consumer, the position of the first event it consumes after its checkpoint (none: it is caught up). A
     service's instances (``service@node``) consume what the service does; a consumer that is no service reads all."""
-    from allot_cli.pipeline import interests
+    from allot_stack.pipeline import interests
 
     consumed = interests()
     pending: dict[str, int] = {}

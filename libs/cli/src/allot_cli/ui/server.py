@@ -21,11 +21,11 @@ from typing import Any
 
 from aiohttp import web
 
-from allot_cli.errors import UsageError
 from allot_cli.ui import gpus, pages, usage
 from allot_cli.ui.model import UiModel
 from allot_cli.ui.query import QueryError, checked
 from allot_eventstore.clock import iso
+from allot_intake.errors import UsageError
 from allot_runtime.httpserver import Limits, application, refuse, start
 
 MODEL: web.AppKey[UiModel] = web.AppKey("model", UiModel)

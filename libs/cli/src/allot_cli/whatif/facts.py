@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 
 if TYPE_CHECKING:
     from allot_contracts.envelope import RecordedEvent

@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 
 if TYPE_CHECKING:
     from allot_cli.replay_configs import DeciderConfigs, FileConfig
@@ -60,8 +60,8 @@ def deciders(
 ) -> dict[str, DeciderConfigs]:
     """One decider per service: the service itself (per-node instances decide on their node alone and are not on a
     new pod's path)."""
-    from allot_cli.pipeline import SERVICES
     from allot_cli.replay_configs import plan
+    from allot_stack.pipeline import SERVICES
 
     return plan(list(SERVICES), recorded, files)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.errors import InputError, UsageError
+from allot_intake.errors import InputError, UsageError
 
 if TYPE_CHECKING:
-    from allot_cli.documents import Document
-    from allot_cli.manifests import Door, Input
+    from allot_intake.documents import Document
+    from allot_intake.manifests import Door, Input
 
 KINDS = ("Pod", "PodGroup")
 _META = frozenset(
@@ -137,7 +137,7 @@ def unknown_fields(body: dict[str, Any]) -> list[str]:
 
 def read(paths: list[str]) -> list[Document]:
     """The documents of ``paths`` ('-': stdin), every one a Pod or PodGroup with only known fields."""
-    from allot_cli.documents import load_documents
+    from allot_intake.documents import load_documents
 
     try:
         docs = [doc for path in paths for doc in load_documents(path)]
@@ -161,7 +161,7 @@ def read(paths: list[str]) -> list[Document]:
 def admitted(docs: list[Document], door: Door) -> tuple[list[Input], list[str], list[str]]:
     """The documents as the events ``allot apply`` would record, the pods asked about ("ns/name") and the door's
     warnings; a document the door refuses is a :class:`UsageError` naming each refused field."""
-    from allot_cli.manifests import to_input
+    from allot_intake.manifests import to_input
 
     verdicts = door.check_all(docs)
     refused = [line for verdict in verdicts for line in verdict.lines("error", verdict.issues)]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from allot_contracts.envelope import NewEvent, RecordedEvent, prepare
 
 if TYPE_CHECKING:
-    from allot_cli.manifests import Input
+    from allot_intake.manifests import Input
     from allot_runtime.processor import Host
 
 WHATIF_NS = uuid.UUID("5b0f6c52-8f7e-4d3c-9a41-2e6f1d0b7c39")

@@ -7,7 +7,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.errors import InputError, UsageError
+from allot_intake.errors import InputError, UsageError
 
 if TYPE_CHECKING:
     from allot_cli.nearest import Cluster

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 from allot_views.decisions import decisions_of
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.errors import UsageError
+from allot_intake.errors import UsageError
 
 if TYPE_CHECKING:  # imported by endpoints(): reading stack.json (allot status) loads no contracts
     from allot_bus.names import BusNames

@@ -26,7 +26,7 @@ v1 ConfigMap ``slo-controller-config``          ``colocation.applied`` (other Co
 scheduling.k8s.io/v1 PriorityClass              ``priorityclass.applied`` (resolves ``priorityClassName``)
 v1 Namespace                                    ``object.ignored`` (its labels select profiles at the door)
 apps/v1 Deployment, ReplicaSet, StatefulSet,    ``workload.expanded`` and the pods its controller would create
-batch/v1 Job                                    (:mod:`allot_cli.workloads`; standalone mode only)
+batch/v1 Job                                    (:mod:`allot_intake.workloads`; standalone mode only)
 allot.dev/v1 Delete ``{kind,namespace,name}``   the kind's ``*.deleted`` event
 allot.dev/v1 AdvanceClock ``{seconds}``         the simulator's clock moves (a running stack has its own clock)
 allot.dev/v1 NodeHeartbeat ``{node}``           ``node.heartbeat`` (what a node's agent records; for scenarios)
@@ -48,9 +48,6 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_cli.documents import NAMESPACED_DELETES, Document
-from allot_cli.quota_door import QuotaView
-from allot_cli.workloads import WORKLOAD_KINDS, expand
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     ColocationConfigApplied,
@@ -93,6 +90,9 @@ from allot_contracts.objects.pod import BUILTIN_PRIORITY_CLASSES, Pod, PodContex
 from allot_contracts.objects.profile_mutation import apply_profiles, namespace_labels
 from allot_contracts.objects.quota import BUILTIN as BUILTIN_QUOTAS
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
+from allot_intake.documents import NAMESPACED_DELETES, Document
+from allot_intake.quota_door import QuotaView
+from allot_intake.workloads import WORKLOAD_KINDS, expand
 
 CLI_KINDS: Final = {
     ("allot.dev/v1", "Delete"),

@@ -1,7 +1,7 @@
 """Documents as read from YAML: one ``Document`` per manifest, read within bounds (file and document size, nesting,
 value count) so a hostile or broken file is refused with a reason instead of exhausting memory.
 
-Pure apart from reading the file; admission (``allot_cli.manifests``) takes the documents from here.
+Pure apart from reading the file; admission (``allot_intake.manifests``) takes the documents from here.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any, Final
 
 import yaml
 
-from allot_cli.errors import InputError
-from allot_cli.workloads import WORKLOAD_KINDS
 from allot_contracts.events import ObjectRef
 from allot_contracts.objects.admission import Admitted
+from allot_intake.errors import InputError
+from allot_intake.workloads import WORKLOAD_KINDS
 
 __all__ = ["LIMITS", "NAMESPACED_DELETES", "Document", "Limits", "load_documents", "parse_documents"]
 

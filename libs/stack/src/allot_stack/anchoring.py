@@ -13,13 +13,13 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from allot_cli.errors import InputError
 from allot_contracts.errors import InvalidInput, SchemaMismatch
 from allot_eventstore.anchor import AnchorCheck
 from allot_eventstore.anchor_keys import ensure_signing_key, load_verifying_keys
 from allot_eventstore.anchor_log import anchor_check
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.verify import ChainReport
+from allot_intake.errors import InputError
 from allot_relay.settings import ENVIRONMENT as RELAY_SETTINGS
 
 STATE_PUBLIC_KEY = "anchor.pub"

@@ -1,4 +1,4 @@
-"""Errors the CLI reports as one clear line (no traceback).
+"""Errors a user can fix, which every Allot command reports as one clear line (no traceback).
 
 Exit codes follow kubectl: 1 when input is refused (a file that cannot be read, invalid YAML or config, a document
 admission refuses, an unknown kind, an invalid label selector, a name that is not in the log) or an operation fails;

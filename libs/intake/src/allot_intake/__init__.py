@@ -1,0 +1,1 @@
+"""Kubernetes and Koordinator documents in, log events out."""
