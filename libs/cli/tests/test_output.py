@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from allot_cli.output import KINDS, human, human_list, kind_named, parse_selector
+from allot_cli.output import KINDS, kind_named, parse_selector
+from allot_views.units import human, human_list
 
 
 @pytest.mark.parametrize(
@@ -80,5 +81,5 @@ def test_listing_pods_runs_without_a_scheduling_engine() -> None:
             [sys.executable, "-c", code], capture_output=True, text=True, check=True
         ).stdout.split()
     )
-    assert "allot_cli.listing" in loaded
+    assert "allot_stack.listing" in loaded
     assert not {"allot_placement", "allot_quota", "allot_gang", "allot_reservation"} & loaded
