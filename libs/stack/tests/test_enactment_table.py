@@ -9,7 +9,7 @@ from pathlib import Path
 
 from allot_stack.enactment import RULES
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "kubernetes.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "kubernetes.md"
 NAME = re.compile(r"`([a-z]+\.[a-z_]+)`")
 SHORT = re.compile(r"`([a-z_]+)`")  # the "running" of "`migration.pending` / `running`": the same prefix
 
