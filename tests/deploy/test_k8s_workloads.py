@@ -121,7 +121,7 @@ def test_each_workload_runs_its_own_real_process(
 ) -> None:
     expected = {name: [f"allot-{name}"] for name in service_names} | {
         "relay": ["allot-relay"],
-        "ui": ["allot", "ui", "--host", "0.0.0.0", "--port", "8080"],
+        "ui": ["allot-ui", "--host", "0.0.0.0", "--port", "8080"],
         "kube-sync": ["allot", "kube-sync"],
         "migrate": ["allot", "migrate"],
     }

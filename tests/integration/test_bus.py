@@ -15,7 +15,6 @@ from allot_bus import wire
 from allot_bus.adapters.nats import connect
 from allot_bus.names import HEADER_MSG_ID, BusNames
 from allot_bus.relay import Relay
-from allot_cli.commands.explain import refusal_lines, refused_about, refused_counts, refused_line
 from allot_contracts.envelope import RecordedEvent, canonical
 from allot_contracts.errors import Unavailable
 from allot_contracts.events import ObjectRef, PodDeleted, TimerFired
@@ -23,6 +22,7 @@ from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
 from allot_runtime.service import ProcessorRuntime
+from allot_stack.explain import refusal_lines, refused_about, refused_counts, refused_line
 from allot_testing.builders import an_event
 from allot_testing.processors import EchoProcessor
 from allot_testing.servers import private_nats

@@ -21,7 +21,6 @@ import pytest
 
 from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
-from allot_cli.commands.explain import explain, history
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import ObjectRef, PodEvicted
 from allot_eventstore.postgres import PostgresEventStore
@@ -29,6 +28,7 @@ from allot_intake.documents import Document
 from allot_intake.manifests import to_input
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
+from allot_stack.explain import explain, history
 from allot_stack.pipeline import build_instance
 from allot_testing.builders import a_node, a_pod
 from allot_testing.fake_kube import FakeKube

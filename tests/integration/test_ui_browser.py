@@ -19,8 +19,6 @@ from aiohttp import ClientSession, web
 
 from allot_bus.names import BusNames
 from allot_cli.commands.apply import record
-from allot_cli.ui.model import UiModel
-from allot_cli.ui.server import make_app
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import load_documents
 from allot_intake.manifests import to_input
@@ -28,6 +26,8 @@ from allot_runtime.metrics import LogCollector
 from allot_stack.pipeline import interests
 from allot_testing.browser import SKIP_NO_CHROMIUM, differing_fraction, screenshot
 from allot_testing.stack import InProcessStack
+from allot_ui.model import UiModel
+from allot_ui.server import make_app
 
 pytestmark = pytest.mark.integration
 

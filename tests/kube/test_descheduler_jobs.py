@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from allot_cli.kube.ledger import ENACTED, REFUSED, TYPES, fold, verify_report
 from allot_cli.kube.sync import PRODUCER as KUBE_SYNC
 from allot_cli.kube.sync import KubeSync
 from allot_contracts.envelope import NewEvent
 from allot_reservation.testing import a_job_manifest
+from allot_stack.enactment import ENACTED, REFUSED, TYPES, fold, verify_report
 from allot_testing.fake_kube import FakeKube
 from allot_testing.scenario import Scenario
 from reservation_manager.adapters.jobs import PRODUCER, JobEnactor

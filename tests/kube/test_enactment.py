@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from allot_cli.commands.explain import explain, history
 from allot_contracts.decisions.placement import Decision
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import (
@@ -28,6 +27,7 @@ from allot_contracts.events import (
 )
 from allot_contracts.objects.inventory import parse_device_cr
 from allot_reservation.testing import a_pod_manifest
+from allot_stack.explain import explain, history
 from allot_testing.builders import a_gpu_device, a_node, a_quota
 from allot_testing.fake_kube import FakeKube
 from binder.adapters.kube import PRODUCER

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from allot_bus.names import BusNames
-from allot_cli.kube.ledger import verify_report as enactment_report
 from allot_cli.kube.sync import KubeSync
 from allot_runtime.metrics import Metrics
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
 from allot_runtime.service import ServiceContext
 from allot_runtime.settings import ServiceSettings
+from allot_stack.enactment import verify_report as enactment_report
 from allot_stack.pipeline import build_instance
 from allot_testing.builders import a_gpu_device, a_node, a_pod
 from allot_testing.fake_kube import FakeKube

@@ -418,7 +418,7 @@ def test_a_watch_in_json_reports_a_deleted_object_without_what_it_held() -> None
 
 def test_the_quota_tree_is_an_allot_kind_with_exact_quantities(log: Scenario) -> None:
     from allot_cli.commands.quota import tree_object
-    from allot_cli.logtools import projection
+    from allot_stack.logtools import projection
 
     async def rows() -> list[dict[str, Any]]:
         return list((await projection(log.sim.store, "quota-manager")).engine.tree_view())

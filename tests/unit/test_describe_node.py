@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from allot_cli.commands.describe import run_describe
-from allot_cli.logtools import projection
 from allot_contracts.quantity import format_quantity
+from allot_stack.logtools import projection
 from allot_testing.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +66,7 @@ def test_allocated_resources_and_gpus_agree_with_the_allocators_projection(log: 
 
 def test_get_nodes_shows_gpus_allocated_beside_those_reported(log: Scenario) -> None:
     from allot_cli.commands.get import nodes_rows
-    from allot_cli.logtools import cluster_view
+    from allot_stack.logtools import cluster_view
 
     rows = {r["node"]: r for r in nodes_rows(asyncio.run(cluster_view(log.sim.store)), NOW)}
     allocator = asyncio.run(projection(log.sim.store, "device-allocator"))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from allot_cli.migration_views import migration_lines, pod_migrations
 from allot_cli.sim.run import load_config, run
+from allot_stack.migration_views import migration_lines, pod_migrations
 from allot_testing.builders import a_node
 from allot_testing.scenario import Scenario
 
@@ -57,8 +57,8 @@ def test_a_job_applied_by_hand_says_who_applied_it() -> None:
 
 
 def test_get_migrations_lists_the_descheduler_jobs() -> None:
-    from allot_cli.logtools import projection
-    from allot_cli.reservation_views import migration_rows
+    from allot_stack.logtools import projection
+    from allot_stack.reservation_views import migration_rows
 
     sim, _, _ = run(str(EXAMPLE), config=load_config(str(EXAMPLE.with_name("01-hot-and-idle.config.yaml"))))
     engine = asyncio.run(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.commands.describe import run_describe
-from allot_cli.commands.explain import cluster, explain, history
+from allot_stack.explain import cluster, explain, history
 from allot_testing.builders import a_gpu_device, a_node, a_pod, a_quota
 from allot_testing.scenario import Scenario
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from allot_cli.commands.explain import explain, history
 from allot_contracts.envelope import NewEvent, stream_id
 from allot_contracts.events import ObjectRef, PodEvictionEnacted
+from allot_stack.explain import explain, history
 from allot_testing.builders import a_node, a_pod, a_quota
 from allot_testing.scenario import Scenario
 

@@ -18,12 +18,12 @@ import pytest
 from aiohttp import ClientSession
 from prometheus_client.parser import text_string_to_metric_families
 
-from allot_cli.logtools import cluster_view
 from allot_contracts.envelope import NewEvent
 from allot_contracts.events import GangGroupPlaced
 from allot_relay.main import _serve
 from allot_runtime.metrics import Metrics
 from allot_runtime.service import Handled
+from allot_stack.logtools import cluster_view
 from allot_testing.builders import a_quota
 from allot_testing.scenario import Scenario
 from allot_views.cluster import gpu_rows

@@ -171,7 +171,7 @@ def test_load_aware_placement_through_the_services(tmp_path: Path) -> None:
     assert placed["decision"]["scores"][0]["components"]["LoadAwareScheduling"] > 0
     assert verified(sim) > 0
     # allot explain pod: the load-aware score component of the chosen node, the filter's reason per node
-    from allot_cli.commands.explain import explain, history
+    from allot_stack.explain import explain, history
 
     web = explain("apps/web", *asyncio.run(history(sim.store, "apps/web")))
     [score] = [line for line in web if line.strip().startswith("score node-b:")]
@@ -204,7 +204,7 @@ def test_a_bad_colocation_configmap_is_rejected_with_its_path(tmp_path: Path) ->
 
 def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
     from allot_cli.commands.get import nodes_rows
-    from allot_cli.explain_node import explain_node, node_history
+    from allot_stack.explain_node import explain_node, node_history
     from allot_views.cluster import ClusterView
 
     sim = simulate(tmp_path, (EXAMPLES / "02-batch-overcommit.yaml").read_text())
@@ -298,7 +298,7 @@ def test_a_pod_scheduled_within_the_report_interval_before_the_metric_is_estimat
 def test_an_unreadable_node_annotation_is_recorded_as_a_warning_and_shown_by_explain_node(
     tmp_path: Path,
 ) -> None:
-    from allot_cli.explain_node import explain_node, node_history
+    from allot_stack.explain_node import explain_node, node_history
 
     node = (NODE % {"name": "node-w"}).replace(
         "metadata: {name: node-w}",

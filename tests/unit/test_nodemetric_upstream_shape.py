@@ -99,7 +99,7 @@ def test_a_flat_usage_map_is_refused_at_the_door_with_where_the_quantities_go() 
 
 
 def test_explain_node_shows_the_p95_of_an_upstream_shaped_metric() -> None:
-    from allot_cli.explain_node import explain_node, node_history
+    from allot_stack.explain_node import explain_node, node_history
 
     sc = cluster().apply_yaml(METRICS)
     lines = explain_node("node-a", asyncio.run(node_history(sc.sim.store, "node-a")), sc.sim.clock.now_us)

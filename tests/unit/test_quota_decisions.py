@@ -135,7 +135,7 @@ def test_an_eviction_kubernetes_refuses_charges_the_victim_again_and_it_is_not_c
     assert victims == ["lower", "low", "high"], victims  # used 3 of max 2: two others make room
     s.assert_replays()
     # allot explain pod says why the pod still runs.
-    from allot_cli.commands.explain import explain
+    from allot_stack.explain import explain
 
     own = [e for e in s.events if e.stream_id == stream_id("pod", "team/lower")]
     text = "\n".join(explain("team/lower", own, []))

@@ -79,9 +79,9 @@ def test_the_effective_config_adds_what_the_service_adds_in_canonical_form(tmp_p
 def test_views_rebuild_a_projection_under_the_configuration_its_service_recorded():
     import asyncio
 
-    from allot_cli.logtools import projection
     from allot_eventstore.memory import InMemoryEventStore
     from allot_runtime.recorded_config import AppliedConfig, record_config
+    from allot_stack.logtools import projection
 
     async def timeouts() -> tuple[int, int]:
         store = InMemoryEventStore()

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.output import kind_named, render
-from allot_cli.reservation_views import migration_rows, reservation_rows
 from allot_contracts.envelope import NewEvent, derived_event_id
 from allot_eventstore.memory import InMemoryEventStore
 from allot_reservation.testing import Driver, a_job_manifest, a_pod_manifest, a_reservation_manifest
+from allot_stack.reservation_views import migration_rows, reservation_rows
 from allot_views.decisions import decisions
 
 
@@ -73,8 +73,8 @@ EXAMPLE = str(
 
 
 async def test_explain_says_which_reservation_and_why_not() -> None:
-    from allot_cli.commands.explain import explain, history
     from allot_cli.sim.run import run
+    from allot_stack.explain import explain, history
 
     sim, _, _ = run(EXAMPLE, config={})
     placed = "\n".join(explain("ml/tolerant", *await history(sim.store, "ml/tolerant")))

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from allot_cli.commands.report import render
-from allot_cli.usage_window import parse_window
 from allot_contracts.decisions.placement import Allocation, Decision, DeviceAlloc
 from allot_contracts.decisions.quota import AdmitDecision
 from allot_contracts.events._base import Event, ObjectRef
 from allot_contracts.events.inputs import PodDeleted, PodSubmitted
 from allot_contracts.events.pods import PodPlaced, PodReleased
 from allot_contracts.events.quota import QuotaAdmitted
+from allot_stack.usage_window import parse_window
 from allot_views.usage import Window, usage
 
 H = 3_600_000_000  # one hour in µs

@@ -1,5 +1,5 @@
-"""Human units, label selector parsing and the kinds table of :mod:`allot_cli.output`; listing pods imports no
-scheduling engine even when it runs."""
+"""Label selector parsing and the kinds table of :mod:`allot_cli.output`; listing pods imports no scheduling engine
+even when it runs (human units: libs/views/tests/test_units.py)."""
 
 from __future__ import annotations
 
@@ -8,37 +8,7 @@ import sys
 
 import pytest
 
-from allot_cli.output import KINDS, human, human_list, kind_named, parse_selector
-
-
-@pytest.mark.parametrize(
-    ("resource", "quantity", "shown"),
-    [
-        ("memory", "16Gi", "16Gi"),
-        ("memory", "16777216Ki", "16Gi"),
-        ("memory", 17179869184, "16Gi"),
-        ("memory", "16G", "14.9Gi"),
-        ("memory", "1536Mi", "1.5Gi"),
-        ("memory", "100", "100"),
-        ("koordinator.sh/gpu-memory", "85899345920", "80Gi"),
-        ("cpu", "500m", "500m"),
-        ("cpu", "4000m", "4"),
-        ("cpu", "0.25", "250m"),
-        ("nvidia.com/gpu", "2", "2"),
-        ("memory", "1844674407370955161", "unlimited"),  # Koordinator's MaxInt64/5 on the built-in quotas
-        ("cpu", "1844674407370955161", "unlimited"),
-        ("cpu", str((2**63 - 1) // 2000), "unlimited"),  # a profile root's unrestricted key
-        ("memory", "4Pi", "4Pi"),  # big, but a real amount
-        ("cpu", "n/a", "n/a"),
-    ],
-)
-def test_human_units(resource: str, quantity: object, shown: str) -> None:
-    assert human(resource, quantity) == shown
-
-
-def test_human_lists_skip_pods_and_say_when_empty() -> None:
-    assert human_list({"pods": "110", "memory": "128Gi", "cpu": "32"}) == "cpu=32 memory=128Gi"
-    assert human_list({}) == "-"
+from allot_cli.output import KINDS, kind_named, parse_selector
 
 
 @pytest.mark.parametrize(
@@ -80,5 +50,5 @@ def test_listing_pods_runs_without_a_scheduling_engine() -> None:
             [sys.executable, "-c", code], capture_output=True, text=True, check=True
         ).stdout.split()
     )
-    assert "allot_cli.listing" in loaded
+    assert "allot_stack.listing" in loaded
     assert not {"allot_placement", "allot_quota", "allot_gang", "allot_reservation"} & loaded

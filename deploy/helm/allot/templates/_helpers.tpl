@@ -223,7 +223,7 @@ relay:
   singleton: true
 ui:
   kind: Deployment
-  command: [allot, ui, --host, 0.0.0.0, --port, "8080"]
+  command: [allot-ui, --host, 0.0.0.0, --port, "8080"]
   singleton: true
 kube-sync:
   kind: Deployment

@@ -10,11 +10,11 @@ Responsibility
   ``table`` fits 80 columns (or the terminal's width): long cells and notes are cut with ``…``, never wrapped, and
   ``wide`` shows them whole.
 - :func:`parse_selector` / :meth:`Selector.matches`: kubectl's label selector syntax (``a=b,c!=d,e in (x,y),f,!g``).
-- :func:`human` / :func:`human_list`: quantities for people — ``16Gi``, ``500m``, ``unlimited``.
+- table cells in human units (:mod:`allot_views.units`): ``16Gi``, ``500m``, ``unlimited``.
 
 Invariants: every row is a dict of JSON builtins with ``name`` and ``labels`` (and ``namespace`` for a namespaced
 kind); ``json`` and ``yaml`` print each row as its Kubernetes object with the exact recorded values
-(:mod:`allot_cli.objects`), only tables use :func:`human` units.
+(:mod:`allot_views.objects`), only tables use human units (:func:`allot_views.units.human`).
 Pure: no IO but the text returned.
 """
 
@@ -23,22 +23,18 @@ from __future__ import annotations
 import importlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
-from allot_contracts.quantity import QuantityError, format_quantity, is_milli_resource, parse_quantity
 from allot_intake.errors import InputError
+from allot_views.units import human
 
 __all__ = [
     "FORMATS",
     "KINDS",
-    "UNLIMITED_FROM",
     "Kind",
     "Selector",
-    "human",
-    "human_list",
     "kind_named",
     "missing",
     "parse_selector",
@@ -80,7 +76,7 @@ class Kind:
 
 
 _GET = "allot_cli.commands.get"
-_LISTS = "allot_cli.listing"
+_LISTS = "allot_stack.listing"
 KINDS: tuple[Kind, ...] = (
     Kind(
         "pods",
@@ -183,52 +179,6 @@ def kind_named(word: str) -> Kind:
 
 def all_words() -> list[str]:
     return [w for kind in KINDS for w in dict.fromkeys(kind.words)]
-
-
-# --- human units -------------------------------------------------------------------------------------------------
-
-# Quantities from here up are shown as ``unlimited``: the smallest of the "no limit" values Koordinator writes
-# (MaxInt64/5 of cpu cores and memory bytes on its built-in quotas, MaxInt64/2000 on a profile's root quota), in the
-# resource's base unit (cores, bytes, devices). No real capacity comes near: 4.6e15 cores, or 4 PiB of memory.
-UNLIMITED_FROM = Fraction((2**63 - 1) // 2000)
-_BYTES = ("memory", "storage", "gpu-memory", "hugepages", "gpu.memory")
-_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
-
-
-def _bytes(value: Fraction) -> str:
-    if value < 0:
-        return "-" + _bytes(-value)
-    for suffix, factor in _BINARY:
-        if value >= factor:
-            scaled = value / factor
-            if scaled.denominator == 1:
-                return f"{scaled.numerator}{suffix}"
-            return f"{round(float(scaled), 1):g}{suffix}"
-    return str(round(float(value)))
-
-
-def human(resource: str, quantity: Any) -> str:
-    """A quantity for a table: ``unlimited`` for Koordinator's no-limit values, bytes in binary units (``16Gi``,
-    ``15.5Gi`` when not exact), cpu as ``500m`` or cores; anything that is not a quantity is shown as it is."""
-    try:
-        value = parse_quantity(quantity)
-    except QuantityError:
-        return str(quantity)
-    if value >= UNLIMITED_FROM:
-        return "unlimited"
-    if any(hint in resource for hint in _BYTES):
-        return _bytes(value)
-    if is_milli_resource(resource):
-        return format_quantity(resource, -((-value.numerator * 1000) // value.denominator))
-    if value.denominator == 1:
-        return str(value.numerator)
-    return f"{float(value):g}"
-
-
-def human_list(values: dict[str, Any], skip: Iterable[str] = ("pods",)) -> str:
-    """``cpu=4 memory=16Gi nvidia.com/gpu=2`` (``-`` when empty)."""
-    skipped = set(skip)
-    return " ".join(f"{k}={human(k, v)}" for k, v in sorted(values.items()) if k not in skipped) or "-"
 
 
 # --- label selectors ------------------------------------------------------------------------------------------------
@@ -449,12 +399,12 @@ def limit_for(output: str) -> int | None:
 
 def render(kind: Kind, rows: Rows, output: str, *, namespaces: bool = True, single: bool = False) -> str:
     """The text ``allot get`` prints (without the final newline). ``json``/``yaml`` print the rows as Kubernetes
-    objects (:mod:`allot_cli.objects`) in a ``List``, or, with ``single`` (one object was asked for by name), that
+    objects (:mod:`allot_views.objects`) in a ``List``, or, with ``single`` (one object was asked for by name), that
     object alone."""
     if output == "name":
         return "\n".join(f"{kind.singular}/{row['name']}" for row in rows)
     if output in ("json", "yaml"):
-        from allot_cli.objects import as_list, to_object
+        from allot_views.objects import as_list, to_object
 
         objects = [to_object(kind.plural, row, namespaced=kind.namespaced) for row in rows]
         data: Any = objects[0] if single and len(objects) == 1 else as_list(objects)

@@ -176,7 +176,7 @@ async def _follow(
     stop: asyncio.Event | None = None,
 ) -> int:
     """Feed the log into ``timelines`` from ``cursor`` until every pod has a terminal decision (or ``stop``)."""
-    from allot_cli.logtools import pending_work
+    from allot_stack.logtools import pending_work
 
     deadline = time.monotonic() + timeout
     while True:
@@ -201,7 +201,7 @@ async def _register(
     ``cluster_objects_per_s`` counts from the first object recorded to that moment; ``cluster_apply_s`` is the
     command itself (reading and checking the YAML, recording); ``cluster_user_s`` is what ``allot apply`` without
     ``--no-wait`` makes a user wait."""
-    from allot_cli.logtools import pending_work
+    from allot_stack.logtools import pending_work
 
     head = (await store.head())[0]
     started = time.monotonic()
@@ -228,9 +228,9 @@ async def _register(
 
 async def _delete_all(store: Any, keys: list[str], *, timeout: float) -> None:
     """Delete the pods (one bulk append) and wait until the services have handled it all."""
-    from allot_cli.logtools import wait_idle
     from allot_contracts.envelope import NewEvent, stream_id
     from allot_contracts.events import ObjectRef, PodDeleted
+    from allot_stack.logtools import wait_idle
 
     news = []
     for key in keys:

@@ -27,8 +27,8 @@ GOAL_MS = 300
 async def _measure(store: Any, repeat: int) -> dict[str, Any]:
     from aiohttp.test_utils import TestClient, TestServer
 
-    from allot_cli.ui.model import UiModel
-    from allot_cli.ui.server import make_app
+    from allot_ui.model import UiModel
+    from allot_ui.server import make_app
 
     model = UiModel(store)
     started = time.perf_counter()

@@ -235,8 +235,8 @@ async def _wait(
 ) -> None:
     """Wait for the services, retrying transient failures; when the database stays away, the error says what was
     recorded (all of ``done``) and what was not."""
-    from allot_cli.logtools import wait_idle
     from allot_contracts.errors import TransientError
+    from allot_stack.logtools import wait_idle
 
     what = "waiting for the services"
     try:

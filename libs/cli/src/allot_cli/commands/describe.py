@@ -41,7 +41,7 @@ def _title(field: str) -> str:
 async def events_of(store: EventStore, kind: str, namespace: str, name: str) -> list[tuple[int, Any]]:
     """``(recorded_at, notice)`` of every Event the binder renders about this object, in log order, and (for a pod)
     its ``PodScheduled`` conditions as ``(recorded_at, condition)``."""
-    from allot_cli.listing import rendered
+    from allot_stack.listing import rendered
 
     found: list[tuple[int, Any]] = []
     async for at, out in rendered(store):
@@ -56,7 +56,7 @@ async def events_of(store: EventStore, kind: str, namespace: str, name: str) -> 
 
 
 def _age(now: int, at: int) -> str:
-    from allot_cli.listing import age
+    from allot_stack.listing import age
 
     return age(now - at)
 
@@ -179,12 +179,12 @@ def pod_explain(lines: list[str]) -> list[str]:
 
 async def explain_lines(store: EventStore, kind: Kind, row: dict[str, Any], now: int) -> list[str]:
     if kind.plural == "pods":
-        from allot_cli.commands.explain import cluster, explain, history
+        from allot_stack.explain import cluster, explain, history
 
         key = f"{row['namespace']}/{row['name']}"
         return pod_explain(explain(key, *await history(store, key), await cluster(store)))
     if kind.plural == "nodes":
-        from allot_cli.explain_node import explain_node, node_history
+        from allot_stack.explain_node import explain_node, node_history
 
         lines = explain_node(row["name"], await node_history(store, row["name"]), now)
         body = lines[2 : lines.index("timeline:")] if "timeline:" in lines else lines[2:]
@@ -222,8 +222,8 @@ async def node_sections(store: EventStore, kind: Kind, row: dict[str, Any]) -> l
     """A node's Allocated resources and GPUs, from the same fold as ``allot get nodes`` and the web view."""
     if kind.plural != "nodes":
         return []
-    from allot_cli.explain_node import allocated_lines
-    from allot_cli.logtools import cluster_view
+    from allot_stack.explain_node import allocated_lines
+    from allot_stack.logtools import cluster_view
 
     return allocated_lines(await cluster_view(store), row["name"])
 

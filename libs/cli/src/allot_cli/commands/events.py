@@ -45,9 +45,9 @@ async def recent(
 
 
 async def tail(args: argparse.Namespace) -> None:
-    from allot_cli.logtools import event_json
     from allot_eventstore.postgres import PostgresEventStore
     from allot_stack.connect import endpoints
+    from allot_stack.logtools import event_json
 
     ep = endpoints(need_nats=args.follow)
     store = PostgresEventStore.connect(ep.database_url)
@@ -66,8 +66,8 @@ async def tail(args: argparse.Namespace) -> None:
 
 async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
     """New events as they are recorded, each once and in order, through NATS restarts (the subscribe client)."""
-    from allot_cli.logtools import event_json
     from allot_client import AllotClient, Filter, FilterError
+    from allot_stack.logtools import event_json
 
     try:
         flt = Filter(types=args.type)

@@ -2,7 +2,7 @@
 
 Kinds, formats (``-o table|wide|json|yaml|name``), label selectors and human units are in :mod:`allot_cli.output`;
 the rows of pods and nodes are built here from :class:`ClusterView`, those of the other kinds in
-:mod:`allot_cli.listing`. ``-n NS`` keeps one namespace and ``-A`` (the default: Allot has no current-namespace
+:mod:`allot_stack.listing`. ``-n NS`` keeps one namespace and ``-A`` (the default: Allot has no current-namespace
 context) lists all of them with a NAMESPACE column; ``-w`` prints the list, then every row that changes as the log
 grows (polling the log head), until interrupted.
 """
@@ -36,9 +36,9 @@ if TYPE_CHECKING:  # imported when a command runs: ``allot get --help`` loads no
 
 
 async def load_view() -> ClusterView:
-    from allot_cli.logtools import cluster_view
     from allot_eventstore.postgres import PostgresEventStore
     from allot_stack.connect import endpoints
+    from allot_stack.logtools import cluster_view
 
     store = PostgresEventStore.connect(endpoints().database_url)
     try:
@@ -189,7 +189,7 @@ def _node_status(node: NodeView) -> NodeStatus:
 
 
 async def pod_records(store: EventStore, now: int) -> list[dict[str, Any]]:
-    from allot_cli.listing import fold, split
+    from allot_stack.listing import fold, split
 
     view, recorded = await fold(store)
     rows = pods_rows(view)
@@ -200,7 +200,7 @@ async def pod_records(store: EventStore, now: int) -> list[dict[str, Any]]:
 
 
 async def node_records(store: EventStore, now: int) -> list[dict[str, Any]]:
-    from allot_cli.listing import fold
+    from allot_stack.listing import fold
 
     view, recorded = await fold(store)
     rows = nodes_rows(view, now)

@@ -17,9 +17,9 @@ BUILT_IN = {"koordinator-system-quota", "koordinator-default-quota"}
 
 
 async def tree_rows() -> list[dict[str, Any]]:
-    from allot_cli.logtools import projection
     from allot_eventstore.postgres import PostgresEventStore
     from allot_stack.connect import endpoints
+    from allot_stack.logtools import projection
 
     store = PostgresEventStore.connect(endpoints().database_url)
     try:
@@ -30,7 +30,7 @@ async def tree_rows() -> list[dict[str, Any]]:
 
 
 def _fmt(values: dict[str, str], dims: list[str]) -> str:
-    from allot_cli.output import human
+    from allot_views.units import human
 
     return " ".join(f"{d}={human(d, values[d])}" for d in dims if d in values) or "-"
 
@@ -58,7 +58,7 @@ def render(rows: list[dict[str, Any]], *, show_all: bool) -> list[str]:
 def tree_object(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """``-o json|yaml``: the tree as an ``allot.dev/v1alpha1`` ``QuotaTree`` (docs/cli.md): ``status.quotas`` in tree
     order, each with its exact quantities (every quota, the empty built-in ones included)."""
-    from allot_cli.objects import ALLOT_API, clean
+    from allot_views.objects import ALLOT_API, clean
 
     quotas = [clean(row) for row in rows]
     return {

@@ -62,9 +62,7 @@ async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> 
 async def run(args: argparse.Namespace) -> int:
     import msgspec
 
-    from allot_cli.commands.explain import refused_counts, refused_line
     from allot_cli.kube.enactment_bound import DEFAULT_BOUND
-    from allot_cli.kube.ledger import verify_report as enactment_report
     from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
     from allot_cli.verify_jobs import Service, Since, verify_all
     from allot_cli.verify_since import describe as describe_start
@@ -74,6 +72,8 @@ async def run(args: argparse.Namespace) -> int:
     from allot_runtime.replay import rebuild
     from allot_stack.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
     from allot_stack.connect import endpoints, find_state_dir
+    from allot_stack.enactment import verify_report as enactment_report
+    from allot_stack.explain import refused_counts, refused_line
     from allot_stack.pipeline import PROCESSORS, instances
 
     ep = endpoints()

@@ -1,6 +1,6 @@
 """``allot report usage``: quota chargeback from the log (GPU-hours, GPU-memory GiB-hours and CPU-hours per quota,
-namespace or workload over a window, own vs borrowed). The computation is :mod:`allot_views.usage`; this module
-reads the log and prints. The window comes from the log only (``--until`` defaults to the last recorded event), so
+namespace or workload over a window, own vs borrowed). The computation is :mod:`allot_views.usage`, the log is read
+by :mod:`allot_stack.usage_window`; this module reads the flags and prints. The window comes from the log only (``--until`` defaults to the last recorded event), so
 the same log and flags print the same report.
 """
 
@@ -8,32 +8,6 @@ from __future__ import annotations
 
 import argparse
 from typing import Any
-
-
-async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
-    """The window and its rows, read from the log at ``url`` (only the event types the report needs)."""
-    from allot_eventstore.postgres import PostgresEventStore
-    from allot_intake.errors import UsageError
-
-    store = PostgresEventStore.connect(url)
-    try:
-        return await store_usage(store, since, until, by)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    finally:
-        await store.close()
-
-
-async def store_usage(store: Any, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
-    """The window and its rows from an open event store; ValueError naming the flag for a bad window."""
-    from allot_cli.usage_window import parse_window
-    from allot_views.usage import USAGE_TYPES, usage
-
-    head, _ = await store.head()
-    last = await store.read(after=head - 1, limit=1) if head else []
-    window = parse_window(since, until, last_us=last[0].recorded_at if last else 0)
-    events = [(r.recorded_at, r.decode()) async for r in store.iterate(types=USAGE_TYPES)]
-    return window, usage(events, window, by)  # type: ignore[arg-type]
 
 
 def _num(value: Any) -> float:
@@ -99,9 +73,9 @@ def render(window: Any, rows: list[Any], by: str, output: str) -> str:
 def cmd_usage(args: argparse.Namespace) -> int:
     import asyncio
 
-    from allot_cli.usage_window import SYNTAX_ANCHOR_US, parse_window
     from allot_intake.errors import UsageError
     from allot_stack.connect import endpoints
+    from allot_stack.usage_window import SYNTAX_ANCHOR_US, parse_window, usage_rows
 
     try:  # bad flags are refused before the log is read
         parse_window(args.since, args.until, last_us=SYNTAX_ANCHOR_US)

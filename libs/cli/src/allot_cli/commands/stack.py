@@ -287,8 +287,8 @@ def stack_status(
 ) -> dict[str, Any]:
     """``allot status -o json|yaml``: the stack as an ``allot.dev/v1alpha1`` ``StackStatus`` (docs/cli.md): what it
     was started with in ``spec`` (URLs without passwords), how it is in ``status``."""
-    from allot_cli.objects import ALLOT_API, clean
     from allot_cli.stackview import redact
+    from allot_views.objects import ALLOT_API, clean
 
     checkpoints = log.get("checkpoints") or {}
     spec = {

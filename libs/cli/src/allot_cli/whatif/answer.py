@@ -3,7 +3,7 @@
 For each pod asked about: its final outcome (the last decision about it: Scheduled, Unschedulable, Waiting,
 Rejected), the node, devices (GPU minors and the share of each), CPU set and NUMA nodes it would get, the quota that
 admits it (or makes it wait) and every borrow (from which parent, lent by which sibling and how), the pods it would
-preempt, what it would wait for, and the nearest miss when it does not fit (:mod:`allot_cli.nearest`).
+preempt, what it would wait for, and the nearest miss when it does not fit (:mod:`allot_views.nearest`).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def _waits_for(pod: _Pod) -> str:
 
 def _nearest(pod: _Pod, nearest: Nearest | None) -> list[str]:
     """The closest node and the smallest change there, or the quota raise that makes room."""
-    from allot_cli.nearest import quota_change
+    from allot_views.nearest import quota_change
 
     if pod.quota is not None and not pod.quota["admitted"]:
         return quota_change(pod.quota["detail"], pod.quota["quota"])

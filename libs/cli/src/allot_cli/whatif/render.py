@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from allot_cli.output import human
+from allot_views.units import human
 
 GPU_CORE = "koordinator.sh/gpu-core"
 GPU_MEMORY = "koordinator.sh/gpu-memory"

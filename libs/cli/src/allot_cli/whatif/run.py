@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 from allot_intake.errors import InputError, UsageError
 
 if TYPE_CHECKING:
-    from allot_cli.nearest import Cluster
     from allot_cli.replay_configs import FileConfig
     from allot_eventstore.protocol import EventStore
     from allot_runtime.processor import Host
+    from allot_views.nearest import Cluster
 
     from .facts import NodeLabels
     from .pump import Trial
@@ -40,7 +40,7 @@ def _time(at: int) -> str:
 
 async def _cluster(store: EventStore, until: int) -> Cluster:
     """The cluster as the log holds it at ``until`` (for the nearest miss, once the trial is applied to it)."""
-    from allot_cli.commands.explain import cluster
+    from allot_stack.explain import cluster
 
     return await cluster(store, until=until)
 
@@ -60,7 +60,7 @@ async def _existing(store: EventStore, keys: list[str], until: int) -> list[str]
 
 def _nearest(folded: Cluster, trial: Trial) -> Any:
     """The nearest-miss function over the cluster as the trial leaves it (the log folded, then the trial)."""
-    from allot_cli.nearest import nearest_lines
+    from allot_views.nearest import nearest_lines
 
     for record in trial.records:
         folded.view.apply(record)

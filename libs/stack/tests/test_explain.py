@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from allot_cli.commands.explain import explain, history
+from allot_stack.explain import explain, history
 from allot_testing.builders import a_gpu_device, a_node, a_pod, a_quota
 from allot_testing.scenario import Scenario
 

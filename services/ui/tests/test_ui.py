@@ -12,10 +12,10 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from allot_cli.ui.model import Chain, UiModel
-from allot_cli.ui.pages import layout
-from allot_cli.ui.server import make_app
 from allot_testing import demo
+from allot_ui.model import Chain, UiModel
+from allot_ui.pages import layout
+from allot_ui.server import make_app
 
 
 @pytest.fixture(scope="module")

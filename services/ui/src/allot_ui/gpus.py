@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from allot_cli.ui.html import e, pod_link, table, tiles
-from allot_cli.ui.model import UiModel
+from allot_ui.html import e, pod_link, table, tiles
+from allot_ui.model import UiModel
 from allot_views.cluster import GpuRow
 
 GIB = 1 << 30

@@ -16,11 +16,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from allot_cli.output import human, human_list
 from allot_contracts.envelope import RecordedEvent
 from allot_eventstore.clock import iso
 from allot_eventstore.protocol import EventStore
 from allot_views.cluster import ClusterView
+from allot_views.units import human, human_list
 
 Rows = list[dict[str, Any]]
 
@@ -99,7 +99,7 @@ def age(us: int) -> str:
 
 
 async def gang_records(store: EventStore, now: int) -> Rows:
-    from allot_cli.logtools import projection
+    from allot_stack.logtools import projection
 
     engine = (await projection(store, "gang-coordinator")).engine
     recorded = await recorded_only(store)
@@ -126,7 +126,7 @@ async def gang_records(store: EventStore, now: int) -> Rows:
 
 
 async def quota_records(store: EventStore, now: int) -> Rows:
-    from allot_cli.logtools import projection
+    from allot_stack.logtools import projection
 
     engine = (await projection(store, "quota-manager")).engine
     recorded = await recorded_only(store)
@@ -157,13 +157,13 @@ async def quota_records(store: EventStore, now: int) -> Rows:
 
 
 async def _reservation_engine(store: EventStore) -> Any:
-    from allot_cli.logtools import projection
+    from allot_stack.logtools import projection
 
     return (await projection(store, "reservation-manager")).engine
 
 
 async def reservation_records(store: EventStore, now: int) -> Rows:
-    from allot_cli.reservation_views import reservation_rows
+    from allot_stack.reservation_views import reservation_rows
 
     engine = await _reservation_engine(store)
     recorded = await recorded_only(store)
@@ -175,7 +175,7 @@ async def reservation_records(store: EventStore, now: int) -> Rows:
 
 
 async def migration_records(store: EventStore, now: int) -> Rows:
-    from allot_cli.reservation_views import migration_rows
+    from allot_stack.reservation_views import migration_rows
 
     engine = await _reservation_engine(store)
     recorded = await recorded_only(store)

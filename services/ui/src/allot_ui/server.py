@@ -6,7 +6,7 @@ Routes: ``/`` overview, ``/gpus`` GPUs (filter ``node``), ``/pods`` (filters ``p
 ``/gangs``, ``/reservations`` (and migrations), ``/usage`` quota chargeback (``by``, ``since``, ``until``, ``metric``), ``/events`` with a live stream (server-sent events from
 ``/api/stream?after=<position>``), ``/verify`` chain and per-service lag, ``/api/summary`` (JSON), ``/healthz``, ``/readyz`` and ``/metrics`` (the process's own figures).
 
-Every query parameter is checked (``allot_cli.ui.query``: 400 naming the parameter), and the view is served with the
+Every query parameter is checked (``allot_ui.query``: 400 naming the parameter), and the view is served with the
 limits every Allot HTTP server has (``allot_runtime.httpserver``: timeouts, connections, ``nosniff``).
 """
 
@@ -21,12 +21,12 @@ from typing import Any
 
 from aiohttp import web
 
-from allot_cli.ui import gpus, pages, usage
-from allot_cli.ui.model import UiModel
-from allot_cli.ui.query import QueryError, checked
 from allot_eventstore.clock import iso
 from allot_intake.errors import UsageError
 from allot_runtime.httpserver import Limits, application, refuse, start
+from allot_ui import gpus, pages, usage
+from allot_ui.model import UiModel
+from allot_ui.query import QueryError, checked
 
 MODEL: web.AppKey[UiModel] = web.AppKey("model", UiModel)
 POLL: web.AppKey[float] = web.AppKey("poll", float)
@@ -68,7 +68,7 @@ async def usage_page(request: web.Request) -> web.StreamResponse:
 
 
 async def pod(request: web.Request) -> web.StreamResponse:
-    from allot_cli.commands.explain import explain, history
+    from allot_stack.explain import explain, history
 
     model = request.app[MODEL]
     key = f"{request.match_info['namespace']}/{request.match_info['name']}"
@@ -120,8 +120,14 @@ async def stream(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def healthz(_: web.Request) -> web.StreamResponse:
-    return web.Response(text="ok")
+async def healthz(request: web.Request) -> web.StreamResponse:
+    """Alive, and the log position the view has read (the same shape as the services' and the relay's answer)."""
+    return web.json_response({"status": "ok", "service": "ui", "position": request.app[MODEL].position})
+
+
+async def readyz(_: web.Request) -> web.StreamResponse:
+    """Ready from the first answer: the first read of the log is done before the server listens."""
+    return web.json_response({"ready": True})
 
 
 _REGISTRY: list[Any] = []  # the web view's registry, built at the first scrape
@@ -150,7 +156,7 @@ async def follow(model: UiModel, poll: float) -> None:
 
 @web.middleware
 async def checked_query(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every query parameter checked against what the page takes (``allot_cli.ui.query``), before the page."""
+    """Every query parameter checked against what the page takes (``allot_ui.query``), before the page."""
     resource = request.match_info.route.resource
     if resource is not None:
         try:
@@ -201,6 +207,6 @@ def make_app(model: UiModel, *, poll: float = 0.5, limits: Limits | None = None)
     app.router.add_get("/api/summary", summary)
     app.router.add_get("/api/stream", stream)
     app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", healthz)  # the first read of the log is done before the server answers
+    app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     return app

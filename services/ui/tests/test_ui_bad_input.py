@@ -14,10 +14,10 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from allot_cli.ui.model import UiModel
-from allot_cli.ui.server import make_app, serve
 from allot_runtime.httpserver import bound_port
 from allot_testing import demo
+from allot_ui.model import UiModel
+from allot_ui.server import make_app, serve
 
 
 @pytest.fixture(scope="module")

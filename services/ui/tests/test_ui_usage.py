@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from allot_cli.commands.explain import cluster, explain, history
-from allot_cli.commands.report import store_usage
-from allot_cli.ui.model import UiModel
-from allot_cli.ui.server import make_app
+from allot_stack.explain import cluster, explain, history
+from allot_stack.usage_window import store_usage
 from allot_testing import demo
 from allot_testing.browser import SKIP_NO_CHROMIUM, differing_fraction, screenshot
+from allot_ui.model import UiModel
+from allot_ui.server import make_app
 
 DEMO = demo.EXAMPLES / "demo"
 
@@ -136,7 +136,7 @@ def test_a_waiting_pods_page_has_the_nearest_miss_and_queue_place_explain_prints
     assert shown.splitlines() == expected
 
 
-SHOTS = Path(__file__).resolve().parents[1] / "integration" / "ui_screenshots"
+SHOTS = Path(__file__).resolve().parents[3] / "tests" / "integration" / "ui_screenshots"
 
 
 @SKIP_NO_CHROMIUM

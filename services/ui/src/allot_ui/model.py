@@ -20,7 +20,7 @@ from allot_eventstore.protocol import EventStore
 from allot_views.cluster import ClusterView, GpuRow, gpu_rows
 
 if TYPE_CHECKING:
-    from allot_cli.nearest import Cluster
+    from allot_views.nearest import Cluster
 
 RECENT = 500
 RETURNS = frozenset({"quota.released", "quota.evicted", "pod.deleted"})
@@ -90,7 +90,7 @@ class UiModel:
 
     def cluster(self) -> Cluster:
         """The fold ``allot explain`` reads for the nearest miss and the queue place, at the view's position."""
-        from allot_cli.nearest import Cluster
+        from allot_views.nearest import Cluster
 
         return Cluster(
             view=self.view, priority=self.priority, arrival=self.arrival, specs=self.specs, _gpus=self.gpus()
@@ -109,7 +109,7 @@ class UiModel:
     def fold(self, record: RecordedEvent) -> None:
         self.view.apply(record)
         if record.type == "pod.submitted":
-            from allot_cli.nearest import note_submitted
+            from allot_views.nearest import note_submitted
 
             note_submitted(self.priority, self.arrival, self.specs, record)
         self.chain.check(record)
@@ -184,8 +184,8 @@ async def pending_work(store: EventStore, checkpoints: dict[str, int]) -> dict[s
 
 
 async def build_projections(store: EventStore, head: int) -> Projections:
-    from allot_cli.logtools import projection
-    from allot_cli.reservation_views import migration_rows, reservation_rows
+    from allot_stack.logtools import projection
+    from allot_stack.reservation_views import migration_rows, reservation_rows
 
     started = time.perf_counter()
     try:

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allot_cli.ui.model import UiModel
-from allot_cli.ui.pages import PHASES
-from allot_cli.ui.query import PARAMETERS
-from allot_cli.ui.server import LIMITS, serve
 from allot_testing import demo, fuzz
 from allot_testing.http_fuzz import Answer, Client, Tracebacks, served
+from allot_ui.model import UiModel
+from allot_ui.pages import PHASES
+from allot_ui.query import PARAMETERS
+from allot_ui.server import LIMITS, serve
 
 PAGES = ["/", "/gpus", "/pods", "/quotas", "/gangs", "/reservations", "/events", "/verify", "/api/summary"]
 PAGES += ["/api/stream", "/healthz", "/readyz", "/pods/research/train-llama-0", "/pods/x/y"]

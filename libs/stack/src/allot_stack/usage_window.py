@@ -1,9 +1,11 @@
-"""The window of ``allot report usage`` from its ``--since``/``--until`` flags: durations back from the last recorded
-event or ISO-8601 times, never the wall clock."""
+"""The window of ``allot report usage`` (and of the web view's usage page) from its ``--since``/``--until`` flags:
+durations back from the last recorded event or ISO-8601 times, never the wall clock; and the report's rows for that
+window, read from the log (the fold is :func:`allot_views.usage.usage`)."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from allot_views.usage import Window
 
@@ -48,3 +50,28 @@ def parse_window(since: str, until: str | None, *, last_us: int) -> Window:
     if until_us < since_us:
         raise ValueError("--until: the window ends before it starts (--until is earlier than --since)")
     return Window(since_us, until_us)
+
+
+async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
+    """The window and its rows, read from the log at ``url`` (only the event types the report needs)."""
+    from allot_eventstore.postgres import PostgresEventStore
+    from allot_intake.errors import UsageError
+
+    store = PostgresEventStore.connect(url)
+    try:
+        return await store_usage(store, since, until, by)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        await store.close()
+
+
+async def store_usage(store: Any, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
+    """The window and its rows from an open event store; ValueError naming the flag for a bad window."""
+    from allot_views.usage import USAGE_TYPES, usage
+
+    head, _ = await store.head()
+    last = await store.read(after=head - 1, limit=1) if head else []
+    window = parse_window(since, until, last_us=last[0].recorded_at if last else 0)
+    events = [(r.recorded_at, r.decode()) async for r in store.iterate(types=USAGE_TYPES)]
+    return window, usage(events, window, by)  # type: ignore[arg-type]

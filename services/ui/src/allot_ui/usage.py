@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from allot_cli.ui.html import e, table
+from allot_ui.html import e, table
 
 if TYPE_CHECKING:
-    from allot_cli.ui.model import UiModel
+    from allot_ui.model import UiModel
 
 __all__ = ["METRICS", "check_by", "check_metric", "check_since", "check_until", "usage_page"]
 
@@ -30,7 +30,7 @@ _cache: dict[tuple[int, str, str, str, int], tuple[Any, list[Any]]] = {}
 
 def _window(since: str, until: str | None) -> None:
     """The window's syntax, checked as ``allot report usage`` checks its flags (the reason without the flag name)."""
-    from allot_cli.usage_window import SYNTAX_ANCHOR_US, parse_window
+    from allot_stack.usage_window import SYNTAX_ANCHOR_US, parse_window
 
     try:
         parse_window(since, until, last_us=SYNTAX_ANCHOR_US)
@@ -75,7 +75,7 @@ def check_metric(value: str) -> str:
 
 async def _report(model: UiModel, by: str, since: str, until: str) -> tuple[Any, list[Any]]:
     """The window and rows for the query, computed once per log position (the view's) and query."""
-    from allot_cli.commands.report import store_usage
+    from allot_stack.usage_window import store_usage
 
     key = (model.position, by, since, until, id(model.store))
     found = _cache.get(key)

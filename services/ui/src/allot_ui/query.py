@@ -9,8 +9,8 @@ from typing import Final
 
 from multidict import MultiMapping
 
-from allot_cli.ui import usage
-from allot_cli.ui.pages import PHASES
+from allot_ui import usage
+from allot_ui.pages import PHASES
 
 __all__ = ["PARAMETERS", "QueryError", "checked"]
 

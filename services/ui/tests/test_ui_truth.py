@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from allot_cli.logtools import projection
-from allot_cli.ui.model import UiModel
-from allot_cli.ui.server import make_app
 from allot_runtime.metrics import LogCollector
+from allot_stack.logtools import projection
 from allot_stack.pipeline import interests
 from allot_testing import demo
+from allot_ui.model import UiModel
+from allot_ui.server import make_app
 
 DEMO = demo.EXAMPLES / "demo"
 

@@ -2,7 +2,7 @@
 
 Nothing here is a decision: no decision payload or digest changes. The inputs are the latest recorded refusal
 (``pod.unschedulable``'s per-node reasons, ``quota.waiting``'s numbers), the pod's spec as read at the door, and a
-fold of the log (:class:`allot_cli.views.ClusterView`) for what each node holds now.
+fold of the log (:class:`allot_views.cluster.ClusterView`) for what each node holds now.
 
 **Closest node.** Among the nodes whose reasons the decision recorded (the first ``maxNodeReasons`` by name), the
 closest is the one with, in order: the fewest failing reasons (filters); then the fewest reasons that freeing
@@ -25,11 +25,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.output import human
+from allot_views.units import human
 
 if TYPE_CHECKING:
-    from allot_cli.views import ClusterView, GpuRow
     from allot_contracts.envelope import RecordedEvent
+    from allot_views.cluster import ClusterView, GpuRow
 
 __all__ = [
     "Cluster",
@@ -66,7 +66,7 @@ class Cluster:
     def gpus(self, node: str) -> list[GpuRow]:
         """The node's GPUs with their holders (computed once for the whole cluster)."""
         if self._gpus is None:
-            from allot_cli.views import gpu_rows
+            from allot_views.cluster import gpu_rows
 
             self._gpus = gpu_rows(self.view)
         return self._gpus.get(node, [])
@@ -105,7 +105,7 @@ def _free(cluster: Cluster | None, node: str) -> tuple[dict[str, int], dict[str,
     """(allocatable, free) of a node now, canonical units; None when the log has no allocatable for it."""
     if cluster is None or node not in cluster.view.nodes or not cluster.view.nodes[node].kube_allocatable:
         return None
-    from allot_cli.views import node_allocated
+    from allot_views.cluster import node_allocated
 
     allocatable = cluster.view.nodes[node].kube_allocatable
     used, _, count = node_allocated(cluster.view, node)

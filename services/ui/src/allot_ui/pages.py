@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
-from allot_cli.output import human
-from allot_cli.ui.gpus import gpu_summary
-from allot_cli.ui.html import e, pod_link, table, tiles
-from allot_cli.ui.model import UiModel
 from allot_eventstore.clock import iso
+from allot_ui.gpus import gpu_summary
+from allot_ui.html import e, pod_link, table, tiles
+from allot_ui.model import UiModel
 from allot_views.cluster import HELD, PodView
+from allot_views.units import human
 
 NAV = (
     ("/", "Overview"),
@@ -119,7 +119,7 @@ PHASES = ("", "Pending", "Waiting", "Placed", "Bound", "Unschedulable", "Rejecte
 
 def pods_page(model: UiModel, query: Mapping[str, str]) -> str:
     phase, namespace, node, text = (query.get(k, "") for k in ("phase", "namespace", "node", "q"))
-    limit = int(query.get("limit") or 500)  # checked by allot_cli.ui.query
+    limit = int(query.get("limit") or 500)  # checked by allot_ui.query
     matched = [
         (key, pod)
         for key, pod in sorted(model.view.pods.items())

@@ -1,1 +1,0 @@
-"""The web audit view (``allot ui``): read-only pages over the log's projections."""

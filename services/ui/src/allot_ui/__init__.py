@@ -1,0 +1,1 @@
+"""The web audit view (``allot-ui``, ``allot ui``): read-only pages over the log's projections."""
