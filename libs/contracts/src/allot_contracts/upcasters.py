@@ -1,7 +1,8 @@
 """Upcasters: pure functions that turn an old event payload into the current schema, applied on read.
 
 One table maps an old tag to ``(new_tag, function)``; chains are followed until the tag is current. Every step is
-unit-tested (tests/unit/test_upcasters.py).
+unit-tested (libs/contracts/tests/test_upcasters.py; the NodeMetric step in
+test_objects_nodemetric.py).
 
 v1 → v2 of the decision events (``pod.placed``, ``pod.unschedulable``, ``pod.released``, ``gang.group_placed``,
 ``gang.group_unschedulable``, ``quota.admitted``, ``quota.waiting``, ``quota.released``, ``quota.evicted``,
