@@ -25,7 +25,7 @@ import msgspec
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
-from allot_contracts.objects.meta import metadata_of
+from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.pod_patch import patch_issues
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
 
@@ -112,10 +112,7 @@ def parse_colocation_profile(
     """Read a ClusterColocationProfile; ``None`` (with ``issues``) when any field is refused."""
     before = len(issues)
     meta = metadata_of(manifest)
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
-        name = ""
+    name = required_name(meta, issues)
     spec = manifest.get("spec") or {}
     if not isinstance(spec, Mapping):
         issues.append(FieldIssue(path="spec", message="must be an object"))
