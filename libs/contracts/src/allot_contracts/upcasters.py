@@ -1,8 +1,9 @@
 """Upcasters: pure functions that turn an old event payload into the current schema, applied on read.
 
-One table maps an old tag to ``(new_tag, function)``; chains are followed until the tag is current. Every step is
-unit-tested (libs/contracts/tests/test_upcasters.py; the NodeMetric step in
-test_objects_nodemetric.py).
+One table maps an old tag to ``(new_tag, function)``; chains are followed until the tag is current. The steps are
+unit-tested in libs/contracts/tests/test_upcasters.py (the NodeMetric step in test_objects_nodemetric.py).
+A payload is decoded JSON (:data:`allot_contracts.jsonvalue.JsonObject`): a step narrows what it reads, and one
+whose payload does not have its schema's shape raises (the log then refuses it as undecodable).
 
 v1 → v2 of the decision events (``pod.placed``, ``pod.unschedulable``, ``pod.released``, ``gang.group_placed``,
 ``gang.group_unschedulable``, ``quota.admitted``, ``quota.waiting``, ``quota.released``, ``quota.evicted``,
