@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, not_supported
 from allot_contracts.objects import names as n
 from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.pod_patch import patch_issues
@@ -119,14 +119,7 @@ def parse_colocation_profile(
         return None
     qos = spec.get("qosClass") or ""
     if qos and (not isinstance(qos, str) or qos not in n.QOS_CLASSES):
-        issues.append(
-            FieldIssue(
-                path="spec.qosClass",
-                code="NotSupported",
-                message=f"must be one of {', '.join(sorted(n.QOS_CLASSES))}",
-                value=str(qos),
-            )
-        )
+        issues.append(not_supported("spec.qosClass", sorted(n.QOS_CLASSES), qos))
     priority = spec.get("koordinatorPriority")
     if priority is not None and (
         isinstance(priority, bool) or not isinstance(priority, int) or not _INT32[0] <= priority <= _INT32[1]
