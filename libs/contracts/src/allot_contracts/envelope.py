@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -78,35 +78,6 @@ def subject_for(prefix: str, event_type: str) -> str:
     return f"{prefix}.events.{event_type}"
 
 
-def _header(
-    *,
-    position: int,
-    event_id: str,
-    stream_id: str,
-    stream_version: int,
-    type: str,
-    schema_version: int,
-    causation_id: str | None,
-    correlation_id: str | None,
-    producer: str,
-    recorded_at: int,
-) -> bytes:
-    return canonical(
-        [
-            position,
-            event_id,
-            stream_id,
-            stream_version,
-            type,
-            schema_version,
-            causation_id,
-            correlation_id,
-            producer,
-            recorded_at,
-        ]
-    )
-
-
 def chain_hash(prev: bytes, header: bytes, payload: bytes) -> bytes:
     return hashlib.sha256(
         b"".join((prev, header, b"\n", payload))
@@ -148,6 +119,9 @@ class EnvelopeHeader(msgspec.Struct, frozen=True, kw_only=True):
     recorded_at: int
 
 
+_HEADER_FIELDS: Final = len(EnvelopeHeader.__struct_fields__)
+
+
 class RecordedEvent(EnvelopeHeader, frozen=True, kw_only=True):
     """An event as stored in the log. ``payload`` is its JSON (bytes as read); ``event`` decodes it (typed)."""
 
@@ -160,18 +134,8 @@ class RecordedEvent(EnvelopeHeader, frozen=True, kw_only=True):
         return f"{self.type}.v{self.schema_version}"
 
     def header_bytes(self) -> bytes:
-        return _header(
-            position=self.position,
-            event_id=self.event_id,
-            stream_id=self.stream_id,
-            stream_version=self.stream_version,
-            type=self.type,
-            schema_version=self.schema_version,
-            causation_id=self.causation_id,
-            correlation_id=self.correlation_id,
-            producer=self.producer,
-            recorded_at=self.recorded_at,
-        )
+        """The canonical bytes of the envelope fields the hash covers (:class:`EnvelopeHeader`'s, in its order)."""
+        return canonical(list(msgspec.structs.astuple(self)[:_HEADER_FIELDS]))
 
     def canonical_payload(self) -> bytes:
         return canonical(msgspec.json.decode(self.payload))
@@ -238,18 +202,20 @@ def prepare(
         kind = _split_tags[type(event)] = split_tag(new.tag)
     type_name, schema_version = kind
     payload = canonical(event)
-    header = _header(
-        position=position,
-        event_id=new.event_id,
-        stream_id=new.stream_id,
-        stream_version=stream_version,
-        type=type_name,
-        schema_version=schema_version,
-        causation_id=new.causation_id,
-        correlation_id=new.correlation_id,
-        producer=producer,
-        recorded_at=recorded_at,
-    )
+    header = canonical(
+        [
+            position,
+            new.event_id,
+            new.stream_id,
+            stream_version,
+            type_name,
+            schema_version,
+            new.causation_id,
+            new.correlation_id,
+            producer,
+            recorded_at,
+        ]
+    )  # EnvelopeHeader's fields, in its order (RecordedEvent.header_bytes)
     return RecordedEvent(
         position=position,
         event_id=new.event_id,

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Final
 
+from allot_contracts.jsonvalue import JsonValue
 from allot_contracts.objects import names as n
 from allot_contracts.objects.meta import metadata_of
 
@@ -47,18 +48,18 @@ def annotation(uid: str, container: str) -> tuple[str, str]:
     return f"{NRI_CDI_ANNOTATION_PREFIX}{container}", f"- {qualified_name(uid, container)}\n"
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def _mapping(value: JsonValue) -> Mapping[str, JsonValue]:
     return value if isinstance(value, Mapping) else {}
 
 
-def requests_gpu(container: Mapping[str, Any]) -> bool:
+def requests_gpu(container: Mapping[str, JsonValue]) -> bool:
     """Whether a container asks for a GPU resource (whole GPUs, shares, or HAMi's names) in requests or limits."""
     resources = _mapping(container.get("resources"))
     asked = set(_mapping(resources.get("requests"))) | set(_mapping(resources.get("limits")))
     return bool(asked & _GPU_NAMES)
 
 
-def isolated_containers(manifest: Mapping[str, Any]) -> list[str]:
+def isolated_containers(manifest: Mapping[str, JsonValue]) -> list[str]:
     """Containers of a HAMi-core pod that request a GPU, in spec order (empty for other pods)."""
     meta = metadata_of(manifest)
     if _mapping(meta.get("labels")).get(n.LABEL_GPU_ISOLATION_PROVIDER) != HAMI_CORE:
@@ -73,7 +74,7 @@ def isolated_containers(manifest: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def allocates_gpus(annotations: Mapping[str, Any]) -> bool:
+def allocates_gpus(annotations: Mapping[str, JsonValue]) -> bool:
     """Whether a ``device-allocated`` value (JSON text or decoded) lists at least one GPU."""
     value = annotations.get(n.ANN_DEVICE_ALLOCATED)
     if isinstance(value, str):
@@ -84,7 +85,9 @@ def allocates_gpus(annotations: Mapping[str, Any]) -> bool:
     return isinstance(value, Mapping) and bool(value.get(n.GPU))
 
 
-def bind_annotations(uid: str, containers: Iterable[str], annotations: Mapping[str, Any]) -> dict[str, str]:
+def bind_annotations(
+    uid: str, containers: Iterable[str], annotations: Mapping[str, JsonValue]
+) -> dict[str, str]:
     """The annotations a binding adds so that the pod's isolated ``containers`` (:func:`isolated_containers`) get
     their CDI devices: one per container, only when the placement (``annotations``) allocated GPUs."""
     names = list(containers)

@@ -17,7 +17,15 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["FieldIssue", "annotation_path", "checked_bool", "checked_int", "format_issues", "label_path"]
+__all__ = [
+    "FieldIssue",
+    "annotation_path",
+    "checked_bool",
+    "checked_int",
+    "format_issues",
+    "label_path",
+    "not_supported",
+]
 
 
 class FieldIssue(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -46,6 +54,13 @@ def annotation_path(key: str, suffix: str = "") -> str:
 
 def label_path(key: str) -> str:
     return f'metadata.labels["{key}"]'
+
+
+def not_supported(path: str, allowed: Iterable[str], value: object) -> FieldIssue:
+    """``value`` at ``path`` is none of ``allowed`` (listed in the message in the order given)."""
+    return FieldIssue(
+        path=path, code="NotSupported", message=f"must be one of {', '.join(allowed)}", value=str(value)
+    )
 
 
 def format_issues(issues: Iterable[FieldIssue]) -> str:

@@ -13,9 +13,11 @@ Pure; no IO.
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import Final, Literal, NotRequired, TypedDict
 
-__all__ = ["diff", "field_path"]
+from allot_contracts.jsonvalue import JsonValue
+
+__all__ = ["PatchOp", "diff", "field_path"]
 
 _IDENTIFIER: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _QUANTITY_MAPS: Final = frozenset({"requests", "limits", "overhead", "capacity", "allocatable"})
@@ -25,14 +27,22 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def _same(a: Any, b: Any) -> bool:
+class PatchOp(TypedDict):
+    """One RFC 6902 operation: ``value`` with ``add`` and ``replace``, none with ``remove``."""
+
+    op: Literal["add", "remove", "replace"]
+    path: str
+    value: NotRequired[JsonValue]
+
+
+def _same(a: JsonValue, b: JsonValue) -> bool:
     return type(a) is type(b) and a == b
 
 
-def diff(before: Any, after: Any, pointer: str = "") -> list[dict[str, Any]]:
+def diff(before: JsonValue, after: JsonValue, pointer: str = "") -> list[PatchOp]:
     """The operations that turn ``before`` into ``after`` (empty when they are equal)."""
     if isinstance(before, dict) and isinstance(after, dict):
-        ops: list[dict[str, Any]] = []
+        ops: list[PatchOp] = []
         for key in before:
             if key not in after:
                 ops.append({"op": "remove", "path": f"{pointer}/{_escape(str(key))}"})

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from allot_contracts.jsonvalue import JsonValue
 from allot_contracts.objects.meta import annotations_of
 from allot_contracts.objects.meta import labels_of as labels
 from allot_contracts.objects.meta import metadata_of as meta
@@ -35,25 +36,25 @@ __all__ = [
 MAX_INT64 = 2**63 - 1
 
 
-def _map(value: Any) -> Mapping[str, Any]:
+def _map(value: JsonValue) -> Mapping[str, JsonValue]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _list(value: Any) -> list[Any]:
+def _list(value: JsonValue) -> list[JsonValue]:
     return value if isinstance(value, list) else []
 
 
-def spec_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+def spec_of(manifest: Mapping[str, JsonValue]) -> Mapping[str, JsonValue]:
     """The manifest's ``spec`` (``{}`` when it is missing or not a map: a damaged event must not crash a reader)."""
     return _map(manifest.get("spec"))
 
 
-def status_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+def status_of(manifest: Mapping[str, JsonValue]) -> Mapping[str, JsonValue]:
     """The manifest's ``status`` (``{}`` when it is missing or not a map)."""
     return _map(manifest.get("status"))
 
 
-def kube_qos_class(manifest: Mapping[str, Any]) -> str:
+def kube_qos_class(manifest: Mapping[str, JsonValue]) -> str:
     """Kubernetes QoS: Guaranteed (every container: cpu and memory limits == requests), BestEffort (no cpu/memory
     requests or limits anywhere), else Burstable."""
     spec = _map(manifest.get("spec"))
@@ -74,8 +75,8 @@ def kube_qos_class(manifest: Mapping[str, Any]) -> str:
             req, lim = requests.get(res, limits.get(res)), limits.get(res)
             if req is not None or lim is not None:
                 any_set = True
-            if lim is None or req is None:
-                guaranteed = False
+            if req is None or lim is None or isinstance(req, list | dict) or isinstance(lim, list | dict):
+                guaranteed = False  # missing, or not a quantity
                 continue
             try:
                 if to_canonical(res, req) != to_canonical(res, lim):
@@ -87,12 +88,12 @@ def kube_qos_class(manifest: Mapping[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def priority_value(manifest: Mapping[str, Any]) -> int:
+def priority_value(manifest: Mapping[str, JsonValue]) -> int:
     value = _map(manifest.get("spec")).get("priority")
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def koord_priority_class(manifest: Mapping[str, Any]) -> str:
+def koord_priority_class(manifest: Mapping[str, JsonValue]) -> str:
     """Koordinator priority class with default (:func:`allot_contracts.objects.qos_rules.koord_priority_of`: the
     label, else the ``spec.priority`` band, else from the QoS class), else ``"none"``."""
     priority = _map(manifest.get("spec")).get("priority")
@@ -100,7 +101,7 @@ def koord_priority_class(manifest: Mapping[str, Any]) -> str:
     return koord_priority_of(labels(manifest), given, koord_qos_class(manifest)) or "none"
 
 
-def koord_qos_class(manifest: Mapping[str, Any]) -> str:
+def koord_qos_class(manifest: Mapping[str, JsonValue]) -> str:
     """Koordinator QoS from the ``koordinator.sh/qosClass`` label; without it, derived like koordlet does:
     Guaranteed/Burstable → LS, BestEffort → BE."""
     return koord_qos_of(labels(manifest), kube_qos_class(manifest))

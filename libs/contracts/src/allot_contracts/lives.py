@@ -8,8 +8,6 @@ and stamps its own decisions with the current life.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from allot_contracts.events import Event, ObjectRef, PodDeleted, PodObserved, PodSubmitted
@@ -59,5 +57,5 @@ class PodLives:
                     uid = self._ended[1]  # a delete that named no uid: the life it ended
         return msgspec.structs.replace(event, uid=uid) if uid else event
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, str]:
         return dict(sorted(self.current.items()))

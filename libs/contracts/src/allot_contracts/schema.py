@@ -19,6 +19,7 @@ import msgspec
 
 from allot_contracts.envelope import EnvelopeHeader
 from allot_contracts.events import AnyEvent, split_tag
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 
 SCHEMA_BASE = "https://allot.dev/schemas/"
 ENVELOPE_SCHEMA_ID = f"{SCHEMA_BASE}envelope.json"
@@ -47,16 +48,16 @@ class Envelope(EnvelopeHeader, frozen=True, kw_only=True):
     metadata: dict[str, str] = {}
 
 
-def export_schemas() -> dict[str, Any]:
+def export_schemas() -> dict[str, JsonObject]:
     members = AnyEvent.__args__  # type: ignore[attr-defined]
     (schemas, components) = msgspec.json.schema_components(members, ref_template="#/$defs/{name}")
-    out: dict[str, Any] = {}
+    out: dict[str, JsonObject] = {}
     for cls, schema in zip(members, schemas, strict=True):
         tag = cls.__struct_config__.tag
         name = schema["$ref"].rsplit("/", 1)[-1]
         body = dict(components[name])
         refs = _collect_refs(body, components)
-        doc: dict[str, Any] = {
+        doc: JsonObject = {
             "$schema": JSON_SCHEMA,
             "$id": schema_id(tag),
             "title": tag,
@@ -70,7 +71,7 @@ def export_schemas() -> dict[str, Any]:
     return out
 
 
-def _collect_refs(node: Any, components: dict[str, Any], seen: set[str] | None = None) -> set[str]:
+def _collect_refs(node: JsonValue, components: JsonObject, seen: set[str] | None = None) -> set[str]:
     seen = set() if seen is None else seen
     if isinstance(node, dict):
         ref = node.get("$ref")
@@ -91,9 +92,9 @@ def _tags() -> list[str]:
     return sorted(cls.__struct_config__.tag for cls in AnyEvent.__args__)  # type: ignore[attr-defined]
 
 
-def _header_schema() -> dict[str, Any]:
+def _header_schema() -> JsonObject:
     """The NATS headers of every event message: Allot's own and the CloudEvents attributes (binary mode)."""
-    text = {"type": "string"}
+    text: JsonObject = {"type": "string"}
     return {
         "type": "object",
         "description": (
@@ -139,13 +140,12 @@ def _header_schema() -> dict[str, Any]:
     }
 
 
-def export_asyncapi(prefix: str = "allot") -> dict[str, Any]:
+def export_asyncapi(prefix: str = "allot") -> JsonObject:
     """The AsyncAPI 3.0 document of the event subjects: ``<prefix>.events.<type>`` carries every version of
     ``<type>``; each message's payload is the envelope with ``payload`` typed by its tag (schemas referenced by file
     name, next to this document)."""
-    channels: dict[str, Any] = {}
-    messages: dict[str, Any] = {}
-    operations: dict[str, Any] = {}
+    messages: JsonObject = {}
+    by_channel: dict[str, JsonObject] = {}  # event type -> its messages' references, one per versioned tag
     for tag in _tags():
         name, version = split_tag(tag)
         messages[tag] = {
@@ -176,21 +176,23 @@ def export_asyncapi(prefix: str = "allot") -> dict[str, Any]:
                 ]
             },
         }
-        channel = channels.setdefault(
-            name,
-            {
-                "address": f"{{prefix}}.events.{name}",
-                "parameters": {"prefix": {"$ref": "#/components/parameters/prefix"}},
-                "messages": {},
-            },
-        )
-        channel["messages"][tag] = {"$ref": f"#/components/messages/{tag}"}
-    for name, channel in channels.items():
-        operations[f"receive.{name}"] = {
+        by_channel.setdefault(name, {})[tag] = {"$ref": f"#/components/messages/{tag}"}
+    channels: JsonObject = {
+        name: {
+            "address": f"{{prefix}}.events.{name}",
+            "parameters": {"prefix": {"$ref": "#/components/parameters/prefix"}},
+            "messages": refs,
+        }
+        for name, refs in by_channel.items()
+    }
+    operations: JsonObject = {
+        f"receive.{name}": {
             "action": "receive",
             "channel": {"$ref": f"#/channels/{name}"},
-            "messages": [{"$ref": f"#/channels/{name}/messages/{tag}"} for tag in channel["messages"]],
+            "messages": [{"$ref": f"#/channels/{name}/messages/{tag}"} for tag in refs],
         }
+        for name, refs in by_channel.items()
+    }
     return {
         "asyncapi": "3.0.0",
         "info": {

@@ -1,7 +1,9 @@
 """Upcasters: pure functions that turn an old event payload into the current schema, applied on read.
 
-One table maps an old tag to ``(new_tag, function)``; chains are followed until the tag is current. Every step is
-unit-tested (tests/unit/test_upcasters.py).
+One table maps an old tag to ``(new_tag, function)``; chains are followed until the tag is current. The steps are
+unit-tested in libs/contracts/tests/test_upcasters.py (the NodeMetric step in test_objects_nodemetric.py).
+A payload is decoded JSON (:data:`allot_contracts.jsonvalue.JsonObject`): a step narrows what it reads, and one
+whose payload does not have its schema's shape raises (the log then refuses it as undecodable).
 
 v1 → v2 of the decision events (``pod.placed``, ``pod.unschedulable``, ``pod.released``, ``gang.group_placed``,
 ``gang.group_unschedulable``, ``quota.admitted``, ``quota.waiting``, ``quota.released``, ``quota.evicted``,
@@ -24,34 +26,43 @@ metric's uid as a field of its own; v2 is upstream's shape, the quantities under
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.gang import parse_pod_group
 from allot_contracts.objects.inventory import parse_device_cr, parse_node, parse_nrt
 from allot_contracts.objects.nodemetric import POD_UID_EXTENSION
 from allot_contracts.objects.pod import parse_pod
 from allot_contracts.objects.quota import parse_profile, parse_quota
 
-Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+Upcaster = Callable[[JsonObject], JsonObject]
 
 
-def _builtins(value: Any) -> Any:
-    return msgspec.to_builtins(value)
+def _builtins(value: object) -> JsonValue:
+    out: JsonValue = msgspec.to_builtins(value)
+    return out
+
+
+def _manifest(payload: JsonObject) -> JsonObject:
+    """The v1 payload's manifest (``{}`` when it has none); a manifest that is not an object cannot be upcast."""
+    manifest = payload.get("manifest") or {}
+    if not isinstance(manifest, dict):
+        raise TypeError(f"the manifest is a {type(manifest).__name__}, not an object")
+    return manifest
 
 
 def _admitted(
-    payload: dict[str, Any], obj: Any, issues: list[FieldIssue], warnings: list[FieldIssue]
-) -> dict[str, Any]:
+    payload: JsonObject, obj: object, issues: list[FieldIssue], warnings: list[FieldIssue]
+) -> JsonObject:
     payload["spec"] = None if obj is None else _builtins(obj)
     payload["issues"] = [_builtins(i) for i in issues]
     payload["warnings"] = [_builtins(w) for w in warnings]
     return payload
 
 
-def _pod_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+def _pod_v1_to_v2(payload: JsonObject) -> JsonObject:
     issues: list[FieldIssue] = []
     warnings: list[FieldIssue] = []
     manifest = payload.get("manifest") or {}
@@ -59,55 +70,70 @@ def _pod_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     return _admitted(payload, pod, issues, warnings)
 
 
-def _quota_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
-    spec, issues = parse_quota(payload.get("manifest") or {})
+def _quota_v1_to_v2(payload: JsonObject) -> JsonObject:
+    spec, issues = parse_quota(_manifest(payload))
     return _admitted(payload, spec, issues, [])
 
 
-def _profile_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
-    spec, issues = parse_profile(payload.get("manifest") or {})
+def _profile_v1_to_v2(payload: JsonObject) -> JsonObject:
+    spec, issues = parse_profile(_manifest(payload))
     return _admitted(payload, spec, issues, [])
 
 
-def _podgroup_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+def _podgroup_v1_to_v2(payload: JsonObject) -> JsonObject:
     issues: list[FieldIssue] = []
     warnings: list[FieldIssue] = []
-    group = parse_pod_group(payload.get("manifest") or {}, issues, warnings)
+    group = parse_pod_group(_manifest(payload), issues, warnings)
     return _admitted(payload, group, issues, warnings)
 
 
-def _node_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
-    payload["node"] = _builtins(parse_node(payload.get("manifest") or {})[0])
+def _node_v1_to_v2(payload: JsonObject) -> JsonObject:
+    payload["node"] = _builtins(parse_node(_manifest(payload))[0])
     return payload
 
 
-def _device_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
-    payload["inventory"] = _builtins(parse_device_cr(payload.get("manifest") or {})[1])
+def _device_v1_to_v2(payload: JsonObject) -> JsonObject:
+    payload["inventory"] = _builtins(parse_device_cr(_manifest(payload))[1])
     return payload
 
 
-def _topology_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
-    payload["topology"] = _builtins(parse_nrt(payload.get("manifest") or {})[1])
+def _topology_v1_to_v2(payload: JsonObject) -> JsonObject:
+    payload["topology"] = _builtins(parse_nrt(_manifest(payload))[1])
     return payload
 
 
-def _nested(usage: Any) -> Any:
+def _nested(usage: JsonValue) -> JsonValue:
     """A v1 flat usage map (resource name -> quantity, plus ``devices``) as upstream's ResourceMap."""
     if not isinstance(usage, dict) or "resources" in usage:
         return usage
     devices = usage.get("devices")
-    out: dict[str, Any] = {"resources": {k: v for k, v in usage.items() if k != "devices"}}
+    out: JsonObject = {"resources": {k: v for k, v in usage.items() if k != "devices"}}
     if devices is not None:
         out["devices"] = devices
     return out
 
 
-def _nodemetric_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+def _with_nested(entry: JsonValue, field: str) -> JsonValue:
+    """``entry`` with its ``field`` usage map nested (:func:`_nested`), when it is an object holding that field."""
+    if isinstance(entry, dict) and field in entry:
+        return {**entry, field: _nested(entry[field])}
+    return entry
+
+
+def _aggregated_v2(entry: JsonValue) -> JsonValue:
+    """An aggregated usage entry with each of its ``usage`` maps (by aggregation type) nested."""
+    usage = entry.get("usage") if isinstance(entry, dict) else None
+    if not isinstance(entry, dict) or not isinstance(usage, dict):
+        return entry
+    return {**entry, "usage": {t: _nested(u) for t, u in usage.items()}}
+
+
+def _nodemetric_v1_to_v2(payload: JsonObject) -> JsonObject:
     manifest = payload.get("manifest")
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("status"), dict):
+    old_status = manifest.get("status") if isinstance(manifest, dict) else None
+    if not isinstance(manifest, dict) or not isinstance(old_status, dict):
         return payload
-    status = manifest["status"]
-    status = dict(status)
+    status = dict(old_status)
     node = status.get("nodeMetric")
     if isinstance(node, dict):
         node = {
@@ -116,31 +142,24 @@ def _nodemetric_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
             "systemUsage": _nested(node.get("systemUsage")),
         }
         for key in ("aggregatedNodeUsages", "aggregatedSystemUsages"):
-            if isinstance(node.get(key), list):
-                node[key] = [
-                    {**a, "usage": {t: _nested(u) for t, u in a["usage"].items()}}
-                    if isinstance(a, dict) and isinstance(a.get("usage"), dict)
-                    else a
-                    for a in node[key]
-                ]
+            entries = node.get(key)
+            if isinstance(entries, list):
+                node[key] = [_aggregated_v2(a) for a in entries]
         status["nodeMetric"] = {k: v for k, v in node.items() if v is not None}
     pods = status.get("podsMetric")
     if isinstance(pods, list):
         status["podsMetric"] = [_pod_metric_v2(p) for p in pods]
     apps = status.get("hostApplicationMetric")
     if isinstance(apps, list):
-        status["hostApplicationMetric"] = [
-            {**a, "usage": _nested(a.get("usage"))} if isinstance(a, dict) and "usage" in a else a
-            for a in apps
-        ]
+        status["hostApplicationMetric"] = [_with_nested(a, "usage") for a in apps]
     reclaim = status.get("prodReclaimableMetric")
     if isinstance(reclaim, dict) and "resource" in reclaim:
-        status["prodReclaimableMetric"] = {**reclaim, "resource": _nested(reclaim["resource"])}
+        status["prodReclaimableMetric"] = _with_nested(reclaim, "resource")
     payload["manifest"] = {**manifest, "status": status}
     return payload
 
 
-def _pod_metric_v2(entry: Any) -> Any:
+def _pod_metric_v2(entry: JsonValue) -> JsonValue:
     if not isinstance(entry, dict):
         return entry
     out = dict(entry)
@@ -148,17 +167,20 @@ def _pod_metric_v2(entry: Any) -> Any:
         out["podUsage"] = _nested(out["podUsage"])
     uid = out.pop("uid", None)
     if uid:
-        out["extensions"] = {**(out.get("extensions") or {}), POD_UID_EXTENSION: uid}
+        extensions = out.get("extensions") or {}
+        if not isinstance(extensions, dict):
+            raise TypeError(f"a pod metric's extensions are a {type(extensions).__name__}, not an object")
+        out["extensions"] = {**extensions, POD_UID_EXTENSION: uid}
     return out
 
 
-def _same(payload: dict[str, Any]) -> dict[str, Any]:
+def _same(payload: JsonObject) -> JsonObject:
     """v1 → v2 where only the field's declared type changed (a dict became the typed record it always held)."""
     return payload
 
 
 def _empty_to_none(*fields: str) -> Upcaster:
-    def step(payload: dict[str, Any]) -> dict[str, Any]:
+    def step(payload: JsonObject) -> JsonObject:
         for name in fields:
             if payload.get(name) == {}:
                 payload[name] = None
@@ -167,10 +189,12 @@ def _empty_to_none(*fields: str) -> Upcaster:
     return step
 
 
-def _evicted_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+def _evicted_v1_to_v2(payload: JsonObject) -> JsonObject:
     detail = payload.get("detail")
     if not detail:
         payload["detail"] = None
+    elif not isinstance(detail, dict):
+        raise TypeError(f"the detail is a {type(detail).__name__}, not an object")
     elif "type" not in detail:
         payload["detail"] = {
             **detail,
@@ -204,9 +228,7 @@ UPCASTERS: dict[str, tuple[str, Upcaster]] = {
 }
 
 
-def upcast(
-    tag: str, payload: dict[str, Any], table: dict[str, tuple[str, Upcaster]] | None = None
-) -> dict[str, Any]:
+def upcast(tag: str, payload: JsonObject, table: dict[str, tuple[str, Upcaster]] | None = None) -> JsonObject:
     """Follow the chain of upcasters from ``tag``; returns ``payload`` itself when there is nothing to do."""
     steps = UPCASTERS if table is None else table
     current, out = tag, payload

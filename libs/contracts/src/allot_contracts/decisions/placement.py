@@ -18,11 +18,25 @@ Fields of ``Decision``:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
+from allot_contracts.jsonvalue import JsonObject
+
 __all__ = ["VF", "Allocation", "Decision", "DeviceAlloc", "Freed", "GroupDecision", "NodeScore", "NumaAlloc"]
+
+
+class _Record(msgspec.Struct, frozen=True, kw_only=True):
+    """A decision record's JSON form (builtins only) and back (validated on the way in)."""
+
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = msgspec.json.decode(msgspec.json.encode(self))
+        return out
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> Self:
+        return msgspec.convert(d, cls)
 
 
 class VF(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,7 +55,7 @@ class NumaAlloc(msgspec.Struct, frozen=True, kw_only=True):
     resources: dict[str, int]
 
 
-class Allocation(msgspec.Struct, frozen=True, kw_only=True):
+class Allocation(_Record, frozen=True, kw_only=True):
     """Everything ``assume`` needs to re-apply a placement exactly (canonical integers, JSON-able)."""
 
     node: str
@@ -54,10 +68,6 @@ class Allocation(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def numa_nodes(self) -> tuple[int, ...]:
         return tuple(sorted(z.node for z in self.numa))
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(self))
-        return out
 
 
 class Freed(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,7 +84,7 @@ class NodeScore(msgspec.Struct, frozen=True, kw_only=True):
     components: dict[str, int]
 
 
-class Decision(msgspec.Struct, frozen=True, kw_only=True):
+class Decision(_Record, frozen=True, kw_only=True):
     pod: str
     outcome: str
     node: str | None = None
@@ -89,27 +99,11 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     nodes_total: int = 0
     reservation: dict[str, str] | None = None  # the Reservation the pod was placed in ({name, uid})
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(self))
-        return out
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Decision:
-        return msgspec.convert(d, cls)
-
-
-class GroupDecision(msgspec.Struct, frozen=True, kw_only=True):
+class GroupDecision(_Record, frozen=True, kw_only=True):
     """All-or-nothing placement of a gang: every member Scheduled, or none (with the first failure explained)."""
 
     outcome: str
     members: list[Decision]
     message: str = ""
     failed_pod: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(self))
-        return out
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GroupDecision:
-        return msgspec.convert(d, cls)

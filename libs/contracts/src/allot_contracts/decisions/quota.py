@@ -16,14 +16,16 @@ from typing import Any, Literal
 
 import msgspec
 
+from allot_contracts.jsonvalue import JsonObject
+
 __all__ = ["AdmitDecision", "Eviction", "GroupAdmission", "ReturnedCharge", "UsageChange", "VictimsDecision"]
 
 Status = Literal["Success", "Unschedulable", "UnschedulableAndUnresolvable"]
 
 
 class _Record(msgspec.Struct, frozen=True, kw_only=True):
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(self)
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = msgspec.to_builtins(self)
         return out
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.events._base import Event, FieldIssue, NamedManifest, ObjectRef, PodArrived
 from allot_contracts.objects.gang import PodGroupInfo
-from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.pod_priority import PriorityClassInfo
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
 
@@ -35,40 +34,31 @@ __all__ = [
 ]
 
 
-class NodeApplied(Event, frozen=True, kw_only=True, tag="node.applied.v1"):
+class NodeApplied(NamedManifest, frozen=True, kw_only=True, tag="node.applied.v1"):
     """A v1 Node manifest was applied (created or updated)."""
-
-    name: str
-    manifest: dict[str, Any]
 
 
 class NodeDeleted(Event, frozen=True, kw_only=True, tag="node.deleted.v1"):
     name: str
 
 
-class DeviceApplied(Event, frozen=True, kw_only=True, tag="device.applied.v1"):
+class DeviceApplied(NamedManifest, frozen=True, kw_only=True, tag="device.applied.v1"):
     """A Koordinator ``Device`` object (cluster-scoped, named after its node) was applied."""
-
-    name: str
-    manifest: dict[str, Any]
 
 
 class DeviceDeleted(Event, frozen=True, kw_only=True, tag="device.deleted.v1"):
     name: str
 
 
-class TopologyApplied(Event, frozen=True, kw_only=True, tag="topology.applied.v1"):
+class TopologyApplied(NamedManifest, frozen=True, kw_only=True, tag="topology.applied.v1"):
     """A ``NodeResourceTopology`` object (named after its node) was applied."""
-
-    name: str
-    manifest: dict[str, Any]
 
 
 class TopologyDeleted(Event, frozen=True, kw_only=True, tag="topology.deleted.v1"):
     name: str
 
 
-class PodSubmitted(Event, frozen=True, kw_only=True, tag="pod.submitted.v2"):
+class PodSubmitted(PodArrived, frozen=True, kw_only=True, tag="pod.submitted.v2"):
     """A pod was submitted for scheduling (no ``spec.nodeName``), as it entered and as the door read it.
 
     ``spec`` is the pod read once at the door (:func:`allot_contracts.objects.pod.parse_pod`): what every service
@@ -76,24 +66,10 @@ class PodSubmitted(Event, frozen=True, kw_only=True, tag="pod.submitted.v2"):
     the gang-coordinator then records ``pod.rejected``). ``warnings`` list what was read but is not acted on.
     v1 (``manifest`` only) is upcast by reading the manifest at the door."""
 
-    pod: ObjectRef
-    uid: str
-    manifest: dict[str, Any]
-    spec: Pod | None = None
-    issues: list[FieldIssue] = []
-    warnings: list[FieldIssue] = []
 
-
-class PodObserved(Event, frozen=True, kw_only=True, tag="pod.observed.v2"):
+class PodObserved(PodArrived, frozen=True, kw_only=True, tag="pod.observed.v2"):
     """An already-bound pod (``spec.nodeName`` and allocation annotations) was applied or observed; ``spec`` as in
     ``pod.submitted``."""
-
-    pod: ObjectRef
-    uid: str
-    manifest: dict[str, Any]
-    spec: Pod | None = None
-    issues: list[FieldIssue] = []
-    warnings: list[FieldIssue] = []
 
 
 class PodDeleted(Event, frozen=True, kw_only=True, tag="pod.deleted.v1"):
@@ -156,12 +132,10 @@ class PodGroupDeleted(Event, frozen=True, kw_only=True, tag="podgroup.deleted.v1
     group: ObjectRef
 
 
-class PriorityClassApplied(Event, frozen=True, kw_only=True, tag="priorityclass.applied.v1"):
+class PriorityClassApplied(NamedManifest, frozen=True, kw_only=True, tag="priorityclass.applied.v1"):
     """A ``scheduling.k8s.io/v1`` PriorityClass was applied: the door resolves ``priorityClassName`` with it (as the
     API server's priority admission does), so pods carry their priority from then on."""
 
-    name: str
-    manifest: dict[str, Any]
     spec: PriorityClassInfo
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.events._base import Event, FieldIssue, NamedManifest, NameRefused, ObjectRef
 from allot_contracts.objects.nodemetric import NodeMetric
 
 __all__ = [
@@ -28,13 +28,10 @@ __all__ = [
 # --- inputs -------------------------------------------------------------------------------------------------------------
 
 
-class NodeMetricApplied(Event, frozen=True, kw_only=True, tag="nodemetric.applied.v2"):
+class NodeMetricApplied(NamedManifest, frozen=True, kw_only=True, tag="nodemetric.applied.v2"):
     """A ``NodeMetric`` (``slo.koordinator.sh/v1alpha1``, named after its node) was applied: sampled by
     node-reporter's agent, written by koordlet (Kubernetes mode) or applied by hand. v2: the manifest in upstream's
     shape (usage maps nest their quantities under ``resources``); v1 manifests are upcast to it."""
-
-    name: str
-    manifest: dict[str, Any]
 
 
 class NodeMetricDeleted(Event, frozen=True, kw_only=True, tag="nodemetric.deleted.v1"):
@@ -61,11 +58,8 @@ class ColocationConfigDeleted(Event, frozen=True, kw_only=True, tag="colocation.
     ref: ObjectRef
 
 
-class ColocationProfileApplied(Event, frozen=True, kw_only=True, tag="colocationprofile.applied.v1"):
+class ColocationProfileApplied(NamedManifest, frozen=True, kw_only=True, tag="colocationprofile.applied.v1"):
     """A ``ClusterColocationProfile`` (``config.koordinator.sh/v1alpha1``) was applied."""
-
-    name: str
-    manifest: dict[str, Any]
 
 
 class ColocationProfileDeleted(Event, frozen=True, kw_only=True, tag="colocationprofile.deleted.v1"):
@@ -75,20 +69,17 @@ class ColocationProfileDeleted(Event, frozen=True, kw_only=True, tag="colocation
 # --- decisions ----------------------------------------------------------------------------------------------------------
 
 
-class NodeMetricReported(Event, frozen=True, kw_only=True, tag="nodemetric.reported.v1"):
+class NodeMetricReported(NamedManifest, frozen=True, kw_only=True, tag="nodemetric.reported.v1"):
     """node-reporter accepted a NodeMetric; ``update_time`` (µs) is its ``status.updateTime``, or the time it was
     recorded when it had none (then also written into ``manifest``). ``usage`` summarises ``nodeUsage``."""
 
-    name: str
-    manifest: dict[str, Any]
     update_time: int
     usage: dict[str, str] = {}
     metric: NodeMetric | None = None  # the manifest as read at the door (with update_time filled in)
 
 
-class NodeMetricRejected(Event, frozen=True, kw_only=True, tag="nodemetric.rejected.v1"):
-    name: str
-    errors: list[FieldIssue]
+class NodeMetricRejected(NameRefused, frozen=True, kw_only=True, tag="nodemetric.rejected.v1"):
+    pass
 
 
 class NodeMetricRemoved(Event, frozen=True, kw_only=True, tag="nodemetric.removed.v1"):

@@ -25,7 +25,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, checked_bool, checked_int
+from allot_contracts.issues import FieldIssue, checked_bool, checked_int, not_supported
 from allot_contracts.objects.meta import metadata_of
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
 
@@ -256,14 +256,7 @@ def _reclaim_fields(
         if value is None:
             continue
         if value not in allowed:
-            issues.append(
-                FieldIssue(
-                    path=f"{p}{key}",
-                    code="NotSupported",
-                    message=f"must be one of {', '.join(allowed)}",
-                    value=str(value),
-                )
-            )
+            issues.append(not_supported(f"{p}{key}", allowed, value))
             continue
         fields[field] = value
     _put(

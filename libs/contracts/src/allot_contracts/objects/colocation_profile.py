@@ -23,9 +23,9 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, not_supported
 from allot_contracts.objects import names as n
-from allot_contracts.objects.meta import metadata_of
+from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.pod_patch import patch_issues
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
 
@@ -112,24 +112,14 @@ def parse_colocation_profile(
     """Read a ClusterColocationProfile; ``None`` (with ``issues``) when any field is refused."""
     before = len(issues)
     meta = metadata_of(manifest)
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
-        name = ""
+    name = required_name(meta, issues)
     spec = manifest.get("spec") or {}
     if not isinstance(spec, Mapping):
         issues.append(FieldIssue(path="spec", message="must be an object"))
         return None
     qos = spec.get("qosClass") or ""
     if qos and (not isinstance(qos, str) or qos not in n.QOS_CLASSES):
-        issues.append(
-            FieldIssue(
-                path="spec.qosClass",
-                code="NotSupported",
-                message=f"must be one of {', '.join(sorted(n.QOS_CLASSES))}",
-                value=str(qos),
-            )
-        )
+        issues.append(not_supported("spec.qosClass", sorted(n.QOS_CLASSES), qos))
     priority = spec.get("koordinatorPriority")
     if priority is not None and (
         isinstance(priority, bool) or not isinstance(priority, int) or not _INT32[0] <= priority <= _INT32[1]

@@ -40,6 +40,7 @@ __all__ = [
     "labels_of",
     "metadata_of",
     "read_meta",
+    "required_name",
 ]
 
 ANNOTATIONS_MAX_BYTES: Final = 256 * 1024
@@ -230,6 +231,15 @@ def metadata_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     """The manifest's ``metadata`` (``{}`` when it is missing or not a mapping)."""
     value = manifest.get("metadata")
     return value if isinstance(value, Mapping) else {}
+
+
+def required_name(meta: Mapping[str, Any], issues: list[FieldIssue]) -> str:
+    """``metadata.name`` of an object that must have one: the name, or ``""`` with a ``Required`` issue."""
+    name = meta.get("name")
+    if isinstance(name, str) and name:
+        return name
+    issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
+    return ""
 
 
 def labels_of(manifest: Mapping[str, Any]) -> dict[str, str]:

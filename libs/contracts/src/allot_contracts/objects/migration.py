@@ -16,7 +16,7 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue
-from allot_contracts.objects.meta import metadata_of
+from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.reservation_pod import unknown_field_issues
 from allot_contracts.objects.times import DurationError, parse_duration_us, parse_timestamp_us
 
@@ -154,9 +154,7 @@ def parse_migration_job(
     """Admit a PodMigrationJob manifest; ``None`` when ``issues`` grew."""
     before = len(issues)
     meta = metadata_of(manifest)
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
+    name = required_name(meta, issues)
     labels = _strings(meta.get("labels"), "metadata.labels", issues)
     annotations = _strings(meta.get("annotations"), "metadata.annotations", issues)
     created = None
@@ -202,7 +200,6 @@ def parse_migration_job(
         delete_options = {}
     if len(issues) > before or pod is None:
         return None
-    assert isinstance(name, str)
     return PodMigrationJob(
         name=name,
         uid=str(meta.get("uid") or ""),

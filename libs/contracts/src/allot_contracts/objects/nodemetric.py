@@ -52,6 +52,7 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.duration import parse_go_duration
 from allot_contracts.objects.resource_map import Usage, read_resource_map, resource_map
 
@@ -493,7 +494,7 @@ def _go_duration(seconds: int) -> str:
     return (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + f"{secs}s"
 
 
-def _aggregated_manifest(usages: tuple[AggregatedUsage, ...]) -> list[dict[str, Any]]:
+def _aggregated_manifest(usages: tuple[AggregatedUsage, ...]) -> list[JsonValue]:
     return [
         {
             "duration": _go_duration(a.duration_s),
@@ -503,8 +504,8 @@ def _aggregated_manifest(usages: tuple[AggregatedUsage, ...]) -> list[dict[str, 
     ]
 
 
-def _pod_manifest(p: PodMetric) -> dict[str, Any]:
-    entry: dict[str, Any] = {}
+def _pod_manifest(p: PodMetric) -> JsonObject:
+    entry: JsonObject = {}
     if p.name:
         entry.update(namespace=p.namespace, name=p.name)
     entry["podUsage"] = resource_map(p.usage)
@@ -517,8 +518,8 @@ def _pod_manifest(p: PodMetric) -> dict[str, Any]:
     return entry
 
 
-def _host_app_manifest(h: HostAppMetric) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": h.name, "usage": resource_map(h.usage)}
+def _host_app_manifest(h: HostAppMetric) -> JsonObject:
+    entry: JsonObject = {"name": h.name, "usage": resource_map(h.usage)}
     if h.priority:
         entry["priority"] = h.priority
     if h.qos:
@@ -526,8 +527,8 @@ def _host_app_manifest(h: HostAppMetric) -> dict[str, Any]:
     return entry
 
 
-def _node_manifest(metric: NodeMetric) -> dict[str, Any]:
-    node: dict[str, Any] = {
+def _node_manifest(metric: NodeMetric) -> JsonObject:
+    node: JsonObject = {
         "nodeUsage": resource_map(metric.node_usage),
         "systemUsage": resource_map(metric.system_usage),
     }
@@ -547,9 +548,9 @@ def _node_manifest(metric: NodeMetric) -> dict[str, Any]:
     return node
 
 
-def nodemetric_manifest(metric: NodeMetric) -> dict[str, Any]:
+def nodemetric_manifest(metric: NodeMetric) -> JsonObject:
     """The object in Koordinator's shape (what node-reporter's sampler records); ``parse_nodemetric`` reads it back."""
-    status: dict[str, Any] = {}
+    status: JsonObject = {}
     if metric.update_time is not None:
         status["updateTime"] = format_time(metric.update_time)
     status["nodeMetric"] = _node_manifest(metric)
@@ -560,7 +561,7 @@ def nodemetric_manifest(metric: NodeMetric) -> dict[str, Any]:
         status["prodReclaimableMetric"] = {"resource": resource_map(metric.prod_reclaimable)}
     if metric.prod_peak is not None:
         status["prodPeakMetric"] = {"resource": resource_map(metric.prod_peak)}
-    policy: dict[str, Any] = {
+    policy: JsonObject = {
         "aggregateDurationSeconds": metric.aggregate_duration_s,
         "reportIntervalSeconds": metric.report_interval_s,
     }

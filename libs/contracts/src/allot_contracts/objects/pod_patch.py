@@ -23,7 +23,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, not_supported
 
 __all__ = ["PatchError", "merge_pod_patch", "patch_issues"]
 
@@ -74,14 +74,7 @@ def patch_issues(patch: Any, path: str) -> list[FieldIssue]:
         if isinstance(value, Mapping):
             for key, child in value.items():
                 if str(key) == _DIRECTIVE and child not in _DIRECTIVES:
-                    issues.append(
-                        FieldIssue(
-                            path=f"{where}.{key}",
-                            code="NotSupported",
-                            message=f"must be one of {', '.join(_DIRECTIVES)}",
-                            value=str(child),
-                        )
-                    )
+                    issues.append(not_supported(f"{where}.{key}", _DIRECTIVES, child))
                 elif str(key).startswith("$") and str(key) != _DIRECTIVE:
                     issues.append(
                         FieldIssue(

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from allot_contracts.issues import FieldIssue, label_path
+from allot_contracts.issues import FieldIssue, label_path, not_supported
 from allot_contracts.objects import names as n
 from allot_contracts.objects.gang import LABEL_SUB_PRIORITY
 from allot_contracts.objects.meta import metadata_of
@@ -118,12 +118,7 @@ def qos_issues(
     ``requests``: Kubernetes PodRequests over canonical integers). ``check_priority=False`` leaves out the priority
     combinations (the priority itself was refused)."""
     issues = [
-        FieldIssue(
-            path=label_path(key),
-            code="NotSupported",
-            message=f"must be one of {', '.join(sorted(allowed))}",
-            value=labels[key],
-        )
+        not_supported(label_path(key), sorted(allowed), labels[key])
         for key, allowed in ((n.LABEL_QOS, n.QOS_CLASSES), (n.LABEL_PRIORITY_CLASS, n.PRIORITY_CLASSES))
         if labels.get(key) and labels[key] not in allowed
     ]

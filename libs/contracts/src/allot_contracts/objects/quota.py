@@ -176,6 +176,13 @@ def _json_annotation(annotations: dict[str, Any], key: str, errors: list[FieldIs
         return None
 
 
+def _unexpected_json(key: str, raw: object, expected: str) -> FieldIssue:
+    """An annotation (``raw``, as written) that is JSON but not the ``expected`` value."""
+    return FieldIssue(
+        path=_anno(key), code="Invalid", value=str(raw), message=f"invalid JSON: expected {expected}"
+    )
+
+
 def _flags(labels: dict[str, str], errors: list[FieldIssue]) -> dict[str, bool]:
     """The boolean labels, each with its default when absent or empty."""
     flags: dict[str, bool] = {}
@@ -200,11 +207,10 @@ def _shared_weight(annotations: dict[str, Any], name: str, errors: list[FieldIss
     if raw_weight is not None:
         if not isinstance(raw_weight, dict):
             errors.append(
-                FieldIssue(
-                    path=_anno(ANNO_SHARED_WEIGHT),
-                    code="Invalid",
-                    value=str(annotations[ANNO_SHARED_WEIGHT]),
-                    message="invalid JSON: expected an object of resource name to quantity",
+                _unexpected_json(
+                    ANNO_SHARED_WEIGHT,
+                    annotations[ANNO_SHARED_WEIGHT],
+                    "an object of resource name to quantity",
                 )
             )
         else:
@@ -225,12 +231,7 @@ def _name_lists(
     if raw_ns is not None:
         if not isinstance(raw_ns, list) or not all(isinstance(n, str) and n for n in raw_ns):
             errors.append(
-                FieldIssue(
-                    path=_anno(ANNO_NAMESPACES),
-                    code="Invalid",
-                    value=str(annotations[ANNO_NAMESPACES]),
-                    message="invalid JSON: expected a list of namespace names",
-                )
+                _unexpected_json(ANNO_NAMESPACES, annotations[ANNO_NAMESPACES], "a list of namespace names")
             )
         else:
             namespaces = tuple(sorted(set(raw_ns)))

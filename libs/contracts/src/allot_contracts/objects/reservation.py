@@ -23,7 +23,7 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue, annotation_path, label_path
-from allot_contracts.objects.meta import metadata_of
+from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.requests import pod_requests
 from allot_contracts.objects.reservation_pod import (
     RESERVATION_PREFIX,
@@ -435,9 +435,7 @@ def parse_reservation(
     """Admit a Reservation manifest; ``None`` when ``issues`` grew (the reservation is refused)."""
     before = len(issues)
     meta = metadata_of(manifest)
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        issues.append(FieldIssue(path="metadata.name", code="Required", message="is required"))
+    name = required_name(meta, issues)
     uid = meta.get("uid")
     labels = read_string_map(meta.get("labels"), "metadata.labels", issues)
     annotations = read_string_map(meta.get("annotations"), "metadata.annotations", issues)
@@ -462,7 +460,6 @@ def parse_reservation(
     taints = _taints(spec.get("taints"), "spec.taints", issues)
     if len(issues) > before:
         return None
-    assert isinstance(name, str)
     return Reservation(
         name=name,
         uid=str(uid or ""),

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
 from allot_contracts.quantity_limits import range_issue
 
@@ -86,7 +87,7 @@ def _quantities(raw: Any, path: str, issues: list[FieldIssue]) -> Usage:
     return out
 
 
-def resource_map(usage: Mapping[str, int]) -> dict[str, Any]:
+def resource_map(usage: Mapping[str, int]) -> JsonObject:
     """The ResourceMap of canonical amounts, as koordlet writes it (``{}`` for no quantities: ``resources`` is
     omitted when empty)."""
     if not usage:
