@@ -114,8 +114,8 @@ def accepted_env() -> frozenset[str]:
     qos-enforcer's node agent switches (ALLOT_QOS_AGENT, ALLOT_QOS_DRY_RUN; services/qos-enforcer/tests check them),
     and the relay's anchor settings (ALLOT_ANCHOR_*; libs/cli/tests/test_anchor_settings.py and services/relay/tests check them).
     """
-    from allot_cli.kube.process import ENVIRONMENT as KUBE_SYNC
     from allot_eventstore import migrate
+    from allot_kube_sync.process import ENVIRONMENT as KUBE_SYNC
     from allot_relay.settings import ENVIRONMENT as RELAY
     from allot_runtime import settings
     from qos_enforcer.config import ENVIRONMENT as QOS_AGENT

@@ -359,7 +359,7 @@ def test_processes_that_talk_to_the_api_server_run_in_kubernetes_mode(base: list
 
 
 def test_kube_sync_watches_the_scheduler_name_pods_use(base: list[Obj]) -> None:
-    from allot_cli.kube.sync import DEFAULT_SCHEDULER_NAME
+    from allot_kube_sync.sync import DEFAULT_SCHEDULER_NAME
 
     (container,) = containers(_one(base, "kube-sync"))
     assert (
