@@ -5,9 +5,10 @@
 #   node-reporter gang-coordinator quota-manager reservation-manager device-allocator binder qos-enforcer
 #                 the seven services; qos-enforcer is also the node agent (ALLOT_QOS_AGENT=on, with the host's
 #                 cgroup, CDI, HAMi-core and resctrl directories mounted: docs/enforcement.md, docs/install.md)
-#   relay         the log → JetStream relay (services/relay), its own package like the services
-#   kube-sync webhook ui
-#                 the servers started by the `allot` command (they live in allot-cli today, so these three install it)
+#   relay kube-sync webhook
+#                 the servers of services/ (the log → JetStream relay, the Kubernetes sync, the admission webhooks),
+#                 each its own package like the services
+#   ui            the web view, started by the `allot` command (it lives in allot-cli today, so it installs it)
 #   allot         the CLI with every process, `allot migrate` included (the default target, the last stage)
 #
 #   docker build --target binder -t allot-binder:0.1.0 .     (scripts/build-images builds and tags them all)
@@ -89,6 +90,14 @@ RUN --mount=type=cache,target=/root/.cache/uv \
 FROM build AS relay-venv
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --locked --no-dev --no-editable --package allot-relay
+
+FROM build AS kube-sync-venv
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --locked --no-dev --no-editable --package allot-kube-sync
+
+FROM build AS webhook-venv
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --locked --no-dev --no-editable --package allot-webhook
 
 FROM build AS cli-venv
 RUN --mount=type=cache,target=/root/.cache/uv \
@@ -172,14 +181,14 @@ CMD ["allot-relay"]
 
 FROM runtime AS kube-sync
 LABEL org.opencontainers.image.title="allot-kube-sync"
-COPY --from=cli-venv /app/.venv /app/.venv
-CMD ["allot", "kube-sync"]
+COPY --from=kube-sync-venv /app/.venv /app/.venv
+CMD ["allot-kube-sync"]
 
 # The serving certificate is mounted where the Helm chart mounts it (deploy/helm/allot/templates/webhook.yaml).
 FROM runtime AS webhook
 LABEL org.opencontainers.image.title="allot-webhook"
-COPY --from=cli-venv /app/.venv /app/.venv
-CMD ["allot", "webhook", "--tls-cert-file=/etc/allot/tls/tls.crt", "--tls-private-key-file=/etc/allot/tls/tls.key"]
+COPY --from=webhook-venv /app/.venv /app/.venv
+CMD ["allot-webhook", "--tls-cert-file=/etc/allot/tls/tls.crt", "--tls-private-key-file=/etc/allot/tls/tls.key"]
 
 FROM runtime AS ui
 LABEL org.opencontainers.image.title="allot-ui"

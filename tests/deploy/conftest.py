@@ -79,10 +79,20 @@ def service_names(console_scripts: dict[str, str]) -> frozenset[str]:
 def check_argv(console_scripts: dict[str, str]) -> Callable[[Argv], str | None]:
     """A checker of process command lines: ``None`` when the argv runs a real command, else what is wrong.
 
-    ``allot …`` is parsed by the CLI's own parser, so an unknown subcommand or option is caught. A service's console
-    script takes no arguments (it reads the environment), so any argument after it is a mistake.
+    ``allot …`` is parsed by the CLI's own parser, so an unknown subcommand or option is caught, and so are the
+    servers that take flags (``allot-kube-sync``, ``allot-webhook``: the same flags as ``allot kube-sync``, ``allot
+    webhook``). A service's console script takes no arguments (it reads the environment), so any argument after it
+    is a mistake.
     """
     from allot_cli.main import parser_for
+    from allot_kube_sync.main import parser as kube_sync_parser
+    from allot_webhook.main import parser as webhook_parser
+
+    with_flags = {
+        "allot": parser_for,
+        "allot-kube-sync": lambda _: kube_sync_parser(),
+        "allot-webhook": lambda _: webhook_parser(),
+    }
 
     def check(argv: Argv) -> str | None:
         if not argv:
@@ -90,15 +100,15 @@ def check_argv(console_scripts: dict[str, str]) -> Callable[[Argv], str | None]:
         program, args = argv[0], argv[1:]
         if program not in console_scripts:
             return f"{program!r} is not a console script of this workspace ({sorted(console_scripts)})"
-        if program != "allot":
+        if program not in with_flags:
             return f"{program} takes no arguments, got {args}" if args else None
         out, err = io.StringIO(), io.StringIO()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                parser_for(args).parse_args(args)
+                with_flags[program](args).parse_args(args)
         except SystemExit as exc:
             if exc.code != 0:
-                return f"`allot {' '.join(args)}` does not parse: {err.getvalue().strip()}"
+                return f"`{program} {' '.join(args)}` does not parse: {err.getvalue().strip()}"
         return None
 
     return check

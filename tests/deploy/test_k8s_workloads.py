@@ -122,7 +122,7 @@ def test_each_workload_runs_its_own_real_process(
     expected = {name: [f"allot-{name}"] for name in service_names} | {
         "relay": ["allot-relay"],
         "ui": ["allot", "ui", "--host", "0.0.0.0", "--port", "8080"],
-        "kube-sync": ["allot", "kube-sync"],
+        "kube-sync": ["allot-kube-sync"],
         "migrate": ["allot", "migrate"],
     }
     for obj in workloads(base):

@@ -44,12 +44,17 @@ def run(args: argparse.Namespace, prog: str = PROG) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``allot-kube-sync``."""
+    made = argparse.ArgumentParser(
         prog=PROG, description="Record Kubernetes pods, quotas and PodGroups in the event log."
     )
-    add_arguments(parser)
-    args = parser.parse_args(argv)
+    add_arguments(made)
+    return made
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     if not os.environ.get("ALLOT_DATABASE_URL"):
         print(
             f"{PROG}: invalid configuration: ALLOT_DATABASE_URL: is required (e.g. postgresql://user@host:5432/allot)",
