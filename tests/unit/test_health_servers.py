@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from allot_kube_sync.process import health as kube_sync_health
 from allot_relay.main import _serve as relay_serve
-from allot_runtime.health import serve_health
+from allot_runtime.health import address, serve_health
 from allot_runtime.httpserver import HEALTH, GuardedSite
 from allot_runtime.metrics import Metrics
 from allot_runtime.service import Liveness, _http
@@ -59,3 +59,15 @@ async def test_kube_syncs_server() -> None:
 async def test_the_webhooks_health_server() -> None:
     port = free_port()
     await check(await serve_health(health_app(Webhook()), "127.0.0.1", port), port)
+
+
+def test_the_health_server_listens_where_the_settings_say() -> None:
+    assert address({}) == ("0.0.0.0", 8080)
+    assert address({"ALLOT_HTTP_HOST": "127.0.0.1", "ALLOT_HTTP_PORT": "9090"}) == ("127.0.0.1", 9090)
+
+
+async def test_the_health_server_reads_its_address_from_the_environment(monkeypatch: Any) -> None:
+    port = free_port()
+    monkeypatch.setenv("ALLOT_HTTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("ALLOT_HTTP_PORT", str(port))
+    await check(await serve_health(kube_sync_health({}, CollectorRegistry())), port)
