@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from allot_cli.kube.ledger import ENACTED, REFUSED, TYPES, fold, verify_report
 from allot_contracts.envelope import NewEvent
-from allot_kube_sync.ledger import ENACTED, REFUSED, TYPES, fold, verify_report
 from allot_kube_sync.sync import PRODUCER as KUBE_SYNC
 from allot_kube_sync.sync import KubeSync
 from allot_reservation.testing import a_job_manifest

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from allot_bus.names import BusNames
-from allot_kube_sync.ledger import verify_report as enactment_report
+from allot_cli.kube.ledger import verify_report as enactment_report
 from allot_kube_sync.sync import KubeSync
 from allot_runtime.metrics import Metrics
 from allot_runtime.processor import Host

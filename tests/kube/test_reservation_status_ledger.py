@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from allot_cli.kube.ledger import fold
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.errors import TransientError
 from allot_contracts.events import Event, ObjectRef, ReservationPlaced, ReservationUnschedulable
-from allot_kube_sync.ledger import fold
 from allot_reservation.testing import Driver, a_reservation_manifest
 from allot_testing.fake_kube import FakeKube
 from reservation_manager.adapters.kube import StatusWriter, wanted_statuses

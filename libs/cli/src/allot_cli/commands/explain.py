@@ -108,8 +108,8 @@ async def pod_history(url: str, key: str) -> tuple[list[RecordedEvent], list[Rec
 
 
 def _summary(record: RecordedEvent) -> str:
+    from allot_cli.kube.ledger import outcome_summary
     from allot_cli.reservation_views import resolved_summary as reservation_summary
-    from allot_kube_sync.ledger import outcome_summary
 
     p = record.payload_dict()
     match record.type:
@@ -184,9 +184,9 @@ STANDING = (
 def explain(
     key: str, own: list[RecordedEvent], group: list[RecordedEvent], folded: Cluster | None = None
 ) -> list[str]:
+    from allot_cli.kube.ledger import explain_lines as enactment_lines
     from allot_cli.nearest import queue_lines
     from allot_cli.reservation_views import explain_lines as reservation_lines
-    from allot_kube_sync.ledger import explain_lines as enactment_lines
 
     if not own:
         raise InputError(f"no pod {key} in the log")

@@ -63,13 +63,13 @@ async def run(args: argparse.Namespace) -> int:
     import msgspec
 
     from allot_cli.commands.explain import refused_counts, refused_line
+    from allot_cli.kube.enactment_bound import DEFAULT_BOUND
+    from allot_cli.kube.ledger import verify_report as enactment_report
     from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
     from allot_cli.verify_jobs import Service, Since, verify_all
     from allot_cli.verify_since import describe as describe_start
     from allot_eventstore.postgres import PostgresEventStore
     from allot_eventstore.verify import verify_chain
-    from allot_kube_sync.enactment_bound import DEFAULT_BOUND
-    from allot_kube_sync.ledger import verify_report as enactment_report
     from allot_runtime.recorded_config import recorded_configs
     from allot_runtime.replay import rebuild
     from allot_stack.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
@@ -326,7 +326,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from allot_kube_sync.enactment_bound import DEFAULT_BOUND, bound_seconds
+    from allot_cli.kube.enactment_bound import DEFAULT_BOUND, bound_seconds
 
     p = subparsers.add_parser(
         "replay", help="rebuild projections from the log; --verify proves every decision"

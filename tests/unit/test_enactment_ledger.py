@@ -1,4 +1,4 @@
-"""The enactment ledger read back (allot_kube_sync.ledger): each cluster-changing decision paired with its outcome,
+"""The enactment ledger read back (allot_cli.kube.ledger): each cluster-changing decision paired with its outcome,
 withdrawn or superseded ones told apart, and open ones older than the bound reported."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from allot_kube_sync.enactment_bound import bound_seconds
-from allot_kube_sync.ledger import explain_lines, fold, outcome_summary, verify_line
+from allot_cli.kube.enactment_bound import bound_seconds
+from allot_cli.kube.ledger import explain_lines, fold, outcome_summary, verify_line
 
 S = 1_000_000  # µs
 

@@ -1,5 +1,5 @@
 """docs/kubernetes.md's table "which decisions are enacted how" names the same decisions and outcomes as the ledger
-that judges them (``allot_kube_sync.ledger.RULES``): a decision enacted in code but missing from the table, or a row
+that judges them (``allot_cli.kube.ledger.RULES``): a decision enacted in code but missing from the table, or a row
 the code does not judge, fails here."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from allot_kube_sync.ledger import RULES
+from allot_cli.kube.ledger import RULES
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "kubernetes.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "kubernetes.md"
 NAME = re.compile(r"`([a-z]+\.[a-z_]+)`")
 SHORT = re.compile(r"`([a-z_]+)`")  # the "running" of "`migration.pending` / `running`": the same prefix
 
