@@ -5,11 +5,11 @@
 #   node-reporter gang-coordinator quota-manager reservation-manager device-allocator binder qos-enforcer
 #                 the seven services; qos-enforcer is also the node agent (ALLOT_QOS_AGENT=on, with the host's
 #                 cgroup, CDI, HAMi-core and resctrl directories mounted: docs/enforcement.md, docs/install.md)
-#   relay         the log → JetStream relay (services/relay), its own package like the services
+#   relay kube-sync webhook
+#                 the servers of services/ (the log → JetStream relay, the Kubernetes sync, the admission webhooks),
+#                 each its own package like the services
 #   ui            the web audit view (services/ui): its package, the stack's read models and the processors it
 #                 rebuilds its projections with; not the CLI
-#   kube-sync webhook
-#                 the servers started by the `allot` command (they live in allot-cli today, so these two install it)
 #   allot         the CLI with every process, `allot migrate` included (the default target, the last stage)
 #
 #   docker build --target binder -t allot-binder:0.1.0 .     (scripts/build-images builds and tags them all)
@@ -96,6 +96,14 @@ FROM build AS ui-venv
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --locked --no-dev --no-editable --package allot-ui
 
+FROM build AS kube-sync-venv
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --locked --no-dev --no-editable --package allot-kube-sync
+
+FROM build AS webhook-venv
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --locked --no-dev --no-editable --package allot-webhook
+
 FROM build AS cli-venv
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --locked --no-dev --no-editable --package allot-cli \
@@ -178,14 +186,14 @@ CMD ["allot-relay"]
 
 FROM runtime AS kube-sync
 LABEL org.opencontainers.image.title="allot-kube-sync"
-COPY --from=cli-venv /app/.venv /app/.venv
-CMD ["allot", "kube-sync"]
+COPY --from=kube-sync-venv /app/.venv /app/.venv
+CMD ["allot-kube-sync"]
 
 # The serving certificate is mounted where the Helm chart mounts it (deploy/helm/allot/templates/webhook.yaml).
 FROM runtime AS webhook
 LABEL org.opencontainers.image.title="allot-webhook"
-COPY --from=cli-venv /app/.venv /app/.venv
-CMD ["allot", "webhook", "--tls-cert-file=/etc/allot/tls/tls.crt", "--tls-private-key-file=/etc/allot/tls/tls.key"]
+COPY --from=webhook-venv /app/.venv /app/.venv
+CMD ["allot-webhook", "--tls-cert-file=/etc/allot/tls/tls.crt", "--tls-private-key-file=/etc/allot/tls/tls.key"]
 
 FROM runtime AS ui
 LABEL org.opencontainers.image.title="allot-ui"

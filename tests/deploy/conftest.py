@@ -79,12 +79,22 @@ def service_names(console_scripts: dict[str, str]) -> frozenset[str]:
 def check_argv(console_scripts: dict[str, str]) -> Callable[[Argv], str | None]:
     """A checker of process command lines: ``None`` when the argv runs a real command, else what is wrong.
 
-    ``allot …`` is parsed by the CLI's own parser, so an unknown subcommand or option is caught; so is ``allot-ui …``
-    by the web view's. A service's console script takes no arguments (it reads the environment), so any argument
-    after it is a mistake.
+    ``allot …`` is parsed by the CLI's own parser, so an unknown subcommand or option is caught, and so are the
+    servers that take flags (``allot-ui``, ``allot-kube-sync``, ``allot-webhook``: the same flags as ``allot ui``,
+    ``allot kube-sync``, ``allot webhook``). A service's console script takes no arguments (it reads the
+    environment), so any argument after it is a mistake.
     """
     from allot_cli.main import parser_for
+    from allot_kube_sync.main import parser as kube_sync_parser
     from allot_ui.main import parser as ui_parser
+    from allot_webhook.main import parser as webhook_parser
+
+    with_flags = {
+        "allot": parser_for,
+        "allot-ui": lambda _: ui_parser(),
+        "allot-kube-sync": lambda _: kube_sync_parser(),
+        "allot-webhook": lambda _: webhook_parser(),
+    }
 
     def check(argv: Argv) -> str | None:
         if not argv:
@@ -92,13 +102,12 @@ def check_argv(console_scripts: dict[str, str]) -> Callable[[Argv], str | None]:
         program, args = argv[0], argv[1:]
         if program not in console_scripts:
             return f"{program!r} is not a console script of this workspace ({sorted(console_scripts)})"
-        parsers = {"allot": lambda: parser_for(args), "allot-ui": ui_parser}
-        if program not in parsers:
+        if program not in with_flags:
             return f"{program} takes no arguments, got {args}" if args else None
         out, err = io.StringIO(), io.StringIO()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                parsers[program]().parse_args(args)
+                with_flags[program](args).parse_args(args)
         except SystemExit as exc:
             if exc.code != 0:
                 return f"`{program} {' '.join(args)}` does not parse: {err.getvalue().strip()}"
@@ -117,8 +126,8 @@ def accepted_env() -> frozenset[str]:
     qos-enforcer's node agent switches (ALLOT_QOS_AGENT, ALLOT_QOS_DRY_RUN; services/qos-enforcer/tests check them),
     and the relay's anchor settings (ALLOT_ANCHOR_*; libs/cli/tests/test_anchor_settings.py and services/relay/tests check them).
     """
-    from allot_cli.kube.process import ENVIRONMENT as KUBE_SYNC
     from allot_eventstore import migrate
+    from allot_kube_sync.process import ENVIRONMENT as KUBE_SYNC
     from allot_relay.settings import ENVIRONMENT as RELAY
     from allot_runtime import settings
     from qos_enforcer.config import ENVIRONMENT as QOS_AGENT

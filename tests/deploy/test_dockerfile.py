@@ -541,7 +541,8 @@ def test_every_image_runs_an_entry_point_it_installs(
 def test_a_service_image_holds_no_other_process(
     contents: dict[str, Contents], service_names: frozenset[str]
 ) -> None:
-    processes = service_names | {"relay"}  # the seven services and the servers that have left the CLI
+    # the seven services and the servers of services/
+    processes = service_names | {"relay", "kube-sync", "webhook"}
     for service in processes:
         installed = contents[service].distributions
         others = {f"allot-{s}" for s in processes - {service}} | {"allot-cli", "allot-testing"}
@@ -560,10 +561,8 @@ def test_the_ui_image_holds_the_view_and_not_the_cli(contents: dict[str, Content
 def test_there_is_an_image_for_every_process(
     images: dict[str, Stage], service_names: frozenset[str], repo: Path
 ) -> None:
-    # The seven services, the relay (services/relay), the web view (services/ui), the two servers the Helm chart
-    # starts with `allot <server>`, and the CLI.
+    # The seven services, the servers of services/ (relay, kube-sync, webhook, the web view ui), and the CLI.
     assert set(images) == set(service_names) | {"relay", "kube-sync", "webhook", "ui", "allot"}
-    assert exec_form(images["relay"].all("CMD")[0]) == ["allot-relay"]
+    for server in ("relay", "kube-sync", "webhook"):
+        assert exec_form(images[server].all("CMD")[0])[0] == f"allot-{server}"
     assert exec_form(images["ui"].all("CMD")[0])[:1] == ["allot-ui"]
-    for server in ("kube-sync", "webhook"):
-        assert exec_form(images[server].all("CMD")[0])[:2] == ["allot", server]

@@ -91,7 +91,7 @@ def test_webhooks_reach_the_webhook_process(case: str, rendered: dict[str, list[
 def test_the_validating_webhook_covers_every_kind_the_webhook_validates(
     rendered: dict[str, list[Obj]], crds: list[Obj]
 ) -> None:
-    from allot_cli.webhook import VALIDATED
+    from allot_webhook.server import VALIDATED
 
     resources = {(c["spec"]["group"], c["spec"]["names"]["plural"]): c["spec"]["names"]["kind"] for c in crds}
     resources[("", "pods")] = "Pod"

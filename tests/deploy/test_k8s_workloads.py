@@ -122,7 +122,7 @@ def test_each_workload_runs_its_own_real_process(
     expected = {name: [f"allot-{name}"] for name in service_names} | {
         "relay": ["allot-relay"],
         "ui": ["allot-ui", "--host", "0.0.0.0", "--port", "8080"],
-        "kube-sync": ["allot", "kube-sync"],
+        "kube-sync": ["allot-kube-sync"],
         "migrate": ["allot", "migrate"],
     }
     for obj in workloads(base):
@@ -359,7 +359,7 @@ def test_processes_that_talk_to_the_api_server_run_in_kubernetes_mode(base: list
 
 
 def test_kube_sync_watches_the_scheduler_name_pods_use(base: list[Obj]) -> None:
-    from allot_cli.kube.sync import DEFAULT_SCHEDULER_NAME
+    from allot_kube_sync.sync import DEFAULT_SCHEDULER_NAME
 
     (container,) = containers(_one(base, "kube-sync"))
     assert (

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from allot_cli.kube.sync import PRODUCER as KUBE_SYNC
-from allot_cli.kube.sync import KubeSync
 from allot_contracts.envelope import NewEvent
+from allot_kube_sync.sync import PRODUCER as KUBE_SYNC
+from allot_kube_sync.sync import KubeSync
 from allot_reservation.testing import a_job_manifest
 from allot_stack.enactment import ENACTED, REFUSED, TYPES, fold, verify_report
 from allot_testing.fake_kube import FakeKube

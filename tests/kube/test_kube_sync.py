@@ -13,9 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from allot_cli.kube.sync import PRODUCER, KubeSync, normalize_pod
 from allot_intake.documents import Document
 from allot_intake.manifests import to_input
+from allot_kube_sync.sync import PRODUCER, KubeSync, normalize_pod
 from allot_testing.builders import a_pod, a_quota
 from allot_testing.fake_kube import RESOURCES, FakeKube, FakeResource
 
@@ -506,7 +506,7 @@ def _free_port() -> int:
 async def test_the_process_serves_health_readiness_and_metrics(
     kube: FakeKube, database_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, eventually: Any
 ):
-    from allot_cli.kube.process import run_kube_sync
+    from allot_kube_sync.process import run_kube_sync
 
     port = _free_port()
     monkeypatch.setenv("ALLOT_DATABASE_URL", database_url)

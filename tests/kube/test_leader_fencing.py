@@ -193,7 +193,7 @@ async def test_releasing_on_stop_hands_over_at_once(
 async def test_a_paused_kube_sync_leader_records_nothing_and_its_refusal_is_recorded(
     kube: FakeKube, tmp_path: Any, database_url: str, store: Any, eventually: Any
 ) -> None:
-    from allot_cli.kube.sync import KubeSync
+    from allot_kube_sync.sync import KubeSync
 
     first = await candidate(kube, tmp_path, database_url, "a", decider="kube-sync")
     second = await candidate(kube, tmp_path, database_url, "b", decider="kube-sync")
@@ -324,7 +324,7 @@ async def test_kube_sync_processes_in_lease_mode_hand_over_on_stop(
 ) -> None:
     """``run_kube_sync`` as the command runs it, twice in this process: one leads, the other stands by and takes over
     with the next term when the first stops (releasing the Lease)."""
-    from allot_cli.kube.process import run_kube_sync
+    from allot_kube_sync.process import run_kube_sync
 
     for name, value in {
         "ALLOT_DATABASE_URL": database_url,

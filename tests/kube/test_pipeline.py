@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from allot_bus.names import BusNames
-from allot_cli.kube.sync import KubeSync
+from allot_kube_sync.sync import KubeSync
 from allot_runtime.metrics import Metrics
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions

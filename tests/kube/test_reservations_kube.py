@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from allot_cli.kube.sync import PRODUCER, KubeSync
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import MigrationEvictionRequested, ObjectRef, PodObserved
+from allot_kube_sync.sync import PRODUCER, KubeSync
 from allot_reservation.testing import Driver, a_job_manifest, a_pod_manifest, a_reservation_manifest
 from allot_runtime.processor import Host
 from allot_testing.builders import a_node, a_pod

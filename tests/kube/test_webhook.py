@@ -14,11 +14,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from allot_cli.webhook import Webhook, cluster_profiles, cluster_quotas
 from allot_testing.builders import a_pod, a_quota
 from allot_testing.fake_kube import RESOURCES, FakeKube, FakeResource
 from allot_testing.fake_kube_rules import json_patch
 from allot_testing.tls import serving
+from allot_webhook.server import Webhook, cluster_profiles, cluster_quotas
 
 pytestmark = pytest.mark.skipif(
     shutil.which("openssl") is None, reason="needs the openssl command to make a CA"

@@ -17,10 +17,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from allot_cli.webhook import LIMITS, Webhook
 from allot_runtime.httpserver import Limits
 from allot_testing.builders import a_pod
 from allot_testing.tls import serving
+from allot_webhook.server import LIMITS, Webhook
 
 pytestmark = pytest.mark.skipif(
     shutil.which("openssl") is None, reason="needs the openssl command to make a CA"

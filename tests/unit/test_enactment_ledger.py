@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from allot_cli.kube.enactment_bound import bound_seconds
+from allot_cli.enactment_bound import bound_seconds
 from allot_stack.enactment import explain_lines, fold, outcome_summary, verify_line
 
 S = 1_000_000  # µs

@@ -16,8 +16,6 @@ import msgspec
 import pytest
 from hypothesis import given
 
-from allot_cli.kube.sync import _DOOR as KUBE_SYNC_DOOR
-from allot_cli.webhook import verdict as webhook_verdict
 from allot_contracts.envelope import canonical
 from allot_contracts.events import AnyEvent
 from allot_contracts.issues import FieldIssue
@@ -26,8 +24,10 @@ from allot_intake.documents import Document, parse_documents
 from allot_intake.errors import InputError
 from allot_intake.manifests import CLI_KINDS, Door, Verdict, to_input
 from allot_intake.workloads import WORKLOAD_KINDS
+from allot_kube_sync.sync import _DOOR as KUBE_SYNC_DOOR
 from allot_testing import fuzz
 from allot_testing.manifest_fuzz import KindKey, as_yaml, manifests, seeds
+from allot_webhook.server import verdict as webhook_verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 _DECODE = msgspec.json.Decoder(AnyEvent)

@@ -10,13 +10,14 @@ from typing import Any
 from aiohttp import ClientSession, web
 from prometheus_client import CollectorRegistry
 
-from allot_cli.commands.webhook import health_app
-from allot_cli.kube.process import _serve as kube_sync_serve
-from allot_cli.webhook import Webhook
+from allot_kube_sync.process import health as kube_sync_health
 from allot_relay.main import _serve as relay_serve
-from allot_runtime.httpserver import HEALTH, GuardedSite, start
+from allot_runtime.health import address, serve_health
+from allot_runtime.httpserver import HEALTH, GuardedSite
 from allot_runtime.metrics import Metrics
 from allot_runtime.service import Liveness, _http
+from allot_webhook.main import health_app
+from allot_webhook.server import Webhook
 
 
 def free_port() -> int:
@@ -52,9 +53,21 @@ async def test_the_relays_server(monkeypatch: Any) -> None:
 
 async def test_kube_syncs_server() -> None:
     port = free_port()
-    await check(await kube_sync_serve({}, CollectorRegistry(), "127.0.0.1", port), port)
+    await check(await serve_health(kube_sync_health({}, CollectorRegistry()), "127.0.0.1", port), port)
 
 
 async def test_the_webhooks_health_server() -> None:
     port = free_port()
-    await check(await start(health_app(Webhook()), "127.0.0.1", port), port)
+    await check(await serve_health(health_app(Webhook()), "127.0.0.1", port), port)
+
+
+def test_the_health_server_listens_where_the_settings_say() -> None:
+    assert address({}) == ("0.0.0.0", 8080)
+    assert address({"ALLOT_HTTP_HOST": "127.0.0.1", "ALLOT_HTTP_PORT": "9090"}) == ("127.0.0.1", 9090)
+
+
+async def test_the_health_server_reads_its_address_from_the_environment(monkeypatch: Any) -> None:
+    port = free_port()
+    monkeypatch.setenv("ALLOT_HTTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("ALLOT_HTTP_PORT", str(port))
+    await check(await serve_health(kube_sync_health({}, CollectorRegistry())), port)

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from allot_cli.kube.sync import _document as kube_sync_document
-from allot_cli.webhook import verdict as webhook_verdict
 from allot_contracts.events import NodeMetricRejected, NodeMetricReported
 from allot_contracts.issues import FieldIssue
 from allot_contracts.quantity_limits import CPU_NODE_MAX_MILLI, NODE_MAX, maximum, range_issue
 from allot_intake.documents import Document
 from allot_intake.manifests import Door
+from allot_kube_sync.sync import _document as kube_sync_document
+from allot_webhook.server import verdict as webhook_verdict
 from node_reporter.metrics.report import nodemetric_decision
 
 

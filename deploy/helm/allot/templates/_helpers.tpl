@@ -227,7 +227,7 @@ ui:
   singleton: true
 kube-sync:
   kind: Deployment
-  command: [allot, kube-sync]
+  command: [allot-kube-sync]
   leased: true
   schedulerName: true
   rules:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import aiohttp
 
-from allot_cli.webhook import Webhook, serve, tls_context
 from allot_runtime.httpserver import Limits
+from allot_webhook.server import Webhook, serve, tls_context
 
 __all__ = ["make_certificates", "serving"]
 

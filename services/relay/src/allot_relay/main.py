@@ -35,7 +35,7 @@ from allot_eventstore.postgres import PostgresEventStore
 from allot_relay import settings
 from allot_relay.settings import AnchorSettingsError
 from allot_runtime import logs, memory
-from allot_runtime.httpserver import HEALTH, application, start
+from allot_runtime.health import health_app, serve_health
 from allot_runtime.metrics import standard_collectors
 
 
@@ -80,11 +80,7 @@ async def _serve(holder: dict[str, Any]) -> web.AppRunner:
         ready = "relay" in holder
         return web.json_response({"ready": ready}, status=200 if ready else 503)
 
-    app = application(HEALTH)
-    app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics)])
-    return await start(
-        app, os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"), int(os.environ.get("ALLOT_HTTP_PORT", "8080"))
-    )
+    return await serve_health(health_app(healthz=healthz, readyz=readyz, metrics=metrics))
 
 
 ENVIRONMENT = settings.ENVIRONMENT  # what the relay reads besides the shared settings

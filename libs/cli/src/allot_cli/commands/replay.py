@@ -62,7 +62,7 @@ async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> 
 async def run(args: argparse.Namespace) -> int:
     import msgspec
 
-    from allot_cli.kube.enactment_bound import DEFAULT_BOUND
+    from allot_cli.enactment_bound import DEFAULT_BOUND
     from allot_cli.replay_configs import FileConfig, describe, load_configs, plan
     from allot_cli.verify_jobs import Service, Since, verify_all
     from allot_cli.verify_since import describe as describe_start
@@ -326,7 +326,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from allot_cli.kube.enactment_bound import DEFAULT_BOUND, bound_seconds
+    from allot_cli.enactment_bound import DEFAULT_BOUND, bound_seconds
 
     p = subparsers.add_parser(
         "replay", help="rebuild projections from the log; --verify proves every decision"

@@ -4,7 +4,7 @@ The descheduler records each job it asks for as a ``migration.applied`` of produ
 manifest is upstream's ``scheduling.koordinator.sh/v1alpha1`` PodMigrationJob). This worker tails those decisions and
 creates each job in the API server (``POST podmigrationjobs``, field manager ``allot-reservation-manager``), so
 operators see, pause and delete them with kubectl and upstream tools that watch jobs see them; kube-sync recognises
-them on the way back (``allot_cli.kube.reservations``) and records nothing for them. Once created, the status
+them on the way back (``allot_kube_sync.reservations``) and records nothing for them. Once created, the status
 reservation-manager writes on every job (``adapters/kube.py``) is written on it too.
 
 Every create and every status write of such a job gets one recorded outcome (producer ``reservation-manager.kube``,

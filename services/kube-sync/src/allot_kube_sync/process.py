@@ -1,5 +1,5 @@
-"""``allot kube-sync`` as a process: the list-watches of :mod:`allot_cli.kube.sync`, plus /healthz, /readyz and
-/metrics like the relay.
+"""kube-sync as a process (``allot-kube-sync``, ``allot kube-sync``): the list-watches of :mod:`allot_kube_sync.sync`,
+plus /healthz, /readyz and /metrics on the servers' shared health server (:mod:`allot_runtime.health`).
 
 ==========================  ==================  =====================================================================
 Environment variable        Default             Meaning
@@ -38,13 +38,13 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
-from allot_cli.kube.sync import DEFAULT_SCHEDULER_NAME, PRODUCER, KubeSync
 from allot_contracts.errors import Unavailable
 from allot_eventstore.migrate import ensure_current
 from allot_eventstore.ownership import Ownership
 from allot_eventstore.postgres import PostgresEventStore
+from allot_kube_sync.sync import DEFAULT_SCHEDULER_NAME, PRODUCER, KubeSync
 from allot_runtime import logs
-from allot_runtime.httpserver import HEALTH, application, start
+from allot_runtime.health import health_app, serve_health
 from allot_runtime.kube.lease import GuardedStore, Leadership, LeaseConfig, lease_identity, while_leading
 from allot_runtime.settings import load as load_settings
 
@@ -53,7 +53,9 @@ ENVIRONMENT = ("ALLOT_SCHEDULER_NAME", "ALLOT_KUBECONFIG")
 DEFAULT_LEASE = "allot-kube-sync"
 
 
-async def _serve(holder: dict[str, Any], registry: CollectorRegistry, host: str, port: int) -> web.AppRunner:
+def health(holder: dict[str, Any], registry: CollectorRegistry) -> web.Application:
+    """kube-sync's answers: its phase, whether every resource's first list is recorded, its metrics."""
+
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response(
             {"status": "ok", "service": "kube-sync", "phase": holder.get("phase", "starting")}
@@ -71,9 +73,7 @@ async def _serve(holder: dict[str, Any], registry: CollectorRegistry, host: str,
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
 
-    app = application(HEALTH)
-    app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics)])
-    return await start(app, host, port)
+    return health_app(healthz=healthz, readyz=readyz, metrics=metrics)
 
 
 async def run_kube_sync(
@@ -95,12 +95,7 @@ async def run_kube_sync(
             loop.add_signal_handler(sig, stop.set)
     registry = CollectorRegistry()
     holder: dict[str, Any] = {"phase": "waiting for the database schema"}
-    runner = await _serve(
-        holder,
-        registry,
-        os.environ.get("ALLOT_HTTP_HOST", "0.0.0.0"),
-        int(os.environ.get("ALLOT_HTTP_PORT", "8080")),
-    )
+    runner = await serve_health(health(holder, registry))
     try:
         delay = 0.5
         while not stop.is_set():

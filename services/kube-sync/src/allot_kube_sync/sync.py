@@ -24,7 +24,7 @@ one deleted                                         ``quota.deleted`` / ``quotap
 
 "Changed" ignores what Allot writes itself: ElasticQuota status and the quota status annotations
 (``quota.scheduling.koordinator.sh/runtime``, ``request``, …) published by the binder. The PodMigrationJobs Allot's
-descheduler created are not input at all (``allot_cli.kube.reservations.JobMirror``).
+descheduler created are not input at all (``allot_kube_sync.reservations.JobMirror``).
 
 What was recorded is read back from the log (this producer's events) at start and before every reconciliation, so a
 restart neither records everything again nor misses a deletion; after ``410 Gone`` the full list is compared with
@@ -45,7 +45,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from allot_cli.kube.reservations import RESERVATION_KIND, JobMirror
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     Event,
@@ -63,6 +62,7 @@ from allot_contracts.events import (
 )
 from allot_intake.documents import Document
 from allot_intake.manifests import Door, to_input
+from allot_kube_sync.reservations import RESERVATION_KIND, JobMirror
 from allot_quota.model import (
     ANNO_ALLOCATED,
     ANNO_CHILD_REQUEST,

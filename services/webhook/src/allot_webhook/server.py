@@ -1,4 +1,5 @@
-"""``allot webhook``: the admission webhooks, a small HTTPS server of its own (``admission.k8s.io/v1``).
+"""The admission webhooks, a small HTTPS server of their own (``admission.k8s.io/v1``), run by ``allot-webhook`` and
+``allot webhook`` (:mod:`allot_webhook.main`).
 
 - ``POST /validate`` (ValidatingWebhookConfiguration): Pods that Allot schedules, ElasticQuotas, ElasticQuotaProfiles,
   PodGroups and Reservations go through the same admission as ``allot apply`` and kube-sync's ingest
@@ -34,7 +35,7 @@ Certificate when installed, else the self-signed CA and certificate the Helm cha
 
 Bad input: each review is read within :data:`LIMITS` (size, nesting, header and body timeouts, connections:
 ``allot_runtime.httpserver``) and must be an AdmissionReview the API server sends (``admission.k8s.io/v1`` or
-``v1beta1``, a string ``uid``, fields of their types: :mod:`allot_cli.admission_review`), else it is refused (400)
+``v1beta1``, a string ``uid``, fields of their types: :mod:`allot_webhook.review`), else it is refused (400)
 naming the field; a Pod without a pod's shape is denied with the field path and gets no patch. See docs/limits.md.
 """
 
@@ -52,7 +53,6 @@ from typing import Any, NotRequired, TypedDict
 
 from aiohttp import web
 
-from allot_cli.admission_review import MalformedReview, parse_review, pod_shape_issues
 from allot_contracts.events import FieldIssue
 from allot_contracts.jsonpatch import diff
 from allot_contracts.objects.admission import admit, parse_priority_class
@@ -68,6 +68,7 @@ from allot_contracts.objects.quota import QUOTA_API, parse_quota
 from allot_contracts.quantity import QuantityError, to_canonical
 from allot_quota import QuotaEngine
 from allot_runtime.httpserver import Limits, application, read_json, refuse, start
+from allot_webhook.review import MalformedReview, parse_review, pod_shape_issues
 
 log = logging.getLogger("allot.webhook")
 

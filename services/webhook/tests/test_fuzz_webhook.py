@@ -19,7 +19,6 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allot_cli.webhook import LIMITS, VALIDATED, ProfileWorld, Webhook
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.colocation_profile import parse_colocation_profile
 from allot_runtime.httpserver import start
@@ -27,12 +26,13 @@ from allot_testing import fuzz
 from allot_testing.builders import a_quota
 from allot_testing.http_fuzz import Client, Tracebacks, json_values, served, with_wrong_type
 from allot_testing.tls import make_certificates
+from allot_webhook.server import LIMITS, VALIDATED, ProfileWorld, Webhook
 
 pytestmark = pytest.mark.skipif(
     shutil.which("openssl") is None, reason="needs the openssl command to make a CA"
 )
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE")
 
 
