@@ -54,6 +54,7 @@ from allot_contracts.events import (
 from allot_contracts.events.enactment import QuotaStatusEnacted, QuotaStatusEnactmentFailed
 from allot_runtime.enactment import outcome_event
 from allot_runtime.kube.client import ApiError, api_client, call
+from binder.adapters.api import post
 from binder.adapters.evict import EvictionState, evict_due, evict_pods_due, evict_quota_due
 from binder.adapters.outcomes import latest_decision, record_outcome
 from binder.processor import BindRequest
@@ -99,18 +100,15 @@ async def bind(client: Any, request: BindRequest) -> Outcome:
     """POST the Binding; the final answer as an :class:`Outcome`. Raises ``TransientError`` when there is none yet
     (no answer, 429, 5xx, 401/403)."""
     path = f"/api/v1/namespaces/{request.pod.namespace}/pods/{request.pod.name}/binding"
-    try:
-        await call(client, "POST", path, binding_body(request))
-    except ApiError as exc:
-        if exc.status in (401, 403):
-            raise Refused(
-                f"the API server refused the Binding ({exc}): check the binder's RBAC (create pods/binding)"
-            ) from exc
-        match = ALREADY_ASSIGNED.search(exc.message) if exc.status == 409 else None
-        if match is not None and match.group(1) == request.node:
-            return Outcome(True, f"already assigned to node {request.node}")
-        return Outcome(False, f"binding {request.pod.key} to {request.node} failed: {exc}")
-    return Outcome(True, "bound")
+    exc = await post(
+        client, path, binding_body(request), kind="Binding", permission="pods/binding", refused=Refused
+    )
+    if exc is None:
+        return Outcome(True, "bound")
+    match = ALREADY_ASSIGNED.search(exc.message) if exc.status == 409 else None
+    if match is not None and match.group(1) == request.node:
+        return Outcome(True, f"already assigned to node {request.node}")
+    return Outcome(False, f"binding {request.pod.key} to {request.node} failed: {exc}")
 
 
 # -- the worker ------------------------------------------------------------------------------------------------------

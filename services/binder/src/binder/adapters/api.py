@@ -1,0 +1,23 @@
+"""Writes of the binder to the API server: a POST whose refusal for lack of rights is final."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allot_runtime.kube.client import ApiError, call
+
+
+async def post(
+    client: Any, path: str, body: dict[str, Any], *, kind: str, permission: str, refused: type[Exception]
+) -> ApiError | None:
+    """POST ``body`` (a ``kind`` object) to ``path``: None when accepted, else the API server's error. 401/403 raise
+    ``refused`` (no retry gives the binder the ``permission`` its RBAC lacks); no answer raises ``TransientError``."""
+    try:
+        await call(client, "POST", path, body)
+    except ApiError as exc:
+        if exc.status in (401, 403):
+            raise refused(
+                f"the API server refused the {kind} ({exc}): check the binder's RBAC (create {permission})"
+            ) from exc
+        return exc
+    return None
