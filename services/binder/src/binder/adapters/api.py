@@ -1,7 +1,9 @@
-"""Writes of the binder to the API server: a POST whose refusal for lack of rights is final."""
+"""Writes of the binder to the API server: a POST whose refusal for lack of rights is final, and the backoff of a
+write that is tried again."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from allot_runtime.kube.client import ApiError, call
@@ -21,3 +23,11 @@ async def post(
             ) from exc
         return exc
     return None
+
+
+@dataclass
+class Retry:
+    """The backoff of one object's write: failures so far, and the monotonic time before which it is not tried."""
+
+    failures: int = 0
+    not_before: float = 0.0

@@ -47,7 +47,7 @@ from allot_contracts.events import (
 from allot_contracts.events.enactment import QuotaEvictionEnacted, QuotaEvictionEnactmentFailed
 from allot_runtime.enactment import outcome_event
 from allot_runtime.kube.client import ApiUnavailable
-from binder.adapters.api import post
+from binder.adapters.api import Retry, post
 from binder.adapters.outcomes import latest_decision, record_outcome
 
 log = logging.getLogger("allot.binder.kube")
@@ -60,9 +60,9 @@ EVICTION = "/api/v1/namespaces/{namespace}/pods/{name}/eviction"
 @dataclass
 class EvictionState:
     recorded: set[str] = field(default_factory=set)  # request event ids answered
-    retries: dict[str, Any] = field(default_factory=dict)  # job -> backoff (the worker's _Retry)
-    pod_retries: dict[str, Any] = field(default_factory=dict)  # pod -> backoff, for pod.evicted
-    quota_retries: dict[str, Any] = field(default_factory=dict)  # pod -> backoff, for quota.evicted
+    retries: dict[str, Retry] = field(default_factory=dict)  # job -> backoff
+    pod_retries: dict[str, Retry] = field(default_factory=dict)  # pod -> backoff, for pod.evicted
+    quota_retries: dict[str, Retry] = field(default_factory=dict)  # pod -> backoff, for quota.evicted
 
 
 def eviction_body(
@@ -178,7 +178,7 @@ Enacted = tuple[Event, bool, str]  # the outcome to record, whether it was carri
 async def _carry_out(
     worker: Any,
     requests: list[PodEvicted] | list[QuotaEvicted],
-    retries: dict[str, Any],
+    retries: dict[str, Retry],
     *,
     find: Callable[[Any], Awaitable[RecordedEvent | None]],
     enact: Callable[[Any, RecordedEvent, int], Awaitable[Enacted]],
