@@ -5,11 +5,11 @@ each, and the rows themselves with the hash chain (the PostgreSQL store writes t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from allot_contracts.envelope import NewEvent, prepare
+from allot_contracts.envelope import NewEvent, RecordedEvent, prepare
 from allot_contracts.errors import ConcurrencyConflict
 from allot_eventstore.clock import to_datetime
 from allot_eventstore.protocol import Fence
@@ -19,15 +19,16 @@ class Stale(Exception):
     """An optimistic append found the stream versions it read before the lock possibly out of date."""
 
 
-def drop_recorded(events: Sequence[NewEvent], existing: set[str]) -> tuple[list[NewEvent], list[str]]:
+def drop_recorded(events: Sequence[NewEvent], recorded: Container[str]) -> tuple[list[NewEvent], list[str]]:
     """The events still to write (the first of each id) and the ids skipped as already recorded or repeated."""
     fresh: list[NewEvent] = []
     skipped: list[str] = []
+    seen: set[str] = set()
     for new in events:
-        if new.event_id in existing:
+        if new.event_id in recorded or new.event_id in seen:
             skipped.append(new.event_id)
             continue
-        existing.add(new.event_id)
+        seen.add(new.event_id)
         fresh.append(new)
     return fresh, skipped
 
@@ -79,6 +80,22 @@ def plan_versions(
     return AppendPlan(planned=planned, positions=positions, versions=versions, existed=existed, head=position)
 
 
+def records(plan: AppendPlan, *, producer: str, now: int, prev_hash: bytes) -> Iterator[RecordedEvent]:
+    """The planned events as the log records them, each hashed onto the one before (the first onto ``prev_hash``)."""
+    prev = prev_hash
+    for (new, version), at in zip(plan.planned, plan.positions):
+        record = prepare(
+            new,
+            position=at,
+            stream_version=version,
+            producer=producer,
+            recorded_at=now,
+            prev_hash=prev,
+        )
+        prev = record.hash
+        yield record
+
+
 def event_rows(
     plan: AppendPlan, *, producer: str, now: int, fence: Fence | None, chain: list[bytes]
 ) -> Iterator[tuple[Any, ...]]:
@@ -94,21 +111,13 @@ def event_rows(
         return json.dumps({**metadata, "fence": stamp}) if metadata else stamp_only
 
     prev = chain[0]
-    for (new, version), at in zip(plan.planned, plan.positions):
-        record = prepare(
-            new,
-            position=at,
-            stream_version=version,
-            producer=producer,
-            recorded_at=now,
-            prev_hash=prev,
-        )
+    for record in records(plan, producer=producer, now=now, prev_hash=prev):
         prev = record.hash
         yield (
-            at,
+            record.position,
             record.event_id,
             record.stream_id,
-            version,
+            record.stream_version,
             record.type,
             record.schema_version,
             record.causation_id,
