@@ -15,8 +15,8 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
@@ -39,15 +39,7 @@ from allot_runtime.httpserver import HEALTH, application, start
 from allot_runtime.metrics import standard_collectors
 
 
-@dataclass
-class _Running:
-    """The relay once it runs (None before): read by the health, readiness and metrics endpoints."""
-
-    store: PostgresEventStore | None = None
-    relay: Relay | None = None
-
-
-async def _serve(holder: _Running) -> web.AppRunner:
+async def _serve(holder: dict[str, Any]) -> web.AppRunner:
     registry = CollectorRegistry()
     standard_collectors(registry, "relay")
     published = Gauge(
@@ -59,7 +51,7 @@ async def _serve(holder: _Running) -> web.AppRunner:
         """Events published (acknowledged by JetStream) and publish requests sent, read from the relay at scrape."""
 
         def collect(self) -> Iterator[Metric]:
-            relay = holder.relay
+            relay = holder.get("relay")
             done = CounterMetricFamily(
                 "allot_relay_published_events", "Events published to JetStream and acked"
             )
@@ -74,18 +66,18 @@ async def _serve(holder: _Running) -> web.AppRunner:
     registry.register(Published())
 
     async def metrics(_: web.Request) -> web.Response:
-        if holder.relay is not None and holder.store is not None:
-            head = (await holder.store.head())[0]
-            published.set(holder.relay.published_position)
-            lag.set(max(head - holder.relay.published_position, 0))
+        if "relay" in holder:
+            head = (await holder["store"].head())[0]
+            published.set(holder["relay"].published_position)
+            lag.set(max(head - holder["relay"].published_position, 0))
         return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
 
     async def healthz(_: web.Request) -> web.Response:
-        position = holder.relay.published_position if holder.relay is not None else None
+        position = holder["relay"].published_position if "relay" in holder else None
         return web.json_response({"status": "ok", "service": "relay", "published": position})
 
     async def readyz(_: web.Request) -> web.Response:
-        ready = holder.relay is not None
+        ready = "relay" in holder
         return web.json_response({"ready": ready}, status=200 if ready else 503)
 
     app = application(HEALTH)
@@ -132,7 +124,7 @@ async def run_relay() -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    holder = _Running()
+    holder: dict[str, Any] = {}
     runner = await _serve(holder)
     try:
         while not stop.is_set():
@@ -149,7 +141,7 @@ async def run_relay() -> None:
         seal = sealer(store, os.environ)
         nc = await connect(os.environ.get("ALLOT_NATS_URL", "nats://127.0.0.1:4222"), name="allot-relay")
         relay = Relay(store, nc.jetstream(), names, on_published=seal)
-        holder.store, holder.relay = store, relay
+        holder.update(store=store, relay=relay)
         log.info("relay started: log → stream %s (%s)", names.stream, names.all_events)
         try:
             async with store.notifications() as woken:
