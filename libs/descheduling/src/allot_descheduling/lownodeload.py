@@ -331,52 +331,30 @@ def _pool_round(
     targets_used = {m.target for m in moves} | {m.source for m in moves}  # a gang's members move off any node
     for n in live:
         moved = n.name in chosen_from or n.name in targets_used
+        measured = n.measured
         out_nodes.append(
-            _seen(
-                n,
-                pool,
-                state[n.name],
-                over.get(n.name, ""),
-                th,
-                abnormal.get(n.name, 0),
-                n in confirmed,
-                moved,
+            DeschedulerNode(
+                name=n.name,
+                pool=pool.name,
+                state=state[n.name],
+                reason=over.get(n.name, ""),
+                metric_time=n.metric.update_time,
+                allocatable={r: n.alloc(r) for r in resources},
+                usage={r: measured.get(r, 0) for r in resources},
+                usage_pct={r: u.hundredths(u.pct(measured.get(r, 0), n.alloc(r))) for r in resources},
+                low=u.amounts(n, th.low),
+                high=u.amounts(n, th.high),
+                prod_usage={r: n.prod_reported.get(r, 0) for r in sorted(th.prod_high)}
+                if th.prod_high
+                else {},
+                prod_low=u.amounts(n, th.prod_low),
+                prod_high=u.amounts(n, th.prod_high),
+                abnormal_rounds=abnormal.get(n.name, 0),
+                confirmed=n in confirmed,
+                usage_after={r: n.usage.get(r, 0) for r in resources} if moved else {},
             )
         )
     if message:
         return message
     count = sum(1 for m in moves if m.pool == pool.name)
     return f"{count} pod(s) to move off {len(chosen_from)} of {len(confirmed)} confirmed hot node(s)"
-
-
-def _seen(
-    n: u.LiveNode,
-    pool: NodePool,
-    state: str,
-    reason: str,
-    th: _Thresholds,
-    abnormal_rounds: int,
-    confirmed: bool,
-    moved: bool,
-) -> DeschedulerNode:
-    """A measured node as the round saw it: its usage and thresholds on the pool's resources."""
-    resources = sorted(pool.high)
-    measured = n.measured
-    return DeschedulerNode(
-        name=n.name,
-        pool=pool.name,
-        state=state,
-        reason=reason,
-        metric_time=n.metric.update_time,
-        allocatable={r: n.alloc(r) for r in resources},
-        usage={r: measured.get(r, 0) for r in resources},
-        usage_pct={r: u.hundredths(u.pct(measured.get(r, 0), n.alloc(r))) for r in resources},
-        low=u.amounts(n, th.low),
-        high=u.amounts(n, th.high),
-        prod_usage={r: n.prod_reported.get(r, 0) for r in sorted(th.prod_high)} if th.prod_high else {},
-        prod_low=u.amounts(n, th.prod_low),
-        prod_high=u.amounts(n, th.prod_high),
-        abnormal_rounds=abnormal_rounds,
-        confirmed=confirmed,
-        usage_after={r: n.usage.get(r, 0) for r in resources} if moved else {},
-    )

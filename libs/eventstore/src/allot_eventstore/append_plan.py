@@ -112,12 +112,12 @@ def event_rows(
 
     prev = chain[0]
     for record in records(plan, producer=producer, now=now, prev_hash=prev):
-        prev = record.hash
+        prev, at, version = record.hash, record.position, record.stream_version
         yield (
-            record.position,
+            at,
             record.event_id,
             record.stream_id,
-            record.stream_version,
+            version,
             record.type,
             record.schema_version,
             record.causation_id,

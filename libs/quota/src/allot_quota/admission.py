@@ -20,7 +20,7 @@ again when quota frees. Messages keep the upstream wording (``Insufficient quota
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any
 
 from allot_contracts.resources import (
     ResourceList,
@@ -37,27 +37,6 @@ from allot_quota.model import PodInfo, QuotaSpec, parent_quota_message
 from allot_quota.tree import Hierarchy
 
 __all__ = ["check_admission", "is_parent_quota"]
-
-
-class _Asked(TypedDict):
-    """What every admission decision of a pod in a quota states: the pod, its quota and request, the quota's bounds."""
-
-    pod: str
-    quota: str
-    tree: str
-    request: dict[str, str]
-    min: dict[str, str]
-    max: dict[str, str]
-    non_preemptible: bool
-    priority: int
-
-
-class _Standing(TypedDict):
-    """Where the quota stands: used, runtime and the limit the request is checked against."""
-
-    used: dict[str, str]
-    runtime: dict[str, str]
-    limit: dict[str, str]
 
 
 def is_parent_quota(spec: QuotaSpec, has_children: bool) -> bool:
@@ -88,7 +67,7 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
     root = h.tree_root_of(quota)
     tree = root.name if root is not None else ""
     req = node.pods[pod.key].masked if pod.key in node.pods else mask(pod.requests, set(node.spec.max))
-    base: _Asked = {
+    base: dict[str, Any] = {
         "pod": pod.key,
         "quota": quota,
         "tree": tree,
@@ -109,7 +88,7 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
         )
     limit = _limit(h, config, quota)
     runtime = dict(node.runtime)
-    numbers: _Standing = {
+    numbers: dict[str, Any] = {
         "used": format_resource_list(node.used),
         "runtime": format_resource_list(runtime),
         "limit": format_resource_list(limit),

@@ -94,11 +94,9 @@ def _named_kind(
     ``<stream>.deleted``."""
 
     def fold(event: Event) -> tuple[str, Obj | None] | None:
-        if isinstance(event, applied):
-            return event.name, event.manifest
-        if isinstance(event, deleted):
-            return event.name, None
-        return None
+        if not isinstance(event, (applied, deleted)):
+            return None
+        return event.name, event.manifest if isinstance(event, applied) else None
 
     return Kind(
         resource=resource,
