@@ -25,7 +25,7 @@ user asked for the pod to be evictable, as upstream's ``HaveEvictAnnotation``. P
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
@@ -98,7 +98,7 @@ def int_annotation(pod: PodInput, key: str) -> int:
         return 0
 
 
-def evict_requested(annotations: Mapping[str, Any]) -> bool:
+def evict_requested(annotations: Mapping[str, object]) -> bool:
     """The pod carries ``descheduler.alpha.kubernetes.io/evict``: the evictor's checks do not hold it back."""
     return ANN_EVICT in annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, checked_bool
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_contracts.objects.times import DurationError, parse_duration_us
 
@@ -33,12 +33,8 @@ def mapping(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
 
 
 def boolean(raw: Any, path: str, issues: list[FieldIssue], default: bool) -> bool:
-    if raw is None:
-        return default
-    if not isinstance(raw, bool):
-        issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
-        return default
-    return raw
+    value = checked_bool(raw, path, issues)
+    return default if value is None else value
 
 
 def integer(raw: Any, path: str, issues: list[FieldIssue], default: int, minimum: int) -> int:

@@ -8,7 +8,7 @@ arg (``Skip`` by default: a gang member stays where it is). The gang may move on
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Final
 
 from allot_contracts.issues import FieldIssue
 
@@ -45,7 +45,7 @@ def gang_refusal(gang: str, members: Iterable[tuple[str, bool, str]]) -> tuple[s
     return "", ""
 
 
-def parse_gang_migration(data: Mapping[str, Any], path: str, issues: list[FieldIssue]) -> bool:
+def parse_gang_migration(data: Mapping[str, object], path: str, issues: list[FieldIssue]) -> bool:
     """A plugin's ``gangMigration`` (``Skip`` | ``Whole``, default ``Skip``) at ``path``: whether gangs move whole."""
     gang = data.get("gangMigration", SKIP)
     if gang not in (WHOLE, SKIP):

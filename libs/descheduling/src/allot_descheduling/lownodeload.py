@@ -46,6 +46,8 @@ Pure: no IO, no clock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
 
 import msgspec
 
@@ -187,6 +189,105 @@ def _measure(
     return live, out_nodes
 
 
+@dataclass(frozen=True, slots=True)
+class _Thresholds:
+    """A pool's thresholds for this round, as percentages of allocatable per resource."""
+
+    low: dict[str, Fraction]
+    high: dict[str, Fraction]
+    prod_low: dict[str, Fraction]
+    prod_high: dict[str, Fraction]
+
+    @classmethod
+    def of(cls, pool: NodePool, live: list[u.LiveNode]) -> _Thresholds:
+        return cls(
+            low=u.thresholds(pool.low, live, "node", pool.use_deviation, -1),
+            high=u.thresholds(pool.high, live, "node", pool.use_deviation, +1),
+            prod_low=u.thresholds(pool.prod_low, live, "prod", pool.use_deviation, -1),
+            prod_high=u.thresholds(pool.prod_high, live, "prod", pool.use_deviation, +1),
+        )
+
+
+def _classify(live: list[u.LiveNode], th: _Thresholds) -> tuple[dict[str, str], dict[str, str]]:
+    """Each node's state (high, low or normal), and for the high ones which thresholds they are above (rule 3)."""
+    state: dict[str, str] = {}
+    over: dict[str, str] = {}
+    for n in live:
+        above = u.over(n.usage, th.high, n) + [f"prod {r}" for r in u.over(n.prod_usage, th.prod_high, n)]
+        if above:
+            state[n.name] = "high"
+            over[n.name] = "above high: " + "; ".join(
+                filter(
+                    None,
+                    [
+                        u.describe(n.usage, {r: th.high[r] for r in u.over(n.usage, th.high, n)}, n, ">"),
+                        u.describe(
+                            n.prod_usage,
+                            {r: th.prod_high[r] for r in u.over(n.prod_usage, th.prod_high, n)},
+                            n,
+                            ">",
+                            "prod ",
+                        ),
+                    ],
+                )
+            )
+        elif (
+            not n.input.unschedulable
+            and u.at_most(n.usage, th.low, n)
+            and u.at_most(n.prod_usage, th.prod_low, n)
+        ):
+            state[n.name] = "low"
+        else:
+            state[n.name] = "normal"
+    return state, over
+
+
+def _count_anomalies(
+    live: list[u.LiveNode],
+    state: Mapping[str, str],
+    need: int,
+    *,
+    round_no: int,
+    detectors: Mapping[str, Detector],
+    counters: dict[str, Detector],
+) -> tuple[list[u.LiveNode], dict[str, int]]:
+    """The high nodes' consecutive rounds above (recorded in ``counters``), and those whose anomaly is confirmed."""
+    confirmed: list[u.LiveNode] = []
+    abnormal: dict[str, int] = {}
+    for n in live:
+        if state[n.name] != "high":
+            continue
+        prev = detectors.get(n.name)
+        count = prev.abnormal + 1 if prev is not None and prev.round == round_no - 1 else 1
+        abnormal[n.name] = count
+        counters[n.name] = Detector(abnormal=count, round=round_no)
+        if need <= 1 or count >= need:
+            confirmed.append(n)
+    return confirmed, abnormal
+
+
+def _held_back(
+    args: LowNodeLoadArgs,
+    live: list[u.LiveNode],
+    lows: list[u.LiveNode],
+    abnormal: Mapping[str, int],
+    confirmed: list[u.LiveNode],
+    need: int,
+) -> str:
+    """Why nothing moves off the pool this round (rule 5), or "" when the confirmed hot nodes are relieved."""
+    if not lows:
+        return "no node is under the low thresholds"
+    if len(lows) <= args.number_of_nodes:
+        return f"{len(lows)} node(s) under the low thresholds, at most numberOfNodes ({args.number_of_nodes})"
+    if len(lows) == len(live):
+        return "every node is under the low thresholds"
+    if not abnormal:
+        return "no node is above the high thresholds"
+    if not confirmed:
+        return f"no hot node's anomaly is confirmed yet (needs {need} consecutive rounds)"
+    return ""
+
+
 def _pool_round(
     pool: NodePool,
     choice: Choice,
@@ -198,82 +299,30 @@ def _pool_round(
     out_nodes: list[DeschedulerNode],
     counters: dict[str, Detector],
 ) -> str:
-    args = choice.args
     moves = choice.moves
     resources = sorted(pool.high)
     if not live:
         return "no node with a current NodeMetric"
-    low_pct = u.thresholds(pool.low, live, "node", pool.use_deviation, -1)
-    high_pct = u.thresholds(pool.high, live, "node", pool.use_deviation, +1)
-    prod_low_pct = u.thresholds(pool.prod_low, live, "prod", pool.use_deviation, -1)
-    prod_high_pct = u.thresholds(pool.prod_high, live, "prod", pool.use_deviation, +1)
-    state: dict[str, str] = {}
-    over: dict[str, str] = {}
-    for n in live:
-        above = u.over(n.usage, high_pct, n) + [f"prod {r}" for r in u.over(n.prod_usage, prod_high_pct, n)]
-        if above:
-            state[n.name] = "high"
-            over[n.name] = "above high: " + "; ".join(
-                filter(
-                    None,
-                    [
-                        u.describe(n.usage, {r: high_pct[r] for r in u.over(n.usage, high_pct, n)}, n, ">"),
-                        u.describe(
-                            n.prod_usage,
-                            {r: prod_high_pct[r] for r in u.over(n.prod_usage, prod_high_pct, n)},
-                            n,
-                            ">",
-                            "prod ",
-                        ),
-                    ],
-                )
-            )
-        elif (
-            not n.input.unschedulable
-            and u.at_most(n.usage, low_pct, n)
-            and u.at_most(n.prod_usage, prod_low_pct, n)
-        ):
-            state[n.name] = "low"
-        else:
-            state[n.name] = "normal"
-    confirmed: list[u.LiveNode] = []
+    th = _Thresholds.of(pool, live)
+    state, over = _classify(live, th)
     need = pool.anomaly.consecutive_abnormalities
-    abnormal: dict[str, int] = {}
-    for n in live:
-        if state[n.name] != "high":
-            continue
-        prev = detectors.get(n.name)
-        count = prev.abnormal + 1 if prev is not None and prev.round == round_no - 1 else 1
-        abnormal[n.name] = count
-        counters[n.name] = Detector(abnormal=count, round=round_no)
-        if need <= 1 or count >= need:
-            confirmed.append(n)
+    confirmed, abnormal = _count_anomalies(
+        live, state, need, round_no=round_no, detectors=detectors, counters=counters
+    )
     lows = [n for n in live if state[n.name] == "low"]
-    message = ""
-    if not lows:
-        message = "no node is under the low thresholds"
-    elif len(lows) <= args.number_of_nodes:
-        message = (
-            f"{len(lows)} node(s) under the low thresholds, at most numberOfNodes ({args.number_of_nodes})"
-        )
-    elif len(lows) == len(live):
-        message = "every node is under the low thresholds"
-    elif not abnormal:
-        message = "no node is above the high thresholds"
-    elif not confirmed:
-        message = f"no hot node's anomaly is confirmed yet (needs {need} consecutive rounds)"
+    message = _held_back(choice.args, live, lows, abnormal, confirmed, need)
     acting = confirmed if not message else []
     weights = pool.weights
     acting.sort(key=lambda n: (-u.score(n.usage, n, weights, resources), n.name))
     chosen_from: set[str] = set()
     for source in acting:
         hot = Hot(
-            high=high_pct,
-            prod_high=prod_high_pct,
+            high=th.high,
+            prod_high=th.prod_high,
             weights=weights,
             resources=resources,
             reason=over[source.name],
-            prod_only=not u.over(source.usage, high_pct, source),
+            prod_only=not u.over(source.usage, th.high, source),
         )
         relieve(choice, source, lows, pool, by_node.get(source.name, []), hot)
         if any(m.source == source.name for m in moves):
@@ -293,13 +342,13 @@ def _pool_round(
                 allocatable={r: n.alloc(r) for r in resources},
                 usage={r: measured.get(r, 0) for r in resources},
                 usage_pct={r: u.hundredths(u.pct(measured.get(r, 0), n.alloc(r))) for r in resources},
-                low=u.amounts(n, low_pct),
-                high=u.amounts(n, high_pct),
-                prod_usage={r: n.prod_reported.get(r, 0) for r in sorted(prod_high_pct)}
-                if prod_high_pct
+                low=u.amounts(n, th.low),
+                high=u.amounts(n, th.high),
+                prod_usage={r: n.prod_reported.get(r, 0) for r in sorted(th.prod_high)}
+                if th.prod_high
                 else {},
-                prod_low=u.amounts(n, prod_low_pct),
-                prod_high=u.amounts(n, prod_high_pct),
+                prod_low=u.amounts(n, th.prod_low),
+                prod_high=u.amounts(n, th.prod_high),
                 abnormal_rounds=abnormal.get(n.name, 0),
                 confirmed=n in confirmed,
                 usage_after={r: n.usage.get(r, 0) for r in resources} if moved else {},

@@ -4,6 +4,7 @@ never turns descheduling off silently. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from allot_contracts.issues import FieldIssue
@@ -48,7 +49,7 @@ def is_descheduler_config(data: Any, *, by_keys: bool = True) -> bool:
     )
 
 
-def type_meta(data: dict[str, Any], path: str, kind: str, issues: list[FieldIssue]) -> None:
+def type_meta(data: Mapping[str, object], path: str, kind: str, issues: list[FieldIssue]) -> None:
     """``apiVersion`` and ``kind`` at ``path``, both optional: when given, upstream's."""
     for key, wanted, why in (
         ("apiVersion", API_VERSION, f"supported: {API_VERSION}"),

@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator, Collection, Sequence
 
 import msgspec
 
-from allot_contracts.envelope import GENESIS_HASH, NewEvent, RecordedEvent, prepare
-from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced
+from allot_contracts.envelope import GENESIS_HASH, NewEvent, RecordedEvent
+from allot_contracts.errors import AlreadyProcessed, Fenced
+from allot_eventstore.append_plan import drop_recorded, plan_versions, records
 from allot_eventstore.clock import Clock, system_clock
 from allot_eventstore.protocol import AppendResult, Checkpoint, Fence, Snapshot
 from allot_eventstore.snapshots import state_hash
@@ -75,49 +76,20 @@ class InMemoryEventStore:
             raise AlreadyProcessed(
                 f"consumer {checkpoint.consumer} is already at or past {checkpoint.position}"
             )
-        versions: dict[str, int] = {}
-        fresh: list[NewEvent] = []
-        skipped: list[str] = []
-        seen: set[str] = set()
-        for new in events:
-            if new.event_id in self._ids or new.event_id in seen:
-                skipped.append(new.event_id)
-                continue
-            seen.add(new.event_id)
-            current = versions.get(new.stream_id, self._versions.get(new.stream_id, 0))
-            if new.expected_version is not None and new.expected_version != current:
-                raise ConcurrencyConflict(
-                    f"stream {new.stream_id}: expected version {new.expected_version}, current is {current}"
-                )
-            versions[new.stream_id] = current + 1
-            fresh.append(new)
+        fresh, skipped = drop_recorded(events, self._ids)
+        streams = {new.stream_id for new in fresh}
+        versions = {s: self._versions[s] for s in streams if s in self._versions}
+        plan = plan_versions(fresh, versions, len(self.events), careful=True)
         # Everything checked: now write (the batch is atomic because nothing above mutated state).
-        now = self._clock()
-        position = len(self.events)
         prev = self.events[-1].hash if self.events else GENESIS_HASH
-        running: dict[str, int] = {}
-        positions: list[int] = []
-        for new in fresh:
-            version = running.get(new.stream_id, self._versions.get(new.stream_id, 0)) + 1
-            running[new.stream_id] = version
-            position += 1
-            record = prepare(
-                new,
-                position=position,
-                stream_version=version,
-                producer=producer,
-                recorded_at=now,
-                prev_hash=prev,
-            )
-            prev = record.hash
+        for record in records(plan, producer=producer, now=self._clock(), prev_hash=prev):
             self.events.append(record)
-            self._ids[new.event_id] = position
-            self._by_stream.setdefault(new.stream_id, []).append(position)
-            positions.append(position)
-        self._versions.update(running)
+            self._ids[record.event_id] = record.position
+            self._by_stream.setdefault(record.stream_id, []).append(record.position)
+        self._versions.update(plan.versions)
         if checkpoint is not None:
             self._checkpoints[checkpoint.consumer] = checkpoint.position
-        return AppendResult(positions=positions, skipped=skipped, head=len(self.events))
+        return AppendResult(positions=plan.positions, skipped=skipped, head=len(self.events))
 
     def _select(
         self,

@@ -27,14 +27,15 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
 
 import asyncpg
 
-from allot_contracts.envelope import NewEvent, RecordedEvent, prepare
+from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
-from allot_eventstore.clock import Clock, from_datetime, system_clock, to_datetime
+from allot_eventstore.append_plan import AppendPlan, Stale, drop_recorded, event_rows, plan_versions
+from allot_eventstore.clock import Clock, from_datetime, system_clock
 from allot_eventstore.protocol import AppendResult, Checkpoint, Fence
 from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.urls import plain_url
@@ -177,8 +178,21 @@ def _is_uuid(text: str) -> bool:
     return True
 
 
-class _Stale(Exception):
-    """An optimistic append found the stream versions it read before the lock possibly out of date."""
+def _already_processed(checkpoint: Checkpoint) -> AlreadyProcessed:
+    return AlreadyProcessed(
+        f"consumer {checkpoint.consumer} is already at or past position {checkpoint.position}"
+    )
+
+
+async def _lock_head(conn: Any, checkpoint: Checkpoint | None) -> Any:
+    """Lock the head row (serialising appenders until commit, module docstring), moving the checkpoint in the same
+    round trip when there is one; returns the head's position and hash."""
+    if checkpoint is None:
+        return await conn.fetchrow(_LOCK_HEAD)
+    head_row = await conn.fetchrow(_ADVANCE_AND_LOCK, checkpoint.consumer, checkpoint.position)
+    if head_row[2] is None:
+        raise _already_processed(checkpoint)
+    return head_row
 
 
 async def _no_reset(_: Any) -> None:
@@ -279,7 +293,7 @@ class PostgresEventStore(PostgresSnapshots):
                     return await self._append(
                         conn, events, producer=producer, checkpoint=checkpoint, careful=careful, fence=fence
                     )
-            except _Stale:
+            except Stale:
                 continue
             except (AlreadyProcessed, ConcurrencyConflict, PermanentError, Unavailable, Fenced):
                 raise
@@ -305,118 +319,50 @@ class PostgresEventStore(PostgresSnapshots):
         of the streams in between makes the insert fail on a unique key (or a version check fail), and the append is
         made again carefully: lock first, then read."""
         if not events:
-            if fence is not None:  # rare (a checkpoint alone, under a term): lock, then check, then move
-                await conn.fetchrow(_LOCK_HEAD)
-                await self._check_fence(conn, fence)
-            if (
-                checkpoint is not None
-                and await conn.fetchval(_ADVANCE_CHECKPOINT, checkpoint.consumer, checkpoint.position) is None
-            ):
-                raise AlreadyProcessed(
-                    f"consumer {checkpoint.consumer} is already at or past position {checkpoint.position}"
-                )
-            return AppendResult(positions=[], head=int(await conn.fetchval("SELECT position FROM log_head")))
+            return await self._move_checkpoint(conn, checkpoint, fence)
         known_args = ([e.event_id for e in events], sorted({e.stream_id for e in events}))
         known = None if careful else await conn.fetchrow(_KNOWN, *known_args)
-        if checkpoint is not None:
-            head_row = await conn.fetchrow(_ADVANCE_AND_LOCK, checkpoint.consumer, checkpoint.position)
-            if head_row[2] is None:
-                raise AlreadyProcessed(
-                    f"consumer {checkpoint.consumer} is already at or past position {checkpoint.position}"
-                )
-        else:
-            head_row = await conn.fetchrow(_LOCK_HEAD)  # serialises appenders until commit (module docstring)
+        head_row = await _lock_head(conn, checkpoint)
         position, head_hash = int(head_row[0]), bytes(head_row[1])
         if known is None:
             # Read after the lock (a new snapshot): ids already recorded, current versions of the batch's streams.
             known = await conn.fetchrow(_KNOWN, *known_args)
-        existing = set(known[0])
-        fresh: list[NewEvent] = []
-        skipped: list[str] = []
-        for new in events:
-            if new.event_id in existing:
-                skipped.append(new.event_id)
-                continue
-            existing.add(new.event_id)
-            fresh.append(new)
+        fresh, skipped = drop_recorded(events, set(known[0]))
         if not fresh:
             if fence is not None and checkpoint is not None:
                 await self._check_fence(conn, fence)  # the checkpoint moved under the term
             return AppendResult(positions=[], skipped=skipped, head=position)
+        plan = plan_versions(fresh, dict(zip(known[1] or (), known[2] or ())), position, careful=careful)
+        await self._write(conn, plan, producer=producer, head_hash=head_hash, fence=fence)
+        return AppendResult(positions=plan.positions, skipped=skipped, head=plan.head)
 
-        versions: dict[str, int] = dict(zip(known[1] or (), known[2] or ()))
-        existed = set(versions)
-        planned: list[tuple[NewEvent, int]] = []
-        positions: list[int] = []
-        for new in fresh:
-            current = versions.get(new.stream_id, 0)
-            if new.expected_version is not None and new.expected_version != current:
-                if not careful:
-                    raise _Stale  # the versions may have moved since they were read: read them under the lock
-                raise ConcurrencyConflict(
-                    f"stream {new.stream_id}: expected version {new.expected_version}, current is {current}"
-                )
-            current += 1
-            versions[new.stream_id] = current
-            position += 1
-            planned.append((new, current))
-            positions.append(position)
+    async def _move_checkpoint(
+        self, conn: Any, checkpoint: Checkpoint | None, fence: Fence | None
+    ) -> AppendResult:
+        """An append of no events: only the checkpoint moves (under the fence's term, when there is one)."""
+        if fence is not None:  # rare (a checkpoint alone, under a term): lock, then check, then move
+            await conn.fetchrow(_LOCK_HEAD)
+            await self._check_fence(conn, fence)
+        if (
+            checkpoint is not None
+            and await conn.fetchval(_ADVANCE_CHECKPOINT, checkpoint.consumer, checkpoint.position) is None
+        ):
+            raise _already_processed(checkpoint)
+        return AppendResult(positions=[], head=int(await conn.fetchval("SELECT position FROM log_head")))
 
+    async def _write(
+        self, conn: Any, plan: AppendPlan, *, producer: str, head_hash: bytes, fence: Fence | None
+    ) -> None:
+        """Insert the planned rows (hashed on the way), then advance the streams and the head in the same statement
+        (small batches) or right after COPY (large ones); under a fence, refuse when a newer term was recorded."""
         now = self._clock()
-        recorded_at = to_datetime(now)
         chain = [head_hash]
-
-        stamp = fence.token if fence is not None else None
-        stamp_only = json.dumps({"fence": stamp}) if stamp is not None else "{}"
-
-        def metadata_json(metadata: dict[str, str]) -> str:
-            if stamp is None:
-                return json.dumps(metadata) if metadata else "{}"
-            return json.dumps({**metadata, "fence": stamp}) if metadata else stamp_only
-
-        def rows() -> Iterator[tuple[Any, ...]]:
-            prev = head_hash
-            for (new, version), at in zip(planned, positions):
-                record = prepare(
-                    new,
-                    position=at,
-                    stream_version=version,
-                    producer=producer,
-                    recorded_at=now,
-                    prev_hash=prev,
-                )
-                prev = record.hash
-                yield (
-                    at,
-                    record.event_id,
-                    record.stream_id,
-                    version,
-                    record.type,
-                    record.schema_version,
-                    record.causation_id,
-                    record.correlation_id,
-                    producer,
-                    recorded_at,
-                    record.payload.decode(),
-                    prev,
-                    metadata_json(record.metadata),
-                )
-            chain.append(prev)
-
-        touched = sorted({new.stream_id for new in fresh})
-        created = [s for s in touched if s not in existed]
-        advanced = [s for s in touched if s in existed]
-        finish = (
-            created,
-            [versions[s] for s in created],
-            advanced,
-            [versions[s] for s in advanced],
-            position,
-        )
-        if len(planned) >= COPY_FROM:
+        rows = event_rows(plan, producer=producer, now=now, fence=fence, chain=chain)
+        finish = plan.finish()
+        if len(plan.planned) >= COPY_FROM:
             # Rows are built (canonical payload, chain hash) while COPY streams them: asyncpg sends every ~512 kB,
             # so PostgreSQL parses and indexes one part of the batch while the next is being hashed here.
-            await conn.copy_records_to_table("events", records=rows(), columns=EVENT_COLUMNS)
+            await conn.copy_records_to_table("events", records=rows, columns=EVENT_COLUMNS)
             if len(chain) != 2:
                 raise RuntimeError("COPY ended before every event was written")
             if fence is None:
@@ -424,13 +370,12 @@ class PostgresEventStore(PostgresSnapshots):
             else:
                 self._fenced(fence, await conn.fetchrow(_FINISH_FENCED, *finish, chain[1], fence.name))
         else:
-            columns = [list(column) for column in zip(*rows())]
+            columns = [list(column) for column in zip(*rows)]
             if fence is None:
                 await conn.execute(_INSERT_AND_FINISH, *finish, chain[1], *columns)
             else:
                 row = await conn.fetchrow(_INSERT_AND_FINISH_FENCED, *finish, chain[1], *columns, fence.name)
                 self._fenced(fence, row)
-        return AppendResult(positions=positions, skipped=skipped, head=position)
 
     @staticmethod
     def _fenced(fence: Fence, row: Any) -> None:

@@ -24,6 +24,7 @@ lists are in the documented deterministic order):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -137,7 +138,7 @@ Action = (
 )
 
 
-def action_from_dict(d: dict[str, Any]) -> Action:
+def action_from_dict(d: Mapping[str, object]) -> Action:
     """Read an action back from its ``to_dict()`` form (for replay comparison)."""
     action: Action = msgspec.convert(d, Action)  # type: ignore[arg-type]
     return action

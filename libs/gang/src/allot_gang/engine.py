@@ -56,7 +56,7 @@ from .state import (
     Gang,
     Member,
 )
-from .status import explain_gang, gang_status
+from .status import GangStatus, explain_gang, gang_status
 from .validate import pod_info
 
 __all__ = ["GangEngine"]
@@ -288,11 +288,11 @@ class GangEngine:
         group = self._core.group_of(gang) if gang is not None else None
         return group.id if group is not None else None
 
-    def statuses(self) -> list[dict[str, Any]]:
+    def statuses(self) -> list[GangStatus]:
         """The status of every known gang, in gang-id order (what ``allot get gangs`` lists)."""
         return [self.status(gang_id) for gang_id in self.gangs()]
 
-    def status(self, gang_id: str) -> dict[str, Any]:
+    def status(self, gang_id: str) -> GangStatus:
         """PodGroup-style status of a gang (raises KeyError for an unknown gang)."""
         gang = self._st.gangs[gang_id]
         return gang_status(gang, self._core.group_of(gang), self._core.deadline(gang))

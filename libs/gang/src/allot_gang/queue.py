@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from .config import QueueConfig
 
@@ -92,6 +92,25 @@ class Blocked:
     not_before: int = 0  # earliest time this gang may reserve again after yielding
 
 
+class BlockedDoc(TypedDict):
+    """A blocked head of the queue in a snapshot (times in µs, camelCase as recorded)."""
+
+    key: str
+    since: int
+    bypasses: int
+    reservingSince: int | None
+    reserveRounds: int
+    yields: int
+    notBefore: int
+
+
+class QueueDoc(TypedDict):
+    """The queue's state in a snapshot."""
+
+    cooldown: int
+    blocked: list[BlockedDoc]
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class QueueState:
     blocked: tuple[Blocked, ...] = ()  # sorted by key
@@ -104,7 +123,7 @@ class QueueState:
     def reserving(self) -> Blocked | None:
         return next((b for b in self.blocked if b.reserving_since is not None), None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> QueueDoc:
         return {
             "cooldown": self.cooldown,
             "blocked": [
@@ -122,7 +141,7 @@ class QueueState:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> QueueState:
+    def from_dict(cls, d: QueueDoc) -> QueueState:
         return cls(
             cooldown=int(d.get("cooldown", 0)),
             blocked=tuple(

@@ -22,14 +22,14 @@ All values are JSON builtins; times are given both as RFC 3339 text and as integ
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from allot_contracts.quantity import format_quantity
 
 from ._keys import format_duration, format_time
 from .state import ADMITTED, ATTEMPTING, BACKOFF, BOUND, HELD, IN_FLIGHT, PASSED, PENDING, Gang, Group
 
-__all__ = ["explain_gang", "gang_status", "phase"]
+__all__ = ["GangStatus", "GroupStatus", "MemberCounts", "explain_gang", "gang_status", "phase"]
 
 
 def phase(
@@ -60,7 +60,65 @@ def phase(
     return "Pending"
 
 
-def _counts(gang: Gang) -> dict[str, int]:
+class MemberCounts(TypedDict):
+    """A gang's members by state."""
+
+    present: int
+    pending: int
+    attempting: int
+    held: int
+    admitted: int
+    passed: int
+    bound: int
+
+
+class GroupStatus(TypedDict):
+    """The gang group a gang is scheduled with, and its attempts."""
+
+    id: str
+    gangs: list[str]
+    state: str
+    attempt: int
+    attempts: int
+    failures: int
+    timeouts: int
+    retryAt: str | None
+    retryAtUs: int | None
+    lastAttemptAt: str | None
+    lastAttemptAtUs: int | None
+    lastOutcome: str
+
+
+class GangStatus(TypedDict):
+    """A gang's PodGroup-style status (times as RFC 3339 text and as µs)."""
+
+    gang: str
+    phase: str
+    source: str
+    declaredBy: str
+    minMember: int
+    totalNumber: int
+    mode: str
+    matchPolicy: str
+    waitingTimeUs: int
+    minResources: dict[str, str]
+    members: MemberCounts
+    scheduled: int
+    running: int
+    succeeded: int
+    failed: int
+    onceSatisfied: bool
+    scheduleStartTime: str | None
+    scheduleStartTimeUs: int | None
+    waitingSince: str | None
+    waitingSinceUs: int | None
+    deadline: str | None
+    deadlineUs: int | None
+    timeouts: int
+    group: GroupStatus | None
+
+
+def _counts(gang: Gang) -> MemberCounts:
     return {
         "present": len(gang.members),
         "pending": gang.count(PENDING),
@@ -72,12 +130,12 @@ def _counts(gang: Gang) -> dict[str, int]:
     }
 
 
-def gang_status(gang: Gang, group: Group | None, deadline: int | None) -> dict[str, Any]:
+def gang_status(gang: Gang, group: Group | None, deadline: int | None) -> GangStatus:
     s = gang.settings
     counts = _counts(gang)
     running, succeeded, failed = (gang.phase_count(p) for p in ("Running", "Succeeded", "Failed"))
     minimum = s.min_available if s is not None else 0
-    out: dict[str, Any] = {
+    out: GangStatus = {
         "gang": gang.id,
         "phase": phase(
             present=counts["present"],

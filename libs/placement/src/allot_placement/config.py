@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -202,7 +203,7 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _section(
-    d: dict[str, Any], key: str, path: str, allowed: set[str], errors: list[FieldIssue]
+    d: Mapping[str, object], key: str, path: str, allowed: set[str], errors: list[FieldIssue]
 ) -> dict[str, Any]:
     v = d.get(key)
     if v is None:
@@ -259,99 +260,48 @@ def _numa_nodes(policy: str) -> Strategy:
     return Strategy(strategy=_preset(policy)["numa"], weight=1, resources=_CPU_MEM)
 
 
+_TOP_KEYS = {
+    "policy",
+    "scoring",
+    "cpu",
+    "devices",
+    "fragmentation",
+    "seed",
+    "tieBreak",
+    "explain",
+    "loadAware",
+    "percentageOfNodesToScore",
+}
+_SCORING_KEYS = {
+    "nodeResourcesFit",
+    "nodeNUMAResource",
+    "numaNodes",
+    "deviceShare",
+    "nodeResourcesFitPlus",
+    "scarceResourceAvoidance",
+}
+
+
 def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
     if d is None:
         d = {}
     if not isinstance(d, dict):
         errors.append(FieldIssue(path="", message="placement config must be a mapping"))
         return None
-    top = {
-        "policy",
-        "scoring",
-        "cpu",
-        "devices",
-        "fragmentation",
-        "seed",
-        "tieBreak",
-        "explain",
-        "loadAware",
-        "percentageOfNodesToScore",
-    }
-    for extra in sorted(set(d) - top):
-        errors.append(FieldIssue(path=extra, message=f"unknown key; supported: {', '.join(sorted(top))}"))
+    for extra in sorted(set(d) - _TOP_KEYS):
+        errors.append(
+            FieldIssue(path=extra, message=f"unknown key; supported: {', '.join(sorted(_TOP_KEYS))}")
+        )
     policy = d.get("policy", "koordinator")
     if policy not in PRESETS:
         errors.append(
             FieldIssue(path="policy", message=f"unknown policy {policy!r}; one of {', '.join(PRESETS)}")
         )
         policy = "koordinator"
-    preset = _preset(str(policy))
-    dflt = PlacementConfig()
-    scoring = _section(
-        d,
-        "scoring",
-        "",
-        {
-            "nodeResourcesFit",
-            "nodeNUMAResource",
-            "numaNodes",
-            "deviceShare",
-            "nodeResourcesFitPlus",
-            "scarceResourceAvoidance",
-        },
-        errors,
-    )
-    sk = {"strategy", "weight", "resources"}
-    base_weight = int(preset.get("weight", "1"))
-    node_fit = _strategy(
-        _section(scoring, "nodeResourcesFit", "scoring.", sk, errors),
-        Strategy(strategy=preset["node"], weight=base_weight, resources=_CPU_MEM),
-        "scoring.nodeResourcesFit",
-        errors,
-    )
-    numa = _strategy(
-        _section(scoring, "nodeNUMAResource", "scoring.", sk, errors),
-        Strategy(strategy=preset["numa"], weight=base_weight, resources=_CPU_MEM),
-        "scoring.nodeNUMAResource",
-        errors,
-    )
-    numa_nodes = _strategy(
-        _section(scoring, "numaNodes", "scoring.", {"strategy", "resources"}, errors),
-        _numa_nodes(str(policy)),
-        "scoring.numaNodes",
-        errors,
-    )
-    device = _strategy(
-        _section(scoring, "deviceShare", "scoring.", sk, errors),
-        Strategy(strategy=preset["device"], weight=1, resources=_DEVICE_WEIGHTS),
-        "scoring.deviceShare",
-        errors,
-    )
+    scoring = _section(d, "scoring", "", _SCORING_KEYS, errors)
+    node_fit, numa, numa_nodes, device = _strategies(scoring, str(policy), errors)
     fp = _section(scoring, "nodeResourcesFitPlus", "scoring.", {"weight", "resources"}, errors)
-    fit_plus: list[tuple[str, FitPlusResource]] = []
-    fpr = fp.get("resources") or {}
-    if not isinstance(fpr, dict):
-        errors.append(FieldIssue(path="scoring.nodeResourcesFitPlus.resources", message="must be a mapping"))
-        fpr = {}
-    for k in sorted(fpr):
-        p = f"scoring.nodeResourcesFitPlus.resources[{k}]"
-        v = fpr[k] if isinstance(fpr[k], dict) else {}
-        s = v.get("strategy", v.get("type", "MostAllocated"))
-        if s not in STRATEGIES:
-            errors.append(
-                FieldIssue(
-                    path=f"{p}.strategy", message=f"unknown strategy {s!r}; one of {', '.join(STRATEGIES)}"
-                )
-            )
-            continue
-        fit_plus.append(
-            (
-                str(k),
-                FitPlusResource(
-                    strategy=str(s), weight=_int(v.get("weight"), f"{p}.weight", errors, lo=1, default=1)
-                ),
-            )
-        )
+    fit_plus = _fit_plus(fp.get("resources") or {}, errors)
     sc = _section(scoring, "scarceResourceAvoidance", "scoring.", {"weight", "resources"}, errors)
     scarce = sc.get("resources") or []
     if not isinstance(scarce, list) or not all(isinstance(x, str) for x in scarce):
@@ -359,26 +309,8 @@ def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
             FieldIssue(path="scoring.scarceResourceAvoidance.resources", message="must be a list of names")
         )
         scarce = []
-    cpu = _section(d, "cpu", "", {"defaultBindPolicy"}, errors)
-    bind = cpu.get("defaultBindPolicy", dflt.default_cpu_bind_policy)
-    if not isinstance(bind, str) or bind not in n.CPU_BIND_POLICIES:
-        errors.append(FieldIssue(path="cpu.defaultBindPolicy", message=f"unknown bind policy {bind!r}"))
-        bind = dflt.default_cpu_bind_policy
-    dev = _section(d, "devices", "", {"gpuShareUnsupportedModels"}, errors)
-    models = []
-    listed = dev.get("gpuShareUnsupportedModels") or []
-    if not isinstance(listed, list):
-        errors.append(
-            FieldIssue(path="devices.gpuShareUnsupportedModels", message="must be a list of {vendor, model}")
-        )
-        listed = []
-    for i, m in enumerate(listed):
-        if not isinstance(m, dict) or not isinstance(m.get("model"), str):
-            errors.append(
-                FieldIssue(path=f"devices.gpuShareUnsupportedModels[{i}]", message="needs vendor and model")
-            )
-            continue
-        models.append((str(m.get("vendor") or ""), m["model"]))
+    bind = _bind_policy(_section(d, "cpu", "", {"defaultBindPolicy"}, errors), errors)
+    models = _unsupported_models(_section(d, "devices", "", {"gpuShareUnsupportedModels"}, errors), errors)
     typical = _fragmentation(_section(d, "fragmentation", "", {"typicalPods"}, errors), errors)
     if policy == "fgd" and not typical:
         errors.append(
@@ -403,11 +335,11 @@ def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
         numa_nodes=numa_nodes,
         device=device,
         fit_plus_weight=_int(fp.get("weight"), "scoring.nodeResourcesFitPlus.weight", errors, default=1),
-        fit_plus=tuple(fit_plus),
+        fit_plus=fit_plus,
         scarce_weight=_int(sc.get("weight"), "scoring.scarceResourceAvoidance.weight", errors, default=1),
         scarce=tuple(sorted(set(scarce))),
-        default_cpu_bind_policy=str(bind),
-        gpu_share_unsupported_models=tuple(sorted(models)),
+        default_cpu_bind_policy=bind,
+        gpu_share_unsupported_models=models,
         typical_pods=typical,
         seed=_int(d.get("seed"), "seed", errors),
         tie_break=str(tie),
@@ -416,6 +348,96 @@ def _parse(d: Any, errors: list[FieldIssue]) -> PlacementConfig | None:
         percentage_of_nodes_to_score=_percentage(d.get("percentageOfNodesToScore"), errors),
         load_aware=parse_load_aware(d.get("loadAware"), "loadAware", errors),
     )
+
+
+def _strategies(
+    scoring: Mapping[str, object], policy: str, errors: list[FieldIssue]
+) -> tuple[Strategy, Strategy, Strategy, Strategy]:
+    """The node-fit, node-NUMA, NUMA-node and device-share strategies: the preset's, overridden field by field."""
+    preset = _preset(policy)
+    sk = {"strategy", "weight", "resources"}
+    base_weight = int(preset.get("weight", "1"))
+    node_fit = _strategy(
+        _section(scoring, "nodeResourcesFit", "scoring.", sk, errors),
+        Strategy(strategy=preset["node"], weight=base_weight, resources=_CPU_MEM),
+        "scoring.nodeResourcesFit",
+        errors,
+    )
+    numa = _strategy(
+        _section(scoring, "nodeNUMAResource", "scoring.", sk, errors),
+        Strategy(strategy=preset["numa"], weight=base_weight, resources=_CPU_MEM),
+        "scoring.nodeNUMAResource",
+        errors,
+    )
+    numa_nodes = _strategy(
+        _section(scoring, "numaNodes", "scoring.", {"strategy", "resources"}, errors),
+        _numa_nodes(policy),
+        "scoring.numaNodes",
+        errors,
+    )
+    device = _strategy(
+        _section(scoring, "deviceShare", "scoring.", sk, errors),
+        Strategy(strategy=preset["device"], weight=1, resources=_DEVICE_WEIGHTS),
+        "scoring.deviceShare",
+        errors,
+    )
+    return node_fit, numa, numa_nodes, device
+
+
+def _fit_plus(fpr: object, errors: list[FieldIssue]) -> tuple[tuple[str, FitPlusResource], ...]:
+    """``scoring.nodeResourcesFitPlus.resources``: a strategy and weight per resource name."""
+    if not isinstance(fpr, dict):
+        errors.append(FieldIssue(path="scoring.nodeResourcesFitPlus.resources", message="must be a mapping"))
+        return ()
+    fit_plus: list[tuple[str, FitPlusResource]] = []
+    for k in sorted(fpr):
+        p = f"scoring.nodeResourcesFitPlus.resources[{k}]"
+        v = fpr[k] if isinstance(fpr[k], dict) else {}
+        s = v.get("strategy", v.get("type", "MostAllocated"))
+        if s not in STRATEGIES:
+            errors.append(
+                FieldIssue(
+                    path=f"{p}.strategy", message=f"unknown strategy {s!r}; one of {', '.join(STRATEGIES)}"
+                )
+            )
+            continue
+        fit_plus.append(
+            (
+                str(k),
+                FitPlusResource(
+                    strategy=str(s), weight=_int(v.get("weight"), f"{p}.weight", errors, lo=1, default=1)
+                ),
+            )
+        )
+    return tuple(fit_plus)
+
+
+def _bind_policy(cpu: Mapping[str, object], errors: list[FieldIssue]) -> str:
+    default = PlacementConfig().default_cpu_bind_policy
+    bind = cpu.get("defaultBindPolicy", default)
+    if not isinstance(bind, str) or bind not in n.CPU_BIND_POLICIES:
+        errors.append(FieldIssue(path="cpu.defaultBindPolicy", message=f"unknown bind policy {bind!r}"))
+        return default
+    return bind
+
+
+def _unsupported_models(dev: Mapping[str, object], errors: list[FieldIssue]) -> tuple[tuple[str, str], ...]:
+    """``devices.gpuShareUnsupportedModels``: the (vendor, model) pairs whose GPUs are never shared."""
+    models = []
+    listed = dev.get("gpuShareUnsupportedModels") or []
+    if not isinstance(listed, list):
+        errors.append(
+            FieldIssue(path="devices.gpuShareUnsupportedModels", message="must be a list of {vendor, model}")
+        )
+        listed = []
+    for i, m in enumerate(listed):
+        if not isinstance(m, dict) or not isinstance(m.get("model"), str):
+            errors.append(
+                FieldIssue(path=f"devices.gpuShareUnsupportedModels[{i}]", message="needs vendor and model")
+            )
+            continue
+        models.append((str(m.get("vendor") or ""), m["model"]))
+    return tuple(sorted(models))
 
 
 def _percentage(v: Any, errors: list[FieldIssue]) -> int:

@@ -24,8 +24,10 @@ Pure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from itertools import product
+from typing import NamedTuple
 
 import msgspec
 
@@ -240,8 +242,15 @@ def _merge(
     return best_mask, best_pref, best_unsat
 
 
-def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[NumaPlan | None, Reason | None]:
-    """``(None, None)`` when NUMA/CPU orchestration does not apply to this pod on this node."""
+class _Intent(NamedTuple):
+    policy: str  # the NUMA topology policy ("" = none)
+    bind: str  # the CPU bind policy ("" = no cpuset)
+    required: str  # the bind policy when it is required (by the pod or forced by the node)
+
+
+def _intent(state: NodeState, pod: PodSpec) -> tuple[_Intent | None, Reason | None]:
+    """The NUMA and CPU-binding policies that apply to ``pod`` on this node, or why the node cannot host it;
+    ``(None, None)`` when neither applies."""
     info, topo = state.info, state.topology
     assert info is not None
     labels = info.labels
@@ -272,32 +281,31 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
         policy = ""
     if not policy and not bind:
         return None, None
-    assert topo is not None
-    strategy = labels.get(n.LABEL_NUMA_ALLOCATE_STRATEGY) or cfg.numa_nodes.strategy
-    ctx = _Ctx(state, topo, pod, bind, required, strategy == "MostAllocated")
-    if not policy:
-        only = ctx.cpuset(None)
-        if only is None:
-            return None, rs.INSUFFICIENT_CPUS
-        return NumaPlan(
-            mask=None, cpuset=tuple(only), cpu_exclusive=pod.cpu_exclusive, bind=bind, required=bool(required)
-        ), None
-    all_nodes = frozenset(topo.numa_ids)
+    return _Intent(policy, bind, required), None
+
+
+def _hint_lists(
+    cfg: PlacementConfig, state: NodeState, pod: PodSpec, ctx: _Ctx, policy: str
+) -> tuple[list[list[Hint]] | None, bool, Reason | None]:
+    """One list of hints per NUMA resource and device type, filtered by the policy, for the merge; and whether a
+    resource had no hint at all (BestEffort then gives up alignment). ``None`` with the reason when the policy
+    refuses the node."""
+    topo = ctx.topo
     hints: dict[str, list[Hint]] = {r: [] for r in ctx.tracked}
     for mask in numa_subsets(topo.numa_ids):
         dist, _ = ctx.distribute(mask)
-        if dist is None or (bind and ctx.cpuset(dist) is None):
+        if dist is None or (ctx.bind and ctx.cpuset(dist) is None):
             continue
         score = ctx.score(mask, cfg.numa_nodes)
         for r in ctx.tracked:
             if all(ctx.available(z, r) > 0 for z in mask):
                 hints[r].append((mask, False, score))
     lists: list[list[Hint]] = []
-    unsatisfied = False  # a resource without any hint: BestEffort then gives up alignment
+    unsatisfied = False
     for r in ctx.tracked:
         if not hints[r]:
             if policy != "BestEffort":
-                return None, rs.unsatisfied_numa(r)
+                return None, False, rs.unsatisfied_numa(r)
             unsatisfied = True
             continue
         smallest = min(len(h[0]) for h in hints[r] if h[0] is not None)
@@ -306,14 +314,20 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
         )
     dev_hints, why = device_hints(cfg, state, pod, topo.numa_ids)
     if why is not None:
-        return None, why
+        return None, False, why
     lists.extend([(m, p, sc) for m, p, sc in dev_hints[t]] for t in sorted(dev_hints))
     if not lists:
         lists = [[(None, True, 0)]]
     if policy == "SingleNUMANode":
         lists = [[h for h in lst if h[1] and (h[0] is None or len(h[0]) == 1)] for lst in lists]
         if any(not lst for lst in lists):
-            return None, rs.UNALIGNED_NUMA
+            return None, False, rs.UNALIGNED_NUMA
+    return lists, unsatisfied, None
+
+
+def _exclusive_ok(state: NodeState, pod: PodSpec) -> Callable[[frozenset[int]], bool]:
+    """``singleNUMANodeExclusive: Required``: multi-NUMA masks avoid NUMA nodes used by single-NUMA pods, and single
+    ones avoid NUMA nodes shared by multi-NUMA pods."""
     status = state.numa_status()
 
     def exclusive_ok(mask: frozenset[int]) -> bool:
@@ -323,7 +337,31 @@ def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[Num
             return all(status.get(z) != "single" for z in mask)
         return all(status.get(z) != "shared" for z in mask)
 
-    mask, preferred, unsat = _merge(lists, all_nodes, exclusive_ok)
+    return exclusive_ok
+
+
+def numa_plan(cfg: PlacementConfig, state: NodeState, pod: PodSpec) -> tuple[NumaPlan | None, Reason | None]:
+    """``(None, None)`` when NUMA/CPU orchestration does not apply to this pod on this node."""
+    intent, why = _intent(state, pod)
+    if intent is None:
+        return None, why
+    policy, bind, required = intent
+    topo = state.topology
+    assert topo is not None and state.info is not None
+    strategy = state.info.labels.get(n.LABEL_NUMA_ALLOCATE_STRATEGY) or cfg.numa_nodes.strategy
+    ctx = _Ctx(state, topo, pod, bind, required, strategy == "MostAllocated")
+    if not policy:
+        only = ctx.cpuset(None)
+        if only is None:
+            return None, rs.INSUFFICIENT_CPUS
+        return NumaPlan(
+            mask=None, cpuset=tuple(only), cpu_exclusive=pod.cpu_exclusive, bind=bind, required=bool(required)
+        ), None
+    all_nodes = frozenset(topo.numa_ids)
+    lists, unsatisfied, why = _hint_lists(cfg, state, pod, ctx, policy)
+    if lists is None:
+        return None, why
+    mask, preferred, unsat = _merge(lists, all_nodes, _exclusive_ok(state, pod))
     if policy == "BestEffort":
         if unsat or unsatisfied:
             mask = all_nodes

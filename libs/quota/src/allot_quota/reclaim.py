@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from allot_contracts.objects.pod import Pod
 from allot_contracts.resources import (
@@ -54,6 +54,14 @@ def _importance(p: PodInfo) -> tuple[int, int, str, str]:
     return importance_key(p.priority, p.start_time, p.key)
 
 
+class _Considered(TypedDict):
+    """What every victims decision of a preemptor states: the candidates considered, the quota's limit, the request."""
+
+    candidates: list[str]
+    used_limit: dict[str, str]
+    request: dict[str, str]
+
+
 def _decision(preemptor: PodInfo, quota: str, **kw: Any) -> VictimsDecision:
     return VictimsDecision(preemptor=preemptor.key, quota=quota, **kw)
 
@@ -79,7 +87,7 @@ def select_victims(
     )
     limit = h.runtime(quota) if config.enable_runtime_quota else dict(h.nodes[quota].spec.max)
     used = dict(h.nodes[quota].used)
-    common: dict[str, Any] = {
+    common: _Considered = {
         "candidates": [p.info.key for p in candidates],
         "used_limit": format_resource_list(limit),
         "request": format_resource_list(request),

@@ -36,7 +36,7 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.errors import InvalidConfig
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, checked_bool
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_contracts.objects.times import DurationError, parse_duration_us
 from allot_descheduling.migration_args import CONTROLLER_FIELDS
@@ -137,12 +137,7 @@ def _int_or_percent(raw: Any, path: str, issues: list[FieldIssue]) -> IntOrPerce
 
 
 def _bool(raw: Any, path: str, issues: list[FieldIssue]) -> bool:
-    if raw is None:
-        return False
-    if not isinstance(raw, bool):
-        issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
-        return False
-    return raw
+    return checked_bool(raw, path, issues) or False
 
 
 def _limiters(raw: Any, issues: list[FieldIssue]) -> dict[str, Limiter]:

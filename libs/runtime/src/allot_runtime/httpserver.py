@@ -26,7 +26,7 @@ import operator
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -170,7 +170,18 @@ def _answer(transport: asyncio.Transport, status: int, reason: str) -> None:
     transport.close()
 
 
-def _handler_settings(limits: Limits) -> dict[str, Any]:
+class _HandlerSettings(TypedDict):
+    """aiohttp's connection-handler settings that carry the server's limits."""
+
+    access_log: Any  # None: no access log (aiohttp annotates a Logger, and reads None as off)
+    keepalive_timeout: float
+    lingering_time: float
+    max_line_size: int
+    max_field_size: int
+    max_headers: int
+
+
+def _handler_settings(limits: Limits) -> _HandlerSettings:
     return {
         "access_log": None,
         "keepalive_timeout": limits.idle_timeout,

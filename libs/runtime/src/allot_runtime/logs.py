@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
 
 _STANDARD = set(vars(logging.makeLogRecord({})))
 
@@ -16,7 +15,7 @@ class JsonFormatter(logging.Formatter):
         self.service = service
 
     def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "service": self.service,

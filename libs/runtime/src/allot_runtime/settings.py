@@ -188,7 +188,7 @@ _FIELDS = {
 
 def load(service: str, environ: Mapping[str, str] | None = None) -> ServiceSettings:
     env = os.environ if environ is None else environ
-    raw: dict[str, Any] = {"service": service}
+    raw: dict[str, str] = {"service": service}
     for field, var in _FIELDS.items():
         if env.get(var):
             raw[field] = env[var]

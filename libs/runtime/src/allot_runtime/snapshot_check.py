@@ -55,17 +55,17 @@ def _key(item: Any) -> str:
     return repr(item) if not isinstance(item, list) else "…"
 
 
-def _pairs(node: list[Any], start: int) -> dict[str, Any]:
+def _pairs(node: list[object], start: int) -> dict[str, object]:
     items = node[start:]
     return {_key(items[i]): items[i + 1] for i in range(0, len(items) - 1, 2)}
 
 
-def _named(node: list[Any], start: int) -> dict[str, Any]:
+def _named(node: list[object], start: int) -> dict[str, object]:
     items = node[start:]
     return {f".{items[i]}": items[i + 1] for i in range(0, len(items) - 1, 2)}
 
 
-def _children(node: Any) -> tuple[str, dict[str, Any]] | None:
+def _children(node: object) -> tuple[str, dict[str, object]] | None:
     """How a codec node's children are addressed, and the children by address (None for a leaf)."""
     if not isinstance(node, list) or not node or not isinstance(node[0], int):
         return None

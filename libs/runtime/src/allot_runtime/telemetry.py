@@ -8,9 +8,8 @@ with ``messaging.system=nats``, ``messaging.destination.name``, ``messaging.mess
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
 
 from opentelemetry import context, trace
 from opentelemetry.propagators.textmap import DefaultGetter, DefaultSetter
@@ -18,6 +17,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
 
 _propagator = TraceContextTextMapPropagator()
 _getter: DefaultGetter = DefaultGetter()
@@ -53,7 +53,7 @@ def consuming(
     subject: str,
     message_id: str,
     consumer: str,
-    attributes: dict[str, Any] | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
 ) -> Iterator[trace.Span]:
     parent = _propagator.extract(carrier, getter=_getter)
     token = context.attach(parent)

@@ -82,7 +82,7 @@ from allot_contracts.events import (
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
-from binder.podgroups import COUNTED, PodGroupState
+from binder.podgroups import COUNTED, PodGroupState, PodGroupStatus
 
 NOTE_LIMIT = 1024  # events.k8s.io/v1 ``note`` is at most 1 kB: 1024 bytes of UTF-8, not characters
 NAME_LIMIT = 253  # an Event's name is a DNS subdomain
@@ -206,7 +206,7 @@ class Renderer:
 
     # -- what is written -----------------------------------------------------------------------------------------
 
-    def group_status(self, key: str) -> dict[str, Any] | None:
+    def group_status(self, key: str) -> PodGroupStatus | None:
         """The PodGroup's ``status`` as the coscheduling controller sets it (``binder.podgroups``), or None when
         no PodGroup object is recorded (a gang declared by annotations only)."""
         state = self.groups.get(key)

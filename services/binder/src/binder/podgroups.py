@@ -35,7 +35,7 @@ How Allot applies them (``phase``, table-tested; ``PodGroupState`` holds the fac
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final, TypedDict
 
 import msgspec
 
@@ -87,6 +87,16 @@ def phase(
     return current
 
 
+class PodGroupStatus(TypedDict):
+    """A PodGroup's ``status`` as the coscheduling controller writes it."""
+
+    phase: str
+    scheduled: int
+    running: int
+    succeeded: int
+    failed: int
+
+
 class PodGroupState(msgspec.Struct, kw_only=True):
     """What the status of one PodGroup follows from: its members, their bindings and pod phases."""
 
@@ -112,7 +122,7 @@ class PodGroupState(msgspec.Struct, kw_only=True):
             failed=self.count("Failed"),
         )
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> PodGroupStatus:
         """``status`` as written: phase and the four counts (0 is written too, so a count can go back to 0)."""
         return {
             "phase": self.phase or PENDING,

@@ -20,6 +20,7 @@ A pod deleted before its placement arrives is not bound; a pod is bound at most 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import msgspec
@@ -51,7 +52,7 @@ from binder.evictions import EvictionRequests
 MODES = ("standalone", "kubernetes")
 
 
-def annotation_strings(annotations: dict[str, Any]) -> dict[str, str]:
+def annotation_strings(annotations: Mapping[str, object]) -> dict[str, str]:
     """Annotation values as Kubernetes stores them: JSON objects compact-encoded, strings as they are."""
     return {
         key: value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True)

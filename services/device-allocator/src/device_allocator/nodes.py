@@ -176,14 +176,14 @@ def _facts_of(pod: Any) -> tuple[str, str, str, list[str], Mapping[str, int]]:
     )
 
 
-def scheduled_at(manifest: Mapping[str, Any], default: int) -> int:
+def scheduled_at(manifest: Mapping[str, object], default: int) -> int:
     """When an already-bound pod was assigned to its node, as upstream's load-aware cache takes it: the
     ``PodScheduled`` condition's ``lastTransitionTime``, else ``default`` (the time it was recorded)."""
     at = _condition_at(manifest, "PodScheduled")
     return default if at is None else at
 
 
-def _condition_at(manifest: Mapping[str, Any], kind: str) -> int | None:
+def _condition_at(manifest: Mapping[str, object], kind: str) -> int | None:
     """When the pod condition ``kind`` became True (µs), if the manifest says so readably."""
     status = manifest.get("status") or {}
     conditions = status.get("conditions") if isinstance(status, Mapping) else None

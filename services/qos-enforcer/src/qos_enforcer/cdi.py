@@ -51,7 +51,7 @@ import posixpath
 import re
 import tempfile
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import Final, TypedDict
 
 import msgspec
 
@@ -99,6 +99,74 @@ class HamiCorePaths(msgspec.Struct, frozen=True, kw_only=True):
     ld_so_preload_host_path: str | None = None
 
 
+class Mount(TypedDict, total=False):
+    hostPath: str
+    containerPath: str
+    options: list[str]
+    type: str
+
+
+class DeviceNode(TypedDict, total=False):
+    path: str
+    hostPath: str
+    type: str
+    major: int
+    minor: int
+    fileMode: int
+    permissions: str
+    uid: int
+    gid: int
+
+
+class Hook(TypedDict, total=False):
+    hookName: str
+    path: str
+    args: list[str]
+    env: list[str]
+    timeout: int
+
+
+class IntelRdt(TypedDict, total=False):
+    closID: str
+    l3CacheSchema: str
+    memBwSchema: str
+    schemata: list[str]
+    enableMonitoring: bool
+
+
+class NetDevice(TypedDict, total=False):
+    hostInterfaceName: str
+    name: str
+
+
+class ContainerEdits(TypedDict, total=False):
+    """What a CDI device changes in a container's OCI spec (CDI's ``ContainerEdits``)."""
+
+    env: list[str]
+    deviceNodes: list[DeviceNode]
+    hooks: list[Hook]
+    mounts: list[Mount]
+    intelRdt: IntelRdt | None
+    additionalGids: list[int]
+    netDevices: list[NetDevice]
+
+
+class Device(TypedDict, total=False):
+    name: str
+    annotations: dict[str, str]
+    containerEdits: ContainerEdits
+
+
+class CdiSpec(TypedDict, total=False):
+    """A CDI spec file (the Container Device Interface's ``Spec``; every field the library reads)."""
+
+    cdiVersion: str
+    kind: str
+    annotations: dict[str, str]
+    devices: list[Device]
+    containerEdits: ContainerEdits
+
+
 class CdiDevice(msgspec.Struct, frozen=True, kw_only=True):
     """A built spec with the names that refer to it and the host directories its mounts need."""
 
@@ -107,7 +175,7 @@ class CdiDevice(msgspec.Struct, frozen=True, kw_only=True):
     qualified_name: str
     file_name: str
     annotation_key: str
-    spec: dict[str, Any]
+    spec: CdiSpec
     host_dirs: tuple[str, ...]
 
     @property
@@ -186,7 +254,7 @@ def gpu_device(
     env = [f"NVIDIA_VISIBLE_DEVICES={','.join(gpu.uuid for gpu in gpus)}"]
     env += [f"CUDA_DEVICE_MEMORY_LIMIT_{i}={gpu.memory_mib}m" for i, gpu in enumerate(gpus)]
     env += [f"CUDA_DEVICE_SM_LIMIT={gpus[0].cores}", f"CUDA_DEVICE_MEMORY_SHARED_CACHE={inside}/{key}.cache"]
-    mounts: list[dict[str, Any]] = [
+    mounts: list[Mount] = [
         {"hostPath": cache_dir, "containerPath": inside, "options": list(_DIR_OPTIONS)},
         {"hostPath": lib_host, "containerPath": lib_inside, "options": list(_FILE_OPTIONS)},
         {"hostPath": lock, "containerPath": "/tmp/vgpulock", "options": list(_DIR_OPTIONS)},
@@ -200,7 +268,7 @@ def gpu_device(
                 {"hostPath": preload, "containerPath": "/etc/ld.so.preload", "options": list(_FILE_OPTIONS)}
             )
     name = gpu_isolation.device_name(pod_uid, container)
-    spec: dict[str, Any] = {
+    spec: CdiSpec = {
         "cdiVersion": "",
         "kind": KIND,
         "devices": [{"name": name, "containerEdits": {"env": env, "mounts": mounts}}],
@@ -219,7 +287,7 @@ def gpu_device(
     )
 
 
-def minimum_version(spec: dict[str, Any]) -> str:
+def minimum_version(spec: CdiSpec) -> str:
     """The lowest CDI version whose features the spec uses (as the Go library's ``MinimumRequiredVersion``)."""
     devices = spec.get("devices") or []
     edits = [spec.get("containerEdits") or {}] + [d.get("containerEdits") or {} for d in devices]
@@ -242,7 +310,7 @@ def minimum_version(spec: dict[str, Any]) -> str:
     return "0.3.0"
 
 
-def _edit_problems(edits: dict[str, Any], where: str) -> list[str]:
+def _edit_problems(edits: ContainerEdits, where: str) -> list[str]:
     problems = [
         f"{where}: env {v!r} is not NAME=VALUE" for v in edits.get("env") or [] if str(v).find("=") <= 0
     ]
@@ -255,7 +323,7 @@ def _edit_problems(edits: dict[str, Any], where: str) -> list[str]:
     return problems
 
 
-def validate(spec: dict[str, Any]) -> list[str]:
+def validate(spec: CdiSpec) -> list[str]:
     """Problems the CDI library would report loading ``spec`` (empty when none)."""
     problems: list[str] = []
     version = str(spec.get("cdiVersion", "")).removeprefix("v")
@@ -278,7 +346,7 @@ def validate(spec: dict[str, Any]) -> list[str]:
     return problems
 
 
-def encode(spec: dict[str, Any]) -> bytes:
+def encode(spec: CdiSpec) -> bytes:
     """The file content for ``spec`` (stable: the same spec always gives the same bytes)."""
     return (json.dumps(spec, indent=2) + "\n").encode()
 

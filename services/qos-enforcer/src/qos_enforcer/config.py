@@ -176,7 +176,7 @@ class _Reader:
 
     def mapping(
         self, raw: Any, path: str, allowed: set[str], unenforced: Mapping[str, str] | None = None
-    ) -> Mapping[str, Any]:
+    ) -> Mapping[str, object]:
         """``raw`` as a mapping; keys outside ``allowed`` are refused, except Koordinator's own keys this project reads
         but does not enforce (``unenforced``: key -> why), which are warnings."""
         if raw is None:
@@ -203,7 +203,7 @@ class _Reader:
             )
         return raw
 
-    def boolean(self, raw: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
+    def boolean(self, raw: Mapping[str, object], key: str, path: str, default: bool) -> bool:
         value = raw.get(key, default)
         if not isinstance(value, bool):
             self.issues.append(
@@ -212,7 +212,9 @@ class _Reader:
             return default
         return value
 
-    def integer(self, raw: Mapping[str, Any], key: str, path: str, default: int, low: int, high: int) -> int:
+    def integer(
+        self, raw: Mapping[str, object], key: str, path: str, default: int, low: int, high: int
+    ) -> int:
         value = raw.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             self.issues.append(
@@ -224,7 +226,7 @@ class _Reader:
         return value
 
     def choice(
-        self, raw: Mapping[str, Any], key: str, path: str, default: str, allowed: tuple[str, ...]
+        self, raw: Mapping[str, object], key: str, path: str, default: str, allowed: tuple[str, ...]
     ) -> str:
         value = raw.get(key, default)
         if value not in allowed:
@@ -239,7 +241,7 @@ class _Reader:
             return default
         return str(value)
 
-    def path(self, raw: Mapping[str, Any], key: str, path: str, default: str | None) -> str | None:
+    def path(self, raw: Mapping[str, object], key: str, path: str, default: str | None) -> str | None:
         value = raw.get(key, default)
         if value is None:
             return None
@@ -251,6 +253,11 @@ class _Reader:
             )
             return default
         return value
+
+
+def _int_or(value: object, default: int) -> int:
+    """``value`` when it is an integer (the reader then checks its range), else ``default`` (it reports the value)."""
+    return value if isinstance(value, int) else default
 
 
 def _class(r: _Reader, raw: Any, path: str, base: ClassQos) -> ClassQos:
@@ -274,8 +281,8 @@ def _class(r: _Reader, raw: Any, path: str, base: ClassQos) -> ClassQos:
     idle = cpu_raw.get("schedIdle", base.cpu.sched_idle)
     cpu = CpuQos(
         enable=r.boolean(cpu_raw, "enable", p, base.cpu.enable),
-        group_identity=None if gi is None else r.integer(cpu_raw, "groupIdentity", p, gi, -1, 2),
-        sched_idle=None if idle is None else r.integer(cpu_raw, "schedIdle", p, idle, 0, 1),
+        group_identity=None if gi is None else r.integer(cpu_raw, "groupIdentity", p, _int_or(gi, 0), -1, 2),
+        sched_idle=None if idle is None else r.integer(cpu_raw, "schedIdle", p, _int_or(idle, 0), 0, 1),
     )
     p = f"{path}.memoryQOS"
     memory = MemoryQos(
@@ -302,7 +309,7 @@ def _class(r: _Reader, raw: Any, path: str, base: ClassQos) -> ClassQos:
     return ClassQos(cpu=cpu, memory=memory, resctrl=resctrl)
 
 
-def parse_config(config: Mapping[str, Any] | None) -> QosConfig:
+def parse_config(config: Mapping[str, object] | None) -> QosConfig:
     """The decision config; raises ``InvalidConfig`` listing every problem with its path."""
     r = _Reader()
     top = r.mapping(
@@ -486,7 +493,7 @@ _KEYS = {
 }
 
 
-def agent_settings(config: Mapping[str, Any] | None, environ: Mapping[str, str]) -> AgentSettings:
+def agent_settings(config: Mapping[str, object] | None, environ: Mapping[str, str]) -> AgentSettings:
     """The node agent's settings: the ``agent:`` block of the config (camelCase keys, documented in
     ``adapters/agent.py``), with ``ALLOT_QOS_DRY_RUN`` and ``ALLOT_QOS_AGENT`` (on/off) from ``environ``."""
     raw = (config or {}).get("agent") or {}

@@ -80,7 +80,7 @@ from quota_manager.reclaim import Reclaims
 from quota_manager.support import after, fits_node, object_ref, why_waiting
 
 # Our default differs from upstream in one place: over-use revoke is on, so lenders get their quota back.
-DEFAULTS: dict[str, Any] = {"monitorAllQuotas": True}
+DEFAULTS: dict[str, bool] = {"monitorAllQuotas": True}
 STATUS_SYNC_INTERVAL_US = (
     1_000_000  # quota status (ElasticQuota status and annotations) is synced at most once a second
 )

@@ -13,7 +13,6 @@ engine knows. Pure: the round's time and number come in as data.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from allot_contracts.events import (
     DefragPlanned,
@@ -48,7 +47,7 @@ __all__ = ["GpuHoldings", "defrag_round"]
 Held = tuple[tuple[int, int], ...]
 
 
-def _held(annotations: Mapping[str, Any]) -> Held:
+def _held(annotations: Mapping[str, object]) -> Held:
     """``(minor, milli)`` of each GPU in a device-allocated annotation (a dict, or its JSON text)."""
     raw = annotations.get(n.ANN_DEVICE_ALLOCATED)
     if isinstance(raw, str):

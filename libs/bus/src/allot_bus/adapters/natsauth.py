@@ -24,7 +24,7 @@ import os
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 from urllib.parse import urlsplit
 
 import msgspec
@@ -125,14 +125,24 @@ def tls_context(auth: NatsAuth) -> ssl.SSLContext:
     return context
 
 
-def connect_options(auth: NatsAuth, url: str) -> dict[str, Any]:
+class AuthOptions(TypedDict, total=False):
+    """The ``nats.connect`` keyword arguments that authenticate and encrypt the connection."""
+
+    user: str
+    password: str
+    token: str
+    tls: ssl.SSLContext
+    tls_hostname: str | None
+
+
+def connect_options(auth: NatsAuth, url: str) -> AuthOptions:
     """The ``nats.connect`` keyword arguments for ``auth`` (checked first: raises InvalidInput)."""
     issues = problems(auth, url)
     if issues:
         raise InvalidInput(issues, subject="NATS connection settings")
-    options: dict[str, Any] = {}
+    options: AuthOptions = {}
     if auth.user:
-        options.update(user=auth.user, password=auth.password)
+        options["user"], options["password"] = auth.user, auth.password
     if auth.token:
         options["token"] = auth.token
     if urlsplit(url).scheme == "tls":

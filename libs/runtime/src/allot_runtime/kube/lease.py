@@ -39,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.errors import Fenced, InvalidInput, TransientError, Unavailable
@@ -50,6 +50,29 @@ from allot_runtime.kube.client import ApiError, Resource, call
 log = logging.getLogger("allot.lease")
 
 LEASES = Resource("coordination.k8s.io/v1", "Lease", "leases", True)
+
+
+class LeaseSpec(TypedDict):
+    """The spec of a coordination.k8s.io/v1 Lease as this process writes it."""
+
+    holderIdentity: str
+    leaseDurationSeconds: int
+    acquireTime: str
+    renewTime: str
+    leaseTransitions: int
+
+
+class _LeaseMeta(TypedDict):
+    name: str
+    namespace: str
+    resourceVersion: NotRequired[str]
+
+
+class _LeaseBody(TypedDict):
+    apiVersion: str
+    kind: str
+    metadata: _LeaseMeta
+    spec: LeaseSpec | dict[str, object]  # ours, or the one read back with a field changed
 
 
 class LeadershipLost(Unavailable):
@@ -119,7 +142,7 @@ class Leadership:
 
     # -- the lease -----------------------------------------------------------------------------------------------
 
-    def _spec(self, *, transitions: int, acquire: str) -> dict[str, Any]:
+    def _spec(self, *, transitions: int, acquire: str) -> LeaseSpec:
         now = _now()
         return {
             "holderIdentity": self.config.identity,
@@ -138,10 +161,10 @@ class Leadership:
             raise
         return found if isinstance(found, dict) else None
 
-    async def _write(self, lease: dict[str, Any] | None, spec: dict[str, Any]) -> bool:
+    async def _write(self, lease: dict[str, Any] | None, spec: LeaseSpec | dict[str, object]) -> bool:
         """Create the lease, or replace it with its resourceVersion as the precondition; False when another writer
         got there first."""
-        body: dict[str, Any] = {
+        body: _LeaseBody = {
             "apiVersion": LEASES.api_version,
             "kind": LEASES.kind,
             "metadata": {"name": self.config.name, "namespace": self.config.namespace},

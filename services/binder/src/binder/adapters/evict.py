@@ -46,7 +46,8 @@ from allot_contracts.events import (
 )
 from allot_contracts.events.enactment import QuotaEvictionEnacted, QuotaEvictionEnactmentFailed
 from allot_runtime.enactment import outcome_event
-from allot_runtime.kube.client import ApiError, ApiUnavailable, call
+from allot_runtime.kube.client import ApiUnavailable
+from binder.adapters.api import Retry, post
 from binder.adapters.outcomes import latest_decision, record_outcome
 
 log = logging.getLogger("allot.binder.kube")
@@ -59,9 +60,9 @@ EVICTION = "/api/v1/namespaces/{namespace}/pods/{name}/eviction"
 @dataclass
 class EvictionState:
     recorded: set[str] = field(default_factory=set)  # request event ids answered
-    retries: dict[str, Any] = field(default_factory=dict)  # job -> backoff (the worker's _Retry)
-    pod_retries: dict[str, Any] = field(default_factory=dict)  # pod -> backoff, for pod.evicted
-    quota_retries: dict[str, Any] = field(default_factory=dict)  # pod -> backoff, for quota.evicted
+    retries: dict[str, Retry] = field(default_factory=dict)  # job -> backoff
+    pod_retries: dict[str, Retry] = field(default_factory=dict)  # pod -> backoff, for pod.evicted
+    quota_retries: dict[str, Retry] = field(default_factory=dict)  # pod -> backoff, for quota.evicted
 
 
 def eviction_body(
@@ -89,17 +90,14 @@ async def _post(
     is already gone); raises ``TransientError`` when there is no final answer yet."""
     pod: ObjectRef = request.pod
     path = EVICTION.format(namespace=pod.namespace, name=pod.name)
-    try:
-        await call(client, "POST", path, eviction_body(request))
-    except ApiError as exc:
-        if exc.status in (401, 403):
-            raise refused(
-                f"the API server refused the Eviction ({exc}): check the binder's RBAC (create pods/eviction)"
-            ) from exc
-        if exc.status == 404 or (exc.status == 409 and "precondition" in exc.message.lower()):
-            return "", f"pod {pod.key} is already gone ({exc})"
-        return exc.reason or str(exc.status), str(exc)
-    return "", "evicted"
+    exc = await post(
+        client, path, eviction_body(request), kind="Eviction", permission="pods/eviction", refused=refused
+    )
+    if exc is None:
+        return "", "evicted"
+    if exc.status == 404 or (exc.status == 409 and "precondition" in exc.message.lower()):
+        return "", f"pod {pod.key} is already gone ({exc})"
+    return exc.reason or str(exc.status), str(exc)
 
 
 async def evict(
@@ -180,7 +178,7 @@ Enacted = tuple[Event, bool, str]  # the outcome to record, whether it was carri
 async def _carry_out(
     worker: Any,
     requests: list[PodEvicted] | list[QuotaEvicted],
-    retries: dict[str, Any],
+    retries: dict[str, Retry],
     *,
     find: Callable[[Any], Awaitable[RecordedEvent | None]],
     enact: Callable[[Any, RecordedEvent, int], Awaitable[Enacted]],

@@ -54,6 +54,7 @@ from allot_contracts.events import (
 from allot_contracts.events.enactment import QuotaStatusEnacted, QuotaStatusEnactmentFailed
 from allot_runtime.enactment import outcome_event
 from allot_runtime.kube.client import ApiError, api_client, call
+from binder.adapters.api import Retry, post
 from binder.adapters.evict import EvictionState, evict_due, evict_pods_due, evict_quota_due
 from binder.adapters.outcomes import latest_decision, record_outcome
 from binder.processor import BindRequest
@@ -99,18 +100,15 @@ async def bind(client: Any, request: BindRequest) -> Outcome:
     """POST the Binding; the final answer as an :class:`Outcome`. Raises ``TransientError`` when there is none yet
     (no answer, 429, 5xx, 401/403)."""
     path = f"/api/v1/namespaces/{request.pod.namespace}/pods/{request.pod.name}/binding"
-    try:
-        await call(client, "POST", path, binding_body(request))
-    except ApiError as exc:
-        if exc.status in (401, 403):
-            raise Refused(
-                f"the API server refused the Binding ({exc}): check the binder's RBAC (create pods/binding)"
-            ) from exc
-        match = ALREADY_ASSIGNED.search(exc.message) if exc.status == 409 else None
-        if match is not None and match.group(1) == request.node:
-            return Outcome(True, f"already assigned to node {request.node}")
-        return Outcome(False, f"binding {request.pod.key} to {request.node} failed: {exc}")
-    return Outcome(True, "bound")
+    exc = await post(
+        client, path, binding_body(request), kind="Binding", permission="pods/binding", refused=Refused
+    )
+    if exc is None:
+        return Outcome(True, "bound")
+    match = ALREADY_ASSIGNED.search(exc.message) if exc.status == 409 else None
+    if match is not None and match.group(1) == request.node:
+        return Outcome(True, f"already assigned to node {request.node}")
+    return Outcome(False, f"binding {request.pod.key} to {request.node} failed: {exc}")
 
 
 # -- the worker ------------------------------------------------------------------------------------------------------
@@ -148,12 +146,6 @@ class BinderMetrics:
 
 
 @dataclass
-class _Retry:
-    failures: int = 0
-    not_before: float = 0.0
-
-
-@dataclass
 class View:
     """What the worker reads from the binder's runtime (under its lock): outstanding requests and quota patches."""
 
@@ -180,8 +172,8 @@ class BindWorker:
     backoff: tuple[float, float] = (0.5, 30.0)
     refused_delay: float = 10.0  # after 401/403
     recorded: dict[str, tuple[str, int]] = field(default_factory=dict)  # pod -> (uid, attempt) answered
-    retries: dict[str, _Retry] = field(default_factory=dict)  # pod -> backoff
-    quota_retries: dict[str, _Retry] = field(default_factory=dict)  # quota -> backoff
+    retries: dict[str, Retry] = field(default_factory=dict)  # pod -> backoff
+    quota_retries: dict[str, Retry] = field(default_factory=dict)  # quota -> backoff
     patched: dict[str, bytes] = field(default_factory=dict)  # quota -> canonical patch applied
     status_subresource: bool | None = None  # None: not known yet
     evictions: EvictionState = field(default_factory=EvictionState)  # PodMigrationJob evictions
@@ -216,7 +208,7 @@ class BindWorker:
             r
             for r in requests
             if self.recorded.get(r.pod.key) != (r.uid, r.attempt)
-            and self.retries.get(r.pod.key, _Retry()).not_before <= now
+            and self.retries.get(r.pod.key, Retry()).not_before <= now
         ]
         if due:
             gate = asyncio.Semaphore(self.concurrency)
@@ -233,7 +225,7 @@ class BindWorker:
         if view.quota_evictions:
             await evict_quota_due(self, view.quota_evictions)
         for key, patch in sorted(view.patches.items()):
-            waiting = self.quota_retries.get(key, _Retry()).not_before > now
+            waiting = self.quota_retries.get(key, Retry()).not_before > now
             if self.patched.get(key) != canonical(patch) and not waiting:
                 await self._patch_one(key, patch)
 
@@ -256,9 +248,9 @@ class BindWorker:
         return None
 
     def _retry_later(
-        self, key: str, exc: Exception, retries: dict[str, _Retry] | None = None, what: str = "pod"
+        self, key: str, exc: Exception, retries: dict[str, Retry] | None = None, what: str = "pod"
     ) -> None:
-        retry = (self.retries if retries is None else retries).setdefault(key, _Retry())
+        retry = (self.retries if retries is None else retries).setdefault(key, Retry())
         retry.failures += 1
         delay = min(self.backoff[1], self.backoff[0] * 2 ** (retry.failures - 1))
         hint = self.refused_delay if isinstance(exc, Refused) else getattr(exc, "delay", None)
@@ -333,7 +325,7 @@ class BindWorker:
             )
             if decision is None:
                 return  # not committed yet (or superseded): the next pass sees the truth
-            attempts = self.quota_retries.get(key, _Retry()).failures + 1
+            attempts = self.quota_retries.get(key, Retry()).failures + 1
             try:
                 self._check(f"ElasticQuota {key} status")
                 result = await self._write_quota(path, patch)

@@ -78,6 +78,37 @@ def _identity(manifest: Obj) -> Obj:
     }
 
 
+_Applied = NodeApplied | DeviceApplied | TopologyApplied | NodeMetricApplied
+_Deleted = NodeDeleted | DeviceDeleted | TopologyDeleted | NodeMetricDeleted
+
+
+def _named_kind(
+    resource: Resource,
+    stream: str,
+    applied: type[_Applied],
+    deleted: type[_Deleted],
+    normalize: Callable[[Obj], Obj],
+    fingerprint: Callable[[Obj], Any],
+) -> Kind:
+    """A kind whose objects are named after their node, recorded on ``<stream>:<name>`` as ``<stream>.applied`` and
+    ``<stream>.deleted``."""
+
+    def fold(event: Event) -> tuple[str, Obj | None] | None:
+        if not isinstance(event, (applied, deleted)):
+            return None
+        return event.name, event.manifest if isinstance(event, applied) else None
+
+    return Kind(
+        resource=resource,
+        types=frozenset({f"{stream}.applied", f"{stream}.deleted"}),
+        normalize=normalize,
+        fingerprint=fingerprint,
+        applied=lambda m: [(stream_id(stream, meta(m)["name"]), applied(name=meta(m)["name"], manifest=m))],
+        deleted=lambda key, uid: [(stream_id(stream, key), deleted(name=key))],
+        fold=fold,
+    )
+
+
 # -- Node ---------------------------------------------------------------------------------------------------------
 
 
@@ -111,24 +142,7 @@ def node_fingerprint(manifest: Obj) -> Any:
     }
 
 
-def _fold_node(event: Event) -> tuple[str, Obj | None] | None:
-    match event:
-        case NodeApplied(name=name, manifest=manifest):
-            return name, manifest
-        case NodeDeleted(name=name):
-            return name, None
-    return None
-
-
-NODE_KIND = Kind(
-    resource=NODES,
-    types=frozenset({"node.applied", "node.deleted"}),
-    normalize=normalize_node,
-    fingerprint=node_fingerprint,
-    applied=lambda m: [(stream_id("node", meta(m)["name"]), NodeApplied(name=meta(m)["name"], manifest=m))],
-    deleted=lambda key, uid: [(stream_id("node", key), NodeDeleted(name=key))],
-    fold=_fold_node,
-)
+NODE_KIND = _named_kind(NODES, "node", NodeApplied, NodeDeleted, normalize_node, node_fingerprint)
 
 # -- Device -------------------------------------------------------------------------------------------------------
 
@@ -142,25 +156,8 @@ def custom_fingerprint(manifest: Obj) -> Any:
     return {**_identity(manifest), "body": _body(manifest)}
 
 
-def _fold_device(event: Event) -> tuple[str, Obj | None] | None:
-    match event:
-        case DeviceApplied(name=name, manifest=manifest):
-            return name, manifest
-        case DeviceDeleted(name=name):
-            return name, None
-    return None
-
-
-DEVICE_KIND = Kind(
-    resource=DEVICES,
-    types=frozenset({"device.applied", "device.deleted"}),
-    normalize=normalize_custom,
-    fingerprint=custom_fingerprint,
-    applied=lambda m: [
-        (stream_id("device", meta(m)["name"]), DeviceApplied(name=meta(m)["name"], manifest=m))
-    ],
-    deleted=lambda key, uid: [(stream_id("device", key), DeviceDeleted(name=key))],
-    fold=_fold_device,
+DEVICE_KIND = _named_kind(
+    DEVICES, "device", DeviceApplied, DeviceDeleted, normalize_custom, custom_fingerprint
 )
 
 # -- NodeResourceTopology -----------------------------------------------------------------------------------------
@@ -187,25 +184,8 @@ def normalize_topology(obj: Obj) -> Obj:
     return manifest
 
 
-def _fold_topology(event: Event) -> tuple[str, Obj | None] | None:
-    match event:
-        case TopologyApplied(name=name, manifest=manifest):
-            return name, manifest
-        case TopologyDeleted(name=name):
-            return name, None
-    return None
-
-
-TOPOLOGY_KIND = Kind(
-    resource=TOPOLOGIES,
-    types=frozenset({"topology.applied", "topology.deleted"}),
-    normalize=normalize_topology,
-    fingerprint=custom_fingerprint,
-    applied=lambda m: [
-        (stream_id("topology", meta(m)["name"]), TopologyApplied(name=meta(m)["name"], manifest=m))
-    ],
-    deleted=lambda key, uid: [(stream_id("topology", key), TopologyDeleted(name=key))],
-    fold=_fold_topology,
+TOPOLOGY_KIND = _named_kind(
+    TOPOLOGIES, "topology", TopologyApplied, TopologyDeleted, normalize_topology, custom_fingerprint
 )
 
 # -- NodeMetric (koordlet's) ---------------------------------------------------------------------------------------
@@ -223,25 +203,13 @@ def nodemetric_fingerprint(manifest: Obj) -> Any:
     return {**_identity(manifest), "spec": manifest.get("spec") or {}, "status": manifest.get("status") or {}}
 
 
-def _fold_nodemetric(event: Event) -> tuple[str, Obj | None] | None:
-    match event:
-        case NodeMetricApplied(name=name, manifest=manifest):
-            return name, manifest
-        case NodeMetricDeleted(name=name):
-            return name, None
-    return None
-
-
-NODEMETRIC_KIND = Kind(
-    resource=NODEMETRICS,
-    types=frozenset({"nodemetric.applied", "nodemetric.deleted"}),
-    normalize=normalize_nodemetric,
-    fingerprint=nodemetric_fingerprint,
-    applied=lambda m: [
-        (stream_id("nodemetric", meta(m)["name"]), NodeMetricApplied(name=meta(m)["name"], manifest=m))
-    ],
-    deleted=lambda key, uid: [(stream_id("nodemetric", key), NodeMetricDeleted(name=key))],
-    fold=_fold_nodemetric,
+NODEMETRIC_KIND = _named_kind(
+    NODEMETRICS,
+    "nodemetric",
+    NodeMetricApplied,
+    NodeMetricDeleted,
+    normalize_nodemetric,
+    nodemetric_fingerprint,
 )
 
 KINDS = (NODE_KIND, DEVICE_KIND, TOPOLOGY_KIND, NODEMETRIC_KIND)

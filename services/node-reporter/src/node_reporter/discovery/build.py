@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import msgspec
 
@@ -94,7 +94,43 @@ def gpu_model(name: str) -> str:
 
 
 # --- Device ----------------------------------------------------------------------------------------------------------
-def _topology(bus_id: str, fn: PciFunction, topo: CpuTopology) -> dict[str, Any]:
+class DeviceTopology(TypedDict):
+    """Where a device sits: its socket, NUMA node and PCIe switch (-1 when unknown)."""
+
+    socketID: int
+    nodeID: int
+    pcieID: str
+    busID: str
+
+
+class VirtualFunction(TypedDict):
+    minor: int
+    busID: str
+
+
+class VfGroup(TypedDict):
+    labels: NotRequired[dict[str, str]]
+    vfs: list[VirtualFunction]
+
+
+class DeviceEntry(TypedDict):
+    """One device of the ``Device`` object's ``spec.devices``."""
+
+    type: str
+    id: str
+    minor: int
+    health: bool
+    resources: dict[str, str]
+    topology: NotRequired[DeviceTopology]
+    vfGroups: NotRequired[list[VfGroup]]
+
+
+class _Metadata(TypedDict):
+    name: str
+    labels: NotRequired[dict[str, str]]
+
+
+def _topology(bus_id: str, fn: PciFunction, topo: CpuTopology) -> DeviceTopology:
     numa = fn.numa_node
     if numa < 0 and len(topo.numa_nodes) == 1:
         numa = topo.numa_nodes[0]
@@ -104,8 +140,8 @@ def _topology(bus_id: str, fn: PciFunction, topo: CpuTopology) -> dict[str, Any]
 
 def _gpus(
     nvml: NvmlAnswer, pci: Mapping[str, PciFunction], topo: CpuTopology, warnings: list[str]
-) -> list[dict[str, Any]]:
-    entries: dict[int, dict[str, Any]] = {}
+) -> list[DeviceEntry]:
+    entries: dict[int, DeviceEntry] = {}
     for rec in sorted(nvml.devices, key=lambda r: r.index):
         minor = rec.minor if rec.minor is not None else rec.index
         if minor in entries:
@@ -116,7 +152,7 @@ def _gpus(
         healthy, why = gpu_health(rec)
         if not healthy:
             warnings.append(f"GPU {minor} ({rec.uuid}) is unhealthy: {why}")
-        entry: dict[str, Any] = {
+        entry: DeviceEntry = {
             "type": n.GPU,
             "id": rec.uuid,
             "minor": minor,
@@ -148,7 +184,7 @@ def _rdma(
     topo: CpuTopology,
     vf_group_labels: Mapping[str, str],
     warnings: list[str],
-) -> list[dict[str, Any]]:
+) -> list[DeviceEntry]:
     pfs: dict[str, PciFunction] = {}
     for link in sorted(rdma, key=lambda r: r.name):
         fn = pci.get(link.address) if link.address else None
@@ -156,9 +192,9 @@ def _rdma(
             warnings.append(f"RDMA device {link.name} is not a PCI function; skipped")
         elif fn.physfn is None:
             pfs.setdefault(fn.address, fn)
-    out: list[dict[str, Any]] = []
+    out: list[DeviceEntry] = []
     for minor, (address, fn) in enumerate(sorted(pfs.items())):
-        entry: dict[str, Any] = {
+        entry: DeviceEntry = {
             "type": n.RDMA_TYPE,
             "id": address,
             "minor": minor,
@@ -171,10 +207,14 @@ def _rdma(
                 f"RDMA {address}: sriov_numvfs is {fn.sriov_numvfs} but {len(fn.vfs)} VFs are linked"
             )
         if fn.vfs:
-            group: dict[str, Any] = (
-                {"labels": dict(sorted(vf_group_labels.items()))} if vf_group_labels else {}
+            vfs: list[VirtualFunction] = [
+                {"minor": i, "busID": a} for i, a in sorted(fn.vfs, key=lambda v: v[1])
+            ]
+            group: VfGroup = (
+                {"labels": dict(sorted(vf_group_labels.items())), "vfs": vfs}
+                if vf_group_labels
+                else {"vfs": vfs}
             )
-            group["vfs"] = [{"minor": i, "busID": a} for i, a in sorted(fn.vfs, key=lambda v: v[1])]
             entry["vfGroups"] = [group]
         out.append(entry)
     return out
@@ -202,7 +242,7 @@ def build_device(
             warnings.append(f"GPU models differ ({', '.join(models)}): no {n.LABEL_GPU_MODEL} label")
         if nvml.driver_version:
             labels[LABEL_GPU_DRIVER_VERSION] = nvml.driver_version
-    metadata: dict[str, Any] = {"name": node_name}
+    metadata: _Metadata = {"name": node_name}
     if labels:
         metadata["labels"] = dict(sorted(labels.items()))
     manifest = {
@@ -215,24 +255,55 @@ def build_device(
 
 
 # --- NodeResourceTopology --------------------------------------------------------------------------------------------
-def _shared_pools(topo: CpuTopology) -> list[dict[str, Any]]:
+class SharedPool(TypedDict):
+    """The CPUs of one NUMA node that pods share (the cpu-shared-pools annotation)."""
+
+    socket: int
+    node: int
+    cpuset: str
+
+
+class ZoneResource(TypedDict):
+    name: str
+    capacity: str
+    allocatable: str
+    available: str
+
+
+class Zone(TypedDict):
+    """One NUMA node of the NodeResourceTopology's ``zones``."""
+
+    name: str
+    type: str
+    resources: list[ZoneResource]
+
+
+class CpuManagerPolicy(TypedDict):
+    """The kubelet's CPU manager as the kubelet-cpu-manager-policy annotation tells it."""
+
+    policy: str
+    options: NotRequired[dict[str, str]]
+    reservedCPUs: NotRequired[str]
+
+
+def _shared_pools(topo: CpuTopology) -> list[SharedPool]:
     by_node: dict[int, list[int]] = {}
     for c in topo.cpus:
         by_node.setdefault(c.node, []).append(c.id)
     sockets = topo.node_socket()
-    pools = [
+    pools: list[SharedPool] = [
         {"socket": sockets[nid], "node": nid, "cpuset": format_cpuset(cpus)} for nid, cpus in by_node.items()
     ]
     return sorted(pools, key=lambda p: (p["socket"], p["node"]))
 
 
-def _resource(name: str, amount: int) -> dict[str, str]:
+def _resource(name: str, amount: int) -> ZoneResource:
     q = format_quantity(name, amount)
     return {"name": name, "capacity": q, "allocatable": q, "available": q}
 
 
-def _zones(topo: CpuTopology) -> list[dict[str, Any]]:
-    zones = []
+def _zones(topo: CpuTopology) -> list[Zone]:
+    zones: list[Zone] = []
     for nid in topo.numa_nodes:
         amounts = {
             n.CPU: 1000 * sum(1 for c in topo.cpus if c.node == nid),
@@ -250,7 +321,7 @@ def build_nrt(
     kubelet = kubelet or KubeletSettings()
     topo = cpu_topology(readings)
     detail = [{"id": c.id, "core": c.core, "socket": c.socket, "node": c.node} for c in topo.cpus]
-    policy: dict[str, Any] = {"policy": kubelet.cpu_manager_policy}
+    policy: CpuManagerPolicy = {"policy": kubelet.cpu_manager_policy}
     if kubelet.cpu_manager_policy_options:
         policy["options"] = dict(sorted(kubelet.cpu_manager_policy_options.items()))
     if kubelet.reserved_cpus:

@@ -27,7 +27,7 @@ Sources and rules:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 import msgspec
 
@@ -207,12 +207,24 @@ def turbo(r: CpuReadings) -> bool:
     return bool(r.boost)
 
 
-def cpu_basic_info(r: CpuReadings, topo: CpuTopology) -> dict[str, Any]:
+class CpuBasicInfo(TypedDict, total=False):
+    """Koordinator's ``CPUBasicInfo`` (the cpu-basic-info annotation), in its field order."""
+
+    cpuModel: str
+    hyperThreadEnabled: bool
+    turboEnabled: bool
+    vendorID: str
+
+
+def cpu_basic_info(r: CpuReadings, topo: CpuTopology) -> CpuBasicInfo:
     """Koordinator's ``CPUBasicInfo`` as JSON fields, in its field order; empty and false fields are omitted."""
-    fields: dict[str, Any] = {
-        "cpuModel": r.model_name,
-        "hyperThreadEnabled": hyper_threading(r, topo),
-        "turboEnabled": turbo(r),
-        "vendorID": r.vendor_id,
-    }
-    return {k: v for k, v in fields.items() if v}
+    info: CpuBasicInfo = {}
+    if r.model_name:
+        info["cpuModel"] = r.model_name
+    if hyper_threading(r, topo):
+        info["hyperThreadEnabled"] = True
+    if turbo(r):
+        info["turboEnabled"] = True
+    if r.vendor_id:
+        info["vendorID"] = r.vendor_id
+    return info
