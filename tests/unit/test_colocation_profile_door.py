@@ -16,11 +16,11 @@ import yaml
 from allot_cli.commands.apply import door_for
 from allot_cli.commands.explain import explain, history
 from allot_cli.kube import sync
-from allot_cli.sim.run import run
 from allot_contracts.envelope import NewEvent
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import Document
 from allot_intake.manifests import to_input
+from allot_sim.scenario import run
 
 PROFILE: dict[str, Any] = {
     "apiVersion": "config.koordinator.sh/v1alpha1",

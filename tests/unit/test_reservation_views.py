@@ -74,7 +74,7 @@ EXAMPLE = str(
 
 async def test_explain_says_which_reservation_and_why_not() -> None:
     from allot_cli.commands.explain import explain, history
-    from allot_cli.sim.run import run
+    from allot_sim.scenario import run
 
     sim, _, _ = run(EXAMPLE, config={})
     placed = "\n".join(explain("ml/tolerant", *await history(sim.store, "ml/tolerant")))
