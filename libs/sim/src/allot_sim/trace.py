@@ -1,4 +1,4 @@
-"""The FGD paper's trace experiment on the placement engine (``allot sim trace``).
+"""``allot sim trace``: the FGD paper's trace experiment on the placement engine.
 
 Reads the openb node and pod CSVs, builds ordinary Node/Device/Pod objects and drives the same
 ``PlacementEngine`` the device-allocator runs (``allot_placement.trace`` has the protocol), for one or more

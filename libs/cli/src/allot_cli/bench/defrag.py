@@ -1,14 +1,4 @@
-"""``allot bench defrag``: the openb trace with and without GPUDefrag, the descheduler's defragmentation planner.
-
-The FGD paper's protocol (docs/benchmarks/fragmentation.md: pods shuffled per seed and tuned to 130 % of the GPU
-capacity, node order permuted, every pod scheduled once and never retried) on a compact model of the cluster
-(free CPU and per-GPU free milli-GPU per node) placing each pod with FGD: the node and GPUs whose placement raises
-the cluster's fragmentation least (``FragModel`` of the workload's typical pods), then the lowest node name. With
-``defrag`` a GPU pod that fits nowhere is handed to ``allot_descheduling.plan_round`` as the one waiting pod; when
-it returns a plan, its migrations are carried out and the pod is placed where the plan says. Prints, per run and
-as the median over the seeds: GPU allocation at 100 % and 130 % arrival, pods placed, migrations, and migrations
-per pod placed by a plan (docs/benchmarks/defrag.md).
-"""
+"""``allot bench defrag``: its arguments and the printing of what :mod:`allot_sim.bench.defrag` returns."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""``allot bench gang``: place or reject many gangs of whole-node GPU pods on the openb cluster.
-
-Default: 200 gangs of 8 pods × 8 GPUs (`nvidia.com/gpu: 8`, min-available 8) on the 1,213 GPU nodes of the openb
-trace (`../shared/traces/openb/openb_node_list_gpu_node.csv`; 617 of them have 8 GPUs, so 77 gangs fit and the rest
-must be rejected whole). Every pod goes through the seven services' decision code, chained over an in-memory log
-(the simulator): gang gate, group quota admission, group placement (all or nothing), binding. Prints one JSON object:
-wall time to place or reject them all, per-gang decision latency (p50/p99, the time from the last member's arrival
-to the group's placement or rejection), gangs placed/rejected and pods bound. A check at the end asserts that no
-gang is partially placed.
-"""
+"""``allot bench gang``: its arguments and the printing of what :mod:`allot_sim.bench.gang` returns."""
 
 from __future__ import annotations
 

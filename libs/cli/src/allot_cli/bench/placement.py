@@ -1,20 +1,4 @@
-"""``allot bench placement``: placement throughput on the openb trace and engine memory at 10,000 nodes.
-
-Throughput: the openb GPU node list (1,213 nodes; GPUs given a synthetic two-socket, PCIe-pair topology) is loaded
-into a fresh engine with the ``binpack`` policy, then every pod of the pod list is scheduled in file order and
-assumed when Scheduled (a failure counts as an attempt). ``placements_per_s`` = attempts / wall seconds, best of
-``--repeat`` runs (other processes share the machine). ``us_per_pod_cpu``: CPU µs per pod in that loop (median);
-``evaluations_per_pod``: node evaluations (filter and score runs not answered from a cache) per pod.
-
-Cluster size: ``--node-count N`` replicates the node list with new names (``<name>-r<k>``) to N nodes and the pod
-list by the same factor, so the cluster fills the same way at every size. ``--no-free-index`` runs the engine
-without its free-resource index (same decisions). ``--shards N`` runs the sharded prototype of
-docs/adr/0013-sharded-deciders.md instead (``allot_sim/bench/_shards.py``).
-
-Memory: a fresh subprocess imports the engine, loads ``--rss-nodes`` nodes of 8 GPUs each and schedules
-``--rss-pods`` pods; ``rss_mib_10k_nodes`` is that process's peak resident set (VmHWM, interpreter included) and
-``rss_delta_mib_10k_nodes`` the growth over the freshly-imported interpreter.
-"""
+"""``allot bench placement``: its arguments and the printing of what :mod:`allot_sim.bench.placement` returns."""
 
 from __future__ import annotations
 
@@ -23,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import report
+from allot_sim.bench import placement as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS, GUARD_TOLERANCE, _check
 
 
@@ -30,7 +15,7 @@ def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "placement",
         help="placement throughput on the openb trace and engine memory at 10k nodes",
-        description=__doc__,
+        description=benchmark.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")

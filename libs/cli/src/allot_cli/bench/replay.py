@@ -1,15 +1,4 @@
-"""``allot bench replay``: what ``allot replay --verify`` costs on a long log (events/s, peak memory).
-
-For each ``--events`` size a log of that many events is built (``allot_sim.bench._history``: the openb GPU cluster,
-then rounds of openb pods submitted, decided and deleted, written straight into PostgreSQL with the services'
-checkpoints), then ``allot replay --verify --no-live`` runs ``--runs`` times as its own process against it, as a
-user runs it. Reported per size: the median wall time and ``events_per_s`` (events in the log ÷ wall time), and
-``peak_rss_mib``: the largest resident memory of the verify process and every process it started, summed, sampled
-every 20 ms. Every run must verify (exit 0); a run that does not stops the benchmark.
-
-Server: ``ALLOT_DATABASE_URL`` when set, where each log is kept as the database ``allot_bench_history_<events>`` and
-reused by later runs (``--fresh`` rebuilds it); otherwise an embedded PostgreSQL in a temporary directory.
-"""
+"""``allot bench replay``: its arguments and the printing of what :mod:`allot_sim.bench.replay` returns."""
 
 from __future__ import annotations
 
@@ -19,6 +8,7 @@ from typing import Any
 
 from allot_cli.bench import report
 from allot_intake.errors import UsageError
+from allot_sim.bench import replay as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
 from allot_sim.bench.replay import Logs
 
@@ -27,7 +17,7 @@ def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "replay",
         help="events/s and peak memory of `allot replay --verify` on a long log",
-        description=__doc__,
+        description=benchmark.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     history_arguments(p)

@@ -1,17 +1,4 @@
-"""``allot bench sampler``: what node-reporter's NodeMetric sampling costs a node.
-
-The agent's metrics loop (``node_reporter.adapters.agent``) runs for ``--seconds`` seconds against this machine's
-``/proc`` and the cgroups of ``--pods`` pods: a sample every ``--interval`` seconds, a NodeMetric built and recorded
-(into an in-memory log) every ``--report`` seconds, exactly as a per-node node-reporter does. The pods' cgroups are
-
-- ``--cgroups real`` (the default when run as root on a cgroup v1 machine): real cgroups created for the run under
-  this machine's cpu, cpuacct and memory hierarchies (``<controller>/allot-bench-<pid>/kubepods/...``, removed
-  afterwards), so the kernel generates every file the sampler reads, as on a node;
-- ``--cgroups v1`` / ``v2``: a kubelet-shaped tree of plain files (cgroupfs driver / systemd driver).
-
-Every third pod is Guaranteed, Burstable or BestEffort. Reported: ``cpu_percent`` = process CPU time (user + system)
-/ wall time over the run (one core = 100 %), ``cpu_ms_per_sample`` (reporting included; the passes the loop actually made), samples and reports.
-"""
+"""``allot bench sampler``: its arguments and the printing of what :mod:`allot_sim.bench.sampler` returns."""
 
 from __future__ import annotations
 
@@ -19,13 +6,14 @@ import argparse
 from typing import Any
 
 from allot_cli.bench import report
+from allot_sim.bench import sampler as benchmark
 
 
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "sampler",
         help="CPU cost of node-reporter's NodeMetric sampling (pods, interval)",
-        description=__doc__,
+        description=benchmark.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--pods", type=int, default=100, help="pod cgroups on the node (default 100)")

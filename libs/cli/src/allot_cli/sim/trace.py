@@ -1,11 +1,4 @@
-"""``allot sim trace``: the FGD paper's trace experiment on the placement engine.
-
-Reads the openb node and pod CSVs, builds ordinary Node/Device/Pod objects and drives the same
-``PlacementEngine`` the device-allocator runs (``allot_placement.trace`` has the protocol), for one or more
-policies and seeds. Prints a comparison table (with the paper's published figure for known traces), and optionally
-writes per-pod rows and curves (``--out``), a summary (``--summary-json``) and an allocation-vs-arrival plot
-(``--plot``, like the paper's Figure 9a).
-"""
+"""``allot sim trace``: its arguments and the printing of what :mod:`allot_sim.trace` returns."""
 
 from __future__ import annotations
 
@@ -16,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_intake.errors import UsageError
+from allot_sim import trace as benchmark
 from allot_sim.trace import ALL_POLICIES, DEFAULT_NODES, DEFAULT_PODS, LABELS, PAPER_130
 
 
@@ -23,7 +17,7 @@ def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "trace",
         help="replay an openb GPU trace through the engine and measure GPU allocation and fragmentation",
-        description=__doc__,
+        description=benchmark.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
