@@ -28,7 +28,8 @@ from allot_contracts.errors import InvalidInput, Unavailable
 from allot_runtime.embedded import EmbeddedNats, EmbeddedPostgres, nats_server_binary, postgres_bin_dir
 from allot_runtime.secretfiles import private_dir
 from allot_stack.processes import supervisor_lock
-from allot_stack.supervisor import Supervisor, describe
+from allot_stack.summary import describe
+from allot_stack.supervisor import Supervisor
 
 pytestmark = pytest.mark.integration
 

@@ -37,7 +37,8 @@ from allot_stack.processes import (
     supervisor_running,
     verify_listener,
 )
-from allot_stack.supervisor import RESTART_BACKOFF, Child, Supervisor, Watched, describe
+from allot_stack.summary import describe
+from allot_stack.supervisor import RESTART_BACKOFF, Child, Supervisor, Watched
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 LISTEN = [

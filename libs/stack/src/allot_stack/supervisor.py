@@ -49,7 +49,6 @@ from allot_stack.processes import (
     supervisor_lock,
     verify_listener,
 )
-from allot_stack.summary import describe  # noqa: F401  (re-exported: allot status prints it without this module)
 
 DATABASE = "allot"
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)

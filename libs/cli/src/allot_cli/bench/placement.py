@@ -8,7 +8,7 @@ from typing import Any
 
 from allot_cli.bench import report
 from allot_sim.bench import placement as benchmark
-from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS, GUARD_TOLERANCE, _check
+from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS, GUARD_TOLERANCE, trace_csv
 
 
 def register(subparsers: Any) -> None:
@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from allot_sim.bench import placement
 
-    nodes_csv, pods_csv = _check(args.nodes, "nodes CSV"), _check(args.pods, "pods CSV")
+    nodes_csv, pods_csv = trace_csv(args.nodes, "nodes CSV"), trace_csv(args.pods, "pods CSV")
     if args.shards > 1:
         figures = placement.sharded(
             nodes_csv,

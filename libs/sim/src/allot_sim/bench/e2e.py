@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 from allot_intake.errors import UsageError
 from allot_sim.bench._timeline import WATCHED, Timelines
-from allot_sim.bench.placement import _check, _throughput
+from allot_sim.bench.placement import _throughput, trace_csv
 from allot_stack.control import SILENT, Reporter
 
 NAMESPACE = "openb"
@@ -381,8 +381,8 @@ def measure(args: Options, *, waits: Waits, reporter: Reporter = SILENT) -> dict
     ``reporter`` hears about the cleanup of a stack whose supervisor died."""
     from allot_stack.control import start_stack, stop_stack
 
-    _check(args.nodes, "nodes CSV")
-    _check(args.pods_csv, "pods CSV")
+    trace_csv(args.nodes, "nodes CSV")
+    trace_csv(args.pods_csv, "pods CSV")
     _progress(f"in process: {args.pods} pods through the placement engine alone (3 runs)")
     inproc = [_throughput(args.nodes, args.pods_csv, args.pods)["placements_per_s"] for _ in range(3)]
     work = Path(tempfile.mkdtemp(prefix="allot-bench-e2e-"))

@@ -65,7 +65,8 @@ print(json.dumps({"base": base, "loaded": loaded, "now": status("VmRSS"), "peak"
 """
 
 
-def _check(path: Path, what: str) -> Path:
+def trace_csv(path: Path, what: str) -> Path:
+    """``path``, or an :class:`InputError` saying where the openb trace is looked for."""
     if not path.is_file():
         raise InputError(
             f"{what} not found: {path} (the openb trace lives in ../shared/traces/openb beside the "

@@ -30,7 +30,7 @@ from allot_intake.errors import UsageError
 from allot_runtime.memory import tree_rss
 from allot_sim.bench._history import History, build_history
 from allot_sim.bench._postgres import _admin, create_database, drop_database, postgres_server
-from allot_sim.bench.placement import _check
+from allot_sim.bench.placement import trace_csv
 
 GOALS: dict[str, float] = {"events_per_s": 20_000, "peak_rss_mib": 300}
 MiB = 1024 * 1024
@@ -81,7 +81,10 @@ async def history(server_url: str, events: int, logs: Logs, *, keep: bool) -> tu
     await drop_database(server_url, name)
     url = await create_database(server_url, name)
     built = await build_history(
-        url, events, nodes_csv=_check(logs.nodes, "--nodes"), pods_csv=_check(logs.pods_csv, "--pods-csv")
+        url,
+        events,
+        nodes_csv=trace_csv(logs.nodes, "--nodes"),
+        pods_csv=trace_csv(logs.pods_csv, "--pods-csv"),
     )
     return url, built
 
