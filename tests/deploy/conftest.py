@@ -124,7 +124,7 @@ def accepted_env() -> frozenset[str]:
     honours (checked by behaviour rather than taken on trust), and the variables of ``allot kube-sync``
     (ALLOT_SCHEDULER_NAME, ALLOT_KUBECONFIG; tests/kube runs the process with both set and checks their effect), and
     qos-enforcer's node agent switches (ALLOT_QOS_AGENT, ALLOT_QOS_DRY_RUN; services/qos-enforcer/tests check them),
-    and the relay's anchor settings (ALLOT_ANCHOR_*; libs/cli/tests/test_anchor_settings.py and services/relay/tests check them).
+    and the relay's anchor settings (ALLOT_ANCHOR_*; libs/stack/tests/test_anchor_settings.py and services/relay/tests check them).
     """
     from allot_eventstore import migrate
     from allot_kube_sync.process import ENVIRONMENT as KUBE_SYNC

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from allot_cli.sim.run import load_config, run
 from allot_contracts.envelope import RecordedEvent
 from allot_contracts.events import (
     MigrationApplied,
@@ -31,6 +30,7 @@ from allot_contracts.events import (
     ReservationApplied,
 )
 from allot_runtime.processor import Host
+from allot_sim.scenario import load_config, run
 from allot_stack.pipeline import build
 from allot_testing.fake_kube import merge_patch
 from binder.notices import Renderer

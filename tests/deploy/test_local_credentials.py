@@ -24,11 +24,12 @@ import pytest
 
 from allot_bus.adapters.nats import connect
 from allot_bus.adapters.natsauth import NatsAuth
-from allot_cli.devstack import Supervisor, describe
-from allot_cli.stackprocs import supervisor_lock
 from allot_contracts.errors import InvalidInput, Unavailable
 from allot_runtime.embedded import EmbeddedNats, EmbeddedPostgres, nats_server_binary, postgres_bin_dir
 from allot_runtime.secretfiles import private_dir
+from allot_stack.processes import supervisor_lock
+from allot_stack.summary import describe
+from allot_stack.supervisor import Supervisor
 
 pytestmark = pytest.mark.integration
 

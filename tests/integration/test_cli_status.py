@@ -7,8 +7,9 @@ import asyncio
 import subprocess
 import sys
 
-from allot_cli.commands.stack import _log_state, stack_status, status_lines
+from allot_cli.commands.stack import stack_status, status_lines
 from allot_eventstore.postgres import PostgresEventStore
+from allot_stack.control import read_log_state
 from allot_testing.builders import an_event
 
 STACK = {
@@ -30,7 +31,7 @@ def test_the_log_state_is_what_the_store_says(database_url: str) -> None:
         try:
             await store.append([an_event() for _ in range(3)], producer="api")
             await store.advance_checkpoint("binder", 2)
-            return await _log_state(database_url), ((await store.head())[0], await store.checkpoints())
+            return await read_log_state(database_url), ((await store.head())[0], await store.checkpoints())
         finally:
             await store.close()
 

@@ -18,7 +18,6 @@ import asyncpg
 import msgspec
 import pytest
 
-from allot_cli.bench._history import build_history
 from allot_cli.replay_configs import plan
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
@@ -26,6 +25,7 @@ from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import rebuild
 from allot_runtime.snapshot_check import MISMATCH, OK, verdicts
 from allot_runtime.snapshots import restore_newest, take
+from allot_sim.bench._history import build_history
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,6 @@ import asyncpg
 import msgspec
 import pytest
 
-from allot_cli.bench._history import build_history
 from allot_cli.replay_configs import plan
 from allot_cli.verify_jobs import Service, Since, verify_all
 from allot_eventstore.postgres import PostgresEventStore
@@ -27,6 +26,7 @@ from allot_eventstore.verify import verify_chain
 from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import rebuild
 from allot_runtime.snapshots import take
+from allot_sim.bench._history import build_history
 from allot_stack.pipeline import PROCESSORS, instances
 
 pytestmark = pytest.mark.integration

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from allot_bus.names import BusNames
-from allot_cli.sim.run import load_config, run
 from allot_contracts.envelope import RecordedEvent
 from allot_eventstore.memory import InMemoryEventStore
 from allot_runtime.replay import first_difference
 from allot_runtime.service import ProcessorRuntime
+from allot_sim.scenario import load_config, run
 from allot_stack.pipeline import PROCESSORS, build_instance, instances
 from allot_testing.builders import a_gpu_device, a_node, a_pod, a_quota
 from allot_testing.scenario import Scenario

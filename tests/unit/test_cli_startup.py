@@ -28,7 +28,7 @@ HEAVY = (
     "allot_intake.documents",
     "allot_intake.manifests",
     "allot_stack.pipeline",
-    "allot_cli.simulator",
+    "allot_sim.simulator",
 )
 
 

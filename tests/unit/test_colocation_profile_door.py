@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from allot_cli.commands.apply import door_for
-from allot_cli.sim.run import run
 from allot_contracts.envelope import NewEvent
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import Document
 from allot_intake.manifests import to_input
 from allot_kube_sync import sync
+from allot_sim.scenario import run
 from allot_stack.explain import explain, history
 
 PROFILE: dict[str, Any] = {

@@ -21,12 +21,12 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allot_cli.sim.run import load_config
 from allot_contracts.errors import InvalidConfig, InvalidInput
 from allot_descheduling import is_descheduler_config
 from allot_intake.errors import InputError
 from allot_runtime.schedconfig import is_scheduler_config, translate
 from allot_runtime.settings import as_json
+from allot_sim.scenario import load_config
 from allot_stack.pipeline import SERVICES, build
 from allot_testing import fuzz
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from allot_cli.sim.run import load_config, run
 from allot_intake.errors import InputError
+from allot_sim.scenario import load_config, run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "descheduling" / "01-hot-and-idle.yaml"
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from allot_cli.sim.run import run
 from allot_intake.documents import Document, load_documents, parse_documents
 from allot_intake.errors import InputError
 from allot_intake.manifests import Door
+from allot_sim.scenario import run
 from allot_testing.builders import a_node, a_pod
 
 QUOTA_LABEL = "quota.scheduling.koordinator.sh/name"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from allot_cli.sim.run import load_config, run
+from allot_sim.scenario import load_config, run
 from allot_testing.conformance import decision_facts
 from allot_views.decisions import decisions
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from allot_cli.sim.run import load_config, run
+from allot_sim.scenario import load_config, run
 from allot_stack.migration_views import migration_lines, pod_migrations
 from allot_testing.builders import a_node
 from allot_testing.scenario import Scenario

@@ -213,7 +213,7 @@ def test_a_gang_that_does_not_fit_its_quota_whole_is_told_how_much_to_raise_it()
 
 
 def test_a_simulator_run_with_a_pod_refused_every_reservation_waits_in_the_reservation_stage():
-    from allot_cli.sim.run import run
+    from allot_sim.scenario import run
 
     sim, _, _ = run(str(ROOT / "examples" / "reservation" / "03-affinity-taints-exact-match.yaml"), config={})
     key = "ml/intolerant"

@@ -33,13 +33,13 @@ from hypothesis import strategies as st
 
 from allot_bus import wire
 from allot_bus.names import BusNames
-from allot_cli.sim.run import run
 from allot_contracts.envelope import GENESIS_HASH, RecordedEvent, canonical
 from allot_contracts.errors import PermanentError
 from allot_contracts.events import split_tag, tag_of
 from allot_eventstore.memory import InMemoryEventStore
 from allot_runtime.processor import Host
 from allot_runtime.service import ProcessorRuntime
+from allot_sim.scenario import run
 from allot_stack.pipeline import PROCESSORS
 from allot_testing import fuzz
 from allot_testing.manifest_fuzz import JUNK, mutated

@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from allot_cli.simulator import Simulation
 from allot_intake.documents import load_documents
 from allot_intake.manifests import Door, to_input
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
+from allot_sim.simulator import Simulation
 from allot_stack.pipeline import build
 from allot_views.decisions import decisions
 

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from allot_cli.commands.apply import report
-from allot_cli.sim.run import run
 from allot_intake.documents import Document
 from allot_intake.manifests import Door, to_input
+from allot_sim.scenario import run
 from allot_testing.builders import a_node
 from allot_testing.scenario import Scenario
 

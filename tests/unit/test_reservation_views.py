@@ -73,7 +73,7 @@ EXAMPLE = str(
 
 
 async def test_explain_says_which_reservation_and_why_not() -> None:
-    from allot_cli.sim.run import run
+    from allot_sim.scenario import run
     from allot_stack.explain import explain, history
 
     sim, _, _ = run(EXAMPLE, config={})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from allot_cli.sim.run import run
+from allot_sim.scenario import run
 
 UPSTREAM = Path(__file__).resolve().parents[2] / "examples" / "upstream"
 

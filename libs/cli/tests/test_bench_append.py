@@ -6,9 +6,9 @@ import json
 import asyncpg
 import pytest
 
-from allot_cli.bench.append import decision_events
 from allot_cli.main import parser_for
 from allot_eventstore.urls import plain_url
+from allot_sim.bench.append import decision_events
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from allot_cli.bench.placement import DEFAULT_NODES, DEFAULT_PODS
-from allot_cli.stackprocs import bin_path
+from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
+from allot_stack.processes import bin_path
 
 pytestmark = pytest.mark.slow
 

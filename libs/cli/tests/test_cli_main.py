@@ -13,7 +13,7 @@ import pytest
 
 from allot_cli import commands
 from allot_cli.main import COMMANDS, parser_for
-from allot_cli.stackprocs import bin_path
+from allot_stack.processes import bin_path
 
 
 def _registered(module: str) -> dict[str, str | None]:

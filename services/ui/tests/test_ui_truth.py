@@ -26,7 +26,7 @@ DEMO = demo.EXAMPLES / "demo"
 
 
 def sim_store(directory: Path, *names: str) -> Any:
-    from allot_cli.sim.run import run
+    from allot_sim.scenario import run
 
     joined = directory / "scenario.yaml"
     joined.write_text("\n---\n".join((DEMO / n).read_text() for n in names))

@@ -26,7 +26,7 @@ DEMO = demo.EXAMPLES / "demo"
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The demo workload: research/train-big waits for quota; research borrows."""
-    from allot_cli.sim.run import run
+    from allot_sim.scenario import run
 
     joined = tmp_path_factory.mktemp("usage") / "scenario.yaml"
     joined.write_text("\n---\n".join((DEMO / n).read_text() for n in ("cluster.yaml", "pods.yaml")))

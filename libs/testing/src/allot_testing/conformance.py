@@ -29,8 +29,6 @@ from typing import Any
 import yaml
 
 from allot_bus.names import BusNames
-from allot_cli.sim.run import load_config
-from allot_cli.simulator import SIM_NS, Simulation
 from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
 from allot_contracts.events import TimerFired
 from allot_contracts.issues import FieldIssue
@@ -39,6 +37,8 @@ from allot_eventstore.clock import ManualClock
 from allot_intake.documents import load_documents
 from allot_intake.manifests import Door, Input, Verdict, to_input
 from allot_runtime.processor import timer_event_id, timer_producer
+from allot_sim.scenario import load_config
+from allot_sim.simulator import SIM_NS, Simulation
 from allot_stack.logtools import wait_idle
 from allot_testing.stack import InProcessStack
 from allot_views.decisions import Decision, decisions

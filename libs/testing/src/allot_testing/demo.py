@@ -11,7 +11,7 @@ EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 
 def demo_store(directory: Path) -> Any:
     """The simulator's event store after the demo workload (its files joined in ``directory``)."""
-    from allot_cli.sim.run import run
+    from allot_sim.scenario import run
 
     joined = directory / "demo.yaml"
     joined.write_text(

@@ -6,9 +6,9 @@ from typing import Any
 
 import yaml
 
-from allot_cli.simulator import Simulation
 from allot_intake.documents import Document
 from allot_intake.manifests import admit_all, to_input
+from allot_sim.simulator import Simulation
 from allot_views.cluster import ClusterView
 from allot_views.decisions import Decision, decisions
 

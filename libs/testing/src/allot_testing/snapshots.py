@@ -18,12 +18,12 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from allot_cli.simulator import Simulation
 from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_eventstore.protocol import EventStore
 from allot_intake.documents import Document, load_documents
 from allot_intake.manifests import Door, to_input
 from allot_runtime.processor import Host
+from allot_sim.simulator import Simulation
 from allot_stack.pipeline import build
 from allot_testing.conformance import cases, simulate
 
@@ -58,8 +58,8 @@ def example_logs(corpus: bool = False) -> Iterator[Log]:
 def openb_log(nodes: int = 60, pods: int = 240, window: int = 80) -> Log:
     """A sample of the openb trace: ``nodes`` GPU nodes, then ``pods`` pods in rounds of ``window``, each round deleted
     when the next arrives (submissions, placements, deletions, releases)."""
-    from allot_cli.bench._history import _delete
-    from allot_cli.bench.e2e import _cluster_docs, _pod_docs
+    from allot_sim.bench._history import _delete
+    from allot_sim.bench.e2e import _cluster_docs, _pod_docs
 
     sim = Simulation()
     door = Door()

@@ -1,122 +1,11 @@
-"""``allot bench gang``: place or reject many gangs of whole-node GPU pods on the openb cluster.
-
-Default: 200 gangs of 8 pods × 8 GPUs (`nvidia.com/gpu: 8`, min-available 8) on the 1,213 GPU nodes of the openb
-trace (`../shared/traces/openb/openb_node_list_gpu_node.csv`; 617 of them have 8 GPUs, so 77 gangs fit and the rest
-must be rejected whole). Every pod goes through the seven services' decision code, chained over an in-memory log
-(the simulator): gang gate, group quota admission, group placement (all or nothing), binding. Prints one JSON object:
-wall time to place or reject them all, per-gang decision latency (p50/p99, the time from the last member's arrival
-to the group's placement or rejection), gangs placed/rejected and pods bound. A check at the end asserts that no
-gang is partially placed.
-"""
+"""``allot bench gang``: its arguments and the printing of what :mod:`allot_sim.bench.gang` returns."""
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import report
-from allot_intake.errors import InputError, UsageError
-
-DEFAULT_NODES = (
-    Path(__file__).resolve().parents[5].parent
-    / "shared"
-    / "traces"
-    / "openb"
-    / "openb_node_list_gpu_node.csv"
-)
-
-
-def _gang_pod(gang: int, member: int, size: int, gpus: int) -> dict[str, Any]:
-    requests = {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": str(gpus)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"g{gang:03d}-w{member}",
-            "namespace": "bench",
-            "annotations": {
-                "gang.scheduling.koordinator.sh/name": f"g{gang:03d}",
-                "gang.scheduling.koordinator.sh/min-available": str(size),
-            },
-        },
-        "spec": {"containers": [{"name": "w", "resources": {"requests": requests, "limits": requests}}]},
-    }
-
-
-def run(args: argparse.Namespace) -> int:
-    from allot_cli.simulator import Simulation
-    from allot_intake.documents import Document
-    from allot_intake.manifests import to_input
-    from allot_placement.openb import node_manifests, read_nodes
-
-    nodes_csv = Path(args.nodes) if args.nodes else DEFAULT_NODES
-    if not nodes_csv.exists():
-        raise InputError(f"node list not found: {nodes_csv} (pass --nodes CSV)")
-    sim = Simulation()
-    index = 0
-
-    def apply(body: dict[str, Any]) -> None:
-        nonlocal index
-        sim.apply(to_input(Document(source="bench", index=index, body=body)))
-        index += 1
-
-    trace_nodes = read_nodes(nodes_csv)
-    started = time.perf_counter()
-    for node in trace_nodes:
-        node_manifest, device = node_manifests(node)
-        apply(node_manifest)
-        if device is not None:
-            apply(device)
-    load_s = time.perf_counter() - started
-    print(f"# cluster: {len(trace_nodes)} nodes loaded in {load_s:.1f}s", file=sys.stderr)
-
-    latencies: list[float] = []
-    started = time.perf_counter()
-    for gang in range(args.gangs):
-        for member in range(args.size - 1):
-            apply(_gang_pod(gang, member, args.size, args.gpus))
-        t0 = time.perf_counter()
-        apply(_gang_pod(gang, args.size - 1, args.size, args.gpus))
-        latencies.append(time.perf_counter() - t0)
-        if (gang + 1) % 50 == 0:
-            print(f"# {gang + 1}/{args.gangs} gangs", file=sys.stderr)
-    wall = time.perf_counter() - started
-
-    placed = [e.payload_dict() for e in sim.store.events if e.type == "gang.group_placed"]
-    rejected = {e.payload_dict()["group"] for e in sim.store.events if e.type == "gang.group_unschedulable"}
-    bound: dict[str, int] = {}
-    for e in sim.store.events:
-        if e.type == "pod.bound":
-            gang_name = e.payload_dict()["pod"]["name"].split("-")[0]
-            bound[gang_name] = bound.get(gang_name, 0) + 1
-    partial = sorted(g for g, n in bound.items() if n != args.size)
-    if partial:
-        raise UsageError(f"gangs partially bound: {partial[:5]}")
-    gpus_total = sum(n.gpus for n in trace_nodes)
-    result = {
-        "gangs": args.gangs,
-        "gang_size": args.size,
-        "gpus_per_pod": args.gpus,
-        "nodes": len(trace_nodes),
-        "gpus_total": gpus_total,
-        "gangs_placed": len(placed),
-        "gangs_rejected": len(rejected - {p["group"] for p in placed}),
-        "pods_bound": sum(bound.values()),
-        "partially_placed_gangs": 0,
-        "seconds_all_gangs": round(wall, 3),
-        "gangs_per_s": round(args.gangs / wall, 1),
-        "gang_decision_ms_p50": round(statistics.median(latencies) * 1000, 2),
-        "gang_decision_ms_p99": round(sorted(latencies)[max(0, int(len(latencies) * 0.99) - 1)] * 1000, 2),
-        "events_in_log": len(sim.store.events),
-        "path": "seven services' processors over an in-memory log (allot sim)",
-        "python": sys.version.split()[0],
-    }
-    report(result, as_json=args.json)
-    return 0
 
 
 def register(subparsers: Any) -> None:
@@ -127,3 +16,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--size", type=int, default=8, help="members per gang (min-available)")
     p.add_argument("--gpus", type=int, default=8, help="GPUs per member")
     p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from allot_sim.bench.gang import measure
+
+    report(measure(args.nodes, gangs=args.gangs, size=args.size, gpus=args.gpus), as_json=args.json)
+    return 0

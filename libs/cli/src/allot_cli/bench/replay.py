@@ -1,47 +1,23 @@
-"""``allot bench replay``: what ``allot replay --verify`` costs on a long log (events/s, peak memory).
-
-For each ``--events`` size a log of that many events is built (``allot_cli.bench._history``: the openb GPU cluster,
-then rounds of openb pods submitted, decided and deleted, written straight into PostgreSQL with the services'
-checkpoints), then ``allot replay --verify --no-live`` runs ``--runs`` times as its own process against it, as a
-user runs it. Reported per size: the median wall time and ``events_per_s`` (events in the log ÷ wall time), and
-``peak_rss_mib``: the largest resident memory of the verify process and every process it started, summed, sampled
-every 20 ms. Every run must verify (exit 0); a run that does not stops the benchmark.
-
-Server: ``ALLOT_DATABASE_URL`` when set, where each log is kept as the database ``allot_bench_history_<events>`` and
-reused by later runs (``--fresh`` rebuilds it); otherwise an embedded PostgreSQL in a temporary directory.
-"""
+"""``allot bench replay``: its arguments and the printing of what :mod:`allot_sim.bench.replay` returns."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import os
-import platform
-import statistics
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import report
-from allot_cli.bench._history import History, build_history
-from allot_cli.bench._postgres import _admin, create_database, drop_database, postgres_server
-from allot_cli.bench.placement import DEFAULT_NODES, DEFAULT_PODS, _check
 from allot_intake.errors import UsageError
-from allot_runtime.memory import tree_rss
-
-GOALS: dict[str, float] = {"events_per_s": 20_000, "peak_rss_mib": 300}
-MiB = 1024 * 1024
+from allot_sim.bench import replay as benchmark
+from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
+from allot_sim.bench.replay import Logs
 
 
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "replay",
         help="events/s and peak memory of `allot replay --verify` on a long log",
-        description=__doc__,
+        description=benchmark.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     history_arguments(p)
@@ -70,125 +46,16 @@ def sizes(text: str) -> list[int]:
     return values
 
 
-async def _kept_head(server_url: str, name: str) -> int | None:
-    """The head of a kept log (None when there is none, or it was left half-built)."""
-    from allot_eventstore.urls import with_database
-
-    conn = await _admin(server_url)
-    try:
-        if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
-            return None
-    finally:
-        await conn.close()
-    conn = await _admin(with_database(server_url, name))
-    try:
-        built = await conn.fetchval("SELECT count(*) FROM checkpoints")
-        return int(await conn.fetchval("SELECT position FROM log_head WHERE id = 1")) if built else None
-    except Exception:
-        return None
-    finally:
-        await conn.close()
-
-
-async def history(
-    server_url: str, events: int, args: argparse.Namespace, *, keep: bool
-) -> tuple[str, History | int]:
-    """The URL of a log of ``events`` events: a kept one, or a new one (then its build figures)."""
-    from allot_eventstore.migrate import migrate
-    from allot_eventstore.urls import with_database
-
-    name = f"allot_bench_history_{events}"
-    if keep and not args.fresh and (head := await _kept_head(server_url, name)) is not None:
-        url = with_database(server_url, name)
-        await migrate(url)  # a log kept by an earlier version gets this version's tables
-        return url, head
-    await drop_database(server_url, name)
-    url = await create_database(server_url, name)
-    built = await build_history(
-        url, events, nodes_csv=_check(args.nodes, "--nodes"), pods_csv=_check(args.pods_csv, "--pods-csv")
-    )
-    return url, built
-
-
-def measure(command: list[str], env: dict[str, str]) -> tuple[float, int, str]:
-    """Run ``command``; (wall seconds, peak resident bytes of its process tree, stdout). Raises when it fails."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = 0
-    while proc.poll() is None:
-        peak = max(peak, tree_rss(proc.pid))
-        time.sleep(0.02)
-    seconds = time.perf_counter() - started
-    out, err = proc.communicate()
-    if proc.returncode != 0:
-        raise UsageError(f"{' '.join(command)} failed ({proc.returncode}):\n{out[-2000:]}\n{err[-2000:]}")
-    return seconds, peak, out
-
-
-def verify_runs(url: str, runs: int) -> list[dict[str, Any]]:
-    env = {**os.environ, "ALLOT_DATABASE_URL": url}
-    env.pop("ALLOT_NATS_URL", None)
-    command = [
-        sys.executable,
-        "-c",
-        "from allot_cli.main import main; main()",
-        "replay",
-        "--verify",
-        "--no-live",
-        "--json",
-    ]
-    results = []
-    for _ in range(runs):
-        seconds, peak, out = measure(command, env)
-        verdict = json.loads(out)
-        results.append(
-            {"seconds": round(seconds, 2), "peak_rss_mib": round(peak / MiB, 1), "ok": verdict["ok"]}
-        )
-    return results
-
-
-def machine() -> dict[str, Any]:
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "load_average": round(os.getloadavg()[0], 2),
-    }
-
-
-def on_logs(
-    args: argparse.Namespace, goals: dict[str, float], measure_one: Callable[[str, int], dict[str, Any]]
-) -> int:
-    """Build or reuse a log of each ``--events`` size, measure it with ``measure_one(url, events)`` and print the
-    figures per size with the goals and the machine (this benchmark and ``allot bench restart``)."""
-    targets = sizes(args.events)
+def logs_from(args: argparse.Namespace) -> Logs:
+    """The logs ``--events``, ``--runs``, ``--fresh``, ``--nodes`` and ``--pods-csv`` ask for."""
+    events = sizes(args.events)
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
-    result: dict[str, Any] = {"goals": goals, "machine": machine(), "runs": args.runs, "sizes": {}}
-    with postgres_server() as (server_url, source):
-        result["server"] = source
-        for events in targets:
-            url, built = asyncio.run(history(server_url, events, args, keep=source == "environment"))
-            head = built.events if isinstance(built, History) else built
-            result["sizes"][str(events)] = {
-                "events": head,
-                "built": built.__dict__ if isinstance(built, History) else "kept",
-                **measure_one(url, head),
-            }
-    result["machine"]["load_average_after"] = round(os.getloadavg()[0], 2)
-    report(result, as_json=args.json)
-    return 0
+    return Logs(events=events, runs=args.runs, fresh=args.fresh, nodes=args.nodes, pods_csv=args.pods_csv)
 
 
 def run(args: argparse.Namespace) -> int:
-    def verify(url: str, events: int) -> dict[str, Any]:
-        runs = verify_runs(url, args.runs)
-        seconds = statistics.median(r["seconds"] for r in runs)
-        return {
-            "seconds": seconds,
-            "events_per_s": round(events / seconds),
-            "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
-            "runs": runs,
-        }
+    from allot_sim.bench.replay import verify_on_logs
 
-    return on_logs(args, GOALS, verify)
+    report(verify_on_logs(logs_from(args)), as_json=args.json)
+    return 0

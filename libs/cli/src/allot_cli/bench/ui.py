@@ -65,8 +65,8 @@ async def _measure(store: Any, repeat: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from allot_cli.bench.e2e import _cluster_docs, _pod_docs, _write
-    from allot_cli.sim.run import run as simulate
+    from allot_sim.bench.e2e import _cluster_docs, _pod_docs, _write
+    from allot_sim.scenario import run as simulate
 
     with tempfile.TemporaryDirectory() as tmp:
         print(f"allot bench ui: simulating the openb cluster and {args.pods} pods ...", file=sys.stderr)
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from allot_cli.bench.placement import DEFAULT_NODES, DEFAULT_PODS
+    from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
 
     p = subparsers.add_parser("ui", help="page load times of the web audit view for the openb cluster")
     p.add_argument("--json", action="store_true", help="print one JSON object")

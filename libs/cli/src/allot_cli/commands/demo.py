@@ -37,9 +37,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from allot_cli.commands.apply import record
     from allot_cli.commands.get import load_view, pods_rows, print_table
     from allot_cli.commands.replay import run as replay
-    from allot_cli.commands.stack import print_summary, start_stack, stop_stack
+    from allot_cli.commands.stack import Progress, print_summary
     from allot_intake.documents import load_documents
     from allot_intake.manifests import admit_all, to_input
+    from allot_stack.control import start_stack, stop_stack
 
     examples = Path(args.examples) if args.examples else examples_dir()
     state_dir = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="allot-demo-"))
@@ -49,7 +50,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     try:
         _step(f"starting the dev stack in {state_dir} (PostgreSQL, NATS JetStream, relay, seven services)")
-        stack = start_stack(state_dir, timeout=args.timeout)
+        stack = start_stack(state_dir, timeout=args.timeout, reporter=Progress())
         print_summary(stack)
 
         def apply(name: str) -> None:
@@ -92,7 +93,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     finally:
         _step("stopping the stack")
-        stop_stack(state_dir)
+        stop_stack(state_dir, reporter=Progress())
         if not args.keep and not args.state_dir:
             shutil.rmtree(state_dir, ignore_errors=True)
     bound = [r for r in rows if r["phase"] == "Bound"]

@@ -7,71 +7,21 @@ import asyncio
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
-from allot_cli.stackprocs import (
-    bin_path,
-    cleanup_leftovers,
-    find_leftovers,
-    pid_alive,
-    supervisor_pid,
-    supervisor_running,
-)
-from allot_cli.stackview import describe
 from allot_intake.errors import InputError, UsageError
-from allot_runtime.secretfiles import private_dir
 from allot_stack.connect import default_state_dir, endpoints, find_state_dir, read_stack
-
-
-class ProcessRow(TypedDict):
-    """One process of the dev stack as ``allot status`` shows it."""
-
-    name: str
-    pid: int | None
-    port: int | None
-    alive: bool
-    ready: bool
-    restarts: int
-
-
-class LogState(TypedDict):
-    """The log head and the consumers' checkpoints (``error`` when PostgreSQL could not be read)."""
-
-    head: int | None
-    checkpoints: dict[str, int]
-    error: NotRequired[str]
-
-
-def _ready(port: int | None) -> bool:
-    if not port:
-        return False
-    import http.client  # not urllib.request: its proxy and TLS machinery cost start-up, and this is local HTTP
-
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-    try:
-        connection.request("GET", "/readyz")
-        return connection.getresponse().status == 200
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        connection.close()
-
-
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+from allot_stack.control import LogState, ProcessRow, log_state, process_rows, start_stack, stop_stack
+from allot_stack.processes import find_leftovers, supervisor_running
+from allot_stack.summary import describe
 
 
 class Progress:
     """Start-up progress on stderr: on a terminal, one line rewritten in place; otherwise one line per phase and one
-    per process as it becomes ready (logs stay readable)."""
+    per process as it becomes ready (logs stay readable). Notes are printed as they are, unless ``quiet``."""
 
     def __init__(self, *, quiet: bool = False) -> None:
         self.quiet = quiet
@@ -87,117 +37,13 @@ class Progress:
         else:
             print(f"  … {text}", file=sys.stderr, flush=True)
 
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=sys.stderr)
+
     def done(self) -> None:
         if self.tty and self.last and not self.quiet:
             print(file=sys.stderr, flush=True)
-
-
-def wait_until_ready(
-    state_dir: Path, *, timeout: float, quiet: bool = False, proc: subprocess.Popen[bytes] | None = None
-) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    progress = Progress(quiet=quiet)
-    ready: set[str] = set()
-    try:
-        while time.monotonic() < deadline:
-            if proc is not None and proc.poll() is not None:
-                raise UsageError(
-                    f"the supervisor exited ({proc.returncode}): "
-                    f"{_tail(state_dir / 'logs' / 'supervisor.log')}"
-                )
-            stack = read_stack(state_dir)
-            if stack is not None:
-                status = str(stack.get("status", ""))
-                if status == "failed":
-                    raise UsageError(
-                        f"the stack failed to start: {stack.get('error')}\n"
-                        f"{_tail(state_dir / 'logs' / 'supervisor.log')}"
-                    )
-                if status == "ready":
-                    processes = stack.get("processes", {})
-                    for name, info in processes.items():
-                        if name not in ready and _ready(info.get("port")):
-                            ready.add(name)
-                            if not progress.tty:
-                                progress.show(f"{name} ready")
-                    if len(ready) == len(processes):
-                        return stack
-                    waiting = sorted(set(processes) - ready)
-                    progress.show(
-                        f"{len(ready)}/{len(processes)} processes ready (waiting for {', '.join(waiting)})"
-                        if progress.tty
-                        else "waiting for the processes to become ready"
-                    )
-                else:
-                    progress.show(status)
-                    if not supervisor_running(state_dir):
-                        raise UsageError(
-                            f"the supervisor exited: {_tail(state_dir / 'logs' / 'supervisor.log')}"
-                        )
-            time.sleep(0.2)
-    finally:
-        progress.done()
-    raise UsageError(f"the stack was not ready within {timeout:.0f}s; see {state_dir / 'logs'}")
-
-
-def clean_leftovers(state_dir: Path, *, quiet: bool = False) -> bool:
-    """Stop what a supervisor that died (SIGKILL, OOM) left running; says what it did. False if nothing was left."""
-    messages = cleanup_leftovers(state_dir)
-    if messages and not quiet:
-        print(f"the supervisor of the stack in {state_dir} is gone; cleaning up after it:", file=sys.stderr)
-        for message in messages:
-            print(f"  {message}", file=sys.stderr)
-    return bool(messages)
-
-
-def start_stack(
-    state_dir: Path, *, timeout: float = 180.0, quiet: bool = False, env: dict[str, str] | None = None
-) -> dict[str, Any]:
-    if supervisor_running(state_dir):
-        existing = read_stack(state_dir) or {}
-        if existing.get("status") not in ("stopping", "stopped", "failed"):
-            if not quiet:
-                print(
-                    f"a stack is already running in {state_dir}"
-                    + (f" (degraded: {', '.join(existing['degraded'])})" if existing.get("degraded") else ""),
-                    file=sys.stderr,
-                )
-            return wait_until_ready(state_dir, timeout=timeout, quiet=True)
-        deadline = time.monotonic() + 30  # it is shutting down: let it finish
-        while supervisor_running(state_dir) and time.monotonic() < deadline:
-            time.sleep(0.2)
-    clean_leftovers(state_dir, quiet=quiet)
-    private_dir(state_dir / "logs")  # and the state directory: it will hold the servers' passwords
-    (state_dir / "stack.json").unlink(missing_ok=True)
-    log = open(state_dir / "logs" / "supervisor.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [bin_path("allot"), "_supervise", "--state-dir", str(state_dir)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        env=env,
-    )
-    log.close()
-    return wait_until_ready(state_dir, timeout=timeout, quiet=quiet, proc=proc)
-
-
-def stop_stack(state_dir: Path, *, timeout: float = 60.0) -> bool:
-    """Stop the stack's supervisor (it stops everything else). Signals only a supervisor that holds the state
-    directory's lock; if none does, stops the leftovers of one that died. False if there was nothing to stop."""
-    pid = supervisor_pid(state_dir)
-    if pid is None:
-        return clean_leftovers(state_dir)
-    if pid < 0:
-        raise UsageError(f"the stack in {state_dir} is locked by another allot command; try again")
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and supervisor_running(state_dir):
-        time.sleep(0.2)
-    if supervisor_running(state_dir):
-        raise UsageError(f"the supervisor (pid {pid}) did not stop within {timeout:.0f}s")
-    pid_alive(pid)  # reap it if it is our child (allot demo)
-    return True
 
 
 def print_summary(stack: dict[str, Any]) -> None:
@@ -227,7 +73,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir).resolve() if args.state_dir else default_state_dir()
     print(f"starting the Allot dev stack in {state_dir}", file=sys.stderr)
     started = time.monotonic()
-    stack = start_stack(state_dir, timeout=args.timeout)
+    stack = start_stack(state_dir, timeout=args.timeout, reporter=Progress())
     print(f"ready in {time.monotonic() - started:.1f}s\n", file=sys.stderr)
     print_summary(stack)
     allot = command_name(sys.argv[0], Path.cwd(), shutil.which("allot"))
@@ -237,7 +83,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_down(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir).resolve() if args.state_dir else find_state_dir()
-    if state_dir is None or not stop_stack(state_dir):
+    if state_dir is None or not stop_stack(state_dir, reporter=Progress()):
         print("no running stack found", file=sys.stderr)
         return 0
     print(f"stopped the stack in {state_dir}")
@@ -257,28 +103,14 @@ def cmd_status(args: argparse.Namespace) -> int:
                 + "; `allot down` stops them"
             )
         return 1
-    rows: list[ProcessRow] = []
-    for name, info in stack.get("processes", {}).items():
-        rows.append(
-            {
-                "name": name,
-                "pid": info.get("pid"),
-                "port": info.get("port"),
-                "alive": pid_alive(info.get("pid")),
-                "ready": _ready(info.get("port")),
-                "restarts": info.get("restarts", 0),
-            }
-        )
-    try:
-        log_state: LogState = asyncio.run(_log_state(stack["database_url"]))
-    except Exception as exc:  # PostgreSQL down: say so, and still show the rest
-        log_state = {"head": None, "checkpoints": {}, "error": f"{type(exc).__name__}: {exc}"}
-    healthy = all(r["ready"] for r in rows) and not stack.get("degraded") and "error" not in log_state
+    rows = process_rows(stack)
+    log: LogState = log_state(stack["database_url"])
+    healthy = all(r["ready"] for r in rows) and not stack.get("degraded") and "error" not in log
     output = "json" if args.json else getattr(args, "output", "table")
     if output in ("json", "yaml"):  # no passwords
-        print(structured(stack_status(stack, rows, log_state, healthy=healthy), output))
+        print(structured(stack_status(stack, rows, log, healthy=healthy), output))
         return 0
-    print("\n".join(status_lines(stack, rows, log_state)))
+    print("\n".join(status_lines(stack, rows, log)))
     return 0 if healthy else 1
 
 
@@ -287,7 +119,7 @@ def stack_status(
 ) -> dict[str, Any]:
     """``allot status -o json|yaml``: the stack as an ``allot.dev/v1alpha1`` ``StackStatus`` (docs/cli.md): what it
     was started with in ``spec`` (URLs without passwords), how it is in ``status``."""
-    from allot_cli.stackview import redact
+    from allot_stack.summary import redact
     from allot_views.objects import ALLOT_API, clean
 
     checkpoints = log.get("checkpoints") or {}
@@ -338,27 +170,8 @@ def status_lines(stack: dict[str, Any], rows: list[ProcessRow], log: LogState) -
     return lines
 
 
-async def _log_state(url: str) -> LogState:
-    """The log head and every consumer's checkpoint. Read with asyncpg alone: the event store's module would load
-    the contracts and the engines' codecs, several times the cost of the rest of ``allot status``. The two tables
-    are the store's (``log_head``, ``checkpoints``: :class:`allot_eventstore.postgres.PostgresEventStore` ``head``
-    and ``checkpoints``)."""
-    import asyncpg
-
-    plain = url.replace(
-        "postgresql+asyncpg://", "postgresql://", 1
-    )  # the form the services' settings may use
-    connection = await asyncpg.connect(plain, timeout=5)
-    try:
-        head = await connection.fetchval("SELECT position FROM log_head WHERE id = 1")
-        rows = await connection.fetch("SELECT consumer, position FROM checkpoints ORDER BY consumer")
-    finally:
-        await connection.close()
-    return {"head": int(head or 0), "checkpoints": {r["consumer"]: int(r["position"]) for r in rows}}
-
-
 def cmd_supervise(args: argparse.Namespace) -> int:
-    from allot_cli.devstack import supervise
+    from allot_stack.supervisor import supervise
 
     return supervise(Path(args.state_dir).resolve())
 

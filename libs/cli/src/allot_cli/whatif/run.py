@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 def changed_config(path: str) -> tuple[str, dict[str, Any]]:
     """``--config FILE``: one service's settings (``device-allocator: {…}``, or a placement config alone), each
     field checked as the service checks it."""
-    from allot_cli.sim.run import load_config
+    from allot_sim.scenario import load_config
 
     try:
         configs = load_config(path)

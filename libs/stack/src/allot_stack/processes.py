@@ -1,6 +1,6 @@
 """Processes of the dev stack as seen from outside: is a pid ours, who owns a port, the state directory's lock
 (held by the supervisor for its whole life; its liveness test), and cleaning up after a supervisor that died.
-Used by the supervisor (:mod:`allot_cli.devstack`) and by ``allot up`` / ``down`` / ``status``.
+Used by the supervisor (:mod:`allot_stack.supervisor`) and by ``allot up`` / ``down`` / ``status``.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the driver, the simulator and the store are imported by the functions that use them
     import asyncpg
 
-    from allot_cli.simulator import Simulation
     from allot_contracts.envelope import RecordedEvent
+    from allot_sim.simulator import Simulation
 
 WINDOW = 2000  # pods per round: submitted, decided, then deleted in the next round
 
@@ -117,7 +117,7 @@ class _Writer:
 
 
 def _rounds(pods_csv: Path, window: int) -> Iterator[list[dict[str, Any]]]:
-    from allot_cli.bench.e2e import _pod_docs
+    from allot_sim.bench.e2e import _pod_docs
 
     trace = _pod_docs(pods_csv, window)
     number = 0
@@ -135,12 +135,12 @@ async def build_history(
     """Write a log of at least ``events`` events (it ends after a whole round) into the empty database ``url``."""
     import asyncpg
 
-    from allot_cli.bench.e2e import _cluster_docs
-    from allot_cli.simulator import Simulation
     from allot_eventstore.migrate import migrate
     from allot_eventstore.urls import plain_url
     from allot_intake.documents import Document
     from allot_intake.manifests import Door, to_input
+    from allot_sim.bench.e2e import _cluster_docs
+    from allot_sim.simulator import Simulation
 
     started = time.perf_counter()
     await migrate(url)

@@ -3,7 +3,6 @@ embedded servers, and checking that the server on a port is the one we started."
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -17,16 +16,6 @@ from typing import Any
 
 import pytest
 
-from allot_cli.commands.stack import cmd_status, stop_stack, wait_until_ready
-from allot_cli.devstack import RESTART_BACKOFF, Child, Supervisor, Watched, describe
-from allot_cli.stackprocs import (
-    STACK_MARKER,
-    cleanup_leftovers,
-    pid_alive,
-    supervisor_lock,
-    supervisor_pid,
-    verify_listener,
-)
 from allot_contracts.errors import Unavailable
 from allot_intake.errors import UsageError
 from allot_runtime.embedded import (
@@ -36,6 +25,20 @@ from allot_runtime.embedded import (
     nats_server_binary,
     postgres_bin_dir,
 )
+from allot_stack.connect import read_stack
+from allot_stack.control import stop_stack, wait_until_ready
+from allot_stack.processes import (
+    STACK_MARKER,
+    cleanup_leftovers,
+    find_leftovers,
+    pid_alive,
+    supervisor_lock,
+    supervisor_pid,
+    supervisor_running,
+    verify_listener,
+)
+from allot_stack.summary import describe
+from allot_stack.supervisor import RESTART_BACKOFF, Child, Supervisor, Watched
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 LISTEN = [
@@ -54,6 +57,24 @@ HOLD_LOCK = [
     "f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); f.truncate(0)\n"
     "f.write(f'{os.getpid()}\\n'); f.flush(); signal.pause()",
 ]
+
+
+class Notes:
+    """A reporter that keeps what it is told."""
+
+    tty = False
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def show(self, text: str) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        self.lines.append(text)
+
+    def done(self) -> None:
+        pass
 
 
 @pytest.fixture
@@ -124,16 +145,14 @@ def listener() -> socket.socket:
 # -- liveness: the supervisor's lock, not a pid from stack.json -------------------------------------------------------
 
 
-def test_a_stack_json_whose_pid_is_alive_but_holds_no_lock_is_not_running(tmp_path, procs, capsys):
+def test_a_stack_json_whose_pid_is_alive_but_holds_no_lock_is_not_running(tmp_path, procs):
     bystander = spawn(procs, SLEEP)  # the supervisor was SIGKILLed; its pid now belongs to this process
     write_stack(tmp_path, supervisor_pid=bystander.pid)
     (tmp_path / "supervisor.lock").write_text(f"{bystander.pid}\n")  # a stale pid in the lock file too
 
     assert supervisor_pid(tmp_path) is None
     assert stop_stack(tmp_path) is False
-    assert cmd_status(argparse.Namespace(state_dir=str(tmp_path), json=False)) == 1
-
-    assert "no running stack" in capsys.readouterr().out
+    assert supervisor_running(tmp_path) is False, "allot status: no running stack"
     assert not exited(bystander, timeout=0.3), (
         "allot down must not signal a process that only has the old pid"
     )
@@ -162,7 +181,7 @@ def test_up_fails_at_once_when_the_supervisor_exits_before_writing_its_state(tmp
 
     started = time.monotonic()
     with pytest.raises(UsageError, match=r"the supervisor exited \(1\).*another stack is already running"):
-        wait_until_ready(tmp_path, timeout=30, quiet=True, proc=proc)
+        wait_until_ready(tmp_path, timeout=30, proc=proc)
     assert time.monotonic() - started < 5
 
 
@@ -243,7 +262,7 @@ def test_a_child_whose_port_was_taken_is_restarted_on_another_port(tmp_path):
 # -- leftovers of a supervisor that died ---------------------------------------------------------------------
 
 
-def test_leftovers_are_stopped_only_when_their_command_line_and_stack_marker_match(tmp_path, procs, capsys):
+def test_leftovers_are_stopped_only_when_their_command_line_and_stack_marker_match(tmp_path, procs):
     state_dir = tmp_path / "stack"
     ours = {**os.environ, STACK_MARKER: str(state_dir)}
     binder = spawn(procs, [str(fake_program(tmp_path, "allot-binder"))], env=ours)
@@ -276,23 +295,23 @@ def test_leftovers_are_stopped_only_when_their_command_line_and_stack_marker_mat
     (state_dir / "postgres").mkdir()
     (state_dir / "postgres" / "postmaster.pid").write_text(f"{not_postgres.pid}\n{state_dir / 'postgres'}\n")
 
-    assert cmd_status(argparse.Namespace(state_dir=str(state_dir), json=False)) == 1
-    status = capsys.readouterr().out
-    assert f"binder (pid {binder.pid})" in status and f"relay (pid {relay.pid})" in status
-    assert "quota-manager" not in status and "device-allocator" not in status and "PostgreSQL" not in status
+    leftovers = {x.name: x.pid for x in find_leftovers(state_dir, read_stack(state_dir))}
+    assert leftovers == {"binder": binder.pid, "relay": relay.pid}, "what allot status names as still running"
 
     with supervisor_lock(state_dir):  # while a supervisor runs, nothing is touched
         assert cleanup_leftovers(state_dir, timeout=5) == []
     assert binder.poll() is None
 
-    assert stop_stack(state_dir, timeout=5) is True  # allot down with the supervisor gone
+    notes = Notes()
+    assert stop_stack(state_dir, timeout=5, reporter=notes) is True  # allot down with the supervisor gone
 
     assert exited(binder) and exited(relay)
     assert all(p.poll() is None for p in (reused, other_stack, not_postgres)), (
         "only processes that look like ours"
     )
     assert not (state_dir / "postgres" / "postmaster.pid").exists(), "its pid belongs to another program now"
-    err = capsys.readouterr().err
+    err = "\n".join(notes.lines)
+    assert err.startswith(f"the supervisor of the stack in {state_dir} is gone")
     assert f"stopped binder (pid {binder.pid})" in err and f"stopped relay (pid {relay.pid})" in err
     assert "postmaster.pid" in err
     assert json.loads((state_dir / "stack.json").read_text())["status"] == "stopped"

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allot_cli.devstack import Supervisor
 from allot_contracts.errors import InvalidInput
 from allot_eventstore.anchor import (
     CheckpointPolicy,
@@ -22,6 +21,7 @@ from allot_eventstore.anchor import (
 )
 from allot_eventstore.anchor_keys import ensure_signing_key, load_signing_key, load_verifying_keys
 from allot_stack.anchoring import key_paths, relay_anchor_env
+from allot_stack.supervisor import Supervisor
 from allot_testing import fuzz
 
 

@@ -1,5 +1,5 @@
 """What ``allot up`` and ``allot status`` say about a dev stack from its ``stack.json``: kept apart from
-:mod:`allot_cli.devstack` (which starts the servers and imports their drivers) so that ``allot status`` starts quickly.
+:mod:`allot_stack.supervisor` (which starts the servers and imports their drivers) so that ``allot status`` starts quickly.
 Pure."""
 
 from __future__ import annotations

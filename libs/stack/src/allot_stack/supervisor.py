@@ -35,7 +35,13 @@ from typing import IO, Any
 import asyncpg
 
 from allot_bus.adapters import natsauth
-from allot_cli.stackprocs import (
+from allot_eventstore.migrate import migrate
+from allot_eventstore.urls import plain_url, with_database
+from allot_runtime.embedded import EmbeddedNats, EmbeddedPostgres, free_port, stop_process
+from allot_runtime.secretfiles import private_dir, write_private
+from allot_stack.anchoring import relay_anchor_env
+from allot_stack.pipeline import SERVICES
+from allot_stack.processes import (
     STACK_MARKER,
     bin_path,
     clear_reused_postmaster_pid,
@@ -43,13 +49,6 @@ from allot_cli.stackprocs import (
     supervisor_lock,
     verify_listener,
 )
-from allot_cli.stackview import describe  # noqa: F401  (re-exported: allot status prints it without this module)
-from allot_eventstore.migrate import migrate
-from allot_eventstore.urls import plain_url, with_database
-from allot_runtime.embedded import EmbeddedNats, EmbeddedPostgres, free_port, stop_process
-from allot_runtime.secretfiles import private_dir, write_private
-from allot_stack.anchoring import relay_anchor_env
-from allot_stack.pipeline import SERVICES
 
 DATABASE = "allot"
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)

@@ -3,10 +3,10 @@ out, and the moved pod holds the GPUs the plan gave it."""
 
 from __future__ import annotations
 
-from allot_cli.bench.defrag import Cluster, _defrag
 from allot_placement.config import TypicalPod
 from allot_placement.fragmentation import FragModel
 from allot_placement.openb import TraceNode
+from allot_sim.bench.defrag import Cluster, _defrag
 
 
 def test_a_plan_is_carried_out_and_places_the_waiting_pod() -> None:

@@ -1,0 +1,419 @@
+"""``allot bench e2e``: pods per second through the running stack, against the placement engine alone.
+
+Starts the real stack exactly as ``allot up`` does (embedded PostgreSQL and nats-server, migrations, the relay and
+the seven services as separate supervised processes) in a temporary state directory, then:
+
+1. **cluster**: ``allot apply -f`` of the openb GPU cluster (1,213 ``v1 Node`` + 1,213 Koordinator ``Device``), as a
+   user runs it: the command's wall time, until the services have handled every object, gives
+   ``cluster_objects_per_s``.
+2. **burst**: ``allot apply --no-wait`` of the first ``--pods`` pods of the openb pod list (5,000 by default) in one
+   file; ``e2e_pods_per_s`` = pods / seconds from the first ``pod.submitted`` to the last terminal decision
+   (``pod.bound``, ``pod.unschedulable`` or ``pod.rejected``), all read from the log's recorded times.
+3. **open loop**: for each ``--rates`` value, pods offered at that rate for ``--duration`` seconds (appended by a
+   paced submitter, as an API would); ``p50_ms`` / ``p99_ms`` of submit→bound at each rate. Latency is only
+   meaningful below saturation; the figure at a rate above it shows the queue growing.
+4. **in process**: the same burst pods through the placement engine alone (``allot bench placement``'s loop),
+   before the stack starts: ``distribution_penalty`` = in-process pods/s ÷ ``e2e_pods_per_s``.
+
+Between phases every pod is deleted (and its allocation released) so each phase starts from an empty cluster.
+Per-hop p50/p99 come from the recorded time of each event of a pod's path; ``cpu_s_per_1000_pods`` is the CPU
+time each process of the stack used during the burst (PostgreSQL: the postmaster and its backends), which is where
+the time goes. Prints one JSON object with ``--json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from allot_intake.errors import UsageError
+from allot_sim.bench._timeline import WATCHED, Timelines
+from allot_sim.bench.placement import _throughput, trace_csv
+from allot_stack.control import SILENT, Reporter
+
+NAMESPACE = "openb"
+GOALS = {
+    "e2e_pods_per_s": 1000,
+    "e2e_pods_per_s_floor": 300,
+    "p99_ms_at_300": 500,
+    "distribution_penalty": 3,
+    "cluster_objects_per_s": 2000,
+}
+
+
+PendingWork = Callable[[Any], Awaitable[dict[str, int]]]
+
+
+class Waits(NamedTuple):
+    """How the benchmark learns that the services have caught up with the log (``allot_stack.logtools``):
+    ``pending_work(store)`` (each service's first unhandled position; empty when idle) and
+    ``wait_idle(store, timeout=…, settle=…)``."""
+
+    pending_work: PendingWork
+    wait_idle: Callable[..., Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Options:
+    """``--pods`` in the burst, open-loop ``--rates`` (comma-separated pods/s) offered for ``--duration`` seconds
+    each, the openb ``--nodes`` and ``--pods-csv``, the stack's ``--state-dir`` and each phase's ``--timeout``."""
+
+    pods: int
+    rates: str
+    duration: float
+    nodes: Path
+    pods_csv: Path
+    state_dir: Path | None
+    timeout: float
+
+
+def _progress(text: str) -> None:
+    print(f"bench e2e: {text}", file=sys.stderr, flush=True)
+
+
+# -- workload -------------------------------------------------------------------------------------------------------
+
+
+def _cluster_docs(nodes_csv: Path) -> list[dict[str, Any]]:
+    from allot_placement.openb import node_manifests, read_nodes
+
+    docs: list[dict[str, Any]] = []
+    for node in read_nodes(nodes_csv):
+        manifest, device = node_manifests(node)
+        docs.append(manifest)
+        if device is not None:
+            docs.append(device)
+    return docs
+
+
+def _pod_docs(pods_csv: Path, count: int, prefix: str = "") -> list[dict[str, Any]]:
+    """``count`` openb pods in trace order (cycling through the list when it is shorter), renamed with ``prefix``."""
+    from allot_placement.openb import pod_manifest, read_pods
+
+    trace = read_pods(pods_csv)
+    return [
+        pod_manifest(
+            trace[i % len(trace)],
+            name=f"{prefix}{trace[i % len(trace)].name}-{i}" if prefix else None,
+            namespace=NAMESPACE,
+        )
+        for i in range(count)
+    ]
+
+
+def _write(path: Path, docs: list[dict[str, Any]]) -> Path:
+    import yaml
+
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    path.write_text(yaml.dump_all(docs, Dumper=dumper, sort_keys=False))
+    return path
+
+
+# -- CPU accounting -------------------------------------------------------------------------------------------------
+
+
+def _cpu_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _children(pid: int) -> Iterator[int]:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    yield int(entry.name)
+            except (OSError, IndexError, ValueError):
+                continue
+
+
+def _cpu_snapshot(stack: dict[str, Any]) -> dict[str, float]:
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {
+        name: _cpu_ticks(info["pid"]) / tick
+        for name, info in stack.get("processes", {}).items()
+        if info.get("pid")
+    }
+    if (pg := stack.get("postgres", {}).get("pid")) is not None:
+        out["postgres"] = sum(_cpu_ticks(p) for p in [pg, *_children(pg)]) / tick
+    if (nats := stack.get("nats", {}).get("pid")) is not None:
+        out["nats-server"] = _cpu_ticks(nats) / tick
+    return out
+
+
+# -- phases ---------------------------------------------------------------------------------------------------------
+
+
+async def _follow(
+    store: Any,
+    timelines: Timelines,
+    cursor: int,
+    *,
+    pending_work: PendingWork,
+    until_done: bool,
+    timeout: float,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Feed the log into ``timelines`` from ``cursor`` until every pod has a terminal decision (or ``stop``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = await store.read(after=cursor, types=WATCHED, limit=20_000)
+        timelines.feed(records)
+        if records:
+            cursor = records[-1].position
+            continue
+        finished = timelines.done and (until_done or (stop is not None and stop.is_set()))
+        if finished and not await pending_work(store):  # the last hops (qos.recorded) are in too
+            timelines.feed(await store.read(after=cursor, types=WATCHED, limit=100_000))
+            return cursor
+        if time.monotonic() > deadline:
+            raise UsageError(f"pods still without a decision after {timeout:.0f}s: {timelines.outcomes()}")
+        await asyncio.sleep(0.1)
+
+
+async def _register(
+    store: Any,
+    command: list[str],
+    env: dict[str, str],
+    *,
+    pending_work: PendingWork,
+    objects: int,
+    timeout: float,
+) -> dict[str, Any]:
+    """Run ``allot apply --no-wait`` of the cluster and watch the log until every service has handled it all:
+    ``cluster_objects_per_s`` counts from the first object recorded to that moment; ``cluster_apply_s`` is the
+    command itself (reading and checking the YAML, recording); ``cluster_user_s`` is what ``allot apply`` without
+    ``--no-wait`` makes a user wait."""
+    head = (await store.head())[0]
+    started = time.monotonic()
+    apply = await asyncio.create_subprocess_exec(*command, env=env, stdout=asyncio.subprocess.DEVNULL)
+    if await asyncio.wait_for(apply.wait(), timeout=timeout) != 0:
+        raise UsageError(f"allot apply of the cluster failed ({apply.returncode})")
+    applied_s = time.monotonic() - started
+    deadline = started + timeout
+    while await pending_work(store):
+        if time.monotonic() > deadline:
+            raise UsageError(f"the services did not register the cluster within {timeout:.0f}s")
+        await asyncio.sleep(0.02)
+    done_wall, done = time.time(), time.monotonic()  # noqa: TID251 - compared with recorded times (wall clock)
+    first = await store.read(after=head, limit=1)
+    registration = done_wall - first[0].recorded_at / 1e6
+    return {
+        "cluster_objects": objects,
+        "cluster_apply_s": round(applied_s, 2),
+        "cluster_registration_s": round(registration, 2),
+        "cluster_user_s": round(done - started, 2),
+        "cluster_objects_per_s": round(objects / registration),
+    }
+
+
+async def _delete_all(store: Any, keys: list[str], *, waits: Waits, timeout: float) -> None:
+    """Delete the pods (one bulk append) and wait until the services have handled it all."""
+    from allot_contracts.envelope import NewEvent, stream_id
+    from allot_contracts.events import ObjectRef, PodDeleted
+
+    news = []
+    for key in keys:
+        namespace, name = key.split("/", 1)
+        news.append(
+            NewEvent(
+                stream_id=stream_id("pod", key),
+                event=PodDeleted(pod=ObjectRef(namespace=namespace, name=name)),
+                event_id=str(uuid.uuid4()),
+            )
+        )
+    for start in range(0, len(news), 2000):
+        await store.append(news[start : start + 2000], producer="api")
+    await waits.wait_idle(store, timeout=timeout, settle=0.5)
+
+
+async def _open_loop(
+    store: Any, docs: list[dict[str, Any]], rate: float, *, pending_work: PendingWork, timeout: float
+) -> Timelines:
+    """Offer ``docs`` at ``rate`` pods/s (each due at ``i / rate`` s, appended as soon as it is due) while following
+    the log; returns the pods' timelines once each has a terminal decision."""
+    from allot_contracts.envelope import NewEvent
+    from allot_intake.documents import Document
+    from allot_intake.manifests import to_input
+
+    inputs = [
+        to_input(Document(source="open-loop", index=i, body=d), uid_factory=lambda: str(uuid.uuid4()))
+        for i, d in enumerate(docs)
+    ]
+    news = [
+        NewEvent(stream_id=s, event=e, event_id=str(uuid.uuid4())) for item in inputs for s, e in item.events
+    ]
+    timelines = Timelines(f"{NAMESPACE}/{d['metadata']['name']}" for d in docs)
+    cursor = (await store.head())[0]
+    stop = asyncio.Event()
+    follower = asyncio.create_task(
+        _follow(
+            store, timelines, cursor, pending_work=pending_work, until_done=False, timeout=timeout, stop=stop
+        )
+    )
+    started, sent = time.monotonic(), 0
+    try:
+        while sent < len(news):
+            due = min(len(news), int((time.monotonic() - started) * rate) + 1)
+            if due > sent:
+                await store.append(news[sent:due], producer="api")
+                sent = due
+            await asyncio.sleep(max(0.0, started + sent / rate - time.monotonic()))
+        stop.set()
+        await follower
+    finally:
+        follower.cancel()
+    return timelines
+
+
+async def _measure(
+    args: Options, waits: Waits, stack: dict[str, Any], state_dir: Path, env: dict[str, str], work: Path
+) -> dict[str, Any]:
+    from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.processes import bin_path
+
+    out: dict[str, Any] = {}
+    store = PostgresEventStore.connect(stack["database_url"])
+    allot = bin_path("allot")
+    try:
+        cluster = _cluster_docs(args.nodes)
+        cluster_file = _write(work / "cluster.yaml", cluster)
+        _progress(f"registering the openb cluster: allot apply -f ({len(cluster)} objects)")
+        out.update(
+            await _register(
+                store,
+                [allot, "apply", "--no-wait", "-f", str(cluster_file)],
+                env,
+                pending_work=waits.pending_work,
+                objects=len(cluster),
+                timeout=args.timeout,
+            )
+        )
+
+        docs = _pod_docs(args.pods_csv, args.pods)
+        pods_file = _write(work / "pods.yaml", docs)
+        timelines = Timelines(f"{NAMESPACE}/{d['metadata']['name']}" for d in docs)
+        cursor = (await store.head())[0]
+        _progress(f"burst: allot apply --no-wait of {len(docs)} pods")
+        cpu_before = _cpu_snapshot(stack)
+        apply = await asyncio.create_subprocess_exec(
+            allot, "apply", "--no-wait", "-f", str(pods_file), env=env, stdout=asyncio.subprocess.DEVNULL
+        )
+        try:
+            await _follow(
+                store,
+                timelines,
+                cursor,
+                pending_work=waits.pending_work,
+                until_done=True,
+                timeout=args.timeout,
+            )
+        finally:
+            if await asyncio.wait_for(apply.wait(), timeout=args.timeout) != 0:
+                raise UsageError(f"allot apply of the burst failed ({apply.returncode})")
+        cpu_after = _cpu_snapshot(stack)
+        span = timelines.span_s()
+        out.update(
+            burst_pods=len(docs),
+            burst_s=round(span, 2),
+            e2e_pods_per_s=round(len(docs) / span),
+            burst_submit_s=round(timelines.submit_span_s(), 2),
+            burst_outcomes=timelines.outcomes(),
+            burst_latency=timelines.latency_summary(),
+            hops_burst=timelines.hops(),
+        )
+        out["cpu_s_per_1000_pods"] = {
+            name: round((cpu_after.get(name, 0.0) - before) * 1000 / len(docs), 2)
+            for name, before in sorted(cpu_before.items())
+        }
+        _progress(f"burst: {out['e2e_pods_per_s']} pods/s; deleting the pods")
+        await _delete_all(
+            store, [k.split(":", 1)[1] for k in timelines.times], waits=waits, timeout=args.timeout
+        )
+
+        out["open_loop"] = []
+        for rate in [float(r) for r in args.rates.split(",") if r.strip()]:
+            count = max(1, int(rate * args.duration))
+            _progress(f"open loop: {count} pods offered at {rate:g}/s")
+            phase = await _open_loop(
+                store,
+                _pod_docs(args.pods_csv, count, prefix=f"r{rate:g}-"),
+                rate,
+                pending_work=waits.pending_work,
+                timeout=args.timeout,
+            )
+            submit = phase.submit_span_s()
+            out["open_loop"].append(
+                {
+                    "rate": rate,
+                    "pods": count,
+                    "offered_per_s": round(count / submit) if submit else None,
+                    **phase.latency_summary(),
+                    "outcomes": phase.outcomes(),
+                    "hops": phase.hops(),
+                }
+            )
+            await _delete_all(
+                store, [k.split(":", 1)[1] for k in phase.times], waits=waits, timeout=args.timeout
+            )
+        out["p50_ms"] = {f"{p['rate']:g}": p["p50_ms"] for p in out["open_loop"]}
+        out["p99_ms"] = {f"{p['rate']:g}": p["p99_ms"] for p in out["open_loop"]}
+    finally:
+        await store.close()
+    return out
+
+
+def measure(args: Options, *, reporter: Reporter = SILENT) -> dict[str, Any]:
+    """The four phases (in process first, then the stack started in ``args.state_dir`` or a temporary directory);
+    ``reporter`` hears about the cleanup of a stack whose supervisor died."""
+    from allot_stack.control import start_stack, stop_stack
+    from allot_stack.logtools import pending_work, wait_idle
+
+    waits = Waits(pending_work, wait_idle)
+
+    trace_csv(args.nodes, "nodes CSV")
+    trace_csv(args.pods_csv, "pods CSV")
+    _progress(f"in process: {args.pods} pods through the placement engine alone (3 runs)")
+    inproc = [_throughput(args.nodes, args.pods_csv, args.pods)["placements_per_s"] for _ in range(3)]
+    work = Path(tempfile.mkdtemp(prefix="allot-bench-e2e-"))
+    state_dir = (args.state_dir or work / "stack").resolve()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ALLOT_DATABASE_URL", "ALLOT_NATS_URL", "ALLOT_NATS_PREFIX", "ALLOT_NATS_STREAM")
+    }
+    env["ALLOT_STATE_DIR"] = str(state_dir)
+    _progress(f"starting the stack in {state_dir} (embedded PostgreSQL and NATS, relay, seven services)")
+    try:
+        stack = start_stack(state_dir, env=env)
+        try:
+            out = asyncio.run(_measure(args, waits, stack, state_dir, env, work))
+        finally:
+            stop_stack(state_dir, reporter=reporter)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the generated files, and the stack unless --state-dir
+    out["inprocess_pods_per_s"] = round(statistics.median(inproc))
+    out["inprocess_pods_per_s_runs"] = inproc
+    out["distribution_penalty"] = round(out["inprocess_pods_per_s"] / out["e2e_pods_per_s"], 2)
+    out.update(
+        benchmark="e2e",
+        goals=GOALS,
+        python=platform.python_version(),
+        machine=platform.machine(),
+        cpus=os.cpu_count(),
+    )
+    return dict(sorted(out.items()))
