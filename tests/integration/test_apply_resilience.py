@@ -19,7 +19,7 @@ from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import Document
 from allot_intake.errors import UsageError
 from allot_intake.manifests import to_input
-from allot_stack import logtools
+from allot_stack import connect, logtools
 from allot_testing.builders import a_pod
 from allot_testing.servers import private_postgres
 
@@ -56,7 +56,7 @@ def _restart_in_background(server, after: float) -> threading.Thread:
 
 async def test_a_restart_mid_apply_is_retried_and_every_document_is_recorded_once(pg, monkeypatch, capsys):
     monkeypatch.setattr(apply_cmd, "CHUNK_EVENTS", 100)
-    monkeypatch.setattr(apply_cmd, "RETRY_DELAYS", (0.3, 0.6, 1.0, 2.0, 4.0, 8.0))
+    monkeypatch.setattr(connect, "RETRY_DELAYS", (0.3, 0.6, 1.0, 2.0, 4.0, 8.0))
     real_append = PostgresEventStore.append
     calls = {"n": 0}
     restart: list[threading.Thread] = []
@@ -85,7 +85,7 @@ async def test_a_restart_mid_apply_is_retried_and_every_document_is_recorded_onc
 
 async def test_when_the_database_stays_away_the_error_says_what_was_recorded(pg, monkeypatch):
     monkeypatch.setattr(apply_cmd, "CHUNK_EVENTS", 100)
-    monkeypatch.setattr(apply_cmd, "RETRY_DELAYS", (0.1, 0.1))
+    monkeypatch.setattr(connect, "RETRY_DELAYS", (0.1, 0.1))
     real_append = PostgresEventStore.append
     calls = {"n": 0}
 
@@ -147,7 +147,7 @@ async def test_a_restart_while_apply_waits_is_retried_and_the_end_says_what_was_
 ):
     """The database restarts while apply waits for the services: the wait is retried, the command ends normally and
     says that every document was recorded (no traceback, no exit 1)."""
-    monkeypatch.setattr(apply_cmd, "RETRY_DELAYS", (0.3, 0.6, 1.0, 2.0, 4.0, 8.0))
+    monkeypatch.setattr(connect, "RETRY_DELAYS", (0.3, 0.6, 1.0, 2.0, 4.0, 8.0))
     calls = {"n": 0}
     restart: list[threading.Thread] = []
 
@@ -176,7 +176,7 @@ async def test_a_restart_while_apply_waits_is_retried_and_the_end_says_what_was_
 async def test_when_the_database_stays_away_during_the_wait_the_error_says_everything_was_recorded(
     pg, monkeypatch
 ):
-    monkeypatch.setattr(apply_cmd, "RETRY_DELAYS", (0.1, 0.1))
+    monkeypatch.setattr(connect, "RETRY_DELAYS", (0.1, 0.1))
 
     async def database_gone(store):
         pg.stop()

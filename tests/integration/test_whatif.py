@@ -6,6 +6,7 @@ refused with exit code 2; and the log left exactly as it was."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -16,8 +17,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from allot_cli.whatif import render, run
-from allot_cli.whatif.facts import NodeLabels
+from allot_cli.replay_configs import plan
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_intake.errors import UsageError
@@ -25,6 +25,8 @@ from allot_runtime.processor import Host
 from allot_runtime.recorded_config import AppliedConfig, config_hash, record_config
 from allot_runtime.replay import rebuild
 from allot_runtime.snapshots import take
+from allot_sim.whatif import render, run
+from allot_sim.whatif.facts import NodeLabels
 from allot_testing.scenario import Scenario
 from allot_testing.snapshots import copy_log
 from device_allocator.processor import DeviceAllocator
@@ -89,14 +91,18 @@ def whatif(url: str, tmp_path: Path, text: str, *, at: int | None = None, labels
     path = tmp_path / "pods.yaml"
     path.write_text(text)
     facts = NodeLabels.parse(labels) if labels else None
-    report = asyncio.run(run.pods(url, [str(path)], at=at, files={}, config=None, facts=facts))
+    report = asyncio.run(
+        run.pods(url, [str(path)], at=at, plan=functools.partial(plan, files={}), config=None, facts=facts)
+    )
     return json.loads(json.dumps(report))  # type: ignore[no-any-return]
 
 
 def window(url: str, span: str, *, config: str = "", labels: str = "") -> dict[str, Any]:
     changed = run.changed_config(config) if config else ("device-allocator", {})
     facts = NodeLabels.parse(labels) if labels else None
-    report = run.window(url, span, files={}, config=changed, config_path=config, facts=facts)
+    report = run.window(
+        url, span, plan=functools.partial(plan, files={}), config=changed, config_path=config, facts=facts
+    )
     return json.loads(json.dumps(asyncio.run(report)))  # type: ignore[no-any-return]
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from allot_intake.errors import InputError
+from allot_intake.errors import InputError, UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 OPENB_DIR = (REPO_ROOT / ".." / "shared" / "traces" / "openb").resolve()
@@ -115,6 +115,48 @@ def run_one(
     t0 = time.perf_counter()
     r = run_trace(nodes, pods, policy, seed, random.Random(seed), tune, progress)
     return r, time.perf_counter() - t0
+
+
+def policies(text: str) -> list[str]:
+    """``--policy``: a policy, a comma list, or ``all``; each one a placement preset."""
+    from allot_placement.config import PRESETS
+
+    names = ALL_POLICIES if text == "all" else [t.strip() for t in text.split(",") if t.strip()]
+    bad = [p for p in names if p not in PRESETS]
+    if bad:
+        raise UsageError(
+            f"unknown policy {', '.join(bad)}; choose from {', '.join(ALL_POLICIES)}, koordinator, spread "
+            "or all"
+        )
+    return names
+
+
+def compare(
+    nodes: list[Any],
+    pods: list[Any],
+    policies: list[str],
+    seeds: list[int],
+    tune: float,
+    *,
+    progress: Callable[[str, int], Callable[[int, int], None]],
+    ran: Callable[[str, int, Any, float], None],
+    out: Path | None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[int, float]]]:
+    """Every policy over every seed: each policy's summary and mean allocation curve (``progress``: the progress
+    callback of one run; ``ran``: told of each run and its wall seconds; ``out``: where each run's rows go)."""
+    results: dict[str, dict[str, Any]] = {}
+    curves: dict[str, dict[int, float]] = {}
+    for policy in policies:
+        runs, walls = [], []
+        for seed in seeds:
+            r, wall = run_one(nodes, pods, policy, seed, tune, progress(policy, seed))
+            walls.append(wall)
+            runs.append(r)
+            ran(policy, seed, r, wall)
+            if out:
+                write_rows(out, policy, r)
+        results[policy], curves[policy] = summarize(runs, walls)
+    return results, curves
 
 
 def alloc_at(r: Any, arrival_pct: int) -> float | None:

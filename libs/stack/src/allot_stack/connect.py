@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from allot_intake.errors import UsageError
 
@@ -19,6 +21,9 @@ if TYPE_CHECKING:  # imported by endpoints(): reading stack.json (allot status) 
     from allot_bus.names import BusNames
 
 STATE_DIR_NAME = ".allot"
+RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # about half a minute in all
+
+T = TypeVar("T")
 
 
 def default_state_dir() -> Path:
@@ -80,3 +85,27 @@ def endpoints(*, need_nats: bool = False) -> Endpoints:
         source = f"dev stack in {stack.get('state_dir')}"
     assert db is not None
     return Endpoints(database_url=db, nats_url=nats_url, names=names, source=source)
+
+
+async def retrying(action: Callable[[], Awaitable[T]], *, what: str, retried: list[str] | None = None) -> T:
+    """Run ``action``, retrying transient failures (the database restarting, a lost connection, a connection left in
+    a broken state: every driver error the store reports as :class:`TransientError`) with backoff; each retry is
+    noted in ``retried``."""
+    import asyncio
+
+    from allot_contracts.errors import TransientError
+
+    for attempt, delay in enumerate((*RETRY_DELAYS, None), start=1):
+        try:
+            return await action()
+        except TransientError as exc:
+            if delay is None:
+                raise
+            if retried is not None:
+                retried.append(what)
+            print(
+                f"allot: {what}: {exc}; retrying in {delay:g}s (attempt {attempt} of {len(RETRY_DELAYS)})",
+                file=sys.stderr,
+            )
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")

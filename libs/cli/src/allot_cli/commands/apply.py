@@ -22,18 +22,18 @@ import asyncio
 import functools
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from allot_intake.errors import InputError, UsageError
+from allot_stack.connect import retrying
 
 if TYPE_CHECKING:  # the engines, drivers and contracts are imported by the functions that run the command
     from allot_contracts.envelope import NewEvent
-    from allot_contracts.events import Event
     from allot_eventstore.protocol import EventStore
     from allot_intake.documents import Document
-    from allot_intake.manifests import Door, Input, Verdict
+    from allot_intake.manifests import Input, Verdict
 
 VERBS = {
     "pod.submitted": "submitted",
@@ -43,9 +43,6 @@ VERBS = {
 }
 ENDS_A_POD = frozenset({"pod.deleted", "quota.evicted"})
 CHUNK_EVENTS = 2000
-RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # about half a minute in all
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -82,28 +79,6 @@ async def existing_pods(store: EventStore, inputs: list[Input]) -> list[str]:
             elif kind == "pod.deleted":
                 live[stream] = False
     return clashes
-
-
-async def retrying(action: Callable[[], Awaitable[T]], *, what: str, retried: list[str] | None = None) -> T:
-    """Run ``action``, retrying transient failures (the database restarting, a lost connection, a connection left in
-    a broken state: every driver error the store reports as :class:`TransientError`) with backoff; each retry is
-    noted in ``retried``."""
-    from allot_contracts.errors import TransientError
-
-    for attempt, delay in enumerate((*RETRY_DELAYS, None), start=1):
-        try:
-            return await action()
-        except TransientError as exc:
-            if delay is None:
-                raise
-            if retried is not None:
-                retried.append(what)
-            print(
-                f"allot: {what}: {exc}; retrying in {delay:g}s (attempt {attempt} of {len(RETRY_DELAYS)})",
-                file=sys.stderr,
-            )
-            await asyncio.sleep(delay)
-    raise AssertionError("unreachable")
 
 
 def _chunks(plan: list[Planned], limit: int) -> Iterator[list[Planned]]:
@@ -249,98 +224,6 @@ async def _wait(
         raise UsageError("\n  ".join(lines)) from exc
 
 
-DOOR_TYPES = (
-    "quota.applied",
-    "quota.registered",
-    "quota.removed",
-    "quotaprofile.applied",
-    "quotaprofile.registered",
-    "priorityclass.applied",
-    "priorityclass.deleted",
-    "colocationprofile.applied",
-    "colocationprofile.deleted",
-    "object.ignored",  # Namespaces: their labels select profiles
-)
-
-
-def _learn_quotas(door: Door, applied: dict[str, Event], stream: str, event: Event) -> None:
-    """Quotas and quota profiles: what the door knows of a tree once quota-manager registered what was applied."""
-    from allot_contracts.events import (
-        QuotaApplied,
-        QuotaProfileApplied,
-        QuotaProfileRegistered,
-        QuotaRegistered,
-        QuotaRemoved,
-    )
-
-    assert door.quotas is not None
-    if isinstance(event, QuotaApplied | QuotaProfileApplied):
-        applied[stream] = event
-    elif isinstance(event, QuotaRegistered):
-        door.quotas.add(event.quota.name)
-        last = applied.pop(stream, None)
-        if isinstance(last, QuotaApplied) and last.spec is not None:
-            door.quota_view.note_quota(last.spec)
-    elif isinstance(event, QuotaProfileRegistered):
-        door.quotas.add(event.quota)
-        last = applied.pop(stream, None)
-        if isinstance(last, QuotaProfileApplied) and last.spec is not None:
-            door.quota_view.note_profile(last.spec)
-    elif isinstance(event, QuotaRemoved):
-        door.quotas.discard(event.quota.name)
-        door.quota_view.forget_quota(event.quota.name)
-
-
-def _learn(door: Door, kind: str, payload: dict[str, Any]) -> None:
-    """What a recorded PriorityClass deletion, ClusterColocationProfile or Namespace tells the door."""
-    from allot_contracts.objects.colocation_profile import parse_colocation_profile
-
-    assert door.profiles is not None
-    if kind == "priorityclass.deleted":
-        door.priority_classes.pop(str(payload["name"]), None)
-    elif kind == "colocationprofile.applied":
-        profile = parse_colocation_profile(payload["manifest"], [], [])
-        if profile is not None:
-            door.profiles[profile.name] = profile
-    elif kind == "colocationprofile.deleted":
-        door.profiles.pop(str(payload["name"]), None)
-    elif kind == "object.ignored" and payload.get("kind") == "Namespace":
-        labels = (payload.get("manifest") or {}).get("metadata", {}).get("labels")
-        door.namespaces[str(payload["ref"]["name"])] = {str(k): str(v) for k, v in (labels or {}).items()}
-
-
-async def door_for(url: str, until: int | None = None) -> Door:
-    """A door that knows the elastic quotas and quota profiles, PriorityClasses, ClusterColocationProfiles and
-    Namespaces recorded so far (up to position ``until`` when given)."""
-    from allot_contracts.events import PriorityClassApplied
-    from allot_eventstore.postgres import PostgresEventStore
-    from allot_intake.manifests import Door
-
-    store = PostgresEventStore.connect(url)
-    door = Door(quotas=set())
-    applied: dict[str, Event] = {}  # quota or profile stream -> its last applied object, until registered
-    try:
-
-        async def scan() -> None:
-            async for record in store.iterate(types=DOOR_TYPES, until=until):
-                if record.type.startswith(("quota.", "quotaprofile.")):
-                    _learn_quotas(door, applied, record.stream_id, record.decode())
-                elif record.type == "priorityclass.applied":
-                    event = record.decode()
-                    assert isinstance(event, PriorityClassApplied)
-                    door.priority_classes[event.name] = event.spec
-                else:
-                    _learn(door, record.type, record.payload_dict())
-
-        await retrying(
-            scan,
-            what="reading recorded quotas, quota profiles, priority classes, colocation profiles and namespaces",
-        )
-    finally:
-        await store.close()
-    return door
-
-
 def report(verdicts: list[Verdict]) -> tuple[list[Document], int]:
     """Print warnings and refusals; the documents to record and the number refused."""
     accepted: list[Document] = []
@@ -361,6 +244,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from allot_intake.documents import load_documents
     from allot_intake.manifests import to_input
     from allot_stack.connect import endpoints
+    from allot_stack.door import door_for
 
     docs = [doc for path in args.filename for doc in load_documents(path)]
     if not docs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,10 @@ def _position(text: str) -> int:
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
-    from allot_cli.replay_configs import load_configs
-    from allot_cli.whatif import render, run
-    from allot_cli.whatif.facts import NodeLabels
+    from allot_cli.replay_configs import load_configs, plan
     from allot_intake.errors import UsageError
+    from allot_sim.whatif import render, run
+    from allot_sim.whatif.facts import NodeLabels
     from allot_stack.connect import endpoints, find_state_dir
 
     if not args.filename and not args.window:
@@ -42,14 +43,14 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     facts = NodeLabels.parse(args.node_labels) if args.node_labels else None
     state_dir = find_state_dir()
     config_dir = Path(args.config_dir) if args.config_dir else (state_dir / "config" if state_dir else None)
-    files = load_configs(config_dir)
+    configs = functools.partial(plan, files=load_configs(config_dir))
     url = endpoints().database_url
     if args.window:
         report = asyncio.run(
             run.window(
                 url,
                 args.window,
-                files=files,
+                plan=configs,
                 config=config or ("device-allocator", {}),
                 config_path=args.config or "",
                 facts=facts,
@@ -62,7 +63,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
                 url,
                 args.filename,
                 at=args.at,
-                files=files,
+                plan=configs,
                 config=config,
                 config_path=args.config or "",
                 facts=facts,

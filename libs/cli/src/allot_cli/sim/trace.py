@@ -63,19 +63,6 @@ def _seeds(args: argparse.Namespace) -> list[int]:
     return [args.seed if args.seed is not None else 42]
 
 
-def _policies(text: str) -> list[str]:
-    from allot_placement.config import PRESETS
-
-    names = ALL_POLICIES if text == "all" else [t.strip() for t in text.split(",") if t.strip()]
-    bad = [p for p in names if p not in PRESETS]
-    if bad:
-        raise UsageError(
-            f"unknown policy {', '.join(bad)}; choose from {', '.join(ALL_POLICIES)}, koordinator, spread "
-            "or all"
-        )
-    return names
-
-
 class _Progress:
     def __init__(self, enabled: bool, label: str) -> None:
         self.enabled, self.label, self.t0, self.last = enabled, label, time.perf_counter(), -1
@@ -99,28 +86,28 @@ def run(args: argparse.Namespace) -> int:
     from allot_sim import trace as experiment
 
     experiment.check_files(args.nodes, args.pods)
-    policies, seeds = _policies(args.policy), _seeds(args)
+    policies, seeds = experiment.policies(args.policy), _seeds(args)
     nodes, pods = read_nodes(args.nodes), read_pods(args.pods)
     trace = experiment.trace_name(args.pods)
     show = not args.no_progress and sys.stderr.isatty()
-    results: dict[str, dict[str, Any]] = {}
-    curves: dict[str, dict[int, float]] = {}
-    for policy in policies:
-        runs, walls = [], []
-        for seed in seeds:
-            r, wall = experiment.run_one(
-                nodes, pods, policy, seed, args.tune, _Progress(show, f"{policy} seed {seed}")
+
+    def ran(policy: str, seed: int, r: Any, wall: float) -> None:
+        if not show and not args.no_progress:
+            print(
+                f"# {policy} seed {seed}: alloc@130 {experiment.alloc_at(r, 130)}  {wall:.1f}s",
+                file=sys.stderr,
             )
-            walls.append(wall)
-            runs.append(r)
-            if not show and not args.no_progress:
-                print(
-                    f"# {policy} seed {seed}: alloc@130 {experiment.alloc_at(r, 130)}  {wall:.1f}s",
-                    file=sys.stderr,
-                )
-            if args.out:
-                experiment.write_rows(args.out, policy, r)
-        results[policy], curves[policy] = experiment.summarize(runs, walls)
+
+    results, curves = experiment.compare(
+        nodes,
+        pods,
+        policies,
+        seeds,
+        args.tune,
+        progress=lambda policy, seed: _Progress(show, f"{policy} seed {seed}"),
+        ran=ran,
+        out=args.out,
+    )
     _print_table(trace, args.tune, seeds, results)
     out = experiment.summary_object(trace, args.tune, seeds, policies, results)
     experiment.write_outputs(out, policies, curves, summary_json=args.summary_json, out_dir=args.out)

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from allot_cli.whatif import inputs, render
-from allot_cli.whatif.answer import answers
-from allot_cli.whatif.pump import Trial
-from allot_cli.whatif.window import merged, window
 from allot_intake.errors import UsageError
 from allot_intake.manifests import Door
+from allot_sim.whatif import inputs, render
+from allot_sim.whatif.answer import answers
+from allot_sim.whatif.pump import Trial
+from allot_sim.whatif.window import merged, window
 from allot_testing.scenario import Scenario
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GANGS = ROOT / "examples" / "gangs" / "01-gang-of-four.yaml"
 
 
@@ -172,7 +172,7 @@ def test_window_lines_list_each_difference_and_the_count() -> None:
 
 
 def test_node_labels_are_changed_on_the_matching_nodes_records_only() -> None:
-    from allot_cli.whatif.facts import NodeLabels, Relabel
+    from allot_sim.whatif.facts import NodeLabels, Relabel
 
     change = NodeLabels.parse("pool=h100:node.koordinator.sh/gpu-partition-policy=Prefer")
     assert change.selector == {"pool": "h100"}
@@ -201,7 +201,7 @@ def test_node_labels_are_changed_on_the_matching_nodes_records_only() -> None:
 
 
 def test_a_config_of_several_services_or_an_unknown_key_is_refused(tmp_path: Path) -> None:
-    from allot_cli.whatif.run import changed_config
+    from allot_sim.whatif.run import changed_config
 
     file = tmp_path / "c.yaml"
     file.write_text("device-allocator: {policy: binpack}\nquota-manager: {}\n")
@@ -247,9 +247,9 @@ spec:
 def test_a_window_follows_the_configurations_recorded_inside_it() -> None:
     import asyncio
 
-    from allot_cli.whatif.window import compare
     from allot_runtime.processor import Host
     from allot_runtime.replay import Switch
+    from allot_sim.whatif.window import compare
     from device_allocator.processor import DeviceAllocator
 
     s = Scenario().apply_yaml((ROOT / "examples" / "quota" / "01-borrow-and-wait.yaml").read_text())

@@ -11,18 +11,39 @@ usable (checked as a restarting service checks it), then folded from there with 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from allot_intake.errors import UsageError
 
 if TYPE_CHECKING:
-    from allot_cli.replay_configs import DeciderConfigs, FileConfig
     from allot_eventstore.protocol import EventStore
     from allot_runtime.processor import Host
-    from allot_runtime.recorded_config import RecordedConfig
+    from allot_runtime.recorded_config import ConfigTimeline, RecordedConfig
 
     from .facts import NodeLabels
+
+
+class Decider(Protocol):
+    """The configurations one decider ran under (``allot replay``'s, with the files on disk as the fallback)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def timeline(self) -> ConfigTimeline: ...
+
+    def host(self, config: RecordedConfig) -> Host: ...
+
+
+class Plan(Protocol):
+    """The deciders of the services ``names`` from their recorded configurations (``allot replay``'s plan, with
+    the files on disk it read)."""
+
+    def __call__(
+        self, names: list[str], recorded: dict[str, list[RecordedConfig]], /
+    ) -> Mapping[str, Decider]: ...
 
 
 @dataclass
@@ -55,22 +76,19 @@ async def position_of(store: EventStore, position: int | None) -> tuple[int, int
     return wanted, head, found[0].recorded_at, found[0].hash if wanted != head else head_hash
 
 
-def deciders(
-    recorded: dict[str, list[RecordedConfig]], files: dict[str, FileConfig]
-) -> dict[str, DeciderConfigs]:
+def deciders(recorded: dict[str, list[RecordedConfig]], plan: Plan) -> Mapping[str, Decider]:
     """One decider per service: the service itself (per-node instances decide on their node alone and are not on a
     new pod's path)."""
-    from allot_cli.replay_configs import plan
     from allot_stack.pipeline import SERVICES
 
-    return plan(list(SERVICES), recorded, files)
+    return plan(list(SERVICES), recorded)
 
 
 async def fold(
     store: EventStore,
     *,
     position: int | None,
-    files: dict[str, FileConfig],
+    plan: Plan,
     override: tuple[str, dict[str, Any]] | None = None,
     facts: NodeLabels | None = None,
 ) -> Folded:
@@ -83,7 +101,7 @@ async def fold(
     from .facts import relabelled
 
     where, head, at, prev = await position_of(store, position)
-    plans = deciders(await recorded_configs(store, until=where), files)
+    plans = deciders(await recorded_configs(store, until=where), plan)
     folded = Folded(hosts=[], position=where, head=head, at=at, prev_hash=prev)
     for name, decider in plans.items():
         config = decider.timeline.applied_by(where)
@@ -102,7 +120,7 @@ async def fold(
     return folded
 
 
-def _built(decider: DeciderConfigs, config: dict[str, Any]) -> Host:
+def _built(decider: Decider, config: dict[str, Any]) -> Host:
     """The decider's host under another configuration (or over changed facts), to fold from position 0 (its
     snapshots are of the recorded configuration's projection over the recorded facts)."""
     from allot_runtime.recorded_config import RecordedConfig

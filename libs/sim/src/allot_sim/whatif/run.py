@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 from allot_intake.errors import InputError, UsageError
 
 if TYPE_CHECKING:
-    from allot_cli.replay_configs import FileConfig
     from allot_eventstore.protocol import EventStore
     from allot_runtime.processor import Host
     from allot_views.nearest import Cluster
 
     from .facts import NodeLabels
+    from .fold import Plan
     from .pump import Trial
 
 
@@ -76,14 +76,14 @@ async def pods(
     paths: list[str],
     *,
     at: int | None,
-    files: dict[str, FileConfig],
+    plan: Plan,
     config: tuple[str, dict[str, Any]] | None,
     config_path: str = "",
     facts: NodeLabels | None = None,
 ) -> dict[str, Any]:
     """``allot what-if -f``: the answer for every pod of ``paths`` at position ``at`` (default: the head)."""
-    from allot_cli.commands.apply import door_for
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.door import door_for
 
     from . import inputs
     from .answer import answers
@@ -100,8 +100,8 @@ async def pods(
             print(line, file=sys.stderr)
         override = None
         if config is not None:
-            override = await _override(store, where, files, config)
-        folded = await fold(store, position=where, files=files, override=override, facts=facts)
+            override = await _override(store, where, plan, config)
+        folded = await fold(store, position=where, plan=plan, override=override, facts=facts)
         for key in await _existing(store, keys, folded.position):
             warnings.append(
                 f"warning: pod {key} is already in the log: the what-if submits it again, as a new life of that pod"
@@ -134,7 +134,7 @@ async def pods(
 
 
 async def _override(
-    store: EventStore, position: int, files: dict[str, FileConfig], config: tuple[str, dict[str, Any]]
+    store: EventStore, position: int, plan: Plan, config: tuple[str, dict[str, Any]]
 ) -> tuple[str, dict[str, Any]]:
     """The service's configuration in force at ``position`` with the changed settings merged over it."""
     from allot_runtime.recorded_config import recorded_configs
@@ -143,7 +143,7 @@ async def _override(
     from .window import merged
 
     service, change = config
-    decider = deciders(await recorded_configs(store, until=position), files)[service]
+    decider = deciders(await recorded_configs(store, until=position), plan)[service]
     return service, merged(dict(decider.timeline.applied_by(position).config), change)
 
 
@@ -151,7 +151,7 @@ async def window(
     url: str,
     span: str,
     *,
-    files: dict[str, FileConfig],
+    plan: Plan,
     config: tuple[str, dict[str, Any]],
     config_path: str,
     facts: NodeLabels | None = None,
@@ -174,7 +174,7 @@ async def window(
             raise UsageError("the event log is empty: nothing to replay")
         first, last = parse_window(span, head)
         service, change = config
-        decider = deciders(await recorded_configs(store, until=last), files)[service]
+        decider = deciders(await recorded_configs(store, until=last), plan)[service]
 
         def build(recorded: RecordedConfig) -> Host:
             return decider.host(
