@@ -18,9 +18,9 @@ import asyncpg
 import msgspec
 import pytest
 
+from allot_audit.replay_configs import plan
+from allot_audit.verify_jobs import Service, Since, verify_all
 from allot_cli.bench._history import build_history
-from allot_cli.replay_configs import plan
-from allot_cli.verify_jobs import Service, Since, verify_all
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_eventstore.verify import verify_chain

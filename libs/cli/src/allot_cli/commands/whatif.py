@@ -22,7 +22,7 @@ def _position(text: str) -> int:
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
-    from allot_cli.replay_configs import load_configs
+    from allot_audit.replay_configs import load_configs
     from allot_cli.whatif import render, run
     from allot_cli.whatif.facts import NodeLabels
     from allot_intake.errors import UsageError

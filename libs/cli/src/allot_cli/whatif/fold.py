@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from allot_intake.errors import UsageError
 
 if TYPE_CHECKING:
-    from allot_cli.replay_configs import DeciderConfigs, FileConfig
+    from allot_audit.replay_configs import DeciderConfigs, FileConfig
     from allot_eventstore.protocol import EventStore
     from allot_runtime.processor import Host
     from allot_runtime.recorded_config import RecordedConfig
@@ -60,7 +60,7 @@ def deciders(
 ) -> dict[str, DeciderConfigs]:
     """One decider per service: the service itself (per-node instances decide on their node alone and are not on a
     new pod's path)."""
-    from allot_cli.replay_configs import plan
+    from allot_audit.replay_configs import plan
     from allot_stack.pipeline import SERVICES
 
     return plan(list(SERVICES), recorded, files)

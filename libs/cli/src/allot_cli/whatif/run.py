@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from allot_intake.errors import InputError, UsageError
 
 if TYPE_CHECKING:
+    from allot_audit.replay_configs import FileConfig
     from allot_cli.nearest import Cluster
-    from allot_cli.replay_configs import FileConfig
     from allot_eventstore.protocol import EventStore
     from allot_runtime.processor import Host
 
