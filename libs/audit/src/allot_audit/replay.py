@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -45,7 +45,12 @@ from allot_stack.anchoring import anchor_line, anchor_of, bound_unsealed, verify
 from allot_stack.connect import Endpoints, endpoints, find_state_dir
 from allot_stack.pipeline import PROCESSORS, instances
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 Say = Callable[[str], None]
+Keys = Mapping[str, "Ed25519PublicKey"]  # the public keys signed checkpoints are checked with, by key id
+Report = dict[str, Any]  # the JSON report of ``--json``, filled in the order of the lines
 # A check of the log that another command owns, run by ``--verify`` on the log up to its head: the line it prints and
 # what the JSON report holds (None: nothing to report).
 Extra = Callable[[EventStore, int], Awaitable[tuple[str, Any] | None]]
@@ -126,7 +131,7 @@ def since_position(options: Options, head: int, until: int) -> int:
     return since
 
 
-async def replay(options: Options, say: Say, extras: Extras) -> tuple[int, dict[str, Any]]:
+async def replay(options: Options, say: Say, extras: Extras) -> tuple[int, Report]:
     """Rebuild (or with ``verify``, verify) every projection, saying each line of the report; the exit code (0, or
     1 at the first failure) and the JSON report."""
     ep = endpoints()
@@ -151,7 +156,7 @@ class _Run:
     def __init__(self, options: Options, say: Say, ep: Endpoints, pg: PostgresEventStore) -> None:
         self.options, self.say, self.ep, self.pg = options, say, ep, pg
         self.store: EventStore = pg
-        self.report: dict[str, Any] = {"ok": True}
+        self.report: Report = {"ok": True}
         self.started = time.perf_counter()
         self.deciders: dict[str, DeciderConfigs] = {}
         self.hosts: list[tuple[str, Host]] = []
@@ -165,7 +170,7 @@ class _Run:
         self.say(f"MISMATCH: {line}")
         return 1
 
-    async def run(self, configs: dict[str, FileConfig], keys: dict[str, Any], extras: Extras) -> int:
+    async def run(self, configs: dict[str, FileConfig], keys: Keys, extras: Extras) -> int:
         head = await self.store.head()
         until = self.options.until or head[0]
         since = since_position(self.options, head[0], until)
@@ -212,7 +217,7 @@ class _Run:
         self.through = {name: checkpoints.get(name, 0) for name, _ in self.hosts}
 
     async def verify(
-        self, head: tuple[int, bytes], until: int, since: int, keys: dict[str, Any], extras: Extras
+        self, head: tuple[int, bytes], until: int, since: int, keys: Keys, extras: Extras
     ) -> int:
         """The chain and every decision (in parallel), then the lines about them; 1 at the first failure."""
         chain, self.verified = await verify_all(

@@ -175,7 +175,7 @@ def _same(recorded: list[RecordedEvent], news: list[NewEvent]) -> bool:
     return True
 
 
-def _view(stream: str, tag: str, ids: tuple[str, str | None, str | None], payload: Any) -> dict[str, Any]:
+def _view(stream: str, tag: str, ids: tuple[str, str | None, str | None], payload: Any) -> dict[str, object]:
     """What is compared of a decision: where it went, what it is and says, and the ids derived from its trigger."""
     return {
         "stream": stream,

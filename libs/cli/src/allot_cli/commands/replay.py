@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if (
     TYPE_CHECKING
 ):  # the rest is imported when the command runs: ``allot replay --help`` loads no engine or driver
+    from allot_audit.replay import Extra
     from allot_eventstore.protocol import EventStore
 
 
@@ -49,7 +50,7 @@ async def _refused(store: EventStore, head: int) -> tuple[str, Any]:
     return refused_line(counts), counts
 
 
-def _enactment(bound: float | None) -> Any:
+def _enactment(bound: float | None) -> Extra:
     async def enacted(store: EventStore, head: int) -> tuple[str, Any] | None:
         from allot_cli.kube.enactment_bound import DEFAULT_BOUND
         from allot_cli.kube.ledger import verify_report
