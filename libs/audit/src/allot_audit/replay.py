@@ -194,9 +194,8 @@ class _Run:
     async def plan(self, configs: dict[str, FileConfig], until: int) -> None:
         """Every decider of the log, the configurations it ran under, and the checkpoint it has decided up to."""
         producers = await self.store.producers()
-        if (
-            "binder.kube" in producers
-        ):  # the binder ran in Kubernetes mode: its decisions were binding requests
+        # the binder ran in Kubernetes mode: its decisions were binding requests
+        if "binder.kube" in producers:
             binder = configs.get("binder", FileConfig(config={}))
             configs["binder"] = FileConfig(config={"mode": "kubernetes", **binder.config}, path=binder.path)
         self.producers, self.configs = producers, configs
@@ -242,13 +241,11 @@ class _Run:
         if failed := [
             self.verified[name].since for name, _ in self.hosts if since and self.verified[name].since.problem
         ]:
-            self.report["ok"] = False
             self.report["snapshot_mismatch"] = {
                 "consumer": failed[0].snapshot[0],
                 "position": failed[0].snapshot[1],
             }
-            self.say(f"MISMATCH: {failed[0].problem}")
-            return 1
+            return self.fail(failed[0].problem)
         return await self.snapshots()
 
     async def chain_lines(self, chain: ChainReport, head: int, since: int, extras: Extras) -> None:
