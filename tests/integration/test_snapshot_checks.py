@@ -180,26 +180,27 @@ async def test_intact_snapshots_check_ok_and_a_forged_one_is_recorded_and_refuse
     assert report["snapshot_mismatch"] == {"consumer": SERVICE, "position": third}
 
 
-async def _replace(url: str, position: int) -> None:
-    """Replace the row at ``position`` by the decider's true fold of the log there."""
+async def _delete(url: str, position: int) -> None:
     conn = await asyncpg.connect(plain_url(url))
     try:
         await conn.execute("DELETE FROM snapshots WHERE consumer = $1 AND position = $2", SERVICE, position)
     finally:
         await conn.close()
-    store = PostgresEventStore.connect(url)
-    try:
-        await _snapshot(store, position)
-    finally:
-        await store.close()
 
 
-async def test_a_recorded_mismatch_fails_later_verifies_until_the_snapshot_checks_ok(
-    snapshotted: tuple[str, list[int]],
-) -> None:
+@pytest.fixture
+async def refuted(snapshotted: tuple[str, list[int]]) -> tuple[str, int, int]:
+    """The newest snapshot forged and its mismatch recorded: the URL, the snapshot before it and its position."""
     url, (_, second, third) = snapshotted
     await _forge(url, third)
     assert _replay(url, "--check-snapshots", "1").returncode == 1
+    return url, second, third
+
+
+async def test_a_recorded_mismatch_fails_later_verifies_until_the_snapshot_checks_ok(
+    refuted: tuple[str, int, int],
+) -> None:
+    url, second, third = refuted
     for args in [(), ("--since", str(second))]:  # a later verify, not checking snapshots itself
         done = _replay(url, *args)
         assert done.returncode == 1, done.stdout + done.stderr
@@ -211,7 +212,12 @@ async def test_a_recorded_mismatch_fails_later_verifies_until_the_snapshot_check
         assert f"MISMATCH at position {third}" in line
         assert "verification FAILED" in done.stderr
 
-    await _replace(url, third)
+    await _delete(url, third)  # replaced by the true fold of the log there
+    store = PostgresEventStore.connect(url)
+    try:
+        await _snapshot(store, third)
+    finally:
+        await store.close()
     assert _replay(url).returncode == 1, "a sound row alone resolves nothing: it has to be checked"
     done = _replay(url, "--check-snapshots", "1")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -222,16 +228,10 @@ async def test_a_recorded_mismatch_fails_later_verifies_until_the_snapshot_check
 
 
 async def test_a_mismatched_snapshot_no_longer_stored_is_resolved_by_a_newer_one_checked_ok(
-    snapshotted: tuple[str, list[int]],
+    refuted: tuple[str, int, int],
 ) -> None:
-    url, (_, _, third) = snapshotted
-    await _forge(url, third)
-    assert _replay(url, "--check-snapshots", "1").returncode == 1
-    conn = await asyncpg.connect(plain_url(url))
-    try:
-        await conn.execute("DELETE FROM snapshots WHERE consumer = $1 AND position = $2", SERVICE, third)
-    finally:
-        await conn.close()
+    url, _, third = refuted
+    await _delete(url, third)
     done = _replay(url)
     assert done.returncode == 1, "gone is not resolved: nothing was checked after it"
     assert f"snapshot of {SERVICE} at position {third} was recorded" in done.stdout
