@@ -144,6 +144,17 @@ async def test_a_decision_whose_causation_points_elsewhere_is_caught(history: st
     assert mismatch["decision_position"] == position and mismatch["decision_type"] == "pod.placed"
 
 
+async def test_a_decision_whose_causation_names_no_event_in_the_log_is_caught(history: str) -> None:
+    position, _, _ = await _decision(history)
+    nowhere = "00000000-0000-4000-8000-000000000002"
+    await _tamper(history, "UPDATE events SET causation_id = $1::uuid WHERE position = $2", nowhere, position)
+    _, verified = await _verify(history, 1)
+    unclaimed = [m for m in verified[SERVICE]["mismatches"] if m["path"] == "causation"]  # type: ignore[index]
+    assert [(m["decision_position"], m["trigger_position"], m["recorded"]) for m in unclaimed] == [
+        (position, 0, nowhere)
+    ]
+
+
 async def test_a_decision_with_another_event_id_is_caught(history: str) -> None:
     position, _, cause = await _decision(history)
     await _tamper(

@@ -37,18 +37,23 @@ class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Unclaimed(Mismatch, frozen=True, kw_only=True):
-    """A decision the processor recorded that no re-derived trigger accounts for: its causation points at an event
-    (at ``trigger_position``) that is not one of the processor's triggers, or at one whose decisions were recorded
-    before it (out of order). ``recorded`` is its causation id."""
+    """A decision the processor recorded that no re-derived trigger accounts for: its causation names no event in the
+    log (``trigger_position`` 0; or it has none), or points at an event (at ``trigger_position``) that is not one of
+    the processor's triggers, or at one whose decisions were recorded before it (out of order). ``recorded`` is its
+    causation id."""
 
     decision_position: int
     decision_type: str
 
     def describe(self) -> str:
+        where = (
+            f"points at position {self.trigger_position}, not a trigger this decision was made for"
+            if self.trigger_position
+            else "names no event in the log"
+        )
         return (
             f"{self.processor}: decision {self.decision_type} at position {self.decision_position} "
-            f"does not reproduce: causation: {_short(self.recorded)} points at position {self.trigger_position}, "
-            "not a trigger this decision was made for"
+            f"does not reproduce: causation: {_short(self.recorded)} {where}"
         )
 
 
@@ -92,8 +97,9 @@ class Outputs:
     A trigger's outputs are appended after it, with the consumer's checkpoint, and a checkpoint only moves forward
     (``allot_eventstore.protocol``): so the outputs come in the order of their triggers' positions, and asking for the
     outputs of increasing positions reads each output once and holds none longer than its trigger. Outputs whose
-    cause is not asked for (not a trigger of this replay) are passed over; with ``strays`` (verifying) those whose
-    cause is after ``after`` are kept in :attr:`strays` until taken: no re-derived decision accounts for them."""
+    cause is not asked for (not a trigger of this replay, or not in the log: position 0) are passed over; with
+    ``strays`` (verifying) those whose cause is after ``after`` or not in the log are kept in :attr:`strays` until
+    taken: no re-derived decision accounts for them."""
 
     def __init__(self, store: EventStore, producer: str, after: int = 0, *, strays: bool = False) -> None:
         self._stream = store.outputs(producer, after=after)
@@ -102,8 +108,8 @@ class Outputs:
         self._done = False
         self._after = after
         self._keep = strays
-        # with ``strays``: the outputs passed over whose cause is after ``after``: no trigger asked for them, so no
-        # re-derived decision accounts for them
+        # with ``strays``: the outputs passed over whose cause is after ``after`` or not in the log (0): no trigger
+        # asked for them, so no re-derived decision accounts for them
         self.strays: list[tuple[int, RecordedEvent]] = []
 
     async def _advance(self) -> None:
@@ -128,7 +134,7 @@ class Outputs:
         return found
 
     def _passed(self, output: tuple[int, RecordedEvent]) -> None:
-        if self._keep and output[0] > self._after:
+        if self._keep and (output[0] > self._after or output[0] == 0):
             self.strays.append(output)
 
     async def rest(self, until: int | None) -> None:
