@@ -18,7 +18,7 @@ import asyncpg
 import msgspec
 import pytest
 
-from allot_cli.replay_configs import plan
+from allot_audit.replay_configs import plan
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_runtime.recorded_config import recorded_configs
@@ -174,8 +174,78 @@ async def test_intact_snapshots_check_ok_and_a_forged_one_is_recorded_and_refuse
     assert await _restart(url, caplog) == second, "the refuted snapshot is not used; the one before it is"
     assert f"snapshot at position {third} not used: its latest check did not reproduce it" in caplog.text
     done = _replay(url, "--since", str(third), "--json")
+    report = msgspec.json.decode(done.stdout)
+    assert report["since"][SERVICE]["position"] == second, "nor by --since"
+    assert done.returncode == 1, "the recorded mismatch is a failure of every later verify until resolved"
+    assert report["snapshot_mismatch"] == {"consumer": SERVICE, "position": third}
+
+
+async def _delete(url: str, position: int) -> None:
+    conn = await asyncpg.connect(plain_url(url))
+    try:
+        await conn.execute("DELETE FROM snapshots WHERE consumer = $1 AND position = $2", SERVICE, position)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def refuted(snapshotted: tuple[str, list[int]]) -> tuple[str, int, int]:
+    """The newest snapshot forged and its mismatch recorded: the URL, the snapshot before it and its position."""
+    url, (_, second, third) = snapshotted
+    await _forge(url, third)
+    assert _replay(url, "--check-snapshots", "1").returncode == 1
+    return url, second, third
+
+
+async def test_a_recorded_mismatch_fails_later_verifies_until_the_snapshot_checks_ok(
+    refuted: tuple[str, int, int],
+) -> None:
+    url, second, third = refuted
+    for args in [(), ("--since", str(second))]:  # a later verify, not checking snapshots itself
+        done = _replay(url, *args)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert (
+            f"MISMATCH: snapshot of {SERVICE} at position {third} was recorded as not the fold of the log"
+            in done.stdout
+        )
+        line = next(x for x in done.stdout.splitlines() if x.startswith("snapshots") and SERVICE in x)
+        assert f"MISMATCH at position {third}" in line
+        assert "verification FAILED" in done.stderr
+
+    await _delete(url, third)  # replaced by the true fold of the log there
+    store = PostgresEventStore.connect(url)
+    try:
+        await _snapshot(store, third)
+    finally:
+        await store.close()
+    assert _replay(url).returncode == 1, "a sound row alone resolves nothing: it has to be checked"
+    done = _replay(url, "--check-snapshots", "1")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert msgspec.json.decode(done.stdout)["since"][SERVICE]["position"] == second, "nor by --since"
+    done = _replay(url, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = msgspec.json.decode(done.stdout)["snapshots"][SERVICE]
+    assert (summary["mismatched"], summary["unresolved"]) == ([], [])
+
+
+async def test_a_mismatched_snapshot_no_longer_stored_is_resolved_by_a_newer_one_checked_ok(
+    refuted: tuple[str, int, int],
+) -> None:
+    url, _, third = refuted
+    await _delete(url, third)
+    done = _replay(url)
+    assert done.returncode == 1, "gone is not resolved: nothing was checked after it"
+    assert f"snapshot of {SERVICE} at position {third} was recorded" in done.stdout
+    store = PostgresEventStore.connect(url)
+    try:
+        newer = (await store.head())[0] - 1
+        await _snapshot(store, newer)
+    finally:
+        await store.close()
+    assert _replay(url, "--check-snapshots", "1").returncode == 0  # the newer one checks ok
+    done = _replay(url, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = msgspec.json.decode(done.stdout)["snapshots"][SERVICE]
+    assert [v["position"] for v in summary["mismatched"]] == [third] and summary["unresolved"] == []
 
 
 async def test_check_snapshots_needs_verify(database_url: str) -> None:

@@ -18,8 +18,8 @@ import asyncpg
 import msgspec
 import pytest
 
-from allot_cli.replay_configs import plan
-from allot_cli.verify_jobs import Service, Since, verify_all
+from allot_audit.replay_configs import plan
+from allot_audit.verify_jobs import Service, Since, verify_all
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_eventstore.verify import verify_chain
@@ -28,6 +28,7 @@ from allot_runtime.replay import rebuild
 from allot_runtime.snapshots import take
 from allot_sim.bench._history import build_history
 from allot_stack.pipeline import PROCESSORS, instances
+from allot_testing.tampering import rewrite_with_recomputed_hashes
 
 pytestmark = pytest.mark.integration
 
@@ -109,6 +110,78 @@ async def test_an_edited_decision_is_found_by_every_split(history: str) -> None:
     assert not chain["ok"] and "does not match its hash" in chain["problem"]
     mismatch = verified["device-allocator"]["mismatches"][0]  # type: ignore[index]
     assert mismatch["path"] == "outputs[0].payload.node" and mismatch["recorded"] == "node-elsewhere"
+
+
+async def _decision(url: str) -> tuple[int, str, str]:
+    """A device-allocator placement after position 150: its position, and the event id of the allocator's previous
+    decision, recorded before the placement's trigger (an event the allocator does not decide on)."""
+    conn = await asyncpg.connect(plain_url(url))
+    try:
+        row = await conn.fetchrow(
+            "SELECT o.position, t.position AS cause FROM events o JOIN events t ON t.event_id = o.causation_id "
+            "WHERE o.type = 'pod.placed' AND o.producer = $1 AND o.position > 150 ORDER BY o.position LIMIT 1",
+            SERVICE,
+        )
+        earlier = await conn.fetchval(
+            "SELECT event_id::text FROM events WHERE producer = $1 AND position < $2 ORDER BY position DESC LIMIT 1",
+            SERVICE,
+            row["cause"],
+        )
+    finally:
+        await conn.close()
+    return row["position"], earlier, str(row["cause"])
+
+
+async def test_a_decision_whose_causation_points_elsewhere_is_caught(history: str) -> None:
+    position, elsewhere, _ = await _decision(history)
+    await _tamper(
+        history, "UPDATE events SET causation_id = $1::uuid WHERE position = $2", elsewhere, position
+    )
+    one = await _verify(history, 1)
+    assert one == await _verify(history, 2)
+    mismatch = one[1][SERVICE]["mismatches"][0]  # type: ignore[index]
+    assert mismatch["path"] == "causation" and mismatch["recorded"] == elsewhere
+    assert mismatch["decision_position"] == position and mismatch["decision_type"] == "pod.placed"
+
+
+async def test_a_decision_whose_causation_names_no_event_in_the_log_is_caught(history: str) -> None:
+    position, _, _ = await _decision(history)
+    nowhere = "00000000-0000-4000-8000-000000000002"
+    await _tamper(history, "UPDATE events SET causation_id = $1::uuid WHERE position = $2", nowhere, position)
+    _, verified = await _verify(history, 1)
+    unclaimed = [m for m in verified[SERVICE]["mismatches"] if m["path"] == "causation"]  # type: ignore[index]
+    assert [(m["decision_position"], m["trigger_position"], m["recorded"]) for m in unclaimed] == [
+        (position, 0, nowhere)
+    ]
+
+
+async def test_a_decision_with_another_event_id_is_caught(history: str) -> None:
+    position, _, cause = await _decision(history)
+    await _tamper(
+        history,
+        "UPDATE events SET event_id = '00000000-0000-4000-8000-000000000001' WHERE position = $1",
+        position,
+    )
+    _, verified = await _verify(history, 1)
+    mismatch = verified[SERVICE]["mismatches"][0]  # type: ignore[index]
+    assert mismatch["trigger_position"] == int(cause)
+    assert mismatch["path"].endswith(".event_id")
+    assert mismatch["recorded"] == "00000000-0000-4000-8000-000000000001"
+
+
+async def test_replay_verify_reports_a_rewired_decision_under_an_intact_chain(history: str) -> None:
+    position, elsewhere, _ = await _decision(history)
+    await rewrite_with_recomputed_hashes(history, position, "causation_id = $2::uuid", elsewhere)
+    done = _allot(history, "--verify", "--no-live", "--jobs", "1", "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = msgspec.json.decode(done.stdout)
+    assert report["chain"]["ok"], "the chain alone cannot tell (no signed checkpoint)"
+    assert report["first_mismatch"]["path"] == "causation"
+    done = _allot(history, "--verify", "--no-live", "--jobs", "1")
+    assert (
+        f"MISMATCH: {SERVICE}: decision pod.placed at position {position} does not reproduce: causation:"
+        in done.stdout
+    )
 
 
 async def test_a_deleted_event_is_found_whatever_the_split(history: str) -> None:

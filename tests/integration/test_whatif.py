@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from allot_cli.replay_configs import plan
+from allot_audit.replay_configs import plan
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_intake.errors import UsageError

@@ -253,7 +253,7 @@ def test_a_service_with_a_bad_config_file_exits_2_with_one_clear_line(
 
 
 def test_replay_reads_each_services_config_file_as_the_service_does(tmp_path: Path) -> None:
-    from allot_cli.replay_configs import load_configs
+    from allot_audit.replay_configs import load_configs
 
     (tmp_path / "reservation-manager.yaml").write_text(yaml.safe_dump(DESCHEDULER))
     (tmp_path / "gang-coordinator.yaml").write_text(yaml.safe_dump(SCHEDULER))
@@ -272,7 +272,7 @@ def test_keys_that_are_not_strings_are_read_as_kubernetes_reads_them(tmp_path: P
 
 
 def test_replay_refuses_a_bad_config_file_in_one_clear_error(tmp_path: Path) -> None:
-    from allot_cli.replay_configs import load_configs
+    from allot_audit.replay_configs import load_configs
     from allot_intake.errors import InputError
 
     (tmp_path / "reservation-manager.yaml").write_text("profiles: [\n  - name: x\n bad")

@@ -140,9 +140,7 @@ class InMemoryEventStore:
         # from the records themselves, not the append index: tests build logs by adding records directly
         positions = {record.event_id: record.position for record in self.events}
         for record in self._select(after=after, until=None, types=None, producer=producer):
-            cause = positions.get(record.causation_id) if record.causation_id is not None else None
-            if cause is not None:
-                yield cause, record
+            yield positions.get(record.causation_id or "", 0), record
 
     async def read_stream(self, stream_id: str) -> list[RecordedEvent]:
         return [self.events[p - 1] for p in self._by_stream.get(stream_id, [])]

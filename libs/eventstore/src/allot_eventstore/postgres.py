@@ -112,7 +112,7 @@ _ADVANCE_FENCE = (
 _OUTPUTS = (
     "SELECT o.position, o.event_id::text, o.stream_id, o.stream_version, o.type, o.schema_version, "
     "o.causation_id::text, o.correlation_id::text, o.producer, o.recorded_at, o.payload::text, o.hash, "
-    "o.metadata::text, t.position FROM events o JOIN events t ON t.event_id = o.causation_id "
+    "o.metadata::text, COALESCE(t.position, 0) FROM events o LEFT JOIN events t ON t.event_id = o.causation_id "
     "WHERE o.producer = $1 AND o.position > $2 ORDER BY o.position LIMIT $3"
 )
 _HASH_RANGE = "SELECT position, hash FROM events WHERE position BETWEEN $1 AND $2"

@@ -105,8 +105,8 @@ class EventStore(Protocol):
     def outputs(
         self, producer: str, *, after: int = 0, page: int = 5000
     ) -> AsyncIterator[tuple[int, RecordedEvent]]:
-        """``(position of the cause, output)`` for every event ``producer`` recorded with a cause in the log, at a
-        position after ``after``."""
+        """``(position of the cause, output)`` for every event ``producer`` recorded at a position after ``after``;
+        the cause's position is 0 when the event names no cause or one that is not in the log."""
         ...
 
     async def read_stream(self, stream_id: str) -> list[RecordedEvent]: ...

@@ -2,8 +2,10 @@
 
 ``rebuild`` folds the log into a processor exactly as the live service did: inputs in position order, each followed
 by the outputs recorded for it. ``verify_decisions`` additionally re-runs ``decide`` at every trigger and compares
-the result with what was recorded, field by field; it keeps going with the recorded outputs so one divergence does
-not cascade into noise, and reports every mismatch (the CLI prints the first).
+the result with what was recorded, field by field: stream, type and payload, and the event id, causation and
+correlation each output derives from its trigger. A recorded output whose causation points at no trigger it is
+re-derived for is a mismatch too (:class:`Unclaimed`). It keeps going with the recorded outputs so one divergence
+does not cascade into noise, and reports every mismatch (the CLI prints the first).
 """
 
 from __future__ import annotations
@@ -31,6 +33,27 @@ class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
         return (
             f"{self.processor}: decision for {self.trigger_type} at position {self.trigger_position} "
             f"does not reproduce: {self.path}: recorded {_short(self.recorded)}, recomputed {_short(self.recomputed)}"
+        )
+
+
+class Unclaimed(Mismatch, frozen=True, kw_only=True):
+    """A decision the processor recorded that no re-derived trigger accounts for: its causation names no event in the
+    log (``trigger_position`` 0; or it has none), or points at an event (at ``trigger_position``) that is not one of
+    the processor's triggers, or at one whose decisions were recorded before it (out of order). ``recorded`` is its
+    causation id."""
+
+    decision_position: int
+    decision_type: str
+
+    def describe(self) -> str:
+        where = (
+            f"points at position {self.trigger_position}, not a trigger this decision was made for"
+            if self.trigger_position
+            else "names no event in the log"
+        )
+        return (
+            f"{self.processor}: decision {self.decision_type} at position {self.decision_position} "
+            f"does not reproduce: causation: {_short(self.recorded)} {where}"
         )
 
 
@@ -74,13 +97,20 @@ class Outputs:
     A trigger's outputs are appended after it, with the consumer's checkpoint, and a checkpoint only moves forward
     (``allot_eventstore.protocol``): so the outputs come in the order of their triggers' positions, and asking for the
     outputs of increasing positions reads each output once and holds none longer than its trigger. Outputs whose
-    cause is not asked for (not a trigger of this replay) are passed over."""
+    cause is not asked for (not a trigger of this replay, or not in the log: position 0) are passed over; with
+    ``strays`` (verifying) those whose cause is after ``after`` or not in the log are kept in :attr:`strays` until
+    taken: no re-derived decision accounts for them."""
 
-    def __init__(self, store: EventStore, producer: str, after: int = 0) -> None:
+    def __init__(self, store: EventStore, producer: str, after: int = 0, *, strays: bool = False) -> None:
         self._stream = store.outputs(producer, after=after)
         self._next: tuple[int, RecordedEvent] | None = None
         self._started = False
         self._done = False
+        self._after = after
+        self._keep = strays
+        # with ``strays``: the outputs passed over whose cause is after ``after`` or not in the log (0): no trigger
+        # asked for them, so no re-derived decision accounts for them
+        self.strays: list[tuple[int, RecordedEvent]] = []
 
     async def _advance(self) -> None:
         try:
@@ -98,8 +128,23 @@ class Outputs:
         while self._next is not None and self._next[0] <= position:
             if self._next[0] == position:
                 found.append(self._next[1])
+            else:
+                self._passed(self._next)
             await self._advance()
         return found
+
+    def _passed(self, output: tuple[int, RecordedEvent]) -> None:
+        if self._keep and (output[0] > self._after or output[0] == 0):
+            self.strays.append(output)
+
+    async def rest(self, until: int | None) -> None:
+        """Pass over the outputs recorded up to ``until`` that no trigger asked for (each is a stray)."""
+        if not self._started:
+            self._started = True
+            await self._advance()
+        while self._next is not None and (until is None or self._next[1].position <= until):
+            self._passed(self._next)
+            await self._advance()
 
     async def close(self) -> None:
         if not self._done:
@@ -127,7 +172,25 @@ def _same(recorded: list[RecordedEvent], news: list[NewEvent]) -> bool:
     for old, new in zip(recorded, news, strict=True):
         if old.stream_id != new.stream_id or old.tag != new.tag or old.payload != canonical(new.event):
             return False
+        if (old.event_id, old.causation_id, old.correlation_id) != (
+            new.event_id,
+            new.causation_id,
+            new.correlation_id,
+        ):
+            return False
     return True
+
+
+def _view(stream: str, tag: str, ids: tuple[str, str | None, str | None], payload: Any) -> dict[str, object]:
+    """What is compared of a decision: where it went, what it is and says, and the ids derived from its trigger."""
+    return {
+        "stream": stream,
+        "tag": tag,
+        "payload": payload,
+        "event_id": ids[0],
+        "causation": ids[1],
+        "correlation": ids[2],
+    }
 
 
 def rederive(host: Host, trigger: RecordedEvent, kept: list[RecordedEvent]) -> list[NewEvent] | None:
@@ -168,9 +231,17 @@ def _compare(host: Host, trigger: RecordedEvent, recorded: Iterable[RecordedEven
             host.evolve_own(new.event, at=trigger.recorded_at)
         host.position = trigger.position
         return None
-    rec_view = [{"stream": r.stream_id, "tag": r.tag, "payload": r.payload_dict()} for r in kept]
+    rec_view = [
+        _view(r.stream_id, r.tag, (r.event_id, r.causation_id, r.correlation_id), r.payload_dict())
+        for r in kept
+    ]
     new_view = [
-        {"stream": n.stream_id, "tag": n.tag, "payload": msgspec.json.decode(canonical(n.event))}
+        _view(
+            n.stream_id,
+            n.tag,
+            (n.event_id, n.causation_id, n.correlation_id),
+            msgspec.json.decode(canonical(n.event)),
+        )
         for n in news
     ]
     diff = first_difference(rec_view, new_view, "outputs")
@@ -299,7 +370,7 @@ async def verify_many(
     names = [host.name for host in hosts]
     limits = through or {}
     begin = {name: (starts or {}).get(name, 0) for name in names}
-    outputs = {name: Outputs(store, name, after=begin[name]) for name in names}
+    outputs = {name: Outputs(store, name, after=begin[name], strays=True) for name in names}
     runs = {
         host.name: _Verifying(host, (switches or {}).get(host.name, ()), begin[host.name]) for host in hosts
     }
@@ -320,8 +391,32 @@ async def verify_many(
                 if run.due(record.position):
                     await run.switch(record.position, store)
                 kept = await outputs[name].of(record.position)
+                run.mismatches += _unclaimed(name, outputs[name])
                 run.compared(record.position, _compare(run.host, record, kept))
+        for name, run in runs.items():
+            await outputs[name].rest(until)
+            run.mismatches += _unclaimed(name, outputs[name])
     finally:
         for stream in outputs.values():
             await stream.close()
     return {name: run.result() for name, run in runs.items()}
+
+
+def _unclaimed(name: str, outputs: Outputs) -> list[Mismatch]:
+    """The outputs ``outputs`` passed over since last asked, each a mismatch (no trigger accounts for it)."""
+    found: list[Mismatch] = [
+        Unclaimed(
+            processor=name,
+            trigger_position=cause,
+            trigger_type="",
+            trigger_event_id=output.causation_id or "",
+            path="causation",
+            recorded=output.causation_id,
+            recomputed=None,
+            decision_position=output.position,
+            decision_type=output.type,
+        )
+        for cause, output in outputs.strays
+    ]
+    outputs.strays.clear()
+    return found

@@ -9,15 +9,18 @@ from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 
 
-async def rewrite_with_recomputed_hashes(url: str, position: int) -> None:
-    """Edit the event at ``position`` (its producer), then recompute every hash from it to the head and the head
-    itself, with the append-only trigger switched off for the length of the rewrite: the chain is intact again,
-    only a signed checkpoint or an outside copy can tell."""
+async def rewrite_with_recomputed_hashes(
+    url: str, position: int, change: str = "producer = 'someone-else'", *values: object
+) -> None:
+    """Edit the event at ``position`` (``change``: the SET clause, its parameters ``values`` from ``$2``; by
+    default its producer), then recompute every hash from it to the head and the head itself, with the append-only
+    trigger switched off for the length of the rewrite: the chain is intact again, only a signed checkpoint or an
+    outside copy can tell."""
     store = PostgresEventStore.connect(url)
     conn = await asyncpg.connect(plain_url(url))
     try:
         await conn.execute("ALTER TABLE events DISABLE TRIGGER events_append_only")
-        await conn.execute("UPDATE events SET producer = 'someone-else' WHERE position = $1", position)
+        await conn.execute(f"UPDATE events SET {change} WHERE position = $1", position, *values)
         prev = GENESIS_HASH
         if position > 1:
             prev = (await store.read(after=position - 2, limit=1))[0].hash

@@ -12,7 +12,13 @@ Anchor keys are found as ``replay --verify`` finds them (:mod:`allot_stack.ancho
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
+from pathlib import Path
 from typing import Any
+
+PROGRESS_EVERY = 2.0  # seconds between progress lines
 
 
 def _count(text: str) -> int:
@@ -27,18 +33,112 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+class _Progress:
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.started = time.perf_counter()
+        self.last = self.started
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if self.quiet or (now - self.last < PROGRESS_EVERY and done < total):
+            return
+        self.last = now
+        rate = done / max(now - self.started, 1e-9)
+        print(
+            f"archived {done}/{total} events ({100 * done // max(total, 1)}%), {rate:,.0f} events/s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def _archive(args: argparse.Namespace) -> int:
     import asyncio
 
-    from allot_cli.log_segments import run_archive
+    import msgspec
 
-    return asyncio.run(run_archive(args))
+    from allot_audit.log_segments import archive_log
+
+    started = time.perf_counter()
+    segments = asyncio.run(
+        archive_log(
+            until=args.until,
+            out=Path(args.out),
+            segment_size=args.segment_size,
+            progress=_Progress(args.json),
+        )
+    )
+    seconds = time.perf_counter() - started
+    written = [s for s in segments if s.status == "written"]
+    if args.json:
+        print(json.dumps({"seconds": round(seconds, 3), "segments": msgspec.to_builtins(segments)}, indent=2))
+        return 0
+    for segment in segments:
+        m = segment.manifest
+        print(
+            f"{segment.status:<8} {segment.path}  positions {m.first_position}–{m.last_position} "
+            f"({m.count} events, {len(m.checkpoints)} signed checkpoint(s)), last hash {m.last_hash[:16]}…"
+        )
+    events = sum(s.manifest.count for s in written)
+    print(
+        f"archived {events} events in {len(written)} new segment(s) in {seconds:.1f}s"
+        + (f" ({events / seconds:,.0f} events/s)" if events and seconds > 0 else "")
+        + "; nothing was deleted from the log"
+    )
+    return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from allot_cli.log_segments import run_verify
+    import asyncio
 
-    return run_verify(args)
+    import msgspec
+
+    from allot_audit.log_segments import against_db, checked, problems, segment_line
+    from allot_eventstore.archive import SegmentReport
+
+    started = time.perf_counter()
+    reports: list[SegmentReport] = []
+    for report in checked(args.files, args.anchor_pub, args.jobs):
+        reports.append(report)
+        _say(args, segment_line(report))
+    found = problems(reports, args.anchor_pub, args.max_unanchored)
+    if not found:
+        first, last = min(r.first_position for r in reports), max(r.last_position for r in reports)
+        _say(args, f"segments {len(reports)} meet: one chain over positions {first}–{last}")
+    if args.against_db and not found:
+        live = asyncio.run(against_db(reports))
+        _say(
+            args, "live log " + ("; ".join(live) if live else "ok: the segments meet the log's stored hashes")
+        )
+        found += live
+    seconds = time.perf_counter() - started
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": not found,
+                    "problems": found,
+                    "seconds": round(seconds, 3),
+                    "segments": msgspec.to_builtins(reports),
+                },
+                indent=2,
+            )
+        )
+    elif found:
+        for problem in found:
+            print(f"MISMATCH: {problem}")
+        print("segment verification FAILED", file=sys.stderr)
+    else:
+        events = sum(r.count for r in reports)
+        _say(
+            args, f"verified {events} events in {seconds:.1f}s ({events / max(seconds, 1e-9):,.0f} events/s)"
+        )
+    return 1 if found else 0
+
+
+def _say(args: argparse.Namespace, line: str) -> None:
+    if not args.json:
+        print(line, flush=True)
 
 
 def register(subparsers: Any) -> None:

@@ -23,7 +23,7 @@ def _position(text: str) -> int:
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
-    from allot_cli.replay_configs import load_configs, plan
+    from allot_audit.replay_configs import load_configs, plan
     from allot_intake.errors import UsageError
     from allot_sim.whatif import render, run
     from allot_sim.whatif.facts import NodeLabels

@@ -78,15 +78,22 @@ class EventStoreContract:
         await store.append([first, second], producer="api")
         answers = [an_event(causation_id=cause.event_id) for cause in (first, first, second)]
         await store.append(answers[:2], producer="svc", checkpoint=Checkpoint("svc", 1))
-        await store.append([an_event()], producer="svc")  # no cause: not an answer
-        await store.append(
-            [an_event(causation_id=an_event().event_id)], producer="svc"
-        )  # cause not in the log
+        uncaused = an_event()  # no cause: position 0
+        astray = an_event(causation_id=an_event().event_id)  # a cause not in the log: position 0 too
+        await store.append([uncaused], producer="svc")
+        await store.append([astray], producer="svc")
         await store.append(answers[2:], producer="svc", checkpoint=Checkpoint("svc", 2))
         await store.append([an_event(causation_id=first.event_id)], producer="other")
         got = [(cause, record.event_id) async for cause, record in store.outputs("svc", page=2)]
-        assert got == [(1, answers[0].event_id), (1, answers[1].event_id), (2, answers[2].event_id)]
-        assert [record.position async for _, record in store.outputs("svc", page=1)] == [3, 4, 7]
+        assert got == [
+            (1, answers[0].event_id),
+            (1, answers[1].event_id),
+            (0, uncaused.event_id),
+            (0, astray.event_id),
+            (2, answers[2].event_id),
+        ]
+        assert [record.position async for _, record in store.outputs("svc", page=1)] == [3, 4, 5, 6, 7]
+        assert [record.position async for _, record in store.outputs("svc", after=5)] == [6, 7]
 
     async def test_payload_round_trips_and_the_chain_verifies(self, store: EventStore) -> None:
         events = [an_event() for _ in range(4)]

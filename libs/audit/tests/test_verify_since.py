@@ -3,7 +3,7 @@ the configuration in force after the snapshot, and the report still names every 
 
 from __future__ import annotations
 
-from allot_cli.verify_since import _governing
+from allot_audit.verify_since import _governing
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import RecordedConfig
 from allot_runtime.replay import Switch, _Verifying

@@ -23,7 +23,7 @@ import hashlib
 
 import msgspec
 
-from allot_cli.replay_configs import DeciderConfigs
+from allot_audit.replay_configs import DeciderConfigs
 from allot_eventstore.protocol import EventStore, Snapshot
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import RecordedConfig

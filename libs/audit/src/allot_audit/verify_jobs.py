@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from allot_cli.replay_configs import FileConfig, plan
-from allot_cli.verify_since import Start, start_from
+from allot_audit.replay_configs import FileConfig, plan
+from allot_audit.verify_since import Start, start_from
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.verify import ChainReport
 from allot_runtime.recorded_config import recorded_configs
@@ -145,7 +145,7 @@ async def verify_all(
     since: Since | None = None,
 ) -> tuple[ChainReport, dict[str, Verified]]:
     """The chain report (``chain``, awaited here) and every instance's decisions, ``jobs`` processes at a time
-    (with ``since``: each from its newest checked snapshot at or before that position, ``allot_cli.verify_since``)."""
+    (with ``since``: each from its newest checked snapshot at or before that position, ``allot_audit.verify_since``)."""
     ordered = sorted(
         (g for g in groups if g.instances),
         key=lambda g: COST_ORDER.index(g.service) if g.service in COST_ORDER else len(COST_ORDER),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from allot_cli.commands.replay import chain_line
+from allot_audit.replay import chain_line
 from allot_eventstore.verify import ChainReport, verify_chain
 from allot_testing.builders import a_node, a_pod
 from allot_testing.scenario import Scenario

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from allot_cli.verify_jobs import COLLECT_EVERY, seldom_collected
+from allot_audit.verify_jobs import COLLECT_EVERY, seldom_collected
 
 
 def test_the_collector_is_seldom_while_verifying_and_restored_after() -> None:

@@ -6,6 +6,13 @@ previous snapshot of that configuration whose latest verdict is ok (or from posi
 with the stored state. Each verdict is appended as ``snapshot.verified``; a service restarting refuses a snapshot
 whose latest verdict is a mismatch. The ``snapshots`` lines of ``--verify`` summarise the latest verdict recorded for
 each snapshot position of each decider, whether checked by this run or an earlier one.
+
+A snapshot whose latest verdict is a mismatch stays a failure of every later ``--verify`` (it is evidence that the
+``snapshots`` table holds a state the log does not give) until it is resolved, by either:
+- a later check of the same snapshot that reproduces it (the row was replaced by a sound one and checked again), or
+- once the row is no longer stored (pruned as newer snapshots were written, or deleted), a newer snapshot of the same
+  decider checked ok after the mismatch was recorded: what a restart would use has been checked since.
+The mismatch verdict stays in the log either way.
 """
 
 from __future__ import annotations
@@ -14,10 +21,10 @@ import functools
 
 import msgspec
 
-from allot_cli.replay_configs import DeciderConfigs
+from allot_audit.replay_configs import DeciderConfigs
 from allot_contracts.events import SnapshotVerified
 from allot_eventstore.protocol import EventStore, Snapshot
-from allot_runtime.snapshot_check import MISMATCH, OK, check, record, sample, verdicts
+from allot_runtime.snapshot_check import MISMATCH, OK, check, record, sample, verdict_stream, verdicts
 from allot_runtime.snapshots import FORMAT
 
 
@@ -28,6 +35,7 @@ class Summary(msgspec.Struct, kw_only=True):
     ok: int = 0
     mismatched: list[SnapshotVerified] = msgspec.field(default_factory=list)
     newest: int = 0
+    unresolved: list[SnapshotVerified] = msgspec.field(default_factory=list)  # mismatches still a failure
 
 
 async def _read(decider: DeciderConfigs, store: EventStore, position: int) -> Snapshot | None:
@@ -69,15 +77,27 @@ async def check_decider(decider: DeciderConfigs, store: EventStore, count: int) 
 
 
 async def summarise(store: EventStore, name: str) -> Summary:
-    """The latest recorded verdict of each of ``name``'s snapshot positions, summed up."""
+    """The latest recorded verdict of each of ``name``'s snapshot positions, summed up, and the mismatches among them
+    not resolved (see the module's docstring)."""
+    latest: dict[int, tuple[int, SnapshotVerified]] = {}  # position -> (order recorded, verdict)
+    for order, recorded in enumerate(await store.read_stream(verdict_stream(name))):
+        event = recorded.decode()
+        if isinstance(event, SnapshotVerified):
+            latest[event.position] = (order, event)
+    stored = set(await store.snapshot_positions(name))
     summary = Summary()
-    for position, verdict in sorted((await verdicts(store, name)).items()):
+    for position, (order, verdict) in sorted(latest.items()):
         summary.checked += 1
         summary.newest = position
-        if verdict.result == MISMATCH:
-            summary.mismatched.append(verdict)
-        else:
+        if verdict.result != MISMATCH:
             summary.ok += 1
+            continue
+        summary.mismatched.append(verdict)
+        replaced = position not in stored and any(
+            later > order and other.result == OK and p > position for p, (later, other) in latest.items()
+        )
+        if not replaced:
+            summary.unresolved.append(verdict)
     return summary
 
 
@@ -90,9 +110,11 @@ def describe(name: str, summary: Summary) -> str:
         f"{head} {summary.checked} checked, {summary.ok} ok, {len(summary.mismatched)} mismatched; "
         f"newest checked at position {summary.newest}"
     )
-    if summary.mismatched:
-        first = summary.mismatched[0]
+    if summary.unresolved:
+        first = summary.unresolved[0]
         line += (
             f" (MISMATCH at position {first.position}, first difference at {first.path}: not used on restart)"
         )
+    elif summary.mismatched:
+        line += " (each mismatch since resolved: a newer snapshot was checked ok after it)"
     return line
