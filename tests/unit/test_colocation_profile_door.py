@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
-from allot_cli.commands.apply import door_for
 from allot_contracts.envelope import NewEvent
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import Document
 from allot_intake.manifests import to_input
 from allot_kube_sync import sync
 from allot_sim.scenario import run
+from allot_stack.apply import door_for
 from allot_stack.explain import explain, history
 
 PROFILE: dict[str, Any] = {

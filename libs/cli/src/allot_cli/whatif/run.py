@@ -82,8 +82,8 @@ async def pods(
     facts: NodeLabels | None = None,
 ) -> dict[str, Any]:
     """``allot what-if -f``: the answer for every pod of ``paths`` at position ``at`` (default: the head)."""
-    from allot_cli.commands.apply import door_for
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.apply import door_for
 
     from . import inputs
     from .answer import answers
