@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from allot_cli.commands.events import recent
+from allot_stack.logtools import recent
 from allot_testing.builders import a_node, a_pod
 from allot_testing.scenario import Scenario
 
