@@ -12,7 +12,6 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from allot_cli import logtools
 from allot_contracts.errors import Unavailable
 from allot_eventstore.migrate import migrate
 from allot_eventstore.postgres import PostgresEventStore
@@ -20,6 +19,7 @@ from allot_intake.documents import Document
 from allot_intake.errors import UsageError
 from allot_intake.manifests import to_input
 from allot_stack import apply as apply_cmd
+from allot_stack import logtools
 from allot_testing.builders import a_pod
 from allot_testing.servers import private_postgres
 
