@@ -1,4 +1,5 @@
-"""``allot events tail --type T --last N``: the N newest events of type T, wherever they are in the log."""
+"""The newest events of some types (:func:`allot_stack.logtools.recent`, behind ``allot events tail --type T --last
+N``): the N newest events of type T, wherever they are in the log."""
 
 from __future__ import annotations
 
