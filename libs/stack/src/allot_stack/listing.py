@@ -21,7 +21,7 @@ from allot_eventstore.clock import iso
 from allot_eventstore.protocol import EventStore
 from allot_views.cluster import ClusterView, NodeView, gpu_rows, plan_summary
 from allot_views.kinds import Kind
-from allot_views.units import human, human_list
+from allot_views.units import age, human, human_list, percent
 
 Rows = list[dict[str, Any]]
 
@@ -85,17 +85,6 @@ def split(key: str) -> tuple[str, str]:
     return namespace, name
 
 
-def age(us: int) -> str:
-    seconds = max(us, 0) // 1_000_000
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
-
-
 # --- pods and nodes: the cluster view ---------------------------------------------------------------------------------
 
 
@@ -142,26 +131,6 @@ def pods_rows(view: ClusterView, namespace: str | None = None) -> Rows:
     return rows
 
 
-def _hours(us: int) -> str:
-    """An age in seconds, minutes or hours (a node's metric and heartbeat are recent)."""
-    seconds = max(us, 0) // 1_000_000
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h"
-
-
-def _percent(used: str, total: str, name: str) -> str:
-    from allot_contracts.quantity import QuantityError, to_canonical
-
-    try:
-        capacity = to_canonical(name, total)
-        return f"{to_canonical(name, used) * 100 // capacity}%" if capacity else used
-    except QuantityError:
-        return used
-
-
 def _pair(node: Any, prefix: str) -> str:
     cpu, memory = node.allocatable.get(f"{prefix}-cpu"), node.allocatable.get(f"{prefix}-memory")
     if cpu is None and memory is None:
@@ -187,17 +156,17 @@ def nodes_rows(view: ClusterView, now: int) -> Rows:
         usage = "-"
         if node.usage:
             parts = [
-                f"{res} {_percent(node.usage[res], node.capacity.get(res, ''), res)}"
+                f"{res} {percent(node.usage[res], node.capacity.get(res, ''), res) or node.usage[res]}"
                 for res in ("cpu", "memory")
                 if res in node.usage
             ]
-            usage = f"{' '.join(parts)} ({_hours(now - node.metric_time)} ago)"
+            usage = f"{' '.join(parts)} ({age(now - node.metric_time, days=False)} ago)"
 
         heartbeat = "-"
         if node.heartbeat_lost:
-            heartbeat = f"LOST {_hours(now - node.heartbeat)} ago"
+            heartbeat = f"LOST {age(now - node.heartbeat, days=False)} ago"
         elif node.heartbeat:
-            heartbeat = f"{_hours(now - node.heartbeat)} ago"
+            heartbeat = f"{age(now - node.heartbeat, days=False)} ago"
         rows.append(
             {
                 "node": name,

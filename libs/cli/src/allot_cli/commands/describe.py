@@ -27,7 +27,7 @@ def _title(field: str) -> str:
 
 
 def _age(now: int, at: int) -> str:
-    from allot_stack.listing import age
+    from allot_views.units import age
 
     return age(now - at)
 
