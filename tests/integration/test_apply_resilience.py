@@ -12,13 +12,13 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from allot_cli.commands import apply as apply_cmd
 from allot_contracts.errors import Unavailable
 from allot_eventstore.migrate import migrate
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import Document
 from allot_intake.errors import UsageError
 from allot_intake.manifests import to_input
+from allot_stack import apply as apply_cmd
 from allot_stack import connect, logtools
 from allot_testing.builders import a_pod
 from allot_testing.servers import private_postgres

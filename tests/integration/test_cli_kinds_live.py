@@ -154,7 +154,7 @@ spec: {max: {cpu: 4}}
 
 def test_apply_learns_the_quotas_and_profiles_recorded_before(database_url: str) -> None:
     from allot_intake.documents import Document
-    from allot_stack.door import door_for
+    from allot_stack.apply import door_for
 
     s = Scenario()
     s.apply_yaml(QUOTAS_AND_PROFILE)

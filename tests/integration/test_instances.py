@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from allot_bus.names import BusNames
-from allot_cli.commands.apply import record
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import Document
 from allot_intake.manifests import to_input
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
+from allot_stack.apply import record
 from allot_stack.pipeline import build_instance, instances
 from allot_testing.builders import a_node, a_pod
 from allot_testing.stack import InProcessStack

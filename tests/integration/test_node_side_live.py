@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from allot_bus.names import BusNames
-from allot_cli.commands.apply import record
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import Document
 from allot_intake.manifests import to_input
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
 from allot_runtime.service import timer_loop
+from allot_stack.apply import record
 from allot_stack.pipeline import build
 from allot_testing.builders import a_gpu_device, a_node, a_pod
 from allot_testing.stack import InProcessStack

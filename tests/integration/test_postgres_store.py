@@ -160,10 +160,10 @@ async def test_concurrent_migrations_serialise_on_the_advisory_lock(empty_databa
 
 
 async def test_apply_refuses_a_pod_that_already_exists(database_url):
-    from allot_cli.commands.apply import existing_pods, record
     from allot_intake.documents import Document
     from allot_intake.errors import UsageError
     from allot_intake.manifests import to_input
+    from allot_stack.apply import existing_pods, record
     from allot_testing.builders import a_pod
 
     def inputs(*bodies):

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from allot_bus.names import BusNames
-from allot_cli.commands.apply import record
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import load_documents
 from allot_intake.manifests import Door, to_input
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
+from allot_stack.apply import record
 from allot_stack.pipeline import PROCESSORS, build
 from allot_testing.stack import InProcessStack
 

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from allot_bus.names import BusNames
-from allot_cli.commands.apply import record
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import ObjectRef, PodEvicted
 from allot_eventstore.postgres import PostgresEventStore
@@ -28,6 +27,7 @@ from allot_intake.documents import Document
 from allot_intake.manifests import to_input
 from allot_runtime.processor import Host
 from allot_runtime.replay import verify_decisions
+from allot_stack.apply import record
 from allot_stack.explain import explain, history
 from allot_stack.pipeline import build_instance
 from allot_testing.builders import a_node, a_pod

@@ -12,10 +12,10 @@ import pytest
 
 from allot_bus.names import BusNames
 from allot_cli.commands import replay
-from allot_cli.commands.apply import record
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import Document
 from allot_intake.manifests import to_input
+from allot_stack.apply import record
 from allot_testing.builders import a_gpu_device, a_node, a_pod
 from allot_testing.stack import InProcessStack
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from allot_bus.names import BusNames
-from allot_cli.commands.apply import record
 from allot_cli.commands.decisions import live_decisions
 from allot_intake.documents import load_documents
 from allot_intake.manifests import Door, to_input
 from allot_sim.scenario import load_config, run
+from allot_stack.apply import record
 from allot_testing.stack import InProcessStack
 from allot_views.decisions import decisions
 

@@ -16,13 +16,13 @@ import yaml
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
-from allot_cli.commands.apply import record
 from allot_client import AllotClient, Delivery
 from allot_contracts.envelope import NewEvent, stream_id
 from allot_contracts.events import NodeDeleted, ObjectRef, PodDeleted, PodPlaced, QuotaDeleted
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import Document
 from allot_intake.manifests import to_input
+from allot_stack.apply import record
 from allot_testing.builders import a_gpu_device, a_node, a_pod, an_event
 from allot_testing.servers import private_nats
 from allot_testing.stack import InProcessStack

@@ -9,10 +9,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from allot_bus.names import BusNames
-from allot_cli.commands.apply import record
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import Document
 from allot_intake.manifests import to_input
+from allot_stack.apply import record
 from allot_testing.builders import a_node, a_pod
 from allot_testing.stack import InProcessStack
 

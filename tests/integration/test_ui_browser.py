@@ -18,11 +18,11 @@ import pytest
 from aiohttp import ClientSession, web
 
 from allot_bus.names import BusNames
-from allot_cli.commands.apply import record
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import load_documents
 from allot_intake.manifests import to_input
 from allot_runtime.metrics import LogCollector
+from allot_stack.apply import record
 from allot_stack.pipeline import interests
 from allot_testing.browser import SKIP_NO_CHROMIUM, differing_fraction, screenshot
 from allot_testing.stack import InProcessStack

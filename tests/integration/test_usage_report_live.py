@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from allot_bus.names import BusNames
-from allot_cli.commands.apply import record
 from allot_cli.commands.report import render
 from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.documents import load_documents
 from allot_intake.manifests import Door, to_input
+from allot_stack.apply import record
 from allot_stack.usage_window import usage_rows
 from allot_testing.stack import InProcessStack
 

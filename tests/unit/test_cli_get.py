@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from allot_cli.commands.get import run_get
-from allot_cli.output import KINDS
 from allot_intake.errors import InputError
 from allot_testing.builders import a_node, a_pod
 from allot_testing.scenario import Scenario
+from allot_views.kinds import KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_767_225_600_000_000 + 90 * 1_000_000  # 90 s after the simulator's clock starts (2026-01-01T00:00:00Z)
@@ -203,7 +203,7 @@ def test_an_empty_list_is_an_empty_list_object(log: Scenario, output: str) -> No
 
 
 def test_an_unknown_kind_is_refused_input(log: Scenario) -> None:
-    from allot_cli.output import kind_named
+    from allot_views.kinds import kind_named
 
     with pytest.raises(InputError, match='resource type "secrets"'):
         kind_named("secrets")
@@ -281,7 +281,7 @@ class Stepping:
 def watch_pods(store: Any, output: str, *, rounds: int, **options: Any) -> list[str]:
     """What ``allot get pods -A -w -o OUTPUT`` prints over ``rounds`` polls of ``store``."""
     from allot_cli.commands.get import watch
-    from allot_cli.output import Selector, kind_named, select
+    from allot_views.kinds import Selector, kind_named, select
 
     kind = kind_named("pods")
     printed: list[str] = []
@@ -305,8 +305,8 @@ def watch_pods(store: Any, output: str, *, rounds: int, **options: Any) -> list[
 
 def test_watch_prints_the_list_then_rows_that_change() -> None:
     from allot_cli.commands.get import watch
-    from allot_cli.output import Selector, kind_named, select
     from allot_testing.builders import a_gpu_device, a_node
+    from allot_views.kinds import Selector, kind_named, select
 
     s = Scenario()
     s.apply(a_node("n1", gpus=2), a_gpu_device("n1", gpus=2))
@@ -351,7 +351,7 @@ def test_a_watch_of_nothing_yet_prints_the_header_with_the_first_rows() -> None:
 
 def test_watch_prints_json_documents_one_by_one() -> None:
     from allot_cli.commands.get import watch
-    from allot_cli.output import Selector, kind_named, select
+    from allot_views.kinds import Selector, kind_named, select
 
     s = Scenario()
     s.apply(a_pod("a"))
@@ -417,8 +417,8 @@ def test_a_watch_in_json_reports_a_deleted_object_without_what_it_held() -> None
 
 
 def test_the_quota_tree_is_an_allot_kind_with_exact_quantities(log: Scenario) -> None:
-    from allot_cli.commands.quota import tree_object
     from allot_stack.logtools import projection
+    from allot_views.objects import tree_object
 
     async def rows() -> list[dict[str, Any]]:
         return list((await projection(log.sim.store, "quota-manager")).engine.tree_view())

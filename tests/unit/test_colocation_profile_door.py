@@ -19,7 +19,7 @@ from allot_intake.documents import Document
 from allot_intake.manifests import to_input
 from allot_kube_sync import sync
 from allot_sim.scenario import run
-from allot_stack.door import door_for
+from allot_stack.apply import door_for
 from allot_stack.explain import explain, history
 
 PROFILE: dict[str, Any] = {

@@ -65,7 +65,7 @@ def test_allocated_resources_and_gpus_agree_with_the_allocators_projection(log: 
 
 
 def test_get_nodes_shows_gpus_allocated_beside_those_reported(log: Scenario) -> None:
-    from allot_cli.commands.get import nodes_rows
+    from allot_stack.listing import nodes_rows
     from allot_stack.logtools import cluster_view
 
     rows = {r["node"]: r for r in nodes_rows(asyncio.run(cluster_view(log.sim.store)), NOW)}

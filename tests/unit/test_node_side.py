@@ -203,8 +203,8 @@ def test_a_bad_colocation_configmap_is_rejected_with_its_path(tmp_path: Path) ->
 
 
 def test_get_nodes_and_explain_node_show_the_node_side(tmp_path: Path) -> None:
-    from allot_cli.commands.get import nodes_rows
     from allot_stack.explain_node import explain_node, node_history
+    from allot_stack.listing import nodes_rows
     from allot_views.cluster import ClusterView
 
     sim = simulate(tmp_path, (EXAMPLES / "02-batch-overcommit.yaml").read_text())

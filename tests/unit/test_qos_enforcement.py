@@ -8,11 +8,11 @@ import asyncio
 import json
 from typing import Any
 
-from allot_cli.commands.get import pods_rows
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.events import Event, ObjectRef
 from allot_contracts.events.qos import PodUsage, QosApplied, QosDriftCorrected, QosUsageSampled, WriteOutcome
 from allot_stack.explain import explain, history
+from allot_stack.listing import pods_rows
 from allot_testing.builders import a_gpu_device, a_node, a_pod
 from allot_testing.scenario import Scenario
 

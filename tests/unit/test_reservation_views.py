@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from allot_cli.output import kind_named, render
+from allot_cli.output import render
 from allot_contracts.envelope import NewEvent, derived_event_id
 from allot_eventstore.memory import InMemoryEventStore
 from allot_reservation.testing import Driver, a_job_manifest, a_pod_manifest, a_reservation_manifest
 from allot_stack.reservation_views import migration_rows, reservation_rows
 from allot_views.decisions import decisions
+from allot_views.kinds import kind_named
 
 
 def scenario() -> Driver:

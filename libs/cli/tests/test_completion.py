@@ -12,7 +12,8 @@ import pytest
 
 from allot_cli.completion import nodes, script
 from allot_cli.main import COMMANDS, full_parser
-from allot_cli.output import FORMATS, all_words
+from allot_cli.output import FORMATS
+from allot_views.kinds import all_words
 
 # Names come from `allot get KIND [-n NS] -o name` at the moment of completion: this `allot` answers as a log holding
 # these objects would (the real command over a real log is tested in tests/integration/test_cli_kinds_live.py).

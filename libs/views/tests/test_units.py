@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from allot_views.units import human, human_list
+from allot_views.units import age, human, human_list, percent
 
 
 @pytest.mark.parametrize(
@@ -36,3 +36,25 @@ def test_human_units(resource: str, quantity: object, shown: str) -> None:
 def test_human_lists_skip_pods_and_say_when_empty() -> None:
     assert human_list({"pods": "110", "memory": "128Gi", "cpu": "32"}) == "cpu=32 memory=128Gi"
     assert human_list({}) == "-"
+
+
+def test_ages_count_seconds_minutes_hours_then_days_unless_told_not_to() -> None:
+    second = 1_000_000
+    assert [age(s * second) for s in (-5, 119, 120, 7199, 7200, 172799, 172800)] == [
+        "0s",
+        "119s",
+        "2m",
+        "119m",
+        "2h",
+        "47h",
+        "2d",
+    ]
+    assert age(172800 * second, days=False) == "48h"
+
+
+def test_a_share_of_a_capacity_is_a_whole_percentage_or_nothing() -> None:
+    assert percent("12", "16", "cpu") == "75%"
+    assert percent("500m", "1", "cpu") == "50%"
+    assert percent("96Gi", "128Gi", "memory") == "75%"
+    assert percent("1", "0", "cpu") is None  # no capacity
+    assert percent("lots", "16", "cpu") is None  # not a quantity

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 
 from allot_contracts.envelope import RecordedEvent
-from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
+from allot_contracts.quantity import format_quantity
 from allot_eventstore.clock import iso
 from allot_eventstore.protocol import EventStore
 from allot_views.cluster import ClusterView, GpuRow, gpu_rows, node_allocated
+from allot_views.units import age, percent
 
 __all__ = ["allocated_lines", "explain_node", "gpu_lines", "node_history"]
 
@@ -36,18 +37,8 @@ async def node_history(store: EventStore, name: str) -> list[RecordedEvent]:
 
 
 def _share(value: str, capacity: str, resource: str) -> str:
-    try:
-        total = to_canonical(resource, capacity)
-        return f"{value} ({to_canonical(resource, value) * 100 // total}%)" if total else value
-    except QuantityError:
-        return value
-
-
-def _age(us: int) -> str:
-    seconds = max(us, 0) // 1_000_000
-    return (
-        f"{seconds}s" if seconds < 120 else f"{seconds // 60}m" if seconds < 7200 else f"{seconds // 3600}h"
-    )
+    share = percent(value, capacity, resource)
+    return f"{value} ({share})" if share else value
 
 
 def explain_node(name: str, records: list[RecordedEvent], now: int) -> list[str]:
@@ -70,15 +61,15 @@ def explain_node(name: str, records: list[RecordedEvent], now: int) -> list[str]
     lost = last.get("node.heartbeat_lost")
     resumed = last.get("node.heartbeat_resumed")
     if beats:
-        age = _age(now - beats[-1].recorded_at)
+        since = age(now - beats[-1].recorded_at, days=False)
         if lost is not None and (resumed is None or resumed.position < lost.position):
             p = lost.payload_dict()
             lines.append(
                 f"heartbeat:  LOST since {iso(lost.recorded_at)} (none for more than {p['grace_s']}s; last one "
-                f"{age} ago): its devices are unschedulable"
+                f"{since} ago): its devices are unschedulable"
             )
         else:
-            lines.append(f"heartbeat:  last {age} ago from {beats[-1].producer} ({len(beats)} recorded)")
+            lines.append(f"heartbeat:  last {since} ago from {beats[-1].producer} ({len(beats)} recorded)")
     else:
         lines.append("heartbeat:  none recorded (no agent on this node: its devices are not watched)")
     metric = last.get("nodemetric.reported")
@@ -89,7 +80,7 @@ def explain_node(name: str, records: list[RecordedEvent], now: int) -> list[str]
             for res, v in sorted((p.get("usage") or {}).items())
         )
         lines.append(
-            f"usage:      {usage or '-'} (NodeMetric of {iso(p['update_time'])}, {_age(now - p['update_time'])} ago)"
+            f"usage:      {usage or '-'} (NodeMetric of {iso(p['update_time'])}, {age(now - p['update_time'], days=False)} ago)"
         )
         node_metric = (p.get("manifest") or {}).get("status", {}).get("nodeMetric") or {}
         for agg in node_metric.get("aggregatedNodeUsages") or []:

@@ -1,26 +1,27 @@
 """Rows of the kinds ``allot get`` lists, read from an event log (a live one or a simulator's).
 
-Pods and nodes come from :class:`allot_views.cluster.ClusterView` (their rows are built in ``commands/get.py``);
+Pods and nodes come from :class:`allot_views.cluster.ClusterView`;
 gangs, quotas, reservations and migrations from the projections of gang-coordinator, quota-manager and
 reservation-manager, rebuilt from the log by their own decision code (the engines are imported only when one of those
 kinds is asked for); devices and nodemetrics from the Device and NodeMetric objects the log records. Labels of every
 kind come from the manifests the log records (:class:`Recorded`), so ``-l`` selects on what was applied.
 
 Events are the Kubernetes Events the binder writes for the recorded decisions (:mod:`binder.notices`), rendered here
-from the log in either mode. Every loader is ``async (store, now_us) -> rows`` (see :mod:`allot_cli.output` for the row contract).
+from the log in either mode. Every loader is ``async (store, now_us) -> rows`` (see :mod:`allot_views.kinds` for the row contract).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from allot_contracts.envelope import RecordedEvent
 from allot_eventstore.clock import iso
 from allot_eventstore.protocol import EventStore
-from allot_views.cluster import ClusterView
-from allot_views.units import human, human_list
+from allot_views.cluster import ClusterView, NodeView, gpu_rows, plan_summary
+from allot_views.kinds import Kind
+from allot_views.units import age, human, human_list, percent
 
 Rows = list[dict[str, Any]]
 
@@ -84,15 +85,146 @@ def split(key: str) -> tuple[str, str]:
     return namespace, name
 
 
-def age(us: int) -> str:
-    seconds = max(us, 0) // 1_000_000
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
+# --- pods and nodes: the cluster view ---------------------------------------------------------------------------------
+
+
+async def load_view() -> ClusterView:
+    """The cluster view of the log the CLI finds (:func:`allot_stack.connect.endpoints`)."""
+    from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import endpoints
+    from allot_stack.logtools import cluster_view
+
+    store = PostgresEventStore.connect(endpoints().database_url)
+    try:
+        return await cluster_view(store)
+    finally:
+        await store.close()
+
+
+def _devices(devices: dict[str, list[int]]) -> str:
+    return " ".join(f"{kind}:{','.join(map(str, minors))}" for kind, minors in devices.items()) or "-"
+
+
+def pods_rows(view: ClusterView, namespace: str | None = None) -> Rows:
+    """One row per pod (of ``namespace`` when given): phase, node, devices, cpuset, quota, QoS and what qos-enforcer
+    enforces for it."""
+
+    rows = []
+    for key, pod in sorted(view.pods.items()):
+        if namespace and not key.startswith(f"{namespace}/"):
+            continue
+        rows.append(
+            {
+                "pod": key,
+                "phase": pod.phase,
+                "node": pod.node or "-",
+                "devices": _devices(pod.devices),
+                "cpuset": pod.cpuset or "-",
+                "quota": pod.quota or "-",
+                "qos": pod.qos or "-",
+                "enforced": plan_summary(pod.enforcement.plan) if pod.enforcement else "-",
+                "enforcement": pod.enforcement.status() if pod.enforcement else "-",
+                "message": pod.message,
+                "minors": pod.devices,  # as recorded, for -o json|yaml
+            }
+        )
+    return rows
+
+
+def _pair(node: Any, prefix: str) -> str:
+    cpu, memory = node.allocatable.get(f"{prefix}-cpu"), node.allocatable.get(f"{prefix}-memory")
+    if cpu is None and memory is None:
+        return "-"
+    degraded = " (degraded)" if node.degraded and prefix.endswith("batch") else ""
+    return f"cpu {cpu or 0} mem {memory or 0}{degraded}"
+
+
+def _devices_in_use(view: ClusterView, name: str, devices: dict[str, int]) -> str:
+    """Per device type, allocated / reported: ``gpu:6/8`` (a GPU counts as allocated when any pod holds a share)."""
+    if not devices:
+        return "-"
+    gpus = gpu_rows(view).get(name, [])
+    in_use = {"gpu": sum(1 for g in gpus if g.holders)}
+    return " ".join(f"{k}:{in_use[k]}/{v}" if k in in_use else f"{k}:{v}" for k, v in sorted(devices.items()))
+
+
+def nodes_rows(view: ClusterView, now: int) -> Rows:
+    """One row per node: capacity, devices, pods, and the node side — usage from its latest NodeMetric (with the
+    metric's age), the batch and mid allocatable computed from it, and how long ago its agent's heartbeat came."""
+    rows = []
+    for name, node in sorted(view.nodes.items()):
+        usage = "-"
+        if node.usage:
+            parts = [
+                f"{res} {percent(node.usage[res], node.capacity.get(res, ''), res) or node.usage[res]}"
+                for res in ("cpu", "memory")
+                if res in node.usage
+            ]
+            usage = f"{' '.join(parts)} ({age(now - node.metric_time, days=False)} ago)"
+
+        heartbeat = "-"
+        if node.heartbeat_lost:
+            heartbeat = f"LOST {age(now - node.heartbeat, days=False)} ago"
+        elif node.heartbeat:
+            heartbeat = f"{age(now - node.heartbeat, days=False)} ago"
+        rows.append(
+            {
+                "node": name,
+                "cpu": node.capacity.get("cpu", "-"),
+                "memory": node.capacity.get("memory", "-"),
+                "devices": _devices_in_use(view, name, node.devices),
+                "pods": len(node.pods),
+                "usage": usage,
+                "batch": _pair(node, "kubernetes.io/batch"),
+                "mid": _pair(node, "kubernetes.io/mid"),
+                "heartbeat": heartbeat,
+                "raw": _node_status(node),  # as recorded, for -o json|yaml
+            }
+        )
+    return rows
+
+
+class NodeStatus(TypedDict):
+    """A node's side as recorded (``allot get nodes -o json|yaml``); ``None`` where nothing was reported."""
+
+    capacity: dict[str, str]
+    allocatable: dict[str, str]
+    devices: dict[str, int]
+    usage: dict[str, str]
+    usageTime: str | None
+    heartbeatTime: str | None
+    heartbeatLost: bool | None
+    degraded: bool | None
+
+
+def _node_status(node: NodeView) -> NodeStatus:
+    return {
+        "capacity": node.capacity,
+        "allocatable": node.allocatable,
+        "devices": node.devices,
+        "usage": node.usage,
+        "usageTime": iso(node.metric_time) if node.usage else None,
+        "heartbeatTime": iso(node.heartbeat) if node.heartbeat else None,
+        "heartbeatLost": bool(node.heartbeat_lost) or None,
+        "degraded": node.degraded or None,
+    }
+
+
+async def pod_records(store: EventStore, now: int) -> Rows:
+    view, recorded = await fold(store)
+    rows = pods_rows(view)
+    for row in rows:
+        namespace, name = split(row["pod"])
+        row.update(name=name, namespace=namespace, labels=recorded.of("Pod", row["pod"]))
+    return rows
+
+
+async def node_records(store: EventStore, now: int) -> Rows:
+    view, recorded = await fold(store)
+    rows = nodes_rows(view, now)
+    for row in rows:
+        row.update(name=row["node"], labels=recorded.of("Node", row["node"]))
+    return rows
 
 
 # --- gangs, quotas, reservations, migrations: the services' projections ------------------------------------------
@@ -327,3 +459,9 @@ async def event_records(store: EventStore, now: int) -> Rows:
                 }
             )
     return rows
+
+
+def loader(kind: Kind) -> Callable[[EventStore, int], Awaitable[Rows]]:
+    """The loader of ``kind``'s rows, as :attr:`allot_views.kinds.Kind.loader` names it."""
+    loaded: Callable[[EventStore, int], Awaitable[Rows]] = globals()[kind.loader]
+    return loaded

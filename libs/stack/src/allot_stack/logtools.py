@@ -1,9 +1,11 @@
-"""Helpers over a live event log used by several commands: pipeline idleness, reading views, printing events."""
+"""Helpers over a live event log used by several commands: pipeline idleness, reading views, printing events, the
+newest events of some types (``allot events tail``), the quota tree (``allot quota tree``)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from typing import Any
 
 import msgspec
@@ -94,3 +96,34 @@ async def projection(store: EventStore, name: str, config: dict[str, Any] | None
     host = Host(build(name, config))
     await rebuild(host, store, until=(await store.head())[0])
     return host.processor
+
+
+def _matches(event_type: str, patterns: list[str]) -> bool:
+    if not patterns:
+        return True
+    for pattern in patterns:
+        if pattern.endswith(".*") and event_type.startswith(pattern[:-1]):
+            return True
+        if event_type == pattern or f"{event_type}" == pattern.rsplit(".v", 1)[0]:
+            return True
+    return False
+
+
+async def recent(
+    store: EventStore, patterns: list[str], *, last: int, after: int | None
+) -> tuple[list[RecordedEvent], int]:
+    """The events to print before following, and the position read up to. ``after``: every matching event after that
+    position; otherwise the ``last`` newest events that match ``patterns`` (counted after the type filter, so
+    ``--type X --last 5`` prints the 5 newest X wherever they are in the log)."""
+    head = (await store.head())[0]
+    kept: deque[RecordedEvent] | list[RecordedEvent] = [] if after is not None else deque(maxlen=max(last, 0))
+    async for record in store.iterate(after=after or 0, until=head):
+        if _matches(record.type, patterns):
+            kept.append(record)
+    return list(kept), head if after is None else max(head, after)
+
+
+async def quota_tree(store: EventStore) -> list[dict[str, Any]]:
+    """The elastic quota tree as quota-manager's own decision code folds it from the log (``allot quota tree``)."""
+    processor = await projection(store, "quota-manager")
+    return list(processor.engine.tree_view())

@@ -2,7 +2,7 @@
 
 Responsibility
 --------------
-- :func:`to_object`: one row of a kind (:mod:`allot_cli.output`) as an object with ``apiVersion``, ``kind``,
+- :func:`to_object`: one row of a kind (:mod:`allot_views.kinds`) as an object with ``apiVersion``, ``kind``,
   ``metadata`` (name, namespace, labels) and, as the kind's own API has them, ``spec`` and ``status``: a pod is a
   ``v1 Pod`` (``spec.nodeName``, ``status.phase``), a quota a ``scheduling.sigs.k8s.io/v1alpha1 ElasticQuota``
   (``spec.min/max``, ``status.used``), an event a ``v1 Event`` (``involvedObject``, ``reason``, ``message``), and so
@@ -10,6 +10,7 @@ Responsibility
   ``status`` under the names the tables use; Allot's own views (``allot status -o json``) are kinds of
   ``allot.dev/v1alpha1`` (:data:`ALLOT_API`).
 - :func:`as_list`: objects as a ``v1 List`` with ``items`` (``items: []`` when there is none).
+- :func:`tree_object`: the rows of ``allot quota tree`` as an ``allot.dev/v1alpha1`` ``QuotaTree``.
 
 Invariants: values are the recorded ones (exact quantities, no human units); a field with no value is left out, as
 the API server omits empty fields: never ``"-"``, ``""`` or ``null``. Pure.
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ALLOT_API", "API", "as_list", "clean", "to_object"]
+__all__ = ["ALLOT_API", "API", "as_list", "clean", "to_object", "tree_object"]
 
 Obj = dict[str, Any]
 
@@ -219,3 +220,15 @@ _SHAPES: dict[str, Callable[[Obj], Obj]] = {
     "nodemetrics": _nodemetric,
     "events": _event,
 }
+
+
+def tree_object(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``-o json|yaml``: the tree as an ``allot.dev/v1alpha1`` ``QuotaTree`` (docs/cli.md): ``status.quotas`` in tree
+    order, each with its exact quantities (every quota, the empty built-in ones included)."""
+    quotas = [clean(row) for row in rows]
+    return {
+        "apiVersion": ALLOT_API,
+        "kind": "QuotaTree",
+        "metadata": {"name": "elastic-quotas"},
+        "status": {"quotas": quotas},
+    }

@@ -1,4 +1,5 @@
-"""Quantities for people: ``16Gi``, ``500m``, ``unlimited`` (the tables of ``allot get``, explain lines, the web view).
+"""Quantities for people: ``16Gi``, ``500m``, ``unlimited`` (the tables of ``allot get``, explain lines, the web view),
+shares of a capacity (``75%``) and ages (``90s``, ``5m``, ``3h``, ``2d``).
 
 Pure: recorded quantities in, text out; the exact values stay in the log and in ``-o json``.
 """
@@ -9,9 +10,15 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
-from allot_contracts.quantity import QuantityError, format_quantity, is_milli_resource, parse_quantity
+from allot_contracts.quantity import (
+    QuantityError,
+    format_quantity,
+    is_milli_resource,
+    parse_quantity,
+    to_canonical,
+)
 
-__all__ = ["UNLIMITED_FROM", "human", "human_list"]
+__all__ = ["UNLIMITED_FROM", "age", "human", "human_list", "percent"]
 
 # Quantities from here up are shown as ``unlimited``: the smallest of the "no limit" values Koordinator writes
 # (MaxInt64/5 of cpu cores and memory bytes on its built-in quotas, MaxInt64/2000 on a profile's root quota), in the
@@ -55,3 +62,26 @@ def human_list(values: dict[str, Any], skip: Iterable[str] = ("pods",)) -> str:
     """``cpu=4 memory=16Gi nvidia.com/gpu=2`` (``-`` when empty)."""
     skipped = set(skip)
     return " ".join(f"{k}={human(k, v)}" for k, v in sorted(values.items()) if k not in skipped) or "-"
+
+
+def percent(value: str, capacity: str, resource: str) -> str | None:
+    """``value`` as a whole percentage of ``capacity`` (``75%``); None when the capacity is zero or either is not a
+    quantity."""
+    try:
+        total = to_canonical(resource, capacity)
+        return f"{to_canonical(resource, value) * 100 // total}%" if total else None
+    except QuantityError:
+        return None
+
+
+def age(us: int, *, days: bool = True) -> str:
+    """A duration in microseconds as ``90s``, ``5m``, ``3h`` and, from two days on, ``2d`` (unless ``days`` is
+    False: a node's metric and heartbeat are counted in hours)."""
+    seconds = max(us, 0) // 1_000_000
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800 or not days:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"

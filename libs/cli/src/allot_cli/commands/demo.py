@@ -34,13 +34,14 @@ def _step(text: str) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from allot_cli.commands.apply import record
-    from allot_cli.commands.get import load_view, pods_rows, print_table
+    from allot_cli.commands.get import print_table
     from allot_cli.commands.replay import run as replay
     from allot_cli.commands.stack import Progress, print_summary
     from allot_intake.documents import load_documents
     from allot_intake.manifests import admit_all, to_input
+    from allot_stack.apply import record
     from allot_stack.control import start_stack, stop_stack
+    from allot_stack.listing import load_view, pods_rows
 
     examples = Path(args.examples) if args.examples else examples_dir()
     state_dir = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="allot-demo-"))

@@ -14,49 +14,20 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.output import Kind, Selector, all_words, kind_named, select
-from allot_intake.errors import InputError
+from allot_views.kinds import KUBE_KINDS, Kind, all_words, kind_named
 
 if TYPE_CHECKING:
     from allot_eventstore.protocol import EventStore
 
 _HIDDEN = {"name", "namespace", "labels"}
-_KUBE_KIND = {
-    "pods": "Pod",
-    "nodes": "Node",
-    "gangs": "PodGroup",
-    "quotas": "ElasticQuota",
-    "reservations": "Reservation",
-    "migrations": "PodMigrationJob",
-    "devices": "Device",
-    "nodemetrics": "NodeMetric",
-    "events": "Event",
-}
 
 
 def _title(field: str) -> str:
     return field[:1].upper() + field[1:]
 
 
-async def events_of(store: EventStore, kind: str, namespace: str, name: str) -> list[tuple[int, Any]]:
-    """``(recorded_at, notice)`` of every Event the binder renders about this object, in log order, and (for a pod)
-    its ``PodScheduled`` conditions as ``(recorded_at, condition)``."""
-    from allot_stack.listing import rendered
-
-    found: list[tuple[int, Any]] = []
-    async for at, out in rendered(store):
-        for notice in out.notices:
-            r = notice.regarding
-            if r.kind == kind and r.name == name and (r.namespace or "") == namespace:
-                found.append((at, notice))
-        for condition in out.conditions:
-            if kind == "Pod" and condition.pod.key == f"{namespace}/{name}":
-                found.append((at, condition))
-    return found
-
-
 def _age(now: int, at: int) -> str:
-    from allot_stack.listing import age
+    from allot_views.units import age
 
     return age(now - at)
 
@@ -81,7 +52,7 @@ def describe(
     fields: list[tuple[str, str]] = [("Name", str(row["name"]))]
     if kind.namespaced:
         fields.append(("Namespace", str(row.get("namespace", ""))))
-    fields.append(("Kind", _KUBE_KIND[kind.plural]))
+    fields.append(("Kind", KUBE_KINDS[kind.plural]))
     labels = row.get("labels") or {}
     fields.append(("Labels", ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"))
     for column in (*kind.columns, *kind.wide, kind.note):
@@ -167,65 +138,14 @@ def _once(
     return table, explain, notices
 
 
-def pod_explain(lines: list[str]) -> list[str]:
-    """What ``allot explain pod`` says after the timeline: where the pod stands and why."""
-    if "timeline:" not in lines:
-        return []
-    rest = lines[lines.index("timeline:") + 1 :]
-    while rest and rest[0].startswith("  #"):
-        rest = rest[1:]
-    return [line for line in rest if line.strip()]
-
-
-async def explain_lines(store: EventStore, kind: Kind, row: dict[str, Any], now: int) -> list[str]:
-    if kind.plural == "pods":
-        from allot_stack.explain import cluster, explain, history
-
-        key = f"{row['namespace']}/{row['name']}"
-        return pod_explain(explain(key, *await history(store, key), await cluster(store)))
-    if kind.plural == "nodes":
-        from allot_stack.explain_node import explain_node, node_history
-
-        lines = explain_node(row["name"], await node_history(store, row["name"]), now)
-        body = lines[2 : lines.index("timeline:")] if "timeline:" in lines else lines[2:]
-        return [line for line in body if line.strip()]
-    if kind.plural == "gangs":
-        return str(row.get("explain") or "").splitlines()
-    return []
-
-
 async def run_describe(args: argparse.Namespace, store: EventStore, *, now: int) -> list[str]:
+    from allot_stack.describing import described
+
     kind = kind_named(args.what)
-    namespace: str | None = args.namespace
-    name = args.name
-    if kind.namespaced and "/" in name:
-        namespace, _, name = name.partition("/")
-    rows = await kind.load()(store, now)
-    found = select(
-        kind, rows, namespace=namespace if kind.namespaced else None, selector=Selector(), names=[name]
-    )
-    if not found:
-        where = f" in namespace {namespace}" if kind.namespaced and namespace else ""
-        raise InputError(f'{kind.plural} "{name}" not found{where}')
-    if len(found) > 1:  # no -n: the name is in several namespaces
-        spaces = ", ".join(sorted(str(r.get("namespace")) for r in found))
-        raise InputError(f'{kind.plural} "{name}" is in namespaces {spaces}: give -n NS or NS/{name}')
-    row = found[0]
-    notices = await events_of(store, _KUBE_KIND[kind.plural], str(row.get("namespace", "")), row["name"])
-    explain = await explain_lines(store, kind, row, now)
+    found = await described(store, kind, args.name, args.namespace, now)
     return describe(
-        kind, row, notices=notices, explain=explain, now=now, sections=await node_sections(store, kind, row)
+        kind, found.row, notices=found.notices, explain=found.explain, now=now, sections=found.sections
     )
-
-
-async def node_sections(store: EventStore, kind: Kind, row: dict[str, Any]) -> list[str]:
-    """A node's Allocated resources and GPUs, from the same fold as ``allot get nodes`` and the web view."""
-    if kind.plural != "nodes":
-        return []
-    from allot_stack.explain_node import allocated_lines
-    from allot_stack.logtools import cluster_view
-
-    return allocated_lines(await cluster_view(store), row["name"])
 
 
 def cmd_describe(args: argparse.Namespace) -> int:

@@ -9,45 +9,15 @@ import contextlib
 import json
 import signal
 import sys
-from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from allot_intake.errors import UsageError
-
-if TYPE_CHECKING:  # imported when the command runs: ``allot events --help`` loads no driver
-    from allot_contracts.envelope import RecordedEvent
-    from allot_eventstore.protocol import EventStore
-
-
-def _matches(event_type: str, patterns: list[str]) -> bool:
-    if not patterns:
-        return True
-    for pattern in patterns:
-        if pattern.endswith(".*") and event_type.startswith(pattern[:-1]):
-            return True
-        if event_type == pattern or f"{event_type}" == pattern.rsplit(".v", 1)[0]:
-            return True
-    return False
-
-
-async def recent(
-    store: EventStore, patterns: list[str], *, last: int, after: int | None
-) -> tuple[list[RecordedEvent], int]:
-    """The events to print before following, and the position read up to. ``after``: every matching event after that
-    position; otherwise the ``last`` newest events that match ``patterns`` (counted after the type filter, so
-    ``--type X --last 5`` prints the 5 newest X wherever they are in the log)."""
-    head = (await store.head())[0]
-    kept: deque[RecordedEvent] | list[RecordedEvent] = [] if after is not None else deque(maxlen=max(last, 0))
-    async for record in store.iterate(after=after or 0, until=head):
-        if _matches(record.type, patterns):
-            kept.append(record)
-    return list(kept), head if after is None else max(head, after)
 
 
 async def tail(args: argparse.Namespace) -> None:
     from allot_eventstore.postgres import PostgresEventStore
     from allot_stack.connect import endpoints
-    from allot_stack.logtools import event_json
+    from allot_stack.logtools import event_json, recent
 
     ep = endpoints(need_nats=args.follow)
     store = PostgresEventStore.connect(ep.database_url)

@@ -19,12 +19,11 @@ BUILT_IN = {"koordinator-system-quota", "koordinator-default-quota"}
 async def tree_rows() -> list[dict[str, Any]]:
     from allot_eventstore.postgres import PostgresEventStore
     from allot_stack.connect import endpoints
-    from allot_stack.logtools import projection
+    from allot_stack.logtools import quota_tree
 
     store = PostgresEventStore.connect(endpoints().database_url)
     try:
-        processor = await projection(store, "quota-manager")
-        return list(processor.engine.tree_view())
+        return await quota_tree(store)
     finally:
         await store.close()
 
@@ -55,21 +54,9 @@ def render(rows: list[dict[str, Any]], *, show_all: bool) -> list[str]:
     return lines
 
 
-def tree_object(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """``-o json|yaml``: the tree as an ``allot.dev/v1alpha1`` ``QuotaTree`` (docs/cli.md): ``status.quotas`` in tree
-    order, each with its exact quantities (every quota, the empty built-in ones included)."""
-    from allot_views.objects import ALLOT_API, clean
-
-    quotas = [clean(row) for row in rows]
-    return {
-        "apiVersion": ALLOT_API,
-        "kind": "QuotaTree",
-        "metadata": {"name": "elastic-quotas"},
-        "status": {"quotas": quotas},
-    }
-
-
 def cmd_quota(args: argparse.Namespace) -> int:
+    from allot_views.objects import tree_object
+
     rows = asyncio.run(tree_rows())
     if args.output == "json":
         print(json.dumps(tree_object(rows), indent=2))

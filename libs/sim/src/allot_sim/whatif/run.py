@@ -83,7 +83,7 @@ async def pods(
 ) -> dict[str, Any]:
     """``allot what-if -f``: the answer for every pod of ``paths`` at position ``at`` (default: the head)."""
     from allot_eventstore.postgres import PostgresEventStore
-    from allot_stack.door import door_for
+    from allot_stack.apply import door_for
 
     from . import inputs
     from .answer import answers

@@ -1,10 +1,11 @@
-"""``allot events tail --type T --last N``: the N newest events of type T, wherever they are in the log."""
+"""The newest events of some types (:func:`allot_stack.logtools.recent`, behind ``allot events tail --type T --last
+N``): the N newest events of type T, wherever they are in the log."""
 
 from __future__ import annotations
 
 import asyncio
 
-from allot_cli.commands.events import recent
+from allot_stack.logtools import recent
 from allot_testing.builders import a_node, a_pod
 from allot_testing.scenario import Scenario
 

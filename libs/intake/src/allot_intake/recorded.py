@@ -1,15 +1,20 @@
-"""What the door of ``allot apply`` and ``allot what-if`` knows from the log: the elastic quotas and quota profiles,
-PriorityClasses, ClusterColocationProfiles and Namespaces recorded so far (:class:`allot_intake.manifests.Door`)."""
+"""What the door learns from the log: the quotas, quota profiles, PriorityClasses, ClusterColocationProfiles and
+Namespaces recorded before the documents it admits.
+
+:data:`DOOR_TYPES` are the event types to read; :func:`learn` folds one recorded event into a :class:`Door`, in log
+order (``allot apply`` and ``allot whatif`` read them with :func:`allot_stack.apply.door_for`). Pure: no IO.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from allot_stack.connect import retrying
-
 if TYPE_CHECKING:
+    from allot_contracts.envelope import RecordedEvent
     from allot_contracts.events import Event
     from allot_intake.manifests import Door
+
+__all__ = ["DOOR_TYPES", "learn"]
 
 DOOR_TYPES = (
     "quota.applied",
@@ -25,7 +30,7 @@ DOOR_TYPES = (
 )
 
 
-def learn_quotas(door: Door, applied: dict[str, Event], stream: str, event: Event) -> None:
+def _learn_quotas(door: Door, applied: dict[str, Event], stream: str, event: Event) -> None:
     """Quotas and quota profiles: what the door knows of a tree once quota-manager registered what was applied."""
     from allot_contracts.events import (
         QuotaApplied,
@@ -53,7 +58,7 @@ def learn_quotas(door: Door, applied: dict[str, Event], stream: str, event: Even
         door.quota_view.forget_quota(event.quota.name)
 
 
-def learn(door: Door, kind: str, payload: dict[str, Any]) -> None:
+def _learn(door: Door, kind: str, payload: dict[str, Any]) -> None:
     """What a recorded PriorityClass deletion, ClusterColocationProfile or Namespace tells the door."""
     from allot_contracts.objects.colocation_profile import parse_colocation_profile
 
@@ -71,33 +76,16 @@ def learn(door: Door, kind: str, payload: dict[str, Any]) -> None:
         door.namespaces[str(payload["ref"]["name"])] = {str(k): str(v) for k, v in (labels or {}).items()}
 
 
-async def door_for(url: str, until: int | None = None) -> Door:
-    """A door that knows the elastic quotas and quota profiles, PriorityClasses, ClusterColocationProfiles and
-    Namespaces recorded so far (up to position ``until`` when given)."""
+def learn(door: Door, applied: dict[str, Event], record: RecordedEvent) -> None:
+    """Fold one recorded event of :data:`DOOR_TYPES` into ``door``; ``applied`` holds each quota or profile stream's
+    last applied object until quota-manager registers it."""
     from allot_contracts.events import PriorityClassApplied
-    from allot_eventstore.postgres import PostgresEventStore
-    from allot_intake.manifests import Door
 
-    store = PostgresEventStore.connect(url)
-    door = Door(quotas=set())
-    applied: dict[str, Event] = {}  # quota or profile stream -> its last applied object, until registered
-    try:
-
-        async def scan() -> None:
-            async for record in store.iterate(types=DOOR_TYPES, until=until):
-                if record.type.startswith(("quota.", "quotaprofile.")):
-                    learn_quotas(door, applied, record.stream_id, record.decode())
-                elif record.type == "priorityclass.applied":
-                    event = record.decode()
-                    assert isinstance(event, PriorityClassApplied)
-                    door.priority_classes[event.name] = event.spec
-                else:
-                    learn(door, record.type, record.payload_dict())
-
-        await retrying(
-            scan,
-            what="reading recorded quotas, quota profiles, priority classes, colocation profiles and namespaces",
-        )
-    finally:
-        await store.close()
-    return door
+    if record.type.startswith(("quota.", "quotaprofile.")):
+        _learn_quotas(door, applied, record.stream_id, record.decode())
+    elif record.type == "priorityclass.applied":
+        event = record.decode()
+        assert isinstance(event, PriorityClassApplied)
+        door.priority_classes[event.name] = event.spec
+    else:
+        _learn(door, record.type, record.payload_dict())
