@@ -30,17 +30,21 @@ from allot_placement.reasons import Reason
 
 __all__ = ["ShapeIndex"]
 
+_REBUILD_FLOOR = 64  # below this many changed nodes a ranking is always caught up
+
 
 class ShapeIndex:
-    __slots__ = ("codes", "counts", "feasible", "heap", "infeasible", "pos")
+    __slots__ = ("codes", "counts", "feasible", "heap", "infeasible", "names", "pos", "whole")
 
     def __init__(self, pos: int) -> None:
         self.pos = pos
         self.heap: list[tuple[int, str, int]] = []
         self.feasible: dict[str, tuple[int, int]] = {}  # name -> (version, score)
         self.infeasible: dict[str, tuple[Reason, ...]] = {}
+        self.names: list[str] = []  # min-heap of the infeasible names (stale entries dropped lazily)
         self.counts: dict[str, int] = {}
         self.codes: dict[str, str] = {}
+        self.whole = False  # every live node is ranked (``complete`` ran): changes are evaluated unfiltered
 
     def __len__(self) -> int:
         return len(self.feasible) + len(self.infeasible)
@@ -53,7 +57,9 @@ class ShapeIndex:
     ) -> None:
         """Re-evaluate ``names``; ``result_of`` gives ``(version, result)`` or ``None`` for a node that is gone.
         ``admits`` (the free-resource index, ``_free``): a node it rejects cannot fit, so it is left unevaluated
-        (``complete`` evaluates such nodes when an explanation needs them)."""
+        (``complete`` evaluates such nodes when an explanation needs them; after it, every node is evaluated)."""
+        if self.whole:
+            admits = None
         for name in names:
             old = self.infeasible.pop(name, None)
             if old is not None:
@@ -75,20 +81,36 @@ class ShapeIndex:
                 heapq.heappush(self.heap, (-res.score, name, version))
             else:
                 self.infeasible[name] = res.reasons
+                heapq.heappush(self.names, name)
                 for msg, code in res.reasons:
                     self.counts[msg] = self.counts.get(msg, 0) + 1
                     self.codes[msg] = code
         if len(self.heap) > 2 * len(self.feasible) + 64:
             self.heap = [(-s, name, v) for name, (v, s) in self.feasible.items()]
             heapq.heapify(self.heap)
+        if len(self.names) > 2 * len(self.infeasible) + 64:
+            self.names = list(self.infeasible)
+            heapq.heapify(self.names)
+
+    def pending(self, changes: list[str], start: int, walk: Callable[[], int] | None) -> list[str] | None:
+        """The distinct nodes of ``changes[start:]`` (the change log since this ranking's position), or ``None``
+        when rebuilding the ranking from the free-resource index is cheaper: more nodes changed than the
+        ``walk()`` nodes a rebuild checks (a ranking that ranks every node, ``whole``, is always caught up)."""
+        names = list(dict.fromkeys(changes[start:]))
+        if walk is not None and not self.whole and len(names) > _REBUILD_FLOOR and len(names) >= walk():
+            return None
+        return names
 
     def complete(
         self, live: Iterable[str], result_of: Callable[[str], tuple[int, NodeResult] | None]
     ) -> None:
         """Evaluate the ``live`` nodes left unevaluated (those the free-resource index rejected), so that the
         reasons and their histogram cover every node, as a ranking without that index has them."""
+        if self.whole:  # kept complete by ``update`` since
+            return
         feasible, infeasible = self.feasible, self.infeasible
         self.update([name for name in live if name not in infeasible and name not in feasible], result_of)
+        self.whole = True
 
     def top(self, k: int) -> list[tuple[str, int]]:
         """The ``k`` best feasible nodes as ``(name, score)``, best first."""
@@ -104,4 +126,13 @@ class ShapeIndex:
         return [(name, -neg) for neg, name, _ in out]
 
     def first_infeasible(self, k: int) -> list[tuple[str, tuple[Reason, ...]]]:
-        return [(name, self.infeasible[name]) for name in heapq.nsmallest(k, self.infeasible)]
+        """The ``k`` first infeasible nodes in name order, with their reasons."""
+        names, infeasible = self.names, self.infeasible
+        out: list[str] = []
+        while names and len(out) < k:
+            name = heapq.heappop(names)
+            if name in infeasible and (not out or out[-1] != name):  # copies of a name pop one after another
+                out.append(name)
+        for name in out:
+            heapq.heappush(names, name)
+        return [(name, infeasible[name]) for name in out]

@@ -431,9 +431,12 @@ class PlacementEngine:
         if self._free is not None:
             self._free.update(name, state)
         self._changes.append(name)
-        if len(self._changes) > 4 * len(self._nodes) + 4096:
-            self._change_base += len(self._changes)
-            self._changes = []
+        if (
+            len(self._changes) > 4 * len(self._nodes) + 4096
+        ):  # the older half goes: rankings behind it rebuild
+            drop = len(self._changes) // 2
+            self._change_base += drop
+            del self._changes[:drop]
         if (
             len(self._memo) > _MEMO_LIMIT
             or len(self._ids) > 4 * _MEMO_LIMIT
@@ -576,17 +579,16 @@ class PlacementEngine:
             return fresh
         idx = self._indexes.get(spec.key)
         end = self._change_base + len(self._changes)
-        free, admits = self._free, None
+        free, admits, walk, names = self._free, None, None, None
         if free is not None:
             want = need(spec)
-            admits = lambda name: free.admits(name, want)  # noqa: E731
-        if idx is None or idx.pos < self._change_base:
-            idx = ShapeIndex(end)
-            names: Any = (
-                [name for name, s in self._nodes.items() if s.info is not None]
-                if free is None
-                else free.candidates(want)
-            )
+            admits, walk = free.admitter(want), lambda: free.walk(want)
+        if idx is not None and idx.pos >= self._change_base:  # catch up, unless rebuilding is cheaper
+            names = idx.pending(self._changes, idx.pos - self._change_base, walk)
+        if idx is None or names is None:  # (re)build from the candidates, which need no further check
+            idx, admits = ShapeIndex(end), None
+            live = [name for name, s in self._nodes.items() if s.info is not None] if free is None else None
+            names = free.candidates(want) if free is not None else live
             self._indexes[spec.key] = idx
             self._indexes.move_to_end(spec.key)
             budget = max(_INDEX_ENTRY_BUDGET // max(len(self._nodes), 1), 8)
@@ -594,7 +596,6 @@ class PlacementEngine:
                 self._indexes.popitem(last=False)
         else:
             self._indexes.move_to_end(spec.key)
-            names = dict.fromkeys(self._changes[idx.pos - self._change_base :])
         idx.pos = end
-        idx.update(names, self._resolver(spec), admits)
+        idx.update(names or (), self._resolver(spec), admits)
         return idx
