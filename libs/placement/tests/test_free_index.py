@@ -7,16 +7,21 @@ node, devices, scores, reasons and the explanation of unschedulable pods — and
 
 from __future__ import annotations
 
+import heapq
 import random
 from pathlib import Path
 
 import pytest
 
 from allot_contracts.objects import names as n
-from allot_placement import PlacementConfig, PlacementEngine
+from allot_placement import PlacementConfig, PlacementEngine, _index
+from allot_placement import engine as engine_module
 from allot_placement._free import FreeIndex, bucket, fits, gpu_free, need
+from allot_placement._index import Rankings, ShapeIndex
+from allot_placement.evaluate import NodeResult
 from allot_placement.openb import TraceNode, TracePod, load_node, read_nodes, read_pods, replicate, trace_pod
 from allot_placement.pod import pod_spec
+from allot_placement.reasons import Reason
 
 # the openb trace lives in shared/traces beside the checkout (or beside the folder of worktrees)
 OPENB = next(
@@ -194,3 +199,79 @@ def test_candidates_are_exactly_the_nodes_that_pass_the_check() -> None:
             if fits(eng.node_state(nd.name), gpu_free(eng.node_state(nd.name)), want)  # type: ignore[arg-type]
         )
         assert sorted(idx.candidates(want)) == expected  # type: ignore[arg-type]
+
+
+# --- the rankings: rebuilt when more nodes changed than a rebuild checks, kept within a budget of entries held,
+# and explaining unschedulable pods from a name-ordered heap; none of it changes a decision
+
+_FULL: Reason = ("Insufficient cpu", "InsufficientResource")
+
+
+@pytest.mark.parametrize("policy", ["binpack", "fgd"])
+def test_rebuilds_evictions_and_compaction_change_no_decision(
+    policy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nodes, pods = generated(60, seed=5)
+    without, digest = decisions(nodes, pods, policy, free_index=False)
+    # every catch-up of more changed nodes than a rebuild checks rebuilds; a few hundred entries keep two or three
+    # rankings; the change log drops its older half past 240 changes
+    monkeypatch.setattr(_index, "_REBUILD_FLOOR", 0)
+    monkeypatch.setattr(engine_module, "_INDEX_ENTRY_BUDGET", 300)
+    monkeypatch.setattr(engine_module, "_LOG_SLACK", 0)
+    with_index, digest_index = decisions(nodes, pods, policy, free_index=True)
+    for i, (a, b) in enumerate(zip(without, with_index, strict=True)):
+        assert a == b, f"decision {i} differs"
+    assert digest == digest_index
+
+
+def test_first_infeasible_is_the_name_order_under_changes() -> None:
+    rng = random.Random(3)
+    names = [f"n{i:03d}" for i in range(120)]
+    state: dict[str, tuple[int, NodeResult]] = {}
+    idx = ShapeIndex(0)
+    for step in range(400):
+        changed = rng.sample(names, rng.randrange(1, 12))
+        for name in changed:
+            feasible = rng.random() < 0.5
+            res = (
+                NodeResult(feasible=True, score=rng.randrange(100))
+                if feasible
+                else NodeResult(feasible=False, reasons=(_FULL,))
+            )
+            state[name] = (step, res)
+        idx.update(changed, state.get)
+        infeasible = sorted(name for name, (_, r) in state.items() if not r.feasible)
+        assert [name for name, _ in idx.first_infeasible(5)] == infeasible[:5]
+        assert idx.counts.get(_FULL[0], 0) == len(infeasible)
+        assert len(idx.names) <= 2 * len(infeasible) + 64 + 12  # stale names are dropped
+    assert heapq.nsmallest(3, idx.infeasible) == [name for name, _ in idx.first_infeasible(3)]
+
+
+def test_pending_rebuilds_only_when_more_nodes_changed_than_a_rebuild_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_index, "_REBUILD_FLOOR", 2)
+    idx = ShapeIndex(0)
+    log = ["a", "b", "a", "c", "a"]
+    assert idx.pending(log, 0, lambda: 4) == ["a", "b", "c"]  # three distinct nodes, a rebuild checks four
+    assert idx.pending(log, 0, lambda: 3) is None
+    assert idx.pending(log, 3, lambda: 1) == ["c", "a"]  # at the floor: caught up
+    assert idx.pending(log, 0, None) == ["a", "b", "c"]  # without the free-resource index: always caught up
+    idx.whole = True
+    assert idx.pending(log, 0, lambda: 1) == ["a", "b", "c"]  # a ranking of every node is kept complete
+
+
+def test_rankings_count_what_they_hold_and_stay_within_budget() -> None:
+    live = [f"n{i:02d}" for i in range(40)]
+    results = {name: (1, NodeResult(feasible=True, score=i)) for i, name in enumerate(live)}
+    rankings = Rankings(budget=200)
+    changes: list[str] = []
+    for step in range(30):
+        key = f"shape-{step % 7}".encode()
+        changes.append(live[step % len(live)])
+        idx = rankings.ranking(key, (changes, 0), None, results.get, lambda: list(live))
+        assert idx.top(1) == [("n39", 39)]
+        assert rankings.held == sum(r.held() for r in rankings.by_key.values())
+        assert rankings.held <= 200 or len(rankings) == 1
+        assert next(reversed(rankings.by_key)) == key  # the one just used is the last to go
+    assert len(rankings) < 7  # 40 nodes and 40 heap entries each: two rankings fit

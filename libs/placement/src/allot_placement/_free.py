@@ -22,12 +22,14 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from allot_contracts.objects import names as n
 from allot_placement.evaluate import insufficient
 from allot_placement.pod import PodSpec
 from allot_placement.state import NodeState
 
-__all__ = ["DIMENSIONS", "FreeIndex", "Need", "bucket", "fits", "gpu_free", "need"]
+__all__ = ["DIMENSIONS", "FreeIndex", "Need", "Room", "bucket", "fits", "gpu_free", "need", "room"]
 
 DIMENSIONS = (n.CPU, n.MEMORY, n.GPU_CORE, n.GPU_MEMORY_RATIO, n.GPU_MEMORY, n.NVIDIA_GPU)
 _MAX_SHARE = len(DIMENSIONS)  # the dimension of the largest free GPU core share on one GPU
@@ -36,6 +38,8 @@ _UNBOUNDED = 1 << 16  # the bucket of a resource the node (or GPU) does not list
 _WHOLE_CORE = 100
 # a pod's requests in NodeResourcesFit order, and (count, core share per GPU) of its GPU request when it has one
 Need = tuple[tuple[tuple[str, int], ...], tuple[int, int] | None]
+# what ``fits`` reads of a node: the pods it still takes, its free amount per resource, ``gpu_free``
+Room = tuple[int, dict[str, int], tuple[int, ...]]
 
 
 def need(spec: PodSpec) -> Need:
@@ -57,6 +61,21 @@ def gpu_free(state: NodeState) -> tuple[int, ...]:
         total = d.resources.get(n.GPU_CORE)
         out.append(_UNBOUNDED if total is None else max(total - used.get(d.minor, {}).get(n.GPU_CORE, 0), 0))
     return tuple(sorted(out, reverse=True))
+
+
+def room(state: NodeState, gpus: tuple[int, ...]) -> Room:
+    """What ``fits`` reads of a node, precomputed: the pods it still takes (a very large number when it sets no
+    limit), its free amount ``allocatable - requested`` of every resource it lists or has requested (a device
+    resource it does not list is left out: NodeResourcesFit skips it), and ``gpus``."""
+    info = state.info
+    assert info is not None
+    alloc, used = info.allocatable, state.requested
+    pods_cap = alloc.get(n.PODS)
+    free = {r: cap - used.get(r, 0) for r, cap in alloc.items()}
+    for r, v in used.items():
+        if r not in alloc and r not in n.DEVICE_FAMILY_NAMES:
+            free[r] = -v
+    return (1 << 62) if pods_cap is None else pods_cap - len(state.pods), free, gpus
 
 
 def bucket(free: int) -> int:
@@ -89,11 +108,12 @@ def _free_bucket(state: NodeState, r: str) -> int:
 class FreeIndex:
     """Live nodes by free amount per tracked resource (see the module docstring)."""
 
-    __slots__ = ("buckets", "gpus", "states", "where")
+    __slots__ = ("buckets", "gpus", "room", "states", "where")
 
     def __init__(self) -> None:
         self.states: dict[str, NodeState] = {}
         self.gpus: dict[str, tuple[int, ...]] = {}  # name -> gpu_free
+        self.room: dict[str, Room] = {}  # name -> what ``fits`` reads, precomputed (``room``)
         self.where: dict[str, tuple[int, ...]] = {}  # name -> its bucket per dimension
         self.buckets: tuple[dict[int, set[str]], ...] = tuple({} for _ in range(_WHOLE + 1))
 
@@ -112,9 +132,11 @@ class FreeIndex:
         if state is None or state.info is None:
             self.states.pop(name, None)
             self.gpus.pop(name, None)
+            self.room.pop(name, None)
             return
         self.states[name] = state
         gpus = self.gpus[name] = gpu_free(state)
+        self.room[name] = room(state, gpus)
         whole = sum(1 for g in gpus if g >= _WHOLE_CORE)
         where = self.where[name] = (
             *(_free_bucket(state, r) for r in DIMENSIONS),
@@ -141,15 +163,45 @@ class FreeIndex:
                 best, best_size = sets, size
         return best, best_size
 
+    def walk(self, want: Need) -> int:
+        """How many nodes ``candidates(want)`` checks."""
+        return self._narrowest(want)[1]
+
     def candidates(self, want: Need) -> list[str]:
         """The live nodes that pass ``fits`` for ``want`` (a pod's ``need``)."""
         best, _ = self._narrowest(want)
-        states, gpus = self.states, self.gpus
+        check = self.admitter(want)
         if best is None:
-            return [name for name, state in states.items() if fits(state, gpus[name], want)]
-        return [name for names in best for name in names if fits(states[name], gpus[name], want)]
+            return [name for name in self.room if check(name)]
+        return [name for names in best for name in names if check(name)]
 
     def admits(self, name: str, want: Need) -> bool:
         """The live node ``name`` passes ``fits`` for ``want``."""
-        state = self.states.get(name)
-        return state is not None and fits(state, self.gpus[name], want)
+        return self.admitter(want)(name)
+
+    def admitter(self, want: Need) -> Callable[[str], bool]:
+        """``name -> bool``: the live node passes ``fits`` for ``want``, read from its ``room``."""
+        rooms, devices = self.room, n.DEVICE_FAMILY_NAMES
+        fit_order, gpu = want
+        count, share = gpu if gpu is not None else (0, 0)
+
+        def check(name: str) -> bool:
+            got = rooms.get(name)
+            if got is None:
+                return False
+            pods_left, free, gpus = got
+            if count and (len(gpus) < count or gpus[count - 1] < share):
+                return False
+            if pods_left < 1:
+                return False
+            for r, v in fit_order:
+                f = free.get(r)
+                if f is None:
+                    if r in devices:  # a device resource the node does not list: NodeResourcesFit skips it
+                        continue
+                    f = 0
+                if v > f:
+                    return False
+            return True
+
+        return check

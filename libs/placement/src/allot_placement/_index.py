@@ -4,13 +4,21 @@ Design: a pod's placement is ``argmax (score, -name)`` over feasible nodes, and 
 node's state and the pod's decision-relevant fields (``PodSpec.key``). So for each pod key we keep a ``ShapeIndex``:
 a max-heap of ``(-score, name, version)`` over feasible nodes (stale entries are dropped lazily by version), the
 reasons of infeasible nodes with a histogram for the "0/N nodes are available" summary, and a position in the
-engine's change log. Querying it re-evaluates only the nodes that changed since the last query of that key.
+engine's change log. Querying it re-evaluates only the nodes that changed since the last query of that key, or
+rebuilds it from the free-resource index's candidates when more nodes changed than that rebuild checks (a shape
+that recurs rarely would otherwise re-check up to every node). ``Rankings`` keeps them, least recently used first,
+within a budget of entries held (nodes, heap entries and infeasible names, counted as they change).
 
 Invariants:
 - The ranking is a total order (score descending, then node name ascending), so the answer never depends on the
   order in which nodes were added, changed or re-evaluated: an index built from scratch and one maintained
   incrementally give the same best node. A test checks this against a naive full scan.
-- Indexes are caches: dropping any of them (LRU eviction, change-log compaction) changes speed, never results.
+- Indexes are caches: dropping or rebuilding any of them (LRU eviction, change-log compaction, a rebuild that is
+  cheaper than catching up) changes speed, never results. They hold node names, versions and scores, no
+  signature, so they outlive the engine's memo resets.
+- Once ``complete`` ran (an unschedulable pod's explanation), a ranking evaluates every changed node, so it stays
+  complete: later explanations read its histogram and its name-ordered heap of infeasible nodes without visiting
+  the cluster again.
 - Nodes the free-resource index (``_free``) rejects fail NodeResourcesFit, so they are left out of the ranking
   unevaluated: the feasible set, and so every decision, is the same as with every node evaluated. Only an
   unschedulable pod's explanation reads the infeasible side; ``complete`` evaluates the left-out nodes first.
@@ -23,27 +31,37 @@ sampling a percentage of nodes (non-exhaustive, so explanations and results woul
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
+from allot_placement._free import FreeIndex, Need
 from allot_placement.evaluate import NodeResult
 from allot_placement.reasons import Reason
 
-__all__ = ["ShapeIndex"]
+__all__ = ["Rankings", "ShapeIndex"]
+
+_REBUILD_FLOOR = 64  # below this many changed nodes a ranking is always caught up
 
 
 class ShapeIndex:
-    __slots__ = ("codes", "counts", "feasible", "heap", "infeasible", "pos")
+    __slots__ = ("codes", "counts", "feasible", "heap", "infeasible", "names", "pos", "whole")
 
     def __init__(self, pos: int) -> None:
         self.pos = pos
         self.heap: list[tuple[int, str, int]] = []
         self.feasible: dict[str, tuple[int, int]] = {}  # name -> (version, score)
         self.infeasible: dict[str, tuple[Reason, ...]] = {}
+        self.names: list[str] = []  # min-heap of the infeasible names (stale entries dropped lazily)
         self.counts: dict[str, int] = {}
         self.codes: dict[str, str] = {}
+        self.whole = False  # every live node is ranked (``complete`` ran): changes are evaluated unfiltered
 
     def __len__(self) -> int:
         return len(self.feasible) + len(self.infeasible)
+
+    def held(self) -> int:
+        """Entries this ranking holds (nodes, heap entries, infeasible names): what ``Rankings`` budgets."""
+        return len(self.feasible) + len(self.infeasible) + len(self.heap) + len(self.names)
 
     def update(
         self,
@@ -53,7 +71,9 @@ class ShapeIndex:
     ) -> None:
         """Re-evaluate ``names``; ``result_of`` gives ``(version, result)`` or ``None`` for a node that is gone.
         ``admits`` (the free-resource index, ``_free``): a node it rejects cannot fit, so it is left unevaluated
-        (``complete`` evaluates such nodes when an explanation needs them)."""
+        (``complete`` evaluates such nodes when an explanation needs them; after it, every node is evaluated)."""
+        if self.whole:
+            admits = None
         for name in names:
             old = self.infeasible.pop(name, None)
             if old is not None:
@@ -75,20 +95,36 @@ class ShapeIndex:
                 heapq.heappush(self.heap, (-res.score, name, version))
             else:
                 self.infeasible[name] = res.reasons
+                heapq.heappush(self.names, name)
                 for msg, code in res.reasons:
                     self.counts[msg] = self.counts.get(msg, 0) + 1
                     self.codes[msg] = code
         if len(self.heap) > 2 * len(self.feasible) + 64:
             self.heap = [(-s, name, v) for name, (v, s) in self.feasible.items()]
             heapq.heapify(self.heap)
+        if len(self.names) > 2 * len(self.infeasible) + 64:
+            self.names = list(self.infeasible)
+            heapq.heapify(self.names)
+
+    def pending(self, changes: list[str], start: int, walk: Callable[[], int] | None) -> list[str] | None:
+        """The distinct nodes of ``changes[start:]`` (the change log since this ranking's position), or ``None``
+        when rebuilding the ranking from the free-resource index is cheaper: more nodes changed than the
+        ``walk()`` nodes a rebuild checks (a ranking that ranks every node, ``whole``, is always caught up)."""
+        names = list(dict.fromkeys(changes[start:]))
+        if walk is not None and not self.whole and len(names) > _REBUILD_FLOOR and len(names) >= walk():
+            return None
+        return names
 
     def complete(
         self, live: Iterable[str], result_of: Callable[[str], tuple[int, NodeResult] | None]
     ) -> None:
         """Evaluate the ``live`` nodes left unevaluated (those the free-resource index rejected), so that the
         reasons and their histogram cover every node, as a ranking without that index has them."""
+        if self.whole:  # kept complete by ``update`` since
+            return
         feasible, infeasible = self.feasible, self.infeasible
         self.update([name for name in live if name not in infeasible and name not in feasible], result_of)
+        self.whole = True
 
     def top(self, k: int) -> list[tuple[str, int]]:
         """The ``k`` best feasible nodes as ``(name, score)``, best first."""
@@ -104,4 +140,78 @@ class ShapeIndex:
         return [(name, -neg) for neg, name, _ in out]
 
     def first_infeasible(self, k: int) -> list[tuple[str, tuple[Reason, ...]]]:
-        return [(name, self.infeasible[name]) for name in heapq.nsmallest(k, self.infeasible)]
+        """The ``k`` first infeasible nodes in name order, with their reasons."""
+        names, infeasible = self.names, self.infeasible
+        out: list[str] = []
+        while names and len(out) < k:
+            name = heapq.heappop(names)
+            if name in infeasible and (not out or out[-1] != name):  # copies of a name pop one after another
+                out.append(name)
+        for name in out:
+            heapq.heappush(names, name)
+        return [(name, infeasible[name]) for name in out]
+
+
+class Rankings:
+    """The engine's rankings by pod key, least recently used first, within ``budget`` entries held in all.
+    ``held`` is kept as rankings are built, caught up and dropped, so the bound costs nothing per pod."""
+
+    __slots__ = ("budget", "by_key", "held")
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.by_key: OrderedDict[bytes, ShapeIndex] = OrderedDict()
+        self.held = 0
+
+    def __len__(self) -> int:
+        return len(self.by_key)
+
+    def clear(self) -> None:
+        self.by_key.clear()
+        self.held = 0
+
+    def complete(
+        self,
+        key: bytes,
+        idx: ShapeIndex,
+        live: Iterable[str],
+        result_of: Callable[[str], tuple[int, NodeResult] | None],
+    ) -> None:
+        """``idx.complete`` (the explanation of an unschedulable pod), counting what it adds when it is ours."""
+        before = idx.held()
+        idx.complete(live, result_of)
+        if self.by_key.get(key) is idx:
+            self.held += idx.held() - before
+
+    def ranking(
+        self,
+        key: bytes,
+        log: tuple[list[str], int],
+        free: tuple[FreeIndex, Need] | None,
+        result_of: Callable[[str], tuple[int, NodeResult] | None],
+        live: Callable[[], list[str]],
+    ) -> ShapeIndex:
+        """The ranking of pod key ``key``, current with the change ``log`` (its entries and the position of its
+        first one): caught up on the nodes changed since its last use, or (re)built from ``free``'s candidates
+        for the pod's need (``live()``, every live node, without that index) when it has none, its position was
+        compacted away or more nodes changed than a rebuild checks."""
+        changes, base = log
+        end = base + len(changes)
+        idx, names, admits, walk = self.by_key.pop(key, None), None, None, None
+        if free is not None:
+            index, want = free
+            admits, walk = index.admitter(want), lambda: index.walk(want)
+        if idx is not None:
+            self.held -= idx.held()
+            if idx.pos >= base:
+                names = idx.pending(changes, idx.pos - base, walk)
+        if idx is None or names is None:  # the candidates need no further check
+            idx, admits = ShapeIndex(end), None
+            names = free[0].candidates(free[1]) if free is not None else live()
+        idx.pos = end
+        idx.update(names, result_of, admits)
+        self.by_key[key] = idx
+        self.held += idx.held()
+        while self.held > self.budget and len(self.by_key) > 1:
+            self.held -= self.by_key.popitem(last=False)[1].held()
+        return idx

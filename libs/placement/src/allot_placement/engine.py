@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +38,7 @@ from allot_contracts.objects.pod import Pod
 from allot_placement import explain, reserved
 from allot_placement._entries import Entries, Entry, WithIdentity, fresh_resolver
 from allot_placement._free import FreeIndex, need
-from allot_placement._index import ShapeIndex
+from allot_placement._index import Rankings, ShapeIndex
 from allot_placement.budget import budgeted_index
 from allot_placement.config import PlacementConfig
 from allot_placement.decision import Decision, Freed, GroupDecision
@@ -67,6 +66,7 @@ _RESOURCE_LABELS = (
 )
 _MEMO_LIMIT = 400_000
 _INDEX_ENTRY_BUDGET = 1_000_000
+_LOG_SLACK = 4096  # the change log holds 4 entries per node and this many more, then drops its older half
 _PARSE_CACHE_LIMIT = 4096
 _PASS = NodeResult(feasible=True)  # static-filter memo marker: the node passes
 
@@ -102,7 +102,7 @@ class PlacementEngine:
         self._clock = 0  # global version counter (not time)
         self._changes: list[str] = []
         self._change_base = 0
-        self._indexes: OrderedDict[bytes, ShapeIndex] = OrderedDict()
+        self._indexes = Rankings(_INDEX_ENTRY_BUDGET)
         self._memo: dict[tuple[int, bytes], NodeResult] = {}
         self._static_memo: dict[tuple[int, bytes, str], NodeResult] = {}
         self._entries: dict[str, Entry] = {}
@@ -232,7 +232,7 @@ class PlacementEngine:
             top = [(chosen, idx.feasible[chosen][1])] + [t for t in top if t[0] != chosen][: len(top) - 1]
         if not top:
             if self._free is not None:  # the explanation covers every node, the ones the index left out too
-                idx.complete(self._label_id, self._resolver(spec))
+                self._indexes.complete(spec.key, idx, self._label_id, self._resolver(spec))
             return explain.unschedulable(
                 self, key, idx.counts, idx.codes, idx.first_infeasible(self.config.max_node_reasons)
             )
@@ -431,9 +431,10 @@ class PlacementEngine:
         if self._free is not None:
             self._free.update(name, state)
         self._changes.append(name)
-        if len(self._changes) > 4 * len(self._nodes) + 4096:
-            self._change_base += len(self._changes)
-            self._changes = []
+        if len(self._changes) > 4 * len(self._nodes) + _LOG_SLACK:  # the older half goes
+            drop = len(self._changes) // 2
+            self._change_base += drop
+            del self._changes[:drop]
         if (
             len(self._memo) > _MEMO_LIMIT
             or len(self._ids) > 4 * _MEMO_LIMIT
@@ -446,8 +447,7 @@ class PlacementEngine:
         self._memo.clear()
         self._static_memo.clear()
         self._dev_memo.clear()
-        self._ids.clear()
-        self._indexes.clear()
+        self._ids.clear()  # the rankings stay: they hold node names, versions and scores, no signature
         for name in sorted(self._nodes):
             state = self._nodes[name]
             if state.info is not None:
@@ -570,31 +570,11 @@ class PlacementEngine:
             return budgeted_index(self._order, pod, self.config, self._resolver(spec))
         if not self.caches:  # a ranking of every node, built for this pod alone
             fresh = ShapeIndex(0)
-            fresh.update(
-                [name for name, s in self._nodes.items() if s.info is not None], self._resolver(spec)
-            )
+            fresh.update(self._live(), self._resolver(spec))
             return fresh
-        idx = self._indexes.get(spec.key)
-        end = self._change_base + len(self._changes)
-        free, admits = self._free, None
-        if free is not None:
-            want = need(spec)
-            admits = lambda name: free.admits(name, want)  # noqa: E731
-        if idx is None or idx.pos < self._change_base:
-            idx = ShapeIndex(end)
-            names: Any = (
-                [name for name, s in self._nodes.items() if s.info is not None]
-                if free is None
-                else free.candidates(want)
-            )
-            self._indexes[spec.key] = idx
-            self._indexes.move_to_end(spec.key)
-            budget = max(_INDEX_ENTRY_BUDGET // max(len(self._nodes), 1), 8)
-            while len(self._indexes) > budget:
-                self._indexes.popitem(last=False)
-        else:
-            self._indexes.move_to_end(spec.key)
-            names = dict.fromkeys(self._changes[idx.pos - self._change_base :])
-        idx.pos = end
-        idx.update(names, self._resolver(spec), admits)
-        return idx
+        free = (self._free, need(spec)) if self._free is not None else None
+        log = (self._changes, self._change_base)
+        return self._indexes.ranking(spec.key, log, free, self._resolver(spec), self._live)
+
+    def _live(self) -> list[str]:
+        return [name for name, s in self._nodes.items() if s.info is not None]
