@@ -14,6 +14,7 @@ import pytest
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_eventstore.urls import plain_url
+from allot_runtime import statecodec
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import AppliedConfig, config_hash
 from allot_runtime.replay import rebuild
@@ -82,7 +83,7 @@ async def test_restart_restores_the_newest_snapshot_and_falls_back_when_it_is_wr
             assert corrupt.host.digest() == digest
 
             forged = msgspec.msgpack.encode(
-                [1, ["os:system"], ["", "name", "interests", "processor"], [], None]
+                [statecodec.FORMAT, ["os:system"], "", ["", "name", "interests", "processor"], [], None]
             )
             await conn.execute(
                 "UPDATE snapshots SET state = $1, state_hash = $2", forged, hashlib.sha256(forged).digest()

@@ -39,3 +39,18 @@ def test_the_first_differing_path_is_named() -> None:
     assert first_difference(same, _state({"n1": [1, 2], "n2": {"gpus": 2}})) == "engine.nodes['n2']['gpus']"
     assert first_difference(same, _state({"n1": [1, 2]})) == "engine.nodes['n2']"
     assert first_difference(same, b"not a state") == "$"
+
+
+def test_a_snapshot_made_by_other_code_is_told_apart_from_a_forged_one() -> None:
+    import msgspec
+
+    from allot_runtime.snapshot_check import made_by_other_code
+    from allot_runtime.statecodec import dumps
+
+    state = dumps({"engine": {"nodes": {"n1": [1, 2]}}})
+    assert not made_by_other_code(state)
+    frame = msgspec.msgpack.decode(state)
+    frame[2] = "f" * 64  # what another release's modules hash to
+    assert made_by_other_code(msgspec.msgpack.encode(frame))
+    assert not made_by_other_code(b"not a state")  # unreadable bytes are checked and reported, not skipped
+    assert not made_by_other_code(msgspec.msgpack.encode([0, [], "x", [], [], None]))  # another format

@@ -12,7 +12,15 @@ from typing import Any, ClassVar
 import msgspec
 import pytest
 
-from allot_runtime.statecodec import StateCodecError, dumps, export_state, loads, restore_state
+from allot_runtime.statecodec import (
+    FORMAT,
+    StateCodecError,
+    code_fingerprint,
+    dumps,
+    export_state,
+    loads,
+    restore_state,
+)
 
 HERE = (__name__.split(".", 1)[0],)  # this test module's classes may be stored
 
@@ -130,16 +138,30 @@ def test_what_cannot_be_encoded_is_named_by_its_path() -> None:
         dumps(Plain())  # this test module is not allowed unless named
 
 
+def _frame(names: list[str], root: object, *, code: str | None = None) -> bytes:
+    """A state's bytes written by hand: format, class names, code fingerprint, anchors, overlays, root."""
+    fingerprint = code_fingerprint(names) if code is None else code
+    return msgspec.msgpack.encode([FORMAT, names, fingerprint, [], [], root])
+
+
 def test_a_class_outside_the_allowlist_is_refused_on_decode() -> None:
     data = dumps(Plain(), allowed=HERE)
     with pytest.raises(StateCodecError, match="not from an allowed module"):
         loads(data)
-    forged = msgspec.msgpack.encode([1, ["os:system"], [], [], [12, 0]])
     with pytest.raises(StateCodecError, match="os:system is not from an allowed module"):
-        loads(forged)
-    not_loaded = msgspec.msgpack.encode([1, ["allot_nothing_here:Thing"], [], [], [12, 0]])
+        loads(_frame(["os:system"], [12, 0]))
     with pytest.raises(StateCodecError, match="is not loaded"):
-        loads(not_loaded)
+        loads(_frame(["allot_nothing_here:Thing"], [12, 0]))
+
+
+def test_a_state_made_by_other_code_is_refused() -> None:
+    data = dumps(Point(3), allowed=HERE)
+    assert loads(data, allowed=HERE) == Point(3)
+    frame = msgspec.msgpack.decode(data)
+    assert frame[2] == code_fingerprint(frame[1])
+    frame[2] = "0" * 64  # the fingerprint of the modules as another release had them
+    with pytest.raises(StateCodecError, match="made by other code"):
+        loads(msgspec.msgpack.encode(frame), allowed=HERE)
 
 
 @pytest.mark.parametrize(
@@ -147,13 +169,23 @@ def test_a_class_outside_the_allowlist_is_refused_on_decode() -> None:
     [
         b"",
         b"\x93\x01",
-        msgspec.msgpack.encode([2, [], [], [], None]),
-        msgspec.msgpack.encode([1, [], [], [], [0, 99]]),
-        msgspec.msgpack.encode([1, [], [], [], [3, "odd"]]),
-        msgspec.msgpack.encode([1, [], [], [], [77]]),
-        msgspec.msgpack.encode([1, ["builtins:int"], [], [], [12, 0, "__class__", 1]]),
+        msgspec.msgpack.encode([FORMAT - 1, [], [], [], None]),
+        _frame([], [0, 99]),
+        _frame([], [3, "odd"]),
+        _frame([], [77]),
+        _frame(["builtins:int"], [12, 0, "__class__", 1]),
+        _frame([], None)[:-1],
     ],
-    ids=["empty", "truncated", "other-format", "dangling-ref", "odd-mapping", "unknown-tag", "dunder"],
+    ids=[
+        "empty",
+        "truncated",
+        "other-format",
+        "dangling-ref",
+        "odd-mapping",
+        "unknown-tag",
+        "dunder",
+        "cut-frame",
+    ],
 )
 def test_malformed_bytes_are_a_clear_error(data: bytes) -> None:
     with pytest.raises(StateCodecError):

@@ -24,7 +24,16 @@ import msgspec
 from allot_audit.replay_configs import DeciderConfigs
 from allot_contracts.events import SnapshotVerified
 from allot_eventstore.protocol import EventStore, Snapshot
-from allot_runtime.snapshot_check import MISMATCH, OK, check, record, sample, verdict_stream, verdicts
+from allot_runtime.snapshot_check import (
+    MISMATCH,
+    OK,
+    check,
+    made_by_other_code,
+    record,
+    sample,
+    verdict_stream,
+    verdicts,
+)
 from allot_runtime.snapshots import FORMAT
 
 
@@ -58,8 +67,8 @@ async def check_decider(decider: DeciderConfigs, store: EventStore, count: int) 
     found: list[SnapshotVerified] = []
     for position in sample(stored, count):
         snapshot = await _read(decider, store, position)
-        if snapshot is None:
-            continue  # of another format, or of a configuration never recorded: restart would not use it
+        if snapshot is None or made_by_other_code(snapshot.state):
+            continue  # of another format or release, or of a configuration never recorded: restart would not use it
         start = None
         for earlier in reversed([p for p in stored if p < position]):
             previous = recorded.get(earlier)

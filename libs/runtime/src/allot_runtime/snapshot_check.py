@@ -95,12 +95,26 @@ def _first(path: str, a: Any, b: Any) -> str | None:
     return path or "$"
 
 
+def made_by_other_code(state: bytes) -> bool:
+    """Whether a snapshot's state was encoded by other code than this process runs (its code fingerprint differs):
+    restart does not load it, so it cannot be checked here either. Unreadable bytes are not (they are checked, and
+    reported)."""
+    try:
+        frame = msgspec.msgpack.decode(state)
+        _, names, code = frame[0], frame[1], frame[2]
+    except (msgspec.DecodeError, TypeError, IndexError, KeyError):
+        return False
+    if not isinstance(frame, list) or frame[0] != stateformat.FORMAT or not isinstance(names, list):
+        return False
+    return all(isinstance(n, str) for n in names) and code != stateformat.code_fingerprint(names)
+
+
 def first_difference(stored: bytes, derived: bytes) -> str:
     """The first path at which two encoded states differ ("$" when they cannot be read as states)."""
     try:
         a, b = msgspec.msgpack.decode(stored), msgspec.msgpack.decode(derived)
-        _, _, anchors, overlays_a, _ = a
-        overlays_b = b[3]
+        _, _, _, anchors, overlays_a, _ = a  # format, names, code fingerprint, anchors, overlays, root
+        overlays_b = b[4]
     except (msgspec.DecodeError, ValueError, TypeError, IndexError):
         return "$"
     for index, (one, other) in enumerate(zip(overlays_a, overlays_b, strict=False)):

@@ -14,6 +14,9 @@ already imported and whose names are allowed (the ``allot_*`` libraries and the 
 and no constructor other than a ``Struct``'s runs. A forged snapshot can therefore at worst describe a wrong state,
 which the digest check on load catches. Anything else (a lambda, a lock, an unknown class) is refused on export with
 the path of the attribute that holds it; malformed bytes or a refused name are refused on load with the reason.
+A state also carries the fingerprint of the source of the modules its classes come from (:func:`code_fingerprint`),
+and is loaded only by the same code: after an upgrade that changes a projection's classes, the service folds the log
+instead of rebuilding objects with fields of an older release.
 
 ``export_state(root, keep)`` / ``restore_state(data, fresh, keep)`` snapshot a processor: ``keep`` names attribute paths
 (``"engine.policy"``) whose values are not encoded but taken from ``fresh``, an instance built from the same
@@ -33,7 +36,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["FORMAT", "StateCodecError", "dumps", "export_state", "loads", "restore_state"]
+__all__ = ["FORMAT", "StateCodecError", "code_fingerprint", "dumps", "export_state", "loads", "restore_state"]
 
 from allot_runtime.stateformat import (
     BIGINT,
@@ -61,6 +64,7 @@ from allot_runtime.stateformat import (
     TYPE,
     StateCodecError,
     allowed_module,
+    code_fingerprint,
     slot_names,
 )
 
@@ -441,7 +445,7 @@ def _resolve(name: Any, allowed: Collection[str]) -> Any:
 
 def _encode(anchors: list[str], overlays: list[Any], root: Any, encoder: _Encoder) -> bytes:
     names = sorted(encoder.names, key=encoder.names.__getitem__)
-    return msgspec.msgpack.encode([FORMAT, names, anchors, overlays, root])
+    return msgspec.msgpack.encode([FORMAT, names, code_fingerprint(names), anchors, overlays, root])
 
 
 def _fail(exc: _Unencodable, prefix: str = "") -> StateCodecError:
@@ -478,12 +482,18 @@ def _frame(data: bytes, allowed: Collection[str]) -> tuple[_Decoder, list[Any], 
         frame = msgspec.msgpack.decode(data)
     except msgspec.DecodeError as exc:
         raise StateCodecError(f"not a state: {exc}") from None
-    if not isinstance(frame, list) or len(frame) != 5 or frame[0] != FORMAT:
+    if not isinstance(frame, list) or len(frame) != 6 or frame[0] != FORMAT:
         raise StateCodecError(f"not a state of format {FORMAT}")
-    _, names, anchors, overlays, root = frame
+    _, names, code, anchors, overlays, root = frame
     if not isinstance(names, list) or not isinstance(anchors, list) or not isinstance(overlays, list):
         raise StateCodecError("not a state: malformed header")
-    return _Decoder(names, allowed), anchors, overlays, root
+    decoder = _Decoder(names, allowed)  # resolves every name first: an unknown class is refused as such
+    if code != code_fingerprint(names):
+        raise StateCodecError(
+            "made by other code: the modules its classes come from have changed since (a state is loaded only by the"
+            " code that made it)"
+        )
+    return decoder, anchors, overlays, root
 
 
 def _decoding(run: Callable[[], Any]) -> Any:

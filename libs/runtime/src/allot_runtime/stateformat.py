@@ -5,15 +5,18 @@ are found."""
 from __future__ import annotations
 
 import collections
-from collections.abc import Collection
+import hashlib
+import sys
+from collections.abc import Collection, Iterable
+from pathlib import Path
 
 __all__ = [
     "ALLOWED_PREFIXES", "BUILTIN_TYPES", "COUNTER", "DDICT", "DECIMAL", "DEQUE", "DICT", "ENUM", "FORMAT", "FRACTION",
     "FROZENSET", "FUNCTION", "BIGINT", "LIST", "METHOD", "OBJECT", "ODICT", "REF", "SET", "STRUCT", "SUBDICT", "SUBLIST",
-    "StateCodecError", "TUPLE", "TYPE", "allowed_module", "slot_names",
+    "StateCodecError", "TUPLE", "TYPE", "allowed_module", "code_fingerprint", "slot_names",
 ]  # fmt: skip
 
-FORMAT = 1  # the version of this encoding; a snapshot of another format is not loaded
+FORMAT = 2  # the version of this encoding; a snapshot of another format is not loaded (2: with the code fingerprint)
 
 # node tags: every non-primitive value is a list whose first item is one of these
 REF, LIST, TUPLE, DICT, SET, FROZENSET, DEQUE, ODICT, DDICT, COUNTER = range(10)
@@ -83,3 +86,27 @@ def _find_slots(cls: type) -> list[str]:
             if slot not in names:
                 names.append(slot)
     return names
+
+
+_SOURCE_DIGESTS: dict[str, str] = {}
+
+
+def _source_digest(module: str) -> str:
+    """The SHA-256 of a loaded module's source file (``-`` when it has none), computed once per process."""
+    found = _SOURCE_DIGESTS.get(module)
+    if found is None:
+        path = getattr(sys.modules.get(module), "__file__", None)
+        try:
+            found = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else "-"
+        except OSError:
+            found = "-"
+        _SOURCE_DIGESTS[module] = found
+    return found
+
+
+def code_fingerprint(names: Iterable[str]) -> str:
+    """A digest of the source of every module a state's classes and functions come from. A state is loaded only by
+    the same code that made it: a class whose fields changed between releases would otherwise be rebuilt with the
+    old fields and fail (or decide differently) later."""
+    modules = sorted({name.split(":", 1)[0] for name in names if name not in BUILTIN_TYPES})
+    return hashlib.sha256("\n".join(f"{m} {_source_digest(m)}" for m in modules).encode()).hexdigest()
