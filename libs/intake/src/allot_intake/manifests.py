@@ -139,6 +139,23 @@ class Verdict:
             yield f"{what}: {self.document.label()}: {issue}"
 
 
+def tell(verdicts: list[Verdict], say: Callable[[str], None]) -> tuple[list[Document], int]:
+    """Say each verdict's warnings and refusals (``warning: …`` / ``error: …`` lines) through ``say``; the documents
+    admitted and the number refused."""
+    accepted: list[Document] = []
+    refused = 0
+    for verdict in verdicts:
+        for line in verdict.lines("warning", verdict.warnings):
+            say(line)
+        if verdict.issues:
+            refused += 1
+            for line in verdict.lines("error", verdict.issues):
+                say(line)
+        else:
+            accepted.append(verdict.document)
+    return accepted, refused
+
+
 # --- admission ---------------------------------------------------------------------------------------------------
 
 

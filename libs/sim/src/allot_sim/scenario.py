@@ -99,21 +99,14 @@ def run(
     """Run the scenario's valid documents (each refused one is reported on stderr); the number refused. With
     ``atomic``, a scenario with any refused document is not run at all."""
     from allot_intake.documents import load_documents
-    from allot_intake.manifests import Door, to_input
+    from allot_intake.manifests import Door, tell, to_input
     from allot_sim.simulator import Simulation
     from allot_views.cluster import ClusterView
 
     docs = load_documents(scenario)
     door = Door(quotas=set())
     verdicts = door.check_all(docs)
-    refused = 0
-    for verdict in verdicts:
-        for line in verdict.lines("warning", verdict.warnings):
-            print(line, file=sys.stderr)
-        if verdict.issues:
-            refused += 1
-            for line in verdict.lines("error", verdict.issues):
-                print(line, file=sys.stderr)
+    _, refused = tell(verdicts, lambda line: print(line, file=sys.stderr))
     if refused and atomic:
         raise InputError(f"invalid scenario: {refused} document(s) refused; nothing was run")
     sim = Simulation(config)

@@ -29,18 +29,9 @@ if TYPE_CHECKING:  # the engines, drivers and contracts are imported by the func
 
 def report(verdicts: list[Verdict]) -> tuple[list[Document], int]:
     """Print warnings and refusals; the documents to record and the number refused."""
-    accepted: list[Document] = []
-    refused = 0
-    for verdict in verdicts:
-        for line in verdict.lines("warning", verdict.warnings):
-            print(line, file=sys.stderr)
-        if verdict.issues:
-            refused += 1
-            for line in verdict.lines("error", verdict.issues):
-                print(line, file=sys.stderr)
-        else:
-            accepted.append(verdict.document)
-    return accepted, refused
+    from allot_intake.manifests import tell
+
+    return tell(verdicts, lambda line: print(line, file=sys.stderr))
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
