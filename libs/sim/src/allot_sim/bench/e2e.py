@@ -32,16 +32,15 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from allot_intake.errors import UsageError
 from allot_sim.bench._timeline import WATCHED, Timelines
 from allot_sim.bench.placement import _throughput, trace_csv
 from allot_stack.control import SILENT, Reporter
-from allot_stack.logtools import pending_work, wait_idle
 
 NAMESPACE = "openb"
 GOALS = {
@@ -51,6 +50,18 @@ GOALS = {
     "distribution_penalty": 3,
     "cluster_objects_per_s": 2000,
 }
+
+
+PendingWork = Callable[[Any], Awaitable[dict[str, int]]]
+
+
+class Waits(NamedTuple):
+    """How the benchmark learns that the services have caught up with the log (``allot_stack.logtools``):
+    ``pending_work(store)`` (each service's first unhandled position; empty when idle) and
+    ``wait_idle(store, timeout=…, settle=…)``."""
+
+    pending_work: PendingWork
+    wait_idle: Callable[..., Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -152,6 +163,7 @@ async def _follow(
     timelines: Timelines,
     cursor: int,
     *,
+    pending_work: PendingWork,
     until_done: bool,
     timeout: float,
     stop: asyncio.Event | None = None,
@@ -178,6 +190,7 @@ async def _register(
     command: list[str],
     env: dict[str, str],
     *,
+    pending_work: PendingWork,
     objects: int,
     timeout: float,
 ) -> dict[str, Any]:
@@ -208,7 +221,7 @@ async def _register(
     }
 
 
-async def _delete_all(store: Any, keys: list[str], *, timeout: float) -> None:
+async def _delete_all(store: Any, keys: list[str], *, waits: Waits, timeout: float) -> None:
     """Delete the pods (one bulk append) and wait until the services have handled it all."""
     from allot_contracts.envelope import NewEvent, stream_id
     from allot_contracts.events import ObjectRef, PodDeleted
@@ -225,10 +238,12 @@ async def _delete_all(store: Any, keys: list[str], *, timeout: float) -> None:
         )
     for start in range(0, len(news), 2000):
         await store.append(news[start : start + 2000], producer="api")
-    await wait_idle(store, timeout=timeout, settle=0.5)
+    await waits.wait_idle(store, timeout=timeout, settle=0.5)
 
 
-async def _open_loop(store: Any, docs: list[dict[str, Any]], rate: float, *, timeout: float) -> Timelines:
+async def _open_loop(
+    store: Any, docs: list[dict[str, Any]], rate: float, *, pending_work: PendingWork, timeout: float
+) -> Timelines:
     """Offer ``docs`` at ``rate`` pods/s (each due at ``i / rate`` s, appended as soon as it is due) while following
     the log; returns the pods' timelines once each has a terminal decision."""
     from allot_contracts.envelope import NewEvent
@@ -246,7 +261,9 @@ async def _open_loop(store: Any, docs: list[dict[str, Any]], rate: float, *, tim
     cursor = (await store.head())[0]
     stop = asyncio.Event()
     follower = asyncio.create_task(
-        _follow(store, timelines, cursor, until_done=False, timeout=timeout, stop=stop)
+        _follow(
+            store, timelines, cursor, pending_work=pending_work, until_done=False, timeout=timeout, stop=stop
+        )
     )
     started, sent = time.monotonic(), 0
     try:
@@ -264,7 +281,7 @@ async def _open_loop(store: Any, docs: list[dict[str, Any]], rate: float, *, tim
 
 
 async def _measure(
-    args: Options, stack: dict[str, Any], state_dir: Path, env: dict[str, str], work: Path
+    args: Options, waits: Waits, stack: dict[str, Any], state_dir: Path, env: dict[str, str], work: Path
 ) -> dict[str, Any]:
     from allot_eventstore.postgres import PostgresEventStore
     from allot_stack.processes import bin_path
@@ -281,6 +298,7 @@ async def _measure(
                 store,
                 [allot, "apply", "--no-wait", "-f", str(cluster_file)],
                 env,
+                pending_work=waits.pending_work,
                 objects=len(cluster),
                 timeout=args.timeout,
             )
@@ -300,6 +318,7 @@ async def _measure(
                 store,
                 timelines,
                 cursor,
+                pending_work=waits.pending_work,
                 until_done=True,
                 timeout=args.timeout,
             )
@@ -322,7 +341,9 @@ async def _measure(
             for name, before in sorted(cpu_before.items())
         }
         _progress(f"burst: {out['e2e_pods_per_s']} pods/s; deleting the pods")
-        await _delete_all(store, [k.split(":", 1)[1] for k in timelines.times], timeout=args.timeout)
+        await _delete_all(
+            store, [k.split(":", 1)[1] for k in timelines.times], waits=waits, timeout=args.timeout
+        )
 
         out["open_loop"] = []
         for rate in [float(r) for r in args.rates.split(",") if r.strip()]:
@@ -332,6 +353,7 @@ async def _measure(
                 store,
                 _pod_docs(args.pods_csv, count, prefix=f"r{rate:g}-"),
                 rate,
+                pending_work=waits.pending_work,
                 timeout=args.timeout,
             )
             submit = phase.submit_span_s()
@@ -345,7 +367,9 @@ async def _measure(
                     "hops": phase.hops(),
                 }
             )
-            await _delete_all(store, [k.split(":", 1)[1] for k in phase.times], timeout=args.timeout)
+            await _delete_all(
+                store, [k.split(":", 1)[1] for k in phase.times], waits=waits, timeout=args.timeout
+            )
         out["p50_ms"] = {f"{p['rate']:g}": p["p50_ms"] for p in out["open_loop"]}
         out["p99_ms"] = {f"{p['rate']:g}": p["p99_ms"] for p in out["open_loop"]}
     finally:
@@ -357,6 +381,9 @@ def measure(args: Options, *, reporter: Reporter = SILENT) -> dict[str, Any]:
     """The four phases (in process first, then the stack started in ``args.state_dir`` or a temporary directory);
     ``reporter`` hears about the cleanup of a stack whose supervisor died."""
     from allot_stack.control import start_stack, stop_stack
+    from allot_stack.logtools import pending_work, wait_idle
+
+    waits = Waits(pending_work, wait_idle)
 
     trace_csv(args.nodes, "nodes CSV")
     trace_csv(args.pods_csv, "pods CSV")
@@ -374,7 +401,7 @@ def measure(args: Options, *, reporter: Reporter = SILENT) -> dict[str, Any]:
     try:
         stack = start_stack(state_dir, env=env)
         try:
-            out = asyncio.run(_measure(args, stack, state_dir, env, work))
+            out = asyncio.run(_measure(args, waits, stack, state_dir, env, work))
         finally:
             stop_stack(state_dir, reporter=reporter)
     finally:
