@@ -448,14 +448,19 @@ def _json_key(data: Mapping[str, Any], key: str, issues: list[FieldIssue]) -> An
 _Section = TypeVar("_Section")
 
 
-def _with_node_configs(
-    raw: Any,
-    path: str,
+def _data_section(
+    data: Mapping[str, Any],
+    key: str,
     issues: list[FieldIssue],
     base: _Section,
     parse: Callable[[Any, str, _Section], _Section],
 ) -> tuple[_Section, tuple[tuple[LabelSelector, Any], ...]]:
-    """A section's cluster-wide settings over ``base``, and its ``nodeConfigs``, each over the cluster-wide ones."""
+    """The JSON section ``key`` of the ConfigMap's data: its cluster-wide settings over ``base``, and its
+    ``nodeConfigs``, each over the cluster-wide ones (``base`` and none when the section is absent or unreadable)."""
+    raw = _json_key(data, key, issues)
+    if raw is None:
+        return base, ()
+    path = f"data[{key}]"
     cluster = parse(raw, path, base)
     nodes = _node_configs(
         raw.get("nodeConfigs") if isinstance(raw, Mapping) else None,
@@ -484,38 +489,29 @@ def parse_colocation_configmap(
             warnings.append(
                 FieldIssue(path=f"data[{key}]", code="Ignored", message="unknown key; not acted on")
             )
-    config = ColocationConfig()
-    colocation = _json_key(data, KEY_COLOCATION, issues)
-    if colocation is not None:
-        cluster, nodes = _with_node_configs(
-            colocation,
-            f"data[{KEY_COLOCATION}]",
-            issues,
-            ColocationStrategy(),
-            lambda raw, where, base: parse_strategy(raw, where, issues, warnings, base),
-        )
-        config = msgspec.structs.replace(config, strategy=cluster, node_strategies=nodes)
-    normalization = _json_key(data, KEY_NORMALIZATION, issues)
-    if normalization is not None:
-        norm, nodes = _with_node_configs(
-            normalization,
-            f"data[{KEY_NORMALIZATION}]",
-            issues,
-            NormalizationStrategy(),
-            lambda raw, where, base: parse_normalization(raw, where, issues, base),
-        )
-        config = msgspec.structs.replace(config, normalization=norm, node_normalization=nodes)
-    amplification = _json_key(data, KEY_AMPLIFICATION, issues)
-    if amplification is not None:
-        amp, nodes = _with_node_configs(
-            amplification,
-            f"data[{KEY_AMPLIFICATION}]",
-            issues,
-            AmplificationStrategy(),
-            lambda raw, where, base: parse_amplification(raw, where, issues, base),
-        )
-        config = msgspec.structs.replace(config, amplification=amp, node_amplification=nodes)
-    return None if len(issues) > before else config
+
+    def strategy(raw: Any, where: str, base: ColocationStrategy) -> ColocationStrategy:
+        return parse_strategy(raw, where, issues, warnings, base)
+
+    def normalization(raw: Any, where: str, base: NormalizationStrategy) -> NormalizationStrategy:
+        return parse_normalization(raw, where, issues, base)
+
+    def amplification(raw: Any, where: str, base: AmplificationStrategy) -> AmplificationStrategy:
+        return parse_amplification(raw, where, issues, base)
+
+    cluster, nodes = _data_section(data, KEY_COLOCATION, issues, ColocationStrategy(), strategy)
+    norm, norm_nodes = _data_section(data, KEY_NORMALIZATION, issues, NormalizationStrategy(), normalization)
+    amp, amp_nodes = _data_section(data, KEY_AMPLIFICATION, issues, AmplificationStrategy(), amplification)
+    if len(issues) > before:
+        return None
+    return ColocationConfig(
+        strategy=cluster,
+        node_strategies=nodes,
+        normalization=norm,
+        node_normalization=norm_nodes,
+        amplification=amp,
+        node_amplification=amp_nodes,
+    )
 
 
 def is_colocation_configmap(manifest: Mapping[str, Any]) -> bool:
