@@ -144,7 +144,7 @@ def read_resource_names(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[
 
 
 def resource_names_annotation(
-    annotations: Mapping[str, Any], key: str, field: str, issues: list[FieldIssue]
+    annotations: Mapping[str, object], key: str, field: str, issues: list[FieldIssue]
 ) -> tuple[str, ...] | None:
     """The resource names the JSON object annotation ``key`` lists under ``field`` (its only field); ``None`` when
     the annotation is absent or not JSON, ``()`` when it is not such an object (with the issue)."""
