@@ -14,23 +14,15 @@ from allot_contracts.envelope import GENESIS_HASH, NewEvent, RecordedEvent
 from allot_contracts.errors import AlreadyProcessed, Fenced
 from allot_eventstore.append_plan import drop_recorded, plan_versions, records
 from allot_eventstore.clock import Clock, system_clock
-from allot_eventstore.protocol import AppendResult, Checkpoint, Fence, Snapshot
+from allot_eventstore.protocol import AppendResult, Checkpoint, EventStore, Fence, Snapshot
 from allot_eventstore.snapshots import state_hash
 
 
 def _stamped(new: NewEvent, fence: Fence) -> NewEvent:
-    return NewEvent(
-        stream_id=new.stream_id,
-        event=new.event,
-        event_id=new.event_id,
-        causation_id=new.causation_id,
-        correlation_id=new.correlation_id,
-        expected_version=new.expected_version,
-        metadata={**new.metadata, "fence": fence.token},
-    )
+    return msgspec.structs.replace(new, metadata={**new.metadata, "fence": fence.token})
 
 
-class InMemoryEventStore:
+class InMemoryEventStore(EventStore):
     def __init__(self, *, clock: Clock = system_clock, fence: Fence | None = None) -> None:
         self._clock = clock
         self.fence = fence  # every append is made under it (unless one names another)
@@ -98,12 +90,16 @@ class InMemoryEventStore:
         until: int | None,
         types: Collection[str] | None,
         producer: str | None,
+        limit: int | None = None,
     ) -> list[RecordedEvent]:
         start = max(after, 0)  # positions are dense: list index = position - 1
         stop = len(self.events) if until is None else min(until, len(self.events))
         wanted = None if types is None else frozenset(types)
-        out = []
-        for record in self.events[start:stop]:
+        out: list[RecordedEvent] = []
+        for index in range(start, stop):
+            if limit is not None and len(out) >= limit:
+                break
+            record = self.events[index]
             if wanted is not None and record.type not in wanted:
                 continue
             if producer is not None and record.producer != producer:
@@ -120,19 +116,7 @@ class InMemoryEventStore:
         producer: str | None = None,
         limit: int = 1000,
     ) -> list[RecordedEvent]:
-        return self._select(after=after, until=until, types=types, producer=producer)[:limit]
-
-    async def iterate(
-        self,
-        *,
-        after: int = 0,
-        until: int | None = None,
-        types: Collection[str] | None = None,
-        producer: str | None = None,
-        page: int = 5000,
-    ) -> AsyncIterator[RecordedEvent]:
-        for record in self._select(after=after, until=until, types=types, producer=producer):
-            yield record
+        return self._select(after=after, until=until, types=types, producer=producer, limit=limit)
 
     async def outputs(
         self, producer: str, *, after: int = 0, page: int = 5000

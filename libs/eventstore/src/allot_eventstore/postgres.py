@@ -36,7 +36,7 @@ from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
 from allot_eventstore.append_plan import AppendPlan, Stale, drop_recorded, event_rows, plan_versions
 from allot_eventstore.clock import Clock, from_datetime, system_clock
-from allot_eventstore.protocol import AppendResult, Checkpoint, Fence
+from allot_eventstore.protocol import AppendResult, Checkpoint, EventStore, Fence
 from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.urls import plain_url
 
@@ -200,7 +200,7 @@ async def _no_reset(_: Any) -> None:
     committed or rolled back before release), so the default reset query would be a wasted round trip."""
 
 
-class PostgresEventStore(PostgresSnapshots):
+class PostgresEventStore(PostgresSnapshots, EventStore):
     """An :class:`~allot_eventstore.protocol.EventStore` on PostgreSQL. Create with :meth:`connect`; the connection
     pool opens on first use."""
 
@@ -441,24 +441,6 @@ class PostgresEventStore(PostgresSnapshots):
         args.append(limit)
         rows = await self._fetch(f"{_SELECT}{where} ORDER BY position LIMIT ${len(args)}", *args)
         return [_row_to_record(r) for r in rows]
-
-    async def iterate(
-        self,
-        *,
-        after: int = 0,
-        until: int | None = None,
-        types: Collection[str] | None = None,
-        producer: str | None = None,
-        page: int = 5000,
-    ) -> AsyncIterator[RecordedEvent]:
-        cursor = after
-        while True:
-            batch = await self.read(after=cursor, until=until, types=types, producer=producer, limit=page)
-            for record in batch:
-                yield record
-            if len(batch) < page:
-                return
-            cursor = batch[-1].position
 
     async def outputs(
         self, producer: str, *, after: int = 0, page: int = 5000

@@ -67,6 +67,8 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class EventStore(Protocol):
+    """The port. A backend subclasses it to inherit ``iterate`` (pages of its ``read``)."""
+
     async def append(
         self,
         events: Sequence[NewEvent],
@@ -92,7 +94,7 @@ class EventStore(Protocol):
         limit: int = 1000,
     ) -> list[RecordedEvent]: ...
 
-    def iterate(
+    async def iterate(
         self,
         *,
         after: int = 0,
@@ -100,7 +102,17 @@ class EventStore(Protocol):
         types: Collection[str] | None = None,
         producer: str | None = None,
         page: int = 5000,
-    ) -> AsyncIterator[RecordedEvent]: ...
+    ) -> AsyncIterator[RecordedEvent]:
+        """What ``read`` selects, all of it in position order, read ``page`` events at a time (so an event appended
+        while the reader is on an earlier page is included when ``until`` allows)."""
+        cursor = after
+        while True:
+            batch = await self.read(after=cursor, until=until, types=types, producer=producer, limit=page)
+            for record in batch:
+                yield record
+            if len(batch) < page:
+                return
+            cursor = batch[-1].position
 
     def outputs(
         self, producer: str, *, after: int = 0, page: int = 5000

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from allot_contracts.decisions.placement import VF, Allocation, DeviceAlloc, NumaAlloc
 from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
+from allot_contracts.resources import add_into
 
 if TYPE_CHECKING:
     from allot_placement.loadaware import NodeLoad
@@ -102,12 +103,12 @@ class NodeState:
         return tuple(sorted(nodes))
 
     def _account(self, alloc: Allocation, sign: int) -> None:
-        _add_into(self.requested, alloc.requests, sign)
+        add_into(self.requested, alloc.requests, sign)
         for dtype, entries in alloc.devices.items():
             per_type = self.dev_used.setdefault(dtype, {})
             for e in entries:
                 used = per_type.setdefault(e.minor, {})
-                _add_into(used, e.resources, sign)
+                add_into(used, e.resources, sign)
                 if not used:
                     del per_type[e.minor]
                 if e.vfs:
@@ -128,7 +129,7 @@ class NodeState:
                 self.cpu_owner.pop(cpu, None)
         for z in alloc.numa:
             used = self.numa_used.setdefault(z.node, {})
-            _add_into(used, z.resources, sign)
+            add_into(used, z.resources, sign)
             if not used:
                 del self.numa_used[z.node]
 
@@ -178,12 +179,3 @@ class NodeState:
                 elif status.get(z) != "shared":
                     status[z] = "single"
         return status
-
-
-def _add_into(target: dict[str, int], delta: dict[str, int], sign: int) -> None:
-    for k, v in delta.items():
-        nv = target.get(k, 0) + sign * v
-        if nv:
-            target[k] = nv
-        else:
-            target.pop(k, None)

@@ -32,13 +32,22 @@ from nats.protocol import command
 __all__ = ["Ack", "AsyncPublisher"]
 
 
+class AckError(msgspec.Struct, frozen=True):
+    """JetStream's API error answering a publish: ``code`` (HTTP-like: 503, 400, ...), ``err_code`` (JetStream's own
+    number) and ``description``, the arguments of ``nats.js.errors.APIError``."""
+
+    code: int
+    err_code: int | None = None
+    description: str | None = None
+
+
 class Ack(msgspec.Struct, frozen=True):
     """The server's answer to one publish (JetStream's PubAck, or an API error)."""
 
     stream: str = ""
     seq: int = 0
     duplicate: bool = False
-    error: dict[str, Any] | None = None
+    error: AckError | None = None
 
 
 _decode_ack = msgspec.json.Decoder(Ack)
@@ -116,7 +125,9 @@ class AsyncPublisher:
             return
         if answer.error is not None:
             try:
-                jserrors.APIError.from_error(answer.error)  # raises the matching subclass
+                jserrors.APIError.from_error(
+                    msgspec.structs.asdict(answer.error)
+                )  # raises the matching subclass
             except jserrors.APIError as exc:
                 future.set_exception(exc)
             return

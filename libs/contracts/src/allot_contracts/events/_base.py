@@ -9,7 +9,26 @@ import msgspec
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.pod import Pod
 
-__all__ = ["Event", "FieldIssue", "NameRefused", "NamedManifest", "ObjectRef", "PodArrived"]
+__all__ = [
+    "Event",
+    "FieldIssue",
+    "GroupAttempt",
+    "GroupMembers",
+    "JobEnactment",
+    "JobEnactmentFailed",
+    "JobObjectEnacted",
+    "MigrationEvent",
+    "NameRefused",
+    "NamedManifest",
+    "ObjectRef",
+    "PodArrived",
+    "PodAttempt",
+    "PodEvent",
+    "PodOnNode",
+    "ReservationEnactment",
+    "ReservationEnactmentFailed",
+    "ReservationEvent",
+]
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -41,6 +60,91 @@ class ObjectRef(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+class PodEvent(Event, frozen=True, kw_only=True):
+    """The first fields of an event about one pod: the ``pod`` and its life (``uid``, ``""`` = the current life)."""
+
+    pod: ObjectRef
+    uid: str = ""
+
+
+class PodAttempt(PodEvent, frozen=True, kw_only=True):
+    """The first fields of a decision on one scheduling ``attempt`` of a pod."""
+
+    attempt: int
+
+
+class PodOnNode(PodEvent, frozen=True, kw_only=True):
+    """The first fields of an event about a pod on its ``node``."""
+
+    node: str
+
+
+class ReservationEvent(Event, frozen=True, kw_only=True):
+    """The first fields of an event about one Reservation: the ``reservation`` and its life (``uid``)."""
+
+    reservation: ObjectRef
+    uid: str = ""
+
+
+class MigrationEvent(Event, frozen=True, kw_only=True):
+    """The first fields of an event about one PodMigrationJob: the ``job`` and its life (``uid``)."""
+
+    job: ObjectRef
+    uid: str = ""
+
+
+class GroupAttempt(Event, frozen=True, kw_only=True):
+    """The first fields of a decision on one ``attempt`` of a gang ``group``."""
+
+    group: str
+    attempt: int
+
+
+class GroupMembers(GroupAttempt, frozen=True, kw_only=True):
+    """The first fields of a decision on the ``members`` of one attempt of a gang group."""
+
+    members: list[str]
+
+
+class JobEnactment(Event, frozen=True, kw_only=True):
+    """The first fields of an outcome of carrying out a ``decision`` (its event id) on a PodMigrationJob ``job``."""
+
+    job: ObjectRef
+    decision: str
+
+
+class JobObjectEnacted(JobEnactment, frozen=True, kw_only=True):
+    """The fields of a PodMigrationJob object written (created, deleted) in the API server: its ``uid`` there, what
+    the API server said (``message``) and the ``attempts`` it took."""
+
+    uid: str = ""
+    message: str = ""
+    attempts: int = 1
+
+
+class JobEnactmentFailed(JobEnactment, frozen=True, kw_only=True):
+    """The fields of a write on a PodMigrationJob the API server refused for good: its ``reason`` and ``message``."""
+
+    reason: str
+    message: str
+    attempts: int = 1
+
+
+class ReservationEnactment(Event, frozen=True, kw_only=True):
+    """The first fields of an outcome of carrying out a ``decision`` (its event id) on a Reservation."""
+
+    reservation: ObjectRef
+    decision: str
+
+
+class ReservationEnactmentFailed(ReservationEnactment, frozen=True, kw_only=True):
+    """The fields of a write on a Reservation the API server refused for good: its ``reason`` and ``message``."""
+
+    reason: str
+    message: str
+    attempts: int = 1
 
 
 class PodArrived(Event, frozen=True, kw_only=True):

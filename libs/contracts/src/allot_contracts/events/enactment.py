@@ -13,7 +13,7 @@ Pure data: the time of the outcome is its record's time.
 
 from __future__ import annotations
 
-from allot_contracts.events._base import Event, ObjectRef
+from allot_contracts.events._base import Event, ObjectRef, PodEvent
 
 
 class QuotaStatusEnacted(Event, frozen=True, kw_only=True, tag="quota.status_enacted.v1"):
@@ -36,12 +36,10 @@ class QuotaStatusEnactmentFailed(Event, frozen=True, kw_only=True, tag="quota.st
     attempts: int = 1
 
 
-class QuotaEvictionEnacted(Event, frozen=True, kw_only=True, tag="quota.eviction_enacted.v1"):
+class QuotaEvictionEnacted(PodEvent, frozen=True, kw_only=True, tag="quota.eviction_enacted.v1"):
     """The Eviction API accepted the eviction of a ``quota.evicted`` pod (or that life of the pod was already gone:
     ``message`` says which)."""
 
-    pod: ObjectRef
-    uid: str = ""
     quota: str = ""
     decision: str
     message: str = ""
@@ -49,14 +47,12 @@ class QuotaEvictionEnacted(Event, frozen=True, kw_only=True, tag="quota.eviction
 
 
 class QuotaEvictionEnactmentFailed(
-    Event, frozen=True, kw_only=True, tag="quota.eviction_enactment_failed.v1"
+    PodEvent, frozen=True, kw_only=True, tag="quota.eviction_enactment_failed.v1"
 ):
     """The Eviction API refused the eviction of a ``quota.evicted`` pod: a PodDisruptionBudget that allows no
     disruption (``reason`` ``TooManyRequests``), more than one budget selecting the pod, or another final refusal. The
     pod keeps running; ``message`` is the API server's."""
 
-    pod: ObjectRef
-    uid: str = ""
     quota: str = ""
     decision: str
     reason: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from allot_contracts.decisions.placement import Decision, GroupDecision
 from allot_contracts.decisions.quota import GroupAdmission
-from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.events._base import Event, FieldIssue, GroupAttempt, GroupMembers, ObjectRef, PodEvent
 from allot_contracts.events.reservations import ReservationMatch
 
 __all__ = [
@@ -25,11 +25,9 @@ __all__ = [
 ]
 
 
-class GangMemberWaiting(Event, frozen=True, kw_only=True, tag="gang.member_waiting.v1"):
+class GangMemberWaiting(PodEvent, frozen=True, kw_only=True, tag="gang.member_waiting.v1"):
     """A gang member arrived but its gang group cannot be attempted yet (``reason``: gang-incomplete, …)."""
 
-    pod: ObjectRef
-    uid: str = ""
     gang: str
     group: str
     present: int
@@ -46,52 +44,39 @@ class GangGroupReady(Event, frozen=True, kw_only=True, tag="gang.group_ready.v1"
     attempt: int
 
 
-class QuotaGroupAdmitted(Event, frozen=True, kw_only=True, tag="quota.group_admitted.v2"):
+class QuotaGroupAdmitted(GroupMembers, frozen=True, kw_only=True, tag="quota.group_admitted.v2"):
     """quota-manager charged every member of the attempt (``detail.members``: per-member admission records)."""
 
-    group: str
-    attempt: int
-    members: list[str]
     detail: GroupAdmission | None = None
 
 
-class QuotaGroupWaiting(Event, frozen=True, kw_only=True, tag="quota.group_waiting.v2"):
+class QuotaGroupWaiting(GroupAttempt, frozen=True, kw_only=True, tag="quota.group_waiting.v2"):
     """Not every member fits its quota: nothing was charged; the gang-coordinator retries the group later
     (``detail.first``: the admission record of the first member that does not fit)."""
 
-    group: str
-    attempt: int
     message: str
     detail: GroupAdmission | None = None
 
 
-class ReservationGroupResolved(Event, frozen=True, kw_only=True, tag="reservation.group_resolved.v1"):
+class ReservationGroupResolved(GroupMembers, frozen=True, kw_only=True, tag="reservation.group_resolved.v1"):
     """reservation-manager's answer for a gang group: ``matches`` holds the members that may or must use a
     Reservation (member → match); the others use none."""
 
-    group: str
-    attempt: int
-    members: list[str]
     reservation: str | None = None
     reason: str = ""
     matches: dict[str, ReservationMatch] = {}
 
 
-class GangGroupPlaced(Event, frozen=True, kw_only=True, tag="gang.group_placed.v2"):
+class GangGroupPlaced(GroupMembers, frozen=True, kw_only=True, tag="gang.group_placed.v2"):
     """device-allocator placed every member of the attempt in one decision (``decisions``: member → decision)."""
 
-    group: str
-    attempt: int
-    members: list[str]
     decisions: dict[str, Decision]
 
 
-class GangGroupUnschedulable(Event, frozen=True, kw_only=True, tag="gang.group_unschedulable.v2"):
+class GangGroupUnschedulable(GroupAttempt, frozen=True, kw_only=True, tag="gang.group_unschedulable.v2"):
     """No placement for the whole group: nothing was placed. ``message`` explains the first member that does not
     fit; ``decision`` is the engine's group decision (``None`` when no placement was attempted)."""
 
-    group: str
-    attempt: int
     message: str
     codes: list[str] = []
     failed_pod: str | None = None
@@ -107,20 +92,13 @@ class GangRetryRequested(Event, frozen=True, kw_only=True, tag="gang.retry_reque
     reason: str
 
 
-class GangGroupAdmitted(Event, frozen=True, kw_only=True, tag="gang.group_admitted.v1"):
+class GangGroupAdmitted(GroupMembers, frozen=True, kw_only=True, tag="gang.group_admitted.v1"):
     """gang-coordinator: every gang of the group is satisfied; bind these members now."""
 
-    group: str
-    attempt: int
-    members: list[str]
 
-
-class GangHoldsReleased(Event, frozen=True, kw_only=True, tag="gang.holds_released.v1"):
+class GangHoldsReleased(GroupMembers, frozen=True, kw_only=True, tag="gang.holds_released.v1"):
     """Compensation: undo the quota charges and placements made for ``attempt`` of ``group`` for ``members``."""
 
-    group: str
-    attempt: int
-    members: list[str]
     reason: str
 
 

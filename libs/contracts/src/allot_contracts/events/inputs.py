@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from allot_contracts.events._base import Event, FieldIssue, NamedManifest, ObjectRef, PodArrived
+from allot_contracts.events._base import Event, FieldIssue, NamedManifest, ObjectRef, PodArrived, PodEvent
 from allot_contracts.objects.gang import PodGroupInfo
 from allot_contracts.objects.pod_priority import PriorityClassInfo
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
@@ -72,9 +72,8 @@ class PodObserved(PodArrived, frozen=True, kw_only=True, tag="pod.observed.v2"):
     ``pod.submitted``."""
 
 
-class PodDeleted(Event, frozen=True, kw_only=True, tag="pod.deleted.v1"):
-    pod: ObjectRef
-    uid: str = ""
+class PodDeleted(PodEvent, frozen=True, kw_only=True, tag="pod.deleted.v1"):
+    pass
 
 
 class PodPhaseObserved(Event, frozen=True, kw_only=True, tag="pod.phase_observed.v1"):

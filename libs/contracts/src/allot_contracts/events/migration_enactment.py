@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from allot_contracts.events._base import Event, ObjectRef
+from allot_contracts.events._base import JobEnactment, JobEnactmentFailed, JobObjectEnacted
 
 # The decisions of reservation-manager that change what a PodMigrationJob's status shows: a status write carries out
 # the latest of them (the worker that writes and the ledger that judges read this one set).
@@ -27,71 +27,43 @@ STATUS_DECISIONS: Final = frozenset(
 )
 
 
-class MigrationJobEnacted(Event, frozen=True, kw_only=True, tag="migration.job_enacted.v1"):
+class MigrationJobEnacted(JobObjectEnacted, frozen=True, kw_only=True, tag="migration.job_enacted.v1"):
     """The PodMigrationJob of a descheduler's ``migration.applied`` was created in the API server (``uid`` is the
     one it assigned; ``message`` says when it was there already, created by an earlier attempt)."""
 
-    job: ObjectRef
-    decision: str
-    uid: str = ""
-    message: str = ""
-    attempts: int = 1
 
-
-class MigrationJobEnactmentFailed(Event, frozen=True, kw_only=True, tag="migration.job_enactment_failed.v1"):
+class MigrationJobEnactmentFailed(
+    JobEnactmentFailed, frozen=True, kw_only=True, tag="migration.job_enactment_failed.v1"
+):
     """The API server refused to create that PodMigrationJob for good (``Invalid``, ``Forbidden``, ``AlreadyExists``
     for another object of that name, ``NotFound`` when the CRD is not installed). The job still runs in the log."""
 
-    job: ObjectRef
-    decision: str
-    reason: str
-    message: str
-    attempts: int = 1
 
-
-class MigrationStatusEnacted(Event, frozen=True, kw_only=True, tag="migration.status_enacted.v1"):
+class MigrationStatusEnacted(JobEnactment, frozen=True, kw_only=True, tag="migration.status_enacted.v1"):
     """The status a ``migration.*`` decision of the descheduler's job leads to (``phase``) was written on
     ``podmigrationjobs/{name}/status``."""
 
-    job: ObjectRef
-    decision: str
     phase: str = ""
     attempts: int = 1
 
 
 class MigrationStatusEnactmentFailed(
-    Event, frozen=True, kw_only=True, tag="migration.status_enactment_failed.v1"
+    JobEnactmentFailed, frozen=True, kw_only=True, tag="migration.status_enactment_failed.v1"
 ):
     """That status patch was refused for good (``NotFound``: the object is gone; ``Invalid``, ``Forbidden``)."""
 
-    job: ObjectRef
-    decision: str
-    reason: str
-    message: str
-    attempts: int = 1
 
-
-class MigrationDeletionEnacted(Event, frozen=True, kw_only=True, tag="migration.deletion_enacted.v1"):
+class MigrationDeletionEnacted(
+    JobObjectEnacted, frozen=True, kw_only=True, tag="migration.deletion_enacted.v1"
+):
     """The PodMigrationJob a ``migration.removed`` (``GarbageCollected``) scavenged was deleted from the API server
     (``DELETE podmigrationjobs/{name}`` with a uid precondition), or was gone already (``message`` says so: 404)."""
 
-    job: ObjectRef
-    decision: str
-    uid: str = ""
-    message: str = ""
-    attempts: int = 1
-
 
 class MigrationDeletionEnactmentFailed(
-    Event, frozen=True, kw_only=True, tag="migration.deletion_enactment_failed.v1"
+    JobEnactmentFailed, frozen=True, kw_only=True, tag="migration.deletion_enactment_failed.v1"
 ):
     """That delete was refused for good (``Conflict``: the uid precondition failed; ``Invalid``, ``BadRequest``)."""
-
-    job: ObjectRef
-    decision: str
-    reason: str
-    message: str
-    attempts: int = 1
 
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.events._base import Event, FieldIssue, ObjectRef, PodEvent, PodOnNode
 
 
 class CgroupTarget(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -81,24 +81,18 @@ class QosPlan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     warnings: list[FieldIssue] = []
 
 
-class QosPlanRecorded(Event, frozen=True, kw_only=True, tag="qos.plan_recorded.v1"):
+class QosPlanRecorded(PodOnNode, frozen=True, kw_only=True, tag="qos.plan_recorded.v1"):
     """The plan of a pod on its node, when it is first made for a pod that was not bound through Allot (observed) or
     when its inputs change (containers observed, node labels or devices, the CPU share pools); it replaces the
     previous revision. The plan made at bind time travels in ``qos.recorded``."""
 
-    pod: ObjectRef
-    uid: str = ""
-    node: str
     plan: QosPlan
     reason: str = ""
 
 
-class QosPlanRemoved(Event, frozen=True, kw_only=True, tag="qos.plan_removed.v1"):
+class QosPlanRemoved(PodOnNode, frozen=True, kw_only=True, tag="qos.plan_removed.v1"):
     """The pod left its node (deleted, evicted): nothing of its plan needs to hold any more."""
 
-    pod: ObjectRef
-    uid: str = ""
-    node: str
     reason: str
 
 
@@ -183,27 +177,22 @@ class QosReconciled(Event, frozen=True, kw_only=True, tag="qos.reconciled.v1"):
     failed: int
 
 
-class PodEvicted(Event, frozen=True, kw_only=True, tag="pod.evicted.v1"):
+class PodEvicted(PodOnNode, frozen=True, kw_only=True, tag="pod.evicted.v1"):
     """qos-enforcer evicted a BE pod from its node (``cause`` ``MemoryPressure``: node memory above the eviction
     threshold; ``detail`` holds the numbers). The binder enacts it: standalone, the pod is deleted; in Kubernetes
     mode, through the Eviction API (answered by ``pod.eviction_enacted``)."""
 
-    pod: ObjectRef
-    uid: str = ""
-    node: str
     cause: str
     message: str
     detail: dict[str, Any] = {}
 
 
-class PodEvictionEnacted(Event, frozen=True, kw_only=True, tag="pod.eviction_enacted.v1"):
+class PodEvictionEnacted(PodEvent, frozen=True, kw_only=True, tag="pod.eviction_enacted.v1"):
     """Kubernetes mode: the API server's answer to the binder's Eviction of a ``pod.evicted`` pod (producer
     ``binder.kube``). ``evicted``: accepted, or that life of the pod is already gone (the pod's deletion then reaches
     the log as ``pod.deleted``); otherwise refused for good, ``message`` saying why. ``cause`` repeats the
     decision's."""
 
-    pod: ObjectRef
-    uid: str = ""
     node: str = ""
     cause: str = ""
     evicted: bool

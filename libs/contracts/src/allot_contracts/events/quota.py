@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from allot_contracts.decisions.quota import AdmitDecision, Eviction, ReturnedCharge, VictimsDecision
-from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.events._base import Event, FieldIssue, ObjectRef, PodAttempt, PodEvent
 
 __all__ = [
     "QuotaAdmitted",
@@ -24,12 +24,9 @@ __all__ = [
 ]
 
 
-class QuotaAdmitted(Event, frozen=True, kw_only=True, tag="quota.admitted.v2"):
+class QuotaAdmitted(PodAttempt, frozen=True, kw_only=True, tag="quota.admitted.v2"):
     """quota-manager admitted a pod: its request fits the quota's limit. ``used`` is after admission."""
 
-    pod: ObjectRef
-    uid: str = ""
-    attempt: int
     quota: str
     request: dict[str, str]
     used: dict[str, str]
@@ -37,23 +34,18 @@ class QuotaAdmitted(Event, frozen=True, kw_only=True, tag="quota.admitted.v2"):
     detail: AdmitDecision | None = None
 
 
-class QuotaWaiting(Event, frozen=True, kw_only=True, tag="quota.waiting.v2"):
+class QuotaWaiting(PodAttempt, frozen=True, kw_only=True, tag="quota.waiting.v2"):
     """The pod's quota is full: it waits (it is not failed) until quota frees."""
 
-    pod: ObjectRef
-    uid: str = ""
-    attempt: int
     quota: str
     message: str
     detail: AdmitDecision | None = None
 
 
-class QuotaReleased(Event, frozen=True, kw_only=True, tag="quota.released.v2"):
+class QuotaReleased(PodEvent, frozen=True, kw_only=True, tag="quota.released.v2"):
     """A pod's charge was returned to its quota (deleted, unschedulable, or rejected downstream). ``detail.returned``
     lists what went back to whom (the reverse of the borrow facts recorded at admission)."""
 
-    pod: ObjectRef
-    uid: str = ""
     quota: str
     request: dict[str, str]
     used: dict[str, str]
@@ -71,28 +63,24 @@ class QuotaRegistered(Event, frozen=True, kw_only=True, tag="quota.registered.v1
     runtime: dict[str, str] = {}
 
 
-class QuotaEvicted(Event, frozen=True, kw_only=True, tag="quota.evicted.v2"):
+class QuotaEvicted(PodEvent, frozen=True, kw_only=True, tag="quota.evicted.v2"):
     """quota-manager evicted a running pod to give quota back: ``cause`` is ``Preempted`` (a more important pod of
     the same quota needs it) or ``OverUseRevoke`` (the quota stayed above its runtime longer than the delay).
     The pod is terminated; its devices and charge are freed. ``detail`` holds the numbers that justified it."""
 
-    pod: ObjectRef
-    uid: str = ""
     quota: str
     cause: str
     message: str
     detail: VictimsDecision | Eviction | None = None
 
 
-class QuotaReclaimBlocked(Event, frozen=True, kw_only=True, tag="quota.reclaim_blocked.v1"):
+class QuotaReclaimBlocked(PodEvent, frozen=True, kw_only=True, tag="quota.reclaim_blocked.v1"):
     """quota-manager's answer to the Kubernetes API server refusing a ``quota.evicted`` for good
     (``quota.eviction_enactment_failed``: a PodDisruptionBudget that allows no disruption, two budgets, …): the pod
     keeps running, so it is charged to ``quota`` again (``used``: the quota's use after that) and is not chosen again
     in this life (neither by preemption nor by over-use revoke: other pods are). ``decision`` is the refused ``quota.evicted``'s event id; ``reason`` and
     ``message`` say why, with the API server's words."""
 
-    pod: ObjectRef
-    uid: str = ""
     quota: str
     cause: str  # the refused eviction's: Preempted or OverUseRevoke
     decision: str

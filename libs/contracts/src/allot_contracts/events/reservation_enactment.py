@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from allot_contracts.events._base import Event, ObjectRef
+from allot_contracts.events._base import ReservationEnactment, ReservationEnactmentFailed
 
 # The decisions that change what a Reservation's status shows (reservation-manager: accepted, succeeded, failed;
 # device-allocator: placed, unschedulable). The worker that writes and the ledger that judges read this one set.
@@ -27,52 +27,40 @@ RESERVATION_STATUS_DECISIONS: Final = frozenset(
 )
 
 
-class ReservationStatusEnacted(Event, frozen=True, kw_only=True, tag="reservation.status_enacted.v1"):
+class ReservationStatusEnacted(
+    ReservationEnactment, frozen=True, kw_only=True, tag="reservation.status_enacted.v1"
+):
     """The status a Reservation's decision leads to (``phase``) was written on ``reservations/{name}/status``, or
     was there already (``message`` says so: nothing to write)."""
 
-    reservation: ObjectRef
-    decision: str
     phase: str = ""
     message: str = ""
     attempts: int = 1
 
 
 class ReservationStatusEnactmentFailed(
-    Event, frozen=True, kw_only=True, tag="reservation.status_enactment_failed.v1"
+    ReservationEnactmentFailed, frozen=True, kw_only=True, tag="reservation.status_enactment_failed.v1"
 ):
     """That status patch was refused for good (``NotFound``: no such Reservation in the cluster, e.g. one applied
     with ``allot apply``; ``Invalid``, ``Forbidden``)."""
 
-    reservation: ObjectRef
-    decision: str
-    reason: str
-    message: str
-    attempts: int = 1
 
-
-class ReservationDeletionEnacted(Event, frozen=True, kw_only=True, tag="reservation.deletion_enacted.v1"):
+class ReservationDeletionEnacted(
+    ReservationEnactment, frozen=True, kw_only=True, tag="reservation.deletion_enacted.v1"
+):
     """The Reservation a ``reservation.removed`` (``GarbageCollected``) dropped was deleted from the API server
     (``DELETE reservations/{name}`` with a uid precondition), or was gone already (``message`` says so: 404)."""
 
-    reservation: ObjectRef
-    decision: str
     uid: str = ""
     message: str = ""
     attempts: int = 1
 
 
 class ReservationDeletionEnactmentFailed(
-    Event, frozen=True, kw_only=True, tag="reservation.deletion_enactment_failed.v1"
+    ReservationEnactmentFailed, frozen=True, kw_only=True, tag="reservation.deletion_enactment_failed.v1"
 ):
     """That delete was refused for good (``Conflict``: the uid precondition failed, another object of that name;
     ``Invalid``, ``BadRequest``)."""
-
-    reservation: ObjectRef
-    decision: str
-    reason: str
-    message: str
-    attempts: int = 1
 
 
 __all__ = [

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from allot_contracts.events._base import Event, FieldIssue, ObjectRef
+from allot_contracts.events._base import Event, FieldIssue, MigrationEvent, ObjectRef, ReservationEvent
 
 __all__ = [
     "MigrationAborted",
@@ -76,30 +76,24 @@ class ReservationMatch(msgspec.Struct, frozen=True, kw_only=True):
 # --- inputs ----------------------------------------------------------------------------------------------------------
 
 
-class ReservationApplied(Event, frozen=True, kw_only=True, tag="reservation.applied.v1"):
+class ReservationApplied(ReservationEvent, frozen=True, kw_only=True, tag="reservation.applied.v1"):
     """A ``Reservation`` (scheduling.koordinator.sh/v1alpha1, cluster-scoped) was applied."""
 
-    reservation: ObjectRef
-    uid: str = ""
     manifest: dict[str, Any]
 
 
-class ReservationDeleted(Event, frozen=True, kw_only=True, tag="reservation.deleted.v1"):
-    reservation: ObjectRef
-    uid: str = ""
+class ReservationDeleted(ReservationEvent, frozen=True, kw_only=True, tag="reservation.deleted.v1"):
+    pass
 
 
-class MigrationApplied(Event, frozen=True, kw_only=True, tag="migration.applied.v1"):
+class MigrationApplied(MigrationEvent, frozen=True, kw_only=True, tag="migration.applied.v1"):
     """A ``PodMigrationJob`` (scheduling.koordinator.sh/v1alpha1, cluster-scoped) was applied."""
 
-    job: ObjectRef
-    uid: str = ""
     manifest: dict[str, Any]
 
 
-class MigrationDeleted(Event, frozen=True, kw_only=True, tag="migration.deleted.v1"):
-    job: ObjectRef
-    uid: str = ""
+class MigrationDeleted(MigrationEvent, frozen=True, kw_only=True, tag="migration.deleted.v1"):
+    pass
 
 
 # --- reservation-manager: reservations -------------------------------------------------------------------------------
@@ -126,72 +120,60 @@ class ReservationAccepted(Event, frozen=True, kw_only=True, tag="reservation.acc
     job: str = ""
 
 
-class ReservationRejected(Event, frozen=True, kw_only=True, tag="reservation.rejected.v1"):
+class ReservationRejected(ReservationEvent, frozen=True, kw_only=True, tag="reservation.rejected.v1"):
     """The Reservation cannot be admitted (``errors`` with field paths). Never retried until it is applied again."""
 
-    reservation: ObjectRef
-    uid: str = ""
     errors: list[FieldIssue]
     message: str
 
 
-class ReservationSucceeded(Event, frozen=True, kw_only=True, tag="reservation.succeeded.v1"):
+class ReservationSucceeded(ReservationEvent, frozen=True, kw_only=True, tag="reservation.succeeded.v1"):
     """An ``allocateOnce`` Reservation was allocated by ``owner`` (a pod key): phase Succeeded, no longer matchable."""
 
-    reservation: ObjectRef
-    uid: str = ""
     node: str
     owner: str
 
 
-class ReservationFailed(Event, frozen=True, kw_only=True, tag="reservation.failed.v1"):
+class ReservationFailed(ReservationEvent, frozen=True, kw_only=True, tag="reservation.failed.v1"):
     """Phase Failed: ``reason`` ``Expired`` (ttl or expires passed) or ``NodeNotFound`` (its node is gone)."""
 
-    reservation: ObjectRef
-    uid: str = ""
     node: str = ""
     reason: str
     message: str
 
 
-class ReservationRemoved(Event, frozen=True, kw_only=True, tag="reservation.removed.v1"):
+class ReservationRemoved(ReservationEvent, frozen=True, kw_only=True, tag="reservation.removed.v1"):
     """reservation-manager dropped a Reservation: ``GarbageCollected`` (finished longer than the GC period) or
     ``MigrationEnded`` (the reservation of a PodMigrationJob that failed, was aborted or deleted)."""
 
-    reservation: ObjectRef
-    uid: str = ""
     reason: str
 
 
 # --- device-allocator: reserve pods ----------------------------------------------------------------------------------
 
 
-class ReservationPlaced(Event, frozen=True, kw_only=True, tag="reservation.placed.v1"):
+class ReservationPlaced(ReservationEvent, frozen=True, kw_only=True, tag="reservation.placed.v1"):
     """device-allocator scheduled the reserve pod: phase Available on ``node``; ``decision`` is the placement
     engine's decision (devices, cpuset, NUMA) — what the node holds for the reservation's owners."""
 
-    reservation: ObjectRef
-    uid: str = ""
     node: str
     decision: dict[str, Any]
 
 
-class ReservationUnschedulable(Event, frozen=True, kw_only=True, tag="reservation.unschedulable.v1"):
+class ReservationUnschedulable(
+    ReservationEvent, frozen=True, kw_only=True, tag="reservation.unschedulable.v1"
+):
     """No node can hold the reservation now (condition Scheduled=False, reason Unschedulable); it stays Pending and
     is retried when capacity changes."""
 
-    reservation: ObjectRef
-    uid: str = ""
     message: str
     codes: list[str]
     decision: dict[str, Any] = {}
 
 
-class ReservationReleased(Event, frozen=True, kw_only=True, tag="reservation.released.v1"):
+class ReservationReleased(ReservationEvent, frozen=True, kw_only=True, tag="reservation.released.v1"):
     """What a reservation held on its node was freed (deleted, succeeded, failed, removed)."""
 
-    reservation: ObjectRef
-    uid: str = ""
     node: str
     freed: dict[str, Any] = {}
     reason: str
@@ -200,29 +182,23 @@ class ReservationReleased(Event, frozen=True, kw_only=True, tag="reservation.rel
 # --- reservation-manager: PodMigrationJobs ---------------------------------------------------------------------------
 
 
-class MigrationRejected(Event, frozen=True, kw_only=True, tag="migration.rejected.v1"):
+class MigrationRejected(MigrationEvent, frozen=True, kw_only=True, tag="migration.rejected.v1"):
     """The job cannot be admitted (phase Failed, ``errors`` with field paths)."""
 
-    job: ObjectRef
-    uid: str = ""
     errors: list[FieldIssue]
     message: str
 
 
-class MigrationPending(Event, frozen=True, kw_only=True, tag="migration.pending.v1"):
+class MigrationPending(MigrationEvent, frozen=True, kw_only=True, tag="migration.pending.v1"):
     """The job waits (phase Pending): paused, or held by arbitration (``reason``: the limit that holds it)."""
 
-    job: ObjectRef
-    uid: str = ""
     reason: str
     message: str
 
 
-class MigrationRunning(Event, frozen=True, kw_only=True, tag="migration.running.v1"):
+class MigrationRunning(MigrationEvent, frozen=True, kw_only=True, tag="migration.running.v1"):
     """The job passed arbitration (phase Running): migrating ``pod`` (life ``pod_uid``) away from ``node``."""
 
-    job: ObjectRef
-    uid: str = ""
     mode: str
     pod: ObjectRef
     pod_uid: str = ""
@@ -230,12 +206,10 @@ class MigrationRunning(Event, frozen=True, kw_only=True, tag="migration.running.
     reservation: str = ""
 
 
-class MigrationCondition(Event, frozen=True, kw_only=True, tag="migration.condition.v1"):
+class MigrationCondition(MigrationEvent, frozen=True, kw_only=True, tag="migration.condition.v1"):
     """A condition of the job changed (upstream's types: ReservationCreated, ReservationScheduled, Eviction,
     PodBoundReservation, BoundPodReady)."""
 
-    job: ObjectRef
-    uid: str = ""
     condition: str
     status: str
     reason: str = ""
@@ -243,25 +217,23 @@ class MigrationCondition(Event, frozen=True, kw_only=True, tag="migration.condit
     node: str = ""
 
 
-class MigrationEvictionRequested(Event, frozen=True, kw_only=True, tag="migration.eviction_requested.v1"):
+class MigrationEvictionRequested(
+    MigrationEvent, frozen=True, kw_only=True, tag="migration.eviction_requested.v1"
+):
     """Kubernetes mode: evict ``pod`` (this life) through the Eviction API. The binder's worker answers with
     ``migration.evicted`` or ``migration.eviction_failed``."""
 
-    job: ObjectRef
-    uid: str = ""
     pod: ObjectRef
     pod_uid: str
     node: str = ""
     delete_options: dict[str, Any] = {}
 
 
-class MigrationEvicted(Event, frozen=True, kw_only=True, tag="migration.evicted.v1"):
+class MigrationEvicted(MigrationEvent, frozen=True, kw_only=True, tag="migration.evicted.v1"):
     """The pod was evicted. Standalone: recorded together with its ``pod.deleted`` and its re-submission (a new life,
     ``new_uid``) in one append, so the pod is never lost nor held twice. Kubernetes: recorded by ``binder.kube`` after
     the Eviction API accepted it (the workload's controller re-creates the pod)."""
 
-    job: ObjectRef
-    uid: str = ""
     pod: ObjectRef
     pod_uid: str = ""
     node: str = ""
@@ -269,44 +241,34 @@ class MigrationEvicted(Event, frozen=True, kw_only=True, tag="migration.evicted.
     mode: str = "standalone"
 
 
-class MigrationEvictionFailed(Event, frozen=True, kw_only=True, tag="migration.eviction_failed.v1"):
+class MigrationEvictionFailed(MigrationEvent, frozen=True, kw_only=True, tag="migration.eviction_failed.v1"):
     """Kubernetes mode: the Eviction API refused the eviction for good (``message`` is the API server's)."""
 
-    job: ObjectRef
-    uid: str = ""
     pod: ObjectRef
     message: str
 
 
-class MigrationSucceeded(Event, frozen=True, kw_only=True, tag="migration.succeeded.v1"):
-    job: ObjectRef
-    uid: str = ""
+class MigrationSucceeded(MigrationEvent, frozen=True, kw_only=True, tag="migration.succeeded.v1"):
     message: str
     pod: ObjectRef | None = None
     node: str = ""
 
 
-class MigrationFailed(Event, frozen=True, kw_only=True, tag="migration.failed.v1"):
+class MigrationFailed(MigrationEvent, frozen=True, kw_only=True, tag="migration.failed.v1"):
     """Phase Failed; ``reason`` in upstream's words: Timeout, MissingPod, MissingReservation, ReservationExpired,
     ForbiddenMigratePod, Unschedulable, FailedEvict."""
 
-    job: ObjectRef
-    uid: str = ""
     reason: str
     message: str
 
 
-class MigrationAborted(Event, frozen=True, kw_only=True, tag="migration.aborted.v1"):
+class MigrationAborted(MigrationEvent, frozen=True, kw_only=True, tag="migration.aborted.v1"):
     """Phase Aborted: the user aborted the job (``status.phase: Aborted`` applied)."""
 
-    job: ObjectRef
-    uid: str = ""
     message: str
 
 
-class MigrationRemoved(Event, frozen=True, kw_only=True, tag="migration.removed.v1"):
+class MigrationRemoved(MigrationEvent, frozen=True, kw_only=True, tag="migration.removed.v1"):
     """The job was garbage-collected (its ttl + 5 minutes, or 30 minutes, after creation)."""
 
-    job: ObjectRef
-    uid: str = ""
     reason: str

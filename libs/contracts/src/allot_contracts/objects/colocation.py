@@ -187,127 +187,101 @@ _STRATEGY_KEYS: Final = {
 }
 
 
-def _put(fields: dict[str, Any], field: str, value: Any) -> None:
-    if value is not None:
-        fields[field] = value
+class _StrategyReader:
+    """Reads a colocation strategy object key by key (paths under the prefix ``p``); what it sets goes into
+    ``fields`` (ColocationStrategy field -> value)."""
 
+    def __init__(
+        self, raw: Mapping[str, object], p: str, issues: list[FieldIssue], warnings: list[FieldIssue]
+    ) -> None:
+        self.raw = raw
+        self.p = p
+        self.issues = issues
+        self.warnings = warnings
+        self.fields: dict[str, object] = {}
 
-def _metric_fields(
-    raw: Mapping[str, Any],
-    p: str,
-    fields: dict[str, Any],
-    issues: list[FieldIssue],
-    warnings: list[FieldIssue],
-) -> None:
-    """The metric collection fields (``p``: the path prefix); what is read goes into ``fields``."""
-    _put(fields, "enable", checked_bool(raw.get("enable"), f"{p}enable", issues))
-    _put(
-        fields,
-        "metric_aggregate_duration_s",
-        checked_int(
-            raw.get("metricAggregateDurationSeconds"), f"{p}metricAggregateDurationSeconds", issues, low=1
-        ),
-    )
-    _put(
-        fields,
-        "metric_report_interval_s",
-        checked_int(raw.get("metricReportIntervalSeconds"), f"{p}metricReportIntervalSeconds", issues, low=1),
-    )
-    policy = raw.get("metricAggregatePolicy")
-    if policy is not None:
-        if not isinstance(policy, Mapping):
-            issues.append(FieldIssue(path=f"{p}metricAggregatePolicy", message="must be an object"))
-        else:
-            _put(
-                fields,
-                "metric_aggregate_durations_s",
-                _seconds_list(policy.get("durations"), f"{p}metricAggregatePolicy.durations", issues),
-            )
-    if raw.get("metricMemoryCollectPolicy") is not None:
-        warnings.append(
-            FieldIssue(
-                path=f"{p}metricMemoryCollectPolicy",
-                code="Ignored",
-                message="node-reporter reports memory without page cache; the policy is not acted on",
-            )
-        )
+    def put(self, field: str, value: object) -> None:
+        if value is not None:
+            self.fields[field] = value
 
+    def integer(self, key: str, field: str, *, low: int, high: int | None = None) -> None:
+        self.put(field, checked_int(self.raw.get(key), f"{self.p}{key}", self.issues, low=low, high=high))
 
-def _reclaim_fields(
-    raw: Mapping[str, Any],
-    p: str,
-    fields: dict[str, Any],
-    issues: list[FieldIssue],
-    warnings: list[FieldIssue],
-) -> None:
-    """The reclaim thresholds, the calculate policies and the degrade and update timings."""
-    for key, field in (
-        ("cpuReclaimThresholdPercent", "cpu_reclaim_threshold_percent"),
-        ("memoryReclaimThresholdPercent", "memory_reclaim_threshold_percent"),
-    ):
-        _put(
-            fields, field, checked_int(raw.get(key), f"{p}{key}", issues, low=0)
-        )  # above 100: a negative margin
-    for key, field, allowed in (
-        ("cpuCalculatePolicy", "cpu_calculate_policy", ("usage", "maxUsageRequest")),
-        ("memoryCalculatePolicy", "memory_calculate_policy", CALCULATE_POLICIES),
-    ):
-        value = raw.get(key)
-        if value is None:
-            continue
-        if value not in allowed:
-            issues.append(not_supported(f"{p}{key}", allowed, value))
-            continue
-        fields[field] = value
-    _put(
-        fields,
-        "degrade_time_minutes",
-        checked_int(raw.get("degradeTimeMinutes"), f"{p}degradeTimeMinutes", issues, low=1),
-    )
-    _put(
-        fields,
-        "update_time_threshold_s",
-        checked_int(raw.get("updateTimeThresholdSeconds"), f"{p}updateTimeThresholdSeconds", issues, low=1),
-    )
-    if raw.get("resourceDiffThreshold") is not None:
-        diff = parse_ratio(raw["resourceDiffThreshold"], f"{p}resourceDiffThreshold", issues, high="1")
-        if diff is not None and Decimal(diff) <= 0:
-            issues.append(FieldIssue(path=f"{p}resourceDiffThreshold", message="must be greater than 0"))
-        else:
-            _put(fields, "resource_diff_threshold", diff)
-
-
-def _batch_mid_fields(
-    raw: Mapping[str, Any],
-    p: str,
-    fields: dict[str, Any],
-    issues: list[FieldIssue],
-    warnings: list[FieldIssue],
-) -> None:
-    """The batch thresholds and the mid tier: reclaim mode, thresholds and static reservations."""
-    for key, field in (
-        ("batchCPUThresholdPercent", "batch_cpu_threshold_percent"),
-        ("batchMemoryThresholdPercent", "batch_memory_threshold_percent"),
-    ):
-        _put(fields, field, checked_int(raw.get(key), f"{p}{key}", issues, low=0))
-    mode = raw.get("midReclaimMode")
-    if mode is not None:
-        if mode not in ("", "default", "static"):
-            issues.append(
+    def metric(self) -> None:
+        """The metric collection fields."""
+        raw, p, issues = self.raw, self.p, self.issues
+        self.put("enable", checked_bool(raw.get("enable"), f"{p}enable", issues))
+        self.integer("metricAggregateDurationSeconds", "metric_aggregate_duration_s", low=1)
+        self.integer("metricReportIntervalSeconds", "metric_report_interval_s", low=1)
+        policy = raw.get("metricAggregatePolicy")
+        if policy is not None:
+            if not isinstance(policy, Mapping):
+                issues.append(FieldIssue(path=f"{p}metricAggregatePolicy", message="must be an object"))
+            else:
+                self.put(
+                    "metric_aggregate_durations_s",
+                    _seconds_list(policy.get("durations"), f"{p}metricAggregatePolicy.durations", issues),
+                )
+        if raw.get("metricMemoryCollectPolicy") is not None:
+            self.warnings.append(
                 FieldIssue(
-                    path=f"{p}midReclaimMode", code="NotSupported", message="must be default or static"
+                    path=f"{p}metricMemoryCollectPolicy",
+                    code="Ignored",
+                    message="node-reporter reports memory without page cache; the policy is not acted on",
                 )
             )
-        else:
-            fields["mid_reclaim_mode"] = "static" if mode == "static" else ""
-    for key, field in (
-        ("midCPUThresholdPercent", "mid_cpu_threshold_percent"),
-        ("midMemoryThresholdPercent", "mid_memory_threshold_percent"),
-        ("midUnallocatedPercent", "mid_unallocated_percent"),
-        ("midStaticCPUReservedPercent", "mid_static_cpu_reserved_percent"),
-        ("midStaticMemoryReservedPercent", "mid_static_memory_reserved_percent"),
-    ):
-        _put(fields, field, checked_int(raw.get(key), f"{p}{key}", issues, low=0, high=100))
+
+    def reclaim(self) -> None:
+        """The reclaim thresholds, the calculate policies and the degrade and update timings."""
+        raw, p, issues = self.raw, self.p, self.issues
+        self.integer(
+            "cpuReclaimThresholdPercent", "cpu_reclaim_threshold_percent", low=0
+        )  # above 100: a negative margin
+        self.integer("memoryReclaimThresholdPercent", "memory_reclaim_threshold_percent", low=0)
+        for key, field, allowed in (
+            ("cpuCalculatePolicy", "cpu_calculate_policy", ("usage", "maxUsageRequest")),
+            ("memoryCalculatePolicy", "memory_calculate_policy", CALCULATE_POLICIES),
+        ):
+            value = raw.get(key)
+            if value is None:
+                continue
+            if value not in allowed:
+                issues.append(not_supported(f"{p}{key}", allowed, value))
+                continue
+            self.fields[field] = value
+        self.integer("degradeTimeMinutes", "degrade_time_minutes", low=1)
+        self.integer("updateTimeThresholdSeconds", "update_time_threshold_s", low=1)
+        if raw.get("resourceDiffThreshold") is not None:
+            diff = parse_ratio(raw["resourceDiffThreshold"], f"{p}resourceDiffThreshold", issues, high="1")
+            if diff is not None and Decimal(diff) <= 0:
+                issues.append(FieldIssue(path=f"{p}resourceDiffThreshold", message="must be greater than 0"))
+            else:
+                self.put("resource_diff_threshold", diff)
+
+    def batch_mid(self) -> None:
+        """The batch thresholds and the mid tier: reclaim mode, thresholds and static reservations."""
+        self.integer("batchCPUThresholdPercent", "batch_cpu_threshold_percent", low=0)
+        self.integer("batchMemoryThresholdPercent", "batch_memory_threshold_percent", low=0)
+        mode = self.raw.get("midReclaimMode")
+        if mode is not None:
+            if mode not in ("", "default", "static"):
+                self.issues.append(
+                    FieldIssue(
+                        path=f"{self.p}midReclaimMode",
+                        code="NotSupported",
+                        message="must be default or static",
+                    )
+                )
+            else:
+                self.fields["mid_reclaim_mode"] = "static" if mode == "static" else ""
+        for key, field in (
+            ("midCPUThresholdPercent", "mid_cpu_threshold_percent"),
+            ("midMemoryThresholdPercent", "mid_memory_threshold_percent"),
+            ("midUnallocatedPercent", "mid_unallocated_percent"),
+            ("midStaticCPUReservedPercent", "mid_static_cpu_reserved_percent"),
+            ("midStaticMemoryReservedPercent", "mid_static_memory_reserved_percent"),
+        ):
+            self.integer(key, field, low=0, high=100)
 
 
 def parse_strategy(
@@ -318,10 +292,10 @@ def parse_strategy(
         issues.append(FieldIssue(path=path, message="must be an object"))
         return base
     p = f"{path}." if path else ""
-    fields: dict[str, Any] = {}
-    _metric_fields(raw, p, fields, issues, warnings)
-    _reclaim_fields(raw, p, fields, issues, warnings)
-    _batch_mid_fields(raw, p, fields, issues, warnings)
+    reader = _StrategyReader(raw, p, issues, warnings)
+    reader.metric()
+    reader.reclaim()
+    reader.batch_mid()
     for key in sorted(set(raw) - _STRATEGY_KEYS - {"nodeConfigs", "nodeSelector", "name", "extensions"}):
         issues.append(
             FieldIssue(
@@ -334,7 +308,7 @@ def parse_strategy(
         warnings.append(
             FieldIssue(path=f"{p}extensions", code="Ignored", message="extensions are not acted on")
         )
-    return msgspec.structs.replace(base, **fields) if fields else base
+    return msgspec.structs.replace(base, **reader.fields) if reader.fields else base
 
 
 def _model_ratio(raw: Any, path: str, issues: list[FieldIssue]) -> ModelRatio:
@@ -448,14 +422,19 @@ def _json_key(data: Mapping[str, Any], key: str, issues: list[FieldIssue]) -> An
 _Section = TypeVar("_Section")
 
 
-def _with_node_configs(
-    raw: Any,
-    path: str,
+def _data_section(
+    data: Mapping[str, object],
+    key: str,
     issues: list[FieldIssue],
     base: _Section,
     parse: Callable[[Any, str, _Section], _Section],
 ) -> tuple[_Section, tuple[tuple[LabelSelector, Any], ...]]:
-    """A section's cluster-wide settings over ``base``, and its ``nodeConfigs``, each over the cluster-wide ones."""
+    """The JSON section ``key`` of the ConfigMap's data: its cluster-wide settings over ``base``, and its
+    ``nodeConfigs``, each over the cluster-wide ones (``base`` and none when the section is absent or unreadable)."""
+    raw = _json_key(data, key, issues)
+    if raw is None:
+        return base, ()
+    path = f"data[{key}]"
     cluster = parse(raw, path, base)
     nodes = _node_configs(
         raw.get("nodeConfigs") if isinstance(raw, Mapping) else None,
@@ -484,38 +463,29 @@ def parse_colocation_configmap(
             warnings.append(
                 FieldIssue(path=f"data[{key}]", code="Ignored", message="unknown key; not acted on")
             )
-    config = ColocationConfig()
-    colocation = _json_key(data, KEY_COLOCATION, issues)
-    if colocation is not None:
-        cluster, nodes = _with_node_configs(
-            colocation,
-            f"data[{KEY_COLOCATION}]",
-            issues,
-            ColocationStrategy(),
-            lambda raw, where, base: parse_strategy(raw, where, issues, warnings, base),
-        )
-        config = msgspec.structs.replace(config, strategy=cluster, node_strategies=nodes)
-    normalization = _json_key(data, KEY_NORMALIZATION, issues)
-    if normalization is not None:
-        norm, nodes = _with_node_configs(
-            normalization,
-            f"data[{KEY_NORMALIZATION}]",
-            issues,
-            NormalizationStrategy(),
-            lambda raw, where, base: parse_normalization(raw, where, issues, base),
-        )
-        config = msgspec.structs.replace(config, normalization=norm, node_normalization=nodes)
-    amplification = _json_key(data, KEY_AMPLIFICATION, issues)
-    if amplification is not None:
-        amp, nodes = _with_node_configs(
-            amplification,
-            f"data[{KEY_AMPLIFICATION}]",
-            issues,
-            AmplificationStrategy(),
-            lambda raw, where, base: parse_amplification(raw, where, issues, base),
-        )
-        config = msgspec.structs.replace(config, amplification=amp, node_amplification=nodes)
-    return None if len(issues) > before else config
+
+    def strategy(raw: Any, where: str, base: ColocationStrategy) -> ColocationStrategy:
+        return parse_strategy(raw, where, issues, warnings, base)
+
+    def normalization(raw: Any, where: str, base: NormalizationStrategy) -> NormalizationStrategy:
+        return parse_normalization(raw, where, issues, base)
+
+    def amplification(raw: Any, where: str, base: AmplificationStrategy) -> AmplificationStrategy:
+        return parse_amplification(raw, where, issues, base)
+
+    cluster, nodes = _data_section(data, KEY_COLOCATION, issues, ColocationStrategy(), strategy)
+    norm, norm_nodes = _data_section(data, KEY_NORMALIZATION, issues, NormalizationStrategy(), normalization)
+    amp, amp_nodes = _data_section(data, KEY_AMPLIFICATION, issues, AmplificationStrategy(), amplification)
+    if len(issues) > before:
+        return None
+    return ColocationConfig(
+        strategy=cluster,
+        node_strategies=nodes,
+        normalization=norm,
+        node_normalization=norm_nodes,
+        amplification=amp,
+        node_amplification=amp_nodes,
+    )
 
 
 def is_colocation_configmap(manifest: Mapping[str, Any]) -> bool:

@@ -27,9 +27,8 @@ from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.requests import pod_requests
 from allot_contracts.objects.reservation_pod import (
     RESERVATION_PREFIX,
-    decode_json_annotation,
-    read_resource_names,
     read_string_map,
+    resource_names_annotation,
     unknown_field_issues,
 )
 from allot_contracts.objects.selectors import (
@@ -387,33 +386,16 @@ def _restricted(
     annotations: Mapping[str, Any], policy: str, issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> tuple[str, ...]:
     """The resources of ``reservation-restricted-options`` (a warning unless the policy is Restricted)."""
-    restricted: tuple[str, ...] = ()
-    options = decode_json_annotation(annotations, ANN_RESTRICTED_OPTIONS, issues)
-    if options is not None:
-        if not isinstance(options, dict):
-            issues.append(
-                FieldIssue(
-                    path=annotation_path(ANN_RESTRICTED_OPTIONS),
-                    code="InvalidAnnotation",
-                    message="must be an object",
-                )
+    restricted = resource_names_annotation(annotations, ANN_RESTRICTED_OPTIONS, "resources", issues)
+    if restricted is not None and policy != "Restricted":
+        warnings.append(
+            FieldIssue(
+                path=annotation_path(ANN_RESTRICTED_OPTIONS),
+                code="Ignored",
+                message="applies only to allocatePolicy Restricted",
             )
-        else:
-            unknown_field_issues(
-                options, frozenset({"resources"}), annotation_path(ANN_RESTRICTED_OPTIONS), issues
-            )
-            restricted = read_resource_names(
-                options.get("resources"), annotation_path(ANN_RESTRICTED_OPTIONS, ".resources"), issues
-            )
-        if policy != "Restricted":
-            warnings.append(
-                FieldIssue(
-                    path=annotation_path(ANN_RESTRICTED_OPTIONS),
-                    code="Ignored",
-                    message="applies only to allocatePolicy Restricted",
-                )
-            )
-    return restricted
+        )
+    return restricted or ()
 
 
 def _order(labels: Mapping[str, str], issues: list[FieldIssue]) -> int:

@@ -38,6 +38,7 @@ __all__ = [
     "parse_pod_reservation",
     "read_resource_names",
     "read_string_map",
+    "resource_names_annotation",
     "unknown_field_issues",
 ]
 
@@ -142,6 +143,23 @@ def read_resource_names(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[
     return tuple(dict.fromkeys(n.DEPRECATED_ALIASES.get(v, v) for v in names))
 
 
+def resource_names_annotation(
+    annotations: Mapping[str, object], key: str, field: str, issues: list[FieldIssue]
+) -> tuple[str, ...] | None:
+    """The resource names the JSON object annotation ``key`` lists under ``field`` (its only field); ``None`` when
+    the annotation is absent or not JSON, ``()`` when it is not such an object (with the issue)."""
+    value = decode_json_annotation(annotations, key, issues)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        issues.append(
+            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
+        )
+        return ()
+    unknown_field_issues(value, frozenset({field}), annotation_path(key), issues)
+    return read_resource_names(value.get(field), annotation_path(key, f".{field}"), issues)
+
+
 # --- the pod side --------------------------------------------------------------------------------------------------
 
 
@@ -221,22 +239,7 @@ def parse_pod_reservation(
         value = decode_json_annotation(annotations, ANN_RESERVATION_AFFINITY, issues)
         # present but empty: upstream treats it as an affinity with no constraint (a reservation is required)
         affinity = ReservationAffinity() if value is None else _affinity(value, issues)
-    exact: tuple[str, ...] = ()
-    spec = decode_json_annotation(annotations, ANN_EXACT_MATCH, issues)
-    if spec is not None:
-        if not isinstance(spec, dict):
-            issues.append(
-                FieldIssue(
-                    path=annotation_path(ANN_EXACT_MATCH),
-                    code="InvalidAnnotation",
-                    message="must be an object",
-                )
-            )
-        else:
-            unknown_field_issues(spec, frozenset({"resourceNames"}), annotation_path(ANN_EXACT_MATCH), issues)
-            exact = read_resource_names(
-                spec.get("resourceNames"), annotation_path(ANN_EXACT_MATCH, ".resourceNames"), issues
-            )
+    exact = resource_names_annotation(annotations, ANN_EXACT_MATCH, "resourceNames", issues) or ()
     allocated = None
     got = decode_json_annotation(annotations, ANN_RESERVATION_ALLOCATED, issues)
     if got is not None:
