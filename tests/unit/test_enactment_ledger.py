@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from allot_cli.enactment_bound import bound_seconds
-from allot_stack.enactment import explain_lines, fold, outcome_summary, verify_line
+from allot_stack.enactment import Folding, explain_lines, fold, outcome_summary, verify_line
 
 S = 1_000_000  # µs
 
@@ -118,6 +118,39 @@ def test_each_decision_is_paired_with_its_outcome(records: list[Any], state: str
     ledger = fold(log(*records))
     assert ledger.kubernetes
     assert ledger.entries["d"].state == state
+
+
+def test_letting_settled_decisions_go_reports_the_same_and_holds_only_the_waiting() -> None:
+    """``allot replay --verify`` folds a long log keeping only the decisions still waiting: same report, and what is
+    held does not grow with the decisions already settled."""
+    records = log(  # every case one after the other, each with its own ids
+        *[
+            (t, f"{stream}-{n}", f"{e}{n}", c and f"{c}{n}", p)
+            for n, (_, rows, _) in enumerate(CASES)
+            for t, stream, e, c, p in rows
+        ]
+    )
+    many = [  # a thousand bindings enacted, then one still open
+        *log(
+            *[
+                row
+                for i in range(1000)
+                for row in (
+                    ("pod.bind_requested", f"pod:default/p{i}", f"d{i}", None, {}),
+                    ("pod.bound", f"pod:default/p{i}", f"o{i}", f"d{i}", {}),
+                )
+            ]
+        ),
+        *log(("pod.bind_requested", "pod:default/last", "waiting", None, {})),
+    ]
+    for rows in (records, many):
+        kept, let_go = fold(rows), Folding(keep_settled=False)
+        for record in rows:
+            let_go.add(record)
+        assert verify_line(let_go.ledger, now=10**9 * S, bound=S) == verify_line(kept, now=10**9 * S, bound=S)
+        assert all(entry.state not in ("enacted", "refused") for entry in let_go.ledger.entries.values())
+    assert list(let_go.ledger.entries) == ["waiting"] and let_go.ledger.settled == {"enacted": 1000}
+    assert let_go.open_on == {"pod:default/last": ["waiting"]}
 
 
 def test_standalone_decisions_are_not_a_kubernetes_ledger() -> None:

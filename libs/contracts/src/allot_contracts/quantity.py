@@ -132,6 +132,7 @@ _DECIMAL_DESC: Final = [("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9
 _BYTE_HINTS: Final = ("memory", "storage", "gpu-memory", "hugepages")
 
 
+@functools.lru_cache(maxsize=16384)  # a cluster's pods and quotas repeat a few (resource, amount) pairs
 def format_quantity(name: str, value: int) -> str:
     """Format a canonical integer of resource ``name`` as a canonical Kubernetes quantity string."""
     if is_milli_resource(name):

@@ -184,9 +184,14 @@ class Ledger:
         False  # the log holds Kubernetes-mode decisions (binding requests, published quota status)
     )
     entries: dict[str, Entry] = field(default_factory=dict)  # decision event id -> entry
+    # decisions settled by their outcome and no longer held in ``entries`` (folded with ``keep_settled=False``)
+    settled: dict[str, int] = field(default_factory=dict)  # state -> count
+
+    def decisions(self) -> int:
+        return len(self.entries) + sum(self.settled.values())
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
+        out: dict[str, int] = dict(self.settled)
         for entry in self.entries.values():
             out[entry.state] = out.get(entry.state, 0) + 1
         return dict(sorted(out.items()))
@@ -218,11 +223,26 @@ def _judged(
 
 def fold(records: Iterable[Record]) -> Ledger:
     """Pair every decision of :data:`RULES` with its outcome, in log order."""
-    ledger = Ledger()
-    open_on: dict[str, list[str]] = {}  # stream -> ids of its decisions not settled yet
-    own_jobs: set[str] = set()  # streams of the PodMigrationJobs the descheduler created
-    job_reservations: set[str] = set()  # streams of PodMigrationJobs' own reservations
+    folding = Folding()
     for record in records:
+        folding.add(record)
+    return folding.ledger
+
+
+class Folding:
+    """:func:`fold`, one record at a time. With ``keep_settled=False`` a decision is let go once its outcome is
+    recorded (only its state is counted, :attr:`Ledger.settled`), so what is held is the decisions still waiting:
+    memory stays bounded on a log of any length (``allot replay --verify``)."""
+
+    def __init__(self, *, keep_settled: bool = True) -> None:
+        self.ledger = Ledger()
+        self.keep_settled = keep_settled
+        self.open_on: dict[str, list[str]] = {}  # stream -> ids of its decisions not settled yet
+        self.own_jobs: set[str] = set()  # streams of the PodMigrationJobs the descheduler created
+        self.job_reservations: set[str] = set()  # streams of PodMigrationJobs' own reservations
+
+    def add(self, record: Record) -> None:
+        ledger = self.ledger
         kind, payload = record.type, record.payload_dict()
         if kind in KUBERNETES_ONLY or (
             kind == "quota.status_published" and payload.get("mode") == "kubernetes"
@@ -233,27 +253,50 @@ def fold(records: Iterable[Record]) -> Ledger:
             refused = _refused(RULES[entry.type], kind, payload)
             entry.state, entry.outcome = (REFUSED if refused else ENACTED), kind
             entry.message = " ".join(str(payload.get(k) or "") for k in ("reason", "message")).strip()
-            continue
-        pending = open_on.get(record.stream_id, [])
+            if not self.keep_settled:
+                self._let_go(record.causation_id or "", entry)
+            return
         if kind in WITHDRAWALS or kind in RULES:
-            for decision in list(pending):
-                held = ledger.entries[decision]
-                held_rule = RULES[held.type]
-                if kind in held_rule.withdrawn_by or kind in held_rule.superseded_by:
-                    if held.state == OPEN:
-                        held.state = WITHDRAWN if kind in held_rule.withdrawn_by else SUPERSEDED
-                    pending.remove(decision)
+            self._withdraw(record.stream_id, kind)
         rule = RULES.get(kind)
         if kind == "migration.applied" and _producer(record) == DESCHEDULER:
-            own_jobs.add(record.stream_id)
+            self.own_jobs.add(record.stream_id)
         if kind == "reservation.accepted":
-            (job_reservations.add if payload.get("job") else job_reservations.discard)(record.stream_id)
-        if rule is not None and _judged(rule, record, payload, own_jobs, job_reservations):
+            (self.job_reservations.add if payload.get("job") else self.job_reservations.discard)(
+                record.stream_id
+            )
+        if rule is not None and _judged(rule, record, payload, self.own_jobs, self.job_reservations):
             ledger.entries[record.event_id] = Entry(
                 position=record.position, type=kind, stream=record.stream_id, recorded_at=record.recorded_at
             )
-            open_on.setdefault(record.stream_id, []).append(record.event_id)
-    return ledger
+            self.open_on.setdefault(record.stream_id, []).append(record.event_id)
+
+    def _withdraw(self, stream: str, kind: str) -> None:
+        """The decisions pending on ``stream`` that a ``kind`` event withdraws or supersedes."""
+        pending = self.open_on.get(stream)
+        if not pending:
+            return
+        for decision in list(pending):
+            held = self.ledger.entries.get(decision)
+            if held is None:  # let go once settled
+                pending.remove(decision)
+                continue
+            held_rule = RULES[held.type]
+            if kind in held_rule.withdrawn_by or kind in held_rule.superseded_by:
+                if held.state == OPEN:
+                    held.state = WITHDRAWN if kind in held_rule.withdrawn_by else SUPERSEDED
+                pending.remove(decision)
+        if not pending:
+            del self.open_on[stream]
+
+    def _let_go(self, decision: str, entry: Entry) -> None:
+        del self.ledger.entries[decision]
+        self.ledger.settled[entry.state] = self.ledger.settled.get(entry.state, 0) + 1
+        pending = self.open_on.get(entry.stream)
+        if pending is not None and decision in pending:
+            pending.remove(decision)
+            if not pending:
+                del self.open_on[entry.stream]
 
 
 def verify_line(ledger: Ledger, *, now: int, bound: int) -> tuple[str, dict[str, Any]]:
@@ -263,7 +306,7 @@ def verify_line(ledger: Ledger, *, now: int, bound: int) -> tuple[str, dict[str,
     counts = ledger.counts()
     overdue = ledger.overdue(now=now, bound=bound)
     report: dict[str, Any] = {
-        "decisions": len(ledger.entries),
+        "decisions": ledger.decisions(),
         "states": counts,
         "bound_seconds": bound / 1_000_000,
         "without_outcome": [
@@ -272,7 +315,7 @@ def verify_line(ledger: Ledger, *, now: int, bound: int) -> tuple[str, dict[str,
         ],
     }
     summary = ", ".join(f"{n} {state}" for state, n in counts.items()) or "none"
-    head = f"enactment    {len(ledger.entries)} decision(s) that change the cluster ({summary})"
+    head = f"enactment    {ledger.decisions()} decision(s) that change the cluster ({summary})"
     if not overdue:
         return f"{head}; every one older than {bound / 1_000_000:g}s has its outcome", report
     first = ", ".join(f"#{e.position} {e.type} {e.stream}" for e in overdue[:5])
@@ -287,7 +330,10 @@ def verify_line(ledger: Ledger, *, now: int, bound: int) -> tuple[str, dict[str,
 async def verify_report(store: Any, *, until: int, now: int, bound: int) -> tuple[str, dict[str, Any]] | None:
     """Read the ledger from the log and judge it (None when the log holds no Kubernetes-mode decision)."""
     records: AsyncIterator[Record] = store.iterate(until=until, types=TYPES)
-    ledger = fold([record async for record in records])
+    folding = Folding(keep_settled=False)
+    async for record in records:
+        folding.add(record)
+    ledger = folding.ledger
     if not ledger.kubernetes:
         return None
     return verify_line(ledger, now=now, bound=bound)
