@@ -444,7 +444,7 @@ class NodeSide:
         deadlines += self._degrade_deadlines().values()
         return min(deadlines) if deadlines else None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "heartbeats": dict(sorted(self.beats.items())),
             "lost": dict(sorted(self.lost.items())),

@@ -342,7 +342,7 @@ class Reservations:
             for victim in victims
         ]
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "pending": sorted(self.pending),
             "tried": sorted(self.tried),

@@ -13,7 +13,7 @@ accepted objects' names, used to answer deletes and to keep the projection diges
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
@@ -41,6 +41,7 @@ from allot_contracts.events.nodeside import (
     NodeMetricReported,
 )
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.nodes import (
     admit_device,
     admit_node,
@@ -68,7 +69,7 @@ class NodeReporter:
     )
     SCOPED: ClassVar[bool] = True  # one instance per node (a DaemonSet pod) decides for its own node only
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: JsonObject | None = None) -> None:
         # "agent": the per-node agent's settings (adapters/agent.py, checked by main before anything starts)
         self.node = scoped_node(config_keys(config, ("scope", "agent"), "node-reporter"))
         self.nodes: dict[str, str] = {}  # name -> resourceVersion-ish summary (capacity text)
@@ -183,7 +184,7 @@ class NodeReporter:
             case _:
                 return []
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "scope": self.node,
             "nodes": dict(sorted(self.nodes.items())),

@@ -8,11 +8,12 @@ Pure (no IO, no clock).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Final, TypeGuard
 
 from allot_contracts import gpu_isolation
 from allot_contracts.events.qos import CgroupTarget, GpuIsolation, GpuShare, ResctrlGroup
 from allot_contracts.issues import FieldIssue, annotation_path, label_path
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects import names as n
 from qos_enforcer import cdi
 from qos_enforcer.config import (
@@ -36,10 +37,10 @@ class Target:
 
     def __init__(self, scope: str, path: str, container: str = "") -> None:
         self.scope, self.path, self.container = scope, path, container
-        self.settings: dict[str, Any] = {}
+        self.settings: JsonObject = {}
         self.why: dict[str, str] = {}
 
-    def set(self, knob: str, value: Any, why: str) -> None:
+    def set(self, knob: str, value: JsonValue, why: str) -> None:
         self.settings[knob] = value
         self.why[knob] = why
 
@@ -66,7 +67,7 @@ def total(values: Iterable[int | None]) -> int | None:
 
 
 def _unread(
-    raw: Mapping[str, Any],
+    raw: Mapping[str, JsonValue],
     key: str,
     known: set[str],
     unenforced: Mapping[str, str],
@@ -101,7 +102,7 @@ def cpu_qos_of(
             FieldIssue(path=f"{path}.groupIdentity", message="must be an integer in -1..2", value=str(gi))
         )
         gi = None
-    if idle is not None and idle not in (0, 1):
+    if idle is not None and (not isinstance(idle, int) or idle not in (0, 1)):
         warnings.append(FieldIssue(path=f"{path}.schedIdle", message="must be 0 or 1", value=str(idle)))
         idle = None
     if override.get("enable") is False:
@@ -164,7 +165,8 @@ def burst_percent(pod: PodFacts, config: QosConfig, warnings: list[FieldIssue]) 
             },
             warnings,
         )
-        policy = pod.cpu_burst.get("policy", policy)
+        chosen = pod.cpu_burst.get("policy", policy)
+        policy = chosen if isinstance(chosen, str) else ""
         raw = pod.cpu_burst.get("cpuBurstPercent", percent)
         if not isinstance(raw, int) or isinstance(raw, bool) or not 0 <= raw <= 10000:
             warnings.append(
@@ -296,14 +298,14 @@ def class_group(koord_qos: str) -> str:
     return f"allot-{'LSR' if koord_qos == 'LSE' else koord_qos}"
 
 
-def _range(value: Any, path: str, warnings: list[FieldIssue]) -> tuple[int, int] | None:
-    if (
-        isinstance(value, list)
-        and len(value) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-        and 0 <= value[0] < value[1] <= 100
-    ):
-        return value[0], value[1]
+def _whole(value: JsonValue) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _range(value: JsonValue, path: str, warnings: list[FieldIssue]) -> tuple[int, int] | None:
+    start, end = value if isinstance(value, list) and len(value) == 2 else (None, None)
+    if _whole(start) and _whole(end) and 0 <= start < end <= 100:
+        return start, end
     warnings.append(
         FieldIssue(
             path=path, message="must be [start, end] percentages, 0 <= start < end <= 100", value=str(value)
@@ -312,14 +314,19 @@ def _range(value: Any, path: str, warnings: list[FieldIssue]) -> tuple[int, int]
     return None
 
 
-def _percent(value: Any, path: str, warnings: list[FieldIssue]) -> int | None:
+def _percent(value: JsonValue, path: str, warnings: list[FieldIssue]) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 100:
         return value
     warnings.append(FieldIssue(path=path, message="must be a percentage in 1..100", value=str(value)))
     return None
 
 
-def parse_resctrl(raw: Mapping[str, Any], name: str, warnings: list[FieldIssue]) -> ResctrlGroup | None:
+def _entries(value: JsonValue) -> list[JsonValue]:
+    """A ``schemataPerCache`` list (empty when missing or not a list)."""
+    return value if isinstance(value, list) else []
+
+
+def parse_resctrl(raw: Mapping[str, JsonValue], name: str, warnings: list[FieldIssue]) -> ResctrlGroup | None:
     """A pod's ``node.koordinator.sh/resctrl`` value (``{"llc": {"schemata": {"range": [a, b]}, "schemataPerCache":
     [{"cacheID", "range"}]}, "mb": {"schemata": {"percent": p}, "schemataPerCache": [{"cacheID", "percent"}]}}``) as
     the pod's own group; None (with warnings) when nothing in it is usable."""
@@ -327,25 +334,27 @@ def parse_resctrl(raw: Mapping[str, Any], name: str, warnings: list[FieldIssue])
     _unread(raw, ANN_RESCTRL, {"llc", "mb"}, {}, warnings)
     llc, mb = raw.get("llc") or {}, raw.get("mb") or {}
     start, end, percent = 0, 100, 100
-    per_cache: dict[str, dict[str, Any]] = {}
+    per_cache: dict[str, JsonObject] = {}
     usable = False
     if isinstance(llc, Mapping):
-        if "range" in (llc.get("schemata") or {}):
-            found = _range(llc["schemata"]["range"], f"{base}.llc.schemata.range", warnings)
+        schemata = llc.get("schemata")
+        if isinstance(schemata, Mapping) and "range" in schemata:
+            found = _range(schemata["range"], f"{base}.llc.schemata.range", warnings)
             if found is not None:
                 (start, end), usable = found, True
-        for i, entry in enumerate(llc.get("schemataPerCache") or []):
+        for i, entry in enumerate(_entries(llc.get("schemataPerCache"))):
             if isinstance(entry, Mapping) and isinstance(entry.get("cacheID"), int):
                 found = _range(entry.get("range"), f"{base}.llc.schemataPerCache[{i}].range", warnings)
                 if found is not None:
                     per_cache.setdefault(str(entry["cacheID"]), {})["llc"] = list(found)
                     usable = True
     if isinstance(mb, Mapping):
-        if "percent" in (mb.get("schemata") or {}):
-            found_percent = _percent(mb["schemata"]["percent"], f"{base}.mb.schemata.percent", warnings)
+        schemata = mb.get("schemata")
+        if isinstance(schemata, Mapping) and "percent" in schemata:
+            found_percent = _percent(schemata["percent"], f"{base}.mb.schemata.percent", warnings)
             if found_percent is not None:
                 percent, usable = found_percent, True
-        for i, entry in enumerate(mb.get("schemataPerCache") or []):
+        for i, entry in enumerate(_entries(mb.get("schemataPerCache"))):
             if isinstance(entry, Mapping) and isinstance(entry.get("cacheID"), int):
                 found_percent = _percent(
                     entry.get("percent"), f"{base}.mb.schemataPerCache[{i}].percent", warnings

@@ -52,6 +52,7 @@ from allot_contracts.events import (
     TopologyReported,
 )
 from allot_contracts.events.qos import CgroupTarget, QosPlan, ResctrlGroup
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import Pod
 from allot_runtime.processor import Emit, scoped_node
 from qos_enforcer.config import QosConfig, agent_settings, parse_config
@@ -106,7 +107,7 @@ class QosEnforcer:
     )
     SCOPED: ClassVar[bool] = True  # one instance per node (a DaemonSet pod) decides for its own node
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: JsonObject | None = None) -> None:
         self.node = scoped_node(config or {})
         self.config: QosConfig = parse_config(config)
         agent_settings(config, {})  # the node agent's block is checked with the rest, before anything starts
@@ -422,7 +423,7 @@ class QosEnforcer:
             return None
         return state.revision, state.plan.cgroups, state.plan.resctrl, state.applied, state.applied_ok
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "scope": self.node,
             "pods": {

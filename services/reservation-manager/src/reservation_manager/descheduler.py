@@ -403,10 +403,10 @@ class Descheduler:
             moves.remove_reservation(job)
         return moves.out
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         if not self.enabled:
             return {}
-        return {
+        snapshot: dict[str, object] = {
             "metrics": {n: m.update_time for n, m in sorted(self.metrics.items())},
             "first_metric_at": self.first_metric_at,
             "last_round_at": self.last_round_at,
@@ -417,7 +417,10 @@ class Descheduler:
             },
             "jobs": sorted(self.jobs),
             "kick_at": self.kick_at,
-        } | ({"defrag_rounds": dict(sorted(self.defrag_rounds.items()))} if self.defrag_rounds else {})
+        }
+        if self.defrag_rounds:
+            snapshot["defrag_rounds"] = dict(sorted(self.defrag_rounds.items()))
+        return snapshot
 
 
 def _with_gangs(waiting: list[Job], engine: ReservationEngine) -> list[Job]:
