@@ -45,6 +45,7 @@ from allot_contracts.events import (
     TimerFired,
 )
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.inventory import NodeInfo
 from allot_contracts.objects.migration import EVICT_DIRECTLY, parse_migration_job
 from allot_contracts.objects.nodemetric import NodeMetric, parse_nodemetric
@@ -510,7 +511,7 @@ def _job(
     controller's defaults), and — unless the mode is EvictDirectly — a reservation template of the pod restricted to
     the node the round counted room on."""
     namespace, pod_name = rec.key.split("/", 1)
-    spec: dict[str, Any] = {"podRef": {"namespace": namespace, "name": pod_name, "uid": rec.uid}}
+    spec: JsonObject = {"podRef": {"namespace": namespace, "name": pod_name, "uid": rec.uid}}
     if profile.job_mode:  # else the migration controller's defaultJobMode
         spec["mode"] = profile.job_mode
     if profile.job_ttl_us:  # else the migration controller's defaultJobTTL
