@@ -32,6 +32,7 @@ from allot_runtime.kube import (
     Mirror,
     Obj,
     Resource,
+    event_fold,
     meta,
     spec_fingerprint,
     strip_server_fields,
@@ -61,13 +62,6 @@ def _cluster_kind(
     def deleted(key: str, uid: str) -> list[tuple[str, Event]]:
         return [(stream_id(stream_kind, key), deleted_cls(**{ref_field: ObjectRef(name=key), "uid": uid}))]
 
-    def fold(event: Event) -> tuple[str, Obj | None] | None:
-        if isinstance(event, applied_cls):
-            return getattr(event, ref_field).key, event.manifest  # type: ignore[attr-defined]
-        if isinstance(event, deleted_cls):
-            return getattr(event, ref_field).key, None
-        return None
-
     return Kind(
         resource=resource,
         types=frozenset({f"{stream_kind}.applied", f"{stream_kind}.deleted"}),
@@ -75,7 +69,7 @@ def _cluster_kind(
         fingerprint=spec_fingerprint,
         applied=applied,
         deleted=deleted,
-        fold=fold,
+        fold=event_fold(applied_cls, deleted_cls, ref_field),
     )
 
 

@@ -87,6 +87,7 @@ from allot_runtime.kube import (
     Sink,
     WatchMetrics,
     Writer,
+    event_fold,
     meta,
     object_key,
     run_in_order,
@@ -159,13 +160,6 @@ def _custom_kind(
     ref_field: str,
     drop: frozenset[str] = frozenset(),
 ) -> Kind:
-    def fold(event: Event) -> tuple[str, Obj | None] | None:
-        if isinstance(event, applied_cls):
-            return getattr(event, ref_field).key, event.manifest  # type: ignore[attr-defined]
-        if isinstance(event, deleted_cls):
-            return getattr(event, ref_field).key, None
-        return None
-
     return Kind(
         resource=resource,
         types=frozenset({f"{stream_kind}.applied", f"{stream_kind}.deleted"}),
@@ -173,7 +167,7 @@ def _custom_kind(
         fingerprint=lambda manifest: spec_fingerprint(manifest, drop_annotations=drop),
         applied=lambda manifest: to_input(_document(manifest)).events,
         deleted=lambda key, uid: _delete_events(resource.kind, key),
-        fold=fold,
+        fold=event_fold(applied_cls, deleted_cls, ref_field),
     )
 
 

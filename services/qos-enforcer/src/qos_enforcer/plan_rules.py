@@ -7,8 +7,8 @@ Pure (no IO, no clock).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Final, TypeGuard
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final, TypeGuard, TypeVar
 
 from allot_contracts import gpu_isolation
 from allot_contracts.events.qos import CgroupTarget, GpuIsolation, GpuShare, ResctrlGroup
@@ -25,6 +25,8 @@ from qos_enforcer.config import (
     QosConfig,
 )
 from qos_enforcer.podfacts import ANN_CPU_BURST, ANN_CPU_QOS, ANN_MEMORY_QOS, ANN_RESCTRL, NodeFacts, PodFacts
+
+_T = TypeVar("_T")
 
 PERIOD_US: Final = 100_000
 MIB: Final = 1 << 20
@@ -326,42 +328,46 @@ def _entries(value: JsonValue) -> list[JsonValue]:
     return value if isinstance(value, list) else []
 
 
+def _schemata(
+    section: JsonValue,
+    key: str,
+    where: str,
+    read: Callable[[JsonValue, str, list[FieldIssue]], _T | None],
+    warnings: list[FieldIssue],
+) -> tuple[_T | None, dict[str, _T]]:
+    """One part of a resctrl annotation (``llc`` or ``mb``): its ``schemata.<key>`` for every cache and its
+    ``schemataPerCache`` entries' ``<key>`` by cache id, each read by ``read`` (None, with a warning, when unusable)."""
+    if not isinstance(section, Mapping):
+        return None, {}
+    schemata = section.get("schemata")
+    whole = None
+    if isinstance(schemata, Mapping) and key in schemata:
+        whole = read(schemata[key], f"{where}.schemata.{key}", warnings)
+    per_cache: dict[str, _T] = {}
+    for i, entry in enumerate(_entries(section.get("schemataPerCache"))):
+        if isinstance(entry, Mapping) and isinstance(entry.get("cacheID"), int):
+            found = read(entry.get(key), f"{where}.schemataPerCache[{i}].{key}", warnings)
+            if found is not None:
+                per_cache[str(entry["cacheID"])] = found
+    return whole, per_cache
+
+
 def parse_resctrl(raw: Mapping[str, JsonValue], name: str, warnings: list[FieldIssue]) -> ResctrlGroup | None:
     """A pod's ``node.koordinator.sh/resctrl`` value (``{"llc": {"schemata": {"range": [a, b]}, "schemataPerCache":
     [{"cacheID", "range"}]}, "mb": {"schemata": {"percent": p}, "schemataPerCache": [{"cacheID", "percent"}]}}``) as
     the pod's own group; None (with warnings) when nothing in it is usable."""
     base = annotation_path(ANN_RESCTRL)
     _unread(raw, ANN_RESCTRL, {"llc", "mb"}, {}, warnings)
-    llc, mb = raw.get("llc") or {}, raw.get("mb") or {}
-    start, end, percent = 0, 100, 100
+    llc, llc_per_cache = _schemata(raw.get("llc"), "range", f"{base}.llc", _range, warnings)
+    mb, mb_per_cache = _schemata(raw.get("mb"), "percent", f"{base}.mb", _percent, warnings)
     per_cache: dict[str, JsonObject] = {}
-    usable = False
-    if isinstance(llc, Mapping):
-        schemata = llc.get("schemata")
-        if isinstance(schemata, Mapping) and "range" in schemata:
-            found = _range(schemata["range"], f"{base}.llc.schemata.range", warnings)
-            if found is not None:
-                (start, end), usable = found, True
-        for i, entry in enumerate(_entries(llc.get("schemataPerCache"))):
-            if isinstance(entry, Mapping) and isinstance(entry.get("cacheID"), int):
-                found = _range(entry.get("range"), f"{base}.llc.schemataPerCache[{i}].range", warnings)
-                if found is not None:
-                    per_cache.setdefault(str(entry["cacheID"]), {})["llc"] = list(found)
-                    usable = True
-    if isinstance(mb, Mapping):
-        schemata = mb.get("schemata")
-        if isinstance(schemata, Mapping) and "percent" in schemata:
-            found_percent = _percent(schemata["percent"], f"{base}.mb.schemata.percent", warnings)
-            if found_percent is not None:
-                percent, usable = found_percent, True
-        for i, entry in enumerate(_entries(mb.get("schemataPerCache"))):
-            if isinstance(entry, Mapping) and isinstance(entry.get("cacheID"), int):
-                found_percent = _percent(
-                    entry.get("percent"), f"{base}.mb.schemataPerCache[{i}].percent", warnings
-                )
-                if found_percent is not None:
-                    per_cache.setdefault(str(entry["cacheID"]), {})["mb"] = found_percent
-                    usable = True
+    for cache, (low, high) in llc_per_cache.items():
+        per_cache.setdefault(cache, {})["llc"] = [low, high]
+    for cache, share in mb_per_cache.items():
+        per_cache.setdefault(cache, {})["mb"] = share
+    usable = llc is not None or mb is not None or bool(per_cache)
+    start, end = llc if llc is not None else (0, 100)
+    percent = mb if mb is not None else 100
     if not usable:
         warnings.append(FieldIssue(path=base, message="names no usable LLC range or MB percent; ignored"))
         return None

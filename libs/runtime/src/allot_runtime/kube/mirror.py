@@ -108,6 +108,22 @@ class Kind:
     admit: Callable[[Obj], list[str]] = storage_issues
 
 
+def event_fold(
+    applied_cls: type[Event], deleted_cls: type[Event], ref_field: str
+) -> Callable[[Event], tuple[str, Obj | None] | None]:
+    """The ``fold`` of a :class:`Kind` whose events name their object in ``ref_field``: (key, manifest) for an
+    ``applied_cls`` event, (key, None) for a ``deleted_cls`` one, None for any other event."""
+
+    def fold(event: Event) -> tuple[str, Obj | None] | None:
+        if isinstance(event, applied_cls):
+            return getattr(event, ref_field).key, event.manifest  # type: ignore[attr-defined]
+        if isinstance(event, deleted_cls):
+            return getattr(event, ref_field).key, None
+        return None
+
+    return fold
+
+
 def spec_fingerprint(obj: Obj, *, drop_annotations: Iterable[str] = ()) -> Any:
     """uid, labels, annotations and spec: what a custom resource means to the scheduler."""
     m = meta(obj)
