@@ -77,17 +77,16 @@ from allot_runtime.kube import (
     POD_GROUPS,
     PODS,
     QUOTA_PROFILES,
-    Backoff,
     Kind,
     Known,
     Mirror,
     Obj,
-    Reflector,
     Resource,
     Sink,
     WatchMetrics,
     Writer,
     event_fold,
+    list_watches,
     meta,
     object_key,
     run_in_order,
@@ -345,20 +344,15 @@ class KubeSync:
         sinks.append((PODS, self.pods, f"spec.schedulerName={scheduler_name}"))
         jobs = JobMirror(store=store, producer=producer, component=PRODUCER, metrics=self.metrics)
         sinks.append((jobs.resource, jobs, ""))  # after pods: a job names its pod
-        self.reflectors = [
-            Reflector(
-                client=client,
-                resource=resource,
-                sink=sink,
-                component=PRODUCER,
-                metrics=self.metrics,
-                field_selector=selector,
-                watch_timeout=watch_timeout,
-                absent_retry=absent_retry,
-                backoff=Backoff(initial=backoff[0], maximum=backoff[1]),
-            )
-            for resource, sink, selector in sinks
-        ]
+        self.reflectors = list_watches(
+            client,
+            sinks,
+            component=PRODUCER,
+            metrics=self.metrics,
+            watch_timeout=watch_timeout,
+            backoff=backoff,
+            absent_retry=absent_retry,
+        )
 
     @property
     def synced(self) -> bool:

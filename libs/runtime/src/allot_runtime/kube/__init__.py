@@ -55,7 +55,7 @@ from allot_runtime.kube.mirror import (
     strip_server_fields,
     without_owned,
 )
-from allot_runtime.kube.reflector import Backoff, Reflector, Sink, WatchMetrics, run_in_order
+from allot_runtime.kube.reflector import Backoff, Reflector, Sink, WatchMetrics, list_watches, run_in_order
 
 __all__ = [
     "BINDER_FIELD_MANAGER",
@@ -84,6 +84,7 @@ __all__ = [
     "api_client",
     "call",
     "event_fold",
+    "list_watches",
     "meta",
     "object_key",
     "read_json",

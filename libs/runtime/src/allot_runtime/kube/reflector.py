@@ -12,6 +12,7 @@ import logging
 import random
 import time
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -328,6 +329,34 @@ class Reflector:
             await self.sink.apply(kind, obj)
         if version:
             self.resource_version = version
+
+
+def list_watches(
+    client: Any,
+    sinks: Iterable[tuple[Resource, Sink, str]],
+    *,
+    component: str,
+    metrics: WatchMetrics,
+    watch_timeout: int = 300,
+    backoff: tuple[float, float] = (0.5, 30.0),
+    absent_retry: float = 60.0,
+) -> list[Reflector]:
+    """A reflector for each (resource, sink, field selector), in that order, all with the same settings (``backoff``:
+    its initial and maximum delay); :func:`run_in_order` runs them."""
+    return [
+        Reflector(
+            client=client,
+            resource=resource,
+            sink=sink,
+            component=component,
+            metrics=metrics,
+            field_selector=selector,
+            watch_timeout=watch_timeout,
+            absent_retry=absent_retry,
+            backoff=Backoff(initial=backoff[0], maximum=backoff[1]),
+        )
+        for resource, sink, selector in sinks
+    ]
 
 
 async def run_in_order(reflectors: list[Reflector], stop: asyncio.Event) -> None:

@@ -44,10 +44,10 @@ from allot_runtime.kube import (
     Kind,
     Mirror,
     Obj,
-    Reflector,
     Resource,
     WatchMetrics,
     api_client,
+    list_watches,
     meta,
     run_in_order,
     strip_server_fields,
@@ -230,8 +230,6 @@ class NodeWatch:
     ) -> None:
         from prometheus_client import CollectorRegistry
 
-        from allot_runtime.kube import Backoff
-
         self.instance = instance
         self.producer = producer_for(instance)
         self.metrics = WatchMetrics.of(registry if registry is not None else CollectorRegistry())
@@ -248,19 +246,14 @@ class NodeWatch:
             )
             for kind in KINDS
         ]
-        self.reflectors = [
-            Reflector(
-                client=client,
-                resource=mirror.resource,
-                sink=mirror,
-                component=COMPONENT,
-                metrics=self.metrics,
-                field_selector=selector,
-                watch_timeout=watch_timeout,
-                backoff=Backoff(initial=backoff[0], maximum=backoff[1]),
-            )
-            for mirror in self.mirrors
-        ]
+        self.reflectors = list_watches(
+            client,
+            [(mirror.resource, mirror, selector) for mirror in self.mirrors],
+            component=COMPONENT,
+            metrics=self.metrics,
+            watch_timeout=watch_timeout,
+            backoff=backoff,
+        )
 
     @property
     def synced(self) -> bool:
