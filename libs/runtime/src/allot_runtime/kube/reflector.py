@@ -11,7 +11,6 @@ import json
 import logging
 import random
 import time
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,7 @@ from allot_runtime.kube.client import (
     request,
     status_error,
 )
+from allot_runtime.metrics import RegistryFamilies
 
 log = logging.getLogger("allot.kube")
 
@@ -40,10 +40,8 @@ log = logging.getLogger("allot.kube")
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class WatchMetrics:
+class WatchMetrics(RegistryFamilies):
     """Prometheus families of the watchers, registered once per registry (``component``: who watches)."""
-
-    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, WatchMetrics] = weakref.WeakKeyDictionary()
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.events = Counter(
@@ -82,13 +80,6 @@ class WatchMetrics:
             ["component", "resource"],
             registry=registry,
         )
-
-    @classmethod
-    def of(cls, registry: CollectorRegistry) -> WatchMetrics:
-        found = cls._by_registry.get(registry)
-        if found is None:
-            found = cls._by_registry[registry] = cls(registry)
-        return found
 
 
 # ---------------------------------------------------------------------------------------------------------------

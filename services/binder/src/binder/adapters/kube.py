@@ -32,7 +32,6 @@ import logging
 import random
 import re
 import time
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +54,7 @@ from allot_contracts.events.enactment import QuotaStatusEnacted, QuotaStatusEnac
 from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.enactment import outcome_event
 from allot_runtime.kube.client import ApiError, api_client, call
+from allot_runtime.metrics import RegistryFamilies
 from binder.adapters.api import Retry, post
 from binder.adapters.evict import EvictionState, evict_due, evict_pods_due, evict_quota_due
 from binder.adapters.outcomes import latest_decision, record_outcome
@@ -115,9 +115,7 @@ async def bind(client: Any, request: BindRequest) -> Outcome:
 # -- the worker ------------------------------------------------------------------------------------------------------
 
 
-class BinderMetrics:
-    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, BinderMetrics] = weakref.WeakKeyDictionary()
-
+class BinderMetrics(RegistryFamilies):
     def __init__(self, registry: CollectorRegistry) -> None:
         self.bindings = Counter(
             "allot_binder_bindings_total",
@@ -137,13 +135,6 @@ class BinderMetrics:
             ["result"],
             registry=registry,
         )
-
-    @classmethod
-    def of(cls, registry: CollectorRegistry) -> BinderMetrics:
-        found = cls._by_registry.get(registry)
-        if found is None:
-            found = cls._by_registry[registry] = cls(registry)
-        return found
 
 
 @dataclass
