@@ -24,6 +24,7 @@ from allot_contracts.events import (
     ReservationApplied,
     ReservationDeleted,
 )
+from allot_contracts.jsonvalue import JsonValue
 from allot_runtime.kube import (
     MIGRATION_JOBS,
     RESERVATIONS,
@@ -84,7 +85,7 @@ class JobMirror(Mirror):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(kind=MIGRATION_KIND, **kwargs)
-        self.own: dict[str, Any] = {}  # job -> the podRef of the descheduler's migration.applied
+        self.own: dict[str, JsonValue] = {}  # job -> the podRef of the descheduler's migration.applied
         self.own_position = 0
 
     async def refresh(self) -> None:

@@ -112,7 +112,7 @@ class QosEnforcer:
         self.config: QosConfig = parse_config(config)
         agent_settings(config, {})  # the node agent's block is checked with the rest, before anything starts
         # pod -> (uid, manifest, the pod as the door read it), from its submission until it is bound
-        self.manifests: dict[str, tuple[str, dict[str, Any], Pod | None]] = {}
+        self.manifests: dict[str, tuple[str, JsonObject, Pod | None]] = {}
         self.pods: dict[str, BoundPod] = {}
         self.on_node: dict[str, set[str]] = {}  # node -> its pods (an index of ``pods``)
         self.nodes: dict[str, NodeState] = {}
@@ -443,7 +443,7 @@ class QosEnforcer:
         }
 
 
-def _values(plan: NodePlan) -> tuple[list[tuple[str, str, dict[str, Any]]], list[ResctrlGroup]]:
+def _values(plan: NodePlan) -> tuple[list[tuple[str, str, JsonObject]], list[ResctrlGroup]]:
     return [(t.scope, t.path, t.settings) for t in plan.cgroups], plan.resctrl
 
 
