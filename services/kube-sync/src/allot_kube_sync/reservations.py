@@ -24,17 +24,17 @@ from allot_contracts.events import (
     ReservationApplied,
     ReservationDeleted,
 )
-from allot_contracts.jsonvalue import JsonValue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_runtime.kube import (
     MIGRATION_JOBS,
     RESERVATIONS,
     Kind,
     Known,
     Mirror,
-    Obj,
     Resource,
     event_fold,
     meta,
+    part,
     spec_fingerprint,
     strip_server_fields,
 )
@@ -44,7 +44,7 @@ __all__ = ["MIGRATION_KIND", "RESERVATION_KIND", "JobMirror"]
 DECIDER = "reservation-manager"  # the descheduler's jobs are its decisions
 
 
-def _normalize(obj: Obj) -> Obj:
+def _normalize(obj: JsonObject) -> JsonObject:
     return {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
 
 
@@ -54,7 +54,7 @@ def _cluster_kind(
     """A cluster-scoped custom resource recorded as ``<stream_kind>.applied`` / ``.deleted`` on its own stream,
     the object named by the event's ``ref_field``."""
 
-    def applied(manifest: Obj) -> list[tuple[str, Event]]:
+    def applied(manifest: JsonObject) -> list[tuple[str, Event]]:
         m = meta(manifest)
         ref = ObjectRef(name=str(m.get("name", "")))
         event = applied_cls(**{ref_field: ref, "uid": str(m.get("uid", "")), "manifest": manifest})
@@ -101,13 +101,13 @@ class JobMirror(Mirror):
             name = str((payload.get("job") or {}).get("name") or "")
             self.own[name] = ((payload.get("manifest") or {}).get("spec") or {}).get("podRef")
 
-    async def upsert(self, obj: Obj) -> None:
+    async def upsert(self, obj: JsonObject) -> None:
         key = self.key_of(obj)
         known = self.known.get(key)
         fresh = known is None or not known.alive
         if fresh and key not in self.own:
             await self._refresh_own()  # a job created since the last list: its decision is committed by now
-        if fresh and key in self.own and (obj.get("spec") or {}).get("podRef") == self.own[key]:
+        if fresh and key in self.own and part(obj, "spec").get("podRef") == self.own[key]:
             manifest = self.kind.normalize(obj)
             self.known[key] = Known(
                 uid=str(meta(manifest).get("uid", "")),

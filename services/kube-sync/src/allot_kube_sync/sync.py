@@ -60,6 +60,7 @@ from allot_contracts.events import (
     QuotaProfileApplied,
     QuotaProfileDeleted,
 )
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.documents import Document
 from allot_intake.manifests import Door, to_input
 from allot_kube_sync.reservations import RESERVATION_KIND, JobMirror
@@ -80,7 +81,6 @@ from allot_runtime.kube import (
     Kind,
     Known,
     Mirror,
-    Obj,
     Resource,
     Sink,
     WatchMetrics,
@@ -89,6 +89,7 @@ from allot_runtime.kube import (
     list_watches,
     meta,
     object_key,
+    part,
     run_in_order,
     spec_fingerprint,
     storage_issues,
@@ -122,7 +123,7 @@ QUOTA_STATUS_ANNOTATIONS = frozenset(
 _DOOR = Door(resolve_priority=False, expand_workloads=False, profiles=None)
 
 
-def _document(body: Obj) -> Document:
+def _document(body: JsonObject) -> Document:
     doc = Document(source="kubernetes", index=0, body=body)
     _DOOR.check(doc)
     return doc
@@ -141,12 +142,12 @@ def _delete_events(kind: str, key: str) -> list[tuple[str, Event]]:
     ).events
 
 
-def normalize_custom(obj: Obj, drop_annotations: frozenset[str] = frozenset()) -> Obj:
+def normalize_custom(obj: JsonObject, drop_annotations: frozenset[str] = frozenset()) -> JsonObject:
     """Without server bookkeeping, status, and annotations Allot writes itself."""
     manifest = {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
-    m = dict(manifest["metadata"])
+    m = dict(part(manifest, "metadata"))
     if drop_annotations and m.get("annotations"):
-        m["annotations"] = {k: v for k, v in m["annotations"].items() if k not in drop_annotations}
+        m["annotations"] = {k: v for k, v in part(m, "annotations").items() if k not in drop_annotations}
     manifest["metadata"] = m
     return manifest
 
@@ -179,7 +180,7 @@ PROFILE_KIND = _custom_kind(
 PODGROUP_KIND = _custom_kind(POD_GROUPS, "podgroup", PodGroupApplied, PodGroupDeleted, "group")
 
 
-def normalize_pod(obj: Obj) -> Obj:
+def normalize_pod(obj: JsonObject) -> JsonObject:
     """A pod as input: without server bookkeeping and without status (its phase is acted on, not recorded)."""
     return {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
 
@@ -223,10 +224,10 @@ class PodMirror(Sink):
                 case PodPhaseObserved(pod=pod, uid=uid, phase=phase):
                     self.phases[pod.key] = (uid, phase)
 
-    def ours(self, obj: Obj) -> bool:
-        return (obj.get("spec") or {}).get("schedulerName") == self.scheduler_name
+    def ours(self, obj: JsonObject) -> bool:
+        return bool(part(obj, "spec").get("schedulerName") == self.scheduler_name)
 
-    async def replace(self, objects: list[Obj]) -> None:
+    async def replace(self, objects: list[JsonObject]) -> None:
         await self.refresh()
         seen = set()
         async with self.writer.batch():
@@ -238,7 +239,7 @@ class PodMirror(Sink):
                 if known.alive and key not in seen:
                     await self._delete(key, known.uid)
 
-    async def apply(self, event_type: str, obj: Obj) -> None:
+    async def apply(self, event_type: str, obj: JsonObject) -> None:
         if not self.ours(obj):
             return
         key = object_key(obj, True)
@@ -246,17 +247,17 @@ class PodMirror(Sink):
             known = self.known.get(key)
             uid = str(meta(obj).get("uid", ""))
             if known is not None and known.alive and (not uid or uid == known.uid):
-                await self._phase(key, known.uid, (obj.get("status") or {}).get("phase"))
+                await self._phase(key, known.uid, part(obj, "status").get("phase"))
                 await self._delete(key, known.uid)
             return
         await self.upsert(obj)
 
-    async def upsert(self, obj: Obj) -> None:
+    async def upsert(self, obj: JsonObject) -> None:
         key = object_key(obj, True)
         m = meta(obj)
         uid, version = str(m.get("uid", "")), str(m.get("resourceVersion", ""))
-        spec = obj.get("spec") or {}
-        phase = (obj.get("status") or {}).get("phase")
+        spec = part(obj, "spec")
+        phase = part(obj, "status").get("phase")
         known = self.known.get(key)
         if known is not None and known.alive and known.uid != uid:
             await self._delete(key, known.uid)  # the earlier life ended while nobody was watching

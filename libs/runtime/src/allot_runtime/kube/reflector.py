@@ -19,13 +19,14 @@ import aiohttp
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from allot_contracts.errors import TransientError
+from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.kube.client import (
     ApiError,
     ApiUnavailable,
     Expired,
-    Obj,
     Resource,
     meta,
+    part,
     read_json,
     request,
     status_error,
@@ -90,10 +91,10 @@ class WatchMetrics(RegistryFamilies):
 class Sink:
     """What a reflector feeds: a full list (to reconcile against), then watch events one by one."""
 
-    async def replace(self, objects: list[Obj]) -> None:
+    async def replace(self, objects: list[JsonObject]) -> None:
         raise NotImplementedError
 
-    async def apply(self, event_type: str, obj: Obj) -> None:
+    async def apply(self, event_type: str, obj: JsonObject) -> None:
         raise NotImplementedError
 
 
@@ -224,7 +225,7 @@ class Reflector:
 
     async def list_once(self) -> str:
         """A full, paged list handed to the sink in one piece; returns (and keeps) its resourceVersion."""
-        objects: list[Obj] = []
+        objects: list[JsonObject] = []
         token = ""
         version = ""
         while True:
@@ -306,13 +307,15 @@ class Reflector:
                     await closer
             response.release()
 
-    async def _event(self, event: Obj) -> None:
+    async def _event(self, event: JsonObject) -> None:
         kind = str(event.get("type", ""))
-        obj = event.get("object") or {}
+        obj = part(event, "object")
         self.metrics.events.labels(*self._labels(), kind or "?").inc()
         if kind == "ERROR":
-            code = int(obj.get("code") or 0)
-            raise status_error(code or 500, json.dumps(obj))
+            code = obj.get("code")
+            raise status_error(
+                int(code) if isinstance(code, int | float | str) and code else 500, json.dumps(obj)
+            )
         version = str(meta(obj).get("resourceVersion") or "")
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             obj.setdefault("apiVersion", self.resource.api_version)
