@@ -10,7 +10,9 @@ from typing import Any
 from aiohttp import ClientSession, web
 from prometheus_client import CollectorRegistry
 
+from allot_kube_sync.process import Progress
 from allot_kube_sync.process import health as kube_sync_health
+from allot_relay.main import Publishing
 from allot_relay.main import _serve as relay_serve
 from allot_runtime.health import address, serve_health
 from allot_runtime.httpserver import HEALTH, GuardedSite
@@ -48,12 +50,14 @@ async def test_the_relays_server(monkeypatch: Any) -> None:
     port = free_port()
     monkeypatch.setenv("ALLOT_HTTP_HOST", "127.0.0.1")
     monkeypatch.setenv("ALLOT_HTTP_PORT", str(port))
-    await check(await relay_serve({}), port)
+    await check(await relay_serve(Publishing()), port)
 
 
 async def test_kube_syncs_server() -> None:
     port = free_port()
-    await check(await serve_health(kube_sync_health({}, CollectorRegistry()), "127.0.0.1", port), port)
+    await check(
+        await serve_health(kube_sync_health(Progress(), CollectorRegistry()), "127.0.0.1", port), port
+    )
 
 
 async def test_the_webhooks_health_server() -> None:
@@ -70,4 +74,4 @@ async def test_the_health_server_reads_its_address_from_the_environment(monkeypa
     port = free_port()
     monkeypatch.setenv("ALLOT_HTTP_HOST", "127.0.0.1")
     monkeypatch.setenv("ALLOT_HTTP_PORT", str(port))
-    await check(await serve_health(kube_sync_health({}, CollectorRegistry())), port)
+    await check(await serve_health(kube_sync_health(Progress(), CollectorRegistry())), port)

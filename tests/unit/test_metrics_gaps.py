@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from allot_contracts.envelope import NewEvent
 from allot_contracts.events import GangGroupPlaced
-from allot_relay.main import _serve
+from allot_relay.main import Publishing, _serve
 from allot_runtime.metrics import Metrics
 from allot_runtime.service import Handled
 from allot_stack.logtools import cluster_view
@@ -121,7 +121,7 @@ async def test_the_relay_exports_process_metrics_and_build_info(monkeypatch: Any
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
     monkeypatch.setenv("ALLOT_HTTP_PORT", str(port))
-    runner = await _serve({})
+    runner = await _serve(Publishing())
     try:
         async with ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as response:
             text = await response.text()

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import ClientSession
 
-from allot_relay.main import _serve
+from allot_relay.main import Publishing, _serve
 
 
 class Store:
@@ -25,11 +25,11 @@ def free_port() -> int:
 async def test_the_relay_reports_what_it_published(monkeypatch: Any) -> None:
     port = free_port()
     monkeypatch.setenv("ALLOT_HTTP_PORT", str(port))
-    holder: dict[str, Any] = {}
-    runner = await _serve(holder)
+    state = Publishing()
+    runner = await _serve(state)
     try:
-        holder["store"] = Store()
-        holder["relay"] = SimpleNamespace(published_position=100, published_total=97, sent=103)
+        state.store = Store()
+        state.relay = SimpleNamespace(published_position=100, published_total=97, sent=103)
         async with ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as response:
             text = await response.text()
     finally:

@@ -22,11 +22,11 @@ nodes and quotas.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import Any
 
 import msgspec
 
 from allot_contracts.envelope import RecordedEvent
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 
 __all__ = ["Filter", "FilterError", "Scope", "scope_of"]
 
@@ -46,36 +46,37 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
     quotas: frozenset[str] = frozenset()
 
 
-def _is_ref(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("name"), str)
-        and isinstance(value.get("namespace"), str)
-    )
+def _ref(value: JsonValue) -> tuple[str, str] | None:
+    """(namespace, name) of an object reference in a payload; None for any other value."""
+    if not isinstance(value, dict):
+        return None
+    namespace, name = value.get("namespace"), value.get("name")
+    return (namespace, name) if isinstance(namespace, str) and isinstance(name, str) else None
 
 
-def scope_of(record: RecordedEvent, payload: dict[str, Any] | None = None) -> Scope:
+def scope_of(record: RecordedEvent, payload: JsonObject | None = None) -> Scope:
     """What ``record`` is about (see the module docstring for the rules). ``payload``: its decoded JSON, if known."""
-    body = record.payload_dict() if payload is None else payload
+    body: JsonObject = record.payload_dict() if payload is None else payload
     namespaces: set[str] = set()
     nodes: set[str] = set()
     quotas: set[str] = set()
     for value in body.values():
-        if _is_ref(value) and value["namespace"]:
-            namespaces.add(value["namespace"])
+        ref = _ref(value)
+        if ref is not None and ref[0]:
+            namespaces.add(ref[0])
     members = body.get("members")
     if isinstance(members, list):
         namespaces.update(m.split("/", 1)[0] for m in members if isinstance(m, str) and "/" in m)
     node = body.get("node")
     if isinstance(node, str) and node:
         nodes.add(node)
-    elif isinstance(node, dict) and isinstance(node.get("name"), str):
-        nodes.add(node["name"])
+    elif isinstance(node, dict) and isinstance(named := node.get("name"), str):
+        nodes.add(named)
     quota = body.get("quota")
     if isinstance(quota, str) and quota:
         quotas.add(quota)
-    elif isinstance(quota, dict) and _is_ref(quota):
-        quotas.add(quota["name"])
+    elif (ref := _ref(quota)) is not None:
+        quotas.add(ref[1])
     kind, _, key = record.stream_id.partition(":")
     if kind in NAMESPACED_STREAMS and "/" in key:
         namespace, _, name = key.partition("/")

@@ -42,6 +42,7 @@ from allot_bus.names import HEADER_POSITION, HEADER_TYPE, BusNames
 from allot_client.filters import Filter
 from allot_contracts.envelope import RecordedEvent
 from allot_contracts.events import Event
+from allot_contracts.jsonvalue import JsonObject
 from allot_eventstore.protocol import EventStore
 
 __all__ = ["Delivery", "Subscription", "SubscriptionStats"]
@@ -105,7 +106,7 @@ class Delivery:
             self._event = self.record.decode()
         return self._event
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> JsonObject:
         """The payload as JSON builtins, as recorded."""
         return self.record.payload_dict()
 

@@ -11,16 +11,16 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from allot_contracts.errors import InvalidInput
+from allot_contracts.jsonvalue import JsonObject
 from allot_runtime import settings as settings_mod
 from allot_runtime.metrics import CollectorFactory
 from allot_runtime.processor import Processor
 from allot_runtime.recorded_config import AppliedConfig, normalised
 from allot_runtime.service import Extra, Observer, run_service
 
-Prepare = Callable[[dict[str, Any]], dict[str, Any]]
+Prepare = Callable[[JsonObject], JsonObject]
 
 
 def effective_config(settings: settings_mod.ServiceSettings, prepare: Prepare | None = None) -> AppliedConfig:
@@ -33,7 +33,7 @@ def effective_config(settings: settings_mod.ServiceSettings, prepare: Prepare | 
 
 def service_main(
     service: str,
-    build: Callable[[dict[str, Any]], Processor],
+    build: Callable[[JsonObject], Processor],
     *,
     observers: Sequence[Observer] = (),
     extras: Sequence[Extra] = (),

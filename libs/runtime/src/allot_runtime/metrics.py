@@ -25,8 +25,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, Self
 
 from prometheus_client import (
     CollectorRegistry,
@@ -334,3 +335,26 @@ class ProjectionCollector:
         except Exception:  # a scrape must not take the service down; the failure is logged
             log.exception("metrics: a projection collector failed")
             return []
+
+
+class RegistryFamilies:
+    """Prometheus families that exist once per registry (prometheus_client refuses a name registered twice): a
+    subclass creates them in ``__init__``, and :meth:`of` gives the ones of a registry, creating them the first
+    time."""
+
+    _by_registry: ClassVar[weakref.WeakKeyDictionary[CollectorRegistry, RegistryFamilies]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._by_registry = weakref.WeakKeyDictionary()
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        """Create the families, registered on ``registry`` (a subclass's)."""
+
+    @classmethod
+    def of(cls, registry: CollectorRegistry) -> Self:
+        found = cls._by_registry.get(registry)
+        if not isinstance(found, cls):
+            found = cls(registry)
+            cls._by_registry[registry] = found
+        return found

@@ -19,8 +19,8 @@ Output ids are ``uuid5(producer / trigger id / index)``: deciding again yields t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping
+from typing import ClassVar, Protocol, runtime_checkable
 
 import msgspec
 
@@ -28,6 +28,7 @@ from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.events import Event
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.lives import PodLives
 from allot_runtime import statecodec
 
@@ -72,7 +73,7 @@ class Processor(Protocol):
         """The events answering the input ``event`` (already evolved), read from the state; changes nothing."""
         ...
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Mapping[str, object]:
         """The projection as JSON builtins, owed output included."""
         ...
 
@@ -87,7 +88,7 @@ class TimedProcessor(Processor, Protocol):
     def next_deadline(self) -> int | None: ...
 
 
-ProcessorFactory = Callable[[dict[str, Any] | None], Processor]
+ProcessorFactory = Callable[["JsonObject | None"], Processor]
 """How a processor is built: from its decision config (``None`` or ``{}``: the defaults)."""
 
 
@@ -97,7 +98,7 @@ def instance_name(service: str, instance: str = "") -> str:
     return f"{service}@{instance}" if instance else service
 
 
-def config_keys(config: Any, allowed: Iterable[str], service: str) -> dict[str, Any]:
+def config_keys(config: JsonValue, allowed: Iterable[str], service: str) -> JsonObject:
     """A decision config that is a mapping of known keys only (else :class:`InvalidConfig` naming them)."""
     if config is None:
         return {}
@@ -116,7 +117,7 @@ def config_keys(config: Any, allowed: Iterable[str], service: str) -> dict[str, 
     return config
 
 
-def scoped_node(config: dict[str, Any]) -> str:
+def scoped_node(config: JsonObject) -> str:
     """The node a per-node instance decides for (``scope.node``, set from ``ALLOT_INSTANCE``); "" for all nodes."""
     scope = config.get("scope")
     if scope is None:
@@ -156,7 +157,7 @@ def dead_lettered(outputs: Iterable[RecordedEvent]) -> bool:
     return any(output.type == DEAD_LETTERED for output in outputs)
 
 
-def digest_of(snapshot: dict[str, Any]) -> str:
+def digest_of(snapshot: Mapping[str, object]) -> str:
     """A stable hash of a processor's snapshot (canonical JSON)."""
     return hashlib.sha256(canonical(snapshot)).hexdigest()
 

@@ -20,27 +20,27 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any
 
 import msgspec
 
 from allot_contracts.envelope import NewEvent, canonical, derived_event_id, stream_id
 from allot_contracts.events import ConfigApplied
+from allot_contracts.jsonvalue import JsonObject
 from allot_eventstore.protocol import EventStore
 
 CONFIG_APPLIED = "config.applied"
 
 
-def canonical_config(config: Mapping[str, Any]) -> str:
+def canonical_config(config: Mapping[str, object]) -> str:
     """The canonical JSON text of a configuration (sorted keys, no whitespace): what is recorded and hashed."""
     return canonical(dict(config)).decode()
 
 
-def config_hash(config: Mapping[str, Any]) -> str:
+def config_hash(config: Mapping[str, object]) -> str:
     return hashlib.sha256(canonical_config(config).encode()).hexdigest()
 
 
-def normalised(config: Mapping[str, Any]) -> dict[str, Any]:
+def normalised(config: Mapping[str, object]) -> JsonObject:
     """The configuration as it reads back from the log (YAML dates become strings, integer keys strings): the form
     a service decides under, so that replay builds exactly the same processor."""
     value = msgspec.json.decode(canonical_config(config))
@@ -56,7 +56,7 @@ def config_producer(decider: str) -> str:
 class AppliedConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The effective configuration a decider runs under, and where it was read from ("" = the defaults)."""
 
-    config: dict[str, Any]
+    config: JsonObject
     source: str = ""
 
 
@@ -65,7 +65,7 @@ class RecordedConfig(msgspec.Struct, frozen=True, kw_only=True):
     recorded, the configuration came from the file on disk, ``source``); it governs the triggers after ``after``."""
 
     decider: str
-    config: dict[str, Any]
+    config: JsonObject
     hash: str
     after: int = 0
     position: int = 0
@@ -76,7 +76,7 @@ class RecordedConfig(msgspec.Struct, frozen=True, kw_only=True):
         return self.position > 0
 
     @classmethod
-    def from_file(cls, decider: str, config: Mapping[str, Any], source: str = "") -> RecordedConfig:
+    def from_file(cls, decider: str, config: Mapping[str, object], source: str = "") -> RecordedConfig:
         return cls(decider=decider, config=normalised(config), hash=config_hash(config), source=source)
 
 

@@ -36,12 +36,12 @@ its ``schedulerName`` is the name of Allot's scheduler.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 
 API_GROUP = "kubescheduler.config.k8s.io/"
 API_VERSIONS = (f"{API_GROUP}v1", f"{API_GROUP}v1beta3")
@@ -153,7 +153,7 @@ _STRATEGIES = ("LeastAllocated", "MostAllocated")
 
 class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     scheduler_name: str
-    services: dict[str, dict[str, Any]]  # service name -> its decision config
+    services: dict[str, JsonObject]  # service name -> its decision config
     warnings: list[FieldIssue]
 
 
@@ -161,16 +161,16 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
 class _ServiceConfigs:
     """The decision configs a translation builds, one per service that reads the scheduler's settings."""
 
-    placement: dict[str, Any] = field(default_factory=lambda: {"scoring": {}})  # device-allocator
-    quota: dict[str, Any] = field(default_factory=dict)  # quota-manager
-    gang: dict[str, Any] = field(default_factory=dict)  # gang-coordinator
+    placement: JsonObject = field(default_factory=lambda: {"scoring": {}})  # device-allocator
+    quota: JsonObject = field(default_factory=dict)  # quota-manager
+    gang: JsonObject = field(default_factory=dict)  # gang-coordinator
 
 
 class SchedulerConfigError(InvalidConfig):
     pass
 
 
-def is_scheduler_config(data: Any) -> bool:
+def is_scheduler_config(data: object) -> bool:
     """Whether a config file holds a ``KubeSchedulerConfiguration`` (its kind or an ``apiVersion`` of its group, so
     that a wrong version or kind is reported as this config's)."""
     if not isinstance(data, dict):
@@ -179,7 +179,7 @@ def is_scheduler_config(data: Any) -> bool:
     return data.get("kind") == KIND or (isinstance(version, str) and version.startswith(API_GROUP))
 
 
-def _mapping(value: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
+def _mapping(value: object, path: str, issues: list[FieldIssue]) -> JsonObject:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -188,7 +188,14 @@ def _mapping(value: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
     return value
 
 
-def _list(value: Any, path: str, issues: list[FieldIssue]) -> list[Any]:
+def _section(config: JsonObject, key: str) -> JsonObject:
+    """The mapping under ``key`` of a config this translation builds (an empty one the first time)."""
+    section = config.setdefault(key, {})
+    assert isinstance(section, dict), key  # only this module writes these keys, always as mappings
+    return section
+
+
+def _list(value: JsonValue, path: str, issues: list[FieldIssue]) -> list[JsonValue]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -197,7 +204,7 @@ def _list(value: Any, path: str, issues: list[FieldIssue]) -> list[Any]:
     return value
 
 
-def _unknown(value: dict[str, Any], allowed: set[str], path: str, issues: list[FieldIssue]) -> None:
+def _unknown(value: JsonObject, allowed: set[str], path: str, issues: list[FieldIssue]) -> None:
     for key in sorted(set(value) - allowed, key=str):
         issues.append(
             FieldIssue(
@@ -207,10 +214,10 @@ def _unknown(value: dict[str, Any], allowed: set[str], path: str, issues: list[F
         )
 
 
-def _strategy(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
+def _strategy(raw: JsonValue, path: str, issues: list[FieldIssue]) -> JsonObject:
     strategy = _mapping(raw, path, issues)
     _unknown(strategy, {"type", "resources", "requestedToCapacityRatio"}, path, issues)
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     kind = strategy.get("type")
     if kind is not None:
         if kind not in _STRATEGIES:
@@ -226,18 +233,19 @@ def _strategy(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
         if not isinstance(resources, list):
             issues.append(FieldIssue(path=f"{path}.resources", message="must be a list of {name, weight}"))
         else:
-            weights: dict[str, Any] = {}
+            weights: JsonObject = {}
             for i, item in enumerate(resources):
-                if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                name = item.get("name") if isinstance(item, dict) else None
+                if not isinstance(item, dict) or not isinstance(name, str):
                     issues.append(FieldIssue(path=f"{path}.resources[{i}]", message="needs a name"))
                     continue
                 _unknown(item, {"name", "weight"}, f"{path}.resources[{i}]", issues)
-                weights[item["name"]] = item.get("weight", 1)
+                weights[name] = item.get("weight", 1)
             out["resources"] = weights
     return out
 
 
-def translate(data: Any) -> SchedulerConfig:
+def translate(data: object) -> SchedulerConfig:
     """The decision configs a ``KubeSchedulerConfiguration`` means; :class:`SchedulerConfigError` lists every
     problem with its path."""
     issues: list[FieldIssue] = []
@@ -281,9 +289,9 @@ def translate(data: Any) -> SchedulerConfig:
 
 
 def _plugins(
-    profile: dict[str, Any],
+    profile: JsonObject,
     path: str,
-    placement: dict[str, Any],
+    placement: JsonObject,
     issues: list[FieldIssue],
     warnings: list[FieldIssue],
 ) -> None:
@@ -309,10 +317,10 @@ def _plugins(
                 elif name != "*" and name not in KNOWN_PLUGINS:
                     issues.append(FieldIssue(path=f"{where}.name", message=_UNKNOWN_PLUGIN, value=name))
                 elif point == "score" and name in _SCORED:
-                    section = placement["scoring"].setdefault(_SCORED[name], {})
+                    section = _section(_section(placement, "scoring"), _SCORED[name])
                     section["weight"] = entry.get("weight", 1) if which == "enabled" else 0
                 elif point == "score" and name == "LoadAwareScheduling":
-                    placement.setdefault("loadAware", {})["weight"] = (
+                    _section(placement, "loadAware")["weight"] = (
                         entry.get("weight", 1) if which == "enabled" else 0
                     )
                 elif point != "score":
@@ -329,7 +337,7 @@ def _plugins(
 
 
 def _plugin_configs(
-    profile: dict[str, Any],
+    profile: JsonObject,
     path: str,
     services: _ServiceConfigs,
     issues: list[FieldIssue],
@@ -367,12 +375,12 @@ def _plugin_configs(
 
 
 def _map_args(
-    name: str, args: dict[str, Any], path: str, services: _ServiceConfigs, issues: list[FieldIssue]
+    name: str, args: JsonObject, path: str, services: _ServiceConfigs, issues: list[FieldIssue]
 ) -> None:
     placement, quota, gang = services.placement, services.quota, services.gang
-    scoring = placement["scoring"]
+    scoring = _section(placement, "scoring")
     if name in ("NodeResourcesFit", "NodeNUMAResource", "DeviceShare") and "scoringStrategy" in args:
-        scoring.setdefault(_SCORED[name], {}).update(
+        _section(scoring, _SCORED[name]).update(
             _strategy(args["scoringStrategy"], f"{path}.scoringStrategy", issues)
         )
     if name == "DeviceShare" and "gpuShareUnsupportedModels" in args:
@@ -383,16 +391,16 @@ def _map_args(
         placement["cpu"] = {"defaultBindPolicy": args["defaultCPUBindPolicy"]}
     if name == "NodeResourcesFitPlus" and "resources" in args:
         resources = _mapping(args["resources"], f"{path}.resources", issues)
-        out: dict[str, Any] = {}
+        out: JsonObject = {}
         for resource, raw in sorted(resources.items()):
             item = _mapping(raw, f"{path}.resources[{resource}]", issues)
             _unknown(item, {"type", "weight"}, f"{path}.resources[{resource}]", issues)
             out[resource] = {"strategy": item.get("type", "MostAllocated"), "weight": item.get("weight", 1)}
-        scoring.setdefault("nodeResourcesFitPlus", {})["resources"] = out
+        _section(scoring, "nodeResourcesFitPlus")["resources"] = out
     if name == "ScarceResourceAvoidance" and "resources" in args:
-        scoring.setdefault("scarceResourceAvoidance", {})["resources"] = args["resources"]
+        _section(scoring, "scarceResourceAvoidance")["resources"] = args["resources"]
     if name == "LoadAwareScheduling":
-        placement.setdefault("loadAware", {}).update(
+        _section(placement, "loadAware").update(
             {k: v for k, v in args.items() if k in _ARGS["LoadAwareScheduling"][0]}
         )
     if name == "ElasticQuota":

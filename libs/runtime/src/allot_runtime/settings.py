@@ -41,7 +41,6 @@ import datetime
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -49,6 +48,7 @@ from allot_bus.adapters import natsauth
 from allot_bus.adapters.natsauth import NatsAuth
 from allot_bus.names import BusNames
 from allot_contracts.errors import InvalidInput
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 
 
 class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -89,12 +89,12 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
     def names(self) -> BusNames:
         return BusNames(prefix=self.nats_prefix, stream=self.nats_stream)
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> JsonObject:
         """The decision config from ``config_file`` (empty = defaults)."""
         return read_config(Path(self.config_file), self.service) if self.config_file else {}
 
 
-def read_config(path: Path, service: str) -> dict[str, Any]:
+def read_config(path: Path, service: str) -> JsonObject:
     """``service``'s decision config from a YAML/JSON file: Allot's own keys, or this service's part of a Koordinator
     ``KubeSchedulerConfiguration`` / ``DeschedulerConfiguration`` (errors name the field, as ``ALLOT_CONFIG_FILE``)."""
     data = read_config_file(path)
@@ -123,7 +123,7 @@ def read_config(path: Path, service: str) -> dict[str, Any]:
     return data
 
 
-def read_config_file(path: Path, setting: str = "ALLOT_CONFIG_FILE") -> dict[str, Any]:
+def read_config_file(path: Path, setting: str = "ALLOT_CONFIG_FILE") -> JsonObject:
     """A YAML (or JSON) config file as its parsers get it: a mapping, read as Kubernetes reads its config files
     (YAML turned into JSON: keys are strings, ``1:`` and ``true:`` included; dates are their text), or
     :class:`InvalidInput` saying in one line why it cannot be read."""
@@ -137,12 +137,12 @@ def read_config_file(path: Path, setting: str = "ALLOT_CONFIG_FILE") -> dict[str
         raise InvalidInput([(setting, f"{path} is not valid YAML: {' '.join(str(exc).split())}")]) from exc
     if not isinstance(data, dict):
         raise InvalidInput([(setting, f"{path} must hold a mapping")])
-    return as_json(data)  # type: ignore[no-any-return]
+    return {_json_key(k): as_json(v) for k, v in data.items()}
 
 
-def as_json(value: Any) -> Any:
-    """``value`` with every mapping key a string (``true``, ``null``, ``1``) and dates as ISO text, as YAML read
-    into JSON has them."""
+def as_json(value: object) -> JsonValue:
+    """``value`` (as ``yaml.safe_load`` reads it) with every mapping key a string (``true``, ``null``, ``1``), dates
+    as ISO text and sets as sorted lists, as YAML read into JSON has them."""
     if isinstance(value, dict):
         return {_json_key(k): as_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
@@ -152,10 +152,12 @@ def as_json(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, bytes):
         return value.decode("latin-1")
-    return value
+    if value is None or isinstance(value, str | int | float):
+        return value
+    raise TypeError(f"not a YAML value: {type(value).__name__}")
 
 
-def _json_key(key: Any) -> str:
+def _json_key(key: object) -> str:
     if isinstance(key, bool) or key is None:
         return "null" if key is None else str(key).lower()
     return str(key)

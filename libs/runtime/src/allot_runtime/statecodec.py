@@ -31,7 +31,7 @@ import enum
 import fractions
 import sys
 import types
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -236,7 +236,7 @@ class _Encoder:
             node.extend(self.items(dict(value)) if tag == SUBDICT else self.each(list(value)))
         return node
 
-    def fields(self, attributes: dict[str, Any]) -> list[Any]:
+    def fields(self, attributes: Mapping[str, object]) -> list[Any]:
         """An object's ``__dict__`` as name, value, name, value, … (the fast path of :meth:`attributes`)."""
         out: list[Any] = []
         append, value, plain = out.append, self.value, self.plain

@@ -49,7 +49,7 @@ def load_config(path: str | None) -> dict[str, dict[str, Any]]:
         bad = [str(k) for k, v in data.items() if v is not None and not isinstance(v, dict)]
         if bad:
             raise InputError(f"{path}: {bad[0]}: must be a mapping (that service's decision config)")
-        configs = {str(k): dict(v or {}) for k, v in data.items()}
+        configs = {str(k): dict(v) if isinstance(v, dict) else {} for k, v in data.items()}
     elif any(str(k) in SERVICES for k in data):
         raise InputError(f"{path}: mixes service names and placement settings; use one form")
     elif "descheduler" in data:

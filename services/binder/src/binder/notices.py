@@ -45,9 +45,9 @@ PodGroup members, bindings and  PodGroup ``status``: ``phase`` (Pending, PreSche
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import msgspec
 
@@ -80,6 +80,7 @@ from allot_contracts.events import (
     ReservationUnschedulable,
 )
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonValue
 from allot_contracts.objects import names
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
 from binder.podgroups import COUNTED, PodGroupState, PodGroupStatus
@@ -484,7 +485,7 @@ class Renderer:
         return [gang]
 
 
-def device_capacity(manifest: dict[str, Any]) -> dict[str, str]:
+def device_capacity(manifest: Mapping[str, JsonValue]) -> dict[str, str]:
     """Every ``koordinator.sh/`` resource of a ``Device`` summed over its healthy devices (an unhealthy device counts
     for nothing, as in the scheduler's device cache). Quantities are written in their canonical form."""
     spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}

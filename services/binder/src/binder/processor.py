@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import msgspec
 
@@ -46,6 +46,7 @@ from allot_contracts.events import (
     QuotaStatusPublished,
     QuotaStatusSynced,
 )
+from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.processor import Emit, config_keys
 from binder.evictions import EvictionRequests
 
@@ -97,7 +98,7 @@ class Binder:
         }
     )
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: JsonObject | None = None) -> None:
         mode = str(config_keys(config, ("mode",), "binder").get("mode", "standalone"))
         if mode not in MODES:
             raise InvalidInput(
@@ -106,11 +107,9 @@ class Binder:
         self.kube = mode == "kubernetes"
         self.live: dict[str, str] = {}  # pod -> uid of pods that exist
         self.bound: dict[str, str] = {}  # pod -> node
-        self.held: dict[
-            str, tuple[int, str, dict[str, Any]]
-        ] = {}  # gang member -> (attempt, node, annotations)
+        self.held: dict[str, tuple[int, str, JsonObject]] = {}  # gang member -> (attempt, node, annotations)
         self.requested: dict[str, BindRequest] = {}  # Kubernetes mode: pod -> outstanding binding
-        self.quota_status: dict[str, dict[str, Any]] = {}  # Kubernetes mode: quota -> latest status patch
+        self.quota_status: dict[str, JsonObject] = {}  # Kubernetes mode: quota -> latest status patch
         self.evictions = EvictionRequests()  # Kubernetes mode: PodMigrationJob evictions to carry out
         self.isolated: dict[str, list[str]] = {}  # HAMi-core pods -> containers that get a CDI device at bind
 
@@ -171,7 +170,7 @@ class Binder:
 
     # -- decisions -----------------------------------------------------------------------------------------------
 
-    def _bind(self, pod: ObjectRef, attempt: int, node: str, annotations: dict[str, Any]) -> Emit:
+    def _bind(self, pod: ObjectRef, attempt: int, node: str, annotations: JsonObject) -> Emit:
         # HAMi-core isolation: the containers ask for their CDI devices through the binding (docs/adr/0007)
         cdi = gpu_isolation.bind_annotations(self.live[pod.key], self.isolated.get(pod.key, ()), annotations)
         strings = annotation_strings({**annotations, **cdi})
@@ -238,12 +237,12 @@ class Binder:
         """Bindings decided but neither bound nor failed yet, in pod order."""
         return [self.requested[key] for key in sorted(self.requested)]
 
-    def quota_patches(self) -> dict[str, dict[str, Any]]:
+    def quota_patches(self) -> dict[str, JsonObject]:
         """The latest status patch of every quota (Kubernetes mode)."""
         return dict(self.quota_status)
 
-    def snapshot(self) -> dict[str, Any]:
-        snap: dict[str, Any] = {
+    def snapshot(self) -> dict[str, object]:
+        snap: dict[str, object] = {
             "bound": dict(sorted(self.bound.items())),
             "live": len(self.live),
             "held": sorted(self.held),

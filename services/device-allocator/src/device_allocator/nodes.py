@@ -55,6 +55,7 @@ from allot_contracts.events import (
     TopologyReported,
     tag_of,
 )
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.kube import koord_priority_class, koord_qos_class
 from allot_contracts.objects.colocation import ColocationConfig, parse_colocation_configmap
 from allot_contracts.objects.load_aware import read_load_estimation
@@ -244,8 +245,8 @@ class NodeSide:
         self.service = service
         self.grace_s, self.default_config = _config(raw_config)
         self.config = self.default_config
-        self.nodes: dict[str, dict[str, Any]] = {}
-        self.topologies: dict[str, dict[str, Any]] = {}
+        self.nodes: dict[str, JsonObject] = {}
+        self.topologies: dict[str, JsonObject] = {}
         self.metrics: dict[str, NodeMetric] = {}
         self.beats: dict[str, int] = {}  # node -> time of its last heartbeat (µs)
         self.lost: dict[str, int] = {}  # node -> when its heartbeat was declared lost
@@ -444,7 +445,7 @@ class NodeSide:
         deadlines += self._degrade_deadlines().values()
         return min(deadlines) if deadlines else None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "heartbeats": dict(sorted(self.beats.items())),
             "lost": dict(sorted(self.lost.items())),

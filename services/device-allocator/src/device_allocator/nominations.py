@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
@@ -279,7 +278,7 @@ class Preemptions:
             )
         return out
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "jobs": {
                 k: [v.priority, sorted(v.nodes.items()), sorted(v.pending)]

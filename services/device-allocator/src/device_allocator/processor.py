@@ -62,6 +62,7 @@ from allot_contracts.events import (
     type_of,
 )
 from allot_contracts.issues import checked_bool
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import Pod
 from allot_gang import GangConfig
 from allot_placement import ConfigError, Decision, PlacementConfig, PlacementEngine
@@ -108,7 +109,7 @@ class DeviceAllocator(Requeueing):
         }
     )
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: JsonObject | None = None) -> None:
         settings = dict(config or {})
         queue = settings.pop("queue", {})
         node_side = settings.pop("nodeSide", None)
@@ -561,7 +562,7 @@ class DeviceAllocator(Requeueing):
             out += self._release_held(f"gang {group} stopped holding capacity")
         return out
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "queue": self.queue.snapshot(),
             "engine": self.engine.digest(),

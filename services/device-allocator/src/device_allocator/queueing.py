@@ -11,7 +11,6 @@ projection walks the same states).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from allot_contracts.objects.pod import Pod
 from allot_gang.config import QueueConfig
@@ -93,7 +92,7 @@ class GangQueue:
         items = [item for item, _ in self.blocked.values()]
         return [(item.key, self.blocked[item.key][1]) for item in order(items)]
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "state": self.state.to_dict(),
             "blocked": {k: list(m) for k, (_, m) in sorted(self.blocked.items())},

@@ -15,8 +15,6 @@ undone before it returns).
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from allot_contracts.envelope import stream_id
@@ -38,6 +36,7 @@ from allot_contracts.events import (
     ReservationUnschedulable,
 )
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import Pod, parse_pod
 from allot_contracts.objects.reservation import ReservationOwner, parse_reservation
 from allot_placement import Decision, PlacementEngine
@@ -88,7 +87,7 @@ class Reservations:
         self.engine = engine
         self.pending: dict[str, Pending] = {}  # accepted, not placed yet
         self.tried: set[str] = set()  # pending reservations found unschedulable (retried on capacity changes)
-        self.freed: dict[str, tuple[str, str, dict[str, Any], str]] = {}  # name -> (uid, node, freed, reason)
+        self.freed: dict[str, tuple[str, str, JsonObject, str]] = {}  # name -> (uid, node, freed, reason)
         self.contexts: dict[str, ReservationContext] = {}  # pod -> its latest resolution
         self.owners: dict[str, tuple[ReservationOwner, ...]] = {}  # reservation -> its spec.owners
         self.placed_at: dict[str, int] = {}  # available reservation -> the step at which it was placed
@@ -168,7 +167,7 @@ class Reservations:
             case _:
                 pass
 
-    def _hold(self, name: str, pending: Pending, node: str, decision: dict[str, Any]) -> Hold:
+    def _hold(self, name: str, pending: Pending, node: str, decision: JsonObject) -> Hold:
         placed = Decision.from_dict(decision)
         assert placed.allocation is not None
         return Hold(
@@ -342,7 +341,7 @@ class Reservations:
             for victim in victims
         ]
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "pending": sorted(self.pending),
             "tried": sorted(self.tried),

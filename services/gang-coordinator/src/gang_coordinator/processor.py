@@ -20,7 +20,7 @@ retries fire on recorded timer events.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import msgspec
 
@@ -54,6 +54,7 @@ from allot_contracts.events import (
     type_of,
 )
 from allot_contracts.issues import format_issues
+from allot_contracts.jsonvalue import JsonObject
 from allot_gang import GangConfig, GangEngine, goes_alone
 from allot_gang.actions import (
     Action,
@@ -103,7 +104,7 @@ class GangCoordinator:
         }
     )
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: JsonObject | None = None) -> None:
         self.engine = GangEngine(GangConfig.from_dict(config or {}))
         # owed output: the answers to the last input that our decisions have not recorded yet, in order
         self.owed: list[Answer] = []
@@ -241,5 +242,5 @@ class GangCoordinator:
     def next_deadline(self) -> int | None:
         return self.engine.next_deadline()
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {"engine": self.engine.digest(), "owed": msgspec.to_builtins(self.owed)}

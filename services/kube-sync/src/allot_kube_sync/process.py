@@ -33,6 +33,7 @@ import contextlib
 import logging
 import os
 import signal
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -53,20 +54,26 @@ ENVIRONMENT = ("ALLOT_SCHEDULER_NAME", "ALLOT_KUBECONFIG")
 DEFAULT_LEASE = "allot-kube-sync"
 
 
-def health(holder: dict[str, Any], registry: CollectorRegistry) -> web.Application:
+@dataclass
+class Progress:
+    """What the health server reads: the phase kube-sync is in and, once it records, its list-watches."""
+
+    phase: str = "starting"
+    sync: KubeSync | None = None
+
+
+def health(progress: Progress, registry: CollectorRegistry) -> web.Application:
     """kube-sync's answers: its phase, whether every resource's first list is recorded, its metrics."""
 
     async def healthz(_: web.Request) -> web.Response:
-        return web.json_response(
-            {"status": "ok", "service": "kube-sync", "phase": holder.get("phase", "starting")}
-        )
+        return web.json_response({"status": "ok", "service": "kube-sync", "phase": progress.phase})
 
     async def readyz(_: web.Request) -> web.Response:
-        sync = holder.get("sync")
+        sync = progress.sync
         ready = bool(sync is not None and sync.synced)
         pending = [] if sync is None else [str(r.resource) for r in sync.reflectors if not r.synced.is_set()]
         return web.json_response(
-            {"ready": ready, "phase": holder.get("phase", "starting"), "listing": pending},
+            {"ready": ready, "phase": progress.phase, "listing": pending},
             status=200 if ready else 503,
         )
 
@@ -94,8 +101,8 @@ async def run_kube_sync(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
     registry = CollectorRegistry()
-    holder: dict[str, Any] = {"phase": "waiting for the database schema"}
-    runner = await serve_health(health(holder, registry))
+    progress = Progress(phase="waiting for the database schema")
+    runner = await serve_health(health(progress, registry))
     try:
         delay = 0.5
         while not stop.is_set():
@@ -111,7 +118,7 @@ async def run_kube_sync(
             return
         from allot_runtime.kube import api_client
 
-        holder["phase"] = "connecting to the API server"
+        progress.phase = "connecting to the API server"
         client = await api_client(kubeconfig)
         stores: list[PostgresEventStore] = []
         try:
@@ -129,7 +136,7 @@ async def run_kube_sync(
                 client.user_agent = f"allot-kube-sync/{config.identity}"
                 stores.append(PostgresEventStore.connect(database_url))
                 leadership = Leadership(client=client, store=stores[-1], config=config, decider=PRODUCER)
-                holder["phase"] = "standing by: waiting for the lease"
+                progress.phase = "standing by: waiting for the lease"
                 if not await leadership.acquire(stop):
                     return
                 stores.append(PostgresEventStore.connect(database_url, fence=leadership.fence))
@@ -137,7 +144,7 @@ async def run_kube_sync(
                 hold = leadership.hold
             else:
                 ownership = Ownership(database_url, PRODUCER)
-                holder["phase"] = "standing by: another replica records"
+                progress.phase = "standing by: another replica records"
                 if not await ownership.acquire(stop):
                     await ownership.release()
                     return
@@ -145,7 +152,7 @@ async def run_kube_sync(
                 store = stores[-1]
                 hold = ownership.hold
             sync = KubeSync(store=store, client=client, scheduler_name=scheduler_name, registry=registry)
-            holder.update(sync=sync, phase="running")
+            progress.sync, progress.phase = sync, "running"
             try:
                 await while_leading(hold, sync.run, stop)
             except (

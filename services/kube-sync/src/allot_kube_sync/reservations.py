@@ -24,15 +24,17 @@ from allot_contracts.events import (
     ReservationApplied,
     ReservationDeleted,
 )
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_runtime.kube import (
     MIGRATION_JOBS,
     RESERVATIONS,
     Kind,
     Known,
     Mirror,
-    Obj,
     Resource,
+    event_fold,
     meta,
+    part,
     spec_fingerprint,
     strip_server_fields,
 )
@@ -42,7 +44,7 @@ __all__ = ["MIGRATION_KIND", "RESERVATION_KIND", "JobMirror"]
 DECIDER = "reservation-manager"  # the descheduler's jobs are its decisions
 
 
-def _normalize(obj: Obj) -> Obj:
+def _normalize(obj: JsonObject) -> JsonObject:
     return {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
 
 
@@ -52,7 +54,7 @@ def _cluster_kind(
     """A cluster-scoped custom resource recorded as ``<stream_kind>.applied`` / ``.deleted`` on its own stream,
     the object named by the event's ``ref_field``."""
 
-    def applied(manifest: Obj) -> list[tuple[str, Event]]:
+    def applied(manifest: JsonObject) -> list[tuple[str, Event]]:
         m = meta(manifest)
         ref = ObjectRef(name=str(m.get("name", "")))
         event = applied_cls(**{ref_field: ref, "uid": str(m.get("uid", "")), "manifest": manifest})
@@ -61,13 +63,6 @@ def _cluster_kind(
     def deleted(key: str, uid: str) -> list[tuple[str, Event]]:
         return [(stream_id(stream_kind, key), deleted_cls(**{ref_field: ObjectRef(name=key), "uid": uid}))]
 
-    def fold(event: Event) -> tuple[str, Obj | None] | None:
-        if isinstance(event, applied_cls):
-            return getattr(event, ref_field).key, event.manifest  # type: ignore[attr-defined]
-        if isinstance(event, deleted_cls):
-            return getattr(event, ref_field).key, None
-        return None
-
     return Kind(
         resource=resource,
         types=frozenset({f"{stream_kind}.applied", f"{stream_kind}.deleted"}),
@@ -75,7 +70,7 @@ def _cluster_kind(
         fingerprint=spec_fingerprint,
         applied=applied,
         deleted=deleted,
-        fold=fold,
+        fold=event_fold(applied_cls, deleted_cls, ref_field),
     )
 
 
@@ -90,7 +85,7 @@ class JobMirror(Mirror):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(kind=MIGRATION_KIND, **kwargs)
-        self.own: dict[str, Any] = {}  # job -> the podRef of the descheduler's migration.applied
+        self.own: dict[str, JsonValue] = {}  # job -> the podRef of the descheduler's migration.applied
         self.own_position = 0
 
     async def refresh(self) -> None:
@@ -106,13 +101,13 @@ class JobMirror(Mirror):
             name = str((payload.get("job") or {}).get("name") or "")
             self.own[name] = ((payload.get("manifest") or {}).get("spec") or {}).get("podRef")
 
-    async def upsert(self, obj: Obj) -> None:
+    async def upsert(self, obj: JsonObject) -> None:
         key = self.key_of(obj)
         known = self.known.get(key)
         fresh = known is None or not known.alive
         if fresh and key not in self.own:
             await self._refresh_own()  # a job created since the last list: its decision is committed by now
-        if fresh and key in self.own and (obj.get("spec") or {}).get("podRef") == self.own[key]:
+        if fresh and key in self.own and part(obj, "spec").get("podRef") == self.own[key]:
             manifest = self.kind.normalize(obj)
             self.known[key] = Known(
                 uid=str(meta(manifest).get("uid", "")),

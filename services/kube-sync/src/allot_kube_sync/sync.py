@@ -60,6 +60,7 @@ from allot_contracts.events import (
     QuotaProfileApplied,
     QuotaProfileDeleted,
 )
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.documents import Document
 from allot_intake.manifests import Door, to_input
 from allot_kube_sync.reservations import RESERVATION_KIND, JobMirror
@@ -77,18 +78,18 @@ from allot_runtime.kube import (
     POD_GROUPS,
     PODS,
     QUOTA_PROFILES,
-    Backoff,
     Kind,
     Known,
     Mirror,
-    Obj,
-    Reflector,
     Resource,
     Sink,
     WatchMetrics,
     Writer,
+    event_fold,
+    list_watches,
     meta,
     object_key,
+    part,
     run_in_order,
     spec_fingerprint,
     storage_issues,
@@ -122,7 +123,7 @@ QUOTA_STATUS_ANNOTATIONS = frozenset(
 _DOOR = Door(resolve_priority=False, expand_workloads=False, profiles=None)
 
 
-def _document(body: Obj) -> Document:
+def _document(body: JsonObject) -> Document:
     doc = Document(source="kubernetes", index=0, body=body)
     _DOOR.check(doc)
     return doc
@@ -141,12 +142,12 @@ def _delete_events(kind: str, key: str) -> list[tuple[str, Event]]:
     ).events
 
 
-def normalize_custom(obj: Obj, drop_annotations: frozenset[str] = frozenset()) -> Obj:
+def normalize_custom(obj: JsonObject, drop_annotations: frozenset[str] = frozenset()) -> JsonObject:
     """Without server bookkeeping, status, and annotations Allot writes itself."""
     manifest = {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
-    m = dict(manifest["metadata"])
+    m = dict(part(manifest, "metadata"))
     if drop_annotations and m.get("annotations"):
-        m["annotations"] = {k: v for k, v in m["annotations"].items() if k not in drop_annotations}
+        m["annotations"] = {k: v for k, v in part(m, "annotations").items() if k not in drop_annotations}
     manifest["metadata"] = m
     return manifest
 
@@ -159,13 +160,6 @@ def _custom_kind(
     ref_field: str,
     drop: frozenset[str] = frozenset(),
 ) -> Kind:
-    def fold(event: Event) -> tuple[str, Obj | None] | None:
-        if isinstance(event, applied_cls):
-            return getattr(event, ref_field).key, event.manifest  # type: ignore[attr-defined]
-        if isinstance(event, deleted_cls):
-            return getattr(event, ref_field).key, None
-        return None
-
     return Kind(
         resource=resource,
         types=frozenset({f"{stream_kind}.applied", f"{stream_kind}.deleted"}),
@@ -173,7 +167,7 @@ def _custom_kind(
         fingerprint=lambda manifest: spec_fingerprint(manifest, drop_annotations=drop),
         applied=lambda manifest: to_input(_document(manifest)).events,
         deleted=lambda key, uid: _delete_events(resource.kind, key),
-        fold=fold,
+        fold=event_fold(applied_cls, deleted_cls, ref_field),
     )
 
 
@@ -186,7 +180,7 @@ PROFILE_KIND = _custom_kind(
 PODGROUP_KIND = _custom_kind(POD_GROUPS, "podgroup", PodGroupApplied, PodGroupDeleted, "group")
 
 
-def normalize_pod(obj: Obj) -> Obj:
+def normalize_pod(obj: JsonObject) -> JsonObject:
     """A pod as input: without server bookkeeping and without status (its phase is acted on, not recorded)."""
     return {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
 
@@ -230,10 +224,10 @@ class PodMirror(Sink):
                 case PodPhaseObserved(pod=pod, uid=uid, phase=phase):
                     self.phases[pod.key] = (uid, phase)
 
-    def ours(self, obj: Obj) -> bool:
-        return (obj.get("spec") or {}).get("schedulerName") == self.scheduler_name
+    def ours(self, obj: JsonObject) -> bool:
+        return bool(part(obj, "spec").get("schedulerName") == self.scheduler_name)
 
-    async def replace(self, objects: list[Obj]) -> None:
+    async def replace(self, objects: list[JsonObject]) -> None:
         await self.refresh()
         seen = set()
         async with self.writer.batch():
@@ -245,7 +239,7 @@ class PodMirror(Sink):
                 if known.alive and key not in seen:
                     await self._delete(key, known.uid)
 
-    async def apply(self, event_type: str, obj: Obj) -> None:
+    async def apply(self, event_type: str, obj: JsonObject) -> None:
         if not self.ours(obj):
             return
         key = object_key(obj, True)
@@ -253,17 +247,17 @@ class PodMirror(Sink):
             known = self.known.get(key)
             uid = str(meta(obj).get("uid", ""))
             if known is not None and known.alive and (not uid or uid == known.uid):
-                await self._phase(key, known.uid, (obj.get("status") or {}).get("phase"))
+                await self._phase(key, known.uid, part(obj, "status").get("phase"))
                 await self._delete(key, known.uid)
             return
         await self.upsert(obj)
 
-    async def upsert(self, obj: Obj) -> None:
+    async def upsert(self, obj: JsonObject) -> None:
         key = object_key(obj, True)
         m = meta(obj)
         uid, version = str(m.get("uid", "")), str(m.get("resourceVersion", ""))
-        spec = obj.get("spec") or {}
-        phase = (obj.get("status") or {}).get("phase")
+        spec = part(obj, "spec")
+        phase = part(obj, "status").get("phase")
         known = self.known.get(key)
         if known is not None and known.alive and known.uid != uid:
             await self._delete(key, known.uid)  # the earlier life ended while nobody was watching
@@ -351,20 +345,15 @@ class KubeSync:
         sinks.append((PODS, self.pods, f"spec.schedulerName={scheduler_name}"))
         jobs = JobMirror(store=store, producer=producer, component=PRODUCER, metrics=self.metrics)
         sinks.append((jobs.resource, jobs, ""))  # after pods: a job names its pod
-        self.reflectors = [
-            Reflector(
-                client=client,
-                resource=resource,
-                sink=sink,
-                component=PRODUCER,
-                metrics=self.metrics,
-                field_selector=selector,
-                watch_timeout=watch_timeout,
-                absent_retry=absent_retry,
-                backoff=Backoff(initial=backoff[0], maximum=backoff[1]),
-            )
-            for resource, sink, selector in sinks
-        ]
+        self.reflectors = list_watches(
+            client,
+            sinks,
+            component=PRODUCER,
+            metrics=self.metrics,
+            watch_timeout=watch_timeout,
+            backoff=backoff,
+            absent_retry=absent_retry,
+        )
 
     @property
     def synced(self) -> bool:

@@ -13,7 +13,7 @@ accepted objects' names, used to answer deletes and to keep the projection diges
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
@@ -41,6 +41,7 @@ from allot_contracts.events.nodeside import (
     NodeMetricReported,
 )
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.nodes import (
     admit_device,
     admit_node,
@@ -68,7 +69,7 @@ class NodeReporter:
     )
     SCOPED: ClassVar[bool] = True  # one instance per node (a DaemonSet pod) decides for its own node only
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: JsonObject | None = None) -> None:
         # "agent": the per-node agent's settings (adapters/agent.py, checked by main before anything starts)
         self.node = scoped_node(config_keys(config, ("scope", "agent"), "node-reporter"))
         self.nodes: dict[str, str] = {}  # name -> resourceVersion-ish summary (capacity text)
@@ -100,90 +101,58 @@ class NodeReporter:
     def decide(self, event: Event, *, at: int) -> list[Emit]:
         if self.node and getattr(event, "name", self.node) != self.node:
             return []  # another node's instance decides for it
+        decided = self._decision(event, at)
+        if decided is None:
+            return []
+        kind, name, answer = decided
+        return [Emit(stream_id=stream_id(kind, name), event=answer)]
+
+    def _decision(self, event: Event, at: int) -> tuple[str, str, Event] | None:
+        """(stream kind, object name, the event recorded) in answer to ``event``; None when nothing is."""
         match event:
             case NodeApplied(name=name, manifest=manifest):
                 issues: list[FieldIssue] = []
                 warnings: list[FieldIssue] = []
                 node = admit_node(manifest, issues, warnings)
                 if node is None:
-                    return [
-                        Emit(stream_id=stream_id("node", name), event=NodeRejected(name=name, errors=issues))
-                    ]
-                return [
-                    Emit(
-                        stream_id=stream_id("node", name),
-                        event=NodeRegistered(
-                            name=name,
-                            manifest=manifest,
-                            node=node,
-                            capacity=capacity_summary(manifest),
-                            warnings=warnings,
-                        ),
-                    )
-                ]
-            case NodeDeleted(name=name):
-                if name not in self.nodes:
-                    return []
-                return [Emit(stream_id=stream_id("node", name), event=NodeRemoved(name=name))]
+                    return "node", name, NodeRejected(name=name, errors=issues)
+                registered = NodeRegistered(
+                    name=name,
+                    manifest=manifest,
+                    node=node,
+                    capacity=capacity_summary(manifest),
+                    warnings=warnings,
+                )
+                return "node", name, registered
+            case NodeDeleted(name=name) if name in self.nodes:
+                return "node", name, NodeRemoved(name=name)
             case DeviceApplied(name=name, manifest=manifest):
                 issues = []
                 inventory = admit_device(manifest, issues, [])
                 if inventory is None:
-                    return [
-                        Emit(
-                            stream_id=stream_id("device", name),
-                            event=DevicesRejected(name=name, errors=issues),
-                        )
-                    ]
-                return [
-                    Emit(
-                        stream_id=stream_id("device", name),
-                        event=DevicesReported(
-                            name=name,
-                            manifest=manifest,
-                            inventory=inventory,
-                            devices=device_summary(manifest),
-                        ),
-                    )
-                ]
-            case DeviceDeleted(name=name):
-                if name not in self.devices:
-                    return []
-                return [Emit(stream_id=stream_id("device", name), event=DevicesRemoved(name=name))]
+                    return "device", name, DevicesRejected(name=name, errors=issues)
+                reported = DevicesReported(
+                    name=name, manifest=manifest, inventory=inventory, devices=device_summary(manifest)
+                )
+                return "device", name, reported
+            case DeviceDeleted(name=name) if name in self.devices:
+                return "device", name, DevicesRemoved(name=name)
             case TopologyApplied(name=name, manifest=manifest):
                 issues = []
                 topology = admit_topology(manifest, issues, [])
                 if topology is None:
-                    return [
-                        Emit(
-                            stream_id=stream_id("topology", name),
-                            event=TopologyRejected(name=name, errors=issues),
-                        )
-                    ]
-                return [
-                    Emit(
-                        stream_id=stream_id("topology", name),
-                        event=TopologyReported(name=name, manifest=manifest, topology=topology),
-                    )
-                ]
+                    return "topology", name, TopologyRejected(name=name, errors=issues)
+                return "topology", name, TopologyReported(name=name, manifest=manifest, topology=topology)
             case NodeMetricApplied(name=name, manifest=manifest):
-                return [
-                    Emit(
-                        stream_id=stream_id("nodemetric", name), event=nodemetric_decision(name, manifest, at)
-                    )
-                ]
-            case NodeMetricDeleted(name=name):
-                if name not in self.metrics:
-                    return []
-                return [Emit(stream_id=stream_id("nodemetric", name), event=NodeMetricRemoved(name=name))]
-            case TopologyDeleted(name=name):
-                if name not in self.topologies:
-                    return []
-                return [Emit(stream_id=stream_id("topology", name), event=TopologyRemoved(name=name))]
+                return "nodemetric", name, nodemetric_decision(name, manifest, at)
+            case NodeMetricDeleted(name=name) if name in self.metrics:
+                return "nodemetric", name, NodeMetricRemoved(name=name)
+            case TopologyDeleted(name=name) if name in self.topologies:
+                return "topology", name, TopologyRemoved(name=name)
             case _:
-                return []
+                return None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "scope": self.node,
             "nodes": dict(sorted(self.nodes.items())),

@@ -4,7 +4,6 @@ resctrl groups, and which BE pods to evict under memory pressure. Pure (no IO, n
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import msgspec
 
@@ -21,7 +20,7 @@ __all__ = ["NodePlan", "choose_evictions", "plan_node"]
 class NodePlan(msgspec.Struct, frozen=True, kw_only=True):
     cgroups: list[CgroupTarget] = []
     resctrl: list[ResctrlGroup] = []
-    basis: dict[str, Any] = {}
+    basis: dict[str, int | None] = {}
     warnings: list[FieldIssue] = []
     be_quota_milli: int | None = None
 
@@ -53,7 +52,7 @@ def plan_node(
                 be_strategy.cpu.group_identity,
                 "resourceQOSStrategy BE cpuQOS groupIdentity",
             )
-    basis: dict[str, Any] = {}
+    basis: dict[str, int | None] = {}
     quota: int | None = None
     t = config.thresholds
     if t.enable and usage is not None:
@@ -116,7 +115,7 @@ def choose_evictions(
     config: QosConfig,
     *,
     exclude: Iterable[str] = (),
-) -> tuple[list[str], dict[str, Any]]:
+) -> tuple[list[str], dict[str, int]]:
     """BE pods to evict when node memory is at or above ``memoryEvictThresholdPercent`` of capacity: lowest priority
     first, then largest memory use, then name, until what they use brings the node down to
     ``memoryEvictLowerPercent``. Returns the victims and the numbers behind the choice."""

@@ -7,12 +7,13 @@ Pure (no IO, no clock).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final, TypeGuard, TypeVar
 
 from allot_contracts import gpu_isolation
 from allot_contracts.events.qos import CgroupTarget, GpuIsolation, GpuShare, ResctrlGroup
 from allot_contracts.issues import FieldIssue, annotation_path, label_path
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects import names as n
 from qos_enforcer import cdi
 from qos_enforcer.config import (
@@ -25,6 +26,8 @@ from qos_enforcer.config import (
 )
 from qos_enforcer.podfacts import ANN_CPU_BURST, ANN_CPU_QOS, ANN_MEMORY_QOS, ANN_RESCTRL, NodeFacts, PodFacts
 
+_T = TypeVar("_T")
+
 PERIOD_US: Final = 100_000
 MIB: Final = 1 << 20
 BATCH_CPU: Final = n.BATCH_CPU
@@ -36,10 +39,10 @@ class Target:
 
     def __init__(self, scope: str, path: str, container: str = "") -> None:
         self.scope, self.path, self.container = scope, path, container
-        self.settings: dict[str, Any] = {}
+        self.settings: JsonObject = {}
         self.why: dict[str, str] = {}
 
-    def set(self, knob: str, value: Any, why: str) -> None:
+    def set(self, knob: str, value: JsonValue, why: str) -> None:
         self.settings[knob] = value
         self.why[knob] = why
 
@@ -66,7 +69,7 @@ def total(values: Iterable[int | None]) -> int | None:
 
 
 def _unread(
-    raw: Mapping[str, Any],
+    raw: Mapping[str, JsonValue],
     key: str,
     known: set[str],
     unenforced: Mapping[str, str],
@@ -101,7 +104,7 @@ def cpu_qos_of(
             FieldIssue(path=f"{path}.groupIdentity", message="must be an integer in -1..2", value=str(gi))
         )
         gi = None
-    if idle is not None and idle not in (0, 1):
+    if idle is not None and (not isinstance(idle, int) or idle not in (0, 1)):
         warnings.append(FieldIssue(path=f"{path}.schedIdle", message="must be 0 or 1", value=str(idle)))
         idle = None
     if override.get("enable") is False:
@@ -164,7 +167,8 @@ def burst_percent(pod: PodFacts, config: QosConfig, warnings: list[FieldIssue]) 
             },
             warnings,
         )
-        policy = pod.cpu_burst.get("policy", policy)
+        chosen = pod.cpu_burst.get("policy", policy)
+        policy = chosen if isinstance(chosen, str) else ""
         raw = pod.cpu_burst.get("cpuBurstPercent", percent)
         if not isinstance(raw, int) or isinstance(raw, bool) or not 0 <= raw <= 10000:
             warnings.append(
@@ -296,14 +300,14 @@ def class_group(koord_qos: str) -> str:
     return f"allot-{'LSR' if koord_qos == 'LSE' else koord_qos}"
 
 
-def _range(value: Any, path: str, warnings: list[FieldIssue]) -> tuple[int, int] | None:
-    if (
-        isinstance(value, list)
-        and len(value) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-        and 0 <= value[0] < value[1] <= 100
-    ):
-        return value[0], value[1]
+def _whole(value: JsonValue) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _range(value: JsonValue, path: str, warnings: list[FieldIssue]) -> tuple[int, int] | None:
+    start, end = value if isinstance(value, list) and len(value) == 2 else (None, None)
+    if _whole(start) and _whole(end) and 0 <= start < end <= 100:
+        return start, end
     warnings.append(
         FieldIssue(
             path=path, message="must be [start, end] percentages, 0 <= start < end <= 100", value=str(value)
@@ -312,47 +316,58 @@ def _range(value: Any, path: str, warnings: list[FieldIssue]) -> tuple[int, int]
     return None
 
 
-def _percent(value: Any, path: str, warnings: list[FieldIssue]) -> int | None:
+def _percent(value: JsonValue, path: str, warnings: list[FieldIssue]) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 100:
         return value
     warnings.append(FieldIssue(path=path, message="must be a percentage in 1..100", value=str(value)))
     return None
 
 
-def parse_resctrl(raw: Mapping[str, Any], name: str, warnings: list[FieldIssue]) -> ResctrlGroup | None:
+def _entries(value: JsonValue) -> list[JsonValue]:
+    """A ``schemataPerCache`` list (empty when missing or not a list)."""
+    return value if isinstance(value, list) else []
+
+
+def _schemata(
+    section: JsonValue,
+    key: str,
+    where: str,
+    read: Callable[[JsonValue, str, list[FieldIssue]], _T | None],
+    warnings: list[FieldIssue],
+) -> tuple[_T | None, dict[str, _T]]:
+    """One part of a resctrl annotation (``llc`` or ``mb``): its ``schemata.<key>`` for every cache and its
+    ``schemataPerCache`` entries' ``<key>`` by cache id, each read by ``read`` (None, with a warning, when unusable)."""
+    if not isinstance(section, Mapping):
+        return None, {}
+    schemata = section.get("schemata")
+    whole = None
+    if isinstance(schemata, Mapping) and key in schemata:
+        whole = read(schemata[key], f"{where}.schemata.{key}", warnings)
+    per_cache: dict[str, _T] = {}
+    for i, entry in enumerate(_entries(section.get("schemataPerCache"))):
+        if isinstance(entry, Mapping) and isinstance(entry.get("cacheID"), int):
+            found = read(entry.get(key), f"{where}.schemataPerCache[{i}].{key}", warnings)
+            if found is not None:
+                per_cache[str(entry["cacheID"])] = found
+    return whole, per_cache
+
+
+def parse_resctrl(raw: Mapping[str, JsonValue], name: str, warnings: list[FieldIssue]) -> ResctrlGroup | None:
     """A pod's ``node.koordinator.sh/resctrl`` value (``{"llc": {"schemata": {"range": [a, b]}, "schemataPerCache":
     [{"cacheID", "range"}]}, "mb": {"schemata": {"percent": p}, "schemataPerCache": [{"cacheID", "percent"}]}}``) as
     the pod's own group; None (with warnings) when nothing in it is usable."""
     base = annotation_path(ANN_RESCTRL)
     _unread(raw, ANN_RESCTRL, {"llc", "mb"}, {}, warnings)
-    llc, mb = raw.get("llc") or {}, raw.get("mb") or {}
-    start, end, percent = 0, 100, 100
-    per_cache: dict[str, dict[str, Any]] = {}
-    usable = False
-    if isinstance(llc, Mapping):
-        if "range" in (llc.get("schemata") or {}):
-            found = _range(llc["schemata"]["range"], f"{base}.llc.schemata.range", warnings)
-            if found is not None:
-                (start, end), usable = found, True
-        for i, entry in enumerate(llc.get("schemataPerCache") or []):
-            if isinstance(entry, Mapping) and isinstance(entry.get("cacheID"), int):
-                found = _range(entry.get("range"), f"{base}.llc.schemataPerCache[{i}].range", warnings)
-                if found is not None:
-                    per_cache.setdefault(str(entry["cacheID"]), {})["llc"] = list(found)
-                    usable = True
-    if isinstance(mb, Mapping):
-        if "percent" in (mb.get("schemata") or {}):
-            found_percent = _percent(mb["schemata"]["percent"], f"{base}.mb.schemata.percent", warnings)
-            if found_percent is not None:
-                percent, usable = found_percent, True
-        for i, entry in enumerate(mb.get("schemataPerCache") or []):
-            if isinstance(entry, Mapping) and isinstance(entry.get("cacheID"), int):
-                found_percent = _percent(
-                    entry.get("percent"), f"{base}.mb.schemataPerCache[{i}].percent", warnings
-                )
-                if found_percent is not None:
-                    per_cache.setdefault(str(entry["cacheID"]), {})["mb"] = found_percent
-                    usable = True
+    llc, llc_per_cache = _schemata(raw.get("llc"), "range", f"{base}.llc", _range, warnings)
+    mb, mb_per_cache = _schemata(raw.get("mb"), "percent", f"{base}.mb", _percent, warnings)
+    per_cache: dict[str, JsonObject] = {}
+    for cache, (low, high) in llc_per_cache.items():
+        per_cache.setdefault(cache, {})["llc"] = [low, high]
+    for cache, share in mb_per_cache.items():
+        per_cache.setdefault(cache, {})["mb"] = share
+    usable = llc is not None or mb is not None or bool(per_cache)
+    start, end = llc if llc is not None else (0, 100)
+    percent = mb if mb is not None else 100
     if not usable:
         warnings.append(FieldIssue(path=base, message="names no usable LLC range or MB percent; ignored"))
         return None

@@ -20,12 +20,13 @@ read: enforcement then does what it can and the plan reports what it could not.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
 from allot_contracts import gpu_isolation
 from allot_contracts.issues import FieldIssue, annotation_path
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.kube import koord_priority_class, koord_qos_class, kube_qos_class, labels, priority_value
 from allot_contracts.objects import names as n
 from allot_contracts.objects.annotations import (
@@ -78,20 +79,24 @@ class PodFacts(msgspec.Struct, frozen=True, kw_only=True):
     containers: tuple[ContainerFacts, ...] = ()
     gpus: tuple[GpuAlloc, ...] = ()
     cpuset: tuple[int, ...] = ()
-    cpu_qos: dict[str, Any] | None = None
-    cpu_burst: dict[str, Any] | None = None
-    memory_qos: dict[str, Any] | None = None
-    resctrl: dict[str, Any] | None = None
+    cpu_qos: JsonObject | None = None
+    cpu_burst: JsonObject | None = None
+    memory_qos: JsonObject | None = None
+    resctrl: JsonObject | None = None
     issues: tuple[FieldIssue, ...] = ()
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def _mapping(value: JsonValue | Mapping[str, JsonValue]) -> Mapping[str, JsonValue]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _quantities(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, int]:
+def _quantities(raw: JsonValue | Mapping[str, str], path: str, issues: list[FieldIssue]) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, value in sorted(_mapping(raw).items()):
+        if not isinstance(value, str | int | float):
+            message = f"quantity must be a string or number, got {type(value).__name__}"
+            issues.append(FieldIssue(path=f"{path}[{name}]", message=message, code="InvalidQuantity"))
+            continue
         try:
             out[str(name)] = to_canonical(str(name), value)
         except QuantityError as exc:
@@ -99,23 +104,23 @@ def _quantities(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, int]
     return out
 
 
-def _container_ids(manifest: Mapping[str, Any]) -> dict[str, str]:
+def _container_ids(manifest: Mapping[str, JsonValue]) -> dict[str, str]:
     statuses = _mapping(manifest.get("status")).get("containerStatuses")
     out: dict[str, str] = {}
-    for status in statuses if isinstance(statuses, list) else []:
-        status = _mapping(status)
+    for entry in statuses if isinstance(statuses, list) else []:
+        status = _mapping(entry)
         cid = str(status.get("containerID") or "")
         if status.get("name") and cid:
             out[str(status["name"])] = cid.split("://", 1)[-1]
     return out
 
 
-def _containers(manifest: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[ContainerFacts, ...]:
+def _containers(manifest: Mapping[str, JsonValue], issues: list[FieldIssue]) -> tuple[ContainerFacts, ...]:
     raw = _mapping(manifest.get("spec")).get("containers")
     ids = _container_ids(manifest)
     out: list[ContainerFacts] = []
-    for i, container in enumerate(raw if isinstance(raw, list) else []):
-        container = _mapping(container)
+    for i, entry in enumerate(raw if isinstance(raw, list) else []):
+        container = _mapping(entry)
         path = f"spec.containers[{i}]"
         name = container.get("name")
         if not isinstance(name, str) or not name:
@@ -143,7 +148,7 @@ def _containers(manifest: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[
     return tuple(out)
 
 
-def _gpus(annotations: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[GpuAlloc, ...]:
+def _gpus(annotations: Mapping[str, JsonValue], issues: list[FieldIssue]) -> tuple[GpuAlloc, ...]:
     raw = decode_annotation(dict(annotations), n.ANN_DEVICE_ALLOCATED, issues)
     bound = BoundAllocation()
     parse_device_allocated(raw, issues, bound)
@@ -165,7 +170,9 @@ def _gpus(annotations: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[Gpu
     )
 
 
-def _json_object(annotations: Mapping[str, Any], key: str, issues: list[FieldIssue]) -> dict[str, Any] | None:
+def _json_object(
+    annotations: Mapping[str, JsonValue], key: str, issues: list[FieldIssue]
+) -> JsonObject | None:
     value = decode_annotation(dict(annotations), key, issues)
     if value is None:
         return None
@@ -178,7 +185,7 @@ def _json_object(annotations: Mapping[str, Any], key: str, issues: list[FieldIss
 
 
 def _typed_containers(
-    spec: Pod, manifest: Mapping[str, Any], issues: list[FieldIssue]
+    spec: Pod, manifest: Mapping[str, JsonValue], issues: list[FieldIssue]
 ) -> tuple[ContainerFacts, ...]:
     """The typed pod's containers (requests and limits as the door read them), with what only the manifest has:
     whether a container asks for a GPU, opts out of HAMi-core's control, and its container id."""
@@ -198,9 +205,9 @@ def _typed_containers(
 
 
 def pod_facts(
-    manifest: Mapping[str, Any],
+    manifest: Mapping[str, JsonValue],
     uid: str,
-    bound_annotations: Mapping[str, Any] | None = None,
+    bound_annotations: Mapping[str, JsonValue] | None = None,
     spec: Pod | None = None,
 ) -> PodFacts:
     """The facts of a pod: ``manifest`` (submitted or observed), ``uid`` its life, ``bound_annotations`` what the
@@ -271,9 +278,9 @@ def node_facts(
     previous: NodeFacts | None,
     name: str,
     *,
-    node: Mapping[str, Any] | None = None,
-    device: Mapping[str, Any] | None = None,
-    topology: Mapping[str, Any] | None = None,
+    node: Mapping[str, JsonValue] | None = None,
+    device: Mapping[str, JsonValue] | None = None,
+    topology: Mapping[str, JsonValue] | None = None,
     inventory: Inventory | None = None,
     computed: Mapping[str, str] | None = None,
 ) -> NodeFacts:

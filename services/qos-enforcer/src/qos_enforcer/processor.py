@@ -52,6 +52,7 @@ from allot_contracts.events import (
     TopologyReported,
 )
 from allot_contracts.events.qos import CgroupTarget, QosPlan, ResctrlGroup
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import Pod
 from allot_runtime.processor import Emit, scoped_node
 from qos_enforcer.config import QosConfig, agent_settings, parse_config
@@ -106,12 +107,12 @@ class QosEnforcer:
     )
     SCOPED: ClassVar[bool] = True  # one instance per node (a DaemonSet pod) decides for its own node
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: JsonObject | None = None) -> None:
         self.node = scoped_node(config or {})
         self.config: QosConfig = parse_config(config)
         agent_settings(config, {})  # the node agent's block is checked with the rest, before anything starts
         # pod -> (uid, manifest, the pod as the door read it), from its submission until it is bound
-        self.manifests: dict[str, tuple[str, dict[str, Any], Pod | None]] = {}
+        self.manifests: dict[str, tuple[str, JsonObject, Pod | None]] = {}
         self.pods: dict[str, BoundPod] = {}
         self.on_node: dict[str, set[str]] = {}  # node -> its pods (an index of ``pods``)
         self.nodes: dict[str, NodeState] = {}
@@ -422,7 +423,7 @@ class QosEnforcer:
             return None
         return state.revision, state.plan.cgroups, state.plan.resctrl, state.applied, state.applied_ok
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "scope": self.node,
             "pods": {
@@ -442,7 +443,7 @@ class QosEnforcer:
         }
 
 
-def _values(plan: NodePlan) -> tuple[list[tuple[str, str, dict[str, Any]]], list[ResctrlGroup]]:
+def _values(plan: NodePlan) -> tuple[list[tuple[str, str, JsonObject]], list[ResctrlGroup]]:
     return [(t.scope, t.path, t.settings) for t in plan.cgroups], plan.resctrl
 
 

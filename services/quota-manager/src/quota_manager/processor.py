@@ -69,6 +69,7 @@ from allot_contracts.events import (
     type_of,
 )
 from allot_contracts.events.enactment import QuotaEvictionEnacted, QuotaEvictionEnactmentFailed
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.kube import priority_value
 from allot_contracts.objects.pod import Pod
 from allot_gang import goes_alone
@@ -115,7 +116,7 @@ class QuotaManager:
         }
     )
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: JsonObject | None = None) -> None:
         self.config = QuotaConfig.from_dict({**DEFAULTS, **(config or {})})
         self.engine = QuotaEngine(self.config)
         self.waiting: dict[str, int] = {}  # pod -> attempt, pods whose admission failed for quota
@@ -130,7 +131,7 @@ class QuotaManager:
         self.node_of: dict[
             str, str
         ] = {}  # pod -> node it is placed on (preemption looks for room node by node)
-        self.published: dict[str, dict[str, Any]] = {}  # quota key -> status patch last synced
+        self.published: dict[str, JsonObject] = {}  # quota key -> status patch last synced
         self.status_dirty_since: int | None = None
         self.status_synced_at = (
             0  # time (µs) of the last quota.status_synced: status is written back at most once a
@@ -331,8 +332,8 @@ class QuotaManager:
             )
         ]
 
-    def _status_patches(self) -> dict[str, dict[str, Any]]:
-        patches: dict[str, dict[str, Any]] = {}
+    def _status_patches(self) -> dict[str, JsonObject]:
+        patches: dict[str, JsonObject] = {}
         for row in self.engine.tree_view():
             key = f"{row['namespace']}/{row['name']}"
             patch = self.engine.status_patch(row["name"])
@@ -560,7 +561,7 @@ class QuotaManager:
             times.append(max(self.status_dirty_since, self.status_synced_at + STATUS_SYNC_INTERVAL_US))
         return min(times) if times else None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "published": self.published,
             "engine": self.engine.digest(),
@@ -577,9 +578,6 @@ class QuotaManager:
             "owed_outcomes": msgspec.to_builtins(dict(sorted(self.owed_outcomes.items()))),
             "reclaims": self.reclaims.digest(),
         }
-
-    def quotas_state(self) -> dict[str, Any]:
-        return dict(self.engine.snapshot())
 
 
 __all__ = ["QuotaManager", "priority_value"]

@@ -15,8 +15,8 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
@@ -39,7 +39,15 @@ from allot_runtime.health import health_app, serve_health
 from allot_runtime.metrics import standard_collectors
 
 
-async def _serve(holder: dict[str, Any]) -> web.AppRunner:
+@dataclass
+class Publishing:
+    """What the health server reads: the log and the relay, once the relay is publishing."""
+
+    store: PostgresEventStore | None = None
+    relay: Relay | None = None
+
+
+async def _serve(state: Publishing) -> web.AppRunner:
     registry = CollectorRegistry()
     standard_collectors(registry, "relay")
     published = Gauge(
@@ -51,7 +59,7 @@ async def _serve(holder: dict[str, Any]) -> web.AppRunner:
         """Events published (acknowledged by JetStream) and publish requests sent, read from the relay at scrape."""
 
         def collect(self) -> Iterator[Metric]:
-            relay = holder.get("relay")
+            relay = state.relay
             done = CounterMetricFamily(
                 "allot_relay_published_events", "Events published to JetStream and acked"
             )
@@ -66,18 +74,18 @@ async def _serve(holder: dict[str, Any]) -> web.AppRunner:
     registry.register(Published())
 
     async def metrics(_: web.Request) -> web.Response:
-        if "relay" in holder:
-            head = (await holder["store"].head())[0]
-            published.set(holder["relay"].published_position)
-            lag.set(max(head - holder["relay"].published_position, 0))
+        if state.relay is not None and state.store is not None:
+            head = (await state.store.head())[0]
+            published.set(state.relay.published_position)
+            lag.set(max(head - state.relay.published_position, 0))
         return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
 
     async def healthz(_: web.Request) -> web.Response:
-        position = holder["relay"].published_position if "relay" in holder else None
+        position = state.relay.published_position if state.relay is not None else None
         return web.json_response({"status": "ok", "service": "relay", "published": position})
 
     async def readyz(_: web.Request) -> web.Response:
-        ready = "relay" in holder
+        ready = state.relay is not None
         return web.json_response({"ready": ready}, status=200 if ready else 503)
 
     return await serve_health(health_app(healthz=healthz, readyz=readyz, metrics=metrics))
@@ -120,8 +128,8 @@ async def run_relay() -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    holder: dict[str, Any] = {}
-    runner = await _serve(holder)
+    state = Publishing()
+    runner = await _serve(state)
     try:
         while not stop.is_set():
             try:
@@ -137,7 +145,7 @@ async def run_relay() -> None:
         seal = sealer(store, os.environ)
         nc = await connect(os.environ.get("ALLOT_NATS_URL", "nats://127.0.0.1:4222"), name="allot-relay")
         relay = Relay(store, nc.jetstream(), names, on_published=seal)
-        holder.update(store=store, relay=relay)
+        state.store, state.relay = store, relay
         log.info("relay started: log → stream %s (%s)", names.stream, names.all_events)
         try:
             async with store.notifications() as woken:

@@ -45,6 +45,7 @@ from allot_contracts.events import (
     TimerFired,
 )
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.inventory import NodeInfo
 from allot_contracts.objects.migration import EVICT_DIRECTLY, parse_migration_job
 from allot_contracts.objects.nodemetric import NodeMetric, parse_nodemetric
@@ -403,10 +404,10 @@ class Descheduler:
             moves.remove_reservation(job)
         return moves.out
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         if not self.enabled:
             return {}
-        return {
+        snapshot: dict[str, object] = {
             "metrics": {n: m.update_time for n, m in sorted(self.metrics.items())},
             "first_metric_at": self.first_metric_at,
             "last_round_at": self.last_round_at,
@@ -417,7 +418,10 @@ class Descheduler:
             },
             "jobs": sorted(self.jobs),
             "kick_at": self.kick_at,
-        } | ({"defrag_rounds": dict(sorted(self.defrag_rounds.items()))} if self.defrag_rounds else {})
+        }
+        if self.defrag_rounds:
+            snapshot["defrag_rounds"] = dict(sorted(self.defrag_rounds.items()))
+        return snapshot
 
 
 def _with_gangs(waiting: list[Job], engine: ReservationEngine) -> list[Job]:
@@ -507,7 +511,7 @@ def _job(
     controller's defaults), and — unless the mode is EvictDirectly — a reservation template of the pod restricted to
     the node the round counted room on."""
     namespace, pod_name = rec.key.split("/", 1)
-    spec: dict[str, Any] = {"podRef": {"namespace": namespace, "name": pod_name, "uid": rec.uid}}
+    spec: JsonObject = {"podRef": {"namespace": namespace, "name": pod_name, "uid": rec.uid}}
     if profile.job_mode:  # else the migration controller's defaultJobMode
         spec["mode"] = profile.job_mode
     if profile.job_ttl_us:  # else the migration controller's defaultJobTTL

@@ -17,9 +17,10 @@ service's own decisions alike; ``decide`` changes nothing (see the engine's docs
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from allot_contracts.events import Event
+from allot_contracts.jsonvalue import JsonObject
 from allot_reservation import INTERESTS, NAME, ReservationConfig, ReservationEngine
 from allot_runtime.processor import Emit
 from reservation_manager.descheduler import INTERESTS as DESCHEDULING
@@ -30,7 +31,7 @@ class ReservationManager:
     name: ClassVar[str] = NAME
     interests: ClassVar[frozenset[str]] = INTERESTS | DESCHEDULING
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: JsonObject | None = None) -> None:
         config = dict(config or {})
         self.descheduler = Descheduler(config.pop("descheduler", None))  # docs/descheduling.md
         migration = self.descheduler.config.migration
@@ -53,7 +54,7 @@ class ReservationManager:
         times = [t for t in (self.engine.next_deadline(), self.descheduler.next_deadline()) if t is not None]
         return min(times) if times else None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         snapshot = self.engine.snapshot()
         if self.descheduler.enabled:
             snapshot["descheduler"] = self.descheduler.snapshot()

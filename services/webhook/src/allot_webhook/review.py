@@ -11,9 +11,10 @@ it names, and never gets a JSON patch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 
 __all__ = ["ACCEPTED_VERSIONS", "MalformedReview", "Review", "parse_review", "pod_shape_issues"]
 
@@ -41,16 +42,16 @@ class Review:
     ``api_version``)."""
 
     api_version: str
-    request: dict[str, Any]
+    request: JsonObject
 
 
-def _optional_string(request: dict[str, Any], key: str) -> None:
+def _optional_string(request: JsonObject, key: str) -> None:
     value = request.get(key)
     if value is not None and not isinstance(value, str):
         raise MalformedReview(f"request.{key}", "must be a string", value)
 
 
-def _optional_object(request: dict[str, Any], key: str, operation: str) -> None:
+def _optional_object(request: JsonObject, key: str, operation: str) -> None:
     value = request.get(key)
     required = key == "object" and operation in ("CREATE", "UPDATE")
     if value is None and required:
@@ -59,7 +60,7 @@ def _optional_object(request: dict[str, Any], key: str, operation: str) -> None:
         raise MalformedReview(f"request.{key}", "must be an object", value)
 
 
-def _kind(request: dict[str, Any]) -> None:
+def _kind(request: JsonObject) -> None:
     kind = request.get("kind")
     if not isinstance(kind, dict):
         raise MalformedReview("request.kind", "must be an object with group, version and kind", kind)
@@ -97,7 +98,22 @@ def parse_review(body: object) -> Review:
     return Review(api_version=str(version), request=request)
 
 
-def _containers(spec: dict[str, Any], key: str, required: bool) -> list[FieldIssue]:
+def request_kind(request: JsonObject) -> tuple[str, str]:
+    """(apiVersion, kind) of the object a request is about, from ``request.kind`` (its group, version and kind)."""
+    found = request.get("kind")
+    kind = found if isinstance(found, dict) else {}
+    api_version = "/".join(p for p in (kind.get("group"), kind.get("version")) if isinstance(p, str) and p)
+    name = kind.get("kind")
+    return api_version, name if isinstance(name, str) else ""
+
+
+def pod_scheduler(pod: JsonObject) -> JsonValue:
+    """``spec.schedulerName`` of a pod (None when not set or ``spec`` is not an object)."""
+    spec = pod.get("spec")
+    return spec.get("schedulerName") if isinstance(spec, dict) else None
+
+
+def _containers(spec: JsonObject, key: str, required: bool) -> list[FieldIssue]:
     containers = spec.get(key)
     if containers is None and not required:
         return []
@@ -113,7 +129,7 @@ def _containers(spec: dict[str, Any], key: str, required: bool) -> list[FieldIss
     return issues
 
 
-def pod_shape_issues(pod: dict[str, Any]) -> list[FieldIssue]:
+def pod_shape_issues(pod: JsonObject) -> list[FieldIssue]:
     """What keeps ``pod`` from being a pod at all: ``metadata`` and ``spec`` not objects, ``spec.schedulerName`` not
     a string, ``spec.containers`` (``spec.initContainers``) not a list of objects."""
     issues = []

@@ -55,6 +55,7 @@ from aiohttp import web
 
 from allot_contracts.events import FieldIssue
 from allot_contracts.jsonpatch import diff
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.admission import admit, parse_priority_class
 from allot_contracts.objects.colocation_profile import (
     PROFILE_API_VERSION,
@@ -68,7 +69,7 @@ from allot_contracts.objects.quota import QUOTA_API, parse_quota
 from allot_contracts.quantity import QuantityError, to_canonical
 from allot_quota import QuotaEngine
 from allot_runtime.httpserver import Limits, application, read_json, refuse, start
-from allot_webhook.review import MalformedReview, parse_review, pod_shape_issues
+from allot_webhook.review import MalformedReview, parse_review, pod_scheduler, pod_shape_issues, request_kind
 
 log = logging.getLogger("allot.webhook")
 
@@ -127,14 +128,12 @@ class AdmissionResponse(TypedDict):
     patch: NotRequired[str]
 
 
-QuotaLister = Callable[[], Awaitable[list[dict[str, Any]]]]  # the cluster's ElasticQuotas, as listed
+QuotaLister = Callable[[], Awaitable[list[JsonObject]]]  # the cluster's ElasticQuotas, as listed
 
 _CONTEXT = PodContext(resolve_priority=False)  # the API server's priority admission runs before webhooks
 
 
-def verdict(
-    manifest: dict[str, Any], old: dict[str, Any] | None = None
-) -> tuple[list[FieldIssue], list[FieldIssue]]:
+def verdict(manifest: JsonObject, old: JsonObject | None = None) -> tuple[list[FieldIssue], list[FieldIssue]]:
     """(issues, warnings) of one object, by the admission every door uses; for the update of a pod (``old``: the
     pod before it), also what the update may not change."""
     admitted = admit(manifest, _CONTEXT)
@@ -144,7 +143,7 @@ def verdict(
     return issues, list(admitted.warnings)
 
 
-def quota_tree_issues(request: dict[str, Any], cluster: list[dict[str, Any]]) -> list[FieldIssue]:
+def quota_tree_issues(request: JsonObject, cluster: list[JsonObject]) -> list[FieldIssue]:
     """What quota-manager's topology check would refuse about the ElasticQuota of ``request`` (create, update or
     delete), given the cluster's ElasticQuotas: they are loaded into a fresh engine parents first (one that does
     not fit is left out, as quota-manager would have rejected it), then the request is checked against them."""
@@ -161,14 +160,16 @@ def quota_tree_issues(request: dict[str, Any], cluster: list[dict[str, Any]]) ->
             break
         pending = left
     for item in cluster:  # what is in use, as published: quota-manager's projection of the log
-        name = str((item.get("metadata") or {}).get("name") or "")
+        metadata = item.get("metadata")
+        name = str((metadata.get("name") if isinstance(metadata, dict) else None) or "")
         node = engine.hierarchy.nodes.get(name)
         if node is not None:
             node.used = published_used(item)
     deleting = request.get("operation") == "DELETE"
     found = request.get("oldObject" if deleting else "object")
-    obj: dict[str, Any] = found if isinstance(found, dict) else {}
-    metadata: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
+    obj = found if isinstance(found, dict) else {}
+    named = obj.get("metadata")
+    metadata = named if isinstance(named, dict) else {}
     namespace = str(request.get("namespace") or metadata.get("namespace") or "")
     if deleting:
         name = str(request.get("name") or metadata.get("name") or "")
@@ -185,7 +186,7 @@ def quota_tree_issues(request: dict[str, Any], cluster: list[dict[str, Any]]) ->
     return list(issues) if spec is None else engine.validate_quota(spec)
 
 
-def published_used(quota: dict[str, Any]) -> dict[str, int]:
+def published_used(quota: JsonObject) -> dict[str, int]:
     """``status.used`` of a listed ElasticQuota in canonical units (the binder writes quota-manager's ``used`` there;
     a value that does not parse counts as nothing in use)."""
     status = quota.get("status")
@@ -198,7 +199,7 @@ def published_used(quota: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-async def _items(client: Any, path: str) -> list[dict[str, Any]]:
+async def _items(client: Any, path: str) -> list[JsonObject]:
     """The items of a list through ``client`` (none when the resource is not served: its CRD is not installed)."""
     from allot_runtime.kube.client import ApiError, call
 
@@ -215,7 +216,7 @@ async def _items(client: Any, path: str) -> list[dict[str, Any]]:
 def cluster_quotas(client: Any) -> QuotaLister:
     """The lister of the cluster's ElasticQuotas through ``client`` (none when the CRD is not installed)."""
 
-    async def quotas() -> list[dict[str, Any]]:
+    async def quotas() -> list[JsonObject]:
         return await _items(client, "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas")
 
     return quotas
@@ -290,29 +291,29 @@ class Webhook:
     def _count(self, what: str, by: int = 1) -> None:
         self.counts[what] = self.counts.get(what, 0) + by
 
-    def validate(self, request: dict[str, Any]) -> AdmissionResponse:
+    def validate(self, request: JsonObject) -> AdmissionResponse:
         """The ``response`` of an AdmissionReview for the validating webhook."""
         uid = str(request["uid"])  # parse_review: a non-empty string
         obj = request.get("object")
         if request.get("operation") == "DELETE" or not isinstance(obj, dict):
             return {"uid": uid, "allowed": True}
-        kind = request.get("kind") or {}
-        api_version = "/".join(p for p in (kind.get("group"), kind.get("version")) if p)
-        manifest = {"apiVersion": api_version, "kind": kind.get("kind", ""), **obj}
-        manifest["apiVersion"], manifest["kind"] = api_version, kind.get("kind", "")
-        if request.get("namespace") and isinstance(manifest.get("metadata"), dict):
-            manifest["metadata"] = {"namespace": request["namespace"], **manifest["metadata"]}
-        if (api_version, manifest["kind"]) not in VALIDATED:
+        api_version, kind = request_kind(request)
+        manifest: JsonObject = {"apiVersion": api_version, "kind": kind, **obj}
+        manifest["apiVersion"], manifest["kind"] = api_version, kind
+        namespace, metadata = request.get("namespace"), manifest.get("metadata")
+        if namespace and isinstance(metadata, dict):
+            manifest["metadata"] = {"namespace": namespace, **metadata}
+        if (api_version, kind) not in VALIDATED:
             self._count("ignored")
             return {
                 "uid": uid,
                 "allowed": True,
-                "warnings": [f"Allot does not read {api_version} {manifest['kind']}"],
+                "warnings": [f"Allot does not read {api_version} {kind}"],
             }
-        shape = pod_shape_issues(obj) if manifest["kind"] == "Pod" else []
+        shape = pod_shape_issues(obj) if kind == "Pod" else []
         if shape:  # not a pod, whichever scheduler it names
             return self._refused(uid, obj, shape)
-        if manifest["kind"] == "Pod" and (obj["spec"].get("schedulerName") or "") != self.scheduler:
+        if kind == "Pod" and (pod_scheduler(obj) or "") != self.scheduler:
             self._count("not-ours")
             return {"uid": uid, "allowed": True}
         try:
@@ -322,26 +323,24 @@ class Webhook:
             Exception
         ) as exc:  # a validator's bug is the webhook's error: failurePolicy decides, not a guess
             self._count("error")
-            log.exception("validating %s failed", manifest["kind"])
-            raise WebhookError(
-                f"Allot could not validate this {manifest['kind']}: {type(exc).__name__}"
-            ) from exc
+            log.exception("validating %s failed", kind)
+            raise WebhookError(f"Allot could not validate this {kind}: {type(exc).__name__}") from exc
         response: AdmissionResponse = {"uid": uid, "allowed": True}
         if warnings:
             response["warnings"] = [_line(w) for w in warnings]
         if issues:
-            self._deny(response, manifest["kind"], obj, issues)
+            self._deny(response, kind, obj, issues)
         else:
             self._count("allowed")
         return response
 
-    def _refused(self, uid: str, pod: dict[str, Any], issues: list[FieldIssue]) -> AdmissionResponse:
+    def _refused(self, uid: str, pod: JsonObject, issues: list[FieldIssue]) -> AdmissionResponse:
         response: AdmissionResponse = {"uid": uid, "allowed": True}
         self._deny(response, "Pod", pod, issues)
         return response
 
     def _deny(
-        self, response: AdmissionResponse, kind: str, obj: dict[str, Any], issues: list[FieldIssue]
+        self, response: AdmissionResponse, kind: str, obj: JsonObject, issues: list[FieldIssue]
     ) -> None:
         self._count("denied")
         metadata = obj.get("metadata")
@@ -361,13 +360,11 @@ class Webhook:
             },
         }
 
-    async def review_validate(self, request: dict[str, Any]) -> AdmissionResponse:
+    async def review_validate(self, request: JsonObject) -> AdmissionResponse:
         """:meth:`validate`, then, for an ElasticQuota it let through (or its deletion), the tree check against the
         cluster's quotas. A list that fails is the webhook's error: ``failurePolicy`` decides."""
         response = self.validate(request)
-        kind = request.get("kind") or {}
-        api_version = "/".join(p for p in (kind.get("group"), kind.get("version")) if p)
-        if self.quotas is None or not response["allowed"] or (api_version, kind.get("kind")) != QUOTA_KIND:
+        if self.quotas is None or not response["allowed"] or request_kind(request) != QUOTA_KIND:
             return response
         try:
             issues = quota_tree_issues(request, await self.quotas())
@@ -384,12 +381,13 @@ class Webhook:
         return response
 
     async def _profiled(
-        self, request: dict[str, Any], obj: dict[str, Any]
-    ) -> tuple[dict[str, Any], list[FieldIssue], list[FieldIssue]]:
+        self, request: JsonObject, obj: JsonObject
+    ) -> tuple[JsonObject, list[FieldIssue], list[FieldIssue]]:
         """The pod after the cluster's ClusterColocationProfiles: (pod, issues, warnings)."""
         if self.profiles is None:
             return obj, [], []
-        metadata: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
+        found = obj.get("metadata")
+        metadata = found if isinstance(found, dict) else {}
         namespace = str(metadata.get("namespace") or request.get("namespace") or "default")
         try:
             world = await self.profiles(namespace)
@@ -409,18 +407,19 @@ class Webhook:
             identity=None if named else str(request.get("uid", "")),  # generateName only: this creation's uid
         )
         pod = mutation.manifest
-        if "namespace" not in metadata and isinstance(pod.get("metadata"), dict):
-            pod["metadata"].pop("namespace", None)
+        mutated = pod.get("metadata")
+        if "namespace" not in metadata and isinstance(mutated, dict):
+            mutated.pop("namespace", None)
         if mutation.applied:
             self._count("profiled")
         return pod, mutation.issues, mutation.warnings
 
-    async def review_mutate(self, request: dict[str, Any]) -> AdmissionResponse:
+    async def review_mutate(self, request: JsonObject) -> AdmissionResponse:
         """The ``response`` for the mutating webhook on pod creation: the ClusterColocationProfiles applied, then
         ``spec.schedulerName`` set, as one JSON patch."""
         uid = str(request["uid"])
         obj = request.get("object")
-        kind = (request.get("kind") or {}).get("kind")
+        _, kind = request_kind(request)
         if request.get("operation") != "CREATE" or kind != "Pod" or not isinstance(obj, dict):
             return {"uid": uid, "allowed": True}
         shape = pod_shape_issues(obj)
@@ -435,7 +434,7 @@ class Webhook:
             self._deny(response, "Pod", obj, issues)
             return response
         spec = pod.get("spec")
-        current = str((spec.get("schedulerName") if isinstance(spec, dict) else None) or "")
+        current = str(pod_scheduler(pod) or "")
         if current and current not in ("default-scheduler", self.scheduler):
             self._count("kept")
             warnings.append(
@@ -457,7 +456,7 @@ class Webhook:
 
     def app(self, limits: Limits = LIMITS) -> web.Application:
         async def review(
-            request: web.Request, answer: Callable[[dict[str, Any]], Awaitable[AdmissionResponse]]
+            request: web.Request, answer: Callable[[JsonObject], Awaitable[AdmissionResponse]]
         ) -> web.Response:
             try:
                 found = parse_review(await read_json(request))

@@ -33,12 +33,12 @@ from allot_runtime.kube.client import (
     ApiError,
     ApiUnavailable,
     Expired,
-    Obj,
     Resource,
     api_client,
     call,
     meta,
     object_key,
+    part,
     read_json,
     request,
     status_error,
@@ -49,12 +49,13 @@ from allot_runtime.kube.mirror import (
     Known,
     Mirror,
     Writer,
+    event_fold,
     spec_fingerprint,
     storage_issues,
     strip_server_fields,
     without_owned,
 )
-from allot_runtime.kube.reflector import Backoff, Reflector, Sink, WatchMetrics, run_in_order
+from allot_runtime.kube.reflector import Backoff, Reflector, Sink, WatchMetrics, list_watches, run_in_order
 
 __all__ = [
     "BINDER_FIELD_MANAGER",
@@ -74,7 +75,6 @@ __all__ = [
     "Kind",
     "Known",
     "Mirror",
-    "Obj",
     "Reflector",
     "Resource",
     "Sink",
@@ -82,8 +82,11 @@ __all__ = [
     "Writer",
     "api_client",
     "call",
+    "event_fold",
+    "list_watches",
     "meta",
     "object_key",
+    "part",
     "read_json",
     "request",
     "run_in_order",

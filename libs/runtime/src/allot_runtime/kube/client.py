@@ -19,8 +19,7 @@ from typing import Any
 import aiohttp
 
 from allot_contracts.errors import InvalidInput, PermanentError, TransientError, Unavailable
-
-Obj = dict[str, Any]
+from allot_contracts.jsonvalue import JsonObject
 
 
 @dataclass(frozen=True)
@@ -65,12 +64,17 @@ RESERVATIONS = Resource("scheduling.koordinator.sh/v1alpha1", "Reservation", "re
 MIGRATION_JOBS = Resource("scheduling.koordinator.sh/v1alpha1", "PodMigrationJob", "podmigrationjobs", False)
 
 
-def meta(obj: Obj) -> Obj:
-    value = obj.get("metadata")
+def part(obj: JsonObject, key: str) -> JsonObject:
+    """``obj[key]`` when it is an object (``metadata``, ``spec``, ``status``), else an empty one."""
+    value = obj.get(key)
     return value if isinstance(value, dict) else {}
 
 
-def object_key(obj: Obj, namespaced: bool) -> str:
+def meta(obj: JsonObject) -> JsonObject:
+    return part(obj, "metadata")
+
+
+def object_key(obj: JsonObject, namespaced: bool) -> str:
     m = meta(obj)
     return f"{m.get('namespace') or 'default'}/{m.get('name', '')}" if namespaced else str(m.get("name", ""))
 

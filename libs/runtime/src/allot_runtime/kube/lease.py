@@ -44,6 +44,7 @@ from typing import Any, NotRequired, TypedDict
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
 from allot_contracts.errors import Fenced, InvalidInput, TransientError, Unavailable
 from allot_contracts.events import LeaderElected, LeaderWriteRefused
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_eventstore.protocol import EventStore, Fence
 from allot_runtime.kube.client import ApiError, Resource, call
 
@@ -72,7 +73,18 @@ class _LeaseBody(TypedDict):
     apiVersion: str
     kind: str
     metadata: _LeaseMeta
-    spec: LeaseSpec | dict[str, object]  # ours, or the one read back with a field changed
+    spec: LeaseSpec | JsonObject  # ours, or the one read back with a field changed
+
+
+def _part(lease: JsonObject | None, key: str) -> JsonObject:
+    """The ``metadata`` or ``spec`` of a Lease as read (empty when there is none)."""
+    found = (lease or {}).get(key)
+    return found if isinstance(found, dict) else {}
+
+
+def _number(value: JsonValue) -> int | float | str | None:
+    """A number of a Lease's spec as read (a number or the text of one); None for anything else."""
+    return value if isinstance(value, int | float | str) else None
 
 
 class LeadershipLost(Unavailable):
@@ -127,7 +139,7 @@ class Leadership:
     term: int = 0
     valid_until: float = 0.0  # monotonic: writes are allowed until then
     lost: asyncio.Event = field(default_factory=asyncio.Event)
-    _record: dict[str, Any] | None = None  # the Lease as last read or written
+    _record: JsonObject | None = None  # the Lease as last read or written
     _observed: tuple[str, float] = ("", 0.0)  # (resourceVersion, monotonic time it was first seen)
     _refusal_recorded: bool = False
     _previous: str = ""
@@ -152,7 +164,7 @@ class Leadership:
             "leaseTransitions": transitions,
         }
 
-    async def _read(self) -> dict[str, Any] | None:
+    async def _read(self) -> JsonObject | None:
         try:
             found = await call(self.client, "GET", self.path)
         except ApiError as exc:
@@ -161,7 +173,7 @@ class Leadership:
             raise
         return found if isinstance(found, dict) else None
 
-    async def _write(self, lease: dict[str, Any] | None, spec: LeaseSpec | dict[str, object]) -> bool:
+    async def _write(self, lease: JsonObject | None, spec: LeaseSpec | JsonObject) -> bool:
         """Create the lease, or replace it with its resourceVersion as the precondition; False when another writer
         got there first."""
         body: _LeaseBody = {
@@ -174,7 +186,7 @@ class Leadership:
             if lease is None:
                 written = await call(self.client, "POST", LEASES.collection_path(self.config.namespace), body)
             else:
-                body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
+                body["metadata"]["resourceVersion"] = str(_part(lease, "metadata")["resourceVersion"])
                 written = await call(self.client, "PUT", self.path, body)
         except ApiError as exc:
             if exc.status == 409:
@@ -187,9 +199,9 @@ class Leadership:
         """One round of client-go's algorithm; True when this process holds the lease afterwards."""
         started = self.monotonic()
         lease = await self._read()
-        spec = (lease or {}).get("spec") or {}
+        spec = _part(lease, "spec")
         holder = str(spec.get("holderIdentity") or "")
-        transitions = int(spec.get("leaseTransitions") or 0)
+        transitions = int(_number(spec.get("leaseTransitions")) or 0)
         if lease is not None and holder == self.config.identity and self.term:
             ok = await self._write(
                 lease, self._spec(transitions=transitions, acquire=str(spec.get("acquireTime") or ""))
@@ -201,10 +213,10 @@ class Leadership:
             self.lost.set()  # we led, and the lease is gone or someone else holds it now
             return False
         if lease is not None and holder:
-            version = str(lease["metadata"].get("resourceVersion", ""))
+            version = str(_part(lease, "metadata").get("resourceVersion", ""))
             if self._observed[0] != version:
                 self._observed = (version, started)
-            duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
+            duration = float(_number(spec.get("leaseDurationSeconds")) or self.config.lease_duration)
             if started < self._observed[1] + duration:
                 return False  # held, and renewed within its duration as far as this process has seen
         next_transitions = transitions + 1 if lease is not None else 0
@@ -237,7 +249,7 @@ class Leadership:
                             self.config.identity,
                         )
                         return True
-                    spec = dict((self._record or {}).get("spec") or {})
+                    spec = dict(_part(self._record, "spec"))
                     spec["leaseTransitions"] = current
                     renumbered = self._record is not None and await self._write(self._record, spec)
                     self.term = current + 1 if renumbered else 0
@@ -296,7 +308,7 @@ class Leadership:
         """Give the lease up (holder cleared) so that a follower does not wait for it to lapse."""
         if self._record is None or not self.valid():
             return
-        spec = dict(self._record.get("spec") or {})
+        spec = dict(_part(self._record, "spec"))
         if spec.get("holderIdentity") != self.config.identity:
             return
         spec.update(holderIdentity="", leaseDurationSeconds=1)

@@ -16,8 +16,9 @@ from typing import Any
 from allot_contracts.envelope import NewEvent, canonical, derived_event_id
 from allot_contracts.errors import PermanentError
 from allot_contracts.events import Event, type_of
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.kube import storage_issues as contract_storage_issues
-from allot_runtime.kube.client import Obj, Resource, meta, object_key
+from allot_runtime.kube.client import Resource, meta, object_key, part
 from allot_runtime.kube.reflector import Sink, WatchMetrics
 
 log = logging.getLogger("allot.kube")
@@ -28,7 +29,7 @@ log = logging.getLogger("allot.kube")
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def strip_server_fields(obj: Obj) -> Obj:
+def strip_server_fields(obj: JsonObject) -> JsonObject:
     """The object without ``metadata.managedFields`` (server bookkeeping, never an input)."""
     m = {k: v for k, v in meta(obj).items() if k != "managedFields"}
     return {**obj, "metadata": m}
@@ -56,17 +57,18 @@ def field_paths(fields: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...
     return out
 
 
-def owned_fields(obj: Obj, manager: str) -> set[tuple[str, ...]]:
+def owned_fields(obj: JsonObject, manager: str) -> set[tuple[str, ...]]:
     """The fields ``manager`` owns in ``obj`` according to its ``metadata.managedFields`` (``FieldsV1`` paths, e.g.
     ``("status", "allocatable", "kubernetes.io/batch-cpu")``). A field another writer changed since is theirs."""
     found: set[tuple[str, ...]] = set()
-    for entry in meta(obj).get("managedFields") or []:
+    entries = meta(obj).get("managedFields")
+    for entry in entries if isinstance(entries, list) else []:
         if isinstance(entry, dict) and entry.get("manager") == manager:
             found |= field_paths(entry.get("fieldsV1"))
     return found
 
 
-def without_owned(obj: Obj, manager: str, maps: Iterable[tuple[str, str]]) -> Obj:
+def without_owned(obj: JsonObject, manager: str, maps: Iterable[tuple[str, str]]) -> JsonObject:
     """``obj`` without the keys ``manager`` owns in the maps ``maps`` (``("status", "allocatable")``, …): a copy
     of those maps only, the rest shared. Used before ``metadata.managedFields`` is stripped."""
     owned = owned_fields(obj, manager)
@@ -100,19 +102,35 @@ class Kind:
 
     resource: Resource
     types: frozenset[str]
-    normalize: Callable[[Obj], Obj]
-    fingerprint: Callable[[Obj], Any]
-    applied: Callable[[Obj], list[tuple[str, Event]]]
+    normalize: Callable[[JsonObject], JsonObject]
+    fingerprint: Callable[[JsonObject], Any]
+    applied: Callable[[JsonObject], list[tuple[str, Event]]]
     deleted: Callable[[str, str], list[tuple[str, Event]]]
-    fold: Callable[[Event], tuple[str, Obj | None] | None]
-    admit: Callable[[Obj], list[str]] = storage_issues
+    fold: Callable[[Event], tuple[str, JsonObject | None] | None]
+    admit: Callable[[JsonObject], list[str]] = storage_issues
 
 
-def spec_fingerprint(obj: Obj, *, drop_annotations: Iterable[str] = ()) -> Any:
+def event_fold(
+    applied_cls: type[Event], deleted_cls: type[Event], ref_field: str
+) -> Callable[[Event], tuple[str, JsonObject | None] | None]:
+    """The ``fold`` of a :class:`Kind` whose events name their object in ``ref_field``: (key, manifest) for an
+    ``applied_cls`` event, (key, None) for a ``deleted_cls`` one, None for any other event."""
+
+    def fold(event: Event) -> tuple[str, JsonObject | None] | None:
+        if isinstance(event, applied_cls):
+            return getattr(event, ref_field).key, event.manifest  # type: ignore[attr-defined]
+        if isinstance(event, deleted_cls):
+            return getattr(event, ref_field).key, None
+        return None
+
+    return fold
+
+
+def spec_fingerprint(obj: JsonObject, *, drop_annotations: Iterable[str] = ()) -> Any:
     """uid, labels, annotations and spec: what a custom resource means to the scheduler."""
     m = meta(obj)
     dropped = set(drop_annotations)
-    annotations = {k: v for k, v in (m.get("annotations") or {}).items() if k not in dropped}
+    annotations = {k: v for k, v in part(m, "annotations").items() if k not in dropped}
     return {
         "uid": m.get("uid", ""),
         "labels": m.get("labels") or {},
@@ -149,7 +167,7 @@ class Mirror(Sink):
     def resource(self) -> Resource:
         return self.kind.resource
 
-    def key_of(self, obj: Obj) -> str:
+    def key_of(self, obj: JsonObject) -> str:
         return object_key(obj, self.resource.namespaced)
 
     async def refresh(self) -> None:
@@ -171,7 +189,7 @@ class Mirror(Sink):
                     fingerprint=canonical(self.kind.fingerprint(manifest)),
                 )
 
-    async def replace(self, objects: list[Obj]) -> None:
+    async def replace(self, objects: list[JsonObject]) -> None:
         await self.refresh()
         seen = set()
         async with self.writer.batch():
@@ -182,7 +200,7 @@ class Mirror(Sink):
                 if known.alive and key not in seen and self.in_scope(key):
                     await self._delete(key, known.uid)
 
-    async def apply(self, event_type: str, obj: Obj) -> None:
+    async def apply(self, event_type: str, obj: JsonObject) -> None:
         if event_type == "DELETED":
             key = self.key_of(obj)
             known = self.known.get(key)
@@ -191,7 +209,7 @@ class Mirror(Sink):
         else:
             await self.upsert(obj)
 
-    async def upsert(self, obj: Obj) -> None:
+    async def upsert(self, obj: JsonObject) -> None:
         key = self.key_of(obj)
         if not key or not self.in_scope(key):
             return

@@ -11,7 +11,7 @@ import json
 import logging
 import random
 import time
-import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,17 +19,19 @@ import aiohttp
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from allot_contracts.errors import TransientError
+from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.kube.client import (
     ApiError,
     ApiUnavailable,
     Expired,
-    Obj,
     Resource,
     meta,
+    part,
     read_json,
     request,
     status_error,
 )
+from allot_runtime.metrics import RegistryFamilies
 
 log = logging.getLogger("allot.kube")
 
@@ -39,10 +41,8 @@ log = logging.getLogger("allot.kube")
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class WatchMetrics:
+class WatchMetrics(RegistryFamilies):
     """Prometheus families of the watchers, registered once per registry (``component``: who watches)."""
-
-    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, WatchMetrics] = weakref.WeakKeyDictionary()
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.events = Counter(
@@ -82,13 +82,6 @@ class WatchMetrics:
             registry=registry,
         )
 
-    @classmethod
-    def of(cls, registry: CollectorRegistry) -> WatchMetrics:
-        found = cls._by_registry.get(registry)
-        if found is None:
-            found = cls._by_registry[registry] = cls(registry)
-        return found
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # The reflector: list, then watch; relist on 410
@@ -98,10 +91,10 @@ class WatchMetrics:
 class Sink:
     """What a reflector feeds: a full list (to reconcile against), then watch events one by one."""
 
-    async def replace(self, objects: list[Obj]) -> None:
+    async def replace(self, objects: list[JsonObject]) -> None:
         raise NotImplementedError
 
-    async def apply(self, event_type: str, obj: Obj) -> None:
+    async def apply(self, event_type: str, obj: JsonObject) -> None:
         raise NotImplementedError
 
 
@@ -232,7 +225,7 @@ class Reflector:
 
     async def list_once(self) -> str:
         """A full, paged list handed to the sink in one piece; returns (and keeps) its resourceVersion."""
-        objects: list[Obj] = []
+        objects: list[JsonObject] = []
         token = ""
         version = ""
         while True:
@@ -314,13 +307,15 @@ class Reflector:
                     await closer
             response.release()
 
-    async def _event(self, event: Obj) -> None:
+    async def _event(self, event: JsonObject) -> None:
         kind = str(event.get("type", ""))
-        obj = event.get("object") or {}
+        obj = part(event, "object")
         self.metrics.events.labels(*self._labels(), kind or "?").inc()
         if kind == "ERROR":
-            code = int(obj.get("code") or 0)
-            raise status_error(code or 500, json.dumps(obj))
+            code = obj.get("code")
+            raise status_error(
+                int(code) if isinstance(code, int | float | str) and code else 500, json.dumps(obj)
+            )
         version = str(meta(obj).get("resourceVersion") or "")
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             obj.setdefault("apiVersion", self.resource.api_version)
@@ -328,6 +323,34 @@ class Reflector:
             await self.sink.apply(kind, obj)
         if version:
             self.resource_version = version
+
+
+def list_watches(
+    client: Any,
+    sinks: Iterable[tuple[Resource, Sink, str]],
+    *,
+    component: str,
+    metrics: WatchMetrics,
+    watch_timeout: int = 300,
+    backoff: tuple[float, float] = (0.5, 30.0),
+    absent_retry: float = 60.0,
+) -> list[Reflector]:
+    """A reflector for each (resource, sink, field selector), in that order, all with the same settings (``backoff``:
+    its initial and maximum delay); :func:`run_in_order` runs them."""
+    return [
+        Reflector(
+            client=client,
+            resource=resource,
+            sink=sink,
+            component=component,
+            metrics=metrics,
+            field_selector=selector,
+            watch_timeout=watch_timeout,
+            absent_retry=absent_retry,
+            backoff=Backoff(initial=backoff[0], maximum=backoff[1]),
+        )
+        for resource, sink, selector in sinks
+    ]
 
 
 async def run_in_order(reflectors: list[Reflector], stop: asyncio.Event) -> None:

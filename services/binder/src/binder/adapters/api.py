@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.kube.client import ApiError, call
 
 
 async def post(
-    client: Any, path: str, body: dict[str, Any], *, kind: str, permission: str, refused: type[Exception]
+    client: Any, path: str, body: JsonObject, *, kind: str, permission: str, refused: type[Exception]
 ) -> ApiError | None:
     """POST ``body`` (a ``kind`` object) to ``path``: None when accepted, else the API server's error. 401/403 raise
     ``refused`` (no retry gives the binder the ``permission`` its RBAC lacks); no answer raises ``TransientError``."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -33,7 +33,7 @@ BURST = 25
 REFILL_EVERY = 5 * 60.0
 COMBINED = "(combined from similar events): "
 
-Send = Callable[[str, str, dict[str, Any], str], Awaitable[Any]]  # (method, path, body, content type)
+Send = Callable[[str, str, Mapping[str, object], str], Awaitable[Any]]  # (method, path, body, content type)
 
 
 def micro_time(at: float) -> str:

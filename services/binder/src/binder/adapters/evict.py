@@ -45,6 +45,7 @@ from allot_contracts.events import (
     QuotaEvicted,
 )
 from allot_contracts.events.enactment import QuotaEvictionEnacted, QuotaEvictionEnactmentFailed
+from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.enactment import outcome_event
 from allot_runtime.kube.client import ApiUnavailable
 from binder.adapters.api import Retry, post
@@ -67,14 +68,16 @@ class EvictionState:
 
 def eviction_body(
     request: MigrationEvictionRequested | PodEvicted | QuotaEvicted,
-    delete_options: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    delete_options: JsonObject | None = None,
+) -> JsonObject:
+    options: JsonObject
     if isinstance(request, MigrationEvictionRequested):
         options, uid = dict(request.delete_options), request.pod_uid
     else:
         options, uid = dict(delete_options or {}), request.uid
     if uid:
-        options["preconditions"] = {**(options.get("preconditions") or {}), "uid": uid}
+        preconditions = options.get("preconditions")
+        options["preconditions"] = {**(preconditions if isinstance(preconditions, dict) else {}), "uid": uid}
     return {
         "apiVersion": "policy/v1",
         "kind": "Eviction",

@@ -32,7 +32,6 @@ import logging
 import random
 import re
 import time
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,8 +51,10 @@ from allot_contracts.events import (
     QuotaEvicted,
 )
 from allot_contracts.events.enactment import QuotaStatusEnacted, QuotaStatusEnactmentFailed
+from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.enactment import outcome_event
 from allot_runtime.kube.client import ApiError, api_client, call
+from allot_runtime.metrics import RegistryFamilies
 from binder.adapters.api import Retry, post
 from binder.adapters.evict import EvictionState, evict_due, evict_pods_due, evict_quota_due
 from binder.adapters.outcomes import latest_decision, record_outcome
@@ -82,7 +83,7 @@ class Outcome:
     message: str
 
 
-def binding_body(request: BindRequest) -> dict[str, Any]:
+def binding_body(request: BindRequest) -> JsonObject:
     return {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -114,9 +115,7 @@ async def bind(client: Any, request: BindRequest) -> Outcome:
 # -- the worker ------------------------------------------------------------------------------------------------------
 
 
-class BinderMetrics:
-    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, BinderMetrics] = weakref.WeakKeyDictionary()
-
+class BinderMetrics(RegistryFamilies):
     def __init__(self, registry: CollectorRegistry) -> None:
         self.bindings = Counter(
             "allot_binder_bindings_total",
@@ -137,13 +136,6 @@ class BinderMetrics:
             registry=registry,
         )
 
-    @classmethod
-    def of(cls, registry: CollectorRegistry) -> BinderMetrics:
-        found = cls._by_registry.get(registry)
-        if found is None:
-            found = cls._by_registry[registry] = cls(registry)
-        return found
-
 
 @dataclass
 class View:
@@ -151,7 +143,7 @@ class View:
 
     ready: bool
     requests: list[BindRequest]
-    patches: dict[str, dict[str, Any]]
+    patches: dict[str, JsonObject]
     evictions: list[MigrationEvictionRequested] = field(default_factory=list)
     pod_evictions: list[PodEvicted] = field(default_factory=list)  # pod.evicted decisions to carry out
     quota_evictions: list[QuotaEvicted] = field(default_factory=list)  # quota.evicted decisions to carry out
@@ -310,7 +302,7 @@ class BindWorker:
         else:
             log.warning("%s", outcome.message)
 
-    async def _patch_one(self, key: str, patch: dict[str, Any]) -> None:
+    async def _patch_one(self, key: str, patch: JsonObject) -> None:
         namespace, name = key.split("/", 1)
         path = ELASTIC_QUOTAS.format(namespace=namespace, name=name)
         quota = ObjectRef(namespace=namespace, name=name)
@@ -371,7 +363,7 @@ class BindWorker:
         self.patched[key] = canonical(patch)
         self.metrics.quota_patches.labels(_quota_result(outcome)).inc()
 
-    async def _write_quota(self, path: str, patch: dict[str, Any]) -> ApiError | None:
+    async def _write_quota(self, path: str, patch: JsonObject) -> ApiError | None:
         """Status on the ``status`` subresource first, then the annotations on the object: only the object's own
         endpoint goes through admission webhooks, so a webhook refusing the annotations never stops the status.
         Without a status subresource (a CRD that has none) the object's own patch carries the status. None when all

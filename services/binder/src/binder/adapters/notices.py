@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,7 +106,7 @@ class NoticeWorker:
             )
 
     async def _send(
-        self, method: str, path: str, body: dict[str, Any], content_type: str, query: Query = ()
+        self, method: str, path: str, body: Mapping[str, object], content_type: str, query: Query = ()
     ) -> Any:
         if self.leadership is not None:
             self.leadership.check(f"{method} {path}")
@@ -225,7 +226,7 @@ class NoticeWorker:
         for node in sorted(self.nodes):
             resources = self.renderer.node_capacity(node)
             annotations = self.renderer.node_annotations(node)
-            body: dict[str, Any] = {}
+            body: dict[str, object] = {}
             patch = _changes(self.written_nodes.get(node, {}), resources)
             if patch:
                 body["status"] = {"capacity": patch, "allocatable": patch}
@@ -271,7 +272,7 @@ class NoticeWorker:
             await record_outcome(self.store, decision=decision, stream=decision.stream_id, event=outcome)
 
     async def _patch(
-        self, path: str, patch: dict[str, Any], *, strategic: bool = False, query: Query = ()
+        self, path: str, patch: Mapping[str, object], *, strategic: bool = False, query: Query = ()
     ) -> ApiError | None:
         """None when written; the refusal when refused for good (404: the object is gone; other 4xx)."""
         kind = "application/strategic-merge-patch+json" if strategic else "application/merge-patch+json"

@@ -49,6 +49,7 @@ from allot_contracts.envelope import NewEvent, stream_id
 from allot_contracts.errors import InvalidInput
 from allot_contracts.events import DeviceApplied, Event, TopologyApplied
 from allot_contracts.events.nodeside import NodeHeartbeat, NodeMetricApplied
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.duration import parse_go_duration
 from allot_contracts.objects.nodemetric import nodemetric_manifest
 
@@ -153,15 +154,19 @@ def is_critical_xid(xid: int) -> bool:
     return xid not in APPLICATION_XIDS
 
 
-def mark_unhealthy(device: dict[str, Any], uuids: set[str]) -> dict[str, Any]:
+def mark_unhealthy(device: JsonObject, uuids: set[str]) -> JsonObject:
     """The Device with every GPU whose id is in ``uuids`` reported unhealthy (pure; the input is not changed)."""
     if not uuids:
         return device
     out = dict(device)
-    spec = dict(out.get("spec") or {})
+    found = out.get("spec")
+    spec = dict(found) if isinstance(found, dict) else {}
+    devices = spec.get("devices")
     spec["devices"] = [
-        {**d, "health": False} if d.get("type") == "gpu" and d.get("id") in uuids else d
-        for d in spec.get("devices") or []
+        {**d, "health": False}
+        if isinstance(d, dict) and d.get("type") == "gpu" and d.get("id") in uuids
+        else d
+        for d in (devices if isinstance(devices, list) else [])
     ]
     out["spec"] = spec
     return out
@@ -174,7 +179,7 @@ class Agent:
         self.nvml = nvml  # an NVML answer provider (tests replay recorded answers); None = ask NVML
         self.node = str(ctx.settings.instance)
         self.producer = f"{ctx.runtime.name}.agent"
-        self.recorded: dict[str, dict[str, Any]] = {}  # stream -> manifest last recorded
+        self.recorded: dict[str, JsonObject] = {}  # stream -> manifest last recorded
         self.xid_unhealthy: set[str] = set()
         self.rediscover = asyncio.Event()
         self.sampler: Any = (
@@ -185,7 +190,7 @@ class Agent:
         new = NewEvent(stream_id=stream, event=event, event_id=str(uuid.uuid4()))
         await self.ctx.store.append([new], producer=self.producer)
 
-    async def last_applied(self, stream: str, kind: str) -> dict[str, Any] | None:
+    async def last_applied(self, stream: str, kind: str) -> JsonObject | None:
         for record in reversed(await self.ctx.store.read_stream(stream)):
             if record.type == f"{kind}.applied":
                 manifest = record.payload_dict().get("manifest")
@@ -231,7 +236,7 @@ class Agent:
                     _first(stop.wait(), self.rediscover.wait()), timeout=self.config.discovery_interval_s
                 )
 
-    async def record_if_changed(self, kind: str, manifest: dict[str, Any], event: Event) -> None:
+    async def record_if_changed(self, kind: str, manifest: JsonObject, event: Event) -> None:
         stream = stream_id(kind, self.node)
         if self.recorded.get(stream) == manifest:
             return

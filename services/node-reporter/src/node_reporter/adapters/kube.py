@@ -36,6 +36,7 @@ from allot_contracts.events import (
     TopologyApplied,
     TopologyDeleted,
 )
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_runtime.kube import (
     BINDER_FIELD_MANAGER,
     DEVICES,
@@ -43,12 +44,12 @@ from allot_runtime.kube import (
     TOPOLOGIES,
     Kind,
     Mirror,
-    Obj,
-    Reflector,
     Resource,
     WatchMetrics,
     api_client,
+    list_watches,
     meta,
+    part,
     run_in_order,
     strip_server_fields,
     without_owned,
@@ -65,11 +66,11 @@ def producer_for(instance: str = "") -> str:
     return f"{instance_name(COMPONENT, instance)}.kube"
 
 
-def _body(manifest: Obj, drop: tuple[str, ...] = ("status",)) -> Obj:
+def _body(manifest: JsonObject, drop: tuple[str, ...] = ("status",)) -> JsonObject:
     return {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind", "metadata", *drop)}
 
 
-def _identity(manifest: Obj) -> Obj:
+def _identity(manifest: JsonObject) -> JsonObject:
     m = meta(manifest)
     return {
         "uid": m.get("uid", ""),
@@ -87,13 +88,13 @@ def _named_kind(
     stream: str,
     applied: type[_Applied],
     deleted: type[_Deleted],
-    normalize: Callable[[Obj], Obj],
-    fingerprint: Callable[[Obj], Any],
+    normalize: Callable[[JsonObject], JsonObject],
+    fingerprint: Callable[[JsonObject], Any],
 ) -> Kind:
     """A kind whose objects are named after their node, recorded on ``<stream>:<name>`` as ``<stream>.applied`` and
     ``<stream>.deleted``."""
 
-    def fold(event: Event) -> tuple[str, Obj | None] | None:
+    def fold(event: Event) -> tuple[str, JsonObject | None] | None:
         if not isinstance(event, (applied, deleted)):
             return None
         return event.name, event.manifest if isinstance(event, applied) else None
@@ -103,7 +104,7 @@ def _named_kind(
         types=frozenset({f"{stream}.applied", f"{stream}.deleted"}),
         normalize=normalize,
         fingerprint=fingerprint,
-        applied=lambda m: [(stream_id(stream, meta(m)["name"]), applied(name=meta(m)["name"], manifest=m))],
+        applied=lambda m: [(stream_id(stream, _name(m)), applied(name=_name(m), manifest=m))],
         deleted=lambda key, uid: [(stream_id(stream, key), deleted(name=key))],
         fold=fold,
     )
@@ -112,15 +113,19 @@ def _named_kind(
 # -- Node ---------------------------------------------------------------------------------------------------------
 
 
-def normalize_node(obj: Obj) -> Obj:
+def _name(manifest: JsonObject) -> str:
+    return str(meta(manifest)["name"])
+
+
+def normalize_node(obj: JsonObject) -> JsonObject:
     """What a Node means to scheduling: metadata, spec, and allocatable/capacity (no conditions, images, …), without
     the annotations and resources the binder wrote (owned by its field manager in ``managedFields``): those are
     Allot's own decisions on the way back, and recording them would cost a round of every decider per write. A value
     someone else set (a field they changed since) is theirs and recorded."""
     owned = (("metadata", "annotations"), ("status", "allocatable"), ("status", "capacity"))
     obj = strip_server_fields(without_owned(obj, BINDER_FIELD_MANAGER, owned))
-    status = obj.get("status") or {}
-    kept = {k: status[k] for k in ("capacity", "allocatable") if k in status}
+    status = part(obj, "status")
+    kept: JsonObject = {k: status[k] for k in ("capacity", "allocatable") if k in status}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -130,9 +135,8 @@ def normalize_node(obj: Obj) -> Obj:
     }
 
 
-def node_fingerprint(manifest: Obj) -> Any:
-    spec = manifest.get("spec") or {}
-    status = manifest.get("status") or {}
+def node_fingerprint(manifest: JsonObject) -> Any:
+    spec, status = part(manifest, "spec"), part(manifest, "status")
     return {
         **_identity(manifest),
         "taints": spec.get("taints") or [],
@@ -147,12 +151,12 @@ NODE_KIND = _named_kind(NODES, "node", NodeApplied, NodeDeleted, normalize_node,
 # -- Device -------------------------------------------------------------------------------------------------------
 
 
-def normalize_custom(obj: Obj) -> Obj:
+def normalize_custom(obj: JsonObject) -> JsonObject:
     """A custom resource without server bookkeeping and without status (an output, never an input)."""
     return {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
 
 
-def custom_fingerprint(manifest: Obj) -> Any:
+def custom_fingerprint(manifest: JsonObject) -> Any:
     return {**_identity(manifest), "body": _body(manifest)}
 
 
@@ -163,25 +167,26 @@ DEVICE_KIND = _named_kind(
 # -- NodeResourceTopology -----------------------------------------------------------------------------------------
 
 
-def normalize_topology(obj: Obj) -> Obj:
+def normalize_topology(obj: JsonObject) -> JsonObject:
     """Without ``zones[].resources[].available``: it moves with every pod, and scheduling reads capacity and
     allocatable only."""
     manifest = normalize_custom(obj)
     zones = manifest.get("zones")
     if isinstance(zones, list):
-        manifest["zones"] = [
-            {
-                **zone,
-                "resources": [
-                    {k: v for k, v in r.items() if k != "available"} if isinstance(r, dict) else r
-                    for r in zone.get("resources") or []
-                ],
-            }
-            if isinstance(zone, dict) and isinstance(zone.get("resources"), list)
-            else zone
-            for zone in zones
-        ]
+        manifest["zones"] = [_without_available(zone) for zone in zones]
     return manifest
+
+
+def _without_available(zone: JsonValue) -> JsonValue:
+    resources = zone.get("resources") if isinstance(zone, dict) else None
+    if not isinstance(zone, dict) or not isinstance(resources, list):
+        return zone
+    return {
+        **zone,
+        "resources": [
+            {k: v for k, v in r.items() if k != "available"} if isinstance(r, dict) else r for r in resources
+        ],
+    }
 
 
 TOPOLOGY_KIND = _named_kind(
@@ -193,12 +198,12 @@ TOPOLOGY_KIND = _named_kind(
 NODEMETRICS = Resource("slo.koordinator.sh/v1alpha1", "NodeMetric", "nodemetrics", False)
 
 
-def normalize_nodemetric(obj: Obj) -> Obj:
+def normalize_nodemetric(obj: JsonObject) -> JsonObject:
     """A NodeMetric is all status (koordlet reports into it): kept whole, without server bookkeeping."""
     return strip_server_fields(obj)
 
 
-def nodemetric_fingerprint(manifest: Obj) -> Any:
+def nodemetric_fingerprint(manifest: JsonObject) -> Any:
     """Every report is a change (its ``updateTime`` moves), so that a NodeMetric never looks older than it is."""
     return {**_identity(manifest), "spec": manifest.get("spec") or {}, "status": manifest.get("status") or {}}
 
@@ -230,8 +235,6 @@ class NodeWatch:
     ) -> None:
         from prometheus_client import CollectorRegistry
 
-        from allot_runtime.kube import Backoff
-
         self.instance = instance
         self.producer = producer_for(instance)
         self.metrics = WatchMetrics.of(registry if registry is not None else CollectorRegistry())
@@ -248,19 +251,14 @@ class NodeWatch:
             )
             for kind in KINDS
         ]
-        self.reflectors = [
-            Reflector(
-                client=client,
-                resource=mirror.resource,
-                sink=mirror,
-                component=COMPONENT,
-                metrics=self.metrics,
-                field_selector=selector,
-                watch_timeout=watch_timeout,
-                backoff=Backoff(initial=backoff[0], maximum=backoff[1]),
-            )
-            for mirror in self.mirrors
-        ]
+        self.reflectors = list_watches(
+            client,
+            [(mirror.resource, mirror, selector) for mirror in self.mirrors],
+            component=COMPONENT,
+            metrics=self.metrics,
+            watch_timeout=watch_timeout,
+            backoff=backoff,
+        )
 
     @property
     def synced(self) -> bool:

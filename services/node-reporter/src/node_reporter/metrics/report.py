@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import msgspec
 
 from allot_contracts.events import Event, FieldIssue
 from allot_contracts.events.nodeside import NodeMetricRejected, NodeMetricReported
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.nodemetric import format_time, parse_nodemetric
 from allot_contracts.quantity import format_quantity
 
 __all__ = ["nodemetric_decision"]
 
 
-def nodemetric_decision(name: str, manifest: Mapping[str, Any], at: int) -> Event:
+def nodemetric_decision(name: str, manifest: Mapping[str, JsonValue], at: int) -> Event:
     """``nodemetric.reported`` for a readable NodeMetric named after its node, else ``nodemetric.rejected``.
 
     A NodeMetric without ``status.updateTime`` is taken as of ``at`` (the time it was recorded), written into the
@@ -28,10 +28,11 @@ def nodemetric_decision(name: str, manifest: Mapping[str, Any], at: int) -> Even
         )
     if metric is None or issues:
         return NodeMetricRejected(name=name, errors=issues)
-    reported = dict(manifest)
+    reported: JsonObject = dict(manifest)
     if metric.update_time is None:
         metric = msgspec.structs.replace(metric, update_time=at)
-        status = dict(reported.get("status") or {})
+        found = reported.get("status")
+        status = dict(found) if isinstance(found, dict) else {}
         status["updateTime"] = format_time(at)
         reported["status"] = status
     assert metric.update_time is not None

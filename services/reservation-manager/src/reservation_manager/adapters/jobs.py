@@ -33,6 +33,7 @@ from allot_contracts.events import (
     ObjectRef,
 )
 from allot_contracts.events.migration_enactment import STATUS_DECISIONS
+from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.enactment import record_outcome
 from allot_runtime.kube.client import ApiError, call, read_json, request
 
@@ -49,7 +50,7 @@ CREATE_OUTCOMES: Final = frozenset({"migration.job_enacted", "migration.job_enac
 @dataclass
 class _Create:
     decision: RecordedEvent
-    manifest: dict[str, Any]
+    manifest: JsonObject
     attempts: int = 0
     next_at: float = 0.0
     delay: float = 0.0
@@ -143,13 +144,15 @@ class JobEnactor:
         uid = str(((made or {}).get("metadata") or {}).get("uid") or "")
         return MigrationJobEnacted(job=ref, decision=decision, uid=uid, attempts=item.attempts)
 
-    async def _ours(self, name: str, manifest: dict[str, Any]) -> bool:
+    async def _ours(self, name: str, manifest: JsonObject) -> bool:
         """A job of that name exists: it is ours (an earlier attempt whose answer was lost) when it moves that pod."""
         try:
             there = await call(self.client, "GET", f"{JOBS}/{name}")
         except Exception:  # noqa: BLE001 - cannot tell: treat as another object's name
             return False
-        return bool((there.get("spec") or {}).get("podRef") == (manifest.get("spec") or {}).get("podRef"))
+        spec = manifest.get("spec")
+        moves = spec.get("podRef") if isinstance(spec, dict) else None
+        return bool((there.get("spec") or {}).get("podRef") == moves)
 
     async def status_written(self, name: str, upto: int, phase: str, error: ApiError | None) -> None:
         """Record the outcome of a status write of own job ``name`` for its latest status decision at or before

@@ -33,6 +33,7 @@ from typing import Any
 
 from allot_contracts.envelope import canonical, stream_id
 from allot_contracts.errors import Fenced, TransientError
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.quantity import format_quantity
 from allot_eventstore.clock import iso
 from allot_runtime.kube.client import ApiError, api_client, call
@@ -64,7 +65,7 @@ def _path(stream: str) -> str:
     return f"{RESERVATIONS_PATH if kind == 'reservation' else JOBS_PATH}{name}"
 
 
-def reservation_status(status: dict[str, Any]) -> dict[str, Any]:
+def reservation_status(status: dict[str, Any]) -> JsonObject:
     """The engine's status of a Reservation in the API's shape (quantities and times as Kubernetes writes them)."""
     out = dict(status)
     if "conditions" in out:
@@ -107,7 +108,7 @@ class StatusWriter:
         name = path.rsplit("/", 1)[1]
         return name if self.enactor is not None and JOBS_PATH in path and self.enactor.own(name) else ""
 
-    async def step(self, wanted: dict[str, tuple[dict[str, Any], str]], upto: int = 0) -> None:
+    async def step(self, wanted: dict[str, tuple[JsonObject, str]], upto: int = 0) -> None:
         """``wanted``: object path -> (status, uid) for every object the projection holds now; ``upto``: the log
         position that projection reflects (the outcomes of own jobs' writes name the decision they carry out)."""
         for path, (status, uid) in sorted(wanted.items()):
@@ -151,7 +152,7 @@ class StatusWriter:
         message = ""
         try:
             self._check(f"delete {path}")
-            options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
+            options: JsonObject = {"preconditions": {"uid": uid}} if uid else {}
             await call(self.client, "DELETE", path, options)
             log.info("garbage-collected %s", path)
         except ApiError as exc:
@@ -175,7 +176,7 @@ class StatusWriter:
         if self.ledger is not None:
             self.ledger.delete_retried(stream)
 
-    async def _write_other(self, path: str, status: dict[str, Any], name: str) -> ApiError | _Retry | None:
+    async def _write_other(self, path: str, status: JsonObject, name: str) -> ApiError | _Retry | None:
         """Write the status of a Reservation or a user's job: None when written, the refusal when refused for good
         (404: the object is gone), ``RETRY`` for 401/403 (asked again on the next pass; transient errors raise)."""
         try:
@@ -202,7 +203,7 @@ class StatusWriter:
         if name and self.ledger is not None:
             self.ledger.retried(name)
 
-    async def _patch_status(self, path: str, status: dict[str, Any]) -> None:
+    async def _patch_status(self, path: str, status: JsonObject) -> None:
         self._check(f"status of {path}")
         await call(
             self.client,
@@ -212,7 +213,7 @@ class StatusWriter:
             content_type="application/merge-patch+json",
         )
 
-    async def _write_own(self, name: str, path: str, status: dict[str, Any], upto: int) -> bool:
+    async def _write_own(self, name: str, path: str, status: JsonObject, upto: int) -> bool:
         """Write an own job's status and record the outcome; False when it is to be asked again."""
         enactor = self.enactor
         assert enactor is not None
@@ -234,8 +235,8 @@ class StatusWriter:
         return True
 
 
-def wanted_statuses(engine: Any) -> dict[str, tuple[dict[str, Any], str]]:
-    out: dict[str, tuple[dict[str, Any], str]] = {}
+def wanted_statuses(engine: Any) -> dict[str, tuple[JsonObject, str]]:
+    out: dict[str, tuple[JsonObject, str]] = {}
     for name, record in engine.world.book.records.items():
         if not record.job:
             out[f"{GROUP}/reservations/{name}"] = (reservation_status(record.status()), record.uid)

@@ -154,7 +154,7 @@ class StatusLedger:
         attempts = self.delete_attempts.pop(stream, 0) + 1
         kind, _, name = stream.partition(":")
         enacted, failed, subject = DELETIONS[kind]
-        fields: dict[str, Any] = {
+        fields: dict[str, ObjectRef | str | int] = {
             subject: ObjectRef(name=name),
             "decision": decision.event_id,
             "attempts": attempts,
