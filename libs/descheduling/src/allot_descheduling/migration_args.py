@@ -17,11 +17,12 @@ Upstream args about how its controller runs (``maxConcurrentReconciles``, ``evic
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.migration import EVICT_DIRECTLY, RESERVATION_FIRST
 from allot_descheduling.fields import boolean, duration, unknown
 
@@ -72,10 +73,10 @@ class MigrationArgs(msgspec.Struct, frozen=True, kw_only=True):
     evict_local_storage: bool = False
     evict_system_critical: bool = False
     dry_run: bool = False
-    controller: dict[str, Any] = {}  # the migration controller's settings these args give
+    controller: JsonObject = {}  # the migration controller's settings these args give
 
 
-def parse_migration_args(raw: dict[str, Any], path: str, issues: list[FieldIssue]) -> MigrationArgs:
+def parse_migration_args(raw: JsonObject, path: str, issues: list[FieldIssue]) -> MigrationArgs:
     """The args at ``path`` (``…pluginConfig[i].args``); every problem is an issue with its path."""
     unknown(raw, _FIELDS, f"{path}.", issues)
     mode = raw.get("defaultJobMode") or ""

@@ -45,6 +45,7 @@ import msgspec
 
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects import names as n
 from allot_placement.loadaware import LoadAwareArgs
 from allot_placement.loadaware import parse_args as parse_load_aware
@@ -146,8 +147,8 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(errors)
         return cfg
 
-    def to_dict(self) -> dict[str, Any]:
-        def strat(s: Strategy) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
+        def strat(s: Strategy) -> JsonObject:
             return {"strategy": s.strategy, "weight": s.weight, "resources": dict(s.resources)}
 
         return {
@@ -204,7 +205,7 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 def _section(
     d: Mapping[str, object], key: str, path: str, allowed: set[str], errors: list[FieldIssue]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     v = d.get(key)
     if v is None:
         return {}
@@ -229,7 +230,7 @@ def _int(v: Any, path: str, errors: list[FieldIssue], lo: int = 0, default: int 
     return v
 
 
-def _strategy(raw: dict[str, Any], base: Strategy, path: str, errors: list[FieldIssue]) -> Strategy:
+def _strategy(raw: Mapping[str, object], base: Strategy, path: str, errors: list[FieldIssue]) -> Strategy:
     s = raw.get("strategy", base.strategy)
     if s not in STRATEGIES:
         errors.append(
@@ -454,7 +455,7 @@ def _percentage(v: Any, errors: list[FieldIssue]) -> int:
     return v
 
 
-def _fragmentation(fr: dict[str, Any], errors: list[FieldIssue]) -> tuple[TypicalPod, ...]:
+def _fragmentation(fr: Mapping[str, object], errors: list[FieldIssue]) -> tuple[TypicalPod, ...]:
     out: list[TypicalPod] = []
     raw = fr.get("typicalPods") or []
     if not isinstance(raw, list):

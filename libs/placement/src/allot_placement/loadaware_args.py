@@ -22,6 +22,7 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue, checked_bool, checked_int
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects import names as n
 from allot_contracts.objects.duration import parse_go_duration
 from allot_contracts.objects.nodemetric import AGGREGATION_TYPES
@@ -84,8 +85,8 @@ class LoadAwareArgs(msgspec.Struct, frozen=True, kw_only=True):
             names.update(name for name, _ in amounts)
         return frozenset(names)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {
             "enabled": self.enabled,
             "weight": self.weight,
             "filterExpiredNodeMetrics": self.filter_expired_node_metrics,

@@ -20,7 +20,7 @@ again when quota frees. Messages keep the upstream wording (``Insufficient quota
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from allot_contracts.resources import (
     ResourceList,
@@ -37,6 +37,27 @@ from allot_quota.model import PodInfo, QuotaSpec, parent_quota_message
 from allot_quota.tree import Hierarchy
 
 __all__ = ["check_admission", "is_parent_quota"]
+
+
+class _Facts(TypedDict):
+    """What every admission decision says of the pod and its quota."""
+
+    pod: str
+    quota: str
+    tree: str
+    request: dict[str, str]
+    min: dict[str, str]
+    max: dict[str, str]
+    non_preemptible: bool
+    priority: int
+
+
+class _Numbers(TypedDict):
+    """The amounts a quota check compared."""
+
+    used: dict[str, str]
+    runtime: dict[str, str]
+    limit: dict[str, str]
 
 
 def is_parent_quota(spec: QuotaSpec, has_children: bool) -> bool:
@@ -67,7 +88,7 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
     root = h.tree_root_of(quota)
     tree = root.name if root is not None else ""
     req = node.pods[pod.key].masked if pod.key in node.pods else mask(pod.requests, set(node.spec.max))
-    base: dict[str, Any] = {
+    base: _Facts = {
         "pod": pod.key,
         "quota": quota,
         "tree": tree,
@@ -88,7 +109,7 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
         )
     limit = _limit(h, config, quota)
     runtime = dict(node.runtime)
-    numbers: dict[str, Any] = {
+    numbers: _Numbers = {
         "used": format_resource_list(node.used),
         "runtime": format_resource_list(runtime),
         "limit": format_resource_list(limit),
