@@ -17,6 +17,7 @@ parent's (the quota webhook copies it down on create). Pure bookkeeping; nothing
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +67,7 @@ class QuotaView:
             message=parent_quota_message(pod.quota, pod.name),
         )
 
-    def _quota_of(self, manifest: dict[str, Any]) -> str:
+    def _quota_of(self, manifest: Mapping[str, object]) -> str:
         meta = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
         assert isinstance(meta, dict)
         labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
