@@ -11,7 +11,17 @@ from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_contracts.objects.times import DurationError, parse_duration_us
 
-__all__ = ["boolean", "duration", "integer", "mapping", "namespaces", "selector", "strings", "unknown"]
+__all__ = [
+    "boolean",
+    "duration",
+    "integer",
+    "mapping",
+    "namespaces",
+    "one_of",
+    "selector",
+    "strings",
+    "unknown",
+]
 
 
 def unknown(raw: Mapping[str, object], allowed: frozenset[str], path: str, issues: list[FieldIssue]) -> None:
@@ -23,6 +33,16 @@ def unknown(raw: Mapping[str, object], allowed: frozenset[str], path: str, issue
                 message=f"unknown field; supported: {', '.join(sorted(allowed))}",
             )
         )
+
+
+def one_of(
+    value: object, allowed: tuple[object, ...], path: str, issues: list[FieldIssue], message: str
+) -> bool:
+    """Whether ``value`` is one of ``allowed``; when not, a ``NotSupported`` issue at ``path`` says ``message``."""
+    if value in allowed:
+        return True
+    issues.append(FieldIssue(path=path, code="NotSupported", message=message, value=str(value)))
+    return False
 
 
 def mapping(raw: Any, path: str, issues: list[FieldIssue]) -> JsonObject:
