@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import msgspec
 
@@ -27,7 +27,7 @@ from allot_stack.pipeline import PROCESSORS, build_instance
 class FileConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A service's configuration from the file on disk ("" path: no file, the defaults)."""
 
-    config: dict[str, Any]
+    config: dict[str, object]
     path: str = ""
 
 

@@ -171,7 +171,7 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     evict_local_storage: bool = False
     evict_system_critical: bool = False
     dry_run: bool = False  # the MigrationController args' dryRun: rounds ask for no job
-    controller: JsonObject = {}  # the migration controller's settings its MigrationController args give
+    controller: dict[str, object] = {}  # the migration controller's settings its MigrationController args give
     args_path: str = ""  # where its MigrationController args are (for errors naming them)
     # the evictor filter its rounds apply: the migration controller's, set by the host (the jobs it asks for pass the
     # same filter); None: this profile's evictLocalStoragePods / evictSystemCriticalPods alone
@@ -194,7 +194,7 @@ class DeschedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     caps: tuple[int, int, int] = (0, 0, 0)
 
     @property
-    def migration(self) -> JsonObject | None:
+    def migration(self) -> dict[str, object] | None:
         """The migration controller's settings the profiles' MigrationController args give (None: none do)."""
         return next((p.controller for p in self.profiles if p.controller), None)
 

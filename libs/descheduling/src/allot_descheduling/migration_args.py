@@ -73,7 +73,7 @@ class MigrationArgs(msgspec.Struct, frozen=True, kw_only=True):
     evict_local_storage: bool = False
     evict_system_critical: bool = False
     dry_run: bool = False
-    controller: JsonObject = {}  # the migration controller's settings these args give
+    controller: dict[str, object] = {}  # the migration controller's settings these args give
 
 
 def parse_migration_args(raw: JsonObject, path: str, issues: list[FieldIssue]) -> MigrationArgs:

@@ -28,7 +28,7 @@ import msgspec
 
 from allot_contracts import kube
 from allot_contracts.issues import FieldIssue
-from allot_contracts.jsonvalue import JsonObject, JsonValue
+from allot_contracts.jsonvalue import JsonValue
 from allot_contracts.objects import names as n
 from allot_contracts.objects.colocation import (
     ColocationConfig,
@@ -80,7 +80,7 @@ class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     allocatable: Amounts = {}
     reservation: Amounts = {}
     amplification: dict[str, str] | None = None  # the node annotation, as ratio text
-    strategy_override: JsonObject | None = None  # the colocation-strategy annotation, as JSON
+    strategy_override: dict[str, object] | None = None  # the colocation-strategy annotation, as JSON
     cpu: CpuBasicInfo | None = None
     zones: dict[int, Amounts] = {}  # NUMA zone -> allocatable
     notes: tuple[str, ...] = ()  # annotations that could not be read

@@ -30,7 +30,7 @@ class Record(msgspec.Struct, kw_only=True):
     name: str
     uid: str
     spec: Reservation
-    manifest: JsonObject
+    manifest: dict[str, object]  # as applied (JSON)
     created_at: int
     expires_at: int | None
     job: str = ""
