@@ -171,7 +171,8 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     evict_local_storage: bool = False
     evict_system_critical: bool = False
     dry_run: bool = False  # the MigrationController args' dryRun: rounds ask for no job
-    controller: dict[str, object] = {}  # the migration controller's settings its MigrationController args give
+    # the migration controller's settings its MigrationController args give
+    controller: dict[str, object] = {}
     args_path: str = ""  # where its MigrationController args are (for errors naming them)
     # the evictor filter its rounds apply: the migration controller's, set by the host (the jobs it asks for pass the
     # same filter); None: this profile's evictLocalStoragePods / evictSystemCriticalPods alone
