@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import msgspec
 
@@ -81,7 +81,16 @@ class Extras:
     enacted: Extra
 
 
-async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> dict[str, dict[str, Any]]:
+class LiveState(TypedDict, total=False):
+    """A running service's answer to ``state`` (:class:`allot_runtime.service.ServiceState`), as read here."""
+
+    position: int
+    digest: str
+    ready: bool
+    consistent: bool
+
+
+async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> dict[str, LiveState]:
     """Each running service's position, state digest and readiness, asked over NATS (none when none answers)."""
     if not ep.nats_url:
         return {}
@@ -91,12 +100,12 @@ async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> 
         nc = await connect(ep.nats_url, name="allot-replay", connect_timeout=2)
     except Exception:
         return {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, LiveState] = {}
     try:
         for name in names:
             try:
                 reply = await nc.request(ep.names.admin(name, "state"), b"", timeout=timeout)
-                out[name] = dict(msgspec.json.decode(reply.data))
+                out[name] = msgspec.json.decode(reply.data, type=LiveState)
             except Exception:
                 continue
     finally:

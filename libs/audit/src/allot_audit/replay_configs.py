@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import msgspec
 
@@ -27,7 +27,7 @@ from allot_stack.pipeline import PROCESSORS, build_instance
 class FileConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A service's configuration from the file on disk ("" path: no file, the defaults)."""
 
-    config: dict[str, Any]
+    config: dict[str, object]
     path: str = ""
 
 
@@ -44,6 +44,19 @@ def load_configs(config_dir: Path | None) -> dict[str, FileConfig]:
             except InvalidInput as exc:  # read as the service reads it: refused with each field's path
                 raise InputError(f"invalid {name} config: {exc}") from exc
     return configs
+
+
+class ConfigUse(TypedDict):
+    """A configuration a decider ran under and the triggers it governed, in ``allot replay --verify --json``."""
+
+    hash: str
+    recorded: bool
+    position: int
+    file: str
+    after: int
+    triggers: int
+    first: int
+    last: int
 
 
 class DeciderConfigs:
@@ -69,7 +82,7 @@ class DeciderConfigs:
             for config in self.timeline.segments()[1:]
         ]
 
-    def report(self, governed: Iterable[Governed]) -> list[dict[str, Any]]:
+    def report(self, governed: Iterable[Governed]) -> list[ConfigUse]:
         """Per configuration: its hash, whether it was recorded (and where) or read from a file, and the triggers
         it governed (``after``: they follow that position; ``first``..``last``: the ones re-derived)."""
         return [
@@ -87,7 +100,7 @@ class DeciderConfigs:
         ]
 
 
-def describe(name: str, entry: dict[str, Any]) -> str:
+def describe(name: str, entry: ConfigUse) -> str:
     """One line of ``allot replay --verify`` about a configuration a decider ran under."""
     span = f"{entry['triggers']} trigger(s)" + (
         f" at positions {entry['first']}–{entry['last']}" if entry["triggers"] else ""

@@ -53,6 +53,7 @@ import msgspec
 
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_descheduling.defrag_args import DefragArgs, parse_defrag_args
 from allot_descheduling.evictor import EvictorArgs
@@ -170,7 +171,8 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     evict_local_storage: bool = False
     evict_system_critical: bool = False
     dry_run: bool = False  # the MigrationController args' dryRun: rounds ask for no job
-    controller: dict[str, Any] = {}  # the migration controller's settings its MigrationController args give
+    # the migration controller's settings its MigrationController args give
+    controller: dict[str, object] = {}
     args_path: str = ""  # where its MigrationController args are (for errors naming them)
     # the evictor filter its rounds apply: the migration controller's, set by the host (the jobs it asks for pass the
     # same filter); None: this profile's evictLocalStoragePods / evictSystemCriticalPods alone
@@ -193,7 +195,7 @@ class DeschedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     caps: tuple[int, int, int] = (0, 0, 0)
 
     @property
-    def migration(self) -> dict[str, Any] | None:
+    def migration(self) -> dict[str, object] | None:
         """The migration controller's settings the profiles' MigrationController args give (None: none do)."""
         return next((p.controller for p in self.profiles if p.controller), None)
 
@@ -295,7 +297,7 @@ def _weights(raw: Any, path: str, issues: list[FieldIssue], default: dict[str, i
     return out
 
 
-def _pool(raw: dict[str, Any], path: str, issues: list[FieldIssue], base: NodePool) -> NodePool:
+def _pool(raw: JsonObject, path: str, issues: list[FieldIssue], base: NodePool) -> NodePool:
     low = _thresholds(raw.get("lowThresholds"), f"{path}lowThresholds", issues)
     high = _thresholds(raw.get("highThresholds"), f"{path}highThresholds", issues)
     prod_low = _thresholds(raw.get("prodLowThresholds"), f"{path}prodLowThresholds", issues)

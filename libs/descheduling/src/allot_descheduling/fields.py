@@ -3,16 +3,28 @@ and returns the default, so one pass reports every problem. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from allot_contracts.issues import FieldIssue, checked_bool
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_contracts.objects.times import DurationError, parse_duration_us
 
-__all__ = ["boolean", "duration", "integer", "mapping", "namespaces", "selector", "strings", "unknown"]
+__all__ = [
+    "boolean",
+    "duration",
+    "integer",
+    "mapping",
+    "namespaces",
+    "one_of",
+    "selector",
+    "strings",
+    "unknown",
+]
 
 
-def unknown(raw: dict[str, Any], allowed: frozenset[str], path: str, issues: list[FieldIssue]) -> None:
+def unknown(raw: Mapping[str, object], allowed: frozenset[str], path: str, issues: list[FieldIssue]) -> None:
     for key in sorted(set(raw) - allowed, key=str):
         issues.append(
             FieldIssue(
@@ -23,7 +35,17 @@ def unknown(raw: dict[str, Any], allowed: frozenset[str], path: str, issues: lis
         )
 
 
-def mapping(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, Any]:
+def one_of(
+    value: object, allowed: tuple[object, ...], path: str, issues: list[FieldIssue], message: str
+) -> bool:
+    """Whether ``value`` is one of ``allowed``; when not, a ``NotSupported`` issue at ``path`` says ``message``."""
+    if value in allowed:
+        return True
+    issues.append(FieldIssue(path=path, code="NotSupported", message=message, value=str(value)))
+    return False
+
+
+def mapping(raw: Any, path: str, issues: list[FieldIssue]) -> JsonObject:
     if raw is None:
         return {}
     if not isinstance(raw, dict):

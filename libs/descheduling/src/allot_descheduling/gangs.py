@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from allot_contracts.issues import FieldIssue
+from allot_descheduling.fields import one_of
 
 __all__ = ["ANN_GANG_MIGRATION", "SKIP", "WHOLE", "gang_moves_whole", "gang_refusal", "parse_gang_migration"]
 
@@ -48,13 +49,5 @@ def gang_refusal(gang: str, members: Iterable[tuple[str, bool, str]]) -> tuple[s
 def parse_gang_migration(data: Mapping[str, object], path: str, issues: list[FieldIssue]) -> bool:
     """A plugin's ``gangMigration`` (``Skip`` | ``Whole``, default ``Skip``) at ``path``: whether gangs move whole."""
     gang = data.get("gangMigration", SKIP)
-    if gang not in (WHOLE, SKIP):
-        issues.append(
-            FieldIssue(
-                path=f"{path}.gangMigration",
-                code="NotSupported",
-                message=f"supported: {SKIP}, {WHOLE}",
-                value=str(gang),
-            )
-        )
+    one_of(gang, (WHOLE, SKIP), f"{path}.gangMigration", issues, f"supported: {SKIP}, {WHOLE}")
     return bool(gang == WHOLE)

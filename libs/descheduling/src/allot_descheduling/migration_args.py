@@ -17,13 +17,14 @@ Upstream args about how its controller runs (``maxConcurrentReconciles``, ``evic
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.migration import EVICT_DIRECTLY, RESERVATION_FIRST
-from allot_descheduling.fields import boolean, duration, unknown
+from allot_descheduling.fields import boolean, duration, one_of, unknown
 
 __all__ = ["CONTROLLER_FIELDS", "MigrationArgs", "NOT_ACTED", "parse_migration_args"]
 
@@ -72,22 +73,17 @@ class MigrationArgs(msgspec.Struct, frozen=True, kw_only=True):
     evict_local_storage: bool = False
     evict_system_critical: bool = False
     dry_run: bool = False
-    controller: dict[str, Any] = {}  # the migration controller's settings these args give
+    controller: dict[str, object] = {}  # the migration controller's settings these args give
 
 
-def parse_migration_args(raw: dict[str, Any], path: str, issues: list[FieldIssue]) -> MigrationArgs:
+def parse_migration_args(raw: JsonObject, path: str, issues: list[FieldIssue]) -> MigrationArgs:
     """The args at ``path`` (``…pluginConfig[i].args``); every problem is an issue with its path."""
     unknown(raw, _FIELDS, f"{path}.", issues)
     mode = raw.get("defaultJobMode") or ""
-    if mode not in ("", RESERVATION_FIRST, EVICT_DIRECTLY):
-        issues.append(
-            FieldIssue(
-                path=f"{path}.defaultJobMode",
-                code="NotSupported",
-                message=f"must be {RESERVATION_FIRST} or {EVICT_DIRECTLY}",
-                value=str(mode),
-            )
-        )
+    modes = ("", RESERVATION_FIRST, EVICT_DIRECTLY)
+    if not one_of(
+        mode, modes, f"{path}.defaultJobMode", issues, f"must be {RESERVATION_FIRST} or {EVICT_DIRECTLY}"
+    ):
         mode = ""
     return MigrationArgs(
         job_mode=str(mode),

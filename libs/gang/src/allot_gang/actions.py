@@ -25,11 +25,11 @@ lists are in the documented deterministic order):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import msgspec
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 
 __all__ = [
     "Action",
@@ -46,7 +46,7 @@ __all__ = [
 
 
 class _Action(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel"):
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         out = msgspec.json.decode(msgspec.json.encode(self))
         assert isinstance(out, dict)
         return out

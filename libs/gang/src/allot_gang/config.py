@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar, get_args
 import msgspec
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 
 from ._keys import MATCH_POLICIES, MODES, ONCE_SATISFIED, STRICT, seconds
 from .errors import ConfigError
@@ -93,7 +94,7 @@ class GangConfig(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         return min(initial << shift, cap)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None = None) -> GangConfig:
+    def from_dict(cls, d: object = None) -> GangConfig:
         """The configuration a mapping gives, or ``ConfigError`` listing every problem with its path."""
         if d is None:
             d = {}
@@ -109,7 +110,7 @@ class GangConfig(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
             raise ConfigError(related)
         return config
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         out = msgspec.to_builtins(self)
         assert isinstance(out, dict)
         return out
@@ -174,7 +175,7 @@ def _decode(
     """``data`` read into the Struct ``kind``: a key it does not have, or a value of the wrong type, is an issue (at
     the key's place in key order) and leaves that field at its default."""
     fields = {f.encode_name: f for f in msgspec.structs.fields(kind)}
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for key, value in sorted(
         data.items(), key=lambda item: str(item[0])
     ):  # keys of any type: never a TypeError

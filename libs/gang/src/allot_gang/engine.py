@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 import msgspec
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import Pod
 
 from . import _keys as k
@@ -324,7 +324,7 @@ class GangEngine:
             not_before=group.retry_at if group.state == BACKOFF and group.retry_at is not None else 0,
         )
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JsonObject:
         state = msgspec.json.decode(msgspec.json.encode(self._st))
         return {"format": SNAPSHOT_FORMAT, "config": self.config.to_dict(), "state": state}
 
@@ -333,7 +333,7 @@ class GangEngine:
         return hashlib.sha256(text.encode()).hexdigest()
 
     @classmethod
-    def from_snapshot(cls, snapshot: dict[str, Any]) -> GangEngine:
+    def from_snapshot(cls, snapshot: JsonObject) -> GangEngine:
         engine = cls(GangConfig.from_dict(snapshot["config"]))
         engine._core.st = msgspec.convert(snapshot["state"], EngineState)
         return engine

@@ -10,9 +10,11 @@ after a fixed origin in microseconds. Every keyword maps to one annotation or fi
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.gang import PodGroupInfo, parse_pod_group
 from allot_contracts.objects.pod import Pod, parse_pod
 
@@ -48,12 +50,12 @@ def a_pod_manifest(
     sub_priority: int | str | None = None,
     node_name: str | None = None,
     phase: str | None = None,
-    annotations: dict[str, Any] | None = None,
-    labels: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    annotations: Mapping[str, JsonValue] | None = None,
+    labels: Mapping[str, JsonValue] | None = None,
+) -> JsonObject:
     """A pod manifest. ``gang=`` sets the name annotation, ``pod_group=`` the PodGroup label instead."""
-    ann: dict[str, Any] = {}
-    lab: dict[str, Any] = {}
+    ann: JsonObject = {}
+    lab: JsonObject = {}
     if gang is not None:
         ann[k.ANN_NAME] = gang
     if pod_group is not None:
@@ -73,16 +75,17 @@ def a_pod_manifest(
         lab[k.LABEL_SUB_PRIORITY] = str(sub_priority)
     ann.update(annotations or {})
     lab.update(labels or {})
-    pod: dict[str, Any] = {
+    spec: JsonObject = {"containers": [{"name": "main", "image": "busybox"}]}
+    if priority is not None:
+        spec["priority"] = priority
+    if node_name is not None:
+        spec["nodeName"] = node_name
+    pod: JsonObject = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "annotations": ann, "labels": lab},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        "spec": spec,
     }
-    if priority is not None:
-        pod["spec"]["priority"] = priority
-    if node_name is not None:
-        pod["spec"]["nodeName"] = node_name
     if phase is not None:
         pod["status"] = {"phase": phase}
     return pod
@@ -94,15 +97,15 @@ def a_pod_group_manifest(
     namespace: str = "default",
     min_member: int | None = 1,
     schedule_timeout_seconds: int | None = None,
-    min_resources: dict[str, Any] | None = None,
+    min_resources: Mapping[str, JsonValue] | None = None,
     mode: str | None = None,
     total_number: int | None = None,
     groups: list[str] | None = None,
     match_policy: str | None = None,
-    annotations: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    annotations: Mapping[str, JsonValue] | None = None,
+) -> JsonObject:
     """A ``scheduling.sigs.k8s.io/v1alpha1`` PodGroup manifest."""
-    ann: dict[str, Any] = {}
+    ann: JsonObject = {}
     if mode is not None:
         ann[k.ANN_MODE] = mode
     if total_number is not None:
@@ -112,13 +115,13 @@ def a_pod_group_manifest(
     if match_policy is not None:
         ann[k.ANN_MATCH_POLICY] = match_policy
     ann.update(annotations or {})
-    spec: dict[str, Any] = {}
+    spec: JsonObject = {}
     if min_member is not None:
         spec["minMember"] = min_member
     if schedule_timeout_seconds is not None:
         spec["scheduleTimeoutSeconds"] = schedule_timeout_seconds
     if min_resources is not None:
-        spec["minResources"] = min_resources
+        spec["minResources"] = dict(min_resources)
     return {
         "apiVersion": k.POD_GROUP_API_VERSION,
         "kind": k.POD_GROUP_KIND,

@@ -14,6 +14,7 @@ from typing import Any, Final
 import yaml
 
 from allot_contracts.events import ObjectRef
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.admission import Admitted
 from allot_intake.errors import InputError
 from allot_intake.workloads import WORKLOAD_KINDS
@@ -42,9 +43,9 @@ NAMESPACED_DELETES: Final = {"Pod", "ElasticQuota", "PodGroup", "ElasticQuotaPro
 class Document:
     source: str
     index: int
-    body: dict[str, Any]
+    body: JsonObject
     admitted: Admitted | None = None
-    pods: list[tuple[dict[str, Any], Admitted]] = field(default_factory=list)  # a workload's pods, admitted
+    pods: list[tuple[JsonObject, Admitted]] = field(default_factory=list)  # a workload's pods, admitted
 
     @property
     def api_version(self) -> str:

@@ -48,6 +48,7 @@ from typing import Any, Final
 
 import msgspec
 
+from allot_contracts import kube
 from allot_contracts.envelope import stream_id
 from allot_contracts.events import (
     ColocationConfigApplied,
@@ -84,6 +85,7 @@ from allot_contracts.events import (
     TopologyDeleted,
     WorkloadExpanded,
 )
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.admission import Admitted, Namespace, accepted_kinds, admit
 from allot_contracts.objects.colocation_profile import ColocationProfile
 from allot_contracts.objects.pod import BUILTIN_PRIORITY_CLASSES, Pod, PodContext, PriorityClassInfo
@@ -180,7 +182,7 @@ class Door:
     profiles: dict[str, ColocationProfile] | None = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
 
-    def admit_pod(self, body: dict[str, Any]) -> tuple[dict[str, Any], Admitted]:
+    def admit_pod(self, body: JsonObject) -> tuple[JsonObject, Admitted]:
         """The pod as the matching profiles and its quota tree leave it (the pod webhooks' mutations), and its
         admission."""
         if not self.profiles:
@@ -204,13 +206,13 @@ class Door:
             warnings=mutation.warnings + list(admitted.warnings),
         )
 
-    def _in_quota_tree(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _in_quota_tree(self, body: JsonObject) -> JsonObject:
         """A pod of a quota tree whose profile selects nodes gets that node affinity."""
         return self.quota_view.with_tree_affinity(body) if self.quotas is not None else body
 
     def _forget(self, doc: Document) -> None:
         """A ``Delete`` of a PriorityClass or ClusterColocationProfile: the pods after it no longer see it."""
-        spec = doc.body.get("spec") or {}
+        spec = kube.spec_of(doc.body)
         if spec.get("kind") == "PriorityClass" and spec.get("name") not in BUILTIN_PRIORITY_CLASSES:
             self.priority_classes.pop(str(spec.get("name")), None)
         elif spec.get("kind") == "ClusterColocationProfile" and self.profiles is not None:
@@ -343,10 +345,8 @@ def admit_all(docs: list[Document], door: Door | None = None) -> Iterator[str]:
 # --- events ------------------------------------------------------------------------------------------------------
 
 
-def _pod_event(
-    admitted: Admitted, body: dict[str, Any], ref: ObjectRef, uid_factory: Any
-) -> tuple[str, Event]:
-    meta = dict(body.get("metadata") or {})
+def _pod_event(admitted: Admitted, body: JsonObject, ref: ObjectRef, uid_factory: Any) -> tuple[str, Event]:
+    meta: JsonObject = dict(kube.meta(body))
     meta.setdefault("namespace", ref.namespace)
     uid = str(meta.get("uid") or (uid_factory() if uid_factory else uuid.uuid5(uuid.NAMESPACE_URL, ref.key)))
     meta["uid"] = uid
@@ -354,7 +354,7 @@ def _pod_event(
     spec = admitted.obj
     if spec is not None and not spec.uid:
         spec = msgspec.structs.replace(spec, uid=uid)
-    bound = bool((body.get("spec") or {}).get("nodeName"))
+    bound = bool(kube.spec_of(body).get("nodeName"))
     event: Event = (PodObserved if bound else PodSubmitted)(
         pod=ref,
         uid=uid,
@@ -400,23 +400,30 @@ def _deleted(kind: str, target: ObjectRef) -> tuple[str, Event]:
     return makers[kind]()
 
 
+def _seconds(value: JsonValue) -> float:
+    """An ``AdvanceClock``'s seconds (a number, or its text)."""
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"seconds must be a number, not {value!r}")
+    return float(value)
+
+
 def to_input(doc: Document, *, uid_factory: Any = None, door: Door | None = None) -> Input:
     """Convert a document into input events (``uid_factory`` gives pod uids when the manifest has none). A
     document not yet checked is admitted here with ``door`` (kube-sync records what the API server holds even when
     the door refuses it: a refused pod is recorded with its issues and rejected by the first service)."""
     body = doc.body
-    spec = body.get("spec") or {}
+    spec = kube.spec_of(body)
     key = (doc.api_version, doc.kind)
     if doc.admitted is None and key not in CLI_KINDS and key not in WORKLOAD_KINDS:
         (door or Door()).check(doc)
     ref = doc.ref
     if doc.kind == "AdvanceClock":
-        return Input(document=doc, advance_seconds=float(spec["seconds"]))
+        return Input(document=doc, advance_seconds=_seconds(spec["seconds"]))
     if doc.kind == "NodeHeartbeat":
         node = str(spec["node"])
         return Input(document=doc, events=[(stream_id("node", node), NodeHeartbeat(name=node))])
     if doc.kind == "Delete":
-        kind = spec["kind"]
+        kind = str(spec["kind"])
         namespaced = kind in NAMESPACED_DELETES
         target = ObjectRef(
             namespace=str(spec.get("namespace") or ("default" if namespaced else "")), name=str(spec["name"])
@@ -466,7 +473,7 @@ def _admitted_input(doc: Document, uid_factory: Any) -> Input:
             document=doc,
             events=[(stream_id("topology", ref.name), TopologyApplied(name=ref.name, manifest=body))],
         )
-    with_namespace = {**body, "metadata": {**(body.get("metadata") or {}), "namespace": ref.namespace}}
+    with_namespace: JsonObject = {**body, "metadata": {**kube.meta(body), "namespace": ref.namespace}}
     if doc.kind == "ElasticQuota":
         event: Event = QuotaApplied(quota=ref, manifest=body, spec=obj, issues=issues, warnings=warnings)
         return Input(document=doc, events=[(stream_id("quota", ref.key), event)])
@@ -480,7 +487,7 @@ def _admitted_input(doc: Document, uid_factory: Any) -> Input:
             group=ref, manifest=with_namespace, spec=obj, issues=issues, warnings=warnings
         )
         return Input(document=doc, events=[(stream_id("podgroup", ref.key), event)])
-    uid = str((body.get("metadata") or {}).get("uid") or "")
+    uid = str(kube.meta(body).get("uid") or "")
     if doc.kind == "Reservation":
         event = ReservationApplied(reservation=ref, uid=uid, manifest=body)
         return Input(document=doc, events=[(stream_id("reservation", ref.name), event)])

@@ -17,10 +17,11 @@ parent's (the quota webhook copies it down on create). Pure bookkeeping; nothing
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from allot_contracts.issues import FieldIssue, label_path
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.quota import (
     LABEL_POD_QUOTA,
@@ -66,7 +67,7 @@ class QuotaView:
             message=parent_quota_message(pod.quota, pod.name),
         )
 
-    def _quota_of(self, manifest: dict[str, Any]) -> str:
+    def _quota_of(self, manifest: Mapping[str, object]) -> str:
         meta = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
         assert isinstance(meta, dict)
         labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
@@ -96,7 +97,7 @@ class QuotaView:
             quota = spec.parent if spec.parent != ROOT_QUOTA else ""
         return ""
 
-    def tree_selector(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    def tree_selector(self, manifest: Mapping[str, object]) -> Mapping[str, JsonValue] | None:
         """The nodeSelector of the profile whose tree the pod's quota belongs to, or None."""
         tree = self._tree_id(self._quota_of(manifest))
         if not tree:
@@ -107,18 +108,19 @@ class QuotaView:
                 return profile.node_selector
         return None
 
-    def with_tree_affinity(self, manifest: dict[str, Any]) -> dict[str, Any]:
+    def with_tree_affinity(self, manifest: JsonObject) -> JsonObject:
         """The pod manifest with its quota tree's node selector added to its required node affinity (unchanged when
         its quota is in the default tree, or when the manifest is too malformed to extend: the pod parser says
         why)."""
         selector = self.tree_selector(manifest)
-        spec = manifest.get("spec")
-        if selector is None or not isinstance(spec, dict):
+        if selector is None or not isinstance(manifest.get("spec"), dict):
             return manifest
-        requirements = [
+        match_labels = selector.get("matchLabels")
+        requirements: list[JsonValue] = [
             {"key": k, "operator": "In", "values": [v]}
-            for k, v in (selector.get("matchLabels") or {}).items()
+            for k, v in (match_labels.items() if isinstance(match_labels, dict) else ())
         ]
+        expressions = selector.get("matchExpressions")
         requirements += [
             {
                 k: v
@@ -129,25 +131,30 @@ class QuotaView:
                 )
                 if v
             }
-            for e in selector.get("matchExpressions") or []
+            for e in (expressions if isinstance(expressions, list) else ())
             if isinstance(e, dict)
         ]
         out = copy.deepcopy(manifest)
         node = out["spec"]
         for key in ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"):
+            if not isinstance(node, dict):
+                return manifest
             if node.get(key) is None:
                 node[key] = {}
             node = node[key]
-            if not isinstance(node, dict):
-                return manifest
-        required = node
-        terms = required.get("nodeSelectorTerms")
-        if not isinstance(terms or [], list):
+        if not isinstance(node, dict):
             return manifest
+        terms = node.get("nodeSelectorTerms")
         if not terms:
-            required["nodeSelectorTerms"] = [{"matchExpressions": requirements}]
-        else:
+            node["nodeSelectorTerms"] = [{"matchExpressions": requirements}]
+        elif isinstance(terms, list):
             for term in terms:
                 if isinstance(term, dict):
-                    term["matchExpressions"] = [*(term.get("matchExpressions") or []), *requirements]
+                    existing = term.get("matchExpressions")
+                    term["matchExpressions"] = [
+                        *(existing if isinstance(existing, list) else ()),
+                        *requirements,
+                    ]
+        else:
+            return manifest
         return out

@@ -7,7 +7,7 @@ order (``allot apply`` and ``allot whatif`` read them with :func:`allot_stack.ap
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from allot_contracts.envelope import RecordedEvent
@@ -58,22 +58,28 @@ def _learn_quotas(door: Door, applied: dict[str, Event], stream: str, event: Eve
         door.quota_view.forget_quota(event.quota.name)
 
 
-def _learn(door: Door, kind: str, payload: dict[str, Any]) -> None:
+def _learn(door: Door, event: Event) -> None:
     """What a recorded PriorityClass deletion, ClusterColocationProfile or Namespace tells the door."""
+    from allot_contracts import kube
+    from allot_contracts.events import (
+        ColocationProfileApplied,
+        ColocationProfileDeleted,
+        ObjectIgnored,
+        PriorityClassDeleted,
+    )
     from allot_contracts.objects.colocation_profile import parse_colocation_profile
 
     assert door.profiles is not None
-    if kind == "priorityclass.deleted":
-        door.priority_classes.pop(str(payload["name"]), None)
-    elif kind == "colocationprofile.applied":
-        profile = parse_colocation_profile(payload["manifest"], [], [])
+    if isinstance(event, PriorityClassDeleted):
+        door.priority_classes.pop(event.name, None)
+    elif isinstance(event, ColocationProfileApplied):
+        profile = parse_colocation_profile(event.manifest, [], [])
         if profile is not None:
             door.profiles[profile.name] = profile
-    elif kind == "colocationprofile.deleted":
-        door.profiles.pop(str(payload["name"]), None)
-    elif kind == "object.ignored" and payload.get("kind") == "Namespace":
-        labels = (payload.get("manifest") or {}).get("metadata", {}).get("labels")
-        door.namespaces[str(payload["ref"]["name"])] = {str(k): str(v) for k, v in (labels or {}).items()}
+    elif isinstance(event, ColocationProfileDeleted):
+        door.profiles.pop(event.name, None)
+    elif isinstance(event, ObjectIgnored) and event.kind == "Namespace":
+        door.namespaces[event.ref.name] = kube.labels(event.manifest)
 
 
 def learn(door: Door, applied: dict[str, Event], record: RecordedEvent) -> None:
@@ -88,4 +94,4 @@ def learn(door: Door, applied: dict[str, Event], record: RecordedEvent) -> None:
         assert isinstance(event, PriorityClassApplied)
         door.priority_classes[event.name] = event.spec
     else:
-        _learn(door, record.type, record.payload_dict())
+        _learn(door, record.decode())

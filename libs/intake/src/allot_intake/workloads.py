@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.kube import storage_issues
 from allot_contracts.objects.meta import read_meta
 
@@ -61,7 +62,7 @@ def _suffix(owner: str, index: int) -> str:
     return _encode(_fnv32a(f"{owner}/{index}".encode()), 5)
 
 
-def _count(spec: Mapping[str, Any], field: str, default: int, issues: list[FieldIssue]) -> int:
+def _count(spec: Mapping[str, JsonValue], field: str, default: int, issues: list[FieldIssue]) -> int:
     value = spec.get(field, default)
     if value is None:
         return default
@@ -83,25 +84,31 @@ def _count(spec: Mapping[str, Any], field: str, default: int, issues: list[Field
 
 
 def _pod(
-    template: Mapping[str, Any],
+    template: Mapping[str, JsonValue],
     name: str,
     namespace: str,
-    owner: dict[str, Any],
+    owner: JsonObject,
     extra_labels: Mapping[str, str],
     extra_annotations: Mapping[str, str] = {},
-) -> dict[str, Any]:
-    meta = template.get("metadata") or {}
-    labels = {**(meta.get("labels") or {}), **extra_labels}
-    annotations = {**(meta.get("annotations") or {}), **extra_annotations}
-    out_meta: dict[str, Any] = {"name": name, "namespace": namespace, "ownerReferences": [owner]}
+) -> JsonObject:
+    """A pod of the (checked) template: its metadata's labels and annotations, its spec."""
+    meta = _object(template.get("metadata"))
+    labels: JsonObject = {**_object(meta.get("labels")), **extra_labels}
+    annotations: JsonObject = {**_object(meta.get("annotations")), **extra_annotations}
+    out_meta: JsonObject = {"name": name, "namespace": namespace, "ownerReferences": [owner]}
     if labels:
         out_meta["labels"] = labels
     if annotations:
         out_meta["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": out_meta, "spec": dict(template.get("spec") or {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": out_meta, "spec": _object(template.get("spec"))}
 
 
-def _template_meta_issues(template: Mapping[str, Any]) -> list[FieldIssue]:
+def _object(value: JsonValue) -> JsonObject:
+    """A copy of ``value`` when it is an object, else an empty one."""
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _template_meta_issues(template: Mapping[str, JsonValue]) -> list[FieldIssue]:
     """What in the template's metadata cannot be copied into a pod (the pods' own admission checks the rest)."""
     meta = template.get("metadata")
     if meta is None:
@@ -115,7 +122,7 @@ def _template_meta_issues(template: Mapping[str, Any]) -> list[FieldIssue]:
     ]
 
 
-def _owner(api_version: str, kind: str, name: str) -> dict[str, Any]:
+def _owner(api_version: str, kind: str, name: str) -> JsonObject:
     return {
         "apiVersion": api_version,
         "kind": kind,
@@ -125,7 +132,7 @@ def _owner(api_version: str, kind: str, name: str) -> dict[str, Any]:
     }
 
 
-def expand(manifest: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[FieldIssue], list[FieldIssue]]:
+def expand(manifest: Mapping[str, JsonValue]) -> tuple[list[JsonObject], list[FieldIssue], list[FieldIssue]]:
     """The pods a workload's controller would create, with the issues that refuse it and the warnings to print."""
     issues: list[FieldIssue] = []
     warnings: list[FieldIssue] = []
@@ -144,7 +151,7 @@ def expand(manifest: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Fiel
     if issues:
         return [], issues, warnings
     name, namespace = meta.name, meta.namespace
-    pods: list[dict[str, Any]] = []
+    pods: list[JsonObject] = []
     if kind == "Deployment":
         replicas = _count(spec, "replicas", 1, issues)
         digest = _encode(_fnv32a(json.dumps(template, sort_keys=True, separators=(",", ":")).encode()))[:10]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from allot_contracts.objects import names as n
 from allot_contracts.objects.colocation import ColocationStrategy
@@ -101,7 +101,7 @@ def by_policy(
     reserved: Mapping[str, Num],
     system_used: Mapping[str, Num],
     hp: HPUse,
-) -> tuple[dict[str, Num], dict[str, Any]]:
+) -> tuple[dict[str, Num], dict[str, Values]]:
     """(batch cpu and memory, the inputs and each policy's result) of a node or a zone."""
     safety = margin(strategy, capacity)
     system = _max(system_used, reserved)

@@ -45,6 +45,7 @@ import msgspec
 
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects import names as n
 from allot_placement.loadaware import LoadAwareArgs
 from allot_placement.loadaware import parse_args as parse_load_aware
@@ -84,6 +85,16 @@ class TypicalPod(msgspec.Struct, frozen=True, kw_only=True):
     gpu_milli: int
     gpu_models: tuple[str, ...] = ()
     weight: int = 1
+
+    def to_dict(self) -> JsonObject:
+        """The shape as a configuration's ``fragmentation.typicalPods`` entry."""
+        return {
+            "cpuMilli": self.cpu_milli,
+            "gpuCount": self.gpu_count,
+            "gpuMilli": self.gpu_milli,
+            "gpuModels": list(self.gpu_models),
+            "weight": self.weight,
+        }
 
 
 _DEVICE_WEIGHTS = ((n.FPGA, 1), (n.GPU_MEMORY, 1), (n.GPU_MEMORY_RATIO, 1), (n.RDMA, 1))
@@ -146,8 +157,8 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(errors)
         return cfg
 
-    def to_dict(self) -> dict[str, Any]:
-        def strat(s: Strategy) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
+        def strat(s: Strategy) -> JsonObject:
             return {"strategy": s.strategy, "weight": s.weight, "resources": dict(s.resources)}
 
         return {
@@ -174,18 +185,7 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
                     {"vendor": v, "model": m} for v, m in self.gpu_share_unsupported_models
                 ]
             },
-            "fragmentation": {
-                "typicalPods": [
-                    {
-                        "cpuMilli": t.cpu_milli,
-                        "gpuCount": t.gpu_count,
-                        "gpuMilli": t.gpu_milli,
-                        "gpuModels": list(t.gpu_models),
-                        "weight": t.weight,
-                    }
-                    for t in self.typical_pods
-                ]
-            },
+            "fragmentation": {"typicalPods": [t.to_dict() for t in self.typical_pods]},
             "seed": self.seed,
             "tieBreak": self.tie_break,
             "explain": {"topScores": self.top_scores, "maxNodeReasons": self.max_node_reasons},
@@ -204,7 +204,7 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 def _section(
     d: Mapping[str, object], key: str, path: str, allowed: set[str], errors: list[FieldIssue]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     v = d.get(key)
     if v is None:
         return {}
@@ -229,7 +229,7 @@ def _int(v: Any, path: str, errors: list[FieldIssue], lo: int = 0, default: int 
     return v
 
 
-def _strategy(raw: dict[str, Any], base: Strategy, path: str, errors: list[FieldIssue]) -> Strategy:
+def _strategy(raw: Mapping[str, object], base: Strategy, path: str, errors: list[FieldIssue]) -> Strategy:
     s = raw.get("strategy", base.strategy)
     if s not in STRATEGIES:
         errors.append(
@@ -454,7 +454,7 @@ def _percentage(v: Any, errors: list[FieldIssue]) -> int:
     return v
 
 
-def _fragmentation(fr: dict[str, Any], errors: list[FieldIssue]) -> tuple[TypicalPod, ...]:
+def _fragmentation(fr: Mapping[str, object], errors: list[FieldIssue]) -> tuple[TypicalPod, ...]:
     out: list[TypicalPod] = []
     raw = fr.get("typicalPods") or []
     if not isinstance(raw, list):

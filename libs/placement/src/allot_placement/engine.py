@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects import names as n
 from allot_contracts.objects.annotations import BoundAllocation
 from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
@@ -47,7 +48,7 @@ from allot_placement.devices import DeviceMemo
 from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, static_filter
 from allot_placement.loadaware import AssignedPod, LoadTracker, PodLoad
 from allot_placement.nodeside import NodeOverrides, effective_info, effective_topology
-from allot_placement.output import snapshot_node
+from allot_placement.output import NodeSnapshot, snapshot_node
 from allot_placement.pod import PodSpec, pod_key, pod_spec
 from allot_placement.reasons import Reason
 from allot_placement.reservations import Hold
@@ -365,7 +366,7 @@ class PlacementEngine:
         """A Reservation placed on ``hold.node``: the node holds its remaining part for its owners."""
         reserved.reserve(self, hold)
 
-    def unreserve(self, name: str) -> dict[str, Any] | None:
+    def unreserve(self, name: str) -> JsonObject | None:
         """The Reservation ended: what it still held goes back to the node; returns what was freed."""
         return reserved.unreserve(self, name)
 
@@ -383,7 +384,7 @@ class PlacementEngine:
     def node_names(self) -> list[str]:
         return sorted(name for name, s in self._nodes.items() if s.info is not None)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, NodeSnapshot]:
         return {
             name: snapshot_node(self._nodes[name])
             for name in sorted(self._nodes)
@@ -392,7 +393,7 @@ class PlacementEngine:
 
     def digest(self) -> str:
         pods = {p: self._nodes[node].pods[p].to_dict() for p, node in sorted(self._pod_node.items())}
-        state: dict[str, Any] = {"pods": pods, "nodes": self.snapshot()}
+        state: dict[str, object] = {"pods": pods, "nodes": self.snapshot()}
         if self.holds:
             state["holds"] = {
                 n: [h.uid, h.node, h.policy, sorted(h.owners)] for n, h in sorted(self.holds.items())

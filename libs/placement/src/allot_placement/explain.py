@@ -10,7 +10,7 @@ nodes by name; the Rejected one with every field error; and a gang's failure wit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
@@ -32,7 +32,15 @@ __all__ = ["NODE_NAME", "group_failure", "rejected", "scheduled", "unschedulable
 NODE_NAME = rs.NODE_NAME
 
 
-def _common(engine: PlacementEngine) -> dict[str, Any]:
+class _Common(TypedDict):
+    """The fields every decision of an engine carries."""
+
+    policy: str
+    config_version: str
+    nodes_total: int
+
+
+def _common(engine: PlacementEngine) -> _Common:
     return {
         "policy": engine.config.policy,
         "config_version": engine.config_version,

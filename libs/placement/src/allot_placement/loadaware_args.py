@@ -22,11 +22,12 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.issues import FieldIssue, checked_bool, checked_int
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects import names as n
 from allot_contracts.objects.duration import parse_go_duration
 from allot_contracts.objects.nodemetric import AGGREGATION_TYPES
 
-__all__ = ["Aggregated", "Amounts", "LoadAwareArgs", "parse_args"]
+__all__ = ["ARGS_KEYS", "Aggregated", "Amounts", "LoadAwareArgs", "parse_args"]
 
 Amounts = tuple[tuple[str, int], ...]
 
@@ -84,8 +85,8 @@ class LoadAwareArgs(msgspec.Struct, frozen=True, kw_only=True):
             names.update(name for name, _ in amounts)
         return frozenset(names)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {
             "enabled": self.enabled,
             "weight": self.weight,
             "filterExpiredNodeMetrics": self.filter_expired_node_metrics,
@@ -122,26 +123,27 @@ class LoadAwareArgs(msgspec.Struct, frozen=True, kw_only=True):
         return out
 
 
-_KEYS: Final = {
-    "enabled",
-    "weight",
-    "filterExpiredNodeMetrics",
-    "nodeMetricExpirationSeconds",
-    "enableScheduleWhenNodeMetricsExpired",
-    "resourceWeights",
-    "dominantResourceWeight",
-    "usageThresholds",
-    "prodUsageThresholds",
-    "prodUsageIncludeSys",
-    "scoreAccordingProdUsage",
-    "estimator",
-    "estimatedScalingFactors",
-    "estimatedSecondsAfterPodScheduled",
-    "estimatedSecondsAfterInitialized",
-    "allowCustomizeEstimation",
-    "aggregated",
-    "supportedResources",
-}
+ARGS_KEYS: Final = frozenset(  # the fields of upstream's LoadAwareSchedulingArgs
+    {
+        "filterExpiredNodeMetrics",
+        "nodeMetricExpirationSeconds",
+        "enableScheduleWhenNodeMetricsExpired",
+        "resourceWeights",
+        "dominantResourceWeight",
+        "usageThresholds",
+        "prodUsageThresholds",
+        "prodUsageIncludeSys",
+        "scoreAccordingProdUsage",
+        "estimator",
+        "estimatedScalingFactors",
+        "estimatedSecondsAfterPodScheduled",
+        "estimatedSecondsAfterInitialized",
+        "allowCustomizeEstimation",
+        "aggregated",
+        "supportedResources",
+    }
+)
+_KEYS: Final = {"enabled", "weight", *ARGS_KEYS}
 _AGG_KEYS: Final = {
     "usageThresholds",
     "usageAggregationType",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects import names as n
 from allot_contracts.objects.inventory import parse_device_cr, parse_node
 from allot_contracts.objects.pod import Pod, parse_pod
@@ -122,11 +123,11 @@ def replicate(items: list[_Named], count: int) -> list[_Named]:
     return out
 
 
-def node_manifests(node: TraceNode, numa_nodes: int = 2) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def node_manifests(node: TraceNode, numa_nodes: int = 2) -> tuple[JsonObject, JsonObject | None]:
     """The v1 Node and (for GPU nodes) the Device of a trace node."""
     mem_gib = GPU_MEMORY_GIB.get(node.model, 16)
-    alloc: dict[str, Any] = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "1001"}
-    labels = {"kubernetes.io/hostname": node.name}
+    alloc: JsonObject = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "1001"}
+    labels: JsonObject = {"kubernetes.io/hostname": node.name}
     if node.gpus:
         alloc.update(
             {
@@ -136,7 +137,7 @@ def node_manifests(node: TraceNode, numa_nodes: int = 2) -> tuple[dict[str, Any]
             }
         )
         labels.update({n.LABEL_GPU_MODEL: node.model, n.LABEL_GPU_VENDOR: "nvidia"})
-    manifest = {
+    manifest: JsonObject = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": node.name, "labels": labels},
@@ -145,7 +146,7 @@ def node_manifests(node: TraceNode, numa_nodes: int = 2) -> tuple[dict[str, Any]
     if not node.gpus:
         return manifest, None
     numa = numa_nodes if node.gpus >= numa_nodes else 1
-    devices = [
+    devices: list[JsonValue] = [
         {
             "type": "gpu",
             "id": f"GPU-{node.name}-{m}",
@@ -156,7 +157,7 @@ def node_manifests(node: TraceNode, numa_nodes: int = 2) -> tuple[dict[str, Any]
         }
         for m in range(node.gpus)
     ]
-    device = {
+    device: JsonObject = {
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",
         "kind": "Device",
         "metadata": {
@@ -170,8 +171,8 @@ def node_manifests(node: TraceNode, numa_nodes: int = 2) -> tuple[dict[str, Any]
 
 def pod_manifest(
     pod: TracePod, name: str | None = None, namespace: str = "openb", whole_gpu_as_nvidia: bool = True
-) -> dict[str, Any]:
-    req: dict[str, Any] = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
+) -> JsonObject:
+    req: JsonObject = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
     if pod.num_gpu and pod.gpu_milli:
         if pod.gpu_milli >= 1000 and whole_gpu_as_nvidia:
             req[n.NVIDIA_GPU] = str(pod.num_gpu)
@@ -179,7 +180,7 @@ def pod_manifest(
             pct = pod.num_gpu * pod.gpu_milli // 10
             req[n.GPU_CORE] = str(pct)
             req[n.GPU_MEMORY_RATIO] = str(pct)
-    spec: dict[str, Any] = {"containers": [{"name": "main", "resources": {"requests": req}}]}
+    spec: JsonObject = {"containers": [{"name": "main", "resources": {"requests": req}}]}
     if pod.gpu_spec and pod.num_gpu:
         spec["affinity"] = {
             "nodeAffinity": {

@@ -14,7 +14,7 @@ Pure.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from allot_contracts.objects import names as n
 from allot_contracts.objects.annotations import ResourceSpec
@@ -23,19 +23,64 @@ from allot_contracts.objects.inventory import Inventory
 from allot_contracts.resources import format_resource_list
 from allot_placement.state import Allocation, NodeState
 
-__all__ = ["output_annotations", "snapshot_node"]
+__all__ = ["NodeSnapshot", "output_annotations", "snapshot_node"]
+
+
+class AllocatedVf(TypedDict):
+    minor: NotRequired[int]
+    busID: str
+
+
+class AllocatedExtension(TypedDict):
+    vfs: list[AllocatedVf]
+
+
+class AllocatedDevice(TypedDict):
+    """One entry of the device-allocated annotation."""
+
+    minor: int
+    resources: dict[str, str]
+    id: NotRequired[str]
+    extension: NotRequired[AllocatedExtension]
+
+
+class NumaNodeResource(TypedDict):
+    node: int
+    resources: dict[str, str]
+
+
+class ResourceStatus(TypedDict, total=False):
+    """The resource-status annotation."""
+
+    cpuset: str
+    numaNodeResources: list[NumaNodeResource]
+
+
+DeviceAllocated = dict[str, list[AllocatedDevice]]  # device type -> its entries
+
+
+class DeviceUse(TypedDict):
+    total: dict[str, str]
+    used: dict[str, str]
+
+
+class NodeSnapshot(TypedDict):
+    """A node's allocation state: device type -> minor -> use, and the cpuset taken."""
+
+    devices: dict[str, dict[str, DeviceUse]]
+    cpusetAllocated: str
 
 
 def output_annotations(
     inv: Inventory | None, alloc: Allocation, bind: str, required: bool, spec: ResourceSpec
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+) -> dict[str, DeviceAllocated | ResourceStatus | dict[str, str]]:
+    out: dict[str, DeviceAllocated | ResourceStatus | dict[str, str]] = {}
     if alloc.devices:
-        dev: dict[str, Any] = {}
+        dev: DeviceAllocated = {}
         for dtype, entries in alloc.devices.items():
-            items = []
+            items: list[AllocatedDevice] = []
             for e in entries:
-                item: dict[str, Any] = {"minor": e.minor, "resources": format_resource_list(e.resources)}
+                item: AllocatedDevice = {"minor": e.minor, "resources": format_resource_list(e.resources)}
                 d = inv.device(dtype, e.minor) if inv is not None else None
                 if d is not None and d.id:
                     item["id"] = d.id
@@ -51,7 +96,7 @@ def output_annotations(
                 items.append(item)
             dev[dtype] = items
         out[n.ANN_DEVICE_ALLOCATED] = dev
-    status: dict[str, Any] = {}
+    status: ResourceStatus = {}
     if alloc.cpuset:
         status["cpuset"] = format_cpuset(alloc.cpuset)
     if alloc.numa:
@@ -85,8 +130,8 @@ def _completed_spec(spec: ResourceSpec, bind: str, required: bool) -> dict[str, 
     return {k: v for k, v in fields if v}
 
 
-def snapshot_node(state: NodeState) -> dict[str, Any]:
-    devices: dict[str, Any] = {}
+def snapshot_node(state: NodeState) -> NodeSnapshot:
+    devices: dict[str, dict[str, DeviceUse]] = {}
     inv = state.inventory
     types = sorted(set(inv.devices if inv is not None else ()) | set(state.dev_used))
     for dtype in types:
@@ -94,7 +139,7 @@ def snapshot_node(state: NodeState) -> dict[str, Any]:
             {d.minor for d in (inv.devices.get(dtype, ()) if inv is not None else ())}
             | set(state.dev_used.get(dtype, {}))
         )
-        per: dict[str, Any] = {}
+        per: dict[str, DeviceUse] = {}
         for m in minors:
             d = inv.device(dtype, m) if inv is not None else None
             per[str(m)] = {

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from decimal import ROUND_CEILING, Decimal
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
@@ -94,7 +94,7 @@ class Overcommit(msgspec.Struct, frozen=True, kw_only=True):
     degraded: bool = False
     enabled: bool = False
     degrade_time_minutes: int = 15  # the node's strategy's: when its NodeMetric goes stale
-    inputs: dict[str, Any] = {}
+    inputs: dict[str, object] = {}  # every number the calculation read, for the event
 
     def quantities(self) -> dict[str, str]:
         """The allocatable as quantity text (``"0"`` for a reset resource, whose Node value then stands)."""
@@ -191,7 +191,7 @@ def compute(
         return None
     capacity, allocatable = _cm(node.capacity), _cm(node.allocatable)
     out: dict[str, int | None] = {}
-    inputs: dict[str, Any] = {
+    inputs: dict[str, object] = {
         "capacity": capacity,
         "allocatable": allocatable,
         "normalization": ratio_note,
@@ -317,7 +317,7 @@ def _batch_and_mid(
     capacity: Amounts,
     allocatable: Amounts,
     degraded: bool,
-    inputs: dict[str, Any],
+    inputs: dict[str, object],
 ) -> tuple[Amounts, dict[int, Amounts], Amounts]:
     """(node batch, NUMA-zone batch, mid), filling ``inputs``."""
     reserved = _cm(_max(_sub(capacity, allocatable), node.reservation))
@@ -364,7 +364,7 @@ def _mid(
     system: Amounts,
     prod_request: Amounts,
     degraded: bool,
-    inputs: dict[str, Any],
+    inputs: dict[str, object],
 ) -> Amounts:
     if degraded or metric is None:
         mid = {n.MID_CPU: 0, n.MID_MEMORY: 0}

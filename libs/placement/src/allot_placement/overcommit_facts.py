@@ -28,6 +28,7 @@ import msgspec
 
 from allot_contracts import kube
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonValue
 from allot_contracts.objects import names as n
 from allot_contracts.objects.colocation import (
     ColocationConfig,
@@ -79,7 +80,7 @@ class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     allocatable: Amounts = {}
     reservation: Amounts = {}
     amplification: dict[str, str] | None = None  # the node annotation, as ratio text
-    strategy_override: dict[str, Any] | None = None  # the colocation-strategy annotation, as JSON
+    strategy_override: dict[str, object] | None = None  # the colocation-strategy annotation, as JSON
     cpu: CpuBasicInfo | None = None
     zones: dict[int, Amounts] = {}  # NUMA zone -> allocatable
     notes: tuple[str, ...] = ()  # annotations that could not be read
@@ -125,7 +126,7 @@ def _reservation(raw: Any, notes: list[str]) -> Amounts:
 
 
 def node_facts(
-    manifest: Mapping[str, Any], topology: Mapping[str, Any] | None, zones: Mapping[int, Amounts]
+    manifest: Mapping[str, JsonValue], topology: Mapping[str, JsonValue] | None, zones: Mapping[int, Amounts]
 ) -> NodeFacts:
     """The facts of a registered Node (and its NodeResourceTopology); unreadable annotations become notes."""
     meta = kube.meta(manifest)
@@ -173,8 +174,8 @@ def node_facts(
     )
 
 
-def _cpu_basic_info(topology: Mapping[str, Any] | None, notes: list[str]) -> CpuBasicInfo | None:
-    tann = ((topology or {}).get("metadata") or {}).get("annotations") or {}
+def _cpu_basic_info(topology: Mapping[str, JsonValue] | None, notes: list[str]) -> CpuBasicInfo | None:
+    tann = kube.annotations_of(topology) if topology is not None else {}
     if ANN_CPU_BASIC_INFO not in tann:
         return None
     try:

@@ -317,7 +317,7 @@ class Random(BasePolicy):
         return self.keyed.pick(pod, candidates) if candidates else None
 
 
-_POLICIES: dict[str, Any] = {
+_POLICIES: dict[str, type[BasePolicy]] = {
     "fgd": FGD,
     "bestfit": BestFit,
     "dotproduct": DotProduct,
@@ -327,5 +327,5 @@ _POLICIES: dict[str, Any] = {
 }
 
 
-def make_policy(cfg: PlacementConfig, caches: bool = True) -> Any:
+def make_policy(cfg: PlacementConfig, caches: bool = True) -> BasePolicy:
     return _POLICIES[cfg.gpu_policy](cfg, caches)

@@ -23,10 +23,11 @@ Pure.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects import names as n
 from allot_placement import explain
 from allot_placement import reasons as rs
@@ -241,7 +242,7 @@ def reserve(engine: PlacementEngine, hold: Hold) -> None:
     engine._apply(hold.key, hold.remaining())  # noqa: SLF001
 
 
-def unreserve(engine: PlacementEngine, name: str) -> dict[str, Any] | None:
+def unreserve(engine: PlacementEngine, name: str) -> JsonObject | None:
     """Give back what the reservation still holds (its owners keep their allocations); what was freed, JSON-able."""
     hold = engine.holds.pop(name, None)
     if hold is None:

@@ -8,12 +8,18 @@ shapes a cluster (or a scenario file) carries, so tests exercise the same parsin
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from allot_contracts.decisions.placement import Decision
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects import names as n
 from allot_contracts.objects.inventory import parse_device_cr, parse_node, parse_nrt
 from allot_contracts.objects.pod import Pod, parse_pod
+
+if TYPE_CHECKING:
+    from allot_placement.engine import PlacementEngine
 
 __all__ = [
     "a_device",
@@ -40,13 +46,13 @@ def a_node(
     labels: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
     unschedulable: bool = False,
-    extra: dict[str, Any] | None = None,
+    extra: Mapping[str, str] | None = None,
     annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    alloc: dict[str, Any] = {"cpu": cpu, "memory": memory, "pods": str(pods), **(extra or {})}
-    spec: dict[str, Any] = {}
+) -> JsonObject:
+    alloc: JsonObject = {"cpu": cpu, "memory": memory, "pods": str(pods), **(extra or {})}
+    spec: JsonObject = {}
     if taints:
-        spec["taints"] = taints
+        spec["taints"] = [dict(t) for t in taints]
     if unschedulable:
         spec["unschedulable"] = True
     return {
@@ -58,7 +64,7 @@ def a_node(
     }
 
 
-def gpu_topology(minor: int, gpus: int, numa_nodes: int = 2, per_pcie: int = 2) -> dict[str, Any]:
+def gpu_topology(minor: int, gpus: int, numa_nodes: int = 2, per_pcie: int = 2) -> JsonObject:
     """Synthetic topology: GPUs split evenly over NUMA nodes (one per socket), ``per_pcie`` GPUs per PCIe switch."""
     per_numa = max(gpus // max(numa_nodes, 1), 1)
     numa = min(minor // per_numa, numa_nodes - 1)
@@ -86,12 +92,12 @@ def a_device(
     rdma_vf_labels: dict[str, str] | None = None,
     rdma_labels: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
-    partitions: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    partitions: JsonValue = None,
+) -> JsonObject:
     """A Koordinator Device object. RDMA NIC ``j`` sits on PCIe switch ``j`` (next to GPUs ``j*per_pcie``...)."""
-    devices: list[dict[str, Any]] = []
+    devices: list[JsonValue] = []
     for m in range(gpus):
-        d: dict[str, Any] = {
+        d: JsonObject = {
             "type": "gpu",
             "id": f"GPU-{node}-{m}",
             "minor": m,
@@ -105,7 +111,7 @@ def a_device(
         pcie_gpu = min(j * per_pcie, max(gpus - 1, 0))
         topo = gpu_topology(pcie_gpu, max(gpus, rdma * per_pcie), numa_nodes, per_pcie)
         topo = {**topo, "pcieID": str(j), "busID": f"0000:{0x80 + j:02x}:00.0"}
-        r: dict[str, Any] = {
+        r: JsonObject = {
             "type": "rdma",
             "id": f"0000:{0x80 + j:02x}:00.0",
             "minor": j,
@@ -124,9 +130,10 @@ def a_device(
                 }
             ]
         devices.append(r)
-    meta: dict[str, Any] = {"name": node, "labels": dict(labels or {})}
+    meta_labels: JsonObject = dict(labels or {})
     if gpu_model:
-        meta["labels"][n.LABEL_GPU_MODEL] = gpu_model
+        meta_labels[n.LABEL_GPU_MODEL] = gpu_model
+    meta: JsonObject = {"name": node, "labels": meta_labels}
     if partitions is not None:
         meta["annotations"] = {n.ANN_GPU_PARTITIONS: json.dumps(partitions)}
     return {
@@ -147,18 +154,18 @@ def an_nrt(
     policy: str | None = None,
     reserved: str | None = None,
     zones: bool = True,
-) -> dict[str, Any]:
+) -> JsonObject:
     """A NodeResourceTopology: ``numa_nodes`` sockets with one NUMA node each; CPU id = thread*cores + core."""
     total_cores = numa_nodes * cores_per_numa
-    detail = []
+    detail: list[JsonValue] = []
     for t in range(threads):
         for core in range(total_cores):
             z = core // cores_per_numa
             detail.append({"id": t * total_cores + core, "core": core, "socket": z, "node": z})
-    ann: dict[str, str] = {n.ANN_CPU_TOPOLOGY: json.dumps({"detail": detail})}
+    ann: JsonObject = {n.ANN_CPU_TOPOLOGY: json.dumps({"detail": detail})}
     if reserved:
         ann[n.ANN_KUBELET_CPU_MANAGER_POLICY] = json.dumps({"policy": "static", "reservedCPUs": reserved})
-    out: dict[str, Any] = {
+    out: JsonObject = {
         "apiVersion": "topology.node.k8s.io/v1alpha1",
         "kind": "NodeResourceTopology",
         "metadata": {"name": node, "annotations": ann},
@@ -191,18 +198,18 @@ def a_pod(
     cpu: str | None = "1",
     memory: str | None = "1Gi",
     gpu: int | None = None,
-    resources: dict[str, Any] | None = None,
-    limits: dict[str, Any] | None = None,
+    resources: Mapping[str, str | int] | None = None,
+    limits: Mapping[str, str | int] | None = None,
     labels: dict[str, str] | None = None,
-    annotations: dict[str, Any] | None = None,
+    annotations: Mapping[str, JsonValue] | None = None,
     node_selector: dict[str, str] | None = None,
     tolerations: list[dict[str, str]] | None = None,
-    affinity: dict[str, Any] | None = None,
+    affinity: JsonObject | None = None,
     node_name: str | None = None,
     priority: int | None = None,
-    init: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    req: dict[str, Any] = {}
+    init: list[Mapping[str, str | int]] | None = None,
+) -> JsonObject:
+    req: JsonObject = {}
     if cpu is not None:
         req["cpu"] = cpu
     if memory is not None:
@@ -210,26 +217,28 @@ def a_pod(
     if gpu is not None:
         req[n.NVIDIA_GPU] = str(gpu)
     req.update(resources or {})
-    res: dict[str, Any] = {"requests": req}
+    res: JsonObject = {"requests": req}
     if limits:
-        res["limits"] = limits
-    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox", "resources": res}]}
+        res["limits"] = dict(limits)
+    spec: JsonObject = {"containers": [{"name": "main", "image": "busybox", "resources": res}]}
     if init:
         spec["initContainers"] = [
-            {"name": f"init-{i}", "image": "busybox", "resources": {"requests": r}}
+            {"name": f"init-{i}", "image": "busybox", "resources": {"requests": dict(r)}}
             for i, r in enumerate(init)
         ]
     if node_selector:
-        spec["nodeSelector"] = node_selector
+        spec["nodeSelector"] = dict(node_selector)
     if tolerations:
-        spec["tolerations"] = tolerations
+        spec["tolerations"] = [dict(t) for t in tolerations]
     if affinity:
         spec["affinity"] = affinity
     if node_name:
         spec["nodeName"] = node_name
     if priority is not None:
         spec["priority"] = priority
-    ann = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in (annotations or {}).items()}
+    ann: JsonObject = {
+        k: (v if isinstance(v, str) else json.dumps(v)) for k, v in (annotations or {}).items()
+    }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -244,17 +253,25 @@ def a_pod(
     }
 
 
+def _child(parent: JsonObject, key: str) -> JsonObject:
+    """``parent[key]``, an object (a new empty one when the key is missing)."""
+    value = parent.setdefault(key, {})
+    if not isinstance(value, dict):
+        raise ValueError(f"{key} is not an object")
+    return value
+
+
 def bound(
-    pod: dict[str, Any],
+    pod: JsonObject,
     node: str,
     *,
-    device_allocated: dict[str, Any] | None = None,
-    resource_status: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    device_allocated: JsonValue = None,
+    resource_status: JsonValue = None,
+) -> JsonObject:
     """``pod`` bound to ``node`` with the given allocation annotations."""
-    out: dict[str, Any] = json.loads(json.dumps(pod))
-    out["spec"]["nodeName"] = node
-    ann = out["metadata"].setdefault("annotations", {})
+    out: JsonObject = json.loads(json.dumps(pod))
+    _child(out, "spec")["nodeName"] = node
+    ann = _child(_child(out, "metadata"), "annotations")
     if device_allocated is not None:
         ann[n.ANN_DEVICE_ALLOCATED] = json.dumps(device_allocated)
     if resource_status is not None:
@@ -262,22 +279,25 @@ def bound(
     return out
 
 
-def admit(manifest: dict[str, Any]) -> Pod:
+def _name(manifest: JsonObject) -> JsonValue:
+    meta = manifest.get("metadata")
+    return meta.get("name") if isinstance(meta, dict) else None
+
+
+def admit(manifest: JsonObject) -> Pod:
     """A pod manifest read as the door reads it; raises when the door refuses it."""
     issues: list[FieldIssue] = []
     pod = parse_pod(manifest, issues, [])
     if pod is None:
-        raise ValueError(
-            f"pod {manifest.get('metadata', {}).get('name')} refused: {[str(i) for i in issues]}"
-        )
+        raise ValueError(f"pod {_name(manifest)} refused: {[str(i) for i in issues]}")
     return pod
 
 
-def load(eng: Any, *docs: dict[str, Any]) -> None:
+def load(eng: PlacementEngine, *docs: JsonObject) -> None:
     """Feed objects (Node, Device, NodeResourceTopology, bound Pods) to an engine, read as the door reads them."""
     for doc in docs:
         kind = str(doc.get("kind"))
-        name = (doc.get("metadata") or {}).get("name")
+        name = _name(doc)
         if kind == "Node":
             info, errors = parse_node(doc)
             if info is None or errors:
@@ -299,7 +319,7 @@ def load(eng: Any, *docs: dict[str, Any]) -> None:
             raise ValueError(f"cannot load a {kind}")
 
 
-def engine_with(*docs: dict[str, Any], config: dict[str, Any] | None = None) -> Any:
+def engine_with(*docs: JsonObject, config: JsonObject | None = None) -> PlacementEngine:
     """An engine loaded with the given objects (Node, Device, NodeResourceTopology, bound Pods), in order."""
     from allot_placement.config import PlacementConfig
     from allot_placement.engine import PlacementEngine
@@ -309,12 +329,12 @@ def engine_with(*docs: dict[str, Any], config: dict[str, Any] | None = None) -> 
     return eng
 
 
-def schedule(eng: Any, pod: dict[str, Any] | Pod) -> Any:
+def schedule(eng: PlacementEngine, pod: JsonObject | Pod) -> Decision:
     """``eng.schedule`` for a manifest (read at the door first) or a Pod."""
     return eng.schedule(admit(pod) if isinstance(pod, dict) else pod)
 
 
-def place(eng: Any, pod: dict[str, Any] | Pod) -> Any:
+def place(eng: PlacementEngine, pod: JsonObject | Pod) -> Decision:
     """Schedule ``pod`` and assume it when Scheduled; returns the Decision."""
     d = schedule(eng, pod)
     if d.outcome == n.SCHEDULED:
@@ -322,6 +342,6 @@ def place(eng: Any, pod: dict[str, Any] | Pod) -> Any:
     return d
 
 
-def minors(decision: Any, dtype: str = "gpu") -> list[int]:
+def minors(decision: Decision, dtype: str = "gpu") -> list[int]:
     """The minors of ``dtype`` a decision allocated (from its device-allocated annotation)."""
     return [e["minor"] for e in decision.annotations.get(n.ANN_DEVICE_ALLOCATED, {}).get(dtype, [])]

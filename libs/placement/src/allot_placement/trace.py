@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects import names as n
 from allot_placement.config import PlacementConfig, TypicalPod
 from allot_placement.engine import PlacementEngine
@@ -57,18 +58,7 @@ def workload_typical_pods(pods: Sequence[TracePod]) -> tuple[TypicalPod, ...]:
 
 
 def trace_config(policy: str, typical: Sequence[TypicalPod], seed: int) -> PlacementConfig:
-    frag = {
-        "typicalPods": [
-            {
-                "cpuMilli": t.cpu_milli,
-                "gpuCount": t.gpu_count,
-                "gpuMilli": t.gpu_milli,
-                "gpuModels": list(t.gpu_models),
-                "weight": t.weight,
-            }
-            for t in typical
-        ]
-    }
+    frag: JsonObject = {"typicalPods": [t.to_dict() for t in typical]}
     return PlacementConfig.from_dict({"policy": policy, "fragmentation": frag, "seed": seed})
 
 
@@ -178,9 +168,9 @@ def discretize(run: TraceRun, metric: str = "alloc") -> dict[int, float]:
     return out
 
 
-def summary(runs: Sequence[TraceRun], walls: Sequence[float]) -> dict[str, Any]:
+def summary(runs: Sequence[TraceRun], walls: Sequence[float]) -> JsonObject:
     """The ``--summary-json`` object for one policy over several seeds (means, plus ``per_seed``)."""
-    per_seed: list[dict[str, Any]] = []
+    per_seed: list[JsonObject] = []
     for run, wall in zip(runs, walls):
         alloc, frag = discretize(run, "alloc"), discretize(run, "frag")
         per_seed.append(
@@ -198,7 +188,7 @@ def summary(runs: Sequence[TraceRun], walls: Sequence[float]) -> dict[str, Any]:
         )
 
     def mean(key: str) -> float | None:
-        vals = [float(s[key]) for s in per_seed if s[key] is not None]
+        vals = [float(v) for s in per_seed if isinstance(v := s[key], int | float)]
         return round(sum(vals) / len(vals), 2) if vals else None
 
     return {
@@ -216,5 +206,5 @@ def summary(runs: Sequence[TraceRun], walls: Sequence[float]) -> dict[str, Any]:
                 "wall_s",
             )
         },
-        "per_seed": per_seed,
+        "per_seed": list[JsonValue](per_seed),
     }

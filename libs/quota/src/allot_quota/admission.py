@@ -20,7 +20,8 @@ again when quota frees. Messages keep the upstream wording (``Insufficient quota
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
 
 from allot_contracts.resources import (
     ResourceList,
@@ -67,19 +68,19 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
     root = h.tree_root_of(quota)
     tree = root.name if root is not None else ""
     req = node.pods[pod.key].masked if pod.key in node.pods else mask(pod.requests, set(node.spec.max))
-    base: dict[str, Any] = {
-        "pod": pod.key,
-        "quota": quota,
-        "tree": tree,
-        "request": format_resource_list(req),
-        "min": format_resource_list(node.spec.min),
-        "max": format_resource_list(node.spec.max),
-        "non_preemptible": not pod.preemptible,
-        "priority": pod.priority,
-    }
+    decided = functools.partial(  # what every decision says of the pod and its quota
+        AdmitDecision,
+        pod=pod.key,
+        quota=quota,
+        tree=tree,
+        request=format_resource_list(req),
+        min=format_resource_list(node.spec.min),
+        max=format_resource_list(node.spec.max),
+        non_preemptible=not pod.preemptible,
+        priority=pod.priority,
+    )
     if is_parent_quota(node.spec, bool(node.children)):
-        return AdmitDecision(
-            **base,
+        return decided(
             admitted=False,
             status="UnschedulableAndUnresolvable",
             reason="ParentQuota",
@@ -88,18 +89,19 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
         )
     limit = _limit(h, config, quota)
     runtime = dict(node.runtime)
-    numbers: dict[str, Any] = {
-        "used": format_resource_list(node.used),
-        "runtime": format_resource_list(runtime),
-        "limit": format_resource_list(limit),
-    }
+    counted = functools.partial(  # and the amounts the check compared
+        decided,
+        used=format_resource_list(node.used),
+        runtime=format_resource_list(runtime),
+        limit=format_resource_list(limit),
+    )
     exceed = exceeded_dimensions(add(node.used, req), limit)
     if exceed:
         msg = (
             f"Insufficient quotas, quotaName: {quota}, runtime: {describe(limit)}, used: {describe(node.used)}, "
             f"pod's request: {describe(req)}, exceedDimensions: [{' '.join(exceed)}]"
         )
-        return _waiting("InsufficientQuota", msg, exceed, **base, **numbers)
+        return _waiting(counted, "InsufficientQuota", msg, exceed)
     if not pod.preemptible:
         exceed = exceeded_dimensions(add(node.np_used, req), node.spec.min)
         if exceed:
@@ -108,15 +110,13 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
                 f"nonPreemptibleUsed: {describe(node.np_used)}, pod's request: {describe(req)}, "
                 f"exceedDimensions: [{' '.join(exceed)}]"
             )
-            return _waiting("InsufficientNonPreemptibleQuota", msg, exceed, **base, **numbers)
+            return _waiting(counted, "InsufficientNonPreemptibleQuota", msg, exceed)
     if config.enable_check_parent_quota and root is not None:
         short = _ancestor_shortfall(h, config, quota, req)
         if short is not None:
             msg, exceed, topo = short
-            return _waiting("InsufficientParentQuota", msg, exceed, **base, **numbers, topology=topo)
-    return AdmitDecision(
-        **base,
-        **numbers,
+            return _waiting(functools.partial(counted, topology=topo), "InsufficientParentQuota", msg, exceed)
+    return counted(
         admitted=True,
         status="Success",
         reason="Admitted",
@@ -126,10 +126,11 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
     )
 
 
-def _waiting(reason: str, msg: str, exceed: list[str], **facts: Any) -> AdmitDecision:
+def _waiting(
+    decided: Callable[..., AdmitDecision], reason: str, msg: str, exceed: list[str]
+) -> AdmitDecision:
     """Not admitted for want of quota: the pod waits (Unschedulable) with the dimensions it exceeds."""
-    return AdmitDecision(
-        **facts,
+    return decided(
         admitted=False,
         status="Unschedulable",
         reason=reason,

@@ -29,8 +29,7 @@ This is an attribution model for explaining decisions; it never changes a runtim
 
 from __future__ import annotations
 
-from typing import Any
-
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.quantity import format_quantity
 from allot_contracts.resources import ResourceList
 from allot_quota.runtime import hamilton
@@ -79,7 +78,7 @@ def _level(h: Hierarchy, parent: Node, x: Node, d: str, adj: int) -> tuple[int, 
     return base - occupied, sorted(supply)
 
 
-def _fact(d: str, x: Node, parent: Node, *, change: int, amounts: tuple[int, int, int]) -> dict[str, Any]:
+def _fact(d: str, x: Node, parent: Node, *, change: int, amounts: tuple[int, int, int]) -> JsonObject:
     b, within, up = amounts
     before = x.used.get(d, 0)
     return {
@@ -98,13 +97,13 @@ def _fact(d: str, x: Node, parent: Node, *, change: int, amounts: tuple[int, int
     }
 
 
-def usage_facts(h: Hierarchy, quota: str, delta: ResourceList, sign: int) -> list[dict[str, Any]]:
+def usage_facts(h: Hierarchy, quota: str, delta: ResourceList, sign: int) -> list[JsonObject]:
     """Facts for a usage change of ``sign * delta`` at ``quota``; call before applying the change."""
     start = h.nodes[quota]
     if h.parent_of(start) is None:
         return []
     h.runtime(quota)
-    facts: list[dict[str, Any]] = []
+    facts: list[JsonObject] = []
     adj = 0 if sign > 0 else -1
     for d in sorted(delta):
         r = delta[d]
@@ -119,7 +118,7 @@ def usage_facts(h: Hierarchy, quota: str, delta: ResourceList, sign: int) -> lis
             free, supply = _level(h, parent, x, d, adj * r)
             within = min(b, max(0, free))
             up = b - within if h.parent_of(parent) is not None else 0
-            lenders: list[dict[str, str]] = []
+            lenders: list[JsonValue] = []
             if within and supply:
                 split = hamilton(within, [(n, s) for n, s, _ in supply])
                 kinds = {n: k for n, _, k in supply}

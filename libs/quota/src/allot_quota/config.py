@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.quantity import to_canonical
 from allot_contracts.resources import ResourceList, format_resource_list
 
@@ -154,8 +155,8 @@ class QuotaConfig:
             raise QuotaConfigError(issues)
         return cls(**kwargs)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {}
         for key, attr in _ARGS.items():
             value = getattr(self, attr)
             if attr in ("delay_evict_seconds", "revoke_pod_interval_seconds"):

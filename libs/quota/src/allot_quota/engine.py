@@ -27,9 +27,9 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.inventory import NodeInfo as Node
 from allot_contracts.resources import format_resource_list
 from allot_quota import views
@@ -256,19 +256,19 @@ class QuotaEngine(PodAccounting):
     def runtime(self, name: str) -> dict[str, str]:
         return format_resource_list(self._h.runtime(name))
 
-    def tree_view(self) -> list[dict[str, Any]]:
+    def tree_view(self) -> list[views.QuotaRow]:
         return views.tree_view(self._h)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> views.Snapshot:
         return views.snapshot(self._h)
 
     def status_annotations(self, name: str) -> dict[str, str]:
         return views.status_annotations(self._h, name)
 
-    def status_patch(self, name: str) -> dict[str, Any]:
+    def status_patch(self, name: str) -> JsonObject:
         return views.status_patch(self._h, name)
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, object]:
         """The engine's state as JSON builtins (inputs only; derived numbers are recomputed from it)."""
         return {
             "engine": ENGINE_VERSION,

@@ -14,7 +14,7 @@ counts as started last.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.quota import (  # noqa: F401  (re-exported: the quota engine's vocabulary)
@@ -88,6 +88,15 @@ __all__ = [
 ]
 
 
+class PodState(TypedDict):
+    key: str
+    quota_label: str
+    priority: int
+    preemptible: bool
+    requests: dict[str, str]
+    start_time: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class PodInfo:
     """A pod as the quota engine accounts it: its quota, priority, preemptibility and requests (taken from the
@@ -106,7 +115,7 @@ class PodInfo:
     terminating: bool = False
     start_time: str | None = None
 
-    def to_state(self) -> dict[str, Any]:
+    def to_state(self) -> PodState:
         return {
             "key": self.key,
             "quota_label": self.quota_label,

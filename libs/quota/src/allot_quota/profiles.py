@@ -18,9 +18,11 @@ Pure: typed nodes and profiles in, value objects out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final, TypedDict
 
+from allot_contracts.jsonvalue import JsonValue
 from allot_contracts.objects.inventory import NodeInfo as Node
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec, parse_profile, tree_id_for
 from allot_contracts.quantity import is_milli_resource
@@ -32,6 +34,13 @@ PROFILE_API: Final = "quota.koordinator.sh/v1alpha1"
 _MAX_INT64: Final = 2**63 - 1
 
 
+class NodeState(TypedDict):
+    name: str
+    labels: dict[str, str]
+    allocatable: dict[str, str]
+    schedulable: bool
+
+
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
@@ -39,7 +48,7 @@ class NodeInfo:
     allocatable: ResourceList
     schedulable: bool = True
 
-    def to_state(self) -> dict[str, Any]:
+    def to_state(self) -> NodeState:
         return {
             "name": self.name,
             "labels": dict(sorted(self.labels.items())),
@@ -59,19 +68,24 @@ def node_info(node: Node) -> NodeInfo:
     )
 
 
-def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """Kubernetes LabelSelector semantics; an empty selector selects every node."""
-    for k, v in (selector.get("matchLabels") or {}).items():
+def selects(selector: Mapping[str, JsonValue], labels: Mapping[str, str]) -> bool:
+    """Kubernetes LabelSelector semantics; an empty selector selects every node (the door checked its shape)."""
+    match_labels = selector.get("matchLabels")
+    for k, v in (match_labels if isinstance(match_labels, dict) else {}).items():
         if labels.get(k) != str(v):
             return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), [str(v) for v in expr.get("values") or []]
-        present = key in labels
+    exprs = selector.get("matchExpressions")
+    for expr in exprs if isinstance(exprs, list) else []:
+        if not isinstance(expr, dict):
+            continue
+        key, op, raw = expr.get("key"), expr.get("operator"), expr.get("values")
+        values = [str(v) for v in raw] if isinstance(raw, list) else []
+        value = labels.get(key) if isinstance(key, str) else None
         if (
-            (op == "In" and (not present or labels[key] not in values))
-            or (op == "NotIn" and present and labels[key] in values)
-            or (op == "Exists" and not present)
-            or (op == "DoesNotExist" and present)
+            (op == "In" and (value is None or value not in values))
+            or (op == "NotIn" and value is not None and value in values)
+            or (op == "Exists" and value is None)
+            or (op == "DoesNotExist" and value is not None)
         ):
             return False
     return True

@@ -14,10 +14,11 @@ parsing as production. Resource lists take quantities as strings or ints (``{"cp
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.inventory import NodeInfo, parse_node
 from allot_contracts.objects.pod import Pod, parse_pod
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec, parse_profile, parse_quota
@@ -53,6 +54,7 @@ __all__ = [
 
 Quantities = Mapping[str, str | int]
 GPU = "nvidia.com/gpu"
+T = TypeVar("T")
 
 
 def resources(
@@ -68,7 +70,7 @@ def resources(
     return out
 
 
-def _strs(rl: Quantities | None) -> dict[str, str] | None:
+def _strs(rl: Quantities | None) -> JsonObject | None:
     return None if rl is None else {k: str(v) for k, v in rl.items()}
 
 
@@ -89,9 +91,9 @@ def a_quota_manifest(
     force: bool = False,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    lab: dict[str, str] = dict(labels or {})
-    ann: dict[str, str] = dict(annotations or {})
+) -> JsonObject:
+    lab: JsonObject = dict(labels or {})
+    ann: JsonObject = dict(annotations or {})
     if parent is not None:
         lab[LABEL_PARENT] = parent
     if is_parent is not None:
@@ -114,7 +116,7 @@ def a_quota_manifest(
         ann[ANNO_NAMESPACES] = namespaces if isinstance(namespaces, str) else json.dumps(list(namespaces))
     if total is not None:
         ann[ANNO_TOTAL_RESOURCE] = json.dumps(_strs(total))
-    spec: dict[str, Any] = {}
+    spec: JsonObject = {}
     if min is not None:
         spec["min"] = _strs(min)
     if max is not None:
@@ -143,24 +145,24 @@ def a_pod_manifest(
     preemption_never: bool = False,
     terminating: bool = False,
     labels: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    lab = dict(labels or {})
+) -> JsonObject:
+    lab: JsonObject = dict(labels or {})
     if quota is not None:
         lab[LABEL_POD_QUOTA] = quota
     if not preemptible:
         lab[LABEL_POD_PREEMPTIBLE] = "false"
-    req = {**resources(cpu, memory, gpu), **(_strs(requests) or {})}
-    spec: dict[str, Any] = {"containers": [{"name": "main", "resources": {"requests": req}}]}
+    req: JsonObject = {**resources(cpu, memory, gpu), **(_strs(requests) or {})}
+    spec: JsonObject = {"containers": [{"name": "main", "resources": {"requests": req}}]}
     if priority is not None:
         spec["priority"] = priority
     if node is not None:
         spec["nodeName"] = node
     if preemption_never:
         spec["preemptionPolicy"] = "Never"
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": lab}
+    meta: JsonObject = {"name": name, "namespace": namespace, "labels": lab}
     if terminating:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    pod: JsonObject = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
     if start_time is not None:
         pod["status"] = {"startTime": start_time}
     return pod
@@ -176,8 +178,8 @@ def a_node_manifest(
     labels: Mapping[str, str] | None = None,
     unschedulable: bool = False,
     ready: bool = True,
-) -> dict[str, Any]:
-    alloc = {**resources(cpu, memory, gpu), **(_strs(allocatable) or {})}
+) -> JsonObject:
+    alloc: JsonObject = {**resources(cpu, memory, gpu), **(_strs(allocatable) or {})}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -200,13 +202,13 @@ def a_profile_manifest(
     quota_labels: Mapping[str, str] | None = None,
     resource_keys: Iterable[str] | None = None,
     tree_id: str | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"quotaName": quota_name, "nodeSelector": {"matchLabels": dict(selector or {})}}
+) -> JsonObject:
+    spec: JsonObject = {"quotaName": quota_name, "nodeSelector": {"matchLabels": dict(selector or {})}}
     if ratio is not None:
         spec["resourceRatio"] = ratio
     if quota_labels is not None:
         spec["quotaLabels"] = dict(quota_labels)
-    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    meta: JsonObject = {"name": name, "namespace": namespace}
     if resource_keys is not None:
         meta["annotations"] = {ANNO_RESOURCE_KEYS: json.dumps(list(resource_keys))}
     if tree_id is not None:
@@ -219,33 +221,33 @@ def a_profile_manifest(
     }
 
 
-def _admitted(manifest: dict[str, Any], parse: Any) -> Any:
+def _admitted(manifest: JsonObject, parse: Callable[[JsonObject, list[FieldIssue]], T | None]) -> T:
     issues: list[FieldIssue] = []
     obj = parse(manifest, issues)
     if obj is None or issues:
-        raise AssertionError(
-            f"{manifest['kind']} {manifest['metadata'].get('name')} refused: {[str(i) for i in issues]}"
-        )
+        meta = manifest["metadata"]
+        name = meta.get("name") if isinstance(meta, dict) else None
+        raise AssertionError(f"{manifest['kind']} {name} refused: {[str(i) for i in issues]}")
     return obj
 
 
-def _pod(manifest: dict[str, Any], issues: list[FieldIssue]) -> Pod | None:
+def _pod(manifest: JsonObject, issues: list[FieldIssue]) -> Pod | None:
     return parse_pod(manifest, issues, [])
 
 
-def _node(manifest: dict[str, Any], issues: list[FieldIssue]) -> NodeInfo | None:
+def _node(manifest: JsonObject, issues: list[FieldIssue]) -> NodeInfo | None:
     info, errors = parse_node(manifest)
     issues.extend(errors)
     return info
 
 
-def _quota(manifest: dict[str, Any], issues: list[FieldIssue]) -> QuotaSpec | None:
+def _quota(manifest: JsonObject, issues: list[FieldIssue]) -> QuotaSpec | None:
     spec, errors = parse_quota(manifest)
     issues.extend(errors)
     return spec
 
 
-def _profile(manifest: dict[str, Any], issues: list[FieldIssue]) -> ProfileSpec | None:
+def _profile(manifest: JsonObject, issues: list[FieldIssue]) -> ProfileSpec | None:
     spec, errors = parse_profile(manifest)
     issues.extend(errors)
     return spec
@@ -253,25 +255,25 @@ def _profile(manifest: dict[str, Any], issues: list[FieldIssue]) -> ProfileSpec 
 
 def a_quota(name: str, **kw: Any) -> QuotaSpec:
     """``a_quota_manifest`` read as the door reads it (raises when the manifest is refused)."""
-    return _admitted(a_quota_manifest(name, **kw), _quota)  # type: ignore[no-any-return]
+    return _admitted(a_quota_manifest(name, **kw), _quota)
 
 
 def a_pod(name: str, **kw: Any) -> Pod:
-    return _admitted(a_pod_manifest(name, **kw), _pod)  # type: ignore[no-any-return]
+    return _admitted(a_pod_manifest(name, **kw), _pod)
 
 
 def a_node(name: str, **kw: Any) -> NodeInfo:
-    return _admitted(a_node_manifest(name, **kw), _node)  # type: ignore[no-any-return]
+    return _admitted(a_node_manifest(name, **kw), _node)
 
 
 def a_profile(name: str, **kw: Any) -> ProfileSpec:
-    return _admitted(a_profile_manifest(name, **kw), _profile)  # type: ignore[no-any-return]
+    return _admitted(a_profile_manifest(name, **kw), _profile)
 
 
 def an_engine(
     *quotas: QuotaSpec,
     nodes: Iterable[NodeInfo] = (),
-    config: QuotaConfig | Mapping[str, Any] | None = None,
+    config: QuotaConfig | Mapping[str, JsonValue] | None = None,
 ) -> QuotaEngine:
     """An engine with the given nodes and quotas applied in order; raises if any quota is refused."""
     cfg = config if isinstance(config, QuotaConfig) else QuotaConfig.from_dict(dict(config or {}))

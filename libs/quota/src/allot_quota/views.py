@@ -12,8 +12,9 @@ the upstream annotation keys); ``status_patch`` adds ``status.used`` for a merge
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.resources import ResourceList, add_into, format_resource_list, to_json
 from allot_quota.model import (
     ANNO_ALLOCATED,
@@ -29,7 +30,47 @@ from allot_quota.model import (
 )
 from allot_quota.tree import Hierarchy, Node
 
-__all__ = ["snapshot", "status_annotations", "status_patch", "tree_view"]
+__all__ = [
+    "QuotaRow",
+    "QuotaUse",
+    "Snapshot",
+    "snapshot",
+    "status_annotations",
+    "status_patch",
+    "tree_view",
+]
+
+
+class QuotaRow(TypedDict):
+    """One row of ``allot quota tree``: a quota, where it sits, its dimensions and its amounts as quantities."""
+
+    name: str
+    namespace: str
+    parent: str
+    tree: str
+    depth: int
+    is_parent: bool
+    allow_lent: bool
+    dimensions: list[str]
+    min: dict[str, str]
+    max: dict[str, str]
+    runtime: dict[str, str]
+    used: dict[str, str]
+    request: dict[str, str]
+    pods: int
+    children: int
+
+
+class QuotaUse(TypedDict):
+    max: dict[str, str]
+    min: dict[str, str]
+    request: dict[str, str]
+    runtime: dict[str, str]
+    used: dict[str, str]
+
+
+class Snapshot(TypedDict):
+    quotas: dict[str, QuotaUse]
 
 
 def _subtree_np(h: Hierarchy, node: Node) -> tuple[ResourceList, ResourceList]:
@@ -41,7 +82,7 @@ def _subtree_np(h: Hierarchy, node: Node) -> tuple[ResourceList, ResourceList]:
     return req, used
 
 
-def _row(h: Hierarchy, node: Node, depth: int, tree: str) -> dict[str, Any]:
+def _row(h: Hierarchy, node: Node, depth: int, tree: str) -> QuotaRow:
     spec = node.spec
     dims = sorted(set(spec.max) | set(node.runtime) | set(node.used) | set(node.request))
     return {
@@ -68,9 +109,9 @@ def _roots(h: Hierarchy) -> list[str]:
     return roots + sorted(h.tree_roots)
 
 
-def tree_view(h: Hierarchy) -> list[dict[str, Any]]:
+def tree_view(h: Hierarchy) -> list[QuotaRow]:
     h.refresh_all()
-    rows: list[dict[str, Any]] = []
+    rows: list[QuotaRow] = []
     for root in _roots(h):
         stack = [(h.nodes[root], 0)]
         while stack:
@@ -83,9 +124,9 @@ def tree_view(h: Hierarchy) -> list[dict[str, Any]]:
     return rows
 
 
-def snapshot(h: Hierarchy) -> dict[str, Any]:
+def snapshot(h: Hierarchy) -> Snapshot:
     h.refresh_all()
-    quotas: dict[str, Any] = {}
+    quotas: dict[str, QuotaUse] = {}
     for name in sorted(h.nodes):
         node = h.nodes[name]
         quotas[name] = {
@@ -115,10 +156,10 @@ def status_annotations(h: Hierarchy, name: str) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def status_patch(h: Hierarchy, name: str) -> dict[str, Any]:
+def status_patch(h: Hierarchy, name: str) -> JsonObject:
     """A JSON merge patch for the ElasticQuota object: status annotations plus ``status.used``."""
     node = h.nodes[name]
     return {
-        "metadata": {"annotations": status_annotations(h, name)},
-        "status": {"used": format_resource_list(node.used)},
+        "metadata": {"annotations": dict(status_annotations(h, name))},
+        "status": {"used": dict(format_resource_list(node.used))},
     }

@@ -11,10 +11,11 @@ projection rebuilt from the log, or folded by ``allot get reservations``, is the
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.reservation import Reservation
 
 __all__ = ["AVAILABLE", "FAILED", "PENDING", "SUCCEEDED", "Book", "Record"]
@@ -29,7 +30,7 @@ class Record(msgspec.Struct, kw_only=True):
     name: str
     uid: str
     spec: Reservation
-    manifest: dict[str, Any]
+    manifest: dict[str, object]  # as applied (JSON)
     created_at: int
     expires_at: int | None
     job: str = ""
@@ -68,9 +69,9 @@ class Record(msgspec.Struct, kw_only=True):
         since = old[3] if old is not None and old[0] == status else at
         self.conditions = {**self.conditions, kind: (status, reason, message, since)}
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> JsonObject:
         """The Reservation's ``status`` as upstream writes it (times as µs; the writer formats them)."""
-        out: dict[str, Any] = {"phase": self.phase}
+        out: JsonObject = {"phase": self.phase}
         if self.conditions:
             out["conditions"] = [
                 {"type": k, "status": s, "reason": r, "message": m, "lastTransitionTime": t}
@@ -83,7 +84,7 @@ class Record(msgspec.Struct, kw_only=True):
         if self.allocatable:
             out["allocatable"] = dict(self.allocatable)
         if self.allocated_by:
-            out["allocated"] = self.allocated
+            out["allocated"] = dict(self.allocated)
         if self.owners:
             out["currentOwners"] = [
                 {"namespace": k.split("/", 1)[0], "name": k.split("/", 1)[1], "uid": uid}
@@ -197,7 +198,7 @@ class Book:
                 out.append(r.finished_at + gc_us)
         return out
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JsonObject:
         return {
             name: {"uid": r.uid, "job": r.job, "expires_at": r.expires_at, **r.status()}
             for name, r in sorted(self.records.items())

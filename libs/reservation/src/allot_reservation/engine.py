@@ -67,6 +67,7 @@ from allot_contracts.events import (
     TimerFired,
 )
 from allot_contracts.issues import format_issues
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.migration import parse_migration_job
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.requests import pod_requests
@@ -242,9 +243,7 @@ class ReservationEngine:
         if got is not None:
             self.world.book.allocate(got[0], got[1], key, rec.uid, _requests_of(decision))
 
-    def _observed_in_reservation(
-        self, key: str, uid: str, manifest: dict[str, Any], typed: Pod | None
-    ) -> None:
+    def _observed_in_reservation(self, key: str, uid: str, manifest: JsonObject, typed: Pod | None) -> None:
         if typed is not None:
             allocated, requests = typed.reservation.allocated, dict(typed.requests)
         else:
@@ -574,13 +573,13 @@ class ReservationEngine:
                     times.append(max(waits))
         return min(times) if times else None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JsonObject:
         return {
             "reservations": self.world.book.snapshot(),
             "rejected": dict(sorted(self.rejected.items())),
             "migrations": self.jobs.snapshot(),
             "pods": {k: [p.uid, p.node, p.bound, p.reservation] for k, p in sorted(self.world.pods.items())},
-            "nodes": sorted(self.world.nodes),
+            "nodes": [*sorted(self.world.nodes)],
         }
 
 

@@ -4,22 +4,24 @@ job migrating it. Read from the pod as the door typed it when the event carried 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
+from allot_contracts import kube
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_descheduling.evictor import PodInput
+from allot_reservation.edits import items
 from allot_reservation.world import PodRecord
 
 __all__ = ["pod_input"]
 
 
-def _volumes(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    return [v for v in spec.get("volumes") or [] if isinstance(v, dict)]
+def _volumes(spec: Mapping[str, JsonValue]) -> list[JsonObject]:
+    return [v for v in items(spec.get("volumes")) if isinstance(v, dict)]
 
 
 def pod_input(rec: PodRecord, migrating: str = "") -> PodInput:
-    meta = rec.manifest.get("metadata") or {}
-    spec = rec.manifest.get("spec") or {}
-    volumes = _volumes(spec)
+    meta = kube.meta(rec.manifest)
+    volumes = _volumes(kube.spec_of(rec.manifest))
     facts, _ = rec.facts()
     controller = rec.controller
     pod = rec.pod
@@ -28,7 +30,7 @@ def pod_input(rec: PodRecord, migrating: str = "") -> PodInput:
         uid=rec.uid,
         node=rec.node,
         labels=dict(facts.labels),
-        annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+        annotations={str(k): str(v) for k, v in kube.annotations_of(rec.manifest).items()},
         owner_kind=controller.kind if controller is not None else "",
         owner_kinds=tuple(o.kind for o in facts.owners),
         priority=rec.priority,

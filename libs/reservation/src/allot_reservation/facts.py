@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonValue
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.requests import pod_requests
 from allot_contracts.objects.reservation_pod import OwnerRef, parse_owner_references, parse_pod_reservation
@@ -36,7 +37,7 @@ def _map(raw: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
 
 
-def facts_of(manifest: Mapping[str, Any]) -> tuple[PodFacts, list[FieldIssue]]:
+def facts_of(manifest: Mapping[str, JsonValue]) -> tuple[PodFacts, list[FieldIssue]]:
     """The pod's facts and the problems of its reservation annotations (empty when well-formed)."""
     meta = manifest.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}

@@ -32,6 +32,7 @@ from allot_contracts.events import (
     MigrationRunning,
     MigrationSucceeded,
 )
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.migration import PodMigrationJob, parse_migration_job
 
 __all__ = ["ABORTED", "FAILED", "PENDING", "RUNNING", "SUCCEEDED", "Bucket", "Job", "Jobs"]
@@ -82,8 +83,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
         ttl = self.spec.ttl_us
         return self.created_at + (ttl + _SCAVENGE_MARGIN_US if ttl else _SCAVENGE_US)
 
-    def status(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"phase": self.phase}
+    def status(self) -> JsonObject:
+        out: JsonObject = {"phase": self.phase}
         latest = next(reversed(self.conditions), None) if self.conditions else None
         if latest is not None and self.phase in (PENDING, RUNNING):
             out["status"] = latest
@@ -233,7 +234,7 @@ class Jobs:
             case _:
                 pass
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JsonObject:
         return {
             "jobs": {name: {"uid": j.uid, **j.status()} for name, j in sorted(self.jobs.items())},
             "rejected": dict(sorted(self.rejected.items())),

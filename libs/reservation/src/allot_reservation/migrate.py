@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import uuid
 from fractions import Fraction
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
@@ -44,6 +44,7 @@ from allot_contracts.events import (
     ReservationRemoved,
 )
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.migration import EVICT_DIRECTLY, RESERVATION_FIRST
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.reservation import (
@@ -59,6 +60,7 @@ from allot_reservation.book import PENDING as R_PENDING
 from allot_reservation.book import SUCCEEDED as R_SUCCEEDED
 from allot_reservation.book import Record
 from allot_reservation.config import MigrationConfig, ReservationConfig
+from allot_reservation.edits import child, obj, with_node_field
 from allot_reservation.jobs import PENDING, RUNNING, Job, Jobs
 from allot_reservation.world import PodRecord, World
 
@@ -85,7 +87,7 @@ def _pod_ref(key: str) -> ObjectRef:
 
 
 def accepted_event(
-    spec: Reservation, manifest: dict[str, Any], created_at: int, job: str = ""
+    spec: Reservation, manifest: JsonObject, created_at: int, job: str = ""
 ) -> ReservationAccepted:
     return ReservationAccepted(
         reservation=_ref(spec.name),
@@ -103,7 +105,7 @@ def accepted_event(
     )
 
 
-def _owners(pod: PodRecord) -> list[dict[str, Any]]:
+def _owners(pod: PodRecord) -> list[JsonValue]:
     """Upstream's ``GenerateReserveResourceOwners``: a pending pod owns it by uid; otherwise the pod's controller.
     A pod without a controller owns it by namespace and name: in standalone mode Allot re-creates it under its name."""
     namespace, name = pod.key.split("/", 1)
@@ -111,7 +113,7 @@ def _owners(pod: PodRecord) -> list[dict[str, Any]]:
         return [{"object": {"uid": pod.uid, "kind": "Pod", "name": name, "namespace": namespace}}]
     ctl = pod.controller
     if ctl is not None:
-        controller: dict[str, Any] = {"apiVersion": ctl.api_version, "kind": ctl.kind, "name": ctl.name}
+        controller: JsonObject = {"apiVersion": ctl.api_version, "kind": ctl.kind, "name": ctl.name}
         if ctl.uid:
             controller["uid"] = ctl.uid
         controller["controller"] = True
@@ -120,14 +122,14 @@ def _owners(pod: PodRecord) -> list[dict[str, Any]]:
     return [{"object": {"name": name, "namespace": namespace}}]
 
 
-def reservation_manifest(job: Job, pod: PodRecord, at: int) -> dict[str, Any]:
+def reservation_manifest(job: Job, pod: PodRecord, at: int) -> JsonObject:
     """The Reservation a ReservationFirst job creates (upstream's ``CreateOrUpdateReservationOptions``): the job's
     template, else the pod's metadata and spec; named after the job's uid; ``allocateOnce``; the job's ttl when the
     template sets none; ``reservation-order`` = creation time in ms; the pod's node excluded by node affinity."""
-    tmpl = copy.deepcopy(job.spec.reservation_template or {})
-    meta = dict(tmpl.get("metadata") or {})
-    spec = dict(tmpl.get("spec") or {})
-    pod_meta = pod.manifest.get("metadata") or {}
+    tmpl: JsonObject = copy.deepcopy(job.spec.reservation_template or {})
+    meta = obj(tmpl.get("metadata"))
+    spec = obj(tmpl.get("spec"))
+    pod_meta = obj(pod.manifest.get("metadata"))
     if not spec.get("template"):
         spec["template"] = {
             "metadata": {
@@ -135,21 +137,22 @@ def reservation_manifest(job: Job, pod: PodRecord, at: int) -> dict[str, Any]:
                 for k, v in pod_meta.items()
                 if k in ("namespace", "labels", "annotations", "name")
             },
-            "spec": copy.deepcopy(pod.manifest.get("spec") or {}),
+            "spec": copy.deepcopy(obj(pod.manifest.get("spec"))),
         }
-    template = spec["template"]
-    tmeta = template.setdefault("metadata", {})
-    _drop_allocation_annotations(tmeta)
+    template = child(spec, "template")
+    _drop_allocation_annotations(child(template, "metadata"))
     if not spec.get("owners"):
         spec["owners"] = _owners(pod)
     spec["allocateOnce"] = True
     if spec.get("ttl") is None and spec.get("expires") is None and job.spec.ttl_us:
         spec["ttl"] = f"{job.spec.ttl_us // 1_000_000}s"
-    tspec = template.setdefault("spec", {})
+    tspec = child(template, "spec")
     tspec.pop("nodeName", None)
     if pod.node:
-        _exclude_node(tspec, pod.node)
-    labels = dict(meta.get("labels") or {})
+        template["spec"] = with_node_field(
+            tspec, {"key": "metadata.name", "operator": "NotIn", "values": [pod.node]}
+        )
+    labels = obj(meta.get("labels"))
     labels[LABEL_CREATED_BY] = CREATOR
     labels[LABEL_RESERVATION_ORDER] = str(at // 1000)
     meta["labels"] = labels
@@ -163,39 +166,26 @@ def reservation_manifest(job: Job, pod: PodRecord, at: int) -> dict[str, Any]:
     }
 
 
-def _drop_allocation_annotations(meta: dict[str, Any]) -> None:
+def _drop_allocation_annotations(meta: JsonObject) -> None:
     """Remove the allocation annotations from an object's metadata (and ``annotations`` when none is left)."""
-    annotations = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k not in _ALLOCATION_ANNOTATIONS
-    }
+    annotations = {k: v for k, v in obj(meta.get("annotations")).items() if k not in _ALLOCATION_ANNOTATIONS}
     if annotations:
         meta["annotations"] = annotations
     else:
         meta.pop("annotations", None)
 
 
-def _exclude_node(tspec: dict[str, Any], node: str) -> None:
-    """Add ``metadata.name NotIn [node]`` to every required node selector term (one term if there is none)."""
-    skip = {"key": "metadata.name", "operator": "NotIn", "values": [node]}
-    affinity = tspec.setdefault("affinity", {})
-    node_affinity = affinity.setdefault("nodeAffinity", {})
-    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-    terms = required.setdefault("nodeSelectorTerms", [])
-    for term in terms:
-        term.setdefault("matchFields", []).append(skip)
-    if not terms:
-        terms.append({"matchFields": [skip]})
-
-
-def resubmitted(pod: PodRecord, new_uid: str) -> dict[str, Any]:
+def resubmitted(pod: PodRecord, new_uid: str) -> JsonObject:
     """The pod as its controller re-creates it (standalone): a new life, no node, no allocation annotations."""
     manifest = copy.deepcopy(pod.manifest)
-    meta = manifest.setdefault("metadata", {})
+    meta = child(manifest, "metadata")
     meta["uid"] = new_uid
     for field in ("resourceVersion", "creationTimestamp", "deletionTimestamp"):
         meta.pop(field, None)
     _drop_allocation_annotations(meta)
-    (manifest.get("spec") or {}).pop("nodeName", None)
+    spec = manifest.get("spec")
+    if isinstance(spec, dict):
+        spec.pop("nodeName", None)
     manifest.pop("status", None)
     return manifest
 
@@ -347,7 +337,7 @@ class Migrations:
             return self.jobs.jobs[job.name]
         mode = job.spec.mode or self.cfg.default_mode
         reservation = job.spec.reservation_ref
-        created: tuple[Reservation, dict[str, Any]] | None = None
+        created: tuple[Reservation, JsonObject] | None = None
         if mode == RESERVATION_FIRST and not reservation:
             manifest = reservation_manifest(job, pod, self.now)
             issues: list[FieldIssue] = []

@@ -8,7 +8,7 @@ apply the decisions) and keeps what was decided; ``at(s)`` is ``s`` seconds afte
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from allot_contracts.decisions.placement import Decision
 from allot_contracts.events import (
@@ -25,6 +25,8 @@ from allot_contracts.events import (
     ReservationPlaced,
     TimerFired,
 )
+from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.inventory import parse_node
 from allot_contracts.objects.pod import parse_pod
 from allot_reservation.config import ReservationConfig
@@ -50,20 +52,20 @@ def at(seconds: float = 0) -> int:
 def a_reservation_manifest(
     name: str,
     *,
-    owners: list[dict[str, Any]] | None = None,
+    owners: list[JsonValue] | None = None,
     cpu: str = "2",
     memory: str = "4Gi",
     uid: str | None = None,
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
-    **spec: Any,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "uid": uid or f"uid-{name}"}
+    **spec: JsonValue,
+) -> JsonObject:
+    meta: JsonObject = {"name": name, "uid": uid or f"uid-{name}"}
     if labels:
-        meta["labels"] = labels
+        meta["labels"] = dict(labels)
     if annotations:
-        meta["annotations"] = annotations
-    body: dict[str, Any] = {
+        meta["annotations"] = dict(annotations)
+    body: JsonObject = {
         "template": {
             "metadata": {"namespace": "default"},
             "spec": {
@@ -87,24 +89,24 @@ def a_pod_manifest(
     namespace: str = "default",
     uid: str | None = None,
     labels: dict[str, str] | None = None,
-    annotations: dict[str, Any] | None = None,
+    annotations: Mapping[str, JsonValue] | None = None,
     controller: tuple[str, str] | None = None,
     node: str | None = None,
     cpu: str = "2",
     memory: str = "4Gi",
     priority: int | None = None,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid or f"uid-{namespace}-{name}"}
+) -> JsonObject:
+    meta: JsonObject = {"name": name, "namespace": namespace, "uid": uid or f"uid-{namespace}-{name}"}
     if labels:
-        meta["labels"] = labels
+        meta["labels"] = dict(labels)
     if annotations:
-        meta["annotations"] = annotations
+        meta["annotations"] = dict(annotations)
     if controller is not None:
         kind, owner = controller
         meta["ownerReferences"] = [
             {"apiVersion": "apps/v1", "kind": kind, "name": owner, "uid": f"uid-{owner}", "controller": True}
         ]
-    spec: dict[str, Any] = {
+    spec: JsonObject = {
         "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
     }
     if node:
@@ -114,9 +116,9 @@ def a_pod_manifest(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-def a_job_manifest(name: str, *, pod: str, uid: str | None = None, **spec: Any) -> dict[str, Any]:
+def a_job_manifest(name: str, *, pod: str, uid: str | None = None, **spec: JsonValue) -> JsonObject:
     namespace, pod_name = pod.split("/", 1)
-    body: dict[str, Any] = {"podRef": {"namespace": namespace, "name": pod_name}}
+    body: JsonObject = {"podRef": {"namespace": namespace, "name": pod_name}}
     body.update(spec)
     return {
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",
@@ -131,20 +133,29 @@ def _ref(key: str) -> ObjectRef:
     return ObjectRef(namespace=namespace, name=name)
 
 
-def node_registered(manifest: dict[str, Any]) -> NodeRegistered:
-    """``node.registered`` for a Node manifest (with the Node as read at the door when the event carries it)."""
-    fields: dict[str, Any] = {"name": manifest["metadata"]["name"], "manifest": manifest}
-    if "node" in NodeRegistered.__struct_fields__:
-        info, errors = parse_node(manifest)
-        assert info is not None, errors
-        fields["node"] = info
-    return NodeRegistered(**fields)
+def _meta(manifest: JsonObject) -> JsonObject:
+    meta = manifest["metadata"]
+    assert isinstance(meta, dict), manifest
+    return meta
+
+
+def _str(meta: JsonObject, key: str) -> str:
+    value = meta.get(key, "")
+    assert isinstance(value, str), (key, value)
+    return value
+
+
+def node_registered(manifest: JsonObject) -> NodeRegistered:
+    """``node.registered`` for a Node manifest, with the Node as read at the door."""
+    info, errors = parse_node(manifest)
+    assert info is not None, errors
+    return NodeRegistered(name=_str(_meta(manifest), "name"), manifest=manifest, node=info)
 
 
 class Driver:
     """Feeds a :class:`ReservationEngine` as the service host does."""
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: JsonObject | None = None) -> None:
         self.engine = ReservationEngine(ReservationConfig.from_dict(config))
         self.now = T0
         self.decided: list[tuple[str, Event]] = []
@@ -163,19 +174,19 @@ class Driver:
 
     # --- shortcuts ----------------------------------------------------------------------------------------------------
     def node(self, name: str, labels: dict[str, str] | None = None) -> list[Event]:
-        manifest = {
+        manifest: JsonObject = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": name, "labels": labels or {}},
+            "metadata": {"name": name, "labels": dict(labels or {})},
             "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}},
         }
         return self.feed(node_registered(manifest))
 
-    def reservation(self, manifest: dict[str, Any]) -> list[Event]:
-        meta = manifest["metadata"]
+    def reservation(self, manifest: JsonObject) -> list[Event]:
+        meta = _meta(manifest)
         return self.feed(
             ReservationApplied(
-                reservation=ObjectRef(name=meta["name"]), uid=meta.get("uid", ""), manifest=manifest
+                reservation=ObjectRef(name=_str(meta, "name")), uid=_str(meta, "uid"), manifest=manifest
             )
         )
 
@@ -186,15 +197,18 @@ class Driver:
             ReservationPlaced(reservation=ObjectRef(name=name), uid=record.uid, node=node, decision={})
         )
 
-    def pod(self, manifest: dict[str, Any]) -> list[Event]:
-        meta = manifest["metadata"]
-        ref = ObjectRef(namespace=meta["namespace"], name=meta["name"])
-        kind = PodObserved if (manifest.get("spec") or {}).get("nodeName") else PodSubmitted
-        issues: list[Any] = []
+    def pod(self, manifest: JsonObject) -> list[Event]:
+        meta = _meta(manifest)
+        ref = ObjectRef(namespace=_str(meta, "namespace"), name=_str(meta, "name"))
+        uid = _str(meta, "uid")
+        spec = manifest.get("spec")
+        node = _str(spec, "nodeName") if isinstance(spec, dict) else ""
+        kind = PodObserved if node else PodSubmitted
+        issues: list[FieldIssue] = []
         typed = parse_pod(manifest, issues, [])
-        out = self.feed(kind(pod=ref, uid=meta["uid"], manifest=manifest, spec=typed))
+        out = self.feed(kind(pod=ref, uid=uid, manifest=manifest, spec=typed))
         if kind is PodObserved:
-            out += self.feed(PodBound(pod=ref, uid=meta["uid"], attempt=1, node=manifest["spec"]["nodeName"]))
+            out += self.feed(PodBound(pod=ref, uid=uid, attempt=1, node=node))
         return out
 
     def admit(self, key: str, attempt: int = 1) -> list[Event]:
@@ -203,7 +217,7 @@ class Driver:
         )
 
     def place(self, key: str, node: str, reservation: str | None = None, cpu: int = 2000) -> list[Event]:
-        raw: dict[str, Any] = {
+        raw: JsonObject = {
             "pod": key,
             "outcome": "Scheduled",
             "node": node,
@@ -220,10 +234,12 @@ class Driver:
         uid = self.engine.world.pods[key].uid
         return self.feed(PodBound(pod=_ref(key), uid=uid, attempt=1, node=node))
 
-    def job(self, manifest: dict[str, Any], seconds: float | None = None) -> list[Event]:
-        meta = manifest["metadata"]
+    def job(self, manifest: JsonObject, seconds: float | None = None) -> list[Event]:
+        meta = _meta(manifest)
         return self.feed(
-            MigrationApplied(job=ObjectRef(name=meta["name"]), uid=meta.get("uid", ""), manifest=manifest),
+            MigrationApplied(
+                job=ObjectRef(name=_str(meta, "name")), uid=_str(meta, "uid"), manifest=manifest
+            ),
             seconds,
         )
 

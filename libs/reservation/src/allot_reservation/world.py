@@ -7,10 +7,9 @@ Facts for matching are read lazily, once per pod life.
 
 from __future__ import annotations
 
-from typing import Any
-
 from allot_contracts import kube
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.reservation_pod import OwnerRef
 from allot_reservation.book import Book
@@ -27,7 +26,7 @@ class PodRecord:
         self,
         key: str,
         uid: str,
-        manifest: dict[str, Any],
+        manifest: JsonObject,
         node: str = "",
         bound: bool = False,
         pod: Pod | None = None,

@@ -42,6 +42,7 @@ import msgspec
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue
 from allot_contracts.jsonvalue import JsonObject, JsonValue
+from allot_placement.loadaware_args import ARGS_KEYS as LOAD_AWARE_ARGS
 
 API_GROUP = "kubescheduler.config.k8s.io/"
 API_VERSIONS = (f"{API_GROUP}v1", f"{API_GROUP}v1beta3")
@@ -126,27 +127,7 @@ _ARGS: dict[str, tuple[set[str], set[str]]] = {  # plugin -> (acted on, known bu
             "enableLazyReservationRestore",
         },
     ),  # fmt: skip
-    "LoadAwareScheduling": (
-        {
-            "filterExpiredNodeMetrics",
-            "nodeMetricExpirationSeconds",
-            "enableScheduleWhenNodeMetricsExpired",
-            "resourceWeights",
-            "dominantResourceWeight",
-            "usageThresholds",
-            "prodUsageThresholds",
-            "prodUsageIncludeSys",
-            "scoreAccordingProdUsage",
-            "estimator",
-            "estimatedScalingFactors",
-            "estimatedSecondsAfterPodScheduled",
-            "estimatedSecondsAfterInitialized",
-            "allowCustomizeEstimation",
-            "aggregated",
-            "supportedResources",
-        },
-        set(),
-    ),  # fmt: skip
+    "LoadAwareScheduling": (set(LOAD_AWARE_ARGS), set()),
 }
 _STRATEGIES = ("LeastAllocated", "MostAllocated")
 

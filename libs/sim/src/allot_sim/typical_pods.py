@@ -44,17 +44,4 @@ def config_section(shapes: list[tuple[int, int, int, tuple[str, ...]]], threshol
 
     if not shapes:
         raise InputError("no pods to learn from")
-    return {
-        "fragmentation": {
-            "typicalPods": [
-                {
-                    "cpuMilli": t.cpu_milli,
-                    "gpuCount": t.gpu_count,
-                    "gpuMilli": t.gpu_milli,
-                    "gpuModels": list(t.gpu_models),
-                    "weight": t.weight,
-                }
-                for t in typical_pods(shapes, threshold)
-            ]
-        }
-    }
+    return {"fragmentation": {"typicalPods": [t.to_dict() for t in typical_pods(shapes, threshold)]}}

@@ -140,13 +140,14 @@ async def _report_partial(
 
 
 def _describe(item: Input) -> Iterator[str]:
+    from allot_contracts import kube
     from allot_contracts.events import type_of
 
     for stream, event in item.events:
         tag = type_of(event)
         kind = item.document.kind
         if kind == "Delete":
-            kind = str((item.document.body.get("spec") or {}).get("kind", kind))
+            kind = str(kube.spec_of(item.document.body).get("kind", kind))
         yield f"{kind.lower()}/{stream.split(':', 1)[1]} {VERBS.get(tag, tag.split('.')[-1])}"
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from allot_bus.names import BusNames
+from allot_contracts import kube
 from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
 from allot_contracts.events import TimerFired
 from allot_contracts.issues import FieldIssue
@@ -225,7 +226,7 @@ def _stage(item: Input) -> int:
     kind = item.document.kind
     if kind in CLUSTER_KINDS:
         return 0
-    return 1 if kind == "Pod" and (item.document.body.get("spec") or {}).get("nodeName") else 2
+    return 1 if kind == "Pod" and kube.spec_of(item.document.body).get("nodeName") else 2
 
 
 def segments(inputs: list[Input]) -> Iterator[tuple[list[Input], float | None]]:

@@ -6,6 +6,8 @@ Pure folds over recorded events (no service involved), so they work on a live lo
 from __future__ import annotations
 
 import functools
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +55,7 @@ from allot_contracts.events import (
     ReservationResolved,
 )
 from allot_contracts.events.qos import QosPlan
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.lives import PodLives
 from allot_contracts.objects.inventory import Device
 from allot_contracts.objects.names import GPU, GPU_CORE, GPU_MEMORY, LABEL_GPU_MODEL
@@ -75,7 +78,7 @@ class PodView:
     message: str = ""
     codes: list[str] = field(default_factory=list)
     qos: str = ""
-    annotations: dict[str, Any] = field(default_factory=dict)
+    annotations: JsonObject = field(default_factory=dict)
     history: list[tuple[int, str, str]] = field(default_factory=list)  # (position, type, producer)
     enforcement: Enforcement | None = None
     requests: dict[str, int] = field(
@@ -162,34 +165,38 @@ class NodeView:
     inventory: dict[str, tuple[Device, ...]] = field(default_factory=dict)  # the reported devices by type
 
 
-def _device_minors(annotations: dict[str, Any]) -> dict[str, list[int]]:
-    allocated = annotations.get("scheduling.koordinator.sh/device-allocated") or {}
-    if isinstance(allocated, str):
-        import json
-
+def _decoded(annotations: Mapping[str, JsonValue], key: str) -> JsonObject:
+    """The object an annotation holds (as JSON text or already decoded); ``{}`` when it holds none."""
+    value = annotations.get(key)
+    if isinstance(value, str):
         try:
-            allocated = json.loads(allocated)
+            value = json.loads(value)
         except ValueError:
             return {}
-    out: dict[str, list[int]] = {}
-    for kind, entries in sorted(allocated.items()):
-        out[kind] = sorted(int(e.get("minor", -1)) for e in entries if isinstance(e, dict))
-    return out
+    return value if isinstance(value, dict) else {}
 
 
-def _cpuset(annotations: dict[str, Any]) -> str:
-    status = annotations.get("scheduling.koordinator.sh/resource-status") or {}
-    if isinstance(status, str):
-        import json
-
-        try:
-            status = json.loads(status)
-        except ValueError:
-            return ""
-    return str(status.get("cpuset", "")) if isinstance(status, dict) else ""
+def _minor(entry: JsonObject) -> int:
+    minor = entry.get("minor", -1)
+    if not isinstance(minor, int | float | str):
+        raise TypeError(f"device minor {minor!r} is not a number")
+    return int(minor)
 
 
-def _set_annotations(view: PodView, annotations: dict[str, Any]) -> None:
+def _entries(value: JsonValue) -> list[JsonObject]:
+    return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+
+
+def _device_minors(annotations: Mapping[str, JsonValue]) -> dict[str, list[int]]:
+    allocated = _decoded(annotations, "scheduling.koordinator.sh/device-allocated")
+    return {kind: sorted(_minor(e) for e in _entries(entries)) for kind, entries in sorted(allocated.items())}
+
+
+def _cpuset(annotations: Mapping[str, JsonValue]) -> str:
+    return str(_decoded(annotations, "scheduling.koordinator.sh/resource-status").get("cpuset", ""))
+
+
+def _set_annotations(view: PodView, annotations: JsonObject) -> None:
     """Record a pod's annotations with the devices and cpuset they allocate."""
     view.annotations = annotations
     view.devices = _device_minors(annotations)
@@ -233,26 +240,17 @@ def _canonical(resource: str, text: str) -> int:
 def gpu_allocations(pod: PodView) -> list[tuple[int, int, int]]:
     """(minor, gpu-core percent, memory bytes) of each GPU the pod was allocated, from its device-allocated
     annotation (a whole GPU when the entry names no gpu-core)."""
-    allocated = pod.annotations.get("scheduling.koordinator.sh/device-allocated") or {}
-    if isinstance(allocated, str):
-        import json
-
-        try:
-            allocated = json.loads(allocated)
-        except ValueError:
-            return []
-    entries = allocated.get(GPU) or [] if isinstance(allocated, dict) else []
+    allocated = _decoded(pod.annotations, "scheduling.koordinator.sh/device-allocated")
     out = []
-    for entry in entries:
-        if not isinstance(entry, dict):
-            continue
-        resources = entry.get("resources") or {}
+    for entry in _entries(allocated.get(GPU)):
+        resources = entry.get("resources")
+        resources = resources if isinstance(resources, dict) else {}
         try:
             cores = _canonical(GPU_CORE, str(resources.get(GPU_CORE, "100")))
             memory = _canonical(GPU_MEMORY, str(resources.get(GPU_MEMORY, "0")))
         except QuantityError:
             continue
-        out.append((int(entry.get("minor", -1)), cores, memory))
+        out.append((_minor(entry), cores, memory))
     return out
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NotRequired, TypedDict
 
 from allot_contracts.envelope import RecordedEvent
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 
 RESERVATION_DECISIONS = frozenset(
     {
@@ -62,8 +63,8 @@ class Decision(TypedDict):
     group: NotRequired[str]  # a gang group's decisions: the group
 
 
-def _annotations(raw: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _annotations(raw: Mapping[str, JsonValue]) -> JsonObject:
+    out: JsonObject = {}
     for key, value in sorted(raw.items()):
         if isinstance(value, str):
             with contextlib.suppress(ValueError):
@@ -121,7 +122,7 @@ def _decision(
     pod: str,
     outcome: str,
     node: str | None,
-    annotations: dict[str, Any],
+    annotations: JsonObject,
     message: str,
     codes: list[str],
     attempt: int | None,

@@ -16,8 +16,9 @@ kind). Pure: no IO.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from allot_intake.errors import InputError
 
@@ -35,6 +36,7 @@ __all__ = [
 ]
 
 Rows = list[dict[str, Any]]
+RowT = TypeVar("RowT", bound=Mapping[str, object])
 
 
 @dataclass(frozen=True)
@@ -274,19 +276,20 @@ def parse_selector(text: str | None) -> Selector:
 
 def select(
     kind: Kind,
-    rows: list[dict[str, Any]],
+    rows: list[RowT],
     *,
     namespace: str | None,
     selector: Selector,
     names: list[str],
-) -> list[dict[str, Any]]:
+) -> list[RowT]:
     """The rows of ``namespace`` (all when None) that the selector matches and, when names are given, have one of
     them (``NAME``, or ``NS/NAME`` for a namespaced kind)."""
     out = []
     for row in rows:
         if kind.namespaced and namespace is not None and row.get("namespace") != namespace:
             continue
-        if not selector.matches(row.get("labels")):
+        labels = row.get("labels")
+        if not selector.matches(labels if isinstance(labels, dict) else None):
             continue
         if names and not ({row["name"], f"{row.get('namespace')}/{row['name']}"} & set(names)):
             continue
@@ -294,6 +297,6 @@ def select(
     return out
 
 
-def missing(kind: Kind, rows: list[dict[str, Any]], names: list[str]) -> list[str]:
+def missing(kind: Kind, rows: Sequence[Mapping[str, object]], names: list[str]) -> list[str]:
     found = {r["name"] for r in rows} | {f"{r.get('namespace')}/{r['name']}" for r in rows}
     return [n for n in names if n not in found]

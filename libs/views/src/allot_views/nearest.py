@@ -22,9 +22,11 @@ priority descending, then arrival (the position of ``pod.submitted``), then name
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_views.units import human
 
 if TYPE_CHECKING:
@@ -60,7 +62,7 @@ class Cluster:
     view: ClusterView
     priority: dict[str, int] = field(default_factory=dict)
     arrival: dict[str, int] = field(default_factory=dict)
-    specs: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod -> its spec as the door read it
+    specs: dict[str, JsonObject] = field(default_factory=dict)  # pod -> its spec as the door read it
     _gpus: dict[str, list[GpuRow]] | None = None
 
     def gpus(self, node: str) -> list[GpuRow]:
@@ -73,7 +75,7 @@ class Cluster:
 
 
 def note_submitted(
-    priority: dict[str, int], arrival: dict[str, int], specs: dict[str, dict[str, Any]], record: RecordedEvent
+    priority: dict[str, int], arrival: dict[str, int], specs: dict[str, JsonObject], record: RecordedEvent
 ) -> None:
     """A ``pod.submitted`` record's priority, arrival (its log position) and spec, into the three maps."""
     p = record.payload_dict()
@@ -82,6 +84,23 @@ def note_submitted(
     priority[key] = int(spec.get("priority") or 0)
     specs[key] = spec
     arrival[key] = record.position
+
+
+def _obj(value: JsonValue) -> Mapping[str, JsonValue]:
+    """A part of a spec or record that should be an object (``{}`` when it is missing or is not one)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: JsonValue) -> int:
+    """A count or canonical amount of a spec or record (a number, or its text)."""
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"{value!r} is not a number")
+    return int(value)
+
+
+def _quantity(value: JsonValue) -> str | int | float:
+    """A quantity of a record, for the quantity parsers (``""`` for what is no quantity: they refuse it)."""
+    return value if isinstance(value, str | int | float) else ""
 
 
 def _capacity(message: str) -> bool:
@@ -116,10 +135,15 @@ def _free(cluster: Cluster | None, node: str) -> tuple[dict[str, int], dict[str,
 _SCOPES = {"PCIe": ("pcie", "PCIe switch"), "NUMANode": ("numa", "NUMA node")}
 
 
-def _scopes(spec: dict[str, Any], cluster: Cluster | None, node: str) -> tuple[dict[int, str], str]:
+def _scopes(spec: Mapping[str, JsonValue], cluster: Cluster | None, node: str) -> tuple[dict[int, str], str]:
     """GPU minor -> the PCIe switch or NUMA node it sits on when the pod requires one (else all ""), and its name."""
-    scope = ((spec.get("hints") or {}).get("gpu") or {}).get("required_scope", "")
-    if scope not in _SCOPES or cluster is None or node not in cluster.view.nodes:
+    scope = _obj(_obj(spec.get("hints")).get("gpu")).get("required_scope", "")
+    if (
+        not isinstance(scope, str)
+        or scope not in _SCOPES
+        or cluster is None
+        or node not in cluster.view.nodes
+    ):
         return {}, ""
     attribute, name = _SCOPES[scope]
     devices = cluster.view.nodes[node].inventory.get("gpu", ())
@@ -127,11 +151,14 @@ def _scopes(spec: dict[str, Any], cluster: Cluster | None, node: str) -> tuple[d
 
 
 def _gpu_change(
-    spec: dict[str, Any], rows: list[GpuRow], node: str, scopes: tuple[dict[int, str], str] = ({}, "")
+    spec: Mapping[str, JsonValue],
+    rows: list[GpuRow],
+    node: str,
+    scopes: tuple[dict[int, str], str] = ({}, ""),
 ) -> tuple[str, int] | None:
     """ "free N GPU(s) of SIZE on node X (held by …)" and N, from the node's cards (within the one PCIe switch or
     NUMA node that needs the fewest freed when the pod requires one); None without a GPU request."""
-    request = (spec.get("devices") or {}).get("gpu")
+    request = _obj(_obj(spec.get("devices")).get("gpu"))
     if not request or not rows:
         return None
     where, scope_name = scopes
@@ -148,17 +175,17 @@ def _gpu_change(
                 best = (found[1], group, found)
         if best is None:
             largest = max((len(m) for m in groups.values()), default=0)
-            need = int(request.get("count") or 0)
+            need = _int(request.get("count") or 0)
             text = f"none: no {scope_name} of node {node} holds {need} GPU(s) (the largest holds {largest})"
             return text, len(rows) + 1
         text, missing = best[2]
         return text.replace(f"on node {node}", f"on {scope_name} {best[1]} of node {node}", 1), missing
-    per = request.get("per_instance") or {}
-    need = int(request.get("count") or len(rows))
+    per = _obj(request.get("per_instance"))
+    need = _int(request.get("count") or len(rows))
 
     def wanted(row: GpuRow) -> tuple[int, int]:
-        memory = per.get(GPU_MEMORY) or row.memory * int(per.get(GPU_RATIO, 100)) // 100
-        return int(per.get(GPU_CORE, 100)), int(memory)
+        memory = per.get(GPU_MEMORY) or row.memory * _int(per.get(GPU_RATIO, 100)) // 100
+        return _int(per.get(GPU_CORE, 100)), _int(memory)
 
     def fits(row: GpuRow) -> bool:
         cores, memory = wanted(row)
@@ -180,7 +207,9 @@ def _gpu_change(
     return (f"{what} (held by {', '.join(holders)})" if holders else what), missing
 
 
-def _change(reason: str, node: str, spec: dict[str, Any], cluster: Cluster | None) -> tuple[str, float]:
+def _change(
+    reason: str, node: str, spec: Mapping[str, JsonValue], cluster: Cluster | None
+) -> tuple[str, float]:
     """The change that clears one reason on one node, and its shortfall share (0 for non-capacity reasons)."""
     if m := _TAINT.search(reason):
         return f"remove taint {{{m['key']}: {m['value']}}} from node {node} (or tolerate it)", 0.0
@@ -205,7 +234,7 @@ def _change(reason: str, node: str, spec: dict[str, Any], cluster: Cluster | Non
     facts = _free(cluster, node)
     if resource and facts is not None:
         allocatable, free = facts
-        request = 1 if resource == "pods" else int((spec.get("requests") or {}).get(resource, 0))
+        request = 1 if resource == "pods" else _int(_obj(spec.get("requests")).get(resource, 0))
         missing = request - free.get(resource, 0)
         if missing > 0:
             share = missing / allocatable[resource] if allocatable.get(resource) else 1.0
@@ -215,8 +244,8 @@ def _change(reason: str, node: str, spec: dict[str, Any], cluster: Cluster | Non
             0.0,
         )
     if resource:
-        asks = (spec.get("requests") or {}).get(resource)
-        asked = f" (the pod requests {human(resource, _display(resource, int(asks)))})" if asks else ""
+        asks = _obj(spec.get("requests")).get(resource)
+        asked = f" (the pod requests {human(resource, _display(resource, _int(asks)))})" if asks else ""
         return f"free {resource} on node {node}{asked}", 1.0
     return f"on node {node}: {reason}", 0.0
 
@@ -230,28 +259,31 @@ def _gpu_rows(cluster: Cluster | None, node: str) -> list[GpuRow]:
     return [] if cluster is None else cluster.gpus(node)
 
 
-def gang_spec(specs: list[dict[str, Any]]) -> dict[str, Any]:
+def gang_spec(specs: list[JsonObject]) -> JsonObject:
     """The failing gang member's spec (the last of ``specs``, members in attempt order) with the requests of the
     members placed before it added, as if they had all gone to the same node (the engine does not record where the
     attempt put them): GPU counts add up when every member asks for GPUs of the same size."""
     *before, failed = specs
-    requests = dict(failed.get("requests") or {})
+    requests: JsonObject = dict(_obj(failed.get("requests")))
     for other in before:
-        for resource, value in (other.get("requests") or {}).items():
-            requests[resource] = requests.get(resource, 0) + int(value)
-    devices = dict(failed.get("devices") or {})
-    gpu = devices.get("gpu")
-    others = [(o.get("devices") or {}).get("gpu") for o in before]
+        for resource, value in _obj(other.get("requests")).items():
+            requests[resource] = _int(requests.get(resource, 0)) + _int(value)
+    devices: JsonObject = dict(_obj(failed.get("devices")))
+    gpu = _obj(devices.get("gpu"))
+    others = [_obj(_obj(o.get("devices")).get("gpu")) for o in before]
     if gpu and all(g and g.get("per_instance") == gpu.get("per_instance") and g.get("count") for g in others):
         devices["gpu"] = {
             **gpu,
-            "count": int(gpu.get("count") or 0) + sum(int(g["count"]) for g in others if g),
+            "count": _int(gpu.get("count") or 0) + sum(_int(g["count"]) for g in others if g),
         }
     return {**failed, "requests": requests, "devices": devices}
 
 
 def nearest_lines(
-    reasons: dict[str, list[str]], spec: dict[str, Any], cluster: Cluster | None = None, note: str = ""
+    reasons: dict[str, list[str]],
+    spec: Mapping[str, JsonValue],
+    cluster: Cluster | None = None,
+    note: str = "",
 ) -> list[str]:
     """``nearest:`` the closest node and the smallest change that would let the pod fit there (module docstring)."""
     nodes: list[_Node] = []
@@ -274,18 +306,19 @@ def nearest_lines(
     return [f"nearest:   node {best.name} ({failing}){note}", *(f"  change: {c}" for c in best.changes)]
 
 
-def quota_change(detail: dict[str, Any] | None, quota: str) -> list[str]:
+def quota_change(detail: Mapping[str, JsonValue] | None, quota: str) -> list[str]:
     """``change: raise quota Q by N <dim>`` for every exceeded dimension of a ``quota.waiting`` decision."""
     if not detail:
         return []
     from allot_contracts.quantity import QuantityError, parse_quantity
 
     lines: list[str] = []
-    for dim in detail.get("exceed_dimensions") or []:
+    dims = detail.get("exceed_dimensions")
+    for dim in (str(d) for d in dims) if isinstance(dims, list) else ():
         try:
-            limit = parse_quantity(detail.get("limit", {}).get(dim, "0"))
-            used = parse_quantity(detail.get("used", {}).get(dim, "0"))
-            request = parse_quantity(detail.get("request", {}).get(dim, "0"))
+            limit = parse_quantity(_quantity(_obj(detail.get("limit", {})).get(dim, "0")))
+            used = parse_quantity(_quantity(_obj(detail.get("used", {})).get(dim, "0")))
+            request = parse_quantity(_quantity(_obj(detail.get("request", {})).get(dim, "0")))
         except QuantityError:
             continue
         missing = used + request - limit
@@ -300,7 +333,7 @@ def quota_change(detail: dict[str, Any] | None, quota: str) -> list[str]:
 
 
 def group_quota_change(
-    first: dict[str, Any], specs: list[dict[str, Any]], used_before: dict[str, str] | None = None
+    first: Mapping[str, JsonValue], specs: list[JsonObject], used_before: Mapping[str, str] | None = None
 ) -> list[str]:
     """``change: raise quota Q by N <dim>`` for a gang group that does not fit its quota as a whole: the quota's used
     before any member is counted (``used_before``; records without it kept that in ``first``) plus every member's
@@ -308,15 +341,15 @@ def group_quota_change(
     from allot_contracts.quantity import QuantityError, to_canonical
 
     lines: list[str] = []
-    for dim, limit_text in sorted((first.get("limit") or {}).items()):
+    limits = _obj(first.get("limit"))
+    used_then: Mapping[str, JsonValue] = _obj(first.get("used")) if used_before is None else used_before
+    for dim in sorted(limits):
         try:
-            limit = to_canonical(dim, limit_text)
-            used = to_canonical(
-                dim, ((first.get("used") if used_before is None else used_before) or {}).get(dim, "0")
-            )
+            limit = to_canonical(dim, _quantity(limits[dim]))
+            used = to_canonical(dim, _quantity(used_then.get(dim, "0")))
         except QuantityError:
             continue
-        asked = sum(int((spec.get("requests") or {}).get(dim, 0)) for spec in specs)
+        asked = sum(_int(_obj(spec.get("requests")).get(dim, 0)) for spec in specs)
         if used + asked > limit:
             shown = [human(dim, _display(dim, v)) for v in (used + asked - limit, limit, used, asked)]
             lines.append(

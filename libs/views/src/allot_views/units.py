@@ -6,7 +6,7 @@ Pure: recorded quantities in, text out; the exact values stay in the log and in 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -58,7 +58,7 @@ def human(resource: str, quantity: Any) -> str:
     return f"{float(value):g}"
 
 
-def human_list(values: dict[str, Any], skip: Iterable[str] = ("pods",)) -> str:
+def human_list(values: Mapping[str, object], skip: Iterable[str] = ("pods",)) -> str:
     """``cpu=4 memory=16Gi nvidia.com/gpu=2`` (``-`` when empty)."""
     skipped = set(skip)
     return " ".join(f"{k}={human(k, v)}" for k, v in sorted(values.items()) if k not in skipped) or "-"

@@ -74,7 +74,7 @@ class _Pod:
     held: tuple[Fraction, Fraction, Fraction] = (Fraction(0), Fraction(0), Fraction(0))  # gpus, GiB, cores
 
 
-def _workload(pod: str, manifest: Mapping[str, Any]) -> str:
+def _workload(pod: str, manifest: Mapping[str, object]) -> str:
     meta = manifest.get("metadata")
     if not isinstance(meta, dict):
         meta = {}
@@ -90,7 +90,7 @@ def _workload(pod: str, manifest: Mapping[str, Any]) -> str:
 
 
 def _borrowed(
-    quota: str, request: Mapping[str, str], facts: Iterable[Mapping[str, Any]]
+    quota: str, request: Mapping[str, str], facts: Iterable[Mapping[str, object]]
 ) -> dict[str, Fraction]:
     """Dimension → share of the pod's request its quota borrowed (the first borrow fact at the pod's own quota)."""
     out: dict[str, Fraction] = {}
@@ -140,7 +140,7 @@ class _Ledger:
         return self.pods[key]
 
     def admit(
-        self, key: str, quota: str, request: Mapping[str, str], facts: Iterable[Mapping[str, Any]]
+        self, key: str, quota: str, request: Mapping[str, str], facts: Iterable[Mapping[str, object]]
     ) -> None:
         p = self.pod(key)
         p.quota, p.borrowed = quota, _borrowed(quota, request, facts)

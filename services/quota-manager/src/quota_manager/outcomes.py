@@ -33,14 +33,14 @@ def quota_outcome(
         return [Emit(stream_id=stream, event=QuotaRejected(quota=ref, errors=list(errors)))]
     if what == "removed":
         return [Emit(stream_id=stream, event=QuotaRemoved(quota=ref))]
-    row = next((r for r in engine.tree_view() if r["name"] == ref.name), {})
+    row = next((r for r in engine.tree_view() if r["name"] == ref.name), None)
     return [
         Emit(
             stream_id=stream,
             event=QuotaRegistered(
                 quota=ref,
-                max=dict(row.get("max", {})),
-                min=dict(row.get("min", {})),
+                max=dict(row["max"]) if row is not None else {},
+                min=dict(row["min"]) if row is not None else {},
                 runtime=engine.runtime(ref.name),
             ),
         )

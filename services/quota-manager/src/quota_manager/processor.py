@@ -294,8 +294,8 @@ class QuotaManager:
         self.charged.add(key)
         if held.node:
             self.node_of[key] = held.node
-        row = next((r for r in self.engine.tree_view() if r["name"] == event.quota), {})
-        self.reclaims.owe(event, held, dict(row.get("used") or {}))
+        row = next((r for r in self.engine.tree_view() if r["name"] == event.quota), None)
+        self.reclaims.owe(event, held, dict(row["used"]) if row is not None else {})
 
     def _not_waiting(self, key: str) -> None:
         self.waiting.pop(key, None)

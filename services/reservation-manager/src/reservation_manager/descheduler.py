@@ -64,6 +64,7 @@ from allot_descheduling import (
 )
 from allot_reservation.arbitration import evictor_args
 from allot_reservation.config import ReservationConfig
+from allot_reservation.edits import obj, with_node_field
 from allot_reservation.engine import NAME, ReservationEngine
 from allot_reservation.evictee import pod_input
 from allot_reservation.jobs import Job
@@ -517,21 +518,9 @@ def _job(
     if profile.job_ttl_us:  # else the migration controller's defaultJobTTL
         spec["ttl"] = format_duration(profile.job_ttl_us)
     if profile.job_mode != EVICT_DIRECTLY and chosen.target:
-        meta = rec.manifest.get("metadata") or {}
-        template_spec = dict(rec.manifest.get("spec") or {})
-        affinity = dict(template_spec.get("affinity") or {})
-        node_affinity = dict(affinity.get("nodeAffinity") or {})
-        required = dict(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-        only = {"key": "metadata.name", "operator": "In", "values": [chosen.target]}
-        terms = [
-            {**t, "matchFields": [*(t.get("matchFields") or []), only]}
-            for t in required.get("nodeSelectorTerms") or []
-            if isinstance(t, dict)
-        ] or [{"matchFields": [only]}]
-        required["nodeSelectorTerms"] = terms
-        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
-        affinity["nodeAffinity"] = node_affinity
-        template_spec["affinity"] = affinity
+        meta = obj(rec.manifest.get("metadata"))
+        only: JsonObject = {"key": "metadata.name", "operator": "In", "values": [chosen.target]}
+        template_spec = with_node_field(obj(rec.manifest.get("spec")), only)
         spec["reservationOptions"] = {
             "template": {
                 "spec": {
