@@ -40,7 +40,7 @@ def load_configs(config_dir: Path | None) -> dict[str, FileConfig]:
         path = config_dir / f"{name}.yaml"
         if path.exists():
             try:
-                configs[name] = FileConfig(config=read_config(path, name), path=str(path))
+                configs[name] = FileConfig(config=dict[str, object](read_config(path, name)), path=str(path))
             except InvalidInput as exc:  # read as the service reads it: refused with each field's path
                 raise InputError(f"invalid {name} config: {exc}") from exc
     return configs

@@ -30,6 +30,7 @@ Unknown keys are errors (a misspelled limit must not silently disable itself).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, Final
 
@@ -37,7 +38,6 @@ import msgspec
 
 from allot_contracts.errors import InvalidConfig
 from allot_contracts.issues import FieldIssue, checked_bool
-from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_contracts.objects.times import DurationError, parse_duration_us
 from allot_descheduling.migration_args import CONTROLLER_FIELDS
@@ -98,7 +98,7 @@ class ReservationConfig(msgspec.Struct, frozen=True, kw_only=True):
     migration: MigrationConfig = MigrationConfig()
 
     @classmethod
-    def from_dict(cls, raw: JsonObject | None) -> ReservationConfig:
+    def from_dict(cls, raw: Mapping[str, object] | None) -> ReservationConfig:
         issues: list[FieldIssue] = []
         data = dict(raw or {})
         mode = data.pop("mode", "standalone")

@@ -32,12 +32,14 @@ class ReservationManager:
     interests: ClassVar[frozenset[str]] = INTERESTS | DESCHEDULING
 
     def __init__(self, config: JsonObject | None = None) -> None:
-        config = dict(config or {})
-        self.descheduler = Descheduler(config.pop("descheduler", None))  # docs/descheduling.md
+        settings: dict[str, object] = dict(config or {})
+        self.descheduler = Descheduler(settings.pop("descheduler", None))  # docs/descheduling.md
         migration = self.descheduler.config.migration
-        if "migration" not in config and migration is not None:
-            config["migration"] = migration  # the profile's MigrationController args configure the controller
-        self.engine = ReservationEngine(ReservationConfig.from_dict(config))
+        if "migration" not in settings and migration is not None:
+            settings["migration"] = (
+                migration  # the profile's MigrationController args configure the controller
+            )
+        self.engine = ReservationEngine(ReservationConfig.from_dict(settings))
         self.descheduler.agree(self.engine.config)
 
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
@@ -55,7 +57,7 @@ class ReservationManager:
         return min(times) if times else None
 
     def snapshot(self) -> dict[str, object]:
-        snapshot = self.engine.snapshot()
+        snapshot: dict[str, object] = dict(self.engine.snapshot())
         if self.descheduler.enabled:
             snapshot["descheduler"] = self.descheduler.snapshot()
         return snapshot
