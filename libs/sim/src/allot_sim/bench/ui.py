@@ -65,11 +65,11 @@ async def load_pages(store: Any, repeat: int) -> dict[str, Any]:
 def measure(nodes_csv: Path, pods_csv: Path, *, pods: int, repeat: int) -> dict[str, Any]:
     """Simulate the openb cluster of ``nodes_csv`` and the first ``pods`` pods of ``pods_csv``, then load every page
     of the view over that log ``repeat`` times: the figures ``allot bench ui`` prints."""
-    from allot_sim.bench.e2e import _cluster_docs, _pod_docs, _write
+    from allot_sim.bench.openb_docs import cluster_docs, pod_docs, write_yaml
     from allot_sim.scenario import run as simulate
 
     with tempfile.TemporaryDirectory() as tmp:
-        scenario = _write(Path(tmp) / "openb.yaml", [*_cluster_docs(nodes_csv), *_pod_docs(pods_csv, pods)])
+        scenario = write_yaml(Path(tmp) / "openb.yaml", [*cluster_docs(nodes_csv), *pod_docs(pods_csv, pods)])
         started = time.perf_counter()
         sim, _, _ = simulate(str(scenario), config={})
         simulated = time.perf_counter() - started
