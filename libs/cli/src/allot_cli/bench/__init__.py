@@ -1,10 +1,10 @@
 """``allot bench`` subcommands: one module each, exporting ``register(subparsers)``."""
 
 import json
-from typing import Any
+from collections.abc import Mapping
 
 
-def report(result: dict[str, Any], *, as_json: bool) -> None:
+def report(result: Mapping[str, object], *, as_json: bool) -> None:
     """Print a benchmark's result: one JSON object, or aligned ``key  value`` lines."""
     if as_json:
         print(json.dumps(result, sort_keys=True))
