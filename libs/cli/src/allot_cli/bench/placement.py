@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             limit=args.limit,
             repeat=args.repeat,
         )
-        report(figures, as_json=args.json)
+        report(figures, as_json=args.json, sort_keys=True)
         return 0
     out = placement.measure(
         nodes_csv,
@@ -90,5 +90,5 @@ def run(args: argparse.Namespace) -> int:
         free_index=not args.no_free_index,
         rss=None if args.skip_rss else (args.rss_nodes, args.rss_pods),
     )
-    report(out, as_json=args.json)
+    report(out, as_json=args.json, sort_keys=True)
     return 1 if args.check and out["guard"] != "ok" else 0
