@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:  # the engine is imported by the functions that run the benchmark
     from allot_contracts.objects.pod import Pod
@@ -107,7 +107,30 @@ def build_tree(quotas: int, seed: int) -> tuple[QuotaEngine, list[str]]:
     return engine, leaves
 
 
-def run(quotas: int, changes: int, seed: int) -> dict[str, Any]:
+class Report(TypedDict):
+    """What ``allot bench quota`` prints (milliseconds)."""
+
+    benchmark: str
+    quotas: int
+    levels: int
+    calculators: int
+    changes: int
+    seed: int
+    incremental_ms_p50: float
+    incremental_ms_p99: float
+    propagate_ms_p50: float
+    recompute_path_ms_p50: float
+    recompute_path_ms_p99: float
+    calculators_recomputed_per_change: float
+    incremental_all_ms_p50: float
+    incremental_all_ms_p99: float
+    full_recompute_ms: float
+    full_over_incremental: float | None
+    goal_ms: float
+    goal_met: bool
+
+
+def run(quotas: int, changes: int, seed: int) -> Report:
     from allot_quota.model import pod_info
     from allot_quota.testing import a_pod
     from allot_quota.tree import PodEntry

@@ -14,13 +14,34 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 PAGES = ("/", "/gpus", "/pods", "/quotas", "/gangs", "/reservations", "/events", "/verify", "/api/summary")
 GOAL_MS = 300
 
 
-async def load_pages(store: Any, repeat: int) -> dict[str, Any]:
+class Pages(TypedDict):
+    """The view over one log: its size, the time to fold it and rebuild the projections, each page's load times."""
+
+    events: int
+    nodes: int
+    pods: int
+    fold_s: float
+    projections_s: float
+    page_ms_median: dict[str, float]
+    page_ms_max: dict[str, float]
+    goal_ms: int
+    worst_median_ms: float
+
+
+class Report(Pages):
+    """What ``allot bench ui`` prints (``benchmark`` and ``simulate_s`` first)."""
+
+    benchmark: str
+    simulate_s: float
+
+
+async def load_pages(store: Any, repeat: int) -> Pages:
     """Serve the view over ``store`` on loopback and load every page (and one pod's) ``repeat`` times: the time to
     fold the log and rebuild the projections, and each page's median and worst load time (ms)."""
     from aiohttp.test_utils import TestClient, TestServer
@@ -62,7 +83,7 @@ async def load_pages(store: Any, repeat: int) -> dict[str, Any]:
     }
 
 
-def measure(nodes_csv: Path, pods_csv: Path, *, pods: int, repeat: int) -> dict[str, Any]:
+def measure(nodes_csv: Path, pods_csv: Path, *, pods: int, repeat: int) -> Report:
     """Simulate the openb cluster of ``nodes_csv`` and the first ``pods`` pods of ``pods_csv``, then load every page
     of the view over that log ``repeat`` times: the figures ``allot bench ui`` prints."""
     from allot_sim.bench.openb_docs import cluster_docs, pod_docs, write_yaml
