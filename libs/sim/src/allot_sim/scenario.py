@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import InputError
 
 if TYPE_CHECKING:  # imported when a scenario runs: ``allot sim run --help`` loads no engine
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # imported when a scenario runs: ``allot sim run --help`` loa
 T = TypeVar("T")
 
 
-def load_config(path: str | None) -> dict[str, dict[str, Any]]:
+def load_config(path: str | None) -> dict[str, JsonObject]:
     """``--config FILE``: either a mapping of service name to its decision config (``device-allocator: {…}``,
     ``quota-manager: {…}``, ``gang-coordinator: {…}``), a placement config alone (the device-allocator's), Koordinator's
     KubeSchedulerConfiguration, or its DeschedulerConfiguration (reservation-manager's ``descheduler:``). Every
@@ -94,7 +95,7 @@ def final_state(sim: Simulation, view: ClusterView) -> dict[str, Any]:
 
 
 def run(
-    scenario: str, *, config: dict[str, dict[str, Any]], atomic: bool = False
+    scenario: str, *, config: dict[str, JsonObject], atomic: bool = False
 ) -> tuple[Simulation, ClusterView, int]:
     """Run the scenario's valid documents (each refused one is reported on stderr); the number refused. With
     ``atomic``, a scenario with any refused document is not run at all."""

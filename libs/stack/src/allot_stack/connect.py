@@ -7,15 +7,15 @@ CLI looks for ``.allot/stack.json`` in ``ALLOT_STATE_DIR``, the current director
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from allot_intake.errors import UsageError
+from allot_stack.stackfile import StackFile
 
 if TYPE_CHECKING:  # imported by endpoints(): reading stack.json (allot status) loads no contracts
     from allot_bus.names import BusNames
@@ -42,13 +42,16 @@ def find_state_dir() -> Path | None:
     return None
 
 
-def read_stack(state_dir: Path | None) -> dict[str, Any] | None:
+def read_stack(state_dir: Path | None) -> StackFile | None:
+    """The ``stack.json`` of the stack in ``state_dir``; None when there is none (or it is not one)."""
+    import msgspec
+
     if state_dir is None:
         return None
     path = state_dir / "stack.json"
     try:
-        return dict(json.loads(path.read_text()))
-    except (OSError, ValueError):
+        return msgspec.json.decode(path.read_bytes(), type=StackFile)
+    except (OSError, msgspec.DecodeError):
         return None
 
 

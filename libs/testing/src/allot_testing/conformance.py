@@ -32,6 +32,7 @@ from allot_bus.names import BusNames
 from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
 from allot_contracts.events import TimerFired
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.quantity import QuantityError, parse_quantity
 from allot_eventstore.clock import ManualClock
 from allot_intake.documents import load_documents
@@ -75,7 +76,7 @@ class Case:
         return data
 
     @property
-    def configs(self) -> dict[str, dict[str, Any]]:
+    def configs(self) -> dict[str, JsonObject]:
         config = self.path.with_name(self.path.stem + ".config.yaml")
         return load_config(str(config)) if config.exists() else {}
 

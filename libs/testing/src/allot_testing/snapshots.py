@@ -42,7 +42,7 @@ class Log:
 
     name: str
     events: list[RecordedEvent]
-    configs: dict[str, dict[str, Any]]
+    configs: dict[str, JsonObject]
 
 
 def example_logs(corpus: bool = False) -> Iterator[Log]:

@@ -43,6 +43,7 @@ from allot_sim.bench._timeline import WATCHED, Hop, Latency, Timelines
 from allot_sim.bench.openb_docs import NAMESPACE, cluster_docs, name_of, pod_docs, write_yaml
 from allot_sim.bench.placement import _throughput, trace_csv
 from allot_stack.control import SILENT, Reporter
+from allot_stack.stackfile import StackFile
 
 GOALS = {
     "e2e_pods_per_s": 1000,
@@ -158,12 +159,12 @@ def _children(pid: int) -> Iterator[int]:
                 continue
 
 
-def _cpu_snapshot(stack: dict[str, Any]) -> dict[str, float]:
+def _cpu_snapshot(stack: StackFile) -> dict[str, float]:
     tick = os.sysconf("SC_CLK_TCK")
     out = {
-        name: _cpu_ticks(info["pid"]) / tick
+        name: _cpu_ticks(pid) / tick
         for name, info in stack.get("processes", {}).items()
-        if info.get("pid")
+        if (pid := info.get("pid"))
     }
     if (pg := stack.get("postgres", {}).get("pid")) is not None:
         out["postgres"] = sum(_cpu_ticks(p) for p in [pg, *_children(pg)]) / tick
@@ -298,7 +299,7 @@ async def _open_loop(
 
 
 async def _measure(
-    args: Options, waits: Waits, stack: dict[str, Any], state_dir: Path, env: dict[str, str], work: Path
+    args: Options, waits: Waits, stack: StackFile, state_dir: Path, env: dict[str, str], work: Path
 ) -> StackFigures:
     from allot_eventstore.postgres import PostgresEventStore
     from allot_stack.processes import bin_path
