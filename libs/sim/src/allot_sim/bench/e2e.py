@@ -76,16 +76,12 @@ class Cluster(TypedDict):
     cluster_objects_per_s: int
 
 
-class OpenLoopRate(TypedDict):
+class OpenLoopRate(Latency):
     """One open-loop rate: pods offered, the rate reached, submit→bound latency, outcomes and hops."""
 
     rate: float
     pods: int
     offered_per_s: int | None
-    bound: int
-    p50_ms: float
-    p99_ms: float
-    max_ms: float
     outcomes: dict[str, int]
     hops: dict[str, Hop]
 

@@ -20,14 +20,19 @@ PAGES = ("/", "/gpus", "/pods", "/quotas", "/gangs", "/reservations", "/events",
 GOAL_MS = 300
 
 
-class Pages(TypedDict):
-    """The view over one log: its size, the time to fold it and rebuild the projections, each page's load times."""
+class Folded(TypedDict):
+    """The log the view folded: its size, the time to fold it and to rebuild the projections."""
 
     events: int
     nodes: int
     pods: int
     fold_s: float
     projections_s: float
+
+
+class Pages(Folded):
+    """The view over one log, and each page's load times (ms)."""
+
     page_ms_median: dict[str, float]
     page_ms_max: dict[str, float]
     goal_ms: int
