@@ -11,6 +11,7 @@ import signal
 import sys
 from typing import Any
 
+from allot_cli._groups import subcommands
 from allot_intake.errors import UsageError
 
 
@@ -87,9 +88,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("events", help="read or subscribe to the event log")
-    sub = p.add_subparsers(dest="events_command", metavar="SUBCOMMAND")
-    sub.required = True
+    sub = subcommands(subparsers, "events", help_text="read or subscribe to the event log")
     t = sub.add_parser("tail", help="print events as JSON lines; --follow subscribes to new ones")
     t.add_argument(
         "--type",

@@ -13,6 +13,8 @@ import asyncio
 import json
 from typing import Any
 
+from allot_cli._groups import subcommands
+
 BUILT_IN = {"koordinator-system-quota", "koordinator-default-quota"}
 
 
@@ -70,9 +72,7 @@ def cmd_quota(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("quota", help="elastic quota views")
-    sub = p.add_subparsers(dest="quota_command", metavar="SUBCOMMAND")
-    sub.required = True
+    sub = subcommands(subparsers, "quota", help_text="elastic quota views")
     tree = sub.add_parser("tree", help="the quota tree with min/max/runtime/used/request per dimension")
     tree.add_argument(
         "-o",
