@@ -536,11 +536,7 @@ def refusal_lines(refused: list[RecordedEvent]) -> list[str]:
 
 
 async def migrations(url: str, key: str) -> list[RecordedEvent]:
-    from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import on_log
     from allot_stack.migration_views import pod_migrations
 
-    store = PostgresEventStore.connect(url)
-    try:
-        return await pod_migrations(store, key)
-    finally:
-        await store.close()
+    return await on_log(lambda store: pod_migrations(store, key), url)

@@ -6,7 +6,7 @@ Only ``status``, ``state_dir`` and the two URLs are always there; the rest is wr
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import NotRequired, TypedDict, TypeGuard
 
 
 class ProcessInfo(TypedDict):
@@ -48,3 +48,16 @@ class StackFile(TypedDict):
     postgres: NotRequired[ServerInfo]
     nats: NotRequired[ServerInfo]
     processes: NotRequired[dict[str, ProcessInfo]]
+
+
+def is_stack_file(value: object) -> TypeGuard[StackFile]:
+    """Whether ``value`` (decoded JSON) is a ``stack.json``: a mapping with the fields always written, and with
+    mappings where the supervisor writes them. Read without a schema library: ``allot status`` starts in
+    milliseconds."""
+    if not isinstance(value, dict):
+        return False
+    if not all(
+        isinstance(value.get(key), str) for key in ("status", "state_dir", "database_url", "nats_url")
+    ):
+        return False
+    return all(isinstance(value.get(key, {}), dict) for key in ("degraded", "postgres", "nats", "processes"))

@@ -149,19 +149,10 @@ async def run_describe(args: argparse.Namespace, store: EventStore, *, now: int)
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    from allot_eventstore.postgres import PostgresEventStore
-    from allot_stack.connect import endpoints
+    from allot_stack.connect import on_log
 
     kind_named(args.what)  # refused before connecting
-
-    async def run() -> list[str]:
-        store = PostgresEventStore.connect(endpoints().database_url)
-        try:
-            return await run_describe(args, store, now=time.time_ns() // 1000)
-        finally:
-            await store.close()
-
-    print("\n".join(asyncio.run(run())))
+    print("\n".join(asyncio.run(on_log(lambda store: run_describe(args, store, now=time.time_ns() // 1000)))))
     return 0
 
 

@@ -33,17 +33,6 @@ def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
 # --- the command -----------------------------------------------------------------------------------------------------
 
 
-async def _with_store(work: Callable[[EventStore], Any]) -> Any:
-    from allot_eventstore.postgres import PostgresEventStore
-    from allot_stack.connect import endpoints
-
-    store = PostgresEventStore.connect(endpoints().database_url)
-    try:
-        return await work(store)
-    finally:
-        await store.close()
-
-
 def _now() -> int:
     return time.time_ns() // 1000
 
@@ -128,8 +117,9 @@ async def run_get(
 def cmd_get(args: argparse.Namespace) -> int:
     kind_named(args.what)  # refused before connecting
     parse_selector(args.selector)
-    code: int = asyncio.run(_with_store(lambda store: run_get(args, store, write=_print)))
-    return code
+    from allot_stack.connect import on_log
+
+    return asyncio.run(on_log(lambda store: run_get(args, store, write=_print)))
 
 
 def _print(text: str) -> None:

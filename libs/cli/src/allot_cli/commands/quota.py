@@ -19,15 +19,10 @@ BUILT_IN = {"koordinator-system-quota", "koordinator-default-quota"}
 
 
 async def tree_rows() -> list[dict[str, Any]]:
-    from allot_eventstore.postgres import PostgresEventStore
-    from allot_stack.connect import endpoints
+    from allot_stack.connect import on_log
     from allot_stack.logtools import quota_tree
 
-    store = PostgresEventStore.connect(endpoints().database_url)
-    try:
-        return await quota_tree(store)
-    finally:
-        await store.close()
+    return await on_log(quota_tree)
 
 
 def _fmt(values: dict[str, str], dims: list[str]) -> str:

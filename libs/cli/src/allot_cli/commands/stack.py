@@ -10,15 +10,17 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import InputError, UsageError
 from allot_stack.connect import default_state_dir, endpoints, find_state_dir, read_stack
 from allot_stack.control import LogState, ProcessRow, log_state, process_rows, start_stack, stop_stack
 from allot_stack.processes import find_leftovers, supervisor_running
-from allot_stack.stackfile import StackFile
 from allot_stack.summary import describe
+
+if TYPE_CHECKING:
+    from allot_contracts.jsonvalue import JsonObject
+    from allot_stack.stackfile import StackFile
 
 
 class Progress:
