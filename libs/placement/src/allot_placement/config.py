@@ -85,6 +85,16 @@ class TypicalPod(msgspec.Struct, frozen=True, kw_only=True):
     gpu_models: tuple[str, ...] = ()
     weight: int = 1
 
+    def as_config(self) -> dict[str, int | list[str]]:
+        """The shape as an entry of the config's ``fragmentation.typicalPods``."""
+        return {
+            "cpuMilli": self.cpu_milli,
+            "gpuCount": self.gpu_count,
+            "gpuMilli": self.gpu_milli,
+            "gpuModels": list(self.gpu_models),
+            "weight": self.weight,
+        }
+
 
 _DEVICE_WEIGHTS = ((n.FPGA, 1), (n.GPU_MEMORY, 1), (n.GPU_MEMORY_RATIO, 1), (n.RDMA, 1))
 _CPU_MEM = ((n.CPU, 1), (n.MEMORY, 1))
@@ -174,18 +184,7 @@ class PlacementConfig(msgspec.Struct, frozen=True, kw_only=True):
                     {"vendor": v, "model": m} for v, m in self.gpu_share_unsupported_models
                 ]
             },
-            "fragmentation": {
-                "typicalPods": [
-                    {
-                        "cpuMilli": t.cpu_milli,
-                        "gpuCount": t.gpu_count,
-                        "gpuMilli": t.gpu_milli,
-                        "gpuModels": list(t.gpu_models),
-                        "weight": t.weight,
-                    }
-                    for t in self.typical_pods
-                ]
-            },
+            "fragmentation": {"typicalPods": [t.as_config() for t in self.typical_pods]},
             "seed": self.seed,
             "tieBreak": self.tie_break,
             "explain": {"topScores": self.top_scores, "maxNodeReasons": self.max_node_reasons},

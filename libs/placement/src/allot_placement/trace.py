@@ -57,18 +57,7 @@ def workload_typical_pods(pods: Sequence[TracePod]) -> tuple[TypicalPod, ...]:
 
 
 def trace_config(policy: str, typical: Sequence[TypicalPod], seed: int) -> PlacementConfig:
-    frag = {
-        "typicalPods": [
-            {
-                "cpuMilli": t.cpu_milli,
-                "gpuCount": t.gpu_count,
-                "gpuMilli": t.gpu_milli,
-                "gpuModels": list(t.gpu_models),
-                "weight": t.weight,
-            }
-            for t in typical
-        ]
-    }
+    frag = {"typicalPods": [t.as_config() for t in typical]}
     return PlacementConfig.from_dict({"policy": policy, "fragmentation": frag, "seed": seed})
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, trace_arguments
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import UsageError
 from allot_sim import trace as benchmark
 from allot_sim.trace import ALL_POLICIES, DEFAULT_NODES, DEFAULT_PODS, LABELS, PAPER_130
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(trace: str, tune: float, seeds: list[int], results: dict[str, dict[str, Any]]) -> None:
+def _print_table(trace: str, tune: float, seeds: list[int], results: dict[str, JsonObject]) -> None:
     paper = PAPER_130.get(trace, {})
     seed_text = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
     print(
