@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from allot_cli.output import FORMATS, columns_of, limit_for, render, table_lines
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # imported when a command runs: ``allot get --help`` loads no
     from allot_eventstore.protocol import EventStore
 
 
-def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+def print_table(rows: Sequence[Mapping[str, object]], columns: list[str]) -> None:
     widths = {c: max([len(c), *(len(str(r[c])) for r in rows)]) for c in columns}
     print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
     for row in rows:
