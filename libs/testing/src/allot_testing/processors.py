@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from allot_contracts.envelope import stream_id
 from allot_contracts.errors import InvalidInput, TransientError
@@ -60,5 +60,5 @@ class EchoProcessor:
             )
         ]
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, list[str] | int]:
         return {"seen": self.seen, "echoed": self.echoed}
