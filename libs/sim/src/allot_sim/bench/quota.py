@@ -54,26 +54,13 @@ def build_tree(quotas: int, seed: int) -> tuple[QuotaEngine, list[str]]:
         specs.append(
             a_quota(name, min={"cpu": 500, "memory": "2Ti", "nvidia.com/gpu": 60}, max=full, is_parent=True)
         )
-    for i, name in enumerate(level2):
-        specs.append(
-            a_quota(
-                name,
-                min={"cpu": 80, "memory": "320Gi", "nvidia.com/gpu": 10},
-                max=full,
-                parent=level1[i // 6],
-                is_parent=True,
-            )
-        )
-    for i, name in enumerate(level3):
-        specs.append(
-            a_quota(
-                name,
-                min={"cpu": 12, "memory": "48Gi", "nvidia.com/gpu": 1},
-                max=full,
-                parent=level2[i // 6],
-                is_parent=True,
-            )
-        )
+    inner = (  # each inner level: its quotas, their parents (six children each), each one's min
+        (level2, level1, {"cpu": 80, "memory": "320Gi", "nvidia.com/gpu": 10}),
+        (level3, level2, {"cpu": 12, "memory": "48Gi", "nvidia.com/gpu": 1}),
+    )
+    for names, parents, minimum in inner:
+        for i, name in enumerate(names):
+            specs.append(a_quota(name, min=minimum, max=full, parent=parents[i // 6], is_parent=True))
     leaves = [f"l4-{i:03d}" for i in range(n_leaves)]
     for i, name in enumerate(leaves):
         specs.append(
