@@ -8,9 +8,9 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
-from allot_contracts.jsonvalue import JsonObject
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_intake.errors import InputError
 
 if TYPE_CHECKING:  # imported when a scenario runs: ``allot sim run --help`` loads no engine
@@ -81,7 +81,22 @@ def _checked(path: str, what: str, load: Callable[[], T]) -> T:
     raise InputError(f"{path}: invalid {what}:\n  " + "\n  ".join(issues))
 
 
-def final_state(sim: Simulation, view: ClusterView) -> dict[str, Any]:
+class PodState(TypedDict):
+    phase: str
+    node: str | None
+
+
+class FinalState(TypedDict):
+    """``allot sim run --state``: each pod's phase and node, the device-allocator's nodes and the quota-manager's
+    quotas as their engines snapshot them, and the documents the view ignored."""
+
+    pods: dict[str, PodState]
+    nodes: JsonObject
+    quotas: JsonValue
+    ignored: list[str]
+
+
+def final_state(sim: Simulation, view: ClusterView) -> FinalState:
     allocator: Any = sim.host("device-allocator").processor
     quota: Any = sim.host("quota-manager").processor
     nodes = allocator.engine.snapshot()
