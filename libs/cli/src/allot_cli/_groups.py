@@ -19,12 +19,19 @@ from typing import Any
 invoked: list[str] | None = None
 
 
-def register_group(
-    subparsers: Any, *, name: str, help_text: str, package: ModuleType
-) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help_text, description=help_text)
+def subcommands(
+    subparsers: Any, name: str, *, help_text: str, description: str | None = None
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """``allot <name> SUBCOMMAND``: the command (``help_text`` in the list of commands) and its subcommands, one of
+    which must be given (``args.<name>_command``)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help_text, description=description)
     sub = parser.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND")
     sub.required = True
+    return sub
+
+
+def register_group(subparsers: Any, *, name: str, help_text: str, package: ModuleType) -> None:
+    sub = subcommands(subparsers, name, help_text=help_text, description=help_text)
     wanted = _wanted(name)
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
@@ -35,7 +42,6 @@ def register_group(
             sub.add_parser(listed[0], help=listed[1], add_help=False)
         else:
             importlib.import_module(f"{package.__name__}.{info.name}").register(sub)
-    return parser
 
 
 def _wanted(group: str) -> str | None:

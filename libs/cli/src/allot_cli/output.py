@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from allot_views.kinds import Kind
@@ -33,7 +34,7 @@ def columns_of(kind: Kind, output: str, *, namespaces: bool) -> list[str]:
     return (["namespace"] if namespaces and kind.namespaced else []) + columns
 
 
-def _cell(row: dict[str, Any], column: str, units: dict[str, str] | None = None) -> str:
+def _cell(row: Mapping[str, object], column: str, units: dict[str, str] | None = None) -> str:
     value = row.get(column, "")
     if units and column in units and isinstance(value, str | int) and value not in ("", "-"):
         return human(units[column], value)

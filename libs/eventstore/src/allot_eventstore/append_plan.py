@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, prepare
@@ -112,20 +113,26 @@ def event_rows(
 
     prev = chain[0]
     for record in records(plan, producer=producer, now=now, prev_hash=prev):
-        prev, at, version = record.hash, record.position, record.stream_version
-        yield (
-            at,
-            record.event_id,
-            record.stream_id,
-            version,
-            record.type,
-            record.schema_version,
-            record.causation_id,
-            record.correlation_id,
-            producer,
-            recorded_at,
-            record.payload.decode(),
-            prev,
-            metadata_json(record.metadata),
-        )
+        prev = record.hash
+        yield event_row(record, recorded_at=recorded_at, metadata=metadata_json(record.metadata))
     chain.append(prev)
+
+
+def event_row(record: RecordedEvent, *, recorded_at: datetime, metadata: str) -> tuple[Any, ...]:
+    """A recorded event as a row of the events table, in COPY order (``EVENT_COLUMNS``): ``recorded_at`` is its
+    recorded time as a datetime and ``metadata`` its metadata as JSON text."""
+    return (
+        record.position,
+        record.event_id,
+        record.stream_id,
+        record.stream_version,
+        record.type,
+        record.schema_version,
+        record.causation_id,
+        record.correlation_id,
+        record.producer,
+        recorded_at,
+        record.payload.decode(),
+        record.hash,
+        metadata,
+    )

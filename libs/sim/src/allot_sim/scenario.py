@@ -8,8 +8,9 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_intake.errors import InputError
 
 if TYPE_CHECKING:  # imported when a scenario runs: ``allot sim run --help`` loads no engine
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # imported when a scenario runs: ``allot sim run --help`` loa
 T = TypeVar("T")
 
 
-def load_config(path: str | None) -> dict[str, dict[str, Any]]:
+def load_config(path: str | None) -> dict[str, JsonObject]:
     """``--config FILE``: either a mapping of service name to its decision config (``device-allocator: {…}``,
     ``quota-manager: {…}``, ``gang-coordinator: {…}``), a placement config alone (the device-allocator's), Koordinator's
     KubeSchedulerConfiguration, or its DeschedulerConfiguration (reservation-manager's ``descheduler:``). Every
@@ -80,7 +81,22 @@ def _checked(path: str, what: str, load: Callable[[], T]) -> T:
     raise InputError(f"{path}: invalid {what}:\n  " + "\n  ".join(issues))
 
 
-def final_state(sim: Simulation, view: ClusterView) -> dict[str, Any]:
+class PodState(TypedDict):
+    phase: str
+    node: str | None
+
+
+class FinalState(TypedDict):
+    """``allot sim run --state``: each pod's phase and node, the device-allocator's nodes and the quota-manager's
+    quotas as their engines snapshot them, and the documents the view ignored."""
+
+    pods: dict[str, PodState]
+    nodes: JsonObject
+    quotas: JsonValue
+    ignored: list[str]
+
+
+def final_state(sim: Simulation, view: ClusterView) -> FinalState:
     allocator: Any = sim.host("device-allocator").processor
     quota: Any = sim.host("quota-manager").processor
     nodes = allocator.engine.snapshot()
@@ -94,7 +110,7 @@ def final_state(sim: Simulation, view: ClusterView) -> dict[str, Any]:
 
 
 def run(
-    scenario: str, *, config: dict[str, dict[str, Any]], atomic: bool = False
+    scenario: str, *, config: dict[str, JsonObject], atomic: bool = False
 ) -> tuple[Simulation, ClusterView, int]:
     """Run the scenario's valid documents (each refused one is reported on stderr); the number refused. With
     ``atomic``, a scenario with any refused document is not run at all."""

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
 from allot_contracts.events import TimerFired
+from allot_contracts.jsonvalue import JsonObject
 from allot_eventstore.clock import ManualClock
 from allot_eventstore.memory import InMemoryEventStore
 from allot_eventstore.protocol import Checkpoint
@@ -26,7 +26,7 @@ SIM_NS = uuid.UUID("0d5a3f4e-9a43-4e0e-8f3a-6b0e3c1d2a77")
 
 class Simulation:
     def __init__(
-        self, configs: dict[str, dict[str, Any]] | None = None, *, clock: ManualClock | None = None
+        self, configs: dict[str, JsonObject] | None = None, *, clock: ManualClock | None = None
     ) -> None:
         self.clock = clock or ManualClock()
         self.store = InMemoryEventStore(clock=self.clock)

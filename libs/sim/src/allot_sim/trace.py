@@ -14,8 +14,9 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import InputError, UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
@@ -141,10 +142,10 @@ def compare(
     progress: Callable[[str, int], Callable[[int, int], None]],
     ran: Callable[[str, int, Any, float], None],
     out: Path | None,
-) -> tuple[dict[str, dict[str, Any]], dict[str, dict[int, float]]]:
+) -> tuple[dict[str, JsonObject], dict[str, dict[int, float]]]:
     """Every policy over every seed: each policy's summary and mean allocation curve (``progress``: the progress
     callback of one run; ``ran``: told of each run and its wall seconds; ``out``: where each run's rows go)."""
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, JsonObject] = {}
     curves: dict[str, dict[int, float]] = {}
     for policy in policies:
         runs, walls = [], []
@@ -166,7 +167,7 @@ def alloc_at(r: Any, arrival_pct: int) -> float | None:
     return value
 
 
-def summarize(runs: list[Any], walls: list[float]) -> tuple[dict[str, Any], dict[int, float]]:
+def summarize(runs: list[Any], walls: list[float]) -> tuple[JsonObject, dict[int, float]]:
     """A policy's summary over its seeds, and its mean allocation curve (allocation % by arrival %)."""
     from allot_placement.trace import discretize, summary
 
@@ -179,9 +180,18 @@ def summarize(runs: list[Any], walls: list[float]) -> tuple[dict[str, Any], dict
     return summary(runs, walls), curve
 
 
+class Summaries(TypedDict):
+    """Every policy's summary (``allot_placement.trace.summary``) by name, with the run's trace, tune and seeds."""
+
+    trace: str
+    tune: float
+    seeds: list[int]
+    policies: dict[str, JsonObject]
+
+
 def summary_object(
-    trace: str, tune: float, seeds: list[int], policies: list[str], results: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
+    trace: str, tune: float, seeds: list[int], policies: list[str], results: dict[str, JsonObject]
+) -> JsonObject | Summaries:
     """What ``--summary-json`` and ``--out`` write: one policy's summary, or every policy's by name."""
     if len(policies) == 1:
         return {**results[policies[0]], "trace": trace, "tune": tune}
@@ -189,7 +199,7 @@ def summary_object(
 
 
 def write_outputs(
-    out: dict[str, Any],
+    out: JsonObject | Summaries,
     policies: list[str],
     curves: dict[str, dict[int, float]],
     *,

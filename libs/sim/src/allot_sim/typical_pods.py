@@ -9,7 +9,7 @@ re-learning it is a deliberate config change, not something that drifts inside a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from allot_intake.errors import InputError
 
@@ -39,7 +39,19 @@ async def from_log() -> list[tuple[int, int, int, tuple[str, ...]]]:
         await store.close()
 
 
-def config_section(shapes: list[tuple[int, int, int, tuple[str, ...]]], threshold: int) -> dict[str, Any]:
+class Fragmentation(TypedDict):
+    typicalPods: list[dict[str, int | list[str]]]
+
+
+class ConfigSection(TypedDict):
+    """What ``allot sim typical-pods`` prints: a device-allocator config (the policy with ``--policy``)."""
+
+    policy: NotRequired[str]
+    fragmentation: Fragmentation
+
+
+def config_section(shapes: list[tuple[int, int, int, tuple[str, ...]]], threshold: int) -> ConfigSection:
+    """The device-allocator config's ``fragmentation`` section with the typical pods of ``shapes``."""
     from allot_placement.fragmentation import typical_pods
 
     if not shapes:

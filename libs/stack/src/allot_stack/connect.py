@@ -13,12 +13,14 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from allot_intake.errors import UsageError
+from allot_stack.stackfile import StackFile, is_stack_file
 
 if TYPE_CHECKING:  # imported by endpoints(): reading stack.json (allot status) loads no contracts
     from allot_bus.names import BusNames
+    from allot_eventstore.protocol import EventStore
 
 STATE_DIR_NAME = ".allot"
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # about half a minute in all
@@ -42,14 +44,16 @@ def find_state_dir() -> Path | None:
     return None
 
 
-def read_stack(state_dir: Path | None) -> dict[str, Any] | None:
+def read_stack(state_dir: Path | None) -> StackFile | None:
+    """The ``stack.json`` of the stack in ``state_dir``; None when there is none (or it is not one)."""
     if state_dir is None:
         return None
     path = state_dir / "stack.json"
     try:
-        return dict(json.loads(path.read_text()))
+        found = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return found if is_stack_file(found) else None
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,17 @@ def endpoints(*, need_nats: bool = False) -> Endpoints:
         source = f"dev stack in {stack.get('state_dir')}"
     assert db is not None
     return Endpoints(database_url=db, nats_url=nats_url, names=names, source=source)
+
+
+async def on_log(work: Callable[[EventStore], Awaitable[T]], url: str | None = None) -> T:
+    """``work(store)`` on the event log at ``url`` (default: the one :func:`endpoints` finds), closed afterwards."""
+    from allot_eventstore.postgres import PostgresEventStore
+
+    store = PostgresEventStore.connect(url or endpoints().database_url)
+    try:
+        return await work(store)
+    finally:
+        await store.close()
 
 
 async def retrying(action: Callable[[], Awaitable[T]], *, what: str, retried: list[str] | None = None) -> T:

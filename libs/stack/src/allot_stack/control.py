@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, NotRequired, Protocol, TypedDict
+from typing import NotRequired, Protocol, TypedDict
 
 from allot_intake.errors import UsageError
 from allot_runtime.secretfiles import private_dir
@@ -23,6 +23,7 @@ from allot_stack.processes import (
     supervisor_pid,
     supervisor_running,
 )
+from allot_stack.stackfile import StackFile
 
 
 class Reporter(Protocol):
@@ -103,7 +104,7 @@ def wait_until_ready(
     timeout: float,
     reporter: Reporter = SILENT,
     proc: subprocess.Popen[bytes] | None = None,
-) -> dict[str, Any]:
+) -> StackFile:
     """The stack's ``stack.json`` once every process answers ``/readyz``; :class:`UsageError` when the supervisor
     exits or reports a failure first, or after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -166,14 +167,18 @@ def start_stack(
     timeout: float = 180.0,
     reporter: Reporter = SILENT,
     env: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> StackFile:
     """Start a supervisor for ``state_dir`` (or join the one running there) and wait until the stack is ready."""
     if supervisor_running(state_dir):
-        existing = read_stack(state_dir) or {}
-        if existing.get("status") not in ("stopping", "stopped", "failed"):
+        existing = read_stack(state_dir)
+        if existing is None or existing["status"] not in ("stopping", "stopped", "failed"):
             reporter.note(
                 f"a stack is already running in {state_dir}"
-                + (f" (degraded: {', '.join(existing['degraded'])})" if existing.get("degraded") else "")
+                + (
+                    f" (degraded: {', '.join(existing['degraded'])})"
+                    if existing and existing.get("degraded")
+                    else ""
+                )
             )
             return wait_until_ready(state_dir, timeout=timeout)
         deadline = time.monotonic() + 30  # it is shutting down: let it finish
@@ -213,7 +218,7 @@ def stop_stack(state_dir: Path, *, timeout: float = 60.0, reporter: Reporter = S
     return True
 
 
-def process_rows(stack: dict[str, Any]) -> list[ProcessRow]:
+def process_rows(stack: StackFile) -> list[ProcessRow]:
     """Each process of ``stack.json``: is it alive, does it answer ``/readyz``, how often it was restarted."""
     return [
         {

@@ -8,6 +8,7 @@ the gang-coordinator's explanation) and, for a node, its Allocated resources and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ class Described:
     """One object as ``allot describe`` shows it: its row, ``(recorded_at, notice or condition)`` in log order, the
     lines that explain it, and extra sections (a node's Allocated resources and GPUs)."""
 
-    row: dict[str, Any]
+    row: Mapping[str, object]
     notices: list[tuple[int, Any]]
     explain: list[str]
     sections: list[str]
@@ -47,7 +48,7 @@ async def described(store: EventStore, kind: Kind, name: str, namespace: str | N
         spaces = ", ".join(sorted(str(r.get("namespace")) for r in found))
         raise InputError(f'{kind.plural} "{name}" is in namespaces {spaces}: give -n NS or NS/{name}')
     row = found[0]
-    notices = await events_of(store, KUBE_KINDS[kind.plural], str(row.get("namespace", "")), row["name"])
+    notices = await events_of(store, KUBE_KINDS[kind.plural], str(row.get("namespace", "")), str(row["name"]))
     return Described(
         row, notices, await explain_lines(store, kind, row, now), await node_sections(store, kind, row)
     )
@@ -78,12 +79,13 @@ def pod_explain(lines: list[str]) -> list[str]:
     return [line for line in rest if line.strip()]
 
 
-async def explain_lines(store: EventStore, kind: Kind, row: dict[str, Any], now: int) -> list[str]:
+async def explain_lines(store: EventStore, kind: Kind, row: Mapping[str, object], now: int) -> list[str]:
     if kind.plural == "pods":
         key = f"{row['namespace']}/{row['name']}"
         return pod_explain(explain(key, *await history(store, key), await cluster(store)))
     if kind.plural == "nodes":
-        lines = explain_node(row["name"], await node_history(store, row["name"]), now)
+        name = str(row["name"])
+        lines = explain_node(name, await node_history(store, name), now)
         body = lines[2 : lines.index("timeline:")] if "timeline:" in lines else lines[2:]
         return [line for line in body if line.strip()]
     if kind.plural == "gangs":
@@ -91,8 +93,8 @@ async def explain_lines(store: EventStore, kind: Kind, row: dict[str, Any], now:
     return []
 
 
-async def node_sections(store: EventStore, kind: Kind, row: dict[str, Any]) -> list[str]:
+async def node_sections(store: EventStore, kind: Kind, row: Mapping[str, object]) -> list[str]:
     """A node's Allocated resources and GPUs, from the same fold as ``allot get nodes`` and the web view."""
     if kind.plural != "nodes":
         return []
-    return allocated_lines(await cluster_view(store), row["name"])
+    return allocated_lines(await cluster_view(store), str(row["name"]))

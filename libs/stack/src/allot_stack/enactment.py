@@ -18,9 +18,9 @@ A decision is
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from allot_contracts.events.migration_enactment import STATUS_DECISIONS
 from allot_contracts.events.reservation_enactment import RESERVATION_STATUS_DECISIONS
@@ -43,14 +43,14 @@ class Record(Protocol):
     def causation_id(self) -> str | None: ...
     @property
     def recorded_at(self) -> int: ...
-    def payload_dict(self) -> dict[str, Any]: ...
+    def payload_dict(self) -> Mapping[str, object]: ...
 
 
 def _producer(record: Record) -> str:
     return str(getattr(record, "producer", "") or "")
 
 
-def _always(payload: dict[str, Any]) -> bool:
+def _always(payload: Mapping[str, object]) -> bool:
     return True
 
 
@@ -64,7 +64,7 @@ class Rule:
     superseded_by: frozenset[str] = (
         frozenset()
     )  # a newer decision of these kinds on the same stream replaces it
-    applies: Callable[[dict[str, Any]], bool] = _always
+    applies: Callable[[Mapping[str, object]], bool] = _always
     producer: str = ""  # when set: only this producer's decisions of the kind
     own_job: bool = False  # only on the stream of a PodMigrationJob Allot's descheduler created
     user_reservation: bool = (
@@ -142,7 +142,7 @@ for _kind in RESERVATION_STATUS_DECISIONS:
     )
 
 
-def _collected(payload: dict[str, Any]) -> bool:
+def _collected(payload: Mapping[str, object]) -> bool:
     return payload.get("reason") == "GarbageCollected"
 
 
@@ -204,12 +204,12 @@ class Ledger:
         )
 
 
-def _refused(rule: Rule, kind: str, payload: dict[str, Any]) -> bool:
+def _refused(rule: Rule, kind: str, payload: Mapping[str, object]) -> bool:
     return kind in rule.refusals or payload.get("evicted") is False
 
 
 def _judged(
-    rule: Rule, record: Record, payload: dict[str, Any], own_jobs: set[str], job_reservations: set[str]
+    rule: Rule, record: Record, payload: Mapping[str, object], own_jobs: set[str], job_reservations: set[str]
 ) -> bool:
     """Whether ``record`` is a decision the ledger waits an outcome for."""
     if rule.producer and _producer(record) != rule.producer:
@@ -299,13 +299,31 @@ class Folding:
                 del self.open_on[entry.stream]
 
 
-def verify_line(ledger: Ledger, *, now: int, bound: int) -> tuple[str, dict[str, Any]]:
+class Overdue(TypedDict):
+    """A decision older than the bound with no outcome."""
+
+    position: int
+    type: str
+    stream: str
+    recorded_at: str
+
+
+class Report(TypedDict):
+    """The JSON form of the enactment line of ``allot replay --verify``."""
+
+    decisions: int
+    states: dict[str, int]
+    bound_seconds: float
+    without_outcome: list[Overdue]
+
+
+def verify_line(ledger: Ledger, *, now: int, bound: int) -> tuple[str, Report]:
     """The ``allot replay --verify`` report line about enactment, and its JSON form."""
     from allot_eventstore.clock import iso
 
     counts = ledger.counts()
     overdue = ledger.overdue(now=now, bound=bound)
-    report: dict[str, Any] = {
+    report: Report = {
         "decisions": ledger.decisions(),
         "states": counts,
         "bound_seconds": bound / 1_000_000,
@@ -327,7 +345,7 @@ def verify_line(ledger: Ledger, *, now: int, bound: int) -> tuple[str, dict[str,
     )
 
 
-async def verify_report(store: Any, *, until: int, now: int, bound: int) -> tuple[str, dict[str, Any]] | None:
+async def verify_report(store: Any, *, until: int, now: int, bound: int) -> tuple[str, Report] | None:
     """Read the ledger from the log and judge it (None when the log holds no Kubernetes-mode decision)."""
     records: AsyncIterator[Record] = store.iterate(until=until, types=TYPES)
     folding = Folding(keep_settled=False)
@@ -353,11 +371,12 @@ def explain_lines(records: Iterable[Record]) -> list[str]:
     return ["enacted:   in the cluster (Kubernetes mode)", *lines] if lines else []
 
 
-def outcome_summary(kind: str, payload: dict[str, Any]) -> str:
+def outcome_summary(kind: str, payload: Mapping[str, object]) -> str:
     """A timeline line's summary of an outcome (``allot explain pod``); "" for other types."""
     if kind not in OUTCOMES or kind == "pod.bound":
         return ""
     failed = kind.endswith("_failed") or payload.get("evicted") is False
     why = " ".join(str(payload.get(k) or "") for k in ("reason", "message")).strip()
-    tries = f" after {payload['attempts']} attempts" if int(payload.get("attempts") or 1) > 1 else ""
+    attempts = payload.get("attempts")
+    tries = f" after {attempts} attempts" if isinstance(attempts, int) and attempts > 1 else ""
     return f"{'REFUSED' if failed else 'done'} by the API server{tries}{': ' + why if why else ''}"

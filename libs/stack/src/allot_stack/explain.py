@@ -10,8 +10,10 @@ reasons of its latest decisions: quota (the upstream message, runtime/used/reque
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import InputError
 from allot_views.units import human_list
 
@@ -377,15 +379,16 @@ def _nearest(
     return nearest_lines(reasons, spec, folded, note if len(before) > 1 else f" for gang member {failed}")
 
 
-def _spec(life: list[RecordedEvent]) -> dict[str, Any]:
+def _spec(life: list[RecordedEvent]) -> JsonObject:
     """The pod as the door read it (``pod.submitted``'s spec), or empty."""
     return dict(life[0].payload_dict().get("spec") or {}) if life[0].type in BIRTHS else {}
 
 
-def _outcome_counts(results: list[dict[str, Any]]) -> str:
+def _outcome_counts(results: list[Mapping[str, object]]) -> str:
     counts: dict[str, int] = {}
     for result in results:
-        counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
+        outcome = str(result["outcome"])
+        counts[outcome] = counts.get(outcome, 0) + 1
     return ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items())) or "no writes"
 
 
@@ -536,11 +539,7 @@ def refusal_lines(refused: list[RecordedEvent]) -> list[str]:
 
 
 async def migrations(url: str, key: str) -> list[RecordedEvent]:
-    from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import on_log
     from allot_stack.migration_views import pod_migrations
 
-    store = PostgresEventStore.connect(url)
-    try:
-        return await pod_migrations(store, key)
-    finally:
-        await store.close()
+    return await on_log(lambda store: pod_migrations(store, key), url)

@@ -90,15 +90,10 @@ def split(key: str) -> tuple[str, str]:
 
 async def load_view() -> ClusterView:
     """The cluster view of the log the CLI finds (:func:`allot_stack.connect.endpoints`)."""
-    from allot_eventstore.postgres import PostgresEventStore
-    from allot_stack.connect import endpoints
+    from allot_stack.connect import on_log
     from allot_stack.logtools import cluster_view
 
-    store = PostgresEventStore.connect(endpoints().database_url)
-    try:
-        return await cluster_view(store)
-    finally:
-        await store.close()
+    return await on_log(cluster_view)
 
 
 def _devices(devices: dict[str, list[int]]) -> str:

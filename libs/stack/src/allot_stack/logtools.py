@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 
 from allot_contracts.envelope import RecordedEvent
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_eventstore.clock import iso
 from allot_eventstore.protocol import EventStore
 from allot_intake.errors import UsageError
@@ -68,7 +69,21 @@ async def cluster_view(store: EventStore) -> ClusterView:
     return view
 
 
-def event_json(record: RecordedEvent) -> dict[str, Any]:
+class EventJson(TypedDict):
+    """One event as ``allot events tail`` prints it (a JSON line)."""
+
+    position: int
+    type: str
+    stream: str
+    version: int
+    producer: str
+    time: str
+    id: str
+    causation: str | None
+    payload: JsonValue
+
+
+def event_json(record: RecordedEvent) -> EventJson:
     return {
         "position": record.position,
         "type": record.tag,
@@ -82,7 +97,7 @@ def event_json(record: RecordedEvent) -> dict[str, Any]:
     }
 
 
-async def projection(store: EventStore, name: str, config: dict[str, Any] | None = None) -> Any:
+async def projection(store: EventStore, name: str, config: JsonObject | None = None) -> Any:
     """A service's processor rebuilt from the whole log (for views such as the quota tree or gang statuses), under
     the configuration the service last recorded (``config.applied``) unless ``config`` is given."""
     from allot_runtime.processor import Host

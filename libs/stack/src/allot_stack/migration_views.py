@@ -4,7 +4,9 @@ the node it counted room on), from the log."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
 
 from allot_contracts.envelope import RecordedEvent
 from allot_eventstore.protocol import EventStore
@@ -22,9 +24,26 @@ ENDINGS: Final = {
 }
 
 
-def _pod_of(payload: dict[str, Any]) -> str:
-    ref = ((payload.get("manifest") or {}).get("spec") or {}).get("podRef") or {}
+def _object(value: object) -> Mapping[str, object]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def _pod_of(payload: Mapping[str, object]) -> str:
+    ref = _object(_object(_object(payload.get("manifest")).get("spec")).get("podRef"))
     return f"{ref.get('namespace')}/{ref.get('name')}"
+
+
+@dataclass
+class _Job:
+    """One PodMigrationJob of the pod, as its events tell it."""
+
+    manifest: Mapping[str, object]
+    producer: str
+    outcome: str = "Pending"
+    message: str = ""
+    mode: str = ""
+    evicted: str = ""
 
 
 async def pod_migrations(store: EventStore, key: str) -> list[RecordedEvent]:
@@ -41,34 +60,32 @@ async def pod_migrations(store: EventStore, key: str) -> list[RecordedEvent]:
 
 
 def migration_lines(key: str, records: list[RecordedEvent]) -> list[str]:
-    jobs: dict[str, dict[str, Any]] = {}
+    jobs: dict[str, _Job] = {}
     for record in records:
         p = record.payload_dict()
         name = p["job"]["name"]
         if record.type == "migration.applied":
             if _pod_of(p) != key:
                 continue
-            jobs[name] = {"manifest": p["manifest"], "producer": record.producer, "outcome": "Pending"}
+            jobs[name] = _Job(manifest=_object(p["manifest"]), producer=record.producer)
         elif name not in jobs:
             continue
         elif record.type in ENDINGS:
-            jobs[name]["outcome"] = ENDINGS[record.type]
-            jobs[name]["message"] = p.get("message") or p.get("reason") or ""
+            jobs[name].outcome = ENDINGS[record.type]
+            jobs[name].message = str(p.get("message") or p.get("reason") or "")
         elif record.type == "migration.running":
-            jobs[name]["outcome"] = "Running"
-            jobs[name]["mode"] = p.get("mode") or ""
+            jobs[name].outcome = "Running"
+            jobs[name].mode = str(p.get("mode") or "")
         elif record.type == "migration.evicted":
-            jobs[name]["evicted"] = p.get("node") or ""
+            jobs[name].evicted = str(p.get("node") or "")
     if not jobs:
         return []
     lines = ["migrations:"]
     for name, job in jobs.items():
-        manifest = job["manifest"]
-        meta = manifest.get("metadata") or {}
-        annotations = meta.get("annotations") or {}
-        mode = job.get("mode") or (manifest.get("spec") or {}).get("mode") or "default mode"
-        ending = f": {job['message']}" if job.get("message") else ""
-        lines.append(f"  PodMigrationJob {name} ({mode}): {job['outcome']}{ending}")
+        annotations = _object(_object(job.manifest.get("metadata")).get("annotations"))
+        mode = job.mode or _object(job.manifest.get("spec")).get("mode") or "default mode"
+        ending = f": {job.message}" if job.message else ""
+        lines.append(f"  PodMigrationJob {name} ({mode}): {job.outcome}{ending}")
         if annotations.get(ANN_TRIGGER):
             profile, _, number = str(annotations.get(ANN_ROUND, "")).partition("/")
             where = f" (profile {profile}, round {number})" if number else ""
@@ -76,7 +93,7 @@ def migration_lines(key: str, records: list[RecordedEvent]) -> list[str]:
             if annotations.get(ANN_REASON):
                 lines.append(f"    why: {annotations[ANN_REASON]}")
         else:
-            lines.append(f"    applied by {job['producer']}")
-        if job.get("evicted"):
-            lines.append(f"    evicted from node {job['evicted']}")
+            lines.append(f"    applied by {job.producer}")
+        if job.evicted:
+            lines.append(f"    evicted from node {job.evicted}")
     return lines

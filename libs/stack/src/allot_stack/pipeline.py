@@ -7,8 +7,8 @@ deterministically); nothing about correctness depends on it in the live stack, w
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.processor import Processor, is_shell_producer
 from binder.processor import Binder
 from device_allocator.processor import DeviceAllocator
@@ -18,7 +18,7 @@ from qos_enforcer.processor import QosEnforcer
 from quota_manager.processor import QuotaManager
 from reservation_manager.processor import ReservationManager
 
-Factory = Callable[[dict[str, Any]], Processor]
+Factory = Callable[[JsonObject], Processor]
 
 PROCESSORS: tuple[tuple[str, Factory], ...] = (
     ("node-reporter", NodeReporter),
@@ -33,7 +33,7 @@ PROCESSORS: tuple[tuple[str, Factory], ...] = (
 SERVICES: tuple[str, ...] = tuple(name for name, _ in PROCESSORS)
 
 
-def build(name: str, config: dict[str, Any] | None = None) -> Processor:
+def build(name: str, config: JsonObject | None = None) -> Processor:
     for candidate, factory in PROCESSORS:
         if candidate == name:
             return factory(config or {})
@@ -53,7 +53,7 @@ def instances(service: str, producers: Iterable[str]) -> list[str]:
     return [*([service] if service in names or not scoped else []), *scoped]
 
 
-def build_instance(service: str, instance: str, config: dict[str, Any] | None = None) -> Processor:
+def build_instance(service: str, instance: str, config: JsonObject | None = None) -> Processor:
     """The processor of one instance: a per-node instance gets its node as scope."""
     node = instance.split("@", 1)[1] if "@" in instance else ""
     settings = dict(config or {})

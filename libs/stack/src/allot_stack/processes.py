@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from allot_runtime.secretfiles import private_dir, write_private
 from allot_stack.connect import read_stack
+from allot_stack.stackfile import StackFile
 
 LOCK_FILE = "supervisor.lock"
 STACK_MARKER = "ALLOT_DEVSTACK_DIR"  # in every service's environment: the state directory it belongs to
@@ -220,10 +221,11 @@ def supervisor_pid(state_dir: Path) -> int | None:
             if text.isdigit():
                 return int(text)
             time.sleep(0.05)
-    recorded = (read_stack(state_dir) or {}).get(
-        "supervisor_pid"
+    stack = read_stack(state_dir)
+    recorded = (
+        stack.get("supervisor_pid") if stack is not None else None
     )  # a supervisor that wrote no pid to the lock
-    return int(recorded) if recorded and _is_supervisor(int(recorded), state_dir) else -1
+    return recorded if recorded and _is_supervisor(recorded, state_dir) else -1
 
 
 def supervisor_running(state_dir: Path) -> bool:
@@ -274,24 +276,30 @@ def clear_reused_postmaster_pid(data_dir: Path) -> str | None:
     return None
 
 
-def find_leftovers(state_dir: Path, stack: dict[str, Any] | None) -> list[Leftover]:
+def find_leftovers(state_dir: Path, stack: StackFile | None) -> list[Leftover]:
     """Processes recorded in ``stack.json`` (and ``postmaster.pid``) that are alive and still look like ours, in the
     order to stop them: the services, then NATS, then PostgreSQL. Call only while no supervisor runs."""
-    stack = stack or {}
-    recorded_dir = Path(stack.get("state_dir") or state_dir)
+    recorded_dir = Path(stack["state_dir"] or state_dir) if stack is not None else state_dir
     marker = f"{STACK_MARKER}={recorded_dir}"
     found: list[Leftover] = []
-    for name, info in stack.get("processes", {}).items():
+    for name, info in (stack.get("processes", {}) if stack is not None else {}).items():
         pid = info.get("pid")
         command = info.get("command") or _default_command(name)
         if pid and pid_alive(pid) and runs(pid, command) and has_env(pid, marker):
             found.append(Leftover(name, int(pid)))
-    pid = stack.get("nats", {}).get("pid")
+    pid = stack.get("nats", {}).get("pid") if stack is not None else None
     if pid and pid_alive(pid) and runs(pid, ["nats-server", "-c", str(recorded_dir / "nats.conf")]):
         found.append(Leftover("nats-server", int(pid)))
     data_dir = recorded_dir / "postgres"
     for pid in sorted(
-        {p for p in (stack.get("postgres", {}).get("pid"), _postmaster_pid(state_dir / "postgres")) if p}
+        {
+            p
+            for p in (
+                stack.get("postgres", {}).get("pid") if stack is not None else None,
+                _postmaster_pid(state_dir / "postgres"),
+            )
+            if p
+        }
     ):
         if pid_alive(pid) and runs(pid, _postgres_command(data_dir)):
             found.append(Leftover("PostgreSQL", int(pid), signal.SIGINT))  # SIGINT: fast shutdown
@@ -345,7 +353,9 @@ def cleanup_leftovers(state_dir: Path, *, timeout: float = 15.0) -> list[str]:
         if removed:
             messages.append(removed)
         if messages and stack is not None and stack.get("status") != "stopped":
-            stack.update(status="stopped", error="the supervisor had died; its leftovers were cleaned up")
+            stack.update(
+                {"status": "stopped", "error": "the supervisor had died; its leftovers were cleaned up"}
+            )
             with contextlib.suppress(OSError):
                 write_private(state_dir / "stack.json", json.dumps(stack, indent=2))
         return messages

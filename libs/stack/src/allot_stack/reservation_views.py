@@ -4,6 +4,7 @@ allocated, owners; a job's phase, mode, pod, reservation, target node, reason)."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from allot_contracts.quantity import format_quantity
@@ -99,7 +100,7 @@ def migration_rows(engine: Any) -> list[dict[str, Any]]:
 # --- allot explain pod ------------------------------------------------------------------------------------------------
 
 
-def resolved_summary(p: dict[str, Any]) -> str:
+def resolved_summary(p: Mapping[str, object]) -> str:
     """The timeline line of a ``reservation.resolved``."""
     return str(p.get("reason", ""))
 

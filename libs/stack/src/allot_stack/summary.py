@@ -4,7 +4,10 @@ Pure."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from allot_stack.stackfile import StackFile
 
 
 def redact(url: str) -> str:
@@ -18,8 +21,8 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
 
 
-def describe(stack: dict[str, Any]) -> list[str]:
-    def restarts(server: str) -> str:
+def describe(stack: StackFile) -> list[str]:
+    def restarts(server: Literal["postgres", "nats"]) -> str:
         count = stack.get(server, {}).get("restarts")
         return f"  restarted {count}x" if count else ""
 

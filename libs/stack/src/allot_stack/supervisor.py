@@ -49,6 +49,7 @@ from allot_stack.processes import (
     supervisor_lock,
     verify_listener,
 )
+from allot_stack.stackfile import ProcessInfo, ServerInfo, StackFile
 
 DATABASE = "allot"
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)
@@ -86,7 +87,7 @@ class Child:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> ProcessInfo:
         return {
             "pid": self.proc.pid if self.proc else None,
             "port": self.port,
@@ -112,7 +113,7 @@ class Watched:
     last_start: float = 0.0
     next_start: float = 0.0
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> ServerInfo:
         proc = self.server.proc
         return {
             "pid": proc.pid if proc else None,
@@ -147,7 +148,21 @@ class Supervisor:
 
     def write_state(self) -> None:
         pg, nats = self.watched.get("postgres"), self.watched.get("nats")
-        data = {
+        postgres: ServerInfo = {
+            "embedded": self.postgres is not None,
+            "pid": self.postgres.proc.pid if self.postgres and self.postgres.proc else None,
+            "log": str(self.postgres.log_path) if self.postgres else None,
+        }
+        nats_info: ServerInfo = {
+            "embedded": self.nats is not None,
+            "pid": self.nats.proc.pid if self.nats and self.nats.proc else None,
+            "monitor": f"http://127.0.0.1:{self.nats.http_port}" if self.nats else None,
+        }
+        if pg:
+            postgres.update(pg.info())
+        if nats:
+            nats_info.update(nats.info())
+        data: StackFile = {
             "status": self.status,
             "error": self.error,
             "degraded": dict(self.degraded),
@@ -157,18 +172,8 @@ class Supervisor:
             "nats_url": self.nats_url,
             "nats_prefix": self.nats_prefix,
             "nats_stream": self.nats_stream,
-            "postgres": {
-                "embedded": self.postgres is not None,
-                "pid": self.postgres.proc.pid if self.postgres and self.postgres.proc else None,
-                "log": str(self.postgres.log_path) if self.postgres else None,
-                **(pg.info() if pg else {}),
-            },
-            "nats": {
-                "embedded": self.nats is not None,
-                "pid": self.nats.proc.pid if self.nats and self.nats.proc else None,
-                "monitor": f"http://127.0.0.1:{self.nats.http_port}" if self.nats else None,
-                **(nats.info() if nats else {}),
-            },
+            "postgres": postgres,
+            "nats": nats_info,
             "processes": {c.name: c.info() for c in self.children},
         }
         write_private(self.stack_file, json.dumps(data, indent=2))  # it holds the URLs with their passwords

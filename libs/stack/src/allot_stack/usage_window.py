@@ -54,16 +54,13 @@ def parse_window(since: str, until: str | None, *, last_us: int) -> Window:
 
 async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
     """The window and its rows, read from the log at ``url`` (only the event types the report needs)."""
-    from allot_eventstore.postgres import PostgresEventStore
     from allot_intake.errors import UsageError
+    from allot_stack.connect import on_log
 
-    store = PostgresEventStore.connect(url)
     try:
-        return await store_usage(store, since, until, by)
+        return await on_log(lambda store: store_usage(store, since, until, by), url)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    finally:
-        await store.close()
 
 
 async def store_usage(store: Any, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:

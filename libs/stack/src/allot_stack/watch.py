@@ -8,7 +8,7 @@ as kubectl's watch reports a DELETED object (:func:`deleted`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from allot_eventstore.clock import iso
@@ -19,11 +19,11 @@ from allot_views.kinds import Kind
 Rows = list[dict[str, Any]]
 
 
-def _identity(row: dict[str, Any]) -> str:
+def _identity(row: Mapping[str, object]) -> str:
     return f"{row.get('namespace', '')}/{row['name']}"
 
 
-def _comparable(kind: Kind, row: dict[str, Any]) -> dict[str, Any]:
+def _comparable(kind: Kind, row: Mapping[str, object]) -> dict[str, object]:
     """A row without the columns that only count time (``5s ago``): a watch prints rows whose state changed."""
     return {k: v for k, v in row.items() if k not in kind.ages}
 

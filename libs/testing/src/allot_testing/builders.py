@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from typing import Any
 
 from allot_contracts.envelope import NewEvent, stream_id
 from allot_contracts.events import Event, ObjectRef, PodDeleted
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 
 _counter = itertools.count(1)
 
@@ -38,24 +38,24 @@ def a_node(
     gpus: int = 0,
     labels: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
-) -> dict[str, Any]:
-    allocatable: dict[str, Any] = {"cpu": cpu, "memory": memory, "pods": "110"}
+) -> JsonObject:
+    allocatable: JsonObject = {"cpu": cpu, "memory": memory, "pods": "110"}
     if gpus:
         allocatable["nvidia.com/gpu"] = str(gpus)
-    node: dict[str, Any] = {
+    spec: JsonObject = {}
+    if taints:
+        spec["taints"] = [{**taint} for taint in taints]
+    return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": {},
+        "spec": spec,
         "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
     }
-    if taints:
-        node["spec"]["taints"] = taints
-    return node
 
 
-def a_gpu_device(node: str = "node-1", *, gpus: int = 8, memory: str = "80Gi") -> dict[str, Any]:
-    devices = [
+def a_gpu_device(node: str = "node-1", *, gpus: int = 8, memory: str = "80Gi") -> JsonObject:
+    devices: list[JsonValue] = [
         {
             "type": "gpu",
             "id": f"GPU-{node}-{minor}",
@@ -94,8 +94,8 @@ def a_pod(
     annotations: dict[str, str] | None = None,
     extra: dict[str, str] | None = None,
     uid: str | None = None,
-) -> dict[str, Any]:
-    requests: dict[str, Any] = {"cpu": cpu, "memory": memory}
+) -> JsonObject:
+    requests: JsonObject = {"cpu": cpu, "memory": memory}
     if gpus:
         requests["nvidia.com/gpu"] = str(gpus)
     requests.update(extra or {})
@@ -106,8 +106,8 @@ def a_pod(
             "name": name,
             "namespace": namespace,
             "uid": uid or f"uid-{namespace}-{name}",
-            "labels": dict(labels or {}),
-            "annotations": dict(annotations or {}),
+            "labels": {**(labels or {})},
+            "annotations": {**(annotations or {})},
         },
         "spec": {
             "containers": [
@@ -132,22 +132,26 @@ def a_qos_pod(
     uid: str | None = None,
     containers: int = 1,
     status_ids: list[str] | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """A pod as QoS enforcement reads it: a Koordinator QoS class label, exactly the `requests` and `limits` given
     (none by default) on each of `containers` containers named c0, c1, ..., and a container status with a
     containerd id per entry of `status_ids`."""
     manifest = a_pod(
-        name, uid=uid, labels={**({"koordinator.sh/qosClass": qos} if qos else {}), **(labels or {})}
+        name,
+        uid=uid,
+        labels={**({"koordinator.sh/qosClass": qos} if qos else {}), **(labels or {})},
+        annotations=annotations,
     )
-    manifest["metadata"]["annotations"] = dict(annotations or {})
-    resources: dict[str, dict[str, str]] = {}
+    resources: JsonObject = {}
     if requests is not None:
-        resources["requests"] = requests
+        resources["requests"] = {**requests}
     if limits is not None:
-        resources["limits"] = limits
-    manifest["spec"]["containers"] = [
-        {"name": f"c{i}", "image": "busybox", "resources": resources} for i in range(containers)
-    ]
+        resources["limits"] = {**limits}
+    manifest["spec"] = {
+        "containers": [
+            {"name": f"c{i}", "image": "busybox", "resources": resources} for i in range(containers)
+        ]
+    }
     if status_ids:
         manifest["status"] = {
             "containerStatuses": [
@@ -164,14 +168,14 @@ def a_quota(
     max: dict[str, str] | None = None,
     min: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"max": max or {"cpu": "100", "memory": "1Ti"}}
+) -> JsonObject:
+    spec: JsonObject = {"max": {**(max or {"cpu": "100", "memory": "1Ti"})}}
     if min is not None:
-        spec["min"] = min
+        spec["min"] = {**min}
     return {
         "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
         "kind": "ElasticQuota",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+        "metadata": {"name": name, "namespace": namespace, "labels": {**(labels or {})}},
         "spec": spec,
     }
 

@@ -21,10 +21,10 @@ import contextlib
 import io
 import json
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import yaml
 
@@ -33,6 +33,7 @@ from allot_contracts import kube
 from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
 from allot_contracts.events import TimerFired
 from allot_contracts.issues import FieldIssue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.quantity import QuantityError, parse_quantity
 from allot_eventstore.clock import ManualClock
 from allot_intake.documents import load_documents
@@ -76,7 +77,7 @@ class Case:
         return data
 
     @property
-    def configs(self) -> dict[str, dict[str, Any]]:
+    def configs(self) -> dict[str, JsonObject]:
         config = self.path.with_name(self.path.stem + ".config.yaml")
         return load_config(str(config)) if config.exists() else {}
 
@@ -91,20 +92,54 @@ def cases(root: Path) -> list[Case]:
     ]
 
 
+class Facts(TypedDict):
+    """What a user reads off one decision (:func:`decision_facts`); only what the decision has is there."""
+
+    outcome: str
+    node: NotRequired[str]
+    gpu: NotRequired[list[int]]
+    rdma: NotRequired[list[int]]
+    vfs: NotRequired[list[str]]
+    gpu_memory: NotRequired[JsonValue]
+    cpuset: NotRequired[JsonValue]
+    numa: NotRequired[list[int]]
+    reservation: NotRequired[str]
+    codes: NotRequired[list[str]]
+    message: NotRequired[str]
+    annotations: NotRequired[JsonObject]
+
+
+class NodeFacts(TypedDict):
+    """A node's last ``node.allocatable_updated``: what the node-side decisions derived."""
+
+    allocatable: JsonObject
+    numa: JsonValue
+    cpu_normalization_ratio: JsonValue
+    amplification: JsonValue
+    degraded: JsonValue
+
+
+class QuotaStatus(TypedDict):
+    """What a status sync wrote on one ElasticQuota: its annotations (JSON values parsed) and ``status.used``."""
+
+    annotations: JsonObject
+    used: JsonObject
+
+
 @dataclass
 class Outcome:
     refused: dict[str, str] = field(default_factory=dict)  # "<Kind> <name>" -> the door's messages
-    pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # object -> facts of its last decision
-    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> last node.allocatable_updated
-    quotas: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<ns>/<name>" -> status last synced
-    submitted: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod -> its manifest as recorded
+    pods: dict[str, Facts] = field(default_factory=dict)  # object -> facts of its last decision
+    nodes: dict[str, NodeFacts] = field(default_factory=dict)  # node -> last node.allocatable_updated
+    quotas: dict[str, QuotaStatus] = field(default_factory=dict)  # "<ns>/<name>" -> status last synced
+    submitted: dict[str, JsonObject] = field(default_factory=dict)  # pod -> its manifest as recorded
 
 
 # --- reading a log -----------------------------------------------------------------------------------------------------
-def decision_facts(decision: Decision) -> dict[str, Any]:
+def decision_facts(decision: Decision) -> Facts:
     """What a user reads off one decision: outcome, node, device minors, VFs, cpuset, NUMA nodes, reservation,
     reasons, and the written annotations."""
-    out: dict[str, Any] = {"outcome": decision["outcome"]}
+    out: Facts = {"outcome": decision["outcome"]}
     if decision["node"] is not None:
         out["node"] = decision["node"]
     annotations = decision["annotations"]
@@ -142,13 +177,18 @@ QUOTA_REFUSALS = {
 }
 
 
-def _quota_status(patch: dict[str, Any]) -> dict[str, Any]:
+def _quota_status(patch: JsonObject) -> QuotaStatus:
     """What a status sync wrote on one ElasticQuota: its annotations (JSON values parsed) and ``status.used``."""
-    annotations = (patch.get("metadata") or {}).get("annotations") or {}
+    annotations = _object(_object(patch.get("metadata")).get("annotations"))
     return {
         "annotations": {k: json.loads(v) if isinstance(v, str) else v for k, v in annotations.items()},
-        "used": dict((patch.get("status") or {}).get("used") or {}),
+        "used": dict(_object(_object(patch.get("status")).get("used"))),
     }
+
+
+def _object(value: JsonValue) -> JsonObject:
+    """``value`` when it is a JSON object; an empty one for an absent (or other) value."""
+    return value if isinstance(value, dict) else {}
 
 
 def outcome_of(records: Iterable[RecordedEvent], refused: dict[str, str]) -> Outcome:
@@ -262,7 +302,7 @@ def simulate(case: Case) -> tuple[Simulation, Outcome]:
 
 
 # --- checking -----------------------------------------------------------------------------------------------------------
-def _matches(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+def _matches(got: Facts, want: JsonObject) -> list[str]:
     wrong: list[str] = []
     for key, value in want.items():
         if key == "message_contains":
@@ -270,7 +310,7 @@ def _matches(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
                 wrong.append(f"message {got.get('message')!r} does not contain {value!r}")
         elif key == "annotations":
             have = got.get("annotations", {})
-            for name, expected in value.items():
+            for name, expected in _object(value).items():
                 if have.get(name) != expected:
                     wrong.append(f"annotation {name}: {have.get(name)!r} != {expected!r}")
         elif got.get(key) != value:
@@ -288,12 +328,12 @@ def _same_amount(have: Any, want: Any) -> bool:
         return False
 
 
-def _node_matches(got: dict[str, Any], want: dict[str, Any], path: str = "") -> list[str]:
+def _node_matches(got: Mapping[str, object], want: JsonObject, path: str = "") -> list[str]:
     wrong: list[str] = []
     for key, value in want.items():
-        have = got.get(key) if isinstance(got, dict) else None
+        have = got.get(key)
         if isinstance(value, dict):
-            wrong += _node_matches(have or {}, value, f"{path}{key}.")
+            wrong += _node_matches(have if isinstance(have, dict) else {}, value, f"{path}{key}.")
         elif not _same_amount(have, value):
             wrong.append(f"{path}{key}: {have!r} != {value!r}")
     return wrong
@@ -334,7 +374,7 @@ def check_expected(case: Case, outcome: Outcome) -> list[str]:
         for label, why in outcome.refused.items()
         if label not in want_refused
     ]
-    want_pods: dict[str, dict[str, Any]] = expected.get("pods") or {}
+    want_pods: dict[str, JsonObject] = expected.get("pods") or {}
     for pod, want in want_pods.items():
         if pod not in outcome.pods:
             problems.append(f"{pod}: no decision (expected {want})")
@@ -370,11 +410,11 @@ def _nonzero(value: Any) -> Any:
     return {k: str(v) for k, v in value.items() if parse_quantity(str(v)) != 0}
 
 
-def _quota_matches(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+def _quota_matches(got: QuotaStatus, want: JsonObject) -> list[str]:
     """Each expected annotation equals the written one and ``used`` equals ``status.used``, ResourceLists compared
     without their zero quantities (``{"cpu": "0"}`` is ``{}``), as upstream's status sync compares them."""
     wrong: list[str] = []
-    for name, value in (want.get("annotations") or {}).items():
+    for name, value in _object(want.get("annotations")).items():
         have = got["annotations"].get(name)
         if _nonzero(have) != _nonzero(value):
             wrong.append(f"annotation {name}: {have!r} != {value!r}")

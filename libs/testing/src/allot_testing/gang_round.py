@@ -4,8 +4,7 @@ those LowNodeLoad args, run in the simulator)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_testing.scenario import Scenario
 
 __all__ = ["GANG", "NODES", "PLACEMENT", "cluster", "config", "node", "node_metric", "pod"]
@@ -22,21 +21,24 @@ PLACEMENT = {
 NODES = ("node-hot", "node-warm", "node-idle", "node-idle-2")
 
 
-def config(**args: Any) -> dict[str, Any]:
-    thresholds = {"lowThresholds": {"cpu": 30, "memory": 30}, "highThresholds": {"cpu": 60, "memory": 80}}
-    plugin = {**thresholds, "anomalyCondition": {"consecutiveAbnormalities": 1}, **args}
-    profile = {"name": "lnl", "pluginConfig": [{"name": "LowNodeLoad", "args": plugin}]}
+def config(**args: JsonValue) -> dict[str, JsonObject]:
+    thresholds: JsonObject = {
+        "lowThresholds": {"cpu": 30, "memory": 30},
+        "highThresholds": {"cpu": 60, "memory": 80},
+    }
+    plugin: JsonObject = {**thresholds, "anomalyCondition": {"consecutiveAbnormalities": 1}, **args}
+    profile: JsonObject = {"name": "lnl", "pluginConfig": [{"name": "LowNodeLoad", "args": plugin}]}
     return {"reservation-manager": {"descheduler": {"deschedulingInterval": "60s", "profiles": [profile]}}}
 
 
-def node(name: str) -> dict[str, Any]:
-    alloc = {"cpu": "16", "memory": "64Gi", "pods": "110"}
+def node(name: str) -> JsonObject:
+    alloc: JsonObject = {"cpu": "16", "memory": "64Gi", "pods": "110"}
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": {"allocatable": alloc}}
 
 
-def pod(name: str, on: str) -> dict[str, Any]:
+def pod(name: str, on: str) -> JsonObject:
     app = name.rsplit("-", 1)[0]
-    owner = {
+    owner: JsonObject = {
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
         "name": app,
@@ -49,7 +51,7 @@ def pod(name: str, on: str) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": "ml",
-            "annotations": GANG if app == "train" else {},
+            "annotations": {**GANG} if app == "train" else {},
             "ownerReferences": [owner],
         },
         "spec": {
@@ -59,10 +61,10 @@ def pod(name: str, on: str) -> dict[str, Any]:
     }
 
 
-def node_metric(name: str) -> dict[str, Any]:
+def node_metric(name: str) -> JsonObject:
     on = sorted(p for p, (at, _) in PLACEMENT.items() if at == name)
     cpu = 500 + sum(PLACEMENT[p][1] for p in on)
-    pods = [
+    pods: list[JsonValue] = [
         {
             "namespace": "ml",
             "name": p,
@@ -70,7 +72,7 @@ def node_metric(name: str) -> dict[str, Any]:
         }
         for p in on
     ]
-    usage = {"resources": {"cpu": f"{cpu}m", "memory": f"{2 + 2 * len(on)}Gi"}}
+    usage: JsonObject = {"resources": {"cpu": f"{cpu}m", "memory": f"{2 + 2 * len(on)}Gi"}}
     return {
         "apiVersion": "slo.koordinator.sh/v1alpha1",
         "kind": "NodeMetric",
@@ -79,7 +81,7 @@ def node_metric(name: str) -> dict[str, Any]:
     }
 
 
-def cluster(**args: Any) -> Scenario:
+def cluster(**args: JsonValue) -> Scenario:
     sc = Scenario(config(**args))
     sc.apply(*[node(n) for n in NODES], *[pod(p, on) for p, (on, _) in sorted(PLACEMENT.items())])
     sc.apply(*[node_metric(n) for n in NODES])

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 from hypothesis import strategies as st
+
+from allot_contracts.jsonvalue import JsonObject
 
 __all__ = ["JUNK", "KindKey", "as_yaml", "manifests", "mutated", "seeds"]
 
@@ -73,12 +75,12 @@ JUNK: Final = st.recursive(
 _OPS: Final = ("replace", "delete", "quantity", "huge", "deep", "unicode", "swap", "unknown")
 
 
-def _kind(body: dict[str, Any]) -> KindKey:
+def _kind(body: Mapping[str, object]) -> KindKey:
     return (str(body.get("apiVersion", "")), str(body.get("kind", "")))
 
 
 @functools.lru_cache(maxsize=4)
-def seeds(root: Path) -> dict[KindKey, tuple[dict[str, Any], ...]]:
+def seeds(root: Path) -> dict[KindKey, tuple[JsonObject, ...]]:
     """A few valid documents per kind from the examples and the conformance corpus under ``root`` (the repository),
     each admitted by a fresh door (so a seed is valid on its own)."""
     from allot_intake.documents import (
@@ -86,7 +88,7 @@ def seeds(root: Path) -> dict[KindKey, tuple[dict[str, Any], ...]]:
     )
     from allot_intake.manifests import Door
 
-    found: dict[KindKey, list[dict[str, Any]]] = {}
+    found: dict[KindKey, list[JsonObject]] = {}
     paths = sorted([*root.glob("examples/**/*.yaml"), *root.glob("tests/conformance/**/*.yaml")])
     for path in paths:
         if ".expected." in path.name or ".config." in path.name:
@@ -152,7 +154,7 @@ def _mutation(draw: st.DrawFn, value: Any) -> tuple[str, Any]:
 
 
 @st.composite
-def mutated(draw: st.DrawFn, original: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def mutated(draw: st.DrawFn, original: JsonObject) -> tuple[JsonObject, list[str]]:
     """A copy of ``original`` with one to four mutations, and the mutations made (any JSON-like map: a manifest, an
     event payload, a wire envelope)."""
     body = copy.deepcopy(original)
@@ -174,7 +176,7 @@ def mutated(draw: st.DrawFn, original: dict[str, Any]) -> tuple[dict[str, Any], 
 
 
 @st.composite
-def manifests(draw: st.DrawFn, root: Path) -> tuple[KindKey, dict[str, Any], list[str]]:
+def manifests(draw: st.DrawFn, root: Path) -> tuple[KindKey, JsonObject, list[str]]:
     """A mutated seed: ``(kind of the seed, body, the mutations made)``."""
     pool = seeds(root)
     kind = draw(st.sampled_from(sorted(pool)))
@@ -182,6 +184,6 @@ def manifests(draw: st.DrawFn, root: Path) -> tuple[KindKey, dict[str, Any], lis
     return kind, body, made
 
 
-def as_yaml(body: dict[str, Any]) -> str:
+def as_yaml(body: Mapping[str, object]) -> str:
     """The document as a file holds it (what ``allot apply -f`` reads)."""
     return yaml.dump(body, Dumper=_DUMPER, allow_unicode=True, sort_keys=False, width=2**30)

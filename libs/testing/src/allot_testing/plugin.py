@@ -152,20 +152,25 @@ def _reachable(url: str, default_port: int) -> bool:
         return False
 
 
+def _external(variable: str, default: str, port: int, what: str) -> str:
+    """The URL of the machine's own server (``variable``, else ``default``); the test is skipped when it does not
+    answer."""
+    url = os.environ.get(variable, default)
+    if not _reachable(url, port):
+        pytest.skip(f"external {what} not reachable at {url} (set {variable})")
+    return url
+
+
 @pytest.fixture(scope="session")
 def external_pg_url() -> str:
-    url = os.environ.get("ALLOT_EXTERNAL_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    if not _reachable(url, 5432):
-        pytest.skip(f"external PostgreSQL not reachable at {url} (set ALLOT_EXTERNAL_DATABASE_URL)")
-    return url
+    return _external(
+        "ALLOT_EXTERNAL_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres", 5432, "PostgreSQL"
+    )
 
 
 @pytest.fixture(scope="session")
 def external_nats_url() -> str:
-    url = os.environ.get("ALLOT_EXTERNAL_NATS_URL", "nats://127.0.0.1:4222")
-    if not _reachable(url, 4222):
-        pytest.skip(f"external NATS not reachable at {url} (set ALLOT_EXTERNAL_NATS_URL)")
-    return url
+    return _external("ALLOT_EXTERNAL_NATS_URL", "nats://127.0.0.1:4222", 4222, "NATS")
 
 
 @pytest.fixture(scope="session")

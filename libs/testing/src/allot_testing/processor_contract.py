@@ -33,6 +33,7 @@ import yaml
 
 from allot_contracts.envelope import RecordedEvent, canonical
 from allot_contracts.errors import InvalidConfig
+from allot_contracts.jsonvalue import JsonObject
 from allot_eventstore.memory import InMemoryEventStore
 from allot_runtime.processor import Host, Processor, ProcessorFactory, TimedProcessor, digest_of
 from allot_runtime.replay import rebuild
@@ -65,7 +66,7 @@ def _state(processor: Processor) -> str:
     return digest_of(processor.snapshot())
 
 
-def _owed(snapshot: Any) -> dict[str, Any]:
+def _owed(snapshot: object) -> dict[str, object]:
     """The owed output in a snapshot: every non-empty entry whose key starts with ``owed``, at any depth."""
     if not isinstance(snapshot, dict):
         return {}
@@ -86,11 +87,11 @@ class ProcessorContract:
     """The contract suite; a subclass names the processor, its config, its workload and a config to refuse."""
 
     processor: ClassVar[ProcessorFactory]
-    config: ClassVar[dict[str, Any]] = {}
+    config: ClassVar[JsonObject] = {}
     workload: ClassVar[
         tuple[str, ...]
     ] = ()  # document files (each run on its own), relative to the repository root
-    bad_config: ClassVar[dict[str, Any]] = {}
+    bad_config: ClassVar[JsonObject] = {}
     bad_field: ClassVar[str] = ""  # the path the refusal of ``bad_config`` names
 
     # -- the recorded workload -----------------------------------------------------------------------------------

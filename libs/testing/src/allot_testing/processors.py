@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from allot_contracts.envelope import stream_id
 from allot_contracts.errors import InvalidInput, TransientError
 from allot_contracts.events import Event, PodDeleted, PodReleased
+from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.processor import Emit
 
 
@@ -25,7 +26,7 @@ class EchoProcessor:
     fail_crash: ClassVar[set[str]] = set()
     attempts: ClassVar[dict[str, int]] = {}
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: JsonObject | None = None) -> None:
         self.seen: list[str] = []
         self.echoed = 0
 
@@ -59,5 +60,5 @@ class EchoProcessor:
             )
         ]
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, list[str] | int]:
         return {"seen": self.seen, "echoed": self.echoed}

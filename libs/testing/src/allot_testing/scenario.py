@@ -6,6 +6,7 @@ from typing import Any
 
 import yaml
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.documents import Document
 from allot_intake.manifests import admit_all, to_input
 from allot_sim.simulator import Simulation
@@ -14,12 +15,12 @@ from allot_views.decisions import Decision, decisions
 
 
 class Scenario:
-    def __init__(self, configs: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(self, configs: dict[str, JsonObject] | None = None) -> None:
         self.configs = configs or {}
         self.sim = Simulation(configs)
         self._index = 0
 
-    def apply(self, *bodies: dict[str, Any]) -> Scenario:
+    def apply(self, *bodies: JsonObject) -> Scenario:
         for body in bodies:
             doc = Document(source="test", index=self._index, body=body)
             self._index += 1
@@ -28,7 +29,7 @@ class Scenario:
             self.sim.apply(to_input(doc))
         return self
 
-    def apply_unchecked(self, *bodies: dict[str, Any]) -> Scenario:
+    def apply_unchecked(self, *bodies: JsonObject) -> Scenario:
         """Record ``bodies`` without the CLI's admission, as the Kubernetes watch does: what the services alone make
         of input nobody checked."""
         for body in bodies:
@@ -36,7 +37,7 @@ class Scenario:
             self._index += 1
         return self
 
-    def interleave(self, when: Any, *bodies: dict[str, Any]) -> Scenario:
+    def interleave(self, when: Any, *bodies: JsonObject) -> Scenario:
         """Apply ``bodies`` the moment the log reaches a record matching ``when`` (a record predicate, or an event
         type): a concurrent input landing between two services' steps."""
         match = when if callable(when) else (lambda record: record.type == when)
@@ -85,7 +86,7 @@ class Scenario:
         pod = self.view().pods.get(key)
         return pod.phase if pod else "Absent"
 
-    def of_type(self, event_type: str) -> list[dict[str, Any]]:
+    def of_type(self, event_type: str) -> list[JsonObject]:
         return [e.payload_dict() for e in self.events if e.type == event_type]
 
     def assert_replays(self) -> None:

@@ -15,7 +15,8 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,37 +69,59 @@ def _embedded(server: EmbeddedNats | EmbeddedPostgres, root: Path) -> Iterator[S
 
 
 @contextlib.contextmanager
-def postgres_server() -> Iterator[Server]:
-    url = os.environ.get("ALLOT_TEST_DATABASE_URL") or os.environ.get("ALLOT_DATABASE_URL")
+def _chosen(
+    variables: tuple[str, str],
+    container: Callable[[], AbstractContextManager[str]],
+    embedded: Callable[[Path], EmbeddedNats | EmbeddedPostgres],
+    prefix: str,
+) -> Iterator[Server]:
+    """The server of the module docstring's order: the URL in the first of ``variables`` set, else a
+    ``container`` (its URL), else ``embedded`` under a scratch directory named ``prefix…``."""
+    url = os.environ.get(variables[0]) or os.environ.get(variables[1])
     if url:
         yield Server(url=url, source="environment")
         return
     if docker_available():
-        from testcontainers.postgres import PostgresContainer  # type: ignore[import-untyped]
-
-        with PostgresContainer("postgres:16-alpine", driver=None) as container:
-            yield Server(url=container.get_connection_url(), source="testcontainers")
+        with container() as container_url:
+            yield Server(url=container_url, source="testcontainers")
         return
-    root = _scratch_dir("allot-test-pg-")
-    with _embedded(EmbeddedPostgres(root / "data", fast=True), root) as server:
+    root = _scratch_dir(prefix)
+    with _embedded(embedded(root), root) as server:
         yield server
 
 
 @contextlib.contextmanager
-def nats_server() -> Iterator[Server]:
-    url = os.environ.get("ALLOT_TEST_NATS_URL") or os.environ.get("ALLOT_NATS_URL")
-    if url:
-        yield Server(url=url, source="environment")
-        return
-    if docker_available():
-        from testcontainers.nats import NatsContainer  # type: ignore[import-untyped]
+def _postgres_container() -> Iterator[str]:
+    from testcontainers.postgres import PostgresContainer  # type: ignore[import-untyped]
 
-        with NatsContainer("nats:2.11-alpine").with_command("-js") as container:
-            yield Server(url=container.nats_uri(), source="testcontainers")
-        return
-    root = _scratch_dir("allot-test-nats-")
-    with _embedded(EmbeddedNats(root / "js"), root) as server:
-        yield server
+    with PostgresContainer("postgres:16-alpine", driver=None) as container:
+        yield container.get_connection_url()
+
+
+@contextlib.contextmanager
+def _nats_container() -> Iterator[str]:
+    from testcontainers.nats import NatsContainer  # type: ignore[import-untyped]
+
+    with NatsContainer("nats:2.11-alpine").with_command("-js") as container:
+        yield container.nats_uri()
+
+
+def postgres_server() -> AbstractContextManager[Server]:
+    return _chosen(
+        ("ALLOT_TEST_DATABASE_URL", "ALLOT_DATABASE_URL"),
+        _postgres_container,
+        lambda root: EmbeddedPostgres(root / "data", fast=True),
+        "allot-test-pg-",
+    )
+
+
+def nats_server() -> AbstractContextManager[Server]:
+    return _chosen(
+        ("ALLOT_TEST_NATS_URL", "ALLOT_NATS_URL"),
+        _nats_container,
+        lambda root: EmbeddedNats(root / "js"),
+        "allot-test-nats-",
+    )
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_contracts.envelope import NewEvent, RecordedEvent
+from allot_contracts.jsonvalue import JsonObject
 from allot_eventstore.protocol import EventStore
 from allot_intake.documents import Document, load_documents
 from allot_intake.manifests import Door, to_input
@@ -41,7 +42,7 @@ class Log:
 
     name: str
     events: list[RecordedEvent]
-    configs: dict[str, dict[str, Any]]
+    configs: dict[str, JsonObject]
 
 
 def example_logs(corpus: bool = False) -> Iterator[Log]:
@@ -58,25 +59,24 @@ def example_logs(corpus: bool = False) -> Iterator[Log]:
 def openb_log(nodes: int = 60, pods: int = 240, window: int = 80) -> Log:
     """A sample of the openb trace: ``nodes`` GPU nodes, then ``pods`` pods in rounds of ``window``, each round deleted
     when the next arrives (submissions, placements, deletions, releases)."""
-    from allot_sim.bench._history import _delete
-    from allot_sim.bench.e2e import _cluster_docs, _pod_docs
+    from allot_sim.bench.openb_docs import cluster_docs, deletion, name_of, pod_docs
 
     sim = Simulation()
     door = Door()
-    cluster = _cluster_docs(OPENB / "openb_node_list_gpu_node.csv")
-    keep = set(sorted(doc["metadata"]["name"] for doc in cluster if doc.get("kind") == "Node")[:nodes])
-    cluster = [doc for doc in cluster if doc["metadata"]["name"] in keep]
-    trace = _pod_docs(OPENB / "openb_pod_list_default.csv", pods)
+    cluster = cluster_docs(OPENB / "openb_node_list_gpu_node.csv")
+    keep = set(sorted(name_of(doc) for doc in cluster if doc.get("kind") == "Node")[:nodes])
+    cluster = [doc for doc in cluster if name_of(doc) in keep]
+    trace = pod_docs(OPENB / "openb_pod_list_default.csv", pods)
 
-    def apply(bodies: list[dict[str, Any]]) -> None:
+    def apply(bodies: list[JsonObject]) -> None:
         with contextlib.redirect_stderr(io.StringIO()):
             for index, body in enumerate(bodies):
                 sim.apply(to_input(Document(source="openb", index=index, body=body), door=door))
 
     apply(cluster)
-    previous: list[dict[str, Any]] = []
+    previous: list[JsonObject] = []
     for start in range(0, pods, window):
-        apply([_delete(pod) for pod in previous])
+        apply([deletion(pod) for pod in previous])
         previous = trace[start : start + window]
         apply(previous)
     return Log("openb", list(sim.store.events), {})

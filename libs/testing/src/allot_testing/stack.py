@@ -15,6 +15,7 @@ from typing import Any
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
+from allot_contracts.jsonvalue import JsonObject
 from allot_eventstore.clock import Clock, system_clock
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime.processor import instance_name
@@ -29,7 +30,7 @@ class InProcessStack:
         database_url: str,
         nats_url: str,
         names: BusNames,
-        configs: dict[str, dict[str, Any]] | None = None,
+        configs: dict[str, JsonObject] | None = None,
         *,
         delete_stream: bool = False,
         instances: dict[str, list[str]] | None = None,

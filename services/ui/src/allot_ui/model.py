@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from allot_contracts.envelope import GENESIS_HASH, RecordedEvent
+from allot_contracts.jsonvalue import JsonObject
 from allot_eventstore.protocol import EventStore
 from allot_views.cluster import ClusterView, GpuRow, gpu_rows
 
@@ -86,7 +87,7 @@ class UiModel:
     # each submitted pod's priority, arrival and spec: what the nearest miss and the queue place read
     priority: dict[str, int] = field(default_factory=dict)
     arrival: dict[str, int] = field(default_factory=dict)
-    specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    specs: dict[str, JsonObject] = field(default_factory=dict)
 
     def cluster(self) -> Cluster:
         """The fold ``allot explain`` reads for the nearest miss and the queue place, at the view's position."""

@@ -1,14 +1,48 @@
 """``allot bench`` subcommands: one module each, exporting ``register(subparsers)``."""
 
+import argparse
 import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 
-def report(result: dict[str, Any], *, as_json: bool) -> None:
-    """Print a benchmark's result: one JSON object, or aligned ``key  value`` lines."""
+def benchmark_parser(
+    subparsers: Any, name: str, *, help: str, doc: str | None, with_json: bool = True
+) -> argparse.ArgumentParser:
+    """A benchmark's subcommand: ``help`` in the list of commands, the benchmark module's docstring ``doc`` as its
+    description, and (unless ``with_json`` is False) ``--json``."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    if with_json:
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def trace_arguments(
+    p: argparse.ArgumentParser, *, nodes: Path, pods: Path, pods_flag: str = "--pods", label: str = "openb "
+) -> None:
+    """``--nodes`` and ``--pods`` (or ``pods_flag``): the node and pod list CSVs of the trace, ``nodes`` and
+    ``pods`` (beside the checkout) unless given."""
+    beside = "../shared/traces/openb/{} beside the checkout"
+    p.add_argument(
+        "--nodes",
+        type=Path,
+        default=nodes,
+        help=f"{label}node list CSV (default: {beside.format(nodes.name)})",
+    )
+    p.add_argument(
+        pods_flag, type=Path, default=pods, help=f"{label}pod list CSV (default: {beside.format(pods.name)})"
+    )
+
+
+def report(result: Mapping[str, object], *, as_json: bool, sort_keys: bool = False) -> None:
+    """Print a benchmark's result: one JSON object (keys sorted), or aligned ``key  value`` lines in the result's
+    order (sorted with ``sort_keys``)."""
     if as_json:
         print(json.dumps(result, sort_keys=True))
         return
     width = max(len(k) for k in result)
-    for key, value in result.items():
+    for key, value in sorted(result.items()) if sort_keys else result.items():
         print(f"{key:<{width}}  {value}")

@@ -6,20 +6,19 @@ import argparse
 import asyncio
 from typing import Any
 
-from allot_cli.bench import report
+from allot_cli.bench import benchmark_parser, report
 from allot_sim.bench import append as benchmark
 from allot_sim.bench._postgres import postgres_server
 from allot_sim.bench.append import WORKLOADS, run_benchmark
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = benchmark_parser(
+        subparsers,
         "append",
         help="event log: our batched append vs eventsourcing's Postgres recorder vs raw COPY",
-        description=benchmark.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=benchmark.__doc__,
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--events", type=int, default=20_000, help="events per contender per run (default 20000)"
     )

@@ -25,9 +25,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from allot_sim.bench.defrag import measure
+    from allot_sim.bench.defrag import DefragRun, measure
 
-    def show(r: dict[str, Any]) -> None:
+    def show(r: DefragRun) -> None:
         print(" ".join(f"{k}={v}" for k, v in r.items()))
 
     result = measure(

@@ -6,19 +6,18 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from allot_cli.bench import report
+from allot_cli.bench import benchmark_parser, report, trace_arguments
 from allot_sim.bench import e2e as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
 
 
 def register(subparsers: Any) -> None:
-    p: argparse.ArgumentParser = subparsers.add_parser(
+    p = benchmark_parser(
+        subparsers,
         "e2e",
         help="pods/s and latency through the running stack (starts its own)",
-        description=benchmark.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=benchmark.__doc__,
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--pods", type=int, default=5000, help="pods in the burst (default 5000)")
     p.add_argument(
         "--rates", default="100,300,1000", help="open-loop offered rates, pods/s (default 100,300,1000)"
@@ -26,18 +25,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--duration", type=float, default=5.0, help="seconds each open-loop rate is offered (default 5)"
     )
-    p.add_argument(
-        "--nodes",
-        type=Path,
-        default=DEFAULT_NODES,
-        help=f"openb node list CSV (default: ../shared/traces/openb/{DEFAULT_NODES.name} beside the checkout)",
-    )
-    p.add_argument(
-        "--pods-csv",
-        type=Path,
-        default=DEFAULT_PODS,
-        help=f"openb pod list CSV (default: ../shared/traces/openb/{DEFAULT_PODS.name} beside the checkout)",
-    )
+    trace_arguments(p, nodes=DEFAULT_NODES, pods=DEFAULT_PODS, pods_flag="--pods-csv")
     p.add_argument(
         "--state-dir", type=Path, help="keep the stack's data and logs here (default: a temporary dir)"
     )

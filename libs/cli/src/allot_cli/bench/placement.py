@@ -3,34 +3,21 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from allot_cli.bench import report
+from allot_cli.bench import benchmark_parser, report, trace_arguments
 from allot_sim.bench import placement as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS, GUARD_TOLERANCE, trace_csv
 
 
 def register(subparsers: Any) -> None:
-    p: argparse.ArgumentParser = subparsers.add_parser(
+    p = benchmark_parser(
+        subparsers,
         "placement",
         help="placement throughput on the openb trace and engine memory at 10k nodes",
-        description=benchmark.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=benchmark.__doc__,
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument(
-        "--nodes",
-        type=Path,
-        default=DEFAULT_NODES,
-        help=f"openb node list CSV (default: ../shared/traces/openb/{DEFAULT_NODES.name} beside the checkout)",
-    )
-    p.add_argument(
-        "--pods",
-        type=Path,
-        default=DEFAULT_PODS,
-        help=f"openb pod list CSV (default: ../shared/traces/openb/{DEFAULT_PODS.name} beside the checkout)",
-    )
+    trace_arguments(p, nodes=DEFAULT_NODES, pods=DEFAULT_PODS)
     p.add_argument("--limit", type=int, default=0, help="schedule only the first N pods (0 = all)")
     p.add_argument(
         "--node-count",
@@ -79,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             limit=args.limit,
             repeat=args.repeat,
         )
-        report(figures, as_json=args.json)
+        report(figures, as_json=args.json, sort_keys=True)
         return 0
     out = placement.measure(
         nodes_csv,
@@ -90,5 +77,5 @@ def run(args: argparse.Namespace) -> int:
         free_index=not args.no_free_index,
         rss=None if args.skip_rss else (args.rss_nodes, args.rss_pods),
     )
-    report(out, as_json=args.json)
+    report(out, as_json=args.json, sort_keys=True)
     return 1 if args.check and out["guard"] != "ok" else 0

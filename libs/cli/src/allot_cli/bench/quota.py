@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from allot_cli.bench import report
+from allot_cli.bench import benchmark_parser, report
 from allot_sim.bench import quota as benchmark
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = benchmark_parser(
+        subparsers,
         "quota",
         help="elastic quota: one pod request change in a 1,000-quota tree (goal p99 ≤ 5 ms)",
-        description=benchmark.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=benchmark.__doc__,
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quotas", type=int, default=1000, help="quotas in the tree (default 1000)")
     parser.add_argument(
         "--changes", type=int, default=2000, help="pod request changes to time (default 2000)"

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from allot_cli.bench import report
+from allot_cli.bench import benchmark_parser, report
 from allot_intake.errors import UsageError
 from allot_sim.bench import replay as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
@@ -14,11 +14,12 @@ from allot_sim.bench.replay import Logs
 
 
 def register(subparsers: Any) -> None:
-    p: argparse.ArgumentParser = subparsers.add_parser(
+    p = benchmark_parser(
+        subparsers,
         "replay",
         help="events/s and peak memory of `allot replay --verify` on a long log",
-        description=benchmark.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=benchmark.__doc__,
+        with_json=False,
     )
     history_arguments(p)
     p.set_defaults(func=run)

@@ -5,17 +5,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from allot_cli.bench import report
+from allot_cli.bench import benchmark_parser, report
 from allot_cli.bench.replay import history_arguments, logs_from
 from allot_sim.bench import restart as benchmark
 
 
 def register(subparsers: Any) -> None:
-    p: argparse.ArgumentParser = subparsers.add_parser(
+    p = benchmark_parser(
+        subparsers,
         "restart",
         help="seconds until every service has rebuilt its projection after a restart, on a long log",
-        description=benchmark.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=benchmark.__doc__,
+        with_json=False,
     )
     history_arguments(p)
     p.add_argument(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from allot_views.kinds import KUBE_KINDS, Kind, all_words, kind_named
@@ -39,7 +40,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 def describe(
     kind: Kind,
-    row: dict[str, Any],
+    row: Mapping[str, object],
     *,
     notices: list[tuple[int, Any]],
     explain: list[str],
@@ -53,8 +54,9 @@ def describe(
     if kind.namespaced:
         fields.append(("Namespace", str(row.get("namespace", ""))))
     fields.append(("Kind", KUBE_KINDS[kind.plural]))
-    labels = row.get("labels") or {}
-    fields.append(("Labels", ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"))
+    labels = row.get("labels")
+    pairs = sorted(labels.items()) if isinstance(labels, dict) else []
+    fields.append(("Labels", ",".join(f"{k}={v}" for k, v in pairs) or "<none>"))
     for column in (*kind.columns, *kind.wide, kind.note):
         if column and column not in _HIDDEN and column != "explain":
             value = row.get(column)
@@ -82,7 +84,8 @@ def describe(
             table.append(["AgentHeartbeat", "Unknown", "NoAgent", "no node agent has reported"])
         else:
             table.append(["AgentHeartbeat", "True", "-", f"last {heartbeat}"])
-    for condition in row.get("conditions") or []:
+    conditions_of = row.get("conditions")
+    for condition in conditions_of if isinstance(conditions_of, list) else []:
         table.append(
             [
                 str(condition.get("type", "")),
@@ -149,19 +152,10 @@ async def run_describe(args: argparse.Namespace, store: EventStore, *, now: int)
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    from allot_eventstore.postgres import PostgresEventStore
-    from allot_stack.connect import endpoints
+    from allot_stack.connect import on_log
 
     kind_named(args.what)  # refused before connecting
-
-    async def run() -> list[str]:
-        store = PostgresEventStore.connect(endpoints().database_url)
-        try:
-            return await run_describe(args, store, now=time.time_ns() // 1000)
-        finally:
-            await store.close()
-
-    print("\n".join(asyncio.run(run())))
+    print("\n".join(asyncio.run(on_log(lambda store: run_describe(args, store, now=time.time_ns() // 1000)))))
     return 0
 
 

@@ -11,22 +11,20 @@ import signal
 import sys
 from typing import Any
 
+from allot_cli._groups import subcommands
 from allot_intake.errors import UsageError
 
 
 async def tail(args: argparse.Namespace) -> None:
-    from allot_eventstore.postgres import PostgresEventStore
-    from allot_stack.connect import endpoints
+    from allot_stack.connect import endpoints, on_log
     from allot_stack.logtools import event_json, recent
 
     ep = endpoints(need_nats=args.follow)
-    store = PostgresEventStore.connect(ep.database_url)
-    try:
-        records, last = await recent(store, args.type, last=args.last, after=args.from_position)
-        for record in records:
-            print(json.dumps(event_json(record)), flush=True)
-    finally:
-        await store.close()
+    records, last = await on_log(
+        lambda store: recent(store, args.type, last=args.last, after=args.from_position), ep.database_url
+    )
+    for record in records:
+        print(json.dumps(event_json(record)), flush=True)
     if not args.follow:
         return
     if not ep.nats_url:
@@ -87,9 +85,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("events", help="read or subscribe to the event log")
-    sub = p.add_subparsers(dest="events_command", metavar="SUBCOMMAND")
-    sub.required = True
+    sub = subcommands(subparsers, "events", help_text="read or subscribe to the event log")
     t = sub.add_parser("tail", help="print events as JSON lines; --follow subscribes to new ones")
     t.add_argument(
         "--type",

@@ -13,7 +13,7 @@ from allot_intake.errors import InputError
 from allot_stack.connect import endpoints
 
 if TYPE_CHECKING:  # imported where used: ``allot explain --help`` loads no log, driver or engine
-    from allot_contracts.envelope import RecordedEvent
+    pass
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -36,17 +36,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def _explain_node(name: str) -> int:
     import time
 
-    from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import on_log
     from allot_stack.explain_node import explain_node, node_history
 
-    async def load() -> list[RecordedEvent]:
-        store = PostgresEventStore.connect(endpoints().database_url)
-        try:
-            return await node_history(store, name)
-        finally:
-            await store.close()
-
-    records = asyncio.run(load())
+    records = asyncio.run(on_log(lambda store: node_history(store, name)))
     if not records:
         raise InputError(f"no node {name} in the log")
     print("\n".join(explain_node(name, records, time.time_ns() // 1000)))

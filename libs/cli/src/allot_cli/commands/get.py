@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from allot_cli.output import FORMATS, columns_of, limit_for, render, table_lines
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # imported when a command runs: ``allot get --help`` loads no
     from allot_eventstore.protocol import EventStore
 
 
-def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+def print_table(rows: Sequence[Mapping[str, object]], columns: list[str]) -> None:
     widths = {c: max([len(c), *(len(str(r[c])) for r in rows)]) for c in columns}
     print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
     for row in rows:
@@ -31,17 +31,6 @@ def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
 
 
 # --- the command -----------------------------------------------------------------------------------------------------
-
-
-async def _with_store(work: Callable[[EventStore], Any]) -> Any:
-    from allot_eventstore.postgres import PostgresEventStore
-    from allot_stack.connect import endpoints
-
-    store = PostgresEventStore.connect(endpoints().database_url)
-    try:
-        return await work(store)
-    finally:
-        await store.close()
 
 
 def _now() -> int:
@@ -128,8 +117,9 @@ async def run_get(
 def cmd_get(args: argparse.Namespace) -> int:
     kind_named(args.what)  # refused before connecting
     parse_selector(args.selector)
-    code: int = asyncio.run(_with_store(lambda store: run_get(args, store, write=_print)))
-    return code
+    from allot_stack.connect import on_log
+
+    return asyncio.run(on_log(lambda store: run_get(args, store, write=_print)))
 
 
 def _print(text: str) -> None:

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from allot_cli._groups import subcommands
+
 PROGRESS_EVERY = 2.0  # seconds between progress lines
 
 
@@ -142,9 +144,7 @@ def _say(args: argparse.Namespace, line: str) -> None:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("log", help="archive older log segments and verify them on their own")
-    sub = p.add_subparsers(dest="log_command", metavar="SUBCOMMAND")
-    sub.required = True
+    sub = subcommands(subparsers, "log", help_text="archive older log segments and verify them on their own")
     a = sub.add_parser("archive", help="write positions 1..--until as self-contained segment files")
     a.add_argument(
         "--until", type=_positive, required=True, metavar="POSITION", help="last position to archive"

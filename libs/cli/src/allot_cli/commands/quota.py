@@ -13,19 +13,16 @@ import asyncio
 import json
 from typing import Any
 
+from allot_cli._groups import subcommands
+
 BUILT_IN = {"koordinator-system-quota", "koordinator-default-quota"}
 
 
 async def tree_rows() -> list[dict[str, Any]]:
-    from allot_eventstore.postgres import PostgresEventStore
-    from allot_stack.connect import endpoints
+    from allot_stack.connect import on_log
     from allot_stack.logtools import quota_tree
 
-    store = PostgresEventStore.connect(endpoints().database_url)
-    try:
-        return await quota_tree(store)
-    finally:
-        await store.close()
+    return await on_log(quota_tree)
 
 
 def _fmt(values: dict[str, str], dims: list[str]) -> str:
@@ -70,9 +67,7 @@ def cmd_quota(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("quota", help="elastic quota views")
-    sub = p.add_subparsers(dest="quota_command", metavar="SUBCOMMAND")
-    sub.required = True
+    sub = subcommands(subparsers, "quota", help_text="elastic quota views")
     tree = sub.add_parser("tree", help="the quota tree with min/max/runtime/used/request per dimension")
     tree.add_argument(
         "-o",

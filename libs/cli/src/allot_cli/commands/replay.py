@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if (
@@ -70,7 +71,7 @@ def _say(args: argparse.Namespace, line: str) -> None:
         print(line, flush=True)
 
 
-def _finish(args: argparse.Namespace, report: dict[str, Any], code: int) -> int:
+def _finish(args: argparse.Namespace, report: Mapping[str, object], code: int) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     elif code:

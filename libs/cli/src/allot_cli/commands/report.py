@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from allot_cli._groups import subcommands
+
 
 def _num(value: Any) -> float:
     return round(float(value), 3)
@@ -87,9 +89,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("report", help="usage reports from the log (quota chargeback)")
-    sub = p.add_subparsers(dest="report_command", metavar="SUBCOMMAND")
-    sub.required = True
+    sub = subcommands(subparsers, "report", help_text="usage reports from the log (quota chargeback)")
     u = sub.add_parser(
         "usage",
         help="GPU-, GPU-memory- and CPU-hours per quota, namespace or workload, own vs borrowed",

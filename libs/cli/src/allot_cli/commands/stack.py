@@ -10,13 +10,17 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from allot_intake.errors import InputError, UsageError
 from allot_stack.connect import default_state_dir, endpoints, find_state_dir, read_stack
 from allot_stack.control import LogState, ProcessRow, log_state, process_rows, start_stack, stop_stack
 from allot_stack.processes import find_leftovers, supervisor_running
 from allot_stack.summary import describe
+
+if TYPE_CHECKING:
+    from allot_contracts.jsonvalue import JsonObject
+    from allot_stack.stackfile import StackFile
 
 
 class Progress:
@@ -46,7 +50,7 @@ class Progress:
             print(file=sys.stderr, flush=True)
 
 
-def print_summary(stack: dict[str, Any]) -> None:
+def print_summary(stack: StackFile) -> None:
     for line in describe(stack):
         print(line)
     print(f"{'PROCESS':<22}{'PID':>8}  {'HTTP':<24}{'RESTARTS':>9}  LOG")
@@ -114,9 +118,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if healthy else 1
 
 
-def stack_status(
-    stack: dict[str, Any], rows: list[ProcessRow], log: LogState, *, healthy: bool
-) -> dict[str, Any]:
+def stack_status(stack: StackFile, rows: list[ProcessRow], log: LogState, *, healthy: bool) -> JsonObject:
     """``allot status -o json|yaml``: the stack as an ``allot.dev/v1alpha1`` ``StackStatus`` (docs/cli.md): what it
     was started with in ``spec`` (URLs without passwords), how it is in ``status``."""
     from allot_stack.summary import redact
@@ -139,11 +141,11 @@ def stack_status(
         "processes": [{**r, "checkpoint": checkpoints.get(r["name"])} for r in rows],
     }
     name = str(stack.get("state_dir") or "stack")
-    body: dict[str, Any] = clean({"spec": spec, "status": status})
-    return {"apiVersion": ALLOT_API, "kind": "StackStatus", "metadata": {"name": name}} | body
+    body: JsonObject = clean({"spec": spec, "status": status})
+    return {"apiVersion": ALLOT_API, "kind": "StackStatus", "metadata": {"name": name}, **body}
 
 
-def structured(obj: dict[str, Any], output: str) -> str:
+def structured(obj: JsonObject, output: str) -> str:
     if output == "json":
         return json.dumps(obj, indent=2)
     import yaml
@@ -151,7 +153,7 @@ def structured(obj: dict[str, Any], output: str) -> str:
     return str(yaml.safe_dump(obj, sort_keys=False)).rstrip("\n")
 
 
-def status_lines(stack: dict[str, Any], rows: list[ProcessRow], log: LogState) -> list[str]:
+def status_lines(stack: StackFile, rows: list[ProcessRow], log: LogState) -> list[str]:
     """``allot status``: the stack, the log head, then one line per process with its HTTP port (``/readyz``,
     ``/metrics``, ``/state``), readiness, restarts and checkpoint."""
     lines = describe(stack)

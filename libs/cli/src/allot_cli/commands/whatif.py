@@ -45,8 +45,9 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     config_dir = Path(args.config_dir) if args.config_dir else (state_dir / "config" if state_dir else None)
     configs = functools.partial(plan, files=load_configs(config_dir))
     url = endpoints().database_url
+    report: run.WindowReport | run.PodsReport
     if args.window:
-        report = asyncio.run(
+        window = asyncio.run(
             run.window(
                 url,
                 args.window,
@@ -56,9 +57,9 @@ def cmd_whatif(args: argparse.Namespace) -> int:
                 facts=facts,
             )
         )
-        lines = render.window_lines(report)
+        report, lines = window, render.window_lines(window)
     else:
-        report = asyncio.run(
+        pods = asyncio.run(
             run.pods(
                 url,
                 args.filename,
@@ -69,7 +70,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
                 facts=facts,
             )
         )
-        lines = render.report_lines(report)
+        report, lines = pods, render.report_lines(pods)
     if args.output == "json":
         print(json.dumps(report, indent=2, sort_keys=True))
     else:

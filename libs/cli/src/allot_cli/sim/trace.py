@@ -8,30 +8,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from allot_cli.bench import benchmark_parser, trace_arguments
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import UsageError
 from allot_sim import trace as benchmark
 from allot_sim.trace import ALL_POLICIES, DEFAULT_NODES, DEFAULT_PODS, LABELS, PAPER_130
 
 
 def register(subparsers: Any) -> None:
-    p: argparse.ArgumentParser = subparsers.add_parser(
+    p = benchmark_parser(
+        subparsers,
         "trace",
         help="replay an openb GPU trace through the engine and measure GPU allocation and fragmentation",
-        description=benchmark.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=benchmark.__doc__,
+        with_json=False,
     )
-    p.add_argument(
-        "--nodes",
-        type=Path,
-        default=DEFAULT_NODES,
-        help=f"node list CSV (default: ../shared/traces/openb/{DEFAULT_NODES.name} beside the checkout)",
-    )
-    p.add_argument(
-        "--pods",
-        type=Path,
-        default=DEFAULT_PODS,
-        help=f"pod list CSV (default: ../shared/traces/openb/{DEFAULT_PODS.name} beside the checkout)",
-    )
+    trace_arguments(p, nodes=DEFAULT_NODES, pods=DEFAULT_PODS, label="")
     p.add_argument(
         "--policy",
         default="fgd",
@@ -116,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(trace: str, tune: float, seeds: list[int], results: dict[str, dict[str, Any]]) -> None:
+def _print_table(trace: str, tune: float, seeds: list[int], results: dict[str, JsonObject]) -> None:
     paper = PAPER_130.get(trace, {})
     seed_text = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
     print(

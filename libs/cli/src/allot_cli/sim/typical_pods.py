@@ -20,12 +20,12 @@ from allot_intake.errors import UsageError
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from allot_sim.typical_pods import config_section, from_log, from_trace
+    from allot_sim.typical_pods import ConfigSection, config_section, from_log, from_trace
 
     if bool(args.pods) == bool(args.from_log):
         raise UsageError("give exactly one of --pods CSV or --from-log")
     shapes = from_trace(Path(args.pods)) if args.pods else asyncio.run(from_log())
-    section = config_section(shapes, args.threshold)
+    section: ConfigSection = config_section(shapes, args.threshold)
     if args.policy:
         section = {"policy": "fgd", **section}
     print(yaml.safe_dump(section, sort_keys=False), end="")

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the driver, the simulator and the store are imported by the
     import asyncpg
 
     from allot_contracts.envelope import RecordedEvent
+    from allot_contracts.jsonvalue import JsonObject
     from allot_sim.simulator import Simulation
 
 WINDOW = 2000  # pods per round: submitted, decided, then deleted in the next round
@@ -45,32 +46,11 @@ def _progress(text: str) -> None:
 def copy_row(record: RecordedEvent) -> tuple[Any, ...]:
     """An already-recorded event as a row of the events table, in ``EVENT_COLUMNS`` order (for COPY): the
     benchmarks write logs straight into the table."""
+    from allot_eventstore.append_plan import event_row
     from allot_eventstore.clock import to_datetime
 
-    return (
-        record.position,
-        record.event_id,
-        record.stream_id,
-        record.stream_version,
-        record.type,
-        record.schema_version,
-        record.causation_id,
-        record.correlation_id,
-        record.producer,
-        to_datetime(record.recorded_at),
-        record.payload.decode(),
-        record.hash,
-        json.dumps(record.metadata) if record.metadata else "{}",
-    )
-
-
-def _delete(pod: dict[str, Any]) -> dict[str, Any]:
-    meta = pod["metadata"]
-    return {
-        "apiVersion": "allot.dev/v1",
-        "kind": "Delete",
-        "spec": {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"]},
-    }
+    metadata = json.dumps(record.metadata) if record.metadata else "{}"
+    return event_row(record, recorded_at=to_datetime(record.recorded_at), metadata=metadata)
 
 
 class _Writer:
@@ -116,16 +96,13 @@ class _Writer:
         await self.conn.execute("ANALYZE events")
 
 
-def _rounds(pods_csv: Path, window: int) -> Iterator[list[dict[str, Any]]]:
-    from allot_sim.bench.e2e import _pod_docs
+def _rounds(pods_csv: Path, window: int) -> Iterator[list[JsonObject]]:
+    from allot_sim.bench.openb_docs import name_of, pod_docs, renamed
 
-    trace = _pod_docs(pods_csv, window)
+    trace = pod_docs(pods_csv, window)
     number = 0
     while True:
-        yield [
-            {**pod, "metadata": {**pod["metadata"], "name": f"r{number}-{pod['metadata']['name']}"}}
-            for pod in trace
-        ]
+        yield [renamed(pod, f"r{number}-{name_of(pod)}") for pod in trace]
         number += 1
 
 
@@ -139,7 +116,7 @@ async def build_history(
     from allot_eventstore.urls import plain_url
     from allot_intake.documents import Document
     from allot_intake.manifests import Door, to_input
-    from allot_sim.bench.e2e import _cluster_docs
+    from allot_sim.bench.openb_docs import cluster_docs, deletion
     from allot_sim.simulator import Simulation
 
     started = time.perf_counter()
@@ -150,17 +127,17 @@ async def build_history(
         door = Door()
         writer = _Writer(conn, sim)
 
-        def apply(bodies: list[dict[str, Any]]) -> None:
+        def apply(bodies: list[JsonObject]) -> None:
             for index, body in enumerate(bodies):
                 sim.apply(to_input(Document(source="bench", index=index, body=body), door=door))
 
-        apply(_cluster_docs(nodes_csv))
-        previous: list[dict[str, Any]] = []
+        apply(cluster_docs(nodes_csv))
+        previous: list[JsonObject] = []
         pods = 0
         rounds = _rounds(pods_csv, window)
         while len(sim.store.events) < events:
             current = next(rounds)
-            apply([_delete(pod) for pod in previous])
+            apply([deletion(pod) for pod in previous])
             apply(current)
             pods += len(current)
             previous = current

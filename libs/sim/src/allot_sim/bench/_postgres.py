@@ -11,7 +11,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     import asyncpg
@@ -82,7 +82,14 @@ async def drop_database(server_url: str, name: str) -> None:
     await _execute(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-async def server_facts(server_url: str) -> dict[str, Any]:
+class ServerFacts(TypedDict):
+    """The server's version and the settings that decide how durable a commit is."""
+
+    postgres_version: str
+    durability: dict[str, str]
+
+
+async def server_facts(server_url: str) -> ServerFacts:
     conn = await _admin(server_url)
     try:
         version = await conn.fetchval("SHOW server_version")

@@ -17,7 +17,10 @@ import time
 from multiprocessing import Pipe, Process
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from allot_sim.bench.placement import ShardRun
 
 ROUND = 256
 
@@ -61,9 +64,7 @@ def _shard_main(
     conn.send({"cpu_s": round(cpu, 3), "digest": eng.digest()})
 
 
-def run_shards(
-    nodes_csv: Path, pods_csv: Path, node_count: int, shards: int, pods_total: int
-) -> dict[str, Any]:
+def run_shards(nodes_csv: Path, pods_csv: Path, node_count: int, shards: int, pods_total: int) -> ShardRun:
     """One prototype run (see the module docstring)."""
     conns, procs = [], []
     for s in range(shards):

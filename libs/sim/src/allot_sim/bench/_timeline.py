@@ -4,7 +4,7 @@ them (throughput, submit→bound latency, per-hop latency). Used by ``allot benc
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from allot_contracts.envelope import RecordedEvent
@@ -13,6 +13,23 @@ if TYPE_CHECKING:
 PATH = ("pod.submitted", "quota.admitted", "reservation.resolved", "pod.placed", "pod.bound", "qos.recorded")
 TERMINAL = ("pod.bound", "pod.unschedulable", "pod.rejected")
 WATCHED = tuple(sorted({*PATH, *TERMINAL, "pod.released"}))
+
+
+class Hop(TypedDict):
+    """One hop of the path: its median and 99th percentile (ms), over ``n`` pods."""
+
+    p50_ms: float
+    p99_ms: float
+    n: int
+
+
+class Latency(TypedDict):
+    """Submit→bound over the ``bound`` pods (ms)."""
+
+    bound: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -72,9 +89,9 @@ class Timelines:
             if until in seen and "pod.submitted" in seen
         ]
 
-    def hops(self) -> dict[str, dict[str, float]]:
+    def hops(self) -> dict[str, Hop]:
         """p50 / p99 (ms) of every hop of the path, over the pods that made it."""
-        out: dict[str, dict[str, float]] = {}
+        out: dict[str, Hop] = {}
         for earlier, later in zip(PATH, PATH[1:]):
             values = [
                 (seen[later] - seen[earlier]) / 1e3
@@ -88,7 +105,7 @@ class Timelines:
             }
         return out
 
-    def latency_summary(self) -> dict[str, Any]:
+    def latency_summary(self) -> Latency:
         bound = self.latencies_ms()
         return {
             "bound": len(bound),

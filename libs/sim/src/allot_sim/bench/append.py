@@ -37,11 +37,13 @@ import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 from urllib.parse import unquote, urlsplit
 
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_intake.errors import UsageError
 from allot_sim.bench._postgres import (
+    ServerFacts,
     _admin,
     _progress,
     checkpoint,
@@ -58,6 +60,46 @@ if TYPE_CHECKING:  # the contracts, the store and the driver are imported by the
     from allot_eventstore.postgres import PostgresEventStore
 
 NAMESPACE = "bench"
+
+
+class Goal(TypedDict):
+    ours_vs_eventsourcing: float
+    ours_vs_copy: float
+
+
+class Machine(TypedDict):
+    platform: str
+    cpus: int | None
+    load_average: list[float]  # the 1-minute load average at the start and at the end
+
+
+class Report(ServerFacts):
+    """What ``allot bench append`` prints (the server's facts after ``server``)."""
+
+    benchmark: str
+    ours_events_per_s: int
+    eventsourcing_events_per_s: int
+    copy_rows_per_s: int
+    ours_vs_eventsourcing: float | None
+    ours_vs_copy: float | None
+    goal: Goal
+    goal_met: bool
+    samples_per_s: dict[str, list[int]]
+    events: int
+    batch: int
+    runs: int
+    warmup_events: int
+    payload_bytes: int
+    eventsourcing_state_bytes: int
+    event_type: str
+    producer: str
+    checkpoint_before_each_run: bool
+    server: str
+    python_version: str
+    versions: dict[str, str | None]
+    machine: Machine
+
+
 GOAL_VS_EVENTSOURCING = 10.0
 GOAL_VS_COPY = 0.5
 
@@ -77,12 +119,12 @@ def placed_event(i: int) -> PodPlaced:
     first = numa * 4 + (i % 2) * 2
     minors = [first, first + 1]
     core = numa * 16 + (i % 4) * 4
-    cpus = [core, core + 1, core + 2, core + 3, core + 32, core + 33, core + 34, core + 35]
+    cpus: list[JsonValue] = [core, core + 1, core + 2, core + 3, core + 32, core + 33, core + 34, core + 35]
     cpuset = f"{core}-{core + 3},{core + 32}-{core + 35}"
     name = f"infer-{i}"
     gpu_core, gpu_mem = "koordinator.sh/gpu-core", "koordinator.sh/gpu-memory"
     ratio = "koordinator.sh/gpu-memory-ratio"
-    decision: dict[str, Any] = {
+    decision: JsonObject = {
         "allocation": {
             "cpu_exclusive": "",
             "cpuset": cpus,
@@ -298,7 +340,7 @@ def _eventsourcing_application(url: str) -> tuple[Any, Any]:
 
     class PodDecision(Aggregate):  # type: ignore[misc]
         @event("Decided")  # type: ignore[misc]
-        def __init__(self, decision: dict[str, Any]) -> None:
+        def __init__(self, decision: JsonObject) -> None:
             self.decision = decision
 
     class Decisions(Application[uuid.UUID]):
@@ -440,7 +482,7 @@ async def run_benchmark(
     event_type: str = "pod.placed",
     warmup: int | None = None,
     source: str = "",
-) -> dict[str, Any]:
+) -> Report:
     from allot_contracts.envelope import canonical
     from allot_eventstore.urls import redact
 

@@ -18,7 +18,7 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict, get_args
 
 from allot_intake.errors import InputError
 
@@ -156,9 +156,36 @@ def _defrag(cluster: Cluster, key: str, shape: Shape, max_per_plan: int) -> int 
     return len(plan.moves)
 
 
+class DefragRun(TypedDict):
+    """One seed's run, without or with defragmentation."""
+
+    seed: int
+    defrag: bool
+    alloc_pct_at_100: float | None
+    alloc_pct_at_130: float | None
+    pods_total: int
+    pods_placed: int
+    pods_placed_by_plans: int
+    migrations: int
+    migrations_per_pod_placed: float
+    wall_s: float
+
+
+Figure = Literal[
+    "alloc_pct_at_100",
+    "alloc_pct_at_130",
+    "pods_placed",
+    "pods_placed_by_plans",
+    "migrations",
+    "migrations_per_pod_placed",
+    "wall_s",
+]
+MEDIANS: tuple[Figure, ...] = get_args(Figure)  # the figures of a run whose median is reported, in this order
+
+
 def run_one(
     nodes: list[Any], pods: list[Any], seed: int, *, defrag: bool, tune: float, max_per_plan: int
-) -> dict[str, Any]:
+) -> DefragRun:
     from allot_placement.fragmentation import MILLI, FragModel
     from allot_placement.trace import TraceRun, discretize, prepare, workload_typical_pods
 
@@ -228,9 +255,10 @@ def measure(
     seeds: list[int],
     tune: float,
     max_per_plan: int,
-    on_run: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
-    """The median over ``seeds`` of the trace without and with defragmentation; ``on_run`` sees every run."""
+    on_run: Callable[[DefragRun], None] | None = None,
+) -> dict[str, str | int | float | list[int]]:
+    """The median over ``seeds`` of the trace without and with defragmentation (``without_defrag.<figure>``,
+    ``with_defrag.<figure>`` for each figure of :data:`MEDIANS`); ``on_run`` sees every run."""
     from allot_placement.openb import read_nodes, read_pods
 
     nodes_csv = Path(nodes) if nodes else TRACES / "openb_node_list_gpu_node.csv"
@@ -239,7 +267,7 @@ def measure(
         if not path.exists():
             raise InputError(f"trace file not found: {path} (pass --nodes / --pods)")
     trace_nodes, trace_pods = read_nodes(nodes_csv), read_pods(pods_csv)
-    result: dict[str, Any] = {
+    result: dict[str, str | int | float | list[int]] = {
         "trace": pods_csv.stem,
         "seeds": seeds,
         "max_migrations_per_plan": max_per_plan,
@@ -253,14 +281,6 @@ def measure(
             for r in runs:
                 on_run(r)
         label = "with_defrag" if defrag else "without_defrag"
-        for key in (
-            "alloc_pct_at_100",
-            "alloc_pct_at_130",
-            "pods_placed",
-            "pods_placed_by_plans",
-            "migrations",
-            "migrations_per_pod_placed",
-            "wall_s",
-        ):
+        for key in MEDIANS:
             result[f"{label}.{key}"] = statistics.median(float(r[key] or 0) for r in runs)
     return result

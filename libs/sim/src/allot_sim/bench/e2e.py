@@ -35,14 +35,16 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import UsageError
-from allot_sim.bench._timeline import WATCHED, Timelines
+from allot_sim.bench._timeline import WATCHED, Hop, Latency, Timelines
+from allot_sim.bench.openb_docs import NAMESPACE, cluster_docs, name_of, pod_docs, write_yaml
 from allot_sim.bench.placement import _throughput, trace_csv
 from allot_stack.control import SILENT, Reporter
+from allot_stack.stackfile import StackFile
 
-NAMESPACE = "openb"
 GOALS = {
     "e2e_pods_per_s": 1000,
     "e2e_pods_per_s_floor": 300,
@@ -64,6 +66,56 @@ class Waits(NamedTuple):
     wait_idle: Callable[..., Awaitable[None]]
 
 
+class Cluster(TypedDict):
+    """The cluster phase: objects applied, the command's wall time, until the services handled them all."""
+
+    cluster_objects: int
+    cluster_apply_s: float
+    cluster_registration_s: float
+    cluster_user_s: float
+    cluster_objects_per_s: int
+
+
+class OpenLoopRate(Latency):
+    """One open-loop rate: pods offered, the rate reached, submit→bound latency, outcomes and hops."""
+
+    rate: float
+    pods: int
+    offered_per_s: int | None
+    outcomes: dict[str, int]
+    hops: dict[str, Hop]
+
+
+class StackFigures(Cluster):
+    """What the phases through the running stack measure."""
+
+    burst_pods: int
+    burst_s: float
+    e2e_pods_per_s: int
+    burst_submit_s: float
+    burst_outcomes: dict[str, int]
+    burst_latency: Latency
+    hops_burst: dict[str, Hop]
+    cpu_s_per_1000_pods: dict[str, float]
+    open_loop: list[OpenLoopRate]
+    p50_ms: dict[str, float]
+    p99_ms: dict[str, float]
+
+
+class Report(StackFigures):
+    """What ``allot bench e2e`` prints: the stack's figures, the engine's alone beside them, and the machine
+    (:func:`measure` orders the keys alphabetically, as they are printed)."""
+
+    benchmark: str
+    cpus: int | None
+    distribution_penalty: float
+    goals: dict[str, int]
+    inprocess_pods_per_s: int
+    inprocess_pods_per_s_runs: list[int]
+    machine: str
+    python: str
+
+
 @dataclass(frozen=True)
 class Options:
     """``--pods`` in the burst, open-loop ``--rates`` (comma-separated pods/s) offered for ``--duration`` seconds
@@ -80,44 +132,6 @@ class Options:
 
 def _progress(text: str) -> None:
     print(f"bench e2e: {text}", file=sys.stderr, flush=True)
-
-
-# -- workload -------------------------------------------------------------------------------------------------------
-
-
-def _cluster_docs(nodes_csv: Path) -> list[dict[str, Any]]:
-    from allot_placement.openb import node_manifests, read_nodes
-
-    docs: list[dict[str, Any]] = []
-    for node in read_nodes(nodes_csv):
-        manifest, device = node_manifests(node)
-        docs.append(manifest)
-        if device is not None:
-            docs.append(device)
-    return docs
-
-
-def _pod_docs(pods_csv: Path, count: int, prefix: str = "") -> list[dict[str, Any]]:
-    """``count`` openb pods in trace order (cycling through the list when it is shorter), renamed with ``prefix``."""
-    from allot_placement.openb import pod_manifest, read_pods
-
-    trace = read_pods(pods_csv)
-    return [
-        pod_manifest(
-            trace[i % len(trace)],
-            name=f"{prefix}{trace[i % len(trace)].name}-{i}" if prefix else None,
-            namespace=NAMESPACE,
-        )
-        for i in range(count)
-    ]
-
-
-def _write(path: Path, docs: list[dict[str, Any]]) -> Path:
-    import yaml
-
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    path.write_text(yaml.dump_all(docs, Dumper=dumper, sort_keys=False))
-    return path
 
 
 # -- CPU accounting -------------------------------------------------------------------------------------------------
@@ -141,12 +155,12 @@ def _children(pid: int) -> Iterator[int]:
                 continue
 
 
-def _cpu_snapshot(stack: dict[str, Any]) -> dict[str, float]:
+def _cpu_snapshot(stack: StackFile) -> dict[str, float]:
     tick = os.sysconf("SC_CLK_TCK")
     out = {
-        name: _cpu_ticks(info["pid"]) / tick
+        name: _cpu_ticks(pid) / tick
         for name, info in stack.get("processes", {}).items()
-        if info.get("pid")
+        if (pid := info.get("pid"))
     }
     if (pg := stack.get("postgres", {}).get("pid")) is not None:
         out["postgres"] = sum(_cpu_ticks(p) for p in [pg, *_children(pg)]) / tick
@@ -193,7 +207,7 @@ async def _register(
     pending_work: PendingWork,
     objects: int,
     timeout: float,
-) -> dict[str, Any]:
+) -> Cluster:
     """Run ``allot apply --no-wait`` of the cluster and watch the log until every service has handled it all:
     ``cluster_objects_per_s`` counts from the first object recorded to that moment; ``cluster_apply_s`` is the
     command itself (reading and checking the YAML, recording); ``cluster_user_s`` is what ``allot apply`` without
@@ -242,7 +256,7 @@ async def _delete_all(store: Any, keys: list[str], *, waits: Waits, timeout: flo
 
 
 async def _open_loop(
-    store: Any, docs: list[dict[str, Any]], rate: float, *, pending_work: PendingWork, timeout: float
+    store: Any, docs: list[JsonObject], rate: float, *, pending_work: PendingWork, timeout: float
 ) -> Timelines:
     """Offer ``docs`` at ``rate`` pods/s (each due at ``i / rate`` s, appended as soon as it is due) while following
     the log; returns the pods' timelines once each has a terminal decision."""
@@ -257,7 +271,7 @@ async def _open_loop(
     news = [
         NewEvent(stream_id=s, event=e, event_id=str(uuid.uuid4())) for item in inputs for s, e in item.events
     ]
-    timelines = Timelines(f"{NAMESPACE}/{d['metadata']['name']}" for d in docs)
+    timelines = Timelines(f"{NAMESPACE}/{name_of(d)}" for d in docs)
     cursor = (await store.head())[0]
     stop = asyncio.Event()
     follower = asyncio.create_task(
@@ -281,32 +295,29 @@ async def _open_loop(
 
 
 async def _measure(
-    args: Options, waits: Waits, stack: dict[str, Any], state_dir: Path, env: dict[str, str], work: Path
-) -> dict[str, Any]:
+    args: Options, waits: Waits, stack: StackFile, state_dir: Path, env: dict[str, str], work: Path
+) -> StackFigures:
     from allot_eventstore.postgres import PostgresEventStore
     from allot_stack.processes import bin_path
 
-    out: dict[str, Any] = {}
     store = PostgresEventStore.connect(stack["database_url"])
     allot = bin_path("allot")
     try:
-        cluster = _cluster_docs(args.nodes)
-        cluster_file = _write(work / "cluster.yaml", cluster)
+        cluster = cluster_docs(args.nodes)
+        cluster_file = write_yaml(work / "cluster.yaml", cluster)
         _progress(f"registering the openb cluster: allot apply -f ({len(cluster)} objects)")
-        out.update(
-            await _register(
-                store,
-                [allot, "apply", "--no-wait", "-f", str(cluster_file)],
-                env,
-                pending_work=waits.pending_work,
-                objects=len(cluster),
-                timeout=args.timeout,
-            )
+        cluster_figures = await _register(
+            store,
+            [allot, "apply", "--no-wait", "-f", str(cluster_file)],
+            env,
+            pending_work=waits.pending_work,
+            objects=len(cluster),
+            timeout=args.timeout,
         )
 
-        docs = _pod_docs(args.pods_csv, args.pods)
-        pods_file = _write(work / "pods.yaml", docs)
-        timelines = Timelines(f"{NAMESPACE}/{d['metadata']['name']}" for d in docs)
+        docs = pod_docs(args.pods_csv, args.pods)
+        pods_file = write_yaml(work / "pods.yaml", docs)
+        timelines = Timelines(f"{NAMESPACE}/{name_of(d)}" for d in docs)
         cursor = (await store.head())[0]
         _progress(f"burst: allot apply --no-wait of {len(docs)} pods")
         cpu_before = _cpu_snapshot(stack)
@@ -327,37 +338,29 @@ async def _measure(
                 raise UsageError(f"allot apply of the burst failed ({apply.returncode})")
         cpu_after = _cpu_snapshot(stack)
         span = timelines.span_s()
-        out.update(
-            burst_pods=len(docs),
-            burst_s=round(span, 2),
-            e2e_pods_per_s=round(len(docs) / span),
-            burst_submit_s=round(timelines.submit_span_s(), 2),
-            burst_outcomes=timelines.outcomes(),
-            burst_latency=timelines.latency_summary(),
-            hops_burst=timelines.hops(),
-        )
-        out["cpu_s_per_1000_pods"] = {
+        e2e_pods_per_s = round(len(docs) / span)
+        cpu_s_per_1000_pods = {
             name: round((cpu_after.get(name, 0.0) - before) * 1000 / len(docs), 2)
             for name, before in sorted(cpu_before.items())
         }
-        _progress(f"burst: {out['e2e_pods_per_s']} pods/s; deleting the pods")
+        _progress(f"burst: {e2e_pods_per_s} pods/s; deleting the pods")
         await _delete_all(
             store, [k.split(":", 1)[1] for k in timelines.times], waits=waits, timeout=args.timeout
         )
 
-        out["open_loop"] = []
+        open_loop: list[OpenLoopRate] = []
         for rate in [float(r) for r in args.rates.split(",") if r.strip()]:
             count = max(1, int(rate * args.duration))
             _progress(f"open loop: {count} pods offered at {rate:g}/s")
             phase = await _open_loop(
                 store,
-                _pod_docs(args.pods_csv, count, prefix=f"r{rate:g}-"),
+                pod_docs(args.pods_csv, count, prefix=f"r{rate:g}-"),
                 rate,
                 pending_work=waits.pending_work,
                 timeout=args.timeout,
             )
             submit = phase.submit_span_s()
-            out["open_loop"].append(
+            open_loop.append(
                 {
                     "rate": rate,
                     "pods": count,
@@ -370,14 +373,25 @@ async def _measure(
             await _delete_all(
                 store, [k.split(":", 1)[1] for k in phase.times], waits=waits, timeout=args.timeout
             )
-        out["p50_ms"] = {f"{p['rate']:g}": p["p50_ms"] for p in out["open_loop"]}
-        out["p99_ms"] = {f"{p['rate']:g}": p["p99_ms"] for p in out["open_loop"]}
+        return {
+            **cluster_figures,
+            "burst_pods": len(docs),
+            "burst_s": round(span, 2),
+            "e2e_pods_per_s": e2e_pods_per_s,
+            "burst_submit_s": round(timelines.submit_span_s(), 2),
+            "burst_outcomes": timelines.outcomes(),
+            "burst_latency": timelines.latency_summary(),
+            "hops_burst": timelines.hops(),
+            "cpu_s_per_1000_pods": cpu_s_per_1000_pods,
+            "open_loop": open_loop,
+            "p50_ms": {f"{p['rate']:g}": p["p50_ms"] for p in open_loop},
+            "p99_ms": {f"{p['rate']:g}": p["p99_ms"] for p in open_loop},
+        }
     finally:
         await store.close()
-    return out
 
 
-def measure(args: Options, *, reporter: Reporter = SILENT) -> dict[str, Any]:
+def measure(args: Options, *, reporter: Reporter = SILENT) -> Report:
     """The four phases (in process first, then the stack started in ``args.state_dir`` or a temporary directory);
     ``reporter`` hears about the cleanup of a stack whose supervisor died."""
     from allot_stack.control import start_stack, stop_stack
@@ -406,14 +420,30 @@ def measure(args: Options, *, reporter: Reporter = SILENT) -> dict[str, Any]:
             stop_stack(state_dir, reporter=reporter)
     finally:
         shutil.rmtree(work, ignore_errors=True)  # the generated files, and the stack unless --state-dir
-    out["inprocess_pods_per_s"] = round(statistics.median(inproc))
-    out["inprocess_pods_per_s_runs"] = inproc
-    out["distribution_penalty"] = round(out["inprocess_pods_per_s"] / out["e2e_pods_per_s"], 2)
-    out.update(
-        benchmark="e2e",
-        goals=GOALS,
-        python=platform.python_version(),
-        machine=platform.machine(),
-        cpus=os.cpu_count(),
-    )
-    return dict(sorted(out.items()))
+    inprocess_pods_per_s = round(statistics.median(inproc))
+    return {
+        "benchmark": "e2e",
+        "burst_latency": out["burst_latency"],
+        "burst_outcomes": out["burst_outcomes"],
+        "burst_pods": out["burst_pods"],
+        "burst_s": out["burst_s"],
+        "burst_submit_s": out["burst_submit_s"],
+        "cluster_apply_s": out["cluster_apply_s"],
+        "cluster_objects": out["cluster_objects"],
+        "cluster_objects_per_s": out["cluster_objects_per_s"],
+        "cluster_registration_s": out["cluster_registration_s"],
+        "cluster_user_s": out["cluster_user_s"],
+        "cpu_s_per_1000_pods": out["cpu_s_per_1000_pods"],
+        "cpus": os.cpu_count(),
+        "distribution_penalty": round(inprocess_pods_per_s / out["e2e_pods_per_s"], 2),
+        "e2e_pods_per_s": out["e2e_pods_per_s"],
+        "goals": GOALS,
+        "hops_burst": out["hops_burst"],
+        "inprocess_pods_per_s": inprocess_pods_per_s,
+        "inprocess_pods_per_s_runs": inproc,
+        "machine": platform.machine(),
+        "open_loop": out["open_loop"],
+        "p50_ms": out["p50_ms"],
+        "p99_ms": out["p99_ms"],
+        "python": platform.python_version(),
+    }

@@ -15,8 +15,9 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import InputError, UsageError
 
 DEFAULT_NODES = (
@@ -28,8 +29,29 @@ DEFAULT_NODES = (
 )
 
 
-def _gang_pod(gang: int, member: int, size: int, gpus: int) -> dict[str, Any]:
-    requests = {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": str(gpus)}
+class Report(TypedDict):
+    """What ``allot bench gang`` prints."""
+
+    gangs: int
+    gang_size: int
+    gpus_per_pod: int
+    nodes: int
+    gpus_total: int
+    gangs_placed: int
+    gangs_rejected: int
+    pods_bound: int
+    partially_placed_gangs: int
+    seconds_all_gangs: float
+    gangs_per_s: float
+    gang_decision_ms_p50: float
+    gang_decision_ms_p99: float
+    events_in_log: int
+    path: str
+    python: str
+
+
+def _gang_pod(gang: int, member: int, size: int, gpus: int) -> JsonObject:
+    requests: JsonObject = {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": str(gpus)}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -45,7 +67,7 @@ def _gang_pod(gang: int, member: int, size: int, gpus: int) -> dict[str, Any]:
     }
 
 
-def measure(nodes: str | None, *, gangs: int, size: int, gpus: int) -> dict[str, Any]:
+def measure(nodes: str | None, *, gangs: int, size: int, gpus: int) -> Report:
     from allot_intake.documents import Document
     from allot_intake.manifests import to_input
     from allot_placement.openb import node_manifests, read_nodes
@@ -57,7 +79,7 @@ def measure(nodes: str | None, *, gangs: int, size: int, gpus: int) -> dict[str,
     sim = Simulation()
     index = 0
 
-    def apply(body: dict[str, Any]) -> None:
+    def apply(body: JsonObject) -> None:
         nonlocal index
         sim.apply(to_input(Document(source="bench", index=index, body=body)))
         index += 1
@@ -95,7 +117,7 @@ def measure(nodes: str | None, *, gangs: int, size: int, gpus: int) -> dict[str,
     if partial:
         raise UsageError(f"gangs partially bound: {partial[:5]}")
     gpus_total = sum(n.gpus for n in trace_nodes)
-    result = {
+    result: Report = {
         "gangs": gangs,
         "gang_size": size,
         "gpus_per_pod": gpus,

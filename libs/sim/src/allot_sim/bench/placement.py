@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from allot_intake.errors import InputError, UsageError
 from allot_runtime import memory
@@ -65,6 +65,86 @@ print(json.dumps({"base": base, "loaded": loaded, "now": status("VmRSS"), "peak"
 """
 
 
+class Throughput(TypedDict):
+    """One throughput run over the trace."""
+
+    nodes: int
+    pods: int
+    scheduled: int
+    us_per_pod_cpu: float
+    evaluations_per_pod: float
+    wall_s: float
+    cpu_s: float
+    placements_per_s: int
+    digest: str
+
+
+class Rss(TypedDict):
+    """The memory run: a fresh process's peak resident set with the engine loaded."""
+
+    rss_mib_10k_nodes: float
+    rss_delta_mib_10k_nodes: float
+    rss_loaded_mib: float
+    rss_nodes: int
+    rss_gpus_per_node: int
+    rss_pods_scheduled: int
+    rss_measure: str
+
+
+class Report(TypedDict):
+    """What ``allot bench placement`` prints (in key order): the median run, the machine and the guard
+    (:class:`MemoryReport` with the memory run)."""
+
+    benchmark: str
+    policy: str
+    free_index: bool
+    placements_per_s: int
+    placements_per_s_runs: list[int]
+    nodes: int
+    pods: int
+    scheduled: int
+    cpu_s: float
+    us_per_pod_cpu: float
+    us_per_pod_cpu_runs: list[float]
+    evaluations_per_pod: float
+    nodes_csv: str
+    pods_csv: str
+    digest: str
+    reference_mops: float
+    placements_per_reference_mop: int
+    baseline_per_reference_mop: int
+    gc: str
+    python: str
+    machine: str
+    goals: dict[str, int]
+    guard: str
+
+
+class MemoryReport(Report, Rss):
+    """:class:`Report` with the memory run's figures."""
+
+
+class ShardRun(TypedDict):
+    """One prototype run: each shard's nodes, CPU time and final digest, and the rate over all of them."""
+
+    shards: int
+    shard_nodes: list[int]
+    pods: int
+    scheduled: int
+    wall_s: float
+    placements_per_s: int
+    shard_cpu_s: list[float]
+    shard_digests: list[str]
+
+
+class ShardsReport(ShardRun):
+    """What ``allot bench placement --shards N`` prints (in key order): the last run, the median rate."""
+
+    benchmark: str
+    placements_per_s_runs: list[int]
+    nodes: int
+
+
 def trace_csv(path: Path, what: str) -> Path:
     """``path``, or an :class:`InputError` saying where the openb trace is looked for."""
     if not path.is_file():
@@ -77,7 +157,7 @@ def trace_csv(path: Path, what: str) -> Path:
 
 def _throughput(
     nodes_csv: Path, pods_csv: Path, limit: int, node_count: int = 0, free_index: bool = True
-) -> dict[str, Any]:
+) -> Throughput:
     from allot_placement import PlacementConfig, PlacementEngine
     from allot_placement.openb import load_node, read_nodes, read_pods, replicate, trace_pod
 
@@ -115,7 +195,7 @@ def _throughput(
     }
 
 
-def _rss(nodes: int, pods: int) -> dict[str, Any]:
+def _rss(nodes: int, pods: int) -> Rss:
     res = subprocess.run(
         [sys.executable, "-c", _RSS_SCRIPT, str(nodes), str(pods)], capture_output=True, text=True, check=True
     )
@@ -149,7 +229,7 @@ def _reference_ops_per_s(n: int = 400_000) -> float:
 
 def sharded(
     nodes_csv: Path, pods_csv: Path, *, node_count: int, shards: int, limit: int, repeat: int
-) -> dict[str, Any]:
+) -> ShardsReport:
     """The sharded prototype (ADR 0013): ``repeat`` runs over ``shards`` engines in as many processes."""
     from allot_placement.openb import read_nodes, read_pods
     from allot_sim.bench._shards import run_shards
@@ -162,14 +242,13 @@ def sharded(
     if len({tuple(r["shard_digests"]) for r in runs}) != 1:
         raise UsageError("runs disagree on the shards' final digests: the prototype is not deterministic")
     rates = [r["placements_per_s"] for r in runs]
-    out = dict(runs[-1])
-    out.update(
-        benchmark="placement-shards",
-        placements_per_s=round(statistics.median(rates)),
-        placements_per_s_runs=rates,
-        nodes=node_count or nodes,
-    )
-    return dict(sorted(out.items()))
+    return {
+        **runs[-1],
+        "benchmark": "placement-shards",
+        "placements_per_s": round(statistics.median(rates)),
+        "placements_per_s_runs": rates,
+        "nodes": node_count or nodes,
+    }
 
 
 def measure(
@@ -181,7 +260,7 @@ def measure(
     repeat: int,
     free_index: bool,
     rss: tuple[int, int] | None,
-) -> dict[str, Any]:
+) -> Report:
     """Throughput (the median of ``repeat`` runs, interleaved with the reference workload) and, unless ``rss`` is None, the
     memory run at ``rss = (nodes, pods)``. ``guard`` is ``ok`` unless the normalised rate regressed."""
     memory.configure()  # the collector as the services run it
@@ -197,7 +276,8 @@ def measure(
     # CPU time on both sides: what other processes take from this one cancels out, not only the machine's speed
     normalized = round(statistics.median(r["pods"] / r["cpu_s"] for r in runs) / reference)
     last = runs[-1]
-    out: dict[str, Any] = {
+    floor = round(BASELINE_PER_REFERENCE_MOP * (1 - GUARD_TOLERANCE))
+    out: Report = {
         "benchmark": "placement",
         "policy": "binpack",
         "free_index": free_index,
@@ -219,12 +299,12 @@ def measure(
         "gc": f"thresholds {memory.THRESHOLDS}, cluster frozen after loading (as the device-allocator runs)",
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "goals": {"placements_per_s": 3000, "rss_mib_10k_nodes": 300},
+        "guard": "ok"
+        if normalized >= floor
+        else f"REGRESSION: {normalized} < {floor} placements per reference Mop",
     }
     if rss is not None:
-        out.update(_rss(*rss))
-    out["goals"] = {"placements_per_s": 3000, "rss_mib_10k_nodes": 300}
-    floor = round(BASELINE_PER_REFERENCE_MOP * (1 - GUARD_TOLERANCE))
-    out["guard"] = (
-        "ok" if normalized >= floor else f"REGRESSION: {normalized} < {floor} placements per reference Mop"
-    )
-    return dict(sorted(out.items()))
+        measured: MemoryReport = {**out, **_rss(*rss)}
+        return measured
+    return out

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:  # the engine is imported by the functions that run the benchmark
     from allot_contracts.objects.pod import Pod
@@ -54,26 +54,13 @@ def build_tree(quotas: int, seed: int) -> tuple[QuotaEngine, list[str]]:
         specs.append(
             a_quota(name, min={"cpu": 500, "memory": "2Ti", "nvidia.com/gpu": 60}, max=full, is_parent=True)
         )
-    for i, name in enumerate(level2):
-        specs.append(
-            a_quota(
-                name,
-                min={"cpu": 80, "memory": "320Gi", "nvidia.com/gpu": 10},
-                max=full,
-                parent=level1[i // 6],
-                is_parent=True,
-            )
-        )
-    for i, name in enumerate(level3):
-        specs.append(
-            a_quota(
-                name,
-                min={"cpu": 12, "memory": "48Gi", "nvidia.com/gpu": 1},
-                max=full,
-                parent=level2[i // 6],
-                is_parent=True,
-            )
-        )
+    inner = (  # each inner level: its quotas, their parents (six children each), each one's min
+        (level2, level1, {"cpu": 80, "memory": "320Gi", "nvidia.com/gpu": 10}),
+        (level3, level2, {"cpu": 12, "memory": "48Gi", "nvidia.com/gpu": 1}),
+    )
+    for names, parents, minimum in inner:
+        for i, name in enumerate(names):
+            specs.append(a_quota(name, min=minimum, max=full, parent=parents[i // 6], is_parent=True))
     leaves = [f"l4-{i:03d}" for i in range(n_leaves)]
     for i, name in enumerate(leaves):
         specs.append(
@@ -107,7 +94,30 @@ def build_tree(quotas: int, seed: int) -> tuple[QuotaEngine, list[str]]:
     return engine, leaves
 
 
-def run(quotas: int, changes: int, seed: int) -> dict[str, Any]:
+class Report(TypedDict):
+    """What ``allot bench quota`` prints (milliseconds)."""
+
+    benchmark: str
+    quotas: int
+    levels: int
+    calculators: int
+    changes: int
+    seed: int
+    incremental_ms_p50: float
+    incremental_ms_p99: float
+    propagate_ms_p50: float
+    recompute_path_ms_p50: float
+    recompute_path_ms_p99: float
+    calculators_recomputed_per_change: float
+    incremental_all_ms_p50: float
+    incremental_all_ms_p99: float
+    full_recompute_ms: float
+    full_over_incremental: float | None
+    goal_ms: float
+    goal_met: bool
+
+
+def run(quotas: int, changes: int, seed: int) -> Report:
     from allot_quota.model import pod_info
     from allot_quota.testing import a_pod
     from allot_quota.tree import PodEntry

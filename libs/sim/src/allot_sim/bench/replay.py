@@ -21,10 +21,10 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from allot_intake.errors import UsageError
 from allot_runtime.memory import tree_rss
@@ -104,7 +104,45 @@ def measure(command: list[str], env: dict[str, str]) -> tuple[float, int, str]:
     return seconds, peak, out
 
 
-def verify_runs(url: str, runs: int) -> list[dict[str, Any]]:
+class VerifyRun(TypedDict):
+    """One ``allot replay --verify``: its wall time, the peak memory of its process tree, its verdict."""
+
+    seconds: float
+    peak_rss_mib: float
+    ok: bool
+
+
+class Verify(TypedDict):
+    """``allot replay --verify`` on one log: the median run, the largest peak, every run."""
+
+    seconds: float
+    events_per_s: int
+    peak_rss_mib: float
+    runs: list[VerifyRun]
+
+
+class Machine(TypedDict):
+    """Where the benchmark ran, and its load before (and after) it."""
+
+    platform: str
+    python: str
+    cpus: int | None
+    load_average: float
+    load_average_after: NotRequired[float]
+
+
+class LogsReport(TypedDict):
+    """The figures of a benchmark over logs of each size (``sizes``: per size, the log and what was measured on it),
+    with the goals, the machine and where PostgreSQL came from."""
+
+    goals: dict[str, float]
+    machine: Machine
+    runs: int
+    sizes: dict[str, dict[str, object]]
+    server: str
+
+
+def verify_runs(url: str, runs: int) -> list[VerifyRun]:
     env = {**os.environ, "ALLOT_DATABASE_URL": url}
     env.pop("ALLOT_NATS_URL", None)
     command = [
@@ -116,7 +154,7 @@ def verify_runs(url: str, runs: int) -> list[dict[str, Any]]:
         "--no-live",
         "--json",
     ]
-    results = []
+    results: list[VerifyRun] = []
     for _ in range(runs):
         seconds, peak, out = measure(command, env)
         verdict = json.loads(out)
@@ -126,7 +164,7 @@ def verify_runs(url: str, runs: int) -> list[dict[str, Any]]:
     return results
 
 
-def machine() -> dict[str, Any]:
+def machine() -> Machine:
     return {
         "platform": platform.platform(),
         "python": platform.python_version(),
@@ -136,13 +174,19 @@ def machine() -> dict[str, Any]:
 
 
 def on_logs(
-    logs: Logs, goals: dict[str, float], measure_one: Callable[[str, int], dict[str, Any]]
-) -> dict[str, Any]:
+    logs: Logs, goals: dict[str, float], measure_one: Callable[[str, int], Mapping[str, object]]
+) -> LogsReport:
     """Build or reuse a log of each size, measure it with ``measure_one(url, events)``: the figures per size with
     the goals and the machine (this benchmark and ``allot bench restart``)."""
-    result: dict[str, Any] = {"goals": goals, "machine": machine(), "runs": logs.runs, "sizes": {}}
+    before = machine()
     with postgres_server() as (server_url, source):
-        result["server"] = source
+        result: LogsReport = {
+            "goals": goals,
+            "machine": before,
+            "runs": logs.runs,
+            "sizes": {},
+            "server": source,
+        }
         for events in logs.events:
             url, built = asyncio.run(history(server_url, events, logs, keep=source == "environment"))
             head = built.events if isinstance(built, History) else built
@@ -155,10 +199,10 @@ def on_logs(
     return result
 
 
-def verify_on_logs(logs: Logs) -> dict[str, Any]:
+def verify_on_logs(logs: Logs) -> LogsReport:
     """``allot replay --verify`` timed on each log."""
 
-    def verify(url: str, events: int) -> dict[str, Any]:
+    def verify(url: str, events: int) -> Verify:
         runs = verify_runs(url, logs.runs)
         seconds = statistics.median(r["seconds"] for r in runs)
         return {

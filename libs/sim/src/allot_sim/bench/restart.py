@@ -25,13 +25,44 @@ import functools
 import os
 import statistics
 import time
-from typing import Any
+from typing import TypedDict
 
 from allot_intake.errors import UsageError
 from allot_runtime.memory import tree_rss
-from allot_sim.bench.replay import Logs, MiB, on_logs
+from allot_sim.bench.replay import Logs, LogsReport, MiB, on_logs
 
 GOALS: dict[str, float] = {"ready_s": 5.0}
+
+ServiceRestart = TypedDict("ServiceRestart", {"rebuild_s": float, "digest": str, "from": int})
+"""One service's rebuild: its seconds, its projection's digest and the position its snapshot restored (0: none)."""
+
+
+class RestartRun(TypedDict):
+    """Every service rebuilt at once: until the last was ready, the slowest, the peak memory, each service."""
+
+    ready_s: float
+    slowest_rebuild_s: float
+    peak_rss_mib: float
+    services: dict[str, ServiceRestart]
+
+
+class Snapshot(TypedDict):
+    """One service's snapshot made before the restarts: the reference digest, where it is, its size, the pause."""
+
+    digest: str
+    snapshot_at: int
+    snapshot_bytes: int
+    export_s: float
+
+
+class Restarts(TypedDict):
+    """The restarts on one log: the median run, the largest peak, every run (and the snapshots they started from)."""
+
+    snapshots: dict[str, Snapshot] | str
+    ready_s: float
+    slowest_rebuild_s: float
+    peak_rss_mib: float
+    runs: list[RestartRun]
 
 
 @functools.cache
@@ -138,7 +169,7 @@ async def _instances(url: str) -> list[tuple[str, str]]:
     return [(service, name) for service, _ in PROCESSORS for name in instances(service, producers)]
 
 
-def restart(url: str, services: list[tuple[str, str]], snapshots: bool = False) -> dict[str, Any]:
+def restart(url: str, services: list[tuple[str, str]], snapshots: bool = False) -> RestartRun:
     """Start every service's rebuild at once in its own process; figures of the restart."""
     import multiprocessing
     import threading
@@ -176,7 +207,7 @@ def restart(url: str, services: list[tuple[str, str]], snapshots: bool = False) 
     }
 
 
-def prepare(url: str, services: list[tuple[str, str]], lag: int) -> dict[str, Any]:
+def prepare(url: str, services: list[tuple[str, str]], lag: int) -> dict[str, Snapshot]:
     """Every service's snapshot, made in parallel (one process each); per service its reference digest, where
     the snapshot is, its size and the export's pause."""
     import multiprocessing
@@ -192,12 +223,12 @@ def prepare(url: str, services: list[tuple[str, str]], lag: int) -> dict[str, An
     }
 
 
-def measure(logs: Logs, *, snapshots: bool, snapshot_lag: int) -> dict[str, Any]:
+def measure(logs: Logs, *, snapshots: bool, snapshot_lag: int) -> LogsReport:
     """The services' restart on each log, with snapshots ``snapshot_lag`` events behind or without."""
 
-    def restarts(url: str, events: int) -> dict[str, Any]:
+    def restarts(url: str, events: int) -> Restarts:
         services = asyncio.run(_instances(url))
-        made: dict[str, Any] = {}
+        made: dict[str, Snapshot] = {}
         created = False
         if snapshots:
             created = asyncio.run(_snapshot_table(url))

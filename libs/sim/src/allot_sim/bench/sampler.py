@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypedDict
 
 from allot_intake.errors import UsageError
 
@@ -70,9 +70,24 @@ def _remove(made: list[str]) -> None:
                 os.rmdir(dirpath)
 
 
-def measure(
-    *, pods: int, interval: float, report: float, seconds: float, cgroups: str | None
-) -> dict[str, Any]:
+class Report(TypedDict):
+    """What ``allot bench sampler`` prints."""
+
+    benchmark: str
+    cgroups: str
+    pods: int
+    pods_seen: int
+    interval_s: float
+    report_s: float
+    wall_s: float
+    cpu_s: float
+    cpu_percent: float
+    cpu_ms_per_sample: float
+    samples: int
+    reports: int
+
+
+def measure(*, pods: int, interval: float, report: float, seconds: float, cgroups: str | None) -> Report:
     from allot_eventstore.memory import InMemoryEventStore
     from node_reporter.adapters.agent import Agent, AgentConfig
     from node_reporter.metrics.sampler import Sampler
@@ -129,7 +144,7 @@ def measure(
             _remove(made)
     samples = max(passes, 1)
     reports = sum(1 for r in ctx.store.events if r.type == "nodemetric.applied")
-    result = {
+    result: Report = {
         "benchmark": "sampler",
         "cgroups": mode,
         "pods": pods,

@@ -14,13 +14,39 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 PAGES = ("/", "/gpus", "/pods", "/quotas", "/gangs", "/reservations", "/events", "/verify", "/api/summary")
 GOAL_MS = 300
 
 
-async def load_pages(store: Any, repeat: int) -> dict[str, Any]:
+class Folded(TypedDict):
+    """The log the view folded: its size, the time to fold it and to rebuild the projections."""
+
+    events: int
+    nodes: int
+    pods: int
+    fold_s: float
+    projections_s: float
+
+
+class Pages(Folded):
+    """The view over one log, and each page's load times (ms)."""
+
+    page_ms_median: dict[str, float]
+    page_ms_max: dict[str, float]
+    goal_ms: int
+    worst_median_ms: float
+
+
+class Report(Pages):
+    """What ``allot bench ui`` prints (``benchmark`` and ``simulate_s`` first)."""
+
+    benchmark: str
+    simulate_s: float
+
+
+async def load_pages(store: Any, repeat: int) -> Pages:
     """Serve the view over ``store`` on loopback and load every page (and one pod's) ``repeat`` times: the time to
     fold the log and rebuild the projections, and each page's median and worst load time (ms)."""
     from aiohttp.test_utils import TestClient, TestServer
@@ -62,14 +88,14 @@ async def load_pages(store: Any, repeat: int) -> dict[str, Any]:
     }
 
 
-def measure(nodes_csv: Path, pods_csv: Path, *, pods: int, repeat: int) -> dict[str, Any]:
+def measure(nodes_csv: Path, pods_csv: Path, *, pods: int, repeat: int) -> Report:
     """Simulate the openb cluster of ``nodes_csv`` and the first ``pods`` pods of ``pods_csv``, then load every page
     of the view over that log ``repeat`` times: the figures ``allot bench ui`` prints."""
-    from allot_sim.bench.e2e import _cluster_docs, _pod_docs, _write
+    from allot_sim.bench.openb_docs import cluster_docs, pod_docs, write_yaml
     from allot_sim.scenario import run as simulate
 
     with tempfile.TemporaryDirectory() as tmp:
-        scenario = _write(Path(tmp) / "openb.yaml", [*_cluster_docs(nodes_csv), *_pod_docs(pods_csv, pods)])
+        scenario = write_yaml(Path(tmp) / "openb.yaml", [*cluster_docs(nodes_csv), *pod_docs(pods_csv, pods)])
         started = time.perf_counter()
         sim, _, _ = simulate(str(scenario), config={})
         simulated = time.perf_counter() - started

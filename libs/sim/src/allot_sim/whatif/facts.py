@@ -11,7 +11,7 @@ the records are changed in memory, on the way from the store to the deciders.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -51,7 +51,7 @@ class NodeLabels:
         chosen = {} if selector.strip() == "*" else _pairs(selector, "selector")
         return cls(selector=chosen, labels=_pairs(labels, "label"))
 
-    def matches(self, labels: dict[str, Any]) -> bool:
+    def matches(self, labels: Mapping[str, object]) -> bool:
         return all(labels.get(key) == value for key, value in self.selector.items())
 
     def describe(self) -> str:

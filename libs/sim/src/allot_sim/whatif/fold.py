@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import UsageError
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ async def fold(
     *,
     position: int | None,
     plan: Plan,
-    override: tuple[str, dict[str, Any]] | None = None,
+    override: tuple[str, JsonObject] | None = None,
     facts: NodeLabels | None = None,
 ) -> Folded:
     """Every decider's host at ``position`` (default: the head); ``override``: (service, configuration) to run
@@ -120,7 +121,7 @@ async def fold(
     return folded
 
 
-def _built(decider: Decider, config: dict[str, Any]) -> Host:
+def _built(decider: Decider, config: JsonObject) -> Host:
     """The decider's host under another configuration (or over changed facts), to fold from position 0 (its
     snapshots are of the recorded configuration's projection over the recorded facts)."""
     from allot_runtime.recorded_config import RecordedConfig

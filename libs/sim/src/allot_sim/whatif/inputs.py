@@ -3,7 +3,8 @@ as ``kubectl apply --validate=strict`` refuses it), then admitted by the door ``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from allot_intake.errors import InputError, UsageError
 
@@ -108,7 +109,7 @@ _POD_GROUP_SPEC = frozenset({"minMember", "minResources", "scheduleTimeoutSecond
 _TOP = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 
 
-def _unknown(value: Any, known: frozenset[str], path: str) -> list[str]:
+def _unknown(value: object, known: frozenset[str], path: str) -> list[str]:
     if not isinstance(value, dict):
         return [] if value is None else [f"{path}: must be a mapping"]
     return [
@@ -118,7 +119,7 @@ def _unknown(value: Any, known: frozenset[str], path: str) -> list[str]:
     ]
 
 
-def unknown_fields(body: dict[str, Any]) -> list[str]:
+def unknown_fields(body: Mapping[str, object]) -> list[str]:
     """Every field of a Pod or PodGroup that Kubernetes does not know, with its path."""
     issues = _unknown(body, _TOP, "") + _unknown(body.get("metadata"), _META, "metadata")
     spec = body.get("spec")

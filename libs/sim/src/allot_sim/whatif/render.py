@@ -2,35 +2,42 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_views.units import human
+
+if TYPE_CHECKING:
+    from .answer import Answer, QuotaAnswer
+    from .run import PodsReport, WindowReport
+    from .window import Compared
 
 GPU_CORE = "koordinator.sh/gpu-core"
 GPU_MEMORY = "koordinator.sh/gpu-memory"
 
 
-def _device(kind: str, device: dict[str, Any]) -> str:
+def _device(kind: str, device: JsonObject) -> str:
     share = []
     if GPU_CORE in device:
         share.append(f"{device[GPU_CORE]}% core")
     if GPU_MEMORY in device:
-        share.append(human(GPU_MEMORY, int(device[GPU_MEMORY])))
+        share.append(human(GPU_MEMORY, int(str(device[GPU_MEMORY]))))
     return f"{kind} {device.get('minor')}" + (f" ({', '.join(share)})" if share else "")
 
 
-def _numa(entry: Any) -> str:
+def _numa(entry: JsonValue) -> str:
     """``node 1 (cpu 8, memory 64Gi)``: a NUMA node and what the pod takes of it."""
     if not isinstance(entry, dict):
         return str(entry)
+    resources = entry.get("resources")
     taken = ", ".join(
         f"{name} {human(name, f'{amount}m' if name == 'cpu' else amount)}"
-        for name, amount in sorted((entry.get("resources") or {}).items())
+        for name, amount in sorted(resources.items() if isinstance(resources, dict) else ())
     )
     return f"node {entry.get('node')}" + (f" ({taken})" if taken else "")
 
 
-def _quota(quota: dict[str, Any]) -> list[str]:
+def _quota(quota: QuotaAnswer) -> list[str]:
     verdict = "admits it" if quota["admitted"] else f"makes it wait: {quota['message']}"
     lines = [f"  quota:     {quota['quota']} {verdict}"]
     for borrow in quota["borrows"]:
@@ -45,7 +52,7 @@ def _quota(quota: dict[str, Any]) -> list[str]:
     return lines
 
 
-def answer_lines(answer: dict[str, Any]) -> list[str]:
+def answer_lines(answer: Answer) -> list[str]:
     """One pod's answer."""
     victims = len(answer["preempts"])
     if answer["fits"]:
@@ -78,7 +85,7 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     return lines
 
 
-def report_lines(report: dict[str, Any]) -> list[str]:
+def report_lines(report: PodsReport) -> list[str]:
     """``allot what-if -f``: where it was asked, then each pod."""
     lines = [
         f"what-if at position {report['position']} of {report['head']} (log time {report['time']}); "
@@ -93,7 +100,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _decision(line: dict[str, Any] | None) -> str:
+def _decision(line: Compared | None) -> str:
     if line is None:
         return "no decision"
     where = f" on {line['node']}" if line.get("node") else ""
@@ -101,7 +108,7 @@ def _decision(line: dict[str, Any] | None) -> str:
     return f"{line['outcome']}{where}{message}"
 
 
-def window_lines(report: dict[str, Any]) -> list[str]:
+def window_lines(report: WindowReport) -> list[str]:
     """``allot what-if --config --window``: every decision that would differ, then the count."""
     under = " and ".join(x for x in (report["config"], report.get("node_labels", "")) if x)
     lines = [

@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import sys
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import InputError, UsageError
 
 if TYPE_CHECKING:
@@ -14,12 +15,52 @@ if TYPE_CHECKING:
     from allot_runtime.processor import Host
     from allot_views.nearest import Cluster
 
+    from .answer import Answer, Nearest
     from .facts import NodeLabels
     from .fold import Plan
     from .pump import Trial
+    from .window import Difference
 
 
-def changed_config(path: str) -> tuple[str, dict[str, Any]]:
+class ConfigRef(TypedDict):
+    """The service whose settings were changed, and the file they came from."""
+
+    service: str
+    file: str
+
+
+class PodsReport(TypedDict):
+    """``allot what-if -f``: where it was asked and each pod's answer (``-o json`` prints it)."""
+
+    position: int
+    head: int
+    time: str
+    snapshots: dict[str, int]
+    pods: list[Answer]
+    warnings: list[str]
+    config: NotRequired[ConfigRef]
+    node_labels: NotRequired[str]
+
+
+WindowReport = TypedDict(
+    "WindowReport",
+    {
+        "service": str,
+        "config": str,
+        "node_labels": str,
+        "from": int,
+        "to": int,
+        "head": int,
+        "triggers": int,
+        "count": int,
+        "differences": "list[Difference]",
+        "configs": int,
+    },
+)
+"""``allot what-if --config --window``: the window, the triggers decided again and every differing decision."""
+
+
+def changed_config(path: str) -> tuple[str, JsonObject]:
     """``--config FILE``: one service's settings (``device-allocator: {…}``, or a placement config alone), each
     field checked as the service checks it."""
     from allot_sim.scenario import load_config
@@ -58,14 +99,14 @@ async def _existing(store: EventStore, keys: list[str], until: int) -> list[str]
     return alive
 
 
-def _nearest(folded: Cluster, trial: Trial) -> Any:
+def _nearest(folded: Cluster, trial: Trial) -> Nearest:
     """The nearest-miss function over the cluster as the trial leaves it (the log folded, then the trial)."""
     from allot_views.nearest import nearest_lines
 
     for record in trial.records:
         folded.view.apply(record)
 
-    def nearest(reasons: dict[str, list[str]], spec: dict[str, Any]) -> list[str]:
+    def nearest(reasons: dict[str, list[str]], spec: JsonObject) -> list[str]:
         return nearest_lines(reasons, spec, folded)
 
     return nearest
@@ -77,10 +118,10 @@ async def pods(
     *,
     at: int | None,
     plan: Plan,
-    config: tuple[str, dict[str, Any]] | None,
+    config: tuple[str, JsonObject] | None,
     config_path: str = "",
     facts: NodeLabels | None = None,
-) -> dict[str, Any]:
+) -> PodsReport:
     """``allot what-if -f``: the answer for every pod of ``paths`` at position ``at`` (default: the head)."""
     from allot_eventstore.postgres import PostgresEventStore
     from allot_stack.apply import door_for
@@ -116,7 +157,7 @@ async def pods(
         ):  # the nearest miss reads the cluster: folded only then
             cluster = await _cluster(relabelled(store, facts), folded.position)
             found = answers(trial.records, keys, _nearest(cluster, trial))
-        report: dict[str, Any] = {
+        report: PodsReport = {
             "position": folded.position,
             "head": folded.head,
             "time": _time(folded.at),
@@ -134,8 +175,8 @@ async def pods(
 
 
 async def _override(
-    store: EventStore, position: int, plan: Plan, config: tuple[str, dict[str, Any]]
-) -> tuple[str, dict[str, Any]]:
+    store: EventStore, position: int, plan: Plan, config: tuple[str, JsonObject]
+) -> tuple[str, JsonObject]:
     """The service's configuration in force at ``position`` with the changed settings merged over it."""
     from allot_runtime.recorded_config import recorded_configs
 
@@ -152,10 +193,10 @@ async def window(
     span: str,
     *,
     plan: Plan,
-    config: tuple[str, dict[str, Any]],
+    config: tuple[str, JsonObject],
     config_path: str,
     facts: NodeLabels | None = None,
-) -> dict[str, Any]:
+) -> WindowReport:
     """``allot what-if --config --window``: every decision of the window that would differ (``config``: the
     service and its changed settings; ``facts``: a change of node labels it decides over)."""
     from allot_eventstore.postgres import PostgresEventStore

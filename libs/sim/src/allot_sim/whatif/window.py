@@ -11,8 +11,9 @@ difference does not cascade: every difference listed is one decision taken under
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import UsageError
 from allot_views.decisions import decisions_of
 
@@ -24,10 +25,28 @@ if TYPE_CHECKING:
     from allot_runtime.processor import Host
     from allot_runtime.replay import Switch
 
-COMPARED = ("outcome", "node", "message", "codes", "annotations")
+
+class Compared(TypedDict):
+    """What is compared of a pod's decision (:mod:`allot_views.decisions`)."""
+
+    outcome: str
+    node: str | None
+    message: str
+    codes: list[str]
+    annotations: JsonObject
 
 
-def merged(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+class Difference(TypedDict):
+    """A pod whose decision for the trigger at ``position`` differs (``None``: no decision on that side)."""
+
+    position: int
+    trigger: str
+    pod: str
+    recorded: Compared | None
+    would_be: Compared | None
+
+
+def merged(base: JsonObject, change: JsonObject) -> JsonObject:
     """``change`` over ``base``: mappings merged key by key, anything else replaced."""
     out = dict(base)
     for key, value in change.items():
@@ -69,19 +88,25 @@ def _records(host: Host, trigger: RecordedEvent, news: list[NewEvent]) -> list[R
     ]
 
 
-def _lines(records: list[RecordedEvent], groups: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def _lines(records: list[RecordedEvent], groups: dict[str, list[str]]) -> dict[str, Compared]:
+    out: dict[str, Compared] = {}
     for record in records:
         for line in decisions_of(record, groups):
-            out[line["pod"]] = {key: line.get(key) for key in COMPARED}
+            out[line["pod"]] = {
+                "outcome": line["outcome"],
+                "node": line["node"],
+                "message": line["message"],
+                "codes": line["codes"],
+                "annotations": line["annotations"],
+            }
     return out
 
 
 def differing(
     trigger: RecordedEvent,
-    recorded: dict[str, dict[str, Any]],
-    would: dict[str, dict[str, Any]],
-) -> list[dict[str, Any]]:
+    recorded: dict[str, Compared],
+    would: dict[str, Compared],
+) -> list[Difference]:
     """Every pod whose decision for ``trigger`` differs (a decision absent on one side is ``None``)."""
     return [
         {
@@ -98,7 +123,7 @@ def differing(
 
 async def compare(
     host: Host, store: EventStore, *, first: int, last: int, switches: Sequence[Switch] = ()
-) -> tuple[int, list[dict[str, Any]]]:
+) -> tuple[int, list[Difference]]:
     """(triggers decided again, the decisions that differ) for ``host``'s triggers at ``first``..``last``;
     ``switches``: where the service went on under another recorded configuration inside the window (each builds the
     host of that configuration with the change merged in, folded from the log up to there)."""
@@ -109,7 +134,7 @@ async def compare(
     outputs = Outputs(store, host.name, after=first - 1)
     groups: dict[str, list[str]] = {}
     triggers = 0
-    found: list[dict[str, Any]] = []
+    found: list[Difference] = []
     try:
         async for record in inputs(host, store, last, first - 1):
             while pending and pending[0].after < record.position:

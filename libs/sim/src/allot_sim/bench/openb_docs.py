@@ -1,0 +1,78 @@
+"""The openb GPU cluster and its pods as the documents ``allot apply -f`` reads: the workload of ``allot bench e2e``,
+``allot bench ui`` and the long logs of ``allot bench replay`` / ``allot bench restart``.
+
+Pure but for reading the trace CSVs and writing one YAML file; the placement engine's trace reader
+(``allot_placement.openb``) makes each manifest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from allot_contracts.jsonvalue import JsonObject
+
+NAMESPACE = "openb"
+
+
+def cluster_docs(nodes_csv: Path) -> list[JsonObject]:
+    """Every trace node's ``v1 Node``, each GPU node followed by its Koordinator ``Device``."""
+    from allot_placement.openb import node_manifests, read_nodes
+
+    docs: list[JsonObject] = []
+    for node in read_nodes(nodes_csv):
+        manifest, device = node_manifests(node)
+        docs.append(manifest)
+        if device is not None:
+            docs.append(device)
+    return docs
+
+
+def pod_docs(pods_csv: Path, count: int, prefix: str = "") -> list[JsonObject]:
+    """``count`` openb pods in trace order (cycling through the list when it is shorter), renamed with ``prefix``."""
+    from allot_placement.openb import pod_manifest, read_pods
+
+    trace = read_pods(pods_csv)
+    return [
+        pod_manifest(
+            trace[i % len(trace)],
+            name=f"{prefix}{trace[i % len(trace)].name}-{i}" if prefix else None,
+            namespace=NAMESPACE,
+        )
+        for i in range(count)
+    ]
+
+
+def _metadata(doc: JsonObject) -> JsonObject:
+    metadata = doc.get("metadata")
+    if not isinstance(metadata, dict):
+        raise ValueError(f"a {doc.get('kind')} document without metadata")
+    return metadata
+
+
+def name_of(doc: JsonObject) -> str:
+    """``metadata.name`` of a document made here."""
+    return str(_metadata(doc).get("name", ""))
+
+
+def renamed(doc: JsonObject, name: str) -> JsonObject:
+    """A copy of ``doc`` named ``name`` (its other metadata kept)."""
+    return {**doc, "metadata": {**_metadata(doc), "name": name}}
+
+
+def deletion(doc: JsonObject) -> JsonObject:
+    """The ``Delete`` document that removes ``doc`` (a pod made here)."""
+    metadata = _metadata(doc)
+    return {
+        "apiVersion": "allot.dev/v1",
+        "kind": "Delete",
+        "spec": {"kind": "Pod", "namespace": metadata.get("namespace"), "name": metadata.get("name")},
+    }
+
+
+def write_yaml(path: Path, docs: list[JsonObject]) -> Path:
+    """``docs`` as one multi-document YAML file at ``path`` (keys in their order)."""
+    import yaml
+
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    path.write_text(yaml.dump_all(docs, Dumper=dumper, sort_keys=False))
+    return path
