@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
+from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import InputError
 
 
@@ -40,7 +41,7 @@ async def from_log() -> list[tuple[int, int, int, tuple[str, ...]]]:
 
 
 class Fragmentation(TypedDict):
-    typicalPods: list[dict[str, int | list[str]]]
+    typicalPods: list[JsonObject]
 
 
 class ConfigSection(TypedDict):
