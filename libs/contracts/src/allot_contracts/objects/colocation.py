@@ -25,7 +25,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, checked_bool, checked_int, not_supported
+from allot_contracts.issues import FieldIssue, checked_bool, checked_int, checked_objects, not_supported
 from allot_contracts.objects.meta import metadata_of
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
 
@@ -383,17 +383,8 @@ def parse_amplification(
 def _node_configs(
     raw: Any, path: str, issues: list[FieldIssue], parse: Any
 ) -> tuple[tuple[LabelSelector, Any], ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        issues.append(FieldIssue(path=path, message="must be a list"))
-        return ()
     out = []
-    for i, entry in enumerate(raw):
-        where = f"{path}[{i}]"
-        if not isinstance(entry, Mapping):
-            issues.append(FieldIssue(path=where, message="must be an object"))
-            continue
+    for where, entry in checked_objects(raw, path, issues):
         if entry.get("nodeSelector") is None:
             issues.append(FieldIssue(path=f"{where}.nodeSelector", code="Required", message="is required"))
             continue

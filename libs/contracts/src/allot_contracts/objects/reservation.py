@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path, label_path
+from allot_contracts.issues import FieldIssue, annotation_path, checked_bool, label_path
 from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.requests import pod_requests
 from allot_contracts.objects.reservation_pod import (
@@ -36,7 +36,7 @@ from allot_contracts.objects.selectors import (
     Taint,
     parse_label_selector,
 )
-from allot_contracts.objects.times import DurationError, parse_duration_us, parse_timestamp_us
+from allot_contracts.objects.times import checked_duration_us, checked_timestamp_us
 
 __all__ = [
     "ANN_RESERVE_POD",
@@ -147,12 +147,8 @@ class Reservation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _bool(raw: Any, path: str, default: bool, issues: list[FieldIssue]) -> bool:
-    if raw is None:
-        return default
-    if not isinstance(raw, bool):
-        issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
-        return default
-    return raw
+    value = checked_bool(raw, path, issues)
+    return default if value is None else value
 
 
 def _strings(
@@ -297,16 +293,6 @@ def _template(raw: Any, issues: list[FieldIssue]) -> tuple[dict[str, Any], dict[
     return raw, requests
 
 
-def _time(raw: Any, path: str, issues: list[FieldIssue]) -> int | None:
-    if raw is None:
-        return None
-    try:
-        return parse_timestamp_us(raw)
-    except DurationError as exc:
-        issues.append(FieldIssue(path=path, code="InvalidValue", message=str(exc), value=str(raw)))
-        return None
-
-
 # --- Reservation ---------------------------------------------------------------------------------------------------
 
 
@@ -331,15 +317,8 @@ def _expiry(
     spec: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> tuple[int | None, int | None]:
     """``(ttl_us, expires_us)``, each ``None`` when not given."""
-    ttl_us = None
-    if spec.get("ttl") is not None:
-        try:
-            ttl_us = parse_duration_us(spec["ttl"])
-        except DurationError as exc:
-            issues.append(
-                FieldIssue(path="spec.ttl", code="InvalidValue", message=str(exc), value=str(spec["ttl"]))
-            )
-    expires = _time(spec.get("expires"), "spec.expires", issues)
+    ttl_us = checked_duration_us(spec.get("ttl"), "spec.ttl", issues)
+    expires = checked_timestamp_us(spec.get("expires"), "spec.expires", issues)
     if expires is not None and spec.get("ttl") is not None:
         warnings.append(
             FieldIssue(
@@ -421,7 +400,7 @@ def parse_reservation(
     uid = meta.get("uid")
     labels = read_string_map(meta.get("labels"), "metadata.labels", issues)
     annotations = read_string_map(meta.get("annotations"), "metadata.annotations", issues)
-    created = _time(meta.get("creationTimestamp"), "metadata.creationTimestamp", issues)
+    created = checked_timestamp_us(meta.get("creationTimestamp"), "metadata.creationTimestamp", issues)
     spec = manifest.get("spec")
     if not isinstance(spec, dict):
         issues.append(FieldIssue(path="spec", code="Required", message="a Reservation needs a spec"))
