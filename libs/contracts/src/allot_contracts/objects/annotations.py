@@ -13,7 +13,7 @@ otherwise be silently ignored.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -82,17 +82,22 @@ class BoundAllocation(msgspec.Struct, kw_only=True):
 
 
 def decode_annotation(
-    annotations: Mapping[str, Any], key: str, errors: list[FieldIssue], note: str = ""
+    annotations: Mapping[str, Any],
+    key: str,
+    errors: list[FieldIssue],
+    note: str = "",
+    *,
+    decode: Callable[[str], Any] = json.loads,
 ) -> Any:
-    """The decoded value of an annotation (``None`` when absent); malformed JSON becomes a FieldIssue (its message
-    followed by ``note``)."""
+    """The decoded value of an annotation (``None`` when absent): JSON text read by ``decode``, or an object already
+    decoded (a YAML scenario). Malformed JSON becomes a FieldIssue (the decoder's message followed by ``note``)."""
     raw = annotations.get(key)
     if raw is None or raw == "":
         return None
     if isinstance(raw, str):
         try:
-            return json.loads(raw)
-        except ValueError as exc:
+            return decode(raw)
+        except ValueError as exc:  # msgspec's DecodeError is one too
             errors.append(
                 FieldIssue(
                     path=annotation_path(key), code="InvalidAnnotation", message=f"invalid JSON: {exc}{note}"

@@ -151,9 +151,14 @@ def _bool(raw: Any, path: str, default: bool, issues: list[FieldIssue]) -> bool:
     return default if value is None else value
 
 
-def _strings(
-    raw: dict[str, Any], fields: tuple[tuple[str, str], ...], path: str, issues: list[FieldIssue]
-) -> dict[str, str]:
+def _reference(
+    raw: object, fields: tuple[tuple[str, str], ...], path: str, message: str, issues: list[FieldIssue]
+) -> dict[str, str] | None:
+    """The string ``fields`` of an owner reference, renamed ``(field, attribute)``; None when it is not an object
+    (an issue saying ``message``)."""
+    if not isinstance(raw, dict):
+        issues.append(FieldIssue(path=path, message=message))
+        return None
     out: dict[str, str] = {}
     for src, dst in fields:
         v = raw.get(src)
@@ -184,34 +189,31 @@ def _owner(raw: Any, path: str, issues: list[FieldIssue]) -> ReservationOwner | 
     obj = ctl = None
     selector: LabelSelector | None = None
     if raw.get("object") is not None:
-        o = raw["object"]
-        if not isinstance(o, dict):
-            issues.append(FieldIssue(path=f"{path}.object", message="must be an object reference"))
-        else:
-            f = _strings(
-                o,
-                (("uid", "uid"), ("name", "name"), ("namespace", "namespace"), ("apiVersion", "api_version")),
-                f"{path}.object",
-                issues,
-            )
+        f = _reference(
+            raw["object"],
+            (("uid", "uid"), ("name", "name"), ("namespace", "namespace"), ("apiVersion", "api_version")),
+            f"{path}.object",
+            "must be an object reference",
+            issues,
+        )
+        if f is not None:
             obj = OwnerObject(**f)
     if raw.get("controller") is not None:
         c = raw["controller"]
-        if not isinstance(c, dict):
-            issues.append(FieldIssue(path=f"{path}.controller", message="must be an owner reference"))
-        else:
-            f = _strings(
-                c,
-                (
-                    ("apiVersion", "api_version"),
-                    ("kind", "kind"),
-                    ("name", "name"),
-                    ("uid", "uid"),
-                    ("namespace", "namespace"),
-                ),
-                f"{path}.controller",
-                issues,
-            )
+        f = _reference(
+            c,
+            (
+                ("apiVersion", "api_version"),
+                ("kind", "kind"),
+                ("name", "name"),
+                ("uid", "uid"),
+                ("namespace", "namespace"),
+            ),
+            f"{path}.controller",
+            "must be an owner reference",
+            issues,
+        )
+        if f is not None:
             flag = c.get("controller")
             if flag is not None and not isinstance(flag, bool):
                 issues.append(
