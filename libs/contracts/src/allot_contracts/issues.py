@@ -117,12 +117,14 @@ def optional_object(
     return raw
 
 
-def checked_list(raw: object, path: str, issues: list[FieldIssue]) -> list[JsonValue]:
-    """``raw`` when it is a list; otherwise an empty one with an issue (empty when absent)."""
+def checked_list(
+    raw: object, path: str, issues: list[FieldIssue], *, message: str = "must be a list"
+) -> list[JsonValue]:
+    """``raw`` when it is a list; otherwise an empty one with an issue saying ``message`` (empty when absent)."""
     if raw is None:
         return []
     if not isinstance(raw, list):
-        issues.append(FieldIssue(path=path, message="must be a list"))
+        issues.append(FieldIssue(path=path, message=message))
         return []
     return raw
 

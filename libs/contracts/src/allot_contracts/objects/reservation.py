@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path, checked_bool, label_path
+from allot_contracts.issues import FieldIssue, annotation_path, checked_bool, checked_list, label_path
 from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.requests import pod_requests
 from allot_contracts.objects.reservation_pod import (
@@ -229,15 +229,10 @@ def _owner(raw: Any, path: str, issues: list[FieldIssue]) -> ReservationOwner | 
 
 
 def _taints(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[Taint, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        issues.append(FieldIssue(path=path, message="must be a list of taints"))
-        return ()
     out: list[Taint] = []
-    for i, t in enumerate(raw):
+    for i, t in enumerate(checked_list(raw, path, issues, message="must be a list of taints")):
         p = f"{path}[{i}]"
-        if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not t["key"]:
+        if not isinstance(t, dict) or not isinstance(key := t.get("key"), str) or not key:
             issues.append(
                 FieldIssue(path=f"{p}.key", code="Required", message="a taint needs a non-empty key")
             )
@@ -257,7 +252,7 @@ def _taints(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[Taint, ...]:
         if value is not None and not isinstance(value, str):
             issues.append(FieldIssue(path=f"{p}.value", message="must be a string"))
             continue
-        out.append((t["key"], value or "", effect))
+        out.append((key, value or "", str(effect)))
     return tuple(sorted(out))
 
 
