@@ -2,7 +2,8 @@
 
 import pytest
 
-from allot_contracts.objects.quota import fnv1a64, parse_profile, tree_id_for
+from allot_contracts.fnv import fnv1a64
+from allot_contracts.objects.quota import parse_profile, tree_id_for
 from allot_quota.testing import a_node, a_pod, a_profile, a_profile_manifest, a_quota, an_engine
 
 NODES = [

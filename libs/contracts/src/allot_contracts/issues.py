@@ -12,19 +12,25 @@ Issues are also used for warnings (something read but not acted on): the same sh
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import msgspec
+
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 
 __all__ = [
     "FieldIssue",
     "annotation_path",
     "checked_bool",
     "checked_int",
+    "checked_list",
+    "checked_object",
+    "checked_objects",
     "format_issues",
     "label_path",
     "not_supported",
+    "optional_object",
 ]
 
 
@@ -89,3 +95,44 @@ def checked_bool(raw: Any, path: str, issues: list[FieldIssue]) -> bool | None:
         issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
         return None
     return raw
+
+
+def checked_object(
+    raw: object, path: str, issues: list[FieldIssue], *, message: str = "must be an object"
+) -> JsonObject:
+    """``raw`` when it is an object; otherwise an empty one with an issue saying ``message`` (empty when absent)."""
+    got = optional_object(raw, path, issues, message=message)
+    return {} if got is None else got
+
+
+def optional_object(
+    raw: object, path: str, issues: list[FieldIssue], *, message: str = "must be an object"
+) -> JsonObject | None:
+    """``raw`` when it is an object; otherwise None, with an issue saying ``message`` unless it is absent."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        issues.append(FieldIssue(path=path, message=message))
+        return None
+    return raw
+
+
+def checked_list(
+    raw: object, path: str, issues: list[FieldIssue], *, message: str = "must be a list"
+) -> list[JsonValue]:
+    """``raw`` when it is a list; otherwise an empty one with an issue saying ``message`` (empty when absent)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        issues.append(FieldIssue(path=path, message=message))
+        return []
+    return raw
+
+
+def checked_objects(raw: object, path: str, issues: list[FieldIssue]) -> Iterator[tuple[str, JsonObject]]:
+    """The entries of the list at ``path`` that are objects, with their paths (any other entry is an issue)."""
+    for i, entry in enumerate(checked_list(raw, path, issues)):
+        if isinstance(entry, dict):
+            yield f"{path}[{i}]", entry
+        else:
+            issues.append(FieldIssue(path=f"{path}[{i}]", message="must be an object"))

@@ -65,7 +65,7 @@ def is_milli_resource(name: str) -> bool:
     return name in _MILLI_RESOURCES
 
 
-def parse_quantity(text: str | int | float) -> Fraction:
+def parse_quantity(text: object) -> Fraction:
     """Parse a Kubernetes quantity into an exact ``Fraction``.
 
     Integers are accepted as they are; floats only when they are integral (YAML turns ``4`` into an int but

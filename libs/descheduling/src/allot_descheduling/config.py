@@ -52,12 +52,12 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.errors import InvalidConfig
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, checked_object
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_descheduling.defrag_args import DefragArgs, parse_defrag_args
 from allot_descheduling.evictor import EvictorArgs
-from allot_descheduling.fields import boolean, duration, integer, mapping, namespaces, selector, unknown
+from allot_descheduling.fields import boolean, duration, integer, namespaces, selector, unknown
 from allot_descheduling.gangs import parse_gang_migration
 from allot_descheduling.migration_args import MigrationArgs, parse_migration_args
 from allot_descheduling.plugins import GPU_DEFRAG, LOW_NODE_LOAD, MIGRATION, balance_plugins, type_meta
@@ -265,7 +265,7 @@ def _pair(
 def _anomaly(raw: Any, path: str, issues: list[FieldIssue], default: AnomalyCondition) -> AnomalyCondition:
     if raw is None:
         return default
-    data = mapping(raw, path, issues)
+    data = checked_object(raw, path, issues)
     unknown(
         data, frozenset({"timeout", "consecutiveAbnormalities", "consecutiveNormalities"}), f"{path}.", issues
     )
@@ -292,7 +292,7 @@ def _weights(raw: Any, path: str, issues: list[FieldIssue], default: dict[str, i
     if raw is None:
         return default
     out: dict[str, int] = {}
-    for name, value in sorted(mapping(raw, path, issues).items()):
+    for name, value in sorted(checked_object(raw, path, issues).items()):
         out[str(name)] = integer(value, f"{path}.{name}", issues, 1, 0)
     return out
 
@@ -328,7 +328,7 @@ def _pool(raw: JsonObject, path: str, issues: list[FieldIssue], base: NodePool) 
 
 
 def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) -> LowNodeLoadArgs:
-    data = mapping(raw, path, issues)
+    data = checked_object(raw, path, issues)
     unknown(data, _ARGS_FIELDS, f"{path}.", issues)
     base = _pool(data, f"{path}.", issues, NodePool(name=profile, weights={"cpu": 1, "memory": 1}))
     pools: list[NodePool] = []
@@ -338,7 +338,7 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
         raw_pools = None
     for i, item in enumerate(raw_pools or []):
         ppath = f"{path}.nodePools[{i}]"
-        pdata = mapping(item, ppath, issues)
+        pdata = checked_object(item, ppath, issues)
         unknown(pdata, _POOL_FIELDS, f"{ppath}.", issues)
         if pdata.get("name") is not None and not isinstance(pdata["name"], str):
             issues.append(FieldIssue(path=f"{ppath}.name", message="must be a string"))
@@ -364,7 +364,7 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
         issues.append(FieldIssue(path=f"{path}.podSelectors", message="must be a list of {name, selector}"))
         raw_selectors = None
     for i, item in enumerate(raw_selectors or []):
-        sdata = mapping(item, f"{path}.podSelectors[{i}]", issues)
+        sdata = checked_object(item, f"{path}.podSelectors[{i}]", issues)
         unknown(sdata, frozenset({"name", "selector"}), f"{path}.podSelectors[{i}].", issues)
         if sdata.get("selector") is not None:
             selectors.append(
@@ -389,7 +389,7 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
 
 
 def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
-    data = mapping(raw, path, issues)
+    data = checked_object(raw, path, issues)
     unknown(data, _PROFILE_FIELDS, f"{path}.", issues)
     name = data.get("name")
     if not isinstance(name, str) or not name:
@@ -409,11 +409,11 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
         entries = []
     for i, entry in enumerate(entries):
         epath = f"{path}.pluginConfig[{i}]"
-        edata = mapping(entry, epath, issues)
+        edata = checked_object(entry, epath, issues)
         unknown(edata, frozenset({"name", "args"}), f"{epath}.", issues)
         if edata.get("name") in (PLUGIN, MIGRATION, GPU_DEFRAG):
             type_meta(
-                mapping(edata.get("args"), f"{epath}.args", []),
+                checked_object(edata.get("args"), f"{epath}.args", []),
                 f"{epath}.args.",
                 f"{edata['name']}Args",
                 issues,
@@ -424,7 +424,7 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
             defrag, defrag_configured = parse_defrag_args(edata.get("args"), f"{epath}.args", issues), True
         elif edata.get("name") == MIGRATION:
             mpath = f"{epath}.args"
-            migration = parse_migration_args(mapping(edata.get("args"), mpath, issues), mpath, issues)
+            migration = parse_migration_args(checked_object(edata.get("args"), mpath, issues), mpath, issues)
         else:
             issues.append(
                 FieldIssue(
@@ -473,7 +473,7 @@ def _profile(raw: Any, path: str, issues: list[FieldIssue]) -> Profile:
 def parse_config(raw: Any, path: str = "descheduler") -> DeschedulerConfig:
     """The configuration, or :class:`DeschedulerConfigError` listing every problem with its field path."""
     issues: list[FieldIssue] = []
-    data = mapping(raw, path, issues)
+    data = checked_object(raw, path, issues)
     unknown(data, _TOP_FIELDS, f"{path}.", issues)
     type_meta(data, f"{path}.", "DeschedulerConfiguration", issues)
     interval = duration(

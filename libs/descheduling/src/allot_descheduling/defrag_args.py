@@ -19,8 +19,8 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
-from allot_descheduling.fields import boolean, integer, mapping, namespaces, unknown
+from allot_contracts.issues import FieldIssue, checked_object
+from allot_descheduling.fields import boolean, integer, namespaces, unknown
 from allot_descheduling.gangs import ANN_GANG_MIGRATION, gang_moves_whole, parse_gang_migration
 
 __all__ = ["ANN_GANG_MIGRATION", "DefragArgs", "gang_moves_whole", "parse_defrag_args"]
@@ -50,7 +50,7 @@ class DefragArgs(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def parse_defrag_args(raw: Any, path: str, issues: list[FieldIssue]) -> DefragArgs:
-    data = mapping(raw, path, issues)
+    data = checked_object(raw, path, issues)
     unknown(data, _FIELDS, f"{path}.", issues)
     gang_whole = parse_gang_migration(data, path, issues)
     include, exclude = namespaces(data.get("evictableNamespaces"), f"{path}.evictableNamespaces", issues)

@@ -6,16 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from allot_contracts.issues import FieldIssue, checked_bool
-from allot_contracts.jsonvalue import JsonObject
+from allot_contracts.issues import FieldIssue, checked_bool, checked_object
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
-from allot_contracts.objects.times import DurationError, parse_duration_us
+from allot_contracts.objects.times import checked_duration_us
 
 __all__ = [
     "boolean",
     "duration",
     "integer",
-    "mapping",
     "namespaces",
     "one_of",
     "selector",
@@ -45,15 +43,6 @@ def one_of(
     return False
 
 
-def mapping(raw: Any, path: str, issues: list[FieldIssue]) -> JsonObject:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        issues.append(FieldIssue(path=path, message="must be an object"))
-        return {}
-    return raw
-
-
 def boolean(raw: Any, path: str, issues: list[FieldIssue], default: bool) -> bool:
     value = checked_bool(raw, path, issues)
     return default if value is None else value
@@ -69,13 +58,8 @@ def integer(raw: Any, path: str, issues: list[FieldIssue], default: int, minimum
 
 
 def duration(raw: Any, path: str, issues: list[FieldIssue], default: int) -> int:
-    if raw is None:
-        return default
-    try:
-        return parse_duration_us(raw)
-    except DurationError as exc:
-        issues.append(FieldIssue(path=path, code="InvalidValue", message=str(exc), value=str(raw)))
-        return default
+    value = checked_duration_us(raw, path, issues)
+    return default if value is None else value
 
 
 def selector(raw: Any, path: str, issues: list[FieldIssue]) -> LabelSelector | None:
@@ -93,7 +77,7 @@ def strings(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[str, ...]:
 
 def namespaces(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``evictableNamespaces`` at ``path``: ``(include, exclude)``, which are mutually exclusive."""
-    data = mapping(raw, path, issues)
+    data = checked_object(raw, path, issues)
     unknown(data, frozenset({"include", "exclude"}), f"{path}.", issues)
     include = strings(data.get("include"), f"{path}.include", issues)
     exclude = strings(data.get("exclude"), f"{path}.exclude", issues)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from allot_contracts.issues import FieldIssue
-from allot_descheduling.fields import mapping, unknown
+from allot_contracts.issues import FieldIssue, checked_object
+from allot_descheduling.fields import unknown
 
 __all__ = [
     "API_VERSION",
@@ -96,11 +96,11 @@ def balance_plugins(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, 
     """Per balance plugin (LowNodeLoad, GPUDefrag), whether a profile's ``plugins`` enable it (True), disable it
     (False) or do not say (None); every unknown extension point or plugin name is an issue naming the accepted
     ones."""
-    plugins = mapping(raw, path, issues)
+    plugins = checked_object(raw, path, issues)
     unknown(plugins, frozenset(POINTS), f"{path}.", issues)
     balance: tuple[set[str], set[str]] = (set(), set())
     for point in sorted(set(plugins) & set(POINTS)):
-        sets = mapping(plugins[point], f"{path}.{point}", issues)
+        sets = checked_object(plugins[point], f"{path}.{point}", issues)
         unknown(sets, frozenset({"enabled", "disabled"}), f"{path}.{point}.", issues)
         enabled = _names(sets.get("enabled"), f"{path}.{point}.enabled", point, issues, disabled=False)
         disabled = _names(sets.get("disabled"), f"{path}.{point}.disabled", point, issues, disabled=True)

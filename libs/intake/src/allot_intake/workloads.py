@@ -28,6 +28,7 @@ import json
 from collections.abc import Mapping
 from typing import Final
 
+from allot_contracts.fnv import fnv1a32
 from allot_contracts.issues import FieldIssue
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.kube import storage_issues
@@ -45,21 +46,13 @@ MAX_REPLICAS: Final = 10_000
 _ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # the characters Kubernetes uses for generated suffixes
 
 
-def _fnv32a(data: bytes) -> int:
-    h = 0x811C9DC5
-    for b in data:
-        h ^= b
-        h = (h * 0x01000193) & 0xFFFFFFFF
-    return h
-
-
 def _encode(value: int, length: int | None = None) -> str:
     text = "".join(_ALPHABET[ord(c) % len(_ALPHABET)] for c in str(value))
     return text if length is None else (text * 2)[:length]
 
 
 def _suffix(owner: str, index: int) -> str:
-    return _encode(_fnv32a(f"{owner}/{index}".encode()), 5)
+    return _encode(fnv1a32(f"{owner}/{index}".encode()), 5)
 
 
 def _count(spec: Mapping[str, JsonValue], field: str, default: int, issues: list[FieldIssue]) -> int:
@@ -154,7 +147,7 @@ def expand(manifest: Mapping[str, JsonValue]) -> tuple[list[JsonObject], list[Fi
     pods: list[JsonObject] = []
     if kind == "Deployment":
         replicas = _count(spec, "replicas", 1, issues)
-        digest = _encode(_fnv32a(json.dumps(template, sort_keys=True, separators=(",", ":")).encode()))[:10]
+        digest = _encode(fnv1a32(json.dumps(template, sort_keys=True, separators=(",", ":")).encode()))[:10]
         rs = f"{name}-{digest}"
         owner = _owner("apps/v1", "ReplicaSet", rs)
         pods = [

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from allot_contracts.errors import InvalidConfig
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, checked_list, checked_object
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_placement.loadaware_args import ARGS_KEYS as LOAD_AWARE_ARGS
 
@@ -161,12 +161,7 @@ def is_scheduler_config(data: object) -> bool:
 
 
 def _mapping(value: object, path: str, issues: list[FieldIssue]) -> JsonObject:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        issues.append(FieldIssue(path=path, message="must be a mapping"))
-        return {}
-    return value
+    return checked_object(value, path, issues, message="must be a mapping")
 
 
 def _section(config: JsonObject, key: str) -> JsonObject:
@@ -174,15 +169,6 @@ def _section(config: JsonObject, key: str) -> JsonObject:
     section = config.setdefault(key, {})
     assert isinstance(section, dict), key  # only this module writes these keys, always as mappings
     return section
-
-
-def _list(value: JsonValue, path: str, issues: list[FieldIssue]) -> list[JsonValue]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        issues.append(FieldIssue(path=path, message="must be a list"))
-        return []
-    return value
 
 
 def _unknown(value: JsonObject, allowed: set[str], path: str, issues: list[FieldIssue]) -> None:
@@ -285,7 +271,7 @@ def _plugins(
         sets = _mapping(raw_set, f"{path}.plugins.{point}", issues)
         _unknown(sets, {"enabled", "disabled"}, f"{path}.plugins.{point}", issues)
         for which in ("enabled", "disabled"):
-            entries = _list(sets.get(which), f"{path}.plugins.{point}.{which}", issues)
+            entries = checked_list(sets.get(which), f"{path}.plugins.{point}.{which}", issues)
             for i, entry in enumerate(entries):
                 where = f"{path}.plugins.{point}.{which}[{i}]"
                 if not isinstance(entry, dict):
@@ -326,7 +312,7 @@ def _plugin_configs(
 ) -> None:
     """The args of a profile's plugins, mapped onto the services' configs (args Allot knows but does not act
     on are accepted with a warning)."""
-    configs = _list(profile.get("pluginConfig"), f"{path}.pluginConfig", issues)
+    configs = checked_list(profile.get("pluginConfig"), f"{path}.pluginConfig", issues)
     for c, raw_config in enumerate(configs):
         where = f"{path}.pluginConfig[{c}]"
         entry = _mapping(raw_config, where, issues)

@@ -33,7 +33,12 @@ from allot_contracts.objects.migration import parse_migration_job
 from allot_contracts.objects.nodemetric import parse_nodemetric
 from allot_contracts.objects.nodes import admit_device, admit_node, admit_topology
 from allot_contracts.objects.pod import parse_pod
-from allot_contracts.objects.pod_priority import DEFAULT_CONTEXT, PodContext, PriorityClassInfo
+from allot_contracts.objects.pod_priority import (
+    DEFAULT_CONTEXT,
+    PodContext,
+    PriorityClassInfo,
+    check_preemption_policy,
+)
 from allot_contracts.objects.quota import parse_profile, parse_quota
 from allot_contracts.objects.reservation import parse_reservation
 
@@ -119,15 +124,7 @@ def parse_priority_class(
         issues.append(FieldIssue(path="globalDefault", message="must be true or false", value=str(default)))
         default = False
     policy = manifest.get("preemptionPolicy") or "PreemptLowerPriority"
-    if policy not in ("PreemptLowerPriority", "Never"):
-        issues.append(
-            FieldIssue(
-                path="preemptionPolicy",
-                code="NotSupported",
-                message='supported values: "Never", "PreemptLowerPriority"',
-                value=str(policy),
-            )
-        )
+    check_preemption_policy(policy, "preemptionPolicy", issues)
     if len(issues) > before:
         return None
     return PriorityClassInfo(

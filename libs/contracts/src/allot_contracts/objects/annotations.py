@@ -13,7 +13,7 @@ otherwise be silently ignored.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -82,17 +82,22 @@ class BoundAllocation(msgspec.Struct, kw_only=True):
 
 
 def decode_annotation(
-    annotations: Mapping[str, Any], key: str, errors: list[FieldIssue], note: str = ""
+    annotations: Mapping[str, Any],
+    key: str,
+    errors: list[FieldIssue],
+    note: str = "",
+    *,
+    decode: Callable[[str], Any] = json.loads,
 ) -> Any:
-    """The decoded value of an annotation (``None`` when absent); malformed JSON becomes a FieldIssue (its message
-    followed by ``note``)."""
+    """The decoded value of an annotation (``None`` when absent): JSON text read by ``decode``, or an object already
+    decoded (a YAML scenario). Malformed JSON becomes a FieldIssue (the decoder's message followed by ``note``)."""
     raw = annotations.get(key)
     if raw is None or raw == "":
         return None
     if isinstance(raw, str):
         try:
-            return json.loads(raw)
-        except ValueError as exc:
+            return decode(raw)
+        except ValueError as exc:  # msgspec's DecodeError is one too
             errors.append(
                 FieldIssue(
                     path=annotation_path(key), code="InvalidAnnotation", message=f"invalid JSON: {exc}{note}"
@@ -123,6 +128,11 @@ def _obj(
     return value
 
 
+def _value_obj(value: Any, key: str, allowed: set[str], errors: list[FieldIssue]) -> dict[str, Any] | None:
+    """The object an annotation's value is, unknown fields reported (None when absent, or not an object: an issue)."""
+    return None if value is None else _obj(value, key, "", allowed, errors)
+
+
 def _enum(v: Any, allowed: set[str] | frozenset[str], key: str, suffix: str, errors: list[FieldIssue]) -> str:
     if v is None or v == "":
         return ""
@@ -143,9 +153,7 @@ _HINT_FIELDS = {"selector", "vfSelector", "allocateStrategy", "requiredTopologyS
 
 def parse_hints(value: Any, errors: list[FieldIssue]) -> dict[str, DeviceHint]:
     key = n.ANN_DEVICE_ALLOCATE_HINT
-    if value is None:
-        return {}
-    obj = _obj(value, key, "", set(n.DEVICE_TYPES), errors)
+    obj = _value_obj(value, key, set(n.DEVICE_TYPES), errors)
     out: dict[str, DeviceHint] = {}
     for dtype in sorted(obj or {}):
         if dtype not in n.DEVICE_TYPES:
@@ -187,9 +195,7 @@ def parse_hints(value: Any, errors: list[FieldIssue]) -> dict[str, DeviceHint]:
 
 def parse_joint(value: Any, errors: list[FieldIssue]) -> JointSpec | None:
     key = n.ANN_DEVICE_JOINT_ALLOCATE
-    if value is None:
-        return None
-    obj = _obj(value, key, "", {"deviceTypes", "requiredScope"}, errors)
+    obj = _value_obj(value, key, {"deviceTypes", "requiredScope"}, errors)
     if obj is None:
         return None
     types = obj.get("deviceTypes")
@@ -213,9 +219,7 @@ def parse_joint(value: Any, errors: list[FieldIssue]) -> JointSpec | None:
 
 def parse_partition_spec(value: Any, errors: list[FieldIssue]) -> PartitionSpec | None:
     key = n.ANN_GPU_PARTITION_SPEC
-    if value is None:
-        return None
-    obj = _obj(value, key, "", {"allocatePolicy", "ringBusBandwidth"}, errors)
+    obj = _value_obj(value, key, {"allocatePolicy", "ringBusBandwidth"}, errors)
     if obj is None:
         return None
     policy = (
@@ -236,14 +240,8 @@ def parse_partition_spec(value: Any, errors: list[FieldIssue]) -> PartitionSpec 
 
 def parse_resource_spec(value: Any, errors: list[FieldIssue]) -> ResourceSpec:
     key = n.ANN_RESOURCE_SPEC
-    if value is None:
-        return ResourceSpec()
-    obj = _obj(
-        value,
-        key,
-        "",
-        {"requiredCPUBindPolicy", "preferredCPUBindPolicy", "preferredCPUExclusivePolicy"},
-        errors,
+    obj = _value_obj(
+        value, key, {"requiredCPUBindPolicy", "preferredCPUBindPolicy", "preferredCPUExclusivePolicy"}, errors
     )
     if obj is None:
         return ResourceSpec()
@@ -266,9 +264,7 @@ def parse_resource_spec(value: Any, errors: list[FieldIssue]) -> ResourceSpec:
 
 def parse_numa_spec(value: Any, errors: list[FieldIssue]) -> NUMASpec:
     key = n.ANN_NUMA_TOPOLOGY_SPEC
-    if value is None:
-        return NUMASpec()
-    obj = _obj(value, key, "", {"numaTopologyPolicy", "singleNUMANodeExclusive"}, errors)
+    obj = _value_obj(value, key, {"numaTopologyPolicy", "singleNUMANodeExclusive"}, errors)
     if obj is None:
         return NUMASpec()
     policy = _enum(obj.get("numaTopologyPolicy"), n.NUMA_POLICIES, key, ".numaTopologyPolicy", errors)

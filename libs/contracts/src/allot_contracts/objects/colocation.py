@@ -19,13 +19,13 @@ Pure: no IO, no clock.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Final, TypeVar
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, checked_bool, checked_int, not_supported
+from allot_contracts.issues import FieldIssue, checked_bool, checked_int, checked_objects, not_supported
 from allot_contracts.objects.meta import metadata_of
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
 
@@ -327,6 +327,21 @@ def _model_ratio(raw: Any, path: str, issues: list[FieldIssue]) -> ModelRatio:
     return ModelRatio(**out)
 
 
+def _named(
+    raw: Mapping[str, Any], key: str, prefix: str, message: str, issues: list[FieldIssue]
+) -> Iterator[tuple[str, Any, str]]:
+    """``(name, value, path)`` of each entry of the map under ``key``, by name (not a map: an issue saying
+    ``message``)."""
+    entries = raw.get(key)
+    if entries is None:
+        return
+    if not isinstance(entries, Mapping):
+        issues.append(FieldIssue(path=f"{prefix}{key}", message=message))
+        return
+    for name in sorted(entries, key=str):
+        yield str(name), entries[name], f"{prefix}{key}[{name}]"
+
+
 def parse_normalization(
     raw: Any, path: str, issues: list[FieldIssue], base: NormalizationStrategy
 ) -> NormalizationStrategy:
@@ -341,13 +356,8 @@ def parse_normalization(
         else base.default_ratio
     )
     models = dict(base.ratio_model)
-    raw_models = raw.get("ratioModel")
-    if raw_models is not None:
-        if not isinstance(raw_models, Mapping):
-            issues.append(FieldIssue(path=f"{p}ratioModel", message="must map CPU models to ratios"))
-        else:
-            for model in sorted(raw_models, key=str):
-                models[str(model)] = _model_ratio(raw_models[model], f"{p}ratioModel[{model}]", issues)
+    for model, value, where in _named(raw, "ratioModel", p, "must map CPU models to ratios", issues):
+        models[model] = _model_ratio(value, where, issues)
     return NormalizationStrategy(
         enable=base.enable if enable is None else enable,
         default_ratio=default,
@@ -364,17 +374,12 @@ def parse_amplification(
     p = f"{path}." if path else ""
     enable = checked_bool(raw.get("enable"), f"{p}enable", issues)
     ratios = dict(base.ratios)
-    raw_ratios = raw.get("resourceAmplificationRatio")
-    if raw_ratios is not None:
-        if not isinstance(raw_ratios, Mapping):
-            issues.append(
-                FieldIssue(path=f"{p}resourceAmplificationRatio", message="must map resources to ratios")
-            )
-        else:
-            for name in sorted(raw_ratios, key=str):
-                got = parse_ratio(raw_ratios[name], f"{p}resourceAmplificationRatio[{name}]", issues, low="0")
-                if got is not None:
-                    ratios[str(name)] = got
+    for name, value, where in _named(
+        raw, "resourceAmplificationRatio", p, "must map resources to ratios", issues
+    ):
+        got = parse_ratio(value, where, issues, low="0")
+        if got is not None:
+            ratios[name] = got
     return AmplificationStrategy(
         enable=base.enable if enable is None else enable, ratios=tuple(sorted(ratios.items()))
     )
@@ -383,17 +388,8 @@ def parse_amplification(
 def _node_configs(
     raw: Any, path: str, issues: list[FieldIssue], parse: Any
 ) -> tuple[tuple[LabelSelector, Any], ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        issues.append(FieldIssue(path=path, message="must be a list"))
-        return ()
     out = []
-    for i, entry in enumerate(raw):
-        where = f"{path}[{i}]"
-        if not isinstance(entry, Mapping):
-            issues.append(FieldIssue(path=where, message="must be an object"))
-            continue
+    for where, entry in checked_objects(raw, path, issues):
         if entry.get("nodeSelector") is None:
             issues.append(FieldIssue(path=f"{where}.nodeSelector", code="Required", message="is required"))
             continue

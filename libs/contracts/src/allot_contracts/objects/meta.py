@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path, label_path
+from allot_contracts.issues import FieldIssue, annotation_path, checked_objects, label_path
 
 __all__ = [
     "ANNOTATIONS_MAX_BYTES",
@@ -145,17 +145,8 @@ def _string_map(raw: Any, field: str, issues: list[FieldIssue], *, labels: bool)
 
 
 def _owners(raw: Any, issues: list[FieldIssue]) -> tuple[Owner, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        issues.append(FieldIssue(path="metadata.ownerReferences", message="must be a list"))
-        return ()
     out: list[Owner] = []
-    for i, entry in enumerate(raw):
-        path = f"metadata.ownerReferences[{i}]"
-        if not isinstance(entry, Mapping):
-            issues.append(FieldIssue(path=path, message="must be an object"))
-            continue
+    for path, entry in checked_objects(raw, "metadata.ownerReferences", issues):
         kind, name = entry.get("kind"), entry.get("name")
         if not isinstance(kind, str) or not kind or not isinstance(name, str) or not name:
             issues.append(FieldIssue(path=path, code="Required", message="kind and name are required"))

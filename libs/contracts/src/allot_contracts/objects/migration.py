@@ -15,10 +15,10 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, optional_object
 from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.reservation_pod import unknown_field_issues
-from allot_contracts.objects.times import DurationError, parse_duration_us, parse_timestamp_us
+from allot_contracts.objects.times import DurationError, checked_duration_us, parse_timestamp_us
 
 __all__ = ["API_VERSION", "KIND", "MODES", "PodMigrationJob", "PodRef", "parse_migration_job"]
 
@@ -89,11 +89,8 @@ def _pod_ref(spec: Mapping[str, Any], issues: list[FieldIssue]) -> PodRef | None
 
 
 def _template(options: Mapping[str, Any], issues: list[FieldIssue]) -> dict[str, Any] | None:
-    tmpl = options.get("template")
+    tmpl = optional_object(options.get("template"), "spec.reservationOptions.template", issues)
     if tmpl is None:
-        return None
-    if not isinstance(tmpl, dict):
-        issues.append(FieldIssue(path="spec.reservationOptions.template", message="must be an object"))
         return None
     for part in ("metadata", "spec"):
         if tmpl.get(part) is not None and not isinstance(tmpl[part], dict):
@@ -174,14 +171,7 @@ def parse_migration_job(
     if not isinstance(paused, bool):
         issues.append(FieldIssue(path="spec.paused", message="must be true or false", value=str(paused)))
         paused = False
-    ttl_us = 0
-    if spec.get("ttl") is not None:
-        try:
-            ttl_us = parse_duration_us(spec["ttl"])
-        except DurationError as exc:
-            issues.append(
-                FieldIssue(path="spec.ttl", code="InvalidValue", message=str(exc), value=str(spec["ttl"]))
-            )
+    ttl_us = checked_duration_us(spec.get("ttl"), "spec.ttl", issues) or 0
     mode = spec.get("mode") or ""
     if mode not in MODES:
         issues.append(

@@ -45,13 +45,13 @@ Pure: no IO, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, checked_list, checked_object, checked_objects
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.duration import parse_go_duration
 from allot_contracts.objects.resource_map import Usage, read_resource_map, resource_map
@@ -198,33 +198,6 @@ def format_time(us: int) -> str:
 
 
 # --- pieces -------------------------------------------------------------------------------------------------------------
-def _mapping(raw: Any, path: str, issues: list[FieldIssue]) -> Mapping[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        issues.append(FieldIssue(path=path, message="must be an object"))
-        return {}
-    return raw
-
-
-def _list(raw: Any, path: str, issues: list[FieldIssue]) -> list[Any]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        issues.append(FieldIssue(path=path, message="must be a list"))
-        return []
-    return raw
-
-
-def _objects(raw: Any, path: str, issues: list[FieldIssue]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """The entries of the list at ``path`` that are objects, with their paths (any other entry is an issue)."""
-    for i, entry in enumerate(_list(raw, path, issues)):
-        if isinstance(entry, Mapping):
-            yield f"{path}[{i}]", entry
-        else:
-            issues.append(FieldIssue(path=f"{path}[{i}]", message="must be an object"))
-
-
 def _seconds(raw: Any, path: str, issues: list[FieldIssue], default: int) -> int:
     if raw is None:
         return default
@@ -257,9 +230,9 @@ def _aggregated(
 ) -> tuple[AggregatedUsage, ...]:
     out: list[AggregatedUsage] = []
     seen: set[int] = set()
-    for where, entry in _objects(raw, path, issues):
+    for where, entry in checked_objects(raw, path, issues):
         duration = _duration(entry.get("duration"), f"{where}.duration", issues)
-        usage = _mapping(entry.get("usage"), f"{where}.usage", issues)
+        usage = checked_object(entry.get("usage"), f"{where}.usage", issues)
         kinds: dict[str, Usage] = {}
         for kind in sorted(usage, key=str):
             if kind not in AGGREGATION_TYPES:
@@ -288,7 +261,7 @@ def _numa_usages(
     raw: Any, path: str, issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> tuple[NUMAUsage, ...]:
     out: dict[int, NUMAUsage] = {}
-    for where, entry in _objects(raw, path, issues):
+    for where, entry in checked_objects(raw, path, issues):
         node_id = entry.get("numaNodeID")
         if not isinstance(node_id, int) or isinstance(node_id, bool) or not 0 <= node_id <= _MAX_INT32:
             issues.append(
@@ -343,7 +316,7 @@ def _pod_uid(
                 message=f'unknown field; a pod metric carries its uid under extensions["{POD_UID_EXTENSION}"]',
             )
         )
-    extensions = _mapping(entry.get("extensions"), f"{where}.extensions", issues)
+    extensions = checked_object(entry.get("extensions"), f"{where}.extensions", issues)
     for key in sorted(set(map(str, extensions)) - {POD_UID_EXTENSION}):
         warnings.append(
             FieldIssue(
@@ -355,7 +328,7 @@ def _pod_uid(
 
 def _pods(raw: Any, issues: list[FieldIssue], warnings: list[FieldIssue]) -> tuple[PodMetric, ...]:
     out: dict[tuple[str, str, str], PodMetric] = {}
-    for where, entry in _objects(raw, "status.podsMetric", issues):
+    for where, entry in checked_objects(raw, "status.podsMetric", issues):
         name = _text(entry.get("name"), f"{where}.name", issues)
         uid = _pod_uid(entry, where, issues, warnings)
         if not name and not uid:
@@ -382,15 +355,16 @@ def _pods(raw: Any, issues: list[FieldIssue], warnings: list[FieldIssue]) -> tup
 
 def _host_apps(raw: Any, issues: list[FieldIssue], warnings: list[FieldIssue]) -> tuple[HostAppMetric, ...]:
     out: list[HostAppMetric] = []
-    for where, entry in _objects(raw, "status.hostApplicationMetric", issues):
-        if not isinstance(entry.get("name"), str) or not entry["name"]:
+    for where, entry in checked_objects(raw, "status.hostApplicationMetric", issues):
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
             issues.append(
                 FieldIssue(path=f"{where}.name", code="Required", message="a host application needs a name")
             )
             continue
         out.append(
             HostAppMetric(
-                name=entry["name"],
+                name=name,
                 usage=read_resource_map(entry.get("usage"), f"{where}.usage", issues, warnings),
                 priority=_text(entry.get("priority"), f"{where}.priority", issues),
                 qos=_text(entry.get("qos"), f"{where}.qos", issues),
@@ -406,14 +380,14 @@ def _predicted(
     raw = status.get(field)
     if raw is None:
         return None
-    body = _mapping(raw, f"status.{field}", issues)
+    body = checked_object(raw, f"status.{field}", issues)
     return read_resource_map(body.get("resource"), f"status.{field}.resource", issues, warnings)
 
 
 def _policy(spec: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[int, int, tuple[int, ...]]:
     """``spec.metricCollectPolicy``: report interval, aggregation duration, aggregation windows (seconds)."""
     where = "spec.metricCollectPolicy"
-    policy = _mapping(spec.get("metricCollectPolicy"), where, issues)
+    policy = checked_object(spec.get("metricCollectPolicy"), where, issues)
     report = _seconds(
         policy.get("reportIntervalSeconds"),
         f"{where}.reportIntervalSeconds",
@@ -426,10 +400,10 @@ def _policy(spec: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[int, int
         issues,
         DEFAULT_AGGREGATE_DURATION_S,
     )
-    agg_policy = _mapping(policy.get("nodeAggregatePolicy"), f"{where}.nodeAggregatePolicy", issues)
+    agg_policy = checked_object(policy.get("nodeAggregatePolicy"), f"{where}.nodeAggregatePolicy", issues)
     durations: set[int] = set()
     for i, d in enumerate(
-        _list(agg_policy.get("durations"), f"{where}.nodeAggregatePolicy.durations", issues)
+        checked_list(agg_policy.get("durations"), f"{where}.nodeAggregatePolicy.durations", issues)
     ):
         got = _duration(d, f"{where}.nodeAggregatePolicy.durations[{i}]", issues)
         if got is not None:
@@ -442,19 +416,19 @@ def parse_nodemetric(
 ) -> NodeMetric | None:
     """The typed NodeMetric, or None when ``issues`` were found (every one of them is appended)."""
     before = len(issues)
-    meta = _mapping(manifest.get("metadata"), "metadata", issues)
+    meta = checked_object(manifest.get("metadata"), "metadata", issues)
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         issues.append(
             FieldIssue(path="metadata.name", code="Required", message="is required (the node's name)")
         )
         name = ""
-    report, aggregate, durations = _policy(_mapping(manifest.get("spec"), "spec", issues), issues)
-    status = _mapping(manifest.get("status"), "status", issues)
+    report, aggregate, durations = _policy(checked_object(manifest.get("spec"), "spec", issues), issues)
+    status = checked_object(manifest.get("status"), "status", issues)
     update = status.get("updateTime")
     update_time = parse_time(update, "status.updateTime", issues) if update is not None else None
     node = status.get("nodeMetric")
-    info = _mapping(node, "status.nodeMetric", issues)
+    info = checked_object(node, "status.nodeMetric", issues)
     prod_peak = _predicted(status, "prodPeakMetric", issues, warnings)
     if prod_peak is not None:
         warnings.append(

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, checked_object
 from allot_contracts.objects import names as n
 from allot_contracts.objects.meta import is_qualified_name
 from allot_contracts.quantity import QuantityError, parse_quantity, to_canonical
@@ -35,13 +35,10 @@ class Container(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 def read_quantities(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, int]:
     """A container's requests or limits (names as written, canonical values), with name and range checks."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        issues.append(FieldIssue(path=path, message="must be a map of resource name to quantity"))
-        return {}
     out: dict[str, int] = {}
-    for name, value in raw.items():
+    for name, value in checked_object(
+        raw, path, issues, message="must be a map of resource name to quantity"
+    ).items():
         fpath = f"{path}[{name}]"
         if not isinstance(name, str) or not is_qualified_name(name):
             issues.append(

@@ -15,7 +15,14 @@ import msgspec
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
 
-__all__ = ["BUILTIN_PRIORITY_CLASSES", "DEFAULT_CONTEXT", "PodContext", "PriorityClassInfo", "read_priority"]
+__all__ = [
+    "BUILTIN_PRIORITY_CLASSES",
+    "DEFAULT_CONTEXT",
+    "PodContext",
+    "PriorityClassInfo",
+    "check_preemption_policy",
+    "read_priority",
+]
 
 
 class PriorityClassInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,6 +62,20 @@ class PodContext(msgspec.Struct, frozen=True, kw_only=True):
 DEFAULT_CONTEXT: Final = PodContext()
 
 
+def check_preemption_policy(policy: object, path: str, issues: list[FieldIssue]) -> None:
+    """An issue when ``policy`` (a pod's or a PriorityClass's ``preemptionPolicy``) is given but not one Kubernetes
+    knows."""
+    if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
+        issues.append(
+            FieldIssue(
+                path=path,
+                code="NotSupported",
+                message='supported values: "Never", "PreemptLowerPriority"',
+                value=str(policy),
+            )
+        )
+
+
 def read_priority(
     spec: Mapping[str, Any], context: PodContext, issues: list[FieldIssue]
 ) -> tuple[int, str, bool, bool]:
@@ -70,15 +91,7 @@ def read_priority(
             given = raw
     name = spec.get("priorityClassName")
     policy = spec.get("preemptionPolicy")
-    if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
-        issues.append(
-            FieldIssue(
-                path="spec.preemptionPolicy",
-                code="NotSupported",
-                message='supported values: "Never", "PreemptLowerPriority"',
-                value=str(policy),
-            )
-        )
+    check_preemption_policy(policy, "spec.preemptionPolicy", issues)
     if name not in (None, "") and given is not None and not context.resolve_priority:
         return given, str(name), policy == "Never", True
     if name not in (None, ""):

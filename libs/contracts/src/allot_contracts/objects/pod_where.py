@@ -13,7 +13,7 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path
+from allot_contracts.issues import FieldIssue, annotation_path, optional_object
 from allot_contracts.objects.annotations import decode_annotation
 from allot_contracts.objects.selectors import (
     NodeSelectorTerm,
@@ -149,11 +149,8 @@ def _scheduling_hint(
 def _affinity(
     spec: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> tuple[NodeSelectorTerm, ...] | None:
-    aff = spec.get("affinity")
+    aff = optional_object(spec.get("affinity"), "spec.affinity", issues)
     if aff is None:
-        return None
-    if not isinstance(aff, Mapping):
-        issues.append(FieldIssue(path="spec.affinity", message="must be an object"))
         return None
     for kind in ("podAffinity", "podAntiAffinity"):
         if aff.get(kind):
@@ -164,11 +161,8 @@ def _affinity(
                     message="read but not acted on: inter-pod affinity is not evaluated by Allot's placement",
                 )
             )
-    node_aff = aff.get("nodeAffinity")
+    node_aff = optional_object(aff.get("nodeAffinity"), "spec.affinity.nodeAffinity", issues)
     if node_aff is None:
-        return None
-    if not isinstance(node_aff, Mapping):
-        issues.append(FieldIssue(path="spec.affinity.nodeAffinity", message="must be an object"))
         return None
     if node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"):
         warnings.append(

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
+from allot_contracts.fnv import fnv1a64
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.meta import read_meta
 from allot_contracts.quantity import QuantityError, format_quantity, parse_quantity, to_canonical
@@ -339,14 +340,6 @@ class ProfileSpec(msgspec.Struct, frozen=True, kw_only=True):
             "tree_id": self.tree_id,
             "resource_keys": list(self.resource_keys),
         }
-
-
-def fnv1a64(data: bytes) -> int:
-    h = 0xCBF29CE484222325
-    for b in data:
-        h ^= b
-        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 
 def tree_id_for(namespace: str, name: str) -> str:

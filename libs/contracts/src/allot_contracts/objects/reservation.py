@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path, label_path
+from allot_contracts.issues import FieldIssue, annotation_path, checked_bool, checked_list, label_path
 from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.requests import pod_requests
 from allot_contracts.objects.reservation_pod import (
@@ -36,7 +36,7 @@ from allot_contracts.objects.selectors import (
     Taint,
     parse_label_selector,
 )
-from allot_contracts.objects.times import DurationError, parse_duration_us, parse_timestamp_us
+from allot_contracts.objects.times import checked_duration_us, checked_timestamp_us
 
 __all__ = [
     "ANN_RESERVE_POD",
@@ -147,17 +147,18 @@ class Reservation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _bool(raw: Any, path: str, default: bool, issues: list[FieldIssue]) -> bool:
-    if raw is None:
-        return default
-    if not isinstance(raw, bool):
-        issues.append(FieldIssue(path=path, message="must be true or false", value=str(raw)))
-        return default
-    return raw
+    value = checked_bool(raw, path, issues)
+    return default if value is None else value
 
 
-def _strings(
-    raw: dict[str, Any], fields: tuple[tuple[str, str], ...], path: str, issues: list[FieldIssue]
-) -> dict[str, str]:
+def _reference(
+    raw: object, fields: tuple[tuple[str, str], ...], path: str, message: str, issues: list[FieldIssue]
+) -> dict[str, str] | None:
+    """The string ``fields`` of an owner reference, renamed ``(field, attribute)``; None when it is not an object
+    (an issue saying ``message``)."""
+    if not isinstance(raw, dict):
+        issues.append(FieldIssue(path=path, message=message))
+        return None
     out: dict[str, str] = {}
     for src, dst in fields:
         v = raw.get(src)
@@ -188,34 +189,31 @@ def _owner(raw: Any, path: str, issues: list[FieldIssue]) -> ReservationOwner | 
     obj = ctl = None
     selector: LabelSelector | None = None
     if raw.get("object") is not None:
-        o = raw["object"]
-        if not isinstance(o, dict):
-            issues.append(FieldIssue(path=f"{path}.object", message="must be an object reference"))
-        else:
-            f = _strings(
-                o,
-                (("uid", "uid"), ("name", "name"), ("namespace", "namespace"), ("apiVersion", "api_version")),
-                f"{path}.object",
-                issues,
-            )
+        f = _reference(
+            raw["object"],
+            (("uid", "uid"), ("name", "name"), ("namespace", "namespace"), ("apiVersion", "api_version")),
+            f"{path}.object",
+            "must be an object reference",
+            issues,
+        )
+        if f is not None:
             obj = OwnerObject(**f)
     if raw.get("controller") is not None:
         c = raw["controller"]
-        if not isinstance(c, dict):
-            issues.append(FieldIssue(path=f"{path}.controller", message="must be an owner reference"))
-        else:
-            f = _strings(
-                c,
-                (
-                    ("apiVersion", "api_version"),
-                    ("kind", "kind"),
-                    ("name", "name"),
-                    ("uid", "uid"),
-                    ("namespace", "namespace"),
-                ),
-                f"{path}.controller",
-                issues,
-            )
+        f = _reference(
+            c,
+            (
+                ("apiVersion", "api_version"),
+                ("kind", "kind"),
+                ("name", "name"),
+                ("uid", "uid"),
+                ("namespace", "namespace"),
+            ),
+            f"{path}.controller",
+            "must be an owner reference",
+            issues,
+        )
+        if f is not None:
             flag = c.get("controller")
             if flag is not None and not isinstance(flag, bool):
                 issues.append(
@@ -231,15 +229,10 @@ def _owner(raw: Any, path: str, issues: list[FieldIssue]) -> ReservationOwner | 
 
 
 def _taints(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[Taint, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        issues.append(FieldIssue(path=path, message="must be a list of taints"))
-        return ()
     out: list[Taint] = []
-    for i, t in enumerate(raw):
+    for i, t in enumerate(checked_list(raw, path, issues, message="must be a list of taints")):
         p = f"{path}[{i}]"
-        if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not t["key"]:
+        if not isinstance(t, dict) or not isinstance(key := t.get("key"), str) or not key:
             issues.append(
                 FieldIssue(path=f"{p}.key", code="Required", message="a taint needs a non-empty key")
             )
@@ -259,7 +252,7 @@ def _taints(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[Taint, ...]:
         if value is not None and not isinstance(value, str):
             issues.append(FieldIssue(path=f"{p}.value", message="must be a string"))
             continue
-        out.append((t["key"], value or "", effect))
+        out.append((key, value or "", str(effect)))
     return tuple(sorted(out))
 
 
@@ -297,16 +290,6 @@ def _template(raw: Any, issues: list[FieldIssue]) -> tuple[dict[str, Any], dict[
     return raw, requests
 
 
-def _time(raw: Any, path: str, issues: list[FieldIssue]) -> int | None:
-    if raw is None:
-        return None
-    try:
-        return parse_timestamp_us(raw)
-    except DurationError as exc:
-        issues.append(FieldIssue(path=path, code="InvalidValue", message=str(exc), value=str(raw)))
-        return None
-
-
 # --- Reservation ---------------------------------------------------------------------------------------------------
 
 
@@ -331,15 +314,8 @@ def _expiry(
     spec: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]
 ) -> tuple[int | None, int | None]:
     """``(ttl_us, expires_us)``, each ``None`` when not given."""
-    ttl_us = None
-    if spec.get("ttl") is not None:
-        try:
-            ttl_us = parse_duration_us(spec["ttl"])
-        except DurationError as exc:
-            issues.append(
-                FieldIssue(path="spec.ttl", code="InvalidValue", message=str(exc), value=str(spec["ttl"]))
-            )
-    expires = _time(spec.get("expires"), "spec.expires", issues)
+    ttl_us = checked_duration_us(spec.get("ttl"), "spec.ttl", issues)
+    expires = checked_timestamp_us(spec.get("expires"), "spec.expires", issues)
     if expires is not None and spec.get("ttl") is not None:
         warnings.append(
             FieldIssue(
@@ -421,7 +397,7 @@ def parse_reservation(
     uid = meta.get("uid")
     labels = read_string_map(meta.get("labels"), "metadata.labels", issues)
     annotations = read_string_map(meta.get("annotations"), "metadata.annotations", issues)
-    created = _time(meta.get("creationTimestamp"), "metadata.creationTimestamp", issues)
+    created = checked_timestamp_us(meta.get("creationTimestamp"), "metadata.creationTimestamp", issues)
     spec = manifest.get("spec")
     if not isinstance(spec, dict):
         issues.append(FieldIssue(path="spec", code="Required", message="a Reservation needs a spec"))

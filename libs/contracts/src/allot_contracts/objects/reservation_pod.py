@@ -14,8 +14,9 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path
+from allot_contracts.issues import FieldIssue, annotation_path, checked_object
 from allot_contracts.objects import names as n
+from allot_contracts.objects.annotations import decode_annotation
 from allot_contracts.objects.selectors import (
     NodeSelectorTerm,
     Toleration,
@@ -33,7 +34,6 @@ __all__ = [
     "OwnerRef",
     "PodReservation",
     "ReservationAffinity",
-    "decode_json_annotation",
     "parse_owner_references",
     "parse_pod_reservation",
     "read_resource_names",
@@ -83,14 +83,10 @@ class PodReservation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def read_string_map(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, str]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        issues.append(FieldIssue(path=path, message="must be a map of strings"))
-        return {}
     out: dict[str, str] = {}
-    for k in sorted(raw):
-        v = raw[k]
+    given = checked_object(raw, path, issues, message="must be a map of strings")
+    for k in sorted(given):
+        v = given[k]
         if isinstance(v, str):
             out[str(k)] = v
         elif isinstance(v, int | float | bool) and not isinstance(v, bool):
@@ -98,24 +94,6 @@ def read_string_map(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, 
         else:
             issues.append(FieldIssue(path=f"{path}.{k}", message="must be a string"))
     return out
-
-
-def decode_json_annotation(annotations: Mapping[str, Any], key: str, issues: list[FieldIssue]) -> Any:
-    """Annotation value: JSON text (a real object) or an already-decoded object (a YAML scenario)."""
-    raw = annotations.get(key)
-    if raw is None or raw == "":
-        return None
-    if isinstance(raw, str):
-        try:
-            return msgspec.json.decode(raw)
-        except msgspec.DecodeError as exc:
-            issues.append(
-                FieldIssue(
-                    path=annotation_path(key), code="InvalidAnnotation", message=f"invalid JSON: {exc}"
-                )
-            )
-            return None
-    return raw
 
 
 def unknown_field_issues(
@@ -148,7 +126,7 @@ def resource_names_annotation(
 ) -> tuple[str, ...] | None:
     """The resource names the JSON object annotation ``key`` lists under ``field`` (its only field); ``None`` when
     the annotation is absent or not JSON, ``()`` when it is not such an object (with the issue)."""
-    value = decode_json_annotation(annotations, key, issues)
+    value = decode_annotation(annotations, key, issues, decode=msgspec.json.decode)
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -236,12 +214,12 @@ def parse_pod_reservation(
         return _NONE
     affinity = None
     if ANN_RESERVATION_AFFINITY in annotations:
-        value = decode_json_annotation(annotations, ANN_RESERVATION_AFFINITY, issues)
+        value = decode_annotation(annotations, ANN_RESERVATION_AFFINITY, issues, decode=msgspec.json.decode)
         # present but empty: upstream treats it as an affinity with no constraint (a reservation is required)
         affinity = ReservationAffinity() if value is None else _affinity(value, issues)
     exact = resource_names_annotation(annotations, ANN_EXACT_MATCH, "resourceNames", issues) or ()
     allocated = None
-    got = decode_json_annotation(annotations, ANN_RESERVATION_ALLOCATED, issues)
+    got = decode_annotation(annotations, ANN_RESERVATION_ALLOCATED, issues, decode=msgspec.json.decode)
     if got is not None:
         if isinstance(got, dict) and isinstance(got.get("name"), str):
             allocated = (got["name"], str(got.get("uid") or ""))

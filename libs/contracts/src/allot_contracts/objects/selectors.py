@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, checked_objects
 
 __all__ = [
     "LabelSelector",
@@ -185,23 +185,15 @@ def parse_taints(raw: Any) -> tuple[Taint, ...]:
 
 
 def parse_tolerations(raw: Any, path: str, errors: list[FieldIssue]) -> tuple[Toleration, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        errors.append(FieldIssue(path=path, message="must be a list"))
-        return ()
     out: list[Toleration] = []
-    for i, t in enumerate(raw):
-        if not isinstance(t, dict):
-            errors.append(FieldIssue(path=f"{path}[{i}]", message="must be an object"))
-            continue
+    for where, t in checked_objects(raw, path, errors):
         op = t.get("operator") or "Equal"
         if op not in ("Equal", "Exists"):
-            errors.append(FieldIssue(path=f"{path}[{i}].operator", message=f"unsupported operator {op!r}"))
+            errors.append(FieldIssue(path=f"{where}.operator", message=f"unsupported operator {op!r}"))
             continue
         effect = t.get("effect") or ""
         if effect and effect not in _EFFECTS:
-            errors.append(FieldIssue(path=f"{path}[{i}].effect", message=f"unsupported effect {effect!r}"))
+            errors.append(FieldIssue(path=f"{where}.effect", message=f"unsupported effect {effect!r}"))
             continue
         out.append((str(t.get("key") or ""), op, str(t.get("value") or ""), effect))
     return tuple(sorted(out))

@@ -7,10 +7,20 @@ recorded time in the log). Pure: parsing a timestamp reads no clock.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Final
 
-__all__ = ["DurationError", "format_duration", "parse_duration_us", "parse_timestamp_us"]
+from allot_contracts.issues import FieldIssue
+
+__all__ = [
+    "DurationError",
+    "checked_duration_us",
+    "checked_timestamp_us",
+    "format_duration",
+    "parse_duration_us",
+    "parse_timestamp_us",
+]
 
 _US: Final = {"h": 3_600_000_000, "m": 60_000_000, "s": 1_000_000, "ms": 1_000, "us": 1, "µs": 1, "ns": 0}
 _PART: Final = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
@@ -71,3 +81,24 @@ def parse_timestamp_us(value: object) -> int:
         raise DurationError(f"{value!r} has no time zone (add 'Z' for UTC)")
     delta = parsed - datetime.fromisoformat("1970-01-01T00:00:00+00:00")
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def checked_duration_us(raw: object, path: str, issues: list[FieldIssue]) -> int | None:
+    """``raw`` as a duration in µs; None with an ``InvalidValue`` issue when it is not one (None when absent)."""
+    return _checked(parse_duration_us, raw, path, issues)
+
+
+def checked_timestamp_us(raw: object, path: str, issues: list[FieldIssue]) -> int | None:
+    """``raw`` as a time in µs since the epoch; None with an ``InvalidValue`` issue when it is not one (None when
+    absent)."""
+    return _checked(parse_timestamp_us, raw, path, issues)
+
+
+def _checked(parse: Callable[[object], int], raw: object, path: str, issues: list[FieldIssue]) -> int | None:
+    if raw is None:
+        return None
+    try:
+        return parse(raw)
+    except DurationError as exc:
+        issues.append(FieldIssue(path=path, code="InvalidValue", message=str(exc), value=str(raw)))
+        return None
