@@ -86,6 +86,25 @@ STATUS_SYNC_INTERVAL_US = (
 )
 
 
+# Events whose fold leaves the quota tree as it was (what they change is the manager's own bookkeeping): the
+# "over since" clocks, moved after every event that changes the tree, already stand after them, whatever the time.
+TREE_UNCHANGED: frozenset[type] = frozenset(
+    {
+        PodPlaced,
+        GangGroupPlaced,
+        PodReleased,
+        PodEnqueued,
+        PodRequeued,
+        GangGroupReady,
+        QuotaWaiting,
+        QuotaGroupWaiting,
+        QuotaReleased,
+        QuotaEvictionEnacted,
+        QuotaReclaimBlocked,
+    }
+)
+
+
 class QuotaManager:
     name: ClassVar[str] = "quota-manager"
     interests: ClassVar[frozenset[str]] = frozenset(
@@ -269,7 +288,8 @@ class QuotaManager:
 
     def _track_status(self, event: Event, at: int) -> None:
         """Overuse timing, and when the quota status is due to be published again."""
-        self.engine.observe_overuse(at // 1_000_000)
+        if type(event) not in TREE_UNCHANGED:
+            self.engine.observe_overuse(at // 1_000_000)
         if isinstance(event, QuotaStatusSynced):
             self.published.update(event.patches)
             self.status_dirty_since = None
