@@ -105,6 +105,23 @@ TREE_UNCHANGED: frozenset[type] = frozenset(
 )
 
 
+# The events about the engine's configuration (ElasticQuotas, quota profiles, nodes) and their outcomes.
+OBJECT_EVENTS = (
+    QuotaApplied,
+    QuotaDeleted,
+    QuotaRegistered,
+    QuotaRejected,
+    QuotaRemoved,
+    QuotaProfileApplied,
+    QuotaProfileDeleted,
+    QuotaProfileRegistered,
+    QuotaProfileRejected,
+    QuotaProfileRemoved,
+    NodeRegistered,
+    NodeRemoved,
+)
+
+
 class QuotaManager:
     name: ClassVar[str] = "quota-manager"
     interests: ClassVar[frozenset[str]] = frozenset(
@@ -174,6 +191,8 @@ class QuotaManager:
 
     def _fold_objects(self, event: Event) -> None:
         """ElasticQuotas, quota profiles and nodes: the engine's configuration, and the outcome owed for each."""
+        if not isinstance(event, OBJECT_EVENTS):
+            return  # a pod's: most events are
         match event:
             case QuotaApplied(quota=ref, spec=spec, issues=issues):
                 if spec is not None and (spec.namespace, spec.name) != (ref.namespace, ref.name):
