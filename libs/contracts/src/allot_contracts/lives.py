@@ -22,8 +22,9 @@ class PodLives:
         """Whether ``event`` is about a life of its pod other than the current one. Events about a PodMigrationJob
         (they name the ``job``) are about the job: their ``uid`` is the job's, and they stand whatever life the
         pod is in (an eviction's answer may land after the pod was re-created)."""
-        if isinstance(event, PodSubmitted | PodObserved) or isinstance(
-            getattr(event, "job", None), ObjectRef
+        shape = _shape(type(event))
+        if shape in (_NEVER, _BIRTH) or (
+            shape == _JOB and isinstance(getattr(event, "job", None), ObjectRef)
         ):
             return False
         uid = getattr(event, "uid", "")
@@ -35,10 +36,13 @@ class PodLives:
 
     def observe(self, event: Event) -> None:
         """Follow births and deaths (call for events that are not stale)."""
-        if isinstance(event, PodSubmitted | PodObserved):
+        shape = _shape(type(event))
+        if shape == _BIRTH:
+            assert isinstance(event, PodSubmitted | PodObserved)
             if event.uid:
                 self.current[event.pod.key] = event.uid
-        elif isinstance(event, PodDeleted):
+        elif shape == _DEATH:
+            assert isinstance(event, PodDeleted)
             self._ended = (event.pod.key, self.current.pop(event.pod.key, "") or event.uid)
 
     def stamp(self, event: Event, trigger: Event | None = None) -> Event:
@@ -59,3 +63,27 @@ class PodLives:
 
     def snapshot(self) -> dict[str, str]:
         return dict(sorted(self.current.items()))
+
+
+# What a class of events is to the lives, worked out once per class (the event classes are a fixed set): a birth
+# (pod.submitted, pod.observed), a death (pod.deleted), about a PodMigrationJob when it names one (``job``), about a
+# life of a pod (``uid`` and ``pod``), or never about a life.
+_NEVER, _BIRTH, _DEATH, _JOB, _POD = range(5)
+_SHAPES: dict[type, int] = {}
+
+
+def _shape(cls: type) -> int:
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        if issubclass(cls, PodSubmitted | PodObserved):
+            shape = _BIRTH
+        elif issubclass(cls, PodDeleted):
+            shape = _DEATH
+        elif hasattr(cls, "job"):
+            shape = _JOB
+        elif hasattr(cls, "uid") and hasattr(cls, "pod"):
+            shape = _POD
+        else:
+            shape = _NEVER
+        _SHAPES[cls] = shape
+    return shape

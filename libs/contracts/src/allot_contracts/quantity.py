@@ -132,16 +132,29 @@ _DECIMAL_DESC: Final = [("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9
 _BYTE_HINTS: Final = ("memory", "storage", "gpu-memory", "hugepages")
 
 
+_PLAIN: Final = 0
+_MILLI: Final = 1
+_BYTES: Final = 2
+
+
+@functools.lru_cache(maxsize=1024)
+def _format_kind(name: str) -> int:
+    """How quantities of resource ``name`` are written: millicores, bytes (binary suffixes) or plain counts. A
+    cluster names a few dozen resources and every decision formats some: the answer is kept per name (bounded)."""
+    if is_milli_resource(name):
+        return _MILLI
+    return _BYTES if any(h in name for h in _BYTE_HINTS) else _PLAIN
 @functools.lru_cache(maxsize=16384)  # a cluster's pods and quotas repeat a few (resource, amount) pairs
 def format_quantity(name: str, value: int) -> str:
     """Format a canonical integer of resource ``name`` as a canonical Kubernetes quantity string."""
-    if is_milli_resource(name):
+    kind = _format_kind(name)
+    if kind == _MILLI:
         if value % 1000 == 0:
             return str(value // 1000)
         return f"{value}m"
     if value == 0:
         return "0"
-    if any(h in name for h in _BYTE_HINTS):
+    if kind == _BYTES:
         for suffix, factor in _BINARY_DESC:
             if value % factor == 0:
                 return f"{value // factor}{suffix}"

@@ -51,12 +51,13 @@ from allot_runtime.processor import Emit, config_keys
 from binder.evictions import EvictionRequests
 
 MODES = ("standalone", "kubernetes")
+_COMPACT = json.JSONEncoder(separators=(",", ":"), sort_keys=True)  # json.dumps's, built once
 
 
 def annotation_strings(annotations: Mapping[str, object]) -> dict[str, str]:
     """Annotation values as Kubernetes stores them: JSON objects compact-encoded, strings as they are."""
     return {
-        key: value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True)
+        key: value if isinstance(value, str) else _COMPACT.encode(value)
         for key, value in sorted(annotations.items())
     }
 

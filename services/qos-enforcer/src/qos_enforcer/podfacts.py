@@ -115,32 +115,45 @@ def _container_ids(manifest: Mapping[str, JsonValue]) -> dict[str, str]:
     return out
 
 
-def _containers(manifest: Mapping[str, JsonValue], issues: list[FieldIssue]) -> tuple[ContainerFacts, ...]:
+def _named_containers(manifest: Mapping[str, JsonValue]) -> list[tuple[int, Mapping[str, JsonValue], str]]:
+    """The manifest's containers with their index and name ("" when it has none, or not a string)."""
     raw = _mapping(manifest.get("spec")).get("containers")
+    out: list[tuple[int, Mapping[str, JsonValue], str]] = []
+    for i, container in enumerate(raw if isinstance(raw, list) else []):
+        container = _mapping(container)
+        name = container.get("name")
+        out.append((i, container, name if isinstance(name, str) else ""))
+    return out
+
+
+def _control(container: Mapping[str, JsonValue]) -> tuple[bool, bool]:
+    """What only a container's manifest says: whether it asks for a GPU, and opts out of HAMi-core's control."""
+    env = container.get("env")
+    disable = any(
+        _mapping(e).get("name") == "CUDA_DISABLE_CONTROL" and str(_mapping(e).get("value")).lower() == "true"
+        for e in (env if isinstance(env, list) else [])
+    )
+    return gpu_isolation.requests_gpu(container), disable
+
+
+def _containers(manifest: Mapping[str, JsonValue], issues: list[FieldIssue]) -> tuple[ContainerFacts, ...]:
     ids = _container_ids(manifest)
     out: list[ContainerFacts] = []
-    for i, entry in enumerate(raw if isinstance(raw, list) else []):
-        container = _mapping(entry)
+    for i, container, name in _named_containers(manifest):
         path = f"spec.containers[{i}]"
-        name = container.get("name")
-        if not isinstance(name, str) or not name:
+        if not name:
             issues.append(FieldIssue(path=f"{path}.name", message="is required", code="Required"))
             continue
         resources = _mapping(container.get("resources"))
         limits = _quantities(resources.get("limits"), f"{path}.resources.limits", issues)
         requests = {**limits, **_quantities(resources.get("requests"), f"{path}.resources.requests", issues)}
-        env = container.get("env")
-        disable = any(
-            _mapping(e).get("name") == "CUDA_DISABLE_CONTROL"
-            and str(_mapping(e).get("value")).lower() == "true"
-            for e in (env if isinstance(env, list) else [])
-        )
+        gpu, disable = _control(container)
         out.append(
             ContainerFacts(
                 name=name,
                 requests=requests,
                 limits=limits,
-                gpu=gpu_isolation.requests_gpu(container),
+                gpu=gpu,
                 disable_control=disable,
                 container_id=ids.get(name, ""),
             )
@@ -188,16 +201,18 @@ def _typed_containers(
     spec: Pod, manifest: Mapping[str, JsonValue], issues: list[FieldIssue]
 ) -> tuple[ContainerFacts, ...]:
     """The typed pod's containers (requests and limits as the door read them), with what only the manifest has:
-    whether a container asks for a GPU, opts out of HAMi-core's control, and its container id."""
-    raw = {c.name: c for c in _containers(manifest, [])}
+    whether a container asks for a GPU, opts out of HAMi-core's control, and its container id (the manifest's
+    quantities are not read again: the door's are taken)."""
+    control = {name: _control(container) for _, container, name in _named_containers(manifest) if name}
+    ids = _container_ids(manifest) if control else {}
     return tuple(
         ContainerFacts(
             name=c.name,
             requests={**c.limits, **c.requests},  # a limit without a request requests the limit (Kubernetes)
             limits=dict(c.limits),
-            gpu=raw[c.name].gpu if c.name in raw else False,
-            disable_control=raw[c.name].disable_control if c.name in raw else False,
-            container_id=raw[c.name].container_id if c.name in raw else "",
+            gpu=control[c.name][0] if c.name in control else False,
+            disable_control=control[c.name][1] if c.name in control else False,
+            container_id=ids.get(c.name, "") if c.name in control else "",
         )
         for c in spec.containers
         if not c.init

@@ -87,6 +87,42 @@ STATUS_SYNC_INTERVAL_US = (
 )
 
 
+# Events whose fold leaves the quota tree as it was (what they change is the manager's own bookkeeping): the
+# "over since" clocks, moved after every event that changes the tree, already stand after them, whatever the time.
+TREE_UNCHANGED: frozenset[type] = frozenset(
+    {
+        PodPlaced,
+        GangGroupPlaced,
+        PodReleased,
+        PodEnqueued,
+        PodRequeued,
+        GangGroupReady,
+        QuotaWaiting,
+        QuotaGroupWaiting,
+        QuotaReleased,
+        QuotaEvictionEnacted,
+        QuotaReclaimBlocked,
+    }
+)
+
+
+# The events about the engine's configuration (ElasticQuotas, quota profiles, nodes) and their outcomes.
+OBJECT_EVENTS = (
+    QuotaApplied,
+    QuotaDeleted,
+    QuotaRegistered,
+    QuotaRejected,
+    QuotaRemoved,
+    QuotaProfileApplied,
+    QuotaProfileDeleted,
+    QuotaProfileRegistered,
+    QuotaProfileRejected,
+    QuotaProfileRemoved,
+    NodeRegistered,
+    NodeRemoved,
+)
+
+
 class QuotaManager:
     name: ClassVar[str] = "quota-manager"
     interests: ClassVar[frozenset[str]] = frozenset(
@@ -156,6 +192,8 @@ class QuotaManager:
 
     def _fold_objects(self, event: Event) -> None:
         """ElasticQuotas, quota profiles and nodes: the engine's configuration, and the outcome owed for each."""
+        if not isinstance(event, OBJECT_EVENTS):
+            return  # a pod's: most events are
         match event:
             case QuotaApplied(quota=ref, spec=spec, issues=issues):
                 if spec is not None and (spec.namespace, spec.name) != (ref.namespace, ref.name):
@@ -270,7 +308,8 @@ class QuotaManager:
 
     def _track_status(self, event: Event, at: int) -> None:
         """Overuse timing, and when the quota status is due to be published again."""
-        self.engine.observe_overuse(at // 1_000_000)
+        if type(event) not in TREE_UNCHANGED:
+            self.engine.observe_overuse(at // 1_000_000)
         if isinstance(event, QuotaStatusSynced):
             self.published.update(event.patches)
             self.status_dirty_since = None

@@ -86,6 +86,23 @@ ANN_TARGET: Final = "descheduler.allot.dev/target"
 Emit = tuple[str, Event]
 
 
+# The events the descheduler's own state follows (its GPU holdings aside): any other is passed over at once.
+_FOLLOWED: Final = (
+    NodeRegistered,
+    NodeRemoved,
+    NodeMetricReported,
+    NodeMetricRemoved,
+    TimerFired,
+    MigrationSucceeded,
+    MigrationFailed,
+    MigrationAborted,
+    MigrationRejected,
+    MigrationRemoved,
+    DefragPlanned,
+    DeschedulerRound,
+)
+
+
 def owns(event: Event) -> bool:
     """Events only the descheduler reads (the reservation engine is not shown them)."""
     return isinstance(event, NodeMetricReported | NodeMetricRemoved | DeschedulerRound | DefragPlanned)
@@ -137,6 +154,8 @@ class Descheduler:
     def apply(self, event: Event, at: int) -> None:
         if any(p.defrag is not None for p in self.config.profiles):
             self.gpus.apply(event)
+        if not isinstance(event, _FOLLOWED):
+            return
         match event:
             case NodeRegistered(name=name, node=info):
                 self.nodes[name] = info

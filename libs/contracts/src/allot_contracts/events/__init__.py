@@ -95,9 +95,15 @@ def tag_of(event: Event) -> str:
     return tag
 
 
+_TYPE_NAMES: dict[type, str] = {}  # event class -> its type name (the classes are a fixed set), as asked for
+
+
 def type_of(event: Event) -> str:
     """The event type name without version: ``"pod.placed"``."""
-    return split_tag(tag_of(event))[0]
+    name = _TYPE_NAMES.get(type(event))
+    if name is None:
+        name = _TYPE_NAMES[type(event)] = split_tag(tag_of(event))[0]
+    return name
 
 
 __all__ = [

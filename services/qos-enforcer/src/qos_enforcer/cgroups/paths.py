@@ -39,6 +39,9 @@ from qos_enforcer.cgroups.mode import CgroupError, CgroupLayout
 QosClass = Literal["Guaranteed", "Burstable", "BestEffort"]
 Driver = Literal["cgroupfs", "systemd"]
 Runtime = Literal["containerd", "cri-o", "docker"]
+_QOS_CLASSES: Final = get_args(QosClass)
+_DRIVERS: Final = get_args(Driver)
+_RUNTIMES: Final = get_args(Runtime)
 
 _UID: Final = re.compile(r"[0-9a-z]+(-[0-9a-z]+)*")
 _CONTAINER_ID: Final = re.compile(r"[0-9a-f]{1,128}")
@@ -95,8 +98,8 @@ def _prefixed(root: str, relative: str) -> str:
 def qos_cgroup(qos: QosClass, driver: Driver, root: str = "") -> str:
     """The QoS-level cgroup the kubelet creates (Guaranteed pods live directly under ``kubepods``); ``root`` is the
     kubelet's ``--cgroup-root`` (default ``/``)."""
-    _check(qos, get_args(QosClass), "QoS class")
-    _check(driver, get_args(Driver), "cgroup driver")
+    _check(qos, _QOS_CLASSES, "QoS class")
+    _check(driver, _DRIVERS, "cgroup driver")
     parts = ["kubepods"] + ([level] if (level := _QOS_LEVEL[qos]) else [])
     return _prefixed(root, "/".join(parts) if driver == "cgroupfs" else _systemd_name(parts))
 
@@ -104,22 +107,22 @@ def qos_cgroup(qos: QosClass, driver: Driver, root: str = "") -> str:
 def pod_cgroup(uid: str, qos: QosClass, driver: Driver, root: str = "") -> str:
     """The pod's cgroup directory relative to a controller root, as the kubelet names it."""
     _check_uid(uid)
-    _check(qos, get_args(QosClass), "QoS class")
-    _check(driver, get_args(Driver), "cgroup driver")
+    _check(qos, _QOS_CLASSES, "QoS class")
+    _check(driver, _DRIVERS, "cgroup driver")
     parts = ["kubepods"] + ([level] if (level := _QOS_LEVEL[qos]) else []) + [f"pod{uid}"]
     return _prefixed(root, "/".join(parts) if driver == "cgroupfs" else _systemd_name(parts))
 
 
 def kubepods_cgroup(driver: Driver, root: str = "") -> str:
     """The kubelet's top-level pods cgroup: the only subtree the node agent writes in."""
-    _check(driver, get_args(Driver), "cgroup driver")
+    _check(driver, _DRIVERS, "cgroup driver")
     return _prefixed(root, "kubepods" if driver == "cgroupfs" else "kubepods.slice")
 
 
 def container_cgroup(pod_dir: str, container_id: str, driver: Driver, runtime: Runtime = "containerd") -> str:
     """The container's cgroup below its pod's directory (``pod_dir`` from :func:`pod_cgroup`)."""
-    _check(driver, get_args(Driver), "cgroup driver")
-    _check(runtime, get_args(Runtime), "container runtime")
+    _check(driver, _DRIVERS, "cgroup driver")
+    _check(runtime, _RUNTIMES, "container runtime")
     if not _CONTAINER_ID.fullmatch(container_id):
         raise CgroupError(f"container id {container_id!r} is not lower-case hex (strip any 'containerd://')")
     if driver == "systemd":
