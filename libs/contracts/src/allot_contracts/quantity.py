@@ -144,6 +144,8 @@ def _format_kind(name: str) -> int:
     if is_milli_resource(name):
         return _MILLI
     return _BYTES if any(h in name for h in _BYTE_HINTS) else _PLAIN
+
+
 @functools.lru_cache(maxsize=16384)  # a cluster's pods and quotas repeat a few (resource, amount) pairs
 def format_quantity(name: str, value: int) -> str:
     """Format a canonical integer of resource ``name`` as a canonical Kubernetes quantity string."""
