@@ -119,8 +119,8 @@ def _named_containers(manifest: Mapping[str, JsonValue]) -> list[tuple[int, Mapp
     """The manifest's containers with their index and name ("" when it has none, or not a string)."""
     raw = _mapping(manifest.get("spec")).get("containers")
     out: list[tuple[int, Mapping[str, JsonValue], str]] = []
-    for i, container in enumerate(raw if isinstance(raw, list) else []):
-        container = _mapping(container)
+    for i, entry in enumerate(raw if isinstance(raw, list) else []):
+        container = _mapping(entry)
         name = container.get("name")
         out.append((i, container, name if isinstance(name, str) else ""))
     return out
