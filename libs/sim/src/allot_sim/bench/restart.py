@@ -30,12 +30,14 @@ import json
 import os
 import statistics
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from allot_eventstore.protocol import Snapshot
 from allot_intake.errors import UsageError
 from allot_runtime.memory import tree_rss
 from allot_sim.bench.replay import Logs, MiB, on_logs
+
+if TYPE_CHECKING:  # `allot bench restart --help` loads no driver
+    from allot_eventstore.protocol import Snapshot
 
 GOALS: dict[str, float] = {"ready_s": 5.0}
 
