@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
@@ -48,13 +48,15 @@ from allot_eventstore.protocol import Checkpoint, EventStore, Snapshot
 from allot_runtime import logs, memory, telemetry
 from allot_runtime.failpoints import Failpoints
 from allot_runtime.httpserver import HEALTH, application, start
-from allot_runtime.kube.lease import Leadership, LeaseConfig
 from allot_runtime.metrics import CollectorFactory, Metrics
 from allot_runtime.processor import Host, Processor, instance_name
 from allot_runtime.recorded_config import AppliedConfig, config_hash, record_config
 from allot_runtime.replay import rebuild
 from allot_runtime.settings import ServiceSettings
 from allot_runtime.snapshots import Snapshots, restore_newest
+
+if TYPE_CHECKING:  # lease mode only: the Kubernetes client is imported when a service runs under a Lease
+    from allot_runtime.kube.lease import Leadership
 
 log = logging.getLogger("allot.service")
 
@@ -496,6 +498,7 @@ async def _lease_leadership(settings: ServiceSettings, name: str, stop: asyncio.
     import uuid
 
     from allot_runtime.kube.client import api_client
+    from allot_runtime.kube.lease import Leadership, LeaseConfig
 
     config = LeaseConfig(
         namespace=settings.lease_namespace,
