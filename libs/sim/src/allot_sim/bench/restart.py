@@ -19,7 +19,8 @@ snapshot there and written to the ``snapshots`` table (snapshots of it nearer th
 the fold goes on to the checkpoint for the reference digest. A timed start then restores the newest usable snapshot,
 checks it and folds the tail, exactly as ``rebuild_projection`` does; each must reach the reference digest. Then the
 snapshot at the checkpoint, what a graceful stop writes, is added and the runs are repeated:
-``after_graceful_stop`` (no tail to fold). A ``snapshots`` table the benchmark had to create is dropped afterwards.
+``after_graceful_stop`` (no tail to fold). Afterwards the snapshots at the checkpoints are deleted again (the log is
+left as prepared), and a ``snapshots`` table the benchmark had to create is dropped.
 """
 
 from __future__ import annotations
@@ -98,6 +99,23 @@ async def _write(url: str, snapshots: list[Snapshot]) -> None:
             await store.write_snapshot(snapshot, keep=2)
     finally:
         await store.close()
+
+
+async def _forget(url: str, made: dict[str, Any]) -> None:
+    """Delete the snapshots written after each service's prepared one (the ones at the checkpoints): the log is left
+    as prepared, its newest snapshots ``--snapshot-lag`` behind."""
+    import asyncpg
+
+    from allot_eventstore.urls import plain_url
+
+    conn = await asyncpg.connect(plain_url(url), timeout=10)
+    try:
+        for name, found in made.items():
+            await conn.execute(
+                "DELETE FROM snapshots WHERE consumer = $1 AND position > $2", name, found["snapshot_at"]
+            )
+    finally:
+        await conn.close()
 
 
 async def _snapshot_table(url: str, *, drop: bool = False) -> bool:
@@ -251,6 +269,8 @@ def measure(logs: Logs, *, snapshots: bool, snapshot_lag: int) -> dict[str, Any]
         finally:
             if created:
                 asyncio.run(_snapshot_table(url, drop=True))
+            elif at_checkpoint:
+                asyncio.run(_forget(url, made))
         digests = {name: {r["services"][name]["digest"] for r in runs + graceful} for name, _ in services}
         for name, found in made.items():
             digests[name].add(found["digest"])
