@@ -159,6 +159,46 @@ async def test_concurrent_migrations_serialise_on_the_advisory_lock(empty_databa
     assert await current_revision(empty_database_url) == head_revision()
 
 
+async def test_a_service_start_checks_the_schema_without_alembic(empty_database_url):
+    import subprocess
+    import sys
+
+    from allot_contracts.errors import SchemaMismatch
+    from allot_eventstore.migrate import ensure_current
+
+    assert await current_revision(empty_database_url) is None
+    with pytest.raises(SchemaMismatch, match=f"at revision none but this version needs {head_revision()}"):
+        await ensure_current(empty_database_url)
+    await migrate(empty_database_url)
+    await ensure_current(empty_database_url)
+    probe = (
+        "import asyncio, sys; from allot_eventstore.migrate import ensure_current; "
+        f"asyncio.run(ensure_current({empty_database_url!r})); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'sqlalchemy')))"
+    )
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    out = done.stdout
+    assert out.strip() == "[]", "a service's start imports neither Alembic nor SQLAlchemy"
+
+
+def test_the_head_read_from_the_scripts_is_alembics(tmp_path):
+    from alembic.script import ScriptDirectory
+
+    from allot_eventstore.migrate import _config, _single_head, migrations_dir
+
+    assert head_revision() == ScriptDirectory.from_config(_config()).get_current_head()
+    (tmp_path / "a.py").write_text('revision = "a"\ndown_revision = None\n')
+    (tmp_path / "b.py").write_text('revision: str = "b"\ndown_revision = "a"\n')
+    assert _single_head(tmp_path) == "b"
+    (tmp_path / "c.py").write_text('revision = "c"\ndown_revision = "a"\n')  # two heads: Alembic decides
+    assert _single_head(tmp_path) is None
+    (tmp_path / "c.py").write_text('revision = "c"\ndown_revision = ("a", "b")\n')  # a merge: Alembic decides
+    assert _single_head(tmp_path) is None
+    assert _single_head(migrations_dir() / "versions") == head_revision()
+
+
 async def test_apply_refuses_a_pod_that_already_exists(database_url):
     from allot_intake.documents import Document
     from allot_intake.errors import UsageError

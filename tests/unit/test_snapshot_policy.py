@@ -88,3 +88,31 @@ def test_the_snapshot_settings_are_read_and_checked() -> None:
         load("binder", {**base, "ALLOT_SNAPSHOT_EVERY": "-1"})
     with pytest.raises(InvalidInput, match="ALLOT_SNAPSHOT_KEEP"):
         load("binder", {**base, "ALLOT_SNAPSHOT_KEEP": "0"})
+
+
+async def test_a_graceful_stop_snapshots_only_a_consistent_projection_that_moved_and_within_the_timeout(
+    caplog,
+) -> None:
+    store = InMemoryEventStore()
+    snapshots = Snapshots(store, every=1000, keep=2, config_hash="h")
+    snapshots.since = 40  # restored from (or last snapshot at) 40
+    assert await snapshots.on_stop(a_host(40), consistent=True, timeout=5) is None  # nothing new
+    assert await snapshots.on_stop(a_host(45), consistent=False, timeout=5) is None  # being rebuilt
+    disabled = Snapshots(store, every=0, keep=2, config_hash="h")
+    assert await disabled.on_stop(a_host(45), consistent=True, timeout=5) is None
+    assert await store.snapshot_positions("echo") == []
+
+    taken = await snapshots.on_stop(a_host(45), consistent=True, timeout=5)  # not due (every 1000): taken
+    assert taken is not None and taken.position == 45
+    assert await store.snapshot_positions("echo") == [45]
+
+    class Slow(InMemoryEventStore):
+        async def write_snapshot(self, snapshot, *, keep):  # type: ignore[no-untyped-def]
+            await asyncio.sleep(10)
+
+    caplog.set_level(logging.WARNING, logger="allot.snapshots")
+    slow = Snapshots(Slow(), every=1000, keep=2, config_hash="h")
+    started = time.monotonic()
+    assert await slow.on_stop(a_host(45), consistent=True, timeout=0.2) is None
+    assert time.monotonic() - started < 2
+    assert "not written within the shutdown timeout" in caplog.text

@@ -7,9 +7,10 @@ decision with the consumer checkpoint in the same transaction, and serves ``/hea
 ``/state`` over HTTP plus ``<prefix>.admin.<service>.state`` over NATS (used by ``allot replay --verify`` to compare
 the live projection with one rebuilt from the log).
 
-Lifecycle: SIGTERM/SIGINT set a stop event; the consumer finishes its current batch, the checkpoint is flushed,
-connections are drained, within ``shutdown_timeout_s``. Every task runs inside one TaskGroup; a crash of any task
-stops the process with a non-zero code and the supervisor (``allot up``, compose, Kubernetes) restarts it.
+Lifecycle: SIGTERM/SIGINT set a stop event; the consumer finishes its current batch, the checkpoint is flushed, the
+projection is snapshot at it when it moved since the last snapshot (snapshots enabled, projection consistent: the
+next start then folds no tail), connections are drained, each within ``shutdown_timeout_s``. Every task runs
+inside one TaskGroup; a crash of any task stops the process with a non-zero code and the supervisor (``allot up``, compose, Kubernetes) restarts it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
@@ -43,17 +44,19 @@ from allot_contracts.errors import (
 from allot_eventstore.migrate import ensure_current
 from allot_eventstore.ownership import Ownership
 from allot_eventstore.postgres import PostgresEventStore
-from allot_eventstore.protocol import Checkpoint, EventStore
+from allot_eventstore.protocol import Checkpoint, EventStore, Snapshot
 from allot_runtime import logs, memory, telemetry
 from allot_runtime.failpoints import Failpoints
 from allot_runtime.httpserver import HEALTH, application, start
-from allot_runtime.kube.lease import Leadership, LeaseConfig
 from allot_runtime.metrics import CollectorFactory, Metrics
 from allot_runtime.processor import Host, Processor, instance_name
 from allot_runtime.recorded_config import AppliedConfig, config_hash, record_config
 from allot_runtime.replay import rebuild
 from allot_runtime.settings import ServiceSettings
 from allot_runtime.snapshots import Snapshots, restore_newest
+
+if TYPE_CHECKING:  # lease mode only: the Kubernetes client is imported when a service runs under a Lease
+    from allot_runtime.kube.lease import Leadership
 
 log = logging.getLogger("allot.service")
 
@@ -178,6 +181,13 @@ class ProcessorRuntime:
             "%s: projection rebuilt up to position %d (digest %s)", self.name, checkpoint, host.digest()[:12]
         )
         return checkpoint
+
+    async def snapshot_on_stop(self, timeout: float) -> Snapshot | None:
+        """On a graceful stop, once the consumer has stopped and flushed its checkpoint: a snapshot at the
+        projection's position when it moved since the last one (consistent only), written within ``timeout``
+        seconds, so that the next start restores it and folds no tail."""
+        async with self.lock:
+            return await self.snapshots.on_stop(self.host, self.consistent, timeout=timeout)
 
     def snapshot_view(self) -> tuple[Host, bool, float]:
         """What the snapshot loop looks at: the host, whether it is consistent, when a batch was last handled."""
@@ -488,6 +498,7 @@ async def _lease_leadership(settings: ServiceSettings, name: str, stop: asyncio.
     import uuid
 
     from allot_runtime.kube.client import api_client
+    from allot_runtime.kube.lease import Leadership, LeaseConfig
 
     config = LeaseConfig(
         namespace=settings.lease_namespace,
@@ -576,6 +587,7 @@ async def _run(
 
     admin = await nc.subscribe(settings.names.admin(name, "state"), cb=state_reply)
     log.info("%s started (http %s:%s)", name, settings.http_host, settings.http_port)
+    graceful = False  # stopped when told, every task ended without an error
     try:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(consumer.run(stop), name=f"{name}-consumer")
@@ -588,9 +600,14 @@ async def _run(
                 tg.create_task(timer_loop(ctx, stop), name=f"{name}-timer")
             for extra in extras:
                 tg.create_task(extra(ctx, stop), name=f"{name}-{getattr(extra, '__name__', 'extra')}")
+        graceful = stop.is_set()
     finally:
+        stopping = time.monotonic()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(consumer.flush(), timeout=settings.shutdown_timeout_s)
+            if graceful:  # the checkpoint is flushed: the next start restores this snapshot, folds no tail
+                left = settings.shutdown_timeout_s - (time.monotonic() - stopping)
+                await runtime.snapshot_on_stop(timeout=left)
         with contextlib.suppress(Exception):
             await admin.unsubscribe()
             await asyncio.wait_for(nc.drain(), timeout=settings.shutdown_timeout_s)

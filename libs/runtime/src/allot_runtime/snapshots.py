@@ -122,7 +122,7 @@ class Snapshots:
         self.keep = keep
         self.config_hash = config_hash or ""
         self.since = 0  # position of the last snapshot taken (or restored)
-        self.writing: asyncio.Task[None] | None = None  # the write in progress
+        self.writing: asyncio.Task[bool] | None = None  # the write in progress
         self.last_pause = 0.0
 
     def due(self, position: int) -> bool:
@@ -148,9 +148,11 @@ class Snapshots:
         )
         return snapshot
 
-    async def write(self, snapshot: Snapshot) -> None:
+    async def write(self, snapshot: Snapshot) -> bool:
+        """Write ``snapshot`` (True), or log why it could not be (False)."""
         try:
             await self.store.write_snapshot(snapshot, keep=self.keep)
+            return True
         except Exception as exc:  # deciding never waits for a snapshot: try again an interval later
             log.warning(
                 "%s: could not write its snapshot at position %d: %s",
@@ -158,6 +160,7 @@ class Snapshots:
                 snapshot.position,
                 exc,
             )
+            return False
 
     def start(self, host: Host) -> None:
         """Export now (the caller holds the lock) and write in the background, unless a write is still going."""
@@ -166,6 +169,33 @@ class Snapshots:
         snapshot = self.export(host)
         if snapshot is not None:
             self.writing = asyncio.create_task(self.write(snapshot), name=f"{host.name}-snapshot")
+
+    async def on_stop(self, host: Host, consistent: bool, *, timeout: float) -> Snapshot | None:
+        """A graceful stop (the caller holds the lock, the consumer has stopped and flushed its checkpoint): the
+        snapshot at the host's position when it moved since the last one, so that the next start folds no tail;
+        the export and the write (after one still in progress) within ``timeout`` seconds. The snapshot written, or
+        None (none due, or it could not be taken or written in time: the next start folds the tail)."""
+        if not (self.every > 0 and consistent and host.position > self.since):
+            return None
+        deadline = time.monotonic() + timeout
+        if self.writing is not None and not self.writing.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.writing), timeout=timeout)
+        snapshot = self.export(host)
+        remaining = deadline - time.monotonic()
+        if snapshot is None or remaining <= 0:
+            return None
+        try:
+            written = await asyncio.wait_for(self.write(snapshot), timeout=remaining)
+        except TimeoutError:
+            log.warning(
+                "%s: its snapshot at position %d was not written within the shutdown timeout (%.1f s)",
+                host.name,
+                snapshot.position,
+                timeout,
+            )
+            return None
+        return snapshot if written else None
 
     def after_batch(self, host: Host, consistent: bool) -> None:
         """After a committed batch (lock held): a snapshot ``OVERDUE`` intervals late is taken now."""

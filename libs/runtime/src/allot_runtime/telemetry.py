@@ -13,9 +13,6 @@ from contextlib import contextmanager
 
 from opentelemetry import context, trace
 from opentelemetry.propagators.textmap import DefaultGetter, DefaultSetter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
@@ -29,6 +26,10 @@ def setup(service: str, exporter: str) -> trace.Tracer | None:
     context is stored with decisions, which keeps the per-event cost of a busy pipeline at zero."""
     if exporter not in ("console", "otlp"):
         return None
+    from opentelemetry.sdk.resources import Resource  # the SDK only when tracing is on (a tenth of a second)
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+
     provider = TracerProvider(resource=Resource.create({"service.name": f"allot-{service}"}))
     if exporter == "console":
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))

@@ -1,0 +1,81 @@
+"""One service's start as ``allot bench restart`` times it, run as its own process:
+``python -m allot_sim.bench.service_start URL SERVICE INSTANCE SNAPSHOTS``.
+
+It imports what the service's process imports (its entry module, ``<package>.main``: ``allot_runtime.service`` and
+its own processor, not the other services'), then restores the newest snapshot at or before the checkpoint (when
+``SNAPSHOTS`` is 1) and folds the log up to the checkpoint, as ``ProcessorRuntime.rebuild_projection`` does. It
+prints one JSON line (seconds of the imports and of the rebuild, the projection's digest, the position restored
+from) and leaves at once, as a started service would go on without tearing its projection down.
+"""
+
+from __future__ import annotations
+
+import time
+
+STARTED = time.perf_counter()
+
+import asyncio  # noqa: E402
+import importlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from typing import Any  # noqa: E402
+
+
+def processor_class(service: str) -> Any:
+    """Import the service's entry module (what its process imports) and return its processor class."""
+    package = service.replace("-", "_")
+    importlib.import_module(f"{package}.main")
+    module = importlib.import_module(f"{package}.processor")
+    for value in vars(module).values():
+        if (
+            isinstance(value, type)
+            and value.__module__ == module.__name__
+            and getattr(value, "name", None) == service
+        ):
+            return value
+    raise LookupError(f"no processor named {service} in {module.__name__}")
+
+
+async def start(url: str, service: str, instance: str, snapshots: bool) -> dict[str, Any]:
+    from allot_eventstore.postgres import PostgresEventStore
+    from allot_runtime.processor import Host
+    from allot_runtime.recorded_config import config_hash
+    from allot_runtime.replay import rebuild
+    from allot_runtime.snapshots import restore_newest
+
+    factory = processor_class(service)
+    imported = time.perf_counter()
+    node = instance.split("@", 1)[1] if "@" in instance else ""
+    config: dict[str, Any] = {"scope": {"node": node}} if node else {}
+
+    def build() -> Host:
+        return Host(factory(config), name=instance)
+
+    store = PostgresEventStore.connect(url, pool_size=2)
+    try:
+        checkpoint = await store.get_checkpoint(instance)
+        host, after = build(), 0
+        if snapshots:  # the benchmark's services run under the default configuration
+            host, after = await restore_newest(build, store, config_hash=config_hash({}), until=checkpoint)
+        await rebuild(host, store, until=checkpoint, after=after)
+    finally:
+        await store.close()
+    return {
+        "import_s": imported - STARTED,
+        "rebuild_s": time.perf_counter() - imported,
+        "digest": host.digest(),
+        "from": after,
+    }
+
+
+def main() -> None:
+    url, service, instance, snapshots = sys.argv[1:5]
+    result = asyncio.run(start(url, service, instance, snapshots == "1"))
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
