@@ -97,3 +97,29 @@ async def test_restart_restores_the_newest_snapshot_and_falls_back_when_it_is_wr
             await conn.close()
     finally:
         await nc.close()
+
+
+async def test_a_snapshot_written_again_at_the_same_position_replaces_the_old_one(event_store) -> None:
+    """A service that stops at the position of a snapshot made by other code (before an upgrade: refused on load)
+    writes its own there; the old one must not stay and be refused again on every start. Same on both stores."""
+    from allot_eventstore.memory import InMemoryEventStore
+    from allot_eventstore.protocol import Snapshot
+
+    def made(state: bytes) -> Snapshot:
+        return Snapshot(
+            consumer=SERVICE,
+            position=40,
+            format=2,
+            config_hash="c",
+            digest=state.hex(),
+            state=state,
+            state_hash=b"",
+        )
+
+    for store in (event_store, InMemoryEventStore()):
+        await store.write_snapshot(made(b"old code"), keep=2)
+        await store.write_snapshot(made(b"new code"), keep=2)
+        found = await store.latest_snapshot(SERVICE, format=2, config_hash="c")
+        assert found is not None and found.state == b"new code"
+        assert found.state_hash == hashlib.sha256(b"new code").digest()
+        assert await store.snapshot_positions(SERVICE) == [40]

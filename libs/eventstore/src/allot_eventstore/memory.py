@@ -167,8 +167,7 @@ class InMemoryEventStore(EventStore):
 
     async def write_snapshot(self, snapshot: Snapshot, *, keep: int) -> None:
         kept = self.snapshots.setdefault(snapshot.consumer, {})
-        if snapshot.position not in kept:
-            kept[snapshot.position] = msgspec.structs.replace(snapshot, state_hash=state_hash(snapshot.state))
+        kept[snapshot.position] = msgspec.structs.replace(snapshot, state_hash=state_hash(snapshot.state))
         for position in sorted(kept)[: -max(keep, 1)]:
             del kept[position]
 

@@ -151,7 +151,7 @@ class EventStore(Protocol):
     async def producers(self) -> list[str]: ...
 
     async def write_snapshot(self, snapshot: Snapshot, *, keep: int) -> None:
-        """Store ``snapshot`` (unless one of its consumer and position is stored) and delete all but the newest
+        """Store ``snapshot`` (replacing one of the same consumer and position) and delete all but the newest
         ``keep`` of its consumer."""
         ...
 

@@ -1,8 +1,10 @@
 """The ``snapshots`` table (migration 0005): the PostgreSQL side of the snapshot methods of the event store.
 
 A mixin of :class:`~allot_eventstore.postgres.PostgresEventStore` (kept apart so the store's module stays small). A
-snapshot is written with its state's SHA-256 computed here, one row per (consumer, position); writing prunes the
-consumer's older rows in the same transaction, so at most ``keep`` stay.
+snapshot is written with its state's SHA-256 computed here, one row per (consumer, position): a newer write at the
+same position replaces the row (a snapshot there made by other code, e.g. before an upgrade, would otherwise be
+restored and refused on every start); writing prunes the consumer's older rows in the same transaction, so at most
+``keep`` stay.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from allot_eventstore.protocol import Snapshot
 
 _INSERT = (
     "INSERT INTO snapshots (consumer, position, format, config_hash, digest, state, state_hash) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (consumer, position) DO NOTHING"
+    "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (consumer, position) DO UPDATE SET format = EXCLUDED.format, "
+    "config_hash = EXCLUDED.config_hash, digest = EXCLUDED.digest, state = EXCLUDED.state, "
+    "state_hash = EXCLUDED.state_hash, created_at = now()"
 )
 _PRUNE = (
     "DELETE FROM snapshots WHERE consumer = $1 AND position NOT IN "

@@ -175,10 +175,11 @@ class EventStoreContract:
         assert (found.position, found.digest, found.state) == (10, "d10", b"state 10")
         assert found.state_hash == hashlib.sha256(b"state 10").digest()
         assert (await store.latest_snapshot("svc", format=1, config_hash="c2", until=19)) is None
-        await store.write_snapshot(snap(40), keep=3)
-        await store.write_snapshot(snap(40, config="other"), keep=3)  # same position: kept as first written
+        await store.write_snapshot(snap(40, config="other"), keep=3)
+        await store.write_snapshot(snap(40), keep=3)  # same position: the later write replaces the row
         assert await store.snapshot_positions("svc") == [20, 30, 40]
         latest = await store.latest_snapshot("svc", format=1, config_hash="c1", until=45)
         assert latest is not None and latest.position == 40
+        assert await store.latest_snapshot("svc", format=1, config_hash="other", until=45) is None
         assert await store.latest_snapshot("svc", format=1, config_hash="c1", until=39) is None
         assert await store.snapshot_positions("other") == []
