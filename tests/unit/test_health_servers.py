@@ -17,7 +17,7 @@ from allot_relay.main import _serve as relay_serve
 from allot_runtime.health import address, serve_health
 from allot_runtime.httpserver import HEALTH, GuardedSite
 from allot_runtime.metrics import Metrics
-from allot_runtime.service import Liveness, _http
+from allot_runtime.service_http import Liveness, serve_http
 from allot_webhook.main import health_app
 from allot_webhook.server import Webhook
 
@@ -43,7 +43,9 @@ async def check(runner: web.AppRunner, port: int) -> None:
 
 async def test_a_services_server(monkeypatch: Any) -> None:
     port = free_port()
-    await check(await _http(Liveness("binder", Metrics("binder", process=False)), "127.0.0.1", port), port)
+    await check(
+        await serve_http(Liveness("binder", Metrics("binder", process=False)), "127.0.0.1", port), port
+    )
 
 
 async def test_the_relays_server(monkeypatch: Any) -> None:

@@ -82,7 +82,7 @@ class Extras:
 
 
 class LiveState(TypedDict, total=False):
-    """A running service's answer to ``state`` (:class:`allot_runtime.service.ServiceState`), as read here."""
+    """A running service's answer to ``state`` (:class:`allot_runtime.service_http.ServiceState`), as read here."""
 
     position: int
     digest: str

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from aiohttp import web
 
 from allot_bus.adapters.nats import connect
 from allot_bus.consumer import DEFAULT_BATCH, BatchFailed, DurableConsumer
@@ -47,11 +46,11 @@ from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import Checkpoint, EventStore, Snapshot
 from allot_runtime import logs, memory, telemetry
 from allot_runtime.failpoints import Failpoints
-from allot_runtime.httpserver import HEALTH, application, start
 from allot_runtime.metrics import CollectorFactory, Metrics
 from allot_runtime.processor import Host, Processor, instance_name
 from allot_runtime.recorded_config import AppliedConfig, config_hash, record_config
 from allot_runtime.replay import rebuild
+from allot_runtime.service_http import Liveness, serve_http, state_of
 from allot_runtime.settings import ServiceSettings
 from allot_runtime.snapshots import Snapshots, restore_newest
 
@@ -286,25 +285,6 @@ class ProcessorRuntime:
         self.on_handled(handled)
 
 
-class ServiceState(msgspec.Struct, kw_only=True):
-    service: str
-    position: int
-    digest: str
-    ready: bool
-    consistent: bool
-
-
-async def state_of(ctx: ServiceContext) -> ServiceState:
-    async with ctx.runtime.lock:
-        return ServiceState(
-            service=ctx.runtime.name,
-            position=ctx.host.position,
-            digest=ctx.host.digest(),
-            ready=bool(ctx.consumer and ctx.consumer.ready.is_set()),
-            consistent=ctx.runtime.consistent,
-        )
-
-
 async def _wait_for_schema(settings: ServiceSettings, stop: asyncio.Event) -> None:
     delay = 0.5
     while not stop.is_set():
@@ -318,50 +298,6 @@ async def _wait_for_schema(settings: ServiceSettings, stop: asyncio.Event) -> No
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=delay)
         delay = min(delay * 2, 5.0)
-
-
-@dataclass
-class Liveness:
-    """What the HTTP endpoints report while the service starts: they answer from the first second (liveness),
-    and readiness follows the phases (schema, connections, catch-up)."""
-
-    service: str
-    metrics: Metrics
-    phase: str = "starting"
-    ctx: ServiceContext | None = None
-
-
-async def _http(live: Liveness, host: str, port: int) -> web.AppRunner:
-    async def healthz(_: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "service": live.service, "phase": live.phase})
-
-    async def readyz(_: web.Request) -> web.Response:
-        ctx = live.ctx
-        ready = bool(ctx and ctx.consumer.ready.is_set() and ctx.nc.is_connected)
-        return web.json_response({"ready": ready, "phase": live.phase}, status=200 if ready else 503)
-
-    async def metrics(_: web.Request) -> web.Response:
-        ctx = live.ctx
-        await live.metrics.refresh(ctx.store if ctx else None, ctx.consumer if ctx else None)
-        return web.Response(body=live.metrics.render(), content_type="text/plain", charset="utf-8")
-
-    async def state(_: web.Request) -> web.Response:
-        if live.ctx is None:
-            return web.json_response({"phase": live.phase}, status=503)
-        return web.Response(
-            body=msgspec.json.encode(await state_of(live.ctx)), content_type="application/json"
-        )
-
-    app = application(HEALTH)
-    app.add_routes(
-        [
-            web.get("/healthz", healthz),
-            web.get("/readyz", readyz),
-            web.get("/metrics", metrics),
-            web.get("/state", state),
-        ]
-    )
-    return await start(app, host, port)
 
 
 async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
@@ -450,7 +386,7 @@ async def run_service(
 
     for make in collectors:
         metrics.add(make, processor)
-    runner = await _http(live, settings.http_host, settings.http_port)
+    runner = await serve_http(live, settings.http_host, settings.http_port)
     try:
         await _wait_for_schema(settings, stop)
         if stop.is_set():

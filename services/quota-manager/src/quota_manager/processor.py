@@ -76,6 +76,7 @@ from allot_gang import goes_alone
 from allot_quota import QuotaConfig, QuotaEngine
 from allot_quota.decisions import AdmitDecision, UsageChange
 from allot_runtime.processor import Emit
+from quota_manager.follows import OBJECT_EVENTS, TREE_UNCHANGED
 from quota_manager.outcomes import profile_outcome, quota_outcome
 from quota_manager.reclaim import Reclaims
 from quota_manager.support import after, fits_node, object_ref, why_waiting
@@ -84,42 +85,6 @@ from quota_manager.support import after, fits_node, object_ref, why_waiting
 DEFAULTS: dict[str, bool] = {"monitorAllQuotas": True}
 STATUS_SYNC_INTERVAL_US = (
     1_000_000  # quota status (ElasticQuota status and annotations) is synced at most once a second
-)
-
-
-# Events whose fold leaves the quota tree as it was (what they change is the manager's own bookkeeping): the
-# "over since" clocks, moved after every event that changes the tree, already stand after them, whatever the time.
-TREE_UNCHANGED: frozenset[type] = frozenset(
-    {
-        PodPlaced,
-        GangGroupPlaced,
-        PodReleased,
-        PodEnqueued,
-        PodRequeued,
-        GangGroupReady,
-        QuotaWaiting,
-        QuotaGroupWaiting,
-        QuotaReleased,
-        QuotaEvictionEnacted,
-        QuotaReclaimBlocked,
-    }
-)
-
-
-# The events about the engine's configuration (ElasticQuotas, quota profiles, nodes) and their outcomes.
-OBJECT_EVENTS = (
-    QuotaApplied,
-    QuotaDeleted,
-    QuotaRegistered,
-    QuotaRejected,
-    QuotaRemoved,
-    QuotaProfileApplied,
-    QuotaProfileDeleted,
-    QuotaProfileRegistered,
-    QuotaProfileRejected,
-    QuotaProfileRemoved,
-    NodeRegistered,
-    NodeRemoved,
 )
 
 
