@@ -3,31 +3,7 @@ engine's configuration (ElasticQuotas, quota profiles, nodes), so a fold can pas
 
 from __future__ import annotations
 
-from allot_contracts.events import (
-    GangGroupPlaced,
-    GangGroupReady,
-    NodeRegistered,
-    NodeRemoved,
-    PodEnqueued,
-    PodPlaced,
-    PodReleased,
-    PodRequeued,
-    QuotaApplied,
-    QuotaDeleted,
-    QuotaEvictionEnacted,
-    QuotaGroupWaiting,
-    QuotaProfileApplied,
-    QuotaProfileDeleted,
-    QuotaProfileRegistered,
-    QuotaProfileRejected,
-    QuotaProfileRemoved,
-    QuotaReclaimBlocked,
-    QuotaRegistered,
-    QuotaRejected,
-    QuotaReleased,
-    QuotaRemoved,
-    QuotaWaiting,
-)
+from allot_contracts import events as ev
 
 __all__ = ["OBJECT_EVENTS", "TREE_UNCHANGED"]
 
@@ -36,33 +12,33 @@ __all__ = ["OBJECT_EVENTS", "TREE_UNCHANGED"]
 # "over since" clocks, moved after every event that changes the tree, already stand after them, whatever the time.
 TREE_UNCHANGED: frozenset[type] = frozenset(
     {
-        PodPlaced,
-        GangGroupPlaced,
-        PodReleased,
-        PodEnqueued,
-        PodRequeued,
-        GangGroupReady,
-        QuotaWaiting,
-        QuotaGroupWaiting,
-        QuotaReleased,
-        QuotaEvictionEnacted,
-        QuotaReclaimBlocked,
+        ev.PodPlaced,
+        ev.GangGroupPlaced,
+        ev.PodReleased,
+        ev.PodEnqueued,
+        ev.PodRequeued,
+        ev.GangGroupReady,
+        ev.QuotaWaiting,
+        ev.QuotaGroupWaiting,
+        ev.QuotaReleased,
+        ev.QuotaEvictionEnacted,
+        ev.QuotaReclaimBlocked,
     }
 )
 
 
 # The events about the engine's configuration (ElasticQuotas, quota profiles, nodes) and their outcomes.
 OBJECT_EVENTS = (
-    QuotaApplied,
-    QuotaDeleted,
-    QuotaRegistered,
-    QuotaRejected,
-    QuotaRemoved,
-    QuotaProfileApplied,
-    QuotaProfileDeleted,
-    QuotaProfileRegistered,
-    QuotaProfileRejected,
-    QuotaProfileRemoved,
-    NodeRegistered,
-    NodeRemoved,
+    ev.QuotaApplied,
+    ev.QuotaDeleted,
+    ev.QuotaRegistered,
+    ev.QuotaRejected,
+    ev.QuotaRemoved,
+    ev.QuotaProfileApplied,
+    ev.QuotaProfileDeleted,
+    ev.QuotaProfileRegistered,
+    ev.QuotaProfileRejected,
+    ev.QuotaProfileRemoved,
+    ev.NodeRegistered,
+    ev.NodeRemoved,
 )
