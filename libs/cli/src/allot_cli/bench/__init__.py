@@ -4,16 +4,20 @@ import argparse
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 
 def benchmark_parser(
-    subparsers: Any, name: str, *, help: str, doc: str | None, with_json: bool = True
+    subparsers: Any, benchmark: ModuleType, *, help: str, with_json: bool = True
 ) -> argparse.ArgumentParser:
-    """A benchmark's subcommand: ``help`` in the list of commands, the benchmark module's docstring ``doc`` as its
-    description, and (unless ``with_json`` is False) ``--json``."""
+    """The subcommand of the ``benchmark`` module (``allot_sim.bench.append``: ``append``): ``help`` in the list of
+    commands, the module's docstring as its description, and (unless ``with_json`` is False) ``--json``."""
     p: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+        benchmark.__name__.rpartition(".")[2],
+        help=help,
+        description=benchmark.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     if with_json:
         p.add_argument("--json", action="store_true", help="print one JSON object")

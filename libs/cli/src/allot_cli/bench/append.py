@@ -15,9 +15,8 @@ from allot_sim.bench.append import WORKLOADS, run_benchmark
 def register(subparsers: Any) -> None:
     parser = benchmark_parser(
         subparsers,
-        "append",
+        benchmark,
         help="event log: our batched append vs eventsourcing's Postgres recorder vs raw COPY",
-        doc=benchmark.__doc__,
     )
     parser.add_argument(
         "--events", type=int, default=20_000, help="events per contender per run (default 20000)"

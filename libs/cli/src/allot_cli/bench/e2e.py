@@ -13,10 +13,7 @@ from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
 
 def register(subparsers: Any) -> None:
     p = benchmark_parser(
-        subparsers,
-        "e2e",
-        help="pods/s and latency through the running stack (starts its own)",
-        doc=benchmark.__doc__,
+        subparsers, benchmark, help="pods/s and latency through the running stack (starts its own)"
     )
     p.add_argument("--pods", type=int, default=5000, help="pods in the burst (default 5000)")
     p.add_argument(

@@ -12,10 +12,7 @@ from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS, GUARD_TOLERAN
 
 def register(subparsers: Any) -> None:
     p = benchmark_parser(
-        subparsers,
-        "placement",
-        help="placement throughput on the openb trace and engine memory at 10k nodes",
-        doc=benchmark.__doc__,
+        subparsers, benchmark, help="placement throughput on the openb trace and engine memory at 10k nodes"
     )
     trace_arguments(p, nodes=DEFAULT_NODES, pods=DEFAULT_PODS)
     p.add_argument("--limit", type=int, default=0, help="schedule only the first N pods (0 = all)")

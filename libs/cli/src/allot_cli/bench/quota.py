@@ -12,9 +12,8 @@ from allot_sim.bench import quota as benchmark
 def register(subparsers: Any) -> None:
     parser = benchmark_parser(
         subparsers,
-        "quota",
+        benchmark,
         help="elastic quota: one pod request change in a 1,000-quota tree (goal p99 ≤ 5 ms)",
-        doc=benchmark.__doc__,
     )
     parser.add_argument("--quotas", type=int, default=1000, help="quotas in the tree (default 1000)")
     parser.add_argument(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, report
@@ -14,19 +15,16 @@ from allot_sim.bench.replay import Logs
 
 
 def register(subparsers: Any) -> None:
-    p = benchmark_parser(
-        subparsers,
-        "replay",
-        help="events/s and peak memory of `allot replay --verify` on a long log",
-        doc=benchmark.__doc__,
-        with_json=False,
+    p = history_parser(
+        subparsers, benchmark, help="events/s and peak memory of `allot replay --verify` on a long log"
     )
-    history_arguments(p)
     p.set_defaults(func=run)
 
 
-def history_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of the benchmarks that run on built logs (this one and ``allot bench restart``)."""
+def history_parser(subparsers: Any, module: ModuleType, *, help: str) -> argparse.ArgumentParser:
+    """The subcommand of the benchmark ``module`` that runs on built logs (this one and ``allot bench restart``),
+    with the options they share."""
+    p = benchmark_parser(subparsers, module, help=help, with_json=False)
     p.add_argument("--events", default="300000", help="log sizes, comma-separated (default 300000)")
     p.add_argument(
         "--runs", type=int, default=3, help="timed runs per size; the median is reported (default 3)"
@@ -35,6 +33,7 @@ def history_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help="openb node list CSV")
     p.add_argument("--pods-csv", type=Path, default=DEFAULT_PODS, help="openb pod list CSV")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
 
 
 def sizes(text: str) -> list[int]:

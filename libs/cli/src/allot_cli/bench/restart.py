@@ -5,20 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from allot_cli.bench import benchmark_parser, report
-from allot_cli.bench.replay import history_arguments, logs_from
+from allot_cli.bench import report
+from allot_cli.bench.replay import history_parser, logs_from
 from allot_sim.bench import restart as benchmark
 
 
 def register(subparsers: Any) -> None:
-    p = benchmark_parser(
+    p = history_parser(
         subparsers,
-        "restart",
+        benchmark,
         help="seconds until every service has rebuilt its projection after a restart, on a long log",
-        doc=benchmark.__doc__,
-        with_json=False,
     )
-    history_arguments(p)
     p.add_argument(
         "--no-snapshots", dest="snapshots", action="store_false", help="fold every projection from position 0"
     )

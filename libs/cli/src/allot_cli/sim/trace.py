@@ -18,9 +18,8 @@ from allot_sim.trace import ALL_POLICIES, DEFAULT_NODES, DEFAULT_PODS, LABELS, P
 def register(subparsers: Any) -> None:
     p = benchmark_parser(
         subparsers,
-        "trace",
+        benchmark,
         help="replay an openb GPU trace through the engine and measure GPU allocation and fragmentation",
-        doc=benchmark.__doc__,
         with_json=False,
     )
     trace_arguments(p, nodes=DEFAULT_NODES, pods=DEFAULT_PODS, label="")
