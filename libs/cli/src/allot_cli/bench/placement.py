@@ -53,24 +53,18 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from allot_sim.bench import placement
 
-    nodes_csv, pods_csv = trace_csv(args.nodes, "nodes CSV"), trace_csv(args.pods, "pods CSV")
+    workload = placement.Workload(
+        trace_csv(args.nodes, "nodes CSV"),
+        trace_csv(args.pods, "pods CSV"),
+        node_count=args.node_count,
+        limit=args.limit,
+        repeat=args.repeat,
+    )
     if args.shards > 1:
-        figures = placement.sharded(
-            nodes_csv,
-            pods_csv,
-            node_count=args.node_count,
-            shards=args.shards,
-            limit=args.limit,
-            repeat=args.repeat,
-        )
-        report(figures, as_json=args.json, sort_keys=True)
+        report(placement.sharded(workload, shards=args.shards), as_json=args.json, sort_keys=True)
         return 0
     out = placement.measure(
-        nodes_csv,
-        pods_csv,
-        limit=args.limit,
-        node_count=args.node_count,
-        repeat=args.repeat,
+        workload,
         free_index=not args.no_free_index,
         rss=None if args.skip_rss else (args.rss_nodes, args.rss_pods),
     )

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
@@ -145,6 +146,19 @@ class ShardsReport(ShardRun):
     nodes: int
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What a placement run schedules: the trace's node and pod lists, the nodes replicated with new names to
+    ``node_count`` and the pods by the same factor (0: as read), the first ``limit`` pods (0: all), in ``repeat``
+    runs."""
+
+    nodes_csv: Path
+    pods_csv: Path
+    node_count: int = 0
+    limit: int = 0
+    repeat: int = 1
+
+
 def trace_csv(path: Path, what: str) -> Path:
     """``path``, or an :class:`InputError` saying where the openb trace is looked for."""
     if not path.is_file():
@@ -227,18 +241,19 @@ def _reference_ops_per_s(n: int = 400_000) -> float:
     return n / (time.process_time() - started)
 
 
-def sharded(
-    nodes_csv: Path, pods_csv: Path, *, node_count: int, shards: int, limit: int, repeat: int
-) -> ShardsReport:
-    """The sharded prototype (ADR 0013): ``repeat`` runs over ``shards`` engines in as many processes."""
+def sharded(workload: Workload, *, shards: int) -> ShardsReport:
+    """The sharded prototype (ADR 0013): the workload's runs over ``shards`` engines in as many processes."""
     from allot_placement.openb import read_nodes, read_pods
     from allot_sim.bench._shards import run_shards
 
+    nodes_csv, pods_csv, node_count = workload.nodes_csv, workload.pods_csv, workload.node_count
     nodes, pods = len(read_nodes(nodes_csv)), len(read_pods(pods_csv))
     total = round(pods * node_count / max(nodes, 1)) if node_count else pods
-    if limit:
-        total = min(total, limit)
-    runs = [run_shards(nodes_csv, pods_csv, node_count, shards, total) for _ in range(max(repeat, 1))]
+    if workload.limit:
+        total = min(total, workload.limit)
+    runs = [
+        run_shards(nodes_csv, pods_csv, node_count, shards, total) for _ in range(max(workload.repeat, 1))
+    ]
     if len({tuple(r["shard_digests"]) for r in runs}) != 1:
         raise UsageError("runs disagree on the shards' final digests: the prototype is not deterministic")
     rates = [r["placements_per_s"] for r in runs]
@@ -251,23 +266,15 @@ def sharded(
     }
 
 
-def measure(
-    nodes_csv: Path,
-    pods_csv: Path,
-    *,
-    limit: int,
-    node_count: int,
-    repeat: int,
-    free_index: bool,
-    rss: tuple[int, int] | None,
-) -> Report:
-    """Throughput (the median of ``repeat`` runs, interleaved with the reference workload) and, unless ``rss`` is None, the
-    memory run at ``rss = (nodes, pods)``. ``guard`` is ``ok`` unless the normalised rate regressed."""
+def measure(workload: Workload, *, free_index: bool, rss: tuple[int, int] | None) -> Report:
+    """Throughput (the median of the workload's runs, interleaved with the reference workload) and, unless ``rss`` is
+    None, the memory run at ``rss = (nodes, pods)``. ``guard`` is ``ok`` unless the normalised rate regressed."""
     memory.configure()  # the collector as the services run it
+    nodes_csv, pods_csv = workload.nodes_csv, workload.pods_csv
     runs, references = [], []
-    for _ in range(max(repeat, 1)):  # interleaved, so that both see the same background load
+    for _ in range(max(workload.repeat, 1)):  # interleaved, so that both see the same background load
         references.append(_reference_ops_per_s())
-        runs.append(_throughput(nodes_csv, pods_csv, limit, node_count, free_index))
+        runs.append(_throughput(nodes_csv, pods_csv, workload.limit, workload.node_count, free_index))
     if len({r["digest"] for r in runs}) != 1:
         raise UsageError("runs disagree on the final allocation digest: the engine is not deterministic")
     rates = [r["placements_per_s"] for r in runs]
