@@ -17,6 +17,7 @@ completion would pay the CLI's start-up time).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +100,29 @@ def _q(text: str) -> str:
     return "'" + text.replace("'", "") + "'"
 
 
+def _value_cases(tree: list[Node], offer: Callable[[Option], str]) -> list[str]:
+    """The ``case "PATH|PREVIOUS WORD"`` branches of the options that take a value: what ``offer`` completes for
+    the option, then return."""
+    return [
+        f"        {'|'.join(_q(f'{node.path}|{f}') for f in option.flags)}) {offer(option)}; return ;;"
+        for node in tree
+        for option in node.options
+        if option.takes_value
+    ]
+
+
+def _bash_value(option: Option) -> str:
+    if option.choices:
+        return f'COMPREPLY=($(compgen -W {_q(" ".join(option.choices))} -- "$cur"))'
+    return 'COMPREPLY=($(compgen -f -- "$cur"))' if option.files else "COMPREPLY=()"
+
+
+def _zsh_value(option: Option) -> str:
+    if option.choices:
+        return f"compadd -- {' '.join(_q(c) for c in option.choices)}"
+    return "_files" if option.files else "_message value"
+
+
 def _bash_body(tree: list[Node]) -> list[str]:
     lines = [
         "_allot_subcommands() {",
@@ -133,19 +157,7 @@ def _bash_body(tree: list[Node]) -> list[str]:
             f"        {_q(node.path)}) opts={_q(flags)}; words={_q(words)}; files={_q('1' if node.files else '')}; "
             f"names={_q('1' if node.names else '')}; valued={_q(' '.join(node.valued))} ;;"
         )
-    lines += ["    esac", '    case "$path|$prev" in']
-    for node in tree:
-        for option in node.options:
-            if not option.takes_value:
-                continue
-            keys = "|".join(_q(f"{node.path}|{f}") for f in option.flags)
-            if option.choices:
-                lines.append(
-                    f'        {keys}) COMPREPLY=($(compgen -W {_q(" ".join(option.choices))} -- "$cur")); return ;;'
-                )
-            else:
-                offer = 'COMPREPLY=($(compgen -f -- "$cur"))' if option.files else "COMPREPLY=()"
-                lines.append(f"        {keys}) {offer}; return ;;")
+    lines += ["    esac", '    case "$path|$prev" in', *_value_cases(tree, _bash_value)]
     lines += [
         "    esac",
         '    if [[ "$cur" != -* && -n "$names" ]]; then',
@@ -226,16 +238,12 @@ def zsh(tree: list[Node]) -> str:
             f"files={_q('1' if node.files else '')}; names={_q('1' if node.names else '')}; "
             f"valued={_q(' '.join(node.valued))} ;;"
         )
-    lines += ["    esac", "    local prev=${words[CURRENT-1]}", '    case "$p|$prev" in']
-    for node in tree:
-        for option in node.options:
-            if option.takes_value:
-                keys = "|".join(_q(f"{node.path}|{f}") for f in option.flags)
-                if option.choices:
-                    action = f"compadd -- {' '.join(_q(c) for c in option.choices)}"
-                else:
-                    action = "_files" if option.files else "_message value"
-                lines.append(f"        {keys}) {action}; return ;;")
+    lines += [
+        "    esac",
+        "    local prev=${words[CURRENT-1]}",
+        '    case "$p|$prev" in',
+        *_value_cases(tree, _zsh_value),
+    ]
     lines += [
         "    esac",
         '    if [[ "$PREFIX" != -* && -n "$names" ]]; then',
