@@ -28,9 +28,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import asyncpg
 
@@ -57,6 +58,7 @@ HEALTHY_AFTER = 30.0  # seconds a process must run before its restart backoff st
 SERVER_CHECK_INTERVAL = 2.0  # seconds between checks of the embedded PostgreSQL and NATS
 SILENT_CHECKS = 3  # consecutive checks a live server may fail to answer before the stack is marked degraded
 SERVER_RESTART_TIMEOUT = 30.0
+S = TypeVar("S", EmbeddedPostgres, EmbeddedNats)
 
 
 def backoff(failures: int) -> float:
@@ -185,29 +187,30 @@ class Supervisor:
         self.write_state()
 
     def start_servers(self) -> None:
-        external_db = os.environ.get("ALLOT_DATABASE_URL")
-        if external_db:
-            self.database_url = external_db
-        else:
+        """PostgreSQL and NATS: the ones ``ALLOT_DATABASE_URL`` and ``ALLOT_NATS_URL`` name, else embedded ones."""
+        self.database_url = os.environ.get("ALLOT_DATABASE_URL", "")
+        if not self.database_url:
             self.phase("starting PostgreSQL (embedded)")
-            self.postgres = EmbeddedPostgres(self.state_dir / "postgres")
-            self.postgres.log_path = self.state_dir / "logs" / "postgres.log"
-            self.start_server("postgres", "PostgreSQL", self.postgres)
+            self.postgres = self._start_embedded("postgres", "PostgreSQL", EmbeddedPostgres)
             self.database_url = with_database(self.postgres.url, DATABASE)
             asyncio.run(_create_database(self.postgres.url, DATABASE))
-        external_nats = os.environ.get("ALLOT_NATS_URL")
-        if external_nats:
-            self.nats_url = external_nats
-        else:
+        self.nats_url = os.environ.get("ALLOT_NATS_URL", "")
+        if not self.nats_url:
             self.phase("starting nats-server with JetStream (embedded)")
-            self.nats = EmbeddedNats(self.state_dir / "nats")
-            self.nats.log_path = self.state_dir / "logs" / "nats.log"
-            self.start_server("nats", "nats-server", self.nats)
+            self.nats = self._start_embedded("nats", "nats-server", EmbeddedNats)
             self.nats_url = self.nats.url
         self.nats_prefix = os.environ.get("ALLOT_NATS_PREFIX", "allot")
         self.nats_stream = os.environ.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS")
         self.phase("running migrations")
         asyncio.run(migrate(self.database_url))
+
+    def _start_embedded(self, name: str, label: str, server: Callable[[Path], S]) -> S:
+        """Start the embedded ``server`` on its data directory ``name`` in the state directory, logging to
+        ``logs/NAME.log``."""
+        made = server(self.state_dir / name)
+        made.log_path = self.state_dir / "logs" / f"{name}.log"
+        self.start_server(name, label, made)
+        return made
 
     def start_server(self, name: str, label: str, server: Any) -> Watched:
         """Start an embedded server, check that it is the one listening on its port, and watch it from now on."""
