@@ -225,11 +225,15 @@ async def node_records(store: EventStore, now: int) -> Rows:
 # --- gangs, quotas, reservations, migrations: the services' projections ------------------------------------------
 
 
-async def gang_records(store: EventStore, now: int) -> Rows:
+async def _service_view(store: EventStore, service: str) -> tuple[Any, Recorded]:
+    """The engine of ``service``'s projection of the log, and the objects the log records (for their labels)."""
     from allot_stack.logtools import projection
 
-    engine = (await projection(store, "gang-coordinator")).engine
-    recorded = await recorded_only(store)
+    return (await projection(store, service)).engine, await recorded_only(store)
+
+
+async def gang_records(store: EventStore, now: int) -> Rows:
+    engine, recorded = await _service_view(store, "gang-coordinator")
     rows = []
     for s in engine.statuses():
         namespace, name = split(s["gang"])
@@ -253,10 +257,7 @@ async def gang_records(store: EventStore, now: int) -> Rows:
 
 
 async def quota_records(store: EventStore, now: int) -> Rows:
-    from allot_stack.logtools import projection
-
-    engine = (await projection(store, "quota-manager")).engine
-    recorded = await recorded_only(store)
+    engine, recorded = await _service_view(store, "quota-manager")
     rows = []
     for row in engine.tree_view():
         rows.append(
@@ -283,33 +284,32 @@ async def quota_records(store: EventStore, now: int) -> Rows:
     return rows
 
 
-async def _reservation_engine(store: EventStore) -> Any:
-    from allot_stack.logtools import projection
-
-    return (await projection(store, "reservation-manager")).engine
-
-
 async def reservation_records(store: EventStore, now: int) -> Rows:
     from allot_stack.reservation_views import reservation_rows
 
-    engine = await _reservation_engine(store)
-    recorded = await recorded_only(store)
-    rows = reservation_rows(engine)
-    for row in rows:
-        row.update(name=row["reservation"], labels=recorded.of("Reservation", row["reservation"]))
-        row["conditions"] = (row.get("status") or {}).get("conditions") or []
-    return rows
+    return await _reservation_manager_records(
+        store, reservation_rows, "Reservation", key="reservation", detail="status"
+    )
 
 
 async def migration_records(store: EventStore, now: int) -> Rows:
     from allot_stack.reservation_views import migration_rows
 
-    engine = await _reservation_engine(store)
-    recorded = await recorded_only(store)
-    rows = migration_rows(engine)
+    return await _reservation_manager_records(
+        store, migration_rows, "PodMigrationJob", key="job", detail="detail"
+    )
+
+
+async def _reservation_manager_records(
+    store: EventStore, rows_of: Callable[[Any], Rows], kind: str, *, key: str, detail: str
+) -> Rows:
+    """The rows ``rows_of`` makes of the reservation-manager's projection, each named by its ``key`` column, with the
+    labels recorded for that ``kind`` and the conditions of its ``detail`` column."""
+    engine, recorded = await _service_view(store, "reservation-manager")
+    rows = rows_of(engine)
     for row in rows:
-        row.update(name=row["job"], labels=recorded.of("PodMigrationJob", row["job"]))
-        row["conditions"] = (row.get("detail") or {}).get("conditions") or []
+        row.update(name=row[key], labels=recorded.of(kind, row[key]))
+        row["conditions"] = (row.get(detail) or {}).get("conditions") or []
     return rows
 
 
