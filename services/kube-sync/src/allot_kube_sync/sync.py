@@ -43,6 +43,7 @@ watched has no final phase to record; a ``DELETED`` watch event records the phas
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from allot_contracts.envelope import stream_id
@@ -185,31 +186,30 @@ def normalize_pod(obj: JsonObject) -> JsonObject:
     return {k: v for k, v in strip_server_fields(obj).items() if k != "status"}
 
 
+@dataclass(kw_only=True, eq=False)
 class PodMirror(Sink):
     """Pods for our scheduler: one ``pod.submitted``/``pod.observed`` and one ``pod.deleted`` per pod life (uid), and
     one ``pod.phase_observed`` per phase of that life."""
 
     types = frozenset({"pod.submitted", "pod.observed", "pod.deleted", "pod.phase_observed"})
 
-    def __init__(
-        self,
-        *,
-        store: Any,
-        producer: str,
-        scheduler_name: str,
-        metrics: WatchMetrics,
-        component: str = PRODUCER,
-    ) -> None:
-        self.store = store
-        self.producer = producer
-        self.scheduler_name = scheduler_name
-        self.metrics = metrics
-        self.component = component
-        self.known: dict[str, Known] = {}
-        self.writer = Writer(store, producer, component, metrics)
-        self.position = 0
-        self.refused: dict[str, str] = {}  # pod -> uid not recorded (logged once per life)
-        self.phases: dict[str, tuple[str, str]] = {}  # pod -> (uid, phase) last recorded
+    store: Any
+    producer: str
+    scheduler_name: str
+    metrics: WatchMetrics
+    component: str = PRODUCER
+    known: dict[str, Known] = field(default_factory=dict, init=False)
+    writer: Writer = field(init=False)
+    position: int = field(default=0, init=False)
+    refused: dict[str, str] = field(
+        default_factory=dict, init=False
+    )  # pod -> uid not recorded (logged once per life)
+    phases: dict[str, tuple[str, str]] = field(
+        default_factory=dict, init=False
+    )  # pod -> (uid, phase) last recorded
+
+    def __post_init__(self) -> None:
+        self.writer = Writer(self.store, self.producer, self.component, self.metrics)
 
     async def refresh(self) -> None:
         async for entry in self.store.iterate(after=self.position, types=self.types, producer=self.producer):
