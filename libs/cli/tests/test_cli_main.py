@@ -8,6 +8,7 @@ import importlib
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +66,26 @@ def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
     allot.stderr.close()
     assert allot.wait(timeout=60) == 0
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+@pytest.mark.parametrize("group", ["bench", "sim"])
+def test_a_group_lists_each_subcommand_as_its_module_registers_it(group: str) -> None:
+    from allot_cli import _groups
+
+    package = importlib.import_module(f"allot_cli.{group}")
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers()
+        importlib.import_module(f"{package.__name__}.{info.name}").register(sub)
+        registered = {action.dest: action.help for action in sub._choices_actions}
+        listed = _groups._listed(Path(package.__path__[0]) / f"{info.name}.py")
+        if listed is not None:  # a module whose name or help is not a plain string is imported instead
+            assert {listed[0]: listed[1]} == registered, info.name
+
+
+def test_a_benchmark_imports_no_other_benchmark() -> None:
+    loaded = _imported_after(["bench", "quota"])
+    others = {m for m in loaded if m.startswith("allot_cli.bench.") and m != "allot_cli.bench.quota"}
+    assert not others

@@ -54,13 +54,23 @@ def _wanted(group: str) -> str | None:
     return None
 
 
+# Calls that add a benchmark's subcommand named after its module (``allot_cli.bench``), whose name is the file's.
+NAMED_BY_MODULE = ("benchmark_parser", "history_parser")
+
+
 def _listed(path: Path) -> tuple[str, str] | None:
-    """``(name, help)`` of the ``add_parser(NAME, help=…)`` call in a subcommand module's source, when both are plain
-    strings (else None: the module is imported)."""
+    """``(name, help)`` of the ``add_parser(NAME, help=…)`` call in a subcommand module's source, or of its
+    ``benchmark_parser(…, help=…)`` call (named after the module), when both are plain strings (else None: the
+    module is imported)."""
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_parser" and node.args:
-            first = node.args[0]
-            helps = [k.value for k in node.keywords if k.arg == "help"]
-            if isinstance(first, ast.Constant) and helps and isinstance(helps[0], ast.Constant):
-                return str(first.value), str(helps[0].value)
+        if not isinstance(node, ast.Call):
+            continue
+        called = getattr(node.func, "attr", None) or getattr(node.func, "id", "")
+        helps = [k.value for k in node.keywords if k.arg == "help"]
+        if not helps or not isinstance(helps[0], ast.Constant):
+            continue
+        if called == "add_parser" and node.args and isinstance(node.args[0], ast.Constant):
+            return str(node.args[0].value), str(helps[0].value)
+        if called in NAMED_BY_MODULE:
+            return path.stem, str(helps[0].value)
     return None
