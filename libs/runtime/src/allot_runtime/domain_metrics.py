@@ -52,106 +52,58 @@ __all__ = [
 POOL_LABEL = "allot.dev/pool"
 
 GPU_FAMILIES = (
-    ("allot_node_gpus_allocatable", "gauge", "Healthy GPUs of the node"),
-    (
-        "allot_node_gpus_allocated",
-        "gauge",
-        "GPUs of the node holding at least one allocation (whole or shared)",
-    ),
-    (
-        "allot_node_gpus_shared",
-        "gauge",
-        "GPUs of the node partly allocated (shared by pods, some share left)",
-    ),
+    ("allot_node_gpus_allocatable", "Healthy GPUs of the node"),
+    ("allot_node_gpus_allocated", "GPUs of the node holding at least one allocation (whole or shared)"),
+    ("allot_node_gpus_shared", "GPUs of the node partly allocated (shared by pods, some share left)"),
     (
         "allot_node_gpu_cores_allocatable_gpus",
-        "gauge",
         "GPU cores of the node (koordinator.sh/gpu-core), in GPUs: 1 = one GPU's cores",
     ),
     (
         "allot_node_gpu_cores_allocated_gpus",
-        "gauge",
         "GPU cores allocated on the node (koordinator.sh/gpu-core), in GPUs: 0.5 = half a GPU's cores",
     ),
-    ("allot_node_gpu_memory_allocatable_bytes", "gauge", "GPU memory of the node"),
-    ("allot_node_gpu_memory_allocated_bytes", "gauge", "GPU memory allocated on the node"),
+    ("allot_node_gpu_memory_allocatable_bytes", "GPU memory of the node"),
+    ("allot_node_gpu_memory_allocated_bytes", "GPU memory allocated on the node"),
 )
 # One series per GPU, labelled node, index (the device minor), model and uuid (the Device's id).
 PER_GPU_FAMILIES = (
     (
         "allot_gpu_core_allocated_ratio",
-        "gauge",
         "Share of the GPU's cores (koordinator.sh/gpu-core) allocated, 0 to 1",
     ),
-    ("allot_gpu_memory_allocated_bytes", "gauge", "GPU memory allocated on the GPU"),
-    ("allot_gpu_memory_capacity_bytes", "gauge", "GPU memory of the GPU"),
-    (
-        "allot_gpu_healthy",
-        "gauge",
-        "1 when the GPU is reported healthy, else 0 (an unhealthy GPU is not allocated)",
-    ),
+    ("allot_gpu_memory_allocated_bytes", "GPU memory allocated on the GPU"),
+    ("allot_gpu_memory_capacity_bytes", "GPU memory of the GPU"),
+    ("allot_gpu_healthy", "1 when the GPU is reported healthy, else 0 (an unhealthy GPU is not allocated)"),
 )
 FRAGMENTATION_FAMILIES = (
-    ("allot_gpu_idle_gpus", "gauge", "Idle GPU capacity by GPU model, in GPUs"),
-    (
-        "allot_gpu_fragmented_gpus",
-        "gauge",
-        "Idle GPU capacity the typical pods cannot use (FGD measure), in GPUs",
-    ),
-    (
-        "allot_gpu_fragmentation_ratio",
-        "gauge",
-        "Fragmented / idle GPU capacity by GPU model (0 when none idle)",
-    ),
-    ("allot_cluster_gpu_fragmentation_ratio", "gauge", "Fragmented / idle GPU capacity of the cluster"),
-    ("allot_gpu_typical_pods", "gauge", "Typical pod shapes the fragmentation is measured against"),
+    ("allot_gpu_idle_gpus", "Idle GPU capacity by GPU model, in GPUs"),
+    ("allot_gpu_fragmented_gpus", "Idle GPU capacity the typical pods cannot use (FGD measure), in GPUs"),
+    ("allot_gpu_fragmentation_ratio", "Fragmented / idle GPU capacity by GPU model (0 when none idle)"),
+    ("allot_cluster_gpu_fragmentation_ratio", "Fragmented / idle GPU capacity of the cluster"),
+    ("allot_gpu_typical_pods", "Typical pod shapes the fragmentation is measured against"),
 )
+_IN_UNIT = "by resource, in the unit label's unit"  # the quota families' values: see unit_of
 QUOTA_FAMILIES = (
-    (
-        "allot_quota_min",
-        "gauge",
-        "Quota min (guaranteed) by resource, in the unit label's unit (0 when unset)",
-    ),
-    (
-        "allot_quota_max",
-        "gauge",
-        "Quota max by resource, in the unit label's unit (no sample when unlimited)",
-    ),
-    (
-        "allot_quota_runtime",
-        "gauge",
-        "Quota runtime (what the quota may use now) by resource, in the unit label's unit",
-    ),
-    (
-        "allot_quota_used",
-        "gauge",
-        "Quota used (admitted pods, children included) by resource, in the unit label's unit",
-    ),
-    (
-        "allot_quota_request",
-        "gauge",
-        "Quota request (pending and admitted pods) by resource, in the unit label's unit",
-    ),
+    ("allot_quota_min", f"Quota min (guaranteed) {_IN_UNIT} (0 when unset)"),
+    ("allot_quota_max", f"Quota max {_IN_UNIT} (no sample when unlimited)"),
+    ("allot_quota_runtime", f"Quota runtime (what the quota may use now) {_IN_UNIT}"),
+    ("allot_quota_used", f"Quota used (admitted pods, children included) {_IN_UNIT}"),
+    ("allot_quota_request", f"Quota request (pending and admitted pods) {_IN_UNIT}"),
     (
         "allot_quota_borrowed",
-        "gauge",
-        "Quota used above its min (lent by others) by resource, in the unit label's unit; leaf and "
-        "inner quotas of a tree only",
+        f"Quota used above its min (lent by others) {_IN_UNIT}; leaf and inner quotas of a tree only",
     ),
-    ("allot_quota_pods", "gauge", "Pods charged to or waiting in the quota"),
+    ("allot_quota_pods", "Pods charged to or waiting in the quota"),
 )
 PENDING_FAMILIES = (
-    (
-        "allot_pending_pods",
-        "gauge",
-        "Pods held back by this service, by reason code (a pod counts under each)",
-    ),
-    ("allot_held_pods", "gauge", "Pods held back by this service (each counted once)"),
+    ("allot_pending_pods", "Pods held back by this service, by reason code (a pod counts under each)"),
+    ("allot_held_pods", "Pods held back by this service (each counted once)"),
 )
 
 
-def _gauge(spec: tuple[str, str, str], labels: list[str]) -> GaugeMetricFamily:
-    name, _, text = spec
+def _gauge(spec: tuple[str, str], labels: list[str]) -> GaugeMetricFamily:
+    name, text = spec
     return GaugeMetricFamily(name, text, labels=labels)
 
 
@@ -429,6 +381,8 @@ def pending_families(service: str, reasons: Mapping[str, Iterable[str]]) -> list
     return [pending, held]
 
 
-def family_names(*groups: Iterable[tuple[str, str, str]]) -> Iterator[tuple[str, str, str]]:
+def family_names(*groups: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, str]]:
+    """The families of ``groups`` as :class:`allot_runtime.metrics.ProjectionCollector` names them (all gauges)."""
     for group in groups:
-        yield from group
+        for name, text in group:
+            yield name, "gauge", text
