@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
@@ -132,6 +132,25 @@ def _cached(cache: NodeCache | None, name: str, version: int, compute: Any) -> A
     return got[1]
 
 
+def _node_figures(
+    engine: PlacementEngine, cache: NodeCache | None, figures: Callable[[Any], Any]
+) -> Iterator[tuple[str, Any]]:
+    """Each node's name and ``figures(state)`` (through ``cache``), for the nodes where they are not None; when
+    done, the cache forgets the nodes gone from the engine."""
+    live = set()
+    for name in engine.node_names():
+        state = engine.node_state(name)
+        if state is None:
+            continue
+        live.add(name)
+        found = _cached(cache, name, state.version, lambda state=state: figures(state))
+        if found is not None:
+            yield name, found
+    if cache is not None and len(cache) > len(live):
+        for gone in set(cache) - live:
+            del cache[gone]
+
+
 GpuFigures = tuple[str, str, tuple[float, ...], tuple[tuple[tuple[str, ...], tuple[float, ...]], ...]]
 
 
@@ -175,29 +194,13 @@ def gpu_families(engine: PlacementEngine, cache: NodeCache | None = None) -> lis
     labels = ["node", "model", "pool"]
     fams = [_gauge(spec, labels) for spec in GPU_FAMILIES]
     gpu_fams = [_gauge(spec, ["node", "index", "model", "uuid"]) for spec in PER_GPU_FAMILIES]
-    live = set()
-    for name in engine.node_names():
-        state = engine.node_state(name)
-        if state is None:
-            continue
-        live.add(name)
-        figures = _cached(cache, name, state.version, lambda state=state: _gpu_figures(state))
-        if figures is None:
-            continue
-        model, pool, values, per_gpu = figures
+    for name, (model, pool, values, per_gpu) in _node_figures(engine, cache, _gpu_figures):
         for fam, value in zip(fams, values, strict=True):
             fam.add_metric([name, model, pool], value)
         for gpu_labels, gpu_values in per_gpu:
             for fam, value in zip(gpu_fams, gpu_values, strict=True):
                 fam.add_metric([name, *gpu_labels], value)
-    _prune(cache, live)
     return [*fams, *gpu_fams]
-
-
-def _prune(cache: NodeCache | None, live: set[str]) -> None:
-    if cache is not None and len(cache) > len(live):
-        for gone in set(cache) - live:
-            del cache[gone]
 
 
 # -- fragmentation --------------------------------------------------------------------------------------------------
@@ -249,19 +252,11 @@ def fragmentation_families(
     ``cache`` must be cleared when ``model`` changes."""
     idle: Counter[str] = Counter()
     frag: Counter[str] = Counter()
-    live = set()
-    for name in engine.node_names():
-        state = engine.node_state(name)
-        if state is None:
-            continue
-        live.add(name)
-        figures = _cached(cache, name, state.version, lambda state=state: _frag_figures(state, model))
-        if figures is None:
-            continue
-        gpu_model, node_idle, node_frag = figures
+    for _, (gpu_model, node_idle, node_frag) in _node_figures(
+        engine, cache, lambda state: _frag_figures(state, model)
+    ):
         idle[gpu_model] += node_idle
         frag[gpu_model] += node_frag
-    _prune(cache, live)
     weight = model.total_weight
     idle_f, frag_f, ratio_f, cluster_f, typical_f = (
         _gauge(spec, labels)
