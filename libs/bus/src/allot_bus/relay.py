@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import nats
@@ -115,30 +115,21 @@ class _Message:
         return message_size(self.payload, self.headers)
 
 
+@dataclass(eq=False)
 class Relay:
-    def __init__(
-        self,
-        store: EventStore,
-        js: JetStreamContext,
-        names: BusNames,
-        *,
-        batch: int = 1000,
-        window: int = 512,
-        poll_interval: float = 1.0,
-        on_published: Callable[[int], Awaitable[None]] | None = None,
-    ) -> None:
-        self.store = store
-        self.js = js
-        self.names = names
-        self.batch = batch
-        self.window = window
-        self.poll_interval = poll_interval
-        self.on_published = on_published
-        self.published_position = 0
-        self.published_total = 0
-        self.sent = 0  # publish requests sent, including ones the server refused or did not answer
-        self._tail: _Tail | None = None
-        self._publisher: AsyncPublisher | None = None
+    store: EventStore
+    js: JetStreamContext
+    names: BusNames
+    batch: int = field(default=1000, kw_only=True)
+    window: int = field(default=512, kw_only=True)
+    poll_interval: float = field(default=1.0, kw_only=True)
+    on_published: Callable[[int], Awaitable[None]] | None = field(default=None, kw_only=True)
+    published_position: int = field(default=0, init=False)
+    published_total: int = field(default=0, init=False)
+    # publish requests sent, including ones the server refused or did not answer
+    sent: int = field(default=0, init=False)
+    _tail: _Tail | None = field(default=None, init=False)
+    _publisher: AsyncPublisher | None = field(default=None, init=False)
 
     async def _last_event_in_stream(self, state: jsapi.StreamState) -> tuple[int, str] | None:
         """Position and id of the stream's last event that the log holds (that id at that position), looking past

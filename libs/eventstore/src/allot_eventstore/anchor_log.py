@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -99,27 +100,22 @@ async def anchor_check(store: PostgresEventStore, keys: Mapping[str, Ed25519Publ
     return AnchorCheck(checkpoints.iterate(), keys)
 
 
+@dataclass(eq=False)
 class Sealer:
     """Signs a checkpoint of the published head when the policy says one is due (see the module docstring)."""
 
-    def __init__(
-        self,
-        store: PostgresEventStore,
-        checkpoints: PostgresCheckpoints,
-        key: Ed25519PrivateKey,
-        policy: CheckpointPolicy,
-        *,
-        clock: Clock = system_clock,
-    ) -> None:
-        self.store = store
-        self.checkpoints = checkpoints
-        self.key = key
-        self.key_id = key_id(key.public_key())
-        self.policy = policy
-        self.clock = clock
-        self.last: SignedCheckpoint | None = None
-        self.sealed = 0  # checkpoints this sealer recorded
-        self._loaded = False
+    store: PostgresEventStore
+    checkpoints: PostgresCheckpoints
+    key: Ed25519PrivateKey
+    policy: CheckpointPolicy
+    _: KW_ONLY
+    clock: Clock = system_clock
+    last: SignedCheckpoint | None = field(default=None, init=False)
+    sealed: int = field(default=0, init=False)  # checkpoints this sealer recorded
+    _loaded: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.key_id = key_id(self.key.public_key())
 
     async def __call__(self, position: int) -> None:
         try:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
@@ -52,106 +52,58 @@ __all__ = [
 POOL_LABEL = "allot.dev/pool"
 
 GPU_FAMILIES = (
-    ("allot_node_gpus_allocatable", "gauge", "Healthy GPUs of the node"),
-    (
-        "allot_node_gpus_allocated",
-        "gauge",
-        "GPUs of the node holding at least one allocation (whole or shared)",
-    ),
-    (
-        "allot_node_gpus_shared",
-        "gauge",
-        "GPUs of the node partly allocated (shared by pods, some share left)",
-    ),
+    ("allot_node_gpus_allocatable", "Healthy GPUs of the node"),
+    ("allot_node_gpus_allocated", "GPUs of the node holding at least one allocation (whole or shared)"),
+    ("allot_node_gpus_shared", "GPUs of the node partly allocated (shared by pods, some share left)"),
     (
         "allot_node_gpu_cores_allocatable_gpus",
-        "gauge",
         "GPU cores of the node (koordinator.sh/gpu-core), in GPUs: 1 = one GPU's cores",
     ),
     (
         "allot_node_gpu_cores_allocated_gpus",
-        "gauge",
         "GPU cores allocated on the node (koordinator.sh/gpu-core), in GPUs: 0.5 = half a GPU's cores",
     ),
-    ("allot_node_gpu_memory_allocatable_bytes", "gauge", "GPU memory of the node"),
-    ("allot_node_gpu_memory_allocated_bytes", "gauge", "GPU memory allocated on the node"),
+    ("allot_node_gpu_memory_allocatable_bytes", "GPU memory of the node"),
+    ("allot_node_gpu_memory_allocated_bytes", "GPU memory allocated on the node"),
 )
 # One series per GPU, labelled node, index (the device minor), model and uuid (the Device's id).
 PER_GPU_FAMILIES = (
     (
         "allot_gpu_core_allocated_ratio",
-        "gauge",
         "Share of the GPU's cores (koordinator.sh/gpu-core) allocated, 0 to 1",
     ),
-    ("allot_gpu_memory_allocated_bytes", "gauge", "GPU memory allocated on the GPU"),
-    ("allot_gpu_memory_capacity_bytes", "gauge", "GPU memory of the GPU"),
-    (
-        "allot_gpu_healthy",
-        "gauge",
-        "1 when the GPU is reported healthy, else 0 (an unhealthy GPU is not allocated)",
-    ),
+    ("allot_gpu_memory_allocated_bytes", "GPU memory allocated on the GPU"),
+    ("allot_gpu_memory_capacity_bytes", "GPU memory of the GPU"),
+    ("allot_gpu_healthy", "1 when the GPU is reported healthy, else 0 (an unhealthy GPU is not allocated)"),
 )
 FRAGMENTATION_FAMILIES = (
-    ("allot_gpu_idle_gpus", "gauge", "Idle GPU capacity by GPU model, in GPUs"),
-    (
-        "allot_gpu_fragmented_gpus",
-        "gauge",
-        "Idle GPU capacity the typical pods cannot use (FGD measure), in GPUs",
-    ),
-    (
-        "allot_gpu_fragmentation_ratio",
-        "gauge",
-        "Fragmented / idle GPU capacity by GPU model (0 when none idle)",
-    ),
-    ("allot_cluster_gpu_fragmentation_ratio", "gauge", "Fragmented / idle GPU capacity of the cluster"),
-    ("allot_gpu_typical_pods", "gauge", "Typical pod shapes the fragmentation is measured against"),
+    ("allot_gpu_idle_gpus", "Idle GPU capacity by GPU model, in GPUs"),
+    ("allot_gpu_fragmented_gpus", "Idle GPU capacity the typical pods cannot use (FGD measure), in GPUs"),
+    ("allot_gpu_fragmentation_ratio", "Fragmented / idle GPU capacity by GPU model (0 when none idle)"),
+    ("allot_cluster_gpu_fragmentation_ratio", "Fragmented / idle GPU capacity of the cluster"),
+    ("allot_gpu_typical_pods", "Typical pod shapes the fragmentation is measured against"),
 )
+_IN_UNIT = "by resource, in the unit label's unit"  # the quota families' values: see unit_of
 QUOTA_FAMILIES = (
-    (
-        "allot_quota_min",
-        "gauge",
-        "Quota min (guaranteed) by resource, in the unit label's unit (0 when unset)",
-    ),
-    (
-        "allot_quota_max",
-        "gauge",
-        "Quota max by resource, in the unit label's unit (no sample when unlimited)",
-    ),
-    (
-        "allot_quota_runtime",
-        "gauge",
-        "Quota runtime (what the quota may use now) by resource, in the unit label's unit",
-    ),
-    (
-        "allot_quota_used",
-        "gauge",
-        "Quota used (admitted pods, children included) by resource, in the unit label's unit",
-    ),
-    (
-        "allot_quota_request",
-        "gauge",
-        "Quota request (pending and admitted pods) by resource, in the unit label's unit",
-    ),
+    ("allot_quota_min", f"Quota min (guaranteed) {_IN_UNIT} (0 when unset)"),
+    ("allot_quota_max", f"Quota max {_IN_UNIT} (no sample when unlimited)"),
+    ("allot_quota_runtime", f"Quota runtime (what the quota may use now) {_IN_UNIT}"),
+    ("allot_quota_used", f"Quota used (admitted pods, children included) {_IN_UNIT}"),
+    ("allot_quota_request", f"Quota request (pending and admitted pods) {_IN_UNIT}"),
     (
         "allot_quota_borrowed",
-        "gauge",
-        "Quota used above its min (lent by others) by resource, in the unit label's unit; leaf and "
-        "inner quotas of a tree only",
+        f"Quota used above its min (lent by others) {_IN_UNIT}; leaf and inner quotas of a tree only",
     ),
-    ("allot_quota_pods", "gauge", "Pods charged to or waiting in the quota"),
+    ("allot_quota_pods", "Pods charged to or waiting in the quota"),
 )
 PENDING_FAMILIES = (
-    (
-        "allot_pending_pods",
-        "gauge",
-        "Pods held back by this service, by reason code (a pod counts under each)",
-    ),
-    ("allot_held_pods", "gauge", "Pods held back by this service (each counted once)"),
+    ("allot_pending_pods", "Pods held back by this service, by reason code (a pod counts under each)"),
+    ("allot_held_pods", "Pods held back by this service (each counted once)"),
 )
 
 
-def _gauge(spec: tuple[str, str, str], labels: list[str]) -> GaugeMetricFamily:
-    name, _, text = spec
+def _gauge(spec: tuple[str, str], labels: list[str]) -> GaugeMetricFamily:
+    name, text = spec
     return GaugeMetricFamily(name, text, labels=labels)
 
 
@@ -178,6 +130,25 @@ def _cached(cache: NodeCache | None, name: str, version: int, compute: Any) -> A
     if got is None or got[0] != version:
         got = cache[name] = (version, compute())
     return got[1]
+
+
+def _node_figures(
+    engine: PlacementEngine, cache: NodeCache | None, figures: Callable[[Any], Any]
+) -> Iterator[tuple[str, Any]]:
+    """Each node's name and ``figures(state)`` (through ``cache``), for the nodes where they are not None; when
+    done, the cache forgets the nodes gone from the engine."""
+    live = set()
+    for name in engine.node_names():
+        state = engine.node_state(name)
+        if state is None:
+            continue
+        live.add(name)
+        found = _cached(cache, name, state.version, lambda state=state: figures(state))
+        if found is not None:
+            yield name, found
+    if cache is not None and len(cache) > len(live):
+        for gone in set(cache) - live:
+            del cache[gone]
 
 
 GpuFigures = tuple[str, str, tuple[float, ...], tuple[tuple[tuple[str, ...], tuple[float, ...]], ...]]
@@ -223,29 +194,13 @@ def gpu_families(engine: PlacementEngine, cache: NodeCache | None = None) -> lis
     labels = ["node", "model", "pool"]
     fams = [_gauge(spec, labels) for spec in GPU_FAMILIES]
     gpu_fams = [_gauge(spec, ["node", "index", "model", "uuid"]) for spec in PER_GPU_FAMILIES]
-    live = set()
-    for name in engine.node_names():
-        state = engine.node_state(name)
-        if state is None:
-            continue
-        live.add(name)
-        figures = _cached(cache, name, state.version, lambda state=state: _gpu_figures(state))
-        if figures is None:
-            continue
-        model, pool, values, per_gpu = figures
+    for name, (model, pool, values, per_gpu) in _node_figures(engine, cache, _gpu_figures):
         for fam, value in zip(fams, values, strict=True):
             fam.add_metric([name, model, pool], value)
         for gpu_labels, gpu_values in per_gpu:
             for fam, value in zip(gpu_fams, gpu_values, strict=True):
                 fam.add_metric([name, *gpu_labels], value)
-    _prune(cache, live)
     return [*fams, *gpu_fams]
-
-
-def _prune(cache: NodeCache | None, live: set[str]) -> None:
-    if cache is not None and len(cache) > len(live):
-        for gone in set(cache) - live:
-            del cache[gone]
 
 
 # -- fragmentation --------------------------------------------------------------------------------------------------
@@ -297,19 +252,11 @@ def fragmentation_families(
     ``cache`` must be cleared when ``model`` changes."""
     idle: Counter[str] = Counter()
     frag: Counter[str] = Counter()
-    live = set()
-    for name in engine.node_names():
-        state = engine.node_state(name)
-        if state is None:
-            continue
-        live.add(name)
-        figures = _cached(cache, name, state.version, lambda state=state: _frag_figures(state, model))
-        if figures is None:
-            continue
-        gpu_model, node_idle, node_frag = figures
+    for _, (gpu_model, node_idle, node_frag) in _node_figures(
+        engine, cache, lambda state: _frag_figures(state, model)
+    ):
         idle[gpu_model] += node_idle
         frag[gpu_model] += node_frag
-    _prune(cache, live)
     weight = model.total_weight
     idle_f, frag_f, ratio_f, cluster_f, typical_f = (
         _gauge(spec, labels)
@@ -429,6 +376,8 @@ def pending_families(service: str, reasons: Mapping[str, Iterable[str]]) -> list
     return [pending, held]
 
 
-def family_names(*groups: Iterable[tuple[str, str, str]]) -> Iterator[tuple[str, str, str]]:
+def family_names(*groups: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, str]]:
+    """The families of ``groups`` as :class:`allot_runtime.metrics.ProjectionCollector` names them (all gauges)."""
     for group in groups:
-        yield from group
+        for name, text in group:
+            yield name, "gauge", text

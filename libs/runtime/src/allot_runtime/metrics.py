@@ -76,6 +76,27 @@ class ConsumerView(Protocol):
     stats: Any
 
 
+Labels = tuple[str, ...]
+
+
+def counter(registry: CollectorRegistry | None, name: str, text: str, labels: Labels = ()) -> Counter:
+    """A counter family named ``name`` with help ``text`` and label names ``labels``, registered on ``registry``
+    (None: the caller registers it later)."""
+    return Counter(name, text, labels, registry=registry)
+
+
+def gauge(registry: CollectorRegistry | None, name: str, text: str, labels: Labels = ()) -> Gauge:
+    """A gauge family, as :func:`counter`."""
+    return Gauge(name, text, labels, registry=registry)
+
+
+def histogram(
+    registry: CollectorRegistry | None, name: str, text: str, labels: Labels, buckets: tuple[float, ...]
+) -> Histogram:
+    """A histogram family with the bucket bounds ``buckets``, as :func:`counter`."""
+    return Histogram(name, text, labels, buckets=buckets, registry=registry)
+
+
 def build_version() -> str:
     """The installed Allot version (the runtime package's), ``unknown`` when it is not installed as a package."""
     from importlib.metadata import PackageNotFoundError, version
@@ -94,12 +115,8 @@ def standard_collectors(registry: CollectorRegistry, component: str) -> None:
     ProcessCollector(registry=registry)
     GCCollector(registry=registry)
     PlatformCollector(registry=registry)
-    info = Gauge(
-        "allot_build_info",
-        "Always 1: the Allot version and component of this process, and its Python version",
-        ["version", "component", "python_version"],
-        registry=registry,
-    )
+    text = "Always 1: the Allot version and component of this process, and its Python version"
+    info = gauge(registry, "allot_build_info", text, ("version", "component", "python_version"))
     info.labels(build_version(), component, platform.python_version()).set(1)
 
 
@@ -110,26 +127,21 @@ class Metrics:
         r = self.registry
         if process:  # the standard collectors, on this service's registry (not the library's global one)
             standard_collectors(r, service)
-        self.consumed = Counter(
-            "allot_events_consumed_total",
-            "Events handled by the service's processor",
-            ["service", "type"],
-            registry=r,
+        by_type = ("service", "type")
+        self.consumed = counter(
+            r, "allot_events_consumed_total", "Events handled by the service's processor", by_type
         )
-        self.emitted = Counter(
-            "allot_events_emitted_total",
-            "Events the service decided and appended to the log",
-            ["service", "type"],
-            registry=r,
+        self.emitted = counter(
+            r, "allot_events_emitted_total", "Events the service decided and appended to the log", by_type
         )
-        self.processing = Histogram(
+        self.processing = histogram(
+            r,
             "allot_event_processing_duration_seconds",
             "Time from receiving an event to committing the decision",
-            ["service"],
-            buckets=ATTEMPT_BUCKETS,
-            registry=r,
+            ("service",),
+            ATTEMPT_BUCKETS,
         )
-        self.position = Gauge("allot_consumer_position", "Last log position handled", ["service"], registry=r)
+        self.position = gauge(r, "allot_consumer_position", "Last log position handled", ("service",))
         self.log = LogCollector(service)
         r.register(self.log)
         self.consumer = ConsumerCollector(service)
@@ -160,27 +172,25 @@ class SchedulerMetrics:
     """kube-scheduler's families, for the one service that schedules (the device-allocator)."""
 
     def __init__(self, r: CollectorRegistry) -> None:
-        self.schedule_attempts = Counter(
+        by_result = ("result", "profile")
+        self.schedule_attempts = counter(
+            r,
             "allot_scheduler_schedule_attempts_total",
             "Number of attempts to schedule pods, by the result",
-            ["result", "profile"],
-            registry=r,
+            by_result,
         )
-        self.attempt_duration = Histogram(
+        self.attempt_duration = histogram(
+            r,
             "allot_scheduler_scheduling_attempt_duration_seconds",
             "Scheduling attempt latency in seconds (scheduling algorithm + commit)",
-            ["result", "profile"],
-            buckets=ATTEMPT_BUCKETS,
-            registry=r,
+            by_result,
+            ATTEMPT_BUCKETS,
         )
-        self.pending_pods = Gauge(
-            "allot_scheduler_pending_pods", "Number of pending pods, by the queue type", ["queue"], registry=r
+        self.pending_pods = gauge(
+            r, "allot_scheduler_pending_pods", "Number of pending pods, by the queue type", ("queue",)
         )
-        self.unschedulable_pods = Gauge(
-            "allot_scheduler_unschedulable_pods",
-            "Number of unschedulable pods",
-            ["plugin", "profile"],
-            registry=r,
+        self.unschedulable_pods = gauge(
+            r, "allot_scheduler_unschedulable_pods", "Number of unschedulable pods", ("plugin", "profile")
         )
 
 

@@ -78,31 +78,25 @@ class Nomination:
     pending: set[str] = field(default_factory=set)  # victims not gone yet
 
 
+@dataclass(eq=False)
 class Preemptions:
     """``pods`` (pod -> as read at the door) and ``placed`` (pod -> the node it holds) are the allocator's own
     projection, read here and never changed."""
 
-    def __init__(
-        self,
-        engine: PlacementEngine,
-        reservations: Reservations,
-        pods: Mapping[str, Pod],
-        placed: PlacedPods,
-        enabled: bool = True,
-    ) -> None:
-        self.engine = engine
-        self.reservations = reservations
-        self.pods = pods
-        self.placed = placed
-        self.enabled = enabled
-        self.jobs: dict[str, Nomination] = {}
-        self.held_pods: set[str] = set()  # plain pods held off a nominated node
-        self.held_groups: set[str] = set()  # gang groups held off a nominated node
-        self.refused: set[str] = (
-            set()
-        )  # pods whose eviction was refused for good: no victim again in this life
-        self.step = 0  # the allocator's count of events evolved, as of the last one evolved here
-        self.ended_at = -1  # the step at which a nomination last ended (its held items go again)
+    engine: PlacementEngine
+    reservations: Reservations
+    pods: Mapping[str, Pod]
+    placed: PlacedPods
+    enabled: bool = True
+    jobs: dict[str, Nomination] = field(default_factory=dict, init=False)
+    held_pods: set[str] = field(default_factory=set, init=False)  # plain pods held off a nominated node
+    held_groups: set[str] = field(default_factory=set, init=False)  # gang groups held off a nominated node
+    # pods whose eviction was refused for good: no victim again in this life
+    refused: set[str] = field(default_factory=set, init=False)
+    # the allocator's count of events evolved, as of the last one evolved here
+    step: int = field(default=0, init=False)
+    # the step at which a nomination last ended (its held items go again)
+    ended_at: int = field(default=-1, init=False)
 
     @property
     def ended(self) -> bool:

@@ -55,22 +55,11 @@ from allot_contracts.events import (
 )
 from allot_contracts.issues import format_issues
 from allot_contracts.jsonvalue import JsonObject
-from allot_gang import GangConfig, GangEngine, goes_alone
-from allot_gang.actions import (
-    Action,
-    GroupAdmitted,
-    GroupReady,
-    GroupRetryAt,
-    GroupTimedOut,
-    MemberWaiting,
-    PassThrough,
-    Rejected,
-    ReleaseHolds,
-)
+from allot_gang import GangConfig, GangEngine, actions, goes_alone
 from allot_runtime.processor import Emit
 
 Answer = (
-    Action | PodGroupRejected | PodRejected
+    actions.Action | PodGroupRejected | PodRejected
 )  # what one input is answered with: an engine action or a rejection
 
 
@@ -185,9 +174,9 @@ class GangCoordinator:
                 return [Emit(stream_id=stream_id("podgroup", group.key), event=action)]
             case PodRejected(pod=pod):
                 return [Emit(stream_id=stream_id("pod", pod.key), event=action)]
-            case PassThrough(pod=pod):
+            case actions.PassThrough(pod=pod):
                 return [Emit(stream_id=stream_id("pod", pod), event=PodEnqueued(pod=_ref(pod), attempt=1))]
-            case MemberWaiting(
+            case actions.MemberWaiting(
                 gang=gang, group=group, pod=pod, present=present, min_available=minimum, reason=reason
             ):
                 return [
@@ -203,25 +192,25 @@ class GangCoordinator:
                         ),
                     )
                 ]
-            case GroupReady(group=group, gangs=gangs, members=members, attempt=attempt):
+            case actions.GroupReady(group=group, gangs=gangs, members=members, attempt=attempt):
                 return _on_gang(
                     group,
                     GangGroupReady(group=group, gangs=list(gangs), members=list(members), attempt=attempt),
                 )
-            case GroupAdmitted(group=group, attempt=attempt, members=members):
+            case actions.GroupAdmitted(group=group, attempt=attempt, members=members):
                 return _on_gang(group, GangGroupAdmitted(group=group, attempt=attempt, members=list(members)))
-            case ReleaseHolds(group=group, attempt=attempt, members=members, reason=reason):
+            case actions.ReleaseHolds(group=group, attempt=attempt, members=members, reason=reason):
                 return _on_gang(
                     group,
                     GangHoldsReleased(group=group, attempt=attempt, members=list(members), reason=reason),
                 )
-            case GroupTimedOut(group=group, gang=gang, released_members=released):
+            case actions.GroupTimedOut(group=group, gang=gang, released_members=released):
                 return _on_gang(group, GangTimedOut(group=group, gang=gang, released_members=list(released)))
-            case GroupRetryAt(group=group, at=when, attempt=attempt, reason=reason):
+            case actions.GroupRetryAt(group=group, at=when, attempt=attempt, reason=reason):
                 return _on_gang(
                     group, GangRetryScheduled(group=group, at=when, attempt=attempt, reason=reason)
                 )
-            case Rejected(pod=pod, errors=errors):
+            case actions.Rejected(pod=pod, errors=errors):
                 issues = list(errors)
                 message = "invalid gang declaration: " + "; ".join(f"{i.path}: {i.message}" for i in issues)
                 return [

@@ -26,6 +26,7 @@ from allot_contracts.events import (
     PodUnschedulable,
 )
 from allot_contracts.objects import names as n
+from allot_contracts.objects.annotations import decode_annotation
 from allot_contracts.objects.inventory import NodeInfo
 from allot_descheduling import (
     DefragInput,
@@ -49,14 +50,7 @@ Held = tuple[tuple[int, int], ...]
 
 def _held(annotations: Mapping[str, object]) -> Held:
     """``(minor, milli)`` of each GPU in a device-allocated annotation (a dict, or its JSON text)."""
-    raw = annotations.get(n.ANN_DEVICE_ALLOCATED)
-    if isinstance(raw, str):
-        import json
-
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return ()
+    raw = decode_annotation(annotations, n.ANN_DEVICE_ALLOCATED, [])  # None when absent or not JSON
     out: list[tuple[int, int]] = []
     for entry in (raw or {}).get("gpu", []) if isinstance(raw, dict) else []:
         res = entry.get("resources") or {}

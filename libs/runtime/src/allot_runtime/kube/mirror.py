@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from allot_contracts.envelope import NewEvent, canonical, derived_event_id
@@ -139,29 +139,23 @@ def spec_fingerprint(obj: JsonObject, *, drop_annotations: Iterable[str] = ()) -
     }
 
 
+@dataclass(eq=False, kw_only=True)
 class Mirror(Sink):
     """One resource mirrored into the log as ``*.applied``/``*.deleted`` input events."""
 
-    def __init__(
-        self,
-        *,
-        store: Any,
-        producer: str,
-        kind: Kind,
-        component: str,
-        metrics: WatchMetrics,
-        in_scope: Callable[[str], bool] = lambda _: True,
-    ) -> None:
-        self.store = store
-        self.producer = producer
-        self.kind = kind
-        self.component = component
-        self.metrics = metrics
-        self.in_scope = in_scope
-        self.known: dict[str, Known] = {}
-        self.writer = Writer(store, producer, component, metrics)
-        self.position = 0  # how far the log has been folded
-        self.refused: dict[str, str] = {}  # key -> resourceVersion refused by admission (logged once)
+    store: Any
+    producer: str
+    kind: Kind
+    component: str
+    metrics: WatchMetrics
+    in_scope: Callable[[str], bool] = lambda _: True
+    known: dict[str, Known] = field(default_factory=dict, init=False)
+    position: int = field(default=0, init=False)  # how far the log has been folded
+    # key -> resourceVersion refused by admission (logged once)
+    refused: dict[str, str] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.writer = Writer(self.store, self.producer, self.component, self.metrics)
 
     @property
     def resource(self) -> Resource:
@@ -258,6 +252,7 @@ class _Pending:
     done: Callable[[], None]
 
 
+@dataclass(eq=False)
 class Writer:
     """Appends one producer's input events, with ids derived from a basis (kind/uid/version). Alone, each change is
     one transaction; inside :meth:`batch` (a full list) changes are appended ``chunk`` at a time, so the first list
@@ -266,15 +261,12 @@ class Writer:
     A change the log refuses for good (``PermanentError``) is logged and skipped; transient failures propagate, and
     the list-watch retries (nothing of a failed batch was written)."""
 
-    def __init__(
-        self, store: Any, producer: str, component: str, metrics: WatchMetrics, chunk: int = 500
-    ) -> None:
-        self.store = store
-        self.producer = producer
-        self.component = component
-        self.metrics = metrics
-        self.chunk = chunk
-        self._batch: list[_Pending] | None = None
+    store: Any
+    producer: str
+    component: str
+    metrics: WatchMetrics
+    chunk: int = 500
+    _batch: list[_Pending] | None = field(default=None, init=False)
 
     async def write(self, events: list[tuple[str, Event]], basis: str, done: Callable[[], None]) -> None:
         pending = _Pending(

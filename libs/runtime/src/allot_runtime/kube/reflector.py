@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
 from allot_contracts.errors import TransientError
 from allot_contracts.jsonvalue import JsonObject
@@ -31,7 +31,7 @@ from allot_runtime.kube.client import (
     request,
     status_error,
 )
-from allot_runtime.metrics import RegistryFamilies
+from allot_runtime.metrics import RegistryFamilies, counter, gauge
 
 log = logging.getLogger("allot.kube")
 
@@ -45,42 +45,24 @@ class WatchMetrics(RegistryFamilies):
     """Prometheus families of the watchers, registered once per registry (``component``: who watches)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.events = Counter(
-            "allot_kube_watch_events_total",
-            "Watch events received",
-            ["component", "resource", "type"],
-            registry=registry,
+        r, watched = registry, ("component", "resource")
+        self.events = counter(r, "allot_kube_watch_events_total", "Watch events received", (*watched, "type"))
+        self.lists = counter(
+            r, "allot_kube_lists_total", "Full lists (start, and relists after 410 Gone)", watched
         )
-        self.lists = Counter(
-            "allot_kube_lists_total",
-            "Full lists (start, and relists after 410 Gone)",
-            ["component", "resource"],
-            registry=registry,
+        self.errors = counter(
+            r, "allot_kube_watch_errors_total", "List and watch failures, retried with backoff", watched
         )
-        self.errors = Counter(
-            "allot_kube_watch_errors_total",
-            "List and watch failures, retried with backoff",
-            ["component", "resource"],
-            registry=registry,
+        self.recorded = counter(
+            r, "allot_kube_events_recorded_total", "Input events recorded in the log", ("component", "type")
         )
-        self.recorded = Counter(
-            "allot_kube_events_recorded_total",
-            "Input events recorded in the log",
-            ["component", "type"],
-            registry=registry,
-        )
-        self.skipped = Counter(
+        self.skipped = counter(
+            r,
             "allot_kube_objects_skipped_total",
             "Objects not recorded because admission refused them",
-            ["component", "resource"],
-            registry=registry,
+            watched,
         )
-        self.synced = Gauge(
-            "allot_kube_synced",
-            "1 once the resource's first list is recorded",
-            ["component", "resource"],
-            registry=registry,
-        )
+        self.synced = gauge(r, "allot_kube_synced", "1 once the resource's first list is recorded", watched)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 
 from allot_contracts.envelope import RecordedEvent, canonical, stream_id
 from allot_contracts.errors import Fenced, TransientError
@@ -54,7 +54,7 @@ from allot_contracts.events.enactment import QuotaStatusEnacted, QuotaStatusEnac
 from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.enactment import outcome_event
 from allot_runtime.kube.client import ApiError, api_client, call
-from allot_runtime.metrics import RegistryFamilies
+from allot_runtime.metrics import ATTEMPT_BUCKETS, RegistryFamilies, counter, histogram
 from binder.adapters.api import Retry, post
 from binder.adapters.evict import EvictionState, evict_due, evict_pods_due, evict_quota_due
 from binder.adapters.outcomes import latest_decision, record_outcome
@@ -117,23 +117,13 @@ async def bind(client: Any, request: BindRequest) -> Outcome:
 
 class BinderMetrics(RegistryFamilies):
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.bindings = Counter(
-            "allot_binder_bindings_total",
-            "Binding attempts against the API server, by result (bound, failed, retried)",
-            ["result"],
-            registry=registry,
+        r, text = registry, "Binding attempts against the API server, by result (bound, failed, retried)"
+        self.bindings = counter(r, "allot_binder_bindings_total", text, ("result",))
+        self.duration = histogram(
+            r, "allot_binder_binding_duration_seconds", "Time of one Binding POST", (), ATTEMPT_BUCKETS
         )
-        self.duration = Histogram(
-            "allot_binder_binding_duration_seconds",
-            "Time of one Binding POST",
-            buckets=tuple(0.001 * 2**i for i in range(15)),
-            registry=registry,
-        )
-        self.quota_patches = Counter(
-            "allot_binder_quota_patches_total",
-            "ElasticQuota status patches, by result",
-            ["result"],
-            registry=registry,
+        self.quota_patches = counter(
+            r, "allot_binder_quota_patches_total", "ElasticQuota status patches, by result", ("result",)
         )
 
 
