@@ -5,15 +5,9 @@ import sys
 
 import pytest
 
-SERVICES = [
-    "binder",
-    "device_allocator",
-    "gang_coordinator",
-    "node_reporter",
-    "qos_enforcer",
-    "quota_manager",
-    "reservation_manager",
-]
+from allot_stack.pipeline import PROCESSORS
+
+SERVICES = [service.replace("-", "_") for service, _ in PROCESSORS]
 
 
 @pytest.mark.parametrize("package", SERVICES)

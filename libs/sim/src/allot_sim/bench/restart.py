@@ -173,7 +173,15 @@ def compile_bytecode(url: str, services: list[tuple[str, str]], snapshots: bool)
     imports = ", ".join(["allot_sim.bench.service_start"] + [f"{p}.main, {p}.processor" for p in packages])
     subprocess.run([sys.executable, "-c", f"import {imports}"], env=env, check=True, capture_output=True)
     service, name = services[0]
-    start = [
+    subprocess.run(_start(url, service, name, snapshots), env=env, check=True, capture_output=True)
+    return prefix
+
+
+def _start(url: str, service: str, name: str, snapshots: bool) -> list[str]:
+    """The command of one service's timed start (:mod:`allot_sim.bench.service_start`)."""
+    import sys
+
+    return [
         sys.executable,
         "-m",
         "allot_sim.bench.service_start",
@@ -182,8 +190,6 @@ def compile_bytecode(url: str, services: list[tuple[str, str]], snapshots: bool)
         name,
         "1" if snapshots else "0",
     ]
-    subprocess.run(start, env=env, check=True, capture_output=True)
-    return prefix
 
 
 def restart(
@@ -194,7 +200,6 @@ def restart(
     modules (:func:`compile_bytecode`); None: as the environment has them."""
     import resource
     import subprocess
-    import sys
     import threading
 
     peak = 0
@@ -213,15 +218,7 @@ def restart(
     started = time.perf_counter()
     processes = {
         name: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "allot_sim.bench.service_start",
-                url,
-                service,
-                name,
-                "1" if snapshots else "0",
-            ],
+            _start(url, service, name, snapshots),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
