@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING
 
 import msgspec
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from allot_contracts.envelope import RecordedEvent
 from allot_contracts.errors import InvalidInput
 from allot_eventstore.clock import iso
+
+# `cryptography` is imported where a key is used: a service that only reads the log needs none of it.
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 DOMAIN = b"allot.log-checkpoint.v1\n"  # a signature made for anything else can never pass as a checkpoint
 EVERY_EVENTS = 1000  # default sealing interval, in events published
@@ -63,6 +65,8 @@ def signed_message(position: int, chain_hash: bytes, signed_at: int) -> bytes:
 
 def key_id(public_key: Ed25519PublicKey) -> str:
     """A short, stable name for a public key: the first 16 hex digits of SHA-256 over its 32 raw bytes."""
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
     raw = public_key.public_bytes(Encoding.Raw, PublicFormat.Raw)
     return hashlib.sha256(raw).hexdigest()[:16]
 
@@ -81,6 +85,8 @@ def sign_checkpoint(
 
 def signature_problem(checkpoint: SignedCheckpoint, keys: Mapping[str, Ed25519PublicKey]) -> str | None:
     """Why ``checkpoint`` cannot be trusted with ``keys`` (by key id), or None when its signature holds."""
+    from cryptography.exceptions import InvalidSignature
+
     public = keys.get(checkpoint.key_id)
     if public is None:
         return (

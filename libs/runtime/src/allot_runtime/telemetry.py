@@ -8,17 +8,25 @@ with ``messaging.system=nats``, ``messaging.destination.name``, ``messaging.mess
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from opentelemetry import context, trace
-from opentelemetry.propagators.textmap import DefaultGetter, DefaultSetter
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from opentelemetry.util.types import AttributeValue
+# OpenTelemetry is imported once tracing is on (``setup``): a service that traces nothing starts without it.
+if TYPE_CHECKING:
+    from opentelemetry import trace
+    from opentelemetry.propagators.textmap import DefaultGetter, DefaultSetter
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    from opentelemetry.util.types import AttributeValue
 
-_propagator = TraceContextTextMapPropagator()
-_getter: DefaultGetter = DefaultGetter()
-_setter: DefaultSetter = DefaultSetter()
+
+@functools.cache
+def _propagation() -> tuple[TraceContextTextMapPropagator, DefaultGetter, DefaultSetter]:
+    from opentelemetry.propagators.textmap import DefaultGetter, DefaultSetter
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator(), DefaultGetter(), DefaultSetter()
 
 
 def setup(service: str, exporter: str) -> trace.Tracer | None:
@@ -42,7 +50,8 @@ def setup(service: str, exporter: str) -> trace.Tracer | None:
 
 def inject() -> dict[str, str]:
     carrier: dict[str, str] = {}
-    _propagator.inject(carrier, setter=_setter)  # type: ignore[misc]  # CarrierT is a TypeVar mypy cannot bind here
+    propagator, _, setter = _propagation()
+    propagator.inject(carrier, setter=setter)  # type: ignore[misc]  # CarrierT is a TypeVar mypy cannot bind here
     return carrier
 
 
@@ -56,7 +65,10 @@ def consuming(
     consumer: str,
     attributes: Mapping[str, AttributeValue] | None = None,
 ) -> Iterator[trace.Span]:
-    parent = _propagator.extract(carrier, getter=_getter)
+    from opentelemetry import context, trace
+
+    propagator, getter, _ = _propagation()
+    parent = propagator.extract(carrier, getter=getter)
     token = context.attach(parent)
     try:
         with tracer.start_as_current_span(

@@ -25,6 +25,13 @@ def register(subparsers: Any) -> None:
         default=20_000,
         help="events between the snapshot and the checkpoint (default: 20000)",
     )
+    p.add_argument(
+        "--no-compile",
+        dest="compiled",
+        action="store_false",
+        help="start the services with the bytecode the environment has, instead of compiling it first "
+        "(with PYTHONDONTWRITEBYTECODE set, every start then compiles its sources)",
+    )
     p.set_defaults(func=run)
 
 
@@ -32,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
     from allot_sim.bench.restart import measure
 
     report(
-        measure(logs_from(args), snapshots=args.snapshots, snapshot_lag=args.snapshot_lag), as_json=args.json
+        measure(
+            logs_from(args), snapshots=args.snapshots, snapshot_lag=args.snapshot_lag, compiled=args.compiled
+        ),
+        as_json=args.json,
     )
     return 0

@@ -156,12 +156,50 @@ async def _instances(url: str) -> list[tuple[str, str]]:
     return [(service, name) for service, _ in PROCESSORS for name in instances(service, producers)]
 
 
-def restart(url: str, services: list[tuple[str, str]], snapshots: bool = False) -> dict[str, Any]:
-    """Start every service at once, each in its own process (:mod:`allot_sim.bench.service_start`: the service's
-    imports, then its restore and fold); figures of the restart."""
-    import resource
+def compile_bytecode(url: str, services: list[tuple[str, str]], snapshots: bool) -> str:
+    """A new directory holding the bytecode of what the services' processes import, for ``PYTHONPYCACHEPREFIX``:
+    compiled once here (every service's entry module and processor, and one whole untimed start for the modules a
+    start imports on the way), so that a timed start loads compiled modules as a service in an image does (its
+    bytecode is compiled when the image is built) whatever ``PYTHONDONTWRITEBYTECODE`` says."""
     import subprocess
     import sys
+    import tempfile
+
+    prefix = tempfile.mkdtemp(prefix="allot-bench-bytecode-")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {
+        "PYTHONPYCACHEPREFIX": prefix
+    }
+    packages = sorted({service.replace("-", "_") for service, _ in services})
+    imports = ", ".join(["allot_sim.bench.service_start"] + [f"{p}.main, {p}.processor" for p in packages])
+    subprocess.run([sys.executable, "-c", f"import {imports}"], env=env, check=True, capture_output=True)
+    service, name = services[0]
+    subprocess.run(_start(url, service, name, snapshots), env=env, check=True, capture_output=True)
+    return prefix
+
+
+def _start(url: str, service: str, name: str, snapshots: bool) -> list[str]:
+    """The command of one service's timed start (:mod:`allot_sim.bench.service_start`)."""
+    import sys
+
+    return [
+        sys.executable,
+        "-m",
+        "allot_sim.bench.service_start",
+        url,
+        service,
+        name,
+        "1" if snapshots else "0",
+    ]
+
+
+def restart(
+    url: str, services: list[tuple[str, str]], snapshots: bool = False, *, bytecode: str | None = None
+) -> dict[str, Any]:
+    """Start every service at once, each in its own process (:mod:`allot_sim.bench.service_start`: the service's
+    imports, then its restore and fold); figures of the restart. ``bytecode``: the directory of the compiled
+    modules (:func:`compile_bytecode`); None: as the environment has them."""
+    import resource
+    import subprocess
     import threading
 
     peak = 0
@@ -173,24 +211,18 @@ def restart(url: str, services: list[tuple[str, str]], snapshots: bool = False) 
             peak = max(peak, tree_rss(os.getpid()))
             time.sleep(0.02)
 
+    env = os.environ | ({"PYTHONPYCACHEPREFIX": bytecode} if bytecode else {})
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     processes = {
         name: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "allot_sim.bench.service_start",
-                url,
-                service,
-                name,
-                "1" if snapshots else "0",
-            ],
+            _start(url, service, name, snapshots),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         for service, name in services
     }
@@ -248,9 +280,12 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def measure(logs: Logs, *, snapshots: bool, snapshot_lag: int) -> LogsReport:
+def measure(logs: Logs, *, snapshots: bool, snapshot_lag: int, compiled: bool = True) -> LogsReport:
     """The services' restart on each log, with snapshots ``snapshot_lag`` events behind (a crash: the tail since
-    the last periodic snapshot) and then at the checkpoint (``after_graceful_stop``), or without snapshots."""
+    the last periodic snapshot) and then at the checkpoint (``after_graceful_stop``), or without snapshots.
+    ``compiled``: the services load bytecode compiled before the runs (:func:`compile_bytecode`); else what the
+    environment has (with ``PYTHONDONTWRITEBYTECODE`` set and no bytecode, every start compiles its sources)."""
+    import shutil
 
     def restarts(url: str, events: int) -> dict[str, Any]:
         services = asyncio.run(_instances(url))
@@ -261,12 +296,15 @@ def measure(logs: Logs, *, snapshots: bool, snapshot_lag: int) -> LogsReport:
         if snapshots:
             created = asyncio.run(_snapshot_table(url))
             made, at_checkpoint = prepare(url, services, snapshot_lag)
+        bytecode = compile_bytecode(url, services, snapshots) if compiled else None
         try:
-            runs = [restart(url, services, snapshots) for _ in range(logs.runs)]
+            runs = [restart(url, services, snapshots, bytecode=bytecode) for _ in range(logs.runs)]
             if at_checkpoint:
                 asyncio.run(_write(url, at_checkpoint))
-                graceful = [restart(url, services, snapshots) for _ in range(logs.runs)]
+                graceful = [restart(url, services, snapshots, bytecode=bytecode) for _ in range(logs.runs)]
         finally:
+            if bytecode:
+                shutil.rmtree(bytecode, ignore_errors=True)
             if created:
                 asyncio.run(_snapshot_table(url, drop=True))
             elif at_checkpoint:
@@ -279,6 +317,7 @@ def measure(logs: Logs, *, snapshots: bool, snapshot_lag: int) -> LogsReport:
         result: dict[str, Any] = {
             "snapshots": made or "none",
             "snapshot_lag": snapshot_lag if snapshots else None,
+            "bytecode": "compiled before the runs" if compiled else "as found",
             **_summary(runs),
             "runs": runs,
         }
