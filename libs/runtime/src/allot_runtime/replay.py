@@ -10,7 +10,7 @@ does not cascade into noise, and reports every mismatch (the CLI prints the firs
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
