@@ -56,16 +56,15 @@ def canonical(obj: Any) -> bytes:
 
 
 _NS_BYTES = ALLOT_NS.bytes
+# the RFC 4122 variant written into the first hex digit of the fourth group: its two top bits set to 10
+_VARIANT_DIGIT = {digit: "89ab"[int(digit, 16) & 0x3] for digit in "0123456789abcdef"}
 
 
 def derived_event_id(producer: str, trigger_id: str, index: int) -> str:
-    """``str(uuid.uuid5(ALLOT_NS, f"{producer}/{trigger_id}/{index}"))``, computed without building UUID objects
-    (every decision of every service derives one id per output event)."""
-    digest = bytearray(hashlib.sha1(_NS_BYTES + f"{producer}/{trigger_id}/{index}".encode()).digest()[:16])
-    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = digest.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """``str(uuid.uuid5(ALLOT_NS, f"{producer}/{trigger_id}/{index}"))``, computed on the hex digest without building
+    UUID objects (every decision of every service derives one id per output event): version digit 5, variant 10."""
+    h = hashlib.sha1(_NS_BYTES + f"{producer}/{trigger_id}/{index}".encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT_DIGIT[h[16]]}{h[17:20]}-{h[20:32]}"
 
 
 def stream_id(kind: str, key: str) -> str:

@@ -22,21 +22,25 @@ class PodLives:
         """Whether ``event`` is about a life of its pod other than the current one. Events about a PodMigrationJob
         (they name the ``job``) are about the job: their ``uid`` is the job's, and they stand whatever life the
         pod is in (an eviction's answer may land after the pod was re-created)."""
-        shape = _shape(type(event))
-        if shape in (_NEVER, _BIRTH) or (
-            shape == _JOB and isinstance(getattr(event, "job", None), ObjectRef)
-        ):
+        shape = _SHAPES.get(type(event))
+        if shape is None:
+            shape = _shape(type(event))
+        if shape <= _BIRTH or (shape == _JOB and isinstance(getattr(event, "job", None), ObjectRef)):
             return False
         uid = getattr(event, "uid", "")
+        if not uid:  # about the current life, whichever it is (most decisions name none)
+            return False
         pod = getattr(event, "pod", None)
-        if not uid or not isinstance(pod, ObjectRef):
+        if not isinstance(pod, ObjectRef):
             return False
         current = self.current.get(pod.key)
         return current is not None and current != uid
 
     def observe(self, event: Event) -> None:
         """Follow births and deaths (call for events that are not stale)."""
-        shape = _shape(type(event))
+        shape = _SHAPES.get(type(event))
+        if shape is None:
+            shape = _shape(type(event))
         if shape == _BIRTH:
             assert isinstance(event, PodSubmitted | PodObserved)
             if event.uid:
@@ -68,7 +72,7 @@ class PodLives:
 # What a class of events is to the lives, worked out once per class (the event classes are a fixed set): a birth
 # (pod.submitted, pod.observed), a death (pod.deleted), about a PodMigrationJob when it names one (``job``), about a
 # life of a pod (``uid`` and ``pod``), or never about a life.
-_NEVER, _BIRTH, _DEATH, _JOB, _POD = range(5)
+_NEVER, _BIRTH, _DEATH, _JOB, _POD = range(5)  # never and birth first: ``stale`` tests ``shape <= _BIRTH``
 _SHAPES: dict[type, int] = {}
 
 

@@ -112,40 +112,47 @@ class PodAccounting:
             return self._register(info, entry.assigned, entry.seq)
         return self._register(info, False)
 
-    def _change(self, entry: PodEntry, action: str, changed: bool, **facts: Any) -> UsageChange:
-        node = self._h.nodes[entry.quota]
+    def _change(
+        self, entry: PodEntry, action: str, changed: bool, numbers: bool, **facts: Any
+    ) -> UsageChange:
+        runtime = self._h.runtime(entry.quota)  # brought up to date whether or not it is reported
+        if not numbers:
+            return UsageChange(pod=entry.info.key, quota=entry.quota, action=action, changed=changed, **facts)  # type: ignore[arg-type]
         return UsageChange(
             pod=entry.info.key,
             quota=entry.quota,
             action=action,  # type: ignore[arg-type]
             changed=changed,
             request=format_resource_list(entry.masked),
-            used=format_resource_list(node.used),
-            runtime=format_resource_list(self._h.runtime(entry.quota)),
+            used=format_resource_list(self._h.nodes[entry.quota].used),
+            runtime=format_resource_list(runtime),
             **facts,
         )
 
     def _noop(self, pod: PodRef, quota: str = "") -> UsageChange:
         return UsageChange(pod=self._key(pod), quota=quota, action="noop", changed=False)
 
-    def add_pending(self, pod: PodRef) -> UsageChange:
-        """The pod exists and asks for quota: it counts in its quota's request from now on."""
+    def add_pending(self, pod: PodRef, *, numbers: bool = True) -> UsageChange:
+        """The pod exists and asks for quota: it counts in its quota's request from now on.
+
+        Here and in the other changes below, ``numbers=False`` leaves the record's request, used and runtime empty:
+        formatting them is most of the cost of a change, and a caller that does not read them need not pay it."""
         before = self._pods.get(self._key(pod))
         entry = self._track(pod)
         if entry is None:
             return self._noop(pod)
         if entry is before:
-            return self._change(entry, "noop", False)
-        return self._change(entry, "updated" if before is not None else "pending", True)
+            return self._change(entry, "noop", False, numbers)
+        return self._change(entry, "updated" if before is not None else "pending", True, numbers)
 
-    def remove_pending(self, pod: PodRef) -> UsageChange:
+    def remove_pending(self, pod: PodRef, *, numbers: bool = True) -> UsageChange:
         """A pending pod leaves without being assigned (deleted, or given up); assigned pods are left alone."""
         entry = self._pods.get(self._key(pod))
         if entry is None or entry.assigned:
             return self._noop(pod, entry.quota if entry else "")
-        return self.remove_pod(pod)
+        return self.remove_pod(pod, numbers=numbers)
 
-    def remove_pod(self, pod: PodRef) -> UsageChange:
+    def remove_pod(self, pod: PodRef, *, numbers: bool = True) -> UsageChange:
         """The pod is gone (deleted, finished, evicted): it leaves request and, if assigned, used."""
         entry = self._pods.get(self._key(pod))
         if entry is None:
@@ -153,27 +160,27 @@ class PodAccounting:
         returned = usage_facts(self._h, entry.quota, entry.masked, -1) if entry.assigned else []
         self._h.remove_pod(entry)
         del self._pods[entry.info.key]
-        return self._change(entry, "removed", True, returned=returned)
+        return self._change(entry, "removed", True, numbers, returned=returned)
 
-    def assign(self, pod: PodRef) -> UsageChange:
+    def assign(self, pod: PodRef, *, numbers: bool = True) -> UsageChange:
         """Reserve: the pod is placed; it counts in used. Idempotent."""
         entry = self._track(pod)
         if entry is None:
             return self._noop(pod)
         if entry.assigned:
-            return self._change(entry, "noop", False)
+            return self._change(entry, "noop", False, numbers)
         borrow = usage_facts(self._h, entry.quota, entry.masked, +1)
         self._h.set_assigned(entry, True)
-        return self._change(entry, "assigned", True, borrow=borrow)
+        return self._change(entry, "assigned", True, numbers, borrow=borrow)
 
-    def unassign(self, pod: PodRef) -> UsageChange:
+    def unassign(self, pod: PodRef, *, numbers: bool = True) -> UsageChange:
         """Unreserve: the placement is undone; the pod is pending again. Idempotent, and a no-op when unknown."""
         entry = self._pods.get(self._key(pod))
         if entry is None or not entry.assigned:
             return self._noop(pod, entry.quota if entry else "")
         returned = usage_facts(self._h, entry.quota, entry.masked, -1)
         self._h.set_assigned(entry, False)
-        return self._change(entry, "unassigned", True, returned=returned)
+        return self._change(entry, "unassigned", True, numbers, returned=returned)
 
     # ------------------------------------------------------------------ decisions
     def admit(self, pod: PodRef) -> AdmitDecision:

@@ -201,11 +201,11 @@ class QuotaManager:
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
                 self.reclaims.gone(pod.key)
                 self.pods[pod.key] = spec
-                self.engine.add_pending(spec)
+                self.engine.add_pending(spec, numbers=False)
             case PodObserved(pod=pod, spec=spec) if spec is not None:
                 self.reclaims.gone(pod.key)
                 self.pods[pod.key] = spec
-                self.engine.assign(spec)
+                self.engine.assign(spec, numbers=False)
                 self.charged.add(pod.key)
                 if spec.node_name:
                     self.node_of[pod.key] = spec.node_name
@@ -233,7 +233,7 @@ class QuotaManager:
                 if (
                     self.engine.quota_of_pod(pod.key) is not None
                 ):  # else no quota governs it: nothing to charge
-                    self.engine.assign(pod.key)
+                    self.engine.assign(pod.key, numbers=False)
                     self.charged.add(pod.key)
             case QuotaWaiting(pod=pod, attempt=attempt, message=message, detail=detail):
                 self.waiting[pod.key] = attempt
@@ -246,7 +246,7 @@ class QuotaManager:
                     self._not_waiting(member)
                     if self.engine.quota_of_pod(member) is None:
                         continue  # no quota governs it: nothing to charge
-                    self.engine.assign(member)
+                    self.engine.assign(member, numbers=False)
                     self.charged.add(member)
                     self.group_charges[member] = (group, attempt)
             case GangHoldsReleased(group=group, attempt=attempt, members=members, reason=reason):
@@ -255,7 +255,7 @@ class QuotaManager:
                         self._uncharge(member, f"gang holds released: {reason}", remove=False)
             case QuotaEvicted(pod=pod, quota=quota, cause=cause):
                 self.reclaims.evicted(pod.key, self.pods.get(pod.key), self.node_of.get(pod.key, ""), cause)
-                self.engine.remove_pod(pod.key)
+                self.engine.remove_pod(pod.key, numbers=False)
                 self.engine.restart_overuse(quota)
                 self.pods.pop(pod.key, None)
                 self.charged.discard(pod.key)
@@ -294,7 +294,7 @@ class QuotaManager:
             return
         key = event.pod.key
         self.pods[key] = held.spec
-        self.engine.assign(held.spec)
+        self.engine.assign(held.spec, numbers=False)
         self.charged.add(key)
         if held.node:
             self.node_of[key] = held.node
@@ -310,7 +310,7 @@ class QuotaManager:
         self.group_charges.pop(key, None)
         was_charged = key in self.charged
         self.charged.discard(key)
-        change = self.engine.remove_pod(key) if remove else self.engine.unassign(key)
+        change = (self.engine.remove_pod if remove else self.engine.unassign)(key, numbers=was_charged)
         if was_charged:
             self.owed_releases[key] = (reason, change)
 
