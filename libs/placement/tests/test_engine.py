@@ -356,6 +356,7 @@ def test_cache_resets_never_change_decisions(monkeypatch: pytest.MonkeyPatch) ->
     normal = engine_with(*docs)
     expected = [place(normal, p).to_dict() for p in pods]
     monkeypatch.setattr(engine_mod, "_MEMO_LIMIT", 3)
+    monkeypatch.setattr(engine_mod, "_MEMO_PER_NODE", 0)
     monkeypatch.setattr(engine_mod, "_INDEX_ENTRY_BUDGET", 1)
     tiny = engine_with(*docs)
     assert [place(tiny, p).to_dict() for p in pods] == expected

@@ -74,31 +74,35 @@ class ShapeIndex:
         (``complete`` evaluates such nodes when an explanation needs them; after it, every node is evaluated)."""
         if self.whole:
             admits = None
+        feasible, infeasible, counts, codes = self.feasible, self.infeasible, self.counts, self.codes
+        heap, push = self.heap, heapq.heappush
         for name in names:
-            old = self.infeasible.pop(name, None)
+            old = infeasible.pop(name, None)
+            if old is None:
+                feasible.pop(name, None)
+            got = None if admits is not None and not admits(name) else result_of(name)
+            if got is not None and not got[1].feasible:
+                res = got[1]
+                reasons = infeasible[name] = res.reasons
+                if old is not None:
+                    if old == reasons:  # counted already, and the name is in ``names`` already
+                        continue
+                else:
+                    push(self.names, name)
+                for msg, code in reasons:
+                    counts[msg] = counts.get(msg, 0) + 1
+                    codes[msg] = code
+            elif got is not None:
+                version, res = got
+                feasible[name] = (version, res.score)
+                push(heap, (-res.score, name, version))
             if old is not None:
                 for msg, _ in old:
-                    c = self.counts[msg] - 1
+                    c = counts[msg] - 1
                     if c:
-                        self.counts[msg] = c
+                        counts[msg] = c
                     else:
-                        del self.counts[msg]
-            self.feasible.pop(name, None)
-            if admits is not None and not admits(name):
-                continue
-            got = result_of(name)
-            if got is None:
-                continue
-            version, res = got
-            if res.feasible:
-                self.feasible[name] = (version, res.score)
-                heapq.heappush(self.heap, (-res.score, name, version))
-            else:
-                self.infeasible[name] = res.reasons
-                heapq.heappush(self.names, name)
-                for msg, code in res.reasons:
-                    self.counts[msg] = self.counts.get(msg, 0) + 1
-                    self.codes[msg] = code
+                        del counts[msg]
         if len(self.heap) > 2 * len(self.feasible) + 64:
             self.heap = [(-s, name, v) for name, (v, s) in self.feasible.items()]
             heapq.heapify(self.heap)

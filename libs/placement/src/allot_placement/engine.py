@@ -25,6 +25,7 @@ Concurrency: single-threaded; the scheduling cycle is serial, as in kube-schedul
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -65,7 +66,8 @@ _RESOURCE_LABELS = (
     n.LABEL_NUMA_ALLOCATE_STRATEGY,
     n.LABEL_NUMA_TOPOLOGY_POLICY,
 )
-_MEMO_LIMIT = 400_000
+_MEMO_LIMIT = 400_000  # node results kept at least (the bound grows with the cluster: ``_MEMO_PER_NODE``)
+_MEMO_PER_NODE = 64  # node results kept per live node beyond ``_MEMO_LIMIT``'s floor
 _INDEX_ENTRY_BUDGET = 1_000_000
 _LOG_SLACK = 4096  # the change log holds 4 entries per node and this many more, then drops its older half
 _PARSE_CACHE_LIMIT = 4096
@@ -108,6 +110,7 @@ class PlacementEngine:
         self._static_memo: dict[tuple[int, bytes, str], NodeResult] = {}
         self._entries: dict[str, Entry] = {}
         self._ids: dict[Any, int] = {}
+        self._next_id = 0  # ids are never reused, so trimming ``_ids`` cannot make two contents share one
         self._sig: dict[str, int] = {}
         self._dev_sig: dict[str, int] = {}
         self._dev_memo = DeviceMemo()
@@ -411,7 +414,8 @@ class PlacementEngine:
     def _intern(self, key: Any) -> int:
         got = self._ids.get(key)
         if got is None:
-            got = self._ids[key] = len(self._ids)
+            got = self._ids[key] = self._next_id
+            self._next_id += 1
         return got
 
     def _touch(self, name: str) -> None:
@@ -436,23 +440,16 @@ class PlacementEngine:
             drop = len(self._changes) // 2
             self._change_base += drop
             del self._changes[:drop]
-        if (
-            len(self._memo) > _MEMO_LIMIT
-            or len(self._ids) > 4 * _MEMO_LIMIT
-            or len(self._dev_memo.views) > _MEMO_LIMIT
-        ):
-            self._reset_caches()
+        limit = max(_MEMO_LIMIT, _MEMO_PER_NODE * len(self._label_id))
+        if len(self._memo) > limit or len(self._ids) > 2 * limit or len(self._dev_memo.views) > limit:
+            self._trim_caches()
 
-    def _reset_caches(self) -> None:
-        """Drop every memo and re-intern the node signatures (bounded memory for long-running services)."""
-        self._memo.clear()
-        self._static_memo.clear()
-        self._dev_memo.clear()
-        self._ids.clear()  # the rankings stay: they hold node names, versions and scores, no signature
-        for name in sorted(self._nodes):
-            state = self._nodes[name]
-            if state.info is not None:
-                self._intern_node(name, state)
+    def _trim_caches(self) -> None:
+        """Drop the older half of every memo (bounded memory for long-running services). The entries dropped
+        are the ones inserted first; node signatures stay valid (ids are never reused), so what stays keeps
+        answering, and the rankings hold node names, versions and scores, no signature."""
+        for memo in (self._memo, self._static_memo, self._ids, self._dev_memo.results, self._dev_memo.views):
+            _drop_oldest(memo, len(memo) // 2)  # type: ignore[arg-type]
 
     def _intern_node(self, name: str, state: NodeState) -> None:
         info, inv, topo = state.info, state.inventory, state.topology
@@ -579,3 +576,9 @@ class PlacementEngine:
 
     def _live(self) -> list[str]:
         return [name for name, s in self._nodes.items() if s.info is not None]
+
+
+def _drop_oldest(memo: dict[Any, Any], count: int) -> None:
+    """Remove the first ``count`` entries of ``memo`` in insertion order."""
+    for key in list(itertools.islice(memo, count)):
+        del memo[key]
