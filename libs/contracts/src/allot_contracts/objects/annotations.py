@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from allot_contracts.issues import FieldIssue, annotation_path
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects import names as n
 from allot_contracts.objects.cpuset import CpusetError, parse_cpuset
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
@@ -31,7 +32,9 @@ __all__ = [
     "NUMASpec",
     "PartitionSpec",
     "ResourceSpec",
+    "annotation_object",
     "decode_annotation",
+    "decoded_object",
     "parse_device_allocated",
     "parse_hints",
     "parse_joint",
@@ -105,6 +108,19 @@ def decode_annotation(
             )
             return None
     return raw
+
+
+def annotation_object(annotations: Mapping[str, object], key: str) -> JsonObject:
+    """The object an annotation holds (JSON text or already decoded); ``{}`` when it holds none, holds something
+    else or is not JSON. The lenient reader, for what reads a pod's annotations without admitting it (a projection,
+    a view); admission reads with :func:`decode_annotation` and reports the issue."""
+    value = annotations.get(key)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _obj(
@@ -290,22 +306,24 @@ def _resources(raw: Any, path: str, errors: list[FieldIssue]) -> dict[str, int]:
     return out
 
 
-def _is_object(value: Any, key: str, errors: list[FieldIssue]) -> bool:
-    """Whether an annotation's value is an object to read (absent: nothing to read; anything else: an issue)."""
+def decoded_object(
+    value: Any, key: str, errors: list[FieldIssue], message: str = "must be an object"
+) -> dict[str, Any] | None:
+    """An annotation's decoded ``value`` when it is an object to read: ``None`` when absent (nothing to read) or
+    anything else (an issue on ``key`` saying ``message``)."""
     if value is None:
-        return False
+        return None
     if not isinstance(value, dict):
-        errors.append(
-            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
-        )
-        return False
-    return True
+        errors.append(FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message=message))
+        return None
+    return value
 
 
 def parse_device_allocated(value: Any, errors: list[FieldIssue], into: BoundAllocation) -> None:
     """Fill ``into.devices`` from a ``device-allocated`` value: ``{type: [{minor, resources, id, extension}]}``."""
     key = n.ANN_DEVICE_ALLOCATED
-    if not _is_object(value, key, errors):
+    value = decoded_object(value, key, errors)
+    if value is None:
         return
     for dtype in sorted(value):
         entries = value[dtype]
@@ -336,7 +354,8 @@ def parse_device_allocated(value: Any, errors: list[FieldIssue], into: BoundAllo
 def parse_resource_status(value: Any, errors: list[FieldIssue], into: BoundAllocation) -> None:
     """Fill ``into.cpuset`` and ``into.numa`` from a ``resource-status`` value."""
     key = n.ANN_RESOURCE_STATUS
-    if not _is_object(value, key, errors):
+    value = decoded_object(value, key, errors)
+    if value is None:
         return
     if value.get("cpuset"):
         try:
