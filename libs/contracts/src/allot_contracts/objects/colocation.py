@@ -25,7 +25,14 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, checked_bool, checked_int, checked_objects, not_supported
+from allot_contracts.issues import (
+    FieldIssue,
+    checked_bool,
+    checked_int,
+    checked_object,
+    checked_objects,
+    not_supported,
+)
 from allot_contracts.objects.meta import metadata_of
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
 
@@ -446,12 +453,7 @@ def parse_colocation_configmap(
 ) -> ColocationConfig | None:
     """The co-location configuration of a ``slo-controller-config`` ConfigMap (None after any issue)."""
     before = len(issues)
-    data = manifest.get("data")
-    if data is None:
-        data = {}
-    if not isinstance(data, Mapping):
-        issues.append(FieldIssue(path="data", message="must be a map of key to text"))
-        return None
+    data = checked_object(manifest.get("data"), "data", issues, message="must be a map of key to text")
     for key in sorted(data, key=str):
         if key in _OTHER_KEYS:
             warnings.append(FieldIssue(path=f"data[{key}]", code="Ignored", message=_OTHER_KEYS[key]))
