@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path
+from allot_contracts.issues import FieldIssue, annotation_path, invalid_annotation
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects import names as n
 from allot_contracts.objects.cpuset import CpusetError, parse_cpuset
@@ -101,11 +101,7 @@ def decode_annotation(
         try:
             return decode(raw)
         except ValueError as exc:  # msgspec's DecodeError is one too
-            errors.append(
-                FieldIssue(
-                    path=annotation_path(key), code="InvalidAnnotation", message=f"invalid JSON: {exc}{note}"
-                )
-            )
+            errors.append(invalid_annotation(annotation_path(key), f"invalid JSON: {exc}{note}"))
             return None
     return raw
 
@@ -127,18 +123,13 @@ def _obj(
     value: Any, key: str, suffix: str, allowed: set[str], errors: list[FieldIssue]
 ) -> dict[str, Any] | None:
     if not isinstance(value, dict):
-        errors.append(
-            FieldIssue(
-                path=annotation_path(key, suffix), code="InvalidAnnotation", message="must be an object"
-            )
-        )
+        errors.append(invalid_annotation(annotation_path(key, suffix), "must be an object"))
         return None
     for f in sorted(set(value) - allowed):
         errors.append(
-            FieldIssue(
-                path=annotation_path(key, f"{suffix}.{f}"),
-                code="InvalidAnnotation",
-                message=f"unknown field; supported: {', '.join(sorted(allowed))}",
+            invalid_annotation(
+                annotation_path(key, f"{suffix}.{f}"),
+                f"unknown field; supported: {', '.join(sorted(allowed))}",
             )
         )
     return value
@@ -154,10 +145,8 @@ def _enum(v: Any, allowed: set[str] | frozenset[str], key: str, suffix: str, err
         return ""
     if v not in allowed:
         errors.append(
-            FieldIssue(
-                path=annotation_path(key, suffix),
-                code="InvalidAnnotation",
-                message=f"unsupported value {v!r}; one of {', '.join(sorted(allowed))}",
+            invalid_annotation(
+                annotation_path(key, suffix), f"unsupported value {v!r}; one of {', '.join(sorted(allowed))}"
             )
         )
         return ""
@@ -222,10 +211,9 @@ def parse_joint(value: Any, errors: list[FieldIssue]) -> JointSpec | None:
         or len(set(types)) != len(types)
     ):
         errors.append(
-            FieldIssue(
-                path=annotation_path(key, ".deviceTypes"),
-                code="InvalidAnnotation",
-                message=f"must be a non-empty list of distinct device types ({', '.join(n.DEVICE_TYPES)})",
+            invalid_annotation(
+                annotation_path(key, ".deviceTypes"),
+                f"must be a non-empty list of distinct device types ({', '.join(n.DEVICE_TYPES)})",
             )
         )
         return None
@@ -246,11 +234,7 @@ def parse_partition_spec(value: Any, errors: list[FieldIssue]) -> PartitionSpec 
         try:
             bw = to_canonical("ringBusBandwidth", obj["ringBusBandwidth"])
         except QuantityError as exc:
-            errors.append(
-                FieldIssue(
-                    path=annotation_path(key, ".ringBusBandwidth"), code="InvalidAnnotation", message=str(exc)
-                )
-            )
+            errors.append(invalid_annotation(annotation_path(key, ".ringBusBandwidth"), str(exc)))
     return PartitionSpec(allocate_policy=policy, ring_bus_bandwidth=bw)
 
 
@@ -295,14 +279,14 @@ def parse_numa_spec(value: Any, errors: list[FieldIssue]) -> NUMASpec:
 def _resources(raw: Any, path: str, errors: list[FieldIssue]) -> dict[str, int]:
     out: dict[str, int] = {}
     if not isinstance(raw, dict):
-        errors.append(FieldIssue(path=path, code="InvalidAnnotation", message="must be a map of quantities"))
+        errors.append(invalid_annotation(path, "must be a map of quantities"))
         return out
     for k in sorted(raw):
         name = n.DEPRECATED_ALIASES.get(k, k)
         try:
             out[name] = out.get(name, 0) + to_canonical(name, raw[k])
         except QuantityError as exc:
-            errors.append(FieldIssue(path=f"{path}[{k}]", code="InvalidAnnotation", message=str(exc)))
+            errors.append(invalid_annotation(f"{path}[{k}]", str(exc)))
     return out
 
 
@@ -314,7 +298,7 @@ def decoded_object(
     if value is None:
         return None
     if not isinstance(value, dict):
-        errors.append(FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message=message))
+        errors.append(invalid_annotation(annotation_path(key), message))
         return None
     return value
 
@@ -328,11 +312,7 @@ def parse_device_allocated(value: Any, errors: list[FieldIssue], into: BoundAllo
     for dtype in sorted(value):
         entries = value[dtype]
         if not isinstance(entries, list):
-            errors.append(
-                FieldIssue(
-                    path=annotation_path(key, f".{dtype}"), code="InvalidAnnotation", message="must be a list"
-                )
-            )
+            errors.append(invalid_annotation(annotation_path(key, f".{dtype}"), "must be a list"))
             continue
         for i, e in enumerate(entries):
             p = annotation_path(key, f".{dtype}[{i}]")
@@ -341,7 +321,7 @@ def parse_device_allocated(value: Any, errors: list[FieldIssue], into: BoundAllo
                 or not isinstance(e.get("minor"), int)
                 or isinstance(e.get("minor"), bool)
             ):
-                errors.append(FieldIssue(path=p, code="InvalidAnnotation", message="needs an integer minor"))
+                errors.append(invalid_annotation(p, "needs an integer minor"))
                 continue
             res = _resources(e.get("resources") or {}, f"{p}.resources", errors)
             vfs = (
@@ -361,12 +341,10 @@ def parse_resource_status(value: Any, errors: list[FieldIssue], into: BoundAlloc
         try:
             into.cpuset = tuple(parse_cpuset(str(value["cpuset"])))
         except CpusetError as exc:
-            errors.append(
-                FieldIssue(path=annotation_path(key, ".cpuset"), code="InvalidAnnotation", message=str(exc))
-            )
+            errors.append(invalid_annotation(annotation_path(key, ".cpuset"), str(exc)))
     for i, z in enumerate(value.get("numaNodeResources") or []):
         p = annotation_path(key, f".numaNodeResources[{i}]")
         if not isinstance(z, dict) or not isinstance(z.get("node"), int):
-            errors.append(FieldIssue(path=p, code="InvalidAnnotation", message="needs an integer node"))
+            errors.append(invalid_annotation(p, "needs an integer node"))
             continue
         into.numa[z["node"]] = _resources(z.get("resources") or {}, f"{p}.resources", errors)

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path, not_acted_on
+from allot_contracts.issues import FieldIssue, annotation_path, invalid_annotation, not_acted_on
 from allot_contracts.objects.annotations import decode_annotation
 from allot_contracts.objects.duration import parse_go_duration
 from allot_contracts.objects.nodemetric import AGGREGATION_TYPES
@@ -82,12 +82,7 @@ class LoadEstimation(msgspec.Struct, frozen=True, kw_only=True):
 
 def _ignored(key: str, suffix: str, message: str, value: str = "") -> FieldIssue:
     """An annotation (or a part of it at ``suffix``) that is ignored: the plugin's arguments apply."""
-    return FieldIssue(
-        path=annotation_path(key, suffix),
-        code="InvalidAnnotation",
-        message=f"{message}{_IGNORED}",
-        value=value,
-    )
+    return invalid_annotation(annotation_path(key, suffix), f"{message}{_IGNORED}", value=value)
 
 
 def _amounts(raw: Any, key: str, suffix: str, high: int | None, problems: list[FieldIssue]) -> Amounts:

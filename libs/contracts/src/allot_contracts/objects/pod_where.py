@@ -13,7 +13,13 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path, not_acted_on, optional_object
+from allot_contracts.issues import (
+    FieldIssue,
+    annotation_path,
+    invalid_annotation,
+    not_acted_on,
+    optional_object,
+)
 from allot_contracts.objects.annotations import decode_annotation
 from allot_contracts.objects.selectors import (
     NodeSelectorTerm,
@@ -93,7 +99,7 @@ def _node_names(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[str, ...
     if raw is None:
         return None
     if not isinstance(raw, list) or not all(isinstance(x, str) and x for x in raw):
-        issues.append(FieldIssue(path=path, code="InvalidAnnotation", message="must be a list of node names"))
+        issues.append(invalid_annotation(path, "must be a list of node names"))
         return None
     seen: list[str] = []
     for x in raw:
@@ -119,16 +125,13 @@ def _scheduling_hint(
     if value is None:
         return None, ()
     if not isinstance(value, dict):
-        issues.append(
-            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
-        )
+        issues.append(invalid_annotation(annotation_path(key), "must be an object"))
         return None, ()
     for field in sorted(set(value) - {"nodeNames", "preferredNodeNames", "extensions"}):
         issues.append(
-            FieldIssue(
-                path=annotation_path(key, f".{field}"),
-                code="InvalidAnnotation",
-                message="unknown field; supported: extensions, nodeNames, preferredNodeNames",
+            invalid_annotation(
+                annotation_path(key, f".{field}"),
+                "unknown field; supported: extensions, nodeNames, preferredNodeNames",
             )
         )
     if value.get("extensions"):
