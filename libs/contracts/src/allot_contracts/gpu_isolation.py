@@ -14,12 +14,12 @@ Pure: reads manifests and annotation values, never the node.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Final
 
 from allot_contracts.jsonvalue import JsonValue
 from allot_contracts.objects import names as n
+from allot_contracts.objects.annotations import annotation_object
 from allot_contracts.objects.meta import metadata_of
 
 HAMI_CORE: Final = "HAMi-core"
@@ -76,13 +76,7 @@ def isolated_containers(manifest: Mapping[str, JsonValue]) -> list[str]:
 
 def allocates_gpus(annotations: Mapping[str, JsonValue]) -> bool:
     """Whether a ``device-allocated`` value (JSON text or decoded) lists at least one GPU."""
-    value = annotations.get(n.ANN_DEVICE_ALLOCATED)
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return False
-    return isinstance(value, Mapping) and bool(value.get(n.GPU))
+    return bool(annotation_object(annotations, n.ANN_DEVICE_ALLOCATED).get(n.GPU))
 
 
 def bind_annotations(

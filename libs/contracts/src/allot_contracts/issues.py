@@ -28,6 +28,8 @@ __all__ = [
     "checked_object",
     "checked_objects",
     "format_issues",
+    "invalid_annotation",
+    "not_acted_on",
     "label_path",
     "not_supported",
     "optional_object",
@@ -60,6 +62,16 @@ def annotation_path(key: str, suffix: str = "") -> str:
 
 def label_path(key: str) -> str:
     return f'metadata.labels["{key}"]'
+
+
+def invalid_annotation(path: str, message: str, value: str = "") -> FieldIssue:
+    """An annotation's value (or a part of it, at ``path``) is refused: ``message`` says why."""
+    return FieldIssue(path=path, code="InvalidAnnotation", message=message, value=value)
+
+
+def not_acted_on(path: str, message: str, value: str = "") -> FieldIssue:
+    """A warning: what is at ``path`` is read but not acted on (``message`` says why or what applies instead)."""
+    return FieldIssue(path=path, code="Ignored", message=message, value=value)
 
 
 def not_supported(path: str, allowed: Iterable[str], value: object) -> FieldIssue:

@@ -52,7 +52,7 @@ from typing import Any, Final
 import msgspec
 
 from allot_contracts.errors import InvalidConfig
-from allot_contracts.issues import FieldIssue, checked_object
+from allot_contracts.issues import FieldIssue, checked_list, checked_object
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
 from allot_descheduling.defrag_args import DefragArgs, parse_defrag_args
@@ -332,18 +332,17 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
     unknown(data, _ARGS_FIELDS, f"{path}.", issues)
     base = _pool(data, f"{path}.", issues, NodePool(name=profile, weights={"cpu": 1, "memory": 1}))
     pools: list[NodePool] = []
-    raw_pools = data.get("nodePools")
-    if raw_pools is not None and not isinstance(raw_pools, list):
-        issues.append(FieldIssue(path=f"{path}.nodePools", message="must be a list of node pools"))
-        raw_pools = None
-    for i, item in enumerate(raw_pools or []):
+    raw_pools = checked_list(
+        data.get("nodePools"), f"{path}.nodePools", issues, message="must be a list of node pools"
+    )
+    for i, item in enumerate(raw_pools):
         ppath = f"{path}.nodePools[{i}]"
         pdata = checked_object(item, ppath, issues)
         unknown(pdata, _POOL_FIELDS, f"{ppath}.", issues)
         if pdata.get("name") is not None and not isinstance(pdata["name"], str):
             issues.append(FieldIssue(path=f"{ppath}.name", message="must be a string"))
         # upstream's name is optional: an unnamed pool is named after the profile (and its place when there are more)
-        unnamed = profile if len(raw_pools or []) == 1 else f"{profile}-{i}"
+        unnamed = profile if len(raw_pools) == 1 else f"{profile}-{i}"
         pools.append(_pool(pdata, f"{ppath}.", issues, msgspec.structs.replace(base, name=unnamed)))
     if not pools:
         pools = [base]
@@ -359,11 +358,10 @@ def _low_node_load(raw: Any, path: str, issues: list[FieldIssue], profile: str) 
             )
     include, exclude = namespaces(data.get("evictableNamespaces"), f"{path}.evictableNamespaces", issues)
     selectors: list[LabelSelector] = []
-    raw_selectors = data.get("podSelectors")
-    if raw_selectors is not None and not isinstance(raw_selectors, list):
-        issues.append(FieldIssue(path=f"{path}.podSelectors", message="must be a list of {name, selector}"))
-        raw_selectors = None
-    for i, item in enumerate(raw_selectors or []):
+    raw_selectors = checked_list(
+        data.get("podSelectors"), f"{path}.podSelectors", issues, message="must be a list of {name, selector}"
+    )
+    for i, item in enumerate(raw_selectors):
         sdata = checked_object(item, f"{path}.podSelectors[{i}]", issues)
         unknown(sdata, frozenset({"name", "selector"}), f"{path}.podSelectors[{i}].", issues)
         if sdata.get("selector") is not None:

@@ -84,12 +84,16 @@ class GroupReady(_Action, frozen=True, tag="GroupReady"):
     attempt: int
 
 
-class GroupAdmitted(_Action, frozen=True, tag="GroupAdmitted"):
-    """Answer to ``group_placed``: the group is satisfied; every listed member may be bound now."""
+class _GroupMembers(_Action, frozen=True):
+    """The fields of an action on the ``members`` of one ``attempt`` of a gang ``group``."""
 
     group: str
     attempt: int
     members: tuple[str, ...]
+
+
+class GroupAdmitted(_GroupMembers, frozen=True, tag="GroupAdmitted"):
+    """Answer to ``group_placed``: the group is satisfied; every listed member may be bound now."""
 
 
 class GroupRetryAt(_Action, frozen=True, tag="GroupRetryAt"):
@@ -110,12 +114,9 @@ class GroupTimedOut(_Action, frozen=True, tag="GroupTimedOut"):
     released_members: tuple[str, ...]
 
 
-class ReleaseHolds(_Action, frozen=True, tag="ReleaseHolds"):
+class ReleaseHolds(_GroupMembers, frozen=True, tag="ReleaseHolds"):
     """Compensation: release the quota or placement holds made for ``members`` by ``attempt`` (if any exist)."""
 
-    group: str
-    attempt: int
-    members: tuple[str, ...]
     reason: str
 
 

@@ -10,8 +10,8 @@ after a fixed origin in microseconds. Every keyword maps to one annotation or fi
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.jsonvalue import JsonObject, JsonValue
@@ -21,6 +21,8 @@ from allot_contracts.objects.pod import Pod, parse_pod
 from . import _keys as k
 
 __all__ = ["T0", "a_pod", "a_pod_group", "a_pod_group_manifest", "a_pod_manifest", "at", "pod_key"]
+
+_T = TypeVar("_T")
 
 T0 = 1_700_000_000 * k.MICROS_PER_SECOND  # 2023-11-14T22:13:20Z, a fixed origin for test timelines
 
@@ -130,19 +132,24 @@ def a_pod_group_manifest(
     }
 
 
+def _at_door(
+    parse: Callable[[JsonObject, list[FieldIssue], list[FieldIssue]], _T | None],
+    manifest: JsonObject,
+    what: str,
+) -> _T:
+    """``manifest`` read at the door by ``parse``; raises when the door refuses it (``what``: the object named)."""
+    issues: list[FieldIssue] = []
+    obj = parse(manifest, issues, [])
+    if obj is None:
+        raise AssertionError(f"{what} refused: {[str(i) for i in issues]}")
+    return obj
+
+
 def a_pod(name: str, **kw: Any) -> Pod:
     """``a_pod_manifest`` read at the door; raises when the door refuses it."""
-    issues: list[FieldIssue] = []
-    pod = parse_pod(a_pod_manifest(name, **kw), issues, [])
-    if pod is None:
-        raise AssertionError(f"pod {name} refused: {[str(i) for i in issues]}")
-    return pod
+    return _at_door(parse_pod, a_pod_manifest(name, **kw), f"pod {name}")
 
 
 def a_pod_group(name: str, **kw: Any) -> PodGroupInfo:
     """``a_pod_group_manifest`` read at the door; raises when the door refuses it."""
-    issues: list[FieldIssue] = []
-    group = parse_pod_group(a_pod_group_manifest(name, **kw), issues, [])
-    if group is None:
-        raise AssertionError(f"PodGroup {name} refused: {[str(i) for i in issues]}")
-    return group
+    return _at_door(parse_pod_group, a_pod_group_manifest(name, **kw), f"PodGroup {name}")

@@ -6,7 +6,6 @@ Pure folds over recorded events (no service involved), so they work on a live lo
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +56,7 @@ from allot_contracts.events import (
 from allot_contracts.events.qos import QosPlan
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.lives import PodLives
+from allot_contracts.objects.annotations import annotation_object
 from allot_contracts.objects.inventory import Device
 from allot_contracts.objects.names import GPU, GPU_CORE, GPU_MEMORY, LABEL_GPU_MODEL
 from allot_contracts.quantity import QuantityError, to_canonical
@@ -165,17 +165,6 @@ class NodeView:
     inventory: dict[str, tuple[Device, ...]] = field(default_factory=dict)  # the reported devices by type
 
 
-def _decoded(annotations: Mapping[str, JsonValue], key: str) -> JsonObject:
-    """The object an annotation holds (as JSON text or already decoded); ``{}`` when it holds none."""
-    value = annotations.get(key)
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _minor(entry: JsonObject) -> int:
     minor = entry.get("minor", -1)
     if not isinstance(minor, int | float | str):
@@ -188,12 +177,12 @@ def _entries(value: JsonValue) -> list[JsonObject]:
 
 
 def _device_minors(annotations: Mapping[str, JsonValue]) -> dict[str, list[int]]:
-    allocated = _decoded(annotations, "scheduling.koordinator.sh/device-allocated")
+    allocated = annotation_object(annotations, "scheduling.koordinator.sh/device-allocated")
     return {kind: sorted(_minor(e) for e in _entries(entries)) for kind, entries in sorted(allocated.items())}
 
 
 def _cpuset(annotations: Mapping[str, JsonValue]) -> str:
-    return str(_decoded(annotations, "scheduling.koordinator.sh/resource-status").get("cpuset", ""))
+    return str(annotation_object(annotations, "scheduling.koordinator.sh/resource-status").get("cpuset", ""))
 
 
 def _set_annotations(view: PodView, annotations: JsonObject) -> None:
@@ -240,7 +229,7 @@ def _canonical(resource: str, text: str) -> int:
 def gpu_allocations(pod: PodView) -> list[tuple[int, int, int]]:
     """(minor, gpu-core percent, memory bytes) of each GPU the pod was allocated, from its device-allocated
     annotation (a whole GPU when the entry names no gpu-core)."""
-    allocated = _decoded(pod.annotations, "scheduling.koordinator.sh/device-allocated")
+    allocated = annotation_object(pod.annotations, "scheduling.koordinator.sh/device-allocated")
     out = []
     for entry in _entries(allocated.get(GPU)):
         resources = entry.get("resources")

@@ -25,13 +25,14 @@ from typing import Final
 import msgspec
 
 from allot_contracts import gpu_isolation
-from allot_contracts.issues import FieldIssue, annotation_path
+from allot_contracts.issues import FieldIssue
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.kube import koord_priority_class, koord_qos_class, kube_qos_class, labels, priority_value
 from allot_contracts.objects import names as n
 from allot_contracts.objects.annotations import (
     BoundAllocation,
     decode_annotation,
+    decoded_object,
     parse_device_allocated,
     parse_resource_status,
 )
@@ -186,15 +187,9 @@ def _gpus(annotations: Mapping[str, JsonValue], issues: list[FieldIssue]) -> tup
 def _json_object(
     annotations: Mapping[str, JsonValue], key: str, issues: list[FieldIssue]
 ) -> JsonObject | None:
-    value = decode_annotation(dict(annotations), key, issues)
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        issues.append(
-            FieldIssue(path=annotation_path(key), message="must be a JSON object", code="InvalidAnnotation")
-        )
-        return None
-    return value
+    return decoded_object(
+        decode_annotation(dict(annotations), key, issues), key, issues, "must be a JSON object"
+    )
 
 
 def _typed_containers(

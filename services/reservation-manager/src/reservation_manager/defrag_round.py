@@ -13,6 +13,7 @@ engine knows. Pure: the round's time and number come in as data.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from allot_contracts.events import (
     DefragPlanned,
@@ -26,7 +27,7 @@ from allot_contracts.events import (
     PodUnschedulable,
 )
 from allot_contracts.objects import names as n
-from allot_contracts.objects.annotations import decode_annotation
+from allot_contracts.objects.annotations import annotation_object
 from allot_contracts.objects.inventory import NodeInfo
 from allot_descheduling import (
     DefragInput,
@@ -50,9 +51,9 @@ Held = tuple[tuple[int, int], ...]
 
 def _held(annotations: Mapping[str, object]) -> Held:
     """``(minor, milli)`` of each GPU in a device-allocated annotation (a dict, or its JSON text)."""
-    raw = decode_annotation(annotations, n.ANN_DEVICE_ALLOCATED, [])  # None when absent or not JSON
+    gpus: Any = annotation_object(annotations, n.ANN_DEVICE_ALLOCATED).get(n.GPU, [])
     out: list[tuple[int, int]] = []
-    for entry in (raw or {}).get("gpu", []) if isinstance(raw, dict) else []:
+    for entry in gpus:
         res = entry.get("resources") or {}
         share = res.get(n.GPU_CORE, res.get(n.GPU_MEMORY_RATIO, 100))
         try:

@@ -19,6 +19,7 @@ __all__ = [
     "JobObjectEnacted",
     "MigrationEvent",
     "NameRefused",
+    "Named",
     "NamedManifest",
     "ObjectRef",
     "PodArrived",
@@ -37,17 +38,22 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     STREAM_KIND: ClassVar[str] = ""
 
 
-class NamedManifest(Event, frozen=True, kw_only=True):
-    """The first fields of an event about a cluster-scoped object: its ``name`` and its ``manifest`` as it came."""
+class Named(Event, frozen=True, kw_only=True):
+    """The first field of an event about a cluster-scoped object (a node and what is named after it, a priority
+    class, a co-location profile): its ``name``. Alone, an event that the object was deleted or removed."""
 
     name: str
+
+
+class NamedManifest(Named, frozen=True, kw_only=True):
+    """The first fields of an event about a cluster-scoped object: its ``name`` and its ``manifest`` as it came."""
+
     manifest: dict[str, Any]
 
 
-class NameRefused(Event, frozen=True, kw_only=True):
+class NameRefused(Named, frozen=True, kw_only=True):
     """The fields of a refusal of a cluster-scoped object: its ``name`` and the ``errors`` (with field paths)."""
 
-    name: str
     errors: list[FieldIssue]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from allot_contracts.events._base import Event, FieldIssue, NamedManifest, NameRefused
+from allot_contracts.events._base import FieldIssue, Named, NamedManifest, NameRefused
 from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
 
 __all__ = [
@@ -32,8 +32,8 @@ class NodeRejected(NameRefused, frozen=True, kw_only=True, tag="node.rejected.v1
     pass
 
 
-class NodeRemoved(Event, frozen=True, kw_only=True, tag="node.removed.v1"):
-    name: str
+class NodeRemoved(Named, frozen=True, kw_only=True, tag="node.removed.v1"):
+    pass
 
 
 class DevicesReported(NamedManifest, frozen=True, kw_only=True, tag="device.reported.v2"):
@@ -48,8 +48,8 @@ class DevicesRejected(NameRefused, frozen=True, kw_only=True, tag="device.reject
     pass
 
 
-class DevicesRemoved(Event, frozen=True, kw_only=True, tag="device.removed.v1"):
-    name: str
+class DevicesRemoved(Named, frozen=True, kw_only=True, tag="device.removed.v1"):
+    pass
 
 
 class TopologyReported(NamedManifest, frozen=True, kw_only=True, tag="topology.reported.v2"):
@@ -62,5 +62,5 @@ class TopologyRejected(NameRefused, frozen=True, kw_only=True, tag="topology.rej
     pass
 
 
-class TopologyRemoved(Event, frozen=True, kw_only=True, tag="topology.removed.v1"):
-    name: str
+class TopologyRemoved(Named, frozen=True, kw_only=True, tag="topology.removed.v1"):
+    pass

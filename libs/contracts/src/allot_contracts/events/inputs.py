@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from allot_contracts.events._base import Event, FieldIssue, NamedManifest, ObjectRef, PodArrived, PodEvent
+from allot_contracts.events._base import (
+    Event,
+    FieldIssue,
+    Named,
+    NamedManifest,
+    ObjectRef,
+    PodArrived,
+    PodEvent,
+)
 from allot_contracts.objects.gang import PodGroupInfo
 from allot_contracts.objects.pod_priority import PriorityClassInfo
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
@@ -38,24 +46,24 @@ class NodeApplied(NamedManifest, frozen=True, kw_only=True, tag="node.applied.v1
     """A v1 Node manifest was applied (created or updated)."""
 
 
-class NodeDeleted(Event, frozen=True, kw_only=True, tag="node.deleted.v1"):
-    name: str
+class NodeDeleted(Named, frozen=True, kw_only=True, tag="node.deleted.v1"):
+    pass
 
 
 class DeviceApplied(NamedManifest, frozen=True, kw_only=True, tag="device.applied.v1"):
     """A Koordinator ``Device`` object (cluster-scoped, named after its node) was applied."""
 
 
-class DeviceDeleted(Event, frozen=True, kw_only=True, tag="device.deleted.v1"):
-    name: str
+class DeviceDeleted(Named, frozen=True, kw_only=True, tag="device.deleted.v1"):
+    pass
 
 
 class TopologyApplied(NamedManifest, frozen=True, kw_only=True, tag="topology.applied.v1"):
     """A ``NodeResourceTopology`` object (named after its node) was applied."""
 
 
-class TopologyDeleted(Event, frozen=True, kw_only=True, tag="topology.deleted.v1"):
-    name: str
+class TopologyDeleted(Named, frozen=True, kw_only=True, tag="topology.deleted.v1"):
+    pass
 
 
 class PodSubmitted(PodArrived, frozen=True, kw_only=True, tag="pod.submitted.v2"):
@@ -138,8 +146,8 @@ class PriorityClassApplied(NamedManifest, frozen=True, kw_only=True, tag="priori
     spec: PriorityClassInfo
 
 
-class PriorityClassDeleted(Event, frozen=True, kw_only=True, tag="priorityclass.deleted.v1"):
-    name: str
+class PriorityClassDeleted(Named, frozen=True, kw_only=True, tag="priorityclass.deleted.v1"):
+    pass
 
 
 class WorkloadExpanded(Event, frozen=True, kw_only=True, tag="workload.expanded.v1"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from allot_contracts.events._base import Event, FieldIssue, NamedManifest, NameRefused, ObjectRef
+from allot_contracts.events._base import Event, FieldIssue, Named, NamedManifest, NameRefused, ObjectRef
 from allot_contracts.objects.nodemetric import NodeMetric
 
 __all__ = [
@@ -34,14 +34,13 @@ class NodeMetricApplied(NamedManifest, frozen=True, kw_only=True, tag="nodemetri
     shape (usage maps nest their quantities under ``resources``); v1 manifests are upcast to it."""
 
 
-class NodeMetricDeleted(Event, frozen=True, kw_only=True, tag="nodemetric.deleted.v1"):
-    name: str
+class NodeMetricDeleted(Named, frozen=True, kw_only=True, tag="nodemetric.deleted.v1"):
+    pass
 
 
-class NodeHeartbeat(Event, frozen=True, kw_only=True, tag="node.heartbeat.v1"):
+class NodeHeartbeat(Named, frozen=True, kw_only=True, tag="node.heartbeat.v1"):
     """node-reporter's agent on ``name`` is alive (recorded every ``interval_s`` seconds)."""
 
-    name: str
     instance: str = ""
     interval_s: int = 0
 
@@ -62,8 +61,8 @@ class ColocationProfileApplied(NamedManifest, frozen=True, kw_only=True, tag="co
     """A ``ClusterColocationProfile`` (``config.koordinator.sh/v1alpha1``) was applied."""
 
 
-class ColocationProfileDeleted(Event, frozen=True, kw_only=True, tag="colocationprofile.deleted.v1"):
-    name: str
+class ColocationProfileDeleted(Named, frozen=True, kw_only=True, tag="colocationprofile.deleted.v1"):
+    pass
 
 
 # --- decisions ----------------------------------------------------------------------------------------------------------
@@ -82,32 +81,29 @@ class NodeMetricRejected(NameRefused, frozen=True, kw_only=True, tag="nodemetric
     pass
 
 
-class NodeMetricRemoved(Event, frozen=True, kw_only=True, tag="nodemetric.removed.v1"):
-    name: str
+class NodeMetricRemoved(Named, frozen=True, kw_only=True, tag="nodemetric.removed.v1"):
+    pass
 
 
-class NodeHeartbeatLost(Event, frozen=True, kw_only=True, tag="node.heartbeat_lost.v1"):
+class NodeHeartbeatLost(Named, frozen=True, kw_only=True, tag="node.heartbeat_lost.v1"):
     """No heartbeat from the node's agent for longer than the grace: its devices are unschedulable from now on."""
 
-    name: str
     last_heartbeat: int  # µs
     grace_s: int
 
 
-class NodeHeartbeatResumed(Event, frozen=True, kw_only=True, tag="node.heartbeat_resumed.v1"):
+class NodeHeartbeatResumed(Named, frozen=True, kw_only=True, tag="node.heartbeat_resumed.v1"):
     """The node's agent is back: its devices are schedulable again."""
 
-    name: str
     lost_since: int  # µs: when the heartbeat was declared lost
 
 
-class NodeAllocatableUpdated(Event, frozen=True, kw_only=True, tag="node.allocatable_updated.v1"):
+class NodeAllocatableUpdated(Named, frozen=True, kw_only=True, tag="node.allocatable_updated.v1"):
     """The node's allocatable as the scheduler sees it beyond its Node object: batch and mid resources computed
     from its NodeMetric (Koordinator's slo-controller), NUMA-level batch resources, the CPU normalization ratio and
     the resource amplification ratios. ``inputs`` holds every number the calculation read, so that it can be
     checked by hand and re-derived by replay; ``reason`` says what triggered it."""
 
-    name: str
     allocatable: dict[str, str]
     numa: dict[str, dict[str, str]] = {}
     cpu_normalization_ratio: str = "1.00"

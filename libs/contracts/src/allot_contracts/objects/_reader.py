@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any, Final
 
-from allot_contracts.issues import FieldIssue, annotation_path, label_path
+from allot_contracts.issues import FieldIssue, annotation_path, label_path, not_acted_on
 
 _SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
@@ -121,9 +121,7 @@ class Reader:
             if key in refused:
                 self.error(annotation_path(key), refused[key], self.ann[key])
             elif key in ignored:
-                self.warnings.append(
-                    FieldIssue(path=annotation_path(key), code="Ignored", message=ignored[key])
-                )
+                self.warnings.append(not_acted_on(annotation_path(key), ignored[key]))
             elif key.startswith(prefix) and key not in allowed:
                 self.error(
                     annotation_path(key),

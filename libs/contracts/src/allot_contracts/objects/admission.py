@@ -23,7 +23,7 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, not_acted_on
 from allot_contracts.kube import storage_issues
 from allot_contracts.objects.colocation import parse_colocation_configmap
 from allot_contracts.objects.colocation_profile import parse_colocation_profile
@@ -156,10 +156,9 @@ def _configmap(
         return parse_colocation_configmap(manifest, issues, warnings)
     read_meta(manifest, issues, namespaced=True)
     warnings.append(
-        FieldIssue(
-            path="metadata.name",
-            code="Ignored",
-            message="accepted but not acted on: the only ConfigMap Allot reads is koordinator-system/"
+        not_acted_on(
+            "metadata.name",
+            "accepted but not acted on: the only ConfigMap Allot reads is koordinator-system/"
             "slo-controller-config (co-location strategy)",
         )
     )
@@ -247,7 +246,7 @@ def admit(manifest: Mapping[str, Any], context: PodContext = DEFAULT_CONTEXT) ->
         return Admitted(api_version=api_version, kind=kind, namespace=namespace, name=name, issues=issues)
     obj = spec.parse(manifest, issues, warnings, context)
     if not spec.acted_on:
-        warnings.append(FieldIssue(path="kind", code="Ignored", message=spec.note))
+        warnings.append(not_acted_on("kind", spec.note))
     return Admitted(
         api_version=api_version,
         kind=kind,

@@ -18,7 +18,8 @@ from typing import Any
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path
+from allot_contracts.issues import FieldIssue, annotation_path, invalid_annotation
+from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects import names as n
 from allot_contracts.objects.cpuset import CpusetError, parse_cpuset
 from allot_contracts.objects.selectors import LabelSelector, parse_label_selector
@@ -31,7 +32,9 @@ __all__ = [
     "NUMASpec",
     "PartitionSpec",
     "ResourceSpec",
+    "annotation_object",
     "decode_annotation",
+    "decoded_object",
     "parse_device_allocated",
     "parse_hints",
     "parse_joint",
@@ -98,31 +101,35 @@ def decode_annotation(
         try:
             return decode(raw)
         except ValueError as exc:  # msgspec's DecodeError is one too
-            errors.append(
-                FieldIssue(
-                    path=annotation_path(key), code="InvalidAnnotation", message=f"invalid JSON: {exc}{note}"
-                )
-            )
+            errors.append(invalid_annotation(annotation_path(key), f"invalid JSON: {exc}{note}"))
             return None
     return raw
+
+
+def annotation_object(annotations: Mapping[str, object], key: str) -> JsonObject:
+    """The object an annotation holds (JSON text or already decoded); ``{}`` when it holds none, holds something
+    else or is not JSON. The lenient reader, for what reads a pod's annotations without admitting it (a projection,
+    a view); admission reads with :func:`decode_annotation` and reports the issue."""
+    value = annotations.get(key)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _obj(
     value: Any, key: str, suffix: str, allowed: set[str], errors: list[FieldIssue]
 ) -> dict[str, Any] | None:
     if not isinstance(value, dict):
-        errors.append(
-            FieldIssue(
-                path=annotation_path(key, suffix), code="InvalidAnnotation", message="must be an object"
-            )
-        )
+        errors.append(invalid_annotation(annotation_path(key, suffix), "must be an object"))
         return None
     for f in sorted(set(value) - allowed):
         errors.append(
-            FieldIssue(
-                path=annotation_path(key, f"{suffix}.{f}"),
-                code="InvalidAnnotation",
-                message=f"unknown field; supported: {', '.join(sorted(allowed))}",
+            invalid_annotation(
+                annotation_path(key, f"{suffix}.{f}"),
+                f"unknown field; supported: {', '.join(sorted(allowed))}",
             )
         )
     return value
@@ -138,10 +145,8 @@ def _enum(v: Any, allowed: set[str] | frozenset[str], key: str, suffix: str, err
         return ""
     if v not in allowed:
         errors.append(
-            FieldIssue(
-                path=annotation_path(key, suffix),
-                code="InvalidAnnotation",
-                message=f"unsupported value {v!r}; one of {', '.join(sorted(allowed))}",
+            invalid_annotation(
+                annotation_path(key, suffix), f"unsupported value {v!r}; one of {', '.join(sorted(allowed))}"
             )
         )
         return ""
@@ -206,10 +211,9 @@ def parse_joint(value: Any, errors: list[FieldIssue]) -> JointSpec | None:
         or len(set(types)) != len(types)
     ):
         errors.append(
-            FieldIssue(
-                path=annotation_path(key, ".deviceTypes"),
-                code="InvalidAnnotation",
-                message=f"must be a non-empty list of distinct device types ({', '.join(n.DEVICE_TYPES)})",
+            invalid_annotation(
+                annotation_path(key, ".deviceTypes"),
+                f"must be a non-empty list of distinct device types ({', '.join(n.DEVICE_TYPES)})",
             )
         )
         return None
@@ -230,11 +234,7 @@ def parse_partition_spec(value: Any, errors: list[FieldIssue]) -> PartitionSpec 
         try:
             bw = to_canonical("ringBusBandwidth", obj["ringBusBandwidth"])
         except QuantityError as exc:
-            errors.append(
-                FieldIssue(
-                    path=annotation_path(key, ".ringBusBandwidth"), code="InvalidAnnotation", message=str(exc)
-                )
-            )
+            errors.append(invalid_annotation(annotation_path(key, ".ringBusBandwidth"), str(exc)))
     return PartitionSpec(allocate_policy=policy, ring_bus_bandwidth=bw)
 
 
@@ -279,42 +279,40 @@ def parse_numa_spec(value: Any, errors: list[FieldIssue]) -> NUMASpec:
 def _resources(raw: Any, path: str, errors: list[FieldIssue]) -> dict[str, int]:
     out: dict[str, int] = {}
     if not isinstance(raw, dict):
-        errors.append(FieldIssue(path=path, code="InvalidAnnotation", message="must be a map of quantities"))
+        errors.append(invalid_annotation(path, "must be a map of quantities"))
         return out
     for k in sorted(raw):
         name = n.DEPRECATED_ALIASES.get(k, k)
         try:
             out[name] = out.get(name, 0) + to_canonical(name, raw[k])
         except QuantityError as exc:
-            errors.append(FieldIssue(path=f"{path}[{k}]", code="InvalidAnnotation", message=str(exc)))
+            errors.append(invalid_annotation(f"{path}[{k}]", str(exc)))
     return out
 
 
-def _is_object(value: Any, key: str, errors: list[FieldIssue]) -> bool:
-    """Whether an annotation's value is an object to read (absent: nothing to read; anything else: an issue)."""
+def decoded_object(
+    value: Any, key: str, errors: list[FieldIssue], message: str = "must be an object"
+) -> dict[str, Any] | None:
+    """An annotation's decoded ``value`` when it is an object to read: ``None`` when absent (nothing to read) or
+    anything else (an issue on ``key`` saying ``message``)."""
     if value is None:
-        return False
+        return None
     if not isinstance(value, dict):
-        errors.append(
-            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
-        )
-        return False
-    return True
+        errors.append(invalid_annotation(annotation_path(key), message))
+        return None
+    return value
 
 
 def parse_device_allocated(value: Any, errors: list[FieldIssue], into: BoundAllocation) -> None:
     """Fill ``into.devices`` from a ``device-allocated`` value: ``{type: [{minor, resources, id, extension}]}``."""
     key = n.ANN_DEVICE_ALLOCATED
-    if not _is_object(value, key, errors):
+    value = decoded_object(value, key, errors)
+    if value is None:
         return
     for dtype in sorted(value):
         entries = value[dtype]
         if not isinstance(entries, list):
-            errors.append(
-                FieldIssue(
-                    path=annotation_path(key, f".{dtype}"), code="InvalidAnnotation", message="must be a list"
-                )
-            )
+            errors.append(invalid_annotation(annotation_path(key, f".{dtype}"), "must be a list"))
             continue
         for i, e in enumerate(entries):
             p = annotation_path(key, f".{dtype}[{i}]")
@@ -323,7 +321,7 @@ def parse_device_allocated(value: Any, errors: list[FieldIssue], into: BoundAllo
                 or not isinstance(e.get("minor"), int)
                 or isinstance(e.get("minor"), bool)
             ):
-                errors.append(FieldIssue(path=p, code="InvalidAnnotation", message="needs an integer minor"))
+                errors.append(invalid_annotation(p, "needs an integer minor"))
                 continue
             res = _resources(e.get("resources") or {}, f"{p}.resources", errors)
             vfs = (
@@ -336,18 +334,17 @@ def parse_device_allocated(value: Any, errors: list[FieldIssue], into: BoundAllo
 def parse_resource_status(value: Any, errors: list[FieldIssue], into: BoundAllocation) -> None:
     """Fill ``into.cpuset`` and ``into.numa`` from a ``resource-status`` value."""
     key = n.ANN_RESOURCE_STATUS
-    if not _is_object(value, key, errors):
+    value = decoded_object(value, key, errors)
+    if value is None:
         return
     if value.get("cpuset"):
         try:
             into.cpuset = tuple(parse_cpuset(str(value["cpuset"])))
         except CpusetError as exc:
-            errors.append(
-                FieldIssue(path=annotation_path(key, ".cpuset"), code="InvalidAnnotation", message=str(exc))
-            )
+            errors.append(invalid_annotation(annotation_path(key, ".cpuset"), str(exc)))
     for i, z in enumerate(value.get("numaNodeResources") or []):
         p = annotation_path(key, f".numaNodeResources[{i}]")
         if not isinstance(z, dict) or not isinstance(z.get("node"), int):
-            errors.append(FieldIssue(path=p, code="InvalidAnnotation", message="needs an integer node"))
+            errors.append(invalid_annotation(p, "needs an integer node"))
             continue
         into.numa[z["node"]] = _resources(z.get("resources") or {}, f"{p}.resources", errors)

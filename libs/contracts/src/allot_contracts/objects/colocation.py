@@ -25,7 +25,15 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, checked_bool, checked_int, checked_objects, not_supported
+from allot_contracts.issues import (
+    FieldIssue,
+    checked_bool,
+    checked_int,
+    checked_object,
+    checked_objects,
+    not_acted_on,
+    not_supported,
+)
 from allot_contracts.objects.meta import metadata_of
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector, parse_label_selector
 
@@ -224,10 +232,9 @@ class _StrategyReader:
                 )
         if raw.get("metricMemoryCollectPolicy") is not None:
             self.warnings.append(
-                FieldIssue(
-                    path=f"{p}metricMemoryCollectPolicy",
-                    code="Ignored",
-                    message="node-reporter reports memory without page cache; the policy is not acted on",
+                not_acted_on(
+                    f"{p}metricMemoryCollectPolicy",
+                    "node-reporter reports memory without page cache; the policy is not acted on",
                 )
             )
 
@@ -305,9 +312,7 @@ def parse_strategy(
             )
         )
     if raw.get("extensions"):
-        warnings.append(
-            FieldIssue(path=f"{p}extensions", code="Ignored", message="extensions are not acted on")
-        )
+        warnings.append(not_acted_on(f"{p}extensions", "extensions are not acted on"))
     return msgspec.structs.replace(base, **reader.fields) if reader.fields else base
 
 
@@ -446,19 +451,12 @@ def parse_colocation_configmap(
 ) -> ColocationConfig | None:
     """The co-location configuration of a ``slo-controller-config`` ConfigMap (None after any issue)."""
     before = len(issues)
-    data = manifest.get("data")
-    if data is None:
-        data = {}
-    if not isinstance(data, Mapping):
-        issues.append(FieldIssue(path="data", message="must be a map of key to text"))
-        return None
+    data = checked_object(manifest.get("data"), "data", issues, message="must be a map of key to text")
     for key in sorted(data, key=str):
         if key in _OTHER_KEYS:
-            warnings.append(FieldIssue(path=f"data[{key}]", code="Ignored", message=_OTHER_KEYS[key]))
+            warnings.append(not_acted_on(f"data[{key}]", _OTHER_KEYS[key]))
         elif key not in (KEY_COLOCATION, KEY_NORMALIZATION, KEY_AMPLIFICATION):
-            warnings.append(
-                FieldIssue(path=f"data[{key}]", code="Ignored", message="unknown key; not acted on")
-            )
+            warnings.append(not_acted_on(f"data[{key}]", "unknown key; not acted on"))
 
     def strategy(raw: Any, where: str, base: ColocationStrategy) -> ColocationStrategy:
         return parse_strategy(raw, where, issues, warnings, base)

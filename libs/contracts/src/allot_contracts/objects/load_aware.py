@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path
+from allot_contracts.issues import FieldIssue, annotation_path, invalid_annotation, not_acted_on
 from allot_contracts.objects.annotations import decode_annotation
 from allot_contracts.objects.duration import parse_go_duration
 from allot_contracts.objects.nodemetric import AGGREGATION_TYPES
@@ -82,12 +82,7 @@ class LoadEstimation(msgspec.Struct, frozen=True, kw_only=True):
 
 def _ignored(key: str, suffix: str, message: str, value: str = "") -> FieldIssue:
     """An annotation (or a part of it at ``suffix``) that is ignored: the plugin's arguments apply."""
-    return FieldIssue(
-        path=annotation_path(key, suffix),
-        code="InvalidAnnotation",
-        message=f"{message}{_IGNORED}",
-        value=value,
-    )
+    return invalid_annotation(annotation_path(key, suffix), f"{message}{_IGNORED}", value=value)
 
 
 def _amounts(raw: Any, key: str, suffix: str, high: int | None, problems: list[FieldIssue]) -> Amounts:
@@ -126,10 +121,9 @@ def _unknown(
 ) -> None:
     for extra in sorted(set(value) - set(allowed), key=str):
         warnings.append(
-            FieldIssue(
-                path=annotation_path(key, f"{suffix}.{extra}"),
-                code="Ignored",
-                message=f"unknown key, not read; supported: {', '.join(allowed)}",
+            not_acted_on(
+                annotation_path(key, f"{suffix}.{extra}"),
+                f"unknown key, not read; supported: {', '.join(allowed)}",
             )
         )
 
@@ -209,10 +203,9 @@ def _aggregated(
         return None
     if not thresholds or not kind:
         warnings.append(
-            FieldIssue(
-                path=annotation_path(key, suffix),
-                code="Ignored",
-                message="counts only with both usageThresholds and usageAggregationType: the plugin's aggregated "
+            not_acted_on(
+                annotation_path(key, suffix),
+                "counts only with both usageThresholds and usageAggregationType: the plugin's aggregated "
                 "thresholds apply",
             )
         )
@@ -243,12 +236,7 @@ def _seconds(annotations: Mapping[str, Any], key: str, warnings: list[FieldIssue
         return -1
     if value < 0:
         warnings.append(
-            FieldIssue(
-                path=annotation_path(key),
-                code="Ignored",
-                message="negative: the plugin's argument applies",
-                value=str(raw),
-            )
+            not_acted_on(annotation_path(key), "negative: the plugin's argument applies", value=str(raw))
         )
         return -1
     return value

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, optional_object
+from allot_contracts.issues import FieldIssue, not_acted_on, optional_object
 from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.reservation_pod import unknown_field_issues
 from allot_contracts.objects.times import DurationError, checked_duration_us, parse_timestamp_us
@@ -127,19 +127,17 @@ def _reservation_options(
             template = _template(options, issues)
             if options.get("preemptionOptions") is not None:
                 warnings.append(
-                    FieldIssue(
-                        path="spec.reservationOptions.preemptionOptions",
-                        code="Ignored",
-                        message="preemption on behalf of a migration is not supported; the job fails if its "
+                    not_acted_on(
+                        "spec.reservationOptions.preemptionOptions",
+                        "preemption on behalf of a migration is not supported; the job fails if its "
                         "reservation cannot be scheduled",
                     )
                 )
     if reservation_ref and template is not None:
         warnings.append(
-            FieldIssue(
-                path="spec.reservationOptions.template",
-                code="Ignored",
-                message="reservationRef names an existing Reservation; the template is not used",
+            not_acted_on(
+                "spec.reservationOptions.template",
+                "reservationRef names an existing Reservation; the template is not used",
             )
         )
     return reservation_ref, template

@@ -51,7 +51,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, checked_list, checked_object, checked_objects
+from allot_contracts.issues import FieldIssue, checked_list, checked_object, checked_objects, not_acted_on
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.duration import parse_go_duration
 from allot_contracts.objects.resource_map import Usage, read_resource_map, resource_map
@@ -287,9 +287,7 @@ def _numa_usages(
             continue
         out[node_id] = usage
     if out:
-        warnings.append(
-            FieldIssue(path=path, code="Ignored", message="per-NUMA usage is read but not acted on")
-        )
+        warnings.append(not_acted_on(path, "per-NUMA usage is read but not acted on"))
     return tuple(out[k] for k in sorted(out))
 
 
@@ -318,11 +316,7 @@ def _pod_uid(
         )
     extensions = checked_object(entry.get("extensions"), f"{where}.extensions", issues)
     for key in sorted(set(map(str, extensions)) - {POD_UID_EXTENSION}):
-        warnings.append(
-            FieldIssue(
-                path=f'{where}.extensions["{key}"]', code="Ignored", message="extension is not acted on"
-            )
-        )
+        warnings.append(not_acted_on(f'{where}.extensions["{key}"]', "extension is not acted on"))
     return _text(extensions.get(POD_UID_EXTENSION), f'{where}.extensions["{POD_UID_EXTENSION}"]', issues)
 
 
@@ -431,11 +425,7 @@ def parse_nodemetric(
     info = checked_object(node, "status.nodeMetric", issues)
     prod_peak = _predicted(status, "prodPeakMetric", issues, warnings)
     if prod_peak is not None:
-        warnings.append(
-            FieldIssue(
-                path="status.prodPeakMetric", code="Ignored", message="the prod peak is read but not acted on"
-            )
-        )
+        warnings.append(not_acted_on("status.prodPeakMetric", "the prod peak is read but not acted on"))
     where = "status.nodeMetric"
     metric = NodeMetric(
         name=name,

@@ -44,7 +44,7 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path, label_path
+from allot_contracts.issues import FieldIssue, annotation_path, label_path, not_acted_on
 from allot_contracts.objects import names as n
 from allot_contracts.objects.annotations import (
     BoundAllocation,
@@ -316,10 +316,9 @@ def _read_bound(node_name: str, ann: Mapping[str, Any], warnings: list[FieldIssu
         return bound
     if ann.get(n.ANN_DEVICE_ALLOCATED) not in (None, ""):
         warnings.append(
-            FieldIssue(
-                path=annotation_path(n.ANN_DEVICE_ALLOCATED),
-                code="Ignored",
-                message="set on a pod that is not bound: the scheduler writes its own allocation here at bind "
+            not_acted_on(
+                annotation_path(n.ANN_DEVICE_ALLOCATED),
+                "set on a pod that is not bound: the scheduler writes its own allocation here at bind "
                 "time, replacing this value",
             )
         )

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, checked_object
+from allot_contracts.issues import FieldIssue, checked_list, checked_object
 from allot_contracts.objects import names as n
 from allot_contracts.objects.meta import is_qualified_name
 from allot_contracts.quantity import QuantityError, parse_quantity, to_canonical
@@ -67,13 +67,8 @@ def read_quantities(raw: Any, path: str, issues: list[FieldIssue]) -> dict[str, 
 def read_containers(spec: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[Container, ...]:
     out: list[Container] = []
     for field, init in (("containers", False), ("initContainers", True)):
-        raw = spec.get(field)
-        if raw is None:
-            continue
-        if not isinstance(raw, list):
-            issues.append(FieldIssue(path=f"spec.{field}", message="must be a list"))
-            continue
-        for i, c in enumerate(raw):
+        containers: list[Any] = checked_list(spec.get(field), f"spec.{field}", issues)
+        for i, c in enumerate(containers):
             path = f"spec.{field}[{i}]"
             if not isinstance(c, Mapping):
                 issues.append(FieldIssue(path=path, message="must be a container object"))

@@ -13,7 +13,13 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path, optional_object
+from allot_contracts.issues import (
+    FieldIssue,
+    annotation_path,
+    invalid_annotation,
+    not_acted_on,
+    optional_object,
+)
 from allot_contracts.objects.annotations import decode_annotation
 from allot_contracts.objects.selectors import (
     NodeSelectorTerm,
@@ -85,7 +91,7 @@ def _hami_policy(
         if value in ignored
         else f"unknown policy {value!r} (one of {', '.join(allowed + ignored)}): the configured scoring applies"
     )
-    warnings.append(FieldIssue(path=annotation_path(key), code="Ignored", message=message, value=value))
+    warnings.append(not_acted_on(annotation_path(key), message, value=value))
     return ""
 
 
@@ -93,7 +99,7 @@ def _node_names(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[str, ...
     if raw is None:
         return None
     if not isinstance(raw, list) or not all(isinstance(x, str) and x for x in raw):
-        issues.append(FieldIssue(path=path, code="InvalidAnnotation", message="must be a list of node names"))
+        issues.append(invalid_annotation(path, "must be a list of node names"))
         return None
     seen: list[str] = []
     for x in raw:
@@ -119,24 +125,20 @@ def _scheduling_hint(
     if value is None:
         return None, ()
     if not isinstance(value, dict):
-        issues.append(
-            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
-        )
+        issues.append(invalid_annotation(annotation_path(key), "must be an object"))
         return None, ()
     for field in sorted(set(value) - {"nodeNames", "preferredNodeNames", "extensions"}):
         issues.append(
-            FieldIssue(
-                path=annotation_path(key, f".{field}"),
-                code="InvalidAnnotation",
-                message="unknown field; supported: extensions, nodeNames, preferredNodeNames",
+            invalid_annotation(
+                annotation_path(key, f".{field}"),
+                "unknown field; supported: extensions, nodeNames, preferredNodeNames",
             )
         )
     if value.get("extensions"):
         warnings.append(
-            FieldIssue(
-                path=annotation_path(key, ".extensions"),
-                code="Ignored",
-                message="read but not acted on: no scheduling-hint extension is implemented",
+            not_acted_on(
+                annotation_path(key, ".extensions"),
+                "read but not acted on: no scheduling-hint extension is implemented",
             )
         )
     required = _node_names(value.get("nodeNames"), annotation_path(key, ".nodeNames"), issues)
@@ -155,10 +157,9 @@ def _affinity(
     for kind in ("podAffinity", "podAntiAffinity"):
         if aff.get(kind):
             warnings.append(
-                FieldIssue(
-                    path=f"spec.affinity.{kind}",
-                    code="Ignored",
-                    message="read but not acted on: inter-pod affinity is not evaluated by Allot's placement",
+                not_acted_on(
+                    f"spec.affinity.{kind}",
+                    "read but not acted on: inter-pod affinity is not evaluated by Allot's placement",
                 )
             )
     node_aff = optional_object(aff.get("nodeAffinity"), "spec.affinity.nodeAffinity", issues)
@@ -166,10 +167,9 @@ def _affinity(
         return None
     if node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"):
         warnings.append(
-            FieldIssue(
-                path="spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                code="Ignored",
-                message="read but not acted on: preferred node affinity does not score nodes in Allot",
+            not_acted_on(
+                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+                "read but not acted on: preferred node affinity does not score nodes in Allot",
             )
         )
     required = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
@@ -215,7 +215,7 @@ def read_where(
     required_nodes, preferred_nodes = _scheduling_hint(ann, issues, warnings)
     for key, why in HAMI_NOT_ACTED_ON.items():
         if key in ann:
-            warnings.append(FieldIssue(path=annotation_path(key), code="Ignored", message=why))
+            warnings.append(not_acted_on(annotation_path(key), why))
     node_policy = _hami_policy(ann, HAMI_NODE_POLICY, ("binpack", "spread"), (), warnings)
     gpu_policy = _hami_policy(
         ann, HAMI_GPU_POLICY, ("binpack", "spread"), ("topology-aware", "mutex", "numa"), warnings

@@ -22,7 +22,14 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path, checked_bool, checked_list, label_path
+from allot_contracts.issues import (
+    FieldIssue,
+    annotation_path,
+    checked_bool,
+    checked_list,
+    label_path,
+    not_acted_on,
+)
 from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.requests import pod_requests
 from allot_contracts.objects.reservation_pod import (
@@ -318,10 +325,9 @@ def _expiry(
     expires = checked_timestamp_us(spec.get("expires"), "spec.expires", issues)
     if expires is not None and spec.get("ttl") is not None:
         warnings.append(
-            FieldIssue(
-                path="spec.ttl",
-                code="Ignored",
-                message="ttl and expires are mutually exclusive; the reservation expires at whichever comes first"
+            not_acted_on(
+                "spec.ttl",
+                "ttl and expires are mutually exclusive; the reservation expires at whichever comes first"
                 " (ttl: 0 disables expiry)",
             )
         )
@@ -343,18 +349,13 @@ def _policy(spec: Mapping[str, Any], issues: list[FieldIssue], warnings: list[Fi
         policy = ""
     if spec.get("preAllocation"):
         warnings.append(
-            FieldIssue(
-                path="spec.preAllocation",
-                code="Ignored",
-                message="pre-allocation from running pods is not supported; scheduled as an ordinary reservation",
+            not_acted_on(
+                "spec.preAllocation",
+                "pre-allocation from running pods is not supported; scheduled as an ordinary reservation",
             )
         )
     if spec.get("preAllocationPolicy") is not None:
-        warnings.append(
-            FieldIssue(
-                path="spec.preAllocationPolicy", code="Ignored", message="pre-allocation is not supported"
-            )
-        )
+        warnings.append(not_acted_on("spec.preAllocationPolicy", "pre-allocation is not supported"))
     return str(policy)
 
 
@@ -365,11 +366,7 @@ def _restricted(
     restricted = resource_names_annotation(annotations, ANN_RESTRICTED_OPTIONS, "resources", issues)
     if restricted is not None and policy != "Restricted":
         warnings.append(
-            FieldIssue(
-                path=annotation_path(ANN_RESTRICTED_OPTIONS),
-                code="Ignored",
-                message="applies only to allocatePolicy Restricted",
-            )
+            not_acted_on(annotation_path(ANN_RESTRICTED_OPTIONS), "applies only to allocatePolicy Restricted")
         )
     return restricted or ()
 

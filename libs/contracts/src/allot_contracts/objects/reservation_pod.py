@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, annotation_path, checked_object
+from allot_contracts.issues import FieldIssue, annotation_path, checked_object, invalid_annotation
 from allot_contracts.objects import names as n
 from allot_contracts.objects.annotations import decode_annotation
 from allot_contracts.objects.selectors import (
@@ -113,9 +113,7 @@ def read_resource_names(raw: Any, path: str, issues: list[FieldIssue]) -> tuple[
     if raw is None:
         return ()
     if not isinstance(raw, list) or not all(isinstance(v, str) and v for v in raw):
-        issues.append(
-            FieldIssue(path=path, code="InvalidAnnotation", message="must be a list of resource names")
-        )
+        issues.append(invalid_annotation(path, "must be a list of resource names"))
         return ()
     names = [str(v) for v in raw]
     return tuple(dict.fromkeys(n.DEPRECATED_ALIASES.get(v, v) for v in names))
@@ -130,9 +128,7 @@ def resource_names_annotation(
     if value is None:
         return None
     if not isinstance(value, dict):
-        issues.append(
-            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
-        )
+        issues.append(invalid_annotation(annotation_path(key), "must be an object"))
         return ()
     unknown_field_issues(value, frozenset({field}), annotation_path(key), issues)
     return read_resource_names(value.get(field), annotation_path(key, f".{field}"), issues)
@@ -168,19 +164,13 @@ _AFFINITY_FIELDS: Final = frozenset(
 def _affinity(value: Any, issues: list[FieldIssue]) -> ReservationAffinity | None:
     key = ANN_RESERVATION_AFFINITY
     if not isinstance(value, dict):
-        issues.append(
-            FieldIssue(path=annotation_path(key), code="InvalidAnnotation", message="must be an object")
-        )
+        issues.append(invalid_annotation(annotation_path(key), "must be an object"))
         return None
     unknown_field_issues(value, _AFFINITY_FIELDS, annotation_path(key), issues)
     before = len(issues)
     name = value.get("name") or ""
     if not isinstance(name, str):
-        issues.append(
-            FieldIssue(
-                path=annotation_path(key, ".name"), code="InvalidAnnotation", message="must be a string"
-            )
-        )
+        issues.append(invalid_annotation(annotation_path(key, ".name"), "must be a string"))
         name = ""
     selector = read_string_map(
         value.get("reservationSelector"), annotation_path(key, ".reservationSelector"), issues
@@ -190,7 +180,7 @@ def _affinity(value: Any, issues: list[FieldIssue]) -> ReservationAffinity | Non
     if required is not None:
         rpath = annotation_path(key, ".requiredDuringSchedulingIgnoredDuringExecution")
         if not isinstance(required, dict):
-            issues.append(FieldIssue(path=rpath, code="InvalidAnnotation", message="must be an object"))
+            issues.append(invalid_annotation(rpath, "must be an object"))
         else:
             unknown_field_issues(required, frozenset({"reservationSelectorTerms"}), rpath, issues)
             terms = parse_node_selector_terms(
@@ -225,10 +215,8 @@ def parse_pod_reservation(
             allocated = (got["name"], str(got.get("uid") or ""))
         else:
             issues.append(
-                FieldIssue(
-                    path=annotation_path(ANN_RESERVATION_ALLOCATED),
-                    code="InvalidAnnotation",
-                    message='must be {"name": …, "uid": …}',
+                invalid_annotation(
+                    annotation_path(ANN_RESERVATION_ALLOCATED), 'must be {"name": …, "uid": …}'
                 )
             )
     return PodReservation(

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, not_acted_on
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
 from allot_contracts.quantity_limits import range_issue
@@ -58,9 +58,7 @@ def read_resource_map(raw: Any, path: str, issues: list[FieldIssue], warnings: l
         if not isinstance(devices, list) or not all(isinstance(d, Mapping) for d in devices):
             issues.append(FieldIssue(path=f"{path}.devices", message="must be a list of devices (objects)"))
         elif devices:
-            warnings.append(
-                FieldIssue(path=f"{path}.devices", code="Ignored", message="device usage is not acted on")
-            )
+            warnings.append(not_acted_on(f"{path}.devices", "device usage is not acted on"))
     return _quantities(raw.get("resources"), f"{path}.resources", issues)
 
 
