@@ -169,6 +169,7 @@ complete -c allot -n "__allot_at 'bench restart'" -l pods-csv -x -d 'openb pod l
 complete -c allot -n "__allot_at 'bench restart'" -l json -d 'print one JSON object'
 complete -c allot -n "__allot_at 'bench restart'" -l no-snapshots -d 'fold every projection from position 0'
 complete -c allot -n "__allot_at 'bench restart'" -l snapshot-lag -x -d 'events between the snapshot and the checkpoint (default: 20000)'
+complete -c allot -n "__allot_at 'bench restart'" -l no-compile -d 'start the services with the bytecode the environment has, instead of compiling it first (with PYTHONDONTWRITEBYTECODE set, every start then compiles its sources)'
 complete -c allot -n "__allot_at 'bench sampler'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'bench sampler'" -l pods -x -d 'pod cgroups on the node (default 100)'
 complete -c allot -n "__allot_at 'bench sampler'" -l interval -x -d 'seconds between samples (default 1)'
