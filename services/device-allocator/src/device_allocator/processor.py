@@ -61,6 +61,7 @@ from allot_contracts.events import (
     TopologyReported,
     type_of,
 )
+from allot_contracts.events.cluster import INVENTORY_TYPES
 from allot_contracts.issues import checked_bool
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import Pod
@@ -87,12 +88,7 @@ class DeviceAllocator(Requeueing):
     name: ClassVar[str] = "device-allocator"
     interests: ClassVar[frozenset[str]] = frozenset(
         {
-            "node.registered",
-            "node.removed",
-            "device.reported",
-            "device.removed",
-            "topology.reported",
-            "topology.removed",
+            *INVENTORY_TYPES,
             "pod.submitted",
             "pod.observed",
             "pod.deleted",

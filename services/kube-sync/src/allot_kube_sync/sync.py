@@ -62,18 +62,10 @@ from allot_contracts.events import (
     QuotaProfileDeleted,
 )
 from allot_contracts.jsonvalue import JsonObject
+from allot_contracts.objects.quota import STATUS_ANNOTATIONS
 from allot_intake.documents import Document
 from allot_intake.manifests import Door, to_input
 from allot_kube_sync.reservations import RESERVATION_KIND, JobMirror
-from allot_quota.model import (
-    ANNO_ALLOCATED,
-    ANNO_CHILD_REQUEST,
-    ANNO_GUARANTEED,
-    ANNO_NP_REQUEST,
-    ANNO_NP_USED,
-    ANNO_REQUEST,
-    ANNO_RUNTIME,
-)
 from allot_runtime.kube import (
     ELASTIC_QUOTAS,
     POD_GROUPS,
@@ -103,19 +95,6 @@ PRODUCER = "kube-sync"
 DEFAULT_SCHEDULER_NAME = "allot-scheduler"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 OBSERVED_PHASES = ("Running", *TERMINAL_PHASES)  # recorded as pod.phase_observed
-
-# Written by Allot (quota.status_published): outputs, never inputs.
-QUOTA_STATUS_ANNOTATIONS = frozenset(
-    {
-        ANNO_RUNTIME,
-        ANNO_REQUEST,
-        ANNO_CHILD_REQUEST,
-        ANNO_NP_REQUEST,
-        ANNO_NP_USED,
-        ANNO_GUARANTEED,
-        ANNO_ALLOCATED,
-    }
-)
 
 
 # The API server resolved priorities and runs the controllers; its mutating webhooks (Allot's `/mutate`, or
@@ -172,9 +151,7 @@ def _custom_kind(
     )
 
 
-QUOTA_KIND = _custom_kind(
-    ELASTIC_QUOTAS, "quota", QuotaApplied, QuotaDeleted, "quota", QUOTA_STATUS_ANNOTATIONS
-)
+QUOTA_KIND = _custom_kind(ELASTIC_QUOTAS, "quota", QuotaApplied, QuotaDeleted, "quota", STATUS_ANNOTATIONS)
 PROFILE_KIND = _custom_kind(
     QUOTA_PROFILES, "quotaprofile", QuotaProfileApplied, QuotaProfileDeleted, "profile"
 )

@@ -51,6 +51,7 @@ from allot_contracts.events import (
     TopologyRemoved,
     TopologyReported,
 )
+from allot_contracts.events.cluster import INVENTORY_TYPES
 from allot_contracts.events.qos import CgroupTarget, QosPlan, ResctrlGroup
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import Pod
@@ -94,13 +95,8 @@ class QosEnforcer:
             "quota.evicted",
             "pod.evicted",
             "pod.eviction_enacted",
-            "node.registered",
+            *INVENTORY_TYPES,
             "node.allocatable_updated",
-            "node.removed",
-            "device.reported",
-            "device.removed",
-            "topology.reported",
-            "topology.removed",
             "qos.usage_sampled",
             "qos.applied",
         }

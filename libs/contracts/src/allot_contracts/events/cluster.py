@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from allot_contracts.events._base import FieldIssue, Named, NamedManifest, NameRefused
 from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
 
@@ -16,6 +18,18 @@ __all__ = [
     "TopologyRemoved",
     "TopologyReported",
 ]
+
+# A node's accepted inventory as it changes: what a service that keeps its own copy of the nodes follows.
+INVENTORY_TYPES: Final = frozenset(
+    {
+        "node.registered",
+        "node.removed",
+        "device.reported",
+        "device.removed",
+        "topology.reported",
+        "topology.removed",
+    }
+)
 
 
 class NodeRegistered(NamedManifest, frozen=True, kw_only=True, tag="node.registered.v2"):

@@ -52,6 +52,18 @@ ANNO_GUARANTEED: Final = PREFIX + "guaranteed"
 ANNO_ALLOCATED: Final = PREFIX + "allocated"
 ANNO_NP_REQUEST: Final = PREFIX + "non-preemptible-request"
 ANNO_NP_USED: Final = PREFIX + "non-preemptible-used"
+# the status Allot writes back on an ElasticQuota (quota.status_published): outputs, never inputs
+STATUS_ANNOTATIONS: Final = frozenset(
+    {
+        ANNO_RUNTIME,
+        ANNO_REQUEST,
+        ANNO_CHILD_REQUEST,
+        ANNO_NP_REQUEST,
+        ANNO_NP_USED,
+        ANNO_GUARANTEED,
+        ANNO_ALLOCATED,
+    }
+)
 
 ROOT_QUOTA: Final = "koordinator-root-quota"
 SYSTEM_QUOTA: Final = "koordinator-system-quota"
