@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -139,3 +140,56 @@ async def test_a_graceful_stop_snapshots_only_a_consistent_projection_that_moved
     assert await slow.on_stop(a_host(45), consistent=True, timeout=0.2) is None
     assert time.monotonic() - started < 2
     assert "not written within the shutdown timeout" in caplog.text
+
+
+async def test_a_rebuild_builds_one_host_and_logs_the_digest_once_ready(caplog) -> None:
+    """``rebuild_projection`` restores the snapshot into the one host it builds; with no tail folded the digest the
+    snapshot was checked against is logged with the rebuild, else it is computed once the consumer is ready."""
+    from allot_bus.names import BusNames
+    from allot_contracts.events import PodDeleted
+    from allot_runtime.recorded_config import AppliedConfig, config_hash
+    from allot_runtime.service import ProcessorRuntime
+    from allot_testing.builders import an_event, ref
+
+    store = InMemoryEventStore()
+    for name in ("a", "b", "c"):
+        await store.append([an_event(event=PodDeleted(pod=ref(name)))], producer="test")
+    await store.advance_checkpoint("echo", 3)
+    built: list[EchoProcessor] = []
+
+    def factory() -> EchoProcessor:
+        built.append(EchoProcessor())
+        return built[-1]
+
+    def runtime() -> ProcessorRuntime:
+        return ProcessorRuntime(
+            name="echo",
+            factory=factory,
+            store=store,
+            nc=SimpleNamespace(jetstream=lambda: None),  # the consumer is never started here
+            names=BusNames(),
+            config=AppliedConfig(config={}),
+            snapshot_every=10,
+        )
+
+    caplog.set_level(logging.INFO)
+    first = runtime()
+    checkpoint = await first.rebuild_projection()  # no snapshot: folded from 0, its digest logged once ready
+    assert first.host.processor.seen == ["a", "b", "c"] and len(built) == 2
+    assert f"projection rebuilt up to position {checkpoint}\n" in caplog.text + "\n"
+    assert first.settling is not None and not first.settling.done()
+    first.consumer.ready.set()
+    await first.settling
+    assert f"projection at position {checkpoint} (digest {first.host.digest()[:12]})" in caplog.text
+    snapshot = await first.snapshot_on_stop(timeout=5)
+    assert snapshot is not None and snapshot.config_hash == config_hash({})
+
+    caplog.clear()
+    built.clear()
+    second = runtime()
+    assert await second.rebuild_projection() == checkpoint
+    assert len(built) == 2, "one processor for the runtime, one for the restored host: none thrown away"
+    assert second.host.processor is built[-1] and second.host.processor.seen == ["a", "b", "c"]
+    assert f"restored from the snapshot at position {checkpoint}" in caplog.text
+    assert f"rebuilt up to position {checkpoint} (digest {snapshot.digest[:12]})" in caplog.text
+    assert second.settling is None, "nothing left to do after ready: the digest is the snapshot's"

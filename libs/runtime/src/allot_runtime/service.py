@@ -133,7 +133,9 @@ class ProcessorRuntime:
         self.tracer = tracer
         self.on_handled = on_handled
         self.host = Host(factory(), name=name)
-        self.settling: asyncio.Task[None] | None = None  # after a rebuild: its digest logged, the collector settled
+        self.settling: asyncio.Task[None] | None = (
+            None  # after a rebuild: its digest logged, the collector settled
+        )
         self.failpoints = Failpoints.from_env(name)
         self.lock = asyncio.Lock()  # a state report never sees a batch half-way (evolved but not committed)
         self.consistent = True  # False between a failed decision and the rebuild that follows it
@@ -180,11 +182,15 @@ class ProcessorRuntime:
             self.host = host
             self.consistent = True
         if digest is not None:
-            log.info("%s: projection rebuilt up to position %d (digest %s)", self.name, checkpoint, digest[:12])
+            log.info(
+                "%s: projection rebuilt up to position %d (digest %s)", self.name, checkpoint, digest[:12]
+            )
         else:
             log.info("%s: projection rebuilt up to position %d", self.name, checkpoint)
         if digest is None or self.settle_memory:
-            self.settling = asyncio.create_task(self._settle(host, digest is None), name=f"{self.name}-settle")
+            self.settling = asyncio.create_task(
+                self._settle(host, digest is None), name=f"{self.name}-settle"
+            )
         return checkpoint
 
     def build(self) -> Host:
@@ -199,7 +205,9 @@ class ProcessorRuntime:
             if self.host is not host:
                 return
             if log_digest:
-                log.info("%s: projection at position %d (digest %s)", self.name, host.position, host.digest()[:12])
+                log.info(
+                    "%s: projection at position %d (digest %s)", self.name, host.position, host.digest()[:12]
+                )
         if self.settle_memory:
             memory.settle()
 

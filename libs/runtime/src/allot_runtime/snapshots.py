@@ -32,7 +32,7 @@ from allot_runtime.processor import Host
 log = logging.getLogger("allot.snapshots")
 
 FORMAT = statecodec.FORMAT
-IDLE_S = 0.5  # a due snapshot waits for the consumer to have handled nothing for this long, until it is overdue
+IDLE_S = 0.5  # a due snapshot waits for the consumer to be idle this long (until it is overdue)
 
 
 def take(host: Host, config_hash: str) -> tuple[Snapshot, float]:
