@@ -133,9 +133,8 @@ class ProcessorRuntime:
         self.tracer = tracer
         self.on_handled = on_handled
         self.host = Host(factory(), name=name)
-        self.settling: asyncio.Task[None] | None = (
-            None  # after a rebuild: its digest logged, the collector settled
-        )
+        # after a rebuild, once ready: the projection's digest logged, the collector settled
+        self.settling: asyncio.Task[None] | None = None
         self.failpoints = Failpoints.from_env(name)
         self.lock = asyncio.Lock()  # a state report never sees a batch half-way (evolved but not committed)
         self.consistent = True  # False between a failed decision and the rebuild that follows it
