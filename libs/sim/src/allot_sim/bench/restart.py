@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from allot_intake.errors import UsageError
 from allot_runtime.memory import tree_rss
-from allot_sim.bench.replay import Logs, LogsReport, MiB, on_logs
+from allot_sim.bench.replay import Logs, LogsReport, MiB, on_logs, write_bytecode
 
 if TYPE_CHECKING:  # `allot bench restart --help` loads no driver
     from allot_eventstore.protocol import Snapshot
@@ -161,20 +161,12 @@ def compile_bytecode(url: str, services: list[tuple[str, str]], snapshots: bool)
     compiled once here (every service's entry module and processor, and one whole untimed start for the modules a
     start imports on the way), so that a timed start loads compiled modules as a service in an image does (its
     bytecode is compiled when the image is built) whatever ``PYTHONDONTWRITEBYTECODE`` says."""
-    import subprocess
     import sys
-    import tempfile
 
-    prefix = tempfile.mkdtemp(prefix="allot-bench-bytecode-")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {
-        "PYTHONPYCACHEPREFIX": prefix
-    }
     packages = sorted({service.replace("-", "_") for service, _ in services})
     imports = ", ".join(["allot_sim.bench.service_start"] + [f"{p}.main, {p}.processor" for p in packages])
-    subprocess.run([sys.executable, "-c", f"import {imports}"], env=env, check=True, capture_output=True)
     service, name = services[0]
-    subprocess.run(_start(url, service, name, snapshots), env=env, check=True, capture_output=True)
-    return prefix
+    return write_bytecode([[sys.executable, "-c", f"import {imports}"], _start(url, service, name, snapshots)])
 
 
 def _start(url: str, service: str, name: str, snapshots: bool) -> list[str]:
