@@ -37,9 +37,9 @@ from allot_runtime.replay import Verified, verify_many
 
 # What checking the chain and re-deriving each service's decisions cost, relatively (CPU seconds on the 317k-event log
 # of ``allot bench replay``): how the services are split over the processes. A service not listed costs ``OTHER``.
-CHAIN_COST = 2.7
+CHAIN_COST = 2.4
 COST = {
-    "device-allocator": 16.7,
+    "device-allocator": 18.3,
     "quota-manager": 5.2,
     "reservation-manager": 4.2,
     "qos-enforcer": 3.6,
