@@ -432,9 +432,6 @@ class _Decoded(RecordedEvent, frozen=True, kw_only=True):
         return self.decoded
 
 
-_RECORD_FIELDS = RecordedEvent.__struct_fields__
-
-
 def _decoded_once(record: RecordedEvent) -> RecordedEvent:
     """``record`` decoded once for the processors that consume it; as it is when it does not decode (each of them
     then refuses it as it would)."""
@@ -442,7 +439,22 @@ def _decoded_once(record: RecordedEvent) -> RecordedEvent:
         event = record.decode()
     except ValueError:  # msgspec.DecodeError and ValidationError are ValueErrors
         return record
-    return _Decoded(**{field: getattr(record, field) for field in _RECORD_FIELDS}, decoded=event)
+    return _Decoded(
+        position=record.position,
+        event_id=record.event_id,
+        stream_id=record.stream_id,
+        stream_version=record.stream_version,
+        type=record.type,
+        schema_version=record.schema_version,
+        causation_id=record.causation_id,
+        correlation_id=record.correlation_id,
+        producer=record.producer,
+        recorded_at=record.recorded_at,
+        payload=record.payload,
+        hash=record.hash,
+        metadata=record.metadata,
+        decoded=event,
+    )
 
 
 def _unclaimed(name: str, outputs: Outputs) -> list[Mismatch]:
