@@ -186,7 +186,9 @@ async def _verify_all(
         await here()
         return alone, verified
     loop = asyncio.get_running_loop()
-    with ProcessPoolExecutor(max_workers=len(theirs), mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=len(theirs), mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
 
         async def there(share: Service) -> None:
             verified.update(await loop.run_in_executor(pool, decisions_task, job, share))

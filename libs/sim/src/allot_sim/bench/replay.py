@@ -105,7 +105,9 @@ def write_bytecode(commands: list[list[str]], env: Mapping[str, str] | None = No
     prefix = tempfile.mkdtemp(prefix="allot-bench-bytecode-")
     writing = {k: v for k, v in (env or os.environ).items() if k != "PYTHONDONTWRITEBYTECODE"}
     for command in commands:
-        subprocess.run(command, env=writing | {"PYTHONPYCACHEPREFIX": prefix}, check=True, capture_output=True)
+        subprocess.run(
+            command, env=writing | {"PYTHONPYCACHEPREFIX": prefix}, check=True, capture_output=True
+        )
     return prefix
 
 

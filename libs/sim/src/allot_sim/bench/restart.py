@@ -166,7 +166,9 @@ def compile_bytecode(url: str, services: list[tuple[str, str]], snapshots: bool)
     packages = sorted({service.replace("-", "_") for service, _ in services})
     imports = ", ".join(["allot_sim.bench.service_start"] + [f"{p}.main, {p}.processor" for p in packages])
     service, name = services[0]
-    return write_bytecode([[sys.executable, "-c", f"import {imports}"], _start(url, service, name, snapshots)])
+    return write_bytecode(
+        [[sys.executable, "-c", f"import {imports}"], _start(url, service, name, snapshots)]
+    )
 
 
 def _start(url: str, service: str, name: str, snapshots: bool) -> list[str]:
