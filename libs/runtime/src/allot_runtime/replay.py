@@ -439,22 +439,7 @@ def _decoded_once(record: RecordedEvent) -> RecordedEvent:
         event = record.decode()
     except ValueError:  # msgspec.DecodeError and ValidationError are ValueErrors
         return record
-    return _Decoded(
-        position=record.position,
-        event_id=record.event_id,
-        stream_id=record.stream_id,
-        stream_version=record.stream_version,
-        type=record.type,
-        schema_version=record.schema_version,
-        causation_id=record.causation_id,
-        correlation_id=record.correlation_id,
-        producer=record.producer,
-        recorded_at=record.recorded_at,
-        payload=record.payload,
-        hash=record.hash,
-        metadata=record.metadata,
-        decoded=event,
-    )
+    return _Decoded(**msgspec.structs.asdict(record), decoded=event)
 
 
 def _unclaimed(name: str, outputs: Outputs) -> list[Mismatch]:
