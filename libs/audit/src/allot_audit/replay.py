@@ -40,7 +40,7 @@ from allot_eventstore.verify import ChainReport, verify_chain
 from allot_intake.errors import UsageError
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import recorded_configs
-from allot_runtime.replay import Verified, rebuild
+from allot_runtime.replay import VERIFY_PAGE, Verified, rebuild
 from allot_stack.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
 from allot_stack.connect import Endpoints, endpoints, find_state_dir
 from allot_stack.pipeline import PROCESSORS, instances
@@ -231,7 +231,7 @@ class _Run:
         chain, self.verified = await verify_all(
             self.ep.database_url,
             verify_chain(
-                self.store.iterate(until=head[0]),
+                self.store.iterate(until=head[0], page=VERIFY_PAGE),
                 head=head,
                 expected_head=self.options.expect_head,
                 anchor=await anchor_of(self.pg, keys),

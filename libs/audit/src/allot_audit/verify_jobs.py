@@ -1,17 +1,19 @@
 """``allot replay --verify`` on several cores: the hash chain and each service's decisions, in parallel.
 
-The work splits into independent parts, each reading the log from PostgreSQL on its own, in position order, with
+The work splits into ``jobs`` shares, each reading the log from PostgreSQL on its own, in position order, with
 memory bounded by a page and the projections it holds:
 
 - the chain (and its signed checkpoints), one pass in the calling process;
-- the decisions of one service (all its instances, each under the configurations it recorded) per task
-  (``allot_runtime.replay.verify_many``), taken in turn, the most expensive services first, by the calling process
-  (between pages of the chain) and by ``jobs - 1`` worker processes (``spawn``: nothing of the parent's event loop
-  or connections is inherited). The calling process working too saves one interpreter's memory.
+- the decisions of every service (all its instances, each under the configurations it recorded), the services split
+  into ``jobs`` shares of about equal cost (:func:`split`: the calling process's share is lighter by the chain's
+  cost); each share is one pass over the log (``allot_runtime.replay.verify_many``: each event read and decoded
+  once for all the share's instances), the calling process's beside the chain, each other share in a worker process
+  (``spawn``: nothing of the parent's event loop or connections is inherited). The calling process working too saves
+  one interpreter's memory.
 
 Every result depends only on the log and the configs, never on which process ran it or when, and results are
 reported in a fixed order: the report is the same for any ``jobs``. With ``jobs=1`` everything runs in the calling
-process, one part after the other.
+process: the chain, then every service's decisions in one pass.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
-from collections import deque
 from collections.abc import Awaitable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -34,17 +35,19 @@ from allot_eventstore.verify import ChainReport
 from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import Verified, verify_many
 
-# Services by the cost of re-deriving their decisions on a typical log (the placement engine first): the order tasks
-# are handed to the pool, so the longest starts first.
-COST_ORDER = (
-    "device-allocator",
-    "quota-manager",
-    "qos-enforcer",
-    "reservation-manager",
-    "binder",
-    "gang-coordinator",
-    "node-reporter",
-)
+# What checking the chain and re-deriving each service's decisions cost, relatively (CPU seconds on the 317k-event log
+# of ``allot bench replay``): how the services are split over the processes. A service not listed costs ``OTHER``.
+CHAIN_COST = 2.4
+COST = {
+    "device-allocator": 18.3,
+    "quota-manager": 5.2,
+    "reservation-manager": 4.2,
+    "qos-enforcer": 3.6,
+    "binder": 2.2,
+    "gang-coordinator": 1.0,
+    "node-reporter": 0.2,
+}
+OTHER = 1.0
 
 
 # Verifying allocates many short-lived objects (a decoded event, its recomputed decisions) beside projections that live
@@ -70,7 +73,7 @@ def seldom_collected() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Service:
-    """One service's instances to verify."""
+    """One service's instances to verify (or a share's of several services, :func:`split`)."""
 
     service: str
     instances: tuple[str, ...]
@@ -144,39 +147,52 @@ async def verify_all(
     jobs: int,
     since: Since | None = None,
 ) -> tuple[ChainReport, dict[str, Verified]]:
-    """The chain report (``chain``, awaited here) and every instance's decisions, ``jobs`` processes at a time
-    (with ``since``: each from its newest checked snapshot at or before that position, ``allot_audit.verify_since``)."""
-    ordered = sorted(
-        (g for g in groups if g.instances),
-        key=lambda g: COST_ORDER.index(g.service) if g.service in COST_ORDER else len(COST_ORDER),
-    )
+    """The chain report (``chain``, awaited here) and every instance's decisions, in ``jobs`` processes (with
+    ``since``: each from its newest checked snapshot at or before that position, ``allot_audit.verify_since``)."""
     job = Job(url, files, until, through, since)
     with seldom_collected():
-        return await _verify_all(chain, ordered, job, jobs)
+        return await _verify_all(chain, split([g for g in groups if g.instances], jobs), job)
+
+
+def split(groups: list[Service], jobs: int) -> list[Service]:
+    """The instances of ``groups`` in ``max(jobs, 1)`` shares of about equal cost (:data:`COST`), the calling
+    process's first: it also checks the chain, so it starts with :data:`CHAIN_COST`. Each service in turn, the most
+    expensive first, goes to the share that costs least so far (the first of equal ones). A share is one
+    :class:`Service` (its ``service``: the names of its services joined by ``+``); an empty one has no instances."""
+    loads = [CHAIN_COST] + [0.0] * (max(jobs, 1) - 1)
+    shares: list[list[Service]] = [[] for _ in loads]
+    for group in sorted(groups, key=lambda g: -COST.get(g.service, OTHER)):
+        least = loads.index(min(loads))
+        shares[least].append(group)
+        loads[least] += COST.get(group.service, OTHER)
+    return [
+        Service("+".join(g.service for g in share), tuple(name for g in share for name in g.instances))
+        for share in shares
+    ]
 
 
 async def _verify_all(
-    chain: Awaitable[ChainReport], ordered: list[Service], job: Job, jobs: int
+    chain: Awaitable[ChainReport], shares: list[Service], job: Job
 ) -> tuple[ChainReport, dict[str, Verified]]:
-    pending = deque(ordered)
+    mine, theirs = shares[0], [share for share in shares[1:] if share.instances]
     verified: dict[str, Verified] = {}
 
-    async def here() -> None:  # this process takes the next service whenever it is free
-        while pending:
-            verified.update(await _decisions(job, pending.popleft()))
+    async def here() -> None:
+        if mine.instances:
+            verified.update(await _decisions(job, mine))
 
-    if jobs <= 1:
+    if not theirs:
         alone = await chain
         await here()
         return alone, verified
     loop = asyncio.get_running_loop()
-    with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=len(theirs), mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
 
-        async def there() -> None:  # a worker process takes the next service whenever it is free
-            while pending:
-                group = pending.popleft()
-                verified.update(await loop.run_in_executor(pool, decisions_task, job, group))
+        async def there(share: Service) -> None:
+            verified.update(await loop.run_in_executor(pool, decisions_task, job, share))
 
-        # the workers take the first (most expensive) services; this process also checks the chain
-        report, _ = await asyncio.gather(chain, asyncio.gather(*(there() for _ in range(jobs - 1)), here()))
+        # the workers take their shares; this process checks the chain beside its own
+        report, _ = await asyncio.gather(chain, asyncio.gather(*(there(share) for share in theirs), here()))
     return report, verified

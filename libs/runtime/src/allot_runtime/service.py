@@ -52,7 +52,7 @@ from allot_runtime.recorded_config import AppliedConfig, config_hash, record_con
 from allot_runtime.replay import rebuild
 from allot_runtime.service_http import Liveness, serve_http, state_of
 from allot_runtime.settings import ServiceSettings
-from allot_runtime.snapshots import Snapshots, restore_newest
+from allot_runtime.snapshots import Snapshots, restore
 
 if TYPE_CHECKING:  # lease mode only: the Kubernetes client is imported when a service runs under a Lease
     from allot_runtime.kube.lease import Leadership
@@ -133,6 +133,8 @@ class ProcessorRuntime:
         self.tracer = tracer
         self.on_handled = on_handled
         self.host = Host(factory(), name=name)
+        # after a rebuild, once ready: the projection's digest logged, the collector settled
+        self.settling: asyncio.Task[None] | None = None
         self.failpoints = Failpoints.from_env(name)
         self.lock = asyncio.Lock()  # a state report never sees a batch half-way (evolved but not committed)
         self.consistent = True  # False between a failed decision and the rebuild that follows it
@@ -156,30 +158,57 @@ class ProcessorRuntime:
         )
 
     async def rebuild_projection(self) -> int:
+        """Rebuild the projection up to the checkpoint (from the newest usable snapshot, when snapshots are on) and
+        put it in place; the consumer reports ready once it returns. The projection's digest, when the snapshot's
+        checked one is not it (a tail was folded), and settling the collector (a process) come just after, so that
+        neither delays readiness."""
         checkpoint = await self.store.get_checkpoint(self.name)
         if self.config is not None:
             await record_config(self.store, self.name, self.config, after=checkpoint)
-        host, start = Host(self.factory(), name=self.name), 0
         if self.snapshots.every:
-            host, start = await restore_newest(
-                lambda: Host(self.factory(), name=self.name),
-                self.store,
-                config_hash=self.snapshots.config_hash,
-                until=checkpoint,
+            host, start, digest = await restore(
+                self.build, self.store, config_hash=self.snapshots.config_hash, until=checkpoint
             )
+        else:
+            host, start, digest = self.build(), 0, None
         await rebuild(host, self.store, until=checkpoint, after=start)
+        if host.position != start:
+            digest = None  # a tail was folded: the snapshot's digest is no longer the projection's
         self.snapshots.since = start
         async with self.lock:
             if self.settle_memory:
                 memory.unsettle()  # the projection being replaced can be collected
             self.host = host
             self.consistent = True
+        if digest is not None:
+            log.info(
+                "%s: projection rebuilt up to position %d (digest %s)", self.name, checkpoint, digest[:12]
+            )
+        else:
+            log.info("%s: projection rebuilt up to position %d", self.name, checkpoint)
+        if digest is None or self.settle_memory:
+            self.settling = asyncio.create_task(
+                self._settle(host, digest is None), name=f"{self.name}-settle"
+            )
+        return checkpoint
+
+    def build(self) -> Host:
+        return Host(self.factory(), name=self.name)
+
+    async def _settle(self, host: Host, log_digest: bool) -> None:
+        """Once the consumer is ready (or a few seconds later): log the rebuilt projection's digest, then settle
+        the collector (:func:`allot_runtime.memory.settle`), unless another rebuild replaced the projection."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.consumer.ready.wait(), timeout=5.0)
+        async with self.lock:
+            if self.host is not host:
+                return
+            if log_digest:
+                log.info(
+                    "%s: projection at position %d (digest %s)", self.name, host.position, host.digest()[:12]
+                )
         if self.settle_memory:
             memory.settle()
-        log.info(
-            "%s: projection rebuilt up to position %d (digest %s)", self.name, checkpoint, host.digest()[:12]
-        )
-        return checkpoint
 
     async def snapshot_on_stop(self, timeout: float) -> Snapshot | None:
         """On a graceful stop, once the consumer has stopped and flushed its checkpoint: a snapshot at the

@@ -8,6 +8,11 @@ replay --verify --check-snapshots``) is not a mismatch is loaded into a host bui
 the state's bytes against their SHA-256, the decoded projection's digest against the one recorded. Anything wrong
 (no such snapshot, a read error, corrupt or forged bytes, a refused class name, another digest) and the service says
 so in a warning and folds the log from position 0, as it would without snapshots.
+
+A running service snapshots its projection ``every`` log positions at most: once half an interval has passed it
+waits for its consumer to be idle (a burst is not paused), and after the batch that completes the interval it takes
+one at once. The tail a restart after a crash refolds is therefore at most the interval (plus the batch that crossed
+it and a write still in progress when the process died), whatever the load.
 """
 
 from __future__ import annotations
@@ -18,16 +23,16 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from allot_eventstore.protocol import EventStore, Snapshot
-from allot_runtime import statecodec
+from allot_runtime import memory, statecodec
 from allot_runtime.processor import Host
 
 log = logging.getLogger("allot.snapshots")
 
 FORMAT = statecodec.FORMAT
-OVERDUE = 5  # a snapshot this many intervals late is taken at once, even while events keep coming
-IDLE_S = 0.5  # a due snapshot waits for the consumer to have handled nothing for this long
+IDLE_S = 0.5  # a due snapshot waits for the consumer to be idle this long (until it is overdue)
 
 
 def take(host: Host, config_hash: str) -> tuple[Snapshot, float]:
@@ -46,11 +51,27 @@ def take(host: Host, config_hash: str) -> tuple[Snapshot, float]:
     return snapshot, time.perf_counter() - started
 
 
+class Restored(NamedTuple):
+    """A host restored from a snapshot and checked (or built afresh: position 0), the snapshot's position, and the
+    projection's digest there (None when nothing was restored)."""
+
+    host: Host
+    position: int
+    digest: str | None
+
+
 async def restore_newest(
     build: Callable[[], Host], store: EventStore, *, config_hash: str, until: int
 ) -> tuple[Host, int]:
     """A host restored from the newest usable snapshot at or before ``until`` and the snapshot's position, or a
     fresh host and 0 (with a warning saying why when a snapshot was found but not used)."""
+    restored = await restore(build, store, config_hash=config_hash, until=until)
+    return restored.host, restored.position
+
+
+async def restore(build: Callable[[], Host], store: EventStore, *, config_hash: str, until: int) -> Restored:
+    """:func:`restore_newest`, with the digest the restored projection was checked against (the host's digest
+    until it folds anything more)."""
     host = build()
     name = host.name
     try:
@@ -59,9 +80,9 @@ async def restore_newest(
             found = await _unrefuted(store, found, config_hash=config_hash)
     except Exception as exc:  # the table may be unreadable: folding from 0 is always correct
         log.warning("%s: could not read its snapshots (%s); folding the log from position 0", name, exc)
-        return host, 0
+        return Restored(host, 0, None)
     if found is None:
-        return host, 0
+        return Restored(host, 0, None)
     problem = check(host, found)
     if problem is not None:
         log.warning(
@@ -70,9 +91,9 @@ async def restore_newest(
             found.position,
             problem,
         )
-        return build(), 0
+        return Restored(build(), 0, None)
     log.info("%s: projection restored from the snapshot at position %d", name, found.position)
-    return host, found.position
+    return Restored(host, found.position, found.digest)
 
 
 async def _unrefuted(store: EventStore, found: Snapshot, *, config_hash: str) -> Snapshot | None:
@@ -99,7 +120,8 @@ def check(host: Host, snapshot: Snapshot) -> str | None:
     if hashlib.sha256(snapshot.state).digest() != snapshot.state_hash:
         return "its state does not match its SHA-256"
     try:
-        host.restore_state(snapshot.state)
+        with memory.paused():  # everything decoded stays alive: a collection on the way would find nothing
+            host.restore_state(snapshot.state)
     except statecodec.StateCodecError as exc:
         return f"its state cannot be decoded ({exc})"
     digest = host.digest()
@@ -111,10 +133,11 @@ def check(host: Host, snapshot: Snapshot) -> str | None:
 
 
 class Snapshots:
-    """When a running service takes its snapshots: ``every`` log positions after the last one (or the one it was
-    restored from), as soon as the consumer is idle, or at once when ``OVERDUE`` intervals late; the export runs
-    under the runtime's lock, the write in the background. A failed write is logged; the next try is an interval
-    later. ``every`` = 0 takes none."""
+    """When a running service takes its snapshots: half an interval (``every`` log positions) after the last one
+    (or the one it was restored from) as soon as the consumer is idle, and at once after the batch that completes
+    the interval, so that no more than ``every`` positions separate two snapshots (the tail a restart after a crash
+    folds); the export runs under the runtime's lock, the write in the background. A failed write is logged; the
+    next try is half an interval later. ``every`` = 0 takes none."""
 
     def __init__(self, store: EventStore, *, every: int, keep: int, config_hash: str | None) -> None:
         self.store = store
@@ -126,10 +149,12 @@ class Snapshots:
         self.last_pause = 0.0
 
     def due(self, position: int) -> bool:
-        return self.every > 0 and position - self.since >= self.every
+        """Half an interval since the last snapshot: taken once the consumer is idle."""
+        return self.every > 0 and position - self.since >= (self.every + 1) // 2
 
     def overdue(self, position: int) -> bool:
-        return self.every > 0 and position - self.since >= OVERDUE * self.every
+        """A whole interval since the last snapshot: taken now, even while events keep coming."""
+        return self.every > 0 and position - self.since >= self.every
 
     def export(self, host: Host) -> Snapshot | None:
         """Take the snapshot (the caller holds the lock); None when it cannot be encoded (logged)."""
@@ -198,7 +223,7 @@ class Snapshots:
         return snapshot if written else None
 
     def after_batch(self, host: Host, consistent: bool) -> None:
-        """After a committed batch (lock held): a snapshot ``OVERDUE`` intervals late is taken now."""
+        """After a committed batch (lock held): an overdue snapshot (a whole interval since the last) is taken now."""
         if consistent and self.overdue(host.position):
             self.start(host)
 

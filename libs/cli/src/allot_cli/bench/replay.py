@@ -23,7 +23,7 @@ def register(subparsers: Any) -> None:
 
 def history_parser(subparsers: Any, module: ModuleType, *, help: str) -> argparse.ArgumentParser:
     """The subcommand of the benchmark ``module`` that runs on built logs (this one and ``allot bench restart``),
-    with the options they share."""
+    with the options they share (``--no-compile``: ``compiled`` False)."""
     p = benchmark_parser(subparsers, module, help=help, with_json=False)
     p.add_argument("--events", default="300000", help="log sizes, comma-separated (default 300000)")
     p.add_argument(
@@ -33,6 +33,13 @@ def history_parser(subparsers: Any, module: ModuleType, *, help: str) -> argpars
     p.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help="openb node list CSV")
     p.add_argument("--pods-csv", type=Path, default=DEFAULT_PODS, help="openb pod list CSV")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--no-compile",
+        dest="compiled",
+        action="store_false",
+        help="time the processes with the bytecode the environment has, instead of compiling it first "
+        "(with PYTHONDONTWRITEBYTECODE set, every timed process then compiles its sources)",
+    )
     return p
 
 
@@ -57,5 +64,5 @@ def logs_from(args: argparse.Namespace) -> Logs:
 def run(args: argparse.Namespace) -> int:
     from allot_sim.bench.replay import verify_on_logs
 
-    report(verify_on_logs(logs_from(args)), as_json=args.json)
+    report(verify_on_logs(logs_from(args), compiled=args.compiled), as_json=args.json)
     return 0

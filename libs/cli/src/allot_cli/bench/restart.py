@@ -25,13 +25,6 @@ def register(subparsers: Any) -> None:
         default=20_000,
         help="events between the snapshot and the checkpoint (default: 20000)",
     )
-    p.add_argument(
-        "--no-compile",
-        dest="compiled",
-        action="store_false",
-        help="start the services with the bytecode the environment has, instead of compiling it first "
-        "(with PYTHONDONTWRITEBYTECODE set, every start then compiles its sources)",
-    )
     p.set_defaults(func=run)
 
 

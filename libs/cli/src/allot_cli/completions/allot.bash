@@ -38,8 +38,8 @@ _allot() {
         'bench gang') opts='-h --help --json --nodes --gangs --size --gpus'; words=''; files=''; names=''; valued='--nodes --gangs --size --gpus' ;;
         'bench placement') opts='-h --help --json --nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --no-free-index --shards --skip-rss --check'; words=''; files=''; names=''; valued='--nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --shards' ;;
         'bench quota') opts='-h --help --json --quotas --changes --seed'; words=''; files=''; names=''; valued='--quotas --changes --seed' ;;
-        'bench replay') opts='-h --help --events --runs --fresh --nodes --pods-csv --json'; words=''; files=''; names=''; valued='--events --runs --nodes --pods-csv' ;;
-        'bench restart') opts='-h --help --events --runs --fresh --nodes --pods-csv --json --no-snapshots --snapshot-lag --no-compile'; words=''; files=''; names=''; valued='--events --runs --nodes --pods-csv --snapshot-lag' ;;
+        'bench replay') opts='-h --help --events --runs --fresh --nodes --pods-csv --json --no-compile'; words=''; files=''; names=''; valued='--events --runs --nodes --pods-csv' ;;
+        'bench restart') opts='-h --help --events --runs --fresh --nodes --pods-csv --json --no-compile --no-snapshots --snapshot-lag'; words=''; files=''; names=''; valued='--events --runs --nodes --pods-csv --snapshot-lag' ;;
         'bench sampler') opts='-h --help --pods --interval --report --seconds --cgroups --json'; words=''; files=''; names=''; valued='--pods --interval --report --seconds --cgroups' ;;
         'bench ui') opts='-h --help --json --pods --repeat --nodes --pods-csv'; words=''; files=''; names=''; valued='--pods --repeat --nodes --pods-csv' ;;
         'completion') opts='-h --help'; words='bash zsh fish'; files=''; names=''; valued='' ;;

@@ -3,9 +3,13 @@
 For each ``--events`` size a log of that many events is built (``allot_sim.bench._history``: the openb GPU cluster,
 then rounds of openb pods submitted, decided and deleted, written straight into PostgreSQL with the services'
 checkpoints), then ``allot replay --verify --no-live`` runs ``--runs`` times as its own process against it, as a
-user runs it. Reported per size: the median wall time and ``events_per_s`` (events in the log ÷ wall time), and
-``peak_rss_mib``: the largest resident memory of the verify process and every process it started, summed, sampled
-every 20 ms. Every run must verify (exit 0); a run that does not stops the benchmark.
+user runs it. Reported per size: the median wall time and ``events_per_s`` (events in the log ÷ wall time),
+``cpu_s``: the median CPU seconds (user + system) of the verify process and every process it started (the figure to
+compare on a busy machine), and ``peak_rss_mib``: the largest resident memory of the verify process and every process
+it started, summed, sampled every 20 ms. Every run must verify (exit 0); a run that does not stops the benchmark.
+Before the timed runs, the bytecode of what a run imports is compiled once into a directory of its own
+(``PYTHONPYCACHEPREFIX``, :func:`write_bytecode`), as an installed package has it, so that no timed run compiles its
+sources whatever ``PYTHONDONTWRITEBYTECODE`` says (``--no-compile``: the bytecode the environment has).
 
 Server: ``ALLOT_DATABASE_URL`` when set, where each log is kept as the database ``allot_bench_history_<events>`` and
 reused by later runs (``--fresh`` rebuilds it); otherwise an embedded PostgreSQL in a temporary directory.
@@ -17,6 +21,8 @@ import asyncio
 import json
 import os
 import platform
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -89,8 +95,26 @@ async def history(server_url: str, events: int, logs: Logs, *, keep: bool) -> tu
     return url, built
 
 
-def measure(command: list[str], env: dict[str, str]) -> tuple[float, int, str]:
-    """Run ``command``; (wall seconds, peak resident bytes of its process tree, stdout). Raises when it fails."""
+def write_bytecode(commands: list[list[str]], env: Mapping[str, str] | None = None) -> str:
+    """A new directory holding the bytecode of what ``commands`` import, for ``PYTHONPYCACHEPREFIX``: each is run once
+    here (untimed, in the environment ``env`` or this one) writing it, so that a timed run loads compiled modules as
+    an installed package does (its bytecode is compiled when it is installed) whatever ``PYTHONDONTWRITEBYTECODE``
+    says. Remove it when done (``shutil.rmtree``)."""
+    import tempfile
+
+    prefix = tempfile.mkdtemp(prefix="allot-bench-bytecode-")
+    writing = {k: v for k, v in (env or os.environ).items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for command in commands:
+        subprocess.run(
+            command, env=writing | {"PYTHONPYCACHEPREFIX": prefix}, check=True, capture_output=True
+        )
+    return prefix
+
+
+def measure(command: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
+    """Run ``command``; (wall seconds, CPU seconds of its process tree, peak resident bytes of its process tree,
+    stdout). Raises when it fails."""
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = 0
@@ -99,24 +123,29 @@ def measure(command: list[str], env: dict[str, str]) -> tuple[float, int, str]:
         time.sleep(0.02)
     seconds = time.perf_counter() - started
     out, err = proc.communicate()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise UsageError(f"{' '.join(command)} failed ({proc.returncode}):\n{out[-2000:]}\n{err[-2000:]}")
-    return seconds, peak, out
+    return seconds, after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime, peak, out
 
 
 class VerifyRun(TypedDict):
-    """One ``allot replay --verify``: its wall time, the peak memory of its process tree, its verdict."""
+    """One ``allot replay --verify``: its wall time, the CPU time and peak memory of its process tree, its verdict."""
 
     seconds: float
+    cpu_s: float
     peak_rss_mib: float
     ok: bool
 
 
 class Verify(TypedDict):
-    """``allot replay --verify`` on one log: the median run, the largest peak, every run."""
+    """``allot replay --verify`` on one log: the median run (wall and CPU seconds), the largest peak, every run;
+    ``bytecode``: compiled before the runs, or as the environment has it."""
 
     seconds: float
     events_per_s: int
+    cpu_s: float
+    bytecode: str
     peak_rss_mib: float
     runs: list[VerifyRun]
 
@@ -142,10 +171,9 @@ class LogsReport(TypedDict):
     server: str
 
 
-def verify_runs(url: str, runs: int) -> list[VerifyRun]:
-    env = {**os.environ, "ALLOT_DATABASE_URL": url}
-    env.pop("ALLOT_NATS_URL", None)
-    command = [
+def verify_command(*options: str) -> list[str]:
+    """``allot replay --verify --no-live --json`` with ``options``, as its own Python process."""
+    return [
         sys.executable,
         "-c",
         "from allot_cli.main import main; main()",
@@ -153,14 +181,34 @@ def verify_runs(url: str, runs: int) -> list[VerifyRun]:
         "--verify",
         "--no-live",
         "--json",
+        *options,
     ]
+
+
+def verify_runs(url: str, runs: int, *, compiled: bool = True) -> list[VerifyRun]:
+    """``runs`` timed runs of ``allot replay --verify`` on the log at ``url``; with ``compiled``, on bytecode
+    compiled before them by one untimed run over the log's first events (:func:`write_bytecode`)."""
+    env = {**os.environ, "ALLOT_DATABASE_URL": url}
+    env.pop("ALLOT_NATS_URL", None)
+    bytecode = write_bytecode([verify_command("--until", "1000")], env) if compiled else None
     results: list[VerifyRun] = []
-    for _ in range(runs):
-        seconds, peak, out = measure(command, env)
-        verdict = json.loads(out)
-        results.append(
-            {"seconds": round(seconds, 2), "peak_rss_mib": round(peak / MiB, 1), "ok": verdict["ok"]}
-        )
+    try:
+        for _ in range(runs):
+            seconds, cpu, peak, out = measure(
+                verify_command(), env | ({"PYTHONPYCACHEPREFIX": bytecode} if bytecode else {})
+            )
+            verdict = json.loads(out)
+            results.append(
+                {
+                    "seconds": round(seconds, 2),
+                    "cpu_s": round(cpu, 2),
+                    "peak_rss_mib": round(peak / MiB, 1),
+                    "ok": verdict["ok"],
+                }
+            )
+    finally:
+        if bytecode:
+            shutil.rmtree(bytecode, ignore_errors=True)
     return results
 
 
@@ -199,15 +247,17 @@ def on_logs(
     return result
 
 
-def verify_on_logs(logs: Logs) -> LogsReport:
-    """``allot replay --verify`` timed on each log."""
+def verify_on_logs(logs: Logs, *, compiled: bool = True) -> LogsReport:
+    """``allot replay --verify`` timed on each log (``compiled``: on bytecode compiled before the runs)."""
 
     def verify(url: str, events: int) -> Verify:
-        runs = verify_runs(url, logs.runs)
+        runs = verify_runs(url, logs.runs, compiled=compiled)
         seconds = statistics.median(r["seconds"] for r in runs)
         return {
             "seconds": seconds,
             "events_per_s": round(events / seconds),
+            "cpu_s": statistics.median(r["cpu_s"] for r in runs),
+            "bytecode": "compiled before the runs" if compiled else "as found",
             "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
             "runs": runs,
         }

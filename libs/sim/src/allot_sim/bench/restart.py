@@ -7,7 +7,9 @@ process per service instance (:mod:`allot_sim.bench.service_start`: interpreter 
 imports, its entry module with ``allot_runtime.service`` and its own processor), each rebuilding its projection
 from PostgreSQL up to its checkpoint. ``ready_s`` is the wall time from the start until the last one is done (the
 bus attach and catch-up that follow take milliseconds on a log that is not moving and are not included);
-``cpu_s`` the CPU seconds (user + system) the processes used; ``slowest_rebuild_s`` is the longest rebuild alone
+``cpu_s`` the CPU seconds (user + system) the processes had used by then; each then computes its projection's digest
+for the check below (a service logs it once ready), which ``cpu_total_s``, the processes' CPU seconds until they
+exit, includes; ``slowest_rebuild_s`` is the longest rebuild alone
 (without the process start and imports: ``slowest_import_s``), each service's own times and projection digest are
 listed too (every run must rebuild the same digests), and ``peak_rss_mib`` is the largest sum of the processes'
 resident memory. The log is built or reused as by ``allot bench replay`` (same server, same databases).
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from allot_intake.errors import UsageError
 from allot_runtime.memory import tree_rss
-from allot_sim.bench.replay import Logs, LogsReport, MiB, on_logs
+from allot_sim.bench.replay import Logs, LogsReport, MiB, on_logs, write_bytecode
 
 if TYPE_CHECKING:  # `allot bench restart --help` loads no driver
     from allot_eventstore.protocol import Snapshot
@@ -161,20 +163,14 @@ def compile_bytecode(url: str, services: list[tuple[str, str]], snapshots: bool)
     compiled once here (every service's entry module and processor, and one whole untimed start for the modules a
     start imports on the way), so that a timed start loads compiled modules as a service in an image does (its
     bytecode is compiled when the image is built) whatever ``PYTHONDONTWRITEBYTECODE`` says."""
-    import subprocess
     import sys
-    import tempfile
 
-    prefix = tempfile.mkdtemp(prefix="allot-bench-bytecode-")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {
-        "PYTHONPYCACHEPREFIX": prefix
-    }
     packages = sorted({service.replace("-", "_") for service, _ in services})
     imports = ", ".join(["allot_sim.bench.service_start"] + [f"{p}.main, {p}.processor" for p in packages])
-    subprocess.run([sys.executable, "-c", f"import {imports}"], env=env, check=True, capture_output=True)
     service, name = services[0]
-    subprocess.run(_start(url, service, name, snapshots), env=env, check=True, capture_output=True)
-    return prefix
+    return write_bytecode(
+        [[sys.executable, "-c", f"import {imports}"], _start(url, service, name, snapshots)]
+    )
 
 
 def _start(url: str, service: str, name: str, snapshots: bool) -> list[str]:
@@ -215,7 +211,7 @@ def restart(
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
+    started = time.monotonic()  # the clock the processes report when they were ready on
     processes = {
         name: subprocess.Popen(
             _start(url, service, name, snapshots),
@@ -227,7 +223,6 @@ def restart(
         for service, name in services
     }
     outputs = {name: process.communicate() for name, process in processes.items()}
-    ready = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     done.set()
     sampler.join()
@@ -237,10 +232,11 @@ def restart(
             raise UsageError(f"{name}'s start failed ({processes[name].returncode}):\n{err[-2000:]}")
         results[name] = json.loads(out)
     return {
-        "ready_s": round(ready, 2),
+        "ready_s": round(max(r["ready_at"] for r in results.values()) - started, 2),
         "slowest_rebuild_s": round(max(r["rebuild_s"] for r in results.values()), 2),
         "slowest_import_s": round(max(r["import_s"] for r in results.values()), 2),
-        "cpu_s": round(after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime, 2),
+        "cpu_s": round(sum(r["ready_cpu_s"] for r in results.values()), 2),
+        "cpu_total_s": round(after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime, 2),
         "peak_rss_mib": round(peak / MiB, 1),
         "services": {
             name: {
@@ -276,6 +272,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "ready_s": statistics.median(r["ready_s"] for r in runs),
         "slowest_rebuild_s": statistics.median(r["slowest_rebuild_s"] for r in runs),
         "cpu_s": statistics.median(r["cpu_s"] for r in runs),
+        "cpu_total_s": statistics.median(r["cpu_total_s"] for r in runs),
         "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
     }
 
