@@ -14,12 +14,14 @@ from allot_contracts.jsonvalue import JsonObject
 NAMESPACE = "openb"
 
 
-def cluster_docs(nodes_csv: Path) -> list[JsonObject]:
-    """Every trace node's ``v1 Node``, each GPU node followed by its Koordinator ``Device``."""
-    from allot_placement.openb import node_manifests, read_nodes
+def cluster_docs(nodes_csv: Path, node_count: int = 0) -> list[JsonObject]:
+    """Every trace node's ``v1 Node``, each GPU node followed by its Koordinator ``Device``; with ``node_count``, the
+    node list cycled to that many nodes, copies named ``<name>-r<k>`` (as ``allot bench placement --node-count``)."""
+    from allot_placement.openb import node_manifests, read_nodes, replicate
 
+    nodes = read_nodes(nodes_csv)
     docs: list[JsonObject] = []
-    for node in read_nodes(nodes_csv):
+    for node in replicate(nodes, node_count) if node_count else nodes:
         manifest, device = node_manifests(node)
         docs.append(manifest)
         if device is not None:
