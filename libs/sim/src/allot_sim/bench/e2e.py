@@ -361,8 +361,8 @@ async def _measure(
         apply = await asyncio.create_subprocess_exec(
             allot, "apply", "--no-wait", "-f", str(pods_file), env=env, stdout=asyncio.subprocess.DEVNULL
         )
-        try:
-            await _follow(
+        follower = asyncio.create_task(
+            _follow(
                 store,
                 timelines,
                 cursor,
@@ -370,9 +370,13 @@ async def _measure(
                 until_done=True,
                 timeout=args.timeout,
             )
-        finally:
+        )
+        try:  # a failed apply records nothing: stop following at once rather than wait out the timeout
             if await asyncio.wait_for(apply.wait(), timeout=args.timeout) != 0:
                 raise UsageError(f"allot apply of the burst failed ({apply.returncode})")
+            await follower
+        finally:
+            follower.cancel()
         cpu_after = _cpu_snapshot(stack)
         span = timelines.span_s()
         e2e_pods_per_s = round(len(docs) / span)

@@ -30,18 +30,18 @@ def cluster_docs(nodes_csv: Path, node_count: int = 0) -> list[JsonObject]:
 
 
 def pod_docs(pods_csv: Path, count: int, prefix: str = "") -> list[JsonObject]:
-    """``count`` openb pods in trace order (cycling through the list when it is shorter), renamed with ``prefix``."""
+    """``count`` openb pods in trace order (cycling through the list when it is shorter), renamed with ``prefix``;
+    without one, the copies after the first pass are named ``<name>-r<k>`` (as ``allot_placement.openb.replicate``
+    names them), so that every name is distinct."""
     from allot_placement.openb import pod_manifest, read_pods
 
     trace = read_pods(pods_csv)
-    return [
-        pod_manifest(
-            trace[i % len(trace)],
-            name=f"{prefix}{trace[i % len(trace)].name}-{i}" if prefix else None,
-            namespace=NAMESPACE,
-        )
-        for i in range(count)
-    ]
+    docs: list[JsonObject] = []
+    for i in range(count):
+        k, pod = divmod(i, len(trace))
+        name = f"{prefix}{trace[pod].name}-{i}" if prefix else f"{trace[pod].name}-r{k}" if k else None
+        docs.append(pod_manifest(trace[pod], name=name, namespace=NAMESPACE))
+    return docs
 
 
 def _metadata(doc: JsonObject) -> JsonObject:
