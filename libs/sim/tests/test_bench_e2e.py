@@ -80,3 +80,24 @@ def test_the_cluster_replicated_to_a_node_count_names_every_copy_apart(tmp_path:
         "openb-node-0001-r2",
     ]
     assert len(cluster_docs(tmp_path / "nodes.csv")) == 4  # as read: two Nodes, two Devices
+
+
+def test_snapshot_exports_are_read_from_the_services_logs_and_placed_in_phases() -> None:
+    from allot_sim.bench._pauses import overlapping, parse, summary
+
+    lines = [
+        '{"ts": "2026-11-28T05:33:09.087Z", "level": "info", "msg": "device-allocator: snapshot at position 24652 '
+        '(14708270 bytes, export 3096 ms)"}',
+        '{"ts": "2026-11-28T05:33:10.000Z", "level": "info", "msg": "device-allocator started"}',
+        "not json at all, snapshot at position",
+    ]
+    found = parse("device-allocator", lines)
+    assert len(found) == 1 and found[0].ms == 3096 and found[0].bytes == 14708270
+    ended = found[0].ended
+    assert overlapping(found, ended - 1.0, ended + 5) == {
+        "device-allocator": 1000
+    }  # the phase began mid-export
+    assert overlapping(found, ended + 0.1, ended + 5) == {}
+    assert summary(found) == {
+        "device-allocator": {"count": 1, "max_ms": 3096, "total_ms": 3096, "max_bytes": 14708270}
+    }

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple, TypedDict
 
 from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import UsageError
+from allot_sim.bench._pauses import PauseSummary, after_quiet, exports, overlapping, summary
 from allot_sim.bench._timeline import WATCHED, Hop, Latency, Timelines
 from allot_sim.bench.openb_docs import NAMESPACE, cluster_docs, name_of, pod_docs, write_yaml
 from allot_sim.bench.placement import _throughput, trace_csv
@@ -88,6 +89,7 @@ class OpenLoopRate(Latency):
     offered_per_s: int | None
     outcomes: dict[str, int]
     hops: dict[str, Hop]
+    snapshot_pause_ms: dict[str, int]
 
 
 class StackFigures(Cluster):
@@ -102,6 +104,8 @@ class StackFigures(Cluster):
     hops_burst: dict[str, Hop]
     cpu_s_per_1000_pods: dict[str, float]
     peak_rss_mib: dict[str, float]
+    snapshot_exports: dict[str, PauseSummary]
+    snapshot_pause_ms_burst: dict[str, int]
     open_loop: list[OpenLoopRate]
     p50_ms: dict[str, float]
     p99_ms: dict[str, float]
@@ -178,6 +182,7 @@ def _cpu_snapshot(stack: StackFile) -> dict[str, float]:
 
 
 # -- peak memory ----------------------------------------------------------------------------------------------------
+
 
 def vm_hwm_kib(status: str) -> int | None:
     """The peak resident set (``VmHWM``, which the kernel states in kB) in KiB from the text of
@@ -357,6 +362,7 @@ async def _measure(
         timelines = Timelines(f"{NAMESPACE}/{name_of(d)}" for d in docs)
         cursor = (await store.head())[0]
         _progress(f"burst: allot apply --no-wait of {len(docs)} pods")
+        burst_started = time.time()  # noqa: TID251 - compared with the services' log times (wall clock)
         cpu_before = _cpu_snapshot(stack)
         apply = await asyncio.create_subprocess_exec(
             allot, "apply", "--no-wait", "-f", str(pods_file), env=env, stdout=asyncio.subprocess.DEVNULL
@@ -378,6 +384,7 @@ async def _measure(
         finally:
             follower.cancel()
         cpu_after = _cpu_snapshot(stack)
+        burst_wall = (burst_started, time.time())  # noqa: TID251
         span = timelines.span_s()
         e2e_pods_per_s = round(len(docs) / span)
         cpu_s_per_1000_pods = {
@@ -391,9 +398,16 @@ async def _measure(
         )
 
         open_loop: list[OpenLoopRate] = []
+        phase_walls: list[tuple[float, float]] = []
+        ports = [port for info in stack.get("processes", {}).values() if (port := info.get("port"))]
         for rate in [float(r) for r in args.rates.split(",") if r.strip()]:
             count = max(1, int(rate * args.duration))
+            # The quiet after the deletions makes a service's due snapshot start (allot_runtime.snapshots): let
+            # it finish before the phase rather than stall the phase's first pods; it is reported on its own.
+            await after_quiet(ports, timeout=args.timeout)
+            await waits.wait_idle(store, timeout=args.timeout, settle=0.5)
             _progress(f"open loop: {count} pods offered at {rate:g}/s")
+            started_wall = time.time()  # noqa: TID251 - compared with the services' log times
             phase = await _open_loop(
                 store,
                 pod_docs(args.pods_csv, count, prefix=f"r{rate:g}-"),
@@ -401,6 +415,7 @@ async def _measure(
                 pending_work=waits.pending_work,
                 timeout=args.timeout,
             )
+            phase_walls.append((started_wall, time.time()))  # noqa: TID251
             submit = phase.submit_span_s()
             open_loop.append(
                 {
@@ -410,6 +425,7 @@ async def _measure(
                     **phase.latency_summary(),
                     "outcomes": phase.outcomes(),
                     "hops": phase.hops(),
+                    "snapshot_pause_ms": {},
                 }
             )
             await _delete_all(
@@ -417,6 +433,18 @@ async def _measure(
             )
         peaks = peak_rss_mib(_stack_pids(stack))  # while the processes run: VmHWM goes with them
         _progress(f"peak RSS, MiB: {', '.join(f'{name} {mib:g}' for name, mib in peaks.items())}")
+        found = exports(
+            {name: log for name, info in stack.get("processes", {}).items() if (log := info.get("log"))}
+        )
+        for entry, (start, end) in zip(open_loop, phase_walls, strict=True):
+            entry["snapshot_pause_ms"] = overlapping(found, start, end)
+        pauses = summary(found)
+        if "device-allocator" in pauses:
+            longest = pauses["device-allocator"]
+            _progress(
+                f"device-allocator snapshots: {longest['count']}, longest export {longest['max_ms']} ms "
+                f"({longest['max_bytes'] / 2**20:.0f} MiB)"
+            )
         return {
             **cluster_figures,
             "burst_pods": len(docs),
@@ -428,6 +456,8 @@ async def _measure(
             "hops_burst": timelines.hops(),
             "cpu_s_per_1000_pods": cpu_s_per_1000_pods,
             "peak_rss_mib": peaks,
+            "snapshot_exports": pauses,
+            "snapshot_pause_ms_burst": overlapping(found, *burst_wall),
             "open_loop": open_loop,
             "p50_ms": {f"{p['rate']:g}": p["p50_ms"] for p in open_loop},
             "p99_ms": {f"{p['rate']:g}": p["p99_ms"] for p in open_loop},
@@ -448,7 +478,8 @@ def measure(args: Options, *, reporter: Reporter = SILENT) -> Report:
     trace_csv(args.pods_csv, "pods CSV")
     _progress(f"in process: {args.pods} pods through the placement engine alone (3 runs)")
     inproc = [
-        _throughput(args.nodes, args.pods_csv, args.pods, args.node_count)["placements_per_s"] for _ in range(3)
+        _throughput(args.nodes, args.pods_csv, args.pods, args.node_count)["placements_per_s"]
+        for _ in range(3)
     ]
     work = Path(tempfile.mkdtemp(prefix="allot-bench-e2e-"))
     state_dir = (args.state_dir or work / "stack").resolve()
@@ -494,4 +525,6 @@ def measure(args: Options, *, reporter: Reporter = SILENT) -> Report:
         "p99_ms": out["p99_ms"],
         "peak_rss_mib": out["peak_rss_mib"],
         "python": platform.python_version(),
+        "snapshot_exports": out["snapshot_exports"],
+        "snapshot_pause_ms_burst": out["snapshot_pause_ms_burst"],
     }
