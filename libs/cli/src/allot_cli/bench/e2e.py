@@ -27,6 +27,12 @@ def register(subparsers: Any) -> None:
         "--state-dir", type=Path, help="keep the stack's data and logs here (default: a temporary dir)"
     )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds any phase may take (default 600)")
+    p.add_argument(
+        "--node-count",
+        type=int,
+        default=0,
+        help="replicate the node list with new names to N nodes (6065: five-fold openb; default: as read)",
+    )
     p.set_defaults(func=run)
 
 
@@ -42,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         pods_csv=args.pods_csv,
         state_dir=args.state_dir,
         timeout=args.timeout,
+        node_count=args.node_count,
     )
     out = measure(options, reporter=Progress())
     report(out, as_json=args.json)

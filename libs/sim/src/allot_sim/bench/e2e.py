@@ -18,7 +18,10 @@ the seven services as separate supervised processes) in a temporary state direct
 Between phases every pod is deleted (and its allocation released) so each phase starts from an empty cluster.
 Per-hop p50/p99 come from the recorded time of each event of a pod's path; ``cpu_s_per_1000_pods`` is the CPU
 time each process of the stack used during the burst (PostgreSQL: the postmaster and its backends), which is where
-the time goes. Prints one JSON object with ``--json``.
+the time goes. ``peak_rss_mib`` is each process's peak resident set (``VmHWM``, read before the stack stops; for
+PostgreSQL the largest of the postmaster and its backends). ``--node-count N`` replicates the openb node list with
+new names to N nodes (6,065 = five-fold), for the cluster and the in-process run alike. Prints one JSON object with
+``--json``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import Any, NamedTuple, TypedDict
 
 from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import UsageError
+from allot_sim.bench._pauses import PauseSummary, after_quiet, exports, overlapping, summary
 from allot_sim.bench._timeline import WATCHED, Hop, Latency, Timelines
 from allot_sim.bench.openb_docs import NAMESPACE, cluster_docs, name_of, pod_docs, write_yaml
 from allot_sim.bench.placement import _throughput, trace_csv
@@ -51,6 +55,7 @@ GOALS = {
     "p99_ms_at_300": 500,
     "distribution_penalty": 3,
     "cluster_objects_per_s": 2000,
+    "device_allocator_peak_rss_mib": 300,
 }
 
 
@@ -84,6 +89,7 @@ class OpenLoopRate(Latency):
     offered_per_s: int | None
     outcomes: dict[str, int]
     hops: dict[str, Hop]
+    snapshot_pause_ms: dict[str, int]
 
 
 class StackFigures(Cluster):
@@ -97,6 +103,9 @@ class StackFigures(Cluster):
     burst_latency: Latency
     hops_burst: dict[str, Hop]
     cpu_s_per_1000_pods: dict[str, float]
+    peak_rss_mib: dict[str, float]
+    snapshot_exports: dict[str, PauseSummary]
+    snapshot_pause_ms_burst: dict[str, int]
     open_loop: list[OpenLoopRate]
     p50_ms: dict[str, float]
     p99_ms: dict[str, float]
@@ -119,7 +128,8 @@ class Report(StackFigures):
 @dataclass(frozen=True)
 class Options:
     """``--pods`` in the burst, open-loop ``--rates`` (comma-separated pods/s) offered for ``--duration`` seconds
-    each, the openb ``--nodes`` and ``--pods-csv``, the stack's ``--state-dir`` and each phase's ``--timeout``."""
+    each, the openb ``--nodes`` and ``--pods-csv``, the stack's ``--state-dir``, each phase's ``--timeout`` and
+    ``--node-count`` (the node list replicated with new names to that many nodes; 0: as read)."""
 
     pods: int
     rates: str
@@ -128,6 +138,7 @@ class Options:
     pods_csv: Path
     state_dir: Path | None
     timeout: float
+    node_count: int = 0
 
 
 def _progress(text: str) -> None:
@@ -155,17 +166,48 @@ def _children(pid: int) -> Iterator[int]:
                 continue
 
 
+def _stack_pids(stack: StackFile) -> dict[str, list[int]]:
+    """Each process of the stack by name (PostgreSQL: the postmaster and its backends)."""
+    out = {name: [pid] for name, info in stack.get("processes", {}).items() if (pid := info.get("pid"))}
+    if (pg := stack.get("postgres", {}).get("pid")) is not None:
+        out["postgres"] = [pg, *_children(pg)]
+    if (nats := stack.get("nats", {}).get("pid")) is not None:
+        out["nats-server"] = [nats]
+    return out
+
+
 def _cpu_snapshot(stack: StackFile) -> dict[str, float]:
     tick = os.sysconf("SC_CLK_TCK")
-    out = {
-        name: _cpu_ticks(pid) / tick
-        for name, info in stack.get("processes", {}).items()
-        if (pid := info.get("pid"))
-    }
-    if (pg := stack.get("postgres", {}).get("pid")) is not None:
-        out["postgres"] = sum(_cpu_ticks(p) for p in [pg, *_children(pg)]) / tick
-    if (nats := stack.get("nats", {}).get("pid")) is not None:
-        out["nats-server"] = _cpu_ticks(nats) / tick
+    return {name: sum(_cpu_ticks(p) for p in pids) / tick for name, pids in _stack_pids(stack).items()}
+
+
+# -- peak memory ----------------------------------------------------------------------------------------------------
+
+
+def vm_hwm_kib(status: str) -> int | None:
+    """The peak resident set (``VmHWM``, which the kernel states in kB) in KiB from the text of
+    ``/proc/<pid>/status``; None without that line (a kernel thread, a zombie)."""
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split(":", 1)[1].split()[0])
+    return None
+
+
+def _peak_rss_kib(pid: int) -> int | None:
+    try:
+        return vm_hwm_kib(Path(f"/proc/{pid}/status").read_text())
+    except OSError:
+        return None
+
+
+def peak_rss_mib(pids: dict[str, list[int]]) -> dict[str, float]:
+    """Each name's peak resident set in MiB, the largest over its processes (their shared pages, PostgreSQL's
+    buffers, count once); names whose processes are all gone are left out."""
+    out: dict[str, float] = {}
+    for name, group in sorted(pids.items()):
+        peaks = [kib for pid in group if (kib := _peak_rss_kib(pid)) is not None]
+        if peaks:
+            out[name] = round(max(peaks) / 1024, 1)
     return out
 
 
@@ -303,7 +345,7 @@ async def _measure(
     store = PostgresEventStore.connect(stack["database_url"])
     allot = bin_path("allot")
     try:
-        cluster = cluster_docs(args.nodes)
+        cluster = cluster_docs(args.nodes, args.node_count)
         cluster_file = write_yaml(work / "cluster.yaml", cluster)
         _progress(f"registering the openb cluster: allot apply -f ({len(cluster)} objects)")
         cluster_figures = await _register(
@@ -320,12 +362,13 @@ async def _measure(
         timelines = Timelines(f"{NAMESPACE}/{name_of(d)}" for d in docs)
         cursor = (await store.head())[0]
         _progress(f"burst: allot apply --no-wait of {len(docs)} pods")
+        burst_started = time.time()  # noqa: TID251 - compared with the services' log times (wall clock)
         cpu_before = _cpu_snapshot(stack)
         apply = await asyncio.create_subprocess_exec(
             allot, "apply", "--no-wait", "-f", str(pods_file), env=env, stdout=asyncio.subprocess.DEVNULL
         )
-        try:
-            await _follow(
+        follower = asyncio.create_task(
+            _follow(
                 store,
                 timelines,
                 cursor,
@@ -333,25 +376,38 @@ async def _measure(
                 until_done=True,
                 timeout=args.timeout,
             )
-        finally:
+        )
+        try:  # a failed apply records nothing: stop following at once rather than wait out the timeout
             if await asyncio.wait_for(apply.wait(), timeout=args.timeout) != 0:
                 raise UsageError(f"allot apply of the burst failed ({apply.returncode})")
+            await follower
+        finally:
+            follower.cancel()
         cpu_after = _cpu_snapshot(stack)
+        burst_wall = (burst_started, time.time())  # noqa: TID251
         span = timelines.span_s()
         e2e_pods_per_s = round(len(docs) / span)
         cpu_s_per_1000_pods = {
             name: round((cpu_after.get(name, 0.0) - before) * 1000 / len(docs), 2)
             for name, before in sorted(cpu_before.items())
         }
-        _progress(f"burst: {e2e_pods_per_s} pods/s; deleting the pods")
+        peak = peak_rss_mib(_stack_pids(stack)).get("device-allocator")
+        _progress(f"burst: {e2e_pods_per_s} pods/s; device-allocator peak RSS {peak} MiB; deleting the pods")
         await _delete_all(
             store, [k.split(":", 1)[1] for k in timelines.times], waits=waits, timeout=args.timeout
         )
 
         open_loop: list[OpenLoopRate] = []
+        phase_walls: list[tuple[float, float]] = []
+        ports = [port for info in stack.get("processes", {}).values() if (port := info.get("port"))]
         for rate in [float(r) for r in args.rates.split(",") if r.strip()]:
             count = max(1, int(rate * args.duration))
+            # The quiet after the deletions makes a service's due snapshot start (allot_runtime.snapshots): let
+            # it finish before the phase rather than stall the phase's first pods; it is reported on its own.
+            await after_quiet(ports, timeout=args.timeout)
+            await waits.wait_idle(store, timeout=args.timeout, settle=0.5)
             _progress(f"open loop: {count} pods offered at {rate:g}/s")
+            started_wall = time.time()  # noqa: TID251 - compared with the services' log times
             phase = await _open_loop(
                 store,
                 pod_docs(args.pods_csv, count, prefix=f"r{rate:g}-"),
@@ -359,6 +415,7 @@ async def _measure(
                 pending_work=waits.pending_work,
                 timeout=args.timeout,
             )
+            phase_walls.append((started_wall, time.time()))  # noqa: TID251
             submit = phase.submit_span_s()
             open_loop.append(
                 {
@@ -368,10 +425,25 @@ async def _measure(
                     **phase.latency_summary(),
                     "outcomes": phase.outcomes(),
                     "hops": phase.hops(),
+                    "snapshot_pause_ms": {},
                 }
             )
             await _delete_all(
                 store, [k.split(":", 1)[1] for k in phase.times], waits=waits, timeout=args.timeout
+            )
+        peaks = peak_rss_mib(_stack_pids(stack))  # while the processes run: VmHWM goes with them
+        _progress(f"peak RSS, MiB: {', '.join(f'{name} {mib:g}' for name, mib in peaks.items())}")
+        found = exports(
+            {name: log for name, info in stack.get("processes", {}).items() if (log := info.get("log"))}
+        )
+        for entry, (start, end) in zip(open_loop, phase_walls, strict=True):
+            entry["snapshot_pause_ms"] = overlapping(found, start, end)
+        pauses = summary(found)
+        if "device-allocator" in pauses:
+            longest = pauses["device-allocator"]
+            _progress(
+                f"device-allocator snapshots: {longest['count']}, longest export {longest['max_ms']} ms "
+                f"({longest['max_bytes'] / 2**20:.0f} MiB)"
             )
         return {
             **cluster_figures,
@@ -383,6 +455,9 @@ async def _measure(
             "burst_latency": timelines.latency_summary(),
             "hops_burst": timelines.hops(),
             "cpu_s_per_1000_pods": cpu_s_per_1000_pods,
+            "peak_rss_mib": peaks,
+            "snapshot_exports": pauses,
+            "snapshot_pause_ms_burst": overlapping(found, *burst_wall),
             "open_loop": open_loop,
             "p50_ms": {f"{p['rate']:g}": p["p50_ms"] for p in open_loop},
             "p99_ms": {f"{p['rate']:g}": p["p99_ms"] for p in open_loop},
@@ -402,7 +477,10 @@ def measure(args: Options, *, reporter: Reporter = SILENT) -> Report:
     trace_csv(args.nodes, "nodes CSV")
     trace_csv(args.pods_csv, "pods CSV")
     _progress(f"in process: {args.pods} pods through the placement engine alone (3 runs)")
-    inproc = [_throughput(args.nodes, args.pods_csv, args.pods)["placements_per_s"] for _ in range(3)]
+    inproc = [
+        _throughput(args.nodes, args.pods_csv, args.pods, args.node_count)["placements_per_s"]
+        for _ in range(3)
+    ]
     work = Path(tempfile.mkdtemp(prefix="allot-bench-e2e-"))
     state_dir = (args.state_dir or work / "stack").resolve()
     env = {
@@ -445,5 +523,8 @@ def measure(args: Options, *, reporter: Reporter = SILENT) -> Report:
         "open_loop": out["open_loop"],
         "p50_ms": out["p50_ms"],
         "p99_ms": out["p99_ms"],
+        "peak_rss_mib": out["peak_rss_mib"],
         "python": platform.python_version(),
+        "snapshot_exports": out["snapshot_exports"],
+        "snapshot_pause_ms_burst": out["snapshot_pause_ms_burst"],
     }

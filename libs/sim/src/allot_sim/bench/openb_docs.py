@@ -14,12 +14,14 @@ from allot_contracts.jsonvalue import JsonObject
 NAMESPACE = "openb"
 
 
-def cluster_docs(nodes_csv: Path) -> list[JsonObject]:
-    """Every trace node's ``v1 Node``, each GPU node followed by its Koordinator ``Device``."""
-    from allot_placement.openb import node_manifests, read_nodes
+def cluster_docs(nodes_csv: Path, node_count: int = 0) -> list[JsonObject]:
+    """Every trace node's ``v1 Node``, each GPU node followed by its Koordinator ``Device``; with ``node_count``, the
+    node list cycled to that many nodes, copies named ``<name>-r<k>`` (as ``allot bench placement --node-count``)."""
+    from allot_placement.openb import node_manifests, read_nodes, replicate
 
+    nodes = read_nodes(nodes_csv)
     docs: list[JsonObject] = []
-    for node in read_nodes(nodes_csv):
+    for node in replicate(nodes, node_count) if node_count else nodes:
         manifest, device = node_manifests(node)
         docs.append(manifest)
         if device is not None:
@@ -28,18 +30,18 @@ def cluster_docs(nodes_csv: Path) -> list[JsonObject]:
 
 
 def pod_docs(pods_csv: Path, count: int, prefix: str = "") -> list[JsonObject]:
-    """``count`` openb pods in trace order (cycling through the list when it is shorter), renamed with ``prefix``."""
+    """``count`` openb pods in trace order (cycling through the list when it is shorter), renamed with ``prefix``;
+    without one, the copies after the first pass are named ``<name>-r<k>`` (as ``allot_placement.openb.replicate``
+    names them), so that every name is distinct."""
     from allot_placement.openb import pod_manifest, read_pods
 
     trace = read_pods(pods_csv)
-    return [
-        pod_manifest(
-            trace[i % len(trace)],
-            name=f"{prefix}{trace[i % len(trace)].name}-{i}" if prefix else None,
-            namespace=NAMESPACE,
-        )
-        for i in range(count)
-    ]
+    docs: list[JsonObject] = []
+    for i in range(count):
+        k, pod = divmod(i, len(trace))
+        name = f"{prefix}{trace[pod].name}-{i}" if prefix else f"{trace[pod].name}-r{k}" if k else None
+        docs.append(pod_manifest(trace[pod], name=name, namespace=NAMESPACE))
+    return docs
 
 
 def _metadata(doc: JsonObject) -> JsonObject:
