@@ -187,9 +187,7 @@ def _gpus(annotations: Mapping[str, JsonValue], issues: list[FieldIssue]) -> tup
 def _json_object(
     annotations: Mapping[str, JsonValue], key: str, issues: list[FieldIssue]
 ) -> JsonObject | None:
-    return decoded_object(
-        decode_annotation(annotations, key, issues), key, issues, "must be a JSON object"
-    )
+    return decoded_object(decode_annotation(annotations, key, issues), key, issues, "must be a JSON object")
 
 
 def _typed_containers(

@@ -105,7 +105,9 @@ _FOLLOWED: Final = (
 
 # Read for every input: a set of the (unrelated) event classes, looked up by type, is the cheapest test.
 _FOLLOWED_TYPES: Final[frozenset[type]] = frozenset(_FOLLOWED)
-_OWNED: Final[frozenset[type]] = frozenset({NodeMetricReported, NodeMetricRemoved, DeschedulerRound, DefragPlanned})
+_OWNED: Final[frozenset[type]] = frozenset(
+    {NodeMetricReported, NodeMetricRemoved, DeschedulerRound, DefragPlanned}
+)
 
 
 def owns(event: Event) -> bool:
