@@ -39,6 +39,21 @@ from allot_quota.tree import Hierarchy
 
 __all__ = ["check_admission", "is_parent_quota"]
 
+# Formatted quantities by amounts: every admission record carries six lists, and a cluster asks with few shapes, so
+# most are formatted once (a copy is handed out: records own their lists). Cleared when it grows past the bound.
+_FORMATTED: dict[tuple[tuple[str, int], ...], dict[str, str]] = {}
+_FORMATTED_BOUND = 4096
+
+
+def _formatted(amounts: ResourceList) -> dict[str, str]:
+    key = tuple(amounts.items())
+    got = _FORMATTED.get(key)
+    if got is None:
+        if len(_FORMATTED) >= _FORMATTED_BOUND:
+            _FORMATTED.clear()
+        got = _FORMATTED[key] = format_resource_list(amounts)
+    return dict(got)
+
 
 def is_parent_quota(spec: QuotaSpec, has_children: bool) -> bool:
     """A quota pods may not use: labelled is-parent (with or without children yet), a tree root, or the root."""
@@ -73,9 +88,9 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
         pod=pod.key,
         quota=quota,
         tree=tree,
-        request=format_resource_list(req),
-        min=format_resource_list(node.spec.min),
-        max=format_resource_list(node.spec.max),
+        request=_formatted(req),
+        min=_formatted(node.spec.min),
+        max=_formatted(node.spec.max),
         non_preemptible=not pod.preemptible,
         priority=pod.priority,
     )
@@ -91,9 +106,9 @@ def check_admission(h: Hierarchy, config: QuotaConfig, pod: PodInfo, quota: str)
     runtime = dict(node.runtime)
     counted = functools.partial(  # and the amounts the check compared
         decided,
-        used=format_resource_list(node.used),
-        runtime=format_resource_list(runtime),
-        limit=format_resource_list(limit),
+        used=_formatted(node.used),
+        runtime=_formatted(runtime),
+        limit=_formatted(limit),
     )
     exceed = exceeded_dimensions(add(node.used, req), limit)
     if exceed:

@@ -106,6 +106,17 @@ def _neg(a: ResourceList) -> ResourceList:
     return {k: -v for k, v in a.items()}
 
 
+def _delta(new: ResourceList, old: ResourceList) -> ResourceList:
+    """``remove_zeros(subtract(new, old))`` (sorted, no zero entry) in one pass: called on every change of a pod."""
+    if new == old:
+        return {}
+    out = {k: v - old.get(k, 0) for k, v in new.items()}
+    for k, v in old.items():
+        if k not in new:
+            out[k] = -v
+    return {k: out[k] for k in sorted(out) if out[k]}
+
+
 class Hierarchy:
     """Mutable forest of quotas with incremental request/used propagation and lazy runtimes."""
 
@@ -202,9 +213,10 @@ class Hierarchy:
         spec = node.spec
         lent = spec.allow_lent and not self.config.enable_guarantee
         req = node.child_request if lent else raise_to(node.child_request, spec.min)
-        limited = remove_zeros(req if spec.unlimited else cap(req, spec.max))
-        delta = remove_zeros(subtract(limited, node.limited))
-        node.request = remove_zeros(req)
+        request = remove_zeros(req)
+        limited = dict(request) if spec.unlimited else remove_zeros(cap(req, spec.max))
+        delta = _delta(limited, node.limited)
+        node.request = request
         node.limited = limited
         return delta
 

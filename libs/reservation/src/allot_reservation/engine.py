@@ -155,6 +155,7 @@ class ReservationEngine:
     # === apply ========================================================================================================
     def apply(self, event: Event, at: int) -> None:
         world, book = self.world, self.world.book
+        # the most frequent first: every case is an isinstance check, and the event types are unrelated classes
         match event:
             case PodSubmitted(pod=pod, uid=uid, manifest=manifest, spec=typed):
                 book.release(pod.key)
@@ -171,17 +172,19 @@ class ReservationEngine:
                 )
                 if node and not done:
                     self._observed_in_reservation(pod.key, uid, manifest, typed)
-            case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
-                world.pods.pop(pod.key, None)
-                book.release(pod.key)
+            case QuotaAdmitted():
+                pass  # read by decide: nothing to fold (the most frequent input, so tested early)
             case PodPlaced(pod=pod, node=node, decision=decision):
                 self._placed(pod.key, node, decision)
-            case GangGroupPlaced(decisions=decisions):
-                for member, decision in sorted(decisions.items()):
-                    self._placed(member, str(_field(decision, "node") or ""), decision)
             case PodBound(pod=pod, node=node):
                 if (rec := world.pods.get(pod.key)) is not None:
                     rec.node, rec.bound = node, True
+            case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
+                world.pods.pop(pod.key, None)
+                book.release(pod.key)
+            case GangGroupPlaced(decisions=decisions):
+                for member, decision in sorted(decisions.items()):
+                    self._placed(member, str(_field(decision, "node") or ""), decision)
             case PodBindFailed(pod=pod) | PodReleased(pod=pod):
                 if (rec := world.pods.get(pod.key)) is not None:
                     rec.node, rec.bound, rec.reservation = "", False, ""

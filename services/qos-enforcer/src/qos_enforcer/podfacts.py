@@ -163,7 +163,7 @@ def _containers(manifest: Mapping[str, JsonValue], issues: list[FieldIssue]) -> 
 
 
 def _gpus(annotations: Mapping[str, JsonValue], issues: list[FieldIssue]) -> tuple[GpuAlloc, ...]:
-    raw = decode_annotation(dict(annotations), n.ANN_DEVICE_ALLOCATED, issues)
+    raw = decode_annotation(annotations, n.ANN_DEVICE_ALLOCATED, issues)
     bound = BoundAllocation()
     parse_device_allocated(raw, issues, bound)
     entries = _mapping(raw).get(n.GPU) if isinstance(raw, Mapping) else None
@@ -187,9 +187,7 @@ def _gpus(annotations: Mapping[str, JsonValue], issues: list[FieldIssue]) -> tup
 def _json_object(
     annotations: Mapping[str, JsonValue], key: str, issues: list[FieldIssue]
 ) -> JsonObject | None:
-    return decoded_object(
-        decode_annotation(dict(annotations), key, issues), key, issues, "must be a JSON object"
-    )
+    return decoded_object(decode_annotation(annotations, key, issues), key, issues, "must be a JSON object")
 
 
 def _typed_containers(

@@ -197,6 +197,7 @@ class QuotaManager:
 
     def _fold_pods(self, event: Event) -> None:
         """Pods and the quota decisions about them: pending, charged, waiting, released, evicted."""
+        # the most frequent first: every case is an isinstance check, and the event types are unrelated classes
         match event:
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
                 self.reclaims.gone(pod.key)
@@ -211,23 +212,6 @@ class QuotaManager:
                     self.node_of[pod.key] = spec.node_name
             case PodPlaced(pod=pod, node=node):
                 self.node_of[pod.key] = node
-            case GangGroupPlaced(decisions=decisions):
-                for member, decision in decisions.items():
-                    self.node_of[member] = decision.node or ""
-            case PodReleased(pod=pod):
-                self.node_of.pop(pod.key, None)
-            case PodUnschedulable(pod=pod):
-                self._uncharge(pod.key, "unschedulable", remove=False)
-            case PodBindFailed(pod=pod) if self.group_charges.get(pod.key) is None:
-                self._uncharge(pod.key, "binding failed", remove=False)  # it is requeued and admitted again
-            case PodRejected(pod=pod):
-                self._uncharge(pod.key, "rejected", remove=True)
-            case PodDeleted(pod=pod):
-                self.reclaims.gone(pod.key)
-                self._uncharge(pod.key, "deleted", remove=True)
-                self.pods.pop(pod.key, None)
-                self.waiting_reasons.pop(pod.key, None)
-                self.node_of.pop(pod.key, None)
             case QuotaAdmitted(pod=pod):
                 self._not_waiting(pod.key)
                 if (
@@ -235,12 +219,29 @@ class QuotaManager:
                 ):  # else no quota governs it: nothing to charge
                     self.engine.assign(pod.key, numbers=False)
                     self.charged.add(pod.key)
+            case QuotaReleased(pod=pod):
+                self.owed_releases.pop(pod.key, None)
+            case PodReleased(pod=pod):
+                self.node_of.pop(pod.key, None)
+            case PodDeleted(pod=pod):
+                self.reclaims.gone(pod.key)
+                self._uncharge(pod.key, "deleted", remove=True)
+                self.pods.pop(pod.key, None)
+                self.waiting_reasons.pop(pod.key, None)
+                self.node_of.pop(pod.key, None)
+            case GangGroupPlaced(decisions=decisions):
+                for member, decision in decisions.items():
+                    self.node_of[member] = decision.node or ""
+            case PodUnschedulable(pod=pod):
+                self._uncharge(pod.key, "unschedulable", remove=False)
+            case PodBindFailed(pod=pod) if self.group_charges.get(pod.key) is None:
+                self._uncharge(pod.key, "binding failed", remove=False)  # it is requeued and admitted again
+            case PodRejected(pod=pod):
+                self._uncharge(pod.key, "rejected", remove=True)
             case QuotaWaiting(pod=pod, attempt=attempt, message=message, detail=detail):
                 self.waiting[pod.key] = attempt
                 self.waiting_why[pod.key] = why_waiting(detail, message)
                 self.waiting_reasons[pod.key] = detail.reason if detail is not None else "InsufficientQuota"
-            case QuotaReleased(pod=pod):
-                self.owed_releases.pop(pod.key, None)
             case QuotaGroupAdmitted(group=group, attempt=attempt, members=members):
                 for member in members:
                     self._not_waiting(member)
