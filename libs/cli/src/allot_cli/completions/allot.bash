@@ -34,7 +34,7 @@ _allot() {
         'bench') opts='-h --help'; words='append defrag e2e gang placement quota replay restart sampler ui'; files=''; names=''; valued='' ;;
         'bench append') opts='-h --help --json --events --batch --runs --event'; words=''; files=''; names=''; valued='--events --batch --runs --event' ;;
         'bench defrag') opts='-h --help --json --trace --pods --nodes --seeds --tune --max-per-plan'; words=''; files=''; names=''; valued='--trace --pods --nodes --seeds --tune --max-per-plan' ;;
-        'bench e2e') opts='-h --help --json --pods --rates --duration --nodes --pods-csv --state-dir --timeout'; words=''; files=''; names=''; valued='--pods --rates --duration --nodes --pods-csv --state-dir --timeout' ;;
+        'bench e2e') opts='-h --help --json --pods --rates --duration --nodes --pods-csv --state-dir --timeout --node-count'; words=''; files=''; names=''; valued='--pods --rates --duration --nodes --pods-csv --state-dir --timeout --node-count' ;;
         'bench gang') opts='-h --help --json --nodes --gangs --size --gpus'; words=''; files=''; names=''; valued='--nodes --gangs --size --gpus' ;;
         'bench placement') opts='-h --help --json --nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --no-free-index --shards --skip-rss --check'; words=''; files=''; names=''; valued='--nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --shards' ;;
         'bench quota') opts='-h --help --json --quotas --changes --seed'; words=''; files=''; names=''; valued='--quotas --changes --seed' ;;
@@ -93,6 +93,7 @@ _allot() {
         'bench e2e|--pods-csv') COMPREPLY=(); return ;;
         'bench e2e|--state-dir') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'bench e2e|--timeout') COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        'bench e2e|--node-count') COMPREPLY=(); return ;;
         'bench gang|--nodes') COMPREPLY=(); return ;;
         'bench gang|--gangs') COMPREPLY=(); return ;;
         'bench gang|--size') COMPREPLY=(); return ;;
