@@ -248,7 +248,13 @@ class Supervisor:
                 STACK_MARKER: str(self.state_dir),
             }
         )
-        passed = ["ALLOT_OTEL_EXPORTER", "ALLOT_LOG_LEVEL", "ALLOT_FAILPOINTS", "ALLOT_FAILPOINT_STATE"]
+        passed = [
+            "ALLOT_OTEL_EXPORTER",
+            "ALLOT_LOG_LEVEL",
+            "ALLOT_FAILPOINTS",
+            "ALLOT_FAILPOINT_STATE",
+            "ALLOT_SNAPSHOT_EVERY",  # the services' snapshot interval (docs/deploy.md), 0 = none
+        ]
         if self.nats is None:
             # A NATS of the user's: its login and TLS files too (the embedded one's login is in its URL).
             passed += natsauth.ENVIRONMENT.values()
