@@ -1,6 +1,6 @@
-"""When a running service snapshots its projection: half an interval after the last once idle, at once after the batch
-that completes the interval (so no more than an interval separates two snapshots, the longest tail a restart after a
-crash folds, under any load), never without a recorded configuration; a failed write is logged and tried again."""
+"""When a running service snapshots its projection: an interval after the last once idle, at once after the batch
+that completes two intervals (so no more than two intervals separate two snapshots, the longest tail a restart after
+a crash folds, under any load), never without a recorded configuration; a failed write is logged and tried again."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from allot_contracts.errors import InvalidInput
 from allot_eventstore.memory import InMemoryEventStore
 from allot_runtime.processor import Host
 from allot_runtime.settings import load
-from allot_runtime.snapshots import IDLE_S, Snapshots, restore_newest
+from allot_runtime.snapshots import IDLE_S, OVERDUE, Snapshots, restore_newest
 from allot_testing.processors import EchoProcessor
 
 
@@ -29,47 +29,48 @@ def a_host(position: int) -> Host:
 async def test_an_overdue_snapshot_is_taken_after_the_batch_and_a_due_one_waits_for_idleness() -> None:
     store = InMemoryEventStore()
     snapshots = Snapshots(store, every=10, keep=2, config_hash="h")
-    snapshots.after_batch(a_host(4), consistent=True)  # not due
-    snapshots.after_batch(a_host(9), consistent=True)  # due (half an interval), not overdue: not now
+    snapshots.after_batch(a_host(9), consistent=True)  # not due
+    snapshots.after_batch(a_host(19), consistent=True)  # due (an interval), not overdue: not now
     assert snapshots.writing is None
-    snapshots.after_batch(a_host(10), consistent=False)  # a projection being rebuilt is never snapshot
+    snapshots.after_batch(a_host(20), consistent=False)  # a projection being rebuilt is never snapshot
     assert snapshots.writing is None
-    snapshots.after_batch(a_host(10), consistent=True)  # a whole interval: now, however busy the consumer
+    snapshots.after_batch(a_host(20), consistent=True)  # two intervals: now, however busy the consumer
     assert snapshots.writing is not None
     await snapshots.writing
-    assert await store.snapshot_positions("echo") == [10]
+    assert await store.snapshot_positions("echo") == [20]
     snapshots.since = 50
 
-    host, last = a_host(56), time.monotonic()
+    host, last = a_host(61), time.monotonic()
     stop = asyncio.Event()
     loop = asyncio.create_task(snapshots.loop(asyncio.Lock(), lambda: (host, True, last), stop))
     await asyncio.sleep(IDLE_S * 4)
     stop.set()
     await loop
-    assert await store.snapshot_positions("echo") == [10, 56]
+    assert await store.snapshot_positions("echo") == [20, 61]
     restored, position = await restore_newest(
         lambda: Host(EchoProcessor(), name="echo"), store, config_hash="h", until=70
     )
-    assert position == 56 and restored.processor.seen == ["pod-56"] and restored.digest() == host.digest()
+    assert position == 61 and restored.processor.seen == ["pod-61"] and restored.digest() == host.digest()
 
 
-async def test_under_a_sustained_burst_no_more_than_an_interval_separates_two_snapshots() -> None:
-    """The consumer is never idle: every snapshot is taken after a batch, at most ``every`` positions after the
-    previous one (docs/adr/0011: the tail a restart folds after a crash is at most the interval), whatever the
+async def test_under_a_sustained_burst_no_more_than_two_intervals_separate_two_snapshots() -> None:
+    """The consumer is never idle: every snapshot is taken after a batch, at most ``OVERDUE × every`` positions after
+    the previous one (docs/adr/0011: the tail a restart folds after a crash is at most two intervals), whatever the
     batch size."""
+    bound = OVERDUE
     for every, batch in ((10, 1), (10, 3), (20_000, 100), (20_000, 4_999), (7, 7)):
         store = InMemoryEventStore()
         snapshots = Snapshots(store, every=every, keep=1_000, config_hash="h")
-        positions = range(batch, 12 * every + 1, batch)
+        positions = range(batch, 12 * bound * every + 1, batch)
         for position in positions:
             snapshots.after_batch(a_host(position), consistent=True)
             if snapshots.writing is not None:
                 await snapshots.writing
         taken = await store.snapshot_positions("echo")
         gaps = [b - a for a, b in zip([0, *taken], taken, strict=False)]
-        assert max(gaps) <= every + batch - 1, (every, batch, gaps)
-        assert positions[-1] - taken[-1] < every, "the tail after the last snapshot is less than an interval"
-        assert min(gaps) >= every, "a burst is not paused before the interval is complete"
+        assert max(gaps) <= bound * every + batch - 1, (every, batch, gaps)
+        assert positions[-1] - taken[-1] < bound * every, "the tail after the last snapshot is under two intervals"
+        assert min(gaps) >= bound * every, "a burst is not paused before two intervals are complete"
 
 
 async def test_a_failed_write_is_logged_and_retried_an_interval_later(caplog) -> None:
@@ -82,8 +83,8 @@ async def test_a_failed_write_is_logged_and_retried_an_interval_later(caplog) ->
     assert snapshots.writing is not None
     await snapshots.writing
     assert "could not write its snapshot at position 10: disk full" in caplog.text
-    assert not snapshots.due(14) and snapshots.due(15), "tried again half an interval later once idle"
-    assert not snapshots.overdue(19) and snapshots.overdue(20), "or after the batch completing the interval"
+    assert not snapshots.due(19) and snapshots.due(20), "tried again an interval later once idle"
+    assert not snapshots.overdue(29) and snapshots.overdue(30), "or after the batch completing two intervals"
 
 
 def test_no_recorded_configuration_no_snapshots() -> None:

@@ -9,10 +9,10 @@ the state's bytes against their SHA-256, the decoded projection's digest against
 (no such snapshot, a read error, corrupt or forged bytes, a refused class name, another digest) and the service says
 so in a warning and folds the log from position 0, as it would without snapshots.
 
-A running service snapshots its projection ``every`` log positions at most: once half an interval has passed it
-waits for its consumer to be idle (a burst is not paused), and after the batch that completes the interval it takes
-one at once. The tail a restart after a crash refolds is therefore at most the interval (plus the batch that crossed
-it and a write still in progress when the process died), whatever the load.
+A running service snapshots its projection once ``every`` log positions have passed and its consumer is idle, and at
+once after the batch that completes ``OVERDUE`` intervals while events keep coming (a burst is paused at most once
+per ``OVERDUE`` intervals). The tail a restart after a crash refolds is therefore at most ``OVERDUE × every`` positions
+(plus the batch that crossed it and a write still in progress when the process died), whatever the load.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from allot_runtime.processor import Host
 log = logging.getLogger("allot.snapshots")
 
 FORMAT = statecodec.FORMAT
+OVERDUE = 2  # intervals: a snapshot this late is taken after the next batch, even while events keep coming
 IDLE_S = 0.5  # a due snapshot waits for the consumer to be idle this long (until it is overdue)
 
 
@@ -133,11 +134,11 @@ def check(host: Host, snapshot: Snapshot) -> str | None:
 
 
 class Snapshots:
-    """When a running service takes its snapshots: half an interval (``every`` log positions) after the last one
-    (or the one it was restored from) as soon as the consumer is idle, and at once after the batch that completes
-    the interval, so that no more than ``every`` positions separate two snapshots (the tail a restart after a crash
-    folds); the export runs under the runtime's lock, the write in the background. A failed write is logged; the
-    next try is half an interval later. ``every`` = 0 takes none."""
+    """When a running service takes its snapshots: ``every`` log positions after the last one (or the one it was
+    restored from) as soon as the consumer is idle, and at once after the batch that completes ``OVERDUE``
+    intervals, so that no more than ``OVERDUE × every`` positions separate two snapshots (the tail a restart after a
+    crash folds); the export runs under the runtime's lock, the write in the background. A failed write is logged;
+    the next try is an interval later. ``every`` = 0 takes none."""
 
     def __init__(self, store: EventStore, *, every: int, keep: int, config_hash: str | None) -> None:
         self.store = store
@@ -149,12 +150,12 @@ class Snapshots:
         self.last_pause = 0.0
 
     def due(self, position: int) -> bool:
-        """Half an interval since the last snapshot: taken once the consumer is idle."""
-        return self.every > 0 and position - self.since >= (self.every + 1) // 2
+        """An interval since the last snapshot: taken once the consumer is idle."""
+        return self.every > 0 and position - self.since >= self.every
 
     def overdue(self, position: int) -> bool:
-        """A whole interval since the last snapshot: taken now, even while events keep coming."""
-        return self.every > 0 and position - self.since >= self.every
+        """``OVERDUE`` intervals since the last snapshot: taken now, even while events keep coming."""
+        return self.every > 0 and position - self.since >= OVERDUE * self.every
 
     def export(self, host: Host) -> Snapshot | None:
         """Take the snapshot (the caller holds the lock); None when it cannot be encoded (logged)."""
@@ -223,7 +224,7 @@ class Snapshots:
         return snapshot if written else None
 
     def after_batch(self, host: Host, consistent: bool) -> None:
-        """After a committed batch (lock held): an overdue snapshot (a whole interval since the last) is taken now."""
+        """After a committed batch (lock held): an overdue snapshot (``OVERDUE`` intervals since the last) is taken now."""
         if consistent and self.overdue(host.position):
             self.start(host)
 
