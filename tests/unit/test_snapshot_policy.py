@@ -69,7 +69,9 @@ async def test_under_a_sustained_burst_no_more_than_two_intervals_separate_two_s
         taken = await store.snapshot_positions("echo")
         gaps = [b - a for a, b in zip([0, *taken], taken, strict=False)]
         assert max(gaps) <= bound * every + batch - 1, (every, batch, gaps)
-        assert positions[-1] - taken[-1] < bound * every, "the tail after the last snapshot is under two intervals"
+        assert positions[-1] - taken[-1] < bound * every, (
+            "the tail after the last snapshot is under two intervals"
+        )
         assert min(gaps) >= bound * every, "a burst is not paused before two intervals are complete"
 
 
