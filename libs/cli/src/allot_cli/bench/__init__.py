@@ -24,6 +24,17 @@ def benchmark_parser(
     return p
 
 
+def node_count_argument(p: argparse.ArgumentParser, *, also: str = "") -> None:
+    """``--node-count``: the trace's node list replicated with new names to N nodes (0, the default: as read);
+    ``also`` says what else the benchmark replicates."""
+    p.add_argument(
+        "--node-count",
+        type=int,
+        default=0,
+        help=f"replicate the node list with new names to N nodes{also} (0 = as read)",
+    )
+
+
 def trace_arguments(
     p: argparse.ArgumentParser, *, nodes: Path, pods: Path, pods_flag: str = "--pods", label: str = "openb "
 ) -> None:

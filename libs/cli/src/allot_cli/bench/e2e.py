@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from allot_cli.bench import benchmark_parser, report, trace_arguments
+from allot_cli.bench import benchmark_parser, node_count_argument, report, trace_arguments
 from allot_sim.bench import e2e as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
 
@@ -27,12 +27,7 @@ def register(subparsers: Any) -> None:
         "--state-dir", type=Path, help="keep the stack's data and logs here (default: a temporary dir)"
     )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds any phase may take (default 600)")
-    p.add_argument(
-        "--node-count",
-        type=int,
-        default=0,
-        help="replicate the node list with new names to N nodes (6065: five-fold openb; default: as read)",
-    )
+    node_count_argument(p, also="; 6065 is the five-fold openb cluster")
     p.set_defaults(func=run)
 
 

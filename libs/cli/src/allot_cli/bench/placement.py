@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from allot_cli.bench import benchmark_parser, report, trace_arguments
+from allot_cli.bench import benchmark_parser, node_count_argument, report, trace_arguments
 from allot_sim.bench import placement as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS, GUARD_TOLERANCE, trace_csv
 
@@ -16,12 +16,7 @@ def register(subparsers: Any) -> None:
     )
     trace_arguments(p, nodes=DEFAULT_NODES, pods=DEFAULT_PODS)
     p.add_argument("--limit", type=int, default=0, help="schedule only the first N pods (0 = all)")
-    p.add_argument(
-        "--node-count",
-        type=int,
-        default=0,
-        help="replicate the node list with new names to N nodes and the pod list by the same factor (0 = as read)",
-    )
+    node_count_argument(p, also=" and the pod list by the same factor")
     p.add_argument(
         "--repeat", type=int, default=5, help="throughput runs; the median is reported (default 5)"
     )
