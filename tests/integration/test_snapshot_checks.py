@@ -24,7 +24,7 @@ from allot_eventstore.urls import plain_url
 from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import rebuild
 from allot_runtime.snapshot_check import MISMATCH, OK, verdicts
-from allot_runtime.snapshots import restore_newest, take
+from allot_runtime.snapshots import restore, take
 from allot_sim.bench._history import build_history
 
 pytestmark = pytest.mark.integration
@@ -124,7 +124,7 @@ async def _restart(url: str, caplog: pytest.LogCaptureFixture) -> int:
         config = decider.timeline.segments()[0]
         head, _ = await store.head()
         caplog.set_level(logging.INFO, logger="allot.snapshots")
-        _, start = await restore_newest(
+        _, start, _ = await restore(
             functools.partial(decider.host, config), store, config_hash=config.hash, until=head
         )
         return start

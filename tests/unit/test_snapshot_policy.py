@@ -15,7 +15,7 @@ from allot_contracts.errors import InvalidInput
 from allot_eventstore.memory import InMemoryEventStore
 from allot_runtime.processor import Host
 from allot_runtime.settings import load
-from allot_runtime.snapshots import IDLE_S, OVERDUE, Snapshots, restore_newest
+from allot_runtime.snapshots import IDLE_S, OVERDUE, Snapshots, restore
 from allot_testing.processors import EchoProcessor
 
 
@@ -47,7 +47,7 @@ async def test_an_overdue_snapshot_is_taken_after_the_batch_and_a_due_one_waits_
     stop.set()
     await loop
     assert await store.snapshot_positions("echo") == [20, 61]
-    restored, position = await restore_newest(
+    restored, position, _ = await restore(
         lambda: Host(EchoProcessor(), name="echo"), store, config_hash="h", until=70
     )
     assert position == 61 and restored.processor.seen == ["pod-61"] and restored.digest() == host.digest()
@@ -100,7 +100,7 @@ async def test_a_snapshot_of_another_configuration_is_not_restored(caplog) -> No
     assert snapshots.writing is not None
     await snapshots.writing
     caplog.set_level(logging.INFO)
-    host, position = await restore_newest(
+    host, position, _ = await restore(
         lambda: Host(EchoProcessor(), name="echo"), store, config_hash="new", until=10
     )
     assert position == 0 and host.processor.seen == []

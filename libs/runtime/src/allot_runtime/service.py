@@ -568,6 +568,8 @@ async def _run(
         graceful = stop.is_set()
     finally:
         stopping = time.monotonic()
+        if runtime.settling is not None:  # the digest line and the collector's settling are not waited for
+            runtime.settling.cancel()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(consumer.flush(), timeout=settings.shutdown_timeout_s)
             if graceful:  # the checkpoint is flushed: the next start restores this snapshot, folds no tail

@@ -6,7 +6,7 @@ made under, and compares the encoding of the folded state with the stored bytes:
 encoding (:mod:`allot_runtime.statecodec`). A difference is located: the first differing path in the state
 (``processor.engine.nodes["n1"]``). :func:`record` appends the verdict as ``snapshot.verified``; :func:`verdicts` reads
 them back, so that a service restarting refuses a snapshot whose latest verdict is a mismatch
-(:func:`allot_runtime.snapshots.restore_newest`). Which snapshots are checked is :func:`sample`: the newest ``count``
+(:func:`allot_runtime.snapshots.restore`). Which snapshots are checked is :func:`sample`: the newest ``count``
 of each decider, deterministic.
 """
 

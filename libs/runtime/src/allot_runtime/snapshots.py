@@ -61,18 +61,10 @@ class Restored(NamedTuple):
     digest: str | None
 
 
-async def restore_newest(
-    build: Callable[[], Host], store: EventStore, *, config_hash: str, until: int
-) -> tuple[Host, int]:
-    """A host restored from the newest usable snapshot at or before ``until`` and the snapshot's position, or a
-    fresh host and 0 (with a warning saying why when a snapshot was found but not used)."""
-    restored = await restore(build, store, config_hash=config_hash, until=until)
-    return restored.host, restored.position
-
-
 async def restore(build: Callable[[], Host], store: EventStore, *, config_hash: str, until: int) -> Restored:
-    """:func:`restore_newest`, with the digest the restored projection was checked against (the host's digest
-    until it folds anything more)."""
+    """A host restored from the newest usable snapshot at or before ``until``, the snapshot's position and the
+    digest the projection was checked against (the host's digest until it folds anything more); or a fresh host, 0
+    and None (with a warning saying why when a snapshot was found but not used)."""
     host = build()
     name = host.name
     try:

@@ -97,7 +97,7 @@ async def fold(
     that service under instead of its recorded one; ``facts``: a change of node labels every decider folds (from
     position 0: a snapshot holds the nodes as they were recorded)."""
     from allot_runtime.recorded_config import recorded_configs
-    from allot_runtime.snapshots import restore_newest
+    from allot_runtime.snapshots import restore
 
     from .facts import relabelled
 
@@ -111,7 +111,7 @@ async def fold(
         elif facts is not None:
             host, start = _built(decider, config.config), 0
         else:
-            host, start = await restore_newest(
+            host, start, _ = await restore(
                 functools.partial(decider.host, config), store, config_hash=config.hash, until=where
             )
             folded.configs[name] = config.hash
