@@ -90,14 +90,29 @@ def test_snapshot_exports_are_read_from_the_services_logs_and_placed_in_phases()
         '(14708270 bytes, export 3096 ms)"}',
         '{"ts": "2026-11-28T05:33:10.000Z", "level": "info", "msg": "device-allocator started"}',
         "not json at all, snapshot at position",
+        '{"ts": "2026-11-28T05:34:00.000Z", "level": "info", "msg": "device-allocator: snapshot at position 34652 '
+        '(15708270 bytes, export 20 ms) encoded by a forked process in 3000 ms, peak RSS 480 MiB"}',
     ]
     found = parse("device-allocator", lines)
-    assert len(found) == 1 and found[0].ms == 3096 and found[0].bytes == 14708270
+    assert len(found) == 2 and found[0].ms == 3096 and found[0].bytes == 14708270
+    forked = found[1]
+    assert (forked.ms, forked.forked_ms, forked.forked_rss_mib) == (20, 3000, 480)
+    assert overlapping([forked], forked.ended - 3.5, forked.ended) == {"device-allocator": 20}, "the fork, not after"
+    assert overlapping([forked], forked.ended - 2.9, forked.ended) == {}, "the child encodes, the service decides"
+    found = found[:1]
     ended = found[0].ended
     assert overlapping(found, ended - 1.0, ended + 5) == {
         "device-allocator": 1000
     }  # the phase began mid-export
     assert overlapping(found, ended + 0.1, ended + 5) == {}
     assert summary(found) == {
-        "device-allocator": {"count": 1, "max_ms": 3096, "total_ms": 3096, "max_bytes": 14708270}
+        "device-allocator": {
+            "count": 1,
+            "max_ms": 3096,
+            "total_ms": 3096,
+            "max_bytes": 14708270,
+            "forked_max_ms": 0,
+            "forked_peak_rss_mib": 0,
+        }
     }
+    assert summary([*found, forked])["device-allocator"]["forked_peak_rss_mib"] == 480

@@ -23,10 +23,10 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from allot_eventstore.protocol import EventStore, Snapshot
-from allot_runtime import memory, statecodec
+from allot_runtime import forked, memory, statecodec
 from allot_runtime.processor import Host
 
 log = logging.getLogger("allot.snapshots")
@@ -129,17 +129,23 @@ class Snapshots:
     """When a running service takes its snapshots: ``every`` log positions after the last one (or the one it was
     restored from) as soon as the consumer is idle, and at once after the batch that completes ``OVERDUE``
     intervals, so that no more than ``OVERDUE × every`` positions separate two snapshots (the tail a restart after a
-    crash folds); the export runs under the runtime's lock, the write in the background. A failed write is logged;
-    the next try is an interval later. ``every`` = 0 takes none."""
+    crash folds). At most one is in flight. With ``fork`` (Linux, the default there) the caller, holding the
+    runtime's lock at a committed batch, only forks: a child encodes the projection from its copy-on-write memory
+    and sends the state back (:mod:`allot_runtime.forked`), and the service goes on deciding while the child encodes
+    and the parent writes; without it the export runs in process under the lock. A snapshot that cannot be taken or
+    written is logged; the next try is an interval later. ``every`` = 0 takes none."""
 
-    def __init__(self, store: EventStore, *, every: int, keep: int, config_hash: str | None) -> None:
+    def __init__(
+        self, store: EventStore, *, every: int, keep: int, config_hash: str | None, fork: bool | None = None
+    ) -> None:
         self.store = store
         self.every = every if config_hash is not None else 0  # no recorded config, no hash to check on load
         self.keep = keep
         self.config_hash = config_hash or ""
+        self.fork = forked.AVAILABLE if fork is None else fork
         self.since = 0  # position of the last snapshot taken (or restored)
-        self.writing: asyncio.Task[bool] | None = None  # the write in progress
-        self.last_pause = 0.0
+        self.writing: asyncio.Task[bool] | None = None  # the snapshot in flight (encoding in a child, or writing)
+        self.last_pause = 0.0  # seconds the last snapshot held the service (the fork, or the export in process)
 
     def due(self, position: int) -> bool:
         """An interval since the last snapshot: taken once the consumer is idle."""
@@ -150,7 +156,7 @@ class Snapshots:
         return self.every > 0 and position - self.since >= OVERDUE * self.every
 
     def export(self, host: Host) -> Snapshot | None:
-        """Take the snapshot (the caller holds the lock); None when it cannot be encoded (logged)."""
+        """Take the snapshot in process (the caller holds the lock); None when it cannot be encoded (logged)."""
         self.since = host.position
         try:
             snapshot, self.last_pause = take(host, self.config_hash)
@@ -166,6 +172,21 @@ class Snapshots:
         )
         return snapshot
 
+    def _begin(self, host: Host) -> _Pending:
+        """Start the snapshot of the host now (the caller holds the lock): a forked child encoding it, or, without
+        fork (or when forking fails), the export in process."""
+        if self.fork:
+            self.since = host.position
+            started = time.perf_counter()
+            try:
+                child = forked.start(lambda: _encoded(host))
+            except OSError as exc:
+                log.warning("%s: cannot fork to snapshot its projection (%s); exporting in process", host.name, exc)
+            else:
+                self.last_pause = time.perf_counter() - started
+                return _Pending(self, host.name, host.position, child, None)
+        return _Pending(self, host.name, host.position, None, self.export(host))
+
     async def write(self, snapshot: Snapshot) -> bool:
         """Write ``snapshot`` (True), or log why it could not be (False)."""
         try:
@@ -180,18 +201,22 @@ class Snapshots:
             )
             return False
 
+    async def _take_and_write(self, pending: _Pending) -> bool:
+        snapshot = await pending.snapshot()
+        return snapshot is not None and await self.write(snapshot)
+
     def start(self, host: Host) -> None:
-        """Export now (the caller holds the lock) and write in the background, unless a write is still going."""
+        """Start a snapshot now (the caller holds the lock) and finish it in the background, unless one is still in
+        flight."""
         if self.writing is not None and not self.writing.done():
             return
-        snapshot = self.export(host)
-        if snapshot is not None:
-            self.writing = asyncio.create_task(self.write(snapshot), name=f"{host.name}-snapshot")
+        pending = self._begin(host)
+        self.writing = asyncio.create_task(self._take_and_write(pending), name=f"{host.name}-snapshot")
 
     async def on_stop(self, host: Host, consistent: bool, *, timeout: float) -> Snapshot | None:
         """A graceful stop (the caller holds the lock, the consumer has stopped and flushed its checkpoint): the
         snapshot at the host's position when it moved since the last one, so that the next start folds no tail;
-        the export and the write (after one still in progress) within ``timeout`` seconds. The snapshot written, or
+        the export and the write (after one still in flight) within ``timeout`` seconds. The snapshot written, or
         None (none due, or it could not be taken or written in time: the next start folds the tail)."""
         if not (self.every > 0 and consistent and host.position > self.since):
             return None
@@ -199,9 +224,22 @@ class Snapshots:
         if self.writing is not None and not self.writing.done():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self.writing), timeout=timeout)
-        snapshot = self.export(host)
+        pending = self._begin(host)
+        try:
+            snapshot = await asyncio.wait_for(pending.snapshot(), timeout=max(deadline - time.monotonic(), 0))
+        except TimeoutError:
+            snapshot = None
+        finally:
+            pending.close()
         remaining = deadline - time.monotonic()
         if snapshot is None or remaining <= 0:
+            if snapshot is None and pending.child is not None and time.monotonic() >= deadline:
+                log.warning(
+                    "%s: its snapshot at position %d was not encoded within the shutdown timeout (%.1f s)",
+                    host.name,
+                    pending.position,
+                    timeout,
+                )
             return None
         try:
             written = await asyncio.wait_for(self.write(snapshot), timeout=remaining)
@@ -237,3 +275,58 @@ class Snapshots:
                     self.start(host)
         if self.writing is not None:
             await self.writing
+
+
+def _encoded(host: Host) -> tuple[list[Any], bytes]:
+    """In the forked child: the host's state, and its digest and the state's SHA-256."""
+    state = host.export_state()
+    return [host.digest(), hashlib.sha256(state).digest()], state
+
+
+class _Pending:
+    """A snapshot started at ``position``: being encoded by a forked ``child``, or already ``taken`` in process."""
+
+    def __init__(
+        self, owner: Snapshots, name: str, position: int, child: forked.Child | None, taken: Snapshot | None
+    ) -> None:
+        self.owner = owner
+        self.name = name
+        self.position = position
+        self.child = child
+        self.taken = taken
+
+    async def snapshot(self) -> Snapshot | None:
+        """The snapshot, once the child has sent it; None when it could not be taken (logged)."""
+        if self.child is None:
+            return self.taken
+        try:
+            answer = await self.child.answer()
+            digest, state_hash = answer.meta
+        except (forked.ChildFailed, ValueError, TypeError) as exc:
+            log.warning("%s: its projection cannot be snapshot at position %d: %s", self.name, self.position, exc)
+            return None
+        snapshot = Snapshot(
+            consumer=self.name,
+            position=self.position,
+            format=FORMAT,
+            config_hash=self.owner.config_hash,
+            digest=str(digest),
+            state=answer.payload,  # a bytearray: the one copy of the state in this process until it is written
+            state_hash=bytes(state_hash),
+        )
+        log.info(
+            "%s: snapshot at position %d (%d bytes, export %.0f ms) encoded by a forked process in %.0f ms, peak RSS"
+            " %.0f MiB",
+            self.name,
+            self.position,
+            len(answer.payload),
+            self.owner.last_pause * 1000,
+            answer.seconds * 1000,
+            answer.peak_rss / 2**20,
+        )
+        return snapshot
+
+    def close(self) -> None:
+        """Kill the child if it is still running (a stop that cannot wait for it)."""
+        if self.child is not None and self.child.fd >= 0:
+            self.child.kill()

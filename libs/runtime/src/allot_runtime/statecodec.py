@@ -76,6 +76,7 @@ _PLAIN_INTS = _PLAIN | {
     int
 }  # the first try: an int beyond 64 bits makes msgspec refuse, then ints are checked
 _INT_RANGE = (-(2**63), 2**64)
+PACK = 1024  # a node this large (objects numbered within it, or items) is held encoded while the walk goes on
 
 
 class _Unencodable(Exception):
@@ -123,18 +124,27 @@ class _Encoder:
             return [REF, ref]
         if id(value) in self.busy:
             raise _Unencodable(f"a cycle through an immutable {kind.__name__} cannot be encoded")
+        start = len(self.alive)
         if kind is dict:
             self.register(value)
-            return [DICT, *self.items(value)]
+            return self.packed([DICT, *self.items(value)], start)
         if kind is list:
             self.register(value)
-            return [LIST, *self.each(value)]
+            return self.packed([LIST, *self.each(value)], start)
         if kind is tuple or kind is frozenset:
-            return self.immutable(value, TUPLE if kind is tuple else FROZENSET)
+            return self.packed(self.immutable(value, TUPLE if kind is tuple else FROZENSET), start)
         if kind is set:
             self.register(value)
-            return [SET, *self.each(_ordered(value))]
-        return self.other(value, kind)
+            return self.packed([SET, *self.each(_ordered(value))], start)
+        return self.packed(self.other(value, kind), start)
+
+    def packed(self, node: Any, start: int) -> Any:
+        """``node``, or its MessagePack bytes when it is large (``PACK`` objects numbered within it, or ``PACK``
+        items): the encoded state is the same bytes, but the walk holds a compact copy of what it has done instead
+        of the nested lists, which take several times the memory of their encoding."""
+        if len(self.alive) - start < PACK and (type(node) is not list or len(node) < PACK):
+            return node
+        return msgspec.Raw(msgspec.msgpack.encode(node))
 
     # The loops below inline the common case (a value stored as itself) to save a call per item: most of a large
     # projection is strings and numbers.

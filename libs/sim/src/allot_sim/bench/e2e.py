@@ -442,8 +442,9 @@ async def _measure(
         if "device-allocator" in pauses:
             longest = pauses["device-allocator"]
             _progress(
-                f"device-allocator snapshots: {longest['count']}, longest export {longest['max_ms']} ms "
-                f"({longest['max_bytes'] / 2**20:.0f} MiB)"
+                f"device-allocator snapshots: {longest['count']}, longest pause {longest['max_ms']} ms "
+                f"({longest['max_bytes'] / 2**20:.0f} MiB); forked encoding up to {longest['forked_max_ms']} ms, "
+                f"child peak RSS up to {longest['forked_peak_rss_mib']} MiB"
             )
         return {
             **cluster_figures,
