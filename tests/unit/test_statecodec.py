@@ -223,3 +223,30 @@ def test_export_keeps_the_declared_paths_from_the_fresh_instance() -> None:
     assert export_state(fresh, Service.snapshot_fresh, allowed=HERE) == data
     with pytest.raises(StateCodecError, match="other kept paths"):
         restore_state(data, Service(1), (), allowed=HERE)
+
+
+@pytest.mark.parametrize("width", [15, 16, 2_000, 65_535, 65_536])
+def test_a_wide_container_encoded_in_parts_is_the_same_bytes_and_comes_back_whole(width: int) -> None:
+    """A container whose items hold many objects is encoded part by part while it is walked; the bytes are those of
+    the whole graph encoded at once (MessagePack re-encodes them unchanged), and references reach across parts."""
+    shared = Plain()
+    value = {
+        "list": [[i] for i in range(width)] + [shared],
+        "dict": {i: {"at": i, "shared": shared} for i in range(width)},
+        "set": set(range(width)),
+        "tagged": Tagged(),
+    }
+    dict.update(value["tagged"], {f"k{i}": i for i in range(width)})
+    data = dumps(value, allowed=HERE)
+    assert msgspec.msgpack.encode(msgspec.msgpack.decode(data)) == data
+    again = roundtrip(value)
+    assert again["list"][:3] == [[0], [1], [2]] and len(again["list"]) == width + 1
+    assert again["dict"][width - 1]["shared"] is again["dict"][0]["shared"] is again["list"][-1]
+    assert again["set"] == set(range(width)) and dict(again["tagged"]) == dict(value["tagged"])
+
+
+def test_what_cannot_be_encoded_far_into_a_wide_container_is_named_by_its_index() -> None:
+    items: list[Any] = [[i] for i in range(5_000)]
+    items.append(threading.Lock())
+    with pytest.raises(StateCodecError, match=r"^\[5000\]: _thread\.lock"):
+        dumps(items)

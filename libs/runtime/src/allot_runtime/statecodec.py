@@ -127,15 +127,15 @@ class _Encoder:
         start = len(self.alive)
         if kind is dict:
             self.register(value)
-            return self.packed([DICT, *self.items(value)], start)
+            return self.packed(self.items(value, [DICT]), start)
         if kind is list:
             self.register(value)
-            return self.packed([LIST, *self.each(value)], start)
+            return self.packed(self.each(value, [LIST]), start)
         if kind is tuple or kind is frozenset:
             return self.packed(self.immutable(value, TUPLE if kind is tuple else FROZENSET), start)
         if kind is set:
             self.register(value)
-            return self.packed([SET, *self.each(_ordered(value))], start)
+            return self.packed(self.each(_ordered(value), [SET]), start)
         return self.packed(self.other(value, kind), start)
 
     def packed(self, node: Any, start: int) -> Any:
@@ -147,35 +147,51 @@ class _Encoder:
         return msgspec.Raw(msgspec.msgpack.encode(node))
 
     # The loops below inline the common case (a value stored as itself) to save a call per item: most of a large
-    # projection is strings and numbers.
-    def each(self, values: Iterable[Any]) -> list[Any]:
-        out: list[Any] = []
-        append, value, plain = out.append, self.value, self.plain
+    # projection is strings and numbers. They build a container's node, ``head`` then the items; once the items
+    # walked so far hold ``PACK`` numbered objects they are encoded and dropped (:meth:`flush`), so that a wide
+    # container (every node of a cluster, every pod) is never held as nested lists all at once.
+    def each(self, values: Iterable[Any], head: list[Any]) -> Any:
+        out, done, skip = head, _Done(), len(head)
+        append, value, plain, alive = out.append, self.value, self.plain, self.alive
+        mark = len(alive)
         try:
             for item in values:
-                append(item if type(item) in plain else value(item))
+                if type(item) in plain:
+                    append(item)
+                    continue
+                append(value(item))
+                if len(alive) - mark >= PACK:
+                    out = done.flush(out)
+                    append, mark = out.append, len(alive)
         except _Unencodable as exc:
-            exc.path.append(f"[{len(out)}]")
+            exc.path.append(f"[{done.count + len(out) - skip}]")
             raise
-        return out
+        return done.node(out)
 
-    def items(self, mapping: dict[Any, Any]) -> list[Any]:
-        out: list[Any] = []
-        append, value, plain = out.append, self.value, self.plain
+    def items(self, mapping: Mapping[Any, Any], head: list[Any]) -> Any:
+        out, done = head, _Done()
+        append, value, plain, alive = out.append, self.value, self.plain, self.alive
+        mark = len(alive)
         key: Any = None
         try:
             for key, item in mapping.items():
                 append(key if type(key) in plain else value(key))
-                append(item if type(item) in plain else value(item))
+                if type(item) in plain:
+                    append(item)
+                    continue
+                append(value(item))
+                if len(alive) - mark >= PACK:
+                    out = done.flush(out)
+                    append, mark = out.append, len(alive)
         except _Unencodable as exc:
             exc.path.append(f"[{key!r}]")
             raise
-        return out
+        return done.node(out)
 
     def immutable(self, value: Any, tag: int) -> list[Any]:
         self.busy.add(id(value))
         try:
-            node = [tag, *self.each(_ordered(value) if tag == FROZENSET else value)]
+            node = self.each(_ordered(value) if tag == FROZENSET else value, [tag])
         finally:
             self.busy.discard(id(value))
         self.register(value)
@@ -200,14 +216,14 @@ class _Encoder:
             return [DECIMAL, str(value)]
         if kind is collections.deque:
             self.register(value)
-            return [DEQUE, value.maxlen, *self.each(value)]
+            return self.each(value, [DEQUE, value.maxlen])
         if kind is collections.OrderedDict or kind is collections.Counter:
             self.register(value)
-            return [ODICT if kind is collections.OrderedDict else COUNTER, *self.items(value)]
+            return self.items(value, [ODICT if kind is collections.OrderedDict else COUNTER])
         if kind is collections.defaultdict:
             self.register(value)
             factory = value.default_factory
-            return [DDICT, None if factory is None else self.value(factory), *self.items(value)]
+            return self.items(value, [DDICT, None if factory is None else self.value(factory)])
         if isinstance(value, type):
             return [TYPE, self.name_of(value, "class")]
         if kind is types.FunctionType:
@@ -241,10 +257,10 @@ class _Encoder:
             attributes.extend(self.attributes(value, [s for s in slots if hasattr(value, s)]))
         if tag == OBJECT:
             node.extend(attributes)
-        else:  # the attributes, then the items (set through the base class: no overridden method runs)
-            node.append(attributes)
-            node.extend(self.items(dict(value)) if tag == SUBDICT else self.each(list(value)))
-        return node
+            return node
+        # the attributes, then the items (set through the base class: no overridden method runs)
+        node.append(attributes)
+        return self.items(dict(value), node) if tag == SUBDICT else self.each(list(value), node)
 
     def fields(self, attributes: Mapping[str, object]) -> list[Any]:
         """An object's ``__dict__`` as name, value, name, value, … (the fast path of :meth:`attributes`)."""
@@ -272,6 +288,43 @@ class _Encoder:
                 exc.path.append(f".{name}")
                 raise
         return out
+
+
+class _Done:
+    """The items of a node already encoded (:meth:`_Encoder.each`): MessagePack bytes without their array header."""
+
+    __slots__ = ("count", "parts")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.parts: list[bytes] = []
+
+    def flush(self, out: list[Any]) -> list[Any]:
+        """Encode the items in ``out`` and keep them; a new empty list for the next ones."""
+        encoded = msgspec.msgpack.encode(out)
+        self.parts.append(encoded[_array_header_size(len(out)) :])
+        self.count += len(out)
+        return []
+
+    def node(self, out: list[Any]) -> Any:
+        """The node: ``out`` itself when nothing was flushed, else the whole array encoded."""
+        if not self.parts:
+            return out
+        self.flush(out)
+        return msgspec.Raw(b"".join([_array_header(self.count), *self.parts]))
+
+
+def _array_header_size(length: int) -> int:
+    return 1 if length < 16 else 3 if length < 2**16 else 5
+
+
+def _array_header(length: int) -> bytes:
+    """A MessagePack array's header as msgspec writes it (the smallest form)."""
+    if length < 16:
+        return bytes([0x90 | length])
+    if length < 2**16:
+        return b"\xdc" + length.to_bytes(2, "big")
+    return b"\xdd" + length.to_bytes(4, "big")
 
 
 def _ordered(values: Iterable[Any]) -> list[Any]:
