@@ -97,8 +97,12 @@ def test_snapshot_exports_are_read_from_the_services_logs_and_placed_in_phases()
     assert len(found) == 2 and found[0].ms == 3096 and found[0].bytes == 14708270
     forked = found[1]
     assert (forked.ms, forked.forked_ms, forked.forked_rss_mib) == (20, 3000, 480)
-    assert overlapping([forked], forked.ended - 3.5, forked.ended) == {"device-allocator": 20}, "the fork, not after"
-    assert overlapping([forked], forked.ended - 2.9, forked.ended) == {}, "the child encodes, the service decides"
+    assert overlapping([forked], forked.ended - 3.5, forked.ended) == {"device-allocator": 20}, (
+        "the fork, not after"
+    )
+    assert overlapping([forked], forked.ended - 2.9, forked.ended) == {}, (
+        "the child encodes, the service decides"
+    )
     found = found[:1]
     ended = found[0].ended
     assert overlapping(found, ended - 1.0, ended + 5) == {

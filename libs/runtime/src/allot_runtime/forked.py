@@ -37,7 +37,6 @@ AVAILABLE = sys.platform == "linux" and hasattr(os, "fork")
 _HEAD = struct.Struct(">I")
 _PIPE_SIZE = 1 << 20  # F_SETPIPE_SZ: fewer, larger reads (the default pipe holds 64 KiB)
 _F_SETPIPE_SZ = 1031
-_REAP_POLL_S = 0.005
 
 
 class ChildFailed(Exception):
@@ -85,7 +84,9 @@ def _child(work: Callable[[], tuple[Any, bytes]], read_fd: int, write_fd: int) -
             status = 0
         except BaseException as exc:  # noqa: BLE001 - sent to the parent, which logs it
             meta, payload, status = f"{type(exc).__name__}: {exc}", b"", 1
-        head = msgspec.msgpack.encode([status, meta, len(payload), time.perf_counter() - started, _peak_rss()])
+        head = msgspec.msgpack.encode(
+            [status, meta, len(payload), time.perf_counter() - started, _peak_rss()]
+        )
         _write_all(write_fd, _HEAD.pack(len(head)) + head)
         _write_all(write_fd, payload)
         os.close(write_fd)
@@ -146,13 +147,38 @@ class Child:
         self._meta = meta
         self._head = bytearray()
 
-    def _reaped(self) -> bool:
+    def _reaped(self, *, block: bool = False) -> bool:
         if self.exit is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
             if pid == 0:
                 return False
             self.exit = status
         return True
+
+    async def _exited(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Reap the child once it has exited (it closed the pipe just before: unmapping a large copy of the heap
+        still takes a moment, which the loop does not wait for), through a pidfd the loop watches."""
+        if self._reaped():
+            return
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except OSError:  # no pidfd (a kernel before 5.3): the child is leaving, wait for it
+            self._reaped(block=True)
+            return
+        gone: asyncio.Future[None] = loop.create_future()
+
+        def exited() -> None:
+            if not gone.done():
+                gone.set_result(None)
+
+        loop.add_reader(pidfd, exited)
+        try:
+            if not self._reaped():
+                await gone
+                self._reaped()
+        finally:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
 
     def kill(self) -> None:
         """End the child now, reap it (it holds nothing the parent needs) and close the pipe."""
@@ -183,8 +209,7 @@ class Child:
         loop.add_reader(self.fd, readable)
         try:
             await ended
-            while not self._reaped():
-                await asyncio.sleep(_REAP_POLL_S)
+            await self._exited(loop)
         except BaseException:
             loop.remove_reader(self.fd)
             self.kill()

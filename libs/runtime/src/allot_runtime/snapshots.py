@@ -10,9 +10,14 @@ the state's bytes against their SHA-256, the decoded projection's digest against
 so in a warning and folds the log from position 0, as it would without snapshots.
 
 A running service snapshots its projection once ``every`` log positions have passed and its consumer is idle, and at
-once after the batch that completes ``OVERDUE`` intervals while events keep coming (a burst is paused at most once
-per ``OVERDUE`` intervals). The tail a restart after a crash refolds is therefore at most ``OVERDUE × every`` positions
+once after the batch that completes ``OVERDUE`` intervals while events keep coming (a burst is never left longer
+without one). The tail a restart after a crash refolds is therefore at most ``OVERDUE × every`` positions
 (plus the batch that crossed it and a write still in progress when the process died), whatever the load.
+
+Taking a snapshot (:class:`Snapshots`) pauses the service only for a fork on Linux: a child process encodes the
+projection as it was at the committed batch from its copy-on-write memory and sends it back
+(:mod:`allot_runtime.forked`); the service writes it. Elsewhere the export runs in process (:func:`take`, also what
+``allot bench restart`` and the tests use).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from allot_eventstore.protocol import EventStore, Snapshot
 from allot_runtime import forked, memory, statecodec
@@ -144,8 +149,12 @@ class Snapshots:
         self.config_hash = config_hash or ""
         self.fork = forked.AVAILABLE if fork is None else fork
         self.since = 0  # position of the last snapshot taken (or restored)
-        self.writing: asyncio.Task[bool] | None = None  # the snapshot in flight (encoding in a child, or writing)
-        self.last_pause = 0.0  # seconds the last snapshot held the service (the fork, or the export in process)
+        self.writing: asyncio.Task[bool] | None = (
+            None  # the snapshot in flight (encoding in a child, or writing)
+        )
+        self.last_pause = (
+            0.0  # seconds the last snapshot held the service (the fork, or the export in process)
+        )
 
     def due(self, position: int) -> bool:
         """An interval since the last snapshot: taken once the consumer is idle."""
@@ -181,7 +190,9 @@ class Snapshots:
             try:
                 child = forked.start(lambda: _encoded(host))
             except OSError as exc:
-                log.warning("%s: cannot fork to snapshot its projection (%s); exporting in process", host.name, exc)
+                log.warning(
+                    "%s: cannot fork to snapshot its projection (%s); exporting in process", host.name, exc
+                )
             else:
                 self.last_pause = time.perf_counter() - started
                 return _Pending(self, host.name, host.position, child, None)
@@ -303,7 +314,9 @@ class _Pending:
             answer = await self.child.answer()
             digest, state_hash = answer.meta
         except (forked.ChildFailed, ValueError, TypeError) as exc:
-            log.warning("%s: its projection cannot be snapshot at position %d: %s", self.name, self.position, exc)
+            log.warning(
+                "%s: its projection cannot be snapshot at position %d: %s", self.name, self.position, exc
+            )
             return None
         snapshot = Snapshot(
             consumer=self.name,
@@ -311,7 +324,8 @@ class _Pending:
             format=FORMAT,
             config_hash=self.owner.config_hash,
             digest=str(digest),
-            state=answer.payload,  # a bytearray: the one copy of the state in this process until it is written
+            # the bytearray read from the pipe, not a copy: the store only reads it (hashes it, sends it)
+            state=cast(bytes, answer.payload),
             state_hash=bytes(state_hash),
         )
         log.info(

@@ -188,7 +188,7 @@ class _Encoder:
             raise
         return done.node(out)
 
-    def immutable(self, value: Any, tag: int) -> list[Any]:
+    def immutable(self, value: Any, tag: int) -> Any:
         self.busy.add(id(value))
         try:
             node = self.each(_ordered(value) if tag == FROZENSET else value, [tag])
@@ -237,7 +237,7 @@ class _Encoder:
             return node
         return self.instance(value, kind)
 
-    def instance(self, value: Any, kind: type) -> list[Any]:
+    def instance(self, value: Any, kind: type) -> Any:
         builtin = next(
             (b for b in (dict, list, tuple, set, str, int, bytes, float) if isinstance(value, b)), None
         )

@@ -104,7 +104,14 @@ def summary(found: Iterable[Export]) -> dict[str, PauseSummary]:
     for export in found:
         entry = out.setdefault(
             export.service,
-            {"count": 0, "max_ms": 0, "total_ms": 0, "max_bytes": 0, "forked_max_ms": 0, "forked_peak_rss_mib": 0},
+            {
+                "count": 0,
+                "max_ms": 0,
+                "total_ms": 0,
+                "max_bytes": 0,
+                "forked_max_ms": 0,
+                "forked_peak_rss_mib": 0,
+            },
         )
         entry["count"] += 1
         entry["max_ms"] = max(entry["max_ms"], export.ms)
