@@ -9,6 +9,7 @@ import logging
 import os
 import time
 
+import msgspec
 import pytest
 
 from allot_eventstore.memory import InMemoryEventStore
@@ -57,9 +58,9 @@ async def test_the_snapshot_is_the_projection_at_the_fork_while_the_service_goes
 
 
 async def test_a_state_larger_than_the_pipe_comes_back_whole() -> None:
-    payload = os.urandom(3 << 20)
-    answer = await forked.start(lambda: ({"n": 1}, payload)).answer()
-    assert answer.meta == {"n": 1} and answer.payload == payload and answer.peak_rss > 0
+    parts = [os.urandom(3 << 20), b"", msgspec.Raw(os.urandom(100_000))]
+    answer = await forked.start(lambda: ({"n": 1}, parts)).answer()
+    assert answer.meta == {"n": 1} and answer.payload == b"".join(parts) and answer.peak_rss > 0
 
 
 @pytest.mark.parametrize(
@@ -74,7 +75,7 @@ async def test_a_child_that_fails_or_dies_is_logged_and_retried_an_interval_late
 ) -> None:
     store = InMemoryEventStore()
     snapshots = Snapshots(store, every=10, keep=2, config_hash="h")
-    monkeypatch.setattr(Host, "export_state", export)
+    monkeypatch.setattr(Host, "export_state_parts", export)
     caplog.set_level(logging.WARNING, logger="allot.snapshots")
     snapshots.start(a_host(10))
     assert snapshots.writing is not None
@@ -99,7 +100,7 @@ async def test_at_most_one_snapshot_is_in_flight(monkeypatch) -> None:
 async def test_a_stop_that_cannot_wait_for_the_child_kills_it(monkeypatch, caplog) -> None:
     store = InMemoryEventStore()
     snapshots = Snapshots(store, every=1000, keep=2, config_hash="h")
-    monkeypatch.setattr(Host, "export_state", lambda self: time.sleep(30) or b"")
+    monkeypatch.setattr(Host, "export_state_parts", lambda self: time.sleep(30) or [])
     caplog.set_level(logging.WARNING, logger="allot.snapshots")
     started = time.monotonic()
     assert await snapshots.on_stop(a_host(45), consistent=True, timeout=0.3) is None

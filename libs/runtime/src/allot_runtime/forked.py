@@ -27,7 +27,7 @@ import signal
 import struct
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
@@ -63,13 +63,13 @@ def _peak_rss() -> int:
     return 0
 
 
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+def _write_all(fd: int, data: Any) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
-def _child(work: Callable[[], tuple[Any, bytes]], read_fd: int, write_fd: int) -> NoReturn:
+def _child(work: Callable[[], tuple[Any, Sequence[Any]]], read_fd: int, write_fd: int) -> NoReturn:
     code = 1
     try:
         gc.disable()
@@ -83,12 +83,12 @@ def _child(work: Callable[[], tuple[Any, bytes]], read_fd: int, write_fd: int) -
             meta, payload = work()
             status = 0
         except BaseException as exc:  # noqa: BLE001 - sent to the parent, which logs it
-            meta, payload, status = f"{type(exc).__name__}: {exc}", b"", 1
-        head = msgspec.msgpack.encode(
-            [status, meta, len(payload), time.perf_counter() - started, _peak_rss()]
-        )
+            meta, payload, status = f"{type(exc).__name__}: {exc}", (), 1
+        size = sum(memoryview(part).nbytes for part in payload)
+        head = msgspec.msgpack.encode([status, meta, size, time.perf_counter() - started, _peak_rss()])
         _write_all(write_fd, _HEAD.pack(len(head)) + head)
-        _write_all(write_fd, payload)
+        for part in payload:
+            _write_all(write_fd, part)
         os.close(write_fd)
         code = 0
     finally:
@@ -234,9 +234,9 @@ def _ended(status: int | None) -> str:
     return f"exit code {os.waitstatus_to_exitcode(status)}"
 
 
-def start(work: Callable[[], tuple[Any, bytes]]) -> Child:
-    """Fork now; the child runs ``work`` (its small answer, msgpack-able, and a payload) on its copy of the process
-    and sends both back. The caller's only pause is the fork itself."""
+def start(work: Callable[[], tuple[Any, Sequence[Any]]]) -> Child:
+    """Fork now; the child runs ``work`` (its small answer, msgpack-able, and a payload: consecutive buffers) on its
+    copy of the process and sends both back. The caller's only pause is the fork itself."""
     read_fd, write_fd = os.pipe()
     with contextlib.suppress(OSError):
         import fcntl

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import msgspec
 
@@ -255,6 +255,10 @@ class Host:
         (:mod:`allot_runtime.statecodec`); :class:`~allot_runtime.statecodec.StateCodecError` names what cannot be
         encoded."""
         return statecodec.export_state(self, self.kept(), overlay=("processor",))
+
+    def export_state_parts(self) -> list[Any]:
+        """:meth:`export_state` as consecutive buffers (joined, the same bytes)."""
+        return statecodec.export_state_parts(self, self.kept(), overlay=("processor",))
 
     def restore_state(self, data: bytes) -> None:
         """Overlay a state :meth:`export_state` made onto this host, freshly built from the same configuration."""

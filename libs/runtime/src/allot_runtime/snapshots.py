@@ -288,10 +288,14 @@ class Snapshots:
             await self.writing
 
 
-def _encoded(host: Host) -> tuple[list[Any], bytes]:
-    """In the forked child: the host's state, and its digest and the state's SHA-256."""
-    state = host.export_state()
-    return [host.digest(), hashlib.sha256(state).digest()], state
+def _encoded(host: Host) -> tuple[list[Any], list[Any]]:
+    """In the forked child: the host's state (as consecutive buffers, sent one after the other), and its digest and
+    the state's SHA-256."""
+    parts = host.export_state_parts()
+    hashed = hashlib.sha256()
+    for part in parts:
+        hashed.update(part)
+    return [host.digest(), hashed.digest()], parts
 
 
 class _Pending:

@@ -36,7 +36,16 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["FORMAT", "StateCodecError", "code_fingerprint", "dumps", "export_state", "loads", "restore_state"]
+__all__ = [
+    "FORMAT",
+    "StateCodecError",
+    "code_fingerprint",
+    "dumps",
+    "export_state",
+    "export_state_parts",
+    "loads",
+    "restore_state",
+]
 
 from allot_runtime.stateformat import (
     BIGINT,
@@ -176,10 +185,7 @@ class _Encoder:
         try:
             for key, item in mapping.items():
                 append(key if type(key) in plain else value(key))
-                if type(item) in plain:
-                    append(item)
-                    continue
-                append(value(item))
+                append(item if type(item) in plain else value(item))
                 if len(alive) - mark >= PACK:
                     out = done.flush(out)
                     append, mark = out.append, len(alive)
@@ -506,9 +512,28 @@ def _resolve(name: Any, allowed: Collection[str]) -> Any:
     return found
 
 
-def _encode(anchors: list[str], overlays: list[Any], root: Any, encoder: _Encoder) -> bytes:
+def _encode(anchors: list[str], overlays: list[Any], root: Any, encoder: _Encoder) -> list[Any]:
+    """The state's bytes as consecutive parts (buffers): the parts of it the walk already encoded are passed on as
+    they are rather than copied into one string."""
     names = sorted(encoder.names, key=encoder.names.__getitem__)
-    return msgspec.msgpack.encode([FORMAT, names, code_fingerprint(names), anchors, overlays, root])
+    parts: list[Any] = []
+    _stream([FORMAT, names, code_fingerprint(names), anchors, overlays, root], parts)
+    return parts
+
+
+def _stream(node: Any, parts: list[Any]) -> None:
+    if type(node) is msgspec.Raw:
+        parts.append(node)
+    elif type(node) is list and _holds_raw(node):
+        parts.append(_array_header(len(node)))
+        for item in node:
+            _stream(item, parts)
+    else:
+        parts.append(msgspec.msgpack.encode(node))
+
+
+def _holds_raw(node: list[Any]) -> bool:
+    return any(type(item) is msgspec.Raw or (type(item) is list and _holds_raw(item)) for item in node)
 
 
 def _fail(exc: _Unencodable, prefix: str = "") -> StateCodecError:
@@ -516,7 +541,7 @@ def _fail(exc: _Unencodable, prefix: str = "") -> StateCodecError:
     return StateCodecError(f"{path or '$'}: {exc.reason}")
 
 
-def _walked(walk: Callable[[_Encoder], bytes], allowed: Collection[str]) -> bytes:
+def _walked(walk: Callable[[_Encoder], list[Any]], allowed: Collection[str]) -> list[Any]:
     """``walk`` with ints stored as themselves, or, when one does not fit MessagePack, with every int checked."""
     try:
         try:
@@ -530,14 +555,14 @@ def _walked(walk: Callable[[_Encoder], bytes], allowed: Collection[str]) -> byte
 def dumps(value: Any, *, allowed: Collection[str] = ()) -> bytes:
     """``value``'s object graph as bytes (``allowed``: more module names whose classes may be stored)."""
 
-    def walk(encoder: _Encoder) -> bytes:
+    def walk(encoder: _Encoder) -> list[Any]:
         try:
             root = encoder.value(value)
         except _Unencodable as exc:
             raise _fail(exc) from None
         return _encode([], [], root, encoder)
 
-    return _walked(walk, allowed)
+    return b"".join(_walked(walk, allowed))
 
 
 def _frame(data: bytes, allowed: Collection[str]) -> tuple[_Decoder, list[Any], list[Any], Any]:
@@ -603,10 +628,18 @@ def export_state(
 ) -> bytes:
     """``root``'s state, without the values at the ``keep`` paths (taken from a fresh instance on restore); the
     objects at the ``overlay`` paths are not replaced on restore but have their attributes set."""
+    return b"".join(export_state_parts(root, keep, overlay=overlay, allowed=allowed))
+
+
+def export_state_parts(
+    root: Any, keep: Iterable[str] = (), *, overlay: Iterable[str] = (), allowed: Collection[str] = ()
+) -> list[Any]:
+    """:func:`export_state` as consecutive buffers (joined, the same bytes), for a writer that sends them one after
+    the other: the state is then never held twice."""
     prefixes, kept = _anchor_paths(keep, overlay)
     anchors = [*prefixes, *kept]
 
-    def walk(encoder: _Encoder) -> bytes:
+    def walk(encoder: _Encoder) -> list[Any]:
         for path in anchors:
             encoder.register(_at(root, path))
         overlays: list[Any] = []
