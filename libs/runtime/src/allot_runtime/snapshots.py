@@ -12,7 +12,8 @@ so in a warning and folds the log from position 0, as it would without snapshots
 A running service snapshots its projection once ``every`` log positions have passed and its consumer is idle, and at
 once after the batch that completes ``OVERDUE`` intervals while events keep coming (a burst is never left longer
 without one). The tail a restart after a crash refolds is therefore at most ``OVERDUE × every`` positions
-(plus the batch that crossed it and a write still in progress when the process died), whatever the load.
+(plus the batch that crossed it and a snapshot still being encoded or written when the process died), whatever the
+load.
 
 Taking a snapshot (:class:`Snapshots`) pauses the service only for a fork on Linux: a child process encodes the
 projection as it was at the committed batch from its copy-on-write memory and sends it back

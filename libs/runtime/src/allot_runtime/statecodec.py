@@ -1,6 +1,9 @@
 """A data-only codec for a processor's object graph: what a snapshot stores (docs/adr/0011-bounded-verification.md).
 
-``dumps(value)`` walks an object graph and encodes it once as MessagePack (msgspec); ``loads(data)`` rebuilds it.
+``dumps(value)`` walks an object graph and encodes it as MessagePack (msgspec); ``loads(data)`` rebuilds it. The
+walk holds what it has encoded as bytes, not as a nested copy of the graph: a node with many objects under it, and
+the items of a wide container every ``PACK`` objects, are encoded as soon as they are complete (the same bytes as
+encoding the whole at once); ``export_state_parts`` hands the state over in those parts, unjoined.
 Shared references and cycles are kept exactly: every container and object is numbered the first time it is met, and
 met again it is written as a reference, so an object reachable twice comes back as one object. Supported: ``None``,
 ``bool``, ``int``, ``float``, ``str``, ``bytes``; ``dict`` (insertion order kept), ``OrderedDict``, ``Counter``,
