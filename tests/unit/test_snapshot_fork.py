@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -129,3 +130,29 @@ async def test_without_fork_or_when_it_fails_the_export_runs_in_process(monkeypa
     assert await store.snapshot_positions("echo") == [10, 20]
     host, position, _ = await restore(fresh, store, config_hash="h", until=100)
     assert position == 20 and host.processor.seen == ["pod-20"]
+
+
+def test_a_child_dies_with_its_parent(tmp_path) -> None:
+    """A service killed while its child encodes leaves no orphan behind (``PR_SET_PDEATHSIG``)."""
+    pids = tmp_path / "pid"
+    middle = os.fork()
+    if middle == 0:  # the "service": starts a child that would run a minute, then dies at once
+        try:
+            child = forked.start(lambda: (time.sleep(60), [b""]))
+            pids.write_text(str(child.pid))
+        finally:
+            os._exit(0)
+    os.waitpid(middle, 0)
+    grandchild = int(pids.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(grandchild):
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")

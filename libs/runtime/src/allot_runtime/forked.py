@@ -6,6 +6,7 @@ deciding while the child encodes. The child:
 
 - turns the cyclic collector off before anything else (a collection would write to the header of every object it
   scans and so copy the whole heap; reference counting still frees what the work drops);
+- is killed if the parent dies first (``PR_SET_PDEATHSIG``);
 - touches nothing of the parent's: not its event loop (its signal wake-up descriptor is detached, SIGTERM and SIGINT
   get their default action back), not its connections, not its logging; it only writes to its end of a pipe;
 - sends a short header (whether the work succeeded, its small answer or the error, the payload's size, its own
@@ -37,6 +38,7 @@ AVAILABLE = sys.platform == "linux" and hasattr(os, "fork")
 _HEAD = struct.Struct(">I")
 _PIPE_SIZE = 1 << 20  # F_SETPIPE_SZ: fewer, larger reads (the default pipe holds 64 KiB)
 _F_SETPIPE_SZ = 1031
+_PR_SET_PDEATHSIG = 1
 
 
 class ChildFailed(Exception):
@@ -69,10 +71,24 @@ def _write_all(fd: int, data: Any) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _child(work: Callable[[], tuple[Any, Sequence[Any]]], read_fd: int, write_fd: int) -> NoReturn:
+def _die_with(parent: int) -> None:
+    """Be killed when the parent dies (``PR_SET_PDEATHSIG``): a service that crashed and is restarted does not keep
+    an orphan encoding a projection nobody will write."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it died before the request took effect
+        os._exit(1)
+
+
+def _child(
+    work: Callable[[], tuple[Any, Sequence[Any]]], read_fd: int, write_fd: int, parent: int
+) -> NoReturn:
     code = 1
     try:
         gc.disable()
+        _die_with(parent)
         os.close(read_fd)
         with contextlib.suppress(ValueError, OSError):
             signal.set_wakeup_fd(-1)
@@ -242,6 +258,7 @@ def start(work: Callable[[], tuple[Any, Sequence[Any]]]) -> Child:
         import fcntl
 
         fcntl.fcntl(write_fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+    parent = os.getpid()
     try:
         pid = os.fork()
     except BaseException:
@@ -249,7 +266,7 @@ def start(work: Callable[[], tuple[Any, Sequence[Any]]]) -> Child:
         os.close(write_fd)
         raise
     if pid == 0:
-        _child(work, read_fd, write_fd)
+        _child(work, read_fd, write_fd, parent)
     os.close(write_fd)
     os.set_blocking(read_fd, False)
     return Child(pid, read_fd)
