@@ -17,8 +17,8 @@ the seven services as separate supervised processes) in a temporary state direct
 
 Between phases every pod is deleted (and its allocation released) so each phase starts from an empty cluster.
 Per-hop p50/p99 come from the recorded time of each event of a pod's path; ``cpu_s_per_1000_pods`` is the CPU
-time each process of the stack used during the burst (PostgreSQL: the postmaster and its backends), which is where
-the time goes. ``peak_rss_mib`` is each process's peak resident set (``VmHWM``, read before the stack stops; for
+time each process of the stack used during the burst, with the children it reaped (a snapshot's forked encoder;
+PostgreSQL: the postmaster and its backends), which is where the time goes. ``peak_rss_mib`` is each process's peak resident set (``VmHWM``, read before the stack stops; for
 PostgreSQL the largest of the postmaster and its backends). ``--node-count N`` replicates the openb node list with
 new names to N nodes (6,065 = five-fold), for the cluster and the in-process run alike. Prints one JSON object with
 ``--json``.
@@ -153,7 +153,8 @@ def _cpu_ticks(pid: int) -> int:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return 0
-    return int(fields[11]) + int(fields[12])  # utime + stime
+    # utime + stime, and cutime + cstime: the children it has reaped (a service's snapshot is encoded by one)
+    return int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
 
 
 def _children(pid: int) -> Iterator[int]:
