@@ -13,8 +13,9 @@ import pytest
 
 from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
+from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
-from allot_runtime import statecodec
+from allot_runtime import forked, statecodec
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import AppliedConfig, config_hash
 from allot_runtime.replay import rebuild
@@ -123,3 +124,35 @@ async def test_a_snapshot_written_again_at_the_same_position_replaces_the_old_on
         assert found is not None and found.state == b"new code"
         assert found.state_hash == hashlib.sha256(b"new code").digest()
         assert await store.snapshot_positions(SERVICE) == [40]
+
+
+@pytest.mark.skipif(not forked.AVAILABLE, reason="fork is Linux only here")
+async def test_on_postgresql_a_running_service_s_snapshot_is_written_by_its_forked_child(
+    event_store, caplog
+) -> None:
+    """The state never comes into the service: the child writes the row over a connection of its own; the service's
+    own connections go on working, and the snapshot restores. A write that fails in the child is logged."""
+    from allot_runtime.snapshots import Snapshots, restore
+    from allot_testing.processors import EchoProcessor
+
+    host = Host(EchoProcessor(), name="echo")
+    host.processor.seen.append("pod-10")
+    host.position = 10
+    caplog.set_level(logging.INFO, logger="allot.snapshots")
+    await event_store.snapshot_positions("echo")  # the service's pool is open before the fork
+    snapshots = Snapshots(event_store, every=10, keep=2, config_hash="h")
+    snapshots.start(host)
+    assert snapshots.writing is not None and await snapshots.writing
+    assert "encoded and written by a forked process" in caplog.text
+    assert await event_store.snapshot_positions("echo") == [10]
+    restored, position, _ = await restore(
+        lambda: Host(EchoProcessor(), name="echo"), event_store, config_hash="h", until=10
+    )
+    assert position == 10 and restored.processor.seen == ["pod-10"]
+
+    gone = PostgresEventStore.connect(event_store.url.replace("/allot_t_", "/allot_missing_"))
+    failing = Snapshots(gone, every=10, keep=2, config_hash="h")
+    host.position = 20
+    failing.start(host)
+    assert failing.writing is not None and not await failing.writing
+    assert "echo: its projection cannot be snapshot at position 20" in caplog.text

@@ -91,7 +91,7 @@ def test_snapshot_exports_are_read_from_the_services_logs_and_placed_in_phases()
         '{"ts": "2026-11-28T05:33:10.000Z", "level": "info", "msg": "device-allocator started"}',
         "not json at all, snapshot at position",
         '{"ts": "2026-11-28T05:34:00.000Z", "level": "info", "msg": "device-allocator: snapshot at position 34652 '
-        '(15708270 bytes, export 20 ms) encoded by a forked process in 3000 ms, peak RSS 480 MiB"}',
+        '(15708270 bytes, export 20 ms) encoded and written by a forked process in 3000 ms, peak RSS 480 MiB"}',
     ]
     found = parse("device-allocator", lines)
     assert len(found) == 2 and found[0].ms == 3096 and found[0].bytes == 14708270

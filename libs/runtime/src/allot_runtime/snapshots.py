@@ -27,10 +27,12 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 
+from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore, Snapshot
 from allot_runtime import forked, memory, statecodec
 from allot_runtime.processor import Host
@@ -182,14 +184,17 @@ class Snapshots:
         )
         return snapshot
 
-    def _begin(self, host: Host) -> _Pending:
-        """Start the snapshot of the host now (the caller holds the lock): a forked child encoding it, or, without
-        fork (or when forking fails), the export in process."""
+    def _begin(self, host: Host, *, write_in_child: bool = False) -> _Pending:
+        """Start the snapshot of the host now (the caller holds the lock): a forked child encoding it (and, with
+        ``write_in_child`` on PostgreSQL, writing it over a connection of its own, so that the state never comes
+        into this process), or, without fork (or when forking fails), the export in process."""
         if self.fork:
             self.since = host.position
+            url = self.store.url if write_in_child and isinstance(self.store, PostgresEventStore) else None
+            target = _Target(url, host.name, host.position, self.config_hash, self.keep) if url else None
             started = time.perf_counter()
             try:
-                child = forked.start(lambda: _encoded(host))
+                child = forked.start(lambda: _encoded(host, target))
             except OSError as exc:
                 log.warning(
                     "%s: cannot fork to snapshot its projection (%s); exporting in process", host.name, exc
@@ -215,14 +220,14 @@ class Snapshots:
 
     async def _take_and_write(self, pending: _Pending) -> bool:
         snapshot = await pending.snapshot()
-        return snapshot is not None and await self.write(snapshot)
+        return snapshot is not None and (pending.written or await self.write(snapshot))
 
     def start(self, host: Host) -> None:
         """Start a snapshot now (the caller holds the lock) and finish it in the background, unless one is still in
         flight."""
         if self.writing is not None and not self.writing.done():
             return
-        pending = self._begin(host)
+        pending = self._begin(host, write_in_child=True)
         self.writing = asyncio.create_task(self._take_and_write(pending), name=f"{host.name}-snapshot")
 
     async def on_stop(self, host: Host, consistent: bool, *, timeout: float) -> Snapshot | None:
@@ -289,14 +294,66 @@ class Snapshots:
             await self.writing
 
 
-def _encoded(host: Host) -> tuple[list[Any], list[Any]]:
-    """In the forked child: the host's state (as consecutive buffers, sent one after the other), and its digest and
-    the state's SHA-256."""
+class _Target(NamedTuple):
+    """Where a forked child writes the snapshot itself: the store's URL, and the row's fields it cannot know."""
+
+    url: str
+    consumer: str
+    position: int
+    config_hash: str
+    keep: int
+
+
+def _encoded(host: Host, target: _Target | None) -> tuple[list[Any], list[Any]]:
+    """In the forked child: the host's digest, the state's SHA-256 and size and whether the child wrote it (to
+    ``target``), and the state itself when it did not (consecutive buffers, sent one after the other)."""
     parts = host.export_state_parts()
     hashed = hashlib.sha256()
     for part in parts:
         hashed.update(part)
-    return [host.digest(), hashed.digest()], parts
+    size = sum(memoryview(part).nbytes for part in parts)
+    digest = host.digest()
+    if target is None:
+        return [digest, hashed.digest(), size, False], parts
+    state = b"".join(parts)
+    parts.clear()
+    snapshot = Snapshot(
+        consumer=target.consumer,
+        position=target.position,
+        format=FORMAT,
+        config_hash=target.config_hash,
+        digest=digest,
+        state=state,
+        state_hash=hashed.digest(),
+    )
+    _write_from_child(target, snapshot)
+    return [digest, hashed.digest(), size, True], []
+
+
+def _write_from_child(target: _Target, snapshot: Snapshot) -> None:
+    """Write ``snapshot`` over a connection of the child's own, on an event loop of its own (in a thread: the
+    parent's loop, copied into this process, is never touched)."""
+
+    async def write() -> None:
+        store = PostgresEventStore.connect(target.url, pool_size=1)
+        try:
+            await store.write_snapshot(snapshot, keep=target.keep)
+        finally:
+            await store.close()
+
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(write())
+        except BaseException as exc:  # noqa: BLE001 - raised again in the child's main thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="snapshot-writer")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 class _Pending:
@@ -310,6 +367,7 @@ class _Pending:
         self.position = position
         self.child = child
         self.taken = taken
+        self.written = False  # the child wrote it itself
 
     async def snapshot(self) -> Snapshot | None:
         """The snapshot, once the child has sent it; None when it could not be taken (logged)."""
@@ -317,7 +375,7 @@ class _Pending:
             return self.taken
         try:
             answer = await self.child.answer()
-            digest, state_hash = answer.meta
+            digest, state_hash, size, self.written = answer.meta
         except (forked.ChildFailed, ValueError, TypeError) as exc:
             log.warning(
                 "%s: its projection cannot be snapshot at position %d: %s", self.name, self.position, exc
@@ -334,12 +392,13 @@ class _Pending:
             state_hash=bytes(state_hash),
         )
         log.info(
-            "%s: snapshot at position %d (%d bytes, export %.0f ms) encoded by a forked process in %.0f ms, peak RSS"
-            " %.0f MiB",
+            "%s: snapshot at position %d (%d bytes, export %.0f ms) encoded%s by a forked process in %.0f ms, peak"
+            " RSS %.0f MiB",
             self.name,
             self.position,
-            len(answer.payload),
+            size,
             self.owner.last_pause * 1000,
+            " and written" if self.written else "",
             answer.seconds * 1000,
             answer.peak_rss / 2**20,
         )

@@ -22,7 +22,7 @@ __all__ = ["Export", "PauseSummary", "after_quiet", "exports", "overlapping", "s
 
 _EXPORT = re.compile(
     r"snapshot at position (\d+) \((\d+) bytes, export (\d+) ms\)"
-    r"(?: encoded by a forked process in (\d+) ms, peak RSS (\d+) MiB)?"
+    r"(?: encoded(?: and written)? by a forked process in (\d+) ms, peak RSS (\d+) MiB)?"
 )
 
 
