@@ -16,8 +16,8 @@ without one). The tail a restart after a crash refolds is therefore at most ``OV
 load.
 
 Taking a snapshot (:class:`Snapshots`) pauses the service only for a fork on Linux: a child process encodes the
-projection as it was at the committed batch from its copy-on-write memory and sends it back
-(:mod:`allot_runtime.forked`); the service writes it. Elsewhere the export runs in process (:func:`take`, also what
+projection as it was at the committed batch from its copy-on-write memory (:mod:`allot_runtime.forked`) and, on
+PostgreSQL, writes it over a connection of its own (else it sends it back and the service writes it). Elsewhere the export runs in process (:func:`take`, also what
 ``allot bench restart`` and the tests use).
 """
 
@@ -139,8 +139,8 @@ class Snapshots:
     intervals, so that no more than ``OVERDUE × every`` positions separate two snapshots (the tail a restart after a
     crash folds). At most one is in flight. With ``fork`` (Linux, the default there) the caller, holding the
     runtime's lock at a committed batch, only forks: a child encodes the projection from its copy-on-write memory
-    and sends the state back (:mod:`allot_runtime.forked`), and the service goes on deciding while the child encodes
-    and the parent writes; without it the export runs in process under the lock. A snapshot that cannot be taken or
+    and writes it (PostgreSQL) or sends it back to be written (:mod:`allot_runtime.forked`), and the service goes on
+    deciding meanwhile; without it the export runs in process under the lock. A snapshot that cannot be taken or
     written is logged; the next try is an interval later. ``every`` = 0 takes none."""
 
     def __init__(
