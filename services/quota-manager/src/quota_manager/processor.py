@@ -151,14 +151,13 @@ class QuotaManager:
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         if not own and type_of(event) not in self.interests:
             return  # not an input of ours: nothing to fold (not even the passing of time)
-        self._fold_objects(event)
+        if type(event) in OBJECT_EVENTS:  # most events are a pod's
+            self._fold_objects(event)
         self._fold_pods(event)
         self._track_status(event, at)
 
     def _fold_objects(self, event: Event) -> None:
         """ElasticQuotas, quota profiles and nodes: the engine's configuration, and the outcome owed for each."""
-        if not isinstance(event, OBJECT_EVENTS):
-            return  # a pod's: most events are
         match event:
             case QuotaApplied(quota=ref, spec=spec, issues=issues):
                 if spec is not None and (spec.namespace, spec.name) != (ref.namespace, ref.name):
@@ -274,13 +273,16 @@ class QuotaManager:
 
     def _track_status(self, event: Event, at: int) -> None:
         """Overuse timing, and when the quota status is due to be published again."""
-        if type(event) not in TREE_UNCHANGED:
+        kind = type(event)  # event types are final classes: compared by identity
+        if kind not in TREE_UNCHANGED:
             self.engine.observe_overuse(at // 1_000_000)
-        if isinstance(event, QuotaStatusSynced):
+        if kind is QuotaStatusSynced:
+            assert isinstance(event, QuotaStatusSynced)
             self.published.update(event.patches)
             self.status_dirty_since = None
             self.status_synced_at = at
-        elif isinstance(event, TimerFired):
+        elif kind is TimerFired:
+            assert isinstance(event, TimerFired)
             if event.service == self.name:
                 self.last_timer = max(self.last_timer, event.due)
                 if self._status_due(at) and not self._status_patches():
