@@ -126,9 +126,9 @@ class Binder:
                 self.bound.pop(key, None)
                 self.requested.pop(key, None)
                 # the pod as the door read it says whether it is a HAMi-core pod: only those are read again
-                if (
-                    spec is None or spec.isolation_provider == gpu_isolation.HAMI_CORE
-                ) and (containers := gpu_isolation.isolated_containers(manifest)):
+                if (spec is None or spec.isolation_provider == gpu_isolation.HAMI_CORE) and (
+                    containers := gpu_isolation.isolated_containers(manifest)
+                ):
                     self.isolated[key] = containers
                 else:
                     self.isolated.pop(key, None)

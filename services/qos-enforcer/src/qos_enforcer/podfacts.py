@@ -269,10 +269,10 @@ def pod_facts(
         containers=containers,
         gpus=_gpus(allocation, issues),
         cpuset=status.cpuset,
-        cpu_qos=_json_object(own, ANN_CPU_QOS, issues),
-        cpu_burst=_json_object(own, ANN_CPU_BURST, issues),
-        memory_qos=_json_object(own, ANN_MEMORY_QOS, issues),
-        resctrl=_json_object(own, ANN_RESCTRL, issues),
+        cpu_qos=_json_object(own, ANN_CPU_QOS, issues) if own else None,  # most pods have no annotations
+        cpu_burst=_json_object(own, ANN_CPU_BURST, issues) if own else None,
+        memory_qos=_json_object(own, ANN_MEMORY_QOS, issues) if own else None,
+        resctrl=_json_object(own, ANN_RESCTRL, issues) if own else None,
         issues=tuple(issues),
     )
 

@@ -199,8 +199,9 @@ class QuotaManager:
         # the most frequent first: every case is an isinstance check, and the event types are unrelated classes
         match event:
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
-                self.reclaims.gone(pod.key)
-                self.pods[pod.key] = spec
+                key = pod.key
+                self.reclaims.gone(key)
+                self.pods[key] = spec
                 self.engine.add_pending(spec, numbers=False)
             case PodObserved(pod=pod, spec=spec) if spec is not None:
                 self.reclaims.gone(pod.key)
@@ -212,22 +213,22 @@ class QuotaManager:
             case PodPlaced(pod=pod, node=node):
                 self.node_of[pod.key] = node
             case QuotaAdmitted(pod=pod):
-                self._not_waiting(pod.key)
-                if (
-                    self.engine.quota_of_pod(pod.key) is not None
-                ):  # else no quota governs it: nothing to charge
-                    self.engine.assign(pod.key, numbers=False)
-                    self.charged.add(pod.key)
+                key = pod.key
+                self._not_waiting(key)
+                if self.engine.quota_of_pod(key) is not None:  # else no quota governs it: nothing to charge
+                    self.engine.assign(key, numbers=False)
+                    self.charged.add(key)
             case QuotaReleased(pod=pod):
                 self.owed_releases.pop(pod.key, None)
             case PodReleased(pod=pod):
                 self.node_of.pop(pod.key, None)
             case PodDeleted(pod=pod):
-                self.reclaims.gone(pod.key)
-                self._uncharge(pod.key, "deleted", remove=True)
-                self.pods.pop(pod.key, None)
-                self.waiting_reasons.pop(pod.key, None)
-                self.node_of.pop(pod.key, None)
+                key = pod.key
+                self.reclaims.gone(key)
+                self._uncharge(key, "deleted", remove=True)
+                self.pods.pop(key, None)
+                self.waiting_reasons.pop(key, None)
+                self.node_of.pop(key, None)
             case GangGroupPlaced(decisions=decisions):
                 for member, decision in decisions.items():
                     self.node_of[member] = decision.node or ""
@@ -399,22 +400,23 @@ class QuotaManager:
         )
 
     def _admit(self, pod: ObjectRef, attempt: int) -> list[Emit]:
-        if pod.key in self.charged:
+        key = pod.key
+        if key in self.charged:
             return []
-        if self.engine.quota_of_pod(pod.key) is None:
+        if self.engine.quota_of_pod(key) is None:
             # No quota governs the pod (DisableDefaultQuota, and no quota for its namespace or label): admitted
             # without being charged anywhere, as upstream's PreFilter lets it through.
-            spec = self.pods.get(pod.key)
+            spec = self.pods.get(key)
             if spec is None:
                 return []
             return [
                 Emit(
-                    stream_id=stream_id("pod", pod.key),
+                    stream_id=stream_id("pod", key),
                     event=self._admission(self.engine.admit(spec), attempt),
                 )
             ]
-        decision = self.engine.admit(pod.key)
-        out = [Emit(stream_id=stream_id("pod", pod.key), event=self._admission(decision, attempt))]
+        decision = self.engine.admit(key)
+        out = [Emit(stream_id=stream_id("pod", key), event=self._admission(decision, attempt))]
         if not decision.admitted and decision.waiting:
             out.extend(self._preempt(pod, attempt, decision))
         return out
