@@ -20,6 +20,8 @@ from allot_contracts.events import (
     QuotaStatusPublished,
     QuotaStatusSynced,
 )
+from allot_contracts.objects.pod import parse_pod
+from allot_testing.builders import a_qos_pod
 from binder.processor import Binder
 
 POD = ObjectRef(namespace="default", name="p")
@@ -137,3 +139,18 @@ def test_an_unknown_mode_is_refused():
 
 def _decision(node: str, annotations: dict) -> Decision:
     return Decision(pod="default/p", outcome="Scheduled", node=node, annotations=dict(annotations))
+
+
+@pytest.mark.parametrize(
+    ("provider", "cdi"), [("HAMi-core", True), ("", False)], ids=["HAMi-core", "no provider"]
+)
+def test_a_pod_read_at_the_door_gets_cdi_devices_only_when_it_is_a_hami_core_pod(provider: str, cdi: bool):
+    labels = {"koordinator.sh/gpu-isolation-provider": provider} if provider else {}
+    manifest = a_qos_pod("p", uid="u1", labels=labels, requests={"nvidia.com/gpu": "1"})
+    spec = parse_pod(manifest, [], [])
+    assert spec is not None and spec.isolation_provider == provider
+    binder = Binder({})
+    step(binder, PodSubmitted(pod=POD, uid="u1", manifest=manifest, spec=spec))
+    (bound,) = step(binder, placed())
+    keys = [k for k in bound.annotations if k.startswith("cdi-devices.noderesource.dev/")]
+    assert bool(keys) is cdi

@@ -469,3 +469,16 @@ def test_the_typed_pod_and_the_manifest_give_the_same_facts(manifest):
     typed = parse_pod(manifest, [], [])
     assert typed is not None
     assert pod_facts(manifest, UID, spec=typed) == pod_facts(manifest, UID)
+
+
+def test_pods_bound_with_the_same_allocation_text_read_the_same_gpus_and_issues_each_time():
+    manifest = pod(labels=HAMI, requests={"koordinator.sh/gpu.shared": "1"})
+    good = allocated((1, 30, "4Gi"))
+    first, second = pod_facts(manifest, UID, good), pod_facts(manifest, UID, dict(good))
+    assert [(g.minor, g.core, g.memory_bytes) for g in first.gpus] == [(1, 30, 4 * GIB)]
+    assert second.gpus == first.gpus and not second.issues
+    # a malformed allocation is reported on every pod that carries it, not only the first
+    bad = {"scheduling.koordinator.sh/device-allocated": json.dumps({"gpu": [{"minor": "x"}]})}
+    reports = [pod_facts(manifest, UID, bad).issues for _ in range(2)]
+    assert reports[0] == reports[1] and any("integer minor" in i.message for i in reports[0])
+    assert pod_facts(manifest, UID, good).gpus == first.gpus  # the good one is unaffected

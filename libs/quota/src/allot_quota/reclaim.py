@@ -218,8 +218,9 @@ def track_overuse(h: Hierarchy, config: QuotaConfig, now: int, over_since: dict[
     if not (config.monitor_all_quotas and config.enable_runtime_quota):
         over_since.clear()
         return
-    for name in sorted(h.nodes):
-        node = h.nodes[name]
+    nodes = h.nodes
+    for name in h.names():
+        node = nodes[name]
         if node.assigned_pods and exceeded_dimensions(node.used, h.runtime(name)):
             over_since.setdefault(name, now)
         else:

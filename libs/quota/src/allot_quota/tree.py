@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from allot_contracts.resources import ResourceList, add_into, cap, mask, raise_to, remove_zeros, subtract
+from allot_contracts.resources import ResourceList, add_into, mask, raise_to, remove_zeros, subtract
 from allot_quota.config import QuotaConfig
 from allot_quota.model import DEFAULT_QUOTA, ROOT_QUOTA, SYSTEM_QUOTA, PodInfo, QuotaSpec
 from allot_quota.runtime import Share, redistribute, scale_mins
@@ -61,6 +61,7 @@ class Node:
         "child_request",
         "children",
         "guaranteed",
+        "keys",
         "limited",
         "np_request",
         "np_used",
@@ -75,6 +76,7 @@ class Node:
 
     def __init__(self, spec: QuotaSpec) -> None:
         self.spec = spec
+        self.keys = _keys(spec)  # the keys pods' requests are masked to (None: unlimited), kept with ``spec``
         self.children: list[str] = []
         self.pods: dict[str, PodEntry] = {}
         self.assigned_pods = 0  # how many of ``pods`` are assigned (kept with them)
@@ -98,8 +100,12 @@ class Node:
     def name(self) -> str:
         return self.spec.name
 
-    def mask_keys(self) -> set[str] | None:
-        return None if self.spec.unlimited else set(self.spec.max)
+    def mask_keys(self) -> frozenset[str] | None:
+        return self.keys
+
+
+def _keys(spec: QuotaSpec) -> frozenset[str] | None:
+    return None if spec.unlimited else frozenset(spec.max)
 
 
 def _neg(a: ResourceList) -> ResourceList:
@@ -126,6 +132,15 @@ class Hierarchy:
         self.tree_roots: set[str] = set()
         self.cluster_total: ResourceList = {}
         self.recomputed = 0  # calculators recomputed (for benchmarks and tests)
+        self._names: tuple[str, ...] | None = (
+            None  # sorted names of ``nodes``, kept until a quota comes or goes
+        )
+
+    def names(self) -> tuple[str, ...]:
+        """The quotas' names, sorted."""
+        if self._names is None:
+            self._names = tuple(sorted(self.nodes))
+        return self._names
 
     # ----------------------------------------------------------------- structure
     def is_tree_root(self, node: Node) -> bool:
@@ -156,6 +171,7 @@ class Hierarchy:
     def add(self, spec: QuotaSpec) -> None:
         node = Node(spec)
         self.nodes[spec.name] = node
+        self._names = None
         if spec.is_root:
             self.tree_roots.add(spec.name)
         self._refresh_request(node)
@@ -166,6 +182,7 @@ class Hierarchy:
         node = self.nodes[spec.name]
         self._detach(node)
         node.spec = spec
+        node.keys = _keys(spec)
         self.tree_roots.discard(spec.name)
         if spec.is_root:
             self.tree_roots.add(spec.name)
@@ -189,6 +206,7 @@ class Hierarchy:
         self._detach(node)
         self.tree_roots.discard(name)
         del self.nodes[name]
+        self._names = None
 
     def _attach(self, node: Node) -> None:
         parent = self.parent_of(node)
@@ -208,17 +226,30 @@ class Hierarchy:
         self._bubble(parent, _neg(node.limited), _neg(node.used), _neg(node.guaranteed))
 
     # ----------------------------------------------------------------- accounting
-    def _refresh_request(self, node: Node) -> ResourceList:
-        """Recompute ``request``/``limited`` from ``child_request``; return the delta of ``limited``."""
+    def _refresh_request(self, node: Node, delta: bool = True) -> ResourceList:
+        """Recompute ``request``/``limited`` from ``child_request``; return the delta of ``limited`` (empty without
+        ``delta``: a quota without a parent has no one to pass it to)."""
         spec = node.spec
         lent = spec.allow_lent and not self.config.enable_guarantee
         req = node.child_request if lent else raise_to(node.child_request, spec.min)
-        request = remove_zeros(req)
-        limited = dict(request) if spec.unlimited else remove_zeros(cap(req, spec.max))
-        delta = _delta(limited, node.limited)
+        # ``remove_zeros(req)`` and ``remove_zeros(cap(req, spec.max))`` in one pass over the sorted keys
+        keys = sorted(req)
+        request = {k: req[k] for k in keys if req[k]}
+        if spec.unlimited:
+            limited = dict(request)
+        else:
+            limits = spec.max
+            limited = {}
+            for k in keys:
+                v, lim = req[k], limits.get(k)
+                if lim is not None and v > lim:
+                    v = lim
+                if v:
+                    limited[k] = v
+        change = _delta(limited, node.limited) if delta else {}
         node.request = request
         node.limited = limited
-        return delta
+        return change
 
     def _refresh_guaranteed(self, node: Node) -> ResourceList:
         if not self.config.enable_guarantee:
@@ -253,9 +284,16 @@ class Hierarchy:
             add_into(node.used, d_used)
             if self.config.enable_guarantee:
                 add_into(node.allocated, d_used)
+        parent = self.parent_of(node)
+        if parent is None:  # nothing to pass up
+            if d_request:
+                self._refresh_request(node, delta=False)
+            if d_used:
+                self._refresh_guaranteed(node)
+            return
         d_limited = self._refresh_request(node) if d_request else {}
         d_guaranteed = self._refresh_guaranteed(node) if d_used else {}
-        self._bubble(self.parent_of(node), d_limited, d_used, d_guaranteed)
+        self._bubble(parent, d_limited, d_used, d_guaranteed)
 
     def _recount_self(self, node: Node) -> None:
         keys = node.mask_keys()

@@ -174,6 +174,8 @@ class ReservationEngine:
                     self._observed_in_reservation(pod.key, uid, manifest, typed)
             case QuotaAdmitted():
                 pass  # read by decide: nothing to fold (the most frequent input, so tested early)
+            case ReservationResolved():
+                pass  # our own answer to it: nothing to fold either
             case PodPlaced(pod=pod, node=node, decision=decision):
                 self._placed(pod.key, node, decision)
             case PodBound(pod=pod, node=node):
@@ -271,6 +273,16 @@ class ReservationEngine:
         match event:
             case QuotaAdmitted(pod=pod, attempt=attempt):
                 return [self._resolve(pod, attempt)]
+            case (
+                PodSubmitted()
+                | PodObserved()
+                | NodeRegistered()
+                | ReservationAccepted()
+                | ReservationRejected()
+            ):
+                return []
+            case PodBound() | PodDeleted() | PodReleased():
+                return self._jobs(at)  # the most frequent inputs next: tested early
             case QuotaGroupAdmitted(group=group, attempt=attempt, members=members):
                 return self._resolve_group(group, attempt, members)
             case ReservationApplied():
@@ -288,14 +300,6 @@ class ReservationEngine:
             case TimerFired(service=service) if service == NAME:
                 return self._timer(at)
             case TimerFired():
-                return []
-            case (
-                PodSubmitted()
-                | PodObserved()
-                | NodeRegistered()
-                | ReservationAccepted()
-                | ReservationRejected()
-            ):
                 return []
             case _:
                 return self._jobs(at)

@@ -120,24 +120,29 @@ class Binder:
         if self.kube:
             self.evictions.evolve(event)
         match event:
-            case PodSubmitted(pod=pod, uid=uid, manifest=manifest):
-                self.live[pod.key] = uid
-                self.bound.pop(pod.key, None)
-                self.requested.pop(pod.key, None)
-                if containers := gpu_isolation.isolated_containers(manifest):
-                    self.isolated[pod.key] = containers
+            case PodSubmitted(pod=pod, uid=uid, manifest=manifest, spec=spec):
+                key = pod.key
+                self.live[key] = uid
+                self.bound.pop(key, None)
+                self.requested.pop(key, None)
+                # the pod as the door read it says whether it is a HAMi-core pod: only those are read again
+                if (spec is None or spec.isolation_provider == gpu_isolation.HAMI_CORE) and (
+                    containers := gpu_isolation.isolated_containers(manifest)
+                ):
+                    self.isolated[key] = containers
                 else:
-                    self.isolated.pop(pod.key, None)
+                    self.isolated.pop(key, None)
             case PodObserved(pod=pod, uid=uid, spec=spec) if spec is not None and spec.node_name:
                 self.live[pod.key] = uid
                 self.bound[pod.key] = spec.node_name
                 self.requested.pop(pod.key, None)
             case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
-                self.live.pop(pod.key, None)
-                self.isolated.pop(pod.key, None)
-                self.bound.pop(pod.key, None)
-                self.held.pop(pod.key, None)
-                self.requested.pop(pod.key, None)
+                key = pod.key
+                self.live.pop(key, None)
+                self.isolated.pop(key, None)
+                self.bound.pop(key, None)
+                self.held.pop(key, None)
+                self.requested.pop(key, None)
             case GangGroupPlaced(attempt=attempt, decisions=decisions):
                 for member, decision in decisions.items():
                     self.held[member] = (attempt, str(decision.node), dict(decision.annotations))
@@ -154,9 +159,10 @@ class Binder:
                 # Standalone: only our own decisions bind (a delivery of our own event as input changes nothing).
                 # Kubernetes: the worker's outcome of the request for this attempt.
                 if own or self._answers(pod, attempt):
-                    self.bound[pod.key] = node
-                    self.held.pop(pod.key, None)
-                    self.requested.pop(pod.key, None)
+                    key = pod.key
+                    self.bound[key] = node
+                    self.held.pop(key, None)
+                    self.requested.pop(key, None)
             case PodBindFailed(pod=pod, attempt=attempt) if self.kube:
                 if self._answers(pod, attempt):
                     self.requested.pop(pod.key, None)
@@ -172,15 +178,17 @@ class Binder:
     # -- decisions -----------------------------------------------------------------------------------------------
 
     def _bind(self, pod: ObjectRef, attempt: int, node: str, annotations: JsonObject) -> Emit:
+        key = pod.key
         # HAMi-core isolation: the containers ask for their CDI devices through the binding (docs/adr/0007)
-        cdi = gpu_isolation.bind_annotations(self.live[pod.key], self.isolated.get(pod.key, ()), annotations)
+        isolated = self.isolated.get(key)
+        cdi = gpu_isolation.bind_annotations(self.live[key], isolated, annotations) if isolated else {}
         strings = annotation_strings({**annotations, **cdi})
         event: Event = (
-            PodBindRequested(pod=pod, uid=self.live[pod.key], attempt=attempt, node=node, annotations=strings)
+            PodBindRequested(pod=pod, uid=self.live[key], attempt=attempt, node=node, annotations=strings)
             if self.kube
             else PodBound(pod=pod, attempt=attempt, node=node, annotations=strings)
         )
-        return Emit(stream_id=stream_id("pod", pod.key), event=event)
+        return Emit(stream_id=stream_id("pod", key), event=event)
 
     def _bindable(self, key: str) -> bool:
         return key in self.live and key not in self.bound and key not in self.requested

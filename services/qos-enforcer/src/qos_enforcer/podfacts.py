@@ -162,7 +162,27 @@ def _containers(manifest: Mapping[str, JsonValue], issues: list[FieldIssue]) -> 
     return tuple(out)
 
 
+# GPU allocations by the device-allocated annotation's text, with the issues reading it raised: pods bound to the same
+# share of the same GPU carry the same text, so most are read once. Cleared when it grows past the bound.
+_GPUS: dict[str, tuple[tuple[GpuAlloc, ...], tuple[FieldIssue, ...]]] = {}
+_GPUS_BOUND = 4096
+
+
 def _gpus(annotations: Mapping[str, JsonValue], issues: list[FieldIssue]) -> tuple[GpuAlloc, ...]:
+    text = annotations.get(n.ANN_DEVICE_ALLOCATED)
+    if not isinstance(text, str):
+        return _read_gpus(annotations, issues)
+    got = _GPUS.get(text)
+    if got is None:
+        raised: list[FieldIssue] = []
+        if len(_GPUS) >= _GPUS_BOUND:
+            _GPUS.clear()
+        got = _GPUS[text] = (_read_gpus(annotations, raised), tuple(raised))
+    issues.extend(got[1])
+    return got[0]
+
+
+def _read_gpus(annotations: Mapping[str, JsonValue], issues: list[FieldIssue]) -> tuple[GpuAlloc, ...]:
     raw = decode_annotation(annotations, n.ANN_DEVICE_ALLOCATED, issues)
     bound = BoundAllocation()
     parse_device_allocated(raw, issues, bound)
@@ -249,10 +269,10 @@ def pod_facts(
         containers=containers,
         gpus=_gpus(allocation, issues),
         cpuset=status.cpuset,
-        cpu_qos=_json_object(own, ANN_CPU_QOS, issues),
-        cpu_burst=_json_object(own, ANN_CPU_BURST, issues),
-        memory_qos=_json_object(own, ANN_MEMORY_QOS, issues),
-        resctrl=_json_object(own, ANN_RESCTRL, issues),
+        cpu_qos=_json_object(own, ANN_CPU_QOS, issues) if own else None,  # most pods have no annotations
+        cpu_burst=_json_object(own, ANN_CPU_BURST, issues) if own else None,
+        memory_qos=_json_object(own, ANN_MEMORY_QOS, issues) if own else None,
+        resctrl=_json_object(own, ANN_RESCTRL, issues) if own else None,
         issues=tuple(issues),
     )
 

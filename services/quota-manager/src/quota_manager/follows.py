@@ -27,18 +27,21 @@ TREE_UNCHANGED: frozenset[type] = frozenset(
 )
 
 
-# The events about the engine's configuration (ElasticQuotas, quota profiles, nodes) and their outcomes.
-OBJECT_EVENTS = (
-    ev.QuotaApplied,
-    ev.QuotaDeleted,
-    ev.QuotaRegistered,
-    ev.QuotaRejected,
-    ev.QuotaRemoved,
-    ev.QuotaProfileApplied,
-    ev.QuotaProfileDeleted,
-    ev.QuotaProfileRegistered,
-    ev.QuotaProfileRejected,
-    ev.QuotaProfileRemoved,
-    ev.NodeRegistered,
-    ev.NodeRemoved,
+# The events about the engine's configuration (ElasticQuotas, quota profiles, nodes) and their outcomes (a set of
+# final classes: looked up by an event's type).
+OBJECT_EVENTS: frozenset[type] = frozenset(
+    {
+        ev.QuotaApplied,
+        ev.QuotaDeleted,
+        ev.QuotaRegistered,
+        ev.QuotaRejected,
+        ev.QuotaRemoved,
+        ev.QuotaProfileApplied,
+        ev.QuotaProfileDeleted,
+        ev.QuotaProfileRegistered,
+        ev.QuotaProfileRejected,
+        ev.QuotaProfileRemoved,
+        ev.NodeRegistered,
+        ev.NodeRemoved,
+    }
 )

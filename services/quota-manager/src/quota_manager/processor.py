@@ -151,14 +151,13 @@ class QuotaManager:
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         if not own and type_of(event) not in self.interests:
             return  # not an input of ours: nothing to fold (not even the passing of time)
-        self._fold_objects(event)
+        if type(event) in OBJECT_EVENTS:  # most events are a pod's
+            self._fold_objects(event)
         self._fold_pods(event)
         self._track_status(event, at)
 
     def _fold_objects(self, event: Event) -> None:
         """ElasticQuotas, quota profiles and nodes: the engine's configuration, and the outcome owed for each."""
-        if not isinstance(event, OBJECT_EVENTS):
-            return  # a pod's: most events are
         match event:
             case QuotaApplied(quota=ref, spec=spec, issues=issues):
                 if spec is not None and (spec.namespace, spec.name) != (ref.namespace, ref.name):
@@ -200,8 +199,9 @@ class QuotaManager:
         # the most frequent first: every case is an isinstance check, and the event types are unrelated classes
         match event:
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
-                self.reclaims.gone(pod.key)
-                self.pods[pod.key] = spec
+                key = pod.key
+                self.reclaims.gone(key)
+                self.pods[key] = spec
                 self.engine.add_pending(spec, numbers=False)
             case PodObserved(pod=pod, spec=spec) if spec is not None:
                 self.reclaims.gone(pod.key)
@@ -213,22 +213,22 @@ class QuotaManager:
             case PodPlaced(pod=pod, node=node):
                 self.node_of[pod.key] = node
             case QuotaAdmitted(pod=pod):
-                self._not_waiting(pod.key)
-                if (
-                    self.engine.quota_of_pod(pod.key) is not None
-                ):  # else no quota governs it: nothing to charge
-                    self.engine.assign(pod.key, numbers=False)
-                    self.charged.add(pod.key)
+                key = pod.key
+                self._not_waiting(key)
+                if self.engine.quota_of_pod(key) is not None:  # else no quota governs it: nothing to charge
+                    self.engine.assign(key, numbers=False)
+                    self.charged.add(key)
             case QuotaReleased(pod=pod):
                 self.owed_releases.pop(pod.key, None)
             case PodReleased(pod=pod):
                 self.node_of.pop(pod.key, None)
             case PodDeleted(pod=pod):
-                self.reclaims.gone(pod.key)
-                self._uncharge(pod.key, "deleted", remove=True)
-                self.pods.pop(pod.key, None)
-                self.waiting_reasons.pop(pod.key, None)
-                self.node_of.pop(pod.key, None)
+                key = pod.key
+                self.reclaims.gone(key)
+                self._uncharge(key, "deleted", remove=True)
+                self.pods.pop(key, None)
+                self.waiting_reasons.pop(key, None)
+                self.node_of.pop(key, None)
             case GangGroupPlaced(decisions=decisions):
                 for member, decision in decisions.items():
                     self.node_of[member] = decision.node or ""
@@ -274,13 +274,16 @@ class QuotaManager:
 
     def _track_status(self, event: Event, at: int) -> None:
         """Overuse timing, and when the quota status is due to be published again."""
-        if type(event) not in TREE_UNCHANGED:
+        kind = type(event)  # event types are final classes: compared by identity
+        if kind not in TREE_UNCHANGED:
             self.engine.observe_overuse(at // 1_000_000)
-        if isinstance(event, QuotaStatusSynced):
+        if kind is QuotaStatusSynced:
+            assert isinstance(event, QuotaStatusSynced)
             self.published.update(event.patches)
             self.status_dirty_since = None
             self.status_synced_at = at
-        elif isinstance(event, TimerFired):
+        elif kind is TimerFired:
+            assert isinstance(event, TimerFired)
             if event.service == self.name:
                 self.last_timer = max(self.last_timer, event.due)
                 if self._status_due(at) and not self._status_patches():
@@ -397,22 +400,23 @@ class QuotaManager:
         )
 
     def _admit(self, pod: ObjectRef, attempt: int) -> list[Emit]:
-        if pod.key in self.charged:
+        key = pod.key
+        if key in self.charged:
             return []
-        if self.engine.quota_of_pod(pod.key) is None:
+        if self.engine.quota_of_pod(key) is None:
             # No quota governs the pod (DisableDefaultQuota, and no quota for its namespace or label): admitted
             # without being charged anywhere, as upstream's PreFilter lets it through.
-            spec = self.pods.get(pod.key)
+            spec = self.pods.get(key)
             if spec is None:
                 return []
             return [
                 Emit(
-                    stream_id=stream_id("pod", pod.key),
+                    stream_id=stream_id("pod", key),
                     event=self._admission(self.engine.admit(spec), attempt),
                 )
             ]
-        decision = self.engine.admit(pod.key)
-        out = [Emit(stream_id=stream_id("pod", pod.key), event=self._admission(decision, attempt))]
+        decision = self.engine.admit(key)
+        out = [Emit(stream_id=stream_id("pod", key), event=self._admission(decision, attempt))]
         if not decision.admitted and decision.waiting:
             out.extend(self._preempt(pod, attempt, decision))
         return out

@@ -130,10 +130,13 @@ class Descheduler:
         self.kick_at: int | None = None  # jobs asked for, not yet arbitrated
         self.gpus = GpuHoldings()  # what GPUDefrag reads beside the engine's world
         self.defrag_rounds: dict[str, int] = {}  # profile -> GPUDefrag rounds recorded
+        # read for every input, fixed by the configuration
+        self.on = self.config.enabled
+        self.defrags = any(p.defrag is not None for p in self.config.profiles)
 
     @property
     def enabled(self) -> bool:
-        return self.config.enabled
+        return self.on
 
     def agree(self, config: ReservationConfig) -> None:
         """A profile's ``evictLocalStoragePods`` / ``evictSystemCriticalPods`` must be allowed by the migration
@@ -159,14 +162,14 @@ class Descheduler:
 
     # === apply ========================================================================================================
     def apply(self, event: Event, at: int) -> None:
-        if any(p.defrag is not None for p in self.config.profiles):
+        if self.defrags:
             self.gpus.apply(event)
         if type(event) not in _FOLLOWED_TYPES:
             return
         match event:
             case NodeRegistered(name=name, node=info):
                 self.nodes[name] = info
-                if self.first_metric_at is None and any(p.defrag is not None for p in self.config.profiles):
+                if self.first_metric_at is None and self.defrags:
                     self.first_metric_at = (
                         at  # GPUDefrag reads no NodeMetric: its rounds count from the nodes
                     )
