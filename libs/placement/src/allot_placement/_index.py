@@ -194,26 +194,33 @@ class Rankings:
         free: tuple[FreeIndex, Need] | None,
         result_of: Callable[[str], tuple[int, NodeResult] | None],
         live: Callable[[], list[str]],
+        admitted: Callable[[str], tuple[int, NodeResult] | None] | None = None,
     ) -> ShapeIndex:
         """The ranking of pod key ``key``, current with the change ``log`` (its entries and the position of its
         first one): caught up on the nodes changed since its last use, or (re)built from ``free``'s candidates
         for the pod's need (``live()``, every live node, without that index) when it has none, its position was
-        compacted away or more nodes changed than a rebuild checks."""
+        compacted away or more nodes changed than a rebuild checks. ``admitted``: ``result_of`` for the nodes
+        ``free`` admits for the pod's need, ``None`` for the others (the caller may memoise that test); without
+        it, the ranking asks ``free`` itself."""
         changes, base = log
         end = base + len(changes)
         idx, names, admits, walk = self.by_key.pop(key, None), None, None, None
         if free is not None:
             index, want = free
-            admits, walk = index.admitter(want), lambda: index.walk(want)
+            admits, walk = index.admitter(want) if admitted is None else None, lambda: index.walk(want)
         if idx is not None:
             self.held -= idx.held()
             if idx.pos >= base:
                 names = idx.pending(changes, idx.pos - base, walk)
         if idx is None or names is None:  # the candidates need no further check
-            idx, admits = ShapeIndex(end), None
+            idx = ShapeIndex(end)
             names = free[0].candidates(free[1]) if free is not None else live()
+            idx.update(names, result_of)
+        elif free is not None and admitted is not None and not idx.whole:
+            idx.update(names, admitted)
+        else:
+            idx.update(names, result_of, admits)
         idx.pos = end
-        idx.update(names, result_of, admits)
         self.by_key[key] = idx
         self.held += idx.held()
         while self.held > self.budget and len(self.by_key) > 1:
