@@ -123,13 +123,9 @@ class FreeIndex:
     def update(self, name: str, state: NodeState | None) -> None:
         """The node changed (``state``) or went (``None``, or a state without a Node)."""
         old = self.where.pop(name, None)
-        if old is not None:
-            for per_dim, b in zip(self.buckets, old, strict=True):
-                names = per_dim[b]
-                names.discard(name)
-                if not names:
-                    del per_dim[b]
         if state is None or state.info is None:
+            if old is not None:
+                self._move(name, old, None)
             self.states.pop(name, None)
             self.gpus.pop(name, None)
             self.room.pop(name, None)
@@ -143,8 +139,23 @@ class FreeIndex:
             gpus[0] if gpus else -1,
             whole,
         )
-        for per_dim, b in zip(self.buckets, where, strict=True):
-            per_dim.setdefault(b, set()).add(name)
+        if where != old:
+            self._move(name, old, where)
+
+    def _move(self, name: str, old: tuple[int, ...] | None, new: tuple[int, ...] | None) -> None:
+        """The node leaves its ``old`` buckets and joins its ``new`` ones (only the dimensions that differ)."""
+        for dim, per_dim in enumerate(self.buckets):
+            was = old[dim] if old is not None else None
+            now = new[dim] if new is not None else None
+            if was == now:
+                continue
+            if was is not None:
+                names = per_dim[was]
+                names.discard(name)
+                if not names:
+                    del per_dim[was]
+            if now is not None:
+                per_dim.setdefault(now, set()).add(name)
 
     def _narrowest(self, want: Need) -> tuple[list[set[str]] | None, int]:
         """The buckets to walk for ``want`` (``None``: every node) and how many nodes they hold."""

@@ -77,25 +77,26 @@ class ShapeIndex:
         feasible, infeasible, counts, codes = self.feasible, self.infeasible, self.counts, self.codes
         heap, push = self.heap, heapq.heappush
         for name in names:
-            old = infeasible.pop(name, None)
-            if old is None:
-                feasible.pop(name, None)
+            old = infeasible.pop(name, None) if infeasible else None
             got = None if admits is not None and not admits(name) else result_of(name)
-            if got is not None and not got[1].feasible:
-                res = got[1]
-                reasons = infeasible[name] = res.reasons
-                if old is not None:
-                    if old == reasons:  # counted already, and the name is in ``names`` already
-                        continue
-                else:
-                    push(self.names, name)
-                for msg, code in reasons:
-                    counts[msg] = counts.get(msg, 0) + 1
-                    codes[msg] = code
-            elif got is not None:
+            if got is not None and got[1].feasible:  # the common case first
                 version, res = got
-                feasible[name] = (version, res.score)
-                push(heap, (-res.score, name, version))
+                score = res.score
+                feasible[name] = (version, score)
+                push(heap, (-score, name, version))
+            else:
+                if old is None:
+                    feasible.pop(name, None)
+                if got is not None:
+                    reasons = infeasible[name] = got[1].reasons
+                    if old is not None:
+                        if old == reasons:  # counted already, and the name is in ``names`` already
+                            continue
+                    else:
+                        push(self.names, name)
+                    for msg, code in reasons:
+                        counts[msg] = counts.get(msg, 0) + 1
+                        codes[msg] = code
             if old is not None:
                 for msg, _ in old:
                     c = counts[msg] - 1

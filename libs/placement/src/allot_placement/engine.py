@@ -115,6 +115,7 @@ class PlacementEngine:
         self._ids: dict[Any, int] = {}
         self._next_id = 0  # ids are never reused, so trimming ``_ids`` cannot make two contents share one
         self._sig: dict[str, int] = {}
+        self._static_of: dict[str, tuple[tuple[object, ...], int]] = {}  # name -> (what its static id was read from, id)
         self._dev_sig: dict[str, int] = {}
         self._dev_memo = DeviceMemo()
         self._label_id: dict[str, int] = {}
@@ -433,6 +434,7 @@ class PlacementEngine:
         if info is None:
             self._label_id.pop(name, None)
             self._sig.pop(name, None)
+            self._static_of.pop(name, None)
             self._entries.pop(name, None)
         else:
             self._intern_node(name, state)
@@ -464,20 +466,26 @@ class PlacementEngine:
     def _intern_node(self, name: str, state: NodeState) -> None:
         info, inv, topo = state.info, state.inventory, state.topology
         assert info is not None
-        ratio = state.overrides.ratio if state.overrides is not None else None
-        static = self._intern(
-            (
-                tuple(info.allocatable.items()),
-                tuple((k, info.labels[k]) for k in _RESOURCE_LABELS if k in info.labels),
-                info.reserved_cpus,
-                inv.content_key if inv else None,
-                topo.content_key if topo else None,
-                state.load,
-                (state.overrides.devices_stale, state.overrides.cpu_amplification)
-                if state.overrides is not None
-                else None,
+        overrides, load = state.overrides, state.load
+        ratio = overrides.ratio if overrides is not None else None
+        # the static part changes only when one of the (frozen) objects it is read from is replaced
+        sources = (info, inv, topo, load, overrides)
+        known = self._static_of.get(name)
+        if known is not None and all(a is b for a, b in zip(known[0], sources, strict=True)):
+            static = known[1]
+        else:
+            static = self._intern(
+                (
+                    tuple(info.allocatable.items()),
+                    tuple((k, info.labels[k]) for k in _RESOURCE_LABELS if k in info.labels),
+                    info.reserved_cpus,
+                    inv.content_key if inv else None,
+                    topo.content_key if topo else None,
+                    load,
+                    (overrides.devices_stale, overrides.cpu_amplification) if overrides is not None else None,
+                )
             )
-        )
+            self._static_of[name] = (sources, static)
         dyn = state.dyn_key()
         extra = None  # what the amplified-CPU filter and the GPU policy read beyond the totals in ``dyn``
         if ratio is not None or self.policy is not None:
