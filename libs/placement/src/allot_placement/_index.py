@@ -49,7 +49,9 @@ class ShapeIndex:
     def __init__(self, pos: int) -> None:
         self.pos = pos
         self.heap: list[tuple[int, str, int]] = []
-        self.feasible: dict[str, tuple[int, int]] = {}  # name -> (version, score)
+        # name -> (version, score): the node's version when its current heap entry was pushed (kept while its score
+        # holds), and its score
+        self.feasible: dict[str, tuple[int, int]] = {}
         self.infeasible: dict[str, tuple[Reason, ...]] = {}
         self.names: list[str] = []  # min-heap of the infeasible names (stale entries dropped lazily)
         self.counts: dict[str, int] = {}
@@ -82,6 +84,9 @@ class ShapeIndex:
             if got is not None and got[1].feasible:  # the common case first
                 version, res = got
                 score = res.score
+                cur = feasible.get(name)  # (then ``old`` is None: a node is feasible or infeasible)
+                if cur is not None and cur[1] == score:
+                    continue  # its heap entry, pushed at version ``cur[0]``, still holds
                 feasible[name] = (version, score)
                 push(heap, (-score, name, version))
             else:
