@@ -115,7 +115,8 @@ class PlacementEngine:
         self._ids: dict[Any, int] = {}
         self._next_id = 0  # ids are never reused, so trimming ``_ids`` cannot make two contents share one
         self._sig: dict[str, int] = {}
-        self._static_of: dict[str, tuple[tuple[object, ...], int]] = {}  # name -> (what its static id was read from, id)
+        # name -> (the objects its static id was read from, that id)
+        self._static_of: dict[str, tuple[tuple[object, ...], int]] = {}
         self._dev_sig: dict[str, int] = {}
         self._dev_memo = DeviceMemo()
         self._label_id: dict[str, int] = {}
