@@ -180,11 +180,15 @@ class FreeIndex:
 
     def candidates(self, want: Need) -> list[str]:
         """The live nodes that pass ``fits`` for ``want`` (a pod's ``need``)."""
-        best, _ = self._narrowest(want)
         check = self.admitter(want)
+        return [name for name in self.walked(want) if check(name)]
+
+    def walked(self, want: Need) -> list[str]:
+        """The nodes ``candidates(want)`` checks: every node that may pass ``fits``, and others."""
+        best, _ = self._narrowest(want)
         if best is None:
-            return [name for name in self.room if check(name)]
-        return [name for names in best for name in names if check(name)]
+            return list(self.room)
+        return [name for names in best for name in names]
 
     def admits(self, name: str, want: Need) -> bool:
         """The live node ``name`` passes ``fits`` for ``want``."""

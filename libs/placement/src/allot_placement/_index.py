@@ -218,10 +218,12 @@ class Rankings:
             self.held -= idx.held()
             if idx.pos >= base:
                 names = idx.pending(changes, idx.pos - base, walk)
-        if idx is None or names is None:  # the candidates need no further check
+        if idx is None or names is None:
             idx = ShapeIndex(end)
-            names = free[0].candidates(free[1]) if free is not None else live()
-            idx.update(names, result_of)
+            if free is not None and admitted is not None:  # the nodes it may admit, tested as they are evaluated
+                idx.update(free[0].walked(free[1]), admitted)
+            else:  # the candidates need no further check
+                idx.update(free[0].candidates(free[1]) if free is not None else live(), result_of)
         elif free is not None and admitted is not None and not idx.whole:
             idx.update(names, admitted)
         else:
