@@ -113,7 +113,7 @@ class FreeIndex:
     def __init__(self) -> None:
         self.states: dict[str, NodeState] = {}
         self.gpus: dict[str, tuple[int, ...]] = {}  # name -> gpu_free
-        self.room: dict[str, Room] = {}  # name -> what ``fits`` reads, precomputed (``room``)
+        self.room: dict[str, Room] = {}  # name -> what ``fits`` reads (``room``), computed when first read
         self.where: dict[str, tuple[int, ...]] = {}  # name -> its bucket per dimension
         self.buckets: tuple[dict[int, set[str]], ...] = tuple({} for _ in range(_WHOLE + 1))
 
@@ -132,7 +132,7 @@ class FreeIndex:
             return
         self.states[name] = state
         gpus = self.gpus[name] = gpu_free(state)
-        self.room[name] = room(state, gpus)
+        self.room.pop(name, None)  # computed when a test reads it (most tests are remembered by the engine)
         whole = sum(1 for g in gpus if g >= _WHOLE_CORE)
         where = self.where[name] = (
             *(_free_bucket(state, r) for r in DIMENSIONS),
@@ -187,7 +187,7 @@ class FreeIndex:
         """The nodes ``candidates(want)`` checks: every node that may pass ``fits``, and others."""
         best, _ = self._narrowest(want)
         if best is None:
-            return list(self.room)
+            return list(self.states)
         return [name for names in best for name in names]
 
     def admits(self, name: str, want: Need) -> bool:
@@ -196,14 +196,17 @@ class FreeIndex:
 
     def admitter(self, want: Need) -> Callable[[str], bool]:
         """``name -> bool``: the live node passes ``fits`` for ``want``, read from its ``room``."""
-        rooms, devices = self.room, n.DEVICE_FAMILY_NAMES
+        rooms, states, gpus_of, devices = self.room, self.states, self.gpus, n.DEVICE_FAMILY_NAMES
         fit_order, gpu = want
         count, share = gpu if gpu is not None else (0, 0)
 
         def check(name: str) -> bool:
             got = rooms.get(name)
             if got is None:
-                return False
+                state = states.get(name)
+                if state is None:
+                    return False
+                got = rooms[name] = room(state, gpus_of[name])
             pods_left, free, gpus = got
             if count and (len(gpus) < count or gpus[count - 1] < share):
                 return False
