@@ -115,8 +115,8 @@ class PlacementEngine:
         self._ids: dict[Any, int] = {}
         self._next_id = 0  # ids are never reused, so trimming ``_ids`` cannot make two contents share one
         self._sig: dict[str, int] = {}
-        # name -> (the objects its static id was read from, that id)
-        self._static_of: dict[str, tuple[tuple[object, ...], int]] = {}
+        # name -> (the objects its static and label ids were read from, those ids)
+        self._static_of: dict[str, tuple[tuple[object, ...], int, int]] = {}
         self._dev_sig: dict[str, int] = {}
         self._dev_memo = DeviceMemo()
         self._label_id: dict[str, int] = {}
@@ -473,7 +473,7 @@ class PlacementEngine:
         sources = (info, inv, topo, load, overrides)
         known = self._static_of.get(name)
         if known is not None and all(a is b for a, b in zip(known[0], sources, strict=True)):
-            static = known[1]
+            static, label_id = known[1], known[2]
         else:
             static = self._intern(
                 (
@@ -486,7 +486,8 @@ class PlacementEngine:
                     (overrides.devices_stale, overrides.cpu_amplification) if overrides is not None else None,
                 )
             )
-            self._static_of[name] = (sources, static)
+            label_id = self._intern((tuple(info.labels.items()), info.taints, info.unschedulable))
+            self._static_of[name] = (sources, static, label_id)
         dyn = state.dyn_key()
         extra = None  # what the amplified-CPU filter and the GPU policy read beyond the totals in ``dyn``
         if ratio is not None or self.policy is not None:
@@ -498,12 +499,12 @@ class PlacementEngine:
             )
         self._sig[name] = self._intern((static, dyn, extra))
         self._dev_sig[name] = self._intern((static, dyn[2], dyn[3]))
-        self._label_id[name] = self._intern((tuple(info.labels.items()), info.taints, info.unschedulable))
+        self._label_id[name] = label_id
         self._entries[name] = (
             state,
             self._sig[name],
             self._dev_sig[name],
-            self._label_id[name],
+            label_id,
             bool(info.taints) or info.unschedulable,
         )
 
