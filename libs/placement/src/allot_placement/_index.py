@@ -220,7 +220,7 @@ class Rankings:
                 names = idx.pending(changes, idx.pos - base, walk)
         if idx is None or names is None:
             idx = ShapeIndex(end)
-            if free is not None and admitted is not None:  # the nodes it may admit, tested as they are evaluated
+            if free is not None and admitted is not None:  # the nodes it may admit, tested when evaluated
                 idx.update(free[0].walked(free[1]), admitted)
             else:  # the candidates need no further check
                 idx.update(free[0].candidates(free[1]) if free is not None else live(), result_of)
