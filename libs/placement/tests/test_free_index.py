@@ -201,6 +201,22 @@ def test_candidates_are_exactly_the_nodes_that_pass_the_check() -> None:
         assert sorted(idx.candidates(want)) == expected  # type: ignore[arg-type]
 
 
+def test_walked_holds_every_candidate_and_admission_is_remembered_by_node_state() -> None:
+    """A node back in an earlier state is admitted as it was then; a node in a new state is tested afresh."""
+    eng = _engine(TraceNode("g8", 96000, 393216, 8, "G2"), TraceNode("cpu", 16000, 65536, 0, ""))
+    assert eng._free is not None
+    whole4 = trace_pod(TracePod("whole4", 4000, 1024, 4, 1000, ()))
+    for want in (_want(4000, 1024, 4, 1000), _want(1000, 1024, 0, 0), _want(200000, 1024, 0, 0)):
+        assert set(eng._free.candidates(want)) <= set(eng._free.walked(want))  # type: ignore[arg-type]
+    for _ in range(3):  # the same states again and again: the remembered answers must follow them
+        assert eng.schedule(whole4).node == "g8"
+        d = eng.schedule(trace_pod(TracePod("big", 4000, 1024, 6, 1000, ())))
+        eng.assume(d)
+        assert eng.schedule(whole4).outcome != n.SCHEDULED  # 2 whole GPUs left on g8
+        eng.release("openb", "big")
+    assert eng._admit_memo  # the tests were remembered
+
+
 # --- the rankings: rebuilt when more nodes changed than a rebuild checks, kept within a budget of entries held,
 # and explaining unschedulable pods from a name-ordered heap; none of it changes a decision
 

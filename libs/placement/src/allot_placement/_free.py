@@ -113,7 +113,7 @@ class FreeIndex:
     def __init__(self) -> None:
         self.states: dict[str, NodeState] = {}
         self.gpus: dict[str, tuple[int, ...]] = {}  # name -> gpu_free
-        self.room: dict[str, Room] = {}  # name -> what ``fits`` reads, precomputed (``room``)
+        self.room: dict[str, Room] = {}  # name -> what ``fits`` reads (``room``), computed when first read
         self.where: dict[str, tuple[int, ...]] = {}  # name -> its bucket per dimension
         self.buckets: tuple[dict[int, set[str]], ...] = tuple({} for _ in range(_WHOLE + 1))
 
@@ -123,28 +123,39 @@ class FreeIndex:
     def update(self, name: str, state: NodeState | None) -> None:
         """The node changed (``state``) or went (``None``, or a state without a Node)."""
         old = self.where.pop(name, None)
-        if old is not None:
-            for per_dim, b in zip(self.buckets, old, strict=True):
-                names = per_dim[b]
-                names.discard(name)
-                if not names:
-                    del per_dim[b]
         if state is None or state.info is None:
+            if old is not None:
+                self._move(name, old, None)
             self.states.pop(name, None)
             self.gpus.pop(name, None)
             self.room.pop(name, None)
             return
         self.states[name] = state
         gpus = self.gpus[name] = gpu_free(state)
-        self.room[name] = room(state, gpus)
+        self.room.pop(name, None)  # computed when a test reads it (most tests are remembered by the engine)
         whole = sum(1 for g in gpus if g >= _WHOLE_CORE)
         where = self.where[name] = (
             *(_free_bucket(state, r) for r in DIMENSIONS),
             gpus[0] if gpus else -1,
             whole,
         )
-        for per_dim, b in zip(self.buckets, where, strict=True):
-            per_dim.setdefault(b, set()).add(name)
+        if where != old:
+            self._move(name, old, where)
+
+    def _move(self, name: str, old: tuple[int, ...] | None, new: tuple[int, ...] | None) -> None:
+        """The node leaves its ``old`` buckets and joins its ``new`` ones (only the dimensions that differ)."""
+        for dim, per_dim in enumerate(self.buckets):
+            was = old[dim] if old is not None else None
+            now = new[dim] if new is not None else None
+            if was == now:
+                continue
+            if was is not None:
+                names = per_dim[was]
+                names.discard(name)
+                if not names:
+                    del per_dim[was]
+            if now is not None:
+                per_dim.setdefault(now, set()).add(name)
 
     def _narrowest(self, want: Need) -> tuple[list[set[str]] | None, int]:
         """The buckets to walk for ``want`` (``None``: every node) and how many nodes they hold."""
@@ -169,11 +180,15 @@ class FreeIndex:
 
     def candidates(self, want: Need) -> list[str]:
         """The live nodes that pass ``fits`` for ``want`` (a pod's ``need``)."""
-        best, _ = self._narrowest(want)
         check = self.admitter(want)
+        return [name for name in self.walked(want) if check(name)]
+
+    def walked(self, want: Need) -> list[str]:
+        """The nodes ``candidates(want)`` checks: every node that may pass ``fits``, and others."""
+        best, _ = self._narrowest(want)
         if best is None:
-            return [name for name in self.room if check(name)]
-        return [name for names in best for name in names if check(name)]
+            return list(self.states)
+        return [name for names in best for name in names]
 
     def admits(self, name: str, want: Need) -> bool:
         """The live node ``name`` passes ``fits`` for ``want``."""
@@ -181,14 +196,17 @@ class FreeIndex:
 
     def admitter(self, want: Need) -> Callable[[str], bool]:
         """``name -> bool``: the live node passes ``fits`` for ``want``, read from its ``room``."""
-        rooms, devices = self.room, n.DEVICE_FAMILY_NAMES
+        rooms, states, gpus_of, devices = self.room, self.states, self.gpus, n.DEVICE_FAMILY_NAMES
         fit_order, gpu = want
         count, share = gpu if gpu is not None else (0, 0)
 
         def check(name: str) -> bool:
             got = rooms.get(name)
             if got is None:
-                return False
+                state = states.get(name)
+                if state is None:
+                    return False
+                got = rooms[name] = room(state, gpus_of[name])
             pods_left, free, gpus = got
             if count and (len(gpus) < count or gpus[count - 1] < share):
                 return False

@@ -49,7 +49,9 @@ class ShapeIndex:
     def __init__(self, pos: int) -> None:
         self.pos = pos
         self.heap: list[tuple[int, str, int]] = []
-        self.feasible: dict[str, tuple[int, int]] = {}  # name -> (version, score)
+        # name -> (version, score): the node's version when its current heap entry was pushed (kept while its score
+        # holds), and its score
+        self.feasible: dict[str, tuple[int, int]] = {}
         self.infeasible: dict[str, tuple[Reason, ...]] = {}
         self.names: list[str] = []  # min-heap of the infeasible names (stale entries dropped lazily)
         self.counts: dict[str, int] = {}
@@ -77,25 +79,29 @@ class ShapeIndex:
         feasible, infeasible, counts, codes = self.feasible, self.infeasible, self.counts, self.codes
         heap, push = self.heap, heapq.heappush
         for name in names:
-            old = infeasible.pop(name, None)
-            if old is None:
-                feasible.pop(name, None)
+            old = infeasible.pop(name, None) if infeasible else None
             got = None if admits is not None and not admits(name) else result_of(name)
-            if got is not None and not got[1].feasible:
-                res = got[1]
-                reasons = infeasible[name] = res.reasons
-                if old is not None:
-                    if old == reasons:  # counted already, and the name is in ``names`` already
-                        continue
-                else:
-                    push(self.names, name)
-                for msg, code in reasons:
-                    counts[msg] = counts.get(msg, 0) + 1
-                    codes[msg] = code
-            elif got is not None:
+            if got is not None and got[1].feasible:  # the common case first
                 version, res = got
-                feasible[name] = (version, res.score)
-                push(heap, (-res.score, name, version))
+                score = res.score
+                cur = feasible.get(name)  # (then ``old`` is None: a node is feasible or infeasible)
+                if cur is not None and cur[1] == score:
+                    continue  # its heap entry, pushed at version ``cur[0]``, still holds
+                feasible[name] = (version, score)
+                push(heap, (-score, name, version))
+            else:
+                if old is None:
+                    feasible.pop(name, None)
+                if got is not None:
+                    reasons = infeasible[name] = got[1].reasons
+                    if old is not None:
+                        if old == reasons:  # counted already, and the name is in ``names`` already
+                            continue
+                    else:
+                        push(self.names, name)
+                    for msg, code in reasons:
+                        counts[msg] = counts.get(msg, 0) + 1
+                        codes[msg] = code
             if old is not None:
                 for msg, _ in old:
                     c = counts[msg] - 1
@@ -194,26 +200,35 @@ class Rankings:
         free: tuple[FreeIndex, Need] | None,
         result_of: Callable[[str], tuple[int, NodeResult] | None],
         live: Callable[[], list[str]],
+        admitted: Callable[[str], tuple[int, NodeResult] | None] | None = None,
     ) -> ShapeIndex:
         """The ranking of pod key ``key``, current with the change ``log`` (its entries and the position of its
         first one): caught up on the nodes changed since its last use, or (re)built from ``free``'s candidates
         for the pod's need (``live()``, every live node, without that index) when it has none, its position was
-        compacted away or more nodes changed than a rebuild checks."""
+        compacted away or more nodes changed than a rebuild checks. ``admitted``: ``result_of`` for the nodes
+        ``free`` admits for the pod's need, ``None`` for the others (the caller may memoise that test); without
+        it, the ranking asks ``free`` itself."""
         changes, base = log
         end = base + len(changes)
         idx, names, admits, walk = self.by_key.pop(key, None), None, None, None
         if free is not None:
             index, want = free
-            admits, walk = index.admitter(want), lambda: index.walk(want)
+            admits, walk = index.admitter(want) if admitted is None else None, lambda: index.walk(want)
         if idx is not None:
             self.held -= idx.held()
             if idx.pos >= base:
                 names = idx.pending(changes, idx.pos - base, walk)
-        if idx is None or names is None:  # the candidates need no further check
-            idx, admits = ShapeIndex(end), None
-            names = free[0].candidates(free[1]) if free is not None else live()
+        if idx is None or names is None:
+            idx = ShapeIndex(end)
+            if free is not None and admitted is not None:  # the nodes it may admit, tested when evaluated
+                idx.update(free[0].walked(free[1]), admitted)
+            else:  # the candidates need no further check
+                idx.update(free[0].candidates(free[1]) if free is not None else live(), result_of)
+        elif free is not None and admitted is not None and not idx.whole:
+            idx.update(names, admitted)
+        else:
+            idx.update(names, result_of, admits)
         idx.pos = end
-        idx.update(names, result_of, admits)
         self.by_key[key] = idx
         self.held += idx.held()
         while self.held > self.budget and len(self.by_key) > 1:

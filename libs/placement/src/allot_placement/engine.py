@@ -108,10 +108,15 @@ class PlacementEngine:
         self._indexes = Rankings(_INDEX_ENTRY_BUDGET)
         self._memo: dict[tuple[int, bytes], NodeResult] = {}
         self._static_memo: dict[tuple[int, bytes, str], NodeResult] = {}
+        # (node signature, pod key) -> the free-resource index admits the node: its room is a function of the
+        # signature (allocatable, requests, pod count, device use), its need of the pod key
+        self._admit_memo: dict[tuple[int, bytes], bool] = {}
         self._entries: dict[str, Entry] = {}
         self._ids: dict[Any, int] = {}
         self._next_id = 0  # ids are never reused, so trimming ``_ids`` cannot make two contents share one
         self._sig: dict[str, int] = {}
+        # name -> (the objects its static and label ids were read from, those ids)
+        self._static_of: dict[str, tuple[tuple[object, ...], int, int]] = {}
         self._dev_sig: dict[str, int] = {}
         self._dev_memo = DeviceMemo()
         self._label_id: dict[str, int] = {}
@@ -430,6 +435,7 @@ class PlacementEngine:
         if info is None:
             self._label_id.pop(name, None)
             self._sig.pop(name, None)
+            self._static_of.pop(name, None)
             self._entries.pop(name, None)
         else:
             self._intern_node(name, state)
@@ -448,26 +454,40 @@ class PlacementEngine:
         """Drop the older half of every memo (bounded memory for long-running services). The entries dropped
         are the ones inserted first; node signatures stay valid (ids are never reused), so what stays keeps
         answering, and the rankings hold node names, versions and scores, no signature."""
-        for memo in (self._memo, self._static_memo, self._ids, self._dev_memo.results, self._dev_memo.views):
+        for memo in (
+            self._memo,
+            self._static_memo,
+            self._admit_memo,
+            self._ids,
+            self._dev_memo.results,
+            self._dev_memo.views,
+        ):
             _drop_oldest(memo, len(memo) // 2)  # type: ignore[arg-type]
 
     def _intern_node(self, name: str, state: NodeState) -> None:
         info, inv, topo = state.info, state.inventory, state.topology
         assert info is not None
-        ratio = state.overrides.ratio if state.overrides is not None else None
-        static = self._intern(
-            (
-                tuple(info.allocatable.items()),
-                tuple((k, info.labels[k]) for k in _RESOURCE_LABELS if k in info.labels),
-                info.reserved_cpus,
-                inv.content_key if inv else None,
-                topo.content_key if topo else None,
-                state.load,
-                (state.overrides.devices_stale, state.overrides.cpu_amplification)
-                if state.overrides is not None
-                else None,
+        overrides, load = state.overrides, state.load
+        ratio = overrides.ratio if overrides is not None else None
+        # the static part changes only when one of the (frozen) objects it is read from is replaced
+        sources = (info, inv, topo, load, overrides)
+        known = self._static_of.get(name)
+        if known is not None and all(a is b for a, b in zip(known[0], sources, strict=True)):
+            static, label_id = known[1], known[2]
+        else:
+            static = self._intern(
+                (
+                    tuple(info.allocatable.items()),
+                    tuple((k, info.labels[k]) for k in _RESOURCE_LABELS if k in info.labels),
+                    info.reserved_cpus,
+                    inv.content_key if inv else None,
+                    topo.content_key if topo else None,
+                    load,
+                    (overrides.devices_stale, overrides.cpu_amplification) if overrides is not None else None,
+                )
             )
-        )
+            label_id = self._intern((tuple(info.labels.items()), info.taints, info.unschedulable))
+            self._static_of[name] = (sources, static, label_id)
         dyn = state.dyn_key()
         extra = None  # what the amplified-CPU filter and the GPU policy read beyond the totals in ``dyn``
         if ratio is not None or self.policy is not None:
@@ -479,12 +499,12 @@ class PlacementEngine:
             )
         self._sig[name] = self._intern((static, dyn, extra))
         self._dev_sig[name] = self._intern((static, dyn[2], dyn[3]))
-        self._label_id[name] = self._intern((tuple(info.labels.items()), info.taints, info.unschedulable))
+        self._label_id[name] = label_id
         self._entries[name] = (
             state,
             self._sig[name],
             self._dev_sig[name],
-            self._label_id[name],
+            label_id,
             bool(info.taints) or info.unschedulable,
         )
 
@@ -520,10 +540,20 @@ class PlacementEngine:
     def _resolver(self, spec: PodSpec) -> Callable[[str], tuple[int, NodeResult] | None]:
         """``name -> (version, result)`` for ``spec``: static filters then the resource side, both memoised (what
         their keys cover: see the module docstring)."""
+        return self._resolvers(spec, None)[0]
+
+    def _resolvers(
+        self, spec: PodSpec, admits: Callable[[str], bool] | None
+    ) -> tuple[
+        Callable[[str], tuple[int, NodeResult] | None], Callable[[str], tuple[int, NodeResult] | None] | None
+    ]:
+        """The resolver of ``spec`` (``_resolver``) and, with ``admits`` (the free-resource index's test of the
+        pod's need), the same resolver for the nodes it admits, ``None`` for the others: what a ranking catching up
+        evaluates. The test is memoised by node signature and pod key."""
         if not self.caches:
-            return fresh_resolver(self._entries, spec, self.config, self.policy, self.stats)
+            return fresh_resolver(self._entries, spec, self.config, self.policy, self.stats), None
         entries: Entries = self._entries
-        static_memo, memo, intern = self._static_memo, self._memo, self._intern
+        static_memo, memo, admit_memo = self._static_memo, self._memo, self._admit_memo
         key, by_name = spec.key, spec.by_name
         needs_static = (
             bool(spec.node_selector)
@@ -536,12 +566,9 @@ class PlacementEngine:
         ids = spec.reads_device_ids
         named = policy is not None and policy.reads_node_name(spec)
         if ids or named:
-            entries = WithIdentity(self._entries, intern, ids=ids, named=named)
+            entries = WithIdentity(self._entries, self._intern, ids=ids, named=named)
 
-        def resolve(name: str) -> tuple[int, NodeResult] | None:
-            entry = entries.get(name)
-            if entry is None:
-                return None
+        def result(entry: Entry, name: str) -> tuple[int, NodeResult]:
             state, sig, dev_sig, label_id, restrictive = entry
             if needs_static or restrictive:
                 skey = (label_id, key, name if by_name else "")
@@ -558,7 +585,30 @@ class PlacementEngine:
                 res = memo[(sig, key)] = evaluate(config, state, spec, policy, dev_memo, dev_sig)
             return state.version, res
 
-        return resolve
+        def resolve(name: str) -> tuple[int, NodeResult] | None:
+            entry = entries.get(name)
+            return None if entry is None else result(entry, name)
+
+        if admits is None:
+            return resolve, None
+
+        def admitted(name: str) -> tuple[int, NodeResult] | None:
+            entry = entries.get(name)
+            if entry is None:
+                return None
+            akey = (entry[1], key)
+            ok = admit_memo.get(akey)
+            if ok is None:
+                ok = admit_memo[akey] = admits(name)
+            if not ok:
+                return None
+            if not needs_static and not entry[4]:  # the common path of ``result``, inline
+                res = memo.get(akey)
+                if res is not None:
+                    return entry[0].version, res
+            return result(entry, name)
+
+        return resolve, admitted
 
     def _index(self, spec: PodSpec, pod: str) -> ShapeIndex:
         if (
@@ -572,7 +622,8 @@ class PlacementEngine:
             return fresh
         free = (self._free, need(spec)) if self._free is not None else None
         log = (self._changes, self._change_base)
-        return self._indexes.ranking(spec.key, log, free, self._resolver(spec), self._live)
+        resolve, admitted = self._resolvers(spec, free[0].admitter(free[1]) if free is not None else None)
+        return self._indexes.ranking(spec.key, log, free, resolve, self._live, admitted)
 
     def _live(self) -> list[str]:
         return [name for name, s in self._nodes.items() if s.info is not None]
