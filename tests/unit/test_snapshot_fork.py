@@ -29,12 +29,27 @@ def a_host(position: int) -> Host:
     return host
 
 
-def no_child_left() -> bool:
+def reaped(pid: int) -> bool:
+    """The child ``pid`` is gone and reaped (other children of the test process, such as servers, do not count)."""
     try:
-        os.waitpid(-1, os.WNOHANG)
+        os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         return True
     return False
+
+
+def recording_children(monkeypatch: pytest.MonkeyPatch) -> list[forked.Child]:
+    """Every child :func:`forked.start` forks from now on."""
+    started: list[forked.Child] = []
+    start = forked.start
+
+    def recorded(work):  # type: ignore[no-untyped-def]
+        child = start(work)
+        started.append(child)
+        return child
+
+    monkeypatch.setattr(forked, "start", recorded)
+    return started
 
 
 def fresh() -> Host:
@@ -102,12 +117,14 @@ async def test_a_stop_that_cannot_wait_for_the_child_kills_it(monkeypatch, caplo
     store = InMemoryEventStore()
     snapshots = Snapshots(store, every=1000, keep=2, config_hash="h")
     monkeypatch.setattr(Host, "export_state_parts", lambda self: time.sleep(30) or [])
+    children = recording_children(monkeypatch)
     caplog.set_level(logging.WARNING, logger="allot.snapshots")
     started = time.monotonic()
     assert await snapshots.on_stop(a_host(45), consistent=True, timeout=0.3) is None
     assert time.monotonic() - started < 3
     assert "was not encoded within the shutdown timeout" in caplog.text
-    assert no_child_left(), "the child was killed and reaped"
+    assert [child.pid for child in children if not reaped(child.pid)] == [], "the child was killed and reaped"
+    assert len(children) == 1
 
 
 async def test_without_fork_or_when_it_fails_the_export_runs_in_process(monkeypatch, caplog) -> None:
