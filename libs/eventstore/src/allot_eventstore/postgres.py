@@ -148,7 +148,9 @@ async def _codecs(conn: Any) -> None:
     await conn.set_type_codec(
         "timestamptz", schema="pg_catalog", encoder=_time_to_pg, decoder=_time_from_pg, format="tuple"
     )
-    await conn.set_type_codec("json", schema="pg_catalog", encoder=_json_to_pg, decoder=bytes, format="binary")
+    await conn.set_type_codec(
+        "json", schema="pg_catalog", encoder=_json_to_pg, decoder=bytes, format="binary"
+    )
 
 
 def _row_to_record(row: Any) -> RecordedEvent:
@@ -476,14 +478,24 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
     async def outputs(
         self, producer: str, *, after: int = 0, page: int = 5000
     ) -> AsyncIterator[tuple[int, RecordedEvent]]:
-        cursor = after
+        # the next page is read while the caller works through this one (outputs are read to the end, by replay)
+        rows = await self._fetch(_OUTPUTS, producer, after, page)
         while True:
-            rows = await self._fetch(_OUTPUTS, producer, cursor, page)
-            for row in rows:
-                yield int(row[13]), _row_to_record(row)
-            if len(rows) < page:
+            ahead = (
+                asyncio.ensure_future(self._fetch(_OUTPUTS, producer, rows[-1][0], page))
+                if len(rows) == page
+                else None
+            )
+            try:
+                for row in rows:
+                    yield row[13], _row_to_record(row)
+            except BaseException:  # the caller stopped early
+                if ahead is not None:
+                    ahead.cancel()
+                raise
+            if ahead is None:
                 return
-            cursor = int(rows[-1][0])
+            rows = await ahead
 
     async def read_stream(self, stream_id: str) -> list[RecordedEvent]:
         rows = await self._fetch(f"{_SELECT} WHERE stream_id = $1 ORDER BY stream_version", stream_id)
