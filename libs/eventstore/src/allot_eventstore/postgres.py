@@ -28,6 +28,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Collection, Sequence
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -57,9 +58,11 @@ EVENT_COLUMNS = (  # the events table, in COPY order
     "hash",
     "metadata",
 )
+# Columns as the store's connections read them (:func:`_codecs`): ``recorded_at`` as µs since the epoch, ``payload``
+# as the bytes stored (no conversion to a string and back).
 _SELECT = (
     "SELECT position, event_id::text, stream_id, stream_version, type, schema_version, causation_id::text, "
-    "correlation_id::text, producer, recorded_at, payload::text, hash, metadata::text FROM events"
+    "correlation_id::text, producer, recorded_at, payload, hash, metadata::text FROM events"
 )
 _ADVANCE_CHECKPOINT = (
     "INSERT INTO checkpoints (consumer, position, updated_at) VALUES ($1, $2, now()) "
@@ -111,7 +114,7 @@ _ADVANCE_FENCE = (
 # the cause by its unique id per output).
 _OUTPUTS = (
     "SELECT o.position, o.event_id::text, o.stream_id, o.stream_version, o.type, o.schema_version, "
-    "o.causation_id::text, o.correlation_id::text, o.producer, o.recorded_at, o.payload::text, o.hash, "
+    "o.causation_id::text, o.correlation_id::text, o.producer, o.recorded_at, o.payload, o.hash, "
     "o.metadata::text, COALESCE(t.position, 0) FROM events o LEFT JOIN events t ON t.event_id = o.causation_id "
     "WHERE o.producer = $1 AND o.position > $2 ORDER BY o.position LIMIT $3"
 )
@@ -119,6 +122,35 @@ _HASH_RANGE = "SELECT position, hash FROM events WHERE position BETWEEN $1 AND $
 _HASH_LOOKUP = "SELECT position, hash FROM events WHERE position = ANY($1::bigint[])"
 RANGE_READ_FACTOR, RANGE_READ_SLACK = 4, 64  # read a range when it holds at most ~4 rows per wanted one
 COPY_FROM = 64  # batches of at least this many new events are written with COPY (faster per row)
+
+
+# PostgreSQL's own epoch (2000-01-01T00:00:00Z) in µs since the Unix epoch: a timestamptz travels as µs since it.
+_PG_EPOCH_US = 946_684_800_000_000
+
+
+def _time_to_pg(value: int | datetime) -> tuple[int]:
+    """A time to write (µs since the epoch; a datetime as well) as PostgreSQL's binary timestamptz."""
+    return ((value if isinstance(value, int) else from_datetime(value)) - _PG_EPOCH_US,)
+
+
+def _time_from_pg(value: tuple[int]) -> int:
+    return value[0] + _PG_EPOCH_US
+
+
+def _json_to_pg(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
+
+
+async def _codecs(conn: Any) -> None:
+    """Every connection of the store reads a timestamptz as µs since the epoch (what the envelope holds) and a json
+    value as its bytes, without making a datetime or a string of each row's first (reading the log is what replay
+    and every catching-up service do most). Writing takes either form."""
+    await conn.set_type_codec(
+        "timestamptz", schema="pg_catalog", encoder=_time_to_pg, decoder=_time_from_pg, format="tuple"
+    )
+    await conn.set_type_codec(
+        "json", schema="pg_catalog", encoder=_json_to_pg, decoder=bytes, format="binary"
+    )
 
 
 def _row_to_record(row: Any) -> RecordedEvent:
@@ -133,8 +165,8 @@ def _row_to_record(row: Any) -> RecordedEvent:
         causation_id=row[6],
         correlation_id=row[7],
         producer=row[8],
-        recorded_at=from_datetime(row[9]),
-        payload=row[10].encode(),
+        recorded_at=row[9],
+        payload=row[10],
         hash=bytes(row[11]),
         metadata=json.loads(metadata) if metadata and metadata != "{}" else {},
     )
@@ -252,6 +284,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                             max_size=self._pool_size,
                             timeout=10,
                             reset=_no_reset,
+                            init=_codecs,
                             server_settings={"lock_timeout": str(int(self._lock_timeout_ms))},
                         )
                     except _DRIVER_ERRORS as exc:
@@ -445,14 +478,24 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
     async def outputs(
         self, producer: str, *, after: int = 0, page: int = 5000
     ) -> AsyncIterator[tuple[int, RecordedEvent]]:
-        cursor = after
+        # the next page is read while the caller works through this one (outputs are read to the end, by replay)
+        rows = await self._fetch(_OUTPUTS, producer, after, page)
         while True:
-            rows = await self._fetch(_OUTPUTS, producer, cursor, page)
-            for row in rows:
-                yield int(row[13]), _row_to_record(row)
-            if len(rows) < page:
+            ahead = (
+                asyncio.ensure_future(self._fetch(_OUTPUTS, producer, rows[-1][0], page))
+                if len(rows) == page
+                else None
+            )
+            try:
+                for row in rows:
+                    yield row[13], _row_to_record(row)
+            except BaseException:  # the caller stopped early
+                if ahead is not None:
+                    ahead.cancel()
+                raise
+            if ahead is None:
                 return
-            cursor = int(rows[-1][0])
+            rows = await ahead
 
     async def read_stream(self, stream_id: str) -> list[RecordedEvent]:
         rows = await self._fetch(f"{_SELECT} WHERE stream_id = $1 ORDER BY stream_version", stream_id)

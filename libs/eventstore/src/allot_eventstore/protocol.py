@@ -21,6 +21,7 @@ Semantics (checked by the contract suite in ``allot_testing.contracts.store``, r
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Protocol
 
@@ -113,6 +114,31 @@ class EventStore(Protocol):
             if len(batch) < page:
                 return
             cursor = batch[-1].position
+
+    async def pages(
+        self,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        types: Collection[str] | None = None,
+        page: int = 5000,
+    ) -> AsyncIterator[list[RecordedEvent]]:
+        """What ``iterate`` yields, as lists of up to ``page`` events, the next one read while the caller works on
+        the one it was given (the database and the reader work at the same time): for a range already recorded
+        (``until`` at or before the head), as replay reads it; a reader following the tail uses ``iterate``."""
+        batch = await self.read(after=after, until=until, types=types, limit=page)
+        while len(batch) == page:
+            ahead = asyncio.ensure_future(
+                self.read(after=batch[-1].position, until=until, types=types, limit=page)
+            )
+            try:
+                yield batch
+            except BaseException:  # the caller stopped early: the page read ahead is not wanted
+                ahead.cancel()
+                raise
+            batch = await ahead
+        if batch:
+            yield batch
 
     def outputs(
         self, producer: str, *, after: int = 0, page: int = 5000

@@ -395,24 +395,25 @@ async def verify_many(
             by_type.setdefault(event_type, []).append(runs[host.name])
     try:
         after = min(begin.values(), default=0)
-        async for record in store.iterate(after=after, until=until, types=by_type.keys(), page=VERIFY_PAGE):
-            consumers = by_type.get(record.type, ())
-            if len(consumers) > 1:
-                record = _decoded_once(record)
-            for run in consumers:
-                name = run.host.name
-                if record.producer == name or record.position <= run.start:
-                    continue
-                if record.position > limits.get(name, record.position):
-                    run.behind += 1
-                    continue
-                if run.pending and run.due(record.position):
-                    await run.switch(record.position, store)
-                stream = outputs[name]
-                kept = await stream.of(record.position) if stream.reached(record.position) else []
-                if stream.strays:  # outputs passed over on the way: rare, and a mismatch each
-                    run.mismatches += _unclaimed(name, stream)
-                run.compared(record.position, _compare(run.host, record, kept))
+        async for batch in store.pages(after=after, until=until, types=by_type.keys(), page=VERIFY_PAGE):
+            for record in batch:
+                consumers = by_type.get(record.type, ())
+                if len(consumers) > 1:
+                    record = _decoded_once(record)
+                for run in consumers:
+                    name = run.host.name
+                    if record.producer == name or record.position <= run.start:
+                        continue
+                    if record.position > limits.get(name, record.position):
+                        run.behind += 1
+                        continue
+                    if run.pending and run.due(record.position):
+                        await run.switch(record.position, store)
+                    stream = outputs[name]
+                    kept = await stream.of(record.position) if stream.reached(record.position) else []
+                    if stream.strays:  # outputs passed over on the way: rare, and a mismatch each
+                        run.mismatches += _unclaimed(name, stream)
+                    run.compared(record.position, _compare(run.host, record, kept))
         for name, run in runs.items():
             await outputs[name].rest(until)
             run.mismatches += _unclaimed(name, outputs[name])
@@ -439,7 +440,22 @@ def _decoded_once(record: RecordedEvent) -> RecordedEvent:
         event = record.decode()
     except ValueError:  # msgspec.DecodeError and ValidationError are ValueErrors
         return record
-    return _Decoded(**msgspec.structs.asdict(record), decoded=event)
+    return _Decoded(  # field by field: several times cheaper than through a dict of them
+        position=record.position,
+        event_id=record.event_id,
+        stream_id=record.stream_id,
+        stream_version=record.stream_version,
+        type=record.type,
+        schema_version=record.schema_version,
+        causation_id=record.causation_id,
+        correlation_id=record.correlation_id,
+        producer=record.producer,
+        recorded_at=record.recorded_at,
+        payload=record.payload,
+        hash=record.hash,
+        metadata=record.metadata,
+        decoded=event,
+    )
 
 
 def _unclaimed(name: str, outputs: Outputs) -> list[Mismatch]:
