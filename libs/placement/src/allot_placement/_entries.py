@@ -10,15 +10,16 @@ signatures, so its results are kept per node. The common path pays nothing for t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from allot_placement.config import PlacementConfig
 from allot_placement.device_view import device_ids
+from allot_placement.devices import DeviceMemo
 from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, static_filter
 from allot_placement.pod import PodSpec
 from allot_placement.state import NodeState
 
-__all__ = ["Entries", "Entry", "WithIdentity", "fresh_resolver"]
+__all__ = ["Entries", "Entry", "Memos", "WithIdentity", "fresh_resolver", "memo_resolvers"]
 
 Entry = tuple[
     NodeState, int, int, int, bool
@@ -70,3 +71,90 @@ def fresh_resolver(
         return state.version, evaluate(config, state, spec, policy)
 
     return resolve
+
+
+_PASS = NodeResult(feasible=True)  # static-filter memo marker: the node passes
+
+
+class Memos(NamedTuple):
+    """The engine's memos a resolver reads and fills: static filters by (label id, pod key, name), results by (node
+    signature, pod key), the free-resource index's admission by (node signature, pod key), and the device memo."""
+
+    static: dict[Any, NodeResult]
+    results: dict[Any, NodeResult]
+    admitted: dict[Any, bool]
+    devices: DeviceMemo
+
+
+def memo_resolvers(
+    entries: dict[str, Entry],
+    spec: PodSpec,
+    admits: Callable[[str], bool] | None,
+    memos: Memos,
+    config: PlacementConfig,
+    policy: GpuPolicy | None,
+    stats: dict[str, int],
+    intern: Callable[[Any], int],
+) -> tuple[
+    Callable[[str], tuple[int, NodeResult] | None], Callable[[str], tuple[int, NodeResult] | None] | None
+]:
+    """The engine's memoised resolver of ``spec`` (``name -> (version, result)``: static filters then the resource
+    side) and, with ``admits`` (the free-resource index's test of the pod's need), the same resolver for the nodes it
+    admits, ``None`` for the others: what a ranking catching up evaluates. The test is memoised by node signature and
+    pod key."""
+    view: Entries = entries
+    static_memo, memo, admit_memo, dev_memo = memos
+    key, by_name = spec.key, spec.by_name
+    needs_static = (
+        bool(spec.node_selector)
+        or spec.affinity is not None
+        or bool(spec.node_name)
+        or spec.required_nodes is not None
+    )
+    # per-node identities this pod's filters or the policy's choice read join the node's signatures
+    ids = spec.reads_device_ids
+    named = policy is not None and policy.reads_node_name(spec)
+    if ids or named:
+        view = WithIdentity(entries, intern, ids=ids, named=named)
+
+    def result(entry: Entry, name: str) -> tuple[int, NodeResult]:
+        state, sig, dev_sig, label_id, restrictive = entry
+        if needs_static or restrictive:
+            skey = (label_id, key, name if by_name else "")
+            st = static_memo.get(skey)
+            if st is None:
+                assert state.info is not None
+                reasons = static_filter(state.info, spec)
+                st = static_memo[skey] = NodeResult(feasible=False, reasons=reasons) if reasons else _PASS
+            if st is not _PASS:
+                return state.version, st
+        res = memo.get((sig, key))
+        if res is None:
+            stats["evaluations"] += 1
+            res = memo[(sig, key)] = evaluate(config, state, spec, policy, dev_memo, dev_sig)
+        return state.version, res
+
+    def resolve(name: str) -> tuple[int, NodeResult] | None:
+        entry = view.get(name)
+        return None if entry is None else result(entry, name)
+
+    if admits is None:
+        return resolve, None
+
+    def admitted(name: str) -> tuple[int, NodeResult] | None:
+        entry = view.get(name)
+        if entry is None:
+            return None
+        akey = (entry[1], key)
+        ok = admit_memo.get(akey)
+        if ok is None:
+            ok = admit_memo[akey] = admits(name)
+        if not ok:
+            return None
+        if not needs_static and not entry[4]:  # the common path of ``result``, inline
+            res = memo.get(akey)
+            if res is not None:
+                return entry[0].version, res
+        return result(entry, name)
+
+    return resolve, admitted

@@ -38,7 +38,7 @@ from allot_contracts.objects.inventory import Inventory, NodeInfo, Topology
 from allot_contracts.objects.nodemetric import NodeMetric
 from allot_contracts.objects.pod import Pod
 from allot_placement import explain, reserved
-from allot_placement._entries import Entries, Entry, WithIdentity, fresh_resolver
+from allot_placement._entries import Entry, Memos, fresh_resolver, memo_resolvers
 from allot_placement._free import FreeIndex, need
 from allot_placement._index import Rankings, ShapeIndex
 from allot_placement.budget import budgeted_index
@@ -46,7 +46,7 @@ from allot_placement.config import PlacementConfig
 from allot_placement.decision import Decision, Freed, GroupDecision
 from allot_placement.device_view import complete_gpu
 from allot_placement.devices import DeviceMemo
-from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, static_filter
+from allot_placement.evaluate import GpuPolicy, NodeResult
 from allot_placement.loadaware import AssignedPod, LoadTracker, PodLoad
 from allot_placement.nodeside import NodeOverrides, effective_info, effective_topology
 from allot_placement.output import NodeSnapshot, snapshot_node
@@ -71,7 +71,6 @@ _MEMO_PER_NODE = 64  # node results kept per live node beyond ``_MEMO_LIMIT``'s 
 _INDEX_ENTRY_BUDGET = 1_000_000
 _LOG_SLACK = 4096  # the change log holds 4 entries per node and this many more, then drops its older half
 _PARSE_CACHE_LIMIT = 4096
-_PASS = NodeResult(feasible=True)  # static-filter memo marker: the node passes
 
 
 class PlacementEngine:
@@ -552,63 +551,10 @@ class PlacementEngine:
         evaluates. The test is memoised by node signature and pod key."""
         if not self.caches:
             return fresh_resolver(self._entries, spec, self.config, self.policy, self.stats), None
-        entries: Entries = self._entries
-        static_memo, memo, admit_memo = self._static_memo, self._memo, self._admit_memo
-        key, by_name = spec.key, spec.by_name
-        needs_static = (
-            bool(spec.node_selector)
-            or spec.affinity is not None
-            or bool(spec.node_name)
-            or spec.required_nodes is not None
+        memos = Memos(self._static_memo, self._memo, self._admit_memo, self._dev_memo)
+        return memo_resolvers(
+            self._entries, spec, admits, memos, self.config, self.policy, self.stats, self._intern
         )
-        config, policy, dev_memo, stats = self.config, self.policy, self._dev_memo, self.stats
-        # per-node identities this pod's filters or the policy's choice read join the node's signatures
-        ids = spec.reads_device_ids
-        named = policy is not None and policy.reads_node_name(spec)
-        if ids or named:
-            entries = WithIdentity(self._entries, self._intern, ids=ids, named=named)
-
-        def result(entry: Entry, name: str) -> tuple[int, NodeResult]:
-            state, sig, dev_sig, label_id, restrictive = entry
-            if needs_static or restrictive:
-                skey = (label_id, key, name if by_name else "")
-                st = static_memo.get(skey)
-                if st is None:
-                    assert state.info is not None
-                    reasons = static_filter(state.info, spec)
-                    st = static_memo[skey] = NodeResult(feasible=False, reasons=reasons) if reasons else _PASS
-                if st is not _PASS:
-                    return state.version, st
-            res = memo.get((sig, key))
-            if res is None:
-                stats["evaluations"] += 1
-                res = memo[(sig, key)] = evaluate(config, state, spec, policy, dev_memo, dev_sig)
-            return state.version, res
-
-        def resolve(name: str) -> tuple[int, NodeResult] | None:
-            entry = entries.get(name)
-            return None if entry is None else result(entry, name)
-
-        if admits is None:
-            return resolve, None
-
-        def admitted(name: str) -> tuple[int, NodeResult] | None:
-            entry = entries.get(name)
-            if entry is None:
-                return None
-            akey = (entry[1], key)
-            ok = admit_memo.get(akey)
-            if ok is None:
-                ok = admit_memo[akey] = admits(name)
-            if not ok:
-                return None
-            if not needs_static and not entry[4]:  # the common path of ``result``, inline
-                res = memo.get(akey)
-                if res is not None:
-                    return entry[0].version, res
-            return result(entry, name)
-
-        return resolve, admitted
 
     def _index(self, spec: PodSpec, pod: str) -> ShapeIndex:
         if (

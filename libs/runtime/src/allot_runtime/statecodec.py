@@ -50,30 +50,11 @@ __all__ = [
     "restore_state",
 ]
 
+from allot_runtime import stateformat as fmt
+from allot_runtime.statedecode import Decoder
 from allot_runtime.stateformat import (
-    BIGINT,
     BUILTIN_TYPES,
-    COUNTER,
-    DDICT,
-    DECIMAL,
-    DEQUE,
-    DICT,
-    ENUM,
     FORMAT,
-    FRACTION,
-    FROZENSET,
-    FUNCTION,
-    LIST,
-    METHOD,
-    OBJECT,
-    ODICT,
-    REF,
-    SET,
-    STRUCT,
-    SUBDICT,
-    SUBLIST,
-    TUPLE,
-    TYPE,
     StateCodecError,
     allowed_module,
     code_fingerprint,
@@ -129,25 +110,25 @@ class _Encoder:
         kind = type(value)
         if kind in _PRIMITIVES:
             if kind is int and not _INT_RANGE[0] <= value < _INT_RANGE[1]:
-                return [BIGINT, str(value)]
+                return [fmt.BIGINT, str(value)]
             return value
         ref = self.memo.get(id(value))
         if ref is not None:
-            return [REF, ref]
+            return [fmt.REF, ref]
         if id(value) in self.busy:
             raise _Unencodable(f"a cycle through an immutable {kind.__name__} cannot be encoded")
         start = len(self.alive)
         if kind is dict:
             self.register(value)
-            return self.packed(self.items(value, [DICT]), start)
+            return self.packed(self.items(value, [fmt.DICT]), start)
         if kind is list:
             self.register(value)
-            return self.packed(self.each(value, [LIST]), start)
+            return self.packed(self.each(value, [fmt.LIST]), start)
         if kind is tuple or kind is frozenset:
-            return self.packed(self.immutable(value, TUPLE if kind is tuple else FROZENSET), start)
+            return self.packed(self.immutable(value, fmt.TUPLE if kind is tuple else fmt.FROZENSET), start)
         if kind is set:
             self.register(value)
-            return self.packed(self.each(_ordered(value), [SET]), start)
+            return self.packed(self.each(_ordered(value), [fmt.SET]), start)
         return self.packed(self.other(value, kind), start)
 
     def packed(self, node: Any, start: int) -> Any:
@@ -200,7 +181,7 @@ class _Encoder:
     def immutable(self, value: Any, tag: int) -> Any:
         self.busy.add(id(value))
         try:
-            node = self.each(_ordered(value) if tag == FROZENSET else value, [tag])
+            node = self.each(_ordered(value) if tag == fmt.FROZENSET else value, [tag])
         finally:
             self.busy.discard(id(value))
         self.register(value)
@@ -208,10 +189,10 @@ class _Encoder:
 
     def other(self, value: Any, kind: type) -> Any:
         if isinstance(value, enum.Enum):
-            return [ENUM, self.name_of(kind, "class"), value.name]
+            return [fmt.ENUM, self.name_of(kind, "class"), value.name]
         if isinstance(value, msgspec.Struct):
             fields = value.__struct_fields__
-            node = [STRUCT, self.name_of(kind, "class")]
+            node = [fmt.STRUCT, self.name_of(kind, "class")]
             self.busy.add(id(value))
             try:
                 node.extend(self.attributes(value, fields))
@@ -220,28 +201,28 @@ class _Encoder:
             self.register(value)
             return node
         if kind is fractions.Fraction:
-            return [FRACTION, value.numerator, value.denominator]
+            return [fmt.FRACTION, value.numerator, value.denominator]
         if kind is decimal.Decimal:
-            return [DECIMAL, str(value)]
+            return [fmt.DECIMAL, str(value)]
         if kind is collections.deque:
             self.register(value)
-            return self.each(value, [DEQUE, value.maxlen])
+            return self.each(value, [fmt.DEQUE, value.maxlen])
         if kind is collections.OrderedDict or kind is collections.Counter:
             self.register(value)
-            return self.items(value, [ODICT if kind is collections.OrderedDict else COUNTER])
+            return self.items(value, [fmt.ODICT if kind is collections.OrderedDict else fmt.COUNTER])
         if kind is collections.defaultdict:
             self.register(value)
             factory = value.default_factory
-            return self.items(value, [DDICT, None if factory is None else self.value(factory)])
+            return self.items(value, [fmt.DDICT, None if factory is None else self.value(factory)])
         if isinstance(value, type):
-            return [TYPE, self.name_of(value, "class")]
+            return [fmt.TYPE, self.name_of(value, "class")]
         if kind is types.FunctionType:
             module = sys.modules.get(value.__module__)
             if getattr(module, value.__qualname__, None) is not value:
                 raise _Unencodable(f"function {value.__qualname__} is not a module-level function")
-            return [FUNCTION, self.name_of(value, "function")]
+            return [fmt.FUNCTION, self.name_of(value, "function")]
         if kind is types.MethodType:
-            node = [METHOD, self.value(value.__self__), value.__func__.__name__]
+            node = [fmt.METHOD, self.value(value.__self__), value.__func__.__name__]
             self.register(value)
             return node
         return self.instance(value, kind)
@@ -255,7 +236,7 @@ class _Encoder:
         ):
             what = f"a subclass of {builtin.__name__}" if builtin else "an object with no attributes to store"
             raise _Unencodable(f"{kind.__module__}.{kind.__qualname__} is {what}")
-        tag = OBJECT if builtin is None else SUBDICT if builtin is dict else SUBLIST
+        tag = fmt.OBJECT if builtin is None else fmt.SUBDICT if builtin is dict else fmt.SUBLIST
         node: list[Any] = [tag, self.name_of(kind, "class")]
         self.register(value)
         slots = self.slots.get(kind)
@@ -264,12 +245,12 @@ class _Encoder:
         attributes = self.fields(getattr(value, "__dict__", None) or {})
         if slots:
             attributes.extend(self.attributes(value, [s for s in slots if hasattr(value, s)]))
-        if tag == OBJECT:
+        if tag == fmt.OBJECT:
             node.extend(attributes)
             return node
         # the attributes, then the items (set through the base class: no overridden method runs)
         node.append(attributes)
-        return self.items(dict(value), node) if tag == SUBDICT else self.each(list(value), node)
+        return self.items(dict(value), node) if tag == fmt.SUBDICT else self.each(list(value), node)
 
     def fields(self, attributes: Mapping[str, object]) -> list[Any]:
         """An object's ``__dict__`` as name, value, name, value, … (the fast path of :meth:`attributes`)."""
@@ -345,176 +326,6 @@ def _ordered(values: Iterable[Any]) -> list[Any]:
         return items
 
 
-class _Decoder:
-    def __init__(self, names: list[Any], allowed: Collection[str]) -> None:
-        self.memo: list[Any] = []
-        self.classes = [_resolve(name, allowed) for name in names]
-
-    def value(self, node: Any) -> Any:
-        if type(node) is not list:
-            return node
-        tag = node[0]
-        if tag == REF:
-            return self.memo[node[1]]
-        if tag == DICT:
-            out: dict[Any, Any] = {}
-            self.memo.append(out)
-            self.fill(out, node, 1)
-            return out
-        if tag == LIST:
-            items: list[Any] = []
-            self.memo.append(items)
-            items.extend(self.each(node, 1))
-            return items
-        if tag in (TUPLE, FROZENSET):
-            built = (tuple if tag == TUPLE else frozenset)(self.each(node, 1))
-            self.memo.append(built)
-            return built
-        if tag == SET:
-            members: set[Any] = set()
-            self.memo.append(members)
-            members.update(self.each(node, 1))
-            return members
-        return self.other(tag, node)
-
-    def each(self, node: list[Any], start: int) -> list[Any]:
-        value = self.value
-        return [item if type(item) is not list else value(item) for item in node[start:]]
-
-    def fill(self, out: Any, node: list[Any], start: int) -> None:
-        if (len(node) - start) % 2:
-            raise StateCodecError("a mapping with an odd number of items")
-        value = self.value
-        for index in range(start, len(node), 2):
-            key = node[index]
-            if type(key) is list:
-                key = value(key)
-            item = node[index + 1]
-            out[key] = item if type(item) is not list else value(item)
-
-    def other(self, tag: Any, node: list[Any]) -> Any:
-        if tag == OBJECT:
-            cls = self.cls(node[1], object)
-            obj = cls.__new__(cls)
-            self.memo.append(obj)
-            self.assign(obj, node, 2)
-            return obj
-        if tag in (SUBDICT, SUBLIST):
-            return self.subclass(tag, node)
-        if tag == STRUCT:
-            cls = self.cls(node[1], msgspec.Struct)
-            fields = dict(self.pairs(node, 2))
-            unknown = set(fields) - set(cls.__struct_fields__)
-            if unknown:
-                raise StateCodecError(f"{cls.__qualname__} has no field {sorted(unknown)[0]}")
-            struct = cls(**fields)
-            self.memo.append(struct)
-            return struct
-        if tag == ENUM:
-            member = self.cls(node[1], enum.Enum)[node[2]]
-            return member
-        if tag in (ODICT, COUNTER, DDICT):
-            return self.mapping(tag, node)
-        if tag == DEQUE:
-            queue: collections.deque[Any] = collections.deque(maxlen=node[1])
-            self.memo.append(queue)
-            queue.extend(self.value(item) for item in node[2:])
-            return queue
-        if tag == TYPE:
-            return self.cls(node[1], object)
-        if tag == FUNCTION:
-            function = self.classes[node[1]]
-            if not isinstance(function, types.FunctionType):
-                raise StateCodecError(f"{function!r} is not a function")
-            return function
-        if tag == METHOD:
-            method = getattr(self.value(node[1]), node[2])
-            if not isinstance(method, types.MethodType):
-                raise StateCodecError(f"{node[2]} is not a method")
-            self.memo.append(method)
-            return method
-        if tag == BIGINT:
-            return int(node[1])
-        if tag == FRACTION:
-            return fractions.Fraction(int(node[1]), int(node[2]))
-        if tag == DECIMAL:
-            return decimal.Decimal(str(node[1]))
-        raise StateCodecError(f"unknown node tag {tag!r}")
-
-    def subclass(self, tag: int, node: list[Any]) -> Any:
-        cls = self.cls(node[1], dict if tag == SUBDICT else list)
-        obj = cls.__new__(cls)
-        self.memo.append(obj)
-        self.assign(obj, [None, *node[2]], 1)
-        if tag == SUBDICT:
-            items: dict[Any, Any] = {}
-            self.fill(items, node, 3)
-            dict.update(obj, items)
-        else:
-            list.extend(obj, [self.value(item) for item in node[3:]])
-        return obj
-
-    def mapping(self, tag: int, node: list[Any]) -> Any:
-        if tag == DDICT:
-            out: Any = collections.defaultdict()
-            self.memo.append(out)
-            factory = self.value(node[1])
-            if factory is not None and not callable(factory):
-                raise StateCodecError("a defaultdict factory that is not callable")
-            out.default_factory = factory
-            self.fill(out, node, 2)
-            return out
-        out = collections.OrderedDict() if tag == ODICT else collections.Counter()
-        self.memo.append(out)
-        self.fill(out, node, 1)
-        return out
-
-    def cls(self, index: Any, base: type) -> Any:
-        found = self.classes[index]
-        if not isinstance(found, type) or not issubclass(found, base):
-            raise StateCodecError(f"{found!r} is not a {base.__name__}")
-        return found
-
-    def pairs(self, node: list[Any], start: int) -> Iterable[tuple[str, Any]]:
-        if (len(node) - start) % 2:
-            raise StateCodecError("attributes with an odd number of items")
-        for index in range(start, len(node), 2):
-            name = node[index]
-            if type(name) is not str or (name.startswith("__") and name.endswith("__")):
-                raise StateCodecError(f"attribute name {name!r} refused")
-            item = node[index + 1]
-            yield name, item if type(item) is not list else self.value(item)
-
-    def assign(self, obj: Any, node: list[Any], start: int) -> None:
-        attributes = getattr(obj, "__dict__", None)
-        if attributes is not None and not slot_names(type(obj)):  # the common case: set them all at once
-            attributes.update(self.pairs(node, start))
-            return
-        for name, item in self.pairs(node, start):
-            object.__setattr__(obj, name, item)
-
-
-def _resolve(name: Any, allowed: Collection[str]) -> Any:
-    """The class or function ``module:qualname`` from an already-imported allowed module (nothing is imported)."""
-    if type(name) is not str or ":" not in name:
-        raise StateCodecError(f"class name {name!r} is malformed")
-    if name in BUILTIN_TYPES:
-        return BUILTIN_TYPES[name]
-    module_name, _, qualname = name.partition(":")
-    if not allowed_module(module_name, allowed):
-        raise StateCodecError(f"class {name} is not from an allowed module")
-    found: Any = sys.modules.get(module_name)
-    if found is None:
-        raise StateCodecError(f"class {name}: module {module_name} is not loaded")
-    for part in qualname.split("."):
-        if part.startswith("__") or not hasattr(found, part):
-            raise StateCodecError(f"class {name} does not exist")
-        found = getattr(found, part)
-    if not isinstance(found, type | types.FunctionType) or getattr(found, "__qualname__", None) != qualname:
-        raise StateCodecError(f"{name} is not a class or function")
-    return found
-
-
 def _encode(anchors: list[str], overlays: list[Any], root: Any, encoder: _Encoder) -> list[Any]:
     """The state's bytes as consecutive parts (buffers): the parts of it the walk already encoded are passed on as
     they are rather than copied into one string."""
@@ -568,7 +379,7 @@ def dumps(value: Any, *, allowed: Collection[str] = ()) -> bytes:
     return b"".join(_walked(walk, allowed))
 
 
-def _frame(data: bytes, allowed: Collection[str]) -> tuple[_Decoder, list[Any], list[Any], Any]:
+def _frame(data: bytes, allowed: Collection[str]) -> tuple[Decoder, list[Any], list[Any], Any]:
     try:
         frame = msgspec.msgpack.decode(data)
     except msgspec.DecodeError as exc:
@@ -578,7 +389,7 @@ def _frame(data: bytes, allowed: Collection[str]) -> tuple[_Decoder, list[Any], 
     _, names, code, anchors, overlays, root = frame
     if not isinstance(names, list) or not isinstance(anchors, list) or not isinstance(overlays, list):
         raise StateCodecError("not a state: malformed header")
-    decoder = _Decoder(names, allowed)  # resolves every name first: an unknown class is refused as such
+    decoder = Decoder(names, allowed)  # resolves every name first: an unknown class is refused as such
     if code != code_fingerprint(names):
         raise StateCodecError(
             "made by other code: the modules its classes come from have changed since (a state is loaded only by the"

@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import UsageError
@@ -48,6 +48,9 @@ from allot_sim.bench.openb_docs import NAMESPACE, cluster_docs, name_of, pod_doc
 from allot_sim.bench.placement import _throughput, trace_csv
 from allot_stack.control import SILENT, Reporter
 from allot_stack.stackfile import StackFile
+
+if TYPE_CHECKING:
+    from allot_eventstore.postgres import PostgresEventStore
 
 GOALS = {
     "e2e_pods_per_s": 1000,
@@ -337,6 +340,46 @@ async def _open_loop(
     return timelines
 
 
+async def _open_loop_phases(
+    args: Options, waits: Waits, stack: StackFile, store: PostgresEventStore
+) -> tuple[list[OpenLoopRate], list[tuple[float, float]]]:
+    """Each ``--rates`` phase offered at its rate once the stack is quiet, its pods deleted after: the figures of each
+    phase and its wall-clock span (for the snapshot exports that overlap it)."""
+    open_loop: list[OpenLoopRate] = []
+    phase_walls: list[tuple[float, float]] = []
+    ports = [port for info in stack.get("processes", {}).values() if (port := info.get("port"))]
+    for rate in [float(r) for r in args.rates.split(",") if r.strip()]:
+        count = max(1, int(rate * args.duration))
+        # The quiet after the deletions makes a service's due snapshot start (allot_runtime.snapshots): let
+        # it finish before the phase rather than stall the phase's first pods; it is reported on its own.
+        await after_quiet(ports, timeout=args.timeout)
+        await waits.wait_idle(store, timeout=args.timeout, settle=0.5)
+        _progress(f"open loop: {count} pods offered at {rate:g}/s")
+        started_wall = time.time()  # noqa: TID251 - compared with the services' log times
+        phase = await _open_loop(
+            store,
+            pod_docs(args.pods_csv, count, prefix=f"r{rate:g}-"),
+            rate,
+            pending_work=waits.pending_work,
+            timeout=args.timeout,
+        )
+        phase_walls.append((started_wall, time.time()))  # noqa: TID251
+        submit = phase.submit_span_s()
+        open_loop.append(
+            {
+                "rate": rate,
+                "pods": count,
+                "offered_per_s": round(count / submit) if submit else None,
+                **phase.latency_summary(),
+                "outcomes": phase.outcomes(),
+                "hops": phase.hops(),
+                "snapshot_pause_ms": {},
+            }
+        )
+        await _delete_all(store, [k.split(":", 1)[1] for k in phase.times], waits=waits, timeout=args.timeout)
+    return open_loop, phase_walls
+
+
 async def _measure(
     args: Options, waits: Waits, stack: StackFile, state_dir: Path, env: dict[str, str], work: Path
 ) -> StackFigures:
@@ -398,40 +441,7 @@ async def _measure(
             store, [k.split(":", 1)[1] for k in timelines.times], waits=waits, timeout=args.timeout
         )
 
-        open_loop: list[OpenLoopRate] = []
-        phase_walls: list[tuple[float, float]] = []
-        ports = [port for info in stack.get("processes", {}).values() if (port := info.get("port"))]
-        for rate in [float(r) for r in args.rates.split(",") if r.strip()]:
-            count = max(1, int(rate * args.duration))
-            # The quiet after the deletions makes a service's due snapshot start (allot_runtime.snapshots): let
-            # it finish before the phase rather than stall the phase's first pods; it is reported on its own.
-            await after_quiet(ports, timeout=args.timeout)
-            await waits.wait_idle(store, timeout=args.timeout, settle=0.5)
-            _progress(f"open loop: {count} pods offered at {rate:g}/s")
-            started_wall = time.time()  # noqa: TID251 - compared with the services' log times
-            phase = await _open_loop(
-                store,
-                pod_docs(args.pods_csv, count, prefix=f"r{rate:g}-"),
-                rate,
-                pending_work=waits.pending_work,
-                timeout=args.timeout,
-            )
-            phase_walls.append((started_wall, time.time()))  # noqa: TID251
-            submit = phase.submit_span_s()
-            open_loop.append(
-                {
-                    "rate": rate,
-                    "pods": count,
-                    "offered_per_s": round(count / submit) if submit else None,
-                    **phase.latency_summary(),
-                    "outcomes": phase.outcomes(),
-                    "hops": phase.hops(),
-                    "snapshot_pause_ms": {},
-                }
-            )
-            await _delete_all(
-                store, [k.split(":", 1)[1] for k in phase.times], waits=waits, timeout=args.timeout
-            )
+        open_loop, phase_walls = await _open_loop_phases(args, waits, stack, store)
         peaks = peak_rss_mib(_stack_pids(stack))  # while the processes run: VmHWM goes with them
         _progress(f"peak RSS, MiB: {', '.join(f'{name} {mib:g}' for name, mib in peaks.items())}")
         found = exports(
