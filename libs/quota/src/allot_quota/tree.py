@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from allot_contracts.resources import ResourceList, add_into, mask, raise_to, remove_zeros, subtract
+from allot_contracts.resources import ResourceList, add_into, cap, mask, raise_to, remove_zeros, subtract
 from allot_quota.config import QuotaConfig
 from allot_quota.model import DEFAULT_QUOTA, ROOT_QUOTA, SYSTEM_QUOTA, PodInfo, QuotaSpec
 from allot_quota.runtime import Share, redistribute, scale_mins
@@ -232,20 +232,8 @@ class Hierarchy:
         spec = node.spec
         lent = spec.allow_lent and not self.config.enable_guarantee
         req = node.child_request if lent else raise_to(node.child_request, spec.min)
-        # ``remove_zeros(req)`` and ``remove_zeros(cap(req, spec.max))`` in one pass over the sorted keys
-        keys = sorted(req)
-        request = {k: req[k] for k in keys if req[k]}
-        if spec.unlimited:
-            limited = dict(request)
-        else:
-            limits = spec.max
-            limited = {}
-            for k in keys:
-                v, lim = req[k], limits.get(k)
-                if lim is not None and v > lim:
-                    v = lim
-                if v:
-                    limited[k] = v
+        request = remove_zeros(req)
+        limited = dict(request) if spec.unlimited else remove_zeros(cap(req, spec.max))
         change = _delta(limited, node.limited) if delta else {}
         node.request = request
         node.limited = limited
