@@ -16,7 +16,7 @@ import pytest
 from allot_eventstore.memory import InMemoryEventStore
 from allot_runtime import forked
 from allot_runtime.processor import Host
-from allot_runtime.snapshots import Snapshots, restore
+from allot_runtime.snapshots import BACKGROUND_NICE, Snapshots, restore
 from allot_testing.processors import EchoProcessor
 
 pytestmark = pytest.mark.skipif(not forked.AVAILABLE, reason="fork is Linux only here")
@@ -38,14 +38,16 @@ def reaped(pid: int) -> bool:
     return False
 
 
-def recording_children(monkeypatch: pytest.MonkeyPatch) -> list[forked.Child]:
-    """Every child :func:`forked.start` forks from now on."""
+def recording_children(monkeypatch: pytest.MonkeyPatch, nices: list[int] | None = None) -> list[forked.Child]:
+    """Every child :func:`forked.start` forks from now on (and, in ``nices``, the niceness each was asked for)."""
     started: list[forked.Child] = []
     start = forked.start
 
-    def recorded(work):  # type: ignore[no-untyped-def]
-        child = start(work)
+    def recorded(work, *, nice=0):  # type: ignore[no-untyped-def]
+        child = start(work, nice=nice)
         started.append(child)
+        if nices is not None:
+            nices.append(nice)
         return child
 
     monkeypatch.setattr(forked, "start", recorded)
@@ -77,6 +79,23 @@ async def test_a_state_larger_than_the_pipe_comes_back_whole() -> None:
     parts = [os.urandom(3 << 20), b"", msgspec.Raw(os.urandom(100_000))]
     answer = await forked.start(lambda: ({"n": 1}, parts)).answer()
     assert answer.meta == {"n": 1} and answer.payload == b"".join(parts) and answer.peak_rss > 0
+
+
+async def test_the_child_runs_at_the_niceness_asked_for() -> None:
+    answer = await forked.start(lambda: (os.nice(0), []), nice=3).answer()
+    assert answer.meta == os.nice(0) + 3
+
+
+async def test_a_running_service_snapshots_in_the_background_and_a_stop_at_full_priority(monkeypatch) -> None:
+    nices: list[int] = []
+    recording_children(monkeypatch, nices)
+    store = InMemoryEventStore()
+    snapshots = Snapshots(store, every=10, keep=5, config_hash="h")
+    snapshots.start(a_host(10))
+    assert snapshots.writing is not None and await snapshots.writing
+    assert await snapshots.on_stop(a_host(15), consistent=True, timeout=10) is not None
+    assert nices == [BACKGROUND_NICE, 0] and BACKGROUND_NICE > 0
+    assert await store.snapshot_positions("echo") == [10, 15]
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,8 @@ deciding while the child encodes. The child:
 - turns the cyclic collector off before anything else (a collection would write to the header of every object it
   scans and so copy the whole heap; reference counting still frees what the work drops);
 - is killed if the parent dies first (``PR_SET_PDEATHSIG``);
+- may run at a lower priority (``nice``): a snapshot taken while the service runs is background work, and on a
+  machine with few cores it must not take the CPU from the services deciding;
 - touches nothing of the parent's: not its event loop (its signal wake-up descriptor is detached, SIGTERM and SIGINT
   get their default action back), not its connections, not its logging; it only writes to its end of a pipe;
 - sends a short header (whether the work succeeded, its small answer or the error, the payload's size, its own
@@ -83,12 +85,15 @@ def _die_with(parent: int) -> None:
 
 
 def _child(
-    work: Callable[[], tuple[Any, Sequence[Any]]], read_fd: int, write_fd: int, parent: int
+    work: Callable[[], tuple[Any, Sequence[Any]]], read_fd: int, write_fd: int, parent: int, nice: int
 ) -> NoReturn:
     code = 1
     try:
         gc.disable()
         _die_with(parent)
+        if nice:
+            with contextlib.suppress(OSError):
+                os.nice(nice)
         os.close(read_fd)
         with contextlib.suppress(ValueError, OSError):
             signal.set_wakeup_fd(-1)
@@ -250,9 +255,10 @@ def _ended(status: int | None) -> str:
     return f"exit code {os.waitstatus_to_exitcode(status)}"
 
 
-def start(work: Callable[[], tuple[Any, Sequence[Any]]]) -> Child:
+def start(work: Callable[[], tuple[Any, Sequence[Any]]], *, nice: int = 0) -> Child:
     """Fork now; the child runs ``work`` (its small answer, msgpack-able, and a payload: consecutive buffers) on its
-    copy of the process and sends both back. The caller's only pause is the fork itself."""
+    copy of the process and sends both back. The caller's only pause is the fork itself. ``nice``: added to the
+    child's niceness, so that background work yields the CPU to the processes deciding."""
     read_fd, write_fd = os.pipe()
     with contextlib.suppress(OSError):
         import fcntl
@@ -266,7 +272,7 @@ def start(work: Callable[[], tuple[Any, Sequence[Any]]]) -> Child:
         os.close(write_fd)
         raise
     if pid == 0:
-        _child(work, read_fd, write_fd, parent)
+        _child(work, read_fd, write_fd, parent, nice)
     os.close(write_fd)
     os.set_blocking(read_fd, False)
     return Child(pid, read_fd)

@@ -42,6 +42,9 @@ log = logging.getLogger("allot.snapshots")
 FORMAT = statecodec.FORMAT
 OVERDUE = 2  # intervals: a snapshot this late is taken after the next batch, even while events keep coming
 IDLE_S = 0.5  # a due snapshot waits for the consumer to be idle this long (until it is overdue)
+# a snapshot taken while the service runs is encoded at this niceness: on two cores a forked encoder at the services'
+# own priority took a core from them for seconds, and submit-to-bound latency rose with it (docs/benchmarks/e2e.md)
+BACKGROUND_NICE = 10
 
 
 def take(host: Host, config_hash: str) -> tuple[Snapshot, float]:
@@ -184,17 +187,20 @@ class Snapshots:
         )
         return snapshot
 
-    def _begin(self, host: Host, *, write_in_child: bool = False) -> _Pending:
-        """Start the snapshot of the host now (the caller holds the lock): a forked child encoding it (and, with
-        ``write_in_child`` on PostgreSQL, writing it over a connection of its own, so that the state never comes
-        into this process), or, without fork (or when forking fails), the export in process."""
+    def _begin(self, host: Host, *, background: bool = False) -> _Pending:
+        """Start the snapshot of the host now (the caller holds the lock): a forked child encoding it (and, in the
+        ``background`` on PostgreSQL, writing it over a connection of its own, so that the state never comes into
+        this process, at :data:`BACKGROUND_NICE`), or, without fork (or when forking fails), the export in
+        process."""
         if self.fork:
             self.since = host.position
-            url = self.store.url if write_in_child and isinstance(self.store, PostgresEventStore) else None
+            url = self.store.url if background and isinstance(self.store, PostgresEventStore) else None
             target = _Target(url, host.name, host.position, self.config_hash, self.keep) if url else None
             started = time.perf_counter()
             try:
-                child = forked.start(lambda: _encoded(host, target))
+                child = forked.start(
+                    lambda: _encoded(host, target), nice=BACKGROUND_NICE if background else 0
+                )
             except OSError as exc:
                 log.warning(
                     "%s: cannot fork to snapshot its projection (%s); exporting in process", host.name, exc
@@ -227,7 +233,7 @@ class Snapshots:
         flight."""
         if self.writing is not None and not self.writing.done():
             return
-        pending = self._begin(host, write_in_child=True)
+        pending = self._begin(host, background=True)
         self.writing = asyncio.create_task(self._take_and_write(pending), name=f"{host.name}-snapshot")
 
     async def on_stop(self, host: Host, consistent: bool, *, timeout: float) -> Snapshot | None:
