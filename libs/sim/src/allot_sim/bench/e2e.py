@@ -54,8 +54,8 @@ if TYPE_CHECKING:
 
 GOALS = {
     "e2e_pods_per_s": 1000,
-    "e2e_pods_per_s_floor": 300,
-    "p99_ms_at_300": 500,
+    "e2e_pods_per_s_floor": 700,
+    "p99_ms_at_300": 300,
     "distribution_penalty": 3,
     "cluster_objects_per_s": 2000,
     "device_allocator_peak_rss_mib": 300,
