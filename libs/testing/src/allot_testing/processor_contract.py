@@ -14,7 +14,7 @@ service's decisions in one log) and a config the processor must refuse::
 Each test walks the recorded log trigger by trigger, as replay does, and holds the processor to the contract:
 ``decide`` changes nothing and answers the same twice, with the ids and events that were recorded; evolving the
 outputs gives the projection a rebuild from the log gives (owed output included); a rebuild equals the live
-projection; events it does not know change nothing and decide nothing; a bad config is an ``InvalidConfig`` naming
+projection; a host restored from a snapshot taken halfway goes on deciding what was recorded; events it does not know change nothing and decide nothing; a bad config is an ``InvalidConfig`` naming
 the field.
 """
 
@@ -36,7 +36,7 @@ from allot_contracts.errors import InvalidConfig
 from allot_contracts.jsonvalue import JsonObject
 from allot_eventstore.memory import InMemoryEventStore
 from allot_runtime.processor import Host, Processor, ProcessorFactory, TimedProcessor, digest_of
-from allot_runtime.replay import rebuild
+from allot_runtime.replay import follow_recorded, rebuild, rederive
 from allot_testing.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -173,6 +173,31 @@ class ProcessorContract:
             assert _state(live.processor) == _state(rebuilt.processor), (
                 f"{where}: the projection after deciding differs from the one rebuilt from the log"
             )
+
+    def test_a_snapshot_taken_halfway_decides_on_as_recorded(self) -> None:
+        """A host restored from a snapshot of the live one halfway through the workload (after deciding, so that
+        whatever the processor caches is filled) has the live projection and decides the rest as was recorded."""
+        for recorded in self.recorded():
+            triggers = list(self.triggers(recorded))
+            live = Host(self.make())
+            for record, outputs in triggers[: len(triggers) // 2]:
+                self.decides_as_recorded(live, recorded, record, outputs)
+            restored = Host(self.make())
+            restored.restore_state(live.export_state())
+            assert restored.digest() == live.digest(), f"{self.name}: the restored projection differs"
+            for record, outputs in triggers[len(triggers) // 2 :]:
+                self.decides_as_recorded(restored, recorded, record, outputs)
+
+    def decides_as_recorded(
+        self, host: Host, recorded: Recorded, record: RecordedEvent, outputs: list[RecordedEvent]
+    ) -> None:
+        """``host`` takes ``record`` and decides on it what was recorded (``outputs``), then folds them."""
+        news = rederive(host, record, outputs)
+        assert news is not None, f"{self.name} at {recorded.path}:{record.position}: skipped"
+        assert [(n.event_id, n.stream_id, canonical(n.event)) for n in news] == [
+            (r.event_id, r.stream_id, r.payload) for r in outputs
+        ], f"{self.name} at {recorded.path}:{record.position} ({record.type}): decided other than recorded"
+        follow_recorded(host, record, outputs)
 
     def rebuilt(self, recorded: Recorded) -> Host:
         host = Host(self.make())
