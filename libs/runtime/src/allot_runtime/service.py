@@ -334,10 +334,8 @@ async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
 
     The event id is derived from (service, deadline, timer events consumed so far), so a tick before the event was
     consumed, a restart or a second instance cannot record it twice (docs/adr/0006)."""
-    from allot_contracts.envelope import stream_id
-    from allot_contracts.events import TimerFired
     from allot_eventstore.clock import system_clock
-    from allot_runtime.processor import timer_event_id, timer_producer
+    from allot_runtime.processor import timer_fired, timer_producer
 
     name = ctx.runtime.name
     producer = timer_producer(name)
@@ -350,11 +348,7 @@ async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
             now = system_clock()
             if deadline is not None and (deadline, consumed) != fired:
                 if now >= deadline:
-                    new = NewEvent(
-                        stream_id=stream_id("timer", name),
-                        event=TimerFired(service=ctx.settings.service, due=deadline),
-                        event_id=timer_event_id(name, deadline, consumed),
-                    )
+                    new = timer_fired(name, deadline, consumed, service=ctx.settings.service)
                     try:
                         await ctx.store.append([new], producer=producer)
                         fired = (deadline, consumed)
