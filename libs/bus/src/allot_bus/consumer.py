@@ -94,6 +94,12 @@ class ConsumerStats(msgspec.Struct, kw_only=True):
 _Pair = tuple[RecordedEvent, Any]  # a record and its message (None when read from PostgreSQL)
 
 
+def _stream_sequence(msg: Any) -> int:
+    """The message's sequence number in the stream (0 when the message carries no JetStream metadata)."""
+    sequence: int = msg.metadata.sequence.stream if msg.metadata else 0
+    return sequence
+
+
 class DurableConsumer:
     def __init__(
         self,
@@ -269,7 +275,7 @@ class DurableConsumer:
                 return
         self.stats.transient_failures += 1
         self._failures += 1
-        delay = getattr(cause, "delay", None) or self.backoff[min(self._failures - 1, len(self.backoff) - 1)]
+        delay = self._backoff(self._failures - 1, cause)
         log.warning(
             "%s failed on position %d (%s), attempt %d: %s; retrying in %.1fs",
             self.name,
@@ -283,6 +289,15 @@ class DurableConsumer:
             with contextlib.suppress(nats.errors.Error, jserrors.Error):
                 await msg.nak(delay=delay)
         raise cause
+
+    def _backoff(self, attempt: int, cause: BaseException | None = None) -> float:
+        """The wait before retry ``attempt`` (from 0; the last step of ``backoff`` repeats), unless ``cause`` asks
+        for its own (``TransientError.delay``)."""
+        asked: float | None = getattr(cause, "delay", None)
+        return asked or self.backoff[min(attempt, len(self.backoff) - 1)]
+
+    def _count_refused(self, reason: str) -> None:
+        self.stats.refused[reason] = self.stats.refused.get(reason, 0) + 1
 
     async def _ack(self, msg: Any) -> None:
         if msg is not None:
@@ -335,7 +350,7 @@ class DurableConsumer:
             except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
                 # Not something this log wrote (or damaged on the way): drop the message and read whatever it may
                 # have carried from PostgreSQL, which never goes through the wire format.
-                sequence = msg.metadata.sequence.stream if msg.metadata else 0
+                sequence = _stream_sequence(msg)
                 log.error(
                     "%s: message %d on %s cannot be decoded (%s); catching up from the log instead",
                     self.name,
@@ -365,11 +380,7 @@ class DurableConsumer:
         try:
             await self._process(pairs)
         except Exception as exc:  # transient or unknown: already nak-ed; back off, then rebuild and catch up
-            delay = (
-                getattr(exc, "delay", None)
-                or self.backoff[min(max(self._failures - 1, 0), len(self.backoff) - 1)]
-            )
-            await asyncio.sleep(delay)
+            await asyncio.sleep(self._backoff(max(self._failures - 1, 0), exc))
             self._needs_resync = True
             return False
         return not self._needs_resync  # dead-lettered: nothing after it is decided before the rebuild
@@ -383,7 +394,7 @@ class DurableConsumer:
             Delivered(
                 record=record,
                 subject=getattr(msg, "subject", ""),
-                sequence=msg.metadata.sequence.stream if msg.metadata else 0,
+                sequence=_stream_sequence(msg),
                 delivered=msg.metadata.num_delivered if msg.metadata else 1,
                 handle=msg,
             )
@@ -400,7 +411,7 @@ class DurableConsumer:
 
     async def _refuse(self, refused: list[Refusal]) -> None:
         for refusal in refused:
-            self.stats.refused[refusal.reason] = self.stats.refused.get(refusal.reason, 0) + 1
+            self._count_refused(refusal.reason)
             log.warning("%s %s", self.name, describe(refusal))
         await self.store.append([warning(self.name, r) for r in refused], producer=self.name)
         # recorded first: a failure above leaves them to be delivered and judged again
@@ -409,7 +420,7 @@ class DurableConsumer:
                 await refusal.message.handle.term()
 
     async def _record_undecodable(self, msg: Any, sequence: int, reason: str) -> None:
-        self.stats.refused["undecodable"] = self.stats.refused.get("undecodable", 0) + 1
+        self._count_refused("undecodable")
         subject = getattr(msg, "subject", "")
         event = SecurityMessageRefused(
             consumer=self.name,
@@ -494,7 +505,7 @@ class DurableConsumer:
                 "%s: the event log is unreachable (%s: %s); retrying", self.name, type(exc).__name__, exc
             )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.backoff[min(2, len(self.backoff) - 1)])
+                await asyncio.wait_for(stop.wait(), timeout=self._backoff(2))
 
     async def _retry(self, action: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
         attempt = 0
@@ -508,7 +519,7 @@ class DurableConsumer:
                 raise
             except Exception as exc:  # transient or unknown: back off and rebuild again
                 self.stats.transient_failures += 1
-                delay = getattr(exc, "delay", None) or self.backoff[min(attempt, len(self.backoff) - 1)]
+                delay = self._backoff(attempt, exc)
                 attempt += 1
                 log.warning("%s: catching up failed (%s); retrying in %.1fs", self.name, exc, delay)
                 await asyncio.sleep(delay)

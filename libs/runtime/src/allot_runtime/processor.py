@@ -24,9 +24,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import msgspec
 
-from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id
+from allot_contracts.envelope import NewEvent, RecordedEvent, canonical, derived_event_id, stream_id
 from allot_contracts.errors import InvalidConfig
-from allot_contracts.events import Event
+from allot_contracts.events import Event, TimerFired
 from allot_contracts.issues import FieldIssue
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.lives import PodLives
@@ -137,6 +137,17 @@ def timer_event_id(service: str, deadline: int, consumed: int) -> str:
     """The id of the ``timer.fired`` event for a deadline of a service that has consumed ``consumed`` timer events so
     far: until the service has seen it, asking again (a tick, a restart, a second instance) records nothing new."""
     return derived_event_id(timer_producer(service), f"{deadline}/{consumed}", 0)
+
+
+def timer_fired(name: str, deadline: int, consumed: int, *, service: str | None = None) -> NewEvent:
+    """The ``timer.fired`` event recorded (under :func:`timer_producer`) when decider ``name``'s ``deadline`` has
+    passed and it has consumed ``consumed`` timer events: on its timer stream, with :func:`timer_event_id`.
+    ``service``: the service the event names when ``name`` is one instance's (default: ``name``)."""
+    return NewEvent(
+        stream_id=stream_id("timer", name),
+        event=TimerFired(service=name if service is None else service, due=deadline),
+        event_id=timer_event_id(name, deadline, consumed),
+    )
 
 
 # What a decider's shell records under ``<decider>.<suffix>``: timers, its configuration, leadership, fencing, the

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -52,6 +51,7 @@ from allot_runtime.recorded_config import AppliedConfig, config_hash, record_con
 from allot_runtime.replay import rebuild
 from allot_runtime.service_http import Liveness, serve_http, state_of
 from allot_runtime.settings import ServiceSettings
+from allot_runtime.signals import stop_on_signals
 from allot_runtime.snapshots import Snapshots, restore
 
 if TYPE_CHECKING:  # lease mode only: the Kubernetes client is imported when a service runs under a Lease
@@ -334,10 +334,8 @@ async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
 
     The event id is derived from (service, deadline, timer events consumed so far), so a tick before the event was
     consumed, a restart or a second instance cannot record it twice (docs/adr/0006)."""
-    from allot_contracts.envelope import stream_id
-    from allot_contracts.events import TimerFired
     from allot_eventstore.clock import system_clock
-    from allot_runtime.processor import timer_event_id, timer_producer
+    from allot_runtime.processor import timer_fired, timer_producer
 
     name = ctx.runtime.name
     producer = timer_producer(name)
@@ -350,11 +348,7 @@ async def timer_loop(ctx: ServiceContext, stop: asyncio.Event) -> None:
             now = system_clock()
             if deadline is not None and (deadline, consumed) != fired:
                 if now >= deadline:
-                    new = NewEvent(
-                        stream_id=stream_id("timer", name),
-                        event=TimerFired(service=ctx.settings.service, due=deadline),
-                        event_id=timer_event_id(name, deadline, consumed),
-                    )
+                    new = timer_fired(name, deadline, consumed, service=ctx.settings.service)
                     try:
                         await ctx.store.append([new], producer=producer)
                         fired = (deadline, consumed)
@@ -402,10 +396,7 @@ async def run_service(
     logs.setup(settings.service, level=settings.log_level, fmt=settings.log_format)
     memory.configure()
     tracer = telemetry.setup(settings.service, settings.otel_exporter)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
 
     metrics = Metrics(settings.service, scheduler=scheduler)
     live = Liveness(service=settings.service, metrics=metrics, phase="waiting for the database schema")

@@ -11,14 +11,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
-from allot_contracts.events import TimerFired
+from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.jsonvalue import JsonObject
 from allot_eventstore.clock import ManualClock
 from allot_eventstore.memory import InMemoryEventStore
 from allot_eventstore.protocol import Checkpoint
 from allot_intake.manifests import Input
-from allot_runtime.processor import Host, timer_event_id, timer_producer
+from allot_runtime.processor import Host, timer_fired, timer_producer
 from allot_stack.pipeline import PROCESSORS
 
 SIM_NS = uuid.UUID("0d5a3f4e-9a43-4e0e-8f3a-6b0e3c1d2a77")
@@ -79,16 +78,7 @@ class Simulation:
             deadline, name, consumed = min(due)
             self.fired.add((name, deadline, consumed))
             self.clock.now_us = max(self.clock.now_us, deadline)
-            self.store.append_sync(
-                [
-                    NewEvent(
-                        stream_id=stream_id("timer", name),
-                        event=TimerFired(service=name, due=deadline),
-                        event_id=timer_event_id(name, deadline, consumed),
-                    )
-                ],
-                producer=timer_producer(name),
-            )
+            self.store.append_sync([timer_fired(name, deadline, consumed)], producer=timer_producer(name))
             self.pump()
         self.clock.now_us = target
 

@@ -30,15 +30,14 @@ import yaml
 
 from allot_bus.names import BusNames
 from allot_contracts import kube
-from allot_contracts.envelope import NewEvent, RecordedEvent, stream_id
-from allot_contracts.events import TimerFired
+from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.issues import FieldIssue
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.quantity import QuantityError, parse_quantity
 from allot_eventstore.clock import ManualClock
 from allot_intake.documents import load_documents
 from allot_intake.manifests import Door, Input, Verdict, to_input
-from allot_runtime.processor import timer_event_id, timer_producer
+from allot_runtime.processor import timer_fired, timer_producer
 from allot_sim.scenario import load_config
 from allot_sim.simulator import SIM_NS, Simulation
 from allot_stack.logtools import wait_idle
@@ -478,14 +477,5 @@ async def _advance(
         deadline, name, consumed = min(due)
         fired.add((name, deadline, consumed))
         clock.now_us = max(clock.now_us, deadline)
-        await stack.store.append(
-            [
-                NewEvent(
-                    stream_id=stream_id("timer", name),
-                    event=TimerFired(service=name, due=deadline),
-                    event_id=timer_event_id(name, deadline, consumed),
-                )
-            ],
-            producer=timer_producer(name),
-        )
+        await stack.store.append([timer_fired(name, deadline, consumed)], producer=timer_producer(name))
     clock.now_us = target

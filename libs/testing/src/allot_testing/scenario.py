@@ -8,7 +8,7 @@ import yaml
 
 from allot_contracts.jsonvalue import JsonObject
 from allot_intake.documents import Document
-from allot_intake.manifests import admit_all, to_input
+from allot_intake.manifests import Input, admit_all, to_input
 from allot_sim.simulator import Simulation
 from allot_views.cluster import ClusterView
 from allot_views.decisions import Decision, decisions
@@ -22,11 +22,7 @@ class Scenario:
 
     def apply(self, *bodies: JsonObject) -> Scenario:
         for body in bodies:
-            doc = Document(source="test", index=self._index, body=body)
-            self._index += 1
-            problems = list(admit_all([doc]))
-            assert not problems, problems
-            self.sim.apply(to_input(doc))
+            self.sim.apply(self._admitted(body))
         return self
 
     def apply_unchecked(self, *bodies: JsonObject) -> Scenario:
@@ -42,12 +38,16 @@ class Scenario:
         type): a concurrent input landing between two services' steps."""
         match = when if callable(when) else (lambda record: record.type == when)
         for body in bodies:
-            doc = Document(source="test", index=self._index, body=body)
-            self._index += 1
-            problems = list(admit_all([doc]))
-            assert not problems, problems
-            self.sim.interleave(match, to_input(doc))
+            self.sim.interleave(match, self._admitted(body))
         return self
+
+    def _admitted(self, body: JsonObject) -> Input:
+        """``body`` as the next document's input, admitted as the CLI admits it (a refusal fails the test)."""
+        doc = Document(source="test", index=self._index, body=body)
+        self._index += 1
+        problems = list(admit_all([doc]))
+        assert not problems, problems
+        return to_input(doc)
 
     def apply_yaml(self, text: str) -> Scenario:
         return self.apply(*[b for b in yaml.safe_load_all(text) if b])

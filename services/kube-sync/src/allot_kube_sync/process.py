@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +47,7 @@ from allot_runtime import logs
 from allot_runtime.health import health_app, serve_health
 from allot_runtime.kube.lease import GuardedStore, Leadership, LeaseConfig, lease_identity, while_leading
 from allot_runtime.settings import load as load_settings
+from allot_runtime.signals import stop_on_signals
 
 # The variables this process reads besides the shared ALLOT_* settings (for deployment checks and docs).
 ENVIRONMENT = ("ALLOT_SCHEDULER_NAME", "ALLOT_KUBECONFIG")
@@ -96,10 +96,7 @@ async def run_kube_sync(
     settings = load_settings(PRODUCER)  # leader election; a bad value is refused before anything starts
     scheduler_name = scheduler_name or os.environ.get("ALLOT_SCHEDULER_NAME") or DEFAULT_SCHEDULER_NAME
     if stop is None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
     registry = CollectorRegistry()
     progress = Progress(phase="waiting for the database schema")
     runner = await serve_health(health(progress, registry))

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from allot_relay.settings import AnchorSettingsError
 from allot_runtime import logs, memory
 from allot_runtime.health import health_app, serve_health
 from allot_runtime.metrics import standard_collectors
+from allot_runtime.signals import stop_on_signals
 
 
 @dataclass
@@ -124,10 +124,7 @@ async def run_relay() -> None:
         prefix=os.environ.get("ALLOT_NATS_PREFIX", "allot"),
         stream=os.environ.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS"),
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     state = Publishing()
     runner = await _serve(state)
     try:

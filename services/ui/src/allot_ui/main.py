@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -36,14 +35,12 @@ def add_arguments(parser: Any) -> None:
 async def serve_until_stopped(database_url: str, host: str, port: int, poll: float, name: str) -> None:
     """Serve the view of the log at ``database_url`` until SIGTERM or SIGINT."""
     from allot_eventstore.postgres import PostgresEventStore
+    from allot_runtime.signals import stop_on_signals
     from allot_ui.model import UiModel
     from allot_ui.server import serve
 
     store = PostgresEventStore.connect(database_url)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     try:
         runner = await serve(UiModel(store), host, port, poll=poll)
     except BaseException:

@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import signal
 import ssl
 import sys
 from collections.abc import Sequence
@@ -48,6 +47,7 @@ def health_app(webhook: Webhook) -> web.Application:
 async def _run(args: argparse.Namespace) -> None:
     from allot_runtime.health import serve_health
     from allot_runtime.kube.client import api_client
+    from allot_runtime.signals import stop_on_signals
     from allot_webhook.server import Webhook, cluster_profiles, cluster_quotas, serve, tls_context
 
     context = tls_context(args.tls_cert_file, args.tls_private_key_file)
@@ -57,10 +57,7 @@ async def _run(args: argparse.Namespace) -> None:
         quotas=None if client is None else cluster_quotas(client),
         profiles=None if client is None else cluster_profiles(client),
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
 
     runner = await serve_health(health_app(webhook))
     try:

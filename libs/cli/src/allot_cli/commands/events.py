@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import signal
 import sys
 from typing import Any
 
@@ -35,16 +34,14 @@ async def tail(args: argparse.Namespace) -> None:
 async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
     """New events as they are recorded, each once and in order, through NATS restarts (the subscribe client)."""
     from allot_client import AllotClient, Filter, FilterError
+    from allot_runtime.signals import stop_on_signals
     from allot_stack.logtools import event_json
 
     try:
         flt = Filter(types=args.type)
     except FilterError as exc:
         raise UsageError(f"--type: {exc}") from exc
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     client = AllotClient(
         database_url=ep.database_url,
         nats_url=ep.nats_url,

@@ -114,13 +114,12 @@ async def evict(
 async def _request_record(
     store: Any, decider: str, request: MigrationEvictionRequested
 ) -> RecordedEvent | None:
-    history: list[RecordedEvent] = await store.read_stream(stream_id("migration", request.job.name))
-    for record in reversed(history):
-        if record.type == "migration.eviction_requested" and record.producer == decider:
-            event = record.decode()
-            same = isinstance(event, MigrationEvictionRequested) and event.pod_uid == request.pod_uid
-            return record if same else None
-    return None
+    def same(record: RecordedEvent) -> bool:
+        event = record.decode()
+        return isinstance(event, MigrationEvictionRequested) and event.pod_uid == request.pod_uid
+
+    stream = stream_id("migration", request.job.name)
+    return await latest_decision(store, stream, "migration.eviction_requested", decider, same)
 
 
 async def evict_due(worker: Any, requests: list[MigrationEvictionRequested]) -> None:

@@ -217,17 +217,15 @@ class BindWorker:
             self.leadership.check(what)
 
     async def _request_record(self, request: BindRequest) -> RecordedEvent | None:
-        history: list[RecordedEvent] = await self.store.read_stream(stream_id("pod", request.pod.key))
-        for record in reversed(history):
-            if record.type == "pod.bind_requested" and record.producer == self.decider:
-                event = record.decode()
-                if isinstance(event, PodBindRequested) and (event.uid, event.attempt) == (
-                    request.uid,
-                    request.attempt,
-                ):
-                    return record
-                return None  # a newer request supersedes whatever is in the projection
-        return None
+        def same(record: RecordedEvent) -> bool:
+            event = record.decode()
+            return isinstance(event, PodBindRequested) and (event.uid, event.attempt) == (
+                request.uid,
+                request.attempt,
+            )
+
+        stream = stream_id("pod", request.pod.key)
+        return await latest_decision(self.store, stream, "pod.bind_requested", self.decider, same)
 
     def _retry_later(
         self, key: str, exc: Exception, retries: dict[str, Retry] | None = None, what: str = "pod"
