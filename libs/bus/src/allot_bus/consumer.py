@@ -94,10 +94,18 @@ class ConsumerStats(msgspec.Struct, kw_only=True):
 _Pair = tuple[RecordedEvent, Any]  # a record and its message (None when read from PostgreSQL)
 
 
-def _stream_sequence(msg: Any) -> int:
-    """The message's sequence number in the stream (0 when the message carries no JetStream metadata)."""
-    sequence: int = msg.metadata.sequence.stream if msg.metadata else 0
-    return sequence
+def _delivery(msg: Any) -> tuple[int, int]:
+    """The message's sequence number in the stream and how many times it was delivered; (0, 1) when it carries no
+    JetStream metadata. Read off the reply subject when it has the form nats-server gives a stream without a domain
+    (``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>``): a split, where
+    nats-py's ``metadata`` builds a dataclass and a datetime for every message."""
+    reply = getattr(msg, "reply", None)
+    if isinstance(reply, str):
+        tokens = reply.split(".")
+        if len(tokens) == 9 and tokens[0] == "$JS" and tokens[1] == "ACK":
+            return int(tokens[5]), int(tokens[4])
+    metadata = msg.metadata
+    return (metadata.sequence.stream, metadata.num_delivered) if metadata else (0, 1)
 
 
 class DurableConsumer:
@@ -350,7 +358,7 @@ class DurableConsumer:
             except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
                 # Not something this log wrote (or damaged on the way): drop the message and read whatever it may
                 # have carried from PostgreSQL, which never goes through the wire format.
-                sequence = _stream_sequence(msg)
+                sequence = _delivery(msg)[0]
                 log.error(
                     "%s: message %d on %s cannot be decoded (%s); catching up from the log instead",
                     self.name,
@@ -394,11 +402,12 @@ class DurableConsumer:
             Delivered(
                 record=record,
                 subject=getattr(msg, "subject", ""),
-                sequence=_stream_sequence(msg),
-                delivered=msg.metadata.num_delivered if msg.metadata else 1,
+                sequence=sequence,
+                delivered=times,
                 handle=msg,
             )
             for record, msg in pairs
+            for sequence, times in (_delivery(msg),)
         ]
         accepted, refused = await vouch(self.store, delivered, self._order, self._first_sequence)
         if refused:

@@ -1,5 +1,6 @@
-"""The NATS client's header reader gives what nats-py's own reader gives, for the relay's headers and for any block
-of bytes, and a live connection reads the headers of a message through it."""
+"""What a delivered message says of itself, read faster than nats-py reads it and to the same result: the header
+reader gives what nats-py's own gives, for the relay's headers and for any block of bytes, and a live connection
+reads headers through it; the stream sequence and delivery count come off the reply subject as nats-py reads them."""
 
 from __future__ import annotations
 
@@ -61,3 +62,17 @@ async def test_a_live_connection_reads_headers_through_it(nats_server_url: str, 
         assert read, "the message's headers were not read by HeaderClient"
     finally:
         await nc.close()
+
+
+def test_the_stream_sequence_and_deliveries_read_off_the_reply_as_nats_py_reads_them() -> None:
+    from nats.aio.msg import Msg
+
+    from allot_bus.consumer import _delivery
+
+    for reply in (
+        "$JS.ACK.ALLOT_EVENTS.quota-manager.3.123456.120000.1764327600123456789.55",
+        "$JS.ACK.hub.AAAAAAAA.ALLOT_EVENTS.quota-manager.2.77.70.1764327600123456789.0.xyz",
+    ):
+        msg = Msg(None, subject="allot.events.pod.submitted", reply=reply)
+        assert _delivery(msg) == (msg.metadata.sequence.stream, msg.metadata.num_delivered)
+    assert _delivery(Msg(None, subject="x", reply="$JS.ACK.S.c.3.9.1.5.0")) == (9, 3)
