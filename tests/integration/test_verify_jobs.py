@@ -22,7 +22,7 @@ from allot_audit.replay_configs import plan
 from allot_audit.verify_jobs import Service, Since, verify_all
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
-from allot_eventstore.verify import verify_chain
+from allot_eventstore.verify import ChainCheck
 from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import rebuild
 from allot_runtime.snapshots import take
@@ -55,7 +55,12 @@ async def history(database_url: str, tmp_path: Path) -> str:
     return database_url
 
 
-async def _verify(url: str, jobs: int, since: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _verify(
+    url: str, jobs: int, since: int | None = None, *, to_head: bool = True
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The chain and decisions verified in ``jobs`` processes; with ``to_head`` up to the head the chain ends at (the
+    calling process checks the chain on the pages its decisions read), else to wherever the log ends (the chain is
+    read on its own)."""
     store = PostgresEventStore.connect(url)
     try:
         head = await store.head()
@@ -65,10 +70,10 @@ async def _verify(url: str, jobs: int, since: int | None = None) -> tuple[dict[s
         through = {name: checkpoints.get(name, 0) for group in groups for name in group.instances}
         chain, verified = await verify_all(
             url,
-            verify_chain(store.iterate(until=head[0]), head=head),
+            ChainCheck(head=head),
             groups,
             files={},
-            until=None,
+            until=head[0] if to_head else None,
             through=through,
             jobs=jobs,
             since=Since(since, head[1]) if since else None,
@@ -91,6 +96,8 @@ async def test_several_processes_report_what_one_does(history: str) -> None:
     one = await _verify(history, 1)
     three = await _verify(history, 3)
     assert one == three
+    assert one == await _verify(history, 9)  # one service a process: the calling one checks the chain alone
+    assert one == await _verify(history, 1, to_head=False)  # the chain in a read of its own
     chain, verified = one
     assert chain["ok"] and chain["events"] >= 300
     assert verified["device-allocator"]["checked"] > 0  # type: ignore[index]
@@ -106,6 +113,7 @@ async def test_an_edited_decision_is_found_by_every_split(history: str) -> None:
     one = await _verify(history, 1)
     two = await _verify(history, 2)
     assert one == two
+    assert one == await _verify(history, 2, to_head=False)
     chain, verified = one
     assert not chain["ok"] and "does not match its hash" in chain["problem"]
     mismatch = verified["device-allocator"]["mismatches"][0]  # type: ignore[index]

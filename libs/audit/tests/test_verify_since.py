@@ -4,22 +4,29 @@ the configuration in force after the snapshot, and the report still names every 
 from __future__ import annotations
 
 from allot_audit.verify_since import _governing
+from allot_eventstore.memory import InMemoryEventStore
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import RecordedConfig
-from allot_runtime.replay import Switch, _Verifying
+from allot_runtime.replay import Outputs, Switch, _Verifying
 
 
 def _never() -> Host:
     raise AssertionError("a switch before the start is never built")
 
 
+def _verifying(switches: list[Switch], start: int = 0) -> _Verifying:
+    host = Host.__new__(Host)
+    host.name = "d"
+    return _Verifying(host, switches, Outputs(InMemoryEventStore(), "d", start), start=start)
+
+
 def test_switches_before_the_start_are_in_force_and_still_reported() -> None:
     switches = [Switch(10, _never), Switch(50, _never)]
-    run = _Verifying(Host.__new__(Host), switches, start=30)
+    run = _verifying(switches, start=30)
     assert run.pending == [switches[1]] and run.after == 10
     assert [part.after for part in run.result().governed] == [0, 10, 50]
     assert run.result().start == 30
-    fresh = _Verifying(Host.__new__(Host), switches)
+    fresh = _verifying(switches)
     assert fresh.pending == switches and [part.after for part in fresh.result().governed] == [0, 10, 50]
 
 

@@ -36,11 +36,11 @@ from allot_audit.verify_jobs import Service, Since, verify_all
 from allot_audit.verify_since import describe as describe_start
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
-from allot_eventstore.verify import ChainReport, verify_chain
+from allot_eventstore.verify import ChainCheck, ChainReport
 from allot_intake.errors import UsageError
 from allot_runtime.processor import Host
 from allot_runtime.recorded_config import recorded_configs
-from allot_runtime.replay import VERIFY_PAGE, Verified, rebuild
+from allot_runtime.replay import Verified, rebuild
 from allot_stack.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
 from allot_stack.connect import Endpoints, endpoints, find_state_dir
 from allot_stack.pipeline import PROCESSORS, instances
@@ -230,11 +230,8 @@ class _Run:
         """The chain and every decision (in parallel), then the lines about them; 1 at the first failure."""
         chain, self.verified = await verify_all(
             self.ep.database_url,
-            verify_chain(
-                self.store.iterate(until=head[0], page=VERIFY_PAGE),
-                head=head,
-                expected_head=self.options.expect_head,
-                anchor=await anchor_of(self.pg, keys),
+            ChainCheck(
+                head=head, expected_head=self.options.expect_head, anchor=await anchor_of(self.pg, keys)
             ),
             [Service(service, tuple(instances(service, self.producers))) for service, _ in PROCESSORS],
             files=self.configs,

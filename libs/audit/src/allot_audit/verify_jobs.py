@@ -3,7 +3,9 @@
 The work splits into ``jobs`` shares, each reading the log from PostgreSQL on its own, in position order, with
 memory bounded by a page and the projections it holds:
 
-- the chain (and its signed checkpoints), one pass in the calling process;
+- the chain (and its signed checkpoints), in the calling process: checked on the pages its own share of decisions
+  reads (that pass then reads every event, not only those its services consume: the log is read once there), or
+  in a pass of its own when that share has no decisions to check or stops before the head (``--until``);
 - the decisions of every service (all its instances, each under the configurations it recorded), the services split
   into ``jobs`` shares of about equal cost (:func:`split`: the calling process's share is lighter by the chain's
   cost); each share is one pass over the log (``allot_runtime.replay.verify_many``: each event read and decoded
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,9 +33,9 @@ import msgspec
 from allot_audit.replay_configs import FileConfig, plan
 from allot_audit.verify_since import Start, start_from
 from allot_eventstore.postgres import PostgresEventStore
-from allot_eventstore.verify import ChainReport
+from allot_eventstore.verify import ChainCheck, ChainReport
 from allot_runtime.recorded_config import recorded_configs
-from allot_runtime.replay import Verified, verify_many
+from allot_runtime.replay import VERIFY_PAGE, Verified, verify_many
 
 # What checking the chain and re-deriving each service's decisions cost, relatively (CPU seconds on the 317k-event log
 # of ``allot bench replay``): how the services are split over the processes. A service not listed costs ``OTHER``.
@@ -52,9 +54,11 @@ OTHER = 1.0
 
 # Verifying allocates many short-lived objects (a decoded event, its recomputed decisions) beside projections that live
 # for the whole run: with the default thresholds the collector walks those projections again and again. It runs
-# 70 times less often here (still every 50,000 net allocations for the young objects); memory stays bounded by the
-# projections and a page of each stream (docs/benchmarks/replay.md).
-COLLECT_EVERY = (50_000, 20, 100)
+# about 300 times less often here (still every 200,000 net allocations for the young objects: more than a page of
+# events and what deciding on them holds at once, so a pass does not scan each page's objects just before they are
+# freed; at 50,000 that was 18 collections, 0.4 CPU-s, on the 317k-event log, finding 8 objects of garbage); memory
+# stays bounded by the projections and a page of each stream (docs/benchmarks/replay.md).
+COLLECT_EVERY = (200_000, 20, 100)
 
 
 @contextmanager
@@ -99,7 +103,8 @@ class Job:
     since: Since | None = None
 
 
-async def _decisions(job: Job, group: Service) -> dict[str, Verified]:
+async def _decisions(job: Job, group: Service, chain: ChainCheck | None = None) -> dict[str, Verified]:
+    """The decisions of ``group``'s instances; with ``chain``, the pass feeds it every page of the log as well."""
     store = PostgresEventStore.connect(job.url, pool_size=2)
     try:
         deciders = plan(group.instances, await recorded_configs(store), job.files)
@@ -120,8 +125,9 @@ async def _decisions(job: Job, group: Service) -> dict[str, Verified]:
                 through=job.through,
                 switches={name: decider.switches() for name, decider in deciders.items()},
                 starts={name: start.position for name, start in starts.items()},
+                tap=chain.feed if chain is not None else None,
             )
-            if kept
+            if kept or chain is not None
             else {}
         )
         return failed | {
@@ -138,7 +144,7 @@ def decisions_task(job: Job, group: Service) -> dict[str, Verified]:
 
 async def verify_all(
     url: str,
-    chain: Awaitable[ChainReport],
+    chain: ChainCheck,
     groups: list[Service],
     *,
     files: dict[str, FileConfig],
@@ -147,7 +153,7 @@ async def verify_all(
     jobs: int,
     since: Since | None = None,
 ) -> tuple[ChainReport, dict[str, Verified]]:
-    """The chain report (``chain``, awaited here) and every instance's decisions, in ``jobs`` processes (with
+    """The chain report (``chain``, fed here) and every instance's decisions, in ``jobs`` processes (with
     ``since``: each from its newest checked snapshot at or before that position, ``allot_audit.verify_since``)."""
     job = Job(url, files, until, through, since)
     with seldom_collected():
@@ -171,28 +177,52 @@ def split(groups: list[Service], jobs: int) -> list[Service]:
     ]
 
 
+async def _chain_alone(job: Job, chain: ChainCheck) -> ChainReport:
+    """The chain checked in a read of its own (up to the head it was given), to the first problem."""
+    store = PostgresEventStore.connect(job.url, pool_size=2)
+    try:
+        pages = store.pages(until=chain.head[0], page=VERIFY_PAGE)
+        try:
+            async for page in pages:
+                if not await chain.feed(page):
+                    break  # the rest is not read (nor the page read ahead)
+        finally:
+            await pages.aclose()  # type: ignore[attr-defined]
+        return await chain.report()
+    finally:
+        await store.close()
+
+
 async def _verify_all(
-    chain: Awaitable[ChainReport], shares: list[Service], job: Job
+    chain: ChainCheck, shares: list[Service], job: Job
 ) -> tuple[ChainReport, dict[str, Verified]]:
     mine, theirs = shares[0], [share for share in shares[1:] if share.instances]
     verified: dict[str, Verified] = {}
+    # this process's share reads the log up to ``until``: when that is the chain's head, the chain is checked on the
+    # pages it reads
+    shared = bool(mine.instances) and job.until == chain.head[0]
 
-    async def here() -> None:
+    async def alone() -> ChainReport | None:
+        return None if shared else await _chain_alone(job, chain)
+
+    async def here() -> ChainReport | None:
         if mine.instances:
-            verified.update(await _decisions(job, mine))
+            verified.update(await _decisions(job, mine, chain if shared else None))
+        return await chain.report() if shared else None
 
     if not theirs:
-        alone = await chain
-        await here()
-        return alone, verified
-    loop = asyncio.get_running_loop()
-    with ProcessPoolExecutor(
-        max_workers=len(theirs), mp_context=multiprocessing.get_context("spawn")
-    ) as pool:
+        reports = [await alone(), await here()]
+    else:
+        loop = asyncio.get_running_loop()
+        with ProcessPoolExecutor(
+            max_workers=len(theirs), mp_context=multiprocessing.get_context("spawn")
+        ) as pool:
 
-        async def there(share: Service) -> None:
-            verified.update(await loop.run_in_executor(pool, decisions_task, job, share))
+            async def there(share: Service) -> None:
+                verified.update(await loop.run_in_executor(pool, decisions_task, job, share))
 
-        # the workers take their shares; this process checks the chain beside its own
-        report, _ = await asyncio.gather(chain, asyncio.gather(*(there(share) for share in theirs), here()))
+            # the workers take their shares; this process checks the chain beside its own
+            reports = list(await asyncio.gather(alone(), here(), *(there(share) for share in theirs)))[:2]
+    report = reports[0] or reports[1]
+    assert report is not None  # one of them checked the chain
     return report, verified

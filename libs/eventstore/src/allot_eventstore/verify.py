@@ -6,6 +6,8 @@ log head (position and hash), which catches a deleted tail. A verify run can als
 audit printed (``expected_head``), so even a complete rewrite of the chain is detected against that anchor.
 With ``anchor`` (:class:`allot_eventstore.anchor.AnchorCheck`) every signed checkpoint is checked on the way: its
 signature against the configured public keys, and the chain hash at its position against the one it signed.
+:class:`ChainCheck` is the same check fed page by page by a reader of the log that reads it anyway (``allot replay
+--verify`` checks the chain in the pass that re-derives decisions); :func:`verify_chain` reads the records itself.
 
 Each record's hash is recomputed over its payload as stored first: every writer stores canonical JSON, so that is
 the hash in the common case and costs no re-encoding. Only when it differs is the payload decoded and re-encoded
@@ -14,7 +16,7 @@ canonically (a payload stored in another form, e.g. by an older column type) and
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Iterable
 
 import msgspec
 
@@ -41,83 +43,113 @@ async def verify_chain(
     expected_head: str | None = None,
     anchor: AnchorCheck | None = None,
 ) -> ChainReport:
-    report = await _verify_chain(records, head=head, expected_head=expected_head, anchor=anchor)
-    if anchor is not None:
-        report.anchor = anchor.report(report.events)
-    return report
-
-
-async def _verify_chain(
-    records: AsyncIterable[RecordedEvent],
-    *,
-    head: tuple[int, bytes],
-    expected_head: str | None,
-    anchor: AnchorCheck | None,
-) -> ChainReport:
-    prev = GENESIS_HASH
-    expected_position = 1
-    count = 0
-    problem = await anchor.start() if anchor is not None else None
-    if anchor is not None and problem is not None:
-        return _broken(problem, anchor.next_position, count, head)
+    """Check the chain of ``records`` (the whole log, in position order), read here to the first problem."""
+    check = ChainCheck(head=head, expected_head=expected_head, anchor=anchor)
     async for record in records:
-        if record.position != expected_position:
-            what = "missing" if record.position > expected_position else "duplicated"
-            return _broken(
-                f"event at position {expected_position} is {what} (next stored position is {record.position})",
-                expected_position,
-                count,
-                head,
-            )
+        if not await check.feed((record,)):
+            break
+    return await check.report()
+
+
+class ChainCheck:
+    """The chain checked as the log is read: :meth:`feed` it every record in position order, a page at a time (from
+    whichever reader reads the log anyway: ``allot replay --verify`` checks it in the pass that re-derives the
+    decisions), then :meth:`report`. Whatever is fed after the first problem is passed over."""
+
+    def __init__(
+        self, *, head: tuple[int, bytes], expected_head: str | None = None, anchor: AnchorCheck | None = None
+    ) -> None:
+        self.head = head
+        self._expected_head = expected_head
+        self._anchor = anchor
+        self._prev = GENESIS_HASH
+        self._count = 0  # records checked so far: the next one must be at position ``_count + 1``
+        self._started = False
+        self._broken: ChainReport | None = None
+
+    async def _start(self) -> None:
+        self._started = True
+        problem = await self._anchor.start() if self._anchor is not None else None
+        if self._anchor is not None and problem is not None:
+            self._broken = _broken(problem, self._anchor.next_position, 0, self.head)
+
+    async def feed(self, records: Iterable[RecordedEvent]) -> bool:
+        """Check the next ``records``; whether the chain is still intact (worth feeding on)."""
+        if not self._started:
+            await self._start()
+        if self._broken is not None:
+            return False
+        anchor, prev, count = self._anchor, self._prev, self._count
         try:
-            matches = record.hash_follows(prev)
-        except msgspec.DecodeError as exc:
+            for record in records:
+                found = _problem(record, count + 1, prev)
+                if found is None and anchor is not None and record.position == anchor.next_position:
+                    problem = await anchor.check(record)
+                    found = None if problem is None else (problem, record.position)
+                if found is not None:
+                    self._broken = _broken(found[0], found[1], count, self.head)
+                    return False
+                prev = record.hash
+                count += 1
+        finally:
+            self._prev, self._count = prev, count
+        return True
+
+    async def report(self) -> ChainReport:
+        """What the records fed show: the first problem, or the end of the chain checked against the head."""
+        if not self._started:
+            await self._start()
+        report = self._broken or self._end()
+        if self._anchor is not None:
+            report.anchor = self._anchor.report(report.events)
+        return report
+
+    def _end(self) -> ChainReport:
+        head, prev, last = self.head, self._prev, self._count
+        problem = self._anchor.finish(last) if self._anchor is not None else None
+        if self._anchor is not None and problem is not None:
+            return _broken(problem, self._anchor.next_position, last, head)
+        if (last, prev) != (head[0], head[1]):
             return _broken(
-                f"event at position {record.position} has an unreadable payload: {exc}",
-                record.position,
-                count,
+                f"the log head says position {head[0]} but the chain ends at {last}: events were deleted from the end"
+                if head[0] > last
+                else f"the chain ends at position {last} but the log head is at {head[0]} with a different hash",
+                last + 1,
+                last,
                 head,
             )
-        if not matches:
-            return _broken(
-                f"event at position {record.position} ({record.type}, id {record.event_id}) does not match its "
-                "hash: it was edited, or an earlier event was",
-                record.position,
-                count,
-                head,
+        if self._expected_head is not None and self._expected_head != prev.hex():
+            return ChainReport(
+                ok=False,
+                events=last,
+                head_position=head[0],
+                head_hash=prev.hex(),
+                position=last,
+                problem=f"the chain is intact, but its head hash {prev.hex()} differs from the expected head "
+                f"{self._expected_head}",
+                head_unexpected=True,
             )
-        if anchor is not None and record.position == anchor.next_position:
-            problem = await anchor.check(record)
-            if problem is not None:
-                return _broken(problem, record.position, count, head)
-        prev = record.hash
-        expected_position += 1
-        count += 1
-    last = expected_position - 1
-    problem = anchor.finish(last) if anchor is not None else None
-    if anchor is not None and problem is not None:
-        return _broken(problem, anchor.next_position, count, head)
-    if (last, prev) != (head[0], head[1]):
-        return _broken(
-            f"the log head says position {head[0]} but the chain ends at {last}: events were deleted from the end"
-            if head[0] > last
-            else f"the chain ends at position {last} but the log head is at {head[0]} with a different hash",
-            last + 1,
-            count,
-            head,
+        return ChainReport(ok=True, events=last, head_position=head[0], head_hash=prev.hex())
+
+
+def _problem(record: RecordedEvent, expected_position: int, prev: bytes) -> tuple[str, int] | None:
+    """What is wrong with ``record`` as the event at ``expected_position`` after the hash ``prev``, and where."""
+    if record.position != expected_position:
+        what = "missing" if record.position > expected_position else "duplicated"
+        return (
+            f"event at position {expected_position} is {what} (next stored position is {record.position})",
+            expected_position,
         )
-    if expected_head is not None and expected_head != prev.hex():
-        return ChainReport(
-            ok=False,
-            events=count,
-            head_position=head[0],
-            head_hash=prev.hex(),
-            position=last,
-            problem=f"the chain is intact, but its head hash {prev.hex()} differs from the expected head "
-            f"{expected_head}",
-            head_unexpected=True,
-        )
-    return ChainReport(ok=True, events=count, head_position=head[0], head_hash=prev.hex())
+    try:
+        if record.hash_follows(prev):
+            return None
+    except msgspec.DecodeError as exc:
+        return f"event at position {record.position} has an unreadable payload: {exc}", record.position
+    return (
+        f"event at position {record.position} ({record.type}, id {record.event_id}) does not match its hash: it "
+        "was edited, or an earlier event was",
+        record.position,
+    )
 
 
 def _broken(problem: str, position: int, count: int, head: tuple[int, bytes]) -> ChainReport:

@@ -10,7 +10,7 @@ does not cascade into noise, and reports every mismatch (the CLI prints the firs
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -96,6 +96,7 @@ async def inputs(
 # rows and records of a page are both held while it is converted, for every stream at once. Fewer than a plain read's
 # 5000 keeps a pass of many processors within tens of MiB for a few more round trips.
 VERIFY_PAGE = 2000
+_PAST_EVERY = 1 << 63  # after every position of the log (positions are PostgreSQL bigints)
 
 
 class Outputs:
@@ -114,6 +115,9 @@ class Outputs:
         self._stream = store.outputs(producer, after=after, page=page)
         self._next: tuple[int, RecordedEvent] | None = None
         self._started = False
+        # the position of the next output's trigger (0: none read yet; past every position once all are read): asking
+        # :meth:`of` for an earlier position finds and passes over nothing
+        self.due = 0
         self._done = False
         self._after = after
         self._keep = strays
@@ -124,14 +128,16 @@ class Outputs:
     async def _advance(self) -> None:
         try:
             self._next = await anext(self._stream)
+            self.due = self._next[0]
         except StopAsyncIteration:
             self._next = None
             self._done = True
+            self.due = _PAST_EVERY
 
     def reached(self, position: int) -> bool:
         """Whether :meth:`of` may find or pass over anything for ``position``: False while the next output is of a
         later trigger (most triggers record nothing), so asking can be skipped without awaiting."""
-        return not self._started or (self._next is not None and self._next[0] <= position)
+        return self.due <= position
 
     async def of(self, position: int) -> list[RecordedEvent]:
         """The outputs caused by the event at ``position`` (positions asked for must increase)."""
@@ -238,6 +244,9 @@ def _compare(host: Host, trigger: RecordedEvent, kept: list[RecordedEvent]) -> M
     news = rederive(host, trigger, kept)
     if news is None:
         return None
+    if not news and not kept:  # most triggers: nothing decided, nothing recorded
+        host.position = trigger.position
+        return None
     mismatch: Mismatch | None = None
     if _same(kept, news):
         # The recomputed events are the recorded ones byte for byte: the processor evolves them as the live service
@@ -317,9 +326,20 @@ class _Verifying:
     """One processor being verified: its current host, the configuration switches still ahead, and the counts of
     the configuration in force (plain counters: this runs once per trigger)."""
 
-    def __init__(self, host: Host, switches: Sequence[Switch], start: int = 0) -> None:
+    def __init__(
+        self,
+        host: Host,
+        switches: Sequence[Switch],
+        outputs: Outputs,
+        *,
+        start: int = 0,
+        limit: int = _PAST_EVERY,
+    ) -> None:
         self.host = host
+        self.name = host.name
+        self.outputs = outputs  # what it recorded
         self.start = start  # ``host`` holds the projection at ``start`` (restored from a snapshot there)
+        self.limit = limit  # the last position it decided (its checkpoint): later triggers are lag
         ordered = sorted(switches, key=lambda switch: switch.after)
         passed = [switch for switch in ordered if switch.after <= start] if start else []  # in force at start
         self.pending = ordered[len(passed) :]
@@ -372,6 +392,7 @@ async def verify_many(
     through: dict[str, int] | None = None,
     switches: Mapping[str, Sequence[Switch]] | None = None,
     starts: Mapping[str, int] | None = None,
+    tap: Callable[[list[RecordedEvent]], Awaitable[object]] | None = None,
 ) -> dict[str, Verified]:
     """``verify_decisions`` for many processors in one pass over the log: each event is fed to every processor that
     consumes it, in log order, together with the outputs that processor recorded for it (read alongside, from the
@@ -381,45 +402,56 @@ async def verify_many(
     recorded nothing for them yet. ``switches`` gives, per processor, where it went on under another configuration
     (``config.applied``: :mod:`allot_runtime.recorded_config`); each trigger is re-derived under its own. ``starts``
     gives, per processor, the position its host already holds (restored from a checked snapshot there,
-    ``verify --since``): only the triggers after it are re-derived."""
-    names = [host.name for host in hosts]
+    ``verify --since``): only the triggers after it are re-derived. With ``tap``, the pass reads every event of the log
+    up to ``until`` (not only those the processors consume) and hands each page to ``tap`` before using it: a check of
+    the whole log (its hash chain) made in the same read."""
     limits = through or {}
-    begin = {name: (starts or {}).get(name, 0) for name in names}
-    outputs = {name: Outputs(store, name, after=begin[name], strays=True, page=VERIFY_PAGE) for name in names}
+    begin = {host.name: (starts or {}).get(host.name, 0) for host in hosts}
     runs = {
-        host.name: _Verifying(host, (switches or {}).get(host.name, ()), begin[host.name]) for host in hosts
+        host.name: _Verifying(
+            host,
+            (switches or {}).get(host.name, ()),
+            Outputs(store, host.name, after=begin[host.name], strays=True, page=VERIFY_PAGE),
+            start=begin[host.name],
+            limit=limits.get(host.name, _PAST_EVERY),
+        )
+        for host in hosts
     }
     by_type: dict[str, list[_Verifying]] = {}
     for host in hosts:
         for event_type in host.interests:
             by_type.setdefault(event_type, []).append(runs[host.name])
     try:
-        after = min(begin.values(), default=0)
-        async for batch in store.pages(after=after, until=until, types=by_type.keys(), page=VERIFY_PAGE):
+        after, types = (0, None) if tap is not None else (min(begin.values(), default=0), by_type.keys())
+        async for batch in store.pages(after=after, until=until, types=types, page=VERIFY_PAGE):
+            if tap is not None:
+                await tap(batch)
             for record in batch:
-                consumers = by_type.get(record.type, ())
+                consumers = by_type.get(record.type)
+                if consumers is None:
+                    continue  # read for ``tap`` only
                 if len(consumers) > 1:
                     record = _decoded_once(record)
+                position, producer = record.position, record.producer
                 for run in consumers:
-                    name = run.host.name
-                    if record.producer == name or record.position <= run.start:
+                    if producer == run.name or position <= run.start:
                         continue
-                    if record.position > limits.get(name, record.position):
+                    if position > run.limit:
                         run.behind += 1
                         continue
-                    if run.pending and run.due(record.position):
-                        await run.switch(record.position, store)
-                    stream = outputs[name]
-                    kept = await stream.of(record.position) if stream.reached(record.position) else []
+                    if run.pending and run.due(position):
+                        await run.switch(position, store)
+                    stream = run.outputs
+                    kept = await stream.of(position) if stream.due <= position else []
                     if stream.strays:  # outputs passed over on the way: rare, and a mismatch each
-                        run.mismatches += _unclaimed(name, stream)
-                    run.compared(record.position, _compare(run.host, record, kept))
-        for name, run in runs.items():
-            await outputs[name].rest(until)
-            run.mismatches += _unclaimed(name, outputs[name])
+                        run.mismatches += _unclaimed(run.name, stream)
+                    run.compared(position, _compare(run.host, record, kept))
+        for run in runs.values():
+            await run.outputs.rest(until)
+            run.mismatches += _unclaimed(run.name, run.outputs)
     finally:
-        for stream in outputs.values():
-            await stream.close()
+        for run in runs.values():
+            await run.outputs.close()
     return {name: run.result() for name, run in runs.items()}
 
 
