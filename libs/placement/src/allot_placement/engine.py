@@ -564,7 +564,7 @@ class PlacementEngine:
             return budgeted_index(self._order, pod, self.config, self._resolver(spec))
         if not self.caches:  # a ranking of every node, built for this pod alone
             fresh = ShapeIndex(0)
-            fresh.update(self._live(), self._resolver(spec))
+            fresh.build(self._live(), self._resolver(spec))
             return fresh
         free = (self._free, need(spec)) if self._free is not None else None
         log = (self._changes, self._change_base)
