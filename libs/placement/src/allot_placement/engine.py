@@ -109,7 +109,7 @@ class PlacementEngine:
         self._static_memo: dict[tuple[int, bytes, str], NodeResult] = {}
         # (node signature, pod key) -> the free-resource index admits the node: its room is a function of the
         # signature (allocatable, requests, pod count, device use), its need of the pod key
-        self._admit_memo: dict[tuple[int, bytes], bool] = {}
+        self._admit_memo: dict[tuple[int, bytes], bool | NodeResult] = {}
         self._entries: dict[str, Entry] = {}
         self._ids: dict[Any, int] = {}
         self._next_id = 0  # ids are never reused, so trimming ``_ids`` cannot make two contents share one
