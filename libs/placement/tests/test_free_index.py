@@ -303,7 +303,9 @@ def test_top_is_the_best_nodes_when_scores_rise_fall_and_nodes_leave() -> None:
     idx.build(names, state.get)
     for step in range(1, 600):
         changed = rng.sample(names, rng.randrange(1, 8))
-        for name in changed:  # mostly falling scores (an allocation), some rising, some nodes gone or infeasible
+        for (
+            name
+        ) in changed:  # mostly falling scores (an allocation), some rising, some nodes gone or infeasible
             roll = rng.random()
             if roll < 0.1:
                 state.pop(name, None)
