@@ -169,14 +169,18 @@ class ShapeIndex:
         heap, feasible, pop = self.heap, self.feasible, heapq.heappop
         out: list[tuple[int, str, int]] = []
         while heap and len(out) < k:
-            entry = pop(heap)
+            entry = heap[0]
             cur = feasible.get(entry[1])
-            if cur is not None and cur[0] == entry[2]:
-                if -entry[0] == cur[1]:
-                    out.append(entry)
-                else:  # the node's score fell since the entry was pushed: it goes back at its score
-                    heapq.heappush(heap, (-cur[1], entry[1], entry[2]))
-        for entry in out:
+            if cur is None or cur[0] != entry[2]:
+                pop(heap)  # stale
+            elif -entry[0] != cur[1]:  # the node's score fell since the entry was pushed: it goes down to it
+                heapq.heapreplace(heap, (-cur[1], entry[1], entry[2]))
+            elif len(out) == k - 1:  # the last one wanted stays in place
+                out.append(entry)
+                break
+            else:
+                out.append(pop(heap))
+        for entry in out[: k - 1]:
             heapq.heappush(heap, entry)
         return [(name, -neg) for neg, name, _ in out]
 
