@@ -69,6 +69,7 @@ from allot_gang import GangConfig
 from allot_placement import ConfigError, Decision, PlacementConfig, PlacementEngine
 from allot_placement.decision import Freed
 from allot_runtime.processor import Emit
+from device_allocator.folding import folds_any
 from device_allocator.inventory import fold_inventory
 from device_allocator.nodes import TYPES as NODE_SIDE_TYPES
 from device_allocator.nodes import NodeSide, assigned_pod, pod_facts, scheduled_at
@@ -82,6 +83,10 @@ from device_allocator.reservations import Reservations
 FINISHED = frozenset({"Succeeded", "Failed"})
 # what a new NodeMetric can change: only pods held back by a node's load are tried again on one
 LOAD_CODES = frozenset({"UsageExceedThreshold", "AggregatedUsageExceedThreshold"})
+# the event types each fold of ``evolve`` matches (its patterns' classes)
+_POD_FOLDED = folds_any(PodSubmitted, PodObserved, PodDeleted, PodBindFailed, QuotaEvicted)
+_GROUP_FOLDED = folds_any(GangHoldsReleased, GangGroupPlaced, GangGroupUnschedulable)
+_OUTCOME_FOLDED = folds_any(PodPlaced, PodUnschedulable, PodRequeued, PodReleased, PodRejected)
 
 
 class DeviceAllocator(Requeueing):
@@ -167,6 +172,8 @@ class DeviceAllocator(Requeueing):
 
     def _evolve_pod(self, event: Event, at: int) -> bool:
         """Fold a pod arriving, observed bound or gone; False for other events."""
+        if not _POD_FOLDED(event):  # one test instead of a failed pattern per type
+            return False
         match event:
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
                 self.pods[pod.key] = spec
@@ -211,6 +218,8 @@ class DeviceAllocator(Requeueing):
 
     def _evolve_group(self, event: Event, at: int) -> bool:
         """Fold a gang group's placement, refusal or released holds; False for other events."""
+        if not _GROUP_FOLDED(event):
+            return False
         match event:
             case GangHoldsReleased(group=group, attempt=attempt, members=members, reason=reason):
                 for member in members:
@@ -244,6 +253,8 @@ class DeviceAllocator(Requeueing):
     def _evolve_outcome(self, event: Event, at: int) -> bool:
         """Fold a decision about one pod (placed, unschedulable, requeued, released, rejected); False for
         other events."""
+        if not _OUTCOME_FOLDED(event):
+            return False
         match event:
             case PodPlaced(pod=pod, node=node, decision=placed):
                 self.queue.recorded(self._pod_item(pod.key), True, at)
