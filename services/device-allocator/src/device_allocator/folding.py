@@ -10,7 +10,38 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["folds_any"]
+from allot_contracts.events import (
+    DevicesReported,
+    GangGroupPlaced,
+    GangGroupUnschedulable,
+    GangHoldsReleased,
+    NodeMetricRemoved,
+    NodeMetricReported,
+    NodeRegistered,
+    PodBindFailed,
+    PodDeleted,
+    PodEvictionEnacted,
+    PodObserved,
+    PodPlaced,
+    PodRejected,
+    PodReleased,
+    PodRequeued,
+    PodSubmitted,
+    PodUnschedulable,
+    QuotaEvicted,
+    QuotaGroupWaiting,
+    QuotaWaiting,
+    ReservationAccepted,
+    ReservationDeleted,
+    ReservationFailed,
+    ReservationGroupResolved,
+    ReservationRemoved,
+    ReservationResolved,
+    ReservationSucceeded,
+    TopologyReported,
+)
+
+__all__ = ["DECIDES", "GROUP_FOLDS", "OUTCOME_FOLDS", "POD_FOLDS", "folds_any"]
 
 
 def folds_any(*classes: type) -> Callable[[object], bool]:
@@ -25,3 +56,32 @@ def folds_any(*classes: type) -> Callable[[object], bool]:
         return got
 
     return test
+
+
+# the event types each fold of ``DeviceAllocator.evolve`` matches (its patterns' classes)
+POD_FOLDS = folds_any(PodSubmitted, PodObserved, PodDeleted, PodBindFailed, QuotaEvicted)
+GROUP_FOLDS = folds_any(GangHoldsReleased, GangGroupPlaced, GangGroupUnschedulable)
+OUTCOME_FOLDS = folds_any(PodPlaced, PodUnschedulable, PodRequeued, PodReleased, PodRejected)
+# the event types ``DeviceAllocator.decide`` decides on (its patterns' classes)
+DECIDES = folds_any(
+    ReservationResolved,
+    PodBindFailed,
+    PodDeleted,
+    QuotaEvicted,
+    GangHoldsReleased,
+    PodEvictionEnacted,
+    QuotaWaiting,
+    QuotaGroupWaiting,
+    ReservationGroupResolved,
+    ReservationAccepted,
+    ReservationDeleted,
+    ReservationFailed,
+    ReservationRemoved,
+    ReservationSucceeded,
+    NodeRegistered,
+    DevicesReported,
+    TopologyReported,
+    PodObserved,
+    NodeMetricReported,
+    NodeMetricRemoved,
+)

@@ -69,7 +69,7 @@ from allot_gang import GangConfig
 from allot_placement import ConfigError, Decision, PlacementConfig, PlacementEngine
 from allot_placement.decision import Freed
 from allot_runtime.processor import Emit
-from device_allocator.folding import folds_any
+from device_allocator.folding import DECIDES, GROUP_FOLDS, OUTCOME_FOLDS, POD_FOLDS
 from device_allocator.inventory import fold_inventory
 from device_allocator.nodes import TYPES as NODE_SIDE_TYPES
 from device_allocator.nodes import NodeSide, assigned_pod, pod_facts, scheduled_at
@@ -83,10 +83,6 @@ from device_allocator.reservations import Reservations
 FINISHED = frozenset({"Succeeded", "Failed"})
 # what a new NodeMetric can change: only pods held back by a node's load are tried again on one
 LOAD_CODES = frozenset({"UsageExceedThreshold", "AggregatedUsageExceedThreshold"})
-# the event types each fold of ``evolve`` matches (its patterns' classes)
-_POD_FOLDED = folds_any(PodSubmitted, PodObserved, PodDeleted, PodBindFailed, QuotaEvicted)
-_GROUP_FOLDED = folds_any(GangHoldsReleased, GangGroupPlaced, GangGroupUnschedulable)
-_OUTCOME_FOLDED = folds_any(PodPlaced, PodUnschedulable, PodRequeued, PodReleased, PodRejected)
 
 
 class DeviceAllocator(Requeueing):
@@ -172,7 +168,7 @@ class DeviceAllocator(Requeueing):
 
     def _evolve_pod(self, event: Event, at: int) -> bool:
         """Fold a pod arriving, observed bound or gone; False for other events."""
-        if not _POD_FOLDED(event):  # one test instead of a failed pattern per type
+        if not POD_FOLDS(event):  # one test instead of a failed pattern per type
             return False
         match event:
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
@@ -218,7 +214,7 @@ class DeviceAllocator(Requeueing):
 
     def _evolve_group(self, event: Event, at: int) -> bool:
         """Fold a gang group's placement, refusal or released holds; False for other events."""
-        if not _GROUP_FOLDED(event):
+        if not GROUP_FOLDS(event):
             return False
         match event:
             case GangHoldsReleased(group=group, attempt=attempt, members=members, reason=reason):
@@ -253,7 +249,7 @@ class DeviceAllocator(Requeueing):
     def _evolve_outcome(self, event: Event, at: int) -> bool:
         """Fold a decision about one pod (placed, unschedulable, requeued, released, rejected); False for
         other events."""
-        if not _OUTCOME_FOLDED(event):
+        if not OUTCOME_FOLDS(event):
             return False
         match event:
             case PodPlaced(pod=pod, node=node, decision=placed):
@@ -331,6 +327,8 @@ class DeviceAllocator(Requeueing):
             if isinstance(event, NodeRegistered | TopologyReported):
                 return [*self.nodes.owed, *self._requeue("capacity added", refresh=True)]
             return [*self.nodes.owed, *(self._requeue(self.nodes.requeue) if self.nodes.requeue else [])]
+        if not DECIDES(event):  # most events: one test instead of a failed pattern per type
+            return []
         match event:
             case ReservationResolved(pod=pod, attempt=attempt):
                 return self._place(pod, attempt, at)
