@@ -10,36 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from allot_contracts.events import (
-    DevicesReported,
-    GangGroupPlaced,
-    GangGroupUnschedulable,
-    GangHoldsReleased,
-    NodeMetricRemoved,
-    NodeMetricReported,
-    NodeRegistered,
-    PodBindFailed,
-    PodDeleted,
-    PodEvictionEnacted,
-    PodObserved,
-    PodPlaced,
-    PodRejected,
-    PodReleased,
-    PodRequeued,
-    PodSubmitted,
-    PodUnschedulable,
-    QuotaEvicted,
-    QuotaGroupWaiting,
-    QuotaWaiting,
-    ReservationAccepted,
-    ReservationDeleted,
-    ReservationFailed,
-    ReservationGroupResolved,
-    ReservationRemoved,
-    ReservationResolved,
-    ReservationSucceeded,
-    TopologyReported,
-)
+from allot_contracts import events as ev
 
 __all__ = ["DECIDES", "GROUP_FOLDS", "OUTCOME_FOLDS", "POD_FOLDS", "folds_any"]
 
@@ -59,29 +30,29 @@ def folds_any(*classes: type) -> Callable[[object], bool]:
 
 
 # the event types each fold of ``DeviceAllocator.evolve`` matches (its patterns' classes)
-POD_FOLDS = folds_any(PodSubmitted, PodObserved, PodDeleted, PodBindFailed, QuotaEvicted)
-GROUP_FOLDS = folds_any(GangHoldsReleased, GangGroupPlaced, GangGroupUnschedulable)
-OUTCOME_FOLDS = folds_any(PodPlaced, PodUnschedulable, PodRequeued, PodReleased, PodRejected)
+POD_FOLDS = folds_any(ev.PodSubmitted, ev.PodObserved, ev.PodDeleted, ev.PodBindFailed, ev.QuotaEvicted)
+GROUP_FOLDS = folds_any(ev.GangHoldsReleased, ev.GangGroupPlaced, ev.GangGroupUnschedulable)
+OUTCOME_FOLDS = folds_any(ev.PodPlaced, ev.PodUnschedulable, ev.PodRequeued, ev.PodReleased, ev.PodRejected)
 # the event types ``DeviceAllocator.decide`` decides on (its patterns' classes)
 DECIDES = folds_any(
-    ReservationResolved,
-    PodBindFailed,
-    PodDeleted,
-    QuotaEvicted,
-    GangHoldsReleased,
-    PodEvictionEnacted,
-    QuotaWaiting,
-    QuotaGroupWaiting,
-    ReservationGroupResolved,
-    ReservationAccepted,
-    ReservationDeleted,
-    ReservationFailed,
-    ReservationRemoved,
-    ReservationSucceeded,
-    NodeRegistered,
-    DevicesReported,
-    TopologyReported,
-    PodObserved,
-    NodeMetricReported,
-    NodeMetricRemoved,
+    ev.ReservationResolved,
+    ev.PodBindFailed,
+    ev.PodDeleted,
+    ev.QuotaEvicted,
+    ev.GangHoldsReleased,
+    ev.PodEvictionEnacted,
+    ev.QuotaWaiting,
+    ev.QuotaGroupWaiting,
+    ev.ReservationGroupResolved,
+    ev.ReservationAccepted,
+    ev.ReservationDeleted,
+    ev.ReservationFailed,
+    ev.ReservationRemoved,
+    ev.ReservationSucceeded,
+    ev.NodeRegistered,
+    ev.DevicesReported,
+    ev.TopologyReported,
+    ev.PodObserved,
+    ev.NodeMetricReported,
+    ev.NodeMetricRemoved,
 )
