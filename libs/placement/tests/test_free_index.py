@@ -291,3 +291,32 @@ def test_rankings_count_what_they_hold_and_stay_within_budget() -> None:
         assert rankings.held <= 200 or len(rankings) == 1
         assert next(reversed(rankings.by_key)) == key  # the one just used is the last to go
     assert len(rankings) < 7  # 40 nodes and 40 heap entries each: two rankings fit
+
+
+def test_top_is_the_best_nodes_when_scores_rise_fall_and_nodes_leave() -> None:
+    rng = random.Random(5)
+    names = [f"n{i:03d}" for i in range(80)]
+    state: dict[str, tuple[int, NodeResult]] = {}
+    for name in names:
+        state[name] = (0, NodeResult(feasible=True, score=rng.randrange(50)))
+    idx = ShapeIndex(0)
+    idx.build(names, state.get)
+    for step in range(1, 600):
+        changed = rng.sample(names, rng.randrange(1, 8))
+        for (
+            name
+        ) in changed:  # mostly falling scores (an allocation), some rising, some nodes gone or infeasible
+            roll = rng.random()
+            if roll < 0.1:
+                state.pop(name, None)
+            elif roll < 0.15:
+                state[name] = (step, NodeResult(feasible=False, reasons=(_FULL,)))
+            else:
+                old = state.get(name)
+                base = old[1].score if old is not None and old[1].feasible else 25
+                delta = rng.randrange(-6, 3) if roll < 0.85 else rng.randrange(0, 10)
+                state[name] = (step, NodeResult(feasible=True, score=max(base + delta, 0)))
+        idx.update(changed, state.get)
+        ranked = sorted((-r.score, name) for name, (_, r) in state.items() if r.feasible)
+        assert idx.top(3) == [(name, -neg) for neg, name in ranked[:3]]
+        assert {name: s for name, (_, s) in idx.feasible.items()} == {n: -neg for neg, n in ranked}

@@ -78,11 +78,13 @@ _PASS = NodeResult(feasible=True)  # static-filter memo marker: the node passes
 
 class Memos(NamedTuple):
     """The engine's memos a resolver reads and fills: static filters by (label id, pod key, name), results by (node
-    signature, pod key), the free-resource index's admission by (node signature, pod key), and the device memo."""
+    signature, pod key), the free-resource index's admission by (node signature, pod key) (``False``, or ``True``,
+    or once the result of an admitted node that needs no static filter is known, that result: one lookup for both),
+    and the device memo."""
 
     static: dict[Any, NodeResult]
     results: dict[Any, NodeResult]
-    admitted: dict[Any, bool]
+    admitted: dict[Any, bool | NodeResult]
     devices: DeviceMemo
 
 
@@ -149,12 +151,15 @@ def memo_resolvers(
         ok = admit_memo.get(akey)
         if ok is None:
             ok = admit_memo[akey] = admits(name)
-        if not ok:
+        if ok is False:
             return None
-        if not needs_static and not entry[4]:  # the common path of ``result``, inline
+        if needs_static or entry[4]:
+            return result(entry, name)
+        if ok is True:  # the common path of ``result``, inline, its result kept with the admission
             res = memo.get(akey)
-            if res is not None:
-                return entry[0].version, res
-        return result(entry, name)
+            got = (entry[0].version, res) if res is not None else result(entry, name)
+            admit_memo[akey] = got[1]
+            return got
+        return entry[0].version, ok
 
     return resolve, admitted

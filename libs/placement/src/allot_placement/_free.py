@@ -36,6 +36,7 @@ _MAX_SHARE = len(DIMENSIONS)  # the dimension of the largest free GPU core share
 _WHOLE = _MAX_SHARE + 1  # the dimension of the GPUs with a whole card's core share (100) free
 _UNBOUNDED = 1 << 16  # the bucket of a resource the node (or GPU) does not list: no limit
 _WHOLE_CORE = 100
+_TRACKED = tuple((r, r in n.DEVICE_FAMILY_NAMES) for r in DIMENSIONS)
 # a pod's requests in NodeResourcesFit order, and (count, core share per GPU) of its GPU request when it has one
 Need = tuple[tuple[tuple[str, int], ...], tuple[int, int] | None]
 # what ``fits`` reads of a node: the pods it still takes, its free amount per resource, ``gpu_free``
@@ -94,15 +95,20 @@ def fits(state: NodeState, gpus: tuple[int, ...], want: Need) -> bool:
     return next(insufficient(state, info, fit_order), None) is None
 
 
-def _free_bucket(state: NodeState, r: str) -> int:
-    info = state.info
-    assert info is not None
-    cap = info.allocatable.get(r)
-    if cap is None:
-        if r in n.DEVICE_FAMILY_NAMES:
-            return _UNBOUNDED
-        cap = 0
-    return bucket(cap - state.requested.get(r, 0))
+def _free_buckets(alloc: dict[str, int], used: dict[str, int]) -> list[int]:
+    """The bucket of the node's free amount of each of ``DIMENSIONS`` (``bucket``, inline: a node change computes
+    them all)."""
+    out = []
+    for r, device in _TRACKED:
+        cap = alloc.get(r)
+        if cap is None:
+            if device:  # a device resource the node does not list: no limit
+                out.append(_UNBOUNDED)
+                continue
+            cap = 0
+        free = cap - used.get(r, 0)
+        out.append(free.bit_length() if free >= 0 else -1)
+    return out
 
 
 class FreeIndex:
@@ -133,11 +139,10 @@ class FreeIndex:
         self.states[name] = state
         gpus = self.gpus[name] = gpu_free(state)
         self.room.pop(name, None)  # computed when a test reads it (most tests are remembered by the engine)
-        whole = sum(1 for g in gpus if g >= _WHOLE_CORE)
         where = self.where[name] = (
-            *(_free_bucket(state, r) for r in DIMENSIONS),
+            *_free_buckets(state.info.allocatable, state.requested),
             gpus[0] if gpus else -1,
-            whole,
+            sum(1 for g in gpus if g >= _WHOLE_CORE),
         )
         if where != old:
             self._move(name, old, where)

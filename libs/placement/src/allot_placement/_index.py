@@ -50,7 +50,9 @@ class ShapeIndex:
         self.pos = pos
         self.heap: list[tuple[int, str, int]] = []
         # name -> (version, score): the node's version when its current heap entry was pushed (kept while its score
-        # holds), and its score
+        # holds or falls), and its score. That entry ranks the node at its score or higher: a score that falls
+        # leaves the entry in place and ``top`` pushes the node again at its score when the entry surfaces (a node
+        # changes many times between its visits to the top), a score that rises pushes a new entry at once.
         self.feasible: dict[str, tuple[int, int]] = {}
         self.infeasible: dict[str, tuple[Reason, ...]] = {}
         self.names: list[str] = []  # min-heap of the infeasible names (stale entries dropped lazily)
@@ -84,9 +86,15 @@ class ShapeIndex:
             if got is not None and got[1].feasible:  # the common case first
                 version, res = got
                 score = res.score
-                cur = feasible.get(name)  # (then ``old`` is None: a node is feasible or infeasible)
-                if cur is not None and cur[1] == score:
-                    continue  # its heap entry, pushed at version ``cur[0]``, still holds
+                if old is None:  # then it may be ranked already
+                    cur = feasible.get(name)
+                    if cur is not None and cur[1] >= score:
+                        if cur[1] != score:  # its heap entry, pushed at version ``cur[0]``, ranks it too high
+                            feasible[name] = (cur[0], score)  # ``top`` moves it down when it surfaces
+                        continue
+                    feasible[name] = (version, score)
+                    push(heap, (-score, name, version))
+                    continue
                 feasible[name] = (version, score)
                 push(heap, (-score, name, version))
             else:
@@ -116,6 +124,26 @@ class ShapeIndex:
             self.names = list(self.infeasible)
             heapq.heapify(self.names)
 
+    def build(self, names: Iterable[str], result_of: Callable[[str], tuple[int, NodeResult] | None]) -> None:
+        """Rank ``names`` into this new, empty ranking: ``update`` with its heaps made once at the end."""
+        feasible, infeasible, counts, codes = self.feasible, self.infeasible, self.counts, self.codes
+        for name in names:
+            got = result_of(name)
+            if got is None:
+                continue
+            version, res = got
+            if res.feasible:
+                feasible[name] = (version, res.score)
+            elif name not in infeasible:
+                reasons = infeasible[name] = res.reasons
+                for msg, code in reasons:
+                    counts[msg] = counts.get(msg, 0) + 1
+                    codes[msg] = code
+        self.heap = [(-s, name, v) for name, (v, s) in feasible.items()]
+        heapq.heapify(self.heap)
+        self.names = list(infeasible)
+        heapq.heapify(self.names)
+
     def pending(self, changes: list[str], start: int, walk: Callable[[], int] | None) -> list[str] | None:
         """The distinct nodes of ``changes[start:]`` (the change log since this ranking's position), or ``None``
         when rebuilding the ranking from the free-resource index is cheaper: more nodes changed than the
@@ -138,14 +166,21 @@ class ShapeIndex:
 
     def top(self, k: int) -> list[tuple[str, int]]:
         """The ``k`` best feasible nodes as ``(name, score)``, best first."""
-        heap = self.heap
+        heap, feasible, pop = self.heap, self.feasible, heapq.heappop
         out: list[tuple[int, str, int]] = []
         while heap and len(out) < k:
-            entry = heapq.heappop(heap)
-            cur = self.feasible.get(entry[1])
-            if cur is not None and cur[0] == entry[2]:
+            entry = heap[0]
+            cur = feasible.get(entry[1])
+            if cur is None or cur[0] != entry[2]:
+                pop(heap)  # stale
+            elif -entry[0] != cur[1]:  # the node's score fell since the entry was pushed: it goes down to it
+                heapq.heapreplace(heap, (-cur[1], entry[1], entry[2]))
+            elif len(out) == k - 1:  # the last one wanted stays in place
                 out.append(entry)
-        for entry in out:
+                break
+            else:
+                out.append(pop(heap))
+        for entry in out[: k - 1]:
             heapq.heappush(heap, entry)
         return [(name, -neg) for neg, name, _ in out]
 
@@ -221,9 +256,9 @@ class Rankings:
         if idx is None or names is None:
             idx = ShapeIndex(end)
             if free is not None and admitted is not None:  # the nodes it may admit, tested when evaluated
-                idx.update(free[0].walked(free[1]), admitted)
+                idx.build(free[0].walked(free[1]), admitted)
             else:  # the candidates need no further check
-                idx.update(free[0].candidates(free[1]) if free is not None else live(), result_of)
+                idx.build(free[0].candidates(free[1]) if free is not None else live(), result_of)
         elif free is not None and admitted is not None and not idx.whole:
             idx.update(names, admitted)
         else:

@@ -114,7 +114,7 @@ class PlacementEngine:
         self._static_memo: dict[tuple[int, bytes, str], NodeResult] = {}
         # (node signature, pod key) -> the free-resource index admits the node: its room is a function of the
         # signature (allocatable, requests, pod count, device use), its need of the pod key
-        self._admit_memo: dict[tuple[int, bytes], bool] = {}
+        self._admit_memo: dict[tuple[int, bytes], bool | NodeResult] = {}
         self._entries: dict[str, Entry] = {}
         self._ids: dict[Any, int] = {}
         self._next_id = 0  # ids are never reused, so trimming ``_ids`` cannot make two contents share one
@@ -569,7 +569,7 @@ class PlacementEngine:
             return budgeted_index(self._order, pod, self.config, self._resolver(spec))
         if not self.caches:  # a ranking of every node, built for this pod alone
             fresh = ShapeIndex(0)
-            fresh.update(self._live(), self._resolver(spec))
+            fresh.build(self._live(), self._resolver(spec))
             return fresh
         free = (self._free, need(spec)) if self._free is not None else None
         log = (self._changes, self._change_base)

@@ -46,6 +46,7 @@ from allot_contracts.events import (
 from allot_contracts.objects.pod import Pod
 from allot_placement import PlacementEngine
 from allot_runtime.processor import Emit
+from device_allocator.folding import folds_any
 from device_allocator.preemption import PlacedPods, Plan, job_priority, may_preempt, search, units
 from device_allocator.reservations import Reservations
 
@@ -54,6 +55,24 @@ __all__ = ["HELD_FOR_PREEMPTOR", "PREEMPTING", "Nomination", "Preemptions", "job
 PREEMPTING = "PreemptionInProgress"
 HELD_FOR_PREEMPTOR = "HeldForPreemptor"
 _KEEP = frozenset({PREEMPTING, HELD_FOR_PREEMPTOR, "HeldForGang"})  # failed attempts that keep a nomination
+# the event types ``Preemptions.evolve`` folds (its patterns' classes)
+_FOLDED = folds_any(
+    PreemptionDecided,
+    PodDeleted,
+    QuotaEvicted,
+    PodRejected,
+    PodSubmitted,
+    PodObserved,
+    PodEvictionEnacted,
+    PodPlaced,
+    GangGroupPlaced,
+    PodUnschedulable,
+    GangGroupUnschedulable,
+    QuotaWaiting,
+    QuotaGroupWaiting,
+    PodRequeued,
+    GangRetryRequested,
+)
 
 
 def job_id(key: str, gang: bool) -> str:
@@ -106,6 +125,8 @@ class Preemptions:
     # -- evolve ----------------------------------------------------------------------------------------------------
     def evolve(self, event: Event, *, step: int) -> None:
         self.step = step
+        if not _FOLDED(event):  # one test instead of a failed pattern per type
+            return
         match event:
             case PreemptionDecided(job=job, gang=gang, priority=priority, members=members, nominated=nodes):
                 self.jobs[job_id(job, gang)] = Nomination(

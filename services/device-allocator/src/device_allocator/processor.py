@@ -69,6 +69,7 @@ from allot_gang import GangConfig
 from allot_placement import ConfigError, Decision, PlacementConfig, PlacementEngine
 from allot_placement.decision import Freed
 from allot_runtime.processor import Emit
+from device_allocator.folding import DECIDES, GROUP_FOLDS, OUTCOME_FOLDS, POD_FOLDS
 from device_allocator.inventory import fold_inventory
 from device_allocator.nodes import TYPES as NODE_SIDE_TYPES
 from device_allocator.nodes import NodeSide, assigned_pod, pod_facts, scheduled_at
@@ -170,6 +171,8 @@ class DeviceAllocator(Requeueing):
 
     def _evolve_pod(self, event: Event, at: int) -> bool:
         """Fold a pod arriving, observed bound or gone; False for other events."""
+        if not POD_FOLDS(event):  # one test instead of a failed pattern per type
+            return False
         match event:
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
                 self.pods[pod.key] = spec
@@ -214,6 +217,8 @@ class DeviceAllocator(Requeueing):
 
     def _evolve_group(self, event: Event, at: int) -> bool:
         """Fold a gang group's placement, refusal or released holds; False for other events."""
+        if not GROUP_FOLDS(event):
+            return False
         match event:
             case GangHoldsReleased(group=group, attempt=attempt, members=members, reason=reason):
                 for member in members:
@@ -247,6 +252,8 @@ class DeviceAllocator(Requeueing):
     def _evolve_outcome(self, event: Event, at: int) -> bool:
         """Fold a decision about one pod (placed, unschedulable, requeued, released, rejected); False for
         other events."""
+        if not OUTCOME_FOLDS(event):
+            return False
         match event:
             case PodPlaced(pod=pod, node=node, decision=placed):
                 self.queue.recorded(self._pod_item(pod.key), True, at)
@@ -323,6 +330,8 @@ class DeviceAllocator(Requeueing):
             if isinstance(event, NodeRegistered | TopologyReported):
                 return [*self.nodes.owed, *self._requeue("capacity added", refresh=True)]
             return [*self.nodes.owed, *(self._requeue(self.nodes.requeue) if self.nodes.requeue else [])]
+        if not DECIDES(event):  # most events: one test instead of a failed pattern per type
+            return []
         match event:
             case ReservationResolved(pod=pod, attempt=attempt):
                 return self._place(pod, attempt, at)

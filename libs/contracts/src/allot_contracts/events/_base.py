@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, ClassVar
 
 import msgspec
@@ -57,14 +58,18 @@ class NameRefused(Named, frozen=True, kw_only=True):
     errors: list[FieldIssue]
 
 
-class ObjectRef(msgspec.Struct, frozen=True, kw_only=True):
-    """A namespaced or cluster-scoped object reference; ``namespace`` is "" for cluster-scoped objects."""
+class ObjectRef(msgspec.Struct, frozen=True, kw_only=True, dict=True):
+    """A namespaced or cluster-scoped object reference; ``namespace`` is "" for cluster-scoped objects.
+
+    ``key`` is computed once per reference and kept in the instance ``__dict__`` (``dict=True``), which msgspec
+    neither encodes nor compares nor hashes: only the two fields are the reference's value."""
 
     namespace: str = ""
     name: str
 
-    @property
+    @cached_property
     def key(self) -> str:
+        """``namespace/name``, or ``name`` for a cluster-scoped object."""
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
 
