@@ -58,11 +58,11 @@ class NameRefused(Named, frozen=True, kw_only=True):
     errors: list[FieldIssue]
 
 
+# ``key`` is computed once per reference and kept in the instance ``__dict__`` (``dict=True``), which msgspec neither
+# encodes nor compares nor hashes: only the two fields are the reference's value. (The docstring is the JSON Schema's
+# description of every event that holds a reference.)
 class ObjectRef(msgspec.Struct, frozen=True, kw_only=True, dict=True):
-    """A namespaced or cluster-scoped object reference; ``namespace`` is "" for cluster-scoped objects.
-
-    ``key`` is computed once per reference and kept in the instance ``__dict__`` (``dict=True``), which msgspec
-    neither encodes nor compares nor hashes: only the two fields are the reference's value."""
+    """A namespaced or cluster-scoped object reference; ``namespace`` is "" for cluster-scoped objects."""
 
     namespace: str = ""
     name: str
