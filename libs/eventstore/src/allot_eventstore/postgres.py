@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -37,7 +37,7 @@ from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
 from allot_eventstore.append_plan import AppendPlan, Stale, drop_recorded, event_rows, plan_versions
 from allot_eventstore.clock import Clock, from_datetime, system_clock
-from allot_eventstore.protocol import AppendResult, Checkpoint, EventStore, Fence
+from allot_eventstore.protocol import AppendResult, Checkpoint, EventStore, Fence, read_ahead
 from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.urls import plain_url
 
@@ -479,23 +479,13 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         self, producer: str, *, after: int = 0, page: int = 5000
     ) -> AsyncIterator[tuple[int, RecordedEvent]]:
         # the next page is read while the caller works through this one (outputs are read to the end, by replay)
-        rows = await self._fetch(_OUTPUTS, producer, after, page)
-        while True:
-            ahead = (
-                asyncio.ensure_future(self._fetch(_OUTPUTS, producer, rows[-1][0], page))
-                if len(rows) == page
-                else None
-            )
-            try:
+        def page_after(last: Any) -> Awaitable[list[Any]]:
+            return self._fetch(_OUTPUTS, producer, after if last is None else last[0], page)
+
+        async with contextlib.aclosing(read_ahead(page_after, page)) as pages:
+            async for rows in pages:
                 for row in rows:
                     yield row[13], _row_to_record(row)
-            except BaseException:  # the caller stopped early
-                if ahead is not None:
-                    ahead.cancel()
-                raise
-            if ahead is None:
-                return
-            rows = await ahead
 
     async def read_stream(self, stream_id: str) -> list[RecordedEvent]:
         rows = await self._fetch(f"{_SELECT} WHERE stream_id = $1 ORDER BY stream_version", stream_id)

@@ -22,12 +22,15 @@ Semantics (checked by the contract suite in ``allot_testing.contracts.store``, r
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection, Sequence
-from typing import Protocol
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Sequence
+from typing import Protocol, TypeVar
 
 import msgspec
 
 from allot_contracts.envelope import NewEvent, RecordedEvent
+
+T = TypeVar("T")
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
@@ -126,19 +129,15 @@ class EventStore(Protocol):
         """What ``iterate`` yields, as lists of up to ``page`` events, the next one read while the caller works on
         the one it was given (the database and the reader work at the same time): for a range already recorded
         (``until`` at or before the head), as replay reads it; a reader following the tail uses ``iterate``."""
-        batch = await self.read(after=after, until=until, types=types, limit=page)
-        while len(batch) == page:
-            ahead = asyncio.ensure_future(
-                self.read(after=batch[-1].position, until=until, types=types, limit=page)
+
+        def page_after(last: RecordedEvent | None) -> Awaitable[list[RecordedEvent]]:
+            return self.read(
+                after=after if last is None else last.position, until=until, types=types, limit=page
             )
-            try:
+
+        async with contextlib.aclosing(read_ahead(page_after, page)) as batches:
+            async for batch in batches:
                 yield batch
-            except BaseException:  # the caller stopped early: the page read ahead is not wanted
-                ahead.cancel()
-                raise
-            batch = await ahead
-        if batch:
-            yield batch
 
     def outputs(
         self, producer: str, *, after: int = 0, page: int = 5000
@@ -192,3 +191,23 @@ class EventStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+async def read_ahead(
+    read: Callable[[T | None], Awaitable[list[T]]], page: int
+) -> AsyncGenerator[list[T], None]:
+    """The pages ``read(last)`` gives (``last``: the last item of the page before, None for the first) until one
+    holds fewer than ``page``, each next page read while the caller works on the one it was given (the database
+    and the reader work at the same time); a caller that stops early cancels the page read ahead. Empty pages are
+    not yielded."""
+    batch = await read(None)
+    while len(batch) == page:
+        ahead = asyncio.ensure_future(read(batch[-1]))
+        try:
+            yield batch
+        except BaseException:  # the caller stopped early: the page read ahead is not wanted
+            ahead.cancel()
+            raise
+        batch = await ahead
+    if batch:
+        yield batch

@@ -116,7 +116,8 @@ class Outputs:
         self._next: tuple[int, RecordedEvent] | None = None
         self._started = False
         # the position of the next output's trigger (0: none read yet; past every position once all are read): asking
-        # :meth:`of` for an earlier position finds and passes over nothing
+        # :meth:`of` for an earlier position finds and passes over nothing, so a caller skips it without awaiting
+        # (most triggers record nothing)
         self.due = 0
         self._done = False
         self._after = after
@@ -133,11 +134,6 @@ class Outputs:
             self._next = None
             self._done = True
             self.due = _PAST_EVERY
-
-    def reached(self, position: int) -> bool:
-        """Whether :meth:`of` may find or pass over anything for ``position``: False while the next output is of a
-        later trigger (most triggers record nothing), so asking can be skipped without awaiting."""
-        return self.due <= position
 
     async def of(self, position: int) -> list[RecordedEvent]:
         """The outputs caused by the event at ``position`` (positions asked for must increase)."""
