@@ -19,20 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli._groups import subcommands
+from allot_cli.whole_numbers import event_count, positive
 
 PROGRESS_EVERY = 2.0  # seconds between progress lines
-
-
-def _count(text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"must be a number of events ≥ 0, not {text!r}")
-    return int(text)
-
-
-def _positive(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, not {text!r}")
-    return int(text)
 
 
 class _Progress:
@@ -147,14 +136,14 @@ def register(subparsers: Any) -> None:
     sub = subcommands(subparsers, "log", help_text="archive older log segments and verify them on their own")
     a = sub.add_parser("archive", help="write positions 1..--until as self-contained segment files")
     a.add_argument(
-        "--until", type=_positive, required=True, metavar="POSITION", help="last position to archive"
+        "--until", type=positive, required=True, metavar="POSITION", help="last position to archive"
     )
     a.add_argument(
         "--out", required=True, metavar="DIR", help="directory of segment files (created if missing)"
     )
     a.add_argument(
         "--segment-size",
-        type=_positive,
+        type=positive,
         default=None,
         metavar="N",
         help="events per segment (default 100,000)",
@@ -178,13 +167,13 @@ def register(subparsers: Any) -> None:
     )
     v.add_argument(
         "--max-unanchored",
-        type=_count,
+        type=event_count,
         metavar="EVENTS",
         help="fail when more than this many events in a row are not followed by a signed checkpoint",
     )
     v.add_argument(
         "--jobs",
-        type=_positive,
+        type=positive,
         metavar="N",
         help="segments checked at once, one process each (default: one per CPU); the result is the same for any N",
     )

@@ -15,6 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from allot_cli.whole_numbers import event_count, log_position
+
 if (
     TYPE_CHECKING
 ):  # the rest is imported when the command runs: ``allot replay --help`` loads no engine or driver
@@ -79,18 +81,6 @@ def _finish(args: argparse.Namespace, report: Mapping[str, object], code: int) -
     return code
 
 
-def _position(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a log position ≥ 1, not {text!r}")
-    return int(text)
-
-
-def _count(text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"must be a number of events ≥ 0, not {text!r}")
-    return int(text)
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
     return asyncio.run(run(args))
 
@@ -114,21 +104,21 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--max-unanchored",
-        type=_count,
+        type=event_count,
         metavar="EVENTS",
         help="fail when more than this many events follow the newest signed checkpoint",
     )
     p.add_argument("--until", type=int, help="stop at this log position")
     p.add_argument(
         "--since",
-        type=_position,
+        type=log_position,
         metavar="POSITION",
         help="with --verify: re-derive each service's decisions from its newest snapshot at or before POSITION "
         "(checked by re-deriving it); the hash chain and signed checkpoints are still checked in full",
     )
     p.add_argument(
         "--check-snapshots",
-        type=_count,
+        type=event_count,
         default=0,
         metavar="N",
         help="with --verify: re-derive each service's newest N snapshots from the log and record each verdict "

@@ -15,11 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-
-def _position(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a log position ≥ 1, not {text!r}")
-    return int(text)
+from allot_cli.whole_numbers import log_position
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
@@ -90,7 +86,10 @@ def register(subparsers: Any) -> None:
         help="YAML of the Pods (and PodGroups) to try ('-' for stdin); repeatable",
     )
     p.add_argument(
-        "--at", type=_position, metavar="POSITION", help="answer as of this log position (default: the head)"
+        "--at",
+        type=log_position,
+        metavar="POSITION",
+        help="answer as of this log position (default: the head)",
     )
     p.add_argument(
         "--config",
