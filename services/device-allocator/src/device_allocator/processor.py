@@ -62,6 +62,7 @@ from allot_contracts.events import (
     type_of,
 )
 from allot_contracts.events.cluster import INVENTORY_TYPES
+from allot_contracts.events.inputs import POD_LIFE_TYPES
 from allot_contracts.issues import checked_bool
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import Pod
@@ -90,9 +91,7 @@ class DeviceAllocator(Requeueing):
     interests: ClassVar[frozenset[str]] = frozenset(
         {
             *INVENTORY_TYPES,
-            "pod.submitted",
-            "pod.observed",
-            "pod.deleted",
+            *POD_LIFE_TYPES,
             "pod.bind_failed",
             "pod.eviction_enacted",
             "quota.evicted",

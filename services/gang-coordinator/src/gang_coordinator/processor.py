@@ -53,6 +53,7 @@ from allot_contracts.events import (
     tag_of,
     type_of,
 )
+from allot_contracts.events.inputs import POD_LIFE_TYPES
 from allot_contracts.issues import format_issues
 from allot_contracts.jsonvalue import JsonObject
 from allot_gang import GangConfig, GangEngine, actions, goes_alone
@@ -77,9 +78,7 @@ class GangCoordinator:
     name: ClassVar[str] = "gang-coordinator"
     interests: ClassVar[frozenset[str]] = frozenset(
         {
-            "pod.submitted",
-            "pod.observed",
-            "pod.deleted",
+            *POD_LIFE_TYPES,
             "pod.bound",
             "pod.bind_failed",
             "quota.evicted",

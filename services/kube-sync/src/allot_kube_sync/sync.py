@@ -61,6 +61,7 @@ from allot_contracts.events import (
     QuotaProfileApplied,
     QuotaProfileDeleted,
 )
+from allot_contracts.events.inputs import POD_LIFE_TYPES
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.quota import STATUS_ANNOTATIONS
 from allot_intake.documents import Document
@@ -168,7 +169,7 @@ class PodMirror(Sink):
     """Pods for our scheduler: one ``pod.submitted``/``pod.observed`` and one ``pod.deleted`` per pod life (uid), and
     one ``pod.phase_observed`` per phase of that life."""
 
-    types = frozenset({"pod.submitted", "pod.observed", "pod.deleted", "pod.phase_observed"})
+    types = frozenset({*POD_LIFE_TYPES, "pod.phase_observed"})
 
     store: Any
     producer: str

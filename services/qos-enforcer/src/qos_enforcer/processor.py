@@ -52,6 +52,7 @@ from allot_contracts.events import (
     TopologyReported,
 )
 from allot_contracts.events.cluster import INVENTORY_TYPES
+from allot_contracts.events.inputs import POD_LIFE_TYPES
 from allot_contracts.events.qos import CgroupTarget, QosPlan, ResctrlGroup
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import Pod
@@ -88,10 +89,8 @@ class QosEnforcer:
     name: ClassVar[str] = "qos-enforcer"
     interests: ClassVar[frozenset[str]] = frozenset(
         {
-            "pod.submitted",
-            "pod.observed",
+            *POD_LIFE_TYPES,
             "pod.bound",
-            "pod.deleted",
             "quota.evicted",
             "pod.evicted",
             "pod.eviction_enacted",

@@ -69,6 +69,7 @@ from allot_contracts.events import (
     type_of,
 )
 from allot_contracts.events.enactment import QuotaEvictionEnacted, QuotaEvictionEnactmentFailed
+from allot_contracts.events.inputs import POD_LIFE_TYPES
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.kube import priority_value
 from allot_contracts.objects.pod import Pod
@@ -98,13 +99,11 @@ class QuotaManager:
             "quotaprofile.deleted",
             "node.registered",
             "node.removed",
-            "pod.submitted",
-            "pod.observed",
+            *POD_LIFE_TYPES,
             "pod.enqueued",
             "pod.requeued",
             "pod.unschedulable",
             "pod.rejected",
-            "pod.deleted",
             "pod.released",
             "pod.bind_failed",
             "pod.placed",

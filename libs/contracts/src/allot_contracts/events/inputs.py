@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from allot_contracts.events._base import (
     Event,
@@ -82,6 +82,11 @@ class PodObserved(PodArrived, frozen=True, kw_only=True, tag="pod.observed.v2"):
 
 class PodDeleted(PodEvent, frozen=True, kw_only=True, tag="pod.deleted.v1"):
     pass
+
+
+# A pod's life as recorded at the door: it arrives (submitted to be scheduled, or observed already bound) and it is
+# deleted. What a service that keeps its own copy of the pods follows.
+POD_LIFE_TYPES: Final = frozenset({"pod.submitted", "pod.observed", "pod.deleted"})
 
 
 class PodPhaseObserved(Event, frozen=True, kw_only=True, tag="pod.phase_observed.v1"):
