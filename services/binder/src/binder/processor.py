@@ -46,6 +46,7 @@ from allot_contracts.events import (
     QuotaStatusPublished,
     QuotaStatusSynced,
 )
+from allot_contracts.events.inputs import POD_LIFE_TYPES
 from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.processor import Emit, config_keys
 from binder.evictions import EvictionRequests
@@ -76,10 +77,8 @@ class Binder:
     name: ClassVar[str] = "binder"
     interests: ClassVar[frozenset[str]] = frozenset(
         {
-            "pod.submitted",
-            "pod.observed",  # a pod recorded already bound: standalone, a pod.evicted deletes it too
+            *POD_LIFE_TYPES,  # with pod.observed, a pod recorded already bound: standalone, a pod.evicted deletes it too
             "pod.placed",
-            "pod.deleted",
             "quota.evicted",
             "gang.group_placed",
             "gang.group_admitted",
