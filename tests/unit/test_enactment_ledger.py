@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from allot_cli.enactment_bound import bound_seconds
-from allot_stack.enactment import Folding, explain_lines, fold, outcome_summary, verify_line
+from allot_stack.enactment import (
+    Folding,
+    explain_lines,
+    fold,
+    kubernetes_mode,
+    outcome_summary,
+    verify_line,
+    verify_report,
+)
 
 S = 1_000_000  # µs
 
@@ -156,6 +164,46 @@ def test_letting_settled_decisions_go_reports_the_same_and_holds_only_the_waitin
 def test_standalone_decisions_are_not_a_kubernetes_ledger() -> None:
     ledger = fold(log(("quota.status_published", QUOTA, "d", None, {"mode": "standalone"})))
     assert not ledger.kubernetes and ledger.entries == {}
+
+
+class Log:
+    """The two reads ``verify_report`` makes of the log (``read`` and ``iterate``), over records in position order."""
+
+    def __init__(self, records: list[Rec]) -> None:
+        self.records = records
+
+    def _select(self, until: int | None, types: Any) -> list[Rec]:
+        return [r for r in self.records if (until is None or r.position <= until) and r.type in types]
+
+    async def read(self, *, until: int | None = None, types: Any, limit: int = 1000) -> list[Rec]:
+        return self._select(until, types)[:limit]
+
+    async def iterate(self, *, until: int | None = None, types: Any) -> Any:
+        for record in self._select(until, types):
+            yield record
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [("pod.bound", POD, "o", None, {}), ("pod.deleted", POD, "x", None, {})],
+        [("quota.status_published", QUOTA, "d", None, {"mode": "standalone"})],
+        [
+            ("quota.status_published", QUOTA, "d", None, {"mode": "standalone"}),
+            ("quota.status_published", QUOTA, "e", None, KUBE),
+        ],
+        *[rows for _, rows, _ in CASES],
+        [],
+    ],
+)
+async def test_kubernetes_mode_is_read_without_folding_as_the_ledger_says(rows: Any) -> None:
+    records = log(*rows)
+    ledger = fold(records)
+    assert await kubernetes_mode(Log(records), until=len(records)) is ledger.kubernetes
+    report = await verify_report(Log(records), until=len(records), now=10**9 * S, bound=S)
+    assert report == (verify_line(ledger, now=10**9 * S, bound=S) if ledger.kubernetes else None)
+    if records:  # up to a position before the Kubernetes-mode event, the log is not in that mode
+        assert await kubernetes_mode(Log(records), until=0) is False
 
 
 def test_only_open_decisions_older_than_the_bound_are_reported() -> None:

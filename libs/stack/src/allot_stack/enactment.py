@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypedDict
 
+from allot_contracts.events.inputs import POD_LIFE_TYPES
 from allot_contracts.events.migration_enactment import STATUS_DECISIONS
 from allot_contracts.events.reservation_enactment import RESERVATION_STATUS_DECISIONS
 
@@ -72,22 +73,20 @@ class Rule:
     )
 
 
-POD_LIFE_ENDS = frozenset({"pod.deleted", "pod.submitted", "pod.observed"})
-
 RULES: dict[str, Rule] = {
     "pod.bind_requested": Rule(
         outcomes=frozenset({"pod.bound", "pod.bind_failed"}),
         refusals=frozenset({"pod.bind_failed"}),
-        withdrawn_by=POD_LIFE_ENDS,
+        withdrawn_by=POD_LIFE_TYPES,
     ),
     "pod.evicted": Rule(
         outcomes=frozenset({"pod.eviction_enacted"}),
-        withdrawn_by=POD_LIFE_ENDS | {"quota.evicted"},
+        withdrawn_by=POD_LIFE_TYPES | {"quota.evicted"},
     ),
     "quota.evicted": Rule(
         outcomes=frozenset({"quota.eviction_enacted", "quota.eviction_enactment_failed"}),
         refusals=frozenset({"quota.eviction_enactment_failed"}),
-        withdrawn_by=POD_LIFE_ENDS,
+        withdrawn_by=POD_LIFE_TYPES,
     ),
     "migration.eviction_requested": Rule(
         outcomes=frozenset({"migration.evicted", "migration.eviction_failed"}),
@@ -163,6 +162,12 @@ OUTCOMES = frozenset(t for rule in RULES.values() for t in rule.outcomes)
 WITHDRAWALS = frozenset(t for rule in RULES.values() for t in rule.withdrawn_by)
 TYPES = frozenset(RULES) | OUTCOMES | WITHDRAWALS
 KUBERNETES_ONLY = (OUTCOMES - {"pod.bound"}) | {"pod.bind_requested"}  # recorded in Kubernetes mode only
+_STATUS_PUBLISHED = "quota.status_published"
+
+
+def _published_to_cluster(kind: str, payload: Mapping[str, object]) -> bool:
+    """A quota status patched onto its ElasticQuota in the cluster (Kubernetes mode; standalone records it only)."""
+    return kind == _STATUS_PUBLISHED and payload.get("mode") == "kubernetes"
 
 
 @dataclass
@@ -244,9 +249,7 @@ class Folding:
     def add(self, record: Record) -> None:
         ledger = self.ledger
         kind, payload = record.type, record.payload_dict()
-        if kind in KUBERNETES_ONLY or (
-            kind == "quota.status_published" and payload.get("mode") == "kubernetes"
-        ):
+        if kind in KUBERNETES_ONLY or _published_to_cluster(kind, payload):
             ledger.kubernetes = True
         entry = ledger.entries.get(record.causation_id or "")
         if entry is not None and kind in RULES[entry.type].outcomes:
@@ -346,7 +349,11 @@ def verify_line(ledger: Ledger, *, now: int, bound: int) -> tuple[str, Report]:
 
 
 async def verify_report(store: Any, *, until: int, now: int, bound: int) -> tuple[str, Report] | None:
-    """Read the ledger from the log and judge it (None when the log holds no Kubernetes-mode decision)."""
+    """Read the ledger from the log and judge it (None when the log holds no Kubernetes-mode decision: found by
+    :func:`kubernetes_mode` without folding the ledger's events, a long log's worth for a stack that never ran in
+    Kubernetes mode)."""
+    if not await kubernetes_mode(store, until=until):
+        return None
     records: AsyncIterator[Record] = store.iterate(until=until, types=TYPES)
     folding = Folding(keep_settled=False)
     async for record in records:
@@ -355,6 +362,18 @@ async def verify_report(store: Any, *, until: int, now: int, bound: int) -> tupl
     if not ledger.kubernetes:
         return None
     return verify_line(ledger, now=now, bound=bound)
+
+
+async def kubernetes_mode(store: Any, *, until: int) -> bool:
+    """Whether the log up to ``until`` holds a Kubernetes-mode decision, what sets ``Ledger.kubernetes`` when the
+    ledger is folded (:meth:`Folding.add`): an event of a type recorded in that mode only, or a quota status
+    published to the cluster. Reads one event of the first kind, else the quota statuses published."""
+    if await store.read(until=until, types=KUBERNETES_ONLY, limit=1):
+        return True
+    async for record in store.iterate(until=until, types=(_STATUS_PUBLISHED,)):
+        if _published_to_cluster(record.type, record.payload_dict()):
+            return True
+    return False
 
 
 def explain_lines(records: Iterable[Record]) -> list[str]:

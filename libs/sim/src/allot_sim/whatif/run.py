@@ -89,11 +89,12 @@ async def _cluster(store: EventStore, until: int) -> Cluster:
 async def _existing(store: EventStore, keys: list[str], until: int) -> list[str]:
     """The pods of ``keys`` alive in the log at ``until`` (their stream's last birth is not followed by a deletion)."""
     from allot_contracts.envelope import stream_id
+    from allot_contracts.events.inputs import POD_LIFE_TYPES
 
     alive: list[str] = []
     for key in keys:
         kinds = [r.type for r in await store.read_stream(stream_id("pod", key)) if r.position <= until]
-        lives = [k for k in kinds if k in ("pod.submitted", "pod.observed", "pod.deleted")]
+        lives = [k for k in kinds if k in POD_LIFE_TYPES]
         if lives and lives[-1] != "pod.deleted":
             alive.append(key)
     return alive
