@@ -157,36 +157,25 @@ class _Ctx:
                 return None, rs.insufficient_numa(r)
         return out, None
 
+    def take(self, candidates: list[int], count: int) -> list[int] | None:
+        """``count`` of the ``candidates`` CPUs for this pod, under its bind policy, exclusivity and the node's
+        most/least-allocated preference; ``None`` when there are not enough."""
+        return take_cpus(self.topo, candidates, self.owner, count, self.bind, self.excl, self.most)
+
     def cpuset(self, dist: dict[int, dict[str, int]] | None) -> list[int] | None:
         cpus_needed = self.pod.requests.get(n.CPU, 0) // 1000
         if dist is None or not self.topo.numa_ids:
-            got = take_cpus(self.topo, self.avail, self.owner, cpus_needed, self.bind, self.excl, self.most)
+            got = self.take(self.avail, cpus_needed)
         else:
             got = []
             for z in sorted(dist):
                 k = dist[z].get(n.CPU, 0) // 1000
-                part = take_cpus(
-                    self.topo,
-                    [c for c in self.avail if self.topo.cpus[c][2] == z],
-                    self.owner,
-                    k,
-                    self.bind,
-                    self.excl,
-                    self.most,
-                )
+                part = self.take([c for c in self.avail if self.topo.cpus[c][2] == z], k)
                 if part is None:
                     return None
                 got.extend(part)
             if len(got) < cpus_needed:
-                rest = take_cpus(
-                    self.topo,
-                    [c for c in self.avail if c not in set(got)],
-                    self.owner,
-                    cpus_needed - len(got),
-                    self.bind,
-                    self.excl,
-                    self.most,
-                )
+                rest = self.take([c for c in self.avail if c not in set(got)], cpus_needed - len(got))
                 if rest is None:
                     return None
                 got.extend(rest)

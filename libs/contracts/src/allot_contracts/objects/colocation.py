@@ -291,14 +291,22 @@ class _StrategyReader:
             self.integer(key, field, low=0, high=100)
 
 
+def _section_prefix(raw: Any, path: str, issues: list[FieldIssue]) -> str | None:
+    """The path prefix for the fields of the strategy section ``raw`` at ``path`` (empty at the top level);
+    ``None``, with the issue recorded, when the section is not an object and its base is kept."""
+    if not isinstance(raw, Mapping):
+        issues.append(FieldIssue(path=path, message="must be an object"))
+        return None
+    return f"{path}." if path else ""
+
+
 def parse_strategy(
     raw: Any, path: str, issues: list[FieldIssue], warnings: list[FieldIssue], base: ColocationStrategy
 ) -> ColocationStrategy:
     """A (possibly partial) ColocationStrategy over ``base``: fields it sets win."""
-    if not isinstance(raw, Mapping):
-        issues.append(FieldIssue(path=path, message="must be an object"))
+    p = _section_prefix(raw, path, issues)
+    if p is None:
         return base
-    p = f"{path}." if path else ""
     reader = _StrategyReader(raw, p, issues, warnings)
     reader.metric()
     reader.reclaim()
@@ -350,10 +358,9 @@ def _named(
 def parse_normalization(
     raw: Any, path: str, issues: list[FieldIssue], base: NormalizationStrategy
 ) -> NormalizationStrategy:
-    if not isinstance(raw, Mapping):
-        issues.append(FieldIssue(path=path, message="must be an object"))
+    p = _section_prefix(raw, path, issues)
+    if p is None:
         return base
-    p = f"{path}." if path else ""
     enable = checked_bool(raw.get("enable"), f"{p}enable", issues)
     default = (
         parse_ratio(raw["defaultRatio"], f"{p}defaultRatio", issues, low="1", high="5")
@@ -373,10 +380,9 @@ def parse_normalization(
 def parse_amplification(
     raw: Any, path: str, issues: list[FieldIssue], base: AmplificationStrategy
 ) -> AmplificationStrategy:
-    if not isinstance(raw, Mapping):
-        issues.append(FieldIssue(path=path, message="must be an object"))
+    p = _section_prefix(raw, path, issues)
+    if p is None:
         return base
-    p = f"{path}." if path else ""
     enable = checked_bool(raw.get("enable"), f"{p}enable", issues)
     ratios = dict(base.ratios)
     for name, value, where in _named(

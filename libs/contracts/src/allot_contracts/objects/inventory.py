@@ -291,12 +291,21 @@ def _partitions(raw: Any, errors: list[FieldIssue]) -> dict[int, tuple[Partition
     return out if len(errors) == before else None
 
 
-def parse_device_cr(manifest: dict[str, Any]) -> tuple[str, Inventory | None, list[FieldIssue]]:
-    errors: list[FieldIssue] = []
+def _node_named(manifest: dict[str, Any]) -> tuple[dict[str, Any], str, FieldIssue | None]:
+    """The metadata and name of an object named after its node (a Device, a NodeResourceTopology); the issue
+    instead of a name when ``metadata.name`` is missing, empty or not a string."""
     meta = manifest.get("metadata") or {}
     name = meta.get("name")
     if not isinstance(name, str) or not name:
-        return "", None, [FieldIssue(path="metadata.name", message="is required (the node name)")]
+        return meta, "", FieldIssue(path="metadata.name", message="is required (the node name)")
+    return meta, name, None
+
+
+def parse_device_cr(manifest: dict[str, Any]) -> tuple[str, Inventory | None, list[FieldIssue]]:
+    errors: list[FieldIssue] = []
+    meta, name, missing = _node_named(manifest)
+    if missing is not None:
+        return "", None, [missing]
     by_type: dict[str, list[Device]] = {}
     for i, raw in enumerate((manifest.get("spec") or {}).get("devices") or []):
         d = _device(raw, f"spec.devices[{i}]", errors)
@@ -380,10 +389,9 @@ _KUBELET_POLICIES = {
 
 def parse_nrt(manifest: dict[str, Any]) -> tuple[str, Topology | None, list[FieldIssue]]:
     errors: list[FieldIssue] = []
-    meta = manifest.get("metadata") or {}
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        return "", None, [FieldIssue(path="metadata.name", message="is required (the node name)")]
+    meta, name, missing = _node_named(manifest)
+    if missing is not None:
+        return "", None, [missing]
     ann = meta.get("annotations") or {}
     cpus: dict[int, tuple[int, int, int]] = {}
     raw_topo = ann.get(n.ANN_CPU_TOPOLOGY)
