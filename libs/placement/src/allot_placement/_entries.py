@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Protocol
 from allot_placement.config import PlacementConfig
 from allot_placement.device_view import device_ids
 from allot_placement.devices import DeviceMemo
-from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, static_filter
+from allot_placement.evaluate import GpuPolicy, NodeResult, evaluate, infeasible_result, static_filter
 from allot_placement.pod import PodSpec
 from allot_placement.state import NodeState
 
@@ -66,7 +66,7 @@ def fresh_resolver(
         assert state.info is not None
         reasons = static_filter(state.info, spec)
         if reasons:
-            return state.version, NodeResult(feasible=False, reasons=reasons)
+            return state.version, infeasible_result(reasons)
         stats["evaluations"] += 1
         return state.version, evaluate(config, state, spec, policy)
 
@@ -127,7 +127,7 @@ def memo_resolvers(
             if st is None:
                 assert state.info is not None
                 reasons = static_filter(state.info, spec)
-                st = static_memo[skey] = NodeResult(feasible=False, reasons=reasons) if reasons else _PASS
+                st = static_memo[skey] = infeasible_result(reasons) if reasons else _PASS
             if st is not _PASS:
                 return state.version, st
         res = memo.get((sig, key))

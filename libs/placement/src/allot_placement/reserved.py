@@ -32,7 +32,7 @@ from allot_contracts.objects import names as n
 from allot_placement import explain
 from allot_placement import reasons as rs
 from allot_placement.decision import Decision
-from allot_placement.evaluate import NodeResult, evaluate, static_filter
+from allot_placement.evaluate import NodeResult, evaluate, infeasible_result, static_filter
 from allot_placement.reasons import Reason
 from allot_placement.reservations import (
     POLICY_CONFLICT,
@@ -107,7 +107,7 @@ def _on_node(
     assert state.info is not None
     static = static_filter(state.info, spec)
     if static:
-        return NodeResult(feasible=False, reasons=static), None, static
+        return infeasible_result(static), None, static
     restored = restore(state, holds)
     if ctx.ignored:
         res = _evaluate(engine, restored, spec)
@@ -140,7 +140,7 @@ def _on_node(
         if res.feasible:
             return res, None, ()
     out = tuple(dict.fromkeys(reasons)) or (NO_RESERVATION_FITS,)
-    return NodeResult(feasible=False, reasons=out), None, out
+    return infeasible_result(out), None, out
 
 
 def schedule(engine: PlacementEngine, key: str, spec: PodSpec, ctx: ReservationContext) -> Decision:
@@ -163,7 +163,7 @@ def schedule(engine: PlacementEngine, key: str, spec: PodSpec, ctx: ReservationC
         if holds:
             res, hold, reasons = _on_node(engine, state, spec, holds, ctx)
         elif ctx.required:
-            res, hold, reasons = NodeResult(feasible=False, reasons=(NO_MATCH,)), None, (NO_MATCH,)
+            res, hold, reasons = infeasible_result((NO_MATCH,)), None, (NO_MATCH,)
         else:
             got = resolve(name)
             assert got is not None
