@@ -167,7 +167,7 @@ def test_standalone_decisions_are_not_a_kubernetes_ledger() -> None:
 
 
 class Log:
-    """The two reads ``verify_report`` makes of the log (``read`` and ``iterate``), over records in position order."""
+    """The reads ``verify_report`` makes of the log (``holds_any`` and ``iterate``), over records in position order."""
 
     def __init__(self, records: list[Rec]) -> None:
         self.records = records
@@ -175,8 +175,8 @@ class Log:
     def _select(self, until: int | None, types: Any) -> list[Rec]:
         return [r for r in self.records if (until is None or r.position <= until) and r.type in types]
 
-    async def read(self, *, until: int | None = None, types: Any, limit: int = 1000) -> list[Rec]:
-        return self._select(until, types)[:limit]
+    async def holds_any(self, types: Any, *, until: int | None = None) -> bool:
+        return bool(self._select(until, types))
 
     async def iterate(self, *, until: int | None = None, types: Any) -> Any:
         for record in self._select(until, types):

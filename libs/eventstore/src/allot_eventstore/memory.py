@@ -139,6 +139,10 @@ class InMemoryEventStore(EventStore):
                     break
         return out
 
+    async def holds_any(self, types: Collection[str], *, until: int | None = None) -> bool:
+        wanted = frozenset(types)
+        return any(e.type in wanted for e in self.events[:until])
+
     async def recorded_ids(self, event_ids: Collection[str]) -> set[str]:
         return {event_id for event_id in event_ids if event_id in self._ids}
 

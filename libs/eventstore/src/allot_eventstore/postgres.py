@@ -118,6 +118,13 @@ _OUTPUTS = (
     "o.metadata::text, COALESCE(t.position, 0) FROM events o LEFT JOIN events t ON t.event_id = o.causation_id "
     "WHERE o.producer = $1 AND o.position > $2 ORDER BY o.position LIMIT $3"
 )
+_BEYOND_ANY_POSITION = 2**63 - 1  # bigint's largest: ``until`` for the whole log
+# Whether any of the types has an event up to a position: one lookup in the index by type per type (asked of a single
+# ``type = ANY`` with the position, PostgreSQL's generic plan walks the log in position order when there is none).
+_HOLDS_ANY = (
+    "SELECT EXISTS (SELECT 1 FROM unnest($1::text[]) t "
+    "WHERE EXISTS (SELECT 1 FROM events e WHERE e.type = t AND e.position <= $2))"
+)
 _HASH_RANGE = "SELECT position, hash FROM events WHERE position BETWEEN $1 AND $2"
 _HASH_LOOKUP = "SELECT position, hash FROM events WHERE position = ANY($1::bigint[])"
 RANGE_READ_FACTOR, RANGE_READ_SLACK = 4, 64  # read a range when it holds at most ~4 rows per wanted one
@@ -499,6 +506,12 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
             sorted(set(types)),
         )
         return {r[0]: r[1] for r in rows}
+
+    async def holds_any(self, types: Collection[str], *, until: int | None = None) -> bool:
+        rows = await self._fetch(
+            _HOLDS_ANY, sorted(set(types)), _BEYOND_ANY_POSITION if until is None else until
+        )
+        return bool(rows[0][0])
 
     async def recorded_ids(self, event_ids: Collection[str]) -> set[str]:
         rows = await self._fetch(

@@ -152,6 +152,10 @@ class EventStore(Protocol):
         """For each stream that has events of ``types``, the type of its latest such event (one query)."""
         ...
 
+    async def holds_any(self, types: Collection[str], *, until: int | None = None) -> bool:
+        """Whether the log up to ``until`` holds an event of any of ``types`` (one query, a lookup per type)."""
+        ...
+
     async def recorded_ids(self, event_ids: Collection[str]) -> set[str]:
         """The subset of ``event_ids`` already in the log."""
         ...

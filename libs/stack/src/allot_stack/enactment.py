@@ -367,8 +367,8 @@ async def verify_report(store: Any, *, until: int, now: int, bound: int) -> tupl
 async def kubernetes_mode(store: Any, *, until: int) -> bool:
     """Whether the log up to ``until`` holds a Kubernetes-mode decision, what sets ``Ledger.kubernetes`` when the
     ledger is folded (:meth:`Folding.add`): an event of a type recorded in that mode only, or a quota status
-    published to the cluster. Reads one event of the first kind, else the quota statuses published."""
-    if await store.read(until=until, types=KUBERNETES_ONLY, limit=1):
+    published to the cluster. An index lookup per Kubernetes-only type, else the quota statuses published."""
+    if await store.holds_any(KUBERNETES_ONLY, until=until):
         return True
     async for record in store.iterate(until=until, types=(_STATUS_PUBLISHED,)):
         if _published_to_cluster(record.type, record.payload_dict()):

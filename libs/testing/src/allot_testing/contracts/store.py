@@ -118,6 +118,19 @@ class EventStoreContract:
         missing = an_event()
         assert await store.recorded_ids([released.event_id, missing.event_id]) == {released.event_id}
 
+    async def test_holds_any_of_some_types_up_to_a_position(self, store: EventStore) -> None:
+        released = an_event(event=PodReleased(pod=ObjectRef(namespace="ns", name="a"), node="n"))
+        first = await store.append([an_event(), an_event()], producer="t")
+        last = await store.append([released], producer="t")
+        before = last.positions[0] - 1
+        assert first.positions[-1] == before
+        assert await store.holds_any(["pod.released"])
+        assert await store.holds_any(["pod.placed", "pod.released"], until=last.positions[0])
+        assert not await store.holds_any(["pod.released"], until=before)
+        assert await store.holds_any(["pod.placed", "pod.deleted"], until=first.positions[0])
+        assert not await store.holds_any(["pod.placed", "pod.bound"])
+        assert not await store.holds_any([])
+
     async def test_hashes_and_positions_of_what_the_log_holds(self, store: EventStore) -> None:
         first, second = an_event(), an_event()
         await store.append([first, second], producer="t")
