@@ -37,7 +37,7 @@ from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
 from allot_eventstore.append_plan import AppendPlan, Stale, drop_recorded, event_rows, plan_versions
 from allot_eventstore.clock import Clock, from_datetime, system_clock
-from allot_eventstore.protocol import AppendResult, Checkpoint, EventStore, Fence, read_ahead
+from allot_eventstore.protocol import LAST_POSITION, AppendResult, Checkpoint, EventStore, Fence, read_ahead
 from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.urls import plain_url
 
@@ -118,7 +118,6 @@ _OUTPUTS = (
     "o.metadata::text, COALESCE(t.position, 0) FROM events o LEFT JOIN events t ON t.event_id = o.causation_id "
     "WHERE o.producer = $1 AND o.position > $2 ORDER BY o.position LIMIT $3"
 )
-_BEYOND_ANY_POSITION = 2**63 - 1  # bigint's largest: ``until`` for the whole log
 # Whether any of the types has an event up to a position: one lookup in the index by type per type (asked of a single
 # ``type = ANY`` with the position, PostgreSQL's generic plan walks the log in position order when there is none).
 _HOLDS_ANY = (
@@ -508,9 +507,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         return {r[0]: r[1] for r in rows}
 
     async def holds_any(self, types: Collection[str], *, until: int | None = None) -> bool:
-        rows = await self._fetch(
-            _HOLDS_ANY, sorted(set(types)), _BEYOND_ANY_POSITION if until is None else until
-        )
+        rows = await self._fetch(_HOLDS_ANY, sorted(set(types)), LAST_POSITION if until is None else until)
         return bool(rows[0][0])
 
     async def recorded_ids(self, event_ids: Collection[str]) -> set[str]:

@@ -31,6 +31,8 @@ import msgspec
 from allot_contracts.envelope import NewEvent, RecordedEvent
 
 T = TypeVar("T")
+# After every position the log can hold (positions are PostgreSQL bigints): ``until`` for the whole log in a query.
+LAST_POSITION = 2**63 - 1
 
 
 class Checkpoint(msgspec.Struct, frozen=True):

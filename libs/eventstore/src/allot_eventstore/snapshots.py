@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from allot_eventstore.protocol import Snapshot
+from allot_eventstore.protocol import LAST_POSITION, Snapshot
 
 _INSERT = (
     "INSERT INTO snapshots (consumer, position, format, config_hash, digest, state, state_hash) "
@@ -61,7 +61,7 @@ class PostgresSnapshots:
     async def latest_snapshot(
         self, consumer: str, *, format: int, config_hash: str, until: int | None = None
     ) -> Snapshot | None:
-        limit = until if until is not None else 2**63 - 1
+        limit = until if until is not None else LAST_POSITION
         rows = await self._fetch(_LATEST, consumer, format, config_hash, limit)
         if not rows:
             return None
