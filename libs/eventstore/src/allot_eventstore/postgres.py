@@ -110,6 +110,11 @@ _ADVANCE_FENCE = (
     "ON CONFLICT (name) DO UPDATE SET term = EXCLUDED.term, holder = EXCLUDED.holder, updated_at = now() "
     "WHERE fences.term < EXCLUDED.term"
 )
+# Every read of the log is a page in position order (``LIMIT``), an index lookup or an append: none gains from a
+# parallel plan, and PostgreSQL's planner picks one for a page of a producer's outputs (the join to their causes): each
+# page then starts two worker processes and merges their rows. Measured on the 317k-event log of ``allot bench
+# replay``: 6.0–7.5 CPU-s of PostgreSQL per ``replay --verify`` with them, 3.4–4.2 without (docs/benchmarks/replay.md).
+_PARALLEL_WORKERS = "0"
 # A producer's outputs with the position of their cause, in position order (the producer index, then one lookup of
 # the cause by its unique id per output).
 _OUTPUTS = (
@@ -291,7 +296,10 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                             timeout=10,
                             reset=_no_reset,
                             init=_codecs,
-                            server_settings={"lock_timeout": str(int(self._lock_timeout_ms))},
+                            server_settings={
+                                "lock_timeout": str(int(self._lock_timeout_ms)),
+                                "max_parallel_workers_per_gather": _PARALLEL_WORKERS,
+                            },
                         )
                     except _DRIVER_ERRORS as exc:
                         raise _translate(exc) from exc
