@@ -18,6 +18,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from allot_runtime.flags import port, seconds
+
 
 def add_arguments(parser: Any) -> None:
     """The view's arguments (``allot-ui`` and ``allot ui`` take the same ones)."""
@@ -25,10 +27,13 @@ def add_arguments(parser: Any) -> None:
         "--host", default=os.environ.get("ALLOT_UI_HOST", "127.0.0.1"), help="address to listen on"
     )
     parser.add_argument(
-        "--port", type=int, default=int(os.environ.get("ALLOT_UI_PORT", "8088")), help="port (default 8088)"
+        "--port",
+        type=port,
+        default=os.environ.get("ALLOT_UI_PORT", "8088"),
+        help="port (default: ALLOT_UI_PORT, else 8088)",
     )
     parser.add_argument(
-        "--poll", type=float, default=0.5, help="seconds between reads of the log (default 0.5)"
+        "--poll", type=seconds, default=0.5, help="seconds between reads of the log (default 0.5)"
     )
 
 

@@ -18,6 +18,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from allot_runtime.flags import port
+
 if TYPE_CHECKING:
     from aiohttp import web
 
@@ -93,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tls-private-key-file", required=True, help="PEM private key of the certificate")
     parser.add_argument("--host", default="0.0.0.0", help="listen address (default 0.0.0.0)")
-    parser.add_argument("--port", type=int, default=9443, help="HTTPS port (default 9443)")
+    parser.add_argument("--port", type=port, default=9443, help="HTTPS port (default 9443)")
     parser.add_argument(
         "--scheduler-name",
         help="the schedulerName pods are routed to and validated for (default: ALLOT_SCHEDULER_NAME or allot-scheduler)",

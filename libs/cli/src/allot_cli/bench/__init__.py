@@ -7,6 +7,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from allot_runtime.flags import whole_number
+
 
 def benchmark_parser(
     subparsers: Any, benchmark: ModuleType, *, help: str, with_json: bool = True
@@ -29,7 +31,7 @@ def node_count_argument(p: argparse.ArgumentParser, *, also: str = "") -> None:
     ``also`` says what else the benchmark replicates."""
     p.add_argument(
         "--node-count",
-        type=int,
+        type=whole_number,
         default=0,
         help=f"replicate the node list with new names to N nodes{also} (0 = as read)",
     )

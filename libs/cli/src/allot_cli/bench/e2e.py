@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, node_count_argument, report, trace_arguments
+from allot_runtime.flags import positive, seconds
 from allot_sim.bench import e2e as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
 
@@ -15,18 +16,18 @@ def register(subparsers: Any) -> None:
     p = benchmark_parser(
         subparsers, benchmark, help="pods/s and latency through the running stack (starts its own)"
     )
-    p.add_argument("--pods", type=int, default=5000, help="pods in the burst (default 5000)")
+    p.add_argument("--pods", type=positive, default=5000, help="pods in the burst (default 5000)")
     p.add_argument(
         "--rates", default="100,300,1000", help="open-loop offered rates, pods/s (default 100,300,1000)"
     )
     p.add_argument(
-        "--duration", type=float, default=5.0, help="seconds each open-loop rate is offered (default 5)"
+        "--duration", type=seconds, default=5.0, help="seconds each open-loop rate is offered (default 5)"
     )
     trace_arguments(p, nodes=DEFAULT_NODES, pods=DEFAULT_PODS, pods_flag="--pods-csv")
     p.add_argument(
         "--state-dir", type=Path, help="keep the stack's data and logs here (default: a temporary dir)"
     )
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds any phase may take (default 600)")
+    p.add_argument("--timeout", type=seconds, default=600.0, help="seconds any phase may take (default 600)")
     node_count_argument(p, also="; 6065 is the five-fold openb cluster")
     p.set_defaults(func=run)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from allot_cli.bench import benchmark_parser, report
 from allot_intake.errors import UsageError
+from allot_runtime.flags import positive
 from allot_sim.bench import replay as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
 from allot_sim.bench.replay import Logs
@@ -27,7 +28,7 @@ def history_parser(subparsers: Any, module: ModuleType, *, help: str) -> argpars
     p = benchmark_parser(subparsers, module, help=help, with_json=False)
     p.add_argument("--events", default="300000", help="log sizes, comma-separated (default 300000)")
     p.add_argument(
-        "--runs", type=int, default=3, help="timed runs per size; the median is reported (default 3)"
+        "--runs", type=positive, default=3, help="timed runs per size; the median is reported (default 3)"
     )
     p.add_argument("--fresh", action="store_true", help="rebuild a kept log instead of reusing it")
     p.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help="openb node list CSV")
@@ -55,10 +56,9 @@ def sizes(text: str) -> list[int]:
 
 def logs_from(args: argparse.Namespace) -> Logs:
     """The logs ``--events``, ``--runs``, ``--fresh``, ``--nodes`` and ``--pods-csv`` ask for."""
-    events = sizes(args.events)
-    if args.runs < 1:
-        raise UsageError("--runs must be at least 1")
-    return Logs(events=events, runs=args.runs, fresh=args.fresh, nodes=args.nodes, pods_csv=args.pods_csv)
+    return Logs(
+        events=sizes(args.events), runs=args.runs, fresh=args.fresh, nodes=args.nodes, pods_csv=args.pods_csv
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 
 from allot_cli.bench import report
 from allot_cli.bench.replay import history_parser, logs_from
+from allot_runtime.flags import event_count
 from allot_sim.bench import restart as benchmark
 
 
@@ -21,7 +22,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--snapshot-lag",
-        type=int,
+        type=event_count,
         default=20_000,
         help="events between the snapshot and the checkpoint (default: 20000)",
     )

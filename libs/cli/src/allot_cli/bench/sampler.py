@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from allot_cli.bench import report
+from allot_runtime.flags import positive, seconds
 from allot_sim.bench import sampler as benchmark
 
 
@@ -16,13 +17,13 @@ def register(subparsers: Any) -> None:
         description=benchmark.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--pods", type=int, default=100, help="pod cgroups on the node (default 100)")
-    p.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
+    p.add_argument("--pods", type=positive, default=100, help="pod cgroups on the node (default 100)")
+    p.add_argument("--interval", type=seconds, default=1.0, help="seconds between samples (default 1)")
     p.add_argument(
-        "--report", type=float, default=60.0, help="seconds between NodeMetric reports (default 60)"
+        "--report", type=seconds, default=60.0, help="seconds between NodeMetric reports (default 60)"
     )
     p.add_argument(
-        "--seconds", type=float, default=125.0, help="length of the run (default 125: two reports)"
+        "--seconds", type=seconds, default=125.0, help="length of the run (default 125: two reports)"
     )
     p.add_argument(
         "--cgroups",

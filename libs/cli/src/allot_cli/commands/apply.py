@@ -21,6 +21,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from allot_intake.errors import InputError
+from allot_runtime.flags import seconds
 
 if TYPE_CHECKING:  # the engines, drivers and contracts are imported by the functions that run the command
     from allot_intake.documents import Document
@@ -72,7 +73,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--no-wait", action="store_true", help="return without waiting for the services")
     p.add_argument("--wait-each", action="store_true", help="wait for the services after every document")
-    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--timeout", type=seconds, default=120.0)
     p.add_argument(
         "--atomic",
         action="store_true",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_intake.errors import InputError, UsageError
+from allot_runtime.flags import seconds
 
 
 def examples_dir() -> Path:
@@ -114,5 +115,5 @@ def register(subparsers: Any) -> None:
     p.add_argument("--examples", help="directory with cluster.yaml, pods.yaml, finish-training.yaml")
     p.add_argument("--state-dir", help="keep the stack's data here (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the temporary state directory")
-    p.add_argument("--timeout", type=float, default=180.0)
+    p.add_argument("--timeout", type=seconds, default=180.0)
     p.set_defaults(func=cmd_demo)

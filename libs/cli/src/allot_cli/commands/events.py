@@ -12,6 +12,7 @@ from typing import Any
 
 from allot_cli._groups import subcommands
 from allot_intake.errors import UsageError
+from allot_runtime.flags import after_position, event_count
 
 
 async def tail(args: argparse.Namespace) -> None:
@@ -95,9 +96,9 @@ def register(subparsers: Any) -> None:
     )
     t.add_argument(
         "--last",
-        type=int,
+        type=event_count,
         default=20,
         help="how many of the newest matching events (after --type) to start with (default 20)",
     )
-    t.add_argument("--from-position", type=int, help="start after this log position instead")
+    t.add_argument("--from-position", type=after_position, help="start after this log position instead")
     t.set_defaults(func=cmd_events)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli._groups import subcommands
-from allot_cli.whole_numbers import event_count, positive
+from allot_runtime.flags import event_count, positive
 
 PROGRESS_EVERY = 2.0  # seconds between progress lines
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.whole_numbers import event_count, log_position
+from allot_runtime.flags import event_count, log_position, positive
 
 if (
     TYPE_CHECKING
@@ -108,7 +108,7 @@ def register(subparsers: Any) -> None:
         metavar="EVENTS",
         help="fail when more than this many events follow the newest signed checkpoint",
     )
-    p.add_argument("--until", type=int, help="stop at this log position")
+    p.add_argument("--until", type=log_position, help="stop at this log position")
     p.add_argument(
         "--since",
         type=log_position,
@@ -135,7 +135,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-live", action="store_true", help="do not compare with running services")
     p.add_argument(
         "--jobs",
-        type=int,
+        type=positive,
         default=os.cpu_count() or 1,
         help="processes verifying at once (default: one per CPU); the result is the same for any number",
     )

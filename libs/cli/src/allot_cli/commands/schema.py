@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from allot_intake.errors import UsageError
+
 
 def cmd_schema(args: argparse.Namespace) -> int:
     from allot_contracts.schema import export_schemas
@@ -14,10 +16,13 @@ def cmd_schema(args: argparse.Namespace) -> int:
     schemas = export_schemas()
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, schema in schemas.items():
-            (out / f"{name}.json").write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n")
-        (out / "asyncapi.yaml").write_text(asyncapi_yaml())
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            for name, schema in schemas.items():
+                (out / f"{name}.json").write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n")
+            (out / "asyncapi.yaml").write_text(asyncapi_yaml())
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write the schemas there: {exc.strerror or exc}") from exc
         print(f"wrote {len(schemas)} schemas and asyncapi.yaml to {out}")
         return 0
     print(json.dumps(schemas, indent=2, sort_keys=True))

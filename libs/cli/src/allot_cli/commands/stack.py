@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from allot_intake.errors import InputError, UsageError
+from allot_runtime.flags import seconds
 from allot_stack.connect import default_state_dir, endpoints, find_state_dir, read_stack
 from allot_stack.control import LogState, ProcessRow, log_state, process_rows, start_stack, stop_stack
 from allot_stack.processes import find_leftovers, supervisor_running
@@ -208,7 +209,7 @@ def cmd_relay(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     up = subparsers.add_parser("up", help="start the dev stack (PostgreSQL, NATS, relay, seven services)")
     up.add_argument("--state-dir", help="where data and logs go (default: ./.allot or ALLOT_STATE_DIR)")
-    up.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for readiness")
+    up.add_argument("--timeout", type=seconds, default=180.0, help="seconds to wait for readiness")
     up.set_defaults(func=cmd_up)
     down = subparsers.add_parser("down", help="stop the dev stack")
     down.add_argument("--state-dir")

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from allot_cli.whole_numbers import log_position
+from allot_runtime.flags import log_position
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:

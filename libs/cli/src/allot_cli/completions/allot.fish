@@ -291,7 +291,7 @@ complete -c allot -n "__allot_at 'sim typical-pods'" -l threshold -x -d 'cover t
 complete -c allot -n "__allot_at 'sim typical-pods'" -l policy -d 'also print `policy: fgd` (a complete config)'
 complete -c allot -n "__allot_at 'ui'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'ui'" -l host -x -d 'address to listen on'
-complete -c allot -n "__allot_at 'ui'" -l port -x -d 'port (default 8088)'
+complete -c allot -n "__allot_at 'ui'" -l port -x -d 'port (default: ALLOT_UI_PORT, else 8088)'
 complete -c allot -n "__allot_at 'ui'" -l poll -x -d 'seconds between reads of the log (default 0.5)'
 complete -c allot -n "__allot_at 'webhook'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'webhook'" -l tls-cert-file -r -F -d 'PEM certificate (chain) served to the API server'

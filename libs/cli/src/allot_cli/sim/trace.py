@@ -11,6 +11,7 @@ from typing import Any
 from allot_cli.bench import benchmark_parser, trace_arguments
 from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import UsageError
+from allot_runtime.flags import factor, whole_number
 from allot_sim import trace as benchmark
 from allot_sim.trace import ALL_POLICIES, DEFAULT_NODES, DEFAULT_PODS, LABELS, PAPER_130
 
@@ -29,10 +30,10 @@ def register(subparsers: Any) -> None:
         help=f"a policy, a comma list, or 'all' ({', '.join(ALL_POLICIES)}; also koordinator, spread)",
     )
     p.add_argument(
-        "--tune", type=float, default=1.3, help="arrived GPU request as a multiple of capacity (1.3)"
+        "--tune", type=factor, default=1.3, help="arrived GPU request as a multiple of capacity (1.3)"
     )
     seeds = p.add_mutually_exclusive_group()
-    seeds.add_argument("--seed", type=int, help="one seed (default 42)")
+    seeds.add_argument("--seed", type=whole_number, help="one seed (default 42)")
     seeds.add_argument("--seeds", help="a range A-B or a comma list, e.g. 42-51")
     p.add_argument("--out", type=Path, help="directory for per-pod rows, curves and the summary")
     p.add_argument("--summary-json", type=Path, help="write the summary object to this file")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_intake.errors import UsageError
+from allot_runtime.flags import percent
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,6 +37,6 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("typical-pods", help="learn FGD's typical-pod distribution from a workload")
     p.add_argument("--pods", help="an openb pod list CSV")
     p.add_argument("--from-log", action="store_true", help="the pods recorded in the live log")
-    p.add_argument("--threshold", type=int, default=95, help="cover this %% of pods (default 95)")
+    p.add_argument("--threshold", type=percent, default=95, help="cover this %% of pods (default 95)")
     p.add_argument("--policy", action="store_true", help="also print `policy: fgd` (a complete config)")
     p.set_defaults(func=run)

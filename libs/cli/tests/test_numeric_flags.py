@@ -1,0 +1,97 @@
+"""Numeric flags refuse what they cannot mean (a negative count, no runs, a port past 65535, a timeout of nan) as a
+usage error that names the flag and the value, before any work starts; and take every value they document."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+from allot_cli.main import main, parser_for
+from allot_runtime import flags
+from allot_ui.main import add_arguments as ui_arguments
+from allot_webhook.main import add_arguments as webhook_arguments
+
+
+@pytest.mark.parametrize(
+    ("argv", "refusal"),
+    [
+        (["replay", "--until", "-5"], "argument --until: must be a log position ≥ 1, not '-5'"),
+        (["replay", "--verify", "--jobs", "0"], "argument --jobs: must be a positive whole number, not '0'"),
+        (["events", "tail", "--last", "-3"], "argument --last: must be a number of events ≥ 0, not '-3'"),
+        (["events", "tail", "--from-position", "x"], "argument --from-position: must be a log position ≥ 0"),
+        (
+            ["sim", "typical-pods", "--threshold", "500"],
+            "must be a whole percentage from 1 to 100, not '500'",
+        ),
+        (["sim", "trace", "--tune", "0"], "argument --tune: must be a number above 0, not '0'"),
+        (
+            ["apply", "-f", "x.yaml", "--timeout", "-1"],
+            "argument --timeout: must be a number of seconds above 0",
+        ),
+        (["up", "--timeout", "inf"], "argument --timeout: must be a number of seconds above 0, not 'inf'"),
+        (["ui", "--port", "99999"], "argument --port: must be a port from 1 to 65535, not '99999'"),
+        (["ui", "--poll", "0"], "argument --poll: must be a number of seconds above 0, not '0'"),
+        (["bench", "gang", "--gangs", "-1"], "argument --gangs: must be a positive whole number, not '-1'"),
+        (["bench", "quota", "--quotas", "0"], "argument --quotas: must be a positive whole number, not '0'"),
+        (
+            ["bench", "placement", "--repeat", "0"],
+            "argument --repeat: must be a positive whole number, not '0'",
+        ),
+        (["bench", "placement", "--node-count", "-6"], "argument --node-count: must be a whole number ≥ 0"),
+        (["bench", "e2e", "--duration", "nan"], "argument --duration: must be a number of seconds above 0"),
+        (["bench", "replay", "--runs", "0"], "argument --runs: must be a positive whole number, not '0'"),
+        (["bench", "sampler", "--seconds", "-1"], "argument --seconds: must be a number of seconds above 0"),
+    ],
+)
+def test_a_value_a_flag_cannot_mean_is_a_usage_error(
+    argv: list[str], refusal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parser_for(argv).parse_args(argv)
+    assert exited.value.code == 2
+    assert refusal in capsys.readouterr().err
+
+
+def test_the_values_each_flag_documents_are_taken() -> None:
+    assert flags.after_position("0") == 0 and flags.log_position("1") == 1
+    assert flags.port("1") == 1 and flags.port("65535") == 65535
+    assert flags.percent("100") == 100 and flags.whole_number("0") == 0
+    assert flags.seconds("0.5") == 0.5 and flags.factor("1.3") == 1.3
+    for refused in ("", " 5", "+5", "5.0", "٥", "1e3"):  # not ASCII digits only
+        with pytest.raises(argparse.ArgumentTypeError):
+            flags.positive(refused)
+    args = parser_for(["replay", "--until", "7", "--jobs", "3"]).parse_args(
+        ["replay", "--until", "7", "--jobs", "3"]
+    )
+    assert (args.until, args.jobs) == (7, 3)
+
+
+def test_a_port_from_the_environment_is_checked_as_the_flag_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ALLOT_UI_PORT", "8090")
+    parser = argparse.ArgumentParser()
+    ui_arguments(parser)
+    assert parser.parse_args([]).port == 8090
+    monkeypatch.setenv("ALLOT_UI_PORT", "http")
+    parser = argparse.ArgumentParser()
+    ui_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args([])
+    webhook = argparse.ArgumentParser()
+    webhook_arguments(webhook)
+    with pytest.raises(SystemExit):
+        webhook.parse_args(["--tls-cert-file", "c", "--tls-private-key-file", "k", "--port", "0"])
+
+
+def test_schemas_that_cannot_be_written_are_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setattr(sys, "argv", ["allot", "schema", "--out", str(blocker / "schemas")])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    assert f"--out {blocker / 'schemas'}: cannot write the schemas there" in capsys.readouterr().err
