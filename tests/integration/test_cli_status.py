@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 
@@ -85,3 +86,21 @@ def test_status_starts_without_the_event_store_or_the_engines(tmp_path: object) 
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_database_the_server_does_not_hold_is_one_error_line(database_url: str) -> None:
+    from allot_eventstore.urls import with_database
+
+    missing = with_database(database_url, "allot_no_such_database")
+    result = subprocess.run(
+        [sys.executable, "-c", "from allot_cli.main import main; main()", "get", "pods"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ALLOT_DATABASE_URL": missing},
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        'allot: error: PostgreSQL refused the connection: database "allot_no_such_database" does not exist'
+    ), result.stderr
+    assert "Traceback" not in result.stderr

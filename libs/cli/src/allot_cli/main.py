@@ -157,10 +157,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         _quiet_stdout()
         code = 0
     except Exception as exc:
-        if not _refused_setting(exc):
+        if _refused_setting(exc):
+            print(f"allot: error: {exc}", file=sys.stderr)
+            code = 2
+        elif (unreachable := _log_unreachable(exc)) is not None:
+            print(f"allot: error: {unreachable}", file=sys.stderr)
+            code = 1
+        else:
             raise
-        print(f"allot: error: {exc}", file=sys.stderr)
-        code = 2
     sys.exit(code)
 
 
@@ -170,6 +174,29 @@ def _refused_setting(exc: Exception) -> bool:
     from allot_contracts.errors import InvalidInput
 
     return isinstance(exc, InvalidInput)
+
+
+# PostgreSQL's classes of error (SQLSTATE's first two characters) that refuse a connection: 08 connection exception,
+# 28 invalid authorization (a wrong user or password), 3D invalid catalog name (no such database)
+_REFUSED_CONNECTION = ("08", "28", "3D")
+
+
+def _log_unreachable(exc: Exception) -> str | None:
+    """What to say when the event log could not be reached (the server down, a wrong database, user or password),
+    or None for any other error. The driver is not imported for it: a driver error is known by its module."""
+    from allot_contracts.errors import Unavailable
+
+    hint = "check ALLOT_DATABASE_URL, or start the dev stack with `allot up`"
+    if isinstance(exc, Unavailable):
+        return f"{exc} ({hint})"
+    sqlstate = getattr(exc, "sqlstate", None)
+    if (
+        type(exc).__module__.startswith("asyncpg")
+        and isinstance(sqlstate, str)
+        and sqlstate[:2] in _REFUSED_CONNECTION
+    ):
+        return f"PostgreSQL refused the connection: {exc} ({hint})"
+    return None
 
 
 def _quiet_stdout() -> None:

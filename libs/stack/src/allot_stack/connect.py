@@ -88,7 +88,18 @@ def endpoints(*, need_nats: bool = False) -> Endpoints:
         )
         source = f"dev stack in {stack.get('state_dir')}"
     assert db is not None
+    _check_database_url(db, "ALLOT_DATABASE_URL" if source == "environment" else source)
     return Endpoints(database_url=db, nats_url=nats_url, names=names, source=source)
+
+
+def _check_database_url(url: str, source: str) -> None:
+    """A URL that is not PostgreSQL's is refused here, naming where it came from, before any command uses it."""
+    from allot_eventstore.urls import plain_url
+
+    try:
+        plain_url(url)
+    except ValueError as exc:
+        raise UsageError(f"{source}: {exc}") from exc
 
 
 async def on_log(work: Callable[[EventStore], Awaitable[T]], url: str | None = None) -> T:

@@ -1,5 +1,7 @@
-"""Numeric flags refuse what they cannot mean (a negative count, no runs, a port past 65535, a timeout of nan) as a
-usage error that names the flag and the value, before any work starts; and take every value they document."""
+"""Command lines the CLI cannot use are one error line, never a traceback: a number a flag cannot mean (a negative
+count, no runs, a port past 65535, a timeout of nan) is a usage error naming the flag and the value, before any work
+starts, while every value a flag documents is taken; an event log that cannot be reached or is not PostgreSQL's says
+so."""
 
 from __future__ import annotations
 
@@ -95,3 +97,24 @@ def test_schemas_that_cannot_be_written_are_a_usage_error(
         main()
     assert exited.value.code == 2
     assert f"--out {blocker / 'schemas'}: cannot write the schemas there" in capsys.readouterr().err
+
+
+def _run(argv: list[str], url: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.setenv("ALLOT_DATABASE_URL", url)
+    monkeypatch.setattr(sys, "argv", ["allot", *argv])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    return int(exited.value.code or 0)
+
+
+def test_a_log_that_cannot_be_reached_is_one_error_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _run(["get", "pods"], "postgresql://allot@127.0.0.1:1/allot", monkeypatch) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("allot: error: PostgreSQL unavailable:") and "check ALLOT_DATABASE_URL" in err
+    assert "Traceback" not in err
+    assert _run(["replay"], "mysql://allot@127.0.0.1/allot", monkeypatch) == 2
+    assert capsys.readouterr().err.startswith(
+        "allot: error: ALLOT_DATABASE_URL: not a PostgreSQL URL: 'mysql://"
+    )
