@@ -365,3 +365,36 @@ async def test_events_tail_follow_prints_what_was_recorded_before_and_after_it_s
             await task
     printed = [json.loads(line)["position"] for line in capsys.readouterr().out.splitlines()]
     assert printed == [1, 2, 3, 4, 5, 6, 7]
+
+
+async def test_events_tail_follow_ends_on_sigterm_while_it_waits_for_nats(store, database_url):
+    """NATS not up (nothing listens on the port): the command waits for it, as the services do, and a SIGTERM (or
+    Ctrl-C) still ends it at once."""
+    import os
+    import signal
+    import sys
+
+    await store.append([an_event()], producer="api")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "from allot_cli.main import main; main()",
+        "events",
+        "tail",
+        "--follow",
+        env={**os.environ, "ALLOT_DATABASE_URL": database_url, "ALLOT_NATS_URL": "nats://127.0.0.1:1"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    first = await asyncio.wait_for(proc.stdout.readline(), 30)  # the catch-up from the log came first
+    assert json.loads(first)["position"] == 1
+    await asyncio.sleep(1.0)  # connecting to NATS by now
+    proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), 10)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    _, err = await proc.communicate()
+    assert b"Traceback" not in err

@@ -50,31 +50,34 @@ async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
         stream=ep.names.stream,
         name="allot-events-tail",
     )
-    async with client:
-        subscription = client.follow(after=after, types=sorted(flt.types))
 
-        async def printing() -> None:
-            async for delivery in subscription:
-                print(json.dumps(event_json(delivery.record)), flush=True)
+    async def printing() -> None:
+        async with client:  # a NATS server that is not up yet is waited for, as the services wait for it
+            subscription = client.follow(after=after, types=sorted(flt.types))
+            print(
+                f"# following {ep.names.all_events} after position {after} (Ctrl-C to stop)",
+                file=sys.stderr,
+                flush=True,
+            )
+            try:
+                async for delivery in subscription:
+                    print(json.dumps(event_json(delivery.record)), flush=True)
+            finally:
+                await subscription.close()
 
-        print(
-            f"# following {ep.names.all_events} after position {after} (Ctrl-C to stop)",
-            file=sys.stderr,
-            flush=True,
-        )
-        task = asyncio.create_task(printing())
-        waiter = asyncio.create_task(stop.wait())
-        try:
-            await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for pending in (task, waiter):
-                pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            await subscription.close()
-        failure = task.exception() if task.done() and not task.cancelled() else None
-        if failure is not None:
-            raise failure
+    # Ctrl-C or SIGTERM ends the command at any point: while it waits for NATS as well as while it follows
+    task = asyncio.create_task(printing())
+    waiter = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, waiter):
+            pending.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    failure = task.exception() if task.done() and not task.cancelled() else None
+    if failure is not None:
+        raise failure
 
 
 def cmd_events(args: argparse.Namespace) -> int:
