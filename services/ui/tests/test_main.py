@@ -36,3 +36,21 @@ def test_allot_ui_without_a_log_stops_at_once(tmp_path: Path) -> None:
     assert result.stderr.strip() == (
         "allot-ui: no event log configured: start the dev stack with `allot up`, or set ALLOT_DATABASE_URL"
     )
+
+
+def test_allot_ui_with_a_log_it_cannot_reach_stops_with_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(BIN / "allot-ui"), "--port", "18097"],
+        env=_without_log(tmp_path) | {"ALLOT_DATABASE_URL": "postgresql://allot@127.0.0.1:1/allot"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith("allot-ui: cannot read the event log: PostgreSQL unavailable:")
+    ), result.stderr
+    assert "Traceback" not in result.stderr

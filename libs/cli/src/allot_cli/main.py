@@ -176,27 +176,17 @@ def _refused_setting(exc: Exception) -> bool:
     return isinstance(exc, InvalidInput)
 
 
-# PostgreSQL's classes of error (SQLSTATE's first two characters) that refuse a connection: 08 connection exception,
-# 28 invalid authorization (a wrong user or password), 3D invalid catalog name (no such database)
-_REFUSED_CONNECTION = ("08", "28", "3D")
-
-
 def _log_unreachable(exc: Exception) -> str | None:
-    """What to say when the event log could not be reached (the server down, a wrong database, user or password),
-    or None for any other error. The driver is not imported for it: a driver error is known by its module."""
-    from allot_contracts.errors import Unavailable
+    """What to say when the event log could not be used (the server down, a wrong database, user or password), or
+    None for any other error. Looked up only when something failed: the event store imports the driver."""
+    from allot_eventstore.postgres import connection_refusal
 
-    hint = "check ALLOT_DATABASE_URL, or start the dev stack with `allot up`"
-    if isinstance(exc, Unavailable):
-        return f"{exc} ({hint})"
-    sqlstate = getattr(exc, "sqlstate", None)
-    if (
-        type(exc).__module__.startswith("asyncpg")
-        and isinstance(sqlstate, str)
-        and sqlstate[:2] in _REFUSED_CONNECTION
-    ):
-        return f"PostgreSQL refused the connection: {exc} ({hint})"
-    return None
+    refusal = connection_refusal(exc)
+    return (
+        None
+        if refusal is None
+        else f"{refusal} (check ALLOT_DATABASE_URL, or start the dev stack with `allot up`)"
+    )
 
 
 def _quiet_stdout() -> None:

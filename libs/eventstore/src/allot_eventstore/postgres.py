@@ -213,6 +213,26 @@ def _translate(exc: BaseException) -> Exception:
     return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
 
 
+# PostgreSQL's classes of error (SQLSTATE's first two characters) that refuse a connection: 08 connection exception,
+# 28 invalid authorization (a wrong user or password), 3D invalid catalog name (no such database)
+_REFUSED_CONNECTION = ("08", "28", "3D")
+
+
+def connection_refusal(exc: BaseException) -> str | None:
+    """Why the event log cannot be used, when ``exc`` says so (the server cannot be reached, or it refuses the
+    database, user or password); None for any other error."""
+    if isinstance(exc, Unavailable):
+        return str(exc)
+    sqlstate = getattr(exc, "sqlstate", None)
+    if (
+        isinstance(exc, asyncpg.PostgresError)
+        and isinstance(sqlstate, str)
+        and sqlstate[:2] in _REFUSED_CONNECTION
+    ):
+        return f"PostgreSQL refused the connection: {exc}"
+    return None
+
+
 def _is_uuid(text: str) -> bool:
     try:
         uuid.UUID(text)

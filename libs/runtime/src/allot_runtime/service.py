@@ -51,7 +51,7 @@ from allot_runtime.recorded_config import AppliedConfig, config_hash, record_con
 from allot_runtime.replay import rebuild
 from allot_runtime.service_http import Liveness, serve_http, state_of
 from allot_runtime.settings import ServiceSettings
-from allot_runtime.signals import stop_on_signals
+from allot_runtime.signals import stop_on_signals, unless_stopped
 from allot_runtime.snapshots import Snapshots, restore
 
 if TYPE_CHECKING:  # lease mode only: the Kubernetes client is imported when a service runs under a Lease
@@ -427,7 +427,11 @@ async def run_service(
             store = PostgresEventStore.connect(settings.database_url)
             watch = ownership_watch(ownership)
         live.phase = "connecting to NATS"
-        nc = await connect(settings.nats_url, name=f"allot-{settings.service}", auth=settings.nats_auth)
+        nc = await unless_stopped(
+            connect(settings.nats_url, name=f"allot-{settings.service}", auth=settings.nats_auth), stop
+        )
+        if nc is None:
+            return
         live.phase = "catching up with the log"
         await _run(
             settings,

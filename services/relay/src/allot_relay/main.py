@@ -36,7 +36,7 @@ from allot_relay.settings import AnchorSettingsError
 from allot_runtime import logs, memory
 from allot_runtime.health import health_app, serve_health
 from allot_runtime.metrics import standard_collectors
-from allot_runtime.signals import stop_on_signals
+from allot_runtime.signals import stop_on_signals, unless_stopped
 
 
 @dataclass
@@ -140,7 +140,11 @@ async def run_relay() -> None:
             return
         store = PostgresEventStore.connect(database_url)
         seal = sealer(store, os.environ)
-        nc = await connect(os.environ.get("ALLOT_NATS_URL", "nats://127.0.0.1:4222"), name="allot-relay")
+        nc = await unless_stopped(
+            connect(os.environ.get("ALLOT_NATS_URL", "nats://127.0.0.1:4222"), name="allot-relay"), stop
+        )
+        if nc is None:
+            return
         relay = Relay(store, nc.jetstream(), names, on_published=seal)
         state.store, state.relay = store, relay
         log.info("relay started: log → stream %s (%s)", names.stream, names.all_events)

@@ -40,17 +40,20 @@ def add_arguments(parser: Any) -> None:
 async def serve_until_stopped(database_url: str, host: str, port: int, poll: float, name: str) -> None:
     """Serve the view of the log at ``database_url`` until SIGTERM or SIGINT."""
     from allot_eventstore.postgres import PostgresEventStore
-    from allot_runtime.signals import stop_on_signals
+    from allot_runtime.signals import stop_on_signals, unless_stopped
     from allot_ui.model import UiModel
     from allot_ui.server import serve
 
     store = PostgresEventStore.connect(database_url)
     stop = stop_on_signals()
-    try:
-        runner = await serve(UiModel(store), host, port, poll=poll)
+    try:  # the first read of the log may be long: a signal ends it too
+        runner = await unless_stopped(serve(UiModel(store), host, port, poll=poll), stop)
     except BaseException:
         await store.close()
         raise
+    if runner is None:
+        await store.close()
+        return
     try:
         print(f"{name}: serving the audit view on http://{host}:{port}/", file=sys.stderr)
         await stop.wait()
@@ -60,13 +63,21 @@ async def serve_until_stopped(database_url: str, host: str, port: int, poll: flo
 
 
 def run(database_url: str, args: argparse.Namespace, name: str) -> int:
-    """Serve until stopped; 2 (and one line) when the address cannot be listened on."""
+    """Serve until stopped; 2 (and one line) when the address cannot be listened on, 1 when the log cannot be read."""
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve_until_stopped(database_url, args.host, args.port, args.poll, name))
     except OSError as exc:
         print(f"{name}: cannot serve on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        from allot_eventstore.postgres import connection_refusal
+
+        refusal = connection_refusal(exc)
+        if refusal is None:
+            raise
+        print(f"{name}: cannot read the event log: {refusal}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,0 +1,45 @@
+"""A process waiting for NATS (the server not up yet: it is waited for, never given up on) still stops at once on
+SIGTERM, as Kubernetes and the dev stack's supervisor stop it, instead of being killed at the end of its grace period."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+NO_NATS = "nats://127.0.0.1:1"  # nothing listens there
+
+
+@pytest.mark.parametrize("binary", ["allot-device-allocator", "allot-relay"])
+def test_sigterm_ends_a_process_that_waits_for_nats(binary: str, database_url: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {
+        "ALLOT_DATABASE_URL": database_url,
+        "ALLOT_NATS_URL": NO_NATS,
+        "ALLOT_HTTP_HOST": "127.0.0.1",
+        "ALLOT_HTTP_PORT": "0",
+        "ALLOT_LOG_FORMAT": "text",
+    }
+    log = tmp_path / f"{binary}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).parent / binary)], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "nats connection problem" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)  # past the database: connecting to NATS, retrying
+        assert "nats connection problem" in log.read_text(), log.read_text()[-2000:]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0, log.read_text()[-2000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "Traceback" not in log.read_text()
