@@ -43,3 +43,20 @@ def test_sigterm_ends_a_process_that_waits_for_nats(binary: str, database_url: s
             process.kill()
             process.wait()
     assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.parametrize("binary", ["allot-device-allocator", "allot-relay"])
+def test_a_database_url_that_is_not_postgresqls_is_refused_at_start(binary: str, tmp_path: Path) -> None:
+    """Waiting cannot fix it: one line and exit code 2, as for any setting a process cannot use."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {
+        "ALLOT_DATABASE_URL": "mysql://allot@127.0.0.1/allot",
+        "ALLOT_NATS_URL": NO_NATS,
+    }
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / binary)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(
+        "invalid configuration: ALLOT_DATABASE_URL: not a PostgreSQL URL: 'mysql://allot@127.0.0.1/allot' "
+        "(expected postgresql://user@host:port/database)"
+    ), result.stderr

@@ -188,6 +188,18 @@ _FIELDS = {
 }
 
 
+def database_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be the event log's URL (not PostgreSQL's), or None: a setting that waiting cannot fix, so
+    a process refuses it at start instead of waiting for a database it will never reach."""
+    from allot_eventstore.urls import plain_url
+
+    try:
+        plain_url(url)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def load(service: str, environ: Mapping[str, str] | None = None) -> ServiceSettings:
     env = os.environ if environ is None else environ
     raw: dict[str, str] = {"service": service}
@@ -196,6 +208,9 @@ def load(service: str, environ: Mapping[str, str] | None = None) -> ServiceSetti
             raw[field] = env[var]
     if "database_url" not in raw:
         raise InvalidInput([("ALLOT_DATABASE_URL", "is required (e.g. postgresql://user@host:5432/allot)")])
+    database_problem = database_url_problem(raw["database_url"])
+    if database_problem is not None:
+        raise InvalidInput([("ALLOT_DATABASE_URL", database_problem)])
     try:
         settings = msgspec.convert(raw, ServiceSettings, strict=False)
     except msgspec.ValidationError as exc:

@@ -94,12 +94,10 @@ def endpoints(*, need_nats: bool = False) -> Endpoints:
 
 def _check_database_url(url: str, source: str) -> None:
     """A URL that is not PostgreSQL's is refused here, naming where it came from, before any command uses it."""
-    from allot_eventstore.urls import plain_url
+    from allot_runtime.settings import database_url_problem
 
-    try:
-        plain_url(url)
-    except ValueError as exc:
-        raise UsageError(f"{source}: {exc}") from exc
+    if (problem := database_url_problem(url)) is not None:
+        raise UsageError(f"{source}: {problem}")
 
 
 async def on_log(work: Callable[[EventStore], Awaitable[T]], url: str | None = None) -> T:

@@ -36,6 +36,7 @@ from allot_relay.settings import AnchorSettingsError
 from allot_runtime import logs, memory
 from allot_runtime.health import health_app, serve_health
 from allot_runtime.metrics import standard_collectors
+from allot_runtime.settings import database_url_problem
 from allot_runtime.signals import stop_on_signals, unless_stopped
 
 
@@ -166,6 +167,9 @@ def main() -> None:
             "allot-relay: invalid configuration: ALLOT_DATABASE_URL: is required (e.g. postgresql://user@host:5432/allot)",
             file=sys.stderr,
         )
+        sys.exit(2)
+    if (problem := database_url_problem(os.environ["ALLOT_DATABASE_URL"])) is not None:
+        print(f"allot-relay: invalid configuration: ALLOT_DATABASE_URL: {problem}", file=sys.stderr)
         sys.exit(2)
     try:
         with contextlib.suppress(KeyboardInterrupt):
