@@ -22,6 +22,10 @@ from allot_webhook.main import add_arguments as webhook_arguments
     [
         (["replay", "--until", "-5"], "argument --until: must be a log position ≥ 1, not '-5'"),
         (["replay", "--verify", "--jobs", "0"], "argument --jobs: must be a positive whole number, not '0'"),
+        (
+            ["replay", "--verify", "--expect-head", "zz"],
+            "argument --expect-head: must be a chain hash of 64 hex",
+        ),
         (["events", "tail", "--last", "-3"], "argument --last: must be a number of events ≥ 0, not '-3'"),
         (["events", "tail", "--from-position", "x"], "argument --from-position: must be a log position ≥ 0"),
         (
@@ -69,6 +73,9 @@ def test_the_values_each_flag_documents_are_taken() -> None:
         ["replay", "--until", "7", "--jobs", "3"]
     )
     assert (args.until, args.jobs) == (7, 3)
+    head = "AB" * 32
+    argv = ["replay", "--verify", "--expect-head", head]
+    assert parser_for(argv).parse_args(argv).expect_head == head.lower()  # compared with the hash as printed
 
 
 def test_a_port_from_the_environment_is_checked_as_the_flag_is(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,6 +24,14 @@ if (
     from allot_eventstore.protocol import EventStore
 
 
+def head_hash(text: str) -> str:
+    """``--expect-head``: a chain hash as ``replay --verify`` prints it (SHA-256, 64 hex digits; either case), in the
+    lower case it is compared in. Anything else can never match, so it is refused before the log is read."""
+    if len(text) != 64 or not all(c in "0123456789abcdefABCDEF" for c in text):
+        raise argparse.ArgumentTypeError(f"must be a chain hash of 64 hex digits, not {text!r}")
+    return text.lower()
+
+
 async def run(args: argparse.Namespace) -> int:
     from allot_audit.replay import Extras, Options, replay
 
@@ -94,7 +102,12 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--verify", action="store_true", help="check the hash chain, every decision and live projections"
     )
-    p.add_argument("--expect-head", help="hash the log head must have (from an earlier audit)")
+    p.add_argument(
+        "--expect-head",
+        type=head_hash,
+        metavar="HASH",
+        help="hash the log head must have (from an earlier audit: 64 hex digits)",
+    )
     p.add_argument(
         "--anchor-key",
         action="append",

@@ -242,7 +242,7 @@ complete -c allot -n "__allot_at 'quota tree'" -s o -l output -x -a 'table json 
 complete -c allot -n "__allot_at 'quota tree'" -l all -d 'also show empty built-in quotas'
 complete -c allot -n "__allot_at 'replay'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'replay'" -l verify -d 'check the hash chain, every decision and live projections'
-complete -c allot -n "__allot_at 'replay'" -l expect-head -x -d 'hash the log head must have (from an earlier audit)'
+complete -c allot -n "__allot_at 'replay'" -l expect-head -x -d 'hash the log head must have (from an earlier audit: 64 hex digits)'
 complete -c allot -n "__allot_at 'replay'" -l anchor-key -r -F -d 'public key (PEM) that signs the logs checkpoints; repeat for rotated keys (default: ALLOT_ANCHOR_PUBLIC_KEYS, else <state dir>/anchor.pub)'
 complete -c allot -n "__allot_at 'replay'" -l max-unanchored -x -d 'fail when more than this many events follow the newest signed checkpoint'
 complete -c allot -n "__allot_at 'replay'" -l until -x -d 'stop at this log position'
