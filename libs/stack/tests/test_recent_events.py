@@ -31,3 +31,36 @@ def test_last_counts_the_events_that_match_the_type() -> None:
     assert asyncio.run(run([], 3))[0] == [head - 2, head - 1, head]
     assert asyncio.run(run(["pod.submitted"], 0))[0] == []
     assert asyncio.run(run(["pod.submitted"], 20, after=submitted[3]))[0] == submitted[4:]
+
+
+def test_a_long_log_is_read_back_from_the_head_with_the_same_answer_as_a_full_read() -> None:
+    """Several windows back from the head (the newest first): what is found is what reading the whole log and keeping
+    the newest matches finds, for a type that is everywhere, one that is only near the start, and none."""
+    from allot_contracts.events import NodeDeleted
+    from allot_eventstore.memory import InMemoryEventStore
+    from allot_testing.builders import an_event
+
+    store = InMemoryEventStore()
+
+    async def fill() -> None:
+        await store.append([an_event(event=NodeDeleted(name="early"), stream="node:early")], producer="api")
+        for _ in range(20):
+            await store.append([an_event() for _ in range(250)], producer="api")
+
+    asyncio.run(fill())
+    head = len(store.events)
+    assert head == 5001
+
+    async def run(patterns: list[str], last: int) -> list[int]:
+        records, until = await recent(store, patterns, last=last, after=None)
+        assert until == head
+        return [r.position for r in records]
+
+    def newest(patterns: list[str], last: int) -> list[int]:
+        return [r.position for r in store.events if not patterns or r.type in patterns][-last:]
+
+    assert asyncio.run(run(["pod.deleted"], 3)) == newest(["pod.deleted"], 3) == [head - 2, head - 1, head]
+    assert asyncio.run(run(["pod.deleted"], 2000)) == newest(["pod.deleted"], 2000)  # across windows
+    assert asyncio.run(run(["node.*"], 5)) == [1]  # only at the start: every window back to it
+    assert asyncio.run(run([], 10_000)) == list(range(1, head + 1))
+    assert asyncio.run(run(["quota.applied"], 5)) == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from typing import Any, TypedDict
 
 import msgspec
@@ -124,18 +123,41 @@ def _matches(event_type: str, patterns: list[str]) -> bool:
     return False
 
 
+# ``recent`` reads the log backwards from the head in windows of positions, each twice the last up to this many
+# events: the newest few of a common type cost one small read whatever the log's length; a rare type may walk back
+# through the whole log, a window at a time.
+_FIRST_WINDOW = 512
+_LARGEST_WINDOW = 16_384
+
+
 async def recent(
     store: EventStore, patterns: list[str], *, last: int, after: int | None
 ) -> tuple[list[RecordedEvent], int]:
     """The events to print before following, and the position read up to. ``after``: every matching event after that
     position; otherwise the ``last`` newest events that match ``patterns`` (counted after the type filter, so
-    ``--type X --last 5`` prints the 5 newest X wherever they are in the log)."""
+    ``--type X --last 5`` prints the 5 newest X wherever they are in the log), read backwards from the head (the
+    log's positions are dense: a window of positions is a window of events)."""
     head = (await store.head())[0]
-    kept: deque[RecordedEvent] | list[RecordedEvent] = [] if after is not None else deque(maxlen=max(last, 0))
-    async for record in store.iterate(after=after or 0, until=head):
-        if _matches(record.type, patterns):
-            kept.append(record)
-    return list(kept), head if after is None else max(head, after)
+    if after is not None:
+        found = [
+            record
+            async for record in store.iterate(after=after, until=head)
+            if _matches(record.type, patterns)
+        ]
+        return found, max(head, after)
+    windows: list[list[RecordedEvent]] = []  # newest first
+    wanted, until, size = max(last, 0), head, _FIRST_WINDOW
+    while wanted and until > 0:
+        start = max(until - size, 0)
+        window = [
+            r
+            for r in await store.read(after=start, until=until, limit=until - start)
+            if _matches(r.type, patterns)
+        ]
+        windows.append(window[-wanted:])
+        wanted -= len(windows[-1])
+        until, size = start, min(size * 2, _LARGEST_WINDOW)
+    return [record for window in reversed(windows) for record in window], head
 
 
 async def quota_tree(store: EventStore) -> list[dict[str, Any]]:
