@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from allot_runtime.flags import port, seconds
+from allot_runtime import flags
 
 
 def add_arguments(parser: Any) -> None:
@@ -28,12 +28,12 @@ def add_arguments(parser: Any) -> None:
     )
     parser.add_argument(
         "--port",
-        type=port,
+        type=flags.port,
         default=os.environ.get("ALLOT_UI_PORT", "8088"),
         help="port (default: ALLOT_UI_PORT, else 8088)",
     )
     parser.add_argument(
-        "--poll", type=seconds, default=0.5, help="seconds between reads of the log (default 0.5)"
+        "--poll", type=flags.seconds, default=0.5, help="seconds between reads of the log (default 0.5)"
     )
 
 
