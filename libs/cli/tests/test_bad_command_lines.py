@@ -6,6 +6,7 @@ so."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -125,3 +126,36 @@ def test_a_log_that_cannot_be_reached_is_one_error_line(
     assert capsys.readouterr().err.startswith(
         "allot: error: ALLOT_DATABASE_URL: not a PostgreSQL URL: 'mysql://"
     )
+
+
+def test_events_tail_refuses_a_type_it_would_never_match() -> None:
+    import asyncio
+
+    from allot_cli.commands.events import _check_types
+    from allot_eventstore.memory import InMemoryEventStore
+    from allot_intake.errors import UsageError
+
+    store = InMemoryEventStore()
+    for taken in (["pod.placed"], ["pod.placed.v2"], ["pod.*"], []):
+        asyncio.run(_check_types(store, taken))
+    for typo, said in (
+        (
+            ["pod.placd"],
+            "'pod.placd' is not an event type Allot records, nor one the log holds (did you mean pod.placed",
+        ),
+        (["pods.*"], "no event type is of kind 'pods'"),
+        (["pod"], "is not an event type (pod.placed), tag (pod.placed.v2) or kind (pod.*)"),
+    ):
+        with pytest.raises(UsageError, match=re.escape(said)):
+            asyncio.run(_check_types(store, typo))
+
+
+def test_events_tail_follow_refuses_a_nats_url_before_printing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALLOT_NATS_URL", "garbage")
+    # the log is not reachable either: the NATS setting is refused before the log is read
+    assert _run(["events", "tail", "--follow"], "postgresql://allot@127.0.0.1:1/allot", monkeypatch) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "ALLOT_NATS_URL: 'garbage' is not nats://host:port or tls://host:port" in captured.err

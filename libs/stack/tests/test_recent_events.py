@@ -64,3 +64,7 @@ def test_a_long_log_is_read_back_from_the_head_with_the_same_answer_as_a_full_re
     assert asyncio.run(run(["node.*"], 5)) == [1]  # only at the start: every window back to it
     assert asyncio.run(run([], 10_000)) == list(range(1, head + 1))
     assert asyncio.run(run(["quota.applied"], 5)) == []
+    tag = store.events[-1].tag  # pod.deleted at its present version
+    assert asyncio.run(run([tag], 2)) == [head - 1, head]
+    other = tag.rsplit(".v", 1)[0] + f".v{store.events[-1].schema_version + 1}"
+    assert asyncio.run(run([other], 2)) == []  # a tag is that version only

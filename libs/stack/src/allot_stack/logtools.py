@@ -112,13 +112,16 @@ async def projection(store: EventStore, name: str, config: JsonObject | None = N
     return host.processor
 
 
-def _matches(event_type: str, patterns: list[str]) -> bool:
+def _matches(record: RecordedEvent, patterns: list[str]) -> bool:
+    """Whether ``record`` is of a type (``pod.placed``), a tag (``pod.placed.v2``: that version only) or a kind
+    (``pod.*``) of ``patterns`` (every record when there are none), as the subscribe client's filter matches."""
     if not patterns:
         return True
     for pattern in patterns:
-        if pattern.endswith(".*") and event_type.startswith(pattern[:-1]):
-            return True
-        if event_type == pattern or f"{event_type}" == pattern.rsplit(".v", 1)[0]:
+        if pattern.endswith(".*"):
+            if record.type.startswith(pattern[:-1]):
+                return True
+        elif pattern in (record.type, record.tag):
             return True
     return False
 
@@ -140,9 +143,7 @@ async def recent(
     head = (await store.head())[0]
     if after is not None:
         found = [
-            record
-            async for record in store.iterate(after=after, until=head)
-            if _matches(record.type, patterns)
+            record async for record in store.iterate(after=after, until=head) if _matches(record, patterns)
         ]
         return found, max(head, after)
     windows: list[list[RecordedEvent]] = []  # newest first
@@ -152,7 +153,7 @@ async def recent(
         window = [
             r
             for r in await store.read(after=start, until=until, limit=until - start)
-            if _matches(r.type, patterns)
+            if _matches(r, patterns)
         ]
         windows.append(window[-wanted:])
         wanted -= len(windows[-1])

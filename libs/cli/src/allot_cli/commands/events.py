@@ -8,11 +8,15 @@ import asyncio
 import contextlib
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from allot_cli._groups import subcommands
 from allot_intake.errors import UsageError
 from allot_runtime.flags import after_position, event_count
+
+if TYPE_CHECKING:
+    from allot_contracts.envelope import RecordedEvent
+    from allot_eventstore.protocol import EventStore
 
 
 async def tail(args: argparse.Namespace) -> None:
@@ -20,16 +24,56 @@ async def tail(args: argparse.Namespace) -> None:
     from allot_stack.logtools import event_json, recent
 
     ep = endpoints(need_nats=args.follow)
-    records, last = await on_log(
-        lambda store: recent(store, args.type, last=args.last, after=args.from_position), ep.database_url
-    )
+    if args.follow:  # settings that cannot work are refused before anything is printed
+        _check_nats(ep.nats_url)
+
+    async def newest(store: EventStore) -> tuple[list[RecordedEvent], int]:
+        await _check_types(store, args.type or [])
+        return await recent(store, args.type, last=args.last, after=args.from_position)
+
+    records, last = await on_log(newest, ep.database_url)
     for record in records:
         print(json.dumps(event_json(record)), flush=True)
-    if not args.follow:
-        return
-    if not ep.nats_url:
+    if args.follow:
+        await follow(ep, args, after=last)
+
+
+def _check_nats(url: str | None) -> None:
+    from allot_bus.adapters import natsauth
+
+    if not url:
         raise UsageError("--follow needs NATS (ALLOT_NATS_URL or a running dev stack)")
-    await follow(ep, args, after=last)
+    if problems := natsauth.problems(natsauth.from_env(), url):
+        raise UsageError("; ".join(f"{setting}: {reason}" for setting, reason in problems))
+
+
+async def _check_types(store: EventStore, patterns: list[str]) -> None:
+    """``--type`` names an event type, tag or kind (``pod.*``) that Allot records or that the log holds: a typo would
+    otherwise print nothing and follow nothing, silently."""
+    from difflib import get_close_matches
+
+    from allot_client import Filter, FilterError
+    from allot_contracts.events import ALL_EVENT_TYPES
+
+    try:
+        Filter(types=patterns)
+    except FilterError as exc:
+        raise UsageError(f"--type: {exc}") from exc
+    kinds = {name.split(".")[0] for name in ALL_EVENT_TYPES}
+    for pattern in patterns:
+        if pattern.endswith(".*"):
+            if pattern[:-2] not in kinds:
+                raise UsageError(
+                    f"--type: no event type is of kind {pattern[:-2]!r} (kinds: {', '.join(sorted(kinds))})"
+                )
+            continue
+        name = pattern if pattern.count(".") == 1 else pattern.rsplit(".", 1)[0]
+        if name not in ALL_EVENT_TYPES and not await store.holds_any([name]):
+            near = get_close_matches(name, ALL_EVENT_TYPES, n=3)
+            hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            raise UsageError(
+                f"--type: {name!r} is not an event type Allot records, nor one the log holds{hint}"
+            )
 
 
 async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
