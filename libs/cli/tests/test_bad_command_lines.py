@@ -144,7 +144,11 @@ def test_events_tail_refuses_a_type_it_would_never_match() -> None:
             "'pod.placd' is not an event type Allot records, nor one the log holds (did you mean pod.placed",
         ),
         (["pods.*"], "no event type is of kind 'pods'"),
-        (["pod"], "is not an event type (pod.placed), tag (pod.placed.v2) or kind (pod.*)"),
+        (["pod"], "'pod' is not an event type (pod.placed), tag (pod.placed.v2) or kind (pod.*)"),
+        (
+            ["pod.placed.2"],
+            "'pod.placed.2' is not an event type (pod.placed), tag (pod.placed.v2) or kind (pod.*)",
+        ),
     ):
         with pytest.raises(UsageError, match=re.escape(said)):
             asyncio.run(_check_types(store, typo))

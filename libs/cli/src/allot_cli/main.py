@@ -179,7 +179,7 @@ def _refused_setting(exc: Exception) -> bool:
 def _log_unreachable(exc: Exception) -> str | None:
     """What to say when the event log could not be used (the server down, a wrong database, user or password), or
     None for any other error. Looked up only when something failed: the event store imports the driver."""
-    from allot_eventstore.postgres import connection_refusal
+    from allot_eventstore.pg_errors import connection_refusal
 
     refusal = connection_refusal(exc)
     return (

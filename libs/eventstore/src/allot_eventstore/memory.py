@@ -143,6 +143,13 @@ class InMemoryEventStore(EventStore):
         wanted = frozenset(types)
         return any(e.type in wanted for e in self.events[:until])
 
+    async def newest(
+        self, types: Collection[str], *, limit: int, until: int | None = None
+    ) -> list[RecordedEvent]:
+        wanted = frozenset(types)
+        found = [e for e in self.events[:until] if e.type in wanted]
+        return found[-limit:] if limit > 0 else []
+
     async def recorded_ids(self, event_ids: Collection[str]) -> set[str]:
         return {event_id for event_id in event_ids if event_id in self._ids}
 

@@ -37,6 +37,7 @@ from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
 from allot_eventstore.append_plan import AppendPlan, Stale, drop_recorded, event_rows, plan_versions
 from allot_eventstore.clock import Clock, from_datetime, system_clock
+from allot_eventstore.pg_errors import DRIVER_ERRORS, translate
 from allot_eventstore.protocol import LAST_POSITION, AppendResult, Checkpoint, EventStore, Fence, read_ahead
 from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.urls import plain_url
@@ -129,6 +130,15 @@ _HOLDS_ANY = (
     "SELECT EXISTS (SELECT 1 FROM unnest($1::text[]) t "
     "WHERE EXISTS (SELECT 1 FROM events e WHERE e.type = t AND e.position <= $2))"
 )
+# The newest events of some types: per type, the (type, position) index walked back from a position, then the newest
+# of all of them (asked as one ``type = ANY`` ordered by position, the plan walks the log back instead).
+_NEWEST = (
+    "SELECT n.* FROM unnest($1::text[]) t CROSS JOIN LATERAL ("
+    + _SELECT.replace(
+        "FROM events", "FROM events e WHERE e.type = t AND e.position <= $2 ORDER BY e.position DESC "
+    )
+    + "LIMIT $3) n ORDER BY n.position DESC LIMIT $3"
+)
 _HASH_RANGE = "SELECT position, hash FROM events WHERE position BETWEEN $1 AND $2"
 _HASH_LOOKUP = "SELECT position, hash FROM events WHERE position = ANY($1::bigint[])"
 RANGE_READ_FACTOR, RANGE_READ_SLACK = 4, 64  # read a range when it holds at most ~4 rows per wanted one
@@ -181,56 +191,6 @@ def _row_to_record(row: Any) -> RecordedEvent:
         hash=bytes(row[11]),
         metadata=json.loads(metadata) if metadata and metadata != "{}" else {},
     )
-
-
-# canceled or timed-out statement, serialization failure, deadlock, operator intervention / shutdown
-_RETRYABLE_SQLSTATES = frozenset({"57014", "40001", "40P01", "57P01", "57P02", "57P03", "55P03", "53300"})
-# every error the driver raises: InternalClientError is what a connection lost mid-query can leave behind ("cannot
-# switch to state 12; another operation is in progress") and is not an InterfaceError
-_DRIVER_ERRORS = (
-    OSError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.InternalClientError,
-    TimeoutError,
-)
-
-
-def _translate(exc: BaseException) -> Exception:
-    """Map a driver error to ours (cause chained by the caller)."""
-    if isinstance(exc, asyncpg.exceptions.LockNotAvailableError):
-        return Unavailable("event log busy: timed out waiting for the append lock", delay=0.5)
-    if getattr(exc, "sqlstate", None) in _RETRYABLE_SQLSTATES:
-        return Unavailable(f"PostgreSQL asked to retry ({getattr(exc, 'sqlstate', '')}): {exc}", delay=0.5)
-    if isinstance(exc, asyncpg.exceptions.UniqueViolationError):
-        return ConcurrencyConflict(f"concurrent append to the same stream version: {exc}")
-    if isinstance(exc, asyncpg.exceptions.UntranslatableCharacterError | asyncpg.exceptions.DataError):
-        return PermanentError(f"event payload rejected by PostgreSQL: {exc}")
-    if isinstance(exc, OSError | TimeoutError | asyncpg.exceptions.PostgresConnectionError | ConnectionError):
-        return Unavailable(f"PostgreSQL unavailable: {exc}")
-    if isinstance(exc, asyncpg.exceptions.InterfaceError | asyncpg.exceptions.InternalClientError):
-        return Unavailable(f"PostgreSQL connection problem: {exc}")
-    return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
-
-
-# PostgreSQL's classes of error (SQLSTATE's first two characters) that refuse a connection: 08 connection exception,
-# 28 invalid authorization (a wrong user or password), 3D invalid catalog name (no such database)
-_REFUSED_CONNECTION = ("08", "28", "3D")
-
-
-def connection_refusal(exc: BaseException) -> str | None:
-    """Why the event log cannot be used, when ``exc`` says so (the server cannot be reached, or it refuses the
-    database, user or password); None for any other error."""
-    if isinstance(exc, Unavailable):
-        return str(exc)
-    sqlstate = getattr(exc, "sqlstate", None)
-    if (
-        isinstance(exc, asyncpg.PostgresError)
-        and isinstance(sqlstate, str)
-        and sqlstate[:2] in _REFUSED_CONNECTION
-    ):
-        return f"PostgreSQL refused the connection: {exc}"
-    return None
 
 
 def _is_uuid(text: str) -> bool:
@@ -321,8 +281,8 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                                 "max_parallel_workers_per_gather": _PARALLEL_WORKERS,
                             },
                         )
-                    except _DRIVER_ERRORS as exc:
-                        raise _translate(exc) from exc
+                    except DRIVER_ERRORS as exc:
+                        raise translate(exc) from exc
         return self._pool
 
     @contextlib.asynccontextmanager
@@ -330,7 +290,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         """An event that is set whenever an append commits (LISTEN on a dedicated connection). Clear it yourself."""
         try:
             conn = await asyncpg.connect(plain_url(self.url), timeout=10)
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             raise Unavailable(f"cannot LISTEN for new events: {exc}") from exc
         woken = asyncio.Event()
         await conn.add_listener(NOTIFY_CHANNEL, lambda *_: woken.set())
@@ -366,9 +326,9 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                 raise
             except asyncpg.exceptions.UniqueViolationError as exc:
                 if careful:
-                    raise _translate(exc) from exc
-            except _DRIVER_ERRORS as exc:
-                raise _translate(exc) from exc
+                    raise translate(exc) from exc
+            except DRIVER_ERRORS as exc:
+                raise translate(exc) from exc
         raise AssertionError("unreachable: the careful attempt returns or raises")
 
     async def _append(
@@ -466,8 +426,8 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                 await conn.execute(_ADVANCE_FENCE, fence.name, fence.term, holder)
                 row = await conn.fetchrow("SELECT term, holder FROM fences WHERE name = $1", fence.name)
                 return int(row[0]), str(row[1])
-        except _DRIVER_ERRORS as exc:
-            raise _translate(exc) from exc
+        except DRIVER_ERRORS as exc:
+            raise translate(exc) from exc
 
     # -- reading -------------------------------------------------------------------------------------------------
 
@@ -475,8 +435,8 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         pool = await self._connections()
         try:
             return list(await pool.fetch(sql, *args))
-        except _DRIVER_ERRORS as exc:
-            raise _translate(exc) from exc
+        except DRIVER_ERRORS as exc:
+            raise translate(exc) from exc
 
     @staticmethod
     def _where(
@@ -537,6 +497,16 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
     async def holds_any(self, types: Collection[str], *, until: int | None = None) -> bool:
         rows = await self._fetch(_HOLDS_ANY, sorted(set(types)), LAST_POSITION if until is None else until)
         return bool(rows[0][0])
+
+    async def newest(
+        self, types: Collection[str], *, limit: int, until: int | None = None
+    ) -> list[RecordedEvent]:
+        if limit <= 0 or not types:
+            return []
+        rows = await self._fetch(
+            _NEWEST, sorted(set(types)), LAST_POSITION if until is None else until, limit
+        )
+        return [_row_to_record(r) for r in reversed(rows)]
 
     async def recorded_ids(self, event_ids: Collection[str]) -> set[str]:
         rows = await self._fetch(

@@ -158,6 +158,13 @@ class EventStore(Protocol):
         """Whether the log up to ``until`` holds an event of any of ``types`` (one query, a lookup per type)."""
         ...
 
+    async def newest(
+        self, types: Collection[str], *, limit: int, until: int | None = None
+    ) -> list[RecordedEvent]:
+        """The ``limit`` newest events of ``types`` up to ``until``, in position order (one query, an index walk back
+        per type: however old the newest of a type is, the log in between is not read)."""
+        ...
+
     async def recorded_ids(self, event_ids: Collection[str]) -> set[str]:
         """The subset of ``event_ids`` already in the log."""
         ...

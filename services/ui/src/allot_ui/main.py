@@ -71,7 +71,7 @@ def run(database_url: str, args: argparse.Namespace, name: str) -> int:
         print(f"{name}: cannot serve on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     except Exception as exc:
-        from allot_eventstore.postgres import connection_refusal
+        from allot_eventstore.pg_errors import connection_refusal
 
         refusal = connection_refusal(exc)
         if refusal is None:

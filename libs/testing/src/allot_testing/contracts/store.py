@@ -131,6 +131,18 @@ class EventStoreContract:
         assert not await store.holds_any(["pod.placed", "pod.bound"])
         assert not await store.holds_any([])
 
+    async def test_newest_of_some_types_up_to_a_position(self, store: EventStore) -> None:
+        released = an_event(event=PodReleased(pod=ObjectRef(namespace="ns", name="a"), node="n"))
+        await store.append([released], producer="t")
+        await store.append([an_event() for _ in range(5)], producer="t")  # pod.deleted, at 2..6
+        assert [r.position for r in await store.newest(["pod.deleted"], limit=2)] == [5, 6]
+        assert [r.position for r in await store.newest(["pod.deleted", "pod.released"], limit=3)] == [4, 5, 6]
+        assert [r.position for r in await store.newest(["pod.released", "pod.bound"], limit=3)] == [1]
+        assert [r.position for r in await store.newest(["pod.deleted"], limit=2, until=3)] == [2, 3]
+        assert [r.type for r in await store.newest(["pod.released"], limit=1)] == ["pod.released"]
+        assert await store.newest(["pod.deleted"], limit=0) == []
+        assert await store.newest([], limit=5) == []
+
     async def test_hashes_and_positions_of_what_the_log_holds(self, store: EventStore) -> None:
         first, second = an_event(), an_event()
         await store.append([first, second], producer="t")
