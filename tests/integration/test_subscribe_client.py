@@ -60,6 +60,17 @@ async def relay(store, nats_url: str, names: BusNames):
     stop = asyncio.Event()
     task = asyncio.create_task(Relay(store, nc.jetstream(), names, poll_interval=0.05).run(stop))
     try:
+        # the relay creates the stream as it starts: a client attaching before that follows the log by polling
+        # until its next attach, and on a loaded machine the whole test can be over by then
+        deadline = asyncio.get_running_loop().time() + 15
+        while True:
+            try:
+                await nc.jetstream().stream_info(names.stream)
+                break
+            except Exception:
+                if task.done() or asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
         yield
     finally:
         stop.set()
