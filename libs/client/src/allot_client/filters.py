@@ -26,6 +26,7 @@ from collections.abc import Collection, Iterable
 import msgspec
 
 from allot_contracts.envelope import RecordedEvent
+from allot_contracts.events import type_pattern
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 
 __all__ = ["Filter", "FilterError", "Scope", "scope_of"]
@@ -121,20 +122,17 @@ class Filter:
         self.namespaces = _names("namespaces", namespaces)
         self.nodes = _names("nodes", nodes)
         self.quotas = _names("quotas", quotas)
-        kinds, names, tags = set(), set(), set()
+        kinds: set[str] = set()
+        names: set[str] = set()
+        tags: set[str] = set()
         for index, entry in enumerate(sorted(self.types)):
-            parts = entry.split(".")
-            if len(parts) == 2 and parts[1] == "*" and parts[0]:
-                kinds.add(parts[0])
-            elif len(parts) == 2 and all(parts):
-                names.add(entry)
-            elif len(parts) == 3 and all(parts) and parts[2][:1] == "v" and parts[2][1:].isdigit():
-                tags.add(entry)
-            else:
+            form = type_pattern(entry)
+            if form is None:
                 raise FilterError(
                     f"types[{index}]: {entry!r} is not an event type (pod.placed), tag (pod.placed.v2) or kind "
                     f"(pod.*)"
                 )
+            {"kind": kinds, "type": names, "tag": tags}[form[0]].add(form[1])
         self._kinds, self._names, self._tags = frozenset(kinds), frozenset(names), frozenset(tags)
 
     def __repr__(self) -> str:

@@ -61,10 +61,11 @@ EVENT_COLUMNS = (  # the events table, in COPY order
 )
 # Columns as the store's connections read them (:func:`_codecs`): ``recorded_at`` as µs since the epoch, ``payload``
 # as the bytes stored (no conversion to a string and back).
-_SELECT = (
-    "SELECT position, event_id::text, stream_id, stream_version, type, schema_version, causation_id::text, "
-    "correlation_id::text, producer, recorded_at, payload, hash, metadata::text FROM events"
+_COLUMNS = (
+    "position, event_id::text, stream_id, stream_version, type, schema_version, causation_id::text, "
+    "correlation_id::text, producer, recorded_at, payload, hash, metadata::text"
 )
+_SELECT = f"SELECT {_COLUMNS} FROM events"
 _ADVANCE_CHECKPOINT = (
     "INSERT INTO checkpoints (consumer, position, updated_at) VALUES ($1, $2, now()) "
     "ON CONFLICT (consumer) DO UPDATE SET position = EXCLUDED.position, updated_at = now() "
@@ -133,11 +134,8 @@ _HOLDS_ANY = (
 # The newest events of some types: per type, the (type, position) index walked back from a position, then the newest
 # of all of them (asked as one ``type = ANY`` ordered by position, the plan walks the log back instead).
 _NEWEST = (
-    "SELECT n.* FROM unnest($1::text[]) t CROSS JOIN LATERAL ("
-    + _SELECT.replace(
-        "FROM events", "FROM events e WHERE e.type = t AND e.position <= $2 ORDER BY e.position DESC "
-    )
-    + "LIMIT $3) n ORDER BY n.position DESC LIMIT $3"
+    f"SELECT n.* FROM unnest($1::text[]) t CROSS JOIN LATERAL (SELECT {_COLUMNS} FROM events e "
+    "WHERE e.type = t AND e.position <= $2 ORDER BY e.position DESC LIMIT $3) n ORDER BY n.position DESC LIMIT $3"
 )
 _HASH_RANGE = "SELECT position, hash FROM events WHERE position BETWEEN $1 AND $2"
 _HASH_LOOKUP = "SELECT position, hash FROM events WHERE position = ANY($1::bigint[])"

@@ -141,13 +141,15 @@ async def recent(
     ``--type X --last 5`` prints the 5 newest X wherever they are in the log): asked of the store by type when
     ``patterns`` are type names, else read backwards from the head (the log's positions are dense: a window of
     positions is a window of events)."""
+    from allot_contracts.events import type_pattern
+
     head = (await store.head())[0]
     if after is not None:
         found = [
             record async for record in store.iterate(after=after, until=head) if _matches(record, patterns)
         ]
         return found, max(head, after)
-    if patterns and all(p.count(".") == 1 and not p.endswith(".*") for p in patterns):
+    if patterns and all((form := type_pattern(p)) is not None and form[0] == "type" for p in patterns):
         # type names only: the store walks its index of each type back, however far back the newest ones are
         return await store.newest(patterns, limit=max(last, 0), until=head), head
     windows: list[list[RecordedEvent]] = []  # newest first

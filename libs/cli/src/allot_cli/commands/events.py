@@ -49,26 +49,26 @@ def _check_nats(url: str | None) -> None:
 
 async def _check_types(store: EventStore, patterns: list[str]) -> None:
     """``--type`` names an event type (``pod.placed``), a tag (``pod.placed.v2``) or a kind (``pod.*``) that Allot
-    records or that the log holds: a typo would otherwise print nothing and follow nothing, silently. (Checked
-    without the subscribe client, whose NATS driver a read of the log does not need.)"""
+    records or that the log holds: a typo would otherwise print nothing and follow nothing, silently. Patterns are
+    read as the subscription filter reads them (``type_pattern``), without importing the client and its NATS
+    driver, which a read of the log does not need."""
     from difflib import get_close_matches
 
-    from allot_contracts.events import ALL_EVENT_TYPES
+    from allot_contracts.events import ALL_EVENT_TYPES, split_tag, type_pattern
 
     kinds = {name.split(".")[0] for name in ALL_EVENT_TYPES}
     for pattern in patterns:
-        parts = pattern.split(".")
-        if len(parts) == 2 and parts[1] == "*" and parts[0]:
-            if parts[0] not in kinds:
-                known = ", ".join(sorted(kinds))
-                raise UsageError(f"--type: no event type is of kind {parts[0]!r} (kinds: {known})")
-            continue
-        tag = len(parts) == 3 and parts[2][:1] == "v" and parts[2][1:].isdigit()
-        if not all(parts) or not (len(parts) == 2 or tag):
+        form = type_pattern(pattern)
+        if form is None:
             raise UsageError(
                 f"--type: {pattern!r} is not an event type (pod.placed), tag (pod.placed.v2) or kind (pod.*)"
             )
-        name = ".".join(parts[:2])
+        if form[0] == "kind":
+            if form[1] not in kinds:
+                known = ", ".join(sorted(kinds))
+                raise UsageError(f"--type: no event type is of kind {form[1]!r} (kinds: {known})")
+            continue
+        name = split_tag(pattern)[0] if form[0] == "tag" else pattern
         if name not in ALL_EVENT_TYPES and not await store.holds_any([name]):
             near = get_close_matches(name, ALL_EVENT_TYPES, n=3)
             hint = f" (did you mean {', '.join(near)}?)" if near else ""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 from allot_contracts.events._base import Event, FieldIssue, ObjectRef
 from allot_contracts.events.cluster import *  # noqa: F403
@@ -59,6 +59,20 @@ def split_tag(tag: str) -> tuple[str, int]:
     if not name or not version.startswith("v") or not version[1:].isdigit():
         raise ValueError(f"not an event tag: {tag!r}")
     return name, int(version[1:])
+
+
+def type_pattern(entry: str) -> tuple[Literal["kind", "type", "tag"], str] | None:
+    """What a pattern of event types names: a kind (``pod.*`` → ``("kind", "pod")``), a type (``pod.placed``) or one
+    version of a type (``pod.placed.v2``, its tag); None when it is none of these. Subscription filters and
+    ``allot events tail --type`` read patterns this one way."""
+    parts = entry.split(".")
+    if not all(parts):
+        return None
+    if len(parts) == 2:
+        return ("kind", parts[0]) if parts[1] == "*" else ("type", entry)
+    if len(parts) == 3 and parts[2][:1] == "v" and parts[2][1:].isdigit() and parts[1] != "*":
+        return "tag", entry
+    return None
 
 
 def _collect() -> dict[str, type[Event]]:
@@ -116,5 +130,6 @@ __all__ = [
     "split_tag",
     "tag_of",
     "type_of",
+    "type_pattern",
     *(name for module in _CATALOGUE for name in module.__all__),
 ]
