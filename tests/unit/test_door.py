@@ -65,6 +65,11 @@ REFUSED = [
         'labels["koordinator.sh/qosClass"]: Required value: must specify koordinator QoS BE',
     ),
     (
+        "quantity-of-5000-digits",  # raised out of the parser (a 500 at the webhook) before its number was bounded
+        with_request("cpu", "0." + "1" * 5000),
+        "its number has 5002 characters, at most 64 are accepted",
+    ),
+    (
         "user-set-reserve-pod",
         a_pod("p", annotations={"scheduling.koordinator.sh/reserve-pod": "true"}),
         'annotations["scheduling.koordinator.sh/reserve-pod"]: Forbidden',
@@ -211,8 +216,10 @@ ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         ("a: " + "[" * 200 + "]" * 200 + "\n", "nested deeper than 64 levels"),
         ("kind: Pod\nmetadata: {name: [unclosed\n", "is not valid YAML"),
         ("- just\n- a list\n", "expected a mapping, got list"),
+        # Python converts at most 4,300 digits: a longer integer raised out of the reader
+        ("spec:\n  priority: " + "9" * 5000 + "\n", "an integer of 5000 characters; at most 64 are read"),
     ],
-    ids=["alias-bomb", "deep-nesting", "not-yaml", "not-a-mapping"],
+    ids=["alias-bomb", "deep-nesting", "not-yaml", "not-a-mapping", "integer-of-5000-digits"],
 )
 def test_yaml_beyond_the_limits_is_refused_quickly_and_named(text: str, expected: str) -> None:
     with pytest.raises(InputError, match=expected) as caught:

@@ -31,6 +31,16 @@ def test_parse_quantity_rejects(text):
         parse_quantity(text)
 
 
+def test_a_quantity_with_more_digits_than_any_resource_is_refused_naming_it_briefly():
+    assert parse_quantity("9" * 64) == 10**64 - 1
+    for text in ("9" * 65, "9" * 5000, "0." + "1" * 5000):  # 5,000 digits: more than Python converts
+        with pytest.raises(
+            QuantityError, match=f"its number has {len(text)} characters, at most 64"
+        ) as caught:
+            parse_quantity(text)
+        assert len(str(caught.value)) < 200
+
+
 @pytest.mark.parametrize(
     ("name", "text", "canonical"),
     [

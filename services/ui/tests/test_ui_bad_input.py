@@ -14,6 +14,7 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from allot_contracts.errors import Unavailable
 from allot_runtime.httpserver import bound_port
 from allot_testing import demo
 from allot_ui.model import UiModel
@@ -112,3 +113,50 @@ async def test_a_stream_whose_reader_goes_away_ends_without_a_traceback(
     finally:
         await runner.cleanup()
     assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+class _Flaky:
+    """A store that, while ``down``, refuses every call as PostgreSQL's adapter does when the server is gone."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise Unavailable("PostgreSQL unavailable: [Errno 111] Connect call failed")
+            return attr(*args, **kwargs)
+
+        return call
+
+
+async def test_a_log_that_cannot_be_read_is_a_503_and_the_view_goes_on_reading_once_it_can(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    flaky = _Flaky(store)
+    caplog.set_level(logging.INFO, logger="allot.ui")
+    async with TestClient(TestServer(make_app(UiModel(flaky), poll=0.02))) as client:
+        assert (await client.get("/pods/default/nobody")).status == 404  # read from the log: no such pod
+        flaky.down = True
+        response = await client.get("/pods/default/nobody")
+        assert response.status == 503  # was a 500
+        assert (await response.json())["message"].startswith(
+            "the event log cannot be read right now: PostgreSQL"
+        )
+        assert (await client.get("/pods")).status == 200  # pages folded before are still served
+        await asyncio.sleep(0.2)  # several reads of the log fail meanwhile
+        flaky.down = False
+        for _ in range(100):
+            if any("can be read again" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0.02)
+        messages = [r.getMessage() for r in caplog.records if r.name == "allot.ui"]
+        # the reading task outlived the outage (it used to end at the first failed read), said so once each way
+        assert sum("cannot be read" in m for m in messages) == 1, messages
+        assert sum("can be read again" in m for m in messages) == 1, messages
+        assert (await client.get("/pods/default/nobody")).status == 404

@@ -59,6 +59,10 @@ _PATTERN: Final = re.compile(
 # batch/mid cpu extended resources too, whose values already count millicores.
 _MILLI_RESOURCES: Final = frozenset({"cpu"})
 
+# Digits a quantity's number may have: far more than any resource needs (a 64-bit count has 19; nanos add 9), few
+# enough that a number is never longer than Python converts (a 5,000-digit one raised instead of being refused).
+MAX_DIGITS: Final = 64
+
 
 def is_milli_resource(name: str) -> bool:
     """True when ``name`` is counted in milli-units (cpu)."""
@@ -89,7 +93,14 @@ def _parse_text(text: str) -> Fraction:
     s = text.strip()
     m = _PATTERN.match(s)
     if m is None:
-        raise QuantityError(f"{text!r} is not a valid quantity (expected e.g. '500m', '4', '8Gi', '1e3')")
+        raise QuantityError(
+            f"{_clipped(text)} is not a valid quantity (expected e.g. '500m', '4', '8Gi', '1e3')"
+        )
+    if len(m.group("num")) > MAX_DIGITS:
+        raise QuantityError(
+            f"{_clipped(text)} is not a valid quantity: its number has {len(m.group('num'))} characters, at most"
+            f" {MAX_DIGITS} are accepted"
+        )
     num = Fraction(m.group("num"))
     if m.group("bin"):
         num *= _BINARY[m.group("bin")]
@@ -103,6 +114,11 @@ def _parse_text(text: str) -> Fraction:
     if m.group("sign") == "-":
         num = -num
     return num
+
+
+def _clipped(text: str, limit: int = 40) -> str:
+    """``text`` quoted, its middle left out when it is long (an error message names it, not all of it)."""
+    return repr(text) if len(text) <= limit else f"{text[:20]!r}...{text[-10:]!r} ({len(text)} characters)"
 
 
 def _ceil(value: Fraction) -> int:

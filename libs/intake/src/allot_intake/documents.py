@@ -21,9 +21,26 @@ from allot_intake.workloads import WORKLOAD_KINDS
 
 __all__ = ["LIMITS", "NAMESPACED_DELETES", "Document", "Limits", "load_documents", "parse_documents"]
 
-_LOADER = getattr(
-    yaml, "CSafeLoader", yaml.SafeLoader
-)  # libyaml when the wheel has it: same documents, faster
+# Characters an integer in a document may have: more than any field's number (64-bit: 19 digits), few enough that
+# converting it never fails (Python refuses to convert more than 4,300 digits, and that raised out of the reader).
+MAX_INT_CHARS: Final = 64
+
+
+def _bounded_int(loader: Any, node: yaml.ScalarNode) -> Any:
+    """A YAML integer, as the safe loader reads it, unless it is longer than any field holds."""
+    if len(node.value) > MAX_INT_CHARS:
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"an integer of {len(node.value)} characters; at most {MAX_INT_CHARS} are read",
+            node.start_mark,
+        )
+    return yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+
+
+# libyaml when the wheel has it (same documents, faster), with integers bounded
+_LOADER: Any = type("_Loader", (getattr(yaml, "CSafeLoader", yaml.SafeLoader),), {})
+_LOADER.add_constructor("tag:yaml.org,2002:int", _bounded_int)
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
+from allot_contracts.errors import TransientError
 from allot_eventstore.clock import iso
 from allot_intake.errors import UsageError
 from allot_runtime.httpserver import Limits, application, refuse, start
@@ -31,6 +33,7 @@ from allot_ui.query import QueryError, checked
 MODEL: web.AppKey[UiModel] = web.AppKey("model", UiModel)
 POLL: web.AppKey[float] = web.AppKey("poll", float)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+log = logging.getLogger("allot.ui")
 QUERY: web.RequestKey[dict[str, str]] = web.RequestKey("allot_ui_query", dict)  # the checked query
 # A read-only view for a few people (docs/limits.md#http-servers): GET only, each open page's live stream holds one
 # connection.
@@ -148,9 +151,26 @@ async def metrics(_: web.Request) -> web.StreamResponse:
 
 
 async def follow(model: UiModel, poll: float) -> None:
+    """Fold what the log records every ``poll`` seconds, for as long as the view runs: while the log cannot be read
+    (the server restarting, the network down) the pages show what was read before, and reading goes on when it is
+    back; the outage is logged once as it begins and once as it ends."""
+    down = ""
     while True:
-        await model.refresh()
-        await model.refresh_projections()
+        try:
+            await model.refresh()
+            await model.refresh_projections()
+        except TransientError as exc:
+            if not down:
+                log.warning(
+                    "the event log cannot be read (%s); the view shows position %d until it can",
+                    exc,
+                    model.position,
+                )
+            down = str(exc)
+        else:
+            if down:
+                log.info("the event log can be read again; the view is at position %d", model.position)
+            down = ""
         await asyncio.sleep(poll)
 
 
@@ -166,6 +186,16 @@ async def checked_query(request: web.Request, handler: Handler) -> web.StreamRes
     return await handler(request)
 
 
+@web.middleware
+async def log_unreachable(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A page that reads the log while it cannot be read: 503 with the reason (the client may try again), never a
+    500."""
+    try:
+        return await handler(request)
+    except TransientError as exc:
+        raise refuse(f"the event log cannot be read right now: {exc}", 503) from None
+
+
 async def serve(
     model: UiModel, host: str, port: int, *, poll: float = 0.5, header_timeout: float | None = None
 ) -> web.AppRunner:
@@ -176,7 +206,7 @@ async def serve(
 
 def make_app(model: UiModel, *, poll: float = 0.5, limits: Limits | None = None) -> web.Application:
     app = application(limits or LIMITS)
-    app.middlewares.append(checked_query)
+    app.middlewares.extend((checked_query, log_unreachable))
     app[MODEL] = model
     app[POLL] = poll
 
