@@ -218,8 +218,22 @@ ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         ("- just\n- a list\n", "expected a mapping, got list"),
         # Python converts at most 4,300 digits: a longer integer raised out of the reader
         ("spec:\n  priority: " + "9" * 5000 + "\n", "an integer of 5000 characters; at most 64 are read"),
+        # kubectl refuses a key given twice; the reader kept the last value without a word
+        (
+            "kind: Node\nmetadata:\n  name: a\n  name: b\n",
+            "the key 'name' stands twice \\(first on line 3\\)",
+        ),
+        ("kind: Node\nmetadata: {name: a, name: b}\n", "the key 'name' stands twice \\(first on line 2\\)"),
     ],
-    ids=["alias-bomb", "deep-nesting", "not-yaml", "not-a-mapping", "integer-of-5000-digits"],
+    ids=[
+        "alias-bomb",
+        "deep-nesting",
+        "not-yaml",
+        "not-a-mapping",
+        "integer-of-5000-digits",
+        "key-twice",
+        "flow-key-twice",
+    ],
 )
 def test_yaml_beyond_the_limits_is_refused_quickly_and_named(text: str, expected: str) -> None:
     with pytest.raises(InputError, match=expected) as caught:
@@ -293,3 +307,10 @@ def test_a_pod_of_a_profile_tree_gets_the_trees_node_selector_as_required_affini
     assert "affinity" not in plain.body["spec"]
     issues, _ = verdict(a_pod("r", labels={QUOTA_LABEL: "k-root"}), door)  # a tree root is a parent quota
     assert "pod can not be linked to a parentQuotaGroup,quota:k-root, pod:r" in issues[0]
+
+
+def test_a_merge_key_may_be_overridden_and_the_same_key_may_stand_in_two_mappings() -> None:
+    text = "kind: X\nbase: &b {k: 1, j: 2}\nover:\n  <<: *b\n  k: 3\nother: {k: 4}\n"
+    body = parse_documents(text, "f.yaml")[0].body
+    assert body["over"] == {"k": 3, "j": 2}
+    assert body["other"] == {"k": 4}

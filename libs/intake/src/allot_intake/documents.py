@@ -38,9 +38,28 @@ def _bounded_int(loader: Any, node: yaml.ScalarNode) -> Any:
     return yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
 
 
-# libyaml when the wheel has it (same documents, faster), with integers bounded
+def _unique_keys(loader: Any, node: yaml.MappingNode) -> Any:
+    """A YAML mapping, as the safe loader reads it, unless a key stands in it twice: kubectl refuses such a file
+    (``key "name" already set in map``) where the reader kept the last value without a word. Keys a merge (``<<``)
+    brings in may be overridden, as YAML has it."""
+    seen: dict[tuple[str, str], yaml.ScalarNode] = {}
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+            first = seen.setdefault((key.tag, key.value), key).start_mark
+            if first is not key.start_mark and first is not None:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"the key {key.value!r} stands twice (first on line {first.line + 1})",
+                    key.start_mark,
+                )
+    yield from yaml.constructor.SafeConstructor.construct_yaml_map(loader, node)
+
+
+# libyaml when the wheel has it (same documents, faster), with integers bounded and keys unique
 _LOADER: Any = type("_Loader", (getattr(yaml, "CSafeLoader", yaml.SafeLoader),), {})
 _LOADER.add_constructor("tag:yaml.org,2002:int", _bounded_int)
+_LOADER.add_constructor("tag:yaml.org,2002:map", _unique_keys)
 
 
 @dataclass(frozen=True)
