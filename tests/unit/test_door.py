@@ -314,3 +314,30 @@ def test_a_merge_key_may_be_overridden_and_the_same_key_may_stand_in_two_mapping
     body = parse_documents(text, "f.yaml")[0].body
     assert body["over"] == {"k": 3, "j": 2}
     assert body["other"] == {"k": 4}
+
+
+def test_a_field_kubernetes_does_not_know_is_refused_from_a_file_and_taken_from_an_api_server() -> None:
+    """``kubectl apply`` refuses ``resouces:`` (strict field validation); read as absent, the pod asked for
+    nothing and was placed so. An API server has decoded what it hands over: a newer server's field is taken."""
+    pod = a_pod("p")
+    pod["spec"]["containers"][0]["resouces"] = pod["spec"]["containers"][0].pop("resources")
+    pod["spec"]["nodeSelecter"] = {"a": "b"}
+    group = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": 2, "minMembers": 3},
+    }
+    for body, expected in (
+        (
+            pod,
+            [
+                "spec.nodeSelecter: unknown field; did you mean 'nodeSelector'?",
+                "spec.containers[0].resouces: unknown field; did you mean 'resources'?",
+            ],
+        ),
+        (group, ["spec.minMembers: unknown field; did you mean 'minMember'?"]),
+    ):
+        verdict = Door().check(Document(source="f.yaml", index=0, body=body))
+        assert [str(issue) for issue in verdict.issues] == expected
+        assert not Door(strict=False).check(Document(source="api", index=0, body=body)).issues

@@ -93,9 +93,12 @@ from allot_contracts.objects.profile_mutation import apply_profiles, namespace_l
 from allot_contracts.objects.quota import BUILTIN as BUILTIN_QUOTAS
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
 from allot_intake.documents import NAMESPACED_DELETES, Document
+from allot_intake.pod_fields import unknown_fields
 from allot_intake.quota_door import QuotaView
 from allot_intake.workloads import WORKLOAD_KINDS, expand
 
+# what is checked for fields Kubernetes does not know (``Door.strict``)
+STRICT_KINDS: Final = {("v1", "Pod"), ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup")}
 CLI_KINDS: Final = {
     ("allot.dev/v1", "Delete"),
     ("allot.dev/v1", "AdvanceClock"),
@@ -181,6 +184,9 @@ class Door:
     # None: profiles are never applied (kube-sync: the API server's mutating webhook has applied them)
     profiles: dict[str, ColocationProfile] | None = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
+    # a Pod or PodGroup with a field Kubernetes does not know is refused (``kubectl apply``'s strict field validation);
+    # False for objects read from an API server (it decoded them: a newer server's fields are its business)
+    strict: bool = True
 
     def admit_pod(self, body: JsonObject) -> tuple[JsonObject, Admitted]:
         """The pod as the matching profiles and its quota tree leave it (the pod webhooks' mutations), and its
@@ -269,6 +275,8 @@ class Door:
                 issues += [msgspec.structs.replace(i, path=f"spec.template: {i.path}") for i in pod.issues]
                 warnings += pod.warnings
             return Verdict(doc, issues, warnings)
+        if self.strict and key in STRICT_KINDS and (unknown := unknown_fields(body)):
+            return Verdict(doc, unknown, [])
         if key == ("v1", "Pod"):
             doc.body, admitted = self.admit_pod(body)
         else:

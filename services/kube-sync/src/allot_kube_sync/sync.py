@@ -101,7 +101,7 @@ OBSERVED_PHASES = ("Running", *TERMINAL_PHASES)  # recorded as pod.phase_observe
 # The API server resolved priorities and runs the controllers; its mutating webhooks (Allot's `/mutate`, or
 # Koordinator's) already applied the ClusterColocationProfiles to a pod before it was created: applying them again
 # would record another pod (label suffixes appended twice, a second probability draw) than the one that runs.
-_DOOR = Door(resolve_priority=False, expand_workloads=False, profiles=None)
+_DOOR = Door(resolve_priority=False, expand_workloads=False, profiles=None, strict=False)
 
 
 def _document(body: JsonObject) -> Document:
