@@ -74,3 +74,32 @@ def test_deprecated_device_names_in_a_device_are_read_as_koordinator_names() -> 
         "koordinator.sh/gpu-core": 100,
         "koordinator.sh/gpu-memory": 16 * 2**30,
     }
+
+
+def test_a_device_field_the_crd_does_not_have_is_refused_with_its_path() -> None:
+    """``resource:`` for ``resources`` left the GPU with nothing to give and no word; the API server's strict field
+    validation refuses it, and so does the door."""
+    gpu = {
+        "type": "gpu",
+        "id": "GPU-0",
+        "minor": 0,
+        "health": True,
+        "resource": {"koordinator.sh/gpu-core": "100"},
+        "topology": {"socketID": 0, "nodeID": 0, "pcieId": "0"},
+        "vfGroups": [{"vfs": [{"busID": "0000:1f:00.2", "minr": 1}], "label": {}}],
+    }
+    manifest = {"kind": "Device", "metadata": {"name": "n"}, "spec": {"devices": [gpu], "device": []}}
+    _, _, issues = parse_device_cr(manifest)
+    assert sorted(i.path for i in issues) == [
+        "spec.device",
+        "spec.devices[0].resource",
+        "spec.devices[0].topology.pcieId",
+        "spec.devices[0].vfGroups[0].label",
+        "spec.devices[0].vfGroups[0].vfs[0].minr",
+    ]
+    assert all(i.message.startswith("unknown field; supported: ") for i in issues)
+    gpu["resources"] = gpu.pop("resource")
+    gpu["topology"] = {"socketID": 0, "nodeID": 0, "pcieID": "0", "busID": "0000:1f:00.0"}
+    gpu["vfGroups"] = [{"vfs": [{"busID": "0000:1f:00.2", "minor": 1}], "labels": {}}]
+    _, inventory, issues = parse_device_cr({**manifest, "spec": {"devices": [gpu]}})
+    assert issues == [] and inventory is not None

@@ -24,6 +24,7 @@ from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
 from allot_contracts.objects.cpuset import CpusetError, parse_cpuset
 from allot_contracts.objects.load_aware import CustomUsageThresholds, read_usage_thresholds
+from allot_contracts.objects.reservation_pod import unknown_field_issues
 from allot_contracts.objects.selectors import Taint, parse_taints
 from allot_contracts.quantity import QuantityError, to_canonical
 from allot_contracts.quantity_limits import range_issue
@@ -174,10 +175,22 @@ def parse_node(
     ), errors
 
 
+# The fields of a Device's ``spec``, of one of its devices and of the parts of one, as Koordinator's Device CRD has
+# them (``DeviceInfo``): any other is refused with its path, as the API server's strict field validation refuses it
+_SPEC_FIELDS = frozenset({"devices"})
+_DEVICE_FIELDS = frozenset(
+    {"type", "labels", "id", "minor", "moduleID", "health", "resources", "topology", "vfGroups", "conditions"}
+)
+_TOPOLOGY_FIELDS = frozenset({"socketID", "nodeID", "pcieID", "busID"})
+_VF_GROUP_FIELDS = frozenset({"labels", "vfs"})
+_VF_FIELDS = frozenset({"minor", "busID"})
+
+
 def _device(raw: Any, path: str, errors: list[FieldIssue]) -> Device | None:
     if not isinstance(raw, dict):
         errors.append(FieldIssue(path=path, message="must be an object"))
         return None
+    unknown_field_issues(raw, _DEVICE_FIELDS, path, errors)
     dtype, minor = raw.get("type"), raw.get("minor")
     if not isinstance(dtype, str) or not dtype:
         errors.append(FieldIssue(path=f"{path}.type", message="is required"))
@@ -195,6 +208,7 @@ def _device(raw: Any, path: str, errors: list[FieldIssue]) -> Device | None:
     if not isinstance(topo, dict):
         errors.append(FieldIssue(path=f"{path}.topology", message="must be an object"))
         topo = {}
+    unknown_field_issues(topo, _TOPOLOGY_FIELDS, f"{path}.topology", errors)
     numa = topo.get("nodeID", -1)
     socket = topo.get("socketID", -1)
     groups = []
@@ -203,6 +217,7 @@ def _device(raw: Any, path: str, errors: list[FieldIssue]) -> Device | None:
         errors.append(FieldIssue(path=f"{path}.vfGroups", message="must be a list of objects"))
         raw_groups = []
     for gi, g in enumerate(raw_groups):
+        unknown_field_issues(g or {}, _VF_GROUP_FIELDS, f"{path}.vfGroups[{gi}]", errors)
         raw_vfs = (g or {}).get("vfs") or []
         if not isinstance(raw_vfs, list):
             errors.append(FieldIssue(path=f"{path}.vfGroups[{gi}].vfs", message="must be a list"))
@@ -214,13 +229,14 @@ def _device(raw: Any, path: str, errors: list[FieldIssue]) -> Device | None:
                     FieldIssue(path=f"{path}.vfGroups[{gi}].vfs[{vi}].busID", message="is required")
                 )
                 continue
+            unknown_field_issues(vf, _VF_FIELDS, f"{path}.vfGroups[{gi}].vfs[{vi}]", errors)
             m = vf.get("minor")
             vfs.append((m if isinstance(m, int) and not isinstance(m, bool) else None, str(vf["busID"])))
         groups.append((_labels((g or {}).get("labels")), tuple(sorted(vfs, key=lambda v: v[1]))))
     return Device(
         type=dtype,
         minor=minor,
-        id=str(raw.get("id") or raw.get("uuid") or ""),
+        id=str(raw.get("id") or ""),
         healthy=healthy,
         resources=res if healthy else {},
         socket=socket if isinstance(socket, int) else -1,
@@ -307,6 +323,9 @@ def parse_device_cr(manifest: dict[str, Any]) -> tuple[str, Inventory | None, li
     if missing is not None:
         return "", None, [missing]
     by_type: dict[str, list[Device]] = {}
+    spec = manifest.get("spec") or {}
+    if isinstance(spec, dict):
+        unknown_field_issues(spec, _SPEC_FIELDS, "spec", errors)
     for i, raw in enumerate((manifest.get("spec") or {}).get("devices") or []):
         d = _device(raw, f"spec.devices[{i}]", errors)
         if d is not None:
