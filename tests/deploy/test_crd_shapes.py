@@ -497,3 +497,18 @@ def test_the_crds_refuse_what_upstream_refuses(
     assert custom_resources.problems(obj) == []
     paths = {".".join(map(str, e.path)) or "." for e in custom_resources.errors(bad)}
     assert where in paths, paths
+
+
+def test_the_doors_table_of_known_fields_is_the_shipped_crds(custom_resources: Any) -> None:
+    """``allot apply`` refuses a field a custom resource's CRD does not have (``allot_intake.known_fields``): its
+    tables of top-level, spec and status fields are the CRDs' own, version by version."""
+    from allot_intake.known_fields import CUSTOM, STATUS
+
+    assert set(CUSTOM) == set(custom_resources.versions)
+    for key, schema in custom_resources.versions.items():
+        properties = schema["properties"]
+        top, spec = CUSTOM[key]
+        assert top == set(properties), key
+        assert spec == set(properties.get("spec", {}).get("properties", {})), key
+        if key in STATUS:
+            assert STATUS[key] == set(properties["status"]["properties"]), key

@@ -341,3 +341,65 @@ def test_a_field_kubernetes_does_not_know_is_refused_from_a_file_and_taken_from_
         verdict = Door().check(Document(source="f.yaml", index=0, body=body))
         assert [str(issue) for issue in verdict.issues] == expected
         assert not Door(strict=False).check(Document(source="api", index=0, body=body)).issues
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            {
+                "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+                "kind": "ElasticQuota",
+                "metadata": {"name": "q", "namespace": "default"},
+                "spec": {"min": {"cpu": "4"}, "maxx": {"cpu": "8"}},
+            },
+            "spec.maxx: unknown field; did you mean 'max'?",
+        ),
+        (
+            {
+                "apiVersion": "config.koordinator.sh/v1alpha1",
+                "kind": "ClusterColocationProfile",
+                "metadata": {"name": "c"},
+                "spec": {"selector": {}, "qosClass": "BE", "prioritClassName": "koord-batch"},
+            },
+            "spec.prioritClassName: unknown field; did you mean 'priorityClassName'?",
+        ),
+        (
+            {
+                "apiVersion": "slo.koordinator.sh/v1alpha1",
+                "kind": "NodeMetric",
+                "metadata": {"name": "n"},
+                "status": {"updateTim": "2024-01-01T00:00:00Z"},
+            },
+            "status.updateTim: unknown field; did you mean 'updateTime'?",
+        ),
+        (
+            {
+                "apiVersion": "topology.node.k8s.io/v1alpha1",
+                "kind": "NodeResourceTopology",
+                "metadata": {"name": "n"},
+                "zone": [],
+            },
+            "zone: unknown field; did you mean 'zones'?",
+        ),
+        (
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "n"},
+                "status": {"allocatable": {"cpu": "4"}, "capacty": {"cpu": "4"}},
+            },
+            "status.capacty: unknown field; did you mean 'capacity'?",
+        ),
+        (
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "label": {"a": "b"}}},
+            "metadata.label: unknown field; did you mean 'labels'?",
+        ),
+    ],
+    ids=["elastic-quota", "colocation-profile", "node-metric-status", "topology", "node-status", "metadata"],
+)
+def test_a_misspelt_field_of_any_object_read_from_a_file_is_refused_with_the_nearest_name(
+    body: dict[str, Any], expected: str
+) -> None:
+    verdict = Door().check(Document(source="f.yaml", index=0, body=body))
+    assert [str(issue) for issue in verdict.issues] == [expected]

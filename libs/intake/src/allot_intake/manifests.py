@@ -93,12 +93,10 @@ from allot_contracts.objects.profile_mutation import apply_profiles, namespace_l
 from allot_contracts.objects.quota import BUILTIN as BUILTIN_QUOTAS
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
 from allot_intake.documents import NAMESPACED_DELETES, Document
-from allot_intake.pod_fields import unknown_fields
+from allot_intake.known_fields import unknown_fields
 from allot_intake.quota_door import QuotaView
 from allot_intake.workloads import WORKLOAD_KINDS, expand
 
-# what is checked for fields Kubernetes does not know (``Door.strict``)
-STRICT_KINDS: Final = {("v1", "Pod"), ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup")}
 CLI_KINDS: Final = {
     ("allot.dev/v1", "Delete"),
     ("allot.dev/v1", "AdvanceClock"),
@@ -184,7 +182,8 @@ class Door:
     # None: profiles are never applied (kube-sync: the API server's mutating webhook has applied them)
     profiles: dict[str, ColocationProfile] | None = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
-    # a Pod or PodGroup with a field Kubernetes does not know is refused (``kubectl apply``'s strict field validation);
+    # an object with a field Kubernetes does not know is refused (``kubectl apply``'s strict field validation:
+    # ``allot_intake.known_fields``);
     # False for objects read from an API server (it decoded them: a newer server's fields are its business)
     strict: bool = True
 
@@ -256,6 +255,8 @@ class Door:
             if not issues and doc.kind == "Delete":
                 self._forget(doc)
             return Verdict(doc, issues, [])
+        if self.strict and (unknown := unknown_fields(doc.api_version, doc.kind, body)):
+            return Verdict(doc, unknown, [])
         if key in WORKLOAD_KINDS:
             if not self.expand_workloads:
                 return Verdict(
@@ -275,8 +276,6 @@ class Door:
                 issues += [msgspec.structs.replace(i, path=f"spec.template: {i.path}") for i in pod.issues]
                 warnings += pod.warnings
             return Verdict(doc, issues, warnings)
-        if self.strict and key in STRICT_KINDS and (unknown := unknown_fields(body)):
-            return Verdict(doc, unknown, [])
         if key == ("v1", "Pod"):
             doc.body, admitted = self.admit_pod(body)
         else:

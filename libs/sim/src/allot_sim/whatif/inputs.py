@@ -17,7 +17,7 @@ KINDS = ("Pod", "PodGroup")
 def read(paths: list[str]) -> list[Document]:
     """The documents of ``paths`` ('-': stdin), every one a Pod or PodGroup with only known fields."""
     from allot_intake.documents import load_documents
-    from allot_intake.pod_fields import unknown_fields
+    from allot_intake.known_fields import unknown_fields
 
     try:
         docs = [doc for path in paths for doc in load_documents(path)]
@@ -32,7 +32,9 @@ def read(paths: list[str]) -> list[Document]:
                 f"{doc.label()}: kind: a what-if asks about Pods and PodGroups, not {doc.kind or '?'}"
             )
             continue
-        problems += [f"{doc.label()}: {issue}" for issue in unknown_fields(doc.body)]
+        problems += [
+            f"{doc.label()}: {issue}" for issue in unknown_fields(doc.api_version, doc.kind, doc.body)
+        ]
     if problems:
         raise UsageError("invalid input:\n  " + "\n  ".join(problems))
     return docs

@@ -1,0 +1,255 @@
+"""The fields Kubernetes knows in the objects Allot reads from files: every object's metadata; a Pod's spec, containers
+and their resources; a Node's spec and status; the spec of each custom resource (as its CRD in
+``deploy/helm/allot/crds`` has it; a test keeps the two equal). A misspelt field (``resouces:``) is refused with its
+path and the nearest known name, as ``kubectl apply`` refuses it (strict field validation), not read as absent: a pod
+whose requests were misspelt would otherwise be placed as if it asked for nothing. Objects read from an API server
+have been decoded by it already; they are not checked again."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+
+from allot_contracts.issues import FieldIssue
+
+__all__ = ["CUSTOM", "STATUS", "unknown_fields"]
+
+_META = frozenset(
+    [
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    ]
+)
+_POD_SPEC = frozenset(
+    [
+        "activeDeadlineSeconds",
+        "affinity",
+        "automountServiceAccountToken",
+        "containers",
+        "dnsConfig",
+        "dnsPolicy",
+        "enableServiceLinks",
+        "ephemeralContainers",
+        "hostAliases",
+        "hostIPC",
+        "hostNetwork",
+        "hostPID",
+        "hostUsers",
+        "hostname",
+        "imagePullSecrets",
+        "initContainers",
+        "nodeName",
+        "nodeSelector",
+        "os",
+        "overhead",
+        "preemptionPolicy",
+        "priority",
+        "priorityClassName",
+        "readinessGates",
+        "resourceClaims",
+        "resources",
+        "restartPolicy",
+        "runtimeClassName",
+        "schedulerName",
+        "schedulingGates",
+        "securityContext",
+        "serviceAccount",
+        "serviceAccountName",
+        "setHostnameAsFQDN",
+        "shareProcessNamespace",
+        "subdomain",
+        "terminationGracePeriodSeconds",
+        "tolerations",
+        "topologySpreadConstraints",
+        "volumes",
+    ]
+)
+_CONTAINER = frozenset(
+    [
+        "name",
+        "image",
+        "command",
+        "args",
+        "workingDir",
+        "ports",
+        "envFrom",
+        "env",
+        "resources",
+        "resizePolicy",
+        "restartPolicy",
+        "volumeMounts",
+        "volumeDevices",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+        "lifecycle",
+        "terminationMessagePath",
+        "terminationMessagePolicy",
+        "imagePullPolicy",
+        "securityContext",
+        "stdin",
+        "stdinOnce",
+        "tty",
+    ]
+)
+_RESOURCES = frozenset({"limits", "requests", "claims"})
+_TOP = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+_NODE_SPEC = frozenset(
+    {"podCIDR", "podCIDRs", "providerID", "unschedulable", "taints", "configSource", "externalID"}
+)
+_NODE_STATUS = frozenset(
+    {
+        "capacity",
+        "allocatable",
+        "phase",
+        "conditions",
+        "addresses",
+        "daemonEndpoints",
+        "nodeInfo",
+        "images",
+        "volumesInUse",
+        "volumesAttached",
+        "config",
+        "runtimeHandlers",
+        "features",
+    }
+)
+_TOPOLOGY_TOP = frozenset({"apiVersion", "kind", "metadata", "topologyPolicies", "zones"})
+
+# (apiVersion, kind) -> (its top-level fields, its spec's fields): the custom resources as their CRDs have them
+CUSTOM: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {
+    ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup"): (
+        _TOP,
+        frozenset({"minMember", "minResources", "scheduleTimeoutSeconds"}),
+    ),
+    ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota"): (_TOP, frozenset({"min", "max"})),
+    ("quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile"): (
+        _TOP,
+        frozenset({"quotaName", "quotaLabels", "resourceRatio", "nodeSelector"}),
+    ),
+    ("config.koordinator.sh/v1alpha1", "ClusterColocationProfile"): (
+        _TOP,
+        frozenset(
+            {
+                "namespaceSelector",
+                "selector",
+                "qosClass",
+                "priorityClassName",
+                "koordinatorPriority",
+                "labels",
+                "annotations",
+                "labelKeysMapping",
+                "annotationKeysMapping",
+                "labelSuffixes",
+                "schedulerName",
+                "patch",
+                "probability",
+            }
+        ),
+    ),
+    ("scheduling.koordinator.sh/v1alpha1", "Device"): (_TOP, frozenset({"devices"})),
+    ("scheduling.koordinator.sh/v1alpha1", "Reservation"): (
+        _TOP,
+        frozenset(
+            {
+                "template",
+                "owners",
+                "ttl",
+                "expires",
+                "preAllocation",
+                "preAllocationPolicy",
+                "allocateOnce",
+                "allocatePolicy",
+                "unschedulable",
+                "taints",
+            }
+        ),
+    ),
+    ("scheduling.koordinator.sh/v1alpha1", "PodMigrationJob"): (
+        _TOP,
+        frozenset({"podRef", "mode", "ttl", "paused", "reservationOptions", "deleteOptions"}),
+    ),
+    ("slo.koordinator.sh/v1alpha1", "NodeMetric"): (_TOP, frozenset({"metricCollectPolicy"})),
+    ("topology.node.k8s.io/v1alpha1", "NodeResourceTopology"): (_TOPOLOGY_TOP, frozenset()),
+    ("topology.node.k8s.io/v1alpha2", "NodeResourceTopology"): (_TOPOLOGY_TOP | {"attributes"}, frozenset()),
+}
+
+
+# (apiVersion, kind) -> its status's fields, for the custom resources whose status a user writes (a NodeMetric
+# stands for what koordlet reports)
+STATUS: dict[tuple[str, str], frozenset[str]] = {
+    ("slo.koordinator.sh/v1alpha1", "NodeMetric"): frozenset(
+        {
+            "updateTime",
+            "nodeMetric",
+            "podsMetric",
+            "hostApplicationMetric",
+            "prodReclaimableMetric",
+            "prodPeakMetric",
+        }
+    )
+}
+
+
+def _unknown(value: object, known: frozenset[str], path: str) -> list[FieldIssue]:
+    if not isinstance(value, dict):  # absent, or not an object: the admission says what it must be
+        return []
+    return [
+        FieldIssue(
+            path=f"{path}.{key}" if path else str(key),
+            message="unknown field" + "".join(f"; did you mean {near!r}?" for near in _near(str(key), known)),
+            code="FieldValueNotSupported",
+        )
+        for key in value
+        if key not in known
+    ]
+
+
+def _near(key: str, known: frozenset[str]) -> list[str]:
+    """The known field ``key`` is most likely a misspelling of, if any."""
+    return difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+
+
+def unknown_fields(api_version: str, kind: str, body: Mapping[str, object]) -> list[FieldIssue]:
+    """Every field of ``body`` that Kubernetes does not know where this module knows the fields, with its path: what
+    the API server refuses under ``kubectl apply``'s strict field validation (``strict decoding error: unknown field
+    ...``). Other kinds (and the parts not listed here: a custom resource's status, a ResourceList's names) are left
+    to their readers."""
+    issues = _unknown(body.get("metadata"), _META, "metadata")
+    spec = body.get("spec")
+    if (api_version, kind) == ("v1", "Node"):
+        return (
+            issues
+            + _unknown(body, _TOP, "")
+            + _unknown(spec, _NODE_SPEC, "spec")
+            + _unknown(body.get("status"), _NODE_STATUS, "status")
+        )
+    if (api_version, kind) in CUSTOM:
+        top, fields = CUSTOM[api_version, kind]
+        issues = _unknown(body, top, "") + issues + (_unknown(spec, fields, "spec") if fields else [])
+        status = STATUS.get((api_version, kind))
+        return issues + (_unknown(body.get("status"), status, "status") if status else [])
+    if (api_version, kind) != ("v1", "Pod"):
+        return issues
+    issues = _unknown(body, _TOP, "") + issues + _unknown(spec, _POD_SPEC, "spec")
+    for group in ("initContainers", "containers"):
+        containers = (spec or {}).get(group) if isinstance(spec, dict) else None
+        for index, container in enumerate(containers if isinstance(containers, list) else []):
+            where = f"spec.{group}[{index}]"
+            issues += _unknown(container, _CONTAINER, where)
+            if isinstance(container, dict):
+                issues += _unknown(container.get("resources"), _RESOURCES, f"{where}.resources")
+    return issues
