@@ -326,7 +326,7 @@ def parse_device_cr(manifest: dict[str, Any]) -> tuple[str, Inventory | None, li
     spec = manifest.get("spec") or {}
     if isinstance(spec, dict):
         unknown_field_issues(spec, _SPEC_FIELDS, "spec", errors)
-    for i, raw in enumerate((manifest.get("spec") or {}).get("devices") or []):
+    for i, raw in enumerate(spec.get("devices") or [] if isinstance(spec, dict) else []):
         d = _device(raw, f"spec.devices[{i}]", errors)
         if d is not None:
             if any(x.minor == d.minor for x in by_type.get(d.type, [])):
