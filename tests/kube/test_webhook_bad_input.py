@@ -216,3 +216,76 @@ async def test_half_open_connections_are_not_all_kept(endpoint: Any) -> None:
         writer.close()
     status, _ = await post(endpoint, "/validate", review())
     assert status == 200
+
+
+def allot_pod(annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    pod = a_pod("p", annotations=annotations or {})
+    pod["spec"].update(schedulerName="allot-scheduler", **spec)
+    return pod
+
+
+async def test_values_that_raised_inside_the_checks_are_answered_without_a_500(endpoint: Any) -> None:
+    """Each of these was a 500 naming no field (a traceback in the log), or held the webhook for seconds: numbers
+    longer than Python converts, JSON nested past Python's recursion, a CPU range of millions, digits that are
+    digits only to ``isdigit()``, a list that is a number."""
+    status_json = "scheduling.koordinator.sh/resource-status"
+    cases: list[tuple[dict[str, Any], str]] = [
+        (allot_pod({status_json: '{"cpuset": "0-30000000"}'}, nodeName="n1"), "cpuset"),
+        (allot_pod({status_json: '{"cpuset": "\u00b2"}'}, nodeName="n1"), "cpuset"),
+        (
+            allot_pod(
+                {
+                    "gang.scheduling.koordinator.sh/name": "g",
+                    "gang.scheduling.koordinator.sh/min-available": "9" * 5000,
+                }
+            ),
+            "min-available",
+        ),
+        (
+            allot_pod(
+                {
+                    "gang.scheduling.koordinator.sh/name": "g",
+                    "gang.scheduling.koordinator.sh/waiting-time": "9" * 5000 + "s",
+                }
+            ),
+            "waiting-time",
+        ),
+        (allot_pod({"scheduling.koordinator.sh/resource-spec": "[" * 5000 + "]" * 5000}), "resource-spec"),
+        (
+            allot_pod(
+                {
+                    "scheduling.koordinator.sh/device-allocated": '{"rdma": [{"minor": 0, "resources": {}, "extension": {"vfs": 5}}]}'
+                },
+                nodeName="n1",
+            ),
+            "device-allocated",
+        ),
+    ]
+    exponent = allot_pod()
+    exponent["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1e" + "0" * 5000
+    cases.append((exponent, "requests[cpu]"))
+    for pod, where in cases:
+        began = time.monotonic()
+        status, answer = await post(endpoint, "/validate", review(pod))
+        assert status == 200, (where, answer)
+        assert time.monotonic() - began < 2 + SLACK, where
+        response = answer["response"]
+        said = json.dumps(response.get("status", {})) + json.dumps(response.get("warnings", []))
+        assert where in said, (where, response)
+
+
+async def test_a_namespace_that_is_not_a_name_and_a_body_that_is_not_json_are_refused(endpoint: Any) -> None:
+    status, answer = await post(endpoint, "/mutate", review(namespace="spark?x=1&labelSelector=a"))
+    assert (status, answer["message"][:36]) == (400, "request.namespace: must be a namespa")
+    status, answer = await send(endpoint, "/validate", json.dumps(review()).replace('"p"', "NaN", 1).encode())
+    assert (status, answer["message"]) == (400, "the body is not JSON: NaN is not a JSON value")
+
+
+async def test_a_refusal_lists_at_most_a_hundred_causes(endpoint: Any) -> None:
+    pod = allot_pod()
+    pod["metadata"]["labels"] = {f"!{i}": "" for i in range(5000)}
+    status, answer = await post(endpoint, "/validate", review(pod))
+    assert status == 200
+    refusal = answer["response"]["status"]
+    assert len(refusal["details"]["causes"]) == 100
+    assert refusal["message"].endswith("; and 4900 more")

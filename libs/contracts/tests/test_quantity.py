@@ -25,7 +25,11 @@ def test_parse_quantity(text, expected):
     assert parse_quantity(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "5 Gi", "1Q", "--1", True, None])
+# Kubernetes reads ASCII digits only and no white space around them; "٣" and "２" are digits to a regex's \d
+@pytest.mark.parametrize(
+    "text",
+    ["", "abc", "1.2.3", "5 Gi", "1Q", "--1", True, None, "\u0663", "\uff12", " 1", "2\n", "1e" + "0" * 5000],
+)
 def test_parse_quantity_rejects(text):
     with pytest.raises(QuantityError):
         parse_quantity(text)
@@ -77,3 +81,25 @@ def test_to_canonical_rounds_up(name, text, canonical):
 def test_format_quantity_roundtrip(name, value, text):
     assert format_quantity(name, value) == text
     assert to_canonical(name, text) == value
+
+
+def test_cpusets_name_cpus_linux_numbers_in_ascii_digits():
+    from allot_contracts.objects.cpuset import CpusetError, parse_cpuset
+
+    assert parse_cpuset("0-3,8191") == [0, 1, 2, 3, 8191]
+    for text in (
+        "0-30000000",
+        "8192",
+        "\u00b2",
+        "0-\u00b2",
+        "9" * 5000,
+    ):  # the first took seconds and gigabytes
+        with pytest.raises(CpusetError):
+            parse_cpuset(text)
+
+
+def test_a_64_bit_integer_is_read_as_kubernetes_reads_one():
+    from allot_contracts.objects.selectors import int64_text
+
+    assert [int64_text(t) for t in ("7", "-7", str(2**63 - 1), str(-(2**63)))] == [7, -7, 2**63 - 1, -(2**63)]
+    assert [int64_text(t) for t in (str(2**63), "\u00b2", "", "-", "1.0", "9" * 5000)] == [None] * 6

@@ -51,8 +51,8 @@ _DECIMAL: Final = {
     "E": Fraction(10**18),
 }
 _PATTERN: Final = re.compile(
-    r"^(?P<sign>[+-]?)(?P<num>(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE]?))$"
+    r"^(?P<sign>[+-]?)(?P<num>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE]?))\Z"
 )
 
 # Resources whose canonical unit is the milli-unit (Kubernetes MilliValue). Everything else uses Value(): the
@@ -90,7 +90,7 @@ def parse_quantity(text: object) -> Fraction:
 
 @functools.lru_cache(maxsize=8192)  # manifests repeat a few quantity strings; Fractions are immutable
 def _parse_text(text: str) -> Fraction:
-    s = text.strip()
+    s = text
     m = _PATTERN.match(s)
     if m is None:
         raise QuantityError(
@@ -105,7 +105,7 @@ def _parse_text(text: str) -> Fraction:
     if m.group("bin"):
         num *= _BINARY[m.group("bin")]
     elif m.group("exp"):
-        exp = int(m.group("exp")[1:])
+        exp = int(m.group("exp")[1:]) if len(m.group("exp")) <= 6 else 10**6
         if abs(exp) > 30:
             raise QuantityError(f"{text!r}: exponent out of range")
         num *= Fraction(10) ** exp

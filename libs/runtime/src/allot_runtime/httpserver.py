@@ -82,6 +82,11 @@ class Refusal(web.HTTPException):
             self.force_close()
 
 
+def _not_json(constant: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity``: Python's reader takes them, JSON (and the API server) does not."""
+    raise ValueError(f"{constant} is not a JSON value")
+
+
 def refuse(reason: str, status: int = 400) -> Refusal:
     return Refusal(status, reason)
 
@@ -381,7 +386,7 @@ async def read_json(request: web.Request) -> Any:
     if depth > limits.max_depth:
         raise refuse(f"the body nests {depth} levels deep; at most {limits.max_depth} are accepted")
     try:
-        return json.loads(data)
+        return json.loads(data, parse_constant=_not_json)
     except UnicodeDecodeError:
         raise refuse("the body is not UTF-8 text") from None
     except ValueError as exc:

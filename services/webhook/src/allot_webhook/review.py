@@ -15,6 +15,7 @@ from typing import Final
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.jsonvalue import JsonObject, JsonValue
+from allot_contracts.objects.meta import is_dns_label
 
 __all__ = ["ACCEPTED_VERSIONS", "MalformedReview", "Review", "parse_review", "pod_shape_issues"]
 
@@ -93,6 +94,9 @@ def parse_review(body: object) -> Review:
         raise MalformedReview("request.operation", f"must be one of {', '.join(OPERATIONS)}", operation)
     for key in ("namespace", "name"):
         _optional_string(request, key)
+    namespace = request.get("namespace")
+    if namespace and not is_dns_label(str(namespace)):  # it goes into the API server's URL of the namespace
+        raise MalformedReview("request.namespace", "must be a namespace name (a DNS-1123 label)", namespace)
     for key in ("object", "oldObject"):
         _optional_object(request, key, str(operation))
     return Review(api_version=str(version), request=request)

@@ -74,6 +74,8 @@ from allot_webhook.review import MalformedReview, parse_review, pod_scheduler, p
 log = logging.getLogger("allot.webhook")
 
 SCHEDULER = "allot-scheduler"
+# causes a refusal lists at the most (each cut at 1,024 characters), as the API server caps a status's causes
+MAX_CAUSES = 100
 # What a review may be (docs/limits.md#http-servers): a body of 8 MiB (an object and its old version, each up to the
 # API server's 3 MiB request limit), nested 100 levels; the API server's own call times out after 10 s by default.
 LIMITS = Limits(
@@ -347,15 +349,18 @@ class Webhook:
         named = metadata if isinstance(metadata, dict) else {}
         name = str(named.get("name") or named.get("generateName") or "")
         response["allowed"] = False
+        shown = issues[:MAX_CAUSES]  # an object with 600,000 bad label keys made a 300 MB answer
+        more = f"; and {len(issues) - len(shown)} more" if len(issues) > len(shown) else ""
         response["status"] = {
             "code": 422,
             "reason": "Invalid",
-            "message": f"{kind} {name} is invalid: " + "; ".join(_line(i) for i in issues),
+            "message": f"{kind} {name[:253]} is invalid: " + "; ".join(_line(i)[:1024] for i in shown) + more,
             "details": {
-                "name": name,
+                "name": name[:253],
                 "kind": kind,
                 "causes": [
-                    {"field": i.path, "message": i.message, "reason": "FieldValueInvalid"} for i in issues
+                    {"field": i.path[:1024], "message": i.message[:1024], "reason": "FieldValueInvalid"}
+                    for i in shown
                 ],
             },
         }

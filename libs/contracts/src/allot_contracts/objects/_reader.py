@@ -69,6 +69,9 @@ class Reader:
         if not _COUNT.match(value):
             self.error(path, "must be a whole number", value)
             return None
+        if len(value) > 18:  # beyond any count (and beyond what int() converts, past 4,300 digits)
+            self.error(path, "is out of range", value[:24] + "...")
+            return None
         n = int(value)
         if n < low:
             self.error(path, f"must be >= {low}", value)

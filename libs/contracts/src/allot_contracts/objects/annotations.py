@@ -103,6 +103,9 @@ def decode_annotation(
         except ValueError as exc:  # msgspec's DecodeError is one too
             errors.append(invalid_annotation(annotation_path(key), f"invalid JSON: {exc}{note}"))
             return None
+        except RecursionError:
+            errors.append(invalid_annotation(annotation_path(key), f"invalid JSON: nested too deeply{note}"))
+            return None
     return raw
 
 
@@ -327,6 +330,9 @@ def parse_device_allocated(value: Any, errors: list[FieldIssue], into: BoundAllo
             vfs = (
                 ((e.get("extension") or {}).get("vfs") or []) if isinstance(e.get("extension"), dict) else []
             )
+            if not isinstance(vfs, list):
+                errors.append(invalid_annotation(f"{p}.extension.vfs", "must be a list"))
+                vfs = []
             bus = tuple(sorted(str(v.get("busID")) for v in vfs if isinstance(v, dict) and v.get("busID")))
             into.devices.setdefault(str(dtype), []).append((e["minor"], res, bus))
 

@@ -11,6 +11,19 @@ class CpusetError(ValueError):
     """Text that is not a cpuset list."""
 
 
+# CPU ids a cpuset may name: Linux's own bound (``NR_CPUS`` is at most 8192); a range is expanded id by id, so an
+# unbounded one ("0-30000000") held the reader for seconds and gigabytes
+MAX_CPUS = 8192
+
+
+def _cpu_id(digits: str, text: str) -> int:
+    if not (digits.isascii() and digits.isdigit()):  # "²" is a digit to isdigit(), not to int()
+        raise CpusetError(f"{text!r} is not a cpuset list (expected e.g. '0-3,8')")
+    if len(digits) > 5 or int(digits) >= MAX_CPUS:
+        raise CpusetError(f"{text!r}: CPU {digits[:12]} is beyond the {MAX_CPUS} CPUs Linux numbers")
+    return int(digits)
+
+
 def parse_cpuset(text: str) -> list[int]:
     """Sorted, de-duplicated CPU ids of a cpuset list; the empty string is the empty set."""
     out: set[int] = set()
@@ -18,9 +31,8 @@ def parse_cpuset(text: str) -> list[int]:
         if not part:
             continue
         lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise CpusetError(f"{text!r} is not a cpuset list (expected e.g. '0-3,8')")
-        a, b = int(lo), int(hi) if sep else int(lo)
+        a = _cpu_id(lo, text)
+        b = _cpu_id(hi, text) if sep else a
         if b < a:
             raise CpusetError(f"{text!r}: range {part!r} is reversed")
         out.update(range(a, b + 1))

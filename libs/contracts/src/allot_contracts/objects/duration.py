@@ -37,6 +37,11 @@ _TERM: Final = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|µs|μs|ms|s|m|h)")
 _MAX_NS: Final = 2**63 - 1
 
 
+_MAX_TEXT = (
+    100  # longer than any duration Go formats, short enough that no number in it is too long to convert
+)
+
+
 def parse_go_duration(text: str) -> tuple[int | None, str]:
     """Parse Go duration ``text``; return ``(microseconds, "")`` or ``(None, reason)``.
 
@@ -53,6 +58,8 @@ def parse_go_duration(text: str) -> tuple[int | None, str]:
         return 0, ""
     if not s:
         return None, 'must be a Go duration such as "600s" or "1h30m" (empty)'
+    if len(s) > _MAX_TEXT:
+        return None, f"is out of range (a Go duration is at most {_MAX_TEXT} characters; this is {len(s)})"
     total = Fraction(0)
     pos = 0
     while pos < len(s):

@@ -187,6 +187,16 @@ def _json_annotation(annotations: dict[str, Any], key: str, errors: list[FieldIs
             FieldIssue(path=_anno(key), code="Invalid", value=str(raw), message=f"invalid JSON: {exc}")
         )
         return None
+    except RecursionError:
+        errors.append(
+            FieldIssue(
+                path=_anno(key),
+                code="Invalid",
+                value=str(raw)[:40],
+                message="invalid JSON: nested too deeply",
+            )
+        )
+        return None
 
 
 def _unexpected_json(key: str, raw: object, expected: str) -> FieldIssue:

@@ -41,6 +41,7 @@ from allot_contracts.objects.reservation_pod import (
 from allot_contracts.objects.selectors import (
     LabelSelector,
     Taint,
+    int64_text,
     parse_label_selector,
 )
 from allot_contracts.objects.times import checked_duration_us, checked_timestamp_us
@@ -376,8 +377,8 @@ def _order(labels: Mapping[str, str], issues: list[FieldIssue]) -> int:
     if LABEL_RESERVATION_ORDER not in labels:
         return 0
     text = labels[LABEL_RESERVATION_ORDER]
-    if text.lstrip("-").isdigit():
-        return int(text)
+    if (order := int64_text(text)) is not None:
+        return order
     issues.append(
         FieldIssue(path=label_path(LABEL_RESERVATION_ORDER), message="must be an integer", value=text)
     )
@@ -450,7 +451,10 @@ def reserve_pod(r: Reservation) -> dict[str, Any]:
         spec["nodeName"] = r.node_name
     if not isinstance(spec.get("priority"), int):
         label = r.labels.get(LABEL_POD_PRIORITY, "")
-        spec["priority"] = int(label) if label.lstrip("-").isdigit() else _MAX_PRIORITY
+        priority = int64_text(label)
+        spec["priority"] = (
+            priority if priority is not None and -(2**31) <= priority < 2**31 else _MAX_PRIORITY
+        )
     labels = {**read_string_map(tmeta.get("labels"), "", []), **r.labels}
     annotations = {
         **read_string_map(tmeta.get("annotations"), "", []),

@@ -20,6 +20,20 @@ from typing import Any
 
 from allot_contracts.issues import FieldIssue, checked_objects
 
+_INT64 = 2**63
+
+
+def int64_text(text: str) -> int | None:
+    """The integer ``text`` writes in ASCII digits (a leading ``-`` allowed) when it fits in 64 bits, as Kubernetes
+    reads one; None otherwise (``"²"`` is a digit to ``isdigit()`` but not to ``int()``, and ``int()`` refuses more
+    than 4,300 digits)."""
+    digits = text[1:] if text[:1] == "-" else text
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 19:
+        return None
+    value = int(text)
+    return value if -_INT64 <= value < _INT64 else None
+
+
 __all__ = [
     "LabelSelector",
     "NodeSelectorTerm",
@@ -69,9 +83,9 @@ def _requirement(raw: Any, path: str, ops: frozenset[str], errors: list[FieldIss
     if op in ("Exists", "DoesNotExist") and values:
         errors.append(FieldIssue(path=f"{path}.values", message=f"must be empty for operator {op}"))
         return None
-    if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+    if op in ("Gt", "Lt") and (len(values) != 1 or int64_text(values[0]) is None):
         errors.append(
-            FieldIssue(path=f"{path}.values", message=f"operator {op} needs exactly one integer value")
+            FieldIssue(path=f"{path}.values", message=f"operator {op} needs exactly one 64-bit integer value")
         )
         return None
     return (key, str(op), tuple(sorted(values)))
@@ -119,11 +133,10 @@ def _match(req: Requirement, labels: Mapping[str, str]) -> bool:
         return not present
     if not present:
         return False
-    try:
-        actual = int(labels[key])
-    except ValueError:
+    actual, bound = int64_text(labels[key]), int64_text(values[0])
+    if actual is None or bound is None:  # a label that is no 64-bit integer does not match (ParseInt fails)
         return False
-    return actual > int(values[0]) if op == "Gt" else actual < int(values[0])
+    return actual > bound if op == "Gt" else actual < bound
 
 
 def match_label_selector(selector: LabelSelector, labels: Mapping[str, str]) -> bool:

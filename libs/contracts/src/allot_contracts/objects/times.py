@@ -37,6 +37,8 @@ def parse_duration_us(value: object) -> int:
         raise DurationError("must be a duration such as '24h', '30m' or '90s'")
     if value == "0":
         return 0
+    if len(value) > 100:  # longer than any duration Kubernetes writes; no number in it too long to convert
+        raise DurationError(f"a duration of {len(value)} characters is out of range")
     pos, total = 0, 0
     for m in _PART.finditer(value):
         if m.start() != pos:
