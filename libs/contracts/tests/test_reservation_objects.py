@@ -248,3 +248,27 @@ def test_duration_and_time_errors_and_format() -> None:
     assert parse_timestamp_us("1970-01-01T00:00:01.5Z") == 1_500_000
     assert parse_timestamp_us("1970-01-01T01:00:00+01:00") == 0
     assert format_duration(5_400_000_000) == "1h30m" and format_duration(1_500_000) == "1.5s"
+
+
+def test_labels_are_checked_as_labels_and_a_priority_label_that_is_no_integer_is_not_read() -> None:
+    manifest = a_reservation()
+    manifest["metadata"]["labels"] = {
+        "bad key!!": "x",
+        "app": "x y z!",
+        "scheduling.koordinator.sh/reservation-order": "\u00b2",
+    }
+    _, issues, _ = parse(manifest)
+    assert sorted(i.path for i in issues) == [
+        'metadata.labels["app"]',
+        'metadata.labels["bad key!!"]',
+        'metadata.labels["scheduling.koordinator.sh/reservation-order"]',
+    ]
+    manifest["metadata"]["labels"] = {
+        "koordinator.sh/priority": "\u00b2"
+    }  # not a label value Kubernetes takes
+    assert [i.path for i in parse(manifest)[1]] == ['metadata.labels["koordinator.sh/priority"]']
+    for text, priority in (("7", 7), ("high", 2**31 - 1), ("9" * 12, 2**31 - 1)):  # 32-bit, as spec.priority
+        manifest["metadata"]["labels"] = {"koordinator.sh/priority": text}
+        r, issues, _ = parse(manifest)
+        assert r is not None and issues == []
+        assert reserve_pod(r)["spec"]["priority"] == priority

@@ -39,6 +39,7 @@ __all__ = [
     "is_qualified_name",
     "labels_of",
     "metadata_of",
+    "read_labels",
     "read_meta",
     "required_name",
 ]
@@ -142,6 +143,12 @@ def _string_map(raw: Any, field: str, issues: list[FieldIssue], *, labels: bool)
             # annotations can be written as YAML); they are kept as they are and read by their own parsers.
             out[key] = value
     return out
+
+
+def read_labels(raw: Any, issues: list[FieldIssue]) -> dict[str, str]:
+    """``metadata.labels`` checked as the API server checks them (qualified names, label values), every bad one an
+    issue with its path."""
+    return _string_map(raw, "labels", issues, labels=True)
 
 
 def _owners(raw: Any, issues: list[FieldIssue]) -> tuple[Owner, ...]:

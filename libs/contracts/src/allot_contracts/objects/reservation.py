@@ -30,7 +30,7 @@ from allot_contracts.issues import (
     label_path,
     not_acted_on,
 )
-from allot_contracts.objects.meta import metadata_of, required_name
+from allot_contracts.objects.meta import metadata_of, read_labels, required_name
 from allot_contracts.objects.requests import pod_requests
 from allot_contracts.objects.reservation_pod import (
     RESERVATION_PREFIX,
@@ -393,7 +393,7 @@ def parse_reservation(
     meta = metadata_of(manifest)
     name = required_name(meta, issues)
     uid = meta.get("uid")
-    labels = read_string_map(meta.get("labels"), "metadata.labels", issues)
+    labels = read_labels(meta.get("labels"), issues)
     annotations = read_string_map(meta.get("annotations"), "metadata.annotations", issues)
     created = checked_timestamp_us(meta.get("creationTimestamp"), "metadata.creationTimestamp", issues)
     spec = manifest.get("spec")
