@@ -65,6 +65,11 @@ REFUSED = [
         'labels["koordinator.sh/qosClass"]: Required value: must specify koordinator QoS BE',
     ),
     (
+        "cpu-request-above-limit",  # the API server refuses it; the door took it
+        with_request("cpu", "2", limit="1"),
+        "requests[cpu]: must be less than or equal to cpu limit of 1",
+    ),
+    (
         "quantity-of-5000-digits",  # raised out of the parser (a 500 at the webhook) before its number was bounded
         with_request("cpu", "0." + "1" * 5000),
         "its number has 5002 characters, at most 64 are accepted",

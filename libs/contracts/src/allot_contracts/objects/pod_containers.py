@@ -82,11 +82,21 @@ def read_containers(spec: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[
             requests = read_quantities(res.get("requests"), f"{path}.resources.requests", issues)
             limits = read_quantities(res.get("limits"), f"{path}.resources.limits", issues)
             for name in sorted(requests.keys() | limits.keys()):
+                req, lim = requests.get(name), limits.get(name)
+                if req is not None and lim is not None and req > lim:  # as the API server validates requests
+                    issues.append(
+                        FieldIssue(
+                            path=f"{path}.resources.requests[{name}]",
+                            code="InvalidValue",
+                            message=f"must be less than or equal to {name} limit of {res['limits'][name]}",
+                            value=str(res["requests"][name]),
+                        )
+                    )
+                    continue
                 if name in _NATIVE or name.startswith(("hugepages-", "kubernetes.io/")):
                     continue
                 if "/" not in name:
                     continue
-                req, lim = requests.get(name), limits.get(name)
                 if req is not None and lim is not None and req != lim:
                     issues.append(
                         FieldIssue(
