@@ -81,28 +81,26 @@ def read_containers(spec: Mapping[str, Any], issues: list[FieldIssue]) -> tuple[
                 continue
             requests = read_quantities(res.get("requests"), f"{path}.resources.requests", issues)
             limits = read_quantities(res.get("limits"), f"{path}.resources.limits", issues)
-            for name in sorted(requests.keys() | limits.keys()):
-                req, lim = requests.get(name), limits.get(name)
-                if req is not None and lim is not None and req > lim:  # as the API server validates requests
+            for name in sorted(requests.keys() & limits.keys()):
+                # as the API server validates them: a request at most its limit, an extended resource's equal to it
+                extended = (
+                    "/" in name
+                    and name not in _NATIVE
+                    and not name.startswith(("hugepages-", "kubernetes.io/"))
+                )
+                rule = (
+                    "less than or equal to"
+                    if requests[name] > limits[name]
+                    else "equal to"
+                    if extended
+                    else ""
+                )
+                if rule and requests[name] != limits[name]:
                     issues.append(
                         FieldIssue(
                             path=f"{path}.resources.requests[{name}]",
                             code="InvalidValue",
-                            message=f"must be less than or equal to {name} limit of {res['limits'][name]}",
-                            value=str(res["requests"][name]),
-                        )
-                    )
-                    continue
-                if name in _NATIVE or name.startswith(("hugepages-", "kubernetes.io/")):
-                    continue
-                if "/" not in name:
-                    continue
-                if req is not None and lim is not None and req != lim:
-                    issues.append(
-                        FieldIssue(
-                            path=f"{path}.resources.requests[{name}]",
-                            code="InvalidValue",
-                            message=f"must be equal to {name} limit of {res['limits'][name]}",
+                            message=f"must be {rule} {name} limit of {res['limits'][name]}",
                             value=str(res["requests"][name]),
                         )
                     )
