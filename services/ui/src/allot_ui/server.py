@@ -154,7 +154,7 @@ async def follow(model: UiModel, poll: float) -> None:
     """Fold what the log records every ``poll`` seconds, for as long as the view runs: while the log cannot be read
     (the server restarting, the network down) the pages show what was read before, and reading goes on when it is
     back; the outage is logged once as it begins and once as it ends."""
-    down = ""
+    down = False
     while True:
         try:
             await model.refresh()
@@ -166,11 +166,11 @@ async def follow(model: UiModel, poll: float) -> None:
                     exc,
                     model.position,
                 )
-            down = str(exc)
+            down = True
         else:
             if down:
                 log.info("the event log can be read again; the view is at position %d", model.position)
-            down = ""
+            down = False
         await asyncio.sleep(poll)
 
 

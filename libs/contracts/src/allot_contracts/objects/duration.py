@@ -37,9 +37,8 @@ _TERM: Final = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|µs|μs|ms|s|m|h)")
 _MAX_NS: Final = 2**63 - 1
 
 
-_MAX_TEXT = (
-    100  # longer than any duration Go formats, short enough that no number in it is too long to convert
-)
+# longer than any duration Go formats, short enough that no number in it is too long to convert
+_MAX_TEXT = 100
 
 
 def parse_go_duration(text: str) -> tuple[int | None, str]:

@@ -40,6 +40,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "first_untolerated_taint",
+    "int64_text",
     "match_label_selector",
     "match_node_selector_terms",
     "parse_label_selector",
