@@ -400,8 +400,64 @@ def test_a_field_kubernetes_does_not_know_is_refused_from_a_file_and_taken_from_
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "label": {"a": "b"}}},
             "metadata.label: unknown field; did you mean 'labels'?",
         ),
+        (
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "dta": {"k": "v"}},
+            "dta: unknown field; did you mean 'data'?",
+        ),
+        (
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": "p"},
+                "valeu": 9,
+            },
+            "valeu: unknown field; did you mean 'value'?",
+        ),
+        (
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "d"},
+                "spec": {"replica": 2, "template": {"spec": {"containers": []}}},
+            },
+            "spec.replica: unknown field; did you mean 'replicas'?",
+        ),
+        (
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "j"},
+                "spec": {
+                    "template": {
+                        "spec": {"containers": [{"name": "c", "resouces": {"limits": {"nvidia.com/gpu": 1}}}]}
+                    }
+                },
+            },
+            "spec.template.spec.containers[0].resouces: unknown field; did you mean 'resources'?",
+        ),
+        (
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "metadata": {"name": "s"},
+                "spec": {"template": {"metadata": {"annotation": {}}, "spec": {"containers": []}}},
+            },
+            "spec.template.metadata.annotation: unknown field; did you mean 'annotations'?",
+        ),
     ],
-    ids=["elastic-quota", "colocation-profile", "node-metric-status", "topology", "node-status", "metadata"],
+    ids=[
+        "elastic-quota",
+        "colocation-profile",
+        "node-metric-status",
+        "topology",
+        "node-status",
+        "metadata",
+        "configmap",
+        "priority-class",
+        "deployment-spec",
+        "job-template-container",
+        "statefulset-template-metadata",
+    ],
 )
 def test_a_misspelt_field_of_any_object_read_from_a_file_is_refused_with_the_nearest_name(
     body: dict[str, Any], expected: str

@@ -1,5 +1,6 @@
 """The fields Kubernetes knows in the objects Allot reads from files: every object's metadata; a Pod's spec, containers
-and their resources; a Node's spec and status; the spec of each custom resource (as its CRD in
+and their resources (a workload's pod template's too); a Node's spec and status; the top level of a ConfigMap,
+Namespace and PriorityClass and a workload's spec; the spec of each custom resource (as its CRD in
 ``deploy/helm/allot/crds`` has it; a test keeps the two equal). A misspelt field (``resouces:``) is refused with its
 path and the nearest known name, as ``kubectl apply`` refuses it (strict field validation), not read as absent: a pod
 whose requests were misspelt would otherwise be placed as if it asked for nothing. Objects read from an API server
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 
 from allot_contracts.issues import FieldIssue
 
-__all__ = ["CUSTOM", "STATUS", "unknown_fields"]
+__all__ = ["BUILTIN", "CUSTOM", "STATUS", "WORKLOADS", "unknown_fields"]
 
 _META = frozenset(
     [
@@ -128,6 +129,54 @@ _NODE_STATUS = frozenset(
     }
 )
 _TOPOLOGY_TOP = frozenset({"apiVersion", "kind", "metadata", "topologyPolicies", "zones"})
+_TEMPLATE = frozenset({"metadata", "spec"})
+
+# (apiVersion, kind) -> its top-level fields, for the built-in kinds without a spec Allot reads
+BUILTIN: dict[tuple[str, str], frozenset[str]] = {
+    ("v1", "ConfigMap"): frozenset({"apiVersion", "kind", "metadata", "data", "binaryData", "immutable"}),
+    ("v1", "Namespace"): _TOP,
+    ("scheduling.k8s.io/v1", "PriorityClass"): frozenset(
+        {"apiVersion", "kind", "metadata", "value", "globalDefault", "description", "preemptionPolicy"}
+    ),
+}
+
+# (apiVersion, kind) -> its spec's fields, for the workloads a standalone stack expands into pods
+_SELECTOR_TEMPLATE = frozenset({"replicas", "selector", "template", "minReadySeconds"})
+WORKLOADS: dict[tuple[str, str], frozenset[str]] = {
+    ("apps/v1", "Deployment"): _SELECTOR_TEMPLATE
+    | {"strategy", "revisionHistoryLimit", "paused", "progressDeadlineSeconds"},
+    ("apps/v1", "ReplicaSet"): _SELECTOR_TEMPLATE,
+    ("apps/v1", "StatefulSet"): _SELECTOR_TEMPLATE
+    | {
+        "serviceName",
+        "volumeClaimTemplates",
+        "podManagementPolicy",
+        "updateStrategy",
+        "revisionHistoryLimit",
+        "persistentVolumeClaimRetentionPolicy",
+        "ordinals",
+    },
+    ("batch/v1", "Job"): frozenset(
+        {
+            "parallelism",
+            "completions",
+            "activeDeadlineSeconds",
+            "podFailurePolicy",
+            "successPolicy",
+            "backoffLimit",
+            "backoffLimitPerIndex",
+            "maxFailedIndexes",
+            "selector",
+            "manualSelector",
+            "template",
+            "ttlSecondsAfterFinished",
+            "completionMode",
+            "suspend",
+            "podReplacementPolicy",
+            "managedBy",
+        }
+    ),
+}
 
 # (apiVersion, kind) -> (its top-level fields, its spec's fields): the custom resources as their CRDs have them
 CUSTOM: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {
@@ -223,33 +272,52 @@ def _near(key: str, known: frozenset[str]) -> list[str]:
     return difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
 
 
-def unknown_fields(api_version: str, kind: str, body: Mapping[str, object]) -> list[FieldIssue]:
-    """Every field of ``body`` that Kubernetes does not know where this module knows the fields, with its path: what
-    the API server refuses under ``kubectl apply``'s strict field validation (``strict decoding error: unknown field
-    ...``). Other kinds (and the parts not listed here: a custom resource's status, a ResourceList's names) are left
-    to their readers."""
-    issues = _unknown(body.get("metadata"), _META, "metadata")
-    spec = body.get("spec")
-    if (api_version, kind) == ("v1", "Node"):
-        return (
-            issues
-            + _unknown(body, _TOP, "")
-            + _unknown(spec, _NODE_SPEC, "spec")
-            + _unknown(body.get("status"), _NODE_STATUS, "status")
-        )
-    if (api_version, kind) in CUSTOM:
-        top, fields = CUSTOM[api_version, kind]
-        issues = _unknown(body, top, "") + issues + (_unknown(spec, fields, "spec") if fields else [])
-        status = STATUS.get((api_version, kind))
-        return issues + (_unknown(body.get("status"), status, "status") if status else [])
-    if (api_version, kind) != ("v1", "Pod"):
-        return issues
-    issues = _unknown(body, _TOP, "") + issues + _unknown(spec, _POD_SPEC, "spec")
+def _pod_spec(spec: object, path: str) -> list[FieldIssue]:
+    """A pod spec's unknown fields, its containers' and their resources'."""
+    issues = _unknown(spec, _POD_SPEC, path)
     for group in ("initContainers", "containers"):
-        containers = (spec or {}).get(group) if isinstance(spec, dict) else None
+        containers = spec.get(group) if isinstance(spec, dict) else None
         for index, container in enumerate(containers if isinstance(containers, list) else []):
-            where = f"spec.{group}[{index}]"
+            where = f"{path}.{group}[{index}]"
             issues += _unknown(container, _CONTAINER, where)
             if isinstance(container, dict):
                 issues += _unknown(container.get("resources"), _RESOURCES, f"{where}.resources")
     return issues
+
+
+def unknown_fields(api_version: str, kind: str, body: Mapping[str, object]) -> list[FieldIssue]:
+    """Every field of ``body`` that Kubernetes does not know where this module knows the fields, with its path: what
+    the API server refuses under ``kubectl apply``'s strict field validation (``strict decoding error: unknown field
+    ...``). Other kinds (and the parts not listed here: a custom resource's status, a ResourceList's names, a
+    workload's strategy) are left to their readers."""
+    key = (api_version, kind)
+    issues = _unknown(body.get("metadata"), _META, "metadata")
+    spec = body.get("spec")
+    if key == ("v1", "Node"):
+        return (
+            _unknown(body, _TOP, "")
+            + issues
+            + _unknown(spec, _NODE_SPEC, "spec")
+            + _unknown(body.get("status"), _NODE_STATUS, "status")
+        )
+    if key in CUSTOM:
+        top, fields = CUSTOM[key]
+        issues = _unknown(body, top, "") + issues + (_unknown(spec, fields, "spec") if fields else [])
+        status = STATUS.get(key)
+        return issues + (_unknown(body.get("status"), status, "status") if status else [])
+    if key in BUILTIN:
+        return _unknown(body, BUILTIN[key], "") + issues
+    if key in WORKLOADS:
+        issues = _unknown(body, _TOP, "") + issues + _unknown(spec, WORKLOADS[key], "spec")
+        template = spec.get("template") if isinstance(spec, dict) else None
+        if not isinstance(template, dict):
+            return issues
+        return (
+            issues
+            + _unknown(template, _TEMPLATE, "spec.template")
+            + _unknown(template.get("metadata"), _META, "spec.template.metadata")
+            + _pod_spec(template.get("spec"), "spec.template.spec")
+        )
+    if key != ("v1", "Pod"):
+        return issues
+    return _unknown(body, _TOP, "") + issues + _pod_spec(spec, "spec")
