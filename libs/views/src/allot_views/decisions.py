@@ -3,7 +3,8 @@
 The same function reads a simulator log and a live log, so ``allot sim run -o`` and ``allot decisions`` can be
 diffed: identical scenarios give identical lines (the test suite checks it on the examples).
 
-Fields: ``pod`` ("ns/name"; ``Reservation/<name>`` and ``PodMigrationJob/<name>`` for those objects), ``outcome``
+Fields: ``pod`` ("ns/name"; ``Reservation/<name>`` and ``PodMigrationJob/<name>`` for those objects;
+``ElasticQuota/<ns>/<name>`` and ``ElasticQuotaProfile/<ns>/<name>`` for a quota or profile quota-manager refused), ``outcome``
 (Scheduled | Unschedulable | Rejected | Waiting | Evicted; Reserved, Expired, Succeeded, Failed, Aborted), ``node``,
 ``annotations`` (output annotations, values as JSON objects), ``message``, ``codes``, ``attempt``, ``stage``.
 """
@@ -33,6 +34,12 @@ RESERVATION_DECISIONS = frozenset(
     }
 )
 
+# a quota object quota-manager refused (the tree's rules: a name taken in another namespace, a parent that is not one)
+QUOTA_REFUSALS = {
+    "quota.rejected": ("ElasticQuota", "quota"),
+    "quotaprofile.rejected": ("ElasticQuotaProfile", "profile"),
+}
+
 DECISION_TYPES = frozenset(
     {
         "pod.placed",
@@ -45,6 +52,7 @@ DECISION_TYPES = frozenset(
         "quota.group_waiting",
         "quota.evicted",
         *RESERVATION_DECISIONS,
+        *QUOTA_REFUSALS,
     }
 )
 
@@ -114,6 +122,16 @@ def decisions_of(record: RecordedEvent, groups: dict[str, list[str]]) -> list[De
         ]
     if record.type in RESERVATION_DECISIONS:
         return [reservation_decision(record, p)]
+    if record.type in QUOTA_REFUSALS:
+        kind, field = QUOTA_REFUSALS[record.type]
+        errors = [e for e in p["errors"] if isinstance(e, dict)]
+        message = "; ".join(
+            f"{e['path']}: {e['message']}" if e.get("path") else str(e["message"]) for e in errors
+        )
+        codes = sorted({str(e.get("code", "")) for e in errors})
+        ref = p[field]
+        name = f"{kind}/{ref.get('namespace', '')}/{ref['name']}"
+        return [_decision(name, "Rejected", None, {}, message, codes, None, record.producer)]
     single = decision_of(record, p)
     return [single] if single is not None else []
 
