@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from allot_contracts.objects.inventory import parse_device_cr, parse_node
+from typing import Any
+
+import pytest
+
+from allot_contracts.objects.inventory import parse_device_cr, parse_node, parse_nrt
 
 
 def _node(allocatable: object) -> dict[str, object]:
@@ -103,3 +107,56 @@ def test_a_device_field_the_crd_does_not_have_is_refused_with_its_path() -> None
     gpu["vfGroups"] = [{"vfs": [{"busID": "0000:1f:00.2", "minor": 1}], "labels": {}}]
     _, inventory, issues = parse_device_cr({**manifest, "spec": {"devices": [gpu]}})
     assert issues == [] and inventory is not None
+
+
+@pytest.mark.parametrize(
+    ("zones", "expected"),
+    [
+        ({"node-0": {}}, "zones: must be a list of zones, not an object"),
+        (["node-0"], "zones[0]: must be an object, not a string"),
+        (
+            [{"name": "node-²", "type": "Node"}],
+            "zones[0].name: NUMA zones are named node-<id>, an id below 1024",
+        ),
+        (
+            [{"name": "node-99999", "type": "Node"}],
+            "zones[0].name: NUMA zones are named node-<id>, an id below 1024",
+        ),
+        (
+            [{"name": "node-0", "type": "Node", "resources": {"cpu": "4"}}],
+            "zones[0].resources: must be a list of resources, not an object",
+        ),
+        (
+            [{"name": "node-0", "type": "Node", "resources": ["cpu"]}],
+            "zones[0].resources[0]: must be an object, not a string",
+        ),
+        (
+            [{"name": "node-0", "type": "Node", "resources": [{"allocatable": "4"}]}],
+            "zones[0].resources[0].name: is required: a resource name",
+        ),
+        (
+            [{"name": "node-0", "type": "Node", "resources": [{"name": "cpu", "allocatable": ["4"]}]}],
+            "zones[0].resources[0].allocatable: quantity must be a string or number, got list",
+        ),
+    ],
+    ids=[
+        "zones-object",
+        "zone-string",
+        "name-digit",
+        "name-range",
+        "resources-object",
+        "resource-string",
+        "resource-name",
+        "allocatable-list",
+    ],
+)
+def test_a_topology_zone_of_the_wrong_shape_is_refused_with_its_path(zones: Any, expected: str) -> None:
+    manifest = {
+        "apiVersion": "topology.node.k8s.io/v1alpha1",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": "n1"},
+        "topologyPolicies": ["None"],
+        "zones": zones,
+    }
+    _, _, errors = parse_nrt(manifest)
+    assert [str(e).split(" (got")[0] for e in errors] == [expected]

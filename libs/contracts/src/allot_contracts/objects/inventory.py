@@ -367,30 +367,68 @@ def parse_device_cr(manifest: dict[str, Any]) -> tuple[str, Inventory | None, li
     )
 
 
+MAX_NUMA_NODES = 1024  # Linux's largest NUMA node count (CONFIG_NODES_SHIFT=10)
+
+
 def _zone_allocatable(zones: Any, errors: list[FieldIssue]) -> dict[int, dict[str, int]]:
+    """The allocatable resources of each NUMA zone (``type: Node``), by NUMA node id."""
     out: dict[int, dict[str, int]] = {}
+    if zones is not None and not isinstance(zones, list):
+        errors.append(FieldIssue(path="zones", message=f"must be a list of zones, not {_json_type(zones)}"))
+        return out
     for i, z in enumerate(zones or []):
-        if not isinstance(z, dict) or z.get("type") != "Node":
+        if not isinstance(z, dict):
+            errors.append(FieldIssue(path=f"zones[{i}]", message=f"must be an object, not {_json_type(z)}"))
             continue
-        zname = str(z.get("name") or "")
-        if not zname.startswith("node-") or not zname[5:].isdigit():
-            errors.append(FieldIssue(path=f"zones[{i}].name", message="NUMA zones are named node-<id>"))
+        if z.get("type") != "Node":
             continue
-        res: dict[str, int] = {}
-        for j, r in enumerate(z.get("resources") or []):
-            try:
-                value = r.get("allocatable", r.get("capacity", 0))
-                amount = to_canonical(str(r["name"]), value)
-            except (KeyError, TypeError, AttributeError, QuantityError) as exc:
-                errors.append(FieldIssue(path=f"zones[{i}].resources", message=str(exc)))
-                continue
-            problem = range_issue(str(r["name"]), amount, f"zones[{i}].resources[{j}]", value)
-            if problem is not None:
-                errors.append(problem)
-                continue
-            res[str(r["name"])] = amount
-        out[int(zname[5:])] = dict(sorted(res.items()))
+        zname = z.get("name")
+        digits = zname[5:] if isinstance(zname, str) and zname.startswith("node-") else ""
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 4 and int(digits) < MAX_NUMA_NODES):
+            message = f"NUMA zones are named node-<id>, an id below {MAX_NUMA_NODES}"
+            errors.append(FieldIssue(path=f"zones[{i}].name", message=message, value=str(zname)[:64]))
+            continue
+        resources = _zone_resources(z.get("resources"), f"zones[{i}].resources", errors)
+        out[int(digits)] = dict(sorted(resources.items()))
     return out
+
+
+def _zone_resources(resources: Any, path: str, errors: list[FieldIssue]) -> dict[str, int]:
+    """A zone's ``resources``: a list of ``{name, capacity, allocatable}`` (allocatable read, else capacity)."""
+    if resources is not None and not isinstance(resources, list):
+        errors.append(
+            FieldIssue(path=path, message=f"must be a list of resources, not {_json_type(resources)}")
+        )
+        return {}
+    out: dict[str, int] = {}
+    for j, r in enumerate(resources or []):
+        where = f"{path}[{j}]"
+        if not isinstance(r, dict):
+            errors.append(FieldIssue(path=where, message=f"must be an object, not {_json_type(r)}"))
+            continue
+        name = r.get("name")
+        if not isinstance(name, str) or not name:
+            errors.append(FieldIssue(path=f"{where}.name", message="is required: a resource name"))
+            continue
+        field = "allocatable" if "allocatable" in r else "capacity"
+        value = r.get(field, 0)
+        try:
+            amount = to_canonical(name, value)
+        except QuantityError as exc:
+            errors.append(FieldIssue(path=f"{where}.{field}", message=str(exc)))
+            continue
+        problem = range_issue(name, amount, where, value)
+        if problem is not None:
+            errors.append(problem)
+            continue
+        out[name] = amount
+    return out
+
+
+def _json_type(value: object) -> str:
+    """How a YAML/JSON value of the wrong kind is named in a message."""
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
 
 
 _KUBELET_POLICIES = {
