@@ -353,6 +353,18 @@ def test_a_field_kubernetes_does_not_know_is_refused_from_a_file_and_taken_from_
     [
         (
             {
+                "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+                "kind": "Reservation",
+                "metadata": {"name": "r"},
+                "spec": {
+                    "template": {"spec": {"containers": [{"name": "c", "resouces": {}}]}},
+                    "owners": [{"object": {"name": "p"}}],
+                },
+            },
+            "spec.template.spec.containers[0].resouces: unknown field; did you mean 'resources'?",
+        ),
+        (
+            {
                 "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
                 "kind": "ElasticQuota",
                 "metadata": {"name": "q", "namespace": "default"},
@@ -446,6 +458,7 @@ def test_a_field_kubernetes_does_not_know_is_refused_from_a_file_and_taken_from_
         ),
     ],
     ids=[
+        "reservation-template",
         "elastic-quota",
         "colocation-profile",
         "node-metric-status",

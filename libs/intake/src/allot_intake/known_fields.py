@@ -1,5 +1,5 @@
 """The fields Kubernetes knows in the objects Allot reads from files: every object's metadata; a Pod's spec, containers
-and their resources (a workload's pod template's too); a Node's spec and status; the top level of a ConfigMap,
+and their resources (a workload's or Reservation's pod template's too); a Node's spec and status; the top level of a ConfigMap,
 Namespace and PriorityClass and a workload's spec; the spec of each custom resource (as its CRD in
 ``deploy/helm/allot/crds`` has it; a test keeps the two equal). A misspelt field (``resouces:``) is refused with its
 path and the nearest known name, as ``kubectl apply`` refuses it (strict field validation), not read as absent: a pod
@@ -285,6 +285,18 @@ def _pod_spec(spec: object, path: str) -> list[FieldIssue]:
     return issues
 
 
+def _template(spec: object) -> list[FieldIssue]:
+    """A pod template's (``spec.template``: a workload's, a Reservation's) unknown fields."""
+    template = spec.get("template") if isinstance(spec, dict) else None
+    if not isinstance(template, dict):
+        return []
+    return (
+        _unknown(template, _TEMPLATE, "spec.template")
+        + _unknown(template.get("metadata"), _META, "spec.template.metadata")
+        + _pod_spec(template.get("spec"), "spec.template.spec")
+    )
+
+
 def unknown_fields(api_version: str, kind: str, body: Mapping[str, object]) -> list[FieldIssue]:
     """Every field of ``body`` that Kubernetes does not know where this module knows the fields, with its path: what
     the API server refuses under ``kubectl apply``'s strict field validation (``strict decoding error: unknown field
@@ -304,20 +316,12 @@ def unknown_fields(api_version: str, kind: str, body: Mapping[str, object]) -> l
         top, fields = CUSTOM[key]
         issues = _unknown(body, top, "") + issues + (_unknown(spec, fields, "spec") if fields else [])
         status = STATUS.get(key)
-        return issues + (_unknown(body.get("status"), status, "status") if status else [])
+        issues += _unknown(body.get("status"), status, "status") if status else []
+        return issues + (_template(spec) if kind == "Reservation" else [])
     if key in BUILTIN:
         return _unknown(body, BUILTIN[key], "") + issues
     if key in WORKLOADS:
-        issues = _unknown(body, _TOP, "") + issues + _unknown(spec, WORKLOADS[key], "spec")
-        template = spec.get("template") if isinstance(spec, dict) else None
-        if not isinstance(template, dict):
-            return issues
-        return (
-            issues
-            + _unknown(template, _TEMPLATE, "spec.template")
-            + _unknown(template.get("metadata"), _META, "spec.template.metadata")
-            + _pod_spec(template.get("spec"), "spec.template.spec")
-        )
+        return _unknown(body, _TOP, "") + issues + _unknown(spec, WORKLOADS[key], "spec") + _template(spec)
     if key != ("v1", "Pod"):
         return issues
     return _unknown(body, _TOP, "") + issues + _pod_spec(spec, "spec")
