@@ -61,13 +61,13 @@ def review(obj: Any = None, **request: Any) -> dict[str, Any]:
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": inner}
 
 
-async def send(endpoint: tuple[str, ssl.SSLContext], path: str, data: bytes) -> tuple[int, dict[str, Any]]:
+async def send(
+    endpoint: tuple[str, ssl.SSLContext], path: str, data: bytes, content_type: str = "application/json"
+) -> tuple[int, dict[str, Any]]:
     url, trust = endpoint
     async with (
         aiohttp.ClientSession() as session,
-        session.post(
-            f"{url}{path}", data=data, headers={"Content-Type": "application/json"}, ssl=trust
-        ) as answer,
+        session.post(f"{url}{path}", data=data, headers={"Content-Type": content_type}, ssl=trust) as answer,
     ):
         assert answer.headers.get("X-Content-Type-Options") == "nosniff"
         return answer.status, dict(await answer.json())
@@ -99,6 +99,20 @@ async def test_a_review_the_api_server_would_not_send_is_refused_naming_the_fiel
     for body, reason in cases:
         status, answer = await post(endpoint, path, body)
         assert (status, answer["message"][: len(reason)]) == (400, reason)
+
+
+async def test_a_body_that_does_not_say_it_is_json_is_refused(endpoint: Any) -> None:
+    """The API server sends ``Content-Type: application/json`` (a charset may follow); a form or text body is not a
+    review, whatever it holds."""
+    body = json.dumps(review()).encode()
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "application/yaml"):
+        status, answer = await send(endpoint, "/validate", body, content_type)
+        assert status == 415, content_type
+        assert answer["message"] == (
+            f"the body must be Content-Type: application/json (an AdmissionReview); got {content_type}"
+        )
+    status, answer = await send(endpoint, "/mutate", body, "application/json; charset=utf-8")
+    assert status == 200 and answer["response"]["allowed"] is True
 
 
 async def test_the_accepted_versions_are_echoed(endpoint: Any) -> None:

@@ -463,6 +463,13 @@ class Webhook:
         async def review(
             request: web.Request, answer: Callable[[JsonObject], Awaitable[AdmissionResponse]]
         ) -> web.Response:
+            if (
+                request.content_type != "application/json"
+            ):  # what the API server sends; a form is not a review
+                shown = request.headers.get("Content-Type", "none")[:100]
+                raise refuse(
+                    f"the body must be Content-Type: application/json (an AdmissionReview); got {shown}", 415
+                )
             try:
                 found = parse_review(await read_json(request))
             except MalformedReview as exc:
