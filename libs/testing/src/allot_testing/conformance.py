@@ -42,7 +42,7 @@ from allot_sim.scenario import load_config
 from allot_sim.simulator import SIM_NS, Simulation
 from allot_stack.logtools import wait_idle
 from allot_testing.stack import InProcessStack
-from allot_views.decisions import Decision, decisions
+from allot_views.decisions import QUOTA_REFUSALS, Decision, decisions
 
 __all__ = [
     "Case",
@@ -169,13 +169,6 @@ def decision_facts(decision: Decision) -> Facts:
     return out
 
 
-# Objects whose validation needs the state of the quota forest: the quota-manager refuses them (upstream's webhook).
-QUOTA_REFUSALS = {
-    "quota.rejected": ("ElasticQuota", "quota"),
-    "quotaprofile.rejected": ("ElasticQuotaProfile", "profile"),
-}
-
-
 def _quota_status(patch: JsonObject) -> QuotaStatus:
     """What a status sync wrote on one ElasticQuota: its annotations (JSON values parsed) and ``status.used``."""
     annotations = _object(_object(patch.get("metadata")).get("annotations"))
@@ -193,8 +186,10 @@ def _object(value: JsonValue) -> JsonObject:
 def outcome_of(records: Iterable[RecordedEvent], refused: dict[str, str]) -> Outcome:
     records = list(records)
     outcome = Outcome(refused=dict(refused))
+    refusals = tuple(f"{kind}/" for kind, _ in QUOTA_REFUSALS.values())  # `refused` below says what they are
     for decision in decisions(records):  # the last decision per object wins
-        outcome.pods[decision["pod"]] = decision_facts(decision)
+        if not decision["pod"].startswith(refusals):
+            outcome.pods[decision["pod"]] = decision_facts(decision)
     deleting: set[str] = set()  # quota streams whose last input was a deletion
     for record in records:
         if record.type in ("pod.submitted", "pod.observed"):

@@ -34,7 +34,8 @@ RESERVATION_DECISIONS = frozenset(
     }
 )
 
-# a quota object quota-manager refused (the tree's rules: a name taken in another namespace, a parent that is not one)
+# Objects whose validation needs the state of the quota forest: quota-manager refuses them (upstream's webhook does)
+# with the tree's rules (a name taken in another namespace, a parent that is not one): event type -> kind, field
 QUOTA_REFUSALS = {
     "quota.rejected": ("ElasticQuota", "quota"),
     "quotaprofile.rejected": ("ElasticQuotaProfile", "profile"),
