@@ -348,130 +348,130 @@ def test_a_field_kubernetes_does_not_know_is_refused_from_a_file_and_taken_from_
         assert not Door(strict=False).check(Document(source="api", index=0, body=body)).issues
 
 
-@pytest.mark.parametrize(
-    ("body", "expected"),
-    [
-        (
-            {
-                "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-                "kind": "Reservation",
-                "metadata": {"name": "r"},
-                "spec": {
-                    "template": {"spec": {"containers": [{"name": "c", "resouces": {}}]}},
-                    "owners": [{"object": {"name": "p"}}],
-                },
+MISSPELT: list[tuple[dict[str, Any], str]] = [
+    (
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": "r"},
+            "spec": {
+                "template": {"spec": {"containers": [{"name": "c", "resouces": {}}]}},
+                "owners": [{"object": {"name": "p"}}],
             },
-            "spec.template.spec.containers[0].resouces: unknown field; did you mean 'resources'?",
-        ),
-        (
-            {
-                "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-                "kind": "ElasticQuota",
-                "metadata": {"name": "q", "namespace": "default"},
-                "spec": {"min": {"cpu": "4"}, "maxx": {"cpu": "8"}},
+        },
+        "spec.template.spec.containers[0].resouces: unknown field; did you mean 'resources'?",
+    ),
+    (
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {"name": "q", "namespace": "default"},
+            "spec": {"min": {"cpu": "4"}, "maxx": {"cpu": "8"}},
+        },
+        "spec.maxx: unknown field; did you mean 'max'?",
+    ),
+    (
+        {
+            "apiVersion": "config.koordinator.sh/v1alpha1",
+            "kind": "ClusterColocationProfile",
+            "metadata": {"name": "c"},
+            "spec": {"selector": {}, "qosClass": "BE", "prioritClassName": "koord-batch"},
+        },
+        "spec.prioritClassName: unknown field; did you mean 'priorityClassName'?",
+    ),
+    (
+        {
+            "apiVersion": "slo.koordinator.sh/v1alpha1",
+            "kind": "NodeMetric",
+            "metadata": {"name": "n"},
+            "status": {"updateTim": "2024-01-01T00:00:00Z"},
+        },
+        "status.updateTim: unknown field; did you mean 'updateTime'?",
+    ),
+    (
+        {
+            "apiVersion": "topology.node.k8s.io/v1alpha1",
+            "kind": "NodeResourceTopology",
+            "metadata": {"name": "n"},
+            "zone": [],
+        },
+        "zone: unknown field; did you mean 'zones'?",
+    ),
+    (
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n"},
+            "status": {"allocatable": {"cpu": "4"}, "capacty": {"cpu": "4"}},
+        },
+        "status.capacty: unknown field; did you mean 'capacity'?",
+    ),
+    (
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "label": {"a": "b"}}},
+        "metadata.label: unknown field; did you mean 'labels'?",
+    ),
+    (
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "dta": {"k": "v"}},
+        "dta: unknown field; did you mean 'data'?",
+    ),
+    (
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "p"},
+            "valeu": 9,
+        },
+        "valeu: unknown field; did you mean 'value'?",
+    ),
+    (
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "d"},
+            "spec": {"replica": 2, "template": {"spec": {"containers": []}}},
+        },
+        "spec.replica: unknown field; did you mean 'replicas'?",
+    ),
+    (
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "j"},
+            "spec": {
+                "template": {
+                    "spec": {"containers": [{"name": "c", "resouces": {"limits": {"nvidia.com/gpu": 1}}}]}
+                }
             },
-            "spec.maxx: unknown field; did you mean 'max'?",
-        ),
-        (
-            {
-                "apiVersion": "config.koordinator.sh/v1alpha1",
-                "kind": "ClusterColocationProfile",
-                "metadata": {"name": "c"},
-                "spec": {"selector": {}, "qosClass": "BE", "prioritClassName": "koord-batch"},
-            },
-            "spec.prioritClassName: unknown field; did you mean 'priorityClassName'?",
-        ),
-        (
-            {
-                "apiVersion": "slo.koordinator.sh/v1alpha1",
-                "kind": "NodeMetric",
-                "metadata": {"name": "n"},
-                "status": {"updateTim": "2024-01-01T00:00:00Z"},
-            },
-            "status.updateTim: unknown field; did you mean 'updateTime'?",
-        ),
-        (
-            {
-                "apiVersion": "topology.node.k8s.io/v1alpha1",
-                "kind": "NodeResourceTopology",
-                "metadata": {"name": "n"},
-                "zone": [],
-            },
-            "zone: unknown field; did you mean 'zones'?",
-        ),
-        (
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": "n"},
-                "status": {"allocatable": {"cpu": "4"}, "capacty": {"cpu": "4"}},
-            },
-            "status.capacty: unknown field; did you mean 'capacity'?",
-        ),
-        (
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "label": {"a": "b"}}},
-            "metadata.label: unknown field; did you mean 'labels'?",
-        ),
-        (
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "dta": {"k": "v"}},
-            "dta: unknown field; did you mean 'data'?",
-        ),
-        (
-            {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": "p"},
-                "valeu": 9,
-            },
-            "valeu: unknown field; did you mean 'value'?",
-        ),
-        (
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": "d"},
-                "spec": {"replica": 2, "template": {"spec": {"containers": []}}},
-            },
-            "spec.replica: unknown field; did you mean 'replicas'?",
-        ),
-        (
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {"name": "j"},
-                "spec": {
-                    "template": {
-                        "spec": {"containers": [{"name": "c", "resouces": {"limits": {"nvidia.com/gpu": 1}}}]}
-                    }
-                },
-            },
-            "spec.template.spec.containers[0].resouces: unknown field; did you mean 'resources'?",
-        ),
-        (
-            {
-                "apiVersion": "apps/v1",
-                "kind": "StatefulSet",
-                "metadata": {"name": "s"},
-                "spec": {"template": {"metadata": {"annotation": {}}, "spec": {"containers": []}}},
-            },
-            "spec.template.metadata.annotation: unknown field; did you mean 'annotations'?",
-        ),
-    ],
-    ids=[
-        "reservation-template",
-        "elastic-quota",
-        "colocation-profile",
-        "node-metric-status",
-        "topology",
-        "node-status",
-        "metadata",
-        "configmap",
-        "priority-class",
-        "deployment-spec",
-        "job-template-container",
-        "statefulset-template-metadata",
-    ],
-)
+        },
+        "spec.template.spec.containers[0].resouces: unknown field; did you mean 'resources'?",
+    ),
+    (
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "s"},
+            "spec": {"template": {"metadata": {"annotation": {}}, "spec": {"containers": []}}},
+        },
+        "spec.template.metadata.annotation: unknown field; did you mean 'annotations'?",
+    ),
+]
+MISSPELT_IDS = [
+    "reservation-template",
+    "elastic-quota",
+    "colocation-profile",
+    "node-metric-status",
+    "topology",
+    "node-status",
+    "metadata",
+    "configmap",
+    "priority-class",
+    "deployment-spec",
+    "job-template-container",
+    "statefulset-template-metadata",
+]
+
+
+@pytest.mark.parametrize(("body", "expected"), MISSPELT, ids=MISSPELT_IDS)
 def test_a_misspelt_field_of_any_object_read_from_a_file_is_refused_with_the_nearest_name(
     body: dict[str, Any], expected: str
 ) -> None:

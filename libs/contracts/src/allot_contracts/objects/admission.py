@@ -202,6 +202,17 @@ def accepted_kinds() -> list[str]:
     return sorted(f"{k.api_version} {k.kind}" for k in KINDS)
 
 
+def _metadata_issues(
+    manifest: Mapping[str, Any], namespaced: bool, found: list[FieldIssue]
+) -> list[FieldIssue]:
+    """What the API server refuses in any object's metadata (label keys and values, annotation keys, the annotations'
+    size, owner references) that the kind's parser has not reported already."""
+    issues: list[FieldIssue] = []
+    read_meta(manifest, issues, namespaced=namespaced)
+    reported = {i.path for i in found}
+    return [i for i in issues if i.path not in reported]
+
+
 def admit(manifest: Mapping[str, Any], context: PodContext = DEFAULT_CONTEXT) -> Admitted:
     """Admission of one manifest (see the module docstring)."""
     api_version = str(manifest.get("apiVersion") or "")
@@ -245,6 +256,8 @@ def admit(manifest: Mapping[str, Any], context: PodContext = DEFAULT_CONTEXT) ->
     if issues:
         return Admitted(api_version=api_version, kind=kind, namespace=namespace, name=name, issues=issues)
     obj = spec.parse(manifest, issues, warnings, context)
+    if kind != "Pod":  # a pod's parser reads its metadata whole; other kinds' read the parts they use
+        issues += _metadata_issues(manifest, spec.namespaced, issues)
     if not spec.acted_on:
         warnings.append(not_acted_on("kind", spec.note))
     return Admitted(

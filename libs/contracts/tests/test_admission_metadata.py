@@ -1,0 +1,58 @@
+"""Every kind's metadata is checked as the API server checks any object's: label keys and values, annotation keys.
+A Node labelled `zone: "eu west"` is refused at the door, as `kubectl apply` refuses it, instead of being recorded
+with a label no selector can match."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from allot_contracts.objects.admission import KINDS, admit
+
+SPECS: dict[str, dict[str, Any]] = {
+    "Pod": {"spec": {"containers": [{"name": "c"}]}},
+    "Node": {"status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}},
+    "Device": {"spec": {"devices": []}},
+    "NodeResourceTopology": {"topologyPolicies": ["None"], "zones": []},
+    "ElasticQuota": {"spec": {"min": {"cpu": "1"}, "max": {"cpu": "2"}}},
+    "ElasticQuotaProfile": {"spec": {"quotaName": "x", "nodeSelector": {"matchLabels": {"a": "b"}}}},
+    "PodGroup": {"spec": {"minMember": 1}},
+    "Reservation": {
+        "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}, "owners": [{"object": {"name": "p"}}]}
+    },
+    "PodMigrationJob": {"spec": {"podRef": {"name": "p", "namespace": "d"}}},
+    "NodeMetric": {"status": {}},
+    "ClusterColocationProfile": {"spec": {"selector": {}}},
+    "ConfigMap": {"data": {}},
+    "PriorityClass": {"value": 5},
+    "Namespace": {},
+}
+BAD = [
+    ("labels", {"bad key!": "v"}, 'metadata.labels["bad key!"]'),
+    ("labels", {"zone": "eu west"}, 'metadata.labels["zone"]'),
+    ("annotations", {"bad key!": "v"}, 'metadata.annotations["bad key!"]'),
+    ("labels", "zone=eu", "metadata.labels"),
+]
+
+
+def manifest(kind: str) -> dict[str, Any]:
+    spec = next(k for k in KINDS if k.kind == kind)
+    metadata = {"name": "n1", **({"namespace": "d"} if spec.namespaced else {})}
+    return {"apiVersion": spec.api_version, "kind": kind, "metadata": metadata, **copy.deepcopy(SPECS[kind])}
+
+
+def test_every_kind_is_covered() -> None:
+    assert {k.kind for k in KINDS} == set(SPECS)
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_bad_labels_and_annotation_keys_are_refused_once_with_their_path_in_every_kind(kind: str) -> None:
+    good = admit(manifest(kind))
+    assert good.ok, good.issues
+    for field, value, path in BAD:
+        body = manifest(kind)
+        body["metadata"][field] = value
+        refused = admit(body)
+        assert [issue.path for issue in refused.issues] == [path], (field, value)
