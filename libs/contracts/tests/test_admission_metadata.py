@@ -56,3 +56,27 @@ def test_bad_labels_and_annotation_keys_are_refused_once_with_their_path_in_ever
         body["metadata"][field] = value
         refused = admit(body)
         assert [issue.path for issue in refused.issues] == [path], (field, value)
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [(8, "must be a string; quote it"), (True, "must be a string; quote it"), ([], "must be a string")],
+)
+@pytest.mark.parametrize("kind", ["PodGroup", "Reservation", "ElasticQuotaProfile"])
+def test_a_label_value_yaml_reads_as_a_number_or_boolean_is_refused(
+    kind: str, value: object, reason: str
+) -> None:
+    """``tier: 010`` is the number 8 to YAML 1.1: recorded as the label "8" it would match no selector the user
+    wrote. ``kubectl apply`` refuses a label that is not a string."""
+    body = manifest(kind)
+    body["metadata"]["labels"] = {"tier": value}
+    [issue] = admit(body).issues
+    assert (issue.path, issue.message) == ('metadata.labels["tier"]', reason)
+
+
+def test_a_nodes_label_of_the_wrong_type_is_refused_once() -> None:
+    body = manifest("Node")
+    body["metadata"]["labels"] = {"tier": 8}
+    assert [(i.path, i.message) for i in admit(body).issues] == [
+        ('metadata.labels["tier"]', "must be a string (got int)")
+    ]

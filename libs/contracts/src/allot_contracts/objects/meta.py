@@ -122,8 +122,10 @@ def _string_map(raw: Any, field: str, issues: list[FieldIssue], *, labels: bool)
             )
             continue
         if labels:
-            if isinstance(value, bool) or not isinstance(value, str | int | float):
-                issues.append(FieldIssue(path=path, message="must be a string", value=str(value)[:100]))
+            # YAML reads `8`, `true` or `010` (octal: 8) as a number or a boolean: kubectl refuses it
+            if not isinstance(value, str):
+                reason = "must be a string" + ("; quote it" if isinstance(value, int | float) else "")
+                issues.append(FieldIssue(path=path, message=reason, value=str(value)[:100]))
                 continue
             text = str(value)
             if not is_label_value(text):

@@ -80,7 +80,7 @@ def _string_map(values: Any, path: str, issues: list[FieldIssue]) -> None:
     for key, value in values.items():
         if not isinstance(value, str):
             issues.append(
-                FieldIssue(path=f"{path}[{key}]", message=f"must be a string (got {type(value).__name__})")
+                FieldIssue(path=f'{path}["{key}"]', message=f"must be a string (got {type(value).__name__})")
             )
 
 
