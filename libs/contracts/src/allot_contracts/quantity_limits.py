@@ -29,6 +29,7 @@ from typing import Final, Literal
 
 from allot_contracts.issues import FieldIssue
 from allot_contracts.objects import names as n
+from allot_contracts.quantity import QuantityError, to_canonical
 
 __all__ = ["CLUSTER_MAX", "CPU_NODE_MAX_MILLI", "NODE_MAX", "Scale", "maximum", "range_issue"]
 
@@ -74,3 +75,20 @@ def range_issue(name: str, amount: int, path: str, value: object, scale: Scale =
             value=str(value)[:100],
         )
     return None
+
+
+def checked_amount(
+    name: str, value: object, path: str, issues: list[FieldIssue], *, code: str = "InvalidQuantity"
+) -> int | None:
+    """The canonical amount of ``name`` read from ``value`` (a quantity at ``path``), or None with the issue that
+    refuses it: not a quantity (with ``code``), negative, or beyond what one machine has."""
+    try:
+        amount = to_canonical(name, value)  # type: ignore[arg-type]  # anything else is refused as not a quantity
+    except QuantityError as exc:
+        issues.append(FieldIssue(path=path, code=code, message=str(exc)))
+        return None
+    problem = range_issue(name, amount, path, value)
+    if problem is not None:
+        issues.append(problem)
+        return None
+    return amount

@@ -27,7 +27,7 @@ from allot_contracts.objects.load_aware import CustomUsageThresholds, read_usage
 from allot_contracts.objects.reservation_pod import unknown_field_issues
 from allot_contracts.objects.selectors import Taint, parse_taints
 from allot_contracts.quantity import QuantityError, to_canonical
-from allot_contracts.quantity_limits import range_issue
+from allot_contracts.quantity_limits import checked_amount
 from allot_contracts.resources import parse_resource_list
 
 __all__ = [
@@ -411,17 +411,9 @@ def _zone_resources(resources: Any, path: str, errors: list[FieldIssue]) -> dict
             errors.append(FieldIssue(path=f"{where}.name", message="is required: a resource name"))
             continue
         field = "allocatable" if "allocatable" in r else "capacity"
-        value = r.get(field, 0)
-        try:
-            amount = to_canonical(name, value)
-        except QuantityError as exc:
-            errors.append(FieldIssue(path=f"{where}.{field}", message=str(exc)))
-            continue
-        problem = range_issue(name, amount, where, value)
-        if problem is not None:
-            errors.append(problem)
-            continue
-        out[name] = amount
+        amount = checked_amount(name, r.get(field, 0), f"{where}.{field}", errors, code="InvalidField")
+        if amount is not None:
+            out[name] = amount
     return out
 
 

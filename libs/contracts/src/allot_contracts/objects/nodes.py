@@ -25,7 +25,7 @@ from allot_contracts.objects.inventory import (
 )
 from allot_contracts.objects.meta import is_dns_subdomain
 from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
-from allot_contracts.quantity_limits import range_issue
+from allot_contracts.quantity_limits import checked_amount
 
 
 def _quantities(values: Any, path: str, issues: list[FieldIssue]) -> dict[str, int]:
@@ -36,16 +36,9 @@ def _quantities(values: Any, path: str, issues: list[FieldIssue]) -> dict[str, i
         issues.append(FieldIssue(path=path, message="must be a mapping of resource name to quantity"))
         return out
     for name, value in values.items():
-        try:
-            amount = to_canonical(str(name), value)
-        except QuantityError as exc:
-            issues.append(FieldIssue(path=f"{path}[{name}]", message=str(exc)))
-            continue
-        problem = range_issue(str(name), amount, f"{path}[{name}]", value)
-        if problem is not None:
-            issues.append(problem)
-            continue
-        out[str(name)] = amount
+        amount = checked_amount(str(name), value, f"{path}[{name}]", issues, code="InvalidField")
+        if amount is not None:
+            out[str(name)] = amount
     return out
 
 

@@ -25,8 +25,8 @@ from typing import Any, Final
 
 from allot_contracts.issues import FieldIssue, not_acted_on
 from allot_contracts.jsonvalue import JsonObject
-from allot_contracts.quantity import QuantityError, format_quantity, to_canonical
-from allot_contracts.quantity_limits import range_issue
+from allot_contracts.quantity import format_quantity
+from allot_contracts.quantity_limits import checked_amount
 
 __all__ = ["RESOURCE_MAP_FIELDS", "Usage", "read_resource_map", "resource_map"]
 
@@ -71,17 +71,9 @@ def _quantities(raw: Any, path: str, issues: list[FieldIssue]) -> Usage:
     out: Usage = {}
     for name in sorted(raw, key=str):
         value = raw[name]
-        where = f"{path}[{name}]"
-        try:
-            amount = to_canonical(str(name), value)
-        except QuantityError as exc:
-            issues.append(FieldIssue(path=where, code="InvalidQuantity", message=str(exc)))
-            continue
-        problem = range_issue(str(name), amount, where, value)
-        if problem is not None:
-            issues.append(problem)
-            continue
-        out[str(name)] = amount
+        amount = checked_amount(str(name), value, f"{path}[{name}]", issues)
+        if amount is not None:
+            out[str(name)] = amount
     return out
 
 
