@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -18,7 +19,7 @@ from allot_contracts.errors import Unavailable
 from allot_runtime.httpserver import bound_port
 from allot_testing import demo
 from allot_ui.model import UiModel
-from allot_ui.server import make_app, serve
+from allot_ui.server import LIMITS, make_app, serve
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,33 @@ REFUSED = [
     ("/pods?node=a%00b", "query.node: must not contain control characters"),
     ("/?x=1", "query.x: unknown parameter (this page takes none)"),
     ("/api/summary?x", "query.x: unknown parameter (this page takes none)"),
+    # numbers too long to read (Python's own message was the reason)
+    (
+        "/api/stream?after=" + "9" * 5000,
+        "query.after: must be a log position, at most 9223372036854775807 (got 5000",
+    ),
+    (
+        "/api/stream?after=9223372036854775808",
+        "query.after: must be a log position, at most 9223372036854775807",
+    ),
+    ("/pods?limit=" + "9" * 5000, "query.limit: must be an integer from 1 to 10000 (got '9999"),
+    # windows the log cannot give (were a 500, or a 200 with an error paragraph)
+    ("/usage?since=1000000d", "query.since: '1000000d' reaches before 0001-01-01T00:00:00Z"),
+    ("/usage?until=1000000d", "query.until: '1000000d' reaches before 0001-01-01T00:00:00Z"),
+    ("/usage?since=0001-01-01T00:00:00%2B14:00", "query.since: '0001-01-01T00:00:00+14:00' reaches before"),
+    ("/usage?since=" + "9" * 20 + "s", "query.since: a duration has at most 15 digits (got 20)"),
+    (
+        "/usage?since=9999-12-31T23:59:59Z",
+        "query.since: '9999-12-31T23:59:59Z' is after the window's end (the last",
+    ),
+    (
+        "/usage?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z",
+        "query.until: the window ends before it starts (until is earlier than since)",
+    ),
+    # a pod's path that no pod can have, refused before the log is read (a NUL was a 500 on PostgreSQL)
+    ("/pods/default/x%00", "path.name: 'x\\x00' is not a valid pod name (an RFC 1123 subdomain"),
+    ("/pods/Default/x", "path.namespace: 'Default' is not a valid namespace (an RFC 1123 label"),
+    ("/pods/default/" + "x" * 300, "path.name: '" + "x" * 64 + "' is not a valid pod name"),
 ]
 
 
@@ -57,16 +85,77 @@ async def test_valid_parameters_still_work_and_every_answer_says_nosniff(store: 
             "/pods?phase=&namespace=&node=&q=",
             "/pods?phase=Bound&limit=2",
             "/api/summary",
+            "/usage?since=&until=",
             "/nope",
         ):
             response = await client.get(path)
             assert response.status in (200, 404), path
             assert response.headers["X-Content-Type-Options"] == "nosniff", path
-        response = await client.get("/api/stream?after=0")
+        for after in ("0", ""):  # empty: as when absent (was refused with int()'s message)
+            response = await client.get(f"/api/stream?after={after}")
+            assert response.status == 200
+            assert response.headers["X-Content-Type-Options"] == "nosniff"
+            assert (await response.content.readuntil(b"\n\n")).startswith(b"id: 1\n")
+            response.close()
+
+
+async def test_head_of_the_live_stream_is_its_headers_alone(store: Any) -> None:
+    async with TestClient(TestServer(make_app(UiModel(store), poll=0.05))) as client:
+        response = await asyncio.wait_for(client.head("/api/stream?after=0"), 20)  # was: events, never ending
         assert response.status == 200
-        assert response.headers["X-Content-Type-Options"] == "nosniff"
-        assert (await response.content.readuntil(b"\n\n")).startswith(b"id: ")
-        response.close()
+        assert response.headers["Content-Type"] == "text/event-stream"
+        assert await asyncio.wait_for(response.read(), 20) == b""
+
+
+async def test_live_streams_have_a_cap_of_their_own(store: Any) -> None:
+    async with TestClient(TestServer(make_app(UiModel(store), poll=0.05, max_streams=2))) as client:
+        first = await client.get("/api/stream?after=0")
+        second = await client.get("/api/stream?after=0")
+        assert first.status == second.status == 200
+        refused = await client.get("/api/stream?after=0")
+        assert refused.status == 503
+        assert (await refused.json())["message"] == "too many live streams open (at most 2); try again later"
+        assert refused.headers["Retry-After"] == "10"
+        assert (await client.get("/pods")).status == 200  # pages are still served
+        first.close()
+        for _ in range(200):  # the closed stream's slot comes back once its handler sees the reader gone
+            again = await client.get("/api/stream?after=0")
+            if again.status == 200:
+                break
+            await asyncio.sleep(0.05)
+        assert again.status == 200
+        again.close()
+        second.close()
+
+
+async def test_probes_and_scrapes_are_answered_when_every_connection_is_a_stream(store: Any) -> None:
+    limits = replace(LIMITS, max_connections=2, reserve=2)
+    runner = await serve(UiModel(store), "127.0.0.1", 0, poll=0.05, limits=limits)
+    port = bound_port(runner)
+    opened = []
+    try:
+        for _ in range(2):  # every connection taken by a live stream
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /api/stream?after=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)).startswith(b"HTTP/1.1 200")
+            opened.append(writer)
+
+        async def answer(path: str) -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            try:
+                return await asyncio.wait_for(reader.read(), 20)
+            finally:
+                writer.close()
+
+        for path in ("/healthz", "/readyz", "/metrics"):
+            assert (await answer(path)).startswith(b"HTTP/1.1 200"), path  # was: 503 too many connections
+        page = await answer("/pods")
+        assert page.startswith(b"HTTP/1.1 503") and b"too many connections; try again" in page
+    finally:
+        for writer in opened:
+            writer.close()
+        await runner.cleanup()
 
 
 async def test_the_served_view_closes_connections_whose_headers_do_not_come(store: Any) -> None:

@@ -1,14 +1,19 @@
 """PostgreSQL's errors as the event store reports them: which driver errors there are, which of them are worth a retry
 (:class:`~allot_contracts.errors.Unavailable`), and which say the log cannot be used at all (a server that cannot be
-reached, a database, user or password it refuses)."""
+reached, a database, user or password it refuses); and asyncpg's log of its reconnection attempts, one line per
+outage (:data:`RECONNECTS`)."""
 
 from __future__ import annotations
+
+import logging
 
 import asyncpg
 
 from allot_contracts.errors import ConcurrencyConflict, PermanentError, Unavailable
 
-__all__ = ["DRIVER_ERRORS", "connection_refusal", "translate"]
+__all__ = ["CONNECT_TIMEOUT_S", "DRIVER_ERRORS", "RECONNECTS", "connection_refusal", "translate"]
+
+CONNECT_TIMEOUT_S = 10.0  # seconds to make a connection
 
 # canceled or timed-out statement, serialization failure, deadlock, operator intervention / shutdown
 _RETRYABLE_SQLSTATES = frozenset({"57014", "40001", "40P01", "57P01", "57P02", "57P03", "55P03", "53300"})
@@ -23,8 +28,13 @@ DRIVER_ERRORS = (
 )
 
 
-def translate(exc: BaseException) -> Exception:
-    """Map a driver error to ours (cause chained by the caller)."""
+def translate(exc: BaseException, *, reading: bool = False, timeout: float | None = None) -> Exception:
+    """Map a driver error to ours (cause chained by the caller). ``reading``: the statement only read (a value it was
+    given that PostgreSQL refuses wrote nothing); ``timeout``: the seconds the statement (or connection) was given, for
+    the reason of a timeout, which has no text of its own."""
+    if isinstance(exc, TimeoutError) and not str(exc):
+        within = f"within {timeout:g} s" if timeout is not None else "in time"
+        return Unavailable(f"PostgreSQL unavailable: no answer {within} (timed out)")
     if isinstance(exc, asyncpg.exceptions.LockNotAvailableError):
         return Unavailable("event log busy: timed out waiting for the append lock", delay=0.5)
     if getattr(exc, "sqlstate", None) in _RETRYABLE_SQLSTATES:
@@ -32,6 +42,10 @@ def translate(exc: BaseException) -> Exception:
     if isinstance(exc, asyncpg.exceptions.UniqueViolationError):
         return ConcurrencyConflict(f"concurrent append to the same stream version: {exc}")
     if isinstance(exc, asyncpg.exceptions.UntranslatableCharacterError | asyncpg.exceptions.DataError):
+        if reading:
+            return PermanentError(
+                f"PostgreSQL refused a value the read was given (nothing was written): {exc}"
+            )
         return PermanentError(f"event payload rejected by PostgreSQL: {exc}")
     if isinstance(exc, OSError | TimeoutError | asyncpg.exceptions.PostgresConnectionError | ConnectionError):
         return Unavailable(f"PostgreSQL unavailable: {exc}")
@@ -58,3 +72,34 @@ def connection_refusal(exc: BaseException) -> str | None:
     ):
         return f"PostgreSQL refused the connection: {exc}"
     return None
+
+
+class _QuietReconnects(logging.Filter):
+    """asyncpg's "Failed to restore the pool connection floor; retrying" (a warning with a traceback, at every attempt
+    while the server is away) as one line per outage, with the reason: the attempts after it are dropped until a
+    connection is made again (the store's connection set-up clears :attr:`down`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Failed to restore the pool connection"):
+            return True
+        if self.down:
+            return False
+        self.down = True
+        cause = record.exc_info[1] if record.exc_info else None
+        reason = str(translate(cause, timeout=CONNECT_TIMEOUT_S)) if cause is not None else "no reason given"
+        record.msg, record.args = (
+            "PostgreSQL cannot be reached (%s); reconnecting quietly until it can",
+            (reason,),
+        )
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+RECONNECTS = (
+    _QuietReconnects()
+)  # on asyncpg's pool logger from the first import (one per process, as the logger)
+logging.getLogger("asyncpg.pool").addFilter(RECONNECTS)

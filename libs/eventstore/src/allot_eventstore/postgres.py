@@ -19,6 +19,15 @@ the relay wakes at once → ``COMMIT``. The store talks to PostgreSQL through it
 carry ``lock_timeout`` and are returned without a reset query: SQLAlchemy's pool (a ping per checkout, its own
 transaction wrapper, a rollback on return) cost six more round trips per append, more than the append itself.
 Driver exceptions are translated into :mod:`allot_contracts.errors` here and nowhere else.
+
+Timeouts: a connection must be made within ``connect_timeout`` seconds (10 by default); appends are bounded by ``lock_timeout`` and
+run as long as their statements need (a large COPY, a snapshot). Reads (every ``_fetch``) may be given
+``read_timeout`` seconds each, to get a pooled connection and to be answered, so a server that stops answering with
+its connections left open makes a read fail (:class:`Unavailable`, "no answer within N s") instead of hanging its
+caller; None (the default) waits as long as the server takes. The web view sets it (docs/limits.md).
+
+While PostgreSQL cannot be reached, asyncpg retries the pool's standing connection and logs each failed attempt with
+a traceback: :data:`~allot_eventstore.pg_errors.RECONNECTS` makes that one line per outage.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
 from allot_eventstore.append_plan import AppendPlan, Stale, drop_recorded, event_rows, plan_versions
 from allot_eventstore.clock import Clock, from_datetime, system_clock
-from allot_eventstore.pg_errors import DRIVER_ERRORS, translate
+from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, DRIVER_ERRORS, RECONNECTS, translate
 from allot_eventstore.protocol import LAST_POSITION, AppendResult, Checkpoint, EventStore, Fence, read_ahead
 from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.urls import plain_url
@@ -164,6 +173,7 @@ async def _codecs(conn: Any) -> None:
     """Every connection of the store reads a timestamptz as µs since the epoch (what the envelope holds) and a json
     value as its bytes, without making a datetime or a string of each row's first (reading the log is what replay
     and every catching-up service do most). Writing takes either form."""
+    RECONNECTS.down = False  # a connection was made: a later outage is logged again
     await conn.set_type_codec(
         "timestamptz", schema="pg_catalog", encoder=_time_to_pg, decoder=_time_from_pg, format="tuple"
     )
@@ -233,12 +243,16 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         pool_size: int = 5,
         lock_timeout_ms: int = 10_000,
         fence: Fence | None = None,
+        read_timeout: float | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
     ) -> None:
         self.url = url
         self.fence = fence  # every append is made under it (unless one names another): see advance_fence
         self._clock = clock
         self._pool_size = pool_size
         self._lock_timeout_ms = lock_timeout_ms
+        self.read_timeout = read_timeout  # seconds per read (the module's docstring); None: no bound
+        self.connect_timeout = connect_timeout
         self._pool: asyncpg.Pool | None = None
         self._opening = asyncio.Lock()
 
@@ -251,9 +265,19 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         pool_size: int = 5,
         lock_timeout_ms: int = 10_000,
         fence: Fence | None = None,
+        read_timeout: float | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
     ) -> PostgresEventStore:
         plain_url(url)  # refuse a URL that is not PostgreSQL's now, not on first use
-        return cls(url, clock=clock, pool_size=pool_size, lock_timeout_ms=lock_timeout_ms, fence=fence)
+        return cls(
+            url,
+            clock=clock,
+            pool_size=pool_size,
+            lock_timeout_ms=lock_timeout_ms,
+            fence=fence,
+            read_timeout=read_timeout,
+            connect_timeout=connect_timeout,
+        )
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -271,7 +295,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                             plain_url(self.url),
                             min_size=1,
                             max_size=self._pool_size,
-                            timeout=10,
+                            timeout=self.connect_timeout,
                             reset=_no_reset,
                             init=_codecs,
                             server_settings={
@@ -280,7 +304,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                             },
                         )
                     except DRIVER_ERRORS as exc:
-                        raise translate(exc) from exc
+                        raise translate(exc, timeout=self.connect_timeout) from exc
         return self._pool
 
     @contextlib.asynccontextmanager
@@ -431,10 +455,14 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         pool = await self._connections()
+        bound = self.read_timeout
         try:
-            return list(await pool.fetch(sql, *args))
+            # the same bound to get a connection, for the answer, and to give the connection back (asyncpg waits
+            # that long for a timed-out statement's cancellation, then closes the connection)
+            async with pool.acquire(timeout=bound) as conn:
+                return list(await conn.fetch(sql, *args, timeout=bound))
         except DRIVER_ERRORS as exc:
-            raise translate(exc) from exc
+            raise translate(exc, reading=True, timeout=bound) from exc
 
     @staticmethod
     def _where(

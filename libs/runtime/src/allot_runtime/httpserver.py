@@ -10,7 +10,9 @@ the web view) is served through :func:`start`, with the same defences against sl
   is refused instead of held.
 - **idle timeout**: a kept-alive connection with no request in ``idle_timeout`` seconds is closed.
 - **connections**: at most ``max_connections`` at once; a new one beyond that closes the longest-idle kept-alive
-  connection, or, when every connection is busy, is answered ``503`` and closed.
+  connection, or, when every connection is busy, is answered ``503`` and closed. A server may hold ``reserve``
+  connections more for ``reserved_paths`` (probes and scrapes): a connection taken from the reserve is answered
+  only for those paths (``503`` and closed for any other), so a full server still answers ``/healthz``.
 - **sizes**: the body (``max_body``, ``413``), the request line and each header (``max_line``), the number of headers
   (``max_headers``); a JSON body nests at most ``max_depth`` levels (``400``, checked before it is parsed).
 - every answer carries ``X-Content-Type-Options: nosniff``; refusals are JSON ``{"message": ...}`` naming what was
@@ -61,6 +63,8 @@ class Limits:
     max_depth: int = 64  # nesting levels of a JSON body
     max_line: int = 8190  # bytes of the request line and of each header
     max_headers: int = 100
+    reserve: int = 0  # connections beyond max_connections, answered only for reserved_paths
+    reserved_paths: tuple[str, ...] = ()
 
 
 # /healthz, /readyz, /metrics and /state: GET only, for probes and scrapes
@@ -100,6 +104,7 @@ class _Guard(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         # "headers" (waiting for a request's headers), "request" (being answered) or "idle" (kept alive)
         self.state = "headers"
+        self.reserved = False  # taken from the reserve: answered only for the reserved paths
         self.timer: asyncio.TimerHandle | None = None
         self.idle_since = 0.0
 
@@ -230,7 +235,7 @@ class _Handler(RequestHandler):
 class GuardedSite(BaseSite):
     """A TCP site (plain or TLS) whose connections are counted and timed (:class:`_Guard`)."""
 
-    __slots__ = ("_host", "_port", "limits", "guards", "bound_port")
+    __slots__ = ("_host", "_port", "limits", "guards", "bound_port", "in_reserve")
 
     def __init__(
         self,
@@ -246,6 +251,7 @@ class GuardedSite(BaseSite):
         self.limits = limits
         self.guards = guards  # by transport: the middleware finds a request's connection here
         self.bound_port = port
+        self.in_reserve = 0  # connections taken from the reserve
 
     @property
     def name(self) -> str:
@@ -257,20 +263,26 @@ class GuardedSite(BaseSite):
         return _Handler(server, loop=asyncio.get_running_loop(), **_handler_settings(self.limits))
 
     def admit(self, guard: _Guard) -> bool:
-        if len(self.guards) >= self.limits.max_connections:
-            idle = [g for g in self.guards.values() if g.state == "idle"]
-            if not idle:
+        if len(self.guards) - self.in_reserve >= self.limits.max_connections:
+            idle = [g for g in self.guards.values() if g.state == "idle" and not g.reserved]
+            if idle:
+                oldest = min(idle, key=lambda g: g.idle_since)
+                self.release(oldest)
+                if oldest.transport is not None:
+                    oldest.transport.close()
+            elif self.in_reserve < self.limits.reserve and self.limits.reserved_paths:
+                guard.reserved = True
+                self.in_reserve += 1
+            else:
                 return False
-            oldest = min(idle, key=lambda g: g.idle_since)
-            self.release(oldest)
-            if oldest.transport is not None:
-                oldest.transport.close()
         self.guards[guard.transport] = guard
         return True
 
     def release(self, guard: _Guard) -> None:
         if self.guards.get(guard.transport) is guard:
             del self.guards[guard.transport]
+            if guard.reserved:
+                self.in_reserve -= 1
 
     async def start(self) -> None:
         await super().start()
@@ -297,6 +309,10 @@ def application(limits: Limits = HEALTH) -> web.Application:
     @web.middleware
     async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
         guard = guards.get(request.transport)
+        if guard is not None and guard.reserved and request.path not in limits.reserved_paths:
+            refusal = refuse("too many connections; try again", 503)
+            refusal.force_close()
+            raise refusal
         if guard is not None:
             guard.started()
         try:

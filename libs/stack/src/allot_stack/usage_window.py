@@ -1,24 +1,46 @@
 """The window of ``allot report usage`` (and of the web view's usage page) from its ``--since``/``--until`` flags:
 durations back from the last recorded event or ISO-8601 times, never the wall clock; and the report's rows for that
-window, read from the log (the fold is :func:`allot_views.usage.usage`)."""
+window, read from the log (the fold is :class:`allot_views.usage.UsageFold`).
+
+The log is read in pages of :data:`PAGE` events and each page is folded before the next is read, so what a report
+holds is one page and the fold's per-pod records, however long the window: a year's window costs time, not memory.
+A window's ends are times the report can show (years 1 to 9999, UTC); one reaching past them is refused naming the
+flag, as a window that ends before it starts is."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
 from allot_views.usage import Window
 
+__all__ = [
+    "PAGE",
+    "SYNTAX_ANCHOR_US",
+    "fold_window",
+    "parse_window",
+    "resolve_window",
+    "store_usage",
+    "usage_rows",
+]
+
 # an anchor for checking a window's syntax before the log is read (any instant far from both ends of time will do)
 SYNTAX_ANCHOR_US = 1 << 62
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
+# the first and last µs a report can show (0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999Z)
+FIRST_US, LAST_US = -62_135_596_800_000_000, 253_402_300_799_999_999
+_MOST_DIGITS = 15  # a duration longer than any window between those ends has more digits (in seconds: 12)
+PAGE = 2000  # events read (and decoded) at a time
 
 
 def _duration_s(text: str, flag: str) -> int:
     m = _DURATION.match(text.strip())
     if not m:
         raise ValueError(f"{flag}: {text!r} is not a duration (a whole number and s, m, h, d or w, e.g. 7d)")
+    if len(m.group(1)) > _MOST_DIGITS:
+        raise ValueError(f"{flag}: a duration has at most {_MOST_DIGITS} digits (got {len(m.group(1))})")
     return int(m.group(1)) * _UNITS[m.group(2)]
 
 
@@ -47,9 +69,32 @@ def parse_window(since: str, until: str | None, *, last_us: int) -> Window:
     from ``until``. Raises ValueError naming the flag when input is bad."""
     until_us = last_us if until is None else _instant_us(until, "--until", last_us)
     since_us = _instant_us(since, "--since", until_us if _DURATION.match(since.strip()) else last_us)
+    if until_us < since_us and until is None:
+        raise ValueError(
+            f"--since: {since.strip()!r} is after the window's end (the last recorded event, {_shown(until_us)})"
+        )
     if until_us < since_us:
         raise ValueError("--until: the window ends before it starts (--until is earlier than --since)")
     return Window(since_us, until_us)
+
+
+def _shown(us: int) -> str:
+    from allot_eventstore.clock import iso
+
+    return iso(us) if FIRST_US <= us <= LAST_US else f"{us} µs since 1970"
+
+
+def resolve_window(since: str, until: str | None, *, last_us: int) -> Window:
+    """:func:`parse_window` for the log whose last event was recorded at ``last_us``, each end a time the report can
+    show: ValueError naming the flag for an end outside years 1 to 9999."""
+    window = parse_window(since, until, last_us=last_us)
+    for flag, text, us in (("--until", until, window.until_us), ("--since", since, window.since_us)):
+        if not FIRST_US <= us <= LAST_US:
+            edge = "before 0001-01-01T00:00:00Z" if us < FIRST_US else "after 9999-12-31T23:59:59Z"
+            raise ValueError(
+                f"{flag}: {(text or '').strip()!r} reaches {edge}, outside the times a report shows"
+            )
+    return window
 
 
 async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
@@ -63,12 +108,33 @@ async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[
         raise UsageError(str(exc)) from None
 
 
-async def store_usage(store: Any, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
-    """The window and its rows from an open event store; ValueError naming the flag for a bad window."""
-    from allot_views.usage import USAGE_TYPES, usage
+async def window_at(store: Any, since: str, until: str | None, *, position: int | None = None) -> Window:
+    """The window for the log up to ``position`` (its head when None): :func:`resolve_window` from the time of the
+    event at that position; ValueError naming the flag for a bad window."""
+    if position is None:
+        position, _ = await store.head()
+    last = await store.read(after=position - 1, limit=1) if position else []
+    return resolve_window(since, until, last_us=last[0].recorded_at if last else 0)
 
-    head, _ = await store.head()
-    last = await store.read(after=head - 1, limit=1) if head else []
-    window = parse_window(since, until, last_us=last[0].recorded_at if last else 0)
-    events = [(r.recorded_at, r.decode()) async for r in store.iterate(types=USAGE_TYPES)]
-    return window, usage(events, window, by)  # type: ignore[arg-type]
+
+async def fold_window(store: Any, window: Window, by: str, *, position: int | None = None) -> list[Any]:
+    """The rows of ``window`` from the log up to ``position`` (its head when None), read :data:`PAGE` events at a
+    time and folded page by page (the module's docstring): the reading stops at the first event after the window."""
+    from allot_views.usage import USAGE_TYPES, UsageFold
+
+    fold = UsageFold(window, by)  # type: ignore[arg-type]
+    async with contextlib.aclosing(store.iterate(until=position, types=USAGE_TYPES, page=PAGE)) as records:
+        async for record in records:
+            if not fold.add(record.recorded_at, record.decode()):
+                break
+    return fold.rows()
+
+
+async def store_usage(
+    store: Any, since: str, until: str | None, by: str, *, position: int | None = None
+) -> tuple[Any, list[Any]]:
+    """The window and its rows from an open event store; ValueError naming the flag for a bad window."""
+    if position is None:
+        position, _ = await store.head()
+    window = await window_at(store, since, until, position=position)
+    return window, await fold_window(store, window, by, position=position)

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from allot_contracts.events._base import Event
 from allot_contracts.quantity import parse_quantity
 
-__all__ = ["BY", "USAGE_TYPES", "UsageRow", "Window", "usage"]
+__all__ = ["BY", "USAGE_TYPES", "UsageFold", "UsageRow", "Window", "usage"]
 
 By = Literal["quota", "namespace", "workload"]
 BY: tuple[By, ...] = ("quota", "namespace", "workload")
@@ -172,17 +172,25 @@ class _Ledger:
         self.members.setdefault(group, set()).add(key)
 
 
-def usage(events: Iterable[tuple[int, Event]], window: Window, by: By = "quota") -> list[UsageRow]:
-    """Usage per ``by`` group over ``window`` from the log's events: ``(recorded_at in µs, event)`` in log order."""
-    from allot_contracts.events.gangs import GangGroupPlaced, QuotaGroupAdmitted
-    from allot_contracts.events.inputs import PodDeleted, PodObserved, PodSubmitted
-    from allot_contracts.events.pods import PodPlaced, PodReleased
-    from allot_contracts.events.quota import QuotaAdmitted
+class UsageFold:
+    """:func:`usage` one event at a time, for a reader that streams the log (pages of it) rather than holding the
+    window: what it keeps is one small record per pod and one sum per group, however many events the window spans."""
 
-    ledger = _Ledger(window, by)
-    for at, event in events:
-        if at > window.until_us:
-            break
+    def __init__(self, window: Window, by: By = "quota") -> None:
+        self.window = window
+        self._ledger = _Ledger(window, by)
+
+    def add(self, at: int, event: Event) -> bool:
+        """Fold the event recorded at ``at`` (µs, in log order); False once the window is over (``at`` after its end:
+        the event is not folded, and no later one needs to be)."""
+        from allot_contracts.events.gangs import GangGroupPlaced, QuotaGroupAdmitted
+        from allot_contracts.events.inputs import PodDeleted, PodObserved, PodSubmitted
+        from allot_contracts.events.pods import PodPlaced, PodReleased
+        from allot_contracts.events.quota import QuotaAdmitted
+
+        if at > self.window.until_us:
+            return False
+        ledger = self._ledger
         match event:
             case PodSubmitted(pod=ref, manifest=manifest) | PodObserved(pod=ref, manifest=manifest):
                 ledger.close(ref.key, at)
@@ -201,9 +209,25 @@ def usage(events: Iterable[tuple[int, Event]], window: Window, by: By = "quota")
                 ledger.close(ref.key, at)
             case _:
                 pass
-    for key in list(ledger.pods):
-        ledger.close(key, window.until_us)
-    return [UsageRow(group, len(ledger.members[group]), *sums) for group, sums in sorted(ledger.sums.items())]
+        return True
+
+    def rows(self) -> list[UsageRow]:
+        """The rows for what was folded, every pod still holding counted up to the window's end."""
+        ledger = self._ledger
+        for key in list(ledger.pods):
+            ledger.close(key, self.window.until_us)
+        return [
+            UsageRow(group, len(ledger.members[group]), *sums) for group, sums in sorted(ledger.sums.items())
+        ]
+
+
+def usage(events: Iterable[tuple[int, Event]], window: Window, by: By = "quota") -> list[UsageRow]:
+    """Usage per ``by`` group over ``window`` from the log's events: ``(recorded_at in µs, event)`` in log order."""
+    fold = UsageFold(window, by)
+    for at, event in events:
+        if not fold.add(at, event):
+            break
+    return fold.rows()
 
 
 USAGE_TYPES = (

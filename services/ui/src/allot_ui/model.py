@@ -90,6 +90,7 @@ class UiModel:
     priority: dict[str, int] = field(default_factory=dict)
     arrival: dict[str, int] = field(default_factory=dict)
     specs: dict[str, JsonObject] = field(default_factory=dict)
+    outage: str = ""  # why the log cannot be read, while the background reader's reads fail (else empty)
 
     def cluster(self) -> Cluster:
         """The fold ``allot explain`` reads for the nearest miss and the queue place, at the view's position."""

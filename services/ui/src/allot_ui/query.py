@@ -17,6 +17,7 @@ __all__ = ["PARAMETERS", "QueryError", "checked"]
 Check = Callable[[str], str]  # the value as given, or ValueError with the reason
 
 MAX_POSITION: Final = 2**63 - 1  # a log position (PostgreSQL bigint)
+POSITION_DIGITS: Final = len(str(MAX_POSITION))  # 19
 MAX_LIMIT: Final = 10_000
 
 
@@ -24,14 +25,24 @@ class QueryError(ValueError):
     """One query parameter refused: ``query.<name>: <reason>``."""
 
 
+def _digits(value: str, most: int) -> bool:
+    """Whether ``value`` is a whole number written with at most ``most`` ASCII digits (checked before it is read as
+    one: Python refuses to read an integer of more than 4,300 digits with a message of its own)."""
+    return value.isascii() and value.isdigit() and len(value) <= most
+
+
 def _position(value: str) -> str:
-    if value and not (value.isascii() and value.isdigit()) or int(value) > MAX_POSITION:
+    if not value:
+        return value  # as when absent: from the start of the log
+    if not (value.isascii() and value.isdigit()):
         raise ValueError(f"must be a non-negative integer (got {value[:40]!r})")
+    if not _digits(value, POSITION_DIGITS) or int(value) > MAX_POSITION:
+        raise ValueError(f"must be a log position, at most {MAX_POSITION} (got {len(value)} digits)")
     return value
 
 
 def _limit(value: str) -> str:
-    if value and not (value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_LIMIT):
+    if value and not (_digits(value, 5) and 1 <= int(value) <= MAX_LIMIT):
         raise ValueError(f"must be an integer from 1 to {MAX_LIMIT} (got {value[:40]!r})")
     return value
 

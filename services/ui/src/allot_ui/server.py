@@ -6,8 +6,12 @@ Routes: ``/`` overview, ``/gpus`` GPUs (filter ``node``), ``/pods`` (filters ``p
 ``/gangs``, ``/reservations`` (and migrations), ``/usage`` quota chargeback (``by``, ``since``, ``until``, ``metric``), ``/events`` with a live stream (server-sent events from
 ``/api/stream?after=<position>``), ``/verify`` chain and per-service lag, ``/api/summary`` (JSON), ``/healthz``, ``/readyz`` and ``/metrics`` (the process's own figures).
 
-Every query parameter is checked (``allot_ui.query``: 400 naming the parameter), and the view is served with the
-limits every Allot HTTP server has (``allot_runtime.httpserver``: timeouts, connections, ``nosniff``).
+Every query parameter is checked (``allot_ui.query``: 400 naming the parameter), a pod's path is a namespace and a
+name as Kubernetes spells them (400 otherwise, before the log is read), and the view is served with the limits every
+Allot HTTP server has (``allot_runtime.httpserver``: timeouts, connections, ``nosniff``). Live streams have a cap of
+their own (:data:`MAX_STREAMS`, 503 beyond it), below the connection cap, so open pages never take every connection;
+``/healthz``, ``/readyz`` and ``/metrics`` are answered on connections held in reserve when every other one is busy.
+``/readyz`` says not ready while the log cannot be read (the background reader's last read failed or timed out).
 """
 
 from __future__ import annotations
@@ -23,21 +27,37 @@ from typing import Any
 from aiohttp import web
 
 from allot_contracts.errors import TransientError
+from allot_contracts.objects.meta import is_dns_label, is_dns_subdomain
 from allot_eventstore.clock import iso
 from allot_intake.errors import UsageError
 from allot_runtime.httpserver import Limits, application, refuse, start
 from allot_ui import gpus, pages, usage
 from allot_ui.model import UiModel
 from allot_ui.query import QueryError, checked
+from allot_ui.usage import Busy, Reports, WindowRefused
 
 MODEL: web.AppKey[UiModel] = web.AppKey("model", UiModel)
 POLL: web.AppKey[float] = web.AppKey("poll", float)
+REPORTS: web.AppKey[Reports] = web.AppKey("reports", Reports)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 log = logging.getLogger("allot.ui")
 QUERY: web.RequestKey[dict[str, str]] = web.RequestKey("allot_ui_query", dict)  # the checked query
 # A read-only view for a few people (docs/limits.md#http-servers): GET only, each open page's live stream holds one
-# connection.
-LIMITS = Limits(max_connections=64, max_body=64 * 1024)
+# connection, at most MAX_STREAMS of them; probes and scrapes get connections of their own when the rest are busy.
+LIMITS = Limits(
+    max_connections=64, max_body=64 * 1024, reserve=8, reserved_paths=("/healthz", "/readyz", "/metrics")
+)
+MAX_STREAMS = 32
+
+
+class Streams:
+    """The live streams open now, at most ``most`` (the rest of the connections are left to pages)."""
+
+    def __init__(self, most: int = MAX_STREAMS) -> None:
+        self.most, self.open = most, 0
+
+
+STREAMS: web.AppKey[Streams] = web.AppKey("streams", Streams)
 
 
 def _html(text: str) -> web.Response:
@@ -66,15 +86,39 @@ async def gpu_page(request: web.Request) -> web.StreamResponse:
 
 async def usage_page(request: web.Request) -> web.StreamResponse:
     model = request.app[MODEL]
-    body = await usage.usage_page(model, request[QUERY])
+    try:
+        body = await usage.usage_page(request.app[REPORTS], model, request[QUERY])
+    except WindowRefused as exc:
+        raise refuse(str(exc)) from None
+    except Busy as exc:
+        refusal = refuse(str(exc), 503)
+        refusal.headers["Retry-After"] = str(exc.retry_after)
+        raise refusal from None
     return _html(pages.layout("Usage", "/usage", body, model))
+
+
+def _pod_key(request: web.Request) -> str:
+    """The pod a path names, refused (400, before the log is read) unless its namespace is an RFC 1123 label and its
+    name an RFC 1123 subdomain, as Kubernetes names them."""
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    if not is_dns_label(namespace):
+        raise refuse(
+            f"path.namespace: {namespace[:64]!r} is not a valid namespace (an RFC 1123 label: a-z, 0-9, '-'; at "
+            "most 63 characters)"
+        )
+    if not is_dns_subdomain(name):
+        raise refuse(
+            f"path.name: {name[:64]!r} is not a valid pod name (an RFC 1123 subdomain: a-z, 0-9, '-', '.'; at "
+            "most 253 characters)"
+        )
+    return f"{namespace}/{name}"
 
 
 async def pod(request: web.Request) -> web.StreamResponse:
     from allot_stack.explain import explain, history
 
     model = request.app[MODEL]
-    key = f"{request.match_info['namespace']}/{request.match_info['name']}"
+    key = _pod_key(request)
     try:
         lines = explain(key, *await history(model.store, key), model.cluster())
     except UsageError as exc:
@@ -97,11 +141,30 @@ async def summary(request: web.Request) -> web.StreamResponse:
     return web.json_response(body)
 
 
+_STREAM_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
 async def stream(request: web.Request) -> web.StreamResponse:
-    """Server-sent events: every event recorded after ``after``, as it is folded, until the reader goes away."""
+    """Server-sent events: every event recorded after ``after``, as it is folded, until the reader goes away (HEAD:
+    the headers alone); 503 when :data:`MAX_STREAMS` are open."""
+    if request.method == "HEAD":
+        return web.Response(headers=_STREAM_HEADERS)
+    streams = request.app[STREAMS]
+    if streams.open >= streams.most:
+        refusal = refuse(f"too many live streams open (at most {streams.most}); try again later", 503)
+        refusal.headers["Retry-After"] = "10"
+        raise refusal
+    streams.open += 1
+    try:
+        return await _stream(request)
+    finally:
+        streams.open -= 1
+
+
+async def _stream(request: web.Request) -> web.StreamResponse:
     model = request.app[MODEL]
     after = int(request[QUERY].get("after") or 0)
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    response = web.StreamResponse(headers=_STREAM_HEADERS)
     await response.prepare(request)
     poll = request.app[POLL]
     try:
@@ -128,8 +191,14 @@ async def healthz(request: web.Request) -> web.StreamResponse:
     return web.json_response({"status": "ok", "service": "ui", "position": request.app[MODEL].position})
 
 
-async def readyz(_: web.Request) -> web.StreamResponse:
-    """Ready from the first answer: the first read of the log is done before the server listens."""
+async def readyz(request: web.Request) -> web.StreamResponse:
+    """Ready once the first read of the log is done (before the server listens) and for as long as the log can be
+    read: 503 with the reason while the background reader's reads fail or time out."""
+    outage = request.app[MODEL].outage
+    if outage:
+        return web.json_response(
+            {"ready": False, "reason": f"the event log cannot be read: {outage}"}, status=503
+        )
     return web.json_response({"ready": True})
 
 
@@ -154,23 +223,22 @@ async def follow(model: UiModel, poll: float) -> None:
     """Fold what the log records every ``poll`` seconds, for as long as the view runs: while the log cannot be read
     (the server restarting, the network down) the pages show what was read before, and reading goes on when it is
     back; the outage is logged once as it begins and once as it ends."""
-    down = False
     while True:
         try:
             await model.refresh()
             await model.refresh_projections()
         except TransientError as exc:
-            if not down:
+            if not model.outage:
                 log.warning(
                     "the event log cannot be read (%s); the view shows position %d until it can",
                     exc,
                     model.position,
                 )
-            down = True
+            model.outage = str(exc) or type(exc).__name__
         else:
-            if down:
+            if model.outage:
                 log.info("the event log can be read again; the view is at position %d", model.position)
-            down = False
+            model.outage = ""
         await asyncio.sleep(poll)
 
 
@@ -197,27 +265,47 @@ async def log_unreachable(request: web.Request, handler: Handler) -> web.StreamR
 
 
 async def serve(
-    model: UiModel, host: str, port: int, *, poll: float = 0.5, header_timeout: float | None = None
+    model: UiModel,
+    host: str,
+    port: int,
+    *,
+    poll: float = 0.5,
+    header_timeout: float | None = None,
+    limits: Limits | None = None,
+    max_streams: int = MAX_STREAMS,
 ) -> web.AppRunner:
-    """The view of ``model`` served on ``host:port`` with :data:`LIMITS` (``header_timeout`` replacing its own)."""
-    limits = LIMITS if header_timeout is None else replace(LIMITS, header_timeout=header_timeout)
-    return await start(make_app(model, poll=poll, limits=limits), host, port)
+    """The view of ``model`` served on ``host:port`` with ``limits`` (:data:`LIMITS`; ``header_timeout`` replacing
+    its own)."""
+    limits = limits or LIMITS
+    if header_timeout is not None:
+        limits = replace(limits, header_timeout=header_timeout)
+    return await start(make_app(model, poll=poll, limits=limits, max_streams=max_streams), host, port)
 
 
-def make_app(model: UiModel, *, poll: float = 0.5, limits: Limits | None = None) -> web.Application:
+def make_app(
+    model: UiModel,
+    *,
+    poll: float = 0.5,
+    limits: Limits | None = None,
+    max_streams: int = MAX_STREAMS,
+    reports: Reports | None = None,
+) -> web.Application:
     app = application(limits or LIMITS)
     app.middlewares.extend((checked_query, log_unreachable))
     app[MODEL] = model
     app[POLL] = poll
+    app[STREAMS] = Streams(max_streams)
+    app[REPORTS] = reports or Reports()
 
     async def background(app: web.Application) -> AsyncIterator[None]:
         await model.refresh()
         await model.refresh_projections(force=True)
-        task = asyncio.create_task(follow(model, poll))
+        task = asyncio.create_task(follow(model, poll), name="allot-ui follow the log")
         yield
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        await app[REPORTS].close()
 
     app.cleanup_ctx.append(background)
     app.router.add_get("/", _page("Overview", "/", pages.overview_page))

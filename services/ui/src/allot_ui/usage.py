@@ -3,11 +3,23 @@ GiB-hours and CPU-hours per quota, namespace or workload over a window of the lo
 as a table and a bar chart of one of the three (``metric``).
 
 The window is read from the log only (``until`` defaults to the last recorded event), so a page shows the same figures
-for the same log and query. A report is computed once per log position and query.
+for the same log and query. A window the log cannot give (an end before year 1 or after 9999, a ``since`` after the
+last recorded event) is refused (400, ``query.<since|until>: <reason>``).
+
+Concurrency model (:class:`Reports`, one per application): a report is computed once per log position, grouping and
+window (``since=7d`` and ``since=168h`` are one window), and kept among the last :data:`CACHE_SIZE`; requests for a
+report being computed wait for that computation rather than starting their own; at most :data:`MOST_AT_ONCE`
+different reports are computed at once, and a request for another is answered 503 with ``Retry-After`` (:class:`Busy`)
+instead of queueing. Each computation folds the log page by page (:mod:`allot_stack.usage_window`), so its memory
+does not grow with the window. A computation outlives the requests that wait for it (its result is cached for the
+next one) and is cancelled when the view stops.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 from allot_ui.html import e, table
@@ -15,7 +27,17 @@ from allot_ui.html import e, table
 if TYPE_CHECKING:
     from allot_ui.model import UiModel
 
-__all__ = ["METRICS", "check_by", "check_metric", "check_since", "check_until", "usage_page"]
+__all__ = [
+    "METRICS",
+    "Busy",
+    "Reports",
+    "WindowRefused",
+    "check_by",
+    "check_metric",
+    "check_since",
+    "check_until",
+    "usage_page",
+]
 
 # query value -> (row attribute of the total, of the borrowed part, label, unit)
 METRICS: Final = {
@@ -24,8 +46,9 @@ METRICS: Final = {
     "cpu": ("cpu_hours", "cpu_hours_borrowed", "CPU-hours", "CPU-h"),
 }
 _BARS: Final = 20  # groups drawn in the chart (the table lists all)
-_CACHE_SIZE: Final = 16
-_cache: dict[tuple[int, str, str, str, int], tuple[Any, list[Any]]] = {}
+CACHE_SIZE: Final = 16  # reports kept
+MOST_AT_ONCE: Final = 2  # reports computed at once
+RETRY_AFTER_S: Final = 5  # what a request refused for being one too many is told
 
 
 def _window(since: str, until: str | None) -> None:
@@ -73,18 +96,73 @@ def check_metric(value: str) -> str:
     return _one_of(METRICS, value)
 
 
-async def _report(model: UiModel, by: str, since: str, until: str) -> tuple[Any, list[Any]]:
-    """The window and rows for the query, computed once per log position (the view's) and query."""
-    from allot_stack.usage_window import store_usage
+class Busy(Exception):
+    """Every slot for computing a report is taken: the request is answered 503 with ``Retry-After``."""
 
-    key = (model.position, by, since, until, id(model.store))
-    found = _cache.get(key)
-    if found is None:
-        found = await store_usage(model.store, since, until or None, by)
-        if len(_cache) >= _CACHE_SIZE:
-            _cache.pop(next(iter(_cache)))
-        _cache[key] = found
-    return found
+    retry_after: int = RETRY_AFTER_S
+
+
+class WindowRefused(ValueError):
+    """A window the log cannot give: ``query.<since|until>: <reason>`` (400)."""
+
+
+Key = tuple[int, str, int, int]  # log position, grouping, window (µs)
+
+
+class Reports:
+    """The usage reports of one view: computed once per key, shared, bounded (the module's docstring)."""
+
+    def __init__(self, *, most: int = MOST_AT_ONCE, keep: int = CACHE_SIZE) -> None:
+        self.most, self.keep = most, keep
+        self._done: OrderedDict[Key, list[Any]] = OrderedDict()
+        self._running: dict[Key, asyncio.Task[list[Any]]] = {}
+
+    async def report(self, model: UiModel, by: str, since: str, until: str) -> tuple[Any, list[Any]]:
+        """The window and rows for the query at the view's log position."""
+        from allot_stack.usage_window import fold_window, window_at
+
+        position = model.position
+        try:
+            window = await window_at(model.store, since, until or None, position=position)
+        except ValueError as exc:
+            flag, _, reason = str(exc).partition(": ")
+            name = flag.removeprefix("--")
+            plain = reason.replace("--since", "since").replace("--until", "until")
+            raise WindowRefused(f"query.{name}: {plain}") from None
+        key = (position, by, window.since_us, window.until_us)
+        if key in self._done:
+            self._done.move_to_end(key)
+            return window, self._done[key]
+        task = self._running.get(key)
+        if task is None:
+            if len(self._running) >= self.most:
+                raise Busy(
+                    f"{len(self._running)} usage reports are being computed (at most {self.most} at once); "
+                    f"try again in {RETRY_AFTER_S} s"
+                )
+            task = asyncio.create_task(
+                fold_window(model.store, window, by, position=position), name=f"usage report {key}"
+            )
+            self._running[key] = task
+            task.add_done_callback(lambda done: self._finished(key, done))
+        return window, await asyncio.shield(task)
+
+    def _finished(self, key: Key, task: asyncio.Task[list[Any]]) -> None:
+        del self._running[key]
+        if task.cancelled() or task.exception() is not None:  # the waiters have it (or have gone)
+            return
+        self._done[key] = task.result()
+        while len(self._done) > self.keep:
+            self._done.popitem(last=False)
+
+    async def close(self) -> None:
+        """Cancel the computations still running (the view stops)."""
+        running = list(self._running.values())
+        for task in running:
+            task.cancel()
+        for task in running:
+            with contextlib.suppress(BaseException):
+                await task
 
 
 def chart(rows: list[Any], metric: str) -> str:
@@ -124,17 +202,15 @@ def chart(rows: list[Any], metric: str) -> str:
     return "".join(parts)
 
 
-async def usage_page(model: UiModel, query: dict[str, str]) -> str:
+async def usage_page(reports: Reports, model: UiModel, query: dict[str, str]) -> str:
+    """The page's body; :class:`WindowRefused` (400) or :class:`Busy` (503) when it cannot be computed."""
     from allot_eventstore.clock import iso
 
     by = query.get("by") or "quota"
     since = query.get("since") or "7d"
     until = query.get("until") or ""
     metric = query.get("metric") or "gpu"
-    try:
-        window, rows = await _report(model, by, since, until)
-    except ValueError as exc:
-        return f"<p class=bad>{e(exc)}</p>"
+    window, rows = await reports.report(model, by, since, until)
     label = METRICS[metric][2]
     links = " · ".join(
         f'<a href="/usage?by={b}&amp;since={e(since)}&amp;metric={metric}">{b}</a>'
