@@ -99,7 +99,6 @@ class _QuietReconnects(logging.Filter):
         return True
 
 
-RECONNECTS = (
-    _QuietReconnects()
-)  # on asyncpg's pool logger from the first import (one per process, as the logger)
+# on asyncpg's pool logger from the first import (one per process, as the logger)
+RECONNECTS = _QuietReconnects()
 logging.getLogger("asyncpg.pool").addFilter(RECONNECTS)
