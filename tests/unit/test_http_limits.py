@@ -149,6 +149,15 @@ async def test_every_answer_says_nosniff(port: int, caplog: pytest.LogCaptureFix
     )
 
 
+async def test_a_path_or_method_not_served_is_refused_in_json_like_every_other_refusal(port: int) -> None:
+    answer, _ = await exchange(port, b"GET /missing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert (status(answer), body(answer)) == (404, {"message": "no such path: /missing"})
+    assert b"\r\nContent-Type: application/json" in answer
+    answer, _ = await exchange(port, b"DELETE /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert (status(answer), body(answer)) == (405, {"message": "DELETE is not accepted here; allowed: POST"})
+    assert b"\r\nAllow: POST\r\n" in answer
+
+
 def test_the_depth_of_a_json_text_is_counted_without_parsing_it() -> None:
     assert json_depth(b"1") == 0
     assert json_depth(b"[" * 100_000 + b"]" * 100_000) == 100_000

@@ -302,6 +302,16 @@ class GuardedSite(BaseSite):
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def _routing_refusal(request: web.Request, exc: web.HTTPException) -> Refusal:
+    """A path the server does not serve (404), or a method its path does not take (405, with ``Allow``)."""
+    if not isinstance(exc, web.HTTPMethodNotAllowed):
+        return Refusal(404, f"no such path: {request.path[:200]}")
+    allowed = ", ".join(sorted(exc.allowed_methods))
+    refusal = Refusal(405, f"{request.method[:20]} is not accepted here; allowed: {allowed}")
+    refusal.headers["Allow"] = allowed
+    return refusal
+
+
 def application(limits: Limits = HEALTH) -> web.Application:
     """An aiohttp application with ``limits``: serve it with :func:`start`."""
     guards: dict[Any, _Guard] = {}
@@ -316,6 +326,9 @@ def application(limits: Limits = HEALTH) -> web.Application:
         if guard is not None:
             guard.started()
         try:
+            routing = request.match_info.http_exception  # no route for the path or the method
+            if isinstance(routing, web.HTTPNotFound | web.HTTPMethodNotAllowed):
+                raise _routing_refusal(request, routing)
             return await handler(request)
         finally:
             if guard is not None:
