@@ -4,6 +4,7 @@ applied and each refused one is reported (``--atomic`` keeps all-or-nothing)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,11 @@ def test_kinds_a_user_applies_beside_pods_are_accepted() -> None:
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
 )
+# Each level merges the one before nine times: 9**8 entries copied, though the mapping built has 9 keys (measuring
+# the built document found nothing to refuse, after seconds to minutes and hundreds of MB)
+MERGE_BOMB = "a: &a {k0: v, k1: v, k2: v, k3: v, k4: v, k5: v, k6: v, k7: v, k8: v}\n" + "".join(
+    f"{n}: &{n} {{<<: [{', '.join([f'*{p}'] * 9)}]}}\n" for p, n in zip("abcdefg", "bcdefgh", strict=True)
+)
 
 
 @pytest.mark.parametrize(
@@ -244,6 +250,18 @@ def test_yaml_beyond_the_limits_is_refused_quickly_and_named(text: str, expected
     with pytest.raises(InputError, match=expected) as caught:
         parse_documents(text, "f.yaml")
     assert str(caught.value).startswith("f.yaml")
+
+
+def test_yaml_merge_keys_are_counted_while_the_document_is_built_so_a_merge_bomb_is_refused_at_once() -> None:
+    started = time.perf_counter()
+    with pytest.raises(InputError, match="f.yaml document 1: refused: expands to more than 1000000 values"):
+        parse_documents(MERGE_BOMB, "f.yaml")
+    assert time.perf_counter() - started < 2  # 0.1 s here; stopped before the copies are made
+
+
+def test_merge_keys_within_the_limits_read_as_yaml_has_them() -> None:
+    text = "base: &b {x: 1, y: 2}\nboth: &c {<<: *b, z: 3}\nthree: {<<: [*c, *b, *c], y: 4}\n"
+    assert parse_documents(text, "f.yaml")[0].body["three"] == {"x": 1, "y": 4, "z": 3}
 
 
 def test_a_file_that_is_not_utf8_is_refused_with_the_byte_and_line(tmp_path: Path) -> None:

@@ -33,9 +33,9 @@ allot.dev/v1 NodeHeartbeat ``{node}``           ``node.heartbeat`` (what a node'
 ==============================================  ====================================================================
 
 Reading YAML is bounded (``LIMITS``): invalid UTF-8, a document nested deeper than ``max_depth``, one that expands
-(aliases included) to more than ``max_nodes`` values or ``max_document_bytes`` of text, or a file larger than
-``max_file_bytes`` is refused with the document and the reason, before anything else reads it. Only plain data
-tags are read (YAML's safe loader: no Python objects).
+(aliases and merge keys included, counted as it is built) to more than ``max_nodes`` values or ``max_document_bytes``
+of text, or a file larger than ``max_file_bytes`` is refused with the document and the reason, before anything else
+reads it. Only plain data tags are read (YAML's safe loader: no Python objects).
 """
 
 from __future__ import annotations
