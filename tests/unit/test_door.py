@@ -40,6 +40,18 @@ def huge_gpu_node() -> dict[str, Any]:
     return node
 
 
+def with_spec(**fields: Any) -> dict[str, Any]:
+    pod = a_pod("p")
+    pod["spec"].update(fields)
+    return pod
+
+
+def required_terms(*terms: Any) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}
+    }
+
+
 REFUSED = [
     ("cpu-1e30", with_request("cpu", "1e30"), 'requests[cpu]: Invalid value: "1e30": must be at most'),
     (
@@ -84,6 +96,53 @@ REFUSED = [
         "gpu-request-not-limit",
         with_request("nvidia.com/gpu", "1", limit="2"),
         "requests[nvidia.com/gpu]: must be equal to nvidia.com/gpu limit of 2",
+    ),
+    # a list or an object where a string is expected raised (unhashable) out of the door
+    (
+        "resource-spec-enum-a-list",
+        a_pod("p", annotations={"scheduling.koordinator.sh/resource-spec": '{"requiredCPUBindPolicy": []}'}),
+        '["scheduling.koordinator.sh/resource-spec"].requiredCPUBindPolicy: unsupported value []; one of',
+    ),
+    (
+        "device-hint-enum-an-object",
+        a_pod(
+            "p",
+            annotations={
+                "scheduling.koordinator.sh/device-allocate-hint": '{"gpu": {"allocateStrategy": {"x": 1}}}'
+            },
+        ),
+        '["scheduling.koordinator.sh/device-allocate-hint"].gpu.allocateStrategy: unsupported value',
+    ),
+    (
+        "toleration-effect-a-list",
+        with_spec(tolerations=[{"key": "k", "effect": ["NoSchedule"]}]),
+        ("spec.tolerations[0].effect: must be a string"),
+    ),
+    (
+        "toleration-value-a-number",
+        with_spec(tolerations=[{"key": "k", "value": 5}]),
+        ("spec.tolerations[0].value: must be a string"),
+    ),
+    (
+        "match-expressions-a-number",
+        with_spec(affinity=required_terms({"matchExpressions": 5})),
+        ("nodeSelectorTerms[0].matchExpressions: must be a list"),
+    ),
+    (
+        "match-fields-a-number",
+        with_spec(affinity=required_terms({"matchFields": 5})),
+        ("nodeSelectorTerms[0].matchFields: must be a list"),
+    ),
+    (
+        "reservation-affinity-match-expressions-a-number",
+        a_pod(
+            "p",
+            annotations={
+                "scheduling.koordinator.sh/reservation-affinity": '{"requiredDuringSchedulingIgnoredDuring'
+                'Execution": {"reservationSelectorTerms": [{"matchExpressions": 5}]}}'
+            },
+        ),
+        "reservationSelectorTerms[0].matchExpressions: must be a list",
     ),
     (
         "partition-table-malformed",
