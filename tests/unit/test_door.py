@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from allot_eventstore.clock import ManualClock
 from allot_intake.documents import Document, load_documents, parse_documents
 from allot_intake.errors import InputError
 from allot_intake.manifests import Door
@@ -321,6 +322,34 @@ def test_yaml_merge_keys_are_counted_while_the_document_is_built_so_a_merge_bomb
 def test_merge_keys_within_the_limits_read_as_yaml_has_them() -> None:
     text = "base: &b {x: 1, y: 2}\nboth: &c {<<: *b, z: 3}\nthree: {<<: [*c, *b, *c], y: 4}\n"
     assert parse_documents(text, "f.yaml")[0].body["three"] == {"x": 1, "y": 4, "z": 3}
+
+
+def clock(seconds: str) -> str:
+    return f"apiVersion: allot.dev/v1\nkind: AdvanceClock\nspec: {{seconds: {seconds}}}\n"
+
+
+@pytest.mark.parametrize("seconds", [".inf", ".nan", "1.0e+308", "3.0e+11", "315360001", "-1", "'60'"])
+def test_an_advance_clock_beyond_ten_years_or_not_finite_is_refused(seconds: str) -> None:
+    [doc] = parse_documents(clock(seconds), "f.yaml")
+    assert verdict(doc.body)[0] == [
+        f"spec.seconds: must be a number of seconds from 0 to 315360000 (10 years) (got {str(doc.body['spec']['seconds'])!r})"
+    ]
+
+
+def test_the_advance_clocks_of_a_run_move_the_clock_by_at_most_a_hundred_years(tmp_path: Path) -> None:
+    door = Door()
+    docs = parse_documents("---\n".join([clock("315360000")] * 11 + [clock("0")]), "f.yaml")
+    issues = [[str(i) for i in door.check(doc).issues] for doc in docs]
+    assert issues[:10] == [[]] * 10
+    assert issues[10] == [
+        "spec.seconds: would move the clock past 3153600000 seconds (100 years) in all; 3153600000 so far "
+        "(got '3.1536e+08')"
+    ]
+    assert issues[11] == []  # the refused step did not count
+    scenario = tmp_path / "late.yaml"
+    scenario.write_text("---\n".join([clock("315360000")] * 101))
+    sim, _, refused = run(str(scenario), config={})
+    assert (refused, sim.clock.now_us - ManualClock().now_us) == (91, 3153600000 * 10**6)
 
 
 def test_a_file_that_is_not_utf8_is_refused_with_the_byte_and_line(tmp_path: Path) -> None:
