@@ -514,3 +514,20 @@ def test_a_misspelt_field_of_any_object_read_from_a_file_is_refused_with_the_nea
 ) -> None:
     verdict = Door().check(Document(source="f.yaml", index=0, body=body))
     assert [str(issue) for issue in verdict.issues] == [expected]
+
+
+def test_a_gang_waiting_a_nanosecond_through_an_hour_of_clock_times_out_once_per_attempt(
+    tmp_path: Path,
+) -> None:
+    import yaml
+
+    gang = {f"{GANG}/name": "g", f"{GANG}/min-available": "2", f"{GANG}/waiting-time": "1ns"}
+    too_big = with_request("cpu", "64", limit="64", annotations=gang)
+    too_big["metadata"]["name"] = "b"
+    clock = {"apiVersion": "allot.dev/v1", "kind": "AdvanceClock", "spec": {"seconds": 3600}}
+    scenario = tmp_path / "gang.yaml"
+    scenario.write_text(yaml.safe_dump_all([a_node("n"), a_pod("a", annotations=gang), too_big, clock]))
+    sim, view, refused = run(str(scenario), config={})  # fired a timer per nanosecond: never ended
+    types = [record.type for record in sim.store.events]
+    assert refused == 0 and view.pods["default/a"].phase == "Unschedulable"
+    assert 10 <= types.count("gang.timed_out") == types.count("gang.group_ready") < 40
