@@ -145,6 +145,20 @@ REFUSED = [
         ),
         "reservationSelectorTerms[0].matchExpressions: must be a list",
     ),
+    *(
+        (
+            f"priority-class-preemption-policy-{value!r}",  # 0 and false were read as the default policy
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": "hi"},
+                "value": 9000,
+                "preemptionPolicy": value,
+            },
+            "preemptionPolicy: supported values",
+        )
+        for value in (0, False, ["Never"])
+    ),
     (
         "partition-table-malformed",
         {

@@ -83,6 +83,8 @@ def test_owners_keep_every_sub_matcher() -> None:
         ({"ttl": "soon"}, "spec.ttl"),
         ({"expires": "tomorrow"}, "spec.expires"),
         ({"allocatePolicy": "Default"}, "spec.allocatePolicy"),
+        ({"allocatePolicy": ["Aligned"]}, "spec.allocatePolicy"),
+        ({"allocatePolicy": False}, "spec.allocatePolicy"),  # was read as the default policy
         ({"allocateOnce": "yes"}, "spec.allocateOnce"),
         ({"taints": [{"key": "k", "effect": "Sometimes"}]}, "spec.taints[0].effect"),
         ({"nodeSelector": {}}, "spec.nodeSelector"),
@@ -233,6 +235,8 @@ def test_migration_job() -> None:
         ({"podRef": {"name": "p1"}}, "spec.podRef.namespace"),
         ({"podRef": None}, "spec.podRef"),
         ({"mode": "Teleport"}, "spec.mode"),
+        ({"mode": ["EvictDirectly"]}, "spec.mode"),
+        ({"mode": 0}, "spec.mode"),  # was read as the default mode
         ({"ttl": 5}, "spec.ttl"),
         ({"reservationOptions": {"reservationRef": {}}}, "spec.reservationOptions.reservationRef.name"),
         ({"evictionPolicy": "x"}, "spec.evictionPolicy"),

@@ -123,7 +123,8 @@ def parse_priority_class(
     if not isinstance(default, bool):
         issues.append(FieldIssue(path="globalDefault", message="must be true or false", value=str(default)))
         default = False
-    policy = manifest.get("preemptionPolicy") or "PreemptLowerPriority"
+    policy = manifest.get("preemptionPolicy")
+    policy = "PreemptLowerPriority" if policy in (None, "") else policy  # a 0 or a false is no default
     check_preemption_policy(policy, "preemptionPolicy", issues)
     if len(issues) > before:
         return None
