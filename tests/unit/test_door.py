@@ -333,6 +333,16 @@ def test_yaml_merge_keys_are_counted_while_the_document_is_built_so_a_merge_bomb
     assert time.perf_counter() - started < 2  # 0.1 s here; stopped before the copies are made
 
 
+def test_a_colon_makes_text_not_a_base_60_number_as_kubernetes_reads_yaml() -> None:
+    text = "busID: 0000:01:00.0\ntime: 12:30\nport: 8080\nratio: 0.5\n"
+    assert parse_documents(text, "f.yaml")[0].body == {
+        "busID": "0000:01:00.0",  # was 60.0, then the text "60.0"
+        "time": "12:30",  # was 750
+        "port": 8080,
+        "ratio": 0.5,
+    }
+
+
 def test_merge_keys_within_the_limits_read_as_yaml_has_them() -> None:
     text = "base: &b {x: 1, y: 2}\nboth: &c {<<: *b, z: 3}\nthree: {<<: [*c, *b, *c], y: 4}\n"
     assert parse_documents(text, "f.yaml")[0].body["three"] == {"x": 1, "y": 4, "z": 3}

@@ -6,6 +6,7 @@ Pure apart from reading the file; admission (``allot_intake.manifests``) takes t
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,7 @@ def _unique_keys(loader: Any, node: yaml.MappingNode) -> Any:
 
 
 _MERGE: Final = "tag:yaml.org,2002:merge"
+_NUMBERS: Final = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 
 class _Expanded(yaml.YAMLError):
@@ -108,6 +110,15 @@ class _BoundedConstructor:
 _LOADER: Any = type("_Loader", (_BoundedConstructor, getattr(yaml, "CSafeLoader", yaml.SafeLoader)), {})
 _LOADER.add_constructor("tag:yaml.org,2002:int", _bounded_int)
 _LOADER.add_constructor("tag:yaml.org,2002:map", _unique_keys)
+# YAML 1.1's base-60 numbers (``1:20`` is 80, ``0000:01:00.0`` is 60.0) are text to Kubernetes, whose YAML reader has
+# none: a PCI bus id written without quotes was read as a number. Plain scalars with a colon resolve as strings.
+_LOADER.yaml_implicit_resolvers = {
+    first: [
+        (tag, re.compile("(?!.*:)" + regexp.pattern, regexp.flags) if tag in _NUMBERS else regexp)
+        for tag, regexp in resolvers
+    ]
+    for first, resolvers in _LOADER.yaml_implicit_resolvers.items()
+}
 
 
 @dataclass(frozen=True)
