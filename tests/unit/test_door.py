@@ -4,11 +4,13 @@ applied and each refused one is reported (``--atomic`` keeps all-or-nothing)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from allot_eventstore.clock import ManualClock
 from allot_intake.documents import Document, load_documents, parse_documents
 from allot_intake.errors import InputError
 from allot_intake.manifests import Door
@@ -37,6 +39,18 @@ def huge_gpu_node() -> dict[str, Any]:
     node = a_node("n")
     node["status"]["allocatable"]["nvidia.com/gpu"] = "1e30"
     return node
+
+
+def with_spec(**fields: Any) -> dict[str, Any]:
+    pod = a_pod("p")
+    pod["spec"].update(fields)
+    return pod
+
+
+def required_terms(*terms: Any) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}
+    }
 
 
 REFUSED = [
@@ -83,6 +97,67 @@ REFUSED = [
         "gpu-request-not-limit",
         with_request("nvidia.com/gpu", "1", limit="2"),
         "requests[nvidia.com/gpu]: must be equal to nvidia.com/gpu limit of 2",
+    ),
+    # a list or an object where a string is expected raised (unhashable) out of the door
+    (
+        "resource-spec-enum-a-list",
+        a_pod("p", annotations={"scheduling.koordinator.sh/resource-spec": '{"requiredCPUBindPolicy": []}'}),
+        '["scheduling.koordinator.sh/resource-spec"].requiredCPUBindPolicy: unsupported value []; one of',
+    ),
+    (
+        "device-hint-enum-an-object",
+        a_pod(
+            "p",
+            annotations={
+                "scheduling.koordinator.sh/device-allocate-hint": '{"gpu": {"allocateStrategy": {"x": 1}}}'
+            },
+        ),
+        '["scheduling.koordinator.sh/device-allocate-hint"].gpu.allocateStrategy: unsupported value',
+    ),
+    (
+        "toleration-effect-a-list",
+        with_spec(tolerations=[{"key": "k", "effect": ["NoSchedule"]}]),
+        ("spec.tolerations[0].effect: must be a string"),
+    ),
+    (
+        "toleration-value-a-number",
+        with_spec(tolerations=[{"key": "k", "value": 5}]),
+        ("spec.tolerations[0].value: must be a string"),
+    ),
+    (
+        "match-expressions-a-number",
+        with_spec(affinity=required_terms({"matchExpressions": 5})),
+        ("nodeSelectorTerms[0].matchExpressions: must be a list"),
+    ),
+    (
+        "match-fields-a-number",
+        with_spec(affinity=required_terms({"matchFields": 5})),
+        ("nodeSelectorTerms[0].matchFields: must be a list"),
+    ),
+    (
+        "reservation-affinity-match-expressions-a-number",
+        a_pod(
+            "p",
+            annotations={
+                "scheduling.koordinator.sh/reservation-affinity": '{"requiredDuringSchedulingIgnoredDuring'
+                'Execution": {"reservationSelectorTerms": [{"matchExpressions": 5}]}}'
+            },
+        ),
+        "reservationSelectorTerms[0].matchExpressions: must be a list",
+    ),
+    *(
+        (
+            f"priority-class-preemption-policy-{value!r}",  # 0 and false were read as the default policy
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": "hi"},
+                "value": 9000,
+                "preemptionPolicy": value,
+            },
+            "preemptionPolicy: supported values",
+        )
+        for value in (0, False, ["Never"])
     ),
     (
         "partition-table-malformed",
@@ -212,6 +287,11 @@ def test_kinds_a_user_applies_beside_pods_are_accepted() -> None:
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
 )
+# Each level merges the one before nine times: 9**8 entries copied, though the mapping built has 9 keys (measuring
+# the built document found nothing to refuse, after seconds to minutes and hundreds of MB)
+MERGE_BOMB = "a: &a {k0: v, k1: v, k2: v, k3: v, k4: v, k5: v, k6: v, k7: v, k8: v}\n" + "".join(
+    f"{n}: &{n} {{<<: [{', '.join([f'*{p}'] * 9)}]}}\n" for p, n in zip("abcdefg", "bcdefgh", strict=True)
+)
 
 
 @pytest.mark.parametrize(
@@ -244,6 +324,56 @@ def test_yaml_beyond_the_limits_is_refused_quickly_and_named(text: str, expected
     with pytest.raises(InputError, match=expected) as caught:
         parse_documents(text, "f.yaml")
     assert str(caught.value).startswith("f.yaml")
+
+
+def test_yaml_merge_keys_are_counted_while_the_document_is_built_so_a_merge_bomb_is_refused_at_once() -> None:
+    started = time.perf_counter()
+    with pytest.raises(InputError, match="f.yaml document 1: refused: expands to more than 1000000 values"):
+        parse_documents(MERGE_BOMB, "f.yaml")
+    assert time.perf_counter() - started < 2  # 0.1 s here; stopped before the copies are made
+
+
+def test_a_colon_makes_text_not_a_base_60_number_as_kubernetes_reads_yaml() -> None:
+    text = "busID: 0000:01:00.0\ntime: 12:30\nport: 8080\nratio: 0.5\n"
+    assert parse_documents(text, "f.yaml")[0].body == {
+        "busID": "0000:01:00.0",  # was 60.0, then the text "60.0"
+        "time": "12:30",  # was 750
+        "port": 8080,
+        "ratio": 0.5,
+    }
+
+
+def test_merge_keys_within_the_limits_read_as_yaml_has_them() -> None:
+    text = "base: &b {x: 1, y: 2}\nboth: &c {<<: *b, z: 3}\nthree: {<<: [*c, *b, *c], y: 4}\n"
+    assert parse_documents(text, "f.yaml")[0].body["three"] == {"x": 1, "y": 4, "z": 3}
+
+
+def clock(seconds: str) -> str:
+    return f"apiVersion: allot.dev/v1\nkind: AdvanceClock\nspec: {{seconds: {seconds}}}\n"
+
+
+@pytest.mark.parametrize("seconds", [".inf", ".nan", "1.0e+308", "3.0e+11", "315360001", "-1", "'60'"])
+def test_an_advance_clock_beyond_ten_years_or_not_finite_is_refused(seconds: str) -> None:
+    [doc] = parse_documents(clock(seconds), "f.yaml")
+    assert verdict(doc.body)[0] == [
+        f"spec.seconds: must be a number of seconds from 0 to 315360000 (10 years) (got {str(doc.body['spec']['seconds'])!r})"
+    ]
+
+
+def test_the_advance_clocks_of_a_run_move_the_clock_by_at_most_a_hundred_years(tmp_path: Path) -> None:
+    door = Door()
+    docs = parse_documents("---\n".join([clock("315360000")] * 11 + [clock("0")]), "f.yaml")
+    issues = [[str(i) for i in door.check(doc).issues] for doc in docs]
+    assert issues[:10] == [[]] * 10
+    assert issues[10] == [
+        "spec.seconds: would move the clock past 3153600000 seconds (100 years) in all; 3153600000 so far "
+        "(got '3.1536e+08')"
+    ]
+    assert issues[11] == []  # the refused step did not count
+    scenario = tmp_path / "late.yaml"
+    scenario.write_text("---\n".join([clock("315360000")] * 101))
+    sim, _, refused = run(str(scenario), config={})
+    assert (refused, sim.clock.now_us - ManualClock().now_us) == (91, 3153600000 * 10**6)
 
 
 def test_a_file_that_is_not_utf8_is_refused_with_the_byte_and_line(tmp_path: Path) -> None:
@@ -477,3 +607,20 @@ def test_a_misspelt_field_of_any_object_read_from_a_file_is_refused_with_the_nea
 ) -> None:
     verdict = Door().check(Document(source="f.yaml", index=0, body=body))
     assert [str(issue) for issue in verdict.issues] == [expected]
+
+
+def test_a_gang_waiting_a_nanosecond_through_an_hour_of_clock_times_out_once_per_attempt(
+    tmp_path: Path,
+) -> None:
+    import yaml
+
+    gang = {f"{GANG}/name": "g", f"{GANG}/min-available": "2", f"{GANG}/waiting-time": "1ns"}
+    too_big = with_request("cpu", "64", limit="64", annotations=gang)
+    too_big["metadata"]["name"] = "b"
+    clock = {"apiVersion": "allot.dev/v1", "kind": "AdvanceClock", "spec": {"seconds": 3600}}
+    scenario = tmp_path / "gang.yaml"
+    scenario.write_text(yaml.safe_dump_all([a_node("n"), a_pod("a", annotations=gang), too_big, clock]))
+    sim, view, refused = run(str(scenario), config={})  # fired a timer per nanosecond: never ended
+    types = [record.type for record in sim.store.events]
+    assert refused == 0 and view.pods["default/a"].phase == "Unschedulable"
+    assert 10 <= types.count("gang.timed_out") == types.count("gang.group_ready") < 40

@@ -315,3 +315,29 @@ def test_an_unreadable_node_annotation_is_recorded_as_a_warning_and_shown_by_exp
     assert warning["path"].startswith("metadata.annotations")
     lines = explain_node("node-w", asyncio.run(node_history(sim.store, "node-w")), sim.clock.now_us)
     assert any(line.startswith("  warning: metadata.annotations") for line in lines), lines
+
+
+def test_only_the_slo_controller_config_of_koordinator_system_configures_co_location(tmp_path: Path) -> None:
+    """Koordinator's slo-controller reads ``slo-controller-config`` in its own namespace only; one of that name in
+    another namespace is anybody's ConfigMap (it configured co-location), and deleting another ConfigMap reset it."""
+    text = (EXAMPLES / "02-batch-overcommit.yaml").read_text()
+    assert final(simulate(tmp_path, text))["batch/etl"]["outcome"] == "Scheduled"
+    elsewhere = text.replace("namespace: koordinator-system}", "namespace: default}", 1)
+    [verdict, *_] = Door(quotas=set()).check_all(load_documents(str(_write(tmp_path, elsewhere))))
+    assert [str(w) for w in verdict.warnings] == [
+        "metadata.namespace: accepted but not acted on: the only ConfigMap Allot reads is koordinator-system/"
+        "slo-controller-config (co-location strategy) (not slo-controller-config in namespace default)"
+    ]
+    assert final(simulate(tmp_path, elsewhere))["batch/etl"]["outcome"] == "Unschedulable"
+    other_deleted = text.replace(
+        "---\n",
+        "---\napiVersion: allot.dev/v1\nkind: Delete\nspec: {kind: ConfigMap, name: app-config}\n---\n",
+        1,
+    )
+    assert final(simulate(tmp_path, other_deleted))["batch/etl"]["outcome"] == "Scheduled"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "configmap-elsewhere.yaml"
+    path.write_text(text)
+    return path

@@ -160,3 +160,25 @@ def test_a_topology_zone_of_the_wrong_shape_is_refused_with_its_path(zones: Any,
     }
     _, _, errors = parse_nrt(manifest)
     assert [str(e).split(" (got")[0] for e in errors] == [expected]
+
+
+def test_a_device_field_of_the_wrong_type_is_refused_not_turned_into_text_or_a_default() -> None:
+    gpu = {
+        "type": "gpu",
+        "id": 7,
+        "minor": 0,
+        "health": True,
+        "resources": {"koordinator.sh/gpu-core": "100"},
+        "topology": {"socketID": "0", "nodeID": [0], "pcieID": 1, "busID": 60.0},
+        "vfGroups": [{"vfs": [{"busID": 5, "minor": 1}]}],
+    }
+    manifest = {"kind": "Device", "metadata": {"name": "n"}, "spec": {"devices": [gpu]}}
+    _, _, issues = parse_device_cr(manifest)
+    assert sorted(f"{i.path}: {i.message}" for i in issues) == [
+        "spec.devices[0].id: must be a string",
+        "spec.devices[0].topology.busID: must be a string",
+        "spec.devices[0].topology.nodeID: must be an integer >= -1",
+        "spec.devices[0].topology.pcieID: must be a string",
+        "spec.devices[0].topology.socketID: must be an integer >= -1",
+        "spec.devices[0].vfGroups[0].vfs[0].busID: is required (a string)",
+    ]

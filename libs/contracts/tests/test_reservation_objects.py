@@ -83,6 +83,8 @@ def test_owners_keep_every_sub_matcher() -> None:
         ({"ttl": "soon"}, "spec.ttl"),
         ({"expires": "tomorrow"}, "spec.expires"),
         ({"allocatePolicy": "Default"}, "spec.allocatePolicy"),
+        ({"allocatePolicy": ["Aligned"]}, "spec.allocatePolicy"),
+        ({"allocatePolicy": False}, "spec.allocatePolicy"),  # was read as the default policy
         ({"allocateOnce": "yes"}, "spec.allocateOnce"),
         ({"taints": [{"key": "k", "effect": "Sometimes"}]}, "spec.taints[0].effect"),
         ({"nodeSelector": {}}, "spec.nodeSelector"),
@@ -116,6 +118,27 @@ def test_ttl_expires_and_order() -> None:
     assert r.expiry(0) == expires  # no default ttl when expires is given
     r, _, _ = parse(a_reservation(ttl="0s", expires="2026-01-01T00:00:00Z"))
     assert r.expiry(0) is None  # ttl 0 disables expiry, as upstream's controller
+
+
+@pytest.mark.parametrize(("ttl", "us"), [("1ns", 1), ("1500ns", 2), ("0.5us", 1)])
+def test_a_ttl_below_a_microsecond_is_rounded_up_not_to_never_expires(ttl: str, us: int) -> None:
+    r, issues, _ = parse(a_reservation(ttl=ttl))  # upstream's expires at once; read as 0 it never expired
+    assert issues == [] and r.ttl_us == us and r.expiry(5) == 5 + us
+
+
+@pytest.mark.parametrize(
+    ("ttl", "message"),
+    [
+        ("2562048h", "is out of range (a Go duration holds at most about 292 years)"),
+        ("-1s", "is negative"),
+    ],
+)
+def test_a_ttl_go_cannot_hold_is_refused(ttl: str, message: str) -> None:
+    _, issues, _ = parse(a_reservation(ttl=ttl))
+    assert [i.path for i in issues] == ["spec.ttl"] and message in issues[0].message
+    job_issues: list[FieldIssue] = []
+    assert parse_migration_job(a_job(ttl=ttl), job_issues, []) is None
+    assert [i.path for i in job_issues] == ["spec.ttl"] and message in job_issues[0].message
 
 
 def test_bad_order_label_and_options() -> None:
@@ -212,6 +235,8 @@ def test_migration_job() -> None:
         ({"podRef": {"name": "p1"}}, "spec.podRef.namespace"),
         ({"podRef": None}, "spec.podRef"),
         ({"mode": "Teleport"}, "spec.mode"),
+        ({"mode": ["EvictDirectly"]}, "spec.mode"),
+        ({"mode": 0}, "spec.mode"),  # was read as the default mode
         ({"ttl": 5}, "spec.ttl"),
         ({"reservationOptions": {"reservationRef": {}}}, "spec.reservationOptions.reservationRef.name"),
         ({"evictionPolicy": "x"}, "spec.evictionPolicy"),
@@ -233,6 +258,9 @@ def test_migration_job_errors(spec: dict[str, Any], path: str) -> None:
         ("500ms", 500_000),
         ("0s", 0),
         ("0", 0),
+        ("1ns", 1),  # rounded up: a positive duration is never 0 (never expires)
+        ("1m0.000001s", 60_000_001),
+        (".5h", 1_800_000_000),  # as Go reads it
     ],
 )
 def test_durations(text: str, us: int) -> None:

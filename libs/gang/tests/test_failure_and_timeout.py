@@ -139,7 +139,7 @@ def test_nonstrict_failed_attempt_keeps_members_held_from_earlier_attempts() -> 
     assert {k: g.status(GANG)["members"][k] for k in ("pending", "held")} == {"pending": 1, "held": 2}
 
 
-def test_timeout_releases_waiting_members_and_restarts_the_wait() -> None:
+def test_timeout_releases_waiting_members_and_the_wait_restarts_with_a_new_member() -> None:
     g = GangEngine()
     for i in range(3):
         assert kinds(g.submit(a_pod(f"w-{i}", gang="train", min_available=4, waiting_time="30m"), at(i))) == [
@@ -148,9 +148,27 @@ def test_timeout_releases_waiting_members_and_restarts_the_wait() -> None:
     assert g.next_deadline() == at(1800)  # from the first member's arrival
     assert g.on_timer(at(1799)) == []
     assert g.on_timer(at(1800)) == [GroupTimedOut(group=GANG, gang=GANG, released_members=members(0, 1, 2))]
-    assert g.next_deadline() == at(3600)
     status = g.status(GANG)
     assert status["timeouts"] == 1 and status["phase"] == "Pending"
+    # nothing changed: timing out again every 30 minutes would say nothing new
+    assert g.next_deadline() is None
+    g.submit(a_pod("w-3", gang="train", min_available=4, waiting_time="30m"), at(5000))
+    assert g.next_deadline() == at(5000 + 1800)
+
+
+def test_a_waiting_time_of_a_nanosecond_times_out_once_per_attempt_not_once_per_nanosecond() -> None:
+    g = gang_of(2, waiting_time="1ns")
+    fired, outcomes = 0, []
+    while (deadline := g.next_deadline()) is not None and deadline <= at(3600) and fired < 10_000:
+        fired += 1
+        for action in g.on_timer(deadline):
+            outcomes.append(type(action).__name__)
+            if isinstance(action, GroupReady):  # every attempt finds no room
+                outcomes += kinds(g.group_unschedulable(GANG, action.attempt, "no room", deadline))
+    # the first attempt started with the pods; then backoff 10 s, 20 s, ... at most 300 s between attempts
+    assert fired < 40
+    assert outcomes.count("GroupTimedOut") == outcomes.count("GroupReady") + 1
+    assert outcomes.count("GroupReady") >= 10  # the group is retried: timeouts no longer push its retry away
 
 
 @pytest.mark.parametrize("waiting_time", ["72h", "2562047h"], ids=["three days", "the largest Go duration"])

@@ -1,9 +1,11 @@
 """ElasticQuotaProfile trees: totals from selected nodes × ratio, separate runtimes, default tree shrinks."""
 
+from typing import Any
+
 import pytest
 
 from allot_contracts.fnv import fnv1a64
-from allot_contracts.objects.quota import parse_profile, tree_id_for
+from allot_contracts.objects.quota import ANNO_RESOURCE_KEYS, parse_profile, tree_id_for
 from allot_quota.testing import a_node, a_pod, a_profile, a_profile_manifest, a_quota, an_engine
 
 NODES = [
@@ -74,6 +76,18 @@ def test_totals_follow_node_changes():
     assert e.snapshot()["quotas"]["gpu-root"]["min"] == {"cpu": "16", "nvidia.com/gpu": "4"}
 
 
+def with_meta(**fields: Any) -> dict[str, Any]:
+    manifest = a_profile_manifest("p", quota_name="q")
+    manifest["metadata"].update(fields)
+    return manifest
+
+
+def with_spec(**fields: Any) -> dict[str, Any]:
+    manifest = a_profile_manifest("p", quota_name="q")
+    manifest["spec"].update(fields)
+    return manifest
+
+
 @pytest.mark.parametrize(
     ("manifest", "field", "message"),
     [
@@ -94,6 +108,57 @@ def test_totals_follow_node_changes():
             "spec.quotaName",
             "quotaName is required",
             id="no-quota-name",
+        ),
+        pytest.param(
+            a_profile_manifest("p", quota_name="Not A Name"),
+            "spec.quotaName",
+            "must be a quota's name",
+            id="quota-name-not-a-name",
+        ),
+        pytest.param(
+            with_meta(annotations={ANNO_RESOURCE_KEYS: ["cpu", "nvidia.com/gpu"]}),
+            f"metadata.annotations[{ANNO_RESOURCE_KEYS}]",
+            "must be a string: an annotation's value is text",
+            id="resource-keys-a-yaml-list",
+        ),
+        pytest.param(
+            with_meta(annotations={ANNO_RESOURCE_KEYS: '{"cpu": 1}'}),
+            f"metadata.annotations[{ANNO_RESOURCE_KEYS}]",
+            "expected a list of resource names",
+            id="resource-keys-not-a-list",
+        ),
+        pytest.param(
+            with_meta(namespace="Not_A_Namespace"), "metadata.namespace", "", id="namespace-not-a-label"
+        ),
+        pytest.param(
+            a_profile_manifest("p", quota_name="q", quota_labels={"team": 5}),
+            "spec.quotaLabels[team]",
+            "must be a label value",
+            id="quota-label-a-number",
+        ),
+        pytest.param(
+            a_profile_manifest("p", quota_name="q", quota_labels={"bad key!": "x"}),
+            "spec.quotaLabels[bad key!]",
+            "must be a label key",
+            id="quota-label-key",
+        ),
+        pytest.param(
+            with_spec(nodeSelector={"matchExpressions": 5}),
+            "spec.nodeSelector.matchExpressions",
+            "must be a list",
+            id="node-selector-expressions-a-number",
+        ),
+        pytest.param(
+            with_spec(nodeSelector={"matchLabels": {"pool": ["gpu"]}}),
+            "spec.nodeSelector.matchLabels.pool",
+            "must be a string",
+            id="node-selector-label-a-list",
+        ),
+        pytest.param(
+            with_spec(nodeSelector={"pool": "gpu"}),
+            "spec.nodeSelector.pool",
+            "unknown field",
+            id="node-selector-not-a-selector",
         ),
         pytest.param(
             {**a_profile_manifest("p", quota_name="q"), "kind": "Profile"},

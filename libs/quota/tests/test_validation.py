@@ -77,6 +77,12 @@ SELF_CASES = [
         id="malformed-namespaces-json",
     ),
     pytest.param(
+        with_meta(a_quota_manifest("q", max={"cpu": 1}), annotations={f"{P}namespaces": ["team-a"]}),
+        f"metadata.annotations[{P}namespaces]",
+        "must be a string: an annotation's value is text",  # was read as the text "['team-a']"
+        id="namespaces-a-yaml-list",
+    ),
+    pytest.param(
         a_quota_manifest("q", max={"cpu": 1}, allow_lent="False"),
         f"metadata.labels[{P}allow-lent-resource]",
         'must be "true" or "false"',

@@ -27,6 +27,7 @@ __all__ = [
     "checked_list",
     "checked_object",
     "checked_objects",
+    "checked_text",
     "format_issues",
     "invalid_annotation",
     "not_acted_on",
@@ -95,6 +96,17 @@ def checked_int(
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < low or (high is not None and raw > high):
         bounds = f"between {low} and {high}" if high is not None else f">= {low}"
         issues.append(FieldIssue(path=path, message=f"must be an integer {bounds}", value=str(raw)))
+        return None
+    return raw
+
+
+def checked_text(raw: Any, path: str, issues: list[FieldIssue]) -> str | None:
+    """``raw`` when it is a string; otherwise None with an issue (None when absent). A number, a list or an object
+    where a string belongs is refused, not turned into its text or into the default."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        issues.append(FieldIssue(path=path, message="must be a string", value=str(raw)[:100]))
         return None
     return raw
 

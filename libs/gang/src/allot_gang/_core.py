@@ -17,8 +17,9 @@ Strict versus NonStrict for a whole-group placement (a group is NonStrict only i
   every placed member and starts over; NonStrict keeps the placed members ``held`` and waits for replacements
   until the timeout — the analogue of upstream's "other members keep waiting at Permit".
 - timeout: both release every hold of the group (upstream NonStrict pods time out individually, but they share
-  the gang's waiting time), report ``GroupTimedOut``, restart the wait, and retry after backoff when the group
-  could be attempted.
+  the gang's waiting time), report ``GroupTimedOut``, and retry after backoff when the group could be attempted;
+  the wait restarts with the group's next attempt or a new member (each timeout answers one wait, so a long
+  clock advance fires a timeout per attempt, not one per waiting time).
 
 Determinism: groups, gangs and members are visited in sorted-id order; attempt numbers come from one
 engine-wide counter, so an attempt id is never reused even when a gang is deleted and declared again.
@@ -169,15 +170,16 @@ class Core:
         for gang in gangs:
             if gang.schedule_start_at is None:
                 gang.schedule_start_at = now
+            gang.wait_stopped = False  # a new attempt: a timed-out gang waits again from now
+            self.refresh_wait(gang, now)
         out.append(GroupReady(group=group.id, gangs=group.gangs, members=tuple(members), attempt=attempt))
 
     @staticmethod
     def refresh_wait(gang: Gang, now: int) -> None:
-        if gang.count(*WAITING_STATES):
-            if gang.wait_started_at is None:
-                gang.wait_started_at = now
-        else:
-            gang.wait_started_at = None
+        if not gang.count(*WAITING_STATES):
+            gang.wait_started_at, gang.wait_stopped = None, False
+        elif gang.wait_started_at is None and not gang.wait_stopped:
+            gang.wait_started_at = now
 
     # -- outcomes --------------------------------------------------------------------------------------------
 
@@ -299,7 +301,11 @@ class Core:
         )
         gangs = self.gangs_of(group)
         for gang in gangs:
-            gang.wait_started_at = now if gang.count(*WAITING_STATES) else None
+            # One timeout per wait: the next wait starts with the group's next attempt or a new member. Restarted
+            # at once, a gang that could not be attempted (short of members, or backing off) timed out again
+            # every waiting time: once per nanosecond of a long AdvanceClock for a waiting time of 1ns, each
+            # timeout pushing the group's retry further away.
+            gang.wait_started_at, gang.wait_stopped = None, bool(gang.count(*WAITING_STATES))
         group.state, group.retry_at = IDLE, None
         if released and len(gangs) == len(group.gangs) and all(ready(g) for g in gangs):
             self.back_off(group, now, group.attempt, "timeout", out)

@@ -120,6 +120,7 @@ def delete_pod_group(core: Core, gid: str) -> list[Action]:
         core.set_state(held, PENDING)
     if gang.members:
         gang.settings, gang.source, gang.declared_by, gang.wait_started_at = None, "", "", None
+        gang.wait_stopped = False
     else:
         del core.st.gangs[gid]
     if group is not None:

@@ -126,6 +126,7 @@ class GangEngine:
             member.state, member.phase = BOUND, info.phase
             gang.once_satisfied = True
         gang.members[info.key] = member
+        gang.wait_stopped = False  # a new member: a timed-out gang waits again
         self._st.member_gang[info.key] = gang.id
         group = self._core.group_of(gang)
         if group is not None:

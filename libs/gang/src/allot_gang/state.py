@@ -71,6 +71,8 @@ class Gang(msgspec.Struct, kw_only=True):
     members: dict[str, Member] = msgspec.field(default_factory=dict)
     once_satisfied: bool = False
     wait_started_at: int | None = None
+    # timed out: the timer restarts with the group's next attempt or a new member, not at once
+    wait_stopped: bool = False
     schedule_start_at: int | None = None
     timeouts: int = 0
 

@@ -6,6 +6,7 @@ Pure apart from reading the file; admission (``allot_intake.manifests``) takes t
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,10 +57,68 @@ def _unique_keys(loader: Any, node: yaml.MappingNode) -> Any:
     yield from yaml.constructor.SafeConstructor.construct_yaml_map(loader, node)
 
 
-# libyaml when the wheel has it (same documents, faster), with integers bounded and keys unique
-_LOADER: Any = type("_Loader", (getattr(yaml, "CSafeLoader", yaml.SafeLoader),), {})
+_MERGE: Final = "tag:yaml.org,2002:merge"
+_NUMBERS: Final = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+class _Expanded(yaml.YAMLError):
+    """A document grew past the value budget while it was being constructed."""
+
+
+class _BoundedConstructor:
+    """Counts the values a document's construction makes, and refuses it past ``max_values`` before doing the work.
+
+    Bounding the finished document (``_measure``) comes too late for YAML's merge key: ``<<: [*a, *a, ...]`` copies
+    the merged mappings' entries into the merging one, so a few kilobytes of nested merges made hundreds of millions
+    of entries (a 129 KB file took 51 s and 777 MB) before anything was measured. Here every value constructed is
+    counted, an alias each time it is used, and a merge's copied entries are counted before they are copied.
+    """
+
+    max_values = 1_000_000
+    _values = 0
+    _flattened: set[yaml.Node] = set()  # noqa: RUF012 - replaced per document
+
+    def _spend(self, count: int) -> None:
+        self._values += count
+        if self._values > self.max_values:
+            raise _Expanded(
+                f"expands to more than {self.max_values} values (YAML aliases and merge keys included)"
+            )
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._values, self._flattened = 0, set()
+        return super().construct_document(node)  # type: ignore[misc]
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        self._spend(1)
+        return super().construct_object(node, deep)  # type: ignore[misc]
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        if node in self._flattened:  # a mapping merged again: flattened once, its entries counted each time
+            return
+        for key, value in node.value:
+            if key.tag == _MERGE:
+                for sub in value.value if isinstance(value, yaml.SequenceNode) else [value]:
+                    if isinstance(sub, yaml.MappingNode):
+                        self.flatten_mapping(sub)
+                        self._spend(2 * len(sub.value))  # its keys and values, before they are copied
+        super().flatten_mapping(node)  # type: ignore[misc]
+        self._flattened.add(node)
+
+
+# libyaml when the wheel has it (same documents, faster), with integers bounded, keys unique and work counted
+_LOADER: Any = type("_Loader", (_BoundedConstructor, getattr(yaml, "CSafeLoader", yaml.SafeLoader)), {})
 _LOADER.add_constructor("tag:yaml.org,2002:int", _bounded_int)
 _LOADER.add_constructor("tag:yaml.org,2002:map", _unique_keys)
+# YAML 1.1's base-60 numbers (``1:20`` is 80, ``0000:01:00.0`` is 60.0) are text to Kubernetes, whose YAML reader has
+# none: a PCI bus id written without quotes was read as a number. Plain scalars with a colon resolve as strings.
+_LOADER.yaml_implicit_resolvers = {
+    first: [
+        (tag, re.compile("(?!.*:)" + regexp.pattern, regexp.flags) if tag in _NUMBERS else regexp)
+        for tag, regexp in resolvers
+    ]
+    for first, resolvers in _LOADER.yaml_implicit_resolvers.items()
+}
 
 
 @dataclass(frozen=True)
@@ -153,12 +212,20 @@ def _decode(data: bytes, path: str) -> str:
 
 
 def parse_documents(text: str, path: str, limits: Limits = LIMITS) -> list[Document]:
+    bodies: list[Any] = []
+    loader = _LOADER(text)
+    loader.max_values = limits.max_nodes
     try:
-        bodies = list(yaml.load_all(text, Loader=_LOADER))
+        while loader.check_data():
+            bodies.append(loader.get_data())
     except RecursionError as exc:
         raise InputError(f"{path}: a document is nested too deeply to read") from exc
+    except _Expanded as exc:
+        raise InputError(f"{path} document {len(bodies) + 1}: refused: {exc}") from exc
     except yaml.YAMLError as exc:
         raise InputError(f"{path} is not valid YAML: {exc}") from exc
+    finally:
+        loader.dispose()
     docs = []
     for index, body in enumerate(bodies):
         if body is None:

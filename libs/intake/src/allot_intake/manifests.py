@@ -33,9 +33,9 @@ allot.dev/v1 NodeHeartbeat ``{node}``           ``node.heartbeat`` (what a node'
 ==============================================  ====================================================================
 
 Reading YAML is bounded (``LIMITS``): invalid UTF-8, a document nested deeper than ``max_depth``, one that expands
-(aliases included) to more than ``max_nodes`` values or ``max_document_bytes`` of text, or a file larger than
-``max_file_bytes`` is refused with the document and the reason, before anything else reads it. Only plain data
-tags are read (YAML's safe loader: no Python objects).
+(aliases and merge keys included, counted as it is built) to more than ``max_nodes`` values or ``max_document_bytes``
+of text, or a file larger than ``max_file_bytes`` is refused with the document and the reason, before anything else
+reads it. Only plain data tags are read (YAML's safe loader: no Python objects).
 """
 
 from __future__ import annotations
@@ -186,6 +186,7 @@ class Door:
     # ``allot_intake.known_fields``);
     # False for objects read from an API server (it decoded them: a newer server's fields are its business)
     strict: bool = True
+    advanced: float = 0.0  # the seconds the AdvanceClock documents checked so far move the clock, in all
 
     def admit_pod(self, body: JsonObject) -> tuple[JsonObject, Admitted]:
         """The pod as the matching profiles and its quota tree leave it (the pod webhooks' mutations), and its
@@ -240,6 +241,13 @@ class Door:
         elif doc.kind == "Namespace" and isinstance(obj, Namespace):
             self.namespaces[obj.name] = dict(obj.labels)
 
+    def _advance(self, seconds: float) -> list[FieldIssue]:
+        if self.advanced + seconds > MAX_RUN_SECONDS:
+            why = f"would move the clock past {MAX_RUN_SECONDS} seconds (100 years) in all; {self.advanced:.0f} so far"
+            return [FieldIssue(path="spec.seconds", message=why, value=f"{seconds:g}")]
+        self.advanced += seconds
+        return []
+
     def context(self) -> PodContext:
         return PodContext(
             priority_classes=dict(self.priority_classes),
@@ -254,6 +262,8 @@ class Door:
             issues = _cli_kind_issues(doc)
             if not issues and doc.kind == "Delete":
                 self._forget(doc)
+            if not issues and doc.kind == "AdvanceClock":
+                issues = self._advance(_seconds(kube.spec_of(doc.body)["seconds"]))
             return Verdict(doc, issues, [])
         if self.strict and (unknown := unknown_fields(doc.api_version, doc.kind, body)):
             return Verdict(doc, unknown, [])
@@ -312,6 +322,13 @@ class Door:
         return [self.check(doc) for doc in docs]
 
 
+# An AdvanceClock moves the simulated clock by at most ten years, and the documents of a run by at most a hundred in
+# all: beyond any timeout or TTL a scenario waits for, well within the dates a timestamp can be written for (an
+# infinite or 1e308-second step overflowed the clock, and one of thousands of years the dates written from it).
+MAX_ADVANCE_SECONDS: Final = 10 * 365 * 86_400
+MAX_RUN_SECONDS: Final = 100 * 365 * 86_400
+
+
 def _cli_kind_issues(doc: Document) -> list[FieldIssue]:
     spec = doc.body.get("spec") or {}
     if not isinstance(spec, dict):
@@ -319,8 +336,13 @@ def _cli_kind_issues(doc: Document) -> list[FieldIssue]:
     issues: list[FieldIssue] = []
     if doc.kind == "AdvanceClock":
         seconds = spec.get("seconds")
-        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
-            issues.append(FieldIssue(path="spec.seconds", message="must be a non-negative number"))
+        if (
+            not isinstance(seconds, int | float)
+            or isinstance(seconds, bool)
+            or not 0 <= seconds <= MAX_ADVANCE_SECONDS  # NaN is not, nor an infinity
+        ):
+            why = f"must be a number of seconds from 0 to {MAX_ADVANCE_SECONDS} (10 years)"
+            issues.append(FieldIssue(path="spec.seconds", message=why, value=str(seconds)[:40]))
         return issues
     if doc.kind == "NodeHeartbeat":
         if not isinstance(spec.get("node"), str) or not spec.get("node"):

@@ -57,7 +57,7 @@ from allot_contracts.events import (
 )
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.kube import koord_priority_class, koord_qos_class
-from allot_contracts.objects.colocation import ColocationConfig, parse_colocation_configmap
+from allot_contracts.objects.colocation import ColocationConfig, is_slo_config, parse_colocation_configmap
 from allot_contracts.objects.load_aware import read_load_estimation
 from allot_contracts.objects.names import CPU
 from allot_contracts.objects.nodemetric import NodeMetric, parse_nodemetric, parse_time
@@ -315,7 +315,9 @@ class NodeSide:
                     )
                     self._push(name)
                     self.requeue = f"node {name} heartbeat resumed"
-            case ColocationConfigApplied(ref=ref, manifest=manifest):
+            case ColocationConfigApplied(ref=ref, manifest=manifest) if is_slo_config(
+                ref.namespace, ref.name
+            ):
                 errors: list[FieldIssue] = []
                 config = parse_colocation_configmap(manifest, errors, [])
                 if config is None:
@@ -328,7 +330,7 @@ class NodeSide:
                     return
                 self.config = config
                 self._overcommit(sorted(self.nodes), at, pods_of, "co-location configuration updated")
-            case ColocationConfigDeleted():
+            case ColocationConfigDeleted(ref=ref) if is_slo_config(ref.namespace, ref.name):
                 self.config = self.default_config
                 self._overcommit(sorted(self.nodes), at, pods_of, "co-location configuration deleted")
             case TimerFired(service=service) if service == self.service:

@@ -25,7 +25,12 @@ import msgspec
 
 from allot_contracts.issues import FieldIssue, not_acted_on
 from allot_contracts.kube import storage_issues
-from allot_contracts.objects.colocation import parse_colocation_configmap
+from allot_contracts.objects.colocation import (
+    CONFIGMAP_NAME,
+    CONFIGMAP_NAMESPACE,
+    is_slo_config,
+    parse_colocation_configmap,
+)
 from allot_contracts.objects.colocation_profile import parse_colocation_profile
 from allot_contracts.objects.gang import parse_pod_group
 from allot_contracts.objects.meta import is_dns_label, is_dns_subdomain, metadata_of, read_meta
@@ -123,7 +128,8 @@ def parse_priority_class(
     if not isinstance(default, bool):
         issues.append(FieldIssue(path="globalDefault", message="must be true or false", value=str(default)))
         default = False
-    policy = manifest.get("preemptionPolicy") or "PreemptLowerPriority"
+    policy = manifest.get("preemptionPolicy")
+    policy = "PreemptLowerPriority" if policy in (None, "") else policy  # a 0 or a false is no default
     check_preemption_policy(policy, "preemptionPolicy", issues)
     if len(issues) > before:
         return None
@@ -152,14 +158,19 @@ def _pair(parse: Callable[[dict[str, Any]], tuple[Any, list[FieldIssue]]]) -> Pa
 def _configmap(
     manifest: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue], _: PodContext
 ) -> Any:
-    if metadata_of(manifest).get("name") == "slo-controller-config":
+    meta = metadata_of(manifest)
+    namespace = meta.get("namespace") or "default"
+    if is_slo_config(namespace, meta.get("name")):
         return parse_colocation_configmap(manifest, issues, warnings)
     read_meta(manifest, issues, namespaced=True)
+    where, why = "metadata.name", ""
+    if meta.get("name") == CONFIGMAP_NAME:  # Koordinator's slo-controller reads it in its own namespace only
+        where, why = "metadata.namespace", f" (not {CONFIGMAP_NAME} in namespace {str(namespace)[:63]})"
     warnings.append(
         not_acted_on(
-            "metadata.name",
-            "accepted but not acted on: the only ConfigMap Allot reads is koordinator-system/"
-            "slo-controller-config (co-location strategy)",
+            where,
+            f"accepted but not acted on: the only ConfigMap Allot reads is {CONFIGMAP_NAMESPACE}/"
+            f"{CONFIGMAP_NAME} (co-location strategy){why}",
         )
     )
     return None

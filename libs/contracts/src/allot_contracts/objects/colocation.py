@@ -45,6 +45,7 @@ __all__ = [
     "ModelRatio",
     "NormalizationStrategy",
     "AmplificationStrategy",
+    "is_slo_config",
     "parse_colocation_configmap",
     "parse_ratio",
 ]
@@ -450,6 +451,13 @@ def _data_section(
         lambda entry, where: parse(entry, where, cluster),
     )
     return cluster, nodes
+
+
+def is_slo_config(namespace: object, name: object) -> bool:
+    """Whether a ConfigMap is the co-location configuration: ``slo-controller-config`` in ``koordinator-system``,
+    the only one Koordinator's slo-controller reads (its ``--config-namespace``); one of that name elsewhere is
+    anybody's ConfigMap."""
+    return namespace == CONFIGMAP_NAMESPACE and name == CONFIGMAP_NAME
 
 
 def parse_colocation_configmap(

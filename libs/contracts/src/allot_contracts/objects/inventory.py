@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue
+from allot_contracts.issues import FieldIssue, checked_int, checked_text
 from allot_contracts.objects import names as n
 from allot_contracts.objects.cpuset import CpusetError, parse_cpuset
 from allot_contracts.objects.load_aware import CustomUsageThresholds, read_usage_thresholds
@@ -209,8 +209,12 @@ def _device(raw: Any, path: str, errors: list[FieldIssue]) -> Device | None:
         errors.append(FieldIssue(path=f"{path}.topology", message="must be an object"))
         topo = {}
     unknown_field_issues(topo, _TOPOLOGY_FIELDS, f"{path}.topology", errors)
-    numa = topo.get("nodeID", -1)
-    socket = topo.get("socketID", -1)
+    numa = checked_int(topo.get("nodeID"), f"{path}.topology.nodeID", errors, low=-1)
+    socket = checked_int(topo.get("socketID"), f"{path}.topology.socketID", errors, low=-1)
+    texts = {
+        f: checked_text(where.get(f), f"{path}{sub}.{f}", errors) or ""
+        for where, sub, f in ((raw, "", "id"), (topo, ".topology", "pcieID"), (topo, ".topology", "busID"))
+    }
     groups = []
     raw_groups = raw.get("vfGroups") or []
     if not isinstance(raw_groups, list) or not all(isinstance(g, dict | None) for g in raw_groups):
@@ -224,25 +228,27 @@ def _device(raw: Any, path: str, errors: list[FieldIssue]) -> Device | None:
             raw_vfs = []
         vfs = []
         for vi, vf in enumerate(raw_vfs):
-            if not isinstance(vf, dict) or not vf.get("busID"):
+            if not isinstance(vf, dict) or not vf.get("busID") or not isinstance(vf["busID"], str):
                 errors.append(
-                    FieldIssue(path=f"{path}.vfGroups[{gi}].vfs[{vi}].busID", message="is required")
+                    FieldIssue(
+                        path=f"{path}.vfGroups[{gi}].vfs[{vi}].busID", message="is required (a string)"
+                    )
                 )
                 continue
             unknown_field_issues(vf, _VF_FIELDS, f"{path}.vfGroups[{gi}].vfs[{vi}]", errors)
             m = vf.get("minor")
-            vfs.append((m if isinstance(m, int) and not isinstance(m, bool) else None, str(vf["busID"])))
+            vfs.append((m if isinstance(m, int) and not isinstance(m, bool) else None, vf["busID"]))
         groups.append((_labels((g or {}).get("labels")), tuple(sorted(vfs, key=lambda v: v[1]))))
     return Device(
         type=dtype,
         minor=minor,
-        id=str(raw.get("id") or ""),
+        id=texts["id"],
         healthy=healthy,
         resources=res if healthy else {},
-        socket=socket if isinstance(socket, int) else -1,
-        numa=int(numa) if isinstance(numa, int) else -1,
-        pcie=str(topo.get("pcieID") or ""),
-        bus_id=str(topo.get("busID") or ""),
+        socket=-1 if socket is None else socket,
+        numa=-1 if numa is None else numa,
+        pcie=texts["pcieID"],
+        bus_id=texts["busID"],
         labels=_labels(raw.get("labels")),
         vf_groups=tuple(groups),
     )

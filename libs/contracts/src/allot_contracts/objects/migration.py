@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import msgspec
 
-from allot_contracts.issues import FieldIssue, not_acted_on, optional_object
+from allot_contracts.issues import FieldIssue, checked_text, not_acted_on, optional_object
 from allot_contracts.objects.meta import metadata_of, required_name
 from allot_contracts.objects.reservation_pod import unknown_field_issues
 from allot_contracts.objects.times import DurationError, checked_duration_us, parse_timestamp_us
@@ -170,8 +170,8 @@ def parse_migration_job(
         issues.append(FieldIssue(path="spec.paused", message="must be true or false", value=str(paused)))
         paused = False
     ttl_us = checked_duration_us(spec.get("ttl"), "spec.ttl", issues) or 0
-    mode = spec.get("mode") or ""
-    if mode not in MODES:
+    mode = checked_text(spec.get("mode"), "spec.mode", issues)
+    if mode is not None and mode not in MODES:
         issues.append(
             FieldIssue(
                 path="spec.mode",
@@ -195,7 +195,7 @@ def parse_migration_job(
         annotations=annotations,
         paused=paused,
         ttl_us=ttl_us,
-        mode=str(mode),
+        mode=mode or "",
         pod=pod,
         reservation_ref=reservation_ref,
         reservation_template=template,

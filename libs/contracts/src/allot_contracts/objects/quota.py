@@ -22,7 +22,9 @@ import msgspec
 
 from allot_contracts.fnv import fnv1a64
 from allot_contracts.issues import FieldIssue
-from allot_contracts.objects.meta import read_meta
+from allot_contracts.objects.meta import is_dns_subdomain, is_label_value, is_qualified_name, read_meta
+from allot_contracts.objects.reservation_pod import unknown_field_issues
+from allot_contracts.objects.selectors import parse_label_selector
 from allot_contracts.quantity import QuantityError, format_quantity, parse_quantity, to_canonical
 from allot_contracts.quantity_limits import range_issue
 from allot_contracts.resources import ResourceList, format_resource_list, negatives
@@ -180,8 +182,14 @@ def _json_annotation(annotations: dict[str, Any], key: str, errors: list[FieldIs
     raw = annotations.get(key)
     if raw in (None, ""):
         return None
+    if not isinstance(
+        raw, str
+    ):  # as the API server has it; str() of a YAML list is no JSON, or JSON by chance
+        msg = "must be a string: an annotation's value is text (write the JSON in quotes)"
+        errors.append(FieldIssue(path=_anno(key), code="Invalid", value=str(raw)[:100], message=msg))
+        return None
     try:
-        return json.loads(str(raw))
+        return json.loads(raw)
     except json.JSONDecodeError as exc:
         errors.append(
             FieldIssue(path=_anno(key), code="Invalid", value=str(raw), message=f"invalid JSON: {exc}")
@@ -369,18 +377,24 @@ def tree_id_for(namespace: str, name: str) -> str:
     return str(fnv1a64(f"{namespace}/{name}".encode()))
 
 
-def _string_maps(meta: Any, errors: list[FieldIssue]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A profile's annotations and labels (``{}`` for one that is not a map, with an error)."""
-    out: list[dict[str, Any]] = []
-    for field in ("annotations", "labels"):
-        value = (meta.get(field) if isinstance(meta, dict) else None) or {}
-        if not isinstance(value, dict):
+def _profile_labels(raw: Any, errors: list[FieldIssue]) -> dict[str, str]:
+    """``spec.quotaLabels``: labels the profile's root quota gets, so label keys and values as the API server has
+    them (a number or a list turned into text made a label no quota could carry)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        errors.append(FieldIssue(path="spec.quotaLabels", code="Invalid", message="must be a map of strings"))
+        return {}
+    for key, value in raw.items():
+        path = f"spec.quotaLabels[{key}]"
+        if not isinstance(key, str) or not is_qualified_name(key):
             errors.append(
-                FieldIssue(path=f"metadata.{field}", code="Invalid", message="must be a map of strings")
+                FieldIssue(path=path, code="Invalid", message="must be a label key", value=str(key))
             )
-            value = {}
-        out.append(value)
-    return out[0], out[1]
+        elif not isinstance(value, str) or not is_label_value(value):
+            msg = "must be a label value: a string of at most 63 alphanumerics, '-', '_' or '.'"
+            errors.append(FieldIssue(path=path, code="Invalid", message=msg, value=str(value)[:100]))
+    return dict(raw)
 
 
 def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[FieldIssue]]:
@@ -395,17 +409,19 @@ def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[Fi
             )
         )
         return None, errors
-    meta = manifest.get("metadata") or {}
+    meta = read_meta(manifest, errors, namespaced=True)
     spec = manifest.get("spec") or {}
-    name = str(meta.get("name") or "")
-    namespace = str(meta.get("namespace") or "default")
-    if not name:
-        errors.append(FieldIssue(path="metadata.name", code="Required", message="profile name is required"))
+    name, namespace = meta.name, meta.namespace
     raw_quota_name = spec.get("quotaName")
     quota_name = raw_quota_name if isinstance(raw_quota_name, str) else ""
-    if not quota_name:
+    if raw_quota_name in (None, ""):
         errors.append(
             FieldIssue(path="spec.quotaName", code="Required", message="quotaName is required (a string)")
+        )
+    elif not is_dns_subdomain(quota_name):  # the name of the ElasticQuota the profile makes
+        msg = "must be a quota's name: a lowercase RFC 1123 subdomain (a-z, 0-9, '-', '.'; at most 253 characters)"
+        errors.append(
+            FieldIssue(path="spec.quotaName", code="Invalid", message=msg, value=str(raw_quota_name))
         )
     raw_ratio = spec.get("resourceRatio")
     ratio = Fraction(1)
@@ -429,40 +445,23 @@ def parse_profile(manifest: dict[str, Any]) -> tuple[ProfileSpec | None, list[Fi
             FieldIssue(path="spec.nodeSelector", code="Invalid", message="must be a label selector")
         )
         selector = {}
-    for i, expr in enumerate(selector.get("matchExpressions") or []):
-        op = expr.get("operator") if isinstance(expr, dict) else None
-        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            errors.append(
-                FieldIssue(
-                    path=f"spec.nodeSelector.matchExpressions[{i}].operator",
-                    code="NotSupported",
-                    value=str(op),
-                    message='operator must be one of "In", "NotIn", "Exists", "DoesNotExist"',
-                )
-            )
+    unknown_field_issues(
+        selector, frozenset({"matchLabels", "matchExpressions"}), "spec.nodeSelector", errors
+    )
+    parse_label_selector(selector, "spec.nodeSelector", errors)
     keys: tuple[str, ...] = ("cpu", "memory")
-    annotations, meta_labels = _string_maps(meta, errors)
-    raw_keys = annotations.get("quota.scheduling.koordinator.sh/resource-keys")
-    if raw_keys:
-        try:
-            parsed = json.loads(raw_keys)
-            if not isinstance(parsed, list) or not all(isinstance(k, str) for k in parsed):
-                raise ValueError("expected a JSON list of resource names")
-            keys = tuple(sorted(set(parsed)))
-        except ValueError as exc:
+    annotations, meta_labels = dict(meta.annotations), dict(meta.labels)
+    raw_keys = _json_annotation(annotations, ANNO_RESOURCE_KEYS, errors)
+    if raw_keys is not None:
+        if not isinstance(raw_keys, list) or not all(isinstance(k, str) and k for k in raw_keys):
             errors.append(
-                FieldIssue(
-                    path="metadata.annotations[quota.scheduling.koordinator.sh/resource-keys]",
-                    code="Invalid",
-                    value=str(raw_keys),
-                    message=f"invalid resource-keys: {exc}",
+                _unexpected_json(
+                    ANNO_RESOURCE_KEYS, annotations[ANNO_RESOURCE_KEYS], "a list of resource names"
                 )
             )
-    raw_labels = spec.get("quotaLabels") or {}
-    if not isinstance(raw_labels, dict):
-        errors.append(FieldIssue(path="spec.quotaLabels", code="Invalid", message="must be a map of strings"))
-        raw_labels = {}
-    labels = {str(k): str(v) for k, v in raw_labels.items()}
+        else:
+            keys = tuple(sorted(set(raw_keys)))
+    labels = _profile_labels(spec.get("quotaLabels"), errors)
     if errors:
         return None, errors
     tree_id = str(meta_labels.get(LABEL_TREE_ID) or tree_id_for(namespace, name))

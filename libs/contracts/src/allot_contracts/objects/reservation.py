@@ -27,6 +27,7 @@ from allot_contracts.issues import (
     annotation_path,
     checked_bool,
     checked_list,
+    checked_text,
     label_path,
     not_acted_on,
 )
@@ -337,8 +338,10 @@ def _expiry(
 
 def _policy(spec: Mapping[str, Any], issues: list[FieldIssue], warnings: list[FieldIssue]) -> str:
     """``allocatePolicy`` (refused unless known); the pre-allocation fields Allot does not act on are warnings."""
-    policy = spec.get("allocatePolicy") or ""
-    if policy not in POLICIES:
+    policy = checked_text(spec.get("allocatePolicy"), "spec.allocatePolicy", issues)
+    if policy is None:
+        policy = ""
+    elif policy not in POLICIES:
         issues.append(
             FieldIssue(
                 path="spec.allocatePolicy",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from allot_contracts.issues import FieldIssue, checked_objects
+from allot_contracts.issues import FieldIssue, checked_list, checked_objects
 
 _INT64 = 2**63
 
@@ -157,12 +157,14 @@ def parse_node_selector_terms(raw: Any, path: str, errors: list[FieldIssue]) -> 
             errors.append(FieldIssue(path=tpath, message="must be an object"))
             continue
         exprs: list[Requirement] = []
-        for j, e in enumerate(term.get("matchExpressions") or []):
+        for j, e in enumerate(
+            checked_list(term.get("matchExpressions"), f"{tpath}.matchExpressions", errors)
+        ):
             r = _requirement(e, f"{tpath}.matchExpressions[{j}]", frozenset(_NODE_OPS), errors)
             if r is not None:
                 exprs.append(r)
         fields: list[Requirement] = []
-        for j, e in enumerate(term.get("matchFields") or []):
+        for j, e in enumerate(checked_list(term.get("matchFields"), f"{tpath}.matchFields", errors)):
             r = _requirement(e, f"{tpath}.matchFields[{j}]", frozenset({"In", "NotIn"}), errors)
             if r is not None:
                 if r[0] != "metadata.name":
@@ -201,15 +203,23 @@ def parse_taints(raw: Any) -> tuple[Taint, ...]:
 def parse_tolerations(raw: Any, path: str, errors: list[FieldIssue]) -> tuple[Toleration, ...]:
     out: list[Toleration] = []
     for where, t in checked_objects(raw, path, errors):
-        op = t.get("operator") or "Equal"
+        raw_fields = {f: "" if t.get(f) is None else t.get(f) for f in ("key", "operator", "value", "effect")}
+        texts = {f: v for f, v in raw_fields.items() if isinstance(v, str)}
+        for f in sorted(raw_fields.keys() - texts.keys()):
+            errors.append(
+                FieldIssue(path=f"{where}.{f}", message="must be a string", value=str(raw_fields[f])[:100])
+            )
+        if len(texts) < len(raw_fields):
+            continue
+        op = texts["operator"] or "Equal"
         if op not in ("Equal", "Exists"):
             errors.append(FieldIssue(path=f"{where}.operator", message=f"unsupported operator {op!r}"))
             continue
-        effect = t.get("effect") or ""
+        effect = texts["effect"]
         if effect and effect not in _EFFECTS:
             errors.append(FieldIssue(path=f"{where}.effect", message=f"unsupported effect {effect!r}"))
             continue
-        out.append((str(t.get("key") or ""), op, str(t.get("value") or ""), effect))
+        out.append((texts["key"], op, texts["value"], effect))
     return tuple(sorted(out))
 
 

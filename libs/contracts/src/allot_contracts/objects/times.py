@@ -6,12 +6,11 @@ recorded time in the log). Pure: parsing a timestamp reads no clock.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import Final
 
 from allot_contracts.issues import FieldIssue
+from allot_contracts.objects.duration import parse_go_duration
 
 __all__ = [
     "DurationError",
@@ -22,38 +21,25 @@ __all__ = [
     "parse_timestamp_us",
 ]
 
-_US: Final = {"h": 3_600_000_000, "m": 60_000_000, "s": 1_000_000, "ms": 1_000, "us": 1, "µs": 1, "ns": 0}
-_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
-
 
 class DurationError(ValueError):
     """Text that is not a duration or a timestamp."""
 
 
 def parse_duration_us(value: object) -> int:
-    """``"24h"``, ``"1h30m"``, ``"90s"``, ``"500ms"``, ``"0s"`` or ``"0"`` → microseconds. Negative durations are
-    refused (no Kubernetes field here accepts one)."""
+    """``"24h"``, ``"1h30m"``, ``"90s"``, ``"500ms"``, ``"0s"`` or ``"0"`` → microseconds, read as Go reads a
+    ``time.Duration`` (:func:`~allot_contracts.objects.duration.parse_go_duration`: at most about 292 years) and
+    rounded up to a whole microsecond, so a positive duration never becomes zero (``ttl: 1ns`` read as 0 made a
+    Reservation that never expires, where upstream's expires at once). Negative durations are refused (no
+    Kubernetes field here accepts one)."""
     if not isinstance(value, str) or not value:
         raise DurationError("must be a duration such as '24h', '30m' or '90s'")
-    if value == "0":
-        return 0
-    if len(value) > 100:  # longer than any duration Kubernetes writes; no number in it too long to convert
-        raise DurationError(f"a duration of {len(value)} characters is out of range")
-    pos, total = 0, 0
-    for m in _PART.finditer(value):
-        if m.start() != pos:
-            break
-        number, unit = m.group(1), m.group(2)
-        if unit == "ns":
-            pos = m.end()
-            continue
-        whole, _, frac = number.partition(".")
-        scale = _US[unit]
-        total += int(whole) * scale + (int(frac) * scale // 10 ** len(frac) if frac else 0)
-        pos = m.end()
-    if pos != len(value):
-        raise DurationError(f"{value!r} is not a duration such as '24h', '30m' or '90s'")
-    return total
+    us, reason = parse_go_duration(value)
+    if us is None:
+        raise DurationError(f"{value[:40]!r} {reason}")
+    if us < 0:
+        raise DurationError(f"{value!r} is negative; a duration here is at least 0")
+    return us
 
 
 def format_duration(us: int) -> str:
