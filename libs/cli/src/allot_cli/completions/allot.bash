@@ -64,7 +64,7 @@ _allot() {
         'sim run') opts='-h --help -o --output --state --out-dir --config --atomic'; words=''; files='1'; names=''; valued='-o --output --state --out-dir --config' ;;
         'sim trace') opts='-h --help --nodes --pods --policy --tune --seed --seeds --out --summary-json --plot --no-progress'; words=''; files=''; names=''; valued='--nodes --pods --policy --tune --seed --seeds --out --summary-json --plot' ;;
         'sim typical-pods') opts='-h --help --pods --from-log --threshold --policy'; words=''; files=''; names=''; valued='--pods --threshold' ;;
-        'ui') opts='-h --help --host --port --poll'; words=''; files=''; names=''; valued='--host --port --poll' ;;
+        'ui') opts='-h --help --host --port --poll --read-timeout'; words=''; files=''; names=''; valued='--host --port --poll --read-timeout' ;;
         'webhook') opts='-h --help --tls-cert-file --tls-private-key-file --host --port --scheduler-name --kubeconfig --no-quota-tree'; words=''; files=''; names=''; valued='--tls-cert-file --tls-private-key-file --host --port --scheduler-name --kubeconfig' ;;
         'what-if') opts='-h --help -f --filename --at --config --window --node-labels --config-dir -o --output'; words=''; files=''; names=''; valued='-f --filename --at --config --window --node-labels --config-dir -o --output' ;;
     esac
@@ -180,6 +180,7 @@ _allot() {
         'ui|--host') COMPREPLY=(); return ;;
         'ui|--port') COMPREPLY=(); return ;;
         'ui|--poll') COMPREPLY=(); return ;;
+        'ui|--read-timeout') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'webhook|--tls-cert-file') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'webhook|--tls-private-key-file') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'webhook|--host') COMPREPLY=(); return ;;

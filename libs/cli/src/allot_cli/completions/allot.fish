@@ -293,6 +293,7 @@ complete -c allot -n "__allot_at 'ui'" -s h -l help -d 'show this help message a
 complete -c allot -n "__allot_at 'ui'" -l host -x -d 'address to listen on'
 complete -c allot -n "__allot_at 'ui'" -l port -x -d 'port (default: ALLOT_UI_PORT, else 8088)'
 complete -c allot -n "__allot_at 'ui'" -l poll -x -d 'seconds between reads of the log (default 0.5)'
+complete -c allot -n "__allot_at 'ui'" -l read-timeout -r -F -d 'seconds a read of the log may take before it fails (default: ALLOT_UI_READ_TIMEOUT, else 10)'
 complete -c allot -n "__allot_at 'webhook'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'webhook'" -l tls-cert-file -r -F -d 'PEM certificate (chain) served to the API server'
 complete -c allot -n "__allot_at 'webhook'" -l tls-private-key-file -r -F -d 'PEM private key of the certificate'
