@@ -80,3 +80,36 @@ def test_a_nodes_label_of_the_wrong_type_is_refused_once() -> None:
     assert [(i.path, i.message) for i in admit(body).issues] == [
         ('metadata.labels["tier"]', "must be a string (got int)")
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "default", "reason"),
+    [
+        ("system-mine", 2_000_000_000, False, "system-mine is not a known system priority class"),
+        ("system-node-critical", 5, False, "value of system-node-critical PriorityClass must be 2000001000"),
+        (
+            "system-cluster-critical",
+            2_000_000_000,
+            True,
+            "globalDefault of system-cluster-critical PriorityClass must",
+        ),
+        ("system-cluster-critical", 2_000_000_000, False, ""),
+    ],
+)
+def test_a_system_priority_class_name_is_reserved_for_the_api_servers_own(
+    name: str, value: int, default: bool, reason: str
+) -> None:
+    """Kubernetes' PriorityClass validation: a ``system-`` name must be one of its own classes, as it defines it (a
+    user's ``system-mine`` at two billion would outrank every workload and escape the one-billion cap)."""
+    body = {**manifest("PriorityClass"), "value": value, "globalDefault": default}
+    body["metadata"]["name"] = name
+    issues = admit(body).issues
+    if not reason:
+        assert issues == []
+        return
+    [issue] = issues
+    assert (issue.path, issue.code) == ("metadata.name", "Forbidden")
+    assert issue.message.startswith(
+        "priority class names with 'system-' prefix are reserved for system use only: "
+    )
+    assert reason in issue.message

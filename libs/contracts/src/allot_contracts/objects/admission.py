@@ -39,6 +39,7 @@ from allot_contracts.objects.nodemetric import parse_nodemetric
 from allot_contracts.objects.nodes import admit_device, admit_node, admit_topology
 from allot_contracts.objects.pod import parse_pod
 from allot_contracts.objects.pod_priority import (
+    BUILTIN_PRIORITY_CLASSES,
     DEFAULT_CONTEXT,
     PodContext,
     PriorityClassInfo,
@@ -128,6 +129,8 @@ def parse_priority_class(
     if not isinstance(default, bool):
         issues.append(FieldIssue(path="globalDefault", message="must be true or false", value=str(default)))
         default = False
+    if meta.name.startswith("system-"):
+        _system_class(meta.name, value, default, issues)
     policy = manifest.get("preemptionPolicy")
     policy = "PreemptLowerPriority" if policy in (None, "") else policy  # a 0 or a false is no default
     check_preemption_policy(policy, "preemptionPolicy", issues)
@@ -136,6 +139,23 @@ def parse_priority_class(
     return PriorityClassInfo(
         name=meta.name, value=value, global_default=default, preemption_policy=str(policy)
     )
+
+
+def _system_class(name: str, value: int, default: bool, issues: list[FieldIssue]) -> None:
+    """A ``system-`` name is reserved for the API server's own classes, with their own value (as it refuses any other:
+    ``priority class names with 'system-' prefix are reserved for system use only``)."""
+    system = {k: c for k, c in BUILTIN_PRIORITY_CLASSES.items() if k.startswith("system-")}
+    known = system.get(name)
+    if known is None:
+        why = f"{name} is not a known system priority class ({', '.join(sorted(system))})"
+    elif value != known.value:
+        why = f"value of {name} PriorityClass must be {known.value}"
+    elif default:
+        why = f"globalDefault of {name} PriorityClass must be false"
+    else:
+        return
+    message = f"priority class names with 'system-' prefix are reserved for system use only: {why}"
+    issues.append(FieldIssue(path="metadata.name", code="Forbidden", message=message, value=name))
 
 
 def _plain(
