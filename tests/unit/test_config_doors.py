@@ -290,3 +290,22 @@ def test_a_descheduler_key_in_another_services_file_is_refused_not_ignored(tmp_p
     assert read_config(tmp_path / "d.yaml", "device-allocator") == {"profiles": [], "scoring": {}}
     (tmp_path / "k.yaml").write_text(yaml.safe_dump(DESCHEDULER))
     assert read_config(tmp_path / "k.yaml", "device-allocator") == {}  # says what it is: not this service's
+
+
+def test_a_key_given_twice_in_a_config_file_is_refused_not_the_last_one_taken(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """The same reader as manifests': two ``delayEvictTime`` keys are a mistake to point at, not a choice to make."""
+    config = tmp_path / "config.yaml"
+    config.write_text("delayEvictTime: 30s\nmonitorAllQuotas: true\ndelayEvictTime: 5m\n")
+    monkeypatch.setenv("ALLOT_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("ALLOT_CONFIG_FILE", str(config))
+    for var in ("ALLOT_INSTANCE", "ALLOT_KUBE_MODE"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(SystemExit) as exit_code:
+        _service_main("quota-manager")()
+    err = capsys.readouterr().err
+    assert exit_code.value.code == 2 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("allot-quota-manager: invalid configuration: ALLOT_CONFIG_FILE: ")
+    assert "the key 'delayEvictTime' stands twice (first on line 1)" in line

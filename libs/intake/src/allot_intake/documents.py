@@ -20,7 +20,15 @@ from allot_contracts.objects.admission import Admitted
 from allot_intake.errors import InputError
 from allot_intake.workloads import WORKLOAD_KINDS
 
-__all__ = ["LIMITS", "NAMESPACED_DELETES", "Document", "Limits", "load_documents", "parse_documents"]
+__all__ = [
+    "LIMITS",
+    "NAMESPACED_DELETES",
+    "Document",
+    "Limits",
+    "load_documents",
+    "parse_documents",
+    "read_yaml",
+]
 
 # Characters an integer in a document may have: more than any field's number (64-bit: 19 digits), few enough that
 # converting it never fails (Python refuses to convert more than 4,300 digits, and that raised out of the reader).
@@ -211,12 +219,16 @@ def _decode(data: bytes, path: str) -> str:
         raise InputError(f"{path}: not valid UTF-8 (byte {exc.start}, line {line}): {exc.reason}") from exc
 
 
-def parse_documents(text: str, path: str, limits: Limits = LIMITS) -> list[Document]:
+def _load(text: str, path: str, limits: Limits, *, single: bool = False) -> list[Any]:
+    """The documents of ``text`` as the reader reads them (bounded, keys unique, numbers as Kubernetes reads them), or
+    :class:`InputError` saying why not; ``single``: the one document a config file holds."""
     bodies: list[Any] = []
     loader = _LOADER(text)
     loader.max_values = limits.max_nodes
     try:
-        while loader.check_data():
+        if single:
+            bodies.append(loader.get_single_data())
+        while not single and loader.check_data():
             bodies.append(loader.get_data())
     except RecursionError as exc:
         raise InputError(f"{path}: a document is nested too deeply to read") from exc
@@ -226,6 +238,21 @@ def parse_documents(text: str, path: str, limits: Limits = LIMITS) -> list[Docum
         raise InputError(f"{path} is not valid YAML: {exc}") from exc
     finally:
         loader.dispose()
+    return bodies
+
+
+def read_yaml(text: str, path: str, limits: Limits = LIMITS) -> Any:
+    """The one document of a YAML (or JSON) file such as a config file, read as manifests are read: a key given twice,
+    an integer too long to hold or a document that expands past the limits is an :class:`InputError`."""
+    [body] = _load(text, path, limits, single=True)
+    problem = _measure(body, limits) if isinstance(body, dict | list) else None
+    if problem is not None:
+        raise InputError(f"{path}: refused: {problem}")
+    return body
+
+
+def parse_documents(text: str, path: str, limits: Limits = LIMITS) -> list[Document]:
+    bodies = _load(text, path, limits)
     docs = []
     for index, body in enumerate(bodies):
         if body is None:

@@ -127,14 +127,17 @@ def read_config_file(path: Path, setting: str = "ALLOT_CONFIG_FILE") -> JsonObje
     """A YAML (or JSON) config file as its parsers get it: a mapping, read as Kubernetes reads its config files
     (YAML turned into JSON: keys are strings, ``1:`` and ``true:`` included; dates are their text), or
     :class:`InvalidInput` saying in one line why it cannot be read."""
-    import yaml
+    from allot_intake.documents import read_yaml
+    from allot_intake.errors import InputError
 
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = (
+            read_yaml(path.read_text(), str(path)) or {}
+        )  # as manifests are read: a key given twice is refused
     except OSError as exc:
         raise InvalidInput([(setting, f"cannot read {path}: {exc.strerror}")]) from exc
-    except (yaml.YAMLError, ValueError) as exc:
-        raise InvalidInput([(setting, f"{path} is not valid YAML: {' '.join(str(exc).split())}")]) from exc
+    except (InputError, ValueError) as exc:
+        raise InvalidInput([(setting, " ".join(str(exc).split()))]) from exc
     if not isinstance(data, dict):
         raise InvalidInput([(setting, f"{path} must hold a mapping")])
     return {_json_key(k): as_json(v) for k, v in data.items()}
