@@ -5,8 +5,10 @@ documents were recorded and which were not."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -113,8 +115,12 @@ class _BrokenPool:
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
 
-    async def fetch(self, *_: object) -> list[object]:
+    async def fetch(self, *_: object, **__: object) -> list[object]:
         raise self.exc
+
+    @contextlib.asynccontextmanager
+    async def acquire(self, timeout: float | None = None) -> AsyncIterator[_BrokenPool]:
+        yield self  # a connection of it fails as the pool does
 
     async def close(self) -> None:
         return None
