@@ -146,9 +146,8 @@ def _value_obj(value: Any, key: str, allowed: set[str], errors: list[FieldIssue]
 def _enum(v: Any, allowed: set[str] | frozenset[str], key: str, suffix: str, errors: list[FieldIssue]) -> str:
     if v is None or v == "":
         return ""
-    if (
-        not isinstance(v, str) or v not in allowed
-    ):  # a list or an object is no value of the enum (nor hashable)
+    # a list or an object is no value of the enum (nor hashable)
+    if not isinstance(v, str) or v not in allowed:
         errors.append(
             invalid_annotation(
                 annotation_path(key, suffix), f"unsupported value {v!r}; one of {', '.join(sorted(allowed))}"

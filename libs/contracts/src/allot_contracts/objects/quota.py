@@ -182,9 +182,8 @@ def _json_annotation(annotations: dict[str, Any], key: str, errors: list[FieldIs
     raw = annotations.get(key)
     if raw in (None, ""):
         return None
-    if not isinstance(
-        raw, str
-    ):  # as the API server has it; str() of a YAML list is no JSON, or JSON by chance
+    # text, as the API server has it: str() of a YAML list is no JSON, or JSON by chance
+    if not isinstance(raw, str):
         msg = "must be a string: an annotation's value is text (write the JSON in quotes)"
         errors.append(FieldIssue(path=_anno(key), code="Invalid", value=str(raw)[:100], message=msg))
         return None
