@@ -7,7 +7,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from allot_runtime.flags import whole_number
+from allot_runtime.flags import replicas
 
 
 def benchmark_parser(
@@ -31,7 +31,7 @@ def node_count_argument(p: argparse.ArgumentParser, *, also: str = "") -> None:
     ``also`` says what else the benchmark replicates."""
     p.add_argument(
         "--node-count",
-        type=whole_number,
+        type=replicas,
         default=0,
         help=f"replicate the node list with new names to N nodes{also} (0 = as read)",
     )

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from allot_cli.bench import report
-from allot_runtime.flags import factor, positive
+from allot_runtime.flags import factor, size
 
 
 def register(subparsers: Any) -> None:
@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seeds", default="42,43,44", help="comma-separated seeds (the median is printed)")
     p.add_argument("--tune", type=factor, default=1.3, help="arrived GPU request as a multiple of capacity")
     p.add_argument(
-        "--max-per-plan", type=positive, default=1, help="GPUDefrag maxMigrationsPerPlan (2 and more: slow)"
+        "--max-per-plan", type=size, default=1, help="GPUDefrag maxMigrationsPerPlan (2 and more: slow)"
     )
     p.set_defaults(func=run)
 

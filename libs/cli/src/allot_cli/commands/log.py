@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli._groups import subcommands
-from allot_runtime.flags import event_count, positive
+from allot_runtime.flags import event_count, positive, processes
 
 PROGRESS_EVERY = 2.0  # seconds between progress lines
 
@@ -173,7 +173,7 @@ def register(subparsers: Any) -> None:
     )
     v.add_argument(
         "--jobs",
-        type=positive,
+        type=processes,
         metavar="N",
         help="segments checked at once, one process each (default: one per CPU); the result is the same for any N",
     )

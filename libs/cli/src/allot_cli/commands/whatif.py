@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from allot_cli.files import directory
 from allot_runtime.flags import log_position
 
 
@@ -111,6 +112,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--config-dir",
+        type=directory,
         help="directory with <service>.yaml for a log recorded before services recorded theirs",
     )
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
