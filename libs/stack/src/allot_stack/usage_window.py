@@ -7,19 +7,30 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from allot_runtime.flags import shown
 from allot_views.usage import Window
 
-# an anchor for checking a window's syntax before the log is read (any instant far from both ends of time will do)
+# an anchor for checking a window's syntax before the log is read (any instant far from both ends of time will do;
+# with it, parse_window checks the syntax only, not that the window's ends are times a report can show)
 SYNTAX_ANCHOR_US = 1 << 62
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
+# the times a report can show: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z, in µs since the epoch
+EARLIEST_US = -62_135_596_800_000_000
+LATEST_US = 253_402_300_799_999_999
 
 
 def _duration_s(text: str, flag: str) -> int:
     m = _DURATION.match(text.strip())
     if not m:
         raise ValueError(f"{flag}: {text!r} is not a duration (a whole number and s, m, h, d or w, e.g. 7d)")
-    return int(m.group(1)) * _UNITS[m.group(2)]
+    digits = m.group(1).lstrip("0")
+    seconds = (
+        int(digits or "0") * _UNITS[m.group(2)] if len(digits) <= 12 else None
+    )  # no int() of 5,000 digits
+    if seconds is None or seconds * 1_000_000 > LATEST_US - EARLIEST_US:
+        raise ValueError(f"{flag}: {shown(text)} is longer than any window (at most 9999 years)")
+    return seconds
 
 
 def _instant_us(text: str, flag: str, anchor_us: int) -> int:
@@ -34,21 +45,36 @@ def _instant_us(text: str, flag: str, anchor_us: int) -> int:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(
-            f"{flag}: {text!r} is neither a duration (e.g. 7d, 12h) nor an ISO-8601 time (e.g. 2026-01-01T00:00:00Z)"
+            f"{flag}: {shown(text)} is neither a duration (e.g. 7d, 12h) nor an ISO-8601 time "
+            "(e.g. 2026-01-01T00:00:00Z)"
         ) from None
     if moment.tzinfo is None:
         raise ValueError(f"{flag}: {text!r} has no time zone (add Z for UTC)")
     return from_datetime(moment)
 
 
+def _shown_in_range(us: int, flag: str, text: str) -> None:
+    if not EARLIEST_US <= us <= LATEST_US:
+        raise ValueError(
+            f"{flag}: {shown(text)} is outside the times a report can show "
+            "(0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z)"
+        )
+
+
 def parse_window(since: str, until: str | None, *, last_us: int) -> Window:
     """The window ``[since, until]``, never read from the wall clock: ``until`` defaults to the last recorded event
     (``last_us``) and a duration given as ``until`` counts back from it; a duration given as ``since`` counts back
-    from ``until``. Raises ValueError naming the flag when input is bad."""
+    from ``until``. Raises ValueError naming the flag when input is bad: not a duration or a time, an end outside
+    the years 1 to 9999 (unless ``last_us`` is :data:`SYNTAX_ANCHOR_US`), or an empty or reversed window."""
     until_us = last_us if until is None else _instant_us(until, "--until", last_us)
     since_us = _instant_us(since, "--since", until_us if _DURATION.match(since.strip()) else last_us)
+    if last_us != SYNTAX_ANCHOR_US:
+        _shown_in_range(until_us, "--until", until or "the last recorded event")
+        _shown_in_range(since_us, "--since", since)
     if until_us < since_us:
         raise ValueError("--until: the window ends before it starts (--until is earlier than --since)")
+    if until_us == since_us:
+        raise ValueError("--since: the window is empty (--since is the same time as --until)")
     return Window(since_us, until_us)
 
 
