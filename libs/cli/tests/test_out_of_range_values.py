@@ -40,3 +40,11 @@ def test_an_empty_policy_list_and_a_file_that_is_not_an_openb_list_are_refused(t
     pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,lots,1,0,0\n")
     with pytest.raises(InvalidInput, match="pods.csv line 2: a field is missing or not a whole number"):
         read_pods(pods)
+
+
+def test_a_long_label_selector_is_named_not_repeated_whole() -> None:
+    from allot_views.kinds import parse_selector
+
+    with pytest.raises(UsageError) as refused:
+        parse_selector("a" * 100_000)
+    assert len(str(refused.value)) < 400 and "(100000 characters)" in str(refused.value)

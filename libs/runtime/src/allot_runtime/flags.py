@@ -8,13 +8,15 @@ factors take a decimal number, finite and above zero. A string default is conver
 
 Every whole number has a largest value too, so that nothing past it reaches PostgreSQL's ``bigint`` (log positions)
 or a list sized by it: :data:`INT64_MAX` unless the flag says less (:func:`processes`). The text of a refused value
-is shown cut to :data:`SHOWN` characters (:func:`shown`), so a 5,000-digit number is not echoed whole.
+is repeated cut (:func:`allot_contracts.clipping.clipped`), so a 5,000-digit number is not echoed whole.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+
+from allot_contracts.clipping import clipped
 
 INT64_MAX = (
     2**63 - 1
@@ -24,28 +26,20 @@ MAX_SIZE = (
     10_000_000  # objects or events a benchmark or simulation builds (each held in memory), or runs it makes
 )
 MAX_FACTOR = 100.0  # a multiple (--tune: the arrived load as a multiple of capacity)
-SHOWN = 40  # characters of a refused value repeated in its error
-
-
-def shown(text: str) -> str:
-    """``text`` quoted for an error message, cut to :data:`SHOWN` characters with ``…`` and its length."""
-    if len(text) <= SHOWN:
-        return repr(text)
-    return f"{text[:SHOWN]!r}… ({len(text):,} characters)"
 
 
 def _whole(text: str, *, least: int, most: int | None = None, what: str) -> int:
     """``text`` as an int from ``least`` to ``most`` (``what`` says both), or to :data:`INT64_MAX` when ``most`` is
     None; else the usage error "must be ``what``, not 'text'"."""
     if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"must be {what}, not {shown(text)}")
+        raise argparse.ArgumentTypeError(f"must be {what}, not {clipped(text)}")
     bound = INT64_MAX if most is None else most
     digits = text.lstrip("0") or "0"
     value = int(digits) if len(digits) <= len(str(bound)) else bound + 1  # no int() of thousands of digits
     if value > bound and most is None:
-        raise argparse.ArgumentTypeError(f"must be {what} and at most {INT64_MAX}, not {shown(text)}")
+        raise argparse.ArgumentTypeError(f"must be {what} and at most {INT64_MAX}, not {clipped(text)}")
     if not least <= value <= bound:
-        raise argparse.ArgumentTypeError(f"must be {what}, not {shown(text)}")
+        raise argparse.ArgumentTypeError(f"must be {what}, not {clipped(text)}")
     return value
 
 
@@ -96,7 +90,7 @@ def sizes(text: str) -> list[int]:
         try:
             out.append(size(part))
         except argparse.ArgumentTypeError as exc:
-            raise argparse.ArgumentTypeError(f"{shown(text)}: each comma-separated size {exc}") from None
+            raise argparse.ArgumentTypeError(f"{clipped(text)}: each comma-separated size {exc}") from None
     return out
 
 
@@ -116,7 +110,7 @@ def _above_zero(text: str, what: str, most: float = math.inf) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and 0 < value <= most):
-        raise argparse.ArgumentTypeError(f"must be {what}, not {shown(text)}")
+        raise argparse.ArgumentTypeError(f"must be {what}, not {clipped(text)}")
     return value
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from allot_runtime.flags import shown
+from allot_contracts.clipping import clipped
 from allot_views.usage import Window
 
 # an anchor for checking a window's syntax before the log is read (any instant far from both ends of time will do;
@@ -29,7 +29,7 @@ def _duration_s(text: str, flag: str) -> int:
         int(digits or "0") * _UNITS[m.group(2)] if len(digits) <= 12 else None
     )  # no int() of 5,000 digits
     if seconds is None or seconds * 1_000_000 > LATEST_US - EARLIEST_US:
-        raise ValueError(f"{flag}: {shown(text)} is longer than any window (at most 9999 years)")
+        raise ValueError(f"{flag}: {clipped(text)} is longer than any window (at most 9999 years)")
     return seconds
 
 
@@ -45,7 +45,7 @@ def _instant_us(text: str, flag: str, anchor_us: int) -> int:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(
-            f"{flag}: {shown(text)} is neither a duration (e.g. 7d, 12h) nor an ISO-8601 time "
+            f"{flag}: {clipped(text)} is neither a duration (e.g. 7d, 12h) nor an ISO-8601 time "
             "(e.g. 2026-01-01T00:00:00Z)"
         ) from None
     if moment.tzinfo is None:
@@ -53,10 +53,10 @@ def _instant_us(text: str, flag: str, anchor_us: int) -> int:
     return from_datetime(moment)
 
 
-def _shown_in_range(us: int, flag: str, text: str) -> None:
+def _in_range(us: int, flag: str, text: str) -> None:
     if not EARLIEST_US <= us <= LATEST_US:
         raise ValueError(
-            f"{flag}: {shown(text)} is outside the times a report can show "
+            f"{flag}: {clipped(text)} is outside the times a report can show "
             "(0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z)"
         )
 
@@ -69,8 +69,8 @@ def parse_window(since: str, until: str | None, *, last_us: int) -> Window:
     until_us = last_us if until is None else _instant_us(until, "--until", last_us)
     since_us = _instant_us(since, "--since", until_us if _DURATION.match(since.strip()) else last_us)
     if last_us != SYNTAX_ANCHOR_US:
-        _shown_in_range(until_us, "--until", until or "the last recorded event")
-        _shown_in_range(since_us, "--since", since)
+        _in_range(until_us, "--until", until or "the last recorded event")
+        _in_range(since_us, "--since", since)
     if until_us < since_us:
         raise ValueError("--until: the window ends before it starts (--until is earlier than --since)")
     if until_us == since_us:

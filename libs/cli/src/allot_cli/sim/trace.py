@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, trace_arguments
+from allot_contracts.clipping import clipped
 from allot_contracts.jsonvalue import JsonObject
-from allot_runtime.flags import MAX_SIZE, factor, shown, whole_number
+from allot_runtime.flags import MAX_SIZE, factor, whole_number
 from allot_sim import trace as benchmark
 from allot_sim.trace import ALL_POLICIES, DEFAULT_NODES, DEFAULT_PODS, LABELS, PAPER_130
 
@@ -54,10 +55,10 @@ def seed_list(text: str) -> list[int]:
         seeds = [whole_number(part) for part in text.split(",")]
     except argparse.ArgumentTypeError as exc:
         raise argparse.ArgumentTypeError(
-            f"{shown(text)} is not a range A-B or a comma list of seeds: {exc}"
+            f"{clipped(text)} is not a range A-B or a comma list of seeds: {exc}"
         ) from None
     if len(seeds) > MAX_SIZE:
-        raise argparse.ArgumentTypeError(f"{shown(text)}: at most {MAX_SIZE} seeds")
+        raise argparse.ArgumentTypeError(f"{clipped(text)}: at most {MAX_SIZE} seeds")
     return seeds
 
 
