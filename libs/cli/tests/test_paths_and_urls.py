@@ -33,6 +33,18 @@ def test_a_database_url_whose_address_cannot_be_used_is_refused(url: str, proble
     assert problem in (database_url_problem(url) or "")
 
 
+def test_a_nats_url_whose_address_cannot_be_used_is_refused_naming_the_setting() -> None:
+    from allot_bus.adapters.natsauth import NatsAuth, problems
+
+    for url, problem in (
+        ("nats://127.0.0.1:99999", "port '99999' of '127.0.0.1:99999' is not a port from 1 to 65535"),
+        ("nats://[::1", "does not close it with ']'"),
+    ):
+        [(setting, reason)] = problems(NatsAuth(), url)
+        assert setting == "ALLOT_NATS_URL" and problem in reason
+    assert problems(NatsAuth(), "nats://[::1]:4222") == problems(NatsAuth(), "nats://h:4222") == []
+
+
 def test_database_urls_libpq_takes_are_taken() -> None:
     for url in (
         "postgresql://a@127.0.0.1:5432/x",

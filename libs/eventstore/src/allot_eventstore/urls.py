@@ -33,7 +33,7 @@ def address_problem(url: str) -> str | None:
         elif ":" in item:
             host, _, port = item.rpartition(":")
         if ":" in host and not host.startswith("["):
-            return f"{item!r} is not host:port (an IPv6 address is written in brackets: [::1]:5432)"
+            return f"{item!r} is not host:port (an IPv6 address is written in brackets, e.g. [::1])"
         if port and not (len(port) <= 5 and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
             return f"port {port!r} of {item!r} is not a port from 1 to 65535"
     return None
