@@ -200,6 +200,10 @@ def test_events_tail_refuses_a_type_it_would_never_match() -> None:
             ["pod.placed.2"],
             "'pod.placed.2' is not an event type (pod.placed), tag (pod.placed.v2) or kind (pod.*)",
         ),
+        (["pod.placed.v999"], "'pod.placed.v999': pod.placed is recorded as v1 to v2, so no event is tagged"),
+        (["pod.placed.v0"], "'pod.placed.v0' is not an event type (pod.placed), tag (pod.placed.v2)"),
+        (["pod.placed.v01"], "'pod.placed.v01' is not an event type (pod.placed), tag (pod.placed.v2)"),
+        (["pod.placed.v" + "9" * 5000], "(5012 characters) is not an event type (pod.placed), tag"),
     ):
         with pytest.raises(UsageError, match=re.escape(said)):
             asyncio.run(_check_types(store, typo))
