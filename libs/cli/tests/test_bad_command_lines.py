@@ -102,6 +102,13 @@ from allot_webhook.main import add_arguments as webhook_arguments
         (["describe", "pods", "Web/x"], "argument NAME: NAMESPACE/NAME: the namespace must be a namespace"),
         (["explain", "pod", "/a"], "argument name: must be NAME or NAMESPACE/NAME, not '/a'"),
         (["explain", "node", "n\x01"], "argument name: must be NAME or NAMESPACE/NAME, not 'n\\x01'"),
+        (["apply", "-f", ""], "argument -f/--filename: must be a file name, not ''"),
+        (["schema", "--out", ""], "argument --out: must be a file name, not ''"),
+        (["log", "archive", "--until", "5", "--out", ""], "argument --out: must be a file name, not ''"),
+        (["log", "verify-segment", "a", ""], "argument FILE: must be a file name, not ''"),
+        (["sim", "trace", "--summary-json", ""], "argument --summary-json: must be a file name, not ''"),
+        (["bench", "gang", "--nodes", ""], "argument --nodes: must be a file name, not ''"),
+        (["what-if", "--config", ""], "argument --config: must be a file name, not ''"),
     ],
 )
 def test_a_value_a_flag_cannot_mean_is_a_usage_error(

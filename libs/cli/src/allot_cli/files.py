@@ -1,6 +1,6 @@
 """Paths given on the command line: names checked as argparse types, files written with one error line on failure.
 
-:func:`file_name` and :func:`directory` are ``type=`` of an option: an empty name, a NUL byte or a directory that is
+:func:`file_name`, :func:`path` and :func:`directory` are ``type=`` of an option: an empty name, a NUL byte or a directory that is
 not one is a usage error naming the option before any work starts. :func:`write_lines` writes an output file and turns
 any OS error (no such directory, a directory given as the file, a full disk, no permission) into an
 :class:`~allot_intake.errors.InputError` naming the option and the path, never a traceback.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from allot_intake.errors import InputError
 
-__all__ = ["directory", "file_name", "write_lines"]
+__all__ = ["directory", "file_name", "path", "write_lines"]
 
 
 def file_name(text: str) -> str:
@@ -22,6 +22,11 @@ def file_name(text: str) -> str:
     if not text or "\0" in text:
         raise argparse.ArgumentTypeError(f"must be a file name, not {text!r}")
     return text
+
+
+def path(text: str) -> Path:
+    """A :func:`file_name` as a :class:`~pathlib.Path` (``Path("")`` would be the current directory)."""
+    return Path(file_name(text))
 
 
 def directory(text: str) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from allot_cli.files import path
 from allot_runtime.flags import replicas
 
 
@@ -45,12 +46,12 @@ def trace_arguments(
     beside = "../shared/traces/openb/{} beside the checkout"
     p.add_argument(
         "--nodes",
-        type=Path,
+        type=path,
         default=nodes,
         help=f"{label}node list CSV (default: {beside.format(nodes.name)})",
     )
     p.add_argument(
-        pods_flag, type=Path, default=pods, help=f"{label}pod list CSV (default: {beside.format(pods.name)})"
+        pods_flag, type=path, default=pods, help=f"{label}pod list CSV (default: {beside.format(pods.name)})"
     )
 
 

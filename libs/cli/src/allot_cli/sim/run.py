@@ -62,7 +62,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a scenario file through the scheduler's decision code")
     p.add_argument(
-        "scenario", help="multi-document YAML (Node, Device, NodeResourceTopology, Pod, ElasticQuota, …)"
+        "scenario",
+        type=file_name,
+        help="multi-document YAML (Node, Device, NodeResourceTopology, Pod, ElasticQuota, …)",
     )
     p.add_argument("-o", "--output", type=file_name, help="write decisions as JSON lines")
     p.add_argument("--state", type=file_name, help="write the final state as JSON")
@@ -72,7 +74,7 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="write decisions.jsonl and state.json in DIR (created if needed), unless -o/--state say otherwise",
     )
-    p.add_argument("--config", help="YAML mapping of service name to decision config")
+    p.add_argument("--config", type=file_name, help="YAML mapping of service name to decision config")
     p.add_argument(
         "--atomic", action="store_true", help="run nothing unless every document of the scenario is valid"
     )

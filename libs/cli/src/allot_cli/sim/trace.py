@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, trace_arguments
+from allot_cli.files import path
 from allot_contracts.clipping import clipped
 from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.flags import MAX_SIZE, factor, whole_number
@@ -35,9 +35,9 @@ def register(subparsers: Any) -> None:
     seeds = p.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=whole_number, help="one seed (default 42)")
     seeds.add_argument("--seeds", type=seed_list, help="a range A-B or a comma list, e.g. 42-51")
-    p.add_argument("--out", type=Path, help="directory for per-pod rows, curves and the summary")
-    p.add_argument("--summary-json", type=Path, help="write the summary object to this file")
-    p.add_argument("--plot", type=Path, help="write allocation vs arrival (PNG) to this file")
+    p.add_argument("--out", type=path, help="directory for per-pod rows, curves and the summary")
+    p.add_argument("--summary-json", type=path, help="write the summary object to this file")
+    p.add_argument("--plot", type=path, help="write allocation vs arrival (PNG) to this file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
