@@ -14,7 +14,7 @@ from allot_contracts.events._base import Event, ObjectRef
 from allot_contracts.events.inputs import PodDeleted, PodSubmitted
 from allot_contracts.events.pods import PodPlaced, PodReleased
 from allot_contracts.events.quota import QuotaAdmitted
-from allot_stack.usage_window import parse_window
+from allot_stack.usage_window import SYNTAX_ANCHOR_US, parse_window
 from allot_views.usage import Window, usage
 
 H = 3_600_000_000  # one hour in µs
@@ -214,3 +214,27 @@ def test_the_command_refuses_a_bad_window_with_exit_2_before_reading_the_log(
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "message"),
+    [
+        ("0d", None, "--since: the window is empty"),
+        ("1000000d", None, "--since: '1000000d' is outside the times a report can show"),
+        ("0001-01-01T00:00:00+14:00", None, "--since: '0001-01-01T00:00:00+14:00' is outside the times"),
+        ("7d", "9999-12-31T23:59:59-14:00", "--until: '9999-12-31T23:59:59-14:00' is outside the times"),
+        ("99999999999999999999d", None, "--since: '99999999999999999999d' is longer than any window"),
+        (f"{'9' * 5000}d", None, "(5001 characters) is longer than any window"),
+    ],
+)
+def test_a_report_window_outside_the_years_1_to_9999_is_refused(
+    since: str, until: str | None, message: str
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        parse_window(since, until, last_us=T0)
+    assert message in str(refused.value)
+
+
+def test_a_long_window_is_checked_against_the_log_not_the_syntax_anchor() -> None:
+    parse_window("1000000d", None, last_us=SYNTAX_ANCHOR_US)  # syntax only: the log decides
+    assert parse_window("0001-01-01T00:00:00Z", None, last_us=T0).since_us == -62_135_596_800_000_000

@@ -22,7 +22,10 @@ from allot_webhook.main import add_arguments as webhook_arguments
     ("argv", "refusal"),
     [
         (["replay", "--until", "-5"], "argument --until: must be a log position ≥ 1, not '-5'"),
-        (["replay", "--verify", "--jobs", "0"], "argument --jobs: must be a positive whole number, not '0'"),
+        (
+            ["replay", "--verify", "--jobs", "0"],
+            "argument --jobs: must be a number of processes from 1 to 1024, not '0'",
+        ),
         (
             ["replay", "--verify", "--expect-head", "zz"],
             "argument --expect-head: must be a chain hash of 64 hex",
@@ -33,7 +36,10 @@ from allot_webhook.main import add_arguments as webhook_arguments
             ["sim", "typical-pods", "--threshold", "500"],
             "must be a whole percentage from 1 to 100, not '500'",
         ),
-        (["sim", "trace", "--tune", "0"], "argument --tune: must be a number above 0, not '0'"),
+        (
+            ["sim", "trace", "--tune", "0"],
+            "argument --tune: must be a number above 0 and at most 100, not '0'",
+        ),
         (
             ["apply", "-f", "x.yaml", "--timeout", "-1"],
             "argument --timeout: must be a number of seconds above 0",
@@ -41,16 +47,68 @@ from allot_webhook.main import add_arguments as webhook_arguments
         (["up", "--timeout", "inf"], "argument --timeout: must be a number of seconds above 0, not 'inf'"),
         (["ui", "--port", "99999"], "argument --port: must be a port from 1 to 65535, not '99999'"),
         (["ui", "--poll", "0"], "argument --poll: must be a number of seconds above 0, not '0'"),
-        (["bench", "gang", "--gangs", "-1"], "argument --gangs: must be a positive whole number, not '-1'"),
-        (["bench", "quota", "--quotas", "0"], "argument --quotas: must be a positive whole number, not '0'"),
+        (
+            ["bench", "gang", "--gangs", "-1"],
+            "argument --gangs: must be a whole number from 1 to 10000000, not '-1'",
+        ),
+        (
+            ["bench", "quota", "--quotas", "0"],
+            "argument --quotas: must be a whole number from 1 to 10000000, not '0'",
+        ),
         (
             ["bench", "placement", "--repeat", "0"],
-            "argument --repeat: must be a positive whole number, not '0'",
+            "argument --repeat: must be a whole number from 1 to 10000000, not '0'",
         ),
-        (["bench", "placement", "--node-count", "-6"], "argument --node-count: must be a whole number ≥ 0"),
+        (
+            ["bench", "placement", "--node-count", "-6"],
+            "argument --node-count: must be a whole number from 0 to 10000000",
+        ),
         (["bench", "e2e", "--duration", "nan"], "argument --duration: must be a number of seconds above 0"),
-        (["bench", "replay", "--runs", "0"], "argument --runs: must be a positive whole number, not '0'"),
+        (
+            ["bench", "replay", "--runs", "0"],
+            "argument --runs: must be a whole number from 1 to 10000000, not '0'",
+        ),
         (["bench", "sampler", "--seconds", "-1"], "argument --seconds: must be a number of seconds above 0"),
+        (
+            ["events", "tail", "--from-position", str(2**63)],
+            "--from-position: must be a log position ≥ 0 and at",
+        ),
+        (
+            ["replay", "--until", "9" * 5000],
+            f"at most 9223372036854775807, not '{'9' * 20}'...'{'9' * 10}' (5000 characters)",
+        ),
+        (["replay", "--verify", "--jobs", "2000"], "--jobs: must be a number of processes from 1 to 1024"),
+        (["log", "verify-segment", "--jobs", str(10**20), "f"], "--jobs: must be a number of processes"),
+        (["bench", "placement", "--shards", "5000"], "argument --shards: must be a number of processes"),
+        (["bench", "append", "--events", str(10**30)], "--events: must be a whole number from 1 to 10000000"),
+        (["bench", "gang", "--gangs", str(10**9)], "--gangs: must be a whole number from 1 to 10000000"),
+        (["bench", "replay", "--events", "1,,2"], "'1,,2': each comma-separated size must be a whole number"),
+        (["bench", "restart", "--events", "0"], "each comma-separated size must be a whole number from 1 to"),
+        (["sim", "trace", "--seeds", "5-1"], "--seeds: '5-1' is not a range A-B or a comma list of seeds"),
+        (["sim", "trace", "--seeds", ""], "--seeds: '' is not a range A-B or a comma list of seeds"),
+        (
+            ["sim", "trace", "--seeds", f"1-{10**20}"],
+            "must be a whole number ≥ 0 and at most 9223372036854775807",
+        ),
+        (["sim", "trace", "--tune", "1e308"], "argument --tune: must be a number above 0 and at most 100"),
+        (["decisions", "-o", ""], "argument -o/--output: must be a file name, not ''"),
+        (["sim", "run", "s.yaml", "--state", "a\0b"], "argument --state: must be a file name"),
+        (["replay", "--config-dir", "/nonexistent-dir"], "--config-dir: /nonexistent-dir does not exist"),
+        (["what-if", "--config-dir", __file__], f"--config-dir: {__file__} is not a directory"),
+        (["get", "pods", ""], "argument NAME: must be NAME or NAMESPACE/NAME, not ''"),
+        (["get", "pods", "a/b/c"], "argument NAME: must be NAME or NAMESPACE/NAME, not 'a/b/c'"),
+        (["get", "pods", "-n", ""], "argument -n/--namespace: must be a namespace (at most 63 lowercase"),
+        (["describe", "pods", "x", "-n", "BAD NS"], "-n/--namespace: must be a namespace"),
+        (["describe", "pods", "Web/x"], "argument NAME: NAMESPACE/NAME: the namespace must be a namespace"),
+        (["explain", "pod", "/a"], "argument name: must be NAME or NAMESPACE/NAME, not '/a'"),
+        (["explain", "node", "n\x01"], "argument name: must be NAME or NAMESPACE/NAME, not 'n\\x01'"),
+        (["apply", "-f", ""], "argument -f/--filename: must be a file name, not ''"),
+        (["schema", "--out", ""], "argument --out: must be a file name, not ''"),
+        (["log", "archive", "--until", "5", "--out", ""], "argument --out: must be a file name, not ''"),
+        (["log", "verify-segment", "a", ""], "argument FILE: must be a file name, not ''"),
+        (["sim", "trace", "--summary-json", ""], "argument --summary-json: must be a file name, not ''"),
+        (["bench", "gang", "--nodes", ""], "argument --nodes: must be a file name, not ''"),
+        (["what-if", "--config", ""], "argument --config: must be a file name, not ''"),
     ],
 )
 def test_a_value_a_flag_cannot_mean_is_a_usage_error(
@@ -149,6 +207,10 @@ def test_events_tail_refuses_a_type_it_would_never_match() -> None:
             ["pod.placed.2"],
             "'pod.placed.2' is not an event type (pod.placed), tag (pod.placed.v2) or kind (pod.*)",
         ),
+        (["pod.placed.v999"], "'pod.placed.v999': pod.placed is recorded as v1 to v2, so no event is tagged"),
+        (["pod.placed.v0"], "'pod.placed.v0' is not an event type (pod.placed), tag (pod.placed.v2)"),
+        (["pod.placed.v01"], "'pod.placed.v01' is not an event type (pod.placed), tag (pod.placed.v2)"),
+        (["pod.placed.v" + "9" * 5000], "(5012 characters) is not an event type (pod.placed), tag"),
     ):
         with pytest.raises(UsageError, match=re.escape(said)):
             asyncio.run(_check_types(store, typo))

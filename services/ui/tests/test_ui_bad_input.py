@@ -50,10 +50,16 @@ REFUSED = [
     ),
     ("/pods?limit=" + "9" * 5000, "query.limit: must be an integer from 1 to 10000 (got '9999"),
     # windows the log cannot give (were a 500, or a 200 with an error paragraph)
-    ("/usage?since=1000000d", "query.since: '1000000d' reaches before 0001-01-01T00:00:00Z"),
-    ("/usage?until=1000000d", "query.until: '1000000d' reaches before 0001-01-01T00:00:00Z"),
-    ("/usage?since=0001-01-01T00:00:00%2B14:00", "query.since: '0001-01-01T00:00:00+14:00' reaches before"),
-    ("/usage?since=" + "9" * 20 + "s", "query.since: a duration has at most 15 digits (got 20)"),
+    ("/usage?since=1000000d", "query.since: '1000000d' is outside the times a report can show"),
+    ("/usage?until=1000000d", "query.until: '1000000d' is outside the times a report can show"),
+    (
+        "/usage?since=0001-01-01T00:00:00%2B14:00",
+        "query.since: '0001-01-01T00:00:00+14:00' is outside the times",
+    ),
+    (
+        "/usage?since=" + "9" * 20 + "s",
+        "query.since: '" + "9" * 20 + "s' is longer than any window (at most 9999 years)",
+    ),
     (
         "/usage?since=9999-12-31T23:59:59Z",
         "query.since: '9999-12-31T23:59:59Z' is after the window's end (the last",

@@ -24,6 +24,8 @@ import re
 from fractions import Fraction
 from typing import Final
 
+from allot_contracts.clipping import clipped
+
 __all__ = [
     "QuantityError",
     "format_quantity",
@@ -94,11 +96,11 @@ def _parse_text(text: str) -> Fraction:
     m = _PATTERN.match(s)
     if m is None:
         raise QuantityError(
-            f"{_clipped(text)} is not a valid quantity (expected e.g. '500m', '4', '8Gi', '1e3')"
+            f"{clipped(text)} is not a valid quantity (expected e.g. '500m', '4', '8Gi', '1e3')"
         )
     if len(m.group("num")) > MAX_DIGITS:
         raise QuantityError(
-            f"{_clipped(text)} is not a valid quantity: its number has {len(m.group('num'))} characters, at most"
+            f"{clipped(text)} is not a valid quantity: its number has {len(m.group('num'))} characters, at most"
             f" {MAX_DIGITS} are accepted"
         )
     num = Fraction(m.group("num"))
@@ -114,11 +116,6 @@ def _parse_text(text: str) -> Fraction:
     if m.group("sign") == "-":
         num = -num
     return num
-
-
-def _clipped(text: str, limit: int = 40) -> str:
-    """``text`` quoted, its middle left out when it is long (an error message names it, not all of it)."""
-    return repr(text) if len(text) <= limit else f"{text[:20]!r}...{text[-10:]!r} ({len(text)} characters)"
 
 
 def _ceil(value: Fraction) -> int:

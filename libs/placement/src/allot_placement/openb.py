@@ -12,16 +12,18 @@ Mapping (documented in docs/benchmarks/fragmentation.md):
 - Pod: ``num_gpu = n`` and ``gpu_milli = m`` ask for ``koordinator.sh/gpu-core`` and ``gpu-memory-ratio`` of
   ``n * m / 10``, or ``nvidia.com/gpu: n`` for whole GPUs (``m == 1000``) when ``whole_gpu_as_nvidia`` is set;
   ``gpu_spec`` becomes a required node affinity on the GPU-model label.
-Pure (the CSV text is passed in; ``read_rows`` is the only function touching files).
+Pure but for ``read_nodes`` and ``read_pods``, which read the CSV files (``_read``).
 """
 
 from __future__ import annotations
 
 import copy
 import csv
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from allot_contracts.errors import InvalidInput
 from allot_contracts.issues import FieldIssue
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects import names as n
@@ -79,34 +81,54 @@ class TracePod:
 _Named = TypeVar("_Named", TraceNode, TracePod)
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def read_nodes(path: Path) -> list[TraceNode]:
-    return [
-        TraceNode(
+    return _read(
+        path,
+        lambda r: TraceNode(
             r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]), int(r["gpu"] or 0), r.get("model") or ""
-        )
-        for r in _rows(path)
-    ]
+        ),
+    )
+
+
+def _pod(r: dict[str, str]) -> TracePod:
+    spec = tuple(sorted(m for m in (r.get("gpu_spec") or "").split("|") if m))
+    return TracePod(
+        r["name"],
+        int(r["cpu_milli"]),
+        int(r["memory_mib"]),
+        int(r["num_gpu"] or 0),
+        int(r["gpu_milli"] or 0),
+        spec,
+    )
 
 
 def read_pods(path: Path) -> list[TracePod]:
+    return _read(path, _pod)
+
+
+_Row = TypeVar("_Row")
+
+
+def _read(path: Path, build: Callable[[dict[str, str]], _Row]) -> list[_Row]:
+    """Every row of the CSV at ``path`` built by ``build``; a file that is not an openb list (a missing column, a
+    number that is not one) is refused as input naming the file, the line and why."""
     out = []
-    for r in _rows(path):
-        spec = tuple(sorted(m for m in (r.get("gpu_spec") or "").split("|") if m))
-        out.append(
-            TracePod(
-                r["name"],
-                int(r["cpu_milli"]),
-                int(r["memory_mib"]),
-                int(r["num_gpu"] or 0),
-                int(r["gpu_milli"] or 0),
-                spec,
-            )
-        )
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            for row in reader:
+                try:
+                    out.append(build(row))
+                except KeyError as exc:
+                    reason = f"no {exc.args[0]!r} column: not an openb trace list"
+                    raise InvalidInput([(f"{path} line {reader.line_num}", reason)]) from None
+                except (TypeError, ValueError):
+                    reason = "a field is missing or not a whole number: not an openb trace list"
+                    raise InvalidInput([(f"{path} line {reader.line_num}", reason)]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(
+            [(str(path), f"cannot be read: {getattr(exc, 'strerror', None) or exc}")]
+        ) from None
     return out
 
 

@@ -5,6 +5,10 @@ value and what it must be ("argument --port: must be a port from 1 to 65535, not
 reaches the code as a negative count, an empty benchmark or a socket error. Whole numbers take ASCII digits only (no
 sign, no spaces, no other scripts' digits), so ``-5`` and ``+5`` are refused like ``abc``. Numbers of seconds and
 factors take a decimal number, finite and above zero. A string default is converted (and checked) the same way.
+
+Every whole number has a largest value too, so that nothing past it reaches PostgreSQL's ``bigint`` (log positions)
+or a list sized by it: :data:`INT64_MAX` unless the flag says less (:func:`processes`). The text of a refused value
+is repeated cut (:func:`allot_contracts.clipping.clipped`), so a 5,000-digit number is not echoed whole.
 """
 
 from __future__ import annotations
@@ -12,16 +16,31 @@ from __future__ import annotations
 import argparse
 import math
 
+from allot_contracts.clipping import clipped
+
+INT64_MAX = (
+    2**63 - 1
+)  # the largest log position PostgreSQL stores (bigint), and the largest count a flag takes
+MAX_PROCESSES = 1024  # processes a command starts at once (--jobs)
+MAX_SIZE = (
+    10_000_000  # objects or events a benchmark or simulation builds (each held in memory), or runs it makes
+)
+MAX_FACTOR = 100.0  # a multiple (--tune: the arrived load as a multiple of capacity)
+
 
 def _whole(text: str, *, least: int, most: int | None = None, what: str) -> int:
-    """``text`` as an int from ``least`` to ``most``, else the usage error "must be ``what``, not 'text'"."""
-    if (
-        not (text.isascii() and text.isdigit())
-        or int(text) < least
-        or (most is not None and int(text) > most)
-    ):
-        raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
-    return int(text)
+    """``text`` as an int from ``least`` to ``most`` (``what`` says both), or to :data:`INT64_MAX` when ``most`` is
+    None; else the usage error "must be ``what``, not 'text'"."""
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"must be {what}, not {clipped(text)}")
+    bound = INT64_MAX if most is None else most
+    digits = text.lstrip("0") or "0"
+    value = int(digits) if len(digits) <= len(str(bound)) else bound + 1  # no int() of thousands of digits
+    if value > bound and most is None:
+        raise argparse.ArgumentTypeError(f"must be {what} and at most {INT64_MAX}, not {clipped(text)}")
+    if not least <= value <= bound:
+        raise argparse.ArgumentTypeError(f"must be {what}, not {clipped(text)}")
+    return value
 
 
 def log_position(text: str) -> int:
@@ -54,18 +73,44 @@ def percent(text: str) -> int:
     return _whole(text, least=1, most=100, what="a whole percentage from 1 to 100")
 
 
+def size(text: str) -> int:
+    """How many objects or events a benchmark builds, or runs it makes: 1 to :data:`MAX_SIZE`."""
+    return _whole(text, least=1, most=MAX_SIZE, what=f"a whole number from 1 to {MAX_SIZE}")
+
+
+def replicas(text: str) -> int:
+    """How many objects to replicate a list to: 0 (the list as read) to :data:`MAX_SIZE`."""
+    return _whole(text, least=0, most=MAX_SIZE, what=f"a whole number from 0 to {MAX_SIZE}")
+
+
+def sizes(text: str) -> list[int]:
+    """A comma-separated list of :func:`size` values (``300000,1000000``), none empty."""
+    out = []
+    for part in text.split(","):
+        try:
+            out.append(size(part))
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"{clipped(text)}: each comma-separated size {exc}") from None
+    return out
+
+
+def processes(text: str) -> int:
+    """A number of processes to run at once: 1 to :data:`MAX_PROCESSES`."""
+    return _whole(text, least=1, most=MAX_PROCESSES, what="a number of processes from 1 to 1024")
+
+
 def port(text: str) -> int:
     """A TCP port to listen on: 1 to 65535."""
     return _whole(text, least=1, most=65535, what="a port from 1 to 65535")
 
 
-def _above_zero(text: str, what: str) -> float:
+def _above_zero(text: str, what: str, most: float = math.inf) -> float:
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
+    if not (math.isfinite(value) and 0 < value <= most):
+        raise argparse.ArgumentTypeError(f"must be {what}, not {clipped(text)}")
     return value
 
 
@@ -75,5 +120,5 @@ def seconds(text: str) -> float:
 
 
 def factor(text: str) -> float:
-    """A multiple above zero (``1.3``: 130 %)."""
-    return _above_zero(text, "a number above 0")
+    """A multiple above zero, at most :data:`MAX_FACTOR` (``1.3``: 130 %)."""
+    return _above_zero(text, f"a number above 0 and at most {MAX_FACTOR:g}", MAX_FACTOR)

@@ -194,13 +194,14 @@ _FIELDS = {
 def database_url_problem(url: str) -> str | None:
     """Why ``url`` cannot be the event log's URL (not PostgreSQL's), or None: a setting that waiting cannot fix, so
     a process refuses it at start instead of waiting for a database it will never reach."""
-    from allot_eventstore.urls import plain_url
+    from allot_eventstore.urls import address_problem, plain_url, redact
 
     try:
         plain_url(url)
+        problem = address_problem(url)
     except ValueError as exc:
         return str(exc)
-    return None
+    return None if problem is None else f"{problem} in {redact(url)!r}"
 
 
 def load(service: str, environ: Mapping[str, str] | None = None) -> ServiceSettings:

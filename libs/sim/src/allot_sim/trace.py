@@ -122,7 +122,9 @@ def policies(text: str) -> list[str]:
     """``--policy``: a policy, a comma list, or ``all``; each one a placement preset."""
     from allot_placement.config import PRESETS
 
-    names = ALL_POLICIES if text == "all" else [t.strip() for t in text.split(",") if t.strip()]
+    names = ALL_POLICIES if text == "all" else [t.strip() for t in text.split(",")]
+    if "" in names:
+        raise UsageError(f"--policy {text!r}: a policy name is empty; give a policy, a comma list or all")
     bad = [p for p in names if p not in PRESETS]
     if bad:
         raise UsageError(

@@ -13,6 +13,7 @@ import contextlib
 import re
 from typing import Any
 
+from allot_contracts.clipping import clipped
 from allot_views.usage import Window
 
 __all__ = [
@@ -31,17 +32,22 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
 # the first and last µs a report can show (0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999Z)
 FIRST_US, LAST_US = -62_135_596_800_000_000, 253_402_300_799_999_999
-_MOST_DIGITS = 15  # a duration longer than any window between those ends has more digits (in seconds: 12)
 PAGE = 2000  # events read (and decoded) at a time
+# the times a report can show, in µs since the epoch (as FIRST_US and LAST_US)
+EARLIEST_US, LATEST_US = FIRST_US, LAST_US
 
 
 def _duration_s(text: str, flag: str) -> int:
     m = _DURATION.match(text.strip())
     if not m:
         raise ValueError(f"{flag}: {text!r} is not a duration (a whole number and s, m, h, d or w, e.g. 7d)")
-    if len(m.group(1)) > _MOST_DIGITS:
-        raise ValueError(f"{flag}: a duration has at most {_MOST_DIGITS} digits (got {len(m.group(1))})")
-    return int(m.group(1)) * _UNITS[m.group(2)]
+    digits = m.group(1).lstrip("0")
+    seconds = (
+        int(digits or "0") * _UNITS[m.group(2)] if len(digits) <= 12 else None
+    )  # no int() of 5,000 digits
+    if seconds is None or seconds * 1_000_000 > LATEST_US - EARLIEST_US:
+        raise ValueError(f"{flag}: {clipped(text)} is longer than any window (at most 9999 years)")
+    return seconds
 
 
 def _instant_us(text: str, flag: str, anchor_us: int) -> int:
@@ -56,25 +62,40 @@ def _instant_us(text: str, flag: str, anchor_us: int) -> int:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(
-            f"{flag}: {text!r} is neither a duration (e.g. 7d, 12h) nor an ISO-8601 time (e.g. 2026-01-01T00:00:00Z)"
+            f"{flag}: {clipped(text)} is neither a duration (e.g. 7d, 12h) nor an ISO-8601 time "
+            "(e.g. 2026-01-01T00:00:00Z)"
         ) from None
     if moment.tzinfo is None:
         raise ValueError(f"{flag}: {text!r} has no time zone (add Z for UTC)")
     return from_datetime(moment)
 
 
+def _in_range(us: int, flag: str, text: str) -> None:
+    if not EARLIEST_US <= us <= LATEST_US:
+        raise ValueError(
+            f"{flag}: {clipped(text)} is outside the times a report can show "
+            "(0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z)"
+        )
+
+
 def parse_window(since: str, until: str | None, *, last_us: int) -> Window:
     """The window ``[since, until]``, never read from the wall clock: ``until`` defaults to the last recorded event
     (``last_us``) and a duration given as ``until`` counts back from it; a duration given as ``since`` counts back
-    from ``until``. Raises ValueError naming the flag when input is bad."""
+    from ``until``. Raises ValueError naming the flag when input is bad: not a duration or a time, an end outside
+    the years 1 to 9999 (unless ``last_us`` is :data:`SYNTAX_ANCHOR_US`), or an empty or reversed window."""
     until_us = last_us if until is None else _instant_us(until, "--until", last_us)
     since_us = _instant_us(since, "--since", until_us if _DURATION.match(since.strip()) else last_us)
+    if last_us != SYNTAX_ANCHOR_US:
+        _in_range(until_us, "--until", until or "the last recorded event")
+        _in_range(since_us, "--since", since)
     if until_us < since_us and until is None:
         raise ValueError(
             f"--since: {since.strip()!r} is after the window's end (the last recorded event, {_shown(until_us)})"
         )
     if until_us < since_us:
         raise ValueError("--until: the window ends before it starts (--until is earlier than --since)")
+    if until_us == since_us:
+        raise ValueError("--since: the window is empty (--since is the same time as --until)")
     return Window(since_us, until_us)
 
 
@@ -85,16 +106,9 @@ def _shown(us: int) -> str:
 
 
 def resolve_window(since: str, until: str | None, *, last_us: int) -> Window:
-    """:func:`parse_window` for the log whose last event was recorded at ``last_us``, each end a time the report can
-    show: ValueError naming the flag for an end outside years 1 to 9999."""
-    window = parse_window(since, until, last_us=last_us)
-    for flag, text, us in (("--until", until, window.until_us), ("--since", since, window.since_us)):
-        if not FIRST_US <= us <= LAST_US:
-            edge = "before 0001-01-01T00:00:00Z" if us < FIRST_US else "after 9999-12-31T23:59:59Z"
-            raise ValueError(
-                f"{flag}: {(text or '').strip()!r} reaches {edge}, outside the times a report shows"
-            )
-    return window
+    """:func:`parse_window` for the log whose last event was recorded at ``last_us``: each end a time the report can
+    show (ValueError naming the flag for an end outside years 1 to 9999)."""
+    return parse_window(since, until, last_us=last_us)
 
 
 async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:

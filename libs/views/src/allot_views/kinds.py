@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from allot_contracts.clipping import clipped
 from allot_intake.errors import InputError
 
 __all__ = [
@@ -222,21 +223,21 @@ def _split(text: str) -> list[str]:
     for char in text:
         depth += {"(": 1, ")": -1}.get(char, 0)
         if depth < 0 or depth > 1:
-            raise InputError(f"label selector {text!r}: unbalanced parentheses")
+            raise InputError(f"label selector {clipped(text)}: unbalanced parentheses")
         if char == "," and depth == 0:
             parts.append(current)
             current = ""
         else:
             current += char
     if depth:
-        raise InputError(f"label selector {text!r}: unbalanced parentheses")
+        raise InputError(f"label selector {clipped(text)}: unbalanced parentheses")
     return [*parts, current]
 
 
 def _key(text: str, key: str) -> str:
     if not _KEY.match(key):
         raise InputError(
-            f"label selector {text!r}: {key!r} is not a valid label key (an optional DNS prefix and '/', then up to "
+            f"label selector {clipped(text)}: {clipped(key)} is not a valid label key (an optional DNS prefix and '/', then up to "
             "63 characters: letters, digits, '-', '_', '.', starting and ending with a letter or digit)"
         )
     return key
@@ -244,7 +245,7 @@ def _key(text: str, key: str) -> str:
 
 def _value(text: str, value: str) -> str:
     if not _VALUE.match(value):
-        raise InputError(f"label selector {text!r}: {value!r} is not a valid label value")
+        raise InputError(f"label selector {clipped(text)}: {clipped(value)} is not a valid label value")
     return value
 
 
@@ -257,7 +258,9 @@ def parse_selector(text: str | None) -> Selector:
         if m := _SET.match(part):
             values = [v.strip() for v in m["values"].split(",")]
             if values == [""]:
-                raise InputError(f"label selector {text!r}: {part.strip()!r} needs at least one value")
+                raise InputError(
+                    f"label selector {clipped(text)}: {clipped(part.strip())} needs at least one value"
+                )
             requirements.append(
                 Requirement(_key(text, m["key"]), m["op"], frozenset(_value(text, v) for v in values))
             )
@@ -268,7 +271,7 @@ def parse_selector(text: str | None) -> Selector:
             requirements.append(Requirement(_key(text, m["key"]), "!" if m["neg"] else "exists"))
         else:
             raise InputError(
-                f"label selector {text!r}: cannot read {part.strip()!r} (expected key=value, key!=value, "
+                f"label selector {clipped(text)}: cannot read {clipped(part.strip())} (expected key=value, key!=value, "
                 "key in (a,b), key notin (a,b), key or !key)"
             )
     return Selector(tuple(requirements))

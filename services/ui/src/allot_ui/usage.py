@@ -76,7 +76,7 @@ def check_since(value: str) -> str:
 
 def check_until(value: str) -> str:
     if _bounded(value):
-        _window("0s", value)
+        _window("1s", value)  # a window of its own: until's syntax alone
     return value
 
 

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from allot_contracts.errors import InvalidInput
-from allot_eventstore.urls import redact
+from allot_eventstore.urls import address_problem, redact
 
 SCHEMES = ("nats", "tls")
 
@@ -65,6 +65,8 @@ def from_env(environ: Mapping[str, str] | None = None) -> NatsAuth:
 def problems(auth: NatsAuth, url: str) -> list[tuple[str, str]]:
     """Everything wrong with ``url`` and ``auth`` together, as ``(variable, reason)``; empty when they can be used."""
     issues: list[tuple[str, str]] = []
+    if (unusable := address_problem(url)) is not None:  # a port that is not one, an IPv6 host not closed
+        return [("ALLOT_NATS_URL", f"{unusable} in {redact(url)!r}")]
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES or not parts.hostname:
         issues.append(("ALLOT_NATS_URL", f"{redact(url)!r} is not nats://host:port or tls://host:port"))

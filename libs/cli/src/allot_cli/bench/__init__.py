@@ -7,7 +7,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from allot_runtime.flags import whole_number
+from allot_cli.files import path
+from allot_runtime.flags import replicas
 
 
 def benchmark_parser(
@@ -31,7 +32,7 @@ def node_count_argument(p: argparse.ArgumentParser, *, also: str = "") -> None:
     ``also`` says what else the benchmark replicates."""
     p.add_argument(
         "--node-count",
-        type=whole_number,
+        type=replicas,
         default=0,
         help=f"replicate the node list with new names to N nodes{also} (0 = as read)",
     )
@@ -45,12 +46,12 @@ def trace_arguments(
     beside = "../shared/traces/openb/{} beside the checkout"
     p.add_argument(
         "--nodes",
-        type=Path,
+        type=path,
         default=nodes,
         help=f"{label}node list CSV (default: {beside.format(nodes.name)})",
     )
     p.add_argument(
-        pods_flag, type=Path, default=pods, help=f"{label}pod list CSV (default: {beside.format(pods.name)})"
+        pods_flag, type=path, default=pods, help=f"{label}pod list CSV (default: {beside.format(pods.name)})"
     )
 
 

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, report
-from allot_runtime.flags import positive
+from allot_runtime.flags import size
 from allot_sim.bench import append as benchmark
 from allot_sim.bench._postgres import postgres_server
 from allot_sim.bench.append import WORKLOADS, run_benchmark
@@ -20,14 +20,12 @@ def register(subparsers: Any) -> None:
         help="event log: our batched append vs eventsourcing's Postgres recorder vs raw COPY",
     )
     parser.add_argument(
-        "--events", type=positive, default=20_000, help="events per contender per run (default 20000)"
+        "--events", type=size, default=20_000, help="events per contender per run (default 20000)"
     )
     parser.add_argument(
-        "--batch", type=positive, default=1000, help="events per append / save / COPY (default 1000)"
+        "--batch", type=size, default=1000, help="events per append / save / COPY (default 1000)"
     )
-    parser.add_argument(
-        "--runs", type=positive, default=5, help="timed runs; the median is reported (default 5)"
-    )
+    parser.add_argument("--runs", type=size, default=5, help="timed runs; the median is reported (default 5)")
     parser.add_argument(
         "--event",
         choices=sorted(WORKLOADS),

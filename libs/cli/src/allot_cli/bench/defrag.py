@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from allot_cli.bench import report
-from allot_runtime.flags import factor, positive
+from allot_cli.files import file_name
+from allot_runtime.flags import factor, size
 
 
 def register(subparsers: Any) -> None:
@@ -15,12 +16,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true")
     p.add_argument("--trace", default="default", help="openb pod list name (openb_pod_list_<trace>.csv)")
-    p.add_argument("--pods", help="openb pod list CSV (overrides --trace)")
-    p.add_argument("--nodes", help="openb node list CSV")
+    p.add_argument("--pods", type=file_name, help="openb pod list CSV (overrides --trace)")
+    p.add_argument("--nodes", type=file_name, help="openb node list CSV")
     p.add_argument("--seeds", default="42,43,44", help="comma-separated seeds (the median is printed)")
     p.add_argument("--tune", type=factor, default=1.3, help="arrived GPU request as a multiple of capacity")
     p.add_argument(
-        "--max-per-plan", type=positive, default=1, help="GPUDefrag maxMigrationsPerPlan (2 and more: slow)"
+        "--max-per-plan", type=size, default=1, help="GPUDefrag maxMigrationsPerPlan (2 and more: slow)"
     )
     p.set_defaults(func=run)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, node_count_argument, report, trace_arguments
-from allot_runtime.flags import positive, seconds
+from allot_runtime.flags import seconds, size
 from allot_sim.bench import e2e as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
 
@@ -16,7 +16,7 @@ def register(subparsers: Any) -> None:
     p = benchmark_parser(
         subparsers, benchmark, help="pods/s and latency through the running stack (starts its own)"
     )
-    p.add_argument("--pods", type=positive, default=5000, help="pods in the burst (default 5000)")
+    p.add_argument("--pods", type=size, default=5000, help="pods in the burst (default 5000)")
     p.add_argument(
         "--rates", default="100,300,1000", help="open-loop offered rates, pods/s (default 100,300,1000)"
     )

@@ -6,16 +6,17 @@ import argparse
 from typing import Any
 
 from allot_cli.bench import report
-from allot_runtime.flags import positive
+from allot_cli.files import file_name
+from allot_runtime.flags import size
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("gang", help="place or reject 200 gangs of 8 × 8-GPU pods on the openb nodes")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--nodes", help="openb node list CSV")
-    p.add_argument("--gangs", type=positive, default=200)
-    p.add_argument("--size", type=positive, default=8, help="members per gang (min-available)")
-    p.add_argument("--gpus", type=positive, default=8, help="GPUs per member")
+    p.add_argument("--nodes", type=file_name, help="openb node list CSV")
+    p.add_argument("--gangs", type=size, default=200)
+    p.add_argument("--size", type=size, default=8, help="members per gang (min-available)")
+    p.add_argument("--gpus", type=size, default=8, help="GPUs per member")
     p.set_defaults(func=run)
 
 

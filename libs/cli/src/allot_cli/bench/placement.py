@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, node_count_argument, report, trace_arguments
-from allot_runtime.flags import positive, whole_number
+from allot_runtime.flags import processes, size, whole_number
 from allot_sim.bench import placement as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS, GUARD_TOLERANCE, trace_csv
 
@@ -19,13 +19,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--limit", type=whole_number, default=0, help="schedule only the first N pods (0 = all)")
     node_count_argument(p, also=" and the pod list by the same factor")
     p.add_argument(
-        "--repeat", type=positive, default=5, help="throughput runs; the median is reported (default 5)"
+        "--repeat", type=size, default=5, help="throughput runs; the median is reported (default 5)"
     )
+    p.add_argument("--rss-nodes", type=size, default=10_000, help="nodes in the memory run (default 10000)")
     p.add_argument(
-        "--rss-nodes", type=positive, default=10_000, help="nodes in the memory run (default 10000)"
-    )
-    p.add_argument(
-        "--rss-pods", type=positive, default=1_000, help="pods scheduled in the memory run (default 1000)"
+        "--rss-pods", type=size, default=1_000, help="pods scheduled in the memory run (default 1000)"
     )
     p.add_argument(
         "--no-free-index",
@@ -34,7 +32,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--shards",
-        type=positive,
+        type=processes,
         default=1,
         help="prototype: split the nodes over N engines in N processes, pods routed by hash (ADR 0013; default 1)",
     )

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, report
-from allot_runtime.flags import positive, whole_number
+from allot_runtime.flags import size, whole_number
 from allot_sim.bench import quota as benchmark
 
 
@@ -16,9 +16,9 @@ def register(subparsers: Any) -> None:
         benchmark,
         help="elastic quota: one pod request change in a 1,000-quota tree (goal p99 ≤ 5 ms)",
     )
-    parser.add_argument("--quotas", type=positive, default=1000, help="quotas in the tree (default 1000)")
+    parser.add_argument("--quotas", type=size, default=1000, help="quotas in the tree (default 1000)")
     parser.add_argument(
-        "--changes", type=positive, default=2000, help="pod request changes to time (default 2000)"
+        "--changes", type=size, default=2000, help="pod request changes to time (default 2000)"
     )
     parser.add_argument("--seed", type=whole_number, default=1, help="random seed (default 1)")
     parser.set_defaults(func=_main)

@@ -8,8 +8,7 @@ from types import ModuleType
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, report
-from allot_intake.errors import UsageError
-from allot_runtime.flags import positive
+from allot_runtime.flags import size, sizes
 from allot_sim.bench import replay as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
 from allot_sim.bench.replay import Logs
@@ -26,9 +25,11 @@ def history_parser(subparsers: Any, module: ModuleType, *, help: str) -> argpars
     """The subcommand of the benchmark ``module`` that runs on built logs (this one and ``allot bench restart``),
     with the options they share (``--no-compile``: ``compiled`` False)."""
     p = benchmark_parser(subparsers, module, help=help, with_json=False)
-    p.add_argument("--events", default="300000", help="log sizes, comma-separated (default 300000)")
     p.add_argument(
-        "--runs", type=positive, default=3, help="timed runs per size; the median is reported (default 3)"
+        "--events", type=sizes, default="300000", help="log sizes, comma-separated (default 300000)"
+    )
+    p.add_argument(
+        "--runs", type=size, default=3, help="timed runs per size; the median is reported (default 3)"
     )
     p.add_argument("--fresh", action="store_true", help="rebuild a kept log instead of reusing it")
     p.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help="openb node list CSV")
@@ -44,20 +45,10 @@ def history_parser(subparsers: Any, module: ModuleType, *, help: str) -> argpars
     return p
 
 
-def sizes(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        raise UsageError(f"--events: {text!r} is not a comma-separated list of integers") from exc
-    if not values or any(v < 1 for v in values):
-        raise UsageError(f"--events: {text!r} must list at least one positive size")
-    return values
-
-
 def logs_from(args: argparse.Namespace) -> Logs:
     """The logs ``--events``, ``--runs``, ``--fresh``, ``--nodes`` and ``--pods-csv`` ask for."""
     return Logs(
-        events=sizes(args.events), runs=args.runs, fresh=args.fresh, nodes=args.nodes, pods_csv=args.pods_csv
+        events=args.events, runs=args.runs, fresh=args.fresh, nodes=args.nodes, pods_csv=args.pods_csv
     )
 
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from allot_cli.bench import report
-from allot_runtime.flags import positive, seconds
+from allot_runtime.flags import seconds, size
 from allot_sim.bench import sampler as benchmark
 
 
@@ -17,7 +17,7 @@ def register(subparsers: Any) -> None:
         description=benchmark.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--pods", type=positive, default=100, help="pod cgroups on the node (default 100)")
+    p.add_argument("--pods", type=size, default=100, help="pod cgroups on the node (default 100)")
     p.add_argument("--interval", type=seconds, default=1.0, help="seconds between samples (default 1)")
     p.add_argument(
         "--report", type=seconds, default=60.0, help="seconds between NodeMetric reports (default 60)"

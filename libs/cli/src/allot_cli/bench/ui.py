@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import report
-from allot_runtime.flags import positive
+from allot_runtime.flags import size
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,8 +24,8 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser("ui", help="page load times of the web audit view for the openb cluster")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--pods", type=positive, default=2000, help="openb pods in the log (default 2000)")
-    p.add_argument("--repeat", type=positive, default=5, help="loads of each page (default 5)")
+    p.add_argument("--pods", type=size, default=2000, help="openb pods in the log (default 2000)")
+    p.add_argument("--repeat", type=size, default=5, help="loads of each page (default 5)")
     p.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help="openb node list CSV")
     p.add_argument("--pods-csv", type=Path, default=DEFAULT_PODS, help="openb pod list CSV")
     p.set_defaults(func=run)

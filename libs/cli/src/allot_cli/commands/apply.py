@@ -20,6 +20,7 @@ import sys
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from allot_cli.files import file_name
 from allot_intake.errors import InputError
 from allot_runtime.flags import seconds
 
@@ -69,7 +70,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("apply", help="record objects from YAML files in the event log")
     p.add_argument(
-        "-f", "--filename", action="append", required=True, help="YAML file ('-' for stdin); repeatable"
+        "-f",
+        "--filename",
+        action="append",
+        type=file_name,
+        required=True,
+        help="YAML file ('-' for stdin); repeatable",
     )
     p.add_argument("--no-wait", action="store_true", help="return without waiting for the services")
     p.add_argument("--wait-each", action="store_true", help="wait for the services after every document")

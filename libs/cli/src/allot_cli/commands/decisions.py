@@ -12,6 +12,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from allot_cli.files import file_name, write_lines
+
 if TYPE_CHECKING:  # imported where used: ``allot decisions --help`` loads no view code
     from allot_views.decisions import Decision
 
@@ -31,17 +33,15 @@ def cmd_decisions(args: argparse.Namespace) -> int:
     from allot_stack.connect import endpoints
 
     lines = asyncio.run(live_decisions(endpoints().database_url))
-    out = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115
-    try:
-        for line in lines:
-            out.write(json.dumps(line, sort_keys=True) + "\n")
-    finally:
-        if args.output:
-            out.close()
+    rows = (json.dumps(line, sort_keys=True) + "\n" for line in lines)
+    if args.output:
+        write_lines(args.output, rows, flag="-o/--output")
+    else:
+        sys.stdout.writelines(rows)
     return 0
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("decisions", help="export the scheduling decisions of the log as JSON lines")
-    p.add_argument("-o", "--output", help="file to write (default: stdout)")
+    p.add_argument("-o", "--output", type=file_name, help="file to write (default: stdout)")
     p.set_defaults(func=cmd_decisions)

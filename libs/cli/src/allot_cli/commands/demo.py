@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from allot_cli.files import file_name
 from allot_intake.errors import InputError, UsageError
 from allot_runtime.flags import seconds
 
@@ -112,8 +113,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("demo", help="run the dev stack with a demo workload end to end, then stop it")
-    p.add_argument("--examples", help="directory with cluster.yaml, pods.yaml, finish-training.yaml")
-    p.add_argument("--state-dir", help="keep the stack's data here (default: a temporary directory)")
+    p.add_argument(
+        "--examples", type=file_name, help="directory with cluster.yaml, pods.yaml, finish-training.yaml"
+    )
+    p.add_argument(
+        "--state-dir", type=file_name, help="keep the stack's data here (default: a temporary directory)"
+    )
     p.add_argument("--keep", action="store_true", help="keep the temporary state directory")
     p.add_argument("--timeout", type=seconds, default=180.0)
     p.set_defaults(func=cmd_demo)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from allot_cli.names import namespace, object_name
 from allot_views.kinds import KUBE_KINDS, Kind, all_words, kind_named
 
 if TYPE_CHECKING:
@@ -166,8 +167,16 @@ def register(subparsers: Any) -> None:
     kind = p.add_argument("what", metavar="KIND", help="any kind allot get lists")
     kind.completions = all_words()  # type: ignore[attr-defined]  # checked by kind_named: an unknown kind exits 1
     name = p.add_argument(
-        "name", metavar="NAME", help="its name (NS/NAME or NAME with -n for a namespaced kind)"
+        "name",
+        type=object_name,
+        metavar="NAME",
+        help="its name (NS/NAME or NAME with -n for a namespaced kind)",
     )
     name.complete_names = True  # type: ignore[attr-defined]  # completion offers the names of the kind
-    p.add_argument("-n", "--namespace", help="its namespace (without it, a name found in one namespace only)")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        type=namespace,
+        help="its namespace (without it, a name found in one namespace only)",
+    )
     p.set_defaults(func=cmd_describe)

@@ -54,26 +54,32 @@ async def _check_types(store: EventStore, patterns: list[str]) -> None:
     driver, which a read of the log does not need."""
     from difflib import get_close_matches
 
-    from allot_contracts.events import ALL_EVENT_TYPES, split_tag, type_pattern
+    from allot_contracts.clipping import clipped
+    from allot_contracts.events import ALL_EVENT_TYPES, newest_version, split_tag, type_pattern
 
     kinds = {name.split(".")[0] for name in ALL_EVENT_TYPES}
     for pattern in patterns:
         form = type_pattern(pattern)
         if form is None:
             raise UsageError(
-                f"--type: {pattern!r} is not an event type (pod.placed), tag (pod.placed.v2) or kind (pod.*)"
+                f"--type: {clipped(pattern)} is not an event type (pod.placed), tag (pod.placed.v2) or kind (pod.*)"
             )
         if form[0] == "kind":
             if form[1] not in kinds:
                 known = ", ".join(sorted(kinds))
-                raise UsageError(f"--type: no event type is of kind {form[1]!r} (kinds: {known})")
+                raise UsageError(f"--type: no event type is of kind {clipped(form[1])} (kinds: {known})")
             continue
-        name = split_tag(pattern)[0] if form[0] == "tag" else pattern
+        name, version = split_tag(pattern) if form[0] == "tag" else (pattern, None)
+        newest = newest_version(name)
+        if version is not None and newest is not None and version > newest:
+            raise UsageError(
+                f"--type: {clipped(pattern)}: {name} is recorded as v1 to v{newest}, so no event is tagged {pattern}"
+            )
         if name not in ALL_EVENT_TYPES and not await store.holds_any([name]):
             near = get_close_matches(name, ALL_EVENT_TYPES, n=3)
             hint = f" (did you mean {', '.join(near)}?)" if near else ""
             raise UsageError(
-                f"--type: {name!r} is not an event type Allot records, nor one the log holds{hint}"
+                f"--type: {clipped(name)} is not an event type Allot records, nor one the log holds{hint}"
             )
 
 

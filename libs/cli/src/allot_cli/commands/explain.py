@@ -9,6 +9,7 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from allot_cli.names import namespace, object_name
 from allot_intake.errors import InputError
 from allot_stack.connect import endpoints
 
@@ -51,6 +52,6 @@ def register(subparsers: Any) -> None:
         "explain", help="why a pod is where it is (or is not); what the node side says about a node"
     )
     p.add_argument("kind", choices=["pod", "node"])
-    p.add_argument("name", help="pod: NAMESPACE/NAME (or NAME with -n); node: its name")
-    p.add_argument("-n", "--namespace", default="default")
+    p.add_argument("name", type=object_name, help="pod: NAMESPACE/NAME (or NAME with -n); node: its name")
+    p.add_argument("-n", "--namespace", type=namespace, default="default")
     p.set_defaults(func=cmd_explain)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from allot_cli.names import namespace, object_name
 from allot_cli.output import FORMATS, columns_of, limit_for, render, table_lines
 from allot_views.kinds import Kind, all_words, kind_named, missing, parse_selector, select
 
@@ -152,9 +153,11 @@ def register(subparsers: Any) -> None:
         "devices, nodemetrics",
     )
     kind.completions = all_words()  # type: ignore[attr-defined]  # checked by kind_named: an unknown kind exits 1
-    names = p.add_argument("names", nargs="*", metavar="NAME", help="only these (NAME, or NS/NAME)")
+    names = p.add_argument(
+        "names", nargs="*", type=object_name, metavar="NAME", help="only these (NAME, or NS/NAME)"
+    )
     names.complete_names = True  # type: ignore[attr-defined]  # completion offers the names of the kind
-    p.add_argument("-n", "--namespace", help="only this namespace")
+    p.add_argument("-n", "--namespace", type=namespace, help="only this namespace")
     p.add_argument(
         "-A",
         "--all-namespaces",

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli._groups import subcommands
-from allot_runtime.flags import event_count, positive
+from allot_cli.files import file_name
+from allot_runtime.flags import event_count, positive, processes
 
 PROGRESS_EVERY = 2.0  # seconds between progress lines
 
@@ -139,7 +140,11 @@ def register(subparsers: Any) -> None:
         "--until", type=positive, required=True, metavar="POSITION", help="last position to archive"
     )
     a.add_argument(
-        "--out", required=True, metavar="DIR", help="directory of segment files (created if missing)"
+        "--out",
+        type=file_name,
+        required=True,
+        metavar="DIR",
+        help="directory of segment files (created if missing)",
     )
     a.add_argument(
         "--segment-size",
@@ -151,7 +156,7 @@ def register(subparsers: Any) -> None:
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=_archive)
     v = sub.add_parser("verify-segment", help="check segment files on their own and that they meet")
-    v.add_argument("files", nargs="+", metavar="FILE", help="segment files, in any order")
+    v.add_argument("files", nargs="+", type=file_name, metavar="FILE", help="segment files, in any order")
     v.add_argument(
         "--anchor-pub",
         "--anchor-key",
@@ -173,7 +178,7 @@ def register(subparsers: Any) -> None:
     )
     v.add_argument(
         "--jobs",
-        type=positive,
+        type=processes,
         metavar="N",
         help="segments checked at once, one process each (default: one per CPU); the result is the same for any N",
     )

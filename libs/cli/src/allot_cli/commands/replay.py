@@ -15,7 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from allot_runtime.flags import event_count, log_position, positive
+from allot_cli.files import directory
+from allot_runtime.flags import event_count, log_position, processes
 
 if (
     TYPE_CHECKING
@@ -144,11 +145,11 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help="Kubernetes mode: report decisions older than this with no recorded outcome in the cluster (default 300)",
     )
-    p.add_argument("--config-dir", help="directory with <service>.yaml decision configs")
+    p.add_argument("--config-dir", type=directory, help="directory with <service>.yaml decision configs")
     p.add_argument("--no-live", action="store_true", help="do not compare with running services")
     p.add_argument(
         "--jobs",
-        type=positive,
+        type=processes,
         default=os.cpu_count() or 1,
         help="processes verifying at once (default: one per CPU); the result is the same for any number",
     )

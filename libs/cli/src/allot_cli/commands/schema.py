@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from allot_cli.files import file_name
 from allot_intake.errors import UsageError
 
 
@@ -48,6 +49,8 @@ def asyncapi_yaml() -> str:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("schema", help="print (or write) the JSON Schemas of all events")
     p.add_argument(
-        "--out", help="directory to write one <type>.json per event, envelope.json and asyncapi.yaml"
+        "--out",
+        type=file_name,
+        help="directory to write one <type>.json per event, envelope.json and asyncapi.yaml",
     )
     p.set_defaults(func=cmd_schema)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from allot_cli.files import file_name
 from allot_intake.errors import InputError, UsageError
 from allot_runtime.flags import seconds
 from allot_stack.connect import default_state_dir, endpoints, find_state_dir, read_stack
@@ -208,14 +209,16 @@ def cmd_relay(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     up = subparsers.add_parser("up", help="start the dev stack (PostgreSQL, NATS, relay, seven services)")
-    up.add_argument("--state-dir", help="where data and logs go (default: ./.allot or ALLOT_STATE_DIR)")
+    up.add_argument(
+        "--state-dir", type=file_name, help="where data and logs go (default: ./.allot or ALLOT_STATE_DIR)"
+    )
     up.add_argument("--timeout", type=seconds, default=180.0, help="seconds to wait for readiness")
     up.set_defaults(func=cmd_up)
     down = subparsers.add_parser("down", help="stop the dev stack")
-    down.add_argument("--state-dir")
+    down.add_argument("--state-dir", type=file_name)
     down.set_defaults(func=cmd_down)
     status = subparsers.add_parser("status", help="show the dev stack's processes, readiness and checkpoints")
-    status.add_argument("--state-dir")
+    status.add_argument("--state-dir", type=file_name)
     status.add_argument("--json", action="store_true", help="the same as -o json")
     status.add_argument(
         "-o",
@@ -226,7 +229,7 @@ def register(subparsers: Any) -> None:
     )
     status.set_defaults(func=cmd_status)
     supervise_p = subparsers.add_parser("_supervise")  # no help: not listed
-    supervise_p.add_argument("--state-dir", required=True)
+    supervise_p.add_argument("--state-dir", type=file_name, required=True)
     supervise_p.set_defaults(func=cmd_supervise)
     migrate_p = subparsers.add_parser(
         "migrate", help="upgrade the event-log schema (safe to run concurrently)"

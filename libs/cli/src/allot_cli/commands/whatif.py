@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from allot_cli.files import directory, file_name
 from allot_runtime.flags import log_position
 
 
@@ -83,6 +84,7 @@ def register(subparsers: Any) -> None:
         "-f",
         "--filename",
         action="append",
+        type=file_name,
         help="YAML of the Pods (and PodGroups) to try ('-' for stdin); repeatable",
     )
     p.add_argument(
@@ -93,6 +95,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--config",
+        type=file_name,
         metavar="FILE",
         help="one service's changed settings (service: {…}, or a placement config alone), merged over its recorded "
         "configuration",
@@ -111,6 +114,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--config-dir",
+        type=directory,
         help="directory with <service>.yaml for a log recorded before services recorded theirs",
     )
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")

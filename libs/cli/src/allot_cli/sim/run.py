@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from allot_cli.files import file_name, write_lines
 from allot_intake.errors import InputError
 
 
@@ -36,11 +37,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     lines = decisions(sim.store.events)
     output, state = _outputs(args)
     if output:
-        with open(output, "w") as out:
-            for line in lines:
-                out.write(json.dumps(line, sort_keys=True) + "\n")
+        write_lines(output, (json.dumps(line, sort_keys=True) + "\n" for line in lines), flag="-o/--output")
     if state:
-        state.write_text(json.dumps(final_state(sim, view), indent=2, sort_keys=True) + "\n")
+        state_json = json.dumps(final_state(sim, view), indent=2, sort_keys=True) + "\n"
+        write_lines(state, [state_json], flag="--state")
     for written in (p for p in (output, state) if p):
         print(f"# wrote {written}", file=sys.stderr)
     for line in lines:
@@ -62,16 +62,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a scenario file through the scheduler's decision code")
     p.add_argument(
-        "scenario", help="multi-document YAML (Node, Device, NodeResourceTopology, Pod, ElasticQuota, …)"
+        "scenario",
+        type=file_name,
+        help="multi-document YAML (Node, Device, NodeResourceTopology, Pod, ElasticQuota, …)",
     )
-    p.add_argument("-o", "--output", help="write decisions as JSON lines")
-    p.add_argument("--state", help="write the final state as JSON")
+    p.add_argument("-o", "--output", type=file_name, help="write decisions as JSON lines")
+    p.add_argument("--state", type=file_name, help="write the final state as JSON")
     p.add_argument(
         "--out-dir",
+        type=file_name,
         metavar="DIR",
         help="write decisions.jsonl and state.json in DIR (created if needed), unless -o/--state say otherwise",
     )
-    p.add_argument("--config", help="YAML mapping of service name to decision config")
+    p.add_argument("--config", type=file_name, help="YAML mapping of service name to decision config")
     p.add_argument(
         "--atomic", action="store_true", help="run nothing unless every document of the scenario is valid"
     )

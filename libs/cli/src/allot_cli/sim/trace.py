@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, trace_arguments
+from allot_cli.files import path
+from allot_contracts.clipping import clipped
 from allot_contracts.jsonvalue import JsonObject
-from allot_intake.errors import UsageError
-from allot_runtime.flags import factor, whole_number
+from allot_runtime.flags import MAX_SIZE, factor, whole_number
 from allot_sim import trace as benchmark
 from allot_sim.trace import ALL_POLICIES, DEFAULT_NODES, DEFAULT_PODS, LABELS, PAPER_130
 
@@ -34,24 +34,37 @@ def register(subparsers: Any) -> None:
     )
     seeds = p.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=whole_number, help="one seed (default 42)")
-    seeds.add_argument("--seeds", help="a range A-B or a comma list, e.g. 42-51")
-    p.add_argument("--out", type=Path, help="directory for per-pod rows, curves and the summary")
-    p.add_argument("--summary-json", type=Path, help="write the summary object to this file")
-    p.add_argument("--plot", type=Path, help="write allocation vs arrival (PNG) to this file")
+    seeds.add_argument("--seeds", type=seed_list, help="a range A-B or a comma list, e.g. 42-51")
+    p.add_argument("--out", type=path, help="directory for per-pod rows, curves and the summary")
+    p.add_argument("--summary-json", type=path, help="write the summary object to this file")
+    p.add_argument("--plot", type=path, help="write allocation vs arrival (PNG) to this file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
 
+def seed_list(text: str) -> list[int]:
+    """``--seeds``: a range ``A-B`` (A ≤ B) or a comma list of seeds, each a whole number (:func:`whole_number`), at
+    most :data:`MAX_SIZE` of them."""
+    first, dash, last = text.partition("-")
+    try:
+        if dash:
+            a, b = whole_number(first), whole_number(last)
+            if a > b or b - a >= MAX_SIZE:
+                raise argparse.ArgumentTypeError(f"A-B needs A ≤ B and at most {MAX_SIZE} seeds")
+            return list(range(a, b + 1))
+        seeds = [whole_number(part) for part in text.split(",")]
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{clipped(text)} is not a range A-B or a comma list of seeds: {exc}"
+        ) from None
+    if len(seeds) > MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"{clipped(text)}: at most {MAX_SIZE} seeds")
+    return seeds
+
+
 def _seeds(args: argparse.Namespace) -> list[int]:
-    if args.seeds:
-        text = str(args.seeds)
-        try:
-            if "-" in text:
-                a, b = (int(x) for x in text.split("-", 1))
-                return list(range(a, b + 1))
-            return [int(x) for x in text.split(",")]
-        except ValueError as exc:
-            raise UsageError(f"--seeds {text!r}: expected A-B or a comma list of integers") from exc
+    if args.seeds is not None:
+        return list(args.seeds)
     return [args.seed if args.seed is not None else 42]
 
 

@@ -14,6 +14,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from allot_cli.files import file_name
 from allot_intake.errors import UsageError
 from allot_runtime.flags import percent
 
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("typical-pods", help="learn FGD's typical-pod distribution from a workload")
-    p.add_argument("--pods", help="an openb pod list CSV")
+    p.add_argument("--pods", type=file_name, help="an openb pod list CSV")
     p.add_argument("--from-log", action="store_true", help="the pods recorded in the live log")
     p.add_argument("--threshold", type=percent, default=95, help="cover this %% of pods (default 95)")
     p.add_argument("--policy", action="store_true", help="also print `policy: fgd` (a complete config)")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from typing import Any, Literal, Union
 
 from allot_contracts.events._base import Event, FieldIssue, ObjectRef
@@ -61,6 +62,11 @@ def split_tag(tag: str) -> tuple[str, int]:
     return name, int(version[1:])
 
 
+_VERSION_DIGITS = re.compile(
+    r"[1-9][0-9]{0,8}\Z"
+)  # a tag's version as tags write it: no leading 0, no other digits
+
+
 def type_pattern(entry: str) -> tuple[Literal["kind", "type", "tag"], str] | None:
     """What a pattern of event types names: a kind (``pod.*`` → ``("kind", "pod")``), a type (``pod.placed``) or one
     version of a type (``pod.placed.v2``, its tag); None when it is none of these. Subscription filters and
@@ -70,7 +76,8 @@ def type_pattern(entry: str) -> tuple[Literal["kind", "type", "tag"], str] | Non
         return None
     if len(parts) == 2:
         return ("kind", parts[0]) if parts[1] == "*" else ("type", entry)
-    if len(parts) == 3 and parts[2][:1] == "v" and parts[2][1:].isdigit() and parts[1] != "*":
+    version = parts[-1][1:]
+    if len(parts) == 3 and parts[2][:1] == "v" and parts[1] != "*" and _VERSION_DIGITS.match(version):
         return "tag", entry
     return None
 
@@ -96,6 +103,15 @@ _BY_TAG: dict[str, type[Event]] = _collect()
 # so it is a value for decoders, not a type for annotations: annotate with ``Event``.
 AnyEvent: Any = Union[tuple(_BY_TAG.values())]  # noqa: UP007
 ALL_EVENT_TYPES: tuple[str, ...] = tuple(sorted(split_tag(t)[0] for t in _BY_TAG))
+_NEWEST: dict[str, int] = {}
+for _name, _version in map(split_tag, _BY_TAG):
+    _NEWEST[_name] = max(_version, _NEWEST.get(_name, 0))
+
+
+def newest_version(name: str) -> int | None:
+    """The newest version of the event type ``name`` (``pod.placed`` → 2); None for a type Allot does not record.
+    Versions 1 to it are the tags a log of this Allot can hold (older ones written before an upgrade)."""
+    return _NEWEST.get(name)
 
 
 def event_class(tag: str) -> type[Event]:
@@ -127,6 +143,7 @@ __all__ = [
     "FieldIssue",
     "ObjectRef",
     "event_class",
+    "newest_version",
     "split_tag",
     "tag_of",
     "type_of",

@@ -1,0 +1,47 @@
+"""Paths given on the command line: names checked as argparse types, files written with one error line on failure.
+
+:func:`file_name`, :func:`path` and :func:`directory` are ``type=`` of an option: an empty name, a NUL byte or a directory that is
+not one is a usage error naming the option before any work starts. :func:`write_lines` writes an output file and turns
+any OS error (no such directory, a directory given as the file, a full disk, no permission) into an
+:class:`~allot_intake.errors.InputError` naming the option and the path, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from pathlib import Path
+
+from allot_intake.errors import InputError
+
+__all__ = ["directory", "file_name", "path", "write_lines"]
+
+
+def file_name(text: str) -> str:
+    """A path to read or write: not empty, no NUL byte."""
+    if not text or "\0" in text:
+        raise argparse.ArgumentTypeError(f"must be a file name, not {text!r}")
+    return text
+
+
+def path(text: str) -> Path:
+    """A :func:`file_name` as a :class:`~pathlib.Path` (``Path("")`` would be the current directory)."""
+    return Path(file_name(text))
+
+
+def directory(text: str) -> str:
+    """An existing directory to read from."""
+    path = Path(file_name(text))
+    if not path.is_dir():
+        reason = "is not a directory" if path.exists() else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text} {reason} (a directory to read)")
+    return text
+
+
+def write_lines(path: Path | str, lines: Iterable[str], *, flag: str) -> None:
+    """Write ``lines`` (each ending in a newline) to ``path``, given as ``flag``."""
+    try:
+        with open(path, "w") as out:
+            out.writelines(lines)
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot write it: {exc.strerror or exc}") from exc

@@ -1,0 +1,90 @@
+"""A file a command cannot write is one error line naming the flag (an output path that is a directory or in a
+missing one), and a database URL whose port is not one or whose IPv6 host is not closed is refused naming the
+setting, before any connection is tried."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from allot_cli.files import write_lines
+from allot_cli.main import main
+from allot_intake.errors import InputError
+from allot_runtime.settings import database_url_problem
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("postgres://:::", "':::' is not host:port (an IPv6 address is written in brackets"),
+        (
+            "postgresql://a@127.0.0.1:99999/x",
+            "port '99999' of '127.0.0.1:99999' is not a port from 1 to 65535",
+        ),
+        ("postgresql://a@127.0.0.1:0/x", "port '0' of '127.0.0.1:0' is not a port from 1 to 65535"),
+        ("postgresql://a@h:abc/x", "port 'abc' of 'h:abc' is not a port"),
+        ("postgresql://a:secret@[::1/x", "does not close it with ']' in 'postgresql://***@[::1/x'"),
+        ("postgresql://a@h1:5432,h2:70000/x", "port '70000' of 'h2:70000'"),
+    ],
+)
+def test_a_database_url_whose_address_cannot_be_used_is_refused(url: str, problem: str) -> None:
+    assert problem in (database_url_problem(url) or "")
+
+
+def test_a_nats_url_whose_address_cannot_be_used_is_refused_naming_the_setting() -> None:
+    from allot_bus.adapters.natsauth import NatsAuth, problems
+
+    for url, problem in (
+        ("nats://127.0.0.1:99999", "port '99999' of '127.0.0.1:99999' is not a port from 1 to 65535"),
+        ("nats://[::1", "does not close it with ']'"),
+    ):
+        [(setting, reason)] = problems(NatsAuth(), url)
+        assert setting == "ALLOT_NATS_URL" and problem in reason
+    assert problems(NatsAuth(), "nats://[::1]:4222") == problems(NatsAuth(), "nats://h:4222") == []
+
+
+def test_database_urls_libpq_takes_are_taken() -> None:
+    for url in (
+        "postgresql://a@127.0.0.1:5432/x",
+        "postgresql://a@[::1]:5432/x",
+        "postgresql://a@[::1]/x",
+        "postgresql://a@h1:5432,h2:5433/x",
+        "postgresql:///x?host=/run/postgresql",
+        "postgres://a@h/x",
+    ):
+        assert database_url_problem(url) is None, url
+
+
+def test_a_bad_database_port_is_one_error_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALLOT_DATABASE_URL", "postgresql://allot@127.0.0.1:abc/allot")
+    monkeypatch.setattr(sys, "argv", ["allot", "events", "tail"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.startswith(
+        "allot: error: ALLOT_DATABASE_URL: port 'abc' of '127.0.0.1:abc'"
+    )
+
+
+def test_an_output_file_that_cannot_be_written_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"^-o/--output .*: cannot write it: Is a directory$"):
+        write_lines(tmp_path, ["x\n"], flag="-o/--output")
+    with pytest.raises(InputError, match="cannot write it: No such file or directory"):
+        write_lines(tmp_path / "missing" / "x", ["x\n"], flag="--state")
+    write_lines(tmp_path / "ok", ["a\n", "b\n"], flag="-o")
+    assert (tmp_path / "ok").read_text() == "a\nb\n"
+
+
+def test_sim_run_output_that_cannot_be_written_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario = Path(__file__).parents[3] / "examples" / "quota" / "01-borrow-and-wait.yaml"
+    monkeypatch.setattr(sys, "argv", ["allot", "sim", "run", str(scenario), "--state", str(tmp_path)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 1
+    assert f"allot: error: --state {tmp_path}: cannot write it: Is a directory" in capsys.readouterr().err
