@@ -88,3 +88,21 @@ def test_sim_run_output_that_cannot_be_written_is_one_error_line(
         main()
     assert exited.value.code == 1
     assert f"allot: error: --state {tmp_path}: cannot write it: Is a directory" in capsys.readouterr().err
+
+
+def test_sim_trace_outputs_that_cannot_be_written_are_refused_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for flag, value, said in (
+        ("--summary-json", tmp_path, f"--summary-json {tmp_path}: is a directory; give the file to write"),
+        ("--out", blocker, f"--out {blocker}: cannot create it: File exists"),
+        ("--plot", blocker / "x.png", f"--plot {blocker / 'x.png'}: cannot create its directory {blocker}"),
+    ):
+        argv = ["allot", "sim", "trace", "--nodes", __file__, "--pods", __file__, flag, str(value)]
+        monkeypatch.setattr(sys, "argv", argv)
+        with pytest.raises(SystemExit) as exited:
+            main()
+        assert exited.value.code == 1
+        assert f"allot: error: {said}" in capsys.readouterr().err
