@@ -88,3 +88,48 @@ def test_sim_run_output_that_cannot_be_written_is_one_error_line(
         main()
     assert exited.value.code == 1
     assert f"allot: error: --state {tmp_path}: cannot write it: Is a directory" in capsys.readouterr().err
+
+
+def test_sim_trace_outputs_that_cannot_be_written_are_refused_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for flag, value, said in (
+        ("--summary-json", tmp_path, f"--summary-json {tmp_path}: is a directory; give the file to write"),
+        ("--out", blocker, f"--out {blocker}: cannot create it: File exists"),
+        ("--plot", blocker / "x.png", f"--plot {blocker / 'x.png'}: cannot create its directory {blocker}"),
+    ):
+        argv = ["allot", "sim", "trace", "--nodes", __file__, "--pods", __file__, flag, str(value)]
+        monkeypatch.setattr(sys, "argv", argv)
+        with pytest.raises(SystemExit) as exited:
+            main()
+        assert exited.value.code == 1
+        assert f"allot: error: {said}" in capsys.readouterr().err
+
+
+def test_log_archive_names_a_bad_until_or_out_as_such_not_as_an_unreadable_log(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allot_audit import log_segments
+    from allot_contracts.errors import InvalidInput
+
+    class Store:
+        async def close(self) -> None:
+            pass
+
+    async def refused(*_: object, **__: object) -> None:
+        raise InvalidInput(
+            [("--until", "must be a position of the log, 1 to its head 35, not 99")], subject="log archive"
+        )
+
+    monkeypatch.setattr(log_segments.PostgresEventStore, "connect", staticmethod(lambda _url: Store()))
+    monkeypatch.setattr(log_segments, "archive", refused)
+    monkeypatch.setenv("ALLOT_DATABASE_URL", "postgresql://allot@127.0.0.1:1/allot")
+    monkeypatch.setattr(sys, "argv", ["allot", "log", "archive", "--until", "99", "--out", "segments"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == (
+        "allot: error: log archive: --until: must be a position of the log, 1 to its head 35, not 99\n"
+    )

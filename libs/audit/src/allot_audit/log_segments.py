@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from allot_contracts.errors import ControlPlaneError, SchemaMismatch
+from allot_contracts.errors import ControlPlaneError, InvalidInput, SchemaMismatch
 from allot_eventstore.archive import SegmentError, SegmentReport, check_segment, joins, unsealed_stretches
 from allot_eventstore.archive_log import SEGMENT_SIZE, ArchiveConflict, Archived, against_log, archive
 from allot_eventstore.postgres import PostgresEventStore
@@ -27,7 +27,11 @@ async def archive_log(
         return await archive(
             store, until=until, out=out, segment_size=segment_size or SEGMENT_SIZE, progress=progress
         )
-    except (ArchiveConflict, SchemaMismatch) as exc:
+    except (
+        ArchiveConflict,
+        SchemaMismatch,
+        InvalidInput,
+    ) as exc:  # InvalidInput: --until past the head, --out a file
         raise InputError(str(exc)) from exc
     except ControlPlaneError as exc:  # the database cannot be reached or read
         raise UsageError(f"cannot read the event log: {exc}") from exc

@@ -1,8 +1,10 @@
-"""Paths given on the command line: names checked as argparse types, files written with one error line on failure.
+"""Paths given on the command line: names checked as argparse types, outputs readied and written with one error line
+on failure.
 
-:func:`file_name`, :func:`path` and :func:`directory` are ``type=`` of an option: an empty name, a NUL byte or a directory that is
-not one is a usage error naming the option before any work starts. :func:`write_lines` writes an output file and turns
-any OS error (no such directory, a directory given as the file, a full disk, no permission) into an
+:func:`file_name`, :func:`path` and :func:`directory` are ``type=`` of an option: an empty name, a NUL byte or a
+directory that is not one is a usage error naming the option before any work starts. :func:`prepare_output` readies
+an output path before a long run and :func:`write_lines` writes an output file; both turn any OS error (no such
+directory, a directory given as the file, a full disk, no permission) into an
 :class:`~allot_intake.errors.InputError` naming the option and the path, never a traceback.
 """
 
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from allot_intake.errors import InputError
 
-__all__ = ["directory", "file_name", "path", "write_lines"]
+__all__ = ["directory", "file_name", "path", "prepare_output", "write_lines"]
 
 
 def file_name(text: str) -> str:
@@ -36,6 +38,19 @@ def directory(text: str) -> str:
         reason = "is not a directory" if path.exists() else "does not exist"
         raise argparse.ArgumentTypeError(f"{text} {reason} (a directory to read)")
     return text
+
+
+def prepare_output(path: Path, *, flag: str, directory: bool = False) -> None:
+    """Ready ``path`` (given as ``flag``) to be written before any work starts: its parent directory created, or with
+    ``directory`` the directory itself; an error naming the flag when that cannot be done or ``path`` is a
+    directory where a file is to be written."""
+    try:
+        (path if directory else path.parent).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        where = "it" if directory else f"its directory {path.parent}"
+        raise InputError(f"{flag} {path}: cannot create {where}: {exc.strerror or exc}") from exc
+    if not directory and path.is_dir():
+        raise InputError(f"{flag} {path}: is a directory; give the file to write")
 
 
 def write_lines(path: Path | str, lines: Iterable[str], *, flag: str) -> None:

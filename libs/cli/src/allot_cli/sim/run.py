@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from allot_cli.files import file_name, write_lines
-from allot_intake.errors import InputError
+from allot_cli.files import file_name, prepare_output, write_lines
 
 
 def _outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
@@ -20,10 +19,7 @@ def _outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
     state = Path(args.state) if args.state else None
     if args.out_dir:
         directory = Path(args.out_dir)
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InputError(f"--out-dir {directory}: cannot create it: {exc.strerror}") from exc
+        prepare_output(directory, flag="--out-dir", directory=True)
         output = output or directory / "decisions.jsonl"
         state = state or directory / "state.json"
     return output, state

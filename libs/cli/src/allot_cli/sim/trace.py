@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, trace_arguments
-from allot_cli.files import path
+from allot_cli.files import path, prepare_output
 from allot_contracts.clipping import clipped
 from allot_contracts.jsonvalue import JsonObject
 from allot_runtime.flags import MAX_SIZE, factor, whole_number
@@ -91,6 +91,11 @@ def run(args: argparse.Namespace) -> int:
     from allot_sim import trace as experiment
 
     experiment.check_files(args.nodes, args.pods)
+    if args.out:  # outputs are readied before the runs, so that a path that cannot be written costs no run
+        prepare_output(args.out, flag="--out", directory=True)
+    for output, flag in ((args.summary_json, "--summary-json"), (args.plot, "--plot")):
+        if output:
+            prepare_output(output, flag=flag)
     policies, seeds = experiment.policies(args.policy), _seeds(args)
     nodes, pods = read_nodes(args.nodes), read_pods(args.pods)
     trace = experiment.trace_name(args.pods)
