@@ -129,7 +129,7 @@ def test_log_archive_names_a_bad_until_or_out_as_such_not_as_an_unreadable_log(
     monkeypatch.setattr(sys, "argv", ["allot", "log", "archive", "--until", "99", "--out", "segments"])
     with pytest.raises(SystemExit) as exited:
         main()
-    assert exited.value.code == 1
+    assert exited.value.code == 2
     assert capsys.readouterr().err == (
         "allot: error: log archive: --until: must be a position of the log, 1 to its head 35, not 99\n"
     )

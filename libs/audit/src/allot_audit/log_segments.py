@@ -27,12 +27,10 @@ async def archive_log(
         return await archive(
             store, until=until, out=out, segment_size=segment_size or SEGMENT_SIZE, progress=progress
         )
-    except (
-        ArchiveConflict,
-        SchemaMismatch,
-        InvalidInput,
-    ) as exc:  # InvalidInput: --until past the head, --out a file
+    except (ArchiveConflict, SchemaMismatch) as exc:
         raise InputError(str(exc)) from exc
+    except InvalidInput as exc:  # a flag the log refuses (--until past the head, --out a file): a usage error
+        raise UsageError(str(exc)) from exc
     except ControlPlaneError as exc:  # the database cannot be reached or read
         raise UsageError(f"cannot read the event log: {exc}") from exc
     finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from allot_contracts.clipping import clipped
+from allot_runtime.flags import clipped
 
 __all__ = ["namespace", "object_name"]
 

@@ -16,16 +16,20 @@ from __future__ import annotations
 import argparse
 import math
 
-from allot_contracts.clipping import clipped
-
-INT64_MAX = (
-    2**63 - 1
-)  # the largest log position PostgreSQL stores (bigint), and the largest count a flag takes
+# the largest log position PostgreSQL stores (bigint), and the largest count a flag takes
+INT64_MAX = 2**63 - 1
 MAX_PROCESSES = 1024  # processes a command starts at once (--jobs)
-MAX_SIZE = (
-    10_000_000  # objects or events a benchmark or simulation builds (each held in memory), or runs it makes
-)
+# objects or events a benchmark or simulation builds (each held in memory), or runs it makes
+MAX_SIZE = 10_000_000
 MAX_FACTOR = 100.0  # a multiple (--tune: the arrived load as a multiple of capacity)
+
+
+def clipped(text: str) -> str:
+    """``text`` as a refusal repeats it (cut when long), imported when a value is refused: a command line that is
+    read without a mistake loads none of the contracts (``allot status`` starts in a moment)."""
+    from allot_contracts.clipping import clipped as cut
+
+    return cut(text)
 
 
 def _whole(text: str, *, least: int, most: int | None = None, what: str) -> int:

@@ -9,9 +9,8 @@ from typing import Any
 
 from allot_cli.bench import benchmark_parser, trace_arguments
 from allot_cli.files import path, prepare_output
-from allot_contracts.clipping import clipped
 from allot_contracts.jsonvalue import JsonObject
-from allot_runtime.flags import MAX_SIZE, factor, whole_number
+from allot_runtime.flags import MAX_SIZE, clipped, factor, whole_number
 from allot_sim import trace as benchmark
 from allot_sim.trace import ALL_POLICIES, DEFAULT_NODES, DEFAULT_PODS, LABELS, PAPER_130
 
