@@ -100,7 +100,7 @@ def sizes(text: str) -> list[int]:
 
 def processes(text: str) -> int:
     """A number of processes to run at once: 1 to :data:`MAX_PROCESSES`."""
-    return _whole(text, least=1, most=MAX_PROCESSES, what="a number of processes from 1 to 1024")
+    return _whole(text, least=1, most=MAX_PROCESSES, what=f"a number of processes from 1 to {MAX_PROCESSES}")
 
 
 def port(text: str) -> int:

@@ -21,7 +21,6 @@ __all__ = [
     "SYNTAX_ANCHOR_US",
     "fold_window",
     "parse_window",
-    "resolve_window",
     "store_usage",
     "usage_rows",
 ]
@@ -31,10 +30,8 @@ SYNTAX_ANCHOR_US = 1 << 62
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
 # the first and last µs a report can show (0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999Z)
-FIRST_US, LAST_US = -62_135_596_800_000_000, 253_402_300_799_999_999
+EARLIEST_US, LATEST_US = -62_135_596_800_000_000, 253_402_300_799_999_999
 PAGE = 2000  # events read (and decoded) at a time
-# the times a report can show, in µs since the epoch (as FIRST_US and LAST_US)
-EARLIEST_US, LATEST_US = FIRST_US, LAST_US
 
 
 def _duration_s(text: str, flag: str) -> int:
@@ -102,13 +99,7 @@ def parse_window(since: str, until: str | None, *, last_us: int) -> Window:
 def _shown(us: int) -> str:
     from allot_eventstore.clock import iso
 
-    return iso(us) if FIRST_US <= us <= LAST_US else f"{us} µs since 1970"
-
-
-def resolve_window(since: str, until: str | None, *, last_us: int) -> Window:
-    """:func:`parse_window` for the log whose last event was recorded at ``last_us``: each end a time the report can
-    show (ValueError naming the flag for an end outside years 1 to 9999)."""
-    return parse_window(since, until, last_us=last_us)
+    return iso(us) if EARLIEST_US <= us <= LATEST_US else f"{us} µs since 1970"
 
 
 async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[Any, list[Any]]:
@@ -123,12 +114,12 @@ async def usage_rows(url: str, since: str, until: str | None, by: str) -> tuple[
 
 
 async def window_at(store: Any, since: str, until: str | None, *, position: int | None = None) -> Window:
-    """The window for the log up to ``position`` (its head when None): :func:`resolve_window` from the time of the
+    """The window for the log up to ``position`` (its head when None): :func:`parse_window` from the time of the
     event at that position; ValueError naming the flag for a bad window."""
     if position is None:
         position, _ = await store.head()
     last = await store.read(after=position - 1, limit=1) if position else []
-    return resolve_window(since, until, last_us=last[0].recorded_at if last else 0)
+    return parse_window(since, until, last_us=last[0].recorded_at if last else 0)
 
 
 async def fold_window(store: Any, window: Window, by: str, *, position: int | None = None) -> list[Any]:
