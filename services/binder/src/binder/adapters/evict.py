@@ -46,7 +46,6 @@ from allot_contracts.events import (
 )
 from allot_contracts.events.enactment import QuotaEvictionEnacted, QuotaEvictionEnactmentFailed
 from allot_contracts.jsonvalue import JsonObject
-from allot_runtime.enactment import outcome_event
 from allot_runtime.kube.client import ApiUnavailable
 from binder.adapters.api import Retry, post
 from binder.adapters.outcomes import latest_decision, record_outcome
@@ -151,8 +150,9 @@ async def evict_due(worker: Any, requests: list[MigrationEvictionRequested]) -> 
                     job=request.job, uid=request.uid, pod=request.pod, message=message
                 )
             )
-            new = outcome_event(PRODUCER, record, stream_id("migration", job), event)
-            await worker.store.append([new], producer=PRODUCER)
+            await record_outcome(
+                worker.store, decision=record, stream=stream_id("migration", job), event=event
+            )
         except Fenced:
             raise
         except TransientError as exc:

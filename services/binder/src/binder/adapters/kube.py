@@ -52,7 +52,6 @@ from allot_contracts.events import (
 )
 from allot_contracts.events.enactment import QuotaStatusEnacted, QuotaStatusEnactmentFailed
 from allot_contracts.jsonvalue import JsonObject
-from allot_runtime.enactment import outcome_event
 from allot_runtime.kube.client import ApiError, api_client, call
 from allot_runtime.metrics import ATTEMPT_BUCKETS, RegistryFamilies, counter, histogram
 from binder.adapters.api import Retry, post
@@ -274,8 +273,7 @@ class BindWorker:
                     message=outcome.message,
                 )
             )
-            new = outcome_event(PRODUCER, trigger, stream_id("pod", key), event)
-            await self.store.append([new], producer=PRODUCER)
+            await record_outcome(self.store, decision=trigger, stream=stream_id("pod", key), event=event)
         except Fenced:
             raise
         except TransientError as exc:
