@@ -18,11 +18,14 @@ import asyncpg
 import msgspec
 import pytest
 
+from allot_audit import verify_jobs
 from allot_audit.replay_configs import plan
 from allot_audit.verify_jobs import Service, Since, verify_all
+from allot_contracts.errors import Unavailable
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_eventstore.verify import ChainCheck
+from allot_runtime import forked
 from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import rebuild
 from allot_runtime.snapshots import take
@@ -102,6 +105,29 @@ async def test_several_processes_report_what_one_does(history: str) -> None:
     assert chain["ok"] and chain["events"] >= 300
     assert verified["device-allocator"]["checked"] > 0  # type: ignore[index]
     assert all(not v["mismatches"] for v in verified.values())  # type: ignore[union-attr]
+
+
+async def test_spawned_interpreters_report_what_forked_children_do(
+    history: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forked_report = await _verify(history, 3)
+    monkeypatch.setattr(
+        forked, "AVAILABLE", False
+    )  # as on a system without fork: each share in a new interpreter
+    assert await _verify(history, 3) == forked_report
+
+
+async def test_a_share_that_fails_in_its_child_fails_the_verification_with_its_error(
+    history: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unavailable(job: verify_jobs.Job, group: Service) -> None:
+        raise Unavailable(f"the log went away while {group.service} was verified")
+
+    monkeypatch.setattr(
+        verify_jobs, "decisions_task", unavailable
+    )  # the forked child has it too; this process not
+    with pytest.raises(Unavailable, match="the log went away while device-allocator"):
+        await _verify(history, 2)
 
 
 async def test_an_edited_decision_is_found_by_every_split(history: str) -> None:

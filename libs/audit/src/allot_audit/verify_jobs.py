@@ -21,8 +21,10 @@ process: the chain, then every service's decisions in one pass.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import multiprocessing
+import pickle
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -34,20 +36,25 @@ from allot_audit.replay_configs import FileConfig, plan
 from allot_audit.verify_since import Start, start_from
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.verify import ChainCheck, ChainReport
+from allot_runtime import forked
 from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import VERIFY_PAGE, Verified, verify_many
 
 # What checking the chain and re-deriving each service's decisions cost, relatively (CPU seconds on the 317k-event log
-# of ``allot bench replay``): how the services are split over the processes. A service not listed costs ``OTHER``.
-CHAIN_COST = 2.4
+# of ``allot bench replay``, 2026-11-29): how the services are split over the processes. A service's figure is what it
+# adds to a pass that reads the log anyway (the chain's pass reads every event), and a share after the first also
+# starts a process of its own (``WORKER_COST``: a fork's pages copied as it writes them). A service not listed costs
+# ``OTHER``.
+CHAIN_COST = 1.3
+WORKER_COST = 0.3
 COST = {
-    "device-allocator": 18.3,
-    "quota-manager": 5.2,
-    "reservation-manager": 4.2,
-    "qos-enforcer": 3.6,
-    "binder": 2.2,
+    "device-allocator": 12.0,
+    "quota-manager": 5.6,
+    "qos-enforcer": 3.1,
+    "reservation-manager": 2.3,
+    "binder": 1.6,
     "gang-coordinator": 1.0,
-    "node-reporter": 0.2,
+    "node-reporter": 0.3,
 }
 OTHER = 1.0
 
@@ -142,6 +149,17 @@ def decisions_task(job: Job, group: Service) -> dict[str, Verified]:
         return asyncio.run(_decisions(job, group))
 
 
+def _share_in_child(job: Job, share: Service) -> tuple[bool, list[bytes]]:
+    """``decisions_task`` in a forked child (:func:`allot_runtime.forked.start`): whether it returned, and what it
+    returned or raised, pickled (the parent raises it again, as from a spawned worker). A fork starts with the
+    collector off (its pages stay shared until written); a whole pass needs it on."""
+    gc.enable()
+    try:
+        return True, [pickle.dumps(decisions_task(job, share), protocol=pickle.HIGHEST_PROTOCOL)]
+    except Exception as exc:  # noqa: BLE001 - raised again in the parent
+        return False, [pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)]
+
+
 async def verify_all(
     url: str,
     chain: ChainCheck,
@@ -162,10 +180,11 @@ async def verify_all(
 
 def split(groups: list[Service], jobs: int) -> list[Service]:
     """The instances of ``groups`` in ``max(jobs, 1)`` shares of about equal cost (:data:`COST`), the calling
-    process's first: it also checks the chain, so it starts with :data:`CHAIN_COST`. Each service in turn, the most
+    process's first: it also checks the chain, so it starts with :data:`CHAIN_COST`, and every other one with
+    :data:`WORKER_COST`, its process's start. Each service in turn, the most
     expensive first, goes to the share that costs least so far (the first of equal ones). A share is one
     :class:`Service` (its ``service``: the names of its services joined by ``+``); an empty one has no instances."""
-    loads = [CHAIN_COST] + [0.0] * (max(jobs, 1) - 1)
+    loads = [CHAIN_COST] + [WORKER_COST] * (max(jobs, 1) - 1)
     shares: list[list[Service]] = [[] for _ in loads]
     for group in sorted(groups, key=lambda g: -COST.get(g.service, OTHER)):
         least = loads.index(min(loads))
@@ -212,17 +231,29 @@ async def _verify_all(
 
     if not theirs:
         reports = [await alone(), await here()]
+    elif forked.AVAILABLE:
+        # every child forked before this process starts its own pass: each is a copy of it as it is now
+        children = [forked.start(functools.partial(_share_in_child, job, share)) for share in theirs]
+
+        async def there(child: forked.Child) -> None:
+            answer = await child.answer()
+            returned = pickle.loads(answer.payload)
+            if not answer.meta:
+                raise returned
+            verified.update(returned)
+
+        reports = list(await asyncio.gather(alone(), here(), *(there(child) for child in children)))[:2]
     else:
         loop = asyncio.get_running_loop()
         with ProcessPoolExecutor(
             max_workers=len(theirs), mp_context=multiprocessing.get_context("spawn")
         ) as pool:
 
-            async def there(share: Service) -> None:
+            async def spawned(share: Service) -> None:
                 verified.update(await loop.run_in_executor(pool, decisions_task, job, share))
 
             # the workers take their shares; this process checks the chain beside its own
-            reports = list(await asyncio.gather(alone(), here(), *(there(share) for share in theirs)))[:2]
+            reports = list(await asyncio.gather(alone(), here(), *(spawned(share) for share in theirs)))[:2]
     report = reports[0] or reports[1]
     assert report is not None  # one of them checked the chain
     return report, verified
