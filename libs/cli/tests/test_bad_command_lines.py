@@ -120,6 +120,44 @@ def test_a_value_a_flag_cannot_mean_is_a_usage_error(
     assert refusal in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("window", "refusal"),
+    [
+        (
+            "9" * 5000,
+            f"argument --window: '{'9' * 20}'...'{'9' * 10}' (5000 characters) is not FROM:TO (log positions; "
+            "either may be left out): no ':' between them",
+        ),
+        (
+            "1:" + "9" * 5000,
+            f"argument --window: '1:{'9' * 18}'...'{'9' * 10}' (5002 characters) is not FROM:TO (log positions; "
+            "either may be left out): must be a log position ≥ 1 and at most 9223372036854775807, "
+            f"not '{'9' * 20}'...'{'9' * 10}' (5000 characters)",
+        ),
+        (
+            "0:",
+            "argument --window: '0:' is not FROM:TO (log positions; either may be left out): must be a log "
+            "position ≥ 1, not '0'",
+        ),
+        ("5:3", "argument --window: '5:3': needs FROM ≤ TO"),
+    ],
+    ids=["long-no-colon", "long-to", "zero", "backwards"],
+)
+def test_a_window_that_is_not_from_to_is_refused_before_the_log_is_read_and_cut_when_long(
+    window: str, refusal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["what-if", "--config", "c.yaml", "--window", window]
+    with pytest.raises(SystemExit) as exited:
+        parser_for(argv).parse_args(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"allot what-if: error: {refusal}"
+    for taken in (":", "3:", ":9", "2:2"):
+        assert (
+            parser_for(["what-if", "--window", taken]).parse_args(["what-if", "--window", taken]).window
+            == taken
+        )
+
+
 def test_the_values_each_flag_documents_are_taken() -> None:
     assert flags.after_position("0") == 0 and flags.log_position("1") == 1
     assert flags.port("1") == 1 and flags.port("65535") == 65535

@@ -135,6 +135,7 @@ def test_window_and_merge() -> None:
         ("9:3", "1 ≤ FROM ≤ TO"),
         ("1:51", "past the log's head"),
         ("a:b", "positions"),
+        ("x" * 5000, r"'xxxxxxxxxxxxxxxxxxxx'\.\.\.'xxxxxxxxxx' \(5000 characters\) is not FROM:TO"),
     ):
         with pytest.raises(UsageError, match=message):
             window(bad, 50)
