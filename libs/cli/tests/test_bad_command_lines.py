@@ -263,3 +263,26 @@ def test_events_tail_follow_refuses_a_nats_url_before_printing(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "ALLOT_NATS_URL: 'garbage' is not nats://host:port or tls://host:port" in captured.err
+
+
+def test_a_nats_that_does_not_answer_ends_events_tail_follow_naming_the_nats_setting(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NATS is waited for a while at the start, then the command ends naming ALLOT_NATS_URL and what failed, not the
+    log's setting (the log was read: the catch-up is stubbed here)."""
+    from allot_cli.commands import events
+    from allot_runtime.embedded import free_port
+    from allot_stack import connect
+
+    async def caught_up(*_: object, **__: object) -> tuple[list[object], int]:
+        return [], 0
+
+    url = f"nats://127.0.0.1:{free_port()}"  # nothing listens there
+    monkeypatch.setattr(connect, "on_log", caught_up)
+    monkeypatch.setattr(events, "NATS_WAIT_S", 0.5)
+    monkeypatch.setenv("ALLOT_NATS_URL", url)
+    assert _run(["events", "tail", "--follow"], "postgresql://allot@127.0.0.1:1/allot", monkeypatch) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"allot: error: cannot connect to NATS at {url} within 0.5 s: ")
+    assert err.endswith(" (check ALLOT_NATS_URL, or start the dev stack with `allot up`)\n")
+    assert "ALLOT_DATABASE_URL" not in err and "Traceback" not in err
