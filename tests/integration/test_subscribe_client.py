@@ -379,8 +379,8 @@ async def test_events_tail_follow_prints_what_was_recorded_before_and_after_it_s
 
 
 async def test_events_tail_follow_ends_on_sigterm_while_it_waits_for_nats(store, database_url):
-    """NATS not up (nothing listens on the port): the command waits for it, as the services do, and a SIGTERM (or
-    Ctrl-C) still ends it at once."""
+    """NATS not up (nothing listens on the port): the command waits for it a while (``events.NATS_WAIT_S``), and a
+    SIGTERM (or Ctrl-C) still ends it at once."""
     import os
     import signal
     import sys

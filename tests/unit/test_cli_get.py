@@ -209,6 +209,22 @@ def test_an_unknown_kind_is_refused_input(log: Scenario) -> None:
         kind_named("secrets")
 
 
+@pytest.mark.parametrize("argv", [[], ["-n", "default"], ["-o", "json"]], ids=["bare", "namespace", "output"])
+def test_no_kind_is_a_usage_error_asking_for_the_kind_alone_with_the_kinds(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from allot_cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["get", *argv])
+    assert exited.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    kinds = ", ".join(kind.plural for kind in KINDS)
+    assert (
+        last == f"allot get: error: the following arguments are required: KIND (one of: {kinds})"
+    )  # and not NAME: it is optional
+
+
 def test_human_units_and_unlimited(log: Scenario) -> None:
     _, quotas = get(log, "quotas", "-o", "wide")
     default = cells(quotas, "koordinator-default-quota")

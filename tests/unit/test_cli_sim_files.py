@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_out_dir_takes_the_decisions_and_the_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cwd, out = tmp_path / "cwd", tmp_path / "out" / "run"
+    cwd, out = tmp_path / "cwd", tmp_path / "run"  # created: its parent exists
     cwd.mkdir()
     monkeypatch.chdir(cwd)
     with pytest.raises(SystemExit) as done:

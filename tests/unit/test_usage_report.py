@@ -197,6 +197,18 @@ def test_the_table_fits_80_columns_and_shows_own_and_borrowed() -> None:
     ("argv", "message"),
     [
         (["--since", "7x"], "allot: error: --since: '7x' is neither a duration"),
+        (  # taken as the value (not as an unknown option: "expected one argument"), then refused saying why
+            ["--since", "-5m"],
+            "allot: error: --since: '-5m' has a sign, but a duration already counts back (--since 5m starts 5 "
+            "minutes before --until, which is the last recorded event unless given): give it without '-', or an "
+            "ISO-8601 time (e.g. 2026-01-01T00:00:00Z)\n",
+        ),
+        (
+            ["--until", "-1h", "--by", "namespace"],
+            "allot: error: --until: '-1h' has a sign, but a duration already counts back (--until 5m ends 5 minutes "
+            "before the last recorded event)",
+        ),
+        (["--since", "--by", "quota"], "argument --since: expected one argument"),  # an option is no value
         (
             ["--since", "2026-01-02T00:00:00Z", "--until", "2026-01-01T00:00:00Z"],
             "the window ends before it starts",

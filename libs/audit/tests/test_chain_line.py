@@ -45,3 +45,24 @@ def test_the_anchor_line_does_not_call_an_intact_chain_broken() -> None:
     assert anchor_line(other).startswith("anchor       ok: 3 signed checkpoint(s) match the chain")
     broken = msgspec.structs.replace(other, head_unexpected=False)
     assert "before it broke" in anchor_line(broken)
+
+
+def test_the_live_check_gives_up_on_a_nats_that_does_not_answer_saying_why() -> None:
+    """``replay --verify`` asks the running services over NATS: one that does not answer is given the request's
+    timeout, then named, instead of a wait without end."""
+    import time
+
+    import pytest
+
+    from allot_audit.replay import live_states
+    from allot_bus.adapters.natsauth import NatsUnavailable
+    from allot_bus.names import BusNames
+    from allot_runtime.embedded import free_port
+    from allot_stack.connect import Endpoints
+
+    url = f"nats://127.0.0.1:{free_port()}"  # nothing listens there
+    ep = Endpoints(database_url="postgresql://a@h/x", nats_url=url, names=BusNames(), source="environment")
+    started = time.monotonic()
+    with pytest.raises(NatsUnavailable, match=f"^cannot connect to NATS at {url} within 0.5 s: "):
+        asyncio.run(live_states(ep, ["binder"], timeout=0.5))
+    assert time.monotonic() - started < 5

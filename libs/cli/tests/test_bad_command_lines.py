@@ -120,6 +120,44 @@ def test_a_value_a_flag_cannot_mean_is_a_usage_error(
     assert refusal in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("window", "refusal"),
+    [
+        (
+            "9" * 5000,
+            f"argument --window: '{'9' * 20}'...'{'9' * 10}' (5000 characters) is not FROM:TO (log positions; "
+            "either may be left out): no ':' between them",
+        ),
+        (
+            "1:" + "9" * 5000,
+            f"argument --window: '1:{'9' * 18}'...'{'9' * 10}' (5002 characters) is not FROM:TO (log positions; "
+            "either may be left out): must be a log position ≥ 1 and at most 9223372036854775807, "
+            f"not '{'9' * 20}'...'{'9' * 10}' (5000 characters)",
+        ),
+        (
+            "0:",
+            "argument --window: '0:' is not FROM:TO (log positions; either may be left out): must be a log "
+            "position ≥ 1, not '0'",
+        ),
+        ("5:3", "argument --window: '5:3': needs FROM ≤ TO"),
+    ],
+    ids=["long-no-colon", "long-to", "zero", "backwards"],
+)
+def test_a_window_that_is_not_from_to_is_refused_before_the_log_is_read_and_cut_when_long(
+    window: str, refusal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["what-if", "--config", "c.yaml", "--window", window]
+    with pytest.raises(SystemExit) as exited:
+        parser_for(argv).parse_args(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"allot what-if: error: {refusal}"
+    for taken in (":", "3:", ":9", "2:2"):
+        assert (
+            parser_for(["what-if", "--window", taken]).parse_args(["what-if", "--window", taken]).window
+            == taken
+        )
+
+
 def test_the_values_each_flag_documents_are_taken() -> None:
     assert flags.after_position("0") == 0 and flags.log_position("1") == 1
     assert flags.port("1") == 1 and flags.port("65535") == 65535
@@ -161,8 +199,8 @@ def test_schemas_that_cannot_be_written_are_a_usage_error(
     monkeypatch.setattr(sys, "argv", ["allot", "schema", "--out", str(blocker / "schemas")])
     with pytest.raises(SystemExit) as exited:
         main()
-    assert exited.value.code == 2
-    assert f"--out {blocker / 'schemas'}: cannot write the schemas there" in capsys.readouterr().err
+    assert exited.value.code == 1  # as every output that cannot be written (allot_cli.files)
+    assert f"--out {blocker / 'schemas'}: cannot create it: Not a directory" in capsys.readouterr().err
 
 
 def _run(argv: list[str], url: str, monkeypatch: pytest.MonkeyPatch) -> int:
@@ -225,3 +263,26 @@ def test_events_tail_follow_refuses_a_nats_url_before_printing(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "ALLOT_NATS_URL: 'garbage' is not nats://host:port or tls://host:port" in captured.err
+
+
+def test_a_nats_that_does_not_answer_ends_events_tail_follow_naming_the_nats_setting(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NATS is waited for a while at the start, then the command ends naming ALLOT_NATS_URL and what failed, not the
+    log's setting (the log was read: the catch-up is stubbed here)."""
+    from allot_cli.commands import events
+    from allot_runtime.embedded import free_port
+    from allot_stack import connect
+
+    async def caught_up(*_: object, **__: object) -> tuple[list[object], int]:
+        return [], 0
+
+    url = f"nats://127.0.0.1:{free_port()}"  # nothing listens there
+    monkeypatch.setattr(connect, "on_log", caught_up)
+    monkeypatch.setattr(events, "NATS_WAIT_S", 0.5)
+    monkeypatch.setenv("ALLOT_NATS_URL", url)
+    assert _run(["events", "tail", "--follow"], "postgresql://allot@127.0.0.1:1/allot", monkeypatch) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"allot: error: cannot connect to NATS at {url} within 0.5 s: ")
+    assert err.endswith(" (check ALLOT_NATS_URL, or start the dev stack with `allot up`)\n")
+    assert "ALLOT_DATABASE_URL" not in err and "Traceback" not in err

@@ -87,7 +87,10 @@ def test_sim_run_output_that_cannot_be_written_is_one_error_line(
     with pytest.raises(SystemExit) as exited:
         main()
     assert exited.value.code == 1
-    assert f"allot: error: --state {tmp_path}: cannot write it: Is a directory" in capsys.readouterr().err
+    assert capsys.readouterr() == (
+        "",
+        f"allot: error: --state {tmp_path}: is a directory; give the file to write\n",
+    )
 
 
 def test_sim_trace_outputs_that_cannot_be_written_are_refused_before_any_run(
@@ -109,7 +112,7 @@ def test_sim_trace_outputs_that_cannot_be_written_are_refused_before_any_run(
 
 
 def test_log_archive_names_a_bad_until_or_out_as_such_not_as_an_unreadable_log(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from allot_audit import log_segments
     from allot_contracts.errors import InvalidInput
@@ -126,6 +129,7 @@ def test_log_archive_names_a_bad_until_or_out_as_such_not_as_an_unreadable_log(
     monkeypatch.setattr(log_segments.PostgresEventStore, "connect", staticmethod(lambda _url: Store()))
     monkeypatch.setattr(log_segments, "archive", refused)
     monkeypatch.setenv("ALLOT_DATABASE_URL", "postgresql://allot@127.0.0.1:1/allot")
+    monkeypatch.chdir(tmp_path)  # --out segments is created there before the log is read
     monkeypatch.setattr(sys, "argv", ["allot", "log", "archive", "--until", "99", "--out", "segments"])
     with pytest.raises(SystemExit) as exited:
         main()
@@ -133,3 +137,57 @@ def test_log_archive_names_a_bad_until_or_out_as_such_not_as_an_unreadable_log(
     assert capsys.readouterr().err == (
         "allot: error: log archive: --until: must be a position of the log, 1 to its head 35, not 99\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "name", "directory"),
+    [
+        (["sim", "run", "SCENARIO", "-o"], "-o/--output", "decisions.jsonl", False),
+        (["sim", "run", "SCENARIO", "--state"], "--state", "state.json", False),
+        (["sim", "run", "SCENARIO", "--out-dir"], "--out-dir", "run", True),
+        (
+            ["sim", "trace", "--nodes", __file__, "--pods", __file__, "--summary-json"],
+            "--summary-json",
+            "s.json",
+            False,
+        ),
+        (["sim", "trace", "--nodes", __file__, "--pods", __file__, "--plot"], "--plot", "p.png", False),
+        (["sim", "trace", "--nodes", __file__, "--pods", __file__, "--out"], "--out", "trace", True),
+        (["schema", "--out"], "--out", "schemas", True),
+        (["decisions", "-o"], "-o/--output", "decisions.jsonl", False),
+        (["log", "archive", "--until", "5", "--out"], "--out", "segments", True),
+    ],
+    ids=[
+        "sim-run-o",
+        "sim-run-state",
+        "sim-run-out-dir",
+        "trace-summary",
+        "trace-plot",
+        "trace-out",
+        "schema",
+        "decisions",
+        "log-archive",
+    ],
+)
+def test_an_output_in_a_directory_that_does_not_exist_is_refused_before_any_work_and_nothing_is_created(
+    argv: list[str],
+    flag: str,
+    name: str,
+    directory: bool,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scenario = Path(__file__).parents[3] / "examples" / "quota" / "01-borrow-and-wait.yaml"
+    missing = tmp_path / "nope" / "x"
+    output = missing / name
+    monkeypatch.setenv("ALLOT_DATABASE_URL", "postgresql://allot@127.0.0.1:1/allot")  # never reached
+    with pytest.raises(SystemExit) as exited:
+        main([str(scenario) if arg == "SCENARIO" else arg for arg in argv] + [str(output)])
+    assert exited.value.code == 1
+    above = "its parent directory" if directory else "its directory"
+    assert capsys.readouterr() == (
+        "",
+        f"allot: error: {flag} {output}: {above} {missing} does not exist (create it first)\n",
+    )
+    assert not (tmp_path / "nope").exists()  # nothing was made of the mistyped path

@@ -135,6 +135,7 @@ def test_window_and_merge() -> None:
         ("9:3", "1 ≤ FROM ≤ TO"),
         ("1:51", "past the log's head"),
         ("a:b", "positions"),
+        ("x" * 5000, r"'xxxxxxxxxxxxxxxxxxxx'\.\.\.'xxxxxxxxxx' \(5000 characters\) is not FROM:TO"),
     ):
         with pytest.raises(UsageError, match=message):
             window(bad, 50)
@@ -180,6 +181,10 @@ def test_node_labels_are_changed_on_the_matching_nodes_records_only() -> None:
     for bad in ("pool=h100", "pool:a", "*:"):
         with pytest.raises(UsageError, match="--node-labels"):
             NodeLabels.parse(bad)
+    for long in ("x" * 5000, "a=b:" + "x" * 5000, "x" * 5000 + ":a=b"):  # repeated cut, not whole
+        with pytest.raises(UsageError, match=r"characters\) is not") as refused:
+            NodeLabels.parse(long)
+        assert len(str(refused.value)) < 200
     s = Scenario().apply_yaml(
         "\n---\n".join(
             f"apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{pool: {pool}}}}}\n"

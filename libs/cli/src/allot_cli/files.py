@@ -3,9 +3,10 @@ on failure.
 
 :func:`file_name`, :func:`path` and :func:`directory` are ``type=`` of an option: an empty name, a NUL byte or a
 directory that is not one is a usage error naming the option before any work starts. :func:`prepare_output` readies
-an output path before a long run and :func:`write_lines` writes an output file; both turn any OS error (no such
+an output path before any work and :func:`write_lines` writes an output file; both turn any OS error (no such
 directory, a directory given as the file, a full disk, no permission) into an
-:class:`~allot_intake.errors.InputError` naming the option and the path, never a traceback.
+:class:`~allot_intake.errors.InputError` naming the option and the path, never a traceback. No directory above an
+output is ever created: a missing one is refused (``--out /tmp/nope/x/file``), so a mistyped path makes nothing.
 """
 
 from __future__ import annotations
@@ -41,14 +42,19 @@ def directory(text: str) -> str:
 
 
 def prepare_output(path: Path, *, flag: str, directory: bool = False) -> None:
-    """Ready ``path`` (given as ``flag``) to be written before any work starts: its parent directory created, or with
-    ``directory`` the directory itself; an error naming the flag when that cannot be done or ``path`` is a
-    directory where a file is to be written."""
+    """Ready ``path`` (given as ``flag``) to be written before any work starts: the directory it goes in must exist
+    (it is never created, nor any above it: a mistyped path is refused, not made); with ``directory``, ``path`` is
+    that directory and is created when missing, in a parent that exists. An error naming the flag when the directory
+    is missing or cannot be created, or ``path`` is a directory where a file is to be written."""
+    where = path.parent
+    if not where.exists():
+        above = f"its parent directory {where}" if directory else f"its directory {where}"
+        raise InputError(f"{flag} {path}: {above} does not exist (create it first)")
     try:
-        (path if directory else path.parent).mkdir(parents=True, exist_ok=True)
+        (path if directory else where).mkdir(exist_ok=True)
     except OSError as exc:
-        where = "it" if directory else f"its directory {path.parent}"
-        raise InputError(f"{flag} {path}: cannot create {where}: {exc.strerror or exc}") from exc
+        what = "it" if directory else f"its directory {where}"
+        raise InputError(f"{flag} {path}: cannot create {what}: {exc.strerror or exc}") from exc
     if not directory and path.is_dir():
         raise InputError(f"{flag} {path}: is a directory; give the file to write")
 

@@ -29,6 +29,12 @@ __all__ = [
 SYNTAX_ANCHOR_US = 1 << 62
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
+_NEGATIVE = re.compile(r"^-\s*\d+[smhdw]$")  # -5m: a duration that already counts back, given a sign
+# what a duration counts back from, per flag (the flag's help says the same)
+_BACK_FROM = {
+    "--since": "starts 5 minutes before --until, which is the last recorded event unless given",
+    "--until": "ends 5 minutes before the last recorded event",
+}
 # the first and last µs a report can show (0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999Z)
 EARLIEST_US, LATEST_US = -62_135_596_800_000_000, 253_402_300_799_999_999
 PAGE = 2000  # events read (and decoded) at a time
@@ -51,6 +57,11 @@ def _instant_us(text: str, flag: str, anchor_us: int) -> int:
     """A duration back from ``anchor_us`` (``7d``) or an ISO-8601 time with a zone (``2026-01-01T00:00:00Z``)."""
     if _DURATION.match(text.strip()):
         return anchor_us - _duration_s(text, flag) * 1_000_000
+    if _NEGATIVE.match(text.strip()):
+        raise ValueError(
+            f"{flag}: {clipped(text)} has a sign, but a duration already counts back ({flag} 5m "
+            f"{_BACK_FROM[flag]}): give it without '-', or an ISO-8601 time (e.g. 2026-01-01T00:00:00Z)"
+        )
     from datetime import datetime
 
     from allot_eventstore.clock import from_datetime

@@ -21,9 +21,9 @@ from nats.js import api as jsapi
 from nats.js import errors as jserrors
 
 from allot_bus.adapters import natsauth
-from allot_bus.adapters.natsauth import NatsAuth
+from allot_bus.adapters.natsauth import NatsAuth, NatsUnavailable
 from allot_bus.names import BusNames
-from allot_contracts.errors import InvalidInput, Unavailable
+from allot_contracts.errors import InvalidInput
 from allot_eventstore.urls import redact
 
 log = logging.getLogger("allot.bus")
@@ -61,13 +61,20 @@ class HeaderClient(Client):
 
 
 async def connect(
-    url: str, *, name: str, connect_timeout: float = 5.0, auth: NatsAuth | None = None
+    url: str,
+    *,
+    name: str,
+    connect_timeout: float = 5.0,
+    auth: NatsAuth | None = None,
+    give_up_after: float | None = None,
 ) -> Client:
     """Connect with reconnects forever (a control plane outlives broker restarts), authenticated as ``auth`` says
     (default: the ALLOT_NATS_* environment, :mod:`allot_bus.adapters.natsauth`; credentials may also be in ``url``).
 
     A server that is not up yet is waited for; one that refuses the credentials or the TLS handshake is not: that
-    raises InvalidInput naming the setting to fix, since trying the same again cannot help."""
+    raises InvalidInput naming the setting to fix, since trying the same again cannot help. With ``give_up_after``
+    (a command someone waits on), the first connection is tried for that many seconds only, its failures not logged
+    one by one: then :class:`~allot_bus.adapters.natsauth.NatsUnavailable` says what failed last."""
     auth = natsauth.from_env() if auth is None else auth
     options: dict[str, Any] = {
         **natsauth.connect_options(auth, url),
@@ -78,17 +85,21 @@ async def connect(
         "allow_reconnect": True,
     }
     refused: asyncio.Future[InvalidInput] = asyncio.get_running_loop().create_future()
+    failures: list[Exception] = []
 
     async def _error(exc: Exception) -> None:
         problem = natsauth.refusal(exc, auth, url)
         if problem is not None and not refused.done():
             refused.set_result(problem)
+        if give_up_after is not None and not nc.is_connected:
+            failures[:] = [exc]  # said once, in the error that ends the wait
+            return
         log.warning("nats connection problem: %s", exc)
 
     nc = HeaderClient()
     connecting: asyncio.Future[Any] = asyncio.ensure_future(nc.connect(url, error_cb=_error, **options))
     try:
-        await asyncio.wait([connecting, refused], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([connecting, refused], return_when=asyncio.FIRST_COMPLETED, timeout=give_up_after)
     finally:
         if not connecting.done():
             connecting.cancel()
@@ -99,10 +110,15 @@ async def connect(
             await nc.close()
         raise refused.result()
     refused.cancel()
+    if connecting.cancelled():  # given up on: ``give_up_after`` passed
+        with contextlib.suppress(Exception):
+            await nc.close()
+        reason = (str(failures[-1]) or type(failures[-1]).__name__) if failures else "no answer"
+        raise NatsUnavailable(f"cannot connect to NATS at {redact(url)} within {give_up_after:g} s: {reason}")
     try:
         connecting.result()
     except (TimeoutError, OSError, nats.errors.Error) as exc:
-        raise Unavailable(f"cannot connect to NATS at {redact(url)}: {exc}") from exc
+        raise NatsUnavailable(f"cannot connect to NATS at {redact(url)}: {exc}") from exc
     if urlsplit(url).scheme == "tls" and not nc._server_info.get("tls_required"):
         # The driver upgrades to TLS only when the server asks for it: a tls:// URL must not end up in plain text.
         with contextlib.suppress(Exception):
@@ -150,9 +166,9 @@ async def ensure_stream(js: JetStreamContext, names: BusNames) -> jsapi.StreamIn
         try:
             return await js.add_stream(stream_config(names))
         except jserrors.APIError as exc:
-            raise Unavailable(f"cannot create stream {names.stream}: {exc}") from exc
+            raise NatsUnavailable(f"cannot create stream {names.stream}: {exc}") from exc
     except (TimeoutError, jserrors.Error, nats.errors.Error) as exc:
-        raise Unavailable(f"JetStream unavailable: {exc}") from exc
+        raise NatsUnavailable(f"JetStream unavailable: {exc}") from exc
 
 
 async def stream_exists(js: JetStreamContext, names: BusNames) -> bool:

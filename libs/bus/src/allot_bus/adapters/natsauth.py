@@ -15,7 +15,9 @@ ALLOT_NATS_TLS_KEY          the client certificate's private key (PEM)
 
 Each is checked before anything connects: a problem is an :class:`~allot_contracts.errors.InvalidInput` naming the
 variable. A server that refuses the credentials or the TLS handshake is reported the same way, at once, instead of
-being retried forever (see :func:`allot_bus.adapters.nats.connect`).
+being retried forever (see :func:`allot_bus.adapters.nats.connect`). A server that does not answer (or JetStream
+that cannot be used) is a :class:`NatsUnavailable`, so that a command's hint names ALLOT_NATS_URL, not the log's
+setting.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from allot_contracts.errors import InvalidInput
+from allot_contracts.errors import InvalidInput, Unavailable
 from allot_eventstore.urls import address_problem, redact
 
 SCHEMES = ("nats", "tls")
@@ -125,6 +127,12 @@ def tls_context(auth: NatsAuth) -> ssl.SSLContext:
                 ]
             ) from exc
     return context
+
+
+class NatsUnavailable(Unavailable):
+    """NATS (ALLOT_NATS_URL) did not answer, or its JetStream could not be used: worth a retry, and not the event
+    log's fault. Here rather than in :mod:`allot_bus.adapters.nats` so that the CLI can tell it apart when a command
+    fails without importing the NATS driver."""
 
 
 class AuthOptions(TypedDict, total=False):

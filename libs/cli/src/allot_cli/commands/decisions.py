@@ -10,9 +10,10 @@ import argparse
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.files import file_name, write_lines
+from allot_cli.files import file_name, prepare_output, write_lines
 
 if TYPE_CHECKING:  # imported where used: ``allot decisions --help`` loads no view code
     from allot_views.decisions import Decision
@@ -32,6 +33,8 @@ async def live_decisions(url: str) -> list[Decision]:
 def cmd_decisions(args: argparse.Namespace) -> int:
     from allot_stack.connect import endpoints
 
+    if args.output:  # before the log is read
+        prepare_output(Path(args.output), flag="-o/--output")
     lines = asyncio.run(live_decisions(endpoints().database_url))
     rows = (json.dumps(line, sort_keys=True) + "\n" for line in lines)
     if args.output:

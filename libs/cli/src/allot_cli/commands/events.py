@@ -14,6 +14,10 @@ from allot_cli._groups import subcommands
 from allot_intake.errors import UsageError
 from allot_runtime.flags import after_position, event_count
 
+NATS_WAIT_S = (
+    10.0  # seconds --follow waits for NATS to answer at the start (a stack still starting is waited for)
+)
+
 if TYPE_CHECKING:
     from allot_contracts.envelope import RecordedEvent
     from allot_eventstore.protocol import EventStore
@@ -84,7 +88,10 @@ async def _check_types(store: EventStore, patterns: list[str]) -> None:
 
 
 async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
-    """New events as they are recorded, each once and in order, through NATS restarts (the subscribe client)."""
+    """New events as they are recorded, each once and in order, through NATS restarts (the subscribe client). NATS
+    is waited for :data:`NATS_WAIT_S` seconds at the start: a server that does not answer by then (a wrong
+    ALLOT_NATS_URL, a stack that is down) ends the command saying what failed, not a wait without end."""
+    from allot_bus.adapters.nats import connect
     from allot_client import AllotClient, Filter, FilterError
     from allot_runtime.signals import stop_on_signals
     from allot_stack.logtools import event_json
@@ -94,27 +101,31 @@ async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
     except FilterError as exc:
         raise UsageError(f"--type: {exc}") from exc
     stop = stop_on_signals()
-    client = AllotClient(
-        database_url=ep.database_url,
-        nats_url=ep.nats_url,
-        prefix=ep.names.prefix,
-        stream=ep.names.stream,
-        name="allot-events-tail",
-    )
 
     async def printing() -> None:
-        async with client:  # a NATS server that is not up yet is waited for, as the services wait for it
-            subscription = client.follow(after=after, types=sorted(flt.types))
-            print(
-                f"# following {ep.names.all_events} after position {after} (Ctrl-C to stop)",
-                file=sys.stderr,
-                flush=True,
-            )
-            try:
-                async for delivery in subscription:
-                    print(json.dumps(event_json(delivery.record)), flush=True)
-            finally:
-                await subscription.close()
+        nc = await connect(ep.nats_url, name="allot-events-tail", give_up_after=NATS_WAIT_S)
+        client = AllotClient(
+            database_url=ep.database_url,
+            prefix=ep.names.prefix,
+            stream=ep.names.stream,
+            name="allot-events-tail",
+            nc=nc,
+        )
+        try:
+            async with client:
+                subscription = client.follow(after=after, types=sorted(flt.types))
+                print(
+                    f"# following {ep.names.all_events} after position {after} (Ctrl-C to stop)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                try:
+                    async for delivery in subscription:
+                        print(json.dumps(event_json(delivery.record)), flush=True)
+                finally:
+                    await subscription.close()
+        finally:
+            await nc.close()
 
     # Ctrl-C or SIGTERM ends the command at any point: while it waits for NATS as well as while it follows
     task = asyncio.create_task(printing())

@@ -14,11 +14,11 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from allot_cli.names import namespace, object_name
 from allot_cli.output import FORMATS, columns_of, limit_for, render, table_lines
-from allot_views.kinds import Kind, all_words, kind_named, missing, parse_selector, select
+from allot_views.kinds import KINDS, Kind, all_words, kind_named, missing, parse_selector, select
 
 if TYPE_CHECKING:  # imported when a command runs: ``allot get --help`` loads no log or view code
     from allot_eventstore.protocol import EventStore
@@ -127,11 +127,19 @@ def _print(text: str) -> None:
     print(text, flush=True)
 
 
+_NO_KIND = "the following arguments are required: KIND"  # argparse's words when KIND is not given
+
+
 class _Intermixed(argparse.ArgumentParser):
     """Options and names in any order, as kubectl takes them (``get pods -n ns a b``): plain argparse stops reading
-    positionals at the first option."""
+    positionals at the first option. A missing KIND is refused with the kinds there are."""
 
     _inner = False
+
+    def error(self, message: str) -> NoReturn:
+        if message == _NO_KIND:
+            message += f" (one of: {', '.join(kind.plural for kind in KINDS)})"
+        super().error(message)
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         if self._inner:
@@ -154,8 +162,8 @@ def register(subparsers: Any) -> None:
     )
     kind.completions = all_words()  # type: ignore[attr-defined]  # checked by kind_named: an unknown kind exits 1
     names = p.add_argument(
-        "names", nargs="*", type=object_name, metavar="NAME", help="only these (NAME, or NS/NAME)"
-    )
+        "names", nargs="*", default=[], type=object_name, metavar="NAME", help="only these (NAME, or NS/NAME)"
+    )  # a default: argparse counts a "*" positional without one as required, and would ask for a NAME
     names.complete_names = True  # type: ignore[attr-defined]  # completion offers the names of the kind
     p.add_argument("-n", "--namespace", type=namespace, help="only this namespace")
     p.add_argument(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli._groups import subcommands
-from allot_cli.files import file_name
+from allot_cli.files import file_name, prepare_output
 from allot_runtime.flags import event_count, positive, processes
 
 PROGRESS_EVERY = 2.0  # seconds between progress lines
@@ -51,6 +51,7 @@ def _archive(args: argparse.Namespace) -> int:
 
     from allot_audit.log_segments import archive_log
 
+    prepare_output(Path(args.out), flag="--out", directory=True)  # before the log is read
     started = time.perf_counter()
     segments = asyncio.run(
         archive_log(

@@ -7,18 +7,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from allot_cli.files import file_name
+from allot_cli.files import file_name, prepare_output
 from allot_intake.errors import UsageError
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
     from allot_contracts.schema import export_schemas
 
+    if args.out:
+        prepare_output(Path(args.out), flag="--out", directory=True)
     schemas = export_schemas()
     if args.out:
         out = Path(args.out)
         try:
-            out.mkdir(parents=True, exist_ok=True)
             for name, schema in schemas.items():
                 (out / f"{name}.json").write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n")
             (out / "asyncapi.yaml").write_text(asyncapi_yaml())

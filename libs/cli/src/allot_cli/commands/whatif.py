@@ -16,7 +16,25 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.files import directory, file_name
-from allot_runtime.flags import log_position
+from allot_runtime.flags import clipped, log_position
+
+
+def window(text: str) -> str:
+    """``--window FROM:TO``: two log positions (:func:`log_position`), either left out, FROM ≤ TO; its form is checked
+    before any work starts (that TO is in the log, once the log is read). A refused value is repeated cut."""
+    first, colon, last = text.partition(":")
+    try:
+        if not colon:
+            raise argparse.ArgumentTypeError("no ':' between them")
+        start = log_position(first) if first else 1
+        end = log_position(last) if last else None
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{clipped(text)} is not FROM:TO (log positions; either may be left out): {exc}"
+        ) from None
+    if end is not None and end < start:
+        raise argparse.ArgumentTypeError(f"{clipped(text)}: needs FROM ≤ TO")
+    return text
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
@@ -102,6 +120,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--window",
+        type=window,
         metavar="FROM:TO",
         help="with --config and/or --node-labels: re-decide the recorded positions FROM..TO and list every decision that would differ",
     )

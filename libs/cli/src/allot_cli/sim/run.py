@@ -22,6 +22,9 @@ def _outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
         prepare_output(directory, flag="--out-dir", directory=True)
         output = output or directory / "decisions.jsonl"
         state = state or directory / "state.json"
+    for path, flag in ((output, "-o/--output"), (state, "--state")):
+        if path is not None:
+            prepare_output(path, flag=flag)
     return output, state
 
 
@@ -29,9 +32,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from allot_sim.scenario import final_state, load_config, run
     from allot_views.decisions import decisions
 
+    output, state = _outputs(args)  # before the run: a path that cannot be written costs none
     sim, view, refused = run(args.scenario, config=load_config(args.config), atomic=args.atomic)
     lines = decisions(sim.store.events)
-    output, state = _outputs(args)
     if output:
         write_lines(output, (json.dumps(line, sort_keys=True) + "\n" for line in lines), flag="-o/--output")
     if state:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from allot_contracts.clipping import clipped
 from allot_intake.errors import UsageError
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def _pairs(text: str, what: str) -> dict[str, str]:
     for part in text.split(","):
         key, sep, value = part.strip().partition("=")
         if not sep or not key:
-            raise UsageError(f"--node-labels: {what} {part.strip()!r} is not KEY=VALUE")
+            raise UsageError(f"--node-labels: {what} {clipped(part.strip())} is not KEY=VALUE")
         out[key] = value
     return out
 
@@ -46,7 +47,7 @@ class NodeLabels:
         selector, sep, labels = text.partition(":")
         if not sep or not labels.strip():
             raise UsageError(
-                f"--node-labels: {text!r} is not SELECTOR:KEY=VALUE[,KEY=VALUE…] (SELECTOR: k=v,… or *)"
+                f"--node-labels: {clipped(text)} is not SELECTOR:KEY=VALUE[,KEY=VALUE…] (SELECTOR: k=v,… or *)"
             )
         chosen = {} if selector.strip() == "*" else _pairs(selector, "selector")
         return cls(selector=chosen, labels=_pairs(labels, "label"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypedDict
 
+from allot_contracts.clipping import clipped
 from allot_contracts.jsonvalue import JsonObject
 from allot_intake.errors import UsageError
 from allot_views.decisions import decisions_of
@@ -56,17 +57,18 @@ def merged(base: JsonObject, change: JsonObject) -> JsonObject:
 
 
 def window(text: str, head: int) -> tuple[int, int]:
-    """``FROM:TO`` (either may be empty: the log's start, its head) checked against the log."""
+    """``FROM:TO`` (either may be empty: the log's start, its head) checked against the log; the text is repeated
+    cut when refused."""
     first_text, sep, last_text = text.partition(":")
     if not sep:
-        raise UsageError(f"--window: {text!r} is not FROM:TO (log positions; either may be left out)")
+        raise UsageError(f"--window: {clipped(text)} is not FROM:TO (log positions; either may be left out)")
     try:
         first = int(first_text) if first_text else 1
         last = int(last_text) if last_text else head
     except ValueError:
-        raise UsageError(f"--window: {text!r}: FROM and TO must be log positions") from None
+        raise UsageError(f"--window: {clipped(text)}: FROM and TO must be log positions") from None
     if first < 1 or last < first:
-        raise UsageError(f"--window: {text!r}: needs 1 ≤ FROM ≤ TO")
+        raise UsageError(f"--window: {clipped(text)}: needs 1 ≤ FROM ≤ TO")
     if last > head:
         raise UsageError(f"--window: position {last} is past the log's head ({head})")
     return first, last
