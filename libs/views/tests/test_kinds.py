@@ -27,22 +27,27 @@ def test_selectors(selector: str, labels: dict[str, str], matches: bool) -> None
 
 @pytest.mark.parametrize(
     ("selector", "values"),
-    [("a in (b,,c)", {"b", "", "c"}), ("a in (,b)", {"", "b"}), ("a notin (b, ,c)", {"b", "", "c"})],
-    ids=["between", "leading", "blank-between"],
+    [
+        ("a in (b,,c)", {"b", "", "c"}),
+        ("a in (,b)", {"", "b"}),
+        ("a notin (b, ,c)", {"b", "", "c"}),
+        ("a in ()", {""}),
+        ("a notin ()", {""}),
+    ],
+    ids=["between", "leading", "blank-between", "empty", "empty-notin"],
 )
 def test_an_empty_value_in_a_set_is_the_empty_label_value_as_in_kubernetes(
     selector: str, values: set[str]
 ) -> None:
     """Kubernetes' selector parser (apimachinery pkg/labels/selector.go, ``Parse``) takes an empty value in a set:
     its grammar note "(3) The empty string is a valid VALUE", its example "x in (foo,,baz),y,z notin ()", and the
-    value-list parser reading "(,", ",," and ",)" as the value "". So ``-l 'a in (b,,c)'`` is taken, not refused,
+    value-list parser reading "(,", ",," and ",)" as the value "", and "()" as that one value. So ``-l 'a in (b,,c)'`` is taken, not refused,
     and matches a label whose value is empty (an empty label value is valid: ``a=``)."""
     (requirement,) = parse_selector(selector).requirements
     assert requirement.values == frozenset(values)
     inside = requirement.op == "in"
-    assert parse_selector(selector).matches({"a": ""}) is inside
-    assert parse_selector(selector).matches({"a": "b"}) is inside
-    assert parse_selector(selector).matches({"a": "d"}) is not inside
+    for value in ("", "b", "d"):
+        assert parse_selector(selector).matches({"a": value}) is ((value in values) is inside)
 
 
 def test_kinds_have_unique_words_and_rows_columns() -> None:

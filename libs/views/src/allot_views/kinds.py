@@ -256,11 +256,8 @@ def parse_selector(text: str | None) -> Selector:
     requirements = []
     for part in _split(text):
         if m := _SET.match(part):
+            # "()" is the one value "" and "(b,,c)" holds it too, as Kubernetes' selector parser reads them
             values = [v.strip() for v in m["values"].split(",")]
-            if values == [""]:
-                raise InputError(
-                    f"label selector {clipped(text)}: {clipped(part.strip())} needs at least one value"
-                )
             requirements.append(
                 Requirement(_key(text, m["key"]), m["op"], frozenset(_value(text, v) for v in values))
             )
