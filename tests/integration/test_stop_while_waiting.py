@@ -60,3 +60,29 @@ def test_a_database_url_that_is_not_postgresqls_is_refused_at_start(binary: str,
         "invalid configuration: ALLOT_DATABASE_URL: not a PostgreSQL URL: 'mysql://allot@127.0.0.1/allot' "
         "(expected postgresql://user@host:port/database)"
     ), result.stderr
+
+
+def test_up_that_is_not_ready_in_time_stops_what_it_started(database_url: str, tmp_path: Path) -> None:
+    """``allot up`` with a NATS that never answers: after its ``--timeout`` it says so and stops the supervisor and
+    the processes it started, instead of leaving them holding their ports, the database and the state directory."""
+    from allot_stack.connect import read_stack
+    from allot_stack.processes import pid_alive, supervisor_running
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {
+        "ALLOT_DATABASE_URL": database_url,
+        "ALLOT_NATS_URL": NO_NATS,
+    }
+    state = tmp_path / "stack"
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "allot"), "up", "--state-dir", str(state), "--timeout", "3"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "not ready within 3s" in done.stderr and "stopped again" in done.stderr, done.stderr[-2000:]
+    assert not supervisor_running(state)
+    started = (read_stack(state) or {}).get("processes", {})
+    assert started and not [name for name, info in started.items() if pid_alive(info.get("pid"))]
+    assert "Traceback" not in done.stderr

@@ -197,7 +197,17 @@ def start_stack(
         env=env,
     )
     log.close()
-    return wait_until_ready(state_dir, timeout=timeout, reporter=reporter, proc=proc)
+    try:
+        return wait_until_ready(state_dir, timeout=timeout, reporter=reporter, proc=proc)
+    except (UsageError, KeyboardInterrupt) as exc:
+        # what this call started and did not become ready (or was interrupted) is stopped, not left holding its
+        # ports, the database and the state directory's lock
+        stopped = supervisor_running(state_dir) and stop_stack(state_dir)
+        if isinstance(exc, UsageError) and stopped:
+            raise UsageError(
+                f"{exc}\nwhat had started is stopped again (a slow machine may need a longer --timeout)"
+            ) from exc
+        raise
 
 
 def stop_stack(state_dir: Path, *, timeout: float = 60.0, reporter: Reporter = SILENT) -> bool:
