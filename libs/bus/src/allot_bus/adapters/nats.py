@@ -60,6 +60,32 @@ class HeaderClient(Client):
         return out
 
 
+class _Outage:
+    """A connection's problems as its log says them: the first failure of an outage as a warning, the driver's
+    retries after it (every ``reconnect_time_wait``, for as long as NATS is away) counted, not logged one by one, and
+    one line when the connection is back. A problem while connected (a slow consumer, a permission refused) is
+    logged each time."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.failures = 0  # failed attempts in the current outage (0: none going on)
+
+    def failed(self, exc: Exception, *, connected: bool) -> None:
+        if connected:
+            log.warning("nats connection problem: %s", exc)
+            return
+        self.failures += 1
+        if self.failures == 1:
+            log.warning("nats connection problem: %s (retrying until NATS at %s answers)", exc, self.where)
+        else:
+            log.debug("nats connection problem (attempt %d): %s", self.failures, exc)
+
+    def back(self) -> None:
+        if self.failures:
+            log.info("nats connection back at %s after %d failed attempts", self.where, self.failures)
+        self.failures = 0
+
+
 async def connect(
     url: str,
     *,
@@ -86,6 +112,7 @@ async def connect(
     }
     refused: asyncio.Future[InvalidInput] = asyncio.get_running_loop().create_future()
     failures: list[Exception] = []
+    outage = _Outage(redact(url))
 
     async def _error(exc: Exception) -> None:
         problem = natsauth.refusal(exc, auth, url)
@@ -94,10 +121,15 @@ async def connect(
         if give_up_after is not None and not nc.is_connected:
             failures[:] = [exc]  # said once, in the error that ends the wait
             return
-        log.warning("nats connection problem: %s", exc)
+        outage.failed(exc, connected=nc.is_connected)
+
+    async def _reconnected() -> None:
+        outage.back()
 
     nc = HeaderClient()
-    connecting: asyncio.Future[Any] = asyncio.ensure_future(nc.connect(url, error_cb=_error, **options))
+    connecting: asyncio.Future[Any] = asyncio.ensure_future(
+        nc.connect(url, error_cb=_error, reconnected_cb=_reconnected, **options)
+    )
     try:
         await asyncio.wait([connecting, refused], return_when=asyncio.FIRST_COMPLETED, timeout=give_up_after)
     finally:
@@ -119,6 +151,7 @@ async def connect(
         connecting.result()
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         raise NatsUnavailable(f"cannot connect to NATS at {redact(url)}: {exc}") from exc
+    outage.back()  # a server that was waited for at the start answers now
     if urlsplit(url).scheme == "tls" and not nc._server_info.get("tls_required"):
         # The driver upgrades to TLS only when the server asks for it: a tls:// URL must not end up in plain text.
         with contextlib.suppress(Exception):
