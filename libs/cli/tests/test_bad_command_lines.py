@@ -224,6 +224,26 @@ def test_a_log_that_cannot_be_reached_is_one_error_line(
     )
 
 
+def test_another_server_that_cannot_be_used_is_named_without_the_logs_hint(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Unavailable that is not the event log's (the Kubernetes API, an embedded server that did not start) is one
+    line naming what failed, not a hint to check ALLOT_DATABASE_URL."""
+    from allot_cli.commands import stack
+    from allot_runtime.kube.client import ApiUnavailable
+
+    def api_down(args: object) -> int:
+        raise ApiUnavailable("Kubernetes API at https://10.0.0.1:6443 unavailable: connection refused")
+
+    monkeypatch.setattr(stack, "cmd_status", api_down)
+    monkeypatch.setattr(sys, "argv", ["allot", "status"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    err = capsys.readouterr().err
+    assert exited.value.code == 1
+    assert err == "allot: error: Kubernetes API at https://10.0.0.1:6443 unavailable: connection refused\n"
+
+
 def test_events_tail_refuses_a_type_it_would_never_match() -> None:
     import asyncio
 

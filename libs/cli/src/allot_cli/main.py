@@ -177,20 +177,21 @@ def _refused_setting(exc: Exception) -> bool:
 
 
 def _log_unreachable(exc: Exception) -> str | None:
-    """What to say when the event log or NATS could not be used (the server down, a wrong database, user or password),
-    naming the setting of the one that failed, or None for any other error. Looked up only when something failed:
+    """What to say when the event log, NATS or another server could not be used (the server down, a wrong database,
+    user or password), naming the setting of the one that failed, or None for any other error. Looked up only when something failed:
     the event store imports the driver."""
     from allot_bus.adapters.natsauth import NatsUnavailable
+    from allot_contracts.errors import Unavailable
     from allot_eventstore.pg_errors import connection_refusal
 
     if isinstance(exc, NatsUnavailable):
         return f"{exc} (check ALLOT_NATS_URL, or start the dev stack with `allot up`)"
     refusal = connection_refusal(exc)
-    return (
-        None
-        if refusal is None
-        else f"{refusal} (check ALLOT_DATABASE_URL, or start the dev stack with `allot up`)"
-    )
+    if refusal is not None:
+        return f"{refusal} (check ALLOT_DATABASE_URL, or start the dev stack with `allot up`)"
+    # another server that cannot be used just now (an embedded server that did not start, the Kubernetes API): its
+    # own message names it
+    return str(exc) if isinstance(exc, Unavailable) else None
 
 
 def _quiet_stdout() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from allot_contracts.errors import Unavailable
+from allot_eventstore.pg_errors import LogUnavailable
 from allot_eventstore.urls import plain_url
 
 log = logging.getLogger("allot.ownership")
@@ -77,7 +77,7 @@ class Ownership:
                 TimeoutError,
                 AttributeError,
             ) as exc:
-                raise Unavailable(
+                raise LogUnavailable(
                     f"{self.name}: lost the connection that holds ownership ({exc}); stopping so "
                     "that exactly one instance decides"
                 ) from exc

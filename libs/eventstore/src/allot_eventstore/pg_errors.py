@@ -11,7 +11,14 @@ import asyncpg
 
 from allot_contracts.errors import ConcurrencyConflict, PermanentError, Unavailable
 
-__all__ = ["CONNECT_TIMEOUT_S", "DRIVER_ERRORS", "RECONNECTS", "connection_refusal", "translate"]
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "DRIVER_ERRORS",
+    "RECONNECTS",
+    "LogUnavailable",
+    "connection_refusal",
+    "translate",
+]
 
 CONNECT_TIMEOUT_S = 10.0  # seconds to make a connection
 
@@ -28,17 +35,23 @@ DRIVER_ERRORS = (
 )
 
 
+class LogUnavailable(Unavailable):
+    """PostgreSQL, which holds the event log, cannot be used just now (not reached, no answer in time, asked to
+    retry): worth a retry, and what the command line's hint about ALLOT_DATABASE_URL is about (other servers'
+    :class:`~allot_contracts.errors.Unavailable` errors name their own settings)."""
+
+
 def translate(exc: BaseException, *, reading: bool = False, timeout: float | None = None) -> Exception:
     """Map a driver error to ours (cause chained by the caller). ``reading``: the statement only read (a value it was
     given that PostgreSQL refuses wrote nothing); ``timeout``: the seconds the statement (or connection) was given, for
     the reason of a timeout, which has no text of its own."""
     if isinstance(exc, TimeoutError) and not str(exc):
         within = f"within {timeout:g} s" if timeout is not None else "in time"
-        return Unavailable(f"PostgreSQL unavailable: no answer {within} (timed out)")
+        return LogUnavailable(f"PostgreSQL unavailable: no answer {within} (timed out)")
     if isinstance(exc, asyncpg.exceptions.LockNotAvailableError):
-        return Unavailable("event log busy: timed out waiting for the append lock", delay=0.5)
+        return LogUnavailable("event log busy: timed out waiting for the append lock", delay=0.5)
     if getattr(exc, "sqlstate", None) in _RETRYABLE_SQLSTATES:
-        return Unavailable(f"PostgreSQL asked to retry ({getattr(exc, 'sqlstate', '')}): {exc}", delay=0.5)
+        return LogUnavailable(f"PostgreSQL asked to retry ({getattr(exc, 'sqlstate', '')}): {exc}", delay=0.5)
     if isinstance(exc, asyncpg.exceptions.UniqueViolationError):
         return ConcurrencyConflict(f"concurrent append to the same stream version: {exc}")
     if isinstance(exc, asyncpg.exceptions.UntranslatableCharacterError | asyncpg.exceptions.DataError):
@@ -48,9 +61,9 @@ def translate(exc: BaseException, *, reading: bool = False, timeout: float | Non
             )
         return PermanentError(f"event payload rejected by PostgreSQL: {exc}")
     if isinstance(exc, OSError | TimeoutError | asyncpg.exceptions.PostgresConnectionError | ConnectionError):
-        return Unavailable(f"PostgreSQL unavailable: {exc}")
+        return LogUnavailable(f"PostgreSQL unavailable: {exc}")
     if isinstance(exc, asyncpg.exceptions.InterfaceError | asyncpg.exceptions.InternalClientError):
-        return Unavailable(f"PostgreSQL connection problem: {exc}")
+        return LogUnavailable(f"PostgreSQL connection problem: {exc}")
     return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
 
 
@@ -62,7 +75,7 @@ _REFUSED_CONNECTION = ("08", "28", "3D")
 def connection_refusal(exc: BaseException) -> str | None:
     """Why the event log cannot be used, when ``exc`` says so (the server cannot be reached, or it refuses the
     database, user or password); None for any other error."""
-    if isinstance(exc, Unavailable):
+    if isinstance(exc, LogUnavailable):
         return str(exc)
     sqlstate = getattr(exc, "sqlstate", None)
     if (

@@ -46,7 +46,7 @@ from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
 from allot_eventstore.append_plan import AppendPlan, Stale, drop_recorded, event_rows, plan_versions
 from allot_eventstore.clock import Clock, from_datetime, system_clock
-from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, DRIVER_ERRORS, RECONNECTS, translate
+from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, DRIVER_ERRORS, RECONNECTS, LogUnavailable, translate
 from allot_eventstore.protocol import LAST_POSITION, AppendResult, Checkpoint, EventStore, Fence, read_ahead
 from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.urls import plain_url
@@ -313,7 +313,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         try:
             conn = await asyncpg.connect(plain_url(self.url), timeout=10)
         except DRIVER_ERRORS as exc:
-            raise Unavailable(f"cannot LISTEN for new events: {exc}") from exc
+            raise LogUnavailable(f"cannot LISTEN for new events: {exc}") from exc
         woken = asyncio.Event()
         await conn.add_listener(NOTIFY_CHANNEL, lambda *_: woken.set())
         try:
