@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from allot_contracts.errors import Unavailable
 from allot_eventstore.ownership import Ownership
 from allot_eventstore.urls import plain_url
+from allot_testing.tcp_proxy import tcp_proxy, through
 
 pytestmark = pytest.mark.integration
 
@@ -55,3 +57,27 @@ async def test_losing_the_lock_connection_stops_the_owner(database_url, bus_name
     successor = Ownership(database_url, name)
     assert await asyncio.wait_for(successor.acquire(asyncio.Event()), timeout=5)
     await successor.release()
+
+
+async def test_a_check_without_an_answer_is_waited_for_not_taken_for_a_lost_lock(database_url, bus_names):
+    """A database that stops answering (connections left open) holds the session and its lock: the owner waits for
+    the answer and goes on holding once it comes (was: stopped after the check's timeout, then restarted)."""
+    name = f"binder-{bus_names['prefix']}"
+    parts = urlsplit(database_url)
+    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        owner = Ownership(through(database_url, proxy), name, check_s=0.2)
+        assert await owner.acquire(asyncio.Event())
+        stop = asyncio.Event()
+        holding = asyncio.create_task(owner.hold(stop))
+        proxy.freeze()
+        await asyncio.sleep(1.5)  # several checks' time without an answer
+        assert not holding.done()
+        proxy.thaw()
+        await asyncio.sleep(0.5)  # answered: checks go on
+        assert not holding.done()
+        standby, given_up = Ownership(database_url, name, retry_s=0.1), asyncio.Event()
+        asyncio.get_running_loop().call_later(0.5, given_up.set)
+        assert not await standby.acquire(given_up)  # the lock was held throughout
+        await standby.release()
+        stop.set()
+        await asyncio.wait_for(holding, timeout=5)

@@ -28,6 +28,11 @@ Protocol (docs/adr/0002-bus.md):
    from PostgreSQL. When idle, the consumer also asks PostgreSQL whether an event of interest beyond its checkpoint
    exists; seen on two consecutive idle checks, that is a gap (lost messages, or a stalled relay) and it catches up.
 
+An event log that cannot be reached (``Unavailable``, a driver error) is an outage, never a reason to dead-letter an
+event or to move the checkpoint: the step is retried with backoff, then the consumer rebuilds and catches up. The
+first failure of an outage is logged as a warning, the next ones at debug level, and its end once
+(:class:`allot_bus.outage.Outage`).
+
 The handler owns the checkpoint write when it appends events (same transaction) and returns the position it
 committed; for batches that produce nothing, this consumer advances the checkpoint lazily (end of batch, idle) —
 re-handling such an event after a crash is harmless because the handler is deterministic and emits nothing for it.
@@ -52,9 +57,10 @@ from allot_bus import wire
 from allot_bus.adapters.nats import ensure_durable, ensure_stream, is_missing, supports_multi_filter
 from allot_bus.adapters.pull import ConsumerGone, Puller
 from allot_bus.names import HEADER_MSG_ID, BusNames
+from allot_bus.outage import Outage
 from allot_bus.provenance import Delivered, Refusal, StreamOrder, describe, refused_message, vouch, warning
 from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
-from allot_contracts.errors import AlreadyProcessed, DecisionFailed, PermanentError
+from allot_contracts.errors import AlreadyProcessed, DecisionFailed, PermanentError, Unavailable
 from allot_contracts.events import ConsumerDeadLettered, SecurityMessageRefused
 from allot_eventstore.protocol import Checkpoint, EventStore
 
@@ -147,6 +153,7 @@ class DurableConsumer:
         self._needs_resync = False
         self.stats = ConsumerStats()
         self._order = StreamOrder()
+        self._outage = Outage(name, log)
         self.ready = asyncio.Event()
 
     @property
@@ -284,15 +291,20 @@ class DurableConsumer:
         self.stats.transient_failures += 1
         self._failures += 1
         delay = self._backoff(self._failures - 1, cause)
-        log.warning(
-            "%s failed on position %d (%s), attempt %d: %s; retrying in %.1fs",
-            self.name,
-            record.position,
-            record.tag,
-            self._failures,
-            cause,
-            delay,
-        )
+        if isinstance(cause, Unavailable):  # the log (not this event) is the problem: an outage
+            self._outage.failed(
+                f"cannot record the decisions at position {record.position}", cause, retry_in=delay
+            )
+        else:
+            log.warning(
+                "%s failed on position %d (%s), attempt %d: %s; retrying in %.1fs",
+                self.name,
+                record.position,
+                record.tag,
+                self._failures,
+                cause,
+                delay,
+            )
         for msg in msgs:
             with contextlib.suppress(nats.errors.Error, jserrors.Error):
                 await msg.nak(delay=delay)
@@ -510,18 +522,18 @@ class DurableConsumer:
         ) as exc:  # driver errors arrive translated (TransientError) or not, depending on the call
             self.stats.transient_failures += 1
             self._needs_resync = self._needs_resync or resync
-            log.warning(
-                "%s: the event log is unreachable (%s: %s); retrying", self.name, type(exc).__name__, exc
-            )
+            self._outage.failed("the event log is unreachable", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self._backoff(2))
+            return
+        if not self._needs_resync:  # a failure handled inside the step is followed by a resync
+            self._outage.over()
 
     async def _retry(self, action: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
         attempt = 0
         while not stop.is_set():
             try:
                 await action()
-                return
             except asyncio.CancelledError:
                 raise
             except PermanentError:
@@ -530,5 +542,9 @@ class DurableConsumer:
                 self.stats.transient_failures += 1
                 delay = self._backoff(attempt, exc)
                 attempt += 1
-                log.warning("%s: catching up failed (%s); retrying in %.1fs", self.name, exc, delay)
+                self._outage.failed("catching up failed", exc, retry_in=delay)
                 await asyncio.sleep(delay)
+                continue
+            if not self._needs_resync:
+                self._outage.over()
+            return

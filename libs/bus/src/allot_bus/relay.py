@@ -66,6 +66,7 @@ from allot_bus.names import (
     HEADER_TYPE,
     BusNames,
 )
+from allot_bus.outage import Outage
 from allot_contracts.envelope import RecordedEvent
 from allot_contracts.errors import TransientError, Unavailable
 from allot_eventstore.protocol import EventStore
@@ -283,6 +284,7 @@ class Relay:
     async def run(self, stop: asyncio.Event, wake: asyncio.Event | None = None) -> None:
         woken = wake if wake is not None else asyncio.Event()
         attempt = 0
+        outage = Outage("relay", log)  # one warning per outage of the log or the bus, not one per retry
         while not stop.is_set():
             woken.clear()  # before reading: a notification from now on triggers another round
             try:
@@ -299,9 +301,10 @@ class Relay:
             except (TimeoutError, TransientError, nats.errors.Error, jserrors.Error, OSError) as exc:
                 attempt += 1
                 delay = max(getattr(exc, "delay", None) or 0.0, _backoff(attempt, BACKOFF_MAX_S))
-                log.warning("relay: %s (retrying in %.1fs)", exc, delay)
+                outage.failed("cannot publish", exc, retry_in=delay)
                 await _sleep_or_stop(stop, delay)
                 continue
+            outage.over()
             if published >= self.batch:
                 continue
             await _sleep_or_stop(stop, self.poll_interval, also=woken)

@@ -5,6 +5,13 @@ on a projection missing the other's inputs. ``Ownership`` makes the second one s
 PostgreSQL advisory lock, keyed by the consumer name, on a dedicated connection for as long as the process runs.
 When that connection is lost the lock is gone too (another instance may take over), so ``hold`` raises and the
 service stops; its supervisor restarts it as a standby.
+
+A check that gets no answer (a hung server, a network that drops packets) is not a loss: the server keeps the lock
+for as long as it keeps the session, and this process cannot record anything while it cannot reach the server
+either (its reads and appends fail, its ``/readyz`` says so). The check waits for that answer, logged once, and the
+service goes on once PostgreSQL answers; a connection the server closed meanwhile fails the check then (reset,
+closed) and the service stops as above. Rejected: stopping after ``check_s`` without an answer, which turned every
+database pause longer than a few seconds into a crash and a restart of every service (and a traceback each).
 """
 
 from __future__ import annotations
@@ -62,19 +69,20 @@ class Ownership:
         return False
 
     async def hold(self, stop: asyncio.Event) -> None:
-        """Check the lock's connection until ``stop``; raise :class:`Unavailable` when it is lost."""
+        """Check the lock's connection every ``check_s`` until ``stop``; raise :class:`Unavailable` when it is lost
+        (a check without an answer is waited for: the module's docstring)."""
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.check_s)
             if stop.is_set():
                 break
             try:
-                await asyncio.wait_for(self._conn.fetchval("SELECT 1"), timeout=self.check_s)
+                await self._check(stop)
             except (
                 OSError,
                 asyncpg.PostgresError,
                 asyncpg.InterfaceError,
-                TimeoutError,
+                asyncpg.exceptions.InternalClientError,
                 AttributeError,
             ) as exc:
                 raise LogUnavailable(
@@ -82,6 +90,30 @@ class Ownership:
                     "that exactly one instance decides"
                 ) from exc
         await self.release()
+
+    async def _check(self, stop: asyncio.Event) -> None:
+        """One check: its answer, waited for until it comes or ``stop``; raises what the driver raises."""
+        ping = asyncio.ensure_future(self._conn.fetchval("SELECT 1"))
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([ping], timeout=self.check_s)
+            if not ping.done():
+                log.info(
+                    "%s: PostgreSQL does not answer the ownership check; waiting for it (the lock is held for "
+                    "as long as the server keeps the session)",
+                    self.name,
+                )
+                await asyncio.wait([ping, stopped], return_when=asyncio.FIRST_COMPLETED)
+                if ping.done() and ping.exception() is None:
+                    log.info("%s: PostgreSQL answers the ownership check again", self.name)
+            if ping.done():
+                ping.result()
+        finally:
+            stopped.cancel()
+            if not ping.done():
+                ping.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await ping
 
     async def release(self) -> None:
         await self._close()

@@ -20,11 +20,12 @@ carry ``lock_timeout`` and are returned without a reset query: SQLAlchemy's pool
 transaction wrapper, a rollback on return) cost six more round trips per append, more than the append itself.
 Driver exceptions are translated into :mod:`allot_contracts.errors` here and nowhere else.
 
-Timeouts: a connection must be made within ``connect_timeout`` seconds (10 by default); appends are bounded by ``lock_timeout`` and
-run as long as their statements need (a large COPY, a snapshot). Reads (every ``_fetch``) may be given
-``read_timeout`` seconds each, to get a pooled connection and to be answered, so a server that stops answering with
-its connections left open makes a read fail (:class:`Unavailable`, "no answer within N s") instead of hanging its
-caller; None (the default) waits as long as the server takes. The web view sets it (docs/limits.md).
+Timeouts: a connection must be made within ``connect_timeout`` seconds (10 by default). Reads (every ``_fetch``) may
+be given ``read_timeout`` seconds each and appends ``write_timeout`` seconds each (:mod:`allot_eventstore.bounds`), so
+a server that stops answering with its connections left open makes them fail (:class:`Unavailable`, "no answer within
+N s") instead of hanging their caller; None (the default) waits as long as the server takes. The services, the relay
+(``ALLOT_DB_READ_TIMEOUT``) and the web view set them (docs/limits.md). :attr:`PostgresEventStore.unreachable` says
+why the log could not be reached, from a round trip left unanswered until the next answered one (for readiness).
 
 While PostgreSQL cannot be reached, asyncpg retries the pool's standing connection and logs each failed attempt with
 a traceback: :data:`~allot_eventstore.pg_errors.RECONNECTS` makes that one line per outage.
@@ -37,7 +38,6 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
-from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -45,8 +45,10 @@ import asyncpg
 from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
 from allot_eventstore.append_plan import AppendPlan, Stale, drop_recorded, event_rows, plan_versions
-from allot_eventstore.clock import Clock, from_datetime, system_clock
-from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, DRIVER_ERRORS, RECONNECTS, LogUnavailable, translate
+from allot_eventstore.bounds import Unreachable, bounded
+from allot_eventstore.clock import Clock, system_clock
+from allot_eventstore.pg_codecs import codecs
+from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, DRIVER_ERRORS, LogUnavailable, translate
 from allot_eventstore.protocol import LAST_POSITION, AppendResult, Checkpoint, EventStore, Fence, read_ahead
 from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.urls import plain_url
@@ -152,36 +154,6 @@ RANGE_READ_FACTOR, RANGE_READ_SLACK = 4, 64  # read a range when it holds at mos
 COPY_FROM = 64  # batches of at least this many new events are written with COPY (faster per row)
 
 
-# PostgreSQL's own epoch (2000-01-01T00:00:00Z) in µs since the Unix epoch: a timestamptz travels as µs since it.
-_PG_EPOCH_US = 946_684_800_000_000
-
-
-def _time_to_pg(value: int | datetime) -> tuple[int]:
-    """A time to write (µs since the epoch; a datetime as well) as PostgreSQL's binary timestamptz."""
-    return ((value if isinstance(value, int) else from_datetime(value)) - _PG_EPOCH_US,)
-
-
-def _time_from_pg(value: tuple[int]) -> int:
-    return value[0] + _PG_EPOCH_US
-
-
-def _json_to_pg(value: str | bytes) -> bytes:
-    return value.encode() if isinstance(value, str) else value
-
-
-async def _codecs(conn: Any) -> None:
-    """Every connection of the store reads a timestamptz as µs since the epoch (what the envelope holds) and a json
-    value as its bytes, without making a datetime or a string of each row's first (reading the log is what replay
-    and every catching-up service do most). Writing takes either form."""
-    RECONNECTS.down = False  # a connection was made: a later outage is logged again
-    await conn.set_type_codec(
-        "timestamptz", schema="pg_catalog", encoder=_time_to_pg, decoder=_time_from_pg, format="tuple"
-    )
-    await conn.set_type_codec(
-        "json", schema="pg_catalog", encoder=_json_to_pg, decoder=bytes, format="binary"
-    )
-
-
 def _row_to_record(row: Any) -> RecordedEvent:
     metadata = row[12]
     return RecordedEvent(
@@ -245,6 +217,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         fence: Fence | None = None,
         read_timeout: float | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
+        write_timeout: float | None = None,
     ) -> None:
         self.url = url
         self.fence = fence  # every append is made under it (unless one names another): see advance_fence
@@ -252,6 +225,10 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         self._pool_size = pool_size
         self._lock_timeout_ms = lock_timeout_ms
         self.read_timeout = read_timeout  # seconds per read (the module's docstring); None: no bound
+        self.write_timeout = (
+            write_timeout  # seconds per append, from taking a connection to the commit's answer
+        )
+        self.unreachable = Unreachable()
         self.connect_timeout = connect_timeout
         self._pool: asyncpg.Pool | None = None
         self._opening = asyncio.Lock()
@@ -267,6 +244,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         fence: Fence | None = None,
         read_timeout: float | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
+        write_timeout: float | None = None,
     ) -> PostgresEventStore:
         plain_url(url)  # refuse a URL that is not PostgreSQL's now, not on first use
         return cls(
@@ -277,6 +255,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
             fence=fence,
             read_timeout=read_timeout,
             connect_timeout=connect_timeout,
+            write_timeout=write_timeout,
         )
 
     async def close(self) -> None:
@@ -297,14 +276,16 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                             max_size=self._pool_size,
                             timeout=self.connect_timeout,
                             reset=_no_reset,
-                            init=_codecs,
+                            init=codecs,
                             server_settings={
                                 "lock_timeout": str(int(self._lock_timeout_ms)),
                                 "max_parallel_workers_per_gather": _PARALLEL_WORKERS,
                             },
                         )
                     except DRIVER_ERRORS as exc:
-                        raise translate(exc, timeout=self.connect_timeout) from exc
+                        error = translate(exc, timeout=self.connect_timeout)
+                        self.unreachable.failed(exc, error)
+                        raise error from exc
         return self._pool
 
     @contextlib.asynccontextmanager
@@ -338,10 +319,12 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         pool = await self._connections()
         for careful in (False, True):
             try:
-                async with pool.acquire() as conn, conn.transaction():
-                    return await self._append(
+                async with bounded(pool, self.write_timeout) as conn, conn.transaction():
+                    result = await self._append(
                         conn, events, producer=producer, checkpoint=checkpoint, careful=careful, fence=fence
                     )
+                self.unreachable.answered()
+                return result
             except Stale:
                 continue
             except (AlreadyProcessed, ConcurrencyConflict, PermanentError, Unavailable, Fenced):
@@ -350,7 +333,9 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                 if careful:
                     raise translate(exc) from exc
             except DRIVER_ERRORS as exc:
-                raise translate(exc) from exc
+                error = translate(exc, timeout=self.write_timeout)
+                self.unreachable.failed(exc, error)
+                raise error from exc
         raise AssertionError("unreachable: the careful attempt returns or raises")
 
     async def _append(
@@ -460,9 +445,13 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
             # the same bound to get a connection, for the answer, and to give the connection back (asyncpg waits
             # that long for a timed-out statement's cancellation, then closes the connection)
             async with pool.acquire(timeout=bound) as conn:
-                return list(await conn.fetch(sql, *args, timeout=bound))
+                rows = list(await conn.fetch(sql, *args, timeout=bound))
         except DRIVER_ERRORS as exc:
-            raise translate(exc, reading=True, timeout=bound) from exc
+            error = translate(exc, reading=True, timeout=bound)
+            self.unreachable.failed(exc, error)
+            raise error from exc
+        self.unreachable.answered()
+        return rows
 
     @staticmethod
     def _where(

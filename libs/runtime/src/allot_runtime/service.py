@@ -418,13 +418,22 @@ async def run_service(
             leadership = await _lease_leadership(settings, name, stop)
             if leadership is None:
                 return
-            store = PostgresEventStore.connect(settings.database_url, fence=leadership.fence)
+            store = PostgresEventStore.connect(
+                settings.database_url,
+                fence=leadership.fence,
+                read_timeout=settings.read_timeout,
+                write_timeout=settings.write_timeout,
+            )
             watch = leadership_watch(leadership)
         else:
             ownership = Ownership(settings.database_url, name)
             if not await ownership.acquire(stop):
                 return
-            store = PostgresEventStore.connect(settings.database_url)
+            store = PostgresEventStore.connect(
+                settings.database_url,
+                read_timeout=settings.read_timeout,
+                write_timeout=settings.write_timeout,
+            )
             watch = ownership_watch(ownership)
         live.phase = "connecting to NATS"
         nc = await unless_stopped(

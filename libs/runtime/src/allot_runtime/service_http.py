@@ -1,5 +1,5 @@
 """A service's HTTP endpoints: liveness (``/healthz``) from the first second, readiness (``/readyz``) as the start-up
-phases pass, Prometheus ``/metrics`` and the projection's ``/state`` (position and digest, what ``allot replay
+phases pass and while the event log and NATS answer (503 with the reason otherwise), Prometheus ``/metrics`` and the projection's ``/state`` (position and digest, what ``allot replay
 --verify`` compares with the log)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from allot_runtime.metrics import Metrics
 if TYPE_CHECKING:
     from allot_runtime.service import ServiceContext
 
-__all__ = ["Liveness", "ServiceState", "serve_http", "state_of"]
+__all__ = ["Liveness", "ServiceState", "not_ready", "serve_http", "state_of"]
 
 
 class ServiceState(msgspec.Struct, kw_only=True):
@@ -49,14 +49,32 @@ class Liveness:
     ctx: ServiceContext | None = None
 
 
+def not_ready(live: Liveness) -> str | None:
+    """Why the service is not ready (None: it is): still starting, the event log unreachable (the last round trip to
+    PostgreSQL went unanswered: nothing can be decided or recorded until one is answered), NATS not connected, or
+    the consumer catching up."""
+    ctx = live.ctx
+    if ctx is None:
+        return live.phase
+    if (unreachable := ctx.store.unreachable.reason) is not None:
+        return f"the event log cannot be reached: {unreachable}"
+    if not ctx.nc.is_connected:
+        return "NATS is not connected"
+    if not ctx.consumer.ready.is_set():
+        return "catching up with the log"
+    return None
+
+
 async def serve_http(live: Liveness, host: str, port: int) -> web.AppRunner:
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "service": live.service, "phase": live.phase})
 
     async def readyz(_: web.Request) -> web.Response:
-        ctx = live.ctx
-        ready = bool(ctx and ctx.consumer.ready.is_set() and ctx.nc.is_connected)
-        return web.json_response({"ready": ready, "phase": live.phase}, status=200 if ready else 503)
+        reason = not_ready(live)
+        body: dict[str, object] = {"ready": reason is None, "phase": live.phase}
+        if reason is not None:
+            body["reason"] = reason
+        return web.json_response(body, status=200 if reason is None else 503)
 
     async def metrics(_: web.Request) -> web.Response:
         ctx = live.ctx

@@ -32,6 +32,10 @@ ALLOT_LEASE_NAME            allot-<service>                the Lease's name
 ALLOT_LEASE_DURATION_S      15                             a follower takes over after this long without renewal
 ALLOT_LEASE_RENEW_DEADLINE_S 10                            the leader stops writing after this long without renewal
 ALLOT_LEASE_RETRY_PERIOD_S  2                              renewal / acquisition period
+ALLOT_DB_READ_TIMEOUT       30                             seconds a read of the event log waits for PostgreSQL's
+                                                           answer (an append: this plus its lock's 10 s); then it
+                                                           fails, /readyz says not ready and it is retried (0: wait
+                                                           for ever)
 =========================== ============================== =========================================================
 """
 
@@ -49,6 +53,9 @@ from allot_bus.adapters.natsauth import NatsAuth
 from allot_bus.names import BusNames
 from allot_contracts.errors import InvalidInput
 from allot_contracts.jsonvalue import JsonObject, JsonValue
+
+DB_READ_TIMEOUT_S = 30.0  # ALLOT_DB_READ_TIMEOUT's default
+APPEND_LOCK_TIMEOUT_S = 10.0  # the event store's lock_timeout (PostgresEventStore's default)
 
 
 class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,6 +87,17 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
     shutdown_timeout_s: float = 10.0
     snapshot_every: int = 20_000  # log positions between two snapshots of the projection (0: none)
     snapshot_keep: int = 2  # snapshots kept per consumer
+    db_read_timeout_s: float = DB_READ_TIMEOUT_S
+
+    @property
+    def read_timeout(self) -> float | None:
+        """Seconds a read of the log is given (None: no bound)."""
+        return self.db_read_timeout_s or None
+
+    @property
+    def write_timeout(self) -> float | None:
+        """Seconds an append is given: a read's, plus the wait for the append lock (PostgreSQL's ``lock_timeout``)."""
+        return self.db_read_timeout_s + APPEND_LOCK_TIMEOUT_S if self.db_read_timeout_s else None
 
     @property
     def nats_auth(self) -> NatsAuth:
@@ -188,7 +206,23 @@ _FIELDS = {
     "lease_retry_period_s": "ALLOT_LEASE_RETRY_PERIOD_S",
     "snapshot_every": "ALLOT_SNAPSHOT_EVERY",
     "snapshot_keep": "ALLOT_SNAPSHOT_KEEP",
+    "db_read_timeout_s": "ALLOT_DB_READ_TIMEOUT",
 }
+
+
+def db_read_timeout(environ: Mapping[str, str]) -> float:
+    """``ALLOT_DB_READ_TIMEOUT`` for a process without :class:`ServiceSettings` (the relay); :class:`InvalidInput`
+    naming it when it is not a number of seconds (0 or more)."""
+    text = environ.get("ALLOT_DB_READ_TIMEOUT", "").strip()
+    try:
+        seconds = float(text) if text else DB_READ_TIMEOUT_S
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise InvalidInput(
+            [("ALLOT_DB_READ_TIMEOUT", f"must be a number of seconds (0: no bound), not {text!r}")]
+        )
+    return seconds
 
 
 def database_url_problem(url: str) -> str | None:
@@ -212,6 +246,7 @@ def load(service: str, environ: Mapping[str, str] | None = None) -> ServiceSetti
             raw[field] = env[var]
     if "database_url" not in raw:
         raise InvalidInput([("ALLOT_DATABASE_URL", "is required (e.g. postgresql://user@host:5432/allot)")])
+    db_read_timeout(env)  # refused naming the variable, not as the environment's conversion error
     database_problem = database_url_problem(raw["database_url"])
     if database_problem is not None:
         raise InvalidInput([("ALLOT_DATABASE_URL", database_problem)])

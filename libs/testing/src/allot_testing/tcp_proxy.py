@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["TcpProxy", "tcp_proxy"]
+__all__ = ["TcpProxy", "tcp_proxy", "through"]
 
 
 class TcpProxy:
@@ -100,3 +101,11 @@ async def tcp_proxy(target_host: str, target_port: int) -> AsyncIterator[TcpProx
         yield proxy
     finally:
         await proxy.stop()
+
+
+def through(url: str, proxy: TcpProxy) -> str:
+    """``url`` (a server's URL, with or without ``user@``) pointing at ``proxy`` instead of its server."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)
+    host = f"127.0.0.1:{proxy.port}"
+    return urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))

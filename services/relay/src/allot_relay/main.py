@@ -1,7 +1,8 @@
 """The relay as a process (``allot-relay``, also ``allot relay``): log → JetStream, with a health and metrics endpoint.
 
 Reads ALLOT_DATABASE_URL, ALLOT_NATS_URL, ALLOT_NATS_PREFIX, ALLOT_NATS_STREAM and ALLOT_HTTP_PORT like the services.
-``/healthz`` answers at once; ``/readyz`` turns 200 once the schema is current and the relay is publishing.
+``/healthz`` answers at once; ``/readyz`` turns 200 once the schema is current and the relay is publishing, and says
+503 (with the reason) while the log cannot be read: each read is given ``ALLOT_DB_READ_TIMEOUT`` seconds (30).
 With ``ALLOT_ANCHOR_KEY_FILE`` (an Ed25519 private key, PEM) it also seals the log: a signed checkpoint of the
 published head every ``ALLOT_ANCHOR_EVERY_EVENTS`` events or ``ALLOT_ANCHOR_EVERY_SECONDS`` seconds (docs/security.md).
 """
@@ -36,7 +37,7 @@ from allot_relay.settings import AnchorSettingsError
 from allot_runtime import logs, memory
 from allot_runtime.health import health_app, serve_health
 from allot_runtime.metrics import standard_collectors
-from allot_runtime.settings import database_url_problem
+from allot_runtime.settings import APPEND_LOCK_TIMEOUT_S, database_url_problem, db_read_timeout
 from allot_runtime.signals import stop_on_signals, unless_stopped
 
 
@@ -86,8 +87,12 @@ async def _serve(state: Publishing) -> web.AppRunner:
         return web.json_response({"status": "ok", "service": "relay", "published": position})
 
     async def readyz(_: web.Request) -> web.Response:
-        ready = state.relay is not None
-        return web.json_response({"ready": ready}, status=200 if ready else 503)
+        if state.relay is None or state.store is None:
+            return web.json_response({"ready": False, "reason": "starting"}, status=503)
+        if (unreachable := state.store.unreachable.reason) is not None:  # nothing can be read to publish
+            reason = f"the event log cannot be reached: {unreachable}"
+            return web.json_response({"ready": False, "reason": reason}, status=503)
+        return web.json_response({"ready": True})
 
     return await serve_health(health_app(healthz=healthz, readyz=readyz, metrics=metrics))
 
@@ -139,7 +144,12 @@ async def run_relay() -> None:
                     await asyncio.wait_for(stop.wait(), timeout=1.0)
         if stop.is_set():
             return
-        store = PostgresEventStore.connect(database_url)
+        read_timeout = db_read_timeout(os.environ) or None
+        store = PostgresEventStore.connect(
+            database_url,
+            read_timeout=read_timeout,
+            write_timeout=read_timeout and read_timeout + APPEND_LOCK_TIMEOUT_S,
+        )
         seal = sealer(store, os.environ)
         nc = await unless_stopped(
             connect(os.environ.get("ALLOT_NATS_URL", "nats://127.0.0.1:4222"), name="allot-relay"), stop
@@ -170,6 +180,11 @@ def main() -> None:
         sys.exit(2)
     if (problem := database_url_problem(os.environ["ALLOT_DATABASE_URL"])) is not None:
         print(f"allot-relay: invalid configuration: ALLOT_DATABASE_URL: {problem}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        db_read_timeout(os.environ)
+    except InvalidInput as exc:
+        print(f"allot-relay: invalid configuration: {exc}", file=sys.stderr)
         sys.exit(2)
     try:
         with contextlib.suppress(KeyboardInterrupt):

@@ -1,0 +1,86 @@
+"""How long the event store waits for PostgreSQL, and what it remembers of an outage.
+
+A server that stops answering with its connections left open (a hung server, a network that drops packets) is only
+noticed by waiting: the store gives each read ``read_timeout`` seconds and each append ``write_timeout`` seconds,
+from taking a pooled connection to the commit's answer (None: no bound). PostgreSQL's ``lock_timeout`` bounds the wait
+for the append lock on the server; it cannot bound a wait for packets that never arrive.
+
+An append that runs out of time is ended by closing its connection under it (:func:`bounded`). The server then rolls
+back whatever it had not committed, so an append stays all or nothing; the caller only cannot tell which (a COMMIT
+may have been applied and its answer lost). Appending again is safe: events already recorded are skipped by id, and a
+checkpoint never moves twice (``AlreadyProcessed``: a consumer rebuilds from the log, where it finds its decisions).
+
+Rejected: asyncpg's per-statement ``timeout`` (``BEGIN`` and ``COMMIT`` take none, and a statement that times out
+waits for its cancellation, which asyncpg sends over a new connection through the same silent network);
+``asyncio.timeout`` around the transaction (the ``ROLLBACK`` on the way out then waits on the silent connection).
+
+:attr:`Unreachable.reason` is what readiness reads: why the log could not be reached at the last failed round trip,
+until one is answered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+
+__all__ = ["Unreachable", "bounded", "is_unreachable"]
+
+# errors that say PostgreSQL did not answer (no connection, a lost one, no answer in time), not that it refused
+_NO_ANSWER = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    asyncpg.exceptions.PostgresConnectionError,
+)
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether a driver error says that PostgreSQL did not answer (rather than refusing what it was asked)."""
+    return isinstance(exc, _NO_ANSWER)
+
+
+class Unreachable:
+    """Why the event log cannot be reached right now (None while it answers): set by a round trip that got no answer,
+    cleared by the next answered one."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def answered(self) -> None:
+        self.reason = None
+
+    def failed(self, driver_error: BaseException, translated: BaseException) -> None:
+        if is_unreachable(driver_error):
+            self.reason = str(translated)
+
+
+@contextlib.asynccontextmanager
+async def bounded(pool: Any, seconds: float | None) -> AsyncIterator[Any]:
+    """A pooled connection (taken within ``seconds``) to use within ``seconds`` (None: no bound): when the time is up
+    the connection is closed under whatever waits on it, which then fails with :class:`TimeoutError`."""
+    if seconds is None:
+        async with pool.acquire() as conn:
+            yield conn
+        return
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        conn.terminate()
+
+    async with pool.acquire(timeout=seconds) as conn:
+        timer = asyncio.get_running_loop().call_later(seconds, expire)
+        try:
+            yield conn
+        except Exception as exc:
+            if expired:
+                raise TimeoutError() from exc
+            raise
+        finally:
+            timer.cancel()

@@ -1,0 +1,71 @@
+"""A server process for fault tests: started with its own environment and a log file, asked about ``/readyz``, waited
+for with a bound, and stopped (SIGTERM, then killed after a grace period) however the test ends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+
+__all__ = ["free_port", "readyz", "running", "tail", "until"]
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (for a process that cannot say which one it picked)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tail(log: Path, size: int = 3000) -> str:
+    return log.read_text()[-size:] if log.exists() else ""
+
+
+@contextlib.asynccontextmanager
+async def running(
+    argv: Sequence[str], env: dict[str, str], log: Path, *, grace: float = 15.0
+) -> AsyncIterator[None]:
+    """``argv`` as a process writing to ``log`` for as long as the block runs; SIGTERM at the end, killed after
+    ``grace`` seconds."""
+    with log.open("wb") as out:
+        process = await asyncio.create_subprocess_exec(*argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), timeout=grace)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def until(what: str, check: Callable[[], Awaitable[T | None]], timeout: float, log: Path) -> T:
+    """``check()``'s first true answer within ``timeout`` seconds (asked every 0.1 s), else an error with the end of the
+    process's log."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        found = await check()
+        if found:
+            return found
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{what} not within {timeout:g} s; the log ends:\n{tail(log)}")
+
+
+async def readyz(http: aiohttp.ClientSession, port: int) -> tuple[int, dict[str, Any]]:
+    """The status and body of ``/readyz`` on ``port`` (0 and the error when it does not answer in 2 s)."""
+    try:
+        async with http.get(f"http://127.0.0.1:{port}/readyz", timeout=aiohttp.ClientTimeout(total=2)) as r:
+            return r.status, await r.json()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return 0, {"error": str(exc)}

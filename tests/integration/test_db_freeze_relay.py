@@ -1,0 +1,131 @@
+"""The relay process whose PostgreSQL stops answering (connections left open, nothing answered) says so: ``/readyz``
+turns 503 naming the database within a few read timeouts, the log holds one line for the outage (no traceback), and
+once the database answers again it is ready and publishes what was recorded meanwhile: every event once, in order.
+
+The real ``allot-relay`` process; its database is reached through a fault proxy (:mod:`allot_testing.tcp_proxy`),
+the test's appends go to PostgreSQL directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import pytest
+from nats.js import JetStreamContext
+from nats.js import errors as jserrors
+
+from allot_bus.adapters.nats import connect
+from allot_bus.names import HEADER_MSG_ID, BusNames
+from allot_eventstore.postgres import PostgresEventStore
+from allot_testing.builders import an_event
+from allot_testing.processes import free_port, readyz, running, tail, until
+from allot_testing.tcp_proxy import TcpProxy, tcp_proxy, through
+
+pytestmark = pytest.mark.integration
+
+READ_TIMEOUT_S = 1.0
+
+
+@pytest.fixture
+async def proxy(database_url: str) -> AsyncIterator[TcpProxy]:
+    parts = urlsplit(database_url)
+    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+async def js(nats_server_url: str, bus_names: dict[str, str]) -> AsyncIterator[JetStreamContext]:
+    nc = await connect(nats_server_url, name="test-reader")
+    yield nc.jetstream()
+    with contextlib.suppress(jserrors.NotFoundError):
+        await nc.jetstream().delete_stream(bus_names["stream"])
+    await nc.close()
+
+
+async def published(js: JetStreamContext, stream: str) -> list[str]:
+    """The event ids in the stream, in stream order."""
+    try:
+        state = (await js.stream_info(stream)).state
+    except jserrors.NotFoundError:
+        return []
+    ids = []
+    for seq in range(state.first_seq, state.last_seq + 1) if state.messages else ():
+        msg = await js.get_msg(stream, seq=seq)
+        ids.append((msg.headers or {}).get(HEADER_MSG_ID, ""))
+    return ids
+
+
+async def test_a_frozen_database_makes_the_relay_not_ready_then_it_publishes_everything_once(
+    database_url: str,
+    nats_server_url: str,
+    bus_names: dict[str, str],
+    proxy: TcpProxy,
+    js: JetStreamContext,
+    tmp_path: Path,
+) -> None:
+    names, port, log = BusNames(**bus_names), free_port(), tmp_path / "relay.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {
+        "ALLOT_DATABASE_URL": through(database_url, proxy),
+        "ALLOT_NATS_URL": nats_server_url,
+        "ALLOT_NATS_PREFIX": names.prefix,
+        "ALLOT_NATS_STREAM": names.stream,
+        "ALLOT_HTTP_HOST": "127.0.0.1",
+        "ALLOT_HTTP_PORT": str(port),
+        "ALLOT_LOG_FORMAT": "text",
+        "ALLOT_DB_READ_TIMEOUT": str(READ_TIMEOUT_S),
+    }
+    store = PostgresEventStore.connect(database_url)
+    before, during = [an_event() for _ in range(5)], [an_event() for _ in range(5)]
+
+    async def on_the_stream(count: int) -> bool:
+        return len(await published(js, names.stream)) >= count
+
+    try:
+        async with (
+            running([str(Path(sys.executable).parent / "allot-relay")], env, log),
+            aiohttp.ClientSession() as http,
+        ):
+
+            async def status(code: int) -> dict[str, Any] | None:
+                answer, body = await readyz(http, port)
+                return body if answer == code else None
+
+            await until("ready", lambda: status(200), 20, log)
+            await store.append(before, producer="api")
+            await until("the first events published", lambda: on_the_stream(5), 10, log)
+            try:
+                proxy.freeze()  # the relay's connections stay open; nothing is answered
+                await store.append(during, producer="api")
+                # was: 200 for as long as the database is frozen
+                body = await until("/readyz 503", lambda: status(503), 6 * READ_TIMEOUT_S, log)
+                assert body["ready"] is False
+                reason = "the event log cannot be reached: PostgreSQL unavailable: no answer within 1 s"
+                assert body["reason"].startswith(reason), body
+                await asyncio.sleep(2 * READ_TIMEOUT_S)  # reads keep failing: still not ready
+                assert await status(503) is not None
+                assert len(await published(js, names.stream)) == 5
+            finally:
+                proxy.thaw()
+            await until("/readyz 200 again", lambda: status(200), 15, log)
+            await until("the events of the outage published", lambda: on_the_stream(10), 15, log)
+        # once each, in order
+        assert await published(js, names.stream) == [e.event_id for e in before + during]
+    finally:
+        await store.close()
+    text = tail(log, 100_000)
+    assert "Traceback" not in text, text
+    noisy = [
+        line
+        for line in text.splitlines()
+        if (" WARNING " in line or " ERROR " in line) and "ALLOT_ANCHOR_KEY_FILE" not in line
+    ]
+    assert len(noisy) <= 2, "\n".join(noisy)  # the outage once (and at most one line from the driver)
+    assert "relay: working again after" in text  # and its end
