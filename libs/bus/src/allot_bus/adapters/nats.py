@@ -23,6 +23,7 @@ from nats.js import errors as jserrors
 from allot_bus.adapters import natsauth
 from allot_bus.adapters.natsauth import NatsAuth, NatsUnavailable
 from allot_bus.names import BusNames
+from allot_bus.outage import Outage
 from allot_contracts.errors import InvalidInput
 from allot_eventstore.urls import redact
 
@@ -60,32 +61,6 @@ class HeaderClient(Client):
         return out
 
 
-class _Outage:
-    """A connection's problems as its log says them: the first failure of an outage as a warning, the driver's
-    retries after it (every ``reconnect_time_wait``, for as long as NATS is away) counted, not logged one by one, and
-    one line when the connection is back. A problem while connected (a slow consumer, a permission refused) is
-    logged each time."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-        self.failures = 0  # failed attempts in the current outage (0: none going on)
-
-    def failed(self, exc: Exception, *, connected: bool) -> None:
-        if connected:
-            log.warning("nats connection problem: %s", exc)
-            return
-        self.failures += 1
-        if self.failures == 1:
-            log.warning("nats connection problem: %s (retrying until NATS at %s answers)", exc, self.where)
-        else:
-            log.debug("nats connection problem (attempt %d): %s", self.failures, exc)
-
-    def back(self) -> None:
-        if self.failures:
-            log.info("nats connection back at %s after %d failed attempts", self.where, self.failures)
-        self.failures = 0
-
-
 async def connect(
     url: str,
     *,
@@ -112,7 +87,8 @@ async def connect(
     }
     refused: asyncio.Future[InvalidInput] = asyncio.get_running_loop().create_future()
     failures: list[Exception] = []
-    outage = _Outage(redact(url))
+    # the driver retries every ``reconnect_time_wait`` for as long as NATS is away: one warning, one line at the end
+    outage = Outage(f"NATS at {redact(url)}", log)
 
     async def _error(exc: Exception) -> None:
         problem = natsauth.refusal(exc, auth, url)
@@ -121,10 +97,15 @@ async def connect(
         if give_up_after is not None and not nc.is_connected:
             failures[:] = [exc]  # said once, in the error that ends the wait
             return
-        outage.failed(exc, connected=nc.is_connected)
+        if (
+            nc.is_connected
+        ):  # a problem while connected (a slow consumer, a permission refused): said each time
+            log.warning("nats connection problem: %s", exc)
+        else:
+            outage.failed("nats connection problem", exc)
 
     async def _reconnected() -> None:
-        outage.back()
+        outage.over()
 
     nc = HeaderClient()
     connecting: asyncio.Future[Any] = asyncio.ensure_future(
@@ -151,7 +132,7 @@ async def connect(
         connecting.result()
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         raise NatsUnavailable(f"cannot connect to NATS at {redact(url)}: {exc}") from exc
-    outage.back()  # a server that was waited for at the start answers now
+    outage.over()  # a server that was waited for at the start answers now
     if urlsplit(url).scheme == "tls" and not nc._server_info.get("tls_required"):
         # The driver upgrades to TLS only when the server asks for it: a tls:// URL must not end up in plain text.
         with contextlib.suppress(Exception):
