@@ -14,7 +14,6 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -26,7 +25,7 @@ from allot_bus.adapters.nats import connect
 from allot_bus.names import HEADER_MSG_ID, BusNames
 from allot_eventstore.postgres import PostgresEventStore
 from allot_testing.builders import an_event
-from allot_testing.processes import free_port, readyz, running, tail, until
+from allot_testing.processes import free_port, ready_as, running, tail, until
 from allot_testing.tcp_proxy import TcpProxy, tcp_proxy, through
 
 pytestmark = pytest.mark.integration
@@ -93,28 +92,23 @@ async def test_a_frozen_database_makes_the_relay_not_ready_then_it_publishes_eve
             running([str(Path(sys.executable).parent / "allot-relay")], env, log),
             aiohttp.ClientSession() as http,
         ):
-
-            async def status(code: int) -> dict[str, Any] | None:
-                answer, body = await readyz(http, port)
-                return body if answer == code else None
-
-            await until("ready", lambda: status(200), 20, log)
+            await until("ready", lambda: ready_as(http, port, 200), 20, log)
             await store.append(before, producer="api")
             await until("the first events published", lambda: on_the_stream(5), 10, log)
             try:
                 proxy.freeze()  # the relay's connections stay open; nothing is answered
                 await store.append(during, producer="api")
                 # was: 200 for as long as the database is frozen
-                body = await until("/readyz 503", lambda: status(503), 6 * READ_TIMEOUT_S, log)
+                body = await until("/readyz 503", lambda: ready_as(http, port, 503), 6 * READ_TIMEOUT_S, log)
                 assert body["ready"] is False
                 reason = "the event log cannot be reached: PostgreSQL unavailable: no answer within 1 s"
                 assert body["reason"].startswith(reason), body
                 await asyncio.sleep(2 * READ_TIMEOUT_S)  # reads keep failing: still not ready
-                assert await status(503) is not None
+                assert await ready_as(http, port, 503) is not None
                 assert len(await published(js, names.stream)) == 5
             finally:
                 proxy.thaw()
-            await until("/readyz 200 again", lambda: status(200), 15, log)
+            await until("/readyz 200 again", lambda: ready_as(http, port, 200), 15, log)
             await until("the events of the outage published", lambda: on_the_stream(10), 15, log)
         # once each, in order
         assert await published(js, names.stream) == [e.event_id for e in before + during]

@@ -11,25 +11,21 @@ HTTP) in its own process, around the echo processor; its database is reached thr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
 
-from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
-from allot_bus.relay import Relay
 from allot_contracts.envelope import NewEvent
 from allot_eventstore.postgres import PostgresEventStore
 from allot_testing.builders import an_event
-from allot_testing.processes import free_port, readyz, running, tail, until
+from allot_testing.processes import free_port, ready_as, relaying, running, tail, until
 from allot_testing.tcp_proxy import TcpProxy, tcp_proxy, through
 
 pytestmark = pytest.mark.integration
@@ -40,19 +36,6 @@ SERVICE = (
     "from allot_testing.processors import EchoProcessor\n"
     "service_main('echo', EchoProcessor)\n"
 )
-
-
-@contextlib.asynccontextmanager
-async def relaying(store: PostgresEventStore, nats_url: str, names: BusNames) -> AsyncIterator[None]:
-    nc = await connect(nats_url, name="test-relay")
-    stop = asyncio.Event()
-    task = asyncio.create_task(Relay(store, nc.jetstream(), names, poll_interval=0.1).run(stop), name="relay")
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=10)
-        await nc.close()
 
 
 @pytest.fixture
@@ -97,30 +80,25 @@ async def test_a_frozen_database_makes_the_service_not_ready_then_it_recovers_an
             running([sys.executable, "-c", SERVICE], env, log),
             aiohttp.ClientSession() as http,
         ):
-
-            async def status(code: int) -> dict[str, Any] | None:
-                answer, body = await readyz(http, port)
-                return body if answer == code else None
-
-            await until("ready", lambda: status(200), 20, log)
+            await until("ready", lambda: ready_as(http, port, 200), 20, log)
             await store.append(before, producer="api")
             await until("the first events decided", lambda: answered(before), 10, log)
             try:
                 proxy.freeze()  # the service's connections stay open; nothing is answered
                 await store.append(during, producer="api")  # the relay publishes them; they cannot be decided
                 # was: 200 for as long as the database is frozen
-                body = await until("/readyz 503", lambda: status(503), 6 * READ_TIMEOUT_S, log)
+                body = await until("/readyz 503", lambda: ready_as(http, port, 503), 6 * READ_TIMEOUT_S, log)
                 assert body["ready"] is False
                 reason = "the event log cannot be reached: PostgreSQL unavailable: no answer within 1 s"
                 assert body["reason"].startswith(reason), body
                 # reads keep failing: still not ready, nothing decided; longer than the ownership check's 5 s, which
                 # waits for its answer (was: took a check without an answer for a lost lock and stopped the service)
                 await asyncio.sleep(7)
-                assert await status(503) is not None
+                assert await ready_as(http, port, 503) is not None
                 assert not await answered(during[:1])
             finally:
                 proxy.thaw()
-            await until("/readyz 200 again", lambda: status(200), 15, log)
+            await until("/readyz 200 again", lambda: ready_as(http, port, 200), 15, log)
             await until("the events of the outage decided", lambda: answered(during), 15, log)
         found = await answers()
         assert [found[e.event_id] for e in before + during] == [1] * 10  # each exactly once

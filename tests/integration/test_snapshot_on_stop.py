@@ -8,47 +8,28 @@ On real PostgreSQL and NATS, the real ``allot-node-reporter`` process, with peri
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
-from allot_bus.relay import Relay
-from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_intake.documents import Document
 from allot_intake.manifests import to_input
 from allot_stack.apply import record
 from allot_testing.builders import a_node
+from allot_testing.processes import relaying
 
 pytestmark = pytest.mark.integration
 
 SERVICE = "node-reporter"
 NODES = 12
-
-
-@contextlib.asynccontextmanager
-async def relaying(database_url: str, nats_url: str, names: BusNames) -> AsyncIterator[None]:
-    store = PostgresEventStore.connect(database_url)
-    nc = await connect(nats_url, name="test-relay")
-    stop = asyncio.Event()
-    task = asyncio.create_task(Relay(store, nc.jetstream(), names, poll_interval=0.1).run(stop), name="relay")
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=10)
-        await nc.close()
-        await store.close()
 
 
 def _start(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -112,7 +93,7 @@ async def test_a_graceful_stop_snapshots_at_the_checkpoint_and_the_next_start_fo
     async def registered() -> bool:
         return len(await event_store.read(types=["node.registered"], limit=1000)) == NODES
 
-    async with relaying(database_url, nats_server_url, names):
+    async with relaying(event_store, nats_server_url, names):
         first = _start(env, log)
         try:
             await _until(registered, f"{NODES} node.registered", log)

@@ -1,5 +1,6 @@
 """A server process for fault tests: started with its own environment and a log file, asked about ``/readyz``, waited
-for with a bound, and stopped (SIGTERM, then killed after a grace period) however the test ends."""
+for with a bound, and stopped (SIGTERM, then killed after a grace period) however the test ends; and the relay run in
+the test's own process, publishing the log to NATS for the processes under test."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-__all__ = ["free_port", "readyz", "running", "tail", "until"]
+from allot_bus.adapters.nats import connect
+from allot_bus.names import BusNames
+from allot_bus.relay import Relay
+from allot_eventstore.protocol import EventStore
+
+__all__ = ["free_port", "ready_as", "readyz", "relaying", "running", "tail", "until"]
 
 T = TypeVar("T")
 
@@ -69,3 +75,23 @@ async def readyz(http: aiohttp.ClientSession, port: int) -> tuple[int, dict[str,
             return r.status, await r.json()
     except (aiohttp.ClientError, TimeoutError) as exc:
         return 0, {"error": str(exc)}
+
+
+async def ready_as(http: aiohttp.ClientSession, port: int, status: int) -> dict[str, Any] | None:
+    """The body of ``/readyz`` on ``port`` when it answers ``status``, else None (a check for :func:`until`)."""
+    answer, body = await readyz(http, port)
+    return body if answer == status else None
+
+
+@contextlib.asynccontextmanager
+async def relaying(store: EventStore, nats_url: str, names: BusNames) -> AsyncIterator[None]:
+    """The relay, in this process, publishing ``store``'s log to NATS for as long as the block runs."""
+    nc = await connect(nats_url, name="test-relay")
+    stop = asyncio.Event()
+    task = asyncio.create_task(Relay(store, nc.jetstream(), names, poll_interval=0.1).run(stop), name="relay")
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+        await nc.close()
