@@ -130,6 +130,43 @@ async def test_a_share_that_fails_in_its_child_fails_the_verification_with_its_e
         await _verify(history, 2)
 
 
+async def test_an_error_that_pickle_cannot_bring_back_is_reported_with_its_traceback(
+    history: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Unpicklable(Exception):
+        def __init__(
+            self, what: str, why: str
+        ) -> None:  # two arguments: pickle cannot build it from its args
+            super().__init__(f"{what}: {why}")
+
+    def broken(job: verify_jobs.Job, group: Service) -> None:
+        raise Unpicklable(group.service, "a projection that cannot be built")
+
+    monkeypatch.setattr(verify_jobs, "decisions_task", broken)
+    with pytest.raises(
+        forked.ChildFailed, match=r"(?s)Traceback.*Unpicklable: device-allocator.*cannot be built"
+    ):
+        await _verify(history, 2)
+
+
+async def test_a_system_that_will_not_fork_gets_interpreters_instead(
+    history: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = await _verify(history, 3)
+    started: list[forked.Child] = []
+    real_start = forked.start
+
+    def start_once(work: Any, **kwargs: Any) -> forked.Child:
+        if started:
+            raise BlockingIOError(11, "Resource temporarily unavailable")  # fork's EAGAIN
+        started.append(real_start(work, **kwargs))
+        return started[0]
+
+    monkeypatch.setattr(forked, "start", start_once)
+    assert await _verify(history, 3) == expected
+    assert started and started[0].exit is not None  # the one forked was ended and reaped, not left running
+
+
 async def test_an_edited_decision_is_found_by_every_split(history: str) -> None:
     await _tamper(
         history,

@@ -9,9 +9,10 @@ memory bounded by a page and the projections it holds:
 - the decisions of every service (all its instances, each under the configurations it recorded), the services split
   into ``jobs`` shares of about equal cost (:func:`split`: the calling process's share is lighter by the chain's
   cost); each share is one pass over the log (``allot_runtime.replay.verify_many``: each event read and decoded
-  once for all the share's instances), the calling process's beside the chain, each other share in a worker process
-  (``spawn``: nothing of the parent's event loop or connections is inherited). The calling process working too saves
-  one interpreter's memory.
+  once for all the share's instances), the calling process's beside the chain, each other share in a child process: on Linux a
+  fork of the calling process taken before it starts its own pass (``allot_runtime.forked``: it begins at once with
+  everything imported and opens its own connections, touching none of the parent's), elsewhere or when the system
+  will not fork, a ``spawn`` interpreter. The calling process working too saves one process's memory.
 
 Every result depends only on the log and the configs, never on which process ran it or when, and results are
 reported in a fixed order: the report is the same for any ``jobs``. With ``jobs=1`` everything runs in the calling
@@ -25,6 +26,7 @@ import functools
 import gc
 import multiprocessing
 import pickle
+import traceback
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -149,15 +151,48 @@ def decisions_task(job: Job, group: Service) -> dict[str, Verified]:
         return asyncio.run(_decisions(job, group))
 
 
-def _share_in_child(job: Job, share: Service) -> tuple[bool, list[bytes]]:
-    """``decisions_task`` in a forked child (:func:`allot_runtime.forked.start`): whether it returned, and what it
-    returned or raised, pickled (the parent raises it again, as from a spawned worker). A fork starts with the
-    collector off (its pages stay shared until written); a whole pass needs it on."""
+def _share_in_child(job: Job, share: Service) -> tuple[str | None, list[bytes]]:
+    """``decisions_task`` in a forked child (:func:`allot_runtime.forked.start`): ``(None, [its result pickled])``,
+    or what it raised: ``(its traceback, [the exception pickled])``, the payload empty when the exception does not
+    come back from pickle as itself (the parent then raises :class:`~allot_runtime.forked.ChildFailed` with the
+    traceback). A fork starts with the collector off (its pages stay shared until written); a whole pass needs it on."""
     gc.enable()
     try:
-        return True, [pickle.dumps(decisions_task(job, share), protocol=pickle.HIGHEST_PROTOCOL)]
+        return None, [pickle.dumps(decisions_task(job, share), protocol=pickle.HIGHEST_PROTOCOL)]
     except Exception as exc:  # noqa: BLE001 - raised again in the parent
-        return False, [pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)]
+        said = "".join(traceback.format_exception(exc))
+        try:
+            raised = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.loads(raised)  # noqa: S301 - our own bytes, read back to see that they come back
+        except Exception:  # noqa: BLE001 - an exception that does not survive pickle: its text goes instead
+            raised = b""
+        return said, [raised]
+
+
+def _fork_shares(job: Job, shares: list[Service]) -> list[forked.Child] | None:
+    """A forked child per share, or None when the system would not fork them all (the ones made are ended)."""
+    children: list[forked.Child] = []
+    try:
+        for share in shares:
+            children.append(forked.start(functools.partial(_share_in_child, job, share)))
+    except OSError:  # no more processes or memory for them: the caller starts interpreters instead
+        for child in children:
+            child.kill()
+        return None
+    return children
+
+
+async def _answer_of(child: forked.Child) -> dict[str, Verified]:
+    """What a child sent: its share's results, or what it raised, raised again here with its traceback as a note."""
+    answer = await child.answer()
+    if answer.meta is None:
+        verified: dict[str, Verified] = pickle.loads(answer.payload)  # noqa: S301 - our own child's bytes
+        return verified
+    if not answer.payload:
+        raise forked.ChildFailed(f"verifying a share failed in its process:\n{answer.meta}")
+    raised: Exception = pickle.loads(answer.payload)  # noqa: S301 - our own child's bytes
+    raised.add_note(f"raised in the process verifying a share:\n{answer.meta}")
+    raise raised
 
 
 async def verify_all(
@@ -229,20 +264,21 @@ async def _verify_all(
             verified.update(await _decisions(job, mine, chain if shared else None))
         return await chain.report() if shared else None
 
+    children = _fork_shares(job, theirs) if theirs and forked.AVAILABLE else None
     if not theirs:
         reports = [await alone(), await here()]
-    elif forked.AVAILABLE:
-        # every child forked before this process starts its own pass: each is a copy of it as it is now
-        children = [forked.start(functools.partial(_share_in_child, job, share)) for share in theirs]
-
-        async def there(child: forked.Child) -> None:
-            answer = await child.answer()
-            returned = pickle.loads(answer.payload)
-            if not answer.meta:
-                raise returned
-            verified.update(returned)
-
-        reports = list(await asyncio.gather(alone(), here(), *(there(child) for child in children)))[:2]
+    elif children is not None:
+        # every child was forked before this process starts its own pass: each is a copy of it as it was then. A
+        # failure anywhere cancels the rest (a cancelled wait for a child kills it) and is raised as itself.
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(alone()), group.create_task(here())]
+                answers = [group.create_task(_answer_of(child)) for child in children]
+        except BaseExceptionGroup as failed:
+            raise failed.exceptions[0] from None
+        reports = [task.result() for task in tasks]
+        for answer in answers:
+            verified.update(answer.result())
     else:
         loop = asyncio.get_running_loop()
         with ProcessPoolExecutor(
