@@ -75,3 +75,23 @@ def test_an_outage_is_a_warning_and_an_end_however_many_retries(caplog: pytest.L
     )
     assert caplog.records[-1].getMessage().startswith("binder: working again after ")
     assert caplog.records[-1].getMessage().endswith("s and 50 failed attempt(s)")
+
+
+def test_a_step_that_fails_for_another_reason_is_said_each_time(caplog: pytest.LogCaptureFixture) -> None:
+    """Only an outage of the log or the bus is folded into one warning; a bug in a step (a TypeError) is said at
+    every attempt, with its traceback, and never as "the event log is unreachable"."""
+    from types import SimpleNamespace
+
+    from allot_bus.consumer import DurableConsumer
+    from allot_contracts.errors import Unavailable
+
+    caplog.set_level(logging.DEBUG)
+    consumer = SimpleNamespace(name="binder", _outage=Outage("binder", logging.getLogger("test.outage")))
+    for _ in range(3):
+        DurableConsumer._step_failed(consumer, "the event log is unreachable", TypeError("a bug"), None)  # type: ignore[arg-type]
+    bugs = [r for r in caplog.records if r.levelno == logging.WARNING and "a bug" in r.getMessage()]
+    assert len(bugs) == 3 and all(r.exc_info for r in bugs)
+    for _ in range(3):
+        DurableConsumer._step_failed(consumer, "the event log is unreachable", Unavailable("no answer"), 0.5)  # type: ignore[arg-type]
+    outage = [r for r in caplog.records if r.levelno == logging.WARNING and "no answer" in r.getMessage()]
+    assert len(outage) == 1

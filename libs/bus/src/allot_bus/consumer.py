@@ -60,11 +60,20 @@ from allot_bus.names import HEADER_MSG_ID, BusNames
 from allot_bus.outage import Outage
 from allot_bus.provenance import Delivered, Refusal, StreamOrder, describe, refused_message, vouch, warning
 from allot_contracts.envelope import NewEvent, RecordedEvent, derived_event_id, stream_id
-from allot_contracts.errors import AlreadyProcessed, DecisionFailed, PermanentError, Unavailable
+from allot_contracts.errors import (
+    AlreadyProcessed,
+    DecisionFailed,
+    PermanentError,
+    TransientError,
+    Unavailable,
+)
 from allot_contracts.events import ConsumerDeadLettered, SecurityMessageRefused
+from allot_eventstore.pg_errors import DRIVER_ERRORS
 from allot_eventstore.protocol import Checkpoint, EventStore
 
 log = logging.getLogger("allot.consumer")
+# what an outage of the log or the bus raises (translated by the store, or a driver's own error): retried quietly
+OUTAGES: tuple[type[BaseException], ...] = (TransientError, nats.errors.Error, jserrors.Error, *DRIVER_ERRORS)
 
 Handler = Callable[[Sequence[RecordedEvent]], Awaitable[int | None]]
 Rebuild = Callable[[], Awaitable[int]]
@@ -522,12 +531,21 @@ class DurableConsumer:
         ) as exc:  # driver errors arrive translated (TransientError) or not, depending on the call
             self.stats.transient_failures += 1
             self._needs_resync = self._needs_resync or resync
-            self._outage.failed("the event log is unreachable", exc)
+            self._step_failed("the event log is unreachable", exc, None)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self._backoff(2))
             return
         if not self._needs_resync:  # a failure handled inside the step is followed by a resync
             self._outage.over()
+
+    def _step_failed(self, what: str, exc: Exception, delay: float | None) -> None:
+        """A step that failed: an outage of the log or the bus (said once, :class:`~allot_bus.outage.Outage`), or
+        anything else (a bug, a refusal), which is said each time with its traceback, never folded into an outage."""
+        if isinstance(exc, OUTAGES):
+            self._outage.failed(what, exc, retry_in=delay)
+        else:
+            then = f"; retrying in {delay:.1f}s" if delay is not None else "; retrying"
+            log.warning("%s: %s: %s%s", self.name, what, exc, then, exc_info=exc)
 
     async def _retry(self, action: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
         attempt = 0
@@ -542,7 +560,7 @@ class DurableConsumer:
                 self.stats.transient_failures += 1
                 delay = self._backoff(attempt, exc)
                 attempt += 1
-                self._outage.failed("catching up failed", exc, retry_in=delay)
+                self._step_failed("catching up failed", exc, delay)
                 await asyncio.sleep(delay)
                 continue
             if not self._needs_resync:
