@@ -32,15 +32,20 @@ def _lines(caplog: pytest.LogCaptureFixture, text: str, level: int) -> list[str]
 
 # the NATS driver leaves the socket of each refused attempt to the collector (closed there, with a ResourceWarning)
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("give_up_after", [None, 5.0], ids=["waits", "gives-up-at-the-start"])
 async def test_an_outage_is_a_warning_then_one_line_when_nats_is_back(
-    nats_server_url: str, caplog: pytest.LogCaptureFixture
+    nats_server_url: str, caplog: pytest.LogCaptureFixture, give_up_after: float | None
 ) -> None:
+    """A command that gives up on a first connection that does not come (``give_up_after``) logs a later outage as
+    a service does."""
     caplog.set_level(logging.DEBUG, logger="allot.bus")
     parts = urlsplit(nats_server_url)
     async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 4222) as proxy:
         credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
         nc = await connect(
-            parts._replace(netloc=f"{credentials}127.0.0.1:{proxy.port}").geturl(), name="test-outage"
+            parts._replace(netloc=f"{credentials}127.0.0.1:{proxy.port}").geturl(),
+            name="test-outage",
+            give_up_after=give_up_after,
         )
         try:
             proxy.refuse()

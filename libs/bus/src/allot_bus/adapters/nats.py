@@ -94,8 +94,8 @@ async def connect(
         problem = natsauth.refusal(exc, auth, url)
         if problem is not None and not refused.done():
             refused.set_result(problem)
-        if give_up_after is not None and not nc.is_connected:
-            failures[:] = [exc]  # said once, in the error that ends the wait
+        if give_up_after is not None and not connecting.done():
+            failures[:] = [exc]  # the first connection's: said once, in the error that ends the wait
             return
         if (
             nc.is_connected
