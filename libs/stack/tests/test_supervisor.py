@@ -465,3 +465,22 @@ def test_postgres_that_dies_is_restarted_on_the_same_data_directory_and_port(tmp
         assert postgres.data_dir == tmp_path / "postgres"
     finally:
         postgres.stop()
+
+
+def test_up_that_is_not_ready_in_time_ends_a_supervisor_still_starting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A supervisor that has not taken the state directory's lock yet (still starting) when ``allot up`` gives up is
+    ended too: it runs in a session of its own, so no Ctrl-C reaches it, and nothing else would stop it."""
+    from allot_stack import control
+
+    pid_file = tmp_path / "supervisor.pid"
+    slow = tmp_path / "allot"
+    slow.write_text(
+        f"#!{sys.executable}\nimport os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
+    )
+    slow.chmod(0o755)
+    monkeypatch.setattr(control, "bin_path", lambda name: str(slow))
+    with pytest.raises(UsageError, match=r"not ready within 1s(?s:.*)stopped again"):
+        control.start_stack(tmp_path / "stack", timeout=1)
+    assert not pid_alive(int(pid_file.read_text()))

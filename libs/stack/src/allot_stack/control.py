@@ -203,6 +203,14 @@ def start_stack(
         # what this call started and did not become ready (or was interrupted) is stopped, not left holding its
         # ports, the database and the state directory's lock
         stopped = supervisor_running(state_dir) and stop_stack(state_dir)
+        if not stopped and proc.poll() is None:  # still starting, its lock not taken yet: it is ours to end
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            stopped = clean_leftovers(state_dir) or True
         if isinstance(exc, UsageError) and stopped:
             raise UsageError(
                 f"{exc}\nwhat had started is stopped again (a slow machine may need a longer --timeout)"
