@@ -81,3 +81,19 @@ async def test_a_check_without_an_answer_is_waited_for_not_taken_for_a_lost_lock
         await standby.release()
         stop.set()
         await asyncio.wait_for(holding, timeout=5)
+
+
+async def test_a_check_unanswered_past_its_bound_counts_as_a_lost_lock(database_url, bus_names):
+    """The wait for an answer has a bound: past it the owner stops, as the server may have dropped the session and
+    freed the lock for a standby while this side's half-open socket still waits."""
+    name = f"binder-{bus_names['prefix']}"
+    parts = urlsplit(database_url)
+    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        owner = Ownership(through(database_url, proxy), name, check_s=0.2, unanswered_s=1.0)
+        assert await owner.acquire(asyncio.Event())
+        holding = asyncio.create_task(owner.hold(asyncio.Event()))
+        proxy.freeze()
+        with pytest.raises(Unavailable, match="no answer to the ownership check within 1 s"):
+            await asyncio.wait_for(holding, timeout=10)
+        proxy.thaw()
+        await owner.release()

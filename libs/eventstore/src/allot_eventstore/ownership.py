@@ -10,7 +10,10 @@ A check that gets no answer (a hung server, a network that drops packets) is not
 for as long as it keeps the session, and this process cannot record anything while it cannot reach the server
 either (its reads and appends fail, its ``/readyz`` says so). The check waits for that answer, logged once, and the
 service goes on once PostgreSQL answers; a connection the server closed meanwhile fails the check then (reset,
-closed) and the service stops as above. Rejected: stopping after ``check_s`` without an answer, which turned every
+closed) and the service stops as above. The wait has a bound, ``unanswered_s`` (60 s): a server may drop a session
+it cannot reach (its TCP keepalives) and free the lock for a standby, while this side's half-open socket would wait
+for the kernel's retransmissions (about 15 minutes); past the bound the lock counts as lost and the service stops,
+so that two instances never decide at once once the network heals. Rejected: stopping after ``check_s`` without an answer, which turned every
 database pause longer than a few seconds into a crash and a restart of every service (and a traceback each).
 """
 
@@ -36,12 +39,15 @@ def lock_key(name: str) -> int:
 
 
 class Ownership:
-    def __init__(self, url: str, name: str, *, retry_s: float = 2.0, check_s: float = 5.0) -> None:
+    def __init__(
+        self, url: str, name: str, *, retry_s: float = 2.0, check_s: float = 5.0, unanswered_s: float = 60.0
+    ) -> None:
         self.url = url
         self.name = name
         self.key = lock_key(name)
         self.retry_s = retry_s
         self.check_s = check_s
+        self.unanswered_s = unanswered_s  # a check unanswered this long: the lock counts as lost
         self._conn: Any = None
 
     async def acquire(self, stop: asyncio.Event) -> bool:
@@ -84,6 +90,7 @@ class Ownership:
                 asyncpg.InterfaceError,
                 asyncpg.exceptions.InternalClientError,
                 AttributeError,
+                TimeoutError,
             ) as exc:
                 raise LogUnavailable(
                     f"{self.name}: lost the connection that holds ownership ({exc}); stopping so "
@@ -103,7 +110,13 @@ class Ownership:
                     "as long as the server keeps the session)",
                     self.name,
                 )
-                await asyncio.wait([ping, stopped], return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    [ping, stopped],
+                    timeout=max(self.unanswered_s - self.check_s, 0),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if not ping.done() and not stop.is_set():
+                    raise TimeoutError(f"no answer to the ownership check within {self.unanswered_s:g} s")
                 if ping.done() and ping.exception() is None:
                     log.info("%s: PostgreSQL answers the ownership check again", self.name)
             if ping.done():
