@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import socket
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -19,17 +18,11 @@ from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_bus.relay import Relay
 from allot_eventstore.protocol import EventStore
+from allot_runtime.embedded import free_port
 
 __all__ = ["free_port", "ready_as", "readyz", "relaying", "running", "tail", "until"]
 
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now (for a process that cannot say which one it picked)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def tail(log: Path, size: int = 3000) -> str:
