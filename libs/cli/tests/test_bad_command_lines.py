@@ -200,7 +200,8 @@ def test_schemas_that_cannot_be_written_are_a_usage_error(
     with pytest.raises(SystemExit) as exited:
         main()
     assert exited.value.code == 1  # as every output that cannot be written (allot_cli.files)
-    assert f"--out {blocker / 'schemas'}: cannot create it: Not a directory" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert f"--out {blocker / 'schemas'}: its parent directory {blocker} is a file, not a directory" in said
 
 
 def _run(argv: list[str], url: str, monkeypatch: pytest.MonkeyPatch) -> int:

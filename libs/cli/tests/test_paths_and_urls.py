@@ -100,8 +100,12 @@ def test_sim_trace_outputs_that_cannot_be_written_are_refused_before_any_run(
     blocker.write_text("")
     for flag, value, said in (
         ("--summary-json", tmp_path, f"--summary-json {tmp_path}: is a directory; give the file to write"),
-        ("--out", blocker, f"--out {blocker}: cannot create it: File exists"),
-        ("--plot", blocker / "x.png", f"--plot {blocker / 'x.png'}: cannot create its directory {blocker}"),
+        ("--out", blocker, f"--out {blocker}: is a file; give a directory to write in"),
+        (
+            "--plot",
+            blocker / "x.png",
+            f"--plot {blocker / 'x.png'}: its directory {blocker} is a file, not a directory",
+        ),
     ):
         argv = ["allot", "sim", "trace", "--nodes", __file__, "--pods", __file__, flag, str(value)]
         monkeypatch.setattr(sys, "argv", argv)

@@ -47,9 +47,13 @@ def prepare_output(path: Path, *, flag: str, directory: bool = False) -> None:
     that directory and is created when missing, in a parent that exists. An error naming the flag when the directory
     is missing or cannot be created, or ``path`` is a directory where a file is to be written."""
     where = path.parent
+    above = f"its parent directory {where}" if directory else f"its directory {where}"
     if not where.exists():
-        above = f"its parent directory {where}" if directory else f"its directory {where}"
         raise InputError(f"{flag} {path}: {above} does not exist (create it first)")
+    if not where.is_dir():
+        raise InputError(f"{flag} {path}: {above} is a file, not a directory")
+    if directory and path.exists() and not path.is_dir():
+        raise InputError(f"{flag} {path}: is a file; give a directory to write in")
     try:
         (path if directory else where).mkdir(exist_ok=True)
     except OSError as exc:
