@@ -302,7 +302,9 @@ class DurableConsumer:
         delay = self._backoff(self._failures - 1, cause)
         if isinstance(cause, Unavailable):  # the log (not this event) is the problem: an outage
             self._outage.failed(
-                f"cannot record the decisions at position {record.position}", cause, retry_in=delay
+                f"cannot handle position {record.position} (the event log cannot be used)",
+                cause,
+                retry_in=delay,
             )
         else:
             log.warning(

@@ -301,7 +301,7 @@ class Relay:
             except (TimeoutError, TransientError, nats.errors.Error, jserrors.Error, OSError) as exc:
                 attempt += 1
                 delay = max(getattr(exc, "delay", None) or 0.0, _backoff(attempt, BACKOFF_MAX_S))
-                outage.failed("cannot publish", exc, retry_in=delay)
+                outage.failed("cannot relay the log to NATS", exc, retry_in=delay)
                 await _sleep_or_stop(stop, delay)
                 continue
             outage.over()
