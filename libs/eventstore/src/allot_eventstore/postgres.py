@@ -428,13 +428,13 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         that every append under an older term either committed before this returns or is refused after."""
         pool = await self._connections()
         try:
-            async with pool.acquire() as conn, conn.transaction():
+            async with bounded(pool, self.write_timeout) as conn, conn.transaction():
                 await conn.fetchrow(_LOCK_HEAD)
                 await conn.execute(_ADVANCE_FENCE, fence.name, fence.term, holder)
                 row = await conn.fetchrow("SELECT term, holder FROM fences WHERE name = $1", fence.name)
                 return int(row[0]), str(row[1])
         except DRIVER_ERRORS as exc:
-            raise translate(exc) from exc
+            raise translate(exc, timeout=self.write_timeout) from exc
 
     # -- reading -------------------------------------------------------------------------------------------------
 
@@ -442,10 +442,8 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         pool = await self._connections()
         bound = self.read_timeout
         try:
-            # the same bound to get a connection, for the answer, and to give the connection back (asyncpg waits
-            # that long for a timed-out statement's cancellation, then closes the connection)
-            async with pool.acquire(timeout=bound) as conn:
-                rows = list(await conn.fetch(sql, *args, timeout=bound))
+            async with bounded(pool, bound) as conn:  # the connection closed under a read left unanswered
+                rows = list(await conn.fetch(sql, *args))
         except DRIVER_ERRORS as exc:
             error = translate(exc, reading=True, timeout=bound)
             self.unreachable.failed(exc, error)
