@@ -49,7 +49,15 @@ from allot_eventstore.bounds import Unreachable, bounded
 from allot_eventstore.clock import Clock, system_clock
 from allot_eventstore.pg_codecs import codecs
 from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, DRIVER_ERRORS, LogUnavailable, translate
-from allot_eventstore.protocol import LAST_POSITION, AppendResult, Checkpoint, EventStore, Fence, read_ahead
+from allot_eventstore.protocol import (
+    LAST_POSITION,
+    LOCK_TIMEOUT_MS,
+    AppendResult,
+    Checkpoint,
+    EventStore,
+    Fence,
+    read_ahead,
+)
 from allot_eventstore.snapshots import PostgresSnapshots
 from allot_eventstore.urls import plain_url
 
@@ -213,7 +221,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         *,
         clock: Clock = system_clock,
         pool_size: int = 5,
-        lock_timeout_ms: int = 10_000,
+        lock_timeout_ms: int = LOCK_TIMEOUT_MS,
         fence: Fence | None = None,
         read_timeout: float | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
@@ -240,7 +248,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         *,
         clock: Clock = system_clock,
         pool_size: int = 5,
-        lock_timeout_ms: int = 10_000,
+        lock_timeout_ms: int = LOCK_TIMEOUT_MS,
         fence: Fence | None = None,
         read_timeout: float | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,

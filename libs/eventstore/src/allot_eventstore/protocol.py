@@ -33,6 +33,8 @@ from allot_contracts.envelope import NewEvent, RecordedEvent
 T = TypeVar("T")
 # After every position the log can hold (positions are PostgreSQL bigints): ``until`` for the whole log in a query.
 LAST_POSITION = 2**63 - 1
+# how long an append waits for the log's append lock (PostgreSQL's lock_timeout on a store's connections), in ms
+LOCK_TIMEOUT_MS = 10_000
 
 
 class Checkpoint(msgspec.Struct, frozen=True):

@@ -53,9 +53,17 @@ from allot_bus.adapters.natsauth import NatsAuth
 from allot_bus.names import BusNames
 from allot_contracts.errors import InvalidInput
 from allot_contracts.jsonvalue import JsonObject, JsonValue
+from allot_eventstore.protocol import LOCK_TIMEOUT_MS
 
 DB_READ_TIMEOUT_S = 30.0  # ALLOT_DB_READ_TIMEOUT's default
-APPEND_LOCK_TIMEOUT_S = 10.0  # the event store's lock_timeout (PostgresEventStore's default)
+
+
+def db_bounds(read_timeout_s: float) -> tuple[float | None, float | None]:
+    """The event store's ``(read_timeout, write_timeout)`` for ``ALLOT_DB_READ_TIMEOUT`` (0: no bound): an append is
+    given a read's time plus the wait for the append lock (the store's ``lock_timeout``)."""
+    if not read_timeout_s:
+        return None, None
+    return read_timeout_s, read_timeout_s + LOCK_TIMEOUT_MS / 1000
 
 
 class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,12 +100,12 @@ class ServiceSettings(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def read_timeout(self) -> float | None:
         """Seconds a read of the log is given (None: no bound)."""
-        return self.db_read_timeout_s or None
+        return db_bounds(self.db_read_timeout_s)[0]
 
     @property
     def write_timeout(self) -> float | None:
-        """Seconds an append is given: a read's, plus the wait for the append lock (PostgreSQL's ``lock_timeout``)."""
-        return self.db_read_timeout_s + APPEND_LOCK_TIMEOUT_S if self.db_read_timeout_s else None
+        """Seconds an append is given (None: no bound): :func:`db_bounds`."""
+        return db_bounds(self.db_read_timeout_s)[1]
 
     @property
     def nats_auth(self) -> NatsAuth:

@@ -37,7 +37,7 @@ from allot_relay.settings import AnchorSettingsError
 from allot_runtime import logs, memory
 from allot_runtime.health import health_app, serve_health
 from allot_runtime.metrics import standard_collectors
-from allot_runtime.settings import APPEND_LOCK_TIMEOUT_S, database_url_problem, db_read_timeout
+from allot_runtime.settings import database_url_problem, db_bounds, db_read_timeout
 from allot_runtime.signals import stop_on_signals, unless_stopped
 
 
@@ -144,11 +144,9 @@ async def run_relay() -> None:
                     await asyncio.wait_for(stop.wait(), timeout=1.0)
         if stop.is_set():
             return
-        read_timeout = db_read_timeout(os.environ) or None
+        read_timeout, write_timeout = db_bounds(db_read_timeout(os.environ))
         store = PostgresEventStore.connect(
-            database_url,
-            read_timeout=read_timeout,
-            write_timeout=read_timeout and read_timeout + APPEND_LOCK_TIMEOUT_S,
+            database_url, read_timeout=read_timeout, write_timeout=write_timeout
         )
         seal = sealer(store, os.environ)
         nc = await unless_stopped(
