@@ -64,7 +64,6 @@ from allot_contracts.errors import (
     AlreadyProcessed,
     DecisionFailed,
     PermanentError,
-    TransientError,
     Unavailable,
 )
 from allot_contracts.events import ConsumerDeadLettered, SecurityMessageRefused
@@ -73,7 +72,7 @@ from allot_eventstore.protocol import Checkpoint, EventStore
 
 log = logging.getLogger("allot.consumer")
 # what an outage of the log or the bus raises (translated by the store, or a driver's own error): retried quietly
-OUTAGES: tuple[type[BaseException], ...] = (TransientError, nats.errors.Error, jserrors.Error, *DRIVER_ERRORS)
+OUTAGES: tuple[type[BaseException], ...] = (Unavailable, nats.errors.Error, jserrors.Error, *DRIVER_ERRORS)
 
 Handler = Callable[[Sequence[RecordedEvent]], Awaitable[int | None]]
 Rebuild = Callable[[], Awaitable[int]]
@@ -300,7 +299,7 @@ class DurableConsumer:
         self.stats.transient_failures += 1
         self._failures += 1
         delay = self._backoff(self._failures - 1, cause)
-        if isinstance(cause, Unavailable):  # the log (not this event) is the problem: an outage
+        if isinstance(cause, OUTAGES):  # the log or the bus (not this event) is the problem: an outage
             self._outage.failed(
                 f"cannot handle position {record.position} (the event log cannot be used)",
                 cause,
