@@ -9,9 +9,9 @@ memory bounded by a page and the projections it holds:
 - the decisions of every service (all its instances, each under the configurations it recorded), the services split
   into ``jobs`` shares of about equal cost (:func:`split`: the calling process's share is lighter by the chain's
   cost); each share is one pass over the log (``allot_runtime.replay.verify_many``: each event read and decoded
-  once for all the share's instances), the calling process's beside the chain, each other share in a child process: on Linux a
-  fork of the calling process taken before it starts its own pass (``allot_runtime.forked``: it begins at once with
-  everything imported and opens its own connections, touching none of the parent's), elsewhere or when the system
+  once for all the share's instances), the calling process's beside the chain, each other share in a child process: on
+  Linux a fork of the calling process taken before it starts its own pass (``allot_runtime.forked``: it begins at once
+  with everything imported and opens its own connections, touching none of the parent's), elsewhere or when the system
   will not fork, a ``spawn`` interpreter. The calling process working too saves one process's memory.
 
 Every result depends only on the log and the configs, never on which process ran it or when, and results are

@@ -177,9 +177,9 @@ def _refused_setting(exc: Exception) -> bool:
 
 
 def _log_unreachable(exc: Exception) -> str | None:
-    """What to say when the event log, NATS or another server could not be used (the server down, a wrong database,
-    user or password), naming the setting of the one that failed, or None for any other error. Looked up only when something failed:
-    the event store imports the driver."""
+    """What to say when the event log, NATS or another server could not be used (the server down, a wrong
+    database, user or password), naming the setting of the one that failed, or None for any other error. Looked up
+    only when something failed: the event store imports the driver."""
     from allot_bus.adapters.natsauth import NatsUnavailable
     from allot_contracts.errors import Unavailable
     from allot_eventstore.pg_errors import connection_refusal

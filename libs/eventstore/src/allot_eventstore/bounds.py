@@ -2,12 +2,12 @@
 
 A server that stops answering with its connections left open (a hung server, a network that drops packets) is only
 noticed by waiting: the store gives each read ``read_timeout`` seconds and each append (and each move of a fence)
-``write_timeout`` seconds to take a pooled connection, and as many again from then to the last answer (None: no
-bound). PostgreSQL's ``lock_timeout`` bounds the wait
-for the append lock on the server; it cannot bound a wait for packets that never arrive.
+``write_timeout`` seconds to take a pooled connection, and as many again from then to the last answer (None: no bound).
+PostgreSQL's ``lock_timeout`` bounds the wait for the append lock on the server; it cannot bound a wait for packets that
+never arrive.
 
-A read or an append that runs out of time is ended by closing its connection under it (:func:`bounded`). The server then rolls
-back whatever it had not committed, so an append stays all or nothing; the caller only cannot tell which (a COMMIT
+A read or an append that runs out of time is ended by closing its connection under it (:func:`bounded`). The server then
+rolls back whatever it had not committed, so an append stays all or nothing; the caller only cannot tell which (a COMMIT
 may have been applied and its answer lost). Appending again is safe: events already recorded are skipped by id, and a
 checkpoint never moves twice (``AlreadyProcessed``: a consumer rebuilds from the log, where it finds its decisions).
 

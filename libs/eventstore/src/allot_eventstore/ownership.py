@@ -6,14 +6,14 @@ PostgreSQL advisory lock, keyed by the consumer name, on a dedicated connection 
 When that connection is lost the lock is gone too (another instance may take over), so ``hold`` raises and the
 service stops; its supervisor restarts it as a standby.
 
-A check that gets no answer (a hung server, a network that drops packets) is not a loss: the server keeps the lock
-for as long as it keeps the session, and this process cannot record anything while it cannot reach the server
-either (its reads and appends fail, its ``/readyz`` says so). The check waits for that answer, logged once, and the
-service goes on once PostgreSQL answers; a connection the server closed meanwhile fails the check then (reset,
-closed) and the service stops as above. The wait has a bound, ``unanswered_s`` (60 s): a server may drop a session
-it cannot reach (its TCP keepalives) and free the lock for a standby, while this side's half-open socket would wait
-for the kernel's retransmissions (about 15 minutes); past the bound the lock counts as lost and the service stops,
-so that two instances never decide at once once the network heals. Rejected: stopping after ``check_s`` without an answer, which turned every
+A check that gets no answer (a hung server, a network that drops packets) is not a loss: the server keeps the lock for
+as long as it keeps the session, and this process cannot record anything while it cannot reach the server either (its
+reads and appends fail, its ``/readyz`` says so). The check waits for that answer, logged once, and the service goes on
+once PostgreSQL answers; a connection the server closed meanwhile fails the check then (reset, closed) and the service
+stops as above. The wait has a bound, ``unanswered_s`` (60 s): a server may drop a session it cannot reach (its TCP
+keepalives) and free the lock for a standby, while this side's half-open socket would wait for the kernel's
+retransmissions (about 15 minutes); past the bound the lock counts as lost and the service stops, so that two instances
+never decide at once once the network heals. Rejected: stopping after ``check_s`` without an answer, which turned every
 database pause longer than a few seconds into a crash and a restart of every service (and a traceback each).
 """
 

@@ -1,6 +1,6 @@
 """A service's HTTP endpoints: liveness (``/healthz``) from the first second, readiness (``/readyz``) as the start-up
-phases pass and while the event log and NATS answer (503 with the reason otherwise), Prometheus ``/metrics`` and the projection's ``/state`` (position and digest, what ``allot replay
---verify`` compares with the log)."""
+phases pass and while the event log and NATS answer (503 with the reason otherwise), Prometheus ``/metrics`` and the
+projection's ``/state`` (position and digest, what ``allot replay --verify`` compares with the log)."""
 
 from __future__ import annotations
 
