@@ -66,8 +66,11 @@ _RESOURCE_LABELS = (
     n.LABEL_NUMA_ALLOCATE_STRATEGY,
     n.LABEL_NUMA_TOPOLOGY_POLICY,
 )
-_MEMO_LIMIT = 400_000  # node results kept at least (the bound grows with the cluster: ``_MEMO_PER_NODE``)
-_MEMO_PER_NODE = 64  # node results kept per live node beyond ``_MEMO_LIMIT``'s floor
+# node results kept at least (the bound grows with the cluster: ``_MEMO_PER_NODE``). Few are asked twice: a node's
+# signature changes with every pod placed on it, so at 6,000 nodes and 30,000 pods a bound of 400,000 saved 8 % of the
+# evaluations a bound of 50,000 makes, for 200 MB more (docs/benchmarks/e2e.md, 2026-11-29, later)
+_MEMO_LIMIT = 50_000
+_MEMO_PER_NODE = 8  # node results kept per live node beyond ``_MEMO_LIMIT``'s floor
 _INDEX_ENTRY_BUDGET = 1_000_000
 _LOG_SLACK = 4096  # the change log holds 4 entries per node and this many more, then drops its older half
 _PARSE_CACHE_LIMIT = 4096
