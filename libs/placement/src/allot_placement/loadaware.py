@@ -67,6 +67,7 @@ import msgspec
 from allot_contracts.objects import names as n
 from allot_contracts.objects.load_aware import CustomUsageThresholds, LoadEstimation
 from allot_contracts.objects.nodemetric import NodeMetric
+from allot_contracts.objects.sharing import Parts
 from allot_placement.loadaware_args import Aggregated, Amounts, LoadAwareArgs, parse_args
 
 __all__ = [
@@ -407,7 +408,8 @@ class LoadTracker:
         self.metrics: dict[str, NodeMetric] = {}
         self.allocatable: dict[str, dict[str, int]] = {}
         self.custom: dict[str, CustomUsageThresholds] = {}  # nodes' own thresholds (their annotation)
-        self.pods: dict[str, dict[str, AssignedPod]] = {}
+        self.pods: dict[str, dict[str, AssignedPod]] = {}  # their requests and loads held once (``parts``)
+        self.parts = Parts()
         self.where: dict[str, str] = {}
         self.loads: dict[str, NodeLoad] = {}
         self._expiry: dict[str, int] = {}
@@ -438,6 +440,9 @@ class LoadTracker:
         old = self.where.get(pod.key)
         if old is not None and old != node:
             self.unassign(pod.key)
+        requests, load = self.parts.one(pod.requests), self.parts.one(pod.load)
+        if requests is not pod.requests or load is not pod.load:
+            pod = msgspec.structs.replace(pod, requests=requests, load=load)
         self.pods.setdefault(node, {})[pod.key] = pod
         self.where[pod.key] = node
         self._refresh(node)

@@ -12,6 +12,7 @@ from allot_contracts.events import (
     TopologyRemoved,
     TopologyReported,
 )
+from allot_contracts.objects.sharing import Parts
 from allot_placement import PlacementEngine
 from device_allocator.folding import folds_any
 
@@ -20,17 +21,18 @@ _FOLDED = folds_any(
 )
 
 
-def fold_inventory(engine: PlacementEngine, event: Event) -> bool:
-    """Fold a node, its devices or its topology into ``engine``; False for other events."""
+def fold_inventory(engine: PlacementEngine, event: Event, parts: Parts) -> bool:
+    """Fold a node, its devices or its topology into ``engine`` (their repeated parts held once, in ``parts``);
+    False for other events."""
     if not _FOLDED(event):  # most events: one test instead of a failed pattern per type
         return False
     match event:
         case NodeRegistered(node=node):
-            engine.upsert_node(node)
+            engine.upsert_node(parts.node(node))
         case NodeRemoved(name=name):
             engine.delete_node(name)
         case DevicesReported(name=name, inventory=inventory):
-            engine.upsert_device(name, inventory)
+            engine.upsert_device(name, parts.inventory(inventory))
         case DevicesRemoved(name=name):
             engine.delete_device(name)
         case TopologyReported(name=name, topology=topology):

@@ -66,6 +66,7 @@ from allot_contracts.events.inputs import POD_LIFE_TYPES
 from allot_contracts.issues import checked_bool
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import Pod
+from allot_contracts.objects.sharing import Parts
 from allot_gang import GangConfig
 from allot_placement import ConfigError, Decision, PlacementConfig, PlacementEngine
 from allot_placement.decision import Freed
@@ -106,7 +107,9 @@ class DeviceAllocator(Requeueing):
     )
 
     # what a snapshot leaves out, taken from a host built afresh on restore: the placement engine's memos
-    snapshot_fresh: ClassVar[frozenset[str]] = frozenset(f"engine.{memo}" for memo in PlacementEngine.MEMOS)
+    snapshot_fresh: ClassVar[frozenset[str]] = frozenset(
+        {*(f"engine.{memo}" for memo in PlacementEngine.MEMOS), "parts", "engine.loads.parts"}
+    )
 
     def __init__(self, config: JsonObject | None = None) -> None:
         settings = dict(config or {})
@@ -122,9 +125,10 @@ class DeviceAllocator(Requeueing):
         self.arrived_at: dict[str, int] = {}  # pod -> time it was submitted (µs)
         self.attempted_at: dict[str, int] = {}  # plain pod -> time of its last placement attempt (µs)
         self.engine = PlacementEngine(self.config)
+        self.parts = Parts()  # what the pods, nodes and devices kept here repeat, held once
         self.nodes = NodeSide(self.engine, node_side, self.name)  # heartbeats, overcommit, NodeMetrics
         self.reservations = Reservations(self.engine)  # reserve pods, holds, pods' reservation contexts
-        self.pods: dict[str, Pod] = {}  # pods as read at the door
+        self.pods: dict[str, Pod] = {}  # pods as read at the door, their repeated parts held once (``parts``)
         self.arrival: dict[str, int] = {}  # pod -> arrival sequence (queue order tie-break)
         self.placed = PlacedPods(self.pods)  # pod -> node
         self.unschedulable: dict[str, int] = {}  # pod -> last attempt
@@ -162,7 +166,7 @@ class DeviceAllocator(Requeueing):
             self.nodes.evolve(event, at, self._pod_facts)
         self.reservations.evolve(event, self._steps)
         self.preemptions.evolve(event, step=self._steps)
-        if fold_inventory(self.engine, event):
+        if fold_inventory(self.engine, event, self.parts):
             return
         for fold in (self._evolve_pod, self._evolve_group, self._evolve_outcome):
             if fold(event, at):
@@ -174,13 +178,14 @@ class DeviceAllocator(Requeueing):
             return False
         match event:
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
-                self.pods[pod.key] = spec
+                self.pods[pod.key] = self.parts.pod(spec)
                 self.arrived_at[pod.key] = at
                 self.attempted_at.pop(pod.key, None)
                 self.attempt_began[pod.key] = self._steps
                 self._arrivals += 1
                 self.arrival[pod.key] = self._arrivals
             case PodObserved(pod=pod, spec=spec, manifest=manifest) if spec is not None and spec.node_name:
+                spec = self.parts.pod(spec)
                 self.pods[pod.key] = spec
                 self.engine.add_bound_pod(spec)
                 node = spec.node_name
