@@ -178,17 +178,19 @@ def _refused_setting(exc: Exception) -> bool:
 
 def _log_unreachable(exc: Exception) -> str | None:
     """What to say when the event log, NATS or another server could not be used (the server down, a wrong
-    database, user or password), naming the setting of the one that failed, or None for any other error. Looked up
-    only when something failed: the event store imports the driver."""
+    database, user or password), naming where the URL of the one that failed came from (its variable, or the dev
+    stack's ``stack.json``), or None for any other error. Looked up only when something failed: the event store
+    imports the driver."""
     from allot_bus.adapters.natsauth import NatsUnavailable
     from allot_contracts.errors import Unavailable
     from allot_eventstore.pg_errors import connection_refusal
+    from allot_stack.connect import DATABASE_VARIABLE, NATS_VARIABLE, check_hint, origin
 
     if isinstance(exc, NatsUnavailable):
-        return f"{exc} (check ALLOT_NATS_URL, or start the dev stack with `allot up`)"
+        return f"{exc} ({check_hint(origin(NATS_VARIABLE))}, or start the dev stack with `allot up`)"
     refusal = connection_refusal(exc)
     if refusal is not None:
-        return f"{refusal} (check ALLOT_DATABASE_URL, or start the dev stack with `allot up`)"
+        return f"{refusal} ({check_hint(origin(DATABASE_VARIABLE))}, or start the dev stack with `allot up`)"
     # another server that cannot be used just now (an embedded server that did not start, the Kubernetes API): its
     # own message names it
     return str(exc) if isinstance(exc, Unavailable) else None
