@@ -48,6 +48,11 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     ),
 }
 
+# Options whose value may start with '-' (a signed duration, then refused by the command saying why a duration needs
+# no sign), by command. argparse reads ``--since -5m`` as an option of its own and says only "expected one argument";
+# written ``--since=-5m``, its documented form for such a value, the value reaches the command's check.
+SIGNED_VALUES: dict[str, tuple[str, ...]] = {"report": ("--since", "--until")}
+
 
 def _invoked(argv: Sequence[str]) -> str | None:
     """The command named on the command line (the first argument that is not an option), if it is one of ours."""
@@ -55,6 +60,29 @@ def _invoked(argv: Sequence[str]) -> str | None:
         if not arg.startswith("-"):
             return arg if arg in COMMANDS else None
     return None
+
+
+def signed_values(argv: Sequence[str]) -> list[str]:
+    """``argv`` with each option of :data:`SIGNED_VALUES` (of the command invoked) joined to a next argument that is a
+    value starting with '-' (``--since -5m`` as ``--since=-5m``): a '-' then neither a letter nor another '-', so that
+    ``--since --by quota`` or ``--since -o json`` is still refused as an option missing its value. Nothing after
+    ``--`` is changed."""
+    options = SIGNED_VALUES.get(_invoked(argv) or "", ())
+    out: list[str] = []
+    joined = False
+    for index, arg in enumerate(argv):
+        if joined:
+            joined = False
+            continue
+        if arg == "--":
+            return [*out, *argv[index:]]
+        after = argv[index + 1] if index + 1 < len(argv) else ""
+        if arg in options and after[:1] == "-" and after[1:2] not in ("", "-") and not after[1].isalpha():
+            out.append(f"{arg}={after}")
+            joined = True
+        else:
+            out.append(arg)
+    return out
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -143,7 +171,7 @@ def load(sub: argparse._SubParsersAction, module: str) -> None:  # type: ignore[
 def main(argv: Sequence[str] | None = None) -> None:
     args_in = list(sys.argv[1:] if argv is None else argv)
     parser = parser_for(args_in)
-    args = parser.parse_args(args_in)
+    args = parser.parse_args(signed_values(args_in))
     try:
         code = args.func(args)
         sys.stdout.flush()  # here, so that a closed pipe is handled below rather than at exit
