@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from allot_audit.replay import chain_line
 from allot_eventstore.verify import ChainReport, verify_chain
 from allot_testing.builders import a_node, a_pod
@@ -61,8 +63,43 @@ def test_the_live_check_gives_up_on_a_nats_that_does_not_answer_saying_why() -> 
     from allot_stack.connect import Endpoints
 
     url = f"nats://127.0.0.1:{free_port()}"  # nothing listens there
-    ep = Endpoints(database_url="postgresql://a@h/x", nats_url=url, names=BusNames(), source="environment")
+    ep = Endpoints(database_url="postgresql://a@h/x", nats_url=url, names=BusNames())
     started = time.monotonic()
     with pytest.raises(NatsUnavailable, match=f"^cannot connect to NATS at {url} within 0.5 s: "):
         asyncio.run(live_states(ep, ["binder"], timeout=0.5))
     assert time.monotonic() - started < 5
+
+
+def test_the_live_check_that_cannot_reach_nats_names_where_its_url_came_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The line says what to check: ALLOT_NATS_URL when the URL came from it, else the dev stack's stack.json."""
+    from allot_audit import replay
+    from allot_bus.adapters.natsauth import NatsUnavailable
+    from allot_bus.names import BusNames
+    from allot_stack.connect import Endpoints
+
+    async def unreachable(*_: object, **__: object) -> None:
+        raise NatsUnavailable("cannot connect to NATS at nats://127.0.0.1:9 within 2 s: refused")
+
+    monkeypatch.setattr(replay, "live_states", unreachable)
+    for nats_from, hint in (
+        ("ALLOT_NATS_URL", "(check ALLOT_NATS_URL)"),
+        (
+            "/s/.allot/stack.json",
+            "(the URL is from /s/.allot/stack.json: check the dev stack with `allot status`)",
+        ),
+    ):
+        ep = Endpoints(
+            database_url="postgresql://a@h/x",
+            nats_url="nats://127.0.0.1:9",
+            names=BusNames(),
+            nats_from=nats_from,
+        )
+        said: list[str] = []
+        run = replay._Run(None, said.append, ep, None)  # type: ignore[arg-type]  # the live check reads neither
+        assert asyncio.run(run.live()) == 0
+        assert said == [
+            f"live         cannot connect to NATS at nats://127.0.0.1:9 within 2 s: refused {hint}; compared the log "
+            "with itself only"
+        ]

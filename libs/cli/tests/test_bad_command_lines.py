@@ -158,6 +158,21 @@ def test_a_window_that_is_not_from_to_is_refused_before_the_log_is_read_and_cut_
         )
 
 
+@pytest.mark.parametrize("text", ["5", "0:", "a:b", "9:3", "1:" + "9" * 5000, "-1:"])
+def test_the_window_is_read_once_the_command_line_and_the_library_refuse_it_alike(text: str) -> None:
+    """``what-if --window`` is read by the simulator's parser: refused on the command line before the log is read,
+    and with the same words by the library (which also checks TO against the log's head)."""
+    from allot_cli.commands.whatif import window as flag
+    from allot_intake.errors import UsageError
+    from allot_sim.whatif.window import window
+
+    with pytest.raises(argparse.ArgumentTypeError) as said:
+        flag(text)
+    with pytest.raises(UsageError) as refused:
+        window(text, 50)
+    assert str(refused.value) == f"--window: {said.value}"
+
+
 def test_the_values_each_flag_documents_are_taken() -> None:
     assert flags.after_position("0") == 0 and flags.log_position("1") == 1
     assert flags.port("1") == 1 and flags.port("65535") == 65535

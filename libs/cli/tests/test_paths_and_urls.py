@@ -195,3 +195,44 @@ def test_an_output_in_a_directory_that_does_not_exist_is_refused_before_any_work
         f"allot: error: {flag} {output}: {above} {missing} does not exist (create it first)\n",
     )
     assert not (tmp_path / "nope").exists()  # nothing was made of the mistyped path
+
+
+@pytest.mark.parametrize("command", ["up", "demo"])
+def test_a_state_dir_in_a_missing_directory_is_refused_and_nothing_is_made(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--state-dir`` is created when missing, but not in a directory that is missing (a mistyped path), as every
+    path a command writes; a file there is refused too. No stack is started."""
+    from allot_stack import control
+
+    started: list[Path] = []
+
+    def start_stack(state_dir: Path, **_: object) -> None:
+        started.append(state_dir)
+        raise SystemExit(99)
+
+    monkeypatch.setattr(control, "start_stack", start_stack)
+    monkeypatch.setattr(
+        f"allot_cli.commands.{'stack' if command == 'up' else 'demo'}.start_stack", start_stack, raising=False
+    )
+    missing = tmp_path / "missing" / "state"
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for state_dir, said in (
+        (
+            missing,
+            f"--state-dir {missing}: its parent directory {missing.parent} does not exist (create it first)",
+        ),
+        (a_file, f"--state-dir {a_file}: is a file; give a directory to write in"),
+        (a_file / "state", f"its parent directory {a_file} is a file, not a directory"),
+    ):
+        monkeypatch.setattr(sys, "argv", ["allot", command, "--state-dir", str(state_dir)])
+        with pytest.raises(SystemExit) as exited:
+            main()
+        assert exited.value.code == 1
+        assert said in capsys.readouterr().err
+    assert started == [] and not missing.parent.exists()
+    monkeypatch.setattr(sys, "argv", ["allot", command, "--state-dir", str(tmp_path / "new")])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 99 and started == [tmp_path / "new"]  # in a directory that exists: taken

@@ -113,3 +113,36 @@ def test_a_system_priority_class_name_is_reserved_for_the_api_servers_own(
         "priority class names with 'system-' prefix are reserved for system use only: "
     )
     assert reason in issue.message
+
+
+def _slo_config() -> dict[str, Any]:
+    from allot_contracts.objects.colocation import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
+
+    body = manifest("ConfigMap")
+    body["metadata"] = {"name": CONFIGMAP_NAME, "namespace": CONFIGMAP_NAMESPACE}
+    return body
+
+
+@pytest.mark.parametrize("kind", [*sorted(SPECS), "slo-controller-config"])
+def test_every_kind_reads_its_metadata_once(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The metadata is read whole once per admission, by the kind's parser or after it (never by both), and its
+    problems are still reported once (the co-location ConfigMap's too)."""
+    import sys
+
+    from allot_contracts.objects import meta
+
+    original = meta.read_meta
+    calls: list[str] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kind)
+        return original(*args, **kwargs)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("allot_") and getattr(module, "read_meta", None) is original:
+            monkeypatch.setattr(module, "read_meta", counted)
+    body = _slo_config() if kind == "slo-controller-config" else manifest(kind)
+    assert admit(body).ok
+    assert len(calls) == 1
+    body["metadata"]["labels"] = {"zone": "eu west"}
+    assert [issue.path for issue in admit(body).issues] == ['metadata.labels["zone"]']

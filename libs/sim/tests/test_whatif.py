@@ -14,7 +14,7 @@ from allot_intake.manifests import Door
 from allot_sim.whatif import inputs, render
 from allot_sim.whatif.answer import answers
 from allot_sim.whatif.pump import Trial
-from allot_sim.whatif.window import merged, window
+from allot_sim.whatif.window import merged, span, window
 from allot_testing.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -132,13 +132,14 @@ def test_window_and_merge() -> None:
     assert window(":20", 50) == (1, 20)
     for bad, message in (
         ("5", "not FROM:TO"),
-        ("9:3", "1 ≤ FROM ≤ TO"),
+        ("9:3", "'9:3': needs FROM ≤ TO"),
         ("1:51", "past the log's head"),
         ("a:b", "positions"),
         ("x" * 5000, r"'xxxxxxxxxxxxxxxxxxxx'\.\.\.'xxxxxxxxxx' \(5000 characters\) is not FROM:TO"),
     ):
         with pytest.raises(UsageError, match=message):
             window(bad, 50)
+    assert span(":") == (1, None) and span("3:7") == (3, 7)
     base = {
         "policy": "koordinator",
         "scoring": {"nodeResourcesFit": {"strategy": "LeastAllocated", "weight": 1}},

@@ -42,7 +42,7 @@ from allot_runtime.processor import Host
 from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import Verified, rebuild
 from allot_stack.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
-from allot_stack.connect import Endpoints, endpoints, find_state_dir
+from allot_stack.connect import Endpoints, check_hint, endpoints, find_state_dir
 from allot_stack.pipeline import PROCESSORS, instances
 
 if TYPE_CHECKING:
@@ -345,7 +345,7 @@ class _Run:
         try:
             states = await live_states(self.ep, [name for name, _ in self.hosts])
         except (NatsUnavailable, InvalidInput) as exc:  # InvalidInput names the setting itself
-            check = " (check ALLOT_NATS_URL)" if isinstance(exc, NatsUnavailable) else ""
+            check = f" ({check_hint(self.ep.nats_from)})" if isinstance(exc, NatsUnavailable) else ""
             self.say(f"live         {exc}{check}; compared the log with itself only")
             return 0
         if not states:

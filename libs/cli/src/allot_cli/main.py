@@ -48,6 +48,11 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     ),
 }
 
+# Options whose value may start with '-' (a signed duration, then refused by the command saying why a duration needs
+# no sign), by command. argparse reads ``--since -5m`` as an option of its own and says only "expected one argument";
+# written ``--since=-5m``, its documented form for such a value, the value reaches the command's check.
+SIGNED_VALUES: dict[str, tuple[str, ...]] = {"report": ("--since", "--until")}
+
 
 def _invoked(argv: Sequence[str]) -> str | None:
     """The command named on the command line (the first argument that is not an option), if it is one of ours."""
@@ -55,6 +60,29 @@ def _invoked(argv: Sequence[str]) -> str | None:
         if not arg.startswith("-"):
             return arg if arg in COMMANDS else None
     return None
+
+
+def signed_values(argv: Sequence[str]) -> list[str]:
+    """``argv`` with each option of :data:`SIGNED_VALUES` (of the command invoked) joined to a next argument that is a
+    value starting with '-' (``--since -5m`` as ``--since=-5m``): a '-' then neither a letter nor another '-', so that
+    ``--since --by quota`` or ``--since -o json`` is still refused as an option missing its value. Nothing after
+    ``--`` is changed."""
+    options = SIGNED_VALUES.get(_invoked(argv) or "", ())
+    out: list[str] = []
+    joined = False
+    for index, arg in enumerate(argv):
+        if joined:
+            joined = False
+            continue
+        if arg == "--":
+            return [*out, *argv[index:]]
+        after = argv[index + 1] if index + 1 < len(argv) else ""
+        if arg in options and after[:1] == "-" and after[1:2] not in ("", "-") and not after[1].isalpha():
+            out.append(f"{arg}={after}")
+            joined = True
+        else:
+            out.append(arg)
+    return out
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -143,7 +171,7 @@ def load(sub: argparse._SubParsersAction, module: str) -> None:  # type: ignore[
 def main(argv: Sequence[str] | None = None) -> None:
     args_in = list(sys.argv[1:] if argv is None else argv)
     parser = parser_for(args_in)
-    args = parser.parse_args(args_in)
+    args = parser.parse_args(signed_values(args_in))
     try:
         code = args.func(args)
         sys.stdout.flush()  # here, so that a closed pipe is handled below rather than at exit
@@ -178,17 +206,19 @@ def _refused_setting(exc: Exception) -> bool:
 
 def _log_unreachable(exc: Exception) -> str | None:
     """What to say when the event log, NATS or another server could not be used (the server down, a wrong
-    database, user or password), naming the setting of the one that failed, or None for any other error. Looked up
-    only when something failed: the event store imports the driver."""
+    database, user or password), naming where the URL of the one that failed came from (its variable, or the dev
+    stack's ``stack.json``), or None for any other error. Looked up only when something failed: the event store
+    imports the driver."""
     from allot_bus.adapters.natsauth import NatsUnavailable
     from allot_contracts.errors import Unavailable
     from allot_eventstore.pg_errors import connection_refusal
+    from allot_stack.connect import DATABASE_VARIABLE, NATS_VARIABLE, check_hint, origin
 
     if isinstance(exc, NatsUnavailable):
-        return f"{exc} (check ALLOT_NATS_URL, or start the dev stack with `allot up`)"
+        return f"{exc} ({check_hint(origin(NATS_VARIABLE))}, or start the dev stack with `allot up`)"
     refusal = connection_refusal(exc)
     if refusal is not None:
-        return f"{refusal} (check ALLOT_DATABASE_URL, or start the dev stack with `allot up`)"
+        return f"{refusal} ({check_hint(origin(DATABASE_VARIABLE))}, or start the dev stack with `allot up`)"
     # another server that cannot be used just now (an embedded server that did not start, the Kubernetes API): its
     # own message names it
     return str(exc) if isinstance(exc, Unavailable) else None

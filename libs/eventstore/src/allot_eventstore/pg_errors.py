@@ -37,8 +37,9 @@ DRIVER_ERRORS = (
 
 class LogUnavailable(Unavailable):
     """PostgreSQL, which holds the event log, cannot be used just now (not reached, no answer in time, asked to
-    retry): worth a retry, and what the command line's hint about ALLOT_DATABASE_URL is about (other servers'
-    :class:`~allot_contracts.errors.Unavailable` errors name their own settings)."""
+    retry): worth a retry, and what the command line's hint about the database URL (ALLOT_DATABASE_URL, or the dev
+    stack's ``stack.json``) is about (other servers' :class:`~allot_contracts.errors.Unavailable` errors name their own
+    settings)."""
 
 
 def translate(exc: BaseException, *, reading: bool = False, timeout: float | None = None) -> Exception:

@@ -2,7 +2,8 @@
 
 ``ALLOT_DATABASE_URL`` / ``ALLOT_NATS_URL`` (and ``ALLOT_NATS_PREFIX`` / ``ALLOT_NATS_STREAM``) win. Otherwise the
 CLI looks for ``.allot/stack.json`` in ``ALLOT_STATE_DIR``, the current directory or any parent (like git finds
-``.git``), written by ``allot up``.
+``.git``), written by ``allot up``. Each URL keeps where it came from (the variable, or the ``stack.json`` read), so
+that a server that cannot be used is reported with the right thing to check (:func:`origin`, :func:`check_hint`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ if TYPE_CHECKING:  # imported by endpoints(): reading stack.json (allot status) 
     from allot_eventstore.protocol import EventStore
 
 STATE_DIR_NAME = ".allot"
+DATABASE_VARIABLE = "ALLOT_DATABASE_URL"
+NATS_VARIABLE = "ALLOT_NATS_URL"
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # about half a minute in all
 
 T = TypeVar("T")
@@ -58,10 +61,14 @@ def read_stack(state_dir: Path | None) -> StackFile | None:
 
 @dataclass(frozen=True)
 class Endpoints:
+    """The event log's and the bus's URLs, each with where it came from: the variable (``ALLOT_DATABASE_URL``,
+    ``ALLOT_NATS_URL``) or the path of the dev stack's ``stack.json`` it was read from."""
+
     database_url: str
     nats_url: str | None
     names: BusNames
-    source: str
+    database_from: str = DATABASE_VARIABLE
+    nats_from: str = NATS_VARIABLE
 
 
 def endpoints(*, need_nats: bool = False) -> Endpoints:
@@ -71,25 +78,50 @@ def endpoints(*, need_nats: bool = False) -> Endpoints:
         prefix=os.environ.get("ALLOT_NATS_PREFIX", "allot"),
         stream=os.environ.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS"),
     )
-    db = os.environ.get("ALLOT_DATABASE_URL")
-    nats_url = os.environ.get("ALLOT_NATS_URL")
-    source = "environment"
+    db = os.environ.get(DATABASE_VARIABLE)
+    nats_url = os.environ.get(NATS_VARIABLE)
+    database_from, nats_from = DATABASE_VARIABLE, NATS_VARIABLE
     if not db or (need_nats and not nats_url):
-        stack = read_stack(find_state_dir())
-        if stack is None:
+        state_dir = find_state_dir()
+        stack = read_stack(state_dir)
+        if stack is None or state_dir is None:
             raise UsageError(
-                "no event log configured: start the dev stack with `allot up`, or set ALLOT_DATABASE_URL"
-                + (" and ALLOT_NATS_URL" if need_nats else "")
+                f"no event log configured: start the dev stack with `allot up`, or set {DATABASE_VARIABLE}"
+                + (f" and {NATS_VARIABLE}" if need_nats else "")
             )
-        db = db or stack["database_url"]
-        nats_url = nats_url or stack.get("nats_url")
+        stack_json = str(state_dir / "stack.json")
+        if not db:
+            db, database_from = stack["database_url"], stack_json
+        if not nats_url:
+            nats_url, nats_from = stack.get("nats_url"), stack_json
         names = BusNames(
             prefix=stack.get("nats_prefix", names.prefix), stream=stack.get("nats_stream", names.stream)
         )
-        source = f"dev stack in {stack.get('state_dir')}"
-    assert db is not None
-    _check_database_url(db, "ALLOT_DATABASE_URL" if source == "environment" else source)
-    return Endpoints(database_url=db, nats_url=nats_url, names=names, source=source)
+    _check_database_url(db, database_from)
+    return Endpoints(
+        database_url=db, nats_url=nats_url, names=names, database_from=database_from, nats_from=nats_from
+    )
+
+
+def origin(variable: str) -> str:
+    """Where :func:`endpoints` takes the URL of ``variable`` (``ALLOT_DATABASE_URL`` or ``ALLOT_NATS_URL``) from: the
+    variable when it is set, else the ``stack.json`` of the dev stack it finds, else (neither) the variable. Asked
+    again when a command failed, to name in the hint: the environment and the directories it looks in are those the
+    command's own :func:`endpoints` read."""
+    if os.environ.get(variable):
+        return variable
+    state_dir = find_state_dir()
+    if state_dir is not None and read_stack(state_dir) is not None:
+        return str(state_dir / "stack.json")
+    return variable
+
+
+def check_hint(origin: str) -> str:
+    """What to check when the server at a URL from ``origin`` (:func:`origin`) cannot be used: the variable, or for a
+    URL read from a dev stack's ``stack.json``, that file and the stack's status."""
+    if origin in (DATABASE_VARIABLE, NATS_VARIABLE):
+        return f"check {origin}"
+    return f"the URL is from {origin}: check the dev stack with `allot status`"
 
 
 def _check_database_url(url: str, source: str) -> None:

@@ -16,8 +16,8 @@ ALLOT_NATS_TLS_KEY          the client certificate's private key (PEM)
 Each is checked before anything connects: a problem is an :class:`~allot_contracts.errors.InvalidInput` naming the
 variable. A server that refuses the credentials or the TLS handshake is reported the same way, at once, instead of
 being retried forever (see :func:`allot_bus.adapters.nats.connect`). A server that does not answer (or JetStream
-that cannot be used) is a :class:`NatsUnavailable`, so that a command's hint names ALLOT_NATS_URL, not the log's
-setting.
+that cannot be used) is a :class:`NatsUnavailable`, so that a command's hint names where the NATS URL came from
+(ALLOT_NATS_URL, or the dev stack's ``stack.json``), not the log's setting.
 """
 
 from __future__ import annotations
@@ -130,9 +130,9 @@ def tls_context(auth: NatsAuth) -> ssl.SSLContext:
 
 
 class NatsUnavailable(Unavailable):
-    """NATS (ALLOT_NATS_URL) did not answer, or its JetStream could not be used: worth a retry, and not the event
-    log's fault. Here rather than in :mod:`allot_bus.adapters.nats` so that the CLI can tell it apart when a command
-    fails without importing the NATS driver."""
+    """NATS (at ALLOT_NATS_URL, or the dev stack's) did not answer, or its JetStream could not be used: worth a
+    retry, and not the event log's fault. Here rather than in :mod:`allot_bus.adapters.nats` so that the CLI can tell
+    it apart when a command fails without importing the NATS driver."""
 
 
 class AuthOptions(TypedDict, total=False):

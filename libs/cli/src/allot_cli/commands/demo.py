@@ -39,6 +39,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from allot_cli.commands.get import print_table
     from allot_cli.commands.replay import run as replay
     from allot_cli.commands.stack import Progress, print_summary
+    from allot_cli.files import check_output
     from allot_intake.documents import load_documents
     from allot_intake.manifests import admit_all, to_input
     from allot_stack.apply import record
@@ -46,6 +47,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from allot_stack.listing import load_view, pods_rows
 
     examples = Path(args.examples) if args.examples else examples_dir()
+    if args.state_dir:  # created if missing, in a directory that exists, as `allot up --state-dir`
+        check_output(Path(args.state_dir), flag="--state-dir", directory=True)
     state_dir = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="allot-demo-"))
     os.environ["ALLOT_STATE_DIR"] = str(state_dir)
     started = time.monotonic()

@@ -29,7 +29,7 @@ async def tail(args: argparse.Namespace) -> None:
 
     ep = endpoints(need_nats=args.follow)
     if args.follow:  # settings that cannot work are refused before anything is printed
-        _check_nats(ep.nats_url)
+        _check_nats(ep.nats_url, ep.nats_from)
 
     async def newest(store: EventStore) -> tuple[list[RecordedEvent], int]:
         await _check_types(store, args.type or [])
@@ -42,13 +42,16 @@ async def tail(args: argparse.Namespace) -> None:
         await follow(ep, args, after=last)
 
 
-def _check_nats(url: str | None) -> None:
+def _check_nats(url: str | None, origin: str) -> None:
+    """A NATS URL that cannot work is refused naming where it came from (``origin``: ALLOT_NATS_URL, or the dev
+    stack's ``stack.json``)."""
     from allot_bus.adapters import natsauth
 
     if not url:
         raise UsageError("--follow needs NATS (ALLOT_NATS_URL or a running dev stack)")
     if problems := natsauth.problems(natsauth.from_env(), url):
-        raise UsageError("; ".join(f"{setting}: {reason}" for setting, reason in problems))
+        named = [(origin if setting == "ALLOT_NATS_URL" else setting, reason) for setting, reason in problems]
+        raise UsageError("; ".join(f"{setting}: {reason}" for setting, reason in named))
 
 
 async def _check_types(store: EventStore, patterns: list[str]) -> None:

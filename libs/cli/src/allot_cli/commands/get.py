@@ -14,7 +14,7 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from allot_cli.names import namespace, object_name
 from allot_cli.output import FORMATS, columns_of, limit_for, render, table_lines
@@ -127,28 +127,56 @@ def _print(text: str) -> None:
     print(text, flush=True)
 
 
-_NO_KIND = "the following arguments are required: KIND"  # argparse's words when KIND is not given
-
-
 class _Intermixed(argparse.ArgumentParser):
     """Options and names in any order, as kubectl takes them (``get pods -n ns a b``): plain argparse stops reading
-    positionals at the first option. A missing KIND is refused with the kinds there are."""
+    positionals at the first option. A command line without a KIND is refused before it is parsed, asking for KIND
+    alone (NAME is optional) with the kinds there are (:func:`names_kind`)."""
 
     _inner = False
-
-    def error(self, message: str) -> NoReturn:
-        if message == _NO_KIND:
-            message += f" (one of: {', '.join(kind.plural for kind in KINDS)})"
-        super().error(message)
+    options: Mapping[str, bool] = {}  # each option string: whether it takes a value (set by register)
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         if self._inner:
             return super().parse_known_args(args, namespace)
+        if args is not None and not names_kind(list(args), self.options):
+            kinds = ", ".join(kind.plural for kind in KINDS)
+            self.error(f"the following arguments are required: KIND (one of: {kinds})")
         self._inner = True
         try:
             return self.parse_known_intermixed_args(args, namespace)
         finally:
             self._inner = False
+
+
+def names_kind(args: Sequence[str], options: Mapping[str, bool]) -> bool:
+    """Whether the arguments after ``get`` hold a KIND, or ask for help (which needs none): an argument that is not an
+    option nor the value of one given apart (``-n NS``, ``-An NS``, ``--namespace NS`` or a prefix of it that is
+    unambiguous, not ``-nNS`` or ``--namespace=NS``), or one after ``--``. ``options``: each option string, and
+    whether it takes a value."""
+    value_next = False
+    for index, arg in enumerate(args):
+        if value_next:
+            value_next = False
+        elif arg == "--":
+            return index + 1 < len(args)
+        elif arg.startswith("--"):
+            named = [option for option in options if option.startswith("--") and option.startswith(arg)]
+            option = arg if arg in options else named[0] if len(named) == 1 else ""
+            if option == "--help":
+                return True
+            value_next = options.get(option, False)
+        elif arg.startswith("-") and len(arg) > 1 and not arg[1].isdigit():  # "-5" and "-" are arguments
+            for at, letter in enumerate(arg[1:], start=1):
+                if f"-{letter}" == "-h":
+                    return True
+                if options.get(
+                    f"-{letter}", False
+                ):  # the rest of the word is its value, or the next argument
+                    value_next = at == len(arg) - 1
+                    break
+        else:
+            return True
+    return False
 
 
 def register(subparsers: Any) -> None:
@@ -165,17 +193,21 @@ def register(subparsers: Any) -> None:
         "names", nargs="*", default=[], type=object_name, metavar="NAME", help="only these (NAME, or NS/NAME)"
     )  # a default: argparse counts a "*" positional without one as required, and would ask for a NAME
     names.complete_names = True  # type: ignore[attr-defined]  # completion offers the names of the kind
-    p.add_argument("-n", "--namespace", type=namespace, help="only this namespace")
-    p.add_argument(
+    namespaced = p.add_argument("-n", "--namespace", type=namespace, help="only this namespace")
+    all_namespaces = p.add_argument(
         "-A",
         "--all-namespaces",
         action="store_true",
         help="every namespace (the default when -n is not given)",
     )
-    p.add_argument("-l", "--selector", help="label selector: key=value, key!=value, key in (a,b), key, !key")
-    p.add_argument("--show-labels", action="store_true", help="a LABELS column in tables")
-    p.add_argument("-w", "--watch", action="store_true", help="after the list, print rows as they change")
-    p.add_argument(
+    selector = p.add_argument(
+        "-l", "--selector", help="label selector: key=value, key!=value, key in (a,b), key, !key"
+    )
+    show_labels = p.add_argument("--show-labels", action="store_true", help="a LABELS column in tables")
+    watch = p.add_argument(
+        "-w", "--watch", action="store_true", help="after the list, print rows as they change"
+    )
+    output = p.add_argument(
         "-o",
         "--output",
         choices=FORMATS,
@@ -183,4 +215,9 @@ def register(subparsers: Any) -> None:
         help="wide: more columns (pods: what qos-enforcer enforces on their node and whether it holds); "
         "json/yaml: every field; name: KIND/NAME",
     )
+    p.options = {"-h": False, "--help": False} | {
+        option: action.nargs != 0
+        for action in (namespaced, all_namespaces, selector, show_labels, watch, output)
+        for option in action.option_strings
+    }
     p.set_defaults(func=cmd_get)

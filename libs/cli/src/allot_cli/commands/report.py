@@ -7,7 +7,6 @@ the same log and flags print the same report.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
 from typing import Any
 
 from allot_cli._groups import subcommands
@@ -89,37 +88,6 @@ def cmd_usage(args: argparse.Namespace) -> int:
     return 0
 
 
-class _SignedTimes(argparse.ArgumentParser):
-    """``--since -5m`` read as ``--since=-5m``: argparse takes a value starting with '-' for an option of its own and
-    says only "expected one argument"; given to the window's check instead, it is refused saying which forms are
-    taken (a duration already counts back)."""
-
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-        if args is not None:
-            args = _joined(list(args), self._option_string_actions)
-        return super().parse_known_args(args, namespace)
-
-
-def _joined(args: list[str], options: Mapping[str, object]) -> list[str]:
-    """``args`` with ``--since``/``--until`` joined to a next value that starts with '-' and is no option."""
-    out: list[str] = []
-    taken = False
-    for arg, after in zip(args, [*args[1:], None], strict=True):
-        if taken:
-            taken = False
-        elif (
-            arg in ("--since", "--until")
-            and after
-            and after.startswith("-")
-            and after not in (*options, "--")
-        ):
-            out.append(f"{arg}={after}")
-            taken = True
-        else:
-            out.append(arg)
-    return out
-
-
 def register(subparsers: Any) -> None:
     sub = subcommands(subparsers, "report", help_text="usage reports from the log (quota chargeback)")
     u = sub.add_parser(
@@ -135,5 +103,4 @@ def register(subparsers: Any) -> None:
     u.add_argument("--until", help="end: an ISO time, or a duration back from the last recorded event")
     u.add_argument("--by", choices=("quota", "namespace", "workload"), default="quota", help="group rows by")
     u.add_argument("-o", "--output", choices=("table", "csv", "json"), default="table", help="output format")
-    u.__class__ = _SignedTimes
     u.set_defaults(func=cmd_usage)

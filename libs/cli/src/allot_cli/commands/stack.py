@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from allot_cli.files import file_name
+from allot_cli.files import check_output, file_name
 from allot_intake.errors import InputError, UsageError
 from allot_runtime.flags import seconds
 from allot_stack.connect import default_state_dir, endpoints, find_state_dir, read_stack
@@ -76,6 +76,8 @@ def command_name(argv0: str, cwd: Path, on_path: str | None) -> str:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    if args.state_dir:  # created if missing, in a directory that exists (never a mistyped path made whole)
+        check_output(Path(args.state_dir).resolve(), flag="--state-dir", directory=True)
     state_dir = Path(args.state_dir).resolve() if args.state_dir else default_state_dir()
     print(f"starting the Allot dev stack in {state_dir}", file=sys.stderr)
     started = time.monotonic()
@@ -210,7 +212,10 @@ def cmd_relay(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     up = subparsers.add_parser("up", help="start the dev stack (PostgreSQL, NATS, relay, seven services)")
     up.add_argument(
-        "--state-dir", type=file_name, help="where data and logs go (default: ./.allot or ALLOT_STATE_DIR)"
+        "--state-dir",
+        type=file_name,
+        help="where data and logs go, created if missing in a directory that exists (default: ./.allot or "
+        "ALLOT_STATE_DIR)",
     )
     up.add_argument("--timeout", type=seconds, default=180.0, help="seconds to wait for readiness")
     up.set_defaults(func=cmd_up)

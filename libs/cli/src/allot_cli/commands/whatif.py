@@ -16,24 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.files import directory, file_name
-from allot_runtime.flags import clipped, log_position
+from allot_runtime.flags import log_position
 
 
 def window(text: str) -> str:
-    """``--window FROM:TO``: two log positions (:func:`log_position`), either left out, FROM ≤ TO; its form is checked
-    before any work starts (that TO is in the log, once the log is read). A refused value is repeated cut."""
-    first, colon, last = text.partition(":")
+    """``--window FROM:TO``: its form (:func:`allot_sim.whatif.window.span`) is checked before any work starts (that
+    TO is in the log, once the log is read)."""
+    from allot_sim.whatif.window import WindowSyntaxError, span
+
     try:
-        if not colon:
-            raise argparse.ArgumentTypeError("no ':' between them")
-        start = log_position(first) if first else 1
-        end = log_position(last) if last else None
-    except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(
-            f"{clipped(text)} is not FROM:TO (log positions; either may be left out): {exc}"
-        ) from None
-    if end is not None and end < start:
-        raise argparse.ArgumentTypeError(f"{clipped(text)}: needs FROM ≤ TO")
+        span(text)
+    except WindowSyntaxError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 

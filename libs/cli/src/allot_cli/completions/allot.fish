@@ -79,7 +79,7 @@ complete -c allot -n "__allot_at ''" -a 'what-if' -d 'would these pods fit now, 
 complete -c allot -n "__allot_at ''" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at ''" -l version -d 'print the version of allot and exit'
 complete -c allot -n "__allot_at 'up'" -s h -l help -d 'show this help message and exit'
-complete -c allot -n "__allot_at 'up'" -l state-dir -r -F -d 'where data and logs go (default: ./.allot or ALLOT_STATE_DIR)'
+complete -c allot -n "__allot_at 'up'" -l state-dir -r -F -d 'where data and logs go, created if missing in a directory that exists (default: ./.allot or ALLOT_STATE_DIR)'
 complete -c allot -n "__allot_at 'up'" -l timeout -r -F -d 'seconds to wait for readiness'
 complete -c allot -n "__allot_at 'down'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'down'" -l state-dir -r -F -d ''

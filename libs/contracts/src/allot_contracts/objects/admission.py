@@ -69,6 +69,8 @@ class KindSpec(NamedTuple):
     parse: Parser
     acted_on: bool = True  # False: admitted and recorded, but nothing in Allot acts on it (a warning says so)
     note: str = ""
+    # True: its parser reads the metadata whole (read_meta), so admit() does not read it again
+    reads_metadata: bool = False
 
 
 class Admitted(msgspec.Struct, frozen=True, kw_only=True):
@@ -181,7 +183,9 @@ def _configmap(
     meta = metadata_of(manifest)
     namespace = meta.get("namespace") or "default"
     if is_slo_config(namespace, meta.get("name")):
-        return parse_colocation_configmap(manifest, issues, warnings)
+        config = parse_colocation_configmap(manifest, issues, warnings)
+        read_meta(manifest, issues, namespaced=True)  # after the data's issues, as admit() adds any kind's
+        return config
     read_meta(manifest, issues, namespaced=True)
     where, why = "metadata.name", ""
     if meta.get("name") == CONFIGMAP_NAME:  # Koordinator's slo-controller reads it in its own namespace only
@@ -197,12 +201,20 @@ def _configmap(
 
 
 KINDS: Final[tuple[KindSpec, ...]] = (
-    KindSpec("v1", "Pod", True, lambda m, i, w, c: parse_pod(m, i, w, c)),
+    KindSpec("v1", "Pod", True, lambda m, i, w, c: parse_pod(m, i, w, c), reads_metadata=True),
     KindSpec("v1", "Node", False, _plain(admit_node)),
     KindSpec("scheduling.koordinator.sh/v1alpha1", "Device", False, _plain(admit_device)),
     KindSpec("topology.node.k8s.io/v1alpha1", "NodeResourceTopology", False, _plain(admit_topology)),
-    KindSpec("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", True, _pair(parse_quota)),
-    KindSpec("quota.koordinator.sh/v1alpha1", "ElasticQuotaProfile", True, _pair(parse_profile)),
+    KindSpec(
+        "scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", True, _pair(parse_quota), reads_metadata=True
+    ),
+    KindSpec(
+        "quota.koordinator.sh/v1alpha1",
+        "ElasticQuotaProfile",
+        True,
+        _pair(parse_profile),
+        reads_metadata=True,
+    ),
     KindSpec("scheduling.sigs.k8s.io/v1alpha1", "PodGroup", True, _plain(parse_pod_group)),
     KindSpec("scheduling.koordinator.sh/v1alpha1", "Reservation", False, _plain(parse_reservation)),
     KindSpec("scheduling.koordinator.sh/v1alpha1", "PodMigrationJob", False, _plain(parse_migration_job)),
@@ -210,8 +222,10 @@ KINDS: Final[tuple[KindSpec, ...]] = (
     KindSpec(
         "config.koordinator.sh/v1alpha1", "ClusterColocationProfile", False, _plain(parse_colocation_profile)
     ),
-    KindSpec("v1", "ConfigMap", True, _configmap),
-    KindSpec("scheduling.k8s.io/v1", "PriorityClass", False, _plain(parse_priority_class)),
+    KindSpec("v1", "ConfigMap", True, _configmap, reads_metadata=True),
+    KindSpec(
+        "scheduling.k8s.io/v1", "PriorityClass", False, _plain(parse_priority_class), reads_metadata=True
+    ),
     KindSpec(
         "v1",
         "Namespace",
@@ -220,6 +234,7 @@ KINDS: Final[tuple[KindSpec, ...]] = (
         acted_on=False,
         note="a Namespace is recorded; only its labels are read, by the namespaceSelector of ClusterColocationProfiles "
         "(pods may name any namespace)",
+        reads_metadata=True,
     ),
 )
 _BY_KIND: Final = {(k.api_version, k.kind): k for k in KINDS}
@@ -287,7 +302,7 @@ def admit(manifest: Mapping[str, Any], context: PodContext = DEFAULT_CONTEXT) ->
     if issues:
         return Admitted(api_version=api_version, kind=kind, namespace=namespace, name=name, issues=issues)
     obj = spec.parse(manifest, issues, warnings, context)
-    if kind != "Pod":  # a pod's parser reads its metadata whole; other kinds' read the parts they use
+    if not spec.reads_metadata:  # the parser read the parts it uses: the metadata is read whole here, once
         issues += _metadata_issues(manifest, spec.namespaced, issues)
     if not spec.acted_on:
         warnings.append(not_acted_on("kind", spec.note))

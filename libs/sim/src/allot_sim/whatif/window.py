@@ -56,19 +56,41 @@ def merged(base: JsonObject, change: JsonObject) -> JsonObject:
     return out
 
 
-def window(text: str, head: int) -> tuple[int, int]:
-    """``FROM:TO`` (either may be empty: the log's start, its head) checked against the log; the text is repeated
-    cut when refused."""
-    first_text, sep, last_text = text.partition(":")
-    if not sep:
-        raise UsageError(f"--window: {clipped(text)} is not FROM:TO (log positions; either may be left out)")
+class WindowSyntaxError(ValueError):
+    """A ``FROM:TO`` that is not one (its text repeated cut): refused before the log is read."""
+
+
+def span(text: str) -> tuple[int, int | None]:
+    """``FROM:TO``: two log positions (:func:`~allot_runtime.flags.log_position`), either left out (the log's start;
+    its head, ``None``), FROM ≤ TO. The one reading of the form: the command line checks it before any work starts
+    (``allot what-if --window``), :func:`window` once the log's head is known. A refused value is repeated cut."""
+    from argparse import ArgumentTypeError
+
+    from allot_runtime.flags import log_position
+
+    first, colon, last = text.partition(":")
     try:
-        first = int(first_text) if first_text else 1
-        last = int(last_text) if last_text else head
-    except ValueError:
-        raise UsageError(f"--window: {clipped(text)}: FROM and TO must be log positions") from None
-    if first < 1 or last < first:
-        raise UsageError(f"--window: {clipped(text)}: needs 1 ≤ FROM ≤ TO")
+        if not colon:
+            raise ArgumentTypeError("no ':' between them")
+        start = log_position(first) if first else 1
+        end = log_position(last) if last else None
+    except ArgumentTypeError as exc:
+        raise WindowSyntaxError(
+            f"{clipped(text)} is not FROM:TO (log positions; either may be left out): {exc}"
+        ) from None
+    if end is not None and end < start:
+        raise WindowSyntaxError(f"{clipped(text)}: needs FROM ≤ TO")
+    return start, end
+
+
+def window(text: str, head: int) -> tuple[int, int]:
+    """``FROM:TO`` (:func:`span`; TO left out: the log's head) checked against the log: TO is in it."""
+    try:
+        first, last = span(text)
+    except WindowSyntaxError as exc:
+        raise UsageError(f"--window: {exc}") from None
+    if last is None:
+        last = head
     if last > head:
         raise UsageError(f"--window: position {last} is past the log's head ({head})")
     return first, last
