@@ -2,7 +2,9 @@
 
 Reads ALLOT_DATABASE_URL, ALLOT_NATS_URL, ALLOT_NATS_PREFIX, ALLOT_NATS_STREAM and ALLOT_HTTP_PORT like the services.
 ``/healthz`` answers at once; ``/readyz`` turns 200 once the schema is current and the relay is publishing, and says
-503 (with the reason) while the log cannot be read: each read is given ``ALLOT_DB_READ_TIMEOUT`` seconds (30).
+503 (with the reason) while the log cannot be read: each read is given ``ALLOT_DB_READ_TIMEOUT`` seconds (30), and so
+is each check of the LISTEN session that wakes the relay at every append (replaced when lost:
+:mod:`allot_eventstore.listen`).
 With ``ALLOT_ANCHOR_KEY_FILE`` (an Ed25519 private key, PEM) it also seals the log: a signed checkpoint of the
 published head every ``ALLOT_ANCHOR_EVERY_EVENTS`` events or ``ALLOT_ANCHOR_EVERY_SECONDS`` seconds (docs/security.md).
 """
@@ -158,8 +160,8 @@ async def run_relay() -> None:
         state.store, state.relay = store, relay
         log.info("relay started: log → stream %s (%s)", names.stream, names.all_events)
         try:
-            async with store.notifications() as woken:
-                await relay.run(stop, wake=woken)
+            async with store.notifications() as listening:
+                await relay.run(stop, wake=listening.woken)
         finally:
             with contextlib.suppress(Exception):
                 await nc.drain()
