@@ -49,6 +49,11 @@ async def js(nats_server_url: str, bus_names: dict[str, str]) -> AsyncIterator[J
     await nc.close()
 
 
+async def scrape(http: aiohttp.ClientSession, port: int) -> tuple[int, str]:
+    async with http.get(f"http://127.0.0.1:{port}/metrics") as response:
+        return response.status, await response.text()
+
+
 async def published(js: JetStreamContext, stream: str) -> list[str]:
     """The event ids in the stream, in stream order."""
     try:
@@ -106,6 +111,10 @@ async def test_a_frozen_database_makes_the_relay_not_ready_then_it_publishes_eve
                 await asyncio.sleep(2 * READ_TIMEOUT_S)  # reads keep failing: still not ready
                 assert await ready_as(http, port, 503) is not None
                 assert len(await published(js, names.stream)) == 5
+                # metrics answer meanwhile, from what the relay knows (was: a 500 once the read of the head gave up)
+                status, metrics = await asyncio.wait_for(scrape(http, port), 2 * READ_TIMEOUT_S)
+                assert status == 200, metrics
+                assert "allot_relay_published_position 5.0" in metrics.splitlines()
             finally:
                 proxy.thaw()
             await until("/readyz 200 again", lambda: ready_as(http, port, 200), 15, log)

@@ -38,6 +38,11 @@ SERVICE = (
 )
 
 
+async def scrape(http: aiohttp.ClientSession, port: int) -> tuple[int, str]:
+    async with http.get(f"http://127.0.0.1:{port}/metrics") as response:
+        return response.status, await response.text()
+
+
 @pytest.fixture
 async def proxy(database_url: str) -> AsyncIterator[TcpProxy]:
     parts = urlsplit(database_url)
@@ -95,6 +100,8 @@ async def test_a_frozen_database_makes_the_service_not_ready_then_it_recovers_an
                 # waits for its answer (was: took a check without an answer for a lost lock and stopped the service)
                 await asyncio.sleep(7)
                 assert await ready_as(http, port, 503) is not None
+                status, metrics = await asyncio.wait_for(scrape(http, port), 5)  # metrics answer meanwhile
+                assert status == 200 and "allot_consumer_position" in metrics
                 assert not await answered(during[:1])
             finally:
                 proxy.thaw()
