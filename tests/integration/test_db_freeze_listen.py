@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -17,18 +15,11 @@ from allot_eventstore.listen import Listener
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_testing.builders import an_event
-from allot_testing.tcp_proxy import TcpProxy, tcp_proxy, through
+from allot_testing.tcp_proxy import TcpProxy, through
 
 pytestmark = pytest.mark.integration
 
 CHECK_S = 0.2
-
-
-@pytest.fixture
-async def proxy(database_url: str) -> AsyncIterator[TcpProxy]:
-    parts = urlsplit(database_url)
-    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
-        yield proxy
 
 
 async def woken_by_an_append(listening: Listener, store: PostgresEventStore) -> None:
@@ -64,15 +55,17 @@ async def test_a_listening_session_the_server_closed_is_replaced(
 
 async def test_a_listening_session_left_unanswered_is_noticed_in_time_and_replaced(
     database_url: str,
-    proxy: TcpProxy,
+    database_proxy: TcpProxy,
     event_store: PostgresEventStore,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="allot.listen")
-    listener = PostgresEventStore.connect(through(database_url, proxy), read_timeout=1.0, connect_timeout=1.0)
+    listener = PostgresEventStore.connect(
+        through(database_url, database_proxy), read_timeout=1.0, connect_timeout=1.0
+    )
     async with listener.notifications(check_s=CHECK_S) as listening:
         await woken_by_an_append(listening, event_store)
-        proxy.freeze()
+        database_proxy.freeze()
         try:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + CHECK_S + 1.0 + 2.0  # a check, its bound, and some slack
@@ -82,7 +75,7 @@ async def test_a_listening_session_left_unanswered_is_noticed_in_time_and_replac
             assert "not listening for new events (TimeoutError: no answer within 1 s)" in caplog.text
             listening.woken.clear()
         finally:
-            proxy.thaw()
+            database_proxy.thaw()
         await asyncio.wait_for(listening.woken.wait(), timeout=5)  # a new session listens
         await woken_by_an_append(listening, event_store)
     assert "listening for new events again after" in caplog.text

@@ -10,7 +10,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -23,19 +22,12 @@ from allot_runtime import forked
 from allot_runtime.processor import Host
 from allot_runtime.snapshots import Snapshots
 from allot_testing.processors import EchoProcessor
-from allot_testing.tcp_proxy import TcpProxy, tcp_proxy, through
+from allot_testing.tcp_proxy import TcpProxy, through
 
 pytestmark = pytest.mark.integration
 
 BOUND_S = 1.0
 NO_ANSWER = "PostgreSQL unavailable: no answer within 1 s (timed out)"
-
-
-@pytest.fixture
-async def proxy(database_url: str) -> AsyncIterator[TcpProxy]:
-    parts = urlsplit(database_url)
-    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
-        yield proxy
 
 
 def made(position: int) -> Snapshot:
@@ -46,7 +38,7 @@ def made(position: int) -> Snapshot:
 
 
 @contextlib.asynccontextmanager
-async def frozen_mid_write(database_url: str, proxy: TcpProxy) -> AsyncIterator[None]:
+async def frozen_mid_write(database_url: str, database_proxy: TcpProxy) -> AsyncIterator[None]:
     """While the block runs, the snapshots table is locked; once a write waits for that lock (its statement has
     reached the server), the network freezes and the lock is released: the server goes on with the write, and its
     answers stay in the frozen network. Thawed on the way out."""
@@ -59,7 +51,7 @@ async def frozen_mid_write(database_url: str, proxy: TcpProxy) -> AsyncIterator[
             while not await waiting_for_the_lock(holder):
                 assert time.monotonic() < deadline, "no snapshot write reached the server"
                 await asyncio.sleep(0.05)
-            proxy.freeze()
+            database_proxy.freeze()
     finally:
         await holder.close()
 
@@ -82,14 +74,17 @@ async def waiting_for_the_lock(conn: asyncpg.Connection) -> bool:
 
 
 async def test_a_snapshot_write_whose_answer_never_comes_fails_in_time_and_changes_nothing(
-    database_url: str, proxy: TcpProxy, event_store: PostgresEventStore
+    database_url: str, database_proxy: TcpProxy, event_store: PostgresEventStore
 ) -> None:
     store = PostgresEventStore.connect(
-        through(database_url, proxy), read_timeout=BOUND_S, write_timeout=BOUND_S, connect_timeout=BOUND_S
+        through(database_url, database_proxy),
+        read_timeout=BOUND_S,
+        write_timeout=BOUND_S,
+        connect_timeout=BOUND_S,
     )
     try:
         await store.write_snapshot(made(10), keep=1)
-        async with frozen_mid_write(database_url, proxy):
+        async with frozen_mid_write(database_url, database_proxy):
             writing = asyncio.create_task(store.write_snapshot(made(20), keep=1))
         await in_time(writing)  # was: waits for ever
         with pytest.raises(LogUnavailable) as raised:
@@ -97,12 +92,12 @@ async def test_a_snapshot_write_whose_answer_never_comes_fails_in_time_and_chang
         assert str(raised.value) == NO_ANSWER
         assert store.unreachable.reason == NO_ANSWER
         assert await event_store.snapshot_positions("echo") == [10]  # neither written nor pruned
-        proxy.thaw()
+        database_proxy.thaw()
         await store.write_snapshot(made(20), keep=1)
         assert store.unreachable.reason is None
         assert await event_store.snapshot_positions("echo") == [20]
     finally:
-        proxy.thaw()
+        database_proxy.thaw()
         await store.close()
 
 
@@ -119,32 +114,35 @@ async def test_a_snapshot_write_whose_answer_never_comes_fails_in_time_and_chang
 )
 async def test_a_running_service_logs_a_snapshot_it_cannot_write_and_writes_the_next(
     database_url: str,
-    proxy: TcpProxy,
+    database_proxy: TcpProxy,
     event_store: PostgresEventStore,
     caplog: pytest.LogCaptureFixture,
     fork: bool,
 ) -> None:
     caplog.set_level(logging.INFO, logger="allot.snapshots")
     store = PostgresEventStore.connect(
-        through(database_url, proxy), read_timeout=BOUND_S, write_timeout=BOUND_S, connect_timeout=BOUND_S
+        through(database_url, database_proxy),
+        read_timeout=BOUND_S,
+        write_timeout=BOUND_S,
+        connect_timeout=BOUND_S,
     )
     host = Host(EchoProcessor(), name="echo")
     host.position = 10
     snapshots = Snapshots(store, every=10, keep=2, config_hash="h", fork=fork)
     try:
         await store.snapshot_positions("echo")  # the service's pool is open
-        async with frozen_mid_write(database_url, proxy):
+        async with frozen_mid_write(database_url, database_proxy):
             snapshots.start(host)
         assert snapshots.writing is not None
         await in_time(snapshots.writing)  # was: waits for ever (and so does the service's stop)
         assert not await snapshots.writing
         assert "at position 10" in caplog.text and NO_ANSWER in caplog.text
         assert await event_store.snapshot_positions("echo") == []
-        proxy.thaw()
+        database_proxy.thaw()
         host.position = 20
         snapshots.start(host)
         assert await asyncio.wait_for(snapshots.writing, 10)
         assert await event_store.snapshot_positions("echo") == [20]
     finally:
-        proxy.thaw()
+        database_proxy.thaw()
         await store.close()

@@ -9,11 +9,9 @@ import asyncio
 import contextlib
 import json
 import logging
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -21,18 +19,12 @@ import pytest
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_testing.fake_kube import FakeKube
-from allot_testing.tcp_proxy import TcpProxy, tcp_proxy, through
+from allot_testing.processes import free_port
+from allot_testing.tcp_proxy import TcpProxy, through
 
 pytestmark = pytest.mark.integration
 
 NO_ANSWER = "cannot take the lease yet (PostgreSQL unavailable: no answer within 11 s (timed out))"
-
-
-@pytest.fixture
-async def proxy(database_url: str) -> AsyncIterator[TcpProxy]:
-    parts = urlsplit(database_url)
-    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
-        yield proxy
 
 
 class Lines(logging.Handler):
@@ -47,7 +39,7 @@ class Lines(logging.Handler):
 
 
 @contextlib.asynccontextmanager
-async def frozen_mid_term(database_url: str, proxy: TcpProxy) -> AsyncIterator[None]:
+async def frozen_mid_term(database_url: str, database_proxy: TcpProxy) -> AsyncIterator[None]:
     """While the block runs the log's head is locked; once the recording of a term waits for it (its statement has
     reached the server), the network freezes and the lock is released: the server goes on, its answers stay in the
     frozen network."""
@@ -66,15 +58,9 @@ async def frozen_mid_term(database_url: str, proxy: TcpProxy) -> AsyncIterator[N
                 await asyncio.sleep(0.05)
             else:
                 raise AssertionError("the term was not recorded")
-            proxy.freeze()
+            database_proxy.freeze()
     finally:
         await holder.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _service(stop: asyncio.Event) -> None:
@@ -108,17 +94,17 @@ async def test_a_term_whose_record_gets_no_answer_is_given_up_in_time_and_record
     tmp_path: Path,
     database_url: str,
     store: PostgresEventStore,
-    proxy: TcpProxy,
+    database_proxy: TcpProxy,
     monkeypatch: pytest.MonkeyPatch,
     decider: str,
     run: Callable[[asyncio.Event], Awaitable[None]],
 ) -> None:
     for name, value in {
-        "ALLOT_DATABASE_URL": through(database_url, proxy),
+        "ALLOT_DATABASE_URL": through(database_url, database_proxy),
         "ALLOT_DB_READ_TIMEOUT": "1",  # an append: 11 s
         "ALLOT_KUBECONFIG": kube.kubeconfig(tmp_path),
         "ALLOT_HTTP_HOST": "127.0.0.1",
-        "ALLOT_HTTP_PORT": str(_free_port()),
+        "ALLOT_HTTP_PORT": str(free_port()),
         "ALLOT_LEADER_ELECTION": "lease",
         "ALLOT_LEASE_DURATION_S": "1",
         "ALLOT_LEASE_RENEW_DEADLINE_S": "0.6",
@@ -137,7 +123,7 @@ async def test_a_term_whose_record_gets_no_answer_is_given_up_in_time_and_record
         ]
 
     try:
-        async with frozen_mid_term(database_url, proxy):
+        async with frozen_mid_term(database_url, database_proxy):
             running = asyncio.create_task(run(stop))
         for _ in range(200):  # was: waited for ever for the answer
             if any(NO_ANSWER in line for line in lines.lines):
@@ -145,14 +131,14 @@ async def test_a_term_whose_record_gets_no_answer_is_given_up_in_time_and_record
             await asyncio.sleep(0.1)
         else:
             raise AssertionError("\n".join(lines.lines))
-        proxy.thaw()
+        database_proxy.thaw()
         for _ in range(200):
             if await elected():
                 break
             await asyncio.sleep(0.1)
         assert [json.loads(r.payload)["term"] for r in await elected()] == [2]  # after the one given up
     finally:
-        proxy.thaw()
+        database_proxy.thaw()
         stop.set()
         logging.getLogger("allot.lease").removeHandler(lines)
         if running is not None:
