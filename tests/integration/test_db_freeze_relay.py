@@ -2,7 +2,7 @@
 turns 503 naming the database within a few read timeouts, the log holds one line for the outage (no traceback), and
 once the database answers again it is ready and publishes what was recorded meanwhile: every event once, in order.
 
-The real ``allot-relay`` process; its database is reached through a fault proxy (:mod:`allot_testing.tcp_proxy`),
+The real ``allot-relay`` process; its database is reached through a fault database_proxy (:mod:`allot_testing.tcp_proxy`),
 the test's appends go to PostgreSQL directly.
 """
 
@@ -14,7 +14,6 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -26,18 +25,11 @@ from allot_bus.names import HEADER_MSG_ID, BusNames
 from allot_eventstore.postgres import PostgresEventStore
 from allot_testing.builders import an_event
 from allot_testing.processes import free_port, ready_as, running, tail, until
-from allot_testing.tcp_proxy import TcpProxy, tcp_proxy, through
+from allot_testing.tcp_proxy import TcpProxy, through
 
 pytestmark = pytest.mark.integration
 
 READ_TIMEOUT_S = 1.0
-
-
-@pytest.fixture
-async def proxy(database_url: str) -> AsyncIterator[TcpProxy]:
-    parts = urlsplit(database_url)
-    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
-        yield proxy
 
 
 @pytest.fixture
@@ -47,6 +39,11 @@ async def js(nats_server_url: str, bus_names: dict[str, str]) -> AsyncIterator[J
     with contextlib.suppress(jserrors.NotFoundError):
         await nc.jetstream().delete_stream(bus_names["stream"])
     await nc.close()
+
+
+async def scrape(http: aiohttp.ClientSession, port: int) -> tuple[int, str]:
+    async with http.get(f"http://127.0.0.1:{port}/metrics") as response:
+        return response.status, await response.text()
 
 
 async def published(js: JetStreamContext, stream: str) -> list[str]:
@@ -66,13 +63,13 @@ async def test_a_frozen_database_makes_the_relay_not_ready_then_it_publishes_eve
     database_url: str,
     nats_server_url: str,
     bus_names: dict[str, str],
-    proxy: TcpProxy,
+    database_proxy: TcpProxy,
     js: JetStreamContext,
     tmp_path: Path,
 ) -> None:
     names, port, log = BusNames(**bus_names), free_port(), tmp_path / "relay.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {
-        "ALLOT_DATABASE_URL": through(database_url, proxy),
+        "ALLOT_DATABASE_URL": through(database_url, database_proxy),
         "ALLOT_NATS_URL": nats_server_url,
         "ALLOT_NATS_PREFIX": names.prefix,
         "ALLOT_NATS_STREAM": names.stream,
@@ -96,7 +93,7 @@ async def test_a_frozen_database_makes_the_relay_not_ready_then_it_publishes_eve
             await store.append(before, producer="api")
             await until("the first events published", lambda: on_the_stream(5), 10, log)
             try:
-                proxy.freeze()  # the relay's connections stay open; nothing is answered
+                database_proxy.freeze()  # the relay's connections stay open; nothing is answered
                 await store.append(during, producer="api")
                 # was: 200 for as long as the database is frozen
                 body = await until("/readyz 503", lambda: ready_as(http, port, 503), 6 * READ_TIMEOUT_S, log)
@@ -106,8 +103,12 @@ async def test_a_frozen_database_makes_the_relay_not_ready_then_it_publishes_eve
                 await asyncio.sleep(2 * READ_TIMEOUT_S)  # reads keep failing: still not ready
                 assert await ready_as(http, port, 503) is not None
                 assert len(await published(js, names.stream)) == 5
+                # metrics answer meanwhile, from what the relay knows (was: a 500 once the read of the head gave up)
+                status, metrics = await asyncio.wait_for(scrape(http, port), 2 * READ_TIMEOUT_S)
+                assert status == 200, metrics
+                assert "allot_relay_published_position 5.0" in metrics.splitlines()
             finally:
-                proxy.thaw()
+                database_proxy.thaw()
             await until("/readyz 200 again", lambda: ready_as(http, port, 200), 15, log)
             await until("the events of the outage published", lambda: on_the_stream(10), 15, log)
         # once each, in order

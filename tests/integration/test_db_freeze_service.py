@@ -4,7 +4,7 @@ holds one line for the outage (no traceback), and once the database answers agai
 and every event is decided exactly once, in log order, as without the outage.
 
 The real runtime shell (``service_main``: settings from the environment, schema wait, ownership, NATS, consumer,
-HTTP) in its own process, around the echo processor; its database is reached through a fault proxy
+HTTP) in its own process, around the echo processor; its database is reached through a fault database_proxy
 (:mod:`allot_testing.tcp_proxy`), the relay and the test's own reads go to PostgreSQL directly.
 """
 
@@ -14,9 +14,7 @@ import asyncio
 import os
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -26,7 +24,7 @@ from allot_contracts.envelope import NewEvent
 from allot_eventstore.postgres import PostgresEventStore
 from allot_testing.builders import an_event
 from allot_testing.processes import free_port, ready_as, relaying, running, tail, until
-from allot_testing.tcp_proxy import TcpProxy, tcp_proxy, through
+from allot_testing.tcp_proxy import TcpProxy, through
 
 pytestmark = pytest.mark.integration
 
@@ -38,11 +36,9 @@ SERVICE = (
 )
 
 
-@pytest.fixture
-async def proxy(database_url: str) -> AsyncIterator[TcpProxy]:
-    parts = urlsplit(database_url)
-    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
-        yield proxy
+async def scrape(http: aiohttp.ClientSession, port: int) -> tuple[int, str]:
+    async with http.get(f"http://127.0.0.1:{port}/metrics") as response:
+        return response.status, await response.text()
 
 
 def _environment(database_url: str, nats_url: str, names: BusNames, port: int) -> dict[str, str]:
@@ -60,10 +56,14 @@ def _environment(database_url: str, nats_url: str, names: BusNames, port: int) -
 
 
 async def test_a_frozen_database_makes_the_service_not_ready_then_it_recovers_and_decides_everything_once(
-    database_url: str, nats_server_url: str, bus_names: dict[str, str], proxy: TcpProxy, tmp_path: Path
+    database_url: str,
+    nats_server_url: str,
+    bus_names: dict[str, str],
+    database_proxy: TcpProxy,
+    tmp_path: Path,
 ) -> None:
     names, port, log = BusNames(**bus_names), free_port(), tmp_path / "echo.log"
-    env = _environment(through(database_url, proxy), nats_server_url, names, port)
+    env = _environment(through(database_url, database_proxy), nats_server_url, names, port)
     store = PostgresEventStore.connect(database_url)
     before, during = [an_event() for _ in range(5)], [an_event() for _ in range(5)]
 
@@ -84,7 +84,7 @@ async def test_a_frozen_database_makes_the_service_not_ready_then_it_recovers_an
             await store.append(before, producer="api")
             await until("the first events decided", lambda: answered(before), 10, log)
             try:
-                proxy.freeze()  # the service's connections stay open; nothing is answered
+                database_proxy.freeze()  # the service's connections stay open; nothing is answered
                 await store.append(during, producer="api")  # the relay publishes them; they cannot be decided
                 # was: 200 for as long as the database is frozen
                 body = await until("/readyz 503", lambda: ready_as(http, port, 503), 6 * READ_TIMEOUT_S, log)
@@ -95,9 +95,11 @@ async def test_a_frozen_database_makes_the_service_not_ready_then_it_recovers_an
                 # waits for its answer (was: took a check without an answer for a lost lock and stopped the service)
                 await asyncio.sleep(7)
                 assert await ready_as(http, port, 503) is not None
+                status, metrics = await asyncio.wait_for(scrape(http, port), 5)  # metrics answer meanwhile
+                assert status == 200 and "allot_consumer_position" in metrics
                 assert not await answered(during[:1])
             finally:
-                proxy.thaw()
+                database_proxy.thaw()
             await until("/readyz 200 again", lambda: ready_as(http, port, 200), 15, log)
             await until("the events of the outage decided", lambda: answered(during), 15, log)
         found = await answers()

@@ -6,8 +6,6 @@ every event once. The store says why the log cannot be reached until a round tri
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -16,22 +14,17 @@ from allot_contracts.errors import Unavailable
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
 from allot_testing.builders import an_event
-from allot_testing.tcp_proxy import TcpProxy, tcp_proxy, through
+from allot_testing.tcp_proxy import TcpProxy, through
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-async def proxy(database_url: str) -> AsyncIterator[TcpProxy]:
-    parts = urlsplit(database_url)
-    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
-        yield proxy
-
-
 async def test_an_append_whose_answer_never_comes_fails_in_time_records_nothing_and_can_be_made_again(
-    database_url: str, proxy: TcpProxy, event_store: PostgresEventStore
+    database_url: str, database_proxy: TcpProxy, event_store: PostgresEventStore
 ) -> None:
-    store = PostgresEventStore.connect(through(database_url, proxy), read_timeout=1.0, write_timeout=1.0)
+    store = PostgresEventStore.connect(
+        through(database_url, database_proxy), read_timeout=1.0, write_timeout=1.0
+    )
     events = [an_event() for _ in range(3)]
     holder = await asyncpg.connect(plain_url(database_url))
     try:
@@ -41,7 +34,7 @@ async def test_an_append_whose_answer_never_comes_fails_in_time_records_nothing_
             await holder.execute("SELECT 1 FROM log_head WHERE id = 1 FOR UPDATE")
             appending = asyncio.create_task(store.append(events, producer="api"))
             await asyncio.sleep(0.3)
-            proxy.freeze()  # whatever the server answers from now on is not delivered
+            database_proxy.freeze()  # whatever the server answers from now on is not delivered
         # the lock is released: the server goes on with the append, its answers stay in the frozen network
         with pytest.raises(Unavailable) as raised:
             await asyncio.wait_for(appending, 10)  # was: waits for ever
@@ -50,7 +43,7 @@ async def test_an_append_whose_answer_never_comes_fails_in_time_records_nothing_
         with pytest.raises(Unavailable):
             await asyncio.wait_for(store.head(), 10)  # a read fails in time too
         assert not await event_store.recorded_ids([e.event_id for e in events])  # all or nothing: nothing
-        proxy.thaw()
+        database_proxy.thaw()
         await store.append(events, producer="api")  # the same append again
         assert store.unreachable.reason is None
         recorded = await event_store.read(producer="api", limit=100)

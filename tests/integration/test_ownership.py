@@ -97,3 +97,34 @@ async def test_a_check_unanswered_past_its_bound_counts_as_a_lost_lock(database_
             await asyncio.wait_for(holding, timeout=10)
         proxy.thaw()
         await owner.release()
+
+
+async def test_an_attempt_to_take_ownership_left_unanswered_is_given_up_and_made_again(
+    database_url, bus_names, caplog
+):
+    """A standby whose attempt to take the lock gets no answer (the connection went silent) gives it up within
+    ``check_s`` and tries again over a new connection: it takes over once the server answers (was: waited for ever
+    on the silent connection, deaf to its stop too)."""
+    name = f"binder-{bus_names['prefix']}"
+    parts = urlsplit(database_url)
+    owner = Ownership(database_url, name)
+    assert await owner.acquire(asyncio.Event())
+    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        standby = Ownership(through(database_url, proxy), name, retry_s=0.1, check_s=0.5)
+        taking = asyncio.create_task(standby.acquire(asyncio.Event()))
+        try:
+            await asyncio.sleep(0.5)  # standing by: its attempts are answered (the owner holds the lock)
+            proxy.freeze()
+            await asyncio.sleep(0.3)  # an attempt is on its way
+            caplog.clear()
+            deadline = asyncio.get_running_loop().time() + 3
+            while "cannot take ownership yet (no answer within 0.5 s)" not in caplog.text:
+                assert asyncio.get_running_loop().time() < deadline, caplog.text
+                await asyncio.sleep(0.05)
+            await owner.release()
+            proxy.thaw()
+            assert await asyncio.wait_for(taking, timeout=15)
+        finally:
+            proxy.thaw()
+            taking.cancel()
+            await standby.release()

@@ -4,6 +4,8 @@ scrape."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass, field
 
 import pytest
@@ -12,6 +14,7 @@ from allot_bus.consumer import ConsumerStats
 from allot_contracts.events import NodeRemoved, PodDeleted
 from allot_eventstore.clock import ManualClock
 from allot_eventstore.memory import InMemoryEventStore
+from allot_runtime import metrics as metrics_module
 from allot_runtime.metrics import Metrics, ProjectionCollector
 from allot_testing.builders import an_event, ref
 
@@ -98,6 +101,42 @@ async def test_a_log_that_cannot_be_read_leaves_the_log_families_out():
     await metrics.refresh(Away(), consumer)
     assert sample(metrics, "allot_log_head_position", service="binder") is None, "absent, not stale"
     assert b"allot_consumer_batches_total" in metrics.render(), "the scrape still answers"
+
+
+class Silent(InMemoryEventStore):
+    """A log whose server stopped answering: a read ends only at its own bound (here: once ``answered`` is set), and
+    cancelling it waits for that too, as cancelling a pooled read of a silent PostgreSQL does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answered = asyncio.Event()
+        self.reads = 0
+
+    async def head(self) -> tuple[int, bytes]:
+        self.reads += 1
+        while not self.answered.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.answered.wait()
+        return await super().head()
+
+
+async def test_a_read_left_unanswered_never_holds_a_scrape(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics_module, "SCRAPE_QUERY_TIMEOUT_S", 0.1)
+    store, metrics = Silent(), Metrics("binder", process=False)
+    consumer = Consumer("binder", frozenset({"pod.deleted"}))
+    try:
+        scrape = asyncio.ensure_future(metrics.refresh(store, consumer))
+        done, _ = await asyncio.wait([scrape], timeout=2)
+        assert done, "the scrape waits for the read"  # was: for as long as the read takes to give up
+        assert sample(metrics, "allot_log_head_position", service="binder") is None, "absent, not stale"
+        await metrics.refresh(store, consumer)  # the read still goes on: waited for again, not made twice
+        assert store.reads == 1
+        store.answered.set()
+        await asyncio.sleep(0)
+        await metrics.refresh(store, consumer)
+        assert sample(metrics, "allot_log_head_position", service="binder") == 0
+    finally:
+        store.answered.set()
 
 
 async def test_consumer_counters_come_from_the_consumer():

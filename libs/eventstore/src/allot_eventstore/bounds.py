@@ -10,6 +10,7 @@ A read or an append that runs out of time is ended by closing its connection und
 rolls back whatever it had not committed, so an append stays all or nothing; the caller only cannot tell which (a COMMIT
 may have been applied and its answer lost). Appending again is safe: events already recorded are skipped by id, and a
 checkpoint never moves twice (``AlreadyProcessed``: a consumer rebuilds from the log, where it finds its decisions).
+A round trip on a connection of its own (the advisory lock's) is bounded the same way (:func:`answer_within`).
 
 Rejected: asyncpg's per-statement ``timeout`` (``BEGIN`` and ``COMMIT`` take none, and a statement that times out
 waits for its cancellation, which asyncpg sends over a new connection through the same silent network);
@@ -23,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
 
 import asyncpg
 
-__all__ = ["Unreachable", "bounded", "is_unreachable"]
+__all__ = ["Unreachable", "answer_within", "bounded", "is_unreachable"]
+
+T = TypeVar("T")
 
 # errors that say PostgreSQL did not answer (no connection, a lost one, no answer in time), not that it refused
 _NO_ANSWER = (
@@ -85,3 +88,25 @@ async def bounded(pool: Any, seconds: float | None) -> AsyncIterator[Any]:
             raise
         finally:
             timer.cancel()
+
+
+async def answer_within(conn: Any, seconds: float, call: Awaitable[T]) -> T:
+    """The answer to ``call``, a round trip on ``conn`` (a connection of its own, not a pooled one), within
+    ``seconds``: when the time is up the connection is closed under it (as :func:`bounded` does), and
+    :class:`TimeoutError` ("no answer within N s") is raised."""
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        conn.terminate()
+
+    timer = asyncio.get_running_loop().call_later(seconds, expire)
+    try:
+        return await call
+    except Exception as exc:
+        if expired:
+            raise TimeoutError(f"no answer within {seconds:g} s") from exc
+        raise
+    finally:
+        timer.cancel()

@@ -15,6 +15,10 @@ keepalives) and free the lock for a standby, while this side's half-open socket 
 retransmissions (about 15 minutes); past the bound the lock counts as lost and the service stops, so that two instances
 never decide at once once the network heals. Rejected: stopping after ``check_s`` without an answer, which turned every
 database pause longer than a few seconds into a crash and a restart of every service (and a traceback each).
+
+A standby has nothing to lose by trying again: each attempt to take the lock is given ``check_s`` for its answer, and
+one left unanswered closes its connection (:func:`~allot_eventstore.bounds.answer_within`) and is made again over a
+new one, so a standby neither waits for ever on a connection that went silent nor misses its stop meanwhile.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 import asyncpg
 
+from allot_eventstore.bounds import answer_within
 from allot_eventstore.pg_errors import LogUnavailable
 from allot_eventstore.urls import plain_url
 
@@ -57,7 +62,8 @@ class Ownership:
             try:
                 if self._conn is None or self._conn.is_closed():
                     self._conn = await asyncpg.connect(plain_url(self.url), timeout=10)
-                if await self._conn.fetchval("SELECT pg_try_advisory_lock($1)", self.key):
+                taking = self._conn.fetchval("SELECT pg_try_advisory_lock($1)", self.key)
+                if await answer_within(self._conn, self.check_s, taking):
                     if waiting_logged:
                         log.info("%s: the other instance is gone; this one takes over", self.name)
                     return True

@@ -47,8 +47,9 @@ from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced
 from allot_eventstore.append_plan import AppendPlan, Stale, drop_recorded, event_rows, plan_versions
 from allot_eventstore.bounds import Unreachable, bounded
 from allot_eventstore.clock import Clock, system_clock
+from allot_eventstore.listen import CHECK_S, Listener
 from allot_eventstore.pg_codecs import codecs
-from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, DRIVER_ERRORS, LogUnavailable, translate
+from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, DRIVER_ERRORS, translate
 from allot_eventstore.protocol import (
     LAST_POSITION,
     LOCK_TIMEOUT_MS,
@@ -296,20 +297,18 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                         raise error from exc
         return self._pool
 
-    @contextlib.asynccontextmanager
-    async def notifications(self) -> AsyncIterator[asyncio.Event]:
-        """An event that is set whenever an append commits (LISTEN on a dedicated connection). Clear it yourself."""
-        try:
-            conn = await asyncpg.connect(plain_url(self.url), timeout=10)
-        except DRIVER_ERRORS as exc:
-            raise LogUnavailable(f"cannot LISTEN for new events: {exc}") from exc
-        woken = asyncio.Event()
-        await conn.add_listener(NOTIFY_CHANNEL, lambda *_: woken.set())
-        try:
-            yield woken
-        finally:
-            with contextlib.suppress(Exception):
-                await conn.close(timeout=2)
+    def notifications(self, *, check_s: float = CHECK_S) -> Listener:
+        """LISTEN for appends on a connection of its own (``async with``): :attr:`Listener.woken` is set whenever one
+        commits (clear it yourself), :attr:`Listener.head` is the newest head seen. The connection is checked every
+        ``check_s`` seconds, each check given ``read_timeout``, and replaced when it is lost
+        (:mod:`allot_eventstore.listen`)."""
+        return Listener(
+            plain_url(self.url),
+            NOTIFY_CHANNEL,
+            check_s=check_s,
+            answer_s=self.read_timeout,
+            connect_timeout=self.connect_timeout,
+        )
 
     # -- writing -------------------------------------------------------------------------------------------------
 

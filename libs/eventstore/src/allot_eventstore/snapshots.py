@@ -4,7 +4,9 @@ A mixin of :class:`~allot_eventstore.postgres.PostgresEventStore` (kept apart so
 snapshot is written with its state's SHA-256 computed here, one row per (consumer, position): a newer write at the
 same position replaces the row (a snapshot there made by other code, e.g. before an upgrade, would otherwise be
 restored and refused on every start); writing prunes the consumer's older rows in the same transaction, so at most
-``keep`` stay.
+``keep`` stay. A write is bounded as an append is (``write_timeout``, :mod:`allot_eventstore.bounds`): against a server
+that stops answering it fails in time with :class:`~allot_eventstore.pg_errors.LogUnavailable`, and the server rolls
+back whatever of it had arrived (the rows stay as they were).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from allot_eventstore.bounds import Unreachable, bounded
+from allot_eventstore.pg_errors import DRIVER_ERRORS, translate
 from allot_eventstore.protocol import LAST_POSITION, Snapshot
 
 _INSERT = (
@@ -35,7 +39,11 @@ def state_hash(state: bytes) -> bytes:
 
 
 class PostgresSnapshots:
-    """Snapshot methods over the store's pool (``_connections``) and query helper (``_fetch``)."""
+    """Snapshot methods over the store's pool (``_connections``), query helper (``_fetch``), append bound
+    (``write_timeout``) and record of an unanswered round trip (``unreachable``)."""
+
+    write_timeout: float | None
+    unreachable: Unreachable
 
     async def _connections(self) -> Any:  # pragma: no cover - provided by the store
         raise NotImplementedError
@@ -45,18 +53,24 @@ class PostgresSnapshots:
 
     async def write_snapshot(self, snapshot: Snapshot, *, keep: int) -> None:
         pool = await self._connections()
-        async with pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                _INSERT,
-                snapshot.consumer,
-                snapshot.position,
-                snapshot.format,
-                snapshot.config_hash,
-                snapshot.digest,
-                snapshot.state,
-                state_hash(snapshot.state),
-            )
-            await conn.execute(_PRUNE, snapshot.consumer, max(keep, 1))
+        try:
+            async with bounded(pool, self.write_timeout) as conn, conn.transaction():
+                await conn.execute(
+                    _INSERT,
+                    snapshot.consumer,
+                    snapshot.position,
+                    snapshot.format,
+                    snapshot.config_hash,
+                    snapshot.digest,
+                    snapshot.state,
+                    state_hash(snapshot.state),
+                )
+                await conn.execute(_PRUNE, snapshot.consumer, max(keep, 1))
+        except DRIVER_ERRORS as exc:
+            error = translate(exc, timeout=self.write_timeout)
+            self.unreachable.failed(exc, error)
+            raise error from exc
+        self.unreachable.answered()
 
     async def latest_snapshot(
         self, consumer: str, *, format: int, config_hash: str, until: int | None = None

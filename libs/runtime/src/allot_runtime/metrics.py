@@ -147,25 +147,41 @@ class Metrics:
         self.consumer = ConsumerCollector(service)
         r.register(self.consumer)
         self.scheduler = SchedulerMetrics(r) if scheduler else None
+        self._reading: asyncio.Future[None] | None = None  # the scrape-time read of the log, while it runs
 
     def add(self, factory: CollectorFactory, source: ProcessorSource) -> None:
         """Register a collector reading the service's projection at scrape time."""
         self.registry.register(factory(source))
 
     async def refresh(self, store: LogReader | None, consumer: ConsumerView | None) -> None:
-        """Scrape-time reads that need IO (the log's head): bounded by a timeout; on failure the log families are
-        left out of this scrape rather than reported stale."""
+        """Scrape-time reads that need IO (the log's head): waited for ``SCRAPE_QUERY_TIMEOUT_S`` at most; when
+        they fail or have not answered by then the log families are left out of this scrape rather than reported
+        stale. A read that has not answered is not cancelled (cancelling a read of a server that does not answer
+        waits for the read's own bound, ``ALLOT_DB_READ_TIMEOUT``): it goes on in the background, and the next
+        scrape waits for it rather than starting another."""
         self.consumer.consumer = consumer
         if store is None or consumer is None:
             return
-        try:
-            await asyncio.wait_for(self.log.refresh(store, consumer), timeout=SCRAPE_QUERY_TIMEOUT_S)
-        except Exception as exc:  # the database may be away: the scrape still answers
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.ensure_future(self.log.refresh(store, consumer))
+            self._reading.add_done_callback(_retrieved)
+        reading = self._reading
+        await asyncio.wait([reading], timeout=SCRAPE_QUERY_TIMEOUT_S)
+        failure: object = "no answer in time"
+        if reading.done():
+            failure = "cancelled" if reading.cancelled() else reading.exception()
+        if failure is not None:  # the database may be away: the scrape still answers
             self.log.clear()
-            log.debug("metrics: could not read the log head: %s", exc)
+            log.debug("metrics: could not read the log head: %s", failure)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _retrieved(reading: asyncio.Future[None]) -> None:
+    """A read no scrape waited for to the end: its error is read here (the next scrape reads afresh)."""
+    if not reading.cancelled():
+        reading.exception()
 
 
 class SchedulerMetrics:

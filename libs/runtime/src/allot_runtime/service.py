@@ -479,9 +479,10 @@ async def _lease_leadership(settings: ServiceSettings, name: str, stop: asyncio.
     )
     client = await api_client()
     client.user_agent = f"allot-{settings.service}/{config.identity}"
-    leadership = Leadership(
-        client=client, store=PostgresEventStore.connect(settings.database_url), config=config, decider=name
+    store = PostgresEventStore.connect(  # the term and its record: bounded as every append
+        settings.database_url, read_timeout=settings.read_timeout, write_timeout=settings.write_timeout
     )
+    leadership = Leadership(client=client, store=store, config=config, decider=name)
     if await leadership.acquire(stop):
         return leadership
     await client.close()

@@ -18,7 +18,9 @@ load.
 Taking a snapshot (:class:`Snapshots`) pauses the service only for a fork on Linux: a child process encodes the
 projection as it was at the committed batch from its copy-on-write memory (:mod:`allot_runtime.forked`) and, on
 PostgreSQL, writes it over a connection of its own (else it sends it back and the service writes it). Elsewhere the export runs in process (:func:`take`, also what
-``allot bench restart`` and the tests use).
+``allot bench restart`` and the tests use). Either write is bounded as the service's appends are (its store's
+``write_timeout``): against a PostgreSQL that stops answering it fails in time, is logged, and the next snapshot is
+tried an interval later.
 """
 
 from __future__ import annotations
@@ -194,8 +196,8 @@ class Snapshots:
         process."""
         if self.fork:
             self.since = host.position
-            url = self.store.url if background and isinstance(self.store, PostgresEventStore) else None
-            target = _Target(url, host.name, host.position, self.config_hash, self.keep) if url else None
+            store = self.store if background and isinstance(self.store, PostgresEventStore) else None
+            target = _Target.of(store, host, self.config_hash, self.keep) if store is not None else None
             started = time.perf_counter()
             try:
                 child = forked.start(
@@ -301,13 +303,22 @@ class Snapshots:
 
 
 class _Target(NamedTuple):
-    """Where a forked child writes the snapshot itself: the store's URL, and the row's fields it cannot know."""
+    """Where a forked child writes the snapshot itself: the store's URL and bounds (a write that gets no answer fails
+    in the child as it would in the service), and the row's fields it cannot know."""
 
     url: str
     consumer: str
     position: int
     config_hash: str
     keep: int
+    write_timeout: float | None
+    connect_timeout: float
+
+    @classmethod
+    def of(cls, store: PostgresEventStore, host: Host, config_hash: str, keep: int) -> _Target:
+        return cls(
+            store.url, host.name, host.position, config_hash, keep, store.write_timeout, store.connect_timeout
+        )
 
 
 def _encoded(host: Host, target: _Target | None) -> tuple[list[Any], list[Any]]:
@@ -341,7 +352,12 @@ def _write_from_child(target: _Target, snapshot: Snapshot) -> None:
     parent's loop, copied into this process, is never touched)."""
 
     async def write() -> None:
-        store = PostgresEventStore.connect(target.url, pool_size=1)
+        store = PostgresEventStore.connect(
+            target.url,
+            pool_size=1,
+            write_timeout=target.write_timeout,
+            connect_timeout=target.connect_timeout,
+        )
         try:
             await store.write_snapshot(snapshot, keep=target.keep)
         finally:

@@ -4,6 +4,8 @@
 - ``database_url`` (function): a fresh database cloned from a migrated template; dropped afterwards
   (``scratch_database`` gives one inside an async test, for tests that need several at once).
 - ``event_store`` (function): a :class:`PostgresEventStore` on ``database_url``, closed afterwards.
+- ``database_proxy`` (function): a fault proxy (:mod:`allot_testing.tcp_proxy`) in front of the test's PostgreSQL;
+  ``through(database_url, database_proxy)`` is the URL that goes through it.
 - ``bus_names`` (function): a unique NATS subject prefix and stream name for the test.
 - ``external_database_url`` / ``external_nats_url``: the machine's own servers (marker ``external``); skipped with a
   clear reason when they do not answer.
@@ -27,6 +29,7 @@ from allot_eventstore.migrate import migrate
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url, with_database
 from allot_testing.servers import Server, nats_server, postgres_server
+from allot_testing.tcp_proxy import TcpProxy, tcp_proxy
 
 
 @pytest.fixture(scope="session")
@@ -112,6 +115,14 @@ async def event_store(database_url: str) -> AsyncIterator[PostgresEventStore]:
     store = PostgresEventStore.connect(database_url)
     yield store
     await store.close()
+
+
+@pytest.fixture
+async def database_proxy(database_url: str) -> AsyncIterator[TcpProxy]:
+    """A fault proxy in front of the test's PostgreSQL (freeze it, refuse, thaw)."""
+    parts = urlsplit(database_url)
+    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        yield proxy
 
 
 @pytest.fixture

@@ -59,7 +59,7 @@ class InProcessStack:
         self.clients.append(relay_nc)
         relay = Relay(self.store, relay_nc.jetstream(), self.names, poll_interval=0.2)
         self._listen = self.store.notifications()
-        woken = await self._listen.__aenter__()
+        woken = (await self._listen.__aenter__()).woken
         self.tasks.append(asyncio.create_task(relay.run(self.stop, wake=woken), name="relay"))
         for service, _ in PROCESSORS:
             for name in [instance_name(service, i) for i in self.instances.get(service, [""])]:

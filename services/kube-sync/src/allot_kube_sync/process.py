@@ -14,6 +14,8 @@ ALLOT_LEADER_ELECTION       advisory            ``advisory``: a PostgreSQL advis
                                                 ``ALLOT_LEASE_NAMESPACE``, and every append carries the leader's
                                                 term (``allot_runtime.kube.lease``)
 ALLOT_LEASE_DURATION_S, _RENEW_DEADLINE_S, _RETRY_PERIOD_S  as for the services (15, 10, 2)
+ALLOT_DB_READ_TIMEOUT       30                  seconds a read of the log waits for PostgreSQL, an append that plus
+                                                the lock's 10 s (0: for ever), as for the services
 ALLOT_HTTP_HOST / _PORT     0.0.0.0 / 8080      health and metrics listener
 ALLOT_LOG_LEVEL / _FORMAT   INFO / json
 ==========================  ==================  =====================================================================
@@ -39,6 +41,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
 from allot_contracts.errors import Unavailable
+from allot_eventstore import Fence
 from allot_eventstore.migrate import ensure_current
 from allot_eventstore.ownership import Ownership
 from allot_eventstore.postgres import PostgresEventStore
@@ -118,6 +121,19 @@ async def run_kube_sync(
         progress.phase = "connecting to the API server"
         client = await api_client(kubeconfig)
         stores: list[PostgresEventStore] = []
+
+        def log_store(fence: Fence | None = None) -> PostgresEventStore:
+            """A store whose reads and appends (the lease's term and its record too) are bounded as the services'."""
+            stores.append(
+                PostgresEventStore.connect(
+                    database_url,
+                    fence=fence,
+                    read_timeout=settings.read_timeout,
+                    write_timeout=settings.write_timeout,
+                )
+            )
+            return stores[-1]
+
         try:
             hold: Any
             store: Any
@@ -131,13 +147,13 @@ async def run_kube_sync(
                     retry_period=settings.lease_retry_period_s,
                 )
                 client.user_agent = f"allot-kube-sync/{config.identity}"
-                stores.append(PostgresEventStore.connect(database_url))
-                leadership = Leadership(client=client, store=stores[-1], config=config, decider=PRODUCER)
+                leadership = Leadership(client=client, store=log_store(), config=config, decider=PRODUCER)
                 progress.phase = "standing by: waiting for the lease"
                 if not await leadership.acquire(stop):
                     return
-                stores.append(PostgresEventStore.connect(database_url, fence=leadership.fence))
-                store = GuardedStore(stores[-1], leadership, "recording the cluster's objects")
+                store = GuardedStore(
+                    log_store(leadership.fence), leadership, "recording the cluster's objects"
+                )
                 hold = leadership.hold
             else:
                 ownership = Ownership(database_url, PRODUCER)
@@ -145,8 +161,7 @@ async def run_kube_sync(
                 if not await ownership.acquire(stop):
                     await ownership.release()
                     return
-                stores.append(PostgresEventStore.connect(database_url))
-                store = stores[-1]
+                store = log_store()
                 hold = ownership.hold
             sync = KubeSync(store=store, client=client, scheduler_name=scheduler_name, registry=registry)
             progress.sync, progress.phase = sync, "running"

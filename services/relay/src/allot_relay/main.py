@@ -2,7 +2,9 @@
 
 Reads ALLOT_DATABASE_URL, ALLOT_NATS_URL, ALLOT_NATS_PREFIX, ALLOT_NATS_STREAM and ALLOT_HTTP_PORT like the services.
 ``/healthz`` answers at once; ``/readyz`` turns 200 once the schema is current and the relay is publishing, and says
-503 (with the reason) while the log cannot be read: each read is given ``ALLOT_DB_READ_TIMEOUT`` seconds (30).
+503 (with the reason) while the log cannot be read: each read is given ``ALLOT_DB_READ_TIMEOUT`` seconds (30), and so
+is each check of the LISTEN session that wakes the relay at every append (replaced when lost:
+:mod:`allot_eventstore.listen`).
 With ``ALLOT_ANCHOR_KEY_FILE`` (an Ed25519 private key, PEM) it also seals the log: a signed checkpoint of the
 published head every ``ALLOT_ANCHOR_EVERY_EVENTS`` events or ``ALLOT_ANCHOR_EVERY_SECONDS`` seconds (docs/security.md).
 """
@@ -30,6 +32,7 @@ from allot_contracts.errors import InvalidInput
 from allot_eventstore.anchor import CheckpointPolicy
 from allot_eventstore.anchor_keys import load_signing_key
 from allot_eventstore.anchor_log import PostgresCheckpoints, Sealer
+from allot_eventstore.listen import Listener
 from allot_eventstore.migrate import ensure_current
 from allot_eventstore.postgres import PostgresEventStore
 from allot_relay import settings
@@ -43,10 +46,12 @@ from allot_runtime.signals import stop_on_signals, unless_stopped
 
 @dataclass
 class Publishing:
-    """What the health server reads: the log and the relay, once the relay is publishing."""
+    """What the health server reads: the log, the relay and its wake-ups (the newest head seen), once the relay is
+    publishing. ``/metrics`` reads no more than that: a scrape answers at once, whether PostgreSQL answers or not."""
 
     store: PostgresEventStore | None = None
     relay: Relay | None = None
+    listening: Listener | None = None
 
 
 async def _serve(state: Publishing) -> web.AppRunner:
@@ -55,7 +60,11 @@ async def _serve(state: Publishing) -> web.AppRunner:
     published = Gauge(
         "allot_relay_published_position", "Last log position published to JetStream", registry=registry
     )
-    lag = Gauge("allot_relay_lag_events", "Events in the log not yet on JetStream", registry=registry)
+    lag = Gauge(
+        "allot_relay_lag_events",
+        "Events in the log not yet on JetStream (up to the newest head the relay was told of)",
+        registry=registry,
+    )
 
     class Published(Collector):
         """Events published (acknowledged by JetStream) and publish requests sent, read from the relay at scrape."""
@@ -76,10 +85,10 @@ async def _serve(state: Publishing) -> web.AppRunner:
     registry.register(Published())
 
     async def metrics(_: web.Request) -> web.Response:
-        if state.relay is not None and state.store is not None:
-            head = (await state.store.head())[0]
+        if state.relay is not None:
             published.set(state.relay.published_position)
-            lag.set(max(head - state.relay.published_position, 0))
+        if state.relay is not None and state.listening is not None:
+            lag.set(max(state.listening.head - state.relay.published_position, 0))
         return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
 
     async def healthz(_: web.Request) -> web.Response:
@@ -158,8 +167,9 @@ async def run_relay() -> None:
         state.store, state.relay = store, relay
         log.info("relay started: log → stream %s (%s)", names.stream, names.all_events)
         try:
-            async with store.notifications() as woken:
-                await relay.run(stop, wake=woken)
+            async with store.notifications() as listening:
+                state.listening = listening
+                await relay.run(stop, wake=listening.woken)
         finally:
             with contextlib.suppress(Exception):
                 await nc.drain()
