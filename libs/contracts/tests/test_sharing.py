@@ -44,7 +44,8 @@ def _pod(name: str, manifest: dict[str, Any] = POD) -> Any:
     issues: list[FieldIssue] = []
     pod = parse_pod(body, issues, [])
     assert pod is not None, issues
-    return msgspec.msgpack.decode(msgspec.msgpack.encode(pod), type=type(pod))  # as a service decodes an event
+    # as a service decodes an event: every part a copy of its own
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(pod), type=type(pod))
 
 
 def _encoded(value: object) -> bytes:
@@ -88,7 +89,8 @@ def test_the_table_is_bounded_and_what_was_shared_stays_shared() -> None:
     second = parts.pod(_pod("b"))
     assert second == _pod("b")
     assert len(parts) <= 3
-    assert first.requests == second.requests  # equal either way; whether shared depends on what the table still holds
+    # equal either way; whether shared depends on what the table still holds
+    assert first.requests == second.requests
 
 
 def _device_cr(node: str) -> dict[str, Any]:
