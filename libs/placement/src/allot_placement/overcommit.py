@@ -65,6 +65,7 @@ from allot_placement.overcommit_facts import (
     NodeFacts,
     PodFacts,
     node_facts,
+    node_read,
     node_strategy,
 )
 
@@ -75,6 +76,7 @@ __all__ = [
     "PodFacts",
     "compute",
     "node_facts",
+    "node_read",
     "node_strategy",
     "should_record",
 ]

@@ -20,7 +20,7 @@ Rules:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
@@ -28,7 +28,7 @@ import msgspec
 
 from allot_contracts import kube
 from allot_contracts.issues import FieldIssue
-from allot_contracts.jsonvalue import JsonValue
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects import names as n
 from allot_contracts.objects.colocation import (
     ColocationConfig,
@@ -123,6 +123,29 @@ def _reservation(raw: Any, notes: list[str]) -> Amounts:
     except (ValueError, AttributeError, CpusetError):
         notes.append(f"annotation {n.ANN_NODE_RESERVATION} is not a node reservation; not read")
         return {}
+
+
+def node_read(
+    manifest: Mapping[str, JsonValue], share: Callable[[JsonValue], JsonValue] | None = None
+) -> JsonObject:
+    """What :func:`node_facts` reads of a Node, for a service that keeps every Node to read again later: its name,
+    labels and annotations, its capacity and allocatable (each passed through ``share``, to hold the ones nodes of a
+    pool repeat once). A Node's status also lists its images, conditions and addresses, often most of its size."""
+    meta = kube.meta(manifest)
+    status = manifest.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    kept: JsonObject = {
+        "metadata": {key: meta[key] for key in ("name", "labels", "annotations") if key in meta}
+    }
+    amounts: JsonObject = {
+        key: status[key] if share is None else share(status[key]) for key in _AMOUNTS if key in status
+    }
+    if amounts:
+        kept["status"] = amounts
+    return kept
+
+
+_AMOUNTS: Final = ("capacity", "allocatable")
 
 
 def node_facts(

@@ -62,11 +62,20 @@ from allot_contracts.objects.load_aware import read_load_estimation
 from allot_contracts.objects.names import CPU
 from allot_contracts.objects.nodemetric import NodeMetric, parse_nodemetric, parse_time
 from allot_contracts.objects.pod import Pod
+from allot_contracts.objects.sharing import Parts
 from allot_contracts.quantity import QuantityError, to_canonical
 from allot_placement import PlacementEngine
 from allot_placement.loadaware import AssignedPod, PodLoad
 from allot_placement.nodeside import NodeOverrides
-from allot_placement.overcommit import Overcommit, PodFacts, compute, node_facts, node_strategy, should_record
+from allot_placement.overcommit import (
+    Overcommit,
+    PodFacts,
+    compute,
+    node_facts,
+    node_read,
+    node_strategy,
+    should_record,
+)
 from allot_placement.pod import pod_load
 from allot_runtime.processor import Emit
 from device_allocator.folding import folds_any
@@ -256,12 +265,15 @@ def assigned_pod(key: str, pod: Any, requests: Mapping[str, int], at: int) -> As
 class NodeSide:
     """The node-side state of the device-allocator (see the module docstring)."""
 
-    def __init__(self, engine: PlacementEngine, raw_config: Any, service: str) -> None:
+    def __init__(self, engine: PlacementEngine, raw_config: Any, service: str, parts: Parts) -> None:
         self.engine = engine
+        self.parts = parts  # the capacity and allocatable nodes of a pool repeat, held once
         self.service = service
         self.grace_s, self.default_config = _config(raw_config)
         self.config = self.default_config
-        self.nodes: dict[str, JsonObject] = {}
+        self.nodes: dict[
+            str, JsonObject
+        ] = {}  # what the overcommit calculation reads of each Node (``node_read``)
         self.topologies: dict[str, JsonObject] = {}
         self.metrics: dict[str, NodeMetric] = {}
         self.beats: dict[str, int] = {}  # node -> time of its last heartbeat (µs)
@@ -280,7 +292,7 @@ class NodeSide:
             return
         match event:
             case NodeRegistered(name=name, manifest=manifest):
-                self.nodes[name] = manifest
+                self.nodes[name] = node_read(manifest, self.parts.one)
                 self._overcommit([name], at, pods_of, "node updated")
             case NodeRemoved(name=name):
                 self.nodes.pop(name, None)

@@ -108,7 +108,7 @@ class DeviceAllocator(Requeueing):
 
     # what a snapshot leaves out, taken from a host built afresh on restore: the placement engine's memos
     snapshot_fresh: ClassVar[frozenset[str]] = frozenset(
-        {*(f"engine.{memo}" for memo in PlacementEngine.MEMOS), "parts", "engine.loads.parts"}
+        {*(f"engine.{memo}" for memo in PlacementEngine.MEMOS), "parts", "nodes.parts", "engine.loads.parts"}
     )
 
     def __init__(self, config: JsonObject | None = None) -> None:
@@ -126,7 +126,9 @@ class DeviceAllocator(Requeueing):
         self.attempted_at: dict[str, int] = {}  # plain pod -> time of its last placement attempt (µs)
         self.engine = PlacementEngine(self.config)
         self.parts = Parts()  # what the pods, nodes and devices kept here repeat, held once
-        self.nodes = NodeSide(self.engine, node_side, self.name)  # heartbeats, overcommit, NodeMetrics
+        self.nodes = NodeSide(
+            self.engine, node_side, self.name, self.parts
+        )  # heartbeats, overcommit, metrics
         self.reservations = Reservations(self.engine)  # reserve pods, holds, pods' reservation contexts
         self.pods: dict[str, Pod] = {}  # pods as read at the door, their repeated parts held once (``parts``)
         self.arrival: dict[str, int] = {}  # pod -> arrival sequence (queue order tie-break)
