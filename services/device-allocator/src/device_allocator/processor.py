@@ -107,9 +107,7 @@ class DeviceAllocator(Requeueing):
     )
 
     # what a snapshot leaves out, taken from a host built afresh on restore: the placement engine's memos
-    snapshot_fresh: ClassVar[frozenset[str]] = frozenset(
-        {*(f"engine.{memo}" for memo in PlacementEngine.MEMOS), "parts", "nodes.parts", "engine.loads.parts"}
-    )
+    snapshot_fresh: ClassVar[frozenset[str]] = frozenset(f"engine.{memo}" for memo in PlacementEngine.MEMOS)
 
     def __init__(self, config: JsonObject | None = None) -> None:
         settings = dict(config or {})

@@ -14,6 +14,8 @@ Invariants:
 - Pods and their parts are frozen in use: no code changes a pod's mappings after the door, which is what lets two
   pods hold one mapping.
 - Bounded: the table is emptied when it reaches ``limit`` entries (values already shared stay shared).
+- Part of the state: a snapshot holds the table, so a restored service shares what the live one shares, and the
+  state of one is the state of the other byte for byte.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ _NODE_PARTS: Final = ("taints", "allocatable", "reserved_cpus", "usage_threshold
 _DEVICE_PARTS: Final = ("type", "resources", "pcie", "labels", "vf_groups")
 _INVENTORY_PARTS: Final = ("labels", "partitions", "content_key")
 _encode = msgspec.msgpack.Encoder().encode
+_NAMES: dict[type, bytes] = {}  # a type -> its module and name, the prefix of its values' keys
 
 
 class Parts:
@@ -70,11 +73,18 @@ class Parts:
 
     def __init__(self, limit: int = 4096) -> None:
         self.limit = limit
-        self._held: dict[tuple[type, bytes], object] = {}
+        # the name of its type and its encoding -> the value: plain bytes, so that a snapshot holds the table and a
+        # restored service goes on sharing exactly as the one that never stopped (a state's bytes depend on which of
+        # its values are one object)
+        self._held: dict[bytes, object] = {}
 
     def one(self, value: T) -> T:
         """``value``, or the equal value of its type given here before."""
-        key = (type(value), _encode(value))
+        kind = type(value)
+        name = _NAMES.get(kind)
+        if name is None:
+            name = _NAMES[kind] = f"{kind.__module__}.{kind.__qualname__}:".encode()
+        key = name + _encode(value)
         held = self._held.get(key)
         if held is None:
             if len(self._held) >= self.limit:
