@@ -60,6 +60,8 @@ async def test_an_outage_is_a_warning_then_one_line_when_nats_is_back(
 
             proxy.thaw()
             assert await _until(lambda: nc.is_connected)
+            # the reconnected callback runs as its own task, after the client counts as connected
+            assert await _until(lambda: bool(_lines(caplog, "working again", logging.INFO)))
             (back,) = _lines(caplog, "working again", logging.INFO)
             assert f"127.0.0.1:{proxy.port}" in back and "failed attempt(s)" in back
             assert _lines(caplog, "nats connection problem", logging.WARNING) == begun
