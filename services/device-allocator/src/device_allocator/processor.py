@@ -106,8 +106,10 @@ class DeviceAllocator(Requeueing):
         }
     )
 
-    # what a snapshot leaves out, taken from a host built afresh on restore: the placement engine's memos
-    snapshot_fresh: ClassVar[frozenset[str]] = frozenset(f"engine.{memo}" for memo in PlacementEngine.MEMOS)
+    # left out of a snapshot, fresh on restore: the engine's memos and its count of evaluations (the memos decide it)
+    snapshot_fresh: ClassVar[frozenset[str]] = frozenset(
+        {*(f"engine.{m}" for m in PlacementEngine.MEMOS), "engine.stats"}
+    )
 
     def __init__(self, config: JsonObject | None = None) -> None:
         settings = dict(config or {})
@@ -138,9 +140,8 @@ class DeviceAllocator(Requeueing):
         # owed output (docs/adr/0012-processor-contract.md): allocations freed by an input, recorded as pod.released
         # by the decision that follows and settled when it is evolved. pod -> (node, what it held, reason)
         self.freed: dict[str, tuple[str, Freed | None, str]] = {}
-        self.held_by: dict[
-            str, tuple[str, int]
-        ] = {}  # gang member -> (group, attempt) whose placement it holds
+        # gang member -> (group, attempt) whose placement it holds
+        self.held_by: dict[str, tuple[str, int]] = {}
         # the gang members among ``freed``: the gang-coordinator decides next
         self.freed_gang: set[str] = set()
         self._arrivals = 0
