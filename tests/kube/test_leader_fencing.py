@@ -26,7 +26,7 @@ from allot_eventstore import Fence
 from allot_eventstore.postgres import PostgresEventStore
 from allot_runtime.kube.lease import GuardedStore, Leadership, LeadershipLost, LeaseConfig
 from allot_testing.builders import a_pod
-from allot_testing.fake_kube import FakeKube
+from allot_testing.fake_kube import FAST_LEASE, FakeKube
 from binder.adapters.kube import BindWorker, View
 from binder.processor import BindRequest
 
@@ -278,11 +278,8 @@ class KubeSyncProcess:
             "ALLOT_KUBECONFIG": kube.kubeconfig(tmp_path),
             "ALLOT_HTTP_HOST": "127.0.0.1",
             "ALLOT_HTTP_PORT": str(port),
-            "ALLOT_LEADER_ELECTION": "lease",
+            **FAST_LEASE,
             "ALLOT_LEASE_NAMESPACE": "allot-system",
-            "ALLOT_LEASE_DURATION_S": "1",
-            "ALLOT_LEASE_RENEW_DEADLINE_S": "0.6",
-            "ALLOT_LEASE_RETRY_PERIOD_S": "0.1",
             "ALLOT_LOG_FORMAT": "text",
         }
         err = os.open(tmp_path / f"kube-sync-{port}.log", os.O_WRONLY | os.O_CREAT)
@@ -330,10 +327,7 @@ async def test_kube_sync_processes_in_lease_mode_hand_over_on_stop(
         "ALLOT_DATABASE_URL": database_url,
         "ALLOT_KUBECONFIG": kube.kubeconfig(tmp_path),
         "ALLOT_HTTP_HOST": "127.0.0.1",
-        "ALLOT_LEADER_ELECTION": "lease",
-        "ALLOT_LEASE_DURATION_S": "1",
-        "ALLOT_LEASE_RENEW_DEADLINE_S": "0.6",
-        "ALLOT_LEASE_RETRY_PERIOD_S": "0.1",
+        **FAST_LEASE,
         "ALLOT_LOG_FORMAT": "text",
     }.items():
         monkeypatch.setenv(name, value)

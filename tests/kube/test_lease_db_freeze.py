@@ -18,7 +18,7 @@ import pytest
 
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import plain_url
-from allot_testing.fake_kube import FakeKube
+from allot_testing.fake_kube import FAST_LEASE, FakeKube
 from allot_testing.processes import free_port
 from allot_testing.tcp_proxy import TcpProxy, through
 
@@ -105,10 +105,7 @@ async def test_a_term_whose_record_gets_no_answer_is_given_up_in_time_and_record
         "ALLOT_KUBECONFIG": kube.kubeconfig(tmp_path),
         "ALLOT_HTTP_HOST": "127.0.0.1",
         "ALLOT_HTTP_PORT": str(free_port()),
-        "ALLOT_LEADER_ELECTION": "lease",
-        "ALLOT_LEASE_DURATION_S": "1",
-        "ALLOT_LEASE_RENEW_DEADLINE_S": "0.6",
-        "ALLOT_LEASE_RETRY_PERIOD_S": "0.1",
+        **FAST_LEASE,
         "ALLOT_LOG_FORMAT": "text",
     }.items():
         monkeypatch.setenv(name, value)

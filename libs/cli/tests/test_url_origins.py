@@ -44,6 +44,14 @@ def no_urls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path / "state"
 
 
+def _from_stack(stack_json: Path) -> str:
+    """The end of an error about a URL read from the dev stack's ``stack.json``."""
+    return (
+        f" (the URL is from {stack_json}: check the dev stack with `allot status`, or start the dev stack with "
+        "`allot up`)\n"
+    )
+
+
 def test_a_log_from_the_dev_stack_that_cannot_be_reached_names_its_stack_json(
     no_urls: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -51,10 +59,7 @@ def test_a_log_from_the_dev_stack_that_cannot_be_reached_names_its_stack_json(
     assert _run(["get", "pods"], monkeypatch) == 1
     err = capsys.readouterr().err
     assert err.startswith("allot: error: PostgreSQL unavailable:")
-    assert err.endswith(
-        f" (the URL is from {stack_json}: check the dev stack with `allot status`, or start the dev stack with "
-        "`allot up`)\n"
-    )
+    assert err.endswith(_from_stack(stack_json))
     assert "ALLOT_DATABASE_URL" not in err and "Traceback" not in err
 
 
@@ -75,10 +80,7 @@ def test_a_nats_from_the_dev_stack_that_does_not_answer_names_its_stack_json(
     assert _run(["events", "tail", "--follow"], monkeypatch) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"allot: error: cannot connect to NATS at {url} within 0.5 s: ")
-    assert err.endswith(
-        f" (the URL is from {stack_json}: check the dev stack with `allot status`, or start the dev stack with "
-        "`allot up`)\n"
-    )
+    assert err.endswith(_from_stack(stack_json))
     assert "ALLOT_NATS_URL" not in err and "ALLOT_DATABASE_URL" not in err
 
 

@@ -11,6 +11,7 @@ from allot_contracts.issues import FieldIssue
 from allot_contracts.objects.inventory import parse_device_cr, parse_node
 from allot_contracts.objects.pod import ResourceSpec, parse_pod
 from allot_contracts.objects.sharing import Parts
+from allot_testing.builders import a_gpu_device
 
 # a Koordinator GPU-share pod, as its docs write one (koordinator.sh/gpu-core and gpu-memory-ratio)
 _GPU_SHARE = {"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"}
@@ -93,35 +94,11 @@ def test_the_table_is_bounded_and_what_was_shared_stays_shared() -> None:
     assert first.requests == second.requests
 
 
-def _device_cr(node: str) -> dict[str, Any]:
-    gpus = [
-        {
-            "type": "gpu",
-            "id": f"GPU-{node}-{minor}",
-            "minor": minor,
-            "health": True,
-            "resources": {
-                "koordinator.sh/gpu-core": "100",
-                "koordinator.sh/gpu-memory": "80Gi",
-                "koordinator.sh/gpu-memory-ratio": "100",
-            },
-            "topology": {"socketID": 0, "nodeID": 0, "pcieID": "0", "busID": f"0000:1{minor}:00.0"},
-        }
-        for minor in range(2)
-    ]
-    return {
-        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-        "kind": "Device",
-        "metadata": {"name": node},
-        "spec": {"devices": gpus},
-    }
-
-
 def test_two_nodes_devices_of_one_model_share_their_resources_and_keep_their_ids() -> None:
     parts = Parts()
     inventories = []
     for node in ("n1", "n2"):
-        _, inventory, issues = parse_device_cr(_device_cr(node))
+        _, inventory, issues = parse_device_cr(dict(a_gpu_device(node, gpus=2)))
         assert inventory is not None, issues
         kept = parts.inventory(inventory)
         assert kept == inventory and _encoded(kept) == _encoded(inventory)

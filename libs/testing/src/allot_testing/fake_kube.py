@@ -63,6 +63,7 @@ from allot_testing.fake_kube_rules import (
 )
 
 __all__ = [
+    "FAST_LEASE",
     "RESOURCES",
     "FakeKube",
     "FakeResource",
@@ -71,6 +72,14 @@ __all__ = [
     "status",
     "strategic_merge_patch",
 ]
+
+# a Lease election in a test's time: a term of 1 s, renewed within 0.6 s, tried every 0.1 s
+FAST_LEASE = {
+    "ALLOT_LEADER_ELECTION": "lease",
+    "ALLOT_LEASE_DURATION_S": "1",
+    "ALLOT_LEASE_RENEW_DEADLINE_S": "0.6",
+    "ALLOT_LEASE_RETRY_PERIOD_S": "0.1",
+}
 
 
 @dataclass(frozen=True)
