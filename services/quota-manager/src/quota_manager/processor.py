@@ -73,6 +73,7 @@ from allot_contracts.events.inputs import POD_LIFE_TYPES
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.kube import priority_value
 from allot_contracts.objects.pod import Pod
+from allot_contracts.objects.sharing import Parts
 from allot_gang import goes_alone
 from allot_quota import QuotaConfig, QuotaEngine
 from allot_quota.decisions import AdmitDecision, UsageChange
@@ -126,7 +127,8 @@ class QuotaManager:
         # pod -> reason code of its last quota.waiting (read by the metrics only)
         self.waiting_reasons: dict[str, str] = {}
         self.charged: set[str] = set()
-        self.pods: dict[str, Pod] = {}  # pods as read at the door
+        self.pods: dict[str, Pod] = {}  # pods as read at the door, their repeated parts held once (``parts``)
+        self.parts = Parts()
         self.group_charges: dict[str, tuple[str, int]] = {}  # member -> (group, attempt) that charged it
         self.node_of: dict[
             str, str
@@ -198,11 +200,12 @@ class QuotaManager:
         # the most frequent first: every case is an isinstance check, and the event types are unrelated classes
         match event:
             case PodSubmitted(pod=pod, spec=spec) if spec is not None:
-                key = pod.key
+                key, spec = pod.key, self.parts.pod(spec)
                 self.reclaims.gone(key)
                 self.pods[key] = spec
                 self.engine.add_pending(spec, numbers=False)
             case PodObserved(pod=pod, spec=spec) if spec is not None:
+                spec = self.parts.pod(spec)
                 self.reclaims.gone(pod.key)
                 self.pods[pod.key] = spec
                 self.engine.assign(spec, numbers=False)
