@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
 
 import asyncpg
@@ -71,29 +71,23 @@ async def bounded(pool: Any, seconds: float | None) -> AsyncIterator[Any]:
         async with pool.acquire() as conn:
             yield conn
         return
-    expired = False
-
-    def expire() -> None:
-        nonlocal expired
-        expired = True
-        conn.terminate()
-
     async with pool.acquire(timeout=seconds) as conn:
-        timer = asyncio.get_running_loop().call_later(seconds, expire)
-        try:
+        with _closed_after(conn, seconds, None):
             yield conn
-        except Exception as exc:
-            if expired:
-                raise TimeoutError() from exc
-            raise
-        finally:
-            timer.cancel()
 
 
 async def answer_within(conn: Any, seconds: float, call: Awaitable[T]) -> T:
     """The answer to ``call``, a round trip on ``conn`` (a connection of its own, not a pooled one), within
     ``seconds``: when the time is up the connection is closed under it (as :func:`bounded` does), and
     :class:`TimeoutError` ("no answer within N s") is raised."""
+    with _closed_after(conn, seconds, f"no answer within {seconds:g} s"):
+        return await call
+
+
+@contextlib.contextmanager
+def _closed_after(conn: Any, seconds: float, message: str | None) -> Iterator[None]:
+    """``conn`` closed under whatever waits on it once ``seconds`` have passed in the block; what fails in it then is
+    raised as :class:`TimeoutError` (with ``message``)."""
     expired = False
 
     def expire() -> None:
@@ -103,10 +97,10 @@ async def answer_within(conn: Any, seconds: float, call: Awaitable[T]) -> T:
 
     timer = asyncio.get_running_loop().call_later(seconds, expire)
     try:
-        return await call
+        yield
     except Exception as exc:
         if expired:
-            raise TimeoutError(f"no answer within {seconds:g} s") from exc
+            raise (TimeoutError() if message is None else TimeoutError(message)) from exc
         raise
     finally:
         timer.cancel()
