@@ -108,7 +108,10 @@ async def test_a_snapshot_write_whose_answer_never_comes_fails_in_time_and_chang
         pytest.param(
             True,
             id="forked-child",
-            marks=pytest.mark.skipif(not forked.AVAILABLE, reason="fork is Linux only here"),
+            marks=pytest.mark.skipif(
+                not forked.AVAILABLE,
+                reason="a forked snapshot child needs os.fork, which this platform lacks",
+            ),
         ),
     ],
 )

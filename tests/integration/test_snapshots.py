@@ -126,7 +126,9 @@ async def test_a_snapshot_written_again_at_the_same_position_replaces_the_old_on
         assert await store.snapshot_positions(SERVICE) == [40]
 
 
-@pytest.mark.skipif(not forked.AVAILABLE, reason="fork is Linux only here")
+@pytest.mark.skipif(
+    not forked.AVAILABLE, reason="a forked snapshot child needs os.fork, which this platform lacks"
+)
 async def test_on_postgresql_a_running_service_s_snapshot_is_written_by_its_forked_child(
     event_store, caplog
 ) -> None:

@@ -19,7 +19,9 @@ from allot_runtime.processor import Host
 from allot_runtime.snapshots import BACKGROUND_NICE, Snapshots, restore
 from allot_testing.processors import EchoProcessor
 
-pytestmark = pytest.mark.skipif(not forked.AVAILABLE, reason="fork is Linux only here")
+pytestmark = pytest.mark.skipif(
+    not forked.AVAILABLE, reason="a forked snapshot child needs os.fork, which this platform lacks"
+)
 
 
 def a_host(position: int) -> Host:

@@ -271,9 +271,8 @@ class NodeSide:
         self.service = service
         self.grace_s, self.default_config = _config(raw_config)
         self.config = self.default_config
-        self.nodes: dict[
-            str, JsonObject
-        ] = {}  # what the overcommit calculation reads of each Node (``node_read``)
+        # what the overcommit calculation reads of each Node (``node_read``)
+        self.nodes: dict[str, JsonObject] = {}
         self.topologies: dict[str, JsonObject] = {}
         self.metrics: dict[str, NodeMetric] = {}
         self.beats: dict[str, int] = {}  # node -> time of its last heartbeat (µs)
