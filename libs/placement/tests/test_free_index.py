@@ -301,6 +301,7 @@ def test_top_is_the_best_nodes_when_scores_rise_fall_and_nodes_leave() -> None:
         state[name] = (0, NodeResult(feasible=True, score=rng.randrange(50)))
     idx = ShapeIndex(0)
     idx.build(names, state.get)
+    assert sorted(map(id, idx.feasible.values())) == sorted(map(id, idx.heap))  # one tuple for both
     for step in range(1, 600):
         changed = rng.sample(names, rng.randrange(1, 8))
         for (
@@ -319,4 +320,8 @@ def test_top_is_the_best_nodes_when_scores_rise_fall_and_nodes_leave() -> None:
         idx.update(changed, state.get)
         ranked = sorted((-r.score, name) for name, (_, r) in state.items() if r.feasible)
         assert idx.top(3) == [(name, -neg) for neg, name in ranked[:3]]
-        assert {name: s for name, (_, s) in idx.feasible.items()} == {n: -neg for neg, n in ranked}
+        assert dict(idx.scores()) == {n: -neg for neg, n in ranked}
+        # a node's entry is the heap's own tuple unless its score fell since it was pushed (memory: one tuple)
+        in_heap = {id(entry) for entry in idx.heap}
+        separate = [name for name, entry in idx.feasible.items() if id(entry) not in in_heap]
+        assert all(any(e[1] == name and e[0] < idx.feasible[name][0] for e in idx.heap) for name in separate)

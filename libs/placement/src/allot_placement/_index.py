@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from allot_placement._free import FreeIndex, Need
 from allot_placement.evaluate import NodeResult
 from allot_placement.reasons import Reason
 
-__all__ = ["Rankings", "ShapeIndex"]
+__all__ = ["Entry", "Rankings", "ShapeIndex"]
 
+Entry = tuple[int, str, int]  # (-score, name, version): a heap entry, ordered best first
 _REBUILD_FLOOR = 64  # below this many changed nodes a ranking is always caught up
 
 
@@ -48,12 +49,13 @@ class ShapeIndex:
 
     def __init__(self, pos: int) -> None:
         self.pos = pos
-        self.heap: list[tuple[int, str, int]] = []
-        # name -> (version, score): the node's version when its current heap entry was pushed (kept while its score
-        # holds or falls), and its score. That entry ranks the node at its score or higher: a score that falls
-        # leaves the entry in place and ``top`` pushes the node again at its score when the entry surfaces (a node
-        # changes many times between its visits to the top), a score that rises pushes a new entry at once.
-        self.feasible: dict[str, tuple[int, int]] = {}
+        self.heap: list[Entry] = []
+        # name -> ``(-score, name, version)``: the node's score and its version when its current heap entry was
+        # pushed (kept while its score holds or falls). Usually that heap entry itself, one tuple for both (the
+        # rankings' largest part). The entry ranks the node at its score or higher: a score that falls gets a tuple
+        # of its own here, leaving the entry in place, and ``top`` moves the node down to it when the entry surfaces
+        # (a node changes many times between its visits to the top); a score that rises pushes a new entry at once.
+        self.feasible: dict[str, Entry] = {}
         self.infeasible: dict[str, tuple[Reason, ...]] = {}
         self.names: list[str] = []  # min-heap of the infeasible names (stale entries dropped lazily)
         self.counts: dict[str, int] = {}
@@ -88,15 +90,12 @@ class ShapeIndex:
                 score = res.score
                 if old is None:  # then it may be ranked already
                     cur = feasible.get(name)
-                    if cur is not None and cur[1] >= score:
-                        if cur[1] != score:  # its heap entry, pushed at version ``cur[0]``, ranks it too high
-                            feasible[name] = (cur[0], score)  # ``top`` moves it down when it surfaces
+                    if cur is not None and -cur[0] >= score:
+                        if -cur[0] != score:  # its heap entry, pushed at ``cur[2]``, ranks it too high
+                            feasible[name] = (-score, name, cur[2])  # ``top`` moves it down when it surfaces
                         continue
-                    feasible[name] = (version, score)
-                    push(heap, (-score, name, version))
-                    continue
-                feasible[name] = (version, score)
-                push(heap, (-score, name, version))
+                entry = feasible[name] = (-score, name, version)
+                push(heap, entry)
             else:
                 if old is None:
                     feasible.pop(name, None)
@@ -118,7 +117,7 @@ class ShapeIndex:
                     else:
                         del counts[msg]
         if len(self.heap) > 2 * len(self.feasible) + 64:
-            self.heap = [(-s, name, v) for name, (v, s) in self.feasible.items()]
+            self.heap = list(self.feasible.values())
             heapq.heapify(self.heap)
         if len(self.names) > 2 * len(self.infeasible) + 64:
             self.names = list(self.infeasible)
@@ -133,13 +132,13 @@ class ShapeIndex:
                 continue
             version, res = got
             if res.feasible:
-                feasible[name] = (version, res.score)
+                feasible[name] = (-res.score, name, version)
             elif name not in infeasible:
                 reasons = infeasible[name] = res.reasons
                 for msg, code in reasons:
                     counts[msg] = counts.get(msg, 0) + 1
                     codes[msg] = code
-        self.heap = [(-s, name, v) for name, (v, s) in feasible.items()]
+        self.heap = list(feasible.values())
         heapq.heapify(self.heap)
         self.names = list(infeasible)
         heapq.heapify(self.names)
@@ -167,14 +166,14 @@ class ShapeIndex:
     def top(self, k: int) -> list[tuple[str, int]]:
         """The ``k`` best feasible nodes as ``(name, score)``, best first."""
         heap, feasible, pop = self.heap, self.feasible, heapq.heappop
-        out: list[tuple[int, str, int]] = []
+        out: list[Entry] = []
         while heap and len(out) < k:
             entry = heap[0]
             cur = feasible.get(entry[1])
-            if cur is None or cur[0] != entry[2]:
+            if cur is None or cur[2] != entry[2]:
                 pop(heap)  # stale
-            elif -entry[0] != cur[1]:  # the node's score fell since the entry was pushed: it goes down to it
-                heapq.heapreplace(heap, (-cur[1], entry[1], entry[2]))
+            elif cur is not entry and cur[0] != entry[0]:  # its score fell since the entry was pushed
+                heapq.heapreplace(heap, cur)
             elif len(out) == k - 1:  # the last one wanted stays in place
                 out.append(entry)
                 break
@@ -183,6 +182,15 @@ class ShapeIndex:
         for entry in out[: k - 1]:
             heapq.heappush(heap, entry)
         return [(name, -neg) for neg, name, _ in out]
+
+    def score(self, name: str) -> int:
+        """A feasible node's score."""
+        return -self.feasible[name][0]
+
+    def scores(self) -> Iterator[tuple[str, int]]:
+        """Every feasible node with its score, in no particular order."""
+        for neg, name, _ in self.feasible.values():
+            yield name, -neg
 
     def first_infeasible(self, k: int) -> list[tuple[str, tuple[Reason, ...]]]:
         """The ``k`` first infeasible nodes in name order, with their reasons."""

@@ -17,7 +17,7 @@ import hashlib
 import heapq
 from collections.abc import Callable
 
-from allot_placement._index import ShapeIndex
+from allot_placement._index import Entry, ShapeIndex
 from allot_placement.config import PlacementConfig
 from allot_placement.evaluate import NodeResult
 
@@ -58,7 +58,7 @@ def budgeted_index(
     total = len(order)
     want = nodes_to_find(config.percentage_of_nodes_to_score, total)
     start = start_index(pod, config.seed, total)
-    feasible: dict[str, tuple[int, int]] = {}
+    feasible: dict[str, Entry] = {}
     infeasible: dict[str, tuple[int, NodeResult]] = {}
     for name in order[start:] + order[:start]:
         got = result_of(name)
@@ -68,12 +68,12 @@ def budgeted_index(
         if not res.feasible:
             infeasible[name] = got
         else:
-            feasible[name] = (version, res.score)
+            feasible[name] = (-res.score, name, version)
             if len(feasible) >= want:
                 break
     idx = ShapeIndex(0)
     idx.feasible = feasible
-    idx.heap = [(-score, name, version) for name, (version, score) in feasible.items()]
+    idx.heap = list(feasible.values())
     heapq.heapify(idx.heap)
     if not feasible:  # the explanation of an unschedulable pod: every node's reasons
         idx.update(infeasible, infeasible.get)

@@ -243,9 +243,9 @@ class PlacementEngine:
             chosen = pick(key, list(idx.feasible))
         elif top and self.config.tie_break == "hash" and len(top) > 1 and top[1][1] == top[0][1]:
             top_score = top[0][1]
-            chosen = self._keyed.pick(key, [nm for nm, (_, s) in idx.feasible.items() if s == top_score])
+            chosen = self._keyed.pick(key, [nm for nm, s in idx.scores() if s == top_score])
         if chosen is not None:
-            top = [(chosen, idx.feasible[chosen][1])] + [t for t in top if t[0] != chosen][: len(top) - 1]
+            top = [(chosen, idx.score(chosen))] + [t for t in top if t[0] != chosen][: len(top) - 1]
         if not top:
             if self._free is not None:  # the explanation covers every node, the ones the index left out too
                 self._indexes.complete(spec.key, idx, self._label_id, self._resolver(spec))
