@@ -6,16 +6,22 @@ Migrate over a direct connection, not through a transaction-pooling PgBouncer (s
 ``ensure_current(url)`` is what services call at start: it refuses to run against a schema that is behind or ahead.
 It reads the database's revision with asyncpg and the head from the scripts' ``revision``/``down_revision`` lines,
 so a service's start does not import Alembic and SQLAlchemy (a second of CPU per process); only migrating does.
+Each of its round trips is given ``read_timeout`` seconds (a service's ``ALLOT_DB_READ_TIMEOUT``), as the store's
+reads are: a server that takes the connection and then stops answering fails the check in time
+(:class:`~allot_eventstore.pg_errors.LogUnavailable`) instead of holding the service's start for ever.
 """
 
 from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from allot_contracts.errors import SchemaMismatch
+from allot_eventstore.bounds import NO_ANSWER, answer_within
+from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, LogUnavailable, translate
 from allot_eventstore.urls import async_url, plain_url
 
 if TYPE_CHECKING:
@@ -23,6 +29,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 MIGRATION_LOCK_KEY = 0x616C6C6F74  # "allot"
+
+T = TypeVar("T")
 
 
 def migrations_dir() -> Path:
@@ -131,24 +139,49 @@ async def migrate(url: str) -> tuple[str | None, str]:
     return before, after
 
 
-async def current_revision(url: str) -> str | None:
-    """The database's revision (``alembic_version``), None before the first migration."""
+async def current_revision(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -> str | None:
+    """The database's revision (``alembic_version``), None before the first migration. The connection is given
+    :data:`~allot_eventstore.pg_errors.CONNECT_TIMEOUT_S` and each query ``read_timeout`` seconds (None: no bound);
+    a server that cannot be reached or does not answer in time raises
+    :class:`~allot_eventstore.pg_errors.LogUnavailable` saying so."""
     import asyncpg
 
-    conn = await asyncpg.connect(plain_url(url), timeout=10)
     try:
-        if not await conn.fetchval("SELECT to_regclass('alembic_version') IS NOT NULL"):
-            return None
-        rows = await conn.fetch("SELECT version_num FROM alembic_version")
+        conn = await asyncpg.connect(plain_url(url), timeout=CONNECT_TIMEOUT_S)
+    except NO_ANSWER as exc:
+        raise _unanswered(exc, "connecting", CONNECT_TIMEOUT_S) from exc
+    try:
+        present = await _within(conn, read_timeout, conn.fetchval(_HAS_VERSION_TABLE))
+        rows = (
+            await _within(conn, read_timeout, conn.fetch("SELECT version_num FROM alembic_version"))
+            if present
+            else []
+        )
+    except NO_ANSWER as exc:
+        raise _unanswered(exc, "reading its revision", read_timeout) from exc
     finally:
-        await conn.close()
+        await conn.close(timeout=read_timeout)
     if len(rows) > 1:
         raise SchemaMismatch(f"database schema has several revisions: {sorted(r[0] for r in rows)}")
     return rows[0][0] if rows else None
 
 
-async def ensure_current(url: str) -> None:
-    current, head = await current_revision(url), head_revision()
+_HAS_VERSION_TABLE = "SELECT to_regclass('alembic_version') IS NOT NULL"
+
+
+async def _within(conn: Any, seconds: float | None, call: Awaitable[T]) -> T:
+    return await (call if seconds is None else answer_within(conn, seconds, call))
+
+
+def _unanswered(exc: BaseException, doing: str, seconds: float | None) -> LogUnavailable:
+    """A server that did not answer the schema check, as the store reports it, saying at which step."""
+    return LogUnavailable(f"checking the database schema ({doing}): {translate(exc, timeout=seconds)}")
+
+
+async def ensure_current(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -> None:
+    """Refuse a schema that is behind or ahead of this version's (:class:`SchemaMismatch`); ``read_timeout``: the
+    seconds each query of the check is given (:func:`current_revision`)."""
+    current, head = await current_revision(url, read_timeout=read_timeout), head_revision()
     if current != head:
         raise SchemaMismatch(
             f"database schema is at revision {current or 'none'} but this version needs {head}; "
