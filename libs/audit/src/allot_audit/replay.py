@@ -98,7 +98,13 @@ async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> 
         return {}
     from allot_bus.adapters.nats import connect
 
-    nc = await connect(ep.nats_url, name="allot-replay", connect_timeout=timeout, give_up_after=timeout)
+    nc = await connect(
+        ep.nats_url,
+        name="allot-replay",
+        connect_timeout=timeout,
+        give_up_after=timeout,
+        url_from=ep.nats_from,
+    )
     out: dict[str, LiveState] = {}
     try:
         for name in names:
