@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # imported by endpoints(): reading stack.json (allot status) 
     from allot_eventstore.protocol import EventStore
 
 STATE_DIR_NAME = ".allot"
+STATE_DIR_VARIABLE = "ALLOT_STATE_DIR"
 DATABASE_VARIABLE = "ALLOT_DATABASE_URL"
 NATS_VARIABLE = "ALLOT_NATS_URL"
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # about half a minute in all
@@ -32,12 +33,12 @@ T = TypeVar("T")
 
 
 def default_state_dir() -> Path:
-    env = os.environ.get("ALLOT_STATE_DIR")
+    env = os.environ.get(STATE_DIR_VARIABLE)
     return Path(env).resolve() if env else (Path.cwd() / STATE_DIR_NAME)
 
 
 def find_state_dir() -> Path | None:
-    env = os.environ.get("ALLOT_STATE_DIR")
+    env = os.environ.get(STATE_DIR_VARIABLE)
     if env:
         return Path(env).resolve()
     for directory in [Path.cwd(), *Path.cwd().parents]:
