@@ -130,7 +130,7 @@ def test_log_archive_names_a_bad_until_or_out_as_such_not_as_an_unreadable_log(
             [("--until", "must be a position of the log, 1 to its head 35, not 99")], subject="log archive"
         )
 
-    monkeypatch.setattr(log_segments.PostgresEventStore, "connect", staticmethod(lambda _url: Store()))
+    monkeypatch.setattr(log_segments, "bounded_store", lambda _url: Store())
     monkeypatch.setattr(log_segments, "archive", refused)
     monkeypatch.setenv("ALLOT_DATABASE_URL", "postgresql://allot@127.0.0.1:1/allot")
     monkeypatch.chdir(tmp_path)  # --out segments is created there before the log is read

@@ -42,7 +42,7 @@ from allot_runtime.processor import Host
 from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import Verified, rebuild
 from allot_stack.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
-from allot_stack.connect import Endpoints, check_hint, endpoints, find_state_dir
+from allot_stack.connect import Endpoints, bounded_store, check_hint, endpoints, find_state_dir
 from allot_stack.pipeline import PROCESSORS, instances
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ async def replay(options: Options, say: Say, extras: Extras) -> tuple[int, Repor
     )
     configs = load_configs(config_dir)
     keys = verifying_keys(options.anchor_keys, os.environ, state_dir) if options.verify else {}
-    pg = PostgresEventStore.connect(ep.database_url)
+    pg = bounded_store(ep.database_url)
     run = _Run(options, say, ep, pg)
     try:
         code = await run.run(configs, keys, extras)

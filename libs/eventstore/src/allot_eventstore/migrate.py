@@ -14,6 +14,7 @@ reads are: a server that takes the connection and then stops answering fails the
 from __future__ import annotations
 
 import ast
+import asyncio
 import os
 from collections.abc import Awaitable
 from pathlib import Path
@@ -115,12 +116,18 @@ def _current(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
-async def migrate(url: str) -> tuple[str | None, str]:
-    """Upgrade to head under the advisory lock. Returns ``(revision before, revision after)``."""
+async def migrate(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -> tuple[str | None, str]:
+    """Upgrade to head under the advisory lock. Returns ``(revision before, revision after)``.
+
+    The connection is given :data:`~allot_eventstore.pg_errors.CONNECT_TIMEOUT_S`; the wait for the lock and the
+    scripts, which may rightly take long (another migration holds the lock, a script rewrites a large log), are
+    watched (:class:`_Watch`: None, no watch): a server that stops answering ends the migration with
+    :class:`~allot_eventstore.pg_errors.LogUnavailable` saying so, nothing of it committed."""
     from sqlalchemy import pool, text
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    engine = create_async_engine(async_url(url), poolclass=pool.NullPool)
+    watch = _Watch(url, read_timeout)
+    engine = create_async_engine(async_url(url), poolclass=pool.NullPool, async_creator=watch.connect)
     try:
         async with engine.connect() as conn:
             await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
@@ -133,10 +140,63 @@ async def migrate(url: str) -> tuple[str | None, str]:
             finally:
                 await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
                 await conn.commit()
+    except Exception as exc:
+        if watch.silent is None:
+            raise
+        raise LogUnavailable(f"migrating the database schema: {watch.silent}") from exc
     finally:
+        watch.stop()
         await engine.dispose()
     assert after is not None
     return before, after
+
+
+class _Watch:
+    """The migration's connection, made within :data:`~allot_eventstore.pg_errors.CONNECT_TIMEOUT_S` and watched while
+    it is used: every ``seconds`` the server is asked, over a connection of its own, for an answer within ``seconds``.
+    One that does not come closes the migration's connection under whatever waits on it (the server then rolls its
+    transaction back) and :attr:`silent` says why. A long statement cannot be told from a server that stopped
+    answering by waiting on its own connection, so the statements themselves are given no time limit."""
+
+    def __init__(self, url: str, seconds: float | None) -> None:
+        self.url, self.seconds = url, seconds
+        self.silent: str | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def connect(self) -> Any:
+        """The engine's connection (its ``async_creator``): an asyncpg connection, watched from now on."""
+        import asyncpg
+
+        try:
+            conn = await asyncpg.connect(plain_url(self.url), timeout=CONNECT_TIMEOUT_S)
+        except NO_ANSWER as exc:
+            raise _unanswered(exc, "migrating the database schema (connecting)", CONNECT_TIMEOUT_S) from exc
+        self.stop()  # a connection made again is watched instead
+        if self.seconds is not None:
+            self._task = asyncio.create_task(self._watch(conn, self.seconds))
+        return conn
+
+    async def _watch(self, conn: Any, seconds: float) -> None:
+        import asyncpg
+
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                probe = await asyncpg.connect(plain_url(self.url), timeout=seconds)
+                try:
+                    await answer_within(probe, seconds, probe.fetchval("SELECT 1"))
+                finally:
+                    await probe.close(timeout=seconds)
+            except NO_ANSWER as exc:
+                self.silent = str(translate(exc, timeout=seconds))
+                conn.terminate()
+                return
+            except Exception:  # an error is an answer (too many connections, say): the server is still there
+                continue
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
 
 async def current_revision(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -> str | None:
@@ -149,7 +209,7 @@ async def current_revision(url: str, *, read_timeout: float | None = CONNECT_TIM
     try:
         conn = await asyncpg.connect(plain_url(url), timeout=CONNECT_TIMEOUT_S)
     except NO_ANSWER as exc:
-        raise _unanswered(exc, "connecting", CONNECT_TIMEOUT_S) from exc
+        raise _unanswered(exc, "checking the database schema (connecting)", CONNECT_TIMEOUT_S) from exc
     try:
         present = await _within(conn, read_timeout, conn.fetchval(_HAS_VERSION_TABLE))
         rows = (
@@ -158,7 +218,7 @@ async def current_revision(url: str, *, read_timeout: float | None = CONNECT_TIM
             else []
         )
     except NO_ANSWER as exc:
-        raise _unanswered(exc, "reading its revision", read_timeout) from exc
+        raise _unanswered(exc, "checking the database schema (reading its revision)", read_timeout) from exc
     finally:
         await conn.close(timeout=read_timeout)
     if len(rows) > 1:
@@ -174,8 +234,8 @@ async def _within(conn: Any, seconds: float | None, call: Awaitable[T]) -> T:
 
 
 def _unanswered(exc: BaseException, doing: str, seconds: float | None) -> LogUnavailable:
-    """A server that did not answer the schema check, as the store reports it, saying at which step."""
-    return LogUnavailable(f"checking the database schema ({doing}): {translate(exc, timeout=seconds)}")
+    """A server that did not answer, as the store reports it, saying what it was asked to do."""
+    return LogUnavailable(f"{doing}: {translate(exc, timeout=seconds)}")
 
 
 async def ensure_current(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -> None:

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 from allot_cli.files import check_output, file_name
 from allot_intake.errors import InputError, UsageError
 from allot_runtime.flags import seconds
-from allot_stack.connect import STATE_DIR_VARIABLE, default_state_dir, endpoints, find_state_dir, read_stack
+from allot_stack.connect import (
+    STATE_DIR_VARIABLE,
+    db_bounds,
+    default_state_dir,
+    endpoints,
+    find_state_dir,
+    read_stack,
+)
 from allot_stack.control import LogState, ProcessRow, log_state, process_rows, start_stack, stop_stack
 from allot_stack.processes import find_leftovers, supervisor_running
 from allot_stack.summary import describe
@@ -198,7 +205,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from allot_eventstore.urls import redact
 
     url = endpoints().database_url
-    before, after = asyncio.run(migrate(url))
+    before, after = asyncio.run(migrate(url, read_timeout=db_bounds()[0]))
     print(
         f"{redact(url)}: schema {before or 'empty'} → {after}"
         if before != after
