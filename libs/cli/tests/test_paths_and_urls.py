@@ -130,7 +130,7 @@ def test_log_archive_names_a_bad_until_or_out_as_such_not_as_an_unreadable_log(
             [("--until", "must be a position of the log, 1 to its head 35, not 99")], subject="log archive"
         )
 
-    monkeypatch.setattr(log_segments.PostgresEventStore, "connect", staticmethod(lambda _url: Store()))
+    monkeypatch.setattr(log_segments, "bounded_store", lambda _url: Store())
     monkeypatch.setattr(log_segments, "archive", refused)
     monkeypatch.setenv("ALLOT_DATABASE_URL", "postgresql://allot@127.0.0.1:1/allot")
     monkeypatch.chdir(tmp_path)  # --out segments is created there before the log is read
@@ -233,6 +233,41 @@ def test_a_state_dir_in_a_missing_directory_is_refused_and_nothing_is_made(
         assert said in capsys.readouterr().err
     assert started == [] and not missing.parent.exists()
     monkeypatch.setattr(sys, "argv", ["allot", command, "--state-dir", str(tmp_path / "new")])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 99 and started == [tmp_path / "new"]  # in a directory that exists: taken
+
+
+def test_an_allot_state_dir_in_a_missing_directory_is_refused_naming_the_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ALLOT_STATE_DIR`` is taken by ``allot up`` as ``--state-dir`` is: created when missing, but not in a directory
+    that is missing; the error names the variable. No stack is started."""
+    started: list[Path] = []
+
+    def start_stack(state_dir: Path, **_: object) -> None:
+        started.append(state_dir)
+        raise SystemExit(99)
+
+    monkeypatch.setattr("allot_cli.commands.stack.start_stack", start_stack)
+    monkeypatch.setattr(sys, "argv", ["allot", "up"])
+    missing = tmp_path / "missing" / "state"
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for state_dir, said in (
+        (
+            missing,
+            f"ALLOT_STATE_DIR {missing}: its parent directory {missing.parent} does not exist (create it first)",
+        ),
+        (a_file, f"ALLOT_STATE_DIR {a_file}: is a file; give a directory to write in"),
+    ):
+        monkeypatch.setenv("ALLOT_STATE_DIR", str(state_dir))
+        with pytest.raises(SystemExit) as exited:
+            main()
+        assert exited.value.code == 1
+        assert capsys.readouterr().err == f"allot: error: {said}\n"
+    assert started == [] and not missing.parent.exists()
+    monkeypatch.setenv("ALLOT_STATE_DIR", str(tmp_path / "new"))
     with pytest.raises(SystemExit) as exited:
         main()
     assert exited.value.code == 99 and started == [tmp_path / "new"]  # in a directory that exists: taken

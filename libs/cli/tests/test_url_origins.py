@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from allot_cli.main import main
+from allot_contracts.errors import Unavailable
+from allot_runtime.embedded import EmbeddedNats
 
 NOTHING_THERE = "postgresql://allot@127.0.0.1:1/allot"
 
@@ -110,3 +113,53 @@ def test_a_database_url_in_the_stack_that_is_not_postgresqls_names_its_stack_jso
     stack_json = _stack(no_urls, database_url="mysql://allot@127.0.0.1/allot", nats_url="nats://h:4222")
     assert _run(["get", "pods"], monkeypatch) == 2
     assert capsys.readouterr().err.startswith(f"allot: error: {stack_json}: not a PostgreSQL URL")
+
+
+@pytest.fixture
+def nats_with_password(tmp_path: Path) -> Iterator[EmbeddedNats]:
+    """A NATS server that requires a user and password (the dev stack's)."""
+    server = EmbeddedNats(tmp_path / "js")
+    try:
+        server.start()
+    except Unavailable as exc:
+        pytest.skip(f"no embedded nats-server: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        (
+            "nats://allot:not-the-password@127.0.0.1:{port}",
+            "the server refused the user and password in {stack}",
+        ),
+        ("tls://allot:{password}@127.0.0.1:{port}", "is tls:// but the server does not require TLS"),
+    ],
+    ids=["credentials", "tls"],
+)
+def test_a_nats_from_the_dev_stack_that_refuses_the_connection_names_its_stack_json(
+    no_urls: Path,
+    nats_with_password: EmbeddedNats,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    url: str,
+    reason: str,
+) -> None:
+    """Refused credentials or TLS are a setting to fix, named where it is: the stack's file, not ALLOT_NATS_URL."""
+    from allot_stack import connect
+
+    async def caught_up(*_: object, **__: object) -> tuple[list[object], int]:
+        return [], 0
+
+    server = nats_with_password
+    stack_json = _stack(no_urls, nats_url=url.format(port=server.port, password=server.password))
+    monkeypatch.setattr(connect, "on_log", caught_up)
+    assert _run(["events", "tail", "--follow"], monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("allot: error: NATS at ")
+    assert f": {stack_json}: {reason.format(stack=stack_json)}" in err
+    assert "ALLOT_NATS_URL" not in err and "not-the-password" not in err and server.password not in err

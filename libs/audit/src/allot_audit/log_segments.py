@@ -12,17 +12,16 @@ from pathlib import Path
 from allot_contracts.errors import ControlPlaneError, InvalidInput, SchemaMismatch
 from allot_eventstore.archive import SegmentError, SegmentReport, check_segment, joins, unsealed_stretches
 from allot_eventstore.archive_log import SEGMENT_SIZE, ArchiveConflict, Archived, against_log, archive
-from allot_eventstore.postgres import PostgresEventStore
 from allot_intake.errors import InputError, UsageError
 from allot_stack.anchoring import key_paths, verifying_keys
-from allot_stack.connect import endpoints, find_state_dir
+from allot_stack.connect import bounded_store, endpoints, find_state_dir
 
 
 async def archive_log(
     *, until: int, out: Path, segment_size: int | None, progress: Callable[[int, int], None]
 ) -> list[Archived]:
     """Write positions 1..``until`` of the log as segment files in ``out`` (kept ones checked, new ones after)."""
-    store = PostgresEventStore.connect(endpoints().database_url)
+    store = bounded_store(endpoints().database_url)
     try:
         return await archive(
             store, until=until, out=out, segment_size=segment_size or SEGMENT_SIZE, progress=progress
@@ -92,7 +91,7 @@ def problems(
 
 async def against_db(reports: list[SegmentReport]) -> list[str]:
     """Where the segments do not meet the live log's stored hashes (none: they do)."""
-    store = PostgresEventStore.connect(endpoints().database_url)
+    store = bounded_store(endpoints().database_url)
     try:
         return await against_log(store, reports)
     except ControlPlaneError as exc:

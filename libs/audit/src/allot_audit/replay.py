@@ -42,7 +42,7 @@ from allot_runtime.processor import Host
 from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import Verified, rebuild
 from allot_stack.anchoring import anchor_line, anchor_of, bound_unsealed, verifying_keys
-from allot_stack.connect import Endpoints, check_hint, endpoints, find_state_dir
+from allot_stack.connect import Endpoints, bounded_store, check_hint, endpoints, find_state_dir
 from allot_stack.pipeline import PROCESSORS, instances
 
 if TYPE_CHECKING:
@@ -98,7 +98,13 @@ async def live_states(ep: Endpoints, names: list[str], timeout: float = 2.0) -> 
         return {}
     from allot_bus.adapters.nats import connect
 
-    nc = await connect(ep.nats_url, name="allot-replay", connect_timeout=timeout, give_up_after=timeout)
+    nc = await connect(
+        ep.nats_url,
+        name="allot-replay",
+        connect_timeout=timeout,
+        give_up_after=timeout,
+        url_from=ep.nats_from,
+    )
     out: dict[str, LiveState] = {}
     try:
         for name in names:
@@ -149,7 +155,7 @@ async def replay(options: Options, say: Say, extras: Extras) -> tuple[int, Repor
     )
     configs = load_configs(config_dir)
     keys = verifying_keys(options.anchor_keys, os.environ, state_dir) if options.verify else {}
-    pg = PostgresEventStore.connect(ep.database_url)
+    pg = bounded_store(ep.database_url)
     run = _Run(options, say, ep, pg)
     try:
         code = await run.run(configs, keys, extras)

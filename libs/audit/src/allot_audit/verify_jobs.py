@@ -36,11 +36,11 @@ import msgspec
 
 from allot_audit.replay_configs import FileConfig, plan
 from allot_audit.verify_since import Start, start_from
-from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.verify import ChainCheck, ChainReport
 from allot_runtime import forked
 from allot_runtime.recorded_config import recorded_configs
 from allot_runtime.replay import VERIFY_PAGE, Verified, verify_many
+from allot_stack.connect import bounded_store
 
 # What checking the chain and re-deriving each service's decisions cost, relatively (CPU seconds on the 317k-event log
 # of ``allot bench replay``, 2026-11-29): how the services are split over the processes. A service's figure is what it
@@ -114,7 +114,7 @@ class Job:
 
 async def _decisions(job: Job, group: Service, chain: ChainCheck | None = None) -> dict[str, Verified]:
     """The decisions of ``group``'s instances; with ``chain``, the pass feeds it every page of the log as well."""
-    store = PostgresEventStore.connect(job.url, pool_size=2)
+    store = bounded_store(job.url, pool_size=2)
     try:
         deciders = plan(group.instances, await recorded_configs(store), job.files)
         hosts = {name: decider.first() for name, decider in deciders.items()}
@@ -233,7 +233,7 @@ def split(groups: list[Service], jobs: int) -> list[Service]:
 
 async def _chain_alone(job: Job, chain: ChainCheck) -> ChainReport:
     """The chain checked in a read of its own (up to the head it was given), to the first problem."""
-    store = PostgresEventStore.connect(job.url, pool_size=2)
+    store = bounded_store(job.url, pool_size=2)
     try:
         pages = store.pages(until=chain.head[0], page=VERIFY_PAGE)
         try:

@@ -29,12 +29,12 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-__all__ = ["Unreachable", "answer_within", "bounded", "is_unreachable"]
+__all__ = ["NO_ANSWER", "Unreachable", "answer_within", "bounded", "is_unreachable"]
 
 T = TypeVar("T")
 
 # errors that say PostgreSQL did not answer (no connection, a lost one, no answer in time), not that it refused
-_NO_ANSWER = (
+NO_ANSWER = (
     OSError,
     TimeoutError,
     asyncpg.InterfaceError,
@@ -45,7 +45,7 @@ _NO_ANSWER = (
 
 def is_unreachable(exc: BaseException) -> bool:
     """Whether a driver error says that PostgreSQL did not answer (rather than refusing what it was asked)."""
-    return isinstance(exc, _NO_ANSWER)
+    return isinstance(exc, NO_ANSWER)
 
 
 class Unreachable:

@@ -6,16 +6,23 @@ Migrate over a direct connection, not through a transaction-pooling PgBouncer (s
 ``ensure_current(url)`` is what services call at start: it refuses to run against a schema that is behind or ahead.
 It reads the database's revision with asyncpg and the head from the scripts' ``revision``/``down_revision`` lines,
 so a service's start does not import Alembic and SQLAlchemy (a second of CPU per process); only migrating does.
+Each of its round trips is given ``read_timeout`` seconds (a service's ``ALLOT_DB_READ_TIMEOUT``), as the store's
+reads are: a server that takes the connection and then stops answering fails the check in time
+(:class:`~allot_eventstore.pg_errors.LogUnavailable`) instead of holding the service's start for ever.
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import os
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from allot_contracts.errors import SchemaMismatch
+from allot_eventstore.bounds import NO_ANSWER, answer_within
+from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, LogUnavailable, translate
 from allot_eventstore.urls import async_url, plain_url
 
 if TYPE_CHECKING:
@@ -23,6 +30,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 MIGRATION_LOCK_KEY = 0x616C6C6F74  # "allot"
+
+T = TypeVar("T")
 
 
 def migrations_dir() -> Path:
@@ -107,12 +116,18 @@ def _current(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
-async def migrate(url: str) -> tuple[str | None, str]:
-    """Upgrade to head under the advisory lock. Returns ``(revision before, revision after)``."""
+async def migrate(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -> tuple[str | None, str]:
+    """Upgrade to head under the advisory lock. Returns ``(revision before, revision after)``.
+
+    The connection is given :data:`~allot_eventstore.pg_errors.CONNECT_TIMEOUT_S`; the wait for the lock and the
+    scripts, which may rightly take long (another migration holds the lock, a script rewrites a large log), are
+    watched (:class:`_Watch`: None, no watch): a server that stops answering ends the migration with
+    :class:`~allot_eventstore.pg_errors.LogUnavailable` saying so, nothing of it committed."""
     from sqlalchemy import pool, text
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    engine = create_async_engine(async_url(url), poolclass=pool.NullPool)
+    watch = _Watch(url, read_timeout)
+    engine = create_async_engine(async_url(url), poolclass=pool.NullPool, async_creator=watch.connect)
     try:
         async with engine.connect() as conn:
             await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
@@ -125,30 +140,108 @@ async def migrate(url: str) -> tuple[str | None, str]:
             finally:
                 await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
                 await conn.commit()
+    except Exception as exc:
+        if watch.silent is None:
+            raise
+        raise LogUnavailable(f"migrating the database schema: {watch.silent}") from exc
     finally:
+        watch.stop()
         await engine.dispose()
     assert after is not None
     return before, after
 
 
-async def current_revision(url: str) -> str | None:
-    """The database's revision (``alembic_version``), None before the first migration."""
+class _Watch:
+    """The migration's connection, made within :data:`~allot_eventstore.pg_errors.CONNECT_TIMEOUT_S` and watched while
+    it is used: every ``seconds`` the server is asked, over a connection of its own, for an answer within ``seconds``.
+    One that does not come closes the migration's connection under whatever waits on it (the server then rolls its
+    transaction back) and :attr:`silent` says why. A long statement cannot be told from a server that stopped
+    answering by waiting on its own connection, so the statements themselves are given no time limit."""
+
+    def __init__(self, url: str, seconds: float | None) -> None:
+        self.url, self.seconds = url, seconds
+        self.silent: str | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def connect(self) -> Any:
+        """The engine's connection (its ``async_creator``): an asyncpg connection, watched from now on."""
+        import asyncpg
+
+        try:
+            conn = await asyncpg.connect(plain_url(self.url), timeout=CONNECT_TIMEOUT_S)
+        except NO_ANSWER as exc:
+            raise _unanswered(exc, "migrating the database schema (connecting)", CONNECT_TIMEOUT_S) from exc
+        self.stop()  # a connection made again is watched instead
+        if self.seconds is not None:
+            self._task = asyncio.create_task(self._watch(conn, self.seconds))
+        return conn
+
+    async def _watch(self, conn: Any, seconds: float) -> None:
+        import asyncpg
+
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                probe = await asyncpg.connect(plain_url(self.url), timeout=seconds)
+                try:
+                    await answer_within(probe, seconds, probe.fetchval("SELECT 1"))
+                finally:
+                    await probe.close(timeout=seconds)
+            except NO_ANSWER as exc:
+                self.silent = str(translate(exc, timeout=seconds))
+                conn.terminate()
+                return
+            except Exception:  # an error is an answer (too many connections, say): the server is still there
+                continue
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+async def current_revision(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -> str | None:
+    """The database's revision (``alembic_version``), None before the first migration. The connection is given
+    :data:`~allot_eventstore.pg_errors.CONNECT_TIMEOUT_S` and each query ``read_timeout`` seconds (None: no bound);
+    a server that cannot be reached or does not answer in time raises
+    :class:`~allot_eventstore.pg_errors.LogUnavailable` saying so."""
     import asyncpg
 
-    conn = await asyncpg.connect(plain_url(url), timeout=10)
     try:
-        if not await conn.fetchval("SELECT to_regclass('alembic_version') IS NOT NULL"):
-            return None
-        rows = await conn.fetch("SELECT version_num FROM alembic_version")
+        conn = await asyncpg.connect(plain_url(url), timeout=CONNECT_TIMEOUT_S)
+    except NO_ANSWER as exc:
+        raise _unanswered(exc, "checking the database schema (connecting)", CONNECT_TIMEOUT_S) from exc
+    try:
+        present = await _within(conn, read_timeout, conn.fetchval(_HAS_VERSION_TABLE))
+        rows = (
+            await _within(conn, read_timeout, conn.fetch("SELECT version_num FROM alembic_version"))
+            if present
+            else []
+        )
+    except NO_ANSWER as exc:
+        raise _unanswered(exc, "checking the database schema (reading its revision)", read_timeout) from exc
     finally:
-        await conn.close()
+        await conn.close(timeout=read_timeout)
     if len(rows) > 1:
         raise SchemaMismatch(f"database schema has several revisions: {sorted(r[0] for r in rows)}")
     return rows[0][0] if rows else None
 
 
-async def ensure_current(url: str) -> None:
-    current, head = await current_revision(url), head_revision()
+_HAS_VERSION_TABLE = "SELECT to_regclass('alembic_version') IS NOT NULL"
+
+
+async def _within(conn: Any, seconds: float | None, call: Awaitable[T]) -> T:
+    return await (call if seconds is None else answer_within(conn, seconds, call))
+
+
+def _unanswered(exc: BaseException, doing: str, seconds: float | None) -> LogUnavailable:
+    """A server that did not answer, as the store reports it, saying what it was asked to do."""
+    return LogUnavailable(f"{doing}: {translate(exc, timeout=seconds)}")
+
+
+async def ensure_current(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -> None:
+    """Refuse a schema that is behind or ahead of this version's (:class:`SchemaMismatch`); ``read_timeout``: the
+    seconds each query of the check is given (:func:`current_revision`)."""
+    current, head = await current_revision(url, read_timeout=read_timeout), head_revision()
     if current != head:
         raise SchemaMismatch(
             f"database schema is at revision {current or 'none'} but this version needs {head}; "

@@ -318,7 +318,7 @@ async def _wait_for_schema(settings: ServiceSettings, stop: asyncio.Event) -> No
     delay = 0.5
     while not stop.is_set():
         try:
-            await ensure_current(settings.database_url)
+            await ensure_current(settings.database_url, read_timeout=settings.read_timeout)
             return
         except (SchemaMismatch, OSError, Unavailable) as exc:
             log.warning("waiting for the database schema: %s", exc)

@@ -24,11 +24,10 @@ def from_trace(path: Path) -> list[tuple[int, int, int, tuple[str, ...]]]:
 
 
 async def from_log() -> list[tuple[int, int, int, tuple[str, ...]]]:
-    from allot_eventstore.postgres import PostgresEventStore
     from allot_placement.fragmentation import pod_shape
-    from allot_stack.connect import endpoints
+    from allot_stack.connect import bounded_store, endpoints
 
-    store = PostgresEventStore.connect(endpoints().database_url)
+    store = bounded_store(endpoints().database_url)
     try:
         shapes = []
         async for record in store.iterate(types=["pod.submitted"]):

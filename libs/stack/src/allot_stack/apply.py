@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from allot_intake.errors import InputError, UsageError
-from allot_stack.connect import retrying
+from allot_stack.connect import bounded_store, retrying
 
 if TYPE_CHECKING:  # the engines, drivers and contracts are imported by the functions that run the command
     from allot_contracts.envelope import NewEvent
@@ -156,9 +156,8 @@ async def record(
 ) -> None:
     from allot_contracts.envelope import NewEvent
     from allot_contracts.errors import TransientError
-    from allot_eventstore.postgres import PostgresEventStore
 
-    store = PostgresEventStore.connect(url)
+    store = bounded_store(url)
     try:
         if check_existing:
             clashes = await retrying(lambda: existing_pods(store, inputs), what="checking existing pods")
@@ -224,11 +223,10 @@ async def _wait(
 async def door_for(url: str, until: int | None = None) -> Door:
     """A door that knows the elastic quotas and quota profiles, PriorityClasses, ClusterColocationProfiles and
     Namespaces recorded so far (up to position ``until`` when given)."""
-    from allot_eventstore.postgres import PostgresEventStore
     from allot_intake.manifests import Door
     from allot_intake.recorded import DOOR_TYPES, learn
 
-    store = PostgresEventStore.connect(url)
+    store = bounded_store(url)
     door = Door(quotas=set())
     applied: dict[str, Event] = {}  # quota or profile stream -> its last applied object, until registered
     try:

@@ -21,9 +21,11 @@ from allot_stack.stackfile import StackFile, is_stack_file
 
 if TYPE_CHECKING:  # imported by endpoints(): reading stack.json (allot status) loads no contracts
     from allot_bus.names import BusNames
+    from allot_eventstore.postgres import PostgresEventStore
     from allot_eventstore.protocol import EventStore
 
 STATE_DIR_NAME = ".allot"
+STATE_DIR_VARIABLE = "ALLOT_STATE_DIR"
 DATABASE_VARIABLE = "ALLOT_DATABASE_URL"
 NATS_VARIABLE = "ALLOT_NATS_URL"
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # about half a minute in all
@@ -32,12 +34,12 @@ T = TypeVar("T")
 
 
 def default_state_dir() -> Path:
-    env = os.environ.get("ALLOT_STATE_DIR")
+    env = os.environ.get(STATE_DIR_VARIABLE)
     return Path(env).resolve() if env else (Path.cwd() / STATE_DIR_NAME)
 
 
 def find_state_dir() -> Path | None:
-    env = os.environ.get("ALLOT_STATE_DIR")
+    env = os.environ.get(STATE_DIR_VARIABLE)
     if env:
         return Path(env).resolve()
     for directory in [Path.cwd(), *Path.cwd().parents]:
@@ -132,11 +134,31 @@ def _check_database_url(url: str, source: str) -> None:
         raise UsageError(f"{source}: {problem}")
 
 
-async def on_log(work: Callable[[EventStore], Awaitable[T]], url: str | None = None) -> T:
-    """``work(store)`` on the event log at ``url`` (default: the one :func:`endpoints` finds), closed afterwards."""
+def db_bounds() -> tuple[float | None, float | None]:
+    """A command's ``(read_timeout, write_timeout)`` for the event log, as a service's: from ``ALLOT_DB_READ_TIMEOUT``
+    (default 30 s; 0: no bound), refused naming the variable when it is not a number of seconds."""
+    from allot_runtime import settings
+
+    return settings.db_bounds(settings.db_read_timeout(os.environ))
+
+
+def bounded_store(url: str, *, pool_size: int = 5) -> PostgresEventStore:
+    """The event log at ``url`` for a command, bounded as a service's is: each read is given ``ALLOT_DB_READ_TIMEOUT``
+    seconds (0: no bound) and an append that plus its lock's wait, so a database that stops answering ends the command
+    in time with :class:`~allot_eventstore.pg_errors.LogUnavailable` saying so, instead of holding it for ever. A
+    value of the variable that is not a number of seconds is refused naming it."""
     from allot_eventstore.postgres import PostgresEventStore
 
-    store = PostgresEventStore.connect(url or endpoints().database_url)
+    read_timeout, write_timeout = db_bounds()
+    return PostgresEventStore.connect(
+        url, pool_size=pool_size, read_timeout=read_timeout, write_timeout=write_timeout
+    )
+
+
+async def on_log(work: Callable[[EventStore], Awaitable[T]], url: str | None = None) -> T:
+    """``work(store)`` on the event log at ``url`` (default: the one :func:`endpoints` finds), closed afterwards; the
+    store is bounded (:func:`bounded_store`)."""
+    store = bounded_store(url or endpoints().database_url)
     try:
         return await work(store)
     finally:

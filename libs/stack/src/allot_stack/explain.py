@@ -97,9 +97,9 @@ async def cluster(store: EventStore, until: int | None = None) -> Cluster:
 
 
 async def pod_history(url: str, key: str) -> tuple[list[RecordedEvent], list[RecordedEvent], Cluster]:
-    from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import bounded_store
 
-    store = PostgresEventStore.connect(url)
+    store = bounded_store(url)
     try:
         own, group = await history(store, key)
         return own, group, await cluster(store)
@@ -486,9 +486,9 @@ def _first_member_reasons(decision: dict[str, Any]) -> dict[str, list[str]]:
 
 async def refused_about(url: str, stream: str) -> list[RecordedEvent]:
     """The ``security.message_refused`` warnings about messages that claimed an event of ``stream``."""
-    from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import bounded_store
 
-    store = PostgresEventStore.connect(url)
+    store = bounded_store(url)
     try:
         return [
             record

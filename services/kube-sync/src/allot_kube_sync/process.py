@@ -107,7 +107,7 @@ async def run_kube_sync(
         delay = 0.5
         while not stop.is_set():
             try:
-                await ensure_current(database_url)
+                await ensure_current(database_url, read_timeout=settings.read_timeout)
                 break
             except Exception as exc:  # a database that is still starting raises driver errors
                 log.warning("waiting for the database schema: %s", exc)

@@ -139,13 +139,14 @@ async def run_relay() -> None:
         prefix=os.environ.get("ALLOT_NATS_PREFIX", "allot"),
         stream=os.environ.get("ALLOT_NATS_STREAM", "ALLOT_EVENTS"),
     )
+    read_timeout, write_timeout = db_bounds(db_read_timeout(os.environ))
     stop = stop_on_signals()
     state = Publishing()
     runner = await _serve(state)
     try:
         while not stop.is_set():
             try:
-                await ensure_current(database_url)
+                await ensure_current(database_url, read_timeout=read_timeout)
                 break
             except Exception as exc:
                 log.warning("waiting for the database schema: %s", exc)
@@ -153,7 +154,6 @@ async def run_relay() -> None:
                     await asyncio.wait_for(stop.wait(), timeout=1.0)
         if stop.is_set():
             return
-        read_timeout, write_timeout = db_bounds(db_read_timeout(os.environ))
         store = PostgresEventStore.connect(
             database_url, read_timeout=read_timeout, write_timeout=write_timeout
         )

@@ -68,17 +68,19 @@ async def connect(
     connect_timeout: float = 5.0,
     auth: NatsAuth | None = None,
     give_up_after: float | None = None,
+    url_from: str = natsauth.URL_VARIABLE,
 ) -> Client:
     """Connect with reconnects forever (a control plane outlives broker restarts), authenticated as ``auth`` says
     (default: the ALLOT_NATS_* environment, :mod:`allot_bus.adapters.natsauth`; credentials may also be in ``url``).
 
     A server that is not up yet is waited for; one that refuses the credentials or the TLS handshake is not: that
-    raises InvalidInput naming the setting to fix, since trying the same again cannot help. With ``give_up_after``
+    raises InvalidInput naming the setting to fix (for the URL: ``url_from``, the variable or the dev stack's
+    ``stack.json`` it came from), since trying the same again cannot help. With ``give_up_after``
     (a command someone waits on), the first connection is tried for that many seconds only, its failures not logged
     one by one: then :class:`~allot_bus.adapters.natsauth.NatsUnavailable` says what failed last."""
     auth = natsauth.from_env() if auth is None else auth
     options: dict[str, Any] = {
-        **natsauth.connect_options(auth, url),
+        **natsauth.connect_options(auth, url, url_from=url_from),
         "name": name,
         "connect_timeout": connect_timeout,
         "max_reconnect_attempts": -1,  # forever
@@ -91,7 +93,7 @@ async def connect(
     outage = Outage(f"NATS at {redact(url)}", log)
 
     async def _error(exc: Exception) -> None:
-        problem = natsauth.refusal(exc, auth, url)
+        problem = natsauth.refusal(exc, auth, url, url_from=url_from)
         if problem is not None and not refused.done():
             refused.set_result(problem)
         if give_up_after is not None and not connecting.done():
@@ -140,7 +142,7 @@ async def connect(
         raise InvalidInput(
             [
                 (
-                    "ALLOT_NATS_URL",
+                    url_from,
                     "is tls:// but the server does not require TLS, so the connection was plain text",
                 )
             ],

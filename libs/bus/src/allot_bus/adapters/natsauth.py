@@ -14,8 +14,9 @@ ALLOT_NATS_TLS_KEY          the client certificate's private key (PEM)
 =========================== ================================================================================
 
 Each is checked before anything connects: a problem is an :class:`~allot_contracts.errors.InvalidInput` naming the
-variable. A server that refuses the credentials or the TLS handshake is reported the same way, at once, instead of
-being retried forever (see :func:`allot_bus.adapters.nats.connect`). A server that does not answer (or JetStream
+variable (for the URL: where it came from, ``url_from``, which for a command may be the dev stack's ``stack.json``).
+A server that refuses the credentials or the TLS handshake is reported the same way, at once, instead of being
+retried forever (see :func:`allot_bus.adapters.nats.connect`). A server that does not answer (or JetStream
 that cannot be used) is a :class:`NatsUnavailable`, so that a command's hint names where the NATS URL came from
 (ALLOT_NATS_URL, or the dev stack's ``stack.json``), not the log's setting.
 """
@@ -35,6 +36,7 @@ from allot_contracts.errors import InvalidInput, Unavailable
 from allot_eventstore.urls import address_problem, redact
 
 SCHEMES = ("nats", "tls")
+URL_VARIABLE = "ALLOT_NATS_URL"
 
 
 class NatsAuth(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,14 +66,15 @@ def from_env(environ: Mapping[str, str] | None = None) -> NatsAuth:
     return NatsAuth(**{field: env.get(var, "") for field, var in ENVIRONMENT.items()})
 
 
-def problems(auth: NatsAuth, url: str) -> list[tuple[str, str]]:
-    """Everything wrong with ``url`` and ``auth`` together, as ``(variable, reason)``; empty when they can be used."""
+def problems(auth: NatsAuth, url: str, *, url_from: str = URL_VARIABLE) -> list[tuple[str, str]]:
+    """Everything wrong with ``url`` (taken from ``url_from``: the variable, or the dev stack's ``stack.json``) and
+    ``auth`` together, as ``(setting, reason)``; empty when they can be used."""
     issues: list[tuple[str, str]] = []
     if (unusable := address_problem(url)) is not None:  # a port that is not one, an IPv6 host not closed
-        return [("ALLOT_NATS_URL", f"{unusable} in {redact(url)!r}")]
+        return [(url_from, f"{unusable} in {redact(url)!r}")]
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES or not parts.hostname:
-        issues.append(("ALLOT_NATS_URL", f"{redact(url)!r} is not nats://host:port or tls://host:port"))
+        issues.append((url_from, f"{redact(url)!r} is not nats://host:port or tls://host:port"))
         return issues
     in_url = bool(parts.username or parts.password)
     if auth.user and not auth.password:
@@ -81,7 +84,7 @@ def problems(auth: NatsAuth, url: str) -> list[tuple[str, str]]:
     if in_url and (auth.user or auth.token):
         issues.append(
             (
-                "ALLOT_NATS_URL",
+                url_from,
                 "holds credentials and so does ALLOT_NATS_USER or ALLOT_NATS_TOKEN: give them once",
             )
         )
@@ -100,7 +103,7 @@ def problems(auth: NatsAuth, url: str) -> list[tuple[str, str]]:
     if (auth.tls_ca or auth.tls_cert) and parts.scheme != "tls":
         issues.append(
             (
-                "ALLOT_NATS_URL",
+                url_from,
                 f"is {parts.scheme}:// but TLS files are set: use tls://{parts.hostname}:{parts.port or 4222} so the "
                 "connection cannot fall back to plain text",
             )
@@ -145,9 +148,10 @@ class AuthOptions(TypedDict, total=False):
     tls_hostname: str | None
 
 
-def connect_options(auth: NatsAuth, url: str) -> AuthOptions:
-    """The ``nats.connect`` keyword arguments for ``auth`` (checked first: raises InvalidInput)."""
-    issues = problems(auth, url)
+def connect_options(auth: NatsAuth, url: str, *, url_from: str = URL_VARIABLE) -> AuthOptions:
+    """The ``nats.connect`` keyword arguments for ``auth`` (checked first: raises InvalidInput naming ``url_from``
+    for a problem of the URL)."""
+    issues = problems(auth, url, url_from=url_from)
     if issues:
         raise InvalidInput(issues, subject="NATS connection settings")
     options: AuthOptions = {}
@@ -161,9 +165,12 @@ def connect_options(auth: NatsAuth, url: str) -> AuthOptions:
     return options
 
 
-def refusal(exc: BaseException, auth: NatsAuth, url: str) -> InvalidInput | None:
-    """The server refused us for good (credentials or TLS handshake): the error to raise, naming what to fix.
-    None for anything a retry may cure (a server not up yet, a lost connection)."""
+def refusal(
+    exc: BaseException, auth: NatsAuth, url: str, *, url_from: str = URL_VARIABLE
+) -> InvalidInput | None:
+    """The server refused us for good (credentials or TLS handshake): the error to raise, naming what to fix (for the
+    URL: ``url_from``, the variable or the dev stack's ``stack.json`` it came from). None for anything a retry may
+    cure (a server not up yet, a lost connection)."""
     text = str(exc)
     where = f"NATS at {redact(url)}"
     if "authorization violation" in text.lower() or "authentication" in text.lower():
@@ -172,10 +179,10 @@ def refusal(exc: BaseException, auth: NatsAuth, url: str) -> InvalidInput | None
         elif auth.token:
             field, hint = "ALLOT_NATS_TOKEN", "the server refused ALLOT_NATS_TOKEN"
         elif urlsplit(url).username:
-            field, hint = "ALLOT_NATS_URL", "the server refused the user and password in ALLOT_NATS_URL"
+            field, hint = url_from, f"the server refused the user and password in {url_from}"
         else:
             field, hint = (
-                "ALLOT_NATS_URL",
+                url_from,
                 "the server requires authentication and none is configured (set ALLOT_NATS_USER and "
                 "ALLOT_NATS_PASSWORD, or nats://user:password@host:port)",
             )
@@ -183,7 +190,7 @@ def refusal(exc: BaseException, auth: NatsAuth, url: str) -> InvalidInput | None
     if isinstance(exc, ssl.SSLError):
         if urlsplit(url).scheme != "tls":  # the server asked for TLS; the driver tried with the system's CAs
             reason = f"the server requires TLS: use tls://host:port, with ALLOT_NATS_TLS_CA for a private CA ({exc})"
-            return InvalidInput([("ALLOT_NATS_URL", reason)], subject=where)
-        field = "ALLOT_NATS_TLS_CA" if isinstance(exc, ssl.SSLCertVerificationError) else "ALLOT_NATS_URL"
+            return InvalidInput([(url_from, reason)], subject=where)
+        field = "ALLOT_NATS_TLS_CA" if isinstance(exc, ssl.SSLCertVerificationError) else url_from
         return InvalidInput([(field, f"the TLS handshake failed: {exc}")], subject=where)
     return None

@@ -20,10 +20,10 @@ if TYPE_CHECKING:  # imported where used: ``allot decisions --help`` loads no vi
 
 
 async def live_decisions(url: str) -> list[Decision]:
-    from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import bounded_store
     from allot_views.decisions import decisions
 
-    store = PostgresEventStore.connect(url)
+    store = bounded_store(url)
     try:
         return decisions([r async for r in store.iterate()])
     finally:

@@ -49,9 +49,8 @@ def _check_nats(url: str | None, origin: str) -> None:
 
     if not url:
         raise UsageError("--follow needs NATS (ALLOT_NATS_URL or a running dev stack)")
-    if problems := natsauth.problems(natsauth.from_env(), url):
-        named = [(origin if setting == "ALLOT_NATS_URL" else setting, reason) for setting, reason in problems]
-        raise UsageError("; ".join(f"{setting}: {reason}" for setting, reason in named))
+    if problems := natsauth.problems(natsauth.from_env(), url, url_from=origin):
+        raise UsageError("; ".join(f"{setting}: {reason}" for setting, reason in problems))
 
 
 async def _check_types(store: EventStore, patterns: list[str]) -> None:
@@ -106,7 +105,9 @@ async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
     stop = stop_on_signals()
 
     async def printing() -> None:
-        nc = await connect(ep.nats_url, name="allot-events-tail", give_up_after=NATS_WAIT_S)
+        nc = await connect(
+            ep.nats_url, name="allot-events-tail", give_up_after=NATS_WAIT_S, url_from=ep.nats_from
+        )
         client = AllotClient(
             database_url=ep.database_url,
             prefix=ep.names.prefix,

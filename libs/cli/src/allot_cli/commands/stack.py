@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 from allot_cli.files import check_output, file_name
 from allot_intake.errors import InputError, UsageError
 from allot_runtime.flags import seconds
-from allot_stack.connect import default_state_dir, endpoints, find_state_dir, read_stack
+from allot_stack.connect import (
+    STATE_DIR_VARIABLE,
+    db_bounds,
+    default_state_dir,
+    endpoints,
+    find_state_dir,
+    read_stack,
+)
 from allot_stack.control import LogState, ProcessRow, log_state, process_rows, start_stack, stop_stack
 from allot_stack.processes import find_leftovers, supervisor_running
 from allot_stack.summary import describe
@@ -75,10 +82,21 @@ def command_name(argv0: str, cwd: Path, on_path: str | None) -> str:
         return str(me)
 
 
+def new_state_dir(given: str | None) -> Path:
+    """Where ``allot up`` starts the stack: ``--state-dir``, else ``ALLOT_STATE_DIR``, else ``./.allot``. Created if
+    missing, in a directory that exists (never a mistyped path made whole): an error naming the flag or the variable
+    otherwise."""
+    if given:
+        check_output(Path(given).resolve(), flag="--state-dir", directory=True)
+        return Path(given).resolve()
+    state_dir = default_state_dir()
+    if os.environ.get(STATE_DIR_VARIABLE):
+        check_output(state_dir, flag=STATE_DIR_VARIABLE, directory=True)
+    return state_dir
+
+
 def cmd_up(args: argparse.Namespace) -> int:
-    if args.state_dir:  # created if missing, in a directory that exists (never a mistyped path made whole)
-        check_output(Path(args.state_dir).resolve(), flag="--state-dir", directory=True)
-    state_dir = Path(args.state_dir).resolve() if args.state_dir else default_state_dir()
+    state_dir = new_state_dir(args.state_dir)
     print(f"starting the Allot dev stack in {state_dir}", file=sys.stderr)
     started = time.monotonic()
     stack = start_stack(state_dir, timeout=args.timeout, reporter=Progress())
@@ -187,7 +205,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from allot_eventstore.urls import redact
 
     url = endpoints().database_url
-    before, after = asyncio.run(migrate(url))
+    before, after = asyncio.run(migrate(url, read_timeout=db_bounds()[0]))
     print(
         f"{redact(url)}: schema {before or 'empty'} → {after}"
         if before != after

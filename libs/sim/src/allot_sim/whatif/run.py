@@ -124,8 +124,8 @@ async def pods(
     facts: NodeLabels | None = None,
 ) -> PodsReport:
     """``allot what-if -f``: the answer for every pod of ``paths`` at position ``at`` (default: the head)."""
-    from allot_eventstore.postgres import PostgresEventStore
     from allot_stack.apply import door_for
+    from allot_stack.connect import bounded_store
 
     from . import inputs
     from .answer import answers
@@ -134,7 +134,7 @@ async def pods(
     from .pump import Trial
 
     docs = inputs.read(paths)
-    store = PostgresEventStore.connect(url)
+    store = bounded_store(url)
     try:
         where = (await position_of(store, at))[0]
         items, keys, warnings = inputs.admitted(docs, await door_for(url, until=where))
@@ -200,16 +200,16 @@ async def window(
 ) -> WindowReport:
     """``allot what-if --config --window``: every decision of the window that would differ (``config``: the
     service and its changed settings; ``facts``: a change of node labels it decides over)."""
-    from allot_eventstore.postgres import PostgresEventStore
     from allot_runtime.recorded_config import RecordedConfig, recorded_configs
     from allot_runtime.replay import Switch
+    from allot_stack.connect import bounded_store
 
     from .facts import relabelled
     from .fold import deciders
     from .window import compare, merged
     from .window import window as parse_window
 
-    store = PostgresEventStore.connect(url)
+    store = bounded_store(url)
     try:
         head = (await store.head())[0]
         if head == 0:
