@@ -1,4 +1,5 @@
-"""Numeric flag values (``type=`` of an argparse option), for the CLI and every process's own command line.
+"""Numeric flag values (``type=`` of an argparse option), for the CLI and every process's own command line; and
+that command line itself, for a server process that is an ``allot`` subcommand too (:func:`process_parser`).
 
 Each takes the text as typed and returns the number, or refuses it with argparse's usage error naming the flag, the
 value and what it must be ("argument --port: must be a port from 1 to 65535, not '99999'"): a bad value never
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 
 # the largest log position PostgreSQL stores (bigint), and the largest count a flag takes
 INT64_MAX = 2**63 - 1
@@ -126,3 +128,13 @@ def seconds(text: str) -> float:
 def factor(text: str) -> float:
     """A multiple above zero, at most :data:`MAX_FACTOR` (``1.3``: 130 %)."""
     return _above_zero(text, f"a number above 0 and at most {MAX_FACTOR:g}", MAX_FACTOR)
+
+
+def process_parser(
+    prog: str, description: str, add_arguments: Callable[[argparse.ArgumentParser], None]
+) -> argparse.ArgumentParser:
+    """The command line of a server process (``allot-webhook``): ``prog`` with the flags ``add_arguments`` gives it
+    and its ``allot`` subcommand alike."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_arguments(parser)
+    return parser

@@ -13,6 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from allot_runtime.flags import process_parser
+
 PROG = "allot-kube-sync"
 
 
@@ -46,11 +48,9 @@ def run(args: argparse.Namespace, prog: str = PROG) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The command line of ``allot-kube-sync``."""
-    made = argparse.ArgumentParser(
-        prog=PROG, description="Record Kubernetes pods, quotas and PodGroups in the event log."
+    return process_parser(
+        PROG, "Record Kubernetes pods, quotas and PodGroups in the event log.", add_arguments
     )
-    add_arguments(made)
-    return made
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -100,11 +100,7 @@ def run(database_url: str, args: argparse.Namespace, name: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """``allot-ui``'s command line."""
-    own = argparse.ArgumentParser(
-        prog="allot-ui", description="Serve the web audit view (read-only) of the log."
-    )
-    add_arguments(own)
-    return own
+    return flags.process_parser("allot-ui", "Serve the web audit view (read-only) of the log.", add_arguments)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

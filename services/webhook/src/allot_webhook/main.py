@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from allot_runtime.flags import port
+from allot_runtime.flags import port, process_parser
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -115,11 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     """The command line of ``allot-webhook``."""
-    made = argparse.ArgumentParser(
-        prog=PROG, description="Serve the validating and mutating admission webhooks (HTTPS)."
+    return process_parser(
+        PROG, "Serve the validating and mutating admission webhooks (HTTPS).", add_arguments
     )
-    add_arguments(made)
-    return made
 
 
 def main(argv: Sequence[str] | None = None) -> None:
