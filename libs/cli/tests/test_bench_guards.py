@@ -64,6 +64,7 @@ def test_the_end_to_end_benchmark_reports_its_figures() -> None:
         "cpu_s_per_1000_pods",
     ):
         assert key in figures, key
+    assert figures["policy"] == "koordinator"  # the device-allocator's default, in the stack and alone
     assert set(figures["p99_ms"]) == {"50", "200"}
     assert figures["burst_outcomes"]["pending"] == 0
     assert sum(figures["burst_outcomes"].values()) == 1000

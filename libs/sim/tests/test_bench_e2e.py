@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from allot_sim.bench.e2e import peak_rss_mib, vm_hwm_kib
+from allot_intake.errors import UsageError
+from allot_sim.bench.e2e import device_allocator_config, peak_rss_mib, vm_hwm_kib
 
 STATUS = """Name:\tpython3
 Umask:\t0022
@@ -120,3 +121,30 @@ def test_snapshot_exports_are_read_from_the_services_logs_and_placed_in_phases()
         }
     }
     assert summary([*found, forked])["device-allocator"]["forked_peak_rss_mib"] == 480
+
+
+@pytest.mark.parametrize("policy", ["koordinator", "binpack", "gpupacking"])
+def test_the_stack_and_the_engine_alone_are_given_the_same_placement_policy(
+    tmp_path: Path, policy: str
+) -> None:
+    from allot_placement import PlacementConfig
+    from allot_runtime.settings import read_config_file
+    from device_allocator.processor import DeviceAllocator
+
+    path = device_allocator_config(tmp_path / "stack", policy)
+    # the file where the supervisor finds it, as the service reads it (ALLOT_CONFIG_FILE)
+    assert path == tmp_path / "stack" / "config" / "device-allocator.yaml"
+    stack = DeviceAllocator(read_config_file(path)).config
+    assert stack == PlacementConfig.from_dict(
+        {"policy": policy}
+    )  # what ``_throughput`` gives the engine alone
+    assert device_allocator_config(tmp_path / "stack", policy) == path  # a kept state directory runs again
+
+
+def test_a_state_directory_with_its_own_device_allocator_config_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "config" / "device-allocator.yaml"
+    config.parent.mkdir()
+    config.write_text("policy: spread\npreemption: false\n")
+    with pytest.raises(UsageError, match="device-allocator config of its own"):
+        device_allocator_config(tmp_path, "koordinator")
+    assert config.read_text() == "policy: spread\npreemption: false\n"  # the user's file is left as it was

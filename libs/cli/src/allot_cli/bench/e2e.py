@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, node_count_argument, report, trace_arguments
+from allot_placement.config import PRESETS
 from allot_runtime.flags import seconds, size
 from allot_sim.bench import e2e as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
@@ -29,6 +30,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--timeout", type=seconds, default=600.0, help="seconds any phase may take (default 600)")
     node_count_argument(p, also="; 6065 is the five-fold openb cluster")
+    p.add_argument(
+        "--policy",
+        choices=[policy for policy in PRESETS if policy != "fgd"],  # fgd needs a typical-pod distribution
+        default="koordinator",
+        help="placement policy of the stack's device-allocator and of the engine alone (default koordinator, "
+        "the device-allocator's default; fgd, which needs a typical-pod distribution, is not offered)",
+    )
     p.set_defaults(func=run)
 
 
@@ -45,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         timeout=args.timeout,
         node_count=args.node_count,
+        policy=args.policy,
     )
     out = measure(options, reporter=Progress())
     report(out, as_json=args.json)

@@ -13,7 +13,11 @@ the seven services as separate supervised processes) in a temporary state direct
    paced submitter, as an API would); ``p50_ms`` / ``p99_ms`` of submit→bound at each rate. Latency is only
    meaningful below saturation; the figure at a rate above it shows the queue growing.
 4. **in process**: the same burst pods through the placement engine alone (``allot bench placement``'s loop),
-   before the stack starts: ``distribution_penalty`` = in-process pods/s ÷ ``e2e_pods_per_s``.
+   before the stack starts, under the placement policy the stack's device-allocator is given (``--policy``, by
+   default its own default, ``koordinator``; written to its config file in the state directory), so that both
+   make the same decisions: ``distribution_penalty`` = in-process pods/s ÷ ``e2e_pods_per_s``. The policy decides
+   much of the engine's cost on a large cluster: spreading pods over nodes (``koordinator``, ``spread``) leaves
+   every node with a state of its own, which no cached result of an identical machine answers.
 
 Between phases every pod is deleted (and its allocation released) so each phase starts from an empty cluster.
 Per-hop p50/p99 come from the recorded time of each event of a pod's path; ``cpu_s_per_1000_pods`` is the CPU
@@ -125,6 +129,7 @@ class Report(StackFigures):
     inprocess_pods_per_s: int
     inprocess_pods_per_s_runs: list[int]
     machine: str
+    policy: str
     python: str
 
 
@@ -132,7 +137,8 @@ class Report(StackFigures):
 class Options:
     """``--pods`` in the burst, open-loop ``--rates`` (comma-separated pods/s) offered for ``--duration`` seconds
     each, the openb ``--nodes`` and ``--pods-csv``, the stack's ``--state-dir``, each phase's ``--timeout`` and
-    ``--node-count`` (the node list replicated with new names to that many nodes; 0: as read)."""
+    ``--node-count`` (the node list replicated with new names to that many nodes; 0: as read) and the placement
+    ``--policy`` of the device-allocator and the engine alone."""
 
     pods: int
     rates: str
@@ -142,6 +148,7 @@ class Options:
     state_dir: Path | None
     timeout: float
     node_count: int = 0
+    policy: str = "koordinator"
 
 
 def _progress(text: str) -> None:
@@ -478,6 +485,24 @@ async def _measure(
         await store.close()
 
 
+def device_allocator_config(state_dir: Path, policy: str) -> Path:
+    """Give the stack's device-allocator placement ``policy``: its config file in ``state_dir``
+    (``config/device-allocator.yaml``, where the supervisor looks for it), so that the stack decides as the engine
+    alone does. A state directory with another config for it is refused (:class:`UsageError`): the benchmark would
+    compare other decisions, or overwrite the user's file."""
+    path = state_dir / "config" / "device-allocator.yaml"
+    text = f"policy: {policy}\n"
+    if path.exists() and path.read_text(encoding="utf-8") != text:
+        raise UsageError(
+            f"{path}: the state directory has a device-allocator config of its own; the benchmark writes it "
+            f"(policy {policy}, --policy) so that the stack and the engine alone decide alike: use another "
+            "--state-dir"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def measure(args: Options, *, reporter: Reporter = SILENT) -> Report:
     """The four phases (in process first, then the stack started in ``args.state_dir`` or a temporary directory);
     ``reporter`` hears about the cleanup of a stack whose supervisor died."""
@@ -488,13 +513,22 @@ def measure(args: Options, *, reporter: Reporter = SILENT) -> Report:
 
     trace_csv(args.nodes, "nodes CSV")
     trace_csv(args.pods_csv, "pods CSV")
-    _progress(f"in process: {args.pods} pods through the placement engine alone (3 runs)")
-    inproc = [
-        _throughput(args.nodes, args.pods_csv, args.pods, args.node_count)["placements_per_s"]
-        for _ in range(3)
-    ]
     work = Path(tempfile.mkdtemp(prefix="allot-bench-e2e-"))
     state_dir = (args.state_dir or work / "stack").resolve()
+    try:
+        device_allocator_config(state_dir, args.policy)
+    except UsageError:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    _progress(
+        f"in process: {args.pods} pods through the placement engine alone, policy {args.policy} (3 runs)"
+    )
+    inproc = [
+        _throughput(args.nodes, args.pods_csv, args.pods, args.node_count, policy=args.policy)[
+            "placements_per_s"
+        ]
+        for _ in range(3)
+    ]
     env = {
         k: v
         for k, v in os.environ.items()
@@ -533,6 +567,7 @@ def measure(args: Options, *, reporter: Reporter = SILENT) -> Report:
         "inprocess_pods_per_s_runs": inproc,
         "machine": platform.machine(),
         "open_loop": out["open_loop"],
+        "policy": args.policy,
         "p50_ms": out["p50_ms"],
         "p99_ms": out["p99_ms"],
         "peak_rss_mib": out["peak_rss_mib"],

@@ -170,7 +170,12 @@ def trace_csv(path: Path, what: str) -> Path:
 
 
 def _throughput(
-    nodes_csv: Path, pods_csv: Path, limit: int, node_count: int = 0, free_index: bool = True
+    nodes_csv: Path,
+    pods_csv: Path,
+    limit: int,
+    node_count: int = 0,
+    free_index: bool = True,
+    policy: str = "binpack",
 ) -> Throughput:
     from allot_placement import PlacementConfig, PlacementEngine
     from allot_placement.openb import load_node, read_nodes, read_pods, replicate, trace_pod
@@ -183,7 +188,7 @@ def _throughput(
     if limit:
         pods = pods[:limit]
     memory.unsettle()  # what an earlier run left frozen can go
-    eng = PlacementEngine(PlacementConfig.from_dict({"policy": "binpack"}), free_index=free_index)
+    eng = PlacementEngine(PlacementConfig.from_dict({"policy": policy}), free_index=free_index)
     for node in nodes:
         load_node(eng, node)
     admitted = [trace_pod(p) for p in pods]  # read at the door, as the services receive them
