@@ -347,6 +347,39 @@ def test_decisions_are_byte_identical_across_processes() -> None:
     assert json.loads(outs[0])["decisions"][0]["outcome"] == n.SCHEDULED
 
 
+def test_every_memo_stays_within_its_bound_when_few_node_results_are_new(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Binpack answers most pods from a few node results, so the node-result bound alone never trims: the
+    free-resource tests and the interned contents have bounds of their own, and trimming them changes no decision."""
+    import allot_placement.engine as engine_mod
+
+    rng = random.Random(11)
+    docs = _random_cluster(rng)
+    pods = [_random_pod(rng, i) for i in range(120)]
+
+    normal = engine_with(*docs, config={"policy": "binpack"})
+    expected = [place(normal, p).to_dict() for p in pods]
+    monkeypatch.setattr(engine_mod, "_MEMO_LIMIT", 1000)  # the node results never reach their bound ...
+    monkeypatch.setattr(engine_mod, "_MEMO_PER_NODE", 0)
+    monkeypatch.setattr(
+        engine_mod, "_TESTS_PER_RESULT", 0.016
+    )  # ... while the tests' (16) and the contents' (4) bind
+    monkeypatch.setattr(engine_mod, "_CONTENTS_PER_RESULT", 0.004)
+    bounded = engine_with(*docs, config={"policy": "binpack"})
+    seen = {"admit": 0, "ids": 0}
+    decided = []
+    for p in pods:
+        decided.append(place(bounded, p).to_dict())
+        seen["admit"] = max(seen["admit"], len(bounded._admit_memo))
+        seen["ids"] = max(seen["ids"], len(bounded._ids))
+    assert decided == expected
+    assert 16 < len(bounded._memo) <= 1000  # the node results, never trimmed, outnumber the bounded tests
+    # checked as nodes change: one pod may add a test per node, or a content per node it changes, first
+    nodes = len(bounded._nodes)
+    assert seen["admit"] <= 16 + nodes and seen["ids"] <= 4 + nodes  # without the bounds: 227 and 102
+
+
 def test_cache_resets_never_change_decisions(monkeypatch: pytest.MonkeyPatch) -> None:
     import allot_placement.engine as engine_mod
 

@@ -71,6 +71,11 @@ _RESOURCE_LABELS = (
 # evaluations a bound of 50,000 makes, for 200 MB more (docs/benchmarks/e2e.md, 2026-11-29, later)
 _MEMO_LIMIT = 50_000
 _MEMO_PER_NODE = 8  # node results kept per live node beyond ``_MEMO_LIMIT``'s floor
+# The free-resource tests (small) and the interned node contents (about 1.3 kB each) have bounds of their own, twice
+# and half the node results': under binpack a few node results answer most pods, so the results' bound alone let
+# these grow to 480,000 tests and 29,000 contents (100 MB) at 6,000 nodes and 30,000 pods.
+_TESTS_PER_RESULT = 2.0
+_CONTENTS_PER_RESULT = 0.5
 _INDEX_ENTRY_BUDGET = 1_000_000
 _LOG_SLACK = 4096  # the change log holds 4 entries per node and this many more, then drops its older half
 _PARSE_CACHE_LIMIT = 4096
@@ -454,8 +459,12 @@ class PlacementEngine:
             self._change_base += drop
             del self._changes[:drop]
         limit = max(_MEMO_LIMIT, _MEMO_PER_NODE * len(self._label_id))
-        if len(self._memo) > limit or len(self._ids) > 2 * limit or len(self._dev_memo.views) > limit:
+        if len(self._memo) > limit or len(self._dev_memo.views) > limit:
             self._trim_caches()
+        else:  # what fills without new node results (binpack reuses a few): each bounded on its own
+            for memo, share in ((self._admit_memo, _TESTS_PER_RESULT), (self._ids, _CONTENTS_PER_RESULT)):
+                if len(memo) > limit * share:
+                    _drop_oldest(memo, len(memo) // 2)
 
     def _trim_caches(self) -> None:
         """Drop the older half of every memo (bounded memory for long-running services). The entries dropped
