@@ -72,10 +72,11 @@ _RESOURCE_LABELS = (
 _MEMO_LIMIT = 50_000
 _MEMO_PER_NODE = 8  # node results kept per live node beyond ``_MEMO_LIMIT``'s floor
 # The free-resource tests (small) and the interned node contents (about 1.3 kB each) have bounds of their own, twice
-# and half the node results': under binpack a few node results answer most pods, so the results' bound alone let
-# these grow to 480,000 tests and 29,000 contents (100 MB) at 6,000 nodes and 30,000 pods.
+# and a quarter of the node results': under binpack a few node results answer most pods, so the results' bound alone
+# let these grow to 480,000 tests and 29,000 contents (100 MB) at 6,000 nodes and 30,000 pods. A quarter, not a half,
+# saved 12 MB more there for 4.5 % more evaluations (docs/benchmarks/placement.md, 2026-11-29).
 _TESTS_PER_RESULT = 2.0
-_CONTENTS_PER_RESULT = 0.5
+_CONTENTS_PER_RESULT = 0.25
 _INDEX_ENTRY_BUDGET = 1_000_000
 _LOG_SLACK = 4096  # the change log holds 4 entries per node and this many more, then drops its older half
 _PARSE_CACHE_LIMIT = 4096
