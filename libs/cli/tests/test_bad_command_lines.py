@@ -219,6 +219,24 @@ def test_schemas_that_cannot_be_written_are_a_usage_error(
     assert f"--out {blocker / 'schemas'}: its parent directory {blocker} is a file, not a directory" in said
 
 
+@pytest.mark.parametrize(
+    ("policy", "refusal"),
+    [
+        ("nope", "--policy nope: policy: unknown policy 'nope'; one of koordinator, binpack"),
+        ("fgd", "--policy fgd: fragmentation.typicalPods: policy fgd needs the typical-pod distribution"),
+    ],
+)
+def test_a_policy_the_benchmark_cannot_run_is_refused_before_anything_starts(
+    policy: str, refusal: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["allot", "bench", "e2e", "--policy", policy])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    said = capsys.readouterr().err
+    assert refusal in said and "Traceback" not in said and "in process" not in said
+
+
 def _run(argv: list[str], url: str, monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setenv("ALLOT_DATABASE_URL", url)
     monkeypatch.setattr(sys, "argv", ["allot", *argv])

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from allot_cli.bench import benchmark_parser, node_count_argument, report, trace_arguments
-from allot_placement.config import PRESETS
 from allot_runtime.flags import seconds, size
 from allot_sim.bench import e2e as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
@@ -32,17 +31,23 @@ def register(subparsers: Any) -> None:
     node_count_argument(p, also="; 6065 is the five-fold openb cluster")
     p.add_argument(
         "--policy",
-        choices=[policy for policy in PRESETS if policy != "fgd"],  # fgd needs a typical-pod distribution
         default="koordinator",
-        help="placement policy of the stack's device-allocator and of the engine alone (default koordinator, "
-        "the device-allocator's default; fgd, which needs a typical-pod distribution, is not offered)",
+        help="placement policy of the stack's device-allocator and of the engine alone: a preset of its config "
+        "(koordinator, binpack, spread, ...; default koordinator, the device-allocator's default)",
     )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from allot_cli.commands.stack import Progress
+    from allot_intake.errors import UsageError
+    from allot_placement import ConfigError, PlacementConfig
     from allot_sim.bench.e2e import Options, measure
+
+    try:  # checked before anything starts; fgd, say, needs a typical-pod distribution that a preset alone lacks
+        PlacementConfig.from_dict({"policy": args.policy})
+    except ConfigError as exc:
+        raise UsageError(f"--policy {args.policy}: {exc}") from exc
 
     options = Options(
         pods=args.pods,

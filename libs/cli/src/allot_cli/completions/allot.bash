@@ -34,7 +34,7 @@ _allot() {
         'bench') opts='-h --help'; words='append defrag e2e gang placement quota replay restart sampler ui'; files=''; names=''; valued='' ;;
         'bench append') opts='-h --help --json --events --batch --runs --event'; words=''; files=''; names=''; valued='--events --batch --runs --event' ;;
         'bench defrag') opts='-h --help --json --trace --pods --nodes --seeds --tune --max-per-plan'; words=''; files=''; names=''; valued='--trace --pods --nodes --seeds --tune --max-per-plan' ;;
-        'bench e2e') opts='-h --help --json --pods --rates --duration --nodes --pods-csv --state-dir --timeout --node-count'; words=''; files=''; names=''; valued='--pods --rates --duration --nodes --pods-csv --state-dir --timeout --node-count' ;;
+        'bench e2e') opts='-h --help --json --pods --rates --duration --nodes --pods-csv --state-dir --timeout --node-count --policy'; words=''; files=''; names=''; valued='--pods --rates --duration --nodes --pods-csv --state-dir --timeout --node-count --policy' ;;
         'bench gang') opts='-h --help --json --nodes --gangs --size --gpus'; words=''; files=''; names=''; valued='--nodes --gangs --size --gpus' ;;
         'bench placement') opts='-h --help --json --nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --no-free-index --shards --skip-rss --check'; words=''; files=''; names=''; valued='--nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --shards' ;;
         'bench quota') opts='-h --help --json --quotas --changes --seed'; words=''; files=''; names=''; valued='--quotas --changes --seed' ;;
@@ -94,6 +94,7 @@ _allot() {
         'bench e2e|--state-dir') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'bench e2e|--timeout') COMPREPLY=($(compgen -f -- "$cur")); return ;;
         'bench e2e|--node-count') COMPREPLY=(); return ;;
+        'bench e2e|--policy') COMPREPLY=(); return ;;
         'bench gang|--nodes') COMPREPLY=(); return ;;
         'bench gang|--gangs') COMPREPLY=(); return ;;
         'bench gang|--size') COMPREPLY=(); return ;;

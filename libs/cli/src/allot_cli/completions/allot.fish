@@ -130,6 +130,7 @@ complete -c allot -n "__allot_at 'bench e2e'" -l pods-csv -x -d 'openb pod list 
 complete -c allot -n "__allot_at 'bench e2e'" -l state-dir -r -F -d 'keep the stacks data and logs here (default: a temporary dir)'
 complete -c allot -n "__allot_at 'bench e2e'" -l timeout -r -F -d 'seconds any phase may take (default 600)'
 complete -c allot -n "__allot_at 'bench e2e'" -l node-count -x -d 'replicate the node list with new names to N nodes; 6065 is the five-fold openb cluster (0 = as read)'
+complete -c allot -n "__allot_at 'bench e2e'" -l policy -x -d 'placement policy of the stacks device-allocator and of the engine alone: a preset of its config (koordinator, binpack, spread, ...; default koordinator, the device-allocators default)'
 complete -c allot -n "__allot_at 'bench gang'" -s h -l help -d 'show this help message and exit'
 complete -c allot -n "__allot_at 'bench gang'" -l json -d ''
 complete -c allot -n "__allot_at 'bench gang'" -l nodes -x -d 'openb node list CSV'
