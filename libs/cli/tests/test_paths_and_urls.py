@@ -197,6 +197,24 @@ def test_an_output_in_a_directory_that_does_not_exist_is_refused_before_any_work
     assert not (tmp_path / "nope").exists()  # nothing was made of the mistyped path
 
 
+def _unusable_state_dirs(tmp_path: Path, given_by: str) -> tuple[Path, Path, list[tuple[Path, str]]]:
+    """A state directory in a missing directory and one that is a file, each with its refusal naming ``given_by``."""
+    missing = tmp_path / "missing" / "state"
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    return (
+        missing,
+        a_file,
+        [
+            (
+                missing,
+                f"{given_by} {missing}: its parent directory {missing.parent} does not exist (create it first)",
+            ),
+            (a_file, f"{given_by} {a_file}: is a file; give a directory to write in"),
+        ],
+    )
+
+
 @pytest.mark.parametrize("command", ["up", "demo"])
 def test_a_state_dir_in_a_missing_directory_is_refused_and_nothing_is_made(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -215,15 +233,9 @@ def test_a_state_dir_in_a_missing_directory_is_refused_and_nothing_is_made(
     monkeypatch.setattr(
         f"allot_cli.commands.{'stack' if command == 'up' else 'demo'}.start_stack", start_stack, raising=False
     )
-    missing = tmp_path / "missing" / "state"
-    a_file = tmp_path / "a-file"
-    a_file.write_text("")
+    missing, a_file, refusals = _unusable_state_dirs(tmp_path, "--state-dir")
     for state_dir, said in (
-        (
-            missing,
-            f"--state-dir {missing}: its parent directory {missing.parent} does not exist (create it first)",
-        ),
-        (a_file, f"--state-dir {a_file}: is a file; give a directory to write in"),
+        *refusals,
         (a_file / "state", f"its parent directory {a_file} is a file, not a directory"),
     ):
         monkeypatch.setattr(sys, "argv", ["allot", command, "--state-dir", str(state_dir)])
@@ -251,16 +263,8 @@ def test_an_allot_state_dir_in_a_missing_directory_is_refused_naming_the_variabl
 
     monkeypatch.setattr("allot_cli.commands.stack.start_stack", start_stack)
     monkeypatch.setattr(sys, "argv", ["allot", "up"])
-    missing = tmp_path / "missing" / "state"
-    a_file = tmp_path / "a-file"
-    a_file.write_text("")
-    for state_dir, said in (
-        (
-            missing,
-            f"ALLOT_STATE_DIR {missing}: its parent directory {missing.parent} does not exist (create it first)",
-        ),
-        (a_file, f"ALLOT_STATE_DIR {a_file}: is a file; give a directory to write in"),
-    ):
+    missing, _, refusals = _unusable_state_dirs(tmp_path, "ALLOT_STATE_DIR")
+    for state_dir, said in refusals:
         monkeypatch.setenv("ALLOT_STATE_DIR", str(state_dir))
         with pytest.raises(SystemExit) as exited:
             main()
