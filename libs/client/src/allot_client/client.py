@@ -1,7 +1,10 @@
 """The client: connections to the log (PostgreSQL) and the bus (NATS), and subscriptions over them.
 
 Settings are those of the services (``ALLOT_DATABASE_URL``, ``ALLOT_NATS_URL``, ``ALLOT_NATS_PREFIX``,
-``ALLOT_NATS_STREAM``); NATS is optional: without it a subscription follows the log by polling PostgreSQL.
+``ALLOT_NATS_STREAM``, ``ALLOT_DB_READ_TIMEOUT``); NATS is optional: without it a subscription follows the log by
+polling PostgreSQL. Each read of the log waits ``read_timeout`` seconds at most (30, as a service's), so a database
+that stops answering ends a subscription with :class:`~allot_contracts.errors.Unavailable` instead of a wait without
+end.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from allot_client.subscription import Subscription
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 
-__all__ = ["AllotClient"]
+__all__ = ["READ_TIMEOUT_S", "AllotClient"]
+
+READ_TIMEOUT_S = 30.0  # as a service's ALLOT_DB_READ_TIMEOUT
 
 
 class AllotClient:
@@ -26,6 +31,7 @@ class AllotClient:
 
     ``async with AllotClient(database_url=..., nats_url=...) as client:`` then ``client.follow(after=...)``.
     ``store`` / ``nc`` let a caller share connections it already has (they are not closed by the client).
+    ``read_timeout``: the seconds each read of the log the client opens may wait (None: no bound).
     """
 
     def __init__(
@@ -38,6 +44,7 @@ class AllotClient:
         name: str = "allot-client",
         store: EventStore | None = None,
         nc: Client | None = None,
+        read_timeout: float | None = READ_TIMEOUT_S,
     ) -> None:
         if store is None and not database_url:
             raise ValueError("database_url: the event log's PostgreSQL URL is required (or pass store=)")
@@ -45,15 +52,17 @@ class AllotClient:
         self.nats_url = nats_url
         self.names = BusNames(prefix=prefix, stream=stream)
         self.name = name
+        self.read_timeout = read_timeout
         self._store = store
         self._nc = nc
         self._owned: list[EventStore | Client] = []
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, name: str = "allot-client") -> AllotClient:
-        """Settings from the services' environment variables."""
+        """Settings from the services' environment variables (``ValueError`` naming one that cannot be read)."""
         env = os.environ if environ is None else environ
         return cls(
+            read_timeout=_read_timeout(env.get("ALLOT_DB_READ_TIMEOUT", "")),
             database_url=env.get("ALLOT_DATABASE_URL"),
             nats_url=env.get("ALLOT_NATS_URL") or None,
             prefix=env.get("ALLOT_NATS_PREFIX", "allot"),
@@ -71,7 +80,9 @@ class AllotClient:
     async def open(self) -> None:
         if self._store is None:
             assert self.database_url is not None
-            self._store = PostgresEventStore.connect(self.database_url, pool_size=2)
+            self._store = PostgresEventStore.connect(
+                self.database_url, pool_size=2, read_timeout=self.read_timeout
+            )
             self._owned.append(self._store)
         if self._nc is None and self.nats_url:
             self._nc = await connect(self.nats_url, name=self.name)
@@ -112,3 +123,16 @@ class AllotClient:
         :class:`allot_client.filters.Filter` for the criteria and :class:`Subscription` for the guarantees."""
         flt = Filter(types=types, namespaces=namespaces, nodes=nodes, quotas=quotas)
         return Subscription(self.store, self._nc, self.names, flt, after=after, idle=idle)
+
+
+def _read_timeout(text: str) -> float | None:
+    """``ALLOT_DB_READ_TIMEOUT`` as the services read it: seconds, 0 for no bound, unset for the default."""
+    if not text.strip():
+        return READ_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ValueError(f"ALLOT_DB_READ_TIMEOUT: must be a number of seconds (0: no bound), not {text!r}")
+    return seconds or None

@@ -96,8 +96,10 @@ async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
     from allot_bus.adapters.nats import connect
     from allot_client import AllotClient, Filter, FilterError
     from allot_runtime.signals import stop_on_signals
+    from allot_stack.connect import db_bounds
     from allot_stack.logtools import event_json
 
+    read_timeout = db_bounds()[0]  # as the commands that read the log (ALLOT_DB_READ_TIMEOUT)
     try:
         flt = Filter(types=args.type)
     except FilterError as exc:
@@ -114,6 +116,7 @@ async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
             stream=ep.names.stream,
             name="allot-events-tail",
             nc=nc,
+            read_timeout=read_timeout,
         )
         try:
             async with client:
