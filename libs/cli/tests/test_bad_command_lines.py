@@ -220,16 +220,28 @@ def test_schemas_that_cannot_be_written_are_a_usage_error(
 
 
 @pytest.mark.parametrize(
-    ("policy", "refusal"),
+    ("argv", "refusal"),
     [
-        ("nope", "--policy nope: policy: unknown policy 'nope'; one of koordinator, binpack"),
-        ("fgd", "--policy fgd: fragmentation.typicalPods: policy fgd needs the typical-pod distribution"),
+        (
+            ["e2e", "--policy", "nope"],
+            "--policy nope: policy: unknown policy 'nope'; one of koordinator, binpack",
+        ),
+        (
+            ["e2e", "--policy", "fgd"],
+            "--policy fgd: fragmentation.typicalPods: policy fgd needs the typical-pod",
+        ),
+        (["placement", "--policy", "nope"], "--policy nope: policy: unknown policy 'nope'"),
+        (
+            ["placement", "--policy", "spread", "--check"],
+            "--check: binpack only (its baseline and prototype are",
+        ),
+        (["placement", "--policy", "koordinator", "--shards", "2"], "--shards: binpack only"),
     ],
 )
 def test_a_policy_the_benchmark_cannot_run_is_refused_before_anything_starts(
-    policy: str, refusal: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    argv: list[str], refusal: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sys, "argv", ["allot", "bench", "e2e", "--policy", policy])
+    monkeypatch.setattr(sys, "argv", ["allot", "bench", *argv])
     with pytest.raises(SystemExit) as exited:
         main()
     assert exited.value.code == 2

@@ -38,6 +38,30 @@ def node_count_argument(p: argparse.ArgumentParser, *, also: str = "") -> None:
     )
 
 
+def policy_argument(p: argparse.ArgumentParser, *, default: str, what: str) -> None:
+    """``--policy``: a placement preset for ``what``, checked when the command runs (:func:`checked_policy`), so
+    that the help loads no engine."""
+    p.add_argument(
+        "--policy",
+        default=default,
+        help=f"placement policy {what}: a preset of the placement config (koordinator, binpack, spread, ...; "
+        f"default {default})",
+    )
+
+
+def checked_policy(policy: str) -> str:
+    """``policy`` when the placement config takes it alone, else a :class:`UsageError` naming ``--policy`` and why
+    (an unknown preset; fgd, which needs a typical-pod distribution)."""
+    from allot_intake.errors import UsageError
+    from allot_placement import ConfigError, PlacementConfig
+
+    try:
+        PlacementConfig.from_dict({"policy": policy})
+    except ConfigError as exc:
+        raise UsageError(f"--policy {policy}: {exc}") from exc
+    return policy
+
+
 def trace_arguments(
     p: argparse.ArgumentParser, *, nodes: Path, pods: Path, pods_flag: str = "--pods", label: str = "openb "
 ) -> None:

@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from allot_cli.bench import benchmark_parser, node_count_argument, report, trace_arguments
+from allot_cli.bench import (
+    benchmark_parser,
+    checked_policy,
+    node_count_argument,
+    policy_argument,
+    report,
+    trace_arguments,
+)
 from allot_runtime.flags import seconds, size
 from allot_sim.bench import e2e as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS
@@ -29,25 +36,17 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--timeout", type=seconds, default=600.0, help="seconds any phase may take (default 600)")
     node_count_argument(p, also="; 6065 is the five-fold openb cluster")
-    p.add_argument(
-        "--policy",
-        default="koordinator",
-        help="placement policy of the stack's device-allocator and of the engine alone: a preset of its config "
-        "(koordinator, binpack, spread, ...; default koordinator, the device-allocator's default)",
+    policy_argument(
+        p, default="koordinator", what="of the stack's device-allocator (its default) and of the engine alone"
     )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from allot_cli.commands.stack import Progress
-    from allot_intake.errors import UsageError
-    from allot_placement import ConfigError, PlacementConfig
     from allot_sim.bench.e2e import Options, measure
 
-    try:  # checked before anything starts; fgd, say, needs a typical-pod distribution that a preset alone lacks
-        PlacementConfig.from_dict({"policy": args.policy})
-    except ConfigError as exc:
-        raise UsageError(f"--policy {args.policy}: {exc}") from exc
+    policy = checked_policy(args.policy)  # before anything starts
 
     options = Options(
         pods=args.pods,
@@ -58,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         timeout=args.timeout,
         node_count=args.node_count,
-        policy=args.policy,
+        policy=policy,
     )
     out = measure(options, reporter=Progress())
     report(out, as_json=args.json)

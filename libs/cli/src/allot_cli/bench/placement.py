@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from allot_cli.bench import benchmark_parser, node_count_argument, report, trace_arguments
+from allot_cli.bench import (
+    benchmark_parser,
+    checked_policy,
+    node_count_argument,
+    policy_argument,
+    report,
+    trace_arguments,
+)
 from allot_runtime.flags import processes, size, whole_number
 from allot_sim.bench import placement as benchmark
 from allot_sim.bench.placement import DEFAULT_NODES, DEFAULT_PODS, GUARD_TOLERANCE, trace_csv
@@ -36,6 +43,7 @@ def register(subparsers: Any) -> None:
         default=1,
         help="prototype: split the nodes over N engines in N processes, pods routed by hash (ADR 0013; default 1)",
     )
+    policy_argument(p, default="binpack", what="of the throughput runs (--check and --shards: binpack only)")
     p.add_argument("--skip-rss", action="store_true", help="skip the memory run")
     p.add_argument(
         "--check",
@@ -47,14 +55,22 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from allot_intake.errors import UsageError
     from allot_sim.bench import placement
 
+    policy = checked_policy(args.policy)
+    for flag, given in (("--check", args.check), ("--shards", args.shards > 1)):
+        if given and policy != "binpack":
+            raise UsageError(
+                f"{flag}: binpack only (its baseline and prototype are binpack's), not --policy {policy}"
+            )
     workload = placement.Workload(
         trace_csv(args.nodes, "nodes CSV"),
         trace_csv(args.pods, "pods CSV"),
         node_count=args.node_count,
         limit=args.limit,
         repeat=args.repeat,
+        policy=policy,
     )
     if args.shards > 1:
         report(placement.sharded(workload, shards=args.shards), as_json=args.json, sort_keys=True)

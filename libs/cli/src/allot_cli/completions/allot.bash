@@ -36,7 +36,7 @@ _allot() {
         'bench defrag') opts='-h --help --json --trace --pods --nodes --seeds --tune --max-per-plan'; words=''; files=''; names=''; valued='--trace --pods --nodes --seeds --tune --max-per-plan' ;;
         'bench e2e') opts='-h --help --json --pods --rates --duration --nodes --pods-csv --state-dir --timeout --node-count --policy'; words=''; files=''; names=''; valued='--pods --rates --duration --nodes --pods-csv --state-dir --timeout --node-count --policy' ;;
         'bench gang') opts='-h --help --json --nodes --gangs --size --gpus'; words=''; files=''; names=''; valued='--nodes --gangs --size --gpus' ;;
-        'bench placement') opts='-h --help --json --nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --no-free-index --shards --skip-rss --check'; words=''; files=''; names=''; valued='--nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --shards' ;;
+        'bench placement') opts='-h --help --json --nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --no-free-index --shards --policy --skip-rss --check'; words=''; files=''; names=''; valued='--nodes --pods --limit --node-count --repeat --rss-nodes --rss-pods --shards --policy' ;;
         'bench quota') opts='-h --help --json --quotas --changes --seed'; words=''; files=''; names=''; valued='--quotas --changes --seed' ;;
         'bench replay') opts='-h --help --events --runs --fresh --nodes --pods-csv --json --no-compile'; words=''; files=''; names=''; valued='--events --runs --nodes --pods-csv' ;;
         'bench restart') opts='-h --help --events --runs --fresh --nodes --pods-csv --json --no-compile --no-snapshots --snapshot-lag'; words=''; files=''; names=''; valued='--events --runs --nodes --pods-csv --snapshot-lag' ;;
@@ -107,6 +107,7 @@ _allot() {
         'bench placement|--rss-nodes') COMPREPLY=(); return ;;
         'bench placement|--rss-pods') COMPREPLY=(); return ;;
         'bench placement|--shards') COMPREPLY=(); return ;;
+        'bench placement|--policy') COMPREPLY=(); return ;;
         'bench quota|--quotas') COMPREPLY=(); return ;;
         'bench quota|--changes') COMPREPLY=(); return ;;
         'bench quota|--seed') COMPREPLY=(); return ;;
