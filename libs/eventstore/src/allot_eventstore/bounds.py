@@ -76,10 +76,12 @@ async def bounded(pool: Any, seconds: float | None) -> AsyncIterator[Any]:
             yield conn
 
 
-async def answer_within(conn: Any, seconds: float, call: Awaitable[T]) -> T:
+async def answer_within(conn: Any, seconds: float | None, call: Awaitable[T]) -> T:
     """The answer to ``call``, a round trip on ``conn`` (a connection of its own, not a pooled one), within
-    ``seconds``: when the time is up the connection is closed under it (as :func:`bounded` does), and
-    :class:`TimeoutError` ("no answer within N s") is raised."""
+    ``seconds`` (None: no bound): when the time is up the connection is closed under it (as :func:`bounded` does),
+    and :class:`TimeoutError` ("no answer within N s") is raised."""
+    if seconds is None:
+        return await call
     with _closed_after(conn, seconds, f"no answer within {seconds:g} s"):
         return await call
 

@@ -88,8 +88,6 @@ class Listener:
 
     async def _answer(self, conn: Any, call: Awaitable[T]) -> T:
         """``call``'s answer, a round trip on ``conn``, within ``answer_s``."""
-        if self.answer_s is None:
-            return await call
         return await answer_within(conn, self.answer_s, call)
 
     async def _connect(self) -> None:

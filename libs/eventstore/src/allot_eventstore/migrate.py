@@ -16,9 +16,8 @@ from __future__ import annotations
 import ast
 import asyncio
 import os
-from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from allot_contracts.errors import SchemaMismatch
 from allot_eventstore.bounds import NO_ANSWER, answer_within
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 MIGRATION_LOCK_KEY = 0x616C6C6F74  # "allot"
-
-T = TypeVar("T")
 
 
 def migrations_dir() -> Path:
@@ -211,9 +208,9 @@ async def current_revision(url: str, *, read_timeout: float | None = CONNECT_TIM
     except NO_ANSWER as exc:
         raise _unanswered(exc, "checking the database schema (connecting)", CONNECT_TIMEOUT_S) from exc
     try:
-        present = await _within(conn, read_timeout, conn.fetchval(_HAS_VERSION_TABLE))
+        present = await answer_within(conn, read_timeout, conn.fetchval(_HAS_VERSION_TABLE))
         rows = (
-            await _within(conn, read_timeout, conn.fetch("SELECT version_num FROM alembic_version"))
+            await answer_within(conn, read_timeout, conn.fetch("SELECT version_num FROM alembic_version"))
             if present
             else []
         )
@@ -227,10 +224,6 @@ async def current_revision(url: str, *, read_timeout: float | None = CONNECT_TIM
 
 
 _HAS_VERSION_TABLE = "SELECT to_regclass('alembic_version') IS NOT NULL"
-
-
-async def _within(conn: Any, seconds: float | None, call: Awaitable[T]) -> T:
-    return await (call if seconds is None else answer_within(conn, seconds, call))
 
 
 def _unanswered(exc: BaseException, doing: str, seconds: float | None) -> LogUnavailable:
