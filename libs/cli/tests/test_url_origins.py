@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from allot_cli.main import main
-from allot_contracts.errors import Unavailable
 from allot_runtime.embedded import EmbeddedNats
+from allot_testing.servers import private_nats
 
 NOTHING_THERE = "postgresql://allot@127.0.0.1:1/allot"
 
@@ -118,15 +118,8 @@ def test_a_database_url_in_the_stack_that_is_not_postgresqls_names_its_stack_jso
 @pytest.fixture
 def nats_with_password(tmp_path: Path) -> Iterator[EmbeddedNats]:
     """A NATS server that requires a user and password (the dev stack's)."""
-    server = EmbeddedNats(tmp_path / "js")
-    try:
-        server.start()
-    except Unavailable as exc:
-        pytest.skip(f"no embedded nats-server: {exc}")
-    try:
+    with private_nats(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.mark.integration
