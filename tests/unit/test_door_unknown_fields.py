@@ -168,3 +168,42 @@ def test_a_misspelt_field_of_any_object_read_from_a_file_is_refused_with_the_nea
 ) -> None:
     verdict = Door().check(Document(source="f.yaml", index=0, body=body))
     assert [str(issue) for issue in verdict.issues] == [expected]
+
+
+def test_a_reservation_template_field_upstream_ignores_is_a_warning_and_a_misspelling_still_refused() -> None:
+    """The Reservation CRD keeps its template as written and Koordinator decodes it as a PodTemplateSpec, skipping
+    what it does not know: upstream's own sample writes ``spec.template.namespace``, and ``kubectl apply`` takes it.
+    Such a field is ignored with a warning; one that is likely a misspelling is still refused."""
+
+    def reservation(template: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": "r"},
+            "spec": {"template": template, "owners": [{"object": {"name": "p", "namespace": "default"}}]},
+        }
+
+    containers = [{"name": "c", "resources": {"requests": {"cpu": "1"}}, "stdinOnce": True, "gpuCount": 1}]
+    sample = reservation({"namespace": "default", "spec": {"containers": containers}})
+    verdict = Door().check(Document(source="f.yaml", index=0, body=sample))
+    assert verdict.issues == []
+    assert [(str(w), w.code) for w in verdict.warnings] == [
+        (
+            "spec.template.namespace: unknown field, ignored: Koordinator reads the template as a pod template, "
+            "which has no such field (a pod template's namespace is spec.template.metadata.namespace)",
+            "Ignored",
+        ),
+        (
+            "spec.template.spec.containers[0].gpuCount: unknown field, ignored: Koordinator reads the template as a "
+            "pod template, which has no such field",
+            "Ignored",
+        ),
+    ]
+    assert verdict.document.admitted is not None and verdict.document.admitted.ok
+
+    misspelt = reservation({"namespace": "default", "sepc": {"containers": containers}})
+    refused = Door().check(Document(source="f.yaml", index=0, body=misspelt))
+    assert [str(issue) for issue in refused.issues] == [
+        "spec.template.sepc: unknown field; did you mean 'spec'?"
+    ]
+    assert refused.warnings == []

@@ -4,16 +4,28 @@ Namespace and PriorityClass and a workload's spec; the spec of each custom resou
 ``deploy/helm/allot/crds`` has it; a test keeps the two equal). A misspelt field (``resouces:``) is refused with its
 path and the nearest known name, as ``kubectl apply`` refuses it (strict field validation), not read as absent: a pod
 whose requests were misspelt would otherwise be placed as if it asked for nothing. Objects read from an API server
-have been decoded by it already; they are not checked again."""
+have been decoded by it already; they are not checked again.
+
+A Reservation's pod template is the exception to refusing: its CRD keeps the template as written
+(``x-kubernetes-preserve-unknown-fields``) and Koordinator decodes it as a PodTemplateSpec, which skips a field it does
+not have, so ``kubectl apply`` takes such a field and the scheduler ignores it (upstream's own sample,
+``config/samples/scheduling_v1alpha1_reservation.yaml``, writes ``spec.template.namespace``). There an unknown field is
+a warning (code :data:`IGNORED`) and ignored too, unless it is a likely misspelling of a known one, which is still
+refused: ``resouces:`` would reserve nothing."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from typing import Final
 
 from allot_contracts.issues import FieldIssue
 
-__all__ = ["BUILTIN", "CUSTOM", "STATUS", "WORKLOADS", "unknown_fields"]
+__all__ = ["BUILTIN", "CUSTOM", "IGNORED", "STATUS", "WORKLOADS", "unknown_fields"]
+
+IGNORED: Final = (
+    "Ignored"  # the code of an unknown field that is only a warning (a Reservation's pod template)
+)
 
 _META = frozenset(
     [
@@ -253,18 +265,33 @@ STATUS: dict[tuple[str, str], frozenset[str]] = {
 }
 
 
-def _unknown(value: object, known: frozenset[str], path: str) -> list[FieldIssue]:
+def _unknown(value: object, known: frozenset[str], path: str, *, preserved: bool = False) -> list[FieldIssue]:
+    """The keys of ``value`` not in ``known``, each refused with the known name it is most likely a misspelling of;
+    ``preserved``: where the CRD keeps what is written and upstream's decoder skips what it does not know, a key that
+    is no misspelling is a warning (:data:`IGNORED`) instead."""
     if not isinstance(value, dict):  # absent, or not an object: the admission says what it must be
         return []
-    return [
-        FieldIssue(
-            path=f"{path}.{key}" if path else str(key),
-            message="unknown field" + "".join(f"; did you mean {near!r}?" for near in _near(str(key), known)),
-            code="FieldValueNotSupported",
-        )
-        for key in value
-        if key not in known
-    ]
+    issues: list[FieldIssue] = []
+    for key in value:
+        if key in known:
+            continue
+        where = f"{path}.{key}" if path else str(key)
+        near = _near(str(key), known)
+        if preserved and not near:
+            issues.append(FieldIssue(path=where, message=_ignored(str(key), known, path), code=IGNORED))
+            continue
+        message = "unknown field" + "".join(f"; did you mean {name!r}?" for name in near)
+        issues.append(FieldIssue(path=where, message=message, code="FieldValueNotSupported"))
+    return issues
+
+
+def _ignored(key: str, known: frozenset[str], path: str) -> str:
+    message = (
+        "unknown field, ignored: Koordinator reads the template as a pod template, which has no such field"
+    )
+    if known == _TEMPLATE and key in _META:
+        message += f" (a pod template's {key} is {path}.metadata.{key})"
+    return message
 
 
 def _near(key: str, known: frozenset[str]) -> list[str]:
@@ -272,35 +299,39 @@ def _near(key: str, known: frozenset[str]) -> list[str]:
     return difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
 
 
-def _pod_spec(spec: object, path: str) -> list[FieldIssue]:
+def _pod_spec(spec: object, path: str, *, preserved: bool = False) -> list[FieldIssue]:
     """A pod spec's unknown fields, its containers' and their resources'."""
-    issues = _unknown(spec, _POD_SPEC, path)
+    issues = _unknown(spec, _POD_SPEC, path, preserved=preserved)
     for group in ("initContainers", "containers"):
         containers = spec.get(group) if isinstance(spec, dict) else None
         for index, container in enumerate(containers if isinstance(containers, list) else []):
             where = f"{path}.{group}[{index}]"
-            issues += _unknown(container, _CONTAINER, where)
+            issues += _unknown(container, _CONTAINER, where, preserved=preserved)
             if isinstance(container, dict):
-                issues += _unknown(container.get("resources"), _RESOURCES, f"{where}.resources")
+                issues += _unknown(
+                    container.get("resources"), _RESOURCES, f"{where}.resources", preserved=preserved
+                )
     return issues
 
 
-def _template(spec: object) -> list[FieldIssue]:
-    """A pod template's (``spec.template``: a workload's, a Reservation's) unknown fields."""
+def _template(spec: object, *, preserved: bool = False) -> list[FieldIssue]:
+    """A pod template's (``spec.template``: a workload's, a Reservation's) unknown fields; ``preserved``: a
+    Reservation's (the module's docstring)."""
     template = spec.get("template") if isinstance(spec, dict) else None
     if not isinstance(template, dict):
         return []
     return (
-        _unknown(template, _TEMPLATE, "spec.template")
-        + _unknown(template.get("metadata"), _META, "spec.template.metadata")
-        + _pod_spec(template.get("spec"), "spec.template.spec")
+        _unknown(template, _TEMPLATE, "spec.template", preserved=preserved)
+        + _unknown(template.get("metadata"), _META, "spec.template.metadata", preserved=preserved)
+        + _pod_spec(template.get("spec"), "spec.template.spec", preserved=preserved)
     )
 
 
 def unknown_fields(api_version: str, kind: str, body: Mapping[str, object]) -> list[FieldIssue]:
     """Every field of ``body`` that Kubernetes does not know where this module knows the fields, with its path: what
     the API server refuses under ``kubectl apply``'s strict field validation (``strict decoding error: unknown field
-    ...``). Other kinds (and the parts not listed here: a custom resource's status, a ResourceList's names, a
+    ...``), and in a Reservation's template the fields it keeps and upstream ignores (code :data:`IGNORED`, a
+    warning). Other kinds (and the parts not listed here: a custom resource's status, a ResourceList's names, a
     workload's strategy) are left to their readers."""
     key = (api_version, kind)
     issues = _unknown(body.get("metadata"), _META, "metadata")
@@ -317,7 +348,7 @@ def unknown_fields(api_version: str, kind: str, body: Mapping[str, object]) -> l
         issues = _unknown(body, top, "") + issues + (_unknown(spec, fields, "spec") if fields else [])
         status = STATUS.get(key)
         issues += _unknown(body.get("status"), status, "status") if status else []
-        return issues + (_template(spec) if kind == "Reservation" else [])
+        return issues + (_template(spec, preserved=True) if kind == "Reservation" else [])
     if key in BUILTIN:
         return _unknown(body, BUILTIN[key], "") + issues
     if key in WORKLOADS:

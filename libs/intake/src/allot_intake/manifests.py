@@ -93,7 +93,7 @@ from allot_contracts.objects.profile_mutation import apply_profiles, namespace_l
 from allot_contracts.objects.quota import BUILTIN as BUILTIN_QUOTAS
 from allot_contracts.objects.quota import ProfileSpec, QuotaSpec
 from allot_intake.documents import NAMESPACED_DELETES, Document
-from allot_intake.known_fields import unknown_fields
+from allot_intake.known_fields import IGNORED, unknown_fields
 from allot_intake.quota_door import QuotaView
 from allot_intake.workloads import WORKLOAD_KINDS, expand
 
@@ -256,6 +256,18 @@ class Door:
         )
 
     def check(self, doc: Document) -> Verdict:
+        """The document's admission: refused with every field Kubernetes does not know (unless read from an API
+        server), else with what the admission of its kind says; a field ignored as upstream ignores it is a warning."""
+        if not self.strict or (doc.api_version, doc.kind) in CLI_KINDS:
+            return self._admit(doc)
+        unknown = unknown_fields(doc.api_version, doc.kind, doc.body)
+        if refused := [issue for issue in unknown if issue.code != IGNORED]:
+            return Verdict(doc, refused, [])
+        verdict = self._admit(doc)
+        verdict.warnings[:0] = unknown
+        return verdict
+
+    def _admit(self, doc: Document) -> Verdict:
         body = doc.body
         key = (doc.api_version, doc.kind)
         if key in CLI_KINDS:
@@ -265,8 +277,6 @@ class Door:
             if not issues and doc.kind == "AdvanceClock":
                 issues = self._advance(_seconds(kube.spec_of(doc.body)["seconds"]))
             return Verdict(doc, issues, [])
-        if self.strict and (unknown := unknown_fields(doc.api_version, doc.kind, body)):
-            return Verdict(doc, unknown, [])
         if key in WORKLOAD_KINDS:
             if not self.expand_workloads:
                 return Verdict(
