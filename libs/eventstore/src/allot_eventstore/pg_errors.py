@@ -17,6 +17,7 @@ __all__ = [
     "RECONNECTS",
     "LogUnavailable",
     "connection_refusal",
+    "in_doubt",
     "translate",
 ]
 
@@ -66,6 +67,15 @@ def translate(exc: BaseException, *, reading: bool = False, timeout: float | Non
     if isinstance(exc, asyncpg.exceptions.InterfaceError | asyncpg.exceptions.InternalClientError):
         return LogUnavailable(f"PostgreSQL connection problem: {exc}")
     return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+
+def in_doubt(error: Exception) -> LogUnavailable:
+    """``error`` (translated) for an append whose COMMIT was sent and never answered: the server may have committed
+    it, and only the log can tell (:mod:`allot_eventstore.bounds`)."""
+    return LogUnavailable(
+        f"{error}; its COMMIT was sent, so the append may have been recorded "
+        "(the same events appended again are skipped, and its checkpoint refused as already processed)"
+    )
 
 
 # PostgreSQL's classes of error (SQLSTATE's first two characters) that refuse a connection: 08 connection exception,

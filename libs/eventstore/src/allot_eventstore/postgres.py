@@ -24,8 +24,10 @@ Timeouts: a connection must be made within ``connect_timeout`` seconds (10 by de
 be given ``read_timeout`` seconds each and appends ``write_timeout`` seconds each (:mod:`allot_eventstore.bounds`), so
 a server that stops answering with its connections left open makes them fail (:class:`Unavailable`, "no answer within
 N s") instead of hanging their caller; None (the default) waits as long as the server takes. The services, the relay
-(``ALLOT_DB_READ_TIMEOUT``) and the web view set them (docs/limits.md). :attr:`PostgresEventStore.unreachable` says
-why the log could not be reached, from a round trip left unanswered until the next answered one (for readiness).
+(``ALLOT_DB_READ_TIMEOUT``) and the web view set them (docs/limits.md). An append whose COMMIT was sent and not
+answered (the connection lost, or no answer in time) says that it may have been recorded (:func:`in_doubt`).
+:attr:`PostgresEventStore.unreachable` says why the log could not be reached, from a round trip left unanswered until
+the next answered one (for readiness; a refused append was answered).
 
 While PostgreSQL cannot be reached, asyncpg retries the pool's standing connection and logs each failed attempt with
 a traceback: :data:`~allot_eventstore.pg_errors.RECONNECTS` makes that one line per outage.
@@ -45,11 +47,11 @@ import asyncpg
 from allot_contracts.envelope import NewEvent, RecordedEvent
 from allot_contracts.errors import AlreadyProcessed, ConcurrencyConflict, Fenced, PermanentError, Unavailable
 from allot_eventstore.append_plan import AppendPlan, Stale, drop_recorded, event_rows, plan_versions
-from allot_eventstore.bounds import Unreachable, bounded
+from allot_eventstore.bounds import Unreachable, bounded, is_unreachable
 from allot_eventstore.clock import Clock, system_clock
 from allot_eventstore.listen import CHECK_S, Listener
 from allot_eventstore.pg_codecs import codecs
-from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, DRIVER_ERRORS, translate
+from allot_eventstore.pg_errors import CONNECT_TIMEOUT_S, DRIVER_ERRORS, in_doubt, translate
 from allot_eventstore.protocol import (
     LAST_POSITION,
     LOCK_TIMEOUT_MS,
@@ -325,24 +327,30 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         fence = fence or self.fence
         pool = await self._connections()
         for careful in (False, True):
+            committing = False  # the rows are written: what fails from here on is the COMMIT
             try:
                 async with bounded(pool, self.write_timeout) as conn, conn.transaction():
                     result = await self._append(
                         conn, events, producer=producer, checkpoint=checkpoint, careful=careful, fence=fence
                     )
+                    committing = True
                 self.unreachable.answered()
                 return result
             except Stale:
                 continue
-            except (AlreadyProcessed, ConcurrencyConflict, PermanentError, Unavailable, Fenced):
+            except (AlreadyProcessed, ConcurrencyConflict, Fenced):
+                self.unreachable.answered()  # refused by a server that answered
+                raise
+            except (PermanentError, Unavailable):
                 raise
             except asyncpg.exceptions.UniqueViolationError as exc:
                 if careful:
+                    self.unreachable.answered()
                     raise translate(exc) from exc
             except DRIVER_ERRORS as exc:
                 error = translate(exc, timeout=self.write_timeout)
                 self.unreachable.failed(exc, error)
-                raise error from exc
+                raise in_doubt(error) if committing and is_unreachable(exc) else error from exc
         raise AssertionError("unreachable: the careful attempt returns or raises")
 
     async def _append(

@@ -119,7 +119,7 @@ async def event_store(database_url: str) -> AsyncIterator[PostgresEventStore]:
 
 @pytest.fixture
 async def database_proxy(database_url: str) -> AsyncIterator[TcpProxy]:
-    """A fault proxy in front of the test's PostgreSQL (freeze it, refuse, thaw)."""
+    """A fault proxy in front of the test's PostgreSQL (freeze it, refuse, thaw, lose the answer to a COMMIT)."""
     parts = urlsplit(database_url)
     async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
         yield proxy
