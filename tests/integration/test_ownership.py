@@ -128,3 +128,51 @@ async def test_an_attempt_to_take_ownership_left_unanswered_is_given_up_and_made
             proxy.thaw()
             taking.cancel()
             await standby.release()
+
+
+def _left_pending(before: set[asyncio.Task[object]]) -> list[asyncio.Task[object]]:
+    """Tasks started since ``before`` that have not ended, but the proxy's own (one per connection it carries)."""
+    return [
+        task
+        for task in asyncio.all_tasks() - before
+        if not task.done() and not getattr(task.get_coro(), "__qualname__", "").startswith("TcpProxy.")
+    ]
+
+
+async def test_a_check_given_up_past_its_bound_leaves_no_task_behind(database_url, bus_names):
+    """Past the bound the check ends its unanswered query by closing the connection under it: nothing it started is
+    left waiting (was: the query was cancelled, and asyncpg's CancelRequest, sent from a task of its own over the same
+    silent network, waited for ever, with nothing left to close the connection that would have ended it)."""
+    name = f"binder-{bus_names['prefix']}"
+    parts = urlsplit(database_url)
+    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        owner = Ownership(through(database_url, proxy), name, check_s=0.2, unanswered_s=0.6)
+        assert await owner.acquire(asyncio.Event())
+        before = asyncio.all_tasks()
+        holding = asyncio.create_task(owner.hold(asyncio.Event()))
+        proxy.freeze()
+        with pytest.raises(Unavailable, match="no answer to the ownership check within 0.6 s"):
+            await asyncio.wait_for(holding, timeout=10)
+        assert _left_pending(before) == []
+        assert owner._conn.is_closed()
+        proxy.thaw()
+        await owner.release()
+
+
+async def test_a_stop_while_a_check_waits_for_its_answer_leaves_no_task_behind(database_url, bus_names):
+    """Stopped while the check waits for an answer: the unanswered query ends with its connection, and nothing the
+    check started is left waiting once the owner has stopped."""
+    name = f"binder-{bus_names['prefix']}"
+    parts = urlsplit(database_url)
+    async with tcp_proxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        owner = Ownership(through(database_url, proxy), name, check_s=0.2)
+        assert await owner.acquire(asyncio.Event())
+        before, stop = asyncio.all_tasks(), asyncio.Event()
+        holding = asyncio.create_task(owner.hold(stop))
+        proxy.freeze()
+        await asyncio.sleep(0.6)  # a check is waiting for its answer
+        assert not holding.done()
+        stop.set()
+        await asyncio.wait_for(holding, timeout=10)
+        assert _left_pending(before) == []
+        proxy.thaw()

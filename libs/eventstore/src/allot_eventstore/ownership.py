@@ -16,6 +16,12 @@ retransmissions (about 15 minutes); past the bound the lock counts as lost and t
 never decide at once once the network heals. Rejected: stopping after ``check_s`` without an answer, which turned every
 database pause longer than a few seconds into a crash and a restart of every service (and a traceback each).
 
+A check left unanswered (past the bound, at ``stop``, or when the task holding is cancelled) is ended by closing its
+connection under it, as :func:`~allot_eventstore.bounds.answer_within` does; a connection with a query in flight is of
+no further use. Nothing the check started outlives it. Rejected: cancelling the query, which makes asyncpg send a
+CancelRequest over a new connection from a background task with no bound of its own; through the same silent network
+that task waited for ever, and nothing closed the connection that would have cancelled it.
+
 A standby has nothing to lose by trying again: each attempt to take the lock is given ``check_s`` for its answer, and
 one left unanswered closes its connection (:func:`~allot_eventstore.bounds.answer_within`) and is made again over a
 new one, so a standby neither waits for ever on a connection that went silent nor misses its stop meanwhile.
@@ -129,10 +135,11 @@ class Ownership:
                 ping.result()
         finally:
             stopped.cancel()
-            if not ping.done():
-                ping.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await ping
+            if not ping.done():  # unanswered: its connection is closed under it (the module's docstring)
+                self._conn.terminate()
+            await asyncio.wait([ping, stopped])  # both end at once now: nothing of the check outlives it
+            if not ping.cancelled():
+                ping.exception()  # retrieved: an answer cut off is not an error of its own
 
     async def release(self) -> None:
         await self._close()

@@ -8,7 +8,11 @@ for the lease duration, by its own clock. What client-go does not give, and Allo
 - **The term.** Taking the lease from another holder (or creating it) increments ``spec.leaseTransitions``, with the
   object's ``resourceVersion`` as the precondition, so two candidates cannot both win; the term is
   ``leaseTransitions + 1``. A new leader records its term in the event log's ``fences`` table
-  (``advance_fence``) before it reads the log or decides anything, then records ``leader.elected``.
+  (``advance_fence``) before it reads the log or decides anything, then records ``leader.elected``. A record that
+  fails (the log does not answer) is made again every ``retry_period``, for the same term, for as long as a renewal
+  of the lease succeeds: the lease is still this candidate's, and ``advance_fence`` answers with the term's recorded
+  holder, so a term recorded for another (a recreated Lease numbered again) is never acted under. Rejected: giving
+  the term up, which left the candidate following its own lease until it lapsed, then taking the next term.
 - **The log refuses stale terms.** The leader's store appends under ``Fence(decider, term)``: each append checks the
   recorded term in its own transaction, under the log's head lock, so once a successor recorded its term, nothing
   of the ex-leader's lands — whether it was paused, partitioned or just slow (:class:`allot_contracts.errors.Fenced`).
@@ -202,12 +206,15 @@ class Leadership:
         spec = _part(lease, "spec")
         holder = str(spec.get("holderIdentity") or "")
         transitions = int(_number(spec.get("leaseTransitions")) or 0)
-        if lease is not None and holder == self.config.identity and self.term:
+        if lease is not None and holder == self.config.identity:
+            # renewed; a candidate whose term is not recorded yet (its record failed) holds the lease all the same
+            # and takes that term up again: the lease names it alone, the identity being this process's own
             ok = await self._write(
                 lease, self._spec(transitions=transitions, acquire=str(spec.get("acquireTime") or ""))
             )
             if ok:
                 self.valid_until = started + self.config.renew_deadline
+                self.term = self.term or transitions + 1
             return ok
         if self.term:
             self.lost.set()  # we led, and the lease is gone or someone else holds it now
@@ -253,12 +260,13 @@ class Leadership:
                     spec["leaseTransitions"] = current
                     renumbered = self._record is not None and await self._write(self._record, spec)
                     self.term = current + 1 if renumbered else 0
-                    continue
-                if not waiting_logged:
+                    if renumbered:
+                        continue
+                elif not waiting_logged:
                     log.info("%s: another replica leads; following until its lease lapses", self.decider)
                     waiting_logged = True
             except (TransientError, ApiError) as exc:
-                self.term = 0
+                self.term = 0  # taken up again while the lease names this process (the docstring)
                 log.warning("%s: cannot take the lease yet (%s); retrying", self.decider, exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.config.retry_period)
