@@ -187,3 +187,29 @@ def test_malformed_shapes_are_refused_with_the_field_never_a_crash(base, path, v
     bodies = {"pod": a_pod("p", gpus=1), "node": a_node("n1", gpus=2), "device": a_gpu_device("n1", gpus=2)}
     found = problems(_set(path, value)(bodies[base]))
     assert any(expected in line for line in found), found
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind", "expected"),
+    [
+        # scheduler-plugins' own sample (manifests/capacityscheduling/elasticquota-example.yaml) is in its newer
+        # group, which Koordinator does not watch
+        (
+            "scheduling.x-k8s.io/v1alpha1",
+            "ElasticQuota",
+            "apiVersion: unsupported apiVersion 'scheduling.x-k8s.io/v1alpha1' for ElasticQuota; accepted: "
+            "scheduling.sigs.k8s.io/v1alpha1",
+        ),
+        ("apps/v1", "Pod", "apiVersion: unsupported apiVersion 'apps/v1' for Pod; accepted: v1"),
+    ],
+)
+def test_a_known_kind_under_another_api_version_is_refused_naming_the_one_accepted(
+    api_version: str, kind: str, expected: str
+) -> None:
+    body = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "x", "namespace": "default"},
+        "spec": {},
+    }
+    assert problems(body) == [f"f.yaml document 1 ({kind} default/x): {expected}"]

@@ -308,8 +308,8 @@ class Door:
             and admitted.issues[0].code == "NotSupported"
             and admitted.issues[0].path in ("kind", "apiVersion")
         ):
-            message = admitted.issues[0].message
-            if key not in {(a, k) for a, k in (s.split(" ", 1) for s in accepted_kinds())}:
+            message = admitted.issues[0].message  # a known kind under another apiVersion: the one accepted
+            if admitted.issues[0].path == "kind":
                 message = f"unsupported apiVersion/kind {doc.api_version} {doc.kind}; accepted: " + ", ".join(
                     sorted([*accepted_kinds(), *(f"{a} {k}" for a, k in sorted(WORKLOAD_KINDS | CLI_KINDS))])
                 )
