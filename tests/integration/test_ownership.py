@@ -176,3 +176,22 @@ async def test_a_stop_while_a_check_waits_for_its_answer_leaves_no_task_behind(d
         await asyncio.wait_for(holding, timeout=10)
         assert _left_pending(before) == []
         proxy.thaw()
+
+
+async def test_the_lock_outlives_the_stop_until_the_owner_releases_it(database_url, bus_names):
+    """A stopping service finishes its batch and records its checkpoint after ``stop``: released at the stop itself,
+    the lock let a standby take over while the old owner still appended. ``hold`` returns at ``stop`` holding it."""
+    name = f"gang-coordinator-{bus_names['prefix']}"
+    owner, standby = Ownership(database_url, name, check_s=0.1), Ownership(database_url, name, retry_s=0.1)
+    stop = asyncio.Event()
+    assert await owner.acquire(asyncio.Event())
+    holding = asyncio.create_task(owner.hold(stop))
+    await asyncio.sleep(0.3)
+    stop.set()
+    await asyncio.wait_for(holding, timeout=5)
+    waiting = asyncio.create_task(standby.acquire(asyncio.Event()))
+    await asyncio.sleep(0.5)
+    assert not waiting.done(), "the standby took over before the stopping owner released the lock"
+    await owner.release()
+    assert await asyncio.wait_for(waiting, timeout=5)
+    await standby.release()

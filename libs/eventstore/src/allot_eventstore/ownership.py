@@ -4,7 +4,8 @@ Two processes consuming under one name would split the durable consumer's messag
 on a projection missing the other's inputs. ``Ownership`` makes the second one stand by: it holds a session-level
 PostgreSQL advisory lock, keyed by the consumer name, on a dedicated connection for as long as the process runs.
 When that connection is lost the lock is gone too (another instance may take over), so ``hold`` raises and the
-service stops; its supervisor restarts it as a standby.
+service stops; its supervisor restarts it as a standby. A stopping owner releases the lock last, after its final batch
+and checkpoint are recorded: released at the stop itself, a standby took over while the old owner still appended.
 
 A check that gets no answer (a hung server, a network that drops packets) is not a loss: the server keeps the lock for
 as long as it keeps the session, and this process cannot record anything while it cannot reach the server either (its
@@ -88,7 +89,9 @@ class Ownership:
 
     async def hold(self, stop: asyncio.Event) -> None:
         """Check the lock's connection every ``check_s`` until ``stop``; raise :class:`Unavailable` when it is lost
-        (a check without an answer is waited for: the module's docstring)."""
+        (a check without an answer is waited for: the module's docstring). The lock stays held at ``stop``: the owner
+        releases it (:meth:`release`) once its work has ended, its last appends and checkpoint recorded, so that a
+        standby takes over only then."""
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.check_s)
@@ -108,7 +111,6 @@ class Ownership:
                     f"{self.name}: lost the connection that holds ownership ({exc}); stopping so "
                     "that exactly one instance decides"
                 ) from exc
-        await self.release()
 
     async def _check(self, stop: asyncio.Event) -> None:
         """One check: its answer, waited for until it comes or ``stop``; raises what the driver raises."""

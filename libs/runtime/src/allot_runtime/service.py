@@ -407,6 +407,7 @@ async def run_service(
     for make in collectors:
         metrics.add(make, processor)
     runner = await serve_http(live, settings.http_host, settings.http_port)
+    ownership: Ownership | None = None  # released last: a standby takes over once everything is recorded
     try:
         await _wait_for_schema(settings, stop)
         if stop.is_set():
@@ -457,6 +458,8 @@ async def run_service(
             config=config,
         )
     finally:
+        if ownership is not None:
+            await ownership.release()
         await runner.cleanup()
 
 

@@ -134,6 +134,7 @@ async def run_kube_sync(
             )
             return stores[-1]
 
+        ownership: Ownership | None = None  # released last, once every object sync recorded is in the log
         try:
             hold: Any
             store: Any
@@ -159,7 +160,6 @@ async def run_kube_sync(
                 ownership = Ownership(database_url, PRODUCER)
                 progress.phase = "standing by: another replica records"
                 if not await ownership.acquire(stop):
-                    await ownership.release()
                     return
                 store = log_store()
                 hold = ownership.hold
@@ -173,6 +173,8 @@ async def run_kube_sync(
                 log.error("%s", exc)
                 raise SystemExit(1) from exc
         finally:
+            if ownership is not None:
+                await ownership.release()
             await client.close()
             for opened in stores:
                 await opened.close()
