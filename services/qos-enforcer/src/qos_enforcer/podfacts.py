@@ -19,6 +19,7 @@ read: enforcement then does what it can and the plan reports what it could not.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Final
 
@@ -232,33 +233,41 @@ def _typed_containers(
     )
 
 
-def pod_facts(
-    manifest: Mapping[str, JsonValue],
-    uid: str,
-    bound_annotations: Mapping[str, JsonValue] | None = None,
-    spec: Pod | None = None,
-) -> PodFacts:
-    """The facts of a pod: ``manifest`` (submitted or observed), ``uid`` its life, ``bound_annotations`` what the
-    binding wrote (device-allocated, resource-status), else the manifest's own annotations (an observed pod).
-    ``spec`` is the pod as the door read it (``allot_contracts.objects.pod.Pod``): its QoS classes, priority,
-    isolation provider and container resources are taken from it; the manifest is read for what it does not carry
-    (container env and ids, the pod-level QoS annotations) and for events recorded before the door read pods."""
+class PendingFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What enforcement keeps of a pod from its submission until it is bound, read once when it arrives: its facts
+    as far as the pod alone says them, and the little the binding's annotations are read with (see
+    :func:`bound_facts`). Keeping this rather than the manifest and the door's pod keeps a burst of pending pods
+    small."""
+
+    facts: PodFacts  # no GPUs and no cpuset yet; ``issues``: those from reading the containers
+    allocation: dict[str, JsonValue] | None = None  # the manifest's own device-allocated and resource-status
+    # from the pod-level QoS annotations, listed after the allocation's
+    qos_issues: tuple[FieldIssue, ...] = ()
+
+
+_ALLOCATION_ANNOTATIONS: Final[tuple[str, ...]] = (n.ANN_DEVICE_ALLOCATED, n.ANN_RESOURCE_STATUS)
+
+
+def pending_facts(manifest: Mapping[str, JsonValue], uid: str, spec: Pod | None = None) -> PendingFacts:
+    """The facts of a pod before its binding: ``manifest`` (submitted or observed), ``uid`` its life, ``spec`` the pod
+    as the door read it (``allot_contracts.objects.pod.Pod``): its QoS classes, priority, isolation provider and
+    container resources are taken from it; the manifest is read for what it does not carry (container env and ids,
+    the pod-level QoS annotations) and for events recorded before the door read pods."""
     issues: list[FieldIssue] = []
     meta = _mapping(manifest.get("metadata"))
     own = {str(k): v for k, v in _mapping(meta.get("annotations")).items()}
-    allocation = {**own, **dict(bound_annotations or {})}
-    status = BoundAllocation()
-    parse_resource_status(decode_annotation(allocation, n.ANN_RESOURCE_STATUS, issues), issues, status)
     if spec is not None:
-        kube_qos, koord_qos = spec.kube_qos, spec.koord_qos
-        priority_class, priority = spec.koord_priority or "none", spec.priority
-        isolation, containers = spec.isolation_provider, _typed_containers(spec, manifest, issues)
+        # the classes take a handful of values: one string each, not one per pending pod (as decoded from the event)
+        kube_qos, koord_qos = sys.intern(spec.kube_qos), sys.intern(spec.koord_qos)
+        priority_class, priority = sys.intern(spec.koord_priority or "none"), spec.priority
+        isolation, containers = sys.intern(spec.isolation_provider), _typed_containers(spec, manifest, issues)
     else:
         kube_qos, koord_qos = kube_qos_class(manifest), koord_qos_class(manifest)
         priority_class, priority = koord_priority_class(manifest), priority_value(manifest)
         isolation = labels(manifest).get(n.LABEL_GPU_ISOLATION_PROVIDER, "")
         containers = _containers(manifest, issues)
-    return PodFacts(
+    qos_issues: list[FieldIssue] = []
+    facts = PodFacts(
         key=f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}",
         uid=uid,
         kube_qos=kube_qos,
@@ -267,14 +276,40 @@ def pod_facts(
         priority=priority,
         isolation_provider=isolation,
         containers=containers,
-        gpus=_gpus(allocation, issues),
-        cpuset=status.cpuset,
-        cpu_qos=_json_object(own, ANN_CPU_QOS, issues) if own else None,  # most pods have no annotations
-        cpu_burst=_json_object(own, ANN_CPU_BURST, issues) if own else None,
-        memory_qos=_json_object(own, ANN_MEMORY_QOS, issues) if own else None,
-        resctrl=_json_object(own, ANN_RESCTRL, issues) if own else None,
+        cpu_qos=_json_object(own, ANN_CPU_QOS, qos_issues) if own else None,  # most pods have no annotations
+        cpu_burst=_json_object(own, ANN_CPU_BURST, qos_issues) if own else None,
+        memory_qos=_json_object(own, ANN_MEMORY_QOS, qos_issues) if own else None,
+        resctrl=_json_object(own, ANN_RESCTRL, qos_issues) if own else None,
         issues=tuple(issues),
     )
+    allocation = {key: own[key] for key in _ALLOCATION_ANNOTATIONS if key in own}
+    return PendingFacts(facts=facts, allocation=allocation or None, qos_issues=tuple(qos_issues))
+
+
+def bound_facts(pending: PendingFacts, bound_annotations: Mapping[str, JsonValue] | None = None) -> PodFacts:
+    """The facts of a bound pod: ``pending`` completed with ``bound_annotations``, what the binding wrote
+    (device-allocated, resource-status), else the manifest's own annotations (an observed pod). Issues in the order
+    they are read: the resource status, the containers, the GPUs, the pod-level QoS annotations."""
+    issues: list[FieldIssue] = []
+    allocation = {**(pending.allocation or {}), **dict(bound_annotations or {})}
+    status = BoundAllocation()
+    parse_resource_status(decode_annotation(allocation, n.ANN_RESOURCE_STATUS, issues), issues, status)
+    issues.extend(pending.facts.issues)
+    gpus = _gpus(allocation, issues)
+    return msgspec.structs.replace(
+        pending.facts, gpus=gpus, cpuset=status.cpuset, issues=(*issues, *pending.qos_issues)
+    )
+
+
+def pod_facts(
+    manifest: Mapping[str, JsonValue],
+    uid: str,
+    bound_annotations: Mapping[str, JsonValue] | None = None,
+    spec: Pod | None = None,
+) -> PodFacts:
+    """The facts of a pod read whole at once (an observed pod): :func:`pending_facts` of ``manifest``, ``uid`` and
+    ``spec`` completed by :func:`bound_facts` with ``bound_annotations``."""
+    return bound_facts(pending_facts(manifest, uid, spec), bound_annotations)
 
 
 class GpuInfo(msgspec.Struct, frozen=True, kw_only=True):

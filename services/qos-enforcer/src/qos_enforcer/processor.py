@@ -60,7 +60,15 @@ from allot_runtime.processor import Emit, scoped_node
 from qos_enforcer.config import QosConfig, agent_settings, parse_config
 from qos_enforcer.plan import SharePools, plan_pod, same_plan, share_pools
 from qos_enforcer.plan_node import NodePlan, choose_evictions, plan_node
-from qos_enforcer.podfacts import NodeFacts, PodFacts, node_facts, pod_facts
+from qos_enforcer.podfacts import (
+    NodeFacts,
+    PendingFacts,
+    PodFacts,
+    bound_facts,
+    node_facts,
+    pending_facts,
+    pod_facts,
+)
 
 
 class BoundPod(msgspec.Struct, kw_only=True):
@@ -106,8 +114,9 @@ class QosEnforcer:
         self.node = scoped_node(config or {})
         self.config: QosConfig = parse_config(config)
         agent_settings(config, {})  # the node agent's block is checked with the rest, before anything starts
-        # pod -> (uid, manifest, the pod as the door read it), from its submission until it is bound
-        self.manifests: dict[str, tuple[str, JsonObject, Pod | None]] = {}
+        # pod -> its facts as far as the pod alone says them, from its submission until it is bound (read once on
+        # arrival: neither the manifest nor the door's pod is kept, a burst of pending pods stays small)
+        self.pending: dict[str, PendingFacts] = {}
         self.pods: dict[str, BoundPod] = {}
         self.on_node: dict[str, set[str]] = {}  # node -> its pods (an index of ``pods``)
         self.nodes: dict[str, NodeState] = {}
@@ -132,33 +141,32 @@ class QosEnforcer:
     def evolve(self, event: Event, *, at: int, own: bool) -> None:
         match event:
             case PodSubmitted(pod=pod, uid=uid, manifest=manifest):
-                self.manifests[pod.key] = (uid, manifest, getattr(event, "spec", None))
+                self.pending[pod.key] = pending_facts(manifest, uid, getattr(event, "spec", None))
             case PodObserved(pod=pod, uid=uid, manifest=manifest):
                 typed: Pod | None = getattr(event, "spec", None)
                 node = str(kube.spec_of(manifest).get("nodeName") or "")
                 if not node:
-                    self.manifests[pod.key] = (uid, manifest, typed)
+                    self.pending[pod.key] = pending_facts(manifest, uid, typed)
                     return
-                self.manifests.pop(pod.key, None)
+                self.pending.pop(pod.key, None)
                 bound = self.pods.get(pod.key)
                 if bound is not None and bound.facts.uid == uid:
                     bound.facts = pod_facts(manifest, uid, bound.annotations or None, typed)
                 elif node and self._mine(node):
                     self._add(BoundPod(ref=pod, node=node, facts=pod_facts(manifest, uid, spec=typed)))
             case PodBound(pod=pod, node=node, annotations=annotations):
-                entry = self.manifests.pop(pod.key, None)  # the facts keep what enforcement needs
-                if entry is not None and self._mine(node):
-                    uid, manifest, typed_pod = entry
+                pending = self.pending.pop(pod.key, None)
+                if pending is not None and self._mine(node):
                     self._add(
                         BoundPod(
                             ref=pod,
                             node=node,
-                            facts=pod_facts(manifest, uid, annotations, typed_pod),
+                            facts=bound_facts(pending, annotations),
                             annotations=annotations,
                         )
                     )
             case PodDeleted(pod=pod) | QuotaEvicted(pod=pod) | PodEvicted(pod=pod):
-                self.manifests.pop(pod.key, None)
+                self.pending.pop(pod.key, None)
                 bound = self.pods.get(pod.key)
                 if bound is not None:
                     if isinstance(event, PodEvicted) and own:
