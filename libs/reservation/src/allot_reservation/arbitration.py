@@ -23,7 +23,6 @@ Pure.
 
 from __future__ import annotations
 
-from allot_contracts import kube
 from allot_descheduling.evictor import EvictorArgs, evict_requested, refusal
 from allot_reservation.config import IntOrPercent, MigrationConfig
 from allot_reservation.evictee import pod_input
@@ -98,7 +97,7 @@ def forbidden(job: Job, pod: PodRecord, jobs: Jobs, world: World, cfg: Migration
 
 def held(job: Job, pod: PodRecord, jobs: Jobs, world: World, cfg: MigrationConfig) -> tuple[str, str]:
     """The limit that keeps the job Pending now, as ``(reason, message)``; ``("", "")`` when it may start."""
-    if evict_requested(kube.annotations_of(pod.manifest)):
+    if evict_requested(pod.annotations()):
         return "", ""
     running = _running(jobs, job)
     others = [j for j in running if j.spec.pod.key != job.spec.pod.key]

@@ -72,7 +72,7 @@ from allot_contracts.objects.migration import parse_migration_job
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.requests import pod_requests
 from allot_contracts.objects.reservation import Reservation, parse_reservation
-from allot_contracts.objects.reservation_pod import ANN_RESERVATION_AFFINITY, parse_pod_reservation
+from allot_contracts.objects.reservation_pod import parse_pod_reservation
 from allot_reservation.arbitration import order
 from allot_reservation.book import Record
 from allot_reservation.config import ReservationConfig
@@ -310,7 +310,7 @@ class ReservationEngine:
         if rec is None:
             return None, []
         book = self.world.book
-        if not book.any_matchable() and ANN_RESERVATION_AFFINITY not in kube.annotations_of(rec.manifest):
+        if not book.any_matchable() and not rec.affinity_stated:
             return None, []
         facts, issues = rec.facts()
         if issues:

@@ -129,15 +129,15 @@ def reservation_manifest(job: Job, pod: PodRecord, at: int) -> JsonObject:
     tmpl: JsonObject = copy.deepcopy(job.spec.reservation_template or {})
     meta = obj(tmpl.get("metadata"))
     spec = obj(tmpl.get("spec"))
-    pod_meta = obj(pod.manifest.get("metadata"))
     if not spec.get("template"):
+        manifest = pod.manifest()  # decoded afresh: its parts are this template's own
         spec["template"] = {
             "metadata": {
-                k: copy.deepcopy(v)
-                for k, v in pod_meta.items()
+                k: v
+                for k, v in obj(manifest.get("metadata")).items()
                 if k in ("namespace", "labels", "annotations", "name")
             },
-            "spec": copy.deepcopy(obj(pod.manifest.get("spec"))),
+            "spec": obj(manifest.get("spec")),
         }
     template = child(spec, "template")
     _drop_allocation_annotations(child(template, "metadata"))
@@ -177,7 +177,7 @@ def _drop_allocation_annotations(meta: JsonObject) -> None:
 
 def resubmitted(pod: PodRecord, new_uid: str) -> JsonObject:
     """The pod as its controller re-creates it (standalone): a new life, no node, no allocation annotations."""
-    manifest = copy.deepcopy(pod.manifest)
+    manifest = pod.manifest()  # decoded afresh: changed here only
     meta = child(manifest, "metadata")
     meta["uid"] = new_uid
     for field in ("resourceVersion", "creationTimestamp", "deletionTimestamp"):

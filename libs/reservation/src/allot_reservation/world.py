@@ -3,24 +3,54 @@
 A pod is known from ``pod.submitted`` / ``pod.observed`` until ``pod.deleted``; ``node`` is where it holds resources
 (placed, bound or observed), ``bound`` whether it was bound, ``reservation`` the reservation it was placed in.
 Facts for matching are read lazily, once per pod life.
+
+Every known pod is kept until it is deleted, bound pods included, so a record is kept small: the manifest is kept
+encoded (JSON, about a fifth of the decoded dict) and decoded only on the rare paths that need it, through
+:meth:`PodRecord.manifest` (a migration's re-submission and reservation template, the descheduler's job template, the
+annotations of an evictee or of a pod whose job is arbitrated). What the per-event and per-round paths read of it
+and the typed pod does not carry is read once on arrival: whether it states a reservation affinity (every admission
+reads that), whether it has annotations at all, and its local-storage and PVC volumes. Rejected: keeping the decoded
+dict (about 1.7 KB a pod); keeping the event's own payload bytes (the processor is handed the decoded event, and the
+payload holds the typed pod as well).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Final
+
+import msgspec
+
 from allot_contracts import kube
 from allot_contracts.issues import FieldIssue
-from allot_contracts.jsonvalue import JsonObject
+from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.pod import Pod
-from allot_contracts.objects.reservation_pod import OwnerRef
+from allot_contracts.objects.reservation_pod import ANN_RESERVATION_AFFINITY, OwnerRef
 from allot_reservation.book import Book
 from allot_reservation.facts import facts_from_pod, facts_of
 from allot_reservation.match import PodFacts
 
 __all__ = ["PodRecord", "World"]
 
+_ENCODER: Final = msgspec.json.Encoder()
+_DECODER: Final = msgspec.json.Decoder()
+
 
 class PodRecord:
-    __slots__ = ("_facts", "bound", "key", "manifest", "node", "pod", "reservation", "uid")
+    __slots__ = (
+        "_facts",
+        "_manifest",
+        "affinity_stated",
+        "annotated",
+        "bound",
+        "key",
+        "local_storage",
+        "node",
+        "pod",
+        "pvc",
+        "reservation",
+        "uid",
+    )
 
     def __init__(
         self,
@@ -33,16 +63,33 @@ class PodRecord:
     ) -> None:
         self.key = key
         self.uid = uid
-        self.manifest = manifest
+        self._manifest = _ENCODER.encode(manifest)
+        annotations = kube.annotations_of(manifest)
+        self.annotated = bool(annotations)
+        self.affinity_stated = ANN_RESERVATION_AFFINITY in annotations
+        volumes = [v for v in _list(kube.spec_of(manifest).get("volumes")) if isinstance(v, dict)]
+        self.local_storage = any("emptyDir" in v or "hostPath" in v for v in volumes)
+        self.pvc = any("persistentVolumeClaim" in v for v in volumes)
         self.pod = pod  # as the door read it (None for events that carry none)
         self.node = node
         self.bound = bound
         self.reservation = ""
         self._facts: tuple[PodFacts, list[FieldIssue]] | None = None
 
+    def manifest(self) -> JsonObject:
+        """The pod's manifest as it arrived, decoded afresh at every call: the caller's own copy, free to change."""
+        manifest: JsonObject = _DECODER.decode(self._manifest)
+        return manifest
+
+    def annotations(self) -> Mapping[str, JsonValue]:
+        """The manifest's annotations (read from it only when it has some)."""
+        return kube.annotations_of(self.manifest()) if self.annotated else {}
+
     def facts(self) -> tuple[PodFacts, list[FieldIssue]]:
         if self._facts is None:
-            self._facts = (facts_from_pod(self.pod), []) if self.pod is not None else facts_of(self.manifest)
+            self._facts = (
+                (facts_from_pod(self.pod), []) if self.pod is not None else facts_of(self.manifest())
+            )
         return self._facts
 
     @property
@@ -53,7 +100,11 @@ class PodRecord:
     def priority(self) -> int:
         if self.pod is not None:
             return self.pod.priority
-        return kube.priority_value(self.manifest)
+        return kube.priority_value(self.manifest())
+
+
+def _list(value: JsonValue) -> list[JsonValue]:
+    return value if isinstance(value, list) else []
 
 
 class World:

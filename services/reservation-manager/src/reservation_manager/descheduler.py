@@ -547,9 +547,10 @@ def _job(
     if profile.job_ttl_us:  # else the migration controller's defaultJobTTL
         spec["ttl"] = format_duration(profile.job_ttl_us)
     if profile.job_mode != EVICT_DIRECTLY and chosen.target:
-        meta = obj(rec.manifest.get("metadata"))
+        pod = rec.manifest()
+        meta = obj(pod.get("metadata"))
         only: JsonObject = {"key": "metadata.name", "operator": "In", "values": [chosen.target]}
-        template_spec = with_node_field(obj(rec.manifest.get("spec")), only)
+        template_spec = with_node_field(obj(pod.get("spec")), only)
         spec["reservationOptions"] = {
             "template": {
                 "spec": {

@@ -1,0 +1,172 @@
+"""What reservation-manager keeps of a known pod until it is deleted: its manifest encoded, decoded afresh only where
+it is read whole; what admission and the evictor filter read of it, read on arrival; the typed pod with its repeated
+strings and default sections shared. Decisions are those of keeping the manifest and the pod as they arrived."""
+
+from __future__ import annotations
+
+import gc
+import types
+from typing import Any
+
+import msgspec
+
+from allot_contracts.events import Event, ObjectRef, PodBound, PodObserved, PodSubmitted
+from allot_contracts.jsonvalue import JsonObject
+from allot_contracts.objects.pod import parse_pod
+from allot_reservation.evictee import pod_input
+from allot_reservation.testing import Driver, a_pod_manifest
+from allot_reservation.world import PodRecord
+from allot_runtime.processor import Host
+from reservation_manager.processor import ReservationManager
+
+AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
+EVICT = "descheduler.alpha.kubernetes.io/evict"
+
+
+def _reachable(root: object) -> set[int]:
+    """The ids of every object reachable from ``root``'s data (classes, modules and functions not followed)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type | types.ModuleType | types.FunctionType):
+            continue
+        seen.add(id(obj))
+        stack.extend(gc.get_referents(obj))
+    return seen
+
+
+def _containers_of(value: Any) -> list[object]:
+    """Every dict and list within a decoded manifest, itself included."""
+    if isinstance(value, dict):
+        return [value, *(c for v in value.values() for c in _containers_of(v))]
+    if isinstance(value, list):
+        return [value, *(c for v in value for c in _containers_of(v))]
+    return []
+
+
+def _arrived(manifest: JsonObject) -> PodSubmitted | PodObserved:
+    """The pod's arrival as a service receives it: decoded from the recorded JSON (every string its own object)."""
+    meta = manifest["metadata"]
+    spec = manifest["spec"]
+    assert isinstance(meta, dict) and isinstance(spec, dict)
+    ref = ObjectRef(namespace=str(meta["namespace"]), name=str(meta["name"]))
+    kind = PodObserved if spec.get("nodeName") else PodSubmitted
+    event = kind(pod=ref, uid=str(meta["uid"]), manifest=manifest, spec=parse_pod(manifest, [], []))
+    return msgspec.json.decode(msgspec.json.encode(event), type=kind)
+
+
+def _bound(key: str, uid: str, node: str) -> PodBound:
+    namespace, name = key.split("/", 1)
+    event = PodBound(pod=ObjectRef(namespace=namespace, name=name), uid=uid, attempt=1, node=node)
+    return msgspec.json.decode(msgspec.json.encode(event), type=PodBound)
+
+
+def _volumes(manifest: JsonObject, *volumes: JsonObject) -> JsonObject:
+    spec = manifest["spec"]
+    assert isinstance(spec, dict)
+    spec["volumes"] = list(volumes)
+    return manifest
+
+
+def test_a_known_pod_holds_no_decoded_manifest() -> None:
+    d = Driver()
+    arrivals: list[Event] = [
+        _arrived(a_pod_manifest("waiting", labels={"app": "web"}, annotations={"a": "1"})),
+        _arrived(a_pod_manifest("running", controller=("ReplicaSet", "web"), node="n1")),
+    ]
+    for event in arrivals:
+        d.feed(event)
+    assert sorted(d.engine.world.pods) == ["default/running", "default/waiting"]
+    held = _reachable(d.engine)
+    for event in arrivals:
+        assert isinstance(event, PodSubmitted | PodObserved)
+        assert not [c for c in _containers_of(event.manifest) if id(c) in held]
+
+
+def test_the_manifest_read_is_the_pod_s_as_it_arrived_and_the_reader_s_own_copy() -> None:
+    manifest = a_pod_manifest("web-0", labels={"app": "web"}, annotations={"note": "x"})
+    d = Driver()
+    d.pod(manifest)
+    rec = d.engine.world.pods["default/web-0"]
+    first = rec.manifest()
+    assert first == manifest and first is not rec.manifest()
+    meta = first["metadata"]
+    assert isinstance(meta, dict) and isinstance(meta["labels"], dict)
+    meta["labels"]["app"] = "changed"
+    assert rec.manifest() == manifest and rec.annotations() == {"note": "x"}
+
+
+def test_what_the_evictor_filter_reads_is_what_the_manifest_says() -> None:
+    cases: list[tuple[JsonObject, dict[str, str], bool, bool]] = [
+        (a_pod_manifest("plain", node="n1"), {}, False, False),
+        (a_pod_manifest("evict-me", node="n1", annotations={EVICT: ""}), {EVICT: ""}, False, False),
+        (_volumes(a_pod_manifest("scratch", node="n1"), {"name": "s", "emptyDir": {}}), {}, True, False),
+        (
+            _volumes(a_pod_manifest("host", node="n1"), {"name": "h", "hostPath": {"path": "/"}}),
+            {},
+            True,
+            False,
+        ),
+        (
+            _volumes(a_pod_manifest("claim", node="n1"), {"name": "c", "persistentVolumeClaim": {}}),
+            {},
+            False,
+            True,
+        ),
+        (_volumes(a_pod_manifest("odd", node="n1"), "not a volume"), {}, False, False),  # type: ignore[arg-type]
+    ]
+    d = Driver()
+    for manifest, expected, local_storage, pvc in cases:
+        d.pod(manifest)
+        meta = manifest["metadata"]
+        assert isinstance(meta, dict)
+        subject = pod_input(d.engine.world.pods[f"default/{meta['name']}"])
+        assert (subject.annotations, subject.local_storage, subject.pvc) == (expected, local_storage, pvc)
+
+
+def test_a_pod_the_event_carries_untyped_is_read_from_its_manifest() -> None:
+    manifest = a_pod_manifest("old", node="n1", priority=7, annotations={"k": "v"})
+    meta = manifest["metadata"]
+    assert isinstance(meta, dict)
+    meta["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    rec = PodRecord("default/old", "uid-default-old", manifest, node="n1", bound=True)
+    subject = pod_input(rec)
+    assert (subject.priority, subject.terminating, subject.annotations) == (7, True, {"k": "v"})
+    assert rec.facts()[0].name == "old" and rec.pod is None
+
+
+def test_a_pod_stating_a_reservation_affinity_is_refused_every_reservation_when_none_may_be_used() -> None:
+    d = Driver()
+    d.pod(a_pod_manifest("picky", annotations={AFFINITY: '{"name": "r1"}'}))
+    d.pod(a_pod_manifest("easy"))
+    [picky] = d.admit("default/picky")
+    [easy] = d.admit("default/easy")
+    assert msgspec.to_builtins(picky)["match"]["required"] is True
+    assert msgspec.to_builtins(easy).get("match") is None
+
+
+def test_known_pods_come_back_from_a_snapshot_with_their_manifests() -> None:
+    manifests = [
+        a_pod_manifest("a", annotations={AFFINITY: "{}"}),
+        _volumes(a_pod_manifest("b", node="n1"), {"name": "c", "persistentVolumeClaim": {}}),
+    ]
+    host = Host(ReservationManager())
+    for manifest in manifests:
+        host.processor.evolve(_arrived(manifest), at=0, own=False)
+    restored = Host(ReservationManager())
+    restored.restore_state(host.export_state())
+    assert restored.digest() == host.digest()
+    assert restored.export_state() == host.export_state()
+    original, copy = host.processor, restored.processor
+    assert isinstance(original, ReservationManager) and isinstance(copy, ReservationManager)
+    for key, rec in original.engine.world.pods.items():
+        back = copy.engine.world.pods[key]
+        assert back.manifest() == rec.manifest() and back.pod == rec.pod
+        assert (back.affinity_stated, back.annotated, back.local_storage, back.pvc) == (
+            rec.affinity_stated,
+            rec.annotated,
+            rec.local_storage,
+            rec.pvc,
+        )
+        assert pod_input(back) == pod_input(rec)
