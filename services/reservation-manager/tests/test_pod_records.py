@@ -146,7 +146,26 @@ def test_a_pod_stating_a_reservation_affinity_is_refused_every_reservation_when_
     assert msgspec.to_builtins(easy).get("match") is None
 
 
-def test_known_pods_come_back_from_a_snapshot_with_their_manifests() -> None:
+def test_the_typed_pod_shares_its_repeated_strings_and_default_sections() -> None:
+    d = Driver()
+    arrivals = [
+        _arrived(a_pod_manifest(f"web-{i}", namespace="team-a", controller=("ReplicaSet", "web")))
+        for i in range(2)
+    ]
+    for event in arrivals:
+        d.feed(event)
+        d.feed(_bound(event.pod.key, event.uid, "node-7"))
+    a, b = (d.engine.world.pods[f"team-a/web-{i}"] for i in range(2))
+    assert a.pod is not None and b.pod is not None
+    assert [a.pod, b.pod] == [e.spec for e in arrivals]  # equal values
+    assert a.pod.uid is a.uid and a.node is b.node == "node-7"
+    assert a.pod.namespace is b.pod.namespace and a.pod.kube_qos is b.pod.kube_qos
+    assert a.pod.containers[0].name is b.pod.containers[0].name
+    assert a.pod.owners[0].kind is b.pod.owners[0].kind and a.pod.owners[0].uid is b.pod.owners[0].uid
+    assert a.pod.reservation is b.pod.reservation and a.pod.numa_spec is b.pod.numa_spec
+
+
+def test_known_pods_come_back_from_a_snapshot_with_their_manifests_and_what_they_share() -> None:
     manifests = [
         a_pod_manifest("a", annotations={AFFINITY: "{}"}),
         _volumes(a_pod_manifest("b", node="n1"), {"name": "c", "persistentVolumeClaim": {}}),
@@ -157,6 +176,10 @@ def test_known_pods_come_back_from_a_snapshot_with_their_manifests() -> None:
     restored = Host(ReservationManager())
     restored.restore_state(host.export_state())
     assert restored.digest() == host.digest()
+    # a pod known after the restore shares the default sections with those restored, as it does in the live host
+    later = _arrived(a_pod_manifest("c"))
+    for each in (host, restored):
+        each.processor.evolve(later, at=0, own=False)
     assert restored.export_state() == host.export_state()
     original, copy = host.processor, restored.processor
     assert isinstance(original, ReservationManager) and isinstance(copy, ReservationManager)

@@ -19,6 +19,7 @@ Decisions:
 
 from __future__ import annotations
 
+import sys
 import uuid
 from typing import Any, Final
 
@@ -79,7 +80,7 @@ from allot_reservation.config import ReservationConfig
 from allot_reservation.jobs import PENDING, RUNNING, Jobs
 from allot_reservation.match import match_reservation
 from allot_reservation.migrate import Migrations, accepted_event, limiters
-from allot_reservation.world import PodRecord, World
+from allot_reservation.world import World
 
 __all__ = ["INTERESTS", "NAME", "ReservationEngine"]
 
@@ -159,7 +160,7 @@ class ReservationEngine:
         match event:
             case PodSubmitted(pod=pod, uid=uid, manifest=manifest, spec=typed):
                 book.release(pod.key)
-                world.pods[pod.key] = PodRecord(pod.key, uid, manifest, pod=typed)
+                world.known(pod.key, uid, manifest, pod=typed)
             case PodObserved(pod=pod, uid=uid, manifest=manifest, spec=typed):
                 book.release(pod.key)
                 if typed is not None:
@@ -167,9 +168,7 @@ class ReservationEngine:
                 else:
                     node = str(kube.spec_of(manifest).get("nodeName") or "")
                     done = kube.status_of(manifest).get("phase") in ("Succeeded", "Failed")
-                world.pods[pod.key] = PodRecord(
-                    pod.key, uid, manifest, node=node, bound=bool(node), pod=typed
-                )
+                world.known(pod.key, uid, manifest, node=node, bound=bool(node), pod=typed)
                 if node and not done:
                     self._observed_in_reservation(pod.key, uid, manifest, typed)
             case QuotaAdmitted():
@@ -180,7 +179,7 @@ class ReservationEngine:
                 self._placed(pod.key, node, decision)
             case PodBound(pod=pod, node=node):
                 if (rec := world.pods.get(pod.key)) is not None:
-                    rec.node, rec.bound = node, True
+                    rec.node, rec.bound = sys.intern(node), True  # one string per node, not per pod
             case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
                 world.pods.pop(pod.key, None)
                 book.release(pod.key)
@@ -242,7 +241,7 @@ class ReservationEngine:
         rec = self.world.pods.get(key)
         if rec is None:
             return
-        rec.node = node
+        rec.node = sys.intern(node)
         got = _allocated_in(decision)
         rec.reservation = got[0] if got else ""
         if got is not None:

@@ -4,18 +4,27 @@ A pod is known from ``pod.submitted`` / ``pod.observed`` until ``pod.deleted``; 
 (placed, bound or observed), ``bound`` whether it was bound, ``reservation`` the reservation it was placed in.
 Facts for matching are read lazily, once per pod life.
 
-Every known pod is kept until it is deleted, bound pods included, so a record is kept small: the manifest is kept
-encoded (JSON, about a fifth of the decoded dict) and decoded only on the rare paths that need it, through
-:meth:`PodRecord.manifest` (a migration's re-submission and reservation template, the descheduler's job template, the
-annotations of an evictee or of a pod whose job is arbitrated). What the per-event and per-round paths read of it
-and the typed pod does not carry is read once on arrival: whether it states a reservation affinity (every admission
-reads that), whether it has annotations at all, and its local-storage and PVC volumes. Rejected: keeping the decoded
-dict (about 1.7 KB a pod); keeping the event's own payload bytes (the processor is handed the decoded event, and the
-payload holds the typed pod as well).
+Every known pod is kept until it is deleted, bound pods included, so a record is kept small:
+
+- the manifest is kept encoded (JSON, about a fifth of the decoded dict) and decoded only on the rare paths that
+  need it, through :meth:`PodRecord.manifest` (a migration's re-submission and reservation template, the
+  descheduler's job template, the annotations of an evictee or of a pod whose job is arbitrated). What the per-event
+  and per-round paths read of it and the typed pod does not carry is read once on arrival: whether it states a
+  reservation affinity (every admission reads that), whether it has annotations at all, and its local-storage and
+  PVC volumes. Rejected: keeping the decoded dict (about 1.7 KB a pod); keeping the event's own payload bytes (the
+  processor is handed the decoded event, and the payload holds the typed pod as well).
+- the typed pod, as the door read it, keeps its values but shares its repeated strings (namespace, classes, node,
+  container and owner names: :func:`sys.intern`) and the sections most pods have at their defaults, which each pod
+  decodes into its own copy of (:meth:`World.known`). Equal values, so nothing that reads or encodes the pod can tell.
+  The shared sections are the world's own (``World.defaults``), part of the state: a snapshot restores one copy of
+  each, referenced by the pods restored and by those known after, so the restored state encodes as the live one.
+  Rejected: keeping the typed pod encoded too (the descheduler and the defragmenter read it for every pod at every
+  round).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Final
 
@@ -24,8 +33,9 @@ import msgspec
 from allot_contracts import kube
 from allot_contracts.issues import FieldIssue
 from allot_contracts.jsonvalue import JsonObject, JsonValue
+from allot_contracts.objects.annotations import NUMASpec, ResourceSpec
 from allot_contracts.objects.pod import Pod
-from allot_contracts.objects.reservation_pod import ANN_RESERVATION_AFFINITY, OwnerRef
+from allot_contracts.objects.reservation_pod import ANN_RESERVATION_AFFINITY, OwnerRef, PodReservation
 from allot_reservation.book import Book
 from allot_reservation.facts import facts_from_pod, facts_of
 from allot_reservation.match import PodFacts
@@ -34,6 +44,7 @@ __all__ = ["PodRecord", "World"]
 
 _ENCODER: Final = msgspec.json.Encoder()
 _DECODER: Final = msgspec.json.Decoder()
+Sections = tuple[ResourceSpec, NUMASpec, PodReservation]
 
 
 class PodRecord:
@@ -70,8 +81,8 @@ class PodRecord:
         volumes = [v for v in _list(kube.spec_of(manifest).get("volumes")) if isinstance(v, dict)]
         self.local_storage = any("emptyDir" in v or "hostPath" in v for v in volumes)
         self.pvc = any("persistentVolumeClaim" in v for v in volumes)
-        self.pod = pod  # as the door read it (None for events that carry none)
-        self.node = node
+        self.pod = pod  # as the door read it (None for events that carry none; slim: World.known)
+        self.node = sys.intern(node)
         self.bound = bound
         self.reservation = ""
         self._facts: tuple[PodFacts, list[FieldIssue]] | None = None
@@ -107,11 +118,61 @@ def _list(value: JsonValue) -> list[JsonValue]:
     return value if isinstance(value, list) else []
 
 
+def _slim(pod: Pod, uid: str, defaults: Sections) -> Pod:
+    """``pod`` with its repeated strings interned, its uid the record's (when equal) and the sections equal to
+    ``defaults`` those: an equal pod."""
+    intern = sys.intern
+    resource_spec, numa_spec, reservation = defaults
+    return msgspec.structs.replace(
+        pod,
+        namespace=intern(pod.namespace),
+        uid=uid if pod.uid == uid else pod.uid,
+        owners=tuple(
+            msgspec.structs.replace(
+                o,
+                api_version=intern(o.api_version),
+                kind=intern(o.kind),
+                name=intern(o.name),
+                uid=intern(o.uid),
+            )
+            for o in pod.owners
+        ),
+        node_name=intern(pod.node_name),
+        phase=intern(pod.phase),
+        priority_class_name=intern(pod.priority_class_name),
+        kube_qos=intern(pod.kube_qos),
+        koord_qos=intern(pod.koord_qos),
+        koord_priority=intern(pod.koord_priority),
+        containers=tuple(msgspec.structs.replace(c, name=intern(c.name)) for c in pod.containers),
+        devices={intern(k): msgspec.structs.replace(d, type=intern(d.type)) for k, d in pod.devices.items()},
+        resource_spec=resource_spec if pod.resource_spec == resource_spec else pod.resource_spec,
+        numa_spec=numa_spec if pod.numa_spec == numa_spec else pod.numa_spec,
+        quota=intern(pod.quota),
+        reservation=reservation if pod.reservation == reservation else pod.reservation,
+    )
+
+
 class World:
     def __init__(self) -> None:
         self.pods: dict[str, PodRecord] = {}
         self.nodes: dict[str, dict[str, str]] = {}  # node -> labels
         self.book = Book()
+        self.defaults: Sections = (ResourceSpec(), NUMASpec(), PodReservation())  # shared by the typed pods
+
+    def known(
+        self,
+        key: str,
+        uid: str,
+        manifest: JsonObject,
+        *,
+        node: str = "",
+        bound: bool = False,
+        pod: Pod | None = None,
+    ) -> PodRecord:
+        """Record a pod that arrived (``pod``: as the door read it, kept slim)."""
+        typed = _slim(pod, uid, self.defaults) if pod is not None else None
+        record = self.pods[key] = PodRecord(key, uid, manifest, node=node, bound=bound, pod=typed)
+        return record
 
     def workload_key(self, pod: PodRecord) -> str | None:
         ctl = pod.controller
