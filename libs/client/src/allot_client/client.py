@@ -18,12 +18,13 @@ from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_client.filters import Filter
 from allot_client.subscription import Subscription
+from allot_eventstore.bounds import DB_READ_TIMEOUT_S, DB_READ_TIMEOUT_VARIABLE, db_read_timeout_seconds
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 
 __all__ = ["READ_TIMEOUT_S", "AllotClient"]
 
-READ_TIMEOUT_S = 30.0  # as a service's ALLOT_DB_READ_TIMEOUT
+READ_TIMEOUT_S = DB_READ_TIMEOUT_S  # as a service's ALLOT_DB_READ_TIMEOUT
 
 
 class AllotClient:
@@ -62,7 +63,7 @@ class AllotClient:
         """Settings from the services' environment variables (``ValueError`` naming one that cannot be read)."""
         env = os.environ if environ is None else environ
         return cls(
-            read_timeout=_read_timeout(env.get("ALLOT_DB_READ_TIMEOUT", "")),
+            read_timeout=_read_timeout(env.get(DB_READ_TIMEOUT_VARIABLE, "")),
             database_url=env.get("ALLOT_DATABASE_URL"),
             nats_url=env.get("ALLOT_NATS_URL") or None,
             prefix=env.get("ALLOT_NATS_PREFIX", "allot"),
@@ -126,13 +127,9 @@ class AllotClient:
 
 
 def _read_timeout(text: str) -> float | None:
-    """``ALLOT_DB_READ_TIMEOUT`` as the services read it: seconds, 0 for no bound, unset for the default."""
-    if not text.strip():
-        return READ_TIMEOUT_S
+    """``ALLOT_DB_READ_TIMEOUT`` as the services read it (seconds, 0 for no bound, unset for the default), refused
+    with a :class:`ValueError` that names it."""
     try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not seconds >= 0 or seconds == float("inf"):
-        raise ValueError(f"ALLOT_DB_READ_TIMEOUT: must be a number of seconds (0: no bound), not {text!r}")
-    return seconds or None
+        return db_read_timeout_seconds(text) or None
+    except ValueError as exc:
+        raise ValueError(f"{DB_READ_TIMEOUT_VARIABLE}: {exc}") from None
