@@ -32,7 +32,8 @@ class AllotClient:
 
     ``async with AllotClient(database_url=..., nats_url=...) as client:`` then ``client.follow(after=...)``.
     ``store`` / ``nc`` let a caller share connections it already has (they are not closed by the client).
-    ``read_timeout``: the seconds each read of the log the client opens may wait (None: no bound).
+    ``read_timeout``: the seconds each read of the log the client opens may wait (None: no bound), set by
+    ``timeouts_from`` (named when a read outlasts it; :meth:`from_env`: ``ALLOT_DB_READ_TIMEOUT``).
     """
 
     def __init__(
@@ -46,6 +47,7 @@ class AllotClient:
         store: EventStore | None = None,
         nc: Client | None = None,
         read_timeout: float | None = READ_TIMEOUT_S,
+        timeouts_from: str | None = None,
     ) -> None:
         if store is None and not database_url:
             raise ValueError("database_url: the event log's PostgreSQL URL is required (or pass store=)")
@@ -54,6 +56,7 @@ class AllotClient:
         self.names = BusNames(prefix=prefix, stream=stream)
         self.name = name
         self.read_timeout = read_timeout
+        self.timeouts_from = timeouts_from
         self._store = store
         self._nc = nc
         self._owned: list[EventStore | Client] = []
@@ -64,6 +67,7 @@ class AllotClient:
         env = os.environ if environ is None else environ
         return cls(
             read_timeout=_read_timeout(env.get(DB_READ_TIMEOUT_VARIABLE, "")),
+            timeouts_from=DB_READ_TIMEOUT_VARIABLE,
             database_url=env.get("ALLOT_DATABASE_URL"),
             nats_url=env.get("ALLOT_NATS_URL") or None,
             prefix=env.get("ALLOT_NATS_PREFIX", "allot"),
@@ -82,7 +86,10 @@ class AllotClient:
         if self._store is None:
             assert self.database_url is not None
             self._store = PostgresEventStore.connect(
-                self.database_url, pool_size=2, read_timeout=self.read_timeout
+                self.database_url,
+                pool_size=2,
+                read_timeout=self.read_timeout,
+                timeouts_from=self.timeouts_from,
             )
             self._owned.append(self._store)
         if self._nc is None and self.nats_url:
