@@ -1,14 +1,15 @@
 """What the event store says when PostgreSQL does not answer: which database (its URL, the password hidden), which
-bound ran out and what sets it."""
+bound ran out and what sets it; and asyncpg's reconnection warnings, which are not a second warning of an outage."""
 
 from __future__ import annotations
 
 import errno
+import logging
 
 import pytest
 
 from allot_contracts.errors import Unavailable
-from allot_eventstore.pg_errors import translate
+from allot_eventstore.pg_errors import RECONNECTS, translate
 from allot_eventstore.postgres import PostgresEventStore
 
 URL = "postgresql://allot:s3cret@db.example:5432/allot"
@@ -47,4 +48,26 @@ def test_a_timeout_of_the_network_says_what_it_is_not_a_bound() -> None:
     assert (
         said
         == "PostgreSQL at postgresql://allot:***@db.example:5432/allot unavailable: [Errno 110] Connection timed out"
+    )
+
+
+def test_the_drivers_reconnection_attempts_are_one_debug_line_not_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The outage is warned of once by what it stops (a consumer's, the relay's, the view's reader); asyncpg's own
+    warning at each attempt to restore the pool's connection made it two warnings for one outage (was: WARNING)."""
+    caplog.set_level(logging.DEBUG, logger="asyncpg.pool")
+    RECONNECTS.down = False
+    pool_log = logging.getLogger("asyncpg.pool")
+    for _ in range(3):
+        try:
+            raise ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
+        except OSError:
+            pool_log.warning("Failed to restore the pool connection floor; retrying", exc_info=True)
+    RECONNECTS.down = False
+    records = [r for r in caplog.records if r.name == "asyncpg.pool"]
+    assert [(r.levelno, r.exc_info) for r in records] == [(logging.DEBUG, None)]
+    assert records[0].getMessage() == (
+        "PostgreSQL cannot be reached (PostgreSQL unavailable: [Errno 111] Connection refused); reconnecting "
+        "quietly until it can"
     )

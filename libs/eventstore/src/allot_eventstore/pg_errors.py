@@ -1,6 +1,6 @@
 """PostgreSQL's errors as the event store reports them: which driver errors there are, which of them are worth a retry
 (:class:`~allot_contracts.errors.Unavailable`), and which say the log cannot be used at all (a server that cannot be
-reached, a database, user or password it refuses); and asyncpg's log of its reconnection attempts, one line per
+reached, a database, user or password it refuses); and asyncpg's log of its reconnection attempts, one DEBUG line per
 outage (:data:`RECONNECTS`)."""
 
 from __future__ import annotations
@@ -102,8 +102,10 @@ def connection_refusal(exc: BaseException) -> str | None:
 
 class _QuietReconnects(logging.Filter):
     """asyncpg's "Failed to restore the pool connection floor; retrying" (a warning with a traceback, at every attempt
-    while the server is away) as one line per outage, with the reason: the attempts after it are dropped until a
-    connection is made again (the store's connection set-up clears :attr:`down`)."""
+    while the server is away) as one DEBUG line per outage, with the reason: the attempts after it are dropped until a
+    connection is made again (the store's connection set-up clears :attr:`down`). The outage is said by what it stops,
+    once as it begins and once as it ends (a consumer's or the relay's :class:`allot_bus.outage.Outage`, the web
+    view's reader, a command's error): the driver's warning besides made two for one outage."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -121,8 +123,9 @@ class _QuietReconnects(logging.Filter):
             "PostgreSQL cannot be reached (%s); reconnecting quietly until it can",
             (reason,),
         )
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
         record.exc_info, record.exc_text, record.stack_info = None, None, None
-        return True
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 # on asyncpg's pool logger from the first import (one per process, as the logger)

@@ -29,7 +29,7 @@ caller; None (the default) waits as long as the server takes. The services, the 
 why the log could not be reached, from a round trip left unanswered until the next answered one (for readiness).
 
 While PostgreSQL cannot be reached, asyncpg retries the pool's standing connection and logs each failed attempt with
-a traceback: :data:`~allot_eventstore.pg_errors.RECONNECTS` makes that one line per outage.
+a traceback: :data:`~allot_eventstore.pg_errors.RECONNECTS` makes that one DEBUG line per outage (the caller's warns).
 """
 
 from __future__ import annotations
