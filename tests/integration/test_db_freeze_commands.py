@@ -17,7 +17,7 @@ import pytest
 from allot_contracts.errors import Unavailable
 from allot_eventstore.migrate import MIGRATION_LOCK_KEY
 from allot_eventstore.protocol import EventStore
-from allot_eventstore.urls import plain_url
+from allot_eventstore.urls import plain_url, redact
 from allot_stack.connect import on_log
 from allot_testing.tcp_proxy import TcpProxy, through
 
@@ -38,7 +38,10 @@ async def test_a_read_of_a_command_left_unanswered_fails_in_time(
 
     with pytest.raises(Unavailable) as raised:
         await asyncio.wait_for(on_log(frozen_after_the_first_read, through(database_url, database_proxy)), 20)
-    assert str(raised.value) == "PostgreSQL unavailable: no answer within 1 s (timed out)"
+    where = redact(through(database_url, database_proxy))
+    assert str(raised.value) == (
+        f"PostgreSQL at {where} unavailable: no answer within 1 s (read timeout, from ALLOT_DB_READ_TIMEOUT)"
+    )
 
 
 async def test_allot_migrate_waits_for_the_lock_but_not_for_a_database_that_stopped_answering(
@@ -76,7 +79,8 @@ async def test_allot_migrate_waits_for_the_lock_but_not_for_a_database_that_stop
         await holder.close()
     assert process.returncode == 1, err.decode()
     assert err.decode() == (
-        "allot: error: migrating the database schema: PostgreSQL unavailable: no answer within 1 s (timed out) "
+        f"allot: error: migrating the database schema: PostgreSQL at {redact(env['ALLOT_DATABASE_URL'])} "
+        "unavailable: no answer within 1 s (read timeout, from ALLOT_DB_READ_TIMEOUT) "
         "(check ALLOT_DATABASE_URL, or start the dev stack with `allot up`)\n"
     )
     assert out == b""

@@ -12,6 +12,7 @@ import pytest
 
 from allot_contracts.errors import Unavailable
 from allot_eventstore.migrate import ensure_current
+from allot_eventstore.urls import redact
 from allot_testing.tcp_proxy import TcpProxy, through
 
 pytestmark = pytest.mark.integration
@@ -28,10 +29,13 @@ async def test_a_schema_check_whose_queries_are_never_answered_fails_in_time_say
         return conn
 
     monkeypatch.setattr(asyncpg, "connect", connected_then_frozen)
+    url = through(database_url, database_proxy)
     with pytest.raises(Unavailable) as raised:
-        await asyncio.wait_for(ensure_current(through(database_url, database_proxy), read_timeout=1.0), 10)
+        checking = ensure_current(url, read_timeout=1.0, timeouts_from="ALLOT_DB_READ_TIMEOUT")
+        await asyncio.wait_for(checking, 10)
     assert str(raised.value) == (
-        "checking the database schema (reading its revision): PostgreSQL unavailable: no answer within 1 s"
+        f"checking the database schema (reading its revision): PostgreSQL at {redact(url)} unavailable: no answer "
+        "within 1 s (read timeout, from ALLOT_DB_READ_TIMEOUT)"
     )
     database_proxy.thaw()
     monkeypatch.setattr(asyncpg, "connect", connect)

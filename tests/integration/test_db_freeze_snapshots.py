@@ -17,7 +17,7 @@ import pytest
 from allot_eventstore.pg_errors import LogUnavailable
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import Snapshot
-from allot_eventstore.urls import plain_url
+from allot_eventstore.urls import plain_url, redact
 from allot_runtime import forked
 from allot_runtime.processor import Host
 from allot_runtime.snapshots import Snapshots
@@ -27,7 +27,7 @@ from allot_testing.tcp_proxy import TcpProxy, through
 pytestmark = pytest.mark.integration
 
 BOUND_S = 1.0
-NO_ANSWER = "PostgreSQL unavailable: no answer within 1 s (timed out)"
+NO_ANSWER = "PostgreSQL at {url} unavailable: no answer within 1 s (write timeout)"  # the database, redacted
 
 
 def made(position: int) -> Snapshot:
@@ -89,8 +89,8 @@ async def test_a_snapshot_write_whose_answer_never_comes_fails_in_time_and_chang
         await in_time(writing)  # was: waits for ever
         with pytest.raises(LogUnavailable) as raised:
             await writing
-        assert str(raised.value) == NO_ANSWER
-        assert store.unreachable.reason == NO_ANSWER
+        assert str(raised.value) == NO_ANSWER.format(url=redact(store.url))
+        assert store.unreachable.reason == str(raised.value)
         assert await event_store.snapshot_positions("echo") == [10]  # neither written nor pruned
         database_proxy.thaw()
         await store.write_snapshot(made(20), keep=1)
@@ -139,7 +139,7 @@ async def test_a_running_service_logs_a_snapshot_it_cannot_write_and_writes_the_
         assert snapshots.writing is not None
         await in_time(snapshots.writing)  # was: waits for ever (and so does the service's stop)
         assert not await snapshots.writing
-        assert "at position 10" in caplog.text and NO_ANSWER in caplog.text
+        assert "at position 10" in caplog.text and NO_ANSWER.format(url=redact(store.url)) in caplog.text
         assert await event_store.snapshot_positions("echo") == []
         database_proxy.thaw()
         host.position = 20

@@ -17,14 +17,18 @@ import asyncpg
 import pytest
 
 from allot_eventstore.postgres import PostgresEventStore
-from allot_eventstore.urls import plain_url
+from allot_eventstore.urls import plain_url, redact
 from allot_testing.fake_kube import FAST_LEASE, FakeKube
 from allot_testing.processes import free_port
 from allot_testing.tcp_proxy import TcpProxy, through
 
 pytestmark = pytest.mark.integration
 
-NO_ANSWER = "cannot take the lease yet (PostgreSQL unavailable: no answer within 11 s (timed out))"
+# the database (its URL redacted), the append's bound and the variable it is from
+NO_ANSWER = (
+    "cannot take the lease yet (PostgreSQL at {url} unavailable: no answer within 11 s (write timeout, from "
+)
+NO_ANSWER += "ALLOT_DB_READ_TIMEOUT))"
 
 
 class Lines(logging.Handler):
@@ -111,6 +115,7 @@ async def test_a_term_whose_record_gets_no_answer_is_given_up_in_time_and_record
         monkeypatch.setenv(name, value)
     lines = Lines()
     logging.getLogger("allot.lease").addHandler(lines)
+    no_answer = NO_ANSWER.format(url=redact(through(database_url, database_proxy)))
     stop = asyncio.Event()
     running: asyncio.Task[Any] | None = None
 
@@ -123,7 +128,7 @@ async def test_a_term_whose_record_gets_no_answer_is_given_up_in_time_and_record
         async with frozen_mid_term(database_url, database_proxy):
             running = asyncio.create_task(run(stop))
         for _ in range(200):  # was: waited for ever for the answer
-            if any(NO_ANSWER in line for line in lines.lines):
+            if any(no_answer in line for line in lines.lines):
                 break
             await asyncio.sleep(0.1)
         else:

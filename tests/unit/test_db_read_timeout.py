@@ -95,3 +95,26 @@ def test_a_step_that_fails_for_another_reason_is_said_each_time(caplog: pytest.L
         DurableConsumer._step_failed(consumer, "the event log is unreachable", Unavailable("no answer"), 0.5)  # type: ignore[arg-type]
     outage = [r for r in caplog.records if r.levelno == logging.WARNING and "no answer" in r.getMessage()]
     assert len(outage) == 1
+
+
+@pytest.mark.parametrize(
+    "text", ["", "  ", "0", "2.5", " 12 ", "1e3", "-0", "soon", " soon ", "-1", "nan", "inf"]
+)
+def test_the_client_and_the_services_read_the_variable_alike(text: str) -> None:
+    """One parser (:func:`allot_eventstore.bounds.db_read_timeout_seconds`) for both: the same values taken, the same
+    reason for one refused, each in its caller's error (the services' InvalidInput with the variable as its path, the
+    client's ValueError naming it). Was: two copies, the client's quoting a padded value as given."""
+    from allot_client import AllotClient
+
+    env = {**BASE, "ALLOT_DB_READ_TIMEOUT": text}
+    try:
+        seconds = db_read_timeout(env)
+    except InvalidInput as refused:
+        assert [path for path, _ in refused.issues] == ["ALLOT_DB_READ_TIMEOUT"]
+        reason = refused.issues[0][1]
+        assert reason == f"must be a number of seconds (0: no bound), not {text.strip()!r}"
+        with pytest.raises(ValueError) as raised:
+            AllotClient.from_env(env)
+        assert str(raised.value) == f"ALLOT_DB_READ_TIMEOUT: {reason}"
+        return
+    assert AllotClient.from_env(env).read_timeout == (seconds or None)

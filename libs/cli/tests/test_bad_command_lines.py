@@ -262,7 +262,8 @@ def test_a_log_that_cannot_be_reached_is_one_error_line(
 ) -> None:
     assert _run(["get", "pods"], "postgresql://allot@127.0.0.1:1/allot", monkeypatch) == 1
     err = capsys.readouterr().err
-    assert err.startswith("allot: error: PostgreSQL unavailable:") and "check ALLOT_DATABASE_URL" in err
+    assert err.startswith("allot: error: PostgreSQL at postgresql://allot@127.0.0.1:1/allot unavailable:")
+    assert "check ALLOT_DATABASE_URL" in err
     assert "Traceback" not in err
     assert _run(["replay"], "mysql://allot@127.0.0.1/allot", monkeypatch) == 2
     assert capsys.readouterr().err.startswith(

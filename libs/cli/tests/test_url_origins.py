@@ -61,7 +61,9 @@ def test_a_log_from_the_dev_stack_that_cannot_be_reached_names_its_stack_json(
     stack_json = _stack(no_urls, nats_url="nats://127.0.0.1:4222")
     assert _run(["get", "pods"], monkeypatch) == 1
     err = capsys.readouterr().err
-    assert err.startswith("allot: error: PostgreSQL unavailable:")
+    assert err.startswith(
+        f"allot: error: PostgreSQL at {NOTHING_THERE} unavailable:"
+    )  # the database it names
     assert err.endswith(_from_stack(stack_json))
     assert "ALLOT_DATABASE_URL" not in err and "Traceback" not in err
 

@@ -51,6 +51,8 @@ def test_allot_ui_with_a_log_it_cannot_reach_stops_with_one_line(tmp_path: Path)
     assert (
         result.stderr.strip()
         .splitlines()[-1]
-        .startswith("allot-ui: cannot read the event log: PostgreSQL unavailable:")
+        .startswith(
+            "allot-ui: cannot read the event log: PostgreSQL at postgresql://allot@127.0.0.1:1/allot unavailable:"
+        )
     ), result.stderr
     assert "Traceback" not in result.stderr

@@ -18,12 +18,13 @@ from allot_bus.adapters.nats import connect
 from allot_bus.names import BusNames
 from allot_client.filters import Filter
 from allot_client.subscription import Subscription
+from allot_eventstore.bounds import DB_READ_TIMEOUT_S, DB_READ_TIMEOUT_VARIABLE, db_read_timeout_seconds
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import EventStore
 
 __all__ = ["READ_TIMEOUT_S", "AllotClient"]
 
-READ_TIMEOUT_S = 30.0  # as a service's ALLOT_DB_READ_TIMEOUT
+READ_TIMEOUT_S = DB_READ_TIMEOUT_S  # as a service's ALLOT_DB_READ_TIMEOUT
 
 
 class AllotClient:
@@ -31,7 +32,8 @@ class AllotClient:
 
     ``async with AllotClient(database_url=..., nats_url=...) as client:`` then ``client.follow(after=...)``.
     ``store`` / ``nc`` let a caller share connections it already has (they are not closed by the client).
-    ``read_timeout``: the seconds each read of the log the client opens may wait (None: no bound).
+    ``read_timeout``: the seconds each read of the log the client opens may wait (None: no bound), set by
+    ``timeouts_from`` (named when a read outlasts it; :meth:`from_env`: ``ALLOT_DB_READ_TIMEOUT``).
     """
 
     def __init__(
@@ -45,6 +47,7 @@ class AllotClient:
         store: EventStore | None = None,
         nc: Client | None = None,
         read_timeout: float | None = READ_TIMEOUT_S,
+        timeouts_from: str | None = None,
     ) -> None:
         if store is None and not database_url:
             raise ValueError("database_url: the event log's PostgreSQL URL is required (or pass store=)")
@@ -53,6 +56,7 @@ class AllotClient:
         self.names = BusNames(prefix=prefix, stream=stream)
         self.name = name
         self.read_timeout = read_timeout
+        self.timeouts_from = timeouts_from
         self._store = store
         self._nc = nc
         self._owned: list[EventStore | Client] = []
@@ -62,7 +66,8 @@ class AllotClient:
         """Settings from the services' environment variables (``ValueError`` naming one that cannot be read)."""
         env = os.environ if environ is None else environ
         return cls(
-            read_timeout=_read_timeout(env.get("ALLOT_DB_READ_TIMEOUT", "")),
+            read_timeout=_read_timeout(env.get(DB_READ_TIMEOUT_VARIABLE, "")),
+            timeouts_from=DB_READ_TIMEOUT_VARIABLE,
             database_url=env.get("ALLOT_DATABASE_URL"),
             nats_url=env.get("ALLOT_NATS_URL") or None,
             prefix=env.get("ALLOT_NATS_PREFIX", "allot"),
@@ -81,7 +86,10 @@ class AllotClient:
         if self._store is None:
             assert self.database_url is not None
             self._store = PostgresEventStore.connect(
-                self.database_url, pool_size=2, read_timeout=self.read_timeout
+                self.database_url,
+                pool_size=2,
+                read_timeout=self.read_timeout,
+                timeouts_from=self.timeouts_from,
             )
             self._owned.append(self._store)
         if self._nc is None and self.nats_url:
@@ -126,13 +134,9 @@ class AllotClient:
 
 
 def _read_timeout(text: str) -> float | None:
-    """``ALLOT_DB_READ_TIMEOUT`` as the services read it: seconds, 0 for no bound, unset for the default."""
-    if not text.strip():
-        return READ_TIMEOUT_S
+    """``ALLOT_DB_READ_TIMEOUT`` as the services read it (seconds, 0 for no bound, unset for the default), refused
+    with a :class:`ValueError` that names it."""
     try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not seconds >= 0 or seconds == float("inf"):
-        raise ValueError(f"ALLOT_DB_READ_TIMEOUT: must be a number of seconds (0: no bound), not {text!r}")
-    return seconds or None
+        return db_read_timeout_seconds(text) or None
+    except ValueError as exc:
+        raise ValueError(f"{DB_READ_TIMEOUT_VARIABLE}: {exc}") from None

@@ -29,9 +29,23 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-__all__ = ["NO_ANSWER", "Unreachable", "answer_within", "bounded", "is_unreachable"]
+__all__ = [
+    "DB_READ_TIMEOUT_S",
+    "DB_READ_TIMEOUT_VARIABLE",
+    "NO_ANSWER",
+    "Unreachable",
+    "answer_within",
+    "bounded",
+    "db_read_timeout_seconds",
+    "is_unreachable",
+]
 
 T = TypeVar("T")
+
+DB_READ_TIMEOUT_VARIABLE = (
+    "ALLOT_DB_READ_TIMEOUT"  # what sets a process's read_timeout (and write_timeout from it)
+)
+DB_READ_TIMEOUT_S = 30.0  # its default
 
 # errors that say PostgreSQL did not answer (no connection, a lost one, no answer in time), not that it refused
 NO_ANSWER = (
@@ -41,6 +55,22 @@ NO_ANSWER = (
     asyncpg.exceptions.InternalClientError,
     asyncpg.exceptions.PostgresConnectionError,
 )
+
+
+def db_read_timeout_seconds(text: str) -> float:
+    """The seconds that a value of ``ALLOT_DB_READ_TIMEOUT`` says (0: no bound; blank: the default, 30), for every
+    process that reads it (the services, the relay, the commands, the subscribe client). :class:`ValueError` says why
+    a value is not one, for the caller to name the variable in its own error (InvalidInput, ValueError)."""
+    text = text.strip()
+    if not text:
+        return DB_READ_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):  # refuses nan too
+        raise ValueError(f"must be a number of seconds (0: no bound), not {text!r}")
+    return seconds
 
 
 def is_unreachable(exc: BaseException) -> bool:

@@ -113,8 +113,11 @@ def _current(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
-async def migrate(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -> tuple[str | None, str]:
-    """Upgrade to head under the advisory lock. Returns ``(revision before, revision after)``.
+async def migrate(
+    url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S, timeouts_from: str | None = None
+) -> tuple[str | None, str]:
+    """Upgrade to head under the advisory lock. Returns ``(revision before, revision after)``. ``timeouts_from``:
+    what set ``read_timeout`` (``ALLOT_DB_READ_TIMEOUT``), named when the server does not answer within it.
 
     The connection is given :data:`~allot_eventstore.pg_errors.CONNECT_TIMEOUT_S`; the wait for the lock and the
     scripts, which may rightly take long (another migration holds the lock, a script rewrites a large log), are
@@ -123,7 +126,7 @@ async def migrate(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -
     from sqlalchemy import pool, text
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    watch = _Watch(url, read_timeout)
+    watch = _Watch(url, read_timeout, _read_bound(timeouts_from))
     engine = create_async_engine(async_url(url), poolclass=pool.NullPool, async_creator=watch.connect)
     try:
         async with engine.connect() as conn:
@@ -155,8 +158,8 @@ class _Watch:
     transaction back) and :attr:`silent` says why. A long statement cannot be told from a server that stopped
     answering by waiting on its own connection, so the statements themselves are given no time limit."""
 
-    def __init__(self, url: str, seconds: float | None) -> None:
-        self.url, self.seconds = url, seconds
+    def __init__(self, url: str, seconds: float | None, bound: str) -> None:
+        self.url, self.seconds, self.bound = url, seconds, bound
         self.silent: str | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -167,7 +170,7 @@ class _Watch:
         try:
             conn = await asyncpg.connect(plain_url(self.url), timeout=CONNECT_TIMEOUT_S)
         except NO_ANSWER as exc:
-            raise _unanswered(exc, "migrating the database schema (connecting)", CONNECT_TIMEOUT_S) from exc
+            raise _unanswered(exc, "migrating the database schema (connecting)", self.url) from exc
         self.stop()  # a connection made again is watched instead
         if self.seconds is not None:
             self._task = asyncio.create_task(self._watch(conn, self.seconds))
@@ -185,7 +188,7 @@ class _Watch:
                 finally:
                     await probe.close(timeout=seconds)
             except NO_ANSWER as exc:
-                self.silent = str(translate(exc, timeout=seconds))
+                self.silent = str(translate(exc, timeout=seconds, url=self.url, bound=self.bound))
                 conn.terminate()
                 return
             except Exception:  # an error is an answer (too many connections, say): the server is still there
@@ -196,17 +199,19 @@ class _Watch:
             self._task.cancel()
 
 
-async def current_revision(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -> str | None:
+async def current_revision(
+    url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S, timeouts_from: str | None = None
+) -> str | None:
     """The database's revision (``alembic_version``), None before the first migration. The connection is given
     :data:`~allot_eventstore.pg_errors.CONNECT_TIMEOUT_S` and each query ``read_timeout`` seconds (None: no bound);
     a server that cannot be reached or does not answer in time raises
-    :class:`~allot_eventstore.pg_errors.LogUnavailable` saying so."""
+    :class:`~allot_eventstore.pg_errors.LogUnavailable` saying so (and what set the bound: ``timeouts_from``)."""
     import asyncpg
 
     try:
         conn = await asyncpg.connect(plain_url(url), timeout=CONNECT_TIMEOUT_S)
     except NO_ANSWER as exc:
-        raise _unanswered(exc, "checking the database schema (connecting)", CONNECT_TIMEOUT_S) from exc
+        raise _unanswered(exc, "checking the database schema (connecting)", url) from exc
     try:
         present = await answer_within(conn, read_timeout, conn.fetchval(_HAS_VERSION_TABLE))
         rows = (
@@ -215,7 +220,8 @@ async def current_revision(url: str, *, read_timeout: float | None = CONNECT_TIM
             else []
         )
     except NO_ANSWER as exc:
-        raise _unanswered(exc, "checking the database schema (reading its revision)", read_timeout) from exc
+        doing = "checking the database schema (reading its revision)"
+        raise _unanswered(exc, doing, url, read_timeout, _read_bound(timeouts_from)) from exc
     finally:
         await conn.close(timeout=read_timeout)
     if len(rows) > 1:
@@ -226,15 +232,29 @@ async def current_revision(url: str, *, read_timeout: float | None = CONNECT_TIM
 _HAS_VERSION_TABLE = "SELECT to_regclass('alembic_version') IS NOT NULL"
 
 
-def _unanswered(exc: BaseException, doing: str, seconds: float | None) -> LogUnavailable:
-    """A server that did not answer, as the store reports it, saying what it was asked to do."""
-    return LogUnavailable(f"{doing}: {translate(exc, timeout=seconds)}")
+def _unanswered(
+    exc: BaseException,
+    doing: str,
+    url: str,
+    seconds: float | None = CONNECT_TIMEOUT_S,
+    bound: str = "connect timeout",
+) -> LogUnavailable:
+    """A server at ``url`` that did not answer, as the store reports it, saying what it was asked to do and, when a
+    bound ran out, which (the connection's by default)."""
+    return LogUnavailable(f"{doing}: {translate(exc, timeout=seconds, url=url, bound=bound)}")
 
 
-async def ensure_current(url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S) -> None:
+def _read_bound(timeouts_from: str | None) -> str:
+    return f"read timeout, from {timeouts_from}" if timeouts_from else "read timeout"
+
+
+async def ensure_current(
+    url: str, *, read_timeout: float | None = CONNECT_TIMEOUT_S, timeouts_from: str | None = None
+) -> None:
     """Refuse a schema that is behind or ahead of this version's (:class:`SchemaMismatch`); ``read_timeout``: the
-    seconds each query of the check is given (:func:`current_revision`)."""
-    current, head = await current_revision(url, read_timeout=read_timeout), head_revision()
+    seconds each query of the check is given, set by ``timeouts_from`` (:func:`current_revision`)."""
+    current = await current_revision(url, read_timeout=read_timeout, timeouts_from=timeouts_from)
+    head = head_revision()
     if current != head:
         raise SchemaMismatch(
             f"database schema is at revision {current or 'none'} but this version needs {head}; "

@@ -1,6 +1,6 @@
 """PostgreSQL's errors as the event store reports them: which driver errors there are, which of them are worth a retry
 (:class:`~allot_contracts.errors.Unavailable`), and which say the log cannot be used at all (a server that cannot be
-reached, a database, user or password it refuses); and asyncpg's log of its reconnection attempts, one line per
+reached, a database, user or password it refuses); and asyncpg's log of its reconnection attempts, one DEBUG line per
 outage (:data:`RECONNECTS`)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import logging
 import asyncpg
 
 from allot_contracts.errors import ConcurrencyConflict, PermanentError, Unavailable
+from allot_eventstore.urls import redact
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -43,17 +44,28 @@ class LogUnavailable(Unavailable):
     settings)."""
 
 
-def translate(exc: BaseException, *, reading: bool = False, timeout: float | None = None) -> Exception:
+def translate(
+    exc: BaseException,
+    *,
+    reading: bool = False,
+    timeout: float | None = None,
+    url: str | None = None,
+    bound: str = "timed out",
+) -> Exception:
     """Map a driver error to ours (cause chained by the caller). ``reading``: the statement only read (a value it was
     given that PostgreSQL refuses wrote nothing); ``timeout``: the seconds the statement (or connection) was given, for
-    the reason of a timeout, which has no text of its own."""
-    if isinstance(exc, TimeoutError) and not str(exc):
+    the reason of a timeout, which has no text of its own; ``bound``: which bound that is and what sets it, e.g.
+    ``read timeout, from ALLOT_DB_READ_TIMEOUT``; ``url``: the database's, named (redacted) in the reason."""
+    server = "PostgreSQL" if url is None else f"PostgreSQL at {redact(url)}"
+    # a bound that ran out (the driver's, or :mod:`allot_eventstore.bounds`'): a TimeoutError with no errno (an
+    # OSError's ETIMEDOUT is one too, with an errno, and says what happened itself)
+    if isinstance(exc, TimeoutError) and exc.errno is None and (timeout is not None or not str(exc)):
         within = f"within {timeout:g} s" if timeout is not None else "in time"
-        return LogUnavailable(f"PostgreSQL unavailable: no answer {within} (timed out)")
+        return LogUnavailable(f"{server} unavailable: no answer {within} ({bound})")
     if isinstance(exc, asyncpg.exceptions.LockNotAvailableError):
         return LogUnavailable("event log busy: timed out waiting for the append lock", delay=0.5)
     if getattr(exc, "sqlstate", None) in _RETRYABLE_SQLSTATES:
-        return LogUnavailable(f"PostgreSQL asked to retry ({getattr(exc, 'sqlstate', '')}): {exc}", delay=0.5)
+        return LogUnavailable(f"{server} asked to retry ({getattr(exc, 'sqlstate', '')}): {exc}", delay=0.5)
     if isinstance(exc, asyncpg.exceptions.UniqueViolationError):
         return ConcurrencyConflict(f"concurrent append to the same stream version: {exc}")
     if isinstance(exc, asyncpg.exceptions.UntranslatableCharacterError | asyncpg.exceptions.DataError):
@@ -63,9 +75,9 @@ def translate(exc: BaseException, *, reading: bool = False, timeout: float | Non
             )
         return PermanentError(f"event payload rejected by PostgreSQL: {exc}")
     if isinstance(exc, OSError | TimeoutError | asyncpg.exceptions.PostgresConnectionError | ConnectionError):
-        return LogUnavailable(f"PostgreSQL unavailable: {exc}")
+        return LogUnavailable(f"{server} unavailable: {exc}")
     if isinstance(exc, asyncpg.exceptions.InterfaceError | asyncpg.exceptions.InternalClientError):
-        return LogUnavailable(f"PostgreSQL connection problem: {exc}")
+        return LogUnavailable(f"{server} connection problem: {exc}")
     return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
 
 
@@ -100,8 +112,10 @@ def connection_refusal(exc: BaseException) -> str | None:
 
 class _QuietReconnects(logging.Filter):
     """asyncpg's "Failed to restore the pool connection floor; retrying" (a warning with a traceback, at every attempt
-    while the server is away) as one line per outage, with the reason: the attempts after it are dropped until a
-    connection is made again (the store's connection set-up clears :attr:`down`)."""
+    while the server is away) as one DEBUG line per outage, with the reason: the attempts after it are dropped until a
+    connection is made again (the store's connection set-up clears :attr:`down`). The outage is said by what it stops,
+    once as it begins and once as it ends (a consumer's or the relay's :class:`allot_bus.outage.Outage`, the web
+    view's reader, a command's error): the driver's warning besides made two for one outage."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -119,8 +133,9 @@ class _QuietReconnects(logging.Filter):
             "PostgreSQL cannot be reached (%s); reconnecting quietly until it can",
             (reason,),
         )
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
         record.exc_info, record.exc_text, record.stack_info = None, None, None
-        return True
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 # on asyncpg's pool logger from the first import (one per process, as the logger)

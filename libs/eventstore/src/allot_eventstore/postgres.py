@@ -23,14 +23,14 @@ Driver exceptions are translated into :mod:`allot_contracts.errors` here and now
 Timeouts: a connection must be made within ``connect_timeout`` seconds (10 by default). Reads (every ``_fetch``) may
 be given ``read_timeout`` seconds each and appends ``write_timeout`` seconds each (:mod:`allot_eventstore.bounds`), so
 a server that stops answering with its connections left open makes them fail (:class:`Unavailable`, "no answer within
-N s") instead of hanging their caller; None (the default) waits as long as the server takes. The services, the relay
-(``ALLOT_DB_READ_TIMEOUT``) and the web view set them (docs/limits.md). An append whose COMMIT was sent and not
-answered (the connection lost, or no answer in time) says that it may have been recorded (:func:`in_doubt`).
-:attr:`PostgresEventStore.unreachable` says why the log could not be reached, from a round trip left unanswered until
-the next answered one (for readiness; a refused append was answered).
+N s", naming the database by its redacted URL, the bound and what set it: ``timeouts_from``) instead of hanging their
+caller; None (the default) waits as long as the server takes. The services, the relay, the commands
+(``ALLOT_DB_READ_TIMEOUT``) and the web view set them (docs/limits.md). An append whose COMMIT went unanswered says
+it may have been recorded (:func:`in_doubt`). :attr:`PostgresEventStore.unreachable` says why the log could not be
+reached, from a round trip left unanswered until the next answered one (readiness; a refused append was answered).
 
 While PostgreSQL cannot be reached, asyncpg retries the pool's standing connection and logs each failed attempt with
-a traceback: :data:`~allot_eventstore.pg_errors.RECONNECTS` makes that one line per outage.
+a traceback: :data:`~allot_eventstore.pg_errors.RECONNECTS` makes that one DEBUG line per outage (the caller's warns).
 """
 
 from __future__ import annotations
@@ -229,18 +229,18 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         read_timeout: float | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
         write_timeout: float | None = None,
+        timeouts_from: str | None = None,
     ) -> None:
         self.url = url
         self.fence = fence  # every append is made under it (unless one names another): see advance_fence
         self._clock = clock
         self._pool_size = pool_size
         self._lock_timeout_ms = lock_timeout_ms
-        self.read_timeout = read_timeout  # seconds per read (the module's docstring); None: no bound
-        self.write_timeout = (
-            write_timeout  # seconds per append, from taking a connection to the commit's answer
-        )
+        # seconds per read and per append, from taking a connection to the last answer (module docstring); None: no
+        # bound. timeouts_from: what set them (ALLOT_DB_READ_TIMEOUT), named in the error of one that runs out
+        self.read_timeout, self.write_timeout = read_timeout, write_timeout
+        self.connect_timeout, self.timeouts_from = connect_timeout, timeouts_from
         self.unreachable = Unreachable()
-        self.connect_timeout = connect_timeout
         self._pool: asyncpg.Pool | None = None
         self._opening = asyncio.Lock()
 
@@ -256,6 +256,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
         read_timeout: float | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
         write_timeout: float | None = None,
+        timeouts_from: str | None = None,
     ) -> PostgresEventStore:
         plain_url(url)  # refuse a URL that is not PostgreSQL's now, not on first use
         return cls(
@@ -267,6 +268,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
             read_timeout=read_timeout,
             connect_timeout=connect_timeout,
             write_timeout=write_timeout,
+            timeouts_from=timeouts_from,
         )
 
     async def close(self) -> None:
@@ -294,7 +296,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                             },
                         )
                     except DRIVER_ERRORS as exc:
-                        error = translate(exc, timeout=self.connect_timeout)
+                        error = self._error(exc, "connect")
                         self.unreachable.failed(exc, error)
                         raise error from exc
         return self._pool
@@ -348,7 +350,7 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                     self.unreachable.answered()
                     raise translate(exc) from exc
             except DRIVER_ERRORS as exc:
-                error = translate(exc, timeout=self.write_timeout)
+                error = self._error(exc, "write")
                 self.unreachable.failed(exc, error)
                 raise in_doubt(error) if committing and is_unreachable(exc) else error from exc
         raise AssertionError("unreachable: the careful attempt returns or raises")
@@ -449,18 +451,26 @@ class PostgresEventStore(PostgresSnapshots, EventStore):
                 row = await conn.fetchrow("SELECT term, holder FROM fences WHERE name = $1", fence.name)
                 return int(row[0]), str(row[1])
         except DRIVER_ERRORS as exc:
-            raise translate(exc, timeout=self.write_timeout) from exc
+            raise self._error(exc, "write") from exc
 
     # -- reading -------------------------------------------------------------------------------------------------
 
+    def _error(self, exc: BaseException, bound: str, *, reading: bool = False) -> Exception:
+        """``exc`` as :func:`translate` says it, naming this database and, for a ``bound`` (``read``, ``write``,
+        ``connect``) that ran out, its seconds and what set them (:attr:`timeouts_from`)."""
+        seconds = {"read": self.read_timeout, "write": self.write_timeout}.get(bound, self.connect_timeout)
+        set_by = f", from {self.timeouts_from}" if self.timeouts_from and bound != "connect" else ""
+        return translate(
+            exc, reading=reading, timeout=seconds, url=self.url, bound=f"{bound} timeout{set_by}"
+        )
+
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         pool = await self._connections()
-        bound = self.read_timeout
         try:
-            async with bounded(pool, bound) as conn:  # the connection closed under a read left unanswered
+            async with bounded(pool, self.read_timeout) as conn:  # closed under a read left unanswered
                 rows = list(await conn.fetch(sql, *args))
         except DRIVER_ERRORS as exc:
-            error = translate(exc, reading=True, timeout=bound)
+            error = self._error(exc, "read", reading=True)
             self.unreachable.failed(exc, error)
             raise error from exc
         self.unreachable.answered()

@@ -15,7 +15,7 @@ import hashlib
 from typing import Any
 
 from allot_eventstore.bounds import Unreachable, bounded
-from allot_eventstore.pg_errors import DRIVER_ERRORS, translate
+from allot_eventstore.pg_errors import DRIVER_ERRORS
 from allot_eventstore.protocol import LAST_POSITION, Snapshot
 
 _INSERT = (
@@ -40,7 +40,7 @@ def state_hash(state: bytes) -> bytes:
 
 class PostgresSnapshots:
     """Snapshot methods over the store's pool (``_connections``), query helper (``_fetch``), append bound
-    (``write_timeout``) and record of an unanswered round trip (``unreachable``)."""
+    (``write_timeout``), errors (``_error``) and record of an unanswered round trip (``unreachable``)."""
 
     write_timeout: float | None
     unreachable: Unreachable
@@ -49,6 +49,9 @@ class PostgresSnapshots:
         raise NotImplementedError
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:  # pragma: no cover - provided by the store
+        raise NotImplementedError
+
+    def _error(self, exc: BaseException, bound: str) -> Exception:  # pragma: no cover - provided by the store
         raise NotImplementedError
 
     async def write_snapshot(self, snapshot: Snapshot, *, keep: int) -> None:
@@ -67,7 +70,7 @@ class PostgresSnapshots:
                 )
                 await conn.execute(_PRUNE, snapshot.consumer, max(keep, 1))
         except DRIVER_ERRORS as exc:
-            error = translate(exc, timeout=self.write_timeout)
+            error = self._error(exc, "write")
             self.unreachable.failed(exc, error)
             raise error from exc
         self.unreachable.answered()

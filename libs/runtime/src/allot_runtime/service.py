@@ -39,6 +39,7 @@ from allot_contracts.errors import (
     TransientError,
     Unavailable,
 )
+from allot_eventstore.bounds import DB_READ_TIMEOUT_VARIABLE
 from allot_eventstore.migrate import ensure_current
 from allot_eventstore.ownership import Ownership
 from allot_eventstore.postgres import PostgresEventStore
@@ -318,7 +319,11 @@ async def _wait_for_schema(settings: ServiceSettings, stop: asyncio.Event) -> No
     delay = 0.5
     while not stop.is_set():
         try:
-            await ensure_current(settings.database_url, read_timeout=settings.read_timeout)
+            await ensure_current(
+                settings.database_url,
+                read_timeout=settings.read_timeout,
+                timeouts_from=DB_READ_TIMEOUT_VARIABLE,
+            )
             return
         except (SchemaMismatch, OSError, Unavailable) as exc:
             log.warning("waiting for the database schema: %s", exc)
@@ -424,6 +429,7 @@ async def run_service(
                 fence=leadership.fence,
                 read_timeout=settings.read_timeout,
                 write_timeout=settings.write_timeout,
+                timeouts_from=DB_READ_TIMEOUT_VARIABLE,
             )
             watch = leadership_watch(leadership)
         else:
@@ -434,6 +440,7 @@ async def run_service(
                 settings.database_url,
                 read_timeout=settings.read_timeout,
                 write_timeout=settings.write_timeout,
+                timeouts_from=DB_READ_TIMEOUT_VARIABLE,
             )
             watch = ownership_watch(ownership)
         live.phase = "connecting to NATS"
@@ -483,7 +490,10 @@ async def _lease_leadership(settings: ServiceSettings, name: str, stop: asyncio.
     client = await api_client()
     client.user_agent = f"allot-{settings.service}/{config.identity}"
     store = PostgresEventStore.connect(  # the term and its record: bounded as every append
-        settings.database_url, read_timeout=settings.read_timeout, write_timeout=settings.write_timeout
+        settings.database_url,
+        read_timeout=settings.read_timeout,
+        write_timeout=settings.write_timeout,
+        timeouts_from=DB_READ_TIMEOUT_VARIABLE,
     )
     leadership = Leadership(client=client, store=store, config=config, decider=name)
     if await leadership.acquire(stop):

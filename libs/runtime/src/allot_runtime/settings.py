@@ -53,9 +53,8 @@ from allot_bus.adapters.natsauth import NatsAuth
 from allot_bus.names import BusNames
 from allot_contracts.errors import InvalidInput
 from allot_contracts.jsonvalue import JsonObject, JsonValue
+from allot_eventstore.bounds import DB_READ_TIMEOUT_S, DB_READ_TIMEOUT_VARIABLE, db_read_timeout_seconds
 from allot_eventstore.protocol import LOCK_TIMEOUT_MS
-
-DB_READ_TIMEOUT_S = 30.0  # ALLOT_DB_READ_TIMEOUT's default
 
 
 def db_bounds(read_timeout_s: float) -> tuple[float | None, float | None]:
@@ -221,16 +220,10 @@ _FIELDS = {
 def db_read_timeout(environ: Mapping[str, str]) -> float:
     """``ALLOT_DB_READ_TIMEOUT`` for a process without :class:`ServiceSettings` (the relay); :class:`InvalidInput`
     naming it when it is not a number of seconds (0 or more)."""
-    text = environ.get("ALLOT_DB_READ_TIMEOUT", "").strip()
     try:
-        seconds = float(text) if text else DB_READ_TIMEOUT_S
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise InvalidInput(
-            [("ALLOT_DB_READ_TIMEOUT", f"must be a number of seconds (0: no bound), not {text!r}")]
-        )
-    return seconds
+        return db_read_timeout_seconds(environ.get(DB_READ_TIMEOUT_VARIABLE, ""))
+    except ValueError as exc:
+        raise InvalidInput([(DB_READ_TIMEOUT_VARIABLE, str(exc))]) from None
 
 
 def database_url_problem(url: str) -> str | None:

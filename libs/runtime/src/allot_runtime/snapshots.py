@@ -313,12 +313,12 @@ class _Target(NamedTuple):
     keep: int
     write_timeout: float | None
     connect_timeout: float
+    timeouts_from: str | None
 
     @classmethod
     def of(cls, store: PostgresEventStore, host: Host, config_hash: str, keep: int) -> _Target:
-        return cls(
-            store.url, host.name, host.position, config_hash, keep, store.write_timeout, store.connect_timeout
-        )
+        bounds = (store.write_timeout, store.connect_timeout, store.timeouts_from)
+        return cls(store.url, host.name, host.position, config_hash, keep, *bounds)
 
 
 def _encoded(host: Host, target: _Target | None) -> tuple[list[Any], list[Any]]:
@@ -357,6 +357,7 @@ def _write_from_child(target: _Target, snapshot: Snapshot) -> None:
             pool_size=1,
             write_timeout=target.write_timeout,
             connect_timeout=target.connect_timeout,
+            timeouts_from=target.timeouts_from,
         )
         try:
             await store.write_snapshot(snapshot, keep=target.keep)

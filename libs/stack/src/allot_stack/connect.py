@@ -145,13 +145,19 @@ def db_bounds() -> tuple[float | None, float | None]:
 def bounded_store(url: str, *, pool_size: int = 5) -> PostgresEventStore:
     """The event log at ``url`` for a command, bounded as a service's is: each read is given ``ALLOT_DB_READ_TIMEOUT``
     seconds (0: no bound) and an append that plus its lock's wait, so a database that stops answering ends the command
-    in time with :class:`~allot_eventstore.pg_errors.LogUnavailable` saying so, instead of holding it for ever. A
-    value of the variable that is not a number of seconds is refused naming it."""
+    in time with :class:`~allot_eventstore.pg_errors.LogUnavailable` saying so (the database's redacted URL, the bound
+    and the variable), instead of holding it for ever. A value of the variable that is not a number of seconds is
+    refused naming it."""
+    from allot_eventstore.bounds import DB_READ_TIMEOUT_VARIABLE
     from allot_eventstore.postgres import PostgresEventStore
 
     read_timeout, write_timeout = db_bounds()
     return PostgresEventStore.connect(
-        url, pool_size=pool_size, read_timeout=read_timeout, write_timeout=write_timeout
+        url,
+        pool_size=pool_size,
+        read_timeout=read_timeout,
+        write_timeout=write_timeout,
+        timeouts_from=DB_READ_TIMEOUT_VARIABLE,
     )
 
 

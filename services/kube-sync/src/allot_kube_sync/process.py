@@ -42,6 +42,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from allot_contracts.errors import Unavailable
 from allot_eventstore import Fence
+from allot_eventstore.bounds import DB_READ_TIMEOUT_VARIABLE
 from allot_eventstore.migrate import ensure_current
 from allot_eventstore.ownership import Ownership
 from allot_eventstore.postgres import PostgresEventStore
@@ -107,7 +108,9 @@ async def run_kube_sync(
         delay = 0.5
         while not stop.is_set():
             try:
-                await ensure_current(database_url, read_timeout=settings.read_timeout)
+                await ensure_current(
+                    database_url, read_timeout=settings.read_timeout, timeouts_from=DB_READ_TIMEOUT_VARIABLE
+                )
                 break
             except Exception as exc:  # a database that is still starting raises driver errors
                 log.warning("waiting for the database schema: %s", exc)
@@ -130,6 +133,7 @@ async def run_kube_sync(
                     fence=fence,
                     read_timeout=settings.read_timeout,
                     write_timeout=settings.write_timeout,
+                    timeouts_from=DB_READ_TIMEOUT_VARIABLE,
                 )
             )
             return stores[-1]

@@ -32,6 +32,7 @@ from allot_contracts.errors import InvalidInput
 from allot_eventstore.anchor import CheckpointPolicy
 from allot_eventstore.anchor_keys import load_signing_key
 from allot_eventstore.anchor_log import PostgresCheckpoints, Sealer
+from allot_eventstore.bounds import DB_READ_TIMEOUT_VARIABLE
 from allot_eventstore.listen import Listener
 from allot_eventstore.migrate import ensure_current
 from allot_eventstore.postgres import PostgresEventStore
@@ -146,7 +147,9 @@ async def run_relay() -> None:
     try:
         while not stop.is_set():
             try:
-                await ensure_current(database_url, read_timeout=read_timeout)
+                await ensure_current(
+                    database_url, read_timeout=read_timeout, timeouts_from=DB_READ_TIMEOUT_VARIABLE
+                )
                 break
             except Exception as exc:
                 log.warning("waiting for the database schema: %s", exc)
@@ -155,7 +158,10 @@ async def run_relay() -> None:
         if stop.is_set():
             return
         store = PostgresEventStore.connect(
-            database_url, read_timeout=read_timeout, write_timeout=write_timeout
+            database_url,
+            read_timeout=read_timeout,
+            write_timeout=write_timeout,
+            timeouts_from=DB_READ_TIMEOUT_VARIABLE,
         )
         seal = sealer(store, os.environ)
         nc = await unless_stopped(

@@ -57,7 +57,9 @@ async def serve_until_stopped(
     from allot_ui.model import UiModel
     from allot_ui.server import serve
 
-    store = PostgresEventStore.connect(database_url, read_timeout=read_timeout)
+    store = PostgresEventStore.connect(
+        database_url, read_timeout=read_timeout, timeouts_from="--read-timeout or ALLOT_UI_READ_TIMEOUT"
+    )
     stop = stop_on_signals()
     try:  # the first read of the log may be long: a signal ends it too
         runner = await unless_stopped(serve(UiModel(store), host, port, poll=poll), stop)

@@ -95,6 +95,7 @@ async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
     ALLOT_NATS_URL, a stack that is down) ends the command saying what failed, not a wait without end."""
     from allot_bus.adapters.nats import connect
     from allot_client import AllotClient, Filter, FilterError
+    from allot_eventstore.bounds import DB_READ_TIMEOUT_VARIABLE
     from allot_runtime.signals import stop_on_signals
     from allot_stack.connect import db_bounds
     from allot_stack.logtools import event_json
@@ -117,6 +118,7 @@ async def follow(ep: Any, args: argparse.Namespace, *, after: int) -> None:
             name="allot-events-tail",
             nc=nc,
             read_timeout=read_timeout,
+            timeouts_from=DB_READ_TIMEOUT_VARIABLE,
         )
         try:
             async with client:

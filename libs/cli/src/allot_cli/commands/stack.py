@@ -201,11 +201,14 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    from allot_eventstore.bounds import DB_READ_TIMEOUT_VARIABLE
     from allot_eventstore.migrate import migrate
     from allot_eventstore.urls import redact
 
     url = endpoints().database_url
-    before, after = asyncio.run(migrate(url, read_timeout=db_bounds()[0]))
+    before, after = asyncio.run(
+        migrate(url, read_timeout=db_bounds()[0], timeouts_from=DB_READ_TIMEOUT_VARIABLE)
+    )
     print(
         f"{redact(url)}: schema {before or 'empty'} → {after}"
         if before != after

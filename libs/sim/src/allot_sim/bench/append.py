@@ -246,10 +246,12 @@ class Ours:
 
     async def setup(self, url: str) -> None:
         from allot_eventstore.migrate import migrate
-        from allot_eventstore.postgres import PostgresEventStore
+        from allot_stack.connect import bounded_store
 
         await migrate(url)
-        self.store = PostgresEventStore.connect(url)
+        self.store = bounded_store(
+            url
+        )  # each append bounded as a service's: what the services pay is measured
 
     def prepare_run(self, start: int, count: int) -> Any:
         return batches(decision_events(start, count, self.workload), self.batch)

@@ -390,10 +390,10 @@ async def _open_loop_phases(
 async def _measure(
     args: Options, waits: Waits, stack: StackFile, state_dir: Path, env: dict[str, str], work: Path
 ) -> StackFigures:
-    from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import bounded_store
     from allot_stack.processes import bin_path
 
-    store = PostgresEventStore.connect(stack["database_url"])
+    store = bounded_store(stack["database_url"])  # bounded as the commands' (ALLOT_DB_READ_TIMEOUT)
     allot = bin_path("allot")
     try:
         cluster = cluster_docs(args.nodes, args.node_count)

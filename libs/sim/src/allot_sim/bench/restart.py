@@ -12,7 +12,10 @@ for the check below (a service logs it once ready), which ``cpu_total_s``, the p
 exit, includes; ``slowest_rebuild_s`` is the longest rebuild alone
 (without the process start and imports: ``slowest_import_s``), each service's own times and projection digest are
 listed too (every run must rebuild the same digests), and ``peak_rss_mib`` is the largest sum of the processes'
-resident memory. The log is built or reused as by ``allot bench replay`` (same server, same databases).
+resident memory. The log is built or reused as by ``allot bench replay`` (same server, same databases). The
+benchmark's reads and writes of the log are bounded as the services' and the commands' are (``ALLOT_DB_READ_TIMEOUT``,
+:func:`allot_stack.connect.bounded_store`), so what is timed is what a service pays, and a database that stops
+answering ends the run saying so.
 
 With snapshots (the default; ``--no-snapshots`` measures the fold from position 0): before the timed runs, each
 service's projection is folded once up to ``--snapshot-lag`` events before its checkpoint (20,000 by default, the
@@ -58,14 +61,14 @@ async def _prepare(
 ) -> tuple[str, int, int, float, Snapshot | None]:
     import asyncpg
 
-    from allot_eventstore.postgres import PostgresEventStore
     from allot_eventstore.urls import plain_url
     from allot_runtime.processor import Host
     from allot_runtime.replay import rebuild
     from allot_runtime.snapshots import take
+    from allot_stack.connect import bounded_store
     from allot_stack.pipeline import build_instance
 
-    store = PostgresEventStore.connect(url, pool_size=2)
+    store = bounded_store(url, pool_size=2)
     try:
         checkpoint = await store.get_checkpoint(name)
         at = max(checkpoint - lag, 0)
@@ -93,9 +96,9 @@ def prepare_task(url: str, service: str, name: str, lag: int) -> tuple[str, int,
 
 
 async def _write(url: str, snapshots: list[Snapshot]) -> None:
-    from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import bounded_store
 
-    store = PostgresEventStore.connect(url, pool_size=1)
+    store = bounded_store(url, pool_size=1)
     try:
         for snapshot in snapshots:
             await store.write_snapshot(snapshot, keep=2)
@@ -147,10 +150,10 @@ _TABLE = (
 
 
 async def _instances(url: str) -> list[tuple[str, str]]:
-    from allot_eventstore.postgres import PostgresEventStore
+    from allot_stack.connect import bounded_store
     from allot_stack.pipeline import PROCESSORS, instances
 
-    store = PostgresEventStore.connect(url, pool_size=1)
+    store = bounded_store(url, pool_size=1)
     try:
         producers = await store.producers()
     finally:

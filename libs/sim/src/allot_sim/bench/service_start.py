@@ -8,7 +8,9 @@ its own processor, not the other services'), sets the collector as the service's
 service is ready there. Only then is the projection's digest computed (the service logs it after it is ready), for
 the benchmark to check. It prints one JSON line (seconds of the imports and of the rebuild, when it was ready on the
 monotonic clock and the CPU seconds the process had used by then, the projection's digest, the position restored
-from) and leaves at once, as a started service would go on without tearing its projection down.
+from) and leaves at once, as a started service would go on without tearing its projection down. Its reads of the
+log are bounded as the service's (``ALLOT_DB_READ_TIMEOUT``): a database that stops answering ends the start with
+an error naming it, not a wait without end.
 """
 
 from __future__ import annotations
@@ -41,11 +43,13 @@ def processor_class(service: str) -> Any:
 
 
 async def start(url: str, service: str, instance: str, snapshots: bool) -> dict[str, Any]:
+    from allot_eventstore.bounds import DB_READ_TIMEOUT_VARIABLE
     from allot_eventstore.postgres import PostgresEventStore
     from allot_runtime import memory
     from allot_runtime.processor import Host
     from allot_runtime.recorded_config import config_hash
     from allot_runtime.replay import rebuild
+    from allot_runtime.settings import db_bounds, db_read_timeout
     from allot_runtime.snapshots import restore
 
     factory = processor_class(service)
@@ -57,7 +61,16 @@ async def start(url: str, service: str, instance: str, snapshots: bool) -> dict[
     def build() -> Host:
         return Host(factory(config), name=instance)
 
-    store = PostgresEventStore.connect(url, pool_size=2)
+    # bounded as the service's own store (allot_runtime.service), from its settings: the commands' bounded_store
+    # reads the same variable, but importing allot_stack would add to the imports measured
+    read_timeout, write_timeout = db_bounds(db_read_timeout(os.environ))
+    store = PostgresEventStore.connect(
+        url,
+        pool_size=2,
+        read_timeout=read_timeout,
+        write_timeout=write_timeout,
+        timeouts_from=DB_READ_TIMEOUT_VARIABLE,
+    )
     try:
         checkpoint = await store.get_checkpoint(instance)
         if snapshots:  # the benchmark's services run under the default configuration
