@@ -25,6 +25,7 @@ from allot_contracts.envelope import NewEvent
 from allot_contracts.errors import AlreadyProcessed, Unavailable
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.protocol import Checkpoint
+from allot_eventstore.urls import redact
 from allot_eventstore.verify import verify_chain
 from allot_runtime.service import ProcessorRuntime
 from allot_testing.builders import an_event
@@ -34,9 +35,9 @@ from allot_testing.tcp_proxy import LostAnswer, TcpProxy, through
 pytestmark = pytest.mark.integration
 
 BOUND_S = 1.0
-LOST = {  # why the append failed, by how the answer is lost
-    "drop": "PostgreSQL unavailable: connection was closed in the middle of operation",
-    "withhold": f"PostgreSQL unavailable: no answer within {BOUND_S:g} s (timed out)",
+LOST = {  # why the append failed, by how the answer is lost (after "PostgreSQL at <its redacted URL> ")
+    "drop": "unavailable: connection was closed in the middle of operation",
+    "withhold": f"unavailable: no answer within {BOUND_S:g} s (write timeout)",
 }
 IN_DOUBT = (  # and what the caller is to make of it
     "; its COMMIT was sent, so the append may have been recorded (the same events appended again are skipped, and "
@@ -78,8 +79,9 @@ async def test_an_append_whose_commit_answer_is_lost_is_recorded_once_and_append
     with pytest.raises(Unavailable) as raised:
         await asyncio.wait_for(proxied.append(decisions, producer="echo", checkpoint=checkpoint), 10)
     assert database_proxy.commit_lost.is_set()
-    assert str(raised.value) == LOST[how] + IN_DOUBT  # was: the same error as an append that recorded nothing
-    assert proxied.unreachable.reason == LOST[how]  # readiness says why until the next answer
+    lost = f"PostgreSQL at {redact(proxied.url)} {LOST[how]}"
+    assert str(raised.value) == lost + IN_DOUBT  # was: the same error as an append that recorded nothing
+    assert proxied.unreachable.reason == lost  # readiness says why until the next answer
     # the server committed: the batch and its checkpoint are in the log
     assert await event_store.recorded_ids(ids) == set(ids)
     assert await event_store.get_checkpoint("echo") == 2
