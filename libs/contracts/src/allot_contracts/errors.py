@@ -5,6 +5,8 @@
     ControlPlaneError
     ├── TransientError(delay)      retry later (JetStream: nak with backoff)
     │   ├── Unavailable            a server (PostgreSQL, NATS, Kubernetes) did not answer or timed out
+    │   │   └── Deposed            the lock or lease that let this process decide is lost: it stops (exit 1, one
+    │   │                          line) for its supervisor to restart it as a standby
     │   ├── ConcurrencyConflict    a stale expected stream version; reload and decide again
     │   └── Fenced                 a write under a leadership term that is no longer current: refused; the
     │                              process steps down (retried only until it has)
@@ -41,6 +43,11 @@ class TransientError(ControlPlaneError):
 
 class Unavailable(TransientError):
     pass
+
+
+class Deposed(Unavailable):
+    """This process no longer holds what lets it decide alone (the consumer's lock, its Lease): it stops, so that its
+    supervisor restarts it as a standby. An expected end, said in one line: not a crash."""
 
 
 class ConcurrencyConflict(TransientError):

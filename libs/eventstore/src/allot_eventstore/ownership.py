@@ -38,6 +38,7 @@ from typing import Any
 
 import asyncpg
 
+from allot_contracts.errors import Deposed
 from allot_eventstore.bounds import answer_within
 from allot_eventstore.pg_errors import LogUnavailable
 from allot_eventstore.urls import plain_url
@@ -48,6 +49,10 @@ log = logging.getLogger("allot.ownership")
 def lock_key(name: str) -> int:
     """A stable signed 64-bit advisory lock key for a consumer name."""
     return int.from_bytes(hashlib.sha256(f"allot.consumer:{name}".encode()).digest()[:8], "big", signed=True)
+
+
+class OwnershipLost(Deposed, LogUnavailable):
+    """The connection holding the lock is gone, and with it the lock: another instance may take over."""
 
 
 class Ownership:
@@ -107,7 +112,7 @@ class Ownership:
                 AttributeError,
                 TimeoutError,
             ) as exc:
-                raise LogUnavailable(
+                raise OwnershipLost(
                     f"{self.name}: lost the connection that holds ownership ({exc}); stopping so "
                     "that exactly one instance decides"
                 ) from exc

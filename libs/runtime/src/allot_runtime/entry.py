@@ -12,7 +12,7 @@ import contextlib
 import sys
 from collections.abc import Callable, Sequence
 
-from allot_contracts.errors import InvalidInput
+from allot_contracts.errors import Deposed, InvalidInput
 from allot_contracts.jsonvalue import JsonObject
 from allot_runtime import settings as settings_mod
 from allot_runtime.metrics import CollectorFactory
@@ -55,6 +55,7 @@ def service_main(
     except (InvalidInput, ValueError) as exc:  # the engines' config errors are ValueErrors naming the field
         print(f"allot-{service}: invalid configuration: {exc}", file=sys.stderr)
         sys.exit(2)
+    code = 0
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(
@@ -68,6 +69,21 @@ def service_main(
                     config=applied,
                 )
             )
-    except InvalidInput as exc:  # e.g. NATS refused the credentials: retrying with the same cannot help
-        print(f"allot-{service}: {exc}", file=sys.stderr)
-        sys.exit(2)
+    except* InvalidInput as group:  # e.g. NATS refused the credentials: retrying with the same cannot help
+        code = _say(service, group, 2)
+    except* (
+        Deposed
+    ) as group:  # the lock or the Lease is lost: a supervisor restarts this process as a standby
+        code = max(code, _say(service, group, 1))
+    if code:
+        sys.exit(code)
+
+
+def _say(service: str, group: BaseExceptionGroup[Exception], code: int) -> int:
+    """Each of ``group``'s errors in one line on stderr (no traceback: an expected end); ``code``, the exit status."""
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            _say(service, exc, code)
+        else:
+            print(f"allot-{service}: {exc}", file=sys.stderr)
+    return code

@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
 
 from allot_contracts.envelope import NewEvent, derived_event_id, stream_id
-from allot_contracts.errors import Fenced, InvalidInput, TransientError, Unavailable
+from allot_contracts.errors import Deposed, Fenced, InvalidInput, TransientError
 from allot_contracts.events import LeaderElected, LeaderWriteRefused
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_eventstore.protocol import EventStore, Fence
@@ -91,7 +91,7 @@ def _number(value: JsonValue) -> int | float | str | None:
     return value if isinstance(value, int | float | str) else None
 
 
-class LeadershipLost(Unavailable):
+class LeadershipLost(Deposed):
     """This process is no longer the leader (the lease lapsed, another holder took it, or a write was refused): it
     stops so that its supervisor restarts it as a follower."""
 
