@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from allot_bus.names import HEADER_MSG_ID, BusNames
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import redact
 from allot_testing.builders import an_event
-from allot_testing.processes import free_port, ready_as, running, tail, until
+from allot_testing.processes import free_port, process_environment, ready_as, running, tail, until
 from allot_testing.tcp_proxy import TcpProxy, through
 
 pytestmark = pytest.mark.integration
@@ -69,16 +68,13 @@ async def test_a_frozen_database_makes_the_relay_not_ready_then_it_publishes_eve
     tmp_path: Path,
 ) -> None:
     names, port, log = BusNames(**bus_names), free_port(), tmp_path / "relay.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {
-        "ALLOT_DATABASE_URL": through(database_url, database_proxy),
-        "ALLOT_NATS_URL": nats_server_url,
-        "ALLOT_NATS_PREFIX": names.prefix,
-        "ALLOT_NATS_STREAM": names.stream,
-        "ALLOT_HTTP_HOST": "127.0.0.1",
-        "ALLOT_HTTP_PORT": str(port),
-        "ALLOT_LOG_FORMAT": "text",
-        "ALLOT_DB_READ_TIMEOUT": str(READ_TIMEOUT_S),
-    }
+    env = process_environment(
+        through(database_url, database_proxy),
+        nats_server_url,
+        names,
+        port,
+        ALLOT_DB_READ_TIMEOUT=str(READ_TIMEOUT_S),
+    )
     store = PostgresEventStore.connect(database_url)
     before, during = [an_event() for _ in range(5)], [an_event() for _ in range(5)]
 

@@ -11,7 +11,6 @@ HTTP) in its own process, around the echo processor; its database is reached thr
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -24,7 +23,15 @@ from allot_contracts.envelope import NewEvent
 from allot_eventstore.postgres import PostgresEventStore
 from allot_eventstore.urls import redact
 from allot_testing.builders import an_event
-from allot_testing.processes import free_port, ready_as, relaying, running, tail, until
+from allot_testing.processes import (
+    free_port,
+    process_environment,
+    ready_as,
+    relaying,
+    running,
+    tail,
+    until,
+)
 from allot_testing.tcp_proxy import TcpProxy, through
 
 pytestmark = pytest.mark.integration
@@ -43,17 +50,14 @@ async def scrape(http: aiohttp.ClientSession, port: int) -> tuple[int, str]:
 
 
 def _environment(database_url: str, nats_url: str, names: BusNames, port: int) -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {
-        "ALLOT_DATABASE_URL": database_url,
-        "ALLOT_NATS_URL": nats_url,
-        "ALLOT_NATS_PREFIX": names.prefix,
-        "ALLOT_NATS_STREAM": names.stream,
-        "ALLOT_HTTP_HOST": "127.0.0.1",
-        "ALLOT_HTTP_PORT": str(port),
-        "ALLOT_LOG_FORMAT": "text",
-        "ALLOT_SNAPSHOT_EVERY": "0",
-        "ALLOT_DB_READ_TIMEOUT": str(READ_TIMEOUT_S),
-    }
+    return process_environment(
+        database_url,
+        nats_url,
+        names,
+        port,
+        ALLOT_SNAPSHOT_EVERY="0",
+        ALLOT_DB_READ_TIMEOUT=str(READ_TIMEOUT_S),
+    )
 
 
 async def test_a_frozen_database_makes_the_service_not_ready_then_it_recovers_and_decides_everything_once(

@@ -7,7 +7,6 @@ The real runtime shell (``service_main``) in its own process, around the echo pr
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 
 from allot_bus.names import BusNames
 from allot_eventstore.urls import plain_url
-from allot_testing.processes import free_port, ready_as, tail, until
+from allot_testing.processes import free_port, process_environment, ready_as, tail, until
 
 pytestmark = pytest.mark.integration
 
@@ -36,16 +35,7 @@ async def test_a_service_whose_lock_is_lost_stops_with_status_1_and_one_line(
     database_url: str, nats_server_url: str, bus_names: dict[str, str], tmp_path: Path
 ) -> None:
     names, port, log = BusNames(**bus_names), free_port(), tmp_path / "echo.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {
-        "ALLOT_DATABASE_URL": database_url,
-        "ALLOT_NATS_URL": nats_server_url,
-        "ALLOT_NATS_PREFIX": names.prefix,
-        "ALLOT_NATS_STREAM": names.stream,
-        "ALLOT_HTTP_HOST": "127.0.0.1",
-        "ALLOT_HTTP_PORT": str(port),
-        "ALLOT_LOG_FORMAT": "text",
-        "ALLOT_SNAPSHOT_EVERY": "0",
-    }
+    env = process_environment(database_url, nats_server_url, names, port, ALLOT_SNAPSHOT_EVERY="0")
     with log.open("wb") as out:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-c", SERVICE, env=env, stdout=out, stderr=asyncio.subprocess.STDOUT

@@ -3,9 +3,7 @@ manifest nor the pod the door read; what it then decides is what reading the man
 
 from __future__ import annotations
 
-import gc
 import json
-import types
 from typing import Any
 
 import msgspec
@@ -14,6 +12,7 @@ from allot_contracts.events import Event, ObjectRef, PodBound, PodDeleted, PodOb
 from allot_contracts.objects.pod import parse_pod
 from allot_runtime.processor import Host
 from allot_testing.builders import a_pod
+from allot_testing.reachable import containers_of, reachable
 from qos_enforcer.podfacts import PodFacts, pod_facts
 from qos_enforcer.processor import QosEnforcer
 
@@ -22,28 +21,6 @@ DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
 GPU_ALLOCATION = json.dumps(
     {"gpu": [{"minor": 1, "id": "gpu-1", "resources": {"koordinator.sh/gpu-core": "50"}}]}
 )
-
-
-def _reachable(root: object) -> set[int]:
-    """The ids of every object reachable from ``root``'s data (classes, modules and functions not followed)."""
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, type | types.ModuleType | types.FunctionType):
-            continue
-        seen.add(id(obj))
-        stack.extend(gc.get_referents(obj))
-    return seen
-
-
-def _containers_of(value: Any) -> list[object]:
-    """Every dict and list within a decoded manifest, itself included."""
-    if isinstance(value, dict):
-        return [value, *(c for v in value.values() for c in _containers_of(v))]
-    if isinstance(value, list):
-        return [value, *(c for v in value for c in _containers_of(v))]
-    return []
 
 
 def _edge_pod(name: str, *, node: str = "") -> dict[str, Any]:
@@ -104,10 +81,10 @@ def test_a_pending_pod_holds_neither_its_manifest_nor_the_pod_the_door_read() ->
     for event in (submitted, observed):
         _step(enforcer, event)
     assert sorted(enforcer.pending) == ["default/observed-unbound", "default/waiting"]
-    held = _reachable(enforcer)
+    held = reachable(enforcer)
     for event in (submitted, observed):
         assert event.spec is not None and id(event.spec) not in held
-        assert not [c for c in _containers_of(event.manifest) if id(c) in held]
+        assert not [c for c in containers_of(event.manifest) if id(c) in held]
 
 
 def test_a_pod_bound_later_has_the_facts_its_manifest_gives_with_the_binding_annotations() -> None:

@@ -4,10 +4,6 @@ strings and default sections shared. Decisions are those of keeping the manifest
 
 from __future__ import annotations
 
-import gc
-import types
-from typing import Any
-
 import msgspec
 
 from allot_contracts.events import Event, ObjectRef, PodBound, PodObserved, PodSubmitted
@@ -17,32 +13,11 @@ from allot_reservation.evictee import pod_input
 from allot_reservation.testing import Driver, a_pod_manifest
 from allot_reservation.world import PodRecord
 from allot_runtime.processor import Host
+from allot_testing.reachable import containers_of, reachable
 from reservation_manager.processor import ReservationManager
 
 AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
 EVICT = "descheduler.alpha.kubernetes.io/evict"
-
-
-def _reachable(root: object) -> set[int]:
-    """The ids of every object reachable from ``root``'s data (classes, modules and functions not followed)."""
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, type | types.ModuleType | types.FunctionType):
-            continue
-        seen.add(id(obj))
-        stack.extend(gc.get_referents(obj))
-    return seen
-
-
-def _containers_of(value: Any) -> list[object]:
-    """Every dict and list within a decoded manifest, itself included."""
-    if isinstance(value, dict):
-        return [value, *(c for v in value.values() for c in _containers_of(v))]
-    if isinstance(value, list):
-        return [value, *(c for v in value for c in _containers_of(v))]
-    return []
 
 
 def _arrived(manifest: JsonObject) -> PodSubmitted | PodObserved:
@@ -78,10 +53,10 @@ def test_a_known_pod_holds_no_decoded_manifest() -> None:
     for event in arrivals:
         d.feed(event)
     assert sorted(d.engine.world.pods) == ["default/running", "default/waiting"]
-    held = _reachable(d.engine)
+    held = reachable(d.engine)
     for event in arrivals:
         assert isinstance(event, PodSubmitted | PodObserved)
-        assert not [c for c in _containers_of(event.manifest) if id(c) in held]
+        assert not [c for c in containers_of(event.manifest) if id(c) in held]
 
 
 def test_the_manifest_read_is_the_pod_s_as_it_arrived_and_the_reader_s_own_copy() -> None:

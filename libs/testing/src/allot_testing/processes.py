@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -20,9 +21,35 @@ from allot_bus.relay import Relay
 from allot_eventstore.protocol import EventStore
 from allot_runtime.embedded import free_port
 
-__all__ = ["free_port", "ready_as", "readyz", "relaying", "running", "tail", "until"]
+__all__ = [
+    "free_port",
+    "process_environment",
+    "ready_as",
+    "readyz",
+    "relaying",
+    "running",
+    "tail",
+    "until",
+]
 
 T = TypeVar("T")
+
+
+def process_environment(
+    database_url: str, nats_url: str, names: BusNames, port: int, **more: str
+) -> dict[str, str]:
+    """The environment of a server process under test: this one's without its ``ALLOT_`` settings, then the database
+    and NATS to use, the bus names, ``/readyz`` on ``127.0.0.1:port``, text logs, and ``more``."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")} | {
+        "ALLOT_DATABASE_URL": database_url,
+        "ALLOT_NATS_URL": nats_url,
+        "ALLOT_NATS_PREFIX": names.prefix,
+        "ALLOT_NATS_STREAM": names.stream,
+        "ALLOT_HTTP_HOST": "127.0.0.1",
+        "ALLOT_HTTP_PORT": str(port),
+        "ALLOT_LOG_FORMAT": "text",
+        **more,
+    }
 
 
 def tail(log: Path, size: int = 3000) -> str:
