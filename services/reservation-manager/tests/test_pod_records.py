@@ -11,7 +11,7 @@ from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import parse_pod
 from allot_reservation.evictee import pod_input
 from allot_reservation.testing import Driver, a_pod_manifest
-from allot_reservation.world import PodRecord
+from allot_reservation.world import PodRecord, World
 from allot_runtime.processor import Host
 from allot_testing.reachable import containers_of, reachable
 from reservation_manager.processor import ReservationManager
@@ -168,3 +168,32 @@ def test_known_pods_come_back_from_a_snapshot_with_their_manifests_and_what_they
             rec.pvc,
         )
         assert pod_input(back) == pod_input(rec)
+
+
+def test_a_workload_s_pods_are_its_known_pods_in_key_order_as_they_come_and_go() -> None:
+    """The workload index answers as a scan of every known pod would: the pods of one controller (typed or not), in
+    key order, without the deleted ones, and a pod known again under another controller moves with it. It is read
+    without building any pod's matching facts."""
+    world = World()
+
+    def known(name: str, controller: tuple[str, str] | None, *, typed: bool = True) -> None:
+        manifest = a_pod_manifest(name, controller=controller)
+        pod = parse_pod(manifest, [], []) if typed else None
+        world.known(f"default/{name}", f"uid-default-{name}", manifest, pod=pod)
+
+    known("web-2", ("ReplicaSet", "web"))
+    known("web-1", ("ReplicaSet", "web"), typed=False)
+    known("db-0", ("StatefulSet", "db"))
+    known("bare", None)
+    assert [p.key for p in world.workload_pods("uid-web")] == ["default/web-1", "default/web-2"]
+    assert [p.key for p in world.workload_pods("uid-db")] == ["default/db-0"]
+    assert world.workload_key(world.pods["default/bare"]) is None
+    assert all(p._facts is None for key, p in world.pods.items() if key != "default/web-1")
+
+    world.forget("default/web-2")
+    known("db-0", ("ReplicaSet", "web"))  # the same key known again, now another workload's
+    assert [p.key for p in world.workload_pods("uid-web")] == ["default/db-0", "default/web-1"]
+    assert world.workload_pods("uid-db") == [] and "uid-db" not in world.workloads
+    world.forget("default/bare")
+    world.forget("default/unknown")  # nothing to forget
+    assert sorted(world.pods) == ["default/db-0", "default/web-1"]

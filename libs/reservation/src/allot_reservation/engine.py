@@ -181,7 +181,7 @@ class ReservationEngine:
                 if (rec := world.pods.get(pod.key)) is not None:
                     rec.node, rec.bound = sys.intern(node), True  # one string per node, not per pod
             case PodDeleted(pod=pod) | QuotaEvicted(pod=pod):
-                world.pods.pop(pod.key, None)
+                world.forget(pod.key)
                 book.release(pod.key)
             case GangGroupPlaced(decisions=decisions):
                 for member, decision in sorted(decisions.items()):

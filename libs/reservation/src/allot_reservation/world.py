@@ -155,6 +155,9 @@ def _slim(pod: Pod, uid: str, defaults: Sections) -> Pod:
 class World:
     def __init__(self) -> None:
         self.pods: dict[str, PodRecord] = {}
+        # workload key -> the keys of its known pods (an index of ``pods``: a migration's limits read a workload's
+        # pods on every event while its job waits; a scan sorted every known pod each time)
+        self.workloads: dict[str, set[str]] = {}
         self.nodes: dict[str, dict[str, str]] = {}  # node -> labels
         self.book = Book()
         self.defaults: Sections = (ResourceSpec(), NUMASpec(), PodReservation())  # shared by the typed pods
@@ -171,14 +174,31 @@ class World:
     ) -> PodRecord:
         """Record a pod that arrived (``pod``: as the door read it, kept slim)."""
         typed = _slim(pod, uid, self.defaults) if pod is not None else None
+        self.forget(key)
         record = self.pods[key] = PodRecord(key, uid, manifest, node=node, bound=bound, pod=typed)
+        if (workload := self.workload_key(record)) is not None:
+            self.workloads.setdefault(workload, set()).add(key)
         return record
 
+    def forget(self, key: str) -> None:
+        """A pod that is gone (deleted, evicted by its quota)."""
+        record = self.pods.pop(key, None)
+        if record is not None and (workload := self.workload_key(record)) is not None:
+            members = self.workloads.get(workload)
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self.workloads[workload]
+
     def workload_key(self, pod: PodRecord) -> str | None:
-        ctl = pod.controller
+        """The pod's workload: its controller's uid, else its namespace, kind and name; None without a controller.
+        Read from the typed pod's owners when there is one (the facts are built only for matching)."""
+        owners = pod.pod.owners if pod.pod is not None else pod.facts()[0].owners
+        ctl = next((o for o in owners if o.controller), None)
         if ctl is None:
             return None
         return ctl.uid or f"{pod.key.split('/', 1)[0]}/{ctl.kind}/{ctl.name}"
 
     def workload_pods(self, key: str) -> list[PodRecord]:
-        return [p for _, p in sorted(self.pods.items()) if self.workload_key(p) == key]
+        """The workload's known pods, in key order."""
+        return [self.pods[k] for k in sorted(self.workloads.get(key, ()))]
