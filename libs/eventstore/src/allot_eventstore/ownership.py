@@ -66,6 +66,9 @@ class Ownership:
         self.check_s = check_s
         self.unanswered_s = unanswered_s  # a check unanswered this long: the lock counts as lost
         self._conn: Any = None
+        self._unanswered: asyncio.Future[Any] | None = (
+            None  # a check left waiting at ``stop``, for ``release``
+        )
 
     async def acquire(self, stop: asyncio.Event) -> bool:
         """Wait until this process owns the name (True), or until ``stop`` is set (False)."""
@@ -118,9 +121,12 @@ class Ownership:
                 ) from exc
 
     async def _check(self, stop: asyncio.Event) -> None:
-        """One check: its answer, waited for until it comes or ``stop``; raises what the driver raises."""
+        """One check: its answer, waited for until it comes or ``stop``; raises what the driver raises. One still
+        unanswered at ``stop`` is left to :meth:`release`: closing its connection now would free the lock (a server
+        that is only slow sees the session end) before the stopping owner's last writes."""
         ping = asyncio.ensure_future(self._conn.fetchval("SELECT 1"))
         stopped = asyncio.ensure_future(stop.wait())
+        handed = False  # to ``release``
         try:
             await asyncio.wait([ping], timeout=self.check_s)
             if not ping.done():
@@ -134,7 +140,10 @@ class Ownership:
                     timeout=max(self.unanswered_s - self.check_s, 0),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
-                if not ping.done() and not stop.is_set():
+                if not ping.done() and stop.is_set():
+                    self._unanswered, handed = ping, True
+                    return
+                if not ping.done():
                     raise TimeoutError(f"no answer to the ownership check within {self.unanswered_s:g} s")
                 if ping.done() and ping.exception() is None:
                     log.info("%s: PostgreSQL answers the ownership check again", self.name)
@@ -142,13 +151,24 @@ class Ownership:
                 ping.result()
         finally:
             stopped.cancel()
-            if not ping.done():  # unanswered: its connection is closed under it (the module's docstring)
-                self._conn.terminate()
-            await asyncio.wait([ping, stopped])  # both end at once now: nothing of the check outlives it
-            if not ping.cancelled():
-                ping.exception()  # retrieved: an answer cut off is not an error of its own
+            if not handed:
+                await self._end(ping)
+            await asyncio.wait([stopped])
+
+    async def _end(self, ping: asyncio.Future[Any]) -> None:
+        """``ping`` ended: unanswered, its connection is closed under it (the module's docstring); nothing of the
+        check outlives it, and an answer cut off is not an error of its own."""
+        if not ping.done():
+            self._conn.terminate()
+        await asyncio.wait([ping])
+        if not ping.cancelled():
+            ping.exception()
 
     async def release(self) -> None:
+        """Give the lock up (a check left waiting at ``stop`` ends with its connection)."""
+        ping, self._unanswered = self._unanswered, None
+        if ping is not None:
+            await self._end(ping)
         await self._close()
 
     async def _close(self) -> None:
