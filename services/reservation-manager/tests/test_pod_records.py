@@ -4,6 +4,8 @@ strings and default sections shared. Decisions are those of keeping the manifest
 
 from __future__ import annotations
 
+from unittest import mock
+
 import msgspec
 
 from allot_contracts.events import Event, ObjectRef, PodBound, PodObserved, PodSubmitted
@@ -18,6 +20,7 @@ from reservation_manager.processor import ReservationManager
 
 AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
 EVICT = "descheduler.alpha.kubernetes.io/evict"
+COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
 def _arrived(manifest: JsonObject) -> PodSubmitted | PodObserved:
@@ -90,24 +93,40 @@ def test_what_the_evictor_filter_reads_is_what_the_manifest_says() -> None:
             True,
         ),
         (_volumes(a_pod_manifest("odd", node="n1"), "not a volume"), {}, False, False),  # type: ignore[arg-type]
+        (  # only the annotations the evictor and the descheduler read are kept (a round reads every pod)
+            a_pod_manifest("noted", node="n1", annotations={"note": "x", COST: "10"}),
+            {COST: "10"},
+            False,
+            False,
+        ),
     ]
     d = Driver()
     for manifest, expected, local_storage, pvc in cases:
         d.pod(manifest)
         meta = manifest["metadata"]
         assert isinstance(meta, dict)
-        subject = pod_input(d.engine.world.pods[f"default/{meta['name']}"])
+        with mock.patch.object(
+            PodRecord, "manifest", side_effect=AssertionError("decoded")
+        ):  # not read whole
+            subject = pod_input(d.engine.world.pods[f"default/{meta['name']}"])
         assert (subject.annotations, subject.local_storage, subject.pvc) == (expected, local_storage, pvc)
 
 
 def test_a_pod_the_event_carries_untyped_is_read_from_its_manifest() -> None:
-    manifest = a_pod_manifest("old", node="n1", priority=7, annotations={"k": "v"})
+    manifest = a_pod_manifest(
+        "old", node="n1", priority=7, annotations={"k": "v", "descheduler.alpha.kubernetes.io/evict": "true"}
+    )
     meta = manifest["metadata"]
     assert isinstance(meta, dict)
     meta["deletionTimestamp"] = "2024-01-01T00:00:00Z"
     rec = PodRecord("default/old", "uid-default-old", manifest, node="n1", bound=True)
     subject = pod_input(rec)
-    assert (subject.priority, subject.terminating, subject.annotations) == (7, True, {"k": "v"})
+    # the annotations the evictor and the descheduler read, as the manifest has them (the others are not read)
+    assert (subject.priority, subject.terminating, subject.annotations) == (
+        7,
+        True,
+        {"descheduler.alpha.kubernetes.io/evict": "true"},
+    )
     assert rec.facts()[0].name == "old" and rec.pod is None
 
 

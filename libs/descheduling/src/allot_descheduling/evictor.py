@@ -30,6 +30,7 @@ from typing import Final
 import msgspec
 
 from allot_contracts.objects.selectors import LabelSelector, match_label_selector
+from allot_descheduling.gangs import ANN_GANG_MIGRATION
 
 __all__ = [
     "ANN_EVICT",
@@ -47,6 +48,17 @@ ANN_EVICTION_COST: Final = "scheduling.koordinator.sh/eviction-cost"
 ANN_PREVENT_EVICTION: Final = "descheduler.alpha.kubernetes.io/prevent-eviction"
 ANN_MIRROR: Final = "kubernetes.io/config.mirror"
 ANN_SOURCE: Final = "kubernetes.io/config.source"
+ANN_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
+# the annotations the evictor filter and the descheduler read of a pod: what :attr:`PodInput.annotations` must hold
+READ_ANNOTATIONS: Final = (
+    ANN_EVICT,
+    ANN_EVICTION_COST,
+    ANN_PREVENT_EVICTION,
+    ANN_MIRROR,
+    ANN_SOURCE,
+    ANN_DELETION_COST,
+    ANN_GANG_MIGRATION,
+)
 MAX_COST: Final = 2_147_483_647
 SYSTEM_CRITICAL: Final = 2_000_000_000
 
@@ -58,7 +70,7 @@ class PodInput(msgspec.Struct, frozen=True, kw_only=True):
     uid: str = ""
     node: str
     labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
+    annotations: dict[str, str] = {}  # those of READ_ANNOTATIONS it has (the others are not read)
     owner_kind: str = ""  # the controller's kind ("" for a bare pod)
     owner_kinds: tuple[str, ...] = ()  # the kinds of all its ownerReferences
     priority: int = 0

@@ -14,12 +14,17 @@ from allot_contracts.events import DeschedulerCandidate
 from allot_contracts.objects.selectors import match_label_selector
 from allot_descheduling import usage as u
 from allot_descheduling.config import LowNodeLoadArgs, NodePool, Profile
-from allot_descheduling.evictor import ANN_EVICTION_COST, PodInput, int_annotation, refusal
+from allot_descheduling.evictor import (
+    ANN_DELETION_COST,
+    ANN_EVICTION_COST,
+    PodInput,
+    int_annotation,
+    refusal,
+)
 from allot_descheduling.gangs import gang_moves_whole, gang_refusal
 
 __all__ = ["Caps", "Choice", "Hot", "Move", "NodeFit", "no_static_filter", "overutilized_reason", "relieve"]
 
-ANN_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
 _KOORD_PRIORITY: Final = {"koord-free": 0, "koord-batch": 1, "koord-mid": 2, "koord-prod": 3, "": 3}
 _KUBE_QOS: Final = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
 _KOORD_QOS: Final = {"BE": 0, "LS": 1, "NONE": 1, "": 1, "LSR": 2, "LSE": 3, "SYSTEM": 4}

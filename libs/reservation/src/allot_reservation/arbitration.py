@@ -97,7 +97,7 @@ def forbidden(job: Job, pod: PodRecord, jobs: Jobs, world: World, cfg: Migration
 
 def held(job: Job, pod: PodRecord, jobs: Jobs, world: World, cfg: MigrationConfig) -> tuple[str, str]:
     """The limit that keeps the job Pending now, as ``(reason, message)``; ``("", "")`` when it may start."""
-    if evict_requested(pod.annotations()):
+    if evict_requested(pod.evictor_annotations or {}):
         return "", ""
     running = _running(jobs, job)
     others = [j for j in running if j.spec.pod.key != job.spec.pod.key]

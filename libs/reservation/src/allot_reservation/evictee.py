@@ -1,7 +1,7 @@
 """A known pod as the evictor filter and the descheduler read it (:class:`allot_descheduling.evictor.PodInput`):
 its labels, annotations, owners, priority, volumes (local storage, PVC), QoS, requests, gang, reservation, and the
 job migrating it. Read from the pod as the door typed it when the event carried it, else from its manifest; its
-volumes as read on arrival, its annotations from its manifest (only when it has some: a round reads every pod)."""
+volumes and the annotations the evictor and the descheduler read as kept on arrival (a round reads every pod)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def pod_input(rec: PodRecord, migrating: str = "") -> PodInput:
         uid=rec.uid,
         node=rec.node,
         labels=dict(facts.labels),
-        annotations={str(k): str(v) for k, v in rec.annotations().items()},
+        annotations=dict(rec.evictor_annotations or {}),
         owner_kind=controller.kind if controller is not None else "",
         owner_kinds=tuple(o.kind for o in facts.owners),
         priority=rec.priority,

@@ -8,10 +8,10 @@ Every known pod is kept until it is deleted, bound pods included, so a record is
 
 - the manifest is kept encoded (JSON, about a fifth of the decoded dict) and decoded only on the rare paths that
   need it, through :meth:`PodRecord.manifest` (a migration's re-submission and reservation template, the
-  descheduler's job template, the annotations of an evictee or of a pod whose job is arbitrated). What the per-event
-  and per-round paths read of it and the typed pod does not carry is read once on arrival: whether it states a
-  reservation affinity (every admission reads that), whether it has annotations at all, and its local-storage and
-  PVC volumes. Rejected: keeping the decoded dict (about 1.7 KB a pod); keeping the event's own payload bytes (the
+  descheduler's job template). What the per-event and per-round paths read of it and the typed pod does not carry is
+  read once on arrival: whether it states a reservation affinity (every admission reads that), whether it has
+  annotations at all, the few annotations the evictor filter and the descheduler read (``READ_ANNOTATIONS``), and
+  its local-storage and PVC volumes. Rejected: keeping the decoded dict (about 1.7 KB a pod); keeping the event's own payload bytes (the
   processor is handed the decoded event, and the payload holds the typed pod as well).
 - the typed pod, as the door read it, keeps its values but shares its repeated strings (namespace, classes, node,
   container and owner names: :func:`sys.intern`) and the sections most pods have at their defaults, which each pod
@@ -36,6 +36,7 @@ from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.annotations import NUMASpec, ResourceSpec
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.reservation_pod import ANN_RESERVATION_AFFINITY, OwnerRef, PodReservation
+from allot_descheduling.evictor import READ_ANNOTATIONS
 from allot_reservation.book import Book
 from allot_reservation.facts import facts_from_pod, facts_of
 from allot_reservation.match import PodFacts
@@ -53,6 +54,7 @@ class PodRecord:
         "_manifest",
         "affinity_stated",
         "annotated",
+        "evictor_annotations",
         "bound",
         "key",
         "local_storage",
@@ -77,6 +79,10 @@ class PodRecord:
         self._manifest = _ENCODER.encode(manifest)
         annotations = kube.annotations_of(manifest)
         self.annotated = bool(annotations)
+        # what the evictor filter and the descheduler read of them (every placed pod at every round)
+        self.evictor_annotations = {
+            k: str(annotations[k]) for k in READ_ANNOTATIONS if k in annotations
+        } or None
         self.affinity_stated = ANN_RESERVATION_AFFINITY in annotations
         volumes = [v for v in _list(kube.spec_of(manifest).get("volumes")) if isinstance(v, dict)]
         self.local_storage = any("emptyDir" in v or "hostPath" in v for v in volumes)
