@@ -168,7 +168,7 @@ async def test_a_recreated_lease_continues_past_the_recorded_term(
         await leader.store.close()
 
 
-async def test_releasing_on_stop_hands_over_at_once(
+async def test_releasing_after_the_stop_hands_over_at_once(
     kube: FakeKube, tmp_path: Any, database_url: str, store: Any
 ) -> None:
     first = await candidate(kube, tmp_path, database_url, "a")
@@ -180,9 +180,14 @@ async def test_releasing_on_stop_hands_over_at_once(
         await asyncio.sleep(0.2)
         stop.set()
         await holding
+        # the lease outlives the stop, while the stopping leader records its last writes (was: released at the stop)
+        taking = asyncio.create_task(second.acquire(asyncio.Event()))
+        await asyncio.sleep(0.3)
+        assert not taking.done(), "the follower took over before the stopping leader released the lease"
         started = time.monotonic()
-        assert await asyncio.wait_for(second.acquire(asyncio.Event()), timeout=5)
-        assert time.monotonic() - started < FAST["lease_duration"] + 0.5
+        await first.release()
+        assert await asyncio.wait_for(taking, timeout=5)
+        assert time.monotonic() - started < FAST["lease_duration"] / 2  # at once, not when the lease lapses
         assert second.term == 2
     finally:
         for leader in (first, second):

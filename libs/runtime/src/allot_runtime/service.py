@@ -413,13 +413,13 @@ async def run_service(
         metrics.add(make, processor)
     runner = await serve_http(live, settings.http_host, settings.http_port)
     ownership: Ownership | None = None  # released last: a standby takes over once everything is recorded
+    leadership: Leadership | None = None  # likewise
     try:
         await _wait_for_schema(settings, stop)
         if stop.is_set():
             return
         live.phase = "standing by: waiting to own the consumer"
         name = instance_name(settings.service, settings.instance)
-        leadership: Leadership | None = None
         if settings.leader_election == "lease":
             leadership = await _lease_leadership(settings, name, stop)
             if leadership is None:
@@ -467,6 +467,10 @@ async def run_service(
     finally:
         if ownership is not None:
             await ownership.release()
+        if leadership is not None:
+            await leadership.release()
+            await leadership.client.close()
+            await leadership.store.close()
         await runner.cleanup()
 
 
@@ -504,11 +508,7 @@ async def _lease_leadership(settings: ServiceSettings, name: str, stop: asyncio.
 
 def leadership_watch(leadership: Leadership) -> Extra:
     async def leadership_held(_: ServiceContext, stop: asyncio.Event) -> None:
-        try:
-            await leadership.hold(stop)
-        finally:
-            await leadership.client.close()
-            await leadership.store.close()
+        await leadership.hold(stop)  # released by run_service, after the last writes
 
     return leadership_held
 

@@ -139,6 +139,7 @@ async def run_kube_sync(
             return stores[-1]
 
         ownership: Ownership | None = None  # released last, once every object sync recorded is in the log
+        leadership: Leadership | None = None  # likewise
         try:
             hold: Any
             store: Any
@@ -179,6 +180,8 @@ async def run_kube_sync(
         finally:
             if ownership is not None:
                 await ownership.release()
+            if leadership is not None:
+                await leadership.release()
             await client.close()
             for opened in stores:
                 await opened.close()

@@ -288,9 +288,10 @@ class Leadership:
         await self.store.append([new], producer=f"{self.decider}.lease", fence=self.fence)
 
     async def hold(self, stop: asyncio.Event) -> None:
-        """Renew every ``retry_period`` until ``stop`` (then release the lease, so a follower takes over at once).
-        Raises :class:`LeadershipLost` when the lease could not be renewed for ``renew_deadline``, another holder
-        has it, or a write was refused."""
+        """Renew every ``retry_period`` until ``stop``; the owner releases the lease (:meth:`release`, so that a
+        follower takes over at once) after its last writes, as a consumer lock is released. Raises
+        :class:`LeadershipLost` when the lease could not be renewed for ``renew_deadline``, another holder has it, or
+        a write was refused."""
         while not stop.is_set():
             await _first(stop, self.lost, timeout=self.config.retry_period)
             if self.lost.is_set():
@@ -310,7 +311,6 @@ class Leadership:
                     f"{self.decider}: could not renew the lease within {self.config.renew_deadline}s "
                     f"(term {self.term}); stepping down"
                 )
-        await self.release()
 
     async def release(self) -> None:
         """Give the lease up (holder cleared) so that a follower does not wait for it to lapse."""
