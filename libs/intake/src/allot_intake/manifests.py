@@ -308,14 +308,19 @@ class Door:
             and admitted.issues[0].code == "NotSupported"
             and admitted.issues[0].path in ("kind", "apiVersion")
         ):
-            message = admitted.issues[0].message  # a known kind under another apiVersion: the one accepted
-            if admitted.issues[0].path == "kind":
+            path, message = (
+                admitted.issues[0].path,
+                admitted.issues[0].message,
+            )  # a known kind: the apiVersion
+            versions = sorted(a for a, k in WORKLOAD_KINDS | CLI_KINDS if k == doc.kind)  # a workload's, ours
+            if path == "kind" and versions:
+                path = "apiVersion"
+                message = f"unsupported apiVersion {doc.api_version!r} for {doc.kind}; accepted: {', '.join(versions)}"
+            elif path == "kind":
                 message = f"unsupported apiVersion/kind {doc.api_version} {doc.kind}; accepted: " + ", ".join(
                     sorted([*accepted_kinds(), *(f"{a} {k}" for a, k in sorted(WORKLOAD_KINDS | CLI_KINDS))])
                 )
-            return Verdict(
-                doc, [FieldIssue(path=admitted.issues[0].path, code="NotSupported", message=message)], []
-            )
+            return Verdict(doc, [FieldIssue(path=path, code="NotSupported", message=message)], [])
         return Verdict(doc, list(admitted.issues), list(admitted.warnings))
 
     def _parent_quota(self, admitted: Admitted) -> Admitted:
