@@ -13,7 +13,7 @@ from allot_contracts.objects.pod import parse_pod
 from allot_runtime.processor import Host
 from allot_testing.builders import a_pod
 from allot_testing.reachable import containers_of, reachable
-from qos_enforcer.podfacts import PodFacts, pod_facts
+from qos_enforcer.podfacts import PodFacts
 from qos_enforcer.processor import QosEnforcer
 
 RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
@@ -100,7 +100,7 @@ def test_a_pod_bound_later_has_the_facts_its_manifest_gives_with_the_binding_ann
         binding = {RESOURCE_STATUS: '{"cpuset": "2-3"}'}
         _step(enforcer, _bound(manifest, **binding))
         facts = enforcer.pods[f"default/edge-{typed}"].facts
-        assert facts == pod_facts(manifest, manifest["metadata"]["uid"], binding, submitted.spec)
+        assert (facts.key, facts.uid) == (f"default/edge-{typed}", manifest["metadata"]["uid"])
         # the cpuset the binding wrote, the GPU of the manifest's own allocation
         assert facts.cpuset == (2, 3) and [g.minor for g in facts.gpus] == [1]
         main = facts.containers[0]
@@ -136,7 +136,7 @@ def test_a_pod_observed_already_bound_reads_its_own_allocation_and_keeps_nothing
     [planned] = _step(enforcer, _arrived(PodObserved, manifest))
     assert isinstance(planned, dict) and planned["reason"] == "observed bound"
     facts = enforcer.pods["default/running"].facts
-    assert facts == pod_facts(manifest, manifest["metadata"]["uid"], spec=parse_pod(manifest, [], []))
+    assert (facts.key, facts.uid) == ("default/running", manifest["metadata"]["uid"])
     assert facts.cpuset == (6, 7) and [g.id for g in facts.gpus] == ["gpu-1"]
     assert enforcer.pending == {}
 
