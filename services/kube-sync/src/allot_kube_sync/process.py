@@ -50,6 +50,7 @@ from allot_kube_sync.sync import DEFAULT_SCHEDULER_NAME, PRODUCER, KubeSync
 from allot_runtime import logs
 from allot_runtime.health import health_app, serve_health
 from allot_runtime.kube.lease import GuardedStore, Leadership, LeaseConfig, lease_identity, while_leading
+from allot_runtime.settings import ServiceSettings
 from allot_runtime.settings import load as load_settings
 from allot_runtime.signals import stop_on_signals
 
@@ -85,6 +86,18 @@ def health(progress: Progress, registry: CollectorRegistry) -> web.Application:
         return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
 
     return health_app(healthz=healthz, readyz=readyz, metrics=metrics)
+
+
+def _lease_config(settings: ServiceSettings) -> LeaseConfig:
+    """kube-sync's Lease (``ALLOT_LEASE_*``; this process's own identity)."""
+    return LeaseConfig(
+        namespace=settings.lease_namespace,
+        name=settings.lease_name or DEFAULT_LEASE,
+        identity=lease_identity(),
+        lease_duration=settings.lease_duration_s,
+        renew_deadline=settings.lease_renew_deadline_s,
+        retry_period=settings.lease_retry_period_s,
+    )
 
 
 async def run_kube_sync(
@@ -144,14 +157,7 @@ async def run_kube_sync(
             hold: Any
             store: Any
             if settings.leader_election == "lease":
-                config = LeaseConfig(
-                    namespace=settings.lease_namespace,
-                    name=settings.lease_name or DEFAULT_LEASE,
-                    identity=lease_identity(),
-                    lease_duration=settings.lease_duration_s,
-                    renew_deadline=settings.lease_renew_deadline_s,
-                    retry_period=settings.lease_retry_period_s,
-                )
+                config = _lease_config(settings)
                 client.user_agent = f"allot-kube-sync/{config.identity}"
                 leadership = Leadership(client=client, store=log_store(), config=config, decider=PRODUCER)
                 progress.phase = "standing by: waiting for the lease"
