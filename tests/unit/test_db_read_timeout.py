@@ -7,6 +7,7 @@ import asyncio
 import logging
 from types import SimpleNamespace
 
+import asyncpg
 import pytest
 
 from allot_bus.outage import Outage
@@ -118,3 +119,19 @@ def test_the_client_and_the_services_read_the_variable_alike(text: str) -> None:
         assert str(raised.value) == f"ALLOT_DB_READ_TIMEOUT: {reason}"
         return
     assert AllotClient.from_env(env).read_timeout == (seconds or None)
+
+
+def test_a_refusal_is_an_answer_and_ends_the_reason_an_outage_left() -> None:
+    """Readiness says why the log cannot be reached until the server answers again, and a refusal is an answer (was:
+    a read refused after an outage, or an append that timed out on the lock, left the outage's reason standing)."""
+    unreachable = Unreachable()
+    unreachable.failed(
+        ConnectionRefusedError("refused"), RuntimeError("PostgreSQL at … unavailable: refused")
+    )
+    assert unreachable.reason == "PostgreSQL at … unavailable: refused"
+    unreachable.failed(asyncpg.exceptions.LockNotAvailableError("lock"), RuntimeError("event log busy"))
+    assert unreachable.reason is None
+    unreachable.failed(TimeoutError(), RuntimeError("no answer within 1 s"))
+    assert unreachable.reason == "no answer within 1 s"
+    unreachable.failed(asyncpg.exceptions.DataError("bad value"), RuntimeError("rejected"))
+    assert unreachable.reason is None

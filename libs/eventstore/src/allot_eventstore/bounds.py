@@ -89,8 +89,9 @@ class Unreachable:
         self.reason = None
 
     def failed(self, driver_error: BaseException, translated: BaseException) -> None:
-        if is_unreachable(driver_error):
-            self.reason = str(translated)
+        """A round trip failed: unanswered, ``translated`` says why; refused (a value it rejects, a lock it could not
+        take in time), the server answered, and an earlier outage is over."""
+        self.reason = str(translated) if is_unreachable(driver_error) else None
 
 
 @contextlib.asynccontextmanager
