@@ -8,6 +8,7 @@ from unittest import mock
 
 import msgspec
 
+from allot_contracts import kube
 from allot_contracts.events import Event, ObjectRef, PodBound, PodObserved, PodSubmitted
 from allot_contracts.jsonvalue import JsonObject
 from allot_contracts.objects.pod import parse_pod
@@ -72,7 +73,7 @@ def test_the_manifest_read_is_the_pod_s_as_it_arrived_and_the_reader_s_own_copy(
     meta = first["metadata"]
     assert isinstance(meta, dict) and isinstance(meta["labels"], dict)
     meta["labels"]["app"] = "changed"
-    assert rec.manifest() == manifest and rec.annotations() == {"note": "x"}
+    assert rec.manifest() == manifest and kube.annotations_of(rec.manifest()) == {"note": "x"}
 
 
 def test_what_the_evictor_filter_reads_is_what_the_manifest_says() -> None:
@@ -180,9 +181,9 @@ def test_known_pods_come_back_from_a_snapshot_with_their_manifests_and_what_they
     for key, rec in original.engine.world.pods.items():
         back = copy.engine.world.pods[key]
         assert back.manifest() == rec.manifest() and back.pod == rec.pod
-        assert (back.affinity_stated, back.annotated, back.local_storage, back.pvc) == (
+        assert (back.affinity_stated, back.evictor_annotations, back.local_storage, back.pvc) == (
             rec.affinity_stated,
-            rec.annotated,
+            rec.evictor_annotations,
             rec.local_storage,
             rec.pvc,
         )

@@ -9,10 +9,10 @@ Every known pod is kept until it is deleted, bound pods included, so a record is
 - the manifest is kept encoded (JSON, about a fifth of the decoded dict) and decoded only on the rare paths that
   need it, through :meth:`PodRecord.manifest` (a migration's re-submission and reservation template, the
   descheduler's job template). What the per-event and per-round paths read of it and the typed pod does not carry is
-  read once on arrival: whether it states a reservation affinity (every admission reads that), whether it has
-  annotations at all, the few annotations the evictor filter and the descheduler read (``READ_ANNOTATIONS``), and
-  its local-storage and PVC volumes. Rejected: keeping the decoded dict (about 1.7 KB a pod); keeping the event's own payload bytes (the
-  processor is handed the decoded event, and the payload holds the typed pod as well).
+  read once on arrival: whether it states a reservation affinity (every admission reads that), the few annotations
+  the evictor filter and the descheduler read (``READ_ANNOTATIONS``), and its local-storage and PVC volumes.
+  Rejected: keeping the decoded dict (about 1.7 KB a pod); keeping the event's own payload bytes (the processor is
+  handed the decoded event, and the payload holds the typed pod as well).
 - the typed pod, as the door read it, keeps its values but shares its repeated strings (namespace, classes, node,
   container and owner names: :func:`sys.intern`) and the sections most pods have at their defaults, which each pod
   decodes into its own copy of (:meth:`World.known`). Equal values, so nothing that reads or encodes the pod can tell.
@@ -25,7 +25,6 @@ Every known pod is kept until it is deleted, bound pods included, so a record is
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from typing import Final
 
 import msgspec
@@ -34,6 +33,7 @@ from allot_contracts import kube
 from allot_contracts.issues import FieldIssue
 from allot_contracts.jsonvalue import JsonObject, JsonValue
 from allot_contracts.objects.annotations import NUMASpec, ResourceSpec
+from allot_contracts.objects.meta import Owner
 from allot_contracts.objects.pod import Pod
 from allot_contracts.objects.reservation_pod import ANN_RESERVATION_AFFINITY, OwnerRef, PodReservation
 from allot_descheduling.evictor import READ_ANNOTATIONS
@@ -53,7 +53,6 @@ class PodRecord:
         "_facts",
         "_manifest",
         "affinity_stated",
-        "annotated",
         "evictor_annotations",
         "bound",
         "key",
@@ -78,7 +77,6 @@ class PodRecord:
         self.uid = uid
         self._manifest = _ENCODER.encode(manifest)
         annotations = kube.annotations_of(manifest)
-        self.annotated = bool(annotations)
         # what the evictor filter and the descheduler read of them (every placed pod at every round)
         self.evictor_annotations = {
             k: str(annotations[k]) for k in READ_ANNOTATIONS if k in annotations
@@ -98,10 +96,6 @@ class PodRecord:
         manifest: JsonObject = _DECODER.decode(self._manifest)
         return manifest
 
-    def annotations(self) -> Mapping[str, JsonValue]:
-        """The manifest's annotations (read from it only when it has some)."""
-        return kube.annotations_of(self.manifest()) if self.annotated else {}
-
     def facts(self) -> tuple[PodFacts, list[FieldIssue]]:
         if self._facts is None:
             self._facts = (
@@ -110,8 +104,10 @@ class PodRecord:
         return self._facts
 
     @property
-    def controller(self) -> OwnerRef | None:
-        return next((o for o in self.facts()[0].owners if o.controller), None)
+    def controller(self) -> Owner | OwnerRef | None:
+        """The owner that is its controller, from the typed pod when there is one (no matching facts built)."""
+        owners = self.pod.owners if self.pod is not None else self.facts()[0].owners
+        return next((o for o in owners if o.controller), None)
 
     @property
     def priority(self) -> int:
@@ -197,10 +193,8 @@ class World:
                     del self.workloads[workload]
 
     def workload_key(self, pod: PodRecord) -> str | None:
-        """The pod's workload: its controller's uid, else its namespace, kind and name; None without a controller.
-        Read from the typed pod's owners when there is one (the facts are built only for matching)."""
-        owners = pod.pod.owners if pod.pod is not None else pod.facts()[0].owners
-        ctl = next((o for o in owners if o.controller), None)
+        """The pod's workload: its controller's uid, else its namespace, kind and name; None without a controller."""
+        ctl = pod.controller
         if ctl is None:
             return None
         return ctl.uid or f"{pod.key.split('/', 1)[0]}/{ctl.kind}/{ctl.name}"
