@@ -249,9 +249,8 @@ class Ours:
         from allot_stack.connect import bounded_store
 
         await migrate(url)
-        self.store = bounded_store(
-            url
-        )  # each append bounded as a service's: what the services pay is measured
+        # each append bounded as a service's: what the services pay is measured
+        self.store = bounded_store(url)
 
     def prepare_run(self, start: int, count: int) -> Any:
         return batches(decision_events(start, count, self.workload), self.batch)
